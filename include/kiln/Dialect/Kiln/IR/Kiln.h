@@ -1,0 +1,56 @@
+//===- Kiln.h - The kiln dialect and its ops ---------------------*- C++ -*-===//
+//
+// Include this to use the kiln dialect. It pulls in MLIR's IR headers, so
+// code that does not build or inspect kiln IR should not include it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DIALECT_KILN_IR_KILN_H
+#define KILN_DIALECT_KILN_IR_KILN_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "kiln/Dialect/Kiln/IR/KilnOpsDialect.h.inc"
+
+#include "kiln/Dialect/Kiln/IR/KilnEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "kiln/Dialect/Kiln/IR/KilnAttrs.h.inc"
+
+namespace kiln {
+
+/// Shape of broadcasting `lhs` and `rhs` by numpy rules, or nullopt when the
+/// shapes are incompatible.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+
+/// Result type of an elementwise op over broadcast operands; emits an error at
+/// `loc` (when given) and fails when the shapes do not broadcast.
+llvm::LogicalResult
+inferBroadcastResult(std::optional<mlir::Location> loc, mlir::Type lhs,
+                     mlir::Type rhs, mlir::Type elementType,
+                     llvm::SmallVectorImpl<mlir::Type> &results);
+
+/// Output extent of one spatial dimension of a sliding-window op (conv,
+/// pool): `(in + lo + hi - dilation * (k - 1) - 1) / stride + 1`, rounded up
+/// instead of down with `ceilMode`.
+int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                         int64_t dilation, int64_t lo, int64_t hi,
+                         bool ceilMode = false);
+
+/// `axis` in [-rank, rank) made non-negative, or -1 when out of range.
+int64_t normalizeAxis(int64_t axis, int64_t rank);
+
+} // namespace kiln
+
+#define GET_OP_CLASSES
+#include "kiln/Dialect/Kiln/IR/KilnOps.h.inc"
+
+#endif // KILN_DIALECT_KILN_IR_KILN_H

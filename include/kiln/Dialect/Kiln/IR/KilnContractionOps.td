@@ -1,0 +1,106 @@
+//===- KilnContractionOps.td - matmul, conv, conv_transpose -*- tablegen -*-===//
+
+#ifndef KILN_DIALECT_KILN_IR_KILNCONTRACTIONOPS_TD
+#define KILN_DIALECT_KILN_IR_KILNCONTRACTIONOPS_TD
+
+include "kiln/Dialect/Kiln/IR/KilnBase.td"
+
+def Kiln_MatmulOp : Kiln_Op<"matmul", [InferTypeOpAdaptor]> {
+  let summary = "batched matrix product with numpy semantics";
+  let description = [{
+    `numpy.matmul`: the last two dimensions are the matrices
+    (`[..., M, K] x [..., K, N] -> [..., M, N]`) and the leading (batch)
+    dimensions broadcast. A 1-D `lhs` is a row vector and a 1-D `rhs` a
+    column vector; the added dimension is dropped from the result. Operands
+    share an element type; accumulation precision is decided by precision
+    lowering, not here.
+
+    Example:
+
+    ```mlir
+    %c = kiln.matmul %a, %b : tensor<8x128x64xf32>, tensor<64x32xf32>
+        -> tensor<8x128x32xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$lhs, Kiln_NumericTensor:$rhs);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+// Shared attributes of the sliding-window ops. `padding` holds the low pads
+// of every spatial dimension followed by the high pads.
+class Kiln_WindowOp<string mnemonic, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])>;
+
+def Kiln_ConvOp : Kiln_WindowOp<"conv"> {
+  let summary = "1-D, 2-D or 3-D grouped, strided, dilated convolution";
+  let description = [{
+    Cross-correlation of `input` with `filter`, plus an optional per-channel
+    `bias`. With `data_format = nchw` the input is `[N, C, spatial...]` and
+    the filter `[O, C / groups, kernel...]`; with `nhwc` the input is
+    `[N, spatial..., C]` and the filter `[O, kernel..., C / groups]`. The
+    result keeps the input's format. `strides` and `dilations` have one entry
+    per spatial dimension; `padding` has the low pads of every spatial
+    dimension followed by the high pads. Output size per spatial dimension:
+    `(in + lo + hi - dilation * (k - 1) - 1) / stride + 1`.
+
+    Example:
+
+    ```mlir
+    %y = kiln.conv %x, %w, %b {strides = array<i64: 2, 2>,
+        dilations = array<i64: 1, 1>, padding = array<i64: 3, 3, 3, 3>,
+        groups = 1 : i64, data_format = #kiln.data_format<nchw>}
+        : (tensor<1x3x224x224xf32>, tensor<64x3x7x7xf32>, tensor<64xf32>)
+        -> tensor<1x64x112x112xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$filter,
+                       Optional<Kiln_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                       DenseI64ArrayAttr:$padding,
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       DefaultValuedAttr<Kiln_DataFormatAttr,
+                           "::kiln::DataFormat::ChannelsFirst">:$data_format);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $filter (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_ConvTransposeOp : Kiln_WindowOp<"conv_transpose"> {
+  let summary = "transposed (fractionally strided) convolution";
+  let description = [{
+    The gradient of `kiln.conv` with respect to its input, used as a learned
+    upsampler. Input `[N, C, spatial...]` (`nchw`), filter
+    `[C, O / groups, kernel...]`, optional bias `[O]`. Output size per
+    spatial dimension:
+    `stride * (in - 1) + output_padding + dilation * (k - 1) + 1 - lo - hi`.
+
+    Example:
+
+    ```mlir
+    %y = kiln.conv_transpose %x, %w {strides = array<i64: 2, 2>,
+        dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>,
+        output_padding = array<i64: 1, 1>}
+        : (tensor<1x16x8x8xf32>, tensor<16x8x3x3xf32>) -> tensor<1x8x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$filter,
+                       Optional<Kiln_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$dilations,
+                       DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$output_padding,
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       DefaultValuedAttr<Kiln_DataFormatAttr,
+                           "::kiln::DataFormat::ChannelsFirst">:$data_format);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $filter (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // KILN_DIALECT_KILN_IR_KILNCONTRACTIONOPS_TD

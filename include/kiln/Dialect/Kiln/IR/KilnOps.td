@@ -1,0 +1,12 @@
+//===- KilnOps.td - All kiln ops, by family ----------------*- tablegen -*-===//
+
+#ifndef KILN_DIALECT_KILN_IR_KILNOPS_TD
+#define KILN_DIALECT_KILN_IR_KILNOPS_TD
+
+include "kiln/Dialect/Kiln/IR/KilnBase.td"
+include "kiln/Dialect/Kiln/IR/KilnElementwiseOps.td"
+include "kiln/Dialect/Kiln/IR/KilnContractionOps.td"
+include "kiln/Dialect/Kiln/IR/KilnReductionOps.td"
+include "kiln/Dialect/Kiln/IR/KilnDataMovementOps.td"
+
+#endif // KILN_DIALECT_KILN_IR_KILNOPS_TD

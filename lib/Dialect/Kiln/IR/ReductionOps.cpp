@@ -1,0 +1,215 @@
+//===- ReductionOps.cpp - Reductions, normalisation and pooling -------------===//
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+/// The shape left after reducing `axes` (already non-negative).
+SmallVector<int64_t> reducedShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes,
+                                  bool keepdims) {
+  SmallVector<int64_t> result;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
+      result.push_back(size);
+    else if (keepdims)
+      result.push_back(1);
+  }
+  return result;
+}
+
+LogicalResult checkAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (normalizeAxis(axis, rank) < 0)
+    return op->emitOpError("axis ") << axis << " is out of range for rank " << rank;
+  return success();
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// reduce, argmax, argmin
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  for (int64_t axis : adaptor.getAxes())
+    if (axis < 0 || axis >= input.getRank())
+      return emitOptionalError(loc, "axis ", axis, " is out of range for rank ",
+                               input.getRank());
+  types.push_back(RankedTensorType::get(
+      reducedShape(input.getShape(), adaptor.getAxes(), adaptor.getKeepdims()),
+      input.getElementType()));
+  return success();
+}
+
+LogicalResult ReduceOp::verify() {
+  ArrayRef<int64_t> axes = getAxes();
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i] <= axes[i - 1])
+      return emitOpError("axes must be sorted and unique");
+  return success();
+}
+
+OpFoldResult ReduceOp::fold(FoldAdaptor) {
+  if (getAxes().empty() && getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+static LogicalResult inferArgReduce(std::optional<Location> loc, Type inputType,
+                                    int64_t axis, bool keepdims,
+                                    SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(inputType);
+  int64_t d = normalizeAxis(axis, input.getRank());
+  if (d < 0)
+    return emitOptionalError(loc, "axis ", axis, " is out of range for rank ",
+                             input.getRank());
+  types.push_back(RankedTensorType::get(reducedShape(input.getShape(), {d}, keepdims),
+                                        IntegerType::get(input.getContext(), 64)));
+  return success();
+}
+
+LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferArgReduce(loc, adaptor.getInput().getType(), adaptor.getAxis(),
+                        adaptor.getKeepdims(), types);
+}
+
+LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferArgReduce(loc, adaptor.getInput().getType(), adaptor.getAxis(),
+                        adaptor.getKeepdims(), types);
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return checkAxis(*this, getAxis(), getType().getRank());
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  return checkAxis(*this, getAxis(), getType().getRank());
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Checks that every per-channel parameter is 1-D with `channels` entries.
+LogicalResult verifyChannelParams(Operation *op, ValueRange params, int64_t channels) {
+  for (Value p : params) {
+    auto type = cast<RankedTensorType>(p.getType());
+    if (type.getRank() != 1 || type.getDimSize(0) != channels)
+      return op->emitOpError("expects per-channel parameters of shape [")
+             << channels << "], got " << type;
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult LayerNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t axis = normalizeAxis(getAxis(), input.getRank());
+  if (axis < 0)
+    return checkAxis(*this, getAxis(), input.getRank());
+  ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
+  SmallVector<Value> params{getScale()};
+  if (getBias())
+    params.push_back(getBias());
+  for (Value p : params) {
+    auto type = cast<RankedTensorType>(p.getType());
+    std::optional<SmallVector<int64_t>> shape =
+        broadcastShapes(normalized, type.getShape());
+    if (!shape || ArrayRef<int64_t>(*shape) != normalized)
+      return emitOpError("parameter ") << type
+                                       << " does not broadcast to the normalised shape";
+  }
+  return success();
+}
+
+LogicalResult BatchNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (input.getRank() < 2)
+    return emitOpError("expects an input of rank >= 2");
+  int64_t channelDim = getDataFormat() == DataFormat::ChannelsLast ? input.getRank() - 1 : 1;
+  return verifyChannelParams(*this, {getScale(), getBias(), getMean(), getVariance()},
+                             input.getDimSize(channelDim));
+}
+
+LogicalResult InstanceNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (input.getRank() < 3)
+    return emitOpError("expects an input of rank >= 3");
+  return verifyChannelParams(*this, {getScale(), getBias()}, input.getDimSize(1));
+}
+
+LogicalResult LrnOp::verify() {
+  if (getSize() < 1)
+    return emitOpError("size must be positive");
+  if (getType().getRank() < 3)
+    return emitOpError("expects an input of rank >= 3");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+namespace {
+SmallVector<int64_t> spatialDimsOf(int64_t rank, DataFormat format) {
+  SmallVector<int64_t> dims;
+  bool last = format == DataFormat::ChannelsLast;
+  for (int64_t d = last ? 1 : 2, e = last ? rank - 1 : rank; d < e; ++d)
+    dims.push_back(d);
+  return dims;
+}
+} // namespace
+
+LogicalResult PoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  if (input.getRank() < 3)
+    return emitOptionalError(loc, "expects an input of rank >= 3");
+  SmallVector<int64_t> dims = spatialDimsOf(input.getRank(), adaptor.getDataFormat());
+  size_t spatial = dims.size();
+  ArrayRef<int64_t> kernel = adaptor.getKernel(), strides = adaptor.getStrides(),
+                    dilations = adaptor.getDilations(), padding = adaptor.getPadding();
+  if (kernel.size() != spatial || strides.size() != spatial ||
+      dilations.size() != spatial || padding.size() != 2 * spatial)
+    return emitOptionalError(loc, "expects ", spatial,
+                             " kernel, stride and dilation entries and ", 2 * spatial,
+                             " padding entries");
+  SmallVector<int64_t> shape(input.getShape());
+  for (size_t i = 0; i < spatial; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1)
+      return emitOptionalError(loc, "kernel, strides and dilations must be positive");
+    shape[dims[i]] =
+        windowOutputSize(input.getDimSize(dims[i]), kernel[i], strides[i], dilations[i],
+                         padding[i], padding[spatial + i], adaptor.getCeilMode());
+    if (shape[dims[i]] < 1)
+      return emitOptionalError(loc, "window larger than padded input in spatial dim ", i);
+  }
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult PoolOp::verify() {
+  ArrayRef<int64_t> kernel = getKernel(), padding = getPadding();
+  for (size_t i = 0; i < kernel.size(); ++i)
+    if (padding[i] >= kernel[i] || padding[kernel.size() + i] >= kernel[i])
+      return emitOpError("padding must be smaller than the kernel");
+  return success();
+}
+
+LogicalResult GlobalPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  if (input.getRank() < 3)
+    return emitOptionalError(loc, "expects an input of rank >= 3");
+  SmallVector<int64_t> shape(input.getShape());
+  for (int64_t d : spatialDimsOf(input.getRank(), adaptor.getDataFormat()))
+    shape[d] = 1;
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+#===- install-deps.sh - Bring every build and test dependency of Kiln ------===#
+#
+# Idempotent: safe to run again; does nothing slow when everything is present.
+# Targets Debian 12 (bookworm) as root (or with sudo). The CUDA Toolkit is not a
+# Debian package: it must already be at /usr/local/cuda (or $CUDA_HOME); when it
+# is missing this script says so and stops.
+#
+#===------------------------------------------------------------------------===#
+set -euo pipefail
+
+LLVM_VERSION=22
+DEB_PACKAGES=(
+  cmake ninja-build ccache pkg-config python3 python3-pip
+  "llvm-${LLVM_VERSION}-dev" "libmlir-${LLVM_VERSION}-dev"
+  "mlir-${LLVM_VERSION}-tools" "llvm-${LLVM_VERSION}-tools" "clang-${LLVM_VERSION}"
+  libfmt-dev libgtest-dev libgmock-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
+)
+# Test-only Python packages, pinned so results are reproducible.
+PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4)
+
+say() { printf 'install-deps: %s\n' "$*"; }
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { say "need root or sudo to install Debian packages"; exit 1; }
+  SUDO=sudo
+fi
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+if [ ! -x "$CUDA_HOME/bin/ptxas" ] || [ ! -f "$CUDA_HOME/include/cuda.h" ]; then
+  say "MISSING: CUDA Toolkit (expected ptxas and cuda.h under $CUDA_HOME)."
+  say "Install the CUDA Toolkit 12.x/13.x (no driver needed) or set CUDA_HOME."
+  exit 1
+fi
+
+PY="${PYTHON:-python3}"
+if ! "$PY" - "${PY_PACKAGES[@]}" <<'PYEOF' >/dev/null 2>&1
+import sys
+from importlib.metadata import version
+for spec in sys.argv[1:]:
+    name, want = spec.split("==")
+    if version(name) != want:
+        sys.exit(1)
+PYEOF
+then
+  say "installing Python packages: ${PY_PACKAGES[*]}"
+  "$PY" -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}" ||
+    "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "${PY_PACKAGES[@]}"
+fi
+
+say "all dependencies present (LLVM/MLIR ${LLVM_VERSION}, CUDA at $CUDA_HOME, $("$PY" --version))"
