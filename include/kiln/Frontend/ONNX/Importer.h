@@ -1,0 +1,64 @@
+//===- Importer.h - ONNX model to kiln IR -------------------------*- C++ -*-===//
+//
+// The public entry point of the ONNX frontend. It reads an .onnx file (and
+// the external-data files next to it), fixes unknown dimensions from the
+// user's shapes, and returns a module holding `func.func @main` in the kiln
+// dialect with weights as `ml_program.global` resource blobs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_FRONTEND_ONNX_IMPORTER_H
+#define KILN_FRONTEND_ONNX_IMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir {
+class DialectRegistry;
+class MLIRContext;
+} // namespace mlir
+
+namespace kiln::onnx_frontend {
+
+struct ImportOptions {
+  /// Shapes for graph inputs, by name; they fix dimensions the model leaves
+  /// symbolic and must agree with the ones it fixes.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Initializers with at most this many elements become inline
+  /// `kiln.constant`s (so shape arithmetic folds); larger ones become globals.
+  int64_t inlineConstantLimit = 64;
+};
+
+/// Registers the dialects the importer produces.
+void registerImportDialects(mlir::DialectRegistry &registry);
+
+/// Imports the model at `path`. Errors are one line: the file, then the node
+/// (name and op type) or tensor at fault, then what is wrong.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importModelFile(llvm::StringRef path, mlir::MLIRContext &context,
+                const ImportOptions &options);
+
+/// One row of the supported-op table: an ONNX op type, the opset version its
+/// handler starts at, the op family, and what the handler does not support.
+struct SupportedOp {
+  std::string opType;
+  int sinceVersion;
+  std::string family;
+  std::string limits;
+};
+
+/// Every (op type, since-version) the importer has a handler for, sorted.
+std::vector<SupportedOp> listSupportedOps();
+
+/// The newest default-domain opset the handlers are written against.
+int maxSupportedOpset();
+
+} // namespace kiln::onnx_frontend
+
+#endif // KILN_FRONTEND_ONNX_IMPORTER_H

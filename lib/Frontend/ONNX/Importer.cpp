@@ -1,0 +1,522 @@
+//===- Importer.cpp - ONNX model to kiln IR ----------------------------------===//
+//
+// Reads the model, checks what a malformed or unsupported model can get wrong
+// (protobuf, opsets, domains, dangling names, cycles, dtypes, shapes), then
+// walks the nodes in dependency order handing each to the handler registered
+// for its (op type, since-version).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Frontend/ONNX/Importer.h"
+
+#include "NodeImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <deque>
+
+using namespace mlir;
+
+namespace kiln::onnx_frontend {
+
+namespace {
+constexpr int kMinOpset = 7;
+constexpr int kMaxOpset = 22;
+
+//===----------------------------------------------------------------------===//
+// Handler registry
+//===----------------------------------------------------------------------===//
+
+/// Handlers by op type, each list sorted by since-version.
+class HandlerRegistry {
+public:
+  static const HandlerRegistry &get() {
+    static const HandlerRegistry registry;
+    return registry;
+  }
+
+  /// The handler for `opType` at `opset`: the newest whose since-version is
+  /// at most `opset`. Null when there is none.
+  const Handler *lookup(StringRef opType, int64_t opset) const {
+    auto it = byOpType.find(opType);
+    if (it == byOpType.end())
+      return nullptr;
+    const Handler *best = nullptr;
+    for (const Handler &h : it->second)
+      if (h.sinceVersion <= opset)
+        best = &h;
+    return best;
+  }
+  /// The oldest opset any handler of `opType` supports, or 0.
+  int firstVersion(StringRef opType) const {
+    auto it = byOpType.find(opType);
+    return it == byOpType.end() ? 0 : it->second.front().sinceVersion;
+  }
+
+  const llvm::StringMap<SmallVector<Handler>> &all() const { return byOpType; }
+  const llvm::StringMap<std::string> &families() const { return familyOf; }
+
+private:
+  HandlerRegistry() {
+    addFamily("elementwise", registerElementwiseHandlers);
+    addFamily("contraction", registerContractionHandlers);
+    addFamily("reduction & normalisation", registerReductionHandlers);
+    addFamily("data movement", registerDataMovementHandlers);
+    addFamily("shape & constants", registerShapeHandlers);
+    for (auto &entry : byOpType)
+      llvm::sort(entry.second, [](const Handler &a, const Handler &b) {
+        return a.sinceVersion < b.sinceVersion;
+      });
+  }
+  void addFamily(StringRef family, void (*registerFn)(SmallVectorImpl<Handler> &)) {
+    SmallVector<Handler> handlers;
+    registerFn(handlers);
+    for (const Handler &h : handlers) {
+      byOpType[h.opType].push_back(h);
+      familyOf[h.opType] = family.str();
+    }
+  }
+
+  llvm::StringMap<SmallVector<Handler>> byOpType;
+  llvm::StringMap<std::string> familyOf;
+};
+
+std::string describeNode(const onnx::NodeProto &node) {
+  if (!node.name().empty())
+    return "node '" + node.name() + "' (" + node.op_type() + ")";
+  // Unnamed nodes are common in exported models: name them by what they make.
+  std::string output = node.output_size() ? node.output(0) : "";
+  return "unnamed node producing '" + output + "' (" + node.op_type() + ")";
+}
+
+std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string s;
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "x" : "") + (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d));
+  return s;
+}
+
+/// A symbol-safe version of an ONNX name for resource blob keys.
+std::string sanitize(StringRef name) {
+  std::string s;
+  for (char c : name)
+    s += llvm::isAlnum(c) ? c : '_';
+  if (s.empty() || llvm::isDigit(s[0]))
+    s = "w_" + s;
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext &context, StringRef path, const ImportOptions &options)
+      : context(context), options(options), path(path.str()),
+        baseDir(llvm::sys::path::parent_path(path).str()), b(&context) {
+    if (baseDir.empty())
+      baseDir = ".";
+  }
+
+  llvm::Expected<OwningOpRef<ModuleOp>> run();
+
+private:
+  LogicalResult fail(const Twine &message) {
+    if (error.empty())
+      error = message.str();
+    return failure();
+  }
+  LogicalResult parseModel();
+  LogicalResult readOpsets();
+  LogicalResult collectInputs(SmallVectorImpl<Type> &types,
+                              SmallVectorImpl<std::string> &names);
+  LogicalResult sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order);
+  LogicalResult importNode(const onnx::NodeProto &node);
+  LogicalResult bindOutputs(func::FuncOp func);
+  FailureOr<Value> lookupValue(StringRef name, const onnx::NodeProto *user);
+  FailureOr<Value> materializeInitializer(const onnx::TensorProto &tensor);
+  void removeDeadCode(func::FuncOp func);
+
+  MLIRContext &context;
+  const ImportOptions &options;
+  std::string path, baseDir, error;
+  onnx::ModelProto model;
+  int64_t opset = 0;
+  OpBuilder b;
+  OwningOpRef<ModuleOp> module;
+  Block *entry = nullptr;
+  llvm::StringMap<Value> values;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+};
+
+LogicalResult GraphImporter::parseModel() {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return fail("cannot read file: " + buffer.getError().message());
+  google::protobuf::io::ArrayInputStream raw((*buffer)->getBufferStart(),
+                                             static_cast<int>((*buffer)->getBufferSize()));
+  google::protobuf::io::CodedInputStream stream(&raw);
+  stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+    return fail("not a valid ONNX model (protobuf parse failed: truncated or "
+                "not an .onnx file)");
+  if (!model.has_graph() || model.ir_version() <= 0)
+    return fail("not a valid ONNX model (no graph or no IR version)");
+  return success();
+}
+
+LogicalResult GraphImporter::readOpsets() {
+  for (const onnx::OperatorSetIdProto &id : model.opset_import())
+    if (id.domain().empty() || id.domain() == "ai.onnx")
+      opset = id.version();
+  if (opset == 0)
+    return fail("model imports no default-domain (ai.onnx) opset");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return fail("opset " + Twine(opset) + " is not supported (Kiln supports " +
+                Twine(kMinOpset) + " to " + Twine(kMaxOpset) + ")");
+  for (const onnx::NodeProto &node : model.graph().node())
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      return fail(describeNode(node) + ": domain '" + node.domain() +
+                  "' is not supported (only the default ai.onnx domain is)");
+  if (model.graph().sparse_initializer_size() > 0)
+    return fail("tensor '" + model.graph().sparse_initializer(0).values().name() +
+                "': sparse initializers are not supported");
+  return success();
+}
+
+LogicalResult GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
+                                           SmallVectorImpl<std::string> &names) {
+  for (const onnx::TensorProto &init : model.graph().initializer())
+    initializers[init.name()] = &init;
+  llvm::StringSet<> seen;
+  for (const onnx::ValueInfoProto &input : model.graph().input()) {
+    // Before IR version 4 every initializer is listed as an input too.
+    if (initializers.count(input.name()))
+      continue;
+    const std::string &name = input.name();
+    seen.insert(name);
+    if (!input.type().has_tensor_type())
+      return fail("input '" + name + "' is not a tensor (sequences, maps and "
+                  "optionals are not supported)");
+    const onnx::TypeProto::Tensor &tensorType = input.type().tensor_type();
+    Type elementType = convertElementType(tensorType.elem_type(), &context);
+    if (!elementType)
+      return fail("input '" + name + "' has unsupported element type " +
+                  onnxTypeName(tensorType.elem_type()));
+    if (!tensorType.has_shape())
+      return fail("input '" + name + "' has no shape; give one with --shape " + name +
+                  "=DIMxDIM...");
+    SmallVector<int64_t> shape;
+    std::string symbolic;
+    for (const onnx::TensorShapeProto::Dimension &dim : tensorType.shape().dim()) {
+      if (dim.has_dim_value() && dim.dim_value() >= 0) {
+        shape.push_back(dim.dim_value());
+      } else {
+        shape.push_back(ShapedType::kDynamic);
+        if (symbolic.empty())
+          symbolic = dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "unnamed";
+      }
+    }
+    auto given = options.inputShapes.find(name);
+    if (given != options.inputShapes.end()) {
+      ArrayRef<int64_t> user = given->second;
+      bool compatible = user.size() == shape.size();
+      for (size_t i = 0; compatible && i < shape.size(); ++i)
+        compatible = ShapedType::isDynamic(shape[i]) || shape[i] == user[i];
+      if (!compatible)
+        return fail("input '" + name + "': --shape " + formatShape(user) +
+                    " conflicts with the model's shape " + formatShape(shape));
+      shape.assign(user.begin(), user.end());
+    } else if (!symbolic.empty()) {
+      return fail("input '" + name + "' has dynamic dimension " + symbolic +
+                  " (shape " + formatShape(shape) + "); fix it with --shape " + name +
+                  "=" + formatShape(shape));
+    }
+    types.push_back(RankedTensorType::get(shape, elementType));
+    names.push_back(name);
+  }
+  for (const auto &entry : options.inputShapes)
+    if (!seen.contains(entry.getKey()))
+      return fail("--shape names '" + entry.getKey() + "', which is not a graph input");
+  return success();
+}
+
+LogicalResult GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order) {
+  const onnx::GraphProto &graph = model.graph();
+  llvm::StringMap<int> producer;
+  for (int i = 0; i < graph.node_size(); ++i)
+    for (const std::string &out : graph.node(i).output()) {
+      if (out.empty())
+        continue;
+      if (!producer.try_emplace(out, i).second || initializers.count(out))
+        return fail(describeNode(graph.node(i)) + ": value '" + out +
+                    "' is defined more than once");
+    }
+  llvm::StringSet<> graphInputs;
+  for (const onnx::ValueInfoProto &in : graph.input())
+    graphInputs.insert(in.name());
+
+  // Kahn's algorithm, keeping the model's order among ready nodes.
+  std::vector<int> pending(graph.node_size(), 0);
+  std::vector<SmallVector<int>> users(graph.node_size());
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto &node = graph.node(i);
+    for (const std::string &in : node.input()) {
+      if (in.empty() || graphInputs.contains(in) || initializers.count(in))
+        continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        return fail(describeNode(node) + ": input '" + in +
+                    "' is not produced by any node, graph input or initializer");
+      ++pending[i];
+      users[it->second].push_back(i);
+    }
+  }
+  std::deque<int> ready;
+  for (int i = 0; i < graph.node_size(); ++i)
+    if (pending[i] == 0)
+      ready.push_back(i);
+  while (!ready.empty()) {
+    int i = ready.front();
+    ready.pop_front();
+    order.push_back(&graph.node(i));
+    for (int user : users[i])
+      if (--pending[user] == 0)
+        ready.push_back(user);
+  }
+  if (static_cast<int>(order.size()) != graph.node_size()) {
+    for (int i = 0; i < graph.node_size(); ++i)
+      if (pending[i] > 0)
+        return fail("graph has a cycle through " + describeNode(graph.node(i)));
+  }
+  return success();
+}
+
+FailureOr<Value> GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
+  std::string decodeError;
+  FailureOr<DecodedTensor> decoded = decodeTensorData(tensor, baseDir, &context, decodeError);
+  if (failed(decoded))
+    return fail(decodeError);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  Location loc = NameLoc::get(b.getStringAttr(tensor.name()));
+  RankedTensorType type = decoded->type;
+  if (type.getNumElements() <= options.inlineConstantLimit ||
+      type.getElementType().isInteger(1))
+    return ConstantOp::create(b, loc, toDenseElements(*decoded)).getResult();
+
+  // Weights live in globals backed by resource blobs: never printed inline,
+  // and ready to become mutable parameters for training.
+  auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+      ArrayRef<char>(decoded->bytes.data(), decoded->bytes.size()), alignof(uint64_t));
+  auto value = DenseResourceElementsAttr::get(type, sanitize(tensor.name()), std::move(blob));
+  {
+    OpBuilder::InsertionGuard moduleGuard(b);
+    b.setInsertionPoint(entry->getParentOp());
+    ml_program::GlobalOp::create(b, loc, tensor.name(), type, /*is_mutable=*/false,
+                                 value, b.getStringAttr("private"));
+  }
+  return ml_program::GlobalLoadConstOp::create(
+             b, loc, type, FlatSymbolRefAttr::get(&context, tensor.name()))
+      .getResult();
+}
+
+FailureOr<Value> GraphImporter::lookupValue(StringRef name, const onnx::NodeProto *user) {
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  auto init = initializers.find(name);
+  if (init != initializers.end()) {
+    FailureOr<Value> value = materializeInitializer(*init->second);
+    if (failed(value))
+      return failure();
+    values[name] = *value;
+    return *value;
+  }
+  std::string where = user ? describeNode(*user) + ": input" : "graph output";
+  return fail(where + " '" + name + "' has no value (its producer does not set it)");
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
+  const Handler *handler = HandlerRegistry::get().lookup(node.op_type(), opset);
+  if (!handler) {
+    int first = HandlerRegistry::get().firstVersion(node.op_type());
+    if (first == 0)
+      return fail(describeNode(node) + ": op type '" + node.op_type() +
+                  "' is not supported (kilnc --list-onnx-ops lists those that are)");
+    return fail(describeNode(node) + ": not supported at opset " + Twine(opset) +
+                " (supported from opset " + Twine(first) + ")");
+  }
+  SmallVector<Value> inputs;
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    FailureOr<Value> value = lookupValue(name, &node);
+    if (failed(value))
+      return failure();
+    inputs.push_back(*value);
+  }
+  std::string nodeError;
+  NodeImporter importer(b, node, opset, inputs, baseDir, nodeError);
+  if (failed(handler->fn(importer)))
+    return fail(describeNode(node) + ": " +
+                (nodeError.empty() ? std::string("import failed") : nodeError));
+  ArrayRef<Value> results = importer.results();
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (node.output(i).empty())
+      continue;
+    if (i < static_cast<int>(results.size()) && results[i])
+      values[node.output(i)] = results[i];
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::bindOutputs(func::FuncOp func) {
+  SmallVector<Value> results;
+  SmallVector<Type> types;
+  for (const onnx::ValueInfoProto &output : model.graph().output()) {
+    FailureOr<Value> value = lookupValue(output.name(), nullptr);
+    if (failed(value))
+      return failure();
+    auto type = cast<RankedTensorType>(value->getType());
+    // Where the model declares a static shape, it must match ours: a cheap
+    // cross-check of every shape rule on the way.
+    if (output.type().has_tensor_type() && output.type().tensor_type().has_shape()) {
+      const auto &dims = output.type().tensor_type().shape().dim();
+      bool matches = dims.size() == type.getRank();
+      for (int i = 0; matches && i < dims.size(); ++i)
+        matches = !dims[i].has_dim_value() || dims[i].dim_value() == type.getDimSize(i);
+      if (!matches)
+        return fail("output '" + output.name() + "': the model declares a shape that "
+                    "differs from the imported " + formatShape(type.getShape()));
+    }
+    results.push_back(*value);
+    types.push_back(type);
+  }
+  b.setInsertionPointToEnd(entry);
+  func::ReturnOp::create(b, func.getLoc(), results);
+  func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));
+  for (auto [i, output] : llvm::enumerate(model.graph().output()))
+    func.setResultAttr(i, "kiln.name", b.getStringAttr(output.name()));
+  return success();
+}
+
+void GraphImporter::removeDeadCode(func::FuncOp func) {
+  // Walk backwards so that a dead op's dead producers are seen after it.
+  SmallVector<Operation *> ops;
+  func.walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (op->use_empty() && isPure(op) && op != func)
+      op->erase();
+  llvm::StringSet<> used;
+  func.walk([&](ml_program::GlobalLoadConstOp load) {
+    used.insert(load.getGlobal().getRootReference().getValue());
+  });
+  for (auto global : llvm::make_early_inc_range(module->getOps<ml_program::GlobalOp>()))
+    if (!used.contains(global.getSymName()))
+      global.erase();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
+  auto result = [&]() -> LogicalResult {
+    if (failed(parseModel()) || failed(readOpsets()))
+      return failure();
+    SmallVector<Type> inputTypes;
+    SmallVector<std::string> inputNames;
+    if (failed(collectInputs(inputTypes, inputNames)))
+      return failure();
+    SmallVector<const onnx::NodeProto *> order;
+    if (failed(sortNodes(order)))
+      return failure();
+
+    Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
+    module = ModuleOp::create(fileLoc);
+    std::string graphName = model.graph().name();
+    (*module)->setAttr("kiln.source", b.getStringAttr(llvm::sys::path::filename(path)));
+    (*module)->setAttr("kiln.opset", b.getI64IntegerAttr(opset));
+    if (!graphName.empty())
+      (*module)->setAttr("kiln.graph_name", b.getStringAttr(graphName));
+    b.setInsertionPointToEnd(module->getBody());
+    auto func = func::FuncOp::create(b, fileLoc, "main",
+                                     b.getFunctionType(inputTypes, {}));
+    entry = func.addEntryBlock();
+    for (auto [i, name] : llvm::enumerate(inputNames)) {
+      func.setArgAttr(i, "kiln.name", b.getStringAttr(name));
+      values[name] = func.getArgument(i);
+    }
+    b.setInsertionPointToEnd(entry);
+    for (const onnx::NodeProto *node : order) {
+      b.setInsertionPointToEnd(entry);
+      if (failed(importNode(*node)))
+        return failure();
+    }
+    if (failed(bindOutputs(func)))
+      return failure();
+    removeDeadCode(func);
+
+    std::string diagnostic;
+    ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
+      if (diagnostic.empty())
+        diagnostic = diag.str();
+      return success();
+    });
+    if (failed(verify(*module)))
+      return fail("imported IR does not verify: " + diagnostic);
+    return success();
+  }();
+  if (failed(result))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": " + error);
+  return std::move(module);
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Public API
+//===----------------------------------------------------------------------===//
+
+void registerImportDialects(DialectRegistry &registry) {
+  registry.insert<KilnDialect, func::FuncDialect, ml_program::MLProgramDialect>();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>> importModelFile(StringRef path, MLIRContext &context,
+                                                const ImportOptions &options) {
+  DialectRegistry registry;
+  registerImportDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+  return GraphImporter(context, path, options).run();
+}
+
+std::vector<SupportedOp> listSupportedOps() {
+  const HandlerRegistry &registry = HandlerRegistry::get();
+  std::vector<SupportedOp> ops;
+  for (const auto &entry : registry.all())
+    for (const Handler &h : entry.second)
+      ops.push_back({h.opType, h.sinceVersion, registry.families().lookup(h.opType),
+                     h.limits});
+  llvm::sort(ops, [](const SupportedOp &a, const SupportedOp &b) {
+    return std::tie(a.opType, a.sinceVersion) < std::tie(b.opType, b.sinceVersion);
+  });
+  return ops;
+}
+
+int maxSupportedOpset() { return kMaxOpset; }
+
+} // namespace kiln::onnx_frontend

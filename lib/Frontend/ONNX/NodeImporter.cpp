@@ -1,0 +1,228 @@
+//===- NodeImporter.cpp - What an ONNX op handler sees ----------------------===//
+
+#include "NodeImporter.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+namespace kiln::onnx_frontend {
+
+NodeImporter::NodeImporter(OpBuilder &builder, const onnx::NodeProto &node,
+                           int64_t opset, ArrayRef<Value> inputs,
+                           StringRef baseDir, std::string &error)
+    : b(builder), proto(node), opsetVersion(opset), inputValues(inputs),
+      baseDir(baseDir.str()),
+      location(NameLoc::get(b.getStringAttr(node.name().empty() ? node.op_type()
+                                                                : node.name()))),
+      error(error) {}
+
+LogicalResult NodeImporter::fail(const Twine &message) {
+  if (error.empty())
+    error = message.str();
+  return failure();
+}
+
+RankedTensorType NodeImporter::inputType(size_t i) const {
+  return hasInput(i) ? cast<RankedTensorType>(inputValues[i].getType())
+                     : RankedTensorType();
+}
+
+std::optional<DenseElementsAttr> NodeImporter::constantInput(size_t i) const {
+  DenseElementsAttr value;
+  if (hasInput(i) && matchPattern(inputValues[i], m_Constant(&value)))
+    return value;
+  return std::nullopt;
+}
+
+FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i, StringRef what) {
+  std::optional<DenseElementsAttr> value = constantInput(i);
+  if (!value || !isa<IntegerType>(value->getElementType()))
+    return fail(Twine("input '") + what +
+                "' must be a compile-time integer constant (it depends on "
+                "runtime data; fix dynamic dims with --shape)");
+  SmallVector<int64_t> result;
+  bool isUnsigned = value->getElementType().isUnsignedInteger();
+  for (const APInt &v : value->getValues<APInt>())
+    result.push_back(isUnsigned ? static_cast<int64_t>(v.getZExtValue())
+                                : v.getSExtValue());
+  return result;
+}
+
+FailureOr<SmallVector<double>> NodeImporter::constantFloats(size_t i, StringRef what) {
+  std::optional<DenseElementsAttr> value = constantInput(i);
+  if (!value)
+    return fail(Twine("input '") + what + "' must be a compile-time constant");
+  SmallVector<double> result;
+  if (isa<FloatType>(value->getElementType())) {
+    for (const APFloat &v : value->getValues<APFloat>())
+      result.push_back(v.convertToDouble());
+  } else {
+    for (const APInt &v : value->getValues<APInt>())
+      result.push_back(static_cast<double>(v.getSExtValue()));
+  }
+  return result;
+}
+
+LogicalResult NodeImporter::checkArity(size_t min, size_t max, size_t maxOutputs) {
+  size_t present = 0;
+  for (size_t i = 0; i < numInputs(); ++i)
+    present += hasInput(i);
+  if (present < min || numInputs() > max)
+    return fail(Twine("expects ") + Twine(min) +
+                (min == max ? Twine("") : Twine(" to ") + Twine(max)) +
+                " inputs, got " + Twine(numInputs()));
+  for (int i = static_cast<int>(maxOutputs); i < proto.output_size(); ++i)
+    if (!proto.output(i).empty())
+      return fail(Twine("output ") + Twine(i) + " ('" + proto.output(i) +
+                  "') is not supported");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+const onnx::AttributeProto *NodeImporter::findAttr(StringRef name) const {
+  for (const onnx::AttributeProto &attr : proto.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+int64_t NodeImporter::intAttr(StringRef name, int64_t defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->i() : defaultValue;
+}
+
+float NodeImporter::floatAttr(StringRef name, float defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->f() : defaultValue;
+}
+
+std::string NodeImporter::stringAttr(StringRef name, StringRef defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->s() : defaultValue.str();
+}
+
+SmallVector<int64_t> NodeImporter::intsAttr(StringRef name) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  if (!attr)
+    return {};
+  return SmallVector<int64_t>(attr->ints().begin(), attr->ints().end());
+}
+
+SmallVector<float> NodeImporter::floatsAttr(StringRef name) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  if (!attr)
+    return {};
+  return SmallVector<float>(attr->floats().begin(), attr->floats().end());
+}
+
+FailureOr<DenseElementsAttr> NodeImporter::tensorAttr(StringRef name) {
+  const onnx::AttributeProto *attr = findAttr(name);
+  if (!attr || !attr->has_t())
+    return fail(Twine("missing tensor attribute '") + name + "'");
+  std::string decodeError;
+  FailureOr<DenseElementsAttr> value =
+      decodeTensor(attr->t(), baseDir, context(), decodeError);
+  if (failed(value))
+    return fail(decodeError);
+  return value;
+}
+
+LogicalResult NodeImporter::requireStringAttrIn(StringRef name, StringRef defaultValue,
+                                                ArrayRef<StringRef> supported) {
+  std::string value = stringAttr(name, defaultValue);
+  if (llvm::is_contained(supported, value))
+    return success();
+  return fail(Twine(name) + " '" + value + "' is not supported (supported: " +
+              llvm::join(supported, ", ") + ")");
+}
+
+//===----------------------------------------------------------------------===//
+// Building
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<Value>> NodeImporter::create(StringRef opName, ValueRange operands,
+                                                   ArrayRef<NamedAttribute> attrs,
+                                                   TypeRange types, unsigned numResults) {
+  // Capture the diagnostics of inference and verification: they become the
+  // node's error message rather than text on stderr.
+  std::string diagnostic;
+  ScopedDiagnosticHandler capture(context(), [&](Diagnostic &diag) {
+    if (diagnostic.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+      diagnostic = diag.str();
+    return success();
+  });
+  auto failWith = [&](Operation *op) -> FailureOr<SmallVector<Value>> {
+    if (op)
+      op->erase();
+    return fail(diagnostic.empty() ? Twine("cannot build ") + opName
+                                   : Twine(opName) + ": " + diagnostic);
+  };
+
+  OperationState state(location, opName);
+  state.addOperands(operands);
+  state.addAttributes(attrs);
+  if (!types.empty())
+    state.addTypes(types);
+  else
+    state.addTypes(SmallVector<Type>(numResults, b.getNoneType()));
+  Operation *op = b.create(state);
+
+  if (types.empty()) {
+    auto inferrable = dyn_cast<InferTypeOpInterface>(op);
+    SmallVector<Type> inferred;
+    if (!inferrable ||
+        failed(inferrable.inferReturnTypes(context(), location, op->getOperands(),
+                                           op->getRawDictionaryAttrs(),
+                                           op->getPropertiesStorage(),
+                                           op->getRegions(), inferred)) ||
+        inferred.size() != numResults)
+      return failWith(op);
+    for (auto [result, type] : llvm::zip_equal(op->getResults(), inferred))
+      result.setType(type);
+  }
+  if (failed(verify(op)))
+    return failWith(op);
+
+  SmallVector<Value> folded;
+  if (succeeded(b.tryFold(op, folded)) && !folded.empty()) {
+    op->erase();
+    return folded;
+  }
+  return SmallVector<Value>(op->getResults());
+}
+
+Value NodeImporter::constant(DenseElementsAttr value) {
+  return ConstantOp::create(b, location, value);
+}
+
+Value NodeImporter::scalar(Type elementType, double value) {
+  auto type = RankedTensorType::get({}, elementType);
+  Attribute element = isa<FloatType>(elementType)
+                          ? Attribute(b.getFloatAttr(elementType, value))
+                          : Attribute(b.getIntegerAttr(elementType,
+                                                       static_cast<int64_t>(value)));
+  return constant(DenseElementsAttr::get(type, element));
+}
+
+LogicalResult NodeImporter::setResults(ValueRange values) {
+  outputValues.assign(values.begin(), values.end());
+  return success();
+}
+
+FailureOr<int64_t> normalizeAxisOrFail(NodeImporter &n, int64_t axis, int64_t rank,
+                                       StringRef what) {
+  int64_t d = normalizeAxis(axis, rank);
+  if (d < 0)
+    return n.fail(Twine(what) + " " + Twine(axis) + " is out of range for rank " +
+                  Twine(rank));
+  return d;
+}
+
+} // namespace kiln::onnx_frontend

@@ -1,0 +1,215 @@
+//===- NodeImporter.h - What an ONNX op handler sees ------------*- C++ -*-===//
+//
+// Private to the frontend. A handler turns one ONNX node into kiln ops through
+// a NodeImporter: typed access to inputs and attributes, op creation that
+// infers result types, verifies and folds (so shape arithmetic collapses to
+// constants as it is imported), and errors that name the node.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_FRONTEND_ONNX_NODEIMPORTER_H
+#define KILN_LIB_FRONTEND_ONNX_NODEIMPORTER_H
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <string>
+
+namespace kiln::onnx_frontend {
+
+class NodeImporter;
+
+/// A handler imports one node; on failure it has called NodeImporter::fail.
+using HandlerFn = llvm::LogicalResult (*)(NodeImporter &);
+
+struct Handler {
+  const char *opType;
+  int sinceVersion;
+  HandlerFn fn;
+  /// What the handler does not support, in a few words (for docs/onnx-ops.md).
+  const char *limits;
+};
+
+/// The op families, one registration function (and one source file) each.
+void registerElementwiseHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerContractionHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerReductionHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerDataMovementHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerShapeHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+
+/// Converts an ONNX element type to an MLIR one, or null when unsupported.
+mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *context);
+/// The ONNX name of an element type enum value ("FLOAT", "STRING", ...).
+std::string onnxTypeName(int32_t onnxType);
+
+/// A TensorProto's type and its little-endian bytes (bool: one per element).
+struct DecodedTensor {
+  mlir::RankedTensorType type;
+  std::string bytes;
+};
+
+/// Reads a TensorProto's data, inline or external. Errors name the tensor.
+llvm::FailureOr<DecodedTensor> decodeTensorData(const onnx::TensorProto &tensor,
+                                                llvm::StringRef baseDir,
+                                                mlir::MLIRContext *context,
+                                                std::string &error);
+mlir::DenseElementsAttr toDenseElements(const DecodedTensor &tensor);
+
+/// Decodes a TensorProto (inline or external data) into a dense attribute.
+/// `baseDir` resolves external-data locations. Errors name the tensor.
+llvm::FailureOr<mlir::DenseElementsAttr>
+decodeTensor(const onnx::TensorProto &tensor, llvm::StringRef baseDir,
+             mlir::MLIRContext *context, std::string &error);
+
+class NodeImporter {
+public:
+  NodeImporter(mlir::OpBuilder &builder, const onnx::NodeProto &node,
+               int64_t opset, llvm::ArrayRef<mlir::Value> inputs,
+               llvm::StringRef baseDir, std::string &error);
+
+  mlir::OpBuilder &builder() { return b; }
+  mlir::MLIRContext *context() { return b.getContext(); }
+  mlir::Location loc() const { return location; }
+  const onnx::NodeProto &node() const { return proto; }
+  int64_t opset() const { return opsetVersion; }
+
+  //===--------------------------------------------------------------------===//
+  // Inputs
+  //===--------------------------------------------------------------------===//
+
+  /// Number of inputs as written, counting omitted optional ones ("").
+  size_t numInputs() const { return inputValues.size(); }
+  /// Whether input `i` exists and is not an omitted optional input.
+  bool hasInput(size_t i) const { return i < inputValues.size() && inputValues[i]; }
+  /// Input `i`, or null when absent.
+  mlir::Value input(size_t i) const { return hasInput(i) ? inputValues[i] : nullptr; }
+  mlir::RankedTensorType inputType(size_t i) const;
+  /// The compile-time value of input `i`, if it folded to a constant.
+  std::optional<mlir::DenseElementsAttr> constantInput(size_t i) const;
+  /// The integer values of a constant input; fails with an error naming
+  /// `what` when the input is not a compile-time constant.
+  llvm::FailureOr<llvm::SmallVector<int64_t>> constantInts(size_t i, llvm::StringRef what);
+  /// Same for a float input.
+  llvm::FailureOr<llvm::SmallVector<double>> constantFloats(size_t i, llvm::StringRef what);
+  /// Fails unless the node has between `min` and `max` inputs and at most
+  /// `maxOutputs` outputs that are used.
+  llvm::LogicalResult checkArity(size_t min, size_t max, size_t maxOutputs = 1);
+
+  //===--------------------------------------------------------------------===//
+  // Attributes
+  //===--------------------------------------------------------------------===//
+
+  bool hasAttr(llvm::StringRef name) const { return findAttr(name) != nullptr; }
+  int64_t intAttr(llvm::StringRef name, int64_t defaultValue) const;
+  float floatAttr(llvm::StringRef name, float defaultValue) const;
+  std::string stringAttr(llvm::StringRef name, llvm::StringRef defaultValue) const;
+  llvm::SmallVector<int64_t> intsAttr(llvm::StringRef name) const;
+  llvm::SmallVector<float> floatsAttr(llvm::StringRef name) const;
+  /// A TENSOR attribute decoded; fails (with an error) when absent or bad.
+  llvm::FailureOr<mlir::DenseElementsAttr> tensorAttr(llvm::StringRef name);
+  /// Fails naming the first attribute that is set but not in `supported`
+  /// values; used where a handler implements only some modes.
+  llvm::LogicalResult requireStringAttrIn(llvm::StringRef name,
+                                          llvm::StringRef defaultValue,
+                                          llvm::ArrayRef<llvm::StringRef> supported);
+
+  //===--------------------------------------------------------------------===//
+  // Building
+  //===--------------------------------------------------------------------===//
+
+  /// Creates `OpTy` with inferred result types, verifies and folds it.
+  template <typename OpTy>
+  llvm::FailureOr<mlir::Value> make(mlir::ValueRange operands,
+                                    llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    return single(create(OpTy::getOperationName(), operands, attrs, {}, 1));
+  }
+  /// Same, with the result type given (ops that do not infer it).
+  template <typename OpTy>
+  llvm::FailureOr<mlir::Value> makeTyped(mlir::Type type, mlir::ValueRange operands,
+                                         llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    return single(create(OpTy::getOperationName(), operands, attrs, type, 1));
+  }
+  /// Multi-result creation with inferred types.
+  template <typename OpTy>
+  llvm::FailureOr<llvm::SmallVector<mlir::Value>>
+  makeMulti(unsigned numResults, mlir::ValueRange operands,
+            llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    return create(OpTy::getOperationName(), operands, attrs, {}, numResults);
+  }
+  /// A `kiln.constant`.
+  mlir::Value constant(mlir::DenseElementsAttr value);
+  /// A scalar constant of `elementType` (rank 0).
+  mlir::Value scalar(mlir::Type elementType, double value);
+
+  /// Attribute shorthands.
+  mlir::NamedAttribute named(llvm::StringRef name, mlir::Attribute value) {
+    return b.getNamedAttr(name, value);
+  }
+  mlir::NamedAttribute namedI64(llvm::StringRef name, int64_t v) {
+    return named(name, b.getI64IntegerAttr(v));
+  }
+  mlir::NamedAttribute namedF32(llvm::StringRef name, float v) {
+    return named(name, b.getF32FloatAttr(v));
+  }
+  mlir::NamedAttribute namedF64(llvm::StringRef name, double v) {
+    return named(name, b.getF64FloatAttr(v));
+  }
+  mlir::NamedAttribute namedArray(llvm::StringRef name, llvm::ArrayRef<int64_t> v) {
+    return named(name, b.getDenseI64ArrayAttr(v));
+  }
+  mlir::NamedAttribute namedUnit(llvm::StringRef name) {
+    return named(name, b.getUnitAttr());
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Results and errors
+  //===--------------------------------------------------------------------===//
+
+  /// Binds the node's outputs, in order, to `values`; extra outputs that the
+  /// graph never uses may be left unbound.
+  llvm::LogicalResult setResults(mlir::ValueRange values);
+  llvm::LogicalResult setResult(mlir::Value value) {
+    return setResults(mlir::ValueRange(value));
+  }
+  llvm::ArrayRef<mlir::Value> results() const { return outputValues; }
+
+  /// Records `message` as the import error and fails.
+  llvm::LogicalResult fail(const llvm::Twine &message);
+
+private:
+  llvm::FailureOr<llvm::SmallVector<mlir::Value>>
+  create(llvm::StringRef opName, mlir::ValueRange operands,
+         llvm::ArrayRef<mlir::NamedAttribute> attrs, mlir::TypeRange types,
+         unsigned numResults);
+  static llvm::FailureOr<mlir::Value>
+  single(llvm::FailureOr<llvm::SmallVector<mlir::Value>> values) {
+    if (mlir::failed(values))
+      return mlir::failure();
+    return values->front();
+  }
+  const onnx::AttributeProto *findAttr(llvm::StringRef name) const;
+
+  mlir::OpBuilder &b;
+  const onnx::NodeProto &proto;
+  int64_t opsetVersion;
+  llvm::SmallVector<mlir::Value> inputValues;
+  llvm::SmallVector<mlir::Value> outputValues;
+  std::string baseDir;
+  mlir::Location location;
+  std::string &error;
+};
+
+/// Normalises `axis` for `rank`, failing with an error naming `what`.
+llvm::FailureOr<int64_t> normalizeAxisOrFail(NodeImporter &n, int64_t axis,
+                                             int64_t rank,
+                                             llvm::StringRef what = "axis");
+
+} // namespace kiln::onnx_frontend
+
+#endif // KILN_LIB_FRONTEND_ONNX_NODEIMPORTER_H

@@ -1,0 +1,194 @@
+//===- kilnc.cpp - The Kiln compiler driver ---------------------------------===//
+//
+// kilnc model.onnx [--shape name=1x3x224x224] [--emit=kiln] [-o out]
+//
+// Today the driver imports a model into the kiln dialect and prints it (or a
+// one-line summary). Later phases (linalg, gpu, llvm, ptx, the .kiln
+// artifact) extend --emit. Output files are written atomically: a failed
+// compile never leaves a partial file behind.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Frontend/ONNX/Importer.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+namespace onnxfe = kiln::onnx_frontend;
+
+namespace {
+enum class EmitPhase { Kiln };
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"));
+cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
+                                cl::value_desc("file"), cl::init("-"));
+cl::opt<EmitPhase> emitPhase(
+    "emit", cl::desc("Stop after a phase and print its IR"), cl::init(EmitPhase::Kiln),
+    cl::values(clEnumValN(EmitPhase::Kiln, "kiln", "the imported kiln dialect")));
+cl::list<std::string> shapes("shape",
+                             cl::desc("Fix an input's shape: name=1x3x224x224 "
+                                      "(repeatable, or comma-separated)"),
+                             cl::value_desc("name=dims"), cl::CommaSeparated);
+cl::opt<bool> summary("summary", cl::desc("Print a one-line summary instead of IR"));
+cl::opt<bool> printWeights("print-weights",
+                           cl::desc("Print weight blobs in full instead of eliding them"));
+cl::opt<bool> listOnnxOps("list-onnx-ops",
+                          cl::desc("Print the supported ONNX ops as a Markdown table"));
+
+int error(const llvm::Twine &message) {
+  llvm::errs() << "kilnc: error: " << message << "\n";
+  return 1;
+}
+
+/// Parses "name=1x3x224x224" into the options' shape map.
+llvm::Error parseShapes(onnxfe::ImportOptions &options) {
+  for (const std::string &spec : shapes) {
+    auto [name, dims] = llvm::StringRef(spec).split('=');
+    if (name.empty() || dims.empty())
+      return llvm::createStringError("--shape '" + spec + "' is not name=DIMxDIM...");
+    llvm::SmallVector<int64_t> shape;
+    llvm::SmallVector<llvm::StringRef> parts;
+    if (dims != "scalar")
+      dims.split(parts, 'x');
+    for (llvm::StringRef part : parts) {
+      int64_t d;
+      if (part.getAsInteger(10, d) || d < 0)
+        return llvm::createStringError("--shape '" + spec + "': '" + part.str() +
+                                       "' is not a dimension");
+      shape.push_back(d);
+    }
+    options.inputShapes[name] = shape;
+  }
+  return llvm::Error::success();
+}
+
+std::string describeType(RankedTensorType type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  for (int64_t d : type.getShape())
+    os << d << "x";
+  os << type.getElementType();
+  return s;
+}
+
+/// One line: inputs, outputs, op counts by kind, weights.
+void printSummary(ModuleOp module, llvm::raw_ostream &os) {
+  func::FuncOp func = *module.getOps<func::FuncOp>().begin();
+  auto names = [&](auto getAttr, TypeRange types) {
+    std::string s;
+    for (auto [i, type] : llvm::enumerate(types)) {
+      auto name = getAttr(i);
+      s += (i ? ", " : "") + (name ? name.getValue().str() : "?") + ":" +
+           describeType(cast<RankedTensorType>(type));
+    }
+    return s;
+  };
+  std::map<std::string, int> counts;
+  int total = 0;
+  func.walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "kiln" &&
+        !isa<kiln::ConstantOp>(op)) {
+      ++counts[op->getName().stripDialect().str()];
+      ++total;
+    }
+  });
+  std::vector<std::pair<std::string, int>> sorted(counts.begin(), counts.end());
+  llvm::stable_sort(sorted, [](auto &a, auto &b) { return a.second > b.second; });
+  int64_t weights = 0, params = 0, bytes = 0;
+  for (auto global : module.getOps<ml_program::GlobalOp>()) {
+    auto type = cast<RankedTensorType>(global.getType());
+    ++weights;
+    params += type.getNumElements();
+    bytes += type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  }
+  auto source = module->getAttrOfType<StringAttr>("kiln.source");
+  os << (source ? source.getValue() : "model") << ": opset "
+     << module->getAttrOfType<IntegerAttr>("kiln.opset").getInt() << ", inputs "
+     << names([&](unsigned i) { return func.getArgAttrOfType<StringAttr>(i, "kiln.name"); },
+              func.getArgumentTypes())
+     << "; outputs "
+     << names([&](unsigned i) { return func.getResultAttrOfType<StringAttr>(i, "kiln.name"); },
+              func.getResultTypes())
+     << "; " << total << " kiln ops (";
+  for (auto [i, entry] : llvm::enumerate(sorted))
+    os << (i ? ", " : "") << entry.first << " " << entry.second;
+  os << "); " << weights << " weight tensors, "
+     << llvm::format("%.2fM parameters (%.1f MB)", params / 1e6, bytes / 1e6) << "\n";
+}
+
+void printOnnxOps(llvm::raw_ostream &os) {
+  std::vector<onnxfe::SupportedOp> ops = onnxfe::listSupportedOps();
+  std::map<std::string, std::vector<const onnxfe::SupportedOp *>> byType;
+  for (const onnxfe::SupportedOp &op : ops)
+    byType[op.opType].push_back(&op);
+  os << "# Supported ONNX operators\n\n"
+     << "Generated by `kilnc --list-onnx-ops` from the importer's handler registry; "
+        "do not edit by hand.\n\n"
+     << byType.size() << " op types, default domain (`ai.onnx`), opsets 7 to "
+     << onnxfe::maxSupportedOpset()
+     << ". A handler covers its since-version up to the next listed one.\n\n"
+     << "| op type | handler since-versions | family | limits |\n"
+     << "|---|---|---|---|\n";
+  for (const auto &[type, handlers] : byType) {
+    std::string versions, limits;
+    for (const onnxfe::SupportedOp *op : handlers) {
+      versions += (versions.empty() ? "" : ", ") + std::to_string(op->sinceVersion);
+      if (!op->limits.empty() && limits.find(op->limits) == std::string::npos)
+        limits += (limits.empty() ? "" : "; ") + op->limits;
+    }
+    os << "| " << type << " | " << versions << " | " << handlers.front()->family
+       << " | " << (limits.empty() ? "—" : limits) << " |\n";
+  }
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "Kiln: ONNX to GPU compiler\n");
+
+  if (listOnnxOps) {
+    printOnnxOps(llvm::outs());
+    return 0;
+  }
+  if (inputFile.empty())
+    return error("no input model (usage: kilnc model.onnx [-o out])");
+
+  onnxfe::ImportOptions options;
+  if (llvm::Error err = parseShapes(options))
+    return error(llvm::toString(std::move(err)));
+
+  MLIRContext context;
+  context.printOpOnDiagnostic(false);
+  auto module = onnxfe::importModelFile(inputFile, context, options);
+  if (!module)
+    return error(llvm::toString(module.takeError()));
+
+  // Render first, then write atomically (temporary file + rename).
+  llvm::Error written = llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
+    if (summary) {
+      printSummary(**module, os);
+      return llvm::Error::success();
+    }
+    OpPrintingFlags flags;
+    if (!printWeights)
+      flags.elideLargeResourceString(64);
+    (*module)->print(os, flags);
+    return llvm::Error::success();
+  });
+  if (written)
+    return error("cannot write '" + outputFile + "': " + llvm::toString(std::move(written)));
+  return 0;
+}
