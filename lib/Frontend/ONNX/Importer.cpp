@@ -423,7 +423,7 @@ void GraphImporter::removeDeadCode(func::FuncOp func) {
   SmallVector<Operation *> ops;
   func.walk([&](Operation *op) { ops.push_back(op); });
   for (Operation *op : llvm::reverse(ops))
-    if (op->use_empty() && isPure(op) && op != func)
+    if (op->use_empty() && isPure(op) && !op->hasTrait<OpTrait::IsTerminator>())
       op->erase();
   llvm::StringSet<> used;
   func.walk([&](ml_program::GlobalLoadConstOp load) {

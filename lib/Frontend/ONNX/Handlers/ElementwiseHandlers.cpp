@@ -1,11 +1,343 @@
-//===- ElementwiseHandlers.cpp - ONNX Elementwise op handlers -------------------------===//
+//===- ElementwiseHandlers.cpp - ONNX elementwise ops ----------------------===//
+//
+// Unary math and activations, binary arithmetic with broadcasting, logic and
+// comparisons, variadic Sum/Mean/Max/Min, Where, Cast. Activations kiln has no
+// op for (Selu, Celu, Softsign, Mish, ...) are decomposed into kiln ops here.
+//
+//===----------------------------------------------------------------------===//
 
 #include "../NodeImporter.h"
 
 using namespace mlir;
 
 namespace kiln::onnx_frontend {
+namespace {
 
-void registerElementwiseHandlers(SmallVectorImpl<Handler> &handlers) {}
+/// Binds the result when `value` was built; forwards the failure otherwise.
+LogicalResult bind(NodeImporter &n, FailureOr<Value> value) {
+  if (failed(value))
+    return failure();
+  return n.setResult(*value);
+}
+
+Type elementTypeOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+
+template <typename OpTy>
+LogicalResult importUnary(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  return bind(n, n.make<OpTy>(n.input(0)));
+}
+
+template <typename OpTy>
+LogicalResult importBinary(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  return bind(n, n.make<OpTy>({n.input(0), n.input(1)}));
+}
+
+/// Max, Min, Sum, Mean: a left fold of the binary op over every input.
+template <typename OpTy>
+FailureOr<Value> foldVariadic(NodeImporter &n) {
+  if (n.numInputs() == 0 || llvm::any_of(llvm::seq<size_t>(0, n.numInputs()),
+                                         [&](size_t i) { return !n.hasInput(i); })) {
+    (void)n.fail("expects at least one input and no omitted inputs");
+    return failure();
+  }
+  Value acc = n.input(0);
+  for (size_t i = 1; i < n.numInputs(); ++i) {
+    FailureOr<Value> next = n.make<OpTy>({acc, n.input(i)});
+    if (failed(next))
+      return failure();
+    acc = *next;
+  }
+  return acc;
+}
+
+template <typename OpTy>
+LogicalResult importVariadic(NodeImporter &n) {
+  return bind(n, foldVariadic<OpTy>(n));
+}
+
+LogicalResult importMean(NodeImporter &n) {
+  FailureOr<Value> sum = foldVariadic<AddOp>(n);
+  if (failed(sum))
+    return failure();
+  Value count = n.scalar(elementTypeOf(*sum), static_cast<double>(n.numInputs()));
+  return bind(n, n.make<DivOp>({*sum, count}));
+}
+
+LogicalResult importLeakyRelu(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  return bind(n, n.make<LeakyReluOp>(n.input(0),
+                                     {n.namedF32("alpha", n.floatAttr("alpha", 0.01f))}));
+}
+
+LogicalResult importElu(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  return bind(n, n.make<EluOp>(n.input(0), {n.namedF32("alpha", n.floatAttr("alpha", 1.0f))}));
+}
+
+LogicalResult importHardSigmoid(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  return bind(n, n.make<HardSigmoidOp>(
+                     n.input(0), {n.namedF32("alpha", n.floatAttr("alpha", 0.2f)),
+                                  n.namedF32("beta", n.floatAttr("beta", 0.5f))}));
+}
+
+LogicalResult importGelu(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) ||
+      failed(n.requireStringAttrIn("approximate", "none", {"none", "tanh"})))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  if (n.stringAttr("approximate", "none") == "tanh")
+    attrs.push_back(n.namedUnit("tanh"));
+  return bind(n, n.make<GeluOp>(n.input(0), attrs));
+}
+
+/// Clip-6 takes its bounds as attributes, Clip-11 as optional inputs, which
+/// must be compile-time constants.
+LogicalResult importClip(NodeImporter &n) {
+  SmallVector<NamedAttribute> attrs;
+  if (n.opset() < 11) {
+    if (failed(n.checkArity(1, 1)))
+      return failure();
+    attrs.push_back(n.namedF64("min", n.floatAttr("min", -3.402823466e38f)));
+    attrs.push_back(n.namedF64("max", n.floatAttr("max", 3.402823466e38f)));
+  } else {
+    if (failed(n.checkArity(1, 3)))
+      return failure();
+    for (auto [i, name] : llvm::enumerate(ArrayRef<StringRef>{"min", "max"})) {
+      if (!n.hasInput(i + 1))
+        continue;
+      FailureOr<SmallVector<double>> bound = n.constantFloats(i + 1, name);
+      if (failed(bound))
+        return failure();
+      if (bound->size() != 1)
+        return n.fail(Twine(name) + " must be a scalar");
+      attrs.push_back(n.namedF64(name, bound->front()));
+    }
+  }
+  return bind(n, n.make<ClipOp>(n.input(0), attrs));
+}
+
+/// selu(x) = gamma * elu_alpha(x).
+LogicalResult importSelu(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  float alpha = n.floatAttr("alpha", 1.67326319217681884765625f);
+  float gamma = n.floatAttr("gamma", 1.05070102214813232421875f);
+  FailureOr<Value> elu = n.make<EluOp>(n.input(0), {n.namedF32("alpha", alpha)});
+  if (failed(elu))
+    return failure();
+  return bind(n, n.make<MulOp>({*elu, n.scalar(elementTypeOf(*elu), gamma)}));
+}
+
+/// celu(x) = alpha * elu_1(x / alpha).
+LogicalResult importCelu(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  float alpha = n.floatAttr("alpha", 1.0f);
+  Value x = n.input(0);
+  Value a = n.scalar(elementTypeOf(x), alpha);
+  FailureOr<Value> scaled = n.make<DivOp>({x, a});
+  if (failed(scaled))
+    return failure();
+  FailureOr<Value> elu = n.make<EluOp>(*scaled, {n.namedF32("alpha", 1.0f)});
+  if (failed(elu))
+    return failure();
+  return bind(n, n.make<MulOp>({*elu, a}));
+}
+
+/// softsign(x) = x / (1 + |x|).
+LogicalResult importSoftsign(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Value x = n.input(0);
+  FailureOr<Value> absX = n.make<AbsOp>(x);
+  if (failed(absX))
+    return failure();
+  FailureOr<Value> denom = n.make<AddOp>({*absX, n.scalar(elementTypeOf(x), 1.0)});
+  if (failed(denom))
+    return failure();
+  return bind(n, n.make<DivOp>({x, *denom}));
+}
+
+/// tan(x) = sin(x) / cos(x).
+LogicalResult importTan(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  FailureOr<Value> s = n.make<SinOp>(n.input(0));
+  FailureOr<Value> c = n.make<CosOp>(n.input(0));
+  if (failed(s) || failed(c))
+    return failure();
+  return bind(n, n.make<DivOp>({*s, *c}));
+}
+
+/// mish(x) = x * tanh(softplus(x)).
+LogicalResult importMish(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  FailureOr<Value> sp = n.make<SoftplusOp>(n.input(0));
+  if (failed(sp))
+    return failure();
+  FailureOr<Value> t = n.make<TanhOp>(*sp);
+  if (failed(t))
+    return failure();
+  return bind(n, n.make<MulOp>({n.input(0), *t}));
+}
+
+/// thresholded_relu(x) = x > alpha ? x : 0.
+LogicalResult importThresholdedRelu(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Value x = n.input(0);
+  Type type = elementTypeOf(x);
+  FailureOr<Value> above =
+      n.make<GreaterOp>({x, n.scalar(type, n.floatAttr("alpha", 1.0f))});
+  if (failed(above))
+    return failure();
+  return bind(n, n.make<SelectOp>({*above, x, n.scalar(type, 0.0)}));
+}
+
+/// prelu(x, slope) = x < 0 ? slope * x : x, slope broadcasting to x.
+LogicalResult importPRelu(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  Value x = n.input(0), slope = n.input(1);
+  FailureOr<Value> negative = n.make<LessOp>({x, n.scalar(elementTypeOf(x), 0.0)});
+  FailureOr<Value> scaled = n.make<MulOp>({slope, x});
+  if (failed(negative) || failed(scaled))
+    return failure();
+  return bind(n, n.make<SelectOp>({*negative, *scaled, x}));
+}
+
+/// isnan(x) = !(x == x).
+LogicalResult importIsNaN(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  FailureOr<Value> same = n.make<EqualOp>({n.input(0), n.input(0)});
+  if (failed(same))
+    return failure();
+  return bind(n, n.make<NotOp>(*same));
+}
+
+/// Pow allows an exponent of another element type; kiln.pow does not.
+LogicalResult importPow(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  Value base = n.input(0), exponent = n.input(1);
+  if (elementTypeOf(exponent) != elementTypeOf(base)) {
+    auto type = RankedTensorType::get(n.inputType(1).getShape(), elementTypeOf(base));
+    FailureOr<Value> converted = n.makeTyped<CastOp>(type, exponent);
+    if (failed(converted))
+      return failure();
+    exponent = *converted;
+  }
+  return bind(n, n.make<PowOp>({base, exponent}));
+}
+
+LogicalResult importMod(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  if (n.intAttr("fmod", 0) != 0)
+    attrs.push_back(n.namedUnit("fmod"));
+  else if (isa<FloatType>(elementTypeOf(n.input(0))))
+    return n.fail("Mod on floats requires fmod=1");
+  return bind(n, n.make<ModOp>({n.input(0), n.input(1)}, attrs));
+}
+
+LogicalResult importWhere(NodeImporter &n) {
+  if (failed(n.checkArity(3, 3)))
+    return failure();
+  return bind(n, n.make<SelectOp>({n.input(0), n.input(1), n.input(2)}));
+}
+
+FailureOr<Value> castTo(NodeImporter &n, Value input, Type elementType) {
+  auto type = RankedTensorType::get(cast<RankedTensorType>(input.getType()).getShape(),
+                                    elementType);
+  return n.makeTyped<CastOp>(type, input);
+}
+
+LogicalResult importCast(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  int64_t to = n.intAttr("to", 0);
+  Type elementType = convertElementType(static_cast<int32_t>(to), n.context());
+  if (!elementType)
+    return n.fail("cast to unsupported element type " + onnxTypeName(static_cast<int32_t>(to)));
+  return bind(n, castTo(n, n.input(0), elementType));
+}
+
+LogicalResult importCastLike(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  return bind(n, castTo(n, n.input(0), elementTypeOf(n.input(1))));
+}
+
+} // namespace
+
+void registerElementwiseHandlers(SmallVectorImpl<Handler> &handlers) {
+  handlers.append({
+      {"Abs", 6, importUnary<AbsOp>, ""},
+      {"Neg", 6, importUnary<NegOp>, ""},
+      {"Exp", 6, importUnary<ExpOp>, ""},
+      {"Log", 6, importUnary<LogOp>, ""},
+      {"Sqrt", 6, importUnary<SqrtOp>, ""},
+      {"Reciprocal", 6, importUnary<ReciprocalOp>, ""},
+      {"Tanh", 6, importUnary<TanhOp>, ""},
+      {"Sigmoid", 6, importUnary<SigmoidOp>, ""},
+      {"Erf", 9, importUnary<ErfOp>, ""},
+      {"Sin", 7, importUnary<SinOp>, ""},
+      {"Cos", 7, importUnary<CosOp>, ""},
+      {"Tan", 7, importTan, "decomposed as sin / cos"},
+      {"Floor", 6, importUnary<FloorOp>, ""},
+      {"Ceil", 6, importUnary<CeilOp>, ""},
+      {"Round", 11, importUnary<RoundOp>, ""},
+      {"Sign", 9, importUnary<SignOp>, ""},
+      {"Not", 1, importUnary<NotOp>, ""},
+      {"Relu", 6, importUnary<ReluOp>, ""},
+      {"Softplus", 1, importUnary<SoftplusOp>, ""},
+      {"HardSwish", 14, importUnary<HardSwishOp>, ""},
+      {"LeakyRelu", 6, importLeakyRelu, ""},
+      {"Elu", 6, importElu, ""},
+      {"Selu", 6, importSelu, "decomposed as gamma * elu"},
+      {"Celu", 12, importCelu, "decomposed as alpha * elu(x / alpha)"},
+      {"HardSigmoid", 6, importHardSigmoid, ""},
+      {"Gelu", 20, importGelu, ""},
+      {"Softsign", 1, importSoftsign, "decomposed as x / (1 + |x|)"},
+      {"Mish", 18, importMish, "decomposed as x * tanh(softplus(x))"},
+      {"ThresholdedRelu", 10, importThresholdedRelu, ""},
+      {"PRelu", 7, importPRelu, ""},
+      {"IsNaN", 9, importIsNaN, ""},
+      {"Clip", 6, importClip, ""},
+      {"Clip", 11, importClip, "min and max must be compile-time constants"},
+      {"Add", 7, importBinary<AddOp>, ""},
+      {"Sub", 7, importBinary<SubOp>, ""},
+      {"Mul", 7, importBinary<MulOp>, ""},
+      {"Div", 7, importBinary<DivOp>, ""},
+      {"Pow", 7, importPow, ""},
+      {"Mod", 10, importMod, ""},
+      {"And", 7, importBinary<AndOp>, ""},
+      {"Or", 7, importBinary<OrOp>, ""},
+      {"Xor", 7, importBinary<XorOp>, ""},
+      {"Equal", 7, importBinary<EqualOp>, ""},
+      {"Less", 7, importBinary<LessOp>, ""},
+      {"LessOrEqual", 12, importBinary<LessEqualOp>, ""},
+      {"Greater", 7, importBinary<GreaterOp>, ""},
+      {"GreaterOrEqual", 12, importBinary<GreaterEqualOp>, ""},
+      {"Max", 6, importVariadic<MaxOp>, ""},
+      {"Min", 6, importVariadic<MinOp>, ""},
+      {"Sum", 6, importVariadic<AddOp>, ""},
+      {"Mean", 6, importMean, ""},
+      {"Where", 9, importWhere, ""},
+      {"Cast", 6, importCast, "no string, complex or float8 types"},
+      {"CastLike", 15, importCastLike, "no string, complex or float8 types"},
+  });
+}
 
 } // namespace kiln::onnx_frontend
