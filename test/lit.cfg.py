@@ -35,5 +35,11 @@ llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
 # Test models are built with the `onnx` Python package, in the interpreter
 # CMake found (lit itself may run under another one).
 import subprocess
-if subprocess.call([python, "-c", "import onnx"], stderr=subprocess.DEVNULL) == 0:
+onnx_dir = subprocess.run(
+    [python, "-c", "import onnx, os; print(os.path.dirname(onnx.__file__))"],
+    capture_output=True, text=True).stdout.strip()
+if onnx_dir:
     config.available_features.add("onnx")
+    # The "light" model zoo shipped in the onnx package.
+    config.substitutions.append(
+        ("%onnx_light", os.path.join(onnx_dir, "backend", "test", "data", "light")))

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
@@ -149,6 +150,9 @@ private:
   LogicalResult bindOutputs(func::FuncOp func);
   FailureOr<Value> lookupValue(StringRef name, const onnx::NodeProto *user);
   FailureOr<Value> materializeInitializer(const onnx::TensorProto &tensor);
+  Value createWeight(StringRef name, RankedTensorType type, ArrayRef<char> bytes,
+                     Location loc);
+  void hoistLargeConstants(func::FuncOp func);
   void removeDeadCode(func::FuncOp func);
 
   MLIRContext &context;
@@ -320,20 +324,44 @@ FailureOr<Value> GraphImporter::materializeInitializer(const onnx::TensorProto &
       type.getElementType().isInteger(1))
     return ConstantOp::create(b, loc, toDenseElements(*decoded)).getResult();
 
+  return createWeight(tensor.name(), type,
+                      ArrayRef<char>(decoded->bytes.data(), decoded->bytes.size()), loc);
+}
+
+Value GraphImporter::createWeight(StringRef name, RankedTensorType type,
+                                  ArrayRef<char> bytes, Location loc) {
   // Weights live in globals backed by resource blobs: never printed inline,
   // and ready to become mutable parameters for training.
-  auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
-      ArrayRef<char>(decoded->bytes.data(), decoded->bytes.size()), alignof(uint64_t));
-  auto value = DenseResourceElementsAttr::get(type, sanitize(tensor.name()), std::move(blob));
-  {
-    OpBuilder::InsertionGuard moduleGuard(b);
-    b.setInsertionPoint(entry->getParentOp());
-    ml_program::GlobalOp::create(b, loc, tensor.name(), type, /*is_mutable=*/false,
-                                 value, b.getStringAttr("private"));
-  }
-  return ml_program::GlobalLoadConstOp::create(
-             b, loc, type, FlatSymbolRefAttr::get(&context, tensor.name()))
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(entry->getParentOp());
+  std::string symbol = name.str();
+  for (int i = 1; SymbolTable::lookupSymbolIn(*module, symbol); ++i)
+    symbol = name.str() + "_" + std::to_string(i);
+  auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, alignof(uint64_t));
+  auto value = DenseResourceElementsAttr::get(type, sanitize(symbol), std::move(blob));
+  ml_program::GlobalOp::create(b, loc, symbol, type, /*is_mutable=*/false, value,
+                               b.getStringAttr("private"));
+  b.setInsertionPointToStart(entry);
+  return ml_program::GlobalLoadConstOp::create(b, loc, type,
+                                               FlatSymbolRefAttr::get(&context, symbol))
       .getResult();
+}
+
+void GraphImporter::hoistLargeConstants(func::FuncOp func) {
+  // Constant nodes (and folds of them) can hold weights too.
+  func.walk([&](ConstantOp op) {
+    auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+    if (!dense || dense.isSplat() || dense.getElementType().isInteger(1) ||
+        dense.getNumElements() <= options.inlineConstantLimit)
+      return;
+    std::string name = "constant";
+    if (auto nameLoc = dyn_cast<NameLoc>(op.getLoc()))
+      name = nameLoc.getName().str();
+    Value weight = createWeight(name, cast<RankedTensorType>(dense.getType()),
+                                dense.getRawData(), op.getLoc());
+    op.replaceAllUsesWith(weight);
+    op.erase();
+  });
 }
 
 FailureOr<Value> GraphImporter::lookupValue(StringRef name, const onnx::NodeProto *user) {
@@ -470,6 +498,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     if (failed(bindOutputs(func)))
       return failure();
     removeDeadCode(func);
+    hoistLargeConstants(func);
 
     std::string diagnostic;
     ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {

@@ -1,11 +1,168 @@
-//===- ShapeHandlers.cpp - ONNX Shape op handlers -------------------------===//
+//===- ShapeHandlers.cpp - ONNX constants, shapes and pass-through ops -----===//
+//
+// Constant, ConstantOfShape, Shape, Size and Range produce compile-time values:
+// with static shapes, the Shape -> Gather -> Concat -> Reshape subgraphs that
+// exporters emit fold away as they are imported. Identity and inference-mode
+// Dropout forward their input.
+//
+//===----------------------------------------------------------------------===//
 
 #include "../NodeImporter.h"
 
 using namespace mlir;
 
 namespace kiln::onnx_frontend {
+namespace {
 
-void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {}
+RankedTensorType i64Tensor(NodeImporter &n, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, n.builder().getI64Type());
+}
+
+LogicalResult importConstant(NodeImporter &n) {
+  if (failed(n.checkArity(0, 0)))
+    return failure();
+  Builder &b = n.builder();
+  if (n.hasAttr("value")) {
+    FailureOr<DenseElementsAttr> value = n.tensorAttr("value");
+    if (failed(value))
+      return failure();
+    return n.setResult(n.constant(*value));
+  }
+  if (n.hasAttr("value_float"))
+    return n.setResult(n.scalar(b.getF32Type(), n.floatAttr("value_float", 0)));
+  if (n.hasAttr("value_int"))
+    return n.setResult(n.scalar(b.getI64Type(), static_cast<double>(n.intAttr("value_int", 0))));
+  if (n.hasAttr("value_floats")) {
+    SmallVector<float> values = n.floatsAttr("value_floats");
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())}, b.getF32Type());
+    return n.setResult(n.constant(DenseElementsAttr::get(type, ArrayRef(values))));
+  }
+  if (n.hasAttr("value_ints")) {
+    SmallVector<int64_t> values = n.intsAttr("value_ints");
+    return n.setResult(n.constant(DenseElementsAttr::get(
+        i64Tensor(n, {static_cast<int64_t>(values.size())}), ArrayRef(values))));
+  }
+  return n.fail("only value, value_float(s) and value_int(s) are supported "
+                "(sparse and string constants are not)");
+}
+
+/// A splat of the shape given by the (constant) input; the value attribute
+/// is a one-element tensor, f32 zero by default.
+LogicalResult importConstantOfShape(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape = n.constantInts(0, "shape");
+  if (failed(shape))
+    return failure();
+  if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
+    return n.fail("shape has a negative dimension");
+  DenseElementsAttr element;
+  if (n.hasAttr("value")) {
+    FailureOr<DenseElementsAttr> value = n.tensorAttr("value");
+    if (failed(value))
+      return failure();
+    if (value->getNumElements() != 1)
+      return n.fail("value must hold exactly one element");
+    element = *value;
+  } else {
+    element = DenseElementsAttr::get(RankedTensorType::get({1}, n.builder().getF32Type()),
+                                     n.builder().getF32FloatAttr(0));
+  }
+  auto type = RankedTensorType::get(*shape, element.getElementType());
+  return n.setResult(
+      n.constant(DenseElementsAttr::get(type, element.getValues<Attribute>()[0])));
+}
+
+LogicalResult importShape(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  ArrayRef<int64_t> shape = n.inputType(0).getShape();
+  int64_t rank = static_cast<int64_t>(shape.size());
+  // start/end (opset 15) clamp like Python slicing.
+  int64_t start = n.intAttr("start", 0), end = n.intAttr("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  SmallVector<int64_t> dims(shape.begin() + start, shape.begin() + end);
+  return n.setResult(n.constant(DenseElementsAttr::get(
+      i64Tensor(n, {static_cast<int64_t>(dims.size())}), ArrayRef(dims))));
+}
+
+LogicalResult importSize(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  return n.setResult(n.scalar(n.builder().getI64Type(),
+                              static_cast<double>(n.inputType(0).getNumElements())));
+}
+
+/// Range needs constant operands: its length decides the result shape.
+LogicalResult importRange(NodeImporter &n) {
+  if (failed(n.checkArity(3, 3)))
+    return failure();
+  SmallVector<double> bounds;
+  for (auto [i, name] : llvm::enumerate(ArrayRef<StringRef>{"start", "limit", "delta"})) {
+    FailureOr<SmallVector<double>> value = n.constantFloats(i, name);
+    if (failed(value))
+      return failure();
+    if (value->size() != 1)
+      return n.fail(Twine(name) + " must be a scalar");
+    bounds.push_back(value->front());
+  }
+  double start = bounds[0], limit = bounds[1], delta = bounds[2];
+  if (delta == 0)
+    return n.fail("delta is zero");
+  int64_t count =
+      std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  auto type = RankedTensorType::get({count}, n.inputType(0).getElementType());
+  FailureOr<Value> iota = n.makeTyped<IotaOp>(
+      type, {}, {n.namedF64("start", start), n.namedF64("step", delta)});
+  if (failed(iota))
+    return failure();
+  return n.setResult(*iota);
+}
+
+LogicalResult importIdentity(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  return n.setResult(n.input(0));
+}
+
+/// Inference-mode dropout is the identity; its mask output is all true.
+LogicalResult importDropout(NodeImporter &n) {
+  if (failed(n.checkArity(1, 3, 2)))
+    return failure();
+  if (n.hasInput(2)) {
+    std::optional<DenseElementsAttr> training = n.constantInput(2);
+    if (!training || training->getSplatValue<bool>())
+      return n.fail("training_mode must be a constant false (inference only)");
+  }
+  if (n.opset() < 7 && n.intAttr("is_test", 0) == 0)
+    return n.fail("is_test must be 1 (inference only)");
+  SmallVector<Value> results{n.input(0)};
+  if (n.node().output_size() > 1 && !n.node().output(1).empty()) {
+    auto type = RankedTensorType::get(n.inputType(0).getShape(), n.builder().getI1Type());
+    results.push_back(n.constant(DenseElementsAttr::get(type, true)));
+  }
+  return n.setResults(results);
+}
+
+} // namespace
+
+void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {
+  handlers.append({
+      {"Constant", 1, importConstant, "no sparse or string values"},
+      {"ConstantOfShape", 9, importConstantOfShape, "shape must be a compile-time constant"},
+      {"Shape", 1, importShape, ""},
+      {"Shape", 15, importShape, ""},
+      {"Size", 1, importSize, ""},
+      {"Range", 11, importRange, "start, limit and delta must be compile-time constants"},
+      {"Identity", 1, importIdentity, "tensors only (no sequences or optionals)"},
+      {"Dropout", 7, importDropout, "inference only"},
+      {"Dropout", 12, importDropout, "inference only; training_mode must be constant false"},
+  });
+}
 
 } // namespace kiln::onnx_frontend

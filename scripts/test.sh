@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+#===- test.sh - Install, build and run every Kiln test ---------------------===#
+#
+# The README's test command. Runs the lit suites (dialect, frontend, tools,
+# model imports, bad input) and the GoogleTest unit tests through one lit
+# invocation, then prints "N passed, N failed, N skipped".
+#
+#===------------------------------------------------------------------------===#
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build="${KILN_BUILD_DIR:-$root/build}"
+
+"$root/scripts/install-deps.sh"
+KILN_BUILD_DIR="$build" "$root/scripts/build.sh"
+
+lit=/usr/lib/llvm-22/bin/lit
+jobs=$(nproc)
+set +e
+"$lit" -sv -j "$jobs" "$build/test" 2>&1 | tee "$build/lit.log"
+status=${PIPESTATUS[0]}
+set -e
+count() { grep -E "^  $1 *: *[0-9]+" "$build/lit.log" | grep -oE '[0-9]+$' || echo 0; }
+passed=$(( $(count Passed) + $(count 'Expectedly Failed') ))
+failed=$(( $(count Failed) + $(count 'Unexpectedly Passed') + $(count Unresolved) + $(count 'Timed Out') ))
+skipped=$(( $(count Unsupported) + $(count Skipped) ))
+echo "$passed passed, $failed failed, $skipped skipped"
+exit "$status"
