@@ -56,7 +56,9 @@ def Kiln_DataFormat : I32EnumAttr<"DataFormat",
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
 }
-def Kiln_DataFormatAttr : EnumAttr<Kiln_Dialect, Kiln_DataFormat, "data_format">;
+def Kiln_DataFormatAttr : EnumAttr<Kiln_Dialect, Kiln_DataFormat, "data_format"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Kiln_ReduceKind : I32EnumAttr<"ReduceKind", "a reduction's combiner", [
       I32EnumAttrCase<"Sum", 0, "sum">,
