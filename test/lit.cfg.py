@@ -11,12 +11,14 @@ config.name = "KILN"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test", ".onnxtxt"]
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
-                   "unittests", "e2e"]
+                   "e2e"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%kiln_src", config.kiln_src_root))
+config.substitutions.append(
+    ("%llvm_include", os.path.join(os.path.dirname(config.llvm_tools_dir), "include")))
 python = config.python_executable or shutil.which("python3")
 config.substitutions.append(("%python", python))
 # Builds an .onnx file from ONNX textual syntax (and optional weights).
@@ -28,7 +30,7 @@ llvm_config.with_system_environment(["HOME", "PYTHONPATH"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["kiln-opt", "kilnc"], tool_dirs)
+llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "mlir-tblgen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
 

@@ -1,11 +1,203 @@
-//===- ContractionHandlers.cpp - ONNX Contraction op handlers -------------------------===//
+//===- ContractionHandlers.cpp - ONNX matrix products and convolutions ----===//
+//
+// MatMul, Gemm (lowered to kiln.transpose, kiln.matmul, kiln.mul and
+// kiln.add), Conv and ConvTranspose. The window attributes the convolutions
+// share with pooling (kernel_shape, strides, dilations, pads, auto_pad) are
+// read by WindowAttrs.h.
+//
+//===----------------------------------------------------------------------===//
 
-#include "../NodeImporter.h"
+#include "WindowAttrs.h"
+
+#include <cmath>
 
 using namespace mlir;
 
 namespace kiln::onnx_frontend {
+namespace {
 
-void registerContractionHandlers(SmallVectorImpl<Handler> &handlers) {}
+/// Binds the result when `value` was built; forwards the failure otherwise.
+LogicalResult bind(NodeImporter &n, FailureOr<Value> value) {
+  if (failed(value))
+    return failure();
+  return n.setResult(*value);
+}
+
+Type elementTypeOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+
+LogicalResult importMatMul(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  return bind(n, n.make<MatmulOp>({n.input(0), n.input(1)}));
+}
+
+/// `value * factor`, or `value` itself when the factor is 1.
+FailureOr<Value> scaleBy(NodeImporter &n, Value value, float factor, StringRef what) {
+  if (factor == 1.0f)
+    return value;
+  Type elementType = elementTypeOf(value);
+  if (!isa<FloatType>(elementType) && factor != std::trunc(factor))
+    return n.fail(Twine(what) + " must be a whole number for integer operands");
+  return n.make<MulOp>({value, n.scalar(elementType, factor)});
+}
+
+/// Y = alpha * A' B' + beta * C, where A' is A transposed when transA is set
+/// (B' likewise) and C broadcasts to Y's [M, N] but never grows it. C is
+/// required until opset 11. A zero beta drops C, as ONNX's reference does.
+LogicalResult importGemm(NodeImporter &n) {
+  if (failed(n.checkArity(n.opset() < 11 ? 3 : 2, 3)))
+    return failure();
+  if (n.inputType(0).getRank() != 2 || n.inputType(1).getRank() != 2)
+    return n.fail("A and B must be 2-D, got rank " + Twine(n.inputType(0).getRank()) +
+                  " and " + Twine(n.inputType(1).getRank()));
+  auto transposedIf = [&](size_t i, StringRef attr) -> FailureOr<Value> {
+    if (n.intAttr(attr, 0) == 0)
+      return n.input(i);
+    return n.make<TransposeOp>(n.input(i), {n.namedArray("permutation", {1, 0})});
+  };
+  FailureOr<Value> a = transposedIf(0, "transA");
+  FailureOr<Value> b = transposedIf(1, "transB");
+  if (failed(a) || failed(b))
+    return failure();
+  FailureOr<Value> product = n.make<MatmulOp>({*a, *b});
+  if (failed(product))
+    return failure();
+  FailureOr<Value> y = scaleBy(n, *product, n.floatAttr("alpha", 1.0f), "alpha");
+  float beta = n.floatAttr("beta", 1.0f);
+  if (failed(y) || !n.hasInput(2) || beta == 0.0f)
+    return bind(n, y);
+
+  ArrayRef<int64_t> yShape = cast<RankedTensorType>(y->getType()).getShape();
+  RankedTensorType cType = n.inputType(2);
+  std::optional<SmallVector<int64_t>> shape = broadcastShapes(yShape, cType.getShape());
+  if (!shape || ArrayRef<int64_t>(*shape) != yShape)
+    return n.fail("C of shape " + formatInts(cType.getShape()) +
+                  " does not broadcast to the product's shape " + formatInts(yShape));
+  FailureOr<Value> c = scaleBy(n, n.input(2), beta, "beta");
+  if (failed(c))
+    return failure();
+  return bind(n, n.make<AddOp>({*y, *c}));
+}
+
+/// Checks that the input and weight have one rank with 1 to 3 spatial dims.
+LogicalResult checkConvRanks(NodeImporter &n) {
+  int64_t rank = n.inputType(0).getRank();
+  if (rank < 3 || rank > 5)
+    return n.fail("only 1-D, 2-D and 3-D convolutions are supported (input rank 3 to 5), "
+                  "got input rank " +
+                  Twine(rank));
+  if (n.inputType(1).getRank() != rank)
+    return n.fail("weight rank " + Twine(n.inputType(1).getRank()) +
+                  " differs from input rank " + Twine(rank));
+  return success();
+}
+
+/// The kiln.conv / kiln.conv_transpose operands: input, weight, optional bias.
+SmallVector<Value> convOperands(NodeImporter &n) {
+  SmallVector<Value> operands{n.input(0), n.input(1)};
+  if (n.hasInput(2))
+    operands.push_back(n.input(2));
+  return operands;
+}
+
+LogicalResult importConv(NodeImporter &n) {
+  if (failed(n.checkArity(2, 3)) || failed(checkConvRanks(n)))
+    return failure();
+  ArrayRef<int64_t> inputShape = n.inputType(0).getShape();
+  // Weight: [out channels, in channels / group, kernel...].
+  FailureOr<WindowAttrs> w =
+      readWindowAttrs(n, inputShape.size() - 2, n.inputType(1).getShape().drop_front(2));
+  if (failed(w))
+    return failure();
+  resolveForwardPadding(*w, inputShape.drop_front(2));
+  return bind(n, n.make<ConvOp>(convOperands(n),
+                                {n.namedArray("strides", w->strides),
+                                 n.namedArray("dilations", w->dilations),
+                                 n.namedArray("padding", w->padding),
+                                 n.namedI64("groups", n.intAttr("group", 1))}));
+}
+
+/// Explicit ConvTranspose padding. With an output_shape (given, or implied by
+/// SAME_* as `in * stride`) the padding is whatever trims the full output to
+/// that shape: `stride * (in - 1) + output_padding + window - out`, split
+/// with the odd element at the end for SAME_UPPER and at the start otherwise.
+/// Opset 1 stated that split the other way round; models of that era follow
+/// it.
+LogicalResult resolveTransposedPadding(NodeImporter &n, WindowAttrs &w,
+                                       ArrayRef<int64_t> outputPadding) {
+  ArrayRef<int64_t> inputShape = n.inputType(0).getShape();
+  ArrayRef<int64_t> spatialIn = inputShape.drop_front(2);
+  size_t spatial = spatialIn.size();
+  SmallVector<int64_t> outputShape = n.intsAttr("output_shape");
+  // Opset 1 models may spell out the batch and channel dimensions too.
+  if (outputShape.size() == inputShape.size())
+    outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
+  if (!outputShape.empty() && outputShape.size() != spatial)
+    return n.fail("output_shape has " + Twine(outputShape.size()) + " entries, expected " +
+                  Twine(spatial));
+  bool same = w.autoPad == "SAME_UPPER" || w.autoPad == "SAME_LOWER";
+  if (outputShape.empty() && same)
+    for (size_t i = 0; i < spatial; ++i)
+      outputShape.push_back(spatialIn[i] * w.strides[i]);
+  if (outputShape.empty()) {
+    if (w.autoPad == "VALID")
+      std::fill(w.padding.begin(), w.padding.end(), 0);
+    return success();
+  }
+  bool upper = w.autoPad == "SAME_UPPER";
+  bool extraHigh = n.opset() >= 11 ? upper : !upper;
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t window = w.dilations[i] * (w.kernel[i] - 1) + 1;
+    int64_t total =
+        w.strides[i] * (spatialIn[i] - 1) + outputPadding[i] + window - outputShape[i];
+    if (total < 0)
+      return n.fail("output_shape " + formatInts(outputShape) +
+                    " is larger than the transposed convolution produces in spatial dim " +
+                    Twine(i) + " (negative padding is not supported)");
+    splitPadding(w.padding, i, total, extraHigh);
+  }
+  return success();
+}
+
+LogicalResult importConvTranspose(NodeImporter &n) {
+  if (failed(n.checkArity(2, 3)) || failed(checkConvRanks(n)))
+    return failure();
+  size_t spatial = n.inputType(0).getRank() - 2;
+  // Weight: [in channels, out channels / group, kernel...].
+  FailureOr<WindowAttrs> w =
+      readWindowAttrs(n, spatial, n.inputType(1).getShape().drop_front(2));
+  if (failed(w))
+    return failure();
+  SmallVector<int64_t> outputPadding = n.hasAttr("output_padding")
+                                           ? n.intsAttr("output_padding")
+                                           : SmallVector<int64_t>(spatial, 0);
+  if (outputPadding.size() != spatial ||
+      llvm::any_of(outputPadding, [](int64_t p) { return p < 0; }))
+    return n.fail("output_padding " + formatInts(outputPadding) + " must have " +
+                  Twine(spatial) + " non-negative entries");
+  if (failed(resolveTransposedPadding(n, *w, outputPadding)))
+    return failure();
+  return bind(n, n.make<ConvTransposeOp>(convOperands(n),
+                                         {n.namedArray("strides", w->strides),
+                                          n.namedArray("dilations", w->dilations),
+                                          n.namedArray("padding", w->padding),
+                                          n.namedArray("output_padding", outputPadding),
+                                          n.namedI64("groups", n.intAttr("group", 1))}));
+}
+
+} // namespace
+
+void registerContractionHandlers(SmallVectorImpl<Handler> &handlers) {
+  handlers.append({
+      {"MatMul", 1, importMatMul, ""},
+      {"Gemm", 7, importGemm, "C must broadcast to [M, N]"},
+      {"Gemm", 11, importGemm, "C must broadcast to [M, N]"},
+      {"Conv", 1, importConv, "1-D to 3-D only"},
+      {"ConvTranspose", 1, importConvTranspose,
+       "1-D to 3-D only; output_shape may not need negative padding"},
+      {"ConvTranspose", 11, importConvTranspose,
+       "1-D to 3-D only; output_shape may not need negative padding"},
+  });
+}
 
 } // namespace kiln::onnx_frontend
