@@ -23,7 +23,7 @@ for model in "$light"/light_*.onnx "$tmp/encoder.onnx" "$tmp/bert_base_layer.onn
     start=$(date +%s.%N)
     "$build/bin/kilnc" "$model" --summary > /dev/null
     end=$(date +%s.%N)
-    times+=("$(echo "$end - $start" | bc -l)")
+    times+=("$(awk "BEGIN { print $end - $start }")")
   done
   median=$(printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   printf '%-28s %10.3f\n' "$(basename "$model" .onnx)" "$median"
