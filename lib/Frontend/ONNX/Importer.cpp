@@ -27,7 +27,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
-#include <deque>
+#include <queue>
 
 using namespace mlir;
 
@@ -275,7 +275,8 @@ LogicalResult GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> 
   for (const onnx::ValueInfoProto &in : graph.input())
     graphInputs.insert(in.name());
 
-  // Kahn's algorithm, keeping the model's order among ready nodes.
+  // Kahn's algorithm; a min-heap of ready nodes keeps the model's order
+  // whenever it is already topological.
   std::vector<int> pending(graph.node_size(), 0);
   std::vector<SmallVector<int>> users(graph.node_size());
   for (int i = 0; i < graph.node_size(); ++i) {
@@ -291,17 +292,17 @@ LogicalResult GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> 
       users[it->second].push_back(i);
     }
   }
-  std::deque<int> ready;
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
   for (int i = 0; i < graph.node_size(); ++i)
     if (pending[i] == 0)
-      ready.push_back(i);
+      ready.push(i);
   while (!ready.empty()) {
-    int i = ready.front();
-    ready.pop_front();
+    int i = ready.top();
+    ready.pop();
     order.push_back(&graph.node(i));
     for (int user : users[i])
       if (--pending[user] == 0)
-        ready.push_back(user);
+        ready.push(user);
   }
   if (static_cast<int>(order.size()) != graph.node_size()) {
     for (int i = 0; i < graph.node_size(); ++i)

@@ -61,8 +61,10 @@ bool forEachBroadcastPair(DenseElementsAttr lhs, DenseElementsAttr rhs,
   return true;
 }
 
+/// Bools order as 0 < 1 (numpy's False < True), so they count as unsigned.
 bool isUnsignedElement(DenseElementsAttr attr) {
-  return attr.getElementType().isUnsignedInteger();
+  Type type = attr.getElementType();
+  return type.isUnsignedInteger() || type.isInteger(1);
 }
 } // namespace
 

@@ -127,7 +127,7 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
-LogicalResult ConvOp::verify() {
+LogicalResult ConvOp::verifyRegions() {
   RankedTensorType input = getInput().getType(), filter = getFilter().getType();
   ActivationLayout layout = getActivationLayout(input.getRank(), getDataFormat());
   int64_t filterChannelDim =
@@ -183,7 +183,7 @@ LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult ConvTransposeOp::verify() {
+LogicalResult ConvTransposeOp::verifyRegions() {
   RankedTensorType input = getInput().getType(), filter = getFilter().getType();
   ActivationLayout layout = getActivationLayout(input.getRank(), getDataFormat());
   if (input.getDimSize(layout.channelDim) != filter.getDimSize(0))

@@ -13,9 +13,12 @@ namespace {
 /// `input`: the shared core of every folder that only moves elements.
 Attribute gatherElements(DenseElementsAttr input, RankedTensorType type,
                          llvm::function_ref<int64_t(int64_t)> source) {
+  // A constant needs a static shape, even a splat one.
+  if (!type.hasStaticShape())
+    return {};
   if (input.isSplat())
     return input.resizeSplat(type);
-  if (!type.hasStaticShape() || type.getNumElements() > kMaxFoldElements)
+  if (type.getNumElements() > kMaxFoldElements)
     return {};
   auto values = input.getValues<Attribute>();
   SmallVector<Attribute> result;
@@ -109,7 +112,8 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
     getInputMutable().assign(inner.getInput());
     return getResult();
   }
-  if (auto input = getFoldableElements(adaptor.getInput()))
+  auto input = getFoldableElements(adaptor.getInput());
+  if (input && getType().hasStaticShape())
     return input.reshape(getType());
   return {};
 }
@@ -280,7 +284,7 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return success();
 }
 
-LogicalResult SliceOp::verify() {
+LogicalResult SliceOp::verifyRegions() {
   RankedTensorType input = getInput().getType();
   for (int64_t d = 0; d < input.getRank(); ++d) {
     int64_t size = input.getDimSize(d);
@@ -431,7 +435,7 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
   return success();
 }
 
-LogicalResult PadOp::verify() {
+LogicalResult PadOp::verifyRegions() {
   if (getMode() == PadMode::Reflect) {
     RankedTensorType input = getInput().getType();
     for (int64_t d = 0; d < input.getRank(); ++d)

@@ -193,7 +193,7 @@ LogicalResult PoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   return success();
 }
 
-LogicalResult PoolOp::verify() {
+LogicalResult PoolOp::verifyRegions() {
   ArrayRef<int64_t> kernel = getKernel(), padding = getPadding();
   for (size_t i = 0; i < kernel.size(); ++i)
     if (padding[i] >= kernel[i] || padding[kernel.size() + i] >= kernel[i])

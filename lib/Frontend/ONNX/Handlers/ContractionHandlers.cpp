@@ -121,10 +121,11 @@ LogicalResult importConv(NodeImporter &n) {
 /// SAME_* as `in * stride`) the padding is whatever trims the full output to
 /// that shape: `stride * (in - 1) + output_padding + window - out`, split
 /// with the odd element at the end for SAME_UPPER and at the start otherwise.
-/// Opset 1 stated that split the other way round; models of that era follow
-/// it.
+/// ConvTranspose-1 stated the split of a given output_shape the other way
+/// round (its auto_pad text agrees with opset 11), so models of that era get
+/// it. An output_shape beyond the full output extends `outputPadding`.
 LogicalResult resolveTransposedPadding(NodeImporter &n, WindowAttrs &w,
-                                       ArrayRef<int64_t> outputPadding) {
+                                       MutableArrayRef<int64_t> outputPadding) {
   ArrayRef<int64_t> inputShape = n.inputType(0).getShape();
   ArrayRef<int64_t> spatialIn = inputShape.drop_front(2);
   size_t spatial = spatialIn.size();
@@ -135,26 +136,29 @@ LogicalResult resolveTransposedPadding(NodeImporter &n, WindowAttrs &w,
   if (!outputShape.empty() && outputShape.size() != spatial)
     return n.fail("output_shape has " + Twine(outputShape.size()) + " entries, expected " +
                   Twine(spatial));
-  bool same = w.autoPad == "SAME_UPPER" || w.autoPad == "SAME_LOWER";
-  if (outputShape.empty() && same)
+  bool upper = w.autoPad == "SAME_UPPER";
+  bool extraHigh = upper;
+  if (outputShape.empty()) {
+    if (w.autoPad == "NOTSET")
+      return success();
+    if (w.autoPad == "VALID") {
+      std::fill(w.padding.begin(), w.padding.end(), 0);
+      return success();
+    }
     for (size_t i = 0; i < spatial; ++i)
       outputShape.push_back(spatialIn[i] * w.strides[i]);
-  if (outputShape.empty()) {
-    if (w.autoPad == "VALID")
-      std::fill(w.padding.begin(), w.padding.end(), 0);
-    return success();
+  } else if (n.opset() < 11) {
+    extraHigh = !upper;
   }
-  bool upper = w.autoPad == "SAME_UPPER";
-  bool extraHigh = n.opset() >= 11 ? upper : !upper;
   for (size_t i = 0; i < spatial; ++i) {
     int64_t window = w.dilations[i] * (w.kernel[i] - 1) + 1;
     int64_t total =
         w.strides[i] * (spatialIn[i] - 1) + outputPadding[i] + window - outputShape[i];
+    // An output larger than the full result grows at the end, as in
+    // onnxruntime: the extra elements get no contribution but the bias.
     if (total < 0)
-      return n.fail("output_shape " + formatInts(outputShape) +
-                    " is larger than the transposed convolution produces in spatial dim " +
-                    Twine(i) + " (negative padding is not supported)");
-    splitPadding(w.padding, i, total, extraHigh);
+      outputPadding[i] -= total;
+    splitPadding(w.padding, i, std::max<int64_t>(total, 0), extraHigh);
   }
   return success();
 }
@@ -194,9 +198,9 @@ void registerContractionHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Gemm", 11, importGemm, "C must broadcast to [M, N]"},
       {"Conv", 1, importConv, "1-D to 3-D only"},
       {"ConvTranspose", 1, importConvTranspose,
-       "1-D to 3-D only; output_shape may not need negative padding"},
+       "1-D to 3-D only"},
       {"ConvTranspose", 11, importConvTranspose,
-       "1-D to 3-D only; output_shape may not need negative padding"},
+       "1-D to 3-D only"},
   });
 }
 

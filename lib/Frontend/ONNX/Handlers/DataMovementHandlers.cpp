@@ -1,11 +1,903 @@
-//===- DataMovementHandlers.cpp - ONNX DataMovement op handlers -------------------------===//
+//===- DataMovementHandlers.cpp - ONNX shape and data movement ops ---------===//
+//
+// Reshape and its relatives (Flatten, Squeeze, Unsqueeze), Transpose, Concat,
+// Slice, Gather/Scatter, Pad, Expand, Split, Tile, Resize/Upsample and
+// DepthToSpace/SpaceToDepth. ONNX passes most of their shape parameters as
+// tensors; here they must fold to compile-time constants, and every ONNX
+// normalisation (negative axes, clamped slice bounds, 0 and -1 in Reshape)
+// happens in this file so that the kiln ops only see canonical values.
+//
+//===----------------------------------------------------------------------===//
 
 #include "../NodeImporter.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 
 namespace kiln::onnx_frontend {
+namespace {
 
-void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {}
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Binds the result when `value` was built; forwards the failure otherwise.
+LogicalResult bind(NodeImporter &n, FailureOr<Value> value) {
+  if (failed(value))
+    return failure();
+  return n.setResult(*value);
+}
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The type of input `i` when its shape is static; shape rules below do
+/// arithmetic on dimensions, which a dynamic one would poison.
+FailureOr<RankedTensorType> staticInputType(NodeImporter &n, size_t i) {
+  RankedTensorType type = n.inputType(i);
+  if (!type.hasStaticShape())
+    return n.fail(Twine("input ") + Twine(i) + " must have a static shape");
+  return type;
+}
+
+FailureOr<Value> reshapeTo(NodeImporter &n, Value v, ArrayRef<int64_t> shape) {
+  return n.makeTyped<ReshapeOp>(RankedTensorType::get(shape, typeOf(v).getElementType()), v);
+}
+
+std::string formatInts(ArrayRef<int64_t> values) {
+  return "[" + llvm::join(llvm::map_range(values, [](int64_t v) { return std::to_string(v); }),
+                          ", ") +
+         "]";
+}
+
+/// Normalises a list of axes for `rank`, refusing out-of-range and repeated
+/// ones.
+FailureOr<SmallVector<int64_t>> normalizeAxesOrFail(NodeImporter &n, ArrayRef<int64_t> axes,
+                                                    int64_t rank, StringRef what = "axis") {
+  SmallVector<int64_t> result;
+  for (int64_t axis : axes) {
+    FailureOr<int64_t> d = normalizeAxisOrFail(n, axis, rank, what);
+    if (failed(d))
+      return failure();
+    if (llvm::is_contained(result, *d))
+      return n.fail(Twine(what) + " " + Twine(axis) + " is repeated");
+    result.push_back(*d);
+  }
+  return result;
+}
+
+/// Axes given by attribute `axes` before opset `inputSince` and by input
+/// `index` from it on; nullopt when the node gives none.
+FailureOr<std::optional<SmallVector<int64_t>>> readAxes(NodeImporter &n, int64_t inputSince,
+                                                        size_t index) {
+  if (n.opset() < inputSince) {
+    if (!n.hasAttr("axes"))
+      return std::optional<SmallVector<int64_t>>();
+    return std::optional<SmallVector<int64_t>>(n.intsAttr("axes"));
+  }
+  if (!n.hasInput(index))
+    return std::optional<SmallVector<int64_t>>();
+  FailureOr<SmallVector<int64_t>> axes = n.constantInts(index, "axes");
+  if (failed(axes))
+    return failure();
+  return std::optional<SmallVector<int64_t>>(std::move(*axes));
+}
+
+/// Checks constant indices of input `i` against `extent` (negative ones
+/// count from the end) and, with `makeNonNegative`, rewrites them into
+/// [0, extent). Runtime indices pass through unchanged.
+FailureOr<Value> checkIndices(NodeImporter &n, size_t i, int64_t extent, bool makeNonNegative) {
+  std::optional<DenseElementsAttr> indices = n.constantInput(i);
+  if (!indices)
+    return n.input(i);
+  SmallVector<APInt> normalized;
+  bool changed = false;
+  for (const APInt &v : indices->getValues<APInt>()) {
+    int64_t index = v.getSExtValue();
+    if (index < -extent || index >= extent)
+      return n.fail("index " + Twine(index) + " is out of range for an axis of size " +
+                    Twine(extent));
+    changed |= index < 0;
+    normalized.push_back(APInt(v.getBitWidth(), index < 0 ? index + extent : index,
+                               /*isSigned=*/true));
+  }
+  if (!makeNonNegative || !changed)
+    return n.input(i);
+  return n.constant(DenseElementsAttr::get(indices->getType(), normalized));
+}
+
+/// The value of a scalar constant input as a double (bools as 0 or 1).
+FailureOr<double> constantScalar(NodeImporter &n, size_t i, StringRef what) {
+  std::optional<DenseElementsAttr> value = n.constantInput(i);
+  if (!value)
+    return n.fail(Twine("input '") + what + "' must be a compile-time constant");
+  if (value->getNumElements() != 1)
+    return n.fail(Twine("input '") + what + "' must hold a single value");
+  if (isa<FloatType>(value->getElementType()))
+    return (*value->getValues<APFloat>().begin()).convertToDouble();
+  APInt v = *value->getValues<APInt>().begin();
+  bool isUnsigned = value->getElementType().isUnsignedInteger() || v.getBitWidth() == 1;
+  return isUnsigned ? static_cast<double>(v.getZExtValue())
+                    : static_cast<double>(v.getSExtValue());
+}
+
+//===----------------------------------------------------------------------===//
+// Reshape, Flatten, Squeeze, Unsqueeze
+//===----------------------------------------------------------------------===//
+
+/// Reshape-5 copies the input dimension for a 0 entry; Reshape-14 does so
+/// only without allowzero. At most one -1 entry is inferred.
+LogicalResult importReshape(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  FailureOr<SmallVector<int64_t>> requested = n.constantInts(1, "shape");
+  if (failed(requested))
+    return failure();
+  bool allowZero = n.opset() >= 14 && n.intAttr("allowzero", 0) != 0;
+  SmallVector<int64_t> shape;
+  std::optional<size_t> inferred;
+  int64_t known = 1;
+  for (auto [i, dim] : llvm::enumerate(*requested)) {
+    if (dim == -1) {
+      if (inferred)
+        return n.fail("shape " + formatInts(*requested) + " has more than one -1");
+      inferred = i;
+      shape.push_back(1);
+      continue;
+    }
+    if (dim < -1)
+      return n.fail("shape " + formatInts(*requested) + " has a negative dimension");
+    if (dim == 0 && !allowZero) {
+      if (static_cast<int64_t>(i) >= inType->getRank())
+        return n.fail("shape " + formatInts(*requested) + " copies dimension " + Twine(i) +
+                      " (a 0 entry), but the input has rank " + Twine(inType->getRank()));
+      dim = inType->getDimSize(i);
+    }
+    shape.push_back(dim);
+    known *= dim;
+  }
+  int64_t elements = inType->getNumElements();
+  if (inferred) {
+    if (known == 0 || elements % known != 0)
+      return n.fail("cannot infer the -1 in shape " + formatInts(*requested) + " for " +
+                    Twine(elements) + " elements");
+    shape[*inferred] = elements / known;
+  } else if (known != elements) {
+    return n.fail("shape " + formatInts(*requested) + " holds " + Twine(known) +
+                  " elements, the input " + Twine(elements));
+  }
+  return bind(n, reshapeTo(n, n.input(0), shape));
+}
+
+/// Flatten to 2-D: the dimensions before `axis` and those from it on.
+LogicalResult importFlatten(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  int64_t rank = inType->getRank();
+  int64_t axis = n.intAttr("axis", 1);
+  if (axis < -rank || axis > rank)
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+  if (axis < 0)
+    axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? outer : inner) *= inType->getDimSize(d);
+  return bind(n, reshapeTo(n, n.input(0), {outer, inner}));
+}
+
+/// Squeeze drops the listed size-1 dimensions, or every one without axes.
+LogicalResult importSqueeze(NodeImporter &n) {
+  if (failed(n.checkArity(1, n.opset() < 13 ? 1 : 2)))
+    return failure();
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  FailureOr<std::optional<SmallVector<int64_t>>> axes = readAxes(n, 13, 1);
+  if (failed(inType) || failed(axes))
+    return failure();
+  ArrayRef<int64_t> inShape = inType->getShape();
+  SmallVector<int64_t> dropped;
+  if (*axes && !(*axes)->empty()) {
+    FailureOr<SmallVector<int64_t>> normalized =
+        normalizeAxesOrFail(n, **axes, inType->getRank());
+    if (failed(normalized))
+      return failure();
+    for (int64_t d : *normalized)
+      if (inShape[d] != 1)
+        return n.fail("cannot squeeze dimension " + Twine(d) + " of size " +
+                      Twine(inShape[d]));
+    dropped = *normalized;
+  } else {
+    for (auto [d, size] : llvm::enumerate(inShape))
+      if (size == 1)
+        dropped.push_back(d);
+  }
+  SmallVector<int64_t> shape;
+  for (auto [d, size] : llvm::enumerate(inShape))
+    if (!llvm::is_contained(dropped, static_cast<int64_t>(d)))
+      shape.push_back(size);
+  return bind(n, reshapeTo(n, n.input(0), shape));
+}
+
+/// Unsqueeze inserts size-1 dimensions at `axes`, which index the result.
+LogicalResult importUnsqueeze(NodeImporter &n) {
+  if (failed(n.checkArity(1, n.opset() < 13 ? 1 : 2)))
+    return failure();
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  FailureOr<std::optional<SmallVector<int64_t>>> axes = readAxes(n, 13, 1);
+  if (failed(inType) || failed(axes))
+    return failure();
+  if (!*axes || (*axes)->empty())
+    return n.fail("requires non-empty axes");
+  int64_t outRank = inType->getRank() + static_cast<int64_t>((*axes)->size());
+  FailureOr<SmallVector<int64_t>> inserted = normalizeAxesOrFail(n, **axes, outRank);
+  if (failed(inserted))
+    return failure();
+  SmallVector<int64_t> shape;
+  ArrayRef<int64_t> rest = inType->getShape();
+  for (int64_t d = 0; d < outRank; ++d) {
+    if (llvm::is_contained(*inserted, d)) {
+      shape.push_back(1);
+    } else {
+      shape.push_back(rest.front());
+      rest = rest.drop_front();
+    }
+  }
+  return bind(n, reshapeTo(n, n.input(0), shape));
+}
+
+//===----------------------------------------------------------------------===//
+// Transpose, Concat, Slice
+//===----------------------------------------------------------------------===//
+
+LogicalResult importTranspose(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  SmallVector<int64_t> perm = n.intsAttr("perm");
+  if (!n.hasAttr("perm"))
+    perm = llvm::to_vector(llvm::reverse(llvm::seq<int64_t>(0, n.inputType(0).getRank())));
+  return bind(n, n.make<TransposeOp>(n.input(0), {n.namedArray("permutation", perm)}));
+}
+
+LogicalResult importConcat(NodeImporter &n) {
+  SmallVector<Value> inputs;
+  for (size_t i = 0; i < n.numInputs(); ++i) {
+    if (!n.hasInput(i))
+      return n.fail("input " + Twine(i) + " is omitted");
+    inputs.push_back(n.input(i));
+  }
+  if (inputs.empty())
+    return n.fail("expects at least one input");
+  if (!n.hasAttr("axis"))
+    return n.fail("requires the 'axis' attribute");
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", 0), typeOf(inputs.front()).getRank());
+  if (failed(axis))
+    return failure();
+  return bind(n, n.make<ConcatOp>(inputs, {n.namedI64("axis", *axis)}));
+}
+
+/// Slice-1 reads starts, ends and axes from attributes; Slice-10 reads them
+/// and steps from inputs. Bounds are clamped as ONNX does (so INT64_MAX and
+/// INT_MIN mean "to the end" and "past the front"), then written out for
+/// every dimension as kiln.slice expects.
+LogicalResult importSlice(NodeImporter &n) {
+  SmallVector<int64_t> starts, ends, steps;
+  std::optional<SmallVector<int64_t>> axes;
+  if (n.opset() < 10) {
+    if (failed(n.checkArity(1, 1)))
+      return failure();
+    if (!n.hasAttr("starts") || !n.hasAttr("ends"))
+      return n.fail("requires the 'starts' and 'ends' attributes");
+    starts = n.intsAttr("starts");
+    ends = n.intsAttr("ends");
+    if (n.hasAttr("axes"))
+      axes = n.intsAttr("axes");
+  } else {
+    if (failed(n.checkArity(3, 5)))
+      return failure();
+    FailureOr<SmallVector<int64_t>> s = n.constantInts(1, "starts");
+    if (failed(s))
+      return failure();
+    FailureOr<SmallVector<int64_t>> e = n.constantInts(2, "ends");
+    if (failed(e))
+      return failure();
+    starts = std::move(*s);
+    ends = std::move(*e);
+    if (n.hasInput(3)) {
+      FailureOr<SmallVector<int64_t>> a = n.constantInts(3, "axes");
+      if (failed(a))
+        return failure();
+      axes = std::move(*a);
+    }
+    if (n.hasInput(4)) {
+      FailureOr<SmallVector<int64_t>> st = n.constantInts(4, "steps");
+      if (failed(st))
+        return failure();
+      steps = std::move(*st);
+    }
+  }
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  int64_t rank = inType->getRank();
+  if (!axes)
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, static_cast<int64_t>(starts.size())));
+  if (steps.empty() && !n.hasInput(4))
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes->size() != starts.size() ||
+      steps.size() != starts.size())
+    return n.fail("starts, ends, axes and steps differ in length (" + Twine(starts.size()) +
+                  ", " + Twine(ends.size()) + ", " + Twine(axes->size()) + ", " +
+                  Twine(steps.size()) + ")");
+  FailureOr<SmallVector<int64_t>> dims = normalizeAxesOrFail(n, *axes, rank);
+  if (failed(dims))
+    return failure();
+
+  SmallVector<int64_t> outStarts(rank, 0), limits(inType->getShape()), outSteps(rank, 1);
+  for (auto [i, d] : llvm::enumerate(*dims)) {
+    int64_t size = inType->getDimSize(d), step = steps[i];
+    if (step == 0)
+      return n.fail("step of axis " + Twine((*axes)[i]) + " is zero");
+    // Add the size only to negative bounds: INT64_MAX must not overflow.
+    int64_t start = starts[i] < 0 ? starts[i] + size : starts[i];
+    int64_t end = ends[i] < 0 ? ends[i] + size : ends[i];
+    if (size == 0) {
+      start = end = 0;
+    } else if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, size);
+      end = std::clamp<int64_t>(end, 0, size);
+    } else {
+      start = std::clamp<int64_t>(start, 0, size - 1);
+      end = std::clamp<int64_t>(end, -1, size - 1);
+    }
+    outStarts[d] = start;
+    limits[d] = end;
+    outSteps[d] = step;
+  }
+  return bind(n, n.make<SliceOp>(n.input(0), {n.namedArray("starts", outStarts),
+                                             n.namedArray("limits", limits),
+                                             n.namedArray("steps", outSteps)}));
+}
+
+//===----------------------------------------------------------------------===//
+// Gather, GatherElements, ScatterElements, Scatter
+//===----------------------------------------------------------------------===//
+
+/// kiln.gather takes negative indices as ONNX does; constant indices are
+/// only range-checked.
+LogicalResult importGather(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  RankedTensorType inType = n.inputType(0);
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> indices = checkIndices(n, 1, inType.getDimSize(*axis), false);
+  if (failed(indices))
+    return failure();
+  return bind(n, n.make<GatherOp>({n.input(0), *indices}, {n.namedI64("axis", *axis)}));
+}
+
+LogicalResult importGatherElements(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  RankedTensorType inType = n.inputType(0);
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> indices = checkIndices(n, 1, inType.getDimSize(*axis), true);
+  if (failed(indices))
+    return failure();
+  return bind(n, n.make<GatherElementsOp>({n.input(0), *indices},
+                                          {n.namedI64("axis", *axis)}));
+}
+
+/// ScatterElements-11 (and the older Scatter-9) only overwrite;
+/// ScatterElements-16 adds add/mul reductions and -18 max/min.
+LogicalResult importScatterElements(NodeImporter &n) {
+  if (failed(n.checkArity(3, 3)))
+    return failure();
+  SmallVector<StringRef> reductions = {"none"};
+  if (n.node().op_type() == "ScatterElements" && n.opset() >= 16)
+    reductions.append({"add", "mul"});
+  if (n.node().op_type() == "ScatterElements" && n.opset() >= 18)
+    reductions.append({"max", "min"});
+  if (failed(n.requireStringAttrIn("reduction", "none", reductions)))
+    return failure();
+  ScatterReduction reduction =
+      *symbolizeScatterReduction(n.stringAttr("reduction", "none"));
+  RankedTensorType inType = n.inputType(0);
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> indices = checkIndices(n, 1, inType.getDimSize(*axis), true);
+  if (failed(indices))
+    return failure();
+  return bind(n, n.make<ScatterElementsOp>(
+                     {n.input(0), *indices, n.input(2)},
+                     {n.namedI64("axis", *axis),
+                      n.named("reduction", ScatterReductionAttr::get(n.context(), reduction))}));
+}
+
+//===----------------------------------------------------------------------===//
+// Pad, Expand, Split, Tile
+//===----------------------------------------------------------------------===//
+
+/// Pad-2 takes pads and value as attributes, Pad-11 as inputs, Pad-18 adds
+/// axes. Negative pads crop: the input is sliced first, then padded by the
+/// positive amounts.
+LogicalResult importPad(NodeImporter &n) {
+  std::string modeName = n.stringAttr("mode", "constant");
+  if (modeName == "wrap")
+    return n.fail("mode 'wrap' is not supported (supported: constant, reflect, edge)");
+  if (failed(n.requireStringAttrIn("mode", "constant", {"constant", "reflect", "edge"})))
+    return failure();
+  PadMode mode = *symbolizePadMode(modeName);
+
+  SmallVector<int64_t> pads;
+  std::optional<SmallVector<int64_t>> axes;
+  double value = 0.0;
+  if (n.opset() < 11) {
+    if (failed(n.checkArity(1, 1)))
+      return failure();
+    if (!n.hasAttr("pads"))
+      return n.fail("requires the 'pads' attribute");
+    pads = n.intsAttr("pads");
+    value = n.floatAttr("value", 0.0f);
+  } else {
+    if (failed(n.checkArity(2, n.opset() < 18 ? 3 : 4)))
+      return failure();
+    FailureOr<SmallVector<int64_t>> p = n.constantInts(1, "pads");
+    if (failed(p))
+      return failure();
+    pads = std::move(*p);
+    if (n.hasInput(2)) {
+      FailureOr<double> v = constantScalar(n, 2, "constant_value");
+      if (failed(v))
+        return failure();
+      value = *v;
+    }
+    if (n.hasInput(3)) {
+      FailureOr<SmallVector<int64_t>> a = n.constantInts(3, "axes");
+      if (failed(a))
+        return failure();
+      axes = std::move(*a);
+    }
+  }
+
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  int64_t rank = inType->getRank();
+  if (!axes)
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  FailureOr<SmallVector<int64_t>> dims = normalizeAxesOrFail(n, *axes, rank);
+  if (failed(dims))
+    return failure();
+  size_t numAxes = dims->size();
+  if (pads.size() != 2 * numAxes)
+    return n.fail("expects " + Twine(2 * numAxes) + " pads, got " + Twine(pads.size()));
+
+  SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  SmallVector<int64_t> starts(rank, 0), limits(inType->getShape()), steps(rank, 1);
+  bool crops = false;
+  for (auto [i, d] : llvm::enumerate(*dims)) {
+    int64_t before = pads[i], after = pads[i + numAxes];
+    low[d] = std::max<int64_t>(before, 0);
+    high[d] = std::max<int64_t>(after, 0);
+    starts[d] = std::max<int64_t>(-before, 0);
+    limits[d] -= std::max<int64_t>(-after, 0);
+    crops |= before < 0 || after < 0;
+    if (limits[d] < starts[d])
+      return n.fail("negative pads " + Twine(before) + " and " + Twine(after) +
+                    " remove more than the " + Twine(inType->getDimSize(d)) +
+                    " elements of dimension " + Twine(d));
+  }
+  Value input = n.input(0);
+  if (crops) {
+    // An empty crop gives starts at the end, which kiln.slice accepts only
+    // for an empty result: keep them in range.
+    for (int64_t d = 0; d < rank; ++d)
+      if (starts[d] == limits[d])
+        starts[d] = limits[d] = 0;
+    FailureOr<Value> cropped =
+        n.make<SliceOp>(input, {n.namedArray("starts", starts), n.namedArray("limits", limits),
+                                n.namedArray("steps", steps)});
+    if (failed(cropped))
+      return failure();
+    input = *cropped;
+  }
+  return bind(n, n.make<PadOp>(input, {n.named("mode", PadModeAttr::get(n.context(), mode)),
+                                       n.namedArray("low", low), n.namedArray("high", high),
+                                       n.namedF64("value", value)}));
+}
+
+/// Expand broadcasts the input and the requested shape against each other
+/// (numpy rules): a 1 in the shape keeps the input's extent.
+LogicalResult importExpand(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  FailureOr<SmallVector<int64_t>> requested = n.constantInts(1, "shape");
+  if (failed(requested))
+    return failure();
+  RankedTensorType inType = n.inputType(0);
+  if (llvm::any_of(*requested, [](int64_t d) { return d < 0; }))
+    return n.fail("shape " + formatInts(*requested) + " has a negative dimension");
+  std::optional<SmallVector<int64_t>> shape = broadcastShapes(inType.getShape(), *requested);
+  if (!shape)
+    return n.fail("cannot expand shape " + formatInts(inType.getShape()) + " to " +
+                  formatInts(*requested));
+  return bind(n, n.makeTyped<BroadcastOp>(
+                     RankedTensorType::get(*shape, inType.getElementType()), n.input(0)));
+}
+
+/// Split-2 reads the sizes from the `split` attribute, Split-13 from an
+/// input; without them the outputs share the axis evenly, except that
+/// Split-18's num_outputs lets the last piece be smaller.
+LogicalResult importSplit(NodeImporter &n) {
+  int64_t numOutputs = n.node().output_size();
+  if (failed(n.checkArity(1, n.opset() < 13 ? 1 : 2, numOutputs)))
+    return failure();
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", 0), inType->getRank());
+  if (failed(axis))
+    return failure();
+  int64_t extent = inType->getDimSize(*axis);
+
+  SmallVector<int64_t> sizes;
+  if (n.opset() < 13 && n.hasAttr("split")) {
+    sizes = n.intsAttr("split");
+  } else if (n.opset() >= 13 && n.hasInput(1)) {
+    FailureOr<SmallVector<int64_t>> given = n.constantInts(1, "split");
+    if (failed(given))
+      return failure();
+    sizes = std::move(*given);
+  } else if (n.opset() >= 18 && n.hasAttr("num_outputs")) {
+    int64_t pieces = n.intAttr("num_outputs", 0);
+    if (pieces != numOutputs)
+      return n.fail("num_outputs is " + Twine(pieces) + " but the node has " +
+                    Twine(numOutputs) + " outputs");
+    int64_t piece = (extent + pieces - 1) / pieces;
+    if (piece * (pieces - 1) > extent)
+      return n.fail("cannot split " + Twine(extent) + " elements into " + Twine(pieces) +
+                    " pieces of at most " + Twine(piece));
+    sizes.assign(pieces - 1, piece);
+    sizes.push_back(extent - piece * (pieces - 1));
+  } else {
+    if (numOutputs == 0 || extent % numOutputs != 0)
+      return n.fail("cannot split " + Twine(extent) + " elements evenly into " +
+                    Twine(numOutputs) + " outputs");
+    sizes.assign(numOutputs, extent / numOutputs);
+  }
+  if (static_cast<int64_t>(sizes.size()) != numOutputs)
+    return n.fail("split has " + Twine(sizes.size()) + " sizes for " + Twine(numOutputs) +
+                  " outputs");
+  FailureOr<SmallVector<Value>> pieces = n.makeMulti<SplitOp>(
+      numOutputs, n.input(0), {n.namedI64("axis", *axis), n.namedArray("sizes", sizes)});
+  if (failed(pieces))
+    return failure();
+  return n.setResults(*pieces);
+}
+
+LogicalResult importTile(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  FailureOr<SmallVector<int64_t>> repeats = n.constantInts(1, "repeats");
+  if (failed(repeats))
+    return failure();
+  return bind(n, n.make<TileOp>(n.input(0), {n.namedArray("repeats", *repeats)}));
+}
+
+//===----------------------------------------------------------------------===//
+// Resize, Upsample
+//===----------------------------------------------------------------------===//
+
+/// Builds kiln.resize. `scales` are the per-dimension factors the coordinate
+/// mapping uses; empty means "output size over input size".
+FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape, ResizeMode mode,
+                            CoordinateMode coordinates, NearestMode nearest,
+                            ArrayRef<double> scales) {
+  RankedTensorType inType = n.inputType(0);
+  return n.makeTyped<ResizeOp>(
+      RankedTensorType::get(shape, inType.getElementType()), n.input(0),
+      {n.named("mode", ResizeModeAttr::get(n.context(), mode)),
+       n.named("coordinate_mode", CoordinateModeAttr::get(n.context(), coordinates)),
+       n.named("nearest_mode", NearestModeAttr::get(n.context(), nearest)),
+       n.named("scales", n.builder().getDenseF64ArrayAttr(scales))});
+}
+
+/// The result shape for per-dimension `scales`: floor(size * scale).
+FailureOr<SmallVector<int64_t>> scaledShape(NodeImporter &n, RankedTensorType inType,
+                                            ArrayRef<double> scales) {
+  SmallVector<int64_t> shape;
+  for (auto [size, scale] : llvm::zip_equal(inType.getShape(), scales)) {
+    if (!(scale > 0))
+      return n.fail("scales must be positive, got " + std::to_string(scale));
+    shape.push_back(static_cast<int64_t>(std::floor(static_cast<double>(size) * scale)));
+  }
+  return shape;
+}
+
+/// Checks what kiln.resize takes: a float input of static shape.
+FailureOr<RankedTensorType> resizableInput(NodeImporter &n) {
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  if (!isa<FloatType>(inType->getElementType()))
+    return n.fail("only float inputs can be resized");
+  return inType;
+}
+
+/// Resize-10 behaves like Upsample (asymmetric coordinates, floor rounding);
+/// Resize-11 adds coordinate modes, roi and sizes; Resize-18 axes and
+/// keep_aspect_ratio_policy; Resize-19 half_pixel_symmetric (refused).
+LogicalResult importResize(NodeImporter &n) {
+  if (failed(n.checkArity(n.opset() < 11 ? 2 : 1, n.opset() < 11 ? 2 : 4)))
+    return failure();
+  if (failed(n.requireStringAttrIn("mode", "nearest", {"nearest", "linear"})))
+    return failure();
+  ResizeMode mode = *symbolizeResizeMode(n.stringAttr("mode", "nearest"));
+  CoordinateMode coordinates = CoordinateMode::Asymmetric;
+  NearestMode nearest = NearestMode::Floor;
+  if (n.opset() >= 11) {
+    // roi only matters to tf_crop_and_resize, refused here, so it is ignored.
+    if (failed(n.requireStringAttrIn(
+            "coordinate_transformation_mode", "half_pixel",
+            {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"})) ||
+        failed(n.requireStringAttrIn("nearest_mode", "round_prefer_floor",
+                                     {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                      "ceil"})))
+      return failure();
+    coordinates = *symbolizeCoordinateMode(
+        n.stringAttr("coordinate_transformation_mode", "half_pixel"));
+    nearest = *symbolizeNearestMode(n.stringAttr("nearest_mode", "round_prefer_floor"));
+  }
+  if (n.opset() >= 18 &&
+      failed(n.requireStringAttrIn("keep_aspect_ratio_policy", "stretch",
+                                   {"stretch", "not_larger", "not_smaller"})))
+    return failure();
+  FailureOr<RankedTensorType> inType = resizableInput(n);
+  if (failed(inType))
+    return failure();
+  int64_t rank = inType->getRank();
+
+  SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (n.opset() >= 18 && n.hasAttr("axes")) {
+    FailureOr<SmallVector<int64_t>> given = normalizeAxesOrFail(n, n.intsAttr("axes"), rank);
+    if (failed(given))
+      return failure();
+    axes = std::move(*given);
+  }
+
+  size_t scalesIndex = n.opset() < 11 ? 1 : 2, sizesIndex = 3;
+  std::optional<DenseElementsAttr> scalesValue = n.constantInput(scalesIndex);
+  bool haveScales = scalesValue && scalesValue->getNumElements() > 0;
+  // Resize-11 exporters pass an empty tensor for whichever is unused.
+  std::optional<DenseElementsAttr> sizesValue = n.constantInput(sizesIndex);
+  bool haveSizes = n.hasInput(sizesIndex) && (!sizesValue || sizesValue->getNumElements() > 0);
+  if (haveSizes && haveScales)
+    return n.fail("takes scales or sizes, not both");
+  if (!haveSizes && n.hasInput(scalesIndex) && !scalesValue)
+    return n.fail("input 'scales' must be a compile-time constant");
+  if (!haveSizes && !haveScales)
+    return n.fail("needs constant scales or sizes");
+
+  SmallVector<int64_t> shape(inType->getShape());
+  SmallVector<double> scales;
+  if (haveScales) {
+    FailureOr<SmallVector<double>> given = n.constantFloats(scalesIndex, "scales");
+    if (failed(given))
+      return failure();
+    if (given->size() != axes.size())
+      return n.fail("expects " + Twine(axes.size()) + " scales, got " + Twine(given->size()));
+    scales.assign(rank, 1.0);
+    for (auto [d, s] : llvm::zip_equal(axes, *given))
+      scales[d] = s;
+    FailureOr<SmallVector<int64_t>> scaled = scaledShape(n, *inType, scales);
+    if (failed(scaled))
+      return failure();
+    shape = std::move(*scaled);
+  } else {
+    FailureOr<SmallVector<int64_t>> sizes = n.constantInts(sizesIndex, "sizes");
+    if (failed(sizes))
+      return failure();
+    if (sizes->size() != axes.size())
+      return n.fail("expects " + Twine(axes.size()) + " sizes, got " + Twine(sizes->size()));
+    if (llvm::any_of(*sizes, [](int64_t s) { return s <= 0; }))
+      return n.fail("sizes must be positive, got " + formatInts(*sizes));
+    std::string policy = n.opset() >= 18 ? n.stringAttr("keep_aspect_ratio_policy", "stretch")
+                                         : std::string("stretch");
+    if (policy == "stretch") {
+      for (auto [d, s] : llvm::zip_equal(axes, *sizes))
+        shape[d] = s;
+    } else {
+      // One scale for every resized axis, the largest that fits in (or the
+      // smallest that covers) the requested sizes.
+      double scale = policy == "not_larger" ? INFINITY : 0.0;
+      for (auto [d, s] : llvm::zip_equal(axes, *sizes)) {
+        double ratio = static_cast<double>(s) / static_cast<double>(inType->getDimSize(d));
+        scale = policy == "not_larger" ? std::min(scale, ratio) : std::max(scale, ratio);
+      }
+      scales.assign(rank, 1.0);
+      for (int64_t d : axes) {
+        scales[d] = scale;
+        shape[d] = static_cast<int64_t>(
+            std::floor(scale * static_cast<double>(inType->getDimSize(d)) + 0.5));
+      }
+    }
+  }
+  if (n.opset() >= 18 && n.intAttr("antialias", 0) != 0 && mode == ResizeMode::Linear &&
+      llvm::any_of(llvm::seq<int64_t>(0, rank),
+                   [&](int64_t d) { return shape[d] < inType->getDimSize(d); }))
+    return n.fail("antialiased linear downsampling is not supported");
+  return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales));
+}
+
+/// Upsample-7 takes its scales as an attribute, Upsample-9 as an input. Its
+/// coordinates are asymmetric and nearest rounds down.
+LogicalResult importUpsample(NodeImporter &n) {
+  if (failed(n.checkArity(n.opset() < 9 ? 1 : 2, n.opset() < 9 ? 1 : 2)) ||
+      failed(n.requireStringAttrIn("mode", "nearest", {"nearest", "linear"})))
+    return failure();
+  FailureOr<RankedTensorType> inType = resizableInput(n);
+  if (failed(inType))
+    return failure();
+  SmallVector<double> scales;
+  if (n.opset() < 9) {
+    if (!n.hasAttr("scales"))
+      return n.fail("requires the 'scales' attribute");
+    for (float s : n.floatsAttr("scales"))
+      scales.push_back(s);
+  } else {
+    FailureOr<SmallVector<double>> given = n.constantFloats(1, "scales");
+    if (failed(given))
+      return failure();
+    scales = std::move(*given);
+  }
+  if (static_cast<int64_t>(scales.size()) != inType->getRank())
+    return n.fail("expects " + Twine(inType->getRank()) + " scales, got " +
+                  Twine(scales.size()));
+  FailureOr<SmallVector<int64_t>> shape = scaledShape(n, *inType, scales);
+  if (failed(shape))
+    return failure();
+  ResizeMode mode = *symbolizeResizeMode(n.stringAttr("mode", "nearest"));
+  return bind(n, makeResize(n, *shape, mode, CoordinateMode::Asymmetric, NearestMode::Floor,
+                            scales));
+}
+
+//===----------------------------------------------------------------------===//
+// DepthToSpace, SpaceToDepth
+//===----------------------------------------------------------------------===//
+
+/// reshape -> transpose -> reshape, the standard decomposition.
+FailureOr<Value> reshapeTransposeReshape(NodeImporter &n, ArrayRef<int64_t> split,
+                                         ArrayRef<int64_t> perm, ArrayRef<int64_t> result) {
+  FailureOr<Value> expanded = reshapeTo(n, n.input(0), split);
+  if (failed(expanded))
+    return failure();
+  FailureOr<Value> permuted =
+      n.make<TransposeOp>(*expanded, {n.namedArray("permutation", perm)});
+  if (failed(permuted))
+    return failure();
+  return reshapeTo(n, *permuted, result);
+}
+
+/// The NCHW input and the block size, checked.
+FailureOr<std::pair<RankedTensorType, int64_t>> blockInput(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  if (inType->getRank() != 4)
+    return n.fail("expects a 4-D (NCHW) input, got rank " + Twine(inType->getRank()));
+  if (!n.hasAttr("blocksize") || n.intAttr("blocksize", 0) <= 0)
+    return n.fail("requires a positive 'blocksize' attribute");
+  return std::make_pair(*inType, n.intAttr("blocksize", 0));
+}
+
+/// DepthToSpace-1 orders the channels depth-column-row (DCR); DepthToSpace-11
+/// adds column-row-depth (CRD).
+LogicalResult importDepthToSpace(NodeImporter &n) {
+  FailureOr<std::pair<RankedTensorType, int64_t>> in = blockInput(n);
+  if (failed(in))
+    return failure();
+  if (n.opset() >= 11 && failed(n.requireStringAttrIn("mode", "DCR", {"DCR", "CRD"})))
+    return failure();
+  auto [type, b] = *in;
+  int64_t batch = type.getDimSize(0), channels = type.getDimSize(1),
+          height = type.getDimSize(2), width = type.getDimSize(3);
+  if (channels % (b * b) != 0)
+    return n.fail("channels " + Twine(channels) + " are not divisible by blocksize^2 " +
+                  Twine(b * b));
+  int64_t c = channels / (b * b);
+  SmallVector<int64_t> result = {batch, c, height * b, width * b};
+  bool crd = n.opset() >= 11 && n.stringAttr("mode", "DCR") == "CRD";
+  if (crd)
+    return bind(n, reshapeTransposeReshape(n, {batch, c, b, b, height, width},
+                                           {0, 1, 4, 2, 5, 3}, result));
+  return bind(n, reshapeTransposeReshape(n, {batch, b, b, c, height, width},
+                                         {0, 3, 4, 1, 5, 2}, result));
+}
+
+LogicalResult importSpaceToDepth(NodeImporter &n) {
+  FailureOr<std::pair<RankedTensorType, int64_t>> in = blockInput(n);
+  if (failed(in))
+    return failure();
+  auto [type, b] = *in;
+  int64_t batch = type.getDimSize(0), channels = type.getDimSize(1),
+          height = type.getDimSize(2), width = type.getDimSize(3);
+  if (height % b != 0 || width % b != 0)
+    return n.fail("spatial size " + Twine(height) + "x" + Twine(width) +
+                  " is not divisible by blocksize " + Twine(b));
+  return bind(n, reshapeTransposeReshape(n, {batch, channels, height / b, b, width / b, b},
+                                         {0, 3, 5, 1, 2, 4},
+                                         {batch, channels * b * b, height / b, width / b}));
+}
+
+} // namespace
+
+void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
+  handlers.append({
+      {"Reshape", 5, importReshape, "shape must be a compile-time constant"},
+      {"Reshape", 14, importReshape, "shape must be a compile-time constant"},
+      {"Flatten", 1, importFlatten, ""},
+      {"Flatten", 11, importFlatten, ""},
+      {"Squeeze", 1, importSqueeze, ""},
+      {"Squeeze", 11, importSqueeze, ""},
+      {"Squeeze", 13, importSqueeze, "axes must be a compile-time constant"},
+      {"Unsqueeze", 1, importUnsqueeze, ""},
+      {"Unsqueeze", 11, importUnsqueeze, ""},
+      {"Unsqueeze", 13, importUnsqueeze, "axes must be a compile-time constant"},
+      {"Transpose", 1, importTranspose, ""},
+      {"Concat", 4, importConcat, ""},
+      {"Concat", 11, importConcat, ""},
+      {"Slice", 1, importSlice, ""},
+      {"Slice", 10, importSlice, "starts, ends, axes and steps must be compile-time constants"},
+      {"Slice", 11, importSlice, "starts, ends, axes and steps must be compile-time constants"},
+      {"Gather", 1, importGather, ""},
+      {"Gather", 11, importGather, ""},
+      {"GatherElements", 11, importGatherElements, ""},
+      {"Scatter", 9, importScatterElements, "deprecated; imported as ScatterElements"},
+      {"ScatterElements", 11, importScatterElements, ""},
+      {"ScatterElements", 16, importScatterElements, ""},
+      {"ScatterElements", 18, importScatterElements, ""},
+      {"Pad", 2, importPad, ""},
+      {"Pad", 11, importPad, "pads and constant_value must be compile-time constants"},
+      {"Pad", 18, importPad, "pads, constant_value and axes must be compile-time constants"},
+      {"Pad", 19, importPad, "no 'wrap' mode; pads, constant_value and axes must be constants"},
+      {"Expand", 8, importExpand, "shape must be a compile-time constant"},
+      {"Split", 2, importSplit, ""},
+      {"Split", 11, importSplit, ""},
+      {"Split", 13, importSplit, "split must be a compile-time constant"},
+      {"Split", 18, importSplit, "split must be a compile-time constant"},
+      {"Tile", 6, importTile, "repeats must be a compile-time constant"},
+      {"Resize", 10, importResize, "float inputs; scales must be a compile-time constant"},
+      {"Resize", 11, importResize,
+       "no cubic, tf_half_pixel_for_nn or tf_crop_and_resize; constant scales or sizes"},
+      {"Resize", 13, importResize,
+       "no cubic, tf_half_pixel_for_nn or tf_crop_and_resize; constant scales or sizes"},
+      {"Resize", 18, importResize,
+       "no cubic, tf_crop_and_resize or antialiased downsampling; constant scales or sizes"},
+      {"Resize", 19, importResize,
+       "no cubic, half_pixel_symmetric, tf_crop_and_resize or antialiased downsampling; "
+       "constant scales or sizes"},
+      {"Upsample", 7, importUpsample, "float inputs"},
+      {"Upsample", 9, importUpsample, "float inputs; scales must be a compile-time constant"},
+      {"DepthToSpace", 1, importDepthToSpace, "4-D inputs"},
+      {"DepthToSpace", 11, importDepthToSpace, "4-D inputs"},
+      {"SpaceToDepth", 1, importSpaceToDepth, "4-D inputs"},
+  });
+}
 
 } // namespace kiln::onnx_frontend

@@ -110,7 +110,8 @@ LogicalResult importClip(NodeImporter &n) {
   } else {
     if (failed(n.checkArity(1, 3)))
       return failure();
-    for (auto [i, name] : llvm::enumerate(ArrayRef<StringRef>{"min", "max"})) {
+    const StringRef names[] = {"min", "max"};
+    for (auto [i, name] : llvm::enumerate(names)) {
       if (!n.hasInput(i + 1))
         continue;
       FailureOr<SmallVector<double>> bound = n.constantFloats(i + 1, name);

@@ -1,11 +1,470 @@
-//===- ReductionHandlers.cpp - ONNX Reduction op handlers -------------------------===//
+//===- ReductionHandlers.cpp - ONNX reductions, normalisation, pooling ----===//
+//
+// Reduce* (kiln.reduce; L1, L2, SumSquare, LogSum and LogSumExp decomposed
+// around it), ArgMax/ArgMin, Softmax/LogSoftmax, the normalisations kiln has
+// ops for (layer, batch, instance, LRN) and the two it does not (Lp, mean-
+// variance, decomposed), and pooling. Pooling shares its window attributes
+// with Conv through WindowAttrs.h.
+//
+//===----------------------------------------------------------------------===//
 
-#include "../NodeImporter.h"
+#include "WindowAttrs.h"
+
+#include <functional>
+#include <numeric>
 
 using namespace mlir;
 
 namespace kiln::onnx_frontend {
+namespace {
 
-void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {}
+/// Binds the result when `value` was built; forwards the failure otherwise.
+LogicalResult bind(NodeImporter &n, FailureOr<Value> value) {
+  if (failed(value))
+    return failure();
+  return n.setResult(*value);
+}
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+bool keepdimsAttr(NodeImporter &n) { return n.intAttr("keepdims", 1) != 0; }
+
+FailureOr<Value> reshape(NodeImporter &n, Value value, ArrayRef<int64_t> shape) {
+  return n.makeTyped<ReshapeOp>(RankedTensorType::get(shape, typeOf(value).getElementType()),
+                                value);
+}
+
+FailureOr<Value> reduce(NodeImporter &n, ReduceKind kind, Value input, ArrayRef<int64_t> axes,
+                        bool keepdims) {
+  return n.make<ReduceOp>(input, {n.named("kind", ReduceKindAttr::get(n.context(), kind)),
+                                  n.namedArray("axes", axes),
+                                  n.named("keepdims", n.builder().getBoolAttr(keepdims))});
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// Makes `axes` non-negative and sorted; fails on out-of-range or repeated
+/// axes.
+FailureOr<SmallVector<int64_t>> normalizeAxes(NodeImporter &n, ArrayRef<int64_t> axes,
+                                              int64_t rank) {
+  SmallVector<int64_t> result;
+  for (int64_t axis : axes) {
+    FailureOr<int64_t> d = normalizeAxisOrFail(n, axis, rank, "axes entry");
+    if (failed(d))
+      return failure();
+    result.push_back(*d);
+  }
+  llvm::sort(result);
+  if (std::adjacent_find(result.begin(), result.end()) != result.end())
+    return n.fail("axes " + formatInts(axes) + " name an axis twice");
+  return result;
+}
+
+/// Whether a Reduce* node of this opset asks to reduce nothing when it names
+/// no axes.
+bool isNoop(NodeImporter &n, int64_t axesInputSince) {
+  return n.opset() >= axesInputSince && n.intAttr("noop_with_empty_axes", 0) != 0;
+}
+
+/// The axes a Reduce* node reduces, non-negative and sorted. They come from
+/// the `axes` attribute before `axesInputSince` and from the optional second
+/// input (a compile-time constant) from then on. No axes means every axis,
+/// unless noop_with_empty_axes (defined from `axesInputSince`) asks for none.
+FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n, int64_t axesInputSince) {
+  SmallVector<int64_t> axes;
+  if (n.opset() < axesInputSince) {
+    if (failed(n.checkArity(1, 1)))
+      return failure();
+    axes = n.intsAttr("axes");
+  } else {
+    if (failed(n.checkArity(1, 2)))
+      return failure();
+    if (n.hasInput(1)) {
+      FailureOr<SmallVector<int64_t>> values = n.constantInts(1, "axes");
+      if (failed(values))
+        return failure();
+      axes = std::move(*values);
+    }
+  }
+  int64_t rank = n.inputType(0).getRank();
+  if (!axes.empty())
+    return normalizeAxes(n, axes, rank);
+  if (isNoop(n, axesInputSince))
+    return axes;
+  return llvm::to_vector(llvm::seq<int64_t>(0, rank));
+}
+
+template <ReduceKind kind, int64_t axesInputSince>
+LogicalResult importReduce(NodeImporter &n) {
+  FailureOr<SmallVector<int64_t>> axes = readReduceAxes(n, axesInputSince);
+  if (failed(axes))
+    return failure();
+  return bind(n, reduce(n, kind, n.input(0), *axes, keepdimsAttr(n)));
+}
+
+/// A reduction ONNX defines on top of sum or max, built from kiln ops.
+using ReduceDecomposition = FailureOr<Value> (*)(NodeImporter &n, Value x,
+                                                 ArrayRef<int64_t> axes, bool keepdims);
+
+/// sum(|x|).
+FailureOr<Value> reduceL1(NodeImporter &n, Value x, ArrayRef<int64_t> axes, bool keepdims) {
+  FailureOr<Value> magnitude = n.make<AbsOp>(x);
+  if (failed(magnitude))
+    return failure();
+  return reduce(n, ReduceKind::Sum, *magnitude, axes, keepdims);
+}
+
+/// sum(x * x).
+FailureOr<Value> reduceSumSquare(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
+                                 bool keepdims) {
+  FailureOr<Value> square = n.make<MulOp>({x, x});
+  if (failed(square))
+    return failure();
+  return reduce(n, ReduceKind::Sum, *square, axes, keepdims);
+}
+
+/// sqrt(sum(x * x)).
+FailureOr<Value> reduceL2(NodeImporter &n, Value x, ArrayRef<int64_t> axes, bool keepdims) {
+  FailureOr<Value> sumSquare = reduceSumSquare(n, x, axes, keepdims);
+  if (failed(sumSquare))
+    return failure();
+  return n.make<SqrtOp>(*sumSquare);
+}
+
+/// log(sum(x)).
+FailureOr<Value> reduceLogSum(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
+                              bool keepdims) {
+  FailureOr<Value> sum = reduce(n, ReduceKind::Sum, x, axes, keepdims);
+  if (failed(sum))
+    return failure();
+  return n.make<LogOp>(*sum);
+}
+
+/// log(sum(exp(x - m))) + m with m = max(x): exp never overflows. Both
+/// reductions keep their axes so m broadcasts back; a final reshape drops them
+/// without keepdims.
+FailureOr<Value> reduceLogSumExp(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
+                                 bool keepdims) {
+  FailureOr<Value> max = reduce(n, ReduceKind::Max, x, axes, /*keepdims=*/true);
+  if (failed(max))
+    return failure();
+  FailureOr<Value> shifted = n.make<SubOp>({x, *max});
+  if (failed(shifted))
+    return failure();
+  FailureOr<Value> exp = n.make<ExpOp>(*shifted);
+  if (failed(exp))
+    return failure();
+  FailureOr<Value> sum = reduce(n, ReduceKind::Sum, *exp, axes, /*keepdims=*/true);
+  if (failed(sum))
+    return failure();
+  FailureOr<Value> log = n.make<LogOp>(*sum);
+  if (failed(log))
+    return failure();
+  FailureOr<Value> result = n.make<AddOp>({*log, *max});
+  if (failed(result) || keepdims)
+    return result;
+  SmallVector<int64_t> shape;
+  for (auto [d, size] : llvm::enumerate(typeOf(x).getShape()))
+    if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
+      shape.push_back(size);
+  return reshape(n, *result, shape);
+}
+
+template <ReduceDecomposition decompose>
+LogicalResult importDecomposedReduce(NodeImporter &n) {
+  // All of these take their axes as an input from opset 18.
+  constexpr int64_t axesInputSince = 18;
+  FailureOr<SmallVector<int64_t>> axes = readReduceAxes(n, axesInputSince);
+  if (failed(axes))
+    return failure();
+  // The spec makes a no-op reduction the identity, not e.g. |x| for ReduceL1.
+  if (axes->empty() && isNoop(n, axesInputSince))
+    return n.setResult(n.input(0));
+  return bind(n, decompose(n, n.input(0), *axes, keepdimsAttr(n)));
+}
+
+template <typename OpTy>
+LogicalResult importArgReduce(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", 0), n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<NamedAttribute> attrs{n.namedI64("axis", *axis),
+                                    n.named("keepdims", n.builder().getBoolAttr(keepdimsAttr(n)))};
+  if (n.intAttr("select_last_index", 0) != 0)
+    attrs.push_back(n.namedUnit("select_last_index"));
+  return bind(n, n.make<OpTy>(n.input(0), attrs));
+}
+
+/// Softmax and LogSoftmax. From opset 13 they work along `axis` (default -1).
+/// Before, they flattened the input to 2-D, [product of the dims before
+/// `axis`, product of the rest] (default axis 1), and worked along the
+/// second; the two agree when `axis` is the last dimension.
+template <typename OpTy>
+LogicalResult importSoftmax(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = n.inputType(0).getShape();
+  int64_t rank = shape.size();
+  bool flattens = n.opset() < 13;
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", flattens ? 1 : -1), rank);
+  if (failed(axis))
+    return failure();
+  if (!flattens || *axis == rank - 1)
+    return bind(n, n.make<OpTy>(x, {n.namedI64("axis", *axis)}));
+
+  auto product = [](ArrayRef<int64_t> dims) {
+    return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
+  };
+  FailureOr<Value> matrix =
+      reshape(n, x, {product(shape.take_front(*axis)), product(shape.drop_front(*axis))});
+  if (failed(matrix))
+    return failure();
+  FailureOr<Value> rows = n.make<OpTy>(*matrix, {n.namedI64("axis", 1)});
+  if (failed(rows))
+    return failure();
+  return bind(n, reshape(n, *rows, shape));
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+/// Only output 0 is supported; the mean and inverse standard deviation
+/// outputs (training) are refused by checkArity. stash_type only sets the
+/// precision of the statistics, which precision lowering decides.
+LogicalResult importLayerNormalization(NodeImporter &n) {
+  if (failed(n.checkArity(2, 3)))
+    return failure();
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", -1), n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> operands{n.input(0), n.input(1)};
+  if (n.hasInput(2))
+    operands.push_back(n.input(2));
+  return bind(n, n.make<LayerNormOp>(operands,
+                                     {n.namedI64("axis", *axis),
+                                      n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
+}
+
+/// Inference only: uses the running mean and variance. Opset 15 lets the
+/// scale/bias and mean/variance types differ from the input's; they are cast.
+LogicalResult importBatchNormalization(NodeImporter &n) {
+  if (n.opset() < 9 && n.intAttr("spatial", 1) != 1)
+    return n.fail("spatial 0 (per-activation statistics) is not supported");
+  if (n.intAttr("training_mode", 0) != 0)
+    return n.fail("training_mode 1 is not supported (inference only)");
+  if (failed(n.checkArity(5, 5)))
+    return failure();
+  Type elementType = n.inputType(0).getElementType();
+  SmallVector<Value> operands{n.input(0)};
+  for (size_t i = 1; i < 5; ++i) {
+    Value param = n.input(i);
+    if (typeOf(param).getElementType() != elementType) {
+      FailureOr<Value> cast = n.makeTyped<CastOp>(
+          RankedTensorType::get(typeOf(param).getShape(), elementType), param);
+      if (failed(cast))
+        return failure();
+      param = *cast;
+    }
+    operands.push_back(param);
+  }
+  return bind(n, n.make<BatchNormOp>(
+                     operands, {n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
+}
+
+LogicalResult importInstanceNormalization(NodeImporter &n) {
+  if (failed(n.checkArity(3, 3)))
+    return failure();
+  return bind(n, n.make<InstanceNormOp>({n.input(0), n.input(1), n.input(2)},
+                                        {n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
+}
+
+LogicalResult importLrn(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  if (!n.hasAttr("size"))
+    return n.fail("missing attribute 'size'");
+  return bind(n, n.make<LrnOp>(n.input(0), {n.namedI64("size", n.intAttr("size", 0)),
+                                            n.namedF32("alpha", n.floatAttr("alpha", 1e-4f)),
+                                            n.namedF32("beta", n.floatAttr("beta", 0.75f)),
+                                            n.namedF32("bias", n.floatAttr("bias", 1.0f))}));
+}
+
+/// x / ||x||_p along `axis`, p = 1 or 2, as ONNX's reference computes it (a
+/// zero row divides by zero).
+LogicalResult importLpNormalization(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  int64_t p = n.intAttr("p", 2);
+  if (p != 1 && p != 2)
+    return n.fail("p " + Twine(p) + " is not supported (supported: 1, 2)");
+  Value x = n.input(0);
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", -1), typeOf(x).getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> norm = p == 1 ? reduceL1(n, x, {*axis}, /*keepdims=*/true)
+                                 : reduceL2(n, x, {*axis}, /*keepdims=*/true);
+  if (failed(norm))
+    return failure();
+  return bind(n, n.make<DivOp>({x, *norm}));
+}
+
+/// (x - mean(x)) / (sqrt(mean(x^2) - mean(x)^2) + 1e-9) over `axes` (default
+/// [0, 2, 3]), the function body ONNX defines the op by.
+LogicalResult importMeanVarianceNormalization(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Value x = n.input(0);
+  SmallVector<int64_t> requested =
+      n.hasAttr("axes") ? n.intsAttr("axes") : SmallVector<int64_t>{0, 2, 3};
+  FailureOr<SmallVector<int64_t>> axes = normalizeAxes(n, requested, typeOf(x).getRank());
+  if (failed(axes))
+    return failure();
+  FailureOr<Value> mean = reduce(n, ReduceKind::Mean, x, *axes, /*keepdims=*/true);
+  FailureOr<Value> square = n.make<MulOp>({x, x});
+  if (failed(mean) || failed(square))
+    return failure();
+  FailureOr<Value> meanOfSquare = reduce(n, ReduceKind::Mean, *square, *axes, true);
+  FailureOr<Value> squareOfMean = n.make<MulOp>({*mean, *mean});
+  if (failed(meanOfSquare) || failed(squareOfMean))
+    return failure();
+  FailureOr<Value> variance = n.make<SubOp>({*meanOfSquare, *squareOfMean});
+  if (failed(variance))
+    return failure();
+  FailureOr<Value> deviation = n.make<SqrtOp>(*variance);
+  if (failed(deviation))
+    return failure();
+  FailureOr<Value> denominator =
+      n.make<AddOp>({*deviation, n.scalar(typeOf(x).getElementType(), 1e-9)});
+  FailureOr<Value> centered = n.make<SubOp>({x, *mean});
+  if (failed(denominator) || failed(centered))
+    return failure();
+  return bind(n, n.make<DivOp>({*centered, *denominator}));
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+/// kiln pools floats laid out [N, C, spatial...].
+LogicalResult checkPoolInput(NodeImporter &n) {
+  RankedTensorType type = n.inputType(0);
+  if (!isa<FloatType>(type.getElementType()))
+    return n.fail("only floating-point inputs are supported");
+  if (type.getRank() < 3)
+    return n.fail("expects an input of rank >= 3 ([N, C, spatial...]), got rank " +
+                  Twine(type.getRank()));
+  return success();
+}
+
+FailureOr<Value> pool(NodeImporter &n, PoolKind kind, bool countIncludePad) {
+  ArrayRef<int64_t> shape = n.inputType(0).getShape();
+  FailureOr<WindowAttrs> w = readWindowAttrs(n, shape.size() - 2);
+  if (failed(w))
+    return failure();
+  resolveForwardPadding(*w, shape.drop_front(2));
+  SmallVector<NamedAttribute> attrs{n.named("kind", PoolKindAttr::get(n.context(), kind)),
+                                    n.namedArray("kernel", w->kernel),
+                                    n.namedArray("strides", w->strides),
+                                    n.namedArray("dilations", w->dilations),
+                                    n.namedArray("padding", w->padding)};
+  if (n.intAttr("ceil_mode", 0) != 0)
+    attrs.push_back(n.namedUnit("ceil_mode"));
+  if (countIncludePad)
+    attrs.push_back(n.namedUnit("count_include_pad"));
+  return n.make<PoolOp>(n.input(0), attrs);
+}
+
+/// The Indices output is refused by checkArity; storage_order only lays it
+/// out, but is refused too so a model relying on it fails loudly.
+LogicalResult importMaxPool(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(checkPoolInput(n)))
+    return failure();
+  if (int64_t order = n.intAttr("storage_order", 0))
+    return n.fail("storage_order " + Twine(order) + " is not supported");
+  return bind(n, pool(n, PoolKind::Max, /*countIncludePad=*/false));
+}
+
+LogicalResult importAveragePool(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(checkPoolInput(n)))
+    return failure();
+  return bind(n, pool(n, PoolKind::Avg, n.intAttr("count_include_pad", 0) != 0));
+}
+
+template <PoolKind kind>
+LogicalResult importGlobalPool(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(checkPoolInput(n)))
+    return failure();
+  return bind(n, n.make<GlobalPoolOp>(n.input(0),
+                                      {n.named("kind", PoolKindAttr::get(n.context(), kind))}));
+}
+
+} // namespace
+
+void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
+  constexpr const char *axesLimit = "axes input must be a compile-time constant";
+  handlers.append({
+      {"ReduceSum", 1, importReduce<ReduceKind::Sum, 13>, ""},
+      {"ReduceSum", 13, importReduce<ReduceKind::Sum, 13>, axesLimit},
+      {"ReduceMean", 1, importReduce<ReduceKind::Mean, 18>, ""},
+      {"ReduceMean", 18, importReduce<ReduceKind::Mean, 18>, axesLimit},
+      {"ReduceMax", 1, importReduce<ReduceKind::Max, 18>, ""},
+      {"ReduceMax", 18, importReduce<ReduceKind::Max, 18>, axesLimit},
+      {"ReduceMin", 1, importReduce<ReduceKind::Min, 18>, ""},
+      {"ReduceMin", 18, importReduce<ReduceKind::Min, 18>, axesLimit},
+      {"ReduceProd", 1, importReduce<ReduceKind::Prod, 18>, ""},
+      {"ReduceProd", 18, importReduce<ReduceKind::Prod, 18>, axesLimit},
+      {"ReduceL1", 1, importDecomposedReduce<reduceL1>, "decomposed as sum(|x|)"},
+      {"ReduceL1", 18, importDecomposedReduce<reduceL1>, axesLimit},
+      {"ReduceL2", 1, importDecomposedReduce<reduceL2>, "decomposed as sqrt(sum(x * x))"},
+      {"ReduceL2", 18, importDecomposedReduce<reduceL2>, axesLimit},
+      {"ReduceSumSquare", 1, importDecomposedReduce<reduceSumSquare>,
+       "decomposed as sum(x * x)"},
+      {"ReduceSumSquare", 18, importDecomposedReduce<reduceSumSquare>, axesLimit},
+      {"ReduceLogSum", 1, importDecomposedReduce<reduceLogSum>, "decomposed as log(sum(x))"},
+      {"ReduceLogSum", 18, importDecomposedReduce<reduceLogSum>, axesLimit},
+      {"ReduceLogSumExp", 1, importDecomposedReduce<reduceLogSumExp>,
+       "decomposed as log(sum(exp(x - max))) + max"},
+      {"ReduceLogSumExp", 18, importDecomposedReduce<reduceLogSumExp>, axesLimit},
+      {"ArgMax", 1, importArgReduce<ArgMaxOp>, ""},
+      {"ArgMax", 12, importArgReduce<ArgMaxOp>, ""},
+      {"ArgMin", 1, importArgReduce<ArgMinOp>, ""},
+      {"ArgMin", 12, importArgReduce<ArgMinOp>, ""},
+      {"Softmax", 1, importSoftmax<SoftmaxOp>, "flattened to 2-D around kiln.softmax"},
+      {"Softmax", 13, importSoftmax<SoftmaxOp>, ""},
+      {"LogSoftmax", 1, importSoftmax<LogSoftmaxOp>,
+       "flattened to 2-D around kiln.log_softmax"},
+      {"LogSoftmax", 13, importSoftmax<LogSoftmaxOp>, ""},
+      {"LayerNormalization", 17, importLayerNormalization,
+       "Mean and InvStdDev outputs unsupported"},
+      {"BatchNormalization", 7, importBatchNormalization,
+       "inference only; spatial=0 and extra outputs unsupported"},
+      {"BatchNormalization", 9, importBatchNormalization,
+       "inference only; extra outputs unsupported"},
+      {"BatchNormalization", 14, importBatchNormalization,
+       "training_mode=1 and extra outputs unsupported"},
+      {"BatchNormalization", 15, importBatchNormalization,
+       "training_mode=1 and extra outputs unsupported"},
+      {"InstanceNormalization", 6, importInstanceNormalization, ""},
+      {"LRN", 1, importLrn, ""},
+      {"LpNormalization", 1, importLpNormalization, "p = 1 or 2 only; decomposed"},
+      {"MeanVarianceNormalization", 9, importMeanVarianceNormalization, "decomposed"},
+      {"MaxPool", 1, importMaxPool, "float only"},
+      {"MaxPool", 8, importMaxPool, "float only; Indices output and storage_order unsupported"},
+      {"MaxPool", 10, importMaxPool, "float only; Indices output and storage_order unsupported"},
+      {"AveragePool", 7, importAveragePool, "float only"},
+      {"AveragePool", 10, importAveragePool, "float only"},
+      {"AveragePool", 19, importAveragePool, "float only"},
+      {"GlobalAveragePool", 1, importGlobalPool<PoolKind::Avg>, "float only"},
+      {"GlobalMaxPool", 1, importGlobalPool<PoolKind::Max>, "float only"},
+  });
+}
 
 } // namespace kiln::onnx_frontend

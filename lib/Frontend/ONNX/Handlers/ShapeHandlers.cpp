@@ -103,7 +103,8 @@ LogicalResult importRange(NodeImporter &n) {
   if (failed(n.checkArity(3, 3)))
     return failure();
   SmallVector<double> bounds;
-  for (auto [i, name] : llvm::enumerate(ArrayRef<StringRef>{"start", "limit", "delta"})) {
+  const StringRef names[] = {"start", "limit", "delta"};
+  for (auto [i, name] : llvm::enumerate(names)) {
     FailureOr<SmallVector<double>> value = n.constantFloats(i, name);
     if (failed(value))
       return failure();

@@ -67,7 +67,9 @@ def Kiln_ConvOp : Kiln_WindowOp<"conv"> {
   let assemblyFormat = [{
     $input `,` $filter (`,` $bias^)? attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
+  // A region verifier runs after the InferTypeOpInterface check, so it may
+  // index the attributes and result type that type inference validated.
+  let hasRegionVerifier = 1;
 }
 
 def Kiln_ConvTransposeOp : Kiln_WindowOp<"conv_transpose"> {
@@ -100,7 +102,9 @@ def Kiln_ConvTransposeOp : Kiln_WindowOp<"conv_transpose"> {
   let assemblyFormat = [{
     $input `,` $filter (`,` $bias^)? attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
+  // A region verifier runs after the InferTypeOpInterface check, so it may
+  // index the attributes and result type that type inference validated.
+  let hasRegionVerifier = 1;
 }
 
 #endif // KILN_DIALECT_KILN_IR_KILNCONTRACTIONOPS_TD

@@ -142,7 +142,9 @@ def Kiln_SliceOp : Kiln_Op<"slice", [InferTypeOpAdaptor]> {
                        DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$steps);
   let results = (outs Kiln_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
-  let hasVerifier = 1;
+  // A region verifier runs after the InferTypeOpInterface check, so it may
+  // index the attributes and result type that type inference validated.
+  let hasRegionVerifier = 1;
   let hasFolder = 1;
 }
 
@@ -237,7 +239,9 @@ def Kiln_PadOp : Kiln_Op<"pad", [InferTypeOpAdaptor]> {
                        DefaultValuedAttr<F64Attr, "0.0">:$value);
   let results = (outs Kiln_Tensor:$result);
   let assemblyFormat = "$mode $input attr-dict `:` type($input) `->` type($result)";
-  let hasVerifier = 1;
+  // A region verifier runs after the InferTypeOpInterface check, so it may
+  // index the attributes and result type that type inference validated.
+  let hasRegionVerifier = 1;
   let hasFolder = 1;
 }
 

@@ -205,7 +205,9 @@ def Kiln_PoolOp : Kiln_Op<"pool", [InferTypeOpAdaptor]> {
                            "::kiln::DataFormat::ChannelsFirst">:$data_format);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "$kind $input attr-dict `:` type($input) `->` type($result)";
-  let hasVerifier = 1;
+  // A region verifier runs after the InferTypeOpInterface check, so it may
+  // index the attributes and result type that type inference validated.
+  let hasRegionVerifier = 1;
 }
 
 def Kiln_GlobalPoolOp : Kiln_Op<"global_pool", [InferTypeOpAdaptor]> {
