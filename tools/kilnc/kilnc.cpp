@@ -149,8 +149,12 @@ void printOnnxOps(llvm::raw_ostream &os) {
       if (!op->limits.empty() && limits.find(op->limits) == std::string::npos)
         limits += (limits.empty() ? "" : "; ") + op->limits;
     }
+    // A '|' inside a cell would end it.
+    std::string cell = limits.empty() ? "—" : limits;
+    for (size_t pos = 0; (pos = cell.find('|', pos)) != std::string::npos; pos += 2)
+      cell.insert(pos, "\\");
     os << "| " << type << " | " << versions << " | " << handlers.front()->family
-       << " | " << (limits.empty() ? "—" : limits) << " |\n";
+       << " | " << cell << " |\n";
   }
 }
 } // namespace

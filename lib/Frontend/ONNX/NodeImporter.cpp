@@ -61,20 +61,23 @@ FailureOr<SmallVector<double>> NodeImporter::constantFloats(size_t i, StringRef 
     for (const APFloat &v : value->getValues<APFloat>())
       result.push_back(v.convertToDouble());
   } else {
+    bool isUnsigned = value->getElementType().isUnsignedInteger() ||
+                      value->getElementType().isInteger(1);
     for (const APInt &v : value->getValues<APInt>())
-      result.push_back(static_cast<double>(v.getSExtValue()));
+      result.push_back(isUnsigned ? static_cast<double>(v.getZExtValue())
+                                  : static_cast<double>(v.getSExtValue()));
   }
   return result;
 }
 
 LogicalResult NodeImporter::checkArity(size_t min, size_t max, size_t maxOutputs) {
-  size_t present = 0;
-  for (size_t i = 0; i < numInputs(); ++i)
-    present += hasInput(i);
-  if (present < min || numInputs() > max)
+  if (numInputs() < min || numInputs() > max)
     return fail(Twine("expects ") + Twine(min) +
                 (min == max ? Twine("") : Twine(" to ") + Twine(max)) +
                 " inputs, got " + Twine(numInputs()));
+  for (size_t i = 0; i < min; ++i)
+    if (!hasInput(i))
+      return fail("required input " + Twine(i) + " is omitted");
   for (int i = static_cast<int>(maxOutputs); i < proto.output_size(); ++i)
     if (!proto.output(i).empty())
       return fail(Twine("output ") + Twine(i) + " ('" + proto.output(i) +
@@ -161,8 +164,13 @@ FailureOr<SmallVector<Value>> NodeImporter::create(StringRef opName, ValueRange 
   auto failWith = [&](Operation *op) -> FailureOr<SmallVector<Value>> {
     if (op)
       op->erase();
-    return fail(diagnostic.empty() ? Twine("cannot build ") + opName
-                                   : Twine(opName) + ": " + diagnostic);
+    if (diagnostic.empty())
+      return fail(Twine("cannot build ") + opName);
+    // Verifier messages already name the op ('kiln.pad' op ...); inference
+    // messages do not.
+    if (StringRef(diagnostic).contains(opName))
+      return fail(diagnostic);
+    return fail(Twine(opName) + ": " + diagnostic);
   };
 
   OperationState state(location, opName);

@@ -97,8 +97,9 @@ public:
   llvm::FailureOr<llvm::SmallVector<int64_t>> constantInts(size_t i, llvm::StringRef what);
   /// Same for a float input.
   llvm::FailureOr<llvm::SmallVector<double>> constantFloats(size_t i, llvm::StringRef what);
-  /// Fails unless the node has between `min` and `max` inputs and at most
-  /// `maxOutputs` outputs that are used.
+  /// Fails unless the node has between `min` and `max` inputs, the first
+  /// `min` of them present (not omitted), and at most `maxOutputs` outputs
+  /// that are used.
   llvm::LogicalResult checkArity(size_t min, size_t max, size_t maxOutputs = 1);
 
   //===--------------------------------------------------------------------===//
@@ -204,6 +205,19 @@ private:
   mlir::Location location;
   std::string &error;
 };
+
+/// Binds `value` as the node's only result, or forwards the failure that
+/// building it reported.
+inline llvm::LogicalResult bind(NodeImporter &n, llvm::FailureOr<mlir::Value> value) {
+  if (mlir::failed(value))
+    return mlir::failure();
+  return n.setResult(*value);
+}
+
+inline mlir::RankedTensorType typeOf(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType());
+}
+inline mlir::Type elementTypeOf(mlir::Value v) { return typeOf(v).getElementType(); }
 
 /// Normalises `axis` for `rank`, failing with an error naming `what`.
 llvm::FailureOr<int64_t> normalizeAxisOrFail(NodeImporter &n, int64_t axis,

@@ -194,10 +194,15 @@ LogicalResult PoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
 }
 
 LogicalResult PoolOp::verifyRegions() {
-  ArrayRef<int64_t> kernel = getKernel(), padding = getPadding();
-  for (size_t i = 0; i < kernel.size(); ++i)
-    if (padding[i] >= kernel[i] || padding[kernel.size() + i] >= kernel[i])
-      return emitOpError("padding must be smaller than the kernel");
+  // A window lying wholly in the padding has no input element to pool.
+  ArrayRef<int64_t> kernel = getKernel(), padding = getPadding(),
+                    dilations = getDilations();
+  for (size_t i = 0; i < kernel.size(); ++i) {
+    int64_t extent = dilations[i] * (kernel[i] - 1) + 1;
+    if (padding[i] >= extent || padding[kernel.size() + i] >= extent)
+      return emitOpError("padding must be smaller than the dilated kernel extent (")
+             << extent << ") in spatial dim " << i;
+  }
   return success();
 }
 

@@ -16,15 +16,6 @@ using namespace mlir;
 namespace kiln::onnx_frontend {
 namespace {
 
-/// Binds the result when `value` was built; forwards the failure otherwise.
-LogicalResult bind(NodeImporter &n, FailureOr<Value> value) {
-  if (failed(value))
-    return failure();
-  return n.setResult(*value);
-}
-
-Type elementTypeOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
-
 LogicalResult importMatMul(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
@@ -32,7 +23,8 @@ LogicalResult importMatMul(NodeImporter &n) {
 }
 
 /// `value * factor`, or `value` itself when the factor is 1.
-FailureOr<Value> scaleBy(NodeImporter &n, Value value, float factor, StringRef what) {
+FailureOr<Value> scaleBy(NodeImporter &n, Value value, float factor,
+                         StringRef what) {
   if (factor == 1.0f)
     return value;
   Type elementType = elementTypeOf(value);
@@ -47,13 +39,16 @@ FailureOr<Value> scaleBy(NodeImporter &n, Value value, float factor, StringRef w
 LogicalResult importGemm(NodeImporter &n) {
   if (failed(n.checkArity(n.opset() < 11 ? 3 : 2, 3)))
     return failure();
-  if (n.inputType(0).getRank() != 2 || n.inputType(1).getRank() != 2)
-    return n.fail("A and B must be 2-D, got rank " + Twine(n.inputType(0).getRank()) +
-                  " and " + Twine(n.inputType(1).getRank()));
+  if (n.inputType(0).getRank() != 2 || n.inputType(1).getRank() != 2) {
+    return n.fail("A and B must be 2-D, got rank " +
+                  Twine(n.inputType(0).getRank()) + " and " +
+                  Twine(n.inputType(1).getRank()));
+  }
   auto transposedIf = [&](size_t i, StringRef attr) -> FailureOr<Value> {
     if (n.intAttr(attr, 0) == 0)
       return n.input(i);
-    return n.make<TransposeOp>(n.input(i), {n.namedArray("permutation", {1, 0})});
+    return n.make<TransposeOp>(n.input(i),
+                               {n.namedArray("permutation", {1, 0})});
   };
   FailureOr<Value> a = transposedIf(0, "transA");
   FailureOr<Value> b = transposedIf(1, "transB");
@@ -62,17 +57,21 @@ LogicalResult importGemm(NodeImporter &n) {
   FailureOr<Value> product = n.make<MatmulOp>({*a, *b});
   if (failed(product))
     return failure();
-  FailureOr<Value> y = scaleBy(n, *product, n.floatAttr("alpha", 1.0f), "alpha");
+  FailureOr<Value> y =
+      scaleBy(n, *product, n.floatAttr("alpha", 1.0f), "alpha");
   float beta = n.floatAttr("beta", 1.0f);
   if (failed(y) || !n.hasInput(2) || beta == 0.0f)
     return bind(n, y);
 
   ArrayRef<int64_t> yShape = cast<RankedTensorType>(y->getType()).getShape();
   RankedTensorType cType = n.inputType(2);
-  std::optional<SmallVector<int64_t>> shape = broadcastShapes(yShape, cType.getShape());
-  if (!shape || ArrayRef<int64_t>(*shape) != yShape)
+  std::optional<SmallVector<int64_t>> shape =
+      broadcastShapes(yShape, cType.getShape());
+  if (!shape || ArrayRef<int64_t>(*shape) != yShape) {
     return n.fail("C of shape " + formatInts(cType.getShape()) +
-                  " does not broadcast to the product's shape " + formatInts(yShape));
+                  " does not broadcast to the product's shape " +
+                  formatInts(yShape));
+  }
   FailureOr<Value> c = scaleBy(n, n.input(2), beta, "beta");
   if (failed(c))
     return failure();
@@ -82,13 +81,16 @@ LogicalResult importGemm(NodeImporter &n) {
 /// Checks that the input and weight have one rank with 1 to 3 spatial dims.
 LogicalResult checkConvRanks(NodeImporter &n) {
   int64_t rank = n.inputType(0).getRank();
-  if (rank < 3 || rank > 5)
-    return n.fail("only 1-D, 2-D and 3-D convolutions are supported (input rank 3 to 5), "
-                  "got input rank " +
-                  Twine(rank));
-  if (n.inputType(1).getRank() != rank)
+  if (rank < 3 || rank > 5) {
+    return n.fail(
+        "only 1-D, 2-D and 3-D convolutions are supported (input rank 3 to 5), "
+        "got input rank " +
+        Twine(rank));
+  }
+  if (n.inputType(1).getRank() != rank) {
     return n.fail("weight rank " + Twine(n.inputType(1).getRank()) +
                   " differs from input rank " + Twine(rank));
+  }
   return success();
 }
 
@@ -105,8 +107,8 @@ LogicalResult importConv(NodeImporter &n) {
     return failure();
   ArrayRef<int64_t> inputShape = n.inputType(0).getShape();
   // Weight: [out channels, in channels / group, kernel...].
-  FailureOr<WindowAttrs> w =
-      readWindowAttrs(n, inputShape.size() - 2, n.inputType(1).getShape().drop_front(2));
+  FailureOr<WindowAttrs> w = readWindowAttrs(
+      n, inputShape.size() - 2, n.inputType(1).getShape().drop_front(2));
   if (failed(w))
     return failure();
   resolveForwardPadding(*w, inputShape.drop_front(2));
@@ -133,9 +135,10 @@ LogicalResult resolveTransposedPadding(NodeImporter &n, WindowAttrs &w,
   // Opset 1 models may spell out the batch and channel dimensions too.
   if (outputShape.size() == inputShape.size())
     outputShape.erase(outputShape.begin(), outputShape.begin() + 2);
-  if (!outputShape.empty() && outputShape.size() != spatial)
-    return n.fail("output_shape has " + Twine(outputShape.size()) + " entries, expected " +
-                  Twine(spatial));
+  if (!outputShape.empty() && outputShape.size() != spatial) {
+    return n.fail("output_shape has " + Twine(outputShape.size()) +
+                  " entries, expected " + Twine(spatial));
+  }
   bool upper = w.autoPad == "SAME_UPPER";
   bool extraHigh = upper;
   if (outputShape.empty()) {
@@ -152,8 +155,8 @@ LogicalResult resolveTransposedPadding(NodeImporter &n, WindowAttrs &w,
   }
   for (size_t i = 0; i < spatial; ++i) {
     int64_t window = w.dilations[i] * (w.kernel[i] - 1) + 1;
-    int64_t total =
-        w.strides[i] * (spatialIn[i] - 1) + outputPadding[i] + window - outputShape[i];
+    int64_t total = w.strides[i] * (spatialIn[i] - 1) + outputPadding[i] +
+                    window - outputShape[i];
     // An output larger than the full result grows at the end, as in
     // onnxruntime: the extra elements get no contribution but the bias.
     if (total < 0)
@@ -176,17 +179,19 @@ LogicalResult importConvTranspose(NodeImporter &n) {
                                            ? n.intsAttr("output_padding")
                                            : SmallVector<int64_t>(spatial, 0);
   if (outputPadding.size() != spatial ||
-      llvm::any_of(outputPadding, [](int64_t p) { return p < 0; }))
-    return n.fail("output_padding " + formatInts(outputPadding) + " must have " +
-                  Twine(spatial) + " non-negative entries");
+      llvm::any_of(outputPadding, [](int64_t p) { return p < 0; })) {
+    return n.fail("output_padding " + formatInts(outputPadding) +
+                  " must have " + Twine(spatial) + " non-negative entries");
+  }
   if (failed(resolveTransposedPadding(n, *w, outputPadding)))
     return failure();
-  return bind(n, n.make<ConvTransposeOp>(convOperands(n),
-                                         {n.namedArray("strides", w->strides),
-                                          n.namedArray("dilations", w->dilations),
-                                          n.namedArray("padding", w->padding),
-                                          n.namedArray("output_padding", outputPadding),
-                                          n.namedI64("groups", n.intAttr("group", 1))}));
+  return bind(
+      n, n.make<ConvTransposeOp>(
+             convOperands(n), {n.namedArray("strides", w->strides),
+                               n.namedArray("dilations", w->dilations),
+                               n.namedArray("padding", w->padding),
+                               n.namedArray("output_padding", outputPadding),
+                               n.namedI64("groups", n.intAttr("group", 1))}));
 }
 
 } // namespace
@@ -194,13 +199,11 @@ LogicalResult importConvTranspose(NodeImporter &n) {
 void registerContractionHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
       {"MatMul", 1, importMatMul, ""},
-      {"Gemm", 7, importGemm, "C must broadcast to [M, N]"},
-      {"Gemm", 11, importGemm, "C must broadcast to [M, N]"},
+      {"Gemm", 7, importGemm, "integer operands need whole alpha and beta"},
+      {"Gemm", 11, importGemm, "integer operands need whole alpha and beta"},
       {"Conv", 1, importConv, "1-D to 3-D only"},
-      {"ConvTranspose", 1, importConvTranspose,
-       "1-D to 3-D only"},
-      {"ConvTranspose", 11, importConvTranspose,
-       "1-D to 3-D only"},
+      {"ConvTranspose", 1, importConvTranspose, "1-D to 3-D only"},
+      {"ConvTranspose", 11, importConvTranspose, "1-D to 3-D only"},
   });
 }
 

@@ -1,4 +1,5 @@
-//===- DataMovementHandlers.cpp - ONNX shape and data movement ops ---------===//
+//===- DataMovementHandlers.cpp - ONNX shape and data movement ops
+//---------===//
 //
 // Reshape and its relatives (Flatten, Squeeze, Unsqueeze), Transpose, Concat,
 // Slice, Gather/Scatter, Pad, Expand, Split, Tile, Resize/Upsample and
@@ -12,9 +13,11 @@
 #include "../NodeImporter.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 
@@ -24,15 +27,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Helpers
 //===----------------------------------------------------------------------===//
-
-/// Binds the result when `value` was built; forwards the failure otherwise.
-LogicalResult bind(NodeImporter &n, FailureOr<Value> value) {
-  if (failed(value))
-    return failure();
-  return n.setResult(*value);
-}
-
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 /// The type of input `i` when its shape is static; shape rules below do
 /// arithmetic on dimensions, which a dynamic one would poison.
@@ -44,19 +38,24 @@ FailureOr<RankedTensorType> staticInputType(NodeImporter &n, size_t i) {
 }
 
 FailureOr<Value> reshapeTo(NodeImporter &n, Value v, ArrayRef<int64_t> shape) {
-  return n.makeTyped<ReshapeOp>(RankedTensorType::get(shape, typeOf(v).getElementType()), v);
+  return n.makeTyped<ReshapeOp>(
+      RankedTensorType::get(shape, typeOf(v).getElementType()), v);
 }
 
 std::string formatInts(ArrayRef<int64_t> values) {
-  return "[" + llvm::join(llvm::map_range(values, [](int64_t v) { return std::to_string(v); }),
-                          ", ") +
+  return "[" +
+         llvm::join(llvm::map_range(
+                        values, [](int64_t v) { return std::to_string(v); }),
+                    ", ") +
          "]";
 }
 
 /// Normalises a list of axes for `rank`, refusing out-of-range and repeated
 /// ones.
-FailureOr<SmallVector<int64_t>> normalizeAxesOrFail(NodeImporter &n, ArrayRef<int64_t> axes,
-                                                    int64_t rank, StringRef what = "axis") {
+FailureOr<SmallVector<int64_t>> normalizeAxesOrFail(NodeImporter &n,
+                                                    ArrayRef<int64_t> axes,
+                                                    int64_t rank,
+                                                    StringRef what = "axis") {
   SmallVector<int64_t> result;
   for (int64_t axis : axes) {
     FailureOr<int64_t> d = normalizeAxisOrFail(n, axis, rank, what);
@@ -71,8 +70,8 @@ FailureOr<SmallVector<int64_t>> normalizeAxesOrFail(NodeImporter &n, ArrayRef<in
 
 /// Axes given by attribute `axes` before opset `inputSince` and by input
 /// `index` from it on; nullopt when the node gives none.
-FailureOr<std::optional<SmallVector<int64_t>>> readAxes(NodeImporter &n, int64_t inputSince,
-                                                        size_t index) {
+FailureOr<std::optional<SmallVector<int64_t>>>
+readAxes(NodeImporter &n, int64_t inputSince, size_t index) {
   if (n.opset() < inputSince) {
     if (!n.hasAttr("axes"))
       return std::optional<SmallVector<int64_t>>();
@@ -89,7 +88,8 @@ FailureOr<std::optional<SmallVector<int64_t>>> readAxes(NodeImporter &n, int64_t
 /// Checks constant indices of input `i` against `extent` (negative ones
 /// count from the end) and, with `makeNonNegative`, rewrites them into
 /// [0, extent). Runtime indices pass through unchanged.
-FailureOr<Value> checkIndices(NodeImporter &n, size_t i, int64_t extent, bool makeNonNegative) {
+FailureOr<Value> checkIndices(NodeImporter &n, size_t i, int64_t extent,
+                              bool makeNonNegative) {
   std::optional<DenseElementsAttr> indices = n.constantInput(i);
   if (!indices)
     return n.input(i);
@@ -98,10 +98,11 @@ FailureOr<Value> checkIndices(NodeImporter &n, size_t i, int64_t extent, bool ma
   for (const APInt &v : indices->getValues<APInt>()) {
     int64_t index = v.getSExtValue();
     if (index < -extent || index >= extent)
-      return n.fail("index " + Twine(index) + " is out of range for an axis of size " +
-                    Twine(extent));
+      return n.fail("index " + Twine(index) +
+                    " is out of range for an axis of size " + Twine(extent));
     changed |= index < 0;
-    normalized.push_back(APInt(v.getBitWidth(), index < 0 ? index + extent : index,
+    normalized.push_back(APInt(v.getBitWidth(),
+                               index < 0 ? index + extent : index,
                                /*isSigned=*/true));
   }
   if (!makeNonNegative || !changed)
@@ -113,13 +114,15 @@ FailureOr<Value> checkIndices(NodeImporter &n, size_t i, int64_t extent, bool ma
 FailureOr<double> constantScalar(NodeImporter &n, size_t i, StringRef what) {
   std::optional<DenseElementsAttr> value = n.constantInput(i);
   if (!value)
-    return n.fail(Twine("input '") + what + "' must be a compile-time constant");
+    return n.fail(Twine("input '") + what +
+                  "' must be a compile-time constant");
   if (value->getNumElements() != 1)
     return n.fail(Twine("input '") + what + "' must hold a single value");
   if (isa<FloatType>(value->getElementType()))
     return (*value->getValues<APFloat>().begin()).convertToDouble();
   APInt v = *value->getValues<APInt>().begin();
-  bool isUnsigned = value->getElementType().isUnsignedInteger() || v.getBitWidth() == 1;
+  bool isUnsigned =
+      value->getElementType().isUnsignedInteger() || v.getBitWidth() == 1;
   return isUnsigned ? static_cast<double>(v.getZExtValue())
                     : static_cast<double>(v.getSExtValue());
 }
@@ -143,30 +146,35 @@ LogicalResult importReshape(NodeImporter &n) {
   SmallVector<int64_t> shape;
   std::optional<size_t> inferred;
   int64_t known = 1;
-  for (auto [i, dim] : llvm::enumerate(*requested)) {
+  for (auto [i, entry] : llvm::enumerate(*requested)) {
+    int64_t dim = entry;
     if (dim == -1) {
       if (inferred)
-        return n.fail("shape " + formatInts(*requested) + " has more than one -1");
+        return n.fail("shape " + formatInts(*requested) +
+                      " has more than one -1");
       inferred = i;
       shape.push_back(1);
       continue;
     }
     if (dim < -1)
-      return n.fail("shape " + formatInts(*requested) + " has a negative dimension");
+      return n.fail("shape " + formatInts(*requested) +
+                    " has a negative dimension");
     if (dim == 0 && !allowZero) {
       if (static_cast<int64_t>(i) >= inType->getRank())
-        return n.fail("shape " + formatInts(*requested) + " copies dimension " + Twine(i) +
-                      " (a 0 entry), but the input has rank " + Twine(inType->getRank()));
+        return n.fail("shape " + formatInts(*requested) + " copies dimension " +
+                      Twine(i) + " (a 0 entry), but the input has rank " +
+                      Twine(inType->getRank()));
       dim = inType->getDimSize(i);
     }
     shape.push_back(dim);
-    known *= dim;
+    if (llvm::MulOverflow(known, dim, known))
+      return n.fail("shape " + formatInts(*requested) + " overflows int64");
   }
   int64_t elements = inType->getNumElements();
   if (inferred) {
     if (known == 0 || elements % known != 0)
-      return n.fail("cannot infer the -1 in shape " + formatInts(*requested) + " for " +
-                    Twine(elements) + " elements");
+      return n.fail("cannot infer the -1 in shape " + formatInts(*requested) +
+                    " for " + Twine(elements) + " elements");
     shape[*inferred] = elements / known;
   } else if (known != elements) {
     return n.fail("shape " + formatInts(*requested) + " holds " + Twine(known) +
@@ -185,7 +193,8 @@ LogicalResult importFlatten(NodeImporter &n) {
   int64_t rank = inType->getRank();
   int64_t axis = n.intAttr("axis", 1);
   if (axis < -rank || axis > rank)
-    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " +
+                  Twine(rank));
   if (axis < 0)
     axis += rank;
   int64_t outer = 1, inner = 1;
@@ -237,7 +246,8 @@ LogicalResult importUnsqueeze(NodeImporter &n) {
   if (!*axes || (*axes)->empty())
     return n.fail("requires non-empty axes");
   int64_t outRank = inType->getRank() + static_cast<int64_t>((*axes)->size());
-  FailureOr<SmallVector<int64_t>> inserted = normalizeAxesOrFail(n, **axes, outRank);
+  FailureOr<SmallVector<int64_t>> inserted =
+      normalizeAxesOrFail(n, **axes, outRank);
   if (failed(inserted))
     return failure();
   SmallVector<int64_t> shape;
@@ -262,8 +272,10 @@ LogicalResult importTranspose(NodeImporter &n) {
     return failure();
   SmallVector<int64_t> perm = n.intsAttr("perm");
   if (!n.hasAttr("perm"))
-    perm = llvm::to_vector(llvm::reverse(llvm::seq<int64_t>(0, n.inputType(0).getRank())));
-  return bind(n, n.make<TransposeOp>(n.input(0), {n.namedArray("permutation", perm)}));
+    perm = llvm::to_vector(
+        llvm::reverse(llvm::seq<int64_t>(0, n.inputType(0).getRank())));
+  return bind(
+      n, n.make<TransposeOp>(n.input(0), {n.namedArray("permutation", perm)}));
 }
 
 LogicalResult importConcat(NodeImporter &n) {
@@ -277,8 +289,8 @@ LogicalResult importConcat(NodeImporter &n) {
     return n.fail("expects at least one input");
   if (!n.hasAttr("axis"))
     return n.fail("requires the 'axis' attribute");
-  FailureOr<int64_t> axis =
-      normalizeAxisOrFail(n, n.intAttr("axis", 0), typeOf(inputs.front()).getRank());
+  FailureOr<int64_t> axis = normalizeAxisOrFail(
+      n, n.intAttr("axis", 0), typeOf(inputs.front()).getRank());
   if (failed(axis))
     return failure();
   return bind(n, n.make<ConcatOp>(inputs, {n.namedI64("axis", *axis)}));
@@ -329,19 +341,21 @@ LogicalResult importSlice(NodeImporter &n) {
     return failure();
   int64_t rank = inType->getRank();
   if (!axes)
-    axes = llvm::to_vector(llvm::seq<int64_t>(0, static_cast<int64_t>(starts.size())));
+    axes = llvm::to_vector(
+        llvm::seq<int64_t>(0, static_cast<int64_t>(starts.size())));
   if (steps.empty() && !n.hasInput(4))
     steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes->size() != starts.size() ||
       steps.size() != starts.size())
-    return n.fail("starts, ends, axes and steps differ in length (" + Twine(starts.size()) +
-                  ", " + Twine(ends.size()) + ", " + Twine(axes->size()) + ", " +
-                  Twine(steps.size()) + ")");
+    return n.fail("starts, ends, axes and steps differ in length (" +
+                  Twine(starts.size()) + ", " + Twine(ends.size()) + ", " +
+                  Twine(axes->size()) + ", " + Twine(steps.size()) + ")");
   FailureOr<SmallVector<int64_t>> dims = normalizeAxesOrFail(n, *axes, rank);
   if (failed(dims))
     return failure();
 
-  SmallVector<int64_t> outStarts(rank, 0), limits(inType->getShape()), outSteps(rank, 1);
+  SmallVector<int64_t> outStarts(rank, 0), limits(inType->getShape()),
+      outSteps(rank, 1);
   for (auto [i, d] : llvm::enumerate(*dims)) {
     int64_t size = inType->getDimSize(d), step = steps[i];
     if (step == 0)
@@ -362,9 +376,10 @@ LogicalResult importSlice(NodeImporter &n) {
     limits[d] = end;
     outSteps[d] = step;
   }
-  return bind(n, n.make<SliceOp>(n.input(0), {n.namedArray("starts", outStarts),
-                                             n.namedArray("limits", limits),
-                                             n.namedArray("steps", outSteps)}));
+  return bind(n,
+              n.make<SliceOp>(n.input(0), {n.namedArray("starts", outStarts),
+                                           n.namedArray("limits", limits),
+                                           n.namedArray("steps", outSteps)}));
 }
 
 //===----------------------------------------------------------------------===//
@@ -377,20 +392,24 @@ LogicalResult importGather(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
   RankedTensorType inType = n.inputType(0);
-  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
   if (failed(axis))
     return failure();
-  FailureOr<Value> indices = checkIndices(n, 1, inType.getDimSize(*axis), false);
+  FailureOr<Value> indices =
+      checkIndices(n, 1, inType.getDimSize(*axis), false);
   if (failed(indices))
     return failure();
-  return bind(n, n.make<GatherOp>({n.input(0), *indices}, {n.namedI64("axis", *axis)}));
+  return bind(
+      n, n.make<GatherOp>({n.input(0), *indices}, {n.namedI64("axis", *axis)}));
 }
 
 LogicalResult importGatherElements(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
   RankedTensorType inType = n.inputType(0);
-  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
   if (failed(axis))
     return failure();
   FailureOr<Value> indices = checkIndices(n, 1, inType.getDimSize(*axis), true);
@@ -415,7 +434,8 @@ LogicalResult importScatterElements(NodeImporter &n) {
   ScatterReduction reduction =
       *symbolizeScatterReduction(n.stringAttr("reduction", "none"));
   RankedTensorType inType = n.inputType(0);
-  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", 0), inType.getRank());
   if (failed(axis))
     return failure();
   FailureOr<Value> indices = checkIndices(n, 1, inType.getDimSize(*axis), true);
@@ -424,7 +444,8 @@ LogicalResult importScatterElements(NodeImporter &n) {
   return bind(n, n.make<ScatterElementsOp>(
                      {n.input(0), *indices, n.input(2)},
                      {n.namedI64("axis", *axis),
-                      n.named("reduction", ScatterReductionAttr::get(n.context(), reduction))}));
+                      n.named("reduction", ScatterReductionAttr::get(
+                                               n.context(), reduction))}));
 }
 
 //===----------------------------------------------------------------------===//
@@ -437,8 +458,10 @@ LogicalResult importScatterElements(NodeImporter &n) {
 LogicalResult importPad(NodeImporter &n) {
   std::string modeName = n.stringAttr("mode", "constant");
   if (modeName == "wrap")
-    return n.fail("mode 'wrap' is not supported (supported: constant, reflect, edge)");
-  if (failed(n.requireStringAttrIn("mode", "constant", {"constant", "reflect", "edge"})))
+    return n.fail(
+        "mode 'wrap' is not supported (supported: constant, reflect, edge)");
+  if (failed(n.requireStringAttrIn("mode", "constant",
+                                   {"constant", "reflect", "edge"})))
     return failure();
   PadMode mode = *symbolizePadMode(modeName);
 
@@ -484,10 +507,12 @@ LogicalResult importPad(NodeImporter &n) {
     return failure();
   size_t numAxes = dims->size();
   if (pads.size() != 2 * numAxes)
-    return n.fail("expects " + Twine(2 * numAxes) + " pads, got " + Twine(pads.size()));
+    return n.fail("expects " + Twine(2 * numAxes) + " pads, got " +
+                  Twine(pads.size()));
 
   SmallVector<int64_t> low(rank, 0), high(rank, 0);
-  SmallVector<int64_t> starts(rank, 0), limits(inType->getShape()), steps(rank, 1);
+  SmallVector<int64_t> starts(rank, 0), limits(inType->getShape()),
+      steps(rank, 1);
   bool crops = false;
   for (auto [i, d] : llvm::enumerate(*dims)) {
     int64_t before = pads[i], after = pads[i + numAxes];
@@ -508,16 +533,18 @@ LogicalResult importPad(NodeImporter &n) {
     for (int64_t d = 0; d < rank; ++d)
       if (starts[d] == limits[d])
         starts[d] = limits[d] = 0;
-    FailureOr<Value> cropped =
-        n.make<SliceOp>(input, {n.namedArray("starts", starts), n.namedArray("limits", limits),
-                                n.namedArray("steps", steps)});
+    FailureOr<Value> cropped = n.make<SliceOp>(
+        input, {n.namedArray("starts", starts), n.namedArray("limits", limits),
+                n.namedArray("steps", steps)});
     if (failed(cropped))
       return failure();
     input = *cropped;
   }
-  return bind(n, n.make<PadOp>(input, {n.named("mode", PadModeAttr::get(n.context(), mode)),
-                                       n.namedArray("low", low), n.namedArray("high", high),
-                                       n.namedF64("value", value)}));
+  return bind(
+      n, n.make<PadOp>(input,
+                       {n.named("mode", PadModeAttr::get(n.context(), mode)),
+                        n.namedArray("low", low), n.namedArray("high", high),
+                        n.namedF64("value", value)}));
 }
 
 /// Expand broadcasts the input and the requested shape against each other
@@ -530,13 +557,16 @@ LogicalResult importExpand(NodeImporter &n) {
     return failure();
   RankedTensorType inType = n.inputType(0);
   if (llvm::any_of(*requested, [](int64_t d) { return d < 0; }))
-    return n.fail("shape " + formatInts(*requested) + " has a negative dimension");
-  std::optional<SmallVector<int64_t>> shape = broadcastShapes(inType.getShape(), *requested);
+    return n.fail("shape " + formatInts(*requested) +
+                  " has a negative dimension");
+  std::optional<SmallVector<int64_t>> shape =
+      broadcastShapes(inType.getShape(), *requested);
   if (!shape)
-    return n.fail("cannot expand shape " + formatInts(inType.getShape()) + " to " +
-                  formatInts(*requested));
+    return n.fail("cannot expand shape " + formatInts(inType.getShape()) +
+                  " to " + formatInts(*requested));
   return bind(n, n.makeTyped<BroadcastOp>(
-                     RankedTensorType::get(*shape, inType.getElementType()), n.input(0)));
+                     RankedTensorType::get(*shape, inType.getElementType()),
+                     n.input(0)));
 }
 
 /// Split-2 reads the sizes from the `split` attribute, Split-13 from an
@@ -549,7 +579,8 @@ LogicalResult importSplit(NodeImporter &n) {
   FailureOr<RankedTensorType> inType = staticInputType(n, 0);
   if (failed(inType))
     return failure();
-  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", 0), inType->getRank());
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", 0), inType->getRank());
   if (failed(axis))
     return failure();
   int64_t extent = inType->getDimSize(*axis);
@@ -564,13 +595,13 @@ LogicalResult importSplit(NodeImporter &n) {
     sizes = std::move(*given);
   } else if (n.opset() >= 18 && n.hasAttr("num_outputs")) {
     int64_t pieces = n.intAttr("num_outputs", 0);
-    if (pieces != numOutputs)
+    if (pieces <= 0 || pieces != numOutputs)
       return n.fail("num_outputs is " + Twine(pieces) + " but the node has " +
                     Twine(numOutputs) + " outputs");
     int64_t piece = (extent + pieces - 1) / pieces;
     if (piece * (pieces - 1) > extent)
-      return n.fail("cannot split " + Twine(extent) + " elements into " + Twine(pieces) +
-                    " pieces of at most " + Twine(piece));
+      return n.fail("cannot split " + Twine(extent) + " elements into " +
+                    Twine(pieces) + " pieces of at most " + Twine(piece));
     sizes.assign(pieces - 1, piece);
     sizes.push_back(extent - piece * (pieces - 1));
   } else {
@@ -580,10 +611,11 @@ LogicalResult importSplit(NodeImporter &n) {
     sizes.assign(numOutputs, extent / numOutputs);
   }
   if (static_cast<int64_t>(sizes.size()) != numOutputs)
-    return n.fail("split has " + Twine(sizes.size()) + " sizes for " + Twine(numOutputs) +
-                  " outputs");
+    return n.fail("split has " + Twine(sizes.size()) + " sizes for " +
+                  Twine(numOutputs) + " outputs");
   FailureOr<SmallVector<Value>> pieces = n.makeMulti<SplitOp>(
-      numOutputs, n.input(0), {n.namedI64("axis", *axis), n.namedArray("sizes", sizes)});
+      numOutputs, n.input(0),
+      {n.namedI64("axis", *axis), n.namedArray("sizes", sizes)});
   if (failed(pieces))
     return failure();
   return n.setResults(*pieces);
@@ -595,7 +627,8 @@ LogicalResult importTile(NodeImporter &n) {
   FailureOr<SmallVector<int64_t>> repeats = n.constantInts(1, "repeats");
   if (failed(repeats))
     return failure();
-  return bind(n, n.make<TileOp>(n.input(0), {n.namedArray("repeats", *repeats)}));
+  return bind(n,
+              n.make<TileOp>(n.input(0), {n.namedArray("repeats", *repeats)}));
 }
 
 //===----------------------------------------------------------------------===//
@@ -604,26 +637,31 @@ LogicalResult importTile(NodeImporter &n) {
 
 /// Builds kiln.resize. `scales` are the per-dimension factors the coordinate
 /// mapping uses; empty means "output size over input size".
-FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape, ResizeMode mode,
-                            CoordinateMode coordinates, NearestMode nearest,
-                            ArrayRef<double> scales) {
+FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
+                            ResizeMode mode, CoordinateMode coordinates,
+                            NearestMode nearest, ArrayRef<double> scales) {
   RankedTensorType inType = n.inputType(0);
   return n.makeTyped<ResizeOp>(
       RankedTensorType::get(shape, inType.getElementType()), n.input(0),
       {n.named("mode", ResizeModeAttr::get(n.context(), mode)),
-       n.named("coordinate_mode", CoordinateModeAttr::get(n.context(), coordinates)),
+       n.named("coordinate_mode",
+               CoordinateModeAttr::get(n.context(), coordinates)),
        n.named("nearest_mode", NearestModeAttr::get(n.context(), nearest)),
        n.named("scales", n.builder().getDenseF64ArrayAttr(scales))});
 }
 
 /// The result shape for per-dimension `scales`: floor(size * scale).
-FailureOr<SmallVector<int64_t>> scaledShape(NodeImporter &n, RankedTensorType inType,
-                                            ArrayRef<double> scales) {
+FailureOr<SmallVector<int64_t>>
+scaledShape(NodeImporter &n, RankedTensorType inType, ArrayRef<double> scales) {
   SmallVector<int64_t> shape;
   for (auto [size, scale] : llvm::zip_equal(inType.getShape(), scales)) {
     if (!(scale > 0))
       return n.fail("scales must be positive, got " + std::to_string(scale));
-    shape.push_back(static_cast<int64_t>(std::floor(static_cast<double>(size) * scale)));
+    double extent = std::floor(static_cast<double>(size) * scale);
+    if (extent > static_cast<double>(std::numeric_limits<int32_t>::max()))
+      return n.fail("scale " + std::to_string(scale) +
+                    " makes a dimension of " + Twine(size) + " too large");
+    shape.push_back(static_cast<int64_t>(extent));
   }
   return shape;
 }
@@ -638,7 +676,21 @@ FailureOr<RankedTensorType> resizableInput(NodeImporter &n) {
   return inType;
 }
 
-/// Resize-10 behaves like Upsample (asymmetric coordinates, floor rounding);
+/// Upsample and Resize-10 have asymmetric coordinates, and nearest rounds
+/// down when upsampling but up when downsampling (as onnxruntime does and
+/// the Resize-10 conformance tests expect). kiln.resize has one rounding for
+/// all dimensions, so mixing the two directions is refused.
+FailureOr<NearestMode> legacyNearestMode(NodeImporter &n, ResizeMode mode,
+                                         ArrayRef<double> scales) {
+  bool up = llvm::any_of(scales, [](double s) { return s > 1; });
+  bool down = llvm::any_of(scales, [](double s) { return s < 1; });
+  if (mode == ResizeMode::Nearest && up && down)
+    return n.fail("nearest resizing that upsamples some dimensions and "
+                  "downsamples others is not supported before opset 11");
+  return down ? NearestMode::Ceil : NearestMode::Floor;
+}
+
+/// Resize-10 behaves like Upsample (see legacyNearestMode);
 /// Resize-11 adds coordinate modes, roi and sizes; Resize-18 axes and
 /// keep_aspect_ratio_policy; Resize-19 half_pixel_symmetric (refused).
 LogicalResult importResize(NodeImporter &n) {
@@ -648,19 +700,21 @@ LogicalResult importResize(NodeImporter &n) {
     return failure();
   ResizeMode mode = *symbolizeResizeMode(n.stringAttr("mode", "nearest"));
   CoordinateMode coordinates = CoordinateMode::Asymmetric;
-  NearestMode nearest = NearestMode::Floor;
+  NearestMode nearest = NearestMode::Floor; // Resize-10: set below.
   if (n.opset() >= 11) {
     // roi only matters to tf_crop_and_resize, refused here, so it is ignored.
-    if (failed(n.requireStringAttrIn(
-            "coordinate_transformation_mode", "half_pixel",
-            {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"})) ||
-        failed(n.requireStringAttrIn("nearest_mode", "round_prefer_floor",
-                                     {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                      "ceil"})))
+    if (failed(n.requireStringAttrIn("coordinate_transformation_mode",
+                                     "half_pixel",
+                                     {"half_pixel", "pytorch_half_pixel",
+                                      "align_corners", "asymmetric"})) ||
+        failed(n.requireStringAttrIn(
+            "nearest_mode", "round_prefer_floor",
+            {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})))
       return failure();
     coordinates = *symbolizeCoordinateMode(
         n.stringAttr("coordinate_transformation_mode", "half_pixel"));
-    nearest = *symbolizeNearestMode(n.stringAttr("nearest_mode", "round_prefer_floor"));
+    nearest = *symbolizeNearestMode(
+        n.stringAttr("nearest_mode", "round_prefer_floor"));
   }
   if (n.opset() >= 18 &&
       failed(n.requireStringAttrIn("keep_aspect_ratio_policy", "stretch",
@@ -673,7 +727,8 @@ LogicalResult importResize(NodeImporter &n) {
 
   SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   if (n.opset() >= 18 && n.hasAttr("axes")) {
-    FailureOr<SmallVector<int64_t>> given = normalizeAxesOrFail(n, n.intsAttr("axes"), rank);
+    FailureOr<SmallVector<int64_t>> given =
+        normalizeAxesOrFail(n, n.intsAttr("axes"), rank);
     if (failed(given))
       return failure();
     axes = std::move(*given);
@@ -684,7 +739,8 @@ LogicalResult importResize(NodeImporter &n) {
   bool haveScales = scalesValue && scalesValue->getNumElements() > 0;
   // Resize-11 exporters pass an empty tensor for whichever is unused.
   std::optional<DenseElementsAttr> sizesValue = n.constantInput(sizesIndex);
-  bool haveSizes = n.hasInput(sizesIndex) && (!sizesValue || sizesValue->getNumElements() > 0);
+  bool haveSizes = n.hasInput(sizesIndex) &&
+                   (!sizesValue || sizesValue->getNumElements() > 0);
   if (haveSizes && haveScales)
     return n.fail("takes scales or sizes, not both");
   if (!haveSizes && n.hasInput(scalesIndex) && !scalesValue)
@@ -695,11 +751,13 @@ LogicalResult importResize(NodeImporter &n) {
   SmallVector<int64_t> shape(inType->getShape());
   SmallVector<double> scales;
   if (haveScales) {
-    FailureOr<SmallVector<double>> given = n.constantFloats(scalesIndex, "scales");
+    FailureOr<SmallVector<double>> given =
+        n.constantFloats(scalesIndex, "scales");
     if (failed(given))
       return failure();
     if (given->size() != axes.size())
-      return n.fail("expects " + Twine(axes.size()) + " scales, got " + Twine(given->size()));
+      return n.fail("expects " + Twine(axes.size()) + " scales, got " +
+                    Twine(given->size()));
     scales.assign(rank, 1.0);
     for (auto [d, s] : llvm::zip_equal(axes, *given))
       scales[d] = s;
@@ -712,39 +770,52 @@ LogicalResult importResize(NodeImporter &n) {
     if (failed(sizes))
       return failure();
     if (sizes->size() != axes.size())
-      return n.fail("expects " + Twine(axes.size()) + " sizes, got " + Twine(sizes->size()));
+      return n.fail("expects " + Twine(axes.size()) + " sizes, got " +
+                    Twine(sizes->size()));
     if (llvm::any_of(*sizes, [](int64_t s) { return s <= 0; }))
       return n.fail("sizes must be positive, got " + formatInts(*sizes));
-    std::string policy = n.opset() >= 18 ? n.stringAttr("keep_aspect_ratio_policy", "stretch")
-                                         : std::string("stretch");
+    std::string policy =
+        n.opset() >= 18 ? n.stringAttr("keep_aspect_ratio_policy", "stretch")
+                        : std::string("stretch");
     if (policy == "stretch") {
       for (auto [d, s] : llvm::zip_equal(axes, *sizes))
         shape[d] = s;
     } else {
       // One scale for every resized axis, the largest that fits in (or the
       // smallest that covers) the requested sizes.
+      if (llvm::any_of(axes,
+                       [&](int64_t d) { return inType->getDimSize(d) == 0; }))
+        return n.fail("cannot keep the aspect ratio of an empty dimension");
       double scale = policy == "not_larger" ? INFINITY : 0.0;
       for (auto [d, s] : llvm::zip_equal(axes, *sizes)) {
-        double ratio = static_cast<double>(s) / static_cast<double>(inType->getDimSize(d));
-        scale = policy == "not_larger" ? std::min(scale, ratio) : std::max(scale, ratio);
+        double ratio =
+            static_cast<double>(s) / static_cast<double>(inType->getDimSize(d));
+        scale = policy == "not_larger" ? std::min(scale, ratio)
+                                       : std::max(scale, ratio);
       }
       scales.assign(rank, 1.0);
       for (int64_t d : axes) {
         scales[d] = scale;
-        shape[d] = static_cast<int64_t>(
-            std::floor(scale * static_cast<double>(inType->getDimSize(d)) + 0.5));
+        shape[d] = static_cast<int64_t>(std::floor(
+            scale * static_cast<double>(inType->getDimSize(d)) + 0.5));
       }
     }
   }
-  if (n.opset() >= 18 && n.intAttr("antialias", 0) != 0 && mode == ResizeMode::Linear &&
+  if (n.opset() >= 18 && n.intAttr("antialias", 0) != 0 &&
+      mode == ResizeMode::Linear &&
       llvm::any_of(llvm::seq<int64_t>(0, rank),
                    [&](int64_t d) { return shape[d] < inType->getDimSize(d); }))
     return n.fail("antialiased linear downsampling is not supported");
+  if (n.opset() < 11) {
+    FailureOr<NearestMode> legacy = legacyNearestMode(n, mode, scales);
+    if (failed(legacy))
+      return failure();
+    nearest = *legacy;
+  }
   return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales));
 }
 
-/// Upsample-7 takes its scales as an attribute, Upsample-9 as an input. Its
-/// coordinates are asymmetric and nearest rounds down.
+/// Upsample-7 takes its scales as an attribute, Upsample-9 as an input.
 LogicalResult importUpsample(NodeImporter &n) {
   if (failed(n.checkArity(n.opset() < 9 ? 1 : 2, n.opset() < 9 ? 1 : 2)) ||
       failed(n.requireStringAttrIn("mode", "nearest", {"nearest", "linear"})))
@@ -771,8 +842,11 @@ LogicalResult importUpsample(NodeImporter &n) {
   if (failed(shape))
     return failure();
   ResizeMode mode = *symbolizeResizeMode(n.stringAttr("mode", "nearest"));
-  return bind(n, makeResize(n, *shape, mode, CoordinateMode::Asymmetric, NearestMode::Floor,
-                            scales));
+  FailureOr<NearestMode> nearest = legacyNearestMode(n, mode, scales);
+  if (failed(nearest))
+    return failure();
+  return bind(n, makeResize(n, *shape, mode, CoordinateMode::Asymmetric,
+                            *nearest, scales));
 }
 
 //===----------------------------------------------------------------------===//
@@ -780,8 +854,10 @@ LogicalResult importUpsample(NodeImporter &n) {
 //===----------------------------------------------------------------------===//
 
 /// reshape -> transpose -> reshape, the standard decomposition.
-FailureOr<Value> reshapeTransposeReshape(NodeImporter &n, ArrayRef<int64_t> split,
-                                         ArrayRef<int64_t> perm, ArrayRef<int64_t> result) {
+FailureOr<Value> reshapeTransposeReshape(NodeImporter &n,
+                                         ArrayRef<int64_t> split,
+                                         ArrayRef<int64_t> perm,
+                                         ArrayRef<int64_t> result) {
   FailureOr<Value> expanded = reshapeTo(n, n.input(0), split);
   if (failed(expanded))
     return failure();
@@ -800,10 +876,12 @@ FailureOr<std::pair<RankedTensorType, int64_t>> blockInput(NodeImporter &n) {
   if (failed(inType))
     return failure();
   if (inType->getRank() != 4)
-    return n.fail("expects a 4-D (NCHW) input, got rank " + Twine(inType->getRank()));
-  if (!n.hasAttr("blocksize") || n.intAttr("blocksize", 0) <= 0)
-    return n.fail("requires a positive 'blocksize' attribute");
-  return std::make_pair(*inType, n.intAttr("blocksize", 0));
+    return n.fail("expects a 4-D (NCHW) input, got rank " +
+                  Twine(inType->getRank()));
+  int64_t blockSize = n.intAttr("blocksize", 0);
+  if (blockSize <= 0 || blockSize > std::numeric_limits<int32_t>::max())
+    return n.fail("requires a 'blocksize' attribute in [1, 2^31)");
+  return std::make_pair(*inType, blockSize);
 }
 
 /// DepthToSpace-1 orders the channels depth-column-row (DCR); DepthToSpace-11
@@ -812,14 +890,15 @@ LogicalResult importDepthToSpace(NodeImporter &n) {
   FailureOr<std::pair<RankedTensorType, int64_t>> in = blockInput(n);
   if (failed(in))
     return failure();
-  if (n.opset() >= 11 && failed(n.requireStringAttrIn("mode", "DCR", {"DCR", "CRD"})))
+  if (n.opset() >= 11 &&
+      failed(n.requireStringAttrIn("mode", "DCR", {"DCR", "CRD"})))
     return failure();
   auto [type, b] = *in;
   int64_t batch = type.getDimSize(0), channels = type.getDimSize(1),
           height = type.getDimSize(2), width = type.getDimSize(3);
   if (channels % (b * b) != 0)
-    return n.fail("channels " + Twine(channels) + " are not divisible by blocksize^2 " +
-                  Twine(b * b));
+    return n.fail("channels " + Twine(channels) +
+                  " are not divisible by blocksize^2 " + Twine(b * b));
   int64_t c = channels / (b * b);
   SmallVector<int64_t> result = {batch, c, height * b, width * b};
   bool crd = n.opset() >= 11 && n.stringAttr("mode", "DCR") == "CRD";
@@ -840,9 +919,10 @@ LogicalResult importSpaceToDepth(NodeImporter &n) {
   if (height % b != 0 || width % b != 0)
     return n.fail("spatial size " + Twine(height) + "x" + Twine(width) +
                   " is not divisible by blocksize " + Twine(b));
-  return bind(n, reshapeTransposeReshape(n, {batch, channels, height / b, b, width / b, b},
-                                         {0, 3, 5, 1, 2, 4},
-                                         {batch, channels * b * b, height / b, width / b}));
+  return bind(n, reshapeTransposeReshape(
+                     n, {batch, channels, height / b, b, width / b, b},
+                     {0, 3, 5, 1, 2, 4},
+                     {batch, channels * b * b, height / b, width / b}));
 }
 
 } // namespace
@@ -858,45 +938,47 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Squeeze", 13, importSqueeze, "axes must be a compile-time constant"},
       {"Unsqueeze", 1, importUnsqueeze, ""},
       {"Unsqueeze", 11, importUnsqueeze, ""},
-      {"Unsqueeze", 13, importUnsqueeze, "axes must be a compile-time constant"},
+      {"Unsqueeze", 13, importUnsqueeze,
+       "axes must be a compile-time constant"},
       {"Transpose", 1, importTranspose, ""},
       {"Concat", 4, importConcat, ""},
       {"Concat", 11, importConcat, ""},
       {"Slice", 1, importSlice, ""},
-      {"Slice", 10, importSlice, "starts, ends, axes and steps must be compile-time constants"},
-      {"Slice", 11, importSlice, "starts, ends, axes and steps must be compile-time constants"},
+      {"Slice", 10, importSlice,
+       "starts, ends, axes and steps must be compile-time constants"},
+      {"Slice", 11, importSlice,
+       "starts, ends, axes and steps must be compile-time constants"},
       {"Gather", 1, importGather, ""},
       {"Gather", 11, importGather, ""},
       {"GatherElements", 11, importGatherElements, ""},
-      {"Scatter", 9, importScatterElements, "deprecated; imported as ScatterElements"},
+      {"Scatter", 9, importScatterElements,
+       "deprecated; imported as ScatterElements"},
       {"ScatterElements", 11, importScatterElements, ""},
       {"ScatterElements", 16, importScatterElements, ""},
       {"ScatterElements", 18, importScatterElements, ""},
       {"Pad", 2, importPad, ""},
-      {"Pad", 11, importPad, "pads and constant_value must be compile-time constants"},
-      {"Pad", 18, importPad, "pads, constant_value and axes must be compile-time constants"},
-      {"Pad", 19, importPad, "no 'wrap' mode; pads, constant_value and axes must be constants"},
+      {"Pad", 11, importPad,
+       "pads and constant_value must be compile-time constants"},
+      {"Pad", 18, importPad, "axes must be a compile-time constant"},
+      {"Pad", 19, importPad, "no 'wrap' mode"},
       {"Expand", 8, importExpand, "shape must be a compile-time constant"},
       {"Split", 2, importSplit, ""},
       {"Split", 11, importSplit, ""},
       {"Split", 13, importSplit, "split must be a compile-time constant"},
       {"Split", 18, importSplit, "split must be a compile-time constant"},
       {"Tile", 6, importTile, "repeats must be a compile-time constant"},
-      {"Resize", 10, importResize, "float inputs; scales must be a compile-time constant"},
+      {"Resize", 10, importResize,
+       "float inputs only; scales or sizes must be compile-time constants"},
       {"Resize", 11, importResize,
-       "no cubic, tf_half_pixel_for_nn or tf_crop_and_resize; constant scales or sizes"},
-      {"Resize", 13, importResize,
-       "no cubic, tf_half_pixel_for_nn or tf_crop_and_resize; constant scales or sizes"},
-      {"Resize", 18, importResize,
-       "no cubic, tf_crop_and_resize or antialiased downsampling; constant scales or sizes"},
-      {"Resize", 19, importResize,
-       "no cubic, half_pixel_symmetric, tf_crop_and_resize or antialiased downsampling; "
-       "constant scales or sizes"},
-      {"Upsample", 7, importUpsample, "float inputs"},
-      {"Upsample", 9, importUpsample, "float inputs; scales must be a compile-time constant"},
-      {"DepthToSpace", 1, importDepthToSpace, "4-D inputs"},
-      {"DepthToSpace", 11, importDepthToSpace, "4-D inputs"},
-      {"SpaceToDepth", 1, importSpaceToDepth, "4-D inputs"},
+       "no cubic, tf_half_pixel_for_nn or tf_crop_and_resize"},
+      {"Resize", 13, importResize, ""},
+      {"Resize", 18, importResize, "no antialiased linear downsampling"},
+      {"Resize", 19, importResize, "no half_pixel_symmetric"},
+      {"Upsample", 7, importUpsample, "float inputs only"},
+      {"Upsample", 9, importUpsample, "scales must be a compile-time constant"},
+      {"DepthToSpace", 1, importDepthToSpace, "4-D inputs only"},
+      {"DepthToSpace", 11, importDepthToSpace, "4-D inputs only"},
+      {"SpaceToDepth", 1, importSpaceToDepth, "4-D inputs only"},
   });
 }
 

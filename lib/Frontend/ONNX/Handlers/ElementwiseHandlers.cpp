@@ -13,15 +13,6 @@ using namespace mlir;
 namespace kiln::onnx_frontend {
 namespace {
 
-/// Binds the result when `value` was built; forwards the failure otherwise.
-LogicalResult bind(NodeImporter &n, FailureOr<Value> value) {
-  if (failed(value))
-    return failure();
-  return n.setResult(*value);
-}
-
-Type elementTypeOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
-
 template <typename OpTy>
 LogicalResult importUnary(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))

@@ -18,27 +18,20 @@ using namespace mlir;
 namespace kiln::onnx_frontend {
 namespace {
 
-/// Binds the result when `value` was built; forwards the failure otherwise.
-LogicalResult bind(NodeImporter &n, FailureOr<Value> value) {
-  if (failed(value))
-    return failure();
-  return n.setResult(*value);
-}
-
-RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-
 bool keepdimsAttr(NodeImporter &n) { return n.intAttr("keepdims", 1) != 0; }
 
-FailureOr<Value> reshape(NodeImporter &n, Value value, ArrayRef<int64_t> shape) {
-  return n.makeTyped<ReshapeOp>(RankedTensorType::get(shape, typeOf(value).getElementType()),
-                                value);
+FailureOr<Value> reshape(NodeImporter &n, Value value,
+                         ArrayRef<int64_t> shape) {
+  return n.makeTyped<ReshapeOp>(
+      RankedTensorType::get(shape, typeOf(value).getElementType()), value);
 }
 
-FailureOr<Value> reduce(NodeImporter &n, ReduceKind kind, Value input, ArrayRef<int64_t> axes,
-                        bool keepdims) {
-  return n.make<ReduceOp>(input, {n.named("kind", ReduceKindAttr::get(n.context(), kind)),
-                                  n.namedArray("axes", axes),
-                                  n.named("keepdims", n.builder().getBoolAttr(keepdims))});
+FailureOr<Value> reduce(NodeImporter &n, ReduceKind kind, Value input,
+                        ArrayRef<int64_t> axes, bool keepdims) {
+  return n.make<ReduceOp>(
+      input, {n.named("kind", ReduceKindAttr::get(n.context(), kind)),
+              n.namedArray("axes", axes),
+              n.named("keepdims", n.builder().getBoolAttr(keepdims))});
 }
 
 //===----------------------------------------------------------------------===//
@@ -47,8 +40,8 @@ FailureOr<Value> reduce(NodeImporter &n, ReduceKind kind, Value input, ArrayRef<
 
 /// Makes `axes` non-negative and sorted; fails on out-of-range or repeated
 /// axes.
-FailureOr<SmallVector<int64_t>> normalizeAxes(NodeImporter &n, ArrayRef<int64_t> axes,
-                                              int64_t rank) {
+FailureOr<SmallVector<int64_t>>
+normalizeAxes(NodeImporter &n, ArrayRef<int64_t> axes, int64_t rank) {
   SmallVector<int64_t> result;
   for (int64_t axis : axes) {
     FailureOr<int64_t> d = normalizeAxisOrFail(n, axis, rank, "axes entry");
@@ -65,14 +58,16 @@ FailureOr<SmallVector<int64_t>> normalizeAxes(NodeImporter &n, ArrayRef<int64_t>
 /// Whether a Reduce* node of this opset asks to reduce nothing when it names
 /// no axes.
 bool isNoop(NodeImporter &n, int64_t axesInputSince) {
-  return n.opset() >= axesInputSince && n.intAttr("noop_with_empty_axes", 0) != 0;
+  return n.opset() >= axesInputSince &&
+         n.intAttr("noop_with_empty_axes", 0) != 0;
 }
 
 /// The axes a Reduce* node reduces, non-negative and sorted. They come from
 /// the `axes` attribute before `axesInputSince` and from the optional second
 /// input (a compile-time constant) from then on. No axes means every axis,
 /// unless noop_with_empty_axes (defined from `axesInputSince`) asks for none.
-FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n, int64_t axesInputSince) {
+FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n,
+                                               int64_t axesInputSince) {
   SmallVector<int64_t> axes;
   if (n.opset() < axesInputSince) {
     if (failed(n.checkArity(1, 1)))
@@ -106,10 +101,12 @@ LogicalResult importReduce(NodeImporter &n) {
 
 /// A reduction ONNX defines on top of sum or max, built from kiln ops.
 using ReduceDecomposition = FailureOr<Value> (*)(NodeImporter &n, Value x,
-                                                 ArrayRef<int64_t> axes, bool keepdims);
+                                                 ArrayRef<int64_t> axes,
+                                                 bool keepdims);
 
 /// sum(|x|).
-FailureOr<Value> reduceL1(NodeImporter &n, Value x, ArrayRef<int64_t> axes, bool keepdims) {
+FailureOr<Value> reduceL1(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
+                          bool keepdims) {
   FailureOr<Value> magnitude = n.make<AbsOp>(x);
   if (failed(magnitude))
     return failure();
@@ -117,8 +114,8 @@ FailureOr<Value> reduceL1(NodeImporter &n, Value x, ArrayRef<int64_t> axes, bool
 }
 
 /// sum(x * x).
-FailureOr<Value> reduceSumSquare(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
-                                 bool keepdims) {
+FailureOr<Value> reduceSumSquare(NodeImporter &n, Value x,
+                                 ArrayRef<int64_t> axes, bool keepdims) {
   FailureOr<Value> square = n.make<MulOp>({x, x});
   if (failed(square))
     return failure();
@@ -126,7 +123,8 @@ FailureOr<Value> reduceSumSquare(NodeImporter &n, Value x, ArrayRef<int64_t> axe
 }
 
 /// sqrt(sum(x * x)).
-FailureOr<Value> reduceL2(NodeImporter &n, Value x, ArrayRef<int64_t> axes, bool keepdims) {
+FailureOr<Value> reduceL2(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
+                          bool keepdims) {
   FailureOr<Value> sumSquare = reduceSumSquare(n, x, axes, keepdims);
   if (failed(sumSquare))
     return failure();
@@ -145,8 +143,8 @@ FailureOr<Value> reduceLogSum(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
 /// log(sum(exp(x - m))) + m with m = max(x): exp never overflows. Both
 /// reductions keep their axes so m broadcasts back; a final reshape drops them
 /// without keepdims.
-FailureOr<Value> reduceLogSumExp(NodeImporter &n, Value x, ArrayRef<int64_t> axes,
-                                 bool keepdims) {
+FailureOr<Value> reduceLogSumExp(NodeImporter &n, Value x,
+                                 ArrayRef<int64_t> axes, bool keepdims) {
   FailureOr<Value> max = reduce(n, ReduceKind::Max, x, axes, /*keepdims=*/true);
   if (failed(max))
     return failure();
@@ -156,7 +154,8 @@ FailureOr<Value> reduceLogSumExp(NodeImporter &n, Value x, ArrayRef<int64_t> axe
   FailureOr<Value> exp = n.make<ExpOp>(*shifted);
   if (failed(exp))
     return failure();
-  FailureOr<Value> sum = reduce(n, ReduceKind::Sum, *exp, axes, /*keepdims=*/true);
+  FailureOr<Value> sum =
+      reduce(n, ReduceKind::Sum, *exp, axes, /*keepdims=*/true);
   if (failed(sum))
     return failure();
   FailureOr<Value> log = n.make<LogOp>(*sum);
@@ -166,9 +165,10 @@ FailureOr<Value> reduceLogSumExp(NodeImporter &n, Value x, ArrayRef<int64_t> axe
   if (failed(result) || keepdims)
     return result;
   SmallVector<int64_t> shape;
-  for (auto [d, size] : llvm::enumerate(typeOf(x).getShape()))
+  for (auto [d, size] : llvm::enumerate(typeOf(x).getShape())) {
     if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
       shape.push_back(size);
+  }
   return reshape(n, *result, shape);
 }
 
@@ -185,16 +185,16 @@ LogicalResult importDecomposedReduce(NodeImporter &n) {
   return bind(n, decompose(n, n.input(0), *axes, keepdimsAttr(n)));
 }
 
-template <typename OpTy>
-LogicalResult importArgReduce(NodeImporter &n) {
+template <typename OpTy> LogicalResult importArgReduce(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
   FailureOr<int64_t> axis =
       normalizeAxisOrFail(n, n.intAttr("axis", 0), n.inputType(0).getRank());
   if (failed(axis))
     return failure();
-  SmallVector<NamedAttribute> attrs{n.namedI64("axis", *axis),
-                                    n.named("keepdims", n.builder().getBoolAttr(keepdimsAttr(n)))};
+  SmallVector<NamedAttribute> attrs{
+      n.namedI64("axis", *axis),
+      n.named("keepdims", n.builder().getBoolAttr(keepdimsAttr(n)))};
   if (n.intAttr("select_last_index", 0) != 0)
     attrs.push_back(n.namedUnit("select_last_index"));
   return bind(n, n.make<OpTy>(n.input(0), attrs));
@@ -204,25 +204,27 @@ LogicalResult importArgReduce(NodeImporter &n) {
 /// Before, they flattened the input to 2-D, [product of the dims before
 /// `axis`, product of the rest] (default axis 1), and worked along the
 /// second; the two agree when `axis` is the last dimension.
-template <typename OpTy>
-LogicalResult importSoftmax(NodeImporter &n) {
+template <typename OpTy> LogicalResult importSoftmax(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
   Value x = n.input(0);
   ArrayRef<int64_t> shape = n.inputType(0).getShape();
   int64_t rank = shape.size();
   bool flattens = n.opset() < 13;
-  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", flattens ? 1 : -1), rank);
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", flattens ? 1 : -1), rank);
   if (failed(axis))
     return failure();
   if (!flattens || *axis == rank - 1)
     return bind(n, n.make<OpTy>(x, {n.namedI64("axis", *axis)}));
 
   auto product = [](ArrayRef<int64_t> dims) {
-    return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
+    return std::accumulate(dims.begin(), dims.end(), int64_t{1},
+                           std::multiplies<>());
   };
-  FailureOr<Value> matrix =
-      reshape(n, x, {product(shape.take_front(*axis)), product(shape.drop_front(*axis))});
+  FailureOr<Value> matrix = reshape(
+      n, x,
+      {product(shape.take_front(*axis)), product(shape.drop_front(*axis))});
   if (failed(matrix))
     return failure();
   FailureOr<Value> rows = n.make<OpTy>(*matrix, {n.namedI64("axis", 1)});
@@ -248,9 +250,10 @@ LogicalResult importLayerNormalization(NodeImporter &n) {
   SmallVector<Value> operands{n.input(0), n.input(1)};
   if (n.hasInput(2))
     operands.push_back(n.input(2));
-  return bind(n, n.make<LayerNormOp>(operands,
-                                     {n.namedI64("axis", *axis),
-                                      n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
+  return bind(
+      n, n.make<LayerNormOp>(
+             operands, {n.namedI64("axis", *axis),
+                        n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
 }
 
 /// Inference only: uses the running mean and variance. Opset 15 lets the
@@ -275,15 +278,17 @@ LogicalResult importBatchNormalization(NodeImporter &n) {
     }
     operands.push_back(param);
   }
-  return bind(n, n.make<BatchNormOp>(
-                     operands, {n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
+  return bind(
+      n, n.make<BatchNormOp>(
+             operands, {n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
 }
 
 LogicalResult importInstanceNormalization(NodeImporter &n) {
   if (failed(n.checkArity(3, 3)))
     return failure();
-  return bind(n, n.make<InstanceNormOp>({n.input(0), n.input(1), n.input(2)},
-                                        {n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
+  return bind(n, n.make<InstanceNormOp>(
+                     {n.input(0), n.input(1), n.input(2)},
+                     {n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
 }
 
 LogicalResult importLrn(NodeImporter &n) {
@@ -291,10 +296,12 @@ LogicalResult importLrn(NodeImporter &n) {
     return failure();
   if (!n.hasAttr("size"))
     return n.fail("missing attribute 'size'");
-  return bind(n, n.make<LrnOp>(n.input(0), {n.namedI64("size", n.intAttr("size", 0)),
-                                            n.namedF32("alpha", n.floatAttr("alpha", 1e-4f)),
-                                            n.namedF32("beta", n.floatAttr("beta", 0.75f)),
-                                            n.namedF32("bias", n.floatAttr("bias", 1.0f))}));
+  return bind(n,
+              n.make<LrnOp>(n.input(0),
+                            {n.namedI64("size", n.intAttr("size", 0)),
+                             n.namedF32("alpha", n.floatAttr("alpha", 1e-4f)),
+                             n.namedF32("beta", n.floatAttr("beta", 0.75f)),
+                             n.namedF32("bias", n.floatAttr("bias", 1.0f))}));
 }
 
 /// x / ||x||_p along `axis`, p = 1 or 2, as ONNX's reference computes it (a
@@ -306,7 +313,8 @@ LogicalResult importLpNormalization(NodeImporter &n) {
   if (p != 1 && p != 2)
     return n.fail("p " + Twine(p) + " is not supported (supported: 1, 2)");
   Value x = n.input(0);
-  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", -1), typeOf(x).getRank());
+  FailureOr<int64_t> axis =
+      normalizeAxisOrFail(n, n.intAttr("axis", -1), typeOf(x).getRank());
   if (failed(axis))
     return failure();
   FailureOr<Value> norm = p == 1 ? reduceL1(n, x, {*axis}, /*keepdims=*/true)
@@ -324,14 +332,17 @@ LogicalResult importMeanVarianceNormalization(NodeImporter &n) {
   Value x = n.input(0);
   SmallVector<int64_t> requested =
       n.hasAttr("axes") ? n.intsAttr("axes") : SmallVector<int64_t>{0, 2, 3};
-  FailureOr<SmallVector<int64_t>> axes = normalizeAxes(n, requested, typeOf(x).getRank());
+  FailureOr<SmallVector<int64_t>> axes =
+      normalizeAxes(n, requested, typeOf(x).getRank());
   if (failed(axes))
     return failure();
-  FailureOr<Value> mean = reduce(n, ReduceKind::Mean, x, *axes, /*keepdims=*/true);
+  FailureOr<Value> mean =
+      reduce(n, ReduceKind::Mean, x, *axes, /*keepdims=*/true);
   FailureOr<Value> square = n.make<MulOp>({x, x});
   if (failed(mean) || failed(square))
     return failure();
-  FailureOr<Value> meanOfSquare = reduce(n, ReduceKind::Mean, *square, *axes, true);
+  FailureOr<Value> meanOfSquare =
+      reduce(n, ReduceKind::Mean, *square, *axes, true);
   FailureOr<Value> squareOfMean = n.make<MulOp>({*mean, *mean});
   if (failed(meanOfSquare) || failed(squareOfMean))
     return failure();
@@ -358,9 +369,11 @@ LogicalResult checkPoolInput(NodeImporter &n) {
   RankedTensorType type = n.inputType(0);
   if (!isa<FloatType>(type.getElementType()))
     return n.fail("only floating-point inputs are supported");
-  if (type.getRank() < 3)
-    return n.fail("expects an input of rank >= 3 ([N, C, spatial...]), got rank " +
-                  Twine(type.getRank()));
+  if (type.getRank() < 3) {
+    return n.fail(
+        "expects an input of rank >= 3 ([N, C, spatial...]), got rank " +
+        Twine(type.getRank()));
+  }
   return success();
 }
 
@@ -370,11 +383,11 @@ FailureOr<Value> pool(NodeImporter &n, PoolKind kind, bool countIncludePad) {
   if (failed(w))
     return failure();
   resolveForwardPadding(*w, shape.drop_front(2));
-  SmallVector<NamedAttribute> attrs{n.named("kind", PoolKindAttr::get(n.context(), kind)),
-                                    n.namedArray("kernel", w->kernel),
-                                    n.namedArray("strides", w->strides),
-                                    n.namedArray("dilations", w->dilations),
-                                    n.namedArray("padding", w->padding)};
+  SmallVector<NamedAttribute> attrs{
+      n.named("kind", PoolKindAttr::get(n.context(), kind)),
+      n.namedArray("kernel", w->kernel), n.namedArray("strides", w->strides),
+      n.namedArray("dilations", w->dilations),
+      n.namedArray("padding", w->padding)};
   if (n.intAttr("ceil_mode", 0) != 0)
     attrs.push_back(n.namedUnit("ceil_mode"));
   if (countIncludePad)
@@ -395,21 +408,23 @@ LogicalResult importMaxPool(NodeImporter &n) {
 LogicalResult importAveragePool(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)) || failed(checkPoolInput(n)))
     return failure();
-  return bind(n, pool(n, PoolKind::Avg, n.intAttr("count_include_pad", 0) != 0));
+  return bind(n,
+              pool(n, PoolKind::Avg, n.intAttr("count_include_pad", 0) != 0));
 }
 
-template <PoolKind kind>
-LogicalResult importGlobalPool(NodeImporter &n) {
+template <PoolKind kind> LogicalResult importGlobalPool(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)) || failed(checkPoolInput(n)))
     return failure();
-  return bind(n, n.make<GlobalPoolOp>(n.input(0),
-                                      {n.named("kind", PoolKindAttr::get(n.context(), kind))}));
+  return bind(n, n.make<GlobalPoolOp>(
+                     n.input(0),
+                     {n.named("kind", PoolKindAttr::get(n.context(), kind))}));
 }
 
 } // namespace
 
 void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
-  constexpr const char *axesLimit = "axes input must be a compile-time constant";
+  constexpr const char *axesLimit =
+      "axes input must be a compile-time constant";
   handlers.append({
       {"ReduceSum", 1, importReduce<ReduceKind::Sum, 13>, ""},
       {"ReduceSum", 13, importReduce<ReduceKind::Sum, 13>, axesLimit},
@@ -421,23 +436,29 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
       {"ReduceMin", 18, importReduce<ReduceKind::Min, 18>, axesLimit},
       {"ReduceProd", 1, importReduce<ReduceKind::Prod, 18>, ""},
       {"ReduceProd", 18, importReduce<ReduceKind::Prod, 18>, axesLimit},
-      {"ReduceL1", 1, importDecomposedReduce<reduceL1>, "decomposed as sum(|x|)"},
+      {"ReduceL1", 1, importDecomposedReduce<reduceL1>,
+       "decomposed as sum(abs(x))"},
       {"ReduceL1", 18, importDecomposedReduce<reduceL1>, axesLimit},
-      {"ReduceL2", 1, importDecomposedReduce<reduceL2>, "decomposed as sqrt(sum(x * x))"},
+      {"ReduceL2", 1, importDecomposedReduce<reduceL2>,
+       "decomposed as sqrt(sum(x * x))"},
       {"ReduceL2", 18, importDecomposedReduce<reduceL2>, axesLimit},
       {"ReduceSumSquare", 1, importDecomposedReduce<reduceSumSquare>,
        "decomposed as sum(x * x)"},
-      {"ReduceSumSquare", 18, importDecomposedReduce<reduceSumSquare>, axesLimit},
-      {"ReduceLogSum", 1, importDecomposedReduce<reduceLogSum>, "decomposed as log(sum(x))"},
+      {"ReduceSumSquare", 18, importDecomposedReduce<reduceSumSquare>,
+       axesLimit},
+      {"ReduceLogSum", 1, importDecomposedReduce<reduceLogSum>,
+       "decomposed as log(sum(x))"},
       {"ReduceLogSum", 18, importDecomposedReduce<reduceLogSum>, axesLimit},
       {"ReduceLogSumExp", 1, importDecomposedReduce<reduceLogSumExp>,
        "decomposed as log(sum(exp(x - max))) + max"},
-      {"ReduceLogSumExp", 18, importDecomposedReduce<reduceLogSumExp>, axesLimit},
+      {"ReduceLogSumExp", 18, importDecomposedReduce<reduceLogSumExp>,
+       axesLimit},
       {"ArgMax", 1, importArgReduce<ArgMaxOp>, ""},
       {"ArgMax", 12, importArgReduce<ArgMaxOp>, ""},
       {"ArgMin", 1, importArgReduce<ArgMinOp>, ""},
       {"ArgMin", 12, importArgReduce<ArgMinOp>, ""},
-      {"Softmax", 1, importSoftmax<SoftmaxOp>, "flattened to 2-D around kiln.softmax"},
+      {"Softmax", 1, importSoftmax<SoftmaxOp>,
+       "flattened to 2-D around kiln.softmax"},
       {"Softmax", 13, importSoftmax<SoftmaxOp>, ""},
       {"LogSoftmax", 1, importSoftmax<LogSoftmaxOp>,
        "flattened to 2-D around kiln.log_softmax"},
@@ -445,20 +466,24 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
       {"LayerNormalization", 17, importLayerNormalization,
        "Mean and InvStdDev outputs unsupported"},
       {"BatchNormalization", 7, importBatchNormalization,
-       "inference only; spatial=0 and extra outputs unsupported"},
+       "inference only, output 0 only; spatial=0 unsupported"},
       {"BatchNormalization", 9, importBatchNormalization,
-       "inference only; extra outputs unsupported"},
+       "inference only, output 0 only"},
       {"BatchNormalization", 14, importBatchNormalization,
-       "training_mode=1 and extra outputs unsupported"},
+       "training_mode=1 unsupported"},
       {"BatchNormalization", 15, importBatchNormalization,
-       "training_mode=1 and extra outputs unsupported"},
+       "training_mode=1 unsupported"},
       {"InstanceNormalization", 6, importInstanceNormalization, ""},
       {"LRN", 1, importLrn, ""},
-      {"LpNormalization", 1, importLpNormalization, "p = 1 or 2 only; decomposed"},
-      {"MeanVarianceNormalization", 9, importMeanVarianceNormalization, "decomposed"},
+      {"LpNormalization", 1, importLpNormalization,
+       "p = 1 or 2 only; decomposed"},
+      {"MeanVarianceNormalization", 9, importMeanVarianceNormalization,
+       "decomposed"},
       {"MaxPool", 1, importMaxPool, "float only"},
-      {"MaxPool", 8, importMaxPool, "float only; Indices output and storage_order unsupported"},
-      {"MaxPool", 10, importMaxPool, "float only; Indices output and storage_order unsupported"},
+      {"MaxPool", 8, importMaxPool,
+       "Indices output and storage_order unsupported"},
+      {"MaxPool", 10, importMaxPool,
+       "Indices output and storage_order unsupported"},
       {"AveragePool", 7, importAveragePool, "float only"},
       {"AveragePool", 10, importAveragePool, "float only"},
       {"AveragePool", 19, importAveragePool, "float only"},

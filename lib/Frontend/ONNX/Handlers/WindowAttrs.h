@@ -1,4 +1,4 @@
-//===- WindowAttrs.h - Sliding-window attributes of conv and pooling -*- C++ -*-===//
+//===- WindowAttrs.h - Window attributes of conv and pooling ----*- C++ -*-===//
 //
 // Conv, ConvTranspose, MaxPool and AveragePool share kernel_shape, strides,
 // dilations, pads and auto_pad. These helpers read them once, check their
@@ -15,6 +15,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
 #include <string>
 
 namespace kiln::onnx_frontend {
@@ -32,15 +33,17 @@ struct WindowAttrs {
 
 /// "[1, 2, 3]", for error messages.
 inline std::string formatInts(llvm::ArrayRef<int64_t> values) {
-  return "[" + llvm::join(llvm::map_range(values, [](int64_t v) { return std::to_string(v); }),
-                          ", ") +
+  return "[" +
+         llvm::join(llvm::map_range(
+                        values, [](int64_t v) { return std::to_string(v); }),
+                    ", ") +
          "]";
 }
 
 /// Splits `total` padding between the low and high side of spatial dim `i`;
 /// the odd element goes high when `extraHigh`.
-inline void splitPadding(llvm::MutableArrayRef<int64_t> padding, size_t i, int64_t total,
-                         bool extraHigh) {
+inline void splitPadding(llvm::MutableArrayRef<int64_t> padding, size_t i,
+                         int64_t total, bool extraHigh) {
   size_t spatial = padding.size() / 2;
   int64_t small = total / 2, big = total - small;
   padding[i] = extraHigh ? small : big;
@@ -52,30 +55,36 @@ inline void splitPadding(llvm::MutableArrayRef<int64_t> padding, size_t i, int64
 /// pooling passes none, and `kernel_shape` is required. `padding` holds the
 /// explicit `pads` (zero by default) whatever `auto_pad` says: resolving
 /// auto_pad depends on the op (see resolveForwardPadding).
-inline llvm::FailureOr<WindowAttrs> readWindowAttrs(NodeImporter &n, size_t spatialRank,
-                                                    llvm::ArrayRef<int64_t> filterKernel = {}) {
-  if (failed(n.requireStringAttrIn("auto_pad", "NOTSET",
-                                   {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"})))
+inline llvm::FailureOr<WindowAttrs>
+readWindowAttrs(NodeImporter &n, size_t spatialRank,
+                llvm::ArrayRef<int64_t> filterKernel = {}) {
+  if (failed(n.requireStringAttrIn(
+          "auto_pad", "NOTSET",
+          {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"})))
     return mlir::failure();
   WindowAttrs w;
   w.autoPad = n.stringAttr("auto_pad", "NOTSET");
   w.kernel = n.intsAttr("kernel_shape");
-  if (w.kernel.empty())
+  if (w.kernel.empty()) {
     w.kernel.assign(filterKernel.begin(), filterKernel.end());
-  else if (!filterKernel.empty() && llvm::ArrayRef<int64_t>(w.kernel) != filterKernel)
-    return n.fail("kernel_shape " + formatInts(w.kernel) + " differs from the weight's " +
-                  formatInts(filterKernel));
+  } else if (!filterKernel.empty() &&
+             llvm::ArrayRef<int64_t>(w.kernel) != filterKernel) {
+    return n.fail("kernel_shape " + formatInts(w.kernel) +
+                  " differs from the weight's " + formatInts(filterKernel));
+  }
   if (w.kernel.empty())
     return n.fail("missing attribute 'kernel_shape'");
 
-  auto check = [&](llvm::StringRef name, llvm::ArrayRef<int64_t> values, size_t size,
-                   int64_t minimum) -> mlir::LogicalResult {
-    if (values.size() != size)
+  auto check = [&](llvm::StringRef name, llvm::ArrayRef<int64_t> values,
+                   size_t size, int64_t minimum) -> mlir::LogicalResult {
+    if (values.size() != size) {
       return n.fail(llvm::Twine(name) + " has " + llvm::Twine(values.size()) +
                     " entries, expected " + llvm::Twine(size));
-    if (llvm::any_of(values, [&](int64_t v) { return v < minimum; }))
-      return n.fail(llvm::Twine(name) + " " + formatInts(values) + " must be at least " +
-                    llvm::Twine(minimum));
+    }
+    if (llvm::any_of(values, [&](int64_t v) { return v < minimum; })) {
+      return n.fail(llvm::Twine(name) + " " + formatInts(values) +
+                    " must be at least " + llvm::Twine(minimum));
+    }
     return mlir::success();
   };
   // Omitted strides, dilations and pads default to 1, 1 and 0.
@@ -98,7 +107,8 @@ inline llvm::FailureOr<WindowAttrs> readWindowAttrs(NodeImporter &n, size_t spat
 /// pooling): SAME_* pads so that `out = ceil(in / stride)`, the odd element at
 /// the end for SAME_UPPER and at the start for SAME_LOWER; VALID pads nothing;
 /// NOTSET keeps `pads`.
-inline void resolveForwardPadding(WindowAttrs &w, llvm::ArrayRef<int64_t> spatialIn) {
+inline void resolveForwardPadding(WindowAttrs &w,
+                                  llvm::ArrayRef<int64_t> spatialIn) {
   if (w.autoPad == "NOTSET")
     return;
   std::fill(w.padding.begin(), w.padding.end(), 0);
@@ -107,7 +117,8 @@ inline void resolveForwardPadding(WindowAttrs &w, llvm::ArrayRef<int64_t> spatia
   for (size_t i = 0; i < spatialIn.size(); ++i) {
     int64_t out = (spatialIn[i] + w.strides[i] - 1) / w.strides[i];
     int64_t window = w.dilations[i] * (w.kernel[i] - 1) + 1;
-    int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + window - spatialIn[i]);
+    int64_t total =
+        std::max<int64_t>(0, (out - 1) * w.strides[i] + window - spatialIn[i]);
     splitPadding(w.padding, i, total, /*extraHigh=*/w.autoPad == "SAME_UPPER");
   }
 }

@@ -560,9 +560,9 @@ func.func @pool_window_too_large(%x: tensor<1x8x4x4xf32>) -> tensor<1x8x1x1xf32>
 
 // -----
 
-// pool padding must be smaller than the kernel.
+// pool padding must leave part of every window inside the input.
 func.func @pool_padding_too_large(%x: tensor<1x8x4x4xf32>) -> tensor<1x8x8x8xf32> {
-  // expected-error @+1 {{'kiln.pool' op padding must be smaller than the kernel}}
+  // expected-error @+1 {{'kiln.pool' op padding must be smaller than the dilated kernel extent (2) in spatial dim 0}}
   %0 = kiln.pool <max> %x {kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, padding = array<i64: 2, 2, 2, 2>} : tensor<1x8x4x4xf32> -> tensor<1x8x7x7xf32>
   return %0 : tensor<1x8x7x7xf32>
 }
