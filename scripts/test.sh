@@ -19,7 +19,8 @@ set +e
 "$lit" -sv -j "$jobs" "$build/test" 2>&1 | tee "$build/lit.log"
 status=${PIPESTATUS[0]}
 set -e
-count() { grep -E "^  $1 *: *[0-9]+" "$build/lit.log" | grep -oE '[0-9]+$' || echo 0; }
+# lit's summary lines read "  Passed: 31 (100.00%)".
+count() { sed -nE "s/^  $1 *: *([0-9]+).*/\1/p" "$build/lit.log" | head -1 | grep . || echo 0; }
 passed=$(( $(count Passed) + $(count 'Expectedly Failed') ))
 failed=$(( $(count Failed) + $(count 'Unexpectedly Passed') + $(count Unresolved) + $(count 'Timed Out') ))
 skipped=$(( $(count Unsupported) + $(count Skipped) ))

@@ -1,0 +1,212 @@
+//===- Artifact.h - The .kiln artifact: model, reader, writer -----*- C++ -*-===//
+//
+// Everything the runtime needs to run a compiled model, and nothing it has to
+// compile: the input/output signature, the weights, one PTX kernel (plus an
+// optional cubin) per fusion region, the launch list and the static memory
+// plan. The compiler fills an Artifact and calls writeArtifact; the runtime
+// calls readArtifact, which trusts nothing in the file without checking it.
+// The byte layout is in docs/artifact-format.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_ARTIFACT_H
+#define KILN_RUNTIME_ARTIFACT_H
+
+#include "kiln/runtime/DType.h"
+#include "kiln/runtime/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::runtime {
+
+/// The format version this code writes. It reads every 1.x file; see
+/// "Versioning" in docs/artifact-format.md.
+constexpr uint32_t kArtifactFormatMajor = 1;
+constexpr uint32_t kArtifactFormatMinor = 0;
+
+/// Every weight starts at a multiple of this in the file (and in the weights
+/// region on the device).
+constexpr uint64_t kWeightAlignment = 64;
+/// Every buffer of the memory plan starts at a multiple of this in the arena.
+constexpr uint64_t kArenaAlignment = 256;
+
+/// Immutable bytes: either owned, or a view into memory (a mapped file) that
+/// stays alive as long as any Blob refers to it. Copies share the bytes.
+class Blob {
+public:
+  Blob() = default;
+  static Blob copyOf(const void *data, size_t size);
+  static Blob fromVector(std::vector<uint8_t> bytes);
+  /// Bytes owned by `keepAlive`, which is held as long as the Blob lives.
+  static Blob view(std::shared_ptr<const void> keepAlive, const uint8_t *data,
+                   size_t size);
+
+  /// `size` bytes from `offset` (which must lie inside), sharing ownership.
+  Blob slice(size_t offset, size_t size) const;
+
+  const uint8_t *data() const { return ptr; }
+  size_t size() const { return length; }
+  bool empty() const { return length == 0; }
+
+  /// Zero-pads to a multiple of `alignment`, appends the bytes and returns
+  /// the offset they start at. Shared or borrowed bytes are copied first.
+  uint64_t append(const void *data, size_t size, uint64_t alignment = 1);
+
+private:
+  std::shared_ptr<std::vector<uint8_t>> owned;
+  std::shared_ptr<const void> keepAlive;
+  const uint8_t *ptr = nullptr;
+  size_t length = 0;
+};
+
+/// A graph input or output. It lives in the arena at `arenaOffset`, inside
+/// memory-plan buffer `buffer`.
+struct TensorSignature {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t arenaOffset = 0;
+  uint32_t buffer = 0;
+};
+
+/// A constant tensor, stored in the artifact's weight data at `offset`.
+struct Weight {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t offset = 0;
+};
+
+/// What one kernel parameter is, and so how a launch's value for it becomes
+/// the 4 or 8 bytes the kernel receives.
+enum class ParamKind : uint8_t {
+  /// A device pointer: arena base + the launch's value (a byte offset).
+  ArenaPointer = 1,
+  /// A device pointer: weights base + the launch's value (a byte offset).
+  WeightsPointer = 2,
+  /// A 32-bit immediate (the low 32 bits of the launch's value).
+  Scalar32 = 3,
+  /// A 64-bit immediate.
+  Scalar64 = 4,
+};
+
+/// "arena-pointer", "weights-pointer", "scalar32", "scalar64".
+std::string_view paramKindName(ParamKind kind);
+
+struct KernelParam {
+  ParamKind kind = ParamKind::ArenaPointer;
+  /// For messages and tools only; may be empty.
+  std::string name;
+};
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+/// One GPU kernel: its PTX (always present, JIT-compiled when no cubin
+/// matches the device), an optional cubin for one sm, its launch geometry
+/// and its parameter layout.
+struct Kernel {
+  /// The PTX `.entry` name.
+  std::string name;
+  std::string ptx;
+  std::vector<uint8_t> cubin;
+  /// The sm the cubin was built for (e.g. 90); 0 when there is no cubin.
+  uint32_t cubinSm = 0;
+  Dim3 grid;
+  Dim3 block;
+  uint32_t dynamicSharedBytes = 0;
+  std::vector<KernelParam> params;
+};
+
+/// One kernel launch: the kernel's index and one value per parameter.
+struct Launch {
+  uint32_t kernel = 0;
+  std::vector<uint64_t> args;
+};
+
+/// One buffer of the static memory plan, live from launch `firstUse` to
+/// launch `lastUse` (inclusive).
+struct ArenaBuffer {
+  std::string name;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t firstUse = 0;
+  uint32_t lastUse = 0;
+};
+
+struct ArenaLayout {
+  uint64_t arenaSize = 0;
+  std::vector<ArenaBuffer> buffers;
+};
+
+/// A compiled model.
+struct Artifact {
+  /// The format version of the file it was read from (what writeArtifact
+  /// writes for a new one).
+  uint32_t formatMajor = kArtifactFormatMajor;
+  uint32_t formatMinor = kArtifactFormatMinor;
+  std::string compilerVersion;
+  /// The compiler options, as one string, for reproducing the build.
+  std::string compilerOptions;
+  /// The GPU architecture the PTX targets: "sm_80", "sm_90", "sm_90a", ...
+  std::string target = "sm_90";
+
+  std::vector<TensorSignature> inputs;
+  std::vector<TensorSignature> outputs;
+  std::vector<Weight> weights;
+  /// All weights, each at its `offset`.
+  Blob weightData;
+  std::vector<Kernel> kernels;
+  std::vector<Launch> launches;
+  ArenaLayout memoryPlan;
+
+  /// Appends a weight (copying `data`, which holds exactly the tensor's
+  /// bytes) at the next aligned offset of weightData and returns its index.
+  Expected<uint32_t> addWeight(std::string name, DType dtype, Shape shape,
+                               const void *data, uint64_t size);
+
+  /// Lookups by name; nullptr when absent.
+  const TensorSignature *findInput(std::string_view name) const;
+  const TensorSignature *findOutput(std::string_view name) const;
+
+  /// The numeric sm of `target` (90 for "sm_90a"), or 0 if it is malformed.
+  uint32_t targetSm() const;
+};
+
+/// Checks everything that must hold for the runtime to use an artifact
+/// safely (indices, offsets and sizes in range, shapes valid, the memory plan
+/// free of overlaps between live buffers, ...). The first problem found is
+/// returned, naming the section and the tensor, kernel, launch or buffer.
+Error verifyArtifact(const Artifact &artifact);
+
+/// Verifies, then writes to a temporary file in the destination directory and
+/// renames it over `path`: an existing file is never left half-written.
+Error writeArtifact(const Artifact &artifact, const std::string &path);
+
+/// The complete file image writeArtifact would write (for tests and tools).
+Expected<std::vector<uint8_t>> serializeArtifact(const Artifact &artifact);
+
+struct ReadOptions {
+  /// Verify the checksum of the weight data too (reads every weight page).
+  bool verifyWeightChecksum = true;
+};
+
+/// Maps the file read-only, checks magic, version, header, section table,
+/// every section checksum, every offset and size, then verifyArtifact. The
+/// returned artifact's weightData is a view into the mapping.
+Expected<Artifact> readArtifact(const std::string &path,
+                                const ReadOptions &options = {});
+
+/// As readArtifact, for a complete file image held in memory. `displayName`
+/// starts every error message.
+Expected<Artifact> parseArtifact(const Blob &image, std::string_view displayName,
+                                 const ReadOptions &options = {});
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_ARTIFACT_H

@@ -1,0 +1,141 @@
+//===- Device.h - What the runtime needs from a GPU (or an emulator) -*- C++ -*-===//
+//
+// A Device allocates memory, copies to and from it, loads kernels, launches
+// them on streams, times them with events and, optionally, captures a stream
+// into a graph to replay. Implementations: `cuda` (the driver API, loaded
+// with dlopen at run time) and, later, `emu` (the PTX emulator). Handles are
+// opaque ids that only mean something to the device that made them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_DEVICE_H
+#define KILN_RUNTIME_DEVICE_H
+
+#include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::runtime {
+
+/// A device address (CUdeviceptr on cuda).
+using DevicePtr = uint64_t;
+
+/// An opaque, typed id; 0 is "none".
+template <typename Tag> struct Handle {
+  uint64_t id = 0;
+  bool valid() const { return id != 0; }
+  friend bool operator==(Handle a, Handle b) { return a.id == b.id; }
+  friend bool operator!=(Handle a, Handle b) { return a.id != b.id; }
+};
+using ModuleHandle = Handle<struct ModuleTag>;
+using FunctionHandle = Handle<struct FunctionTag>;
+using StreamHandle = Handle<struct StreamTag>;
+using EventHandle = Handle<struct EventTag>;
+using GraphHandle = Handle<struct GraphTag>;
+
+/// What a kernel's module is loaded from. The device uses the cubin when its
+/// sm equals the device's compute capability, else JIT-compiles the PTX.
+struct ModuleImage {
+  /// The kernel this module holds (for messages).
+  std::string_view kernelName;
+  std::string_view ptx;
+  const uint8_t *cubin = nullptr;
+  size_t cubinSize = 0;
+  uint32_t cubinSm = 0;
+};
+
+struct LaunchConfig {
+  Dim3 grid;
+  Dim3 block;
+  uint32_t dynamicSharedBytes = 0;
+};
+
+/// Kernel arguments laid out as the kernel's parameter space expects them:
+/// each at its natural alignment, in order.
+class PackedParams {
+public:
+  void addU32(uint32_t value);
+  void addU64(uint64_t value);
+
+  const uint8_t *data() const { return bytes.data(); }
+  size_t size() const { return bytes.size(); }
+  size_t count() const { return offsets.size(); }
+  /// Where parameter `i` starts in data().
+  size_t offset(size_t i) const { return offsets[i]; }
+
+private:
+  void add(const void *value, size_t size);
+
+  std::vector<uint8_t> bytes;
+  std::vector<uint32_t> offsets;
+};
+
+struct DeviceInfo {
+  /// "cuda", "emu".
+  std::string kind;
+  /// The product name, e.g. "NVIDIA H200".
+  std::string name;
+  /// major * 10 + minor (90 for sm_90); 0 when the device runs any PTX.
+  uint32_t computeCapability = 0;
+  uint64_t totalMemory = 0;
+};
+
+class Device {
+public:
+  virtual ~Device();
+
+  virtual const DeviceInfo &info() const = 0;
+
+  virtual Expected<DevicePtr> allocate(uint64_t size) = 0;
+  virtual Error deallocate(DevicePtr ptr) = 0;
+  /// Synchronous copies.
+  virtual Error copyToDevice(DevicePtr dst, const void *src, uint64_t size) = 0;
+  virtual Error copyToHost(void *dst, DevicePtr src, uint64_t size) = 0;
+
+  virtual Expected<ModuleHandle> loadModule(const ModuleImage &image) = 0;
+  virtual Error unloadModule(ModuleHandle module) = 0;
+  virtual Expected<FunctionHandle> getFunction(ModuleHandle module,
+                                               std::string_view name) = 0;
+
+  virtual Expected<StreamHandle> createStream() = 0;
+  virtual Error destroyStream(StreamHandle stream) = 0;
+  /// Waits until everything queued on the stream has finished.
+  virtual Error synchronize(StreamHandle stream) = 0;
+  virtual Error launch(FunctionHandle function, const LaunchConfig &config,
+                       const PackedParams &params, StreamHandle stream) = 0;
+
+  virtual Expected<EventHandle> createEvent() = 0;
+  virtual Error destroyEvent(EventHandle event) = 0;
+  virtual Error recordEvent(EventHandle event, StreamHandle stream) = 0;
+  /// Waits for `end`, then returns the time between the two events.
+  virtual Expected<float> elapsedMilliseconds(EventHandle start,
+                                              EventHandle end) = 0;
+
+  /// Graph capture: launches queued on the stream between beginCapture and
+  /// endCapture are recorded (not run) into a graph that launchGraph
+  /// replays. Devices without graphs return an error from each of these.
+  virtual bool supportsGraphs() const { return false; }
+  virtual Error beginCapture(StreamHandle stream);
+  virtual Expected<GraphHandle> endCapture(StreamHandle stream);
+  virtual Error launchGraph(GraphHandle graph, StreamHandle stream);
+  virtual Error destroyGraph(GraphHandle graph);
+};
+
+/// The device named by `spec`: "cuda" (the first GPU), "cuda:N" or "emu".
+Expected<std::unique_ptr<Device>> createDevice(std::string_view spec);
+
+/// The cuda device `ordinal`. Fails with "no CUDA driver (libcuda.so.1 not
+/// found)" or "no CUDA device" where there is nothing to run on.
+Expected<std::unique_ptr<Device>> createCudaDevice(int ordinal = 0);
+
+/// The emu device (not written yet: always "emu device not available yet").
+Expected<std::unique_ptr<Device>> createEmuDevice();
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_DEVICE_H

@@ -1,0 +1,112 @@
+//===- Runtime.h - Run a .kiln artifact on a device ---------------*- C++ -*-===//
+//
+// The runtime's C++ API:
+//
+//   Expected<Artifact> artifact = readArtifact("model.kiln");
+//   Expected<std::unique_ptr<Device>> device = createDevice("cuda");
+//   Expected<std::unique_ptr<Session>> session = Session::create(
+//       std::make_shared<const Artifact>(artifact.take()), device.take());
+//   (*session)->bindInput("x", DType::F32, {1, 3, 224, 224}, data, bytes);
+//   (*session)->run();
+//   Expected<HostTensor> y = (*session)->readOutput("y");
+//
+// A session owns the device memory of one model instance (the arena and the
+// weights), its loaded kernels, a stream and, if asked, a CUDA graph of the
+// launch list. It is not thread-safe; use one session per thread.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_RUNTIME_H
+#define KILN_RUNTIME_RUNTIME_H
+
+#include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/Device.h"
+#include "kiln/runtime/Error.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::runtime {
+
+struct SessionOptions {
+  /// Capture the launch list into a graph on the first run and replay it on
+  /// every run (when the device supports graphs; otherwise launch directly).
+  bool useGraph = false;
+};
+
+/// A dense tensor in host memory.
+struct HostTensor {
+  DType dtype = DType::F32;
+  Shape shape;
+  std::vector<uint8_t> data;
+};
+
+/// Timings of `runs` benchmark runs, in milliseconds.
+struct KernelTiming {
+  std::string kernel;
+  /// How many launches of this kernel one run makes.
+  uint32_t launchesPerRun = 0;
+  /// Per run: the time spent in this kernel's launches.
+  std::vector<double> milliseconds;
+};
+
+struct BenchmarkResult {
+  /// Per run: the whole launch list, input upload excluded.
+  std::vector<double> runMilliseconds;
+  /// One entry per kernel that is launched, in launch-list order of first
+  /// launch (measured in separate runs, events between launches).
+  std::vector<KernelTiming> kernels;
+};
+
+/// Checks a host tensor against the artifact's input `name`: the name exists,
+/// the dtype and shape match, `size` is the tensor's byte size. Errors name
+/// the tensor and both dtypes or shapes. Needs no device.
+Error checkInput(const Artifact &artifact, std::string_view name, DType dtype,
+                 const Shape &shape, uint64_t size);
+
+class Session {
+public:
+  /// Allocates the arena and the weights, uploads the weights, loads every
+  /// kernel and prepares every launch's parameters. Fails when the device's
+  /// compute capability is below the artifact's target.
+  static Expected<std::unique_ptr<Session>>
+  create(std::shared_ptr<const Artifact> artifact,
+         std::shared_ptr<Device> device, const SessionOptions &options = {});
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  const Artifact &artifact() const;
+  Device &device();
+
+  /// Copies a host tensor for input `name` (see checkInput); it is uploaded
+  /// at the start of every run, since the memory plan may reuse its bytes.
+  Error bindInput(std::string_view name, DType dtype, const Shape &shape,
+                  const void *data, uint64_t size);
+  Error bindInput(std::string_view name, const HostTensor &tensor);
+
+  /// Uploads the inputs, runs the launch list and waits for it. Every input
+  /// must be bound.
+  Error run();
+
+  /// An output of the last run.
+  Expected<HostTensor> readOutput(std::string_view name);
+  /// Copies an output of the last run into `dst`, which holds `size` bytes
+  /// (the output's byte size).
+  Error readOutput(std::string_view name, void *dst, uint64_t size);
+
+  /// `warmup` untimed runs, then `iterations` timed runs, then `iterations`
+  /// runs timed kernel by kernel.
+  Expected<BenchmarkResult> benchmark(unsigned warmup, unsigned iterations);
+
+private:
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_RUNTIME_H

@@ -1,0 +1,360 @@
+//===- Artifact.cpp - The in-memory artifact and its consistency checks ---===//
+//
+// verifyArtifact is the one place that decides whether an artifact is safe to
+// run: the writer calls it before writing and the reader after parsing, so a
+// compiler bug and a corrupt file are caught by the same checks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/Artifact.h"
+
+#include "Support.h"
+
+#include <cstring>
+#include <unordered_map>
+
+namespace kiln::runtime {
+
+//===----------------------------------------------------------------------===//
+// Blob
+//===----------------------------------------------------------------------===//
+
+Blob Blob::copyOf(const void *data, size_t size) {
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  return fromVector(std::vector<uint8_t>(bytes, bytes + size));
+}
+
+Blob Blob::fromVector(std::vector<uint8_t> bytes) {
+  Blob blob;
+  blob.owned = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  blob.ptr = blob.owned->data();
+  blob.length = blob.owned->size();
+  return blob;
+}
+
+Blob Blob::view(std::shared_ptr<const void> keepAlive, const uint8_t *data,
+                size_t size) {
+  Blob blob;
+  blob.keepAlive = std::move(keepAlive);
+  blob.ptr = data;
+  blob.length = size;
+  return blob;
+}
+
+Blob Blob::slice(size_t offset, size_t size) const {
+  assert(rangeFits(offset, size, length) && "slice outside the blob");
+  std::shared_ptr<const void> owner =
+      owned ? std::shared_ptr<const void>(owned) : keepAlive;
+  return view(std::move(owner), ptr + offset, size);
+}
+
+uint64_t Blob::append(const void *data, size_t size, uint64_t alignment) {
+  if (!owned || owned.use_count() > 1 || ptr != owned->data() ||
+      length != owned->size()) {
+    // Borrowed, shared or a slice: make a private copy first.
+    *this = fromVector(std::vector<uint8_t>(ptr, ptr + length));
+  }
+  uint64_t offset = *alignUp(owned->size(), alignment);
+  owned->resize(offset, 0);
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  owned->insert(owned->end(), bytes, bytes + size);
+  ptr = owned->data();
+  length = owned->size();
+  return offset;
+}
+
+//===----------------------------------------------------------------------===//
+// Artifact
+//===----------------------------------------------------------------------===//
+
+std::string_view paramKindName(ParamKind kind) {
+  switch (kind) {
+  case ParamKind::ArenaPointer:
+    return "arena-pointer";
+  case ParamKind::WeightsPointer:
+    return "weights-pointer";
+  case ParamKind::Scalar32:
+    return "scalar32";
+  case ParamKind::Scalar64:
+    return "scalar64";
+  }
+  return "unknown";
+}
+
+Expected<uint32_t> Artifact::addWeight(std::string name, DType dtype,
+                                       Shape shape, const void *data,
+                                       uint64_t size) {
+  std::optional<uint64_t> expected = tensorByteSize(dtype, shape);
+  if (!expected)
+    return makeError("weight '{}': invalid shape {}", name, formatShape(shape));
+  if (*expected != size)
+    return makeError("weight '{}': {} bytes given for {} {} ({} bytes)", name,
+                     size, dtypeName(dtype), formatShape(shape), *expected);
+  Weight weight;
+  weight.name = std::move(name);
+  weight.dtype = dtype;
+  weight.shape = std::move(shape);
+  weight.offset = weightData.append(data, size, kWeightAlignment);
+  weights.push_back(std::move(weight));
+  return static_cast<uint32_t>(weights.size() - 1);
+}
+
+const TensorSignature *Artifact::findInput(std::string_view name) const {
+  for (const TensorSignature &input : inputs)
+    if (input.name == name)
+      return &input;
+  return nullptr;
+}
+
+const TensorSignature *Artifact::findOutput(std::string_view name) const {
+  for (const TensorSignature &output : outputs)
+    if (output.name == name)
+      return &output;
+  return nullptr;
+}
+
+uint32_t Artifact::targetSm() const {
+  std::string_view text = target;
+  if (text.substr(0, 3) != "sm_")
+    return 0;
+  text.remove_prefix(3);
+  if (!text.empty() && (text.back() == 'a' || text.back() == 'f'))
+    text.remove_suffix(1);
+  if (text.empty() || text.size() > 4)
+    return 0;
+  uint32_t sm = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return 0;
+    sm = sm * 10 + static_cast<uint32_t>(c - '0');
+  }
+  return sm;
+}
+
+//===----------------------------------------------------------------------===//
+// verifyArtifact
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// "[a, b)", for byte ranges in messages.
+std::string byteRange(uint64_t offset, uint64_t size) {
+  return fmt::format("[{}, {})", offset, offset + size);
+}
+
+Error verifyTensorShape(std::string_view what, const std::string &name,
+                        DType dtype, const Shape &shape) {
+  for (int64_t dim : shape)
+    if (dim < 0)
+      return makeError("{} '{}': shape {} has a negative dimension", what, name,
+                       formatShape(shape));
+  if (!tensorByteSize(dtype, shape))
+    return makeError("{} '{}': {} {} overflows 64 bits", what, name,
+                     dtypeName(dtype), formatShape(shape));
+  return Error::success();
+}
+
+Error verifyMeta(const Artifact &artifact) {
+  if (artifact.targetSm() == 0)
+    return makeError("section 'meta': target '{}' is not an sm name like "
+                     "'sm_90'",
+                     artifact.target);
+  return Error::success();
+}
+
+Error verifySignature(const Artifact &artifact) {
+  const std::vector<ArenaBuffer> &buffers = artifact.memoryPlan.buffers;
+  for (bool isInput : {true, false}) {
+    std::string_view what = isInput ? "input" : "output";
+    const std::vector<TensorSignature> &tensors =
+        isInput ? artifact.inputs : artifact.outputs;
+    std::unordered_map<std::string, size_t> seen;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const TensorSignature &tensor = tensors[i];
+      if (tensor.name.empty())
+        return makeError("section 'signature': {} {} has no name", what, i);
+      if (!seen.emplace(tensor.name, i).second)
+        return makeError("section 'signature': {} '{}' appears twice", what,
+                         tensor.name);
+      if (Error err = verifyTensorShape(what, tensor.name, tensor.dtype,
+                                        tensor.shape))
+        return err.withContext("section 'signature'");
+      uint64_t size = *tensorByteSize(tensor.dtype, tensor.shape);
+      if (tensor.buffer >= buffers.size())
+        return makeError("section 'signature': {} '{}': buffer {} is out of "
+                         "range (the memory plan has {} buffers)",
+                         what, tensor.name, tensor.buffer, buffers.size());
+      const ArenaBuffer &buffer = buffers[tensor.buffer];
+      if (tensor.arenaOffset < buffer.offset ||
+          !rangeFits(tensor.arenaOffset - buffer.offset, size, buffer.size))
+        return makeError("section 'signature': {} '{}': bytes {} lie outside "
+                         "its buffer {} '{}' at {}",
+                         what, tensor.name, byteRange(tensor.arenaOffset, size),
+                         tensor.buffer, buffer.name,
+                         byteRange(buffer.offset, buffer.size));
+    }
+  }
+  return Error::success();
+}
+
+Error verifyWeights(const Artifact &artifact) {
+  std::unordered_map<std::string, size_t> seen;
+  for (size_t i = 0; i < artifact.weights.size(); ++i) {
+    const Weight &weight = artifact.weights[i];
+    if (weight.name.empty())
+      return makeError("section 'weights': weight {} has no name", i);
+    if (!seen.emplace(weight.name, i).second)
+      return makeError("section 'weights': weight '{}' appears twice",
+                       weight.name);
+    if (Error err = verifyTensorShape("weight", weight.name, weight.dtype,
+                                      weight.shape))
+      return err.withContext("section 'weights'");
+    if (weight.offset % kWeightAlignment != 0)
+      return makeError("section 'weights': weight '{}': offset {} is not a "
+                       "multiple of {}",
+                       weight.name, weight.offset, kWeightAlignment);
+    uint64_t size = *tensorByteSize(weight.dtype, weight.shape);
+    if (!rangeFits(weight.offset, size, artifact.weightData.size()))
+      return makeError("section 'weights': weight '{}': bytes {} lie past the "
+                       "end of the weight data ({} bytes)",
+                       weight.name, byteRange(weight.offset, size),
+                       artifact.weightData.size());
+  }
+  return Error::success();
+}
+
+Error verifyKernel(const Kernel &kernel) {
+  if (kernel.ptx.empty())
+    return makeError("has no PTX");
+  if (kernel.cubin.empty() != (kernel.cubinSm == 0))
+    return kernel.cubin.empty()
+               ? makeError("names cubin sm {} but has no cubin", kernel.cubinSm)
+               : makeError("has a cubin but no sm for it");
+  const Dim3 &grid = kernel.grid;
+  const Dim3 &block = kernel.block;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7FFFFFFFu ||
+      grid.y > 65535 || grid.z > 65535)
+    return makeError("grid ({}, {}, {}) is empty or too large", grid.x, grid.y,
+                     grid.z);
+  uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  if (block.x == 0 || block.y == 0 || block.z == 0 || block.z > 64 ||
+      threads > 1024)
+    return makeError("block ({}, {}, {}) is empty or has more than 1024 "
+                     "threads",
+                     block.x, block.y, block.z);
+  for (size_t p = 0; p < kernel.params.size(); ++p)
+    if (paramKindName(kernel.params[p].kind) == "unknown")
+      return makeError("parameter {} has unknown kind {}", p,
+                       static_cast<unsigned>(kernel.params[p].kind));
+  return Error::success();
+}
+
+Error verifyKernels(const Artifact &artifact) {
+  std::unordered_map<std::string, size_t> seen;
+  for (size_t i = 0; i < artifact.kernels.size(); ++i) {
+    const Kernel &kernel = artifact.kernels[i];
+    if (kernel.name.empty())
+      return makeError("section 'kernels': kernel {} has no name", i);
+    auto [it, inserted] = seen.emplace(kernel.name, i);
+    if (!inserted)
+      return makeError("section 'kernels': kernel {} '{}': kernel {} has the "
+                       "same name",
+                       i, kernel.name, it->second);
+    if (Error err = verifyKernel(kernel))
+      return err.withContext(
+          fmt::format("section 'kernels': kernel {} '{}'", i, kernel.name));
+  }
+  return Error::success();
+}
+
+Error verifyLaunches(const Artifact &artifact) {
+  uint64_t arenaSize = artifact.memoryPlan.arenaSize;
+  uint64_t weightSize = artifact.weightData.size();
+  for (size_t i = 0; i < artifact.launches.size(); ++i) {
+    const Launch &launch = artifact.launches[i];
+    if (launch.kernel >= artifact.kernels.size())
+      return makeError("section 'launches': launch {}: kernel index {} is out "
+                       "of range (the artifact has {} kernels)",
+                       i, launch.kernel, artifact.kernels.size());
+    const Kernel &kernel = artifact.kernels[launch.kernel];
+    std::string where =
+        fmt::format("section 'launches': launch {} (kernel '{}')", i,
+                    kernel.name);
+    if (launch.args.size() != kernel.params.size())
+      return makeError("{}: {} arguments for {} parameters", where,
+                       launch.args.size(), kernel.params.size());
+    for (size_t a = 0; a < launch.args.size(); ++a) {
+      const KernelParam &param = kernel.params[a];
+      uint64_t value = launch.args[a];
+      std::string arg = fmt::format("argument {}{}{}", a,
+                                    param.name.empty() ? "" : " '",
+                                    param.name.empty() ? "" : param.name + "'");
+      switch (param.kind) {
+      case ParamKind::ArenaPointer:
+        if (value >= arenaSize && !(value == 0 && arenaSize == 0))
+          return makeError("{}: {}: arena offset {} is past the end of the "
+                           "arena ({} bytes)",
+                           where, arg, value, arenaSize);
+        break;
+      case ParamKind::WeightsPointer:
+        if (value >= weightSize && !(value == 0 && weightSize == 0))
+          return makeError("{}: {}: weights offset {} is past the end of the "
+                           "weight data ({} bytes)",
+                           where, arg, value, weightSize);
+        break;
+      case ParamKind::Scalar32:
+        if (value > 0xFFFFFFFFu)
+          return makeError("{}: {}: value {} does not fit the 32-bit "
+                           "parameter",
+                           where, arg, value);
+        break;
+      case ParamKind::Scalar64:
+        break;
+      }
+    }
+  }
+  return Error::success();
+}
+
+Error verifyMemoryPlan(const Artifact &artifact) {
+  const ArenaLayout &plan = artifact.memoryPlan;
+  size_t launchCount = artifact.launches.size();
+  std::vector<LiveBuffer> live;
+  std::vector<uint64_t> offsets;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const ArenaBuffer &buffer = plan.buffers[i];
+    if (buffer.firstUse > buffer.lastUse)
+      return makeError("section 'memory-plan': buffer {} '{}': first use {} "
+                       "is after last use {}",
+                       i, buffer.name, buffer.firstUse, buffer.lastUse);
+    if (buffer.lastUse >= std::max<size_t>(launchCount, 1))
+      return makeError("section 'memory-plan': buffer {} '{}': last use {} is "
+                       "past the last launch ({} launches)",
+                       i, buffer.name, buffer.lastUse, launchCount);
+    live.push_back({buffer.size, buffer.firstUse, buffer.lastUse});
+    offsets.push_back(buffer.offset);
+  }
+  Error err = checkMemoryPlanLabelled(
+      live, offsets, plan.arenaSize, kArenaAlignment, [&](size_t i) {
+        return fmt::format("buffer {} '{}'", i, plan.buffers[i].name);
+      });
+  return err.withContext("section 'memory-plan'");
+}
+
+} // namespace
+
+Error verifyArtifact(const Artifact &artifact) {
+  if (Error err = verifyMeta(artifact))
+    return err;
+  if (Error err = verifySignature(artifact))
+    return err;
+  if (Error err = verifyWeights(artifact))
+    return err;
+  if (Error err = verifyKernels(artifact))
+    return err;
+  if (Error err = verifyLaunches(artifact))
+    return err;
+  return verifyMemoryPlan(artifact);
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,103 @@
+//===- ArtifactFormat.h - Byte layout of .kiln files --------------*- C++ -*-===//
+//
+// Constants of the artifact format shared by the reader, the writer and the
+// tests that corrupt files on purpose. docs/artifact-format.md is the
+// specification; this file must agree with it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_LIB_ARTIFACTFORMAT_H
+#define KILN_RUNTIME_LIB_ARTIFACTFORMAT_H
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the artifact format is little-endian; so must the host be");
+
+namespace kiln::runtime::format {
+
+/// "KILN\r\n\x1a\n": text-mode transfers and `cat` to a terminal show up as
+/// a bad magic rather than as a confusing checksum error.
+constexpr uint8_t kMagic[8] = {'K', 'I', 'L', 'N', '\r', '\n', 0x1A, '\n'};
+
+// The 64-byte header; every field little-endian.
+constexpr uint32_t kHeaderSize = 64;
+constexpr size_t kMagicOffset = 0;           // u8[8]
+constexpr size_t kMajorOffset = 8;           // u32
+constexpr size_t kMinorOffset = 12;          // u32
+constexpr size_t kHeaderSizeOffset = 16;     // u32, always 64 in 1.x
+constexpr size_t kSectionCountOffset = 20;   // u32
+constexpr size_t kSectionTableOffset = 24;   // u64
+constexpr size_t kFileSizeOffset = 32;       // u64
+constexpr size_t kFlagsOffset = 40;          // u32, 0 in 1.x
+constexpr size_t kTableChecksumOffset = 44;  // u32, CRC32C of the table
+constexpr size_t kHeaderChecksumOffset = 60; // u32, CRC32C of bytes [0, 60)
+
+// One 32-byte section table entry.
+constexpr uint32_t kSectionEntrySize = 32;
+constexpr size_t kEntryKindOffset = 0;     // u32
+constexpr size_t kEntryFlagsOffset = 4;    // u32, 0 in 1.x
+constexpr size_t kEntryOffsetOffset = 8;   // u64, from the start of the file
+constexpr size_t kEntrySizeOffset = 16;    // u64
+constexpr size_t kEntryChecksumOffset = 24; // u32, CRC32C of the section
+// Bytes [28, 32) are reserved (0).
+
+/// More sections than this is a corrupt table, not a real artifact.
+constexpr uint32_t kMaxSections = 1024;
+/// Sections start at multiples of 8; the weight data at multiples of 64.
+constexpr uint64_t kSectionAlignment = 8;
+
+enum class SectionKind : uint32_t {
+  Meta = 1,
+  Signature = 2,
+  Weights = 3,
+  WeightData = 4,
+  Kernels = 5,
+  Launches = 6,
+  MemoryPlan = 7,
+};
+constexpr uint32_t kFirstSectionKind = 1;
+constexpr uint32_t kLastSectionKind = 7;
+
+/// The name messages use for a section kind ("unknown" for others).
+inline std::string_view sectionName(uint32_t kind) {
+  switch (static_cast<SectionKind>(kind)) {
+  case SectionKind::Meta:
+    return "meta";
+  case SectionKind::Signature:
+    return "signature";
+  case SectionKind::Weights:
+    return "weights";
+  case SectionKind::WeightData:
+    return "weight-data";
+  case SectionKind::Kernels:
+    return "kernels";
+  case SectionKind::Launches:
+    return "launches";
+  case SectionKind::MemoryPlan:
+    return "memory-plan";
+  }
+  return "unknown";
+}
+inline std::string_view sectionName(SectionKind kind) {
+  return sectionName(static_cast<uint32_t>(kind));
+}
+
+inline uint32_t loadU32(const uint8_t *p) {
+  uint32_t value;
+  std::memcpy(&value, p, 4); // the format is little-endian, like our hosts
+  return value;
+}
+inline uint64_t loadU64(const uint8_t *p) {
+  uint64_t value;
+  std::memcpy(&value, p, 8);
+  return value;
+}
+inline void storeU32(uint8_t *p, uint32_t value) { std::memcpy(p, &value, 4); }
+inline void storeU64(uint8_t *p, uint64_t value) { std::memcpy(p, &value, 8); }
+
+} // namespace kiln::runtime::format
+
+#endif // KILN_RUNTIME_LIB_ARTIFACTFORMAT_H

@@ -1,0 +1,152 @@
+//===- FileIO.cpp - Read-only mappings and atomic file writes -------------===//
+//
+// Readers map files read-only so weights are never copied on the host;
+// writers write a temporary file in the destination directory and rename it,
+// so a crash or an error never leaves a half-written artifact or .npy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Support.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kiln::runtime {
+
+std::string errnoMessage(int error) {
+  char buffer[256];
+  // The GNU strerror_r returns the message, which may not be `buffer`.
+  return strerror_r(error, buffer, sizeof(buffer));
+}
+
+Expected<Blob> mapFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return makeError("cannot open '{}': {}", path, errnoMessage(errno));
+  struct stat info;
+  if (::fstat(fd, &info) != 0) {
+    int error = errno;
+    ::close(fd);
+    return makeError("cannot stat '{}': {}", path, errnoMessage(error));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return makeError("'{}' is not a regular file", path);
+  }
+  size_t size = static_cast<size_t>(info.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return Blob();
+  }
+  void *address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int error = errno;
+  ::close(fd);
+  if (address == MAP_FAILED)
+    return makeError("cannot map '{}': {}", path, errnoMessage(error));
+  std::shared_ptr<const void> mapping(
+      address, [size](const void *p) { ::munmap(const_cast<void *>(p), size); });
+  return Blob::view(std::move(mapping), static_cast<const uint8_t *>(address),
+                    size);
+}
+
+//===----------------------------------------------------------------------===//
+// AtomicFileWriter
+//===----------------------------------------------------------------------===//
+
+Expected<AtomicFileWriter> AtomicFileWriter::create(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string directory = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty())
+    return makeError("cannot write '{}': not a file name", path);
+  if (directory.empty())
+    directory = "/";
+  std::string tempPath = fmt::format("{}/.{}.tmp.XXXXXX", directory, base);
+  int fd = ::mkostemp(tempPath.data(), O_CLOEXEC);
+  if (fd < 0)
+    return makeError("cannot create a temporary file in '{}' to write '{}': {}",
+                     directory, path, errnoMessage(errno));
+  // mkstemp creates the file 0600; artifacts and outputs are not secrets.
+  // (Reading the umask would mean changing it, which races other threads.)
+  ::fchmod(fd, 0644);
+  return AtomicFileWriter(path, std::move(tempPath), fd);
+}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter &&other) noexcept
+    : path(std::move(other.path)), tempPath(std::move(other.tempPath)),
+      fd(other.fd) {
+  other.fd = -1;
+  other.tempPath.clear();
+}
+
+AtomicFileWriter::~AtomicFileWriter() { discard(); }
+
+void AtomicFileWriter::discard() {
+  if (fd >= 0)
+    ::close(fd);
+  fd = -1;
+  if (!tempPath.empty())
+    ::unlink(tempPath.c_str());
+  tempPath.clear();
+}
+
+Error AtomicFileWriter::write(const void *data, size_t size) {
+  if (fd < 0)
+    return makeError("cannot write '{}': the file is closed", path);
+  const char *bytes = static_cast<const char *>(data);
+  while (size > 0) {
+    ssize_t written = ::write(fd, bytes, size);
+    if (written < 0) {
+      if (errno == EINTR)
+        continue;
+      return makeError("cannot write '{}': {}", path, errnoMessage(errno));
+    }
+    bytes += written;
+    size -= static_cast<size_t>(written);
+  }
+  return Error::success();
+}
+
+Error AtomicFileWriter::writeZeros(size_t size) {
+  static const char zeros[4096] = {};
+  while (size > 0) {
+    size_t chunk = size < sizeof(zeros) ? size : sizeof(zeros);
+    if (Error err = write(zeros, chunk))
+      return err;
+    size -= chunk;
+  }
+  return Error::success();
+}
+
+Error AtomicFileWriter::commit() {
+  if (fd < 0)
+    return makeError("cannot write '{}': the file is closed", path);
+  if (::fsync(fd) != 0)
+    return makeError("cannot write '{}': {}", path, errnoMessage(errno));
+  int result = ::close(fd);
+  fd = -1;
+  if (result != 0)
+    return makeError("cannot write '{}': {}", path, errnoMessage(errno));
+  if (::rename(tempPath.c_str(), path.c_str()) != 0)
+    return makeError("cannot rename '{}' to '{}': {}", tempPath, path,
+                     errnoMessage(errno));
+  tempPath.clear();
+  return Error::success();
+}
+
+Error writeFileAtomically(const std::string &path, const void *data,
+                          size_t size) {
+  Expected<AtomicFileWriter> writer = AtomicFileWriter::create(path);
+  if (!writer)
+    return writer.takeError();
+  if (Error err = writer->write(data, size))
+    return err;
+  return writer->commit();
+}
+
+} // namespace kiln::runtime
