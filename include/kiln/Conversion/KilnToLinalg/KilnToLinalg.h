@@ -1,0 +1,27 @@
+//===- KilnToLinalg.h - kiln to linalg-on-tensors patterns ------*- C++ -*-===//
+//
+// One populate function per op family; the kiln-lower-to-linalg pass uses all
+// of them. Each family lives in its own source file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_CONVERSION_KILNTOLINALG_KILNTOLINALG_H
+#define KILN_CONVERSION_KILNTOLINALG_KILNTOLINALG_H
+
+namespace mlir {
+class RewritePatternSet;
+} // namespace mlir
+
+namespace kiln {
+
+void populateElementwiseToLinalgPatterns(mlir::RewritePatternSet &patterns);
+void populateContractionToLinalgPatterns(mlir::RewritePatternSet &patterns);
+void populateReductionToLinalgPatterns(mlir::RewritePatternSet &patterns);
+void populateDataMovementToLinalgPatterns(mlir::RewritePatternSet &patterns);
+
+/// All of the above.
+void populateKilnToLinalgPatterns(mlir::RewritePatternSet &patterns);
+
+} // namespace kiln
+
+#endif // KILN_CONVERSION_KILNTOLINALG_KILNTOLINALG_H

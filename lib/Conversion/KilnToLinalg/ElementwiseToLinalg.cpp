@@ -1,0 +1,276 @@
+//===- ElementwiseToLinalg.cpp - Elementwise kiln ops to linalg.generic -----===//
+//
+// Every elementwise kiln op becomes one linalg.generic whose indexing maps do
+// the numpy broadcasting; this file only says what each op computes per
+// element (in arith and math ops).
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+
+#include "kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::lowering;
+
+namespace {
+
+/// Scalar helpers over one element type.
+struct ScalarBuilder {
+  OpBuilder &b;
+  Location loc;
+  Type type;
+
+  bool isFloat() const { return isa<FloatType>(type); }
+  Value constant(double v) const { return scalarConstant(b, loc, type, v); }
+  Value add(Value x, Value y) const {
+    return isFloat() ? Value(arith::AddFOp::create(b, loc, x, y))
+                     : Value(arith::AddIOp::create(b, loc, x, y));
+  }
+  Value sub(Value x, Value y) const {
+    return isFloat() ? Value(arith::SubFOp::create(b, loc, x, y))
+                     : Value(arith::SubIOp::create(b, loc, x, y));
+  }
+  Value mul(Value x, Value y) const {
+    return isFloat() ? Value(arith::MulFOp::create(b, loc, x, y))
+                     : Value(arith::MulIOp::create(b, loc, x, y));
+  }
+  Value div(Value x, Value y) const { return arith::DivFOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) const {
+    if (isFloat())
+      return arith::MaximumFOp::create(b, loc, x, y);
+    return arith::MaxSIOp::create(b, loc, x, y);
+  }
+  Value min(Value x, Value y) const {
+    if (isFloat())
+      return arith::MinimumFOp::create(b, loc, x, y);
+    return arith::MinSIOp::create(b, loc, x, y);
+  }
+  Value select(Value c, Value x, Value y) const {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  Value cmp(arith::CmpFPredicate f, arith::CmpIPredicate i, Value x, Value y) const {
+    if (isFloat())
+      return arith::CmpFOp::create(b, loc, f, x, y);
+    return arith::CmpIOp::create(b, loc, i, x, y);
+  }
+  Value exp(Value x) const { return math::ExpOp::create(b, loc, x); }
+  /// 1 / (1 + e^-x)
+  Value sigmoid(Value x) const {
+    Value one = constant(1);
+    return div(one, add(one, exp(arith::NegFOp::create(b, loc, x))));
+  }
+};
+
+/// Result element of one elementwise kiln op, given its operands' elements.
+Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
+  Type type = args.front().getType();
+  ScalarBuilder s{b, loc, type};
+  Value x = args.front();
+  using CF = arith::CmpFPredicate;
+  using CI = arith::CmpIPredicate;
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      // Unary.
+      .Case([&](NegOp) {
+        return s.isFloat() ? Value(arith::NegFOp::create(b, loc, x))
+                           : s.sub(s.constant(0), x);
+      })
+      .Case([&](AbsOp) {
+        return s.isFloat() ? Value(math::AbsFOp::create(b, loc, x))
+                           : Value(math::AbsIOp::create(b, loc, x));
+      })
+      .Case([&](ExpOp) { return s.exp(x); })
+      .Case([&](LogOp) { return math::LogOp::create(b, loc, x); })
+      .Case([&](SqrtOp) { return math::SqrtOp::create(b, loc, x); })
+      .Case([&](RsqrtOp) { return math::RsqrtOp::create(b, loc, x); })
+      .Case([&](ReciprocalOp) { return s.div(s.constant(1), x); })
+      .Case([&](TanhOp) { return math::TanhOp::create(b, loc, x); })
+      .Case([&](SigmoidOp) { return s.sigmoid(x); })
+      .Case([&](ErfOp) { return math::ErfOp::create(b, loc, x); })
+      .Case([&](SinOp) { return math::SinOp::create(b, loc, x); })
+      .Case([&](CosOp) { return math::CosOp::create(b, loc, x); })
+      .Case([&](FloorOp) { return math::FloorOp::create(b, loc, x); })
+      .Case([&](CeilOp) { return math::CeilOp::create(b, loc, x); })
+      .Case([&](RoundOp) { return math::RoundEvenOp::create(b, loc, x); })
+      .Case([&](SignOp) {
+        Value zero = s.constant(0);
+        Value positive = s.cmp(CF::OGT, CI::sgt, x, zero);
+        Value negative = s.cmp(CF::OLT, CI::slt, x, zero);
+        return s.select(positive, s.constant(1),
+                        s.select(negative, s.constant(-1), zero));
+      })
+      .Case([&](NotOp) { return arith::XOrIOp::create(b, loc, x, s.constant(1)); })
+      .Case([&](ReluOp) {
+        // max(x, 0) that propagates NaN, as PyTorch and ONNX Runtime do.
+        return s.max(x, s.constant(0));
+      })
+      .Case([&](SoftplusOp) {
+        // ln(1 + e^x) = max(x, 0) + ln(1 + e^-|x|): no overflow for large x.
+        Value absX = math::AbsFOp::create(b, loc, x);
+        Value tail = math::Log1pOp::create(
+            b, loc, s.exp(arith::NegFOp::create(b, loc, absX)));
+        return s.add(arith::MaximumFOp::create(b, loc, x, s.constant(0)), tail);
+      })
+      .Case([&](HardSwishOp) {
+        Value gate = s.min(s.max(s.add(s.mul(x, s.constant(1.0 / 6)), s.constant(0.5)),
+                                 s.constant(0)),
+                           s.constant(1));
+        return s.mul(x, gate);
+      })
+      .Case([&](LeakyReluOp leaky) {
+        Value scaled = s.mul(x, s.constant(leaky.getAlpha().convertToDouble()));
+        return s.select(s.cmp(CF::OGE, CI::sge, x, s.constant(0)), x, scaled);
+      })
+      .Case([&](EluOp elu) {
+        Value expm1 = math::ExpM1Op::create(b, loc, x);
+        Value negative = s.mul(expm1, s.constant(elu.getAlpha().convertToDouble()));
+        return s.select(s.cmp(CF::OGE, CI::sge, x, s.constant(0)), x, negative);
+      })
+      .Case([&](GeluOp gelu) {
+        Value half = s.constant(0.5), one = s.constant(1);
+        Value inner;
+        if (gelu.getTanh()) {
+          // tanh(sqrt(2 / pi) * (x + 0.044715 x^3))
+          Value cube = s.mul(s.mul(x, x), x);
+          Value poly = s.add(x, s.mul(cube, s.constant(0.044715)));
+          inner = math::TanhOp::create(b, loc,
+                                       s.mul(poly, s.constant(std::sqrt(2.0 / M_PI))));
+        } else {
+          inner = math::ErfOp::create(b, loc, s.mul(x, s.constant(M_SQRT1_2)));
+        }
+        return s.mul(s.mul(x, half), s.add(one, inner));
+      })
+      .Case([&](HardSigmoidOp hs) {
+        Value linear = s.add(s.mul(x, s.constant(hs.getAlpha().convertToDouble())),
+                             s.constant(hs.getBeta().convertToDouble()));
+        return s.min(s.max(linear, s.constant(0)), s.constant(1));
+      })
+      .Case([&](ClipOp clip) {
+        Value y = x;
+        if (std::optional<APFloat> lo = clip.getMin())
+          y = s.max(y, s.constant(lo->convertToDouble()));
+        if (std::optional<APFloat> hi = clip.getMax())
+          y = s.min(y, s.constant(hi->convertToDouble()));
+        return y;
+      })
+      // Binary.
+      .Case([&](AddOp) { return s.add(x, args[1]); })
+      .Case([&](SubOp) { return s.sub(x, args[1]); })
+      .Case([&](MulOp) { return s.mul(x, args[1]); })
+      .Case([&](DivOp) {
+        return s.isFloat() ? s.div(x, args[1])
+                           : Value(arith::DivSIOp::create(b, loc, x, args[1]));
+      })
+      .Case([&](PowOp) {
+        return s.isFloat() ? Value(math::PowFOp::create(b, loc, x, args[1]))
+                           : Value(math::IPowIOp::create(b, loc, x, args[1]));
+      })
+      .Case([&](MaxOp) { return s.max(x, args[1]); })
+      .Case([&](MinOp) { return s.min(x, args[1]); })
+      .Case([&](ModOp mod) -> Value {
+        if (s.isFloat())
+          return arith::RemFOp::create(b, loc, x, args[1]);
+        Value rem = arith::RemSIOp::create(b, loc, x, args[1]);
+        if (mod.getFmod())
+          return rem;
+        // Python semantics: the remainder takes the divisor's sign.
+        Value zero = s.constant(0);
+        Value nonZero = s.cmp(CF::ONE, CI::ne, rem, zero);
+        Value signsDiffer = s.cmp(CF::ONE, CI::ne, s.cmp(CF::OLT, CI::slt, rem, zero),
+                                  s.cmp(CF::OLT, CI::slt, args[1], zero));
+        Value fix = arith::AndIOp::create(b, loc, nonZero, signsDiffer);
+        return s.select(fix, s.add(rem, args[1]), rem);
+      })
+      .Case([&](AndOp) { return arith::AndIOp::create(b, loc, x, args[1]); })
+      .Case([&](OrOp) { return arith::OrIOp::create(b, loc, x, args[1]); })
+      .Case([&](XorOp) { return arith::XOrIOp::create(b, loc, x, args[1]); })
+      .Case([&](EqualOp) { return s.cmp(CF::OEQ, CI::eq, x, args[1]); })
+      .Case([&](LessOp) { return s.cmp(CF::OLT, CI::slt, x, args[1]); })
+      .Case([&](LessEqualOp) { return s.cmp(CF::OLE, CI::sle, x, args[1]); })
+      .Case([&](GreaterOp) { return s.cmp(CF::OGT, CI::sgt, x, args[1]); })
+      .Case([&](GreaterEqualOp) { return s.cmp(CF::OGE, CI::sge, x, args[1]); })
+      .Case([&](SelectOp) { return s.select(x, args[1], args[2]); })
+      .Default([](Operation *) { return Value(); });
+}
+
+/// Converts a scalar between element types with kiln.cast's rules.
+Value emitCast(OpBuilder &b, Location loc, Value x, Type to) {
+  Type from = x.getType();
+  if (from == to)
+    return x;
+  auto fromF = dyn_cast<FloatType>(from), toF = dyn_cast<FloatType>(to);
+  if (fromF && toF)
+    return fromF.getWidth() < toF.getWidth()
+               ? Value(arith::ExtFOp::create(b, loc, to, x))
+               : Value(arith::TruncFOp::create(b, loc, to, x));
+  if (to.isInteger(1)) {
+    Value zero = scalarConstant(b, loc, from, 0);
+    return fromF ? Value(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, x, zero))
+                 : Value(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, zero));
+  }
+  bool fromBool = from.isInteger(1);
+  if (toF)
+    return fromBool ? Value(arith::UIToFPOp::create(b, loc, to, x))
+                    : Value(arith::SIToFPOp::create(b, loc, to, x));
+  if (fromF)
+    return arith::FPToSIOp::create(b, loc, to, x);
+  unsigned fromWidth = from.getIntOrFloatBitWidth(), toWidth = to.getIntOrFloatBitWidth();
+  if (fromWidth < toWidth)
+    return fromBool ? Value(arith::ExtUIOp::create(b, loc, to, x))
+                    : Value(arith::ExtSIOp::create(b, loc, to, x));
+  return arith::TruncIOp::create(b, loc, to, x);
+}
+
+/// Signed and signless integers, floats and bools lower; unsigned integer
+/// tensors need a signless type conversion first, which does not exist yet.
+LogicalResult checkElementTypes(Operation *op, PatternRewriter &rewriter) {
+  for (Type type : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
+    if (getElementTypeOrSelf(type).isUnsignedInteger())
+      return rewriter.notifyMatchFailure(op, "unsigned integer tensors are not lowered yet");
+  return success();
+}
+
+template <typename OpTy>
+struct ElementwiseToGeneric : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    if (failed(checkElementTypes(op, rewriter)))
+      return failure();
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    Value result = elementwiseGeneric(
+        rewriter, op.getLoc(), resultType, op->getOperands(),
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          if constexpr (std::is_same_v<OpTy, CastOp>)
+            return emitCast(b, loc, args.front(), resultType.getElementType());
+          else
+            return emitScalar(op, b, loc, args);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+template <typename... OpTys>
+void addElementwisePatterns(RewritePatternSet &patterns) {
+  (patterns.add<ElementwiseToGeneric<OpTys>>(patterns.getContext()), ...);
+}
+
+} // namespace
+
+void kiln::populateElementwiseToLinalgPatterns(RewritePatternSet &patterns) {
+  addElementwisePatterns<
+      NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, SigmoidOp,
+      ErfOp, SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, NotOp, ReluOp, SoftplusOp,
+      HardSwishOp, LeakyReluOp, EluOp, GeluOp, HardSigmoidOp, ClipOp, AddOp, SubOp, MulOp,
+      DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp,
+      GreaterOp, GreaterEqualOp, SelectOp, CastOp>(patterns);
+}

@@ -1,0 +1,454 @@
+//===- ArtifactReader.cpp - .kiln bytes to Artifact, trusting nothing -----===//
+//
+// Checks run from the outside in: the header (magic, version, checksum, file
+// size), the section table (checksum, every section inside the file and
+// apart from the others), each section's checksum, then each section's
+// contents (every read bounds-checked, every count checked against the bytes
+// left before anything is allocated), and finally verifyArtifact for the
+// cross-section rules. Each failure is one line naming the section and, where
+// there is one, the tensor, kernel, launch or buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ArtifactFormat.h"
+#include "Support.h"
+
+#include "kiln/runtime/Checksum.h"
+
+#include <algorithm>
+
+namespace kiln::runtime {
+
+using namespace format;
+
+namespace {
+
+/// Bounds-checked little-endian decoder over one section. The first failure
+/// sticks: later reads return zeros, and error() reports the first problem.
+class SectionReader {
+public:
+  SectionReader(const uint8_t *data, uint64_t size, SectionKind kind)
+      : data(data), size(size), section(sectionName(kind)) {}
+
+  /// What is being read, for messages ("kernel 2 'gemm'").
+  void setContext(std::string text) { context = std::move(text); }
+
+  uint32_t u32(std::string_view what) {
+    uint32_t value = 0;
+    if (const uint8_t *p = take(4, what))
+      value = loadU32(p);
+    return value;
+  }
+  uint64_t u64(std::string_view what) {
+    uint64_t value = 0;
+    if (const uint8_t *p = take(8, what))
+      value = loadU64(p);
+    return value;
+  }
+  int64_t i64(std::string_view what) {
+    return static_cast<int64_t>(u64(what));
+  }
+  std::string string(std::string_view what) {
+    uint32_t length = u32(what);
+    const uint8_t *p = take(length, what);
+    return p ? std::string(reinterpret_cast<const char *>(p), length)
+             : std::string();
+  }
+  /// A u64 length and that many bytes.
+  std::pair<const uint8_t *, uint64_t> bytes(std::string_view what) {
+    uint64_t length = u64(what);
+    const uint8_t *p = take(length, what);
+    return {p, p ? length : 0};
+  }
+  /// A u32 count of elements that take at least `minElementSize` bytes each;
+  /// a count the remaining bytes cannot hold fails here, before anyone
+  /// allocates for it.
+  uint32_t count(std::string_view what, uint64_t minElementSize) {
+    uint32_t value = u32(what);
+    if (!failed() && uint64_t(value) * minElementSize > size - position) {
+      fail(fmt::format("{} {} cannot fit in the {} bytes left", value, what,
+                       size - position));
+      return 0;
+    }
+    return value;
+  }
+
+  bool failed() const { return err.failed(); }
+  const Error &error() const { return err; }
+
+  /// Fails unless every byte was consumed.
+  Error finish() {
+    if (!failed() && position != size) {
+      context.clear();
+      fail(fmt::format("{} unexpected bytes after the last entry",
+                       size - position));
+    }
+    return err;
+  }
+
+  /// Records a failure in the current context.
+  void fail(const std::string &message) {
+    if (failed())
+      return;
+    err = context.empty()
+              ? makeError("section '{}': {}", section, message)
+              : makeError("section '{}': {}: {}", section, context, message);
+  }
+
+private:
+  const uint8_t *take(uint64_t length, std::string_view what) {
+    if (failed())
+      return nullptr;
+    if (length > size - position) {
+      fail(fmt::format("truncated while reading {} ({} bytes needed at offset "
+                       "{}, {} left)",
+                       what, length, position, size - position));
+      return nullptr;
+    }
+    const uint8_t *p = data + position;
+    position += length;
+    return p;
+  }
+
+  const uint8_t *data;
+  uint64_t size;
+  uint64_t position = 0;
+  std::string_view section;
+  std::string context;
+  Error err;
+};
+
+/// The smallest encodings, for SectionReader::count.
+constexpr uint64_t kMinTensorBytes = 4 + 4 + 4 + 8;  // name, dtype, rank, size
+constexpr uint64_t kMinKernelBytes = 4 + 7 * 4 + 4 + 8 + 4 + 8;
+constexpr uint64_t kMinParamBytes = 4 + 4;
+constexpr uint64_t kMinLaunchBytes = 4 + 4;
+constexpr uint64_t kMinBufferBytes = 4 + 8 + 8 + 4 + 4;
+
+/// Reads name, dtype, shape and stored byte size, and checks the size
+/// against the shape.
+void readTensor(SectionReader &in, std::string_view what, std::string &name,
+                DType &dtype, Shape &shape) {
+  name = in.string("a tensor name");
+  in.setContext(fmt::format("{} '{}'", what, name));
+  uint32_t code = in.u32("the dtype");
+  uint32_t rank = in.count("dimensions", 8);
+  shape.resize(rank);
+  for (int64_t &dim : shape)
+    dim = in.i64("a dimension");
+  uint64_t storedSize = in.u64("the byte size");
+  if (in.failed())
+    return;
+  std::optional<DType> type = dtypeFromCode(code);
+  if (!type)
+    return in.fail(fmt::format("unknown dtype code {}", code));
+  dtype = *type;
+  if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
+    return in.fail(fmt::format("shape {} has a negative dimension",
+                               formatShape(shape)));
+  std::optional<uint64_t> size = tensorByteSize(dtype, shape);
+  if (!size)
+    return in.fail(fmt::format("{} {} overflows 64 bits", dtypeName(dtype),
+                               formatShape(shape)));
+  if (*size != storedSize)
+    in.fail(fmt::format("stored byte size {} does not match {} {} ({} bytes)",
+                        storedSize, dtypeName(dtype), formatShape(shape),
+                        *size));
+}
+
+Error parseMeta(SectionReader in, Artifact &artifact) {
+  artifact.compilerVersion = in.string("the compiler version");
+  artifact.compilerOptions = in.string("the compiler options");
+  artifact.target = in.string("the target");
+  return in.finish();
+}
+
+Error parseSignature(SectionReader in, Artifact &artifact) {
+  uint32_t inputCount = in.count("inputs", kMinTensorBytes + 12);
+  uint32_t outputCount = in.count("outputs", kMinTensorBytes + 12);
+  for (uint32_t pass = 0; pass < 2 && !in.failed(); ++pass) {
+    bool isInput = pass == 0;
+    auto &tensors = isInput ? artifact.inputs : artifact.outputs;
+    tensors.resize(isInput ? inputCount : outputCount);
+    for (size_t i = 0; i < tensors.size() && !in.failed(); ++i) {
+      TensorSignature &tensor = tensors[i];
+      in.setContext(fmt::format("{} {}", isInput ? "input" : "output", i));
+      readTensor(in, isInput ? "input" : "output", tensor.name, tensor.dtype,
+                 tensor.shape);
+      tensor.arenaOffset = in.u64("the arena offset");
+      tensor.buffer = in.u32("the buffer index");
+    }
+  }
+  return in.finish();
+}
+
+Error parseWeights(SectionReader in, Artifact &artifact) {
+  artifact.weights.resize(in.count("weights", kMinTensorBytes + 8));
+  for (size_t i = 0; i < artifact.weights.size() && !in.failed(); ++i) {
+    Weight &weight = artifact.weights[i];
+    in.setContext(fmt::format("weight {}", i));
+    readTensor(in, "weight", weight.name, weight.dtype, weight.shape);
+    weight.offset = in.u64("the weight offset");
+  }
+  return in.finish();
+}
+
+Error parseKernels(SectionReader in, Artifact &artifact) {
+  artifact.kernels.resize(in.count("kernels", kMinKernelBytes));
+  for (size_t i = 0; i < artifact.kernels.size() && !in.failed(); ++i) {
+    Kernel &kernel = artifact.kernels[i];
+    in.setContext(fmt::format("kernel {}", i));
+    kernel.name = in.string("the kernel name");
+    in.setContext(fmt::format("kernel {} '{}'", i, kernel.name));
+    for (Dim3 *dims : {&kernel.grid, &kernel.block}) {
+      dims->x = in.u32("the launch geometry");
+      dims->y = in.u32("the launch geometry");
+      dims->z = in.u32("the launch geometry");
+    }
+    kernel.dynamicSharedBytes = in.u32("the dynamic shared memory size");
+    kernel.params.resize(in.count("parameters", kMinParamBytes));
+    for (size_t p = 0; p < kernel.params.size() && !in.failed(); ++p) {
+      uint32_t kind = in.u32("a parameter kind");
+      kernel.params[p].name = in.string("a parameter name");
+      if (!in.failed() && (kind < uint32_t(ParamKind::ArenaPointer) ||
+                           kind > uint32_t(ParamKind::Scalar64)))
+        in.fail(fmt::format("parameter {} has unknown kind {}", p, kind));
+      kernel.params[p].kind = static_cast<ParamKind>(kind);
+    }
+    auto [ptx, ptxSize] = in.bytes("the PTX");
+    if (ptx)
+      kernel.ptx.assign(reinterpret_cast<const char *>(ptx), ptxSize);
+    kernel.cubinSm = in.u32("the cubin sm");
+    auto [cubin, cubinSize] = in.bytes("the cubin");
+    if (cubin)
+      kernel.cubin.assign(cubin, cubin + cubinSize);
+  }
+  return in.finish();
+}
+
+Error parseLaunches(SectionReader in, Artifact &artifact) {
+  artifact.launches.resize(in.count("launches", kMinLaunchBytes));
+  for (size_t i = 0; i < artifact.launches.size() && !in.failed(); ++i) {
+    Launch &launch = artifact.launches[i];
+    in.setContext(fmt::format("launch {}", i));
+    launch.kernel = in.u32("the kernel index");
+    launch.args.resize(in.count("arguments", 8));
+    for (uint64_t &arg : launch.args)
+      arg = in.u64("an argument");
+  }
+  return in.finish();
+}
+
+Error parseMemoryPlan(SectionReader in, Artifact &artifact) {
+  artifact.memoryPlan.arenaSize = in.u64("the arena size");
+  artifact.memoryPlan.buffers.resize(in.count("buffers", kMinBufferBytes));
+  for (size_t i = 0; i < artifact.memoryPlan.buffers.size() && !in.failed();
+       ++i) {
+    ArenaBuffer &buffer = artifact.memoryPlan.buffers[i];
+    in.setContext(fmt::format("buffer {}", i));
+    buffer.name = in.string("the buffer name");
+    buffer.offset = in.u64("the buffer offset");
+    buffer.size = in.u64("the buffer size");
+    buffer.firstUse = in.u32("the first use");
+    buffer.lastUse = in.u32("the last use");
+  }
+  return in.finish();
+}
+
+struct SectionEntry {
+  uint32_t kind;
+  uint32_t flags;
+  uint64_t offset;
+  uint64_t size;
+  uint32_t checksum;
+};
+
+/// Checks the header and returns the section table entries.
+Expected<std::vector<SectionEntry>> readLayout(const Blob &image) {
+  const uint8_t *file = image.data();
+  uint64_t fileSize = image.size();
+  if (fileSize == 0)
+    return makeError("empty file, not a Kiln artifact");
+  size_t magicBytes = std::min<uint64_t>(fileSize, sizeof(kMagic));
+  if (std::memcmp(file + kMagicOffset, kMagic, magicBytes) != 0)
+    return makeError("not a Kiln artifact (bad magic)");
+  if (fileSize < kHeaderSize)
+    return makeError("truncated: {} bytes, less than the {}-byte header",
+                     fileSize, kHeaderSize);
+  // Magic and version sit at the same place in every version, so a newer
+  // file is recognised as such before anything else is trusted.
+  uint32_t major = loadU32(file + kMajorOffset);
+  uint32_t minor = loadU32(file + kMinorOffset);
+  if (major > kArtifactFormatMajor)
+    return makeError("format version {}.{} is newer than this runtime reads "
+                     "({}.x); use a newer kiln-run or recompile the model",
+                     major, minor, kArtifactFormatMajor);
+  if (major < 1)
+    return makeError("format version {}.{} is not a released version", major,
+                     minor);
+  uint32_t storedHeaderSum = loadU32(file + kHeaderChecksumOffset);
+  uint32_t headerSum = crc32c(file, kHeaderChecksumOffset);
+  if (storedHeaderSum != headerSum)
+    return makeError("header: checksum mismatch (stored {:#010x}, computed "
+                     "{:#010x})",
+                     storedHeaderSum, headerSum);
+  if (loadU32(file + kHeaderSizeOffset) != kHeaderSize)
+    return makeError("header: header size {} is not {}",
+                     loadU32(file + kHeaderSizeOffset), kHeaderSize);
+  if (uint32_t flags = loadU32(file + kFlagsOffset))
+    return makeError("header: unknown flags {:#x}", flags);
+  uint64_t recordedSize = loadU64(file + kFileSizeOffset);
+  if (recordedSize > fileSize)
+    return makeError("truncated: the header records {} bytes but the file has "
+                     "{}",
+                     recordedSize, fileSize);
+  if (recordedSize < fileSize)
+    return makeError("{} unexpected bytes after the end the header records "
+                     "({} bytes)",
+                     fileSize - recordedSize, recordedSize);
+
+  uint32_t sectionCount = loadU32(file + kSectionCountOffset);
+  uint64_t tableOffset = loadU64(file + kSectionTableOffset);
+  if (sectionCount > kMaxSections)
+    return makeError("section table: {} sections (at most {})", sectionCount,
+                     kMaxSections);
+  uint64_t tableSize = uint64_t(sectionCount) * kSectionEntrySize;
+  if (tableOffset < kHeaderSize || !rangeFits(tableOffset, tableSize, fileSize))
+    return makeError("section table: {} bytes at offset {} lie outside the "
+                     "file ({} bytes)",
+                     tableSize, tableOffset, fileSize);
+  uint32_t storedTableSum = loadU32(file + kTableChecksumOffset);
+  uint32_t tableSum = crc32c(file + tableOffset, tableSize);
+  if (storedTableSum != tableSum)
+    return makeError("section table: checksum mismatch (stored {:#010x}, "
+                     "computed {:#010x})",
+                     storedTableSum, tableSum);
+
+  std::vector<SectionEntry> entries(sectionCount);
+  for (uint32_t i = 0; i < sectionCount; ++i) {
+    const uint8_t *p = file + tableOffset + uint64_t(i) * kSectionEntrySize;
+    SectionEntry &entry = entries[i];
+    entry.kind = loadU32(p + kEntryKindOffset);
+    entry.flags = loadU32(p + kEntryFlagsOffset);
+    entry.offset = loadU64(p + kEntryOffsetOffset);
+    entry.size = loadU64(p + kEntrySizeOffset);
+    entry.checksum = loadU32(p + kEntryChecksumOffset);
+    std::string name =
+        entry.kind >= kFirstSectionKind && entry.kind <= kLastSectionKind
+            ? fmt::format("section '{}'", sectionName(entry.kind))
+            : fmt::format("section of unknown kind {}", entry.kind);
+    if (!rangeFits(entry.offset, entry.size, fileSize))
+      return makeError("{}: {} bytes at offset {} lie past the end of the file "
+                       "({} bytes)",
+                       name, entry.size, entry.offset, fileSize);
+    if (entry.size != 0 && entry.offset < tableOffset + tableSize &&
+        tableOffset < entry.offset + entry.size)
+      return makeError("{}: overlaps the section table", name);
+    if (entry.size != 0 && entry.offset < kHeaderSize)
+      return makeError("{}: overlaps the header", name);
+  }
+  // No two sections may share bytes.
+  std::vector<const SectionEntry *> byOffset;
+  for (const SectionEntry &entry : entries)
+    if (entry.size != 0)
+      byOffset.push_back(&entry);
+  std::sort(byOffset.begin(), byOffset.end(),
+            [](const SectionEntry *a, const SectionEntry *b) {
+              return a->offset < b->offset;
+            });
+  for (size_t i = 1; i < byOffset.size(); ++i)
+    if (byOffset[i - 1]->offset + byOffset[i - 1]->size > byOffset[i]->offset)
+      return makeError("sections '{}' and '{}' overlap",
+                       sectionName(byOffset[i - 1]->kind),
+                       sectionName(byOffset[i]->kind));
+  return entries;
+}
+
+Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
+  Expected<std::vector<SectionEntry>> layout = readLayout(image);
+  if (!layout)
+    return layout.takeError();
+
+  const SectionEntry *known[kLastSectionKind + 1] = {};
+  for (const SectionEntry &entry : *layout) {
+    bool isKnown =
+        entry.kind >= kFirstSectionKind && entry.kind <= kLastSectionKind;
+    // Unknown kinds come from newer minor versions and are skipped, but only
+    // after their checksum proves the file intact.
+    if (isKnown) {
+      if (known[entry.kind])
+        return makeError("section '{}' appears twice",
+                         sectionName(entry.kind));
+      if (entry.flags != 0)
+        return makeError("section '{}': unknown flags {:#x}",
+                         sectionName(entry.kind), entry.flags);
+      known[entry.kind] = &entry;
+    }
+    if (entry.kind == uint32_t(SectionKind::WeightData) &&
+        !options.verifyWeightChecksum)
+      continue;
+    uint32_t sum = crc32c(image.data() + entry.offset, entry.size);
+    if (sum != entry.checksum)
+      return isKnown ? makeError("section '{}': checksum mismatch (stored "
+                                 "{:#010x}, computed {:#010x})",
+                                 sectionName(entry.kind), entry.checksum, sum)
+                     : makeError("section of unknown kind {}: checksum "
+                                 "mismatch (stored {:#010x}, computed "
+                                 "{:#010x})",
+                                 entry.kind, entry.checksum, sum);
+  }
+  for (uint32_t kind = kFirstSectionKind; kind <= kLastSectionKind; ++kind)
+    if (!known[kind])
+      return makeError("section '{}' is missing", sectionName(kind));
+
+  Artifact artifact;
+  artifact.formatMajor = loadU32(image.data() + kMajorOffset);
+  artifact.formatMinor = loadU32(image.data() + kMinorOffset);
+  auto reader = [&](SectionKind kind) {
+    const SectionEntry *entry = known[static_cast<uint32_t>(kind)];
+    return SectionReader(image.data() + entry->offset, entry->size, kind);
+  };
+  if (Error err = parseMeta(reader(SectionKind::Meta), artifact))
+    return err;
+  if (Error err = parseSignature(reader(SectionKind::Signature), artifact))
+    return err;
+  if (Error err = parseWeights(reader(SectionKind::Weights), artifact))
+    return err;
+  if (Error err = parseKernels(reader(SectionKind::Kernels), artifact))
+    return err;
+  if (Error err = parseLaunches(reader(SectionKind::Launches), artifact))
+    return err;
+  if (Error err = parseMemoryPlan(reader(SectionKind::MemoryPlan), artifact))
+    return err;
+
+  const SectionEntry *data = known[uint32_t(SectionKind::WeightData)];
+  if (data->offset % kWeightAlignment != 0)
+    return makeError("section 'weight-data': offset {} is not a multiple of "
+                     "{}",
+                     data->offset, kWeightAlignment);
+  artifact.weightData = image.slice(data->offset, data->size);
+
+  if (Error err = verifyArtifact(artifact))
+    return err;
+  return artifact;
+}
+
+} // namespace
+
+Expected<Artifact> parseArtifact(const Blob &image, std::string_view displayName,
+                                 const ReadOptions &options) {
+  Expected<Artifact> artifact = parseImage(image, options);
+  if (!artifact)
+    return artifact.error().withContext(displayName);
+  return artifact;
+}
+
+Expected<Artifact> readArtifact(const std::string &path,
+                                const ReadOptions &options) {
+  Expected<Blob> image = mapFile(path);
+  if (!image)
+    return image.takeError();
+  return parseArtifact(*image, path, options);
+}
+
+} // namespace kiln::runtime

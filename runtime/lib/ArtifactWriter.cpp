@@ -1,0 +1,276 @@
+//===- ArtifactWriter.cpp - Artifact to .kiln bytes -----------------------===//
+//
+// Encodes the small sections in memory, lays every section out (8-byte
+// aligned; the weight data 64-byte aligned and last), fills in the section
+// table and the header, then streams the file out. The weight data is never
+// copied: it goes from the Artifact's Blob straight to the file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ArtifactFormat.h"
+#include "Support.h"
+
+#include "kiln/runtime/Checksum.h"
+
+#include <functional>
+
+namespace kiln::runtime {
+
+using namespace format;
+
+namespace {
+
+/// Little-endian encoder for one section's bytes.
+class ByteWriter {
+public:
+  void u32(uint32_t value) { append(&value, 4); }
+  void u64(uint64_t value) { append(&value, 8); }
+  void i64(int64_t value) { append(&value, 8); }
+  void string(const std::string &text) {
+    u32(static_cast<uint32_t>(text.size()));
+    append(text.data(), text.size());
+  }
+  /// u64 length, then the bytes.
+  void bytes(const void *data, size_t size) {
+    u64(size);
+    append(data, size);
+  }
+  std::vector<uint8_t> take() { return std::move(buffer); }
+
+private:
+  void append(const void *data, size_t size) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    buffer.insert(buffer.end(), p, p + size);
+  }
+  std::vector<uint8_t> buffer;
+};
+
+void encodeTensor(ByteWriter &out, const std::string &name, DType dtype,
+                  const Shape &shape) {
+  out.string(name);
+  out.u32(static_cast<uint32_t>(dtype));
+  out.u32(static_cast<uint32_t>(shape.size()));
+  for (int64_t dim : shape)
+    out.i64(dim);
+  out.u64(*tensorByteSize(dtype, shape)); // verifyArtifact checked it
+}
+
+std::vector<uint8_t> encodeMeta(const Artifact &artifact) {
+  ByteWriter out;
+  out.string(artifact.compilerVersion);
+  out.string(artifact.compilerOptions);
+  out.string(artifact.target);
+  return out.take();
+}
+
+std::vector<uint8_t> encodeSignature(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.inputs.size()));
+  out.u32(static_cast<uint32_t>(artifact.outputs.size()));
+  for (const auto *tensors : {&artifact.inputs, &artifact.outputs}) {
+    for (const TensorSignature &tensor : *tensors) {
+      encodeTensor(out, tensor.name, tensor.dtype, tensor.shape);
+      out.u64(tensor.arenaOffset);
+      out.u32(tensor.buffer);
+    }
+  }
+  return out.take();
+}
+
+std::vector<uint8_t> encodeWeights(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.weights.size()));
+  for (const Weight &weight : artifact.weights) {
+    encodeTensor(out, weight.name, weight.dtype, weight.shape);
+    out.u64(weight.offset);
+  }
+  return out.take();
+}
+
+std::vector<uint8_t> encodeKernels(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.kernels.size()));
+  for (const Kernel &kernel : artifact.kernels) {
+    out.string(kernel.name);
+    for (const Dim3 *dims : {&kernel.grid, &kernel.block}) {
+      out.u32(dims->x);
+      out.u32(dims->y);
+      out.u32(dims->z);
+    }
+    out.u32(kernel.dynamicSharedBytes);
+    out.u32(static_cast<uint32_t>(kernel.params.size()));
+    for (const KernelParam &param : kernel.params) {
+      out.u32(static_cast<uint32_t>(param.kind));
+      out.string(param.name);
+    }
+    out.bytes(kernel.ptx.data(), kernel.ptx.size());
+    out.u32(kernel.cubinSm);
+    out.bytes(kernel.cubin.data(), kernel.cubin.size());
+  }
+  return out.take();
+}
+
+std::vector<uint8_t> encodeLaunches(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.launches.size()));
+  for (const Launch &launch : artifact.launches) {
+    out.u32(launch.kernel);
+    out.u32(static_cast<uint32_t>(launch.args.size()));
+    for (uint64_t arg : launch.args)
+      out.u64(arg);
+  }
+  return out.take();
+}
+
+std::vector<uint8_t> encodeMemoryPlan(const Artifact &artifact) {
+  ByteWriter out;
+  out.u64(artifact.memoryPlan.arenaSize);
+  out.u32(static_cast<uint32_t>(artifact.memoryPlan.buffers.size()));
+  for (const ArenaBuffer &buffer : artifact.memoryPlan.buffers) {
+    out.string(buffer.name);
+    out.u64(buffer.offset);
+    out.u64(buffer.size);
+    out.u32(buffer.firstUse);
+    out.u32(buffer.lastUse);
+  }
+  return out.take();
+}
+
+/// Counts and lengths the format stores in 32 bits.
+Error checkEncodable(const Artifact &artifact) {
+  constexpr uint64_t limit = 0xFFFFFFFFu;
+  auto tooMany = [&](std::string_view what, uint64_t count) {
+    return makeError("cannot write the artifact: {} {} do not fit the "
+                     "format's 32-bit count",
+                     count, what);
+  };
+  if (artifact.inputs.size() > limit || artifact.outputs.size() > limit)
+    return tooMany("signature tensors", artifact.inputs.size());
+  if (artifact.weights.size() > limit)
+    return tooMany("weights", artifact.weights.size());
+  if (artifact.kernels.size() > limit)
+    return tooMany("kernels", artifact.kernels.size());
+  if (artifact.launches.size() > limit)
+    return tooMany("launches", artifact.launches.size());
+  if (artifact.memoryPlan.buffers.size() > limit)
+    return tooMany("buffers", artifact.memoryPlan.buffers.size());
+  if (artifact.compilerOptions.size() > limit)
+    return makeError("cannot write the artifact: the compiler options string "
+                     "is longer than 4 GiB");
+  return Error::success();
+}
+
+struct PlannedSection {
+  SectionKind kind;
+  const uint8_t *data;
+  uint64_t size;
+  uint64_t offset = 0;
+  uint32_t checksum = 0;
+};
+
+using WriteFn = std::function<Error(const void *, size_t)>;
+
+Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
+  if (Error err = verifyArtifact(artifact))
+    return err.withContext("cannot write an invalid artifact");
+  if (Error err = checkEncodable(artifact))
+    return err;
+
+  std::vector<uint8_t> meta = encodeMeta(artifact);
+  std::vector<uint8_t> signature = encodeSignature(artifact);
+  std::vector<uint8_t> weights = encodeWeights(artifact);
+  std::vector<uint8_t> kernels = encodeKernels(artifact);
+  std::vector<uint8_t> launches = encodeLaunches(artifact);
+  std::vector<uint8_t> memoryPlan = encodeMemoryPlan(artifact);
+  std::vector<PlannedSection> sections = {
+      {SectionKind::Meta, meta.data(), meta.size()},
+      {SectionKind::Signature, signature.data(), signature.size()},
+      {SectionKind::Weights, weights.data(), weights.size()},
+      {SectionKind::Kernels, kernels.data(), kernels.size()},
+      {SectionKind::Launches, launches.data(), launches.size()},
+      {SectionKind::MemoryPlan, memoryPlan.data(), memoryPlan.size()},
+      {SectionKind::WeightData, artifact.weightData.data(),
+       artifact.weightData.size()},
+  };
+
+  uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();
+  uint64_t cursor = kHeaderSize + tableSize;
+  for (PlannedSection &section : sections) {
+    uint64_t alignment = section.kind == SectionKind::WeightData
+                             ? kWeightAlignment
+                             : kSectionAlignment;
+    section.offset = *alignUp(cursor, alignment);
+    cursor = section.offset + section.size;
+    section.checksum = crc32c(section.data, section.size);
+  }
+  uint64_t fileSize = cursor;
+
+  std::vector<uint8_t> table(tableSize, 0);
+  for (size_t i = 0; i < sections.size(); ++i) {
+    uint8_t *entry = table.data() + i * kSectionEntrySize;
+    storeU32(entry + kEntryKindOffset,
+             static_cast<uint32_t>(sections[i].kind));
+    storeU64(entry + kEntryOffsetOffset, sections[i].offset);
+    storeU64(entry + kEntrySizeOffset, sections[i].size);
+    storeU32(entry + kEntryChecksumOffset, sections[i].checksum);
+  }
+
+  uint8_t header[kHeaderSize] = {};
+  std::memcpy(header + kMagicOffset, kMagic, sizeof(kMagic));
+  storeU32(header + kMajorOffset, kArtifactFormatMajor);
+  storeU32(header + kMinorOffset, kArtifactFormatMinor);
+  storeU32(header + kHeaderSizeOffset, kHeaderSize);
+  storeU32(header + kSectionCountOffset,
+           static_cast<uint32_t>(sections.size()));
+  storeU64(header + kSectionTableOffset, kHeaderSize);
+  storeU64(header + kFileSizeOffset, fileSize);
+  storeU32(header + kTableChecksumOffset, crc32c(table.data(), table.size()));
+  storeU32(header + kHeaderChecksumOffset,
+           crc32c(header, kHeaderChecksumOffset));
+
+  if (Error err = write(header, sizeof(header)))
+    return err;
+  if (Error err = write(table.data(), table.size()))
+    return err;
+  uint64_t written = kHeaderSize + tableSize;
+  static const uint8_t zeros[kWeightAlignment] = {};
+  for (const PlannedSection &section : sections) {
+    if (Error err = write(zeros, section.offset - written))
+      return err;
+    if (Error err = write(section.data, section.size))
+      return err;
+    written = section.offset + section.size;
+  }
+  return Error::success();
+}
+
+} // namespace
+
+Expected<std::vector<uint8_t>> serializeArtifact(const Artifact &artifact) {
+  std::vector<uint8_t> image;
+  Error err = emitArtifact(artifact, [&](const void *data, size_t size) {
+    const auto *bytes = static_cast<const uint8_t *>(data);
+    image.insert(image.end(), bytes, bytes + size);
+    return Error::success();
+  });
+  if (err)
+    return err;
+  return image;
+}
+
+Error writeArtifact(const Artifact &artifact, const std::string &path) {
+  // Verify before creating anything, so an invalid artifact leaves no file.
+  if (Error err = verifyArtifact(artifact))
+    return err.withContext(
+        fmt::format("cannot write '{}': invalid artifact", path));
+  Expected<AtomicFileWriter> writer = AtomicFileWriter::create(path);
+  if (!writer)
+    return writer.takeError();
+  if (Error err = emitArtifact(artifact, [&](const void *data, size_t size) {
+        return writer->write(data, size);
+      }))
+    return err;
+  return writer->commit();
+}
+
+} // namespace kiln::runtime

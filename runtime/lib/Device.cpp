@@ -1,0 +1,64 @@
+//===- Device.cpp - Device defaults, packed parameters, device lookup ----===//
+
+#include "kiln/runtime/Device.h"
+
+#include "Support.h"
+
+#include <cstring>
+
+namespace kiln::runtime {
+
+//===----------------------------------------------------------------------===//
+// PackedParams
+//===----------------------------------------------------------------------===//
+
+void PackedParams::add(const void *value, size_t size) {
+  // Each parameter at its natural alignment, as in the PTX .param space.
+  size_t offset = (bytes.size() + size - 1) & ~(size - 1);
+  bytes.resize(offset + size, 0);
+  std::memcpy(bytes.data() + offset, value, size);
+  offsets.push_back(static_cast<uint32_t>(offset));
+}
+
+void PackedParams::addU32(uint32_t value) { add(&value, sizeof(value)); }
+void PackedParams::addU64(uint64_t value) { add(&value, sizeof(value)); }
+
+//===----------------------------------------------------------------------===//
+// Device
+//===----------------------------------------------------------------------===//
+
+Device::~Device() = default;
+
+namespace {
+Error noGraphs(const Device &device) {
+  return makeError("graph capture is not supported by the {} device",
+                   device.info().kind);
+}
+} // namespace
+
+Error Device::beginCapture(StreamHandle) { return noGraphs(*this); }
+Expected<GraphHandle> Device::endCapture(StreamHandle) {
+  return noGraphs(*this);
+}
+Error Device::launchGraph(GraphHandle, StreamHandle) { return noGraphs(*this); }
+Error Device::destroyGraph(GraphHandle) { return noGraphs(*this); }
+
+Expected<std::unique_ptr<Device>> createDevice(std::string_view spec) {
+  if (spec == "emu")
+    return createEmuDevice();
+  if (spec == "cuda")
+    return createCudaDevice(0);
+  if (spec.substr(0, 5) == "cuda:" && spec.size() > 5 && spec.size() < 9) {
+    int ordinal = 0;
+    for (char c : spec.substr(5)) {
+      if (c < '0' || c > '9')
+        return makeError("unknown device '{}' (expected cuda, cuda:N or emu)",
+                         spec);
+      ordinal = ordinal * 10 + (c - '0');
+    }
+    return createCudaDevice(ordinal);
+  }
+  return makeError("unknown device '{}' (expected cuda, cuda:N or emu)", spec);
+}
+
+} // namespace kiln::runtime
