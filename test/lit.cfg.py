@@ -45,3 +45,14 @@ if onnx_dir:
     # The "light" model zoo shipped in the onnx package.
     config.substitutions.append(
         ("%onnx_light", os.path.join(onnx_dir, "backend", "test", "data", "light")))
+
+# ptxas validates emitted PTX when the CUDA Toolkit is installed.
+ptxas = shutil.which("ptxas") or (
+    "/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+# Splits `kilnc --emit=ptx` output into one file per kernel module and runs
+# ptxas on each.
+config.substitutions.append(
+    ("%check-ptx", f"{python} {os.path.join(config.kiln_src_root, 'test', 'Pipelines', 'check_ptx.py')}"))

@@ -11,11 +11,14 @@
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Frontend/ONNX/Importer.h"
+#include "kiln/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -30,14 +33,19 @@ namespace cl = llvm::cl;
 namespace onnxfe = kiln::onnx_frontend;
 
 namespace {
-enum class EmitPhase { Kiln };
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"));
 cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("file"), cl::init("-"));
-cl::opt<EmitPhase> emitPhase(
-    "emit", cl::desc("Stop after a phase and print its IR"), cl::init(EmitPhase::Kiln),
-    cl::values(clEnumValN(EmitPhase::Kiln, "kiln", "the imported kiln dialect")));
+cl::opt<kiln::Phase> emitPhase(
+    "emit", cl::desc("Stop after a phase and print it"), cl::init(kiln::Phase::Kiln),
+    cl::values(clEnumValN(kiln::Phase::Kiln, "kiln", "the imported kiln dialect"),
+               clEnumValN(kiln::Phase::Linalg, "linalg", "linalg on tensors"),
+               clEnumValN(kiln::Phase::Gpu, "gpu", "buffers, launches and gpu.func kernels"),
+               clEnumValN(kiln::Phase::Llvm, "llvm", "kernels in the LLVM/NVVM dialects"),
+               clEnumValN(kiln::Phase::Ptx, "ptx", "the PTX of every kernel")));
+cl::opt<std::string> target("target", cl::desc("GPU architecture: sm_80 or sm_90"),
+                            cl::init("sm_90"));
 cl::list<std::string> shapes("shape",
                              cl::desc("Fix an input's shape: name=1x3x224x224 "
                                       "(repeatable, or comma-separated)"),
@@ -129,6 +137,16 @@ void printSummary(ModuleOp module, llvm::raw_ostream &os) {
      << llvm::format("%.2fM parameters (%.1f MB)", params / 1e6, bytes / 1e6) << "\n";
 }
 
+/// The PTX text of every kernel module, each under a comment naming it.
+void printPtx(ModuleOp module, llvm::raw_ostream &os) {
+  module.walk([&](gpu::BinaryOp binary) {
+    for (Attribute object : binary.getObjects()) {
+      os << "// kernel module @" << binary.getName() << "\n";
+      os << cast<gpu::ObjectAttr>(object).getObject().getValue() << "\n";
+    }
+  });
+}
+
 void printOnnxOps(llvm::raw_ostream &os) {
   std::vector<onnxfe::SupportedOp> ops = onnxfe::listSupportedOps();
   std::map<std::string, std::vector<const onnxfe::SupportedOp *>> byType;
@@ -161,6 +179,7 @@ void printOnnxOps(llvm::raw_ostream &os) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  kiln::registerPipelinePasses();
   cl::ParseCommandLineOptions(argc, argv, "Kiln: ONNX to GPU compiler\n");
 
   if (listOnnxOps) {
@@ -174,16 +193,43 @@ int main(int argc, char **argv) {
   if (llvm::Error err = parseShapes(options))
     return error(llvm::toString(std::move(err)));
 
-  MLIRContext context;
+  kiln::PipelineOptions pipelineOptions;
+  pipelineOptions.chip = target;
+  if (!kiln::ptxFeaturesFor(target))
+    return error("--target '" + target + "' is not supported (sm_80 or sm_90)");
+
+  DialectRegistry registry;
+  kiln::registerPipelineDialects(registry);
+  MLIRContext context(registry);
   context.printOpOnDiagnostic(false);
   auto module = onnxfe::importModelFile(inputFile, context, options);
   if (!module)
     return error(llvm::toString(module.takeError()));
 
+  // Compile up to the requested phase; diagnostics become one error line.
+  std::string diagnostic;
+  {
+    ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
+      if (diagnostic.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+        diagnostic = diag.str();
+      return success();
+    });
+    PassManager pm(&context);
+    if (failed(kiln::buildPipelineUpTo(pm, emitPhase, pipelineOptions)))
+      return error("cannot build the compilation pipeline");
+    if (failed(pm.run(**module)))
+      return error(inputFile + ": compilation failed: " +
+                   (diagnostic.empty() ? std::string("unknown error") : diagnostic));
+  }
+
   // Render first, then write atomically (temporary file + rename).
   llvm::Error written = llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
     if (summary) {
       printSummary(**module, os);
+      return llvm::Error::success();
+    }
+    if (emitPhase == kiln::Phase::Ptx) {
+      printPtx(**module, os);
       return llvm::Error::success();
     }
     OpPrintingFlags flags;

@@ -1,0 +1,66 @@
+//===- Pipelines.h - Kiln's named compilation pipelines ---------*- C++ -*-===//
+//
+// The only place that knows pass order. A compile is a sequence of phases;
+// the driver can stop after any of them (kilnc --emit=PHASE) and print it.
+//
+//   kiln    imported kiln dialect (after canonicalization)
+//   linalg  linalg on tensors (kiln-lower-to-linalg)
+//   gpu     buffers, gpu.launch_func on the host side, gpu.func kernels
+//   llvm    kernels in the LLVM/NVVM dialects, target attached
+//   ptx     kernels serialized to PTX (gpu.binary)
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_PIPELINES_PIPELINES_H
+#define KILN_PIPELINES_PIPELINES_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/LogicalResult.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir {
+class DialectRegistry;
+class OpPassManager;
+} // namespace mlir
+
+namespace kiln {
+
+enum class Phase { Kiln, Linalg, Gpu, Llvm, Ptx };
+
+/// Parses a phase name ("kiln", "linalg", ...).
+std::optional<Phase> parsePhase(llvm::StringRef name);
+
+struct PipelineOptions {
+  /// GPU architecture: sm_80 or sm_90.
+  std::string chip = "sm_90";
+  /// CUDA's libdevice bitcode, linked into kernels that call math functions
+  /// (erf, exp, ...). Defaults to the toolkit found at build time.
+  std::string libdevicePath = defaultLibdevicePath();
+
+  static std::string defaultLibdevicePath();
+};
+
+/// The PTX ISA version feature matching `chip` ("+ptx80"), or nullopt for an
+/// unsupported chip.
+std::optional<std::string> ptxFeaturesFor(llvm::StringRef chip);
+
+/// Appends the passes of `phase` (alone) to `pm`, which runs on a module.
+llvm::LogicalResult addPhase(mlir::OpPassManager &pm, Phase phase,
+                             const PipelineOptions &options);
+
+/// Appends every phase after `Kiln` up to and including `last`.
+llvm::LogicalResult buildPipelineUpTo(mlir::OpPassManager &pm, Phase last,
+                                      const PipelineOptions &options);
+
+/// Registers what the pipelines need: dialects, bufferization and LLVM
+/// translation interfaces, the NVVM target.
+void registerPipelineDialects(mlir::DialectRegistry &registry);
+
+/// Registers the passes the pipelines use, so textual pipelines parse.
+void registerPipelinePasses();
+
+} // namespace kiln
+
+#endif // KILN_PIPELINES_PIPELINES_H

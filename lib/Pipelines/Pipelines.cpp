@@ -1,0 +1,120 @@
+//===- Pipelines.cpp - Kiln's named compilation pipelines -------------------===//
+//
+// Each phase is written as the textual pipeline an engineer would pass to
+// kiln-opt, so what kilnc runs can be replayed pass by pass. The passes come
+// from upstream MLIR except kiln-lower-to-linalg.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Pipelines/Pipelines.h"
+
+#include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+std::optional<Phase> parsePhase(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Phase>>(name)
+      .Case("kiln", Phase::Kiln)
+      .Case("linalg", Phase::Linalg)
+      .Case("gpu", Phase::Gpu)
+      .Case("llvm", Phase::Llvm)
+      .Case("ptx", Phase::Ptx)
+      .Default(std::nullopt);
+}
+
+std::optional<std::string> ptxFeaturesFor(llvm::StringRef chip) {
+  // sm_90 needs PTX ISA >= 7.8; LLVM 22 aborts below that. 8.0 serves both.
+  if (chip == "sm_80" || chip == "sm_90")
+    return std::string("+ptx80");
+  return std::nullopt;
+}
+
+std::string PipelineOptions::defaultLibdevicePath() {
+  if (const char *env = std::getenv("KILN_LIBDEVICE"))
+    return env;
+#ifdef KILN_LIBDEVICE_PATH
+  return KILN_LIBDEVICE_PATH;
+#else
+  return "";
+#endif
+}
+
+namespace {
+/// The textual pipeline of one phase.
+std::string phasePipeline(Phase phase, const PipelineOptions &options) {
+  switch (phase) {
+  case Phase::Kiln:
+    return "canonicalize";
+  case Phase::Linalg:
+    return "func.func(kiln-lower-to-linalg, canonicalize, cse)";
+  case Phase::Gpu:
+    // Function results become out-parameters: the runtime owns every buffer.
+    // Loops are tiled 16x16 and mapped to blocks and threads; each linalg op
+    // becomes one kernel.
+    return "one-shot-bufferize{bufferize-function-boundaries "
+           "function-boundary-type-conversion=identity-layout-map}, "
+           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}, "
+           "func.func(convert-linalg-to-parallel-loops, "
+           "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
+           "no-min-max-bounds=true}, gpu-map-parallel-loops, "
+           "convert-parallel-loops-to-gpu, gpu-launch-sink-index-computations), "
+           "gpu-kernel-outlining, canonicalize, cse";
+  case Phase::Llvm:
+    // Kernels take bare pointers: with a static memory plan the runtime
+    // passes one address per buffer.
+    return llvm::formatv(
+        "nvvm-attach-target{{chip={0} features={1} O=3{2}}, "
+        "gpu.module(lower-affine, convert-scf-to-cf, expand-strided-metadata, "
+        "convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}, "
+        "canonicalize, cse, reconcile-unrealized-casts)",
+        options.chip, *ptxFeaturesFor(options.chip),
+        options.libdevicePath.empty() ? "" : " l=" + options.libdevicePath);
+  case Phase::Ptx:
+    return "gpu-module-to-binary{format=isa}";
+  }
+  llvm_unreachable("unknown phase");
+}
+} // namespace
+
+LogicalResult addPhase(OpPassManager &pm, Phase phase, const PipelineOptions &options) {
+  if (!ptxFeaturesFor(options.chip))
+    return failure();
+  return parsePassPipeline(phasePipeline(phase, options), pm, llvm::errs());
+}
+
+LogicalResult buildPipelineUpTo(OpPassManager &pm, Phase last,
+                                const PipelineOptions &options) {
+  for (Phase phase : {Phase::Kiln, Phase::Linalg, Phase::Gpu, Phase::Llvm, Phase::Ptx}) {
+    if (failed(addPhase(pm, phase, options)))
+      return failure();
+    if (phase == last)
+      break;
+  }
+  return success();
+}
+
+void registerPipelineDialects(DialectRegistry &registry) {
+  registry.insert<KilnDialect>();
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+}
+
+void registerPipelinePasses() {
+  registerAllPasses();
+  registerKilnConversionPasses();
+}
+
+} // namespace kiln

@@ -1,0 +1,501 @@
+//===- CudaDevice.cpp - The `cuda` device over the driver API -------------===//
+//
+// One CudaDevice per GPU, on the device's primary context (shared with any
+// CUDA runtime code in the process). Handles index slot vectors; the function
+// slots remember their kernel's name so that every launch error names it.
+// Copies are synchronous with respect to all queued work, so a session never
+// has to reason about the legacy default stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/Device.h"
+
+#include "Support.h"
+
+#if KILN_HAVE_CUDA_H
+
+#include "CudaDriver.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+/// Slot vectors behind the typed handles: handle id = index + 1.
+template <typename T> class Slots {
+public:
+  uint64_t add(T value) {
+    items.push_back(std::move(value));
+    return items.size();
+  }
+  /// nullptr for an unknown or released handle.
+  T *get(uint64_t id) {
+    if (id == 0 || id > items.size() || !live(items[id - 1]))
+      return nullptr;
+    return &items[id - 1];
+  }
+  std::vector<T> &all() { return items; }
+
+private:
+  static bool live(const T &item) { return item.handle != nullptr; }
+  std::vector<T> items;
+};
+
+struct ModuleSlot {
+  CUmodule handle = nullptr;
+  std::string kernelName;
+};
+struct FunctionSlot {
+  CUfunction handle = nullptr;
+  std::string kernelName;
+  uint32_t maxDynamicShared = 48 * 1024; // what needs no opt-in
+};
+struct StreamSlot {
+  CUstream handle = nullptr;
+};
+struct EventSlot {
+  CUevent handle = nullptr;
+};
+struct GraphSlot {
+  CUgraphExec handle = nullptr;
+};
+
+/// Joins a multi-line JIT log into one line.
+std::string oneLine(const char *log) {
+  std::string text;
+  for (const char *p = log; *p; ++p) {
+    if (*p == '\n') {
+      if (!text.empty() && text.back() != ' ')
+        text += " | ";
+    } else if (*p != '\r') {
+      text += *p;
+    }
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '|'))
+    text.pop_back();
+  return text;
+}
+
+class CudaDevice final : public Device {
+public:
+  CudaDevice(const CudaDriver &cu, CUdevice device, CUcontext context,
+             DeviceInfo info)
+      : cu(cu), device(device), context(context), deviceInfo(std::move(info)) {}
+  ~CudaDevice() override;
+
+  const DeviceInfo &info() const override { return deviceInfo; }
+
+  Expected<DevicePtr> allocate(uint64_t size) override;
+  Error deallocate(DevicePtr ptr) override;
+  Error copyToDevice(DevicePtr dst, const void *src, uint64_t size) override;
+  Error copyToHost(void *dst, DevicePtr src, uint64_t size) override;
+
+  Expected<ModuleHandle> loadModule(const ModuleImage &image) override;
+  Error unloadModule(ModuleHandle module) override;
+  Expected<FunctionHandle> getFunction(ModuleHandle module,
+                                       std::string_view name) override;
+
+  Expected<StreamHandle> createStream() override;
+  Error destroyStream(StreamHandle stream) override;
+  Error synchronize(StreamHandle stream) override;
+  Error launch(FunctionHandle function, const LaunchConfig &config,
+               const PackedParams &params, StreamHandle stream) override;
+
+  Expected<EventHandle> createEvent() override;
+  Error destroyEvent(EventHandle event) override;
+  Error recordEvent(EventHandle event, StreamHandle stream) override;
+  Expected<float> elapsedMilliseconds(EventHandle start,
+                                      EventHandle end) override;
+
+  bool supportsGraphs() const override { return cu.hasGraphs; }
+  Error beginCapture(StreamHandle stream) override;
+  Expected<GraphHandle> endCapture(StreamHandle stream) override;
+  Error launchGraph(GraphHandle graph, StreamHandle stream) override;
+  Error destroyGraph(GraphHandle graph) override;
+
+private:
+  /// Makes the device's context current on the calling thread.
+  Error enter() {
+    return cu.check(cu.cuCtxSetCurrent(context), "cuCtxSetCurrent", "");
+  }
+  Expected<CUstream> streamOf(StreamHandle stream, std::string_view call);
+
+  const CudaDriver &cu;
+  CUdevice device;
+  CUcontext context;
+  DeviceInfo deviceInfo;
+  Slots<ModuleSlot> modules;
+  Slots<FunctionSlot> functions;
+  Slots<StreamSlot> streams;
+  Slots<EventSlot> events;
+  Slots<GraphSlot> graphs;
+  /// Scratch for cuLaunchKernel's argument pointer array.
+  std::vector<void *> argumentPointers;
+};
+
+CudaDevice::~CudaDevice() {
+  // Best effort: nothing useful can be done with errors while tearing down.
+  (void)cu.cuCtxSetCurrent(context);
+  for (GraphSlot &graph : graphs.all())
+    if (graph.handle)
+      (void)cu.cuGraphExecDestroy(graph.handle);
+  for (EventSlot &event : events.all())
+    if (event.handle)
+      (void)cu.cuEventDestroy(event.handle);
+  for (StreamSlot &stream : streams.all())
+    if (stream.handle)
+      (void)cu.cuStreamDestroy(stream.handle);
+  for (ModuleSlot &module : modules.all())
+    if (module.handle)
+      (void)cu.cuModuleUnload(module.handle);
+  (void)cu.cuDevicePrimaryCtxRelease(device);
+}
+
+Expected<DevicePtr> CudaDevice::allocate(uint64_t size) {
+  if (Error err = enter())
+    return err;
+  CUdeviceptr ptr = 0;
+  if (Error err = cu.check(cu.cuMemAlloc(&ptr, size), "cuMemAlloc",
+                           fmt::format("{} bytes", size)))
+    return err;
+  return static_cast<DevicePtr>(ptr);
+}
+
+Error CudaDevice::deallocate(DevicePtr ptr) {
+  if (Error err = enter())
+    return err;
+  return cu.check(cu.cuMemFree(static_cast<CUdeviceptr>(ptr)), "cuMemFree",
+                  "");
+}
+
+Error CudaDevice::copyToDevice(DevicePtr dst, const void *src, uint64_t size) {
+  if (Error err = enter())
+    return err;
+  // The synchronous copy may return before the DMA from pageable memory
+  // ends, so wait for the context: later launches on any stream see the data.
+  if (Error err = cu.check(cu.cuMemcpyHtoD(static_cast<CUdeviceptr>(dst), src,
+                                           size),
+                           "cuMemcpyHtoD", fmt::format("{} bytes", size)))
+    return err;
+  return cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize", "after a copy");
+}
+
+Error CudaDevice::copyToHost(void *dst, DevicePtr src, uint64_t size) {
+  if (Error err = enter())
+    return err;
+  // Wait for every stream (ours are non-blocking) before reading.
+  if (Error err = cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize",
+                           "before a copy"))
+    return err;
+  return cu.check(cu.cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), size),
+                  "cuMemcpyDtoH", fmt::format("{} bytes", size));
+}
+
+Expected<ModuleHandle> CudaDevice::loadModule(const ModuleImage &image) {
+  if (Error err = enter())
+    return err;
+  bool useCubin = image.cubin && image.cubinSize != 0 &&
+                  image.cubinSm == deviceInfo.computeCapability;
+  std::string ptx;
+  const void *data = image.cubin;
+  if (!useCubin) {
+    ptx.assign(image.ptx.data(), image.ptx.size()); // needs a terminating NUL
+    data = ptx.c_str();
+  }
+  char errorLog[16384] = {};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {errorLog, reinterpret_cast<void *>(sizeof(errorLog) - 1)};
+  CUmodule module = nullptr;
+  CUresult result = cu.cuModuleLoadDataEx(&module, data, 2, options, values);
+  if (result != CUDA_SUCCESS) {
+    std::string subject =
+        useCubin ? fmt::format("kernel '{}', cubin for sm_{}", image.kernelName,
+                               image.cubinSm)
+                 : fmt::format("kernel '{}', PTX JIT for sm_{}",
+                               image.kernelName, deviceInfo.computeCapability);
+    std::string log = oneLine(errorLog);
+    Error err = cu.check(result, "cuModuleLoadDataEx", subject);
+    return log.empty() ? err
+                       : Error::failure(err.message() + "; JIT log: " + log);
+  }
+  return ModuleHandle{modules.add({module, std::string(image.kernelName)})};
+}
+
+Error CudaDevice::unloadModule(ModuleHandle handle) {
+  ModuleSlot *slot = modules.get(handle.id);
+  if (!slot)
+    return makeError("cuModuleUnload: unknown module handle");
+  if (Error err = enter())
+    return err;
+  CUresult result = cu.cuModuleUnload(slot->handle);
+  slot->handle = nullptr;
+  return cu.check(result, "cuModuleUnload",
+                  fmt::format("kernel '{}'", slot->kernelName));
+}
+
+Expected<FunctionHandle> CudaDevice::getFunction(ModuleHandle handle,
+                                                 std::string_view name) {
+  ModuleSlot *slot = modules.get(handle.id);
+  if (!slot)
+    return makeError("cuModuleGetFunction (kernel '{}'): unknown module handle",
+                     name);
+  if (Error err = enter())
+    return err;
+  std::string entry(name);
+  CUfunction function = nullptr;
+  if (Error err = cu.check(
+          cu.cuModuleGetFunction(&function, slot->handle, entry.c_str()),
+          "cuModuleGetFunction", fmt::format("kernel '{}'", name)))
+    return err;
+  return FunctionHandle{functions.add({function, entry})};
+}
+
+Expected<CUstream> CudaDevice::streamOf(StreamHandle stream,
+                                        std::string_view call) {
+  StreamSlot *slot = streams.get(stream.id);
+  if (!slot)
+    return makeError("{}: unknown stream handle", call);
+  return slot->handle;
+}
+
+Expected<StreamHandle> CudaDevice::createStream() {
+  if (Error err = enter())
+    return err;
+  // Non-blocking: capture into a graph is not disturbed by the legacy
+  // stream, and copies order themselves by synchronizing the context.
+  CUstream stream = nullptr;
+  if (Error err = cu.check(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                           "cuStreamCreate", ""))
+    return err;
+  return StreamHandle{streams.add({stream})};
+}
+
+Error CudaDevice::destroyStream(StreamHandle handle) {
+  StreamSlot *slot = streams.get(handle.id);
+  if (!slot)
+    return makeError("cuStreamDestroy: unknown stream handle");
+  if (Error err = enter())
+    return err;
+  CUresult result = cu.cuStreamDestroy(slot->handle);
+  slot->handle = nullptr;
+  return cu.check(result, "cuStreamDestroy", "");
+}
+
+Error CudaDevice::synchronize(StreamHandle handle) {
+  Expected<CUstream> stream = streamOf(handle, "cuStreamSynchronize");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  // Kernel faults surface here, after the fact; the session adds which run.
+  return cu.check(cu.cuStreamSynchronize(*stream), "cuStreamSynchronize", "");
+}
+
+Error CudaDevice::launch(FunctionHandle handle, const LaunchConfig &config,
+                         const PackedParams &params, StreamHandle streamHandle) {
+  FunctionSlot *function = functions.get(handle.id);
+  if (!function)
+    return makeError("cuLaunchKernel: unknown function handle");
+  Expected<CUstream> stream = streamOf(streamHandle, "cuLaunchKernel");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  std::string subject = fmt::format("kernel '{}'", function->kernelName);
+  if (config.dynamicSharedBytes > function->maxDynamicShared) {
+    // Above 48 KiB the kernel has to opt in to the larger carve-out.
+    if (Error err = cu.check(
+            cu.cuFuncSetAttribute(function->handle,
+                                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  static_cast<int>(config.dynamicSharedBytes)),
+            "cuFuncSetAttribute", subject))
+      return err;
+    function->maxDynamicShared = config.dynamicSharedBytes;
+  }
+  argumentPointers.resize(params.count());
+  for (size_t i = 0; i < params.count(); ++i)
+    argumentPointers[i] = const_cast<uint8_t *>(params.data() + params.offset(i));
+  return cu.check(cu.cuLaunchKernel(function->handle, config.grid.x,
+                                    config.grid.y, config.grid.z,
+                                    config.block.x, config.block.y,
+                                    config.block.z, config.dynamicSharedBytes,
+                                    *stream, argumentPointers.data(), nullptr),
+                  "cuLaunchKernel", subject);
+}
+
+Expected<EventHandle> CudaDevice::createEvent() {
+  if (Error err = enter())
+    return err;
+  CUevent event = nullptr;
+  if (Error err = cu.check(cu.cuEventCreate(&event, CU_EVENT_DEFAULT),
+                           "cuEventCreate", ""))
+    return err;
+  return EventHandle{events.add({event})};
+}
+
+Error CudaDevice::destroyEvent(EventHandle handle) {
+  EventSlot *slot = events.get(handle.id);
+  if (!slot)
+    return makeError("cuEventDestroy: unknown event handle");
+  if (Error err = enter())
+    return err;
+  CUresult result = cu.cuEventDestroy(slot->handle);
+  slot->handle = nullptr;
+  return cu.check(result, "cuEventDestroy", "");
+}
+
+Error CudaDevice::recordEvent(EventHandle handle, StreamHandle streamHandle) {
+  EventSlot *event = events.get(handle.id);
+  if (!event)
+    return makeError("cuEventRecord: unknown event handle");
+  Expected<CUstream> stream = streamOf(streamHandle, "cuEventRecord");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  return cu.check(cu.cuEventRecord(event->handle, *stream), "cuEventRecord",
+                  "");
+}
+
+Expected<float> CudaDevice::elapsedMilliseconds(EventHandle start,
+                                                EventHandle end) {
+  EventSlot *startSlot = events.get(start.id);
+  EventSlot *endSlot = events.get(end.id);
+  if (!startSlot || !endSlot)
+    return makeError("cuEventElapsedTime: unknown event handle");
+  if (Error err = enter())
+    return err;
+  if (Error err = cu.check(cu.cuEventSynchronize(endSlot->handle),
+                           "cuEventSynchronize", ""))
+    return err;
+  float milliseconds = 0;
+  if (Error err = cu.check(cu.cuEventElapsedTime(&milliseconds,
+                                                 startSlot->handle,
+                                                 endSlot->handle),
+                           "cuEventElapsedTime", ""))
+    return err;
+  return milliseconds;
+}
+
+Error CudaDevice::beginCapture(StreamHandle handle) {
+  if (!cu.hasGraphs)
+    return Device::beginCapture(handle);
+  Expected<CUstream> stream = streamOf(handle, "cuStreamBeginCapture");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  return cu.check(cu.cuStreamBeginCapture(*stream,
+                                          CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                  "cuStreamBeginCapture", "");
+}
+
+Expected<GraphHandle> CudaDevice::endCapture(StreamHandle handle) {
+  if (!cu.hasGraphs)
+    return Device::endCapture(handle);
+  Expected<CUstream> stream = streamOf(handle, "cuStreamEndCapture");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  CUgraph graph = nullptr;
+  if (Error err = cu.check(cu.cuStreamEndCapture(*stream, &graph),
+                           "cuStreamEndCapture", ""))
+    return err;
+  CUgraphExec exec = nullptr;
+  CUresult result = cu.cuGraphInstantiate(&exec, graph, 0);
+  // The executable graph does not need the template once instantiated.
+  (void)cu.cuGraphDestroy(graph);
+  if (Error err = cu.check(result, "cuGraphInstantiate", ""))
+    return err;
+  return GraphHandle{graphs.add({exec})};
+}
+
+Error CudaDevice::launchGraph(GraphHandle graph, StreamHandle handle) {
+  GraphSlot *slot = graphs.get(graph.id);
+  if (!slot)
+    return makeError("cuGraphLaunch: unknown graph handle");
+  Expected<CUstream> stream = streamOf(handle, "cuGraphLaunch");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  return cu.check(cu.cuGraphLaunch(slot->handle, *stream), "cuGraphLaunch", "");
+}
+
+Error CudaDevice::destroyGraph(GraphHandle graph) {
+  GraphSlot *slot = graphs.get(graph.id);
+  if (!slot)
+    return makeError("cuGraphExecDestroy: unknown graph handle");
+  if (Error err = enter())
+    return err;
+  CUresult result = cu.cuGraphExecDestroy(slot->handle);
+  slot->handle = nullptr;
+  return cu.check(result, "cuGraphExecDestroy", "");
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Device>> createCudaDevice(int ordinal) {
+  Expected<const CudaDriver *> loaded = loadCudaDriver();
+  if (!loaded)
+    return loaded.takeError();
+  const CudaDriver &cu = **loaded;
+  int count = 0;
+  if (Error err = cu.check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount", ""))
+    return err;
+  if (count == 0)
+    return makeError("no CUDA device");
+  if (ordinal < 0 || ordinal >= count)
+    return makeError("no CUDA device {} (found {})", ordinal, count);
+  CUdevice device = 0;
+  if (Error err = cu.check(cu.cuDeviceGet(&device, ordinal), "cuDeviceGet", ""))
+    return err;
+
+  DeviceInfo info;
+  info.kind = "cuda";
+  char name[256] = {};
+  if (Error err = cu.check(cu.cuDeviceGetName(name, sizeof(name) - 1, device),
+                           "cuDeviceGetName", ""))
+    return err;
+  info.name = name;
+  int major = 0, minor = 0;
+  if (Error err = cu.check(
+          cu.cuDeviceGetAttribute(
+              &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+          "cuDeviceGetAttribute", "compute capability"))
+    return err;
+  if (Error err = cu.check(
+          cu.cuDeviceGetAttribute(
+              &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+          "cuDeviceGetAttribute", "compute capability"))
+    return err;
+  info.computeCapability = static_cast<uint32_t>(major * 10 + minor);
+  size_t totalMemory = 0;
+  if (Error err = cu.check(cu.cuDeviceTotalMem(&totalMemory, device),
+                           "cuDeviceTotalMem", ""))
+    return err;
+  info.totalMemory = totalMemory;
+
+  CUcontext context = nullptr;
+  if (Error err = cu.check(cu.cuDevicePrimaryCtxRetain(&context, device),
+                           "cuDevicePrimaryCtxRetain", ""))
+    return err;
+  return std::unique_ptr<Device>(
+      new CudaDevice(cu, device, context, std::move(info)));
+}
+
+} // namespace kiln::runtime
+
+#else // !KILN_HAVE_CUDA_H
+
+namespace kiln::runtime {
+
+Expected<std::unique_ptr<Device>> createCudaDevice(int) {
+  return makeError("cuda device not built (cuda.h was not found when Kiln "
+                   "was configured)");
+}
+
+} // namespace kiln::runtime
+
+#endif // KILN_HAVE_CUDA_H

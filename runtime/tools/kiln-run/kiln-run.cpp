@@ -1,0 +1,435 @@
+//===- kiln-run.cpp - Run a .kiln artifact on a device --------------------===//
+//
+//   kiln-run model.kiln [-i name=file.npy ...] [--random-inputs] [-o outdir]
+//            [--device cuda|cuda:N|emu] [--bench N] [--graph]
+//
+// Everything that can be checked without a device is checked first (the
+// artifact, the input files against the signature), so a bad input is
+// reported the same way on a laptop as on a GPU machine. Every error is one
+// line on stderr and exit status 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/Npy.h"
+#include "kiln/runtime/Runtime.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+
+using namespace kiln::runtime;
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: kiln-run MODEL.kiln [options]
+
+Runs a compiled Kiln model and writes or summarises its outputs.
+
+options:
+  -i NAME=FILE.npy    bind input NAME from a .npy file (repeatable)
+  --random-inputs     fill every input not given with -i with random values
+  --seed N            seed for --random-inputs (default 0)
+  -o DIR              write each output to DIR/<name>.npy (characters outside
+                      [A-Za-z0-9._-] in the name become '_')
+  --device DEV        cuda (default), cuda:N, or emu
+  --bench N           warm up, then time N runs: per run and per kernel
+  --warmup N          warm-up runs before --bench (default 3)
+  --graph             capture the launch list into a CUDA graph and replay it
+  -h, --help          show this help
+)";
+
+struct Options {
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> inputFiles;
+  bool randomInputs = false;
+  uint64_t seed = 0;
+  std::string outputDir;
+  std::string device = "cuda";
+  unsigned bench = 0;
+  unsigned warmup = 3;
+  bool useGraph = false;
+};
+
+int fail(const std::string &message) {
+  fmt::print(stderr, "kiln-run: error: {}\n", message);
+  return 1;
+}
+
+Expected<unsigned> parseCount(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  errno = 0;
+  unsigned long value = std::strtoul(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || value > 1000000000ul ||
+      text[0] == '-')
+    return Error::failure(
+        fmt::format("{} expects a non-negative integer, not '{}'", flag, text));
+  return static_cast<unsigned>(value);
+}
+
+/// Parses argv; a returned Error with an empty message means "--help".
+Expected<Options> parseArguments(int argc, char **argv) {
+  Options options;
+  auto value = [&](int &i, const std::string &flag) -> Expected<std::string> {
+    if (i + 1 >= argc)
+      return Error::failure(fmt::format("{} needs a value", flag));
+    return std::string(argv[++i]);
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help")
+      return Error::failure("");
+    if (arg == "-i" || arg == "--input") {
+      Expected<std::string> binding = value(i, arg);
+      if (!binding)
+        return binding.takeError();
+      size_t equals = binding->find('=');
+      if (equals == std::string::npos || equals == 0 ||
+          equals + 1 == binding->size())
+        return Error::failure(fmt::format(
+            "-i expects NAME=FILE.npy, not '{}'", *binding));
+      options.inputFiles.emplace_back(binding->substr(0, equals),
+                                      binding->substr(equals + 1));
+    } else if (arg == "--random-inputs") {
+      options.randomInputs = true;
+    } else if (arg == "--graph") {
+      options.useGraph = true;
+    } else if (arg == "-o" || arg == "--device") {
+      Expected<std::string> text = value(i, arg);
+      if (!text)
+        return text.takeError();
+      (arg == "-o" ? options.outputDir : options.device) = *text;
+    } else if (arg == "--bench" || arg == "--warmup" || arg == "--seed") {
+      Expected<std::string> text = value(i, arg);
+      if (!text)
+        return text.takeError();
+      Expected<unsigned> count = parseCount(arg, *text);
+      if (!count)
+        return count.takeError();
+      if (arg == "--bench" && *count == 0)
+        return Error::failure("--bench expects at least 1 run");
+      if (arg == "--bench")
+        options.bench = *count;
+      else if (arg == "--warmup")
+        options.warmup = *count;
+      else
+        options.seed = *count;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return Error::failure(
+          fmt::format("unknown option '{}' (see kiln-run --help)", arg));
+    } else if (options.model.empty()) {
+      options.model = arg;
+    } else {
+      return Error::failure(fmt::format(
+          "more than one model given ('{}' and '{}')", options.model, arg));
+    }
+  }
+  if (options.model.empty())
+    return Error::failure("no model given (see kiln-run --help)");
+  return options;
+}
+
+//===----------------------------------------------------------------------===//
+// Host-side element conversions (random inputs, output summaries)
+//===----------------------------------------------------------------------===//
+
+uint16_t floatToHalf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  uint32_t sign = (bits >> 16) & 0x8000;
+  int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xFF) - 127 + 15;
+  uint32_t mantissa = bits & 0x7FFFFF;
+  if (exponent <= 0) // flush values below the normal range to zero
+    return static_cast<uint16_t>(sign);
+  if (exponent >= 31)
+    return static_cast<uint16_t>(sign | 0x7C00);
+  uint32_t half = sign | (uint32_t(exponent) << 10) | (mantissa >> 13);
+  if (mantissa & 0x1000) // round half up; good enough for random data
+    ++half;
+  return static_cast<uint16_t>(half);
+}
+
+float halfToFloat(uint16_t half) {
+  uint32_t sign = uint32_t(half & 0x8000) << 16;
+  uint32_t exponent = (half >> 10) & 0x1F;
+  uint32_t mantissa = half & 0x3FF;
+  float value;
+  if (exponent == 0) {
+    value = std::ldexp(static_cast<float>(mantissa), -24);
+  } else if (exponent == 31) {
+    value = mantissa ? NAN : INFINITY;
+  } else {
+    value = std::ldexp(static_cast<float>(mantissa | 0x400),
+                       static_cast<int>(exponent) - 25);
+  }
+  return sign ? -value : value;
+}
+
+uint16_t floatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float bf16ToFloat(uint16_t value) {
+  uint32_t bits = uint32_t(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, 4);
+  return result;
+}
+
+/// Element `i` of a tensor, as a double.
+double elementAt(DType dtype, const uint8_t *data, size_t i) {
+  auto load = [&](auto tag) {
+    decltype(tag) value;
+    std::memcpy(&value, data + i * sizeof(value), sizeof(value));
+    return value;
+  };
+  switch (dtype) {
+  case DType::F32:
+    return load(float());
+  case DType::F64:
+    return load(double());
+  case DType::F16:
+    return halfToFloat(load(uint16_t()));
+  case DType::BF16:
+    return bf16ToFloat(load(uint16_t()));
+  case DType::I8:
+    return load(int8_t());
+  case DType::I16:
+    return load(int16_t());
+  case DType::I32:
+    return load(int32_t());
+  case DType::I64:
+    return static_cast<double>(load(int64_t()));
+  case DType::U8:
+  case DType::Bool:
+    return load(uint8_t());
+  case DType::U16:
+    return load(uint16_t());
+  case DType::U32:
+    return load(uint32_t());
+  case DType::U64:
+    return static_cast<double>(load(uint64_t()));
+  }
+  return 0;
+}
+
+HostTensor randomTensor(const TensorSignature &input, std::mt19937_64 &rng) {
+  HostTensor tensor;
+  tensor.dtype = input.dtype;
+  tensor.shape = input.shape;
+  uint64_t count = *elementCount(input.shape);
+  uint64_t size = dtypeSize(input.dtype);
+  tensor.data.resize(count * size);
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small(-8, 7);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint8_t *element = tensor.data.data() + i * size;
+    auto store = [&](auto value) { std::memcpy(element, &value, sizeof(value)); };
+    switch (input.dtype) {
+    case DType::F32:
+      store(real(rng));
+      break;
+    case DType::F64:
+      store(static_cast<double>(real(rng)));
+      break;
+    case DType::F16:
+      store(floatToHalf(real(rng)));
+      break;
+    case DType::BF16:
+      store(floatToBf16(real(rng)));
+      break;
+    case DType::Bool:
+      store(static_cast<uint8_t>(small(rng) & 1));
+      break;
+    default: {
+      // Small values keep integer inputs (indices, say) plausible.
+      int value = small(rng);
+      if (!isSignedIntDType(input.dtype))
+        value &= 0x7;
+      int64_t wide = value;
+      std::memcpy(element, &wide, size); // little-endian truncation
+      break;
+    }
+    }
+  }
+  return tensor;
+}
+
+std::string sanitizeFileName(const std::string &name) {
+  std::string result = name;
+  for (char &c : result)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' &&
+        c != '-')
+      c = '_';
+  return result.empty() ? "_" : result;
+}
+
+void printSummary(const TensorSignature &output, const HostTensor &tensor) {
+  uint64_t count = *elementCount(tensor.shape);
+  std::string text = fmt::format("output '{}': {} {}", output.name,
+                                 dtypeName(tensor.dtype),
+                                 formatShape(tensor.shape));
+  if (count > 0) {
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    uint64_t nonFinite = 0;
+    for (uint64_t i = 0; i < count; ++i) {
+      double v = elementAt(tensor.dtype, tensor.data.data(), i);
+      if (!std::isfinite(v)) {
+        ++nonFinite;
+        continue;
+      }
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+    }
+    if (count > nonFinite)
+      text += fmt::format("  min {:.6g}  max {:.6g}  mean {:.6g}", lo, hi,
+                          sum / double(count - nonFinite));
+    if (nonFinite)
+      text += fmt::format("  ({} NaN/inf)", nonFinite);
+    std::string head;
+    for (uint64_t i = 0; i < std::min<uint64_t>(count, 4); ++i)
+      head += fmt::format("{}{:.6g}", i ? ", " : "",
+                          elementAt(tensor.dtype, tensor.data.data(), i));
+    text += fmt::format("  first [{}{}]", head, count > 4 ? ", ..." : "");
+  }
+  fmt::print("{}\n", text);
+}
+
+double percentile(std::vector<double> values, double fraction) {
+  std::sort(values.begin(), values.end());
+  double position = fraction * double(values.size() - 1);
+  size_t low = static_cast<size_t>(position);
+  size_t high = std::min(low + 1, values.size() - 1);
+  double weight = position - double(low);
+  return values[low] * (1 - weight) + values[high] * weight;
+}
+
+/// "median 1.234 ms  p10-p90 1.200-1.300 ms (±4.1%)".
+std::string describeTimes(const std::vector<double> &ms) {
+  double median = percentile(ms, 0.5);
+  double p10 = percentile(ms, 0.1), p90 = percentile(ms, 0.9);
+  double spread = median > 0 ? 50.0 * (p90 - p10) / median : 0;
+  return fmt::format("median {:.4f} ms  p10-p90 {:.4f}-{:.4f} ms (±{:.1f}%)",
+                     median, p10, p90, spread);
+}
+
+void printBenchmark(const BenchmarkResult &result, unsigned warmup) {
+  fmt::print("bench: {} runs after {} warm-up runs\n",
+             result.runMilliseconds.size(), warmup);
+  fmt::print("  per run: {}\n", describeTimes(result.runMilliseconds));
+  double total = 0;
+  for (const KernelTiming &timing : result.kernels)
+    total += percentile(timing.milliseconds, 0.5);
+  for (const KernelTiming &timing : result.kernels) {
+    double median = percentile(timing.milliseconds, 0.5);
+    fmt::print("  kernel {} (x{}): {}  {:.1f}% of kernel time\n", timing.kernel,
+               timing.launchesPerRun, describeTimes(timing.milliseconds),
+               total > 0 ? 100.0 * median / total : 0.0);
+  }
+}
+
+int runTool(const Options &options) {
+  Expected<Artifact> loaded = readArtifact(options.model);
+  if (!loaded)
+    return fail(loaded.error().message());
+  auto artifact = std::make_shared<const Artifact>(loaded.take());
+
+  // Inputs, checked against the signature before any device is touched.
+  std::map<std::string, HostTensor> inputs;
+  for (const auto &[name, file] : options.inputFiles) {
+    if (inputs.count(name))
+      return fail(fmt::format("input '{}' is given twice", name));
+    Expected<NpyArray> array = readNpy(file);
+    if (!array)
+      return fail(array.error().message());
+    if (Error err = checkInput(*artifact, name, array->dtype, array->shape,
+                               array->data.size()))
+      return fail(err.withContext(file).message());
+    inputs[name] = HostTensor{array->dtype, array->shape, std::move(array->data)};
+  }
+  std::mt19937_64 rng(options.seed);
+  for (const TensorSignature &input : artifact->inputs) {
+    if (inputs.count(input.name))
+      continue;
+    if (!options.randomInputs)
+      return fail(fmt::format("input '{}' ({} {}) is not given; use -i {}=FILE.npy "
+                              "or --random-inputs",
+                              input.name, dtypeName(input.dtype),
+                              formatShape(input.shape), input.name));
+    inputs[input.name] = randomTensor(input, rng);
+  }
+
+  Expected<std::unique_ptr<Device>> device = createDevice(options.device);
+  if (!device)
+    return fail(device.error().message());
+  SessionOptions sessionOptions;
+  sessionOptions.useGraph = options.useGraph;
+  Expected<std::unique_ptr<Session>> session =
+      Session::create(artifact, device.take(), sessionOptions);
+  if (!session)
+    return fail(session.error().message());
+  for (const auto &[name, tensor] : inputs)
+    if (Error err = (*session)->bindInput(name, tensor))
+      return fail(err.message());
+
+  if (options.bench) {
+    Expected<BenchmarkResult> result =
+        (*session)->benchmark(options.warmup, options.bench);
+    if (!result)
+      return fail(result.error().message());
+    printBenchmark(*result, options.warmup);
+  } else if (Error err = (*session)->run()) {
+    return fail(err.message());
+  }
+
+  if (!options.outputDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.outputDir, ec);
+    if (ec)
+      return fail(fmt::format("cannot create output directory '{}': {}",
+                              options.outputDir, ec.message()));
+  }
+  std::set<std::string> usedNames;
+  for (const TensorSignature &output : artifact->outputs) {
+    Expected<HostTensor> tensor = (*session)->readOutput(output.name);
+    if (!tensor)
+      return fail(tensor.error().message());
+    printSummary(output, *tensor);
+    if (options.outputDir.empty())
+      continue;
+    std::string base = sanitizeFileName(output.name);
+    std::string file = base;
+    for (int n = 2; usedNames.count(file); ++n)
+      file = fmt::format("{}_{}", base, n); // two names that sanitize alike
+    usedNames.insert(file);
+    std::string path = options.outputDir + "/" + file + ".npy";
+    if (Error err = writeNpy(path, tensor->dtype, tensor->shape,
+                             tensor->data.data(), tensor->data.size()))
+      return fail(err.message());
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Expected<Options> options = parseArguments(argc, argv);
+  if (!options) {
+    if (options.error().message().empty()) {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    return fail(options.error().message());
+  }
+  return runTool(*options);
+}
