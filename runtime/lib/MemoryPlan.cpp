@@ -124,7 +124,7 @@ Error checkMemoryPlanLabelled(const std::vector<LiveBuffer> &buffers,
   // Sweep by offset: only buffers that start before one ends can share bytes
   // with it.
   std::sort(occupying.begin(), occupying.end(), [&](size_t a, size_t b) {
-    return offsets[a] < offsets[b];
+    return offsets[a] != offsets[b] ? offsets[a] < offsets[b] : a < b;
   });
   for (size_t x = 0; x < occupying.size(); ++x) {
     size_t a = occupying[x];

@@ -263,8 +263,13 @@ Expected<std::vector<uint8_t>> encodeNpy(DType dtype, const Shape &shape,
   std::string dict =
       fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
                   npyDescr(dtype), dims);
-  // NumPy pads so that the data starts at a multiple of 64, ending the
-  // header with a newline.
+  // Like np.save: spare spaces so the first dimension can grow in place,
+  // then padding so the data starts at a multiple of 64, and a newline.
+  if (!shape.empty()) {
+    size_t digits = std::to_string(shape[0]).size();
+    if (digits < 21)
+      dict.append(21 - digits, ' ');
+  }
   uint8_t major = 1;
   size_t prefix = 10;
   if (((prefix + dict.size() + 1 + 63) & ~size_t(63)) - prefix > 0xFFFF) {

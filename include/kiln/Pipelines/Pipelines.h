@@ -3,7 +3,7 @@
 // The only place that knows pass order. A compile is a sequence of phases;
 // the driver can stop after any of them (kilnc --emit=PHASE) and print it.
 //
-//   kiln    imported kiln dialect (after canonicalization)
+//   kiln    the kiln dialect as imported (folded during import)
 //   linalg  linalg on tensors (kiln-lower-to-linalg)
 //   gpu     buffers, gpu.launch_func on the host side, gpu.func kernels
 //   llvm    kernels in the LLVM/NVVM dialects, target attached

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/PatternMatch.h"
 
 namespace kiln::lowering {
 
@@ -49,6 +50,60 @@ using ScalarBodyFn = llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Loc
 mlir::Value elementwiseGeneric(mlir::OpBuilder &b, mlir::Location loc,
                                mlir::RankedTensorType resultType,
                                mlir::ValueRange inputs, ScalarBodyFn body);
+
+
+//===----------------------------------------------------------------------===//
+// Window and reduction helpers (contractions, reductions, pooling)
+//===----------------------------------------------------------------------===//
+
+/// Refuses ops with unsigned-integer tensors: arith works on signless integers
+/// and the signedness-erasing type conversion does not exist yet.
+mlir::LogicalResult refuseUnsignedTensors(mlir::Operation *op,
+                                          mlir::PatternRewriter &rewriter);
+
+/// `value` padded with the constant `padValue` (`tensor.pad`); `low` and
+/// `high` have one entry per dimension. Returns `value` when nothing pads.
+mlir::Value padConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                        llvm::ArrayRef<int64_t> low, llvm::ArrayRef<int64_t> high,
+                        double padValue);
+
+/// The map from a `rank`-d iteration space to the dims it keeps after
+/// dropping `dropped` (sorted): how a reduction writes its accumulator and how
+/// later generics read per-row statistics.
+mlir::AffineMap projectionMap(mlir::MLIRContext *context, int64_t rank,
+                              llvm::ArrayRef<int64_t> dropped);
+
+/// `type`'s shape without the dims in `dropped` (sorted).
+mlir::RankedTensorType dropDims(mlir::RankedTensorType type,
+                                llvm::ArrayRef<int64_t> dropped);
+
+/// Scalar body of a generic: the block arguments in, one value per result out.
+using MultiBodyFn = llvm::function_ref<llvm::SmallVector<mlir::Value>(
+    mlir::OpBuilder &, mlir::Location, mlir::ValueRange)>;
+
+/// A linalg.generic over `resultType`'s shape (all loops parallel) reading
+/// each input through the given map; `body` gets the input elements only.
+mlir::Value parallelGeneric(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::RankedTensorType resultType, mlir::ValueRange inputs,
+                            llvm::ArrayRef<mlir::AffineMap> inputMaps,
+                            ScalarBodyFn body);
+
+/// A linalg.generic over an iteration space of `shape` whose `reduced` dims
+/// (sorted) are reduction loops: reads `inputs` through `inputMaps` and
+/// combines into `inits`, which have `shape` without the reduced dims.
+/// `body` gets the input elements then the accumulators and returns the new
+/// accumulators.
+llvm::SmallVector<mlir::Value>
+reductionGeneric(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<int64_t> shape,
+                 llvm::ArrayRef<int64_t> reduced, mlir::ValueRange inputs,
+                 llvm::ArrayRef<mlir::AffineMap> inputMaps, mlir::ValueRange inits,
+                 MultiBodyFn body);
+
+/// Reinserts the size-1 dims `dims` (sorted, positions in `resultType`) into
+/// `value` with tensor.expand_shape: keepdims after a reduction.
+mlir::Value insertUnitDims(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+                           mlir::RankedTensorType resultType,
+                           llvm::ArrayRef<int64_t> dims);
 
 } // namespace kiln::lowering
 
