@@ -62,15 +62,11 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
     return "canonicalize, func.func(kiln-lower-to-linalg, canonicalize, cse)";
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.
-    // Loops are tiled 16x16 and mapped to blocks and threads; each linalg op
-    // becomes one kernel.
+    // Each linalg op becomes one kernel (kiln-map-to-gpu picks its shape).
     return "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map}, "
            "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}, "
-           "func.func(convert-linalg-to-parallel-loops, "
-           "scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
-           "no-min-max-bounds=true}, gpu-map-parallel-loops, "
-           "convert-parallel-loops-to-gpu, gpu-launch-sink-index-computations), "
+           "func.func(linalg-generalize-named-ops, kiln-map-to-gpu, canonicalize), "
            "gpu-kernel-outlining, canonicalize, cse";
   case Phase::Llvm:
     // Kernels take bare pointers: with a static memory plan the runtime

@@ -34,4 +34,49 @@ def LowerToLinalgPass : Pass<"kiln-lower-to-linalg", "mlir::func::FuncOp"> {
   ];
 }
 
+def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Turn each linalg op on buffers into one gpu.launch";
+  let description = [{
+    Runs after bufferization. Every `linalg.generic` (named ops are
+    generalized first) and `memref.copy` becomes one `gpu.launch`, with the
+    launch geometry chosen from the iteration space:
+
+    - A thread per output element: a 1-D grid of `block-size`-thread blocks
+      over the flattened parallel iterations; each thread walks the
+      reduction dimensions (if any) serially. Used for elementwise ops and
+      contractions, whose reductions are short and whose outputs are many.
+    - A block per output element: when the op has one output, a reduction
+      of at least `block-size` iterations, and a body that combines into the
+      output with add, mul, max or min, each block's threads stride over the
+      reduction and combine partial results with `gpu.all_reduce` (warp
+      shuffles and shared memory), so no thread walks a whole row alone.
+
+    Views of buffers (subviews, reshapes) are recreated inside the kernel,
+    so every kernel argument is a whole buffer: the runtime passes one
+    pointer per buffer.
+
+    Example:
+
+    ```mlir
+    linalg.generic {iterator_types = ["parallel", "reduction"]} ...
+    // becomes (block per row)
+    gpu.launch blocks(%b, ...) in (%gx = %rows, ...) threads(%t, ...) in (%bx = %c256, ...) {
+      ... scf.for %r = %t to %cols step %c256 ... gpu.all_reduce add ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block">,
+  ];
+  let dependentDialects = [
+    "mlir::affine::AffineDialect",
+    "mlir::arith::ArithDialect",
+    "mlir::gpu::GPUDialect",
+    "mlir::linalg::LinalgDialect",
+    "mlir::memref::MemRefDialect",
+    "mlir::scf::SCFDialect",
+  ];
+}
+
 #endif // KILN_CONVERSION_PASSES_TD

@@ -171,7 +171,7 @@ Value insertUnitDims(OpBuilder &b, Location loc, Value value, RankedTensorType r
   // first kept dim, the group of that first kept dim).
   int64_t rank = resultType.getRank();
   SmallVector<ReassociationIndices> groups;
-  SmallVector<int64_t> leading;
+  ReassociationIndices leading;
   for (int64_t d = 0; d < rank; ++d) {
     if (!llvm::is_contained(dims, d)) {
       groups.push_back(leading);

@@ -1,14 +1,599 @@
-//===- ReductionToLinalg.cpp - Reduction kiln ops to linalg ------------------------===//
+//===- ReductionToLinalg.cpp - Reductions, normalisation, pooling to linalg -===//
+//
+// Every reduction is a linalg.generic whose reduced dims are reduction loops
+// (never scf loops), so GPU mapping can later parallelise them; statistics
+// computed by one generic are read by the next through projection maps.
+// keepdims reinserts unit dims with tensor.expand_shape. Pooling windows are
+// reduction loops over a padded input, like convolution windows.
+//
+//===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
 
 #include "kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
 using namespace kiln;
 using namespace kiln::lowering;
 
-void kiln::populateReductionToLinalgPatterns(RewritePatternSet &patterns) {}
+namespace {
+
+/// Scalar arithmetic over one element type (float, signless or signed int,
+/// i1), as reductions need it.
+struct Arith {
+  OpBuilder &b;
+  Location loc;
+
+  static bool isFloat(Value v) { return isa<FloatType>(v.getType()); }
+  Value constant(Type type, double v) const { return scalarConstant(b, loc, type, v); }
+  Value add(Value x, Value y) const {
+    return isFloat(x) ? Value(arith::AddFOp::create(b, loc, x, y))
+                      : Value(arith::AddIOp::create(b, loc, x, y));
+  }
+  Value sub(Value x, Value y) const {
+    return isFloat(x) ? Value(arith::SubFOp::create(b, loc, x, y))
+                      : Value(arith::SubIOp::create(b, loc, x, y));
+  }
+  Value mul(Value x, Value y) const {
+    return isFloat(x) ? Value(arith::MulFOp::create(b, loc, x, y))
+                      : Value(arith::MulIOp::create(b, loc, x, y));
+  }
+  Value div(Value x, Value y) const {
+    return isFloat(x) ? Value(arith::DivFOp::create(b, loc, x, y))
+                      : Value(arith::DivSIOp::create(b, loc, x, y));
+  }
+  /// NaN-propagating max and min; or/and on booleans.
+  Value max(Value x, Value y) const {
+    if (isFloat(x))
+      return arith::MaximumFOp::create(b, loc, x, y);
+    if (x.getType().isInteger(1))
+      return arith::OrIOp::create(b, loc, x, y);
+    return arith::MaxSIOp::create(b, loc, x, y);
+  }
+  Value min(Value x, Value y) const {
+    if (isFloat(x))
+      return arith::MinimumFOp::create(b, loc, x, y);
+    if (x.getType().isInteger(1))
+      return arith::AndIOp::create(b, loc, x, y);
+    return arith::MinSIOp::create(b, loc, x, y);
+  }
+  Value exp(Value x) const { return math::ExpOp::create(b, loc, x); }
+  Value log(Value x) const { return math::LogOp::create(b, loc, x); }
+};
+
+double epsilonOf(APFloat epsilon) { return epsilon.convertToDouble(); }
+
+//===----------------------------------------------------------------------===//
+// reduce, global_pool
+//===----------------------------------------------------------------------===//
+
+/// Reduces `reduced` (sorted) dims of `input` with `kind` into `resultType`
+/// (which has the reduced dims as size 1 or drops them).
+Value reduceDims(OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> reduced,
+                 ReduceKind kind, RankedTensorType resultType) {
+  MLIRContext *context = b.getContext();
+  auto inputType = cast<RankedTensorType>(input.getType());
+  Type elementType = inputType.getElementType();
+  RankedTensorType accType = dropDims(inputType, reduced);
+  double identity = 0;
+  if (kind == ReduceKind::Max)
+    identity = lowestValue(elementType);
+  else if (kind == ReduceKind::Min)
+    identity = highestValue(elementType);
+  else if (kind == ReduceKind::Prod)
+    identity = 1;
+  Value init = filledTensor(b, loc, accType, identity);
+  Value acc = reductionGeneric(
+      b, loc, inputType.getShape(), reduced, input,
+      AffineMap::getMultiDimIdentityMap(inputType.getRank(), context), init,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+        Arith a{nested, nestedLoc};
+        switch (kind) {
+        case ReduceKind::Sum:
+        case ReduceKind::Mean:
+          return {a.add(args[1], args[0])};
+        case ReduceKind::Prod:
+          return {a.mul(args[1], args[0])};
+        case ReduceKind::Max:
+          return {a.max(args[1], args[0])};
+        case ReduceKind::Min:
+          return {a.min(args[1], args[0])};
+        }
+        llvm_unreachable("unknown reduce kind");
+      })[0];
+  if (kind == ReduceKind::Mean) {
+    int64_t count = 1;
+    for (int64_t d : reduced)
+      count *= inputType.getDimSize(d);
+    acc = parallelGeneric(
+        b, loc, accType, acc, AffineMap::getMultiDimIdentityMap(accType.getRank(), context),
+        [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+          Arith a{nested, nestedLoc};
+          return a.div(args[0], a.constant(elementType, count));
+        });
+  }
+  if (accType != resultType) {
+    acc = insertUnitDims(b, loc, acc, resultType, reduced);
+  }
+  return acc;
+}
+
+struct ReduceLowering : OpRewritePattern<ReduceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReduceOp op, PatternRewriter &rewriter) const override {
+    if (failed(refuseUnsignedTensors(op, rewriter)))
+      return failure();
+    ReduceKind kind = op.getKind();
+    if (op.getInput().getType().getElementType().isInteger(1) &&
+        kind != ReduceKind::Max && kind != ReduceKind::Min)
+      return rewriter.notifyMatchFailure(op, "boolean sum, mean and prod are not lowered");
+    if (op.getAxes().empty()) {
+      rewriter.replaceOp(op, op.getInput());
+      return success();
+    }
+    rewriter.replaceOp(op, reduceDims(rewriter, op.getLoc(), op.getInput(), op.getAxes(),
+                                      kind, op.getType()));
+    return success();
+  }
+};
+
+SmallVector<int64_t> spatialDims(int64_t rank, DataFormat format) {
+  bool last = format == DataFormat::ChannelsLast;
+  SmallVector<int64_t> dims;
+  for (int64_t d = last ? 1 : 2, e = last ? rank - 1 : rank; d < e; ++d)
+    dims.push_back(d);
+  return dims;
+}
+
+struct GlobalPoolLowering : OpRewritePattern<GlobalPoolOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GlobalPoolOp op,
+                                PatternRewriter &rewriter) const override {
+    ReduceKind kind = op.getKind() == PoolKind::Max ? ReduceKind::Max : ReduceKind::Mean;
+    SmallVector<int64_t> dims =
+        spatialDims(op.getInput().getType().getRank(), op.getDataFormat());
+    rewriter.replaceOp(
+        op, reduceDims(rewriter, op.getLoc(), op.getInput(), dims, kind, op.getType()));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// argmax, argmin
+//===----------------------------------------------------------------------===//
+
+/// One generic with two accumulators, the best value so far and its index
+/// (from linalg.index). A later element replaces the best only if strictly
+/// better (first index on ties) or also if equal (last index). NaN counts as
+/// better than any number, as in numpy.
+template <typename OpTy>
+struct ArgReduceLowering : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  static constexpr bool isMax = std::is_same_v<OpTy, ArgMaxOp>;
+
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    if (failed(refuseUnsignedTensors(op, rewriter)))
+      return failure();
+    Location loc = op.getLoc();
+    RankedTensorType inputType = op.getInput().getType();
+    Type elementType = inputType.getElementType();
+    int64_t axis = normalizeAxis(op.getAxis(), inputType.getRank());
+    bool last = op.getSelectLastIndex();
+    RankedTensorType valueType = dropDims(inputType, {axis});
+    auto indexType = RankedTensorType::get(valueType.getShape(), rewriter.getI64Type());
+    Value values = filledTensor(rewriter, loc, valueType,
+                                isMax ? lowestValue(elementType) : highestValue(elementType));
+    Value indices = filledTensor(rewriter, loc, indexType, 0);
+
+    SmallVector<Value> results = reductionGeneric(
+        rewriter, loc, inputType.getShape(), {axis}, op.getInput(),
+        AffineMap::getMultiDimIdentityMap(inputType.getRank(), rewriter.getContext()),
+        ValueRange{values, indices},
+        [&](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+          Value x = args[0], best = args[1], bestIndex = args[2];
+          Value better;
+          if (isa<FloatType>(elementType)) {
+            using P = arith::CmpFPredicate;
+            P predicate = isMax ? (last ? P::OGE : P::OGT) : (last ? P::OLE : P::OLT);
+            better = arith::CmpFOp::create(b, nestedLoc, predicate, x, best);
+            Value xIsNan = arith::CmpFOp::create(b, nestedLoc, P::UNO, x, x);
+            if (!last) {
+              Value bestIsNumber = arith::CmpFOp::create(b, nestedLoc, P::ORD, best, best);
+              xIsNan = arith::AndIOp::create(b, nestedLoc, xIsNan, bestIsNumber);
+            }
+            better = arith::OrIOp::create(b, nestedLoc, better, xIsNan);
+          } else {
+            // Booleans compare as 0 and 1, other integers as signed.
+            using P = arith::CmpIPredicate;
+            bool u = elementType.isInteger(1);
+            P predicate = isMax ? (last ? (u ? P::uge : P::sge) : (u ? P::ugt : P::sgt))
+                                : (last ? (u ? P::ule : P::sle) : (u ? P::ult : P::slt));
+            better = arith::CmpIOp::create(b, nestedLoc, predicate, x, best);
+          }
+          Value index = arith::IndexCastOp::create(
+              b, nestedLoc, b.getI64Type(), linalg::IndexOp::create(b, nestedLoc, axis));
+          return {arith::SelectOp::create(b, nestedLoc, better, x, best),
+                  arith::SelectOp::create(b, nestedLoc, better, index, bestIndex)};
+        });
+    Value result = results[1];
+    if (op.getKeepdims())
+      result = insertUnitDims(rewriter, loc, result, op.getType(), {axis});
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// softmax, log_softmax
+//===----------------------------------------------------------------------===//
+
+/// Three generics: the row maximum, the sum of e^(x - max), then the
+/// normalised elements.
+template <typename OpTy>
+struct SoftmaxLowering : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  static constexpr bool isLog = std::is_same_v<OpTy, LogSoftmaxOp>;
+
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    RankedTensorType type = op.getType();
+    int64_t rank = type.getRank();
+    int64_t axis = normalizeAxis(op.getAxis(), rank);
+    RankedTensorType rowType = dropDims(type, {axis});
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
+    AffineMap row = projectionMap(context, rank, {axis});
+    Value x = op.getInput();
+
+    Value max = reductionGeneric(
+        rewriter, loc, type.getShape(), {axis}, x, identity,
+        filledTensor(rewriter, loc, rowType, lowestValue(type.getElementType())),
+        [](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+          return {Arith{b, nestedLoc}.max(args[1], args[0])};
+        })[0];
+    Value sum = reductionGeneric(
+        rewriter, loc, type.getShape(), {axis}, ValueRange{x, max}, {identity, row},
+        filledTensor(rewriter, loc, rowType, 0),
+        [](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+          Arith a{b, nestedLoc};
+          return {a.add(args[2], a.exp(a.sub(args[0], args[1])))};
+        })[0];
+    Value result = parallelGeneric(
+        rewriter, loc, type, ValueRange{x, max, sum}, {identity, row, row},
+        [](OpBuilder &b, Location nestedLoc, ValueRange args) {
+          Arith a{b, nestedLoc};
+          Value shifted = a.sub(args[0], args[1]);
+          if (isLog)
+            return a.sub(shifted, a.log(args[2]));
+          return a.div(a.exp(shifted), args[2]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// layer_norm, instance_norm, batch_norm
+//===----------------------------------------------------------------------===//
+
+/// (x - mean) / sqrt(variance + epsilon) * scale + bias over `reduced` dims,
+/// in three generics: the sum, the sum of squared deviations from the mean
+/// (two passes, so large means do not cancel), then the elementwise result.
+/// `scale` and `bias` (optional) are read through the given maps.
+Value normalize(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> reduced,
+                double epsilon, Value scale, AffineMap scaleMap, Value bias,
+                AffineMap biasMap) {
+  MLIRContext *context = b.getContext();
+  auto type = cast<RankedTensorType>(x.getType());
+  Type elementType = type.getElementType();
+  int64_t rank = type.getRank();
+  int64_t count = 1;
+  for (int64_t d : reduced)
+    count *= type.getDimSize(d);
+  RankedTensorType statType = dropDims(type, reduced);
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
+  AffineMap stat = projectionMap(context, rank, reduced);
+
+  Value sum = reductionGeneric(
+      b, loc, type.getShape(), reduced, x, identity, filledTensor(b, loc, statType, 0),
+      [](OpBuilder &nested, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+        return {Arith{nested, nestedLoc}.add(args[1], args[0])};
+      })[0];
+  Value squares = reductionGeneric(
+      b, loc, type.getShape(), reduced, ValueRange{x, sum}, {identity, stat},
+      filledTensor(b, loc, statType, 0),
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+        Arith a{nested, nestedLoc};
+        Value deviation = a.sub(args[0], a.div(args[1], a.constant(elementType, count)));
+        return {a.add(args[2], a.mul(deviation, deviation))};
+      })[0];
+
+  SmallVector<Value> inputs{x, sum, squares, scale};
+  SmallVector<AffineMap> maps{identity, stat, stat, scaleMap};
+  if (bias) {
+    inputs.push_back(bias);
+    maps.push_back(biasMap);
+  }
+  return parallelGeneric(
+      b, loc, type, inputs, maps, [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        Arith a{nested, nestedLoc};
+        Value n = a.constant(elementType, count);
+        Value variance = a.div(args[2], n);
+        Value invStd = math::RsqrtOp::create(
+            nested, nestedLoc, a.add(variance, a.constant(elementType, epsilon)));
+        Value y = a.mul(a.mul(a.sub(args[0], a.div(args[1], n)), invStd), args[3]);
+        return bias ? a.add(y, args[4]) : y;
+      });
+}
+
+struct LayerNormLowering : OpRewritePattern<LayerNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LayerNormOp op, PatternRewriter &rewriter) const override {
+    MLIRContext *context = rewriter.getContext();
+    RankedTensorType type = op.getType();
+    int64_t rank = type.getRank();
+    int64_t axis = normalizeAxis(op.getAxis(), rank);
+    SmallVector<int64_t> reduced;
+    for (int64_t d = axis; d < rank; ++d)
+      reduced.push_back(d);
+    // scale and bias broadcast against the trailing (normalised) dims.
+    auto paramMap = [&](Value param) -> AffineMap {
+      if (!param)
+        return {};
+      return broadcastMap(context, cast<RankedTensorType>(param.getType()).getShape(),
+                          type.getShape());
+    };
+    Value bias = op.getBias();
+    rewriter.replaceOp(op, normalize(rewriter, op.getLoc(), op.getInput(), reduced,
+                                     epsilonOf(op.getEpsilon()), op.getScale(),
+                                     paramMap(op.getScale()), bias, paramMap(bias)));
+    return success();
+  }
+};
+
+/// The map reading a per-channel vector in an iteration space of `rank`.
+AffineMap channelMap(MLIRContext *context, int64_t rank, int64_t channelDim) {
+  return AffineMap::get(rank, 0, getAffineDimExpr(channelDim, context), context);
+}
+
+struct InstanceNormLowering : OpRewritePattern<InstanceNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(InstanceNormOp op,
+                                PatternRewriter &rewriter) const override {
+    RankedTensorType type = op.getType();
+    int64_t rank = type.getRank();
+    AffineMap channel = channelMap(rewriter.getContext(), rank, 1);
+    rewriter.replaceOp(op, normalize(rewriter, op.getLoc(), op.getInput(),
+                                     spatialDims(rank, DataFormat::ChannelsFirst),
+                                     epsilonOf(op.getEpsilon()), op.getScale(), channel,
+                                     op.getBias(), channel));
+    return success();
+  }
+};
+
+/// One elementwise generic reading the four per-channel vectors.
+struct BatchNormLowering : OpRewritePattern<BatchNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(BatchNormOp op, PatternRewriter &rewriter) const override {
+    MLIRContext *context = rewriter.getContext();
+    RankedTensorType type = op.getType();
+    int64_t rank = type.getRank();
+    int64_t channelDim = op.getDataFormat() == DataFormat::ChannelsLast ? rank - 1 : 1;
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
+    AffineMap channel = channelMap(context, rank, channelDim);
+    double epsilon = epsilonOf(op.getEpsilon());
+    Value result = parallelGeneric(
+        rewriter, op.getLoc(), type,
+        ValueRange{op.getInput(), op.getScale(), op.getBias(), op.getMean(),
+                   op.getVariance()},
+        {identity, channel, channel, channel, channel},
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          Arith a{b, loc};
+          Value invStd = math::RsqrtOp::create(
+              b, loc, a.add(args[4], a.constant(args[4].getType(), epsilon)));
+          return a.add(a.mul(a.mul(a.sub(args[0], args[3]), invStd), args[1]), args[2]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// lrn
+//===----------------------------------------------------------------------===//
+
+/// The sum of squares over the channel window is a reduction loop over a
+/// channel-padded input; then x / (bias + alpha / size * sum)^beta.
+struct LrnLowering : OpRewritePattern<LrnOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LrnOp op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    RankedTensorType type = op.getType();
+    int64_t rank = type.getRank(), size = op.getSize();
+    SmallVector<int64_t> low(rank, 0), high(rank, 0);
+    low[1] = (size - 1) / 2;
+    high[1] = size - 1 - low[1];
+    Value padded = padConstant(rewriter, loc, op.getInput(), low, high, 0);
+
+    // Loops: the result dims, then the window position j (reduction).
+    SmallVector<int64_t> loopShape(type.getShape());
+    loopShape.push_back(size);
+    SmallVector<AffineExpr> window;
+    for (int64_t d = 0; d < rank; ++d)
+      window.push_back(d == 1 ? getAffineDimExpr(1, context) + getAffineDimExpr(rank, context)
+                              : getAffineDimExpr(d, context));
+    Value sumSquares =
+        reductionGeneric(
+            rewriter, loc, loopShape, {rank}, padded,
+            AffineMap::get(rank + 1, 0, window, context), filledTensor(rewriter, loc, type, 0),
+            [](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+              Arith a{b, nestedLoc};
+              return {a.add(args[1], a.mul(args[0], args[0]))};
+            })[0];
+
+    double alpha = op.getAlpha().convertToDouble(), beta = op.getBeta().convertToDouble(),
+           bias = op.getBias().convertToDouble();
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
+    Value result = parallelGeneric(
+        rewriter, loc, type, ValueRange{op.getInput(), sumSquares}, {identity, identity},
+        [&](OpBuilder &b, Location nestedLoc, ValueRange args) {
+          Arith a{b, nestedLoc};
+          Type t = args[0].getType();
+          Value base = a.add(a.constant(t, bias), a.mul(a.constant(t, alpha / size), args[1]));
+          return a.div(args[0], math::PowFOp::create(b, nestedLoc, base, a.constant(t, beta)));
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// pool
+//===----------------------------------------------------------------------===//
+
+/// For each output position along one spatial dim, how many window taps land
+/// in [lowerBound, upperBound) of the unpadded input's coordinates.
+SmallVector<int64_t> tapCounts(int64_t outSize, int64_t kernel, int64_t stride,
+                               int64_t dilation, int64_t padLow, int64_t lowerBound,
+                               int64_t upperBound) {
+  SmallVector<int64_t> counts;
+  for (int64_t y = 0; y < outSize; ++y) {
+    int64_t count = 0;
+    for (int64_t k = 0; k < kernel; ++k) {
+      int64_t position = y * stride - padLow + k * dilation;
+      count += position >= lowerBound && position < upperBound;
+    }
+    counts.push_back(count);
+  }
+  return counts;
+}
+
+/// Max pooling pads with -inf (the lowest value), average pooling with 0 and
+/// then divides each window's sum by its divisor. ceil_mode windows that run
+/// past the padded input get extra high padding; they never count it.
+struct PoolLowering : OpRewritePattern<PoolOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(PoolOp op, PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    RankedTensorType inputType = op.getInput().getType(), resultType = op.getType();
+    Type elementType = inputType.getElementType();
+    int64_t rank = inputType.getRank();
+    SmallVector<int64_t> dims = spatialDims(rank, op.getDataFormat());
+    int64_t spatial = dims.size();
+    ArrayRef<int64_t> kernel = op.getKernel(), strides = op.getStrides(),
+                      dilations = op.getDilations(), padding = op.getPadding();
+    bool isMax = op.getKind() == PoolKind::Max;
+
+    SmallVector<int64_t> low(rank, 0), high(rank, 0);
+    for (int64_t i = 0; i < spatial; ++i) {
+      int64_t d = dims[i];
+      low[d] = padding[i];
+      int64_t reach = (resultType.getDimSize(d) - 1) * strides[i] +
+                      dilations[i] * (kernel[i] - 1) + 1;
+      int64_t available = inputType.getDimSize(d) + padding[i] + padding[spatial + i];
+      high[d] = padding[spatial + i] + std::max<int64_t>(0, reach - available);
+    }
+    double padValue = isMax ? lowestValue(elementType) : 0;
+    Value padded = padConstant(rewriter, loc, op.getInput(), low, high, padValue);
+
+    // Loops: the result dims, then one window loop per spatial dim.
+    SmallVector<int64_t> loopShape(resultType.getShape());
+    llvm::append_range(loopShape, kernel);
+    SmallVector<AffineExpr> window;
+    for (int64_t d = 0; d < rank; ++d)
+      window.push_back(getAffineDimExpr(d, context));
+    SmallVector<int64_t> windowLoops;
+    for (int64_t i = 0; i < spatial; ++i) {
+      AffineExpr k = getAffineDimExpr(rank + i, context);
+      window[dims[i]] = window[dims[i]] * strides[i] + k * dilations[i];
+      windowLoops.push_back(rank + i);
+    }
+    Value pooled =
+        reductionGeneric(
+            rewriter, loc, loopShape, windowLoops, padded,
+            AffineMap::get(rank + spatial, 0, window, context),
+            filledTensor(rewriter, loc, resultType, padValue),
+            [&](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+              Arith a{b, nestedLoc};
+              return {isMax ? a.max(args[1], args[0]) : a.add(args[1], args[0])};
+            })[0];
+    if (isMax) {
+      rewriter.replaceOp(op, pooled);
+      return success();
+    }
+
+    // The divisor of an average is a product of per-dim tap counts, known at
+    // compile time: a scalar when every window has the full kernel, otherwise
+    // one small constant vector per spatial dim.
+    SmallVector<SmallVector<int64_t>> counts;
+    bool uniform = true;
+    for (int64_t i = 0; i < spatial; ++i) {
+      int64_t in = inputType.getDimSize(dims[i]);
+      bool includePad = op.getCountIncludePad();
+      counts.push_back(tapCounts(resultType.getDimSize(dims[i]), kernel[i], strides[i],
+                                 dilations[i], padding[i], includePad ? -padding[i] : 0,
+                                 includePad ? in + padding[spatial + i] : in));
+      uniform &= llvm::all_equal(counts.back());
+    }
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
+    SmallVector<Value> inputs{pooled};
+    SmallVector<AffineMap> maps{identity};
+    double scalarDivisor = 1;
+    for (int64_t i = 0; i < spatial; ++i) {
+      if (uniform) {
+        scalarDivisor *= counts[i].front();
+        continue;
+      }
+      auto countType = RankedTensorType::get({static_cast<int64_t>(counts[i].size())},
+                                             elementType);
+      SmallVector<APFloat> values;
+      for (int64_t c : counts[i]) {
+        APFloat value(static_cast<double>(c));
+        bool lost;
+        value.convert(cast<FloatType>(elementType).getFloatSemantics(),
+                      APFloat::rmNearestTiesToEven, &lost);
+        values.push_back(value);
+      }
+      inputs.push_back(arith::ConstantOp::create(
+          rewriter, loc, DenseElementsAttr::get(countType, values)));
+      maps.push_back(channelMap(context, rank, dims[i]));
+    }
+    Value result = parallelGeneric(
+        rewriter, loc, resultType, inputs, maps,
+        [&](OpBuilder &b, Location nestedLoc, ValueRange args) {
+          Arith a{b, nestedLoc};
+          Value divisor;
+          for (Value count : args.drop_front())
+            divisor = divisor ? a.mul(divisor, count) : count;
+          if (!divisor)
+            divisor = a.constant(elementType, scalarDivisor);
+          return a.div(args[0], divisor);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+} // namespace
+
+void kiln::populateReductionToLinalgPatterns(RewritePatternSet &patterns) {
+  patterns.add<ReduceLowering, GlobalPoolLowering, ArgReduceLowering<ArgMaxOp>,
+               ArgReduceLowering<ArgMinOp>, SoftmaxLowering<SoftmaxOp>,
+               SoftmaxLowering<LogSoftmaxOp>, LayerNormLowering, InstanceNormLowering,
+               BatchNormLowering, LrnLowering, PoolLowering>(patterns.getContext());
+}

@@ -240,10 +240,11 @@ TEST(ArtifactErrorsTest, MisalignedWeightData) {
   uint8_t *entry = tableEntryOf(image, SectionKind::WeightData);
   uint64_t offset = loadU64(entry + kEntryOffsetOffset);
   uint64_t size = loadU64(entry + kEntrySizeOffset);
-  // Move the weight data 8 bytes later (into what was padding... or append).
+  // Move the weight data (the last section) 8 bytes later.
   std::vector<uint8_t> data(image.begin() + offset, image.begin() + offset + size);
   image.resize(offset + 8 + size);
   std::copy(data.begin(), data.end(), image.begin() + offset + 8);
+  entry = tableEntryOf(image, SectionKind::WeightData); // resize moved it
   storeU64(entry + kEntryOffsetOffset, offset + 8);
   storeU64(image.data() + kFileSizeOffset, image.size());
   refreshTableChecksum(image);

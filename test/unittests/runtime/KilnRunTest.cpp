@@ -1,0 +1,159 @@
+//===- KilnRunTest.cpp - The kiln-run binary, end to end without a GPU ----===//
+//
+// Runs the real binary: every failure must be one line on stderr with exit
+// status 1, never a crash, and host-side problems (artifact, inputs) must be
+// reported before the device is looked for.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/Npy.h"
+
+#include "RuntimeTestUtils.h"
+
+#include <gmock/gmock.h>
+
+#include <dlfcn.h>
+#include <sys/wait.h>
+
+using namespace kiln::runtime;
+using namespace kiln::runtime::testing;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+namespace {
+
+struct RunResult {
+  int status = -1; // exit status, or -1 when killed by a signal
+  std::string output;
+};
+
+RunResult runKilnRun(const std::string &arguments) {
+  std::string command = std::string(KILN_RUN_PATH) + " " + arguments + " 2>&1";
+  RunResult result;
+  FILE *pipe = ::popen(command.c_str(), "r");
+  if (!pipe)
+    return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    result.output.append(buffer, n);
+  int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+bool cudaDriverPresent() {
+  void *library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library)
+    ::dlclose(library);
+  return library != nullptr;
+}
+
+class KilnRunTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    model = dir.file("model.kiln");
+    ASSERT_EQ(errorOf(writeArtifact(makeAddScaleArtifact(), model)),
+              "<success>");
+  }
+  TempDir dir;
+  std::string model;
+};
+
+TEST_F(KilnRunTest, HelpAndUsageErrors) {
+  RunResult help = runKilnRun("--help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_THAT(help.output, StartsWith("usage: kiln-run MODEL.kiln"));
+  EXPECT_EQ(runKilnRun("").output,
+            "kiln-run: error: no model given (see kiln-run --help)\n");
+  EXPECT_EQ(runKilnRun("").status, 1);
+  EXPECT_EQ(runKilnRun(model + " --frobnicate").output,
+            "kiln-run: error: unknown option '--frobnicate' (see kiln-run "
+            "--help)\n");
+  EXPECT_EQ(runKilnRun(model + " --bench x").output,
+            "kiln-run: error: --bench expects a non-negative integer, not 'x'\n");
+  EXPECT_EQ(runKilnRun(model + " -i x").output,
+            "kiln-run: error: -i expects NAME=FILE.npy, not 'x'\n");
+}
+
+TEST_F(KilnRunTest, NoDriverIsACleanError) {
+  if (cudaDriverPresent())
+    GTEST_SKIP() << "a CUDA driver is installed";
+  RunResult result = runKilnRun(model + " --random-inputs");
+  EXPECT_EQ(result.status, 1);
+  EXPECT_EQ(result.output,
+            "kiln-run: error: no CUDA driver (libcuda.so.1 not found)\n");
+  result = runKilnRun(model + " --random-inputs --bench 10 --graph -o " +
+                      dir.file("out"));
+  EXPECT_EQ(result.status, 1);
+  EXPECT_THAT(result.output, HasSubstr("no CUDA driver"));
+}
+
+TEST_F(KilnRunTest, EmuDeviceIsNotAvailableYet) {
+  RunResult result = runKilnRun(model + " --random-inputs --device emu");
+  EXPECT_EQ(result.status, 1);
+  EXPECT_EQ(result.output, "kiln-run: error: emu device not available yet\n");
+}
+
+TEST_F(KilnRunTest, CorruptArtifact) {
+  std::vector<uint8_t> bytes = readBytes(model);
+  uint8_t *entry = tableEntryOf(bytes, format::SectionKind::Kernels);
+  bytes[format::loadU64(entry + format::kEntryOffsetOffset) + 10] ^= 0x20;
+  writeBytes(model, bytes);
+  RunResult result = runKilnRun(model + " --random-inputs");
+  EXPECT_EQ(result.status, 1);
+  EXPECT_THAT(result.output,
+              StartsWith("kiln-run: error: " + model +
+                         ": section 'kernels': checksum mismatch"));
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1);
+
+  bytes.resize(100);
+  writeBytes(model, bytes);
+  result = runKilnRun(model);
+  EXPECT_EQ(result.status, 1);
+  EXPECT_THAT(result.output, HasSubstr(": truncated: the header records"));
+
+  result = runKilnRun(dir.file("missing.kiln"));
+  EXPECT_EQ(result.status, 1);
+  EXPECT_THAT(result.output, HasSubstr("cannot open '" +
+                                       dir.file("missing.kiln") + "'"));
+}
+
+TEST_F(KilnRunTest, InputsAreCheckedBeforeTheDevice) {
+  RunResult result = runKilnRun(model);
+  EXPECT_EQ(result.status, 1);
+  EXPECT_EQ(result.output,
+            "kiln-run: error: input 'x' (f32 [2, 3]) is not given; use -i "
+            "x=FILE.npy or --random-inputs\n");
+
+  std::vector<float> wrong(6);
+  std::string npy = dir.file("x.npy");
+  ASSERT_FALSE(writeNpy(npy, DType::F32, {3, 2}, wrong.data(), 24));
+  result = runKilnRun(model + " -i x=" + npy);
+  EXPECT_EQ(result.status, 1);
+  EXPECT_EQ(result.output,
+            "kiln-run: error: " + npy +
+                ": input 'x': shape [3, 2] does not match the signature's "
+                "[2, 3]\n");
+
+  std::vector<double> wide(6);
+  ASSERT_FALSE(writeNpy(npy, DType::F64, {2, 3}, wide.data(), 48));
+  result = runKilnRun(model + " -i x=" + npy);
+  EXPECT_THAT(result.output,
+              HasSubstr("input 'x': dtype f64 does not match the signature's "
+                        "f32"));
+
+  ASSERT_FALSE(writeNpy(npy, DType::F32, {2, 3}, wrong.data(), 24));
+  result = runKilnRun(model + " -i nope=" + npy);
+  EXPECT_THAT(result.output,
+              HasSubstr("no input named 'nope' (the inputs are 'x')"));
+  result = runKilnRun(model + " -i x=" + npy + " -i x=" + npy);
+  EXPECT_THAT(result.output, HasSubstr("input 'x' is given twice"));
+
+  writeBytes(npy, {1, 2, 3});
+  result = runKilnRun(model + " -i x=" + npy);
+  EXPECT_EQ(result.status, 1);
+  EXPECT_THAT(result.output, HasSubstr("not a .npy file (bad magic)"));
+}
+
+} // namespace

@@ -122,7 +122,7 @@ TEST(MemoryPlanTest, RejectsBadInput) {
 }
 
 TEST(MemoryPlanTest, CheckerCatchesBrokenPlans) {
-  std::vector<LiveBuffer> buffers = {{512, 0, 2}, {256, 1, 3}, {256, 3, 4}};
+  std::vector<LiveBuffer> buffers = {{512, 0, 2}, {256, 1, 3}, {256, 4, 5}};
   EXPECT_EQ(errorOf(checkMemoryPlan(buffers, {0, 512, 512}, 768)), "<success>");
   EXPECT_EQ(errorOf(checkMemoryPlan(buffers, {0, 256, 768}, 1024)),
             "buffer 0 (launches 0-2, bytes [0, 512)) and buffer 1 (launches "

@@ -1,0 +1,390 @@
+//===- MapToGpu.cpp - One gpu.launch per linalg op on buffers ---------------===//
+//
+// After bufferization every linalg op (generalized) and memref.copy becomes a
+// gpu.launch. Two shapes of kernel, chosen per op (see Passes.td):
+//   - thread per output element, reductions walked serially per thread;
+//   - block per output element with a block-wide gpu.all_reduce, for long
+//     reductions whose body folds into the output with add/mul/max/min.
+// Views are rebuilt inside the kernel so that outlining passes whole buffers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Conversion/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
+
+namespace kiln {
+#define GEN_PASS_DEF_MAPTOGPUPASS
+#include "kiln/Conversion/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace {
+
+Value indexConstant(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// Splits `linear` into coordinates over `extents` (row-major).
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                               ArrayRef<int64_t> extents) {
+  SmallVector<Value> coords(extents.size());
+  for (int64_t i = static_cast<int64_t>(extents.size()) - 1; i >= 0; --i) {
+    Value extent = indexConstant(b, loc, extents[i]);
+    coords[i] = i == 0 ? linear : Value(arith::RemUIOp::create(b, loc, linear, extent));
+    if (i > 0)
+      linear = arith::DivUIOp::create(b, loc, linear, extent);
+  }
+  return coords;
+}
+
+/// The indices an indexing map yields at loop coordinates `ivs`.
+SmallVector<Value> applyMap(OpBuilder &b, Location loc, AffineMap map, ValueRange ivs) {
+  SmallVector<Value> indices;
+  for (AffineExpr expr : map.getResults())
+    indices.push_back(affine::AffineApplyOp::create(
+        b, loc, AffineMap::get(map.getNumDims(), 0, expr), ivs));
+  return indices;
+}
+
+/// Rebuilds `value` inside the kernel being built: buffers (function
+/// arguments, allocations, globals) are captured as they are and become
+/// kernel arguments; views and the index arithmetic feeding them are cloned.
+Value rebuildInKernel(OpBuilder &b, Value value, IRMapping &mapping) {
+  if (Value mapped = mapping.lookupOrNull(value))
+    return mapped;
+  Operation *def = value.getDefiningOp();
+  bool isView = def && isa<ViewLikeOpInterface>(def);
+  bool isPureScalar = def && isPure(def) && def->getNumRegions() == 0 &&
+                      !isa<MemRefType>(value.getType());
+  if (!isView && !isPureScalar)
+    return value;
+  for (Value operand : def->getOperands())
+    rebuildInKernel(b, operand, mapping);
+  Operation *clone = b.clone(*def, mapping);
+  return clone->getResult(cast<OpResult>(value).getResultNumber());
+}
+
+/// The gpu.all_reduce kind and identity of a body's combining op.
+struct Combiner {
+  gpu::AllReduceOperation kind;
+  double identity;
+};
+
+std::optional<Combiner> classifyCombiner(Operation *op, Type type) {
+  double lowest = isa<FloatType>(type) ? -std::numeric_limits<double>::infinity()
+                                       : std::ldexp(-1.0, type.getIntOrFloatBitWidth() - 1);
+  double highest = -lowest;
+  using K = gpu::AllReduceOperation;
+  return llvm::TypeSwitch<Operation *, std::optional<Combiner>>(op)
+      .Case<arith::AddFOp, arith::AddIOp>([](auto) { return Combiner{K::ADD, 0}; })
+      .Case<arith::MulFOp, arith::MulIOp>([](auto) { return Combiner{K::MUL, 1}; })
+      .Case([&](arith::MaximumFOp) { return Combiner{K::MAXIMUMF, lowest}; })
+      .Case([&](arith::MinimumFOp) { return Combiner{K::MINIMUMF, highest}; })
+      .Case([&](arith::MaxNumFOp) { return Combiner{K::MAXNUMF, lowest}; })
+      .Case([&](arith::MinNumFOp) { return Combiner{K::MINNUMF, highest}; })
+      .Case([&](arith::MaxSIOp) { return Combiner{K::MAXSI, lowest}; })
+      .Case([&](arith::MinSIOp) { return Combiner{K::MINSI, highest - 1}; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+Value typedConstant(OpBuilder &b, Location loc, Type type, double v) {
+  if (auto f = dyn_cast<FloatType>(type))
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(f, v));
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, static_cast<int64_t>(v)));
+}
+
+class KernelBuilder {
+public:
+  KernelBuilder(linalg::GenericOp op, int64_t blockSize) : op(op), blockSize(blockSize) {
+    ranges = op.getStaticLoopRanges();
+    for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
+      (type == utils::IteratorType::reduction ? reductionDims : parallelDims).push_back(i);
+  }
+
+  LogicalResult build(OpBuilder &b);
+
+private:
+  int64_t product(ArrayRef<int64_t> dims) const {
+    int64_t p = 1;
+    for (int64_t d : dims)
+      p *= ranges[d];
+    return p;
+  }
+  SmallVector<int64_t> extentsOf(ArrayRef<int64_t> dims) const {
+    SmallVector<int64_t> e;
+    for (int64_t d : dims)
+      e.push_back(ranges[d]);
+    return e;
+  }
+  /// The combining op when a block-wide reduction applies, else null.
+  Operation *blockReductionCombiner();
+  gpu::LaunchOp createLaunch(OpBuilder &b, int64_t grid, int64_t block);
+  /// Loads the block arguments the body uses at loop coordinates `ivs`.
+  void loadOperands(OpBuilder &b, ValueRange ivs, IRMapping &values, bool withOutputs);
+  /// Clones the body into `b`; returns the yielded values (skipping `stop`
+  /// and everything after it, which must only be the yield).
+  SmallVector<Value> inlineBody(OpBuilder &b, ValueRange ivs, IRMapping &values,
+                                Operation *stop = nullptr);
+  void buildThreadPerOutput(OpBuilder &b);
+  void buildBlockPerOutput(OpBuilder &b, Operation *combiner);
+
+  linalg::GenericOp op;
+  int64_t blockSize;
+  SmallVector<int64_t> ranges;
+  SmallVector<int64_t> parallelDims, reductionDims;
+  IRMapping kernelValues;
+};
+
+Operation *KernelBuilder::blockReductionCombiner() {
+  if (reductionDims.empty() || op.getNumDpsInits() != 1 ||
+      product(reductionDims) < blockSize)
+    return nullptr;
+  Block &body = op.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  BlockArgument out = op.getRegionOutputArgs().front();
+  Operation *combiner = yield.getOperand(0).getDefiningOp();
+  if (!combiner || combiner->getBlock() != &body || combiner->getNumOperands() != 2 ||
+      !out.hasOneUse() || !llvm::is_contained(combiner->getOperands(), out) ||
+      !classifyCombiner(combiner, out.getType()))
+    return nullptr;
+  return combiner;
+}
+
+gpu::LaunchOp KernelBuilder::createLaunch(OpBuilder &b, int64_t grid, int64_t block) {
+  Location loc = op.getLoc();
+  Value one = indexConstant(b, loc, 1);
+  return gpu::LaunchOp::create(b, loc, indexConstant(b, loc, grid), one, one,
+                               indexConstant(b, loc, block), one, one);
+}
+
+void KernelBuilder::loadOperands(OpBuilder &b, ValueRange ivs, IRMapping &values,
+                                 bool withOutputs) {
+  Location loc = op.getLoc();
+  for (OpOperand &operand : op->getOpOperands()) {
+    BlockArgument arg = op.getMatchingBlockArgument(&operand);
+    bool isOutput = op.isDpsInit(&operand);
+    if (arg.use_empty() || (isOutput && !withOutputs))
+      continue;
+    Value buffer = rebuildInKernel(b, operand.get(), kernelValues);
+    if (!isa<MemRefType>(buffer.getType())) {
+      values.map(arg, buffer); // A scalar operand.
+      continue;
+    }
+    SmallVector<Value> indices = applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
+    values.map(arg, memref::LoadOp::create(b, loc, buffer, indices));
+  }
+}
+
+SmallVector<Value> KernelBuilder::inlineBody(OpBuilder &b, ValueRange ivs, IRMapping &values,
+                                             Operation *stop) {
+  Block &body = op.getRegion().front();
+  for (Operation &inner : body.without_terminator()) {
+    if (&inner == stop)
+      break;
+    if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+      values.map(index.getResult(), ivs[index.getDim()]);
+      continue;
+    }
+    b.clone(inner, values);
+  }
+  SmallVector<Value> yielded;
+  for (Value v : body.getTerminator()->getOperands())
+    yielded.push_back(values.lookupOrDefault(v));
+  return yielded;
+}
+
+void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
+  Location loc = op.getLoc();
+  int64_t outputs = product(parallelDims);
+  int64_t block = std::min(blockSize, std::max<int64_t>(outputs, 1));
+  gpu::LaunchOp launch = createLaunch(b, (outputs + block - 1) / block, block);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value gid = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, launch.getBlockIds().x, indexConstant(b, loc, block)),
+      launch.getThreadIds().x);
+  Value inBounds = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gid,
+                                         indexConstant(b, loc, outputs));
+  auto guard = scf::IfOp::create(b, loc, inBounds, /*withElseRegion=*/false);
+  gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointToStart(&guard.getThenRegion().front());
+
+  SmallVector<Value> ivs(ranges.size());
+  for (auto [d, v] : llvm::zip_equal(parallelDims,
+                                     delinearize(b, loc, gid, extentsOf(parallelDims))))
+    ivs[d] = v;
+
+  SmallVector<Value> results;
+  if (reductionDims.empty()) {
+    IRMapping values;
+    loadOperands(b, ivs, values, /*withOutputs=*/true);
+    results = inlineBody(b, ivs, values);
+  } else {
+    // Accumulate in registers from the output's initial values.
+    SmallVector<Value> init;
+    for (OpOperand &out : op.getDpsInitsMutable()) {
+      Value buffer = rebuildInKernel(b, out.get(), kernelValues);
+      SmallVector<Value> zeroes(ranges.size());
+      for (int64_t d : parallelDims)
+        zeroes[d] = ivs[d];
+      for (int64_t d : reductionDims)
+        zeroes[d] = indexConstant(b, loc, 0);
+      init.push_back(memref::LoadOp::create(
+          b, loc, buffer, applyMap(b, loc, op.getMatchingIndexingMap(&out), zeroes)));
+    }
+    auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0),
+                                   indexConstant(b, loc, product(reductionDims)),
+                                   indexConstant(b, loc, 1), init);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    for (auto [d, v] : llvm::zip_equal(
+             reductionDims,
+             delinearize(b, loc, loop.getInductionVar(), extentsOf(reductionDims))))
+      ivs[d] = v;
+    IRMapping values;
+    loadOperands(b, ivs, values, /*withOutputs=*/false);
+    for (auto [arg, acc] : llvm::zip_equal(op.getRegionOutputArgs(), loop.getRegionIterArgs()))
+      values.map(arg, acc);
+    scf::YieldOp::create(b, loc, inlineBody(b, ivs, values));
+    b.setInsertionPointAfter(loop);
+    results.assign(loop.getResults().begin(), loop.getResults().end());
+    for (int64_t d : reductionDims)
+      ivs[d] = indexConstant(b, loc, 0);
+  }
+  for (auto [out, value] : llvm::zip_equal(op.getDpsInitsMutable(), results)) {
+    Value buffer = rebuildInKernel(b, out.get(), kernelValues);
+    memref::StoreOp::create(b, loc, value, buffer,
+                            applyMap(b, loc, op.getMatchingIndexingMap(&out), ivs));
+  }
+}
+
+void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
+  Location loc = op.getLoc();
+  BlockArgument outArg = op.getRegionOutputArgs().front();
+  Type type = outArg.getType();
+  Combiner kind = *classifyCombiner(combiner, type);
+  gpu::LaunchOp launch = createLaunch(b, product(parallelDims), blockSize);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value tid = launch.getThreadIds().x;
+
+  SmallVector<Value> ivs(ranges.size());
+  for (auto [d, v] : llvm::zip_equal(
+           parallelDims, delinearize(b, loc, launch.getBlockIds().x, extentsOf(parallelDims))))
+    ivs[d] = v;
+
+  // Each thread folds a strided share of the reduction into a partial.
+  Value identity = typedConstant(b, loc, type, kind.identity);
+  auto loop = scf::ForOp::create(b, loc, tid, indexConstant(b, loc, product(reductionDims)),
+                                 indexConstant(b, loc, blockSize), ValueRange(identity));
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> loopIvs = ivs;
+    for (auto [d, v] : llvm::zip_equal(
+             reductionDims,
+             delinearize(b, loc, loop.getInductionVar(), extentsOf(reductionDims))))
+      loopIvs[d] = v;
+    IRMapping values;
+    loadOperands(b, loopIvs, values, /*withOutputs=*/false);
+    inlineBody(b, loopIvs, values, combiner);
+    Value term = combiner->getOperand(0) == outArg ? combiner->getOperand(1)
+                                                    : combiner->getOperand(0);
+    IRMapping combine;
+    combine.map(outArg, loop.getRegionIterArgs().front());
+    combine.map(term, values.lookupOrDefault(term));
+    scf::YieldOp::create(b, loc, b.clone(*combiner, combine)->getResult(0));
+  }
+  Value total = gpu::AllReduceOp::create(
+      b, loc, loop.getResult(0), gpu::AllReduceOperationAttr::get(b.getContext(), kind.kind),
+      b.getUnitAttr());
+
+  // Thread 0 folds the block's total into the output's initial value.
+  Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                                        indexConstant(b, loc, 0));
+  auto guard = scf::IfOp::create(b, loc, isFirst, /*withElseRegion=*/false);
+  gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointToStart(&guard.getThenRegion().front());
+  for (int64_t d : reductionDims)
+    ivs[d] = indexConstant(b, loc, 0);
+  OpOperand &out = op.getDpsInitsMutable()[0];
+  Value buffer = rebuildInKernel(b, out.get(), kernelValues);
+  SmallVector<Value> indices = applyMap(b, loc, op.getMatchingIndexingMap(&out), ivs);
+  Value init = memref::LoadOp::create(b, loc, buffer, indices);
+  IRMapping combine;
+  combine.map(combiner->getOperand(0), init);
+  combine.map(combiner->getOperand(1), total);
+  if (combiner->getOperand(1) == outArg) {
+    combine.map(combiner->getOperand(1), init);
+    combine.map(combiner->getOperand(0), total);
+  }
+  memref::StoreOp::create(b, loc, b.clone(*combiner, combine)->getResult(0), buffer, indices);
+}
+
+LogicalResult KernelBuilder::build(OpBuilder &b) {
+  if (!op.hasPureBufferSemantics())
+    return op.emitOpError("must be bufferized before kiln-map-to-gpu");
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return op.emitOpError("has a dynamic iteration space, which kiln-map-to-gpu "
+                          "does not support yet");
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(op);
+  if (Operation *combiner = blockReductionCombiner())
+    buildBlockPerOutput(b, combiner);
+  else
+    buildThreadPerOutput(b);
+  return success();
+}
+
+/// memref.copy as an identity generic, so one kernel builder serves both.
+linalg::GenericOp copyAsGeneric(OpBuilder &b, memref::CopyOp copy) {
+  auto type = cast<MemRefType>(copy.getTarget().getType());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(), utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+      b, copy.getLoc(), copy.getSource(), copy.getTarget(), ArrayRef<AffineMap>{id, id},
+      iterators, [](OpBuilder &nested, Location loc, ValueRange args) {
+        linalg::YieldOp::create(nested, loc, args.front());
+      });
+}
+
+struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    OpBuilder b(&getContext());
+    SmallVector<memref::CopyOp> copies;
+    func.walk([&](memref::CopyOp copy) { copies.push_back(copy); });
+    for (memref::CopyOp copy : copies) {
+      b.setInsertionPoint(copy);
+      copyAsGeneric(b, copy);
+      copy.erase();
+    }
+    SmallVector<linalg::GenericOp> generics;
+    func.walk([&](linalg::GenericOp generic) {
+      if (!generic->getParentOfType<gpu::LaunchOp>())
+        generics.push_back(generic);
+    });
+    for (linalg::GenericOp generic : generics) {
+      if (failed(KernelBuilder(generic, blockSize).build(b)))
+        return signalPassFailure();
+      generic.erase();
+    }
+  }
+};
+
+} // namespace
