@@ -63,10 +63,12 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.
     // Each linalg op becomes one kernel (kiln-map-to-gpu picks its shape).
-    return "one-shot-bufferize{bufferize-function-boundaries "
+    return "kiln-materialize-weights, "
+           "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map}, "
            "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}, "
-           "func.func(linalg-generalize-named-ops, kiln-map-to-gpu, canonicalize), "
+           "func.func(linalg-generalize-named-ops, kiln-map-to-gpu, canonicalize, "
+           "gpu-launch-sink-index-computations), "
            "gpu-kernel-outlining, canonicalize, cse";
   case Phase::Llvm:
     // Kernels take bare pointers: with a static memory plan the runtime

@@ -34,6 +34,28 @@ def LowerToLinalgPass : Pass<"kiln-lower-to-linalg", "mlir::func::FuncOp"> {
   ];
 }
 
+def MaterializeWeightsPass : Pass<"kiln-materialize-weights", "mlir::ModuleOp"> {
+  let summary = "Turn immutable ml_program globals into tensor constants";
+  let description = [{
+    For inference, weights are constants: each `ml_program.global_load_const`
+    of an immutable global becomes an `arith.constant` holding the global's
+    value (the same resource blob, not a copy), and globals left without
+    uses are erased. Bufferization then places the constants in
+    `memref.global`s, which the artifact builder packs into the weights
+    section.
+
+    Example:
+
+    ```mlir
+    ml_program.global private @w(dense_resource<w> : tensor<64xf32>) : tensor<64xf32>
+    %w = ml_program.global_load_const @w : tensor<64xf32>
+    // becomes
+    %w = arith.constant dense_resource<w> : tensor<64xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
   let summary = "Turn each linalg op on buffers into one gpu.launch";
   let description = [{

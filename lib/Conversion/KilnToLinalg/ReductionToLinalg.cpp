@@ -410,8 +410,24 @@ struct BatchNormLowering : OpRewritePattern<BatchNormOp> {
 };
 
 //===----------------------------------------------------------------------===//
-// lrn
+// Sliding windows (lrn, pool)
 //===----------------------------------------------------------------------===//
+
+/// A shape-only operand for the window loops `firstLoop`.. of a sliding-window
+/// reduction, as linalg's pooling ops have: the input map mixes each window
+/// loop with an output loop, so some operand must carry the window loops on
+/// their own for linalg to infer their bounds. Its elements are never read.
+std::pair<Value, AffineMap> windowShapeOperand(OpBuilder &b, Location loc,
+                                               ArrayRef<int64_t> window, Type elementType,
+                                               int64_t numLoops, int64_t firstLoop) {
+  MLIRContext *context = b.getContext();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t i = 0, e = window.size(); i < e; ++i)
+    exprs.push_back(getAffineDimExpr(firstLoop + i, context));
+  Value shape = emptyTensor(b, loc, RankedTensorType::get(window, elementType));
+  return {shape, AffineMap::get(numLoops, 0, exprs, context)};
+}
+
 
 /// The sum of squares over the channel window is a reduction loop over a
 /// channel-padded input; then x / (bias + alpha / size * sum)^beta.
@@ -435,13 +451,16 @@ struct LrnLowering : OpRewritePattern<LrnOp> {
     for (int64_t d = 0; d < rank; ++d)
       window.push_back(d == 1 ? getAffineDimExpr(1, context) + getAffineDimExpr(rank, context)
                               : getAffineDimExpr(d, context));
+    auto [windowShape, windowShapeMap] =
+        windowShapeOperand(rewriter, loc, {size}, type.getElementType(), rank + 1, rank);
     Value sumSquares =
         reductionGeneric(
-            rewriter, loc, loopShape, {rank}, padded,
-            AffineMap::get(rank + 1, 0, window, context), filledTensor(rewriter, loc, type, 0),
+            rewriter, loc, loopShape, {rank}, ValueRange{padded, windowShape},
+            {AffineMap::get(rank + 1, 0, window, context), windowShapeMap},
+            filledTensor(rewriter, loc, type, 0),
             [](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
               Arith a{b, nestedLoc};
-              return {a.add(args[1], a.mul(args[0], args[0]))};
+              return {a.add(args[2], a.mul(args[0], args[0]))};
             })[0];
 
     double alpha = op.getAlpha().convertToDouble(), beta = op.getBeta().convertToDouble(),
@@ -523,14 +542,16 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
       window[dims[i]] = window[dims[i]] * strides[i] + k * dilations[i];
       windowLoops.push_back(rank + i);
     }
+    auto [windowShape, windowShapeMap] =
+        windowShapeOperand(rewriter, loc, kernel, elementType, rank + spatial, rank);
     Value pooled =
         reductionGeneric(
-            rewriter, loc, loopShape, windowLoops, padded,
-            AffineMap::get(rank + spatial, 0, window, context),
+            rewriter, loc, loopShape, windowLoops, ValueRange{padded, windowShape},
+            {AffineMap::get(rank + spatial, 0, window, context), windowShapeMap},
             filledTensor(rewriter, loc, resultType, padValue),
             [&](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
               Arith a{b, nestedLoc};
-              return {isMax ? a.max(args[1], args[0]) : a.add(args[1], args[0])};
+              return {isMax ? a.max(args[2], args[0]) : a.add(args[2], args[0])};
             })[0];
     if (isMax) {
       rewriter.replaceOp(op, pooled);

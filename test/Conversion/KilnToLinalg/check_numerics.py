@@ -157,6 +157,8 @@ def integers(*shape, low=-5, high=6, dtype=np.float32):
 
 
 def arr(values):
+    if not values:
+        return "array<i64>"
     return "array<i64: " + ", ".join(str(v) for v in values) + ">"
 
 
@@ -318,9 +320,9 @@ def conv(name, x, w, b, strides, dilations, pads, groups=1, nhwc=False):
     operands = "{0}, {1}" + (", {2}" if b is not None else "")
     types = ", ".join("{t%d}" % i for i in range(len(inputs)))
     fmt = "nhwc" if nhwc else "nchw"
-    op = (f"kiln.conv {operands} {{strides = {arr(strides)}, dilations = {arr(dilations)}, "
-          f"padding = {arr(pads)}, groups = {groups} : i64, "
-          f"data_format = #kiln.data_format<{fmt}>}} : ({types}) -> {{r}}")
+    op = (f"kiln.conv {operands} {{{{strides = {arr(strides)}, "
+          f"dilations = {arr(dilations)}, padding = {arr(pads)}, groups = {groups} : i64, "
+          f"data_format = #kiln.data_format<{fmt}>}}}} : ({types}) -> {{r}}")
     return Case(name, inputs, op,
                 lambda *a: conv_ref(a[0], a[1], a[2] if b is not None else None,
                                     strides, dilations, pads, groups, nhwc))
@@ -332,10 +334,10 @@ def conv_transpose(name, x, w, b, strides, dilations, pads, output_padding, grou
     operands = "{0}, {1}" + (", {2}" if b is not None else "")
     types = ", ".join("{t%d}" % i for i in range(len(inputs)))
     fmt = "nhwc" if nhwc else "nchw"
-    op = (f"kiln.conv_transpose {operands} {{strides = {arr(strides)}, "
+    op = (f"kiln.conv_transpose {operands} {{{{strides = {arr(strides)}, "
           f"dilations = {arr(dilations)}, padding = {arr(pads)}, "
           f"output_padding = {arr(output_padding)}, groups = {groups} : i64, "
-          f"data_format = #kiln.data_format<{fmt}>}} : ({types}) -> {{r}}")
+          f"data_format = #kiln.data_format<{fmt}>}}}} : ({types}) -> {{r}}")
     return Case(name, inputs, op,
                 lambda *a: conv_transpose_ref(a[0], a[1], a[2] if b is not None else None,
                                               strides, dilations, pads, output_padding,

@@ -11,7 +11,7 @@
 #include <gmock/gmock.h>
 
 using namespace kiln::runtime;
-using namespace kiln::runtime::testing;
+using namespace kiln::runtime::test;
 using namespace kiln::runtime::format;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;

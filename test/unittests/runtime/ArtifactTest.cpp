@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 
 using namespace kiln::runtime;
-using namespace kiln::runtime::testing;
+using namespace kiln::runtime::test;
 using ::testing::HasSubstr;
 
 namespace {
@@ -38,8 +38,9 @@ void expectSameArtifact(const Artifact &a, const Artifact &b) {
     EXPECT_EQ(a.weights[i].offset, b.weights[i].offset);
   }
   ASSERT_EQ(a.weightData.size(), b.weightData.size());
-  EXPECT_EQ(0, std::memcmp(a.weightData.data(), b.weightData.data(),
-                           a.weightData.size()));
+  EXPECT_TRUE(std::equal(a.weightData.data(),
+                         a.weightData.data() + a.weightData.size(),
+                         b.weightData.data()));
   ASSERT_EQ(a.kernels.size(), b.kernels.size());
   for (size_t i = 0; i < a.kernels.size(); ++i) {
     const Kernel &x = a.kernels[i], &y = b.kernels[i];

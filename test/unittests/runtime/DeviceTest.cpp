@@ -9,7 +9,7 @@
 #include <dlfcn.h>
 
 using namespace kiln::runtime;
-using namespace kiln::runtime::testing;
+using namespace kiln::runtime::test;
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 
 using namespace kiln::runtime;
-using namespace kiln::runtime::testing;
+using namespace kiln::runtime::test;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 

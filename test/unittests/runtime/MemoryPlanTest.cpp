@@ -9,7 +9,7 @@
 #include <random>
 
 using namespace kiln::runtime;
-using namespace kiln::runtime::testing;
+using namespace kiln::runtime::test;
 using ::testing::HasSubstr;
 
 namespace {

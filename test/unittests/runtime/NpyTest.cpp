@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 
 using namespace kiln::runtime;
-using namespace kiln::runtime::testing;
+using namespace kiln::runtime::test;
 using ::testing::HasSubstr;
 
 namespace {

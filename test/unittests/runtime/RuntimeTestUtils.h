@@ -27,7 +27,7 @@
 #include <map>
 #include <tuple>
 
-namespace kiln::runtime::testing {
+namespace kiln::runtime::test {
 
 /// A fresh directory under $TMPDIR, removed with everything in it.
 class TempDir {
@@ -447,6 +447,6 @@ template <typename T> T paramAt(const PackedParams &params, size_t i) {
   return value;
 }
 
-} // namespace kiln::runtime::testing
+} // namespace kiln::runtime::test
 
 #endif // KILN_TEST_UNITTESTS_RUNTIME_RUNTIMETESTUTILS_H
