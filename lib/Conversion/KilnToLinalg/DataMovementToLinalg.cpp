@@ -679,35 +679,39 @@ struct ResizeAxis {
   bool resized;
 };
 
-/// Builds the scalar arithmetic of a resize in `computeType` (f32, or f64
-/// for f64 tensors, as ONNX Runtime does).
-struct ResizeBuilder {
+/// Input coordinates are computed in f64, as ONNX's reference does: in f32,
+/// `4 / 1.6f` rounds to exactly 2.5 and a nearest tie flips. Scales are the
+/// model's (f32) values held exactly in f64.
+struct CoordinateBuilder {
   OpBuilder &b;
   Location loc;
-  Type computeType;
-  CoordinateMode coordinateMode;
+  CoordinateMode mode;
 
-  Value constant(double v) const { return scalarConstant(b, loc, computeType, v); }
+  Value constant(double v) const { return scalarConstant(b, loc, b.getF64Type(), v); }
 
-  /// The input coordinate (fractional) of output index `index` along `axis`.
+  /// The (fractional) input coordinate of output index `index` along `axis`.
+  /// As in ONNX's reference, align_corners and pytorch_half_pixel measure the
+  /// resized length as scale * input length, which differs from the output
+  /// size when the scale does not divide evenly.
   Value sourceCoordinate(Value index, const ResizeAxis &axis) const {
     Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
-    Value x = arith::SIToFPOp::create(b, loc, computeType, i);
+    Value x = arith::SIToFPOp::create(b, loc, b.getF64Type(), i);
+    double resizedLength = axis.scale * static_cast<double>(axis.inSize);
     auto halfPixel = [&] {
       Value shifted = arith::AddFOp::create(b, loc, x, constant(0.5));
       Value scaled = arith::DivFOp::create(b, loc, shifted, constant(axis.scale));
       return Value(arith::SubFOp::create(b, loc, scaled, constant(0.5)));
     };
-    switch (coordinateMode) {
+    switch (mode) {
     case CoordinateMode::HalfPixel:
       return halfPixel();
     case CoordinateMode::PytorchHalfPixel:
-      return axis.outSize > 1 ? halfPixel() : constant(0);
+      return resizedLength == 1 ? constant(0) : halfPixel();
     case CoordinateMode::AlignCorners: {
-      if (axis.outSize == 1)
+      if (resizedLength == 1)
         return constant(0);
       Value stretched = arith::MulFOp::create(b, loc, x, constant(axis.inSize - 1));
-      return arith::DivFOp::create(b, loc, stretched, constant(axis.outSize - 1));
+      return arith::DivFOp::create(b, loc, stretched, constant(resizedLength - 1));
     }
     case CoordinateMode::Asymmetric:
       return arith::DivFOp::create(b, loc, x, constant(axis.scale));
@@ -715,7 +719,8 @@ struct ResizeBuilder {
     llvm_unreachable("unknown coordinate mode");
   }
 
-  /// An integral float as an index clamped into [0, size).
+  /// An integral f64 as an index clamped into [0, size): reads past the
+  /// border repeat the edge, as ONNX's edge padding does.
   Value clampedIndex(Value integral, int64_t size) const {
     Value i = arith::FPToSIOp::create(b, loc, b.getI64Type(), integral);
     Value index = arith::IndexCastOp::create(b, loc, b.getIndexType(), i);
@@ -723,27 +728,29 @@ struct ResizeBuilder {
     return arith::MinSIOp::create(b, loc, index, indexConstant(b, loc, size - 1));
   }
 
-  /// Rounds a coordinate to the nearest pixel; ties go as `mode` says.
-  Value nearest(Value x, NearestMode mode) const {
-    switch (mode) {
-    case NearestMode::RoundPreferFloor:
-      return math::CeilOp::create(b, loc, arith::SubFOp::create(b, loc, x, constant(0.5)));
-    case NearestMode::RoundPreferCeil:
-      return math::FloorOp::create(b, loc, arith::AddFOp::create(b, loc, x, constant(0.5)));
-    case NearestMode::Floor:
+  /// The pixel nearest to `x`. Ties are decided on the exact fraction
+  /// `x - floor(x)` (never on `x + 0.5`, which can round up across an
+  /// integer).
+  Value nearest(Value x, NearestMode rounding) const {
+    if (rounding == NearestMode::Floor)
       return math::FloorOp::create(b, loc, x);
-    case NearestMode::Ceil:
+    if (rounding == NearestMode::Ceil)
       return math::CeilOp::create(b, loc, x);
-    }
-    llvm_unreachable("unknown nearest mode");
+    Value floor = math::FloorOp::create(b, loc, x);
+    Value fraction = arith::SubFOp::create(b, loc, x, floor);
+    auto predicate = rounding == NearestMode::RoundPreferFloor ? arith::CmpFPredicate::OGT
+                                                               : arith::CmpFPredicate::OGE;
+    Value up = arith::CmpFOp::create(b, loc, predicate, fraction, constant(0.5));
+    Value next = arith::AddFOp::create(b, loc, floor, constant(1));
+    return arith::SelectOp::create(b, loc, up, next, floor);
   }
 };
 
 /// A generic over the result. Per resized dimension it computes the input
 /// coordinate; nearest rounds it to one pixel, linear reads the two pixels
-/// around it (clamped to the border, as ONNX's edge padding does) and blends
-/// them, one dimension at a time from the innermost, so k resized
-/// dimensions read 2^k pixels.
+/// around it and blends them (in f32, or f64 for f64 tensors), one
+/// dimension at a time from the innermost, so k resized dimensions read 2^k
+/// pixels.
 struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ResizeOp op, PatternRewriter &rewriter) const override {
@@ -765,7 +772,7 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
       axes.push_back({in, out, scale, in != out || scale != 1.0});
     }
     Type elementType = inType.getElementType();
-    Type computeType = elementType.isF64() ? elementType : rewriter.getF32Type();
+    Type blendType = elementType.isF64() ? elementType : rewriter.getF32Type();
     bool linear = op.getMode() == ResizeMode::Linear;
     NearestMode nearestMode = op.getNearestMode();
     CoordinateMode coordinateMode = op.getCoordinateMode();
@@ -774,13 +781,13 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
     Value result = indexedGeneric(
         rewriter, loc, outType, {}, {},
         [&](OpBuilder &b, Location nestedLoc, ValueRange, ValueRange indices) -> Value {
-          ResizeBuilder r{b, nestedLoc, computeType, coordinateMode};
+          CoordinateBuilder c{b, nestedLoc, coordinateMode};
           SmallVector<Value> coords = llvm::to_vector(indices);
           if (!linear) {
             for (auto [d, axis] : llvm::enumerate(axes))
               if (axis.resized)
-                coords[d] = r.clampedIndex(
-                    r.nearest(r.sourceCoordinate(indices[d], axis), nearestMode),
+                coords[d] = c.clampedIndex(
+                    c.nearest(c.sourceCoordinate(indices[d], axis), nearestMode),
                     axis.inSize);
             return extractAt(b, nestedLoc, input, coords);
           }
@@ -791,41 +798,45 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
           for (auto [d, axis] : llvm::enumerate(axes)) {
             if (!axis.resized)
               continue;
-            Value x = r.sourceCoordinate(indices[d], axis);
+            Value x = c.sourceCoordinate(indices[d], axis);
             Value floor = math::FloorOp::create(b, nestedLoc, x);
+            Value weight = arith::SubFOp::create(b, nestedLoc, x, floor);
+            if (blendType != weight.getType())
+              weight = arith::TruncFOp::create(b, nestedLoc, blendType, weight);
             resizedDims.push_back(d);
-            weights.push_back(arith::SubFOp::create(b, nestedLoc, x, floor));
-            lower.push_back(r.clampedIndex(floor, axis.inSize));
-            upper.push_back(r.clampedIndex(
-                arith::AddFOp::create(b, nestedLoc, floor, r.constant(1)), axis.inSize));
+            weights.push_back(weight);
+            lower.push_back(c.clampedIndex(floor, axis.inSize));
+            upper.push_back(c.clampedIndex(
+                arith::AddFOp::create(b, nestedLoc, floor, c.constant(1)), axis.inSize));
           }
-          // Corner c takes the upper pixel in resized dimension k when bit
-          // (n - 1 - k) of c is set, so corners 2m and 2m + 1 differ only in
+          // Corner m takes the upper pixel in resized dimension k when bit
+          // (n - 1 - k) of m is set, so corners 2j and 2j + 1 differ only in
           // the innermost resized dimension.
           size_t n = resizedDims.size();
           SmallVector<Value> corners;
-          for (uint64_t c = 0; c < (uint64_t{1} << n); ++c) {
+          for (uint64_t m = 0; m < (uint64_t{1} << n); ++m) {
             for (size_t k = 0; k < n; ++k)
-              coords[resizedDims[k]] = (c >> (n - 1 - k)) & 1 ? upper[k] : lower[k];
+              coords[resizedDims[k]] = (m >> (n - 1 - k)) & 1 ? upper[k] : lower[k];
             Value v = extractAt(b, nestedLoc, input, coords);
-            if (elementType != computeType)
-              v = arith::ExtFOp::create(b, nestedLoc, computeType, v);
+            if (elementType != blendType)
+              v = arith::ExtFOp::create(b, nestedLoc, blendType, v);
             corners.push_back(v);
           }
           // (1 - t) a + t b, innermost resized dimension first.
+          Value one = scalarConstant(b, nestedLoc, blendType, 1);
           for (size_t k = n; k-- > 0;) {
             Value t = weights[k];
-            Value oneMinusT = arith::SubFOp::create(b, nestedLoc, r.constant(1), t);
+            Value oneMinusT = arith::SubFOp::create(b, nestedLoc, one, t);
             SmallVector<Value> blended;
-            for (size_t c = 0; c < corners.size(); c += 2) {
-              Value lo = arith::MulFOp::create(b, nestedLoc, corners[c], oneMinusT);
-              Value hi = arith::MulFOp::create(b, nestedLoc, corners[c + 1], t);
+            for (size_t j = 0; j < corners.size(); j += 2) {
+              Value lo = arith::MulFOp::create(b, nestedLoc, corners[j], oneMinusT);
+              Value hi = arith::MulFOp::create(b, nestedLoc, corners[j + 1], t);
               blended.push_back(arith::AddFOp::create(b, nestedLoc, lo, hi));
             }
             corners = std::move(blended);
           }
           Value v = corners.front();
-          if (elementType != computeType)
+          if (elementType != blendType)
             v = arith::TruncFOp::create(b, nestedLoc, elementType, v);
           return v;
         });

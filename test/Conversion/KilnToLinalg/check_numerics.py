@@ -597,9 +597,12 @@ def run(tools, selected, workdir):
 
 
 def find_tool(name, explicit):
-    path = explicit or shutil.which(name) or os.path.join("/usr/lib/llvm-22/bin", name)
-    if not os.path.exists(path):
-        sys.exit(f"error: cannot find {name}")
+    """`explicit` (a path, or a name on PATH); else `name` on PATH or in LLVM 22."""
+    path = shutil.which(explicit or name)
+    if not path and not explicit:
+        path = shutil.which(os.path.join("/usr/lib/llvm-22/bin", name))
+    if not path:
+        sys.exit(f"error: cannot find {explicit or name}")
     return path
 
 
