@@ -30,7 +30,7 @@ llvm_config.with_system_environment(["HOME", "PYTHONPATH"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "mlir-tblgen"], tool_dirs)
+llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run", "mlir-tblgen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
 
@@ -56,3 +56,12 @@ if ptxas:
 # ptxas on each.
 config.substitutions.append(
     ("%check-ptx", f"{python} {os.path.join(config.kiln_src_root, 'test', 'Pipelines', 'check_ptx.py')}"))
+
+# A CUDA driver (and so maybe a GPU) is present: tests that expect kiln-run
+# to report "no CUDA driver" do not apply.
+import ctypes
+try:
+    ctypes.CDLL("libcuda.so.1")
+    config.available_features.add("cuda-driver")
+except OSError:
+    pass

@@ -66,10 +66,10 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
     return "kiln-materialize-weights, "
            "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map}, "
-           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs}, "
+           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs add-result-attr}, "
            "func.func(linalg-generalize-named-ops, kiln-map-to-gpu, canonicalize, "
            "gpu-launch-sink-index-computations), "
-           "gpu-kernel-outlining, canonicalize, cse";
+           "gpu-kernel-outlining, kiln-name-kernels, canonicalize, cse";
   case Phase::Llvm:
     // Kernels take bare pointers: with a static memory plan the runtime
     // passes one address per buffer.

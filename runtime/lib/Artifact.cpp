@@ -67,6 +67,28 @@ uint64_t Blob::append(const void *data, size_t size, uint64_t alignment) {
 // Artifact
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// "[a, b)", for byte ranges in messages.
+std::string byteRange(uint64_t offset, uint64_t size) {
+  return fmt::format("[{}, {})", offset, offset + size);
+}
+
+Error verifyTensorShape(std::string_view what, const std::string &name,
+                        DType dtype, const Shape &shape) {
+  if (!dtypeFromCode(static_cast<uint32_t>(dtype)))
+    return makeError("{} '{}': unknown dtype code {}", what, name,
+                     static_cast<unsigned>(dtype));
+  for (int64_t dim : shape)
+    if (dim < 0)
+      return makeError("{} '{}': shape {} has a negative dimension", what, name,
+                       formatShape(shape));
+  if (!tensorByteSize(dtype, shape))
+    return makeError("{} '{}': {} {} overflows 64 bits", what, name,
+                     dtypeName(dtype), formatShape(shape));
+  return Error::success();
+}
+} // namespace
+
 std::string_view paramKindName(ParamKind kind) {
   switch (kind) {
   case ParamKind::ArenaPointer:
@@ -84,9 +106,9 @@ std::string_view paramKindName(ParamKind kind) {
 Expected<uint32_t> Artifact::addWeight(std::string name, DType dtype,
                                        Shape shape, const void *data,
                                        uint64_t size) {
+  if (Error err = verifyTensorShape("weight", name, dtype, shape))
+    return err;
   std::optional<uint64_t> expected = tensorByteSize(dtype, shape);
-  if (!expected)
-    return makeError("weight '{}': invalid shape {}", name, formatShape(shape));
   if (*expected != size)
     return makeError("weight '{}': {} bytes given for {} {} ({} bytes)", name,
                      size, dtypeName(dtype), formatShape(shape), *expected);
@@ -137,23 +159,6 @@ uint32_t Artifact::targetSm() const {
 
 namespace {
 
-/// "[a, b)", for byte ranges in messages.
-std::string byteRange(uint64_t offset, uint64_t size) {
-  return fmt::format("[{}, {})", offset, offset + size);
-}
-
-Error verifyTensorShape(std::string_view what, const std::string &name,
-                        DType dtype, const Shape &shape) {
-  for (int64_t dim : shape)
-    if (dim < 0)
-      return makeError("{} '{}': shape {} has a negative dimension", what, name,
-                       formatShape(shape));
-  if (!tensorByteSize(dtype, shape))
-    return makeError("{} '{}': {} {} overflows 64 bits", what, name,
-                     dtypeName(dtype), formatShape(shape));
-  return Error::success();
-}
-
 Error verifyMeta(const Artifact &artifact) {
   if (artifact.targetSm() == 0)
     return makeError("section 'meta': target '{}' is not an sm name like "
@@ -176,8 +181,8 @@ Error verifySignature(const Artifact &artifact) {
       if (!seen.emplace(tensor.name, i).second)
         return makeError("section 'signature': {} '{}' appears twice", what,
                          tensor.name);
-      if (Error err = verifyTensorShape(what, tensor.name, tensor.dtype,
-                                        tensor.shape))
+      if (Error err =
+              verifyTensorShape(what, tensor.name, tensor.dtype, tensor.shape))
         return err.withContext("section 'signature'");
       uint64_t size = *tensorByteSize(tensor.dtype, tensor.shape);
       if (tensor.buffer >= buffers.size())
@@ -277,18 +282,17 @@ Error verifyLaunches(const Artifact &artifact) {
                        "of range (the artifact has {} kernels)",
                        i, launch.kernel, artifact.kernels.size());
     const Kernel &kernel = artifact.kernels[launch.kernel];
-    std::string where =
-        fmt::format("section 'launches': launch {} (kernel '{}')", i,
-                    kernel.name);
+    std::string where = fmt::format(
+        "section 'launches': launch {} (kernel '{}')", i, kernel.name);
     if (launch.args.size() != kernel.params.size())
       return makeError("{}: {} arguments for {} parameters", where,
                        launch.args.size(), kernel.params.size());
     for (size_t a = 0; a < launch.args.size(); ++a) {
       const KernelParam &param = kernel.params[a];
       uint64_t value = launch.args[a];
-      std::string arg = fmt::format("argument {}{}{}", a,
-                                    param.name.empty() ? "" : " '",
-                                    param.name.empty() ? "" : param.name + "'");
+      std::string arg =
+          fmt::format("argument {}{}{}", a, param.name.empty() ? "" : " '",
+                      param.name.empty() ? "" : param.name + "'");
       switch (param.kind) {
       case ParamKind::ArenaPointer:
         if (value >= arenaSize && !(value == 0 && arenaSize == 0))

@@ -1,4 +1,4 @@
-//===- ArtifactFormat.h - Byte layout of .kiln files --------------*- C++ -*-===//
+//===- ArtifactFormat.h - Byte layout of .kiln files ------------*- C++ -*-===//
 //
 // Constants of the artifact format shared by the reader, the writer and the
 // tests that corrupt files on purpose. docs/artifact-format.md is the
@@ -37,10 +37,10 @@ constexpr size_t kHeaderChecksumOffset = 60; // u32, CRC32C of bytes [0, 60)
 
 // One 32-byte section table entry.
 constexpr uint32_t kSectionEntrySize = 32;
-constexpr size_t kEntryKindOffset = 0;     // u32
-constexpr size_t kEntryFlagsOffset = 4;    // u32, 0 in 1.x
-constexpr size_t kEntryOffsetOffset = 8;   // u64, from the start of the file
-constexpr size_t kEntrySizeOffset = 16;    // u64
+constexpr size_t kEntryKindOffset = 0;      // u32
+constexpr size_t kEntryFlagsOffset = 4;     // u32, 0 in 1.x
+constexpr size_t kEntryOffsetOffset = 8;    // u64, from the start of the file
+constexpr size_t kEntrySizeOffset = 16;     // u64
 constexpr size_t kEntryChecksumOffset = 24; // u32, CRC32C of the section
 // Bytes [28, 32) are reserved (0).
 

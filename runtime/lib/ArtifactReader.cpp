@@ -45,9 +45,7 @@ public:
       value = loadU64(p);
     return value;
   }
-  int64_t i64(std::string_view what) {
-    return static_cast<int64_t>(u64(what));
-  }
+  int64_t i64(std::string_view what) { return static_cast<int64_t>(u64(what)); }
   std::string string(std::string_view what) {
     uint32_t length = u32(what);
     const uint8_t *p = take(length, what);
@@ -119,7 +117,7 @@ private:
 };
 
 /// The smallest encodings, for SectionReader::count.
-constexpr uint64_t kMinTensorBytes = 4 + 4 + 4 + 8;  // name, dtype, rank, size
+constexpr uint64_t kMinTensorBytes = 4 + 4 + 4 + 8; // name, dtype, rank, size
 constexpr uint64_t kMinKernelBytes = 4 + 7 * 4 + 4 + 8 + 4 + 8;
 constexpr uint64_t kMinParamBytes = 4 + 4;
 constexpr uint64_t kMinLaunchBytes = 4 + 4;
@@ -144,8 +142,8 @@ void readTensor(SectionReader &in, std::string_view what, std::string &name,
     return in.fail(fmt::format("unknown dtype code {}", code));
   dtype = *type;
   if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
-    return in.fail(fmt::format("shape {} has a negative dimension",
-                               formatShape(shape)));
+    return in.fail(
+        fmt::format("shape {} has a negative dimension", formatShape(shape)));
   std::optional<uint64_t> size = tensorByteSize(dtype, shape);
   if (!size)
     return in.fail(fmt::format("{} {} overflows 64 bits", dtypeName(dtype),
@@ -377,8 +375,7 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
     // after their checksum proves the file intact.
     if (isKnown) {
       if (known[entry.kind])
-        return makeError("section '{}' appears twice",
-                         sectionName(entry.kind));
+        return makeError("section '{}' appears twice", sectionName(entry.kind));
       if (entry.flags != 0)
         return makeError("section '{}': unknown flags {:#x}",
                          sectionName(entry.kind), entry.flags);
@@ -435,7 +432,8 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
 
 } // namespace
 
-Expected<Artifact> parseArtifact(const Blob &image, std::string_view displayName,
+Expected<Artifact> parseArtifact(const Blob &image,
+                                 std::string_view displayName,
                                  const ReadOptions &options) {
   Expected<Artifact> artifact = parseImage(image, options);
   if (!artifact)

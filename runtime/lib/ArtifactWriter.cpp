@@ -208,8 +208,7 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
   std::vector<uint8_t> table(tableSize, 0);
   for (size_t i = 0; i < sections.size(); ++i) {
     uint8_t *entry = table.data() + i * kSectionEntrySize;
-    storeU32(entry + kEntryKindOffset,
-             static_cast<uint32_t>(sections[i].kind));
+    storeU32(entry + kEntryKindOffset, static_cast<uint32_t>(sections[i].kind));
     storeU64(entry + kEntryOffsetOffset, sections[i].offset);
     storeU64(entry + kEntrySizeOffset, sections[i].size);
     storeU32(entry + kEntryChecksumOffset, sections[i].checksum);

@@ -163,8 +163,7 @@ Expected<DevicePtr> CudaDevice::allocate(uint64_t size) {
 Error CudaDevice::deallocate(DevicePtr ptr) {
   if (Error err = enter())
     return err;
-  return cu.check(cu.cuMemFree(static_cast<CUdeviceptr>(ptr)), "cuMemFree",
-                  "");
+  return cu.check(cu.cuMemFree(static_cast<CUdeviceptr>(ptr)), "cuMemFree", "");
 }
 
 Error CudaDevice::copyToDevice(DevicePtr dst, const void *src, uint64_t size) {
@@ -172,9 +171,9 @@ Error CudaDevice::copyToDevice(DevicePtr dst, const void *src, uint64_t size) {
     return err;
   // The synchronous copy may return before the DMA from pageable memory
   // ends, so wait for the context: later launches on any stream see the data.
-  if (Error err = cu.check(cu.cuMemcpyHtoD(static_cast<CUdeviceptr>(dst), src,
-                                           size),
-                           "cuMemcpyHtoD", fmt::format("{} bytes", size)))
+  if (Error err =
+          cu.check(cu.cuMemcpyHtoD(static_cast<CUdeviceptr>(dst), src, size),
+                   "cuMemcpyHtoD", fmt::format("{} bytes", size)))
     return err;
   return cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize", "after a copy");
 }
@@ -183,8 +182,8 @@ Error CudaDevice::copyToHost(void *dst, DevicePtr src, uint64_t size) {
   if (Error err = enter())
     return err;
   // Wait for every stream (ours are non-blocking) before reading.
-  if (Error err = cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize",
-                           "before a copy"))
+  if (Error err =
+          cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize", "before a copy"))
     return err;
   return cu.check(cu.cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), size),
                   "cuMemcpyDtoH", fmt::format("{} bytes", size));
@@ -203,7 +202,7 @@ Expected<ModuleHandle> CudaDevice::loadModule(const ModuleImage &image) {
   }
   char errorLog[16384] = {};
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
-                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {errorLog, reinterpret_cast<void *>(sizeof(errorLog) - 1)};
   CUmodule module = nullptr;
   CUresult result = cu.cuModuleLoadDataEx(&module, data, 2, options, values);
@@ -292,7 +291,8 @@ Error CudaDevice::synchronize(StreamHandle handle) {
 }
 
 Error CudaDevice::launch(FunctionHandle handle, const LaunchConfig &config,
-                         const PackedParams &params, StreamHandle streamHandle) {
+                         const PackedParams &params,
+                         StreamHandle streamHandle) {
   FunctionSlot *function = functions.get(handle.id);
   if (!function)
     return makeError("cuLaunchKernel: unknown function handle");
@@ -304,17 +304,19 @@ Error CudaDevice::launch(FunctionHandle handle, const LaunchConfig &config,
   std::string subject = fmt::format("kernel '{}'", function->kernelName);
   if (config.dynamicSharedBytes > function->maxDynamicShared) {
     // Above 48 KiB the kernel has to opt in to the larger carve-out.
-    if (Error err = cu.check(
-            cu.cuFuncSetAttribute(function->handle,
-                                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  static_cast<int>(config.dynamicSharedBytes)),
-            "cuFuncSetAttribute", subject))
+    if (Error err =
+            cu.check(cu.cuFuncSetAttribute(
+                         function->handle,
+                         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                         static_cast<int>(config.dynamicSharedBytes)),
+                     "cuFuncSetAttribute", subject))
       return err;
     function->maxDynamicShared = config.dynamicSharedBytes;
   }
   argumentPointers.resize(params.count());
   for (size_t i = 0; i < params.count(); ++i)
-    argumentPointers[i] = const_cast<uint8_t *>(params.data() + params.offset(i));
+    argumentPointers[i] =
+        const_cast<uint8_t *>(params.data() + params.offset(i));
   return cu.check(cu.cuLaunchKernel(function->handle, config.grid.x,
                                     config.grid.y, config.grid.z,
                                     config.block.x, config.block.y,
@@ -369,10 +371,10 @@ Expected<float> CudaDevice::elapsedMilliseconds(EventHandle start,
                            "cuEventSynchronize", ""))
     return err;
   float milliseconds = 0;
-  if (Error err = cu.check(cu.cuEventElapsedTime(&milliseconds,
-                                                 startSlot->handle,
-                                                 endSlot->handle),
-                           "cuEventElapsedTime", ""))
+  if (Error err =
+          cu.check(cu.cuEventElapsedTime(&milliseconds, startSlot->handle,
+                                         endSlot->handle),
+                   "cuEventElapsedTime", ""))
     return err;
   return milliseconds;
 }
@@ -385,9 +387,9 @@ Error CudaDevice::beginCapture(StreamHandle handle) {
     return stream.takeError();
   if (Error err = enter())
     return err;
-  return cu.check(cu.cuStreamBeginCapture(*stream,
-                                          CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                  "cuStreamBeginCapture", "");
+  return cu.check(
+      cu.cuStreamBeginCapture(*stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "cuStreamBeginCapture", "");
 }
 
 Expected<GraphHandle> CudaDevice::endCapture(StreamHandle handle) {

@@ -43,8 +43,8 @@ Expected<CudaDriver> resolveDriver() {
       address = ::dlsym(library, fallback);
     if (!address && required && missing.empty())
       missing = symbol;
-    member = reinterpret_cast<std::remove_reference_t<decltype(member)>>(
-        address);
+    member =
+        reinterpret_cast<std::remove_reference_t<decltype(member)>>(address);
     return address != nullptr;
   };
   bool graphs = true;

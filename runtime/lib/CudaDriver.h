@@ -1,4 +1,4 @@
-//===- CudaDriver.h - The CUDA driver API, loaded at run time -----*- C++ -*-===//
+//===- CudaDriver.h - The CUDA driver API, loaded at run time ---*- C++ -*-===//
 //
 // Kiln never links libcuda: the runtime must start (and fail cleanly) on
 // machines without a GPU, and one binary must work across driver versions.
@@ -28,7 +28,7 @@ namespace kiln::runtime {
 
 // X(member, exported symbol, older exported symbol or nullptr). REQUIRED
 // entries must all resolve; OPTIONAL ones (graphs) may be missing.
-#define KILN_CUDA_DRIVER_ENTRY_POINTS(REQUIRED, OPTIONAL)                     \
+#define KILN_CUDA_DRIVER_ENTRY_POINTS(REQUIRED, OPTIONAL)                      \
   REQUIRED(cuGetErrorName, "cuGetErrorName", nullptr)                          \
   REQUIRED(cuGetErrorString, "cuGetErrorString", nullptr)                      \
   REQUIRED(cuInit, "cuInit", nullptr)                                          \
@@ -68,7 +68,8 @@ namespace kiln::runtime {
 
 /// The driver entry points, resolved from libcuda.so.1.
 struct CudaDriver {
-#define KILN_CUDA_DECLARE(member, symbol, fallback) decltype(&::member) member = nullptr;
+#define KILN_CUDA_DECLARE(member, symbol, fallback)                            \
+  decltype(&::member) member = nullptr;
   KILN_CUDA_DRIVER_ENTRY_POINTS(KILN_CUDA_DECLARE, KILN_CUDA_DECLARE)
 #undef KILN_CUDA_DECLARE
 

@@ -14,16 +14,19 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::F32, "f32", 4},  {DType::F16, "f16", 2},   {DType::BF16, "bf16", 2},
-    {DType::F64, "f64", 8},  {DType::I8, "i8", 1},     {DType::I16, "i16", 2},
-    {DType::I32, "i32", 4},  {DType::I64, "i64", 8},   {DType::U8, "u8", 1},
-    {DType::U16, "u16", 2},  {DType::U32, "u32", 4},   {DType::U64, "u64", 8},
+    {DType::F32, "f32", 4},   {DType::F16, "f16", 2}, {DType::BF16, "bf16", 2},
+    {DType::F64, "f64", 8},   {DType::I8, "i8", 1},   {DType::I16, "i16", 2},
+    {DType::I32, "i32", 4},   {DType::I64, "i64", 8}, {DType::U8, "u8", 1},
+    {DType::U16, "u16", 2},   {DType::U32, "u32", 4}, {DType::U64, "u64", 8},
     {DType::Bool, "bool", 1},
 };
 
 const DTypeInfo &infoOf(DType type) {
-  // Codes are dense from 1; dtypeFromCode guards every value read from a file.
-  return kDTypes[static_cast<unsigned>(type) - 1];
+  // Codes are dense from 1. A value outside the enum (a bad cast) gets an
+  // entry that verifyArtifact and encodeNpy reject instead of a wild read.
+  static constexpr DTypeInfo invalid = {DType(0), "invalid", 0};
+  unsigned code = static_cast<unsigned>(type);
+  return code >= 1 && code <= std::size(kDTypes) ? kDTypes[code - 1] : invalid;
 }
 } // namespace
 

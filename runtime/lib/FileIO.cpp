@@ -48,8 +48,9 @@ Expected<Blob> mapFile(const std::string &path) {
   ::close(fd);
   if (address == MAP_FAILED)
     return makeError("cannot map '{}': {}", path, errnoMessage(error));
-  std::shared_ptr<const void> mapping(
-      address, [size](const void *p) { ::munmap(const_cast<void *>(p), size); });
+  std::shared_ptr<const void> mapping(address, [size](const void *p) {
+    ::munmap(const_cast<void *>(p), size);
+  });
   return Blob::view(std::move(mapping), static_cast<const uint8_t *>(address),
                     size);
 }
@@ -60,7 +61,8 @@ Expected<Blob> mapFile(const std::string &path) {
 
 Expected<AtomicFileWriter> AtomicFileWriter::create(const std::string &path) {
   size_t slash = path.rfind('/');
-  std::string directory = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string directory =
+      slash == std::string::npos ? "." : path.substr(0, slash);
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty())
     return makeError("cannot write '{}': not a file name", path);

@@ -26,10 +26,10 @@ struct Descr {
 
 /// What Kiln writes for each dtype; parseDescr accepts more spellings.
 constexpr Descr kDescrs[] = {
-    {"<f4", DType::F32}, {"<f2", DType::F16}, {"<V2", DType::BF16},
-    {"<f8", DType::F64}, {"|i1", DType::I8},  {"<i2", DType::I16},
-    {"<i4", DType::I32}, {"<i8", DType::I64}, {"|u1", DType::U8},
-    {"<u2", DType::U16}, {"<u4", DType::U32}, {"<u8", DType::U64},
+    {"<f4", DType::F32},  {"<f2", DType::F16}, {"<V2", DType::BF16},
+    {"<f8", DType::F64},  {"|i1", DType::I8},  {"<i2", DType::I16},
+    {"<i4", DType::I32},  {"<i8", DType::I64}, {"|u1", DType::U8},
+    {"<u2", DType::U16},  {"<u4", DType::U32}, {"<u8", DType::U64},
     {"|b1", DType::Bool},
 };
 
@@ -42,8 +42,8 @@ Expected<DType> parseDescr(std::string_view descr) {
                      "a.astype(a.dtype.newbyteorder('<'))",
                      descr);
   std::string_view body = descr;
-  if (!body.empty() && (body[0] == '<' || body[0] == '|' || body[0] == '=' ||
-                        body[0] == '>'))
+  if (!body.empty() &&
+      (body[0] == '<' || body[0] == '|' || body[0] == '=' || body[0] == '>'))
     body.remove_prefix(1);
   if (body == "O" || body.substr(0, 1) == "O")
     return makeError("object arrays ('{}') are not supported", descr);
@@ -61,7 +61,8 @@ public:
   explicit HeaderParser(std::string_view text) : text(text) {}
 
   void skipSpace() {
-    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos])))
+    while (pos < text.size() &&
+           std::isspace(static_cast<unsigned char>(text[pos])))
       ++pos;
   }
   bool consume(char c) {
@@ -99,7 +100,8 @@ public:
     skipSpace();
     size_t start = pos;
     int64_t value = 0;
-    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+    while (pos < text.size() &&
+           std::isdigit(static_cast<unsigned char>(text[pos]))) {
       int digit = text[pos++] - '0';
       if (value > (INT64_MAX - digit) / 10)
         return std::nullopt;
@@ -249,6 +251,9 @@ Expected<NpyArray> readNpy(const std::string &path) {
 
 Expected<std::vector<uint8_t>> encodeNpy(DType dtype, const Shape &shape,
                                          const void *data, uint64_t size) {
+  if (!dtypeFromCode(static_cast<uint32_t>(dtype)))
+    return makeError("cannot encode .npy: unknown dtype code {}",
+                     static_cast<unsigned>(dtype));
   std::optional<uint64_t> expected = tensorByteSize(dtype, shape);
   if (!expected || *expected != size)
     return makeError("cannot encode .npy: {} bytes given for {} {}", size,

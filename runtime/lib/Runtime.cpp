@@ -122,7 +122,8 @@ Error Session::Impl::prepare() {
     if (!module)
       return module.takeError();
     modules.push_back(*module);
-    Expected<FunctionHandle> function = device->getFunction(*module, kernel.name);
+    Expected<FunctionHandle> function =
+        device->getFunction(*module, kernel.name);
     if (!function)
       return function.takeError();
     functions.push_back(*function);
@@ -271,8 +272,8 @@ Error Session::readOutput(std::string_view name, void *dst, uint64_t size) {
   uint64_t expected = *tensorByteSize(output->dtype, output->shape);
   if (size != expected)
     return makeError("output '{}': a {}-byte buffer given, {} {} has {}", name,
-                     size, dtypeName(output->dtype),
-                     formatShape(output->shape), expected);
+                     size, dtypeName(output->dtype), formatShape(output->shape),
+                     expected);
   if (!impl->haveRun)
     return makeError("output '{}': the session has not run yet", name);
   if (size == 0)
@@ -356,7 +357,8 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
       for (KernelTiming &timing : result.kernels)
         timing.milliseconds.push_back(0);
       for (size_t l = 0; l < launches.size(); ++l) {
-        Expected<float> ms = device.elapsedMilliseconds(events[l], events[l + 1]);
+        Expected<float> ms =
+            device.elapsedMilliseconds(events[l], events[l + 1]);
         if (!ms)
           return ms.takeError();
         result.kernels[slot[launches[l].kernel]].milliseconds.back() += *ms;

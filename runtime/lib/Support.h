@@ -1,4 +1,4 @@
-//===- Support.h - Helpers shared by the runtime's sources --------*- C++ -*-===//
+//===- Support.h - Helpers shared by the runtime's sources ------*- C++ -*-===//
 //
 // Internal to runtime/lib: fmt-formatted errors, overflow-checked arithmetic,
 // and the file I/O every reader and writer goes through (read-only mapping,

@@ -12,6 +12,7 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Frontend/ONNX/Importer.h"
 #include "kiln/Pipelines/Pipelines.h"
+#include "kiln/Target/CUDA/ArtifactBuilder.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -37,13 +38,24 @@ namespace {
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"));
 cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("file"), cl::init("-"));
-cl::opt<kiln::Phase> emitPhase(
-    "emit", cl::desc("Stop after a phase and print it"), cl::init(kiln::Phase::Kiln),
-    cl::values(clEnumValN(kiln::Phase::Kiln, "kiln", "the imported kiln dialect"),
-               clEnumValN(kiln::Phase::Linalg, "linalg", "linalg on tensors"),
-               clEnumValN(kiln::Phase::Gpu, "gpu", "buffers, launches and gpu.func kernels"),
-               clEnumValN(kiln::Phase::Llvm, "llvm", "kernels in the LLVM/NVVM dialects"),
-               clEnumValN(kiln::Phase::Ptx, "ptx", "the PTX of every kernel")));
+/// What kilnc produces: a compilation phase's IR, or the artifact.
+enum class Output { Kiln, Linalg, Gpu, Llvm, Ptx, Artifact };
+
+cl::opt<Output> emit(
+    "emit",
+    cl::desc("What to produce (default: the artifact when -o names a .kiln "
+             "file, else the kiln IR)"),
+    cl::init(Output::Kiln),
+    cl::values(clEnumValN(Output::Kiln, "kiln", "the imported kiln dialect"),
+               clEnumValN(Output::Linalg, "linalg", "linalg on tensors"),
+               clEnumValN(Output::Gpu, "gpu", "buffers, launches and gpu.func kernels"),
+               clEnumValN(Output::Llvm, "llvm", "kernels in the LLVM/NVVM dialects"),
+               clEnumValN(Output::Ptx, "ptx", "the PTX of every kernel"),
+               clEnumValN(Output::Artifact, "artifact",
+                          "the .kiln artifact the runtime loads")));
+/// --stats is read before LLVM's parser, which owns an unrelated -stats flag
+/// (pass statistics).
+bool stats = false;
 cl::opt<std::string> target("target", cl::desc("GPU architecture: sm_80 or sm_90"),
                             cl::init("sm_90"));
 cl::list<std::string> shapes("shape",
@@ -55,6 +67,8 @@ cl::opt<bool> printWeights("print-weights",
                            cl::desc("Print weight blobs in full instead of eliding them"));
 cl::opt<bool> listOnnxOps("list-onnx-ops",
                           cl::desc("Print the supported ONNX ops as a Markdown table"));
+
+std::string commandLine;
 
 int error(const llvm::Twine &message) {
   llvm::errs() << "kilnc: error: " << message << "\n";
@@ -180,7 +194,21 @@ void printOnnxOps(llvm::raw_ostream &os) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   kiln::registerPipelinePasses();
-  cl::ParseCommandLineOptions(argc, argv, "Kiln: ONNX to GPU compiler\n");
+  std::vector<char *> args;
+  for (int i = 0; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (i > 0 && (arg == "--stats" || arg == "-stats"))
+      stats = true;
+    else
+      args.push_back(argv[i]);
+  }
+  cl::ParseCommandLineOptions(
+      static_cast<int>(args.size()), args.data(),
+      "Kiln: ONNX to GPU compiler\n\n"
+      "  --stats  print kernel count, arena bytes (planned and naive) and weight\n"
+      "           bytes; needs -o model.kiln\n");
+  for (int i = 1; i < argc; ++i)
+    commandLine += (i > 1 ? " " : "") + std::string(argv[i]);
 
   if (listOnnxOps) {
     printOnnxOps(llvm::outs());
@@ -192,6 +220,14 @@ int main(int argc, char **argv) {
   onnxfe::ImportOptions options;
   if (llvm::Error err = parseShapes(options))
     return error(llvm::toString(std::move(err)));
+
+  Output output = emit;
+  if (emit.getNumOccurrences() == 0 && llvm::StringRef(outputFile).ends_with(".kiln"))
+    output = Output::Artifact;
+  if ((output == Output::Artifact || stats) && outputFile == "-")
+    return error("the artifact is binary: name a file with -o model.kiln");
+  kiln::Phase lastPhase = output == Output::Artifact ? kiln::Phase::Ptx
+                                                     : static_cast<kiln::Phase>(output);
 
   kiln::PipelineOptions pipelineOptions;
   pipelineOptions.chip = target;
@@ -215,11 +251,34 @@ int main(int argc, char **argv) {
       return success();
     });
     PassManager pm(&context);
-    if (failed(kiln::buildPipelineUpTo(pm, emitPhase, pipelineOptions)))
+    if (failed(kiln::buildPipelineUpTo(pm, lastPhase, pipelineOptions)))
       return error("cannot build the compilation pipeline");
     if (failed(pm.run(**module)))
       return error(inputFile + ": compilation failed: " +
                    (diagnostic.empty() ? std::string("unknown error") : diagnostic));
+  }
+
+  if (output == Output::Artifact || stats) {
+    kiln::ArtifactOptions artifactOptions;
+    artifactOptions.target = target;
+    artifactOptions.ptxasPath = kiln::defaultPtxasPath();
+    artifactOptions.compilerOptions = commandLine;
+    kiln::ArtifactStats artifactStats;
+    auto artifact = kiln::buildArtifact(**module, artifactOptions, &artifactStats);
+    if (!artifact)
+      return error(inputFile + ": " + llvm::toString(artifact.takeError()));
+    if (stats)
+      llvm::outs() << llvm::format(
+          "kernels: %zu\narena bytes: %llu\nnaive arena bytes: %llu\nweight bytes: %llu\n",
+          artifactStats.kernels, (unsigned long long)artifactStats.arenaBytes,
+          (unsigned long long)artifactStats.naiveArenaBytes,
+          (unsigned long long)artifactStats.weightBytes);
+    if (output == Output::Artifact) {
+      // writeArtifact writes a temporary file and renames it into place.
+      if (kiln::runtime::Error err = kiln::runtime::writeArtifact(*artifact, outputFile))
+        return error(err.message());
+      return 0;
+    }
   }
 
   // Render first, then write atomically (temporary file + rename).
@@ -228,7 +287,7 @@ int main(int argc, char **argv) {
       printSummary(**module, os);
       return llvm::Error::success();
     }
-    if (emitPhase == kiln::Phase::Ptx) {
+    if (output == Output::Ptx) {
       printPtx(**module, os);
       return llvm::Error::success();
     }

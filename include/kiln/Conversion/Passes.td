@@ -101,4 +101,25 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
   ];
 }
 
+def NameKernelsPass : Pass<"kiln-name-kernels", "mlir::ModuleOp"> {
+  let summary = "Give every outlined kernel its module's unique name";
+  let description = [{
+    Kernel outlining names every kernel after its parent function
+    (`@main_kernel`) and only the enclosing `gpu.module`s get unique names.
+    This pass renames each kernel to its module's name and updates the
+    launches, so kernel names are unique across the artifact and PTX entry
+    names say which launch they belong to.
+
+    Example:
+
+    ```mlir
+    gpu.module @main_kernel_3 { gpu.func @main_kernel(...) kernel { ... } }
+    gpu.launch_func @main_kernel_3::@main_kernel ...
+    // becomes
+    gpu.module @main_kernel_3 { gpu.func @main_kernel_3(...) kernel { ... } }
+    gpu.launch_func @main_kernel_3::@main_kernel_3 ...
+    ```
+  }];
+}
+
 #endif // KILN_CONVERSION_PASSES_TD

@@ -101,7 +101,8 @@ struct MatmulLowering : OpRewritePattern<MatmulOp> {
     rhsDims.push_back(k);
     if (rhsMatrix)
       rhsDims.push_back(n);
-    SmallVector<AffineMap> maps{operandMap(lhsType, lhsDims), operandMap(rhsType, rhsDims),
+    SmallVector<AffineMap> maps{operandMap(lhsType, lhsDims),
+                                operandMap(rhsType, rhsDims),
                                 projectionMap(context, resultRank + 1, {resultRank})};
     SmallVector<utils::IteratorType> iterators(resultRank, utils::IteratorType::parallel);
     iterators.push_back(utils::IteratorType::reduction);
@@ -133,9 +134,11 @@ struct WindowConv {
   Value init;   // result-shaped: the bias broadcast, or zeros
   bool channelsLast = false;
   int64_t groups = 1;
-  /// conv_transpose filters are [C, O / groups, kernel...] (nchw) and read
-  /// their kernel flipped.
+  /// conv_transpose filters hold [C, O / groups] where conv filters hold
+  /// [O, C / groups]. (Their flipped kernel is a negative kernel step.)
   bool transposedFilter = false;
+  /// Per spatial dim: the output stride, the step between kernel taps (the
+  /// dilation, negated to flip the kernel) and a constant offset.
   SmallVector<int64_t> strides, kernelSteps, offsets;
 };
 
@@ -231,11 +234,12 @@ Value buildWindowConv(OpBuilder &b, Location loc, const WindowConv &conv) {
       AffineMap::get(numLoops, 0, filterExprs, context),
       AffineMap::get(numLoops, 0, activation(o, y), context)};
   int64_t parallelLoops = numLoops - 1 - spatial;
-  SmallVector<utils::IteratorType> iterators(parallelLoops, utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> iterators(parallelLoops,
+                                             utils::IteratorType::parallel);
   iterators.append(1 + spatial, utils::IteratorType::reduction);
   auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(init.getType()), ValueRange{input, filter}, ValueRange(init), maps,
-      iterators, [](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+      b, loc, TypeRange(init.getType()), ValueRange{input, filter}, ValueRange(init),
+      maps, iterators, [](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         linalg::YieldOp::create(
             nested, nestedLoc,
             multiplyAccumulate(nested, nestedLoc, args[0], args[1], args[2]));
@@ -305,8 +309,8 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
     RankedTensorType filterType = op.getFilter().getType();
     int64_t rank = inputType.getRank(), spatial = rank - 2;
     bool channelsLast = op.getDataFormat() == DataFormat::ChannelsLast;
+    // Input and filter have their spatial dims at the same positions.
     int64_t firstSpatial = channelsLast ? 1 : 2;
-    int64_t filterFirstSpatial = channelsLast ? 1 : 2;
     ArrayRef<int64_t> strides = op.getStrides(), dilations = op.getDilations(),
                       padding = op.getPadding();
 
@@ -322,7 +326,7 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
     for (int64_t i = 0; i < spatial; ++i) {
       int64_t d = firstSpatial + i;
       int64_t in = inputType.getDimSize(d), out = resultType.getDimSize(d);
-      int64_t extent = dilations[i] * (filterType.getDimSize(filterFirstSpatial + i) - 1);
+      int64_t extent = dilations[i] * (filterType.getDimSize(firstSpatial + i) - 1);
       int64_t lowBorder = std::max<int64_t>(0, extent - padding[i]);
       int64_t offset = std::max<int64_t>(0, padding[i] - extent);
       int64_t dilated = (in - 1) * strides[i] + 1;
@@ -367,5 +371,6 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
 } // namespace
 
 void kiln::populateContractionToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<MatmulLowering, ConvLowering, ConvTransposeLowering>(patterns.getContext());
+  patterns.add<MatmulLowering, ConvLowering, ConvTransposeLowering>(
+      patterns.getContext());
 }

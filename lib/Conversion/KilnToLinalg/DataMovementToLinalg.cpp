@@ -1,4 +1,5 @@
-//===- DataMovementToLinalg.cpp - Data movement kiln ops to linalg ----------===//
+//===- DataMovementToLinalg.cpp - Data movement kiln ops to linalg
+//----------===//
 //
 // Regroupings and windows of a tensor become tensor ops (collapse_shape,
 // expand_shape, extract_slice, insert_slice, pad); permutations and
@@ -41,18 +42,20 @@ namespace {
 /// which need a signless type conversion that does not exist yet.
 LogicalResult checkTypes(Operation *op, PatternRewriter &rewriter,
                          bool computesOnElements) {
-  for (Type type : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
+  for (Type type :
+       llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
     auto shaped = dyn_cast<ShapedType>(type);
     if (!shaped)
       continue;
     if (!shaped.hasStaticShape())
-      return rewriter.notifyMatchFailure(op, "dynamic shapes are not lowered yet");
+      return rewriter.notifyMatchFailure(op,
+                                         "dynamic shapes are not lowered yet");
     if (computesOnElements && shaped.getElementType().isUnsignedInteger())
-      return rewriter.notifyMatchFailure(op, "unsigned integer tensors are not lowered yet");
+      return rewriter.notifyMatchFailure(
+          op, "unsigned integer tensors are not lowered yet");
   }
   return success();
 }
-
 
 Value indexConstant(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantIndexOp::create(b, loc, value);
@@ -70,8 +73,10 @@ Value normalizedIndex(OpBuilder &b, Location loc, Value element, int64_t size,
                       bool clamp) {
   Value index = arith::IndexCastOp::create(b, loc, b.getIndexType(), element);
   Value zero = indexConstant(b, loc, 0);
-  Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, index, zero);
-  Value wrapped = arith::AddIOp::create(b, loc, index, indexConstant(b, loc, size));
+  Value negative =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, index, zero);
+  Value wrapped =
+      arith::AddIOp::create(b, loc, index, indexConstant(b, loc, size));
   index = arith::SelectOp::create(b, loc, negative, wrapped, index);
   if (!clamp)
     return index;
@@ -81,21 +86,24 @@ Value normalizedIndex(OpBuilder &b, Location loc, Value element, int64_t size,
 
 /// Body of a coordinate-computing generic: the elements read through the
 /// inputs' indexing maps and the loop indices in, the result element out.
-using IndexedBodyFn = llvm::function_ref<Value(OpBuilder &, Location, ValueRange elements,
-                                              ValueRange indices)>;
+using IndexedBodyFn = llvm::function_ref<Value(
+    OpBuilder &, Location, ValueRange elements, ValueRange indices)>;
 
 /// An all-parallel linalg.generic over `resultType`'s shape whose body also
 /// sees the loop indices (one linalg.index per dimension).
 Value indexedGeneric(OpBuilder &b, Location loc, RankedTensorType resultType,
-                     ValueRange inputs, ArrayRef<AffineMap> inputMaps, IndexedBodyFn body) {
+                     ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                     IndexedBodyFn body) {
   MLIRContext *context = b.getContext();
   SmallVector<AffineMap> maps(inputMaps);
-  maps.push_back(AffineMap::getMultiDimIdentityMap(resultType.getRank(), context));
+  maps.push_back(
+      AffineMap::getMultiDimIdentityMap(resultType.getRank(), context));
   SmallVector<utils::IteratorType> iterators(resultType.getRank(),
                                              utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(resultType), inputs, emptyTensor(b, loc, resultType), maps,
-      iterators, [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+      b, loc, TypeRange(resultType), inputs, emptyTensor(b, loc, resultType),
+      maps, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         SmallVector<Value> indices;
         for (int64_t d = 0; d < resultType.getRank(); ++d)
           indices.push_back(linalg::IndexOp::create(nested, nestedLoc, d));
@@ -103,11 +111,6 @@ Value indexedGeneric(OpBuilder &b, Location loc, RankedTensorType resultType,
         linalg::YieldOp::create(nested, nestedLoc, result);
       });
   return generic.getResult(0);
-}
-
-/// `source[offset_d + i_d * step_d]`-style reads all go through here.
-Value extractAt(OpBuilder &b, Location loc, Value source, ValueRange coords) {
-  return tensor::ExtractOp::create(b, loc, source, coords);
 }
 
 //===----------------------------------------------------------------------===//
@@ -118,9 +121,14 @@ Value extractAt(OpBuilder &b, Location loc, Value source, ValueRange coords) {
 /// holding the same attribute, so resource blobs are never expanded here.
 struct ConstantToArith : OpRewritePattern<ConstantOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(ConstantOp op, PatternRewriter &rewriter) const override {
-    auto value = cast<TypedAttr>(op.getValue());
-    rewriter.replaceOp(op, arith::ConstantOp::create(rewriter, op.getLoc(), value).getResult());
+  LogicalResult matchAndRewrite(ConstantOp op,
+                                PatternRewriter &rewriter) const override {
+    auto value = dyn_cast<TypedAttr>(op.getValue());
+    if (!value)
+      return rewriter.notifyMatchFailure(op, "an untyped elements attribute");
+    rewriter.replaceOp(
+        op,
+        arith::ConstantOp::create(rewriter, op.getLoc(), value).getResult());
     return success();
   }
 };
@@ -129,23 +137,29 @@ struct ConstantToArith : OpRewritePattern<ConstantOp> {
 /// IotaOp::fold converts it, so a folded and a lowered iota agree bit for bit.
 struct IotaToGeneric : OpRewritePattern<IotaOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(IotaOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(IotaOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/true)))
       return failure();
     RankedTensorType type = op.getType();
     Type elementType = type.getElementType();
-    double start = op.getStart().convertToDouble(), step = op.getStep().convertToDouble();
+    double start = op.getStart().convertToDouble(),
+           step = op.getStep().convertToDouble();
     Value result = indexedGeneric(
         rewriter, op.getLoc(), type, {}, {},
-        [&](OpBuilder &b, Location loc, ValueRange, ValueRange indices) -> Value {
+        [&](OpBuilder &b, Location loc, ValueRange,
+            ValueRange indices) -> Value {
           Type f64 = b.getF64Type(), i64 = b.getI64Type();
           Value i = arith::IndexCastOp::create(b, loc, i64, indices[0]);
           Value x = arith::SIToFPOp::create(b, loc, f64, i);
-          x = arith::MulFOp::create(b, loc, x, scalarConstant(b, loc, f64, step));
-          x = arith::AddFOp::create(b, loc, x, scalarConstant(b, loc, f64, start));
+          x = arith::MulFOp::create(b, loc, x,
+                                    scalarConstant(b, loc, f64, step));
+          x = arith::AddFOp::create(b, loc, x,
+                                    scalarConstant(b, loc, f64, start));
           if (isa<FloatType>(elementType))
-            return elementType.isF64() ? x
-                                      : Value(arith::TruncFOp::create(b, loc, elementType, x));
+            return elementType.isF64()
+                       ? x
+                       : Value(arith::TruncFOp::create(b, loc, elementType, x));
           Value n = arith::FPToSIOp::create(b, loc, i64, x);
           return elementType.isInteger(64)
                      ? n
@@ -173,7 +187,8 @@ ReshapePlan planReshape(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   ReshapePlan plan;
   size_t i = 0, j = 0;
   while (i < from.size() && j < to.size()) {
-    ReassociationIndices source{static_cast<int64_t>(i)}, result{static_cast<int64_t>(j)};
+    ReassociationIndices source{static_cast<int64_t>(i)},
+        result{static_cast<int64_t>(j)};
     int64_t p = from[i++], q = to[j++];
     // The totals agree, so the shorter side always has a dimension left.
     while (p != q) {
@@ -206,7 +221,8 @@ ReshapePlan planReshape(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
 /// tensor.reshape, whose shape operand hides the structure from later passes).
 struct ReshapeToTensorReshapes : OpRewritePattern<ReshapeOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(ReshapeOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(ReshapeOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/false)))
       return failure();
     RankedTensorType inType = op.getInput().getType(), outType = op.getType();
@@ -223,10 +239,12 @@ struct ReshapeToTensorReshapes : OpRewritePattern<ReshapeOp> {
     Value value = op.getInput();
     if (ArrayRef<int64_t>(plan.runSizes) != inType.getShape())
       value = tensor::CollapseShapeOp::create(
-          rewriter, loc, RankedTensorType::get(plan.runSizes, inType.getElementType()),
-          value, plan.sourceRuns);
+          rewriter, loc,
+          RankedTensorType::get(plan.runSizes, inType.getElementType()), value,
+          plan.sourceRuns);
     if (ArrayRef<int64_t>(plan.runSizes) != outType.getShape())
-      value = tensor::ExpandShapeOp::create(rewriter, loc, outType, value, plan.resultRuns);
+      value = tensor::ExpandShapeOp::create(rewriter, loc, outType, value,
+                                            plan.resultRuns);
     rewriter.replaceOp(op, value);
     return success();
   }
@@ -234,17 +252,19 @@ struct ReshapeToTensorReshapes : OpRewritePattern<ReshapeOp> {
 
 struct TransposeToLinalg : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/false)))
       return failure();
     ArrayRef<int64_t> perm = op.getPermutation();
-    if (llvm::equal(perm, llvm::seq<int64_t>(0, static_cast<int64_t>(perm.size())))) {
+    if (llvm::equal(perm,
+                    llvm::seq<int64_t>(0, static_cast<int64_t>(perm.size())))) {
       rewriter.replaceOp(op, op.getInput());
       return success();
     }
     Value init = emptyTensor(rewriter, op.getLoc(), op.getType());
-    auto transpose =
-        linalg::TransposeOp::create(rewriter, op.getLoc(), op.getInput(), init, perm);
+    auto transpose = linalg::TransposeOp::create(rewriter, op.getLoc(),
+                                                 op.getInput(), init, perm);
     rewriter.replaceOp(op, transpose->getResults());
     return success();
   }
@@ -254,7 +274,8 @@ struct TransposeToLinalg : OpRewritePattern<TransposeOp> {
 /// dimension that stretches needs a generic whose map reads index 0 there.
 struct BroadcastToLinalg : OpRewritePattern<BroadcastOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(BroadcastOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(BroadcastOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/false)))
       return failure();
     RankedTensorType inType = op.getInput().getType(), outType = op.getType();
@@ -264,9 +285,10 @@ struct BroadcastToLinalg : OpRewritePattern<BroadcastOp> {
       return success();
     }
     int64_t added = outType.getRank() - inType.getRank();
-    bool stretches = llvm::any_of(llvm::seq<int64_t>(0, inType.getRank()), [&](int64_t d) {
-      return inType.getDimSize(d) != outType.getDimSize(added + d);
-    });
+    bool stretches =
+        llvm::any_of(llvm::seq<int64_t>(0, inType.getRank()), [&](int64_t d) {
+          return inType.getDimSize(d) != outType.getDimSize(added + d);
+        });
     if (!stretches) {
       auto broadcast = linalg::BroadcastOp::create(
           rewriter, loc, op.getInput(), emptyTensor(rewriter, loc, outType),
@@ -289,7 +311,8 @@ struct BroadcastToLinalg : OpRewritePattern<BroadcastOp> {
 /// One tensor.insert_slice per non-empty input into a tensor.empty.
 struct ConcatToInsertSlices : OpRewritePattern<ConcatOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(ConcatOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(ConcatOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/false)))
       return failure();
     RankedTensorType outType = op.getType();
@@ -300,14 +323,15 @@ struct ConcatToInsertSlices : OpRewritePattern<ConcatOp> {
     Location loc = op.getLoc();
     int64_t axis = op.getAxis();
     Value result = emptyTensor(rewriter, loc, outType);
-    SmallVector<int64_t> offsets(outType.getRank(), 0), strides(outType.getRank(), 1);
+    SmallVector<int64_t> offsets(outType.getRank(), 0),
+        strides(outType.getRank(), 1);
     for (Value input : op.getInputs()) {
       auto type = cast<RankedTensorType>(input.getType());
       if (type.getNumElements() != 0)
-        result = tensor::InsertSliceOp::create(rewriter, loc, input, result,
-                                               indexAttrs(rewriter, offsets),
-                                               indexAttrs(rewriter, type.getShape()),
-                                               indexAttrs(rewriter, strides));
+        result = tensor::InsertSliceOp::create(
+            rewriter, loc, input, result, indexAttrs(rewriter, offsets),
+            indexAttrs(rewriter, type.getShape()),
+            indexAttrs(rewriter, strides));
       offsets[axis] += type.getDimSize(axis);
     }
     rewriter.replaceOp(op, result);
@@ -320,7 +344,8 @@ struct ConcatToInsertSlices : OpRewritePattern<ConcatOp> {
 /// `input[start + i * step]` instead.
 struct SliceToTensor : OpRewritePattern<SliceOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(SliceOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(SliceOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/false)))
       return failure();
     RankedTensorType outType = op.getType();
@@ -348,14 +373,14 @@ struct SliceToTensor : OpRewritePattern<SliceOp> {
           for (auto [d, i] : llvm::enumerate(indices)) {
             Value coord = i;
             if (steps[d] != 1)
-              coord = arith::MulIOp::create(b, nestedLoc, coord,
-                                            indexConstant(b, nestedLoc, steps[d]));
+              coord = arith::MulIOp::create(
+                  b, nestedLoc, coord, indexConstant(b, nestedLoc, steps[d]));
             if (starts[d] != 0)
-              coord = arith::AddIOp::create(b, nestedLoc, coord,
-                                            indexConstant(b, nestedLoc, starts[d]));
+              coord = arith::AddIOp::create(
+                  b, nestedLoc, coord, indexConstant(b, nestedLoc, starts[d]));
             coords.push_back(coord);
           }
-          return extractAt(b, nestedLoc, input, coords);
+          return tensor::ExtractOp::create(b, nestedLoc, input, coords);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -365,13 +390,15 @@ struct SliceToTensor : OpRewritePattern<SliceOp> {
 /// One tensor.extract_slice per piece.
 struct SplitToExtractSlices : OpRewritePattern<SplitOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(SplitOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(SplitOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/false)))
       return failure();
     Location loc = op.getLoc();
     RankedTensorType inType = op.getInput().getType();
     int64_t axis = op.getAxis();
-    SmallVector<int64_t> offsets(inType.getRank(), 0), strides(inType.getRank(), 1);
+    SmallVector<int64_t> offsets(inType.getRank(), 0),
+        strides(inType.getRank(), 1);
     SmallVector<Value> pieces;
     for (Value result : op.getResults()) {
       auto type = cast<RankedTensorType>(result.getType());
@@ -382,7 +409,8 @@ struct SplitToExtractSlices : OpRewritePattern<SplitOp> {
       else
         pieces.push_back(tensor::ExtractSliceOp::create(
             rewriter, loc, type, op.getInput(), indexAttrs(rewriter, offsets),
-            indexAttrs(rewriter, type.getShape()), indexAttrs(rewriter, strides)));
+            indexAttrs(rewriter, type.getShape()),
+            indexAttrs(rewriter, strides)));
       offsets[axis] += type.getDimSize(axis);
     }
     rewriter.replaceOp(op, pieces);
@@ -398,7 +426,8 @@ struct SplitToExtractSlices : OpRewritePattern<SplitOp> {
 /// with tensor.extract at the (wrapped, clamped) index.
 struct GatherToGeneric : OpRewritePattern<GatherOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(GatherOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(GatherOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/false)))
       return failure();
     RankedTensorType outType = op.getType();
@@ -413,11 +442,13 @@ struct GatherToGeneric : OpRewritePattern<GatherOp> {
     Value input = op.getInput();
     Value result = indexedGeneric(
         rewriter, op.getLoc(), outType, op.getIndices(), indexMap,
-        [&](OpBuilder &b, Location loc, ValueRange elements, ValueRange indices) {
+        [&](OpBuilder &b, Location loc, ValueRange elements,
+            ValueRange indices) {
           SmallVector<Value> coords = llvm::to_vector(indices.take_front(axis));
-          coords.push_back(normalizedIndex(b, loc, elements[0], axisSize, /*clamp=*/true));
+          coords.push_back(
+              normalizedIndex(b, loc, elements[0], axisSize, /*clamp=*/true));
           llvm::append_range(coords, indices.drop_front(axis + indexRank));
-          return extractAt(b, loc, input, coords);
+          return tensor::ExtractOp::create(b, loc, input, coords);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -438,11 +469,14 @@ struct GatherElementsToGeneric : OpRewritePattern<GatherElementsOp> {
     Value input = op.getInput();
     Value result = indexedGeneric(
         rewriter, op.getLoc(), outType, op.getIndices(),
-        AffineMap::getMultiDimIdentityMap(outType.getRank(), rewriter.getContext()),
-        [&](OpBuilder &b, Location loc, ValueRange elements, ValueRange indices) {
+        AffineMap::getMultiDimIdentityMap(outType.getRank(),
+                                          rewriter.getContext()),
+        [&](OpBuilder &b, Location loc, ValueRange elements,
+            ValueRange indices) {
           SmallVector<Value> coords = llvm::to_vector(indices);
-          coords[axis] = normalizedIndex(b, loc, elements[0], axisSize, /*clamp=*/true);
-          return extractAt(b, loc, input, coords);
+          coords[axis] =
+              normalizedIndex(b, loc, elements[0], axisSize, /*clamp=*/true);
+          return tensor::ExtractOp::create(b, loc, input, coords);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -450,8 +484,8 @@ struct GatherElementsToGeneric : OpRewritePattern<GatherElementsOp> {
 };
 
 /// The new value of an element hit by `update` under `reduction`.
-Value combineScatter(OpBuilder &b, Location loc, ScatterReduction reduction, Value old,
-                     Value update) {
+Value combineScatter(OpBuilder &b, Location loc, ScatterReduction reduction,
+                     Value old, Value update) {
   bool isFloat = isa<FloatType>(old.getType());
   switch (reduction) {
   case ScatterReduction::None:
@@ -493,11 +527,13 @@ struct ScatterElementsToGeneric : OpRewritePattern<ScatterElementsOp> {
                                 PatternRewriter &rewriter) const override {
     ScatterReduction reduction = op.getReduction();
     if (failed(checkTypes(op, rewriter,
-                          /*computesOnElements=*/reduction != ScatterReduction::None)))
+                          /*computesOnElements=*/reduction !=
+                              ScatterReduction::None)))
       return failure();
     RankedTensorType inType = op.getInput().getType();
     RankedTensorType indexType = op.getIndices().getType();
-    if (reduction != ScatterReduction::None && inType.getElementType().isInteger(1))
+    if (reduction != ScatterReduction::None &&
+        inType.getElementType().isInteger(1))
       return rewriter.notifyMatchFailure(op, "a reducing scatter of booleans");
     int64_t axis = op.getAxis(), rank = inType.getRank();
     int64_t axisSize = inType.getDimSize(axis);
@@ -507,7 +543,8 @@ struct ScatterElementsToGeneric : OpRewritePattern<ScatterElementsOp> {
     for (int64_t d = 0; d < rank; ++d)
       if (regionShape[d] > inType.getDimSize(d))
         return rewriter.notifyMatchFailure(
-            op, "indices reach past the input in a dimension other than the axis");
+            op,
+            "indices reach past the input in a dimension other than the axis");
     Location loc = op.getLoc();
     if (indexType.getNumElements() == 0) {
       rewriter.replaceOp(op, op.getInput());
@@ -515,13 +552,15 @@ struct ScatterElementsToGeneric : OpRewritePattern<ScatterElementsOp> {
     }
 
     SmallVector<int64_t> zeros(rank, 0), ones(rank, 1);
-    auto regionType = RankedTensorType::get(regionShape, inType.getElementType());
+    auto regionType =
+        RankedTensorType::get(regionShape, inType.getElementType());
     bool whole = regionType == inType;
     Value region = whole ? op.getInput()
                          : tensor::ExtractSliceOp::create(
                                rewriter, loc, regionType, op.getInput(),
                                indexAttrs(rewriter, zeros),
-                               indexAttrs(rewriter, regionShape), indexAttrs(rewriter, ones))
+                               indexAttrs(rewriter, regionShape),
+                               indexAttrs(rewriter, ones))
                                .getResult();
 
     MLIRContext *context = rewriter.getContext();
@@ -529,28 +568,32 @@ struct ScatterElementsToGeneric : OpRewritePattern<ScatterElementsOp> {
     for (int64_t d = 0; d < rank; ++d)
       updateExprs.push_back(getAffineDimExpr(d == axis ? rank : d, context));
     AffineMap updateMap = AffineMap::get(rank + 1, 0, updateExprs, context);
-    AffineMap resultMap = AffineMap::getMultiDimIdentityMap(rank + 1, context).dropResult(rank);
-    SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
+    AffineMap resultMap =
+        AffineMap::getMultiDimIdentityMap(rank + 1, context).dropResult(rank);
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
     iterators.push_back(utils::IteratorType::reduction);
     auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange(regionType), ValueRange{op.getIndices(), op.getUpdates()},
-        region, SmallVector<AffineMap>{updateMap, updateMap, resultMap}, iterators,
+        rewriter, loc, TypeRange(regionType),
+        ValueRange{op.getIndices(), op.getUpdates()}, region,
+        SmallVector<AffineMap>{updateMap, updateMap, resultMap}, iterators,
         [&](OpBuilder &b, Location nestedLoc, ValueRange args) {
-          Value target = normalizedIndex(b, nestedLoc, args[0], axisSize, /*clamp=*/false);
+          Value target =
+              normalizedIndex(b, nestedLoc, args[0], axisSize, /*clamp=*/false);
           Value position = linalg::IndexOp::create(b, nestedLoc, axis);
-          Value hit = arith::CmpIOp::create(b, nestedLoc, arith::CmpIPredicate::eq, target,
-                                            position);
-          Value combined = combineScatter(b, nestedLoc, reduction, args[2], args[1]);
-          linalg::YieldOp::create(
-              b, nestedLoc,
-              Value(arith::SelectOp::create(b, nestedLoc, hit, combined, args[2])));
+          Value hit = arith::CmpIOp::create(
+              b, nestedLoc, arith::CmpIPredicate::eq, target, position);
+          Value combined =
+              combineScatter(b, nestedLoc, reduction, args[2], args[1]);
+          linalg::YieldOp::create(b, nestedLoc,
+                                  Value(arith::SelectOp::create(
+                                      b, nestedLoc, hit, combined, args[2])));
         });
     Value result = generic.getResult(0);
     if (!whole)
-      result = tensor::InsertSliceOp::create(rewriter, loc, result, op.getInput(),
-                                             indexAttrs(rewriter, zeros),
-                                             indexAttrs(rewriter, regionShape),
-                                             indexAttrs(rewriter, ones));
+      result = tensor::InsertSliceOp::create(
+          rewriter, loc, result, op.getInput(), indexAttrs(rewriter, zeros),
+          indexAttrs(rewriter, regionShape), indexAttrs(rewriter, ones));
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -566,9 +609,11 @@ struct ScatterElementsToGeneric : OpRewritePattern<ScatterElementsOp> {
 /// (the verifier keeps the pads below n, so one mirror suffices).
 struct PadToTensor : OpRewritePattern<PadOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(PadOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(PadOp op,
+                                PatternRewriter &rewriter) const override {
     PadMode mode = op.getMode();
-    if (failed(checkTypes(op, rewriter, /*computesOnElements=*/mode == PadMode::Constant)))
+    if (failed(checkTypes(op, rewriter,
+                          /*computesOnElements=*/mode == PadMode::Constant)))
       return failure();
     RankedTensorType inType = op.getInput().getType(), outType = op.getType();
     ArrayRef<int64_t> low = op.getLow(), high = op.getHigh();
@@ -584,10 +629,11 @@ struct PadToTensor : OpRewritePattern<PadOp> {
     if (mode == PadMode::Constant) {
       Value value = scalarConstant(rewriter, loc, outType.getElementType(),
                                    op.getValue().convertToDouble());
-      rewriter.replaceOp(op, tensor::PadOp::create(rewriter, loc, outType, op.getInput(),
-                                                   indexAttrs(rewriter, low),
-                                                   indexAttrs(rewriter, high), value)
-                                 .getResult());
+      rewriter.replaceOp(
+          op, tensor::PadOp::create(rewriter, loc, outType, op.getInput(),
+                                    indexAttrs(rewriter, low),
+                                    indexAttrs(rewriter, high), value)
+                  .getResult());
       return success();
     }
     Value input = op.getInput();
@@ -603,13 +649,13 @@ struct PadToTensor : OpRewritePattern<PadOp> {
             int64_t last = inType.getDimSize(d) - 1;
             Value coord = i;
             if (low[d] != 0)
-              coord = arith::SubIOp::create(b, nestedLoc, coord,
-                                            indexConstant(b, nestedLoc, low[d]));
+              coord = arith::SubIOp::create(
+                  b, nestedLoc, coord, indexConstant(b, nestedLoc, low[d]));
             Value zero = indexConstant(b, nestedLoc, 0);
-            Value lastIndex = indexConstant(b, nestedLoc, last);
             if (mode == PadMode::Edge) {
               coord = arith::MaxSIOp::create(b, nestedLoc, coord, zero);
-              coord = arith::MinSIOp::create(b, nestedLoc, coord, lastIndex);
+              coord = arith::MinSIOp::create(b, nestedLoc, coord,
+                                             indexConstant(b, nestedLoc, last));
             } else {
               // |j| folds the front, 2 (n - 1) - j the back.
               Value negated = arith::SubIOp::create(b, nestedLoc, zero, coord);
@@ -620,7 +666,7 @@ struct PadToTensor : OpRewritePattern<PadOp> {
             }
             coords.push_back(coord);
           }
-          return extractAt(b, nestedLoc, input, coords);
+          return tensor::ExtractOp::create(b, nestedLoc, input, coords);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -630,7 +676,8 @@ struct PadToTensor : OpRewritePattern<PadOp> {
 /// A generic over the result reading `input[i mod n]`.
 struct TileToGeneric : OpRewritePattern<TileOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(TileOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(TileOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/false)))
       return failure();
     RankedTensorType inType = op.getInput().getType(), outType = op.getType();
@@ -656,10 +703,10 @@ struct TileToGeneric : OpRewritePattern<TileOp> {
             else if (repeats[d] == 1)
               coords.push_back(i);
             else
-              coords.push_back(
-                  arith::RemUIOp::create(b, nestedLoc, i, indexConstant(b, nestedLoc, size)));
+              coords.push_back(arith::RemUIOp::create(
+                  b, nestedLoc, i, indexConstant(b, nestedLoc, size)));
           }
-          return extractAt(b, nestedLoc, input, coords);
+          return tensor::ExtractOp::create(b, nestedLoc, input, coords);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -687,7 +734,9 @@ struct CoordinateBuilder {
   Location loc;
   CoordinateMode mode;
 
-  Value constant(double v) const { return scalarConstant(b, loc, b.getF64Type(), v); }
+  Value constant(double v) const {
+    return scalarConstant(b, loc, b.getF64Type(), v);
+  }
 
   /// The (fractional) input coordinate of output index `index` along `axis`.
   /// As in ONNX's reference, align_corners and pytorch_half_pixel measure the
@@ -699,7 +748,8 @@ struct CoordinateBuilder {
     double resizedLength = axis.scale * static_cast<double>(axis.inSize);
     auto halfPixel = [&] {
       Value shifted = arith::AddFOp::create(b, loc, x, constant(0.5));
-      Value scaled = arith::DivFOp::create(b, loc, shifted, constant(axis.scale));
+      Value scaled =
+          arith::DivFOp::create(b, loc, shifted, constant(axis.scale));
       return Value(arith::SubFOp::create(b, loc, scaled, constant(0.5)));
     };
     switch (mode) {
@@ -710,8 +760,10 @@ struct CoordinateBuilder {
     case CoordinateMode::AlignCorners: {
       if (resizedLength == 1)
         return constant(0);
-      Value stretched = arith::MulFOp::create(b, loc, x, constant(axis.inSize - 1));
-      return arith::DivFOp::create(b, loc, stretched, constant(resizedLength - 1));
+      Value stretched =
+          arith::MulFOp::create(b, loc, x, constant(axis.inSize - 1));
+      return arith::DivFOp::create(b, loc, stretched,
+                                   constant(resizedLength - 1));
     }
     case CoordinateMode::Asymmetric:
       return arith::DivFOp::create(b, loc, x, constant(axis.scale));
@@ -725,7 +777,8 @@ struct CoordinateBuilder {
     Value i = arith::FPToSIOp::create(b, loc, b.getI64Type(), integral);
     Value index = arith::IndexCastOp::create(b, loc, b.getIndexType(), i);
     index = arith::MaxSIOp::create(b, loc, index, indexConstant(b, loc, 0));
-    return arith::MinSIOp::create(b, loc, index, indexConstant(b, loc, size - 1));
+    return arith::MinSIOp::create(b, loc, index,
+                                  indexConstant(b, loc, size - 1));
   }
 
   /// The pixel nearest to `x`. Ties are decided on the exact fraction
@@ -738,9 +791,11 @@ struct CoordinateBuilder {
       return math::CeilOp::create(b, loc, x);
     Value floor = math::FloorOp::create(b, loc, x);
     Value fraction = arith::SubFOp::create(b, loc, x, floor);
-    auto predicate = rounding == NearestMode::RoundPreferFloor ? arith::CmpFPredicate::OGT
-                                                               : arith::CmpFPredicate::OGE;
-    Value up = arith::CmpFOp::create(b, loc, predicate, fraction, constant(0.5));
+    auto predicate = rounding == NearestMode::RoundPreferFloor
+                         ? arith::CmpFPredicate::OGT
+                         : arith::CmpFPredicate::OGE;
+    Value up =
+        arith::CmpFOp::create(b, loc, predicate, fraction, constant(0.5));
     Value next = arith::AddFOp::create(b, loc, floor, constant(1));
     return arith::SelectOp::create(b, loc, up, next, floor);
   }
@@ -753,7 +808,8 @@ struct CoordinateBuilder {
 /// pixels.
 struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(ResizeOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(ResizeOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkTypes(op, rewriter, /*computesOnElements=*/true)))
       return failure();
     RankedTensorType inType = op.getInput().getType(), outType = op.getType();
@@ -780,16 +836,18 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
 
     Value result = indexedGeneric(
         rewriter, loc, outType, {}, {},
-        [&](OpBuilder &b, Location nestedLoc, ValueRange, ValueRange indices) -> Value {
+        [&](OpBuilder &b, Location nestedLoc, ValueRange,
+            ValueRange indices) -> Value {
           CoordinateBuilder c{b, nestedLoc, coordinateMode};
           SmallVector<Value> coords = llvm::to_vector(indices);
           if (!linear) {
             for (auto [d, axis] : llvm::enumerate(axes))
               if (axis.resized)
                 coords[d] = c.clampedIndex(
-                    c.nearest(c.sourceCoordinate(indices[d], axis), nearestMode),
+                    c.nearest(c.sourceCoordinate(indices[d], axis),
+                              nearestMode),
                     axis.inSize);
-            return extractAt(b, nestedLoc, input, coords);
+            return tensor::ExtractOp::create(b, nestedLoc, input, coords);
           }
           // Per resized dimension: the two neighbouring pixels and the
           // weight of the upper one.
@@ -807,7 +865,8 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
             weights.push_back(weight);
             lower.push_back(c.clampedIndex(floor, axis.inSize));
             upper.push_back(c.clampedIndex(
-                arith::AddFOp::create(b, nestedLoc, floor, c.constant(1)), axis.inSize));
+                arith::AddFOp::create(b, nestedLoc, floor, c.constant(1)),
+                axis.inSize));
           }
           // Corner m takes the upper pixel in resized dimension k when bit
           // (n - 1 - k) of m is set, so corners 2j and 2j + 1 differ only in
@@ -816,8 +875,9 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
           SmallVector<Value> corners;
           for (uint64_t m = 0; m < (uint64_t{1} << n); ++m) {
             for (size_t k = 0; k < n; ++k)
-              coords[resizedDims[k]] = (m >> (n - 1 - k)) & 1 ? upper[k] : lower[k];
-            Value v = extractAt(b, nestedLoc, input, coords);
+              coords[resizedDims[k]] =
+                  (m >> (n - 1 - k)) & 1 ? upper[k] : lower[k];
+            Value v = tensor::ExtractOp::create(b, nestedLoc, input, coords);
             if (elementType != blendType)
               v = arith::ExtFOp::create(b, nestedLoc, blendType, v);
             corners.push_back(v);
@@ -829,7 +889,8 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
             Value oneMinusT = arith::SubFOp::create(b, nestedLoc, one, t);
             SmallVector<Value> blended;
             for (size_t j = 0; j < corners.size(); j += 2) {
-              Value lo = arith::MulFOp::create(b, nestedLoc, corners[j], oneMinusT);
+              Value lo =
+                  arith::MulFOp::create(b, nestedLoc, corners[j], oneMinusT);
               Value hi = arith::MulFOp::create(b, nestedLoc, corners[j + 1], t);
               blended.push_back(arith::AddFOp::create(b, nestedLoc, lo, hi));
             }
@@ -848,8 +909,9 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
 } // namespace
 
 void kiln::populateDataMovementToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<ConstantToArith, IotaToGeneric, ReshapeToTensorReshapes, TransposeToLinalg,
-               BroadcastToLinalg, ConcatToInsertSlices, SliceToTensor, SplitToExtractSlices,
-               GatherToGeneric, GatherElementsToGeneric, ScatterElementsToGeneric,
-               PadToTensor, TileToGeneric, ResizeToGeneric>(patterns.getContext());
+  patterns.add<ConstantToArith, IotaToGeneric, ReshapeToTensorReshapes,
+               TransposeToLinalg, BroadcastToLinalg, ConcatToInsertSlices,
+               SliceToTensor, SplitToExtractSlices, GatherToGeneric,
+               GatherElementsToGeneric, ScatterElementsToGeneric, PadToTensor,
+               TileToGeneric, ResizeToGeneric>(patterns.getContext());
 }

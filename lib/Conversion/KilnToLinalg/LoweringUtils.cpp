@@ -90,7 +90,8 @@ Value elementwiseGeneric(OpBuilder &b, Location loc, RankedTensorType resultType
 LogicalResult refuseUnsignedTensors(Operation *op, PatternRewriter &rewriter) {
   for (Type type : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
     if (getElementTypeOrSelf(type).isUnsignedInteger())
-      return rewriter.notifyMatchFailure(op, "unsigned integer tensors are not lowered yet");
+      return rewriter.notifyMatchFailure(op,
+                                         "unsigned integer tensors are not lowered yet");
   return success();
 }
 

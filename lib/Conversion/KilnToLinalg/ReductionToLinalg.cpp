@@ -111,8 +111,9 @@ Value reduceDims(OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> redu
     int64_t count = 1;
     for (int64_t d : reduced)
       count *= inputType.getDimSize(d);
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(accType.getRank(), context);
     acc = parallelGeneric(
-        b, loc, accType, acc, AffineMap::getMultiDimIdentityMap(accType.getRank(), context),
+        b, loc, accType, acc, identity,
         [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
           Arith a{nested, nestedLoc};
           return a.div(args[0], a.constant(elementType, count));
@@ -133,7 +134,8 @@ struct ReduceLowering : OpRewritePattern<ReduceOp> {
     ReduceKind kind = op.getKind();
     if (op.getInput().getType().getElementType().isInteger(1) &&
         kind != ReduceKind::Max && kind != ReduceKind::Min)
-      return rewriter.notifyMatchFailure(op, "boolean sum, mean and prod are not lowered");
+      return rewriter.notifyMatchFailure(op,
+                                         "boolean sum, mean and prod are not lowered");
     if (op.getAxes().empty()) {
       rewriter.replaceOp(op, op.getInput());
       return success();
@@ -189,8 +191,8 @@ struct ArgReduceLowering : OpRewritePattern<OpTy> {
     bool last = op.getSelectLastIndex();
     RankedTensorType valueType = dropDims(inputType, {axis});
     auto indexType = RankedTensorType::get(valueType.getShape(), rewriter.getI64Type());
-    Value values = filledTensor(rewriter, loc, valueType,
-                                isMax ? lowestValue(elementType) : highestValue(elementType));
+    double worst = isMax ? lowestValue(elementType) : highestValue(elementType);
+    Value values = filledTensor(rewriter, loc, valueType, worst);
     Value indices = filledTensor(rewriter, loc, indexType, 0);
 
     SmallVector<Value> results = reductionGeneric(
@@ -206,7 +208,8 @@ struct ArgReduceLowering : OpRewritePattern<OpTy> {
             better = arith::CmpFOp::create(b, nestedLoc, predicate, x, best);
             Value xIsNan = arith::CmpFOp::create(b, nestedLoc, P::UNO, x, x);
             if (!last) {
-              Value bestIsNumber = arith::CmpFOp::create(b, nestedLoc, P::ORD, best, best);
+              Value bestIsNumber =
+                  arith::CmpFOp::create(b, nestedLoc, P::ORD, best, best);
               xIsNan = arith::AndIOp::create(b, nestedLoc, xIsNan, bestIsNumber);
             }
             better = arith::OrIOp::create(b, nestedLoc, better, xIsNan);
@@ -323,7 +326,8 @@ Value normalize(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> reduced,
     maps.push_back(biasMap);
   }
   return parallelGeneric(
-      b, loc, type, inputs, maps, [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+      b, loc, type, inputs, maps,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         Arith a{nested, nestedLoc};
         Value n = a.constant(elementType, count);
         Value variance = a.div(args[2], n);
@@ -337,7 +341,8 @@ Value normalize(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> reduced,
 struct LayerNormLowering : OpRewritePattern<LayerNormOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(LayerNormOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(LayerNormOp op,
+                                PatternRewriter &rewriter) const override {
     MLIRContext *context = rewriter.getContext();
     RankedTensorType type = op.getType();
     int64_t rank = type.getRank();
@@ -385,7 +390,8 @@ struct InstanceNormLowering : OpRewritePattern<InstanceNormOp> {
 struct BatchNormLowering : OpRewritePattern<BatchNormOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(BatchNormOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(BatchNormOp op,
+                                PatternRewriter &rewriter) const override {
     MLIRContext *context = rewriter.getContext();
     RankedTensorType type = op.getType();
     int64_t rank = type.getRank();
@@ -449,8 +455,8 @@ struct LrnLowering : OpRewritePattern<LrnOp> {
     loopShape.push_back(size);
     SmallVector<AffineExpr> window;
     for (int64_t d = 0; d < rank; ++d)
-      window.push_back(d == 1 ? getAffineDimExpr(1, context) + getAffineDimExpr(rank, context)
-                              : getAffineDimExpr(d, context));
+      window.push_back(getAffineDimExpr(d, context));
+    window[1] = window[1] + getAffineDimExpr(rank, context);
     auto [windowShape, windowShapeMap] =
         windowShapeOperand(rewriter, loc, {size}, type.getElementType(), rank + 1, rank);
     Value sumSquares =
@@ -471,8 +477,10 @@ struct LrnLowering : OpRewritePattern<LrnOp> {
         [&](OpBuilder &b, Location nestedLoc, ValueRange args) {
           Arith a{b, nestedLoc};
           Type t = args[0].getType();
-          Value base = a.add(a.constant(t, bias), a.mul(a.constant(t, alpha / size), args[1]));
-          return a.div(args[0], math::PowFOp::create(b, nestedLoc, base, a.constant(t, beta)));
+          Value base =
+              a.add(a.constant(t, bias), a.mul(a.constant(t, alpha / size), args[1]));
+          Value power = math::PowFOp::create(b, nestedLoc, base, a.constant(t, beta));
+          return a.div(args[0], power);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -559,37 +567,29 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
     }
 
     // The divisor of an average is a product of per-dim tap counts, known at
-    // compile time: a scalar when every window has the full kernel, otherwise
-    // one small constant vector per spatial dim.
-    SmallVector<SmallVector<int64_t>> counts;
-    bool uniform = true;
-    for (int64_t i = 0; i < spatial; ++i) {
-      int64_t in = inputType.getDimSize(dims[i]);
-      bool includePad = op.getCountIncludePad();
-      counts.push_back(tapCounts(resultType.getDimSize(dims[i]), kernel[i], strides[i],
-                                 dilations[i], padding[i], includePad ? -padding[i] : 0,
-                                 includePad ? in + padding[spatial + i] : in));
-      uniform &= llvm::all_equal(counts.back());
-    }
+    // compile time: dims where every window has the same count contribute a
+    // scalar factor, the others a small constant vector indexed by the
+    // output position.
     AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
     SmallVector<Value> inputs{pooled};
     SmallVector<AffineMap> maps{identity};
     double scalarDivisor = 1;
     for (int64_t i = 0; i < spatial; ++i) {
-      if (uniform) {
-        scalarDivisor *= counts[i].front();
+      int64_t in = inputType.getDimSize(dims[i]);
+      bool includePad = op.getCountIncludePad();
+      SmallVector<int64_t> counts =
+          tapCounts(resultType.getDimSize(dims[i]), kernel[i], strides[i], dilations[i],
+                    padding[i], includePad ? -padding[i] : 0,
+                    includePad ? in + padding[spatial + i] : in);
+      if (llvm::all_equal(counts)) {
+        scalarDivisor *= counts.front();
         continue;
       }
-      auto countType = RankedTensorType::get({static_cast<int64_t>(counts[i].size())},
-                                             elementType);
-      SmallVector<APFloat> values;
-      for (int64_t c : counts[i]) {
-        APFloat value(static_cast<double>(c));
-        bool lost;
-        value.convert(cast<FloatType>(elementType).getFloatSemantics(),
-                      APFloat::rmNearestTiesToEven, &lost);
-        values.push_back(value);
-      }
+      auto countType =
+          RankedTensorType::get({static_cast<int64_t>(counts.size())}, elementType);
+      SmallVector<Attribute> values;
+      for (int64_t count : counts)
+        values.push_back(rewriter.getFloatAttr(elementType, count));
       inputs.push_back(arith::ConstantOp::create(
           rewriter, loc, DenseElementsAttr::get(countType, values)));
       maps.push_back(channelMap(context, rank, dims[i]));
@@ -599,10 +599,10 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
         [&](OpBuilder &b, Location nestedLoc, ValueRange args) {
           Arith a{b, nestedLoc};
           Value divisor;
+          if (scalarDivisor != 1 || args.size() == 1)
+            divisor = a.constant(elementType, scalarDivisor);
           for (Value count : args.drop_front())
             divisor = divisor ? a.mul(divisor, count) : count;
-          if (!divisor)
-            divisor = a.constant(elementType, scalarDivisor);
           return a.div(args[0], divisor);
         });
     rewriter.replaceOp(op, result);

@@ -62,7 +62,8 @@ int fail(const std::string &message) {
   return 1;
 }
 
-Expected<unsigned> parseCount(const std::string &flag, const std::string &text) {
+Expected<unsigned> parseCount(const std::string &flag,
+                              const std::string &text) {
   char *end = nullptr;
   errno = 0;
   unsigned long value = std::strtoul(text.c_str(), &end, 10);
@@ -92,8 +93,8 @@ Expected<Options> parseArguments(int argc, char **argv) {
       size_t equals = binding->find('=');
       if (equals == std::string::npos || equals == 0 ||
           equals + 1 == binding->size())
-        return Error::failure(fmt::format(
-            "-i expects NAME=FILE.npy, not '{}'", *binding));
+        return Error::failure(
+            fmt::format("-i expects NAME=FILE.npy, not '{}'", *binding));
       options.inputFiles.emplace_back(binding->substr(0, equals),
                                       binding->substr(equals + 1));
     } else if (arg == "--random-inputs") {
@@ -233,7 +234,9 @@ HostTensor randomTensor(const TensorSignature &input, std::mt19937_64 &rng) {
   std::uniform_int_distribution<int> small(-8, 7);
   for (uint64_t i = 0; i < count; ++i) {
     uint8_t *element = tensor.data.data() + i * size;
-    auto store = [&](auto value) { std::memcpy(element, &value, sizeof(value)); };
+    auto store = [&](auto value) {
+      std::memcpy(element, &value, sizeof(value));
+    };
     switch (input.dtype) {
     case DType::F32:
       store(real(rng));
@@ -275,9 +278,9 @@ std::string sanitizeFileName(const std::string &name) {
 
 void printSummary(const TensorSignature &output, const HostTensor &tensor) {
   uint64_t count = *elementCount(tensor.shape);
-  std::string text = fmt::format("output '{}': {} {}", output.name,
-                                 dtypeName(tensor.dtype),
-                                 formatShape(tensor.shape));
+  std::string text =
+      fmt::format("output '{}': {} {}", output.name, dtypeName(tensor.dtype),
+                  formatShape(tensor.shape));
   if (count > 0) {
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     uint64_t nonFinite = 0;
@@ -355,17 +358,19 @@ int runTool(const Options &options) {
     if (Error err = checkInput(*artifact, name, array->dtype, array->shape,
                                array->data.size()))
       return fail(err.withContext(file).message());
-    inputs[name] = HostTensor{array->dtype, array->shape, std::move(array->data)};
+    inputs[name] =
+        HostTensor{array->dtype, array->shape, std::move(array->data)};
   }
   std::mt19937_64 rng(options.seed);
   for (const TensorSignature &input : artifact->inputs) {
     if (inputs.count(input.name))
       continue;
     if (!options.randomInputs)
-      return fail(fmt::format("input '{}' ({} {}) is not given; use -i {}=FILE.npy "
-                              "or --random-inputs",
-                              input.name, dtypeName(input.dtype),
-                              formatShape(input.shape), input.name));
+      return fail(
+          fmt::format("input '{}' ({} {}) is not given; use -i {}=FILE.npy "
+                      "or --random-inputs",
+                      input.name, dtypeName(input.dtype),
+                      formatShape(input.shape), input.name));
     inputs[input.name] = randomTensor(input, rng);
   }
 

@@ -32,8 +32,8 @@ MLIR_TYPES = {np.float32: "f32", np.float16: "f16", np.int64: "i64",
 LOWER_TO_LLVM = [
     "--convert-elementwise-to-linalg",
     "--one-shot-bufferize=bufferize-function-boundaries",
-    "--convert-linalg-to-loops", "--lower-affine", "--convert-scf-to-cf",
-    "--expand-strided-metadata", "--finalize-memref-to-llvm",
+    "--convert-linalg-to-loops", "--expand-strided-metadata", "--lower-affine",
+    "--convert-scf-to-cf", "--finalize-memref-to-llvm",
     "--convert-math-to-llvm", "--convert-arith-to-llvm",
     "--convert-index-to-llvm", "--convert-func-to-llvm",
     "--convert-cf-to-llvm", "--reconcile-unrealized-casts",
@@ -80,9 +80,13 @@ class Case:
         self.tolerance = tolerance
 
     def function(self, symbol):
-        lines = [f"func.func @{symbol}() {{"]
-        for i, x in enumerate(self.inputs):
-            lines.append(f"  %in{i} = kiln.constant {literal(x)}")
+        """The case as a function of its inputs, which print its results.
+
+        Inputs arrive as arguments, not constants: the conversion driver
+        folds an op whose operands are constants, and then this would check
+        the folder instead of the lowering."""
+        params = ", ".join(f"%in{i}: {mlir_type(x)}" for i, x in enumerate(self.inputs))
+        lines = [f"func.func @{symbol}({params}) {{"]
         types = ", ".join(mlir_type(y) for y in self.expected)
         if self.inputs:
             types = ", ".join(mlir_type(x) for x in self.inputs) + " -> " + types
@@ -93,6 +97,16 @@ class Case:
             lines += print_result(f"%r{i}", y, f"{symbol}_{i}")
         lines += ["  return", "}"]
         return "\n".join(lines)
+
+    def call(self, symbol):
+        """Lines of @main that call the case with its inputs as constants."""
+        lines = []
+        for i, x in enumerate(self.inputs):
+            lines.append(f"  %{symbol}_in{i} = arith.constant {literal(x)}")
+        args = ", ".join(f"%{symbol}_in{i}" for i in range(len(self.inputs)))
+        types = ", ".join(mlir_type(x) for x in self.inputs)
+        lines.append(f"  call @{symbol}({args}) : ({types}) -> ()")
+        return lines
 
 
 def print_result(value, like, tag):
@@ -168,13 +182,15 @@ def gather_elements_ref(x, indices, axis):
                               axis)
 
 
-def resize_coordinate(o, in_len, out_len, scale, mode):
+def resize_coordinate(o, in_len, scale, mode):
+    """ONNX's reference: the resized length is scale * input length."""
+    resized_len = scale * in_len
     if mode == "half_pixel":
         return (o + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
-        return (o + 0.5) / scale - 0.5 if out_len > 1 else 0.0
+        return (o + 0.5) / scale - 0.5 if resized_len != 1 else 0.0
     if mode == "align_corners":
-        return 0.0 if out_len == 1 else o * (in_len - 1) / (out_len - 1)
+        return 0.0 if resized_len == 1 else o * (in_len - 1) / (resized_len - 1)
     return o / scale  # asymmetric
 
 
@@ -184,9 +200,9 @@ def round_nearest(x, mode):
         return np.floor(x)
     if mode == "ceil":
         return np.ceil(x)
-    if mode == "round_prefer_floor":
-        return np.ceil(x - 0.5)
-    return np.floor(x + 0.5)
+    fraction = x - np.floor(x)
+    up = fraction > 0.5 if mode == "round_prefer_floor" else fraction >= 0.5
+    return np.floor(x) + up
 
 
 def resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales):
@@ -196,7 +212,7 @@ def resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales):
         scale = scales[d] if scales else out_len / in_len
         weights = np.zeros((out_len, in_len))
         for o in range(out_len):
-            c = resize_coordinate(o, in_len, out_len, scale, coordinate_mode)
+            c = resize_coordinate(o, in_len, scale, coordinate_mode)
             if mode == "nearest":
                 weights[o, int(np.clip(round_nearest(c, nearest_mode), 0, in_len - 1))] = 1
             else:
@@ -223,12 +239,15 @@ def cases():
              [], [np.array([[1.5, -2.0], [0.25, 8.0]], np.float32)]))
     add(Case("constant_splat_i64", "kiln.constant dense<-3> : {types}", [],
              [np.full((2, 2), -3, np.int64)]))
+    # An iota of up to 2^16 elements folds into a constant before it could
+    # be lowered, so these are longer.
+    n = (1 << 16) + 3
     add(Case("iota_f32", "kiln.iota {{start = -1.5 : f64, step = 0.1 : f64}} : {types}", [],
-             [(-1.5 + np.arange(7) * 0.1).astype(np.float32)]))
+             [(-1.5 + np.arange(n) * 0.1).astype(np.float32)]))
     add(Case("iota_i64", "kiln.iota {{start = 3.0 : f64, step = -2.0 : f64}} : {types}", [],
-             [3 - 2 * np.arange(5, dtype=np.int64)]))
-    add(Case("iota_i32", "kiln.iota {{start = 0.0 : f64, step = 1.0 : f64}} : {types}", [],
-             [np.arange(6, dtype=np.int32)]))
+             [3 - 2 * np.arange(n, dtype=np.int64)]))
+    add(Case("iota_i32_fraction", "kiln.iota {{start = 0.5 : f64, step = 1.25 : f64}} : {types}",
+             [], [(0.5 + np.arange(n) * 1.25).astype(np.int64).astype(np.int32)]))
 
     # reshape
     for name, shape in [("collapse", (6, 4)), ("flatten", (24,)), ("mixed", (6, 2, 2)),
@@ -245,6 +264,9 @@ def cases():
     # transpose
     add(Case("transpose", "kiln.transpose {0} {{permutation = array<i64: 2, 0, 1>}} : {types}",
              [x234], [x234.transpose(2, 0, 1)]))
+    half = floats(3, 5).astype(np.float16)
+    add(Case("transpose_f16", "kiln.transpose {0} {{permutation = array<i64: 1, 0>}} : {types}",
+             [half], [half.T]))
     add(Case("transpose_i64", "kiln.transpose {0} {{permutation = array<i64: 1, 0, 2>}} : {types}",
              [i234], [i234.transpose(1, 0, 2)]))
 
@@ -258,12 +280,20 @@ def cases():
     add(Case("broadcast_i64", "kiln.broadcast {0} : {types}", [i234[:, :1, :]],
              [np.broadcast_to(i234[:, :1, :], (2, 2, 3, 4))]))
 
+    scalar = np.array(1.25, np.float32)
+    add(Case("broadcast_scalar", "kiln.broadcast {0} : {types}", [scalar],
+             [np.broadcast_to(scalar, (2, 3))]))
+
     # concat
     a, b, e = floats(2, 2, 4), floats(2, 3, 4), np.zeros((2, 0, 4), np.float32)
     add(Case("concat", "kiln.concat {0}, {1}, {2}, {3} {{axis = 1 : i64}} : {types}",
              [a, e, b, x234], [np.concatenate([a, e, b, x234], axis=1)]))
     add(Case("concat_i64_axis0", "kiln.concat {0}, {1} {{axis = 0 : i64}} : {types}",
              [i234, i234 + 100], [np.concatenate([i234, i234 + 100], axis=0)]))
+
+    mask = np.array([[True, False, True], [False, False, True]])
+    add(Case("concat_i1", "kiln.concat {0}, {1} {{axis = 1 : i64}} : {types}",
+             [mask, ~mask], [np.concatenate([mask, ~mask], axis=1)]))
 
     # slice
     x610 = floats(6, 10)
@@ -296,6 +326,9 @@ def cases():
     add(Case("gather_scalar_index", "kiln.gather {0}, {1} {{axis = 1 : i64}} : {types}",
              [i234, np.array(-1, np.int64)], [np.take(i234, -1, axis=1)]))
 
+    add(Case("gather_no_indices", "kiln.gather {0}, {1} {{axis = 0 : i64}} : {types}",
+             [table, np.zeros((0,), np.int64)], [np.take(table, np.zeros((0,), np.int64), axis=0)]))
+
     # gather_elements
     idx = np.array([[2, 0], [-1, 1], [0, -3]], np.int64)
     x33 = floats(3, 3)
@@ -309,7 +342,9 @@ def cases():
     # input in the non-axis dimension.
     x45 = floats(4, 5)
     sidx = np.array([[1, 3, 1], [-1, 0, 4], [2, 2, 2]], np.int64)
-    upd = floats(3, 3) + 10
+    # Some updates above and some below the values they meet, so that max
+    # and min both change something.
+    upd = np.array([[5.5, -4.0, 0.125], [-2.5, 9.0, -0.75], [3.25, -6.5, 1.5]], np.float32)
     for reduction in ["none", "add", "mul", "max", "min"]:
         add(Case(f"scatter_{reduction}",
                  "kiln.scatter_elements {0}, {1}, {2} {{axis = 1 : i64, "
@@ -344,11 +379,19 @@ def cases():
              "high = array<i64: 2, 3>}} : {types}",
              [x34], [np.pad(x34, [(2, 2), (3, 3)], mode="reflect")]))
 
+    empty_rows = np.zeros((0, 3), np.float32)
+    add(Case("pad_constant_empty_input", "kiln.pad <constant> {0} {{low = array<i64: 1, 0>, "
+             "high = array<i64: 1, 1>, value = 4.0}} : {types}",
+             [empty_rows], [np.pad(empty_rows, [(1, 1), (0, 1)], constant_values=4)]))
+
     # tile
     add(Case("tile", "kiln.tile {0} {{repeats = array<i64: 2, 1, 3>}} : {types}",
              [x234], [np.tile(x234, (2, 1, 3))]))
     add(Case("tile_unit_dim_i64", "kiln.tile {0} {{repeats = array<i64: 3, 2>}} : {types}",
              [i234[0, :1, :]], [np.tile(i234[0, :1, :], (3, 2))]))
+
+    add(Case("tile_zero_repeat", "kiln.tile {0} {{repeats = array<i64: 0, 2>}} : {types}",
+             [x34], [np.tile(x34, (0, 2))]))
 
     # resize: nearest under every coordinate and nearest mode, up and down;
     # linear under every coordinate mode, in two dimensions at once.
@@ -364,19 +407,25 @@ def cases():
                                 "nearest", cm, nm, []))
             add(resize_case(f"resize_linear_{direction}_{cm}", image, out_shape,
                             "linear", cm, "round_prefer_floor", []))
-    # Explicit scales that differ from the size ratio; pytorch_half_pixel
-    # with an output length of 1.
-    add(resize_case("resize_linear_scales", image, (1, 2, 6, 8), "linear", "half_pixel",
-                    "round_prefer_floor", [1.0, 1.0, 1.6, 1.7]))
-    add(resize_case("resize_nearest_scales", image, (1, 2, 6, 8), "nearest", "asymmetric",
-                    "round_prefer_ceil", [1.0, 1.0, 1.6, 1.7]))
+    # Explicit scales (float32 values, as a model holds them) that differ from
+    # the size ratio. With f32(1.6), output 4 maps to 2.49999996 in float64
+    # but to exactly 2.5 in float32 arithmetic: a tie that only float64
+    # coordinates resolve as ONNX's reference does.
+    scales = [1.0, 1.0, float(np.float32(1.6)), float(np.float32(1.7))]
+    for cm in coordinate_modes:
+        add(resize_case(f"resize_linear_scales_{cm}", image, (1, 2, 6, 8), "linear", cm,
+                        "round_prefer_floor", scales))
+        for nm in ["round_prefer_floor", "round_prefer_ceil"]:
+            add(resize_case(f"resize_nearest_scales_{cm}_{nm}", image, (1, 2, 6, 8),
+                            "nearest", cm, nm, scales))
+    # pytorch_half_pixel with an output length of 1.
     add(resize_case("resize_linear_to_one", image, (1, 2, 1, 3), "linear",
                     "pytorch_half_pixel", "round_prefer_floor", []))
     return out
 
 
 def resize_case(name, x, out_shape, mode, coordinate_mode, nearest_mode, scales):
-    scales_attr = "array<f64" + (": " + ", ".join(map(str, scales)) if scales else "") + ">"
+    scales_attr = "array<f64" + (": " + ", ".join(map(repr, scales)) if scales else "") + ">"
     op = ("kiln.resize {0} {{" + f"mode = #kiln.resize_mode<{mode}>, "
           f"coordinate_mode = #kiln.coordinate_mode<{coordinate_mode}>, "
           f"nearest_mode = #kiln.nearest_mode<{nearest_mode}>, scales = {scales_attr}"
@@ -396,7 +445,7 @@ def module_text(selected):
     for i, case in enumerate(selected):
         lines.append(f"// {case.name}")
         lines.append(case.function(f"case{i}"))
-        calls.append(f"  call @case{i}() : () -> ()")
+        calls += case.call(f"case{i}")
     lines += ["func.func @main() {"] + calls + ["  return", "}"]
     return "\n".join(lines) + "\n"
 

@@ -69,7 +69,8 @@ void expectSameArtifact(const Artifact &a, const Artifact &b) {
   EXPECT_EQ(a.memoryPlan.arenaSize, b.memoryPlan.arenaSize);
   ASSERT_EQ(a.memoryPlan.buffers.size(), b.memoryPlan.buffers.size());
   for (size_t i = 0; i < a.memoryPlan.buffers.size(); ++i) {
-    const ArenaBuffer &x = a.memoryPlan.buffers[i], &y = b.memoryPlan.buffers[i];
+    const ArenaBuffer &x = a.memoryPlan.buffers[i],
+                      &y = b.memoryPlan.buffers[i];
     EXPECT_EQ(x.name, y.name);
     EXPECT_EQ(x.offset, y.offset);
     EXPECT_EQ(x.size, y.size);
@@ -137,9 +138,9 @@ TEST(ArtifactTest, WeightsAreAlignedInFileAndMapping) {
   std::vector<RawSection> sections = splitImage(bytes);
   uint64_t table = format::loadU64(bytes.data() + format::kSectionTableOffset);
   for (size_t i = 0; i < sections.size(); ++i) {
-    uint64_t offset = format::loadU64(bytes.data() + table +
-                                      i * format::kSectionEntrySize +
-                                      format::kEntryOffsetOffset);
+    uint64_t offset =
+        format::loadU64(bytes.data() + table + i * format::kSectionEntrySize +
+                        format::kEntryOffsetOffset);
     uint64_t alignment =
         sections[i].kind == uint32_t(format::SectionKind::WeightData) ? 64 : 8;
     EXPECT_EQ(offset % alignment, 0u) << format::sectionName(sections[i].kind);
@@ -173,6 +174,9 @@ TEST(ArtifactTest, AddWeightAlignsAndChecksSize) {
   EXPECT_EQ(artifact.weightData.size(), 67u);
   Expected<uint32_t> bad = artifact.addWeight("c", DType::F32, {2}, bytes, 3);
   EXPECT_EQ(errorOf(bad), "weight 'c': 3 bytes given for f32 [2] (8 bytes)");
+  EXPECT_EQ(errorOf(artifact.addWeight("d", DType::U8, {-1}, bytes, 3)),
+            "weight 'd': shape [-1] has a negative dimension");
+  EXPECT_EQ(artifact.weights.size(), 2u);
 }
 
 TEST(ArtifactTest, WriterReplacesAnExistingFile) {
@@ -198,9 +202,10 @@ TEST(ArtifactTest, WriterRefusesInvalidArtifactAndKeepsOldFile) {
 }
 
 TEST(ArtifactTest, WriterReportsUnwritableDirectory) {
-  EXPECT_THAT(errorOf(writeArtifact(makeAddScaleArtifact(),
-                                    "/nonexistent-dir/model.kiln")),
-              HasSubstr("cannot create a temporary file in '/nonexistent-dir'"));
+  EXPECT_THAT(
+      errorOf(
+          writeArtifact(makeAddScaleArtifact(), "/nonexistent-dir/model.kiln")),
+      HasSubstr("cannot create a temporary file in '/nonexistent-dir'"));
 }
 
 TEST(ArtifactTest, ReadMissingFileNamesIt) {
@@ -210,9 +215,14 @@ TEST(ArtifactTest, ReadMissingFileNamesIt) {
 
 TEST(ArtifactTest, TargetSmParsesArchitectureNames) {
   Artifact artifact;
-  for (auto [target, sm] : std::vector<std::pair<std::string, uint32_t>>{
-           {"sm_80", 80}, {"sm_90a", 90}, {"sm_100f", 100}, {"sm_", 0},
-           {"sm90", 0}, {"sm_9x", 0}, {"compute_90", 0}}) {
+  for (auto [target, sm] :
+       std::vector<std::pair<std::string, uint32_t>>{{"sm_80", 80},
+                                                     {"sm_90a", 90},
+                                                     {"sm_100f", 100},
+                                                     {"sm_", 0},
+                                                     {"sm90", 0},
+                                                     {"sm_9x", 0},
+                                                     {"compute_90", 0}}) {
     artifact.target = target;
     EXPECT_EQ(artifact.targetSm(), sm) << target;
   }

@@ -27,8 +27,10 @@ struct RunResult {
   std::string output;
 };
 
-RunResult runKilnRun(const std::string &arguments) {
-  std::string command = std::string(KILN_RUN_PATH) + " " + arguments + " 2>&1";
+RunResult runKilnRun(const std::string &arguments,
+                     const std::string &environment = "") {
+  std::string command =
+      environment + std::string(KILN_RUN_PATH) + " " + arguments + " 2>&1";
   RunResult result;
   FILE *pipe = ::popen(command.c_str(), "r");
   if (!pipe)
@@ -70,8 +72,9 @@ TEST_F(KilnRunTest, HelpAndUsageErrors) {
   EXPECT_EQ(runKilnRun(model + " --frobnicate").output,
             "kiln-run: error: unknown option '--frobnicate' (see kiln-run "
             "--help)\n");
-  EXPECT_EQ(runKilnRun(model + " --bench x").output,
-            "kiln-run: error: --bench expects a non-negative integer, not 'x'\n");
+  EXPECT_EQ(
+      runKilnRun(model + " --bench x").output,
+      "kiln-run: error: --bench expects a non-negative integer, not 'x'\n");
   EXPECT_EQ(runKilnRun(model + " -i x").output,
             "kiln-run: error: -i expects NAME=FILE.npy, not 'x'\n");
 }
@@ -87,6 +90,23 @@ TEST_F(KilnRunTest, NoDriverIsACleanError) {
                       dir.file("out"));
   EXPECT_EQ(result.status, 1);
   EXPECT_THAT(result.output, HasSubstr("no CUDA driver"));
+}
+
+TEST_F(KilnRunTest, StubDriverResolvesEveryEntryPoint) {
+  // The toolkit's stub libcuda exports the whole driver API but fails
+  // cuInit: reaching that message proves every symbol in the driver table
+  // resolved (a misspelt one would say "CUDA driver too old").
+  std::string stub = KILN_CUDA_STUB_LIBRARY;
+  if (stub.empty() || !std::filesystem::exists(stub))
+    GTEST_SKIP() << "no stub libcuda.so in the CUDA toolkit";
+  if (cudaDriverPresent())
+    GTEST_SKIP() << "a CUDA driver is installed";
+  std::filesystem::create_symlink(stub, dir.file("libcuda.so.1"));
+  RunResult result = runKilnRun(model + " --random-inputs",
+                                "LD_LIBRARY_PATH=" + dir.path + " ");
+  EXPECT_EQ(result.status, 1);
+  EXPECT_EQ(result.output, "kiln-run: error: no CUDA driver (libcuda.so.1 is "
+                           "the CUDA toolkit's stub library)\n");
 }
 
 TEST_F(KilnRunTest, EmuDeviceIsNotAvailableYet) {
@@ -115,8 +135,8 @@ TEST_F(KilnRunTest, CorruptArtifact) {
 
   result = runKilnRun(dir.file("missing.kiln"));
   EXPECT_EQ(result.status, 1);
-  EXPECT_THAT(result.output, HasSubstr("cannot open '" +
-                                       dir.file("missing.kiln") + "'"));
+  EXPECT_THAT(result.output,
+              HasSubstr("cannot open '" + dir.file("missing.kiln") + "'"));
 }
 
 TEST_F(KilnRunTest, InputsAreCheckedBeforeTheDevice) {

@@ -107,7 +107,8 @@ TEST(NpyTest, ReadsOtherSpellings) {
 TEST(NpyTest, LargeHeaderUsesVersion2) {
   Shape shape(25000, 1); // "1, " x 25000 needs more than 64 KiB
   uint8_t value = 7;
-  Expected<std::vector<uint8_t>> encoded = encodeNpy(DType::U8, shape, &value, 1);
+  Expected<std::vector<uint8_t>> encoded =
+      encodeNpy(DType::U8, shape, &value, 1);
   ASSERT_TRUE(encoded);
   EXPECT_EQ((*encoded)[6], 2);
   Expected<NpyArray> array = parseNpy(encoded->data(), encoded->size(), "big");
@@ -116,37 +117,45 @@ TEST(NpyTest, LargeHeaderUsesVersion2) {
 }
 
 TEST(NpyTest, MalformedFiles) {
-  const std::string f4 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
-  EXPECT_EQ(parseError(npyWithHeader(
-                "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24)),
-            "a.npy: Fortran-order arrays are not supported; save "
-            "np.ascontiguousarray(a)");
-  EXPECT_EQ(parseError(npyWithHeader(
-                "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 24)),
-            "a.npy: big-endian data ('>f4') is not supported; save "
-            "a.astype(a.dtype.newbyteorder('<'))");
-  EXPECT_EQ(parseError(npyWithHeader(
-                "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 16)),
-            "a.npy: object arrays ('|O') are not supported");
-  EXPECT_EQ(parseError(npyWithHeader(
-                "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16)),
-            "a.npy: unsupported dtype '<c8'");
-  EXPECT_EQ(parseError(npyWithHeader(
-                "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }",
-                8)),
-            "a.npy: structured arrays are not supported");
-  EXPECT_EQ(parseError(npyWithHeader(f4, 20)),
-            "a.npy: truncated data: f32 [2, 3] needs 24 bytes, the file has 20");
+  const std::string f4 =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+  EXPECT_EQ(
+      parseError(npyWithHeader(
+          "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24)),
+      "a.npy: Fortran-order arrays are not supported; save "
+      "np.ascontiguousarray(a)");
+  EXPECT_EQ(
+      parseError(npyWithHeader(
+          "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 24)),
+      "a.npy: big-endian data ('>f4') is not supported; save "
+      "a.astype(a.dtype.newbyteorder('<'))");
+  EXPECT_EQ(
+      parseError(npyWithHeader(
+          "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 16)),
+      "a.npy: object arrays ('|O') are not supported");
+  EXPECT_EQ(
+      parseError(npyWithHeader(
+          "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16)),
+      "a.npy: unsupported dtype '<c8'");
+  EXPECT_EQ(
+      parseError(npyWithHeader(
+          "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }",
+          8)),
+      "a.npy: structured arrays are not supported");
+  EXPECT_EQ(
+      parseError(npyWithHeader(f4, 20)),
+      "a.npy: truncated data: f32 [2, 3] needs 24 bytes, the file has 20");
   EXPECT_EQ(parseError(npyWithHeader(f4, 28)),
             "a.npy: 4 unexpected bytes after the data of f32 [2, 3]");
-  EXPECT_EQ(parseError(npyWithHeader(
-                "{'descr': '<f4', 'fortran_order': False}", 4)),
-            "a.npy: malformed header: it needs 'descr', 'fortran_order' and "
-            "'shape'");
-  EXPECT_EQ(parseError(npyWithHeader(
-                "{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 4)),
-            "a.npy: malformed header: 'shape' holds a non-integer or negative "
-            "dimension");
+  EXPECT_EQ(
+      parseError(npyWithHeader("{'descr': '<f4', 'fortran_order': False}", 4)),
+      "a.npy: malformed header: it needs 'descr', 'fortran_order' and "
+      "'shape'");
+  EXPECT_EQ(
+      parseError(npyWithHeader(
+          "{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 4)),
+      "a.npy: malformed header: 'shape' holds a non-integer or negative "
+      "dimension");
   EXPECT_EQ(parseError(npyWithHeader(
                 "{'descr': '<f4', 'fortran_order': 0, 'shape': (), }", 4)),
             "a.npy: malformed header: 'fortran_order' is not True or False");
@@ -175,6 +184,8 @@ TEST(NpyTest, MissingFileAndBadEncodeSize) {
   float value = 1;
   EXPECT_EQ(errorOf(encodeNpy(DType::F32, {2}, &value, 4)),
             "cannot encode .npy: 4 bytes given for f32 [2]");
+  EXPECT_EQ(errorOf(encodeNpy(DType(0), {1}, &value, 4)),
+            "cannot encode .npy: unknown dtype code 0");
 }
 
 } // namespace

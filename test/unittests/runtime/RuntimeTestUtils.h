@@ -1,4 +1,4 @@
-//===- RuntimeTestUtils.h - Shared fixtures for the runtime tests -*- C++ -*-===//
+//===- RuntimeTestUtils.h - Runtime test fixtures ---------------*- C++ -*-===//
 //
 // Sample artifacts, a scratch directory, a host-memory FakeDevice that runs
 // registered C++ functions in place of kernels, and helpers that take an
@@ -55,7 +55,8 @@ public:
   std::string path;
 };
 
-inline void writeBytes(const std::string &path, const std::vector<uint8_t> &bytes) {
+inline void writeBytes(const std::string &path,
+                       const std::vector<uint8_t> &bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char *>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
@@ -93,8 +94,8 @@ inline Artifact makeAddScaleArtifact() {
   artifact.compilerOptions = "--test";
   artifact.target = "sm_80";
   const float bias[3] = {10, 20, 30};
-  EXPECT_TRUE(
-      artifact.addWeight("bias", DType::F32, {3}, bias, sizeof(bias)).hasValue());
+  EXPECT_TRUE(artifact.addWeight("bias", DType::F32, {3}, bias, sizeof(bias))
+                  .hasValue());
 
   std::vector<LiveBuffer> live = {{24, 0, 0}, {24, 0, 1}, {24, 1, 1}};
   Expected<MemoryPlan> plan = planMemory(live, kArenaAlignment);
@@ -153,8 +154,8 @@ inline Artifact makeFullArtifact() {
     std::string name(dtypeName(dtype));
     EXPECT_TRUE(artifact.addWeight("w." + name, dtype, shape, data.data(), size)
                     .hasValue());
-    live.push_back({size, static_cast<uint32_t>(i % 3),
-                    static_cast<uint32_t>(i % 3 + 1)});
+    live.push_back(
+        {size, static_cast<uint32_t>(i % 3), static_cast<uint32_t>(i % 3 + 1)});
     bufferNames.push_back("buf." + name);
     tensors.push_back({"t." + name, dtype, shape, 0, static_cast<uint32_t>(i)});
     ++i;
@@ -162,11 +163,14 @@ inline Artifact makeFullArtifact() {
   // A scalar and an empty tensor too.
   live.push_back({8, 0, 3});
   bufferNames.push_back("buf.scalar");
-  tensors.push_back({"scalar", DType::I64, {}, 0,
-                     static_cast<uint32_t>(live.size() - 1)});
+  tensors.push_back(
+      {"scalar", DType::I64, {}, 0, static_cast<uint32_t>(live.size() - 1)});
   live.push_back({0, 2, 2});
   bufferNames.push_back("buf.empty");
-  tensors.push_back({"empty/with:odd name", DType::F16, {4, 0}, 0,
+  tensors.push_back({"empty/with:odd name",
+                     DType::F16,
+                     {4, 0},
+                     0,
                      static_cast<uint32_t>(live.size() - 1)});
 
   Expected<MemoryPlan> plan = planMemory(live, kArenaAlignment);
@@ -203,8 +207,9 @@ inline Artifact makeFullArtifact() {
                  {ParamKind::ArenaPointer, "out"}};
   artifact.kernels = {gemm, relu};
   artifact.launches = {
-      {0, {plan->offsets[0], artifact.weights[3].offset, 0xFFFFFFFFu,
-           0x123456789ABCDEF0ull}},
+      {0,
+       {plan->offsets[0], artifact.weights[3].offset, 0xFFFFFFFFu,
+        0x123456789ABCDEF0ull}},
       {1, {plan->offsets[1], plan->offsets[2]}},
       {0, {0, 0, 7, 0}},
       {1, {plan->offsets[2], plan->offsets[0]}},
@@ -326,7 +331,8 @@ inline uint8_t *tableEntryOf(std::vector<uint8_t> &image,
 /// check what a session packs, and it can be told to fail a named call.
 class FakeDevice final : public Device {
 public:
-  using KernelFn = std::function<void(const PackedParams &, const LaunchConfig &)>;
+  using KernelFn =
+      std::function<void(const PackedParams &, const LaunchConfig &)>;
 
   explicit FakeDevice(uint32_t computeCapability = 90) {
     deviceInfo.kind = "fake";

@@ -25,7 +25,8 @@ float *pointerParam(const PackedParams &params, size_t i) {
 /// A FakeDevice with add_bias and scale implemented on the host.
 std::shared_ptr<FakeDevice> makeDevice(uint32_t computeCapability = 90) {
   auto device = std::make_shared<FakeDevice>(computeCapability);
-  device->kernels["add_bias"] = [](const PackedParams &p, const LaunchConfig &) {
+  device->kernels["add_bias"] = [](const PackedParams &p,
+                                   const LaunchConfig &) {
     const float *x = pointerParam(p, 0);
     const float *bias = pointerParam(p, 1);
     float *tmp = pointerParam(p, 2);
@@ -69,8 +70,7 @@ TEST(SessionTest, RunsTheLaunchList) {
   float values[6];
   std::memcpy(values, y->data.data(), sizeof(values));
   EXPECT_THAT(values, ::testing::ElementsAre(33, 66, 99, 42, 75, 108));
-  EXPECT_EQ(device->launched,
-            (std::vector<std::string>{"add_bias", "scale"}));
+  EXPECT_EQ(device->launched, (std::vector<std::string>{"add_bias", "scale"}));
 }
 
 TEST(SessionTest, InputsAreUploadedOnEveryRun) {
@@ -158,10 +158,10 @@ TEST(SessionTest, RejectsADeviceBelowTheTarget) {
             "the artifact targets sm_80 but the device 'Fake GPU' is sm_75");
   Artifact archSpecific = makeAddScaleArtifact();
   archSpecific.target = "sm_90a";
-  EXPECT_THAT(errorOf(Session::create(
-                  std::make_shared<const Artifact>(archSpecific),
-                  makeDevice(100))),
-              HasSubstr("targets sm_90a but the device 'Fake GPU' is sm_100"));
+  EXPECT_THAT(
+      errorOf(Session::create(std::make_shared<const Artifact>(archSpecific),
+                              makeDevice(100))),
+      HasSubstr("targets sm_90a but the device 'Fake GPU' is sm_100"));
 }
 
 TEST(SessionTest, DeviceErrorsAreReportedAndNothingLeaks) {
@@ -191,8 +191,8 @@ TEST(SessionTest, DeviceErrorsAreReportedAndNothingLeaks) {
 TEST(SessionTest, RejectsAnInvalidInMemoryArtifact) {
   Artifact artifact = makeAddScaleArtifact();
   artifact.launches[0].kernel = 3;
-  EXPECT_THAT(errorOf(Session::create(std::make_shared<const Artifact>(artifact),
-                                      makeDevice())),
+  EXPECT_THAT(errorOf(Session::create(
+                  std::make_shared<const Artifact>(artifact), makeDevice())),
               HasSubstr("launch 0: kernel index 3 is out of range"));
 }
 

@@ -1,4 +1,4 @@
-//===- Artifact.h - The .kiln artifact: model, reader, writer -----*- C++ -*-===//
+//===- Artifact.h - The .kiln artifact: model, reader, writer ---*- C++ -*-===//
 //
 // Everything the runtime needs to run a compiled model, and nothing it has to
 // compile: the input/output signature, the weights, one PTX kernel (plus an
@@ -204,7 +204,8 @@ Expected<Artifact> readArtifact(const std::string &path,
 
 /// As readArtifact, for a complete file image held in memory. `displayName`
 /// starts every error message.
-Expected<Artifact> parseArtifact(const Blob &image, std::string_view displayName,
+Expected<Artifact> parseArtifact(const Blob &image,
+                                 std::string_view displayName,
                                  const ReadOptions &options = {});
 
 } // namespace kiln::runtime

@@ -1,4 +1,4 @@
-//===- Checksum.h - CRC32C for artifact sections ------------------*- C++ -*-===//
+//===- Checksum.h - CRC32C for artifact sections ----------------*- C++ -*-===//
 //
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, initial value and
 // final xor 0xFFFFFFFF), the checksum of every artifact section. It uses the

@@ -1,8 +1,8 @@
-//===- DType.h - Element types and shapes of runtime tensors ------*- C++ -*-===//
+//===- DType.h - Element types and shapes of tensors ------------*- C++ -*-===//
 //
 // The element types a Kiln artifact, a .npy file and a runtime session agree
-// on. The numeric codes are part of the artifact format (docs/artifact-format.md)
-// and never change meaning.
+// on. The numeric codes are part of the artifact format
+// (docs/artifact-format.md) and never change meaning.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,4 +1,4 @@
-//===- Device.h - What the runtime needs from a GPU (or an emulator) -*- C++ -*-===//
+//===- Device.h - What the runtime needs from a device ----------*- C++ -*-===//
 //
 // A Device allocates memory, copies to and from it, loads kernels, launches
 // them on streams, times them with events and, optionally, captures a stream
@@ -93,7 +93,8 @@ public:
 
   virtual Expected<DevicePtr> allocate(uint64_t size) = 0;
   virtual Error deallocate(DevicePtr ptr) = 0;
-  /// Synchronous copies.
+  /// Synchronous copies: they wait for all work queued on the device and
+  /// are complete when they return.
   virtual Error copyToDevice(DevicePtr dst, const void *src, uint64_t size) = 0;
   virtual Error copyToHost(void *dst, DevicePtr src, uint64_t size) = 0;
 

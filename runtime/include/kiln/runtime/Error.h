@@ -1,4 +1,4 @@
-//===- Error.h - Errors as values for the Kiln runtime ------------*- C++ -*-===//
+//===- Error.h - Errors as values for the Kiln runtime ----------*- C++ -*-===//
 //
 // The runtime never lets an exception cross its public API: every operation
 // that can fail returns an Error (success or a one-line message) or an

@@ -1,4 +1,4 @@
-//===- MemoryPlan.h - Static arena planning over launch lifetimes -*- C++ -*-===//
+//===- MemoryPlan.h - Static arena planning by lifetime ---------*- C++ -*-===//
 //
 // The compiler knows, for every intermediate buffer, its size and the first
 // and last launch that touch it. planMemory packs them into one arena so that

@@ -1,4 +1,4 @@
-//===- Npy.h - Reading and writing NumPy .npy files ---------------*- C++ -*-===//
+//===- Npy.h - Reading and writing NumPy .npy files -------------*- C++ -*-===//
 //
 // The .npy format (versions 1.0, 2.0 and 3.0 headers) for the dtypes Kiln
 // knows, little-endian and C order only. bf16, which NumPy lacks, is written

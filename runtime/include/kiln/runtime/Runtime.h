@@ -1,4 +1,4 @@
-//===- Runtime.h - Run a .kiln artifact on a device ---------------*- C++ -*-===//
+//===- Runtime.h - Run a .kiln artifact on a device -------------*- C++ -*-===//
 //
 // The runtime's C++ API:
 //

@@ -1,0 +1,50 @@
+//===- ArtifactBuilder.h - Compiled module to .kiln artifact ----*- C++ -*-===//
+//
+// Reads the module the ptx phase leaves (a host function of buffers and
+// gpu.launch_func ops, gpu.binary kernels, memref.global weights) and packs
+// it into the runtime's Artifact: signature, weights, kernels with launch
+// geometry and parameter layout, the launch list, and a static memory plan in
+// which buffers whose lifetimes do not overlap share arena space.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TARGET_CUDA_ARTIFACTBUILDER_H
+#define KILN_TARGET_CUDA_ARTIFACTBUILDER_H
+
+#include "kiln/runtime/Artifact.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace kiln {
+
+struct ArtifactOptions {
+  /// The GPU architecture the PTX was generated for ("sm_90").
+  std::string target = "sm_90";
+  /// Recorded in the artifact, for reproducing the build.
+  std::string compilerOptions;
+  /// ptxas to assemble each kernel into a cubin; empty skips cubins.
+  std::string ptxasPath;
+};
+
+struct ArtifactStats {
+  size_t kernels = 0;
+  uint64_t arenaBytes = 0;
+  uint64_t naiveArenaBytes = 0;
+  uint64_t weightBytes = 0;
+};
+
+/// Builds the artifact of `module` (after the ptx phase). Errors name the
+/// host op or kernel that could not be packed.
+llvm::Expected<runtime::Artifact> buildArtifact(mlir::ModuleOp module,
+                                                const ArtifactOptions &options,
+                                                ArtifactStats *stats = nullptr);
+
+/// The ptxas found at build time or through $KILN_PTXAS, or empty.
+std::string defaultPtxasPath();
+
+} // namespace kiln
+
+#endif // KILN_TARGET_CUDA_ARTIFACTBUILDER_H

@@ -1,0 +1,353 @@
+//===- ArtifactBuilder.cpp - Compiled module to .kiln artifact ---------------===//
+//
+// Host-side ops are few after the gpu phase: buffers (function arguments,
+// memref.alloc, memref.get_global) and gpu.launch_func. Anything else on the
+// host is an error: the runtime only launches kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Target/CUDA/ArtifactBuilder.h"
+
+#include "kiln/runtime/MemoryPlan.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+
+using namespace mlir;
+namespace rt = kiln::runtime;
+
+namespace kiln {
+
+std::string defaultPtxasPath() {
+  if (const char *env = std::getenv("KILN_PTXAS"))
+    return env;
+#ifdef KILN_PTXAS_PATH
+  if (llvm::sys::fs::can_execute(KILN_PTXAS_PATH))
+    return KILN_PTXAS_PATH;
+#endif
+  if (auto found = llvm::sys::findProgramByName("ptxas"))
+    return *found;
+  return "";
+}
+
+namespace {
+
+llvm::Error errorAt(Operation *op, const llvm::Twine &message) {
+  std::string where;
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    where = " (" + name.getName().str() + ")";
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 op->getName().getStringRef().str() + where + ": " +
+                                     message.str());
+}
+
+std::optional<rt::DType> toDType(Type type) {
+  if (type.isF32())
+    return rt::DType::F32;
+  if (type.isF16())
+    return rt::DType::F16;
+  if (type.isBF16())
+    return rt::DType::BF16;
+  if (type.isF64())
+    return rt::DType::F64;
+  if (type.isInteger(1))
+    return rt::DType::Bool;
+  if (auto i = dyn_cast<IntegerType>(type)) {
+    bool u = i.isUnsigned();
+    switch (i.getWidth()) {
+    case 8: return u ? rt::DType::U8 : rt::DType::I8;
+    case 16: return u ? rt::DType::U16 : rt::DType::I16;
+    case 32: return u ? rt::DType::U32 : rt::DType::I32;
+    case 64: return u ? rt::DType::U64 : rt::DType::I64;
+    default: break;
+    }
+  }
+  return std::nullopt;
+}
+
+/// Little-endian bytes of a constant, splats expanded, i1 one byte each.
+std::vector<uint8_t> constantBytes(ElementsAttr value) {
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    ArrayRef<char> data = resource.getData();
+    return std::vector<uint8_t>(data.begin(), data.end());
+  }
+  auto dense = cast<DenseElementsAttr>(value);
+  int64_t count = dense.getNumElements();
+  if (dense.getElementType().isInteger(1)) {
+    std::vector<uint8_t> bytes;
+    for (bool b : dense.getValues<bool>())
+      bytes.push_back(b);
+    return bytes;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (!dense.isSplat())
+    return std::vector<uint8_t>(raw.begin(), raw.end());
+  std::vector<uint8_t> bytes;
+  bytes.reserve(raw.size() * count);
+  for (int64_t i = 0; i < count; ++i)
+    bytes.insert(bytes.end(), raw.begin(), raw.end());
+  return bytes;
+}
+
+rt::Shape shapeOf(MemRefType type) {
+  return rt::Shape(type.getShape().begin(), type.getShape().end());
+}
+
+uint64_t byteSize(MemRefType type) {
+  uint64_t element = type.getElementType().isInteger(1)
+                         ? 1
+                         : type.getElementTypeBitWidth() / 8;
+  return element * type.getNumElements();
+}
+
+/// Assembles PTX with ptxas; the cubin bytes, or an error with its log.
+llvm::Expected<std::vector<uint8_t>> assemble(const std::string &ptxas,
+                                              const std::string &ptx,
+                                              const std::string &target,
+                                              const std::string &kernel) {
+  llvm::SmallString<128> ptxPath, cubinPath, logPath;
+  if (llvm::sys::fs::createTemporaryFile("kiln", "ptx", ptxPath) ||
+      llvm::sys::fs::createTemporaryFile("kiln", "cubin", cubinPath) ||
+      llvm::sys::fs::createTemporaryFile("kiln", "log", logPath))
+    return llvm::createStringError("cannot create temporary files for ptxas");
+  auto cleanup = llvm::make_scope_exit([&] {
+    llvm::sys::fs::remove(ptxPath);
+    llvm::sys::fs::remove(cubinPath);
+    llvm::sys::fs::remove(logPath);
+  });
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(ptxPath, ec);
+    if (ec)
+      return llvm::createStringError("cannot write " + ptxPath.str().str());
+    os << ptx;
+  }
+  std::string arch = "-arch=" + target;
+  llvm::StringRef args[] = {ptxas, arch, ptxPath, "-o", cubinPath};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(), logPath.str()};
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
+  if (rc != 0) {
+    auto log = llvm::MemoryBuffer::getFile(logPath);
+    return llvm::createStringError("ptxas rejected kernel '" + kernel + "': " +
+                                   (log ? (*log)->getBuffer().trim().str() : ""));
+  }
+  auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false);
+  if (!cubin)
+    return llvm::createStringError("cannot read the cubin of kernel '" + kernel + "'");
+  return std::vector<uint8_t>((*cubin)->getBufferStart(), (*cubin)->getBufferEnd());
+}
+
+struct BufferInfo {
+  MemRefType type;
+  std::string name;
+  bool isInput = false, isOutput = false;
+  int64_t firstUse = -1, lastUse = -1;
+};
+
+} // namespace
+
+llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOptions &options,
+                                           ArtifactStats *stats) {
+  auto func = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, "main"));
+  if (!func || func.getBlocks().size() != 1)
+    return llvm::createStringError("the module has no single-block func @main");
+  rt::Artifact artifact;
+  artifact.compilerVersion = "kilnc 0.1 (LLVM/MLIR 22)";
+  artifact.compilerOptions = options.compilerOptions;
+  artifact.target = options.target;
+
+  // Buffers: arguments (inputs, then outputs marked bufferize.result), allocs.
+  llvm::MapVector<Value, BufferInfo> buffers;
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = dyn_cast<MemRefType>(arg.getType());
+    if (!type || !type.getLayout().isIdentity())
+      return llvm::createStringError("argument " + std::to_string(arg.getArgNumber()) +
+                                     " of @main is not a plain buffer");
+    BufferInfo info{type};
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name"))
+      info.name = name.getValue().str();
+    info.isOutput = static_cast<bool>(func.getArgAttr(arg.getArgNumber(), "bufferize.result"));
+    info.isInput = !info.isOutput;
+    buffers.insert({arg, info});
+  }
+
+  // Weights: one per memref.global that a launch reads.
+  llvm::DenseMap<Value, uint64_t> weightOffsets;
+  llvm::DenseMap<std::pair<StringAttr, StringAttr>, uint32_t> kernelIndex;
+  llvm::DenseMap<StringAttr, gpu::BinaryOp> binaries;
+  for (auto binary : module.getOps<gpu::BinaryOp>())
+    binaries[binary.getSymNameAttr()] = binary;
+
+  SmallVector<gpu::LaunchFuncOp> launches;
+  for (Operation &op : func.front()) {
+    if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+      if (!alloc.getType().hasStaticShape() || !alloc.getType().getLayout().isIdentity())
+        return errorAt(&op, "only static, contiguous buffers are supported");
+      BufferInfo info{alloc.getType()};
+      info.name = "buffer" + std::to_string(buffers.size());
+      buffers.insert({alloc.getResult(), info});
+    } else if (auto get = dyn_cast<memref::GetGlobalOp>(op)) {
+      auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(get, get.getNameAttr());
+      auto value = global ? dyn_cast_or_null<ElementsAttr>(global.getInitialValueAttr()) : nullptr;
+      std::optional<rt::DType> dtype = toDType(get.getType().getElementType());
+      if (!value || !global.getConstant() || !dtype)
+        return errorAt(&op, "reads a global that is not a supported constant");
+      std::vector<uint8_t> bytes = constantBytes(value);
+      auto index = artifact.addWeight(global.getSymName().str(), *dtype, shapeOf(get.getType()),
+                                      bytes.data(), bytes.size());
+      if (!index)
+        return llvm::createStringError(index.error().message());
+      weightOffsets[get.getResult()] = artifact.weights[*index].offset;
+    } else if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
+      launches.push_back(launch);
+    } else if (isa<func::ReturnOp, memref::DeallocOp>(op) || isPure(&op)) {
+      continue; // Constants and index arithmetic feed launch geometry.
+    } else {
+      return errorAt(&op, "is not supported on the host: the runtime only launches kernels");
+    }
+  }
+
+  // Kernels and launch operands; buffer lifetimes in launch indices.
+  struct PendingArg {
+    rt::ParamKind kind;
+    Value buffer;
+    uint64_t value;
+  };
+  std::vector<std::vector<PendingArg>> pending;
+  for (auto [i, launch] : llvm::enumerate(launches)) {
+    auto key = std::make_pair(launch.getKernelModuleName(), launch.getKernelName());
+    auto it = kernelIndex.find(key);
+    if (it == kernelIndex.end()) {
+      gpu::BinaryOp binary = binaries.lookup(launch.getKernelModuleName());
+      if (!binary || binary.getObjects().size() != 1)
+        return errorAt(launch, "kernel module @" + launch.getKernelModuleName().str() +
+                                   " was not compiled to one PTX object");
+      rt::Kernel kernel;
+      kernel.name = launch.getKernelName().str();
+      kernel.ptx = cast<gpu::ObjectAttr>(binary.getObjects()[0]).getObject().getValue().str();
+      auto geometry = [&](Value v, uint32_t &out) {
+        APInt value;
+        if (!matchPattern(v, m_ConstantInt(&value)))
+          return false;
+        out = static_cast<uint32_t>(value.getZExtValue());
+        return true;
+      };
+      gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+      gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+      if (!geometry(grid.x, kernel.grid.x) || !geometry(grid.y, kernel.grid.y) ||
+          !geometry(grid.z, kernel.grid.z) || !geometry(block.x, kernel.block.x) ||
+          !geometry(block.y, kernel.block.y) || !geometry(block.z, kernel.block.z))
+        return errorAt(launch, "launch geometry is not constant");
+      for (Value operand : launch.getKernelOperands()) {
+        rt::KernelParam param;
+        if (isa<MemRefType>(operand.getType()))
+          param.kind = weightOffsets.count(operand) ? rt::ParamKind::WeightsPointer
+                                                    : rt::ParamKind::ArenaPointer;
+        else
+          param.kind = operand.getType().isInteger(32) ? rt::ParamKind::Scalar32
+                                                       : rt::ParamKind::Scalar64;
+        kernel.params.push_back(param);
+      }
+      if (!options.ptxasPath.empty()) {
+        auto cubin = assemble(options.ptxasPath, kernel.ptx, options.target,
+                              key.first.str() + "::" + kernel.name);
+        if (!cubin)
+          return cubin.takeError();
+        kernel.cubin = std::move(*cubin);
+        kernel.cubinSm = artifact.targetSm();
+      }
+      it = kernelIndex.insert({key, artifact.kernels.size()}).first;
+      artifact.kernels.push_back(std::move(kernel));
+    }
+    std::vector<PendingArg> args;
+    for (Value operand : launch.getKernelOperands()) {
+      if (isa<MemRefType>(operand.getType())) {
+        if (auto w = weightOffsets.find(operand); w != weightOffsets.end()) {
+          args.push_back({rt::ParamKind::WeightsPointer, nullptr, w->second});
+          continue;
+        }
+        auto b = buffers.find(operand);
+        if (b == buffers.end())
+          return errorAt(launch, "passes a buffer view; kernels must take whole buffers");
+        BufferInfo &info = b->second;
+        if (info.firstUse < 0)
+          info.firstUse = static_cast<int64_t>(i);
+        info.lastUse = static_cast<int64_t>(i);
+        args.push_back({rt::ParamKind::ArenaPointer, operand, 0});
+      } else {
+        APInt value;
+        if (!matchPattern(operand, m_ConstantInt(&value)))
+          return errorAt(launch, "passes a scalar that is not a constant");
+        args.push_back({rt::ParamKind::Scalar64, nullptr, value.getZExtValue()});
+      }
+    }
+    pending.push_back(std::move(args));
+  }
+
+  // Inputs are live for the whole run (so repeated runs, and CUDA graph
+  // replays, may reuse bound inputs); outputs from their first write to the
+  // end; intermediates from first to last launch that touches them.
+  std::vector<rt::LiveBuffer> live;
+  uint32_t last = launches.empty() ? 0 : static_cast<uint32_t>(launches.size() - 1);
+  for (auto &[value, info] : buffers) {
+    rt::LiveBuffer buffer;
+    buffer.size = std::max<uint64_t>(byteSize(info.type), 1);
+    buffer.firstUse = info.isInput || info.firstUse < 0 ? 0 : static_cast<uint32_t>(info.firstUse);
+    buffer.lastUse = info.isInput || info.isOutput || info.lastUse < 0
+                         ? last
+                         : static_cast<uint32_t>(info.lastUse);
+    live.push_back(buffer);
+  }
+  auto plan = rt::planMemory(live, rt::kArenaAlignment);
+  if (!plan)
+    return llvm::createStringError(plan.error().message());
+
+  llvm::DenseMap<Value, uint64_t> offsets;
+  for (auto [i, entry] : llvm::enumerate(buffers)) {
+    const BufferInfo &info = entry.second;
+    offsets[entry.first] = plan->offsets[i];
+    artifact.memoryPlan.buffers.push_back({info.name, plan->offsets[i], live[i].size,
+                                           live[i].firstUse, live[i].lastUse});
+    if (!info.isInput && !info.isOutput)
+      continue;
+    std::optional<rt::DType> dtype = toDType(info.type.getElementType());
+    if (!dtype)
+      return llvm::createStringError("tensor '" + info.name + "' has an unsupported element type");
+    rt::TensorSignature signature{info.name, *dtype, shapeOf(info.type), plan->offsets[i],
+                                  static_cast<uint32_t>(i)};
+    (info.isInput ? artifact.inputs : artifact.outputs).push_back(signature);
+  }
+  artifact.memoryPlan.arenaSize = plan->arenaSize;
+
+  for (auto [i, launch] : llvm::enumerate(launches)) {
+    rt::Launch entry;
+    entry.kernel = kernelIndex.lookup(
+        std::make_pair(launch.getKernelModuleName(), launch.getKernelName()));
+    for (const PendingArg &arg : pending[i])
+      entry.args.push_back(arg.buffer ? offsets.lookup(arg.buffer) : arg.value);
+    artifact.launches.push_back(std::move(entry));
+  }
+
+  if (rt::Error err = rt::verifyArtifact(artifact))
+    return llvm::createStringError("the artifact does not verify: " + err.message());
+  if (stats) {
+    stats->kernels = artifact.kernels.size();
+    stats->arenaBytes = plan->arenaSize;
+    stats->naiveArenaBytes = plan->naiveSize;
+    stats->weightBytes = artifact.weightData.size();
+  }
+  return artifact;
+}
+
+} // namespace kiln
