@@ -3,13 +3,15 @@
 compares the results with numpy.
 
 FileCheck only sees the structure of the lowered IR; this script checks its
-numbers. Each case is a small kiln function whose inputs are dense
-constants. All cases go into one module, which kiln-opt lowers to linalg,
+numbers. Each case is a small kiln function of one op, called from @main
+with dense constants (as arguments, so that the op is lowered rather than
+folded). All cases go into one module, which kiln-opt lowers to linalg,
 upstream mlir-opt lowers to LLVM and mlir-runner executes on the CPU.
 Results are printed as integers (floats as their bit patterns), so every
-comparison is exact except linear resizing (within 1e-6).
+comparison is exact except linear resizing (within 1e-6 absolute).
 
-usage: check_data_movement.py KILN_OPT [--mlir-bin DIR] [--keep DIR] [-v]
+usage: check_data_movement.py KILN_OPT [--mlir-bin DIR] [--keep DIR]
+                              [--filter TEXT] [-v]
 Prints one line per failing case and then "all N cases match" or
 "K of N cases differ"; exits non-zero on any difference.
 """

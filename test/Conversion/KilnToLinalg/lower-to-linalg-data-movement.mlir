@@ -32,8 +32,7 @@ func.func @constant_resource() -> tensor<2xf32> {
 
 // -----
 
-// iota computes start + i * step in f64 (as its folder does) and rounds once.
-// (Up to 2^16 elements it would fold to a constant instead.)
+// iota computes start + i * step in f64, as its folder does (2^16+ elements, or it folds).
 // CHECK-LABEL: func.func @iota_f32
 // CHECK: linalg.generic
 // CHECK: %[[I:.*]] = linalg.index 0 : index
@@ -85,8 +84,7 @@ func.func @reshape_expand(%x: tensor<2x3x4xf32>) -> tensor<2x3x2x2xf32> {
 
 // -----
 
-// Merging some dimensions and splitting others collapses into the common
-// runs (2x3 -> 6, 4 stays) and expands from there.
+// Merging some dimensions and splitting others: collapse to the common runs, then expand.
 // CHECK-LABEL: func.func @reshape_regroup
 // CHECK: %[[C:.*]] = tensor.collapse_shape %arg0 {{\[\[}}0, 1], [2]] : tensor<2x3x4xf32> into tensor<6x4xf32>
 // CHECK: tensor.expand_shape %[[C]] {{\[\[}}0], [1, 2]] output_shape [6, 2, 2] : tensor<6x4xf32> into tensor<6x2x2xf32>
@@ -97,8 +95,7 @@ func.func @reshape_regroup(%x: tensor<2x3x4xf32>) -> tensor<6x2x2xf32> {
 
 // -----
 
-// Without shared boundaries the common run is the whole tensor: collapse to
-// 1-D and expand (never tensor.reshape).
+// With no common boundary: collapse to 1-D and expand (never tensor.reshape).
 // CHECK-LABEL: func.func @reshape_through_1d
 // CHECK: %[[C:.*]] = tensor.collapse_shape %arg0 {{\[\[}}0, 1, 2]] : tensor<2x3x4xf32> into tensor<24xf32>
 // CHECK: tensor.expand_shape %[[C]] {{\[\[}}0, 1, 2]] output_shape [4, 3, 2] : tensor<24xf32> into tensor<4x3x2xf32>
@@ -183,8 +180,7 @@ func.func @slice_forward(%x: tensor<4x10xf32>) -> tensor<4x3xf32> {
 
 // -----
 
-// A negative step reads input[start + i * step] in a generic; limit -1 runs
-// to the front.
+// A negative step reads input[start + i * step] in a generic (limit -1: to the front).
 // CHECK-LABEL: func.func @slice_backward
 // CHECK: linalg.generic
 // CHECK: %[[I:.*]] = linalg.index 0 : index
@@ -214,8 +210,7 @@ func.func @split(%x: tensor<1x4x6xf32>) -> (tensor<1x4x2xf32>, tensor<1x4x0xf32>
 
 // -----
 
-// gather reads the index through the generic's map, wraps a negative one,
-// clamps it into range and extracts the input element.
+// gather reads the index through a map, wraps and clamps it, and extracts the element.
 // CHECK-DAG: #[[IDX:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
 // CHECK-LABEL: func.func @gather
 // CHECK: linalg.generic {indexing_maps = [#[[IDX]], #{{.*}}]
@@ -236,8 +231,7 @@ func.func @gather(%t: tensor<5x3xf32>, %i: tensor<2x4xi64>) -> tensor<2x4x3xf32>
 
 // -----
 
-// gather_elements iterates over the indices and replaces the axis
-// coordinate.
+// gather_elements iterates over the indices and replaces the axis coordinate.
 // CHECK-LABEL: func.func @gather_elements
 // CHECK: linalg.generic
 // CHECK-SAME: ins(%arg1 : tensor<3x2xi32>) outs(%{{.*}} : tensor<3x2xf32>)
@@ -252,9 +246,7 @@ func.func @gather_elements(%x: tensor<3x4xf32>, %i: tensor<3x2xi32>) -> tensor<3
 
 // -----
 
-// scatter_elements: a generic over the rows the indices reach, with a
-// reduction dimension walking each row's updates in order; the element whose
-// position matches the (wrapped) index combines, the others keep their value.
+// scatter_elements walks each reached row's updates in order along a reduction dimension.
 // CHECK-DAG: #[[UPD:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 // CHECK-DAG: #[[RES:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
 // CHECK-LABEL: func.func @scatter_add
@@ -276,8 +268,7 @@ func.func @scatter_add(%x: tensor<4x5xf32>, %i: tensor<3x2xi64>, %u: tensor<3x2x
 
 // -----
 
-// Without a reduction the matching update replaces the element; indices
-// covering every row need no slice.
+// Without a reduction the last matching update wins; indices covering every row need no slice.
 // CHECK-LABEL: func.func @scatter_none
 // CHECK-NOT: tensor.extract_slice
 // CHECK: linalg.generic
@@ -318,8 +309,7 @@ func.func @pad_constant(%x: tensor<3x4xf32>) -> tensor<4x7xf32> {
 
 // -----
 
-// Reflect padding mirrors j = i - low about 0 (|j|) and about n - 1
-// (2 (n - 1) - j); unpadded dimensions read the loop index.
+// Reflect padding mirrors j = i - low into min(|j|, 2 (n - 1) - |j|).
 // CHECK-LABEL: func.func @pad_reflect
 // CHECK: linalg.generic
 // CHECK: %[[ROW:.*]] = linalg.index 0 : index
@@ -351,8 +341,7 @@ func.func @pad_edge(%x: tensor<4xi64>) -> tensor<7xi64> {
 
 // -----
 
-// tile reads input[i mod n]; a size-1 input dimension reads 0 and an
-// unrepeated one the index itself.
+// tile reads input[i mod n]; size-1 dimensions read 0, unrepeated ones the index.
 // CHECK-LABEL: func.func @tile
 // CHECK: linalg.generic
 // CHECK: %[[I:.*]] = linalg.index 0 : index
@@ -369,8 +358,7 @@ func.func @tile(%x: tensor<3x1x4xf32>) -> tensor<6x5x4xf32> {
 
 // -----
 
-// Nearest resizing maps each resized coordinate in f64 and rounds a tie by
-// the exact fraction; unresized dimensions read the loop index.
+// Nearest resizing maps coordinates in f64 and decides ties on the exact fraction.
 // CHECK-LABEL: func.func @resize_nearest
 // CHECK: %[[N:.*]] = linalg.index 0 : index
 // CHECK: %[[C:.*]] = linalg.index 1 : index
@@ -397,8 +385,7 @@ func.func @resize_nearest(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x8x6xf32> {
 
 // -----
 
-// Linear resizing in two dimensions blends four pixels, the innermost
-// dimension first: (1 - t) a + t b. An f16 tensor blends in f32.
+// Linear resizing in two dimensions blends four pixels, innermost first, f16 in f32.
 // CHECK-LABEL: func.func @resize_linear
 // CHECK: %[[TH:.*]] = arith.truncf %{{.*}} : f64 to f32
 // CHECK: %[[TW:.*]] = arith.truncf %{{.*}} : f64 to f32
@@ -443,8 +430,7 @@ func.func @unsigned_transpose(%x: tensor<2x3xui8>) -> tensor<3x2xui8> {
 
 // -----
 
-// Padding unsigned elements with a value needs a signless constant: refused
-// until unsigned tensors have a type conversion.
+// Padding unsigned elements with a value needs arithmetic on them: refused for now.
 func.func @unsigned_pad(%x: tensor<2x3xui8>) -> tensor<4x3xui8> {
   // expected-error @+1 {{failed to legalize operation 'kiln.pad'}}
   %0 = kiln.pad <constant> %x {low = array<i64: 1, 0>, high = array<i64: 1, 0>, value = 1.0} : tensor<2x3xui8> -> tensor<4x3xui8>
@@ -462,8 +448,7 @@ func.func @scatter_add_bool(%x: tensor<4xi1>, %i: tensor<2xi64>, %u: tensor<2xi1
 
 // -----
 
-// Indices longer than the input in a dimension other than the axis address
-// no element: refused rather than read out of bounds.
+// Indices longer than the input outside the axis address nothing: refused.
 func.func @scatter_indices_too_wide(%x: tensor<2x4xf32>, %i: tensor<3x1xi64>, %u: tensor<3x1xf32>) -> tensor<2x4xf32> {
   // expected-error @+1 {{failed to legalize operation 'kiln.scatter_elements'}}
   %0 = kiln.scatter_elements %x, %i, %u {axis = 1 : i64} : tensor<2x4xf32>, tensor<3x1xi64>, tensor<3x1xf32> -> tensor<2x4xf32>
