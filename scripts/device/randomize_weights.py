@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Replaces a model's constant weights with seeded random ones.
+
+Usage: randomize_weights.py IN.onnx OUT.onnx [--seed 0]
+
+The light models build their weights with ConstantOfShape (every element the
+same), which hides indexing bugs: a kernel that reads the wrong element of a
+splat still gets the right value. This turns each ConstantOfShape output and
+each float initializer into an initializer of seeded random values, scaled so
+activations stay in range: weights ~ N(0, 1/fan_in), BatchNormalization
+variances in [0.5, 1.5], scales near 1, biases and means small.
+"""
+import argparse
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def role_of(model):
+    """Maps a value name to (op_type, input_index) of its first consumer."""
+    roles = {}
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            roles.setdefault(name, (node.op_type, i))
+    return roles
+
+
+def random_tensor(rng, shape, role):
+    op, index = role
+    if op == "BatchNormalization":
+        if index == 4:  # variance
+            return rng.uniform(0.5, 1.5, shape)
+        if index == 1:  # scale
+            return rng.uniform(0.8, 1.2, shape)
+        return rng.normal(0.0, 0.1, shape)  # bias, mean
+    if len(shape) >= 2:
+        fan_in = int(np.prod(shape[1:])) if op != "MatMul" else shape[0]
+        if op == "Gemm":
+            fan_in = shape[-1]
+        return rng.normal(0.0, 1.0 / np.sqrt(max(fan_in, 1)), shape)
+    return rng.normal(0.0, 0.1, shape)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("input")
+    ap.add_argument("output")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    model = onnx.load(args.input)
+    rng = np.random.default_rng(args.seed)
+    roles = role_of(model)
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+
+    # ConstantOfShape with a constant shape becomes an initializer (and its
+    # shape initializer is dropped if nothing else reads it).
+    kept, replaced_shapes = [], set()
+    for node in graph.node:
+        if node.op_type == "ConstantOfShape" and node.input[0] in inits:
+            replaced_shapes.add(node.input[0])
+            shape = numpy_helper.to_array(inits[node.input[0]]).astype(np.int64).tolist()
+            value = random_tensor(rng, shape, roles.get(node.output[0], ("", 0)))
+            graph.initializer.append(
+                numpy_helper.from_array(value.astype(np.float32), node.output[0]))
+        else:
+            kept.append(node)
+    del graph.node[:]
+    graph.node.extend(kept)
+    still_read = {name for node in graph.node for name in node.input}
+    unused = [t for t in graph.initializer
+              if t.name in replaced_shapes and t.name not in still_read]
+    for t in unused:
+        graph.initializer.remove(t)
+
+    for t in list(graph.initializer):
+        if t.data_type != onnx.TensorProto.FLOAT:
+            continue
+        array = numpy_helper.to_array(t)
+        if array.size < 2:
+            continue
+        value = random_tensor(rng, list(array.shape), roles.get(t.name, ("", 0)))
+        t.CopyFrom(numpy_helper.from_array(value.astype(np.float32), t.name))
+    onnx.save(model, args.output)
+
+
+if __name__ == "__main__":
+    main()
