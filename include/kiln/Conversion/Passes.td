@@ -68,10 +68,13 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       reduction dimensions (if any) serially. Used for elementwise ops and
       contractions, whose reductions are short and whose outputs are many.
     - A block per output element: when the op has one output, a reduction
-      of at least `block-size` iterations, and a body that combines into the
-      output with add, mul, max or min, each block's threads stride over the
-      reduction and combine partial results with `gpu.all_reduce` (warp
-      shuffles and shared memory), so no thread walks a whole row alone.
+      of at least a warp (32 iterations), at most 16384 outputs, and a body
+      that combines into the output with add, mul, max or min. The block has
+      the row length rounded up to a power of two threads (at most
+      `block-size`); they stride over the reduction and combine partial
+      results with `gpu.all_reduce` (warp shuffles and shared memory), so no
+      thread walks a whole row alone: softmax, layer norm, reduce_*, global
+      pooling and vector-matrix products.
 
     Views of buffers (subviews, reshapes) are recreated inside the kernel,
     so every kernel argument is a whole buffer: the runtime passes one

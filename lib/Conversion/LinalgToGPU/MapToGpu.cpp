@@ -34,6 +34,10 @@ using namespace mlir;
 
 namespace {
 
+constexpr int64_t kWarpSize = 32;
+/// Above this many outputs, a reduction runs a thread per output.
+constexpr int64_t kMaxBlockReductionOutputs = 16384;
+
 Value indexConstant(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
@@ -150,8 +154,12 @@ private:
 };
 
 Operation *KernelBuilder::blockReductionCombiner() {
+  // A block per output pays off for rows of at least a warp, as long as
+  // there are not so many outputs that a thread each already fills the GPU
+  // (contractions: many outputs, each with a modest K).
   if (reductionDims.empty() || op.getNumDpsInits() != 1 ||
-      product(reductionDims) < blockSize)
+      product(reductionDims) < kWarpSize ||
+      product(parallelDims) > kMaxBlockReductionOutputs)
     return nullptr;
   Block &body = op.getRegion().front();
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
@@ -277,7 +285,10 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
   BlockArgument outArg = op.getRegionOutputArgs().front();
   Type type = outArg.getType();
   Combiner kind = *classifyCombiner(combiner, type);
-  gpu::LaunchOp launch = createLaunch(b, product(parallelDims), blockSize);
+  // Threads: the row length rounded up to a power of two, at most blockSize.
+  int64_t threads = std::min<int64_t>(
+      blockSize, llvm::PowerOf2Ceil(static_cast<uint64_t>(product(reductionDims))));
+  gpu::LaunchOp launch = createLaunch(b, product(parallelDims), threads);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
 
@@ -289,7 +300,7 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
   // Each thread folds a strided share of the reduction into a partial.
   Value identity = typedConstant(b, loc, type, kind.identity);
   auto loop = scf::ForOp::create(b, loc, tid, indexConstant(b, loc, product(reductionDims)),
-                                 indexConstant(b, loc, blockSize), ValueRange(identity));
+                                 indexConstant(b, loc, threads), ValueRange(identity));
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());

@@ -80,8 +80,8 @@ func.func @row_max(%x: memref<4x512xf32>, %out: memref<4xf32>) {
 #kn = affine_map<(d0, d1, d2) -> (d2, d1)>
 #mn = affine_map<(d0, d1, d2) -> (d0, d1)>
 
-// A short reduction (a matmul's K = 64 < 256): a thread per output element
-// accumulating in registers from the output's initial value.
+// A contraction with many outputs (256 x 128 = 32768 > 16384): a thread per
+// output element accumulating K in registers from the output's initial value.
 // CHECK-LABEL: func.func @matmul
 // CHECK: gpu.launch
 // CHECK: %[[INIT:.*]] = memref.load %arg2
@@ -90,13 +90,54 @@ func.func @row_max(%x: memref<4x512xf32>, %out: memref<4xf32>) {
 // CHECK: arith.addf
 // CHECK: memref.store
 // CHECK-NOT: gpu.all_reduce
-func.func @matmul(%a: memref<32x64xf32>, %b: memref<64x16xf32>, %c: memref<32x16xf32>) {
+func.func @matmul(%a: memref<256x64xf32>, %b: memref<64x128xf32>, %c: memref<256x128xf32>) {
   linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%a, %b : memref<32x64xf32>, memref<64x16xf32>) outs(%c : memref<32x16xf32>) {
+      ins(%a, %b : memref<256x64xf32>, memref<64x128xf32>) outs(%c : memref<256x128xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %m = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %m : f32
     linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Rows shorter than the block size get the row length rounded up to a power
+// of two threads (softmax over 100 logits: 128 threads, one block per row).
+// CHECK-LABEL: func.func @short_rows
+// CHECK: %[[C128:.*]] = arith.constant 128 : index
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %[[C128]],
+// CHECK: scf.for {{.*}} step %[[C128]]
+// CHECK: gpu.all_reduce add
+func.func @short_rows(%x: memref<64x100xf32>, %out: memref<64xf32>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<64x100xf32>) outs(%out : memref<64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %a = arith.addf %in, %acc : f32
+    linalg.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Rows shorter than a warp stay a thread per output.
+// CHECK-LABEL: func.func @tiny_rows
+// CHECK: scf.for
+// CHECK-NOT: gpu.all_reduce
+func.func @tiny_rows(%x: memref<64x9xf32>, %out: memref<64xf32>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<64x9xf32>) outs(%out : memref<64xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %a = arith.addf %in, %acc : f32
+    linalg.yield %a : f32
   }
   return
 }
