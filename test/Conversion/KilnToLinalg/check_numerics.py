@@ -538,6 +538,23 @@ def cases():
                   "kiln.global_pool <avg> {0} {{data_format = #kiln.data_format<nhwc>}}"
                   " : {t0} -> {r}",
                   lambda a: a.mean(axis=(1, 2), keepdims=True)))
+
+    # Long rows: kiln-map-to-gpu gives these a block per output and a
+    # block-wide all-reduce (run with --via-gpu), including rows that are
+    # not a power of two and rows longer than a 256-thread block.
+    c.append(matmul("long_matmul_k700", uniform(3, 700), uniform(700, 5)))
+    c.append(reduce("long_reduce_sum_1000", uniform(4, 1000), "sum", [1], False))
+    c.append(reduce("long_reduce_max_333", uniform(3, 333), "max", [1], True))
+    c.append(reduce("long_reduce_mean_2axes", uniform(2, 3, 40), "mean", [1, 2], True))
+    c.append(reduce("long_reduce_min_2048", uniform(2, 2048), "min", [1], False))
+    c.append(softmax("long_softmax_300", uniform(3, 300, low=-6, high=6), -1, False))
+    c.append(softmax("long_log_softmax_97", uniform(5, 97, low=-6, high=6), -1, True))
+    xn = uniform(2, 4, 512, low=-3, high=5)
+    c.append(Case("long_layer_norm_512", [xn, uniform(512), uniform(512)],
+                  "kiln.layer_norm {0}, {1}, {2} {{axis = -1 : i64, epsilon = 1.0e-05 : f32}}"
+                  " : ({t0}, {t1}, {t2}) -> {r}",
+                  lambda a, s, b: normalize_ref(a, (2,), 1e-5, s, b)))
+    c.append(arg("long_argmax_500", uniform(2, 500), "max", 1, False, False))
     return c
 
 
@@ -551,6 +568,12 @@ LOWER_TO_LLVM = [
     "--expand-strided-metadata", "--finalize-memref-to-llvm",
     "--convert-math-to-llvm", "--convert-arith-to-llvm", "--convert-func-to-llvm",
     "--convert-cf-to-llvm", "--reconcile-unrealized-casts",
+]
+
+
+GPU_MAPPING_ON_CPU = [
+    "--linalg-generalize-named-ops", "--kiln-map-to-gpu", "--canonicalize",
+    "--kiln-test-launch-to-loops",
 ]
 
 
@@ -575,8 +598,20 @@ def run(tools, selected, workdir):
     full_path = os.path.join(workdir, "lowered.mlir")
     with open(full_path, "w") as f:
         f.write(text[:-1] + main + "\n}\n")
-    llvm = subprocess.run([tools.mlir_opt, full_path] + LOWER_TO_LLVM,
-                          capture_output=True, text=True)
+    if tools.via_gpu:
+        # kiln-map-to-gpu's kernels, run as CPU loops: checks the GPU mapping
+        # (indexing, block reductions) with the same cases.
+        mapped = subprocess.run([tools.kiln_opt, full_path] + LOWER_TO_LLVM[:1]
+                                + GPU_MAPPING_ON_CPU, capture_output=True, text=True)
+        if mapped.returncode != 0:
+            raise RuntimeError("kiln-opt (GPU mapping) failed:\n" + mapped.stderr[-4000:])
+        with open(full_path, "w") as f:
+            f.write(mapped.stdout)
+        llvm = subprocess.run([tools.mlir_opt, full_path] + LOWER_TO_LLVM[1:],
+                              capture_output=True, text=True)
+    else:
+        llvm = subprocess.run([tools.mlir_opt, full_path] + LOWER_TO_LLVM,
+                              capture_output=True, text=True)
     if llvm.returncode != 0:
         raise RuntimeError("mlir-opt failed:\n" + llvm.stderr[-4000:])
     libs = ",".join(os.path.join(tools.lib_dir, lib) for lib in
@@ -614,6 +649,8 @@ def main():
     parser.add_argument("--lib-dir", help="where libmlir_runner_utils.so lives")
     parser.add_argument("-k", default="", help="only cases whose name contains this")
     parser.add_argument("-v", action="store_true", help="print every case")
+    parser.add_argument("--via-gpu", action="store_true",
+                        help="run through kiln-map-to-gpu's kernels (as CPU loops)")
     args = parser.parse_args()
     tools = argparse.Namespace(kiln_opt=find_tool("kiln-opt", args.kiln_opt),
                                mlir_opt=find_tool("mlir-opt", args.mlir_opt),
@@ -621,6 +658,7 @@ def main():
     tools.lib_dir = args.lib_dir or os.path.join(
         os.path.dirname(os.path.dirname(os.path.realpath(tools.mlir_runner))), "lib")
 
+    tools.via_gpu = args.via_gpu
     selected = [case for case in cases() if args.k in case.name]
     with tempfile.TemporaryDirectory() as workdir:
         try:
