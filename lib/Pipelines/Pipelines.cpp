@@ -1,4 +1,5 @@
-//===- Pipelines.cpp - Kiln's named compilation pipelines -------------------===//
+//===- Pipelines.cpp - Kiln's named compilation pipelines
+//-------------------===//
 //
 // Each phase is written as the textual pipeline an engineer would pass to
 // kiln-opt, so what kilnc runs can be replayed pass by pass. The passes come
@@ -66,8 +67,10 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
     return "kiln-materialize-weights, "
            "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map}, "
-           "buffer-results-to-out-params{modify-public-functions hoist-static-allocs add-result-attr}, "
-           "func.func(linalg-generalize-named-ops, kiln-map-to-gpu, canonicalize, "
+           "buffer-results-to-out-params{modify-public-functions "
+           "hoist-static-allocs add-result-attr}, "
+           "func.func(linalg-generalize-named-ops, kiln-map-to-gpu, "
+           "canonicalize, "
            "gpu-launch-sink-index-computations), "
            "gpu-kernel-outlining, kiln-name-kernels, canonicalize, cse";
   case Phase::Llvm:
@@ -87,7 +90,8 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
 }
 } // namespace
 
-LogicalResult addPhase(OpPassManager &pm, Phase phase, const PipelineOptions &options) {
+LogicalResult addPhase(OpPassManager &pm, Phase phase,
+                       const PipelineOptions &options) {
   if (!ptxFeaturesFor(options.chip))
     return failure();
   return parsePassPipeline(phasePipeline(phase, options), pm, llvm::errs());
@@ -95,7 +99,8 @@ LogicalResult addPhase(OpPassManager &pm, Phase phase, const PipelineOptions &op
 
 LogicalResult buildPipelineUpTo(OpPassManager &pm, Phase last,
                                 const PipelineOptions &options) {
-  for (Phase phase : {Phase::Kiln, Phase::Linalg, Phase::Gpu, Phase::Llvm, Phase::Ptx}) {
+  for (Phase phase :
+       {Phase::Kiln, Phase::Linalg, Phase::Gpu, Phase::Llvm, Phase::Ptx}) {
     if (failed(addPhase(pm, phase, options)))
       return failure();
     if (phase == last)

@@ -1,4 +1,5 @@
-//===- ImporterTest.cpp - The ONNX importer on models built in C++ ----------===//
+//===- ImporterTest.cpp - The ONNX importer on models built in C++
+//----------===//
 //
 // Builds ONNX protobufs directly (so every TensorProto storage form can be
 // exercised, which the Python helpers normalise away) and checks the values
@@ -6,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Frontend/ONNX/Importer.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -83,7 +84,8 @@ TEST(Importer, DecodesEveryTensorStorageForm) {
   tensors[1].set_data_type(onnx::TensorProto::FLOAT);
   tensors[1].add_dims(3);
   float raw[3] = {1.5f, -2.0f, 3.25f};
-  tensors[1].set_raw_data(std::string(reinterpret_cast<char *>(raw), sizeof(raw)));
+  tensors[1].set_raw_data(
+      std::string(reinterpret_cast<char *>(raw), sizeof(raw)));
   // float16 bit patterns in int32_data: 0x3C00 = 1.0, 0xC000 = -2.0.
   tensors[2].set_name("f16_bits");
   tensors[2].set_data_type(onnx::TensorProto::FLOAT16);
@@ -105,7 +107,8 @@ TEST(Importer, DecodesEveryTensorStorageForm) {
   tensors[4].add_int64_data(-5);
 
   MLIRContext context;
-  std::vector<DenseElementsAttr> values = importConstants(identityModel(tensors), context);
+  std::vector<DenseElementsAttr> values =
+      importConstants(identityModel(tensors), context);
   ASSERT_EQ(values.size(), 5u);
   auto floats = [](DenseElementsAttr a) {
     std::vector<double> v;
@@ -140,7 +143,8 @@ TEST(Importer, RejectsTensorsWithTheWrongByteCount) {
   llvm::sys::fs::remove(path);
   ASSERT_FALSE(static_cast<bool>(module));
   std::string message = llvm::toString(module.takeError());
-  EXPECT_NE(message.find("tensor 'short' holds 12 bytes, expected 16"), std::string::npos)
+  EXPECT_NE(message.find("tensor 'short' holds 12 bytes, expected 16"),
+            std::string::npos)
       << message;
 }
 

@@ -1,4 +1,5 @@
-//===- ShapeUtilsTest.cpp - Shape rules shared by the kiln ops --------------===//
+//===- ShapeUtilsTest.cpp - Shape rules shared by the kiln ops
+//--------------===//
 //
 // Expected values follow numpy's broadcasting rules and PyTorch's documented
 // pooling output formula, worked by hand in the comments.
@@ -19,11 +20,13 @@ TEST(BroadcastShapes, TrailingDimensionsAlign) {
   // numpy.broadcast_shapes((2, 3), (3,)) == (2, 3)
   EXPECT_EQ(*broadcastShapes({2, 3}, {3}), (llvm::SmallVector<int64_t>{2, 3}));
   // numpy.broadcast_shapes((4, 1, 5), (3, 1)) == (4, 3, 5)
-  EXPECT_EQ(*broadcastShapes({4, 1, 5}, {3, 1}), (llvm::SmallVector<int64_t>{4, 3, 5}));
+  EXPECT_EQ(*broadcastShapes({4, 1, 5}, {3, 1}),
+            (llvm::SmallVector<int64_t>{4, 3, 5}));
   // A scalar broadcasts to anything.
   EXPECT_EQ(*broadcastShapes({}, {2, 7}), (llvm::SmallVector<int64_t>{2, 7}));
   // numpy.broadcast_shapes((0, 1), (1, 5)) == (0, 5): size 1 stretches to 0.
-  EXPECT_EQ(*broadcastShapes({0, 1}, {1, 5}), (llvm::SmallVector<int64_t>{0, 5}));
+  EXPECT_EQ(*broadcastShapes({0, 1}, {1, 5}),
+            (llvm::SmallVector<int64_t>{0, 5}));
 }
 
 TEST(BroadcastShapes, IncompatibleShapesFail) {
@@ -34,7 +37,8 @@ TEST(BroadcastShapes, IncompatibleShapesFail) {
 TEST(WindowOutputSize, ResNetStem) {
   // conv1: 224 input, 7x7 kernel, stride 2, pad 3: (224 + 6 - 6 - 1) / 2 + 1.
   EXPECT_EQ(windowOutputSize(224, 7, 2, 1, 3, 3), 112);
-  // max pool: 112 input, 3x3 kernel, stride 2, pad 1: (112 + 2 - 2 - 1) / 2 + 1.
+  // max pool: 112 input, 3x3 kernel, stride 2, pad 1: (112 + 2 - 2 - 1) / 2
+  // + 1.
   EXPECT_EQ(windowOutputSize(112, 3, 2, 1, 1, 1), 56);
 }
 

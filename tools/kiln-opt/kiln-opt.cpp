@@ -1,4 +1,5 @@
-//===- kiln-opt.cpp - Run kiln and upstream passes on .mlir text ------------===//
+//===- kiln-opt.cpp - Run kiln and upstream passes on .mlir text
+//------------===//
 //
 // The opt tool for lit: every kiln dialect and pass, and the upstream dialects
 // and passes Kiln's pipelines use, so any pipeline stage can be replayed.

@@ -1,4 +1,5 @@
-//===- kilnc.cpp - The Kiln compiler driver ---------------------------------===//
+//===- kilnc.cpp - The Kiln compiler driver
+//---------------------------------===//
 //
 // kilnc model.onnx [--shape name=1x3x224x224] [--emit=kiln] [-o out]
 //
@@ -48,25 +49,31 @@ cl::opt<Output> emit(
     cl::init(Output::Kiln),
     cl::values(clEnumValN(Output::Kiln, "kiln", "the imported kiln dialect"),
                clEnumValN(Output::Linalg, "linalg", "linalg on tensors"),
-               clEnumValN(Output::Gpu, "gpu", "buffers, launches and gpu.func kernels"),
-               clEnumValN(Output::Llvm, "llvm", "kernels in the LLVM/NVVM dialects"),
+               clEnumValN(Output::Gpu, "gpu",
+                          "buffers, launches and gpu.func kernels"),
+               clEnumValN(Output::Llvm, "llvm",
+                          "kernels in the LLVM/NVVM dialects"),
                clEnumValN(Output::Ptx, "ptx", "the PTX of every kernel"),
                clEnumValN(Output::Artifact, "artifact",
                           "the .kiln artifact the runtime loads")));
 /// --stats is read before LLVM's parser, which owns an unrelated -stats flag
 /// (pass statistics).
 bool stats = false;
-cl::opt<std::string> target("target", cl::desc("GPU architecture: sm_80 or sm_90"),
+cl::opt<std::string> target("target",
+                            cl::desc("GPU architecture: sm_80 or sm_90"),
                             cl::init("sm_90"));
 cl::list<std::string> shapes("shape",
                              cl::desc("Fix an input's shape: name=1x3x224x224 "
                                       "(repeatable, or comma-separated)"),
                              cl::value_desc("name=dims"), cl::CommaSeparated);
-cl::opt<bool> summary("summary", cl::desc("Print a one-line summary instead of IR"));
-cl::opt<bool> printWeights("print-weights",
-                           cl::desc("Print weight blobs in full instead of eliding them"));
-cl::opt<bool> listOnnxOps("list-onnx-ops",
-                          cl::desc("Print the supported ONNX ops as a Markdown table"));
+cl::opt<bool> summary("summary",
+                      cl::desc("Print a one-line summary instead of IR"));
+cl::opt<bool> printWeights(
+    "print-weights",
+    cl::desc("Print weight blobs in full instead of eliding them"));
+cl::opt<bool>
+    listOnnxOps("list-onnx-ops",
+                cl::desc("Print the supported ONNX ops as a Markdown table"));
 
 std::string commandLine;
 
@@ -80,7 +87,8 @@ llvm::Error parseShapes(onnxfe::ImportOptions &options) {
   for (const std::string &spec : shapes) {
     auto [name, dims] = llvm::StringRef(spec).split('=');
     if (name.empty() || dims.empty())
-      return llvm::createStringError("--shape '" + spec + "' is not name=DIMxDIM...");
+      return llvm::createStringError("--shape '" + spec +
+                                     "' is not name=DIMxDIM...");
     llvm::SmallVector<int64_t> shape;
     llvm::SmallVector<llvm::StringRef> parts;
     if (dims != "scalar")
@@ -88,8 +96,8 @@ llvm::Error parseShapes(onnxfe::ImportOptions &options) {
     for (llvm::StringRef part : parts) {
       int64_t d;
       if (part.getAsInteger(10, d) || d < 0)
-        return llvm::createStringError("--shape '" + spec + "': '" + part.str() +
-                                       "' is not a dimension");
+        return llvm::createStringError("--shape '" + spec + "': '" +
+                                       part.str() + "' is not a dimension");
       shape.push_back(d);
     }
     options.inputShapes[name] = shape;
@@ -128,7 +136,8 @@ void printSummary(ModuleOp module, llvm::raw_ostream &os) {
     }
   });
   std::vector<std::pair<std::string, int>> sorted(counts.begin(), counts.end());
-  llvm::stable_sort(sorted, [](auto &a, auto &b) { return a.second > b.second; });
+  llvm::stable_sort(sorted,
+                    [](auto &a, auto &b) { return a.second > b.second; });
   int64_t weights = 0, params = 0, bytes = 0;
   for (auto global : module.getOps<ml_program::GlobalOp>()) {
     auto type = cast<RankedTensorType>(global.getType());
@@ -139,16 +148,23 @@ void printSummary(ModuleOp module, llvm::raw_ostream &os) {
   auto source = module->getAttrOfType<StringAttr>("kiln.source");
   os << (source ? source.getValue() : "model") << ": opset "
      << module->getAttrOfType<IntegerAttr>("kiln.opset").getInt() << ", inputs "
-     << names([&](unsigned i) { return func.getArgAttrOfType<StringAttr>(i, "kiln.name"); },
-              func.getArgumentTypes())
+     << names(
+            [&](unsigned i) {
+              return func.getArgAttrOfType<StringAttr>(i, "kiln.name");
+            },
+            func.getArgumentTypes())
      << "; outputs "
-     << names([&](unsigned i) { return func.getResultAttrOfType<StringAttr>(i, "kiln.name"); },
-              func.getResultTypes())
+     << names(
+            [&](unsigned i) {
+              return func.getResultAttrOfType<StringAttr>(i, "kiln.name");
+            },
+            func.getResultTypes())
      << "; " << total << " kiln ops (";
   for (auto [i, entry] : llvm::enumerate(sorted))
     os << (i ? ", " : "") << entry.first << " " << entry.second;
   os << "); " << weights << " weight tensors, "
-     << llvm::format("%.2fM parameters (%.1f MB)", params / 1e6, bytes / 1e6) << "\n";
+     << llvm::format("%.2fM parameters (%.1f MB)", params / 1e6, bytes / 1e6)
+     << "\n";
 }
 
 /// The PTX text of every kernel module, each under a comment naming it.
@@ -167,7 +183,8 @@ void printOnnxOps(llvm::raw_ostream &os) {
   for (const onnxfe::SupportedOp &op : ops)
     byType[op.opType].push_back(&op);
   os << "# Supported ONNX operators\n\n"
-     << "Generated by `kilnc --list-onnx-ops` from the importer's handler registry; "
+     << "Generated by `kilnc --list-onnx-ops` from the importer's handler "
+        "registry; "
         "do not edit by hand.\n\n"
      << byType.size() << " op types, default domain (`ai.onnx`), opsets 7 to "
      << onnxfe::maxSupportedOpset()
@@ -177,13 +194,15 @@ void printOnnxOps(llvm::raw_ostream &os) {
   for (const auto &[type, handlers] : byType) {
     std::string versions, limits;
     for (const onnxfe::SupportedOp *op : handlers) {
-      versions += (versions.empty() ? "" : ", ") + std::to_string(op->sinceVersion);
+      versions +=
+          (versions.empty() ? "" : ", ") + std::to_string(op->sinceVersion);
       if (!op->limits.empty() && limits.find(op->limits) == std::string::npos)
         limits += (limits.empty() ? "" : "; ") + op->limits;
     }
     // A '|' inside a cell would end it.
     std::string cell = limits.empty() ? "—" : limits;
-    for (size_t pos = 0; (pos = cell.find('|', pos)) != std::string::npos; pos += 2)
+    for (size_t pos = 0; (pos = cell.find('|', pos)) != std::string::npos;
+         pos += 2)
       cell.insert(pos, "\\");
     os << "| " << type << " | " << versions << " | " << handlers.front()->family
        << " | " << cell << " |\n";
@@ -202,11 +221,11 @@ int main(int argc, char **argv) {
     else
       args.push_back(argv[i]);
   }
-  cl::ParseCommandLineOptions(
-      static_cast<int>(args.size()), args.data(),
-      "Kiln: ONNX to GPU compiler\n\n"
-      "  --stats  print kernel count, arena bytes (planned and naive) and weight\n"
-      "           bytes; needs -o model.kiln\n");
+  cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
+                              "Kiln: ONNX to GPU compiler\n\n"
+                              "  --stats  print kernel count, arena bytes "
+                              "(planned and naive) and weight\n"
+                              "           bytes; needs -o model.kiln\n");
   for (int i = 1; i < argc; ++i)
     commandLine += (i > 1 ? " " : "") + std::string(argv[i]);
 
@@ -222,12 +241,14 @@ int main(int argc, char **argv) {
     return error(llvm::toString(std::move(err)));
 
   Output output = emit;
-  if (emit.getNumOccurrences() == 0 && llvm::StringRef(outputFile).ends_with(".kiln"))
+  if (emit.getNumOccurrences() == 0 &&
+      llvm::StringRef(outputFile).ends_with(".kiln"))
     output = Output::Artifact;
   if ((output == Output::Artifact || stats) && outputFile == "-")
     return error("the artifact is binary: name a file with -o model.kiln");
-  kiln::Phase lastPhase = output == Output::Artifact ? kiln::Phase::Ptx
-                                                     : static_cast<kiln::Phase>(output);
+  kiln::Phase lastPhase = output == Output::Artifact
+                              ? kiln::Phase::Ptx
+                              : static_cast<kiln::Phase>(output);
 
   kiln::PipelineOptions pipelineOptions;
   pipelineOptions.chip = target;
@@ -254,8 +275,9 @@ int main(int argc, char **argv) {
     if (failed(kiln::buildPipelineUpTo(pm, lastPhase, pipelineOptions)))
       return error("cannot build the compilation pipeline");
     if (failed(pm.run(**module)))
-      return error(inputFile + ": compilation failed: " +
-                   (diagnostic.empty() ? std::string("unknown error") : diagnostic));
+      return error(
+          inputFile + ": compilation failed: " +
+          (diagnostic.empty() ? std::string("unknown error") : diagnostic));
   }
 
   if (output == Output::Artifact || stats) {
@@ -264,40 +286,45 @@ int main(int argc, char **argv) {
     artifactOptions.ptxasPath = kiln::defaultPtxasPath();
     artifactOptions.compilerOptions = commandLine;
     kiln::ArtifactStats artifactStats;
-    auto artifact = kiln::buildArtifact(**module, artifactOptions, &artifactStats);
+    auto artifact =
+        kiln::buildArtifact(**module, artifactOptions, &artifactStats);
     if (!artifact)
       return error(inputFile + ": " + llvm::toString(artifact.takeError()));
     if (stats)
       llvm::outs() << llvm::format(
-          "kernels: %zu\narena bytes: %llu\nnaive arena bytes: %llu\nweight bytes: %llu\n",
+          "kernels: %zu\narena bytes: %llu\nnaive arena bytes: %llu\nweight "
+          "bytes: %llu\n",
           artifactStats.kernels, (unsigned long long)artifactStats.arenaBytes,
           (unsigned long long)artifactStats.naiveArenaBytes,
           (unsigned long long)artifactStats.weightBytes);
     if (output == Output::Artifact) {
       // writeArtifact writes a temporary file and renames it into place.
-      if (kiln::runtime::Error err = kiln::runtime::writeArtifact(*artifact, outputFile))
+      if (kiln::runtime::Error err =
+              kiln::runtime::writeArtifact(*artifact, outputFile))
         return error(err.message());
       return 0;
     }
   }
 
   // Render first, then write atomically (temporary file + rename).
-  llvm::Error written = llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
-    if (summary) {
-      printSummary(**module, os);
-      return llvm::Error::success();
-    }
-    if (output == Output::Ptx) {
-      printPtx(**module, os);
-      return llvm::Error::success();
-    }
-    OpPrintingFlags flags;
-    if (!printWeights)
-      flags.elideLargeResourceString(64);
-    (*module)->print(os, flags);
-    return llvm::Error::success();
-  });
+  llvm::Error written =
+      llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
+        if (summary) {
+          printSummary(**module, os);
+          return llvm::Error::success();
+        }
+        if (output == Output::Ptx) {
+          printPtx(**module, os);
+          return llvm::Error::success();
+        }
+        OpPrintingFlags flags;
+        if (!printWeights)
+          flags.elideLargeResourceString(64);
+        (*module)->print(os, flags);
+        return llvm::Error::success();
+      });
   if (written)
-    return error("cannot write '" + outputFile + "': " + llvm::toString(std::move(written)));
+    return error("cannot write '" + outputFile +
+                 "': " + llvm::toString(std::move(written)));
   return 0;
 }

@@ -1,4 +1,5 @@
-//===- ContractionToLinalg.cpp - Contraction kiln ops to linalg -------------===//
+//===- ContractionToLinalg.cpp - Contraction kiln ops to linalg
+//-------------===//
 //
 // matmul becomes linalg.matmul or linalg.batch_matmul where those fit
 // exactly, and otherwise one linalg.generic whose maps broadcast the batch
@@ -26,10 +27,13 @@ using namespace kiln::lowering;
 namespace {
 
 /// acc + lhs * rhs in the element type of the operands.
-Value multiplyAccumulate(OpBuilder &b, Location loc, Value lhs, Value rhs, Value acc) {
+Value multiplyAccumulate(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                         Value acc) {
   if (isa<FloatType>(acc.getType()))
-    return arith::AddFOp::create(b, loc, acc, arith::MulFOp::create(b, loc, lhs, rhs));
-  return arith::AddIOp::create(b, loc, acc, arith::MulIOp::create(b, loc, lhs, rhs));
+    return arith::AddFOp::create(b, loc, acc,
+                                 arith::MulFOp::create(b, loc, lhs, rhs));
+  return arith::AddIOp::create(b, loc, acc,
+                               arith::MulIOp::create(b, loc, lhs, rhs));
 }
 
 //===----------------------------------------------------------------------===//
@@ -39,10 +43,12 @@ Value multiplyAccumulate(OpBuilder &b, Location loc, Value lhs, Value rhs, Value
 struct MatmulLowering : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(MatmulOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(refuseUnsignedTensors(op, rewriter)))
       return failure();
-    RankedTensorType lhsType = op.getLhs().getType(), rhsType = op.getRhs().getType();
+    RankedTensorType lhsType = op.getLhs().getType(),
+                     rhsType = op.getRhs().getType();
     RankedTensorType resultType = op.getType();
     // Boolean matmul (or-of-ands) is not what arith's i1 add and mul compute.
     if (lhsType.getElementType().isInteger(1))
@@ -58,9 +64,10 @@ struct MatmulLowering : OpRewritePattern<MatmulOp> {
                    .getResult(0);
     } else if (lhsType.getRank() == 3 && rhsType.getRank() == 3 &&
                lhsType.getDimSize(0) == rhsType.getDimSize(0)) {
-      result = linalg::BatchMatmulOp::create(rewriter, loc, TypeRange(resultType),
-                                             ValueRange{lhs, rhs}, ValueRange(init))
-                   .getResult(0);
+      result =
+          linalg::BatchMatmulOp::create(rewriter, loc, TypeRange(resultType),
+                                        ValueRange{lhs, rhs}, ValueRange(init))
+              .getResult(0);
     } else {
       result = broadcastingMatmul(rewriter, loc, lhs, rhs, init);
     }
@@ -70,8 +77,8 @@ struct MatmulLowering : OpRewritePattern<MatmulOp> {
 
   /// The general case as one generic: loops over the result dims (batch...,
   /// m if lhs is a matrix, n if rhs is a matrix) and a reduction loop k last.
-  static Value broadcastingMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs,
-                                  Value init) {
+  static Value broadcastingMatmul(OpBuilder &b, Location loc, Value lhs,
+                                  Value rhs, Value init) {
     MLIRContext *context = b.getContext();
     auto lhsType = cast<RankedTensorType>(lhs.getType());
     auto rhsType = cast<RankedTensorType>(rhs.getType());
@@ -86,7 +93,8 @@ struct MatmulLowering : OpRewritePattern<MatmulOp> {
 
     // An operand's batch dims align with the trailing result batch dims and
     // broadcast as in numpy.
-    auto operandMap = [&](RankedTensorType type, ArrayRef<AffineExpr> matrixDims) {
+    auto operandMap = [&](RankedTensorType type,
+                          ArrayRef<AffineExpr> matrixDims) {
       ArrayRef<int64_t> operandBatch =
           type.getShape().drop_back(std::min<int64_t>(type.getRank(), 2));
       AffineMap batchMap = broadcastMap(context, operandBatch, batchShape);
@@ -101,14 +109,16 @@ struct MatmulLowering : OpRewritePattern<MatmulOp> {
     rhsDims.push_back(k);
     if (rhsMatrix)
       rhsDims.push_back(n);
-    SmallVector<AffineMap> maps{operandMap(lhsType, lhsDims),
-                                operandMap(rhsType, rhsDims),
-                                projectionMap(context, resultRank + 1, {resultRank})};
-    SmallVector<utils::IteratorType> iterators(resultRank, utils::IteratorType::parallel);
+    SmallVector<AffineMap> maps{
+        operandMap(lhsType, lhsDims), operandMap(rhsType, rhsDims),
+        projectionMap(context, resultRank + 1, {resultRank})};
+    SmallVector<utils::IteratorType> iterators(resultRank,
+                                               utils::IteratorType::parallel);
     iterators.push_back(utils::IteratorType::reduction);
     auto generic = linalg::GenericOp::create(
-        b, loc, TypeRange(resultType), ValueRange{lhs, rhs}, ValueRange(init), maps,
-        iterators, [](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        b, loc, TypeRange(resultType), ValueRange{lhs, rhs}, ValueRange(init),
+        maps, iterators,
+        [](OpBuilder &nested, Location nestedLoc, ValueRange args) {
           linalg::YieldOp::create(
               nested, nestedLoc,
               multiplyAccumulate(nested, nestedLoc, args[0], args[1], args[2]));
@@ -143,7 +153,8 @@ struct WindowConv {
 };
 
 /// Splits dim `dim` of `value` into [groups, size / groups].
-Value splitGroups(OpBuilder &b, Location loc, Value value, int64_t dim, int64_t groups) {
+Value splitGroups(OpBuilder &b, Location loc, Value value, int64_t dim,
+                  int64_t groups) {
   auto type = cast<RankedTensorType>(value.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] /= groups;
@@ -156,7 +167,8 @@ Value splitGroups(OpBuilder &b, Location loc, Value value, int64_t dim, int64_t 
       reassociation.push_back({d < dim ? d : d + 1});
   }
   return tensor::ExpandShapeOp::create(
-      b, loc, RankedTensorType::get(shape, type.getElementType()), value, reassociation);
+      b, loc, RankedTensorType::get(shape, type.getElementType()), value,
+      reassociation);
 }
 
 /// Merges dims `dim` and `dim + 1` of `value`.
@@ -238,8 +250,9 @@ Value buildWindowConv(OpBuilder &b, Location loc, const WindowConv &conv) {
                                              utils::IteratorType::parallel);
   iterators.append(1 + spatial, utils::IteratorType::reduction);
   auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(init.getType()), ValueRange{input, filter}, ValueRange(init),
-      maps, iterators, [](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+      b, loc, TypeRange(init.getType()), ValueRange{input, filter},
+      ValueRange(init), maps, iterators,
+      [](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         linalg::YieldOp::create(
             nested, nestedLoc,
             multiplyAccumulate(nested, nestedLoc, args[0], args[1], args[2]));
@@ -251,25 +264,27 @@ Value buildWindowConv(OpBuilder &b, Location loc, const WindowConv &conv) {
 }
 
 /// The bias broadcast along the channel dim of `resultType`, or zeros.
-Value biasOrZeros(OpBuilder &b, Location loc, Value bias, RankedTensorType resultType,
-                  int64_t channelDim) {
+Value biasOrZeros(OpBuilder &b, Location loc, Value bias,
+                  RankedTensorType resultType, int64_t channelDim) {
   if (!bias)
     return filledTensor(b, loc, resultType, 0);
   SmallVector<int64_t> broadcastDims;
   for (int64_t d = 0; d < resultType.getRank(); ++d)
     if (d != channelDim)
       broadcastDims.push_back(d);
-  return linalg::BroadcastOp::create(b, loc, bias, emptyTensor(b, loc, resultType),
-                                     broadcastDims)
+  return linalg::BroadcastOp::create(
+             b, loc, bias, emptyTensor(b, loc, resultType), broadcastDims)
       .getResult()[0];
 }
 
 struct ConvLowering : OpRewritePattern<ConvOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(ConvOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(ConvOp op,
+                                PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    RankedTensorType inputType = op.getInput().getType(), resultType = op.getType();
+    RankedTensorType inputType = op.getInput().getType(),
+                     resultType = op.getType();
     int64_t rank = inputType.getRank(), spatial = rank - 2;
     bool channelsLast = op.getDataFormat() == DataFormat::ChannelsLast;
     int64_t firstSpatial = channelsLast ? 1 : 2;
@@ -305,7 +320,8 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
   LogicalResult matchAndRewrite(ConvTransposeOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    RankedTensorType inputType = op.getInput().getType(), resultType = op.getType();
+    RankedTensorType inputType = op.getInput().getType(),
+                     resultType = op.getType();
     RankedTensorType filterType = op.getFilter().getType();
     int64_t rank = inputType.getRank(), spatial = rank - 2;
     bool channelsLast = op.getDataFormat() == DataFormat::ChannelsLast;
@@ -326,7 +342,8 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
     for (int64_t i = 0; i < spatial; ++i) {
       int64_t d = firstSpatial + i;
       int64_t in = inputType.getDimSize(d), out = resultType.getDimSize(d);
-      int64_t extent = dilations[i] * (filterType.getDimSize(firstSpatial + i) - 1);
+      int64_t extent =
+          dilations[i] * (filterType.getDimSize(firstSpatial + i) - 1);
       int64_t lowBorder = std::max<int64_t>(0, extent - padding[i]);
       int64_t offset = std::max<int64_t>(0, padding[i] - extent);
       int64_t dilated = (in - 1) * strides[i] + 1;
@@ -348,8 +365,8 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
     } else {
       // Zero insertion and the border in one strided insert_slice.
       Value zeros = filledTensor(
-          rewriter, loc, RankedTensorType::get(preparedShape, inputType.getElementType()),
-          0);
+          rewriter, loc,
+          RankedTensorType::get(preparedShape, inputType.getElementType()), 0);
       SmallVector<OpFoldResult> offsets, sizes, sliceStrides;
       for (int64_t d = 0; d < rank; ++d) {
         offsets.push_back(rewriter.getIndexAttr(low[d]));
@@ -358,8 +375,8 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
         sliceStrides.push_back(
             rewriter.getIndexAttr(isSpatial ? strides[d - firstSpatial] : 1));
       }
-      conv.input = tensor::InsertSliceOp::create(rewriter, loc, op.getInput(), zeros,
-                                                 offsets, sizes, sliceStrides);
+      conv.input = tensor::InsertSliceOp::create(
+          rewriter, loc, op.getInput(), zeros, offsets, sizes, sliceStrides);
     }
     conv.init = biasOrZeros(rewriter, loc, op.getBias(), resultType,
                             channelsLast ? rank - 1 : 1);

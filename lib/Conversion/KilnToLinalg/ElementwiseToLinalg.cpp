@@ -1,4 +1,5 @@
-//===- ElementwiseToLinalg.cpp - Elementwise kiln ops to linalg.generic -----===//
+//===- ElementwiseToLinalg.cpp - Elementwise kiln ops to linalg.generic
+//-----===//
 //
 // Every elementwise kiln op becomes one linalg.generic whose indexing maps do
 // the numpy broadcasting; this file only says what each op computes per
@@ -44,7 +45,9 @@ struct ScalarBuilder {
     return isFloat() ? Value(arith::MulFOp::create(b, loc, x, y))
                      : Value(arith::MulIOp::create(b, loc, x, y));
   }
-  Value div(Value x, Value y) const { return arith::DivFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) const {
+    return arith::DivFOp::create(b, loc, x, y);
+  }
   Value max(Value x, Value y) const {
     if (isFloat())
       return arith::MaximumFOp::create(b, loc, x, y);
@@ -58,7 +61,8 @@ struct ScalarBuilder {
   Value select(Value c, Value x, Value y) const {
     return arith::SelectOp::create(b, loc, c, x, y);
   }
-  Value cmp(arith::CmpFPredicate f, arith::CmpIPredicate i, Value x, Value y) const {
+  Value cmp(arith::CmpFPredicate f, arith::CmpIPredicate i, Value x,
+            Value y) const {
     if (isFloat())
       return arith::CmpFOp::create(b, loc, f, x, y);
     return arith::CmpIOp::create(b, loc, i, x, y);
@@ -108,7 +112,9 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
         return s.select(positive, s.constant(1),
                         s.select(negative, s.constant(-1), zero));
       })
-      .Case([&](NotOp) { return arith::XOrIOp::create(b, loc, x, s.constant(1)); })
+      .Case([&](NotOp) {
+        return arith::XOrIOp::create(b, loc, x, s.constant(1));
+      })
       .Case([&](ReluOp) {
         // max(x, 0) that propagates NaN, as PyTorch and ONNX Runtime do.
         return s.max(x, s.constant(0));
@@ -121,9 +127,10 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
         return s.add(arith::MaximumFOp::create(b, loc, x, s.constant(0)), tail);
       })
       .Case([&](HardSwishOp) {
-        Value gate = s.min(s.max(s.add(s.mul(x, s.constant(1.0 / 6)), s.constant(0.5)),
-                                 s.constant(0)),
-                           s.constant(1));
+        Value gate =
+            s.min(s.max(s.add(s.mul(x, s.constant(1.0 / 6)), s.constant(0.5)),
+                        s.constant(0)),
+                  s.constant(1));
         return s.mul(x, gate);
       })
       .Case([&](LeakyReluOp leaky) {
@@ -132,7 +139,8 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
       })
       .Case([&](EluOp elu) {
         Value expm1 = math::ExpM1Op::create(b, loc, x);
-        Value negative = s.mul(expm1, s.constant(elu.getAlpha().convertToDouble()));
+        Value negative =
+            s.mul(expm1, s.constant(elu.getAlpha().convertToDouble()));
         return s.select(s.cmp(CF::OGE, CI::sge, x, s.constant(0)), x, negative);
       })
       .Case([&](GeluOp gelu) {
@@ -142,16 +150,17 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
           // tanh(sqrt(2 / pi) * (x + 0.044715 x^3))
           Value cube = s.mul(s.mul(x, x), x);
           Value poly = s.add(x, s.mul(cube, s.constant(0.044715)));
-          inner = math::TanhOp::create(b, loc,
-                                       s.mul(poly, s.constant(std::sqrt(2.0 / M_PI))));
+          inner = math::TanhOp::create(
+              b, loc, s.mul(poly, s.constant(std::sqrt(2.0 / M_PI))));
         } else {
           inner = math::ErfOp::create(b, loc, s.mul(x, s.constant(M_SQRT1_2)));
         }
         return s.mul(s.mul(x, half), s.add(one, inner));
       })
       .Case([&](HardSigmoidOp hs) {
-        Value linear = s.add(s.mul(x, s.constant(hs.getAlpha().convertToDouble())),
-                             s.constant(hs.getBeta().convertToDouble()));
+        Value linear =
+            s.add(s.mul(x, s.constant(hs.getAlpha().convertToDouble())),
+                  s.constant(hs.getBeta().convertToDouble()));
         return s.min(s.max(linear, s.constant(0)), s.constant(1));
       })
       .Case([&](ClipOp clip) {
@@ -185,8 +194,9 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
         // Python semantics: the remainder takes the divisor's sign.
         Value zero = s.constant(0);
         Value nonZero = s.cmp(CF::ONE, CI::ne, rem, zero);
-        Value signsDiffer = s.cmp(CF::ONE, CI::ne, s.cmp(CF::OLT, CI::slt, rem, zero),
-                                  s.cmp(CF::OLT, CI::slt, args[1], zero));
+        Value signsDiffer =
+            s.cmp(CF::ONE, CI::ne, s.cmp(CF::OLT, CI::slt, rem, zero),
+                  s.cmp(CF::OLT, CI::slt, args[1], zero));
         Value fix = arith::AndIOp::create(b, loc, nonZero, signsDiffer);
         return s.select(fix, s.add(rem, args[1]), rem);
       })
@@ -214,8 +224,10 @@ Value emitCast(OpBuilder &b, Location loc, Value x, Type to) {
                : Value(arith::TruncFOp::create(b, loc, to, x));
   if (to.isInteger(1)) {
     Value zero = scalarConstant(b, loc, from, 0);
-    return fromF ? Value(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, x, zero))
-                 : Value(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, zero));
+    return fromF ? Value(arith::CmpFOp::create(
+                       b, loc, arith::CmpFPredicate::UNE, x, zero))
+                 : Value(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                               x, zero));
   }
   bool fromBool = from.isInteger(1);
   if (toF)
@@ -223,7 +235,8 @@ Value emitCast(OpBuilder &b, Location loc, Value x, Type to) {
                     : Value(arith::SIToFPOp::create(b, loc, to, x));
   if (fromF)
     return arith::FPToSIOp::create(b, loc, to, x);
-  unsigned fromWidth = from.getIntOrFloatBitWidth(), toWidth = to.getIntOrFloatBitWidth();
+  unsigned fromWidth = from.getIntOrFloatBitWidth(),
+           toWidth = to.getIntOrFloatBitWidth();
   if (fromWidth < toWidth)
     return fromBool ? Value(arith::ExtUIOp::create(b, loc, to, x))
                     : Value(arith::ExtSIOp::create(b, loc, to, x));
@@ -233,16 +246,18 @@ Value emitCast(OpBuilder &b, Location loc, Value x, Type to) {
 /// Signed and signless integers, floats and bools lower; unsigned integer
 /// tensors need a signless type conversion first, which does not exist yet.
 LogicalResult checkElementTypes(Operation *op, PatternRewriter &rewriter) {
-  for (Type type : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
+  for (Type type :
+       llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
     if (getElementTypeOrSelf(type).isUnsignedInteger())
-      return rewriter.notifyMatchFailure(op, "unsigned integer tensors are not lowered yet");
+      return rewriter.notifyMatchFailure(
+          op, "unsigned integer tensors are not lowered yet");
   return success();
 }
 
-template <typename OpTy>
-struct ElementwiseToGeneric : OpRewritePattern<OpTy> {
+template <typename OpTy> struct ElementwiseToGeneric : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
-  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
     if (failed(checkElementTypes(op, rewriter)))
       return failure();
     auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
@@ -268,9 +283,10 @@ void addElementwisePatterns(RewritePatternSet &patterns) {
 
 void kiln::populateElementwiseToLinalgPatterns(RewritePatternSet &patterns) {
   addElementwisePatterns<
-      NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, SigmoidOp,
-      ErfOp, SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, NotOp, ReluOp, SoftplusOp,
-      HardSwishOp, LeakyReluOp, EluOp, GeluOp, HardSigmoidOp, ClipOp, AddOp, SubOp, MulOp,
-      DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp,
-      GreaterOp, GreaterEqualOp, SelectOp, CastOp>(patterns);
+      NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp,
+      SigmoidOp, ErfOp, SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, NotOp,
+      ReluOp, SoftplusOp, HardSwishOp, LeakyReluOp, EluOp, GeluOp,
+      HardSigmoidOp, ClipOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp,
+      ModOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
+      GreaterEqualOp, SelectOp, CastOp>(patterns);
 }

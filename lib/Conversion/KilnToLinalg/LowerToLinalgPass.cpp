@@ -1,4 +1,5 @@
-//===- LowerToLinalgPass.cpp - The kiln-lower-to-linalg pass ----------------===//
+//===- LowerToLinalgPass.cpp - The kiln-lower-to-linalg pass
+//----------------===//
 
 #include "kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
 #include "kiln/Conversion/Passes.h"
@@ -26,20 +27,22 @@ void kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
 }
 
 namespace {
-struct LowerToLinalgPass : kiln::impl::LowerToLinalgPassBase<LowerToLinalgPass> {
+struct LowerToLinalgPass
+    : kiln::impl::LowerToLinalgPassBase<LowerToLinalgPass> {
   using Base::Base;
 
   void runOnOperation() override {
     ConversionTarget target(getContext());
-    target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect, math::MathDialect,
-                           tensor::TensorDialect>();
+    target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
+                           math::MathDialect, tensor::TensorDialect>();
     target.addIllegalDialect<kiln::KilnDialect>();
     // Anything else (func, ml_program weights) passes through untouched.
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
 
     RewritePatternSet patterns(&getContext());
     kiln::populateKilnToLinalgPatterns(patterns);
-    if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
       signalPassFailure();
   }
 };

@@ -1,4 +1,5 @@
-//===- LoweringUtils.cpp - Shared helpers of the kiln-to-linalg lowering ----===//
+//===- LoweringUtils.cpp - Shared helpers of the kiln-to-linalg lowering
+//----===//
 
 #include "LoweringUtils.h"
 
@@ -12,7 +13,8 @@ using namespace mlir;
 namespace kiln::lowering {
 
 Value emptyTensor(OpBuilder &b, Location loc, RankedTensorType type) {
-  return tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  return tensor::EmptyOp::create(b, loc, type.getShape(),
+                                 type.getElementType());
 }
 
 Value scalarConstant(OpBuilder &b, Location loc, Type type, double value) {
@@ -22,14 +24,17 @@ Value scalarConstant(OpBuilder &b, Location loc, Type type, double value) {
     return arith::ConstantOp::create(b, loc, b.getBoolAttr(value != 0));
   // kiln tensors may hold unsigned integers; arith works on signless ones of
   // the same width, and the bit pattern is what matters.
-  auto signless = IntegerType::get(b.getContext(), type.getIntOrFloatBitWidth());
+  auto signless =
+      IntegerType::get(b.getContext(), type.getIntOrFloatBitWidth());
   return arith::ConstantOp::create(
       b, loc, b.getIntegerAttr(signless, static_cast<int64_t>(value)));
 }
 
-Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
+                   double value) {
   Value scalar = scalarConstant(b, loc, type.getElementType(), value);
-  return linalg::FillOp::create(b, loc, scalar, emptyTensor(b, loc, type)).getResult(0);
+  return linalg::FillOp::create(b, loc, scalar, emptyTensor(b, loc, type))
+      .getResult(0);
 }
 
 AffineMap broadcastMap(MLIRContext *context, ArrayRef<int64_t> operandShape,
@@ -63,40 +68,45 @@ double highestValue(Type type) {
                                   : std::ldexp(1.0, width - 1) - 1;
 }
 
-Value elementwiseGeneric(OpBuilder &b, Location loc, RankedTensorType resultType,
-                         ValueRange inputs, ScalarBodyFn body) {
+Value elementwiseGeneric(OpBuilder &b, Location loc,
+                         RankedTensorType resultType, ValueRange inputs,
+                         ScalarBodyFn body) {
   MLIRContext *context = b.getContext();
   SmallVector<AffineMap> maps;
   for (Value input : inputs)
-    maps.push_back(broadcastMap(context, cast<RankedTensorType>(input.getType()).getShape(),
-                                resultType.getShape()));
-  maps.push_back(AffineMap::getMultiDimIdentityMap(resultType.getRank(), context));
+    maps.push_back(broadcastMap(
+        context, cast<RankedTensorType>(input.getType()).getShape(),
+        resultType.getShape()));
+  maps.push_back(
+      AffineMap::getMultiDimIdentityMap(resultType.getRank(), context));
   SmallVector<utils::IteratorType> iterators(resultType.getRank(),
                                              utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(resultType), inputs, emptyTensor(b, loc, resultType), maps,
-      iterators, [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+      b, loc, TypeRange(resultType), inputs, emptyTensor(b, loc, resultType),
+      maps, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         Value result = body(nested, nestedLoc, args.drop_back());
         linalg::YieldOp::create(nested, nestedLoc, result);
       });
   return generic.getResult(0);
 }
 
-
 //===----------------------------------------------------------------------===//
 // Window and reduction helpers (contractions, reductions, pooling)
 //===----------------------------------------------------------------------===//
 
 LogicalResult refuseUnsignedTensors(Operation *op, PatternRewriter &rewriter) {
-  for (Type type : llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
+  for (Type type :
+       llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
     if (getElementTypeOrSelf(type).isUnsignedInteger())
-      return rewriter.notifyMatchFailure(op,
-                                         "unsigned integer tensors are not lowered yet");
+      return rewriter.notifyMatchFailure(
+          op, "unsigned integer tensors are not lowered yet");
   return success();
 }
 
-Value padConstant(OpBuilder &b, Location loc, Value value, ArrayRef<int64_t> low,
-                  ArrayRef<int64_t> high, double padValue) {
+Value padConstant(OpBuilder &b, Location loc, Value value,
+                  ArrayRef<int64_t> low, ArrayRef<int64_t> high,
+                  double padValue) {
   if (llvm::all_of(low, [](int64_t p) { return p == 0; }) &&
       llvm::all_of(high, [](int64_t p) { return p == 0; }))
     return value;
@@ -110,10 +120,12 @@ Value padConstant(OpBuilder &b, Location loc, Value value, ArrayRef<int64_t> low
   }
   auto paddedType = RankedTensorType::get(shape, type.getElementType());
   Value scalar = scalarConstant(b, loc, type.getElementType(), padValue);
-  return tensor::PadOp::create(b, loc, paddedType, value, lowSizes, highSizes, scalar);
+  return tensor::PadOp::create(b, loc, paddedType, value, lowSizes, highSizes,
+                               scalar);
 }
 
-AffineMap projectionMap(MLIRContext *context, int64_t rank, ArrayRef<int64_t> dropped) {
+AffineMap projectionMap(MLIRContext *context, int64_t rank,
+                        ArrayRef<int64_t> dropped) {
   SmallVector<AffineExpr> exprs;
   for (int64_t d = 0; d < rank; ++d)
     if (!llvm::is_contained(dropped, d))
@@ -133,39 +145,45 @@ Value parallelGeneric(OpBuilder &b, Location loc, RankedTensorType resultType,
                       ValueRange inputs, ArrayRef<AffineMap> inputMaps,
                       ScalarBodyFn body) {
   SmallVector<AffineMap> maps(inputMaps);
-  maps.push_back(AffineMap::getMultiDimIdentityMap(resultType.getRank(), b.getContext()));
+  maps.push_back(
+      AffineMap::getMultiDimIdentityMap(resultType.getRank(), b.getContext()));
   SmallVector<utils::IteratorType> iterators(resultType.getRank(),
                                              utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(resultType), inputs, emptyTensor(b, loc, resultType), maps,
-      iterators, [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+      b, loc, TypeRange(resultType), inputs, emptyTensor(b, loc, resultType),
+      maps, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         linalg::YieldOp::create(nested, nestedLoc,
                                 body(nested, nestedLoc, args.drop_back()));
       });
   return generic.getResult(0);
 }
 
-SmallVector<Value> reductionGeneric(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
-                                    ArrayRef<int64_t> reduced, ValueRange inputs,
-                                    ArrayRef<AffineMap> inputMaps, ValueRange inits,
-                                    MultiBodyFn body) {
+SmallVector<Value> reductionGeneric(OpBuilder &b, Location loc,
+                                    ArrayRef<int64_t> shape,
+                                    ArrayRef<int64_t> reduced,
+                                    ValueRange inputs,
+                                    ArrayRef<AffineMap> inputMaps,
+                                    ValueRange inits, MultiBodyFn body) {
   int64_t rank = shape.size();
   SmallVector<AffineMap> maps(inputMaps);
   maps.append(inits.size(), projectionMap(b.getContext(), rank, reduced));
   SmallVector<utils::IteratorType> iterators;
   for (int64_t d = 0; d < rank; ++d)
-    iterators.push_back(llvm::is_contained(reduced, d) ? utils::IteratorType::reduction
-                                                       : utils::IteratorType::parallel);
+    iterators.push_back(llvm::is_contained(reduced, d)
+                            ? utils::IteratorType::reduction
+                            : utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
       b, loc, inits.getTypes(), inputs, inits, maps, iterators,
       [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
-        linalg::YieldOp::create(nested, nestedLoc, body(nested, nestedLoc, args));
+        linalg::YieldOp::create(nested, nestedLoc,
+                                body(nested, nestedLoc, args));
       });
   return SmallVector<Value>(generic.getResults());
 }
 
-Value insertUnitDims(OpBuilder &b, Location loc, Value value, RankedTensorType resultType,
-                     ArrayRef<int64_t> dims) {
+Value insertUnitDims(OpBuilder &b, Location loc, Value value,
+                     RankedTensorType resultType, ArrayRef<int64_t> dims) {
   if (dims.empty())
     return value;
   // Each unit dim joins the group of the kept dim before it (or, before the

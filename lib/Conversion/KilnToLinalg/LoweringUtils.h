@@ -1,4 +1,5 @@
-//===- LoweringUtils.h - Shared helpers of the kiln-to-linalg lowering -*- C++ -*-===//
+//===- LoweringUtils.h - Shared helpers of the kiln-to-linalg lowering -*- C++
+//-*-===//
 //
 // Private to lib/Conversion/KilnToLinalg. Building blocks every op family
 // uses: empty and filled tensors, broadcasting indexing maps, elementwise
@@ -25,8 +26,8 @@ mlir::Value filledTensor(mlir::OpBuilder &b, mlir::Location loc,
                          mlir::RankedTensorType type, double value);
 
 /// A scalar constant of an int or float type (arith.constant).
-mlir::Value scalarConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type,
-                           double value);
+mlir::Value scalarConstant(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Type type, double value);
 
 /// The indexing map that reads an operand of `operandShape` broadcast (numpy
 /// rules) to an iteration space of `resultShape`: leading dims it lacks are
@@ -42,15 +43,14 @@ double highestValue(mlir::Type type);
 
 /// Scalar body builder of an elementwise generic: block arguments of the
 /// inputs in, the result element out.
-using ScalarBodyFn = llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::Location,
-                                                   mlir::ValueRange)>;
+using ScalarBodyFn = llvm::function_ref<mlir::Value(
+    mlir::OpBuilder &, mlir::Location, mlir::ValueRange)>;
 
 /// A linalg.generic over `resultType`'s shape reading each input with
 /// numpy broadcasting and computing each element with `body`.
 mlir::Value elementwiseGeneric(mlir::OpBuilder &b, mlir::Location loc,
                                mlir::RankedTensorType resultType,
                                mlir::ValueRange inputs, ScalarBodyFn body);
-
 
 //===----------------------------------------------------------------------===//
 // Window and reduction helpers (contractions, reductions, pooling)
@@ -63,9 +63,9 @@ mlir::LogicalResult refuseUnsignedTensors(mlir::Operation *op,
 
 /// `value` padded with the constant `padValue` (`tensor.pad`); `low` and
 /// `high` have one entry per dimension. Returns `value` when nothing pads.
-mlir::Value padConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-                        llvm::ArrayRef<int64_t> low, llvm::ArrayRef<int64_t> high,
-                        double padValue);
+mlir::Value padConstant(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::Value value, llvm::ArrayRef<int64_t> low,
+                        llvm::ArrayRef<int64_t> high, double padValue);
 
 /// The map from a `rank`-d iteration space to the dims it keeps after
 /// dropping `dropped` (sorted): how a reduction writes its accumulator and how
@@ -84,7 +84,8 @@ using MultiBodyFn = llvm::function_ref<llvm::SmallVector<mlir::Value>(
 /// A linalg.generic over `resultType`'s shape (all loops parallel) reading
 /// each input through the given map; `body` gets the input elements only.
 mlir::Value parallelGeneric(mlir::OpBuilder &b, mlir::Location loc,
-                            mlir::RankedTensorType resultType, mlir::ValueRange inputs,
+                            mlir::RankedTensorType resultType,
+                            mlir::ValueRange inputs,
                             llvm::ArrayRef<mlir::AffineMap> inputMaps,
                             ScalarBodyFn body);
 
@@ -94,15 +95,16 @@ mlir::Value parallelGeneric(mlir::OpBuilder &b, mlir::Location loc,
 /// `body` gets the input elements then the accumulators and returns the new
 /// accumulators.
 llvm::SmallVector<mlir::Value>
-reductionGeneric(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<int64_t> shape,
-                 llvm::ArrayRef<int64_t> reduced, mlir::ValueRange inputs,
-                 llvm::ArrayRef<mlir::AffineMap> inputMaps, mlir::ValueRange inits,
-                 MultiBodyFn body);
+reductionGeneric(mlir::OpBuilder &b, mlir::Location loc,
+                 llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> reduced,
+                 mlir::ValueRange inputs,
+                 llvm::ArrayRef<mlir::AffineMap> inputMaps,
+                 mlir::ValueRange inits, MultiBodyFn body);
 
 /// Reinserts the size-1 dims `dims` (sorted, positions in `resultType`) into
 /// `value` with tensor.expand_shape: keepdims after a reduction.
-mlir::Value insertUnitDims(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-                           mlir::RankedTensorType resultType,
+mlir::Value insertUnitDims(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value value, mlir::RankedTensorType resultType,
                            llvm::ArrayRef<int64_t> dims);
 
 } // namespace kiln::lowering

@@ -1,4 +1,5 @@
-//===- ReductionToLinalg.cpp - Reductions, normalisation, pooling to linalg -===//
+//===- ReductionToLinalg.cpp - Reductions, normalisation, pooling to linalg
+//-===//
 //
 // Every reduction is a linalg.generic whose reduced dims are reduction loops
 // (never scf loops), so GPU mapping can later parallelise them; statistics
@@ -31,7 +32,9 @@ struct Arith {
   Location loc;
 
   static bool isFloat(Value v) { return isa<FloatType>(v.getType()); }
-  Value constant(Type type, double v) const { return scalarConstant(b, loc, type, v); }
+  Value constant(Type type, double v) const {
+    return scalarConstant(b, loc, type, v);
+  }
   Value add(Value x, Value y) const {
     return isFloat(x) ? Value(arith::AddFOp::create(b, loc, x, y))
                       : Value(arith::AddIOp::create(b, loc, x, y));
@@ -75,8 +78,9 @@ double epsilonOf(APFloat epsilon) { return epsilon.convertToDouble(); }
 
 /// Reduces `reduced` (sorted) dims of `input` with `kind` into `resultType`
 /// (which has the reduced dims as size 1 or drops them).
-Value reduceDims(OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> reduced,
-                 ReduceKind kind, RankedTensorType resultType) {
+Value reduceDims(OpBuilder &b, Location loc, Value input,
+                 ArrayRef<int64_t> reduced, ReduceKind kind,
+                 RankedTensorType resultType) {
   MLIRContext *context = b.getContext();
   auto inputType = cast<RankedTensorType>(input.getType());
   Type elementType = inputType.getElementType();
@@ -92,7 +96,8 @@ Value reduceDims(OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> redu
   Value acc = reductionGeneric(
       b, loc, inputType.getShape(), reduced, input,
       AffineMap::getMultiDimIdentityMap(inputType.getRank(), context), init,
-      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+      [&](OpBuilder &nested, Location nestedLoc,
+          ValueRange args) -> SmallVector<Value> {
         Arith a{nested, nestedLoc};
         switch (kind) {
         case ReduceKind::Sum:
@@ -111,7 +116,8 @@ Value reduceDims(OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> redu
     int64_t count = 1;
     for (int64_t d : reduced)
       count *= inputType.getDimSize(d);
-    AffineMap identity = AffineMap::getMultiDimIdentityMap(accType.getRank(), context);
+    AffineMap identity =
+        AffineMap::getMultiDimIdentityMap(accType.getRank(), context);
     acc = parallelGeneric(
         b, loc, accType, acc, identity,
         [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
@@ -128,20 +134,21 @@ Value reduceDims(OpBuilder &b, Location loc, Value input, ArrayRef<int64_t> redu
 struct ReduceLowering : OpRewritePattern<ReduceOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(ReduceOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(ReduceOp op,
+                                PatternRewriter &rewriter) const override {
     if (failed(refuseUnsignedTensors(op, rewriter)))
       return failure();
     ReduceKind kind = op.getKind();
     if (op.getInput().getType().getElementType().isInteger(1) &&
         kind != ReduceKind::Max && kind != ReduceKind::Min)
-      return rewriter.notifyMatchFailure(op,
-                                         "boolean sum, mean and prod are not lowered");
+      return rewriter.notifyMatchFailure(
+          op, "boolean sum, mean and prod are not lowered");
     if (op.getAxes().empty()) {
       rewriter.replaceOp(op, op.getInput());
       return success();
     }
-    rewriter.replaceOp(op, reduceDims(rewriter, op.getLoc(), op.getInput(), op.getAxes(),
-                                      kind, op.getType()));
+    rewriter.replaceOp(op, reduceDims(rewriter, op.getLoc(), op.getInput(),
+                                      op.getAxes(), kind, op.getType()));
     return success();
   }
 };
@@ -159,11 +166,12 @@ struct GlobalPoolLowering : OpRewritePattern<GlobalPoolOp> {
 
   LogicalResult matchAndRewrite(GlobalPoolOp op,
                                 PatternRewriter &rewriter) const override {
-    ReduceKind kind = op.getKind() == PoolKind::Max ? ReduceKind::Max : ReduceKind::Mean;
+    ReduceKind kind =
+        op.getKind() == PoolKind::Max ? ReduceKind::Max : ReduceKind::Mean;
     SmallVector<int64_t> dims =
         spatialDims(op.getInput().getType().getRank(), op.getDataFormat());
-    rewriter.replaceOp(
-        op, reduceDims(rewriter, op.getLoc(), op.getInput(), dims, kind, op.getType()));
+    rewriter.replaceOp(op, reduceDims(rewriter, op.getLoc(), op.getInput(),
+                                      dims, kind, op.getType()));
     return success();
   }
 };
@@ -176,12 +184,12 @@ struct GlobalPoolLowering : OpRewritePattern<GlobalPoolOp> {
 /// (from linalg.index). A later element replaces the best only if strictly
 /// better (first index on ties) or also if equal (last index). NaN counts as
 /// better than any number, as in numpy.
-template <typename OpTy>
-struct ArgReduceLowering : OpRewritePattern<OpTy> {
+template <typename OpTy> struct ArgReduceLowering : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   static constexpr bool isMax = std::is_same_v<OpTy, ArgMaxOp>;
 
-  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
     if (failed(refuseUnsignedTensors(op, rewriter)))
       return failure();
     Location loc = op.getLoc();
@@ -190,41 +198,49 @@ struct ArgReduceLowering : OpRewritePattern<OpTy> {
     int64_t axis = normalizeAxis(op.getAxis(), inputType.getRank());
     bool last = op.getSelectLastIndex();
     RankedTensorType valueType = dropDims(inputType, {axis});
-    auto indexType = RankedTensorType::get(valueType.getShape(), rewriter.getI64Type());
+    auto indexType =
+        RankedTensorType::get(valueType.getShape(), rewriter.getI64Type());
     double worst = isMax ? lowestValue(elementType) : highestValue(elementType);
     Value values = filledTensor(rewriter, loc, valueType, worst);
     Value indices = filledTensor(rewriter, loc, indexType, 0);
 
     SmallVector<Value> results = reductionGeneric(
         rewriter, loc, inputType.getShape(), {axis}, op.getInput(),
-        AffineMap::getMultiDimIdentityMap(inputType.getRank(), rewriter.getContext()),
+        AffineMap::getMultiDimIdentityMap(inputType.getRank(),
+                                          rewriter.getContext()),
         ValueRange{values, indices},
-        [&](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+        [&](OpBuilder &b, Location nestedLoc,
+            ValueRange args) -> SmallVector<Value> {
           Value x = args[0], best = args[1], bestIndex = args[2];
           Value better;
           if (isa<FloatType>(elementType)) {
             using P = arith::CmpFPredicate;
-            P predicate = isMax ? (last ? P::OGE : P::OGT) : (last ? P::OLE : P::OLT);
+            P predicate =
+                isMax ? (last ? P::OGE : P::OGT) : (last ? P::OLE : P::OLT);
             better = arith::CmpFOp::create(b, nestedLoc, predicate, x, best);
             Value xIsNan = arith::CmpFOp::create(b, nestedLoc, P::UNO, x, x);
             if (!last) {
               Value bestIsNumber =
                   arith::CmpFOp::create(b, nestedLoc, P::ORD, best, best);
-              xIsNan = arith::AndIOp::create(b, nestedLoc, xIsNan, bestIsNumber);
+              xIsNan =
+                  arith::AndIOp::create(b, nestedLoc, xIsNan, bestIsNumber);
             }
             better = arith::OrIOp::create(b, nestedLoc, better, xIsNan);
           } else {
             // Booleans compare as 0 and 1, other integers as signed.
             using P = arith::CmpIPredicate;
             bool u = elementType.isInteger(1);
-            P predicate = isMax ? (last ? (u ? P::uge : P::sge) : (u ? P::ugt : P::sgt))
-                                : (last ? (u ? P::ule : P::sle) : (u ? P::ult : P::slt));
+            P predicate =
+                isMax ? (last ? (u ? P::uge : P::sge) : (u ? P::ugt : P::sgt))
+                      : (last ? (u ? P::ule : P::sle) : (u ? P::ult : P::slt));
             better = arith::CmpIOp::create(b, nestedLoc, predicate, x, best);
           }
           Value index = arith::IndexCastOp::create(
-              b, nestedLoc, b.getI64Type(), linalg::IndexOp::create(b, nestedLoc, axis));
-          return {arith::SelectOp::create(b, nestedLoc, better, x, best),
-                  arith::SelectOp::create(b, nestedLoc, better, index, bestIndex)};
+              b, nestedLoc, b.getI64Type(),
+              linalg::IndexOp::create(b, nestedLoc, axis));
+          return {
+              arith::SelectOp::create(b, nestedLoc, better, x, best),
+              arith::SelectOp::create(b, nestedLoc, better, index, bestIndex)};
         });
     Value result = results[1];
     if (op.getKeepdims())
@@ -240,12 +256,12 @@ struct ArgReduceLowering : OpRewritePattern<OpTy> {
 
 /// Three generics: the row maximum, the sum of e^(x - max), then the
 /// normalised elements.
-template <typename OpTy>
-struct SoftmaxLowering : OpRewritePattern<OpTy> {
+template <typename OpTy> struct SoftmaxLowering : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   static constexpr bool isLog = std::is_same_v<OpTy, LogSoftmaxOp>;
 
-  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *context = rewriter.getContext();
     RankedTensorType type = op.getType();
@@ -256,16 +272,19 @@ struct SoftmaxLowering : OpRewritePattern<OpTy> {
     AffineMap row = projectionMap(context, rank, {axis});
     Value x = op.getInput();
 
-    Value max = reductionGeneric(
-        rewriter, loc, type.getShape(), {axis}, x, identity,
-        filledTensor(rewriter, loc, rowType, lowestValue(type.getElementType())),
-        [](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
-          return {Arith{b, nestedLoc}.max(args[1], args[0])};
-        })[0];
+    Value max =
+        reductionGeneric(rewriter, loc, type.getShape(), {axis}, x, identity,
+                         filledTensor(rewriter, loc, rowType,
+                                      lowestValue(type.getElementType())),
+                         [](OpBuilder &b, Location nestedLoc,
+                            ValueRange args) -> SmallVector<Value> {
+                           return {Arith{b, nestedLoc}.max(args[1], args[0])};
+                         })[0];
     Value sum = reductionGeneric(
-        rewriter, loc, type.getShape(), {axis}, ValueRange{x, max}, {identity, row},
-        filledTensor(rewriter, loc, rowType, 0),
-        [](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+        rewriter, loc, type.getShape(), {axis}, ValueRange{x, max},
+        {identity, row}, filledTensor(rewriter, loc, rowType, 0),
+        [](OpBuilder &b, Location nestedLoc,
+           ValueRange args) -> SmallVector<Value> {
           Arith a{b, nestedLoc};
           return {a.add(args[2], a.exp(a.sub(args[0], args[1])))};
         })[0];
@@ -306,16 +325,20 @@ Value normalize(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> reduced,
   AffineMap stat = projectionMap(context, rank, reduced);
 
   Value sum = reductionGeneric(
-      b, loc, type.getShape(), reduced, x, identity, filledTensor(b, loc, statType, 0),
-      [](OpBuilder &nested, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+      b, loc, type.getShape(), reduced, x, identity,
+      filledTensor(b, loc, statType, 0),
+      [](OpBuilder &nested, Location nestedLoc,
+         ValueRange args) -> SmallVector<Value> {
         return {Arith{nested, nestedLoc}.add(args[1], args[0])};
       })[0];
   Value squares = reductionGeneric(
       b, loc, type.getShape(), reduced, ValueRange{x, sum}, {identity, stat},
       filledTensor(b, loc, statType, 0),
-      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
+      [&](OpBuilder &nested, Location nestedLoc,
+          ValueRange args) -> SmallVector<Value> {
         Arith a{nested, nestedLoc};
-        Value deviation = a.sub(args[0], a.div(args[1], a.constant(elementType, count)));
+        Value deviation =
+            a.sub(args[0], a.div(args[1], a.constant(elementType, count)));
         return {a.add(args[2], a.mul(deviation, deviation))};
       })[0];
 
@@ -332,8 +355,10 @@ Value normalize(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> reduced,
         Value n = a.constant(elementType, count);
         Value variance = a.div(args[2], n);
         Value invStd = math::RsqrtOp::create(
-            nested, nestedLoc, a.add(variance, a.constant(elementType, epsilon)));
-        Value y = a.mul(a.mul(a.sub(args[0], a.div(args[1], n)), invStd), args[3]);
+            nested, nestedLoc,
+            a.add(variance, a.constant(elementType, epsilon)));
+        Value y =
+            a.mul(a.mul(a.sub(args[0], a.div(args[1], n)), invStd), args[3]);
         return bias ? a.add(y, args[4]) : y;
       });
 }
@@ -354,20 +379,23 @@ struct LayerNormLowering : OpRewritePattern<LayerNormOp> {
     auto paramMap = [&](Value param) -> AffineMap {
       if (!param)
         return {};
-      return broadcastMap(context, cast<RankedTensorType>(param.getType()).getShape(),
+      return broadcastMap(context,
+                          cast<RankedTensorType>(param.getType()).getShape(),
                           type.getShape());
     };
     Value bias = op.getBias();
-    rewriter.replaceOp(op, normalize(rewriter, op.getLoc(), op.getInput(), reduced,
-                                     epsilonOf(op.getEpsilon()), op.getScale(),
-                                     paramMap(op.getScale()), bias, paramMap(bias)));
+    rewriter.replaceOp(op, normalize(rewriter, op.getLoc(), op.getInput(),
+                                     reduced, epsilonOf(op.getEpsilon()),
+                                     op.getScale(), paramMap(op.getScale()),
+                                     bias, paramMap(bias)));
     return success();
   }
 };
 
 /// The map reading a per-channel vector in an iteration space of `rank`.
 AffineMap channelMap(MLIRContext *context, int64_t rank, int64_t channelDim) {
-  return AffineMap::get(rank, 0, getAffineDimExpr(channelDim, context), context);
+  return AffineMap::get(rank, 0, getAffineDimExpr(channelDim, context),
+                        context);
 }
 
 struct InstanceNormLowering : OpRewritePattern<InstanceNormOp> {
@@ -378,10 +406,11 @@ struct InstanceNormLowering : OpRewritePattern<InstanceNormOp> {
     RankedTensorType type = op.getType();
     int64_t rank = type.getRank();
     AffineMap channel = channelMap(rewriter.getContext(), rank, 1);
-    rewriter.replaceOp(op, normalize(rewriter, op.getLoc(), op.getInput(),
-                                     spatialDims(rank, DataFormat::ChannelsFirst),
-                                     epsilonOf(op.getEpsilon()), op.getScale(), channel,
-                                     op.getBias(), channel));
+    rewriter.replaceOp(op,
+                       normalize(rewriter, op.getLoc(), op.getInput(),
+                                 spatialDims(rank, DataFormat::ChannelsFirst),
+                                 epsilonOf(op.getEpsilon()), op.getScale(),
+                                 channel, op.getBias(), channel));
     return success();
   }
 };
@@ -395,7 +424,8 @@ struct BatchNormLowering : OpRewritePattern<BatchNormOp> {
     MLIRContext *context = rewriter.getContext();
     RankedTensorType type = op.getType();
     int64_t rank = type.getRank();
-    int64_t channelDim = op.getDataFormat() == DataFormat::ChannelsLast ? rank - 1 : 1;
+    int64_t channelDim =
+        op.getDataFormat() == DataFormat::ChannelsLast ? rank - 1 : 1;
     AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
     AffineMap channel = channelMap(context, rank, channelDim);
     double epsilon = epsilonOf(op.getEpsilon());
@@ -408,7 +438,8 @@ struct BatchNormLowering : OpRewritePattern<BatchNormOp> {
           Arith a{b, loc};
           Value invStd = math::RsqrtOp::create(
               b, loc, a.add(args[4], a.constant(args[4].getType(), epsilon)));
-          return a.add(a.mul(a.mul(a.sub(args[0], args[3]), invStd), args[1]), args[2]);
+          return a.add(a.mul(a.mul(a.sub(args[0], args[3]), invStd), args[1]),
+                       args[2]);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -423,9 +454,9 @@ struct BatchNormLowering : OpRewritePattern<BatchNormOp> {
 /// reduction, as linalg's pooling ops have: the input map mixes each window
 /// loop with an output loop, so some operand must carry the window loops on
 /// their own for linalg to infer their bounds. Its elements are never read.
-std::pair<Value, AffineMap> windowShapeOperand(OpBuilder &b, Location loc,
-                                               ArrayRef<int64_t> window, Type elementType,
-                                               int64_t numLoops, int64_t firstLoop) {
+std::pair<Value, AffineMap>
+windowShapeOperand(OpBuilder &b, Location loc, ArrayRef<int64_t> window,
+                   Type elementType, int64_t numLoops, int64_t firstLoop) {
   MLIRContext *context = b.getContext();
   SmallVector<AffineExpr> exprs;
   for (int64_t i = 0, e = window.size(); i < e; ++i)
@@ -434,13 +465,13 @@ std::pair<Value, AffineMap> windowShapeOperand(OpBuilder &b, Location loc,
   return {shape, AffineMap::get(numLoops, 0, exprs, context)};
 }
 
-
 /// The sum of squares over the channel window is a reduction loop over a
 /// channel-padded input; then x / (bias + alpha / size * sum)^beta.
 struct LrnLowering : OpRewritePattern<LrnOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(LrnOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(LrnOp op,
+                                PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *context = rewriter.getContext();
     RankedTensorType type = op.getType();
@@ -457,29 +488,32 @@ struct LrnLowering : OpRewritePattern<LrnOp> {
     for (int64_t d = 0; d < rank; ++d)
       window.push_back(getAffineDimExpr(d, context));
     window[1] = window[1] + getAffineDimExpr(rank, context);
-    auto [windowShape, windowShapeMap] =
-        windowShapeOperand(rewriter, loc, {size}, type.getElementType(), rank + 1, rank);
-    Value sumSquares =
-        reductionGeneric(
-            rewriter, loc, loopShape, {rank}, ValueRange{padded, windowShape},
-            {AffineMap::get(rank + 1, 0, window, context), windowShapeMap},
-            filledTensor(rewriter, loc, type, 0),
-            [](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
-              Arith a{b, nestedLoc};
-              return {a.add(args[2], a.mul(args[0], args[0]))};
-            })[0];
+    auto [windowShape, windowShapeMap] = windowShapeOperand(
+        rewriter, loc, {size}, type.getElementType(), rank + 1, rank);
+    Value sumSquares = reductionGeneric(
+        rewriter, loc, loopShape, {rank}, ValueRange{padded, windowShape},
+        {AffineMap::get(rank + 1, 0, window, context), windowShapeMap},
+        filledTensor(rewriter, loc, type, 0),
+        [](OpBuilder &b, Location nestedLoc,
+           ValueRange args) -> SmallVector<Value> {
+          Arith a{b, nestedLoc};
+          return {a.add(args[2], a.mul(args[0], args[0]))};
+        })[0];
 
-    double alpha = op.getAlpha().convertToDouble(), beta = op.getBeta().convertToDouble(),
+    double alpha = op.getAlpha().convertToDouble(),
+           beta = op.getBeta().convertToDouble(),
            bias = op.getBias().convertToDouble();
     AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
     Value result = parallelGeneric(
-        rewriter, loc, type, ValueRange{op.getInput(), sumSquares}, {identity, identity},
+        rewriter, loc, type, ValueRange{op.getInput(), sumSquares},
+        {identity, identity},
         [&](OpBuilder &b, Location nestedLoc, ValueRange args) {
           Arith a{b, nestedLoc};
           Type t = args[0].getType();
-          Value base =
-              a.add(a.constant(t, bias), a.mul(a.constant(t, alpha / size), args[1]));
-          Value power = math::PowFOp::create(b, nestedLoc, base, a.constant(t, beta));
+          Value base = a.add(a.constant(t, bias),
+                             a.mul(a.constant(t, alpha / size), args[1]));
+          Value power =
+              math::PowFOp::create(b, nestedLoc, base, a.constant(t, beta));
           return a.div(args[0], power);
         });
     rewriter.replaceOp(op, result);
@@ -494,8 +528,8 @@ struct LrnLowering : OpRewritePattern<LrnOp> {
 /// For each output position along one spatial dim, how many window taps land
 /// in [lowerBound, upperBound) of the unpadded input's coordinates.
 SmallVector<int64_t> tapCounts(int64_t outSize, int64_t kernel, int64_t stride,
-                               int64_t dilation, int64_t padLow, int64_t lowerBound,
-                               int64_t upperBound) {
+                               int64_t dilation, int64_t padLow,
+                               int64_t lowerBound, int64_t upperBound) {
   SmallVector<int64_t> counts;
   for (int64_t y = 0; y < outSize; ++y) {
     int64_t count = 0;
@@ -514,10 +548,12 @@ SmallVector<int64_t> tapCounts(int64_t outSize, int64_t kernel, int64_t stride,
 struct PoolLowering : OpRewritePattern<PoolOp> {
   using OpRewritePattern::OpRewritePattern;
 
-  LogicalResult matchAndRewrite(PoolOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(PoolOp op,
+                                PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *context = rewriter.getContext();
-    RankedTensorType inputType = op.getInput().getType(), resultType = op.getType();
+    RankedTensorType inputType = op.getInput().getType(),
+                     resultType = op.getType();
     Type elementType = inputType.getElementType();
     int64_t rank = inputType.getRank();
     SmallVector<int64_t> dims = spatialDims(rank, op.getDataFormat());
@@ -532,11 +568,13 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
       low[d] = padding[i];
       int64_t reach = (resultType.getDimSize(d) - 1) * strides[i] +
                       dilations[i] * (kernel[i] - 1) + 1;
-      int64_t available = inputType.getDimSize(d) + padding[i] + padding[spatial + i];
+      int64_t available =
+          inputType.getDimSize(d) + padding[i] + padding[spatial + i];
       high[d] = padding[spatial + i] + std::max<int64_t>(0, reach - available);
     }
     double padValue = isMax ? lowestValue(elementType) : 0;
-    Value padded = padConstant(rewriter, loc, op.getInput(), low, high, padValue);
+    Value padded =
+        padConstant(rewriter, loc, op.getInput(), low, high, padValue);
 
     // Loops: the result dims, then one window loop per spatial dim.
     SmallVector<int64_t> loopShape(resultType.getShape());
@@ -550,17 +588,17 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
       window[dims[i]] = window[dims[i]] * strides[i] + k * dilations[i];
       windowLoops.push_back(rank + i);
     }
-    auto [windowShape, windowShapeMap] =
-        windowShapeOperand(rewriter, loc, kernel, elementType, rank + spatial, rank);
-    Value pooled =
-        reductionGeneric(
-            rewriter, loc, loopShape, windowLoops, ValueRange{padded, windowShape},
-            {AffineMap::get(rank + spatial, 0, window, context), windowShapeMap},
-            filledTensor(rewriter, loc, resultType, padValue),
-            [&](OpBuilder &b, Location nestedLoc, ValueRange args) -> SmallVector<Value> {
-              Arith a{b, nestedLoc};
-              return {isMax ? a.max(args[2], args[0]) : a.add(args[2], args[0])};
-            })[0];
+    auto [windowShape, windowShapeMap] = windowShapeOperand(
+        rewriter, loc, kernel, elementType, rank + spatial, rank);
+    Value pooled = reductionGeneric(
+        rewriter, loc, loopShape, windowLoops, ValueRange{padded, windowShape},
+        {AffineMap::get(rank + spatial, 0, window, context), windowShapeMap},
+        filledTensor(rewriter, loc, resultType, padValue),
+        [&](OpBuilder &b, Location nestedLoc,
+            ValueRange args) -> SmallVector<Value> {
+          Arith a{b, nestedLoc};
+          return {isMax ? a.max(args[2], args[0]) : a.add(args[2], args[0])};
+        })[0];
     if (isMax) {
       rewriter.replaceOp(op, pooled);
       return success();
@@ -578,15 +616,15 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
       int64_t in = inputType.getDimSize(dims[i]);
       bool includePad = op.getCountIncludePad();
       SmallVector<int64_t> counts =
-          tapCounts(resultType.getDimSize(dims[i]), kernel[i], strides[i], dilations[i],
-                    padding[i], includePad ? -padding[i] : 0,
+          tapCounts(resultType.getDimSize(dims[i]), kernel[i], strides[i],
+                    dilations[i], padding[i], includePad ? -padding[i] : 0,
                     includePad ? in + padding[spatial + i] : in);
       if (llvm::all_equal(counts)) {
         scalarDivisor *= counts.front();
         continue;
       }
-      auto countType =
-          RankedTensorType::get({static_cast<int64_t>(counts.size())}, elementType);
+      auto countType = RankedTensorType::get(
+          {static_cast<int64_t>(counts.size())}, elementType);
       SmallVector<Attribute> values;
       for (int64_t count : counts)
         values.push_back(rewriter.getFloatAttr(elementType, count));
@@ -594,17 +632,17 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
           rewriter, loc, DenseElementsAttr::get(countType, values)));
       maps.push_back(channelMap(context, rank, dims[i]));
     }
-    Value result = parallelGeneric(
-        rewriter, loc, resultType, inputs, maps,
-        [&](OpBuilder &b, Location nestedLoc, ValueRange args) {
-          Arith a{b, nestedLoc};
-          Value divisor;
-          if (scalarDivisor != 1 || args.size() == 1)
-            divisor = a.constant(elementType, scalarDivisor);
-          for (Value count : args.drop_front())
-            divisor = divisor ? a.mul(divisor, count) : count;
-          return a.div(args[0], divisor);
-        });
+    Value result =
+        parallelGeneric(rewriter, loc, resultType, inputs, maps,
+                        [&](OpBuilder &b, Location nestedLoc, ValueRange args) {
+                          Arith a{b, nestedLoc};
+                          Value divisor;
+                          if (scalarDivisor != 1 || args.size() == 1)
+                            divisor = a.constant(elementType, scalarDivisor);
+                          for (Value count : args.drop_front())
+                            divisor = divisor ? a.mul(divisor, count) : count;
+                          return a.div(args[0], divisor);
+                        });
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -613,8 +651,10 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
 } // namespace
 
 void kiln::populateReductionToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<ReduceLowering, GlobalPoolLowering, ArgReduceLowering<ArgMaxOp>,
-               ArgReduceLowering<ArgMinOp>, SoftmaxLowering<SoftmaxOp>,
-               SoftmaxLowering<LogSoftmaxOp>, LayerNormLowering, InstanceNormLowering,
-               BatchNormLowering, LrnLowering, PoolLowering>(patterns.getContext());
+  patterns
+      .add<ReduceLowering, GlobalPoolLowering, ArgReduceLowering<ArgMaxOp>,
+           ArgReduceLowering<ArgMinOp>, SoftmaxLowering<SoftmaxOp>,
+           SoftmaxLowering<LogSoftmaxOp>, LayerNormLowering,
+           InstanceNormLowering, BatchNormLowering, LrnLowering, PoolLowering>(
+          patterns.getContext());
 }

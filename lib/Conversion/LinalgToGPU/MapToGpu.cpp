@@ -1,4 +1,5 @@
-//===- MapToGpu.cpp - One gpu.launch per linalg op on buffers ---------------===//
+//===- MapToGpu.cpp - One gpu.launch per linalg op on buffers
+//---------------===//
 //
 // After bufferization every linalg op (generalized) and memref.copy becomes a
 // gpu.launch. Two shapes of kernel, chosen per op (see Passes.td):
@@ -48,7 +49,8 @@ SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
   SmallVector<Value> coords(extents.size());
   for (int64_t i = static_cast<int64_t>(extents.size()) - 1; i >= 0; --i) {
     Value extent = indexConstant(b, loc, extents[i]);
-    coords[i] = i == 0 ? linear : Value(arith::RemUIOp::create(b, loc, linear, extent));
+    coords[i] =
+        i == 0 ? linear : Value(arith::RemUIOp::create(b, loc, linear, extent));
     if (i > 0)
       linear = arith::DivUIOp::create(b, loc, linear, extent);
   }
@@ -56,7 +58,8 @@ SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
 }
 
 /// The indices an indexing map yields at loop coordinates `ivs`.
-SmallVector<Value> applyMap(OpBuilder &b, Location loc, AffineMap map, ValueRange ivs) {
+SmallVector<Value> applyMap(OpBuilder &b, Location loc, AffineMap map,
+                            ValueRange ivs) {
   SmallVector<Value> indices;
   for (AffineExpr expr : map.getResults())
     indices.push_back(affine::AffineApplyOp::create(
@@ -89,34 +92,54 @@ struct Combiner {
 };
 
 std::optional<Combiner> classifyCombiner(Operation *op, Type type) {
-  double lowest = isa<FloatType>(type) ? -std::numeric_limits<double>::infinity()
-                                       : std::ldexp(-1.0, type.getIntOrFloatBitWidth() - 1);
+  double lowest = isa<FloatType>(type)
+                      ? -std::numeric_limits<double>::infinity()
+                      : std::ldexp(-1.0, type.getIntOrFloatBitWidth() - 1);
   double highest = -lowest;
   using K = gpu::AllReduceOperation;
   return llvm::TypeSwitch<Operation *, std::optional<Combiner>>(op)
-      .Case<arith::AddFOp, arith::AddIOp>([](auto) { return Combiner{K::ADD, 0}; })
-      .Case<arith::MulFOp, arith::MulIOp>([](auto) { return Combiner{K::MUL, 1}; })
-      .Case([&](arith::MaximumFOp) { return Combiner{K::MAXIMUMF, lowest}; })
-      .Case([&](arith::MinimumFOp) { return Combiner{K::MINIMUMF, highest}; })
-      .Case([&](arith::MaxNumFOp) { return Combiner{K::MAXNUMF, lowest}; })
-      .Case([&](arith::MinNumFOp) { return Combiner{K::MINNUMF, highest}; })
-      .Case([&](arith::MaxSIOp) { return Combiner{K::MAXSI, lowest}; })
-      .Case([&](arith::MinSIOp) { return Combiner{K::MINSI, highest - 1}; })
+      .Case<arith::AddFOp, arith::AddIOp>([](auto) {
+        return Combiner{K::ADD, 0};
+      })
+      .Case<arith::MulFOp, arith::MulIOp>([](auto) {
+        return Combiner{K::MUL, 1};
+      })
+      .Case([&](arith::MaximumFOp) {
+        return Combiner{K::MAXIMUMF, lowest};
+      })
+      .Case([&](arith::MinimumFOp) {
+        return Combiner{K::MINIMUMF, highest};
+      })
+      .Case([&](arith::MaxNumFOp) {
+        return Combiner{K::MAXNUMF, lowest};
+      })
+      .Case([&](arith::MinNumFOp) {
+        return Combiner{K::MINNUMF, highest};
+      })
+      .Case([&](arith::MaxSIOp) {
+        return Combiner{K::MAXSI, lowest};
+      })
+      .Case([&](arith::MinSIOp) {
+        return Combiner{K::MINSI, highest - 1};
+      })
       .Default([](Operation *) { return std::nullopt; });
 }
 
 Value typedConstant(OpBuilder &b, Location loc, Type type, double v) {
   if (auto f = dyn_cast<FloatType>(type))
     return arith::ConstantOp::create(b, loc, b.getFloatAttr(f, v));
-  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, static_cast<int64_t>(v)));
+  return arith::ConstantOp::create(
+      b, loc, b.getIntegerAttr(type, static_cast<int64_t>(v)));
 }
 
 class KernelBuilder {
 public:
-  KernelBuilder(linalg::GenericOp op, int64_t blockSize) : op(op), blockSize(blockSize) {
+  KernelBuilder(linalg::GenericOp op, int64_t blockSize)
+      : op(op), blockSize(blockSize) {
     ranges = op.getStaticLoopRanges();
     for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
-      (type == utils::IteratorType::reduction ? reductionDims : parallelDims).push_back(i);
+      (type == utils::IteratorType::reduction ? reductionDims : parallelDims)
+          .push_back(i);
   }
 
   LogicalResult build(OpBuilder &b);
@@ -138,7 +161,8 @@ private:
   Operation *blockReductionCombiner();
   gpu::LaunchOp createLaunch(OpBuilder &b, int64_t grid, int64_t block);
   /// Loads the block arguments the body uses at loop coordinates `ivs`.
-  void loadOperands(OpBuilder &b, ValueRange ivs, IRMapping &values, bool withOutputs);
+  void loadOperands(OpBuilder &b, ValueRange ivs, IRMapping &values,
+                    bool withOutputs);
   /// Clones the body into `b`; returns the yielded values (skipping `stop`
   /// and everything after it, which must only be the yield).
   SmallVector<Value> inlineBody(OpBuilder &b, ValueRange ivs, IRMapping &values,
@@ -165,22 +189,24 @@ Operation *KernelBuilder::blockReductionCombiner() {
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
   BlockArgument out = op.getRegionOutputArgs().front();
   Operation *combiner = yield.getOperand(0).getDefiningOp();
-  if (!combiner || combiner->getBlock() != &body || combiner->getNumOperands() != 2 ||
-      !out.hasOneUse() || !llvm::is_contained(combiner->getOperands(), out) ||
+  if (!combiner || combiner->getBlock() != &body ||
+      combiner->getNumOperands() != 2 || !out.hasOneUse() ||
+      !llvm::is_contained(combiner->getOperands(), out) ||
       !classifyCombiner(combiner, out.getType()))
     return nullptr;
   return combiner;
 }
 
-gpu::LaunchOp KernelBuilder::createLaunch(OpBuilder &b, int64_t grid, int64_t block) {
+gpu::LaunchOp KernelBuilder::createLaunch(OpBuilder &b, int64_t grid,
+                                          int64_t block) {
   Location loc = op.getLoc();
   Value one = indexConstant(b, loc, 1);
   return gpu::LaunchOp::create(b, loc, indexConstant(b, loc, grid), one, one,
                                indexConstant(b, loc, block), one, one);
 }
 
-void KernelBuilder::loadOperands(OpBuilder &b, ValueRange ivs, IRMapping &values,
-                                 bool withOutputs) {
+void KernelBuilder::loadOperands(OpBuilder &b, ValueRange ivs,
+                                 IRMapping &values, bool withOutputs) {
   Location loc = op.getLoc();
   for (OpOperand &operand : op->getOpOperands()) {
     BlockArgument arg = op.getMatchingBlockArgument(&operand);
@@ -192,12 +218,14 @@ void KernelBuilder::loadOperands(OpBuilder &b, ValueRange ivs, IRMapping &values
       values.map(arg, buffer); // A scalar operand.
       continue;
     }
-    SmallVector<Value> indices = applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
+    SmallVector<Value> indices =
+        applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
     values.map(arg, memref::LoadOp::create(b, loc, buffer, indices));
   }
 }
 
-SmallVector<Value> KernelBuilder::inlineBody(OpBuilder &b, ValueRange ivs, IRMapping &values,
+SmallVector<Value> KernelBuilder::inlineBody(OpBuilder &b, ValueRange ivs,
+                                             IRMapping &values,
                                              Operation *stop) {
   Block &body = op.getRegion().front();
   for (Operation &inner : body.without_terminator()) {
@@ -223,7 +251,8 @@ void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
   b.setInsertionPointToStart(&launch.getBody().front());
   Value gid = arith::AddIOp::create(
       b, loc,
-      arith::MulIOp::create(b, loc, launch.getBlockIds().x, indexConstant(b, loc, block)),
+      arith::MulIOp::create(b, loc, launch.getBlockIds().x,
+                            indexConstant(b, loc, block)),
       launch.getThreadIds().x);
   Value inBounds = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gid,
                                          indexConstant(b, loc, outputs));
@@ -232,8 +261,8 @@ void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
   b.setInsertionPointToStart(&guard.getThenRegion().front());
 
   SmallVector<Value> ivs(ranges.size());
-  for (auto [d, v] : llvm::zip_equal(parallelDims,
-                                     delinearize(b, loc, gid, extentsOf(parallelDims))))
+  for (auto [d, v] : llvm::zip_equal(
+           parallelDims, delinearize(b, loc, gid, extentsOf(parallelDims))))
     ivs[d] = v;
 
   SmallVector<Value> results;
@@ -252,20 +281,23 @@ void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
       for (int64_t d : reductionDims)
         zeroes[d] = indexConstant(b, loc, 0);
       init.push_back(memref::LoadOp::create(
-          b, loc, buffer, applyMap(b, loc, op.getMatchingIndexingMap(&out), zeroes)));
+          b, loc, buffer,
+          applyMap(b, loc, op.getMatchingIndexingMap(&out), zeroes)));
     }
-    auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0),
-                                   indexConstant(b, loc, product(reductionDims)),
-                                   indexConstant(b, loc, 1), init);
+    auto loop =
+        scf::ForOp::create(b, loc, indexConstant(b, loc, 0),
+                           indexConstant(b, loc, product(reductionDims)),
+                           indexConstant(b, loc, 1), init);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     for (auto [d, v] : llvm::zip_equal(
-             reductionDims,
-             delinearize(b, loc, loop.getInductionVar(), extentsOf(reductionDims))))
+             reductionDims, delinearize(b, loc, loop.getInductionVar(),
+                                        extentsOf(reductionDims))))
       ivs[d] = v;
     IRMapping values;
     loadOperands(b, ivs, values, /*withOutputs=*/false);
-    for (auto [arg, acc] : llvm::zip_equal(op.getRegionOutputArgs(), loop.getRegionIterArgs()))
+    for (auto [arg, acc] :
+         llvm::zip_equal(op.getRegionOutputArgs(), loop.getRegionIterArgs()))
       values.map(arg, acc);
     scf::YieldOp::create(b, loc, inlineBody(b, ivs, values));
     b.setInsertionPointAfter(loop);
@@ -275,8 +307,9 @@ void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
   }
   for (auto [out, value] : llvm::zip_equal(op.getDpsInitsMutable(), results)) {
     Value buffer = rebuildInKernel(b, out.get(), kernelValues);
-    memref::StoreOp::create(b, loc, value, buffer,
-                            applyMap(b, loc, op.getMatchingIndexingMap(&out), ivs));
+    memref::StoreOp::create(
+        b, loc, value, buffer,
+        applyMap(b, loc, op.getMatchingIndexingMap(&out), ivs));
   }
 }
 
@@ -287,40 +320,44 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
   Combiner kind = *classifyCombiner(combiner, type);
   // Threads: the row length rounded up to a power of two, at most blockSize.
   int64_t threads = std::min<int64_t>(
-      blockSize, llvm::PowerOf2Ceil(static_cast<uint64_t>(product(reductionDims))));
+      blockSize,
+      llvm::PowerOf2Ceil(static_cast<uint64_t>(product(reductionDims))));
   gpu::LaunchOp launch = createLaunch(b, product(parallelDims), threads);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
 
   SmallVector<Value> ivs(ranges.size());
-  for (auto [d, v] : llvm::zip_equal(
-           parallelDims, delinearize(b, loc, launch.getBlockIds().x, extentsOf(parallelDims))))
+  for (auto [d, v] :
+       llvm::zip_equal(parallelDims, delinearize(b, loc, launch.getBlockIds().x,
+                                                 extentsOf(parallelDims))))
     ivs[d] = v;
 
   // Each thread folds a strided share of the reduction into a partial.
   Value identity = typedConstant(b, loc, type, kind.identity);
-  auto loop = scf::ForOp::create(b, loc, tid, indexConstant(b, loc, product(reductionDims)),
-                                 indexConstant(b, loc, threads), ValueRange(identity));
+  auto loop = scf::ForOp::create(
+      b, loc, tid, indexConstant(b, loc, product(reductionDims)),
+      indexConstant(b, loc, threads), ValueRange(identity));
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     SmallVector<Value> loopIvs = ivs;
     for (auto [d, v] : llvm::zip_equal(
-             reductionDims,
-             delinearize(b, loc, loop.getInductionVar(), extentsOf(reductionDims))))
+             reductionDims, delinearize(b, loc, loop.getInductionVar(),
+                                        extentsOf(reductionDims))))
       loopIvs[d] = v;
     IRMapping values;
     loadOperands(b, loopIvs, values, /*withOutputs=*/false);
     inlineBody(b, loopIvs, values, combiner);
     Value term = combiner->getOperand(0) == outArg ? combiner->getOperand(1)
-                                                    : combiner->getOperand(0);
+                                                   : combiner->getOperand(0);
     IRMapping combine;
     combine.map(outArg, loop.getRegionIterArgs().front());
     combine.map(term, values.lookupOrDefault(term));
     scf::YieldOp::create(b, loc, b.clone(*combiner, combine)->getResult(0));
   }
   Value total = gpu::AllReduceOp::create(
-      b, loc, loop.getResult(0), gpu::AllReduceOperationAttr::get(b.getContext(), kind.kind),
+      b, loc, loop.getResult(0),
+      gpu::AllReduceOperationAttr::get(b.getContext(), kind.kind),
       b.getUnitAttr());
 
   // Thread 0 folds the block's total into the output's initial value.
@@ -333,7 +370,8 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
     ivs[d] = indexConstant(b, loc, 0);
   OpOperand &out = op.getDpsInitsMutable()[0];
   Value buffer = rebuildInKernel(b, out.get(), kernelValues);
-  SmallVector<Value> indices = applyMap(b, loc, op.getMatchingIndexingMap(&out), ivs);
+  SmallVector<Value> indices =
+      applyMap(b, loc, op.getMatchingIndexingMap(&out), ivs);
   Value init = memref::LoadOp::create(b, loc, buffer, indices);
   IRMapping combine;
   combine.map(combiner->getOperand(0), init);
@@ -342,15 +380,17 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
     combine.map(combiner->getOperand(1), init);
     combine.map(combiner->getOperand(0), total);
   }
-  memref::StoreOp::create(b, loc, b.clone(*combiner, combine)->getResult(0), buffer, indices);
+  memref::StoreOp::create(b, loc, b.clone(*combiner, combine)->getResult(0),
+                          buffer, indices);
 }
 
 LogicalResult KernelBuilder::build(OpBuilder &b) {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("must be bufferized before kiln-map-to-gpu");
   if (llvm::any_of(ranges, ShapedType::isDynamic))
-    return op.emitOpError("has a dynamic iteration space, which kiln-map-to-gpu "
-                          "does not support yet");
+    return op.emitOpError(
+        "has a dynamic iteration space, which kiln-map-to-gpu "
+        "does not support yet");
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPoint(op);
   if (Operation *combiner = blockReductionCombiner())
@@ -364,10 +404,12 @@ LogicalResult KernelBuilder::build(OpBuilder &b) {
 linalg::GenericOp copyAsGeneric(OpBuilder &b, memref::CopyOp copy) {
   auto type = cast<MemRefType>(copy.getTarget().getType());
   AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<utils::IteratorType> iterators(type.getRank(), utils::IteratorType::parallel);
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
   return linalg::GenericOp::create(
-      b, copy.getLoc(), copy.getSource(), copy.getTarget(), ArrayRef<AffineMap>{id, id},
-      iterators, [](OpBuilder &nested, Location loc, ValueRange args) {
+      b, copy.getLoc(), copy.getSource(), copy.getTarget(),
+      ArrayRef<AffineMap>{id, id}, iterators,
+      [](OpBuilder &nested, Location loc, ValueRange args) {
         linalg::YieldOp::create(nested, loc, args.front());
       });
 }

@@ -1,4 +1,5 @@
-//===- NameKernels.cpp - Unique kernel names after outlining ----------------===//
+//===- NameKernels.cpp - Unique kernel names after outlining
+//----------------===//
 
 #include "kiln/Conversion/Passes.h"
 
@@ -23,8 +24,8 @@ struct NameKernelsPass : kiln::impl::NameKernelsPassBase<NameKernelsPass> {
           kernel.setName(gpuModule.getName());
     module.walk([&](gpu::LaunchFuncOp launch) {
       StringAttr moduleName = launch.getKernelModuleName();
-      launch.setKernelAttr(SymbolRefAttr::get(
-          moduleName, {FlatSymbolRefAttr::get(moduleName)}));
+      launch.setKernelAttr(
+          SymbolRefAttr::get(moduleName, {FlatSymbolRefAttr::get(moduleName)}));
     });
   }
 };

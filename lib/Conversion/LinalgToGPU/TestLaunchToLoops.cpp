@@ -1,4 +1,5 @@
-//===- TestLaunchToLoops.cpp - Run mapped launches on the CPU (tests) -------===//
+//===- TestLaunchToLoops.cpp - Run mapped launches on the CPU (tests)
+//-------===//
 
 #include "kiln/Conversion/Passes.h"
 
@@ -23,15 +24,18 @@ namespace {
 Value constantOf(OpBuilder &b, Location loc, Type type, double v) {
   if (auto f = dyn_cast<FloatType>(type))
     return arith::ConstantOp::create(b, loc, b.getFloatAttr(f, v));
-  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, static_cast<int64_t>(v)));
+  return arith::ConstantOp::create(
+      b, loc, b.getIntegerAttr(type, static_cast<int64_t>(v)));
 }
 
 /// The identity and the combining op of an all-reduce kind.
 std::pair<Value, std::function<Value(Value, Value)>>
-combinerOf(OpBuilder &b, Location loc, gpu::AllReduceOperation kind, Type type) {
+combinerOf(OpBuilder &b, Location loc, gpu::AllReduceOperation kind,
+           Type type) {
   double inf = std::numeric_limits<double>::infinity();
   bool isFloat = isa<FloatType>(type);
-  double lowest = isFloat ? -inf : std::ldexp(-1.0, type.getIntOrFloatBitWidth() - 1);
+  double lowest =
+      isFloat ? -inf : std::ldexp(-1.0, type.getIntOrFloatBitWidth() - 1);
   using K = gpu::AllReduceOperation;
   auto make = [&](double identity, auto fn) {
     return std::make_pair(constantOf(b, loc, type, identity),
@@ -91,7 +95,8 @@ struct TestLaunchToLoopsPass
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
     Value blocks = arith::ConstantIndexOp::create(b, loc, grid.getSExtValue());
-    Value threads = arith::ConstantIndexOp::create(b, loc, block.getSExtValue());
+    Value threads =
+        arith::ConstantIndexOp::create(b, loc, block.getSExtValue());
     Block &body = launch.getBody().front();
     gpu::AllReduceOp reduce;
     for (Operation &op : body)
@@ -108,14 +113,16 @@ struct TestLaunchToLoopsPass
     base.map(launch.getThreadIds().z, zero);
     base.map(launch.getGridSizeX(), blocks);
     base.map(launch.getBlockSizeX(), threads);
-    for (Value v : {launch.getGridSizeY(), launch.getGridSizeZ(), launch.getBlockSizeY(),
-                    launch.getBlockSizeZ()})
+    for (Value v : {launch.getGridSizeY(), launch.getGridSizeZ(),
+                    launch.getBlockSizeY(), launch.getBlockSizeZ()})
       base.map(v, one);
-    for (auto [arg, size] : llvm::zip_equal(body.getArguments().take_back(6),
-                                            ValueRange{blocks, one, one, threads, one, one}))
+    for (auto [arg, size] :
+         llvm::zip_equal(body.getArguments().take_back(6),
+                         ValueRange{blocks, one, one, threads, one, one}))
       base.map(arg, size);
 
-    auto cloneRange = [&](IRMapping &mapping, Block::iterator from, Block::iterator to) {
+    auto cloneRange = [&](IRMapping &mapping, Block::iterator from,
+                          Block::iterator to) {
       for (Operation &op : llvm::make_range(from, to))
         if (!isa<gpu::TerminatorOp>(op))
           b.clone(op, mapping);
@@ -134,8 +141,10 @@ struct TestLaunchToLoopsPass
     Type type = reduce.getType();
     auto [identity, combine] = combinerOf(b, loc, *reduce.getOp(), type);
     if (!identity)
-      return reduce.emitOpError("has a reduction kind this test pass does not emulate");
-    auto threadLoop = scf::ForOp::create(b, loc, zero, threads, one, ValueRange(identity));
+      return reduce.emitOpError(
+          "has a reduction kind this test pass does not emulate");
+    auto threadLoop =
+        scf::ForOp::create(b, loc, zero, threads, one, ValueRange(identity));
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(threadLoop.getBody());
@@ -157,7 +166,8 @@ struct TestLaunchToLoopsPass
 
   void runOnOperation() override {
     SmallVector<gpu::LaunchOp> launches;
-    getOperation().walk([&](gpu::LaunchOp launch) { launches.push_back(launch); });
+    getOperation().walk(
+        [&](gpu::LaunchOp launch) { launches.push_back(launch); });
     for (gpu::LaunchOp launch : launches) {
       if (failed(convert(launch)))
         return signalPassFailure();

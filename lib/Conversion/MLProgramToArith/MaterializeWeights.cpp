@@ -1,4 +1,5 @@
-//===- MaterializeWeights.cpp - ml_program weights to tensor constants -------===//
+//===- MaterializeWeights.cpp - ml_program weights to tensor constants
+//-------===//
 
 #include "kiln/Conversion/Passes.h"
 
@@ -24,20 +25,23 @@ struct MaterializeWeightsPass
     WalkResult result = module.walk([&](ml_program::GlobalLoadConstOp load) {
       auto global = symbols.lookup<ml_program::GlobalOp>(
           load.getGlobal().getRootReference().getValue());
-      auto value = global ? dyn_cast_or_null<TypedAttr>(global.getValueAttr()) : nullptr;
+      auto value =
+          global ? dyn_cast_or_null<TypedAttr>(global.getValueAttr()) : nullptr;
       if (!global || global.getIsMutable() || !value) {
         load.emitOpError("reads a global that is not an immutable, initialized "
                          "weight");
         return WalkResult::interrupt();
       }
       OpBuilder b(load);
-      load.replaceAllUsesWith(arith::ConstantOp::create(b, load.getLoc(), value).getResult());
+      load.replaceAllUsesWith(
+          arith::ConstantOp::create(b, load.getLoc(), value).getResult());
       load.erase();
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
       return signalPassFailure();
-    for (auto global : llvm::make_early_inc_range(module.getOps<ml_program::GlobalOp>()))
+    for (auto global :
+         llvm::make_early_inc_range(module.getOps<ml_program::GlobalOp>()))
       if (SymbolTable::symbolKnownUseEmpty(global, module))
         global.erase();
   }

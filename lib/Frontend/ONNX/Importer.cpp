@@ -1,4 +1,5 @@
-//===- Importer.cpp - ONNX model to kiln IR ----------------------------------===//
+//===- Importer.cpp - ONNX model to kiln IR
+//----------------------------------===//
 //
 // Reads the model, checks what a malformed or unsupported model can get wrong
 // (protobuf, opsets, domains, dangling names, cycles, dtypes, shapes), then
@@ -82,7 +83,8 @@ private:
         return a.sinceVersion < b.sinceVersion;
       });
   }
-  void addFamily(StringRef family, void (*registerFn)(SmallVectorImpl<Handler> &)) {
+  void addFamily(StringRef family,
+                 void (*registerFn)(SmallVectorImpl<Handler> &)) {
     SmallVector<Handler> handlers;
     registerFn(handlers);
     for (const Handler &h : handlers) {
@@ -106,7 +108,8 @@ std::string describeNode(const onnx::NodeProto &node) {
 std::string formatShape(ArrayRef<int64_t> shape) {
   std::string s;
   for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? "x" : "") + (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d));
+    s += (i ? "x" : "") +
+         (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d));
   return s;
 }
 
@@ -126,7 +129,8 @@ std::string sanitize(StringRef name) {
 
 class GraphImporter {
 public:
-  GraphImporter(MLIRContext &context, StringRef path, const ImportOptions &options)
+  GraphImporter(MLIRContext &context, StringRef path,
+                const ImportOptions &options)
       : context(context), options(options), path(path.str()),
         baseDir(llvm::sys::path::parent_path(path).str()), b(&context) {
     if (baseDir.empty())
@@ -150,8 +154,8 @@ private:
   LogicalResult bindOutputs(func::FuncOp func);
   FailureOr<Value> lookupValue(StringRef name, const onnx::NodeProto *user);
   FailureOr<Value> materializeInitializer(const onnx::TensorProto &tensor);
-  Value createWeight(StringRef name, RankedTensorType type, ArrayRef<char> bytes,
-                     Location loc);
+  Value createWeight(StringRef name, RankedTensorType type,
+                     ArrayRef<char> bytes, Location loc);
   void hoistLargeConstants(func::FuncOp func);
   void removeDeadCode(func::FuncOp func);
 
@@ -172,8 +176,9 @@ LogicalResult GraphImporter::parseModel() {
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
     return fail("cannot read file: " + buffer.getError().message());
-  google::protobuf::io::ArrayInputStream raw((*buffer)->getBufferStart(),
-                                             static_cast<int>((*buffer)->getBufferSize()));
+  google::protobuf::io::ArrayInputStream raw(
+      (*buffer)->getBufferStart(),
+      static_cast<int>((*buffer)->getBufferSize()));
   google::protobuf::io::CodedInputStream stream(&raw);
   stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
   if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
@@ -198,13 +203,15 @@ LogicalResult GraphImporter::readOpsets() {
       return fail(describeNode(node) + ": domain '" + node.domain() +
                   "' is not supported (only the default ai.onnx domain is)");
   if (model.graph().sparse_initializer_size() > 0)
-    return fail("tensor '" + model.graph().sparse_initializer(0).values().name() +
+    return fail("tensor '" +
+                model.graph().sparse_initializer(0).values().name() +
                 "': sparse initializers are not supported");
   return success();
 }
 
-LogicalResult GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
-                                           SmallVectorImpl<std::string> &names) {
+LogicalResult
+GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
+                             SmallVectorImpl<std::string> &names) {
   for (const onnx::TensorProto &init : model.graph().initializer())
     initializers[init.name()] = &init;
   llvm::StringSet<> seen;
@@ -215,7 +222,8 @@ LogicalResult GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
     const std::string &name = input.name();
     seen.insert(name);
     if (!input.type().has_tensor_type())
-      return fail("input '" + name + "' is not a tensor (sequences, maps and "
+      return fail("input '" + name +
+                  "' is not a tensor (sequences, maps and "
                   "optionals are not supported)");
     const onnx::TypeProto::Tensor &tensorType = input.type().tensor_type();
     Type elementType = convertElementType(tensorType.elem_type(), &context);
@@ -223,17 +231,19 @@ LogicalResult GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
       return fail("input '" + name + "' has unsupported element type " +
                   onnxTypeName(tensorType.elem_type()));
     if (!tensorType.has_shape())
-      return fail("input '" + name + "' has no shape; give one with --shape " + name +
-                  "=DIMxDIM...");
+      return fail("input '" + name + "' has no shape; give one with --shape " +
+                  name + "=DIMxDIM...");
     SmallVector<int64_t> shape;
     std::string symbolic;
-    for (const onnx::TensorShapeProto::Dimension &dim : tensorType.shape().dim()) {
+    for (const onnx::TensorShapeProto::Dimension &dim :
+         tensorType.shape().dim()) {
       if (dim.has_dim_value() && dim.dim_value() >= 0) {
         shape.push_back(dim.dim_value());
       } else {
         shape.push_back(ShapedType::kDynamic);
         if (symbolic.empty())
-          symbolic = dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "unnamed";
+          symbolic =
+              dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "unnamed";
       }
     }
     auto given = options.inputShapes.find(name);
@@ -248,19 +258,21 @@ LogicalResult GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
       shape.assign(user.begin(), user.end());
     } else if (!symbolic.empty()) {
       return fail("input '" + name + "' has dynamic dimension " + symbolic +
-                  " (shape " + formatShape(shape) + "); fix it with --shape " + name +
-                  "=" + formatShape(shape));
+                  " (shape " + formatShape(shape) + "); fix it with --shape " +
+                  name + "=" + formatShape(shape));
     }
     types.push_back(RankedTensorType::get(shape, elementType));
     names.push_back(name);
   }
   for (const auto &entry : options.inputShapes)
     if (!seen.contains(entry.getKey()))
-      return fail("--shape names '" + entry.getKey() + "', which is not a graph input");
+      return fail("--shape names '" + entry.getKey() +
+                  "', which is not a graph input");
   return success();
 }
 
-LogicalResult GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order) {
+LogicalResult
+GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order) {
   const onnx::GraphProto &graph = model.graph();
   llvm::StringMap<int> producer;
   for (int i = 0; i < graph.node_size(); ++i)
@@ -286,8 +298,9 @@ LogicalResult GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> 
         continue;
       auto it = producer.find(in);
       if (it == producer.end())
-        return fail(describeNode(node) + ": input '" + in +
-                    "' is not produced by any node, graph input or initializer");
+        return fail(
+            describeNode(node) + ": input '" + in +
+            "' is not produced by any node, graph input or initializer");
       ++pending[i];
       users[it->second].push_back(i);
     }
@@ -312,9 +325,11 @@ LogicalResult GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> 
   return success();
 }
 
-FailureOr<Value> GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
+FailureOr<Value>
+GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
   std::string decodeError;
-  FailureOr<DecodedTensor> decoded = decodeTensorData(tensor, baseDir, &context, decodeError);
+  FailureOr<DecodedTensor> decoded =
+      decodeTensorData(tensor, baseDir, &context, decodeError);
   if (failed(decoded))
     return fail(decodeError);
   OpBuilder::InsertionGuard guard(b);
@@ -325,8 +340,9 @@ FailureOr<Value> GraphImporter::materializeInitializer(const onnx::TensorProto &
       type.getElementType().isInteger(1))
     return ConstantOp::create(b, loc, toDenseElements(*decoded)).getResult();
 
-  return createWeight(tensor.name(), type,
-                      ArrayRef<char>(decoded->bytes.data(), decoded->bytes.size()), loc);
+  return createWeight(
+      tensor.name(), type,
+      ArrayRef<char>(decoded->bytes.data(), decoded->bytes.size()), loc);
 }
 
 Value GraphImporter::createWeight(StringRef name, RankedTensorType type,
@@ -338,13 +354,15 @@ Value GraphImporter::createWeight(StringRef name, RankedTensorType type,
   std::string symbol = name.str();
   for (int i = 1; SymbolTable::lookupSymbolIn(*module, symbol); ++i)
     symbol = name.str() + "_" + std::to_string(i);
-  auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, alignof(uint64_t));
-  auto value = DenseResourceElementsAttr::get(type, sanitize(symbol), std::move(blob));
-  ml_program::GlobalOp::create(b, loc, symbol, type, /*is_mutable=*/false, value,
-                               b.getStringAttr("private"));
+  auto blob =
+      HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, alignof(uint64_t));
+  auto value =
+      DenseResourceElementsAttr::get(type, sanitize(symbol), std::move(blob));
+  ml_program::GlobalOp::create(b, loc, symbol, type, /*is_mutable=*/false,
+                               value, b.getStringAttr("private"));
   b.setInsertionPointToStart(entry);
-  return ml_program::GlobalLoadConstOp::create(b, loc, type,
-                                               FlatSymbolRefAttr::get(&context, symbol))
+  return ml_program::GlobalLoadConstOp::create(
+             b, loc, type, FlatSymbolRefAttr::get(&context, symbol))
       .getResult();
 }
 
@@ -365,7 +383,8 @@ void GraphImporter::hoistLargeConstants(func::FuncOp func) {
   });
 }
 
-FailureOr<Value> GraphImporter::lookupValue(StringRef name, const onnx::NodeProto *user) {
+FailureOr<Value> GraphImporter::lookupValue(StringRef name,
+                                            const onnx::NodeProto *user) {
   auto it = values.find(name);
   if (it != values.end())
     return it->second;
@@ -378,7 +397,8 @@ FailureOr<Value> GraphImporter::lookupValue(StringRef name, const onnx::NodeProt
     return *value;
   }
   std::string where = user ? describeNode(*user) + ": input" : "graph output";
-  return fail(where + " '" + name + "' has no value (its producer does not set it)");
+  return fail(where + " '" + name +
+              "' has no value (its producer does not set it)");
 }
 
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
@@ -386,10 +406,11 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   if (!handler) {
     int first = HandlerRegistry::get().firstVersion(node.op_type());
     if (first == 0)
-      return fail(describeNode(node) + ": op type '" + node.op_type() +
-                  "' is not supported (kilnc --list-onnx-ops lists those that are)");
-    return fail(describeNode(node) + ": not supported at opset " + Twine(opset) +
-                " (supported from opset " + Twine(first) + ")");
+      return fail(
+          describeNode(node) + ": op type '" + node.op_type() +
+          "' is not supported (kilnc --list-onnx-ops lists those that are)");
+    return fail(describeNode(node) + ": not supported at opset " +
+                Twine(opset) + " (supported from opset " + Twine(first) + ")");
   }
   SmallVector<Value> inputs;
   for (const std::string &name : node.input()) {
@@ -427,14 +448,18 @@ LogicalResult GraphImporter::bindOutputs(func::FuncOp func) {
     auto type = cast<RankedTensorType>(value->getType());
     // Where the model declares a static shape, it must match ours: a cheap
     // cross-check of every shape rule on the way.
-    if (output.type().has_tensor_type() && output.type().tensor_type().has_shape()) {
+    if (output.type().has_tensor_type() &&
+        output.type().tensor_type().has_shape()) {
       const auto &dims = output.type().tensor_type().shape().dim();
       bool matches = dims.size() == type.getRank();
       for (int i = 0; matches && i < dims.size(); ++i)
-        matches = !dims[i].has_dim_value() || dims[i].dim_value() == type.getDimSize(i);
+        matches = !dims[i].has_dim_value() ||
+                  dims[i].dim_value() == type.getDimSize(i);
       if (!matches)
-        return fail("output '" + output.name() + "': the model declares a shape that "
-                    "differs from the imported " + formatShape(type.getShape()));
+        return fail("output '" + output.name() +
+                    "': the model declares a shape that "
+                    "differs from the imported " +
+                    formatShape(type.getShape()));
     }
     results.push_back(*value);
     types.push_back(type);
@@ -458,7 +483,8 @@ void GraphImporter::removeDeadCode(func::FuncOp func) {
   func.walk([&](ml_program::GlobalLoadConstOp load) {
     used.insert(load.getGlobal().getRootReference().getValue());
   });
-  for (auto global : llvm::make_early_inc_range(module->getOps<ml_program::GlobalOp>()))
+  for (auto global :
+       llvm::make_early_inc_range(module->getOps<ml_program::GlobalOp>()))
     if (!used.contains(global.getSymName()))
       global.erase();
 }
@@ -478,7 +504,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
     module = ModuleOp::create(fileLoc);
     std::string graphName = model.graph().name();
-    (*module)->setAttr("kiln.source", b.getStringAttr(llvm::sys::path::filename(path)));
+    (*module)->setAttr("kiln.source",
+                       b.getStringAttr(llvm::sys::path::filename(path)));
     (*module)->setAttr("kiln.opset", b.getI64IntegerAttr(opset));
     if (!graphName.empty())
       (*module)->setAttr("kiln.graph_name", b.getStringAttr(graphName));
@@ -512,7 +539,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     return success();
   }();
   if (failed(result))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": " + error);
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": " + error);
   return std::move(module);
 }
 } // namespace
@@ -522,11 +550,13 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
 //===----------------------------------------------------------------------===//
 
 void registerImportDialects(DialectRegistry &registry) {
-  registry.insert<KilnDialect, func::FuncDialect, ml_program::MLProgramDialect>();
+  registry
+      .insert<KilnDialect, func::FuncDialect, ml_program::MLProgramDialect>();
 }
 
-llvm::Expected<OwningOpRef<ModuleOp>> importModelFile(StringRef path, MLIRContext &context,
-                                                const ImportOptions &options) {
+llvm::Expected<OwningOpRef<ModuleOp>>
+importModelFile(StringRef path, MLIRContext &context,
+                const ImportOptions &options) {
   DialectRegistry registry;
   registerImportDialects(registry);
   context.appendDialectRegistry(registry);
@@ -539,10 +569,11 @@ std::vector<SupportedOp> listSupportedOps() {
   std::vector<SupportedOp> ops;
   for (const auto &entry : registry.all())
     for (const Handler &h : entry.second)
-      ops.push_back({h.opType, h.sinceVersion, registry.families().lookup(h.opType),
-                     h.limits});
+      ops.push_back({h.opType, h.sinceVersion,
+                     registry.families().lookup(h.opType), h.limits});
   llvm::sort(ops, [](const SupportedOp &a, const SupportedOp &b) {
-    return std::tie(a.opType, a.sinceVersion) < std::tie(b.opType, b.sinceVersion);
+    return std::tie(a.opType, a.sinceVersion) <
+           std::tie(b.opType, b.sinceVersion);
   });
   return ops;
 }

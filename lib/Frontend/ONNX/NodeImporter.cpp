@@ -1,4 +1,5 @@
-//===- NodeImporter.cpp - What an ONNX op handler sees ----------------------===//
+//===- NodeImporter.cpp - What an ONNX op handler sees
+//----------------------===//
 
 #include "NodeImporter.h"
 
@@ -16,8 +17,8 @@ NodeImporter::NodeImporter(OpBuilder &builder, const onnx::NodeProto &node,
                            StringRef baseDir, std::string &error)
     : b(builder), proto(node), opsetVersion(opset), inputValues(inputs),
       baseDir(baseDir.str()),
-      location(NameLoc::get(b.getStringAttr(node.name().empty() ? node.op_type()
-                                                                : node.name()))),
+      location(NameLoc::get(
+          b.getStringAttr(node.name().empty() ? node.op_type() : node.name()))),
       error(error) {}
 
 LogicalResult NodeImporter::fail(const Twine &message) {
@@ -38,7 +39,8 @@ std::optional<DenseElementsAttr> NodeImporter::constantInput(size_t i) const {
   return std::nullopt;
 }
 
-FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i, StringRef what) {
+FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i,
+                                                           StringRef what) {
   std::optional<DenseElementsAttr> value = constantInput(i);
   if (!value || !isa<IntegerType>(value->getElementType()))
     return fail(Twine("input '") + what +
@@ -52,7 +54,8 @@ FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i, StringRef w
   return result;
 }
 
-FailureOr<SmallVector<double>> NodeImporter::constantFloats(size_t i, StringRef what) {
+FailureOr<SmallVector<double>> NodeImporter::constantFloats(size_t i,
+                                                            StringRef what) {
   std::optional<DenseElementsAttr> value = constantInput(i);
   if (!value)
     return fail(Twine("input '") + what + "' must be a compile-time constant");
@@ -70,7 +73,8 @@ FailureOr<SmallVector<double>> NodeImporter::constantFloats(size_t i, StringRef 
   return result;
 }
 
-LogicalResult NodeImporter::checkArity(size_t min, size_t max, size_t maxOutputs) {
+LogicalResult NodeImporter::checkArity(size_t min, size_t max,
+                                       size_t maxOutputs) {
   if (numInputs() < min || numInputs() > max)
     return fail(Twine("expects ") + Twine(min) +
                 (min == max ? Twine("") : Twine(" to ") + Twine(max)) +
@@ -106,7 +110,8 @@ float NodeImporter::floatAttr(StringRef name, float defaultValue) const {
   return attr ? attr->f() : defaultValue;
 }
 
-std::string NodeImporter::stringAttr(StringRef name, StringRef defaultValue) const {
+std::string NodeImporter::stringAttr(StringRef name,
+                                     StringRef defaultValue) const {
   const onnx::AttributeProto *attr = findAttr(name);
   return attr ? attr->s() : defaultValue.str();
 }
@@ -137,7 +142,8 @@ FailureOr<DenseElementsAttr> NodeImporter::tensorAttr(StringRef name) {
   return value;
 }
 
-LogicalResult NodeImporter::requireStringAttrIn(StringRef name, StringRef defaultValue,
+LogicalResult NodeImporter::requireStringAttrIn(StringRef name,
+                                                StringRef defaultValue,
                                                 ArrayRef<StringRef> supported) {
   std::string value = stringAttr(name, defaultValue);
   if (llvm::is_contained(supported, value))
@@ -150,9 +156,10 @@ LogicalResult NodeImporter::requireStringAttrIn(StringRef name, StringRef defaul
 // Building
 //===----------------------------------------------------------------------===//
 
-FailureOr<SmallVector<Value>> NodeImporter::create(StringRef opName, ValueRange operands,
-                                                   ArrayRef<NamedAttribute> attrs,
-                                                   TypeRange types, unsigned numResults) {
+FailureOr<SmallVector<Value>>
+NodeImporter::create(StringRef opName, ValueRange operands,
+                     ArrayRef<NamedAttribute> attrs, TypeRange types,
+                     unsigned numResults) {
   // Capture the diagnostics of inference and verification: they become the
   // node's error message rather than text on stderr.
   std::string diagnostic;
@@ -186,10 +193,9 @@ FailureOr<SmallVector<Value>> NodeImporter::create(StringRef opName, ValueRange 
     auto inferrable = dyn_cast<InferTypeOpInterface>(op);
     SmallVector<Type> inferred;
     if (!inferrable ||
-        failed(inferrable.inferReturnTypes(context(), location, op->getOperands(),
-                                           op->getRawDictionaryAttrs(),
-                                           op->getPropertiesStorage(),
-                                           op->getRegions(), inferred)) ||
+        failed(inferrable.inferReturnTypes(
+            context(), location, op->getOperands(), op->getRawDictionaryAttrs(),
+            op->getPropertiesStorage(), op->getRegions(), inferred)) ||
         inferred.size() != numResults)
       return failWith(op);
     for (auto [result, type] : llvm::zip_equal(op->getResults(), inferred))
@@ -214,8 +220,8 @@ Value NodeImporter::scalar(Type elementType, double value) {
   auto type = RankedTensorType::get({}, elementType);
   Attribute element = isa<FloatType>(elementType)
                           ? Attribute(b.getFloatAttr(elementType, value))
-                          : Attribute(b.getIntegerAttr(elementType,
-                                                       static_cast<int64_t>(value)));
+                          : Attribute(b.getIntegerAttr(
+                                elementType, static_cast<int64_t>(value)));
   return constant(DenseElementsAttr::get(type, element));
 }
 
@@ -224,12 +230,12 @@ LogicalResult NodeImporter::setResults(ValueRange values) {
   return success();
 }
 
-FailureOr<int64_t> normalizeAxisOrFail(NodeImporter &n, int64_t axis, int64_t rank,
-                                       StringRef what) {
+FailureOr<int64_t> normalizeAxisOrFail(NodeImporter &n, int64_t axis,
+                                       int64_t rank, StringRef what) {
   int64_t d = normalizeAxis(axis, rank);
   if (d < 0)
-    return n.fail(Twine(what) + " " + Twine(axis) + " is out of range for rank " +
-                  Twine(rank));
+    return n.fail(Twine(what) + " " + Twine(axis) +
+                  " is out of range for rank " + Twine(rank));
   return d;
 }
 

@@ -86,17 +86,23 @@ public:
   /// Number of inputs as written, counting omitted optional ones ("").
   size_t numInputs() const { return inputValues.size(); }
   /// Whether input `i` exists and is not an omitted optional input.
-  bool hasInput(size_t i) const { return i < inputValues.size() && inputValues[i]; }
+  bool hasInput(size_t i) const {
+    return i < inputValues.size() && inputValues[i];
+  }
   /// Input `i`, or null when absent.
-  mlir::Value input(size_t i) const { return hasInput(i) ? inputValues[i] : nullptr; }
+  mlir::Value input(size_t i) const {
+    return hasInput(i) ? inputValues[i] : nullptr;
+  }
   mlir::RankedTensorType inputType(size_t i) const;
   /// The compile-time value of input `i`, if it folded to a constant.
   std::optional<mlir::DenseElementsAttr> constantInput(size_t i) const;
   /// The integer values of a constant input; fails with an error naming
   /// `what` when the input is not a compile-time constant.
-  llvm::FailureOr<llvm::SmallVector<int64_t>> constantInts(size_t i, llvm::StringRef what);
+  llvm::FailureOr<llvm::SmallVector<int64_t>>
+  constantInts(size_t i, llvm::StringRef what);
   /// Same for a float input.
-  llvm::FailureOr<llvm::SmallVector<double>> constantFloats(size_t i, llvm::StringRef what);
+  llvm::FailureOr<llvm::SmallVector<double>>
+  constantFloats(size_t i, llvm::StringRef what);
   /// Fails unless the node has between `min` and `max` inputs, the first
   /// `min` of them present (not omitted), and at most `maxOutputs` outputs
   /// that are used.
@@ -109,16 +115,17 @@ public:
   bool hasAttr(llvm::StringRef name) const { return findAttr(name) != nullptr; }
   int64_t intAttr(llvm::StringRef name, int64_t defaultValue) const;
   float floatAttr(llvm::StringRef name, float defaultValue) const;
-  std::string stringAttr(llvm::StringRef name, llvm::StringRef defaultValue) const;
+  std::string stringAttr(llvm::StringRef name,
+                         llvm::StringRef defaultValue) const;
   llvm::SmallVector<int64_t> intsAttr(llvm::StringRef name) const;
   llvm::SmallVector<float> floatsAttr(llvm::StringRef name) const;
   /// A TENSOR attribute decoded; fails (with an error) when absent or bad.
   llvm::FailureOr<mlir::DenseElementsAttr> tensorAttr(llvm::StringRef name);
   /// Fails naming the first attribute that is set but not in `supported`
   /// values; used where a handler implements only some modes.
-  llvm::LogicalResult requireStringAttrIn(llvm::StringRef name,
-                                          llvm::StringRef defaultValue,
-                                          llvm::ArrayRef<llvm::StringRef> supported);
+  llvm::LogicalResult
+  requireStringAttrIn(llvm::StringRef name, llvm::StringRef defaultValue,
+                      llvm::ArrayRef<llvm::StringRef> supported);
 
   //===--------------------------------------------------------------------===//
   // Building
@@ -126,14 +133,16 @@ public:
 
   /// Creates `OpTy` with inferred result types, verifies and folds it.
   template <typename OpTy>
-  llvm::FailureOr<mlir::Value> make(mlir::ValueRange operands,
-                                    llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+  llvm::FailureOr<mlir::Value>
+  make(mlir::ValueRange operands,
+       llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
     return single(create(OpTy::getOperationName(), operands, attrs, {}, 1));
   }
   /// Same, with the result type given (ops that do not infer it).
   template <typename OpTy>
-  llvm::FailureOr<mlir::Value> makeTyped(mlir::Type type, mlir::ValueRange operands,
-                                         llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+  llvm::FailureOr<mlir::Value>
+  makeTyped(mlir::Type type, mlir::ValueRange operands,
+            llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
     return single(create(OpTy::getOperationName(), operands, attrs, type, 1));
   }
   /// Multi-result creation with inferred types.
@@ -161,7 +170,8 @@ public:
   mlir::NamedAttribute namedF64(llvm::StringRef name, double v) {
     return named(name, b.getF64FloatAttr(v));
   }
-  mlir::NamedAttribute namedArray(llvm::StringRef name, llvm::ArrayRef<int64_t> v) {
+  mlir::NamedAttribute namedArray(llvm::StringRef name,
+                                  llvm::ArrayRef<int64_t> v) {
     return named(name, b.getDenseI64ArrayAttr(v));
   }
   mlir::NamedAttribute namedUnit(llvm::StringRef name) {
@@ -208,7 +218,8 @@ private:
 
 /// Binds `value` as the node's only result, or forwards the failure that
 /// building it reported.
-inline llvm::LogicalResult bind(NodeImporter &n, llvm::FailureOr<mlir::Value> value) {
+inline llvm::LogicalResult bind(NodeImporter &n,
+                                llvm::FailureOr<mlir::Value> value) {
   if (mlir::failed(value))
     return mlir::failure();
   return n.setResult(*value);
@@ -217,7 +228,9 @@ inline llvm::LogicalResult bind(NodeImporter &n, llvm::FailureOr<mlir::Value> va
 inline mlir::RankedTensorType typeOf(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType());
 }
-inline mlir::Type elementTypeOf(mlir::Value v) { return typeOf(v).getElementType(); }
+inline mlir::Type elementTypeOf(mlir::Value v) {
+  return typeOf(v).getElementType();
+}
 
 /// Normalises `axis` for `rank`, failing with an error naming `what`.
 llvm::FailureOr<int64_t> normalizeAxisOrFail(NodeImporter &n, int64_t axis,

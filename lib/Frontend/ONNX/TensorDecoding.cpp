@@ -1,4 +1,5 @@
-//===- TensorDecoding.cpp - ONNX element types and TensorProto contents ------===//
+//===- TensorDecoding.cpp - ONNX element types and TensorProto contents
+//------===//
 
 #include "NodeImporter.h"
 
@@ -13,20 +14,34 @@ namespace kiln::onnx_frontend {
 Type convertElementType(int32_t onnxType, MLIRContext *context) {
   Builder b(context);
   switch (onnxType) {
-  case onnx::TensorProto::FLOAT: return b.getF32Type();
-  case onnx::TensorProto::DOUBLE: return b.getF64Type();
-  case onnx::TensorProto::FLOAT16: return b.getF16Type();
-  case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
-  case onnx::TensorProto::BOOL: return b.getI1Type();
-  case onnx::TensorProto::INT8: return b.getIntegerType(8);
-  case onnx::TensorProto::INT16: return b.getIntegerType(16);
-  case onnx::TensorProto::INT32: return b.getIntegerType(32);
-  case onnx::TensorProto::INT64: return b.getIntegerType(64);
-  case onnx::TensorProto::UINT8: return b.getIntegerType(8, /*isSigned=*/false);
-  case onnx::TensorProto::UINT16: return b.getIntegerType(16, false);
-  case onnx::TensorProto::UINT32: return b.getIntegerType(32, false);
-  case onnx::TensorProto::UINT64: return b.getIntegerType(64, false);
-  default: return nullptr;
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::DOUBLE:
+    return b.getF64Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  case onnx::TensorProto::INT8:
+    return b.getIntegerType(8);
+  case onnx::TensorProto::INT16:
+    return b.getIntegerType(16);
+  case onnx::TensorProto::INT32:
+    return b.getIntegerType(32);
+  case onnx::TensorProto::INT64:
+    return b.getIntegerType(64);
+  case onnx::TensorProto::UINT8:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case onnx::TensorProto::UINT16:
+    return b.getIntegerType(16, false);
+  case onnx::TensorProto::UINT32:
+    return b.getIntegerType(32, false);
+  case onnx::TensorProto::UINT64:
+    return b.getIntegerType(64, false);
+  default:
+    return nullptr;
   }
 }
 
@@ -36,14 +51,22 @@ std::string onnxTypeName(int32_t onnxType) {
         static_cast<onnx::TensorProto::DataType>(onnxType));
   // Types newer than the protobuf definitions we build against.
   switch (onnxType) {
-  case 17: return "FLOAT8E4M3FN";
-  case 18: return "FLOAT8E4M3FNUZ";
-  case 19: return "FLOAT8E5M2";
-  case 20: return "FLOAT8E5M2FNUZ";
-  case 21: return "UINT4";
-  case 22: return "INT4";
-  case 23: return "FLOAT4E2M1";
-  default: return "type " + std::to_string(onnxType);
+  case 17:
+    return "FLOAT8E4M3FN";
+  case 18:
+    return "FLOAT8E4M3FNUZ";
+  case 19:
+    return "FLOAT8E5M2";
+  case 20:
+    return "FLOAT8E5M2FNUZ";
+  case 21:
+    return "UINT4";
+  case 22:
+    return "INT4";
+  case 23:
+    return "FLOAT4E2M1";
+  default:
+    return "type " + std::to_string(onnxType);
   }
 }
 
@@ -88,8 +111,8 @@ FailureOr<std::string> readExternalData(const onnx::TensorProto &tensor,
   if (offset < 0 || offset > size || length > size - offset) {
     error = "tensor '" + tensor.name() + "': external data range [" +
             std::to_string(offset) + ", +" + std::to_string(length) +
-            ") is outside '" + std::string(path) + "' (" + std::to_string(size) +
-            " bytes)";
+            ") is outside '" + std::string(path) + "' (" +
+            std::to_string(size) + " bytes)";
     return failure();
   }
   return std::string((*buffer)->getBufferStart() + offset, length);
@@ -97,9 +120,9 @@ FailureOr<std::string> readExternalData(const onnx::TensorProto &tensor,
 
 /// Little-endian raw bytes of the tensor, gathered from whichever field holds
 /// them.
-FailureOr<std::string> tensorBytes(const onnx::TensorProto &tensor, Type elementType,
-                                   int64_t numElements, StringRef baseDir,
-                                   std::string &error) {
+FailureOr<std::string> tensorBytes(const onnx::TensorProto &tensor,
+                                   Type elementType, int64_t numElements,
+                                   StringRef baseDir, std::string &error) {
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
     return readExternalData(tensor, baseDir, error);
   if (tensor.has_raw_data())
@@ -140,8 +163,9 @@ FailureOr<std::string> tensorBytes(const onnx::TensorProto &tensor, Type element
 } // namespace
 
 FailureOr<DecodedTensor> decodeTensorData(const onnx::TensorProto &tensor,
-                                         StringRef baseDir, MLIRContext *context,
-                                         std::string &error) {
+                                          StringRef baseDir,
+                                          MLIRContext *context,
+                                          std::string &error) {
   Type elementType = convertElementType(tensor.data_type(), context);
   if (!elementType) {
     error = "tensor '" + tensor.name() + "' has unsupported element type " +
@@ -166,8 +190,9 @@ FailureOr<DecodedTensor> decodeTensorData(const onnx::TensorProto &tensor,
     return failure();
   int64_t expected = numElements * rawElementBytes(elementType);
   if (static_cast<int64_t>(bytes->size()) != expected) {
-    error = "tensor '" + tensor.name() + "' holds " + std::to_string(bytes->size()) +
-            " bytes, expected " + std::to_string(expected) + " for its shape";
+    error = "tensor '" + tensor.name() + "' holds " +
+            std::to_string(bytes->size()) + " bytes, expected " +
+            std::to_string(expected) + " for its shape";
     return failure();
   }
   decoded.bytes = std::move(*bytes);
@@ -186,9 +211,11 @@ DenseElementsAttr toDenseElements(const DecodedTensor &tensor) {
 }
 
 FailureOr<DenseElementsAttr> decodeTensor(const onnx::TensorProto &tensor,
-                                          StringRef baseDir, MLIRContext *context,
+                                          StringRef baseDir,
+                                          MLIRContext *context,
                                           std::string &error) {
-  FailureOr<DecodedTensor> decoded = decodeTensorData(tensor, baseDir, context, error);
+  FailureOr<DecodedTensor> decoded =
+      decodeTensorData(tensor, baseDir, context, error);
   if (failed(decoded))
     return failure();
   return toDenseElements(*decoded);

@@ -1,4 +1,5 @@
-//===- ArtifactBuilder.cpp - Compiled module to .kiln artifact ---------------===//
+//===- ArtifactBuilder.cpp - Compiled module to .kiln artifact
+//---------------===//
 //
 // Host-side ops are few after the gpu phase: buffers (function arguments,
 // memref.alloc, memref.get_global) and gpu.launch_func. Anything else on the
@@ -48,8 +49,8 @@ llvm::Error errorAt(Operation *op, const llvm::Twine &message) {
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
     where = " (" + name.getName().str() + ")";
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 op->getName().getStringRef().str() + where + ": " +
-                                     message.str());
+                                 op->getName().getStringRef().str() + where +
+                                     ": " + message.str());
 }
 
 std::optional<rt::DType> toDType(Type type) {
@@ -66,11 +67,16 @@ std::optional<rt::DType> toDType(Type type) {
   if (auto i = dyn_cast<IntegerType>(type)) {
     bool u = i.isUnsigned();
     switch (i.getWidth()) {
-    case 8: return u ? rt::DType::U8 : rt::DType::I8;
-    case 16: return u ? rt::DType::U16 : rt::DType::I16;
-    case 32: return u ? rt::DType::U32 : rt::DType::I32;
-    case 64: return u ? rt::DType::U64 : rt::DType::I64;
-    default: break;
+    case 8:
+      return u ? rt::DType::U8 : rt::DType::I8;
+    case 16:
+      return u ? rt::DType::U16 : rt::DType::I16;
+    case 32:
+      return u ? rt::DType::U32 : rt::DType::I32;
+    case 64:
+      return u ? rt::DType::U64 : rt::DType::I64;
+    default:
+      break;
     }
   }
   return std::nullopt;
@@ -135,17 +141,21 @@ llvm::Expected<std::vector<uint8_t>> assemble(const std::string &ptxas,
   }
   std::string arch = "-arch=" + target;
   llvm::StringRef args[] = {ptxas, arch, ptxPath, "-o", cubinPath};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(), logPath.str()};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(),
+                                                logPath.str()};
   int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
   if (rc != 0) {
     auto log = llvm::MemoryBuffer::getFile(logPath);
-    return llvm::createStringError("ptxas rejected kernel '" + kernel + "': " +
-                                   (log ? (*log)->getBuffer().trim().str() : ""));
+    return llvm::createStringError(
+        "ptxas rejected kernel '" + kernel +
+        "': " + (log ? (*log)->getBuffer().trim().str() : ""));
   }
   auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false);
   if (!cubin)
-    return llvm::createStringError("cannot read the cubin of kernel '" + kernel + "'");
-  return std::vector<uint8_t>((*cubin)->getBufferStart(), (*cubin)->getBufferEnd());
+    return llvm::createStringError("cannot read the cubin of kernel '" +
+                                   kernel + "'");
+  return std::vector<uint8_t>((*cubin)->getBufferStart(),
+                              (*cubin)->getBufferEnd());
 }
 
 struct BufferInfo {
@@ -157,9 +167,11 @@ struct BufferInfo {
 
 } // namespace
 
-llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOptions &options,
+llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
+                                           const ArtifactOptions &options,
                                            ArtifactStats *stats) {
-  auto func = dyn_cast_or_null<func::FuncOp>(SymbolTable::lookupSymbolIn(module, "main"));
+  auto func = dyn_cast_or_null<func::FuncOp>(
+      SymbolTable::lookupSymbolIn(module, "main"));
   if (!func || func.getBlocks().size() != 1)
     return llvm::createStringError("the module has no single-block func @main");
   rt::Artifact artifact;
@@ -172,12 +184,15 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
   for (BlockArgument arg : func.getArguments()) {
     auto type = dyn_cast<MemRefType>(arg.getType());
     if (!type || !type.getLayout().isIdentity())
-      return llvm::createStringError("argument " + std::to_string(arg.getArgNumber()) +
+      return llvm::createStringError("argument " +
+                                     std::to_string(arg.getArgNumber()) +
                                      " of @main is not a plain buffer");
     BufferInfo info{type};
-    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name"))
+    if (auto name =
+            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name"))
       info.name = name.getValue().str();
-    info.isOutput = static_cast<bool>(func.getArgAttr(arg.getArgNumber(), "bufferize.result"));
+    info.isOutput = static_cast<bool>(
+        func.getArgAttr(arg.getArgNumber(), "bufferize.result"));
     info.isInput = !info.isOutput;
     buffers.insert({arg, info});
   }
@@ -192,20 +207,25 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
   SmallVector<gpu::LaunchFuncOp> launches;
   for (Operation &op : func.front()) {
     if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
-      if (!alloc.getType().hasStaticShape() || !alloc.getType().getLayout().isIdentity())
+      if (!alloc.getType().hasStaticShape() ||
+          !alloc.getType().getLayout().isIdentity())
         return errorAt(&op, "only static, contiguous buffers are supported");
       BufferInfo info{alloc.getType()};
       info.name = "buffer" + std::to_string(buffers.size());
       buffers.insert({alloc.getResult(), info});
     } else if (auto get = dyn_cast<memref::GetGlobalOp>(op)) {
-      auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(get, get.getNameAttr());
-      auto value = global ? dyn_cast_or_null<ElementsAttr>(global.getInitialValueAttr()) : nullptr;
+      auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+          get, get.getNameAttr());
+      auto value =
+          global ? dyn_cast_or_null<ElementsAttr>(global.getInitialValueAttr())
+                 : nullptr;
       std::optional<rt::DType> dtype = toDType(get.getType().getElementType());
       if (!value || !global.getConstant() || !dtype)
         return errorAt(&op, "reads a global that is not a supported constant");
       std::vector<uint8_t> bytes = constantBytes(value);
-      auto index = artifact.addWeight(global.getSymName().str(), *dtype, shapeOf(get.getType()),
-                                      bytes.data(), bytes.size());
+      auto index = artifact.addWeight(global.getSymName().str(), *dtype,
+                                      shapeOf(get.getType()), bytes.data(),
+                                      bytes.size());
       if (!index)
         return llvm::createStringError(index.error().message());
       weightOffsets[get.getResult()] = artifact.weights[*index].offset;
@@ -214,7 +234,9 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
     } else if (isa<func::ReturnOp, memref::DeallocOp>(op) || isPure(&op)) {
       continue; // Constants and index arithmetic feed launch geometry.
     } else {
-      return errorAt(&op, "is not supported on the host: the runtime only launches kernels");
+      return errorAt(
+          &op,
+          "is not supported on the host: the runtime only launches kernels");
     }
   }
 
@@ -226,16 +248,21 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
   };
   std::vector<std::vector<PendingArg>> pending;
   for (auto [i, launch] : llvm::enumerate(launches)) {
-    auto key = std::make_pair(launch.getKernelModuleName(), launch.getKernelName());
+    auto key =
+        std::make_pair(launch.getKernelModuleName(), launch.getKernelName());
     auto it = kernelIndex.find(key);
     if (it == kernelIndex.end()) {
       gpu::BinaryOp binary = binaries.lookup(launch.getKernelModuleName());
       if (!binary || binary.getObjects().size() != 1)
-        return errorAt(launch, "kernel module @" + launch.getKernelModuleName().str() +
+        return errorAt(launch, "kernel module @" +
+                                   launch.getKernelModuleName().str() +
                                    " was not compiled to one PTX object");
       rt::Kernel kernel;
       kernel.name = launch.getKernelName().str();
-      kernel.ptx = cast<gpu::ObjectAttr>(binary.getObjects()[0]).getObject().getValue().str();
+      kernel.ptx = cast<gpu::ObjectAttr>(binary.getObjects()[0])
+                       .getObject()
+                       .getValue()
+                       .str();
       auto geometry = [&](Value v, uint32_t &out) {
         APInt value;
         if (!matchPattern(v, m_ConstantInt(&value)))
@@ -245,18 +272,23 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
       };
       gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
       gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
-      if (!geometry(grid.x, kernel.grid.x) || !geometry(grid.y, kernel.grid.y) ||
-          !geometry(grid.z, kernel.grid.z) || !geometry(block.x, kernel.block.x) ||
-          !geometry(block.y, kernel.block.y) || !geometry(block.z, kernel.block.z))
+      if (!geometry(grid.x, kernel.grid.x) ||
+          !geometry(grid.y, kernel.grid.y) ||
+          !geometry(grid.z, kernel.grid.z) ||
+          !geometry(block.x, kernel.block.x) ||
+          !geometry(block.y, kernel.block.y) ||
+          !geometry(block.z, kernel.block.z))
         return errorAt(launch, "launch geometry is not constant");
       for (Value operand : launch.getKernelOperands()) {
         rt::KernelParam param;
         if (isa<MemRefType>(operand.getType()))
-          param.kind = weightOffsets.count(operand) ? rt::ParamKind::WeightsPointer
-                                                    : rt::ParamKind::ArenaPointer;
+          param.kind = weightOffsets.count(operand)
+                           ? rt::ParamKind::WeightsPointer
+                           : rt::ParamKind::ArenaPointer;
         else
-          param.kind = operand.getType().isInteger(32) ? rt::ParamKind::Scalar32
-                                                       : rt::ParamKind::Scalar64;
+          param.kind = operand.getType().isInteger(32)
+                           ? rt::ParamKind::Scalar32
+                           : rt::ParamKind::Scalar64;
         kernel.params.push_back(param);
       }
       if (!options.ptxasPath.empty()) {
@@ -279,7 +311,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
         }
         auto b = buffers.find(operand);
         if (b == buffers.end())
-          return errorAt(launch, "passes a buffer view; kernels must take whole buffers");
+          return errorAt(
+              launch, "passes a buffer view; kernels must take whole buffers");
         BufferInfo &info = b->second;
         if (info.firstUse < 0)
           info.firstUse = static_cast<int64_t>(i);
@@ -289,7 +322,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
         APInt value;
         if (!matchPattern(operand, m_ConstantInt(&value)))
           return errorAt(launch, "passes a scalar that is not a constant");
-        args.push_back({rt::ParamKind::Scalar64, nullptr, value.getZExtValue()});
+        args.push_back(
+            {rt::ParamKind::Scalar64, nullptr, value.getZExtValue()});
       }
     }
     pending.push_back(std::move(args));
@@ -299,11 +333,14 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
   // replays, may reuse bound inputs); outputs from their first write to the
   // end; intermediates from first to last launch that touches them.
   std::vector<rt::LiveBuffer> live;
-  uint32_t last = launches.empty() ? 0 : static_cast<uint32_t>(launches.size() - 1);
+  uint32_t last =
+      launches.empty() ? 0 : static_cast<uint32_t>(launches.size() - 1);
   for (auto &[value, info] : buffers) {
     rt::LiveBuffer buffer;
     buffer.size = std::max<uint64_t>(byteSize(info.type), 1);
-    buffer.firstUse = info.isInput || info.firstUse < 0 ? 0 : static_cast<uint32_t>(info.firstUse);
+    buffer.firstUse = info.isInput || info.firstUse < 0
+                          ? 0
+                          : static_cast<uint32_t>(info.firstUse);
     buffer.lastUse = info.isInput || info.isOutput || info.lastUse < 0
                          ? last
                          : static_cast<uint32_t>(info.lastUse);
@@ -317,15 +354,17 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
   for (auto [i, entry] : llvm::enumerate(buffers)) {
     const BufferInfo &info = entry.second;
     offsets[entry.first] = plan->offsets[i];
-    artifact.memoryPlan.buffers.push_back({info.name, plan->offsets[i], live[i].size,
-                                           live[i].firstUse, live[i].lastUse});
+    artifact.memoryPlan.buffers.push_back({info.name, plan->offsets[i],
+                                           live[i].size, live[i].firstUse,
+                                           live[i].lastUse});
     if (!info.isInput && !info.isOutput)
       continue;
     std::optional<rt::DType> dtype = toDType(info.type.getElementType());
     if (!dtype)
-      return llvm::createStringError("tensor '" + info.name + "' has an unsupported element type");
-    rt::TensorSignature signature{info.name, *dtype, shapeOf(info.type), plan->offsets[i],
-                                  static_cast<uint32_t>(i)};
+      return llvm::createStringError("tensor '" + info.name +
+                                     "' has an unsupported element type");
+    rt::TensorSignature signature{info.name, *dtype, shapeOf(info.type),
+                                  plan->offsets[i], static_cast<uint32_t>(i)};
     (info.isInput ? artifact.inputs : artifact.outputs).push_back(signature);
   }
   artifact.memoryPlan.arenaSize = plan->arenaSize;
@@ -340,7 +379,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module, const ArtifactOption
   }
 
   if (rt::Error err = rt::verifyArtifact(artifact))
-    return llvm::createStringError("the artifact does not verify: " + err.message());
+    return llvm::createStringError("the artifact does not verify: " +
+                                   err.message());
   if (stats) {
     stats->kernels = artifact.kernels.size();
     stats->arenaBytes = plan->arenaSize;

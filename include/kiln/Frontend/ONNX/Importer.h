@@ -1,4 +1,5 @@
-//===- Importer.h - ONNX model to kiln IR -------------------------*- C++ -*-===//
+//===- Importer.h - ONNX model to kiln IR -------------------------*- C++
+//-*-===//
 //
 // The public entry point of the ONNX frontend. It reads an .onnx file (and
 // the external-data files next to it), fixes unknown dimensions from the

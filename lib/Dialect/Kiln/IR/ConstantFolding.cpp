@@ -1,4 +1,5 @@
-//===- ConstantFolding.cpp - Folding helpers for kiln ops -------------------===//
+//===- ConstantFolding.cpp - Folding helpers for kiln ops
+//-------------------===//
 
 #include "ConstantFolding.h"
 
@@ -53,8 +54,12 @@ bool forEachBroadcastPair(DenseElementsAttr lhs, DenseElementsAttr rhs,
     return false;
   ArrayRef<int64_t> shape = resultType.getShape();
   for (int64_t i = 0, e = resultType.getNumElements(); i < e; ++i) {
-    int64_t l = lhs.isSplat() ? 0 : broadcastSourceIndex(i, shape, lhs.getType().getShape());
-    int64_t r = rhs.isSplat() ? 0 : broadcastSourceIndex(i, shape, rhs.getType().getShape());
+    int64_t l = lhs.isSplat()
+                    ? 0
+                    : broadcastSourceIndex(i, shape, lhs.getType().getShape());
+    int64_t r = rhs.isSplat()
+                    ? 0
+                    : broadcastSourceIndex(i, shape, rhs.getType().getShape());
     if (!fn(l, r))
       return false;
   }
@@ -81,12 +86,13 @@ Attribute foldBinary(Attribute lhsAttr, Attribute rhsAttr,
     auto l = lhs.getValues<APInt>();
     auto r = rhs.getValues<APInt>();
     SmallVector<APInt> values;
-    bool ok = forEachBroadcastPair(lhs, rhs, resultType, [&](int64_t i, int64_t j) {
-      std::optional<APInt> v = intFn(l[i], r[j], isUnsigned);
-      if (v)
-        values.push_back(*v);
-      return v.has_value();
-    });
+    bool ok =
+        forEachBroadcastPair(lhs, rhs, resultType, [&](int64_t i, int64_t j) {
+          std::optional<APInt> v = intFn(l[i], r[j], isUnsigned);
+          if (v)
+            values.push_back(*v);
+          return v.has_value();
+        });
     if (!ok)
       return {};
     return DenseElementsAttr::get(resultType, values);
@@ -95,12 +101,13 @@ Attribute foldBinary(Attribute lhsAttr, Attribute rhsAttr,
     auto l = lhs.getValues<APFloat>();
     auto r = rhs.getValues<APFloat>();
     SmallVector<APFloat> values;
-    bool ok = forEachBroadcastPair(lhs, rhs, resultType, [&](int64_t i, int64_t j) {
-      std::optional<APFloat> v = floatFn(l[i], r[j]);
-      if (v)
-        values.push_back(*v);
-      return v.has_value();
-    });
+    bool ok =
+        forEachBroadcastPair(lhs, rhs, resultType, [&](int64_t i, int64_t j) {
+          std::optional<APFloat> v = floatFn(l[i], r[j]);
+          if (v)
+            values.push_back(*v);
+          return v.has_value();
+        });
     if (!ok)
       return {};
     return DenseElementsAttr::get(resultType, values);

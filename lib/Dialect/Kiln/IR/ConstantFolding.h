@@ -25,9 +25,8 @@ constexpr int64_t kMaxFoldElements = 1 << 16;
 /// The attribute as dense elements when it is one and small enough to fold.
 mlir::DenseElementsAttr getFoldableElements(mlir::Attribute attr);
 
-using IntBinaryFn =
-    std::function<std::optional<llvm::APInt>(const llvm::APInt &,
-                                             const llvm::APInt &, bool)>;
+using IntBinaryFn = std::function<std::optional<llvm::APInt>(
+    const llvm::APInt &, const llvm::APInt &, bool)>;
 using FloatBinaryFn = std::function<std::optional<llvm::APFloat>(
     const llvm::APFloat &, const llvm::APFloat &)>;
 using IntCompareFn =
@@ -53,7 +52,8 @@ llvm::SmallVector<int64_t> computeStrides(llvm::ArrayRef<int64_t> shape);
 
 /// Maps a linear index of `resultShape` to the linear index of an operand of
 /// `operandShape` broadcast to it.
-int64_t broadcastSourceIndex(int64_t linear, llvm::ArrayRef<int64_t> resultShape,
+int64_t broadcastSourceIndex(int64_t linear,
+                             llvm::ArrayRef<int64_t> resultShape,
                              llvm::ArrayRef<int64_t> operandShape);
 
 /// Whether every element of `attr` equals the integer/float `value`.

@@ -1,4 +1,5 @@
-//===- ContractionOps.cpp - Type inference and verifiers of contractions ----===//
+//===- ContractionOps.cpp - Type inference and verifiers of contractions
+//----===//
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -9,14 +10,16 @@ using namespace kiln;
 // matmul
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {
   auto lhs = cast<RankedTensorType>(adaptor.getLhs().getType());
   auto rhs = cast<RankedTensorType>(adaptor.getRhs().getType());
   if (lhs.getElementType() != rhs.getElementType())
-    return emitOptionalError(loc, "operand element types differ: ",
-                             lhs.getElementType(), " vs ", rhs.getElementType());
+    return emitOptionalError(
+        loc, "operand element types differ: ", lhs.getElementType(), " vs ",
+        rhs.getElementType());
   if (lhs.getRank() == 0 || rhs.getRank() == 0)
     return emitOptionalError(loc, "operands must have rank >= 1");
   // Promote 1-D operands to matrices, remembering to drop the added dims.
@@ -28,7 +31,8 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     r.push_back(1);
   int64_t k = l.back(), k2 = r[r.size() - 2];
   if (k != k2 && !ShapedType::isDynamic(k) && !ShapedType::isDynamic(k2))
-    return emitOptionalError(loc, "contraction dimensions differ: ", k, " vs ", k2);
+    return emitOptionalError(loc, "contraction dimensions differ: ", k, " vs ",
+                             k2);
   std::optional<SmallVector<int64_t>> batch =
       broadcastShapes(ArrayRef(l).drop_back(2), ArrayRef(r).drop_back(2));
   if (!batch)
@@ -71,16 +75,17 @@ LogicalResult verifyWindowAttrs(std::optional<Location> loc,
                                 ArrayRef<int64_t> padding, int64_t groups) {
   int64_t rank = input.getRank();
   if (rank < 3 || rank > 5)
-    return emitOptionalError(loc, "expects a 3-D to 5-D input (1 to 3 spatial dims), got ",
-                             input);
+    return emitOptionalError(
+        loc, "expects a 3-D to 5-D input (1 to 3 spatial dims), got ", input);
   if (filter.getRank() != rank)
     return emitOptionalError(loc, "filter rank ", filter.getRank(),
                              " differs from input rank ", rank);
   size_t spatial = rank - 2;
   if (strides.size() != spatial || dilations.size() != spatial ||
       padding.size() != 2 * spatial)
-    return emitOptionalError(loc, "expects ", spatial, " strides and dilations and ",
-                             2 * spatial, " padding entries");
+    return emitOptionalError(loc, "expects ", spatial,
+                             " strides and dilations and ", 2 * spatial,
+                             " padding entries");
   if (llvm::any_of(strides, [](int64_t s) { return s < 1; }) ||
       llvm::any_of(dilations, [](int64_t d) { return d < 1; }))
     return emitOptionalError(loc, "strides and dilations must be positive");
@@ -93,7 +98,8 @@ LogicalResult verifyWindowAttrs(std::optional<Location> loc,
   return success();
 }
 
-SmallVector<int64_t> filterSpatialShape(RankedTensorType filter, DataFormat format) {
+SmallVector<int64_t> filterSpatialShape(RankedTensorType filter,
+                                        DataFormat format) {
   ArrayRef<int64_t> shape = filter.getShape();
   return format == DataFormat::ChannelsLast
              ? SmallVector<int64_t>(shape.drop_front().drop_back())
@@ -101,8 +107,10 @@ SmallVector<int64_t> filterSpatialShape(RankedTensorType filter, DataFormat form
 }
 } // namespace
 
-LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   auto filter = cast<RankedTensorType>(adaptor.getFilter().getType());
   if (failed(verifyWindowAttrs(loc, input, filter, adaptor.getStrides(),
@@ -117,11 +125,13 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   size_t spatial = layout.spatialDims.size();
   for (size_t i = 0; i < spatial; ++i) {
     int64_t d = layout.spatialDims[i];
-    shape[d] = windowOutputSize(input.getDimSize(d), kernel[i], adaptor.getStrides()[i],
-                                adaptor.getDilations()[i], adaptor.getPadding()[i],
-                                adaptor.getPadding()[spatial + i]);
+    shape[d] = windowOutputSize(
+        input.getDimSize(d), kernel[i], adaptor.getStrides()[i],
+        adaptor.getDilations()[i], adaptor.getPadding()[i],
+        adaptor.getPadding()[spatial + i]);
     if (shape[d] < 1)
-      return emitOptionalError(loc, "window larger than padded input in spatial dim ", i);
+      return emitOptionalError(
+          loc, "window larger than padded input in spatial dim ", i);
   }
   types.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
@@ -129,24 +139,26 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
 
 LogicalResult ConvOp::verifyRegions() {
   RankedTensorType input = getInput().getType(), filter = getFilter().getType();
-  ActivationLayout layout = getActivationLayout(input.getRank(), getDataFormat());
+  ActivationLayout layout =
+      getActivationLayout(input.getRank(), getDataFormat());
   int64_t filterChannelDim =
       getDataFormat() == DataFormat::ChannelsLast ? filter.getRank() - 1 : 1;
   int64_t inChannels = input.getDimSize(layout.channelDim);
   int64_t groups = getGroups();
   if (inChannels % groups != 0 || filter.getDimSize(0) % groups != 0)
-    return emitOpError("channels (") << inChannels << " in, " << filter.getDimSize(0)
-                                     << " out) are not divisible by groups (" << groups
-                                     << ")";
+    return emitOpError("channels (")
+           << inChannels << " in, " << filter.getDimSize(0)
+           << " out) are not divisible by groups (" << groups << ")";
   if (filter.getDimSize(filterChannelDim) != inChannels / groups)
-    return emitOpError("filter has ") << filter.getDimSize(filterChannelDim)
-                                      << " input channels per group, expected "
-                                      << inChannels / groups;
+    return emitOpError("filter has ")
+           << filter.getDimSize(filterChannelDim)
+           << " input channels per group, expected " << inChannels / groups;
   if (Value bias = getBias()) {
     auto biasType = cast<RankedTensorType>(bias.getType());
-    if (biasType.getRank() != 1 || biasType.getDimSize(0) != filter.getDimSize(0))
-      return emitOpError("bias must be 1-D with ") << filter.getDimSize(0)
-                                                   << " elements, got " << biasType;
+    if (biasType.getRank() != 1 ||
+        biasType.getDimSize(0) != filter.getDimSize(0))
+      return emitOpError("bias must be 1-D with ")
+             << filter.getDimSize(0) << " elements, got " << biasType;
   }
   return success();
 }
@@ -163,13 +175,16 @@ LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
     return failure();
   size_t spatial = input.getRank() - 2;
   if (adaptor.getOutputPadding().size() != spatial)
-    return emitOptionalError(loc, "expects ", spatial, " output_padding entries");
+    return emitOptionalError(loc, "expects ", spatial,
+                             " output_padding entries");
   DataFormat format = adaptor.getDataFormat();
   ActivationLayout layout = getActivationLayout(input.getRank(), format);
   SmallVector<int64_t> kernel = filterSpatialShape(filter, format);
-  int64_t filterOutDim = format == DataFormat::ChannelsLast ? filter.getRank() - 1 : 1;
+  int64_t filterOutDim =
+      format == DataFormat::ChannelsLast ? filter.getRank() - 1 : 1;
   SmallVector<int64_t> shape(input.getShape());
-  shape[layout.channelDim] = filter.getDimSize(filterOutDim) * adaptor.getGroups();
+  shape[layout.channelDim] =
+      filter.getDimSize(filterOutDim) * adaptor.getGroups();
   for (size_t i = 0; i < spatial; ++i) {
     int64_t d = layout.spatialDims[i];
     shape[d] = adaptor.getStrides()[i] * (input.getDimSize(d) - 1) +
@@ -177,7 +192,8 @@ LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
                adaptor.getDilations()[i] * (kernel[i] - 1) + 1 -
                adaptor.getPadding()[i] - adaptor.getPadding()[spatial + i];
     if (shape[d] < 1)
-      return emitOptionalError(loc, "padding leaves no output in spatial dim ", i);
+      return emitOptionalError(loc, "padding leaves no output in spatial dim ",
+                               i);
   }
   types.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
@@ -185,19 +201,20 @@ LogicalResult ConvTransposeOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult ConvTransposeOp::verifyRegions() {
   RankedTensorType input = getInput().getType(), filter = getFilter().getType();
-  ActivationLayout layout = getActivationLayout(input.getRank(), getDataFormat());
+  ActivationLayout layout =
+      getActivationLayout(input.getRank(), getDataFormat());
   if (input.getDimSize(layout.channelDim) != filter.getDimSize(0))
-    return emitOpError("filter has ") << filter.getDimSize(0)
-                                      << " input channels, input has "
-                                      << input.getDimSize(layout.channelDim);
+    return emitOpError("filter has ")
+           << filter.getDimSize(0) << " input channels, input has "
+           << input.getDimSize(layout.channelDim);
   if (input.getDimSize(layout.channelDim) % getGroups() != 0)
     return emitOpError("input channels are not divisible by groups");
   if (Value bias = getBias()) {
     auto biasType = cast<RankedTensorType>(bias.getType());
     int64_t outChannels = getType().getDimSize(layout.channelDim);
     if (biasType.getRank() != 1 || biasType.getDimSize(0) != outChannels)
-      return emitOpError("bias must be 1-D with ") << outChannels
-                                                   << " elements, got " << biasType;
+      return emitOpError("bias must be 1-D with ")
+             << outChannels << " elements, got " << biasType;
   }
   return success();
 }

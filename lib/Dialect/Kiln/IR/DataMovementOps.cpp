@@ -1,4 +1,5 @@
-//===- DataMovementOps.cpp - Shape and data movement ops --------------------===//
+//===- DataMovementOps.cpp - Shape and data movement ops
+//--------------------===//
 
 #include "ConstantFolding.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
@@ -77,7 +78,8 @@ OpFoldResult IotaOp::fold(FoldAdaptor) {
   RankedTensorType type = getType();
   if (!type.hasStaticShape() || type.getNumElements() > kMaxFoldElements)
     return {};
-  double start = getStart().convertToDouble(), step = getStep().convertToDouble();
+  double start = getStart().convertToDouble(),
+         step = getStep().convertToDouble();
   Type elementType = type.getElementType();
   SmallVector<Attribute> values;
   for (int64_t i = 0; i < type.getNumElements(); ++i) {
@@ -122,7 +124,8 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
 // transpose
 //===----------------------------------------------------------------------===//
 
-LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
@@ -161,7 +164,8 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   if (!input)
     return {};
   ArrayRef<int64_t> outShape = getType().getShape();
-  SmallVector<int64_t> inStrides = computeStrides(getInput().getType().getShape());
+  SmallVector<int64_t> inStrides =
+      computeStrides(getInput().getType().getShape());
   ArrayRef<int64_t> perm = getPermutation();
   return gatherElements(input, getType(), [&](int64_t i) {
     SmallVector<int64_t> coords = delinearize(i, outShape);
@@ -205,8 +209,10 @@ OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
 // concat
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
   if (adaptor.getInputs().empty())
     return emitOptionalError(loc, "expects at least one input");
   auto first = cast<RankedTensorType>(adaptor.getInputs().front().getType());
@@ -252,9 +258,10 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
     while (coords[axis] >= inputs[which].getType().getDimSize(axis))
       coords[axis] -= inputs[which++].getType().getDimSize(axis);
     DenseElementsAttr src = inputs[which];
-    int64_t index = src.isSplat()
-                        ? 0
-                        : linearize(coords, computeStrides(src.getType().getShape()));
+    int64_t index =
+        src.isSplat()
+            ? 0
+            : linearize(coords, computeStrides(src.getType().getShape()));
     values.push_back(src.getValues<Attribute>()[index]);
   }
   return DenseElementsAttr::get(type, values);
@@ -264,8 +271,10 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
 // slice
 //===----------------------------------------------------------------------===//
 
-LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   ArrayRef<int64_t> starts = adaptor.getStarts(), limits = adaptor.getLimits(),
                     steps = adaptor.getSteps();
@@ -273,7 +282,8 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   if (static_cast<int64_t>(starts.size()) != rank ||
       static_cast<int64_t>(limits.size()) != rank ||
       static_cast<int64_t>(steps.size()) != rank)
-    return emitOptionalError(loc, "expects ", rank, " starts, limits and steps");
+    return emitOptionalError(loc, "expects ", rank,
+                             " starts, limits and steps");
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < rank; ++d) {
     if (steps[d] == 0)
@@ -310,7 +320,8 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   if (!input)
     return {};
   ArrayRef<int64_t> outShape = getType().getShape();
-  SmallVector<int64_t> inStrides = computeStrides(getInput().getType().getShape());
+  SmallVector<int64_t> inStrides =
+      computeStrides(getInput().getType().getShape());
   return gatherElements(input, getType(), [&](int64_t i) {
     SmallVector<int64_t> coords = delinearize(i, outShape);
     int64_t source = 0;
@@ -324,8 +335,10 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
 // gather, gather_elements, scatter_elements
 //===----------------------------------------------------------------------===//
 
-LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
   int64_t axis = adaptor.getAxis();
@@ -349,7 +362,8 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   int64_t axisSize = inType.getDimSize(axis);
   int64_t indexRank = getIndices().getType().getRank();
   SmallVector<int64_t> inStrides = computeStrides(inType.getShape());
-  SmallVector<int64_t> indexStrides = computeStrides(getIndices().getType().getShape());
+  SmallVector<int64_t> indexStrides =
+      computeStrides(getIndices().getType().getShape());
   auto indexValues = indices.getValues<APInt>();
   for (const APInt &v : indexValues) {
     int64_t idx = v.getSExtValue();
@@ -359,9 +373,10 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   ArrayRef<int64_t> outShape = getType().getShape();
   return gatherElements(input, getType(), [&](int64_t i) {
     SmallVector<int64_t> coords = delinearize(i, outShape);
-    int64_t indexLinear = indices.isSplat()
-        ? 0
-        : linearize(ArrayRef(coords).slice(axis, indexRank), indexStrides);
+    int64_t indexLinear =
+        indices.isSplat()
+            ? 0
+            : linearize(ArrayRef(coords).slice(axis, indexRank), indexStrides);
     int64_t idx = indexValues[indexLinear].getSExtValue();
     if (idx < 0)
       idx += axisSize;
@@ -373,7 +388,8 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
 }
 
 namespace {
-LogicalResult verifyElementsAxis(std::optional<Location> loc, RankedTensorType input,
+LogicalResult verifyElementsAxis(std::optional<Location> loc,
+                                 RankedTensorType input,
                                  RankedTensorType indices, int64_t axis) {
   if (axis < 0 || axis >= input.getRank())
     return emitOptionalError(loc, "axis ", axis, " is out of range for rank ",
@@ -393,14 +409,15 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
   auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
   if (failed(verifyElementsAxis(loc, input, indices, adaptor.getAxis())))
     return failure();
-  types.push_back(RankedTensorType::get(indices.getShape(), input.getElementType()));
+  types.push_back(
+      RankedTensorType::get(indices.getShape(), input.getElementType()));
   return success();
 }
 
-LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *,
-                                                  std::optional<Location> loc,
-                                                  Adaptor adaptor,
-                                                  SmallVectorImpl<Type> &types) {
+LogicalResult
+ScatterElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    Adaptor adaptor,
+                                    SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
   auto updates = cast<RankedTensorType>(adaptor.getUpdates().getType());
@@ -408,8 +425,9 @@ LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *,
     return failure();
   if (updates.getShape() != indices.getShape() ||
       updates.getElementType() != input.getElementType())
-    return emitOptionalError(loc, "updates must have the indices' shape and the "
-                                  "input's element type");
+    return emitOptionalError(loc,
+                             "updates must have the indices' shape and the "
+                             "input's element type");
   types.push_back(input);
   return success();
 }
@@ -418,13 +436,16 @@ LogicalResult ScatterElementsOp::inferReturnTypes(MLIRContext *,
 // pad, split, tile, resize
 //===----------------------------------------------------------------------===//
 
-LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult PadOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh();
   if (static_cast<int64_t>(low.size()) != input.getRank() ||
       static_cast<int64_t>(high.size()) != input.getRank())
-    return emitOptionalError(loc, "expects ", input.getRank(), " low and high pads");
+    return emitOptionalError(loc, "expects ", input.getRank(),
+                             " low and high pads");
   SmallVector<int64_t> shape(input.getShape());
   for (int64_t d = 0; d < input.getRank(); ++d) {
     if (low[d] < 0 || high[d] < 0)
@@ -439,7 +460,8 @@ LogicalResult PadOp::verifyRegions() {
   if (getMode() == PadMode::Reflect) {
     RankedTensorType input = getInput().getType();
     for (int64_t d = 0; d < input.getRank(); ++d)
-      if (getLow()[d] >= input.getDimSize(d) || getHigh()[d] >= input.getDimSize(d))
+      if (getLow()[d] >= input.getDimSize(d) ||
+          getHigh()[d] >= input.getDimSize(d))
         return emitOpError("reflect padding of dimension ")
                << d << " must be smaller than its size " << input.getDimSize(d);
   }
@@ -458,8 +480,10 @@ OpFoldResult PadOp::fold(FoldAdaptor) {
   return {};
 }
 
-LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   int64_t axis = adaptor.getAxis();
   if (axis < 0 || axis >= input.getRank())
@@ -486,8 +510,10 @@ LogicalResult SplitOp::verify() {
   return success();
 }
 
-LogicalResult TileOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult TileOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   ArrayRef<int64_t> repeats = adaptor.getRepeats();
   if (static_cast<int64_t>(repeats.size()) != input.getRank())
@@ -510,9 +536,11 @@ OpFoldResult TileOp::fold(FoldAdaptor) {
 
 LogicalResult ResizeOp::verify() {
   RankedTensorType in = getInput().getType(), out = getType();
-  if (in.getRank() != out.getRank() || in.getElementType() != out.getElementType())
+  if (in.getRank() != out.getRank() ||
+      in.getElementType() != out.getElementType())
     return emitOpError("must keep rank and element type");
-  if (!getScales().empty() && static_cast<int64_t>(getScales().size()) != in.getRank())
+  if (!getScales().empty() &&
+      static_cast<int64_t>(getScales().size()) != in.getRank())
     return emitOpError("expects ") << in.getRank() << " scales or none";
   if (llvm::any_of(getScales(), [](double s) { return s <= 0; }))
     return emitOpError("scales must be positive");

@@ -1,4 +1,5 @@
-//===- ElementwiseOps.cpp - Verifiers and folders of elementwise ops --------===//
+//===- ElementwiseOps.cpp - Verifiers and folders of elementwise ops
+//--------===//
 
 #include "ConstantFolding.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
@@ -126,21 +127,21 @@ LogicalResult ModOp::verify() {
 }
 
 OpFoldResult AndOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(adaptor.getLhs(), adaptor.getRhs(), getType(),
-                    [](const APInt &a, const APInt &b, bool) { return a & b; },
-                    nullptr);
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) { return a & b; }, nullptr);
 }
 
 OpFoldResult OrOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(adaptor.getLhs(), adaptor.getRhs(), getType(),
-                    [](const APInt &a, const APInt &b, bool) { return a | b; },
-                    nullptr);
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) { return a | b; }, nullptr);
 }
 
 OpFoldResult XorOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(adaptor.getLhs(), adaptor.getRhs(), getType(),
-                    [](const APInt &a, const APInt &b, bool) { return a ^ b; },
-                    nullptr);
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) { return a ^ b; }, nullptr);
 }
 
 OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
@@ -155,7 +156,9 @@ OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
 OpFoldResult LessOp::fold(FoldAdaptor adaptor) {
   return foldCompare(
       adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool u) { return u ? a.ult(b) : a.slt(b); },
+      [](const APInt &a, const APInt &b, bool u) {
+        return u ? a.ult(b) : a.slt(b);
+      },
       [](const APFloat &a, const APFloat &b) {
         return a.compare(b) == APFloat::cmpLessThan;
       });
@@ -164,7 +167,9 @@ OpFoldResult LessOp::fold(FoldAdaptor adaptor) {
 OpFoldResult LessEqualOp::fold(FoldAdaptor adaptor) {
   return foldCompare(
       adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool u) { return u ? a.ule(b) : a.sle(b); },
+      [](const APInt &a, const APInt &b, bool u) {
+        return u ? a.ule(b) : a.sle(b);
+      },
       [](const APFloat &a, const APFloat &b) {
         APFloat::cmpResult c = a.compare(b);
         return c == APFloat::cmpLessThan || c == APFloat::cmpEqual;
@@ -174,7 +179,9 @@ OpFoldResult LessEqualOp::fold(FoldAdaptor adaptor) {
 OpFoldResult GreaterOp::fold(FoldAdaptor adaptor) {
   return foldCompare(
       adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool u) { return u ? a.ugt(b) : a.sgt(b); },
+      [](const APInt &a, const APInt &b, bool u) {
+        return u ? a.ugt(b) : a.sgt(b);
+      },
       [](const APFloat &a, const APFloat &b) {
         return a.compare(b) == APFloat::cmpGreaterThan;
       });
@@ -183,7 +190,9 @@ OpFoldResult GreaterOp::fold(FoldAdaptor adaptor) {
 OpFoldResult GreaterEqualOp::fold(FoldAdaptor adaptor) {
   return foldCompare(
       adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool u) { return u ? a.uge(b) : a.sge(b); },
+      [](const APInt &a, const APInt &b, bool u) {
+        return u ? a.uge(b) : a.sge(b);
+      },
       [](const APFloat &a, const APFloat &b) {
         APFloat::cmpResult c = a.compare(b);
         return c == APFloat::cmpGreaterThan || c == APFloat::cmpEqual;
@@ -194,14 +203,16 @@ OpFoldResult GreaterEqualOp::fold(FoldAdaptor adaptor) {
 // Select
 //===----------------------------------------------------------------------===//
 
-LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {
   auto cond = cast<RankedTensorType>(adaptor.getCondition().getType());
   auto a = cast<RankedTensorType>(adaptor.getTrueValue().getType());
   auto b = cast<RankedTensorType>(adaptor.getFalseValue().getType());
   if (a.getElementType() != b.getElementType())
-    return emitOptionalError(loc, "true and false values differ in element type: ",
+    return emitOptionalError(loc,
+                             "true and false values differ in element type: ",
                              a.getElementType(), " vs ", b.getElementType());
   std::optional<SmallVector<int64_t>> shape =
       broadcastShapes(a.getShape(), b.getShape());
@@ -217,7 +228,8 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
   Value chosen;
   if (getTrueValue() == getFalseValue())
     chosen = getTrueValue();
-  else if (auto cond = dyn_cast_or_null<DenseElementsAttr>(adaptor.getCondition());
+  else if (auto cond =
+               dyn_cast_or_null<DenseElementsAttr>(adaptor.getCondition());
            cond && cond.isSplat())
     chosen = cond.getSplatValue<bool>() ? getTrueValue() : getFalseValue();
   if (chosen)
@@ -262,7 +274,8 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   Type from = input.getElementType(), to = getType().getElementType();
   auto convert = [&](auto &&fn) -> Attribute {
     if (input.isSplat())
-      return DenseElementsAttr::get(getType(), fn(input.getValues<Attribute>()[0]));
+      return DenseElementsAttr::get(getType(),
+                                    fn(input.getValues<Attribute>()[0]));
     SmallVector<Attribute> values;
     for (Attribute v : input.getValues<Attribute>())
       values.push_back(fn(v));
@@ -275,8 +288,9 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
       APInt value = cast<IntegerAttr>(v).getValue();
       if (toInt.getWidth() == 1)
         return IntegerAttr::get(to, APInt(1, !value.isZero()));
-      return IntegerAttr::get(to, isUnsigned ? value.zextOrTrunc(toInt.getWidth())
-                                             : value.sextOrTrunc(toInt.getWidth()));
+      return IntegerAttr::get(to, isUnsigned
+                                      ? value.zextOrTrunc(toInt.getWidth())
+                                      : value.sextOrTrunc(toInt.getWidth()));
     });
   }
   if (isa<IntegerType>(from) && isa<FloatType>(to)) {
@@ -301,8 +315,8 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
     return convert([&](Attribute v) -> Attribute {
       APSInt result(toInt.getWidth(), toInt.isUnsigned());
       bool exact;
-      cast<FloatAttr>(v).getValue().convertToInteger(result, APFloat::rmTowardZero,
-                                                     &exact);
+      cast<FloatAttr>(v).getValue().convertToInteger(
+          result, APFloat::rmTowardZero, &exact);
       return IntegerAttr::get(to, result);
     });
   }
@@ -314,7 +328,8 @@ namespace {
 /// float conversion, or an integer widening, in between.
 struct MergeLosslessCasts : OpRewritePattern<CastOp> {
   using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(CastOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(CastOp op,
+                                PatternRewriter &rewriter) const override {
     auto inner = op.getInput().getDefiningOp<CastOp>();
     if (!inner)
       return failure();
@@ -328,7 +343,8 @@ struct MergeLosslessCasts : OpRewritePattern<CastOp> {
     if (auto srcI = dyn_cast<IntegerType>(src))
       if (auto midI = dyn_cast<IntegerType>(mid))
         lossless = srcI.getWidth() < midI.getWidth() &&
-                   srcI.isUnsigned() == midI.isUnsigned() && srcI.getWidth() > 1;
+                   srcI.isUnsigned() == midI.isUnsigned() &&
+                   srcI.getWidth() > 1;
     if (!lossless)
       return failure();
     rewriter.replaceOpWithNewOp<CastOp>(op, op.getType(), inner.getInput());

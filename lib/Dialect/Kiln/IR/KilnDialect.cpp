@@ -1,4 +1,5 @@
-//===- KilnDialect.cpp - The kiln dialect -----------------------------------===//
+//===- KilnDialect.cpp - The kiln dialect
+//-----------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 

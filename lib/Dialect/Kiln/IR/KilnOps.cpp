@@ -1,4 +1,5 @@
-//===- KilnOps.cpp - Generated op definitions -------------------------------===//
+//===- KilnOps.cpp - Generated op definitions
+//-------------------------------===//
 //
 // Only the ODS-generated code lives here; verifiers, type inference and folders
 // are in one file per op family (ElementwiseOps.cpp, ContractionOps.cpp, ...).

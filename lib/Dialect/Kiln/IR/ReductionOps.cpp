@@ -1,4 +1,5 @@
-//===- ReductionOps.cpp - Reductions, normalisation and pooling -------------===//
+//===- ReductionOps.cpp - Reductions, normalisation and pooling
+//-------------===//
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -7,8 +8,8 @@ using namespace kiln;
 
 namespace {
 /// The shape left after reducing `axes` (already non-negative).
-SmallVector<int64_t> reducedShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes,
-                                  bool keepdims) {
+SmallVector<int64_t> reducedShape(ArrayRef<int64_t> shape,
+                                  ArrayRef<int64_t> axes, bool keepdims) {
   SmallVector<int64_t> result;
   for (auto [d, size] : llvm::enumerate(shape)) {
     if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
@@ -21,7 +22,8 @@ SmallVector<int64_t> reducedShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> axe
 
 LogicalResult checkAxis(Operation *op, int64_t axis, int64_t rank) {
   if (normalizeAxis(axis, rank) < 0)
-    return op->emitOpError("axis ") << axis << " is out of range for rank " << rank;
+    return op->emitOpError("axis ")
+           << axis << " is out of range for rank " << rank;
   return success();
 }
 } // namespace
@@ -30,8 +32,10 @@ LogicalResult checkAxis(Operation *op, int64_t axis, int64_t rank) {
 // reduce, argmax, argmin
 //===----------------------------------------------------------------------===//
 
-LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   for (int64_t axis : adaptor.getAxes())
     if (axis < 0 || axis >= input.getRank())
@@ -65,19 +69,24 @@ static LogicalResult inferArgReduce(std::optional<Location> loc, Type inputType,
   if (d < 0)
     return emitOptionalError(loc, "axis ", axis, " is out of range for rank ",
                              input.getRank());
-  types.push_back(RankedTensorType::get(reducedShape(input.getShape(), {d}, keepdims),
-                                        IntegerType::get(input.getContext(), 64)));
+  types.push_back(
+      RankedTensorType::get(reducedShape(input.getShape(), {d}, keepdims),
+                            IntegerType::get(input.getContext(), 64)));
   return success();
 }
 
-LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
   return inferArgReduce(loc, adaptor.getInput().getType(), adaptor.getAxis(),
                         adaptor.getKeepdims(), types);
 }
 
-LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
   return inferArgReduce(loc, adaptor.getInput().getType(), adaptor.getAxis(),
                         adaptor.getKeepdims(), types);
 }
@@ -96,7 +105,8 @@ LogicalResult LogSoftmaxOp::verify() {
 
 namespace {
 /// Checks that every per-channel parameter is 1-D with `channels` entries.
-LogicalResult verifyChannelParams(Operation *op, ValueRange params, int64_t channels) {
+LogicalResult verifyChannelParams(Operation *op, ValueRange params,
+                                  int64_t channels) {
   for (Value p : params) {
     auto type = cast<RankedTensorType>(p.getType());
     if (type.getRank() != 1 || type.getDimSize(0) != channels)
@@ -121,8 +131,8 @@ LogicalResult LayerNormOp::verify() {
     std::optional<SmallVector<int64_t>> shape =
         broadcastShapes(normalized, type.getShape());
     if (!shape || ArrayRef<int64_t>(*shape) != normalized)
-      return emitOpError("parameter ") << type
-                                       << " does not broadcast to the normalised shape";
+      return emitOpError("parameter ")
+             << type << " does not broadcast to the normalised shape";
   }
   return success();
 }
@@ -131,8 +141,10 @@ LogicalResult BatchNormOp::verify() {
   RankedTensorType input = getInput().getType();
   if (input.getRank() < 2)
     return emitOpError("expects an input of rank >= 2");
-  int64_t channelDim = getDataFormat() == DataFormat::ChannelsLast ? input.getRank() - 1 : 1;
-  return verifyChannelParams(*this, {getScale(), getBias(), getMean(), getVariance()},
+  int64_t channelDim =
+      getDataFormat() == DataFormat::ChannelsLast ? input.getRank() - 1 : 1;
+  return verifyChannelParams(*this,
+                             {getScale(), getBias(), getMean(), getVariance()},
                              input.getDimSize(channelDim));
 }
 
@@ -140,7 +152,8 @@ LogicalResult InstanceNormOp::verify() {
   RankedTensorType input = getInput().getType();
   if (input.getRank() < 3)
     return emitOpError("expects an input of rank >= 3");
-  return verifyChannelParams(*this, {getScale(), getBias()}, input.getDimSize(1));
+  return verifyChannelParams(*this, {getScale(), getBias()},
+                             input.getDimSize(1));
 }
 
 LogicalResult LrnOp::verify() {
@@ -165,29 +178,36 @@ SmallVector<int64_t> spatialDimsOf(int64_t rank, DataFormat format) {
 }
 } // namespace
 
-LogicalResult PoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+LogicalResult PoolOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   if (input.getRank() < 3)
     return emitOptionalError(loc, "expects an input of rank >= 3");
-  SmallVector<int64_t> dims = spatialDimsOf(input.getRank(), adaptor.getDataFormat());
+  SmallVector<int64_t> dims =
+      spatialDimsOf(input.getRank(), adaptor.getDataFormat());
   size_t spatial = dims.size();
-  ArrayRef<int64_t> kernel = adaptor.getKernel(), strides = adaptor.getStrides(),
-                    dilations = adaptor.getDilations(), padding = adaptor.getPadding();
+  ArrayRef<int64_t> kernel = adaptor.getKernel(),
+                    strides = adaptor.getStrides(),
+                    dilations = adaptor.getDilations(),
+                    padding = adaptor.getPadding();
   if (kernel.size() != spatial || strides.size() != spatial ||
       dilations.size() != spatial || padding.size() != 2 * spatial)
     return emitOptionalError(loc, "expects ", spatial,
-                             " kernel, stride and dilation entries and ", 2 * spatial,
-                             " padding entries");
+                             " kernel, stride and dilation entries and ",
+                             2 * spatial, " padding entries");
   SmallVector<int64_t> shape(input.getShape());
   for (size_t i = 0; i < spatial; ++i) {
     if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1)
-      return emitOptionalError(loc, "kernel, strides and dilations must be positive");
-    shape[dims[i]] =
-        windowOutputSize(input.getDimSize(dims[i]), kernel[i], strides[i], dilations[i],
-                         padding[i], padding[spatial + i], adaptor.getCeilMode());
+      return emitOptionalError(
+          loc, "kernel, strides and dilations must be positive");
+    shape[dims[i]] = windowOutputSize(
+        input.getDimSize(dims[i]), kernel[i], strides[i], dilations[i],
+        padding[i], padding[spatial + i], adaptor.getCeilMode());
     if (shape[dims[i]] < 1)
-      return emitOptionalError(loc, "window larger than padded input in spatial dim ", i);
+      return emitOptionalError(
+          loc, "window larger than padded input in spatial dim ", i);
   }
   types.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
@@ -200,13 +220,15 @@ LogicalResult PoolOp::verifyRegions() {
   for (size_t i = 0; i < kernel.size(); ++i) {
     int64_t extent = dilations[i] * (kernel[i] - 1) + 1;
     if (padding[i] >= extent || padding[kernel.size() + i] >= extent)
-      return emitOpError("padding must be smaller than the dilated kernel extent (")
+      return emitOpError(
+                 "padding must be smaller than the dilated kernel extent (")
              << extent << ") in spatial dim " << i;
   }
   return success();
 }
 
-LogicalResult GlobalPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+LogicalResult GlobalPoolOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
                                              Adaptor adaptor,
                                              SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());

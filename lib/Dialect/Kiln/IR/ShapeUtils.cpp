@@ -1,4 +1,5 @@
-//===- ShapeUtils.cpp - Shape rules shared by kiln op families ---------------===//
+//===- ShapeUtils.cpp - Shape rules shared by kiln op families
+//---------------===//
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -34,9 +35,9 @@ LogicalResult inferBroadcastResult(std::optional<Location> loc, Type lhs,
     return emitOptionalError(loc, "operands must be ranked tensors");
   // Comparisons yield i1 but still need operands of one element type.
   if (lhsType.getElementType() != rhsType.getElementType())
-    return emitOptionalError(loc, "operand element types differ: ",
-                             lhsType.getElementType(), " vs ",
-                             rhsType.getElementType());
+    return emitOptionalError(
+        loc, "operand element types differ: ", lhsType.getElementType(), " vs ",
+        rhsType.getElementType());
   std::optional<SmallVector<int64_t>> shape =
       broadcastShapes(lhsType.getShape(), rhsType.getShape());
   if (!shape)

@@ -1,4 +1,5 @@
-//===- ElementwiseHandlers.cpp - ONNX elementwise ops ----------------------===//
+//===- ElementwiseHandlers.cpp - ONNX elementwise ops
+//----------------------===//
 //
 // Unary math and activations, binary arithmetic with broadcasting, logic and
 // comparisons, variadic Sum/Mean/Max/Min, Where, Cast. Activations kiln has no
@@ -13,25 +14,23 @@ using namespace mlir;
 namespace kiln::onnx_frontend {
 namespace {
 
-template <typename OpTy>
-LogicalResult importUnary(NodeImporter &n) {
+template <typename OpTy> LogicalResult importUnary(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
   return bind(n, n.make<OpTy>(n.input(0)));
 }
 
-template <typename OpTy>
-LogicalResult importBinary(NodeImporter &n) {
+template <typename OpTy> LogicalResult importBinary(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
   return bind(n, n.make<OpTy>({n.input(0), n.input(1)}));
 }
 
 /// Max, Min, Sum, Mean: a left fold of the binary op over every input.
-template <typename OpTy>
-FailureOr<Value> foldVariadic(NodeImporter &n) {
-  if (n.numInputs() == 0 || llvm::any_of(llvm::seq<size_t>(0, n.numInputs()),
-                                         [&](size_t i) { return !n.hasInput(i); })) {
+template <typename OpTy> FailureOr<Value> foldVariadic(NodeImporter &n) {
+  if (n.numInputs() == 0 ||
+      llvm::any_of(llvm::seq<size_t>(0, n.numInputs()),
+                   [&](size_t i) { return !n.hasInput(i); })) {
     (void)n.fail("expects at least one input and no omitted inputs");
     return failure();
   }
@@ -45,8 +44,7 @@ FailureOr<Value> foldVariadic(NodeImporter &n) {
   return acc;
 }
 
-template <typename OpTy>
-LogicalResult importVariadic(NodeImporter &n) {
+template <typename OpTy> LogicalResult importVariadic(NodeImporter &n) {
   return bind(n, foldVariadic<OpTy>(n));
 }
 
@@ -54,29 +52,34 @@ LogicalResult importMean(NodeImporter &n) {
   FailureOr<Value> sum = foldVariadic<AddOp>(n);
   if (failed(sum))
     return failure();
-  Value count = n.scalar(elementTypeOf(*sum), static_cast<double>(n.numInputs()));
+  Value count =
+      n.scalar(elementTypeOf(*sum), static_cast<double>(n.numInputs()));
   return bind(n, n.make<DivOp>({*sum, count}));
 }
 
 LogicalResult importLeakyRelu(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
-  return bind(n, n.make<LeakyReluOp>(n.input(0),
-                                     {n.namedF32("alpha", n.floatAttr("alpha", 0.01f))}));
+  return bind(
+      n, n.make<LeakyReluOp>(
+             n.input(0), {n.namedF32("alpha", n.floatAttr("alpha", 0.01f))}));
 }
 
 LogicalResult importElu(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
-  return bind(n, n.make<EluOp>(n.input(0), {n.namedF32("alpha", n.floatAttr("alpha", 1.0f))}));
+  return bind(n,
+              n.make<EluOp>(n.input(0),
+                            {n.namedF32("alpha", n.floatAttr("alpha", 1.0f))}));
 }
 
 LogicalResult importHardSigmoid(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
-  return bind(n, n.make<HardSigmoidOp>(
-                     n.input(0), {n.namedF32("alpha", n.floatAttr("alpha", 0.2f)),
-                                  n.namedF32("beta", n.floatAttr("beta", 0.5f))}));
+  return bind(n,
+              n.make<HardSigmoidOp>(
+                  n.input(0), {n.namedF32("alpha", n.floatAttr("alpha", 0.2f)),
+                               n.namedF32("beta", n.floatAttr("beta", 0.5f))}));
 }
 
 LogicalResult importGelu(NodeImporter &n) {
@@ -122,7 +125,8 @@ LogicalResult importSelu(NodeImporter &n) {
     return failure();
   float alpha = n.floatAttr("alpha", 1.67326319217681884765625f);
   float gamma = n.floatAttr("gamma", 1.05070102214813232421875f);
-  FailureOr<Value> elu = n.make<EluOp>(n.input(0), {n.namedF32("alpha", alpha)});
+  FailureOr<Value> elu =
+      n.make<EluOp>(n.input(0), {n.namedF32("alpha", alpha)});
   if (failed(elu))
     return failure();
   return bind(n, n.make<MulOp>({*elu, n.scalar(elementTypeOf(*elu), gamma)}));
@@ -152,7 +156,8 @@ LogicalResult importSoftsign(NodeImporter &n) {
   FailureOr<Value> absX = n.make<AbsOp>(x);
   if (failed(absX))
     return failure();
-  FailureOr<Value> denom = n.make<AddOp>({*absX, n.scalar(elementTypeOf(x), 1.0)});
+  FailureOr<Value> denom =
+      n.make<AddOp>({*absX, n.scalar(elementTypeOf(x), 1.0)});
   if (failed(denom))
     return failure();
   return bind(n, n.make<DivOp>({x, *denom}));
@@ -200,7 +205,8 @@ LogicalResult importPRelu(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
   Value x = n.input(0), slope = n.input(1);
-  FailureOr<Value> negative = n.make<LessOp>({x, n.scalar(elementTypeOf(x), 0.0)});
+  FailureOr<Value> negative =
+      n.make<LessOp>({x, n.scalar(elementTypeOf(x), 0.0)});
   FailureOr<Value> scaled = n.make<MulOp>({slope, x});
   if (failed(negative) || failed(scaled))
     return failure();
@@ -223,7 +229,8 @@ LogicalResult importPow(NodeImporter &n) {
     return failure();
   Value base = n.input(0), exponent = n.input(1);
   if (elementTypeOf(exponent) != elementTypeOf(base)) {
-    auto type = RankedTensorType::get(n.inputType(1).getShape(), elementTypeOf(base));
+    auto type =
+        RankedTensorType::get(n.inputType(1).getShape(), elementTypeOf(base));
     FailureOr<Value> converted = n.makeTyped<CastOp>(type, exponent);
     if (failed(converted))
       return failure();
@@ -250,8 +257,8 @@ LogicalResult importWhere(NodeImporter &n) {
 }
 
 FailureOr<Value> castTo(NodeImporter &n, Value input, Type elementType) {
-  auto type = RankedTensorType::get(cast<RankedTensorType>(input.getType()).getShape(),
-                                    elementType);
+  auto type = RankedTensorType::get(
+      cast<RankedTensorType>(input.getType()).getShape(), elementType);
   return n.makeTyped<CastOp>(type, input);
 }
 
@@ -261,7 +268,8 @@ LogicalResult importCast(NodeImporter &n) {
   int64_t to = n.intAttr("to", 0);
   Type elementType = convertElementType(static_cast<int32_t>(to), n.context());
   if (!elementType)
-    return n.fail("cast to unsupported element type " + onnxTypeName(static_cast<int32_t>(to)));
+    return n.fail("cast to unsupported element type " +
+                  onnxTypeName(static_cast<int32_t>(to)));
   return bind(n, castTo(n, n.input(0), elementType));
 }
 

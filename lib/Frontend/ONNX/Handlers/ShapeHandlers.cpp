@@ -1,4 +1,5 @@
-//===- ShapeHandlers.cpp - ONNX constants, shapes and pass-through ops -----===//
+//===- ShapeHandlers.cpp - ONNX constants, shapes and pass-through ops
+//-----===//
 //
 // Constant, ConstantOfShape, Shape, Size and Range produce compile-time values:
 // with static shapes, the Shape -> Gather -> Concat -> Reshape subgraphs that
@@ -31,16 +32,20 @@ LogicalResult importConstant(NodeImporter &n) {
   if (n.hasAttr("value_float"))
     return n.setResult(n.scalar(b.getF32Type(), n.floatAttr("value_float", 0)));
   if (n.hasAttr("value_int"))
-    return n.setResult(n.scalar(b.getI64Type(), static_cast<double>(n.intAttr("value_int", 0))));
+    return n.setResult(n.scalar(
+        b.getI64Type(), static_cast<double>(n.intAttr("value_int", 0))));
   if (n.hasAttr("value_floats")) {
     SmallVector<float> values = n.floatsAttr("value_floats");
-    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())}, b.getF32Type());
-    return n.setResult(n.constant(DenseElementsAttr::get(type, ArrayRef(values))));
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      b.getF32Type());
+    return n.setResult(
+        n.constant(DenseElementsAttr::get(type, ArrayRef(values))));
   }
   if (n.hasAttr("value_ints")) {
     SmallVector<int64_t> values = n.intsAttr("value_ints");
     return n.setResult(n.constant(DenseElementsAttr::get(
-        i64Tensor(n, {static_cast<int64_t>(values.size())}), ArrayRef(values))));
+        i64Tensor(n, {static_cast<int64_t>(values.size())}),
+        ArrayRef(values))));
   }
   return n.fail("only value, value_float(s) and value_int(s) are supported "
                 "(sparse and string constants are not)");
@@ -65,12 +70,13 @@ LogicalResult importConstantOfShape(NodeImporter &n) {
       return n.fail("value must hold exactly one element");
     element = *value;
   } else {
-    element = DenseElementsAttr::get(RankedTensorType::get({1}, n.builder().getF32Type()),
-                                     n.builder().getF32FloatAttr(0));
+    element = DenseElementsAttr::get(
+        RankedTensorType::get({1}, n.builder().getF32Type()),
+        n.builder().getF32FloatAttr(0));
   }
   auto type = RankedTensorType::get(*shape, element.getElementType());
-  return n.setResult(
-      n.constant(DenseElementsAttr::get(type, element.getValues<Attribute>()[0])));
+  return n.setResult(n.constant(
+      DenseElementsAttr::get(type, element.getValues<Attribute>()[0])));
 }
 
 LogicalResult importShape(NodeImporter &n) {
@@ -94,8 +100,9 @@ LogicalResult importShape(NodeImporter &n) {
 LogicalResult importSize(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
-  return n.setResult(n.scalar(n.builder().getI64Type(),
-                              static_cast<double>(n.inputType(0).getNumElements())));
+  return n.setResult(
+      n.scalar(n.builder().getI64Type(),
+               static_cast<double>(n.inputType(0).getNumElements())));
 }
 
 /// Range needs constant operands: its length decides the result shape.
@@ -115,8 +122,8 @@ LogicalResult importRange(NodeImporter &n) {
   double start = bounds[0], limit = bounds[1], delta = bounds[2];
   if (delta == 0)
     return n.fail("delta is zero");
-  int64_t count =
-      std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  int64_t count = std::max<int64_t>(
+      0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
   auto type = RankedTensorType::get({count}, n.inputType(0).getElementType());
   FailureOr<Value> iota = n.makeTyped<IotaOp>(
       type, {}, {n.namedF64("start", start), n.namedF64("step", delta)});
@@ -144,7 +151,8 @@ LogicalResult importDropout(NodeImporter &n) {
     return n.fail("is_test must be 1 (inference only)");
   SmallVector<Value> results{n.input(0)};
   if (n.node().output_size() > 1 && !n.node().output(1).empty()) {
-    auto type = RankedTensorType::get(n.inputType(0).getShape(), n.builder().getI1Type());
+    auto type = RankedTensorType::get(n.inputType(0).getShape(),
+                                      n.builder().getI1Type());
     results.push_back(n.constant(DenseElementsAttr::get(type, true)));
   }
   return n.setResults(results);
@@ -155,14 +163,18 @@ LogicalResult importDropout(NodeImporter &n) {
 void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
       {"Constant", 1, importConstant, "no sparse or string values"},
-      {"ConstantOfShape", 9, importConstantOfShape, "shape must be a compile-time constant"},
+      {"ConstantOfShape", 9, importConstantOfShape,
+       "shape must be a compile-time constant"},
       {"Shape", 1, importShape, ""},
       {"Shape", 15, importShape, ""},
       {"Size", 1, importSize, ""},
-      {"Range", 11, importRange, "start, limit and delta must be compile-time constants"},
-      {"Identity", 1, importIdentity, "tensors only (no sequences or optionals)"},
+      {"Range", 11, importRange,
+       "start, limit and delta must be compile-time constants"},
+      {"Identity", 1, importIdentity,
+       "tensors only (no sequences or optionals)"},
       {"Dropout", 7, importDropout, "inference only"},
-      {"Dropout", 12, importDropout, "inference only; training_mode must be constant false"},
+      {"Dropout", 12, importDropout,
+       "inference only; training_mode must be constant false"},
   });
 }
 

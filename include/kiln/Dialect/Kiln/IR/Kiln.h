@@ -1,4 +1,5 @@
-//===- Kiln.h - The kiln dialect and its ops ---------------------*- C++ -*-===//
+//===- Kiln.h - The kiln dialect and its ops ---------------------*- C++
+//-*-===//
 //
 // Include this to use the kiln dialect. It pulls in MLIR's IR headers, so
 // code that does not build or inspect kiln IR should not include it.
