@@ -94,23 +94,14 @@ using IndexedBodyFn = llvm::function_ref<Value(
 Value indexedGeneric(OpBuilder &b, Location loc, RankedTensorType resultType,
                      ValueRange inputs, ArrayRef<AffineMap> inputMaps,
                      IndexedBodyFn body) {
-  MLIRContext *context = b.getContext();
-  SmallVector<AffineMap> maps(inputMaps);
-  maps.push_back(
-      AffineMap::getMultiDimIdentityMap(resultType.getRank(), context));
-  SmallVector<utils::IteratorType> iterators(resultType.getRank(),
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(resultType), inputs, emptyTensor(b, loc, resultType),
-      maps, iterators,
-      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+  return parallelGeneric(
+      b, loc, resultType, inputs, inputMaps,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange elements) {
         SmallVector<Value> indices;
         for (int64_t d = 0; d < resultType.getRank(); ++d)
           indices.push_back(linalg::IndexOp::create(nested, nestedLoc, d));
-        Value result = body(nested, nestedLoc, args.drop_back(), indices);
-        linalg::YieldOp::create(nested, nestedLoc, result);
+        return body(nested, nestedLoc, elements, indices);
       });
-  return generic.getResult(0);
 }
 
 //===----------------------------------------------------------------------===//

@@ -243,22 +243,11 @@ Value emitCast(OpBuilder &b, Location loc, Value x, Type to) {
   return arith::TruncIOp::create(b, loc, to, x);
 }
 
-/// Signed and signless integers, floats and bools lower; unsigned integer
-/// tensors need a signless type conversion first, which does not exist yet.
-LogicalResult checkElementTypes(Operation *op, PatternRewriter &rewriter) {
-  for (Type type :
-       llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes()))
-    if (getElementTypeOrSelf(type).isUnsignedInteger())
-      return rewriter.notifyMatchFailure(
-          op, "unsigned integer tensors are not lowered yet");
-  return success();
-}
-
 template <typename OpTy> struct ElementwiseToGeneric : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
-    if (failed(checkElementTypes(op, rewriter)))
+    if (failed(refuseUnsignedTensors(op, rewriter)))
       return failure();
     auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
     Value result = elementwiseGeneric(

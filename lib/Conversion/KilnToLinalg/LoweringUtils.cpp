@@ -71,24 +71,12 @@ double highestValue(Type type) {
 Value elementwiseGeneric(OpBuilder &b, Location loc,
                          RankedTensorType resultType, ValueRange inputs,
                          ScalarBodyFn body) {
-  MLIRContext *context = b.getContext();
   SmallVector<AffineMap> maps;
   for (Value input : inputs)
     maps.push_back(broadcastMap(
-        context, cast<RankedTensorType>(input.getType()).getShape(),
+        b.getContext(), cast<RankedTensorType>(input.getType()).getShape(),
         resultType.getShape()));
-  maps.push_back(
-      AffineMap::getMultiDimIdentityMap(resultType.getRank(), context));
-  SmallVector<utils::IteratorType> iterators(resultType.getRank(),
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange(resultType), inputs, emptyTensor(b, loc, resultType),
-      maps, iterators,
-      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
-        Value result = body(nested, nestedLoc, args.drop_back());
-        linalg::YieldOp::create(nested, nestedLoc, result);
-      });
-  return generic.getResult(0);
+  return parallelGeneric(b, loc, resultType, inputs, maps, body);
 }
 
 //===----------------------------------------------------------------------===//
