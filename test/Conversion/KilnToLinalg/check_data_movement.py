@@ -458,9 +458,16 @@ def run(selected, tools, workdir, stem):
     source = os.path.join(workdir, stem + ".mlir")
     with open(source, "w") as f:
         f.write(module_text(selected))
-    steps = [
-        [tools["kiln-opt"], source, "-kiln-lower-to-linalg"],
-        [tools["mlir-opt"]] + LOWER_TO_LLVM,
+    steps = [[tools["kiln-opt"], source, "-kiln-lower-to-linalg"]]
+    if tools["via-gpu"]:
+        # kiln-map-to-gpu's kernels, run as CPU loops.
+        steps += [[tools["kiln-opt"]] + LOWER_TO_LLVM[:2] + [
+                      "--linalg-generalize-named-ops", "--kiln-map-to-gpu",
+                      "--canonicalize", "--kiln-test-launch-to-loops"],
+                  [tools["mlir-opt"]] + LOWER_TO_LLVM[2:]]
+    else:
+        steps += [[tools["mlir-opt"]] + LOWER_TO_LLVM]
+    steps += [
         [tools["mlir-runner"], "-e", "main", "-entry-point-result=void",
          "-shared-libs=" + ",".join(tools["libs"])],
     ]
@@ -520,8 +527,11 @@ def main():
     parser.add_argument("--keep", help="write the generated modules here")
     parser.add_argument("--filter", default="", help="only cases whose name contains this")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--via-gpu", action="store_true",
+                        help="run through kiln-map-to-gpu's kernels (as CPU loops)")
     args = parser.parse_args()
     tools = find_tools(args)
+    tools["via-gpu"] = args.via_gpu
     selected = [c for c in cases() if args.filter in c.name]
     workdir = args.keep or tempfile.mkdtemp(prefix="kiln-data-movement-")
     os.makedirs(workdir, exist_ok=True)

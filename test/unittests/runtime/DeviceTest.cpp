@@ -46,8 +46,11 @@ TEST(DeviceTest, CudaWithDriverFindsADeviceOrSaysSo) {
   EXPECT_GE((*device)->info().computeCapability, 50u);
 }
 
-TEST(DeviceTest, EmuIsNotAvailableYet) {
-  EXPECT_EQ(errorOf(createDevice("emu")), "emu device not available yet");
+TEST(DeviceTest, EmuIsAlwaysAvailable) {
+  Expected<std::unique_ptr<Device>> device = createDevice("emu");
+  ASSERT_TRUE(device.hasValue()) << errorOf(device);
+  EXPECT_EQ((*device)->info().kind, "emu");
+  EXPECT_EQ((*device)->info().computeCapability, 0u);
 }
 
 TEST(DeviceTest, UnknownDeviceNames) {
