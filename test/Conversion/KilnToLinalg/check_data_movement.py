@@ -36,7 +36,7 @@ LOWER_TO_LLVM = [
     "--one-shot-bufferize=bufferize-function-boundaries",
     "--convert-linalg-to-loops", "--expand-strided-metadata", "--lower-affine",
     "--convert-scf-to-cf", "--finalize-memref-to-llvm",
-    "--convert-math-to-llvm", "--convert-arith-to-llvm",
+    "--convert-math-to-llvm", "--convert-math-to-libm", "--convert-arith-to-llvm",
     "--convert-index-to-llvm", "--convert-func-to-llvm",
     "--convert-cf-to-llvm", "--reconcile-unrealized-casts",
 ]
@@ -520,7 +520,7 @@ def find_tools(args):
             "libs": libs}
 
 
-def main():
+def main(case_source=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kiln_opt", help="path of kiln-opt")
     parser.add_argument("--mlir-bin", help="directory of mlir-opt and mlir-runner")
@@ -532,7 +532,7 @@ def main():
     args = parser.parse_args()
     tools = find_tools(args)
     tools["via-gpu"] = args.via_gpu
-    selected = [c for c in cases() if args.filter in c.name]
+    selected = [c for c in (case_source or cases)() if args.filter in c.name]
     workdir = args.keep or tempfile.mkdtemp(prefix="kiln-data-movement-")
     os.makedirs(workdir, exist_ok=True)
 
