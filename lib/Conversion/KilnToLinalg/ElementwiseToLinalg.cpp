@@ -88,9 +88,12 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
         return s.isFloat() ? Value(arith::NegFOp::create(b, loc, x))
                            : s.sub(s.constant(0), x);
       })
-      .Case([&](AbsOp) {
-        return s.isFloat() ? Value(math::AbsFOp::create(b, loc, x))
-                           : Value(math::AbsIOp::create(b, loc, x));
+      .Case([&](AbsOp) -> Value {
+        if (s.isFloat())
+          return math::AbsFOp::create(b, loc, x);
+        // select(x < 0, 0 - x, x): math.absi has no NVVM lowering.
+        Value negative = s.cmp(CF::OLT, CI::slt, x, s.constant(0));
+        return s.select(negative, s.sub(s.constant(0), x), x);
       })
       .Case([&](ExpOp) { return s.exp(x); })
       .Case([&](LogOp) { return math::LogOp::create(b, loc, x); })
