@@ -40,6 +40,8 @@ import subprocess
 onnx_dir = subprocess.run(
     [python, "-c", "import onnx, os; print(os.path.dirname(onnx.__file__))"],
     capture_output=True, text=True).stdout.strip()
+if subprocess.call([python, "-c", "import onnxruntime"], stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("onnxruntime")
 if onnx_dir:
     config.available_features.add("onnx")
     # The "light" model zoo shipped in the onnx package.

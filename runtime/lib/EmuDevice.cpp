@@ -1,18 +1,338 @@
-//===- EmuDevice.cpp - The PTX emulator device (slot) ---------------------===//
+//===- EmuDevice.cpp - The `emu` device: PTX run on the CPU ---------------===//
 //
-// The `emu` device will run the artifact's PTX on the CPU (see section 4 of
-// the architecture). Until the emulator lands, asking for it is an error.
+// Memory is host allocations behind made-up device addresses: each one
+// starts on a fresh 256-byte boundary after a guard gap, and addresses are
+// never reused, so a stray or stale pointer lands in no allocation and the
+// interpreter reports it. Modules are parsed PTX (see emu/PtxParser.h);
+// launches run the interpreter to completion before returning, so streams
+// and synchronisation are trivial and events read the host clock.
+//
+// KILN_EMU_THREADS=N sets how many host threads run independent blocks
+// (default: the hardware's count). KILN_EMU_STATS=1 prints the number of
+// emulated thread-instructions and their rate to stderr when the device
+// is destroyed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/Device.h"
 
 #include "Support.h"
+#include "emu/PtxInterpreter.h"
+#include "emu/PtxParser.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
 
 namespace kiln::runtime {
 
+namespace {
+
+/// The first device address handed out; far from 0 so that small integers
+/// used as pointers are caught.
+constexpr uint64_t kFirstAddress = 1ull << 40;
+/// Unused bytes between allocations.
+constexpr uint64_t kGuardBytes = 256;
+
+struct Allocation {
+  std::unique_ptr<uint8_t[]> bytes;
+  uint64_t size = 0;
+};
+
+struct ModuleSlot {
+  bool live = false;
+  std::string kernelName;
+  emu::Module module;
+  /// Device addresses of the module's global variables.
+  std::vector<DevicePtr> globals;
+};
+
+struct FunctionSlot {
+  size_t module = 0;
+  size_t kernel = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+class EmuDevice final : public Device {
+public:
+  EmuDevice() {
+    deviceInfo.kind = "emu";
+    deviceInfo.name = "Kiln PTX emulator";
+    deviceInfo.computeCapability = 0;
+    deviceInfo.totalMemory = 1ull << 40;
+    unsigned hardware = std::thread::hardware_concurrency();
+    workers = hardware ? hardware : 1;
+    if (const char *env = std::getenv("KILN_EMU_THREADS")) {
+      int n = std::atoi(env);
+      if (n > 0)
+        workers = static_cast<unsigned>(n);
+    }
+    const char *stats = std::getenv("KILN_EMU_STATS");
+    printStats = stats && *stats && std::strcmp(stats, "0") != 0;
+  }
+  ~EmuDevice() override;
+
+  const DeviceInfo &info() const override { return deviceInfo; }
+
+  Expected<DevicePtr> allocate(uint64_t size) override;
+  Error deallocate(DevicePtr ptr) override;
+  Error copyToDevice(DevicePtr dst, const void *src, uint64_t size) override;
+  Error copyToHost(void *dst, DevicePtr src, uint64_t size) override;
+
+  Expected<ModuleHandle> loadModule(const ModuleImage &image) override;
+  Error unloadModule(ModuleHandle module) override;
+  Expected<FunctionHandle> getFunction(ModuleHandle module,
+                                       std::string_view name) override;
+
+  Expected<StreamHandle> createStream() override;
+  Error destroyStream(StreamHandle stream) override;
+  Error synchronize(StreamHandle stream) override;
+  Error launch(FunctionHandle function, const LaunchConfig &config,
+               const PackedParams &params, StreamHandle stream) override;
+
+  Expected<EventHandle> createEvent() override;
+  Error destroyEvent(EventHandle event) override;
+  Error recordEvent(EventHandle event, StreamHandle stream) override;
+  Expected<float> elapsedMilliseconds(EventHandle start,
+                                      EventHandle end) override;
+
+private:
+  /// Host bytes for [ptr, ptr + size), or an error naming `what`.
+  Expected<uint8_t *> hostRange(DevicePtr ptr, uint64_t size,
+                                std::string_view what);
+  void rebuildRegions();
+
+  DeviceInfo deviceInfo;
+  unsigned workers = 1;
+  bool printStats = false;
+  uint64_t nextAddress = kFirstAddress;
+  std::map<DevicePtr, Allocation> allocations;
+  std::vector<emu::MemoryRegion> regions;
+  std::vector<ModuleSlot> modules;
+  std::vector<FunctionSlot> functions;
+  /// Streams: true while live.
+  std::vector<bool> streams;
+  /// Events: when recorded (nullopt until then); id = index + 1.
+  std::vector<std::optional<Clock::time_point>> events;
+  std::vector<bool> eventLive;
+  emu::LaunchStats stats;
+  double launchSeconds = 0;
+};
+
+EmuDevice::~EmuDevice() {
+  if (printStats && launchSeconds > 0)
+    std::fprintf(stderr,
+                 "kiln emu: %llu thread-instructions (%llu warp-instructions) "
+                 "in %.3f s: %.1f M thread-instructions/s on %u thread(s)\n",
+                 static_cast<unsigned long long>(stats.threadInstructions),
+                 static_cast<unsigned long long>(stats.warpInstructions),
+                 launchSeconds, stats.threadInstructions / launchSeconds / 1e6,
+                 workers);
+}
+
+void EmuDevice::rebuildRegions() {
+  regions.clear();
+  for (auto &[base, allocation] : allocations)
+    regions.push_back({base, allocation.size, allocation.bytes.get()});
+}
+
+Expected<DevicePtr> EmuDevice::allocate(uint64_t size) {
+  std::optional<uint64_t> rounded = alignUp(std::max<uint64_t>(size, 1), 256);
+  if (!rounded || *rounded > deviceInfo.totalMemory)
+    return makeError("emu: cannot allocate {} bytes", size);
+  Allocation allocation;
+  allocation.bytes.reset(new (std::nothrow) uint8_t[*rounded]);
+  if (!allocation.bytes)
+    return makeError("emu: out of host memory allocating {} bytes", size);
+  std::memset(allocation.bytes.get(), 0, *rounded);
+  allocation.size = size;
+  DevicePtr ptr = nextAddress;
+  nextAddress += *rounded + kGuardBytes;
+  allocations.emplace(ptr, std::move(allocation));
+  rebuildRegions();
+  return ptr;
+}
+
+Error EmuDevice::deallocate(DevicePtr ptr) {
+  auto it = allocations.find(ptr);
+  if (it == allocations.end())
+    return makeError("emu: free of 0x{:x}, which is not an allocation", ptr);
+  allocations.erase(it);
+  rebuildRegions();
+  return Error::success();
+}
+
+Expected<uint8_t *> EmuDevice::hostRange(DevicePtr ptr, uint64_t size,
+                                         std::string_view what) {
+  auto it = allocations.upper_bound(ptr);
+  if (it != allocations.begin()) {
+    --it;
+    uint64_t offset = ptr - it->first;
+    if (rangeFits(offset, size, it->second.size))
+      return it->second.bytes.get() + offset;
+  }
+  return makeError("emu: {} of {} bytes at 0x{:x} is outside every "
+                   "allocation",
+                   what, size, ptr);
+}
+
+Error EmuDevice::copyToDevice(DevicePtr dst, const void *src, uint64_t size) {
+  if (size == 0)
+    return Error::success();
+  Expected<uint8_t *> host = hostRange(dst, size, "copy to the device");
+  if (!host)
+    return host.takeError();
+  std::memcpy(*host, src, size);
+  return Error::success();
+}
+
+Error EmuDevice::copyToHost(void *dst, DevicePtr src, uint64_t size) {
+  if (size == 0)
+    return Error::success();
+  Expected<uint8_t *> host = hostRange(src, size, "copy to the host");
+  if (!host)
+    return host.takeError();
+  std::memcpy(dst, *host, size);
+  return Error::success();
+}
+
+Expected<ModuleHandle> EmuDevice::loadModule(const ModuleImage &image) {
+  Expected<emu::Module> parsed = emu::parsePtx(image.ptx);
+  if (!parsed)
+    return parsed.error().withContext(
+        fmt::format("emu: kernel '{}'", image.kernelName));
+  ModuleSlot slot;
+  slot.live = true;
+  slot.kernelName = std::string(image.kernelName);
+  slot.module = parsed.take();
+  for (const emu::GlobalVar &var : slot.module.globals) {
+    Expected<DevicePtr> ptr = allocate(var.size);
+    if (!ptr)
+      return ptr.takeError();
+    if (Error err = copyToDevice(*ptr, var.init.data(), var.size))
+      return err;
+    slot.globals.push_back(*ptr);
+  }
+  for (emu::Kernel &kernel : slot.module.kernels)
+    for (emu::Constant &constant : kernel.constants)
+      if (constant.globalVar >= 0)
+        constant.value = slot.globals[constant.globalVar];
+  modules.push_back(std::move(slot));
+  return ModuleHandle{modules.size()};
+}
+
+Error EmuDevice::unloadModule(ModuleHandle handle) {
+  if (handle.id == 0 || handle.id > modules.size() ||
+      !modules[handle.id - 1].live)
+    return makeError("emu: unload of an unknown module handle");
+  ModuleSlot &slot = modules[handle.id - 1];
+  for (DevicePtr ptr : slot.globals)
+    (void)deallocate(ptr);
+  slot.live = false;
+  slot.module = emu::Module();
+  return Error::success();
+}
+
+Expected<FunctionHandle> EmuDevice::getFunction(ModuleHandle handle,
+                                                std::string_view name) {
+  if (handle.id == 0 || handle.id > modules.size() ||
+      !modules[handle.id - 1].live)
+    return makeError("emu: kernel '{}': unknown module handle", name);
+  const emu::Module &module = modules[handle.id - 1].module;
+  for (size_t k = 0; k < module.kernels.size(); ++k)
+    if (module.kernels[k].name == name) {
+      functions.push_back({handle.id - 1, k});
+      return FunctionHandle{functions.size()};
+    }
+  return makeError("emu: kernel '{}' is not in its module's PTX", name);
+}
+
+Expected<StreamHandle> EmuDevice::createStream() {
+  streams.push_back(true);
+  return StreamHandle{streams.size()};
+}
+
+Error EmuDevice::destroyStream(StreamHandle stream) {
+  if (stream.id == 0 || stream.id > streams.size() || !streams[stream.id - 1])
+    return makeError("emu: unknown stream handle");
+  streams[stream.id - 1] = false;
+  return Error::success();
+}
+
+Error EmuDevice::synchronize(StreamHandle stream) {
+  if (stream.id == 0 || stream.id > streams.size() || !streams[stream.id - 1])
+    return makeError("emu: unknown stream handle");
+  return Error::success(); // launches finish before they return
+}
+
+Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
+                        const PackedParams &params, StreamHandle stream) {
+  if (function.id == 0 || function.id > functions.size())
+    return makeError("emu: launch of an unknown function handle");
+  if (stream.id == 0 || stream.id > streams.size() || !streams[stream.id - 1])
+    return makeError("emu: launch on an unknown stream handle");
+  const FunctionSlot &slot = functions[function.id - 1];
+  if (!modules[slot.module].live)
+    return makeError("emu: launch of a kernel whose module was unloaded");
+  const emu::Kernel &kernel = modules[slot.module].module.kernels[slot.kernel];
+  emu::LaunchSpec spec;
+  spec.grid = config.grid;
+  spec.block = config.block;
+  spec.dynamicSharedBytes = config.dynamicSharedBytes;
+  spec.params = params.data();
+  spec.paramBytes = params.size();
+  spec.memory = &regions;
+  spec.workers = workers;
+  auto start = Clock::now();
+  Error err = emu::runKernel(kernel, spec, &stats);
+  launchSeconds +=
+      std::chrono::duration<double>(Clock::now() - start).count();
+  return err;
+}
+
+Expected<EventHandle> EmuDevice::createEvent() {
+  events.emplace_back();
+  eventLive.push_back(true);
+  return EventHandle{events.size()};
+}
+
+Error EmuDevice::destroyEvent(EventHandle event) {
+  if (event.id == 0 || event.id > events.size() || !eventLive[event.id - 1])
+    return makeError("emu: unknown event handle");
+  eventLive[event.id - 1] = false;
+  return Error::success();
+}
+
+Error EmuDevice::recordEvent(EventHandle event, StreamHandle stream) {
+  if (event.id == 0 || event.id > events.size() || !eventLive[event.id - 1])
+    return makeError("emu: unknown event handle");
+  if (stream.id == 0 || stream.id > streams.size() || !streams[stream.id - 1])
+    return makeError("emu: unknown stream handle");
+  events[event.id - 1] = Clock::now();
+  return Error::success();
+}
+
+Expected<float> EmuDevice::elapsedMilliseconds(EventHandle start,
+                                               EventHandle end) {
+  for (EventHandle event : {start, end})
+    if (event.id == 0 || event.id > events.size() || !eventLive[event.id - 1])
+      return makeError("emu: unknown event handle");
+  const auto &from = events[start.id - 1];
+  const auto &to = events[end.id - 1];
+  if (!from || !to)
+    return makeError("emu: elapsed time of an event that was not recorded");
+  return std::chrono::duration<float, std::milli>(*to - *from).count();
+}
+
+} // namespace
+
 Expected<std::unique_ptr<Device>> createEmuDevice() {
-  return makeError("emu device not available yet");
+  return std::unique_ptr<Device>(new EmuDevice());
 }
 
 } // namespace kiln::runtime

@@ -8,7 +8,18 @@
 #include <gmock/gmock.h>
 
 using namespace kiln::runtime;
-using namespace kiln::runtime::emu;
+using emu::Cmp;
+using emu::Constant;
+using emu::Instruction;
+using emu::kNoSlot;
+using emu::MulMode;
+using emu::Op;
+using emu::parsePtx;
+using emu::Rounding;
+using emu::ShflMode;
+using emu::Space;
+using emu::Special;
+using emu::Type;
 using namespace kiln::runtime::test;
 
 namespace {
@@ -48,10 +59,10 @@ $L__BB0_2:
 )";
 
 TEST(EmuParserTest, DecodesAKernel) {
-  Expected<Module> module = parsePtx(kSmallKernel);
+  Expected<emu::Module> module = parsePtx(kSmallKernel);
   ASSERT_TRUE(module.hasValue()) << errorOf(module);
   ASSERT_EQ(module->kernels.size(), 1u);
-  const Kernel &k = module->kernels[0];
+  const emu::Kernel &k = module->kernels[0];
   EXPECT_EQ(k.name, "k");
   EXPECT_EQ(k.maxThreads, 128u);
   // u64 at 0, u32 at 8, u64 aligned up to 16.
@@ -65,7 +76,7 @@ TEST(EmuParserTest, DecodesAKernel) {
   ASSERT_EQ(k.code.size(), 6u);
   EXPECT_EQ(k.code[0].op, Op::Ld);
   EXPECT_EQ(k.code[0].space, Space::Param);
-  EXPECT_EQ(k.code[0].line, 23u);
+  EXPECT_EQ(k.code[0].line, 24u);
   EXPECT_EQ(k.code[2].op, Op::Setp);
   EXPECT_EQ(k.code[2].cmp, Cmp::Gt);
   EXPECT_EQ(k.code[2].type, Type::U32);
@@ -75,7 +86,7 @@ TEST(EmuParserTest, DecodesAKernel) {
   EXPECT_FALSE(branch.negateGuard);
   EXPECT_EQ(branch.target, 5u);
   EXPECT_EQ(k.code[5].op, Op::Ret);
-  EXPECT_EQ(k.code[5].line, 29u);
+  EXPECT_EQ(k.code[5].line, 30u);
   // %tid.x is a special slot; -1 and 39 are constants.
   ASSERT_EQ(k.specials.size(), 1u);
   EXPECT_EQ(k.specials[0].which, Special::TidX);
@@ -105,7 +116,7 @@ TEST(EmuParserTest, VectorsPairsAndModifiers) {
 	@!%p2 exit;
 }
 )";
-  Expected<Module> module = parsePtx(ptx);
+  Expected<emu::Module> module = parsePtx(ptx);
   ASSERT_TRUE(module.hasValue()) << errorOf(module);
   const std::vector<Instruction> &code = module->kernels[0].code;
   ASSERT_EQ(code.size(), 11u);
@@ -171,7 +182,7 @@ TEST(EmuParserTest, ModuleGlobalsWithInitializers) {
                     ".global .align 4 .b32 table[4] = {1, 2, 0x10, -1};\n"
                     ".const .align 4 .f32 half_ = 0f3F000000;\n"
                     ".visible .entry k() { ret; }\n";
-  Expected<Module> module = parsePtx(ptx);
+  Expected<emu::Module> module = parsePtx(ptx);
   ASSERT_TRUE(module.hasValue()) << errorOf(module);
   ASSERT_EQ(module->globals.size(), 2u);
   EXPECT_EQ(module->globals[0].name, "table");

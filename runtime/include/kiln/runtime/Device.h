@@ -3,7 +3,7 @@
 // A Device allocates memory, copies to and from it, loads kernels, launches
 // them on streams, times them with events and, optionally, captures a stream
 // into a graph to replay. Implementations: `cuda` (the driver API, loaded
-// with dlopen at run time) and, later, `emu` (the PTX emulator). Handles are
+// with dlopen at run time) and `emu` (the PTX emulator). Handles are
 // opaque ids that only mean something to the device that made them.
 //
 //===----------------------------------------------------------------------===//
@@ -134,7 +134,7 @@ Expected<std::unique_ptr<Device>> createDevice(std::string_view spec);
 /// found)" or "no CUDA device" where there is nothing to run on.
 Expected<std::unique_ptr<Device>> createCudaDevice(int ordinal = 0);
 
-/// The emu device (not written yet: always "emu device not available yet").
+/// The emu device: the PTX emulator, which runs kernels on the CPU.
 Expected<std::unique_ptr<Device>> createEmuDevice();
 
 } // namespace kiln::runtime
