@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""Runs the ONNX backend node tests through kilnc and the PTX emulator.
+
+Usage:
+  conformance.py [--tsv RESULTS.tsv] [--write-doc docs/conformance.md]
+                 [--write-expected test/e2e/expected-failures.txt]
+                 [--check test/e2e/expected-failures.txt] [--shard I/N]
+                 [--filter REGEX] [--jobs N] [--kilnc PATH] [--kiln-run PATH]
+
+For every `test_*` folder under `<onnx>/backend/test/data/node` (the `onnx`
+package this interpreter imports), it compiles model.onnx with kilnc, turns
+test_data_set_0/input_*.pb into .npy files, runs `kiln-run --device emu`,
+and compares each output with output_*.pb the way ONNX's own backend runner
+does: same dtype, then `assert_allclose(rtol=1e-3, atol=1e-7)` for numbers
+and exact equality otherwise. Node tests carry no data.json, so these
+defaults apply to every test here; no test gets a looser tolerance.
+
+Each test lands in one class:
+  pass            outputs match
+  mismatch        outputs differ (values, shape or dtype)
+  unsupported-op  kilnc says an op type is not supported by the importer
+  compile-error   any other kilnc failure
+  runtime-error   kiln-run failed, or an input/output could not be converted
+  timeout         kilnc or kiln-run ran past --timeout seconds
+
+kilnc runs with KILN_PTXAS="" so it skips cubin assembly: the emulator runs
+the PTX, and ptxas would only slow the run (pass --with-ptxas to keep it).
+
+--check FILE reads a list of tests expected to fail (one per line, the test
+name first, then a free-form reason; '#' starts a comment). It exits 1 when
+a test not on the list fails, or a test on the list passes (the list may
+only shrink), and prints both lists. With --shard I/N only every N-th test
+(in sorted order, starting at I) runs, and only its part of the list counts.
+"""
+import argparse
+import collections
+import concurrent.futures
+import datetime
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+RTOL = 1e-3
+ATOL = 1e-7
+CLASSES = ["pass", "mismatch", "unsupported-op", "compile-error",
+           "runtime-error", "timeout"]
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+UNSUPPORTED_OP = re.compile(r"op type '([^']+)' is not supported")
+
+
+class TestFailure(Exception):
+    """Ends one test early with a class and a one-line detail."""
+
+    def __init__(self, status, detail):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+# --- Finding and describing tests -----------------------------------------
+
+
+def node_test_root():
+    return os.path.join(os.path.dirname(onnx.__file__), "backend", "test",
+                        "data", "node")
+
+
+def list_tests(root, pattern, shard):
+    names = sorted(d for d in os.listdir(root)
+                   if d.startswith("test_") and
+                   os.path.exists(os.path.join(root, d, "model.onnx")))
+    if pattern:
+        names = [n for n in names if re.search(pattern, n)]
+    index, count = shard
+    return [n for i, n in enumerate(names) if i % count == index]
+
+
+def op_types(model):
+    """Distinct op types of the top-level graph, domain-qualified if custom."""
+    ops = set()
+    for node in model.graph.node:
+        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        ops.add(f"{domain}.{node.op_type}" if domain else node.op_type)
+    return sorted(ops)
+
+
+# --- Running one test ------------------------------------------------------
+
+
+def first_line(text, replacements):
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            for old, new in replacements:
+                line = line.replace(old, new)
+            return line
+    return "(no message)"
+
+
+def run_tool(command, timeout, env=None):
+    try:
+        return subprocess.run(command, capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise TestFailure("timeout",
+                          f"{os.path.basename(command[0])} ran past "
+                          f"{timeout} s")
+
+
+def compile_model(model_path, artifact, tools, replacements):
+    env = dict(os.environ)
+    if not tools.with_ptxas:
+        env["KILN_PTXAS"] = ""
+    run = run_tool([tools.kilnc, model_path, "-o", artifact], tools.timeout,
+                   env)
+    if run.returncode == 0:
+        return
+    message = run.stderr + run.stdout
+    unsupported = UNSUPPORTED_OP.search(message)
+    if unsupported:
+        raise TestFailure("unsupported-op",
+                          f"op type '{unsupported.group(1)}' is not supported")
+    raise TestFailure("compile-error",
+                      exit_description(run.returncode) +
+                      first_line(message, replacements))
+
+
+def exit_description(returncode):
+    if returncode < 0:
+        return f"killed by signal {-returncode}: "
+    return ""
+
+
+def load_tensor(path, value_info, what):
+    if value_info.type.WhichOneof("value") != "tensor_type":
+        raise TestFailure("runtime-error",
+                          f"{what} '{value_info.name}' is not a tensor")
+    tensor = onnx.TensorProto()
+    with open(path, "rb") as f:
+        tensor.ParseFromString(f.read())
+    return numpy_helper.to_array(tensor)
+
+
+def as_kiln_npy(array, value_info):
+    """numpy_helper gives bf16 as its uint16 bits; kiln-run reads '<V2'."""
+    if value_info.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
+        return array.astype(np.uint16).view(np.dtype("V2"))
+    return array
+
+
+def from_kiln_npy(array):
+    """The inverse of as_kiln_npy: bf16 ('V2') back to its uint16 bits."""
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2:
+        return array.view(np.uint16)
+    return array
+
+
+def graph_inputs(model):
+    initializers = {t.name for t in model.graph.initializer}
+    return [v for v in model.graph.input if v.name not in initializers]
+
+
+def write_inputs(model, data_dir, workdir, baked=frozenset()):
+    """Saves each input_<i>.pb as .npy; returns kiln-run's -i arguments.
+    Inputs in `baked` were compiled in as constants and are not passed."""
+    arguments = []
+    inputs = graph_inputs(model)
+    for i, value in enumerate(inputs):
+        path = os.path.join(data_dir, f"input_{i}.pb")
+        if not os.path.exists(path) or value.name in baked:
+            continue  # An optional input the test leaves out, or a baked one.
+        array = load_tensor(path, value, "input")
+        if array.dtype == object:
+            raise TestFailure("runtime-error",
+                              f"input '{value.name}' holds strings")
+        npy = os.path.join(workdir, f"input_{i}.npy")
+        np.save(npy, as_kiln_npy(array, value), allow_pickle=False)
+        arguments += ["-i", f"{value.name}={npy}"]
+    return arguments
+
+
+def is_shape_like(value, array, position):
+    """Inputs a static-shape compiler needs as constants: integer tensors
+    (axes, shapes, pads, sizes, repeats, indices of shape arithmetic) and
+    tiny float tensors after the first input (Clip bounds, Resize scales, Pad
+    values)."""
+    if array.dtype.kind in "iu":
+        return True
+    return array.dtype.kind == "f" and position > 0 and array.size <= 4
+
+
+def bake_shape_inputs(model, data_dir, workdir):
+    """A copy of the model with its shape-like inputs turned into initializers
+    holding the test's values; returns (path, names baked)."""
+    specialized = onnx.ModelProto()
+    specialized.CopyFrom(model)
+    baked = set()
+    for i, value in enumerate(graph_inputs(model)):
+        path = os.path.join(data_dir, f"input_{i}.pb")
+        if not os.path.exists(path):
+            continue
+        array = load_tensor(path, value, "input")
+        if array.dtype == object or not is_shape_like(value, array, i):
+            continue
+        specialized.graph.initializer.append(
+            onnx.numpy_helper.from_array(array, value.name))
+        baked.add(value.name)
+    path = os.path.join(workdir, "specialized.onnx")
+    onnx.save(specialized, path)
+    return path, baked
+
+
+def run_model(artifact, arguments, outdir, tools, replacements):
+    run = run_tool([tools.kiln_run, artifact, "--device", "emu", "-o",
+                    outdir] + arguments, tools.timeout)
+    if run.returncode != 0:
+        raise TestFailure("runtime-error",
+                          exit_description(run.returncode) +
+                          first_line(run.stderr + run.stdout, replacements))
+
+
+def compare_output(name, got, expected):
+    """Returns None when `got` matches, else a one-line reason."""
+    if not np.issubdtype(expected.dtype, np.number):
+        if got.shape != expected.shape:
+            return f"'{name}': shape {got.shape}, expected {expected.shape}"
+        if got.tolist() != expected.tolist():
+            wrong = int(np.sum(got != expected))
+            return f"'{name}': {wrong}/{expected.size} elements differ"
+        return None
+    if got.dtype != expected.dtype:
+        return f"'{name}': dtype {got.dtype}, expected {expected.dtype}"
+    if got.shape != expected.shape:
+        return f"'{name}': shape {got.shape}, expected {expected.shape}"
+    if np.allclose(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True):
+        return None
+    g = got.astype(np.float64)
+    e = expected.astype(np.float64)
+    close = np.isclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+    with np.errstate(invalid="ignore"):
+        worst = np.nanmax(np.abs(g - e)[~close]) if (~close).any() else 0.0
+    return (f"'{name}': {int((~close).sum())}/{e.size} elements off, "
+            f"max abs err {worst:.3g}")
+
+
+def check_outputs(model, data_dir, outdir):
+    for i, value in enumerate(model.graph.output):
+        expected_path = os.path.join(data_dir, f"output_{i}.pb")
+        expected = load_tensor(expected_path, value, "output")
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", value.name)
+        got_path = os.path.join(outdir, safe + ".npy")
+        if not os.path.exists(got_path):
+            raise TestFailure("runtime-error",
+                              f"kiln-run wrote no output '{value.name}'")
+        reason = compare_output(value.name,
+                                from_kiln_npy(np.load(got_path)), expected)
+        if reason:
+            raise TestFailure("mismatch", reason)
+
+
+def run_test(name, root, tools):
+    """Runs one node test; returns (name, status, detail, ops, seconds)."""
+    start = time.monotonic()
+    test_dir = os.path.join(root, name)
+    model_path = os.path.join(test_dir, "model.onnx")
+    model = onnx.load(model_path)
+    ops = op_types(model)
+    with tempfile.TemporaryDirectory(prefix="kiln-conf-") as workdir:
+        replacements = [(model_path, "model.onnx"), (workdir, "<tmp>")]
+        artifact = os.path.join(workdir, "model.kiln")
+        data_dir = os.path.join(test_dir, "test_data_set_0")
+        try:
+            baked = frozenset()
+            try:
+                compile_model(model_path, artifact, tools, replacements)
+            except TestFailure as failure:
+                # Kiln compiles for static shapes: when an input that decides
+                # a shape (axes, pads, sizes, ...) is not a constant, compile
+                # again with the test's values for such inputs baked in.
+                if "compile-time" not in failure.detail:
+                    raise
+                specialized, baked = bake_shape_inputs(model, data_dir, workdir)
+                if not baked:
+                    raise
+                compile_model(specialized, artifact, tools,
+                              replacements + [(specialized, "model.onnx")])
+            arguments = write_inputs(model, data_dir, workdir, baked)
+            outdir = os.path.join(workdir, "out")
+            run_model(artifact, arguments, outdir, tools, replacements)
+            check_outputs(model, data_dir, outdir)
+            status = "pass"
+            detail = ("shape inputs baked: " + ", ".join(sorted(baked))) if baked else ""
+        except TestFailure as failure:
+            status, detail = failure.status, failure.detail
+        except Exception as error:  # A converter bug must not stop the run.
+            status = "runtime-error"
+            detail = f"harness: {type(error).__name__}: {error}"
+            detail = first_line(detail, replacements)
+    return name, status, detail, ops, time.monotonic() - start
+
+
+def run_all(names, root, tools, jobs):
+    results = []
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_test, n, root, tools) for n in names]
+        for done, future in enumerate(
+                concurrent.futures.as_completed(futures), 1):
+            results.append(future.result())
+            if done % 100 == 0:
+                print(f"  {done}/{len(names)} done", file=sys.stderr)
+    return sorted(results)
+
+
+# --- Reports ---------------------------------------------------------------
+
+
+def percent(part, whole):
+    return f"{100.0 * part / whole:.1f}%" if whole else "n/a"
+
+
+def summarize(results):
+    counts = collections.Counter(r[1] for r in results)
+    total = len(results)
+    supported = total - counts["unsupported-op"]
+    return counts, total, supported
+
+
+def summary_line(results, seconds):
+    counts, total, supported = summarize(results)
+    classes = ", ".join(f"{counts[c]} {c}" for c in CLASSES)
+    return (f"conformance: {total} tests: {classes}; pass rate "
+            f"{percent(counts['pass'], total)} overall, "
+            f"{percent(counts['pass'], supported)} over {supported} tests "
+            f"with supported ops; {seconds:.0f} s wall")
+
+
+def write_tsv(path, results):
+    with open(path, "w") as f:
+        f.write("test\tstatus\tseconds\tops\tdetail\n")
+        for name, status, detail, ops, seconds in results:
+            f.write(f"{name}\t{status}\t{seconds:.2f}\t{','.join(ops)}\t"
+                    f"{detail}\n")
+
+
+def write_expected(path, results):
+    with open(path, "w") as f:
+        f.write("# ONNX backend node tests that kilnc + kiln-run --device emu "
+                "do not pass.\n# Regenerate with test/e2e/conformance.py "
+                "--write-expected; entries may only\n# be removed by hand "
+                "(a fix), never added. Format: <test> <class>: <reason>\n")
+        for name, status, detail, _, _ in results:
+            if status != "pass":
+                f.write(f"{name} {status}: {detail}\n")
+
+
+def per_op_rows(results):
+    passed = collections.Counter()
+    total = collections.Counter()
+    for _, status, _, ops, _ in results:
+        for op in ops:
+            total[op] += 1
+            passed[op] += status == "pass"
+    return [(op, passed[op], total[op]) for op in sorted(total)]
+
+
+def failure_causes(results, limit):
+    """The most common failure details, with quoted names masked."""
+    causes = collections.Counter()
+    example = {}
+    for name, status, detail, _, _ in results:
+        if status in ("pass", "unsupported-op"):
+            continue
+        detail = re.sub(r"^(kilnc|kiln-run): error: (model\.onnx: )?", "",
+                        detail)
+        cause = f"{status}: " + re.sub(r"'[^']*'", "'…'", detail)
+        causes[cause] += 1
+        example.setdefault(cause, name)
+    return [(c, n, example[c]) for c, n in causes.most_common(limit)]
+
+
+def write_doc(path, results, seconds, jobs):
+    counts, total, supported = summarize(results)
+    lines = [
+        "# ONNX backend conformance",
+        "",
+        "<!-- Generated by `python3 test/e2e/conformance.py --write-doc "
+        "docs/conformance.md`; do not edit by hand. -->",
+        "",
+        "How many of the ONNX backend node tests (`onnx/backend/test/data/"
+        "node`) compile with `kilnc` and match their expected outputs when "
+        "run on the PTX emulator (`kiln-run --device emu`). Outputs are "
+        f"compared as ONNX's backend runner does: same dtype, then "
+        f"rtol {RTOL:g}, atol {ATOL:g}.",
+        "",
+        "Kiln compiles for static shapes. When a test passes an input that "
+        "decides a shape (axes, pads, sizes, repeats, Clip bounds, Resize "
+        "scales) as a graph input, the harness compiles the model again with "
+        "the test's values for such inputs baked in as initializers (integer "
+        "inputs, and float inputs of at most 4 elements after the first); "
+        "the data inputs still run through the kernels. The TSV marks those "
+        f"passes ({sum(1 for r in results if r[1] == 'pass' and r[2])} here).",
+        "",
+        f"- Date: {datetime.date.today().isoformat()}",
+        f"- onnx version: {onnx.__version__}",
+        f"- Tests: {total}",
+        f"- Pass rate, all tests: {counts['pass']}/{total} "
+        f"({percent(counts['pass'], total)})",
+        f"- Pass rate, tests whose ops the importer supports: "
+        f"{counts['pass']}/{supported} ({percent(counts['pass'], supported)})",
+        f"- Full run: {seconds:.0f} s wall with {jobs} workers",
+        "",
+        "| class | tests |",
+        "|---|---|",
+    ]
+    lines += [f"| {c} | {counts[c]} |" for c in CLASSES]
+    lines += [
+        "",
+        "## Most common failures",
+        "",
+        "Failures other than unsupported ops, grouped by message.",
+        "",
+        "| tests | cause | example |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {n} | {c.replace('|', '/')} | `{e}` |"
+              for c, n, e in failure_causes(results, 20)]
+    lines += [
+        "",
+        "## Per op",
+        "",
+        "A test counts toward every op type in its graph, so `_expanded` "
+        "tests (a function op written out as its body) also count toward "
+        "the ops of that body.",
+        "",
+        "| op | pass / total |",
+        "|---|---|",
+    ]
+    lines += [f"| {op} | {p} / {t} |" for op, p, t in per_op_rows(results)]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+# --- The CI check ----------------------------------------------------------
+
+
+def read_expected(path):
+    names = set()
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                names.add(line.split()[0])
+    return names
+
+
+def check(results, expected_failures):
+    failing = {r[0]: f"{r[1]}: {r[2]}" for r in results if r[1] != "pass"}
+    ran = {r[0] for r in results}
+    unexpected_failures = sorted(set(failing) - expected_failures)
+    unexpected_passes = sorted((expected_failures & ran) - set(failing))
+    print(f"unexpected failures ({len(unexpected_failures)}):")
+    for name in unexpected_failures:
+        print(f"  {name} {failing[name]}")
+    print(f"unexpected passes ({len(unexpected_passes)}); remove them from "
+          "the list:")
+    for name in unexpected_passes:
+        print(f"  {name}")
+    return 1 if unexpected_failures or unexpected_passes else 0
+
+
+# --- Driver ----------------------------------------------------------------
+
+
+def parse_shard(text):
+    index, count = (int(x) for x in text.split("/"))
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"bad shard {text}")
+    return index, count
+
+
+def default_tool(name):
+    built = os.path.join(REPO_ROOT, "build", "bin", name)
+    return built if os.path.exists(built) else name
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tsv", help="write the per-test result table here")
+    ap.add_argument("--write-doc", metavar="PATH",
+                    help="write the conformance report (markdown) here")
+    ap.add_argument("--write-expected", metavar="PATH",
+                    help="write the list of failing tests here")
+    ap.add_argument("--check", metavar="PATH",
+                    help="fail if results differ from this expected list")
+    ap.add_argument("--shard", type=parse_shard, default=(0, 1),
+                    help="run every N-th test, starting at I (I/N)")
+    ap.add_argument("--filter", help="only tests whose name matches REGEX")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--timeout", type=int, default=60,
+                    help="seconds per kilnc or kiln-run call")
+    ap.add_argument("--kilnc", default=default_tool("kilnc"))
+    ap.add_argument("--kiln-run", default=default_tool("kiln-run"))
+    ap.add_argument("--with-ptxas", action="store_true",
+                    help="let kilnc assemble cubins with ptxas")
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
+    root = node_test_root()
+    names = list_tests(root, args.filter, args.shard)
+    start = time.monotonic()
+    results = run_all(names, root, args, args.jobs)
+    seconds = time.monotonic() - start
+    if args.tsv:
+        write_tsv(args.tsv, results)
+    if args.write_doc:
+        write_doc(args.write_doc, results, seconds, args.jobs)
+    if args.write_expected:
+        write_expected(args.write_expected, results)
+    status = check(results, read_expected(args.check)) if args.check else 0
+    print(summary_line(results, seconds))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
