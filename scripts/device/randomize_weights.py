@@ -73,6 +73,10 @@ def main():
               if t.name in replaced_shapes and t.name not in still_read]
     for t in unused:
         graph.initializer.remove(t)
+    # Old IR versions list initializers as graph inputs too; drop those.
+    removed = {t.name for t in unused}
+    for value in [v for v in graph.input if v.name in removed]:
+        graph.input.remove(value)
 
     for t in list(graph.initializer):
         if t.data_type != onnx.TensorProto.FLOAT:
