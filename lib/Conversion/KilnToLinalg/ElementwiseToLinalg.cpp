@@ -182,9 +182,17 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
         return s.isFloat() ? s.div(x, args[1])
                            : Value(arith::DivSIOp::create(b, loc, x, args[1]));
       })
-      .Case([&](PowOp) {
-        return s.isFloat() ? Value(math::PowFOp::create(b, loc, x, args[1]))
-                           : Value(math::IPowIOp::create(b, loc, x, args[1]));
+      .Case([&](PowOp) -> Value {
+        if (s.isFloat())
+          return math::PowFOp::create(b, loc, x, args[1]);
+        // Integer pow through f64 (exact while the result fits in 53 bits):
+        // math.ipowi has no NVVM lowering.
+        Type f64 = b.getF64Type();
+        Value base = arith::SIToFPOp::create(b, loc, f64, x);
+        Value exponent = arith::SIToFPOp::create(b, loc, f64, args[1]);
+        Value power = math::RoundEvenOp::create(
+            b, loc, math::PowFOp::create(b, loc, base, exponent));
+        return arith::FPToSIOp::create(b, loc, x.getType(), power);
       })
       .Case([&](MaxOp) { return s.max(x, args[1]); })
       .Case([&](MinOp) { return s.min(x, args[1]); })
