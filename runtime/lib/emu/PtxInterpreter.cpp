@@ -373,6 +373,7 @@ public:
     if (spec.dynamicSharedBytes == 0)
       sharedBytes = std::max<uint64_t>(kernel.staticSharedBytes, 0);
     shared.assign(sharedBytes, 0);
+    local.assign(kernel.localBytes * threadsPerBlock, 0);
     regions = spec.memory->data();
     numRegions = spec.memory->size();
     // Constants and per-thread specials are the same in every block.
@@ -495,6 +496,8 @@ private:
   std::vector<WarpState> warps;
   std::vector<uint8_t> shared;
   uint64_t sharedBytes = 0;
+  /// Every thread's local memory, kernel.localBytes each, by thread index.
+  std::vector<uint8_t> local;
   const MemoryRegion *regions = nullptr;
   size_t numRegions = 0;
   uint64_t cacheBase = 0, cacheSize = 0;
@@ -928,10 +931,26 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
     });
     return ok;
   }
-  case Space::Local:
-    break;
+  case Space::Local: {
+    uint64_t bytes = kernel.localBytes;
+    forLanes(exec, [&](unsigned lane) {
+      if (!ok)
+        return;
+      uint64_t address = base[lane] + in.offset;
+      if (address > bytes || total > bytes - address) {
+        ok = fault(w, lane, pc,
+                   fmt::format("out-of-bounds local {} of {} bytes at offset "
+                               "{} (each thread has {} bytes)",
+                               verb, total, address, bytes));
+        return;
+      }
+      uint64_t thread = static_cast<uint64_t>(w) * 32 + lane;
+      transfer(lane, local.data() + thread * bytes + address);
+    });
+    return ok;
   }
-  return fault(w, __builtin_ctz(exec), pc, "local memory is not emulated");
+  }
+  return fault(w, __builtin_ctz(exec), pc, "unknown state space");
 }
 
 bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {

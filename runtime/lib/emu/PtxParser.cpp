@@ -384,7 +384,8 @@ public:
 
 private:
   Error declareRegisters(std::string_view text, uint32_t line);
-  Error declareShared(std::string_view text, uint32_t line);
+  Error declareShared(std::string_view text, uint32_t line,
+                      bool isLocal = false);
   Error instruction(std::string_view text, uint32_t line);
   Expected<uint32_t> sourceSlot(std::string_view operand, uint32_t line);
   Expected<uint32_t> destSlot(std::string_view operand, uint32_t line);
@@ -540,7 +541,8 @@ Error KernelBuilder::declareRegisters(std::string_view text, uint32_t line) {
 }
 
 /// `.shared .align 4 .b8 name[128]` or `.extern .shared .align 16 .b8 n[]`.
-Error KernelBuilder::declareShared(std::string_view text, uint32_t line) {
+Error KernelBuilder::declareShared(std::string_view text, uint32_t line,
+                                   bool isLocal) {
   bool isExtern = startsWith(text, ".extern");
   uint64_t align = 1, elementBytes = 0;
   std::string_view rest = text;
@@ -590,10 +592,12 @@ Error KernelBuilder::declareShared(std::string_view text, uint32_t line) {
     dynamicSharedSymbols.emplace_back(name);
     return Error::success();
   }
-  uint64_t offset =
-      (kernel.staticSharedBytes + align - 1) / align * align;
+  // Local variables get offsets in the thread's local memory, shared ones in
+  // the block's shared memory; both are addressed by their symbol.
+  uint64_t &bytes = isLocal ? kernel.localBytes : kernel.staticSharedBytes;
+  uint64_t offset = (bytes + align - 1) / align * align;
   symbols[std::string(name)] = offset;
-  kernel.staticSharedBytes = offset + count * elementBytes;
+  bytes = offset + count * elementBytes;
   return Error::success();
 }
 
@@ -706,6 +710,8 @@ Error KernelBuilder::statement(const Statement &st) {
     return declareRegisters(text, st.line);
   if (startsWith(text, ".shared") || startsWith(text, ".extern .shared"))
     return declareShared(text, st.line);
+  if (startsWith(text, ".local"))
+    return declareShared(text, st.line, /*isLocal=*/true);
   std::string_view directive = text.substr(0, text.find_first_of(" \t"));
   if (directive == ".loc" || directive == ".pragma" || directive == ".file")
     return Error::success();
@@ -1116,9 +1122,6 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
                    inst.op != Op::Membar;
   if (needsType && inst.type == Type::None)
     return makeError("PTX line {}: '{}' has no type", line, opcode);
-  if ((inst.op == Op::Ld || inst.op == Op::St) && inst.space == Space::Local)
-    return makeError("PTX line {}: local memory is not emulated yet ('{}')",
-                     line, opcode);
   kernel.code.push_back(inst);
   kernel.opcodeText.emplace_back(opcode);
   return Error::success();

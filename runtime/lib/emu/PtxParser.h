@@ -216,6 +216,9 @@ struct Kernel {
   /// dynamicSharedOffset.
   uint64_t staticSharedBytes = 0;
   uint64_t dynamicSharedOffset = 0;
+  /// Per-thread local memory (.local, e.g. libdevice's argument-reduction
+  /// scratch); local addresses are offsets into the thread's own copy.
+  uint64_t localBytes = 0;
   /// .maxntid, 0 where absent.
   uint32_t maxThreads = 0;
   /// Line of the .entry, for messages.

@@ -138,6 +138,41 @@ TEST(EmuInterpreterTest, IntegerArithmetic) {
   }
 }
 
+TEST(EmuInterpreterTest, LocalMemoryIsPerThread) {
+  // Every thread writes its two inputs to its own .local scratch and reads
+  // them back swapped; a local memory shared between threads would mix the
+  // lanes' values (all lanes store before any loads).
+  std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<int32_t> b = {-1, -2, -3, -4, -5, -6, -7, -8};
+  std::string body = R"(	.local .align 4 .b8 depot[8];
+	.reg .b64 %SPL;
+	mov.b64 %SPL, depot;
+	st.local.b32 [%SPL], %r1;
+	st.local.b32 [%SPL+4], %r2;
+	ld.local.b32 %r10, [%SPL+4];
+	ld.local.b32 %r11, [%SPL];
+)" + storeAll(2);
+  std::vector<int32_t> got = runElementwise(body, 2, a, b);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(got[2 * i], b[i]) << "lane " << i;
+    EXPECT_EQ(got[2 * i + 1], a[i]) << "lane " << i;
+  }
+}
+
+TEST(EmuInterpreterTest, LocalAccessOutOfBoundsIsReported) {
+  std::vector<int32_t> a = {1}, b = {2};
+  std::string body = R"(	.local .align 4 .b8 depot[8];
+	.reg .b64 %SPL;
+	mov.b64 %SPL, depot;
+	st.local.b32 [%SPL+8], %r1;
+)";
+  Buffer bufA = Buffer::of(a), bufB = Buffer::of(b);
+  Buffer out = Buffer::zeros<int32_t>(1);
+  std::string result = runPtx(elementwiseKernel(body, 1), "k", {1, 1, 1},
+                              {1, 1, 1}, {&bufA, &bufB, &out});
+  EXPECT_THAT(result, HasSubstr("out-of-bounds local store of 4 bytes at offset 8"));
+}
+
 TEST(EmuInterpreterTest, WideAnd64BitIntegers) {
   std::vector<int32_t> a = {-3, 40000, 2147483647, 5};
   std::vector<int32_t> b = {7, 40000, 2, -9};

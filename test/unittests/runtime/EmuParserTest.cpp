@@ -170,8 +170,8 @@ TEST(EmuParserTest, OperandErrors) {
             "PTX line 8: 'add.s32' takes 2 source operands, got 1");
   EXPECT_EQ(parseBody("\tmul.s32 %r1, %r2, 3;"),
             "PTX line 8: unsupported instruction 'mul.s32' in kernel 'k'");
-  EXPECT_EQ(parseBody("\t.local .align 4 .b8 depot[16];"),
-            "PTX line 8: unsupported directive '.local' in kernel 'k'");
+  EXPECT_EQ(parseBody("\t.branchtargets $L1, $L2;"),
+            "PTX line 8: unsupported directive '.branchtargets' in kernel 'k'");
   EXPECT_EQ(errorOf(parsePtx(ptxHeader() + ".visible .func f()\n{\n ret;\n}\n")),
             "PTX line 5: unsupported block '.visible .func f()' (only .entry "
             "functions are emulated)");
