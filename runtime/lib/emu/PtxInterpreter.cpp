@@ -350,6 +350,8 @@ struct WarpState {
   uint32_t lanePc[32] = {};
   /// The barrier id the waiting lanes wait at.
   uint32_t barrier = 0;
+  /// Each lane's carry flag (CC.CF), for add.cc/addc/mad.cc/madc.
+  uint32_t carry = 0;
 };
 
 /// Stops a warp: the fault to report, with the lane that caused it.
@@ -485,6 +487,9 @@ private:
   bool shuffle(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
   bool convert(uint64_t *r, const Instruction &in, uint32_t exec);
   bool arithmetic(uint64_t *r, const Instruction &in, uint32_t exec);
+  /// add/mad with .cc (carry out) or addc/madc (carry in), 32 or 64 bits.
+  bool carryArithmetic(WarpState &ws, uint64_t *r, const Instruction &in,
+                       uint32_t exec);
 
   const Kernel &kernel;
   const LaunchSpec &spec;
@@ -744,6 +749,12 @@ bool BlockRunner::runWarp(unsigned w) {
                             "unsupported conversion"));
       break;
     default:
+      if (in.carryIn || in.carryOut) {
+        if (!carryArithmetic(ws, r, in, exec))
+          return finish(fault(w, __builtin_ctz(mask), pc,
+                              "unsupported carry-chain instruction"));
+        break;
+      }
       if (!arithmetic(r, in, exec))
         return finish(fault(w, __builtin_ctz(mask), pc,
                             fmt::format("type .{} is not emulated for this "
@@ -1072,6 +1083,38 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
       });
     });
   });
+}
+
+bool BlockRunner::carryArithmetic(WarpState &ws, uint64_t *r,
+                                  const Instruction &in, uint32_t exec) {
+  unsigned bits = typeBytes(in.type) * 8;
+  if ((bits != 32 && bits != 64) || isFloat(in.type) ||
+      (in.op != Op::Add && in.op != Op::Mad) ||
+      (in.op == Op::Mad && in.mulMode == MulMode::Wide))
+    return false;
+  auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
+  uint64_t *d = slot(in.dst[0]);
+  const uint64_t *a = slot(in.src[0]), *b = slot(in.src[1]);
+  const uint64_t *c = in.op == Op::Mad ? slot(in.src[2]) : nullptr;
+  uint64_t mask = bits == 64 ? ~0ull : 0xffffffffull;
+  uint32_t carryOut = 0;
+  forLanes(exec, [&](unsigned l) {
+    unsigned __int128 x = a[l] & mask, y = b[l] & mask;
+    unsigned __int128 term = x;
+    if (in.op == Op::Mad) {
+      unsigned __int128 product = x * y;
+      term = in.mulMode == MulMode::Hi ? (product >> bits) & mask
+                                       : product & mask;
+      y = c[l] & mask;
+    }
+    unsigned __int128 sum = term + y + (in.carryIn ? (ws.carry >> l) & 1 : 0);
+    d[l] = static_cast<uint64_t>(sum) & mask;
+    if ((sum >> bits) & 1)
+      carryOut |= 1u << l;
+  });
+  if (in.carryOut)
+    ws.carry = (ws.carry & ~exec) | carryOut;
+  return true;
 }
 
 bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
@@ -1453,6 +1496,18 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
           result = static_cast<U>(result | (U(bit) << i));
         }
         put(l, static_cast<T>(result));
+      });
+      break;
+    case Op::Shf:
+      // {b:a} as 64 bits; left keeps the high word, right the low word.
+      forLanes(exec, [&](unsigned l) {
+        uint64_t pair = (static_cast<uint64_t>(static_cast<uint32_t>(b[l])) << 32) |
+                        static_cast<uint32_t>(a[l]);
+        uint32_t n = static_cast<uint32_t>(c[l]);
+        n = in.shiftClamp ? std::min<uint32_t>(n, 32) : n & 31;
+        uint32_t v = in.shiftLeft ? static_cast<uint32_t>((pair << n) >> 32)
+                                  : static_cast<uint32_t>(pair >> n);
+        d[l] = v;
       });
       break;
     case Op::Bfi:

@@ -339,6 +339,7 @@ struct OpName {
 constexpr OpName kOps[] = {
     {"mov", Op::Mov},       {"add", Op::Add},         {"sub", Op::Sub},
     {"mul", Op::Mul},       {"mad", Op::Mad},         {"fma", Op::Fma},
+    {"madc", Op::Mad},      {"addc", Op::Add},        {"shf", Op::Shf},
     {"div", Op::Div},       {"rem", Op::Rem},         {"neg", Op::Neg},
     {"abs", Op::Abs},       {"min", Op::Min},         {"max", Op::Max},
     {"and", Op::And},       {"or", Op::Or},           {"xor", Op::Xor},
@@ -765,6 +766,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   };
   if (!known)
     return unknown();
+  inst.carryIn = parts[0] == "madc" || parts[0] == "addc";
   std::vector<Type> types;
   for (size_t i = 1; i < parts.size(); ++i) {
     std::string_view m = parts[i];
@@ -773,7 +775,13 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       types.push_back(type);
       continue;
     }
-    if (m == "rn")
+    if (m == "cc")
+      inst.carryOut = true;
+    else if (inst.op == Op::Shf && (m == "l" || m == "r"))
+      inst.shiftLeft = m == "l";
+    else if (inst.op == Op::Shf && (m == "wrap" || m == "clamp"))
+      inst.shiftClamp = m == "clamp";
+    else if (m == "rn")
       inst.rounding = Rounding::Rn;
     else if (m == "rz")
       inst.rounding = Rounding::Rz;
@@ -1084,6 +1092,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::Fma:
   case Op::Selp:
   case Op::Bfe:
+  case Op::Shf:
     wantSrc = 3;
     break;
   case Op::Bfi:

@@ -96,6 +96,8 @@ enum class Op : uint8_t {
   Clz,
   Brev,
   Membar,
+  /// Funnel shift: shf.{l,r}.{wrap,clamp}.b32.
+  Shf,
 };
 
 enum class Space : uint8_t { Generic, Global, Shared, Local, Param, Const };
@@ -165,6 +167,12 @@ struct Instruction {
   /// cvta.to.<space> (else cvta.<space>).
   bool toSpace = false;
   bool negateGuard = false;
+  /// Integer carry chains: `.cc` writes the carry flag, `madc`/`addc` read it.
+  bool carryOut = false;
+  bool carryIn = false;
+  /// shf: shift left (else right); clamp the amount to 32 (else wrap mod 32).
+  bool shiftLeft = false;
+  bool shiftClamp = false;
   /// ld/st vector width (1, 2 or 4); for mov, a pack/unpack of this many.
   uint8_t vec = 1;
   uint8_t numDst = 0;

@@ -173,6 +173,43 @@ TEST(EmuInterpreterTest, LocalAccessOutOfBoundsIsReported) {
   EXPECT_THAT(result, HasSubstr("out-of-bounds local store of 4 bytes at offset 8"));
 }
 
+TEST(EmuInterpreterTest, CarryChainsAndFunnelShifts) {
+  // A 64-bit product built from 32-bit halves with mad.lo.cc/madc.hi (as
+  // libdevice's argument reduction does), add.cc/addc, and funnel shifts.
+  std::vector<uint32_t> a = {0xffffffffu, 0x80000001u, 12345u, 0u, 7u};
+  std::vector<uint32_t> b = {0xffffffffu, 0x80000001u, 67890u, 5u, 0xfffffff0u};
+  std::string body = R"(	mad.lo.cc.u32 %r10, %r1, %r2, %r2;
+	madc.hi.u32 %r11, %r1, %r2, 0;
+	add.cc.u32 %r12, %r1, %r2;
+	addc.u32 %r13, %r1, 0;
+	and.b32 %r31, %r2, 63;
+	shf.l.wrap.b32 %r14, %r1, %r2, %r31;
+	shf.r.wrap.b32 %r15, %r1, %r2, %r31;
+	shf.l.clamp.b32 %r16, %r1, %r2, %r31;
+	shf.r.clamp.b32 %r17, %r1, %r2, %r31;
+)" + storeAll(8);
+  std::vector<uint32_t> got = runElementwise(body, 8, a, b);
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint64_t x = a[i], y = b[i];
+    uint64_t low = (x * y) & 0xffffffffu;
+    uint64_t lowSum = low + y; // mad.lo.cc: carry out of lo(x*y) + y
+    uint32_t carry1 = static_cast<uint32_t>(lowSum >> 32);
+    uint32_t hi = static_cast<uint32_t>(((x * y) >> 32) + carry1);
+    uint64_t sum = x + y;
+    uint32_t carry2 = static_cast<uint32_t>(sum >> 32);
+    uint64_t pair = (y << 32) | x;
+    uint32_t n = static_cast<uint32_t>(y & 63);
+    uint32_t wrap = n & 31, clamp = std::min<uint32_t>(n, 32);
+    std::vector<uint32_t> want = {
+        static_cast<uint32_t>(lowSum), hi, static_cast<uint32_t>(sum),
+        static_cast<uint32_t>(x + carry2),
+        static_cast<uint32_t>((pair << wrap) >> 32), static_cast<uint32_t>(pair >> wrap),
+        static_cast<uint32_t>((pair << clamp) >> 32), static_cast<uint32_t>(pair >> clamp)};
+    for (unsigned k = 0; k < 8; ++k)
+      EXPECT_EQ(got[i * 8 + k], want[k]) << "lane " << i << " op " << k;
+  }
+}
+
 TEST(EmuInterpreterTest, WideAnd64BitIntegers) {
   std::vector<int32_t> a = {-3, 40000, 2147483647, 5};
   std::vector<int32_t> b = {7, 40000, 2, -9};
