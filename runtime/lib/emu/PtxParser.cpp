@@ -13,6 +13,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <iterator>
 #include <unordered_map>
 
 namespace kiln::runtime::emu {
@@ -884,6 +885,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       Expected<uint32_t> slot = sourceSlot(operands[i], line);
       if (!slot)
         return slot.takeError();
+      if (inst.numSrc == std::size(inst.src))
+        return makeError("PTX line {}: too many source operands", line);
       inst.src[inst.numSrc++] = *slot;
     }
     return Error::success();
@@ -974,6 +977,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       Expected<uint32_t> slot = sourceSlot(v, line);
       if (!slot)
         return slot.takeError();
+      if (inst.numSrc == std::size(inst.src))
+        return makeError("PTX line {}: too many source operands", line);
       inst.src[inst.numSrc++] = *slot;
     }
     break;
@@ -993,6 +998,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
         Expected<uint32_t> slot = sourceSlot(e, line);
         if (!slot)
           return slot.takeError();
+        if (inst.numSrc == std::size(inst.src))
+          return makeError("PTX line {}: too many source operands", line);
         inst.src[inst.numSrc++] = *slot;
       }
       inst.vec = static_cast<uint8_t>(elements->size());

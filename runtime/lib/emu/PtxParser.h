@@ -180,8 +180,9 @@ struct Instruction {
   /// Guard predicate slot, or kNoSlot.
   uint32_t guard = kNoSlot;
   uint32_t dst[4] = {kNoSlot, kNoSlot, kNoSlot, kNoSlot};
-  /// ld/st: src[0] is the address slot; st's values follow.
-  uint32_t src[4] = {kNoSlot, kNoSlot, kNoSlot, kNoSlot};
+  /// ld/st: src[0] is the address slot; st's values follow (up to 4 for a
+  /// .v4 store, hence 5 entries).
+  uint32_t src[5] = {kNoSlot, kNoSlot, kNoSlot, kNoSlot, kNoSlot};
   /// The immediate part of an address ([%rd1+16]).
   int64_t offset = 0;
   /// bra: the index of the target instruction.
