@@ -391,6 +391,9 @@ LogicalResult KernelBuilder::build(OpBuilder &b) {
     return op.emitOpError(
         "has a dynamic iteration space, which kiln-map-to-gpu "
         "does not support yet");
+  // Nothing to compute for an empty output (a zero-sized dimension).
+  if (product(parallelDims) == 0)
+    return success();
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPoint(op);
   if (Operation *combiner = blockReductionCombiner())

@@ -204,3 +204,21 @@ func.func @dynamic(%a: memref<?xf32>, %b: memref<?xf32>) {
   }
   return
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// An empty output (a zero-sized dimension) needs no kernel at all.
+// CHECK-LABEL: func.func @empty
+// CHECK-NOT: gpu.launch
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @empty(%a: memref<0x4xf32>, %b: memref<0x4xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<0x4xf32>) outs(%b : memref<0x4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  return
+}

@@ -631,6 +631,39 @@ LogicalResult importTile(NodeImporter &n) {
               n.make<TileOp>(n.input(0), {n.namedArray("repeats", *repeats)}));
 }
 
+/// Trilu keeps the elements on and above (upper) or on and below (lower)
+/// the k-th diagonal of the last two dimensions. With static shapes the mask
+/// is a compile-time constant: select(mask, x, 0), the mask broadcasting over
+/// the leading dimensions.
+LogicalResult importTrilu(NodeImporter &n) {
+  if (failed(n.checkArity(1, 2)))
+    return failure();
+  RankedTensorType type = n.inputType(0);
+  if (type.getRank() < 2)
+    return n.fail("input must have rank >= 2");
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    FailureOr<SmallVector<int64_t>> value = n.constantInts(1, "k");
+    if (failed(value))
+      return failure();
+    if (value->size() != 1)
+      return n.fail("k must be a scalar");
+    k = value->front();
+  }
+  bool upper = n.intAttr("upper", 1) != 0;
+  int64_t rows = type.getDimSize(type.getRank() - 2);
+  int64_t cols = type.getDimSize(type.getRank() - 1);
+  SmallVector<bool> mask;
+  mask.reserve(rows * cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      mask.push_back(upper ? j - i >= k : j - i <= k);
+  auto maskType = RankedTensorType::get({rows, cols}, n.builder().getI1Type());
+  Value maskValue = n.constant(DenseElementsAttr::get(maskType, ArrayRef(mask)));
+  Value zero = n.scalar(type.getElementType(), 0.0);
+  return bind(n, n.make<SelectOp>({maskValue, n.input(0), zero}));
+}
+
 //===----------------------------------------------------------------------===//
 // Resize, Upsample
 //===----------------------------------------------------------------------===//
@@ -929,6 +962,7 @@ LogicalResult importSpaceToDepth(NodeImporter &n) {
 
 void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
+      {"Trilu", 14, importTrilu, "k must be a compile-time constant"},
       {"Reshape", 5, importReshape, "shape must be a compile-time constant"},
       {"Reshape", 14, importReshape, "shape must be a compile-time constant"},
       {"Flatten", 1, importFlatten, ""},
