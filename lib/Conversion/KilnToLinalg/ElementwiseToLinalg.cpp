@@ -105,6 +105,14 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
       .Case([&](ErfOp) { return math::ErfOp::create(b, loc, x); })
       .Case([&](SinOp) { return math::SinOp::create(b, loc, x); })
       .Case([&](CosOp) { return math::CosOp::create(b, loc, x); })
+      .Case([&](AsinOp) { return math::AsinOp::create(b, loc, x); })
+      .Case([&](AcosOp) { return math::AcosOp::create(b, loc, x); })
+      .Case([&](AtanOp) { return math::AtanOp::create(b, loc, x); })
+      .Case([&](SinhOp) { return math::SinhOp::create(b, loc, x); })
+      .Case([&](CoshOp) { return math::CoshOp::create(b, loc, x); })
+      .Case([&](AsinhOp) { return math::AsinhOp::create(b, loc, x); })
+      .Case([&](AcoshOp) { return math::AcoshOp::create(b, loc, x); })
+      .Case([&](AtanhOp) { return math::AtanhOp::create(b, loc, x); })
       .Case([&](FloorOp) { return math::FloorOp::create(b, loc, x); })
       .Case([&](CeilOp) { return math::CeilOp::create(b, loc, x); })
       .Case([&](RoundOp) { return math::RoundEvenOp::create(b, loc, x); })
@@ -284,7 +292,8 @@ void addElementwisePatterns(RewritePatternSet &patterns) {
 void kiln::populateElementwiseToLinalgPatterns(RewritePatternSet &patterns) {
   addElementwisePatterns<
       NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp,
-      SigmoidOp, ErfOp, SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, NotOp,
+      SigmoidOp, ErfOp, SinOp, CosOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp,
+      AsinhOp, AcoshOp, AtanhOp, FloorOp, CeilOp, RoundOp, SignOp, NotOp,
       ReluOp, SoftplusOp, HardSwishOp, LeakyReluOp, EluOp, GeluOp,
       HardSigmoidOp, ClipOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp,
       ModOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp,

@@ -34,6 +34,30 @@ func.func @unary_float_math(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   return %9 : tensor<2x3xf32>
 }
 
+// Inverse trigonometric and hyperbolic functions.
+// CHECK-LABEL: func.func @unary_trig(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3xf32>)
+// CHECK-NEXT:      %[[V0:.*]] = kiln.asin %[[X]] : tensor<3xf32>
+// CHECK-NEXT:      %[[V1:.*]] = kiln.acos %[[V0]] : tensor<3xf32>
+// CHECK-NEXT:      %[[V2:.*]] = kiln.atan %[[V1]] : tensor<3xf32>
+// CHECK-NEXT:      %[[V3:.*]] = kiln.sinh %[[V2]] : tensor<3xf32>
+// CHECK-NEXT:      %[[V4:.*]] = kiln.cosh %[[V3]] : tensor<3xf32>
+// CHECK-NEXT:      %[[V5:.*]] = kiln.asinh %[[V4]] : tensor<3xf32>
+// CHECK-NEXT:      %[[V6:.*]] = kiln.acosh %[[V5]] : tensor<3xf32>
+// CHECK-NEXT:      %[[V7:.*]] = kiln.atanh %[[V6]] : tensor<3xf32>
+// CHECK-NEXT:      return %[[V7]] : tensor<3xf32>
+func.func @unary_trig(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = kiln.asin %x : tensor<3xf32>
+  %1 = kiln.acos %0 : tensor<3xf32>
+  %2 = kiln.atan %1 : tensor<3xf32>
+  %3 = kiln.sinh %2 : tensor<3xf32>
+  %4 = kiln.cosh %3 : tensor<3xf32>
+  %5 = kiln.asinh %4 : tensor<3xf32>
+  %6 = kiln.acosh %5 : tensor<3xf32>
+  %7 = kiln.atanh %6 : tensor<3xf32>
+  return %7 : tensor<3xf32>
+}
+
 // Rounding ops on a bf16 tensor.
 // CHECK-LABEL: func.func @unary_rounding(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<4xbf16>)

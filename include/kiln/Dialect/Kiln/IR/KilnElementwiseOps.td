@@ -46,6 +46,14 @@ def Kiln_SigmoidOp : Kiln_UnaryFloatOp<"sigmoid", "1 / (1 + e^-x)">;
 def Kiln_ErfOp : Kiln_UnaryFloatOp<"erf", "erf(x)">;
 def Kiln_SinOp : Kiln_UnaryFloatOp<"sin", "sin(x)">;
 def Kiln_CosOp : Kiln_UnaryFloatOp<"cos", "cos(x)">;
+def Kiln_AsinOp : Kiln_UnaryFloatOp<"asin", "asin(x)">;
+def Kiln_AcosOp : Kiln_UnaryFloatOp<"acos", "acos(x)">;
+def Kiln_AtanOp : Kiln_UnaryFloatOp<"atan", "atan(x)">;
+def Kiln_SinhOp : Kiln_UnaryFloatOp<"sinh", "sinh(x)">;
+def Kiln_CoshOp : Kiln_UnaryFloatOp<"cosh", "cosh(x)">;
+def Kiln_AsinhOp : Kiln_UnaryFloatOp<"asinh", "asinh(x)">;
+def Kiln_AcoshOp : Kiln_UnaryFloatOp<"acosh", "acosh(x)">;
+def Kiln_AtanhOp : Kiln_UnaryFloatOp<"atanh", "atanh(x)">;
 def Kiln_FloorOp : Kiln_UnaryFloatOp<"floor", "floor(x)">;
 def Kiln_CeilOp : Kiln_UnaryFloatOp<"ceil", "ceil(x)">;
 def Kiln_RoundOp : Kiln_UnaryFloatOp<"round",
