@@ -11,6 +11,7 @@
 
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -57,8 +58,14 @@ namespace {
 std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   switch (phase) {
   case Phase::Kiln:
-    // The importer already folds as it builds; --emit=kiln shows its output.
-    return "";
+    // The importer already folds as it builds; the graph passes run here, so
+    // --emit=kiln shows their result.
+    return llvm::formatv(
+        "func.func(kiln-assign-layout{{layout={0} precision={1}}, "
+        "kiln-lower-precision{{precision={1}{2}}{3})",
+        options.layout, options.precision,
+        options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
+        options.fuse ? ", kiln-fuse" : "");
   case Phase::Linalg:
     return "canonicalize, func.func(kiln-lower-to-linalg, canonicalize, cse)";
   case Phase::Gpu:
@@ -119,6 +126,7 @@ void registerPipelineDialects(DialectRegistry &registry) {
 void registerPipelinePasses() {
   registerAllPasses();
   registerKilnConversionPasses();
+  registerKilnTransformsPasses();
 }
 
 } // namespace kiln

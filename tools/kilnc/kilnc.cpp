@@ -66,6 +66,24 @@ cl::list<std::string> shapes("shape",
                              cl::desc("Fix an input's shape: name=1x3x224x224 "
                                       "(repeatable, or comma-separated)"),
                              cl::value_desc("name=dims"), cl::CommaSeparated);
+cl::opt<std::string> layout("layout",
+                            cl::desc("Activation layout: nchw, nhwc, or auto "
+                                     "(NHWC where tensor cores are used)"),
+                            cl::init("auto"));
+cl::opt<std::string>
+    precision("precision",
+              cl::desc("Precision of matmuls and convolutions: fp32, tf32, "
+                       "bf16 or fp16 (accumulation stays fp32)"),
+              cl::init("fp32"));
+cl::opt<std::string>
+    ioPrecision("io-precision",
+                cl::desc("Element type of the model's float inputs and "
+                         "outputs (default: as the model declares them)"),
+                cl::init(""));
+cl::opt<bool> fuse("fuse",
+                   cl::desc("Fuse ops into kernels (--fuse=false: one kernel "
+                            "per op)"),
+                   cl::init(true));
 cl::opt<bool> summary("summary",
                       cl::desc("Print a one-line summary instead of IR"));
 cl::opt<bool> printWeights(
@@ -252,6 +270,20 @@ int main(int argc, char **argv) {
 
   kiln::PipelineOptions pipelineOptions;
   pipelineOptions.chip = target;
+  pipelineOptions.layout = layout;
+  pipelineOptions.precision = precision;
+  pipelineOptions.ioPrecision = ioPrecision;
+  pipelineOptions.fuse = fuse;
+  if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
+    return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");
+  if (!llvm::is_contained({"fp32", "tf32", "bf16", "fp16"},
+                          precision.getValue()))
+    return error("--precision '" + precision +
+                 "' is not one of fp32, tf32, bf16, fp16");
+  if (!ioPrecision.empty() &&
+      !llvm::is_contained({"fp32", "bf16", "fp16"}, ioPrecision.getValue()))
+    return error("--io-precision '" + ioPrecision +
+                 "' is not one of fp32, bf16, fp16");
   if (!kiln::ptxFeaturesFor(target))
     return error("--target '" + target + "' is not supported (sm_80 or sm_90)");
 

@@ -38,6 +38,13 @@ struct PipelineOptions {
   /// CUDA's libdevice bitcode, linked into kernels that call math functions
   /// (erf, exp, ...). Defaults to the toolkit found at build time.
   std::string libdevicePath = defaultLibdevicePath();
+  /// Graph passes (docs/passes.md): layout (nchw, nhwc, auto), precision of
+  /// matmuls and convolutions (fp32, tf32, bf16, fp16), element type of the
+  /// model's inputs and outputs (empty: as declared), and whether to fuse.
+  std::string layout = "auto";
+  std::string precision = "fp32";
+  std::string ioPrecision;
+  bool fuse = true;
 
   static std::string defaultLibdevicePath();
 };

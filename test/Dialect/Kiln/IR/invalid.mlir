@@ -1060,3 +1060,40 @@ func.func @reduce_unknown_kind(%x: tensor<2x3xf32>) -> tensor<2x1xf32> {
   %0 = kiln.reduce <median> %x {axes = array<i64: 1>} : tensor<2x3xf32> -> tensor<2x1xf32>
   return %0 : tensor<2x1xf32>
 }
+
+// -----
+
+// fusion: results of different shapes have no single iteration space.
+func.func @fusion_shapes_differ(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'kiln.fusion' op results must share one shape (the kernel's iteration space), got 'tensor<2x3xf32>' and 'tensor<6xf32>'}}
+  %0:2 = kiln.fusion "elementwise" -> tensor<2x3xf32>, tensor<6xf32> {
+    %r = kiln.relu %x : tensor<2x3xf32>
+    %f = kiln.reshape %r : tensor<2x3xf32> -> tensor<6xf32>
+    kiln.yield %r, %f : tensor<2x3xf32>, tensor<6xf32>
+  }
+  return %0#0 : tensor<2x3xf32>
+}
+
+// -----
+
+// fusion: the yield must match the results.
+func.func @fusion_yield_mismatch(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{'kiln.fusion' op yields 'tensor<2x3xf32>' but its results are 'tensor<2x3xf16>'}}
+  %0 = kiln.fusion "elementwise" -> tensor<2x3xf16> {
+    %r = kiln.relu %x : tensor<2x3xf32>
+    kiln.yield %r : tensor<2x3xf32>
+  }
+  return %x : tensor<2x3xf32>
+}
+
+// -----
+
+// fusion: only kiln ops and constants can be fused.
+func.func @fusion_foreign_op(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = kiln.fusion "elementwise" -> tensor<2x3xf32> {
+    // expected-error @+1 {{'tensor.empty' op cannot be part of a kiln.fusion region: only kiln ops and constants can}}
+    %e = tensor.empty() : tensor<2x3xf32>
+    kiln.yield %e : tensor<2x3xf32>
+  }
+  return %0 : tensor<2x3xf32>
+}

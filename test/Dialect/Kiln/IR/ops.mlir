@@ -643,3 +643,21 @@ func.func @resize(%x: tensor<1x64x16x16xf32>) -> tensor<1x64x32x32xf32> {
   %5 = kiln.resize %x {coordinate_mode = #kiln.coordinate_mode<align_corners>, mode = #kiln.resize_mode<linear>, nearest_mode = #kiln.nearest_mode<round_prefer_floor>, scales = array<f64>} : tensor<1x64x16x16xf32> -> tensor<1x64x32x32xf32>
   return %5 : tensor<1x64x32x32xf32>
 }
+
+// A fusion region with two results of one shape; yield of several values.
+// CHECK-LABEL: func.func @fusion(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<2x3xf32>
+// CHECK-NEXT:      %[[F:.*]]:2 = kiln.fusion "elementwise" -> tensor<2x3xf32>, tensor<2x3xf32> {
+// CHECK-NEXT:        %[[R:.*]] = kiln.relu %[[X]] : tensor<2x3xf32>
+// CHECK-NEXT:        %[[E:.*]] = kiln.exp %[[R]] : tensor<2x3xf32>
+// CHECK-NEXT:        kiln.yield %[[R]], %[[E]] : tensor<2x3xf32>, tensor<2x3xf32>
+// CHECK-NEXT:      }
+// CHECK-NEXT:      return %[[F]]#1 : tensor<2x3xf32>
+func.func @fusion(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0:2 = kiln.fusion "elementwise" -> tensor<2x3xf32>, tensor<2x3xf32> {
+    %r = kiln.relu %x : tensor<2x3xf32>
+    %e = kiln.exp %r : tensor<2x3xf32>
+    kiln.yield %r, %e : tensor<2x3xf32>, tensor<2x3xf32>
+  }
+  return %0#1 : tensor<2x3xf32>
+}
