@@ -36,6 +36,8 @@ struct LowerToLinalgPass
     target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                            math::MathDialect, tensor::TensorDialect>();
     target.addIllegalDialect<kiln::KilnDialect>();
+    // Fusion regions stay; their contents are lowered in place.
+    target.addLegalOp<kiln::FusionOp, kiln::YieldOp>();
     // Anything else (func, ml_program weights) passes through untouched.
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
 
