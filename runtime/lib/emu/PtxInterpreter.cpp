@@ -97,9 +97,10 @@ uint16_t floatToHalf(float f) {
   uint32_t x = static_cast<uint32_t>(toBits(f));
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) // inf or NaN
-    return static_cast<uint16_t>(sign | 0x7c00u |
-                                 (absx > 0x7f800000u ? 0x200u : 0));
+  if (absx > 0x7f800000u) // NaN: the hardware's canonical NaN
+    return 0x7fffu;
+  if (absx == 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00u);
   if (absx >= 0x477ff000u) // rounds to >= 65520: overflow to inf
     return static_cast<uint16_t>(sign | 0x7c00u);
   if (absx < 0x38800000u) { // below the smallest normal half: subnormal
@@ -123,9 +124,92 @@ float bf16ToFloat(uint16_t h) {
 uint16_t floatToBf16(float f) {
   uint32_t x = static_cast<uint32_t>(toBits(f));
   if ((x & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((x >> 16) | 0x40);
+    return 0x7fffu; // the hardware's canonical NaN
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1);
   return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+/// A binary floating-point format narrower than f64.
+struct Format {
+  int exponentBits;
+  int mantissaBits;
+};
+constexpr Format kHalf{5, 10}, kBf16{8, 7}, kTf32{8, 10};
+
+/// Rounds `x` to `format` (sign, exponent, mantissa packed in the low
+/// 1 + E + M bits), with subnormals, overflow by rounding direction, and
+/// NaN as the canonical all-ones NaN. Independent of the host's rounding
+/// mode: only exact operations (frexp, ldexp, floor, ceil, trunc).
+uint32_t roundToFormat(double x, Format format, Rounding rounding) {
+  const int e = format.exponentBits, m = format.mantissaBits;
+  const uint32_t sign = std::signbit(x) ? 1u << (e + m) : 0u;
+  const uint32_t infinity = ((1u << e) - 1) << m;
+  if (std::isnan(x))
+    return infinity | ((1u << m) - 1);
+  if (std::isinf(x))
+    return sign | infinity;
+  double magnitude = std::fabs(x);
+  if (magnitude == 0)
+    return sign;
+  const int bias = (1 << (e - 1)) - 1;
+  const int minExponent = 1 - bias, maxExponent = bias;
+  int binary = 0;
+  std::frexp(magnitude, &binary); // magnitude in [2^(binary-1), 2^binary)
+  int exponent = std::max(binary - 1, minExponent);
+  double scaled = std::ldexp(magnitude, m - exponent);
+  bool negative = sign != 0;
+  double n;
+  switch (rounding) {
+  case Rounding::Rz:
+    n = std::trunc(scaled);
+    break;
+  case Rounding::Rm:
+    n = negative ? std::ceil(scaled) : std::floor(scaled);
+    break;
+  case Rounding::Rp:
+    n = negative ? std::floor(scaled) : std::ceil(scaled);
+    break;
+  case Rounding::Rna:
+    n = std::floor(scaled + 0.5); // scaled < 2^(m+1): exact
+    break;
+  default: {
+    n = std::floor(scaled);
+    double rest = scaled - n;
+    if (rest > 0.5 || (rest == 0.5 && std::fmod(n, 2.0) != 0))
+      n += 1;
+    break;
+  }
+  }
+  uint64_t q = static_cast<uint64_t>(n);
+  if (q >= (2ull << m)) { // rounded up into the next binade
+    q >>= 1;
+    ++exponent;
+  }
+  if (exponent > maxExponent) {
+    bool toInfinity = rounding == Rounding::Rp   ? !negative
+                      : rounding == Rounding::Rm ? negative
+                                                 : rounding != Rounding::Rz;
+    uint32_t maxFinite = (((1u << e) - 2) << m) | ((1u << m) - 1);
+    return sign | (toInfinity ? infinity : maxFinite);
+  }
+  if (q < (1ull << m)) // subnormal (exponent is the minimum)
+    return sign | static_cast<uint32_t>(q);
+  return sign | (static_cast<uint32_t>(exponent + bias) << m) |
+         (static_cast<uint32_t>(q) - (1u << m));
+}
+
+/// x + y rounded to odd: correct after a second rounding to any format at
+/// least two bits narrower than f64 (TwoSum gives the exact error).
+double roundOddSum(double x, double y) {
+  double s = x + y;
+  if (!std::isfinite(s))
+    return s;
+  double yv = s - x;
+  double error = (x - (s - yv)) + (y - yv);
+  if (error == 0 || (toBits(s) & 1))
+    return s;
+  return std::nextafter(s, error > 0 ? std::numeric_limits<double>::infinity()
+                                     : -std::numeric_limits<double>::infinity());
 }
 
 int roundingModeOf(Rounding r) {
@@ -487,6 +571,8 @@ private:
   bool shuffle(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
   bool convert(uint64_t *r, const Instruction &in, uint32_t exec);
   bool arithmetic(uint64_t *r, const Instruction &in, uint32_t exec);
+  /// f16, bf16, f16x2 and bf16x2 arithmetic (each half on its own).
+  bool halfArithmetic(uint64_t *r, const Instruction &in, uint32_t exec);
   /// add/mad with .cc (carry out) or addc/madc (carry in), 32 or 64 bits.
   bool carryArithmetic(WarpState &ws, uint64_t *r, const Instruction &in,
                        uint32_t exec);
@@ -968,19 +1054,47 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
   const uint64_t *a = r + static_cast<size_t>(in.src[0]) * 32;
   uint64_t *d = r + static_cast<size_t>(in.dst[0]) * 32;
   Type dt = in.type, st = in.srcType;
-  auto srcIsHalf = st == Type::F16 || st == Type::BF16;
-  auto dstIsHalf = dt == Type::F16 || dt == Type::BF16;
   // Reads the source as a double (floats) or int64/uint64 (integers).
-  auto readFloat = [&](unsigned l) -> double {
-    if (st == Type::F16)
-      return halfToFloat(static_cast<uint16_t>(a[l]));
-    if (st == Type::BF16)
-      return bf16ToFloat(static_cast<uint16_t>(a[l]));
-    if (st == Type::F32) {
-      float f = bitsTo<float>(a[l]);
+  auto readFloat = [&](const uint64_t *s, unsigned l) -> double {
+    if (st == Type::F16) {
+      float f = halfToFloat(static_cast<uint16_t>(s[l]));
       return in.ftz ? flushDenormal(f) : f;
     }
-    return bitsTo<double>(a[l]);
+    if (st == Type::BF16)
+      return bf16ToFloat(static_cast<uint16_t>(s[l]));
+    if (st == Type::F32 || st == Type::TF32) {
+      float f = bitsTo<float>(s[l]);
+      return in.ftz ? flushDenormal(f) : f;
+    }
+    return bitsTo<double>(s[l]);
+  };
+  const bool integral =
+      in.rounding == Rounding::Rni || in.rounding == Rounding::Rzi ||
+      in.rounding == Rounding::Rmi || in.rounding == Rounding::Rpi;
+  // Rounds a double to a 16-bit (or tf32) destination; the result's bits.
+  auto toNarrow = [&](double x) -> uint64_t {
+    if (in.relu && x < 0)
+      x = 0;
+    Rounding rounding = integral || in.rounding == Rounding::None
+                            ? Rounding::Rn
+                            : in.rounding;
+    Format format = dt == Type::BF16 || dt == Type::BF16x2 ? kBf16
+                    : dt == Type::TF32                     ? kTf32
+                                                           : kHalf;
+    uint32_t bits = roundToFormat(x, format, rounding);
+    uint32_t infinity = ((1u << format.exponentBits) - 1)
+                        << format.mantissaBits;
+    if (in.satfinite && (bits & ~(infinity << 1)) == infinity)
+      bits -= 1; // +-inf to +-max finite
+    if (dt == Type::TF32) // an f32 pattern whose low 13 bits are zero
+      return std::isnan(x) ? 0x7fffffffu : static_cast<uint64_t>(bits) << 13;
+    if (in.ftz && dt == Type::F16 && (bits & 0x7c00u) == 0)
+      bits &= 0x8000u;
+    return bits;
+  };
+  auto isNarrow = [](Type t) {
+    return t == Type::F16 || t == Type::BF16 || t == Type::TF32 ||
+           t == Type::F16x2 || t == Type::BF16x2;
   };
   RoundingScope scope(isFloat(dt) && !isFloat(st) ? in.rounding
                       : isFloat(dt) && isFloat(st) &&
@@ -989,75 +1103,94 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
                           : Rounding::None);
   if (isFloat(st) && !isFloat(dt)) {
     // Float to integer.
+    if (st == Type::F16x2 || st == Type::BF16x2)
+      return false;
     Rounding rnd = in.rounding == Rounding::None ? Rounding::Rzi : in.rounding;
     return withIntType(dt, [&](auto tag) {
       using T = decltype(tag);
       forLanes(exec, [&](unsigned l) {
-        double x = roundToIntegral(readFloat(l), rnd);
+        double x = roundToIntegral(readFloat(a, l), rnd);
         d[l] = toBits(static_cast<UnsignedOfT<T>>(floatToInt<T>(x)));
       });
     });
   }
   if (!isFloat(st) && isFloat(dt)) {
     // Integer to float.
+    if (dt == Type::F16x2 || dt == Type::BF16x2 || dt == Type::TF32)
+      return false;
     return withIntType(st, [&](auto tag) {
       using S = decltype(tag);
       forLanes(exec, [&](unsigned l) {
         S x = bitsTo<S>(a[l]);
         if (dt == Type::F64) {
           d[l] = toBits(static_cast<double>(x));
-        } else {
-          float f = static_cast<float>(x);
+        } else if (dt == Type::F32) {
+          float f = static_cast<float>(x); // rounded in the scope's mode
           if (in.sat)
             f = saturate01(f);
-          if (dt == Type::F32)
-            d[l] = toBits(f);
-          else if (dt == Type::F16)
-            d[l] = floatToHalf(f);
-          else
-            d[l] = floatToBf16(f);
+          d[l] = toBits(f);
+        } else {
+          // One rounding, from the exact value (exact in a double for
+          // integers up to 2^53).
+          double v = static_cast<double>(x);
+          if (in.sat)
+            v = saturate01(v);
+          d[l] = toNarrow(v);
         }
       });
     });
   }
   if (isFloat(st) && isFloat(dt)) {
-    if (dt == Type::F16x2 || dt == Type::BF16x2 || st == Type::F16x2 ||
-        st == Type::BF16x2)
+    if (st == Type::F16x2 || st == Type::BF16x2)
       return false;
+    if (dt == Type::F16x2 || dt == Type::BF16x2) {
+      // cvt.rn.f16x2.f32 d, a, b: a in the upper half, b in the lower.
+      if (st != Type::F32 || in.numSrc != 2)
+        return false;
+      const uint64_t *b = r + static_cast<size_t>(in.src[1]) * 32;
+      forLanes(exec, [&](unsigned l) {
+        double hi = readFloat(a, l), lo = readFloat(b, l);
+        if (in.sat) {
+          hi = saturate01(hi);
+          lo = saturate01(lo);
+        }
+        d[l] = (toNarrow(hi) << 16) | toNarrow(lo);
+      });
+      return true;
+    }
+    const bool fastHalf = st == Type::F32 && !in.relu && !in.satfinite &&
+                          !in.sat && !integral && !in.ftz &&
+                          (in.rounding == Rounding::None ||
+                           in.rounding == Rounding::Rn);
+    if (fastHalf && dt == Type::F16) {
+      forLanes(exec,
+               [&](unsigned l) { d[l] = floatToHalf(bitsTo<float>(a[l])); });
+      return true;
+    }
+    if (fastHalf && dt == Type::BF16) {
+      forLanes(exec,
+               [&](unsigned l) { d[l] = floatToBf16(bitsTo<float>(a[l])); });
+      return true;
+    }
     forLanes(exec, [&](unsigned l) {
-      double x = readFloat(l);
-      bool integral = in.rounding == Rounding::Rni ||
-                      in.rounding == Rounding::Rzi ||
-                      in.rounding == Rounding::Rmi ||
-                      in.rounding == Rounding::Rpi;
+      double x = readFloat(a, l);
+      if (integral)
+        x = roundToIntegral(x, in.rounding); // exact in the source's type
+      if (in.sat)
+        x = saturate01(x);
       if (dt == Type::F64) {
-        if (integral)
-          x = roundToIntegral(x, in.rounding);
-        if (in.sat)
-          x = saturate01(x);
         d[l] = toBits(x);
         return;
       }
-      float f;
-      if (st == Type::F64)
-        f = static_cast<float>(x); // rounded in the scope's mode
-      else
-        f = static_cast<float>(x); // exact
-      if (integral)
-        f = roundToIntegral(f, in.rounding);
-      if (in.sat)
-        f = saturate01(f);
+      if (isNarrow(dt)) {
+        d[l] = toNarrow(x);
+        return;
+      }
+      float f = static_cast<float>(x); // f64: rounded in the scope's mode
       if (in.ftz)
         f = flushDenormal(f);
-      if (dt == Type::F32)
-        d[l] = toBits(f);
-      else if (dt == Type::F16)
-        d[l] = floatToHalf(f);
-      else
-        d[l] = floatToBf16(f);
+      d[l] = toBits(f);
     });
-    (void)srcIsHalf;
-    (void)dstIsHalf;
     return true;
   }
   // Integer to integer: extend by the source's signedness, saturate to the
@@ -1208,14 +1341,26 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
         q[l] = !v;
     };
     if (isFloat(type)) {
-      if (type == Type::F16 || type == Type::BF16) {
-        bool bf = type == Type::BF16;
+      if (type == Type::F16 || type == Type::BF16 || type == Type::F16x2 ||
+          type == Type::BF16x2) {
+        // For the x2 types p compares the lower halves and q the upper.
+        bool bf = type == Type::BF16 || type == Type::BF16x2;
+        bool pair = type == Type::F16x2 || type == Type::BF16x2;
+        auto value = [&](uint64_t bits) {
+          uint16_t h = static_cast<uint16_t>(bits);
+          float f = bf ? bf16ToFloat(h) : halfToFloat(h);
+          return in.ftz && !bf && (h & 0x7c00u) == 0 ? std::copysign(0.f, f)
+                                                      : f;
+        };
         forLanes(exec, [&](unsigned l) {
-          uint16_t x = static_cast<uint16_t>(a[l]),
-                   y = static_cast<uint16_t>(b[l]);
-          float fx = bf ? bf16ToFloat(x) : halfToFloat(x);
-          float fy = bf ? bf16ToFloat(y) : halfToFloat(y);
-          store(l, compareFloat(in.cmp, fx, fy));
+          bool lo = compareFloat(in.cmp, value(a[l]), value(b[l]));
+          if (!pair) {
+            store(l, lo);
+            return;
+          }
+          d[l] = lo;
+          if (q)
+            q[l] = compareFloat(in.cmp, value(a[l] >> 16), value(b[l] >> 16));
         });
         return true;
       }
@@ -1240,6 +1385,9 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
   }
 
   bool handled = true;
+  if (type == Type::F16 || type == Type::BF16 || type == Type::F16x2 ||
+      type == Type::BF16x2)
+    return halfArithmetic(r, in, exec);
   if (isFloat(type)) {
     RoundingScope scope(in.rounding);
     bool typed = withFloatType(type, [&](auto tag) {
@@ -1531,6 +1679,112 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
     }
   });
   return typed && handled;
+}
+
+bool BlockRunner::halfArithmetic(uint64_t *r, const Instruction &in,
+                                 uint32_t exec) {
+  auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
+  uint64_t *d = slot(in.dst[0]);
+  const uint64_t *a = in.numSrc > 0 ? slot(in.src[0]) : nullptr;
+  const uint64_t *b = in.numSrc > 1 ? slot(in.src[1]) : nullptr;
+  const uint64_t *c = in.numSrc > 2 ? slot(in.src[2]) : nullptr;
+  const bool bf = in.type == Type::BF16 || in.type == Type::BF16x2;
+  const unsigned halves =
+      in.type == Type::F16x2 || in.type == Type::BF16x2 ? 2 : 1;
+  const Format format = bf ? kBf16 : kHalf;
+  const uint16_t exponentMask = bf ? 0x7f80u : 0x7c00u;
+  const Rounding rounding =
+      in.rounding == Rounding::None ? Rounding::Rn : in.rounding;
+  auto decode = [&](uint16_t h) -> double {
+    if (in.ftz && (h & exponentMask) == 0)
+      h &= 0x8000u;
+    return bf ? bf16ToFloat(h) : halfToFloat(h);
+  };
+  auto encode = [&](double v) -> uint16_t {
+    if (in.sat)
+      v = saturate01(v);
+    if (in.relu && v < 0)
+      v = 0;
+    uint16_t h = static_cast<uint16_t>(roundToFormat(v, format, rounding));
+    if (in.ftz && (h & exponentMask) == 0)
+      h &= 0x8000u;
+    return h;
+  };
+  // Products of two halves are exact in a double; sums are rounded to odd
+  // first, so the one rounding to the narrow format is correct.
+  auto one = [&](uint16_t x, uint16_t y, uint16_t z) -> uint16_t {
+    switch (in.op) {
+    case Op::Add:
+      return encode(roundOddSum(decode(x), decode(y)));
+    case Op::Sub:
+      return encode(roundOddSum(decode(x), -decode(y)));
+    case Op::Mul:
+      return encode(decode(x) * decode(y));
+    case Op::Fma:
+    case Op::Mad:
+      return encode(roundOddSum(decode(x) * decode(y), decode(z)));
+    case Op::Neg:
+      return static_cast<uint16_t>(x ^ 0x8000u);
+    case Op::Abs:
+      return static_cast<uint16_t>(x & 0x7fffu);
+    case Op::Min:
+      return encode(floatMin(decode(x), decode(y), in.propagateNaN));
+    case Op::Max:
+      return encode(floatMax(decode(x), decode(y), in.propagateNaN));
+    case Op::Ex2:
+      return encode(std::exp2(decode(x)));
+    case Op::Tanh:
+      return encode(std::tanh(decode(x)));
+    case Op::Sqrt:
+      return encode(std::sqrt(decode(x)));
+    case Op::Rcp:
+      return encode(1.0 / decode(x));
+    case Op::Rsqrt:
+      return encode(1.0 / std::sqrt(decode(x)));
+    case Op::Lg2:
+      return encode(std::log2(decode(x)));
+    case Op::Sin:
+      return encode(std::sin(decode(x)));
+    case Op::Cos:
+      return encode(std::cos(decode(x)));
+    default:
+      return 0;
+    }
+  };
+  switch (in.op) {
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul:
+  case Op::Fma:
+  case Op::Mad:
+  case Op::Neg:
+  case Op::Abs:
+  case Op::Min:
+  case Op::Max:
+  case Op::Ex2:
+  case Op::Tanh:
+  case Op::Sqrt:
+  case Op::Rcp:
+  case Op::Rsqrt:
+  case Op::Lg2:
+  case Op::Sin:
+  case Op::Cos:
+    break;
+  default:
+    return false;
+  }
+  forLanes(exec, [&](unsigned l) {
+    uint64_t result = 0;
+    for (unsigned h = 0; h < halves; ++h) {
+      unsigned shift = 16 * h;
+      uint16_t x = static_cast<uint16_t>(a[l] >> shift);
+      uint16_t y = b ? static_cast<uint16_t>(b[l] >> shift) : 0;
+      uint16_t z = c ? static_cast<uint16_t>(c[l] >> shift) : 0;
+      result |= static_cast<uint64_t>(one(x, y, z)) << shift;
+    }
+    d[l] = result;
+  });
+  return true;
 }
 
 } // namespace

@@ -39,6 +39,7 @@ unsigned typeBytes(Type type) {
   case Type::F32:
   case Type::F16x2:
   case Type::BF16x2:
+  case Type::TF32:
     return 4;
   case Type::B64:
   case Type::U64:
@@ -56,7 +57,8 @@ bool isSigned(Type type) {
 
 bool isFloat(Type type) {
   return type == Type::F16 || type == Type::F16x2 || type == Type::BF16 ||
-         type == Type::BF16x2 || type == Type::F32 || type == Type::F64;
+         type == Type::BF16x2 || type == Type::F32 || type == Type::F64 ||
+         type == Type::TF32;
 }
 
 namespace {
@@ -72,7 +74,7 @@ constexpr TypeName kTypeNames[] = {
     {"s8", Type::S8},     {"s16", Type::S16},       {"s32", Type::S32},
     {"s64", Type::S64},   {"f16", Type::F16},       {"f16x2", Type::F16x2},
     {"bf16", Type::BF16}, {"bf16x2", Type::BF16x2}, {"f32", Type::F32},
-    {"f64", Type::F64},
+    {"f64", Type::F64},   {"tf32", Type::TF32},
 };
 
 Type parseType(std::string_view name) {
@@ -798,6 +800,12 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       inst.rounding = Rounding::Rmi;
     else if (m == "rpi")
       inst.rounding = Rounding::Rpi;
+    else if (m == "rna")
+      inst.rounding = Rounding::Rna;
+    else if (m == "relu")
+      inst.relu = true;
+    else if (m == "satfinite")
+      inst.satfinite = true;
     else if (m == "ftz")
       inst.ftz = true;
     else if (m == "sat")
@@ -1105,10 +1113,13 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::Bfi:
     wantSrc = 4;
     break;
+  case Op::Cvt:
+    // cvt.rn.f16x2.f32 d, a, b packs two conversions.
+    wantSrc = inst.type == Type::F16x2 || inst.type == Type::BF16x2 ? 2 : 1;
+    break;
   case Op::Neg:
   case Op::Abs:
   case Op::Not:
-  case Op::Cvt:
   case Op::Cvta:
   case Op::Ex2:
   case Op::Lg2:

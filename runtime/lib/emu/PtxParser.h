@@ -43,6 +43,8 @@ enum class Type : uint8_t {
   BF16x2,
   F32,
   F64,
+  /// TensorFloat-32: an f32 bit pattern of which mma reads the upper 19 bits.
+  TF32,
 };
 
 /// Size of a value of `type` in bytes (0 for None, 1 for Pred).
@@ -102,7 +104,19 @@ enum class Op : uint8_t {
 
 enum class Space : uint8_t { Generic, Global, Shared, Local, Param, Const };
 
-enum class Rounding : uint8_t { None, Rn, Rz, Rm, Rp, Rni, Rzi, Rmi, Rpi };
+enum class Rounding : uint8_t {
+  None,
+  Rn,
+  Rz,
+  Rm,
+  Rp,
+  Rni,
+  Rzi,
+  Rmi,
+  Rpi,
+  /// Round to nearest, ties away from zero (cvt.rna.tf32.f32).
+  Rna,
+};
 
 enum class Cmp : uint8_t {
   Eq,
@@ -164,6 +178,9 @@ struct Instruction {
   bool sat = false;
   /// min/max.NaN.
   bool propagateNaN = false;
+  /// f16/bf16 .relu (negative results become +0) and cvt .satfinite.
+  bool relu = false;
+  bool satfinite = false;
   /// cvta.to.<space> (else cvta.<space>).
   bool toSpace = false;
   bool negateGuard = false;

@@ -430,13 +430,14 @@ TEST(EmuInterpreterTest, Conversions) {
     std::memcpy(&i, &f, 4);
     return i;
   };
-  // Known half and bf16 encodings of the inputs (round to nearest even).
+  // Known half and bf16 encodings of the inputs (round to nearest even; a
+  // NaN becomes the hardware's canonical 0x7FFF).
   const int32_t half[] = {0x4100, 0xC100, 0x4366, 0xC366,
-                          0x7C00, 0x7E00, 0x0000, 0x7BFF};
+                          0x7C00, 0x7FFF, 0x0000, 0x7BFF};
   const float halfValue[] = {2.5f, -2.5f, 3.69921875f, -3.69921875f,
                              INFINITY, NAN, 0.0f, 65504.0f};
   const int32_t bf16[] = {0x4020, 0xC020, 0x406D, 0xC06D,
-                          0x4F33, 0x7FC0, 0x322C, 0x4780};
+                          0x4F33, 0x7FFF, 0x322C, 0x4780};
   for (size_t i = 0; i < a.size(); ++i) {
     double x = a[i];
     const int32_t *g = &got[i * count];
