@@ -10,7 +10,9 @@
 // KILN_EMU_THREADS=N sets how many host threads run independent blocks
 // (default: the hardware's count). KILN_EMU_STATS=1 prints the number of
 // emulated thread-instructions and their rate to stderr when the device
-// is destroyed.
+// is destroyed. KILN_EMU_RANDOM_BLOCKS=<seed> (non-zero) runs each launch's
+// blocks in a random order drawn from the seed; KILN_EMU_CHECK_SHARED=1
+// fails a launch that reads shared memory no thread of the block wrote.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +76,11 @@ public:
     }
     const char *stats = std::getenv("KILN_EMU_STATS");
     printStats = stats && *stats && std::strcmp(stats, "0") != 0;
+    if (const char *env = std::getenv("KILN_EMU_RANDOM_BLOCKS"))
+      blockOrderSeed = std::strtoull(env, nullptr, 0);
+    const char *checkShared = std::getenv("KILN_EMU_CHECK_SHARED");
+    checkSharedReads =
+        checkShared && *checkShared && std::strcmp(checkShared, "0") != 0;
   }
   ~EmuDevice() override;
 
@@ -110,6 +117,9 @@ private:
   DeviceInfo deviceInfo;
   unsigned workers = 1;
   bool printStats = false;
+  uint64_t blockOrderSeed = 0;
+  uint64_t launches = 0;
+  bool checkSharedReads = false;
   uint64_t nextAddress = kFirstAddress;
   std::map<DevicePtr, Allocation> allocations;
   std::vector<emu::MemoryRegion> regions;
@@ -288,6 +298,10 @@ Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
   spec.paramBytes = params.size();
   spec.memory = &regions;
   spec.workers = workers;
+  spec.checkSharedReads = checkSharedReads;
+  ++launches;
+  if (blockOrderSeed) // a different order for every launch
+    spec.blockOrderSeed = blockOrderSeed * 0x9e3779b97f4a7c15ull + launches;
   auto start = Clock::now();
   Error err = emu::runKernel(kernel, spec, &stats);
   launchSeconds +=

@@ -15,7 +15,10 @@
 #include "../Support.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <random>
 #include <cfenv>
 #include <cmath>
 #include <cstring>
@@ -462,6 +465,11 @@ public:
     local.assign(kernel.localBytes * threadsPerBlock, 0);
     regions = spec.memory->data();
     numRegions = spec.memory->size();
+    pendingCopies.resize(numWarps);
+    committedGroups.resize(numWarps);
+    checkShared = spec.checkSharedReads;
+    if (checkShared)
+      sharedWritten.assign(sharedBytes, 0);
     // Constants and per-thread specials are the same in every block.
     for (unsigned w = 0; w < numWarps; ++w) {
       uint64_t *r = warpRegs(w);
@@ -508,6 +516,34 @@ public:
             break;
           case Special::NWarpId:
             v = numWarps;
+            break;
+          case Special::LanemaskEq:
+            v = 1u << l;
+            break;
+          case Special::LanemaskLt:
+            v = (1u << l) - 1;
+            break;
+          case Special::LanemaskLe:
+            v = l == 31 ? kFullMask : (2u << l) - 1;
+            break;
+          case Special::LanemaskGt:
+            v = l == 31 ? 0 : ~((2u << l) - 1);
+            break;
+          case Special::LanemaskGe:
+            v = ~((1u << l) - 1);
+            break;
+          case Special::Smid:
+          case Special::GridId:
+            v = 0;
+            break;
+          case Special::Nsmid:
+            v = 1;
+            break;
+          case Special::DynamicSmemSize:
+            v = spec.dynamicSharedBytes;
+            break;
+          case Special::TotalSmemSize:
+            v = sharedBytes;
             break;
           default: // ctaid: per block
             break;
@@ -568,9 +604,41 @@ private:
 
   bool memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
                     uint32_t exec);
+  /// Host pointer for `bytes` at `address` in `space` for lane `lane` of
+  /// warp `w` (generic addresses may be shared or local), checked for
+  /// bounds and alignment to `align`; nullptr after a fault.
+  uint8_t *resolve(unsigned w, unsigned lane, uint32_t pc, Space space,
+                   uint64_t address, unsigned bytes, unsigned align,
+                   const char *what, bool *isSharedOut = nullptr);
+  /// The shared-read check (--check-shared-reads): every byte was written.
+  bool checkSharedRead(unsigned w, unsigned lane, uint32_t pc,
+                       uint64_t offset, unsigned bytes);
+  void markSharedWritten(uint64_t offset, unsigned bytes) {
+    if (checkShared)
+      std::memset(sharedWritten.data() + offset, 1, bytes);
+  }
+  bool atomic(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
+  /// vote, activemask, redux: `mask` is every lane at the instruction.
+  bool warpCollective(unsigned w, uint32_t pc, const Instruction &in,
+                      uint32_t mask, uint32_t exec);
+  bool loadMatrix(unsigned w, uint32_t pc, const Instruction &in,
+                  uint32_t exec);
+  bool matrixMultiply(unsigned w, uint32_t pc, const Instruction &in,
+                      uint32_t exec);
+  bool asyncCopy(unsigned w, uint32_t pc, const Instruction &in,
+                 uint32_t exec);
+  /// Completes lane `lane`'s copies of groups before `group` (all with
+  /// UINT32_MAX).
+  void completeCopies(unsigned w, uint32_t lanes, uint32_t keepGroups,
+                      bool all);
+  /// Opens barrier `id`: its waiting lanes move past it (bar.red writes).
+  void releaseBarrier(uint32_t id);
   bool shuffle(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
   bool convert(uint64_t *r, const Instruction &in, uint32_t exec);
   bool arithmetic(uint64_t *r, const Instruction &in, uint32_t exec);
+  /// prmt, bfind, slct, lop3, testp, mul24, mad24, sad, cnot, bmsk, szext,
+  /// dp4a.
+  bool bitArithmetic(uint64_t *r, const Instruction &in, uint32_t exec);
   /// f16, bf16, f16x2 and bf16x2 arithmetic (each half on its own).
   bool halfArithmetic(uint64_t *r, const Instruction &in, uint32_t exec);
   /// add/mad with .cc (carry out) or addc/madc (carry in), 32 or 64 bits.
@@ -595,6 +663,32 @@ private:
   uint8_t *cacheHost = nullptr;
   Dim3 ctaid;
   Fault faultState;
+
+  /// Barriers 0..15: threads that arrived without waiting (bar.arrive),
+  /// the thread count each expects (0: the whole block), bar.red's
+  /// accumulators.
+  static constexpr unsigned kBarriers = 16;
+  uint32_t barrierArrived[kBarriers] = {};
+  uint32_t barrierExpected[kBarriers] = {};
+  uint32_t barrierPopc[kBarriers] = {};
+  bool barrierAll[kBarriers] = {};
+  bool barrierAny[kBarriers] = {};
+
+  /// cp.async copies in flight: read at issue, written to shared memory
+  /// when a wait completes their group.
+  struct PendingCopy {
+    uint64_t sharedOffset = 0;
+    uint32_t group = 0;
+    uint8_t lane = 0;
+    uint8_t size = 0;
+    uint8_t bytes[16] = {};
+  };
+  std::vector<std::vector<PendingCopy>> pendingCopies;
+  /// Per warp and lane: groups committed so far.
+  std::vector<std::array<uint32_t, 32>> committedGroups;
+
+  bool checkShared = false;
+  std::vector<uint8_t> sharedWritten;
 };
 
 std::string BlockRunner::describeGlobalMiss(uint64_t address,
@@ -654,67 +748,120 @@ bool BlockRunner::runBlock(Dim3 id) {
   }
   if (!shared.empty())
     std::memset(shared.data(), 0, shared.size());
+  if (checkShared && !sharedWritten.empty())
+    std::memset(sharedWritten.data(), 0, sharedWritten.size());
+  for (unsigned w = 0; w < numWarps; ++w) {
+    pendingCopies[w].clear();
+    committedGroups[w].fill(0);
+    warps[w].carry = 0;
+  }
+  for (unsigned b = 0; b < kBarriers; ++b) {
+    barrierArrived[b] = barrierExpected[b] = barrierPopc[b] = 0;
+    barrierAll[b] = true;
+    barrierAny[b] = false;
+  }
   while (true) {
     for (unsigned w = 0; w < numWarps; ++w)
       if (warps[w].live & ~warps[w].waiting)
         if (!runWarp(w))
           return false;
-    // Every warp has exited or waits at a barrier.
-    bool anyWaiting = false, anyExited = false;
-    unsigned exitedWarp = 0, exitedLane = 0, waitingWarp = 0;
-    uint32_t barrier = 0;
-    for (unsigned w = 0; w < numWarps; ++w) {
-      const WarpState &ws = warps[w];
-      uint32_t lanes = std::min<uint32_t>(32, threadsPerBlock - w * 32);
-      uint32_t all = lanes == 32 ? kFullMask : ((1u << lanes) - 1);
-      if (ws.waiting) {
-        if (anyWaiting && ws.barrier != barrier) {
-          uint32_t pc = ws.converged ? ws.pc
-                                     : ws.lanePc[__builtin_ctz(ws.waiting)];
-          return fault(w, __builtin_ctz(ws.waiting), pc,
-                       fmt::format("barrier {} reached while warp {} waits "
-                                   "at barrier {}",
-                                   ws.barrier, waitingWarp, barrier));
-        }
-        if (!anyWaiting) {
-          barrier = ws.barrier;
-          waitingWarp = w;
-        }
+    // Every warp has exited or waits at a barrier. A barrier opens when
+    // the threads waiting at it plus those that arrived (bar.arrive) reach
+    // its count, or the whole block when it has none.
+    uint32_t waitingAt[kBarriers] = {};
+    bool anyWaiting = false;
+    for (unsigned w = 0; w < numWarps; ++w)
+      if (warps[w].waiting) {
+        waitingAt[warps[w].barrier] += __builtin_popcount(warps[w].waiting);
         anyWaiting = true;
       }
-      if (ws.live != all && !anyExited) {
-        anyExited = true;
-        exitedWarp = w;
-        exitedLane = __builtin_ctz(all & ~ws.live);
-      }
-    }
     if (!anyWaiting)
       return true;
-    if (anyExited) {
-      const WarpState &ws = warps[waitingWarp];
-      uint32_t lane = __builtin_ctz(ws.waiting);
-      uint32_t pc = ws.converged ? ws.pc : ws.lanePc[lane];
-      uint32_t t = exitedWarp * 32 + exitedLane;
-      return fault(waitingWarp, lane, pc,
-                   fmt::format("barrier {} is reached by only part of the "
-                               "block: thread ({},{},{}) has exited",
-                               barrier, t % spec.block.x,
-                               (t / spec.block.x) % spec.block.y,
-                               t / (spec.block.x * spec.block.y)));
-    }
-    // Open the barrier: every waiting lane moves past it.
-    for (WarpState &ws : warps) {
-      if (!ws.waiting)
+    bool opened = false;
+    for (uint32_t id = 0; id < kBarriers; ++id) {
+      if (!waitingAt[id])
         continue;
-      if (ws.converged) {
-        ++ws.pc;
-      } else {
-        for (uint32_t m = ws.waiting; m; m &= m - 1)
-          ++ws.lanePc[__builtin_ctz(m)];
+      uint32_t need =
+          barrierExpected[id] ? barrierExpected[id] : threadsPerBlock;
+      if (waitingAt[id] + barrierArrived[id] >= need) {
+        releaseBarrier(id);
+        opened = true;
       }
-      ws.waiting = 0;
     }
+    if (opened)
+      continue;
+    // Deadlock: name the first waiting lane, and a thread that exited or
+    // waits elsewhere.
+    unsigned waitingWarp = 0;
+    while (!warps[waitingWarp].waiting)
+      ++waitingWarp;
+    const WarpState &ws = warps[waitingWarp];
+    uint32_t lane = __builtin_ctz(ws.waiting);
+    uint32_t pc = ws.converged ? ws.pc : ws.lanePc[lane];
+    uint32_t id = ws.barrier;
+    auto threadName = [&](uint32_t t) {
+      return fmt::format("({},{},{})", t % spec.block.x,
+                         (t / spec.block.x) % spec.block.y,
+                         t / (spec.block.x * spec.block.y));
+    };
+    for (unsigned w = 0; w < numWarps; ++w) {
+      uint32_t lanes = std::min<uint32_t>(32, threadsPerBlock - w * 32);
+      uint32_t all = lanes == 32 ? kFullMask : ((1u << lanes) - 1);
+      if (warps[w].live != all && barrierExpected[id] == 0)
+        return fault(waitingWarp, lane, pc,
+                     fmt::format("barrier {} is reached by only part of the "
+                                 "block: thread {} has exited",
+                                 id,
+                                 threadName(w * 32 + __builtin_ctz(
+                                                         all & ~warps[w].live))));
+    }
+    for (unsigned w = 0; w < numWarps; ++w)
+      if (warps[w].waiting && warps[w].barrier != id)
+        return fault(waitingWarp, lane, pc,
+                     fmt::format("barrier {} waits while thread {} waits at "
+                                 "barrier {}: neither can complete",
+                                 id,
+                                 threadName(w * 32 +
+                                            __builtin_ctz(warps[w].waiting)),
+                                 warps[w].barrier));
+    uint32_t need = barrierExpected[id] ? barrierExpected[id] : threadsPerBlock;
+    return fault(waitingWarp, lane, pc,
+                 fmt::format("barrier {} expects {} threads but only {} "
+                             "arrived before the rest of the block exited",
+                             id, need, waitingAt[id] + barrierArrived[id]));
   }
+}
+
+void BlockRunner::releaseBarrier(uint32_t id) {
+  for (unsigned w = 0; w < numWarps; ++w) {
+    WarpState &ws = warps[w];
+    if (!ws.waiting || ws.barrier != id)
+      continue;
+    uint64_t *r = warpRegs(w);
+    for (uint32_t m = ws.waiting; m; m &= m - 1) {
+      unsigned l = __builtin_ctz(m);
+      uint32_t pc = ws.converged ? ws.pc : ws.lanePc[l];
+      const Instruction &in = code[pc];
+      BarMode mode = BarMode(in.subop);
+      uint64_t value = mode == BarMode::RedPopc  ? barrierPopc[id]
+                       : mode == BarMode::RedAnd ? barrierAll[id]
+                                                 : barrierAny[id];
+      if (mode != BarMode::Sync && in.dst[0] != kNoSlot)
+        r[static_cast<size_t>(in.dst[0]) * 32 + l] = value;
+    }
+    if (ws.converged) {
+      ++ws.pc;
+    } else {
+      for (uint32_t m = ws.waiting; m; m &= m - 1)
+        ++ws.lanePc[__builtin_ctz(m)];
+    }
+    ws.waiting = 0;
+  }
+  barrierArrived[id] = 0;
+  barrierExpected[id] = 0;
+  barrierPopc[id] = 0;
+  barrierAll[id] = true;
+  barrierAny[id] = false;
 }
 
 bool BlockRunner::runWarp(unsigned w) {
@@ -799,24 +946,115 @@ bool BlockRunner::runWarp(unsigned w) {
       continue;
     }
     case Op::Bar: {
-      if (in.numSrc > 1)
-        return finish(fault(w, __builtin_ctz(mask), pc,
-                            "bar.sync with a thread count is not emulated"));
-      uint32_t id = static_cast<uint32_t>(
-          r[static_cast<size_t>(in.src[0]) * 32 + __builtin_ctz(mask)]);
-      if (ws.waiting && id != ws.barrier)
-        return finish(fault(w, __builtin_ctz(mask), pc,
-                            fmt::format("barrier {} reached while other "
-                                        "lanes of the warp wait at barrier {}",
-                                        id, ws.barrier)));
+      BarMode mode = BarMode(in.subop);
+      if (exec) {
+        unsigned first = __builtin_ctz(exec);
+        uint32_t id = static_cast<uint32_t>(
+            r[static_cast<size_t>(in.src[0]) * 32 + first]);
+        if (id >= kBarriers)
+          return finish(fault(w, first, pc,
+                              fmt::format("barrier {} does not exist (0 to "
+                                          "15)",
+                                          id)));
+        uint32_t count =
+            in.src[1] == kNoSlot
+                ? 0
+                : static_cast<uint32_t>(
+                      r[static_cast<size_t>(in.src[1]) * 32 + first]);
+        if (count && barrierExpected[id] && count != barrierExpected[id])
+          return finish(fault(w, first, pc,
+                              fmt::format("barrier {} used with {} threads "
+                                          "while it expects {}",
+                                          id, count, barrierExpected[id])));
+        if (count)
+          barrierExpected[id] = count;
+        if (mode == BarMode::Arrive) {
+          barrierArrived[id] += __builtin_popcount(exec);
+          break; // moves on like any instruction
+        }
+        if (mode != BarMode::Sync) {
+          const uint64_t *p = r + static_cast<size_t>(in.src[2]) * 32;
+          forLanes(exec, [&](unsigned l) {
+            bool v = ((p[l] & 1) != 0) != in.negateSrc;
+            barrierPopc[id] += v;
+            barrierAll[id] = barrierAll[id] && v;
+            barrierAny[id] = barrierAny[id] || v;
+          });
+        }
+        if (ws.waiting && id != ws.barrier)
+          return finish(fault(w, first, pc,
+                              fmt::format("barrier {} reached while other "
+                                          "lanes of the warp wait at barrier "
+                                          "{}",
+                                          id, ws.barrier)));
+        ws.barrier = id;
+      } else if (mode == BarMode::Arrive) {
+        break;
+      }
       uint32_t stay = mask & ~exec;
       if (stay) {
         diverge();
         forLanes(stay, [&](unsigned l) { ws.lanePc[l] = next; });
       }
       ws.waiting |= exec;
-      ws.barrier = id;
       continue;
+    }
+    case Op::Atom:
+    case Op::Red:
+      if (!atomic(w, pc, in, exec))
+        return finish(false);
+      break;
+    case Op::Vote:
+    case Op::Activemask:
+    case Op::Redux:
+      if (!warpCollective(w, pc, in, mask, exec))
+        return finish(false);
+      break;
+    case Op::Clock: {
+      // %clock/%clock64 count the warp's issued instructions since the
+      // launch began on this host thread; %globaltimer is the host's
+      // nanoseconds.
+      uint64_t v = warpInstructions + issued;
+      ClockKind kind = ClockKind(in.subop);
+      if (kind == ClockKind::GlobalTimer || kind == ClockKind::GlobalTimerLo ||
+          kind == ClockKind::GlobalTimerHi) {
+        v = static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::steady_clock::now().time_since_epoch())
+                .count());
+        if (kind == ClockKind::GlobalTimerHi)
+          v >>= 32;
+      }
+      if (typeBytes(in.type) < 8 || kind == ClockKind::Clock ||
+          kind == ClockKind::GlobalTimerLo)
+        v &= 0xffffffffull;
+      uint64_t *d = r + static_cast<size_t>(in.dst[0]) * 32;
+      forLanes(exec, [&](unsigned l) { d[l] = v; });
+      break;
+    }
+    case Op::Ldmatrix:
+      if (!loadMatrix(w, pc, in, exec))
+        return finish(false);
+      break;
+    case Op::Mma:
+      if (!matrixMultiply(w, pc, in, exec))
+        return finish(false);
+      break;
+    case Op::CpAsync:
+      if (!asyncCopy(w, pc, in, exec))
+        return finish(false);
+      break;
+    case Op::CpAsyncCommit:
+      forLanes(exec, [&](unsigned l) { ++committedGroups[w][l]; });
+      break;
+    case Op::CpAsyncWait: {
+      uint32_t keep =
+          in.numSrc ? static_cast<uint32_t>(
+                          r[static_cast<size_t>(in.src[0]) * 32 +
+                            (exec ? __builtin_ctz(exec) : 0)])
+                    : 0;
+      completeCopies(w, exec, keep, in.numSrc == 0);
+      break;
     }
     case Op::Shfl:
       if (!shuffle(w, pc, in, exec))
@@ -999,9 +1237,21 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
       }
       bool isShared = in.space == Space::Shared;
       if (in.space == Space::Generic && address >= kSharedWindow &&
-          address < kSharedWindow + (1ull << 32)) {
-        isShared = true;
-        address -= kSharedWindow;
+          address < kLocalWindow + (1ull << 32)) {
+        if (address >= kLocalWindow) { // this thread's local memory
+          uint8_t *p = resolve(w, lane, pc, Space::Local,
+                               address - kLocalWindow, total, total, verb);
+          if (!p) {
+            ok = false;
+            return;
+          }
+          transfer(lane, p);
+          return;
+        }
+        if (address < kSharedWindow + (1ull << 32)) {
+          isShared = true;
+          address -= kSharedWindow;
+        }
       }
       uint8_t *p;
       if (isShared) {
@@ -1014,6 +1264,14 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
           return;
         }
         p = shared.data() + address;
+        if (checkShared) {
+          if (!isLoad)
+            markSharedWritten(address, total);
+          else if (!checkSharedRead(w, lane, pc, address, total)) {
+            ok = false;
+            return;
+          }
+        }
       } else {
         p = globalPointer(address, total);
         if (!p) {
@@ -1048,6 +1306,525 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
   }
   }
   return fault(w, __builtin_ctz(exec), pc, "unknown state space");
+}
+
+uint8_t *BlockRunner::resolve(unsigned w, unsigned lane, uint32_t pc,
+                              Space space, uint64_t address, unsigned bytes,
+                              unsigned align, const char *what,
+                              bool *isSharedOut) {
+  if (isSharedOut)
+    *isSharedOut = false;
+  if (space == Space::Generic && address >= kSharedWindow &&
+      address < kLocalWindow + (1ull << 32)) {
+    if (address >= kLocalWindow) {
+      space = Space::Local;
+      address -= kLocalWindow;
+    } else if (address < kSharedWindow + (1ull << 32)) {
+      space = Space::Shared;
+      address -= kSharedWindow;
+    }
+  }
+  if (align > 1 && address % align != 0) {
+    fault(w, lane, pc,
+          fmt::format("misaligned {} {} of {} bytes at 0x{:x} (needs {}-byte "
+                      "alignment)",
+                      space == Space::Shared  ? "shared"
+                      : space == Space::Local ? "local"
+                                              : "global",
+                      what, bytes, address, align));
+    return nullptr;
+  }
+  if (space == Space::Shared) {
+    if (address > sharedBytes || bytes > sharedBytes - address) {
+      fault(w, lane, pc,
+            fmt::format("out-of-bounds shared {} of {} bytes at offset {} "
+                        "(the block has {} bytes of shared memory)",
+                        what, bytes, address, sharedBytes));
+      return nullptr;
+    }
+    if (isSharedOut)
+      *isSharedOut = true;
+    return shared.data() + address;
+  }
+  if (space == Space::Local) {
+    uint64_t perThread = kernel.localBytes;
+    if (address > perThread || bytes > perThread - address) {
+      fault(w, lane, pc,
+            fmt::format("out-of-bounds local {} of {} bytes at offset {} "
+                        "(each thread has {} bytes)",
+                        what, bytes, address, perThread));
+      return nullptr;
+    }
+    uint64_t thread = static_cast<uint64_t>(w) * 32 + lane;
+    return local.data() + thread * perThread + address;
+  }
+  if (space == Space::Param) {
+    fault(w, lane, pc, fmt::format("{} in the parameter space", what));
+    return nullptr;
+  }
+  uint8_t *p = globalPointer(address, bytes);
+  if (!p)
+    fault(w, lane, pc,
+          fmt::format("out-of-bounds global {} of {} bytes: {}", what, bytes,
+                      describeGlobalMiss(address, bytes)));
+  return p;
+}
+
+bool BlockRunner::checkSharedRead(unsigned w, unsigned lane, uint32_t pc,
+                                  uint64_t offset, unsigned bytes) {
+  for (unsigned i = 0; i < bytes; ++i)
+    if (!sharedWritten[offset + i])
+      return fault(w, lane, pc,
+                   fmt::format("reads shared memory at offset {} that no "
+                               "thread of the block wrote in this launch",
+                               offset + i));
+  return true;
+}
+
+namespace {
+
+/// Replaces *p with f(old) atomically (other host threads run other
+/// blocks); returns the old value's bits.
+template <typename T, typename F> uint64_t atomicUpdate(uint8_t *p, F &&f) {
+  T *ptr = reinterpret_cast<T *>(p);
+  T old = __atomic_load_n(ptr, __ATOMIC_RELAXED);
+  while (true) {
+    T desired = static_cast<T>(f(static_cast<uint64_t>(old)));
+    if (__atomic_compare_exchange_n(ptr, &old, desired, /*weak=*/false,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+      return static_cast<uint64_t>(old);
+  }
+}
+
+} // namespace
+
+bool BlockRunner::atomic(unsigned w, uint32_t pc, const Instruction &in,
+                         uint32_t exec) {
+  if (!exec)
+    return true;
+  uint64_t *r = warpRegs(w);
+  auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
+  const unsigned size = typeBytes(in.type);
+  const AtomOp op = AtomOp(in.subop);
+  const Type type = in.type;
+  bool supported = size == 4 || size == 8;
+  if (isFloat(type))
+    supported = (type == Type::F32 || type == Type::F64) &&
+                (op == AtomOp::Add || op == AtomOp::Min ||
+                 op == AtomOp::Max || op == AtomOp::Exch);
+  if ((op == AtomOp::Inc || op == AtomOp::Dec) && type != Type::U32)
+    supported = false;
+  if (!supported)
+    return fault(w, __builtin_ctz(exec), pc,
+                 fmt::format("{}.{} on .{} is not emulated",
+                             in.op == Op::Atom ? "atom" : "red",
+                             kernel.opcodeText[pc], typeName(type)));
+  const uint64_t *base = slot(in.src[0]);
+  const uint64_t *b = slot(in.src[1]);
+  const uint64_t *c = in.numSrc > 2 ? slot(in.src[2]) : nullptr;
+  uint64_t *d = in.op == Op::Atom && in.dst[0] != kNoSlot ? slot(in.dst[0])
+                                                          : nullptr;
+  const uint64_t mask = size == 8 ? ~0ull : 0xffffffffull;
+  const bool isSignedType = isSigned(type);
+  // The new value from the old one, for lane l.
+  auto update = [&](unsigned l, uint64_t old) -> uint64_t {
+    uint64_t x = b[l] & mask;
+    switch (op) {
+    case AtomOp::Exch:
+      return x;
+    case AtomOp::Cas:
+      return (old & mask) == x ? (c[l] & mask) : old;
+    case AtomOp::And:
+      return old & x;
+    case AtomOp::Or:
+      return old | x;
+    case AtomOp::Xor:
+      return old ^ x;
+    case AtomOp::Inc:
+      return old >= x ? 0 : old + 1;
+    case AtomOp::Dec:
+      return (old == 0 || old > x) ? x : old - 1;
+    case AtomOp::Add:
+      if (type == Type::F32) // rounds to nearest, flushes subnormals
+        return toBits(flushDenormal(flushDenormal(bitsTo<float>(old)) +
+                                    flushDenormal(bitsTo<float>(x))));
+      if (type == Type::F64)
+        return toBits(bitsTo<double>(old) + bitsTo<double>(x));
+      return (old + x) & mask;
+    case AtomOp::Min:
+    case AtomOp::Max: {
+      bool isMax = op == AtomOp::Max;
+      if (type == Type::F32) {
+        float u = bitsTo<float>(old), v = bitsTo<float>(x);
+        return toBits(isMax ? floatMax(u, v, false) : floatMin(u, v, false));
+      }
+      if (type == Type::F64) {
+        double u = bitsTo<double>(old), v = bitsTo<double>(x);
+        return toBits(isMax ? floatMax(u, v, false) : floatMin(u, v, false));
+      }
+      bool less;
+      if (isSignedType)
+        less = size == 8 ? static_cast<int64_t>(old) < static_cast<int64_t>(x)
+                         : static_cast<int32_t>(old) < static_cast<int32_t>(x);
+      else
+        less = old < x;
+      return (less != isMax) ? old : x;
+    }
+    default:
+      return old;
+    }
+  };
+  bool ok = true;
+  // Lanes in order: one lane's update is visible to the next.
+  forLanes(exec, [&](unsigned l) {
+    if (!ok)
+      return;
+    bool isShared = false;
+    uint8_t *p = resolve(w, l, pc, in.space, base[l] + in.offset, size, size,
+                         "atomic", &isShared);
+    if (!p) {
+      ok = false;
+      return;
+    }
+    if (isShared && checkShared) {
+      if (!checkSharedRead(w, l, pc, p - shared.data(), size)) {
+        ok = false;
+        return;
+      }
+    }
+    uint64_t old = size == 8
+                       ? atomicUpdate<uint64_t>(
+                             p, [&](uint64_t o) { return update(l, o); })
+                       : atomicUpdate<uint32_t>(p, [&](uint64_t o) {
+                           return update(l, o) & 0xffffffffull;
+                         });
+    if (d)
+      d[l] = old;
+  });
+  return ok;
+}
+
+bool BlockRunner::warpCollective(unsigned w, uint32_t pc,
+                                 const Instruction &in, uint32_t mask,
+                                 uint32_t exec) {
+  if (!exec)
+    return true;
+  uint64_t *r = warpRegs(w);
+  auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
+  uint64_t *d = slot(in.dst[0]);
+  unsigned first = __builtin_ctz(exec);
+  if (in.op == Op::Activemask) {
+    forLanes(exec, [&](unsigned l) { d[l] = mask; });
+    return true;
+  }
+  // The member mask is the last source (vote without .sync: the lanes
+  // here). Every member must be at this instruction.
+  uint32_t members = exec;
+  uint32_t memberSlot = in.op == Op::Vote ? (in.numSrc > 1 ? in.src[1]
+                                                           : kNoSlot)
+                                          : in.src[1];
+  if (memberSlot != kNoSlot)
+    members = static_cast<uint32_t>(slot(memberSlot)[first]);
+  if (members & ~exec)
+    return fault(w, first, pc,
+                 fmt::format("{} member mask 0x{:08x} names lane {}, which is "
+                             "not at this instruction",
+                             kernel.opcodeText[pc], members,
+                             __builtin_ctz(members & ~exec)));
+  uint32_t group = exec & members;
+  const uint64_t *a = slot(in.src[0]);
+  if (in.op == Op::Vote) {
+    uint32_t ballot = 0;
+    forLanes(group, [&](unsigned l) {
+      if (((a[l] & 1) != 0) != in.negateSrc)
+        ballot |= 1u << l;
+    });
+    uint64_t v;
+    switch (VoteMode(in.subop)) {
+    case VoteMode::All:
+      v = ballot == group;
+      break;
+    case VoteMode::Any:
+      v = ballot != 0;
+      break;
+    case VoteMode::Uni:
+      v = ballot == 0 || ballot == group;
+      break;
+    default:
+      v = ballot;
+      break;
+    }
+    forLanes(exec, [&](unsigned l) { d[l] = v; });
+    return true;
+  }
+  // redux.sync
+  AtomOp op = AtomOp(in.subop);
+  bool isSignedType = isSigned(in.type);
+  uint32_t acc = 0;
+  bool firstLane = true;
+  forLanes(group, [&](unsigned l) {
+    uint32_t x = static_cast<uint32_t>(a[l]);
+    if (firstLane) {
+      acc = x;
+      firstLane = false;
+      return;
+    }
+    switch (op) {
+    case AtomOp::Add:
+      acc += x;
+      break;
+    case AtomOp::Min:
+      acc = isSignedType ? static_cast<uint32_t>(std::min(
+                               static_cast<int32_t>(acc),
+                               static_cast<int32_t>(x)))
+                         : std::min(acc, x);
+      break;
+    case AtomOp::Max:
+      acc = isSignedType ? static_cast<uint32_t>(std::max(
+                               static_cast<int32_t>(acc),
+                               static_cast<int32_t>(x)))
+                         : std::max(acc, x);
+      break;
+    case AtomOp::And:
+      acc &= x;
+      break;
+    case AtomOp::Or:
+      acc |= x;
+      break;
+    case AtomOp::Xor:
+      acc ^= x;
+      break;
+    default:
+      break;
+    }
+  });
+  forLanes(exec, [&](unsigned l) { d[l] = acc; });
+  return true;
+}
+
+bool BlockRunner::loadMatrix(unsigned w, uint32_t pc, const Instruction &in,
+                             uint32_t exec) {
+  if (!exec)
+    return true;
+  WarpState &ws = warps[w];
+  uint32_t all = ws.live;
+  if (exec != kFullMask)
+    return fault(w, __builtin_ctz(exec), pc,
+                 fmt::format("ldmatrix needs all 32 lanes of the warp; lanes "
+                             "0x{:08x} are here (live 0x{:08x})",
+                             exec, all));
+  uint64_t *r = warpRegs(w);
+  const uint64_t *base = r + static_cast<size_t>(in.src[0]) * 32;
+  // Matrix i's row j comes from the address in lane 8 * i + j.
+  uint16_t rows[4][8][8];
+  Space space = in.space == Space::Generic ? Space::Generic : Space::Shared;
+  for (unsigned i = 0; i < in.vec; ++i)
+    for (unsigned j = 0; j < 8; ++j) {
+      unsigned lane = 8 * i + j;
+      bool isShared = false;
+      uint8_t *p = resolve(w, lane, pc, space, base[lane] + in.offset, 16, 16,
+                           "ldmatrix row load", &isShared);
+      if (!p)
+        return false;
+      if (isShared && checkShared &&
+          !checkSharedRead(w, lane, pc, p - shared.data(), 16))
+        return false;
+      std::memcpy(rows[i][j], p, 16);
+    }
+  for (unsigned i = 0; i < in.vec; ++i) {
+    uint64_t *d = r + static_cast<size_t>(in.dst[i]) * 32;
+    for (unsigned t = 0; t < 32; ++t) {
+      unsigned row = t / 4, col = 2 * (t % 4);
+      uint16_t lo, hi;
+      if (in.transpose) {
+        lo = rows[i][col][row];
+        hi = rows[i][col + 1][row];
+      } else {
+        lo = rows[i][row][col];
+        hi = rows[i][row][col + 1];
+      }
+      d[t] = lo | (static_cast<uint32_t>(hi) << 16);
+    }
+  }
+  return true;
+}
+
+bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc,
+                                 const Instruction &in, uint32_t exec) {
+  if (!exec)
+    return true;
+  if (exec != kFullMask)
+    return fault(w, __builtin_ctz(exec), pc,
+                 fmt::format("mma.sync needs all 32 lanes of the warp; lanes "
+                             "0x{:08x} are here",
+                             exec));
+  uint64_t *r = warpRegs(w);
+  const uint32_t *ops = kernel.operandLists.data() + in.target;
+  MmaShape shape = MmaShape(in.subop);
+  const unsigned k = shape == MmaShape::M16N8K16F32 ||
+                             shape == MmaShape::M16N8K16F16
+                         ? 16
+                         : 8;
+  const unsigned numD = shape == MmaShape::M16N8K16F16 ? 2 : 4;
+  const unsigned numA = shape == MmaShape::M16N8K8F32 ? 2 : 4;
+  const unsigned numB = shape == MmaShape::M16N8K8F32 ? 1 : 2;
+  const uint32_t *dSlots = ops, *aSlots = ops + numD,
+                 *bSlots = ops + numD + numA,
+                 *cSlots = ops + numD + numA + numB;
+  auto reg = [&](uint32_t s, unsigned lane) {
+    return static_cast<uint32_t>(r[static_cast<size_t>(s) * 32 + lane]);
+  };
+  const bool bf = in.srcType == Type::BF16;
+  auto half = [&](uint32_t bits) -> double {
+    uint16_t h = static_cast<uint16_t>(bits);
+    return bf ? bf16ToFloat(h) : halfToFloat(h);
+  };
+  double a[16][16] = {}, b[16][8] = {}, c[16][8] = {};
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned g = lane >> 2, t = lane & 3;
+    if (shape == MmaShape::M16N8K8Tf32) {
+      // a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (t, g),
+      // b1 (t+4, g). tf32 reads the upper 19 bits of each f32.
+      for (unsigned e = 0; e < 4; ++e)
+        a[g + 8 * (e & 1)][t + 4 * (e >> 1)] =
+            bitsTo<float>(reg(aSlots[e], lane) & 0xffffe000u);
+      for (unsigned e = 0; e < 2; ++e)
+        b[t + 4 * e][g] = bitsTo<float>(reg(bSlots[e], lane) & 0xffffe000u);
+    } else {
+      // Element e of A is half (e & 1) of register e / 2.
+      for (unsigned e = 0; e < 2 * numA; ++e) {
+        unsigned row = g + 8 * ((e >> 1) & 1);
+        unsigned col = 2 * t + (e & 1) + 8 * (e >> 2);
+        a[row][col] = half(reg(aSlots[e / 2], lane) >> (16 * (e & 1)));
+      }
+      for (unsigned e = 0; e < 2 * numB; ++e)
+        b[2 * t + (e & 1) + 8 * (e >> 1)][g] =
+            half(reg(bSlots[e / 2], lane) >> (16 * (e & 1)));
+    }
+    // C: c0, c1 at (g, 2t), (g, 2t+1); c2, c3 at (g+8, ...).
+    for (unsigned e = 0; e < 4; ++e) {
+      unsigned row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+      if (numD == 2)
+        c[row][col] = halfToFloat(
+            static_cast<uint16_t>(reg(cSlots[e / 2], lane) >> (16 * (e & 1))));
+      else
+        c[row][col] = bitsTo<float>(reg(cSlots[e], lane));
+    }
+  }
+  // Products of f16/bf16/tf32 values are exact in a double; the sum is
+  // rounded once more when it is stored.
+  double dm[16][8];
+  for (unsigned i = 0; i < 16; ++i)
+    for (unsigned j = 0; j < 8; ++j) {
+      double sum = c[i][j];
+      for (unsigned q = 0; q < k; ++q)
+        sum += a[i][q] * b[q][j];
+      dm[i][j] = sum;
+    }
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned g = lane >> 2, t = lane & 3;
+    if (numD == 2) {
+      for (unsigned e = 0; e < 2; ++e) {
+        uint32_t lo = roundToFormat(dm[g + 8 * e][2 * t], kHalf, Rounding::Rn);
+        uint32_t hi =
+            roundToFormat(dm[g + 8 * e][2 * t + 1], kHalf, Rounding::Rn);
+        r[static_cast<size_t>(dSlots[e]) * 32 + lane] = lo | (hi << 16);
+      }
+    } else {
+      for (unsigned e = 0; e < 4; ++e)
+        r[static_cast<size_t>(dSlots[e]) * 32 + lane] = toBits(
+            static_cast<float>(dm[g + 8 * (e >> 1)][2 * t + (e & 1)]));
+    }
+  }
+  return true;
+}
+
+bool BlockRunner::asyncCopy(unsigned w, uint32_t pc, const Instruction &in,
+                            uint32_t exec) {
+  uint64_t *r = warpRegs(w);
+  auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
+  const uint64_t *dstBase = slot(in.src[0]);
+  const uint64_t *srcBase = slot(in.src[1]);
+  const uint64_t *sizeSlot = slot(in.src[2]);
+  const uint64_t *srcSizeSlot = in.numSrc > 3 ? slot(in.src[3]) : nullptr;
+  // A 1-bit fourth operand is the ignore-src predicate.
+  const bool ignoreSrcPredicate =
+      srcSizeSlot && kernel.slotBits[in.src[3]] == 1;
+  int64_t srcOffset = static_cast<int64_t>(
+      static_cast<uint64_t>(kernel.operandLists[in.target]) |
+      (static_cast<uint64_t>(kernel.operandLists[in.target + 1]) << 32));
+  bool ok = true;
+  forLanes(exec, [&](unsigned l) {
+    if (!ok)
+      return;
+    uint32_t size = static_cast<uint32_t>(sizeSlot[l]);
+    if (size != 4 && size != 8 && size != 16) {
+      ok = fault(w, l, pc,
+                 fmt::format("cp.async copies 4, 8 or 16 bytes, not {}", size));
+      return;
+    }
+    uint32_t srcSize = size;
+    if (ignoreSrcPredicate)
+      srcSize = (srcSizeSlot[l] & 1) ? 0 : size;
+    else if (srcSizeSlot)
+      srcSize = static_cast<uint32_t>(srcSizeSlot[l]);
+    if (srcSize > size) {
+      ok = fault(w, l, pc,
+                 fmt::format("cp.async src-size {} exceeds the copy size {}",
+                             srcSize, size));
+      return;
+    }
+    uint64_t dst = dstBase[l] + in.offset;
+    if (dst >= kSharedWindow && dst < kSharedWindow + (1ull << 32))
+      dst -= kSharedWindow;
+    bool isShared = false;
+    uint8_t *to = resolve(w, l, pc, Space::Shared, dst, size, size,
+                          "cp.async destination", &isShared);
+    if (!to) {
+      ok = false;
+      return;
+    }
+    PendingCopy copy;
+    copy.sharedOffset = static_cast<uint64_t>(to - shared.data());
+    copy.size = static_cast<uint8_t>(size);
+    copy.lane = static_cast<uint8_t>(l);
+    copy.group = committedGroups[w][l];
+    if (srcSize) { // only the bytes read are checked (src-size 0 reads none)
+      uint8_t *from =
+          resolve(w, l, pc, Space::Global, srcBase[l] + srcOffset, srcSize,
+                  srcSize == size ? size : 1, "cp.async source");
+      if (!from) {
+        ok = false;
+        return;
+      }
+      std::memcpy(copy.bytes, from, srcSize);
+    }
+    pendingCopies[w].push_back(copy);
+  });
+  return ok;
+}
+
+void BlockRunner::completeCopies(unsigned w, uint32_t lanes,
+                                 uint32_t keepGroups, bool all) {
+  std::vector<PendingCopy> &pending = pendingCopies[w];
+  size_t kept = 0;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    PendingCopy &copy = pending[i];
+    bool done = false;
+    if (lanes >> copy.lane & 1) {
+      uint32_t committed = committedGroups[w][copy.lane];
+      // wait_group N: every committed group but the newest N.
+      done = all || (copy.group < committed &&
+                     committed - copy.group > keepGroups);
+    }
+    if (done) {
+      std::memcpy(shared.data() + copy.sharedOffset, copy.bytes, copy.size);
+      markSharedWritten(copy.sharedOffset, copy.size);
+    } else {
+      pending[kept++] = copy;
+    }
+  }
+  pending.resize(kept);
 }
 
 bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
@@ -1222,7 +1999,7 @@ bool BlockRunner::carryArithmetic(WarpState &ws, uint64_t *r,
                                   const Instruction &in, uint32_t exec) {
   unsigned bits = typeBytes(in.type) * 8;
   if ((bits != 32 && bits != 64) || isFloat(in.type) ||
-      (in.op != Op::Add && in.op != Op::Mad) ||
+      (in.op != Op::Add && in.op != Op::Mad && in.op != Op::Sub) ||
       (in.op == Op::Mad && in.mulMode == MulMode::Wide))
     return false;
   auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
@@ -1231,6 +2008,20 @@ bool BlockRunner::carryArithmetic(WarpState &ws, uint64_t *r,
   const uint64_t *c = in.op == Op::Mad ? slot(in.src[2]) : nullptr;
   uint64_t mask = bits == 64 ? ~0ull : 0xffffffffull;
   uint32_t carryOut = 0;
+  if (in.op == Op::Sub) {
+    // sub.cc sets the carry flag to the borrow; subc subtracts it.
+    forLanes(exec, [&](unsigned l) {
+      unsigned __int128 x = a[l] & mask, y = b[l] & mask;
+      unsigned __int128 subtrahend =
+          y + (in.carryIn ? (ws.carry >> l) & 1 : 0);
+      d[l] = static_cast<uint64_t>(x - subtrahend) & mask;
+      if (subtrahend > x)
+        carryOut |= 1u << l;
+    });
+    if (in.carryOut)
+      ws.carry = (ws.carry & ~exec) | carryOut;
+    return true;
+  }
   forLanes(exec, [&](unsigned l) {
     unsigned __int128 x = a[l] & mask, y = b[l] & mask;
     unsigned __int128 term = x;
@@ -1261,6 +2052,19 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
 
   // Ops that only move bits.
   switch (in.op) {
+  case Op::Prmt:
+  case Op::Bfind:
+  case Op::Slct:
+  case Op::Lop3:
+  case Op::Testp:
+  case Op::Mul24:
+  case Op::Mad24:
+  case Op::Sad:
+  case Op::Cnot:
+  case Op::Bmsk:
+  case Op::Szext:
+  case Op::Dp4a:
+    return bitArithmetic(r, in, exec);
   case Op::Mov: {
     if (in.vec > 1) {
       unsigned bits = typeBytes(type) * 8 / in.vec;
@@ -1305,7 +2109,8 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
       delta = in.toSpace ? -static_cast<int64_t>(kSharedWindow)
                          : static_cast<int64_t>(kSharedWindow);
     else if (in.space == Space::Local)
-      return false;
+      delta = in.toSpace ? -static_cast<int64_t>(kLocalWindow)
+                         : static_cast<int64_t>(kLocalWindow);
     forLanes(exec, [&](unsigned l) { d[l] = (a[l] + delta) & mask; });
     return true;
   }
@@ -1335,7 +2140,21 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
   if (in.op == Op::Setp) {
     uint64_t *q = in.numDst > 1 && in.dst[1] != kNoSlot ? slot(in.dst[1])
                                                         : nullptr;
+    const BoolOp boolOp = BoolOp(in.subop);
+    const uint64_t *third = boolOp != BoolOp::None ? c : nullptr;
+    auto combine = [&](bool v, unsigned l) {
+      bool x = ((third[l] & 1) != 0) != in.negateSrc;
+      return boolOp == BoolOp::And ? v && x
+             : boolOp == BoolOp::Or ? v || x
+                                    : v != x;
+    };
     auto store = [&](unsigned l, bool v) {
+      if (third) {
+        d[l] = combine(v, l);
+        if (q)
+          q[l] = combine(!v, l);
+        return;
+      }
       d[l] = v;
       if (q)
         q[l] = !v;
@@ -1358,9 +2177,10 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
             store(l, lo);
             return;
           }
-          d[l] = lo;
+          bool hi = compareFloat(in.cmp, value(a[l] >> 16), value(b[l] >> 16));
+          d[l] = third ? combine(lo, l) : lo;
           if (q)
-            q[l] = compareFloat(in.cmp, value(a[l] >> 16), value(b[l] >> 16));
+            q[l] = third ? combine(hi, l) : hi;
         });
         return true;
       }
@@ -1500,6 +2320,13 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
       }
       break;
     case Op::Sub:
+      if (in.sat && std::is_same_v<T, int32_t>) {
+        forLanes(exec, [&](unsigned l) {
+          int64_t v = static_cast<int64_t>(A(l)) - B(l);
+          put(l, static_cast<T>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)));
+        });
+        break;
+      }
       forLanes(exec, [&](unsigned l) {
         put(l, static_cast<T>(static_cast<U>(A(l)) - static_cast<U>(B(l))));
       });
@@ -1681,6 +2508,224 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
   return typed && handled;
 }
 
+bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
+                                uint32_t exec) {
+  auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
+  uint64_t *d = slot(in.dst[0]);
+  const uint64_t *a = in.numSrc > 0 ? slot(in.src[0]) : nullptr;
+  const uint64_t *b = in.numSrc > 1 ? slot(in.src[1]) : nullptr;
+  const uint64_t *c = in.numSrc > 2 ? slot(in.src[2]) : nullptr;
+  const uint64_t *e = in.numSrc > 3 ? slot(in.src[3]) : nullptr;
+  const Type type = in.type;
+  const unsigned bits = typeBytes(type) * 8;
+  const uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+  const bool isSignedType = isSigned(type);
+  switch (in.op) {
+  case Op::Prmt: {
+    PrmtMode mode = PrmtMode(in.subop);
+    forLanes(exec, [&](unsigned l) {
+      uint64_t bytes = (static_cast<uint64_t>(static_cast<uint32_t>(b[l]))
+                        << 32) |
+                       static_cast<uint32_t>(a[l]);
+      uint32_t sel = static_cast<uint32_t>(c[l]);
+      auto byteAt = [&](unsigned i) {
+        return static_cast<uint32_t>(bytes >> (8 * (i & 7))) & 0xff;
+      };
+      uint32_t result = 0;
+      unsigned n = sel & 3;
+      for (unsigned i = 0; i < 4; ++i) {
+        uint32_t byte;
+        switch (mode) {
+        case PrmtMode::Default: {
+          unsigned s = (sel >> (4 * i)) & 0xf;
+          byte = byteAt(s);
+          if (s & 8) // replicate the selected byte's sign
+            byte = (byte & 0x80) ? 0xff : 0;
+          break;
+        }
+        case PrmtMode::F4e:
+          byte = byteAt(n + i);
+          break;
+        case PrmtMode::B4e:
+          byte = byteAt(n - i);
+          break;
+        case PrmtMode::Rc8:
+          byte = byteAt(n);
+          break;
+        case PrmtMode::Ecl:
+          byte = byteAt(std::max(i, n));
+          break;
+        case PrmtMode::Ecr:
+          byte = byteAt(std::min(i, n));
+          break;
+        case PrmtMode::Rc16:
+        default:
+          byte = byteAt(2 * (n & 1) + (i & 1));
+          break;
+        }
+        result |= byte << (8 * i);
+      }
+      d[l] = result;
+    });
+    return true;
+  }
+  case Op::Bfind:
+    forLanes(exec, [&](unsigned l) {
+      uint64_t x = a[l] & mask;
+      if (isSignedType && (x >> (bits - 1)) & 1)
+        x = ~x & mask; // the most significant bit unlike the sign
+      if (x == 0) {
+        d[l] = 0xffffffffu;
+        return;
+      }
+      uint32_t pos = 63 - __builtin_clzll(x);
+      d[l] = in.shiftLeft ? bits - 1 - pos : pos;
+    });
+    return true;
+  case Op::Slct: {
+    Type ct = in.srcType;
+    forLanes(exec, [&](unsigned l) {
+      bool pick;
+      if (ct == Type::F32) {
+        float f = bitsTo<float>(c[l]);
+        if (in.ftz)
+          f = flushDenormal(f);
+        pick = f >= 0.0f;
+      } else {
+        pick = static_cast<int32_t>(c[l]) >= 0;
+      }
+      d[l] = (pick ? a[l] : b[l]) & mask;
+    });
+    return true;
+  }
+  case Op::Lop3:
+    forLanes(exec, [&](unsigned l) {
+      uint32_t x = static_cast<uint32_t>(a[l]), y = static_cast<uint32_t>(b[l]),
+               z = static_cast<uint32_t>(c[l]);
+      uint32_t lut = static_cast<uint32_t>(e[l]) & 0xff, result = 0;
+      // Bit i of the table is the result for (a, b, c) = (i>>2, i>>1, i)&1.
+      for (unsigned i = 0; i < 8; ++i)
+        if ((lut >> i) & 1)
+          result |= ((i & 4) ? x : ~x) & ((i & 2) ? y : ~y) & ((i & 1) ? z : ~z);
+      d[l] = result;
+    });
+    return true;
+  case Op::Testp:
+    forLanes(exec, [&](unsigned l) {
+      double x = type == Type::F32 ? static_cast<double>(bitsTo<float>(a[l]))
+                                   : bitsTo<double>(a[l]);
+      int cls = type == Type::F32 ? std::fpclassify(bitsTo<float>(a[l]))
+                                  : std::fpclassify(x);
+      bool v = false;
+      switch (TestpOp(in.subop)) {
+      case TestpOp::Finite:
+        v = std::isfinite(x);
+        break;
+      case TestpOp::Infinite:
+        v = std::isinf(x);
+        break;
+      case TestpOp::Number:
+        v = !std::isnan(x);
+        break;
+      case TestpOp::NotANumber:
+        v = std::isnan(x);
+        break;
+      case TestpOp::Normal:
+        v = cls == FP_NORMAL;
+        break;
+      case TestpOp::Subnormal:
+        v = cls == FP_SUBNORMAL;
+        break;
+      }
+      d[l] = v;
+    });
+    return true;
+  case Op::Mul24:
+  case Op::Mad24:
+    forLanes(exec, [&](unsigned l) {
+      auto low24 = [&](uint64_t v) -> int64_t {
+        int64_t x = static_cast<int64_t>(v & 0xffffff);
+        if (isSignedType && (x & 0x800000))
+          x -= 0x1000000;
+        return x;
+      };
+      int64_t p = low24(a[l]) * low24(b[l]); // 48 bits
+      uint32_t result = in.mulMode == MulMode::Hi
+                            ? static_cast<uint32_t>(static_cast<uint64_t>(p) >> 16)
+                            : static_cast<uint32_t>(p);
+      if (in.op == Op::Mad24)
+        result += static_cast<uint32_t>(c[l]);
+      d[l] = result;
+    });
+    return true;
+  case Op::Sad:
+    forLanes(exec, [&](unsigned l) {
+      uint32_t x = static_cast<uint32_t>(a[l]), y = static_cast<uint32_t>(b[l]);
+      uint32_t diff;
+      if (isSignedType)
+        diff = static_cast<int32_t>(x) > static_cast<int32_t>(y) ? x - y : y - x;
+      else
+        diff = x > y ? x - y : y - x;
+      d[l] = (static_cast<uint32_t>(c[l]) + diff) & mask;
+    });
+    return true;
+  case Op::Cnot:
+    forLanes(exec, [&](unsigned l) { d[l] = (a[l] & mask) == 0 ? 1 : 0; });
+    return true;
+  case Op::Bmsk:
+    forLanes(exec, [&](unsigned l) {
+      uint32_t pos = static_cast<uint32_t>(a[l]),
+               len = static_cast<uint32_t>(b[l]);
+      if (in.shiftClamp) {
+        pos = std::min<uint32_t>(pos, 32);
+        len = std::min<uint32_t>(len, 32);
+      } else {
+        pos &= 31;
+        len &= 31;
+      }
+      uint64_t ones = len >= 32 ? 0xffffffffull : ((1ull << len) - 1);
+      d[l] = pos >= 32 ? 0 : static_cast<uint32_t>(ones << pos);
+    });
+    return true;
+  case Op::Szext:
+    forLanes(exec, [&](unsigned l) {
+      uint32_t x = static_cast<uint32_t>(a[l]);
+      uint32_t n = static_cast<uint32_t>(b[l]);
+      n = in.shiftClamp ? std::min<uint32_t>(n, 32) : n & 31;
+      uint32_t result;
+      if (n >= 32)
+        result = x;
+      else if (n == 0)
+        result = 0;
+      else if (isSignedType)
+        result = static_cast<uint32_t>(static_cast<int32_t>(x << (32 - n)) >>
+                                       (32 - n));
+      else
+        result = x & ((1u << n) - 1);
+      d[l] = result;
+    });
+    return true;
+  case Op::Dp4a: {
+    bool aSigned = isSigned(in.type), bSigned = isSigned(in.srcType);
+    forLanes(exec, [&](unsigned l) {
+      int64_t sum = 0;
+      for (unsigned i = 0; i < 4; ++i) {
+        uint32_t ua = (static_cast<uint32_t>(a[l]) >> (8 * i)) & 0xff;
+        uint32_t ub = (static_cast<uint32_t>(b[l]) >> (8 * i)) & 0xff;
+        int64_t x = aSigned ? static_cast<int8_t>(ua) : ua;
+        int64_t y = bSigned ? static_cast<int8_t>(ub) : ub;
+        sum += x * y;
+      }
+      d[l] = static_cast<uint32_t>(static_cast<uint64_t>(sum) +
+                                   static_cast<uint32_t>(c[l]));
+    });
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
 bool BlockRunner::halfArithmetic(uint64_t *r, const Instruction &in,
                                  uint32_t exec) {
   auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
@@ -1817,12 +2862,23 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
   std::string firstError;
   uint64_t firstErrorBlock = UINT64_MAX;
   std::atomic<uint64_t> threadInstructions{0}, warpInstructions{0};
+  // A random order (blockOrderSeed) shows up kernels that depend on the
+  // order blocks run in, which the hardware does not promise.
+  std::vector<uint64_t> order;
+  if (spec.blockOrderSeed) {
+    order.resize(blocks);
+    for (uint64_t i = 0; i < blocks; ++i)
+      order[i] = i;
+    std::mt19937_64 rng(spec.blockOrderSeed);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
   auto work = [&]() {
     BlockRunner runner(kernel, spec);
     while (!stop.load(std::memory_order_relaxed)) {
-      uint64_t b = nextBlock.fetch_add(1);
-      if (b >= blocks)
+      uint64_t next = nextBlock.fetch_add(1);
+      if (next >= blocks)
         break;
+      uint64_t b = order.empty() ? next : order[next];
       Dim3 id;
       id.x = static_cast<uint32_t>(b % spec.grid.x);
       id.y = static_cast<uint32_t>((b / spec.grid.x) % spec.grid.y);

@@ -32,6 +32,9 @@ namespace kiln::runtime::emu {
 
 /// Where shared memory appears in the generic address space (cvta.shared).
 constexpr uint64_t kSharedWindow = 1ull << 48;
+/// Where each thread's local memory appears in the generic address space
+/// (cvta.local).
+constexpr uint64_t kLocalWindow = 1ull << 49;
 
 /// One device allocation: device addresses [base, base + size) are the host
 /// bytes at `host`.
@@ -52,6 +55,12 @@ struct LaunchSpec {
   const std::vector<MemoryRegion> *memory = nullptr;
   /// Worker threads for independent blocks (1 runs on the caller's thread).
   unsigned workers = 1;
+  /// When non-zero, blocks run in a random order drawn from this seed
+  /// (else in linear order).
+  uint64_t blockOrderSeed = 0;
+  /// Report loads of shared memory that no thread of the block wrote in
+  /// this launch.
+  bool checkSharedReads = false;
 };
 
 struct LaunchStats {

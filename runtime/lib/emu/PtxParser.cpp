@@ -333,6 +333,16 @@ constexpr SpecialName kSpecials[] = {
     {"%nctaid.y", Special::NctaidY},   {"%nctaid.z", Special::NctaidZ},
     {"%laneid", Special::LaneId},      {"%warpid", Special::WarpId},
     {"%nwarpid", Special::NWarpId},
+    {"%lanemask_eq", Special::LanemaskEq},
+    {"%lanemask_lt", Special::LanemaskLt},
+    {"%lanemask_le", Special::LanemaskLe},
+    {"%lanemask_gt", Special::LanemaskGt},
+    {"%lanemask_ge", Special::LanemaskGe},
+    {"%smid", Special::Smid},
+    {"%nsmid", Special::Nsmid},
+    {"%gridid", Special::GridId},
+    {"%dynamic_smem_size", Special::DynamicSmemSize},
+    {"%total_smem_size", Special::TotalSmemSize},
 };
 
 struct OpName {
@@ -356,8 +366,57 @@ constexpr OpName kOps[] = {
     {"cos", Op::Cos},       {"tanh", Op::Tanh},       {"copysign", Op::Copysign},
     {"bfe", Op::Bfe},       {"bfi", Op::Bfi},         {"popc", Op::Popc},
     {"clz", Op::Clz},       {"brev", Op::Brev},       {"membar", Op::Membar},
-    {"fence", Op::Membar},
+    {"fence", Op::Membar},  {"atom", Op::Atom},       {"red", Op::Red},
+    {"vote", Op::Vote},     {"activemask", Op::Activemask},
+    {"redux", Op::Redux},   {"prmt", Op::Prmt},       {"bfind", Op::Bfind},
+    {"slct", Op::Slct},     {"lop3", Op::Lop3},       {"testp", Op::Testp},
+    {"mul24", Op::Mul24},   {"mad24", Op::Mad24},     {"sad", Op::Sad},
+    {"cnot", Op::Cnot},     {"bmsk", Op::Bmsk},       {"szext", Op::Szext},
+    {"dp4a", Op::Dp4a},     {"ldmatrix", Op::Ldmatrix}, {"mma", Op::Mma},
+    {"cp", Op::CpAsync},    {"subc", Op::Sub},
 };
+
+struct SubopName {
+  const char *name;
+  uint8_t value;
+};
+constexpr SubopName kAtomOps[] = {
+    {"add", uint8_t(AtomOp::Add)},   {"min", uint8_t(AtomOp::Min)},
+    {"max", uint8_t(AtomOp::Max)},   {"inc", uint8_t(AtomOp::Inc)},
+    {"dec", uint8_t(AtomOp::Dec)},   {"and", uint8_t(AtomOp::And)},
+    {"or", uint8_t(AtomOp::Or)},     {"xor", uint8_t(AtomOp::Xor)},
+    {"exch", uint8_t(AtomOp::Exch)}, {"cas", uint8_t(AtomOp::Cas)},
+};
+constexpr SubopName kVoteModes[] = {
+    {"all", uint8_t(VoteMode::All)},
+    {"any", uint8_t(VoteMode::Any)},
+    {"uni", uint8_t(VoteMode::Uni)},
+    {"ballot", uint8_t(VoteMode::Ballot)},
+};
+constexpr SubopName kPrmtModes[] = {
+    {"f4e", uint8_t(PrmtMode::F4e)}, {"b4e", uint8_t(PrmtMode::B4e)},
+    {"rc8", uint8_t(PrmtMode::Rc8)}, {"ecl", uint8_t(PrmtMode::Ecl)},
+    {"ecr", uint8_t(PrmtMode::Ecr)}, {"rc16", uint8_t(PrmtMode::Rc16)},
+};
+constexpr SubopName kTestpOps[] = {
+    {"finite", uint8_t(TestpOp::Finite)},
+    {"infinite", uint8_t(TestpOp::Infinite)},
+    {"number", uint8_t(TestpOp::Number)},
+    {"notanumber", uint8_t(TestpOp::NotANumber)},
+    {"normal", uint8_t(TestpOp::Normal)},
+    {"subnormal", uint8_t(TestpOp::Subnormal)},
+};
+
+template <size_t N>
+bool lookupSubop(const SubopName (&table)[N], std::string_view name,
+                 uint8_t &value) {
+  for (const SubopName &entry : table)
+    if (name == entry.name) {
+      value = entry.value;
+      return true;
+    }
+  return false;
+}
 
 struct CmpName {
   const char *name;
@@ -769,13 +828,99 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   };
   if (!known)
     return unknown();
-  inst.carryIn = parts[0] == "madc" || parts[0] == "addc";
+  inst.carryIn = parts[0] == "madc" || parts[0] == "addc" || parts[0] == "subc";
+  if (inst.op == Op::CpAsync && (parts.size() < 2 || parts[1] != "async"))
+    return unknown();
+  std::string_view mmaShape;
   std::vector<Type> types;
   for (size_t i = 1; i < parts.size(); ++i) {
     std::string_view m = parts[i];
     Type type = parseType(m);
     if (type != Type::None) {
       types.push_back(type);
+      continue;
+    }
+    // Op-specific modifiers first: their names overlap general ones.
+    uint8_t subop = 0;
+    if ((inst.op == Op::Atom || inst.op == Op::Red ||
+         inst.op == Op::Redux) &&
+        lookupSubop(kAtomOps, m, subop)) {
+      inst.subop = subop;
+      continue;
+    }
+    if (inst.op == Op::Vote && lookupSubop(kVoteModes, m, subop)) {
+      inst.subop = subop;
+      continue;
+    }
+    if (inst.op == Op::Prmt && lookupSubop(kPrmtModes, m, subop)) {
+      inst.subop = subop;
+      continue;
+    }
+    if (inst.op == Op::Testp && lookupSubop(kTestpOps, m, subop)) {
+      inst.subop = subop;
+      continue;
+    }
+    if (inst.op == Op::Bar && (m == "arrive" || m == "red" || m == "popc" ||
+                               m == "and" || m == "or")) {
+      if (m == "arrive")
+        inst.subop = uint8_t(BarMode::Arrive);
+      else if (m == "popc")
+        inst.subop = uint8_t(BarMode::RedPopc);
+      else if (m == "and")
+        inst.subop = uint8_t(BarMode::RedAnd);
+      else if (m == "or")
+        inst.subop = uint8_t(BarMode::RedOr);
+      continue;
+    }
+    if (inst.op == Op::Setp && (m == "and" || m == "or" || m == "xor")) {
+      inst.subop = uint8_t(m == "and"  ? BoolOp::And
+                           : m == "or" ? BoolOp::Or
+                                       : BoolOp::Xor);
+      continue;
+    }
+    if (inst.op == Op::Bfind && m == "shiftamt") {
+      inst.shiftLeft = true;
+      continue;
+    }
+    if ((inst.op == Op::Bmsk || inst.op == Op::Szext) &&
+        (m == "clamp" || m == "wrap")) {
+      inst.shiftClamp = m == "clamp";
+      continue;
+    }
+    if (inst.op == Op::Ldmatrix) {
+      if (m == "m8n8")
+        continue;
+      if (m == "x1" || m == "x2" || m == "x4") {
+        inst.vec = static_cast<uint8_t>(m[1] - '0');
+        continue;
+      }
+      if (m == "trans") {
+        inst.transpose = true;
+        continue;
+      }
+    }
+    if (inst.op == Op::Mma) {
+      if (m == "m16n8k16" || m == "m16n8k8") {
+        mmaShape = m;
+        continue;
+      }
+      if (m == "row" || m == "col")
+        continue;
+    }
+    if (inst.op == Op::CpAsync) {
+      if (m == "async")
+        continue;
+      if (m == "commit_group") {
+        inst.op = Op::CpAsyncCommit;
+        continue;
+      }
+      if (m == "wait_group" || m == "wait_all") {
+        inst.op = Op::CpAsyncWait;
+        continue;
+      }
+    }
+    if (m == "shared::cta" || m == "shared::cluster") {
+      inst.space = Space::Shared;
       continue;
     }
     if (m == "cc")
@@ -862,11 +1007,31 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
         return unknown();
     }
   }
-  if (inst.op == Op::Cvt) {
+  if (inst.op == Op::Cvt || inst.op == Op::Slct || inst.op == Op::Dp4a) {
     if (types.size() != 2)
       return unknown();
     inst.type = types[0];
     inst.srcType = types[1];
+  } else if (inst.op == Op::Mma) {
+    // mma.sync.aligned.shape.row.col.dtype.atype.btype.ctype
+    if (types.size() != 4 || types[1] != types[2] || types[0] != types[3])
+      return unknown();
+    inst.type = types[0];
+    inst.srcType = types[1];
+    Type in = types[1];
+    bool halfIn = in == Type::F16 || in == Type::BF16;
+    if (mmaShape == "m16n8k16" && halfIn && inst.type == Type::F32)
+      inst.subop = uint8_t(MmaShape::M16N8K16F32);
+    else if (mmaShape == "m16n8k16" && in == Type::F16 &&
+             inst.type == Type::F16)
+      inst.subop = uint8_t(MmaShape::M16N8K16F16);
+    else if (mmaShape == "m16n8k8" && halfIn && inst.type == Type::F32)
+      inst.subop = uint8_t(MmaShape::M16N8K8F32);
+    else if (mmaShape == "m16n8k8" && in == Type::TF32 &&
+             inst.type == Type::F32)
+      inst.subop = uint8_t(MmaShape::M16N8K8Tf32);
+    else
+      return unknown();
   } else if (inst.op == Op::Mul || inst.op == Op::Mad) {
     if (types.size() != 1)
       return unknown();
@@ -916,7 +1081,140 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     return splitOperands(operand.substr(1, operand.size() - 2));
   };
 
+  /// A source predicate that may be negated ("!%p1").
+  auto negatableSource = [&](std::string_view operand) -> Error {
+    operand = trim(operand);
+    if (!operand.empty() && operand[0] == '!') {
+      inst.negateSrc = true;
+      operand.remove_prefix(1);
+    }
+    Expected<uint32_t> slot = sourceSlot(operand, line);
+    if (!slot)
+      return slot.takeError();
+    inst.src[inst.numSrc++] = *slot;
+    return Error::success();
+  };
+
   switch (inst.op) {
+  case Op::Atom:
+  case Op::Red: {
+    // atom.op.type d, [a], b{, c};  red.op.type [a], b
+    bool isAtom = inst.op == Op::Atom;
+    if (inst.subop == uint8_t(AtomOp::None))
+      return unknown();
+    size_t values = inst.subop == uint8_t(AtomOp::Cas) ? 2 : 1;
+    if (Error err = expect((isAtom ? 2 : 1) + values))
+      return err;
+    if (isAtom) {
+      if (Error err = dest(operands[0]))
+        return err;
+    }
+    inst.numSrc = 1;
+    if (Error err = address(operands[isAtom ? 1 : 0], line, inst))
+      return err;
+    if (Error err = sources(isAtom ? 2 : 1))
+      return err;
+    break;
+  }
+  case Op::Vote: {
+    // vote.sync.mode.type d, {!}a, membermask (or vote.mode d, {!}a).
+    if (operands.size() != 2 && operands.size() != 3)
+      return makeError("PTX line {}: '{}' takes 3 operands", line, opcode);
+    if (Error err = dest(operands[0]))
+      return err;
+    if (Error err = negatableSource(operands[1]))
+      return err;
+    if (operands.size() == 3)
+      if (Error err = sources(2))
+        return err;
+    break;
+  }
+  case Op::Activemask: {
+    if (Error err = expect(1))
+      return err;
+    if (Error err = dest(operands[0]))
+      return err;
+    break;
+  }
+  case Op::Ldmatrix: {
+    if (Error err = expect(2))
+      return err;
+    Expected<std::vector<std::string_view>> elements =
+        vectorElements(operands[0]);
+    if (!elements)
+      return elements.takeError();
+    if (elements->size() != inst.vec)
+      return makeError("PTX line {}: ldmatrix .x{} writes {} registers",
+                       line, inst.vec, inst.vec);
+    for (std::string_view e : *elements)
+      if (Error err = dest(e))
+        return err;
+    inst.numSrc = 1;
+    if (Error err = address(operands[1], line, inst))
+      return err;
+    break;
+  }
+  case Op::Mma: {
+    if (Error err = expect(4))
+      return err;
+    MmaShape shape = MmaShape(inst.subop);
+    unsigned want[4] = {4, 4, 2, 4};
+    if (shape == MmaShape::M16N8K16F16)
+      want[0] = want[3] = 2;
+    if (shape == MmaShape::M16N8K8F32)
+      want[1] = 2, want[2] = 1;
+    inst.target = static_cast<uint32_t>(kernel.operandLists.size());
+    for (unsigned k = 0; k < 4; ++k) {
+      Expected<std::vector<std::string_view>> elements =
+          vectorElements(operands[k]);
+      if (!elements)
+        return elements.takeError();
+      if (elements->size() != want[k])
+        return makeError("PTX line {}: '{}' operand {} needs {} registers, "
+                         "got {}",
+                         line, opcode, k + 1, want[k], elements->size());
+      for (std::string_view e : *elements) {
+        Expected<uint32_t> slot = k == 0 ? destSlot(e, line)
+                                         : sourceSlot(e, line);
+        if (!slot)
+          return slot.takeError();
+        kernel.operandLists.push_back(*slot);
+      }
+    }
+    break;
+  }
+  case Op::CpAsync: {
+    // cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}
+    if (operands.size() != 3 && operands.size() != 4)
+      return makeError("PTX line {}: '{}' takes 3 or 4 operands", line,
+                       opcode);
+    inst.numSrc = 1;
+    if (Error err = address(operands[0], line, inst))
+      return err;
+    Instruction source;
+    source.numSrc = 1;
+    if (Error err = address(operands[1], line, source))
+      return err;
+    inst.src[inst.numSrc++] = source.src[0];
+    inst.target = static_cast<uint32_t>(kernel.operandLists.size());
+    uint64_t offset = static_cast<uint64_t>(source.offset);
+    kernel.operandLists.push_back(static_cast<uint32_t>(offset));
+    kernel.operandLists.push_back(static_cast<uint32_t>(offset >> 32));
+    if (Error err = sources(2))
+      return err;
+    break;
+  }
+  case Op::CpAsyncCommit:
+    if (Error err = expect(0))
+      return err;
+    break;
+  case Op::CpAsyncWait:
+    if (operands.size() > 1)
+      return makeError("PTX line {}: '{}' takes at most 1 operand", line,
+                       opcode);
+    if (Error err = sources(0))
+      return err;
+    break;
   case Op::Bra: {
     if (Error err = expect(1))
       return err;
@@ -928,18 +1226,38 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::Membar:
     break;
   case Op::Bar: {
-    // bar.sync a{, b}; barrier.sync{.aligned} a{, b}. Only bar.sync and
-    // barrier.sync (not arrive/red) are emulated.
-    bool sync = false;
+    // bar{.cta}.sync a{, b}; bar.arrive a, b; barrier{.cta}.sync{.aligned}
+    // a{, b}; bar.red.popc.u32 d, a{, b}, {!}c; bar.red.{and,or}.pred d,
+    // a{, b}, {!}c. src[0] = barrier, src[1] = thread count (or kNoSlot),
+    // src[2] = bar.red's predicate.
+    BarMode mode = BarMode(inst.subop);
+    bool known = false;
     for (size_t i = 1; i < parts.size(); ++i)
-      sync |= parts[i] == "sync";
-    if (!sync && parts.size() > 1)
+      known |= parts[i] == "sync" || parts[i] == "arrive" || parts[i] == "red";
+    if (!known)
       return unknown();
-    if (operands.empty() || operands.size() > 2)
-      return makeError("PTX line {}: '{}' takes 1 or 2 operands", line,
-                       opcode);
-    if (Error err = sources(0))
-      return err;
+    bool red = mode == BarMode::RedPopc || mode == BarMode::RedAnd ||
+               mode == BarMode::RedOr;
+    size_t first = red ? 1 : 0;
+    size_t count = operands.size() - first - (red ? 1 : 0);
+    if (operands.size() < first + 1 || count < 1 || count > 2 ||
+        (mode == BarMode::Arrive && count != 2))
+      return makeError("PTX line {}: wrong operands for '{}'", line, opcode);
+    if (red)
+      if (Error err = dest(operands[0]))
+        return err;
+    for (size_t i = 0; i < count; ++i) {
+      Expected<uint32_t> slot = sourceSlot(operands[first + i], line);
+      if (!slot)
+        return slot.takeError();
+      inst.src[i] = *slot;
+    }
+    inst.numSrc = 2;
+    if (red) {
+      inst.numSrc = 2;
+      if (Error err = negatableSource(operands.back()))
+        return err;
+    }
     break;
   }
   case Op::Ld: {
@@ -1032,13 +1350,27 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     }
     if (Error err = dest(operands[0]))
       return err;
+    std::string_view source = trim(operands[1]);
+    if (source == "%clock" || source == "%clock64" ||
+        startsWith(source, "%globaltimer")) {
+      inst.op = Op::Clock;
+      inst.subop = uint8_t(source == "%clock"     ? ClockKind::Clock
+                           : source == "%clock64" ? ClockKind::Clock64
+                           : source == "%globaltimer_lo"
+                               ? ClockKind::GlobalTimerLo
+                           : source == "%globaltimer_hi"
+                               ? ClockKind::GlobalTimerHi
+                               : ClockKind::GlobalTimer);
+      break;
+    }
     if (Error err = sources(1))
       return err;
     break;
   }
   case Op::Setp: {
-    // setp.cmp.type p[|q], a, b  (the .and/.or/.xor forms are not emulated)
-    if (Error err = expect(3))
+    // setp.cmp{.bool}.type p[|q], a, b{, {!}c}
+    bool combine = inst.subop != uint8_t(BoolOp::None);
+    if (Error err = expect(combine ? 4 : 3))
       return err;
     std::string_view d = operands[0];
     size_t bar = d.find('|');
@@ -1047,8 +1379,15 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     if (bar != std::string_view::npos)
       if (Error err = dest(d.substr(bar + 1)))
         return err;
-    if (Error err = sources(1))
-      return err;
+    for (size_t i = 1; i < 3; ++i) {
+      Expected<uint32_t> slot = sourceSlot(operands[i], line);
+      if (!slot)
+        return slot.takeError();
+      inst.src[inst.numSrc++] = *slot;
+    }
+    if (combine)
+      if (Error err = negatableSource(operands[3]))
+        return err;
     break;
   }
   case Op::Shfl: {
@@ -1100,8 +1439,34 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::Shl:
   case Op::Shr:
   case Op::Copysign:
-  case Op::Setp:
+  case Op::Mul24:
+  case Op::Bmsk:
+  case Op::Szext:
+  case Op::Redux:
     wantSrc = 2;
+    break;
+  case Op::Setp:
+    wantSrc = inst.subop != uint8_t(BoolOp::None) ? 3 : 2;
+    break;
+  case Op::Prmt:
+  case Op::Slct:
+  case Op::Mad24:
+  case Op::Sad:
+  case Op::Dp4a:
+    wantSrc = 3;
+    break;
+  case Op::Lop3:
+    wantSrc = 4;
+    break;
+  case Op::Bfind:
+  case Op::Testp:
+  case Op::Cnot:
+    wantSrc = 1;
+    break;
+  case Op::Activemask:
+  case Op::CpAsyncCommit:
+  case Op::Mma:
+    wantSrc = 0;
     break;
   case Op::Mad:
   case Op::Fma:
@@ -1146,7 +1511,9 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
                      line, opcode, wantSrc, inst.numSrc);
   bool needsType = inst.op != Op::Bra && inst.op != Op::Ret &&
                    inst.op != Op::Exit && inst.op != Op::Bar &&
-                   inst.op != Op::Membar;
+                   inst.op != Op::Membar && inst.op != Op::CpAsync &&
+                   inst.op != Op::CpAsyncCommit &&
+                   inst.op != Op::CpAsyncWait;
   if (needsType && inst.type == Type::None)
     return makeError("PTX line {}: '{}' has no type", line, opcode);
   kernel.code.push_back(inst);

@@ -100,6 +100,66 @@ enum class Op : uint8_t {
   Membar,
   /// Funnel shift: shf.{l,r}.{wrap,clamp}.b32.
   Shf,
+  /// atom/red: `subop` is an AtomOp; red has no destination.
+  Atom,
+  Red,
+  /// vote.sync: `subop` is a VoteMode.
+  Vote,
+  Activemask,
+  /// redux.sync: `subop` is an AtomOp (add/min/max/and/or/xor).
+  Redux,
+  /// prmt: `subop` is a PrmtMode.
+  Prmt,
+  Bfind,
+  /// slct.dtype.ctype d, a, b, c: c >= 0 ? a : b (type, srcType).
+  Slct,
+  Lop3,
+  /// testp: `subop` is a TestpOp.
+  Testp,
+  Mul24,
+  Mad24,
+  Sad,
+  Cnot,
+  Bmsk,
+  Szext,
+  /// dp4a.atype.btype (type, srcType).
+  Dp4a,
+  /// mov from %clock/%clock64/%globaltimer*: `subop` says which.
+  Clock,
+  /// ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16: vec = count.
+  Ldmatrix,
+  /// mma.sync.aligned: `subop` is an MmaShape; the operand slots are
+  /// Kernel::operandLists[target ..].
+  Mma,
+  /// cp.async.{ca,cg}.shared.global [dst], [src], size{, src-size}.
+  CpAsync,
+  CpAsyncCommit,
+  /// cp.async.wait_group N (src[0]) / wait_all (numSrc == 0).
+  CpAsyncWait,
+};
+
+enum class AtomOp : uint8_t { None, Add, Min, Max, Inc, Dec, And, Or, Xor,
+                              Exch, Cas };
+enum class VoteMode : uint8_t { All, Any, Uni, Ballot };
+enum class PrmtMode : uint8_t { Default, F4e, B4e, Rc8, Ecl, Ecr, Rc16 };
+enum class TestpOp : uint8_t { Finite, Infinite, Number, NotANumber, Normal,
+                               Subnormal };
+/// bar/barrier: sync (wait), arrive (no wait), red (wait and reduce).
+enum class BarMode : uint8_t { Sync, Arrive, RedPopc, RedAnd, RedOr };
+/// setp's optional .and/.or/.xor with a third predicate.
+enum class BoolOp : uint8_t { None, And, Or, Xor };
+enum class ClockKind : uint8_t { Clock, Clock64, GlobalTimer, GlobalTimerLo,
+                                 GlobalTimerHi };
+/// The mma.sync shapes and types the emulator knows.
+enum class MmaShape : uint8_t {
+  /// m16n8k16, f16 or bf16 inputs (a: 4 regs, b: 2), f32 accumulators.
+  M16N8K16F32,
+  /// m16n8k16, f16 inputs, f16 accumulators (c, d: 2 regs of f16x2).
+  M16N8K16F16,
+  /// m16n8k8, f16 or bf16 inputs (a: 2 regs, b: 1), f32 accumulators.
+  M16N8K8F32,
+  /// m16n8k8, tf32 inputs (a: 4 regs, b: 2), f32 accumulators.
+  M16N8K8Tf32,
 };
 
 enum class Space : uint8_t { Generic, Global, Shared, Local, Param, Const };
@@ -159,6 +219,18 @@ enum class Special : uint8_t {
   LaneId,
   WarpId,
   NWarpId,
+  LanemaskEq,
+  LanemaskLt,
+  LanemaskLe,
+  LanemaskGt,
+  LanemaskGe,
+  /// %smid, %gridid: 0; %nsmid: 1.
+  Smid,
+  Nsmid,
+  GridId,
+  /// %dynamic_smem_size and %total_smem_size, in bytes.
+  DynamicSmemSize,
+  TotalSmemSize,
 };
 
 constexpr uint32_t kNoSlot = ~0u;
@@ -188,8 +260,17 @@ struct Instruction {
   bool carryOut = false;
   bool carryIn = false;
   /// shf: shift left (else right); clamp the amount to 32 (else wrap mod 32).
+  /// bmsk/szext: clamp (else wrap). bfind: .shiftamt (in shiftLeft).
   bool shiftLeft = false;
   bool shiftClamp = false;
+  /// vote's source predicate, setp's third predicate and bar.red's predicate
+  /// are negated (`!%p`).
+  bool negateSrc = false;
+  /// ldmatrix .trans.
+  bool transpose = false;
+  /// The op-specific mode (AtomOp, VoteMode, PrmtMode, TestpOp, BarMode,
+  /// ClockKind, MmaShape; for setp a BoolOp).
+  uint8_t subop = 0;
   /// ld/st vector width (1, 2 or 4); for mov, a pack/unpack of this many.
   uint8_t vec = 1;
   uint8_t numDst = 0;
@@ -251,6 +332,9 @@ struct Kernel {
   uint32_t line = 0;
   /// Instruction text per line is not kept; messages quote the opcode.
   std::vector<std::string> opcodeText;
+  /// Operand slots of instructions with more operands than Instruction
+  /// holds (mma.sync): d..., a..., b..., c... from Instruction::target.
+  std::vector<uint32_t> operandLists;
 };
 
 /// A module-scope .global or .const variable.
