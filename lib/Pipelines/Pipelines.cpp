@@ -61,13 +61,16 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
     // The importer already folds as it builds; the graph passes run here, so
     // --emit=kiln shows their result.
     return llvm::formatv(
-        "func.func(kiln-assign-layout{{layout={0} precision={1}}, "
-        "kiln-lower-precision{{precision={1}{2}}{3})",
+        // kiln-lower-precision is a module pass: it adds converted weights.
+        "func.func(kiln-assign-layout{{layout={0} precision={1}}), "
+        "kiln-lower-precision{{precision={1}{2}}{3}",
         options.layout, options.precision,
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
-        options.fuse ? ", kiln-fuse" : "");
+        options.fuse ? ", func.func(kiln-fuse)" : "");
   case Phase::Linalg:
-    return "canonicalize, func.func(kiln-lower-to-linalg, canonicalize, cse)";
+    // Fusion regions become one linalg.generic each right after lowering.
+    return "canonicalize, func.func(kiln-lower-to-linalg, "
+           "kiln-collapse-fusions, canonicalize, cse)";
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.
     // Each linalg op becomes one kernel (kiln-map-to-gpu picks its shape).

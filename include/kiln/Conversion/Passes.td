@@ -34,6 +34,61 @@ def LowerToLinalgPass : Pass<"kiln-lower-to-linalg", "mlir::func::FuncOp"> {
   ];
 }
 
+def CollapseFusionsPass : Pass<"kiln-collapse-fusions", "mlir::func::FuncOp"> {
+  let summary = "Turn each lowered kiln.fusion region into one linalg.generic";
+  let description = [{
+    Runs after `kiln-lower-to-linalg`, when a `kiln.fusion` region holds
+    linalg and tensor ops. The region becomes one all-parallel
+    `linalg.generic` over its iteration space (the shape of its results),
+    with one output per region result, whose body computes each output
+    element from the region's inputs ("compute at point"):
+
+    - an elementwise or broadcast producer becomes scalar code in the body;
+    - a reduction (matmul, convolution, pooling, reduce) becomes an `scf.for`
+      nest with its accumulators in registers;
+    - data movement (`tensor.pad`, slices, reshapes, transposes,
+      concatenation) becomes index arithmetic, with `scf.if` where it
+      chooses between sources (padding, the parts of a concatenation);
+    - region inputs are read with `tensor.extract` at computed indices.
+
+    Nothing computed inside the region reaches memory, so the region is one
+    kernel. Code that depends only on outer coordinates is emitted outside
+    the loops that do not need it: a row reduction consumed by a broadcast
+    (softmax's max and sum, layer norm's mean and variance) is computed once
+    per point of the row's coordinates, at the top of the body, where
+    `kiln-map-to-gpu` recognises it and makes it a block-wide reduction.
+    A region it cannot express (an op with no point form) stays as separate
+    kernels, with a warning naming the op.
+
+    Example (matmul with a bias epilogue):
+
+    ```mlir
+    %y = kiln.fusion "matmul" -> tensor<4x8xf32> { ... }
+    // becomes
+    %y = linalg.generic {iterator_types = ["parallel", "parallel"]}
+        outs(%e : tensor<4x8xf32>) {
+      %i = linalg.index 0 : index
+      %j = linalg.index 1 : index
+      %acc = scf.for %k = %c0 to %c16 step %c1 iter_args(%a = %zero) -> (f32) {
+        %l = tensor.extract %lhs[%i, %k] : tensor<4x16xf32>
+        %r = tensor.extract %rhs[%k, %j] : tensor<16x8xf32>
+        ...
+      }
+      %bias = tensor.extract %b[%j] : tensor<8xf32>
+      %sum = arith.addf %acc, %bias : f32
+      linalg.yield %sum : f32
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "mlir::affine::AffineDialect",
+    "mlir::arith::ArithDialect",
+    "mlir::linalg::LinalgDialect",
+    "mlir::scf::SCFDialect",
+    "mlir::tensor::TensorDialect",
+  ];
+}
+
 def MaterializeWeightsPass : Pass<"kiln-materialize-weights", "mlir::ModuleOp"> {
   let summary = "Turn immutable ml_program globals into tensor constants";
   let description = [{

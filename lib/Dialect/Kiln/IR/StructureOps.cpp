@@ -25,10 +25,11 @@ LogicalResult FusionOp::verify() {
                          "iteration space), got ")
              << getResult(0).getType() << " and " << type;
   for (Operation &op : getBody().front().without_terminator()) {
-    if (!isa<KilnDialect>(op.getDialect()) &&
-        !op.hasTrait<OpTrait::ConstantLike>())
-      return op.emitOpError("cannot be part of a kiln.fusion region: only "
-                            "kiln ops and constants can");
+    // Lowering rewrites the contents in place, so any side-effect-free op
+    // may appear; what would be a kernel's side effect may not.
+    if (!isMemoryEffectFree(&op))
+      return op.emitOpError("cannot be part of a kiln.fusion region: it has "
+                            "side effects");
     if (isa<FusionOp>(op))
       return op.emitOpError("cannot nest inside another kiln.fusion");
   }

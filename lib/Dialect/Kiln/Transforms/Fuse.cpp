@@ -1,13 +1,42 @@
-//===- Fuse.cpp - kiln-fuse --------------------------------------------===//
+//===- Fuse.cpp - kiln-fuse: group ops into kiln.fusion regions -----------===//
 //
-// (Being written: see issue 5.)
+// The fusion policy, in one place (docs/passes.md shows it with IR):
+//
+//   1. Epilogues. An elementwise op joins the group of one of its operands'
+//      producers when its result has that group's shape (the kernel's
+//      iteration space) and no other operand depends on the group (regions
+//      stay acyclic). Contractions, reductions and pooling thus absorb their
+//      bias, activation, residual add, scale and cast.
+//   2. Short contractions into softmax. A softmax whose input is a matmul
+//      with a reduction of at most 64 (attention scores) absorbs it: the row
+//      kernel recomputes each score in its passes over the row, which costs
+//      less than writing and re-reading the scores.
+//   3. Prologues. Data movement (transpose, reshape, broadcast, slice, pad,
+//      concat, gather) is cloned into each consumer group, where it becomes
+//      indexing; cheap elementwise producers are cloned into elementwise and
+//      reduction groups, and into a contraction's group only when that group
+//      is their only user (never duplicated into a contraction's inner loop).
+//      A cheap group whose every user cloned it is not materialized.
+//   4. Side by side. Matmul groups with one shape that read the same input
+//      and do not depend on each other become one region with one result
+//      each (Q, K and V projections).
+//
+// Bounds: a region holds at most kMaxOps ops, so that a kernel's registers
+// stay bounded; expensive producers (contractions, reductions) are never
+// duplicated except under rule 2.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
+#include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <deque>
 
 namespace kiln {
 #define GEN_PASS_DEF_FUSEPASS
@@ -15,10 +44,336 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using namespace kiln;
 
 namespace {
+
+/// Ops per region, pulled-in copies included.
+constexpr unsigned kMaxOps = 48;
+/// Longest matmul reduction a softmax may recompute (rule 2).
+constexpr int64_t kMaxRecomputedReduction = 64;
+
+enum class Role { Elementwise, DataMovement, Contraction, Row, Other };
+
+Role roleOf(Operation *op) {
+  if (op->hasTrait<OpTrait::Elementwise>() ||
+      isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
+          XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
+          SelectOp, BatchNormOp>(op))
+    return Role::Elementwise;
+  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, ConcatOp, GatherOp>(
+          op))
+    return Role::DataMovement;
+  if (auto pad = dyn_cast<PadOp>(op))
+    return pad.getMode() == PadMode::Constant ? Role::DataMovement
+                                              : Role::Other;
+  if (isa<MatmulOp, ConvOp>(op))
+    return Role::Contraction;
+  if (isa<ReduceOp, ArgMaxOp, ArgMinOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
+          InstanceNormOp, PoolOp, GlobalPoolOp>(op))
+    return Role::Row;
+  return Role::Other;
+}
+
+bool isCheap(Role role) {
+  return role == Role::Elementwise || role == Role::DataMovement;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getShape();
+}
+
+struct Group {
+  SmallVector<Operation *> ops; // In block order.
+  Operation *anchor = nullptr;  // The first contraction or row op, if any.
+  bool alive = true;
+  /// Producers cloned into this group (rule 3).
+  llvm::SetVector<Operation *> pulled;
+
+  Operation *root() const { return ops.back(); }
+  ArrayRef<int64_t> domain() const { return shapeOf(root()->getResult(0)); }
+  bool isCheapOnly() const { return anchor == nullptr; }
+  size_t size() const { return ops.size() + pulled.size(); }
+};
+
+class FusionPlanner {
+public:
+  explicit FusionPlanner(func::FuncOp func) : func(func) {}
+
+  void run() {
+    Block &body = func.getBody().front();
+    unsigned i = 0;
+    for (Operation &op : body.without_terminator())
+      order[&op] = i++;
+    for (Operation &op : body.without_terminator())
+      if (roleOf(&op) != Role::Other)
+        place(&op);
+    absorbShortContractions();
+    for (Group &g : groups)
+      if (g.alive)
+        for (Operation *op : g.ops)
+          for (Value operand : op->getOperands())
+            pull(g, operand);
+    mergeSideBySide();
+    materialize();
+    eraseDeadCheapOps();
+    (void)sortTopologically(&body);
+  }
+
+private:
+  /// Step 1: each op starts a group or joins one as an epilogue.
+  void place(Operation *op) {
+    Role role = roleOf(op);
+    if (role == Role::Elementwise && op->getNumResults() == 1) {
+      for (Value operand : op->getOperands()) {
+        Group *g = groupOfValue(operand);
+        if (!g || g->size() >= kMaxOps ||
+            g->domain() != shapeOf(op->getResult(0)))
+          continue;
+        bool cyclic = llvm::any_of(op->getOperands(), [&](Value other) {
+          return groupOfValue(other) != g && dependsOn(other, *g);
+        });
+        if (cyclic)
+          continue;
+        add(*g, op);
+        return;
+      }
+    }
+    Group &g = groups.emplace_back();
+    add(g, op);
+  }
+
+  void add(Group &g, Operation *op) {
+    g.ops.push_back(op);
+    groupOf[op] = &g;
+    if (!g.anchor && !isCheap(roleOf(op)))
+      g.anchor = op;
+  }
+
+  Group *groupOfValue(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return nullptr;
+    auto it = groupOf.find(def);
+    return it == groupOf.end() || !it->second->alive ? nullptr : it->second;
+  }
+
+  /// Whether `v` is computed from a value of `g` (so `g` cannot absorb its
+  /// user without a cycle). Ops placed before all of `g` cannot depend on it.
+  bool dependsOn(Value v, const Group &g) {
+    unsigned first = order.lookup(g.ops.front());
+    SmallVector<Value> worklist{v};
+    DenseSet<Operation *> seen;
+    while (!worklist.empty()) {
+      Operation *def = worklist.pop_back_val().getDefiningOp();
+      if (!def || !order.count(def) || order.lookup(def) < first ||
+          !seen.insert(def).second)
+        continue;
+      if (llvm::is_contained(g.ops, def))
+        return true;
+      llvm::append_range(worklist, def->getOperands());
+    }
+    return false;
+  }
+
+  bool dependsOnGroup(const Group &a, const Group &b) {
+    for (Operation *op : a.ops)
+      for (Value operand : op->getOperands())
+        if (groupOfValue(operand) != &a && dependsOn(operand, b))
+          return true;
+    return false;
+  }
+
+  /// Values of `g` used by ops outside it.
+  SmallVector<Value> escaping(const Group &g) {
+    SmallVector<Value> out;
+    for (Operation *op : g.ops)
+      for (Value result : op->getResults())
+        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+              return groupOf.lookup(user) != &g;
+            }))
+          out.push_back(result);
+    return out;
+  }
+
+  void mergeInto(Group &dst, Group &src) {
+    for (Operation *op : src.ops)
+      groupOf[op] = &dst;
+    dst.ops.append(src.ops.begin(), src.ops.end());
+    llvm::sort(dst.ops, [&](Operation *a, Operation *b) {
+      return order.lookup(a) < order.lookup(b);
+    });
+    if (!dst.anchor || (src.anchor && order.lookup(src.anchor) <
+                                          order.lookup(dst.anchor)))
+      dst.anchor = src.anchor ? src.anchor : dst.anchor;
+    src.alive = false;
+    src.ops.clear();
+  }
+
+  /// Step 2: softmax absorbs a short matmul feeding only it.
+  void absorbShortContractions() {
+    for (Group &row : groups) {
+      if (!row.alive || !row.anchor ||
+          !isa<SoftmaxOp, LogSoftmaxOp>(row.anchor))
+        continue;
+      Group *producer = groupOfValue(row.anchor->getOperand(0));
+      if (!producer || producer == &row || !producer->anchor)
+        continue;
+      auto matmul = dyn_cast<MatmulOp>(producer->anchor);
+      if (!matmul || shapeOf(matmul.getLhs()).back() > kMaxRecomputedReduction ||
+          producer->size() + row.size() > kMaxOps)
+        continue;
+      bool onlyFeedsRow = llvm::all_of(escaping(*producer), [&](Value v) {
+        return llvm::all_of(v.getUsers(), [&](Operation *user) {
+          return groupOf.lookup(user) == &row;
+        });
+      });
+      if (onlyFeedsRow)
+        mergeInto(row, *producer);
+    }
+  }
+
+  /// Step 3: clone cheap producers of `v` into `g`.
+  void pull(Group &g, Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def || g.size() >= kMaxOps || g.pulled.contains(def))
+      return;
+    Group *source = groupOfValue(v);
+    if (!source || source == &g || !source->isCheapOnly())
+      return;
+    Role role = roleOf(def);
+    if (role == Role::Elementwise && g.anchor &&
+        roleOf(g.anchor) == Role::Contraction) {
+      bool onlyUser = llvm::all_of(v.getUsers(), [&](Operation *user) {
+        return groupOf.lookup(user) == &g || g.pulled.contains(user);
+      });
+      if (!onlyUser)
+        return;
+    }
+    g.pulled.insert(def);
+    for (Value operand : def->getOperands())
+      pull(g, operand);
+  }
+
+  /// Step 4: matmuls of one shape reading one input run side by side.
+  void mergeSideBySide() {
+    for (auto it = groups.begin(); it != groups.end(); ++it) {
+      Group &a = *it;
+      if (!a.alive || !a.anchor || !isa<MatmulOp>(a.anchor))
+        continue;
+      for (auto jt = std::next(it); jt != groups.end(); ++jt) {
+        Group &b = *jt;
+        if (!b.alive || !b.anchor || !isa<MatmulOp>(b.anchor) ||
+            a.size() + b.size() > kMaxOps ||
+            a.root()->getResult(0).getType() !=
+                b.root()->getResult(0).getType() ||
+            a.anchor->getOperand(0) != b.anchor->getOperand(0) ||
+            dependsOnGroup(a, b) || dependsOnGroup(b, a))
+          continue;
+        for (Operation *p : b.pulled)
+          a.pulled.insert(p);
+        mergeInto(a, b);
+      }
+    }
+  }
+
+  /// Whether some user of `v` needs it in memory: not cloned by the user's
+  /// group.
+  bool needsMaterializing(Value v) {
+    Operation *def = v.getDefiningOp();
+    Group *own = groupOf.lookup(def);
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      Group *g = groupOf.lookup(user);
+      if (g == own)
+        return false;
+      return !g || !g->alive || !g->pulled.contains(def);
+    });
+  }
+
+  /// Builds the kiln.fusion ops.
+  void materialize() {
+    for (Group &g : groups) {
+      if (!g.alive)
+        continue;
+      if (g.isCheapOnly() &&
+          llvm::none_of(escaping(g),
+                        [&](Value v) { return needsMaterializing(v); }))
+        continue; // Every user cloned it.
+      SmallVector<Value> results = escaping(g);
+      if (results.empty())
+        continue;
+      ArrayRef<int64_t> shape = shapeOf(results.front());
+      if (llvm::any_of(results,
+                       [&](Value v) { return shapeOf(v) != shape; })) {
+        // Not formed by the rules above; keep the ops unfused.
+        g.alive = false;
+        continue;
+      }
+      build(g, results);
+    }
+  }
+
+  void build(Group &g, ArrayRef<Value> results) {
+    Operation *last = g.ops.back();
+    OpBuilder b(last);
+    auto fusion = FusionOp::create(b, last->getLoc(),
+                                   ValueRange(results).getTypes(),
+                                   b.getStringAttr(kindOf(g)));
+    Block *block = b.createBlock(&fusion.getBody());
+    auto yield = YieldOp::create(b, last->getLoc(), results);
+
+    // Copies of the pulled producers first, in block order.
+    SmallVector<Operation *> pulled(g.pulled.begin(), g.pulled.end());
+    llvm::sort(pulled, [&](Operation *x, Operation *y) {
+      return order.lookup(x) < order.lookup(y);
+    });
+    IRMapping mapping;
+    b.setInsertionPoint(yield);
+    for (Operation *op : pulled)
+      b.clone(*op, mapping);
+    for (Operation *op : g.ops) {
+      op->moveBefore(yield);
+      for (OpOperand &operand : op->getOpOperands())
+        if (Value copy = mapping.lookupOrNull(operand.get()))
+          operand.set(copy);
+    }
+    for (auto [escaped, result] : llvm::zip(results, fusion.getResults()))
+      Value(escaped).replaceUsesWithIf(result, [&](OpOperand &use) {
+        return !fusion->isProperAncestor(use.getOwner());
+      });
+    (void)block;
+  }
+
+  std::string kindOf(const Group &g) {
+    if (g.anchor)
+      return g.anchor->getName().stripDialect().str();
+    return llvm::any_of(g.ops,
+                        [](Operation *op) {
+                          return roleOf(op) == Role::Elementwise;
+                        })
+               ? "elementwise"
+               : "data_movement";
+  }
+
+  /// Cheap ops every user cloned are left without uses.
+  void eraseDeadCheapOps() {
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops))
+      if (op->use_empty() && isCheap(roleOf(op)))
+        op->erase();
+  }
+
+  func::FuncOp func;
+  DenseMap<Operation *, unsigned> order;
+  DenseMap<Operation *, Group *> groupOf;
+  std::deque<Group> groups;
+};
+
 struct FusePass : kiln::impl::FusePassBase<FusePass> {
   using Base::Base;
-  void runOnOperation() override {}
+  void runOnOperation() override { FusionPlanner(getOperation()).run(); }
 };
 } // namespace
