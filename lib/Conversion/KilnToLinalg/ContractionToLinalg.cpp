@@ -7,7 +7,8 @@
 // linalg.generic each whose input map expresses the sliding window, so one
 // code path covers 1-3 spatial dims, both data formats, strides, dilations
 // and groups (split off the channel dims with tensor.expand_shape).
-// Accumulation is in the element type; precision lowering decides wider.
+// Accumulation is in the result's element type: f32 for the bf16/f16
+// operands kiln-lower-precision gives an f32 result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,12 +27,18 @@ using namespace kiln::lowering;
 
 namespace {
 
-/// acc + lhs * rhs in the element type of the operands.
+/// acc + lhs * rhs in the accumulator's type: bf16/f16 operands of an f32
+/// accumulator (kiln-lower-precision) are widened first.
 Value multiplyAccumulate(OpBuilder &b, Location loc, Value lhs, Value rhs,
                          Value acc) {
-  if (isa<FloatType>(acc.getType()))
+  if (isa<FloatType>(acc.getType())) {
+    if (lhs.getType() != acc.getType())
+      lhs = arith::ExtFOp::create(b, loc, acc.getType(), lhs);
+    if (rhs.getType() != acc.getType())
+      rhs = arith::ExtFOp::create(b, loc, acc.getType(), rhs);
     return arith::AddFOp::create(b, loc, acc,
                                  arith::MulFOp::create(b, loc, lhs, rhs));
+  }
   return arith::AddIOp::create(b, loc, acc,
                                arith::MulIOp::create(b, loc, lhs, rhs));
 }

@@ -262,12 +262,67 @@ Value emitCast(OpBuilder &b, Location loc, Value x, Type to) {
   return arith::TruncIOp::create(b, loc, to, x);
 }
 
+/// kiln.cast f32 -> tf32 whose users all cast back to f32: the rounding
+/// pair kiln-lower-precision puts on tf32 contraction operands. tf32 has no
+/// storage type, so the pair becomes one generic that rounds the f32 bits to
+/// tf32 (10 mantissa bits, nearest even: cvt.rn.tf32.f32; NaN kept) and
+/// stores f32.
+struct RoundToTf32Pair : OpRewritePattern<CastOp> {
+  RoundToTf32Pair(MLIRContext *context)
+      : OpRewritePattern<CastOp>(context, /*benefit=*/2) {}
+  LogicalResult matchAndRewrite(CastOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.getType().getElementType().isTF32() ||
+        !op.getInput().getType().getElementType().isF32())
+      return failure();
+    SmallVector<Operation *> users(op->getUsers());
+    if (llvm::any_of(users, [](Operation *user) {
+          auto back = dyn_cast<CastOp>(user);
+          return !back || !back.getType().getElementType().isF32();
+        }))
+      return rewriter.notifyMatchFailure(
+          op, "a tf32 tensor can only be cast back to f32");
+    RankedTensorType type = op.getInput().getType();
+    Value rounded = elementwiseGeneric(
+        rewriter, op.getLoc(), type, op.getInput(),
+        [](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          Type i32 = b.getI32Type();
+          Value x = args.front();
+          Value bits = arith::BitcastOp::create(b, loc, i32, x);
+          auto constant = [&](int64_t v) {
+            return arith::ConstantIntOp::create(b, loc, i32, v);
+          };
+          Value lsb = arith::AndIOp::create(
+              b, loc, arith::ShRUIOp::create(b, loc, bits, constant(13)),
+              constant(1));
+          Value sum = arith::AddIOp::create(
+              b, loc, bits, arith::AddIOp::create(b, loc, lsb, constant(0xfff)));
+          Value cleared = arith::AndIOp::create(
+              b, loc, sum, constant(static_cast<int32_t>(0xffffe000u)));
+          Value isNan = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::UNO, x, x);
+          return arith::SelectOp::create(
+              b, loc, isNan, x,
+              arith::BitcastOp::create(b, loc, x.getType(), cleared));
+        });
+    for (Operation *user : users)
+      rewriter.replaceOp(user, rounded);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 template <typename OpTy> struct ElementwiseToGeneric : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (failed(refuseUnsignedTensors(op, rewriter)))
       return failure();
+    // tf32 tensors exist only inside RoundToTf32Pair's pair.
+    if constexpr (std::is_same_v<OpTy, CastOp>)
+      if (op.getType().getElementType().isTF32() ||
+          op.getInput().getType().getElementType().isTF32())
+        return rewriter.notifyMatchFailure(op, "tf32 has no storage type");
     auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
     Value result = elementwiseGeneric(
         rewriter, op.getLoc(), resultType, op->getOperands(),
@@ -298,4 +353,5 @@ void kiln::populateElementwiseToLinalgPatterns(RewritePatternSet &patterns) {
       HardSigmoidOp, ClipOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp,
       ModOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
       GreaterEqualOp, SelectOp, CastOp>(patterns);
+  patterns.add<RoundToTf32Pair>(patterns.getContext());
 }

@@ -6,9 +6,31 @@
 using namespace mlir;
 using namespace kiln;
 
+/// The inferred result type, or the same shape in f32 when the inferred
+/// element type is bf16 or f16: a contraction may accumulate (and return) in
+/// f32 what it multiplies in a 16-bit float type.
+static bool isCompatibleContractionResult(TypeRange inferred,
+                                          TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  if (inferred == actual)
+    return true;
+  auto inferredType = dyn_cast<RankedTensorType>(inferred.front());
+  auto actualType = dyn_cast<RankedTensorType>(actual.front());
+  if (!inferredType || !actualType ||
+      inferredType.getShape() != actualType.getShape())
+    return false;
+  Type from = inferredType.getElementType();
+  return (from.isBF16() || from.isF16()) && actualType.getElementType().isF32();
+}
+
 //===----------------------------------------------------------------------===//
 // matmul
 //===----------------------------------------------------------------------===//
+
+bool MatmulOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return isCompatibleContractionResult(l, r);
+}
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
@@ -107,6 +129,14 @@ SmallVector<int64_t> filterSpatialShape(RankedTensorType filter,
 }
 } // namespace
 
+bool ConvOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return isCompatibleContractionResult(l, r);
+}
+
+bool ConvTransposeOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return isCompatibleContractionResult(l, r);
+}
+
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                                        std::optional<Location> loc,
                                        Adaptor adaptor,
@@ -159,6 +189,10 @@ LogicalResult ConvOp::verifyRegions() {
         biasType.getDimSize(0) != filter.getDimSize(0))
       return emitOpError("bias must be 1-D with ")
              << filter.getDimSize(0) << " elements, got " << biasType;
+    if (biasType.getElementType() != getType().getElementType())
+      return emitOpError("bias element type ")
+             << biasType.getElementType() << " differs from the result's "
+             << getType().getElementType();
   }
   return success();
 }
@@ -215,6 +249,10 @@ LogicalResult ConvTransposeOp::verifyRegions() {
     if (biasType.getRank() != 1 || biasType.getDimSize(0) != outChannels)
       return emitOpError("bias must be 1-D with ")
              << outChannels << " elements, got " << biasType;
+    if (biasType.getElementType() != getType().getElementType())
+      return emitOpError("bias element type ")
+             << biasType.getElementType() << " differs from the result's "
+             << getType().getElementType();
   }
   return success();
 }

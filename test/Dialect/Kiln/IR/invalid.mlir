@@ -112,6 +112,44 @@ func.func @matmul_element_types_differ(%a: tensor<2x3xf32>, %b: tensor<3x4xf16>)
 
 // -----
 
+// A bf16 matmul may return bf16 or f32 (f32 accumulation), nothing else.
+func.func @matmul_low_precision_result(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>) -> tensor<2x4xf16> {
+  // expected-error @+2 {{'kiln.matmul' op failed to infer returned types}}
+  // expected-error @+1 {{'kiln.matmul' op inferred type(s) 'tensor<2x4xbf16>' are incompatible with return type(s) of operation 'tensor<2x4xf16>'}}
+  %0 = kiln.matmul %a, %b : tensor<2x3xbf16>, tensor<3x4xbf16> -> tensor<2x4xf16>
+  return %0 : tensor<2x4xf16>
+}
+
+// -----
+
+// Only bf16/f16 contractions may widen their result: not f32 to f64.
+func.func @conv_widen_f32(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf64> {
+  // expected-error @+2 {{'kiln.conv' op failed to infer returned types}}
+  // expected-error @+1 {{'kiln.conv' op inferred type(s) 'tensor<1x4x6x6xf32>' are incompatible with return type(s) of operation 'tensor<1x4x6x6xf64>'}}
+  %0 = kiln.conv %x, %w {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf64>
+  return %0 : tensor<1x4x6x6xf64>
+}
+
+// -----
+
+// A conv bias has the result's element type (f32 with f32 accumulation).
+func.func @conv_bias_element_type(%x: tensor<1x3x8x8xbf16>, %w: tensor<4x3x3x3xbf16>, %b: tensor<4xbf16>) -> tensor<1x4x6x6xf32> {
+  // expected-error @+1 {{'kiln.conv' op bias element type 'bf16' differs from the result's 'f32'}}
+  %0 = kiln.conv %x, %w, %b {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x8x8xbf16>, tensor<4x3x3x3xbf16>, tensor<4xbf16>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+// So does a conv_transpose bias.
+func.func @conv_transpose_bias_element_type(%x: tensor<1x2x3x3xf16>, %w: tensor<2x1x2x2xf16>, %b: tensor<1xf16>) -> tensor<1x1x4x4xf32> {
+  // expected-error @+1 {{'kiln.conv_transpose' op bias element type 'f16' differs from the result's 'f32'}}
+  %0 = kiln.conv_transpose %x, %w, %b {dilations = array<i64: 1, 1>, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x3x3xf16>, tensor<2x1x2x2xf16>, tensor<1xf16>) -> tensor<1x1x4x4xf32>
+  return %0 : tensor<1x1x4x4xf32>
+}
+
+// -----
+
 // matmul on a scalar.
 func.func @matmul_scalar_operand(%a: tensor<f32>, %b: tensor<3xf32>) -> tensor<3xf32> {
   // expected-error @+2 {{operands must have rank >= 1}}

@@ -296,6 +296,16 @@ func.func @matmul_vectors(%v: tensor<4xf16>, %m: tensor<4x5xf16>, %w: tensor<5xf
   return %1 : tensor<f16>
 }
 
+// bf16 and f16 contractions may return f32 (f32 accumulation).
+// CHECK-LABEL: func.func @contraction_f32_result(
+// CHECK-NEXT:      kiln.matmul %{{.*}}, %{{.*}} : tensor<2x3xbf16>, tensor<3x4xbf16> -> tensor<2x4xf32>
+// CHECK-NEXT:      kiln.conv %{{.*}}, %{{.*}}, %{{.*}} {{.*}} : (tensor<1x3x8x8xf16>, tensor<4x3x3x3xf16>, tensor<4xf32>) -> tensor<1x4x6x6xf32>
+func.func @contraction_f32_result(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>, %x: tensor<1x3x8x8xf16>, %w: tensor<4x3x3x3xf16>, %c: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<1x4x6x6xf32>) {
+  %0 = kiln.matmul %a, %b : tensor<2x3xbf16>, tensor<3x4xbf16> -> tensor<2x4xf32>
+  %1 = kiln.conv %x, %w, %c {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x8x8xf16>, tensor<4x3x3x3xf16>, tensor<4xf32>) -> tensor<1x4x6x6xf32>
+  return %0, %1 : tensor<2x4xf32>, tensor<1x4x6x6xf32>
+}
+
 // conv, nchw, with a bias.
 // CHECK-LABEL: func.func @conv_bias(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<1x3x224x224xf32>, %[[W:[^:]*]]: tensor<64x3x7x7xf32>, %[[B:[^:]*]]: tensor<64xf32>)

@@ -5,15 +5,17 @@
 
 include "kiln/Dialect/Kiln/IR/KilnBase.td"
 
-def Kiln_MatmulOp : Kiln_Op<"matmul", [InferTypeOpAdaptor]> {
+def Kiln_MatmulOp : Kiln_Op<"matmul", [InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "batched matrix product with numpy semantics";
   let description = [{
     `numpy.matmul`: the last two dimensions are the matrices
     (`[..., M, K] x [..., K, N] -> [..., M, N]`) and the leading (batch)
     dimensions broadcast. A 1-D `lhs` is a row vector and a 1-D `rhs` a
     column vector; the added dimension is dropped from the result. Operands
-    share an element type; accumulation precision is decided by precision
-    lowering, not here.
+    share an element type. With `bf16` or `f16` operands the result may be
+    `f32`: the products then accumulate in f32 and are not rounded back
+    (`kiln-lower-precision` emits this form). Otherwise the result has the
+    operands' element type.
 
     Example:
 
@@ -31,8 +33,11 @@ def Kiln_MatmulOp : Kiln_Op<"matmul", [InferTypeOpAdaptor]> {
 
 // Shared attributes of the sliding-window ops. `padding` holds the low pads
 // of every spatial dimension followed by the high pads.
+// Like matmul, a bf16 or f16 convolution may have an f32 result (f32
+// accumulation, see kiln-lower-precision).
 class Kiln_WindowOp<string mnemonic, list<Trait> traits = []>
-    : Kiln_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])>;
+    : Kiln_Op<mnemonic,
+              !listconcat(traits, [InferTypeOpAdaptorWithIsCompatible])>;
 
 def Kiln_ConvOp : Kiln_WindowOp<"conv"> {
   let summary = "1-D, 2-D or 3-D grouped, strided, dilated convolution";

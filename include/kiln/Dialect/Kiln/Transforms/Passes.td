@@ -24,18 +24,95 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::func::FuncOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
-def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::func::FuncOp"> {
+def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
   let summary = "Run matmuls and convolutions in a lower precision";
   let description = [{
-    (Being written: see issue 5.)
+    Runs `kiln.matmul`, `kiln.conv` and `kiln.conv_transpose` on `bf16` or
+    `f16` operands with `f32` accumulation, or on `f32` operands rounded to
+    `tf32`, and keeps everything numerically sensitive in `f32`. Precision
+    changes are explicit `kiln.cast` ops. The policy, rule by rule:
+
+    - **Contractions.** `f32` operands (lhs and rhs; input and filter) are
+      cast to the low type; the result stays `f32`: the products accumulate
+      in `f32` and are not rounded back, so bias, batch norm, activations and
+      residual adds after a convolution see the accumulator (fusion puts
+      them, and the narrowing cast the next contraction needs, in the
+      contraction's epilogue). A bias stays `f32`. A contraction the model
+      declares in `bf16`/`f16` gets an `f32` result too, cast back to the
+      declared type after it.
+    - **`tf32`.** The operand types stay `f32`; each operand is rounded to
+      `tf32` (10 mantissa bits, nearest even) by the pair
+      `kiln.cast f32 -> tf32` + `kiln.cast tf32 -> f32`. Tensor cores round
+      (or truncate) `f32` inputs of a tf32 MMA this way; the scalar kernels
+      emulate it: kiln-lower-to-linalg turns the pair into one kernel that
+      rounds the bits (`cvt.rn.tf32.f32` semantics) and stores `f32`.
+    - **f32-only ops.** `softmax`, `log_softmax`, `layer_norm`,
+      `batch_norm`, `instance_norm`, `lrn`, `reduce`, `pool`, `global_pool`,
+      and `exp`, `log`, `erf`, `pow`, `sigmoid`, `softplus`, `gelu`, `elu`,
+      `tanh` compute in `f32`: `bf16`/`f16` operands of these ops (a model
+      declared in a low type) are cast to `f32` and their results cast back.
+      With `fp16` this is also the overflow guard: sums, means and variances
+      of values near 65504 never form in `f16`. Because contractions return
+      `f32`, these ops never get low operands from the pass itself.
+    - **Other elementwise ops** keep the type they have: the pass never
+      narrows them, and ops the model declares in `bf16`/`f16` stay low.
+    - **Hoisting.** A narrowing cast to `bf16`/`f16` moves above pure data
+      movement (`reshape`, `transpose`, `broadcast`, `slice`, `tile`,
+      `concat`, `gather`) when every user of that op narrows the same way;
+      the result is bit-identical and the movement handles half the bytes.
+      Casts are placed right after the value they convert, so one cast
+      serves every use (merging).
+    - **Cancelling.** `cast(cast(x))` becomes one cast (or `x`) only when the
+      middle type holds every value of the source (`bf16 -> f32 -> bf16`,
+      `f16 -> f32 -> f16`); `f32 -> bf16 -> f32` rounds and is kept.
+      Unused casts are erased.
+    - **Weights.** A cast (or tf32 rounding pair) of an immutable `f32`
+      `ml_program.global` becomes a load of a new global (`@w_bf16`,
+      `@w_f16`, `@w_tf32`) holding the converted values, computed at compile
+      time with round-to-nearest-even; the `f32` global is erased when
+      nothing else reads it. No kernel converts weights at run time.
+    - **Inputs and outputs** keep their declared types. `io-precision`
+      (`fp32`, `bf16`, `fp16`) changes the `f32`/`bf16`/`f16` arguments and
+      results of every function to that type, with casts at the entry and
+      before the return (which then cancel where lossless).
+
+    `precision=fp32` without `io-precision` changes nothing. Running the
+    pass a second time changes nothing. The pass is a module pass because
+    the weight rule adds globals.
+
+    Example (`precision=bf16`):
+
+    ```mlir
+    ml_program.global private @w(dense_resource<w> : tensor<64x32xf32>) : tensor<64x32xf32>
+    func.func @main(%x: tensor<8x64xf32>) -> tensor<8x32xf32> {
+      %w = ml_program.global_load_const @w : tensor<64x32xf32>
+      %y = kiln.matmul %x, %w : tensor<8x64xf32>, tensor<64x32xf32> -> tensor<8x32xf32>
+      %z = kiln.softmax %y {axis = 1 : i64} : tensor<8x32xf32> -> tensor<8x32xf32>
+      return %z : tensor<8x32xf32>
+    }
+    // becomes
+    ml_program.global private @w_bf16(dense_resource<w_bf16> : tensor<64x32xbf16>) : tensor<64x32xbf16>
+    func.func @main(%x: tensor<8x64xf32>) -> tensor<8x32xf32> {
+      %xl = kiln.cast %x : tensor<8x64xf32> -> tensor<8x64xbf16>
+      %w = ml_program.global_load_const @w_bf16 : tensor<64x32xbf16>
+      %y = kiln.matmul %xl, %w : tensor<8x64xbf16>, tensor<64x32xbf16> -> tensor<8x32xf32>
+      %z = kiln.softmax %y {axis = 1 : i64} : tensor<8x32xf32> -> tensor<8x32xf32>
+      return %z : tensor<8x32xf32>
+    }
+    ```
+
+    Errors: an unknown `precision` or `io-precision` (`tf32` is not a
+    storage type, so not an io-precision) fails the pass with one line.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "fp32, tf32, bf16 or fp16">,
     Option<"ioPrecision", "io-precision", "std::string", /*default=*/"\"\"",
-           "element type of model inputs and outputs (default: as declared)">,
+           "element type of model inputs and outputs: fp32, bf16 or fp16 "
+           "(default: as declared)">,
   ];
-  let dependentDialects = ["::kiln::KilnDialect"];
+  let dependentDialects = ["::kiln::KilnDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
 }
 
 def FusePass : Pass<"kiln-fuse", "mlir::func::FuncOp"> {

@@ -1,0 +1,224 @@
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16})" | FileCheck %s --check-prefixes=CHECK,BF16
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=fp16})" | FileCheck %s --check-prefixes=CHECK,FP16
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=tf32})" | FileCheck %s --check-prefix=TF32
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=fp32})" | FileCheck %s --check-prefix=FP32
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 io-precision=bf16})" | FileCheck %s --check-prefix=IO
+
+// Running the pass twice changes nothing the second time, in every mode.
+// RUN: for p in bf16 fp16 tf32; do \
+// RUN:   kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=$p io-precision=fp16})" -o %t.once.$p.mlir && \
+// RUN:   kiln-opt %t.once.$p.mlir -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=$p io-precision=fp16})" -o %t.twice.$p.mlir && \
+// RUN:   diff %t.once.$p.mlir %t.twice.$p.mlir || exit 1; done
+
+// Bad option values: one line naming the option, non-zero exit.
+// RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=int8})" 2>&1 | FileCheck %s --check-prefix=BADP
+// RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 io-precision=tf32})" 2>&1 | FileCheck %s --check-prefix=BADIO
+// BADP: error: kiln-lower-precision: precision 'int8' is not one of fp32, tf32, bf16, fp16
+// BADIO: error: kiln-lower-precision: io-precision 'tf32' is not one of fp32, bf16, fp16
+
+// A matmul reads the low type and returns f32; the weight becomes a new
+// global converted at compile time (1.0, 2.0, 1/3 rounded to nearest even);
+// softmax after it stays f32; the model's input and output keep f32.
+ml_program.global private @w(dense_resource<w> : tensor<3x2xf32>) : tensor<3x2xf32>
+func.func @matmul_weight(%x: tensor<4x3xf32>) -> tensor<4x2xf32> {
+  %w = ml_program.global_load_const @w : tensor<3x2xf32>
+  %y = kiln.matmul %x, %w : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+  %z = kiln.softmax %y {axis = 1 : i64} : tensor<4x2xf32>
+  return %z : tensor<4x2xf32>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      w: "0x040000000000803F00000040ABAAAA3E0000803F00000040ABAAAA3E"
+    }
+  }
+#-}
+// CHECK-NOT:     ml_program.global private @w(
+// BF16:          ml_program.global private @w_bf16(dense_resource<w_bf16> : tensor<3x2xbf16>)
+// FP16:          ml_program.global private @w_f16(dense_resource<w_f16> : tensor<3x2xf16>)
+// CHECK-LABEL:   func.func @matmul_weight(
+// CHECK-SAME:        %[[X:.*]]: tensor<4x3xf32>) -> tensor<4x2xf32>
+// BF16:            %[[XL:.*]] = kiln.cast %[[X]] : tensor<4x3xf32> -> tensor<4x3xbf16>
+// BF16:            %[[W:.*]] = ml_program.global_load_const @w_bf16 : tensor<3x2xbf16>
+// BF16:            %[[Y:.*]] = kiln.matmul %[[XL]], %[[W]] : tensor<4x3xbf16>, tensor<3x2xbf16> -> tensor<4x2xf32>
+// FP16:            %[[XL:.*]] = kiln.cast %[[X]] : tensor<4x3xf32> -> tensor<4x3xf16>
+// FP16:            %[[W:.*]] = ml_program.global_load_const @w_f16 : tensor<3x2xf16>
+// FP16:            %[[Y:.*]] = kiln.matmul %[[XL]], %[[W]] : tensor<4x3xf16>, tensor<3x2xf16> -> tensor<4x2xf32>
+// CHECK:           %[[Z:.*]] = kiln.softmax %[[Y]] {axis = 1 : i64} : tensor<4x2xf32>
+// CHECK:           return %[[Z]] : tensor<4x2xf32>
+// BF16:          w_bf16: "0x08000000803F0040AB3E803F0040AB3E"
+// FP16:          w_f16: "0x08000000003C00405535003C00405535"
+
+// tf32: operands stay f32, rounded by a cast pair; the weight's values are
+// rounded at compile time (1/3 = 0x3EAAAAAB -> 0x3EAAA000).
+// TF32-LABEL:    ml_program.global private @w_tf32(dense_resource<w_tf32> : tensor<3x2xf32>)
+// TF32-LABEL:    func.func @matmul_weight(
+// TF32-SAME:         %[[X:.*]]: tensor<4x3xf32>)
+// TF32:            %[[R:.*]] = kiln.cast %[[X]] : tensor<4x3xf32> -> tensor<4x3xtf32>
+// TF32:            %[[XR:.*]] = kiln.cast %[[R]] : tensor<4x3xtf32> -> tensor<4x3xf32>
+// TF32:            %[[W:.*]] = ml_program.global_load_const @w_tf32 : tensor<3x2xf32>
+// TF32:            kiln.matmul %[[XR]], %[[W]] : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+// TF32:          w_tf32: "0x080000000000803F0000004000A0AA3E0000803F0000004000A0AA3E"
+
+// precision=fp32 is the identity.
+// FP32-LABEL:    ml_program.global private @w(
+// FP32-LABEL:    func.func @matmul_weight(
+// FP32-NOT:        kiln.cast
+// FP32:            kiln.matmul %{{.*}}, %{{.*}} : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+
+// io-precision=bf16: the argument and result become bf16, with casts at
+// the entry (whose bf16 -> f32 -> bf16 chain into the matmul cancels) and
+// before the return.
+// IO-LABEL:      func.func @matmul_weight(
+// IO-SAME:           %[[X:.*]]: tensor<4x3xbf16>) -> tensor<4x2xbf16>
+// IO-NOT:          kiln.cast %[[X]]
+// IO:              %[[Y:.*]] = kiln.matmul %[[X]], %{{.*}} : tensor<4x3xbf16>, tensor<3x2xbf16> -> tensor<4x2xf32>
+// IO:              %[[Z:.*]] = kiln.softmax %[[Y]]
+// IO:              %[[OUT:.*]] = kiln.cast %[[Z]] : tensor<4x2xf32> -> tensor<4x2xbf16>
+// IO:              return %[[OUT]] : tensor<4x2xbf16>
+
+// -----
+
+// A convolution's input and filter go low; its bias and result stay f32.
+// One weight read both by a conv and as f32 elsewhere keeps both globals.
+ml_program.global private @f(dense_resource<f> : tensor<2x1x1x1xf32>) : tensor<2x1x1x1xf32>
+func.func @conv_bias(%x: tensor<1x1x4x4xf32>, %b: tensor<2xf32>) -> (tensor<1x2x4x4xf32>, tensor<2x1x1x1xf32>) {
+  %f = ml_program.global_load_const @f : tensor<2x1x1x1xf32>
+  %y = kiln.conv %x, %f, %b {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  return %y, %f : tensor<1x2x4x4xf32>, tensor<2x1x1x1xf32>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      f: "0x040000000000803F00000040"
+    }
+  }
+#-}
+// CHECK:         ml_program.global private @f(
+// BF16:          ml_program.global private @f_bf16(
+// CHECK-LABEL:   func.func @conv_bias(
+// CHECK-SAME:        %[[X:.*]]: tensor<1x1x4x4xf32>, %[[B:.*]]: tensor<2xf32>)
+// BF16:            %[[XL:.*]] = kiln.cast %[[X]] : tensor<1x1x4x4xf32> -> tensor<1x1x4x4xbf16>
+// BF16:            %[[FL:.*]] = ml_program.global_load_const @f_bf16
+// BF16:            kiln.conv %[[XL]], %[[FL]], %[[B]] {{.*}} : (tensor<1x1x4x4xbf16>, tensor<2x1x1x1xbf16>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+
+// -----
+
+// conv_transpose follows the same rule.
+func.func @conv_transpose(%x: tensor<1x2x3x3xf32>, %w: tensor<2x1x2x2xf32>) -> tensor<1x1x4x4xf32> {
+  %y = kiln.conv_transpose %x, %w {dilations = array<i64: 1, 1>, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x3x3xf32>, tensor<2x1x2x2xf32>) -> tensor<1x1x4x4xf32>
+  return %y : tensor<1x1x4x4xf32>
+}
+// CHECK-LABEL:   func.func @conv_transpose(
+// FP16:            kiln.conv_transpose %{{.*}}, %{{.*}} {{.*}} : (tensor<1x2x3x3xf16>, tensor<2x1x2x2xf16>) -> tensor<1x1x4x4xf32>
+// BF16:            kiln.conv_transpose %{{.*}}, %{{.*}} {{.*}} : (tensor<1x2x3x3xbf16>, tensor<2x1x2x2xbf16>) -> tensor<1x1x4x4xf32>
+
+// -----
+
+// A contraction the model declares in f16 accumulates and returns f32; a
+// cast restores the declared type for its users. f64 and integer
+// contractions are left alone.
+func.func @declared_f16(%a: tensor<2x3xf16>, %b: tensor<3x4xf16>, %c: tensor<2x2xf64>, %i: tensor<2x2xi32>) -> (tensor<2x4xf16>, tensor<2x2xf64>, tensor<2x2xi32>) {
+  %0 = kiln.matmul %a, %b : tensor<2x3xf16>, tensor<3x4xf16> -> tensor<2x4xf16>
+  %1 = kiln.matmul %c, %c : tensor<2x2xf64>, tensor<2x2xf64> -> tensor<2x2xf64>
+  %2 = kiln.matmul %i, %i : tensor<2x2xi32>, tensor<2x2xi32> -> tensor<2x2xi32>
+  return %0, %1, %2 : tensor<2x4xf16>, tensor<2x2xf64>, tensor<2x2xi32>
+}
+// CHECK-LABEL:   func.func @declared_f16(
+// CHECK:           %[[M:.*]] = kiln.matmul %{{.*}}, %{{.*}} : tensor<2x3xf16>, tensor<3x4xf16> -> tensor<2x4xf32>
+// CHECK:           %[[N:.*]] = kiln.cast %[[M]] : tensor<2x4xf32> -> tensor<2x4xf16>
+// CHECK:           kiln.matmul %{{.*}}, %{{.*}} : tensor<2x2xf64>, tensor<2x2xf64> -> tensor<2x2xf64>
+// CHECK:           kiln.matmul %{{.*}}, %{{.*}} : tensor<2x2xi32>, tensor<2x2xi32> -> tensor<2x2xi32>
+// CHECK:           return %[[N]],
+
+// -----
+
+// Softmax, layer norm, reductions and exp on f16 values compute in f32.
+func.func @f32_only(%x: tensor<2x8xf16>, %g: tensor<8xf16>) -> (tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x1xf16>, tensor<2x8xf16>, tensor<2x8xf16>) {
+  %0 = kiln.softmax %x {axis = 1 : i64} : tensor<2x8xf16>
+  %1 = kiln.layer_norm %x, %g {axis = 1 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x8xf16>, tensor<8xf16>) -> tensor<2x8xf16>
+  %2 = kiln.reduce <sum> %x {axes = array<i64: 1>} : tensor<2x8xf16> -> tensor<2x1xf16>
+  %3 = kiln.exp %x : tensor<2x8xf16>
+  %4 = kiln.relu %x : tensor<2x8xf16>
+  return %0, %1, %2, %3, %4 : tensor<2x8xf16>, tensor<2x8xf16>, tensor<2x1xf16>, tensor<2x8xf16>, tensor<2x8xf16>
+}
+// CHECK-LABEL:   func.func @f32_only(
+// CHECK-SAME:        %[[X:.*]]: tensor<2x8xf16>, %[[G:.*]]: tensor<8xf16>)
+// CHECK-DAG:       %[[XW:.*]] = kiln.cast %[[X]] : tensor<2x8xf16> -> tensor<2x8xf32>
+// CHECK-DAG:       %[[GW:.*]] = kiln.cast %[[G]] : tensor<8xf16> -> tensor<8xf32>
+// CHECK:           %[[S:.*]] = kiln.softmax %[[XW]] {axis = 1 : i64} : tensor<2x8xf32>
+// CHECK:           %[[S16:.*]] = kiln.cast %[[S]] : tensor<2x8xf32> -> tensor<2x8xf16>
+// CHECK:           %[[L:.*]] = kiln.layer_norm %[[XW]], %[[GW]] {{.*}} -> tensor<2x8xf32>
+// CHECK:           %[[L16:.*]] = kiln.cast %[[L]] : tensor<2x8xf32> -> tensor<2x8xf16>
+// CHECK:           %[[R:.*]] = kiln.reduce <sum> %[[XW]] {{.*}} : tensor<2x8xf32> -> tensor<2x1xf32>
+// CHECK:           %[[R16:.*]] = kiln.cast %[[R]] : tensor<2x1xf32> -> tensor<2x1xf16>
+// CHECK:           %[[E:.*]] = kiln.exp %[[XW]] : tensor<2x8xf32>
+// CHECK:           %[[E16:.*]] = kiln.cast %[[E]] : tensor<2x8xf32> -> tensor<2x8xf16>
+// An elementwise op between low values stays low.
+// CHECK:           %[[U:.*]] = kiln.relu %[[X]] : tensor<2x8xf16>
+// CHECK:           return %[[S16]], %[[L16]], %[[R16]], %[[E16]], %[[U]]
+
+// -----
+
+// The narrowing cast a matmul needs moves above transpose and reshape (bit
+// for bit the same), so they move bf16.
+func.func @hoist(%x: tensor<3x4xf32>, %w: tensor<12x2xf32>) -> tensor<1x2xf32> {
+  %t = kiln.transpose %x {permutation = array<i64: 1, 0>} : tensor<3x4xf32> -> tensor<4x3xf32>
+  %r = kiln.reshape %t : tensor<4x3xf32> -> tensor<1x12xf32>
+  %y = kiln.matmul %r, %w : tensor<1x12xf32>, tensor<12x2xf32> -> tensor<1x2xf32>
+  return %y : tensor<1x2xf32>
+}
+// CHECK-LABEL:   func.func @hoist(
+// CHECK-SAME:        %[[X:.*]]: tensor<3x4xf32>, %[[W:.*]]: tensor<12x2xf32>)
+// BF16:            %[[XL:.*]] = kiln.cast %[[X]] : tensor<3x4xf32> -> tensor<3x4xbf16>
+// BF16:            %[[T:.*]] = kiln.transpose %[[XL]] {{.*}} : tensor<3x4xbf16> -> tensor<4x3xbf16>
+// BF16:            %[[R:.*]] = kiln.reshape %[[T]] : tensor<4x3xbf16> -> tensor<1x12xbf16>
+// BF16:            kiln.matmul %[[R]], %{{.*}} : tensor<1x12xbf16>, tensor<12x2xbf16> -> tensor<1x2xf32>
+
+// -----
+
+// No hoisting when the data-movement result also has an f32 user: the
+// transpose would run twice.
+func.func @no_hoist(%x: tensor<3x4xf32>, %w: tensor<3x2xf32>) -> (tensor<4x2xf32>, tensor<4x3xf32>) {
+  %t = kiln.transpose %x {permutation = array<i64: 1, 0>} : tensor<3x4xf32> -> tensor<4x3xf32>
+  %y = kiln.matmul %t, %w : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+  return %y, %t : tensor<4x2xf32>, tensor<4x3xf32>
+}
+// CHECK-LABEL:   func.func @no_hoist(
+// CHECK:           %[[T:.*]] = kiln.transpose %{{.*}} : tensor<3x4xf32> -> tensor<4x3xf32>
+// BF16:            %[[TL:.*]] = kiln.cast %[[T]] : tensor<4x3xf32> -> tensor<4x3xbf16>
+// BF16:            kiln.matmul %[[TL]], %{{.*}} : tensor<4x3xbf16>, tensor<3x2xbf16> -> tensor<4x2xf32>
+
+// -----
+
+// Casts: a lossless chain (bf16 -> f32 -> bf16) cancels; a rounding one
+// (f32 -> bf16 -> f32) is kept; two casts of one value to one type merge
+// into one; an unused cast goes.
+func.func @casts(%a: tensor<4xbf16>, %b: tensor<4xf32>) -> (tensor<4xbf16>, tensor<4xf32>, tensor<4xf16>, tensor<4xf16>) {
+  %0 = kiln.cast %a : tensor<4xbf16> -> tensor<4xf32>
+  %1 = kiln.cast %0 : tensor<4xf32> -> tensor<4xbf16>
+  %2 = kiln.cast %b : tensor<4xf32> -> tensor<4xbf16>
+  %3 = kiln.cast %2 : tensor<4xbf16> -> tensor<4xf32>
+  %4 = kiln.cast %b : tensor<4xf32> -> tensor<4xf16>
+  %5 = kiln.relu %b : tensor<4xf32>
+  %6 = kiln.cast %b : tensor<4xf32> -> tensor<4xf16>
+  %7 = kiln.cast %b : tensor<4xf32> -> tensor<4xi32>
+  return %1, %3, %4, %6 : tensor<4xbf16>, tensor<4xf32>, tensor<4xf16>, tensor<4xf16>
+}
+// CHECK-LABEL:   func.func @casts(
+// CHECK-SAME:        %[[A:.*]]: tensor<4xbf16>, %[[B:.*]]: tensor<4xf32>)
+// CHECK-DAG:       %[[H:.*]] = kiln.cast %[[B]] : tensor<4xf32> -> tensor<4xf16>
+// CHECK-DAG:       %[[L:.*]] = kiln.cast %[[B]] : tensor<4xf32> -> tensor<4xbf16>
+// CHECK-DAG:       %[[BACK:.*]] = kiln.cast %[[L]] : tensor<4xbf16> -> tensor<4xf32>
+// CHECK-NOT:       kiln.cast
+// CHECK:           return %[[A]], %[[BACK]], %[[H]], %[[H]]
+
+// -----
+
+// io-precision leaves f64 and integer arguments alone.
+func.func @io_other_types(%d: tensor<2xf64>, %i: tensor<2xi32>) -> (tensor<2xf64>, tensor<2xi32>) {
+  return %d, %i : tensor<2xf64>, tensor<2xi32>
+}
+// IO-LABEL:      func.func @io_other_types(
+// IO-SAME:           tensor<2xf64>, %{{.*}}: tensor<2xi32>) -> (tensor<2xf64>, tensor<2xi32>)
+// IO-NOT:          kiln.cast
