@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Numerics of kilnc --precision=bf16|fp16|tf32 on the emu device.
+
+Usage:
+  emu_precision.py rounding WORKDIR --precision P [--kilnc K] [--kiln-run R]
+  emu_precision.py classifier WORKDIR --precision P [--batch 200] [...]
+  emu_precision.py model MODEL.onnx WORKDIR --precision P [--inputs N] [...]
+
+rounding    MatMul of a [16, 64] input and a [64, 32] weight. The emu result
+            must equal numpy's float64 product of the inputs rounded to the
+            precision (rounding done here with frexp and numpy's
+            round-half-even, independently of Kiln's bit tricks) within f32
+            accumulation error (1e-6 relative), and must differ from the
+            unrounded product by more than 1/4 of the precision's unit
+            roundoff (so rounding really happened; fp32 skips this).
+classifier  A small CNN classifier with seeded random weights (Conv+BN+Relu,
+            strided Conv+BN+Relu, residual Add, GlobalAveragePool, Gemm,
+            Softmax over 10 classes) at batch --batch (200 by default) on
+            --size x --size images (16) in one run: relative error of the output norm against onnxruntime fp32
+            and the fraction of samples whose top-1 class agrees.
+model       Any model: --inputs N seeded random inputs, one emu run each;
+            relative error on the output norm of every run (the largest is
+            reported) and top-1 agreement of the first output when it is a
+            classifier output ([1, classes] or [1, classes, 1, 1]).
+
+Bounds (issue 5): relative error <= 2e-2 (bf16), 5e-3 (fp16, tf32),
+1e-4 (fp32); top-1 agreement >= 0.99. Prints one line per measurement and
+"PASS"/"FAIL" at the end; exits 1 on a failed bound.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+BOUNDS = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 5e-3}
+# Significand bits (with the implicit one) of each precision.
+SIGNIFICAND = {"tf32": 11, "bf16": 8, "fp16": 11}
+ORT_TO_NUMPY = {
+    "tensor(float)": np.float32,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+}
+
+
+def round_to(x, precision):
+    """x rounded to nearest even with the precision's significand (fp16's
+    range is not modelled: the test data stays far inside it)."""
+    if precision == "fp32":
+        return x.astype(np.float32).astype(np.float64)
+    if precision == "fp16":
+        return x.astype(np.float16).astype(np.float64)
+    m, e = np.frexp(x.astype(np.float64))  # x = m * 2^e, 0.5 <= |m| < 1
+    bits = SIGNIFICAND[precision]
+    return np.ldexp(np.round(m * 2.0**bits) / 2.0**bits, e)
+
+
+def compile_model(args, model_path, artifact):
+    command = [args.kilnc, model_path, "-o", artifact,
+               f"--precision={args.precision}"]
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.stdout.write(run.stdout + run.stderr)
+        raise SystemExit(f"kilnc failed: {' '.join(command)}")
+
+
+def run_emu(args, artifact, feeds, workdir):
+    os.makedirs(workdir, exist_ok=True)
+    command = [args.kiln_run, artifact, "--device", "emu", "-o",
+               os.path.join(workdir, "out")]
+    for i, (name, data) in enumerate(feeds.items()):
+        path = os.path.join(workdir, f"input{i}.npy")
+        np.save(path, data)
+        command += ["-i", f"{name}={path}"]
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.stdout.write(run.stdout + run.stderr)
+        raise SystemExit("kiln-run failed")
+    return lambda name: np.load(os.path.join(
+        workdir, "out", re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
+
+
+def rel_err(got, ref):
+    ref64 = ref.astype(np.float64)
+    return np.linalg.norm(got.astype(np.float64) - ref64) / max(
+        np.linalg.norm(ref64), 1e-30)
+
+
+def save(model, path):
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def rounding(args):
+    rng = np.random.default_rng(args.seed)
+    w = rng.standard_normal((64, 32)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 32])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = os.path.join(args.workdir, "matmul.onnx")
+    save(model, path)
+    artifact = os.path.join(args.workdir, f"matmul-{args.precision}.kiln")
+    compile_model(args, path, artifact)
+    x = rng.standard_normal((16, 64)).astype(np.float32)
+    got = run_emu(args, artifact, {"x": x}, os.path.join(
+        args.workdir, f"matmul-{args.precision}"))("y")
+    rounded = round_to(x, args.precision) @ round_to(w, args.precision)
+    exact = x.astype(np.float64) @ w.astype(np.float64)
+    err_rounded, err_exact = rel_err(got, rounded), rel_err(got, exact)
+    print(f"rounding {args.precision}: rel-err vs rounded-input product "
+          f"{err_rounded:.3e} (bound 1e-06), vs exact product "
+          f"{err_exact:.3e}")
+    ok = err_rounded <= 1e-6
+    if args.precision != "fp32":
+        floor = 2.0**-SIGNIFICAND[args.precision] / 4
+        print(f"rounding {args.precision}: exact-product error must exceed "
+              f"{floor:.3e}")
+        ok &= err_exact > floor
+    return ok
+
+
+def classifier(args):
+    rng = np.random.default_rng(args.seed)
+    n = args.batch
+
+    def weight(name, shape, fan_in):
+        return numpy_helper.from_array(
+            rng.normal(0, 1 / np.sqrt(fan_in), shape).astype(np.float32), name)
+
+    def bn_params(prefix, c):
+        return [
+            numpy_helper.from_array(
+                rng.uniform(0.8, 1.2, c).astype(np.float32), prefix + "_s"),
+            numpy_helper.from_array(
+                rng.normal(0, 0.1, c).astype(np.float32), prefix + "_b"),
+            numpy_helper.from_array(
+                rng.normal(0, 0.1, c).astype(np.float32), prefix + "_m"),
+            numpy_helper.from_array(
+                rng.uniform(0.5, 1.5, c).astype(np.float32), prefix + "_v"),
+        ]
+
+    inits = [weight("w1", (16, 3, 3, 3), 27), weight("w2", (16, 16, 3, 3), 144),
+             weight("w3", (32, 16, 3, 3), 144), weight("fc", (10, 32), 32),
+             numpy_helper.from_array(
+                 rng.normal(0, 0.1, 10).astype(np.float32), "fc_b")]
+    inits += bn_params("bn1", 16) + bn_params("bn2", 16) + bn_params("bn3", 32)
+
+    def conv_bn_relu(i, x, w, stride, relu=True):
+        out = [helper.make_node("Conv", [x, w], [f"c{i}"], pads=[1, 1, 1, 1],
+                                strides=[stride, stride]),
+               helper.make_node("BatchNormalization",
+                                [f"c{i}", f"bn{i}_s", f"bn{i}_b", f"bn{i}_m",
+                                 f"bn{i}_v"], [f"n{i}"])]
+        if relu:
+            out.append(helper.make_node("Relu", [f"n{i}"], [f"r{i}"]))
+        return out
+
+    nodes = conv_bn_relu(1, "x", "w1", 1) + conv_bn_relu(2, "r1", "w2", 1,
+                                                          relu=False)
+    nodes += [helper.make_node("Add", ["n2", "r1"], ["res"]),
+              helper.make_node("Relu", ["res"], ["r2"])]
+    nodes += conv_bn_relu(3, "r2", "w3", 2)
+    nodes += [helper.make_node("GlobalAveragePool", ["r3"], ["gap"]),
+              helper.make_node("Flatten", ["gap"], ["flat"]),
+              helper.make_node("Gemm", ["flat", "fc", "fc_b"], ["logits"],
+                               transB=1),
+              helper.make_node("Softmax", ["logits"], ["prob"], axis=1)]
+    graph = helper.make_graph(
+        nodes, "classifier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                       [n, 3, args.size, args.size])],
+        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [n, 10])],
+        inits)
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = os.path.join(args.workdir, "classifier.onnx")
+    save(model, path)
+    artifact = os.path.join(args.workdir, f"classifier-{args.precision}.kiln")
+    compile_model(args, path, artifact)
+    x = rng.standard_normal((n, 3, args.size, args.size)).astype(np.float32)
+    start = time.monotonic()
+    got = run_emu(args, artifact, {"x": x}, os.path.join(
+        args.workdir, f"classifier-{args.precision}"))("prob")
+    seconds = time.monotonic() - start
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+        ["prob"], {"x": x})[0]
+    return report(args, "classifier", [rel_err(got, ref)],
+                  np.argmax(got, 1) == np.argmax(ref, 1), seconds)
+
+
+def model_inputs(session, rng, int_high):
+    feeds = {}
+    for value in session.get_inputs():
+        dtype = ORT_TO_NUMPY[value.type]
+        if np.issubdtype(dtype, np.integer):
+            feeds[value.name] = rng.integers(0, int_high, size=value.shape
+                                             ).astype(dtype)
+        else:
+            feeds[value.name] = rng.standard_normal(value.shape).astype(dtype)
+    return feeds
+
+
+def whole_model(args):
+    name = os.path.splitext(os.path.basename(args.model))[0]
+    artifact = os.path.join(args.workdir, f"{name}-{args.precision}.kiln")
+    compile_model(args, args.model, artifact)
+    session = ort.InferenceSession(args.model,
+                                   providers=["CPUExecutionProvider"])
+    output = session.get_outputs()[0].name
+    rng = np.random.default_rng(args.seed)
+    errors, agree = [], []
+    start = time.monotonic()
+    for i in range(args.inputs):
+        feeds = model_inputs(session, rng, args.int_high)
+        got = run_emu(args, artifact, feeds, os.path.join(
+            args.workdir, f"{name}-{args.precision}-{i}"))(output)
+        ref = session.run([output], feeds)[0]
+        errors.append(rel_err(got, ref))
+        if ref.size == ref.shape[1]:  # [1, classes(, 1, 1)]
+            agree.append(np.argmax(got) == np.argmax(ref))
+    seconds = (time.monotonic() - start) / max(args.inputs, 1)
+    return report(args, name, errors, np.array(agree, dtype=bool), seconds)
+
+
+def report(args, name, errors, agree, seconds):
+    bound = BOUNDS[args.precision]
+    worst = max(errors)
+    ok = worst <= bound
+    line = (f"{name} {args.precision}: rel-err {worst:.3e} (bound {bound:g}, "
+            f"worst of {len(errors)})")
+    if agree.size:
+        fraction = agree.mean()
+        ok &= fraction >= 0.99
+        line += (f", top-1 agreement {fraction:.3f} on {agree.size} inputs "
+                 f"(bound 0.99)")
+    print(line + f", emu {seconds:.1f} s per run"
+          f"{'' if ok else ' EXCEEDED'}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["rounding", "classifier", "model"])
+    ap.add_argument("paths", nargs="+", help="[MODEL.onnx] WORKDIR")
+    ap.add_argument("--precision", required=True, choices=list(BOUNDS))
+    ap.add_argument("--kilnc", default="kilnc")
+    ap.add_argument("--kiln-run", default="kiln-run")
+    ap.add_argument("--batch", type=int, default=200)
+    ap.add_argument("--size", type=int, default=16)
+    ap.add_argument("--inputs", type=int, default=1)
+    ap.add_argument("--int-high", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    if args.mode == "model":
+        if len(args.paths) != 2:
+            ap.error("model mode takes MODEL.onnx WORKDIR")
+        args.model, args.workdir = args.paths
+    else:
+        if len(args.paths) != 1:
+            ap.error(f"{args.mode} mode takes WORKDIR")
+        args.workdir = args.paths[0]
+    os.makedirs(args.workdir, exist_ok=True)
+    ok = {"rounding": rounding, "classifier": classifier,
+          "model": whole_model}[args.mode](args)
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
