@@ -11,6 +11,7 @@
 
 #include "../Support.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <iterator>
@@ -434,21 +435,90 @@ constexpr CmpName kCmps[] = {
 /// offset.
 constexpr int32_t kDynamicSharedMarker = -2;
 
-/// Builds one kernel from the statements of its .entry.
+/// A .func definition: its parameter names and where its body is.
+struct FunctionDef {
+  std::string name;
+  std::vector<std::string> returns;
+  std::vector<std::string> params;
+  /// Index of the header statement (the one ending in '{').
+  size_t header = 0;
+  uint32_t line = 0;
+};
+
+/// `.func (.param .b64 r) name(.param .b64 p0, ...)` -> name, r, p0...
+Expected<FunctionDef> parseFunctionHeader(std::string_view text,
+                                          uint32_t line) {
+  FunctionDef def;
+  def.line = line;
+  size_t func = text.find(".func");
+  std::string_view rest = trim(text.substr(func + 5));
+  // The last word of each parameter is its name (without [N]).
+  auto names = [&](std::string_view list, std::vector<std::string> &out) {
+    for (std::string_view param : splitOperands(list)) {
+      param = trim(param);
+      if (param.empty())
+        continue;
+      size_t space = param.find_last_of(" \t");
+      std::string_view name =
+          space == std::string_view::npos ? param : param.substr(space + 1);
+      name = name.substr(0, name.find('['));
+      out.emplace_back(name);
+    }
+  };
+  auto parenthesised = [&](std::string_view &s) -> Expected<std::string_view> {
+    size_t close = s.find(')');
+    if (s.empty() || s[0] != '(' || close == std::string_view::npos)
+      return makeError("PTX line {}: cannot read the .func header", line);
+    std::string_view inside = s.substr(1, close - 1);
+    s = trim(s.substr(close + 1));
+    return inside;
+  };
+  if (!rest.empty() && rest[0] == '(') {
+    Expected<std::string_view> returns = parenthesised(rest);
+    if (!returns)
+      return returns.takeError();
+    names(*returns, def.returns);
+  }
+  size_t end = 0;
+  while (end < rest.size() && isIdentChar(rest[end]))
+    ++end;
+  def.name = std::string(rest.substr(0, end));
+  if (def.name.empty())
+    return makeError("PTX line {}: .func without a name", line);
+  rest = trim(rest.substr(end));
+  if (!rest.empty() && rest[0] == '(') {
+    Expected<std::string_view> params = parenthesised(rest);
+    if (!params)
+      return params.takeError();
+    names(*params, def.params);
+  }
+  return def;
+}
+
+/// Builds one kernel from the statements of its .entry. Calls to .func
+/// functions are inlined: the body is decoded again at each call site, with
+/// its own registers and labels, its parameters in the thread's local
+/// memory, and `ret` a branch to the instruction after the call.
 class KernelBuilder {
 public:
-  explicit KernelBuilder(
-      const std::unordered_map<std::string, uint32_t> &globalIndex)
-      : globalIndex(globalIndex) {}
+  KernelBuilder(const std::unordered_map<std::string, uint32_t> &globalIndex,
+                const std::vector<Statement> &all,
+                const std::unordered_map<std::string, FunctionDef> &functions)
+      : globalIndex(globalIndex), all(all), functions(functions) {}
 
   Error header(const Statement &st);
+  /// Decodes the body that opens at statement i; i ends at its last
+  /// statement.
+  Error body(size_t &i);
   Error statement(const Statement &st);
   Expected<Kernel> finish();
 
 private:
+  Error inlineCall(std::string_view text, const Instruction &guard,
+                   uint32_t line);
   Error declareRegisters(std::string_view text, uint32_t line);
   Error declareShared(std::string_view text, uint32_t line,
-                      bool isLocal = false);
+                      bool isLocal = false, std::string *declared = nullptr);
   Error instruction(std::string_view text, uint32_t line);
   Expected<uint32_t> sourceSlot(std::string_view operand, uint32_t line);
   Expected<uint32_t> destSlot(std::string_view operand, uint32_t line);
@@ -460,6 +530,19 @@ private:
   }
 
   const std::unordered_map<std::string, uint32_t> &globalIndex;
+  const std::vector<Statement> &all;
+  const std::unordered_map<std::string, FunctionDef> &functions;
+  /// Names of .param variables of call sequences and of the inlined
+  /// function's own parameters: they live in local memory.
+  std::unordered_map<std::string, bool> callParams;
+  bool lastAddressIsCallParam = false;
+  /// Labels of an inlined body get this prefix (unique per call site).
+  std::string labelPrefix;
+  /// Functions being inlined (recursion is an error) and the label their
+  /// `ret` branches to.
+  std::vector<std::string> inlineStack;
+  std::string returnLabel;
+  unsigned inlineCount = 0;
   Kernel kernel;
   std::unordered_map<std::string, uint32_t> registers;
   /// Symbols with a fixed value: params (offsets) and shared variables.
@@ -605,7 +688,7 @@ Error KernelBuilder::declareRegisters(std::string_view text, uint32_t line) {
 
 /// `.shared .align 4 .b8 name[128]` or `.extern .shared .align 16 .b8 n[]`.
 Error KernelBuilder::declareShared(std::string_view text, uint32_t line,
-                                   bool isLocal) {
+                                   bool isLocal, std::string *declared) {
   bool isExtern = startsWith(text, ".extern");
   uint64_t align = 1, elementBytes = 0;
   std::string_view rest = text;
@@ -660,6 +743,8 @@ Error KernelBuilder::declareShared(std::string_view text, uint32_t line,
   uint64_t &bytes = isLocal ? kernel.localBytes : kernel.staticSharedBytes;
   uint64_t offset = (bytes + align - 1) / align * align;
   symbols[std::string(name)] = offset;
+  if (declared)
+    *declared = std::string(name);
   bytes = offset + count * elementBytes;
   return Error::success();
 }
@@ -682,6 +767,11 @@ Expected<uint32_t> KernelBuilder::sourceSlot(std::string_view operand,
   operand = trim(operand);
   if (operand.empty())
     return makeError("PTX line {}: empty operand", line);
+  if (operand[0] != '%') { // registers need no '%' ("{ .reg .b32 tmp; ...")
+    auto it = registers.find(std::string(operand));
+    if (it != registers.end())
+      return it->second;
+  }
   if (operand[0] == '%') {
     auto it = registers.find(std::string(operand));
     if (it != registers.end())
@@ -750,11 +840,13 @@ Error KernelBuilder::address(std::string_view operand, uint32_t line,
                        operand);
   }
   int64_t absolute = 0;
+  lastAddressIsCallParam = false;
   if (parseInteger(base, absolute)) {
     inst.src[0] = constantSlot(0);
     inst.offset = absolute + offset;
     return Error::success();
   }
+  lastAddressIsCallParam = callParams.count(std::string(base)) != 0;
   Expected<uint32_t> slot = sourceSlot(base, line);
   if (!slot)
     return slot.takeError();
@@ -765,7 +857,7 @@ Error KernelBuilder::address(std::string_view operand, uint32_t line,
 
 Error KernelBuilder::statement(const Statement &st) {
   for (const std::string &label : st.labels)
-    labels[label] = static_cast<uint32_t>(kernel.code.size());
+    labels[labelPrefix + label] = static_cast<uint32_t>(kernel.code.size());
   std::string_view text = st.text;
   if (text.empty())
     return Error::success();
@@ -775,6 +867,14 @@ Error KernelBuilder::statement(const Statement &st) {
     return declareShared(text, st.line);
   if (startsWith(text, ".local"))
     return declareShared(text, st.line, /*isLocal=*/true);
+  if (startsWith(text, ".param")) {
+    // A call sequence's argument or return value: thread-local storage.
+    std::string name;
+    if (Error err = declareShared(text, st.line, /*isLocal=*/true, &name))
+      return err;
+    callParams[name] = true;
+    return Error::success();
+  }
   std::string_view directive = text.substr(0, text.find_first_of(" \t"));
   if (directive == ".loc" || directive == ".pragma" || directive == ".file")
     return Error::success();
@@ -803,6 +903,11 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   }
   size_t opEnd = text.find_first_of(" \t");
   std::string_view opcode = text.substr(0, opEnd);
+  if (opcode == "call" || startsWith(opcode, "call."))
+    return inlineCall(opEnd == std::string_view::npos
+                          ? std::string_view()
+                          : trim(text.substr(opEnd)),
+                      inst, line);
   std::string_view operandText =
       opEnd == std::string_view::npos ? std::string_view()
                                       : trim(text.substr(opEnd));
@@ -1218,10 +1323,16 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::Bra: {
     if (Error err = expect(1))
       return err;
-    branches.emplace_back(kernel.code.size(), std::string(operands[0]));
+    branches.emplace_back(kernel.code.size(),
+                          labelPrefix + std::string(operands[0]));
     break;
   }
   case Op::Ret:
+    if (!inlineStack.empty()) { // return from an inlined function
+      inst.op = Op::Bra;
+      branches.emplace_back(kernel.code.size(), returnLabel);
+    }
+    break;
   case Op::Exit:
   case Op::Membar:
     break;
@@ -1279,6 +1390,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     inst.numSrc = 1;
     if (Error err = address(operands[1], line, inst))
       return err;
+    if (lastAddressIsCallParam && inst.space == Space::Param)
+      inst.space = Space::Local;
     break;
   }
   case Op::St: {
@@ -1287,6 +1400,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     inst.numSrc = 1;
     if (Error err = address(operands[0], line, inst))
       return err;
+    if (lastAddressIsCallParam && inst.space == Space::Param)
+      inst.space = Space::Local;
     std::vector<std::string_view> values;
     if (inst.vec > 1) {
       Expected<std::vector<std::string_view>> elements =
@@ -1521,6 +1636,144 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   return Error::success();
 }
 
+Error KernelBuilder::body(size_t &i) {
+  const Statement &head = all[i];
+  int depth = 1;
+  for (++i; i < all.size(); ++i) {
+    const Statement &st = all[i];
+    if (st.end == '{' && st.text.empty()) {
+      // A scope: its registers join the kernel's; labels before it
+      // ("$L__BB0_14: { .reg ...") name its first instruction.
+      if (Error err = statement(st))
+        return err;
+      ++depth;
+      continue;
+    }
+    if (st.end == '}' && st.text.empty() && st.labels.empty()) {
+      if (--depth == 0)
+        return Error::success();
+      continue;
+    }
+    if (st.end == '{')
+      return makeError("PTX line {}: unexpected '{{'", st.line);
+    if (Error err = statement(st))
+      return err;
+    if (st.end == '}' && --depth == 0)
+      return Error::success();
+  }
+  return makeError("PTX line {}: body is not closed", head.line);
+}
+
+/// call{.uni} (r0, ...), name, (a0, ...);  call name, (a0);  call name;
+Error KernelBuilder::inlineCall(std::string_view text, const Instruction &guard,
+                                uint32_t line) {
+  auto bad = [&]() {
+    return makeError("PTX line {}: cannot read call '{}'", line, text);
+  };
+  auto list = [&](std::string_view &s,
+                  std::vector<std::string> &out) -> bool {
+    size_t close = s.find(')');
+    if (s.empty() || s[0] != '(' || close == std::string_view::npos)
+      return false;
+    for (std::string_view name : splitOperands(s.substr(1, close - 1)))
+      if (!name.empty())
+        out.emplace_back(trim(name));
+    s = trim(s.substr(close + 1));
+    if (!s.empty() && s[0] == ',')
+      s = trim(s.substr(1));
+    return true;
+  };
+  std::vector<std::string> returns, args;
+  std::string_view rest = trim(text);
+  if (!rest.empty() && rest[0] == '(' && !list(rest, returns))
+    return bad();
+  size_t end = 0;
+  while (end < rest.size() && isIdentChar(rest[end]))
+    ++end;
+  std::string name(rest.substr(0, end));
+  rest = trim(rest.substr(end));
+  if (!rest.empty() && rest[0] == ',')
+    rest = trim(rest.substr(1));
+  if (!rest.empty() && !list(rest, args))
+    return bad();
+  if (!rest.empty()) // a prototype: an indirect call
+    return makeError("PTX line {}: indirect calls are not emulated", line);
+  if (name.empty() || name[0] == '%')
+    return makeError("PTX line {}: indirect calls are not emulated", line);
+  auto it = functions.find(name);
+  if (it == functions.end())
+    return makeError("PTX line {}: call to '{}', which has no body in this "
+                     "module",
+                     line, name);
+  const FunctionDef &def = it->second;
+  if (std::find(inlineStack.begin(), inlineStack.end(), name) !=
+      inlineStack.end())
+    return makeError("PTX line {}: recursive call to '{}' is not emulated",
+                     line, name);
+  if (def.params.size() != args.size() ||
+      def.returns.size() != returns.size())
+    return makeError("PTX line {}: call to '{}' passes {} arguments and {} "
+                     "return values; it takes {} and {}",
+                     line, name, args.size(), returns.size(),
+                     def.params.size(), def.returns.size());
+  // The function's parameters are the caller's call-sequence variables.
+  std::unordered_map<std::string, uint64_t> bound;
+  auto bind = [&](const std::string &formal,
+                  const std::string &actual) -> Error {
+    auto sym = symbols.find(actual);
+    if (sym == symbols.end() || !callParams.count(actual))
+      return makeError("PTX line {}: call argument '{}' is not a .param "
+                       "variable",
+                       line, actual);
+    bound[formal] = sym->second;
+    return Error::success();
+  };
+  for (size_t k = 0; k < args.size(); ++k)
+    if (Error err = bind(def.params[k], args[k]))
+      return err;
+  for (size_t k = 0; k < returns.size(); ++k)
+    if (Error err = bind(def.returns[k], returns[k]))
+      return err;
+  std::string prefix = fmt::format("{}@{}:", name, ++inlineCount);
+  // A predicated call branches around the body when its guard is off.
+  if (guard.guard != kNoSlot) {
+    Instruction skip = guard;
+    skip.op = Op::Bra;
+    skip.negateGuard = !guard.negateGuard;
+    skip.line = line;
+    branches.emplace_back(kernel.code.size(), prefix + "return");
+    kernel.code.push_back(skip);
+    kernel.opcodeText.emplace_back("call");
+  }
+  // Decode the body in its own scope.
+  auto savedRegisters = std::move(registers);
+  auto savedSymbols = symbols;
+  auto savedCallParams = std::move(callParams);
+  std::string savedPrefix = labelPrefix, savedReturn = returnLabel;
+  registers.clear();
+  callParams.clear();
+  for (auto &[formal, offset] : bound) {
+    symbols[formal] = offset;
+    callParams[formal] = true;
+  }
+  labelPrefix = prefix;
+  returnLabel = prefix + "return";
+  inlineStack.push_back(name);
+  size_t i = def.header;
+  Error err = body(i);
+  inlineStack.pop_back();
+  labels[returnLabel] = static_cast<uint32_t>(kernel.code.size());
+  registers = std::move(savedRegisters);
+  symbols = std::move(savedSymbols);
+  callParams = std::move(savedCallParams);
+  labelPrefix = savedPrefix;
+  returnLabel = savedReturn;
+  if (err)
+    return makeError("{} (inlined from the call at PTX line {})",
+                     err.message(), line);
+  return Error::success();
+}
+
 Expected<Kernel> KernelBuilder::finish() {
   for (auto &[index, label] : branches) {
     auto it = labels.find(label);
@@ -1641,44 +1894,60 @@ Expected<Module> parsePtx(std::string_view text) {
   Module module;
   std::unordered_map<std::string, uint32_t> globalIndex;
   std::vector<Statement> &all = *statements;
+  // Moves i from a body's opening statement to its last statement.
+  auto skipBody = [&](size_t &i) {
+    int depth = 1;
+    for (++i; i < all.size() && depth > 0; ++i) {
+      const Statement &st = all[i];
+      if (st.end == '{')
+        ++depth;
+      else if (st.end == '}' && --depth == 0)
+        break;
+    }
+  };
+  // Functions first: a kernel may call one defined after it.
+  std::unordered_map<std::string, FunctionDef> functions;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Statement &st = all[i];
+    if (st.end != '{')
+      continue;
+    if (st.text.find(".func") != std::string_view::npos) {
+      Expected<FunctionDef> def = parseFunctionHeader(st.text, st.line);
+      if (!def)
+        return def.takeError();
+      FunctionDef function = def.take();
+      function.header = i;
+      std::string name = function.name;
+      functions[name] = std::move(function);
+    }
+    if (!st.text.empty())
+      skipBody(i);
+  }
   for (size_t i = 0; i < all.size(); ++i) {
     const Statement &st = all[i];
     std::string_view t = st.text;
     if (st.end == '{' && t.find(".entry") != std::string_view::npos) {
-      KernelBuilder builder(globalIndex);
+      KernelBuilder builder(globalIndex, all, functions);
       if (Error err = builder.header(st))
         return err;
-      int depth = 1;
-      for (++i; i < all.size(); ++i) {
-        const Statement &body = all[i];
-        if (body.end == '{' && body.text.empty()) {
-          ++depth; // a scope: its registers join the kernel's
-          continue;
-        }
-        if (body.end == '}' && body.text.empty() && body.labels.empty()) {
-          if (--depth == 0)
-            break;
-          continue;
-        }
-        if (body.end == '{')
-          return makeError("PTX line {}: unexpected '{{'", body.line);
-        if (Error err = builder.statement(body))
-          return err;
-        if (body.end == '}' && --depth == 0)
-          break;
-      }
-      if (depth != 0)
-        return makeError("PTX line {}: kernel body is not closed", st.line);
+      if (Error err = builder.body(i))
+        return err;
       Expected<Kernel> kernel = builder.finish();
       if (!kernel)
         return kernel.takeError();
       module.kernels.push_back(kernel.take());
       continue;
     }
+    if (st.end == '{' && t.find(".func") != std::string_view::npos) {
+      skipBody(i); // collected above, inlined at each call
+      continue;
+    }
     if (st.end == '{')
       return makeError("PTX line {}: unsupported block '{}' (only .entry "
-                       "functions are emulated)",
+                       "and .func bodies are read)",
                        st.line, t.substr(0, 40));
+    if (t.find(".func") != std::string_view::npos)
+      continue; // a declaration
     if (t.empty() || startsWith(t, ".version") || startsWith(t, ".target") ||
         startsWith(t, ".address_size") || startsWith(t, ".file") ||
         startsWith(t, ".section"))

@@ -833,6 +833,196 @@ $L__second:
 }
 
 //===----------------------------------------------------------------------===//
+// .func and call
+//===----------------------------------------------------------------------===//
+
+const char *kCallsModule = R"(.func  (.param .b32 func_retval0) triple(
+	.param .b32 triple_param_0
+)
+;
+.func  (.param .b32 func_retval0) scale_or_diff(
+	.param .b32 scale_or_diff_param_0,
+	.param .b32 scale_or_diff_param_1
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<6>;
+	ld.param.u32 	%r1, [scale_or_diff_param_0];
+	ld.param.u32 	%r2, [scale_or_diff_param_1];
+	setp.gt.u32 	%p1, %r1, 10;
+	@%p1 bra 	$L__big;
+	{ // callseq 1, 0
+	.param .b32 	param0;
+	.param .b32 	retval0;
+	st.param.b32 	[param0], %r1;
+	call.uni (retval0), triple, (param0);
+	ld.param.b32 	%r3, [retval0];
+	} // callseq 1
+	add.s32 	%r4, %r3, %r2;
+	st.param.b32 	[func_retval0], %r4;
+	ret;
+$L__big:
+	sub.s32 	%r4, %r1, %r2;
+	st.param.b32 	[func_retval0], %r4;
+	ret;
+}
+.func  (.param .b32 func_retval0) triple(
+	.param .b32 triple_param_0
+)
+{
+	.reg .b32 	%r<3>;
+	ld.param.u32 	%r1, [triple_param_0];
+	mul.lo.s32 	%r2, %r1, 3;
+	st.param.b32 	[func_retval0], %r2;
+	ret;
+}
+.func store_twice(
+	.param .b64 store_twice_param_0,
+	.param .b32 store_twice_param_1
+)
+{
+	.reg .b32 	%r<3>;
+	.reg .b64 	%rd<2>;
+	ld.param.u64 	%rd1, [store_twice_param_0];
+	ld.param.u32 	%r1, [store_twice_param_1];
+	shl.b32 	%r2, %r1, 1;
+	st.global.u32 	[%rd1], %r2;
+	ret;
+}
+.visible .entry calls(
+	.param .u64 .ptr .align 1 calls_param_0,
+	.param .u64 .ptr .align 1 calls_param_1
+)
+{
+	.reg .pred 	%p<4>;
+	.reg .b32 	%r<16>;
+	.reg .b64 	%rd<8>;
+
+	ld.param.u64 	%rd1, [calls_param_0];
+	cvta.to.global.u64 	%rd1, %rd1;
+	ld.param.u64 	%rd2, [calls_param_1];
+	cvta.to.global.u64 	%rd2, %rd2;
+	mov.u32 	%r0, %tid.x;
+	mul.wide.u32 	%rd3, %r0, 4;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.u32 	%r1, [%rd4];
+	mul.wide.u32 	%rd5, %r0, 16;
+	add.s64 	%rd6, %rd2, %rd5;
+	mov.u32 	%r2, 5;
+	{ // callseq 2, 0
+	.param .b32 	param0;
+	.param .b32 	param1;
+	.param .b32 	retval0;
+	st.param.b32 	[param0], %r1;
+	st.param.b32 	[param1], %r2;
+	call.uni (retval0), scale_or_diff, (param0, param1);
+	ld.param.b32 	%r10, [retval0];
+	} // callseq 2
+	add.s32 	%r3, %r1, 1;
+	{ // callseq 3, 0
+	.param .b32 	param0;
+	.param .b32 	param1;
+	.param .b32 	retval0;
+	st.param.b32 	[param0], %r3;
+	st.param.b32 	[param1], %r1;
+	call (retval0), scale_or_diff, (param0, param1);
+	ld.param.b32 	%r11, [retval0];
+	} // callseq 3
+	and.b32 	%r4, %r0, 1;
+	setp.eq.s32 	%p1, %r4, 0;
+	add.s64 	%rd7, %rd6, 12;
+	{ // callseq 4, 0
+	.param .b64 	param0;
+	.param .b32 	param1;
+	st.param.b64 	[param0], %rd7;
+	st.param.b32 	[param1], %r1;
+	@%p1 call.uni store_twice, (param0, param1);
+	} // callseq 4
+	bra.uni 	$L__scoped;
+	mov.u32 	%r12, 99;
+$L__scoped:
+	{ .reg .b32 tmp; add.s32 tmp, %r1, 7; mov.u32 %r12, tmp; }
+	st.global.u32 	[%rd6], %r10;
+	st.global.u32 	[%rd6+4], %r11;
+	st.global.u32 	[%rd6+8], %r12;
+	ret;
+}
+)";
+
+TEST(EmuInstructionTest, FunctionCallsAreInlined) {
+  // Two call sites of one function (which calls another, declared after
+  // it, and returns from two places while its lanes diverge), a predicated
+  // call of a function without a return value, and a label in front of a
+  // scope.
+  std::vector<uint32_t> in(64);
+  for (uint32_t t = 0; t < 64; ++t)
+    in[t] = (t * 7) % 23;
+  Buffer bufIn = Buffer::of(in), out = Buffer::zeros<uint32_t>(64 * 4);
+  ASSERT_EQ(runPtx(ptxHeader() + kCallsModule, "calls", {1, 1, 1},
+                   {64, 1, 1}, {&bufIn, &out}),
+            "<success>");
+  std::vector<uint32_t> o = out.as<uint32_t>();
+  auto f = [](uint32_t x, uint32_t y) { return x > 10 ? x - y : 3 * x + y; };
+  for (uint32_t t = 0; t < 64; ++t) {
+    uint32_t x = in[t];
+    EXPECT_EQ(o[t * 4], f(x, 5)) << t;
+    EXPECT_EQ(o[t * 4 + 1], f(x + 1, x)) << t;
+    EXPECT_EQ(o[t * 4 + 2], x + 7) << t;
+    EXPECT_EQ(o[t * 4 + 3], t % 2 == 0 ? 2 * x : 0) << t;
+  }
+}
+
+TEST(EmuInstructionTest, CallErrors) {
+  std::string recursive = ptxHeader() + R"(.func loop(
+	.param .b32 loop_param_0
+)
+{
+	.reg .b32 	%r<2>;
+	ld.param.u32 	%r1, [loop_param_0];
+	{
+	.param .b32 	param0;
+	st.param.b32 	[param0], %r1;
+	call.uni loop, (param0);
+	}
+	ret;
+}
+.visible .entry k()
+{
+	.reg .b32 	%r<2>;
+	mov.u32 	%r1, 0;
+	{
+	.param .b32 	param0;
+	st.param.b32 	[param0], %r1;
+	call.uni loop, (param0);
+	}
+	ret;
+}
+)";
+  Expected<emu::Module> module = emu::parsePtx(recursive);
+  ASSERT_FALSE(module.hasValue());
+  EXPECT_EQ(module.error().message(),
+            "PTX line 14: recursive call to 'loop' is not emulated (inlined "
+            "from the call at PTX line 25)");
+  std::string arity = ptxHeader() + R"(.func one(
+	.param .b32 one_param_0
+)
+{
+	ret;
+}
+.visible .entry k()
+{
+	call.uni one, ();
+	ret;
+}
+)";
+  module = emu::parsePtx(arity);
+  ASSERT_FALSE(module.hasValue());
+  EXPECT_EQ(module.error().message(),
+            "PTX line 13: call to 'one' passes 0 arguments and 0 return "
+            "values; it takes 1 and 0");
+}
+
+//===----------------------------------------------------------------------===//
 // Special registers
 //===----------------------------------------------------------------------===//
 

@@ -172,9 +172,12 @@ TEST(EmuParserTest, OperandErrors) {
             "PTX line 8: unsupported instruction 'mul.s32' in kernel 'k'");
   EXPECT_EQ(parseBody("\t.branchtargets $L1, $L2;"),
             "PTX line 8: unsupported directive '.branchtargets' in kernel 'k'");
+  // A .func body is read (and inlined where it is called); a call to a
+  // function without a body is an error at the call.
   EXPECT_EQ(errorOf(parsePtx(ptxHeader() + ".visible .func f()\n{\n ret;\n}\n")),
-            "PTX line 5: unsupported block '.visible .func f()' (only .entry "
-            "functions are emulated)");
+            "<success>");
+  EXPECT_EQ(parseBody("\tcall.uni g, ();"),
+            "PTX line 8: call to 'g', which has no body in this module");
 }
 
 TEST(EmuParserTest, ModuleGlobalsWithInitializers) {
