@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -169,6 +170,22 @@ private:
                                 Operation *stop = nullptr);
   void buildThreadPerOutput(OpBuilder &b);
   void buildBlockPerOutput(OpBuilder &b, Operation *combiner);
+  /// Clones a body op into the kernel; buffers it reads from outside the
+  /// generic (fused kernels read their inputs this way) are rebuilt inside.
+  Operation *cloneIntoKernel(OpBuilder &b, Operation &inner,
+                             IRMapping &values);
+
+  /// A fused kernel's plan for a block per row (see planRows).
+  struct RowPlan {
+    unsigned numOuter = 0;
+    int64_t threads = 0;
+    DenseSet<Operation *> rowLoops; // Become block-wide reductions.
+    DenseSet<Operation *> uniform;  // Depend on the outer coordinates only.
+  };
+  std::optional<RowPlan> planRows();
+  void buildBlockPerRow(OpBuilder &b, const RowPlan &plan);
+  void buildCooperativeLoop(OpBuilder &b, scf::ForOp loop, Value tid,
+                            int64_t threads, IRMapping &values);
 
   linalg::GenericOp op;
   int64_t blockSize;
@@ -224,6 +241,18 @@ void KernelBuilder::loadOperands(OpBuilder &b, ValueRange ivs,
   }
 }
 
+Operation *KernelBuilder::cloneIntoKernel(OpBuilder &b, Operation &inner,
+                                          IRMapping &values) {
+  inner.walk([&](Operation *nested) {
+    for (Value operand : nested->getOperands())
+      if (isa<MemRefType>(operand.getType()) &&
+          !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
+          !values.contains(operand))
+        values.map(operand, rebuildInKernel(b, operand, kernelValues));
+  });
+  return b.clone(inner, values);
+}
+
 SmallVector<Value> KernelBuilder::inlineBody(OpBuilder &b, ValueRange ivs,
                                              IRMapping &values,
                                              Operation *stop) {
@@ -235,7 +264,7 @@ SmallVector<Value> KernelBuilder::inlineBody(OpBuilder &b, ValueRange ivs,
       values.map(index.getResult(), ivs[index.getDim()]);
       continue;
     }
-    b.clone(inner, values);
+    cloneIntoKernel(b, inner, values);
   }
   SmallVector<Value> yielded;
   for (Value v : body.getTerminator()->getOperands())
@@ -398,9 +427,206 @@ LogicalResult KernelBuilder::build(OpBuilder &b) {
   b.setInsertionPoint(op);
   if (Operation *combiner = blockReductionCombiner())
     buildBlockPerOutput(b, combiner);
+  else if (std::optional<RowPlan> plan = planRows())
+    buildBlockPerRow(b, *plan);
   else
     buildThreadPerOutput(b);
   return success();
+}
+
+/// The combining op of a loop `scf.for ... iter_args(%acc = %init)` whose
+/// body ends in `yield combine(%acc, term)` and uses %acc nowhere else.
+static Operation *loopCombiner(scf::ForOp loop) {
+  if (loop.getNumRegionIterArgs() != 1)
+    return nullptr;
+  BlockArgument acc = loop.getRegionIterArgs().front();
+  Operation *combiner =
+      loop.getBody()->getTerminator()->getOperand(0).getDefiningOp();
+  if (!combiner || combiner->getBlock() != loop.getBody() ||
+      combiner->getNumOperands() != 2 || !acc.hasOneUse() ||
+      !llvm::is_contained(combiner->getOperands(), acc) ||
+      !classifyCombiner(combiner, acc.getType()))
+    return nullptr;
+  return combiner;
+}
+
+// A fused kernel (kiln-collapse-fusions) is an all-parallel generic whose
+// body may hold reduction loops. When such a loop depends only on the outer
+// coordinates (a softmax's max and sum, a layer norm's mean and variance, a
+// dot product per output), a block per point of those coordinates computes
+// it once, with its threads striding over the loop and a gpu.all_reduce,
+// then strides over the inner coordinates for the rest of the body.
+std::optional<KernelBuilder::RowPlan> KernelBuilder::planRows() {
+  if (!reductionDims.empty() || ranges.size() > 63)
+    return std::nullopt;
+  Block &body = op.getRegion().front();
+  if (llvm::any_of(op.getRegionOutputArgs(),
+                   [](BlockArgument a) { return !a.use_empty(); }))
+    return std::nullopt;
+  // The coordinates each top-level op depends on, as a bit mask.
+  DenseMap<Operation *, uint64_t> deps;
+  auto maskOf = [&](Value v) -> uint64_t {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return v.getParentBlock() == &body ? ~0ull : 0;
+    auto it = deps.find(def);
+    return it == deps.end() ? 0 : it->second;
+  };
+  // Candidate loops and the number of leading coordinates each depends on.
+  SmallVector<std::pair<Operation *, unsigned>> candidates;
+  for (Operation &inner : body.without_terminator()) {
+    uint64_t mask = 0;
+    if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+      mask = 1ull << index.getDim();
+    } else {
+      inner.walk([&](Operation *nested) {
+        for (Value operand : nested->getOperands())
+          if (!inner.isAncestor(operand.getParentBlock()->getParentOp()))
+            mask |= maskOf(operand);
+      });
+    }
+    deps[&inner] = mask;
+    auto loop = dyn_cast<scf::ForOp>(inner);
+    if (!loop || !loopCombiner(loop))
+      continue;
+    std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound());
+    std::optional<int64_t> ub = getConstantIntValue(loop.getUpperBound());
+    std::optional<int64_t> step = getConstantIntValue(loop.getStep());
+    if (!lb || !ub || !step || *lb != 0 || *step != 1 || *ub < kWarpSize)
+      continue;
+    candidates.push_back({loop, mask ? llvm::Log2_64(mask) + 1 : 0});
+  }
+  if (candidates.empty())
+    return std::nullopt;
+  // Rows are the fewest leading coordinates some loop depends on alone, so
+  // that the block has inner points to share (softmax: the row's max and
+  // sum; a score computed per element stays a per-thread loop). Without
+  // such a loop, a block per output.
+  unsigned rank = ranges.size();
+  RowPlan plan;
+  plan.numOuter = rank;
+  for (auto [loop, level] : candidates)
+    if (level < rank)
+      plan.numOuter = std::min(plan.numOuter, level);
+  int64_t rows = 1, inner = 1, longest = 0;
+  for (auto [d, extent] : llvm::enumerate(ranges))
+    (d < plan.numOuter ? rows : inner) *= extent;
+  // A block per output only pays while a thread per output would not
+  // already fill the GPU.
+  if (inner == 1 && rows > kMaxBlockReductionOutputs)
+    return std::nullopt;
+  for (auto [loop, level] : candidates)
+    if (level <= plan.numOuter) {
+      plan.rowLoops.insert(loop);
+      longest = std::max(longest, *getConstantIntValue(
+                                      cast<scf::ForOp>(loop).getUpperBound()));
+    }
+  uint64_t outerMask = (1ull << plan.numOuter) - 1;
+  for (auto [inner, mask] : deps)
+    if ((mask & ~outerMask) == 0)
+      plan.uniform.insert(inner);
+  plan.threads = std::min<int64_t>(
+      blockSize, llvm::PowerOf2Ceil(static_cast<uint64_t>(
+                     std::max<int64_t>({longest, inner, kWarpSize}))));
+  return plan;
+}
+
+void KernelBuilder::buildCooperativeLoop(OpBuilder &b, scf::ForOp loop,
+                                         Value tid, int64_t threads,
+                                         IRMapping &values) {
+  Location loc = loop.getLoc();
+  Operation *combiner = loopCombiner(loop);
+  BlockArgument acc = loop.getRegionIterArgs().front();
+  Type type = acc.getType();
+  Combiner kind = *classifyCombiner(combiner, type);
+  Value identity = typedConstant(b, loc, type, kind.identity);
+  auto strided = scf::ForOp::create(b, loc, tid, values.lookupOrDefault(
+                                                      loop.getUpperBound()),
+                                    indexConstant(b, loc, threads),
+                                    ValueRange(identity));
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(strided.getBody());
+    IRMapping inner = values;
+    inner.map(loop.getInductionVar(), strided.getInductionVar());
+    inner.map(acc, strided.getRegionIterArgs().front());
+    for (Operation &nested : loop.getBody()->without_terminator())
+      cloneIntoKernel(b, nested, inner);
+    scf::YieldOp::create(b, loc, inner.lookup(combiner->getResult(0)));
+  }
+  Value total = gpu::AllReduceOp::create(
+      b, loc, strided.getResult(0),
+      gpu::AllReduceOperationAttr::get(b.getContext(), kind.kind),
+      b.getUnitAttr());
+  IRMapping combine;
+  Value init = values.lookupOrDefault(loop.getInitArgs().front());
+  combine.map(combiner->getOperand(0) == acc ? combiner->getOperand(0)
+                                             : combiner->getOperand(1),
+              init);
+  combine.map(combiner->getOperand(0) == acc ? combiner->getOperand(1)
+                                             : combiner->getOperand(0),
+              total);
+  values.map(loop.getResult(0), b.clone(*combiner, combine)->getResult(0));
+}
+
+void KernelBuilder::buildBlockPerRow(OpBuilder &b, const RowPlan &plan) {
+  Location loc = op.getLoc();
+  SmallVector<int64_t> outer(ranges.begin(), ranges.begin() + plan.numOuter);
+  SmallVector<int64_t> innerExtents(ranges.begin() + plan.numOuter,
+                                    ranges.end());
+  int64_t rows = 1, inner = 1;
+  for (int64_t e : outer)
+    rows *= e;
+  for (int64_t e : innerExtents)
+    inner *= e;
+  gpu::LaunchOp launch = createLaunch(b, rows, plan.threads);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value tid = launch.getThreadIds().x;
+  SmallVector<Value> ivs(ranges.size());
+  if (!outer.empty())
+    for (auto [d, v] : llvm::enumerate(
+             delinearize(b, loc, launch.getBlockIds().x, outer)))
+      ivs[d] = v;
+
+  Block &body = op.getRegion().front();
+  IRMapping values;
+  for (Operation &nested : body.without_terminator()) {
+    if (!plan.uniform.contains(&nested))
+      continue;
+    if (auto index = dyn_cast<linalg::IndexOp>(nested))
+      values.map(index.getResult(), ivs[index.getDim()]);
+    else if (plan.rowLoops.contains(&nested))
+      buildCooperativeLoop(b, cast<scf::ForOp>(nested), tid, plan.threads,
+                           values);
+    else
+      cloneIntoKernel(b, nested, values);
+  }
+  // The rest of the body, for each inner point this thread owns.
+  auto loop = scf::ForOp::create(b, loc, tid, indexConstant(b, loc, inner),
+                                 indexConstant(b, loc, plan.threads));
+  b.setInsertionPointToStart(loop.getBody());
+  if (!innerExtents.empty())
+    for (auto [i, v] : llvm::enumerate(
+             delinearize(b, loc, loop.getInductionVar(), innerExtents)))
+      ivs[plan.numOuter + i] = v;
+  for (Operation &nested : body.without_terminator()) {
+    if (plan.uniform.contains(&nested))
+      continue;
+    if (auto index = dyn_cast<linalg::IndexOp>(nested))
+      values.map(index.getResult(), ivs[index.getDim()]);
+    else
+      cloneIntoKernel(b, nested, values);
+  }
+  for (auto [out, value] :
+       llvm::zip_equal(op.getDpsInitsMutable(),
+                       body.getTerminator()->getOperands())) {
+    Value buffer = rebuildInKernel(b, out.get(), kernelValues);
+    memref::StoreOp::create(
+        b, loc, values.lookupOrDefault(value), buffer,
+        applyMap(b, loc, op.getMatchingIndexingMap(&out), ivs));
+  }
+  b.setInsertionPointAfter(loop);
+  gpu::TerminatorOp::create(b, loc);
 }
 
 /// memref.copy as an identity generic, so one kernel builder serves both.
