@@ -84,10 +84,12 @@ bool needsF32(Operation *op) {
 }
 
 /// Ops that only move or replicate elements: a float narrowing after them
-/// equals the same ops on narrowed operands, bit for bit.
+/// equals the same ops on narrowed operands, bit for bit. (pad's constant is
+/// an f64 attribute, rounded to the element type when lowered, like the
+/// cast would round it.)
 bool isPureDataMovement(Operation *op) {
   return isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, TileOp, ConcatOp,
-             GatherOp>(op);
+             GatherOp, PadOp>(op);
 }
 
 /// The operands of a data-movement op that carry its data (gather's indices

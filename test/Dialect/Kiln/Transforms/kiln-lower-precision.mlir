@@ -160,20 +160,25 @@ func.func @f32_only(%x: tensor<2x8xf16>, %g: tensor<8xf16>) -> (tensor<2x8xf16>,
 
 // -----
 
-// The narrowing cast a matmul needs moves above transpose and reshape (bit
-// for bit the same), so they move bf16.
-func.func @hoist(%x: tensor<3x4xf32>, %w: tensor<12x2xf32>) -> tensor<1x2xf32> {
+// The narrowing cast a matmul or conv needs moves above transpose, reshape
+// and pad (bit for bit the same), so they move bf16.
+func.func @hoist(%x: tensor<3x4xf32>, %w: tensor<12x2xf32>, %i: tensor<1x3x4x4xf32>, %f: tensor<2x3x3x3xf32>) -> (tensor<1x2xf32>, tensor<1x2x4x4xf32>) {
   %t = kiln.transpose %x {permutation = array<i64: 1, 0>} : tensor<3x4xf32> -> tensor<4x3xf32>
   %r = kiln.reshape %t : tensor<4x3xf32> -> tensor<1x12xf32>
   %y = kiln.matmul %r, %w : tensor<1x12xf32>, tensor<12x2xf32> -> tensor<1x2xf32>
-  return %y : tensor<1x2xf32>
+  %p = kiln.pad <constant> %i {low = array<i64: 0, 0, 1, 1>, high = array<i64: 0, 0, 1, 1>} : tensor<1x3x4x4xf32> -> tensor<1x3x6x6xf32>
+  %c = kiln.conv %p, %f {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x6x6xf32>, tensor<2x3x3x3xf32>) -> tensor<1x2x4x4xf32>
+  return %y, %c : tensor<1x2xf32>, tensor<1x2x4x4xf32>
 }
 // CHECK-LABEL:   func.func @hoist(
-// CHECK-SAME:        %[[X:.*]]: tensor<3x4xf32>, %[[W:.*]]: tensor<12x2xf32>)
-// BF16:            %[[XL:.*]] = kiln.cast %[[X]] : tensor<3x4xf32> -> tensor<3x4xbf16>
+// CHECK-SAME:        %[[X:.*]]: tensor<3x4xf32>, %[[W:.*]]: tensor<12x2xf32>, %[[I:.*]]: tensor<1x3x4x4xf32>,
+// BF16-DAG:        %[[XL:.*]] = kiln.cast %[[X]] : tensor<3x4xf32> -> tensor<3x4xbf16>
+// BF16-DAG:        %[[IL:.*]] = kiln.cast %[[I]] : tensor<1x3x4x4xf32> -> tensor<1x3x4x4xbf16>
 // BF16:            %[[T:.*]] = kiln.transpose %[[XL]] {{.*}} : tensor<3x4xbf16> -> tensor<4x3xbf16>
 // BF16:            %[[R:.*]] = kiln.reshape %[[T]] : tensor<4x3xbf16> -> tensor<1x12xbf16>
 // BF16:            kiln.matmul %[[R]], %{{.*}} : tensor<1x12xbf16>, tensor<12x2xbf16> -> tensor<1x2xf32>
+// BF16:            %[[P:.*]] = kiln.pad <constant> %[[IL]] {{.*}} : tensor<1x3x4x4xbf16> -> tensor<1x3x6x6xbf16>
+// BF16:            kiln.conv %[[P]], %{{.*}} {{.*}} : (tensor<1x3x6x6xbf16>, tensor<2x3x3x3xbf16>) -> tensor<1x2x4x4xf32>
 
 // -----
 
