@@ -13,7 +13,12 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/InitAllDialects.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
@@ -61,8 +66,9 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
     // The importer already folds as it builds; the graph passes run here, so
     // --emit=kiln shows their result.
     return llvm::formatv(
-        // kiln-lower-precision is a module pass: it adds converted weights.
-        "func.func(kiln-assign-layout{{layout={0} precision={1}}), "
+        // kiln-assign-layout and kiln-lower-precision are module passes:
+        // they add transposed and converted weights.
+        "kiln-assign-layout{{layout={0} precision={1}}, "
         "kiln-lower-precision{{precision={1}{2}}{3}",
         options.layout, options.precision,
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
@@ -117,6 +123,47 @@ LogicalResult buildPipelineUpTo(OpPassManager &pm, Phase last,
       break;
   }
   return success();
+}
+
+namespace {
+/// Whether a kernel reads and/or writes through `buffer` (or views of it).
+void classifyAccess(Value buffer, bool &read, bool &written) {
+  for (Operation *user : buffer.getUsers()) {
+    if (isa<memref::LoadOp>(user)) {
+      read = true;
+    } else if (auto store = dyn_cast<memref::StoreOp>(user)) {
+      written |= store.getMemRef() == buffer;
+    } else if (isa<ViewLikeOpInterface>(user)) {
+      for (Value view : user->getResults())
+        classifyAccess(view, read, written);
+    } else {
+      read = written = true; // Unknown access: count both.
+    }
+  }
+}
+} // namespace
+
+KernelStats estimateKernelStats(ModuleOp module) {
+  KernelStats stats;
+  module.walk([&](gpu::LaunchFuncOp launch) {
+    ++stats.kernels;
+    auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
+        launch, launch.getKernel());
+    if (!kernel)
+      return;
+    for (BlockArgument arg : kernel.getArguments()) {
+      auto type = dyn_cast<MemRefType>(arg.getType());
+      if (!type || !type.hasStaticShape())
+        continue;
+      uint64_t bytes = type.getNumElements() *
+                       ((type.getElementTypeBitWidth() + 7) / 8);
+      bool read = false, written = false;
+      classifyAccess(arg, read, written);
+      stats.bytesRead += read ? bytes : 0;
+      stats.bytesWritten += written ? bytes : 0;
+    }
+  });
+  return stats;
 }
 
 void registerPipelineDialects(DialectRegistry &registry) {

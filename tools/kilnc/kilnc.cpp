@@ -19,6 +19,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
@@ -296,20 +297,48 @@ int main(int argc, char **argv) {
     return error(llvm::toString(module.takeError()));
 
   // Compile up to the requested phase; diagnostics become one error line.
+  // --stats also compiles a copy without fusion, to the gpu phase, to report
+  // what fusion saves.
   std::string diagnostic;
+  std::optional<kiln::KernelStats> fused, unfused;
   {
     ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
       if (diagnostic.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
         diagnostic = diag.str();
       return success();
     });
-    PassManager pm(&context);
-    if (failed(kiln::buildPipelineUpTo(pm, lastPhase, pipelineOptions)))
-      return error("cannot build the compilation pipeline");
-    if (failed(pm.run(**module)))
+    auto runPhases = [&](ModuleOp m, kiln::Phase first, kiln::Phase last,
+                         const kiln::PipelineOptions &opts) -> LogicalResult {
+      PassManager pm(&context);
+      for (int p = static_cast<int>(first); p <= static_cast<int>(last); ++p)
+        if (failed(kiln::addPhase(pm, static_cast<kiln::Phase>(p), opts)))
+          return failure();
+      return pm.run(m);
+    };
+    auto failedWith = [&]() {
       return error(
           inputFile + ": compilation failed: " +
           (diagnostic.empty() ? std::string("unknown error") : diagnostic));
+    };
+    if (stats) {
+      OwningOpRef<ModuleOp> copy((**module).clone());
+      kiln::PipelineOptions unfusedOptions = pipelineOptions;
+      unfusedOptions.fuse = false;
+      if (failed(runPhases(*copy, kiln::Phase::Kiln, kiln::Phase::Gpu,
+                           unfusedOptions)))
+        return failedWith();
+      unfused = kiln::estimateKernelStats(*copy);
+    }
+    bool pastGpu = lastPhase > kiln::Phase::Gpu;
+    if (failed(runPhases(**module, kiln::Phase::Kiln,
+                         pastGpu ? kiln::Phase::Gpu : lastPhase,
+                         pipelineOptions)))
+      return failedWith();
+    if (stats)
+      fused = kiln::estimateKernelStats(**module);
+    if (pastGpu && failed(runPhases(**module, kiln::Phase::Llvm, lastPhase,
+                                    pipelineOptions)))
+      return failedWith();
   }
 
   if (output == Output::Artifact || stats) {
@@ -322,13 +351,19 @@ int main(int argc, char **argv) {
         kiln::buildArtifact(**module, artifactOptions, &artifactStats);
     if (!artifact)
       return error(inputFile + ": " + llvm::toString(artifact.takeError()));
-    if (stats)
+    if (stats) {
+      auto moved = [](const kiln::KernelStats &k) {
+        return (unsigned long long)(k.bytesRead + k.bytesWritten);
+      };
       llvm::outs() << llvm::format(
-          "kernels: %zu\narena bytes: %llu\nnaive arena bytes: %llu\nweight "
-          "bytes: %llu\n",
-          artifactStats.kernels, (unsigned long long)artifactStats.arenaBytes,
+          "kernels: %zu\nkernels unfused: %zu\nbytes moved: %llu\nbytes "
+          "moved unfused: %llu\narena bytes: %llu\nnaive arena bytes: "
+          "%llu\nweight bytes: %llu\n",
+          artifactStats.kernels, unfused->kernels, moved(*fused),
+          moved(*unfused), (unsigned long long)artifactStats.arenaBytes,
           (unsigned long long)artifactStats.naiveArenaBytes,
           (unsigned long long)artifactStats.weightBytes);
+    }
     if (output == Output::Artifact) {
       // writeArtifact writes a temporary file and renames it into place.
       if (kiln::runtime::Error err =

@@ -22,6 +22,7 @@
 
 namespace mlir {
 class DialectRegistry;
+class ModuleOp;
 class OpPassManager;
 } // namespace mlir
 
@@ -63,6 +64,18 @@ llvm::LogicalResult buildPipelineUpTo(mlir::OpPassManager &pm, Phase last,
 
 /// Registers what the pipelines need: dialects, bufferization and LLVM
 /// translation interfaces, the NVVM target.
+/// What the kernels of a module do, read after the gpu phase.
+struct KernelStats {
+  size_t kernels = 0;
+  /// Estimated traffic: each buffer a kernel reads (writes) counts once per
+  /// launch, in full, as if every kernel had an ideal cache.
+  uint64_t bytesRead = 0;
+  uint64_t bytesWritten = 0;
+};
+
+/// Counts the launches of `module` (after the gpu phase) and their traffic.
+KernelStats estimateKernelStats(mlir::ModuleOp module);
+
 void registerPipelineDialects(mlir::DialectRegistry &registry);
 
 /// Registers the passes the pipelines use, so textual pipelines parse.

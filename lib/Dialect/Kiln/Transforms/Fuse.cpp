@@ -35,6 +35,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <deque>
 
@@ -233,26 +234,66 @@ private:
     }
   }
 
-  /// Step 3: clone cheap producers of `v` into `g`.
+  /// Step 3: pull the cheap producers of `v` into `g`, whole or not at all.
   void pull(Group &g, Value v) {
+    llvm::SetVector<Operation *> cone;
+    collectCone(g, v, cone);
+    if (cone.empty() || g.size() + cone.size() > kMaxOps)
+      return;
+    for (Operation *op : cone)
+      g.pulled.insert(op);
+  }
+
+  void collectCone(Group &g, Value v, llvm::SetVector<Operation *> &cone) {
     Operation *def = v.getDefiningOp();
-    if (!def || g.size() >= kMaxOps || g.pulled.contains(def))
-      return;
     Group *source = groupOfValue(v);
-    if (!source || source == &g || !source->isCheapOnly())
+    if (!def || !source || source == &g || !source->isCheapOnly() ||
+        g.pulled.contains(def) || cone.contains(def))
       return;
-    Role role = roleOf(def);
-    if (role == Role::Elementwise && g.anchor &&
+    if (roleOf(def) == Role::Elementwise && g.anchor &&
         roleOf(g.anchor) == Role::Contraction) {
+      // Into a contraction only when nothing else needs the value.
       bool onlyUser = llvm::all_of(v.getUsers(), [&](Operation *user) {
-        return groupOf.lookup(user) == &g || g.pulled.contains(user);
+        return groupOf.lookup(user) == &g || g.pulled.contains(user) ||
+               cone.contains(user);
       });
       if (!onlyUser)
         return;
     }
-    g.pulled.insert(def);
+    cone.insert(def);
     for (Value operand : def->getOperands())
-      pull(g, operand);
+      collectCone(g, operand, cone);
+  }
+
+  /// Makes the pulled producers members: a copy each, used by the group.
+  void clonePulled(Group &g) {
+    SmallVector<Operation *> pulled(g.pulled.begin(), g.pulled.end());
+    llvm::sort(pulled, [&](Operation *x, Operation *y) {
+      return order.lookup(x) < order.lookup(y);
+    });
+    // Earlier groups may have rewired these ops to their own copies: map
+    // those copies too, so this group's copies only read each other.
+    IRMapping mapping;
+    for (Operation *op : pulled) {
+      OpBuilder b(op->getContext());
+      b.setInsertionPointAfter(op);
+      Operation *copy = b.clone(*op, mapping);
+      mapping.map(op->getResults(), copy->getResults());
+      for (Operation *other : copiesOf[op])
+        mapping.map(other->getResults(), copy->getResults());
+      copiesOf[op].push_back(copy);
+      order[copy] = order.lookup(op);
+      groupOf[copy] = &g;
+      g.ops.push_back(copy);
+    }
+    for (Operation *op : g.ops)
+      for (OpOperand &operand : op->getOpOperands())
+        if (Value copy = mapping.lookupOrNull(operand.get()))
+          operand.set(copy);
+    llvm::stable_sort(g.ops, [&](Operation *x, Operation *y) {
+      return order.lookup(x) < order.lookup(y);
+    });
+    g.pulled.clear();
   }
 
   /// Step 4: matmuls of one shape reading one input run side by side.
@@ -277,28 +318,15 @@ private:
     }
   }
 
-  /// Whether some user of `v` needs it in memory: not cloned by the user's
-  /// group.
-  bool needsMaterializing(Value v) {
-    Operation *def = v.getDefiningOp();
-    Group *own = groupOf.lookup(def);
-    return llvm::any_of(v.getUsers(), [&](Operation *user) {
-      Group *g = groupOf.lookup(user);
-      if (g == own)
-        return false;
-      return !g || !g->alive || !g->pulled.contains(def);
-    });
-  }
-
   /// Builds the kiln.fusion ops.
   void materialize() {
+    for (Group &g : groups)
+      if (g.alive)
+        clonePulled(g);
     for (Group &g : groups) {
       if (!g.alive)
         continue;
-      if (g.isCheapOnly() &&
-          llvm::none_of(escaping(g),
-                        [&](Value v) { return needsMaterializing(v); }))
-        continue; // Every user cloned it.
+      // A cheap group every user cloned has no value left to store.
       SmallVector<Value> results = escaping(g);
       if (results.empty())
         continue;
@@ -319,34 +347,27 @@ private:
     auto fusion = FusionOp::create(b, last->getLoc(),
                                    ValueRange(results).getTypes(),
                                    b.getStringAttr(kindOf(g)));
-    Block *block = b.createBlock(&fusion.getBody());
+    b.createBlock(&fusion.getBody());
     auto yield = YieldOp::create(b, last->getLoc(), results);
 
-    // Copies of the pulled producers first, in block order.
-    SmallVector<Operation *> pulled(g.pulled.begin(), g.pulled.end());
-    llvm::sort(pulled, [&](Operation *x, Operation *y) {
-      return order.lookup(x) < order.lookup(y);
-    });
-    IRMapping mapping;
-    b.setInsertionPoint(yield);
-    for (Operation *op : pulled)
-      b.clone(*op, mapping);
-    for (Operation *op : g.ops) {
+    for (Operation *op : g.ops)
       op->moveBefore(yield);
-      for (OpOperand &operand : op->getOpOperands())
-        if (Value copy = mapping.lookupOrNull(operand.get()))
-          operand.set(copy);
-    }
     for (auto [escaped, result] : llvm::zip(results, fusion.getResults()))
       Value(escaped).replaceUsesWithIf(result, [&](OpOperand &use) {
         return !fusion->isProperAncestor(use.getOwner());
       });
-    (void)block;
   }
 
+  /// The region's kind: its contraction and row ops, in order, or what its
+  /// cheap ops are.
   std::string kindOf(const Group &g) {
-    if (g.anchor)
-      return g.anchor->getName().stripDialect().str();
+    SmallVector<StringRef> anchors;
+    for (Operation *op : g.ops)
+      if (!isCheap(roleOf(op)) &&
+          !llvm::is_contained(anchors, op->getName().stripDialect()))
+        anchors.push_back(op->getName().stripDialect());
+    if (!anchors.empty())
+      return llvm::join(anchors, "+");
     return llvm::any_of(g.ops,
                         [](Operation *op) {
                           return roleOf(op) == Role::Elementwise;
@@ -369,6 +390,7 @@ private:
   func::FuncOp func;
   DenseMap<Operation *, unsigned> order;
   DenseMap<Operation *, Group *> groupOf;
+  DenseMap<Operation *, SmallVector<Operation *>> copiesOf;
   std::deque<Group> groups;
 };
 
