@@ -30,6 +30,9 @@ struct ScalarBuilder {
   OpBuilder &b;
   Location loc;
   Type type;
+  /// The operands are unsigned integers (carried as signless ones of the same
+  /// width inside the generic's body).
+  bool isUnsigned = false;
 
   bool isFloat() const { return isa<FloatType>(type); }
   Value constant(double v) const { return scalarConstant(b, loc, type, v); }
@@ -51,11 +54,15 @@ struct ScalarBuilder {
   Value max(Value x, Value y) const {
     if (isFloat())
       return arith::MaximumFOp::create(b, loc, x, y);
+    if (isUnsigned)
+      return arith::MaxUIOp::create(b, loc, x, y);
     return arith::MaxSIOp::create(b, loc, x, y);
   }
   Value min(Value x, Value y) const {
     if (isFloat())
       return arith::MinimumFOp::create(b, loc, x, y);
+    if (isUnsigned)
+      return arith::MinUIOp::create(b, loc, x, y);
     return arith::MinSIOp::create(b, loc, x, y);
   }
   Value select(Value c, Value x, Value y) const {
@@ -65,6 +72,25 @@ struct ScalarBuilder {
             Value y) const {
     if (isFloat())
       return arith::CmpFOp::create(b, loc, f, x, y);
+    if (isUnsigned) {
+      using CI = arith::CmpIPredicate;
+      switch (i) {
+      case CI::slt:
+        i = CI::ult;
+        break;
+      case CI::sle:
+        i = CI::ule;
+        break;
+      case CI::sgt:
+        i = CI::ugt;
+        break;
+      case CI::sge:
+        i = CI::uge;
+        break;
+      default:
+        break;
+      }
+    }
     return arith::CmpIOp::create(b, loc, i, x, y);
   }
   Value exp(Value x) const { return math::ExpOp::create(b, loc, x); }
@@ -75,10 +101,12 @@ struct ScalarBuilder {
   }
 };
 
-/// Result element of one elementwise kiln op, given its operands' elements.
-Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
+/// Result element of one elementwise kiln op, given its operands' elements
+/// (signless; `isUnsigned` says the integers are unsigned).
+Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args,
+                 bool isUnsigned) {
   Type type = args.front().getType();
-  ScalarBuilder s{b, loc, type};
+  ScalarBuilder s{b, loc, type, isUnsigned};
   Value x = args.front();
   using CF = arith::CmpFPredicate;
   using CI = arith::CmpIPredicate;
@@ -91,6 +119,8 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
       .Case([&](AbsOp) -> Value {
         if (s.isFloat())
           return math::AbsFOp::create(b, loc, x);
+        if (s.isUnsigned)
+          return x;
         // select(x < 0, 0 - x, x): math.absi has no NVVM lowering.
         Value negative = s.cmp(CF::OLT, CI::slt, x, s.constant(0));
         return s.select(negative, s.sub(s.constant(0), x), x);
@@ -186,9 +216,12 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
       .Case([&](AddOp) { return s.add(x, args[1]); })
       .Case([&](SubOp) { return s.sub(x, args[1]); })
       .Case([&](MulOp) { return s.mul(x, args[1]); })
-      .Case([&](DivOp) {
-        return s.isFloat() ? s.div(x, args[1])
-                           : Value(arith::DivSIOp::create(b, loc, x, args[1]));
+      .Case([&](DivOp) -> Value {
+        if (s.isFloat())
+          return s.div(x, args[1]);
+        if (s.isUnsigned)
+          return arith::DivUIOp::create(b, loc, x, args[1]);
+        return arith::DivSIOp::create(b, loc, x, args[1]);
       })
       .Case([&](PowOp) -> Value {
         if (s.isFloat())
@@ -196,10 +229,17 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
         // Integer pow through f64 (exact while the result fits in 53 bits):
         // math.ipowi has no NVVM lowering.
         Type f64 = b.getF64Type();
-        Value base = arith::SIToFPOp::create(b, loc, f64, x);
-        Value exponent = arith::SIToFPOp::create(b, loc, f64, args[1]);
+        Value base = s.isUnsigned
+                         ? Value(arith::UIToFPOp::create(b, loc, f64, x))
+                         : Value(arith::SIToFPOp::create(b, loc, f64, x));
+        Value exponent =
+            s.isUnsigned
+                ? Value(arith::UIToFPOp::create(b, loc, f64, args[1]))
+                : Value(arith::SIToFPOp::create(b, loc, f64, args[1]));
         Value power = math::RoundEvenOp::create(
             b, loc, math::PowFOp::create(b, loc, base, exponent));
+        if (s.isUnsigned)
+          return arith::FPToUIOp::create(b, loc, x.getType(), power);
         return arith::FPToSIOp::create(b, loc, x.getType(), power);
       })
       .Case([&](MaxOp) { return s.max(x, args[1]); })
@@ -207,6 +247,8 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
       .Case([&](ModOp mod) -> Value {
         if (s.isFloat())
           return arith::RemFOp::create(b, loc, x, args[1]);
+        if (s.isUnsigned) // both conventions agree on non-negative operands
+          return arith::RemUIOp::create(b, loc, x, args[1]);
         Value rem = arith::RemSIOp::create(b, loc, x, args[1]);
         if (mod.getFmod())
           return rem;
@@ -231,8 +273,10 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args) {
       .Default([](Operation *) { return Value(); });
 }
 
-/// Converts a scalar between element types with kiln.cast's rules.
-Value emitCast(OpBuilder &b, Location loc, Value x, Type to) {
+/// Converts a scalar between element types with kiln.cast's rules. Integers
+/// are signless here; `fromUnsigned` and `toUnsigned` give their signedness.
+Value emitCast(OpBuilder &b, Location loc, Value x, Type to,
+               bool fromUnsigned = false, bool toUnsigned = false) {
   Type from = x.getType();
   if (from == to)
     return x;
@@ -249,16 +293,18 @@ Value emitCast(OpBuilder &b, Location loc, Value x, Type to) {
                                                x, zero));
   }
   bool fromBool = from.isInteger(1);
+  bool zeroExtend = fromBool || fromUnsigned;
   if (toF)
-    return fromBool ? Value(arith::UIToFPOp::create(b, loc, to, x))
-                    : Value(arith::SIToFPOp::create(b, loc, to, x));
+    return zeroExtend ? Value(arith::UIToFPOp::create(b, loc, to, x))
+                      : Value(arith::SIToFPOp::create(b, loc, to, x));
   if (fromF)
-    return arith::FPToSIOp::create(b, loc, to, x);
+    return toUnsigned ? Value(arith::FPToUIOp::create(b, loc, to, x))
+                      : Value(arith::FPToSIOp::create(b, loc, to, x));
   unsigned fromWidth = from.getIntOrFloatBitWidth(),
            toWidth = to.getIntOrFloatBitWidth();
   if (fromWidth < toWidth)
-    return fromBool ? Value(arith::ExtUIOp::create(b, loc, to, x))
-                    : Value(arith::ExtSIOp::create(b, loc, to, x));
+    return zeroExtend ? Value(arith::ExtUIOp::create(b, loc, to, x))
+                      : Value(arith::ExtSIOp::create(b, loc, to, x));
   return arith::TruncIOp::create(b, loc, to, x);
 }
 
@@ -312,25 +358,58 @@ struct RoundToTf32Pair : OpRewritePattern<CastOp> {
   }
 };
 
+/// An unsigned integer type's signless twin; other types unchanged.
+Type toSignless(Type type) {
+  if (type.isUnsignedInteger())
+    return IntegerType::get(type.getContext(), type.getIntOrFloatBitWidth());
+  return type;
+}
+
+/// `value` as a signless integer when it is an unsigned one.
+Value toSignless(OpBuilder &b, Location loc, Value value) {
+  Type signless = toSignless(value.getType());
+  if (signless == value.getType())
+    return value;
+  return UnrealizedConversionCastOp::create(b, loc, signless, value)
+      .getResult(0);
+}
+
 template <typename OpTy> struct ElementwiseToGeneric : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
-    if (failed(refuseUnsignedTensors(op, rewriter)))
-      return failure();
     // tf32 tensors exist only inside RoundToTf32Pair's pair.
     if constexpr (std::is_same_v<OpTy, CastOp>)
       if (op.getType().getElementType().isTF32() ||
           op.getInput().getType().getElementType().isTF32())
         return rewriter.notifyMatchFailure(op, "tf32 has no storage type");
     auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    // Unsigned integers: arith wants signless ones, so the body casts its
+    // arguments to signless integers of the same width and its result back;
+    // the casts vanish when both sides become LLVM's iN.
+    auto isUnsigned = [](Type type) {
+      return getElementTypeOrSelf(type).isUnsignedInteger();
+    };
+    bool unsignedOperands = llvm::any_of(op->getOperandTypes(), isUnsigned);
+    Type resultElement = resultType.getElementType();
+    bool unsignedResult = isUnsigned(resultElement);
     Value result = elementwiseGeneric(
         rewriter, op.getLoc(), resultType, op->getOperands(),
-        [&](OpBuilder &b, Location loc, ValueRange args) {
+        [&](OpBuilder &b, Location loc, ValueRange blockArgs) -> Value {
+          SmallVector<Value> args;
+          for (Value arg : blockArgs)
+            args.push_back(toSignless(b, loc, arg));
+          Value value;
           if constexpr (std::is_same_v<OpTy, CastOp>)
-            return emitCast(b, loc, args.front(), resultType.getElementType());
+            value = emitCast(b, loc, args.front(), toSignless(resultElement),
+                             unsignedOperands, unsignedResult);
           else
-            return emitScalar(op, b, loc, args);
+            value = emitScalar(op, b, loc, args, unsignedOperands);
+          if (value && value.getType() != resultElement)
+            value = UnrealizedConversionCastOp::create(b, loc, resultElement,
+                                                       value)
+                        .getResult(0);
+          return value;
         });
     rewriter.replaceOp(op, result);
     return success();

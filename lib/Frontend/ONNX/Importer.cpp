@@ -193,15 +193,18 @@ LogicalResult GraphImporter::readOpsets() {
   for (const onnx::OperatorSetIdProto &id : model.opset_import())
     if (id.domain().empty() || id.domain() == "ai.onnx")
       opset = id.version();
+  // Ops of other domains first: a model of only such ops (ai.onnx.ml,
+  // training) often imports no default-domain opset, and the op is the reason.
+  for (const onnx::NodeProto &node : model.graph().node())
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      return fail(describeNode(node) + ": op type '" + node.domain() + "." +
+                  node.op_type() + "' is not supported (domain '" +
+                  node.domain() + "'; only the default ai.onnx domain is)");
   if (opset == 0)
     return fail("model imports no default-domain (ai.onnx) opset");
   if (opset < kMinOpset || opset > kMaxOpset)
     return fail("opset " + Twine(opset) + " is not supported (Kiln supports " +
                 Twine(kMinOpset) + " to " + Twine(kMaxOpset) + ")");
-  for (const onnx::NodeProto &node : model.graph().node())
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
-      return fail(describeNode(node) + ": domain '" + node.domain() +
-                  "' is not supported (only the default ai.onnx domain is)");
   if (model.graph().sparse_initializer_size() > 0)
     return fail("tensor '" +
                 model.graph().sparse_initializer(0).values().name() +

@@ -103,9 +103,39 @@ func.func @select(%c: tensor<2x3xi1>, %a: tensor<2x3xf32>, %b: tensor<f32>) -> t
 
 // -----
 
-// Unsigned integer tensors have no lowering yet: a clear error.
-func.func @unsigned(%a: tensor<4xui8>) -> tensor<4xui8> {
-  // expected-error @+1 {{failed to legalize operation 'kiln.add'}}
-  %0 = kiln.add %a, %a : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
-  return %0 : tensor<4xui8>
+// Unsigned integers: the body computes on signless integers of the same
+// width (unrealized casts in and out, which vanish at LLVM's iN) with the
+// unsigned forms of division, remainder, min/max, comparison and conversion.
+// CHECK-LABEL: func.func @unsigned
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[A:.*]]: ui8, %[[B:.*]]: ui8, %{{.*}}: ui8):
+// CHECK-DAG: %[[SA:.*]] = builtin.unrealized_conversion_cast %[[A]] : ui8 to i8
+// CHECK-DAG: %[[SB:.*]] = builtin.unrealized_conversion_cast %[[B]] : ui8 to i8
+// CHECK: %[[Q:.*]] = arith.divui %[[SA]], %[[SB]] : i8
+// CHECK: %[[R:.*]] = builtin.unrealized_conversion_cast %[[Q]] : i8 to ui8
+// CHECK: linalg.yield %[[R]] : ui8
+// CHECK: arith.remui
+// CHECK: arith.maxui
+// CHECK: arith.minui
+// CHECK: arith.cmpi ult
+// CHECK: arith.addi
+// CHECK: arith.uitofp %{{.*}} : i8 to f32
+// CHECK: arith.extui %{{.*}} : i8 to i32
+// CHECK: arith.fptoui %{{.*}} : f32 to i8
+func.func @unsigned(%a: tensor<4xui8>, %b: tensor<4xui8>, %f: tensor<4xf32>)
+    -> (tensor<4xui8>, tensor<4xui8>, tensor<4xui8>, tensor<4xui8>,
+        tensor<4xi1>, tensor<4xui8>, tensor<4xf32>, tensor<4xi32>,
+        tensor<4xui8>) {
+  %0 = kiln.div %a, %b : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
+  %1 = kiln.mod %a, %b : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
+  %2 = kiln.max %a, %b : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
+  %3 = kiln.min %a, %b : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
+  %4 = kiln.less %a, %b : tensor<4xui8>, tensor<4xui8> -> tensor<4xi1>
+  %5 = kiln.add %a, %b : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
+  %6 = kiln.cast %a : tensor<4xui8> -> tensor<4xf32>
+  %7 = kiln.cast %a : tensor<4xui8> -> tensor<4xi32>
+  %8 = kiln.cast %f : tensor<4xf32> -> tensor<4xui8>
+  return %0, %1, %2, %3, %4, %5, %6, %7, %8 : tensor<4xui8>, tensor<4xui8>,
+      tensor<4xui8>, tensor<4xui8>, tensor<4xi1>, tensor<4xui8>,
+      tensor<4xf32>, tensor<4xi32>, tensor<4xui8>
 }

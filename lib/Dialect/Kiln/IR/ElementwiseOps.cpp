@@ -54,9 +54,11 @@ LogicalResult ClipOp::verify() {
 
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
   if (isSplatOf(adaptor.getRhs(), 0.0))
-    return foldToOperandIfSameType(getLhs(), getType());
+    if (OpFoldResult same = foldToOperandIfSameType(getLhs(), getType()))
+      return same;
   if (isSplatOf(adaptor.getLhs(), 0.0))
-    return foldToOperandIfSameType(getRhs(), getType());
+    if (OpFoldResult same = foldToOperandIfSameType(getRhs(), getType()))
+      return same;
   return foldBinary(
       adaptor.getLhs(), adaptor.getRhs(), getType(),
       [](const APInt &a, const APInt &b, bool) { return a + b; },
@@ -65,7 +67,8 @@ OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
 
 OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
   if (isSplatOf(adaptor.getRhs(), 0.0))
-    return foldToOperandIfSameType(getLhs(), getType());
+    if (OpFoldResult same = foldToOperandIfSameType(getLhs(), getType()))
+      return same;
   return foldBinary(
       adaptor.getLhs(), adaptor.getRhs(), getType(),
       [](const APInt &a, const APInt &b, bool) { return a - b; },
@@ -74,9 +77,11 @@ OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
 
 OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
   if (isSplatOf(adaptor.getRhs(), 1.0))
-    return foldToOperandIfSameType(getLhs(), getType());
+    if (OpFoldResult same = foldToOperandIfSameType(getLhs(), getType()))
+      return same;
   if (isSplatOf(adaptor.getLhs(), 1.0))
-    return foldToOperandIfSameType(getRhs(), getType());
+    if (OpFoldResult same = foldToOperandIfSameType(getRhs(), getType()))
+      return same;
   return foldBinary(
       adaptor.getLhs(), adaptor.getRhs(), getType(),
       [](const APInt &a, const APInt &b, bool) { return a * b; },
@@ -85,14 +90,16 @@ OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
 
 OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
   if (isSplatOf(adaptor.getRhs(), 1.0))
-    return foldToOperandIfSameType(getLhs(), getType());
+    if (OpFoldResult same = foldToOperandIfSameType(getLhs(), getType()))
+      return same;
   return foldBinary(adaptor.getLhs(), adaptor.getRhs(), getType(), divInts,
                     [](const APFloat &a, const APFloat &b) { return a / b; });
 }
 
 OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
   if (isSplatOf(adaptor.getRhs(), 1.0))
-    return foldToOperandIfSameType(getLhs(), getType());
+    if (OpFoldResult same = foldToOperandIfSameType(getLhs(), getType()))
+      return same;
   return {};
 }
 

@@ -240,20 +240,71 @@ template <typename OpTy> LogicalResult importSoftmax(NodeImporter &n) {
 /// Only output 0 is supported; the mean and inverse standard deviation
 /// outputs (training) are refused by checkArity. stash_type only sets the
 /// precision of the statistics, which precision lowering decides.
+/// The optional Mean and InvStdDev outputs are computed beside kiln.layer_norm
+/// (which yields Y only) in the stash type, as the function body defines them:
+/// mean over axes [axis, rank) with kept dims, 1 / sqrt(mean((x - mean)^2) +
+/// epsilon).
 LogicalResult importLayerNormalization(NodeImporter &n) {
-  if (failed(n.checkArity(2, 3)))
+  if (failed(n.checkArity(2, 3, 3)))
     return failure();
-  FailureOr<int64_t> axis =
-      normalizeAxisOrFail(n, n.intAttr("axis", -1), n.inputType(0).getRank());
+  int64_t rank = n.inputType(0).getRank();
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", -1), rank);
   if (failed(axis))
     return failure();
+  float epsilon = n.floatAttr("epsilon", 1e-5f);
   SmallVector<Value> operands{n.input(0), n.input(1)};
   if (n.hasInput(2))
     operands.push_back(n.input(2));
-  return bind(
-      n, n.make<LayerNormOp>(
-             operands, {n.namedI64("axis", *axis),
-                        n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
+  FailureOr<Value> y = n.make<LayerNormOp>(
+      operands, {n.namedI64("axis", *axis), n.namedF32("epsilon", epsilon)});
+  if (failed(y))
+    return failure();
+  auto used = [&](int i) {
+    return n.node().output_size() > i && !n.node().output(i).empty();
+  };
+  if (!used(1) && !used(2))
+    return n.setResult(*y);
+
+  int64_t stash = n.intAttr("stash_type", 1);
+  Type stashType = convertElementType(static_cast<int32_t>(stash), n.context());
+  if (!stashType || !isa<FloatType>(stashType))
+    return n.fail("stash_type " + Twine(stash) +
+                  " is not a supported floating-point type");
+  Value x = n.input(0);
+  if (elementTypeOf(x) != stashType) {
+    FailureOr<Value> cast = n.makeTyped<CastOp>(
+        RankedTensorType::get(typeOf(x).getShape(), stashType), x);
+    if (failed(cast))
+      return failure();
+    x = *cast;
+  }
+  SmallVector<int64_t> axes;
+  for (int64_t d = *axis; d < rank; ++d)
+    axes.push_back(d);
+  FailureOr<Value> mean = reduce(n, ReduceKind::Mean, x, axes, true);
+  if (failed(mean))
+    return failure();
+  FailureOr<Value> deviation = n.make<SubOp>({x, *mean});
+  if (failed(deviation))
+    return failure();
+  FailureOr<Value> square = n.make<MulOp>({*deviation, *deviation});
+  if (failed(square))
+    return failure();
+  FailureOr<Value> variance = reduce(n, ReduceKind::Mean, *square, axes, true);
+  if (failed(variance))
+    return failure();
+  FailureOr<Value> shifted =
+      n.make<AddOp>({*variance, n.scalar(stashType, epsilon)});
+  if (failed(shifted))
+    return failure();
+  FailureOr<Value> deviationScale = n.make<SqrtOp>(*shifted);
+  if (failed(deviationScale))
+    return failure();
+  FailureOr<Value> invStdDev =
+      n.make<DivOp>({n.scalar(stashType, 1.0), *deviationScale});
+  if (failed(invStdDev))
+    return failure();
+  return n.setResults({*y, *mean, *invStdDev});
 }
 
 /// Inference only: uses the running mean and variance. Opset 15 lets the
@@ -464,7 +515,7 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
        "flattened to 2-D around kiln.log_softmax"},
       {"LogSoftmax", 13, importSoftmax<LogSoftmaxOp>, ""},
       {"LayerNormalization", 17, importLayerNormalization,
-       "Mean and InvStdDev outputs unsupported"},
+       "Mean and InvStdDev outputs computed beside kiln.layer_norm"},
       {"BatchNormalization", 7, importBatchNormalization,
        "inference only, output 0 only; spatial=0 unsupported"},
       {"BatchNormalization", 9, importBatchNormalization,

@@ -1009,3 +1009,19 @@ func.func @cast_cast_float_int_not_merged(%x: tensor<4xf32>) -> tensor<4xf32> {
   %1 = kiln.cast %0 : tensor<4xi32> -> tensor<4xf32>
   return %1 : tensor<4xf32>
 }
+
+// -----
+
+// x - 0 and x + 0 between constants whose broadcast changes the type still
+// fold to constants (the identity fold does not apply, evaluation does), as
+// in shape arithmetic: rank - [0].
+// CHECK-LABEL: func.func @zero_broadcast_constants_fold(
+// CHECK-NEXT:      %[[C:.*]] = kiln.constant dense<2> : tensor<1xi64>
+// CHECK-NEXT:      return %[[C]], %[[C]] : tensor<1xi64>, tensor<1xi64>
+func.func @zero_broadcast_constants_fold() -> (tensor<1xi64>, tensor<1xi64>) {
+  %r = kiln.constant dense<2> : tensor<i64>
+  %z = kiln.constant dense<0> : tensor<1xi64>
+  %0 = kiln.sub %r, %z : tensor<i64>, tensor<1xi64> -> tensor<1xi64>
+  %1 = kiln.add %r, %z : tensor<i64>, tensor<1xi64> -> tensor<1xi64>
+  return %0, %1 : tensor<1xi64>, tensor<1xi64>
+}
