@@ -17,13 +17,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
-#include <random>
 #include <cfenv>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <type_traits>
 
@@ -211,8 +211,9 @@ double roundOddSum(double x, double y) {
   double error = (x - (s - yv)) + (y - yv);
   if (error == 0 || (toBits(s) & 1))
     return s;
-  return std::nextafter(s, error > 0 ? std::numeric_limits<double>::infinity()
-                                     : -std::numeric_limits<double>::infinity());
+  return std::nextafter(s, error > 0
+                               ? std::numeric_limits<double>::infinity()
+                               : -std::numeric_limits<double>::infinity());
 }
 
 int roundingModeOf(Rounding r) {
@@ -607,12 +608,14 @@ private:
   /// Host pointer for `bytes` at `address` in `space` for lane `lane` of
   /// warp `w` (generic addresses may be shared or local), checked for
   /// bounds and alignment to `align`; nullptr after a fault.
-  uint8_t *resolve(unsigned w, unsigned lane, uint32_t pc, Space space,
-                   uint64_t address, unsigned bytes, unsigned align,
-                   const char *what, bool *isSharedOut = nullptr);
+  __attribute__((noinline)) uint8_t *resolve(unsigned w, unsigned lane,
+                                             uint32_t pc, Space space,
+                                             uint64_t address, unsigned bytes,
+                                             unsigned align, const char *what,
+                                             bool *isSharedOut = nullptr);
   /// The shared-read check (--check-shared-reads): every byte was written.
-  bool checkSharedRead(unsigned w, unsigned lane, uint32_t pc,
-                       uint64_t offset, unsigned bytes);
+  bool checkSharedRead(unsigned w, unsigned lane, uint32_t pc, uint64_t offset,
+                       unsigned bytes);
   void markSharedWritten(uint64_t offset, unsigned bytes) {
     if (checkShared)
       std::memset(sharedWritten.data() + offset, 1, bytes);
@@ -625,8 +628,7 @@ private:
                   uint32_t exec);
   bool matrixMultiply(unsigned w, uint32_t pc, const Instruction &in,
                       uint32_t exec);
-  bool asyncCopy(unsigned w, uint32_t pc, const Instruction &in,
-                 uint32_t exec);
+  bool asyncCopy(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
   /// Completes lane `lane`'s copies of groups before `group` (all with
   /// UINT32_MAX).
   void completeCopies(unsigned w, uint32_t lanes, uint32_t keepGroups,
@@ -808,22 +810,22 @@ bool BlockRunner::runBlock(Dim3 id) {
       uint32_t lanes = std::min<uint32_t>(32, threadsPerBlock - w * 32);
       uint32_t all = lanes == 32 ? kFullMask : ((1u << lanes) - 1);
       if (warps[w].live != all && barrierExpected[id] == 0)
-        return fault(waitingWarp, lane, pc,
-                     fmt::format("barrier {} is reached by only part of the "
-                                 "block: thread {} has exited",
-                                 id,
-                                 threadName(w * 32 + __builtin_ctz(
-                                                         all & ~warps[w].live))));
+        return fault(
+            waitingWarp, lane, pc,
+            fmt::format(
+                "barrier {} is reached by only part of the "
+                "block: thread {} has exited",
+                id, threadName(w * 32 + __builtin_ctz(all & ~warps[w].live))));
     }
     for (unsigned w = 0; w < numWarps; ++w)
       if (warps[w].waiting && warps[w].barrier != id)
-        return fault(waitingWarp, lane, pc,
-                     fmt::format("barrier {} waits while thread {} waits at "
-                                 "barrier {}: neither can complete",
-                                 id,
-                                 threadName(w * 32 +
-                                            __builtin_ctz(warps[w].waiting)),
-                                 warps[w].barrier));
+        return fault(
+            waitingWarp, lane, pc,
+            fmt::format("barrier {} waits while thread {} waits at "
+                        "barrier {}: neither can complete",
+                        id,
+                        threadName(w * 32 + __builtin_ctz(warps[w].waiting)),
+                        warps[w].barrier));
     uint32_t need = barrierExpected[id] ? barrierExpected[id] : threadsPerBlock;
     return fault(waitingWarp, lane, pc,
                  fmt::format("barrier {} expects {} threads but only {} "
@@ -1049,10 +1051,10 @@ bool BlockRunner::runWarp(unsigned w) {
       break;
     case Op::CpAsyncWait: {
       uint32_t keep =
-          in.numSrc ? static_cast<uint32_t>(
-                          r[static_cast<size_t>(in.src[0]) * 32 +
-                            (exec ? __builtin_ctz(exec) : 0)])
-                    : 0;
+          in.numSrc
+              ? static_cast<uint32_t>(r[static_cast<size_t>(in.src[0]) * 32 +
+                                        (exec ? __builtin_ctz(exec) : 0)])
+              : 0;
       completeCopies(w, exec, keep, in.numSrc == 0);
       break;
     }
@@ -1069,8 +1071,8 @@ bool BlockRunner::runWarp(unsigned w) {
       break;
     case Op::Cvt:
       if (!convert(r, in, exec))
-        return finish(fault(w, __builtin_ctz(mask), pc,
-                            "unsupported conversion"));
+        return finish(
+            fault(w, __builtin_ctz(mask), pc, "unsupported conversion"));
       break;
     default:
       if (in.carryIn || in.carryOut) {
@@ -1191,8 +1193,7 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
   auto transfer = [&](unsigned lane, uint8_t *p) {
     if (isLoad) {
       for (unsigned e = 0; e < in.vec; ++e)
-        r[static_cast<size_t>(in.dst[e]) * 32 + lane] =
-            loadValue(p + e * size);
+        r[static_cast<size_t>(in.dst[e]) * 32 + lane] = loadValue(p + e * size);
     } else {
       for (unsigned e = 0; e < in.vec; ++e)
         std::memcpy(p + e * size,
@@ -1224,66 +1225,81 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
   case Space::Global:
   case Space::Const:
   case Space::Generic: {
-    forLanes(exec, [&](unsigned lane) {
-      if (!ok)
-        return;
-      uint64_t address = base[lane] + in.offset;
-      if (address % total != 0) {
-        ok = fault(w, lane, pc,
-                   fmt::format("misaligned {} {} of {} bytes at 0x{:x}",
-                               in.space == Space::Shared ? "shared" : "global",
-                               verb, total, address));
-        return;
-      }
-      bool isShared = in.space == Space::Shared;
-      if (in.space == Space::Generic && address >= kSharedWindow &&
-          address < kLocalWindow + (1ull << 32)) {
-        if (address >= kLocalWindow) { // this thread's local memory
-          uint8_t *p = resolve(w, lane, pc, Space::Local,
-                               address - kLocalWindow, total, total, verb);
+    const bool checkSharedHere = checkShared;
+    // One loop per space (kind 0: global or const, 1: shared, 2: generic),
+    // so that each lane makes only its space's checks.
+    auto loop = [&](auto kind) {
+      constexpr int K = decltype(kind)::value;
+      forLanes(exec, [&](unsigned lane) {
+        if (!ok)
+          return;
+        uint64_t address = base[lane] + in.offset;
+        if (address % total != 0) {
+          ok =
+              fault(w, lane, pc,
+                    fmt::format("misaligned {} {} of {} bytes at 0x{:x}",
+                                in.space == Space::Shared ? "shared" : "global",
+                                verb, total, address));
+          return;
+        }
+        bool isShared = K == 1;
+        if (K == 2 && address >= kSharedWindow &&
+            address < kLocalWindow + (1ull << 32)) {
+          if (address >= kLocalWindow) { // this thread's local memory
+            uint8_t *p = resolve(w, lane, pc, Space::Local,
+                                 address - kLocalWindow, total, total, verb);
+            if (!p) {
+              ok = false;
+              return;
+            }
+            transfer(lane, p);
+            return;
+          }
+          if (address < kSharedWindow + (1ull << 32)) {
+            isShared = true;
+            address -= kSharedWindow;
+          }
+        }
+        uint8_t *p;
+        if (K != 0 && isShared) {
+          if (address > sharedBytes || total > sharedBytes - address) {
+            ok = fault(w, lane, pc,
+                       fmt::format("out-of-bounds shared {} of {} bytes at "
+                                   "offset {} (the block has {} bytes of "
+                                   "shared memory)",
+                                   verb, total, address, sharedBytes));
+            return;
+          }
+          p = shared.data() + address;
+          if (__builtin_expect(checkSharedHere, 0)) {
+            if (!isLoad)
+              markSharedWritten(address, total);
+            else if (!checkSharedRead(w, lane, pc, address, total)) {
+              ok = false;
+              return;
+            }
+          }
+        } else if (K != 1) {
+          p = globalPointer(address, total);
           if (!p) {
-            ok = false;
+            ok = fault(w, lane, pc,
+                       fmt::format("out-of-bounds global {} of {} bytes: {}",
+                                   verb, total,
+                                   describeGlobalMiss(address, total)));
             return;
           }
-          transfer(lane, p);
-          return;
+        } else {
+          return; // not reached: shared accesses take the branch above
         }
-        if (address < kSharedWindow + (1ull << 32)) {
-          isShared = true;
-          address -= kSharedWindow;
-        }
-      }
-      uint8_t *p;
-      if (isShared) {
-        if (address > sharedBytes || total > sharedBytes - address) {
-          ok = fault(w, lane, pc,
-                     fmt::format("out-of-bounds shared {} of {} bytes at "
-                                 "offset {} (the block has {} bytes of "
-                                 "shared memory)",
-                                 verb, total, address, sharedBytes));
-          return;
-        }
-        p = shared.data() + address;
-        if (checkShared) {
-          if (!isLoad)
-            markSharedWritten(address, total);
-          else if (!checkSharedRead(w, lane, pc, address, total)) {
-            ok = false;
-            return;
-          }
-        }
-      } else {
-        p = globalPointer(address, total);
-        if (!p) {
-          ok = fault(w, lane, pc,
-                     fmt::format("out-of-bounds global {} of {} bytes: {}",
-                                 verb, total,
-                                 describeGlobalMiss(address, total)));
-          return;
-        }
-      }
-      transfer(lane, p);
-    });
+        transfer(lane, p);
+      });
+    };
+    if (in.space == Space::Shared)
+      loop(std::integral_constant<int, 1>());
+    else if (in.space == Space::Generic)
+      loop(std::integral_constant<int, 2>());
+    else
+      loop(std::integral_constant<int, 0>());
     return ok;
   }
   case Space::Local: {
@@ -1410,8 +1426,8 @@ bool BlockRunner::atomic(unsigned w, uint32_t pc, const Instruction &in,
   bool supported = size == 4 || size == 8;
   if (isFloat(type))
     supported = (type == Type::F32 || type == Type::F64) &&
-                (op == AtomOp::Add || op == AtomOp::Min ||
-                 op == AtomOp::Max || op == AtomOp::Exch);
+                (op == AtomOp::Add || op == AtomOp::Min || op == AtomOp::Max ||
+                 op == AtomOp::Exch);
   if ((op == AtomOp::Inc || op == AtomOp::Dec) && type != Type::U32)
     supported = false;
   if (!supported)
@@ -1422,8 +1438,8 @@ bool BlockRunner::atomic(unsigned w, uint32_t pc, const Instruction &in,
   const uint64_t *base = slot(in.src[0]);
   const uint64_t *b = slot(in.src[1]);
   const uint64_t *c = in.numSrc > 2 ? slot(in.src[2]) : nullptr;
-  uint64_t *d = in.op == Op::Atom && in.dst[0] != kNoSlot ? slot(in.dst[0])
-                                                          : nullptr;
+  uint64_t *d =
+      in.op == Op::Atom && in.dst[0] != kNoSlot ? slot(in.dst[0]) : nullptr;
   const uint64_t mask = size == 8 ? ~0ull : 0xffffffffull;
   const bool isSignedType = isSigned(type);
   // The new value from the old one, for lane l.
@@ -1492,21 +1508,19 @@ bool BlockRunner::atomic(unsigned w, uint32_t pc, const Instruction &in,
         return;
       }
     }
-    uint64_t old = size == 8
-                       ? atomicUpdate<uint64_t>(
-                             p, [&](uint64_t o) { return update(l, o); })
-                       : atomicUpdate<uint32_t>(p, [&](uint64_t o) {
-                           return update(l, o) & 0xffffffffull;
-                         });
+    uint64_t old = size == 8 ? atomicUpdate<uint64_t>(
+                                   p, [&](uint64_t o) { return update(l, o); })
+                             : atomicUpdate<uint32_t>(p, [&](uint64_t o) {
+                                 return update(l, o) & 0xffffffffull;
+                               });
     if (d)
       d[l] = old;
   });
   return ok;
 }
 
-bool BlockRunner::warpCollective(unsigned w, uint32_t pc,
-                                 const Instruction &in, uint32_t mask,
-                                 uint32_t exec) {
+bool BlockRunner::warpCollective(unsigned w, uint32_t pc, const Instruction &in,
+                                 uint32_t mask, uint32_t exec) {
   if (!exec)
     return true;
   uint64_t *r = warpRegs(w);
@@ -1520,9 +1534,8 @@ bool BlockRunner::warpCollective(unsigned w, uint32_t pc,
   // The member mask is the last source (vote without .sync: the lanes
   // here). Every member must be at this instruction.
   uint32_t members = exec;
-  uint32_t memberSlot = in.op == Op::Vote ? (in.numSrc > 1 ? in.src[1]
-                                                           : kNoSlot)
-                                          : in.src[1];
+  uint32_t memberSlot =
+      in.op == Op::Vote ? (in.numSrc > 1 ? in.src[1] : kNoSlot) : in.src[1];
   if (memberSlot != kNoSlot)
     members = static_cast<uint32_t>(slot(memberSlot)[first]);
   if (members & ~exec)
@@ -1574,16 +1587,16 @@ bool BlockRunner::warpCollective(unsigned w, uint32_t pc,
       acc += x;
       break;
     case AtomOp::Min:
-      acc = isSignedType ? static_cast<uint32_t>(std::min(
-                               static_cast<int32_t>(acc),
-                               static_cast<int32_t>(x)))
-                         : std::min(acc, x);
+      acc = isSignedType
+                ? static_cast<uint32_t>(std::min(static_cast<int32_t>(acc),
+                                                 static_cast<int32_t>(x)))
+                : std::min(acc, x);
       break;
     case AtomOp::Max:
-      acc = isSignedType ? static_cast<uint32_t>(std::max(
-                               static_cast<int32_t>(acc),
-                               static_cast<int32_t>(x)))
-                         : std::max(acc, x);
+      acc = isSignedType
+                ? static_cast<uint32_t>(std::max(static_cast<int32_t>(acc),
+                                                 static_cast<int32_t>(x)))
+                : std::max(acc, x);
       break;
     case AtomOp::And:
       acc &= x;
@@ -1649,8 +1662,8 @@ bool BlockRunner::loadMatrix(unsigned w, uint32_t pc, const Instruction &in,
   return true;
 }
 
-bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc,
-                                 const Instruction &in, uint32_t exec) {
+bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc, const Instruction &in,
+                                 uint32_t exec) {
   if (!exec)
     return true;
   if (exec != kFullMask)
@@ -1661,10 +1674,8 @@ bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc,
   uint64_t *r = warpRegs(w);
   const uint32_t *ops = kernel.operandLists.data() + in.target;
   MmaShape shape = MmaShape(in.subop);
-  const unsigned k = shape == MmaShape::M16N8K16F32 ||
-                             shape == MmaShape::M16N8K16F16
-                         ? 16
-                         : 8;
+  const unsigned k =
+      shape == MmaShape::M16N8K16F32 || shape == MmaShape::M16N8K16F16 ? 16 : 8;
   const unsigned numD = shape == MmaShape::M16N8K16F16 ? 2 : 4;
   const unsigned numA = shape == MmaShape::M16N8K8F32 ? 2 : 4;
   const unsigned numB = shape == MmaShape::M16N8K8F32 ? 1 : 2;
@@ -1732,8 +1743,8 @@ bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc,
       }
     } else {
       for (unsigned e = 0; e < 4; ++e)
-        r[static_cast<size_t>(dSlots[e]) * 32 + lane] = toBits(
-            static_cast<float>(dm[g + 8 * (e >> 1)][2 * t + (e & 1)]));
+        r[static_cast<size_t>(dSlots[e]) * 32 + lane] =
+            toBits(static_cast<float>(dm[g + 8 * (e >> 1)][2 * t + (e & 1)]));
     }
   }
   return true;
@@ -1814,8 +1825,8 @@ void BlockRunner::completeCopies(unsigned w, uint32_t lanes,
     if (lanes >> copy.lane & 1) {
       uint32_t committed = committedGroups[w][copy.lane];
       // wait_group N: every committed group but the newest N.
-      done = all || (copy.group < committed &&
-                     committed - copy.group > keepGroups);
+      done = all ||
+             (copy.group < committed && committed - copy.group > keepGroups);
     }
     if (done) {
       std::memcpy(shared.data() + copy.sharedOffset, copy.bytes, copy.size);
@@ -1852,9 +1863,8 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
   auto toNarrow = [&](double x) -> uint64_t {
     if (in.relu && x < 0)
       x = 0;
-    Rounding rounding = integral || in.rounding == Rounding::None
-                            ? Rounding::Rn
-                            : in.rounding;
+    Rounding rounding =
+        integral || in.rounding == Rounding::None ? Rounding::Rn : in.rounding;
     Format format = dt == Type::BF16 || dt == Type::BF16x2 ? kBf16
                     : dt == Type::TF32                     ? kTf32
                                                            : kHalf;
@@ -1862,7 +1872,7 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
     uint32_t infinity = ((1u << format.exponentBits) - 1)
                         << format.mantissaBits;
     if (in.satfinite && (bits & ~(infinity << 1)) == infinity)
-      bits -= 1; // +-inf to +-max finite
+      bits -= 1;          // +-inf to +-max finite
     if (dt == Type::TF32) // an f32 pattern whose low 13 bits are zero
       return std::isnan(x) ? 0x7fffffffu : static_cast<uint64_t>(bits) << 13;
     if (in.ftz && dt == Type::F16 && (bits & 0x7c00u) == 0)
@@ -1935,10 +1945,10 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
       });
       return true;
     }
-    const bool fastHalf = st == Type::F32 && !in.relu && !in.satfinite &&
-                          !in.sat && !integral && !in.ftz &&
-                          (in.rounding == Rounding::None ||
-                           in.rounding == Rounding::Rn);
+    const bool fastHalf =
+        st == Type::F32 && !in.relu && !in.satfinite && !in.sat && !integral &&
+        !in.ftz &&
+        (in.rounding == Rounding::None || in.rounding == Rounding::Rn);
     if (fastHalf && dt == Type::F16) {
       forLanes(exec,
                [&](unsigned l) { d[l] = floatToHalf(bitsTo<float>(a[l])); });
@@ -2012,8 +2022,7 @@ bool BlockRunner::carryArithmetic(WarpState &ws, uint64_t *r,
     // sub.cc sets the carry flag to the borrow; subc subtracts it.
     forLanes(exec, [&](unsigned l) {
       unsigned __int128 x = a[l] & mask, y = b[l] & mask;
-      unsigned __int128 subtrahend =
-          y + (in.carryIn ? (ws.carry >> l) & 1 : 0);
+      unsigned __int128 subtrahend = y + (in.carryIn ? (ws.carry >> l) & 1 : 0);
       d[l] = static_cast<uint64_t>(x - subtrahend) & mask;
       if (subtrahend > x)
         carryOut |= 1u << l;
@@ -2027,8 +2036,8 @@ bool BlockRunner::carryArithmetic(WarpState &ws, uint64_t *r,
     unsigned __int128 term = x;
     if (in.op == Op::Mad) {
       unsigned __int128 product = x * y;
-      term = in.mulMode == MulMode::Hi ? (product >> bits) & mask
-                                       : product & mask;
+      term =
+          in.mulMode == MulMode::Hi ? (product >> bits) & mask : product & mask;
       y = c[l] & mask;
     }
     unsigned __int128 sum = term + y + (in.carryIn ? (ws.carry >> l) & 1 : 0);
@@ -2138,70 +2147,74 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
   }
 
   if (in.op == Op::Setp) {
-    uint64_t *q = in.numDst > 1 && in.dst[1] != kNoSlot ? slot(in.dst[1])
-                                                        : nullptr;
+    uint64_t *q =
+        in.numDst > 1 && in.dst[1] != kNoSlot ? slot(in.dst[1]) : nullptr;
     const BoolOp boolOp = BoolOp(in.subop);
     const uint64_t *third = boolOp != BoolOp::None ? c : nullptr;
     auto combine = [&](bool v, unsigned l) {
       bool x = ((third[l] & 1) != 0) != in.negateSrc;
-      return boolOp == BoolOp::And ? v && x
+      return boolOp == BoolOp::And  ? v && x
              : boolOp == BoolOp::Or ? v || x
                                     : v != x;
     };
-    auto store = [&](unsigned l, bool v) {
-      if (third) {
-        d[l] = combine(v, l);
-        if (q)
-          q[l] = combine(!v, l);
-        return;
-      }
+    // The plain form keeps its loops free of the .and/.or/.xor test.
+    auto plainStore = [&](unsigned l, bool v) {
       d[l] = v;
       if (q)
         q[l] = !v;
     };
-    if (isFloat(type)) {
-      if (type == Type::F16 || type == Type::BF16 || type == Type::F16x2 ||
-          type == Type::BF16x2) {
-        // For the x2 types p compares the lower halves and q the upper.
-        bool bf = type == Type::BF16 || type == Type::BF16x2;
-        bool pair = type == Type::F16x2 || type == Type::BF16x2;
-        auto value = [&](uint64_t bits) {
-          uint16_t h = static_cast<uint16_t>(bits);
-          float f = bf ? bf16ToFloat(h) : halfToFloat(h);
-          return in.ftz && !bf && (h & 0x7c00u) == 0 ? std::copysign(0.f, f)
-                                                      : f;
-        };
-        forLanes(exec, [&](unsigned l) {
-          bool lo = compareFloat(in.cmp, value(a[l]), value(b[l]));
-          if (!pair) {
-            store(l, lo);
-            return;
-          }
-          bool hi = compareFloat(in.cmp, value(a[l] >> 16), value(b[l] >> 16));
-          d[l] = third ? combine(lo, l) : lo;
-          if (q)
-            q[l] = third ? combine(hi, l) : hi;
+    auto combinedStore = [&](unsigned l, bool v) {
+      d[l] = combine(v, l);
+      if (q)
+        q[l] = combine(!v, l);
+    };
+    auto compareAll = [&](auto store) -> bool {
+      if (isFloat(type)) {
+        if (type == Type::F16 || type == Type::BF16 || type == Type::F16x2 ||
+            type == Type::BF16x2) {
+          // For the x2 types p compares the lower halves and q the upper.
+          bool bf = type == Type::BF16 || type == Type::BF16x2;
+          bool pair = type == Type::F16x2 || type == Type::BF16x2;
+          auto value = [&](uint64_t bits) {
+            uint16_t h = static_cast<uint16_t>(bits);
+            float f = bf ? bf16ToFloat(h) : halfToFloat(h);
+            return in.ftz && !bf && (h & 0x7c00u) == 0 ? std::copysign(0.f, f)
+                                                       : f;
+          };
+          forLanes(exec, [&](unsigned l) {
+            bool lo = compareFloat(in.cmp, value(a[l]), value(b[l]));
+            if (!pair) {
+              store(l, lo);
+              return;
+            }
+            bool hi =
+                compareFloat(in.cmp, value(a[l] >> 16), value(b[l] >> 16));
+            d[l] = third ? combine(lo, l) : lo;
+            if (q)
+              q[l] = third ? combine(hi, l) : hi;
+          });
+          return true;
+        }
+        return withFloatType(type, [&](auto tag) {
+          using T = decltype(tag);
+          forLanes(exec, [&](unsigned l) {
+            T x = bitsTo<T>(a[l]), y = bitsTo<T>(b[l]);
+            if (in.ftz) {
+              x = flushDenormal(x);
+              y = flushDenormal(y);
+            }
+            store(l, compareFloat(in.cmp, x, y));
+          });
         });
-        return true;
       }
-      return withFloatType(type, [&](auto tag) {
+      return withIntType(type, [&](auto tag) {
         using T = decltype(tag);
         forLanes(exec, [&](unsigned l) {
-          T x = bitsTo<T>(a[l]), y = bitsTo<T>(b[l]);
-          if (in.ftz) {
-            x = flushDenormal(x);
-            y = flushDenormal(y);
-          }
-          store(l, compareFloat(in.cmp, x, y));
+          store(l, compareInt(in.cmp, bitsTo<T>(a[l]), bitsTo<T>(b[l])));
         });
       });
-    }
-    return withIntType(type, [&](auto tag) {
-      using T = decltype(tag);
-      forLanes(exec, [&](unsigned l) {
-        store(l, compareInt(in.cmp, bitsTo<T>(a[l]), bitsTo<T>(b[l])));
-      });
-    });
+    };
+    return third ? compareAll(combinedStore) : compareAll(plainStore);
   }
 
   bool handled = true;
@@ -2420,8 +2433,7 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
     case Op::Shl:
       forLanes(exec, [&](unsigned l) {
         uint32_t n = static_cast<uint32_t>(b[l]);
-        put(l, n >= bits ? T(0)
-                         : static_cast<T>(static_cast<U>(A(l)) << n));
+        put(l, n >= bits ? T(0) : static_cast<T>(static_cast<U>(A(l)) << n));
       });
       break;
     case Op::Shr:
@@ -2466,8 +2478,8 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
           sbit = (x >> std::min(pos + len - 1, msb)) & 1;
         U result = 0;
         for (unsigned i = 0; i <= msb; ++i) {
-          bool bit = (i < len && pos + i <= msb) ? ((x >> (pos + i)) & 1)
-                                                 : sbit;
+          bool bit =
+              (i < len && pos + i <= msb) ? ((x >> (pos + i)) & 1) : sbit;
           result = static_cast<U>(result | (U(bit) << i));
         }
         put(l, static_cast<T>(result));
@@ -2476,8 +2488,9 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
     case Op::Shf:
       // {b:a} as 64 bits; left keeps the high word, right the low word.
       forLanes(exec, [&](unsigned l) {
-        uint64_t pair = (static_cast<uint64_t>(static_cast<uint32_t>(b[l])) << 32) |
-                        static_cast<uint32_t>(a[l]);
+        uint64_t pair =
+            (static_cast<uint64_t>(static_cast<uint32_t>(b[l])) << 32) |
+            static_cast<uint32_t>(a[l]);
         uint32_t n = static_cast<uint32_t>(c[l]);
         n = in.shiftClamp ? std::min<uint32_t>(n, 32) : n & 31;
         uint32_t v = in.shiftLeft ? static_cast<uint32_t>((pair << n) >> 32)
@@ -2524,9 +2537,9 @@ bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
   case Op::Prmt: {
     PrmtMode mode = PrmtMode(in.subop);
     forLanes(exec, [&](unsigned l) {
-      uint64_t bytes = (static_cast<uint64_t>(static_cast<uint32_t>(b[l]))
-                        << 32) |
-                       static_cast<uint32_t>(a[l]);
+      uint64_t bytes =
+          (static_cast<uint64_t>(static_cast<uint32_t>(b[l])) << 32) |
+          static_cast<uint32_t>(a[l]);
       uint32_t sel = static_cast<uint32_t>(c[l]);
       auto byteAt = [&](unsigned i) {
         return static_cast<uint32_t>(bytes >> (8 * (i & 7))) & 0xff;
@@ -2606,7 +2619,8 @@ bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
       // Bit i of the table is the result for (a, b, c) = (i>>2, i>>1, i)&1.
       for (unsigned i = 0; i < 8; ++i)
         if ((lut >> i) & 1)
-          result |= ((i & 4) ? x : ~x) & ((i & 2) ? y : ~y) & ((i & 1) ? z : ~z);
+          result |=
+              ((i & 4) ? x : ~x) & ((i & 2) ? y : ~y) & ((i & 1) ? z : ~z);
       d[l] = result;
     });
     return true;
@@ -2650,9 +2664,10 @@ bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
         return x;
       };
       int64_t p = low24(a[l]) * low24(b[l]); // 48 bits
-      uint32_t result = in.mulMode == MulMode::Hi
-                            ? static_cast<uint32_t>(static_cast<uint64_t>(p) >> 16)
-                            : static_cast<uint32_t>(p);
+      uint32_t result =
+          in.mulMode == MulMode::Hi
+              ? static_cast<uint32_t>(static_cast<uint64_t>(p) >> 16)
+              : static_cast<uint32_t>(p);
       if (in.op == Op::Mad24)
         result += static_cast<uint32_t>(c[l]);
       d[l] = result;
@@ -2663,7 +2678,8 @@ bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
       uint32_t x = static_cast<uint32_t>(a[l]), y = static_cast<uint32_t>(b[l]);
       uint32_t diff;
       if (isSignedType)
-        diff = static_cast<int32_t>(x) > static_cast<int32_t>(y) ? x - y : y - x;
+        diff =
+            static_cast<int32_t>(x) > static_cast<int32_t>(y) ? x - y : y - x;
       else
         diff = x > y ? x - y : y - x;
       d[l] = (static_cast<uint32_t>(c[l]) + diff) & mask;
@@ -2853,9 +2869,8 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
       static_cast<uint64_t>(spec.grid.x) * spec.grid.y * spec.grid.z;
   if (blocks == 0)
     return Error::success();
-  unsigned workers =
-      static_cast<unsigned>(std::min<uint64_t>(std::max(1u, spec.workers),
-                                               blocks));
+  unsigned workers = static_cast<unsigned>(
+      std::min<uint64_t>(std::max(1u, spec.workers), blocks));
   std::atomic<uint64_t> nextBlock{0};
   std::atomic<bool> stop{false};
   std::mutex errorMutex;
@@ -2882,8 +2897,8 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
       Dim3 id;
       id.x = static_cast<uint32_t>(b % spec.grid.x);
       id.y = static_cast<uint32_t>((b / spec.grid.x) % spec.grid.y);
-      id.z = static_cast<uint32_t>(b / (static_cast<uint64_t>(spec.grid.x) *
-                                        spec.grid.y));
+      id.z = static_cast<uint32_t>(
+          b / (static_cast<uint64_t>(spec.grid.x) * spec.grid.y));
       if (!runner.runBlock(id)) {
         std::lock_guard<std::mutex> lock(errorMutex);
         // Report the lowest failing block, whichever worker found it.

@@ -236,8 +236,7 @@ Expected<std::vector<Statement>> splitStatements(std::string_view text) {
     current += c;
   }
   if (!trim(current).empty())
-    return makeError("PTX line {}: statement without ';' at end of text",
-                     line);
+    return makeError("PTX line {}: statement without ';' at end of text", line);
   return out;
 }
 
@@ -302,8 +301,8 @@ bool parseInteger(std::string_view s, int64_t &value) {
 
 /// 0fXXXXXXXX (f32 bits) and 0dXXXXXXXXXXXXXXXX (f64 bits).
 bool parseFloatBits(std::string_view s, uint64_t &bits, bool &isF32) {
-  if (s.size() < 3 || s[0] != '0' || (s[1] != 'f' && s[1] != 'F' &&
-                                      s[1] != 'd' && s[1] != 'D'))
+  if (s.size() < 3 || s[0] != '0' ||
+      (s[1] != 'f' && s[1] != 'F' && s[1] != 'd' && s[1] != 'D'))
     return false;
   isF32 = s[1] == 'f' || s[1] == 'F';
   size_t digits = isF32 ? 8 : 16;
@@ -326,13 +325,20 @@ struct SpecialName {
   Special which;
 };
 constexpr SpecialName kSpecials[] = {
-    {"%tid.x", Special::TidX},         {"%tid.y", Special::TidY},
-    {"%tid.z", Special::TidZ},         {"%ntid.x", Special::NtidX},
-    {"%ntid.y", Special::NtidY},       {"%ntid.z", Special::NtidZ},
-    {"%ctaid.x", Special::CtaidX},     {"%ctaid.y", Special::CtaidY},
-    {"%ctaid.z", Special::CtaidZ},     {"%nctaid.x", Special::NctaidX},
-    {"%nctaid.y", Special::NctaidY},   {"%nctaid.z", Special::NctaidZ},
-    {"%laneid", Special::LaneId},      {"%warpid", Special::WarpId},
+    {"%tid.x", Special::TidX},
+    {"%tid.y", Special::TidY},
+    {"%tid.z", Special::TidZ},
+    {"%ntid.x", Special::NtidX},
+    {"%ntid.y", Special::NtidY},
+    {"%ntid.z", Special::NtidZ},
+    {"%ctaid.x", Special::CtaidX},
+    {"%ctaid.y", Special::CtaidY},
+    {"%ctaid.z", Special::CtaidZ},
+    {"%nctaid.x", Special::NctaidX},
+    {"%nctaid.y", Special::NctaidY},
+    {"%nctaid.z", Special::NctaidZ},
+    {"%laneid", Special::LaneId},
+    {"%warpid", Special::WarpId},
     {"%nwarpid", Special::NWarpId},
     {"%lanemask_eq", Special::LanemaskEq},
     {"%lanemask_lt", Special::LanemaskLt},
@@ -351,30 +357,76 @@ struct OpName {
   Op op;
 };
 constexpr OpName kOps[] = {
-    {"mov", Op::Mov},       {"add", Op::Add},         {"sub", Op::Sub},
-    {"mul", Op::Mul},       {"mad", Op::Mad},         {"fma", Op::Fma},
-    {"madc", Op::Mad},      {"addc", Op::Add},        {"shf", Op::Shf},
-    {"div", Op::Div},       {"rem", Op::Rem},         {"neg", Op::Neg},
-    {"abs", Op::Abs},       {"min", Op::Min},         {"max", Op::Max},
-    {"and", Op::And},       {"or", Op::Or},           {"xor", Op::Xor},
-    {"not", Op::Not},       {"shl", Op::Shl},         {"shr", Op::Shr},
-    {"setp", Op::Setp},     {"selp", Op::Selp},       {"cvt", Op::Cvt},
-    {"cvta", Op::Cvta},     {"ld", Op::Ld},           {"st", Op::St},
-    {"bra", Op::Bra},       {"ret", Op::Ret},         {"exit", Op::Exit},
-    {"bar", Op::Bar},       {"barrier", Op::Bar},     {"shfl", Op::Shfl},
-    {"ex2", Op::Ex2},       {"lg2", Op::Lg2},         {"rcp", Op::Rcp},
-    {"sqrt", Op::Sqrt},     {"rsqrt", Op::Rsqrt},     {"sin", Op::Sin},
-    {"cos", Op::Cos},       {"tanh", Op::Tanh},       {"copysign", Op::Copysign},
-    {"bfe", Op::Bfe},       {"bfi", Op::Bfi},         {"popc", Op::Popc},
-    {"clz", Op::Clz},       {"brev", Op::Brev},       {"membar", Op::Membar},
-    {"fence", Op::Membar},  {"atom", Op::Atom},       {"red", Op::Red},
-    {"vote", Op::Vote},     {"activemask", Op::Activemask},
-    {"redux", Op::Redux},   {"prmt", Op::Prmt},       {"bfind", Op::Bfind},
-    {"slct", Op::Slct},     {"lop3", Op::Lop3},       {"testp", Op::Testp},
-    {"mul24", Op::Mul24},   {"mad24", Op::Mad24},     {"sad", Op::Sad},
-    {"cnot", Op::Cnot},     {"bmsk", Op::Bmsk},       {"szext", Op::Szext},
-    {"dp4a", Op::Dp4a},     {"ldmatrix", Op::Ldmatrix}, {"mma", Op::Mma},
-    {"cp", Op::CpAsync},    {"subc", Op::Sub},
+    {"mov", Op::Mov},
+    {"add", Op::Add},
+    {"sub", Op::Sub},
+    {"mul", Op::Mul},
+    {"mad", Op::Mad},
+    {"fma", Op::Fma},
+    {"madc", Op::Mad},
+    {"addc", Op::Add},
+    {"shf", Op::Shf},
+    {"div", Op::Div},
+    {"rem", Op::Rem},
+    {"neg", Op::Neg},
+    {"abs", Op::Abs},
+    {"min", Op::Min},
+    {"max", Op::Max},
+    {"and", Op::And},
+    {"or", Op::Or},
+    {"xor", Op::Xor},
+    {"not", Op::Not},
+    {"shl", Op::Shl},
+    {"shr", Op::Shr},
+    {"setp", Op::Setp},
+    {"selp", Op::Selp},
+    {"cvt", Op::Cvt},
+    {"cvta", Op::Cvta},
+    {"ld", Op::Ld},
+    {"st", Op::St},
+    {"bra", Op::Bra},
+    {"ret", Op::Ret},
+    {"exit", Op::Exit},
+    {"bar", Op::Bar},
+    {"barrier", Op::Bar},
+    {"shfl", Op::Shfl},
+    {"ex2", Op::Ex2},
+    {"lg2", Op::Lg2},
+    {"rcp", Op::Rcp},
+    {"sqrt", Op::Sqrt},
+    {"rsqrt", Op::Rsqrt},
+    {"sin", Op::Sin},
+    {"cos", Op::Cos},
+    {"tanh", Op::Tanh},
+    {"copysign", Op::Copysign},
+    {"bfe", Op::Bfe},
+    {"bfi", Op::Bfi},
+    {"popc", Op::Popc},
+    {"clz", Op::Clz},
+    {"brev", Op::Brev},
+    {"membar", Op::Membar},
+    {"fence", Op::Membar},
+    {"atom", Op::Atom},
+    {"red", Op::Red},
+    {"vote", Op::Vote},
+    {"activemask", Op::Activemask},
+    {"redux", Op::Redux},
+    {"prmt", Op::Prmt},
+    {"bfind", Op::Bfind},
+    {"slct", Op::Slct},
+    {"lop3", Op::Lop3},
+    {"testp", Op::Testp},
+    {"mul24", Op::Mul24},
+    {"mad24", Op::Mad24},
+    {"sad", Op::Sad},
+    {"cnot", Op::Cnot},
+    {"bmsk", Op::Bmsk},
+    {"szext", Op::Szext},
+    {"dp4a", Op::Dp4a},
+    {"ldmatrix", Op::Ldmatrix},
+    {"mma", Op::Mma},
+    {"cp", Op::CpAsync},
+    {"subc", Op::Sub},
 };
 
 struct SubopName {
@@ -564,8 +616,8 @@ Error KernelBuilder::header(const Statement &st) {
   size_t open = text.find('(');
   size_t close = text.rfind(')');
   std::string_view nameText = trim(text.substr(
-      entry + 6, (open == std::string_view::npos ? text.size() : open) -
-                     entry - 6));
+      entry + 6,
+      (open == std::string_view::npos ? text.size() : open) - entry - 6));
   size_t nameEnd = 0;
   while (nameEnd < nameText.size() && isIdentChar(nameText[nameEnd]))
     ++nameEnd;
@@ -603,14 +655,13 @@ Error KernelBuilder::header(const Statement &st) {
         if (words[w] == ".align" && w + 2 < words.size()) {
           int64_t a = 0;
           if (!parseInteger(words[w + 1], a))
-            return makeError("PTX line {}: bad .align in '{}'", st.line,
-                             param);
+            return makeError("PTX line {}: bad .align in '{}'", st.line, param);
           // For pointers, .align is the pointee's alignment.
           if (type == Type::None)
             align = static_cast<uint32_t>(a);
           ++w;
-        } else if (words[w][0] == '.' && parseType(words[w].substr(1)) !=
-                                             Type::None) {
+        } else if (words[w][0] == '.' &&
+                   parseType(words[w].substr(1)) != Type::None) {
           type = parseType(words[w].substr(1));
         }
       }
@@ -619,8 +670,7 @@ Error KernelBuilder::header(const Statement &st) {
       size_t bracket = name.find('[');
       if (bracket != std::string_view::npos) {
         int64_t count = 0;
-        if (!parseInteger(name.substr(bracket + 1,
-                                      name.size() - bracket - 2),
+        if (!parseInteger(name.substr(bracket + 1, name.size() - bracket - 2),
                           count))
           return makeError("PTX line {}: bad array parameter '{}'", st.line,
                            name);
@@ -675,8 +725,7 @@ Error KernelBuilder::declareRegisters(std::string_view text, uint32_t line) {
       continue;
     }
     int64_t count = 0;
-    if (!parseInteger(name.substr(angle + 1, name.size() - angle - 2),
-                      count) ||
+    if (!parseInteger(name.substr(angle + 1, name.size() - angle - 2), count) ||
         count < 0 || count > (1 << 20))
       return makeError("PTX line {}: bad register range '{}'", line, name);
     std::string prefix(name.substr(0, angle));
@@ -697,8 +746,8 @@ Error KernelBuilder::declareShared(std::string_view text, uint32_t line,
     rest = trim(rest);
     size_t end = rest.find_first_of(" \t");
     std::string_view word = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view()
-                                         : rest.substr(end);
+    rest =
+        end == std::string_view::npos ? std::string_view() : rest.substr(end);
     if (word == ".align") {
       rest = trim(rest);
       size_t e = rest.find_first_of(" \t");
@@ -908,9 +957,9 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
                           ? std::string_view()
                           : trim(text.substr(opEnd)),
                       inst, line);
-  std::string_view operandText =
-      opEnd == std::string_view::npos ? std::string_view()
-                                      : trim(text.substr(opEnd));
+  std::string_view operandText = opEnd == std::string_view::npos
+                                     ? std::string_view()
+                                     : trim(text.substr(opEnd));
   std::vector<std::string_view> parts;
   for (size_t start = 0;;) {
     size_t dot = opcode.find('.', start);
@@ -947,8 +996,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     }
     // Op-specific modifiers first: their names overlap general ones.
     uint8_t subop = 0;
-    if ((inst.op == Op::Atom || inst.op == Op::Red ||
-         inst.op == Op::Redux) &&
+    if ((inst.op == Op::Atom || inst.op == Op::Red || inst.op == Op::Redux) &&
         lookupSubop(kAtomOps, m, subop)) {
       inst.subop = subop;
       continue;
@@ -1098,8 +1146,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
              m == "volatile" || m == "relaxed" || m == "acquire" ||
              m == "release" || m == "acq_rel" || m == "sc" || m == "cta" ||
              m == "gpu" || m == "sys" || m == "ptr" ||
-             m.find("::") != std::string_view::npos ||
-             startsWith(m, "L1") || startsWith(m, "L2"))
+             m.find("::") != std::string_view::npos || startsWith(m, "L1") ||
+             startsWith(m, "L2"))
       ; // No effect on the emulated result.
     else {
       bool isCmp = false;
@@ -1177,12 +1225,12 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     return Error::success();
   };
   /// "{%r1, %r2}" into its elements.
-  auto vectorElements = [&](std::string_view operand)
-      -> Expected<std::vector<std::string_view>> {
+  auto vectorElements =
+      [&](std::string_view operand) -> Expected<std::vector<std::string_view>> {
     operand = trim(operand);
     if (operand.size() < 2 || operand.front() != '{' || operand.back() != '}')
-      return makeError("PTX line {}: expected a vector operand, got '{}'",
-                       line, operand);
+      return makeError("PTX line {}: expected a vector operand, got '{}'", line,
+                       operand);
     return splitOperands(operand.substr(1, operand.size() - 2));
   };
 
@@ -1249,8 +1297,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     if (!elements)
       return elements.takeError();
     if (elements->size() != inst.vec)
-      return makeError("PTX line {}: ldmatrix .x{} writes {} registers",
-                       line, inst.vec, inst.vec);
+      return makeError("PTX line {}: ldmatrix .x{} writes {} registers", line,
+                       inst.vec, inst.vec);
     for (std::string_view e : *elements)
       if (Error err = dest(e))
         return err;
@@ -1279,8 +1327,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
                          "got {}",
                          line, opcode, k + 1, want[k], elements->size());
       for (std::string_view e : *elements) {
-        Expected<uint32_t> slot = k == 0 ? destSlot(e, line)
-                                         : sourceSlot(e, line);
+        Expected<uint32_t> slot =
+            k == 0 ? destSlot(e, line) : sourceSlot(e, line);
         if (!slot)
           return slot.takeError();
         kernel.operandLists.push_back(*slot);
@@ -1291,8 +1339,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::CpAsync: {
     // cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size}
     if (operands.size() != 3 && operands.size() != 4)
-      return makeError("PTX line {}: '{}' takes 3 or 4 operands", line,
-                       opcode);
+      return makeError("PTX line {}: '{}' takes 3 or 4 operands", line, opcode);
     inst.numSrc = 1;
     if (Error err = address(operands[0], line, inst))
       return err;
@@ -1469,13 +1516,12 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     if (source == "%clock" || source == "%clock64" ||
         startsWith(source, "%globaltimer")) {
       inst.op = Op::Clock;
-      inst.subop = uint8_t(source == "%clock"     ? ClockKind::Clock
-                           : source == "%clock64" ? ClockKind::Clock64
-                           : source == "%globaltimer_lo"
-                               ? ClockKind::GlobalTimerLo
-                           : source == "%globaltimer_hi"
-                               ? ClockKind::GlobalTimerHi
-                               : ClockKind::GlobalTimer);
+      inst.subop =
+          uint8_t(source == "%clock"            ? ClockKind::Clock
+                  : source == "%clock64"        ? ClockKind::Clock64
+                  : source == "%globaltimer_lo" ? ClockKind::GlobalTimerLo
+                  : source == "%globaltimer_hi" ? ClockKind::GlobalTimerHi
+                                                : ClockKind::GlobalTimer);
       break;
     }
     if (Error err = sources(1))
@@ -1528,8 +1574,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     if (operands.empty())
       return makeError("PTX line {}: '{}' needs operands", line, opcode);
     if (operands.size() > 5)
-      return makeError("PTX line {}: too many operands for '{}'", line,
-                       opcode);
+      return makeError("PTX line {}: too many operands for '{}'", line, opcode);
     if (Error err = dest(operands[0]))
       return err;
     if (Error err = sources(1))
@@ -1622,13 +1667,12 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     break;
   }
   if (inst.numSrc != wantSrc)
-    return makeError("PTX line {}: '{}' takes {} source operands, got {}",
-                     line, opcode, wantSrc, inst.numSrc);
+    return makeError("PTX line {}: '{}' takes {} source operands, got {}", line,
+                     opcode, wantSrc, inst.numSrc);
   bool needsType = inst.op != Op::Bra && inst.op != Op::Ret &&
                    inst.op != Op::Exit && inst.op != Op::Bar &&
                    inst.op != Op::Membar && inst.op != Op::CpAsync &&
-                   inst.op != Op::CpAsyncCommit &&
-                   inst.op != Op::CpAsyncWait;
+                   inst.op != Op::CpAsyncCommit && inst.op != Op::CpAsyncWait;
   if (needsType && inst.type == Type::None)
     return makeError("PTX line {}: '{}' has no type", line, opcode);
   kernel.code.push_back(inst);
@@ -1670,8 +1714,7 @@ Error KernelBuilder::inlineCall(std::string_view text, const Instruction &guard,
   auto bad = [&]() {
     return makeError("PTX line {}: cannot read call '{}'", line, text);
   };
-  auto list = [&](std::string_view &s,
-                  std::vector<std::string> &out) -> bool {
+  auto list = [&](std::string_view &s, std::vector<std::string> &out) -> bool {
     size_t close = s.find(')');
     if (s.empty() || s[0] != '(' || close == std::string_view::npos)
       return false;
@@ -1710,12 +1753,11 @@ Error KernelBuilder::inlineCall(std::string_view text, const Instruction &guard,
       inlineStack.end())
     return makeError("PTX line {}: recursive call to '{}' is not emulated",
                      line, name);
-  if (def.params.size() != args.size() ||
-      def.returns.size() != returns.size())
+  if (def.params.size() != args.size() || def.returns.size() != returns.size())
     return makeError("PTX line {}: call to '{}' passes {} arguments and {} "
                      "return values; it takes {} and {}",
-                     line, name, args.size(), returns.size(),
-                     def.params.size(), def.returns.size());
+                     line, name, args.size(), returns.size(), def.params.size(),
+                     def.returns.size());
   // The function's parameters are the caller's call-sequence variables.
   std::unordered_map<std::string, uint64_t> bound;
   auto bind = [&](const std::string &formal,
@@ -1769,8 +1811,8 @@ Error KernelBuilder::inlineCall(std::string_view text, const Instruction &guard,
   labelPrefix = savedPrefix;
   returnLabel = savedReturn;
   if (err)
-    return makeError("{} (inlined from the call at PTX line {})",
-                     err.message(), line);
+    return makeError("{} (inlined from the call at PTX line {})", err.message(),
+                     line);
   return Error::success();
 }
 
@@ -1782,9 +1824,9 @@ Expected<Kernel> KernelBuilder::finish() {
                        kernel.code[index].line, label);
     kernel.code[index].target = it->second;
   }
-  if (kernel.code.empty() || (kernel.code.back().op != Op::Ret &&
-                              kernel.code.back().op != Op::Exit &&
-                              kernel.code.back().op != Op::Bra)) {
+  if (kernel.code.empty() ||
+      (kernel.code.back().op != Op::Ret && kernel.code.back().op != Op::Exit &&
+       kernel.code.back().op != Op::Bra)) {
     // Falling off the end of the body ends the thread.
     Instruction ret;
     ret.op = Op::Ret;
@@ -1822,8 +1864,8 @@ Error parseGlobal(std::string_view text, uint32_t line, Module &module) {
     rest = trim(rest);
     size_t end = rest.find_first_of(" \t");
     std::string_view word = rest.substr(0, end);
-    rest = end == std::string_view::npos ? std::string_view()
-                                         : rest.substr(end);
+    rest =
+        end == std::string_view::npos ? std::string_view() : rest.substr(end);
     if (word == ".align") {
       rest = trim(rest);
       size_t e = rest.find_first_of(" \t");

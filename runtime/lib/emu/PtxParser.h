@@ -1,4 +1,5 @@
-//===- PtxParser.h - PTX text to decoded kernels for the emulator -*- C++ -*-===//
+//===- PtxParser.h - PTX text to decoded kernels for the emulator -*- C++
+//-*-===//
 //
 // The emulator never looks at PTX text while it runs: parsePtx turns a module
 // into kernels whose instructions name register slots, not register names.
@@ -138,18 +139,40 @@ enum class Op : uint8_t {
   CpAsyncWait,
 };
 
-enum class AtomOp : uint8_t { None, Add, Min, Max, Inc, Dec, And, Or, Xor,
-                              Exch, Cas };
+enum class AtomOp : uint8_t {
+  None,
+  Add,
+  Min,
+  Max,
+  Inc,
+  Dec,
+  And,
+  Or,
+  Xor,
+  Exch,
+  Cas
+};
 enum class VoteMode : uint8_t { All, Any, Uni, Ballot };
 enum class PrmtMode : uint8_t { Default, F4e, B4e, Rc8, Ecl, Ecr, Rc16 };
-enum class TestpOp : uint8_t { Finite, Infinite, Number, NotANumber, Normal,
-                               Subnormal };
+enum class TestpOp : uint8_t {
+  Finite,
+  Infinite,
+  Number,
+  NotANumber,
+  Normal,
+  Subnormal
+};
 /// bar/barrier: sync (wait), arrive (no wait), red (wait and reduce).
 enum class BarMode : uint8_t { Sync, Arrive, RedPopc, RedAnd, RedOr };
 /// setp's optional .and/.or/.xor with a third predicate.
 enum class BoolOp : uint8_t { None, And, Or, Xor };
-enum class ClockKind : uint8_t { Clock, Clock64, GlobalTimer, GlobalTimerLo,
-                                 GlobalTimerHi };
+enum class ClockKind : uint8_t {
+  Clock,
+  Clock64,
+  GlobalTimer,
+  GlobalTimerLo,
+  GlobalTimerHi
+};
 /// The mma.sync shapes and types the emulator knows.
 enum class MmaShape : uint8_t {
   /// m16n8k16, f16 or bf16 inputs (a: 4 regs, b: 2), f32 accumulators.

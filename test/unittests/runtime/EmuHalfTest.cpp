@@ -99,8 +99,7 @@ uint16_t roundQuad(quad q, Fmt fmt, Mode mode = Mode::Rn, int residual = 0) {
     guess = f > 70000.0f ? inf : f16Bits(static_cast<_Float16>(f)) & 0x7fff;
   auto value = [&](int code) -> quad {
     if (code == inf) // 2^(emax + 1)
-      return static_cast<quad>(
-          std::ldexp(1.0, (1 << (fmt.exponentBits - 1))));
+      return static_cast<quad>(std::ldexp(1.0, (1 << (fmt.exponentBits - 1))));
     return static_cast<quad>(decode(static_cast<uint16_t>(code), fmt));
   };
   // Directed: toward zero, or away from it, on the magnitude.
@@ -127,8 +126,9 @@ uint16_t roundQuad(quad q, Fmt fmt, Mode mode = Mode::Rn, int residual = 0) {
       quad db = vb > magnitude ? vb - magnitude : magnitude - vb;
       // A tie in q is no tie when q was rounded: the residual decides.
       bool tieUp = sticky > 0, tieDown = sticky < 0;
-      if (dv < db ||
-          (dv == db && (tieUp ? v > vb : tieDown ? v < vb : (code & 1) == 0)))
+      if (dv < db || (dv == db && (tieUp     ? v > vb
+                                   : tieDown ? v < vb
+                                             : (code & 1) == 0)))
         best = code;
     }
   }
@@ -182,13 +182,12 @@ std::vector<uint16_t> interestingHalves(Fmt fmt, unsigned count,
                                         uint64_t seed) {
   std::vector<uint16_t> special;
   if (fmt.isBf16())
-    special = {0x0000, 0x8000, 0x0001, 0x007f, 0x0080, 0x3f80, 0xbf80,
-               0x3f81, 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0x4000,
-               0x3b80, 0xc0a0};
+    special = {0x0000, 0x8000, 0x0001, 0x007f, 0x0080, 0x3f80, 0xbf80, 0x3f81,
+               0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0x4000, 0x3b80, 0xc0a0};
   else
-    special = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xbc00,
-               0x3c01, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x6800,
-               0x3800, 0x6801, 0x0003, 0x8001};
+    special = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00,
+               0xbc00, 0x3c01, 0x7bff, 0xfbff, 0x7c00, 0xfc00,
+               0x7e00, 0x6800, 0x3800, 0x6801, 0x0003, 0x8001};
   Lcg rng{seed};
   std::vector<uint16_t> out;
   for (unsigned i = 0; i < count; ++i) {
@@ -197,8 +196,8 @@ std::vector<uint16_t> interestingHalves(Fmt fmt, unsigned count,
     } else {
       uint16_t v = static_cast<uint16_t>(rng.next());
       if (fmt.isBf16() && i % 3 == 1) // keep exponents in a moderate range
-        v = static_cast<uint16_t>((v & 0x807f) | ((0x3c00 + (v & 0x0f00)) &
-                                                  0x7f80));
+        v = static_cast<uint16_t>((v & 0x807f) |
+                                  ((0x3c00 + (v & 0x0f00)) & 0x7f80));
       out.push_back(v);
     }
   }
@@ -239,11 +238,11 @@ void checkArithmetic(Fmt fmt, const std::string &body,
       std::string name = cases[k].name;
       bool pair = name.size() > 2 && name.substr(name.size() - 2) == "x2";
       uint32_t got = out[t * cases.size() + k];
-      uint32_t want = cases[k].reference(lo[3 * t], lo[3 * t + 1],
-                                         lo[3 * t + 2]);
+      uint32_t want =
+          cases[k].reference(lo[3 * t], lo[3 * t + 1], lo[3 * t + 2]);
       if (pair)
-        want |= static_cast<uint32_t>(cases[k].reference(
-                    hi[3 * t], hi[3 * t + 1], hi[3 * t + 2]))
+        want |= static_cast<uint32_t>(
+                    cases[k].reference(hi[3 * t], hi[3 * t + 1], hi[3 * t + 2]))
                 << 16;
       else
         got &= 0xffff;
@@ -252,8 +251,8 @@ void checkArithmetic(Fmt fmt, const std::string &body,
         ADD_FAILURE() << name << " thread " << t << std::hex << ": x=0x"
                       << lo[3 * t] << " y=0x" << lo[3 * t + 1] << " z=0x"
                       << lo[3 * t + 2] << " (high 0x" << hi[3 * t] << " 0x"
-                      << hi[3 * t + 1] << " 0x" << hi[3 * t + 2]
-                      << "): got 0x" << got << ", want 0x" << want;
+                      << hi[3 * t + 1] << " 0x" << hi[3 * t + 2] << "): got 0x"
+                      << got << ", want 0x" << want;
       }
     }
   }
@@ -284,36 +283,22 @@ std::vector<ArithmeticCase> arithmeticCases(Fmt fmt) {
       {"sub", sub},
       {"mul", mul},
       {"fma", fma},
-      {"min",
-       [=](uint16_t x, uint16_t y, uint16_t) {
-         return refMinMax(x, y, fmt, false, false);
-       }},
-      {"max",
-       [=](uint16_t x, uint16_t y, uint16_t) {
-         return refMinMax(x, y, fmt, true, false);
-       }},
-      {"min.NaN",
-       [=](uint16_t x, uint16_t y, uint16_t) {
-         return refMinMax(x, y, fmt, false, true);
-       }},
-      {"max.NaN",
-       [=](uint16_t x, uint16_t y, uint16_t) {
-         return refMinMax(x, y, fmt, true, true);
-       }},
-      {"neg",
-       [](uint16_t x, uint16_t, uint16_t) {
-         return static_cast<uint16_t>(x ^ 0x8000);
-       }},
-      {"abs",
-       [](uint16_t x, uint16_t, uint16_t) {
-         return static_cast<uint16_t>(x & 0x7fff);
-       }},
+      {"min", [=](uint16_t x, uint16_t y,
+                  uint16_t) { return refMinMax(x, y, fmt, false, false); }},
+      {"max", [=](uint16_t x, uint16_t y,
+                  uint16_t) { return refMinMax(x, y, fmt, true, false); }},
+      {"min.NaN", [=](uint16_t x, uint16_t y,
+                      uint16_t) { return refMinMax(x, y, fmt, false, true); }},
+      {"max.NaN", [=](uint16_t x, uint16_t y,
+                      uint16_t) { return refMinMax(x, y, fmt, true, true); }},
+      {"neg", [](uint16_t x, uint16_t,
+                 uint16_t) { return static_cast<uint16_t>(x ^ 0x8000); }},
+      {"abs", [](uint16_t x, uint16_t,
+                 uint16_t) { return static_cast<uint16_t>(x & 0x7fff); }},
       {"add x2", add},
       {"fma x2", fma},
-      {"min x2",
-       [=](uint16_t x, uint16_t y, uint16_t) {
-         return refMinMax(x, y, fmt, false, false);
-       }},
+      {"min x2", [=](uint16_t x, uint16_t y,
+                     uint16_t) { return refMinMax(x, y, fmt, false, false); }},
       {"max.NaN x2",
        [=](uint16_t x, uint16_t y, uint16_t) {
          return refMinMax(x, y, fmt, true, true);
@@ -328,16 +313,26 @@ std::string arithmeticBody(const std::string &t) {
   return R"(	cvt.u16.u32 	%rs1, %r1;
 	cvt.u16.u32 	%rs2, %r2;
 	cvt.u16.u32 	%rs3, %r3;
-	add.rn.)" + t + R"( 	%rs10, %rs1, %rs2;
-	sub.rn.)" + t + R"( 	%rs11, %rs1, %rs2;
-	mul.rn.)" + t + R"( 	%rs12, %rs1, %rs2;
-	fma.rn.)" + t + R"( 	%rs13, %rs1, %rs2, %rs3;
-	min.)" + t + R"( 	%rs14, %rs1, %rs2;
-	max.)" + t + R"( 	%rs15, %rs1, %rs2;
-	min.NaN.)" + t + R"( 	%rs16, %rs1, %rs2;
-	max.NaN.)" + t + R"( 	%rs17, %rs1, %rs2;
-	neg.)" + t + R"( 	%rs18, %rs1;
-	abs.)" + t + R"( 	%rs19, %rs1;
+	add.rn.)" +
+         t + R"( 	%rs10, %rs1, %rs2;
+	sub.rn.)" +
+         t + R"( 	%rs11, %rs1, %rs2;
+	mul.rn.)" +
+         t + R"( 	%rs12, %rs1, %rs2;
+	fma.rn.)" +
+         t + R"( 	%rs13, %rs1, %rs2, %rs3;
+	min.)" +
+         t + R"( 	%rs14, %rs1, %rs2;
+	max.)" +
+         t + R"( 	%rs15, %rs1, %rs2;
+	min.NaN.)" +
+         t + R"( 	%rs16, %rs1, %rs2;
+	max.NaN.)" +
+         t + R"( 	%rs17, %rs1, %rs2;
+	neg.)" +
+         t + R"( 	%rs18, %rs1;
+	abs.)" +
+         t + R"( 	%rs19, %rs1;
 	cvt.u32.u16 	%r20, %rs10;
 	cvt.u32.u16 	%r21, %rs11;
 	cvt.u32.u16 	%r22, %rs12;
@@ -348,12 +343,18 @@ std::string arithmeticBody(const std::string &t) {
 	cvt.u32.u16 	%r27, %rs17;
 	cvt.u32.u16 	%r28, %rs18;
 	cvt.u32.u16 	%r29, %rs19;
-	add.rn.)" + t + R"(x2 	%r30, %r1, %r2;
-	fma.rn.)" + t + R"(x2 	%r31, %r1, %r2, %r3;
-	min.)" + t + R"(x2 	%r32, %r1, %r2;
-	max.NaN.)" + t + R"(x2 	%r33, %r1, %r2;
-	mul.rn.)" + t + R"(x2 	%r34, %r1, %r2;
-	sub.rn.)" + t + R"(x2 	%r35, %r1, %r2;
+	add.rn.)" +
+         t + R"(x2 	%r30, %r1, %r2;
+	fma.rn.)" +
+         t + R"(x2 	%r31, %r1, %r2, %r3;
+	min.)" +
+         t + R"(x2 	%r32, %r1, %r2;
+	max.NaN.)" +
+         t + R"(x2 	%r33, %r1, %r2;
+	mul.rn.)" +
+         t + R"(x2 	%r34, %r1, %r2;
+	sub.rn.)" +
+         t + R"(x2 	%r35, %r1, %r2;
 )";
 }
 
@@ -364,12 +365,10 @@ TEST(EmuHalfTest, HalfArithmetic) {
   // tie between 0 and 2^-24 (0 is even); 3 * 2^-24 * 0.5 rounds up to
   // 2 * 2^-24. inf - inf is NaN, inf * 0 is NaN, 65504 + 16 overflows.
   std::vector<std::pair<uint16_t, uint16_t>> extra = {
-      {0x6800, 0x3c00}, {0x6801, 0x3c00}, {0x0001, 0x0001},
-      {0x03ff, 0x0001}, {0x0001, 0x3800}, {0x0003, 0x3800},
-      {0x7c00, 0x7c00}, {0x7c00, 0x0000}, {0x7bff, 0x4c00},
-      {0x8000, 0x0000}, {0x7e00, 0x3c00}, {0x3c00, 0x7e00}};
-  checkArithmetic(kF16, arithmeticBody("f16"), arithmeticCases(kF16), extra,
-                  1);
+      {0x6800, 0x3c00}, {0x6801, 0x3c00}, {0x0001, 0x0001}, {0x03ff, 0x0001},
+      {0x0001, 0x3800}, {0x0003, 0x3800}, {0x7c00, 0x7c00}, {0x7c00, 0x0000},
+      {0x7bff, 0x4c00}, {0x8000, 0x0000}, {0x7e00, 0x3c00}, {0x3c00, 0x7e00}};
+  checkArithmetic(kF16, arithmeticBody("f16"), arithmeticCases(kF16), extra, 1);
   // Spot checks of the hand-derived values, so the reference is checked
   // too.
   EXPECT_EQ(roundQuad(quadOf(0x6800, kF16) + 1, kF16), 0x6800);
@@ -408,8 +407,8 @@ TEST(EmuHalfTest, BFloat16Arithmetic) {
   std::vector<std::pair<uint16_t, uint16_t>> extra = {
       {0x3f80, 0x3b80}, {0x3f81, 0x3b80}, {0x7f7f, 0x7f7f},
       {0x0001, 0x0001}, {0x7f80, 0xff80}, {0x7fc0, 0x3f80}};
-  checkArithmetic(kBf16, arithmeticBody("bf16"), arithmeticCases(kBf16),
-                  extra, 11);
+  checkArithmetic(kBf16, arithmeticBody("bf16"), arithmeticCases(kBf16), extra,
+                  11);
   EXPECT_EQ(roundQuad(quadOf(0x3f80, kBf16) + quadOf(0x3b80, kBf16), kBf16),
             0x3f80);
   EXPECT_EQ(roundQuad(quadOf(0x3f81, kBf16) + quadOf(0x3b80, kBf16), kBf16),
@@ -470,27 +469,34 @@ TEST(EmuHalfTest, SaturateFlushAndRelu) {
 	cvt.u32.u16 	%r21, %rs11;
 	cvt.u32.u16 	%r22, %rs12;
 )";
-  checkArithmetic(kF16, body, cases, {{0x0001, 0x0000}, {0x3c00, 0x3c00}},
-                  21);
+  checkArithmetic(kF16, body, cases, {{0x0001, 0x0000}, {0x3c00, 0x3c00}}, 21);
 }
 
 /// Floats that exercise rounding to halves: near the f16 and bf16 ranges,
 /// subnormals, exact ties, random bits, and the special values.
 std::vector<float> roundingInputs(unsigned count) {
-  std::vector<float> out = {
-      1.0f + 0x1p-11f,        1.0f + 3 * 0x1p-11f, // f16 ties
-      1.0f + 0x1p-8f,         1.0f + 3 * 0x1p-8f,  // bf16 ties
-      0x1p-25f,               3 * 0x1p-25f,        // f16 subnormal ties
-      0x1p-24f,               0x1.ff8p-15f,        // f16 subnormals
-      65504.0f,               65519.0f,
-      65520.0f,               -65520.0f,
-      1e-30f,                 -0.0f,
-      0.0f,                   std::numeric_limits<float>::infinity(),
-      -std::numeric_limits<float>::infinity(),
-      std::numeric_limits<float>::quiet_NaN(),
-      std::numeric_limits<float>::max(),
-      std::numeric_limits<float>::denorm_min(),
-      -2.5f,                  3.14159265f};
+  std::vector<float> out = {1.0f + 0x1p-11f,
+                            1.0f + 3 * 0x1p-11f, // f16 ties
+                            1.0f + 0x1p-8f,
+                            1.0f + 3 * 0x1p-8f, // bf16 ties
+                            0x1p-25f,
+                            3 * 0x1p-25f, // f16 subnormal ties
+                            0x1p-24f,
+                            0x1.ff8p-15f, // f16 subnormals
+                            65504.0f,
+                            65519.0f,
+                            65520.0f,
+                            -65520.0f,
+                            1e-30f,
+                            -0.0f,
+                            0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -2.5f,
+                            3.14159265f};
   Lcg rng{99};
   while (out.size() < count) {
     uint32_t bits = rng.next();
@@ -615,8 +621,8 @@ TEST(EmuHalfTest, ConversionsToF32AreExact) {
 
 TEST(EmuHalfTest, IntegersToHalves) {
   // 2049 is a tie between 2048 and 2050 in f16; 65520 overflows to inf.
-  std::vector<int32_t> ints = {0, 1, -1, 2049, 2051, 4097, 65504, 65520,
-                               -70000, 1 << 20, 12345, -3};
+  std::vector<int32_t> ints = {0,     1,     -1,     2049,    2051,  4097,
+                               65504, 65520, -70000, 1 << 20, 12345, -3};
   std::vector<uint32_t> in;
   for (int32_t i : ints)
     in.push_back(static_cast<uint32_t>(i));

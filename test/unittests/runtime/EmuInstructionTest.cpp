@@ -114,9 +114,9 @@ $L__retry:
   init[9] = 0xdeadbeef;                   // exch: the first old value
   Buffer words = Buffer::of(init);
   Buffer out = Buffer::zeros<uint32_t>(total * 4);
-  ASSERT_EQ(runPtx(ptx, "atomics", {blocks, 1, 1}, {threads, 1, 1},
-                   {&words, &out}),
-            "<success>");
+  ASSERT_EQ(
+      runPtx(ptx, "atomics", {blocks, 1, 1}, {threads, 1, 1}, {&words, &out}),
+      "<success>");
   std::vector<uint32_t> w = words.as<uint32_t>();
   std::vector<uint32_t> o = out.as<uint32_t>();
   EXPECT_EQ(w[0], total);
@@ -293,14 +293,23 @@ $L__join:
     }
     for (unsigned l = 0; l < 32; ++l) {
       const uint32_t *g = &out[(warp * 32 + l) * nout];
-      std::vector<uint32_t> want = {
-          ballot, ballot == ~0u, allNonzero, !allNonzero, 1,
-          ballot == 0 || ballot == ~0u, sum, mx,
-          static_cast<uint32_t>(mn), xr, orv, andv,
-          l < 20 ? 0xfffffu : 0, l < 20 ? ballot20 : 0};
+      std::vector<uint32_t> want = {ballot,
+                                    ballot == ~0u,
+                                    allNonzero,
+                                    !allNonzero,
+                                    1,
+                                    ballot == 0 || ballot == ~0u,
+                                    sum,
+                                    mx,
+                                    static_cast<uint32_t>(mn),
+                                    xr,
+                                    orv,
+                                    andv,
+                                    l < 20 ? 0xfffffu : 0,
+                                    l < 20 ? ballot20 : 0};
       for (unsigned k = 0; k < nout; ++k)
-        EXPECT_EQ(g[k], want[k]) << "warp " << warp << " lane " << l
-                                 << " output " << k;
+        EXPECT_EQ(g[k], want[k])
+            << "warp " << warp << " lane " << l << " output " << k;
     }
   }
 }
@@ -368,8 +377,8 @@ uint32_t refPrmt(uint32_t a, uint32_t b, uint32_t c, int mode) {
 TEST(EmuInstructionTest, BitManipulation) {
   std::vector<uint32_t> in;
   Lcg rng{17};
-  std::vector<uint32_t> specials = {0, 1, 0x80000000u, 0xffffffffu,
-                                    0x7fffffffu, 0x00ff00ffu, 40, 33};
+  std::vector<uint32_t> specials = {
+      0, 1, 0x80000000u, 0xffffffffu, 0x7fffffffu, 0x00ff00ffu, 40, 33};
   for (int i = 0; i < 256; ++i)
     for (int k = 0; k < 3; ++k)
       in.push_back(i < 24 ? specials[(i + 3 * k) % specials.size()]
@@ -438,10 +447,10 @@ TEST(EmuInstructionTest, BitManipulation) {
     for (uint32_t i = 0; i < len && pos + i < 32; ++i)
       bfi = (bfi & ~(1u << (pos + i))) | (((a >> i) & 1) << (pos + i));
     uint32_t bmsk = static_cast<uint32_t>(((1ull << len) - 1) << pos);
-    uint32_t sz = len == 0 ? 0
-                           : static_cast<uint32_t>(
-                                 static_cast<int32_t>(a << (32 - len)) >>
-                                 (32 - len));
+    uint32_t sz =
+        len == 0 ? 0
+                 : static_cast<uint32_t>(
+                       static_cast<int32_t>(a << (32 - len)) >> (32 - len));
     uint32_t zz = len == 0 ? 0 : a & ((1u << len) - 1);
     int64_t dp = static_cast<int32_t>(c);
     for (int i = 0; i < 4; ++i)
@@ -463,8 +472,8 @@ TEST(EmuInstructionTest, BitManipulation) {
         bfind(a),
         sbf,
         a == 0 ? 0xffffffffu : 31 - bfind(a),
-        a ^ b ^ c,                     // 0x96: three-way xor
-        (a & b) | (a & c) | (b & c),   // 0xe8: majority
+        a ^ b ^ c,                   // 0x96: three-way xor
+        (a & b) | (a & c) | (b & c), // 0xe8: majority
         rev,
         static_cast<uint32_t>(__builtin_popcount(a)),
         a == 0 ? 32u : static_cast<uint32_t>(__builtin_clz(a)),
@@ -492,9 +501,8 @@ TEST(EmuInstructionTest, IntegerOverflowShiftsAndCarries) {
   // Wrapping, saturating, shifts past the width, division by zero, 64-bit
   // subtraction through a borrow chain, setp combined with a predicate.
   std::vector<uint32_t> in = {
-      0x7fffffffu, 1,          40, 0x80000000u, 0xffffffffu, 32,
-      5,           7,          31, 0,           0,           0,
-      0x80000000u, 0xffffffffu, 1, 123456789,   0,           100,
+      0x7fffffffu, 1, 40, 0x80000000u, 0xffffffffu, 32, 5,         7, 31,
+      0,           0, 0,  0x80000000u, 0xffffffffu, 1,  123456789, 0, 100,
   };
   std::string body = R"(	add.s32 	%r20, %r1, %r2;
 	add.sat.s32 	%r21, %r1, %r2;
@@ -549,7 +557,9 @@ TEST(EmuInstructionTest, IntegerOverflowShiftsAndCarries) {
         c >= 32 ? (sa < 0 ? 0xffffffffu : 0) : static_cast<uint32_t>(sa >> c),
         c >= 32 ? 0 : a >> c,
         b == 0 ? 0xffffffffu : a / b, // division by zero: all ones
-        b == 0 ? a : sb == -1 ? 0 : static_cast<uint32_t>(sa % sb),
+        b == 0     ? a
+        : sb == -1 ? 0
+                   : static_cast<uint32_t>(sa % sb),
         1,
         static_cast<uint32_t>(diff),
         static_cast<uint32_t>(diff >> 32),
@@ -597,8 +607,8 @@ TEST(EmuInstructionTest, FloatSpecialsTiesAndDirectedRounding) {
   float inf = std::numeric_limits<float>::infinity();
   float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<std::pair<float, float>> pairs = {
-      {inf, -inf}, {inf, 0.0f},  {nan, 1.0f},   {-0.0f, 0.0f},
-      {1.0f, 3.0f}, {-1.0f, 3.0f}, {2.5f, 0.1f}, {-3.5f, 7.0f},
+      {inf, -inf},         {inf, 0.0f},   {nan, 1.0f},   {-0.0f, 0.0f},
+      {1.0f, 3.0f},        {-1.0f, 3.0f}, {2.5f, 0.1f},  {-3.5f, 7.0f},
       {16777216.0f, 1.0f}, {1e10f, 0.1f}, {-2.0f, 0.3f}, {5.5f, -1e-8f}};
   std::vector<uint32_t> in;
   for (auto [x, y] : pairs) {
@@ -658,8 +668,7 @@ TEST(EmuInstructionTest, FloatSpecialsTiesAndDirectedRounding) {
         EXPECT_TRUE(std::isnan(got)) << "pair " << t << " output " << k;
       else
         EXPECT_EQ(bitsOf(got), bitsOf(want))
-            << "pair " << t << " output " << k << ": " << got << " vs "
-            << want;
+            << "pair " << t << " output " << k << ": " << got << " vs " << want;
     };
     bool special = !std::isfinite(x) || !std::isfinite(y);
     expectFloat(0, x + y);
@@ -677,10 +686,8 @@ TEST(EmuInstructionTest, FloatSpecialsTiesAndDirectedRounding) {
         float down = asFloat(out[t * nout + 5]),
               up = asFloat(out[t * nout + 6]);
         long double sign = y > 0 ? 1 : -1;
-        EXPECT_LE(sign * (static_cast<long double>(down) * ly), sign * lx)
-            << t;
-        EXPECT_GE(sign * (static_cast<long double>(up) * ly), sign * lx)
-            << t;
+        EXPECT_LE(sign * (static_cast<long double>(down) * ly), sign * lx) << t;
+        EXPECT_GE(sign * (static_cast<long double>(up) * ly), sign * lx) << t;
         EXPECT_TRUE(down == up || std::nextafter(down, INFINITY) == up) << t;
         EXPECT_TRUE(down == x / y || up == x / y) << t;
       }
@@ -718,8 +725,8 @@ TEST(EmuInstructionTest, FloatSpecialsTiesAndDirectedRounding) {
     expectFloat(10, std::nearbyint(x));
     int32_t iy = static_cast<int32_t>(bitsOf(y));
     expectFloat(11, static_cast<float>(iy)); // the host rounds to nearest
-    expectFloat(12, roundDirected(static_cast<long double>(bitsOf(y)),
-                                  Dir::Rz));
+    expectFloat(12,
+                roundDirected(static_cast<long double>(bitsOf(y)), Dir::Rz));
     // slct.f32: y >= 0 picks x (-0 counts as >= 0; NaN picks y).
     expectFloat(13, y >= 0 ? x : y);
     expectFloat(14, y >= 0 ? x : y);
@@ -788,8 +795,7 @@ $L__reduce:
 }
 )";
   Buffer out = Buffer::zeros<uint32_t>(128 * 4);
-  ASSERT_EQ(runPtx(ptx, "named", {1, 1, 1}, {128, 1, 1}, {&out}),
-            "<success>");
+  ASSERT_EQ(runPtx(ptx, "named", {1, 1, 1}, {128, 1, 1}, {&out}), "<success>");
   std::vector<uint32_t> o = out.as<uint32_t>();
   for (unsigned t = 0; t < 128; ++t) {
     unsigned warp = t / 32;
@@ -958,8 +964,8 @@ TEST(EmuInstructionTest, FunctionCallsAreInlined) {
   for (uint32_t t = 0; t < 64; ++t)
     in[t] = (t * 7) % 23;
   Buffer bufIn = Buffer::of(in), out = Buffer::zeros<uint32_t>(64 * 4);
-  ASSERT_EQ(runPtx(ptxHeader() + kCallsModule, "calls", {1, 1, 1},
-                   {64, 1, 1}, {&bufIn, &out}),
+  ASSERT_EQ(runPtx(ptxHeader() + kCallsModule, "calls", {1, 1, 1}, {64, 1, 1},
+                   {&bufIn, &out}),
             "<success>");
   std::vector<uint32_t> o = out.as<uint32_t>();
   auto f = [](uint32_t x, uint32_t y) { return x > 10 ? x - y : 3 * x + y; };
@@ -1125,8 +1131,7 @@ TEST(EmuInstructionTest, RandomBlockOrder) {
     std::vector<uint32_t> buffer(65, 0);
     emu::LaunchSpec spec;
     spec.blockOrderSeed = seed;
-    EXPECT_EQ(runDirect(ptx, {64, 1, 1}, {1, 1, 1}, buffer, spec),
-              "<success>");
+    EXPECT_EQ(runDirect(ptx, {64, 1, 1}, {1, 1, 1}, buffer, spec), "<success>");
     return std::vector<uint32_t>(buffer.begin() + 1, buffer.end());
   };
   std::vector<uint32_t> identity(64);

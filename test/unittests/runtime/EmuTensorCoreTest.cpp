@@ -1,4 +1,5 @@
-//===- EmuTensorCoreTest.cpp - mma.sync, ldmatrix, cp.async on the emulator ===//
+//===- EmuTensorCoreTest.cpp - mma.sync, ldmatrix, cp.async on the emulator
+//===//
 //
 // The fragment layouts are written here from the PTX ISA's tables (section
 // "Matrix fragments for mma.m16n8k*"), separately from the emulator's code;
@@ -92,9 +93,9 @@ TEST(EmuTensorCoreTest, MmaM16N8K16F32Accumulate) {
             static_cast<float>(cValue(i < 2 ? g : g + 8, t * 2 + (i & 1))));
     }
     std::string type = kind == Kind::F16 ? "f16" : "bf16";
-    std::vector<uint32_t> d = runMma(
-        "mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type + ".f32",
-        4, 2, 4, 4, regs);
+    std::vector<uint32_t> d = runMma("mma.sync.aligned.m16n8k16.row.col.f32." +
+                                         type + "." + type + ".f32",
+                                     4, 2, 4, 4, regs);
     ASSERT_EQ(d.size(), 32u * 4);
     for (unsigned lane = 0; lane < 32; ++lane) {
       int g = lane / 4, t = lane % 4;
@@ -128,13 +129,12 @@ TEST(EmuTensorCoreTest, MmaM16N8K16F16Accumulate) {
     }
     // C: c0..c3 as two f16x2 registers.
     for (int i = 0; i < 4; ++i)
-      r[6 + i / 2] |= static_cast<uint32_t>(halfOf(
-                          cValue(i < 2 ? g : g + 8, t * 2 + (i & 1))))
+      r[6 + i / 2] |= static_cast<uint32_t>(
+                          halfOf(cValue(i < 2 ? g : g + 8, t * 2 + (i & 1))))
                       << (16 * (i & 1));
   }
-  std::vector<uint32_t> d =
-      runMma("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", 4, 2, 2, 2,
-             regs);
+  std::vector<uint32_t> d = runMma(
+      "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", 4, 2, 2, 2, regs);
   ASSERT_EQ(d.size(), 32u * 2);
   for (unsigned lane = 0; lane < 32; ++lane) {
     int g = lane / 4, t = lane % 4;
@@ -143,8 +143,7 @@ TEST(EmuTensorCoreTest, MmaM16N8K16F16Accumulate) {
       int want = cValue(m, n);
       for (int k = 0; k < 16; ++k)
         want += aValue(m, k) * bValue(k, n);
-      EXPECT_EQ((d[lane * 2 + i / 2] >> (16 * (i & 1))) & 0xffff,
-                halfOf(want))
+      EXPECT_EQ((d[lane * 2 + i / 2] >> (16 * (i & 1))) & 0xffff, halfOf(want))
           << "lane " << lane << " d" << i;
     }
   }
@@ -158,19 +157,17 @@ TEST(EmuTensorCoreTest, MmaM16N8K8) {
       int g = lane / 4, t = lane % 4;
       uint32_t *r = &regs[lane * 7];
       for (int i = 0; i < 4; ++i)
-        r[i / 2] |= static_cast<uint32_t>(halfOf(
-                        aValue(i < 2 ? g : g + 8, t * 2 + (i & 1))))
+        r[i / 2] |= static_cast<uint32_t>(
+                        halfOf(aValue(i < 2 ? g : g + 8, t * 2 + (i & 1))))
                     << (16 * (i & 1));
       for (int i = 0; i < 2; ++i)
-        r[2] |= static_cast<uint32_t>(halfOf(bValue(t * 2 + i, g)))
-                << (16 * i);
+        r[2] |= static_cast<uint32_t>(halfOf(bValue(t * 2 + i, g))) << (16 * i);
       for (int i = 0; i < 4; ++i)
         r[3 + i] = floatBits(
             static_cast<float>(cValue(i < 2 ? g : g + 8, t * 2 + (i & 1))));
     }
-    std::vector<uint32_t> d =
-        runMma("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32", 2, 1, 4, 4,
-               regs);
+    std::vector<uint32_t> d = runMma(
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32", 2, 1, 4, 4, regs);
     ASSERT_EQ(d.size(), 32u * 4);
     for (unsigned lane = 0; lane < 32; ++lane) {
       int g = lane / 4, t = lane % 4;
@@ -205,9 +202,8 @@ TEST(EmuTensorCoreTest, MmaM16N8K8) {
         r[6 + i] = floatBits(
             static_cast<float>(cValue(i < 2 ? g : g + 8, t * 2 + (i & 1))));
     }
-    std::vector<uint32_t> d =
-        runMma("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", 4, 2, 4,
-               4, regs);
+    std::vector<uint32_t> d = runMma(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", 4, 2, 4, 4, regs);
     ASSERT_EQ(d.size(), 32u * 4);
     for (unsigned lane = 0; lane < 32; ++lane) {
       int g = lane / 4, t = lane % 4;
@@ -262,8 +258,8 @@ TEST(EmuTensorCoreTest, LoadMatrix) {
   for (unsigned s = 0; s < 32; ++s)
     for (unsigned c = 0; c < 8; c += 2)
       in[s * 4 + c / 2] = (s * 8 + c) | ((s * 8 + c + 1) << 16);
-  std::vector<uint32_t> out = runWords(
-      body, 4, 11, in, 32, "\t.shared .align 16 .b8 rows[512];\n");
+  std::vector<uint32_t> out =
+      runWords(body, 4, 11, in, 32, "\t.shared .align 16 .b8 rows[512];\n");
   ASSERT_EQ(out.size(), 32u * 11);
   // Element (row j, column c) of matrix i.
   auto element = [](unsigned i, unsigned j, unsigned c) {
@@ -345,10 +341,11 @@ TEST(EmuTensorCoreTest, AsyncCopyOutOfBoundsIsReported) {
 )";
   std::vector<uint32_t> in(4, 0);
   Buffer bufIn = Buffer::of(in), out = Buffer::zeros<uint32_t>(4);
-  EXPECT_THAT(runPtx(wordKernel(body, 1, 0, "\t.shared .align 16 .b8 buf[64];\n"),
-                     "k", {1, 1, 1}, {1, 1, 1}, {&bufIn, &out}),
-              HasSubstr("(cp.async.cg.shared.global): out-of-bounds global "
-                        "cp.async source of 16 bytes"));
+  EXPECT_THAT(
+      runPtx(wordKernel(body, 1, 0, "\t.shared .align 16 .b8 buf[64];\n"), "k",
+             {1, 1, 1}, {1, 1, 1}, {&bufIn, &out}),
+      HasSubstr("(cp.async.cg.shared.global): out-of-bounds global "
+                "cp.async source of 16 bytes"));
 }
 
 } // namespace

@@ -1,4 +1,5 @@
-//===- EmuTestUtils.h - Running hand-written PTX on the emu device -*- C++ -*-===//
+//===- EmuTestUtils.h - Running hand-written PTX on the emu device -*- C++
+//-*-===//
 //
 // runPtx loads one kernel on the emu device, uploads the buffers, passes
 // each as a pointer parameter (in order, then the u32 scalars), launches and
@@ -59,8 +60,7 @@ inline void dumpPtx(const std::string &ptx, const std::string &kernel) {
 
 /// "<success>" or the error message.
 inline std::string runPtx(const std::string &ptx, const std::string &kernel,
-                          Dim3 grid, Dim3 block,
-                          std::vector<Buffer *> buffers,
+                          Dim3 grid, Dim3 block, std::vector<Buffer *> buffers,
                           std::vector<uint32_t> scalars = {},
                           uint32_t dynamicSharedBytes = 0) {
   dumpPtx(ptx, kernel);
@@ -164,8 +164,8 @@ inline std::vector<uint32_t> runWords(const std::string &body, unsigned nin,
   std::vector<uint32_t> padded = in;
   padded.resize(static_cast<size_t>(blocks) * blockSize * nin, 0);
   Buffer bufIn = Buffer::of(padded);
-  Buffer out = Buffer::zeros<uint32_t>(static_cast<size_t>(blocks) *
-                                       blockSize * nout);
+  Buffer out =
+      Buffer::zeros<uint32_t>(static_cast<size_t>(blocks) * blockSize * nout);
   std::string result =
       runPtx(wordKernel(body, nin, nout, decls), "k", {blocks, 1, 1},
              {blockSize, 1, 1}, {&bufIn, &out});
