@@ -330,6 +330,72 @@ $L__out:
 }
 
 //===----------------------------------------------------------------------===//
+// Nested divergence
+//===----------------------------------------------------------------------===//
+
+TEST(EmuInstructionTest, NestedDivergenceReconverges) {
+  // Odd lanes run a loop of (lane % 5) trips with an if/else inside it,
+  // then (reconverged) query the active mask and shuffle among themselves
+  // with it as the member mask; even lanes take the else branch. After the
+  // join, a full-warp ballot must see every lane again.
+  std::string body = R"(	mov.u32 	%r2, %laneid;
+	mov.u32 	%r20, 0;
+	mov.u32 	%r21, 0;
+	and.b32 	%r3, %r2, 1;
+	setp.eq.s32 	%p1, %r3, 0;
+	@%p1 bra 	$L__even;
+	rem.u32 	%r4, %r2, 5;
+	mov.u32 	%r5, 0;
+	setp.eq.s32 	%p2, %r4, 0;
+	@%p2 bra 	$L__loopdone;
+$L__loop:
+	and.b32 	%r6, %r5, 1;
+	setp.eq.s32 	%p3, %r6, 0;
+	@%p3 bra 	$L__evenstep;
+	sub.s32 	%r20, %r20, 1;
+	bra.uni 	$L__next;
+$L__evenstep:
+	mad.lo.s32 	%r20, %r5, %r2, %r20;
+$L__next:
+	add.s32 	%r5, %r5, 1;
+	setp.lt.u32 	%p4, %r5, %r4;
+	@%p4 bra 	$L__loop;
+$L__loopdone:
+	activemask.b32 	%r22;
+	shfl.sync.bfly.b32 	%r21, %r20, 2, 31, %r22;
+	bra.uni 	$L__join;
+$L__even:
+	add.s32 	%r20, %r2, 100;
+	activemask.b32 	%r22;
+$L__join:
+	setp.gt.s32 	%p5, %r20, 5;
+	vote.sync.ballot.b32 	%r23, %p5, -1;
+)";
+  std::vector<uint32_t> in(32, 0);
+  std::vector<uint32_t> out = runWords(body, 1, 4, in, 32);
+  ASSERT_EQ(out.size(), 32u * 4);
+  auto acc = [](int lane) {
+    if (lane % 2 == 0)
+      return lane + 100;
+    int a = 0;
+    for (int i = 0; i < lane % 5; ++i)
+      a += i % 2 == 0 ? i * lane : -1;
+    return a;
+  };
+  uint32_t ballot = 0;
+  for (int lane = 0; lane < 32; ++lane)
+    if (acc(lane) > 5)
+      ballot |= 1u << lane;
+  for (int lane = 0; lane < 32; ++lane) {
+    const uint32_t *g = &out[lane * 4];
+    EXPECT_EQ(static_cast<int32_t>(g[0]), acc(lane)) << lane;
+    EXPECT_EQ(static_cast<int32_t>(g[1]), lane % 2 ? acc(lane ^ 2) : 0) << lane;
+    EXPECT_EQ(g[2], lane % 2 ? 0xaaaaaaaau : 0x55555555u) << lane;
+    EXPECT_EQ(g[3], ballot) << lane;
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Bit manipulation and integer edge cases
 //===----------------------------------------------------------------------===//
 
