@@ -10,18 +10,110 @@
 
 include "mlir/Pass/PassBase.td"
 
-def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::func::FuncOp"> {
+def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
   let summary = "Choose NCHW or NHWC per op and make layout changes explicit";
   let description = [{
-    (Being written: see issue 5.)
+    Picks channels-first (`nchw`) or channels-last (`nhwc`) activations for
+    every 2-D and 3-D image op, and makes each layout change an explicit
+    `kiln.transpose`. `layout=auto` picks `nhwc` when `precision` uses
+    tensor cores (`tf32`, `bf16`, `fp16`) and `nchw` for `fp32`. The rules,
+    in the order the pass applies them:
+
+    - **Layout-sensitive ops.** Every `kiln.conv`, `kiln.conv_transpose`
+      and `kiln.pool` on a rank-4 or rank-5 tensor takes the target
+      `data_format`: its input and filter are transposed into the target
+      layout before it and its result back after it. 1-D (rank-3) ops keep
+      their layout.
+    - **Propagation.** A transpose back to the other layout moves below the
+      layout-agnostic ops that read it, which then work in the target
+      layout: elementwise ops (unary, cast, binary with broadcasting,
+      select), `softmax`/`log_softmax`/`argmax`/`argmin` (axis remapped),
+      `reduce` (axes remapped; without `keepdims` a smaller transpose
+      restores the order of the surviving dims where it differs),
+      `concat`/`split` (axis remapped), `slice`/`pad`/`tile` (per-dimension
+      lists permuted), and `batch_norm`/`global_pool`, which switch their
+      `data_format`. A broadcast operand of an elementwise op (a bias or a
+      batch-norm parameter of shape `[C, 1, 1]`) is extended to the full
+      rank and permuted too: a permutation that only moves unit dims is a
+      `kiln.reshape` (no data moves), otherwise the operand must be known at
+      compile time (its transpose folds into the weight). An op with any
+      other operand keeps the transpose in front of it: that is where the
+      layouts meet, as at function results and ops with no layout variant
+      (`lrn`, `instance_norm`, `reshape` that regroups dims).
+    - **Cancellation.** `transpose(transpose(x))` composes and an identity
+      permutation folds away, so a back transpose that reaches the next
+      converted op cancels with its input transpose. A transpose that only
+      moves unit dims becomes a `kiln.reshape` (global pooling's
+      `[1, C, 1, 1]` result, flattened before a classifier).
+    - **Channel padding** (`nhwc` only). A convolution with `groups = 1`
+      whose input channel count is not a multiple of `channel-multiple`
+      (default 8, what tensor-core MMA shapes need along the reduction)
+      reads its input padded with zero channels (`kiln.pad`) and its filter
+      padded alike; zero channels add nothing to the sums, and the
+      function's inputs and outputs keep their shapes. `channel-multiple=1`
+      turns this off.
+    - **Weights.** A transpose or pad of a value known at compile time (an
+      immutable `ml_program.global`, a `kiln.constant`, possibly reshaped)
+      becomes a load of a new global holding the moved data (`@w_nhwc`,
+      `@w_nhwc_pad`, `@w_t`), computed here; the old global is erased when
+      nothing reads it. Small all-constant results stay `kiln.constant`.
+      This also folds the transposes the importer writes for `Gemm`
+      weights, with any layout.
+
+    Running the pass a second time changes nothing. The pass is a module
+    pass because the weight rule adds globals.
+
+    Example (`layout=nhwc`):
+
+    ```mlir
+    func.func @main(%x: tensor<1x3x32x32xf32>) -> tensor<1x16x16x16xf32> {
+      %w = ml_program.global_load_const @w : tensor<16x3x3x3xf32>
+      %b = kiln.constant dense<0.5> : tensor<16x1x1xf32>
+      %c = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+          padding = array<i64: 1, 1, 1, 1>}
+          : (tensor<1x3x32x32xf32>, tensor<16x3x3x3xf32>) -> tensor<1x16x32x32xf32>
+      %a = kiln.add %c, %b : tensor<1x16x32x32xf32>, tensor<16x1x1xf32> -> tensor<1x16x32x32xf32>
+      %r = kiln.relu %a : tensor<1x16x32x32xf32>
+      %p = kiln.pool <max> %r {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,
+          dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>}
+          : tensor<1x16x32x32xf32> -> tensor<1x16x16x16xf32>
+      return %p : tensor<1x16x16x16xf32>
+    }
+    // becomes
+    func.func @main(%x: tensor<1x3x32x32xf32>) -> tensor<1x16x16x16xf32> {
+      %b = kiln.constant dense<0.5> : tensor<1x1x1x16xf32>
+      %t = kiln.transpose %x {permutation = array<i64: 0, 2, 3, 1>}
+          : tensor<1x3x32x32xf32> -> tensor<1x32x32x3xf32>
+      %xp = kiln.pad <constant> %t {low = array<i64: 0, 0, 0, 0>, high = array<i64: 0, 0, 0, 5>}
+          : tensor<1x32x32x3xf32> -> tensor<1x32x32x8xf32>
+      %w = ml_program.global_load_const @w_nhwc_pad : tensor<16x3x3x8xf32>
+      %c = kiln.conv %xp, %w {..., data_format = #kiln.data_format<nhwc>}
+          : (tensor<1x32x32x8xf32>, tensor<16x3x3x8xf32>) -> tensor<1x32x32x16xf32>
+      %a = kiln.add %c, %b : tensor<1x32x32x16xf32>, tensor<1x1x1x16xf32> -> tensor<1x32x32x16xf32>
+      %r = kiln.relu %a : tensor<1x32x32x16xf32>
+      %p = kiln.pool <max> %r {..., data_format = #kiln.data_format<nhwc>}
+          : tensor<1x32x32x16xf32> -> tensor<1x16x16x16xf32>
+      %y = kiln.transpose %p {permutation = array<i64: 0, 3, 1, 2>}
+          : tensor<1x16x16x16xf32> -> tensor<1x16x16x16xf32>
+      return %y : tensor<1x16x16x16xf32>
+    }
+    ```
+
+    Errors: a `layout` other than `nchw`, `nhwc`, `auto`, a `precision`
+    other than `fp32`, `tf32`, `bf16`, `fp16`, or a `channel-multiple` below
+    1 fails the pass with one line.
   }];
   let options = [
     Option<"layout", "layout", "std::string", /*default=*/"\"auto\"",
            "nchw, nhwc, or auto (NHWC when the precision uses tensor cores)">,
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "the precision the model is compiled for (auto layout uses it)">,
+    Option<"channelMultiple", "channel-multiple", "int64_t", /*default=*/"8",
+           "pad the input channels of NHWC convolutions to a multiple of "
+           "this (1: no padding)">,
   ];
-  let dependentDialects = ["::kiln::KilnDialect"];
+  let dependentDialects = ["::kiln::KilnDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
 }
 
 def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {

@@ -1,0 +1,441 @@
+//===- LayoutPropagation.cpp - Sinking layout transposes through ops ------===//
+//
+// kiln-assign-layout wraps every op it converts in two transposes: into the
+// target layout before the op, back to the other layout after it. The
+// patterns here move each "back" transpose below the layout-agnostic ops
+// that read it, rewriting those ops to work in the target layout (axes,
+// per-dimension attributes and broadcast operands permuted), until it meets
+// the next converted op's "into" transpose and TransposeOp's folder cancels
+// the pair. Where a back transpose cannot move on (a function result, an op
+// that only exists in the other layout, a broadcast operand that is neither
+// known at compile time nor a pure relabeling), the layouts meet and the
+// transpose stays.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LayoutPropagation.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::layout;
+
+//===----------------------------------------------------------------------===//
+// Permutations
+//===----------------------------------------------------------------------===//
+
+Permutation layout::permutationTo(DataFormat to, int64_t rank) {
+  Permutation perm{0};
+  if (to == DataFormat::ChannelsLast) {
+    for (int64_t d = 2; d < rank; ++d)
+      perm.push_back(d);
+    perm.push_back(1);
+  } else {
+    perm.push_back(rank - 1);
+    for (int64_t d = 1; d < rank - 1; ++d)
+      perm.push_back(d);
+  }
+  return perm;
+}
+
+DataFormat layout::otherFormat(DataFormat format) {
+  return format == DataFormat::ChannelsLast ? DataFormat::ChannelsFirst
+                                            : DataFormat::ChannelsLast;
+}
+
+Permutation layout::invertPermutation(ArrayRef<int64_t> perm) {
+  Permutation inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  return inverse;
+}
+
+SmallVector<int64_t> layout::permute(ArrayRef<int64_t> values,
+                                     ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> result;
+  for (int64_t p : perm)
+    result.push_back(values[p]);
+  return result;
+}
+
+RankedTensorType layout::permuteType(RankedTensorType type,
+                                     ArrayRef<int64_t> perm) {
+  return RankedTensorType::get(permute(type.getShape(), perm),
+                               type.getElementType());
+}
+
+bool layout::isRelabeling(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    if (shape[p] == 1)
+      continue;
+    if (p < last)
+      return false;
+    last = p;
+  }
+  return true;
+}
+
+bool layout::isCompileTimeValue(Value value) {
+  Operation *op = value.getDefiningOp();
+  if (!op)
+    return false;
+  // global_load_const only reads immutable globals (its verifier says so).
+  if (isa<ConstantOp, ml_program::GlobalLoadConstOp>(op))
+    return true;
+  if (isa<ReshapeOp, TransposeOp>(op))
+    return isCompileTimeValue(op->getOperand(0));
+  if (auto pad = dyn_cast<PadOp>(op))
+    return pad.getMode() == PadMode::Constant &&
+           isCompileTimeValue(pad.getInput());
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool isElementwise(Operation *op) {
+  return op->hasTrait<OpTrait::Elementwise>() ||
+         isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp,
+             OrOp, XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
+             GreaterEqualOp, SelectOp>(op);
+}
+
+/// A transpose that only moves unit dimensions keeps every element where it
+/// is: it is a reshape, which costs no kernel. (A layout transpose of a
+/// [N, C, 1, 1] tensor with N = 1 is one: global pooling's result.)
+struct TransposeOfUnitDimsToReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isRelabeling(op.getInput().getType().getShape(),
+                      op.getPermutation()))
+      return failure();
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getInput());
+    return success();
+  }
+};
+
+/// Sinks transposes from `target` back to the other layout below the op
+/// that reads them. Each case rewrites the op to read the untransposed
+/// value (the "back" permutation B says that dim i of the transposed value
+/// is dim B[i] of its input) and transposes the op's results back instead.
+class SinkLayoutTranspose : public RewritePattern {
+public:
+  SinkLayoutTranspose(MLIRContext *context, DataFormat target)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context),
+        target(target) {}
+
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    if (!isa_and_nonnull<KilnDialect>(op->getDialect()) ||
+        llvm::none_of(op->getOperands(),
+                      [&](Value v) { return backTransposed(v) != nullptr; }))
+      return failure();
+    if (isElementwise(op))
+      return sinkElementwise(op, rewriter);
+    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+        .Case<SoftmaxOp, LogSoftmaxOp>([&](auto softmax) {
+          return sinkAxisOp(softmax, rewriter, /*keepdims=*/true);
+        })
+        .Case<ArgMaxOp, ArgMinOp>([&](auto arg) {
+          return sinkAxisOp(arg, rewriter, arg.getKeepdims());
+        })
+        .Case<ReduceOp>([&](ReduceOp reduce) {
+          return sinkReduce(reduce, rewriter);
+        })
+        .Case<ConcatOp>([&](ConcatOp concat) {
+          return sinkConcat(concat, rewriter);
+        })
+        .Case<SplitOp>([&](SplitOp split) { return sinkSplit(split, rewriter); })
+        .Case<SliceOp>([&](SliceOp slice) {
+          return sinkPerDimAttrs(slice, rewriter,
+                                 {slice.getStartsAttrName(),
+                                  slice.getLimitsAttrName(),
+                                  slice.getStepsAttrName()});
+        })
+        .Case<PadOp>([&](PadOp pad) {
+          return sinkPerDimAttrs(
+              pad, rewriter, {pad.getLowAttrName(), pad.getHighAttrName()});
+        })
+        .Case<TileOp>([&](TileOp tile) {
+          return sinkPerDimAttrs(tile, rewriter, {tile.getRepeatsAttrName()});
+        })
+        .Case<BatchNormOp, GlobalPoolOp, PoolOp>(
+            [&](auto formatted) { return sinkFormatted(formatted, rewriter); })
+        .Default([](Operation *) { return failure(); });
+  }
+
+private:
+  /// The input of a transpose from the target layout back to the other one
+  /// that defines `value`, or null.
+  Value backTransposed(Value value) const {
+    auto transpose = value.getDefiningOp<TransposeOp>();
+    if (!transpose)
+      return nullptr;
+    int64_t rank = transpose.getType().getRank();
+    if (!isLayoutRank(rank) ||
+        transpose.getPermutation() !=
+            ArrayRef<int64_t>(backPermutation(rank)))
+      return nullptr;
+    return transpose.getInput();
+  }
+
+  Permutation backPermutation(int64_t rank) const {
+    return permutationTo(otherFormat(target), rank);
+  }
+
+  Value transposeBack(PatternRewriter &rewriter, Location loc,
+                      Value value) const {
+    int64_t rank = cast<RankedTensorType>(value.getType()).getRank();
+    return TransposeOp::create(
+        rewriter, loc, value,
+        rewriter.getDenseI64ArrayAttr(backPermutation(rank)));
+  }
+
+  /// Replaces `op` by `clone`, whose results are in the target layout.
+  void replaceWithTransposedBack(PatternRewriter &rewriter, Operation *op,
+                                 Operation *clone) const {
+    SmallVector<Value> results;
+    for (Value result : clone->getResults())
+      results.push_back(transposeBack(rewriter, op->getLoc(), result));
+    rewriter.replaceOp(op, results);
+  }
+
+  /// Elementwise ops: every operand is a back transpose (its input is used),
+  /// or all ones (used as is), or is broadcast: extended to the full rank
+  /// and permuted into the target layout, which is free when it only moves
+  /// unit dims (per-channel [C, 1, 1] parameters) and folds into the weight
+  /// when the operand is known at compile time. Any other operand would
+  /// need a transpose at run time, so the op stays.
+  LogicalResult sinkElementwise(Operation *op,
+                                PatternRewriter &rewriter) const {
+    if (op->getNumResults() != 1)
+      return failure();
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    int64_t rank = resultType.getRank();
+    if (!isLayoutRank(rank))
+      return failure();
+    Permutation to = permutationTo(target, rank);
+    for (Value operand : op->getOperands()) {
+      auto type = cast<RankedTensorType>(operand.getType());
+      if (backTransposed(operand)) {
+        if (type.getRank() != rank)
+          return failure();
+        continue;
+      }
+      if (type.getRank() > rank)
+        return failure();
+      SmallVector<int64_t> extended(rank - type.getRank(), 1);
+      llvm::append_range(extended, type.getShape());
+      if (!isRelabeling(extended, to) && !isCompileTimeValue(operand))
+        return failure();
+    }
+
+    Location loc = op->getLoc();
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands()) {
+      if (Value input = backTransposed(operand)) {
+        operands.push_back(input);
+        continue;
+      }
+      auto type = cast<RankedTensorType>(operand.getType());
+      SmallVector<int64_t> extended(rank - type.getRank(), 1);
+      llvm::append_range(extended, type.getShape());
+      if (llvm::all_of(extended, [](int64_t d) { return d == 1; })) {
+        operands.push_back(operand);
+        continue;
+      }
+      auto extendedType =
+          RankedTensorType::get(extended, type.getElementType());
+      RankedTensorType permuted = permuteType(extendedType, to);
+      if (isRelabeling(extended, to)) {
+        operands.push_back(ReshapeOp::create(rewriter, loc, permuted, operand));
+        continue;
+      }
+      Value full = operand;
+      if (type.getRank() < rank)
+        full = ReshapeOp::create(rewriter, loc, extendedType, operand);
+      operands.push_back(TransposeOp::create(
+          rewriter, loc, full, rewriter.getDenseI64ArrayAttr(to)));
+    }
+    Operation *clone = rewriter.clone(*op);
+    clone->setOperands(operands);
+    clone->getResult(0).setType(permuteType(resultType, to));
+    replaceWithTransposedBack(rewriter, op, clone);
+    return success();
+  }
+
+  /// Replaces `op`, a reduction over the (transposed-space) dims `reduced`
+  /// of a rank-`rank` value, by `clone`, which reduced the matching dims of
+  /// the untransposed value. With keepdims the result is transposed back
+  /// like the input; without, the surviving dims keep the input's order,
+  /// which a smaller transpose restores (none when the order agrees).
+  void replaceReduction(PatternRewriter &rewriter, Operation *op,
+                        Operation *clone, int64_t rank,
+                        ArrayRef<int64_t> reduced, bool keepdims) const {
+    Permutation back = backPermutation(rank);
+    auto oldType = cast<RankedTensorType>(op->getResult(0).getType());
+    if (keepdims) {
+      clone->getResult(0).setType(
+          permuteType(oldType, permutationTo(target, rank)));
+      replaceWithTransposedBack(rewriter, op, clone);
+      return;
+    }
+    // Surviving input dims, in the order the clone produces them.
+    SmallVector<int64_t> survivors;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!llvm::is_contained(reduced, invertPermutation(back)[d]))
+        survivors.push_back(d);
+    // The old result lists surviving transposed dims i in order: input dim
+    // back[i], at position q[k] of the clone's result.
+    Permutation q;
+    for (int64_t i = 0; i < rank; ++i)
+      if (!llvm::is_contained(reduced, i))
+        q.push_back(llvm::find(survivors, back[i]) - survivors.begin());
+    auto sourceType =
+        cast<RankedTensorType>(clone->getOperand(0).getType());
+    SmallVector<int64_t> shape;
+    for (int64_t d : survivors)
+      shape.push_back(sourceType.getDimSize(d));
+    clone->getResult(0).setType(
+        RankedTensorType::get(shape, oldType.getElementType()));
+    Value result = clone->getResult(0);
+    if (!llvm::equal(q, llvm::seq<int64_t>(0, q.size())))
+      result = TransposeOp::create(rewriter, op->getLoc(), result,
+                                   rewriter.getDenseI64ArrayAttr(q));
+    rewriter.replaceOp(op, result);
+  }
+
+  /// softmax, log_softmax, argmax, argmin: one `axis`.
+  template <typename OpTy>
+  LogicalResult sinkAxisOp(OpTy op, PatternRewriter &rewriter,
+                           bool keepdims) const {
+    Value input = backTransposed(op.getInput());
+    if (!input)
+      return failure();
+    int64_t rank = op.getInput().getType().getRank();
+    int64_t axis = normalizeAxis(op.getAxis(), rank);
+    if (axis < 0)
+      return failure();
+    auto clone = cast<OpTy>(rewriter.clone(*op));
+    clone->setOperand(0, input);
+    clone.setAxis(backPermutation(rank)[axis]);
+    replaceReduction(rewriter, op, clone, rank, {axis}, keepdims);
+    return success();
+  }
+
+  LogicalResult sinkReduce(ReduceOp op, PatternRewriter &rewriter) const {
+    Value input = backTransposed(op.getInput());
+    if (!input)
+      return failure();
+    int64_t rank = op.getInput().getType().getRank();
+    Permutation back = backPermutation(rank);
+    SmallVector<int64_t> axes;
+    for (int64_t axis : op.getAxes())
+      axes.push_back(back[axis]);
+    llvm::sort(axes);
+    auto clone = cast<ReduceOp>(rewriter.clone(*op));
+    clone->setOperand(0, input);
+    clone.setAxes(axes);
+    replaceReduction(rewriter, op, clone, rank, op.getAxes(),
+                     op.getKeepdims());
+    return success();
+  }
+
+  /// concat: every input a back transpose or known at compile time.
+  LogicalResult sinkConcat(ConcatOp op, PatternRewriter &rewriter) const {
+    int64_t rank = op.getType().getRank();
+    if (!isLayoutRank(rank) ||
+        !llvm::all_of(op.getInputs(), [&](Value v) {
+          return backTransposed(v) || isCompileTimeValue(v);
+        }))
+      return failure();
+    Permutation to = permutationTo(target, rank);
+    SmallVector<Value> inputs;
+    for (Value v : op.getInputs()) {
+      Value input = backTransposed(v);
+      inputs.push_back(input ? input
+                             : TransposeOp::create(
+                                   rewriter, op.getLoc(), v,
+                                   rewriter.getDenseI64ArrayAttr(to)));
+    }
+    auto clone = cast<ConcatOp>(rewriter.clone(*op));
+    clone->setOperands(inputs);
+    clone.setAxis(backPermutation(rank)[op.getAxis()]);
+    clone.getResult().setType(permuteType(op.getType(), to));
+    replaceWithTransposedBack(rewriter, op, clone);
+    return success();
+  }
+
+  LogicalResult sinkSplit(SplitOp op, PatternRewriter &rewriter) const {
+    Value input = backTransposed(op.getInput());
+    if (!input)
+      return failure();
+    int64_t rank = op.getInput().getType().getRank();
+    Permutation to = permutationTo(target, rank);
+    auto clone = cast<SplitOp>(rewriter.clone(*op));
+    clone->setOperand(0, input);
+    clone.setAxis(backPermutation(rank)[op.getAxis()]);
+    for (OpResult result : clone->getResults())
+      result.setType(
+          permuteType(cast<RankedTensorType>(result.getType()), to));
+    replaceWithTransposedBack(rewriter, op, clone);
+    return success();
+  }
+
+  /// slice, pad, tile: attributes with one entry per dimension.
+  LogicalResult sinkPerDimAttrs(Operation *op, PatternRewriter &rewriter,
+                                ArrayRef<StringAttr> names) const {
+    Value input = backTransposed(op->getOperand(0));
+    if (!input)
+      return failure();
+    int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+    Permutation to = permutationTo(target, rank);
+    Operation *clone = rewriter.clone(*op);
+    clone->setOperand(0, input);
+    for (StringAttr name : names) {
+      auto values = cast<DenseI64ArrayAttr>(op->getAttr(name));
+      clone->setAttr(name,
+                     rewriter.getDenseI64ArrayAttr(permute(values.asArrayRef(),
+                                                           to)));
+    }
+    clone->getResult(0).setType(permuteType(
+        cast<RankedTensorType>(op->getResult(0).getType()), to));
+    replaceWithTransposedBack(rewriter, op, clone);
+    return success();
+  }
+
+  /// batch_norm, global_pool, pool: ops with a data_format switch to the
+  /// target layout when their input arrives in it.
+  template <typename OpTy>
+  LogicalResult sinkFormatted(OpTy op, PatternRewriter &rewriter) const {
+    Value input = backTransposed(op.getInput());
+    if (!input || op.getDataFormat() == target)
+      return failure();
+    int64_t rank = op.getInput().getType().getRank();
+    auto clone = cast<OpTy>(rewriter.clone(*op));
+    clone->setOperand(0, input);
+    clone.setDataFormat(target);
+    clone.getResult().setType(
+        permuteType(op.getType(), permutationTo(target, rank)));
+    replaceWithTransposedBack(rewriter, op, clone);
+    return success();
+  }
+
+  DataFormat target;
+};
+
+} // namespace
+
+void layout::populateLayoutPropagationPatterns(RewritePatternSet &patterns,
+                                               DataFormat target) {
+  patterns.add<TransposeOfUnitDimsToReshape>(patterns.getContext());
+  patterns.add<SinkLayoutTranspose>(patterns.getContext(), target);
+}
