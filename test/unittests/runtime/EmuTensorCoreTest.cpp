@@ -289,7 +289,8 @@ TEST(EmuTensorCoreTest, AsyncCopiesLandAtTheirWait) {
   // slot that the rest zero-fills (group 1). Reads before the waits see the
   // old contents; wait_group 1 completes group 0 only; wait_all the rest.
   // A copy with src-size 0 reads nothing (its source address is not even
-  // valid) and zero-fills.
+  // valid) and zero-fills; so does one whose ignore-src predicate is true
+  // (every thread but 0).
   std::string body = R"(	mov.u32 	%r5, buf;
 	shl.b32 	%r6, %r0, 4;
 	add.s32 	%r7, %r5, %r6;
@@ -318,18 +319,26 @@ TEST(EmuTensorCoreTest, AsyncCopiesLandAtTheirWait) {
 	cp.async.ca.shared.global 	[%r10], [%rd10], 4, 0;
 	cp.async.wait_all;
 	ld.shared.u32 	%r25, [%r10];
+	add.s32 	%r13, %r5, 896;
+	add.s32 	%r13, %r13, %r11;
+	st.shared.u32 	[%r13], %r12;
+	setp.ne.u32 	%p1, %r0, 0;
+	cp.async.ca.shared.global 	[%r13], [%rd3], 4, %p1;
+	cp.async.wait_all;
+	ld.shared.u32 	%r26, [%r13];
 )";
   std::vector<uint32_t> in(32 * 4);
   for (unsigned i = 0; i < in.size(); ++i)
     in[i] = 1000 + i;
   std::vector<uint32_t> out =
-      runWords(body, 4, 6, in, 32, "\t.shared .align 16 .b8 buf[1024];\n");
-  ASSERT_EQ(out.size(), 32u * 6);
+      runWords(body, 4, 7, in, 32, "\t.shared .align 16 .b8 buf[1024];\n");
+  ASSERT_EQ(out.size(), 32u * 7);
   for (unsigned t = 0; t < 32; ++t) {
-    const uint32_t *g = &out[t * 6];
-    EXPECT_THAT(std::vector<uint32_t>(g, g + 6),
+    const uint32_t *g = &out[t * 7];
+    EXPECT_THAT(std::vector<uint32_t>(g, g + 7),
                 ::testing::ElementsAre(0xaaaaaaaau, in[t * 4 + 3], 0xaaaaaaaau,
-                                       in[t * 4 + 1], 0u, 0u))
+                                       in[t * 4 + 1], 0u, 0u,
+                                       t == 0 ? in[0] : 0u))
         << "thread " << t;
   }
 }
