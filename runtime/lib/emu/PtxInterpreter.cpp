@@ -2761,7 +2761,18 @@ bool BlockRunner::halfArithmetic(uint64_t *r, const Instruction &in,
       h &= 0x8000u;
     return bf ? bf16ToFloat(h) : halfToFloat(h);
   };
+  // Round to nearest without modifiers (the common case): the double is
+  // rounded to odd as an f32 (still enough bits for a correct second
+  // rounding), then to 16 bits with the bit-level conversions.
+  const bool fast = rounding == Rounding::Rn && !in.sat && !in.relu && !in.ftz;
   auto encode = [&](double v) -> uint16_t {
+    if (fast) {
+      float f = static_cast<float>(v);
+      if (std::isfinite(f) && static_cast<double>(f) != v && !(toBits(f) & 1))
+        f = std::nextafter(f, v > f ? std::numeric_limits<float>::infinity()
+                                    : -std::numeric_limits<float>::infinity());
+      return bf ? floatToBf16(f) : floatToHalf(f);
+    }
     if (in.sat)
       v = saturate01(v);
     if (in.relu && v < 0)
@@ -2772,80 +2783,79 @@ bool BlockRunner::halfArithmetic(uint64_t *r, const Instruction &in,
     return h;
   };
   // Products of two halves are exact in a double; sums are rounded to odd
-  // first, so the one rounding to the narrow format is correct.
-  auto one = [&](uint16_t x, uint16_t y, uint16_t z) -> uint16_t {
-    switch (in.op) {
-    case Op::Add:
-      return encode(roundOddSum(decode(x), decode(y)));
-    case Op::Sub:
-      return encode(roundOddSum(decode(x), -decode(y)));
-    case Op::Mul:
-      return encode(decode(x) * decode(y));
-    case Op::Fma:
-    case Op::Mad:
-      return encode(roundOddSum(decode(x) * decode(y), decode(z)));
-    case Op::Neg:
-      return static_cast<uint16_t>(x ^ 0x8000u);
-    case Op::Abs:
-      return static_cast<uint16_t>(x & 0x7fffu);
-    case Op::Min:
-      return encode(floatMin(decode(x), decode(y), in.propagateNaN));
-    case Op::Max:
-      return encode(floatMax(decode(x), decode(y), in.propagateNaN));
-    case Op::Ex2:
-      return encode(std::exp2(decode(x)));
-    case Op::Tanh:
-      return encode(std::tanh(decode(x)));
-    case Op::Sqrt:
-      return encode(std::sqrt(decode(x)));
-    case Op::Rcp:
-      return encode(1.0 / decode(x));
-    case Op::Rsqrt:
-      return encode(1.0 / std::sqrt(decode(x)));
-    case Op::Lg2:
-      return encode(std::log2(decode(x)));
-    case Op::Sin:
-      return encode(std::sin(decode(x)));
-    case Op::Cos:
-      return encode(std::cos(decode(x)));
-    default:
-      return 0;
-    }
+  // first, so the one rounding to the narrow format is correct. Each op
+  // gets its own lane loop.
+  auto apply = [&](auto &&one) {
+    forLanes(exec, [&](unsigned l) {
+      uint64_t result = 0;
+      for (unsigned h = 0; h < halves; ++h) {
+        unsigned shift = 16 * h;
+        uint16_t x = static_cast<uint16_t>(a[l] >> shift);
+        uint16_t y = b ? static_cast<uint16_t>(b[l] >> shift) : 0;
+        uint16_t z = c ? static_cast<uint16_t>(c[l] >> shift) : 0;
+        result |= static_cast<uint64_t>(one(x, y, z)) << shift;
+      }
+      d[l] = result;
+    });
+    return true;
+  };
+  auto unary = [&](double (*f)(double)) {
+    return apply(
+        [&](uint16_t x, uint16_t, uint16_t) { return encode(f(decode(x))); });
   };
   switch (in.op) {
   case Op::Add:
+    return apply([&](uint16_t x, uint16_t y, uint16_t) {
+      return encode(roundOddSum(decode(x), decode(y)));
+    });
   case Op::Sub:
+    return apply([&](uint16_t x, uint16_t y, uint16_t) {
+      return encode(roundOddSum(decode(x), -decode(y)));
+    });
   case Op::Mul:
+    return apply([&](uint16_t x, uint16_t y, uint16_t) {
+      return encode(decode(x) * decode(y));
+    });
   case Op::Fma:
   case Op::Mad:
+    return apply([&](uint16_t x, uint16_t y, uint16_t z) {
+      return encode(roundOddSum(decode(x) * decode(y), decode(z)));
+    });
   case Op::Neg:
+    return apply([](uint16_t x, uint16_t, uint16_t) {
+      return static_cast<uint16_t>(x ^ 0x8000u);
+    });
   case Op::Abs:
+    return apply([](uint16_t x, uint16_t, uint16_t) {
+      return static_cast<uint16_t>(x & 0x7fffu);
+    });
   case Op::Min:
+    return apply([&](uint16_t x, uint16_t y, uint16_t) {
+      return encode(floatMin(decode(x), decode(y), in.propagateNaN));
+    });
   case Op::Max:
+    return apply([&](uint16_t x, uint16_t y, uint16_t) {
+      return encode(floatMax(decode(x), decode(y), in.propagateNaN));
+    });
   case Op::Ex2:
+    return unary([](double x) { return std::exp2(x); });
   case Op::Tanh:
+    return unary([](double x) { return std::tanh(x); });
   case Op::Sqrt:
+    return unary([](double x) { return std::sqrt(x); });
   case Op::Rcp:
+    return unary([](double x) { return 1.0 / x; });
   case Op::Rsqrt:
+    return unary([](double x) { return 1.0 / std::sqrt(x); });
   case Op::Lg2:
+    return unary([](double x) { return std::log2(x); });
   case Op::Sin:
+    return unary([](double x) { return std::sin(x); });
   case Op::Cos:
-    break;
+    return unary([](double x) { return std::cos(x); });
   default:
     return false;
   }
-  forLanes(exec, [&](unsigned l) {
-    uint64_t result = 0;
-    for (unsigned h = 0; h < halves; ++h) {
-      unsigned shift = 16 * h;
-      uint16_t x = static_cast<uint16_t>(a[l] >> shift);
-      uint16_t y = b ? static_cast<uint16_t>(b[l] >> shift) : 0;
-      uint16_t z = c ? static_cast<uint16_t>(c[l] >> shift) : 0;
-      result |= static_cast<uint64_t>(one(x, y, z)) << shift;
-    }
-    d[l] = result;
-  });
-  return true;
 }
 
 } // namespace
