@@ -1432,9 +1432,8 @@ bool BlockRunner::atomic(unsigned w, uint32_t pc, const Instruction &in,
     supported = false;
   if (!supported)
     return fault(w, __builtin_ctz(exec), pc,
-                 fmt::format("{}.{} on .{} is not emulated",
-                             in.op == Op::Atom ? "atom" : "red",
-                             kernel.opcodeText[pc], typeName(type)));
+                 fmt::format("'{}' ({} bytes of .{}) is not emulated",
+                             kernel.opcodeText[pc], size, typeName(type)));
   const uint64_t *base = slot(in.src[0]);
   const uint64_t *b = slot(in.src[1]);
   const uint64_t *c = in.numSrc > 2 ? slot(in.src[2]) : nullptr;

@@ -222,6 +222,14 @@ TEST(EmuInstructionTest, AtomicErrorsNameTheLine) {
   EXPECT_THAT(runPtx(ptx, "bad_atom", {1, 1, 1}, {1, 1, 1}, {&out}),
               HasSubstr("PTX line 12 (atom.global.add.u32): misaligned "
                         "global atomic of 4 bytes"));
+  // Packed-half atomics are not emulated: an error naming the line.
+  std::string half = ptx;
+  half.replace(half.find("atom.global.add.u32 \t%r1, [%rd1+2], 1"),
+               std::string("atom.global.add.u32 \t%r1, [%rd1+2], 1").size(),
+               "atom.global.add.noftz.f16x2 \t%r1, [%rd1], %r1");
+  EXPECT_EQ(runPtx(half, "bad_atom", {1, 1, 1}, {1, 1, 1}, {&out}),
+            "emu: kernel 'bad_atom': PTX line 12: unsupported instruction "
+            "'atom.global.add.noftz.f16x2' in kernel 'bad_atom'");
 }
 
 //===----------------------------------------------------------------------===//
