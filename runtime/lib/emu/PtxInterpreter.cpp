@@ -626,6 +626,8 @@ private:
                       uint32_t mask, uint32_t exec);
   bool loadMatrix(unsigned w, uint32_t pc, const Instruction &in,
                   uint32_t exec);
+  bool storeMatrix(unsigned w, uint32_t pc, const Instruction &in,
+                   uint32_t exec);
   bool matrixMultiply(unsigned w, uint32_t pc, const Instruction &in,
                       uint32_t exec);
   bool asyncCopy(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
@@ -1036,6 +1038,10 @@ bool BlockRunner::runWarp(unsigned w) {
     }
     case Op::Ldmatrix:
       if (!loadMatrix(w, pc, in, exec))
+        return finish(false);
+      break;
+    case Op::Stmatrix:
+      if (!storeMatrix(w, pc, in, exec))
         return finish(false);
       break;
     case Op::Mma:
@@ -1661,6 +1667,51 @@ bool BlockRunner::loadMatrix(unsigned w, uint32_t pc, const Instruction &in,
   return true;
 }
 
+bool BlockRunner::storeMatrix(unsigned w, uint32_t pc, const Instruction &in,
+                              uint32_t exec) {
+  if (!exec)
+    return true;
+  if (exec != kFullMask)
+    return fault(w, __builtin_ctz(exec), pc,
+                 fmt::format("stmatrix needs all 32 lanes of the warp; lanes "
+                             "0x{:08x} are here",
+                             exec));
+  uint64_t *r = warpRegs(w);
+  const uint64_t *base = r + static_cast<size_t>(in.src[0]) * 32;
+  // The inverse of ldmatrix: gather each matrix's rows from the fragments,
+  // then store row j of matrix i at the address in lane 8 * i + j.
+  uint16_t rows[4][8][8];
+  for (unsigned i = 0; i < in.vec; ++i) {
+    const uint64_t *s = r + static_cast<size_t>(in.src[1 + i]) * 32;
+    for (unsigned t = 0; t < 32; ++t) {
+      unsigned row = t / 4, col = 2 * (t % 4);
+      uint16_t lo = static_cast<uint16_t>(s[t]),
+               hi = static_cast<uint16_t>(s[t] >> 16);
+      if (in.transpose) {
+        rows[i][col][row] = lo;
+        rows[i][col + 1][row] = hi;
+      } else {
+        rows[i][row][col] = lo;
+        rows[i][row][col + 1] = hi;
+      }
+    }
+  }
+  Space space = in.space == Space::Generic ? Space::Generic : Space::Shared;
+  for (unsigned i = 0; i < in.vec; ++i)
+    for (unsigned j = 0; j < 8; ++j) {
+      unsigned lane = 8 * i + j;
+      bool isShared = false;
+      uint8_t *p = resolve(w, lane, pc, space, base[lane] + in.offset, 16, 16,
+                           "stmatrix row store", &isShared);
+      if (!p)
+        return false;
+      std::memcpy(p, rows[i][j], 16);
+      if (isShared)
+        markSharedWritten(static_cast<uint64_t>(p - shared.data()), 16);
+    }
+  return true;
+}
+
 bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc, const Instruction &in,
                                  uint32_t exec) {
   if (!exec)
@@ -2072,6 +2123,7 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
   case Op::Bmsk:
   case Op::Szext:
   case Op::Dp4a:
+  case Op::Set:
     return bitArithmetic(r, in, exec);
   case Op::Mov: {
     if (in.vec > 1) {
@@ -2533,6 +2585,39 @@ bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
   const uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
   const bool isSignedType = isSigned(type);
   switch (in.op) {
+  case Op::Set: {
+    // The comparison is in the source type; true is all ones, or 1.0f.
+    Type st = in.srcType;
+    BoolOp boolOp = BoolOp(in.subop);
+    const uint64_t one = type == Type::F32 ? 0x3f800000u : 0xffffffffu;
+    auto put = [&](unsigned l, bool v) {
+      if (boolOp != BoolOp::None) {
+        bool x = ((c[l] & 1) != 0) != in.negateSrc;
+        v = boolOp == BoolOp::And  ? v && x
+            : boolOp == BoolOp::Or ? v || x
+                                   : v != x;
+      }
+      d[l] = v ? one : 0;
+    };
+    if (isFloat(st))
+      return withFloatType(st, [&](auto tag) {
+        using T = decltype(tag);
+        forLanes(exec, [&](unsigned l) {
+          T x = bitsTo<T>(a[l]), y = bitsTo<T>(b[l]);
+          if (in.ftz) {
+            x = flushDenormal(x);
+            y = flushDenormal(y);
+          }
+          put(l, compareFloat(in.cmp, x, y));
+        });
+      });
+    return withIntType(st, [&](auto tag) {
+      using T = decltype(tag);
+      forLanes(exec, [&](unsigned l) {
+        put(l, compareInt(in.cmp, bitsTo<T>(a[l]), bitsTo<T>(b[l])));
+      });
+    });
+  }
   case Op::Prmt: {
     PrmtMode mode = PrmtMode(in.subop);
     forLanes(exec, [&](unsigned l) {

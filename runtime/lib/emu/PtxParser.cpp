@@ -424,6 +424,8 @@ constexpr OpName kOps[] = {
     {"szext", Op::Szext},
     {"dp4a", Op::Dp4a},
     {"ldmatrix", Op::Ldmatrix},
+    {"stmatrix", Op::Stmatrix},
+    {"set", Op::Set},
     {"mma", Op::Mma},
     {"cp", Op::CpAsync},
     {"subc", Op::Sub},
@@ -1025,7 +1027,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
         inst.subop = uint8_t(BarMode::RedOr);
       continue;
     }
-    if (inst.op == Op::Setp && (m == "and" || m == "or" || m == "xor")) {
+    if ((inst.op == Op::Setp || inst.op == Op::Set) &&
+        (m == "and" || m == "or" || m == "xor")) {
       inst.subop = uint8_t(m == "and"  ? BoolOp::And
                            : m == "or" ? BoolOp::Or
                                        : BoolOp::Xor);
@@ -1040,7 +1043,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       inst.shiftClamp = m == "clamp";
       continue;
     }
-    if (inst.op == Op::Ldmatrix) {
+    if (inst.op == Op::Ldmatrix || inst.op == Op::Stmatrix) {
       if (m == "m8n8")
         continue;
       if (m == "x1" || m == "x2" || m == "x4") {
@@ -1160,7 +1163,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
         return unknown();
     }
   }
-  if (inst.op == Op::Cvt || inst.op == Op::Slct || inst.op == Op::Dp4a) {
+  if (inst.op == Op::Cvt || inst.op == Op::Slct || inst.op == Op::Dp4a ||
+      inst.op == Op::Set) {
     if (types.size() != 2)
       return unknown();
     inst.type = types[0];
@@ -1287,6 +1291,45 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       return err;
     if (Error err = dest(operands[0]))
       return err;
+    break;
+  }
+  case Op::Stmatrix: {
+    if (Error err = expect(2))
+      return err;
+    inst.numSrc = 1;
+    if (Error err = address(operands[0], line, inst))
+      return err;
+    Expected<std::vector<std::string_view>> elements =
+        vectorElements(operands[1]);
+    if (!elements)
+      return elements.takeError();
+    if (elements->size() != inst.vec)
+      return makeError("PTX line {}: stmatrix .x{} reads {} registers", line,
+                       inst.vec, inst.vec);
+    for (std::string_view e : *elements) {
+      Expected<uint32_t> slot = sourceSlot(e, line);
+      if (!slot)
+        return slot.takeError();
+      inst.src[inst.numSrc++] = *slot;
+    }
+    break;
+  }
+  case Op::Set: {
+    // set.cmp{.bool}.dtype.stype d, a, b{, {!}c}
+    bool combine = inst.subop != uint8_t(BoolOp::None);
+    if (Error err = expect(combine ? 4 : 3))
+      return err;
+    if (Error err = dest(operands[0]))
+      return err;
+    for (size_t i = 1; i < 3; ++i) {
+      Expected<uint32_t> slot = sourceSlot(operands[i], line);
+      if (!slot)
+        return slot.takeError();
+      inst.src[inst.numSrc++] = *slot;
+    }
+    if (combine)
+      if (Error err = negatableSource(operands[3]))
+        return err;
     break;
   }
   case Op::Ldmatrix: {

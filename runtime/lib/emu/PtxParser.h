@@ -137,6 +137,11 @@ enum class Op : uint8_t {
   CpAsyncCommit,
   /// cp.async.wait_group N (src[0]) / wait_all (numSrc == 0).
   CpAsyncWait,
+  /// stmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16 [a], {r...}:
+  /// src[0] is the address, src[1..vec] the registers.
+  Stmatrix,
+  /// set.cmp{.bool}.dtype.stype d, a, b{, {!}c}: all ones (or 1.0f) or 0.
+  Set,
 };
 
 enum class AtomOp : uint8_t {

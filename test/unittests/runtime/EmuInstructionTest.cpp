@@ -651,6 +651,43 @@ TEST(EmuInstructionTest, IntegerOverflowShiftsAndCarries) {
   }
 }
 
+TEST(EmuInstructionTest, SetWritesMasksOrOnes) {
+  // set.cmp.dtype.stype: all ones (u32/s32) or 1.0f (f32) when true, else 0;
+  // the .and form combines with a (negated) predicate.
+  std::vector<uint32_t> in = {5,
+                              7,
+                              static_cast<uint32_t>(-3),
+                              7,
+                              bitsOf(1.5f),
+                              bitsOf(-2.0f),
+                              bitsOf(std::numeric_limits<float>::quiet_NaN()),
+                              bitsOf(1.0f)};
+  std::string body = R"(	set.lt.u32.s32 	%r20, %r1, %r2;
+	set.lt.u32.u32 	%r21, %r1, %r2;
+	mov.b32 	%f1, %r1;
+	mov.b32 	%f2, %r2;
+	set.gt.f32.f32 	%r22, %f1, %f2;
+	set.nan.u32.f32 	%r23, %f1, %f2;
+	setp.ne.s32 	%p1, %r0, 1;
+	set.ne.and.u32.s32 	%r24, %r1, %r2, !%p1;
+)";
+  std::vector<uint32_t> out = runWords(body, 2, 5, in, 32);
+  ASSERT_EQ(out.size(), 4u * 5);
+  for (unsigned t = 0; t < 4; ++t) {
+    uint32_t a = in[2 * t], b = in[2 * t + 1];
+    float fa = asFloat(a), fb = asFloat(b);
+    bool nan = std::isnan(fa) || std::isnan(fb);
+    EXPECT_EQ(out[t * 5], static_cast<int32_t>(a) < static_cast<int32_t>(b)
+                              ? 0xffffffffu
+                              : 0u)
+        << t;
+    EXPECT_EQ(out[t * 5 + 1], a < b ? 0xffffffffu : 0u) << t;
+    EXPECT_EQ(out[t * 5 + 2], !nan && fa > fb ? bitsOf(1.0f) : 0u) << t;
+    EXPECT_EQ(out[t * 5 + 3], nan ? 0xffffffffu : 0u) << t;
+    EXPECT_EQ(out[t * 5 + 4], a != b && t == 1 ? 0xffffffffu : 0u) << t;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Floats: special values, ties, directed rounding
 //===----------------------------------------------------------------------===//

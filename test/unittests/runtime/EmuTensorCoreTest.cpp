@@ -284,6 +284,51 @@ TEST(EmuTensorCoreTest, LoadMatrix) {
   }
 }
 
+TEST(EmuTensorCoreTest, StoreMatrixInvertsLoadMatrix) {
+  // ldmatrix (rows in reverse, as above) then stmatrix to rows in order:
+  // region 2 row L must be the stored row that fed matrix L / 8, row L % 8;
+  // .trans on both sides is the same identity (region 3).
+  std::string body = R"(	shl.b32 	%r5, %r0, 4;
+	mov.u32 	%r6, rows;
+	add.s32 	%r7, %r6, %r5;
+	st.shared.v4.u32 	[%r7], {%r1, %r2, %r3, %r4};
+	bar.sync 	0;
+	and.b32 	%r8, %r0, 7;
+	sub.s32 	%r9, 7, %r8;
+	and.b32 	%r10, %r0, 24;
+	add.s32 	%r11, %r10, %r9;
+	shl.b32 	%r12, %r11, 4;
+	add.s32 	%r13, %r6, %r12;
+	ldmatrix.sync.aligned.m8n8.x4.shared.b16 	{%r40, %r41, %r42, %r43}, [%r13];
+	ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 	{%r44, %r45, %r46, %r47}, [%r13];
+	add.s32 	%r14, %r7, 512;
+	add.s32 	%r15, %r7, 1024;
+	stmatrix.sync.aligned.m8n8.x4.shared.b16 	[%r14], {%r40, %r41, %r42, %r43};
+	stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 	[%r15], {%r44, %r45, %r46, %r47};
+	bar.sync 	0;
+	ld.shared.v4.u32 	{%r20, %r21, %r22, %r23}, [%r14];
+	ld.shared.v4.u32 	{%r24, %r25, %r26, %r27}, [%r15];
+)";
+  std::vector<uint32_t> in(32 * 4);
+  auto word = [](unsigned s, unsigned c) {
+    return (s * 8 + c) | ((s * 8 + c + 1) << 16);
+  };
+  for (unsigned s = 0; s < 32; ++s)
+    for (unsigned c = 0; c < 8; c += 2)
+      in[s * 4 + c / 2] = word(s, c);
+  std::vector<uint32_t> out =
+      runWords(body, 4, 8, in, 32, "\t.shared .align 16 .b8 rows[1536];\n");
+  ASSERT_EQ(out.size(), 32u * 8);
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned source = 8 * (lane / 8) + (7 - lane % 8);
+    for (unsigned c = 0; c < 8; c += 2) {
+      EXPECT_EQ(out[lane * 8 + c / 2], word(source, c)) << "lane " << lane;
+      EXPECT_EQ(out[lane * 8 + 4 + c / 2], word(source, c))
+          << "trans, lane " << lane;
+    }
+  }
+}
+
 TEST(EmuTensorCoreTest, AsyncCopiesLandAtTheirWait) {
   // Each thread copies 16 bytes (group 0), then 4 bytes into an 8-byte
   // slot that the rest zero-fills (group 1). Reads before the waits see the
