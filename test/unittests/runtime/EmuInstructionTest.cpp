@@ -1139,6 +1139,40 @@ TEST(EmuInstructionTest, CallErrors) {
             "values; it takes 1 and 0");
 }
 
+TEST(EmuInstructionTest, GenericAccessesToLocalMemory) {
+  // LLVM's pattern for a local array whose address escapes: cvta.local to a
+  // generic pointer, generic stores, .local loads (each thread its own).
+  std::string decls = "\t.local .align 4 .b8 depot[16];\n"
+                      "\t.reg .b64 %SP;\n\t.reg .b64 %SPL;\n";
+  std::string body = R"(	mov.u64 	%SPL, depot;
+	cvta.local.u64 	%SP, %SPL;
+	st.u32 	[%SP], %r1;
+	mul.lo.s32 	%r5, %r1, 3;
+	st.u32 	[%SP+12], %r5;
+	ld.local.u32 	%r20, [%SPL+12];
+	ld.local.u32 	%r21, [%SPL];
+	cvta.to.local.u64 	%rd10, %SP;
+	ld.local.u32 	%r22, [%rd10];
+)";
+  std::vector<uint32_t> in(64);
+  for (uint32_t t = 0; t < 64; ++t)
+    in[t] = t * 11 + 1;
+  std::vector<uint32_t> out = runWords(body, 1, 3, in, 64, decls);
+  ASSERT_EQ(out.size(), 64u * 3);
+  for (uint32_t t = 0; t < 64; ++t) {
+    EXPECT_EQ(out[t * 3], in[t] * 3) << t;
+    EXPECT_EQ(out[t * 3 + 1], in[t]) << t;
+    EXPECT_EQ(out[t * 3 + 2], in[t]) << t;
+  }
+  // Past the 16 bytes each thread has: reported like a .local access.
+  std::string bad = body + "\tst.u32 \t[%SP+16], %r1;\n";
+  Buffer bufIn = Buffer::of(in), outBuf = Buffer::zeros<uint32_t>(64 * 3);
+  EXPECT_THAT(runPtx(wordKernel(bad, 1, 3, decls), "k", {1, 1, 1}, {64, 1, 1},
+                     {&bufIn, &outBuf}),
+              HasSubstr("(st.u32): out-of-bounds local store of 4 bytes at "
+                        "offset 16 (each thread has 16 bytes)"));
+}
+
 //===----------------------------------------------------------------------===//
 // Special registers
 //===----------------------------------------------------------------------===//
