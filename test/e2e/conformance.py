@@ -190,11 +190,14 @@ def write_inputs(model, data_dir, workdir, baked=frozenset()):
 
 def is_shape_like(value, array, position):
     """Inputs a static-shape compiler needs as constants: integer tensors
-    (axes, shapes, pads, sizes, repeats, indices of shape arithmetic) and
-    tiny float tensors after the first input (Clip bounds, Resize scales, Pad
-    values)."""
+    (axes, shapes, pads, sizes, repeats, indices of shape arithmetic), tiny
+    float tensors after the first input (Clip bounds, Resize scales, Pad
+    values, Dropout ratio) and boolean scalars after the first input (mode
+    switches: Dropout's training_mode)."""
     if array.dtype.kind in "iu":
         return True
+    if array.dtype.kind == "b":
+        return position > 0 and array.size == 1
     return array.dtype.kind == "f" and position > 0 and array.size <= 4
 
 

@@ -758,6 +758,13 @@ struct CoordinateBuilder {
     }
     case CoordinateMode::Asymmetric:
       return arith::DivFOp::create(b, loc, x, constant(axis.scale));
+    case CoordinateMode::HalfPixelSymmetric: {
+      // half_pixel, shifted so that the output stays centred on the input
+      // when the output size is a rounded scale * input size.
+      double adjustment = static_cast<double>(axis.outSize) / resizedLength;
+      double offset = static_cast<double>(axis.inSize) / 2 * (1 - adjustment);
+      return arith::AddFOp::create(b, loc, halfPixel(), constant(offset));
+    }
     }
     llvm_unreachable("unknown coordinate mode");
   }
@@ -792,11 +799,126 @@ struct CoordinateBuilder {
   }
 };
 
+/// Keys' cubic convolution weights of the four pixels floor(x) - 1 ..
+/// floor(x) + 2 for the fraction t = x - floor(x) (ONNX's cubic_coeff_a =
+/// A), in f64. With `excludeOutside`, pixels outside [0, size) get weight 0
+/// and the rest are rescaled to sum to 1.
+SmallVector<Value> cubicWeights(const CoordinateBuilder &c, Value floor,
+                                Value t, double a, bool excludeOutside,
+                                int64_t size) {
+  OpBuilder &b = c.b;
+  Location loc = c.loc;
+  auto add = [&](Value x, Value y) {
+    return Value(arith::AddFOp::create(b, loc, x, y));
+  };
+  auto sub = [&](Value x, Value y) {
+    return Value(arith::SubFOp::create(b, loc, x, y));
+  };
+  auto mul = [&](Value x, Value y) {
+    return Value(arith::MulFOp::create(b, loc, x, y));
+  };
+  Value one = c.constant(1);
+  // |d| in (1, 2): ((A d - 5A) d + 8A) d - 4A; |d| <= 1: ((A + 2) d - (A +
+  // 3)) d^2 + 1.
+  auto outer = [&](Value d) {
+    return sub(mul(add(mul(sub(mul(c.constant(a), d), c.constant(5 * a)), d),
+                       c.constant(8 * a)),
+                   d),
+               c.constant(4 * a));
+  };
+  auto inner = [&](Value d) {
+    return add(mul(sub(mul(c.constant(a + 2), d), c.constant(a + 3)),
+                   mul(d, d)),
+               one);
+  };
+  Value oneMinusT = sub(one, t);
+  SmallVector<Value> weights{outer(add(t, one)), inner(t), inner(oneMinusT),
+                             outer(add(oneMinusT, one))};
+  if (!excludeOutside)
+    return weights;
+  Value zero = c.constant(0), sum = zero;
+  for (auto [k, w] : llvm::enumerate(weights)) {
+    Value position = add(floor, c.constant(static_cast<double>(k) - 1));
+    Value inside = arith::AndIOp::create(
+        b, loc,
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, position,
+                              zero),
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, position,
+                              c.constant(static_cast<double>(size))));
+    w = arith::SelectOp::create(b, loc, inside, w, zero);
+    sum = add(sum, w);
+  }
+  for (Value &w : weights)
+    w = arith::DivFOp::create(b, loc, w, sum);
+  return weights;
+}
+
+/// One cubic-resampled element: per resized dimension the four pixels
+/// around the input coordinate (edge-clamped) and their weights; the 4^k
+/// pixels are blended one dimension at a time from the innermost.
+Value cubicSample(OpBuilder &b, Location loc, const CoordinateBuilder &c,
+                  Value input, SmallVector<Value> coords, ValueRange indices,
+                  ArrayRef<ResizeAxis> axes, Type blendType, double a,
+                  bool excludeOutside) {
+  Type elementType = cast<RankedTensorType>(input.getType()).getElementType();
+  SmallVector<int64_t> resizedDims;
+  SmallVector<SmallVector<Value>> taps, weights;
+  for (auto [d, axis] : llvm::enumerate(axes)) {
+    if (!axis.resized)
+      continue;
+    Value x = c.sourceCoordinate(indices[d], axis);
+    Value floor = math::FloorOp::create(b, loc, x);
+    Value t = arith::SubFOp::create(b, loc, x, floor);
+    SmallVector<Value> w =
+        cubicWeights(c, floor, t, a, excludeOutside, axis.inSize);
+    SmallVector<Value> pixels;
+    for (int k = 0; k < 4; ++k) {
+      pixels.push_back(c.clampedIndex(
+          arith::AddFOp::create(b, loc, floor, c.constant(k - 1)),
+          axis.inSize));
+      if (blendType != w[k].getType())
+        w[k] = arith::TruncFOp::create(b, loc, blendType, w[k]);
+    }
+    resizedDims.push_back(d);
+    taps.push_back(std::move(pixels));
+    weights.push_back(std::move(w));
+  }
+  // Pixel m takes tap (m / 4^(n-1-k)) % 4 in resized dimension k: the four
+  // pixels 4j .. 4j + 3 differ only in the innermost resized dimension.
+  size_t n = resizedDims.size();
+  uint64_t count = uint64_t{1} << (2 * n);
+  SmallVector<Value> values;
+  for (uint64_t m = 0; m < count; ++m) {
+    for (size_t k = 0; k < n; ++k)
+      coords[resizedDims[k]] = taps[k][(m >> (2 * (n - 1 - k))) & 3];
+    Value v = tensor::ExtractOp::create(b, loc, input, coords);
+    if (elementType != blendType)
+      v = arith::ExtFOp::create(b, loc, blendType, v);
+    values.push_back(v);
+  }
+  for (size_t k = n; k-- > 0;) {
+    SmallVector<Value> blended;
+    for (size_t j = 0; j < values.size(); j += 4) {
+      Value sum = arith::MulFOp::create(b, loc, values[j], weights[k][0]);
+      for (int i = 1; i < 4; ++i)
+        sum = arith::AddFOp::create(
+            b, loc, sum,
+            arith::MulFOp::create(b, loc, values[j + i], weights[k][i]));
+      blended.push_back(sum);
+    }
+    values = std::move(blended);
+  }
+  Value v = values.front();
+  if (elementType != blendType)
+    v = arith::TruncFOp::create(b, loc, elementType, v);
+  return v;
+}
+
 /// A generic over the result. Per resized dimension it computes the input
 /// coordinate; nearest rounds it to one pixel, linear reads the two pixels
 /// around it and blends them (in f32, or f64 for f64 tensors), one
 /// dimension at a time from the innermost, so k resized dimensions read 2^k
-/// pixels.
+/// pixels; cubic reads four per dimension (4^k pixels).
 struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ResizeOp op,
@@ -821,6 +943,9 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
     Type elementType = inType.getElementType();
     Type blendType = elementType.isF64() ? elementType : rewriter.getF32Type();
     bool linear = op.getMode() == ResizeMode::Linear;
+    bool cubic = op.getMode() == ResizeMode::Cubic;
+    double cubicA = op.getCubicCoeffA().convertToDouble();
+    bool excludeOutside = op.getExcludeOutside();
     NearestMode nearestMode = op.getNearestMode();
     CoordinateMode coordinateMode = op.getCoordinateMode();
     Value input = op.getInput();
@@ -831,7 +956,7 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
             ValueRange indices) -> Value {
           CoordinateBuilder c{b, nestedLoc, coordinateMode};
           SmallVector<Value> coords = llvm::to_vector(indices);
-          if (!linear) {
+          if (!linear && !cubic) {
             for (auto [d, axis] : llvm::enumerate(axes))
               if (axis.resized)
                 coords[d] = c.clampedIndex(
@@ -840,6 +965,9 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
                     axis.inSize);
             return tensor::ExtractOp::create(b, nestedLoc, input, coords);
           }
+          if (cubic)
+            return cubicSample(b, nestedLoc, c, input, coords, indices, axes,
+                               blendType, cubicA, excludeOutside);
           // Per resized dimension: the two neighbouring pixels and the
           // weight of the upper one.
           SmallVector<int64_t> resizedDims;

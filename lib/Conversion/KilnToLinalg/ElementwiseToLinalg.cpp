@@ -101,6 +101,44 @@ struct ScalarBuilder {
   }
 };
 
+/// x^e for integers by binary exponentiation, unrolled over the exponent's
+/// bits (wrapping like repeated multiplication): math.ipowi has no NVVM
+/// lowering, and a pow through f64 calls libdevice functions. A negative
+/// exponent gives the truncated real result: 1 for x = 1, +-1 for x = -1, 0
+/// otherwise.
+Value integerPow(const ScalarBuilder &s, Value x, Value e) {
+  OpBuilder &b = s.b;
+  Location loc = s.loc;
+  unsigned width = x.getType().getIntOrFloatBitWidth();
+  Value one = s.constant(1), zero = s.constant(0);
+  Value result = one, square = x;
+  for (unsigned bit = 0; bit < width; ++bit) {
+    Value set = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ne,
+        arith::AndIOp::create(
+            b, loc,
+            arith::ShRUIOp::create(b, loc, e, s.constant(bit)), one),
+        zero);
+    result = s.select(set, s.mul(result, square), result);
+    if (bit + 1 < width)
+      square = s.mul(square, square);
+  }
+  if (s.isUnsigned)
+    return result;
+  Value minusOne = s.constant(-1);
+  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                    arith::AndIOp::create(b, loc, e, one),
+                                    zero);
+  Value negative = s.select(
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, one), one,
+      s.select(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x,
+                                     minusOne),
+               s.select(odd, minusOne, one), zero));
+  return s.select(
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, e, zero),
+      negative, result);
+}
+
 /// Result element of one elementwise kiln op, given its operands' elements
 /// (signless; `isUnsigned` says the integers are unsigned).
 Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args,
@@ -226,21 +264,7 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args,
       .Case([&](PowOp) -> Value {
         if (s.isFloat())
           return math::PowFOp::create(b, loc, x, args[1]);
-        // Integer pow through f64 (exact while the result fits in 53 bits):
-        // math.ipowi has no NVVM lowering.
-        Type f64 = b.getF64Type();
-        Value base = s.isUnsigned
-                         ? Value(arith::UIToFPOp::create(b, loc, f64, x))
-                         : Value(arith::SIToFPOp::create(b, loc, f64, x));
-        Value exponent =
-            s.isUnsigned
-                ? Value(arith::UIToFPOp::create(b, loc, f64, args[1]))
-                : Value(arith::SIToFPOp::create(b, loc, f64, args[1]));
-        Value power = math::RoundEvenOp::create(
-            b, loc, math::PowFOp::create(b, loc, base, exponent));
-        if (s.isUnsigned)
-          return arith::FPToUIOp::create(b, loc, x.getType(), power);
-        return arith::FPToSIOp::create(b, loc, x.getType(), power);
+        return integerPow(s, x, args[1]);
       })
       .Case([&](MaxOp) { return s.max(x, args[1]); })
       .Case([&](MinOp) { return s.min(x, args[1]); })

@@ -8,7 +8,7 @@ with dense constants (as arguments, so that the op is lowered rather than
 folded). All cases go into one module, which kiln-opt lowers to linalg,
 upstream mlir-opt lowers to LLVM and mlir-runner executes on the CPU.
 Results are printed as integers (floats as their bit patterns), so every
-comparison is exact except linear resizing (within 1e-6 absolute).
+comparison is exact except linear and cubic resizing (within 1e-6 absolute).
 
 usage: check_data_movement.py KILN_OPT [--mlir-bin DIR] [--keep DIR]
                               [--filter TEXT] [-v]
@@ -184,9 +184,12 @@ def gather_elements_ref(x, indices, axis):
                               axis)
 
 
-def resize_coordinate(o, in_len, scale, mode):
+def resize_coordinate(o, in_len, scale, mode, out_len=None):
     """ONNX's reference: the resized length is scale * input length."""
     resized_len = scale * in_len
+    if mode == "half_pixel_symmetric":
+        offset = in_len / 2 * (1 - out_len / resized_len)
+        return offset + (o + 0.5) / scale - 0.5
     if mode == "half_pixel":
         return (o + 0.5) / scale - 0.5
     if mode == "pytorch_half_pixel":
@@ -207,15 +210,43 @@ def round_nearest(x, mode):
     return np.floor(x) + up
 
 
-def resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales):
+def cubic_row(c, in_len, a, exclude_outside):
+    """ONNX's cubic rule for one output: the 4 pixels nearest to c (ties to
+    the lower index) of the input edge-padded by 2, the rightmost pixel at
+    distance <= 1 taking the weight for ratio c - floor(c) in (0, 1]."""
+    def kernel(d):
+        d = abs(d)
+        if d <= 1:
+            return ((a + 2) * d - (a + 3)) * d * d + 1
+        if d < 2:
+            return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        return 0.0
+    padded = range(-2, in_len + 2)
+    taps = sorted(sorted(padded, key=lambda i: (abs(c - i), i))[:4])
+    coeffs = np.array([kernel(c - i) for i in taps])
+    if exclude_outside:
+        coeffs = np.where([0 <= i < in_len for i in taps], coeffs, 0)
+        coeffs = coeffs / coeffs.sum()
+    row = np.zeros(in_len)
+    for i, w in zip(taps, coeffs):
+        row[min(max(i, 0), in_len - 1)] += w
+    return row
+
+
+def resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales,
+               cubic_a=-0.75, exclude_outside=False):
     """ONNX Resize, one dimension at a time, coordinates in float64."""
     y = x.astype(np.float64)
     for d, (in_len, out_len) in enumerate(zip(x.shape, out_shape)):
         scale = scales[d] if scales else out_len / in_len
         weights = np.zeros((out_len, in_len))
-        for o in range(out_len):
-            c = resize_coordinate(o, in_len, scale, coordinate_mode)
-            if mode == "nearest":
+        if in_len == out_len and scale == 1:
+            weights = np.eye(in_len)
+        for o in range(out_len if not (in_len == out_len and scale == 1) else 0):
+            c = resize_coordinate(o, in_len, scale, coordinate_mode, out_len)
+            if mode == "cubic":
+                weights[o] = cubic_row(c, in_len, cubic_a, exclude_outside)
+            elif mode == "nearest":
                 weights[o, int(np.clip(round_nearest(c, nearest_mode), 0, in_len - 1))] = 1
             else:
                 lo = np.floor(c)
@@ -423,17 +454,38 @@ def cases():
     # pytorch_half_pixel with an output length of 1.
     add(resize_case("resize_linear_to_one", image, (1, 2, 1, 3), "linear",
                     "pytorch_half_pixel", "round_prefer_floor", []))
+    # Cubic under every coordinate mode, up and down, in two dimensions at
+    # once; A = -0.5 with exclude_outside; half_pixel_symmetric with scales
+    # whose output sizes round down.
+    for direction, out_shape in shapes.items():
+        for cm in coordinate_modes + ["half_pixel_symmetric"]:
+            add(resize_case(f"resize_cubic_{direction}_{cm}", image, out_shape,
+                            "cubic", cm, "round_prefer_floor", []))
+        add(resize_case(f"resize_cubic_{direction}_exclude_outside", image, out_shape,
+                        "cubic", "half_pixel", "round_prefer_floor", [], cubic_a=-0.5,
+                        exclude_outside=True))
+    add(resize_case("resize_cubic_scales_asymmetric", image, (1, 2, 6, 8), "cubic",
+                    "asymmetric", "round_prefer_floor", scales))
+    add(resize_case("resize_linear_half_pixel_symmetric", image, (1, 2, 6, 8), "linear",
+                    "half_pixel_symmetric", "round_prefer_floor", scales))
     return out
 
 
-def resize_case(name, x, out_shape, mode, coordinate_mode, nearest_mode, scales):
+def resize_case(name, x, out_shape, mode, coordinate_mode, nearest_mode, scales,
+                cubic_a=-0.75, exclude_outside=False):
     scales_attr = "array<f64" + (": " + ", ".join(map(repr, scales)) if scales else "") + ">"
+    cubic_attrs = ""
+    if mode == "cubic":
+        cubic_attrs = f", cubic_coeff_a = {cubic_a!r} : f64"
+        cubic_attrs += ", exclude_outside" if exclude_outside else ""
     op = ("kiln.resize {0} {{" + f"mode = #kiln.resize_mode<{mode}>, "
           f"coordinate_mode = #kiln.coordinate_mode<{coordinate_mode}>, "
           f"nearest_mode = #kiln.nearest_mode<{nearest_mode}>, scales = {scales_attr}"
-          + "}} : {types}")
-    expected = resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales)
-    return Case(name, op, [x], [expected], tolerance=1e-6 if mode == "linear" else 0.0)
+          + cubic_attrs + "}} : {types}")
+    expected = resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales,
+                          cubic_a, exclude_outside)
+    return Case(name, op, [x], [expected],
+                tolerance=1e-6 if mode in ("linear", "cubic") else 0.0)
 
 
 # ---------------------------------------------------------------------------

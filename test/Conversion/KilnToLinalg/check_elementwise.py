@@ -122,6 +122,27 @@ def cases():
     add(binary("mod_i64_python", "mod", ia, ib, np.mod))
     add(binary("fmod_i64", "mod", ia, ib, np.fmod, attrs=" {{fmod}}"))
     add(binary("max_i64", "max", ia, ib, np.maximum))
+    # Integer pow by squaring: exact, wrapping past the width like repeated
+    # multiplication; a negative exponent truncates the real result.
+    def int_pow(p, q):
+        p, q = np.broadcast_arrays(p, q)
+        out = np.empty(p.shape, dtype=p.dtype)
+        for i in np.ndindex(p.shape):
+            base, exp = int(p[i]), int(q[i])
+            if exp >= 0:
+                value = base ** exp
+            else:
+                value = 1 if base == 1 else (1 if exp % 2 == 0 else -1) if base == -1 else 0
+            bits = 8 * p.dtype.itemsize
+            value = (value + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
+            out[i] = value
+        return out
+    pa = RNG.integers(-9, 10, size=(3, 12)).astype(np.int64)
+    pa[0, :4] = [1, -1, 0, 3]
+    pb = RNG.integers(-3, 22, size=(12,)).astype(np.int64)
+    pb[:4] = [-3, -3, 0, 40]  # 3^40 wraps in int64
+    add(binary("pow_i64", "pow", pa, pb, int_pow))
+    add(binary("pow_i32", "pow", pa.astype(np.int32), pb.astype(np.int32), int_pow))
     bools = RNG.integers(0, 2, size=(4, 8)).astype(np.bool_)
     bools2 = RNG.integers(0, 2, size=(8,)).astype(np.bool_)
     add(binary("and", "and", bools, bools2, np.logical_and))

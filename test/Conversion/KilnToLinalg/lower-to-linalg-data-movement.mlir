@@ -411,6 +411,25 @@ func.func @resize_linear(%x: tensor<1x1x4x4xf16>) -> tensor<1x1x8x8xf16> {
 
 // -----
 
+// Cubic resizing in one dimension reads four edge-clamped pixels around
+// floor(x) and blends them with Keys' weights; exclude_outside zeroes the
+// weights of pixels outside [0, 4) and divides by their sum.
+// CHECK-LABEL: func.func @resize_cubic
+// CHECK: %[[FL:.*]] = math.floor %{{.*}} : f64
+// CHECK-DAG: arith.cmpf oge
+// CHECK-DAG: arith.cmpf olt
+// CHECK: arith.divf
+// CHECK-COUNT-4: tensor.extract %arg0
+// CHECK-NOT: tensor.extract
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: linalg.yield %{{.*}} : f32
+func.func @resize_cubic(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x4x8xf32> {
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<cubic>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, exclude_outside, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x4x8xf32>
+  return %0 : tensor<1x1x4x8xf32>
+}
+
+// -----
+
 // Dynamic shapes are not lowered yet.
 func.func @dynamic(%x: tensor<?x4xf32>) -> tensor<4x?xf32> {
   // expected-error @+1 {{failed to legalize operation 'kiln.transpose'}}

@@ -544,5 +544,9 @@ LogicalResult ResizeOp::verify() {
     return emitOpError("expects ") << in.getRank() << " scales or none";
   if (llvm::any_of(getScales(), [](double s) { return s <= 0; }))
     return emitOpError("scales must be positive");
+  if (getMode() != ResizeMode::Cubic &&
+      (getExcludeOutside() || getCubicCoeffA().convertToDouble() != -0.75))
+    return emitOpError(
+        "cubic_coeff_a and exclude_outside apply to cubic mode only");
   return success();
 }

@@ -674,13 +674,21 @@ FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
                             ResizeMode mode, CoordinateMode coordinates,
                             NearestMode nearest, ArrayRef<double> scales) {
   RankedTensorType inType = n.inputType(0);
+  SmallVector<NamedAttribute> attrs{
+      n.named("mode", ResizeModeAttr::get(n.context(), mode)),
+      n.named("coordinate_mode",
+              CoordinateModeAttr::get(n.context(), coordinates)),
+      n.named("nearest_mode", NearestModeAttr::get(n.context(), nearest)),
+      n.named("scales", n.builder().getDenseF64ArrayAttr(scales))};
+  if (mode == ResizeMode::Cubic) {
+    attrs.push_back(
+        n.namedF64("cubic_coeff_a", n.floatAttr("cubic_coeff_a", -0.75f)));
+    if (n.intAttr("exclude_outside", 0) != 0)
+      attrs.push_back(n.namedUnit("exclude_outside"));
+  }
   return n.makeTyped<ResizeOp>(
       RankedTensorType::get(shape, inType.getElementType()), n.input(0),
-      {n.named("mode", ResizeModeAttr::get(n.context(), mode)),
-       n.named("coordinate_mode",
-               CoordinateModeAttr::get(n.context(), coordinates)),
-       n.named("nearest_mode", NearestModeAttr::get(n.context(), nearest)),
-       n.named("scales", n.builder().getDenseF64ArrayAttr(scales))});
+      attrs);
 }
 
 /// The result shape for per-dimension `scales`: floor(size * scale).
@@ -725,21 +733,28 @@ FailureOr<NearestMode> legacyNearestMode(NodeImporter &n, ResizeMode mode,
 
 /// Resize-10 behaves like Upsample (see legacyNearestMode);
 /// Resize-11 adds coordinate modes, roi and sizes; Resize-18 axes and
-/// keep_aspect_ratio_policy; Resize-19 half_pixel_symmetric (refused).
+/// keep_aspect_ratio_policy; Resize-19 half_pixel_symmetric. Cubic from
+/// Resize-11.
 LogicalResult importResize(NodeImporter &n) {
   if (failed(n.checkArity(n.opset() < 11 ? 2 : 1, n.opset() < 11 ? 2 : 4)))
     return failure();
-  if (failed(n.requireStringAttrIn("mode", "nearest", {"nearest", "linear"})))
+  if (failed(n.opset() < 11
+                 ? n.requireStringAttrIn("mode", "nearest",
+                                         {"nearest", "linear"})
+                 : n.requireStringAttrIn("mode", "nearest",
+                                         {"nearest", "linear", "cubic"})))
     return failure();
   ResizeMode mode = *symbolizeResizeMode(n.stringAttr("mode", "nearest"));
   CoordinateMode coordinates = CoordinateMode::Asymmetric;
   NearestMode nearest = NearestMode::Floor; // Resize-10: set below.
   if (n.opset() >= 11) {
     // roi only matters to tf_crop_and_resize, refused here, so it is ignored.
+    SmallVector<StringRef> coordinateModes{"half_pixel", "pytorch_half_pixel",
+                                           "align_corners", "asymmetric"};
+    if (n.opset() >= 19)
+      coordinateModes.push_back("half_pixel_symmetric");
     if (failed(n.requireStringAttrIn("coordinate_transformation_mode",
-                                     "half_pixel",
-                                     {"half_pixel", "pytorch_half_pixel",
-                                      "align_corners", "asymmetric"})) ||
+                                     "half_pixel", coordinateModes)) ||
         failed(n.requireStringAttrIn(
             "nearest_mode", "round_prefer_floor",
             {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})))
@@ -835,10 +850,11 @@ LogicalResult importResize(NodeImporter &n) {
     }
   }
   if (n.opset() >= 18 && n.intAttr("antialias", 0) != 0 &&
-      mode == ResizeMode::Linear &&
+      mode != ResizeMode::Nearest &&
       llvm::any_of(llvm::seq<int64_t>(0, rank),
                    [&](int64_t d) { return shape[d] < inType->getDimSize(d); }))
-    return n.fail("antialiased linear downsampling is not supported");
+    return n.fail(Twine("antialiased ") + stringifyResizeMode(mode) +
+                  " downsampling is not supported");
   if (n.opset() < 11) {
     FailureOr<NearestMode> legacy = legacyNearestMode(n, mode, scales);
     if (failed(legacy))
@@ -1004,10 +1020,12 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Resize", 10, importResize,
        "float inputs only; scales or sizes must be compile-time constants"},
       {"Resize", 11, importResize,
-       "no cubic, tf_half_pixel_for_nn or tf_crop_and_resize"},
+       "no tf_half_pixel_for_nn or tf_crop_and_resize"},
       {"Resize", 13, importResize, ""},
-      {"Resize", 18, importResize, "no antialiased linear downsampling"},
-      {"Resize", 19, importResize, "no half_pixel_symmetric"},
+      {"Resize", 18, importResize,
+       "no antialiased linear or cubic downsampling"},
+      {"Resize", 19, importResize,
+       "no antialiased linear or cubic downsampling"},
       {"Upsample", 7, importUpsample, "float inputs only"},
       {"Upsample", 9, importUpsample, "scales must be a compile-time constant"},
       {"DepthToSpace", 1, importDepthToSpace, "4-D inputs only"},

@@ -10,6 +10,8 @@
 
 #include "../NodeImporter.h"
 
+#include <cstdio>
+
 using namespace mlir;
 
 namespace kiln::onnx_frontend {
@@ -138,14 +140,33 @@ LogicalResult importIdentity(NodeImporter &n) {
   return n.setResult(n.input(0));
 }
 
-/// Inference-mode dropout is the identity; its mask output is all true.
+/// Inference-mode dropout is the identity; its mask output is all true. So is
+/// training-mode dropout with ratio 0 (it keeps every element, scaled by
+/// 1 / (1 - 0)); other ratios drop at random and are not supported.
 LogicalResult importDropout(NodeImporter &n) {
   if (failed(n.checkArity(1, 3, 2)))
     return failure();
   if (n.hasInput(2)) {
     std::optional<DenseElementsAttr> training = n.constantInput(2);
-    if (!training || training->getSplatValue<bool>())
-      return n.fail("training_mode must be a constant false (inference only)");
+    if (!training)
+      return n.fail("input 'training_mode' must be a compile-time constant");
+    if (training->getSplatValue<bool>()) {
+      double ratio = 0.5;
+      if (n.hasInput(1)) {
+        FailureOr<SmallVector<double>> given = n.constantFloats(1, "ratio");
+        if (failed(given))
+          return failure();
+        if (given->size() != 1)
+          return n.fail("input 'ratio' must be a scalar");
+        ratio = given->front();
+      }
+      if (ratio != 0) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%g", ratio);
+        return n.fail(Twine("training_mode 1 with ratio ") + text +
+                      " drops at random; only ratio 0 is supported");
+      }
+    }
   }
   if (n.opset() < 7 && n.intAttr("is_test", 0) == 0)
     return n.fail("is_test must be 1 (inference only)");
@@ -174,7 +195,8 @@ void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {
        "tensors only (no sequences or optionals)"},
       {"Dropout", 7, importDropout, "inference only"},
       {"Dropout", 12, importDropout,
-       "inference only; training_mode must be constant false"},
+       "inference, or training with ratio 0; training_mode and ratio must be "
+       "constants"},
   });
 }
 

@@ -1135,3 +1135,19 @@ func.func @fusion_side_effect(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   }
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+func.func @resize_exclude_outside_not_cubic(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x8x8xf32> {
+  // expected-error @+1 {{'kiln.resize' op cubic_coeff_a and exclude_outside apply to cubic mode only}}
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, exclude_outside, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x8x8xf32>
+  return %0 : tensor<1x1x8x8xf32>
+}
+
+// -----
+
+func.func @resize_coeff_not_cubic(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x8x8xf32> {
+  // expected-error @+1 {{'kiln.resize' op cubic_coeff_a and exclude_outside apply to cubic mode only}}
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<nearest>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, cubic_coeff_a = -0.5 : f64, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x8x8xf32>
+  return %0 : tensor<1x1x8x8xf32>
+}

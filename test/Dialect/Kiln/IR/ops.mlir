@@ -671,3 +671,16 @@ func.func @fusion(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   }
   return %0#1 : tensor<2x3xf32>
 }
+
+// resize: cubic with its coefficient and exclude_outside, and the
+// half_pixel_symmetric coordinate mode.
+// CHECK-LABEL: func.func @resize_cubic(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<1x1x4x4xf32>)
+// CHECK-NEXT:      %[[C:.*]] = kiln.resize %[[X]] {coordinate_mode = #kiln.coordinate_mode<half_pixel>, cubic_coeff_a = -5.000000e-01 : f64, exclude_outside, mode = #kiln.resize_mode<cubic>, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x8x8xf32>
+// CHECK-NEXT:      %[[S:.*]] = kiln.resize %[[X]] {coordinate_mode = #kiln.coordinate_mode<half_pixel_symmetric>, mode = #kiln.resize_mode<linear>, scales = array<f64: 1.000000e+00, 1.000000e+00, 1.700000e+00, 1.700000e+00>} : tensor<1x1x4x4xf32> -> tensor<1x1x6x6xf32>
+// CHECK-NEXT:      return %[[C]], %[[S]]
+func.func @resize_cubic(%x: tensor<1x1x4x4xf32>) -> (tensor<1x1x8x8xf32>, tensor<1x1x6x6xf32>) {
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<cubic>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, cubic_coeff_a = -0.5 : f64, exclude_outside, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x8x8xf32>
+  %1 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel_symmetric>, scales = array<f64: 1.0, 1.0, 1.7, 1.7>} : tensor<1x1x4x4xf32> -> tensor<1x1x6x6xf32>
+  return %0, %1 : tensor<1x1x8x8xf32>, tensor<1x1x6x6xf32>
+}

@@ -115,7 +115,8 @@ def Kiln_ScatterReductionAttr
 
 def Kiln_ResizeMode : I32EnumAttr<"ResizeMode", "resize interpolation", [
       I32EnumAttrCase<"Nearest", 0, "nearest">,
-      I32EnumAttrCase<"Linear", 1, "linear">
+      I32EnumAttrCase<"Linear", 1, "linear">,
+      I32EnumAttrCase<"Cubic", 2, "cubic">
     ]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
@@ -129,7 +130,8 @@ def Kiln_CoordinateMode : I32EnumAttr<"CoordinateMode",
       I32EnumAttrCase<"HalfPixel", 0, "half_pixel">,
       I32EnumAttrCase<"PytorchHalfPixel", 1, "pytorch_half_pixel">,
       I32EnumAttrCase<"AlignCorners", 2, "align_corners">,
-      I32EnumAttrCase<"Asymmetric", 3, "asymmetric">
+      I32EnumAttrCase<"Asymmetric", 3, "asymmetric">,
+      I32EnumAttrCase<"HalfPixelSymmetric", 4, "half_pixel_symmetric">
     ]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;

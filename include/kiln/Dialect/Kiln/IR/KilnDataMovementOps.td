@@ -285,14 +285,20 @@ def Kiln_TileOp : Kiln_Op<"tile", [InferTypeOpAdaptor]> {
 }
 
 def Kiln_ResizeOp : Kiln_Op<"resize"> {
-  let summary = "nearest or (multi)linear resampling";
+  let summary = "nearest, (multi)linear or (multi)cubic resampling";
   let description = [{
     Resamples the input to the result shape (same rank and element type).
     `coordinate_mode` maps an output coordinate to an input coordinate
     (`x_in = (x_out + 0.5) / scale - 0.5` for `half_pixel`), `mode` picks
-    nearest (rounded by `nearest_mode`) or linear interpolation in every
-    resized dimension. `scales` has one entry per dimension; when empty the
-    scale is the ratio of output to input size.
+    nearest (rounded by `nearest_mode`), linear or cubic interpolation in
+    every resized dimension. `scales` has one entry per dimension; when empty
+    the scale is the ratio of output to input size.
+
+    Cubic interpolation weighs the four pixels around the input coordinate
+    with Keys' kernel of parameter `cubic_coeff_a` (-0.75 by default; only
+    cubic takes a non-default value). Pixels past the border repeat the edge,
+    unless `exclude_outside` (cubic only) gives them weight 0 and rescales
+    the others to sum to 1.
 
     Example:
 
@@ -307,7 +313,9 @@ def Kiln_ResizeOp : Kiln_Op<"resize"> {
                        Kiln_CoordinateModeAttr:$coordinate_mode,
                        DefaultValuedAttr<Kiln_NearestModeAttr,
                            "::kiln::NearestMode::RoundPreferFloor">:$nearest_mode,
-                       DenseF64ArrayAttr:$scales);
+                       DenseF64ArrayAttr:$scales,
+                       DefaultValuedAttr<F64Attr, "-0.75">:$cubic_coeff_a,
+                       UnitAttr:$exclude_outside);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
