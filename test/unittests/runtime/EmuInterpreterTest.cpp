@@ -864,4 +864,65 @@ $L__loop:
               seconds);
 }
 
+
+/// Not a check either: the same on a loop of global loads, shared stores
+/// and shared loads (the memory path's per-lane checks).
+TEST(EmuInterpreterTest, MemoryThroughputOnOneThread) {
+  std::string ptx = ptxHeader() + R"(.visible .entry mem(.param .u64 mem_out)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<8>;
+	.reg .f32 %f<4>;
+	.reg .b64 %rd<6>;
+	.shared .align 4 .b8 buf[1024];
+	ld.param.u64 %rd1, [mem_out];
+	mov.u32 %r1, %tid.x;
+	shl.b32 %r3, %r1, 2;
+	mov.u32 %r4, buf;
+	add.s32 %r5, %r4, %r3;
+	mul.wide.u32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	mov.f32 %f2, 0f00000000;
+	mov.u32 %r2, 0;
+$L__loop:
+	ld.global.f32 %f1, [%rd3];
+	st.shared.f32 [%r5], %f1;
+	ld.shared.f32 %f3, [%r5];
+	add.rn.f32 %f2, %f2, %f3;
+	add.s32 %r2, %r2, 1;
+	setp.lt.u32 %p1, %r2, 100;
+	@%p1 bra $L__loop;
+	st.global.f32 [%rd3], %f2;
+	ret;
+}
+)";
+  Expected<emu::Module> module = emu::parsePtx(ptx);
+  ASSERT_TRUE(module.hasValue()) << errorOf(module);
+  std::vector<float> out(256, 1.0f);
+  std::vector<emu::MemoryRegion> memory = {
+      {1ull << 40, out.size() * 4, reinterpret_cast<uint8_t *>(out.data())}};
+  PackedParams params;
+  params.addU64(1ull << 40);
+  emu::LaunchSpec spec;
+  spec.grid = {64, 1, 1};
+  spec.block = {256, 1, 1};
+  spec.params = params.data();
+  spec.paramBytes = params.size();
+  spec.memory = &memory;
+  spec.workers = 1;
+  emu::LaunchStats stats;
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(errorOf(emu::runKernel(module->kernels[0], spec, &stats)),
+            "<success>");
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  EXPECT_EQ(stats.threadInstructions, 64ull * 256 * (9 + 7 * 100 + 2));
+  std::printf("emu memory throughput: %.1f M thread-instructions/s on one "
+              "thread (%llu in %.3f s)\n",
+              stats.threadInstructions / seconds / 1e6,
+              static_cast<unsigned long long>(stats.threadInstructions),
+              seconds);
+}
+
 } // namespace
