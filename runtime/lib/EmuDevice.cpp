@@ -12,7 +12,9 @@
 // emulated thread-instructions and their rate to stderr when the device
 // is destroyed. KILN_EMU_RANDOM_BLOCKS=<seed> (non-zero) runs each launch's
 // blocks in a random order drawn from the seed; KILN_EMU_CHECK_SHARED=1
-// fails a launch that reads shared memory no thread of the block wrote.
+// fails a launch that reads shared memory no thread of the block wrote;
+// KILN_EMU_MAX_STEPS=N fails a block still running after N warp
+// instructions (an endless loop would otherwise hang the run).
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,6 +80,8 @@ public:
     printStats = stats && *stats && std::strcmp(stats, "0") != 0;
     if (const char *env = std::getenv("KILN_EMU_RANDOM_BLOCKS"))
       blockOrderSeed = std::strtoull(env, nullptr, 0);
+    if (const char *env = std::getenv("KILN_EMU_MAX_STEPS"))
+      maxWarpInstructionsPerBlock = std::strtoull(env, nullptr, 0);
     const char *checkShared = std::getenv("KILN_EMU_CHECK_SHARED");
     checkSharedReads =
         checkShared && *checkShared && std::strcmp(checkShared, "0") != 0;
@@ -118,6 +122,7 @@ private:
   unsigned workers = 1;
   bool printStats = false;
   uint64_t blockOrderSeed = 0;
+  uint64_t maxWarpInstructionsPerBlock = 0;
   uint64_t launches = 0;
   bool checkSharedReads = false;
   uint64_t nextAddress = kFirstAddress;
@@ -299,6 +304,7 @@ Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
   spec.memory = &regions;
   spec.workers = workers;
   spec.checkSharedReads = checkSharedReads;
+  spec.maxWarpInstructionsPerBlock = maxWarpInstructionsPerBlock;
   ++launches;
   if (blockOrderSeed) // a different order for every launch
     spec.blockOrderSeed = blockOrderSeed * 0x9e3779b97f4a7c15ull + launches;

@@ -32,6 +32,8 @@ namespace kiln::runtime::emu {
 namespace {
 
 constexpr uint32_t kFullMask = 0xffffffffu;
+/// Warp instructions a warp issues before the next warp of its block runs.
+constexpr uint64_t kTimeSlice = 1 << 16;
 
 template <typename F>
 inline __attribute__((always_inline)) void forLanes(uint32_t mask, F &&f) {
@@ -764,11 +766,33 @@ bool BlockRunner::runBlock(Dim3 id) {
     barrierAll[b] = true;
     barrierAny[b] = false;
   }
+  uint64_t blockStart = warpInstructions;
   while (true) {
+    // Each warp runs until it waits, exits or uses up its time slice; a
+    // warp that spins on a flag another warp sets gets to see it set.
+    bool runnable = false;
     for (unsigned w = 0; w < numWarps; ++w)
-      if (warps[w].live & ~warps[w].waiting)
+      if (warps[w].live & ~warps[w].waiting) {
         if (!runWarp(w))
           return false;
+        runnable |= (warps[w].live & ~warps[w].waiting) != 0;
+      }
+    if (runnable) {
+      if (spec.maxWarpInstructionsPerBlock &&
+          warpInstructions - blockStart > spec.maxWarpInstructionsPerBlock) {
+        unsigned w = 0;
+        while (!(warps[w].live & ~warps[w].waiting))
+          ++w;
+        const WarpState &ws = warps[w];
+        unsigned lane = __builtin_ctz(ws.live & ~ws.waiting);
+        return fault(w, lane, ws.converged ? ws.pc : ws.lanePc[lane],
+                     fmt::format("the block is still running after {} warp "
+                                 "instructions (an endless loop, or a wait "
+                                 "for another block?)",
+                                 warpInstructions - blockStart));
+      }
+      continue;
+    }
     // Every warp has exited or waits at a barrier. A barrier opens when
     // the threads waiting at it plus those that arrived (bar.arrive) reach
     // its count, or the whole block when it has none.
@@ -888,7 +912,7 @@ bool BlockRunner::runWarp(unsigned w) {
   };
   while (true) {
     uint32_t ready = ws.live & ~ws.waiting;
-    if (!ready)
+    if (!ready || issued == kTimeSlice)
       return finish(true);
     uint32_t pc, mask;
     if (ws.converged) {
@@ -2274,9 +2298,12 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
     return halfArithmetic(r, in, exec);
   if (isFloat(type)) {
     RoundingScope scope(in.rounding);
-    bool typed = withFloatType(type, [&](auto tag) {
+    // Without .ftz and .sat (the common case) the lane loops are
+    // instantiated with neither test in them.
+    auto body = [&](auto tag, auto plainTag) {
       using T = decltype(tag);
-      const bool ftz = in.ftz, sat = in.sat;
+      constexpr bool plain = decltype(plainTag)::value;
+      const bool ftz = !plain && in.ftz, sat = !plain && in.sat;
       auto in1 = [&](const uint64_t *s, unsigned l) {
         T x = bitsTo<T>(s[l]);
         return ftz ? flushDenormal(x) : x;
@@ -2357,6 +2384,12 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
         handled = false;
         break;
       }
+    };
+    bool typed = withFloatType(type, [&](auto tag) {
+      if (!in.ftz && !in.sat)
+        body(tag, std::true_type());
+      else
+        body(tag, std::false_type());
     });
     return typed && handled;
   }

@@ -61,6 +61,9 @@ struct LaunchSpec {
   /// Report loads of shared memory that no thread of the block wrote in
   /// this launch.
   bool checkSharedReads = false;
+  /// Fail a block still running after this many warp instructions (0: no
+  /// limit), so that an endless loop ends the run instead of hanging it.
+  uint64_t maxWarpInstructionsPerBlock = 0;
 };
 
 struct LaunchStats {

@@ -1343,6 +1343,73 @@ TEST(EmuInstructionTest, SharedReadCheck) {
   EXPECT_EQ(buffer[31], 0u);
 }
 
+TEST(EmuInstructionTest, WarpsWaitingForEachOtherMakeProgress) {
+  // Warp 0 spins on a shared flag that warp 1 sets after writing data:
+  // warps take turns (time slices), so the spin ends.
+  std::string body = R"(	mov.u32 	%r5, flag;
+	mov.u32 	%r6, data;
+	setp.ne.s32 	%p1, %r0, 0;
+	@%p1 bra 	$L__init_done;
+	st.volatile.shared.u32 	[%r5], 0;
+$L__init_done:
+	bar.sync 	0;
+	shl.b32 	%r7, %r0, 2;
+	and.b32 	%r7, %r7, 127;
+	add.s32 	%r8, %r6, %r7;
+	mov.u32 	%r20, 0;
+	setp.ge.u32 	%p2, %r0, 32;
+	@%p2 bra 	$L__producer;
+$L__spin:
+	ld.volatile.shared.u32 	%r9, [%r5];
+	setp.eq.s32 	%p3, %r9, 0;
+	@%p3 bra 	$L__spin;
+	ld.volatile.shared.u32 	%r20, [%r8];
+	bra.uni 	$L__done;
+$L__producer:
+	add.s32 	%r10, %r0, 1000;
+	st.volatile.shared.u32 	[%r8], %r10;
+	membar.cta;
+	setp.eq.s32 	%p4, %r0, 32;
+	@%p4 st.volatile.shared.u32 	[%r5], 1;
+$L__done:
+)";
+  std::string decls = "\t.shared .align 4 .b32 flag;\n"
+                      "\t.shared .align 4 .b8 data[128];\n";
+  std::vector<uint32_t> in(64, 0);
+  std::vector<uint32_t> out = runWords(body, 1, 1, in, 64, decls);
+  ASSERT_EQ(out.size(), 64u);
+  for (uint32_t t = 0; t < 32; ++t)
+    EXPECT_EQ(out[t], t + 32 + 1000) << t;
+  for (uint32_t t = 32; t < 64; ++t)
+    EXPECT_EQ(out[t], 0u) << t;
+}
+
+TEST(EmuInstructionTest, EndlessLoopIsReportedWithALimit) {
+  std::string ptx = ptxHeader() + R"(.visible .entry forever(
+	.param .u64 .ptr .align 1 forever_param_0
+)
+{
+	.reg .b32 	%r<4>;
+	mov.u32 	%r1, 0;
+$L__top:
+	add.s32 	%r1, %r1, 1;
+	bra.uni 	$L__top;
+}
+)";
+  std::vector<uint32_t> buffer(4, 0);
+  emu::LaunchSpec spec;
+  spec.maxWarpInstructionsPerBlock = 1000000;
+  // The loop's add or its branch, whichever the warp was at.
+  std::string message = runDirect(ptx, {1, 1, 1}, {32, 1, 1}, buffer, spec);
+  EXPECT_THAT(message,
+              ::testing::AnyOf(HasSubstr("PTX line 12 (add.s32): the block is "
+                                         "still running after"),
+                               HasSubstr("PTX line 13 (bra.uni): the block is "
+                                         "still running after")));
+  EXPECT_THAT(message, ::testing::StartsWith(
+                           "kernel 'forever', block (0,0,0), thread (0,0,0)"));
+}
+
 TEST(EmuInstructionTest, UnknownInstructionNamesItsLine) {
   std::string ptx = ptxHeader() + R"(.visible .entry odd()
 {
