@@ -34,6 +34,7 @@ namespace kiln {
 std::optional<Phase> parsePhase(llvm::StringRef name) {
   return llvm::StringSwitch<std::optional<Phase>>(name)
       .Case("kiln", Phase::Kiln)
+      .Case("graph", Phase::Graph)
       .Case("linalg", Phase::Linalg)
       .Case("gpu", Phase::Gpu)
       .Case("llvm", Phase::Llvm)
@@ -63,8 +64,9 @@ namespace {
 std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   switch (phase) {
   case Phase::Kiln:
-    // The importer already folds as it builds; the graph passes run here, so
-    // --emit=kiln shows their result.
+    // The importer already folds as it builds; --emit=kiln shows its output.
+    return "";
+  case Phase::Graph:
     return llvm::formatv(
         // kiln-assign-layout and kiln-lower-precision are module passes:
         // they add transposed and converted weights.
@@ -80,7 +82,7 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.
     // Each linalg op becomes one kernel (kiln-map-to-gpu picks its shape).
-    return "kiln-materialize-weights, "
+    return "kiln-materialize-weights, func.func(kiln-distinct-results), "
            "one-shot-bufferize{bufferize-function-boundaries "
            "function-boundary-type-conversion=identity-layout-map}, "
            "buffer-results-to-out-params{modify-public-functions "
@@ -116,7 +118,7 @@ LogicalResult addPhase(OpPassManager &pm, Phase phase,
 LogicalResult buildPipelineUpTo(OpPassManager &pm, Phase last,
                                 const PipelineOptions &options) {
   for (Phase phase :
-       {Phase::Kiln, Phase::Linalg, Phase::Gpu, Phase::Llvm, Phase::Ptx}) {
+       {Phase::Kiln, Phase::Graph, Phase::Linalg, Phase::Gpu, Phase::Llvm, Phase::Ptx}) {
     if (failed(addPhase(pm, phase, options)))
       return failure();
     if (phase == last)

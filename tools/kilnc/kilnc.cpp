@@ -41,7 +41,7 @@ cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"));
 cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("file"), cl::init("-"));
 /// What kilnc produces: a compilation phase's IR, or the artifact.
-enum class Output { Kiln, Linalg, Gpu, Llvm, Ptx, Artifact };
+enum class Output { Kiln, Graph, Linalg, Gpu, Llvm, Ptx, Artifact };
 
 cl::opt<Output> emit(
     "emit",
@@ -49,6 +49,8 @@ cl::opt<Output> emit(
              "file, else the kiln IR)"),
     cl::init(Output::Kiln),
     cl::values(clEnumValN(Output::Kiln, "kiln", "the imported kiln dialect"),
+               clEnumValN(Output::Graph, "graph",
+                          "kiln after layout, precision and fusion"),
                clEnumValN(Output::Linalg, "linalg", "linalg on tensors"),
                clEnumValN(Output::Gpu, "gpu",
                           "buffers, launches and gpu.func kernels"),

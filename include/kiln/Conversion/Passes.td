@@ -89,6 +89,30 @@ def CollapseFusionsPass : Pass<"kiln-collapse-fusions", "mlir::func::FuncOp"> {
   ];
 }
 
+def DistinctResultsPass : Pass<"kiln-distinct-results", "mlir::func::FuncOp"> {
+  let summary = "Give each function result its own value";
+  let description = [{
+    A model may return one value under several names (two identical ops
+    become one after CSE). Every function result must become its own
+    out-parameter buffer, so each repeated `func.return` operand is replaced
+    by a `linalg.copy` of it. Runs right before bufferization.
+
+    Example:
+
+    ```mlir
+    return %a, %a : tensor<4xf32>, tensor<4xf32>
+    // becomes
+    %e = tensor.empty() : tensor<4xf32>
+    %c = linalg.copy ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+    return %a, %c : tensor<4xf32>, tensor<4xf32>
+    ```
+  }];
+  let dependentDialects = [
+    "mlir::linalg::LinalgDialect",
+    "mlir::tensor::TensorDialect",
+  ];
+}
+
 def MaterializeWeightsPass : Pass<"kiln-materialize-weights", "mlir::ModuleOp"> {
   let summary = "Turn immutable ml_program globals into tensor constants";
   let description = [{

@@ -28,7 +28,9 @@ class OpPassManager;
 
 namespace kiln {
 
-enum class Phase { Kiln, Linalg, Gpu, Llvm, Ptx };
+/// kiln: the imported graph; graph: after the graph passes (layout,
+/// precision, fusion); then the lowerings.
+enum class Phase { Kiln, Graph, Linalg, Gpu, Llvm, Ptx };
 
 /// Parses a phase name ("kiln", "linalg", ...).
 std::optional<Phase> parsePhase(llvm::StringRef name);
