@@ -82,7 +82,11 @@ void convertOp(Operation *op, DataFormat target) {
 
 void convertLayoutSensitiveOps(func::FuncOp func, DataFormat target) {
   SmallVector<Operation *> ops;
-  func.walk([&](Operation *op) {
+  // Only ops directly in the function: kiln.fusion regions (fusion runs
+  // after this pass) keep what they hold.
+  func.getBody().walk([&](Operation *op) {
+    if (op->getParentOp() != func.getOperation())
+      return;
     DataFormat format;
     if (auto conv = dyn_cast<ConvOp>(op))
       format = conv.getDataFormat();
@@ -93,8 +97,8 @@ void convertLayoutSensitiveOps(func::FuncOp func, DataFormat target) {
     else
       return;
     if (format != target &&
-        isLayoutRank(cast<RankedTensorType>(op->getResult(0).getType())
-                         .getRank()))
+        isLayoutRank(
+            cast<RankedTensorType>(op->getResult(0).getType()).getRank()))
       ops.push_back(op);
   });
   for (Operation *op : ops)
@@ -109,7 +113,8 @@ Value padLastDim(OpBuilder &b, Location loc, Value value, int64_t extra) {
   int64_t rank = cast<RankedTensorType>(value.getType()).getRank();
   SmallVector<int64_t> low(rank, 0), high(rank, 0);
   high.back() = extra;
-  return PadOp::create(b, loc, PadModeAttr::get(b.getContext(), PadMode::Constant),
+  return PadOp::create(b, loc,
+                       PadModeAttr::get(b.getContext(), PadMode::Constant),
                        value, b.getDenseI64ArrayAttr(low),
                        b.getDenseI64ArrayAttr(high), b.getF64FloatAttr(0.0));
 }
@@ -266,8 +271,7 @@ std::optional<WeightData> evaluate(Value value, SymbolTable &symbols) {
       return std::nullopt;
     ArrayRef<int64_t> perm = transpose.getPermutation();
     int64_t width = elementBytes(type.getElementType());
-    SmallVector<int64_t> inStrides =
-        rowMajorStrides(input->type.getShape());
+    SmallVector<int64_t> inStrides = rowMajorStrides(input->type.getShape());
     std::vector<char> bytes(input->bytes.size());
     forEachElement(
         type.getShape(),
@@ -283,8 +287,7 @@ std::optional<WeightData> evaluate(Value value, SymbolTable &symbols) {
         });
     int64_t rank = type.getRank();
     std::string suffix =
-        perm == ArrayRef<int64_t>(
-                    permutationTo(DataFormat::ChannelsLast, rank))
+        perm == ArrayRef<int64_t>(permutationTo(DataFormat::ChannelsLast, rank))
             ? "_nhwc"
         : perm == ArrayRef<int64_t>(
                       permutationTo(DataFormat::ChannelsFirst, rank))
@@ -299,8 +302,8 @@ std::optional<WeightData> evaluate(Value value, SymbolTable &symbols) {
     std::optional<WeightData> input = evaluate(pad.getInput(), symbols);
     if (!input)
       return std::nullopt;
-    std::optional<std::vector<char>> fill = elementOf(
-        pad.getValue().convertToDouble(), type.getElementType());
+    std::optional<std::vector<char>> fill =
+        elementOf(pad.getValue().convertToDouble(), type.getElementType());
     if (!fill)
       return std::nullopt;
     int64_t width = fill->size();
@@ -385,10 +388,10 @@ private:
   }
 
   ml_program::GlobalOp globalFor(WeightData &data, Location loc) {
-    std::string name =
-        ((data.root ? data.root.getSymName() : StringRef("kiln_layout_weight")) +
-         data.suffix)
-            .str();
+    std::string name = ((data.root ? data.root.getSymName()
+                                   : StringRef("kiln_layout_weight")) +
+                        data.suffix)
+                           .str();
     std::string key;
     llvm::raw_string_ostream(key) << name << ' ' << data.type;
     ml_program::GlobalOp &global = made[key];
@@ -397,8 +400,8 @@ private:
     auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
         ArrayRef<char>(data.bytes.data(), data.bytes.size()),
         alignof(uint64_t));
-    auto value =
-        DenseResourceElementsAttr::get(data.type, blobKey(name), std::move(blob));
+    auto value = DenseResourceElementsAttr::get(data.type, blobKey(name),
+                                                std::move(blob));
     OpBuilder b(module.getBodyRegion());
     if (data.root)
       b.setInsertionPointAfter(data.root);
@@ -480,7 +483,8 @@ struct AssignLayoutPass : kiln::impl::AssignLayoutPassBase<AssignLayoutPass> {
     }
     if (channelMultiple < 1) {
       module.emitError() << "kiln-assign-layout: channel-multiple "
-                         << static_cast<int64_t>(channelMultiple) << " is not positive";
+                         << static_cast<int64_t>(channelMultiple)
+                         << " is not positive";
       return signalPassFailure();
     }
 

@@ -15,6 +15,7 @@
 
 #include "LayoutPropagation.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -114,10 +115,103 @@ struct TransposeOfUnitDimsToReshape : OpRewritePattern<TransposeOp> {
 
   LogicalResult matchAndRewrite(TransposeOp op,
                                 PatternRewriter &rewriter) const override {
-    if (!isRelabeling(op.getInput().getType().getShape(),
-                      op.getPermutation()))
+    if (!isRelabeling(op.getInput().getType().getShape(), op.getPermutation()))
       return failure();
     rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), op.getInput());
+    return success();
+  }
+};
+
+/// The input of `value`'s defining transpose when it transposes an
+/// activation (of a rank `isLayoutRank` accepts) into format `to`, else null.
+Value transposedBy(Value value, DataFormat to) {
+  auto transpose = value.getDefiningOp<TransposeOp>();
+  if (!transpose)
+    return nullptr;
+  int64_t rank = transpose.getType().getRank();
+  if (!isLayoutRank(rank) ||
+      transpose.getPermutation() != ArrayRef<int64_t>(permutationTo(to, rank)))
+    return nullptr;
+  return transpose.getInput();
+}
+
+/// Whether `split` is `whole` with dim `at` split into two or more factors:
+/// whole = [N, C, S...], split = [N, c1, ..., ck, S...] with k >= 2 and the
+/// product of the ci equal to C. Returns k, or 0.
+int64_t channelFactors(ArrayRef<int64_t> whole, ArrayRef<int64_t> split) {
+  int64_t k = static_cast<int64_t>(split.size() - whole.size()) + 1;
+  if (k < 2 || whole[0] != split[0] ||
+      !llvm::equal(whole.drop_front(2), split.drop_front(k + 1)))
+    return 0;
+  int64_t product = 1;
+  for (int64_t c : split.slice(1, k))
+    product *= c;
+  return product == whole[1] ? k : 0;
+}
+
+/// NHWC only: reshape(T_back(a)) that splits the channel dim, [N, C, S...]
+/// to [N, c1..ck, S...] (ShuffleNet's channel shuffle), is a split of a's
+/// channel dim, [N, S..., c1..ck], then a transpose putting the factors
+/// second. That transpose then composes with whatever reorders the factors.
+struct SinkThroughChannelSplit : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReshapeOp op,
+                                PatternRewriter &rewriter) const override {
+    Value input = transposedBy(op.getInput(), DataFormat::ChannelsFirst);
+    if (!input)
+      return failure();
+    ArrayRef<int64_t> whole = op.getInput().getType().getShape();
+    ArrayRef<int64_t> split = op.getType().getShape();
+    int64_t k = channelFactors(whole, split);
+    if (k == 0)
+      return failure();
+    int64_t spatial = whole.size() - 2;
+    SmallVector<int64_t> shape{whole[0]};
+    llvm::append_range(shape, whole.drop_front(2));
+    llvm::append_range(shape, split.slice(1, k));
+    Permutation perm{0};
+    for (int64_t i = 0; i < k; ++i)
+      perm.push_back(spatial + 1 + i);
+    for (int64_t i = 0; i < spatial; ++i)
+      perm.push_back(1 + i);
+    Value reshaped = ReshapeOp::create(
+        rewriter, op.getLoc(),
+        RankedTensorType::get(shape, op.getType().getElementType()), input);
+    rewriter.replaceOpWithNewOp<TransposeOp>(
+        op, op.getType(), reshaped, rewriter.getDenseI64ArrayAttr(perm));
+    return success();
+  }
+};
+
+/// NHWC only, the converse: T_to(reshape(z)) where the reshape merges dims
+/// 1..k of z = [N, c1..ck, S...] into the channels is a transpose of z
+/// putting the factors last, then a merge of them: the transpose composes
+/// with the one that made z, and no layout transpose is left.
+struct HoistThroughChannelMerge : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    Value input = transposedBy(op.getResult(), DataFormat::ChannelsLast);
+    auto reshape = input ? input.getDefiningOp<ReshapeOp>() : nullptr;
+    if (!reshape)
+      return failure();
+    ArrayRef<int64_t> whole = reshape.getType().getShape();
+    ArrayRef<int64_t> split = reshape.getInput().getType().getShape();
+    int64_t k = channelFactors(whole, split);
+    if (k == 0)
+      return failure();
+    int64_t spatial = whole.size() - 2;
+    Permutation perm{0};
+    for (int64_t i = 0; i < spatial; ++i)
+      perm.push_back(k + 1 + i);
+    for (int64_t i = 0; i < k; ++i)
+      perm.push_back(1 + i);
+    Value transposed =
+        TransposeOp::create(rewriter, op.getLoc(), reshape.getInput(),
+                            rewriter.getDenseI64ArrayAttr(perm));
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), transposed);
     return success();
   }
 };
@@ -134,7 +228,10 @@ public:
 
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
+    // Ops inside kiln.fusion regions are left alone: layout assignment runs
+    // before fusion, and a region's yield fixes its result types.
     if (!isa_and_nonnull<KilnDialect>(op->getDialect()) ||
+        !isa<func::FuncOp>(op->getParentOp()) ||
         llvm::none_of(op->getOperands(),
                       [&](Value v) { return backTransposed(v) != nullptr; }))
       return failure();
@@ -147,13 +244,12 @@ public:
         .Case<ArgMaxOp, ArgMinOp>([&](auto arg) {
           return sinkAxisOp(arg, rewriter, arg.getKeepdims());
         })
-        .Case<ReduceOp>([&](ReduceOp reduce) {
-          return sinkReduce(reduce, rewriter);
-        })
-        .Case<ConcatOp>([&](ConcatOp concat) {
-          return sinkConcat(concat, rewriter);
-        })
-        .Case<SplitOp>([&](SplitOp split) { return sinkSplit(split, rewriter); })
+        .Case<ReduceOp>(
+            [&](ReduceOp reduce) { return sinkReduce(reduce, rewriter); })
+        .Case<ConcatOp>(
+            [&](ConcatOp concat) { return sinkConcat(concat, rewriter); })
+        .Case<SplitOp>(
+            [&](SplitOp split) { return sinkSplit(split, rewriter); })
         .Case<SliceOp>([&](SliceOp slice) {
           return sinkPerDimAttrs(slice, rewriter,
                                  {slice.getStartsAttrName(),
@@ -161,8 +257,8 @@ public:
                                   slice.getStepsAttrName()});
         })
         .Case<PadOp>([&](PadOp pad) {
-          return sinkPerDimAttrs(
-              pad, rewriter, {pad.getLowAttrName(), pad.getHighAttrName()});
+          return sinkPerDimAttrs(pad, rewriter,
+                                 {pad.getLowAttrName(), pad.getHighAttrName()});
         })
         .Case<TileOp>([&](TileOp tile) {
           return sinkPerDimAttrs(tile, rewriter, {tile.getRepeatsAttrName()});
@@ -181,8 +277,7 @@ private:
       return nullptr;
     int64_t rank = transpose.getType().getRank();
     if (!isLayoutRank(rank) ||
-        transpose.getPermutation() !=
-            ArrayRef<int64_t>(backPermutation(rank)))
+        transpose.getPermutation() != ArrayRef<int64_t>(backPermutation(rank)))
       return nullptr;
     return transpose.getInput();
   }
@@ -299,8 +394,7 @@ private:
     for (int64_t i = 0; i < rank; ++i)
       if (!llvm::is_contained(reduced, i))
         q.push_back(llvm::find(survivors, back[i]) - survivors.begin());
-    auto sourceType =
-        cast<RankedTensorType>(clone->getOperand(0).getType());
+    auto sourceType = cast<RankedTensorType>(clone->getOperand(0).getType());
     SmallVector<int64_t> shape;
     for (int64_t d : survivors)
       shape.push_back(sourceType.getDimSize(d));
@@ -344,16 +438,14 @@ private:
     auto clone = cast<ReduceOp>(rewriter.clone(*op));
     clone->setOperand(0, input);
     clone.setAxes(axes);
-    replaceReduction(rewriter, op, clone, rank, op.getAxes(),
-                     op.getKeepdims());
+    replaceReduction(rewriter, op, clone, rank, op.getAxes(), op.getKeepdims());
     return success();
   }
 
   /// concat: every input a back transpose or known at compile time.
   LogicalResult sinkConcat(ConcatOp op, PatternRewriter &rewriter) const {
     int64_t rank = op.getType().getRank();
-    if (!isLayoutRank(rank) ||
-        !llvm::all_of(op.getInputs(), [&](Value v) {
+    if (!isLayoutRank(rank) || !llvm::all_of(op.getInputs(), [&](Value v) {
           return backTransposed(v) || isCompileTimeValue(v);
         }))
       return failure();
@@ -361,10 +453,10 @@ private:
     SmallVector<Value> inputs;
     for (Value v : op.getInputs()) {
       Value input = backTransposed(v);
-      inputs.push_back(input ? input
-                             : TransposeOp::create(
-                                   rewriter, op.getLoc(), v,
-                                   rewriter.getDenseI64ArrayAttr(to)));
+      inputs.push_back(
+          input ? input
+                : TransposeOp::create(rewriter, op.getLoc(), v,
+                                      rewriter.getDenseI64ArrayAttr(to)));
     }
     auto clone = cast<ConcatOp>(rewriter.clone(*op));
     clone->setOperands(inputs);
@@ -384,8 +476,7 @@ private:
     clone->setOperand(0, input);
     clone.setAxis(backPermutation(rank)[op.getAxis()]);
     for (OpResult result : clone->getResults())
-      result.setType(
-          permuteType(cast<RankedTensorType>(result.getType()), to));
+      result.setType(permuteType(cast<RankedTensorType>(result.getType()), to));
     replaceWithTransposedBack(rewriter, op, clone);
     return success();
   }
@@ -402,12 +493,11 @@ private:
     clone->setOperand(0, input);
     for (StringAttr name : names) {
       auto values = cast<DenseI64ArrayAttr>(op->getAttr(name));
-      clone->setAttr(name,
-                     rewriter.getDenseI64ArrayAttr(permute(values.asArrayRef(),
-                                                           to)));
+      clone->setAttr(name, rewriter.getDenseI64ArrayAttr(
+                               permute(values.asArrayRef(), to)));
     }
-    clone->getResult(0).setType(permuteType(
-        cast<RankedTensorType>(op->getResult(0).getType()), to));
+    clone->getResult(0).setType(
+        permuteType(cast<RankedTensorType>(op->getResult(0).getType()), to));
     replaceWithTransposedBack(rewriter, op, clone);
     return success();
   }
@@ -438,4 +528,7 @@ void layout::populateLayoutPropagationPatterns(RewritePatternSet &patterns,
                                                DataFormat target) {
   patterns.add<TransposeOfUnitDimsToReshape>(patterns.getContext());
   patterns.add<SinkLayoutTranspose>(patterns.getContext(), target);
+  if (target == DataFormat::ChannelsLast)
+    patterns.add<SinkThroughChannelSplit, HoistThroughChannelMerge>(
+        patterns.getContext());
 }

@@ -1,4 +1,5 @@
-//===- LayoutPropagation.h - Moving layout transposes through ops -*- C++ -*-===//
+//===- LayoutPropagation.h - Moving layout transposes through ops -*- C++
+//-*-===//
 //
 // Shared by kiln-assign-layout's files: permutations between channels-first
 // and channels-last activations, and the rewrite patterns that sink layout

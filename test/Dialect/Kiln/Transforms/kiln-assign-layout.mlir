@@ -362,3 +362,32 @@ func.func @nhwc_model(%x: tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32> {
   %r = kiln.transpose %c {permutation = array<i64: 0, 2, 3, 1>} : tensor<1x8x4x4xf32> -> tensor<1x4x4x8xf32>
   return %r : tensor<1x4x4x8xf32>
 }
+
+// -----
+
+// A channel shuffle between convolutions (reshape splitting the channels,
+// transpose of the factors, reshape merging them): the reshapes move to
+// NHWC and the three transposes compose into one that swaps the factors.
+// CHECK-LABEL: func.func @channel_shuffle(
+// CHECK:         %[[A:.*]] = kiln.conv
+// CHECK-NEXT:    %[[S:.*]] = kiln.reshape %[[A]] : tensor<1x4x4x8xf32> -> tensor<1x4x4x2x4xf32>
+// CHECK-NEXT:    %[[T:.*]] = kiln.transpose %[[S]] {permutation = array<i64: 0, 1, 2, 4, 3>} : tensor<1x4x4x2x4xf32> -> tensor<1x4x4x4x2xf32>
+// CHECK-NEXT:    %[[M:.*]] = kiln.reshape %[[T]] : tensor<1x4x4x4x2xf32> -> tensor<1x4x4x8xf32>
+// CHECK-NEXT:    kiln.conv %[[M]]
+// NCHW-LABEL: func.func @channel_shuffle(
+// NCHW:         kiln.reshape {{.*}} : tensor<1x8x4x4xf32> -> tensor<1x2x4x4x4xf32>
+// NCHW-NEXT:    kiln.transpose {{.*}} {permutation = array<i64: 0, 2, 1, 3, 4>}
+func.func @channel_shuffle(%x: tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32> {
+  %w = kiln.constant dense<0.5> : tensor<8x8x1x1xf32>
+  %a = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+      padding = array<i64: 0, 0, 0, 0>}
+      : (tensor<1x8x4x4xf32>, tensor<8x8x1x1xf32>) -> tensor<1x8x4x4xf32>
+  %s = kiln.reshape %a : tensor<1x8x4x4xf32> -> tensor<1x2x4x4x4xf32>
+  %t = kiln.transpose %s {permutation = array<i64: 0, 2, 1, 3, 4>}
+      : tensor<1x2x4x4x4xf32> -> tensor<1x4x2x4x4xf32>
+  %m = kiln.reshape %t : tensor<1x4x2x4x4xf32> -> tensor<1x8x4x4xf32>
+  %b = kiln.conv %m, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+      padding = array<i64: 0, 0, 0, 0>}
+      : (tensor<1x8x4x4xf32>, tensor<8x8x1x1xf32>) -> tensor<1x8x4x4xf32>
+  return %b : tensor<1x8x4x4xf32>
+}

@@ -5,10 +5,11 @@ Usage: make_layout_net.py OUT.onnx [--seed 0]
 
 A 3-channel input layer (channel padding), batch norm, max and average
 pooling, a depthwise and a transposed convolution, a concat of two branches,
-per-channel and full-rank broadcast operands, a channel reduction broadcast
-back, a slice, a spatial pad, a softmax over channels, LRN (no NHWC variant:
-transposes stay around it), global pooling, flatten and Gemm. Weights are
-seeded random initializers, so a wrong index shows in the output.
+a channel shuffle, per-channel and full-rank broadcast operands, a channel
+reduction broadcast back, a slice, a spatial pad, a softmax over channels,
+LRN (no NHWC variant: transposes stay around it), global pooling, flatten
+and Gemm. Weights are seeded random initializers, so a wrong index shows in
+the output.
 """
 import argparse
 
@@ -53,7 +54,13 @@ def main():
           pads=[1, 1, 1, 1]),
         n("Conv", ["dw", weight("w4", [8, 16, 3, 3])], ["c4"],
           pads=[1, 1, 1, 1]),
-        n("Concat", ["c2", "c4"], ["cat"], axis=1),
+        n("Concat", ["c2", "c4"], ["cat0"], axis=1),
+        # A channel shuffle (ShuffleNet's): split, swap the factors, merge.
+        n("Reshape", ["cat0", const("split", np.array([2, 2, 8, 8, 8],
+                                                      np.int64))], ["cs"]),
+        n("Transpose", ["cs"], ["ct"], perm=[0, 2, 1, 3, 4]),
+        n("Reshape", ["ct", const("merge", np.array([2, 16, 8, 8],
+                                                    np.int64))], ["cat"]),
         # Per-channel [C, 1, 1] and full-rank [C, H, W] broadcast operands.
         n("Add", ["cat", weight("bias", [16, 1, 1], 0.1)], ["a1"]),
         n("Mul", ["a1", weight("full", [16, 8, 8], 1.0)], ["m1"]),
