@@ -1035,6 +1035,7 @@ bool BlockRunner::runWarp(unsigned w) {
     case Op::Vote:
     case Op::Activemask:
     case Op::Redux:
+    case Op::Match:
       if (!warpCollective(w, pc, in, mask, exec))
         return finish(false);
       break;
@@ -1575,6 +1576,32 @@ bool BlockRunner::warpCollective(unsigned w, uint32_t pc, const Instruction &in,
                              __builtin_ctz(members & ~exec)));
   uint32_t group = exec & members;
   const uint64_t *a = slot(in.src[0]);
+  if (in.op == Op::Match) {
+    uint64_t mask = typeBytes(in.type) == 8 ? ~0ull : 0xffffffffull;
+    uint64_t *p = in.dst[1] != kNoSlot ? slot(in.dst[1]) : nullptr;
+    if (in.subop) { // all: every member has the same value
+      uint64_t v = a[__builtin_ctz(group)] & mask;
+      bool same = true;
+      forLanes(group, [&](unsigned l) { same = same && (a[l] & mask) == v; });
+      forLanes(exec, [&](unsigned l) {
+        d[l] = same ? group : 0;
+        if (p)
+          p[l] = same;
+      });
+    } else { // any: the members with this lane's value
+      uint32_t result[32];
+      forLanes(exec, [&](unsigned l) {
+        uint32_t m = 0;
+        forLanes(group, [&](unsigned k) {
+          if ((a[k] & mask) == (a[l] & mask))
+            m |= 1u << k;
+        });
+        result[l] = m;
+      });
+      forLanes(exec, [&](unsigned l) { d[l] = result[l]; });
+    }
+    return true;
+  }
   if (in.op == Op::Vote) {
     uint32_t ballot = 0;
     forLanes(group, [&](unsigned l) {
@@ -2147,6 +2174,7 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
   case Op::Bmsk:
   case Op::Szext:
   case Op::Dp4a:
+  case Op::Dp2a:
   case Op::Set:
     return bitArithmetic(r, in, exec);
   case Op::Mov: {
@@ -2838,6 +2866,25 @@ bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
       d[l] = result;
     });
     return true;
+  case Op::Dp2a: {
+    // Two 16-bit halves of a times two bytes of b (the low two for .lo,
+    // the high two for .hi), plus c.
+    bool aSigned = isSigned(in.type), bSigned = isSigned(in.srcType);
+    unsigned first = in.mulMode == MulMode::Hi ? 2 : 0;
+    forLanes(exec, [&](unsigned l) {
+      int64_t sum = 0;
+      for (unsigned i = 0; i < 2; ++i) {
+        uint32_t ua = (static_cast<uint32_t>(a[l]) >> (16 * i)) & 0xffff;
+        uint32_t ub = (static_cast<uint32_t>(b[l]) >> (8 * (first + i))) & 0xff;
+        int64_t x = aSigned ? static_cast<int16_t>(ua) : ua;
+        int64_t y = bSigned ? static_cast<int8_t>(ub) : ub;
+        sum += x * y;
+      }
+      d[l] = static_cast<uint32_t>(static_cast<uint64_t>(sum) +
+                                   static_cast<uint32_t>(c[l]));
+    });
+    return true;
+  }
   case Op::Dp4a: {
     bool aSigned = isSigned(in.type), bSigned = isSigned(in.srcType);
     forLanes(exec, [&](unsigned l) {

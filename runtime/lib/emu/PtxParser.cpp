@@ -423,6 +423,8 @@ constexpr OpName kOps[] = {
     {"bmsk", Op::Bmsk},
     {"szext", Op::Szext},
     {"dp4a", Op::Dp4a},
+    {"dp2a", Op::Dp2a},
+    {"match", Op::Match},
     {"ldmatrix", Op::Ldmatrix},
     {"stmatrix", Op::Stmatrix},
     {"set", Op::Set},
@@ -1003,6 +1005,10 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       inst.subop = subop;
       continue;
     }
+    if (inst.op == Op::Match && (m == "any" || m == "all")) {
+      inst.subop = m == "all";
+      continue;
+    }
     if (inst.op == Op::Vote && lookupSubop(kVoteModes, m, subop)) {
       inst.subop = subop;
       continue;
@@ -1164,7 +1170,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     }
   }
   if (inst.op == Op::Cvt || inst.op == Op::Slct || inst.op == Op::Dp4a ||
-      inst.op == Op::Set) {
+      inst.op == Op::Set || inst.op == Op::Dp2a) {
     if (types.size() != 2)
       return unknown();
     inst.type = types[0];
@@ -1270,6 +1276,24 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     if (Error err = address(operands[isAtom ? 1 : 0], line, inst))
       return err;
     if (Error err = sources(isAtom ? 2 : 1))
+      return err;
+    break;
+  }
+  case Op::Match: {
+    // match.sync.mode.type d{|p}, a, membermask
+    if (Error err = expect(3))
+      return err;
+    std::string_view d = operands[0];
+    size_t bar = d.find('|');
+    if (Error err = dest(d.substr(0, bar)))
+      return err;
+    if (bar != std::string_view::npos) {
+      if (Error err = dest(d.substr(bar + 1)))
+        return err;
+    } else {
+      inst.dst[inst.numDst++] = kNoSlot;
+    }
+    if (Error err = sources(1))
       return err;
     break;
   }
@@ -1656,6 +1680,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::Mad24:
   case Op::Sad:
   case Op::Dp4a:
+  case Op::Dp2a:
     wantSrc = 3;
     break;
   case Op::Lop3:

@@ -142,6 +142,10 @@ enum class Op : uint8_t {
   Stmatrix,
   /// set.cmp{.bool}.dtype.stype d, a, b{, {!}c}: all ones (or 1.0f) or 0.
   Set,
+  /// dp2a.{lo,hi}.atype.btype (mulMode Lo/Hi; type, srcType).
+  Dp2a,
+  /// match.sync.{any,all}.b32/b64 d{|p}, a, membermask: subop 0 any, 1 all.
+  Match,
 };
 
 enum class AtomOp : uint8_t {

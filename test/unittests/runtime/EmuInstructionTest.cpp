@@ -571,6 +571,56 @@ TEST(EmuInstructionTest, BitManipulation) {
   }
 }
 
+TEST(EmuInstructionTest, MatchAndDp2a) {
+  // match.sync.any: the lanes holding the same value; .all: the member
+  // mask when every member agrees (else 0), and its predicate. dp2a: two
+  // 16-bit halves of a times two bytes of b, plus c.
+  std::vector<uint32_t> in(64 * 3);
+  Lcg rng{23};
+  for (unsigned t = 0; t < 64; ++t) {
+    in[t * 3] = t < 32 ? (t * 7) % 5 : 42; // warp 1: all equal
+    in[t * 3 + 1] = rng.next();
+    in[t * 3 + 2] = rng.next();
+  }
+  std::string body = R"(	match.sync.any.b32 	%r20, %r1, -1;
+	match.sync.all.b32 	%r21|%p1, %r1, -1;
+	selp.u32 	%r22, 1, 0, %p1;
+	dp2a.lo.s32.s32 	%r23, %r2, %r3, %r1;
+	dp2a.hi.u32.s32 	%r24, %r2, %r3, %r1;
+)";
+  std::vector<uint32_t> out = runWords(body, 3, 5, in, 64);
+  ASSERT_EQ(out.size(), 64u * 5);
+  for (unsigned t = 0; t < 64; ++t) {
+    unsigned warp = t / 32;
+    uint32_t any = 0;
+    bool all = true;
+    for (unsigned k = 0; k < 32; ++k) {
+      uint32_t v = in[(warp * 32 + k) * 3];
+      if (v == in[t * 3])
+        any |= 1u << k;
+      all = all && v == in[warp * 32 * 3];
+    }
+    uint32_t a = in[t * 3 + 1], b = in[t * 3 + 2], c = in[t * 3];
+    auto dp2a = [&](bool aSigned, bool bSigned, unsigned first) {
+      int64_t sum = static_cast<int32_t>(c);
+      for (unsigned i = 0; i < 2; ++i) {
+        uint32_t ha = (a >> (16 * i)) & 0xffff;
+        uint32_t bb = (b >> (8 * (first + i))) & 0xff;
+        int64_t x = aSigned ? static_cast<int16_t>(ha) : ha;
+        int64_t y = bSigned ? static_cast<int8_t>(bb) : bb;
+        sum += x * y;
+      }
+      return static_cast<uint32_t>(sum);
+    };
+    const uint32_t *g = &out[t * 5];
+    EXPECT_EQ(g[0], any) << t;
+    EXPECT_EQ(g[1], all ? 0xffffffffu : 0u) << t;
+    EXPECT_EQ(g[2], all ? 1u : 0u) << t;
+    EXPECT_EQ(g[3], dp2a(true, true, 0)) << t;
+    EXPECT_EQ(g[4], dp2a(false, true, 2)) << t;
+  }
+}
+
 TEST(EmuInstructionTest, IntegerOverflowShiftsAndCarries) {
   // Wrapping, saturating, shifts past the width, division by zero, 64-bit
   // subtraction through a borrow chain, setp combined with a predicate.
