@@ -98,10 +98,10 @@ struct TestLaunchToLoopsPass
     Value threads =
         arith::ConstantIndexOp::create(b, loc, block.getSExtValue());
     Block &body = launch.getBody().front();
-    gpu::AllReduceOp reduce;
+    SmallVector<gpu::AllReduceOp> reduces;
     for (Operation &op : body)
       if (auto r = dyn_cast<gpu::AllReduceOp>(op))
-        reduce = r;
+        reduces.push_back(r);
 
     auto blockLoop = scf::ForOp::create(b, loc, zero, blocks, one);
     b.setInsertionPointToStart(blockLoop.getBody());
@@ -121,46 +121,46 @@ struct TestLaunchToLoopsPass
                          ValueRange{blocks, one, one, threads, one, one}))
       base.map(arg, size);
 
+    // Clones [from, to) for one thread; block-wide reductions already
+    // computed are mapped to their totals.
     auto cloneRange = [&](IRMapping &mapping, Block::iterator from,
                           Block::iterator to) {
       for (Operation &op : llvm::make_range(from, to))
-        if (!isa<gpu::TerminatorOp>(op))
+        if (!isa<gpu::TerminatorOp, gpu::AllReduceOp>(op))
           b.clone(op, mapping);
     };
 
-    if (!reduce) {
-      auto threadLoop = scf::ForOp::create(b, loc, zero, threads, one);
-      b.setInsertionPointToStart(threadLoop.getBody());
-      IRMapping mapping = base;
-      mapping.map(launch.getThreadIds().x, threadLoop.getInductionVar());
-      cloneRange(mapping, body.begin(), body.end());
-      return success();
+    // Each block-wide reduction is a loop over the block's threads that
+    // runs the body up to it; then every thread runs the whole body with the
+    // totals (code after a reduction that only thread 0 should run carries
+    // its own guard).
+    for (gpu::AllReduceOp reduce : reduces) {
+      if (!reduce.getOp())
+        return reduce.emitOpError("needs a reduction kind");
+      Type type = reduce.getType();
+      auto [identity, combine] = combinerOf(b, loc, *reduce.getOp(), type);
+      if (!identity)
+        return reduce.emitOpError(
+            "has a reduction kind this test pass does not emulate");
+      auto threadLoop =
+          scf::ForOp::create(b, loc, zero, threads, one, ValueRange(identity));
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(threadLoop.getBody());
+        IRMapping mapping = base;
+        mapping.map(launch.getThreadIds().x, threadLoop.getInductionVar());
+        cloneRange(mapping, body.begin(), Block::iterator(reduce));
+        Value folded = combine(threadLoop.getRegionIterArgs().front(),
+                               mapping.lookup(reduce.getValue()));
+        scf::YieldOp::create(b, loc, folded);
+      }
+      base.map(reduce.getResult(), threadLoop.getResult(0));
     }
-    if (!reduce.getOp())
-      return reduce.emitOpError("needs a reduction kind");
-    Type type = reduce.getType();
-    auto [identity, combine] = combinerOf(b, loc, *reduce.getOp(), type);
-    if (!identity)
-      return reduce.emitOpError(
-          "has a reduction kind this test pass does not emulate");
-    auto threadLoop =
-        scf::ForOp::create(b, loc, zero, threads, one, ValueRange(identity));
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(threadLoop.getBody());
-      IRMapping mapping = base;
-      mapping.map(launch.getThreadIds().x, threadLoop.getInductionVar());
-      cloneRange(mapping, body.begin(), Block::iterator(reduce));
-      Value folded = combine(threadLoop.getRegionIterArgs().front(),
-                             mapping.lookup(reduce.getValue()));
-      scf::YieldOp::create(b, loc, folded);
-    }
-    // The rest of the body runs once, as thread 0, with the total.
+    auto threadLoop = scf::ForOp::create(b, loc, zero, threads, one);
+    b.setInsertionPointToStart(threadLoop.getBody());
     IRMapping mapping = base;
-    mapping.map(launch.getThreadIds().x, zero);
-    cloneRange(mapping, body.begin(), Block::iterator(reduce));
-    mapping.map(reduce.getResult(), threadLoop.getResult(0));
-    cloneRange(mapping, std::next(Block::iterator(reduce)), body.end());
+    mapping.map(launch.getThreadIds().x, threadLoop.getInductionVar());
+    cloneRange(mapping, body.begin(), body.end());
     return success();
   }
 

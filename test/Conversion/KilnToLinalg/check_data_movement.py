@@ -184,9 +184,14 @@ def gather_elements_ref(x, indices, axis):
                               axis)
 
 
-def resize_coordinate(o, in_len, scale, mode, out_len=None):
+def resize_coordinate(o, in_len, scale, mode, out_len=None, roi=(0.0, 1.0)):
     """ONNX's reference: the resized length is scale * input length."""
     resized_len = scale * in_len
+    if mode == "tf_crop_and_resize":
+        start, end = roi
+        if resized_len == 1:
+            return (end - start) * (in_len - 1) / 2 + start * (in_len - 1)
+        return o * (end - start) * (in_len - 1) / (resized_len - 1) + start * (in_len - 1)
     if mode == "half_pixel_symmetric":
         offset = in_len / 2 * (1 - out_len / resized_len)
         return offset + (o + 0.5) / scale - 0.5
@@ -234,16 +239,27 @@ def cubic_row(c, in_len, a, exclude_outside):
 
 
 def resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales,
-               cubic_a=-0.75, exclude_outside=False):
-    """ONNX Resize, one dimension at a time, coordinates in float64."""
+               cubic_a=-0.75, exclude_outside=False, roi=None, extrapolation=0.0):
+    """ONNX Resize, one dimension at a time, coordinates in float64.
+    tf_crop_and_resize: an output element any of whose coordinates falls
+    outside the input is `extrapolation`."""
     y = x.astype(np.float64)
+    outside = np.zeros(out_shape, dtype=bool)
+    rank = x.ndim
     for d, (in_len, out_len) in enumerate(zip(x.shape, out_shape)):
         scale = scales[d] if scales else out_len / in_len
+        region = (roi[d], roi[rank + d]) if roi else (0.0, 1.0)
         weights = np.zeros((out_len, in_len))
-        if in_len == out_len and scale == 1:
+        identity = in_len == out_len and scale == 1 and region == (0.0, 1.0)
+        if identity:
             weights = np.eye(in_len)
-        for o in range(out_len if not (in_len == out_len and scale == 1) else 0):
-            c = resize_coordinate(o, in_len, scale, coordinate_mode, out_len)
+        for o in range(0 if identity else out_len):
+            c = resize_coordinate(o, in_len, scale, coordinate_mode, out_len, region)
+            if coordinate_mode == "tf_crop_and_resize" and not 0 <= c <= in_len - 1:
+                index = [slice(None)] * rank
+                index[d] = o
+                outside[tuple(index)] = True
+                continue
             if mode == "cubic":
                 weights[o] = cubic_row(c, in_len, cubic_a, exclude_outside)
             elif mode == "nearest":
@@ -254,7 +270,7 @@ def resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales,
                 weights[o, int(np.clip(lo, 0, in_len - 1))] += 1 - t
                 weights[o, int(np.clip(lo + 1, 0, in_len - 1))] += t
         y = np.moveaxis(np.tensordot(weights, np.moveaxis(y, d, 0), axes=1), 0, d)
-    return y.astype(x.dtype)
+    return np.where(outside, extrapolation, y).astype(x.dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -468,22 +484,36 @@ def cases():
                     "asymmetric", "round_prefer_floor", scales))
     add(resize_case("resize_linear_half_pixel_symmetric", image, (1, 2, 6, 8), "linear",
                     "half_pixel_symmetric", "round_prefer_floor", scales))
+    # tf_crop_and_resize: regions inside and partly outside the input
+    # (extrapolated), every interpolation mode, an output length of 1.
+    inside = [0.0, 0.0, 0.2, 0.4, 1.0, 1.0, 0.7, 0.9]
+    beyond = [0.0, 0.5, -0.2, 0.3, 1.0, 1.0, 1.3, 1.6]
+    for mode in ["nearest", "linear", "cubic"]:
+        for name, roi in [("inside", inside), ("beyond", beyond)]:
+            add(resize_case(f"resize_crop_{mode}_{name}", image, (1, 2, 5, 7), mode,
+                            "tf_crop_and_resize", "round_prefer_floor", [], roi=roi,
+                            extrapolation=0.75))
+    add(resize_case("resize_crop_linear_to_one", image, (1, 2, 1, 3), "linear",
+                    "tf_crop_and_resize", "round_prefer_floor", [], roi=inside))
     return out
 
 
 def resize_case(name, x, out_shape, mode, coordinate_mode, nearest_mode, scales,
-                cubic_a=-0.75, exclude_outside=False):
+                cubic_a=-0.75, exclude_outside=False, roi=None, extrapolation=0.0):
     scales_attr = "array<f64" + (": " + ", ".join(map(repr, scales)) if scales else "") + ">"
     cubic_attrs = ""
     if mode == "cubic":
         cubic_attrs = f", cubic_coeff_a = {cubic_a!r} : f64"
         cubic_attrs += ", exclude_outside" if exclude_outside else ""
+    if roi:
+        cubic_attrs += (", roi = array<f64: " + ", ".join(map(repr, roi)) + ">"
+                        + f", extrapolation_value = {extrapolation!r} : f64")
     op = ("kiln.resize {0} {{" + f"mode = #kiln.resize_mode<{mode}>, "
           f"coordinate_mode = #kiln.coordinate_mode<{coordinate_mode}>, "
           f"nearest_mode = #kiln.nearest_mode<{nearest_mode}>, scales = {scales_attr}"
           + cubic_attrs + "}} : {types}")
     expected = resize_ref(x, out_shape, mode, coordinate_mode, nearest_mode, scales,
-                          cubic_a, exclude_outside)
+                          cubic_a, exclude_outside, roi, extrapolation)
     return Case(name, op, [x], [expected],
                 tolerance=1e-6 if mode in ("linear", "cubic") else 0.0)
 
@@ -510,7 +540,12 @@ def run(selected, tools, workdir, stem):
     source = os.path.join(workdir, stem + ".mlir")
     with open(source, "w") as f:
         f.write(module_text(selected))
-    steps = [[tools["kiln-opt"], source, "-kiln-lower-to-linalg"]]
+    # --fused: each case's ops become kiln.fusion regions first, and each
+    # region one generic computing at point (kiln-collapse-fusions).
+    lower = ("--pass-pipeline=builtin.module(func.func(kiln-fuse, kiln-lower-to-linalg, "
+             "kiln-collapse-fusions, canonicalize, cse))" if tools["fused"]
+             else "-kiln-lower-to-linalg")
+    steps = [[tools["kiln-opt"], source, lower]]
     if tools["via-gpu"]:
         # kiln-map-to-gpu's kernels, run as CPU loops.
         steps += [[tools["kiln-opt"]] + LOWER_TO_LLVM[:2] + [
@@ -581,9 +616,12 @@ def main(case_source=None):
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--via-gpu", action="store_true",
                         help="run through kiln-map-to-gpu's kernels (as CPU loops)")
+    parser.add_argument("--fused", action="store_true",
+                        help="fuse each case (kiln-fuse, kiln-collapse-fusions) first")
     args = parser.parse_args()
     tools = find_tools(args)
     tools["via-gpu"] = args.via_gpu
+    tools["fused"] = args.fused
     selected = [c for c in (case_source or cases)() if args.filter in c.name]
     workdir = args.keep or tempfile.mkdtemp(prefix="kiln-data-movement-")
     os.makedirs(workdir, exist_ok=True)

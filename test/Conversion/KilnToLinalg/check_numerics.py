@@ -239,8 +239,9 @@ def window_out(size, k, s, d, lo, hi, ceil):
 def pool_ref(x, kind, kernel, strides, dilations, pads, count_include_pad=False,
              ceil=False, nhwc=False):
     """Direct definition: a tap counts if it lies in the input; average
-    divides by the taps inside the input, or (count_include_pad) inside the
-    explicitly padded input."""
+    divides by the taps inside the input, or (count_include_pad) by every tap
+    of the window, including those past the padded input that ceil mode
+    adds (ONNX's reference pads those with zeros as well)."""
     if nhwc:
         x = to_channels_first(x)
     spatial = x.ndim - 2
@@ -253,7 +254,7 @@ def pool_ref(x, kind, kernel, strides, dilations, pads, count_include_pad=False,
         inside, padded = 0, 1
         for i in range(spatial):
             taps = [pos[i] * strides[i] - pads[i] + k * dilations[i] for k in range(kernel[i])]
-            padded *= sum(-pads[i] <= t < ins[i] + pads[spatial + i] for t in taps)
+            padded *= len(taps)
         for k in itertools.product(*[range(s) for s in kernel]):
             taps = [pos[i] * strides[i] - pads[i] + k[i] * dilations[i] for i in range(spatial)]
             if all(0 <= t < ins[i] for i, t in enumerate(taps)):
@@ -577,6 +578,10 @@ GPU_MAPPING_ON_CPU = [
 ]
 
 
+FUSED_PIPELINE = ("--pass-pipeline=builtin.module(func.func(kiln-fuse, kiln-lower-to-linalg, "
+                  "kiln-collapse-fusions, canonicalize, cse))")
+
+
 def run(tools, selected, workdir):
     """Lowers and runs `selected` cases; returns the decoded results or raises
     RuntimeError with the failing stage's output."""
@@ -584,7 +589,10 @@ def run(tools, selected, workdir):
     kiln_path = os.path.join(workdir, "cases.mlir")
     with open(kiln_path, "w") as f:
         f.write(kiln_module + "\n")
-    lowered = subprocess.run([tools.kiln_opt, kiln_path, "-kiln-lower-to-linalg"],
+    # --fused: each case's ops become kiln.fusion regions first, and each
+    # region one generic computing at point (kiln-collapse-fusions).
+    lower = ([FUSED_PIPELINE] if tools.fused else ["-kiln-lower-to-linalg"])
+    lowered = subprocess.run([tools.kiln_opt, kiln_path] + lower,
                              capture_output=True, text=True)
     if lowered.returncode != 0:
         raise RuntimeError("kiln-opt failed:\n" + lowered.stderr)
@@ -651,6 +659,8 @@ def main():
     parser.add_argument("-v", action="store_true", help="print every case")
     parser.add_argument("--via-gpu", action="store_true",
                         help="run through kiln-map-to-gpu's kernels (as CPU loops)")
+    parser.add_argument("--fused", action="store_true",
+                        help="fuse each case (kiln-fuse, kiln-collapse-fusions) first")
     args = parser.parse_args()
     tools = argparse.Namespace(kiln_opt=find_tool("kiln-opt", args.kiln_opt),
                                mlir_opt=find_tool("mlir-opt", args.mlir_opt),
@@ -659,6 +669,7 @@ def main():
         os.path.dirname(os.path.dirname(os.path.realpath(tools.mlir_runner))), "lib")
 
     tools.via_gpu = args.via_gpu
+    tools.fused = args.fused
     selected = [case for case in cases() if args.k in case.name]
     with tempfile.TemporaryDirectory() as workdir:
         try:

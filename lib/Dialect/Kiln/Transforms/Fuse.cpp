@@ -396,6 +396,9 @@ private:
 
 struct FusePass : kiln::impl::FusePassBase<FusePass> {
   using Base::Base;
-  void runOnOperation() override { FusionPlanner(getOperation()).run(); }
+  void runOnOperation() override {
+    if (!getOperation().isExternal())
+      FusionPlanner(getOperation()).run();
+  }
 };
 } // namespace
