@@ -1,0 +1,164 @@
+// RUN: kiln-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(kiln-lower-to-linalg, kiln-collapse-fusions, canonicalize, cse))' -verify-diagnostics | FileCheck %s
+
+// A matmul with its bias: one generic over the output; the reduction is an
+// scf.for with the accumulator in a register, the bias is read at the point.
+// CHECK-LABEL: func.func @matmul_bias(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<4x16xf32>, %[[W:[^:]*]]: tensor<16x8xf32>, %[[B:[^:]*]]: tensor<8xf32>)
+// CHECK:         %[[G:.*]] = linalg.generic
+// CHECK-SAME:        iterator_types = ["parallel", "parallel"]
+// CHECK-SAME:        kiln.fusion_kind = "matmul"
+// CHECK:           %[[I:.*]] = linalg.index 0
+// CHECK:           %[[J:.*]] = linalg.index 1
+// CHECK:           %[[ACC:.*]] = scf.for %[[K:.*]] = {{.*}} iter_args
+// CHECK:             tensor.extract %[[X]][%[[I]], %[[K]]]
+// CHECK:             tensor.extract %[[W]][%[[K]], %[[J]]]
+// CHECK:             arith.mulf
+// CHECK:             arith.addf
+// CHECK:           %[[BIAS:.*]] = tensor.extract %[[B]][%[[J]]]
+// CHECK:           %[[SUM:.*]] = arith.addf %[[ACC]], %[[BIAS]]
+// CHECK:           linalg.yield %[[SUM]]
+// CHECK-NOT:     linalg.generic
+// CHECK:         return %[[G]]
+func.func @matmul_bias(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = kiln.fusion "matmul" -> tensor<4x8xf32> {
+    %m = kiln.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    %a = kiln.add %m, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    kiln.yield %a : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Softmax: the row's max and sum depend on the row only, so they are
+// computed at the top of the body, outside any loop over the row; the sum's
+// loop reads the max, it does not recompute it.
+// CHECK-LABEL: func.func @softmax(
+// CHECK:         linalg.generic
+// CHECK:           %[[I:.*]] = linalg.index 0
+// CHECK:           %[[J:.*]] = linalg.index 1
+// CHECK:           %[[MAX:.*]] = scf.for {{.*}} {
+// CHECK:             arith.maximumf
+// CHECK:           }
+// CHECK:           %[[SUM:.*]] = scf.for {{.*}} {
+// CHECK-NOT:         scf.for
+// CHECK:             arith.subf %{{.*}}, %[[MAX]]
+// CHECK:             math.exp
+// CHECK:             arith.addf
+// CHECK:           }
+// CHECK:           arith.subf %{{.*}}, %[[MAX]]
+// CHECK:           %[[E:.*]] = math.exp
+// CHECK:           %[[P:.*]] = arith.divf %[[E]], %[[SUM]]
+// CHECK:           linalg.yield %[[P]]
+func.func @softmax(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
+  %0 = kiln.fusion "softmax" -> tensor<4x64xf32> {
+    %s = kiln.softmax %x {axis = 1 : i64} : tensor<4x64xf32>
+    kiln.yield %s : tensor<4x64xf32>
+  }
+  return %0 : tensor<4x64xf32>
+}
+
+// -----
+
+// Padding becomes a guarded read: inside the source, its element; outside,
+// the padding value.
+// CHECK-LABEL: func.func @pad_into_conv(
+// CHECK:         linalg.generic
+// CHECK:           scf.for
+// CHECK:             scf.for
+// CHECK:               scf.for
+// CHECK:                 arith.andi
+// CHECK:                 scf.if %{{.*}} -> (f32) {
+// CHECK:                   tensor.extract %arg0
+// CHECK:                 } else {
+// CHECK:                   scf.yield %{{.*}} : f32
+// CHECK:                 }
+func.func @pad_into_conv(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x3x3xf32>) -> tensor<1x2x4x4xf32> {
+  %0 = kiln.fusion "conv" -> tensor<1x2x4x4xf32> {
+    %c = kiln.conv %x, %w {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x3x3xf32>) -> tensor<1x2x4x4xf32>
+    kiln.yield %c : tensor<1x2x4x4xf32>
+  }
+  return %0 : tensor<1x2x4x4xf32>
+}
+
+// -----
+
+// Concatenation: each part is read where it lies (the last part is tested
+// first, as the lowering inserts it last).
+// CHECK-LABEL: func.func @concat(
+// CHECK:         linalg.generic
+// CHECK:           %[[J:.*]] = linalg.index 1
+// CHECK:           %[[SECOND:.*]] = arith.cmpi sge, %[[J]], %c3
+// CHECK:           scf.if %[[SECOND]] -> (f32) {
+// CHECK:             %[[K:.*]] = arith.addi %[[J]], %c-3
+// CHECK:             tensor.extract %arg1[%{{.*}}, %[[K]]]
+// CHECK:           } else {
+// CHECK:             tensor.extract %arg0
+// CHECK-NOT:     tensor.insert_slice
+func.func @concat(%a: tensor<2x3xf32>, %b: tensor<2x5xf32>) -> tensor<2x8xf32> {
+  %0 = kiln.fusion "elementwise" -> tensor<2x8xf32> {
+    %c = kiln.concat %a, %b {axis = 1 : i64} : tensor<2x3xf32>, tensor<2x5xf32> -> tensor<2x8xf32>
+    %r = kiln.relu %c : tensor<2x8xf32>
+    kiln.yield %r : tensor<2x8xf32>
+  }
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+// Reshape and transpose become index arithmetic (attention heads): the
+// collapsed dimension is rebuilt from the head and the channel.
+// CHECK-LABEL: func.func @heads(
+// CHECK:         linalg.generic
+// CHECK:           %[[H:.*]] = linalg.index 0
+// CHECK:           %[[S:.*]] = linalg.index 1
+// CHECK:           %[[D:.*]] = linalg.index 2
+// CHECK:           %[[HC:.*]] = arith.muli %[[H]], %c8
+// CHECK:           %[[C:.*]] = arith.addi %[[HC]], %[[D]]
+// CHECK:           tensor.extract %arg0[%[[S]], %[[C]]]
+// CHECK-NOT:     tensor.expand_shape
+// CHECK-NOT:     linalg.transpose
+func.func @heads(%x: tensor<8x32xf32>) -> tensor<4x8x8xf32> {
+  %0 = kiln.fusion "elementwise" -> tensor<4x8x8xf32> {
+    %r = kiln.reshape %x : tensor<8x32xf32> -> tensor<8x4x8xf32>
+    %t = kiln.transpose %r {permutation = array<i64: 1, 0, 2>} : tensor<8x4x8xf32> -> tensor<4x8x8xf32>
+    %e = kiln.exp %t : tensor<4x8x8xf32>
+    kiln.yield %e : tensor<4x8x8xf32>
+  }
+  return %0 : tensor<4x8x8xf32>
+}
+
+// -----
+
+// Two results of one shape: one generic with two outputs; the shared relu is
+// computed once.
+// CHECK-LABEL: func.func @two_results(
+// CHECK:         %[[G:.*]]:2 = linalg.generic
+// CHECK:           %[[R:.*]] = arith.maximumf
+// CHECK:           %[[E:.*]] = math.exp %[[R]]
+// CHECK:           linalg.yield %[[R]], %[[E]]
+// CHECK:         return %[[G]]#0, %[[G]]#1
+func.func @two_results(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %0:2 = kiln.fusion "elementwise" -> tensor<16xf32>, tensor<16xf32> {
+    %r = kiln.relu %x : tensor<16xf32>
+    %e = kiln.exp %r : tensor<16xf32>
+    kiln.yield %r, %e : tensor<16xf32>, tensor<16xf32>
+  }
+  return %0#0, %0#1 : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// A region holding an op with no point form (here tensor.concat, which the
+// kiln lowering never produces) stays as separate ops, with a warning.
+// CHECK-LABEL: func.func @no_point_form(
+// CHECK-NOT:     kiln.fusion
+// CHECK:         tensor.concat
+func.func @no_point_form(%a: tensor<2xf32>, %b: tensor<2xf32>) -> tensor<4xf32> {
+  // expected-warning @+1 {{fusion region kept as separate kernels: tensor.concat has no point form}}
+  %0 = kiln.fusion "data_movement" -> tensor<4xf32> {
+    %c = tensor.concat dim(0) %a, %b : (tensor<2xf32>, tensor<2xf32>) -> tensor<4xf32>
+    kiln.yield %c : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
