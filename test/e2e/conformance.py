@@ -191,14 +191,14 @@ def write_inputs(model, data_dir, workdir, baked=frozenset()):
 def is_shape_like(value, array, position):
     """Inputs a static-shape compiler needs as constants: integer tensors
     (axes, shapes, pads, sizes, repeats, indices of shape arithmetic), tiny
-    float tensors after the first input (Clip bounds, Resize scales, Pad
-    values, Dropout ratio) and boolean scalars after the first input (mode
-    switches: Dropout's training_mode)."""
+    float tensors after the first input (Clip bounds, Resize scales and roi,
+    Pad values, Dropout ratio: at most 8 elements, a 4-D roi) and boolean
+    scalars after the first input (mode switches: Dropout's training_mode)."""
     if array.dtype.kind in "iu":
         return True
     if array.dtype.kind == "b":
         return position > 0 and array.size == 1
-    return array.dtype.kind == "f" and position > 0 and array.size <= 4
+    return array.dtype.kind == "f" and position > 0 and array.size <= 8
 
 
 def bake_shape_inputs(model, data_dir, workdir):
@@ -413,11 +413,13 @@ def write_doc(path, results, seconds, jobs):
         f"rtol {RTOL:g}, atol {ATOL:g}.",
         "",
         "Kiln compiles for static shapes. When a test passes an input that "
-        "decides a shape (axes, pads, sizes, repeats, Clip bounds, Resize "
-        "scales) as a graph input, the harness compiles the model again with "
-        "the test's values for such inputs baked in as initializers (integer "
-        "inputs, and float inputs of at most 4 elements after the first); "
-        "the data inputs still run through the kernels. The TSV marks those "
+        "decides a shape or a mode (axes, pads, sizes, repeats, Clip bounds, "
+        "Resize scales and roi, Dropout ratio and training_mode) as a graph "
+        "input, the harness compiles the model again with the test's values "
+        "for such inputs baked in as initializers (integer inputs, float "
+        "inputs of at most 8 elements after the first, boolean scalars after "
+        "the first); the data inputs still run through the kernels. The TSV "
+        "marks those "
         f"passes ({sum(1 for r in results if r[1] == 'pass' and r[2])} here).",
         "",
         f"- Date: {datetime.date.today().isoformat()}",

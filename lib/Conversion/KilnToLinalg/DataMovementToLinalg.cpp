@@ -712,9 +712,12 @@ struct TileToGeneric : OpRewritePattern<TileOp> {
 struct ResizeAxis {
   int64_t inSize, outSize;
   double scale;
-  /// False when the dimension maps identically (same size, unit scale): it
-  /// then reads the output coordinate unchanged.
+  /// False when the dimension maps identically (same size, unit scale, and
+  /// for tf_crop_and_resize the whole extent): it then reads the output
+  /// coordinate unchanged.
   bool resized;
+  /// tf_crop_and_resize's region along this dimension.
+  double roiStart = 0, roiEnd = 1;
 };
 
 /// Input coordinates are computed in f64, as ONNX's reference does: in f32,
@@ -724,6 +727,9 @@ struct CoordinateBuilder {
   OpBuilder &b;
   Location loc;
   CoordinateMode mode;
+  /// tf_crop_and_resize: whether any coordinate computed so far falls
+  /// outside the input (null until one is computed).
+  mutable Value outside = nullptr;
 
   Value constant(double v) const {
     return scalarConstant(b, loc, b.getF64Type(), v);
@@ -758,6 +764,31 @@ struct CoordinateBuilder {
     }
     case CoordinateMode::Asymmetric:
       return arith::DivFOp::create(b, loc, x, constant(axis.scale));
+    case CoordinateMode::TfCropAndResize: {
+      // As ONNX's reference: the region [start, end] of the input spans the
+      // resized length; outside [0, size - 1] the output is extrapolated.
+      double extent = static_cast<double>(axis.inSize - 1);
+      double start = axis.roiStart * extent;
+      Value source;
+      if (resizedLength == 1) {
+        source = constant((axis.roiEnd - axis.roiStart) * extent / 2 + start);
+      } else {
+        double step =
+            (axis.roiEnd - axis.roiStart) * extent / (resizedLength - 1);
+        source = arith::AddFOp::create(
+            b, loc, arith::MulFOp::create(b, loc, x, constant(step)),
+            constant(start));
+      }
+      Value out = arith::OrIOp::create(
+          b, loc,
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, source,
+                                constant(0)),
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, source,
+                                constant(extent)));
+      outside = outside ? Value(arith::OrIOp::create(b, loc, outside, out))
+                        : out;
+      return source;
+    }
     case CoordinateMode::HalfPixelSymmetric: {
       // half_pixel, shifted so that the output stays centred on the input
       // when the output size is a rounded scale * input size.
@@ -938,8 +969,15 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
     for (int64_t d = 0; d < inType.getRank(); ++d) {
       int64_t in = inType.getDimSize(d), out = outType.getDimSize(d);
       double scale = scales.empty() ? static_cast<double>(out) / in : scales[d];
-      axes.push_back({in, out, scale, in != out || scale != 1.0});
+      ResizeAxis axis{in, out, scale, in != out || scale != 1.0};
+      if (std::optional<ArrayRef<double>> roi = op.getRoi()) {
+        axis.roiStart = (*roi)[d];
+        axis.roiEnd = (*roi)[inType.getRank() + d];
+        axis.resized |= axis.roiStart != 0 || axis.roiEnd != 1;
+      }
+      axes.push_back(axis);
     }
+    double extrapolation = op.getExtrapolationValue().convertToDouble();
     Type elementType = inType.getElementType();
     Type blendType = elementType.isF64() ? elementType : rewriter.getF32Type();
     bool linear = op.getMode() == ResizeMode::Linear;
@@ -950,11 +988,10 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
     CoordinateMode coordinateMode = op.getCoordinateMode();
     Value input = op.getInput();
 
-    Value result = indexedGeneric(
-        rewriter, loc, outType, {}, {},
-        [&](OpBuilder &b, Location nestedLoc, ValueRange,
-            ValueRange indices) -> Value {
-          CoordinateBuilder c{b, nestedLoc, coordinateMode};
+    // One output element from its indices.
+    auto interpolate = [&](OpBuilder &b, Location nestedLoc,
+                           const CoordinateBuilder &c,
+                           ValueRange indices) -> Value {
           SmallVector<Value> coords = llvm::to_vector(indices);
           if (!linear && !cubic) {
             for (auto [d, axis] : llvm::enumerate(axes))
@@ -1019,6 +1056,18 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
           if (elementType != blendType)
             v = arith::TruncFOp::create(b, nestedLoc, elementType, v);
           return v;
+    };
+    Value result = indexedGeneric(
+        rewriter, loc, outType, {}, {},
+        [&](OpBuilder &b, Location nestedLoc, ValueRange,
+            ValueRange indices) -> Value {
+          CoordinateBuilder c{b, nestedLoc, coordinateMode};
+          Value v = interpolate(b, nestedLoc, c, indices);
+          if (!c.outside)
+            return v;
+          return arith::SelectOp::create(
+              b, nestedLoc, c.outside,
+              scalarConstant(b, nestedLoc, elementType, extrapolation), v);
         });
     rewriter.replaceOp(op, result);
     return success();

@@ -544,7 +544,10 @@ SmallVector<int64_t> tapCounts(int64_t outSize, int64_t kernel, int64_t stride,
 
 /// Max pooling pads with -inf (the lowest value), average pooling with 0 and
 /// then divides each window's sum by its divisor. ceil_mode windows that run
-/// past the padded input get extra high padding; they never count it.
+/// past the padded input get extra high padding. Without count_include_pad
+/// the divisor counts the taps inside the input; with it, every tap of the
+/// window, the ceil_mode overhang included (ONNX's reference pads that with
+/// zeros too).
 struct PoolLowering : OpRewritePattern<PoolOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -616,9 +619,10 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
       int64_t in = inputType.getDimSize(dims[i]);
       bool includePad = op.getCountIncludePad();
       SmallVector<int64_t> counts =
-          tapCounts(resultType.getDimSize(dims[i]), kernel[i], strides[i],
-                    dilations[i], padding[i], includePad ? -padding[i] : 0,
-                    includePad ? in + padding[spatial + i] : in);
+          includePad
+              ? SmallVector<int64_t>(resultType.getDimSize(dims[i]), kernel[i])
+              : tapCounts(resultType.getDimSize(dims[i]), kernel[i],
+                          strides[i], dilations[i], padding[i], 0, in);
       if (llvm::all_equal(counts)) {
         scalarDivisor *= counts.front();
         continue;

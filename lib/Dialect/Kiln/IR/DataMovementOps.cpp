@@ -548,5 +548,16 @@ LogicalResult ResizeOp::verify() {
       (getExcludeOutside() || getCubicCoeffA().convertToDouble() != -0.75))
     return emitOpError(
         "cubic_coeff_a and exclude_outside apply to cubic mode only");
+  bool crop = getCoordinateMode() == CoordinateMode::TfCropAndResize;
+  if (crop != getRoi().has_value())
+    return emitOpError("roi is required by and only taken by the "
+                       "tf_crop_and_resize coordinate mode");
+  if (!crop && getExtrapolationValue().convertToDouble() != 0)
+    return emitOpError(
+        "extrapolation_value applies to tf_crop_and_resize only");
+  if (crop && static_cast<int64_t>(getRoi()->size()) != 2 * in.getRank())
+    return emitOpError("expects ")
+           << 2 * in.getRank() << " roi values (a start and an end per "
+           << "dimension), got " << getRoi()->size();
   return success();
 }

@@ -672,7 +672,8 @@ LogicalResult importTrilu(NodeImporter &n) {
 /// mapping uses; empty means "output size over input size".
 FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
                             ResizeMode mode, CoordinateMode coordinates,
-                            NearestMode nearest, ArrayRef<double> scales) {
+                            NearestMode nearest, ArrayRef<double> scales,
+                            ArrayRef<double> roi = {}) {
   RankedTensorType inType = n.inputType(0);
   SmallVector<NamedAttribute> attrs{
       n.named("mode", ResizeModeAttr::get(n.context(), mode)),
@@ -685,6 +686,11 @@ FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
         n.namedF64("cubic_coeff_a", n.floatAttr("cubic_coeff_a", -0.75f)));
     if (n.intAttr("exclude_outside", 0) != 0)
       attrs.push_back(n.namedUnit("exclude_outside"));
+  }
+  if (coordinates == CoordinateMode::TfCropAndResize) {
+    attrs.push_back(n.named("roi", n.builder().getDenseF64ArrayAttr(roi)));
+    attrs.push_back(n.namedF64("extrapolation_value",
+                               n.floatAttr("extrapolation_value", 0.0f)));
   }
   return n.makeTyped<ResizeOp>(
       RankedTensorType::get(shape, inType.getElementType()), n.input(0),
@@ -748,9 +754,10 @@ LogicalResult importResize(NodeImporter &n) {
   CoordinateMode coordinates = CoordinateMode::Asymmetric;
   NearestMode nearest = NearestMode::Floor; // Resize-10: set below.
   if (n.opset() >= 11) {
-    // roi only matters to tf_crop_and_resize, refused here, so it is ignored.
+    // roi only matters to tf_crop_and_resize; other modes ignore it.
     SmallVector<StringRef> coordinateModes{"half_pixel", "pytorch_half_pixel",
-                                           "align_corners", "asymmetric"};
+                                           "align_corners", "asymmetric",
+                                           "tf_crop_and_resize"};
     if (n.opset() >= 19)
       coordinateModes.push_back("half_pixel_symmetric");
     if (failed(n.requireStringAttrIn("coordinate_transformation_mode",
@@ -780,6 +787,26 @@ LogicalResult importResize(NodeImporter &n) {
     if (failed(given))
       return failure();
     axes = std::move(*given);
+  }
+
+  // tf_crop_and_resize's region: a start and an end per dimension (for the
+  // resized axes as given, the others keep [0, 1]).
+  SmallVector<double> roi;
+  if (coordinates == CoordinateMode::TfCropAndResize) {
+    if (!n.hasInput(1))
+      return n.fail("tf_crop_and_resize needs the 'roi' input");
+    FailureOr<SmallVector<double>> given = n.constantFloats(1, "roi");
+    if (failed(given))
+      return failure();
+    if (given->size() != 2 * axes.size())
+      return n.fail("expects " + Twine(2 * axes.size()) + " roi values, got " +
+                    Twine(given->size()));
+    roi.assign(rank, 0.0);
+    roi.append(rank, 1.0);
+    for (auto [k, d] : llvm::enumerate(axes)) {
+      roi[d] = (*given)[k];
+      roi[rank + d] = (*given)[axes.size() + k];
+    }
   }
 
   size_t scalesIndex = n.opset() < 11 ? 1 : 2, sizesIndex = 3;
@@ -861,7 +888,8 @@ LogicalResult importResize(NodeImporter &n) {
       return failure();
     nearest = *legacy;
   }
-  return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales));
+  return bind(n,
+              makeResize(n, shape, mode, coordinates, nearest, scales, roi));
 }
 
 /// Upsample-7 takes its scales as an attribute, Upsample-9 as an input.
@@ -1020,7 +1048,7 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Resize", 10, importResize,
        "float inputs only; scales or sizes must be compile-time constants"},
       {"Resize", 11, importResize,
-       "no tf_half_pixel_for_nn or tf_crop_and_resize"},
+       "no tf_half_pixel_for_nn; roi must be a compile-time constant"},
       {"Resize", 13, importResize, ""},
       {"Resize", 18, importResize,
        "no antialiased linear or cubic downsampling"},

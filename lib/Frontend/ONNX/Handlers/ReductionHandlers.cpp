@@ -307,14 +307,15 @@ LogicalResult importLayerNormalization(NodeImporter &n) {
   return n.setResults({*y, *mean, *invStdDev});
 }
 
-/// Inference only: uses the running mean and variance. Opset 15 lets the
+/// Uses the running mean and variance; in training mode (opset 14) the
+/// batch's own (biased) statistics instead, and outputs the updated running
+/// ones: running * momentum + batch * (1 - momentum). Opset 15 lets the
 /// scale/bias and mean/variance types differ from the input's; they are cast.
 LogicalResult importBatchNormalization(NodeImporter &n) {
   if (n.opset() < 9 && n.intAttr("spatial", 1) != 1)
     return n.fail("spatial 0 (per-activation statistics) is not supported");
-  if (n.intAttr("training_mode", 0) != 0)
-    return n.fail("training_mode 1 is not supported (inference only)");
-  if (failed(n.checkArity(5, 5)))
+  bool training = n.intAttr("training_mode", 0) != 0;
+  if (failed(n.checkArity(5, 5, training ? 3 : 1)))
     return failure();
   Type elementType = n.inputType(0).getElementType();
   SmallVector<Value> operands{n.input(0)};
@@ -329,9 +330,52 @@ LogicalResult importBatchNormalization(NodeImporter &n) {
     }
     operands.push_back(param);
   }
-  return bind(
-      n, n.make<BatchNormOp>(
-             operands, {n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))}));
+  NamedAttribute epsilon =
+      n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f));
+  if (!training)
+    return bind(n, n.make<BatchNormOp>(operands, {epsilon}));
+  if (!isa<FloatType>(elementType))
+    return n.fail("training mode needs a floating-point input");
+  Value x = operands[0];
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 2)
+    return n.fail("training mode needs an input of rank >= 2, got rank " +
+                  Twine(rank));
+  SmallVector<int64_t> axes{0};
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  FailureOr<Value> keptMean = reduce(n, ReduceKind::Mean, x, axes, true);
+  FailureOr<Value> batchMean = reduce(n, ReduceKind::Mean, x, axes, false);
+  if (failed(keptMean) || failed(batchMean))
+    return failure();
+  FailureOr<Value> deviation = n.make<SubOp>({x, *keptMean});
+  if (failed(deviation))
+    return failure();
+  FailureOr<Value> square = n.make<MulOp>({*deviation, *deviation});
+  if (failed(square))
+    return failure();
+  FailureOr<Value> batchVar = reduce(n, ReduceKind::Mean, *square, axes, false);
+  if (failed(batchVar))
+    return failure();
+  FailureOr<Value> y = n.make<BatchNormOp>(
+      {x, operands[1], operands[2], *batchMean, *batchVar}, {epsilon});
+  if (failed(y))
+    return failure();
+  double momentum = n.floatAttr("momentum", 0.9f);
+  auto blend = [&](Value running, Value batch) -> FailureOr<Value> {
+    FailureOr<Value> kept =
+        n.make<MulOp>({running, n.scalar(elementType, momentum)});
+    FailureOr<Value> added =
+        n.make<MulOp>({batch, n.scalar(elementType, 1 - momentum)});
+    if (failed(kept) || failed(added))
+      return failure();
+    return n.make<AddOp>({*kept, *added});
+  };
+  FailureOr<Value> runningMean = blend(operands[3], *batchMean);
+  FailureOr<Value> runningVar = blend(operands[4], *batchVar);
+  if (failed(runningMean) || failed(runningVar))
+    return failure();
+  return n.setResults({*y, *runningMean, *runningVar});
 }
 
 LogicalResult importInstanceNormalization(NodeImporter &n) {
@@ -521,9 +565,9 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
       {"BatchNormalization", 9, importBatchNormalization,
        "inference only, output 0 only"},
       {"BatchNormalization", 14, importBatchNormalization,
-       "training_mode=1 unsupported"},
+       "training_mode=1 decomposed (batch statistics)"},
       {"BatchNormalization", 15, importBatchNormalization,
-       "training_mode=1 unsupported"},
+       "training_mode=1 decomposed (batch statistics)"},
       {"InstanceNormalization", 6, importInstanceNormalization, ""},
       {"LRN", 1, importLrn, ""},
       {"LpNormalization", 1, importLpNormalization,

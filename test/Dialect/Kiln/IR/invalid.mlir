@@ -1151,3 +1151,35 @@ func.func @resize_coeff_not_cubic(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x8x8xf32
   %0 = kiln.resize %x {mode = #kiln.resize_mode<nearest>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, cubic_coeff_a = -0.5 : f64, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x8x8xf32>
   return %0 : tensor<1x1x8x8xf32>
 }
+
+// -----
+
+func.func @resize_crop_without_roi(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
+  // expected-error @+1 {{'kiln.resize' op roi is required by and only taken by the tf_crop_and_resize coordinate mode}}
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<tf_crop_and_resize>, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
+  return %0 : tensor<1x1x3x3xf32>
+}
+
+// -----
+
+func.func @resize_roi_not_crop(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
+  // expected-error @+1 {{'kiln.resize' op roi is required by and only taken by the tf_crop_and_resize coordinate mode}}
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, roi = array<f64: 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0>, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
+  return %0 : tensor<1x1x3x3xf32>
+}
+
+// -----
+
+func.func @resize_extrapolation_not_crop(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
+  // expected-error @+1 {{'kiln.resize' op extrapolation_value applies to tf_crop_and_resize only}}
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, extrapolation_value = 1.0 : f64, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
+  return %0 : tensor<1x1x3x3xf32>
+}
+
+// -----
+
+func.func @resize_roi_length(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
+  // expected-error @+1 {{'kiln.resize' op expects 8 roi values (a start and an end per dimension), got 4}}
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<tf_crop_and_resize>, roi = array<f64: 0.0, 0.0, 1.0, 1.0>, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
+  return %0 : tensor<1x1x3x3xf32>
+}

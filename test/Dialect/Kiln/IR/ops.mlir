@@ -684,3 +684,13 @@ func.func @resize_cubic(%x: tensor<1x1x4x4xf32>) -> (tensor<1x1x8x8xf32>, tensor
   %1 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel_symmetric>, scales = array<f64: 1.0, 1.0, 1.7, 1.7>} : tensor<1x1x4x4xf32> -> tensor<1x1x6x6xf32>
   return %0, %1 : tensor<1x1x8x8xf32>, tensor<1x1x6x6xf32>
 }
+
+// resize: tf_crop_and_resize with its region and extrapolation value.
+// CHECK-LABEL: func.func @resize_crop(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<1x1x4x4xf32>)
+// CHECK-NEXT:      %[[R:.*]] = kiln.resize %[[X]] {coordinate_mode = #kiln.coordinate_mode<tf_crop_and_resize>, extrapolation_value = 1.000000e+01 : f64, mode = #kiln.resize_mode<linear>, roi = array<f64: 0.000000e+00, 0.000000e+00, 4.000000e-01, 6.000000e-01, 1.000000e+00, 1.000000e+00, 1.200000e+00, 1.700000e+00>, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
+// CHECK-NEXT:      return %[[R]]
+func.func @resize_crop(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
+  %0 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<tf_crop_and_resize>, roi = array<f64: 0.0, 0.0, 0.4, 0.6, 1.0, 1.0, 1.2, 1.7>, extrapolation_value = 10.0 : f64, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
+  return %0 : tensor<1x1x3x3xf32>
+}

@@ -131,7 +131,8 @@ def Kiln_CoordinateMode : I32EnumAttr<"CoordinateMode",
       I32EnumAttrCase<"PytorchHalfPixel", 1, "pytorch_half_pixel">,
       I32EnumAttrCase<"AlignCorners", 2, "align_corners">,
       I32EnumAttrCase<"Asymmetric", 3, "asymmetric">,
-      I32EnumAttrCase<"HalfPixelSymmetric", 4, "half_pixel_symmetric">
+      I32EnumAttrCase<"HalfPixelSymmetric", 4, "half_pixel_symmetric">,
+      I32EnumAttrCase<"TfCropAndResize", 5, "tf_crop_and_resize">
     ]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;

@@ -300,6 +300,12 @@ def Kiln_ResizeOp : Kiln_Op<"resize"> {
     unless `exclude_outside` (cubic only) gives them weight 0 and rescales
     the others to sum to 1.
 
+    `tf_crop_and_resize` resamples the region `roi` (per dimension a start
+    and an end as fractions of the input extent, all starts first, then all
+    ends; required by this mode and only taken by it) and gives output
+    elements whose input coordinate falls outside the input
+    `extrapolation_value`.
+
     Example:
 
     ```mlir
@@ -315,7 +321,9 @@ def Kiln_ResizeOp : Kiln_Op<"resize"> {
                            "::kiln::NearestMode::RoundPreferFloor">:$nearest_mode,
                        DenseF64ArrayAttr:$scales,
                        DefaultValuedAttr<F64Attr, "-0.75">:$cubic_coeff_a,
-                       UnitAttr:$exclude_outside);
+                       UnitAttr:$exclude_outside,
+                       OptionalAttr<DenseF64ArrayAttr>:$roi,
+                       DefaultValuedAttr<F64Attr, "0.0">:$extrapolation_value);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
