@@ -305,6 +305,11 @@ Value emitCast(OpBuilder &b, Location loc, Value x, Type to,
   if (from == to)
     return x;
   auto fromF = dyn_cast<FloatType>(from), toF = dyn_cast<FloatType>(to);
+  // f16 <-> bf16 (same width, neither holds the other): through f32, which
+  // holds both, so the one rounding is the final truncation's.
+  if (fromF && toF && fromF.getWidth() == toF.getWidth())
+    return arith::TruncFOp::create(
+        b, loc, to, arith::ExtFOp::create(b, loc, b.getF32Type(), x));
   if (fromF && toF)
     return fromF.getWidth() < toF.getWidth()
                ? Value(arith::ExtFOp::create(b, loc, to, x))
