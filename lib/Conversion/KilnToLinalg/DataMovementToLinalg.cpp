@@ -785,8 +785,8 @@ struct CoordinateBuilder {
                                 constant(0)),
           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, source,
                                 constant(extent)));
-      outside = outside ? Value(arith::OrIOp::create(b, loc, outside, out))
-                        : out;
+      outside =
+          outside ? Value(arith::OrIOp::create(b, loc, outside, out)) : out;
       return source;
     }
     case CoordinateMode::HalfPixelSymmetric: {
@@ -858,9 +858,8 @@ SmallVector<Value> cubicWeights(const CoordinateBuilder &c, Value floor,
                c.constant(4 * a));
   };
   auto inner = [&](Value d) {
-    return add(mul(sub(mul(c.constant(a + 2), d), c.constant(a + 3)),
-                   mul(d, d)),
-               one);
+    return add(
+        mul(sub(mul(c.constant(a + 2), d), c.constant(a + 3)), mul(d, d)), one);
   };
   Value oneMinusT = sub(one, t);
   SmallVector<Value> weights{outer(add(t, one)), inner(t), inner(oneMinusT),
@@ -992,70 +991,67 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
     auto interpolate = [&](OpBuilder &b, Location nestedLoc,
                            const CoordinateBuilder &c,
                            ValueRange indices) -> Value {
-          SmallVector<Value> coords = llvm::to_vector(indices);
-          if (!linear && !cubic) {
-            for (auto [d, axis] : llvm::enumerate(axes))
-              if (axis.resized)
-                coords[d] = c.clampedIndex(
-                    c.nearest(c.sourceCoordinate(indices[d], axis),
-                              nearestMode),
-                    axis.inSize);
-            return tensor::ExtractOp::create(b, nestedLoc, input, coords);
-          }
-          if (cubic)
-            return cubicSample(b, nestedLoc, c, input, coords, indices, axes,
-                               blendType, cubicA, excludeOutside);
-          // Per resized dimension: the two neighbouring pixels and the
-          // weight of the upper one.
-          SmallVector<int64_t> resizedDims;
-          SmallVector<Value> lower, upper, weights;
-          for (auto [d, axis] : llvm::enumerate(axes)) {
-            if (!axis.resized)
-              continue;
-            Value x = c.sourceCoordinate(indices[d], axis);
-            Value floor = math::FloorOp::create(b, nestedLoc, x);
-            Value weight = arith::SubFOp::create(b, nestedLoc, x, floor);
-            if (blendType != weight.getType())
-              weight = arith::TruncFOp::create(b, nestedLoc, blendType, weight);
-            resizedDims.push_back(d);
-            weights.push_back(weight);
-            lower.push_back(c.clampedIndex(floor, axis.inSize));
-            upper.push_back(c.clampedIndex(
-                arith::AddFOp::create(b, nestedLoc, floor, c.constant(1)),
-                axis.inSize));
-          }
-          // Corner m takes the upper pixel in resized dimension k when bit
-          // (n - 1 - k) of m is set, so corners 2j and 2j + 1 differ only in
-          // the innermost resized dimension.
-          size_t n = resizedDims.size();
-          SmallVector<Value> corners;
-          for (uint64_t m = 0; m < (uint64_t{1} << n); ++m) {
-            for (size_t k = 0; k < n; ++k)
-              coords[resizedDims[k]] =
-                  (m >> (n - 1 - k)) & 1 ? upper[k] : lower[k];
-            Value v = tensor::ExtractOp::create(b, nestedLoc, input, coords);
-            if (elementType != blendType)
-              v = arith::ExtFOp::create(b, nestedLoc, blendType, v);
-            corners.push_back(v);
-          }
-          // (1 - t) a + t b, innermost resized dimension first.
-          Value one = scalarConstant(b, nestedLoc, blendType, 1);
-          for (size_t k = n; k-- > 0;) {
-            Value t = weights[k];
-            Value oneMinusT = arith::SubFOp::create(b, nestedLoc, one, t);
-            SmallVector<Value> blended;
-            for (size_t j = 0; j < corners.size(); j += 2) {
-              Value lo =
-                  arith::MulFOp::create(b, nestedLoc, corners[j], oneMinusT);
-              Value hi = arith::MulFOp::create(b, nestedLoc, corners[j + 1], t);
-              blended.push_back(arith::AddFOp::create(b, nestedLoc, lo, hi));
-            }
-            corners = std::move(blended);
-          }
-          Value v = corners.front();
-          if (elementType != blendType)
-            v = arith::TruncFOp::create(b, nestedLoc, elementType, v);
-          return v;
+      SmallVector<Value> coords = llvm::to_vector(indices);
+      if (!linear && !cubic) {
+        for (auto [d, axis] : llvm::enumerate(axes))
+          if (axis.resized)
+            coords[d] = c.clampedIndex(
+                c.nearest(c.sourceCoordinate(indices[d], axis), nearestMode),
+                axis.inSize);
+        return tensor::ExtractOp::create(b, nestedLoc, input, coords);
+      }
+      if (cubic)
+        return cubicSample(b, nestedLoc, c, input, coords, indices, axes,
+                           blendType, cubicA, excludeOutside);
+      // Per resized dimension: the two neighbouring pixels and the
+      // weight of the upper one.
+      SmallVector<int64_t> resizedDims;
+      SmallVector<Value> lower, upper, weights;
+      for (auto [d, axis] : llvm::enumerate(axes)) {
+        if (!axis.resized)
+          continue;
+        Value x = c.sourceCoordinate(indices[d], axis);
+        Value floor = math::FloorOp::create(b, nestedLoc, x);
+        Value weight = arith::SubFOp::create(b, nestedLoc, x, floor);
+        if (blendType != weight.getType())
+          weight = arith::TruncFOp::create(b, nestedLoc, blendType, weight);
+        resizedDims.push_back(d);
+        weights.push_back(weight);
+        lower.push_back(c.clampedIndex(floor, axis.inSize));
+        upper.push_back(c.clampedIndex(
+            arith::AddFOp::create(b, nestedLoc, floor, c.constant(1)),
+            axis.inSize));
+      }
+      // Corner m takes the upper pixel in resized dimension k when bit
+      // (n - 1 - k) of m is set, so corners 2j and 2j + 1 differ only in
+      // the innermost resized dimension.
+      size_t n = resizedDims.size();
+      SmallVector<Value> corners;
+      for (uint64_t m = 0; m < (uint64_t{1} << n); ++m) {
+        for (size_t k = 0; k < n; ++k)
+          coords[resizedDims[k]] = (m >> (n - 1 - k)) & 1 ? upper[k] : lower[k];
+        Value v = tensor::ExtractOp::create(b, nestedLoc, input, coords);
+        if (elementType != blendType)
+          v = arith::ExtFOp::create(b, nestedLoc, blendType, v);
+        corners.push_back(v);
+      }
+      // (1 - t) a + t b, innermost resized dimension first.
+      Value one = scalarConstant(b, nestedLoc, blendType, 1);
+      for (size_t k = n; k-- > 0;) {
+        Value t = weights[k];
+        Value oneMinusT = arith::SubFOp::create(b, nestedLoc, one, t);
+        SmallVector<Value> blended;
+        for (size_t j = 0; j < corners.size(); j += 2) {
+          Value lo = arith::MulFOp::create(b, nestedLoc, corners[j], oneMinusT);
+          Value hi = arith::MulFOp::create(b, nestedLoc, corners[j + 1], t);
+          blended.push_back(arith::AddFOp::create(b, nestedLoc, lo, hi));
+        }
+        corners = std::move(blended);
+      }
+      Value v = corners.front();
+      if (elementType != blendType)
+        v = arith::TruncFOp::create(b, nestedLoc, elementType, v);
+      return v;
     };
     Value result = indexedGeneric(
         rewriter, loc, outType, {}, {},

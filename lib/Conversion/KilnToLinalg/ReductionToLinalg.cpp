@@ -621,8 +621,8 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
       SmallVector<int64_t> counts =
           includePad
               ? SmallVector<int64_t>(resultType.getDimSize(dims[i]), kernel[i])
-              : tapCounts(resultType.getDimSize(dims[i]), kernel[i],
-                          strides[i], dilations[i], padding[i], 0, in);
+              : tapCounts(resultType.getDimSize(dims[i]), kernel[i], strides[i],
+                          dilations[i], padding[i], 0, in);
       if (llvm::all_equal(counts)) {
         scalarDivisor *= counts.front();
         continue;

@@ -693,8 +693,7 @@ FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
                                n.floatAttr("extrapolation_value", 0.0f)));
   }
   return n.makeTyped<ResizeOp>(
-      RankedTensorType::get(shape, inType.getElementType()), n.input(0),
-      attrs);
+      RankedTensorType::get(shape, inType.getElementType()), n.input(0), attrs);
 }
 
 /// The result shape for per-dimension `scales`: floor(size * scale).
@@ -744,11 +743,11 @@ FailureOr<NearestMode> legacyNearestMode(NodeImporter &n, ResizeMode mode,
 LogicalResult importResize(NodeImporter &n) {
   if (failed(n.checkArity(n.opset() < 11 ? 2 : 1, n.opset() < 11 ? 2 : 4)))
     return failure();
-  if (failed(n.opset() < 11
-                 ? n.requireStringAttrIn("mode", "nearest",
-                                         {"nearest", "linear"})
-                 : n.requireStringAttrIn("mode", "nearest",
-                                         {"nearest", "linear", "cubic"})))
+  if (failed(
+          n.opset() < 11
+              ? n.requireStringAttrIn("mode", "nearest", {"nearest", "linear"})
+              : n.requireStringAttrIn("mode", "nearest",
+                                      {"nearest", "linear", "cubic"})))
     return failure();
   ResizeMode mode = *symbolizeResizeMode(n.stringAttr("mode", "nearest"));
   CoordinateMode coordinates = CoordinateMode::Asymmetric;
@@ -888,8 +887,7 @@ LogicalResult importResize(NodeImporter &n) {
       return failure();
     nearest = *legacy;
   }
-  return bind(n,
-              makeResize(n, shape, mode, coordinates, nearest, scales, roi));
+  return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales, roi));
 }
 
 /// Upsample-7 takes its scales as an attribute, Upsample-9 as an input.

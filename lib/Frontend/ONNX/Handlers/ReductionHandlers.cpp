@@ -330,8 +330,7 @@ LogicalResult importBatchNormalization(NodeImporter &n) {
     }
     operands.push_back(param);
   }
-  NamedAttribute epsilon =
-      n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f));
+  NamedAttribute epsilon = n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f));
   if (!training)
     return bind(n, n.make<BatchNormOp>(operands, {epsilon}));
   if (!isa<FloatType>(elementType))
