@@ -216,6 +216,56 @@ struct HoistThroughChannelMerge : OpRewritePattern<TransposeOp> {
   }
 };
 
+/// NHWC only: a classifier reading a flattened activation,
+/// matmul(reshape(T_back(y)), W) with y = [N, S..., C] flattened in NCHW
+/// order (c, s) and W = [C * S, O] known at compile time, reads y flattened
+/// in its own order (s, c) instead, with W's rows permuted to match
+/// (reshape to [C, S..., O], transpose to [S..., C, O], reshape back; the
+/// weight rule folds that into the global). VGG's and AlexNet's flatten
+/// before their first fully connected layer needs no transpose then.
+struct FlattenIntoMatmulWeights : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto flatten = op.getLhs().getDefiningOp<ReshapeOp>();
+    if (!flatten)
+      return failure();
+    Value y = transposedBy(flatten.getInput(), DataFormat::ChannelsFirst);
+    RankedTensorType lhsType = op.getLhs().getType();
+    RankedTensorType rhsType = op.getRhs().getType();
+    if (!y || lhsType.getRank() != 2 || rhsType.getRank() != 2 ||
+        !isCompileTimeValue(op.getRhs()))
+      return failure();
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(y.getType()).getShape();
+    if (lhsType.getDimSize(0) != shape[0])
+      return failure(); // the flatten must keep the batch dim apart
+    int64_t rank = shape.size();
+    Location loc = op.getLoc();
+    Type elementType = rhsType.getElementType();
+    // W as [C, S..., O]: its rows in NCHW flatten order.
+    SmallVector<int64_t> split{shape[rank - 1]};
+    llvm::append_range(split, shape.slice(1, rank - 2));
+    split.push_back(rhsType.getDimSize(1));
+    Permutation perm;
+    for (int64_t i = 1; i < rank - 1; ++i)
+      perm.push_back(i);
+    perm.push_back(0);
+    perm.push_back(rank - 1);
+    Value rows = ReshapeOp::create(
+        rewriter, loc, RankedTensorType::get(split, elementType), op.getRhs());
+    Value permuted = TransposeOp::create(rewriter, loc, rows,
+                                         rewriter.getDenseI64ArrayAttr(perm));
+    Value weights = ReshapeOp::create(rewriter, loc, rhsType, permuted);
+    Value input = ReshapeOp::create(rewriter, loc, lhsType, y);
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getLhsMutable().assign(input);
+      op.getRhsMutable().assign(weights);
+    });
+    return success();
+  }
+};
+
 /// Sinks transposes from `target` back to the other layout below the op
 /// that reads them. Each case rewrites the op to read the untransposed
 /// value (the "back" permutation B says that dim i of the transposed value
@@ -529,6 +579,6 @@ void layout::populateLayoutPropagationPatterns(RewritePatternSet &patterns,
   patterns.add<TransposeOfUnitDimsToReshape>(patterns.getContext());
   patterns.add<SinkLayoutTranspose>(patterns.getContext(), target);
   if (target == DataFormat::ChannelsLast)
-    patterns.add<SinkThroughChannelSplit, HoistThroughChannelMerge>(
-        patterns.getContext());
+    patterns.add<SinkThroughChannelSplit, HoistThroughChannelMerge,
+                 FlattenIntoMatmulWeights>(patterns.getContext());
 }

@@ -391,3 +391,39 @@ func.func @channel_shuffle(%x: tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32> {
       : (tensor<1x8x4x4xf32>, tensor<8x8x1x1xf32>) -> tensor<1x8x4x4xf32>
   return %b : tensor<1x8x4x4xf32>
 }
+
+// -----
+
+// A classifier reading a flattened NHWC activation reads it flattened in
+// NHWC order, with its weight rows permuted to match at compile time (rows
+// c * 2 + w holding 0..3 become w * 2 + c: 0 2 1 3): no transpose before
+// the flatten.
+// CHECK-LABEL: ml_program.global private @fc_t(dense_resource<fc_t> : tensor<1x2x2x1xf32>)
+// CHECK-LABEL: func.func @flatten_into_weights(
+// CHECK:         %[[C:.*]] = kiln.conv
+// CHECK-NOT:     kiln.transpose
+// CHECK-DAG:     %[[F:.*]] = kiln.reshape %[[C]] : tensor<1x1x2x2xf32> -> tensor<1x4xf32>
+// CHECK-DAG:     %[[W:.*]] = ml_program.global_load_const @fc_t : tensor<1x2x2x1xf32>
+// CHECK-DAG:     %[[WR:.*]] = kiln.reshape %[[W]] : tensor<1x2x2x1xf32> -> tensor<4x1xf32>
+// CHECK:         kiln.matmul %[[F]], %[[WR]]
+// CHECK:         fc_t: "0x0800000000000000000000400000803F00004040"
+// NCHW-LABEL: func.func @flatten_into_weights(
+// NCHW:         kiln.matmul %{{.*}}, %{{.*}} : tensor<1x4xf32>, tensor<4x1xf32>
+ml_program.global private @fc(dense_resource<fc> : tensor<4x1xf32>) : tensor<4x1xf32>
+func.func @flatten_into_weights(%x: tensor<1x8x1x2xf32>) -> tensor<1x1xf32> {
+  %w = kiln.constant dense<0.5> : tensor<2x8x1x1xf32>
+  %c = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+      padding = array<i64: 0, 0, 0, 0>}
+      : (tensor<1x8x1x2xf32>, tensor<2x8x1x1xf32>) -> tensor<1x2x1x2xf32>
+  %f = kiln.reshape %c : tensor<1x2x1x2xf32> -> tensor<1x4xf32>
+  %fc = ml_program.global_load_const @fc : tensor<4x1xf32>
+  %y = kiln.matmul %f, %fc : tensor<1x4xf32>, tensor<4x1xf32> -> tensor<1x1xf32>
+  return %y : tensor<1x1xf32>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      fc: "0x04000000000000000000803F0000004000004040"
+    }
+  }
+#-}

@@ -7,9 +7,10 @@ A 3-channel input layer (channel padding), batch norm, max and average
 pooling, a depthwise and a transposed convolution, a concat of two branches,
 a channel shuffle, per-channel and full-rank broadcast operands, a channel
 reduction broadcast back, a slice, a spatial pad, a softmax over channels,
-LRN (no NHWC variant: transposes stay around it), global pooling, flatten
-and Gemm. Weights are seeded random initializers, so a wrong index shows in
-the output.
+LRN (no NHWC variant: transposes stay around it), global pooling with
+flatten and Gemm, and a Gemm on a flattened [2, 24, 7, 7] activation.
+Weights are seeded random initializers, so a wrong index shows in the
+output.
 """
 import argparse
 
@@ -87,6 +88,9 @@ def main():
         n("Gemm", ["fl", weight("fc", [10, 24]), weight("fcb", [10], 0.1)],
           ["logits"], transB=1),
         n("ReduceMax", ["r5"], ["rmax"], axes=[2, 3], keepdims=0),
+        # A classifier on the flattened [2, 24, 7, 7] activation.
+        n("Flatten", ["r5"], ["fl2"]),
+        n("Gemm", ["fl2", weight("fc2", [5, 1176])], ["head2"], transB=1),
     ]
     graph = helper.make_graph(
         nodes, "layout_net",
@@ -94,7 +98,8 @@ def main():
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 10]),
          helper.make_tensor_value_info("rmax", TensorProto.FLOAT, [2, 24]),
          helper.make_tensor_value_info("sm", TensorProto.FLOAT,
-                                       [2, 8, 16, 16])],
+                                       [2, 8, 16, 16]),
+         helper.make_tensor_value_info("head2", TensorProto.FLOAT, [2, 5])],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 7

@@ -51,8 +51,11 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
       followed by a transpose, and a channels-last transpose of a reshape
       that merges dims into the channels becomes a transpose followed by the
       merge; the transposes then compose with the model's own (a channel
-      shuffle is one transpose in NHWC). Any other reshape (a flatten of
-      `[N, C, H, W]` with `H, W > 1`) keeps the transpose in front of it.
+      shuffle is one transpose in NHWC). A flatten of `[N, C, H, W]` that
+      feeds a `kiln.matmul` with a compile-time weight `[C * H * W, O]`
+      flattens the NHWC value instead, and the weight's rows are permuted
+      to match (folded into the weight). Any other reshape keeps the
+      transpose in front of it.
     - **Channel padding** (`nhwc` only). A convolution with `groups = 1`
       whose input channel count is not a multiple of `channel-multiple`
       (default 8, what tensor-core MMA shapes need along the reduction)
