@@ -116,8 +116,7 @@ Value integerPow(const ScalarBuilder &s, Value x, Value e) {
     Value set = arith::CmpIOp::create(
         b, loc, arith::CmpIPredicate::ne,
         arith::AndIOp::create(
-            b, loc,
-            arith::ShRUIOp::create(b, loc, e, s.constant(bit)), one),
+            b, loc, arith::ShRUIOp::create(b, loc, e, s.constant(bit)), one),
         zero);
     result = s.select(set, s.mul(result, square), result);
     if (bit + 1 < width)
@@ -126,14 +125,14 @@ Value integerPow(const ScalarBuilder &s, Value x, Value e) {
   if (s.isUnsigned)
     return result;
   Value minusOne = s.constant(-1);
-  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                    arith::AndIOp::create(b, loc, e, one),
-                                    zero);
+  Value odd =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                            arith::AndIOp::create(b, loc, e, one), zero);
   Value negative = s.select(
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, one), one,
-      s.select(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x,
-                                     minusOne),
-               s.select(odd, minusOne, one), zero));
+      s.select(
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, minusOne),
+          s.select(odd, minusOne, one), zero));
   return s.select(
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, e, zero),
       negative, result);
