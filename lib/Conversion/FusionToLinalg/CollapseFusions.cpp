@@ -169,14 +169,25 @@ Value PointEmitter::apply(AffineExpr expr, ArrayRef<Value> coords) {
     return coords[dim.getPosition()];
   if (auto c = dyn_cast<AffineConstantExpr>(expr))
     return constantIndex(c.getValue());
+  // The apply takes only the coordinates it uses, so that it can be hoisted
+  // above loops defining the others.
   SmallVector<Value> deps;
+  SmallVector<AffineExpr> renumbered(coords.size());
   expr.walk([&](AffineExpr e) {
-    if (auto dim = dyn_cast<AffineDimExpr>(e))
-      deps.push_back(coords[dim.getPosition()]);
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim || renumbered[dim.getPosition()])
+      return;
+    renumbered[dim.getPosition()] =
+        getAffineDimExpr(deps.size(), expr.getContext());
+    deps.push_back(coords[dim.getPosition()]);
   });
+  for (AffineExpr &e : renumbered)
+    if (!e)
+      e = getAffineConstantExpr(0, expr.getContext());
+  AffineExpr compact = expr.replaceDims(renumbered);
   return hoisted(deps, [&]() -> Value {
     return affine::AffineApplyOp::create(
-        b, loc, AffineMap::get(coords.size(), 0, expr), coords);
+        b, loc, AffineMap::get(deps.size(), 0, compact), deps);
   });
 }
 
@@ -278,6 +289,21 @@ FailureOr<Value> PointEmitter::emitGeneric(linalg::GenericOp op,
     else if (!coords[d])
       return fail(op, "has a parallel loop its output does not index");
   }
+  // Reduction dimensions that feed computed indices (a window's offsets,
+  // which decide padding guards) go outermost, so the guards and index
+  // arithmetic are hoisted out of the loops over plain dimensions (a
+  // convolution's input channels become the innermost loop).
+  llvm::SmallBitVector computed(numLoops);
+  for (AffineMap map : op.getIndexingMapsArray())
+    for (AffineExpr expr : map.getResults())
+      if (!isa<AffineDimExpr>(expr))
+        expr.walk([&](AffineExpr e) {
+          if (auto dim = dyn_cast<AffineDimExpr>(e))
+            computed.set(dim.getPosition());
+        });
+  llvm::stable_sort(reductionDims, [&](unsigned a, unsigned b) {
+    return computed.test(a) && !computed.test(b);
+  });
   if (llvm::any_of(ranges, ShapedType::isDynamic))
     return fail(op, "has a dynamic iteration space");
 
