@@ -572,12 +572,86 @@ private:
   DataFormat target;
 };
 
+/// The converse direction for transposes into `target`: a transpose into
+/// the target layout of an elementwise op's only use moves above the op, so
+/// that it reaches a back transpose to cancel with (or a reshape that
+/// merges channels, or the function argument: the graph boundary). Every
+/// operand gets the transpose; allowed when at most one operand would need
+/// it at run time (the others are back transposes, which cancel, or are
+/// broadcast operands that are free or known at compile time, as when
+/// sinking), so the count of run-time transposes never grows.
+class HoistLayoutTranspose : public OpRewritePattern<TransposeOp> {
+public:
+  HoistLayoutTranspose(MLIRContext *context, DataFormat target)
+      : OpRewritePattern(context), target(target) {}
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    Operation *producer = op.getInput().getDefiningOp();
+    int64_t rank = op.getType().getRank();
+    if (!producer || !isElementwise(producer) ||
+        producer->getNumResults() != 1 || !producer->hasOneUse() ||
+        !isa<func::FuncOp>(producer->getParentOp()) || !isLayoutRank(rank) ||
+        op.getPermutation() != ArrayRef<int64_t>(permutationTo(target, rank)))
+      return failure();
+    Permutation to = permutationTo(target, rank);
+    int64_t runtime = 0;
+    for (Value operand : producer->getOperands()) {
+      auto type = cast<RankedTensorType>(operand.getType());
+      if (type.getRank() > rank)
+        return failure();
+      if (transposedBy(operand, otherFormat(target)) ||
+          isCompileTimeValue(operand))
+        continue;
+      SmallVector<int64_t> extended(rank - type.getRank(), 1);
+      llvm::append_range(extended, type.getShape());
+      if (!isRelabeling(extended, to))
+        ++runtime;
+    }
+    if (runtime > 1)
+      return failure();
+
+    Location loc = producer->getLoc();
+    SmallVector<Value> operands;
+    for (Value operand : producer->getOperands()) {
+      auto type = cast<RankedTensorType>(operand.getType());
+      SmallVector<int64_t> extended(rank - type.getRank(), 1);
+      llvm::append_range(extended, type.getShape());
+      if (llvm::all_of(extended, [](int64_t d) { return d == 1; })) {
+        operands.push_back(operand);
+        continue;
+      }
+      auto extendedType =
+          RankedTensorType::get(extended, type.getElementType());
+      RankedTensorType permuted = permuteType(extendedType, to);
+      if (isRelabeling(extended, to)) {
+        operands.push_back(ReshapeOp::create(rewriter, loc, permuted, operand));
+        continue;
+      }
+      Value full = operand;
+      if (type.getRank() < rank)
+        full = ReshapeOp::create(rewriter, loc, extendedType, operand);
+      operands.push_back(TransposeOp::create(
+          rewriter, loc, full, rewriter.getDenseI64ArrayAttr(to)));
+    }
+    Operation *clone = rewriter.clone(*producer);
+    clone->setOperands(operands);
+    clone->getResult(0).setType(op.getType());
+    rewriter.replaceOp(op, clone->getResults());
+    return success();
+  }
+
+private:
+  DataFormat target;
+};
+
 } // namespace
 
 void layout::populateLayoutPropagationPatterns(RewritePatternSet &patterns,
                                                DataFormat target) {
   patterns.add<TransposeOfUnitDimsToReshape>(patterns.getContext());
-  patterns.add<SinkLayoutTranspose>(patterns.getContext(), target);
+  patterns.add<SinkLayoutTranspose, HoistLayoutTranspose>(patterns.getContext(),
+                                                          target);
   if (target == DataFormat::ChannelsLast)
     patterns.add<SinkThroughChannelSplit, HoistThroughChannelMerge,
                  FlattenIntoMatmulWeights>(patterns.getContext());

@@ -427,3 +427,25 @@ func.func @flatten_into_weights(%x: tensor<1x8x1x2xf32>) -> tensor<1x1xf32> {
     }
   }
 #-}
+
+// -----
+
+// Input preprocessing before the first convolution: the transpose into
+// NHWC moves above it to the function argument (the graph boundary); the
+// per-channel scale becomes [1, 1, 1, C].
+// CHECK-LABEL: func.func @hoist_to_input(
+// CHECK-DAG:     %[[S:.*]] = kiln.constant dense<{{.*}}> : tensor<1x1x1x8xf32>
+// CHECK-DAG:     %[[XT:.*]] = kiln.transpose %arg0 {permutation = array<i64: 0, 2, 3, 1>}
+// CHECK:         %[[M:.*]] = kiln.mul %[[XT]], %[[S]] : tensor<1x4x4x8xf32>, tensor<1x1x1x8xf32> -> tensor<1x4x4x8xf32>
+// CHECK-NEXT:    %[[N:.*]] = kiln.neg %[[M]] : tensor<1x4x4x8xf32>
+// CHECK-NEXT:    kiln.conv %[[N]]
+func.func @hoist_to_input(%x: tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32> {
+  %s = kiln.constant dense<[[[1.0]], [[2.0]], [[3.0]], [[4.0]], [[5.0]], [[6.0]], [[7.0]], [[8.0]]]> : tensor<8x1x1xf32>
+  %m = kiln.mul %x, %s : tensor<1x8x4x4xf32>, tensor<8x1x1xf32> -> tensor<1x8x4x4xf32>
+  %n = kiln.neg %m : tensor<1x8x4x4xf32>
+  %w = kiln.constant dense<0.5> : tensor<8x8x1x1xf32>
+  %c = kiln.conv %n, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+      padding = array<i64: 0, 0, 0, 0>}
+      : (tensor<1x8x4x4xf32>, tensor<8x8x1x1xf32>) -> tensor<1x8x4x4xf32>
+  return %c : tensor<1x8x4x4xf32>
+}

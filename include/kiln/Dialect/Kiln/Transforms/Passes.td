@@ -40,6 +40,10 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
       other operand keeps the transpose in front of it: that is where the
       layouts meet, as at function results and ops with no layout variant
       (`lrn`, `instance_norm`, `layer_norm`, `resize`, `gather`).
+    - **Hoisting.** A transpose into the target layout that is the only
+      use of an elementwise op moves above it when at most one operand then
+      needs a run-time transpose (input scaling before the first
+      convolution: the transpose lands on the function argument).
     - **Cancellation.** `transpose(transpose(x))` composes and an identity
       permutation folds away, so a back transpose that reaches the next
       converted op cancels with its input transpose. A transpose that only
@@ -173,7 +177,9 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       `ml_program.global` becomes a load of a new global (`@w_bf16`,
       `@w_f16`, `@w_tf32`) holding the converted values, computed at compile
       time with round-to-nearest-even; the `f32` global is erased when
-      nothing else reads it. No kernel converts weights at run time.
+      nothing else reads it. No kernel converts weights at run time. (A
+      tf32 global keeps type `f32` and carries `kiln.tf32_rounded`, so a
+      second run does not round it again.)
     - **Inputs and outputs** keep their declared types. `io-precision`
       (`fp32`, `bf16`, `fp16`) changes the `f32`/`bf16`/`f16` arguments and
       results of every function to that type, with casts at the entry and
