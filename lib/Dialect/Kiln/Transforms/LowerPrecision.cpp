@@ -15,7 +15,9 @@
 //      erased,
 //   6. casts of weights folded into new globals holding converted values.
 //
-// The pass works on the module because step 6 adds ml_program.globals.
+// The pass works on the module because step 6 adds ml_program.globals. It
+// rewrites function bodies only, never inside kiln.fusion regions: those
+// are kernels already formed (the pipeline runs it before kiln-fuse).
 //
 //===----------------------------------------------------------------------===//
 
@@ -149,6 +151,9 @@ uint32_t roundToTf32(uint32_t bits) {
 
 enum class WeightConversion { ToBF16, ToF16, RoundToTF32 };
 
+/// Marks a global made by rounding an f32 weight to tf32.
+constexpr llvm::StringLiteral kTf32RoundedAttr = "kiln.tf32_rounded";
+
 /// Little-endian f32 data of an elements attribute; nullopt when it is not
 /// an f32 tensor whose bytes are at hand (e.g. an elided resource).
 std::optional<std::vector<uint32_t>> f32Bits(Attribute value) {
@@ -194,6 +199,34 @@ Attribute convertWeight(ArrayRef<uint32_t> bits, RankedTensorType type,
   auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
       ArrayRef<char>(bytes.data(), bytes.size()), alignof(uint64_t));
   return DenseResourceElementsAttr::get(type, name, std::move(blob));
+}
+
+/// A constant's f32 values converted like a weight, as a dense attribute
+/// (splats stay splats); null when `value` is not a dense f32 attribute.
+DenseElementsAttr convertConstant(Attribute value, RankedTensorType type,
+                                  WeightConversion conversion) {
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense || !dense.getElementType().isF32())
+    return {};
+  auto convertOne = [&](const APFloat &f) -> APFloat {
+    auto bits = static_cast<uint32_t>(f.bitcastToAPInt().getZExtValue());
+    switch (conversion) {
+    case WeightConversion::ToBF16:
+      return APFloat(APFloat::BFloat(), APInt(16, floatToBf16(bits)));
+    case WeightConversion::ToF16:
+      return APFloat(APFloat::IEEEhalf(), APInt(16, floatToHalf(bits)));
+    case WeightConversion::RoundToTF32:
+      return APFloat(APFloat::IEEEsingle(), APInt(32, roundToTf32(bits)));
+    }
+    llvm_unreachable("unknown conversion");
+  };
+  if (dense.isSplat())
+    return DenseElementsAttr::get(type,
+                                  convertOne(dense.getSplatValue<APFloat>()));
+  SmallVector<APFloat> values;
+  for (const APFloat &f : dense.getValues<APFloat>())
+    values.push_back(convertOne(f));
+  return DenseElementsAttr::get(type, values);
 }
 
 //===----------------------------------------------------------------------===//
@@ -317,10 +350,9 @@ private:
   /// f32 (tf32: f32 operands rounded to tf32 by a cast pair).
   void lowerContractions(func::FuncOp func) {
     SmallVector<Operation *> contractions;
-    func.walk([&](Operation *op) {
-      if (isContraction(op))
-        contractions.push_back(op);
-    });
+    for (Operation &op : func.getBody().getOps())
+      if (isContraction(&op))
+        contractions.push_back(&op);
     for (Operation *op : contractions) {
       Type elementType = elementTypeOf(op->getOperand(0));
       if (elementType.isF32()) {
@@ -356,31 +388,40 @@ private:
         if (APFloat::isRepresentableBy(from.getFloatSemantics(),
                                        APFloat::FloatTF32()))
           return value;
+    if (auto constant = value.getDefiningOp<ConstantOp>())
+      if (auto dense = dyn_cast<DenseElementsAttr>(constant.getValue()))
+        if (dense.getElementType().isF32() &&
+            llvm::all_of(dense.getValues<APFloat>(), [](const APFloat &f) {
+              auto b =
+                  static_cast<uint32_t>(f.bitcastToAPInt().getZExtValue());
+              return roundToTf32(b) == b;
+            }))
+          return value;
     if (auto load = value.getDefiningOp<ml_program::GlobalLoadConstOp>())
       if (auto global = SymbolTable::lookupNearestSymbolFrom<
-              ml_program::GlobalOp>(load, load.getGlobalAttr()))
+              ml_program::GlobalOp>(load, load.getGlobalAttr())) {
+        if (global->hasAttr(kTf32RoundedAttr))
+          return value;
         if (std::optional<std::vector<uint32_t>> bits =
                 f32Bits(global.getValueAttr()))
           if (llvm::all_of(*bits,
                            [](uint32_t b) { return roundToTf32(b) == b; }))
             return value;
+      }
     return castTo(castTo(value, lowType), f32);
   }
 
   /// Step 3: a bf16/f16 operand or result of an f32-only op becomes f32.
   void widenF32OnlyOps(func::FuncOp func) {
     SmallVector<Operation *> ops;
-    func.walk([&](Operation *op) {
-      if (!needsF32(op))
-        return;
-      auto isLow = [](Value v) {
-        Type t = elementTypeOf(v);
-        return t && isLowFloat(t);
-      };
-      if (llvm::any_of(op->getOperands(), isLow) ||
-          llvm::any_of(op->getResults(), isLow))
-        ops.push_back(op);
-    });
+    auto isLow = [](Value v) {
+      Type t = elementTypeOf(v);
+      return t && isLowFloat(t);
+    };
+    for (Operation &op : func.getBody().getOps())
+      if (needsF32(&op) && (llvm::any_of(op.getOperands(), isLow) ||
+                            llvm::any_of(op.getResults(), isLow)))
+        ops.push_back(&op);
     for (Operation *op : ops) {
       for (OpOperand &operand : op->getOpOperands())
         if (Type t = elementTypeOf(operand.get()); t && isLowFloat(t))
@@ -404,8 +445,7 @@ private:
   /// movement then reads and writes half the bytes, and a weight reaches its
   /// cast directly (step 6 folds it).
   void hoistNarrowingCasts(func::FuncOp func) {
-    SmallVector<CastOp> worklist;
-    func.walk([&](CastOp cast) { worklist.push_back(cast); });
+    SmallVector<CastOp> worklist(func.getBody().getOps<CastOp>());
     while (!worklist.empty()) {
       CastOp cast = worklist.pop_back_val();
       Type to = cast.getType().getElementType();
@@ -449,11 +489,17 @@ private:
   /// (or x), a cast to its own type disappears, casts of one value to one
   /// type merge, and unused casts go.
   void cleanUpCasts(func::FuncOp func) {
+    // Only the function body: a kiln.fusion region (when the pass runs after
+    // kiln-fuse) is a kernel already formed, left as it is.
+    auto collect = [&](SmallVectorImpl<CastOp> &casts) {
+      for (auto cast : func.getBody().getOps<CastOp>())
+        casts.push_back(cast);
+    };
     bool changed = true;
     while (changed) {
       changed = false;
       SmallVector<CastOp> casts;
-      func.walk([&](CastOp cast) { casts.push_back(cast); });
+      collect(casts);
       for (CastOp cast : casts) {
         if (cast.getInput().getType() == cast.getType()) {
           cast.replaceAllUsesWith(cast.getInput());
@@ -472,7 +518,7 @@ private:
         changed = true;
       }
       casts.clear();
-      func.walk([&](CastOp cast) { casts.push_back(cast); });
+      collect(casts);
       for (CastOp cast : llvm::reverse(casts))
         if (cast->use_empty()) {
           cast.erase();
@@ -482,25 +528,26 @@ private:
     // Merge: the first cast of a value to a type (moved next to the value's
     // definition) serves every use.
     llvm::MapVector<std::pair<Value, Type>, SmallVector<CastOp>> groups;
-    func.walk([&](CastOp cast) {
+    SmallVector<CastOp> casts;
+    collect(casts);
+    for (CastOp cast : casts)
       groups[{cast.getInput(), cast.getType()}].push_back(cast);
-    });
-    for (auto &[key, casts] : groups) {
-      if (casts.size() < 2)
+    for (auto &[key, group] : groups) {
+      if (group.size() < 2)
         continue;
       Value input = key.first;
       Block *block = input.getDefiningOp()
                          ? input.getDefiningOp()->getBlock()
                          : cast<BlockArgument>(input).getOwner();
-      if (llvm::any_of(casts,
+      if (llvm::any_of(group,
                        [&](CastOp c) { return c->getBlock() != block; }))
         continue;
-      CastOp keep = casts.front();
+      CastOp keep = group.front();
       if (Operation *def = input.getDefiningOp())
         keep->moveAfter(def);
       else
         keep->moveBefore(&block->front());
-      for (CastOp other : ArrayRef(casts).drop_front()) {
+      for (CastOp other : ArrayRef(group).drop_front()) {
         other.replaceAllUsesWith(keep.getResult());
         other.erase();
       }
@@ -514,6 +561,7 @@ private:
     SymbolTable symbols(module);
     llvm::DenseMap<std::pair<Operation *, int>, ml_program::GlobalOp> made;
     llvm::SetVector<Operation *> sources;
+    SmallVector<Operation *> replaced;
     module.walk([&](CastOp cast) {
       Type to = cast.getType().getElementType();
       Value input = cast.getInput();
@@ -529,6 +577,18 @@ private:
         input = round.getInput();
         conversion = WeightConversion::RoundToTF32;
       } else {
+        return;
+      }
+      if (auto constant = input.getDefiningOp<ConstantOp>()) {
+        // A constant in the IR (small, or a splat): fold the conversion in
+        // place.
+        if (DenseElementsAttr converted = convertConstant(
+                constant.getValue(), cast.getType(), conversion)) {
+          OpBuilder b(cast);
+          cast.replaceAllUsesWith(
+              ConstantOp::create(b, cast.getLoc(), converted).getResult());
+          replaced.push_back(cast);
+        }
         return;
       }
       auto load = input.getDefiningOp<ml_program::GlobalLoadConstOp>();
@@ -557,6 +617,11 @@ private:
             convertWeight(*bits, type, conversion, name),
             global.getSymVisibilityAttr());
         symbols.insert(converted); // renames on a clash
+        // tf32 values keep the f32 type: say so, for a second run (which
+        // may not see the data, e.g. printed with weights elided).
+        if (conversion == WeightConversion::RoundToTF32)
+          converted->setAttr(kTf32RoundedAttr,
+                             UnitAttr::get(module.getContext()));
         sources.insert(global);
       }
       OpBuilder b(cast);
@@ -566,19 +631,23 @@ private:
       // The cast, and the load and rounding cast before it, are erased
       // below once unused.
       cast.replaceAllUsesWith(replacement);
+      replaced.push_back(cast);
     });
-    // Unused casts and loads (the walk above left them) and unread globals.
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      SmallVector<Operation *> dead;
-      module.walk([&](Operation *op) {
-        if (isa<CastOp, ml_program::GlobalLoadConstOp>(op) && op->use_empty())
-          dead.push_back(op);
-      });
-      for (Operation *op : dead)
-        op->erase();
-      changed = !dead.empty();
+    // The replaced casts, and the loads, constants and rounding casts they
+    // read once unused (only those: other dead ops are not this pass's).
+    for (size_t i = 0; i < replaced.size(); ++i) {
+      Operation *op = replaced[i];
+      if (!op->use_empty())
+        continue;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (isa<CastOp, ConstantOp, ml_program::GlobalLoadConstOp>(def) &&
+              !llvm::is_contained(replaced, def))
+            replaced.push_back(def);
+      op->dropAllUses();
+      op->erase();
+      replaced[i] = nullptr;
+      // Keep scanning: entries after i may now be unused.
     }
     for (Operation *global : sources)
       if (SymbolTable::symbolKnownUseEmpty(global, module))

@@ -51,7 +51,7 @@ func.func @matmul_weight(%x: tensor<4x3xf32>) -> tensor<4x2xf32> {
 
 // tf32: operands stay f32, rounded by a cast pair; the weight's values are
 // rounded at compile time (1/3 = 0x3EAAAAAB -> 0x3EAAA000).
-// TF32-LABEL:    ml_program.global private @w_tf32(dense_resource<w_tf32> : tensor<3x2xf32>)
+// TF32-LABEL:    ml_program.global private @w_tf32(dense_resource<w_tf32> : tensor<3x2xf32>) : tensor<3x2xf32> {kiln.tf32_rounded}
 // TF32-LABEL:    func.func @matmul_weight(
 // TF32-SAME:         %[[X:.*]]: tensor<4x3xf32>)
 // TF32:            %[[R:.*]] = kiln.cast %[[X]] : tensor<4x3xf32> -> tensor<4x3xtf32>
@@ -227,3 +227,22 @@ func.func @io_other_types(%d: tensor<2xf64>, %i: tensor<2xi32>) -> (tensor<2xf64
 // IO-LABEL:      func.func @io_other_types(
 // IO-SAME:           tensor<2xf64>, %{{.*}}: tensor<2xi32>) -> (tensor<2xf64>, tensor<2xi32>)
 // IO-NOT:          kiln.cast
+
+// -----
+
+// A weight that is a constant in the IR (a splat, as ConstantOfShape
+// imports) is converted in place: no cast is left to run.
+func.func @constant_weight(%x: tensor<2x3xf32>) -> tensor<2x4xf32> {
+  %w = kiln.constant dense<0.333333343> : tensor<3x4xf32>
+  %y = kiln.matmul %x, %w : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+// CHECK-LABEL:   func.func @constant_weight(
+// BF16-DAG:        %[[W:.*]] = kiln.constant dense<3.339840e-01> : tensor<3x4xbf16>
+// FP16-DAG:        %[[W:.*]] = kiln.constant dense<3.332520e-01> : tensor<3x4xf16>
+// CHECK-DAG:       %[[XL:.*]] = kiln.cast %{{.*}} : tensor<2x3xf32>
+// CHECK:           kiln.matmul %[[XL]], %[[W]]
+// IO-LABEL:      func.func @constant_weight(
+// TF32-LABEL:    func.func @constant_weight(
+// TF32-DAG:        %[[W:.*]] = kiln.constant dense<0.333251953> : tensor<3x4xf32>
+// TF32:            kiln.matmul %{{.*}}, %[[W]] : tensor<2x3xf32>, tensor<3x4xf32>

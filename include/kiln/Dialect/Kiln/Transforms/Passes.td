@@ -177,7 +177,9 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       `ml_program.global` becomes a load of a new global (`@w_bf16`,
       `@w_f16`, `@w_tf32`) holding the converted values, computed at compile
       time with round-to-nearest-even; the `f32` global is erased when
-      nothing else reads it. No kernel converts weights at run time. (A
+      nothing else reads it. A cast of a `kiln.constant` (a splat, as
+      `ConstantOfShape` imports) folds into a converted constant. No kernel
+      converts weights at run time. (A
       tf32 global keeps type `f32` and carries `kiln.tf32_rounded`, so a
       second run does not round it again.)
     - **Inputs and outputs** keep their declared types. `io-precision`
@@ -187,7 +189,8 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
 
     `precision=fp32` without `io-precision` changes nothing. Running the
     pass a second time changes nothing. The pass is a module pass because
-    the weight rule adds globals.
+    the weight rule adds globals. It rewrites function bodies, never the
+    inside of a `kiln.fusion` region (a kernel already formed).
 
     Example (`precision=bf16`):
 
