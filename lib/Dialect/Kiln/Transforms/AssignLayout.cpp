@@ -122,21 +122,22 @@ Value padLastDim(OpBuilder &b, Location loc, Value value, int64_t extra) {
 /// Zero channels add nothing to a convolution's sums, so padding the input
 /// and the filter alike leaves the result as it was.
 void padInputChannels(func::FuncOp func, int64_t multiple) {
-  func.walk([&](ConvOp conv) {
+  for (auto conv :
+       llvm::make_early_inc_range(func.getBody().getOps<ConvOp>())) {
     if (conv.getDataFormat() != DataFormat::ChannelsLast ||
         conv.getGroups() != 1)
-      return;
+      continue;
     RankedTensorType inputType = conv.getInput().getType();
     int64_t channels = inputType.getDimSize(inputType.getRank() - 1);
     if (ShapedType::isDynamic(channels) || channels % multiple == 0)
-      return;
+      continue;
     int64_t extra = llvm::alignTo(channels, multiple) - channels;
     OpBuilder b(conv);
     conv.getInputMutable().assign(
         padLastDim(b, conv.getLoc(), conv.getInput(), extra));
     conv.getFilterMutable().assign(
         padLastDim(b, conv.getLoc(), conv.getFilter(), extra));
-  });
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -355,7 +356,8 @@ public:
   void run() {
     SmallVector<Operation *> candidates;
     module.walk([&](Operation *op) {
-      if (isa<TransposeOp, PadOp>(op) && isCompileTimeValue(op->getResult(0)))
+      if (isa<TransposeOp, PadOp>(op) && isa<func::FuncOp>(op->getParentOp()) &&
+          isCompileTimeValue(op->getResult(0)))
         candidates.push_back(op);
     });
     // Program order: an inner transpose is folded before the pad that reads
@@ -421,7 +423,7 @@ private:
       module.walk([&](Operation *op) {
         if (isa<TransposeOp, PadOp, ReshapeOp, ConstantOp,
                 ml_program::GlobalLoadConstOp>(op) &&
-            op->use_empty())
+            isa<func::FuncOp>(op->getParentOp()) && op->use_empty())
           dead.push_back(op);
       });
       for (Operation *op : dead)
@@ -457,6 +459,9 @@ private:
 struct AssignLayoutPass : kiln::impl::AssignLayoutPassBase<AssignLayoutPass> {
   using Base::Base;
 
+  /// Rounds of propagation before the pass gives up (a few are needed).
+  static constexpr int kMaxRounds = 32;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::optional<bool> tensorCores =
@@ -491,16 +496,32 @@ struct AssignLayoutPass : kiln::impl::AssignLayoutPassBase<AssignLayoutPass> {
     RewritePatternSet patterns(&getContext());
     populateLayoutPropagationPatterns(patterns, *target);
     FrozenRewritePatternSet frozen(std::move(patterns));
+    // The patterns fold transposes and reshapes themselves; generic folding
+    // would also rewrite ops this pass has no business with (and the
+    // contents of kiln.fusion regions), so it is off, and only the
+    // function's top-level ops (and the ops the patterns create) are visited.
     GreedyRewriteConfig config;
-    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled)
+        .enableFolding(false)
+        .enableConstantCSE(false)
+        .setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
       convertLayoutSensitiveOps(func, *target);
-      if (failed(applyPatternsGreedily(func, frozen, config))) {
-        func.emitError("kiln-assign-layout: layout propagation did not "
-                       "converge");
-        return signalPassFailure();
+      // One driver run visits the top-level ops once each; rounds repeat
+      // until nothing changes (a hoisted transpose is a new top-level op).
+      bool changed = true;
+      for (int round = 0; changed; ++round) {
+        SmallVector<Operation *> ops;
+        for (Operation &op : func.getBody().getOps())
+          ops.push_back(&op);
+        if (round == kMaxRounds ||
+            failed(applyOpPatternsGreedily(ops, frozen, config, &changed))) {
+          func.emitError("kiln-assign-layout: layout propagation did not "
+                         "converge");
+          return signalPassFailure();
+        }
       }
       if (*target == DataFormat::ChannelsLast && channelMultiple > 1)
         padInputChannels(func, channelMultiple);

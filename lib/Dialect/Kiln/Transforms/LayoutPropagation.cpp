@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -106,6 +107,42 @@ bool isElementwise(Operation *op) {
              OrOp, XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
              GreaterEqualOp, SelectOp>(op);
 }
+
+/// The folders of transpose (composition, identity, constants) and reshape
+/// (chains, identity, constants), run as a pattern: the pass turns generic
+/// folding off so that it changes no other op.
+template <typename OpTy> struct FoldDataMovement : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    Attribute input;
+    matchPattern(op->getOperand(0), m_Constant(&input));
+    SmallVector<OpFoldResult> results;
+    rewriter.startOpModification(op);
+    if (failed(op->fold(ArrayRef<Attribute>{input}, results)) ||
+        results.empty()) {
+      rewriter.cancelOpModification(op);
+      return failure();
+    }
+    OpFoldResult folded = results.front();
+    if (auto value = dyn_cast<Value>(folded);
+        value && value == op.getResult()) {
+      rewriter.finalizeOpModification(op); // folded in place
+      return success();
+    }
+    rewriter.finalizeOpModification(op);
+    Value replacement = dyn_cast<Value>(folded);
+    if (!replacement) {
+      auto elements = dyn_cast<ElementsAttr>(cast<Attribute>(folded));
+      if (!elements)
+        return failure();
+      replacement = ConstantOp::create(rewriter, op.getLoc(), elements);
+    }
+    rewriter.replaceOp(op, replacement);
+    return success();
+  }
+};
 
 /// A transpose that only moves unit dimensions keeps every element where it
 /// is: it is a reshape, which costs no kernel. (A layout transpose of a
@@ -649,7 +686,8 @@ private:
 
 void layout::populateLayoutPropagationPatterns(RewritePatternSet &patterns,
                                                DataFormat target) {
-  patterns.add<TransposeOfUnitDimsToReshape>(patterns.getContext());
+  patterns.add<TransposeOfUnitDimsToReshape, FoldDataMovement<TransposeOp>,
+               FoldDataMovement<ReshapeOp>>(patterns.getContext());
   patterns.add<SinkLayoutTranspose, HoistLayoutTranspose>(patterns.getContext(),
                                                           target);
   if (target == DataFormat::ChannelsLast)
