@@ -96,7 +96,6 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
     }
     // becomes
     func.func @main(%x: tensor<1x3x32x32xf32>) -> tensor<1x16x16x16xf32> {
-      %b = kiln.constant dense<0.5> : tensor<1x1x1x16xf32>
       %t = kiln.transpose %x {permutation = array<i64: 0, 2, 3, 1>}
           : tensor<1x3x32x32xf32> -> tensor<1x32x32x3xf32>
       %xp = kiln.pad <constant> %t {low = array<i64: 0, 0, 0, 0>, high = array<i64: 0, 0, 0, 5>}
@@ -104,6 +103,7 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
       %w = ml_program.global_load_const @w_nhwc_pad : tensor<16x3x3x8xf32>
       %c = kiln.conv %xp, %w {..., data_format = #kiln.data_format<nhwc>}
           : (tensor<1x32x32x8xf32>, tensor<16x3x3x8xf32>) -> tensor<1x32x32x16xf32>
+      %b = kiln.constant dense<0.5> : tensor<1x1x1x16xf32>
       %a = kiln.add %c, %b : tensor<1x32x32x16xf32>, tensor<1x1x1x16xf32> -> tensor<1x32x32x16xf32>
       %r = kiln.relu %a : tensor<1x32x32x16xf32>
       %p = kiln.pool <max> %r {..., data_format = #kiln.data_format<nhwc>}
