@@ -323,8 +323,21 @@ private:
     for (Group &g : groups)
       if (g.alive)
         clonePulled(g);
+    // Members whose every user now reads a copy are dead: drop them before
+    // they are moved into a region.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Group &g : groups)
+        for (Operation *op : llvm::make_early_inc_range(llvm::reverse(g.ops)))
+          if (op->use_empty() && isCheap(roleOf(op))) {
+            llvm::erase(g.ops, op);
+            groupOf.erase(op);
+            op->erase();
+            changed = true;
+          }
+    }
     for (Group &g : groups) {
-      if (!g.alive)
+      if (!g.alive || g.ops.empty())
         continue;
       // A cheap group every user cloned has no value left to store.
       SmallVector<Value> results = escaping(g);
