@@ -61,8 +61,22 @@ func.func @softmax(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
 // -----
 
 // Padding becomes a guarded read: inside the source, its element; outside,
-// the padding value.
+// the padding value. The window loops (kh, kw) are outermost, so the guard
+// is computed outside the loop over input channels, which is innermost.
 // CHECK-LABEL: func.func @pad_into_conv(
+// CHECK:         linalg.generic
+// CHECK:           scf.for %[[KH:.*]] = %c0 to %c3
+// CHECK:             scf.for %[[KW:.*]] = %c0 to %c3
+// CHECK:               %[[IN:.*]] = arith.andi
+// CHECK:               scf.for %[[C:.*]] = %c0 to %c2
+// CHECK-NOT:             arith.andi
+// CHECK:                 scf.if %[[IN]] -> (f32) {
+// CHECK:                   tensor.extract %arg0[%c0, %[[C]],
+// CHECK:                 } else {
+// CHECK:                   scf.yield %{{.*}} : f32
+// CHECK:                 }
+// CHECK:                 tensor.extract %arg1[%{{.*}}, %[[C]], %[[KH]], %[[KW]]]
+func.func @pad_into_conv(
 // CHECK:         linalg.generic
 // CHECK:           scf.for
 // CHECK:             scf.for
