@@ -65,10 +65,11 @@ func.func @softmax(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
 // is computed outside the loop over input channels, which is innermost.
 // CHECK-LABEL: func.func @pad_into_conv(
 // CHECK:         linalg.generic
-// CHECK:           scf.for %[[KH:.*]] = %c0 to %c3
-// CHECK:             scf.for %[[KW:.*]] = %c0 to %c3
+// CHECK:           scf.for %[[KH:[^ ]*]] = %c0 to %c3
+// CHECK:             scf.for %[[KW:[^ ]*]] = %c0 to %c3
+// CHECK:               arith.andi
 // CHECK:               %[[IN:.*]] = arith.andi
-// CHECK:               scf.for %[[C:.*]] = %c0 to %c2
+// CHECK:               scf.for %[[C:[^ ]*]] = %c0 to %c2
 // CHECK-NOT:             arith.andi
 // CHECK:                 scf.if %[[IN]] -> (f32) {
 // CHECK:                   tensor.extract %arg0[%c0, %[[C]],
@@ -76,17 +77,6 @@ func.func @softmax(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
 // CHECK:                   scf.yield %{{.*}} : f32
 // CHECK:                 }
 // CHECK:                 tensor.extract %arg1[%{{.*}}, %[[C]], %[[KH]], %[[KW]]]
-func.func @pad_into_conv(
-// CHECK:         linalg.generic
-// CHECK:           scf.for
-// CHECK:             scf.for
-// CHECK:               scf.for
-// CHECK:                 arith.andi
-// CHECK:                 scf.if %{{.*}} -> (f32) {
-// CHECK:                   tensor.extract %arg0
-// CHECK:                 } else {
-// CHECK:                   scf.yield %{{.*}} : f32
-// CHECK:                 }
 func.func @pad_into_conv(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x3x3xf32>) -> tensor<1x2x4x4xf32> {
   %0 = kiln.fusion "conv" -> tensor<1x2x4x4xf32> {
     %c = kiln.conv %x, %w {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x3x3xf32>) -> tensor<1x2x4x4xf32>
