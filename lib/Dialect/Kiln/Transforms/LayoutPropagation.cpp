@@ -147,6 +147,28 @@ template <typename OpTy> struct FoldDataMovement : OpRewritePattern<OpTy> {
 /// A transpose that only moves unit dimensions keeps every element where it
 /// is: it is a reshape, which costs no kernel. (A layout transpose of a
 /// [N, C, 1, 1] tensor with N = 1 is one: global pooling's result.)
+/// `operand` of an op of rank `rank` (numpy-broadcast, so it may have fewer
+/// dims) as seen by the same op permuted by `to`: unchanged when it is all
+/// ones, reshaped when the permutation only relabels its dims, else (reshaped
+/// to full rank and) transposed.
+Value permuteOperand(PatternRewriter &rewriter, Location loc, Value operand,
+                     int64_t rank, ArrayRef<int64_t> to) {
+  auto type = cast<RankedTensorType>(operand.getType());
+  SmallVector<int64_t> extended(rank - type.getRank(), 1);
+  llvm::append_range(extended, type.getShape());
+  if (llvm::all_of(extended, [](int64_t d) { return d == 1; }))
+    return operand;
+  auto extendedType = RankedTensorType::get(extended, type.getElementType());
+  if (isRelabeling(extended, to))
+    return ReshapeOp::create(rewriter, loc, permuteType(extendedType, to),
+                             operand);
+  Value full = operand;
+  if (type.getRank() < rank)
+    full = ReshapeOp::create(rewriter, loc, extendedType, operand);
+  return TransposeOp::create(rewriter, loc, full,
+                             rewriter.getDenseI64ArrayAttr(to));
+}
+
 struct TransposeOfUnitDimsToReshape : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -427,25 +449,7 @@ private:
         operands.push_back(input);
         continue;
       }
-      auto type = cast<RankedTensorType>(operand.getType());
-      SmallVector<int64_t> extended(rank - type.getRank(), 1);
-      llvm::append_range(extended, type.getShape());
-      if (llvm::all_of(extended, [](int64_t d) { return d == 1; })) {
-        operands.push_back(operand);
-        continue;
-      }
-      auto extendedType =
-          RankedTensorType::get(extended, type.getElementType());
-      RankedTensorType permuted = permuteType(extendedType, to);
-      if (isRelabeling(extended, to)) {
-        operands.push_back(ReshapeOp::create(rewriter, loc, permuted, operand));
-        continue;
-      }
-      Value full = operand;
-      if (type.getRank() < rank)
-        full = ReshapeOp::create(rewriter, loc, extendedType, operand);
-      operands.push_back(TransposeOp::create(
-          rewriter, loc, full, rewriter.getDenseI64ArrayAttr(to)));
+      operands.push_back(permuteOperand(rewriter, loc, operand, rank, to));
     }
     Operation *clone = rewriter.clone(*op);
     clone->setOperands(operands);
@@ -651,25 +655,7 @@ public:
     Location loc = producer->getLoc();
     SmallVector<Value> operands;
     for (Value operand : producer->getOperands()) {
-      auto type = cast<RankedTensorType>(operand.getType());
-      SmallVector<int64_t> extended(rank - type.getRank(), 1);
-      llvm::append_range(extended, type.getShape());
-      if (llvm::all_of(extended, [](int64_t d) { return d == 1; })) {
-        operands.push_back(operand);
-        continue;
-      }
-      auto extendedType =
-          RankedTensorType::get(extended, type.getElementType());
-      RankedTensorType permuted = permuteType(extendedType, to);
-      if (isRelabeling(extended, to)) {
-        operands.push_back(ReshapeOp::create(rewriter, loc, permuted, operand));
-        continue;
-      }
-      Value full = operand;
-      if (type.getRank() < rank)
-        full = ReshapeOp::create(rewriter, loc, extendedType, operand);
-      operands.push_back(TransposeOp::create(
-          rewriter, loc, full, rewriter.getDenseI64ArrayAttr(to)));
+      operands.push_back(permuteOperand(rewriter, loc, operand, rank, to));
     }
     Operation *clone = rewriter.clone(*producer);
     clone->setOperands(operands);
