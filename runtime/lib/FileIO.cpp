@@ -68,6 +68,18 @@ Expected<AtomicFileWriter> AtomicFileWriter::create(const std::string &path) {
     return makeError("cannot write '{}': not a file name", path);
   if (directory.empty())
     directory = "/";
+  // A destination that exists but is not a regular file (/dev/null, a pipe,
+  // /dev/stdout) is written in place: renaming over it would replace the
+  // device node, and a pipe has no partial file to protect.
+  struct stat existing;
+  if (::stat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
+    if (S_ISDIR(existing.st_mode))
+      return makeError("cannot write '{}': it is a directory", path);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return makeError("cannot write '{}': {}", path, errnoMessage(errno));
+    return AtomicFileWriter(path, /*tempPath=*/"", fd);
+  }
   std::string tempPath = fmt::format("{}/.{}.tmp.XXXXXX", directory, base);
   int fd = ::mkostemp(tempPath.data(), O_CLOEXEC);
   if (fd < 0)
@@ -128,12 +140,15 @@ Error AtomicFileWriter::writeZeros(size_t size) {
 Error AtomicFileWriter::commit() {
   if (fd < 0)
     return makeError("cannot write '{}': the file is closed", path);
-  if (::fsync(fd) != 0)
+  // In-place writes (no temporary) go to devices and pipes: nothing to sync.
+  if (!tempPath.empty() && ::fsync(fd) != 0)
     return makeError("cannot write '{}': {}", path, errnoMessage(errno));
   int result = ::close(fd);
   fd = -1;
   if (result != 0)
     return makeError("cannot write '{}': {}", path, errnoMessage(errno));
+  if (tempPath.empty())
+    return Error::success();
   if (::rename(tempPath.c_str(), path.c_str()) != 0)
     return makeError("cannot rename '{}' to '{}': {}", tempPath, path,
                      errnoMessage(errno));

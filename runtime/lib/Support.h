@@ -84,7 +84,8 @@ public:
 
   Error write(const void *data, size_t size);
   Error writeZeros(size_t size);
-  /// Flushes, closes and renames over the destination.
+  /// Flushes, closes and renames over the destination. A destination that
+  /// exists and is not a regular file (/dev/null, a pipe) is written in place.
   Error commit();
 
 private:

@@ -303,6 +303,7 @@ int main(int argc, char **argv) {
   // what fusion saves.
   std::string diagnostic;
   std::optional<kiln::KernelStats> fused, unfused;
+  OwningOpRef<ModuleOp> artifactModule;
   {
     ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
       if (diagnostic.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
@@ -331,16 +332,25 @@ int main(int argc, char **argv) {
         return failedWith();
       unfused = kiln::estimateKernelStats(*copy);
     }
-    bool pastGpu = lastPhase > kiln::Phase::Gpu;
-    if (failed(runPhases(**module, kiln::Phase::Kiln,
-                         pastGpu ? kiln::Phase::Gpu : lastPhase,
-                         pipelineOptions)))
-      return failedWith();
-    if (stats)
-      fused = kiln::estimateKernelStats(**module);
-    if (pastGpu && failed(runPhases(**module, kiln::Phase::Llvm, lastPhase,
-                                    pipelineOptions)))
-      return failedWith();
+    // The fused statistics are read at the gpu phase and the artifact's at
+    // ptx; when the requested output stops earlier, a copy goes all the way.
+    if (stats && lastPhase < kiln::Phase::Ptx)
+      artifactModule = (**module).clone();
+    for (ModuleOp m : {**module, artifactModule ? *artifactModule : nullptr}) {
+      if (!m)
+        continue;
+      kiln::Phase last = m == **module ? lastPhase : kiln::Phase::Ptx;
+      bool pastGpu = last > kiln::Phase::Gpu;
+      if (failed(runPhases(m, kiln::Phase::Kiln,
+                           pastGpu ? kiln::Phase::Gpu : last,
+                           pipelineOptions)))
+        return failedWith();
+      if (stats && pastGpu)
+        fused = kiln::estimateKernelStats(m);
+      if (pastGpu &&
+          failed(runPhases(m, kiln::Phase::Llvm, last, pipelineOptions)))
+        return failedWith();
+    }
   }
 
   if (output == Output::Artifact || stats) {
@@ -349,8 +359,9 @@ int main(int argc, char **argv) {
     artifactOptions.ptxasPath = kiln::defaultPtxasPath();
     artifactOptions.compilerOptions = commandLine;
     kiln::ArtifactStats artifactStats;
-    auto artifact =
-        kiln::buildArtifact(**module, artifactOptions, &artifactStats);
+    auto artifact = kiln::buildArtifact(
+        artifactModule ? *artifactModule : **module, artifactOptions,
+        &artifactStats);
     if (!artifact)
       return error(inputFile + ": " + llvm::toString(artifact.takeError()));
     if (stats) {

@@ -245,6 +245,10 @@ def whole_model(args):
         errors.append(rel_err(got, ref))
         if ref.size == ref.shape[1]:  # [1, classes(, 1, 1)]
             agree.append(np.argmax(got) == np.argmax(ref))
+        if args.progress:
+            print(f"  input {i}: rel-err {errors[-1]:.3e}"
+                  + (f", top-1 {'same' if agree[-1] else 'DIFFERENT'}"
+                     if agree else ""), flush=True)
     seconds = (time.monotonic() - start) / max(args.inputs, 1)
     return report(args, name, errors, np.array(agree, dtype=bool), seconds)
 
@@ -279,6 +283,8 @@ def main():
     ap.add_argument("--io-precision", default="",
                     help="kilnc --io-precision (rounding mode: fp16 only)")
     ap.add_argument("--inputs", type=int, default=1)
+    ap.add_argument("--progress", action="store_true",
+                    help="model mode: a line per input as it completes")
     ap.add_argument("--int-high", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()

@@ -4,6 +4,10 @@
 
 #include <gmock/gmock.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace kiln::runtime;
 using namespace kiln::runtime::test;
 using ::testing::HasSubstr;
@@ -199,6 +203,40 @@ TEST(ArtifactTest, WriterRefusesInvalidArtifactAndKeepsOldFile) {
               HasSubstr("launch 1: kernel index 7 is out of range"));
   EXPECT_EQ(readBytes(path), old);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"model.kiln"});
+}
+
+// `kilnc -o /dev/null` must not rename a temporary over the device node: a
+// destination that is not a regular file is written in place. A FIFO stands
+// in for /dev/null (a regression would only replace the FIFO).
+TEST(ArtifactTest, WriterWritesANonRegularDestinationInPlace) {
+  TempDir dir;
+  std::string file = dir.file("model.kiln");
+  ASSERT_EQ(errorOf(writeArtifact(makeAddScaleArtifact(), file)), "<success>");
+  std::vector<uint8_t> expected = readBytes(file);
+  std::string pipe = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  // Open the read end first (non-blocking) so the writer's open succeeds,
+  // and make the pipe large enough that the writer never blocks.
+  int readEnd = ::open(pipe.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(readEnd, 0);
+  ASSERT_GE(::fcntl(readEnd, F_SETPIPE_SZ, 1 << 20), int(expected.size()));
+  ASSERT_EQ(errorOf(writeArtifact(makeAddScaleArtifact(), pipe)), "<success>");
+  std::vector<uint8_t> received(expected.size() + 1);
+  ssize_t got = ::read(readEnd, received.data(), received.size());
+  ::close(readEnd);
+  ASSERT_EQ(got, ssize_t(expected.size()));
+  received.resize(got);
+  EXPECT_EQ(received, expected);
+  struct stat status;
+  ASSERT_EQ(::stat(pipe.c_str(), &status), 0);
+  EXPECT_TRUE(S_ISFIFO(status.st_mode));
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"model.kiln", "pipe"}));
+}
+
+TEST(ArtifactTest, WriterRefusesADirectory) {
+  TempDir dir;
+  EXPECT_THAT(errorOf(writeArtifact(makeAddScaleArtifact(), dir.path)),
+              HasSubstr("is a directory"));
 }
 
 TEST(ArtifactTest, WriterReportsUnwritableDirectory) {
