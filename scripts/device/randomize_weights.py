@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replaces a model's constant weights with seeded random ones.
 
-Usage: randomize_weights.py IN.onnx OUT.onnx [--seed 0]
+Usage: randomize_weights.py IN.onnx OUT.onnx [--seed 0] [--portable]
 
 The light models build their weights with ConstantOfShape (every element the
 same), which hides indexing bugs: a kernel that reads the wrong element of a
@@ -9,8 +9,15 @@ splat still gets the right value. This turns each ConstantOfShape output and
 each float initializer into an initializer of seeded random values, scaled so
 activations stay in range: weights ~ N(0, 1/fan_in), BatchNormalization
 variances in [0.5, 1.5], scales near 1, biases and means small.
+
+--portable draws from scripts/device/portable_random.py instead of numpy's
+Generator: the same bits with any numpy version on any machine (the GPU check
+regenerates the models there), with each normal distribution replaced by the
+uniform one of the same mean and variance.
 """
 import argparse
+import os
+import sys
 
 import numpy as np
 import onnx
@@ -47,9 +54,16 @@ def main():
     ap.add_argument("input")
     ap.add_argument("output")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--portable", action="store_true",
+                    help="platform-independent generator (portable_random.py)")
     args = ap.parse_args()
     model = onnx.load(args.input)
-    rng = np.random.default_rng(args.seed)
+    if args.portable:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from portable_random import PortableRandom
+        rng = PortableRandom(args.seed)
+    else:
+        rng = np.random.default_rng(args.seed)
     roles = role_of(model)
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}

@@ -4,6 +4,7 @@
 Usage: make_encoder.py OUTPUT.onnx [--hidden 256 --heads 4 --ffn 1024
                                     --vocab 1000 --seq 128 --batch 1]
                                    [--external-data] [--dynamic-batch]
+                                   [--portable]
 
 The graph is what exporters emit for one encoder layer: token embedding
 (Gather) plus position embedding, LayerNormalization, Q/K/V projections
@@ -12,27 +13,43 @@ The graph is what exporters emit for one encoder layer: token embedding
 with Reshape [0, 0, -1], output projection, residual Add, LayerNormalization,
 and a feed-forward block with the exact (Erf) GELU. Weights are seeded random
 initializers; --external-data stores them in OUTPUT.onnx.data next to the
-model.
+model. --portable draws them from scripts/device/portable_random.py (the same
+bits with any numpy, on any machine; uniform in place of normal, same mean
+and variance) instead of numpy's Generator.
 """
 import argparse
 import math
 import os
+import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def portable_rng(seed):
+    """scripts/device/portable_random.py, found beside this file (as the GPU
+    check's copy has it) or in the source tree."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [here, os.path.join(here, "..", "..", "..", "..", "scripts", "device")]
+    from portable_random import PortableRandom
+    return PortableRandom(seed)
+
+
 def build(args):
-    rng = np.random.default_rng(0)
+    rng = portable_rng(0) if args.portable else np.random.default_rng(0)
+
+    def normal(shape, std):
+        if args.portable:
+            return rng.normal(0.0, std, shape)
+        return rng.standard_normal(shape) * std
     h, heads, ffn = args.hidden, args.heads, args.ffn
     head_dim = h // heads
     inits = []
     nodes = []
 
     def weight(name, shape, scale=0.02):
-        inits.append(numpy_helper.from_array(
-            (rng.standard_normal(shape) * scale).astype(np.float32), name))
+        inits.append(numpy_helper.from_array(normal(shape, scale).astype(np.float32), name))
         return name
 
     def const_i64(name, values):
@@ -51,7 +68,7 @@ def build(args):
 
     def layer_norm(x, prefix):
         inits.append(numpy_helper.from_array(
-            (1 + 0.1 * rng.standard_normal(h)).astype(np.float32), prefix + ".gamma"))
+            (1 + normal((h,), 0.1)).astype(np.float32), prefix + ".gamma"))
         return node("LayerNormalization", [x, prefix + ".gamma",
                                            weight(prefix + ".beta", (h,))],
                     axis=-1, epsilon=1e-12)
@@ -122,6 +139,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--external-data", action="store_true")
     ap.add_argument("--dynamic-batch", action="store_true")
+    ap.add_argument("--portable", action="store_true")
     args = ap.parse_args()
     model = build(args)
     if args.external_data:
