@@ -1,41 +1,38 @@
 #!/usr/bin/env bash
 #===- prepare.sh - Build what the GPU check carries, on this machine -------===#
 #
-# Usage: scripts/device/prepare.sh [MODEL...]   (default: the set that fits)
+# Usage: scripts/device/prepare.sh [--dry-run] [--no-strip]
 #
-# The device machine has no LLVM/MLIR and no network: everything it needs is
-# built here into device-check/ (git-ignored): kiln-run, one artifact per
-# model compiled from seeded random weights, a seeded input, and the
-# onnxruntime (CPU, fp32) reference output on that input. The device tool
-# carries at most 64 MiB, which rules out VGG-19, AlexNet and ZFNet-512 (their
-# weights alone exceed it); the default set is ResNet-50, SqueezeNet,
-# ShuffleNet and the encoder layer (~62 MB).
+# The device machine has no LLVM/MLIR and no network, and the device tool
+# carries at most 64 MiB (the working tree included): everything the GPU
+# check needs is built here into device-check/ (git-ignored), without the
+# weights. ResNet-50's random fp32 weights alone are ~100 MB, so the
+# artifacts are compiled with `kilnc --strip-weights` and the check
+# regenerates the seeded random models there with the portable generator
+# (scripts/device/portable_random.py: the same bits under another numpy) and
+# binds their initializers with `kiln-run --weights`. prepare.py records a
+# SHA-256 per initializer, which the check verifies before binding.
+#
+# Contents (scripts/device/prepare.py says more): bin/kiln-run, scripts/,
+# the light ONNX models used, manifest.json, and artifacts for ResNet-50 and
+# the encoder layer at batch 32 ({fp32, bf16} x {fused, unfused}) plus the
+# batch-1 numerics of ResNet-50, SqueezeNet, ShuffleNet and the encoder.
+# --dry-run packs the small set that `scripts/device-check.sh --dry-run`
+# runs on the emu device here. Fails if device-check/ is over 60 MiB.
+#
+# Then, with the device tool: run with carry ["device-check"] and command
+# `bash scripts/device-check.sh` (docs/benchmarks.md).
 #
 #===------------------------------------------------------------------------===#
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build="${KILN_BUILD_DIR:-$root/build}"
-out="$root/device-check"
-models=("$@")
-[ ${#models[@]} -gt 0 ] || models=(resnet50 squeezenet shufflenet encoder)
-
-"$root/scripts/build.sh" kilnc kiln-run
-rm -rf "$out" && mkdir -p "$out/bin" "$out/models"
-cp "$build/bin/kiln-run" "$out/bin/"
-cp "$root/scripts/device/compare.py" "$out/"
-light=$(python3 -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light"))')
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-for m in "${models[@]}"; do
-  if [ "$m" = encoder ]; then
-    python3 "$root/test/Frontend/ONNX/models/make_encoder.py" "$tmp/$m.onnx"
-  else
-    python3 "$root/scripts/device/randomize_weights.py" "$light/light_$m.onnx" "$tmp/$m.onnx"
-  fi
-  mkdir -p "$out/models/$m"
-  "$build/bin/kilnc" "$tmp/$m.onnx" -o "$out/models/$m/model.kiln"
-  python3 "$root/scripts/device/make_reference.py" "$tmp/$m.onnx" "$out/models/$m"
-  echo "prepared $m"
-done
-du -sh "$out"
+KILN_BUILD_DIR="$build" "$root/scripts/build.sh" -j "${KILN_JOBS:-2}" kilnc kiln-run
+# kiln-run must run without LLVM there: it links libstdc++ statically and
+# dlopens libcuda.so.1 (docs/runtime.md).
+if ldd "$build/bin/kiln-run" | grep -Eq 'LLVM|MLIR|libstdc\+\+|libcuda'; then
+  echo "prepare.sh: $build/bin/kiln-run links libraries the device machine lacks:" >&2
+  ldd "$build/bin/kiln-run" >&2
+  exit 1
+fi
+python3 "$root/scripts/device/prepare.py" --build "$build" "$@"

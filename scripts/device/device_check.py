@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Runs the artifacts that scripts/device/prepare.sh packed, on the GPU.
+
+Usage: device_check.py [--dir device-check] [--device cuda|emu] [--runs N]
+                       [--warmup N] [--torch auto|cpu|no] [--work DIR]
+                       [--budget SECONDS] [--timeout SECONDS] [--out DIR]
+
+Called by scripts/device-check.sh; see there and docs/benchmarks.md. For each
+model in DIR/manifest.json:
+
+1. regenerate its ONNX model with the portable generator
+   (device_models.py), and check every initializer against the SHA-256 that
+   prepare.sh recorded from the model the artifacts were compiled from (a
+   difference stops that model: its artifacts would run with other weights);
+2. write the initializers as .npy files (export_initializers.py) for
+   `kiln-run --weights`, a seeded input and the onnxruntime fp32 reference
+   (make_reference.py --provider auto);
+3. per artifact: kiln-run once with -o, relative error of the output norm
+   against the reference (compare.py; bound fp32 1e-4, bf16 2e-2), then
+   kiln-run --bench N for the median time per run;
+4. for the benchmark models, the PyTorch eager baselines
+   (torch_baselines.py) on the same input.
+
+Ends with one table (also DIR-independent: --out/table.txt and
+--out/results.json when --out or $OUT is set).
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import device_models  # noqa: E402
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def run(cmd, timeout, logfile=None):
+    """(returncode, combined output); returncode None on a timeout."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=timeout)
+        out, rc = p.stdout, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc = None
+    if logfile:
+        with open(logfile, "w") as f:
+            f.write(" ".join(cmd) + "\n" + out)
+    return rc, out
+
+
+def last_line(text):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:120] if lines else ""
+
+
+def versions():
+    parts = [f"python {platform.python_version()}"]
+    for name in ("numpy", "onnx", "onnxruntime", "torch", "torchvision"):
+        try:
+            module = __import__(name)
+            parts.append(f"{name} {module.__version__}")
+        except Exception:
+            parts.append(f"{name} -")
+    return ", ".join(parts)
+
+
+def gpu_name():
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                            "--format=csv,noheader"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, timeout=30)
+        return p.stdout.strip() or "-"
+    except Exception:
+        return "-"
+
+
+def torch_device(mode, device):
+    """The device for the PyTorch baselines, or (None, why)."""
+    if mode == "no":
+        return None, "PyTorch baselines off (--torch no)"
+    try:
+        import torch
+    except Exception as e:
+        return None, f"PyTorch baselines skipped: no torch ({e})"
+    if device.startswith("cuda"):
+        if torch.cuda.is_available():
+            return "cuda", f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}"
+        if mode != "cpu":
+            return None, "PyTorch baselines skipped: torch sees no CUDA device"
+    if mode == "cpu" or not device.startswith("cuda"):
+        if mode == "cpu":
+            return "cpu", f"PyTorch {torch.__version__} on the CPU (dry run: times are not comparable)"
+        return None, "PyTorch baselines skipped (not on cuda; --torch cpu runs them on the CPU)"
+    return None, "PyTorch baselines skipped"
+
+
+class Check:
+    def __init__(self, args):
+        self.args = args
+        self.dir = os.path.abspath(args.dir)
+        with open(os.path.join(self.dir, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        self.kiln_run = os.path.join(self.dir, "bin", "kiln-run")
+        self.start = time.time()
+        self.rows = []
+
+    def left(self):
+        return self.args.budget - (time.time() - self.start)
+
+    def row(self, model, variant, ms=None, err=None, bound=None, status="", note=""):
+        r = dict(model=model, variant=variant, ms=ms, err=err, bound=bound,
+                 status=status, note=note)
+        self.rows.append(r)
+        ms_s = f"{ms:.3f} ms" if ms is not None else "-"
+        err_s = f"{err:.2e}" if err is not None else "-"
+        log(f"  {model:18s} {variant:26s} {ms_s:>12s} {err_s:>9s} {status} {note}")
+
+    def kiln_variant(self, m, v, work, rundir, weights):
+        a = self.args
+        name = m["name"]
+        art = os.path.join(self.dir, "models", name, v["file"])
+        base = [self.kiln_run, art, "--device", a.device]
+        if v.get("stripped"):
+            base += ["--weights", weights]
+        with open(os.path.join(rundir, "inputs", "names.txt")) as f:
+            for line in f:
+                if line.strip():
+                    gname, file = line.rstrip("\n").split("\t")
+                    base += ["-i", f"{gname}={os.path.join(rundir, 'inputs', file)}"]
+        out = os.path.join(work, "out-" + v["name"].replace(" ", "-"))
+        shutil.rmtree(out, ignore_errors=True)
+        if self.left() < 0:
+            return self.row(name, "kiln " + v["name"], status="SKIPPED", note="time budget spent")
+        rc, text = run(base + ["-o", out], a.timeout,
+                       os.path.join(work, f"run-{v['name'].replace(' ', '-')}.log"))
+        if rc != 0:
+            why = "timed out" if rc is None else last_line(text)
+            return self.row(name, "kiln " + v["name"], status="FAIL", note=why)
+        rc, text = run([sys.executable, os.path.join(HERE, "compare.py"),
+                        os.path.join(rundir, "reference"), out], 120)
+        err = float(text.strip().splitlines()[-1]) if rc == 0 else float("inf")
+        status = "ok" if err <= v["bound"] else "MISMATCH"
+        ms, note = None, ""
+        if not v.get("bench", True):
+            note = "not benchmarked"
+        elif self.left() < 0:
+            note = "bench skipped: time budget spent"
+        else:
+            rc, text = run(base + ["--bench", str(a.runs), "--warmup", str(a.warmup)],
+                           a.timeout, os.path.join(work, f"bench-{v['name'].replace(' ', '-')}.log"))
+            found = re.search(r"per run: median ([0-9.]+) ms", text)
+            if rc == 0 and found:
+                ms = float(found.group(1))
+            else:
+                note = "bench " + ("timed out" if rc is None else "failed: " + last_line(text))
+        self.row(name, "kiln " + v["name"], ms, err, v["bound"], status, note)
+
+    def model(self, m, tdev):
+        a = self.args
+        name = m["name"]
+        work = os.path.join(a.work, name)
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        onnx_path = os.path.join(work, "model.onnx")
+        t0 = time.time()
+        device_models.make(m["kind"], m["batch"], onnx_path, os.path.join(self.dir, "light"))
+        digest = device_models.digest(onnx_path)
+        want = m["weights_sha256"]
+        differ = sorted(k for k in set(want) | set(digest) if want.get(k) != digest.get(k))
+        if differ:
+            note = (f"regenerated weights differ from the compiled ones: {len(differ)} of "
+                    f"{len(want)} initializers (first {differ[0]})")
+            for v in m["variants"]:
+                self.row(name, "kiln " + v["name"], status="FAIL", note=note)
+            return
+        weights = os.path.join(work, "weights")
+        if any(v.get("stripped") for v in m["variants"]):
+            rc, text = run([sys.executable, os.path.join(HERE, "export_initializers.py"),
+                            onnx_path, weights], 600)
+            if rc != 0:
+                for v in m["variants"]:
+                    self.row(name, "kiln " + v["name"], status="FAIL",
+                             note="export_initializers.py: " + last_line(text))
+                return
+        rundir = os.path.join(work, "run")
+        cmd = [sys.executable, os.path.join(HERE, "make_reference.py"), onnx_path, rundir,
+               "--provider", "auto"]
+        if device_models.vocab(m["kind"]):
+            cmd += ["--int-high", str(device_models.vocab(m["kind"]))]
+        rc, text = run(cmd, 900)
+        if rc != 0:
+            for v in m["variants"]:
+                self.row(name, "kiln " + v["name"], status="FAIL",
+                         note="reference: " + last_line(text))
+            return
+        log(f"{name}: {len(digest)} initializers as compiled; {last_line(text)}; "
+            f"{time.time() - t0:.1f} s")
+        for v in m["variants"]:
+            self.kiln_variant(m, v, work, rundir, weights)
+        if m.get("torch") and tdev:
+            if self.left() < 0:
+                self.row(name, "PyTorch", status="SKIPPED", note="time budget spent")
+                return
+            import torch_baselines
+            try:
+                results = torch_baselines.baselines(m["torch"], onnx_path, rundir, tdev,
+                                                    a.runs, a.warmup)
+            except Exception as e:  # report, keep the kiln rows
+                results = [("eager", None, None, f"failed: {type(e).__name__}: {e}")]
+            for variant, ms, err, note in results:
+                bound = 1e-4 if variant.startswith("fp32") else 2e-2
+                status = "" if err is None else ("ok" if err <= bound else "MISMATCH")
+                self.row(name, "PyTorch " + variant, ms, err, bound if err is not None else None,
+                         status, "" if err is not None else note)
+
+    def table(self):
+        base = {}
+        for r in self.rows:
+            if r["variant"] == "PyTorch fp32 eager" and r["ms"]:
+                base[r["model"]] = r["ms"]
+        lines = ["| model | variant | median ms | rel. error (bound) | status | "
+                 "speed-up vs PyTorch fp32 eager |",
+                 "|---|---|---|---|---|---|"]
+        for r in self.rows:
+            ms = f"{r['ms']:.3f}" if r["ms"] is not None else "-"
+            err = (f"{r['err']:.1e} ({r['bound']:.0e})" if r["err"] is not None
+                   and r["bound"] is not None else "-")
+            speed = (f"{base[r['model']] / r['ms']:.2f}x"
+                     if r["ms"] and r["model"] in base else "-")
+            status = r["status"] + (f": {r['note']}" if r["note"] else "")
+            lines.append(f"| {r['model']} | {r['variant']} | {ms} | {err} | {status} | {speed} |")
+        return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", default=os.path.join(HERE, ".."))
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--torch", choices=["auto", "cpu", "no"], default="auto")
+    ap.add_argument("--work", default="/tmp/kiln-device-check")
+    ap.add_argument("--budget", type=float, default=240.0,
+                    help="seconds after which remaining runs are skipped")
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds for one kiln-run")
+    ap.add_argument("--out", default=os.environ.get("OUT", ""))
+    ap.add_argument("models", nargs="*", help="only these models of the manifest")
+    args = ap.parse_args()
+    check = Check(args)
+    man = check.manifest
+    header = [f"kiln {man.get('commit', '?')} (prepared {man.get('date', '?')}, "
+              f"{'stripped' if man.get('stripped') else 'full'} artifacts, set {man.get('set')})",
+              f"device {args.device}: {gpu_name()}",
+              versions()]
+    tdev, tnote = torch_device(args.torch, args.device)
+    header.append(tnote)
+    header.append(f"kiln-run --bench {args.runs} --warmup {args.warmup}; "
+                  f"PyTorch: {args.warmup} warm-up runs, median of {args.runs}")
+    for line in header:
+        log(line)
+    os.makedirs(args.work, exist_ok=True)
+    models = [m for m in man["models"] if not args.models or m["name"] in args.models]
+    for m in models:
+        check.model(m, tdev)
+    table = check.table()
+    total = time.time() - check.start
+    text = "\n".join(header) + "\n\n" + table + f"\n\n({total:.0f} s)\n"
+    log("\n" + table)
+    log(f"\n({total:.0f} s)")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "table.txt"), "w") as f:
+            f.write(text)
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(dict(header=header, rows=check.rows, seconds=total), f, indent=1)
+    bad = [r for r in check.rows if r["status"] in ("FAIL", "MISMATCH")]
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Packs device-check/ for scripts/device-check.sh (called by prepare.sh).
+
+Usage: prepare.py --build DIR [--out DIR] [--dry-run] [--no-strip]
+                  [--limit-mib 60]
+
+Writes OUT (default device-check/ in the source tree):
+  bin/kiln-run               the runtime's command-line runner (no LLVM)
+  scripts/                   the scripts that regenerate the models and run
+                             the check there (a copy: the working tree that
+                             travels may change after this)
+  light/light_*.onnx         the onnx package's light models used (tiny)
+  models/NAME/VARIANT.kiln   artifacts, compiled with --strip-weights (no
+                             initializer bytes: device-check.sh regenerates
+                             the weights there and binds them with
+                             kiln-run --weights)
+  manifest.json              per model: how to regenerate it, the SHA-256 of
+                             each initializer, its artifacts and bounds
+
+The full set: ResNet-50 and the encoder layer at batch 32, each fp32 and
+bf16 (--precision=bf16, layout auto = NHWC), fused and unfused
+(--fuse=false), benchmarked against PyTorch; and the batch-1 numerics of
+ResNet-50, SqueezeNet, ShuffleNet and the encoder (fp32, fused). --dry-run
+packs a set small enough for `scripts/device-check.sh --dry-run` on the emu
+device: a small encoder layer at batch 2 (the four variants) and SqueezeNet
+at batch 1. --no-strip keeps the weights in the artifacts (for a kilnc
+without --strip-weights; the full set then does not fit). Fails when OUT is
+over --limit-mib (the device tool carries 64 MiB).
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+
+import device_models  # noqa: E402
+
+FP32, BF16 = 1e-4, 2e-2
+FOUR = [
+    ("fp32 unfused", ["--fuse=false"], FP32),
+    ("fp32 fused", [], FP32),
+    ("bf16 unfused", ["--precision=bf16", "--fuse=false"], BF16),
+    ("bf16 fused", ["--precision=bf16"], BF16),
+]
+FUSED32 = [FOUR[1]]
+
+# (name, kind, batch, variants, PyTorch baseline kind or None)
+FULL = [
+    ("resnet50-b32", "resnet50", 32, FOUR, "resnet50"),
+    ("encoder-b32", "encoder", 32, FOUR, "encoder"),
+    ("resnet50-b1", "resnet50", 1, FUSED32, None),
+    ("squeezenet-b1", "squeezenet", 1, FUSED32, None),
+    ("shufflenet-b1", "shufflenet", 1, FUSED32, None),
+    ("encoder-b1", "encoder", 1, FUSED32, None),
+]
+DRY = [
+    ("encoder-small-b2", "encoder-small", 2, FOUR, "encoder"),
+    ("squeezenet-b1", "squeezenet", 1, FUSED32, None),
+]
+
+SCRIPTS = [
+    "scripts/device/portable_random.py",
+    "scripts/device/randomize_weights.py",
+    "scripts/device/device_models.py",
+    "scripts/device/export_initializers.py",
+    "scripts/device/make_reference.py",
+    "scripts/device/compare.py",
+    "scripts/device/device_check.py",
+    "scripts/device/torch_baselines.py",
+    "scripts/rebatch.py",
+    "test/Frontend/ONNX/models/make_encoder.py",
+]
+
+
+def du(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path)
+               for f in files)
+
+
+def git(*args):
+    try:
+        return subprocess.run(["git", "-C", ROOT] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True).stdout.strip()
+    except Exception:
+        return ""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", default=os.path.join(ROOT, "device-check"))
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--no-strip", action="store_true")
+    ap.add_argument("--limit-mib", type=float, default=60.0)
+    args = ap.parse_args()
+    kilnc = os.path.join(args.build, "bin", "kilnc")
+    kiln_run = os.path.join(args.build, "bin", "kiln-run")
+    strip = not args.no_strip
+    if strip:
+        help_text = subprocess.run([kilnc, "--help"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True).stdout
+        if "--strip-weights" not in help_text:
+            sys.exit(f"prepare.py: {kilnc} has no --strip-weights "
+                     "(rebuild it, or pass --no-strip)")
+
+    out = args.out
+    shutil.rmtree(out, ignore_errors=True)
+    for sub in ("bin", "scripts", "light", "models"):
+        os.makedirs(os.path.join(out, sub))
+    shutil.copy2(kiln_run, os.path.join(out, "bin", "kiln-run"))
+    for s in SCRIPTS:
+        shutil.copy2(os.path.join(ROOT, s), os.path.join(out, "scripts"))
+    light = device_models.light_dir()
+    plan = DRY if args.dry_run else FULL
+    manifest = dict(commit=git("rev-parse", "--short", "HEAD")
+                    + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
+                    date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    set="dry-run" if args.dry_run else "full", stripped=strip, models=[])
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, kind, batch, variants, torch_kind in plan:
+            if kind in device_models.LIGHT:
+                src = os.path.join(light, f"light_{kind}.onnx")
+                if not os.path.exists(os.path.join(out, "light", os.path.basename(src))):
+                    shutil.copy2(src, os.path.join(out, "light"))
+            onnx_path = os.path.join(tmp, name + ".onnx")
+            device_models.make(kind, batch, onnx_path, os.path.join(out, "light"))
+            entry = dict(name=name, kind=kind, batch=batch, torch=torch_kind,
+                         weights_sha256=device_models.digest(onnx_path), variants=[])
+            os.makedirs(os.path.join(out, "models", name))
+            for vname, flags, bound in variants:
+                file = vname.replace(" ", "-") + ".kiln"
+                cmd = [kilnc, onnx_path, "-o", os.path.join(out, "models", name, file)] + flags
+                if strip:
+                    cmd.append("--strip-weights")
+                subprocess.run(cmd, check=True)
+                entry["variants"].append(dict(name=vname, file=file, kilnc_flags=flags,
+                                              bound=bound, stripped=strip, bench=True))
+            manifest["models"].append(entry)
+            print(f"prepared {name}: {', '.join(v[0] for v in variants)} "
+                  f"({du(os.path.join(out, 'models', name)) / 2**20:.1f} MiB)", flush=True)
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    total = du(out) / 2**20
+    print(f"{out}: {total:.1f} MiB (limit {args.limit_mib:g} MiB)")
+    if total > args.limit_mib:
+        sys.exit(f"prepare.py: {out} is {total:.1f} MiB, over {args.limit_mib:g} MiB: "
+                 "the device tool carries 64 MiB with the working tree")
+
+
+if __name__ == "__main__":
+    main()
