@@ -2,7 +2,7 @@
 """Packs device-check/ for scripts/device-check.sh (called by prepare.sh).
 
 Usage: prepare.py --build DIR [--out DIR] [--dry-run] [--no-strip]
-                  [--limit-mib 60]
+                  [--limit-mib 60] [--models NAME...]
 
 Writes OUT (default device-check/ in the source tree):
   bin/kiln-run               the runtime's command-line runner (no LLVM)
@@ -24,8 +24,10 @@ ResNet-50, SqueezeNet, ShuffleNet and the encoder (fp32, fused). --dry-run
 packs a set small enough for `scripts/device-check.sh --dry-run` on the emu
 device: a small encoder layer at batch 2 (the four variants) and SqueezeNet
 at batch 1. --no-strip keeps the weights in the artifacts (for a kilnc
-without --strip-weights; the full set then does not fit). Fails when OUT is
-over --limit-mib (the device tool carries 64 MiB).
+without --strip-weights; the full set then does not fit). --models keeps
+only the named models of the set (and --variants only the named variants,
+e.g. "fp32 fused"). Fails when OUT is over --limit-mib (the device tool
+carries 64 MiB).
 """
 import argparse
 import datetime
@@ -99,6 +101,8 @@ def main():
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--no-strip", action="store_true")
     ap.add_argument("--limit-mib", type=float, default=60.0)
+    ap.add_argument("--models", nargs="+")
+    ap.add_argument("--variants", nargs="+")
     args = ap.parse_args()
     kilnc = os.path.join(args.build, "bin", "kilnc")
     kiln_run = os.path.join(args.build, "bin", "kiln-run")
@@ -119,6 +123,15 @@ def main():
         shutil.copy2(os.path.join(ROOT, s), os.path.join(out, "scripts"))
     light = device_models.light_dir()
     plan = DRY if args.dry_run else FULL
+    if args.models:
+        unknown = set(args.models) - {p[0] for p in plan}
+        if unknown:
+            sys.exit(f"prepare.py: no model {', '.join(sorted(unknown))} in this set "
+                     f"({', '.join(p[0] for p in plan)})")
+        plan = [p for p in plan if p[0] in args.models]
+    if args.variants:
+        plan = [(n, k, b, [v for v in vs if v[0] in args.variants], t)
+                for n, k, b, vs, t in plan]
     manifest = dict(commit=git("rev-parse", "--short", "HEAD")
                     + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
                     date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
