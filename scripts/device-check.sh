@@ -15,9 +15,10 @@
 # --bench N; for ResNet-50 and the encoder layer at batch 32, PyTorch eager
 # fp32 (TF32 off) and bf16 (ResNet-50 channels_last) on the same input and
 # weights. Prints one table, also written to $OUT/table.txt (with
-# results.json and log.txt) when $OUT is set. Runs in well under 5 minutes
-# on an H200 (remaining runs are skipped after --budget seconds, 240 by
-# default). Exits 1 if a run fails or an error is over its bound.
+# results.json, kiln-run-logs.tar.gz and log.txt) when $OUT is set. Runs in
+# well under 5 minutes on an H200 (remaining runs are skipped after --budget
+# seconds, 240 by default). Exits 1 if a run fails or an error is over its
+# bound.
 #
 # --dry-run: for this machine, after `scripts/device/prepare.sh --dry-run`:
 # the emu device, --bench 1 --warmup 0, PyTorch on the CPU when torch is

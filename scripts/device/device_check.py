@@ -21,8 +21,9 @@ model in DIR/manifest.json:
 4. for the benchmark models, the PyTorch eager baselines
    (torch_baselines.py) on the same input.
 
-Ends with one table (also DIR-independent: --out/table.txt and
---out/results.json when --out or $OUT is set).
+Ends with one table, also written to OUT/table.txt with OUT/results.json
+and OUT/kiln-run-logs.tar.gz (kiln-run's output per artifact: per-kernel
+times) when --out or $OUT is set.
 """
 import argparse
 import json
@@ -285,6 +286,14 @@ def main():
             f.write(text)
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(dict(header=header, rows=check.rows, seconds=total), f, indent=1)
+        # kiln-run's own output per artifact (per-kernel times of --bench).
+        import tarfile
+        with tarfile.open(os.path.join(args.out, "kiln-run-logs.tar.gz"), "w:gz") as tar:
+            for m in models:
+                work = os.path.join(args.work, m["name"])
+                for f in sorted(os.listdir(work)) if os.path.isdir(work) else []:
+                    if f.endswith(".log"):
+                        tar.add(os.path.join(work, f), arcname=f"{m['name']}/{f}")
     bad = [r for r in check.rows if r["status"] in ("FAIL", "MISMATCH")]
     sys.exit(1 if bad else 0)
 
