@@ -18,8 +18,8 @@ model in DIR/manifest.json:
 3. per artifact: kiln-run once with -o, relative error of the output norm
    against the reference (compare.py; bound fp32 1e-4, bf16 2e-2), then
    kiln-run --bench N for the median time per run;
-4. for the benchmark models, the PyTorch eager baselines
-   (torch_baselines.py) on the same input.
+4. for the benchmark models, before the kiln runs, the PyTorch eager
+   baselines (torch_baselines.py) on the same input.
 
 Ends with one table, also written to OUT/table.txt with OUT/results.json
 and OUT/kiln-run-logs.tar.gz (kiln-run's output per artifact: per-kernel
@@ -119,6 +119,11 @@ class Check:
     def left(self):
         return self.args.budget - (time.time() - self.start)
 
+    def timeout(self):
+        """One kiln-run's limit: --timeout, cut to what is left of the
+        budget (plus 30 s), so hanging kernels cannot eat the lease."""
+        return max(10.0, min(self.args.timeout, self.left() + 30.0))
+
     def row(self, model, variant, ms=None, err=None, bound=None, status="", note=""):
         r = dict(model=model, variant=variant, ms=ms, err=err, bound=bound,
                  status=status, note=note)
@@ -143,7 +148,7 @@ class Check:
         shutil.rmtree(out, ignore_errors=True)
         if self.left() < 0:
             return self.row(name, "kiln " + v["name"], status="SKIPPED", note="time budget spent")
-        rc, text = run(base + ["-o", out], a.timeout,
+        rc, text = run(base + ["-o", out], self.timeout(),
                        os.path.join(work, f"run-{v['name'].replace(' ', '-')}.log"))
         if rc != 0:
             why = "timed out" if rc is None else last_line(text)
@@ -159,7 +164,7 @@ class Check:
             note = "bench skipped: time budget spent"
         else:
             rc, text = run(base + ["--bench", str(a.runs), "--warmup", str(a.warmup)],
-                           a.timeout, os.path.join(work, f"bench-{v['name'].replace(' ', '-')}.log"))
+                           self.timeout(), os.path.join(work, f"bench-{v['name'].replace(' ', '-')}.log"))
             found = re.search(r"per run: median ([0-9.]+) ms", text)
             if rc == 0 and found:
                 ms = float(found.group(1))
@@ -207,23 +212,32 @@ class Check:
             return
         log(f"{name}: {len(digest)} initializers as compiled; {last_line(text)}; "
             f"{time.time() - t0:.1f} s")
+        # The baseline first: it is the run most likely to work on a new
+        # machine, and the kiln rows' speed-ups need it.
+        if m.get("torch") and tdev:
+            self.torch_rows(m, onnx_path, rundir, tdev)
         for v in m["variants"]:
             self.kiln_variant(m, v, work, rundir, weights)
-        if m.get("torch") and tdev:
-            if self.left() < 0:
-                self.row(name, "PyTorch", status="SKIPPED", note="time budget spent")
-                return
-            import torch_baselines
-            try:
-                results = torch_baselines.baselines(m["torch"], onnx_path, rundir, tdev,
-                                                    a.runs, a.warmup)
-            except Exception as e:  # report, keep the kiln rows
-                results = [("eager", None, None, f"failed: {type(e).__name__}: {e}")]
-            for variant, ms, err, note in results:
-                bound = 1e-4 if variant.startswith("fp32") else 2e-2
-                status = "" if err is None else ("ok" if err <= bound else "MISMATCH")
-                self.row(name, "PyTorch " + variant, ms, err, bound if err is not None else None,
-                         status, "" if err is not None else note)
+
+    def torch_rows(self, m, onnx_path, rundir, tdev):
+        a = self.args
+        name = m["name"]
+        if self.left() < 0:
+            return self.row(name, "PyTorch", status="SKIPPED", note="time budget spent")
+        import torch_baselines
+        try:
+            results = torch_baselines.baselines(m["torch"], onnx_path, rundir, tdev,
+                                                a.runs, a.warmup)
+        except Exception as e:  # report, keep the kiln rows
+            results = [("eager", None, None, f"failed: {type(e).__name__}: {e}")]
+        for variant, ms, err, note in results:
+            bound = 1e-4 if variant.startswith("fp32") else 2e-2
+            if err is not None:
+                self.row(name, "PyTorch " + variant, ms, err, bound,
+                         "ok" if err <= bound else "MISMATCH")
+            else:
+                self.row(name, "PyTorch " + variant, ms, status="FAIL" if ms is None else "",
+                         note=note)
 
     def table(self):
         base = {}
