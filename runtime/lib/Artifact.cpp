@@ -204,6 +204,8 @@ Error verifySignature(const Artifact &artifact) {
 
 Error verifyWeights(const Artifact &artifact) {
   std::unordered_map<std::string, size_t> seen;
+  uint64_t kept = artifact.weightData.size();
+  uint64_t total = kept + artifact.strippedWeightBytes;
   for (size_t i = 0; i < artifact.weights.size(); ++i) {
     const Weight &weight = artifact.weights[i];
     if (weight.name.empty())
@@ -219,11 +221,14 @@ Error verifyWeights(const Artifact &artifact) {
                        "multiple of {}",
                        weight.name, weight.offset, kWeightAlignment);
     uint64_t size = *tensorByteSize(weight.dtype, weight.shape);
-    if (!rangeFits(weight.offset, size, artifact.weightData.size()))
+    if (!rangeFits(weight.offset, size, total))
       return makeError("section 'weights': weight '{}': bytes {} lie past the "
                        "end of the weight data ({} bytes)",
-                       weight.name, byteRange(weight.offset, size),
-                       artifact.weightData.size());
+                       weight.name, byteRange(weight.offset, size), total);
+    if (weight.offset + size > kept && weight.origin.empty())
+      return makeError("section 'weights': weight '{}' was stripped but has "
+                       "no origin to rebuild it from",
+                       weight.name);
   }
   return Error::success();
 }
@@ -274,7 +279,8 @@ Error verifyKernels(const Artifact &artifact) {
 
 Error verifyLaunches(const Artifact &artifact) {
   uint64_t arenaSize = artifact.memoryPlan.arenaSize;
-  uint64_t weightSize = artifact.weightData.size();
+  uint64_t weightSize =
+      artifact.weightData.size() + artifact.strippedWeightBytes;
   for (size_t i = 0; i < artifact.launches.size(); ++i) {
     const Launch &launch = artifact.launches[i];
     if (launch.kernel >= artifact.kernels.size())

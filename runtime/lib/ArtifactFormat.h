@@ -57,9 +57,13 @@ enum class SectionKind : uint32_t {
   Kernels = 5,
   Launches = 6,
   MemoryPlan = 7,
+  /// Optional (format 1.1): each weight's origin, and the stripped size.
+  WeightOrigins = 8,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 7;
+constexpr uint32_t kLastSectionKind = 8;
+/// Sections a reader must find; later kinds are optional.
+constexpr uint32_t kLastRequiredSectionKind = 7;
 
 /// The name messages use for a section kind ("unknown" for others).
 inline std::string_view sectionName(uint32_t kind) {
@@ -78,6 +82,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "launches";
   case SectionKind::MemoryPlan:
     return "memory-plan";
+  case SectionKind::WeightOrigins:
+    return "weight-origins";
   }
   return "unknown";
 }

@@ -180,6 +180,31 @@ Error parseSignature(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseWeightOrigins(SectionReader in, Artifact &artifact) {
+  artifact.strippedWeightBytes = in.u64("the stripped weight bytes");
+  uint32_t count = in.u32("the origin count");
+  if (!in.failed() && count != artifact.weights.size())
+    return makeError("section 'weight-origins': {} origins for {} weights",
+                     count, artifact.weights.size());
+  for (size_t i = 0; i < count && !in.failed(); ++i) {
+    in.setContext(fmt::format("weight {}", i));
+    artifact.weights[i].origin = in.string("the origin");
+  }
+  in.setContext("");
+  artifact.inlinedInitializers.resize(
+      in.count("inlined initializers", kMinTensorBytes + 4));
+  for (size_t i = 0; i < artifact.inlinedInitializers.size() && !in.failed();
+       ++i) {
+    InlinedInitializer &inlined = artifact.inlinedInitializers[i];
+    in.setContext(fmt::format("inlined initializer {}", i));
+    readTensor(in, "inlined initializer", inlined.name, inlined.dtype,
+               inlined.shape);
+    std::string bytes = in.string("the values");
+    inlined.bytes.assign(bytes.begin(), bytes.end());
+  }
+  return in.finish();
+}
+
 Error parseWeights(SectionReader in, Artifact &artifact) {
   artifact.weights.resize(in.count("weights", kMinTensorBytes + 8));
   for (size_t i = 0; i < artifact.weights.size() && !in.failed(); ++i) {
@@ -394,7 +419,8 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
                                  "{:#010x})",
                                  entry.kind, entry.checksum, sum);
   }
-  for (uint32_t kind = kFirstSectionKind; kind <= kLastSectionKind; ++kind)
+  for (uint32_t kind = kFirstSectionKind; kind <= kLastRequiredSectionKind;
+       ++kind)
     if (!known[kind])
       return makeError("section '{}' is missing", sectionName(kind));
 
@@ -417,6 +443,10 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
     return err;
   if (Error err = parseMemoryPlan(reader(SectionKind::MemoryPlan), artifact))
     return err;
+  if (known[uint32_t(SectionKind::WeightOrigins)])
+    if (Error err =
+            parseWeightOrigins(reader(SectionKind::WeightOrigins), artifact))
+      return err;
 
   const SectionEntry *data = known[uint32_t(SectionKind::WeightData)];
   if (data->offset % kWeightAlignment != 0)

@@ -87,6 +87,29 @@ std::vector<uint8_t> encodeWeights(const Artifact &artifact) {
   return out.take();
 }
 
+/// Written only when a weight has an origin: an older reader skips it.
+std::vector<uint8_t> encodeWeightOrigins(const Artifact &artifact) {
+  ByteWriter out;
+  out.u64(artifact.strippedWeightBytes);
+  out.u32(static_cast<uint32_t>(artifact.weights.size()));
+  for (const Weight &weight : artifact.weights)
+    out.string(weight.origin);
+  out.u32(static_cast<uint32_t>(artifact.inlinedInitializers.size()));
+  for (const InlinedInitializer &inlined : artifact.inlinedInitializers) {
+    encodeTensor(out, inlined.name, inlined.dtype, inlined.shape);
+    out.string(std::string(inlined.bytes.begin(), inlined.bytes.end()));
+  }
+  return out.take();
+}
+
+bool hasWeightOrigins(const Artifact &artifact) {
+  for (const Weight &weight : artifact.weights)
+    if (!weight.origin.empty())
+      return true;
+  return !artifact.inlinedInitializers.empty() ||
+         artifact.strippedWeightBytes != 0;
+}
+
 std::vector<uint8_t> encodeKernels(const Artifact &artifact) {
   ByteWriter out;
   out.u32(static_cast<uint32_t>(artifact.kernels.size()));
@@ -192,6 +215,12 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
       {SectionKind::WeightData, artifact.weightData.data(),
        artifact.weightData.size()},
   };
+  std::vector<uint8_t> origins;
+  if (hasWeightOrigins(artifact)) {
+    origins = encodeWeightOrigins(artifact);
+    sections.insert(sections.end() - 1, {SectionKind::WeightOrigins,
+                                         origins.data(), origins.size()});
+  }
 
   uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();
   uint64_t cursor = kHeaderSize + tableSize;

@@ -89,6 +89,10 @@ Error Session::Impl::prepare() {
     return makeError("the artifact targets {} but the device '{}' is sm_{}",
                      model.target, info.name, info.computeCapability);
 
+  if (model.strippedWeightBytes != 0)
+    return makeError("the artifact's weights were stripped (kilnc "
+                     "--strip-weights): bind them first (kiln-run --weights "
+                     "DIR)");
   if (model.memoryPlan.arenaSize != 0) {
     Expected<DevicePtr> ptr = device->allocate(model.memoryPlan.arenaSize);
     if (!ptr)

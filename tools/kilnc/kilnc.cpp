@@ -87,6 +87,11 @@ cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse ops into kernels (--fuse=false: one kernel "
                             "per op)"),
                    cl::init(true));
+cl::opt<bool> stripWeights(
+    "strip-weights",
+    cl::desc("Leave the bytes of weights read from ONNX initializers out of "
+             "the artifact; kiln-run --weights DIR binds them at load"),
+    cl::init(false));
 cl::opt<bool> summary("summary",
                       cl::desc("Print a one-line summary instead of IR"));
 cl::opt<bool> printWeights(
@@ -267,6 +272,9 @@ int main(int argc, char **argv) {
     output = Output::Artifact;
   if ((output == Output::Artifact || stats) && outputFile == "-")
     return error("the artifact is binary: name a file with -o model.kiln");
+  if (stripWeights && output != Output::Artifact)
+    return error("--strip-weights applies to the artifact: name a file with "
+                 "-o model.kiln");
   kiln::Phase lastPhase = output == Output::Artifact
                               ? kiln::Phase::Ptx
                               : static_cast<kiln::Phase>(output);
@@ -377,6 +385,9 @@ int main(int argc, char **argv) {
           (unsigned long long)artifactStats.naiveArenaBytes,
           (unsigned long long)artifactStats.weightBytes);
     }
+    if (stripWeights)
+      if (kiln::runtime::Error err = kiln::runtime::stripWeights(*artifact))
+        return error(inputFile + ": " + err.message());
     if (output == Output::Artifact) {
       // writeArtifact writes a temporary file and renames it into place.
       if (kiln::runtime::Error err =

@@ -10,6 +10,8 @@
 
 #include "kiln/Frontend/ONNX/Importer.h"
 
+#include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
+
 #include "NodeImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -154,8 +156,11 @@ private:
   LogicalResult bindOutputs(func::FuncOp func);
   FailureOr<Value> lookupValue(StringRef name, const onnx::NodeProto *user);
   FailureOr<Value> materializeInitializer(const onnx::TensorProto &tensor);
+  /// A weight global; `fromInitializer` records the initializer as its
+  /// origin (kiln/Dialect/Kiln/IR/WeightOrigins.h).
   Value createWeight(StringRef name, RankedTensorType type,
-                     ArrayRef<char> bytes, Location loc);
+                     ArrayRef<char> bytes, Location loc,
+                     bool fromInitializer = false);
   void hoistLargeConstants(func::FuncOp func);
   void removeDeadCode(func::FuncOp func);
 
@@ -340,16 +345,22 @@ GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
   Location loc = NameLoc::get(b.getStringAttr(tensor.name()));
   RankedTensorType type = decoded->type;
   if (type.getNumElements() <= options.inlineConstantLimit ||
-      type.getElementType().isInteger(1))
-    return ConstantOp::create(b, loc, toDenseElements(*decoded)).getResult();
+      type.getElementType().isInteger(1)) {
+    DenseElementsAttr value = toDenseElements(*decoded);
+    if (!type.getElementType().isInteger(1))
+      kiln::recordInlinedInitializer(*module, tensor.name(), value);
+    return ConstantOp::create(b, loc, value).getResult();
+  }
 
   return createWeight(
       tensor.name(), type,
-      ArrayRef<char>(decoded->bytes.data(), decoded->bytes.size()), loc);
+      ArrayRef<char>(decoded->bytes.data(), decoded->bytes.size()), loc,
+      /*fromInitializer=*/true);
 }
 
 Value GraphImporter::createWeight(StringRef name, RankedTensorType type,
-                                  ArrayRef<char> bytes, Location loc) {
+                                  ArrayRef<char> bytes, Location loc,
+                                  bool fromInitializer) {
   // Weights live in globals backed by resource blobs: never printed inline,
   // and ready to become mutable parameters for training.
   OpBuilder::InsertionGuard guard(b);
@@ -363,6 +374,8 @@ Value GraphImporter::createWeight(StringRef name, RankedTensorType type,
       DenseResourceElementsAttr::get(type, sanitize(symbol), std::move(blob));
   ml_program::GlobalOp::create(b, loc, symbol, type, /*is_mutable=*/false,
                                value, b.getStringAttr("private"));
+  if (fromInitializer)
+    kiln::setWeightOrigin(*module, value, kiln::initializerOrigin(name, type));
   b.setInsertionPointToStart(entry);
   return ml_program::GlobalLoadConstOp::create(
              b, loc, type, FlatSymbolRefAttr::get(&context, symbol))

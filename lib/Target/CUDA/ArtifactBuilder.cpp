@@ -9,6 +9,7 @@
 
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 
+#include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 #include "kiln/runtime/MemoryPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -197,6 +198,20 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     buffers.insert({arg, info});
   }
 
+  // Initializers compiled in as constants: binding new weights checks them.
+  for (NamedAttribute inlined : getInlinedInitializers(module)) {
+    auto value = dyn_cast<DenseElementsAttr>(inlined.getValue());
+    std::optional<rt::DType> dtype =
+        value ? toDType(value.getElementType()) : std::nullopt;
+    if (!dtype)
+      continue;
+    artifact.inlinedInitializers.push_back(
+        {inlined.getName().str(), *dtype,
+         rt::Shape(value.getType().getShape().begin(),
+                   value.getType().getShape().end()),
+         constantBytes(value)});
+  }
+
   // Weights: one per memref.global that a launch reads.
   llvm::DenseMap<Value, uint64_t> weightOffsets;
   llvm::DenseMap<std::pair<StringAttr, StringAttr>, uint32_t> kernelIndex;
@@ -228,6 +243,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
                                       bytes.size());
       if (!index)
         return llvm::createStringError(index.error().message());
+      artifact.weights[*index].origin = getWeightOrigin(module, value);
       weightOffsets[get.getResult()] = artifact.weights[*index].offset;
     } else if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
       launches.push_back(launch);

@@ -12,6 +12,7 @@
 
 #include "PtxInterpreter.h"
 
+#include "../FloatConversion.h"
 #include "../Support.h"
 
 #include <algorithm>
@@ -100,27 +101,8 @@ float halfToFloat(uint16_t h) {
 
 uint16_t floatToHalf(float f) {
   uint32_t x = static_cast<uint32_t>(toBits(f));
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) // NaN: the hardware's canonical NaN
-    return 0x7fffu;
-  if (absx == 0x7f800000u)
-    return static_cast<uint16_t>(sign | 0x7c00u);
-  if (absx >= 0x477ff000u) // rounds to >= 65520: overflow to inf
-    return static_cast<uint16_t>(sign | 0x7c00u);
-  if (absx < 0x38800000u) { // below the smallest normal half: subnormal
-    float magnitude = bitsTo<float>(absx);
-    // Scale so that the half subnormal step (2^-24) is 1, round to even.
-    float scaled = std::nearbyint(magnitude * 16777216.0f);
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(scaled));
-  }
-  uint32_t mantissa = absx & 0x7fffffu;
-  uint32_t exponent = (absx >> 23) - 127 + 15;
-  uint32_t half = (exponent << 10) | (mantissa >> 13);
-  uint32_t rest = mantissa & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
-    ++half;
-  return static_cast<uint16_t>(sign | half);
+  // The hardware writes its canonical NaN; otherwise round to nearest even.
+  return isNanBits(x) ? uint16_t(0x7fffu) : f32BitsToF16(x);
 }
 
 float bf16ToFloat(uint16_t h) {
@@ -128,10 +110,7 @@ float bf16ToFloat(uint16_t h) {
 }
 uint16_t floatToBf16(float f) {
   uint32_t x = static_cast<uint32_t>(toBits(f));
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return 0x7fffu; // the hardware's canonical NaN
-  uint32_t rounding = 0x7fffu + ((x >> 16) & 1);
-  return static_cast<uint16_t>((x + rounding) >> 16);
+  return isNanBits(x) ? uint16_t(0x7fffu) : f32BitsToBf16(x);
 }
 
 /// A binary floating-point format narrower than f64.

@@ -36,6 +36,10 @@ options:
   -i NAME=FILE.npy    bind input NAME from a .npy file (repeatable)
   --random-inputs     fill every input not given with -i with random values
   --seed N            seed for --random-inputs (default 0)
+  --weights DIR       bind the weights compiled from ONNX initializers to new
+                      values: DIR/<initializer>.npy (name sanitized as for -o;
+                      scripts/device/export_initializers.py writes them).
+                      Required by artifacts built with kilnc --strip-weights
   -o DIR              write each output to DIR/<name>.npy (characters outside
                       [A-Za-z0-9._-] in the name become '_')
   --device DEV        cuda (default), cuda:N, or emu
@@ -51,6 +55,7 @@ struct Options {
   bool randomInputs = false;
   uint64_t seed = 0;
   std::string outputDir;
+  std::string weightsDir;
   std::string device = "cuda";
   unsigned bench = 0;
   unsigned warmup = 3;
@@ -101,11 +106,13 @@ Expected<Options> parseArguments(int argc, char **argv) {
       options.randomInputs = true;
     } else if (arg == "--graph") {
       options.useGraph = true;
-    } else if (arg == "-o" || arg == "--device") {
+    } else if (arg == "-o" || arg == "--device" || arg == "--weights") {
       Expected<std::string> text = value(i, arg);
       if (!text)
         return text.takeError();
-      (arg == "-o" ? options.outputDir : options.device) = *text;
+      (arg == "-o"          ? options.outputDir
+       : arg == "--weights" ? options.weightsDir
+                            : options.device) = *text;
     } else if (arg == "--bench" || arg == "--warmup" || arg == "--seed") {
       Expected<std::string> text = value(i, arg);
       if (!text)
@@ -345,6 +352,26 @@ int runTool(const Options &options) {
   Expected<Artifact> loaded = readArtifact(options.model);
   if (!loaded)
     return fail(loaded.error().message());
+  if (!options.weightsDir.empty()) {
+    auto fromDirectory = [&](const std::string &initializer)
+        -> Expected<std::optional<NpyArray>> {
+      std::string path =
+          options.weightsDir + "/" + sanitizeFileName(initializer) + ".npy";
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec))
+        return std::optional<NpyArray>();
+      Expected<NpyArray> array = readNpy(path);
+      if (!array)
+        return array.takeError();
+      return std::optional<NpyArray>(array.take());
+    };
+    if (Error err = bindWeights(*loaded, fromDirectory))
+      return fail(err.withContext(options.model).message());
+  }
+  if (loaded->strippedWeightBytes != 0 && options.weightsDir.empty())
+    return fail(fmt::format("{}: its weights were stripped (kilnc "
+                            "--strip-weights): bind them with --weights DIR",
+                            options.model));
   auto artifact = std::make_shared<const Artifact>(loaded.take());
 
   // Inputs, checked against the signature before any device is touched.

@@ -8,6 +8,8 @@
 
 #include "RuntimeTestUtils.h"
 
+#include <fmt/core.h>
+
 #include <gmock/gmock.h>
 
 using namespace kiln::runtime;
@@ -120,7 +122,9 @@ TEST(ArtifactErrorsTest, ZeroMajorVersion) {
   std::vector<uint8_t> image = goodImage();
   storeU32(image.data() + kMajorOffset, 0);
   EXPECT_THAT(errorOf(parseBytes(image)),
-              HasSubstr("format version 0.0 is not a released version"));
+              HasSubstr(fmt::format("format version 0.{} is not a released "
+                                    "version",
+                                    kArtifactFormatMinor)));
 }
 
 TEST(ArtifactErrorsTest, HeaderChecksumMismatch) {

@@ -40,6 +40,15 @@ void expectSameArtifact(const Artifact &a, const Artifact &b) {
     EXPECT_EQ(a.weights[i].dtype, b.weights[i].dtype);
     EXPECT_EQ(a.weights[i].shape, b.weights[i].shape);
     EXPECT_EQ(a.weights[i].offset, b.weights[i].offset);
+    EXPECT_EQ(a.weights[i].origin, b.weights[i].origin);
+  }
+  EXPECT_EQ(a.strippedWeightBytes, b.strippedWeightBytes);
+  ASSERT_EQ(a.inlinedInitializers.size(), b.inlinedInitializers.size());
+  for (size_t i = 0; i < a.inlinedInitializers.size(); ++i) {
+    EXPECT_EQ(a.inlinedInitializers[i].name, b.inlinedInitializers[i].name);
+    EXPECT_EQ(a.inlinedInitializers[i].dtype, b.inlinedInitializers[i].dtype);
+    EXPECT_EQ(a.inlinedInitializers[i].shape, b.inlinedInitializers[i].shape);
+    EXPECT_EQ(a.inlinedInitializers[i].bytes, b.inlinedInitializers[i].bytes);
   }
   ASSERT_EQ(a.weightData.size(), b.weightData.size());
   EXPECT_TRUE(std::equal(a.weightData.data(),

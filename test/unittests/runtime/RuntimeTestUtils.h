@@ -96,6 +96,10 @@ inline Artifact makeAddScaleArtifact() {
   const float bias[3] = {10, 20, 30};
   EXPECT_TRUE(artifact.addWeight("bias", DType::F32, {3}, bias, sizeof(bias))
                   .hasValue());
+  // An origin (and an inlined initializer) give the artifact every section.
+  artifact.weights[0].origin = "initializer f32 3 bias";
+  artifact.inlinedInitializers.push_back(
+      {"scale", DType::F32, {1}, {0, 0, 0x40, 0x40}}); // 3.0f
 
   std::vector<LiveBuffer> live = {{24, 0, 0}, {24, 0, 1}, {24, 1, 1}};
   Expected<MemoryPlan> plan = planMemory(live, kArenaAlignment);

@@ -22,6 +22,7 @@
 #include "LayoutPropagation.h"
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,6 +35,7 @@
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstring>
 
 namespace kiln {
@@ -152,6 +154,9 @@ struct WeightData {
   /// and a suffix naming what was done to it.
   ml_program::GlobalOp root;
   std::string suffix;
+  /// The initializer and the steps that made it (WeightOrigins.h); empty
+  /// when unknown.
+  std::string origin;
 };
 
 /// Bytes per element, or 0 for element types this does not move (i1 and
@@ -257,13 +262,16 @@ std::optional<WeightData> evaluate(Value value, SymbolTable &symbols) {
         bytesOf(global.getValueAttr(), type);
     if (!bytes)
       return std::nullopt;
-    return WeightData{type, std::move(*bytes), global, ""};
+    return WeightData{type, std::move(*bytes), global, "",
+                      getWeightOrigin(global->getParentOfType<ModuleOp>(),
+                                      global.getValueAttr())};
   }
   if (auto reshape = dyn_cast<ReshapeOp>(op)) {
     std::optional<WeightData> input = evaluate(reshape.getInput(), symbols);
     if (!input)
       return std::nullopt;
     input->type = type;
+    input->origin = appendOriginStep(input->origin, "reshape", type.getShape());
     return input;
   }
   if (auto transpose = dyn_cast<TransposeOp>(op)) {
@@ -295,7 +303,8 @@ std::optional<WeightData> evaluate(Value value, SymbolTable &symbols) {
             ? "_nchw"
             : "_t";
     return WeightData{type, std::move(bytes), input->root,
-                      input->suffix + suffix};
+                      input->suffix + suffix,
+                      appendOriginStep(input->origin, "transpose", perm)};
   }
   if (auto pad = dyn_cast<PadOp>(op)) {
     if (pad.getMode() != PadMode::Constant)
@@ -330,8 +339,13 @@ std::optional<WeightData> evaluate(Value value, SymbolTable &symbols) {
                                  : input->bytes.data() + source * width,
                       width);
         });
-    return WeightData{type, std::move(bytes), input->root,
-                      input->suffix + "_pad"};
+    // The runtime replays zero padding only (all-zero bytes in every type).
+    double value = pad.getValue().convertToDouble();
+    bool zeroFill = value == 0.0 && !std::signbit(value);
+    return WeightData{
+        type, std::move(bytes), input->root, input->suffix + "_pad",
+        zeroFill ? appendOriginStep(input->origin, "pad", low, pad.getHigh())
+                 : std::string()};
   }
   return std::nullopt;
 }
@@ -412,6 +426,7 @@ private:
     global = ml_program::GlobalOp::create(
         b, data.root ? data.root.getLoc() : loc, name, data.type,
         /*is_mutable=*/false, value, b.getStringAttr("private"));
+    setWeightOrigin(module, value, data.origin);
     symbols.insert(global); // renames on a clash
     return global;
   }

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -622,6 +623,10 @@ private:
         if (conversion == WeightConversion::RoundToTF32)
           converted->setAttr(kTf32RoundedAttr,
                              UnitAttr::get(module.getContext()));
+        setWeightOrigin(module, converted.getValueAttr(),
+                        appendOriginStep(
+                            getWeightOrigin(module, global.getValueAttr()),
+                            "convert " + suffix.drop_front().str()));
         sources.insert(global);
       }
       OpBuilder b(cast);

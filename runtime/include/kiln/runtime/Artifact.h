@@ -14,9 +14,12 @@
 
 #include "kiln/runtime/DType.h"
 #include "kiln/runtime/Error.h"
+#include "kiln/runtime/Npy.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +29,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 0;
+constexpr uint32_t kArtifactFormatMinor = 1;
 
 /// Every weight starts at a multiple of this in the file (and in the weights
 /// region on the device).
@@ -79,6 +82,22 @@ struct Weight {
   DType dtype = DType::F32;
   Shape shape;
   uint64_t offset = 0;
+  /// How the compiler made it from an ONNX initializer, one step per line
+  /// ("initializer f32 64x3x7x7 conv1_w_0", "transpose 0,2,3,1", "pad L H",
+  /// "reshape S", "convert bf16|f16|tf32"; docs/artifact-format.md), so
+  /// bindWeights can rebuild it from new initializer values. Empty when the
+  /// weight was computed from more than one value and cannot be rebound.
+  std::string origin;
+};
+
+/// An initializer the compiler built into the kernels as a constant (too
+/// small to be a weight, or needed at compile time): bindWeights checks that
+/// a new value given for it is unchanged, since it cannot be rebound.
+struct InlinedInitializer {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  std::vector<uint8_t> bytes;
 };
 
 /// What one kernel parameter is, and so how a launch's value for it becomes
@@ -159,8 +178,12 @@ struct Artifact {
   std::vector<TensorSignature> inputs;
   std::vector<TensorSignature> outputs;
   std::vector<Weight> weights;
-  /// All weights, each at its `offset`.
+  /// All weights, each at its `offset`. In a stripped artifact
+  /// (stripWeights) the last `strippedWeightBytes` bytes are missing: they
+  /// hold weights with an origin, which bindWeights fills in.
   Blob weightData;
+  uint64_t strippedWeightBytes = 0;
+  std::vector<InlinedInitializer> inlinedInitializers;
   std::vector<Kernel> kernels;
   std::vector<Launch> launches;
   ArenaLayout memoryPlan;
@@ -177,6 +200,26 @@ struct Artifact {
   /// The numeric sm of `target` (90 for "sm_90a"), or 0 if it is malformed.
   uint32_t targetSm() const;
 };
+
+/// Leaves out the bytes of every weight that has an origin: those weights
+/// move to the end of the weight data (launch arguments follow them) and
+/// `strippedWeightBytes` records their size. The result cannot run until
+/// bindWeights restores them. Idempotent.
+Error stripWeights(Artifact &artifact);
+
+/// Where bindWeights reads an initializer: its values, given its name, or
+/// nullopt when the source has none.
+using InitializerSource = std::function<Expected<std::optional<NpyArray>>(
+    const std::string &initializer)>;
+
+/// Rebuilds every weight that has an origin from its initializer, replaying
+/// the recorded steps (transpose, zero pad, reshape, conversion to bf16/f16
+/// or rounding to tf32, all round-to-nearest-even), and leaves the artifact
+/// complete (strippedWeightBytes 0). Each initializer's dtype and shape must
+/// be the recorded ones; an error names the weight and the initializer. An
+/// inlined initializer the source has a value for must be unchanged.
+/// On error the artifact is unchanged.
+Error bindWeights(Artifact &artifact, const InitializerSource &source);
 
 /// Checks everything that must hold for the runtime to use an artifact
 /// safely (indices, offsets and sizes in range, shapes valid, the memory plan

@@ -452,3 +452,28 @@ func.func @hoist_to_input(%x: tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32> {
       : (tensor<1x8x4x4xf32>, tensor<8x8x1x1xf32>) -> tensor<1x8x4x4xf32>
   return %c : tensor<1x8x4x4xf32>
 }
+
+// -----
+
+// Weight origins: the folded global's origin is its source's plus the
+// transpose and the zero padding (kiln-run --weights replays them); the
+// source's entry outlives it harmlessly.
+// CHECK-LABEL: module attributes {kiln.weight_origins = {w = "initializer f32 1x2x1x2 w", w_nhwc = "initializer f32 1x2x1x2 w\0Atranspose 0,2,3,1", w_nhwc_pad = "initializer f32 1x2x1x2 w\0Atranspose 0,2,3,1\0Apad 0,0,0,0 0,0,0,6"}}
+// NCHW-LABEL: module attributes {kiln.weight_origins = {w = "initializer f32 1x2x1x2 w"}}
+module attributes {kiln.weight_origins = {w = "initializer f32 1x2x1x2 w"}} {
+  ml_program.global private @w(dense_resource<w> : tensor<1x2x1x2xf32>) : tensor<1x2x1x2xf32>
+  func.func @origins(%x: tensor<1x2x4x4xf32>) -> tensor<1x1x4x3xf32> {
+    %w = ml_program.global_load_const @w : tensor<1x2x1x2xf32>
+    %y = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+        padding = array<i64: 0, 0, 0, 0>}
+        : (tensor<1x2x4x4xf32>, tensor<1x2x1x2xf32>) -> tensor<1x1x4x3xf32>
+    return %y : tensor<1x1x4x3xf32>
+  }
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      w: "0x04000000000000000000803F0000004000004040"
+    }
+  }
+#-}
