@@ -1234,6 +1234,18 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     inst.dst[inst.numDst++] = *slot;
     return Error::success();
   };
+  /// "d|p": the destination and a second (predicate) one. `padMissing`
+  /// keeps the second slot (kNoSlot) when "|p" is absent.
+  auto pairedDest = [&](std::string_view operand, bool padMissing) -> Error {
+    size_t bar = operand.find('|');
+    if (Error err = dest(operand.substr(0, bar)))
+      return err;
+    if (bar != std::string_view::npos)
+      return dest(operand.substr(bar + 1));
+    if (padMissing)
+      inst.dst[inst.numDst++] = kNoSlot;
+    return Error::success();
+  };
   /// "{%r1, %r2}" into its elements.
   auto vectorElements =
       [&](std::string_view operand) -> Expected<std::vector<std::string_view>> {
@@ -1283,16 +1295,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     // match.sync.mode.type d{|p}, a, membermask
     if (Error err = expect(3))
       return err;
-    std::string_view d = operands[0];
-    size_t bar = d.find('|');
-    if (Error err = dest(d.substr(0, bar)))
+    if (Error err = pairedDest(operands[0], /*padMissing=*/true))
       return err;
-    if (bar != std::string_view::npos) {
-      if (Error err = dest(d.substr(bar + 1)))
-        return err;
-    } else {
-      inst.dst[inst.numDst++] = kNoSlot;
-    }
     if (Error err = sources(1))
       return err;
     break;
@@ -1600,13 +1604,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     bool combine = inst.subop != uint8_t(BoolOp::None);
     if (Error err = expect(combine ? 4 : 3))
       return err;
-    std::string_view d = operands[0];
-    size_t bar = d.find('|');
-    if (Error err = dest(d.substr(0, bar)))
+    if (Error err = pairedDest(operands[0], /*padMissing=*/false))
       return err;
-    if (bar != std::string_view::npos)
-      if (Error err = dest(d.substr(bar + 1)))
-        return err;
     for (size_t i = 1; i < 3; ++i) {
       Expected<uint32_t> slot = sourceSlot(operands[i], line);
       if (!slot)
@@ -1622,16 +1621,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     // shfl.sync.mode.b32 d[|p], a, b, c, membermask
     if (Error err = expect(5))
       return err;
-    std::string_view d = operands[0];
-    size_t bar = d.find('|');
-    if (Error err = dest(d.substr(0, bar)))
+    if (Error err = pairedDest(operands[0], /*padMissing=*/true))
       return err;
-    if (bar != std::string_view::npos) {
-      if (Error err = dest(d.substr(bar + 1)))
-        return err;
-    } else {
-      inst.dst[inst.numDst++] = kNoSlot;
-    }
     if (Error err = sources(1))
       return err;
     break;
