@@ -84,7 +84,7 @@ def digest(path):
     model = onnx.load(path)
     result = {}
     for t in model.graph.initializer:
-        a = np.ascontiguousarray(numpy_helper.to_array(t))
+        a = np.array(numpy_helper.to_array(t), order="C")  # scalars stay 0-D
         h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
         h.update(a.tobytes())
         result[t.name] = h.hexdigest()

@@ -32,8 +32,10 @@ def main():
             sys.exit(f"export_initializers.py: initializers '{written[safe]}' "
                      f"and '{tensor.name}' both become {safe}.npy")
         written[safe] = tensor.name
+        # np.array(order="C"), not np.ascontiguousarray: that one makes a
+        # scalar initializer 1-D, and kiln-run checks the recorded shape.
         np.save(os.path.join(outdir, safe + ".npy"),
-                np.ascontiguousarray(numpy_helper.to_array(tensor)))
+                np.array(numpy_helper.to_array(tensor), order="C"))
     print(f"wrote {len(written)} initializers to {outdir}")
 
 
