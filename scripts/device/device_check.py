@@ -3,7 +3,8 @@
 
 Usage: device_check.py [--dir device-check] [--device cuda|emu] [--runs N]
                        [--warmup N] [--torch auto|cpu|no] [--work DIR]
-                       [--budget SECONDS] [--timeout SECONDS] [--out DIR]
+                       [--budget SECONDS] [--bench-seconds S]
+                       [--timeout SECONDS] [--out DIR] [MODEL...]
 
 Called by scripts/device-check.sh; see there and docs/benchmarks.md. For each
 model in DIR/manifest.json:
@@ -148,8 +149,10 @@ class Check:
         shutil.rmtree(out, ignore_errors=True)
         if self.left() < 0:
             return self.row(name, "kiln " + v["name"], status="SKIPPED", note="time budget spent")
+        t0 = time.time()
         rc, text = run(base + ["-o", out], self.timeout(),
                        os.path.join(work, f"run-{v['name'].replace(' ', '-')}.log"))
+        once = time.time() - t0  # one run plus loading: an upper bound
         if rc != 0:
             why = "timed out" if rc is None else last_line(text)
             return self.row(name, "kiln " + v["name"], status="FAIL", note=why)
@@ -158,16 +161,23 @@ class Check:
         err = float(text.strip().splitlines()[-1]) if rc == 0 else float("inf")
         status = "ok" if err <= v["bound"] else "MISMATCH"
         ms, note = None, ""
-        if not v.get("bench", True):
+        if not v.get("bench", True) or a.runs <= 0:
             note = "not benchmarked"
         elif self.left() < 0:
             note = "bench skipped: time budget spent"
         else:
-            rc, text = run(base + ["--bench", str(a.runs), "--warmup", str(a.warmup)],
+            # --bench N runs warmup + 2N times (N timed whole, N kernel by
+            # kernel); slow artifacts get fewer runs, so one bench takes
+            # about --bench-seconds at most.
+            runs = min(a.runs, max(3, int(a.bench_seconds / max(2 * once, 1e-3))))
+            warmup = min(a.warmup, runs)
+            rc, text = run(base + ["--bench", str(runs), "--warmup", str(warmup)],
                            self.timeout(), os.path.join(work, f"bench-{v['name'].replace(' ', '-')}.log"))
             found = re.search(r"per run: median ([0-9.]+) ms", text)
             if rc == 0 and found:
                 ms = float(found.group(1))
+                if runs < a.runs:
+                    note = f"median of {runs} runs (slow)"
             else:
                 note = "bench " + ("timed out" if rc is None else "failed: " + last_line(text))
         self.row(name, "kiln " + v["name"], ms, err, v["bound"], status, note)
@@ -262,12 +272,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default=os.path.join(HERE, ".."))
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--runs", type=int, default=20, help="bench runs (0: no bench)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--torch", choices=["auto", "cpu", "no"], default="auto")
     ap.add_argument("--work", default="/tmp/kiln-device-check")
     ap.add_argument("--budget", type=float, default=240.0,
                     help="seconds after which remaining runs are skipped")
+    ap.add_argument("--bench-seconds", type=float, default=30.0,
+                    help="fewer bench runs for artifacts slower than this allows")
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds for one kiln-run")
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
