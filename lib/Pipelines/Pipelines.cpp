@@ -96,7 +96,8 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
     // passes one address per buffer.
     return llvm::formatv(
         "nvvm-attach-target{{chip={0} features={1} O=3{2}}, "
-        "gpu.module(lower-affine, convert-scf-to-cf, expand-strided-metadata, "
+        "gpu.module(kiln-contract-float-ops, lower-affine, convert-scf-to-cf, "
+        "expand-strided-metadata, "
         "convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}, "
         "canonicalize, cse, reconcile-unrealized-casts)",
         options.chip, *ptxFeaturesFor(options.chip),

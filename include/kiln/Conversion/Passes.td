@@ -204,6 +204,30 @@ def NameKernelsPass : Pass<"kiln-name-kernels", "mlir::ModuleOp"> {
   }];
 }
 
+def ContractFloatOpsPass : Pass<"kiln-contract-float-ops", "mlir::gpu::GPUModuleOp"> {
+  let summary = "Allow the code generator to fuse multiplies and adds (FMA)";
+  let description = [{
+    Marks every `arith.mulf`, `arith.addf` and `arith.subf` in a GPU module
+    `fastmath<contract>`, so the NVPTX backend fuses a multiply feeding an
+    add into one `fma.rn` instruction: one rounding instead of two, one
+    instruction instead of two in every multiply-accumulate loop. This is
+    what CUDA compilers do by default (`nvcc --fmad=true`); without it the
+    backend writes `mul.rn`/`add.rn`, which `ptxas` must not fuse. Other
+    fast-math flags an op has are kept; host code is not touched.
+
+    Example:
+
+    ```mlir
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    // becomes
+    %p = arith.mulf %a, %b fastmath<contract> : f32
+    %s = arith.addf %acc, %p fastmath<contract> : f32
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def TestLaunchToLoopsPass : Pass<"kiln-test-launch-to-loops", "mlir::func::FuncOp"> {
   let summary = "Run kiln-map-to-gpu's launches as CPU loops (testing only)";
   let description = [{
