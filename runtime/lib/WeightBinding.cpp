@@ -335,9 +335,15 @@ Error bindWeights(Artifact &artifact, const InitializerSource &source) {
     if (!given)
       return given.error().withContext(
           fmt::format("initializer '{}'", inlined.name));
-    if (*given && ((*given)->dtype != inlined.dtype ||
-                   (*given)->shape != inlined.shape ||
-                   (*given)->data != inlined.bytes))
+    if (!*given)
+      continue;
+    if ((*given)->dtype != inlined.dtype || (*given)->shape != inlined.shape)
+      return makeError("initializer '{}' was compiled into the kernels as a "
+                       "constant of {} {}; the value given is {} {}",
+                       inlined.name, dtypeName(inlined.dtype),
+                       formatShape(inlined.shape), dtypeName((*given)->dtype),
+                       formatShape((*given)->shape));
+    if ((*given)->data != inlined.bytes)
       return makeError("initializer '{}' ({} {}) was compiled into the "
                        "kernels as a constant and cannot be rebound: its new "
                        "value differs (recompile with it)",

@@ -263,6 +263,8 @@ int main(int argc, char **argv) {
     return error("no input model (usage: kilnc model.onnx [-o out])");
 
   onnxfe::ImportOptions options;
+  std::vector<std::pair<std::string, DenseElementsAttr>> inlinedInitializers;
+  options.inlinedInitializers = &inlinedInitializers;
   if (llvm::Error err = parseShapes(options))
     return error(llvm::toString(std::move(err)));
 
@@ -366,6 +368,7 @@ int main(int argc, char **argv) {
     artifactOptions.target = target;
     artifactOptions.ptxasPath = kiln::defaultPtxasPath();
     artifactOptions.compilerOptions = commandLine;
+    artifactOptions.inlinedInitializers = inlinedInitializers;
     kiln::ArtifactStats artifactStats;
     auto artifact = kiln::buildArtifact(
         artifactModule ? *artifactModule : **module, artifactOptions,

@@ -121,7 +121,10 @@ def MaterializeWeightsPass : Pass<"kiln-materialize-weights", "mlir::ModuleOp"> 
     value (the same resource blob, not a copy), and globals left without
     uses are erased. Bufferization then places the constants in
     `memref.global`s, which the artifact builder packs into the weights
-    section.
+    section. A global's `kiln.origin` (the initializer it was read from and
+    the steps since) moves into the module attribute `kiln.weight_origins`,
+    keyed by the blob, where the artifact builder finds it. Reading a
+    mutable or uninitialized global is an error.
 
     Example:
 

@@ -2,6 +2,7 @@
 //-------===//
 
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -25,13 +26,17 @@ struct MaterializeWeightsPass
     WalkResult result = module.walk([&](ml_program::GlobalLoadConstOp load) {
       auto global = symbols.lookup<ml_program::GlobalOp>(
           load.getGlobal().getRootReference().getValue());
-      auto value =
-          global ? dyn_cast_or_null<TypedAttr>(global.getValueAttr()) : nullptr;
+      // An elements attribute: a #ml_program.extern value has no data.
+      auto value = global ? dyn_cast_or_null<ElementsAttr>(global.getValueAttr())
+                          : nullptr;
       if (!global || global.getIsMutable() || !value) {
         load.emitOpError("reads a global that is not an immutable, initialized "
                          "weight");
         return WalkResult::interrupt();
       }
+      // The origin moves to the module, keyed by the data's blob, for the
+      // artifact builder (WeightOrigins.h).
+      kiln::setBlobOrigin(module, value, kiln::getWeightOrigin(global));
       OpBuilder b(load);
       load.replaceAllUsesWith(
           arith::ConstantOp::create(b, load.getLoc(), value).getResult());

@@ -347,8 +347,8 @@ GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
   if (type.getNumElements() <= options.inlineConstantLimit ||
       type.getElementType().isInteger(1)) {
     DenseElementsAttr value = toDenseElements(*decoded);
-    if (!type.getElementType().isInteger(1))
-      kiln::recordInlinedInitializer(*module, tensor.name(), value);
+    if (options.inlinedInitializers && !type.getElementType().isInteger(1))
+      options.inlinedInitializers->emplace_back(tensor.name(), value);
     return ConstantOp::create(b, loc, value).getResult();
   }
 
@@ -372,10 +372,11 @@ Value GraphImporter::createWeight(StringRef name, RankedTensorType type,
       HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, alignof(uint64_t));
   auto value =
       DenseResourceElementsAttr::get(type, sanitize(symbol), std::move(blob));
-  ml_program::GlobalOp::create(b, loc, symbol, type, /*is_mutable=*/false,
-                               value, b.getStringAttr("private"));
+  auto global = ml_program::GlobalOp::create(
+      b, loc, symbol, type, /*is_mutable=*/false, value,
+      b.getStringAttr("private"));
   if (fromInitializer)
-    kiln::setWeightOrigin(*module, value, kiln::initializerOrigin(name, type));
+    kiln::setWeightOrigin(global, kiln::initializerOrigin(name, type));
   b.setInsertionPointToStart(entry);
   return ml_program::GlobalLoadConstOp::create(
              b, loc, type, FlatSymbolRefAttr::get(&context, symbol))

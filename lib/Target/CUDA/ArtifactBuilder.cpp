@@ -199,14 +199,13 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   }
 
   // Initializers compiled in as constants: binding new weights checks them.
-  for (NamedAttribute inlined : getInlinedInitializers(module)) {
-    auto value = dyn_cast<DenseElementsAttr>(inlined.getValue());
+  for (const auto &[name, value] : options.inlinedInitializers) {
     std::optional<rt::DType> dtype =
         value ? toDType(value.getElementType()) : std::nullopt;
     if (!dtype)
       continue;
     artifact.inlinedInitializers.push_back(
-        {inlined.getName().str(), *dtype,
+        {name, *dtype,
          rt::Shape(value.getType().getShape().begin(),
                    value.getType().getShape().end()),
          constantBytes(value)});
@@ -243,7 +242,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
                                       bytes.size());
       if (!index)
         return llvm::createStringError(index.error().message());
-      artifact.weights[*index].origin = getWeightOrigin(module, value);
+      artifact.weights[*index].origin = getBlobOrigin(module, value);
       weightOffsets[get.getResult()] = artifact.weights[*index].offset;
     } else if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
       launches.push_back(launch);

@@ -218,6 +218,10 @@ TEST(WeightBindingTest, InlinedInitializerMustBeUnchanged) {
             "initializer 'scale' (f32 [1]) was compiled into the kernels as a "
             "constant and cannot be rebound: its new value differs (recompile "
             "with it)");
+  values["scale"] = {DType::F32, {}, bytesOf<float>({3.0f})};
+  EXPECT_EQ(errorOf(bindWeights(artifact, sourceOf(values))),
+            "initializer 'scale' was compiled into the kernels as a constant "
+            "of f32 [1]; the value given is f32 []");
 }
 
 TEST(WeightBindingTest, VerifyRejectsAStrippedWeightWithoutOrigin) {

@@ -34,6 +34,11 @@ struct ImportOptions {
   /// Initializers with at most this many elements become inline
   /// `kiln.constant`s (so shape arithmetic folds); larger ones become globals.
   int64_t inlineConstantLimit = 64;
+  /// When set, receives each initializer that became an inline constant
+  /// (name and value): it cannot be rebound in the artifact, which records
+  /// it so that binding new weights can check it is unchanged.
+  std::vector<std::pair<std::string, mlir::DenseElementsAttr>>
+      *inlinedInitializers = nullptr;
 };
 
 /// Registers the dialects the importer produces.

@@ -27,6 +27,10 @@ struct ArtifactOptions {
   std::string compilerOptions;
   /// ptxas to assemble each kernel into a cubin; empty skips cubins.
   std::string ptxasPath;
+  /// Initializers the importer compiled in as constants
+  /// (ImportOptions::inlinedInitializers), recorded for weight binding.
+  std::vector<std::pair<std::string, mlir::DenseElementsAttr>>
+      inlinedInitializers;
 };
 
 struct ArtifactStats {

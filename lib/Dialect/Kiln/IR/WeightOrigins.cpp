@@ -10,8 +10,8 @@ using namespace mlir;
 
 namespace kiln {
 namespace {
+constexpr llvm::StringLiteral kOriginAttr = "kiln.origin";
 constexpr llvm::StringLiteral kOriginsAttr = "kiln.weight_origins";
-constexpr llvm::StringLiteral kInlinedAttr = "kiln.inlined_initializers";
 
 StringRef blobKey(Attribute value) {
   auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(value);
@@ -23,7 +23,17 @@ void printList(llvm::raw_ostream &os, ArrayRef<int64_t> values) {
 }
 } // namespace
 
-std::string getWeightOrigin(ModuleOp module, Attribute value) {
+std::string getWeightOrigin(ml_program::GlobalOp global) {
+  auto origin = global->getAttrOfType<StringAttr>(kOriginAttr);
+  return origin ? origin.getValue().str() : "";
+}
+
+void setWeightOrigin(ml_program::GlobalOp global, StringRef origin) {
+  if (!origin.empty())
+    global->setAttr(kOriginAttr, StringAttr::get(global.getContext(), origin));
+}
+
+std::string getBlobOrigin(ModuleOp module, Attribute value) {
   StringRef key = blobKey(value);
   auto origins = module->getAttrOfType<DictionaryAttr>(kOriginsAttr);
   if (key.empty() || !origins)
@@ -32,7 +42,7 @@ std::string getWeightOrigin(ModuleOp module, Attribute value) {
   return origin ? origin.getValue().str() : "";
 }
 
-void setWeightOrigin(ModuleOp module, Attribute value, StringRef origin) {
+void setBlobOrigin(ModuleOp module, Attribute value, StringRef origin) {
   StringRef key = blobKey(value);
   if (key.empty() || origin.empty())
     return;
@@ -41,20 +51,6 @@ void setWeightOrigin(ModuleOp module, Attribute value, StringRef origin) {
     origins.assign(existing.getValue());
   origins.set(key, StringAttr::get(module.getContext(), origin));
   module->setAttr(kOriginsAttr, origins.getDictionary(module.getContext()));
-}
-
-void recordInlinedInitializer(ModuleOp module, StringRef name,
-                              DenseElementsAttr value) {
-  NamedAttrList inlined;
-  if (auto existing = module->getAttrOfType<DictionaryAttr>(kInlinedAttr))
-    inlined.assign(existing.getValue());
-  inlined.set(name, value);
-  module->setAttr(kInlinedAttr, inlined.getDictionary(module.getContext()));
-}
-
-DictionaryAttr getInlinedInitializers(ModuleOp module) {
-  auto inlined = module->getAttrOfType<DictionaryAttr>(kInlinedAttr);
-  return inlined ? inlined : DictionaryAttr::get(module.getContext());
 }
 
 std::string initializerOrigin(StringRef name, RankedTensorType type) {

@@ -263,8 +263,7 @@ std::optional<WeightData> evaluate(Value value, SymbolTable &symbols) {
     if (!bytes)
       return std::nullopt;
     return WeightData{type, std::move(*bytes), global, "",
-                      getWeightOrigin(global->getParentOfType<ModuleOp>(),
-                                      global.getValueAttr())};
+                      getWeightOrigin(global)};
   }
   if (auto reshape = dyn_cast<ReshapeOp>(op)) {
     std::optional<WeightData> input = evaluate(reshape.getInput(), symbols);
@@ -426,7 +425,7 @@ private:
     global = ml_program::GlobalOp::create(
         b, data.root ? data.root.getLoc() : loc, name, data.type,
         /*is_mutable=*/false, value, b.getStringAttr("private"));
-    setWeightOrigin(module, value, data.origin);
+    setWeightOrigin(global, data.origin);
     symbols.insert(global); // renames on a clash
     return global;
   }

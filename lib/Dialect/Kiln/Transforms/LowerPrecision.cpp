@@ -623,10 +623,10 @@ private:
         if (conversion == WeightConversion::RoundToTF32)
           converted->setAttr(kTf32RoundedAttr,
                              UnitAttr::get(module.getContext()));
-        setWeightOrigin(module, converted.getValueAttr(),
-                        appendOriginStep(
-                            getWeightOrigin(module, global.getValueAttr()),
-                            "convert " + suffix.drop_front().str()));
+        setWeightOrigin(converted,
+                        appendOriginStep(getWeightOrigin(global),
+                                         "convert " +
+                                             suffix.drop_front().str()));
         sources.insert(global);
       }
       OpBuilder b(cast);

@@ -456,19 +456,17 @@ func.func @hoist_to_input(%x: tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32> {
 // -----
 
 // Weight origins: the folded global's origin is its source's plus the
-// transpose and the zero padding (kiln-run --weights replays them); the
-// source's entry outlives it harmlessly.
-// CHECK-LABEL: module attributes {kiln.weight_origins = {w = "initializer f32 1x2x1x2 w", w_nhwc = "initializer f32 1x2x1x2 w\0Atranspose 0,2,3,1", w_nhwc_pad = "initializer f32 1x2x1x2 w\0Atranspose 0,2,3,1\0Apad 0,0,0,0 0,0,0,6"}}
-// NCHW-LABEL: module attributes {kiln.weight_origins = {w = "initializer f32 1x2x1x2 w"}}
-module attributes {kiln.weight_origins = {w = "initializer f32 1x2x1x2 w"}} {
-  ml_program.global private @w(dense_resource<w> : tensor<1x2x1x2xf32>) : tensor<1x2x1x2xf32>
-  func.func @origins(%x: tensor<1x2x4x4xf32>) -> tensor<1x1x4x3xf32> {
-    %w = ml_program.global_load_const @w : tensor<1x2x1x2xf32>
-    %y = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
-        padding = array<i64: 0, 0, 0, 0>}
-        : (tensor<1x2x4x4xf32>, tensor<1x2x1x2xf32>) -> tensor<1x1x4x3xf32>
-    return %y : tensor<1x1x4x3xf32>
-  }
+// transpose and the zero padding (kiln-run --weights replays them).
+// CHECK-LABEL: ml_program.global private @w_nhwc_pad({{.*}}) : tensor<1x1x2x8xf32> {kiln.origin = "initializer f32 1x2x1x2 w\0Atranspose 0,2,3,1\0Apad 0,0,0,0 0,0,0,6"}
+// CHECK-LABEL: func.func @origins(
+// NCHW-LABEL: ml_program.global private @w({{.*}}) : tensor<1x2x1x2xf32> {kiln.origin = "initializer f32 1x2x1x2 w"}
+ml_program.global private @w(dense_resource<w> : tensor<1x2x1x2xf32>) : tensor<1x2x1x2xf32> {kiln.origin = "initializer f32 1x2x1x2 w"}
+func.func @origins(%x: tensor<1x2x4x4xf32>) -> tensor<1x1x4x3xf32> {
+  %w = ml_program.global_load_const @w : tensor<1x2x1x2xf32>
+  %y = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+      padding = array<i64: 0, 0, 0, 0>}
+      : (tensor<1x2x4x4xf32>, tensor<1x2x1x2xf32>) -> tensor<1x1x4x3xf32>
+  return %y : tensor<1x1x4x3xf32>
 }
 {-#
   dialect_resources: {

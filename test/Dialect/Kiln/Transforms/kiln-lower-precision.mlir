@@ -250,22 +250,20 @@ func.func @constant_weight(%x: tensor<2x3xf32>) -> tensor<2x4xf32> {
 // -----
 
 // Weight origins: the converted global's origin gains a convert step.
-// BF16-LABEL: module attributes {kiln.weight_origins = {w = "initializer f32 3x2 w", w_bf16 = "initializer f32 3x2 w\0Aconvert bf16"}}
-// FP16-LABEL: module attributes {kiln.weight_origins = {w = "initializer f32 3x2 w", w_f16 = "initializer f32 3x2 w\0Aconvert f16"}}
-// TF32-LABEL: module attributes {kiln.weight_origins = {w = "initializer f32 3x2 w", w_tf32 = "initializer f32 3x2 w\0Aconvert tf32"}}
-// FP32-LABEL: module attributes {kiln.weight_origins = {w = "initializer f32 3x2 w"}}
-module attributes {kiln.weight_origins = {w = "initializer f32 3x2 w"}} {
-  ml_program.global private @w(dense_resource<w> : tensor<3x2xf32>) : tensor<3x2xf32>
-  func.func @origins(%x: tensor<4x3xf32>) -> tensor<4x2xf32> {
-    %w = ml_program.global_load_const @w : tensor<3x2xf32>
-    %y = kiln.matmul %x, %w : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
-    return %y : tensor<4x2xf32>
-  }
+// BF16-LABEL: ml_program.global private @v_bf16({{.*}}) : tensor<3x2xbf16> {kiln.origin = "initializer f32 3x2 v\0Aconvert bf16"}
+// FP16-LABEL: ml_program.global private @v_f16({{.*}}) : tensor<3x2xf16> {kiln.origin = "initializer f32 3x2 v\0Aconvert f16"}
+// TF32-LABEL: ml_program.global private @v_tf32({{.*}}) : tensor<3x2xf32> {kiln.origin = "initializer f32 3x2 v\0Aconvert tf32", kiln.tf32_rounded}
+// FP32-LABEL: ml_program.global private @v({{.*}}) : tensor<3x2xf32> {kiln.origin = "initializer f32 3x2 v"}
+ml_program.global private @v(dense_resource<v> : tensor<3x2xf32>) : tensor<3x2xf32> {kiln.origin = "initializer f32 3x2 v"}
+func.func @origins(%x: tensor<4x3xf32>) -> tensor<4x2xf32> {
+  %w = ml_program.global_load_const @v : tensor<3x2xf32>
+  %y = kiln.matmul %x, %w : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
 }
 {-#
   dialect_resources: {
     builtin: {
-      w: "0x040000000000803F00000040ABAAAA3E0000803F00000040ABAAAA3E"
+      v: "0x040000000000803F00000040ABAAAA3E0000803F00000040ABAAAA3E"
     }
   }
 #-}

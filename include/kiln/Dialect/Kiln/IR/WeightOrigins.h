@@ -15,10 +15,13 @@
 //   reshape 64,7,7,8
 //   convert bf16                          (bf16 | f16 | tf32, nearest even)
 //
-// Origins live in a module attribute keyed by the weight's resource blob key,
-// which stays with the data through bufferization to the artifact builder.
-// A weight without an origin (computed from several values, or from a
-// Constant node) keeps its compiled bytes.
+// An origin is a `kiln.origin` string attribute on the weight's
+// `ml_program.global`. kiln-materialize-weights, which turns the globals into
+// constants, moves the origins into the module attribute
+// `kiln.weight_origins`, keyed by each weight's resource blob, which stays
+// with the data through bufferization to the artifact builder. A weight
+// without an origin (computed from several values, or from a Constant node)
+// keeps its compiled bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,29 +29,26 @@
 #define KILN_DIALECT_KILN_IR_WEIGHTORIGINS_H
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
 
 namespace kiln {
 
-/// The origin recorded for a weight's value; empty when it has none (or the
-/// value is not a resource blob).
-std::string getWeightOrigin(mlir::ModuleOp module, mlir::Attribute value);
+/// The origin recorded on a weight global; empty when it has none.
+std::string getWeightOrigin(mlir::ml_program::GlobalOp global);
 
-/// Records `origin` for a resource-blob value (ignored for other values and
-/// for an empty origin).
-void setWeightOrigin(mlir::ModuleOp module, mlir::Attribute value,
-                     llvm::StringRef origin);
+/// Records `origin` on a weight global (nothing for an empty origin).
+void setWeightOrigin(mlir::ml_program::GlobalOp global, llvm::StringRef origin);
 
-/// Records the value of an initializer the importer compiled in as a
-/// constant (too small for a weight): rebinding weights checks that a new
-/// value of it, if given, is unchanged.
-void recordInlinedInitializer(mlir::ModuleOp module, llvm::StringRef name,
-                              mlir::DenseElementsAttr value);
+/// Records `origin` for the resource blob `value` (ignored for other values
+/// and for an empty origin), for the artifact builder.
+void setBlobOrigin(mlir::ModuleOp module, mlir::Attribute value,
+                   llvm::StringRef origin);
 
-/// The recorded inlined initializers, by name (empty when none).
-mlir::DictionaryAttr getInlinedInitializers(mlir::ModuleOp module);
+/// The origin recorded for the resource blob `value`; empty when none.
+std::string getBlobOrigin(mlir::ModuleOp module, mlir::Attribute value);
 
 /// The first line of an origin: an initializer of `type` named `name`.
 /// Empty when the name cannot be written on one line.

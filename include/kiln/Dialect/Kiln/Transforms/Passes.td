@@ -73,10 +73,9 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
       `@w_nhwc_pad`, `@w_t`), computed here; the old global is erased when
       nothing reads it. Small all-constant results stay `kiln.constant`.
       This also folds the transposes the importer writes for `Gemm`
-      weights, with any layout. The new global's origin (the initializer
-      plus `transpose`/`pad`/`reshape` steps, module attribute
-      `kiln.weight_origins`) is recorded, so new weights can be bound into
-      the artifact (`kiln-run --weights`).
+      weights, with any layout. The new global's `kiln.origin` (the source's
+      initializer plus the `transpose`/`pad`/`reshape` steps) is recorded,
+      so new weights can be bound into the artifact (`kiln-run --weights`).
 
     Running the pass a second time changes nothing. The pass is a module
     pass because the weight rule adds globals.
@@ -182,8 +181,8 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       time with round-to-nearest-even; the `f32` global is erased when
       nothing else reads it. A cast of a `kiln.constant` (a splat, as
       `ConstantOfShape` imports) folds into a converted constant. No kernel
-      converts weights at run time; the new global's origin gains a
-      `convert` step (`kiln-run --weights` replays it). (A
+      converts weights at run time; the new global's `kiln.origin` gains
+      a `convert` step (`kiln-run --weights` replays it). (A
       tf32 global keeps type `f32` and carries `kiln.tf32_rounded`, so a
       second run does not round it again.)
     - **Inputs and outputs** keep their declared types. `io-precision`
