@@ -353,6 +353,10 @@ int runTool(const Options &options) {
   if (!loaded)
     return fail(loaded.error().message());
   if (!options.weightsDir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(options.weightsDir, ec))
+      return fail(fmt::format("--weights: '{}' is not a directory",
+                              options.weightsDir));
     auto fromDirectory = [&](const std::string &initializer)
         -> Expected<std::optional<NpyArray>> {
       std::string path =
@@ -366,7 +370,9 @@ int runTool(const Options &options) {
       return std::optional<NpyArray>(array.take());
     };
     if (Error err = bindWeights(*loaded, fromDirectory))
-      return fail(err.withContext(options.model).message());
+      return fail(fmt::format("{} (weights are read from {}/<initializer>.npy)",
+                              err.withContext(options.model).message(),
+                              options.weightsDir));
   }
   if (loaded->strippedWeightBytes != 0 && options.weightsDir.empty())
     return fail(fmt::format("{}: its weights were stripped (kilnc "
