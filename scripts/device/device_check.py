@@ -4,6 +4,7 @@
 Usage: device_check.py [--dir device-check] [--device cuda|emu] [--runs N]
                        [--warmup N] [--torch auto|cpu|no] [--work DIR]
                        [--budget SECONDS] [--bench-seconds S]
+                       [--top1-budget SECONDS] [--phase all|bench|top1]
                        [--timeout SECONDS] [--out DIR] [MODEL...]
 
 Called by scripts/device-check.sh; see there and docs/benchmarks.md. For each
@@ -22,9 +23,20 @@ model in DIR/manifest.json:
 4. for the benchmark models, before the kiln runs, the PyTorch eager
    baselines (torch_baselines.py) on the same input.
 
-Ends with one table, also written to OUT/table.txt with OUT/results.json
-and OUT/kiln-run-logs.tar.gz (kiln-run's output per artifact: per-kernel
-times) when --out or $OUT is set.
+Then the top-1 phase (the manifest's models with phase "top1": the nine
+light classifiers at batch 200, bf16/fp16/tf32), with its own time budget
+(--top1-budget, counted from its start, so it cannot starve the benchmarks
+before it): steps 1 and 2 as above (one seeded N(0, 1) input batch), then
+per artifact one kiln-run with -o: the relative error of the output norm
+(bounds bf16 2e-2, fp16 and tf32 5e-3) and the fraction of the samples whose
+top-1 class (argmax over the output's non-batch dimensions) is the
+reference's (bound 0.99). It also reports how many distinct classes the
+reference picks over the batch (a check where every sample gets the same
+class says little).
+
+Ends with two tables (benchmarks; top-1), also written to OUT/table.txt with
+OUT/results.json and OUT/kiln-run-logs.tar.gz (kiln-run's output per
+artifact: per-kernel times) when --out or $OUT is set.
 """
 import argparse
 import json
@@ -115,10 +127,12 @@ class Check:
             self.manifest = json.load(f)
         self.kiln_run = os.path.join(self.dir, "bin", "kiln-run")
         self.start = time.time()
+        self.budget = args.budget
         self.rows = []
+        self.top1_rows = []
 
     def left(self):
-        return self.args.budget - (time.time() - self.start)
+        return self.budget - (time.time() - self.start)
 
     def timeout(self):
         """One kiln-run's limit: --timeout, cut to what is left of the
@@ -249,6 +263,105 @@ class Check:
                 self.row(name, "PyTorch " + variant, ms, status="FAIL" if ms is None else "",
                          note=note)
 
+    def top1_row(self, model, variant, err=None, bound=None, stats=None, agree_bound=None,
+                 status="", note=""):
+        stats = stats or {}
+        r = dict(model=model, variant=variant, err=err, bound=bound, top1=stats.get("top1"),
+                 top1_bound=agree_bound, ref_classes=stats.get("classes"),
+                 centred_top1=stats.get("centred_top1"),
+                 centred_classes=stats.get("centred_classes"), status=status, note=note)
+        self.top1_rows.append(r)
+        err_s = f"{err:.2e}" if err is not None else "-"
+        agree_s = f"{r['top1']:.3f}" if r["top1"] is not None else "-"
+        log(f"  {model:18s} {variant:6s} {err_s:>9s} {agree_s:>6s} {status} {note}")
+
+    def top1_model(self, m):
+        """The top-1 phase for one model: regenerate, reference, each artifact once."""
+        name = m["name"]
+        variants = m["variants"]
+
+        def all_rows(status, note):
+            for v in variants:
+                self.top1_row(name, v["name"], status=status, note=note)
+
+        if self.left() < 0:
+            return all_rows("SKIPPED", "time budget spent")
+        work = os.path.join(self.args.work, name)
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        onnx_path = os.path.join(work, "model.onnx")
+        t0 = time.time()
+        device_models.make(m["kind"], m["batch"], onnx_path, os.path.join(self.dir, "light"))
+        digest = device_models.digest(onnx_path)
+        want = m["weights_sha256"]
+        differ = sorted(k for k in set(want) | set(digest) if want.get(k) != digest.get(k))
+        if differ:
+            return all_rows("FAIL", f"regenerated weights differ from the compiled ones: "
+                            f"{len(differ)} of {len(want)} initializers (first {differ[0]})")
+        weights = os.path.join(work, "weights")
+        rc, text = run([sys.executable, os.path.join(HERE, "export_initializers.py"),
+                        onnx_path, weights], 600)
+        if rc != 0:
+            return all_rows("FAIL", "export_initializers.py: " + last_line(text))
+        rundir = os.path.join(work, "run")
+        rc, text = run([sys.executable, os.path.join(HERE, "make_reference.py"), onnx_path,
+                        rundir, "--provider", "auto"], max(60.0, min(900.0, self.left() + 60.0)))
+        if rc != 0:
+            return all_rows("FAIL", "reference " + ("timed out" if rc is None
+                                                    else "failed: " + last_line(text)))
+        log(f"{name}: {len(digest)} initializers as compiled; {last_line(text)}; "
+            f"{time.time() - t0:.1f} s")
+        os.remove(onnx_path)  # VGG-19 at batch 200: 550 MB
+        ref_dir = os.path.join(rundir, "reference")
+        for v in variants:
+            self.top1_variant(m, v, work, rundir, weights, ref_dir)
+        shutil.rmtree(weights, ignore_errors=True)
+
+    def top1_variant(self, m, v, work, rundir, weights, ref_dir):
+        name, vname = m["name"], v["name"]
+        if self.left() < 0:
+            return self.top1_row(name, vname, status="SKIPPED", note="time budget spent")
+        cmd = [self.kiln_run, os.path.join(self.dir, "models", name, v["file"]),
+               "--device", self.args.device]
+        if v.get("stripped"):
+            cmd += ["--weights", weights]
+        with open(os.path.join(rundir, "inputs", "names.txt")) as f:
+            for line in f:
+                if line.strip():
+                    gname, file = line.rstrip("\n").split("\t")
+                    cmd += ["-i", f"{gname}={os.path.join(rundir, 'inputs', file)}"]
+        out = os.path.join(work, "out-" + vname.replace(" ", "-"))
+        shutil.rmtree(out, ignore_errors=True)
+        rc, text = run(cmd + ["-o", out], self.timeout(),
+                       os.path.join(work, f"top1-{vname.replace(' ', '-')}.log"))
+        if rc != 0:
+            return self.top1_row(name, vname, status="FAIL",
+                                 note="timed out" if rc is None else last_line(text))
+        import compare
+        err, stats, problem = compare.compare(ref_dir, out, top1=True)
+        if problem or not stats:
+            return self.top1_row(name, vname, status="FAIL", note=problem or "no outputs")
+        note = "" if err != float("inf") else "non-finite output"
+        ok = err <= v["bound"] and stats["top1"] >= v["top1_bound"]
+        self.top1_row(name, vname, err, v["bound"], stats, v["top1_bound"],
+                      "ok" if ok else "MISMATCH", note)
+
+    def top1_table(self):
+        lines = ["| model | precision | rel. error (bound) | top-1 agreement (bound) | "
+                 "reference classes | centred top-1 agreement | centred classes | status |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for r in self.top1_rows:
+            err = f"{r['err']:.1e} ({r['bound']:.0e})" if r["err"] is not None else "-"
+            agree = (f"{r['top1']:.3f} ({r['top1_bound']:g})" if r["top1"] is not None
+                     else "-")
+            cagree = f"{r['centred_top1']:.3f}" if r["centred_top1"] is not None else "-"
+            status = r["status"] + (f": {r['note']}" if r["note"] else "")
+            lines.append(f"| {r['model']} | {r['variant']} | {err} | {agree} | "
+                         f"{'-' if r['ref_classes'] is None else r['ref_classes']} | {cagree} | "
+                         f"{'-' if r['centred_classes'] is None else r['centred_classes']} | "
+                         f"{status} |")
+        return "\n".join(lines)
+
     def table(self):
         base = {}
         for r in self.rows:
@@ -280,6 +393,10 @@ def main():
                     help="seconds after which remaining runs are skipped")
     ap.add_argument("--bench-seconds", type=float, default=30.0,
                     help="fewer bench runs for artifacts slower than this allows")
+    ap.add_argument("--top1-budget", type=float, default=150.0,
+                    help="seconds of the top-1 phase (counted from its start)")
+    ap.add_argument("--phase", choices=["all", "bench", "top1"], default="all",
+                    help="run only the benchmarks or only the top-1 phase")
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds for one kiln-run")
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
@@ -299,19 +416,36 @@ def main():
         log(line)
     os.makedirs(args.work, exist_ok=True)
     models = [m for m in man["models"] if not args.models or m["name"] in args.models]
-    for m in models:
-        check.model(m, tdev)
-    table = check.table()
-    total = time.time() - check.start
-    text = "\n".join(header) + "\n\n" + table + f"\n\n({total:.0f} s)\n"
+    bench = [m for m in models if m.get("phase", "bench") == "bench"]
+    top1 = [m for m in models if m.get("phase") == "top1"]
+    start = check.start
+    if args.phase in ("all", "bench"):
+        for m in bench:
+            check.model(m, tdev)
+    bench_s = time.time() - start
+    if args.phase in ("all", "top1") and top1:
+        log(f"top-1 phase: {len(top1)} models, budget {args.top1_budget:g} s")
+        check.start, check.budget = time.time(), args.top1_budget
+        for m in top1:
+            check.top1_model(m)
+    top1_s = time.time() - start - bench_s
+    table = check.table() + f"\n\n({bench_s:.0f} s)" if check.rows else ""
+    if top1 and args.phase != "bench":
+        table += ("\n\n" if table else "") + (f"Top-1 phase: one seeded N(0, 1) batch, "
+                  f"onnxruntime fp32 reference, one kiln-run per artifact\n\n"
+                  + check.top1_table() + f"\n\n({top1_s:.0f} s)")
+    total = time.time() - start
+    text = "\n".join(header) + "\n\n" + table + f"\n\n({total:.0f} s in all)\n"
     log("\n" + table)
-    log(f"\n({total:.0f} s)")
+    log(f"\n({total:.0f} s in all)")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "table.txt"), "w") as f:
             f.write(text)
         with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump(dict(header=header, rows=check.rows, seconds=total), f, indent=1)
+            json.dump(dict(header=header, rows=check.rows, top1_rows=check.top1_rows,
+                           seconds=total, bench_seconds=bench_s, top1_seconds=top1_s), f,
+                      indent=1)
         # kiln-run's own output per artifact (per-kernel times of --bench).
         import tarfile
         with tarfile.open(os.path.join(args.out, "kiln-run-logs.tar.gz"), "w:gz") as tar:
@@ -320,7 +454,7 @@ def main():
                 for f in sorted(os.listdir(work)) if os.path.isdir(work) else []:
                     if f.endswith(".log"):
                         tar.add(os.path.join(work, f), arcname=f"{m['name']}/{f}")
-    bad = [r for r in check.rows if r["status"] in ("FAIL", "MISMATCH")]
+    bad = [r for r in check.rows + check.top1_rows if r["status"] in ("FAIL", "MISMATCH")]
     sys.exit(1 if bad else 0)
 
 

@@ -4,11 +4,12 @@
 Usage: device_models.py make KIND BATCH OUT.onnx [--light DIR]
        device_models.py digest MODEL.onnx
 
-KIND is resnet50, squeezenet, shufflenet (the onnx package's light model
-with scripts/device/randomize_weights.py --portable weights, then
-scripts/rebatch.py when BATCH is not 1), encoder (make_encoder.py --portable
---batch BATCH) or encoder-small (the same, hidden 64, 2 heads, ffn 128,
-seq 16, vocab 50). The scripts are found beside this file (the copy in
+KIND is one of the onnx package's light classifiers (resnet50, squeezenet,
+shufflenet, inception_v1, inception_v2, densenet121, bvlc_alexnet, zfnet512,
+vgg19: light_KIND.onnx with scripts/device/randomize_weights.py --portable
+weights, then scripts/rebatch.py when BATCH is not 1), encoder
+(make_encoder.py --portable --batch BATCH) or encoder-small (the same,
+hidden 64, 2 heads, ffn 128, seq 16, vocab 50). The scripts are found beside this file (the copy in
 device-check/scripts/) or in the source tree.
 
 digest prints, as JSON, a SHA-256 per initializer over its dtype, shape and
@@ -24,7 +25,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-LIGHT = {"resnet50", "squeezenet", "shufflenet"}
+# The onnx package's light classifiers (light_KIND.onnx).
+LIGHT = {"resnet50", "squeezenet", "shufflenet", "inception_v1", "inception_v2",
+         "densenet121", "bvlc_alexnet", "zfnet512", "vgg19"}
 ENCODERS = {
     "encoder": [],
     "encoder-small": ["--hidden", "64", "--heads", "2", "--ffn", "128",

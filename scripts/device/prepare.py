@@ -2,7 +2,8 @@
 """Packs device-check/ for scripts/device-check.sh (called by prepare.sh).
 
 Usage: prepare.py --build DIR [--out DIR] [--dry-run] [--no-strip]
-                  [--limit-mib 60] [--models NAME...]
+                  [--limit-mib 60] [--top1-batch 200] [--models NAME...]
+                  [--variants NAME...]
 
 Writes OUT (default device-check/ in the source tree):
   bin/kiln-run               the runtime's command-line runner (no LLVM)
@@ -20,10 +21,15 @@ Writes OUT (default device-check/ in the source tree):
 The full set: ResNet-50 and the encoder layer at batch 32, each fp32 and
 bf16 (--precision=bf16, layout auto = NHWC), fused and unfused
 (--fuse=false), benchmarked against PyTorch; and the batch-1 numerics of
-ResNet-50, SqueezeNet, ShuffleNet and the encoder (fp32, fused). --dry-run
+ResNet-50, SqueezeNet, ShuffleNet and the encoder (fp32, fused). Then the
+top-1 phase (issue 5): each of the nine light classifiers (KIND-b200) at
+batch --top1-batch (200), compiled with --precision=bf16, fp16 and tf32
+(default layout), which device_check.py runs once each on one seeded input
+batch: relative error of the output norm (bounds bf16 2e-2, fp16 and tf32
+5e-3) and top-1 agreement with onnxruntime fp32 (bound 0.99). --dry-run
 packs a set small enough for `scripts/device-check.sh --dry-run` on the emu
-device: a small encoder layer at batch 2 (the four variants) and SqueezeNet
-at batch 1. --no-strip keeps the weights in the artifacts (for a kilnc
+device: a small encoder layer at batch 2 (the four variants), SqueezeNet at
+batch 1, and SqueezeNet bf16 at batch 2 for the top-1 phase. --no-strip keeps the weights in the artifacts (for a kilnc
 without --strip-weights; the full set then does not fit). --models keeps
 only the named models of the set (and --variants only the named variants,
 e.g. "fp32 fused"). Fails when OUT is over --limit-mib (the device tool
@@ -37,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -52,19 +59,31 @@ FOUR = [
     ("bf16 fused", ["--precision=bf16"], BF16),
 ]
 FUSED32 = [FOUR[1]]
+# The top-1 phase: issue 5's bounds (the default layout, fused).
+TOP1_AGREEMENT = 0.99
+LOW = [
+    ("bf16", ["--precision=bf16"], BF16),
+    ("fp16", ["--precision=fp16"], 5e-3),
+    ("tf32", ["--precision=tf32"], 5e-3),
+]
+# The nine light classifiers, cheapest first: when the phase's time budget
+# runs out, the costly ones are the ones skipped.
+TOP1_KINDS = ["shufflenet", "squeezenet", "bvlc_alexnet", "zfnet512", "inception_v1",
+              "inception_v2", "densenet121", "resnet50", "vgg19"]
 
-# (name, kind, batch, variants, PyTorch baseline kind or None)
+# (name, kind, batch, variants, PyTorch baseline kind or None, phase)
 FULL = [
-    ("resnet50-b32", "resnet50", 32, FOUR, "resnet50"),
-    ("encoder-b32", "encoder", 32, FOUR, "encoder"),
-    ("resnet50-b1", "resnet50", 1, FUSED32, None),
-    ("squeezenet-b1", "squeezenet", 1, FUSED32, None),
-    ("shufflenet-b1", "shufflenet", 1, FUSED32, None),
-    ("encoder-b1", "encoder", 1, FUSED32, None),
+    ("resnet50-b32", "resnet50", 32, FOUR, "resnet50", "bench"),
+    ("encoder-b32", "encoder", 32, FOUR, "encoder", "bench"),
+    ("resnet50-b1", "resnet50", 1, FUSED32, None, "bench"),
+    ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
+    ("shufflenet-b1", "shufflenet", 1, FUSED32, None, "bench"),
+    ("encoder-b1", "encoder", 1, FUSED32, None, "bench"),
 ]
 DRY = [
-    ("encoder-small-b2", "encoder-small", 2, FOUR, "encoder"),
-    ("squeezenet-b1", "squeezenet", 1, FUSED32, None),
+    ("encoder-small-b2", "encoder-small", 2, FOUR, "encoder", "bench"),
+    ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
+    ("squeezenet-b2", "squeezenet", 2, LOW[:1], None, "top1"),
 ]
 
 SCRIPTS = [
@@ -103,6 +122,8 @@ def main():
     ap.add_argument("--limit-mib", type=float, default=60.0)
     ap.add_argument("--models", nargs="+")
     ap.add_argument("--variants", nargs="+")
+    ap.add_argument("--top1-batch", type=int, default=200,
+                    help="batch of the top-1 phase's classifiers (full set)")
     args = ap.parse_args()
     kilnc = os.path.join(args.build, "bin", "kilnc")
     kiln_run = os.path.join(args.build, "bin", "kiln-run")
@@ -122,7 +143,8 @@ def main():
     for s in SCRIPTS:
         shutil.copy2(os.path.join(ROOT, s), os.path.join(out, "scripts"))
     light = device_models.light_dir()
-    plan = DRY if args.dry_run else FULL
+    plan = DRY if args.dry_run else FULL + [
+        (f"{k}-b{args.top1_batch}", k, args.top1_batch, LOW, None, "top1") for k in TOP1_KINDS]
     if args.models:
         unknown = set(args.models) - {p[0] for p in plan}
         if unknown:
@@ -130,21 +152,22 @@ def main():
                      f"({', '.join(p[0] for p in plan)})")
         plan = [p for p in plan if p[0] in args.models]
     if args.variants:
-        plan = [(n, k, b, [v for v in vs if v[0] in args.variants], t)
-                for n, k, b, vs, t in plan]
+        plan = [(n, k, b, [v for v in vs if v[0] in args.variants], t, ph)
+                for n, k, b, vs, t, ph in plan]
     manifest = dict(commit=git("rev-parse", "--short", "HEAD")
                     + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
                     date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     set="dry-run" if args.dry_run else "full", stripped=strip, models=[])
     with tempfile.TemporaryDirectory() as tmp:
-        for name, kind, batch, variants, torch_kind in plan:
+        for name, kind, batch, variants, torch_kind, phase in plan:
+            t0 = time.time()
             if kind in device_models.LIGHT:
                 src = os.path.join(light, f"light_{kind}.onnx")
                 if not os.path.exists(os.path.join(out, "light", os.path.basename(src))):
                     shutil.copy2(src, os.path.join(out, "light"))
             onnx_path = os.path.join(tmp, name + ".onnx")
             device_models.make(kind, batch, onnx_path, os.path.join(out, "light"))
-            entry = dict(name=name, kind=kind, batch=batch, torch=torch_kind,
+            entry = dict(name=name, kind=kind, batch=batch, torch=torch_kind, phase=phase,
                          weights_sha256=device_models.digest(onnx_path), variants=[])
             os.makedirs(os.path.join(out, "models", name))
             for vname, flags, bound in variants:
@@ -153,11 +176,16 @@ def main():
                 if strip:
                     cmd.append("--strip-weights")
                 subprocess.run(cmd, check=True)
-                entry["variants"].append(dict(name=vname, file=file, kilnc_flags=flags,
-                                              bound=bound, stripped=strip, bench=True))
+                variant = dict(name=vname, file=file, kilnc_flags=flags, bound=bound,
+                               stripped=strip, bench=phase == "bench")
+                if phase == "top1":
+                    variant["top1_bound"] = TOP1_AGREEMENT
+                entry["variants"].append(variant)
+            os.remove(onnx_path)  # VGG-19's random weights alone are 550 MB
             manifest["models"].append(entry)
             print(f"prepared {name}: {', '.join(v[0] for v in variants)} "
-                  f"({du(os.path.join(out, 'models', name)) / 2**20:.1f} MiB)", flush=True)
+                  f"({du(os.path.join(out, 'models', name)) / 2**20:.1f} MiB, "
+                  f"{time.time() - t0:.0f} s)", flush=True)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     total = du(out) / 2**20
