@@ -32,7 +32,9 @@ per artifact one kiln-run with -o: the relative error of the output norm
 top-1 class (argmax over the output's non-batch dimensions) is the
 reference's (bound 0.99). It also reports how many distinct classes the
 reference picks over the batch (a check where every sample gets the same
-class says little).
+class says little), and the same agreement on the batch-centred outputs
+(compare.py --top1). The next model is regenerated and its reference made
+(CPU work) while the current one's artifacts run.
 
 Ends with two tables (benchmarks; top-1), also written to OUT/table.txt with
 OUT/results.json and OUT/kiln-run-logs.tar.gz (kiln-run's output per
@@ -275,47 +277,66 @@ class Check:
         agree_s = f"{r['top1']:.3f}" if r["top1"] is not None else "-"
         log(f"  {model:18s} {variant:6s} {err_s:>9s} {agree_s:>6s} {status} {note}")
 
-    def top1_model(self, m):
-        """The top-1 phase for one model: regenerate, reference, each artifact once."""
+    def top1_prepare(self, m):
+        """Regenerates model m, checks and exports its weights and makes the
+        reference: (work, rundir, weights) or (status, note) when it cannot
+        run. Runs on a worker thread while the previous model's artifacts
+        run on the GPU (all of it is CPU work)."""
         name = m["name"]
-        variants = m["variants"]
-
-        def all_rows(status, note):
-            for v in variants:
-                self.top1_row(name, v["name"], status=status, note=note)
-
         if self.left() < 0:
-            return all_rows("SKIPPED", "time budget spent")
-        work = os.path.join(self.args.work, name)
-        shutil.rmtree(work, ignore_errors=True)
-        os.makedirs(work)
-        onnx_path = os.path.join(work, "model.onnx")
-        t0 = time.time()
-        device_models.make(m["kind"], m["batch"], onnx_path, os.path.join(self.dir, "light"))
-        digest = device_models.digest(onnx_path)
-        want = m["weights_sha256"]
-        differ = sorted(k for k in set(want) | set(digest) if want.get(k) != digest.get(k))
-        if differ:
-            return all_rows("FAIL", f"regenerated weights differ from the compiled ones: "
-                            f"{len(differ)} of {len(want)} initializers (first {differ[0]})")
-        weights = os.path.join(work, "weights")
-        rc, text = run([sys.executable, os.path.join(HERE, "export_initializers.py"),
-                        onnx_path, weights], 600)
-        if rc != 0:
-            return all_rows("FAIL", "export_initializers.py: " + last_line(text))
-        rundir = os.path.join(work, "run")
-        rc, text = run([sys.executable, os.path.join(HERE, "make_reference.py"), onnx_path,
-                        rundir, "--provider", "auto"], max(60.0, min(900.0, self.left() + 60.0)))
-        if rc != 0:
-            return all_rows("FAIL", "reference " + ("timed out" if rc is None
-                                                    else "failed: " + last_line(text)))
-        log(f"{name}: {len(digest)} initializers as compiled; {last_line(text)}; "
-            f"{time.time() - t0:.1f} s")
-        os.remove(onnx_path)  # VGG-19 at batch 200: 550 MB
-        ref_dir = os.path.join(rundir, "reference")
-        for v in variants:
-            self.top1_variant(m, v, work, rundir, weights, ref_dir)
-        shutil.rmtree(weights, ignore_errors=True)
+            return "SKIPPED", "time budget spent"
+        try:
+            work = os.path.join(self.args.work, name)
+            shutil.rmtree(work, ignore_errors=True)
+            os.makedirs(work)
+            onnx_path = os.path.join(work, "model.onnx")
+            t0 = time.time()
+            device_models.make(m["kind"], m["batch"], onnx_path,
+                               os.path.join(self.dir, "light"))
+            digest = device_models.digest(onnx_path)
+            want = m["weights_sha256"]
+            differ = sorted(k for k in set(want) | set(digest) if want.get(k) != digest.get(k))
+            if differ:
+                return "FAIL", (f"regenerated weights differ from the compiled ones: "
+                                f"{len(differ)} of {len(want)} initializers (first {differ[0]})")
+            weights = os.path.join(work, "weights")
+            rc, text = run([sys.executable, os.path.join(HERE, "export_initializers.py"),
+                            onnx_path, weights], 600)
+            if rc != 0:
+                return "FAIL", "export_initializers.py: " + last_line(text)
+            rundir = os.path.join(work, "run")
+            rc, text = run([sys.executable, os.path.join(HERE, "make_reference.py"), onnx_path,
+                            rundir, "--provider", "auto"],
+                           max(60.0, min(900.0, self.left() + 60.0)))
+            if rc != 0:
+                return "FAIL", "reference " + ("timed out" if rc is None
+                                               else "failed: " + last_line(text))
+            os.remove(onnx_path)  # VGG-19 at batch 200: 550 MB
+            log(f"{name}: {len(digest)} initializers as compiled; {last_line(text)}; "
+                f"{time.time() - t0:.1f} s")
+            return work, rundir, weights
+        except (Exception, SystemExit) as e:  # make() exits on a bad model
+            return "FAIL", f"regenerating the model: {type(e).__name__}: {e}"
+
+    def top1_phase(self, models):
+        """Each model's artifacts once; the next model is prepared meanwhile."""
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(self.top1_prepare, models[0]) if models else None
+            for i, m in enumerate(models):
+                prepared = pending.result()
+                pending = (pool.submit(self.top1_prepare, models[i + 1])
+                           if i + 1 < len(models) else None)
+                if len(prepared) == 2:
+                    for v in m["variants"]:
+                        self.top1_row(m["name"], v["name"], status=prepared[0],
+                                      note=prepared[1])
+                    continue
+                work, rundir, weights = prepared
+                for v in m["variants"]:
+                    self.top1_variant(m, v, work, rundir, weights,
+                                      os.path.join(rundir, "reference"))
+                shutil.rmtree(weights, ignore_errors=True)
 
     def top1_variant(self, m, v, work, rundir, weights, ref_dir):
         name, vname = m["name"], v["name"]
@@ -426,8 +447,7 @@ def main():
     if args.phase in ("all", "top1") and top1:
         log(f"top-1 phase: {len(top1)} models, budget {args.top1_budget:g} s")
         check.start, check.budget = time.time(), args.top1_budget
-        for m in top1:
-            check.top1_model(m)
+        check.top1_phase(top1)
     top1_s = time.time() - start - bench_s
     table = check.table() + f"\n\n({bench_s:.0f} s)" if check.rows else ""
     if top1 and args.phase != "bench":
