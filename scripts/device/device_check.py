@@ -440,32 +440,32 @@ def main():
     bench = [m for m in models if m.get("phase", "bench") == "bench"]
     top1 = [m for m in models if m.get("phase") == "top1"]
     start = check.start
-    if args.phase in ("all", "bench"):
-        for m in bench:
-            check.model(m, tdev)
-    bench_s = time.time() - start
-    if args.phase in ("all", "top1") and top1:
-        log(f"top-1 phase: {len(top1)} models, budget {args.top1_budget:g} s")
-        check.start, check.budget = time.time(), args.top1_budget
-        check.top1_phase(top1)
-    top1_s = time.time() - start - bench_s
-    table = check.table() + f"\n\n({bench_s:.0f} s)" if check.rows else ""
-    if top1 and args.phase != "bench":
-        table += ("\n\n" if table else "") + (f"Top-1 phase: one seeded N(0, 1) batch, "
-                  f"onnxruntime fp32 reference, one kiln-run per artifact\n\n"
-                  + check.top1_table() + f"\n\n({top1_s:.0f} s)")
-    total = time.time() - start
-    text = "\n".join(header) + "\n\n" + table + f"\n\n({total:.0f} s in all)\n"
-    log("\n" + table)
-    log(f"\n({total:.0f} s in all)")
-    if args.out:
+    times = dict(bench=0.0, top1=0.0)
+
+    def report(final):
+        """The tables; in OUT too (after the benchmarks as well, so that a
+        command stopped at the device tool's limit still leaves them)."""
+        table = check.table() + f"\n\n({times['bench']:.0f} s)" if check.rows else ""
+        if top1 and args.phase != "bench" and (final or check.top1_rows):
+            table += ("\n\n" if table else "") + (
+                "Top-1 phase: one seeded N(0, 1) batch, onnxruntime fp32 reference, "
+                "one kiln-run per artifact\n\n" + check.top1_table()
+                + f"\n\n({times['top1']:.0f} s)")
+        total = time.time() - start
+        text = ("\n".join(header) + "\n\n" + table + f"\n\n({total:.0f} s in all"
+                + ("" if final else "; INCOMPLETE: the top-1 phase is still to run") + ")\n")
+        if final:
+            log("\n" + table)
+            log(f"\n({total:.0f} s in all)")
+        if not args.out:
+            return
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "table.txt"), "w") as f:
             f.write(text)
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(dict(header=header, rows=check.rows, top1_rows=check.top1_rows,
-                           seconds=total, bench_seconds=bench_s, top1_seconds=top1_s), f,
-                      indent=1)
+                           seconds=total, bench_seconds=times["bench"],
+                           top1_seconds=times["top1"], complete=final), f, indent=1)
         # kiln-run's own output per artifact (per-kernel times of --bench).
         import tarfile
         with tarfile.open(os.path.join(args.out, "kiln-run-logs.tar.gz"), "w:gz") as tar:
@@ -474,6 +474,18 @@ def main():
                 for f in sorted(os.listdir(work)) if os.path.isdir(work) else []:
                     if f.endswith(".log"):
                         tar.add(os.path.join(work, f), arcname=f"{m['name']}/{f}")
+
+    if args.phase in ("all", "bench"):
+        for m in bench:
+            check.model(m, tdev)
+    times["bench"] = time.time() - start
+    if args.phase in ("all", "top1") and top1:
+        report(final=False)
+        log(f"top-1 phase: {len(top1)} models, budget {args.top1_budget:g} s")
+        check.start, check.budget = time.time(), args.top1_budget
+        check.top1_phase(top1)
+        times["top1"] = time.time() - check.start
+    report(final=True)
     bad = [r for r in check.rows + check.top1_rows if r["status"] in ("FAIL", "MISMATCH")]
     sys.exit(1 if bad else 0)
 
