@@ -22,8 +22,11 @@
 # results.json, kiln-run-logs.tar.gz and log.txt) when $OUT is set. Each
 # phase has its own time budget, after which its remaining runs are skipped
 # (--budget 240 s for the benchmarks, --top1-budget 150 s for the top-1
-# phase, counted from its start): under 7 minutes in all on an H200, so give
-# the device tool timeout_s 540 or more (--phase bench|top1 runs one phase).
+# phase, counted from its start; runs in flight finish). Not yet run on a
+# GPU: the budgets and per-run timeouts bound it to about 8 minutes at worst,
+# so give the device tool timeout_s 590, or run the phases as two calls
+# (--phase bench, --phase top1). $OUT/table.txt is written after the
+# benchmarks too, marked incomplete, in case the call is stopped.
 # Exits 1 if a run fails or an error or agreement is outside its bound.
 #
 # --dry-run: for this machine, after `scripts/device/prepare.sh --dry-run`:
