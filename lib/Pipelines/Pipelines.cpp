@@ -70,7 +70,8 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
     return llvm::formatv(
         // kiln-assign-layout and kiln-lower-precision are module passes:
         // they add transposed and converted weights.
-        "kiln-assign-layout{{layout={0} precision={1}}, "
+        "kiln-assign-layout{{layout={0} precision={1} "
+        "tensor-core-convs=false}, "
         "kiln-lower-precision{{precision={1}{2}}{3}",
         options.layout, options.precision,
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,

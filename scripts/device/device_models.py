@@ -66,14 +66,18 @@ def make(kind, batch, out, light=None):
         subprocess.run([py, script("make_encoder.py"), out, "--portable",
                         "--batch", str(batch)] + ENCODERS[kind], check=True)
         return
+    # KIND-he: He-initialised weights (std sqrt(2 / fan_in)), whose outputs
+    # are not nearly constant, unlike the default std 1 / sqrt(fan_in).
+    he = kind.endswith("-he")
+    kind = kind[:-3] if he else kind
     if kind not in LIGHT:
         sys.exit(f"device_models.py: unknown model '{kind}' (one of {', '.join(KINDS)})")
     src = os.path.join(light or light_dir(), f"light_{kind}.onnx")
     if not os.path.exists(src):
         sys.exit(f"device_models.py: {src} not found")
     randomized = out if batch == 1 else out + ".b1.onnx"
-    subprocess.run([py, script("randomize_weights.py"), src, randomized, "--portable"],
-                   check=True)
+    subprocess.run([py, script("randomize_weights.py"), src, randomized, "--portable"]
+                   + (["--gain", repr(2 ** 0.5)] if he else []), check=True)
     if batch != 1:
         subprocess.run([py, script("rebatch.py"), randomized, out, str(batch)], check=True)
         os.remove(randomized)

@@ -33,7 +33,7 @@ def role_of(model):
     return roles
 
 
-def random_tensor(rng, shape, role):
+def random_tensor(rng, shape, role, gain=1.0):
     op, index = role
     if op == "BatchNormalization":
         if index == 4:  # variance
@@ -45,7 +45,7 @@ def random_tensor(rng, shape, role):
         fan_in = int(np.prod(shape[1:])) if op != "MatMul" else shape[0]
         if op == "Gemm":
             fan_in = shape[-1]
-        return rng.normal(0.0, 1.0 / np.sqrt(max(fan_in, 1)), shape)
+        return rng.normal(0.0, gain / np.sqrt(max(fan_in, 1)), shape)
     return rng.normal(0.0, 0.1, shape)
 
 
@@ -54,6 +54,11 @@ def main():
     ap.add_argument("input")
     ap.add_argument("output")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gain", type=float, default=1.0,
+                    help="scale of the conv/matmul weights' std, "
+                         "gain/sqrt(fan_in): sqrt(2) is He initialisation, "
+                         "which keeps activations from fading through ReLU "
+                         "layers (so outputs are not nearly constant)")
     ap.add_argument("--portable", action="store_true",
                     help="platform-independent generator (portable_random.py)")
     args = ap.parse_args()
@@ -75,7 +80,8 @@ def main():
         if node.op_type == "ConstantOfShape" and node.input[0] in inits:
             replaced_shapes.add(node.input[0])
             shape = numpy_helper.to_array(inits[node.input[0]]).astype(np.int64).tolist()
-            value = random_tensor(rng, shape, roles.get(node.output[0], ("", 0)))
+            value = random_tensor(rng, shape, roles.get(node.output[0], ("", 0)),
+                                  args.gain)
             graph.initializer.append(
                 numpy_helper.from_array(value.astype(np.float32), node.output[0]))
         else:
@@ -98,7 +104,8 @@ def main():
         array = numpy_helper.to_array(t)
         if array.size < 2:
             continue
-        value = random_tensor(rng, list(array.shape), roles.get(t.name, ("", 0)))
+        value = random_tensor(rng, list(array.shape), roles.get(t.name, ("", 0)),
+                              args.gain)
         t.CopyFrom(numpy_helper.from_array(value.astype(np.float32), t.name))
     onnx.save(model, args.output)
 

@@ -71,7 +71,8 @@ cl::list<std::string> shapes("shape",
                              cl::value_desc("name=dims"), cl::CommaSeparated);
 cl::opt<std::string> layout("layout",
                             cl::desc("Activation layout: nchw, nhwc, or auto "
-                                     "(NHWC where tensor cores are used)"),
+                                     "(NHWC where convolutions use tensor "
+                                     "cores: none do yet, so NCHW)"),
                             cl::init("auto"));
 cl::opt<std::string>
     precision("precision",

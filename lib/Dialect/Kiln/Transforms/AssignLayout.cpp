@@ -492,8 +492,9 @@ struct AssignLayoutPass : kiln::impl::AssignLayoutPassBase<AssignLayoutPass> {
         llvm::StringSwitch<std::optional<DataFormat>>(layout)
             .Case("nchw", DataFormat::ChannelsFirst)
             .Case("nhwc", DataFormat::ChannelsLast)
-            .Case("auto", *tensorCores ? DataFormat::ChannelsLast
-                                       : DataFormat::ChannelsFirst)
+            .Case("auto", *tensorCores && tensorCoreConvs
+                              ? DataFormat::ChannelsLast
+                              : DataFormat::ChannelsFirst)
             .Default(std::nullopt);
     if (!target) {
       module.emitError() << "kiln-assign-layout: layout '" << layout
