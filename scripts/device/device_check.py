@@ -149,18 +149,23 @@ class Check:
         err_s = f"{err:.2e}" if err is not None else "-"
         log(f"  {model:18s} {variant:26s} {ms_s:>12s} {err_s:>9s} {status} {note}")
 
-    def kiln_variant(self, m, v, work, rundir, weights):
-        a = self.args
-        name = m["name"]
-        art = os.path.join(self.dir, "models", name, v["file"])
-        base = [self.kiln_run, art, "--device", a.device]
+    def kiln_run_command(self, name, v, weights, rundir):
+        """kiln-run on one artifact: its weights bound, the model's inputs."""
+        cmd = [self.kiln_run, os.path.join(self.dir, "models", name, v["file"]),
+               "--device", self.args.device]
         if v.get("stripped"):
-            base += ["--weights", weights]
+            cmd += ["--weights", weights]
         with open(os.path.join(rundir, "inputs", "names.txt")) as f:
             for line in f:
                 if line.strip():
                     gname, file = line.rstrip("\n").split("\t")
-                    base += ["-i", f"{gname}={os.path.join(rundir, 'inputs', file)}"]
+                    cmd += ["-i", f"{gname}={os.path.join(rundir, 'inputs', file)}"]
+        return cmd
+
+    def kiln_variant(self, m, v, work, rundir, weights):
+        a = self.args
+        name = m["name"]
+        base = self.kiln_run_command(name, v, weights, rundir)
         out = os.path.join(work, "out-" + v["name"].replace(" ", "-"))
         shutil.rmtree(out, ignore_errors=True)
         if self.left() < 0:
@@ -342,15 +347,7 @@ class Check:
         name, vname = m["name"], v["name"]
         if self.left() < 0:
             return self.top1_row(name, vname, status="SKIPPED", note="time budget spent")
-        cmd = [self.kiln_run, os.path.join(self.dir, "models", name, v["file"]),
-               "--device", self.args.device]
-        if v.get("stripped"):
-            cmd += ["--weights", weights]
-        with open(os.path.join(rundir, "inputs", "names.txt")) as f:
-            for line in f:
-                if line.strip():
-                    gname, file = line.rstrip("\n").split("\t")
-                    cmd += ["-i", f"{gname}={os.path.join(rundir, 'inputs', file)}"]
+        cmd = self.kiln_run_command(name, v, weights, rundir)
         out = os.path.join(work, "out-" + vname.replace(" ", "-"))
         shutil.rmtree(out, ignore_errors=True)
         rc, text = run(cmd + ["-o", out], self.timeout(),
