@@ -72,10 +72,10 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
         // they add transposed and converted weights.
         "kiln-assign-layout{{layout={0} precision={1} "
         "tensor-core-convs=false}, "
-        "kiln-lower-precision{{precision={1}{2}}{3}",
+        "kiln-lower-precision{{precision={1}{2} f32-head-layers={4}}{3}",
         options.layout, options.precision,
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
-        options.fuse ? ", func.func(kiln-fuse)" : "");
+        options.fuse ? ", func.func(kiln-fuse)" : "", options.f32HeadLayers);
   case Phase::Linalg:
     // Fusion regions become one linalg.generic each right after lowering.
     return "canonicalize, func.func(kiln-lower-to-linalg, "

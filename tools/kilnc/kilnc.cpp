@@ -88,6 +88,11 @@ cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse ops into kernels (--fuse=false: one kernel "
                             "per op)"),
                    cl::init(true));
+cl::opt<unsigned> f32HeadLayers(
+    "f32-head-layers",
+    cl::desc("With --precision=tf32|bf16|fp16: keep the last N layers of "
+             "matmuls/convolutions before the outputs in f32 (default 0)"),
+    cl::init(0));
 cl::opt<bool> stripWeights(
     "strip-weights",
     cl::desc("Leave the bytes of weights read from ONNX initializers out of "
@@ -288,6 +293,7 @@ int main(int argc, char **argv) {
   pipelineOptions.precision = precision;
   pipelineOptions.ioPrecision = ioPrecision;
   pipelineOptions.fuse = fuse;
+  pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");
   if (!llvm::is_contained({"fp32", "tf32", "bf16", "fp16"},

@@ -47,6 +47,8 @@ struct PipelineOptions {
   std::string layout = "auto";
   std::string precision = "fp32";
   std::string ioPrecision;
+  /// Contraction layers before the outputs that stay f32 (0: none).
+  int64_t f32HeadLayers = 0;
   bool fuse = true;
 
   static std::string defaultLibdevicePath();

@@ -36,6 +36,7 @@
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 namespace kiln {
@@ -236,8 +237,10 @@ DenseElementsAttr convertConstant(Attribute value, RankedTensorType type,
 
 class PrecisionLowering {
 public:
-  PrecisionLowering(ModuleOp module, Precision precision, Type ioType)
+  PrecisionLowering(ModuleOp module, Precision precision, Type ioType,
+                    int64_t f32HeadLayers)
       : module(module), precision(precision), ioType(ioType),
+        f32HeadLayers(f32HeadLayers),
         f32(Float32Type::get(module.getContext())) {
     MLIRContext *context = module.getContext();
     if (precision == Precision::BF16)
@@ -347,12 +350,37 @@ private:
         FunctionType::get(func.getContext(), argTypes, resultTypes));
   }
 
+  /// For each op of `func`'s body, the fewest contractions its value passes
+  /// through on a path to a function result (0 for the last contraction
+  /// before an output; a large number when no result depends on it).
+  /// Contractions with a depth below f32HeadLayers stay f32.
+  DenseMap<Operation *, int64_t> contractionDepths(func::FuncOp func) {
+    constexpr int64_t kUnreached = std::numeric_limits<int64_t>::max() / 2;
+    DenseMap<Operation *, int64_t> depth;
+    Block &body = func.getBody().front();
+    for (Operation &op : llvm::reverse(body)) {
+      int64_t best = kUnreached;
+      for (Operation *user : op.getUsers()) {
+        Operation *ancestor = body.findAncestorOpInBlock(*user);
+        if (!ancestor)
+          continue;
+        if (isa<func::ReturnOp>(ancestor))
+          best = 0;
+        else if (auto it = depth.find(ancestor); it != depth.end())
+          best = std::min(best, it->second + (isContraction(ancestor) ? 1 : 0));
+      }
+      depth[&op] = best;
+    }
+    return depth;
+  }
+
   /// Step 2: matmul, conv and conv_transpose read the low type and return
   /// f32 (tf32: f32 operands rounded to tf32 by a cast pair).
   void lowerContractions(func::FuncOp func) {
+    DenseMap<Operation *, int64_t> depth = contractionDepths(func);
     SmallVector<Operation *> contractions;
     for (Operation &op : func.getBody().getOps())
-      if (isContraction(&op))
+      if (isContraction(&op) && depth.lookup(&op) >= f32HeadLayers)
         contractions.push_back(&op);
     for (Operation *op : contractions) {
       Type elementType = elementTypeOf(op->getOperand(0));
@@ -662,6 +690,7 @@ private:
   ModuleOp module;
   Precision precision;
   Type ioType;
+  int64_t f32HeadLayers;
   Type f32;
   Type lowType; // bf16, f16 or tf32; null for fp32
 };
@@ -693,7 +722,12 @@ struct LowerPrecisionPass
     }
     if (*parsed == Precision::FP32 && !ioType)
       return; // nothing to lower: the pass is the identity
-    PrecisionLowering(module, *parsed, ioType).run();
+    if (f32HeadLayers < 0) {
+      module.emitError("kiln-lower-precision: f32-head-layers ")
+          << static_cast<int64_t>(f32HeadLayers) << " is negative";
+      return signalPassFailure();
+    }
+    PrecisionLowering(module, *parsed, ioType, f32HeadLayers).run();
   }
 };
 

@@ -15,6 +15,13 @@
 // RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 io-precision=tf32})" 2>&1 | FileCheck %s --check-prefix=BADIO
 // BADP: error: kiln-lower-precision: precision 'int8' is not one of fp32, tf32, bf16, fp16
 // BADIO: error: kiln-lower-precision: io-precision 'tf32' is not one of fp32, bf16, fp16
+// RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 f32-head-layers=-1})" 2>&1 | FileCheck %s --check-prefix=BADHEAD
+// BADHEAD: error: kiln-lower-precision: f32-head-layers -1 is negative
+
+// f32-head-layers=N: the contractions at most N-1 others away from an
+// output stay f32 (a classifier's head); those before them are lowered.
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 f32-head-layers=1})" | FileCheck %s --check-prefix=HEAD1
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 f32-head-layers=2})" | FileCheck %s --check-prefix=HEAD2
 
 // A matmul reads the low type and returns f32; the weight becomes a new
 // global converted at compile time (1.0, 2.0, 1/3 rounded to nearest even);
@@ -267,3 +274,25 @@ func.func @origins(%x: tensor<4x3xf32>) -> tensor<4x2xf32> {
     }
   }
 #-}
+
+// -----
+
+// The head: conv -> matmul -> relu -> matmul -> softmax -> return. With
+// one head layer only the last matmul stays f32; with two, both matmuls.
+// HEAD1-LABEL: func.func @classifier_head(
+// HEAD1:         kiln.conv {{.*}} : (tensor<1x3x8x8xbf16>, tensor<4x3x3x3xbf16>) -> tensor<1x4x6x6xf32>
+// HEAD1:         kiln.matmul {{.*}} : tensor<1x144xbf16>, tensor<144x16xbf16> -> tensor<1x16xf32>
+// HEAD1:         kiln.matmul {{.*}} : tensor<1x16xf32>, tensor<16x10xf32> -> tensor<1x10xf32>
+// HEAD2-LABEL: func.func @classifier_head(
+// HEAD2:         kiln.conv {{.*}} : (tensor<1x3x8x8xbf16>, tensor<4x3x3x3xbf16>) -> tensor<1x4x6x6xf32>
+// HEAD2:         kiln.matmul {{.*}} : tensor<1x144xf32>, tensor<144x16xf32> -> tensor<1x16xf32>
+// HEAD2:         kiln.matmul {{.*}} : tensor<1x16xf32>, tensor<16x10xf32> -> tensor<1x10xf32>
+func.func @classifier_head(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %f1: tensor<144x16xf32>, %f2: tensor<16x10xf32>) -> tensor<1x10xf32> {
+  %c = kiln.conv %x, %w {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  %r = kiln.reshape %c : tensor<1x4x6x6xf32> -> tensor<1x144xf32>
+  %h = kiln.matmul %r, %f1 : tensor<1x144xf32>, tensor<144x16xf32> -> tensor<1x16xf32>
+  %a = kiln.relu %h : tensor<1x16xf32>
+  %l = kiln.matmul %a, %f2 : tensor<1x16xf32>, tensor<16x10xf32> -> tensor<1x10xf32>
+  %s = kiln.softmax %l {axis = 1 : i64} : tensor<1x10xf32>
+  return %s : tensor<1x10xf32>
+}

@@ -234,6 +234,9 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
     Option<"ioPrecision", "io-precision", "std::string", /*default=*/"\"\"",
            "element type of model inputs and outputs: fp32, bf16 or fp16 "
            "(default: as declared)">,
+    Option<"f32HeadLayers", "f32-head-layers", "int64_t", /*default=*/"0",
+           "keep the last N layers of contractions before the outputs in f32 "
+           "(a classifier's head; 0: none)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];
