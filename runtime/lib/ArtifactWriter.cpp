@@ -87,7 +87,8 @@ std::vector<uint8_t> encodeWeights(const Artifact &artifact) {
   return out.take();
 }
 
-/// Written only when a weight has an origin: an older reader skips it.
+/// Written only when there is something to say (a weight with an origin, an
+/// inlined initializer, stripped bytes): an older reader skips it.
 std::vector<uint8_t> encodeWeightOrigins(const Artifact &artifact) {
   ByteWriter out;
   out.u64(artifact.strippedWeightBytes);
@@ -102,7 +103,7 @@ std::vector<uint8_t> encodeWeightOrigins(const Artifact &artifact) {
   return out.take();
 }
 
-bool hasWeightOrigins(const Artifact &artifact) {
+bool needsWeightOriginsSection(const Artifact &artifact) {
   for (const Weight &weight : artifact.weights)
     if (!weight.origin.empty())
       return true;
@@ -216,7 +217,7 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
        artifact.weightData.size()},
   };
   std::vector<uint8_t> origins;
-  if (hasWeightOrigins(artifact)) {
+  if (needsWeightOriginsSection(artifact)) {
     origins = encodeWeightOrigins(artifact);
     sections.insert(sections.end() - 1, {SectionKind::WeightOrigins,
                                          origins.data(), origins.size()});

@@ -1291,16 +1291,6 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       return err;
     break;
   }
-  case Op::Match: {
-    // match.sync.mode.type d{|p}, a, membermask
-    if (Error err = expect(3))
-      return err;
-    if (Error err = pairedDest(operands[0], /*padMissing=*/true))
-      return err;
-    if (Error err = sources(1))
-      return err;
-    break;
-  }
   case Op::Vote: {
     // vote.sync.mode.type d, {!}a, membermask (or vote.mode d, {!}a).
     if (operands.size() != 2 && operands.size() != 3)
@@ -1617,9 +1607,11 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
         return err;
     break;
   }
+  case Op::Match:
   case Op::Shfl: {
+    // match.sync.mode.type d{|p}, a, membermask
     // shfl.sync.mode.b32 d[|p], a, b, c, membermask
-    if (Error err = expect(5))
+    if (Error err = expect(inst.op == Op::Match ? 3 : 5))
       return err;
     if (Error err = pairedDest(operands[0], /*padMissing=*/true))
       return err;
