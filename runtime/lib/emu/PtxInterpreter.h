@@ -64,13 +64,58 @@ struct LaunchSpec {
   /// Fail a block still running after this many warp instructions (0: no
   /// limit), so that an endless loop ends the run instead of hanging it.
   uint64_t maxWarpInstructionsPerBlock = 0;
+  /// When non-zero, run only this many blocks of the grid, drawn at random
+  /// with `sampleSeed` (for a performance estimate: the memory effects are
+  /// then incomplete). LaunchStats::blocksRun says how many ran.
+  uint64_t sampleBlocks = 0;
+  uint64_t sampleSeed = 1;
+  /// Count the performance counters of LaunchStats beyond the two
+  /// instruction totals (costs emulation speed, so it is off by default).
+  bool countPerformance = false;
 };
 
+/// What a launch did, as counted by the emulator: the inputs of the
+/// performance model (runtime/lib/Profile.cpp turns them into an estimated
+/// time for a target). Counts cover the blocks that ran; with
+/// LaunchSpec::sampleBlocks they are the sample's, and `blocksRun` says how
+/// many of `blocksTotal` that was, so the caller can scale.
 struct LaunchStats {
   /// Instructions issued, counted once per lane that issued them.
   uint64_t threadInstructions = 0;
   /// Instructions issued, counted once per warp.
   uint64_t warpInstructions = 0;
+
+  /// Thread-instructions by class (they add up to threadInstructions).
+  uint64_t fmaInstructions = 0;    ///< fma/mad on floats (scalar or x2).
+  uint64_t mmaInstructions = 0;    ///< mma.sync / wgmma, per lane.
+  uint64_t loadStoreInstructions = 0; ///< ld/st/atom/red/cp.async/ldmatrix.
+  uint64_t shuffleInstructions = 0;   ///< shfl, vote, redux, match.
+  uint64_t otherInstructions = 0;
+
+  /// Floating-point operations: 2 per FMA lane (4 for x2), and each MMA's
+  /// 2*M*N*K counted once per warp-level (or warpgroup-level) instruction.
+  uint64_t fmaFlops = 0;
+  uint64_t mmaFlops = 0;
+
+  /// Global memory, per warp-level access: bytes the active lanes asked
+  /// for, and the distinct 32-byte sectors those bytes touch.
+  uint64_t globalAccesses = 0; ///< warp-level global ld/st instructions
+  uint64_t globalBytesRequested = 0;
+  uint64_t globalSectors = 0;
+  /// Distinct 32-byte sectors of global memory the launch read and wrote
+  /// (each counted once per launch, as an L2 at least as large as the
+  /// data would): the DRAM-traffic estimate.
+  uint64_t dramReadSectors = 0;
+  uint64_t dramWriteSectors = 0;
+
+  /// Shared memory, per warp-level access: accesses, and the extra passes
+  /// bank conflicts cost (0 for a conflict-free access).
+  uint64_t sharedAccesses = 0;
+  uint64_t sharedBankConflictReplays = 0;
+
+  /// Blocks of the grid, and how many of them ran (all, unless sampled).
+  uint64_t blocksTotal = 0;
+  uint64_t blocksRun = 0;
 };
 
 /// Runs `kernel` over the grid. `stats`, when given, accumulates counts.
