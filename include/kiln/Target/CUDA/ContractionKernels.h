@@ -1,0 +1,212 @@
+//===- ContractionKernels.h - Tiled GEMM kernels from CUDA C++ templates -*- C++ -*-===//
+//
+// A contraction is described without MLIR: a GemmProblem (shapes, dtypes,
+// layouts, batch strides, alignment), a GemmConfig (tiles, stages, split-K,
+// instruction family) and an Epilogue (what happens to each accumulator in
+// registers). generateGemm specialises the CUDA C++ templates in
+// lib/Target/CUDA/ContractionKernels/templates for them, compiles the source
+// with NVRTC and returns the PTX of one or two kernels (split-K adds a
+// reduction kernel), each with its launch geometry and parameter list.
+//
+// The problem, for b < batch, m < M, n < N:
+//   C[b][m][n] = epilogue(b, m, n, sum_k A[b](m, k) * B[b](k, n))
+// A(m, k) is at A + b*batchStrideA + m*lda + k (row-major, K contiguous) or
+// + k*lda + m (column-major); B(k, n) at B + b*batchStrideB + k*ldb + n
+// (row-major) or + n*ldb + k (column-major: B stored [N][K], so A * W^T with
+// W = [N][K] weights needs no copy). C is row-major with ldc. Strides count
+// elements; a batch stride of 0 broadcasts the operand over the batch.
+//
+// M is a kernel parameter (with the batch strides of A and C): the grid is
+// computed from it at launch (GemmKernel::gridFor), so a batch dimension known
+// only at run time needs no new kernel. N, K and B's strides are compiled in.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TARGET_CUDA_CONTRACTIONKERNELS_H
+#define KILN_TARGET_CUDA_CONTRACTIONKERNELS_H
+
+#include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/DType.h"
+#include "kiln/runtime/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::contraction {
+
+using runtime::DType;
+
+enum class Layout : uint8_t {
+  /// The operand's second index is contiguous: A(m, k) at m*ld + k,
+  /// B(k, n) at k*ld + n.
+  RowMajor,
+  /// The operand's first index is contiguous: A(m, k) at k*ld + m,
+  /// B(k, n) at n*ld + k.
+  ColMajor,
+};
+
+struct GemmProblem {
+  uint64_t m = 0, n = 0, k = 0;
+  uint64_t batch = 1;
+  /// A and B share one dtype: F16, BF16 (tensor cores) or F32 (TF32 tensor
+  /// cores or FFMA, by GemmConfig::family).
+  DType inputType = DType::BF16;
+  /// The accumulator is always F32 (the only one the families use).
+  DType accumulatorType = DType::F32;
+  /// F32, F16 or BF16; the epilogue rounds to it once.
+  DType outputType = DType::F32;
+  Layout layoutA = Layout::RowMajor;
+  Layout layoutB = Layout::RowMajor;
+  /// Leading dimensions in elements; 0 means packed (K or M for A, N or K
+  /// for B, N for C).
+  uint64_t lda = 0, ldb = 0, ldc = 0;
+  /// Elements between batches; 0 broadcasts. batchStrideC must not be 0
+  /// when batch > 1.
+  uint64_t batchStrideA = 0, batchStrideB = 0, batchStrideC = 0;
+  /// The guaranteed byte alignment of each base pointer (a power of two;
+  /// Kiln's arena and weights are 256-byte aligned, so 16 is safe for them).
+  uint32_t alignA = 16, alignB = 16, alignC = 16;
+
+  uint64_t ldaOrPacked() const;
+  uint64_t ldbOrPacked() const;
+  uint64_t ldcOrPacked() const;
+};
+
+enum class Family : uint8_t {
+  /// mma.sync.m16n8k16 with f16 or bf16 inputs, fp32 accumulators.
+  MmaF16,
+  /// mma.sync.m16n8k8 with tf32 inputs (fp32 operands rounded with
+  /// cvt.rna.tf32.f32), fp32 accumulators.
+  MmaTf32,
+  /// fp32 FFMA on CUDA cores: shared-memory and register blocking.
+  SimtF32,
+};
+
+std::string_view familyName(Family family);
+
+struct GemmConfig {
+  Family family = Family::MmaF16;
+  /// The block tile.
+  uint32_t blockM = 128, blockN = 128, blockK = 32;
+  /// Tensor-core families: the warp tile (blockM/warpM * blockN/warpN warps).
+  uint32_t warpM = 64, warpN = 64;
+  /// SimtF32: the outputs each thread computes (multiples of 4).
+  uint32_t threadM = 8, threadN = 8;
+  /// Shared-memory pipeline depth (2 or more).
+  uint32_t stages = 3;
+  /// Splits of K; above 1 the main kernel writes fp32 partial sums to a
+  /// workspace and a second kernel adds them in split order and applies the
+  /// epilogue (deterministic, and the epilogue runs once per output).
+  uint32_t splitK = 1;
+
+  uint32_t threads() const;
+  /// "mma_f16 128x128x32 w64x64 s3 k1".
+  std::string describe() const;
+};
+
+enum class Activation : uint8_t { None, Relu, Gelu, GeluTanh, Sigmoid, Tanh, Clip };
+
+/// A vector the epilogue reads once per row or once per column (broadcast
+/// over the batch and the other index).
+struct EpilogueVector {
+  enum class Kind : uint8_t { None, PerRow, PerColumn };
+  Kind kind = Kind::None;
+  DType type = DType::F32;
+  bool present() const { return kind != Kind::None; }
+};
+
+/// What happens to each accumulator in registers, in this order:
+///   v = acc * alpha;  v *= scale[row|col];  v += bias[row|col];
+///   v += beta * residual[b][row][col];  v = activation(v);  C = (out) v
+/// The residual has C's layout (ldc, batchStrideC) and `residualType`.
+/// `customBody`, when set, replaces all of the above: CUDA C++ statements
+/// over `unsigned batch, int row, int col, float acc` and the pointers
+/// `const void *extra0..` (one per `customOperands` entry, kernel
+/// parameters after C), ending in `return <float>;`. It is how a fusion
+/// region's epilogue is generated.
+struct Epilogue {
+  float alpha = 1.0f;
+  EpilogueVector scale;
+  EpilogueVector bias;
+  bool residual = false;
+  DType residualType = DType::F32;
+  float beta = 1.0f;
+  Activation activation = Activation::None;
+  float clipMin = 0.0f, clipMax = 6.0f;
+  std::string customBody;
+  std::vector<std::string> customOperands;
+};
+
+/// A kernel parameter, in order.
+struct KernelParameter {
+  enum class Kind : uint8_t { Pointer, U32, U64 };
+  Kind kind = Kind::Pointer;
+  /// "A", "B", "C", "scale", "bias", "residual", "workspace", "M",
+  /// "batchStrideA", "batchStrideC", or a custom operand's name.
+  std::string name;
+};
+
+struct GemmKernel {
+  std::string name;
+  std::string ptx;
+  runtime::Dim3 block;
+  uint32_t dynamicSharedBytes = 0;
+  std::vector<KernelParameter> params;
+  /// The grid for the problem's M. Only grid.x depends on M:
+  /// grid.x = ceil(M * gridXPerM / gridXDivisor) (the main kernel: 1 and
+  /// blockM; the split-K reduction: batch * N and its block size).
+  runtime::Dim3 grid;
+  uint64_t gridXPerM = 1, gridXDivisor = 1;
+  /// The grid for another M (a batch size chosen at run time).
+  runtime::Dim3 gridFor(uint64_t m) const;
+};
+
+/// One or two kernels, launched in order; workspaceBytes of fp32 scratch
+/// (the "workspace" parameter) when split-K is on.
+struct GemmKernels {
+  std::vector<GemmKernel> kernels;
+  uint64_t workspaceBytes = 0;
+  GemmConfig config;
+  /// The specialised CUDA C++ source (for --dump and bug reports).
+  std::string source;
+  double compileSeconds = 0;
+};
+
+/// Why `config` cannot compute `problem` (empty when it can).
+std::string unsupportedReason(const GemmProblem &problem,
+                              const GemmConfig &config);
+
+/// The configurations worth trying for the problem, best guess first
+/// (see docs/architecture.md, "Contraction kernels"). `family` is the
+/// instruction family the precision asks for.
+std::vector<GemmConfig> candidateConfigs(const GemmProblem &problem,
+                                         Family family, uint32_t smVersion);
+
+/// The heuristic's choice among candidateConfigs, with no GPU.
+GemmConfig pickConfig(const GemmProblem &problem, Family family,
+                      uint32_t smVersion);
+
+struct GenerateOptions {
+  /// 80 or 90: NVRTC's --gpu-architecture=compute_<sm>.
+  uint32_t smVersion = 90;
+  /// The kernels' name prefix (an identifier).
+  std::string name = "kiln_gemm";
+};
+
+/// The CUDA C++ source for the problem (no NVRTC needed).
+runtime::Expected<std::string> generateGemmSource(const GemmProblem &problem,
+                                                  const GemmConfig &config,
+                                                  const Epilogue &epilogue,
+                                                  const GenerateOptions &options);
+
+/// Specialises, compiles and returns the kernels; an error value when the
+/// config does not fit the problem, NVRTC is missing or refuses the source.
+runtime::Expected<GemmKernels> generateGemm(const GemmProblem &problem,
+                                            const GemmConfig &config,
+                                            const Epilogue &epilogue,
+                                            const GenerateOptions &options);
+
+} // namespace kiln::contraction
+
+#endif // KILN_TARGET_CUDA_CONTRACTIONKERNELS_H

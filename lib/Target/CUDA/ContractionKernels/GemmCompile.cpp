@@ -1,0 +1,62 @@
+//===- GemmCompile.cpp - NVRTC-compile a specialised GEMM, describe launches -===//
+
+#include "GemmPlan.h"
+
+#include "kiln/Target/CUDA/Nvrtc.h"
+
+namespace kiln::contraction {
+
+runtime::Expected<GemmKernels> generateGemm(const GemmProblem &p,
+                                            const GemmConfig &c,
+                                            const Epilogue &e,
+                                            const GenerateOptions &options) {
+  if (options.smVersion != 80 && options.smVersion != 90)
+    return runtime::Error::failure("contraction kernels target sm_80 or sm_90, "
+                                   "not sm_" +
+                                   std::to_string(options.smVersion));
+  runtime::Expected<std::string> source = generateGemmSource(p, c, e, options);
+  if (!source)
+    return source.takeError();
+  runtime::Expected<nvrtc::CompileResult> compiled = nvrtc::compileToPtx(
+      *source, options.name,
+      {"--gpu-architecture=compute_" + std::to_string(options.smVersion),
+       "-default-device", "--std=c++17", "-restrict"});
+  if (!compiled)
+    return compiled.takeError();
+
+  GemmPlan plan = planGemm(p, c);
+  GemmKernels result;
+  result.config = c;
+  result.source = source.take();
+  result.compileSeconds = compiled->seconds;
+
+  GemmKernel main;
+  main.name = options.name;
+  main.ptx = compiled->ptx;
+  main.block = plan.block;
+  main.grid = plan.grid;
+  main.gridXPerM = 1;
+  main.gridXDivisor = c.blockM;
+  main.dynamicSharedBytes = plan.sharedBytes;
+  main.params = gemmMainParameters(e, c);
+  result.kernels.push_back(std::move(main));
+
+  if (c.splitK > 1) {
+    result.workspaceBytes = uint64_t(c.splitK) * p.batch * p.m * p.n * 4;
+    GemmKernel reduce;
+    reduce.name = options.name + "_reduce";
+    // One module holds both entry points; each kernel carries all of it,
+    // as the artifact keeps one module per kernel.
+    reduce.ptx = compiled->ptx;
+    reduce.block = {kSplitKReduceThreads, 1, 1};
+    reduce.gridXPerM = p.batch * p.n;
+    reduce.gridXDivisor = kSplitKReduceThreads;
+    reduce.grid = {1, 1, 1};
+    reduce.grid = reduce.gridFor(p.m);
+    reduce.params = gemmReduceParameters(e);
+    result.kernels.push_back(std::move(reduce));
+  }
+  return result;
+}
+
+} // namespace kiln::contraction

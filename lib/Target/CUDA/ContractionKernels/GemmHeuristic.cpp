@@ -1,0 +1,189 @@
+//===- GemmHeuristic.cpp - Candidate configs and a GPU-free choice --------===//
+//
+// The candidates are a fixed menu of block tiles per family (big square
+// tiles for throughput, narrow ones for small M or N), each also with split-K
+// when the problem has fewer output tiles than the GPU has SMs. Without a GPU
+// to time them, a roofline-style estimate ranks them:
+//
+//   a block's time  = pipeline fill + K tiles x max(compute, shared, global)
+//                     + the epilogue's stores
+//   compute         = 2 BM BN BK / (the SM's tensor-core FLOPs per cycle);
+//                     for FFMA, the instructions a thread issues per k
+//                     (TM TN FFMAs, (TM+TN)/4 shared loads, 2 more) at 128
+//                     lanes a cycle
+//   shared          = the bytes the warps read for their fragments / 128 B
+//   global          = (BM + BN) BK input bytes / the SM's share of L2
+//   the GPU's time  = ceil(blocks / SMs) x a block's time / latency hiding
+//
+// where latency hiding (0..1] grows with the warps resident on an SM (8
+// warps of mma.sync, 16 of FFMA, hide the pipeline's latency), resident
+// blocks are limited by shared memory, registers and threads, and split-K
+// adds its workspace traffic and a second launch. Figures are per SM per
+// cycle, H100/A100 class: tensor cores through mma.sync 2048 (f16/bf16) and
+// 1024 (tf32) FLOPs, FFMA 256, shared memory 128 B, L2 ~32 B. The estimate
+// only has to order candidates; autotuning on a GPU replaces it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmPlan.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kiln::contraction {
+namespace {
+
+struct Machine {
+  double sms, flopsPerCycle, sharedBytesPerCycle = 128, l2BytesPerCycle = 32;
+  double maxSharedPerSm, launchCycles = 4000;
+};
+
+Machine machineFor(uint32_t smVersion, Family family) {
+  Machine m;
+  m.sms = smVersion >= 90 ? 132 : 108;
+  m.maxSharedPerSm = smVersion >= 90 ? 228 * 1024 : 164 * 1024;
+  m.flopsPerCycle = family == Family::MmaF16    ? 2048
+                    : family == Family::MmaTf32 ? 1024
+                                                : 256;
+  return m;
+}
+
+/// Registers a thread needs, roughly: accumulators, fragments, addresses.
+double registersPerThread(const GemmConfig &c) {
+  if (c.family == Family::SimtF32)
+    return c.threadM * c.threadN + c.threadM + c.threadN + 40;
+  double mi = c.warpM / 16.0, ni = c.warpN / 8.0;
+  return mi * ni * 4 + mi * 4 + ni * 2 + 40;
+}
+
+double estimateCycles(const GemmProblem &p, const GemmConfig &c,
+                      uint32_t smVersion) {
+  Machine mc = machineFor(smVersion, c.family);
+  GemmPlan plan = planGemm(p, c);
+  double threads = c.threads();
+  double regs = std::min(255.0, registersPerThread(c));
+  double residentBlocks = std::min(
+      {std::floor(mc.maxSharedPerSm / std::max(1u, plan.sharedBytes)),
+       std::floor(2048 / threads), std::floor(65536 / (regs * threads)), 32.0});
+  if (residentBlocks < 1)
+    return INFINITY;
+  double blocks = double(plan.grid.x) * plan.grid.y * plan.grid.z;
+  double blocksPerSm = std::ceil(blocks / mc.sms);
+  double resident = std::min(residentBlocks, blocksPerSm);
+  double warps = resident * threads / 32;
+  double hiding =
+      std::min(1.0, warps / (c.family == Family::SimtF32 ? 16.0 : 8.0));
+
+  double bk = c.blockK, bm = c.blockM, bn = c.blockN;
+  // FFMA kernels are bound by issue: per k a thread issues TM*TN FFMAs,
+  // (TM+TN)/4 vector shared loads and ~2 more, at 128 lanes a cycle.
+  double compute =
+      c.family == Family::SimtF32
+          ? threads * bk *
+                (c.threadM * c.threadN + (c.threadM + c.threadN) / 4.0 + 2) /
+                128
+          : 2 * bm * bn * bk / mc.flopsPerCycle;
+  double sharedBytes =
+      c.family == Family::SimtF32
+          ? threads * (c.threadM + c.threadN) * 4 * bk / 2 // float4, halved by broadcast
+          : (threads / 32) * (c.warpM + c.warpN) * bk * plan.inBytes;
+  double shared = sharedBytes / mc.sharedBytesPerCycle;
+  double global = (bm + bn) * bk * plan.inBytes / mc.l2BytesPerCycle;
+  double perTile = std::max({compute, shared, global});
+  double outBytes = bm * bn * (c.splitK > 1 ? 4 : plan.outBytes);
+  double block = 600 + plan.kTilesPerSplit * perTile +
+                 outBytes / mc.l2BytesPerCycle;
+  double total = blocksPerSm * block / hiding;
+  if (c.splitK > 1) {
+    double elements = double(p.batch) * p.m * p.n;
+    total += mc.launchCycles +
+             elements * (c.splitK * 4 + plan.outBytes) /
+                 (mc.l2BytesPerCycle * mc.sms);
+  }
+  return total;
+}
+
+struct Tile {
+  uint32_t bm, bn, bk, wm, wn, stages;
+};
+
+} // namespace
+
+std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
+                                         uint32_t smVersion) {
+  std::vector<GemmConfig> base;
+  if (family == Family::SimtF32) {
+    // {BM, BN, BK, TM, TN, stages}
+    const Tile tiles[] = {{128, 128, 8, 8, 8, 3}, {128, 64, 8, 8, 8, 3},
+                          {64, 128, 8, 8, 8, 3},  {64, 64, 16, 4, 4, 3},
+                          {64, 64, 8, 8, 8, 3},   {128, 32, 16, 4, 4, 3},
+                          {32, 128, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
+    for (const Tile &t : tiles) {
+      GemmConfig c;
+      c.family = family;
+      c.blockM = t.bm, c.blockN = t.bn, c.blockK = t.bk;
+      c.threadM = t.wm, c.threadN = t.wn, c.stages = t.stages;
+      base.push_back(c);
+    }
+  } else {
+    bool tf32 = family == Family::MmaTf32;
+    // {BM, BN, BK, WTM, WTN, stages}; tf32 halves BK to keep rows 64-128 B.
+    const Tile tiles[] = {
+        {128, 256, 32, 64, 64, 3}, {256, 128, 32, 64, 64, 3},
+        {128, 128, 32, 64, 64, 4}, {128, 64, 32, 64, 32, 4},
+        {64, 128, 32, 32, 64, 4},  {64, 64, 32, 32, 32, 4},
+        {64, 64, 64, 32, 32, 3},   {128, 16, 64, 32, 16, 4},
+        {16, 128, 64, 16, 32, 4},  {32, 32, 64, 16, 16, 4}};
+    for (const Tile &t : tiles) {
+      GemmConfig c;
+      c.family = family;
+      c.blockM = t.bm, c.blockN = t.bn, c.blockK = tf32 ? t.bk / 2 : t.bk;
+      c.warpM = t.wm, c.warpN = t.wn, c.stages = t.stages;
+      base.push_back(c);
+    }
+  }
+
+  Machine mc = machineFor(smVersion, family);
+  std::vector<GemmConfig> all;
+  for (const GemmConfig &c : base) {
+    if (!unsupportedReason(p, c).empty())
+      continue;
+    all.push_back(c);
+    // Split K when the output tiles leave SMs idle and K is long enough
+    // that each split keeps at least 4 K tiles.
+    GemmPlan plan = planGemm(p, c);
+    double tiles = double(plan.grid.x) * plan.grid.y * plan.grid.z;
+    for (uint32_t split : {2u, 4u, 8u, 16u}) {
+      if (tiles * split > 2 * mc.sms || plan.kTiles < 4u * split)
+        break;
+      GemmConfig s = c;
+      s.splitK = split;
+      if (unsupportedReason(p, s).empty())
+        all.push_back(s);
+    }
+  }
+  auto fits = [&](const GemmConfig &c) {
+    return planGemm(p, c).sharedBytes <= maxSharedBytesPerBlock(smVersion);
+  };
+  all.erase(std::remove_if(all.begin(), all.end(),
+                           [&](const GemmConfig &c) { return !fits(c); }),
+            all.end());
+  std::stable_sort(all.begin(), all.end(),
+                   [&](const GemmConfig &a, const GemmConfig &b) {
+                     return estimateCycles(p, a, smVersion) <
+                            estimateCycles(p, b, smVersion);
+                   });
+  return all;
+}
+
+GemmConfig pickConfig(const GemmProblem &p, Family family, uint32_t smVersion) {
+  std::vector<GemmConfig> candidates = candidateConfigs(p, family, smVersion);
+  if (candidates.empty()) {
+    GemmConfig c;
+    c.family = family;
+    return c;
+  }
+  return candidates.front();
+}
+
+} // namespace kiln::contraction

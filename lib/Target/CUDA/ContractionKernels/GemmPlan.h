@@ -1,0 +1,48 @@
+//===- GemmPlan.h - What one (problem, config) pair implies -----*- C++ -*-===//
+//
+// The facts the source generator, the compiler driver and the heuristic all
+// derive from a GemmProblem and a GemmConfig: copy and store widths from the
+// alignment, shared memory, grid and the split of K. Kept in one place so
+// the kernel that is generated is the kernel that is costed and launched.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_TARGET_CUDA_CONTRACTIONKERNELS_GEMMPLAN_H
+#define KILN_LIB_TARGET_CUDA_CONTRACTIONKERNELS_GEMMPLAN_H
+
+#include "kiln/Target/CUDA/ContractionKernels.h"
+
+namespace kiln::contraction {
+
+uint32_t dtypeBytes(DType type);
+
+struct GemmPlan {
+  uint32_t inBytes = 2, outBytes = 4;
+  /// Elements one global→shared copy moves for A and B (16 bytes at most),
+  /// and one output store writes.
+  uint32_t vecA = 1, vecB = 1, vecC = 1;
+  /// Whether A (B) is stored with K contiguous.
+  bool aKContiguous = true, bKContiguous = false;
+  uint32_t sharedBytes = 0;
+  /// K tiles in all and per split.
+  uint64_t kTiles = 0, kTilesPerSplit = 0;
+  runtime::Dim3 grid, block;
+};
+
+/// The plan; its fields are meaningful only when unsupportedReason is empty.
+GemmPlan planGemm(const GemmProblem &problem, const GemmConfig &config);
+
+/// Shared memory a block may use on the sm (227 KiB on sm_90, 163 on sm_80).
+uint32_t maxSharedBytesPerBlock(uint32_t smVersion);
+
+/// The kernels' parameter lists (GemmSource.cpp writes the same order).
+std::vector<KernelParameter> gemmMainParameters(const Epilogue &epilogue,
+                                                const GemmConfig &config);
+std::vector<KernelParameter> gemmReduceParameters(const Epilogue &epilogue);
+
+/// Threads a block of the split-K reduction kernel.
+constexpr uint32_t kSplitKReduceThreads = 256;
+
+} // namespace kiln::contraction
+
+#endif // KILN_LIB_TARGET_CUDA_CONTRACTIONKERNELS_GEMMPLAN_H

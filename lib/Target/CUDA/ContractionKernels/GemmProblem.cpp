@@ -1,0 +1,187 @@
+//===- GemmProblem.cpp - Checking a config against a problem, and its plan -===//
+
+#include "GemmPlan.h"
+
+#include <algorithm>
+
+namespace kiln::contraction {
+
+uint64_t GemmProblem::ldaOrPacked() const {
+  return lda ? lda : (layoutA == Layout::RowMajor ? k : m);
+}
+uint64_t GemmProblem::ldbOrPacked() const {
+  return ldb ? ldb : (layoutB == Layout::RowMajor ? n : k);
+}
+uint64_t GemmProblem::ldcOrPacked() const { return ldc ? ldc : n; }
+
+std::string_view familyName(Family family) {
+  switch (family) {
+  case Family::MmaF16:
+    return "mma_f16";
+  case Family::MmaTf32:
+    return "mma_tf32";
+  case Family::SimtF32:
+    return "simt_f32";
+  }
+  return "?";
+}
+
+uint32_t GemmConfig::threads() const {
+  if (family == Family::SimtF32)
+    return (threadM && threadN) ? (blockM / threadM) * (blockN / threadN) : 0;
+  return (warpM && warpN) ? (blockM / warpM) * (blockN / warpN) * 32 : 0;
+}
+
+std::string GemmConfig::describe() const {
+  std::string s = std::string(familyName(family)) + " " +
+                  std::to_string(blockM) + "x" + std::to_string(blockN) + "x" +
+                  std::to_string(blockK);
+  if (family == Family::SimtF32)
+    s += " t" + std::to_string(threadM) + "x" + std::to_string(threadN);
+  else
+    s += " w" + std::to_string(warpM) + "x" + std::to_string(warpN);
+  return s + " s" + std::to_string(stages) + " k" + std::to_string(splitK);
+}
+
+uint32_t dtypeBytes(DType type) {
+  switch (type) {
+  case DType::F32:
+    return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+namespace {
+
+bool isPowerOfTwo(uint64_t v) { return v && !(v & (v - 1)); }
+
+/// The most elements (a power of two, at most 16 bytes) one access may
+/// move when every start is a multiple of `ld` and `batchStride` elements
+/// from a base aligned to `align` bytes.
+uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
+                        uint32_t align) {
+  uint32_t vec = 16 / elemBytes;
+  while (vec > 1 && (ld % vec || batchStride % vec || align % (vec * elemBytes)))
+    vec /= 2;
+  return vec;
+}
+
+} // namespace
+
+uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
+  return smVersion >= 90 ? 227 * 1024 : 163 * 1024;
+}
+
+GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
+  GemmPlan plan;
+  plan.inBytes = dtypeBytes(p.inputType);
+  plan.outBytes = dtypeBytes(p.outputType);
+  if (!plan.inBytes || !plan.outBytes)
+    return plan;
+  plan.aKContiguous = p.layoutA == Layout::RowMajor;
+  plan.bKContiguous = p.layoutB == Layout::ColMajor;
+  plan.vecA = vectorElements(plan.inBytes, p.ldaOrPacked(),
+                             p.batch > 1 ? p.batchStrideA : 0, p.alignA);
+  plan.vecB = vectorElements(plan.inBytes, p.ldbOrPacked(),
+                             p.batch > 1 ? p.batchStrideB : 0, p.alignB);
+  plan.vecC = vectorElements(plan.outBytes, p.ldcOrPacked(),
+                             p.batch > 1 ? p.batchStrideC : 0, p.alignC);
+  if (c.blockK)
+    plan.kTiles = (p.k + c.blockK - 1) / c.blockK;
+  if (c.splitK)
+    plan.kTilesPerSplit = (plan.kTiles + c.splitK - 1) / c.splitK;
+  if (c.family == Family::SimtF32) {
+    uint32_t padA = plan.aKContiguous ? 4 : 0, padB = plan.bKContiguous ? 4 : 0;
+    plan.sharedBytes =
+        c.stages * c.blockK * ((c.blockM + padA) + (c.blockN + padB)) * 4;
+  } else {
+    uint32_t stage = (c.blockM + c.blockN) * c.blockK * plan.inBytes;
+    uint32_t staged = c.blockM * (c.blockN * plan.outBytes + 16);
+    plan.sharedBytes = std::max(c.stages * stage, staged);
+  }
+  plan.block = {c.threads(), 1, 1};
+  if (c.blockM && c.blockN)
+    plan.grid = {static_cast<uint32_t>((p.m + c.blockM - 1) / c.blockM),
+                 static_cast<uint32_t>((p.n + c.blockN - 1) / c.blockN),
+                 static_cast<uint32_t>(p.batch * c.splitK)};
+  return plan;
+}
+
+std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
+  if (!p.m || !p.n || !p.k || !p.batch)
+    return "an empty dimension (M, N, K and batch must be at least 1)";
+  if (p.m >= (1u << 31) || p.n >= (1u << 31) || p.k >= (1u << 31))
+    return "M, N and K must be below 2^31";
+  if (p.accumulatorType != DType::F32)
+    return "the accumulator must be f32";
+  if (!dtypeBytes(p.outputType))
+    return "the output must be f32, f16 or bf16";
+  bool halfIn = p.inputType == DType::F16 || p.inputType == DType::BF16;
+  if (c.family == Family::MmaF16 && !halfIn)
+    return "mma_f16 needs f16 or bf16 inputs";
+  if (c.family != Family::MmaF16 && p.inputType != DType::F32)
+    return std::string(familyName(c.family)) + " needs f32 inputs";
+  if (p.ldaOrPacked() < (p.layoutA == Layout::RowMajor ? p.k : p.m))
+    return "lda is smaller than A's contiguous extent";
+  if (p.ldbOrPacked() < (p.layoutB == Layout::RowMajor ? p.n : p.k))
+    return "ldb is smaller than B's contiguous extent";
+  if (p.ldcOrPacked() < p.n)
+    return "ldc is smaller than N";
+  if (p.batch > 1 && !p.batchStrideC)
+    return "a batched C needs a batch stride";
+  for (uint32_t align : {p.alignA, p.alignB, p.alignC})
+    if (!isPowerOfTwo(align))
+      return "alignments must be powers of two";
+  uint32_t inBytes = dtypeBytes(p.inputType), outBytes = dtypeBytes(p.outputType);
+  for (uint32_t align : {p.alignA, p.alignB})
+    if (align < inBytes)
+      return "an input pointer is not aligned to its element";
+  if (p.alignC < outBytes)
+    return "the output pointer is not aligned to its element";
+
+  if (!isPowerOfTwo(c.blockM) || !isPowerOfTwo(c.blockN) ||
+      !isPowerOfTwo(c.blockK))
+    return "block tile sizes must be powers of two";
+  if (c.stages < 2 || c.stages > 8)
+    return "stages must be 2 to 8";
+  if (c.splitK < 1)
+    return "split-K must be at least 1";
+  if (c.family == Family::SimtF32) {
+    if (c.threadM % 4 || c.threadN % 4 || !c.threadM || !c.threadN)
+      return "thread tiles must be multiples of 4";
+    if (c.blockM % c.threadM || c.blockN % c.threadN)
+      return "the block tile must be a multiple of the thread tile";
+  } else {
+    uint32_t kStep = c.family == Family::MmaTf32 ? 8 : 16;
+    uint32_t chunk = 16 / inBytes;
+    if (!c.warpM || !c.warpN || c.warpM % 16 || c.warpN % 16)
+      return "warp tiles must be multiples of 16";
+    if (c.blockM % c.warpM || c.blockN % c.warpN)
+      return "the block tile must be a multiple of the warp tile";
+    if (c.blockK % kStep || c.blockK % chunk)
+      return "the block's K must be a multiple of the mma's K";
+  }
+  uint32_t threads = c.threads();
+  if (threads < 32 || threads > 1024 || threads % 32)
+    return "the block must have 32 to 1024 threads, a multiple of 32";
+  GemmPlan plan = planGemm(p, c);
+  if (c.splitK > plan.kTiles)
+    return "split-K is larger than the number of K tiles";
+  if (plan.grid.y > 65535 || uint64_t(p.batch) * c.splitK > 65535)
+    return "the grid is too large (N tiles or batch * split-K above 65535)";
+  return "";
+}
+
+runtime::Dim3 GemmKernel::gridFor(uint64_t m) const {
+  runtime::Dim3 g = grid;
+  if (gridXPerM)
+    g.x = static_cast<uint32_t>((m * gridXPerM + gridXDivisor - 1) /
+                                gridXDivisor);
+  return g;
+}
+
+} // namespace kiln::contraction

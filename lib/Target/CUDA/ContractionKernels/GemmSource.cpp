@@ -1,0 +1,268 @@
+//===- GemmSource.cpp - Specialise the CUDA C++ templates for one GEMM ----===//
+//
+// The source NVRTC compiles is, in order: the shared helpers
+// (templates/Common.cuh), a generated `struct Cfg` of compile-time facts, the
+// generated epilogue (`EpilogueArgs` and `kilnEpilogue`), the family's
+// template, and generated `extern "C"` entry points whose parameter lists
+// hold exactly the operands this problem has. Entry points are plain C
+// names so no name-expression lookup is needed after compiling.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmPlan.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace kiln::contraction {
+namespace {
+
+#include "ContractionKernelTemplates.inc"
+
+int dtypeCode(DType type) { return static_cast<int>(type); }
+
+std::string floatLiteral(float v) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.9g", static_cast<double>(v));
+  std::string s = text;
+  if (s.find_first_of(".e") == std::string::npos)
+    s += ".0";
+  return s + "f";
+}
+
+std::string vectorIndex(const EpilogueVector &v) {
+  return v.kind == EpilogueVector::Kind::PerRow ? "row" : "col";
+}
+
+/// The statements of kilnEpilogue for the built-in epilogue kinds.
+std::string builtinEpilogueBody(const Epilogue &e) {
+  std::string s = "  float v = acc;\n";
+  if (e.alpha != 1.0f)
+    s += "  v *= " + floatLiteral(e.alpha) + ";\n";
+  if (e.scale.present())
+    s += "  v *= loadAsFloat<" + std::to_string(dtypeCode(e.scale.type)) +
+         ">(ep.scale, " + vectorIndex(e.scale) + ");\n";
+  if (e.bias.present())
+    s += "  v += loadAsFloat<" + std::to_string(dtypeCode(e.bias.type)) +
+         ">(ep.bias, " + vectorIndex(e.bias) + ");\n";
+  if (e.residual) {
+    std::string load = "loadAsFloat<" + std::to_string(dtypeCode(e.residualType)) +
+                       ">(ep.residual, (i64)batch * ep.batchStrideC + (i64)row * "
+                       "Cfg::LDC + col)";
+    s += e.beta == 1.0f ? "  v += " + load + ";\n"
+                        : "  v = fmaf(" + floatLiteral(e.beta) + ", " + load +
+                              ", v);\n";
+  }
+  switch (e.activation) {
+  case Activation::None:
+    break;
+  case Activation::Relu:
+    s += "  v = fmaxf(v, 0.0f);\n";
+    break;
+  case Activation::Gelu:
+    s += "  v = 0.5f * v * (1.0f + erff(v * 0.707106781f));\n";
+    break;
+  case Activation::GeluTanh:
+    s += "  v = 0.5f * v * (1.0f + tanhf(0.797884561f * (v + 0.044715f * v * "
+         "v * v)));\n";
+    break;
+  case Activation::Sigmoid:
+    s += "  v = 1.0f / (1.0f + expf(-v));\n";
+    break;
+  case Activation::Tanh:
+    s += "  v = tanhf(v);\n";
+    break;
+  case Activation::Clip:
+    s += "  v = fminf(fmaxf(v, " + floatLiteral(e.clipMin) + "), " +
+         floatLiteral(e.clipMax) + ");\n";
+    break;
+  }
+  return s + "  return v;\n";
+}
+
+std::string epilogueSource(const Epilogue &e) {
+  std::string s = "struct EpilogueArgs {\n"
+                  "  const void *scale = nullptr, *bias = nullptr, "
+                  "*residual = nullptr;\n"
+                  "  u64 batchStrideC = 0;\n";
+  if (!e.customOperands.empty())
+    s += "  const void *extra[" + std::to_string(e.customOperands.size()) +
+         "] = {};\n";
+  s += "};\n\n"
+       "KILN_INLINE float kilnEpilogue(unsigned batch, int row, int col, "
+       "float acc, const EpilogueArgs &ep) {\n";
+  if (e.customBody.empty())
+    return s + builtinEpilogueBody(e) + "}\n\n";
+  for (size_t i = 0; i < e.customOperands.size(); ++i)
+    s += "  const void *extra" + std::to_string(i) + " = ep.extra[" +
+         std::to_string(i) + "];\n";
+  return s + "  (void)batch; (void)row; (void)col;\n" + e.customBody +
+         "\n}\n\n";
+}
+
+std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
+                      const GemmPlan &plan) {
+  auto i = [](uint64_t v) { return std::to_string(v); };
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  std::string s = "struct Cfg {\n";
+  s += "  static constexpr int BM = " + i(c.blockM) + ", BN = " + i(c.blockN) +
+       ", BK = " + i(c.blockK) + ";\n";
+  s += "  static constexpr int WTM = " + i(c.warpM) + ", WTN = " + i(c.warpN) +
+       ", TM = " + i(c.threadM) + ", TN = " + i(c.threadN) + ";\n";
+  s += "  static constexpr int STAGES = " + i(c.stages) +
+       ", SPLITK = " + i(c.splitK) + ", THREADS = " + i(c.threads()) + ";\n";
+  s += "  static constexpr i64 N = " + i(p.n) + ", K = " + i(p.k) +
+       ", BATCH = " + i(p.batch) + ";\n";
+  s += "  static constexpr i64 LDA = " + i(p.ldaOrPacked()) +
+       ", LDB = " + i(p.ldbOrPacked()) + ", LDC = " + i(p.ldcOrPacked()) +
+       ", STRIDE_B = " + i(p.batch > 1 ? p.batchStrideB : 0) + ";\n";
+  s += "  static constexpr bool A_K_CONTIG = " + b(plan.aKContiguous) +
+       ", B_K_CONTIG = " + b(plan.bKContiguous) +
+       ", TF32 = " + b(c.family == Family::MmaTf32) +
+       ", IN_BF16 = " + b(p.inputType == DType::BF16) + ";\n";
+  s += "  static constexpr int IN_BYTES = " + i(plan.inBytes) +
+       ", OUT_BYTES = " + i(plan.outBytes) +
+       ", OUT_CODE = " + i(dtypeCode(p.outputType)) + ";\n";
+  s += "  static constexpr int VEC_A = " + i(plan.vecA) + ", VEC_B = " +
+       i(plan.vecB) + ", VEC_C = " + i(plan.vecC) + ";\n";
+  return s + "};\n\n";
+}
+
+/// The epilogue's pointer parameters, in kernel-parameter order.
+std::vector<std::string> epiloguePointers(const Epilogue &e) {
+  if (!e.customBody.empty())
+    return e.customOperands;
+  std::vector<std::string> names;
+  if (e.scale.present())
+    names.push_back("scale");
+  if (e.bias.present())
+    names.push_back("bias");
+  if (e.residual)
+    names.push_back("residual");
+  return names;
+}
+
+std::string epilogueArgsInit(const Epilogue &e) {
+  std::string s = "  EpilogueArgs ep;\n  ep.batchStrideC = batchStrideC;\n";
+  if (!e.customBody.empty()) {
+    for (size_t i = 0; i < e.customOperands.size(); ++i)
+      s += "  ep.extra[" + std::to_string(i) + "] = " + e.customOperands[i] +
+           ";\n";
+    return s;
+  }
+  for (const std::string &name : epiloguePointers(e))
+    s += "  ep." + name + " = " + name + ";\n";
+  return s;
+}
+
+} // namespace
+
+std::vector<KernelParameter> gemmMainParameters(const Epilogue &e,
+                                                const GemmConfig &c) {
+  using K = KernelParameter::Kind;
+  std::vector<KernelParameter> params = {{K::Pointer, "A"}, {K::Pointer, "B"}};
+  if (c.splitK > 1) {
+    params.push_back({K::Pointer, "workspace"});
+    params.push_back({K::U32, "M"});
+    params.push_back({K::U64, "batchStrideA"});
+    return params;
+  }
+  params.push_back({K::Pointer, "C"});
+  for (const std::string &name : epiloguePointers(e))
+    params.push_back({K::Pointer, name});
+  params.push_back({K::U32, "M"});
+  params.push_back({K::U64, "batchStrideA"});
+  params.push_back({K::U64, "batchStrideC"});
+  return params;
+}
+
+std::vector<KernelParameter> gemmReduceParameters(const Epilogue &e) {
+  using K = KernelParameter::Kind;
+  std::vector<KernelParameter> params = {{K::Pointer, "workspace"},
+                                         {K::Pointer, "C"}};
+  for (const std::string &name : epiloguePointers(e))
+    params.push_back({K::Pointer, name});
+  params.push_back({K::U32, "M"});
+  params.push_back({K::U64, "batchStrideC"});
+  return params;
+}
+
+runtime::Expected<std::string>
+generateGemmSource(const GemmProblem &p, const GemmConfig &c,
+                   const Epilogue &e, const GenerateOptions &options) {
+  if (std::string why = unsupportedReason(p, c); !why.empty())
+    return runtime::Error::failure("GEMM " + c.describe() + ": " + why);
+  for (float v : {e.alpha, e.beta, e.clipMin, e.clipMax})
+    if (!std::isfinite(v))
+      return runtime::Error::failure("epilogue constants must be finite");
+  if (!e.customBody.empty() &&
+      (e.scale.present() || e.bias.present() || e.residual ||
+       e.activation != Activation::None))
+    return runtime::Error::failure(
+        "a custom epilogue body replaces the built-in epilogue kinds");
+  GemmPlan plan = planGemm(p, c);
+  if (plan.sharedBytes > maxSharedBytesPerBlock(options.smVersion))
+    return runtime::Error::failure(
+        "GEMM " + c.describe() + ": needs " + std::to_string(plan.sharedBytes) +
+        " bytes of shared memory, more than sm_" +
+        std::to_string(options.smVersion) + " gives a block");
+
+  std::string s = "// Generated by Kiln: " + c.describe() + "\n";
+  s += kCommonTemplate;
+  s += "\n";
+  s += cfgSource(p, c, plan);
+  s += epilogueSource(e);
+  bool simt = c.family == Family::SimtF32;
+  s += simt ? kGemmSimtTemplate : kGemmTensorCoreTemplate;
+  s += "\n";
+  const char *ns = simt ? "simt" : "tc";
+
+  auto paramList = [](const std::vector<KernelParameter> &params) {
+    std::string list;
+    for (const KernelParameter &param : params) {
+      if (!list.empty())
+        list += ", ";
+      switch (param.kind) {
+      case KernelParameter::Kind::Pointer:
+        list += (param.name == "C" || param.name == "workspace")
+                    ? "void *__restrict__ "
+                    : "const void *__restrict__ ";
+        break;
+      case KernelParameter::Kind::U32:
+        list += "u32 ";
+        break;
+      case KernelParameter::Kind::U64:
+        list += "u64 ";
+        break;
+      }
+      list += param.name;
+    }
+    return list;
+  };
+
+  std::string launchBounds =
+      "__launch_bounds__(" + std::to_string(c.threads()) + ")";
+  if (c.splitK > 1) {
+    s += "extern \"C\" __global__ void " + launchBounds + " " + options.name +
+         "(" + paramList(gemmMainParameters(e, c)) + ") {\n";
+    s += std::string("  ") + ns +
+         "::gemm(A, B, nullptr, (float *)workspace, M, batchStrideA, 0, "
+         "EpilogueArgs());\n}\n\n";
+    s += kSplitKReduceTemplate;
+    s += "\nextern \"C\" __global__ void __launch_bounds__(256) " +
+         options.name + "_reduce(" + paramList(gemmReduceParameters(e)) +
+         ") {\n";
+    s += epilogueArgsInit(e);
+    s += "  splitk::reduce((const float *)workspace, C, M, batchStrideC, "
+         "ep);\n}\n";
+    return s;
+  }
+  s += "extern \"C\" __global__ void " + launchBounds + " " + options.name +
+       "(" + paramList(gemmMainParameters(e, c)) + ") {\n";
+  s += epilogueArgsInit(e);
+  s += std::string("  ") + ns +
+       "::gemm(A, B, C, nullptr, M, batchStrideA, batchStrideC, ep);\n}\n";
+  return s;
+}
+
+} // namespace kiln::contraction

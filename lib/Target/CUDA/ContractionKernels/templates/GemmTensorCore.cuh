@@ -1,0 +1,314 @@
+//===- GemmTensorCore.cuh - mma.sync GEMM: f16/bf16 m16n8k16, tf32 m16n8k8 -===//
+//
+// One block computes a BM x BN tile of C for one batch and one K split:
+//   - warps tile the block (WTM x WTN each) and hold fp32 accumulators for
+//     (WTM/16) x (WTN/8) mma tiles in registers;
+//   - a STAGES-deep pipeline of cp.async copies (zero-filled past M, N and
+//     the split's end of K) keeps the next tiles in flight while the warps
+//     compute on the current one; one commit group per K tile, always
+//     committed (even empty) so wait_group counts stay uniform;
+//   - the shared tiles keep the operand's global layout (a K-contiguous
+//     operand is stored [MN][K], else [K][MN]) and are XOR-swizzled by
+//     16-byte chunk (SwizzledTile), so ldmatrix reads are conflict-free;
+//     ldmatrix.trans turns MN-contiguous 16-bit tiles into the row/col
+//     fragments mma.sync wants; tf32 MN-contiguous tiles are read by 32-bit
+//     loads (ldmatrix has no 32-bit transpose);
+//   - the epilogue runs on the accumulators in registers, rounds to the
+//     output type into shared memory (reusing the pipeline's buffers), and
+//     the block then writes whole rows with the widest stores the output's
+//     alignment allows. With split-K the block writes fp32 partials to the
+//     workspace instead and SplitKReduce.cuh applies the epilogue.
+//
+// Cfg (generated) holds every compile-time fact; see GemmSource.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+namespace tc {
+
+constexpr int kEB = Cfg::IN_BYTES;
+constexpr int kChunkElems = 16 / kEB;
+constexpr int kWarpsM = Cfg::BM / Cfg::WTM;
+constexpr int kMI = Cfg::WTM / 16;
+constexpr int kNI = Cfg::WTN / 8;
+constexpr int kKStep = Cfg::TF32 ? 8 : 16;
+
+using TileA = SwizzledTile<Cfg::A_K_CONTIG ? Cfg::BM : Cfg::BK,
+                           Cfg::A_K_CONTIG ? Cfg::BK : Cfg::BM, kEB>;
+using TileB = SwizzledTile<Cfg::B_K_CONTIG ? Cfg::BN : Cfg::BK,
+                           Cfg::B_K_CONTIG ? Cfg::BK : Cfg::BN, kEB>;
+constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
+
+/// Issues the copies of one operand tile. KContig: tile rows are M (or N)
+/// and columns K, else rows K and columns M (or N).
+template <class Tile, int Vec, bool KContig, i64 Ld>
+KILN_INLINE void loadTile(u32 tile, const char *base, int mn0, int mnEnd,
+                          int k0, int kEnd) {
+  constexpr int kTotal = Tile::kRows * Tile::kChunks;
+  constexpr int kIters = (kTotal + Cfg::THREADS - 1) / Cfg::THREADS;
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    int q = (int)threadIdx.x + i * Cfg::THREADS;
+    if (kTotal % Cfg::THREADS != 0 && q >= kTotal)
+      break;
+    int r = q / Tile::kChunks;
+    int ch = q % Tile::kChunks;
+    int rowG = (KContig ? mn0 : k0) + r;
+    int rowEnd = KContig ? mnEnd : kEnd;
+    int colG = (KContig ? k0 : mn0) + ch * kChunkElems;
+    int colEnd = KContig ? kEnd : mnEnd;
+    int valid = rowG < rowEnd ? colEnd - colG : 0;
+    const char *src =
+        valid > 0 ? base + ((i64)rowG * Ld + colG) * kEB : base;
+    copyChunk<kEB, Vec>(tile + Tile::chunkOffset(r, ch), src, base, valid);
+  }
+}
+
+KILN_INLINE void loadStage(u32 stage, const char *a, const char *b, int m0,
+                           int M, int n0, int k0, int kEnd) {
+  loadTile<TileA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA>(stage, a, m0, M, k0,
+                                                         kEnd);
+  loadTile<TileB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB>(
+      stage + TileA::kBytes, b, n0, (int)Cfg::N, k0, kEnd);
+}
+
+/// The A fragment of mma tile row `m` (tile-relative) at k offset `kk`.
+KILN_INLINE void loadFragmentA(u32 (&a)[4], u32 tile, int m, int kk,
+                               int lane) {
+  if (Cfg::A_K_CONTIG) {
+    ldmatrixX4(a, tile + TileA::offset(m + (lane % 16),
+                                       kk + (lane / 16) * kChunkElems));
+  } else if (!Cfg::TF32) {
+    int j = lane / 8;
+    ldmatrixX4Trans(a, tile + TileA::offset(kk + (lane % 8) + (j >> 1) * 8,
+                                            m + (j & 1) * 8));
+  } else {
+    int g = lane / 4, t = lane % 4;
+    a[0] = loadShared32(tile + TileA::offset(kk + t, m + g));
+    a[1] = loadShared32(tile + TileA::offset(kk + t, m + g + 8));
+    a[2] = loadShared32(tile + TileA::offset(kk + t + 4, m + g));
+    a[3] = loadShared32(tile + TileA::offset(kk + t + 4, m + g + 8));
+  }
+  if (Cfg::TF32)
+    for (int i = 0; i < 4; ++i)
+      a[i] = toTf32(a[i]);
+}
+
+/// The B fragments of the two mma tiles at columns n..n+15: b[0], b[1] for
+/// the first, b[2], b[3] for the second.
+KILN_INLINE void loadFragmentsB(u32 (&b)[4], u32 tile, int n, int kk,
+                                int lane) {
+  int j = lane / 8;
+  if (Cfg::B_K_CONTIG) {
+    ldmatrixX4(b, tile + TileB::offset(n + (lane % 8) + (j >> 1) * 8,
+                                       kk + (j & 1) * kChunkElems));
+  } else if (!Cfg::TF32) {
+    ldmatrixX4Trans(b, tile + TileB::offset(kk + (lane % 8) + (j & 1) * 8,
+                                            n + (j >> 1) * 8));
+  } else {
+    int g = lane / 4, t = lane % 4;
+    b[0] = loadShared32(tile + TileB::offset(kk + t, n + g));
+    b[1] = loadShared32(tile + TileB::offset(kk + t + 4, n + g));
+    b[2] = loadShared32(tile + TileB::offset(kk + t, n + 8 + g));
+    b[3] = loadShared32(tile + TileB::offset(kk + t + 4, n + 8 + g));
+  }
+  if (Cfg::TF32)
+    for (int i = 0; i < 4; ++i)
+      b[i] = toTf32(b[i]);
+}
+
+KILN_INLINE void computeStage(float (&acc)[kMI][kNI][4], u32 stage, int wm,
+                              int wn, int lane) {
+  u32 tileA = stage, tileB = stage + TileA::kBytes;
+#pragma unroll
+  for (int kk = 0; kk < Cfg::BK; kk += kKStep) {
+    u32 a[kMI][4];
+    u32 b[kNI / 2][4];
+#pragma unroll
+    for (int mi = 0; mi < kMI; ++mi)
+      loadFragmentA(a[mi], tileA, wm * Cfg::WTM + mi * 16, kk, lane);
+#pragma unroll
+    for (int p = 0; p < kNI / 2; ++p)
+      loadFragmentsB(b[p], tileB, wn * Cfg::WTN + p * 16, kk, lane);
+#pragma unroll
+    for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kNI; ++ni) {
+        const u32 *bb = &b[ni / 2][(ni % 2) * 2];
+        if (Cfg::TF32)
+          mmaM16N8K8Tf32(acc[mi][ni], a[mi], bb[0], bb[1]);
+        else
+          mmaM16N8K16<Cfg::IN_BF16>(acc[mi][ni], a[mi], bb[0], bb[1]);
+      }
+  }
+}
+
+/// C rows of the block tile go out through shared memory: this many bytes a
+/// row (16 more than the data, so that rows start on different banks).
+constexpr int kOutPitch = Cfg::BN * Cfg::OUT_BYTES + 16;
+
+KILN_INLINE void storeStaged(u32 address, float v) {
+  if (Cfg::OUT_CODE == 1)
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
+  else {
+    u16 h = Cfg::OUT_CODE == 2 ? floatToF16(v) : floatToBf16(v);
+    asm volatile("st.shared.u16 [%0], %1;" ::"r"(address), "h"(h) : "memory");
+  }
+}
+
+/// Copies the staged tile to C: VEC_C elements a store where they are all
+/// inside N, element by element at the right edge.
+KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0) {
+  constexpr int kVec = Cfg::VEC_C;
+  constexpr int kVecBytes = kVec * Cfg::OUT_BYTES;
+  constexpr int kPerRow = Cfg::BN / kVec;
+  constexpr int kTotal = Cfg::BM * kPerRow;
+#pragma unroll 4
+  for (int q = threadIdx.x; q < kTotal; q += Cfg::THREADS) {
+    int r = q / kPerRow, cv = q % kPerRow;
+    int row = m0 + r, col = n0 + cv * kVec;
+    if (row >= M || col >= (int)Cfg::N)
+      continue;
+    u32 from = staged + r * kOutPitch + cv * kVecBytes;
+    char *to = c + ((i64)row * Cfg::LDC + col) * Cfg::OUT_BYTES;
+    if (col + kVec <= (int)Cfg::N) {
+      if (kVecBytes == 16) {
+        u32 x, y, z, w;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                     : "r"(from));
+        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(to),
+                     "r"(x), "r"(y), "r"(z), "r"(w)
+                     : "memory");
+      } else if (kVecBytes == 8) {
+        u32 x, y;
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];"
+                     : "=r"(x), "=r"(y)
+                     : "r"(from));
+        asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(to), "r"(x),
+                     "r"(y)
+                     : "memory");
+      } else if (kVecBytes == 4) {
+        *(u32 *)to = loadShared32(from);
+      } else {
+        u16 h;
+        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(h) : "r"(from));
+        *(u16 *)to = h;
+      }
+    } else {
+      for (int e = 0; col + e < (int)Cfg::N; ++e) {
+        if (Cfg::OUT_BYTES == 4) {
+          *(u32 *)(to + 4 * e) = loadShared32(from + 4 * e);
+        } else {
+          u16 h;
+          asm volatile("ld.shared.u16 %0, [%1];"
+                       : "=h"(h)
+                       : "r"(from + 2 * e));
+          *(u16 *)(to + 2 * e) = h;
+        }
+      }
+    }
+  }
+}
+
+KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
+                      float *workspace, u32 M, u64 batchStrideA,
+                      u64 batchStrideC, const EpilogueArgs &ep) {
+  extern __shared__ __align__(128) unsigned char sharedBytes[];
+  const u32 shared = sharedAddress(sharedBytes);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp % kWarpsM, wn = warp / kWarpsM;
+  const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
+  const unsigned batch = blockIdx.z / Cfg::SPLITK;
+  const int split = blockIdx.z % Cfg::SPLITK;
+  const char *a = (const char *)aPtr + batch * batchStrideA * kEB;
+  const char *b = (const char *)bPtr + batch * (u64)Cfg::STRIDE_B * kEB;
+
+  constexpr int kTilesTotal = (int)((Cfg::K + Cfg::BK - 1) / Cfg::BK);
+  constexpr int kTilesPerSplit = (kTilesTotal + Cfg::SPLITK - 1) / Cfg::SPLITK;
+  const int kBegin = split * kTilesPerSplit * Cfg::BK;
+  int kEnd = kBegin + kTilesPerSplit * Cfg::BK;
+  kEnd = kEnd < (int)Cfg::K ? kEnd : (int)Cfg::K;
+  const int kTiles =
+      kEnd > kBegin ? (kEnd - kBegin + Cfg::BK - 1) / Cfg::BK : 0;
+
+  float acc[kMI][kNI][4];
+#pragma unroll
+  for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kNI; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        acc[mi][ni][e] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < Cfg::STAGES - 1; ++s) {
+    if (s < kTiles)
+      loadStage(shared + s * kStageBytes, a, b, m0, (int)M, n0,
+                kBegin + s * Cfg::BK, kEnd);
+    cpAsyncCommit();
+  }
+  for (int kt = 0; kt < kTiles; ++kt) {
+    cpAsyncWait<Cfg::STAGES - 2>();
+    __syncthreads();
+    int next = kt + Cfg::STAGES - 1;
+    if (next < kTiles)
+      loadStage(shared + (next % Cfg::STAGES) * kStageBytes, a, b, m0, (int)M,
+                n0, kBegin + next * Cfg::BK, kEnd);
+    cpAsyncCommit();
+    computeStage(acc, shared + (kt % Cfg::STAGES) * kStageBytes, wm, wn, lane);
+  }
+  cpAsyncWait<0>();
+
+  const int g = lane / 4, t = lane % 4;
+  if (Cfg::SPLITK > 1) {
+    const unsigned batches = gridDim.z / Cfg::SPLITK;
+    float *ws = workspace + ((i64)split * batches + batch) * M * Cfg::N;
+#pragma unroll
+    for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < kNI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          int row = m0 + wm * Cfg::WTM + mi * 16 + g + 8 * h;
+          int col = n0 + wn * Cfg::WTN + ni * 8 + 2 * t;
+          if (row >= (int)M || col >= (int)Cfg::N)
+            continue;
+          float *to = ws + (i64)row * Cfg::N + col;
+          if (Cfg::N % 2 == 0) {
+            *(float2 *)to = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+          } else {
+            to[0] = acc[mi][ni][2 * h];
+            if (col + 1 < (int)Cfg::N)
+              to[1] = acc[mi][ni][2 * h + 1];
+          }
+        }
+    return;
+  }
+
+  __syncthreads(); // every warp is done with the pipeline's buffers
+#pragma unroll
+  for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kNI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int r = wm * Cfg::WTM + mi * 16 + g + 8 * h;
+        int cl = wn * Cfg::WTN + ni * 8 + 2 * t;
+        int row = m0 + r, col = n0 + cl;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (row < (int)M) {
+          if (col < (int)Cfg::N)
+            v0 = kilnEpilogue(batch, row, col, acc[mi][ni][2 * h], ep);
+          if (col + 1 < (int)Cfg::N)
+            v1 = kilnEpilogue(batch, row, col + 1, acc[mi][ni][2 * h + 1], ep);
+        }
+        u32 at = shared + r * kOutPitch + cl * Cfg::OUT_BYTES;
+        storeStaged(at, v0);
+        storeStaged(at + Cfg::OUT_BYTES, v1);
+      }
+  __syncthreads();
+  writeStaged(shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES,
+              m0, (int)M, n0);
+}
+
+} // namespace tc

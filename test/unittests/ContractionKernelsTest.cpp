@@ -1,0 +1,735 @@
+//===- ContractionKernelsTest.cpp - Generated GEMM kernels on the emulator -===//
+//
+// Each case generates a kernel (NVRTC), checks its PTX with ptxas, runs it
+// on the emu device and compares every output with a float64 reference
+// computed here by a naive loop over the same (already rounded) inputs.
+//
+// Tolerance, per output: the inputs are exactly representable in the
+// kernel's input type (tf32 cases round them here with the kernel's own
+// cvt.rna), so the products are exact and the only error is fp32
+// accumulation: at most (K + 8) u S with u = 2^-24 and S the sum of
+// |a_k b_k| (a rigorous bound on recursive or blocked fp32 summation, which
+// also covers the split-K sums and the few epilogue roundings). In practice
+// this is ~1e-5 of S at the K used here. Activations add their own few ulps
+// (4 u |f| + 1e-7) and propagate the error with slope at most 1.13 (GELU's
+// largest). A 16-bit output then adds half an ulp of the result plus one
+// for the fp32 error that can push it across a rounding boundary: 2^-8 |v|
+// for bf16, 2^-11 for f16. A tf32 case is also compared with the reference
+// on the unrounded fp32 inputs, within 1e-3 S (tf32 keeps 10 explicit
+// mantissa bits: each product is off by at most 2 * 2^-11 relative).
+//
+// NVRTC or ptxas missing: the cases skip. Every launch runs with the
+// shared-memory read check and a random block order (set below unless the
+// environment already chose).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Target/CUDA/ContractionKernels.h"
+#include "kiln/Target/CUDA/Nvrtc.h"
+#include "kiln/runtime/Device.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace kiln;
+using namespace kiln::contraction;
+using runtime::Dim3;
+
+namespace {
+
+// --- Host-side number formats -------------------------------------------------
+
+uint32_t bitsOf(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float floatOf(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+/// Round to nearest even, for finite values.
+uint16_t toBf16(float f) {
+  uint32_t b = bitsOf(f);
+  return static_cast<uint16_t>((b + 0x7FFF + ((b >> 16) & 1)) >> 16);
+}
+float fromBf16(uint16_t h) { return floatOf(uint32_t(h) << 16); }
+uint16_t toF16(float f) {
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+float fromF16(uint16_t b) {
+  _Float16 h;
+  std::memcpy(&h, &b, 2);
+  return static_cast<float>(h);
+}
+/// cvt.rna.tf32.f32: round to 10 explicit mantissa bits, ties away.
+float toTf32(float f) { return floatOf((bitsOf(f) + 0x1000u) & 0xFFFFE000u); }
+
+/// Host values of one tensor and their device bytes.
+struct Tensor {
+  std::vector<double> values;
+  std::vector<uint8_t> bytes;
+  DType type = DType::F32;
+};
+
+Tensor randomTensor(size_t count, DType type, std::mt19937 &rng,
+                    double low = -1, double high = 1) {
+  std::uniform_real_distribution<float> dist(static_cast<float>(low),
+                                             static_cast<float>(high));
+  Tensor t;
+  t.type = type;
+  t.values.resize(count);
+  t.bytes.resize(count * (type == DType::F32 ? 4 : 2));
+  for (size_t i = 0; i < count; ++i) {
+    float f = dist(rng);
+    if (type == DType::F32) {
+      t.values[i] = f;
+      std::memcpy(&t.bytes[4 * i], &f, 4);
+    } else {
+      uint16_t h = type == DType::BF16 ? toBf16(f) : toF16(f);
+      t.values[i] = type == DType::BF16 ? fromBf16(h) : fromF16(h);
+      std::memcpy(&t.bytes[2 * i], &h, 2);
+    }
+  }
+  return t;
+}
+
+double readOut(const std::vector<uint8_t> &bytes, size_t i, DType type) {
+  if (type == DType::F32) {
+    float f;
+    std::memcpy(&f, &bytes[4 * i], 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, &bytes[2 * i], 2);
+  return type == DType::BF16 ? fromBf16(h) : fromF16(h);
+}
+
+// --- Tools ---------------------------------------------------------------------
+
+std::string ptxasPath() {
+  if (const char *env = std::getenv("KILN_PTXAS"); env && *env)
+    return env;
+  for (const char *path : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
+    if (::access(path, X_OK) == 0)
+      return path;
+  return "";
+}
+
+/// "" when ptxas accepts the PTX for `arch`, else its output.
+std::string runPtxas(const std::string &ptx, const std::string &arch) {
+  std::string ptxas = ptxasPath();
+  char dir[] = "/tmp/kiln-gemm-XXXXXX";
+  if (!::mkdtemp(dir))
+    return "cannot create a temporary directory";
+  std::string base = dir;
+  std::ofstream(base + "/k.ptx") << ptx;
+  std::string command = ptxas + " -arch=" + arch + " " + base + "/k.ptx -o " +
+                        base + "/k.cubin > " + base + "/log 2>&1";
+  int rc = std::system(command.c_str());
+  std::string log;
+  if (rc != 0) {
+    std::ifstream in(base + "/log");
+    log.assign(std::istreambuf_iterator<char>(in), {});
+    if (log.empty())
+      log = "ptxas failed";
+  }
+  std::system(("rm -rf " + base).c_str());
+  return log;
+}
+
+bool skipWithoutNvrtc() {
+  if (runtime::Error err = nvrtc::available()) {
+    std::fprintf(stderr, "skipping: %s\n", err.message().c_str());
+    return true;
+  }
+  return false;
+}
+
+/// The emulator reads `.shared` / `.extern .shared` declarations only inside
+/// an entry's body, while NVRTC (like nvcc) declares them at module scope.
+/// Until the emulator reads module-scope ones, each is moved into the
+/// entries that name it (equally valid PTX; ptxas checks the original).
+std::string sharedDeclarationsIntoEntries(const std::string &ptx) {
+  std::vector<std::pair<std::string, std::string>> declarations; // name, text
+  std::string out;
+  size_t pos = 0;
+  int depth = 0;
+  while (pos < ptx.size()) {
+    size_t end = ptx.find('\n', pos);
+    if (end == std::string::npos)
+      end = ptx.size();
+    std::string line = ptx.substr(pos, end - pos);
+    pos = end + 1;
+    size_t first = line.find_first_not_of(" \t");
+    std::string trimmed = first == std::string::npos ? "" : line.substr(first);
+    if (depth == 0 && (trimmed.rfind(".extern .shared", 0) == 0 ||
+                       trimmed.rfind(".shared", 0) == 0)) {
+      size_t bracket = trimmed.find('[');
+      size_t space = trimmed.rfind(' ', bracket);
+      declarations.push_back(
+          {trimmed.substr(space + 1, bracket - space - 1), trimmed});
+      continue;
+    }
+    for (char ch : line)
+      depth += ch == '{' ? 1 : ch == '}' ? -1 : 0;
+    out += line + "\n";
+    if (depth == 1 && trimmed == "{") {
+      // The opening brace of an entry: declare what its body uses.
+      size_t bodyEnd = ptx.find("\n}", pos);
+      std::string body = ptx.substr(pos, bodyEnd - pos);
+      for (const auto &[name, text] : declarations)
+        if (body.find(name) != std::string::npos)
+          out += "\t" + text + "\n";
+    }
+  }
+  return out;
+}
+
+// --- The case runner --------------------------------------------------------------
+
+struct Case {
+  GemmProblem problem;
+  GemmConfig config;
+  Epilogue epilogue;
+  uint32_t seed = 1;
+  /// For tf32 cases: also compare with the unrounded inputs within 1e-3 S.
+  bool checkUnroundedTf32 = false;
+};
+
+double activate(Activation act, double v, const Epilogue &e) {
+  switch (act) {
+  case Activation::None:
+    return v;
+  case Activation::Relu:
+    return v > 0 ? v : 0;
+  case Activation::Gelu:
+    return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+  case Activation::GeluTanh:
+    return 0.5 * v *
+           (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  case Activation::Sigmoid:
+    return 1 / (1 + std::exp(-v));
+  case Activation::Tanh:
+    return std::tanh(v);
+  case Activation::Clip:
+    return std::min<double>(std::max<double>(v, e.clipMin), e.clipMax);
+  }
+  return v;
+}
+
+/// Runs the case; every output element is checked. Returns the emulated
+/// result for further checks (empty on failure).
+std::vector<double> runCase(const Case &c, const std::string &name = "k") {
+  const GemmProblem &p = c.problem;
+  const Epilogue &e = c.epilogue;
+  GenerateOptions options;
+  options.name = name;
+  runtime::Expected<GemmKernels> generated =
+      generateGemm(p, c.config, e, options);
+  EXPECT_TRUE(bool(generated)) << generated.error().message();
+  if (!generated)
+    return {};
+  if (!ptxasPath().empty())
+    EXPECT_EQ(runPtxas(generated->kernels[0].ptx, "sm_90"), "")
+        << c.config.describe();
+
+  std::mt19937 rng(c.seed);
+  uint64_t lda = p.ldaOrPacked(), ldb = p.ldbOrPacked(), ldc = p.ldcOrPacked();
+  bool aRow = p.layoutA == Layout::RowMajor, bRow = p.layoutB == Layout::RowMajor;
+  uint64_t aBatches = p.batchStrideA ? p.batch : 1;
+  uint64_t bBatches = p.batchStrideB ? p.batch : 1;
+  uint64_t aSpan = (aRow ? (p.m - 1) * lda + p.k : (p.k - 1) * lda + p.m);
+  uint64_t bSpan = (bRow ? (p.k - 1) * ldb + p.n : (p.n - 1) * ldb + p.k);
+  uint64_t cSpan = (p.m - 1) * ldc + p.n;
+  auto total = [&](uint64_t batches, uint64_t stride, uint64_t span) {
+    return (batches - 1) * stride + span;
+  };
+  Tensor a = randomTensor(total(aBatches, p.batchStrideA, aSpan), p.inputType, rng);
+  Tensor b = randomTensor(total(bBatches, p.batchStrideB, bSpan), p.inputType, rng);
+  uint64_t cCount = total(p.batch, p.batchStrideC, cSpan);
+  auto vectorLength = [&](const EpilogueVector &v) {
+    return v.kind == EpilogueVector::Kind::PerRow ? p.m : p.n;
+  };
+  Tensor scale, bias, residual;
+  if (e.scale.present())
+    scale = randomTensor(vectorLength(e.scale), e.scale.type, rng, 0.5, 2);
+  if (e.bias.present())
+    bias = randomTensor(vectorLength(e.bias), e.bias.type, rng);
+  if (e.residual)
+    residual = randomTensor(cCount, e.residualType, rng);
+
+  auto at = [](const Tensor &t, uint64_t i) { return t.values[i]; };
+  // Reference and bound per output.
+  std::vector<double> ref(cCount, 0), bound(cCount, 0), refUnrounded;
+  bool tf32 = c.config.family == Family::MmaTf32;
+  if (c.checkUnroundedTf32)
+    refUnrounded.assign(cCount, 0);
+  std::vector<double> sums(cCount, 0);
+  const double u = std::ldexp(1.0, -24);
+  for (uint64_t bt = 0; bt < p.batch; ++bt)
+    for (uint64_t i = 0; i < p.m; ++i)
+      for (uint64_t j = 0; j < p.n; ++j) {
+        double acc = 0, mag = 0, accUnrounded = 0;
+        for (uint64_t k = 0; k < p.k; ++k) {
+          uint64_t ai = (aBatches > 1 ? bt * p.batchStrideA : 0) +
+                        (aRow ? i * lda + k : k * lda + i);
+          uint64_t bi = (bBatches > 1 ? bt * p.batchStrideB : 0) +
+                        (bRow ? k * ldb + j : j * ldb + k);
+          double av = at(a, ai), bv = at(b, bi);
+          if (tf32) {
+            accUnrounded += av * bv;
+            av = toTf32(static_cast<float>(av));
+            bv = toTf32(static_cast<float>(bv));
+          }
+          acc += av * bv;
+          mag += std::fabs(av * bv);
+        }
+        uint64_t ci = bt * p.batchStrideC + i * ldc + j;
+        double sc = 1, bi = 0, rs = 0;
+        uint64_t vi = 0;
+        if (e.scale.present()) {
+          vi = e.scale.kind == EpilogueVector::Kind::PerRow ? i : j;
+          sc = at(scale, vi);
+        }
+        if (e.bias.present()) {
+          vi = e.bias.kind == EpilogueVector::Kind::PerRow ? i : j;
+          bi = at(bias, vi);
+        }
+        if (e.residual)
+          rs = e.beta * at(residual, ci);
+        auto finish = [&](double sum) {
+          return activate(e.activation, sum * e.alpha * sc + bi + rs, e);
+        };
+        double pre = acc * e.alpha * sc + bi + rs;
+        double out = activate(e.activation, pre, e);
+        double err = (p.k + 8) * u *
+                     (std::fabs(e.alpha * sc) * mag + std::fabs(bi) + std::fabs(rs));
+        if (e.activation != Activation::None)
+          err = 1.13 * err + 4 * u * std::fabs(out) + 1e-7;
+        double ulp = p.outputType == DType::BF16  ? std::ldexp(1.0, -8)
+                     : p.outputType == DType::F16 ? std::ldexp(1.0, -11)
+                                                  : 0;
+        err += ulp * (std::fabs(out) + err);
+        ref[ci] = out;
+        bound[ci] = err;
+        sums[ci] = std::fabs(e.alpha * sc) * mag;
+        if (c.checkUnroundedTf32)
+          refUnrounded[ci] = finish(accUnrounded);
+      }
+
+  // Run on the emulator.
+  auto created = runtime::createEmuDevice();
+  EXPECT_TRUE(bool(created)) << created.error().message();
+  if (!created)
+    return {};
+  runtime::Device &device = **created;
+  std::vector<runtime::DevicePtr> allocations;
+  auto upload = [&](const std::vector<uint8_t> &bytes) -> runtime::DevicePtr {
+    auto ptr = device.allocate(std::max<size_t>(bytes.size(), 4));
+    EXPECT_TRUE(bool(ptr));
+    if (!bytes.empty())
+      EXPECT_FALSE(device.copyToDevice(*ptr, bytes.data(), bytes.size()));
+    allocations.push_back(*ptr);
+    return *ptr;
+  };
+  uint32_t outBytes = p.outputType == DType::F32 ? 4 : 2;
+  // C starts as a NaN-ish pattern so an element the kernel misses shows up.
+  std::vector<uint8_t> cInit(cCount * outBytes, 0xFF);
+  runtime::DevicePtr dA = upload(a.bytes), dB = upload(b.bytes),
+                     dC = upload(cInit);
+  runtime::DevicePtr dScale = e.scale.present() ? upload(scale.bytes) : 0;
+  runtime::DevicePtr dBias = e.bias.present() ? upload(bias.bytes) : 0;
+  runtime::DevicePtr dResidual = e.residual ? upload(residual.bytes) : 0;
+  runtime::DevicePtr dWorkspace =
+      generated->workspaceBytes
+          ? upload(std::vector<uint8_t>(generated->workspaceBytes, 0))
+          : 0;
+  auto stream = device.createStream();
+  EXPECT_TRUE(bool(stream));
+  for (const GemmKernel &kernel : generated->kernels) {
+    std::string ptx = sharedDeclarationsIntoEntries(kernel.ptx);
+    auto module = device.loadModule({kernel.name, ptx});
+    EXPECT_TRUE(bool(module)) << module.error().message();
+    if (!module)
+      return {};
+    auto function = device.getFunction(*module, kernel.name);
+    EXPECT_TRUE(bool(function)) << function.error().message();
+    if (!function)
+      return {};
+    runtime::PackedParams params;
+    for (const KernelParameter &param : kernel.params) {
+      const std::string &n = param.name;
+      if (n == "A")
+        params.addU64(dA);
+      else if (n == "B")
+        params.addU64(dB);
+      else if (n == "C")
+        params.addU64(dC);
+      else if (n == "scale")
+        params.addU64(dScale);
+      else if (n == "bias")
+        params.addU64(dBias);
+      else if (n == "residual")
+        params.addU64(dResidual);
+      else if (n == "workspace")
+        params.addU64(dWorkspace);
+      else if (n == "M")
+        params.addU32(static_cast<uint32_t>(p.m));
+      else if (n == "batchStrideA")
+        params.addU64(p.batchStrideA);
+      else if (n == "batchStrideC")
+        params.addU64(p.batchStrideC);
+      else
+        ADD_FAILURE() << "unknown parameter " << n;
+    }
+    Dim3 grid = kernel.gridFor(p.m);
+    EXPECT_EQ(grid.x, kernel.grid.x);
+    runtime::Error err = device.launch(
+        *function, {grid, kernel.block, kernel.dynamicSharedBytes}, params,
+        *stream);
+    EXPECT_FALSE(err) << kernel.name << ": " << err.message();
+    if (err)
+      return {};
+  }
+  std::vector<uint8_t> cBytes(cInit.size());
+  EXPECT_FALSE(device.copyToHost(cBytes.data(), dC, cBytes.size()));
+
+  std::vector<double> got(cCount, 0);
+  int reported = 0;
+  double worst = 0;
+  for (uint64_t bt = 0; bt < p.batch; ++bt)
+    for (uint64_t i = 0; i < p.m; ++i)
+      for (uint64_t j = 0; j < p.n; ++j) {
+        uint64_t ci = bt * p.batchStrideC + i * ldc + j;
+        got[ci] = readOut(cBytes, ci, p.outputType);
+        double diff = std::fabs(got[ci] - ref[ci]);
+        if (sums[ci] > 0)
+          worst = std::max(worst, diff / sums[ci]);
+        if (!(diff <= bound[ci]) && reported++ < 8)
+          ADD_FAILURE() << c.config.describe() << ": C[" << bt << "][" << i
+                        << "][" << j << "] = " << got[ci] << ", expected "
+                        << ref[ci] << " (bound " << bound[ci] << ")";
+        if (c.checkUnroundedTf32 && !(std::fabs(got[ci] - refUnrounded[ci]) <=
+                                      1e-3 * sums[ci] + bound[ci]) &&
+            reported++ < 8)
+          ADD_FAILURE() << "tf32 C[" << i << "][" << j << "] = " << got[ci]
+                        << ", unrounded reference " << refUnrounded[ci];
+      }
+  if (std::getenv("KILN_GEMM_TEST_VERBOSE"))
+    std::fprintf(stderr, "%s: M=%llu N=%llu K=%llu batch=%llu: worst |err|/S = %.3g, NVRTC %.3f s\n",
+                 c.config.describe().c_str(), (unsigned long long)p.m,
+                 (unsigned long long)p.n, (unsigned long long)p.k,
+                 (unsigned long long)p.batch, worst, generated->compileSeconds);
+  return got;
+}
+
+GemmConfig tensorCore(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm,
+                      uint32_t wn, uint32_t stages, uint32_t split = 1,
+                      Family family = Family::MmaF16) {
+  GemmConfig c;
+  c.family = family;
+  c.blockM = bm, c.blockN = bn, c.blockK = bk;
+  c.warpM = wm, c.warpN = wn, c.stages = stages, c.splitK = split;
+  return c;
+}
+
+GemmConfig simt(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t tm,
+                uint32_t tn, uint32_t stages, uint32_t split = 1) {
+  GemmConfig c;
+  c.family = Family::SimtF32;
+  c.blockM = bm, c.blockN = bn, c.blockK = bk;
+  c.threadM = tm, c.threadN = tn, c.stages = stages, c.splitK = split;
+  return c;
+}
+
+GemmProblem problem(uint64_t m, uint64_t n, uint64_t k, DType in, DType out,
+                    Layout la = Layout::RowMajor, Layout lb = Layout::RowMajor) {
+  GemmProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.inputType = in, p.outputType = out;
+  p.layoutA = la, p.layoutB = lb;
+  return p;
+}
+
+class ContractionKernelsTest : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    // The emulator's checks: shared reads of unwritten bytes fail, and
+    // blocks run in a random order.
+    setenv("KILN_EMU_CHECK_SHARED", "1", 0);
+    setenv("KILN_EMU_RANDOM_BLOCKS", "7", 0);
+  }
+  void SetUp() override {
+    if (skipWithoutNvrtc())
+      GTEST_SKIP() << "NVRTC not available";
+  }
+};
+
+// --- bf16 / f16 tensor cores -----------------------------------------------------
+
+TEST_F(ContractionKernelsTest, Bf16RowRowTailsInEveryDimension) {
+  // M, N, K all off the 64x64x32 tile; B row-major needs ldmatrix.trans.
+  runCase({problem(77, 45, 70, DType::BF16, DType::F32),
+           tensorCore(64, 64, 32, 32, 32, 3), {}});
+}
+
+TEST_F(ContractionKernelsTest, F16TransposedBBiasReluF16Out) {
+  // A * W^T with W stored [N][K]; per-column bias, relu, f16 output.
+  Case c{problem(40, 72, 96, DType::F16, DType::F16, Layout::RowMajor,
+                 Layout::ColMajor),
+         tensorCore(64, 64, 32, 32, 32, 4), {}};
+  c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F16};
+  c.epilogue.activation = Activation::Relu;
+  runCase(c);
+}
+
+TEST_F(ContractionKernelsTest, Bf16ColumnMajorA) {
+  // A stored [K][M]: its fragments come from ldmatrix.trans too.
+  Case c{problem(50, 40, 48, DType::BF16, DType::BF16, Layout::ColMajor,
+                 Layout::ColMajor),
+         tensorCore(64, 64, 32, 32, 32, 3), {}};
+  c.epilogue.alpha = 0.5f;
+  runCase(c);
+}
+
+TEST_F(ContractionKernelsTest, KSmallerThanOneTileAndUnaligned) {
+  // K = 8 (one chunk), then K = 5 with lda = 5: rows start 10 bytes apart,
+  // so A is copied element by element through registers.
+  runCase({problem(33, 24, 8, DType::BF16, DType::F32),
+           tensorCore(32, 32, 64, 16, 16, 3), {}});
+  runCase({problem(33, 24, 5, DType::BF16, DType::F32),
+           tensorCore(32, 32, 64, 16, 16, 3), {}});
+}
+
+TEST_F(ContractionKernelsTest, NEqualsOne) {
+  // A matrix-vector product: B is [K][1] (ldb = 1), C is [M][1].
+  Case c{problem(100, 1, 40, DType::BF16, DType::BF16),
+         tensorCore(128, 16, 64, 32, 16, 3), {}};
+  c.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::F32};
+  runCase(c);
+}
+
+TEST_F(ContractionKernelsTest, BatchOfThreeWithBroadcastBResidualGelu) {
+  Case c{problem(20, 24, 40, DType::BF16, DType::F32),
+         tensorCore(32, 32, 64, 16, 16, 3), {}};
+  c.problem.batch = 3;
+  c.problem.batchStrideA = 20 * 40;
+  c.problem.batchStrideB = 0; // every batch multiplies the same B
+  c.problem.batchStrideC = 20 * 24;
+  c.epilogue.residual = true;
+  c.epilogue.residualType = DType::BF16;
+  c.epilogue.activation = Activation::Gelu;
+  runCase(c);
+  // Batch 1 of the same shape, for the batch-stride-free path.
+  c.problem.batch = 1;
+  runCase(c);
+}
+
+TEST_F(ContractionKernelsTest, SplitKSumsInOrderThenEpilogue) {
+  // Small M*N, long K: four splits of 5 K tiles, the reduction applies
+  // per-row bias, a per-column scale and a sigmoid.
+  Case c{problem(20, 24, 600, DType::BF16, DType::BF16),
+         tensorCore(32, 32, 32, 16, 16, 3, 4), {}};
+  c.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::BF16};
+  c.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
+  c.epilogue.activation = Activation::Sigmoid;
+  runCase(c);
+}
+
+TEST_F(ContractionKernelsTest, EveryEpilogueKind) {
+  for (Activation act :
+       {Activation::None, Activation::Relu, Activation::Gelu,
+        Activation::GeluTanh, Activation::Sigmoid, Activation::Tanh,
+        Activation::Clip}) {
+    Case c{problem(18, 20, 24, DType::BF16, DType::F32),
+           tensorCore(32, 32, 32, 16, 16, 2), {}};
+    c.epilogue.activation = act;
+    c.epilogue.clipMin = -0.25f, c.epilogue.clipMax = 0.25f;
+    c.epilogue.alpha = 2.0f;
+    c.epilogue.residual = true;
+    c.epilogue.beta = -0.5f;
+    runCase(c);
+  }
+}
+
+TEST_F(ContractionKernelsTest, CustomEpilogueBody) {
+  // What a fusion region generates: its own statements over extra operands.
+  Case c{problem(16, 16, 16, DType::BF16, DType::F32),
+         tensorCore(32, 32, 32, 16, 16, 2), {}};
+  c.epilogue.customOperands = {"shift"};
+  c.epilogue.customBody = "  return acc - 2.0f * ((const float *)extra0)[col];";
+  GenerateOptions options;
+  auto source = generateGemmSource(c.problem, c.config, c.epilogue, options);
+  ASSERT_TRUE(bool(source)) << source.error().message();
+  EXPECT_THAT(*source, ::testing::HasSubstr("const void *__restrict__ shift"));
+  auto kernels = generateGemm(c.problem, c.config, c.epilogue, options);
+  ASSERT_TRUE(bool(kernels)) << kernels.error().message();
+  ASSERT_EQ(kernels->kernels[0].params.size(), 7u);
+  EXPECT_EQ(kernels->kernels[0].params[3].name, "shift");
+}
+
+TEST_F(ContractionKernelsTest, LargeTiles) {
+  // The tiles the heuristic picks for big problems, on one block each.
+  runCase({problem(128, 128, 64, DType::BF16, DType::BF16),
+           tensorCore(128, 128, 32, 64, 64, 4), {}});
+  runCase({problem(100, 200, 40, DType::F16, DType::F32, Layout::RowMajor,
+                   Layout::ColMajor),
+           tensorCore(128, 256, 32, 64, 64, 3), {}});
+}
+
+// --- tf32 ------------------------------------------------------------------------
+
+TEST_F(ContractionKernelsTest, Tf32AllLayouts) {
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+      Case c{problem(50, 40, 37, DType::F32, DType::F32, la, lb),
+             tensorCore(64, 64, 16, 32, 32, 3, 1, Family::MmaTf32), {}};
+      c.epilogue.activation = Activation::Tanh;
+      c.checkUnroundedTf32 = true;
+      runCase(c);
+    }
+}
+
+// --- fp32 SIMT -------------------------------------------------------------------
+
+TEST_F(ContractionKernelsTest, SimtF32Tiles) {
+  runCase({problem(130, 129, 33, DType::F32, DType::F32),
+           simt(128, 128, 8, 8, 8, 3), {}});
+  Case c{problem(70, 50, 45, DType::F32, DType::BF16, Layout::ColMajor,
+                 Layout::ColMajor),
+         simt(64, 64, 16, 4, 4, 2), {}};
+  c.epilogue.activation = Activation::Clip;
+  c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+  runCase(c);
+}
+
+TEST_F(ContractionKernelsTest, SimtF32SplitKAndNEqualsOne) {
+  runCase({problem(24, 36, 300, DType::F32, DType::F32),
+           simt(32, 32, 16, 4, 4, 3, 3), {}});
+  runCase({problem(40, 1, 30, DType::F32, DType::F32),
+           simt(32, 32, 16, 4, 4, 2), {}});
+}
+
+// --- Configs, the heuristic and errors --------------------------------------------
+
+TEST(ContractionConfigTest, UnsupportedConfigsSayWhy) {
+  GemmProblem p = problem(64, 64, 64, DType::BF16, DType::F32);
+  EXPECT_THAT(unsupportedReason(p, tensorCore(64, 64, 32, 24, 32, 3)),
+              ::testing::HasSubstr("multiples of 16"));
+  EXPECT_THAT(unsupportedReason(p, tensorCore(64, 64, 32, 32, 32, 3, 8)),
+              ::testing::HasSubstr("split-K"));
+  EXPECT_THAT(unsupportedReason(p, simt(64, 64, 8, 8, 8, 3)),
+              ::testing::HasSubstr("f32 inputs"));
+  p.batch = 2;
+  EXPECT_THAT(unsupportedReason(p, tensorCore(64, 64, 32, 32, 32, 3)),
+              ::testing::HasSubstr("batch stride"));
+  GemmProblem big = problem(8192, 8192, 8192, DType::BF16, DType::BF16);
+  auto generated = generateGemmSource(big, tensorCore(256, 256, 64, 64, 64, 8),
+                                      {}, {});
+  ASSERT_FALSE(bool(generated));
+  EXPECT_THAT(generated.error().message(),
+              ::testing::HasSubstr("bytes of shared memory"));
+}
+
+TEST(ContractionConfigTest, HeuristicPicks) {
+  // Big square problems get big tiles and no split.
+  GemmConfig big = pickConfig(problem(4096, 4096, 4096, DType::BF16, DType::BF16),
+                              Family::MmaF16, 90);
+  EXPECT_GE(big.blockM * big.blockN, 128u * 128u) << big.describe();
+  EXPECT_EQ(big.splitK, 1u);
+  // Few output tiles and a long K: split-K.
+  GemmConfig tall = pickConfig(problem(64, 64, 8192, DType::BF16, DType::F32),
+                               Family::MmaF16, 90);
+  EXPECT_GT(tall.splitK, 1u) << tall.describe();
+  // A matrix-vector product uses the narrow-N tile.
+  GemmConfig gemv = pickConfig(problem(4096, 1, 4096, DType::BF16, DType::F32),
+                               Family::MmaF16, 90);
+  EXPECT_EQ(gemv.blockN, 16u) << gemv.describe();
+  GemmConfig f32 = pickConfig(problem(4096, 4096, 4096, DType::F32, DType::F32),
+                              Family::SimtF32, 90);
+  EXPECT_EQ(f32.blockM * f32.blockN, 128u * 128u) << f32.describe();
+  // Every candidate is one the generator accepts.
+  for (Family family : {Family::MmaF16, Family::MmaTf32, Family::SimtF32}) {
+    GemmProblem p = problem(300, 200, 1000,
+                            family == Family::MmaF16 ? DType::BF16 : DType::F32,
+                            DType::F32);
+    for (const GemmConfig &c : candidateConfigs(p, family, 80))
+      EXPECT_EQ(unsupportedReason(p, c), "") << c.describe();
+  }
+}
+
+TEST_F(ContractionKernelsTest, CandidatesPassPtxasOnSm80AndSm90) {
+  if (ptxasPath().empty())
+    GTEST_SKIP() << "ptxas not found";
+  struct Variant {
+    Family family;
+    DType in;
+    Layout la, lb;
+  };
+  for (Variant v : {Variant{Family::MmaF16, DType::BF16, Layout::RowMajor,
+                            Layout::RowMajor},
+                    Variant{Family::MmaF16, DType::F16, Layout::ColMajor,
+                            Layout::ColMajor},
+                    Variant{Family::MmaTf32, DType::F32, Layout::RowMajor,
+                            Layout::ColMajor},
+                    Variant{Family::SimtF32, DType::F32, Layout::RowMajor,
+                            Layout::RowMajor}}) {
+    GemmProblem p = problem(1000, 512, 2048, v.in, DType::BF16, v.la, v.lb);
+    for (uint32_t sm : {80u, 90u}) {
+      std::vector<GemmConfig> candidates = candidateConfigs(p, v.family, sm);
+      ASSERT_FALSE(candidates.empty());
+      // Every bf16 candidate for sm_90; the heuristic's top two otherwise
+      // (each kernel costs ~0.3 s of NVRTC and ptxas).
+      if (!(v.family == Family::MmaF16 && v.in == DType::BF16 && sm == 90) &&
+          candidates.size() > 2)
+        candidates.resize(2);
+      for (const GemmConfig &c : candidates) {
+        GenerateOptions options;
+        options.smVersion = sm;
+        Epilogue e;
+        e.bias = {EpilogueVector::Kind::PerColumn, DType::BF16};
+        e.activation = Activation::Relu;
+        auto kernels = generateGemm(p, c, e, options);
+        ASSERT_TRUE(bool(kernels)) << c.describe() << ": "
+                                   << kernels.error().message();
+        EXPECT_EQ(runPtxas(kernels->kernels[0].ptx, "sm_" + std::to_string(sm)),
+                  "")
+            << c.describe();
+      }
+    }
+  }
+}
+
+TEST(ContractionNvrtcTest, MissingLibraryIsAnError) {
+  // In a fresh process (the library is loaded once per process).
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("KILN_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so", 1);
+        auto kernels =
+            generateGemm(problem(16, 16, 16, DType::BF16, DType::F32),
+                         tensorCore(32, 32, 32, 16, 16, 2), {}, {});
+        bool ok = !kernels && kernels.error().message().find(
+                                  "NVRTC not found") != std::string::npos;
+        std::fprintf(stderr, "%s\n",
+                     kernels ? "compiled" : kernels.error().message().c_str());
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "NVRTC not found");
+}
+
+} // namespace
