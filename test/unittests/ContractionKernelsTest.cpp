@@ -515,6 +515,25 @@ TEST_F(ContractionKernelsTest, KSmallerThanOneTileAndUnaligned) {
            tensorCore(32, 32, 64, 16, 16, 3), {}});
 }
 
+TEST_F(ContractionKernelsTest, EveryCopyWidth) {
+  // A's rows of 12 elements, and padded ones of 10 for K = 6, are 8- and
+  // 4-byte aligned (cp.async of 8 and 4 bytes); B's base only 4-byte aligned (cp.async of 4 bytes), and it is
+  // batched, not broadcast; C's odd ldc leaves only 2-byte stores.
+  for (uint64_t k : {12u, 6u}) {
+    Case c{problem(21, 44, k, DType::BF16, DType::BF16),
+           tensorCore(32, 32, 32, 16, 16, 3), {}};
+    uint64_t lda = k == 12 ? 12 : 10;
+    c.problem.lda = lda;
+    c.problem.alignB = 4;
+    c.problem.ldc = 45;
+    c.problem.batch = 2;
+    c.problem.batchStrideA = 21 * lda;
+    c.problem.batchStrideB = k * 44 + 2;
+    c.problem.batchStrideC = 21 * 45;
+    runCase(c);
+  }
+}
+
 TEST_F(ContractionKernelsTest, NEqualsOne) {
   // A matrix-vector product: B is [K][1] (ldb = 1), C is [M][1].
   Case c{problem(100, 1, 40, DType::BF16, DType::BF16),
