@@ -63,6 +63,13 @@ template <int Code> KILN_INLINE float loadAsFloat(const void *p, i64 i) {
   return bf16ToFloat(((const u16 *)p)[i]);
 }
 
+/// The value, opaque to the optimiser: a loop-invariant address computed
+/// before a loop stays in a register instead of being recomputed inside it.
+KILN_INLINE u32 opaque(u32 v) {
+  asm volatile("mov.b32 %0, %1;" : "=r"(v) : "r"(v));
+  return v;
+}
+
 // --- Shared memory ---------------------------------------------------------
 
 KILN_INLINE u32 sharedAddress(const void *p) {

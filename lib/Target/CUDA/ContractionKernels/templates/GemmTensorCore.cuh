@@ -38,49 +38,160 @@ using TileB = SwizzledTile<Cfg::B_K_CONTIG ? Cfg::BN : Cfg::BK,
                            Cfg::B_K_CONTIG ? Cfg::BK : Cfg::BN, kEB>;
 constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
 
-/// Issues the copies of one operand tile. KContig: tile rows are M (or N)
-/// and columns K, else rows K and columns M (or N).
-template <class Tile, int Vec, bool KContig, i64 Ld>
-KILN_INLINE void loadTile(u32 tile, const char *base, int mn0, int mnEnd,
-                          int k0, int kEnd) {
-  constexpr int kTotal = Tile::kRows * Tile::kChunks;
-  constexpr int kIters = (kTotal + Cfg::THREADS - 1) / Cfg::THREADS;
-#pragma unroll
-  for (int i = 0; i < kIters; ++i) {
-    int q = (int)threadIdx.x + i * Cfg::THREADS;
-    if (kTotal % Cfg::THREADS != 0 && q >= kTotal)
-      break;
-    int r = q / Tile::kChunks;
-    int ch = q % Tile::kChunks;
-    int rowG = (KContig ? mn0 : k0) + r;
-    int rowEnd = KContig ? mnEnd : kEnd;
-    int colG = (KContig ? k0 : mn0) + ch * kChunkElems;
-    int colEnd = KContig ? kEnd : mnEnd;
-    int valid = rowG < rowEnd ? colEnd - colG : 0;
-    const char *src =
-        valid > 0 ? base + ((i64)rowG * Ld + colG) * kEB : base;
-    copyChunk<kEB, Vec>(tile + Tile::chunkOffset(r, ch), src, base, valid);
+/// Issues one operand's copies for each K tile. KContig: tile rows are M
+/// (or N) and columns K, else rows K and columns M (or N).
+///
+/// When the block's threads divide the tile's chunks evenly and a row's
+/// chunk count, every thread copies the same column chunk of rows r0,
+/// r0 + R, r0 + 2R, ...: the source addresses are one pointer plus
+/// compile-time offsets, the destinations are fixed per thread, and a K
+/// tile only moves the pointer and shrinks what is left of K. Other shapes
+/// take the general path, which derives each chunk from its index.
+template <class Tile, int Vec, bool KContig, i64 Ld> struct OperandLoader {
+  static constexpr int kTotal = Tile::kRows * Tile::kChunks;
+  static constexpr int kIters = (kTotal + Cfg::THREADS - 1) / Cfg::THREADS;
+  static constexpr bool kRegular = kTotal % Cfg::THREADS == 0 &&
+                                   Cfg::THREADS % Tile::kChunks == 0;
+  static constexpr int kRowStep = Cfg::THREADS / Tile::kChunks; // R
+  /// Bytes the source moves per K tile.
+  static constexpr i64 kTileStep = KContig ? Cfg::BK * kEB : Cfg::BK * Ld * kEB;
+
+  const char *base;
+  const char *src; // row r0's chunk at the split's first K tile
+  u32 dst[kIters];
+  // KContig: K elements left after this thread's column at the first tile
+  // (per row: a row outside M gets none). Else: MN elements left after the
+  // column, and K rows left after row r0.
+  int left[KContig ? kIters : 1];
+  int kRowsLeft;
+  // The general path keeps the tile origin.
+  int mn0, mnEnd, kBegin, kEnd;
+
+  /// Whether every row (or column) of M or N the block covers exists.
+  KILN_INLINE static bool allInside(int mnOrigin, int mnLimit) {
+    return mnOrigin + (KContig ? Tile::kRows : Tile::kChunks * kChunkElems) <=
+           mnLimit;
   }
+
+  KILN_INLINE void init(const char *operand, int mnOrigin, int mnLimit,
+                        int kFirst, int kLimit) {
+    base = operand, mn0 = mnOrigin, mnEnd = mnLimit, kBegin = kFirst,
+    kEnd = kLimit;
+    if (!kRegular)
+      return;
+    int r0 = (int)threadIdx.x / Tile::kChunks;
+    int ch = (int)threadIdx.x % Tile::kChunks;
+    int rowG = (KContig ? mn0 : kBegin) + r0;
+    int colG = (KContig ? kBegin : mn0) + ch * kChunkElems;
+    src = base + ((i64)rowG * Ld + colG) * kEB;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      dst[i] = opaque(Tile::chunkOffset(r0 + i * kRowStep, ch));
+      if (KContig)
+        left[i] = rowG + i * kRowStep < mnEnd ? kEnd - colG : -(1 << 30);
+    }
+    if (!KContig) {
+      left[0] = mnEnd - colG;
+      kRowsLeft = kEnd - rowG;
+    }
+  }
+
+  /// Copies K tile `t` of the split into the stage at `tile`. `interior`:
+  /// the whole tile lies inside the operand (every K tile but the last,
+  /// in every block but the edge ones), so no chunk needs a bound.
+  KILN_INLINE void load(u32 tile, int t, bool interior) const {
+    if (kRegular) {
+      const char *from = src + t * kTileStep;
+      if (Vec * kEB == 16 && interior) {
+#pragma unroll
+        for (int i = 0; i < kIters; ++i)
+          cpAsync<16>(tile + dst[i], from + (i64)i * kRowStep * Ld * kEB, 16);
+        return;
+      }
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        int valid = KContig ? left[i] - t * Cfg::BK
+                            : (kRowsLeft - t * Cfg::BK - i * kRowStep > 0
+                                   ? left[0]
+                                   : 0);
+        const char *at = from + (i64)i * kRowStep * Ld * kEB;
+        copyChunk<kEB, Vec>(tile + dst[i], valid > 0 ? at : base, base, valid);
+      }
+      return;
+    }
+    int k0 = kBegin + t * Cfg::BK;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      int q = (int)threadIdx.x + i * Cfg::THREADS;
+      if (kTotal % Cfg::THREADS != 0 && q >= kTotal)
+        break;
+      int r = q / Tile::kChunks;
+      int ch = q % Tile::kChunks;
+      int rowG = (KContig ? mn0 : k0) + r;
+      int rowEnd = KContig ? mnEnd : kEnd;
+      int colG = (KContig ? k0 : mn0) + ch * kChunkElems;
+      int colEnd = KContig ? kEnd : mnEnd;
+      int valid = rowG < rowEnd ? colEnd - colG : 0;
+      const char *from =
+          valid > 0 ? base + ((i64)rowG * Ld + colG) * kEB : base;
+      copyChunk<kEB, Vec>(tile + Tile::chunkOffset(r, ch), from, base, valid);
+    }
+  }
+};
+
+using LoaderA = OperandLoader<TileA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA>;
+using LoaderB = OperandLoader<TileB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB>;
+
+constexpr int kKSteps = Cfg::BK / kKStep;
+/// tf32 tiles stored MN-contiguous are read by 32-bit loads instead.
+constexpr bool kLdmatrixA = Cfg::A_K_CONTIG || !Cfg::TF32;
+constexpr bool kLdmatrixB = Cfg::B_K_CONTIG || !Cfg::TF32;
+
+/// Where this lane's ldmatrix row address for the A fragment of mma tile
+/// row `m` (tile-relative) at k offset `kk` lies in a stage.
+KILN_INLINE u32 fragmentOffsetA(int m, int kk, int lane) {
+  if (Cfg::A_K_CONTIG)
+    return TileA::offset(m + (lane % 16), kk + (lane / 16) * kChunkElems);
+  int j = lane / 8;
+  return TileA::offset(kk + (lane % 8) + (j >> 1) * 8, m + (j & 1) * 8);
+}
+/// The same for the B fragments of the two mma tiles at columns n..n+15.
+KILN_INLINE u32 fragmentOffsetB(int n, int kk, int lane) {
+  int j = lane / 8;
+  if (Cfg::B_K_CONTIG)
+    return TileB::offset(n + (lane % 8) + (j >> 1) * 8,
+                         kk + (j & 1) * kChunkElems);
+  return TileB::offset(kk + (lane % 8) + (j & 1) * 8, n + (j >> 1) * 8);
 }
 
-KILN_INLINE void loadStage(u32 stage, const char *a, const char *b, int m0,
-                           int M, int n0, int k0, int kEnd) {
-  loadTile<TileA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA>(stage, a, m0, M, k0,
-                                                         kEnd);
-  loadTile<TileB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB>(
-      stage + TileA::kBytes, b, n0, (int)Cfg::N, k0, kEnd);
-}
+/// The fragment addresses are the same in every stage: computed once.
+struct FragmentOffsets {
+  u32 a[kMI][kKSteps];
+  u32 b[kNI / 2][kKSteps];
+  KILN_INLINE void init(int wm, int wn, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+#pragma unroll
+      for (int mi = 0; mi < kMI; ++mi)
+        a[mi][ks] = kLdmatrixA ? opaque(fragmentOffsetA(wm * Cfg::WTM + mi * 16,
+                                                        ks * kKStep, lane))
+                               : 0;
+#pragma unroll
+      for (int p = 0; p < kNI / 2; ++p)
+        b[p][ks] = kLdmatrixB ? opaque(fragmentOffsetB(wn * Cfg::WTN + p * 16,
+                                                       ks * kKStep, lane))
+                              : 0;
+    }
+  }
+};
 
 /// The A fragment of mma tile row `m` (tile-relative) at k offset `kk`.
-KILN_INLINE void loadFragmentA(u32 (&a)[4], u32 tile, int m, int kk,
-                               int lane) {
+KILN_INLINE void loadFragmentA(u32 (&a)[4], u32 tile, u32 offset, int m,
+                               int kk, int lane) {
   if (Cfg::A_K_CONTIG) {
-    ldmatrixX4(a, tile + TileA::offset(m + (lane % 16),
-                                       kk + (lane / 16) * kChunkElems));
+    ldmatrixX4(a, tile + offset);
   } else if (!Cfg::TF32) {
-    int j = lane / 8;
-    ldmatrixX4Trans(a, tile + TileA::offset(kk + (lane % 8) + (j >> 1) * 8,
-                                            m + (j & 1) * 8));
+    ldmatrixX4Trans(a, tile + offset);
   } else {
     int g = lane / 4, t = lane % 4;
     a[0] = loadShared32(tile + TileA::offset(kk + t, m + g));
@@ -95,15 +206,12 @@ KILN_INLINE void loadFragmentA(u32 (&a)[4], u32 tile, int m, int kk,
 
 /// The B fragments of the two mma tiles at columns n..n+15: b[0], b[1] for
 /// the first, b[2], b[3] for the second.
-KILN_INLINE void loadFragmentsB(u32 (&b)[4], u32 tile, int n, int kk,
-                                int lane) {
-  int j = lane / 8;
+KILN_INLINE void loadFragmentsB(u32 (&b)[4], u32 tile, u32 offset, int n,
+                                int kk, int lane) {
   if (Cfg::B_K_CONTIG) {
-    ldmatrixX4(b, tile + TileB::offset(n + (lane % 8) + (j >> 1) * 8,
-                                       kk + (j & 1) * kChunkElems));
+    ldmatrixX4(b, tile + offset);
   } else if (!Cfg::TF32) {
-    ldmatrixX4Trans(b, tile + TileB::offset(kk + (lane % 8) + (j & 1) * 8,
-                                            n + (j >> 1) * 8));
+    ldmatrixX4Trans(b, tile + offset);
   } else {
     int g = lane / 4, t = lane % 4;
     b[0] = loadShared32(tile + TileB::offset(kk + t, n + g));
@@ -116,19 +224,23 @@ KILN_INLINE void loadFragmentsB(u32 (&b)[4], u32 tile, int n, int kk,
       b[i] = toTf32(b[i]);
 }
 
-KILN_INLINE void computeStage(float (&acc)[kMI][kNI][4], u32 stage, int wm,
-                              int wn, int lane) {
+KILN_INLINE void computeStage(float (&acc)[kMI][kNI][4], u32 stage,
+                              const FragmentOffsets &off, int wm, int wn,
+                              int lane) {
   u32 tileA = stage, tileB = stage + TileA::kBytes;
 #pragma unroll
-  for (int kk = 0; kk < Cfg::BK; kk += kKStep) {
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    const int kk = ks * kKStep;
     u32 a[kMI][4];
     u32 b[kNI / 2][4];
 #pragma unroll
     for (int mi = 0; mi < kMI; ++mi)
-      loadFragmentA(a[mi], tileA, wm * Cfg::WTM + mi * 16, kk, lane);
+      loadFragmentA(a[mi], tileA, off.a[mi][ks], wm * Cfg::WTM + mi * 16, kk,
+                    lane);
 #pragma unroll
     for (int p = 0; p < kNI / 2; ++p)
-      loadFragmentsB(b[p], tileB, wn * Cfg::WTN + p * 16, kk, lane);
+      loadFragmentsB(b[p], tileB, off.b[p][ks], wn * Cfg::WTN + p * 16, kk,
+                     lane);
 #pragma unroll
     for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
@@ -240,22 +352,41 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
       for (int e = 0; e < 4; ++e)
         acc[mi][ni][e] = 0.0f;
 
+  FragmentOffsets offsets;
+  offsets.init(wm, wn, lane);
+  LoaderA loaderA;
+  LoaderB loaderB;
+  loaderA.init(a, m0, (int)M, kBegin, kEnd);
+  loaderB.init(b, n0, (int)Cfg::N, kBegin, kEnd);
+  constexpr u32 kPipelineBytes = Cfg::STAGES * kStageBytes;
+  // K tiles before this one are whole; the last may be partial.
+  const int wholeTiles = (kEnd - kBegin) / Cfg::BK;
+  const bool insideA = LoaderA::allInside(m0, (int)M);
+  const bool insideB = LoaderB::allInside(n0, (int)Cfg::N);
 #pragma unroll
   for (int s = 0; s < Cfg::STAGES - 1; ++s) {
-    if (s < kTiles)
-      loadStage(shared + s * kStageBytes, a, b, m0, (int)M, n0,
-                kBegin + s * Cfg::BK, kEnd);
+    if (s < kTiles) {
+      loaderA.load(shared + s * kStageBytes, s, insideA && s < wholeTiles);
+      loaderB.load(shared + s * kStageBytes + TileA::kBytes, s,
+                   insideB && s < wholeTiles);
+    }
     cpAsyncCommit();
   }
+  // Byte offsets of the stage being read and of the one being filled.
+  u32 readStage = 0, writeStage = (Cfg::STAGES - 1) * kStageBytes;
   for (int kt = 0; kt < kTiles; ++kt) {
     cpAsyncWait<Cfg::STAGES - 2>();
     __syncthreads();
     int next = kt + Cfg::STAGES - 1;
-    if (next < kTiles)
-      loadStage(shared + (next % Cfg::STAGES) * kStageBytes, a, b, m0, (int)M,
-                n0, kBegin + next * Cfg::BK, kEnd);
+    if (next < kTiles) {
+      loaderA.load(shared + writeStage, next, insideA && next < wholeTiles);
+      loaderB.load(shared + writeStage + TileA::kBytes, next,
+                   insideB && next < wholeTiles);
+    }
     cpAsyncCommit();
-    computeStage(acc, shared + (kt % Cfg::STAGES) * kStageBytes, wm, wn, lane);
+    computeStage(acc, shared + readStage, offsets, wm, wn, lane);
+    readStage = readStage + kStageBytes == kPipelineBytes ? 0 : readStage + kStageBytes;
+    writeStage = writeStage + kStageBytes == kPipelineBytes ? 0 : writeStage + kStageBytes;
   }
   cpAsyncWait<0>();
 
