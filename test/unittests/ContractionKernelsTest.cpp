@@ -231,6 +231,112 @@ double activate(Activation act, double v, const Epilogue &e) {
   return v;
 }
 
+/// The exact epilogue of one output and the bound on the kernel's error
+/// (see the file comment): `acc` and `mag` are the exact sum and the sum
+/// of |products| over `k` terms; sc, bi, rs the scale, bias and
+/// beta * residual that apply.
+std::pair<double, double> referenceOutput(const Epilogue &e, DType outType,
+                                          uint64_t k, double acc, double mag,
+                                          double sc, double bi, double rs) {
+  const double u = std::ldexp(1.0, -24);
+  double out = activate(e.activation, acc * e.alpha * sc + bi + rs, e);
+  double err = (k + 8) * u *
+               (std::fabs(e.alpha * sc) * mag + std::fabs(bi) + std::fabs(rs));
+  if (e.activation != Activation::None)
+    err = 1.13 * err + 4 * u * std::fabs(out) + 1e-7;
+  double ulp = outType == DType::BF16  ? std::ldexp(1.0, -8)
+               : outType == DType::F16 ? std::ldexp(1.0, -11)
+                                       : 0;
+  err += ulp * (std::fabs(out) + err);
+  return {out, err};
+}
+
+/// The device bytes of a case's operands.
+struct Operands {
+  std::vector<uint8_t> a, b, scale, bias, residual;
+};
+
+/// Runs the kernels on a fresh emu device; C's bytes (empty on failure).
+std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
+                              const GemmProblem &p, const Operands &in,
+                              uint64_t cCount) {
+  auto created = runtime::createEmuDevice();
+  EXPECT_TRUE(bool(created)) << created.error().message();
+  if (!created)
+    return {};
+  runtime::Device &device = **created;
+  std::vector<runtime::DevicePtr> allocations;
+  auto upload = [&](const std::vector<uint8_t> &bytes) -> runtime::DevicePtr {
+    auto ptr = device.allocate(std::max<size_t>(bytes.size(), 4));
+    EXPECT_TRUE(bool(ptr));
+    if (!bytes.empty())
+      EXPECT_FALSE(device.copyToDevice(*ptr, bytes.data(), bytes.size()));
+    allocations.push_back(*ptr);
+    return *ptr;
+  };
+  uint32_t outBytes = p.outputType == DType::F32 ? 4 : 2;
+  // C starts as a NaN-ish pattern so an element the kernel misses shows up.
+  std::vector<uint8_t> cInit(cCount * outBytes, 0xFF);
+  runtime::DevicePtr dA = upload(in.a), dB = upload(in.b), dC = upload(cInit);
+  runtime::DevicePtr dScale = in.scale.empty() ? 0 : upload(in.scale);
+  runtime::DevicePtr dBias = in.bias.empty() ? 0 : upload(in.bias);
+  runtime::DevicePtr dResidual = in.residual.empty() ? 0 : upload(in.residual);
+  runtime::DevicePtr dWorkspace =
+      generated.workspaceBytes
+          ? upload(std::vector<uint8_t>(generated.workspaceBytes, 0))
+          : 0;
+  auto stream = device.createStream();
+  EXPECT_TRUE(bool(stream));
+  for (const GemmKernel &kernel : generated.kernels) {
+    std::string ptx = sharedDeclarationsIntoEntries(kernel.ptx);
+    auto module = device.loadModule({kernel.name, ptx});
+    EXPECT_TRUE(bool(module)) << module.error().message();
+    if (!module)
+      return {};
+    auto function = device.getFunction(*module, kernel.name);
+    EXPECT_TRUE(bool(function)) << function.error().message();
+    if (!function)
+      return {};
+    runtime::PackedParams params;
+    for (const KernelParameter &param : kernel.params) {
+      const std::string &n = param.name;
+      if (n == "A")
+        params.addU64(dA);
+      else if (n == "B")
+        params.addU64(dB);
+      else if (n == "C")
+        params.addU64(dC);
+      else if (n == "scale")
+        params.addU64(dScale);
+      else if (n == "bias")
+        params.addU64(dBias);
+      else if (n == "residual")
+        params.addU64(dResidual);
+      else if (n == "workspace")
+        params.addU64(dWorkspace);
+      else if (n == "M")
+        params.addU32(static_cast<uint32_t>(p.m));
+      else if (n == "batchStrideA")
+        params.addU64(p.batchStrideA);
+      else if (n == "batchStrideC")
+        params.addU64(p.batchStrideC);
+      else
+        ADD_FAILURE() << "unknown parameter " << n;
+    }
+    Dim3 grid = kernel.gridFor(p.m);
+    EXPECT_EQ(grid.x, kernel.grid.x);
+    runtime::Error err = device.launch(
+        *function, {grid, kernel.block, kernel.dynamicSharedBytes}, params,
+        *stream);
+    EXPECT_FALSE(err) << kernel.name << ": " << err.message();
+    if (err)
+      return {};
+  }
+  std::vector<uint8_t> cBytes(cInit.size());
+  EXPECT_FALSE(device.copyToHost(cBytes.data(), dC, cBytes.size()));
+  return cBytes;
+}
+
 /// Runs the case; every output element is checked. Returns the emulated
 /// result for further checks (empty on failure).
 std::vector<double> runCase(const Case &c, const std::string &name = "k") {
@@ -331,82 +437,10 @@ std::vector<double> runCase(const Case &c, const std::string &name = "k") {
           refUnrounded[ci] = finish(accUnrounded);
       }
 
-  // Run on the emulator.
-  auto created = runtime::createEmuDevice();
-  EXPECT_TRUE(bool(created)) << created.error().message();
-  if (!created)
+  Operands operands{a.bytes, b.bytes, scale.bytes, bias.bytes, residual.bytes};
+  std::vector<uint8_t> cBytes = runOnEmu(*generated, p, operands, cCount);
+  if (cBytes.empty())
     return {};
-  runtime::Device &device = **created;
-  std::vector<runtime::DevicePtr> allocations;
-  auto upload = [&](const std::vector<uint8_t> &bytes) -> runtime::DevicePtr {
-    auto ptr = device.allocate(std::max<size_t>(bytes.size(), 4));
-    EXPECT_TRUE(bool(ptr));
-    if (!bytes.empty())
-      EXPECT_FALSE(device.copyToDevice(*ptr, bytes.data(), bytes.size()));
-    allocations.push_back(*ptr);
-    return *ptr;
-  };
-  uint32_t outBytes = p.outputType == DType::F32 ? 4 : 2;
-  // C starts as a NaN-ish pattern so an element the kernel misses shows up.
-  std::vector<uint8_t> cInit(cCount * outBytes, 0xFF);
-  runtime::DevicePtr dA = upload(a.bytes), dB = upload(b.bytes),
-                     dC = upload(cInit);
-  runtime::DevicePtr dScale = e.scale.present() ? upload(scale.bytes) : 0;
-  runtime::DevicePtr dBias = e.bias.present() ? upload(bias.bytes) : 0;
-  runtime::DevicePtr dResidual = e.residual ? upload(residual.bytes) : 0;
-  runtime::DevicePtr dWorkspace =
-      generated->workspaceBytes
-          ? upload(std::vector<uint8_t>(generated->workspaceBytes, 0))
-          : 0;
-  auto stream = device.createStream();
-  EXPECT_TRUE(bool(stream));
-  for (const GemmKernel &kernel : generated->kernels) {
-    std::string ptx = sharedDeclarationsIntoEntries(kernel.ptx);
-    auto module = device.loadModule({kernel.name, ptx});
-    EXPECT_TRUE(bool(module)) << module.error().message();
-    if (!module)
-      return {};
-    auto function = device.getFunction(*module, kernel.name);
-    EXPECT_TRUE(bool(function)) << function.error().message();
-    if (!function)
-      return {};
-    runtime::PackedParams params;
-    for (const KernelParameter &param : kernel.params) {
-      const std::string &n = param.name;
-      if (n == "A")
-        params.addU64(dA);
-      else if (n == "B")
-        params.addU64(dB);
-      else if (n == "C")
-        params.addU64(dC);
-      else if (n == "scale")
-        params.addU64(dScale);
-      else if (n == "bias")
-        params.addU64(dBias);
-      else if (n == "residual")
-        params.addU64(dResidual);
-      else if (n == "workspace")
-        params.addU64(dWorkspace);
-      else if (n == "M")
-        params.addU32(static_cast<uint32_t>(p.m));
-      else if (n == "batchStrideA")
-        params.addU64(p.batchStrideA);
-      else if (n == "batchStrideC")
-        params.addU64(p.batchStrideC);
-      else
-        ADD_FAILURE() << "unknown parameter " << n;
-    }
-    Dim3 grid = kernel.gridFor(p.m);
-    EXPECT_EQ(grid.x, kernel.grid.x);
-    runtime::Error err = device.launch(
-        *function, {grid, kernel.block, kernel.dynamicSharedBytes}, params,
-        *stream);
-    EXPECT_FALSE(err) << kernel.name << ": " << err.message();
-    if (err)
-      return {};
-  }
-  std::vector<uint8_t> cBytes(cInit.size());
-  EXPECT_FALSE(device.copyToHost(cBytes.data(), dC, cBytes.size()));
 
   std::vector<double> got(cCount, 0);
   int reported = 0;
@@ -643,6 +677,188 @@ TEST_F(ContractionKernelsTest, SimtF32SplitKAndNEqualsOne) {
            simt(32, 32, 16, 4, 4, 2), {}});
 }
 
+// --- Implicit-GEMM convolution ----------------------------------------------------
+
+struct ConvCase {
+  ConvProblem problem;
+  GemmConfig config;
+  Epilogue epilogue;
+  uint32_t seed = 3;
+};
+
+/// Runs a convolution case against a direct float64 convolution over the
+/// ONNX-ordered filter (so the reordering is checked too).
+void runConvCase(const ConvCase &cc) {
+  const ConvProblem &cp = cc.problem;
+  const Epilogue &e = cc.epilogue;
+  GemmProblem p = convolutionAsGemm(cp);
+  GenerateOptions options;
+  options.name = "conv";
+  auto generated = generateGemm(p, cc.config, e, options);
+  ASSERT_TRUE(bool(generated)) << generated.error().message();
+  if (!ptxasPath().empty())
+    EXPECT_EQ(runPtxas(generated->kernels[0].ptx, "sm_90"), "");
+
+  std::mt19937 rng(cc.seed);
+  uint64_t groups = cp.groups, cg = cp.c / groups, og = cp.o / groups;
+  uint64_t P = p.conv.p, Q = p.conv.q, M = p.m;
+  size_t eb = cp.inputType == DType::F32 ? 4 : 2;
+  Tensor x = randomTensor(cp.n * cp.h * cp.w * cp.c, cp.inputType, rng);
+  Tensor f = randomTensor(cp.o * cg * cp.kh * cp.kw, cp.inputType, rng);
+  Tensor scale, bias, residual;
+  uint64_t cCount = M * cp.o;
+  auto length = [&](const EpilogueVector &v) {
+    return v.kind == EpilogueVector::Kind::PerRow ? M : cp.o;
+  };
+  if (e.scale.present())
+    scale = randomTensor(length(e.scale), e.scale.type, rng, 0.5, 2);
+  if (e.bias.present())
+    bias = randomTensor(length(e.bias), e.bias.type, rng);
+  if (e.residual)
+    residual = randomTensor(cCount, e.residualType, rng);
+
+  Operands operands{x.bytes, reorderConvFilter(cp, f.bytes.data(), eb),
+                    scale.bytes, bias.bytes, residual.bytes};
+  std::vector<uint8_t> cBytes = runOnEmu(*generated, p, operands, cCount);
+  ASSERT_FALSE(cBytes.empty());
+
+  int reported = 0;
+  bool tf32 = cc.config.family == Family::MmaTf32;
+  for (uint64_t n = 0; n < cp.n; ++n)
+    for (uint64_t py = 0; py < P; ++py)
+      for (uint64_t qx = 0; qx < Q; ++qx)
+        for (uint64_t o = 0; o < cp.o; ++o) {
+          uint64_t g = o / og;
+          double acc = 0, mag = 0;
+          for (uint64_t c = 0; c < cg; ++c)
+            for (uint64_t y = 0; y < cp.kh; ++y)
+              for (uint64_t xx = 0; xx < cp.kw; ++xx) {
+                int64_t h = int64_t(py * cp.strideH) - cp.padH +
+                            int64_t(y * cp.dilationH);
+                int64_t w = int64_t(qx * cp.strideW) - cp.padW +
+                            int64_t(xx * cp.dilationW);
+                if (h < 0 || w < 0 || h >= int64_t(cp.h) || w >= int64_t(cp.w))
+                  continue;
+                double xv = x.values[((n * cp.h + h) * cp.w + w) * cp.c +
+                                     g * cg + c];
+                double fv = f.values[((o * cg + c) * cp.kh + y) * cp.kw + xx];
+                if (tf32) {
+                  xv = toTf32(static_cast<float>(xv));
+                  fv = toTf32(static_cast<float>(fv));
+                }
+                acc += xv * fv;
+                mag += std::fabs(xv * fv);
+              }
+          uint64_t m = (n * P + py) * Q + qx, ci = m * cp.o + o;
+          auto pick = [&](const EpilogueVector &v, const Tensor &t, double none) {
+            if (!v.present())
+              return none;
+            return t.values[v.kind == EpilogueVector::Kind::PerRow ? m : o];
+          };
+          double rs = e.residual ? e.beta * residual.values[ci] : 0;
+          auto [ref, bound] = referenceOutput(
+              e, cp.outputType, p.k, acc, mag, pick(e.scale, scale, 1),
+              pick(e.bias, bias, 0), rs);
+          double got = readOut(cBytes, ci, cp.outputType);
+          if (!(std::fabs(got - ref) <= bound) && reported++ < 8)
+            ADD_FAILURE() << cc.config.describe() << ": Y[" << n << "][" << py
+                          << "][" << qx << "][" << o << "] = " << got
+                          << ", expected " << ref << " (bound " << bound << ")";
+        }
+  if (std::getenv("KILN_GEMM_TEST_VERBOSE"))
+    std::fprintf(stderr, "conv %s: M=%llu N=%llu K=%llu groups=%llu, NVRTC %.3f s\n",
+                 cc.config.describe().c_str(), (unsigned long long)p.m,
+                 (unsigned long long)p.n, (unsigned long long)p.k,
+                 (unsigned long long)groups, generated->compileSeconds);
+}
+
+ConvProblem conv(uint64_t n, uint64_t h, uint64_t w, uint64_t c, uint64_t o,
+                 uint32_t k, uint32_t stride, uint32_t pad,
+                 uint32_t dilation = 1, uint32_t groups = 1) {
+  ConvProblem p;
+  p.n = n, p.h = h, p.w = w, p.c = c, p.o = o;
+  p.kh = p.kw = k;
+  p.strideH = p.strideW = stride;
+  p.padH = p.padW = p.padBottom = p.padRight = pad;
+  p.dilationH = p.dilationW = dilation;
+  p.groups = groups;
+  return p;
+}
+
+TEST_F(ContractionKernelsTest, Conv1x1And3x3) {
+  // 1x1: a plain GEMM over pixels. 3x3 pad 1: the window leaves the image
+  // at every border; C = 16 gives 16-byte chunks.
+  runConvCase({conv(2, 5, 6, 16, 24, 1, 1, 0), tensorCore(64, 32, 32, 32, 16, 3), {}});
+  ConvCase c{conv(2, 7, 6, 16, 40, 3, 1, 1), tensorCore(64, 64, 32, 32, 32, 3), {}};
+  c.problem.outputType = DType::F32;
+  runConvCase(c);
+}
+
+TEST_F(ContractionKernelsTest, ConvStride2PaddedAndResNetEpilogue) {
+  // 3x3 stride 2 pad 1 with the ResNet block's epilogue: folded batch norm
+  // (per-channel scale and shift), the shortcut, relu.
+  ConvCase c{conv(1, 9, 9, 8, 32, 3, 2, 1), tensorCore(32, 32, 32, 16, 16, 3), {}};
+  c.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
+  c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+  c.epilogue.residual = true;
+  c.epilogue.residualType = DType::BF16;
+  c.epilogue.activation = Activation::Relu;
+  runConvCase(c);
+}
+
+TEST_F(ContractionKernelsTest, Conv7x7Stride2ThreeChannels) {
+  // The stem: 3 input channels (6-byte pixels: register copies, channels
+  // padded to 8 in the filter), 7x7, stride 2, pad 3; and asymmetric pads.
+  ConvCase c{conv(1, 12, 11, 3, 16, 7, 2, 3), tensorCore(32, 32, 64, 16, 16, 3), {}};
+  runConvCase(c);
+  c.problem.padBottom = 1, c.problem.padRight = 2, c.problem.strideW = 1;
+  runConvCase(c);
+}
+
+TEST_F(ContractionKernelsTest, ConvDilatedGroupedOddChannels) {
+  // Dilation 2; two groups of 8 channels (channel offsets per group, bias
+  // indexed across groups); 5 channels (10-byte pixels).
+  runConvCase({conv(1, 9, 8, 16, 16, 3, 1, 2, 2), tensorCore(32, 32, 32, 16, 16, 3), {}});
+  ConvCase g{conv(2, 5, 5, 16, 24, 3, 1, 1, 1, 2), tensorCore(32, 16, 32, 16, 16, 3), {}};
+  g.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::BF16};
+  g.epilogue.residual = true;
+  runConvCase(g);
+  runConvCase({conv(1, 6, 7, 5, 16, 3, 1, 1), tensorCore(32, 16, 32, 16, 16, 2), {}});
+}
+
+TEST_F(ContractionKernelsTest, ConvSplitKAndTf32) {
+  // Few pixels, many channels: split-K over (kh, kw, c); then tf32.
+  runConvCase({conv(1, 4, 4, 64, 32, 3, 1, 1), tensorCore(16, 32, 64, 16, 16, 3, 3), {}});
+  ConvCase t{conv(1, 6, 5, 12, 16, 3, 1, 1), tensorCore(32, 16, 16, 16, 16, 3, 1, Family::MmaTf32), {}};
+  t.problem.inputType = DType::F32, t.problem.outputType = DType::F32;
+  runConvCase(t);
+}
+
+TEST(ContractionConvTest, GemmViewAndFilterOrder) {
+  ConvProblem p = conv(2, 9, 9, 6, 8, 3, 2, 1, 1, 2);
+  GemmProblem g = convolutionAsGemm(p);
+  EXPECT_EQ(g.conv.p, 5u);
+  EXPECT_EQ(g.m, 2u * 5 * 5);
+  EXPECT_EQ(g.n, 4u);
+  EXPECT_EQ(g.conv.paddedGroupChannels, 8u); // 3 channels a group, padded
+  EXPECT_EQ(g.k, 9u * 8);
+  EXPECT_EQ(g.batch, 2u);
+  // [O][C/g][KH][KW] -> [O][KH][KW][Cp]: element (o=1, c=2, y=0, x=1).
+  std::vector<float> oihw(8 * 3 * 3 * 3);
+  for (size_t i = 0; i < oihw.size(); ++i)
+    oihw[i] = float(i);
+  std::vector<uint8_t> r = reorderConvFilter(p, oihw.data(), 4);
+  ASSERT_EQ(r.size(), 8u * 3 * 3 * 8 * 4);
+  float v;
+  std::memcpy(&v, &r[(((1 * 3 + 0) * 3 + 1) * 8 + 2) * 4], 4);
+  EXPECT_EQ(v, float(((1 * 3 + 2) * 3 + 0) * 3 + 1));
+  std::memcpy(&v, &r[(((1 * 3 + 0) * 3 + 1) * 8 + 5) * 4], 4);
+  EXPECT_EQ(v, 0.0f); // a padding channel
+  g.inputType = DType::F32;
+  EXPECT_THAT(unsupportedReason(g, simt(32, 32, 8, 4, 4, 2)),
+              ::testing::HasSubstr("tensor-core"));
+}
+
 // --- Configs, the heuristic and errors --------------------------------------------
 
 TEST(ContractionConfigTest, UnsupportedConfigsSayWhy) {
@@ -681,6 +897,13 @@ TEST(ContractionConfigTest, HeuristicPicks) {
   GemmConfig f32 = pickConfig(problem(4096, 4096, 4096, DType::F32, DType::F32),
                               Family::SimtF32, 90);
   EXPECT_EQ(f32.blockM * f32.blockN, 128u * 128u) << f32.describe();
+  // A ResNet-50 3x3 convolution at batch 32 (M = 100352) has candidates;
+  // its few-pixel last stage at batch 1 splits K.
+  GemmProblem resnet = convolutionAsGemm(conv(32, 56, 56, 64, 64, 3, 1, 1));
+  EXPECT_FALSE(candidateConfigs(resnet, Family::MmaF16, 90).empty());
+  GemmConfig late = pickConfig(convolutionAsGemm(conv(1, 7, 7, 512, 512, 3, 1, 1)),
+                               Family::MmaF16, 90);
+  EXPECT_GT(late.splitK, 1u) << late.describe();
   // Every candidate is one the generator accepts.
   for (Family family : {Family::MmaF16, Family::MmaTf32, Family::SimtF32}) {
     GemmProblem p = problem(300, 200, 1000,
@@ -694,6 +917,19 @@ TEST(ContractionConfigTest, HeuristicPicks) {
 TEST_F(ContractionKernelsTest, CandidatesPassPtxasOnSm80AndSm90) {
   if (ptxasPath().empty())
     GTEST_SKIP() << "ptxas not found";
+  {
+    // The convolution's loader, in the heuristic's first choice.
+    GemmProblem p = convolutionAsGemm(conv(8, 28, 28, 128, 128, 3, 1, 1));
+    for (uint32_t sm : {80u, 90u}) {
+      GenerateOptions options;
+      options.smVersion = sm;
+      auto kernels =
+          generateGemm(p, pickConfig(p, Family::MmaF16, sm), {}, options);
+      ASSERT_TRUE(bool(kernels)) << kernels.error().message();
+      EXPECT_EQ(runPtxas(kernels->kernels[0].ptx, "sm_" + std::to_string(sm)),
+                "");
+    }
+  }
   struct Variant {
     Family family;
     DType in;

@@ -46,6 +46,20 @@ enum class Layout : uint8_t {
   ColMajor,
 };
 
+/// Set in a GemmProblem that is an NHWC convolution (convolutionAsGemm):
+/// A is then the implicit im2col matrix of the image, never materialised.
+struct ImplicitConv {
+  bool enabled = false;
+  uint64_t h = 0, w = 0, c = 0;   // input image
+  uint64_t p = 0, q = 0;          // output image
+  uint32_t kh = 1, kw = 1;        // window
+  uint32_t strideH = 1, strideW = 1, padH = 0, padW = 0; // pads: top, left
+  uint32_t dilationH = 1, dilationW = 1;
+  /// Input channels per group, and that padded to the K chunk (8 for
+  /// 16-bit inputs, 4 for f32): the filter's innermost extent.
+  uint64_t groupChannels = 0, paddedGroupChannels = 0;
+};
+
 struct GemmProblem {
   uint64_t m = 0, n = 0, k = 0;
   uint64_t batch = 1;
@@ -68,10 +82,46 @@ struct GemmProblem {
   /// Kiln's arena and weights are 256-byte aligned, so 16 is safe for them).
   uint32_t alignA = 16, alignB = 16, alignC = 16;
 
+  /// Convolution only: A is the image, see ImplicitConv.
+  ImplicitConv conv;
+
   uint64_t ldaOrPacked() const;
   uint64_t ldbOrPacked() const;
   uint64_t ldcOrPacked() const;
 };
+
+/// A 2-D convolution over NHWC images: X [N][H][W][C] (*) F -> Y
+/// [N][P][Q][O], groups splitting C and O evenly. The filter is expected as
+/// reorderConvFilter makes it: [O][KH][KW][Cp], Cp = C/groups padded with
+/// zeros to the K chunk. Pads are top/left; the bottom/right ones follow
+/// from P and Q (computed when 0).
+struct ConvProblem {
+  uint64_t n = 1, h = 0, w = 0, c = 0, o = 0;
+  uint32_t kh = 1, kw = 1;
+  uint32_t strideH = 1, strideW = 1, padH = 0, padW = 0;
+  uint32_t padBottom = 0, padRight = 0;
+  uint32_t dilationH = 1, dilationW = 1;
+  uint32_t groups = 1;
+  /// Output size; 0 = from the pads.
+  uint64_t p = 0, q = 0;
+  DType inputType = DType::BF16;
+  DType outputType = DType::BF16;
+  uint32_t alignX = 16, alignFilter = 16, alignY = 16;
+};
+
+/// Input channels per group padded to the K chunk (what the filter holds).
+uint64_t paddedGroupChannels(const ConvProblem &problem);
+
+/// The GEMM a convolution is: M = N*P*Q (a kernel parameter, so the image
+/// count can change at run time), N = O/groups, K = KH*KW*Cp, batch =
+/// groups; C is Y with ldc = O. The epilogue sees the output channel as
+/// `col` (bias per column = per channel) and the pixel index as `row`.
+GemmProblem convolutionAsGemm(const ConvProblem &problem);
+
+/// A filter in ONNX order [O][C/groups][KH][KW] as the kernel reads it:
+/// [O][KH][KW][Cp], the padding channels zero. `elementBytes` 2 or 4.
+std::vector<uint8_t> reorderConvFilter(const ConvProblem &problem,
+                                       const void *oihw, size_t elementBytes);
 
 enum class Family : uint8_t {
   /// mma.sync.m16n8k16 with f16 or bf16 inputs, fp32 accumulators.

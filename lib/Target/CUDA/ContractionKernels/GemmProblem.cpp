@@ -84,8 +84,12 @@ GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
     return plan;
   plan.aKContiguous = p.layoutA == Layout::RowMajor;
   plan.bKContiguous = p.layoutB == Layout::ColMajor;
-  plan.vecA = vectorElements(plan.inBytes, p.ldaOrPacked(),
-                             p.batch > 1 ? p.batchStrideA : 0, p.alignA);
+  // A convolution's chunks start at pixel * C + group * Cg + c0.
+  plan.vecA = p.conv.enabled
+                  ? vectorElements(plan.inBytes, p.conv.c,
+                                   p.conv.groupChannels, p.alignA)
+                  : vectorElements(plan.inBytes, p.ldaOrPacked(),
+                                   p.batch > 1 ? p.batchStrideA : 0, p.alignA);
   plan.vecB = vectorElements(plan.inBytes, p.ldbOrPacked(),
                              p.batch > 1 ? p.batchStrideB : 0, p.alignB);
   plan.vecC = vectorElements(plan.outBytes, p.ldcOrPacked(),
@@ -168,6 +172,21 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   uint32_t threads = c.threads();
   if (threads < 32 || threads > 1024 || threads % 32)
     return "the block must have 32 to 1024 threads, a multiple of 32";
+  if (p.conv.enabled) {
+    const ImplicitConv &cv = p.conv;
+    if (c.family == Family::SimtF32)
+      return "convolutions need a tensor-core family (no FFMA implicit GEMM "
+             "yet)";
+    if (!cv.h || !cv.w || !cv.c || !cv.p || !cv.q || !cv.groupChannels)
+      return "an empty convolution (no input or output pixels, or channels)";
+    if (cv.paddedGroupChannels % (16 / inBytes))
+      return "the filter's channels must be padded to the 16-byte chunk";
+    uint32_t chunks = c.blockK * inBytes / 16;
+    if (c.threads() % chunks || (c.blockM * chunks) % c.threads())
+      return "the block's threads must divide its A tile's chunks evenly";
+    if (cv.h * cv.w * cv.c * (p.m / (cv.p * cv.q) + 1) >= (1ull << 40))
+      return "the input image is too large";
+  }
   GemmPlan plan = planGemm(p, c);
   if (c.splitK > plan.kTiles)
     return "split-K is larger than the number of K tiles";

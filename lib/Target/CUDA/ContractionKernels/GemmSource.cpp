@@ -125,6 +125,22 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        ", OUT_CODE = " + i(dtypeCode(p.outputType)) + ";\n";
   s += "  static constexpr int VEC_A = " + i(plan.vecA) + ", VEC_B = " +
        i(plan.vecB) + ", VEC_C = " + i(plan.vecC) + ";\n";
+  // The implicit convolution (all 0 for a plain GEMM). The epilogue of a
+  // grouped convolution sees the channel across groups as its column.
+  const ImplicitConv &cv = p.conv;
+  s += "  static constexpr bool CONV = " + b(cv.enabled) + ";\n";
+  s += "  static constexpr i64 CONV_H = " + i(cv.h) + ", CONV_W = " + i(cv.w) +
+       ", CONV_C = " + i(cv.c) + ", CONV_P = " + i(cv.p) +
+       ", CONV_Q = " + i(cv.q) + ";\n";
+  s += "  static constexpr int CONV_KW = " + i(cv.kw) +
+       ", CONV_SH = " + i(cv.strideH) + ", CONV_SW = " + i(cv.strideW) +
+       ", CONV_PH = " + i(cv.padH) + ", CONV_PW = " + i(cv.padW) +
+       ", CONV_DH = " + i(cv.dilationH) + ", CONV_DW = " + i(cv.dilationW) +
+       ";\n";
+  s += "  static constexpr int CONV_CG = " + i(cv.groupChannels) +
+       ", CONV_CP = " + i(cv.paddedGroupChannels) + ";\n";
+  s += "  static constexpr int EPI_COL_PER_BATCH = " +
+       i(cv.enabled ? p.n : 0) + ";\n";
   return s + "};\n\n";
 }
 
@@ -142,8 +158,10 @@ std::vector<std::string> epiloguePointers(const Epilogue &e) {
   return names;
 }
 
-std::string epilogueArgsInit(const Epilogue &e) {
-  std::string s = "  EpilogueArgs ep;\n  ep.batchStrideC = batchStrideC;\n";
+std::string epilogueArgsInit(const Epilogue &e, bool conv) {
+  // A convolution's residual is indexed by the channel across groups.
+  std::string s = std::string("  EpilogueArgs ep;\n  ep.batchStrideC = ") +
+                  (conv ? "0" : "batchStrideC") + ";\n";
   if (!e.customBody.empty()) {
     for (size_t i = 0; i < e.customOperands.size(); ++i)
       s += "  ep.extra[" + std::to_string(i) + "] = " + e.customOperands[i] +
@@ -252,14 +270,14 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c,
     s += "\nextern \"C\" __global__ void __launch_bounds__(256) " +
          options.name + "_reduce(" + paramList(gemmReduceParameters(e)) +
          ") {\n";
-    s += epilogueArgsInit(e);
+    s += epilogueArgsInit(e, p.conv.enabled);
     s += "  splitk::reduce((const float *)workspace, C, M, batchStrideC, "
          "ep);\n}\n";
     return s;
   }
   s += "extern \"C\" __global__ void " + launchBounds + " " + options.name +
        "(" + paramList(gemmMainParameters(e, c)) + ") {\n";
-  s += epilogueArgsInit(e);
+  s += epilogueArgsInit(e, p.conv.enabled);
   s += std::string("  ") + ns +
        "::gemm(A, B, C, nullptr, M, batchStrideA, batchStrideC, ep);\n}\n";
   return s;

@@ -139,7 +139,71 @@ template <class Tile, int Vec, bool KContig, i64 Ld> struct OperandLoader {
   }
 };
 
-using LoaderA = OperandLoader<TileA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA>;
+/// A of an implicit-GEMM NHWC convolution: row m of A is output pixel
+/// (n, p, q), column k is (kh, kw, c) with c innermost. A thread copies the
+/// same column chunk (8 or 4 channels of one input pixel) for rows r0,
+/// r0 + R, ...: per row it keeps the image's offset and the window's
+/// top-left corner, per K tile it decomposes its k once.
+template <int Unused> struct ConvLoaderA {
+  using Tile = TileA;
+  static constexpr int kIters = Tile::kRows * Tile::kChunks / Cfg::THREADS;
+  static constexpr int kRowStep = Cfg::THREADS / Tile::kChunks;
+  const char *base;
+  i64 image[kIters]; // element offset of the row's image
+  int h0[kIters], w0[kIters];
+  u32 dst[kIters];
+  int kFirst, kEnd;
+
+  KILN_INLINE static bool allInside(int, int) { return false; }
+
+  KILN_INLINE void init(const char *operand, int m0, int M, int kBegin,
+                        int kLimit) {
+    base = operand, kEnd = kLimit;
+    int r0 = (int)threadIdx.x / Tile::kChunks;
+    int ch = (int)threadIdx.x % Tile::kChunks;
+    kFirst = kBegin + ch * kChunkElems;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      int m = m0 + r0 + i * kRowStep;
+      int n = m / (int)(Cfg::CONV_P * Cfg::CONV_Q);
+      int pq = m % (int)(Cfg::CONV_P * Cfg::CONV_Q);
+      image[i] = (i64)n * Cfg::CONV_H * Cfg::CONV_W * Cfg::CONV_C;
+      h0[i] = m < M ? (pq / (int)Cfg::CONV_Q) * Cfg::CONV_SH - Cfg::CONV_PH
+                    : -(1 << 30);
+      w0[i] = (pq % (int)Cfg::CONV_Q) * Cfg::CONV_SW - Cfg::CONV_PW;
+      dst[i] = opaque(Tile::chunkOffset(r0 + i * kRowStep, ch));
+    }
+  }
+
+  KILN_INLINE void load(u32 tile, int t, bool) const {
+    int k = kFirst + t * Cfg::BK;
+    int c0 = k % Cfg::CONV_CP;
+    int window = k / Cfg::CONV_CP;
+    int dh = (window / Cfg::CONV_KW) * Cfg::CONV_DH;
+    int dw = (window % Cfg::CONV_KW) * Cfg::CONV_DW;
+    int channels = k < kEnd ? Cfg::CONV_CG - c0 : 0;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      int h = h0[i] + dh, w = w0[i] + dw;
+      bool inside = (unsigned)h < (unsigned)Cfg::CONV_H &&
+                    (unsigned)w < (unsigned)Cfg::CONV_W;
+      int valid = inside ? channels : 0;
+      const char *from =
+          valid > 0
+              ? base + (image[i] + ((i64)h * Cfg::CONV_W + w) * Cfg::CONV_C + c0) *
+                           kEB
+              : base;
+      copyChunk<kEB, Cfg::VEC_A>(tile + dst[i], from, base, valid);
+    }
+  }
+};
+
+template <bool Conv> struct SelectLoaderA {
+  using type = OperandLoader<TileA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA>;
+};
+template <> struct SelectLoaderA<true> { using type = ConvLoaderA<0>; };
+
+using LoaderA = SelectLoaderA<Cfg::CONV>::type;
 using LoaderB = OperandLoader<TileB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB>;
 
 constexpr int kKSteps = Cfg::BK / kKStep;
@@ -417,6 +481,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   }
 
   __syncthreads(); // every warp is done with the pipeline's buffers
+  const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
 #pragma unroll
   for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
@@ -429,9 +494,10 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
         float v0 = 0.0f, v1 = 0.0f;
         if (row < (int)M) {
           if (col < (int)Cfg::N)
-            v0 = kilnEpilogue(batch, row, col, acc[mi][ni][2 * h], ep);
+            v0 = kilnEpilogue(batch, row, col + kEpiCol, acc[mi][ni][2 * h], ep);
           if (col + 1 < (int)Cfg::N)
-            v1 = kilnEpilogue(batch, row, col + 1, acc[mi][ni][2 * h + 1], ep);
+            v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
+                              acc[mi][ni][2 * h + 1], ep);
         }
         u32 at = shared + r * kOutPitch + cl * Cfg::OUT_BYTES;
         storeStaged(at, v0);
