@@ -1,4 +1,5 @@
-//===- ContractionKernelsTest.cpp - Generated GEMM kernels on the emulator -===//
+//===- ContractionKernelsTest.cpp - Generated GEMM kernels on the emulator
+//-===//
 //
 // Each case generates a kernel (NVRTC), checks its PTX with ptxas, runs it
 // on the emu device and compares every output with a float64 reference
@@ -46,7 +47,8 @@ using runtime::Dim3;
 
 namespace {
 
-// --- Host-side number formats -------------------------------------------------
+// --- Host-side number formats
+// -------------------------------------------------
 
 uint32_t bitsOf(float f) {
   uint32_t b;
@@ -118,7 +120,8 @@ double readOut(const std::vector<uint8_t> &bytes, size_t i, DType type) {
   return type == DType::BF16 ? fromBf16(h) : fromF16(h);
 }
 
-// --- Tools ---------------------------------------------------------------------
+// --- Tools
+// ---------------------------------------------------------------------
 
 std::string ptxasPath() {
   if (const char *env = std::getenv("KILN_PTXAS"); env && *env)
@@ -199,7 +202,8 @@ std::string sharedDeclarationsIntoEntries(const std::string &ptx) {
   return out;
 }
 
-// --- The case runner --------------------------------------------------------------
+// --- The case runner
+// --------------------------------------------------------------
 
 struct Case {
   GemmProblem problem;
@@ -269,8 +273,9 @@ std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
   auto upload = [&](const std::vector<uint8_t> &bytes) -> runtime::DevicePtr {
     auto ptr = device.allocate(std::max<size_t>(bytes.size(), 4));
     EXPECT_TRUE(bool(ptr));
-    if (!bytes.empty())
+    if (!bytes.empty()) {
       EXPECT_FALSE(device.copyToDevice(*ptr, bytes.data(), bytes.size()));
+    }
     allocations.push_back(*ptr);
     return *ptr;
   };
@@ -349,13 +354,15 @@ std::vector<double> runCase(const Case &c, const std::string &name = "k") {
   EXPECT_TRUE(bool(generated)) << generated.error().message();
   if (!generated)
     return {};
-  if (!ptxasPath().empty())
+  if (!ptxasPath().empty()) {
     EXPECT_EQ(runPtxas(generated->kernels[0].ptx, "sm_90"), "")
         << c.config.describe();
+  }
 
   std::mt19937 rng(c.seed);
   uint64_t lda = p.ldaOrPacked(), ldb = p.ldbOrPacked(), ldc = p.ldcOrPacked();
-  bool aRow = p.layoutA == Layout::RowMajor, bRow = p.layoutB == Layout::RowMajor;
+  bool aRow = p.layoutA == Layout::RowMajor,
+       bRow = p.layoutB == Layout::RowMajor;
   uint64_t aBatches = p.batchStrideA ? p.batch : 1;
   uint64_t bBatches = p.batchStrideB ? p.batch : 1;
   uint64_t aSpan = (aRow ? (p.m - 1) * lda + p.k : (p.k - 1) * lda + p.m);
@@ -364,8 +371,10 @@ std::vector<double> runCase(const Case &c, const std::string &name = "k") {
   auto total = [&](uint64_t batches, uint64_t stride, uint64_t span) {
     return (batches - 1) * stride + span;
   };
-  Tensor a = randomTensor(total(aBatches, p.batchStrideA, aSpan), p.inputType, rng);
-  Tensor b = randomTensor(total(bBatches, p.batchStrideB, bSpan), p.inputType, rng);
+  Tensor a =
+      randomTensor(total(aBatches, p.batchStrideA, aSpan), p.inputType, rng);
+  Tensor b =
+      randomTensor(total(bBatches, p.batchStrideB, bSpan), p.inputType, rng);
   uint64_t cCount = total(p.batch, p.batchStrideC, cSpan);
   auto vectorLength = [&](const EpilogueVector &v) {
     return v.kind == EpilogueVector::Kind::PerRow ? p.m : p.n;
@@ -422,8 +431,9 @@ std::vector<double> runCase(const Case &c, const std::string &name = "k") {
         };
         double pre = acc * e.alpha * sc + bi + rs;
         double out = activate(e.activation, pre, e);
-        double err = (p.k + 8) * u *
-                     (std::fabs(e.alpha * sc) * mag + std::fabs(bi) + std::fabs(rs));
+        double err =
+            (p.k + 8) * u *
+            (std::fabs(e.alpha * sc) * mag + std::fabs(bi) + std::fabs(rs));
         if (e.activation != Activation::None)
           err = 1.13 * err + 4 * u * std::fabs(out) + 1e-7;
         double ulp = p.outputType == DType::BF16  ? std::ldexp(1.0, -8)
@@ -457,14 +467,17 @@ std::vector<double> runCase(const Case &c, const std::string &name = "k") {
           ADD_FAILURE() << c.config.describe() << ": C[" << bt << "][" << i
                         << "][" << j << "] = " << got[ci] << ", expected "
                         << ref[ci] << " (bound " << bound[ci] << ")";
-        if (c.checkUnroundedTf32 && !(std::fabs(got[ci] - refUnrounded[ci]) <=
-                                      1e-3 * sums[ci] + bound[ci]) &&
+        if (c.checkUnroundedTf32 &&
+            !(std::fabs(got[ci] - refUnrounded[ci]) <=
+              1e-3 * sums[ci] + bound[ci]) &&
             reported++ < 8)
           ADD_FAILURE() << "tf32 C[" << i << "][" << j << "] = " << got[ci]
                         << ", unrounded reference " << refUnrounded[ci];
       }
   if (std::getenv("KILN_GEMM_TEST_VERBOSE"))
-    std::fprintf(stderr, "%s: M=%llu N=%llu K=%llu batch=%llu: worst |err|/S = %.3g, NVRTC %.3f s\n",
+    std::fprintf(stderr,
+                 "%s: M=%llu N=%llu K=%llu batch=%llu: worst |err|/S = %.3g, "
+                 "NVRTC %.3f s\n",
                  c.config.describe().c_str(), (unsigned long long)p.m,
                  (unsigned long long)p.n, (unsigned long long)p.k,
                  (unsigned long long)p.batch, worst, generated->compileSeconds);
@@ -481,8 +494,8 @@ GemmConfig tensorCore(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm,
   return c;
 }
 
-GemmConfig simt(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t tm,
-                uint32_t tn, uint32_t stages, uint32_t split = 1) {
+GemmConfig simt(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t tm, uint32_t tn,
+                uint32_t stages, uint32_t split = 1) {
   GemmConfig c;
   c.family = Family::SimtF32;
   c.blockM = bm, c.blockN = bn, c.blockK = bk;
@@ -491,7 +504,8 @@ GemmConfig simt(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t tm,
 }
 
 GemmProblem problem(uint64_t m, uint64_t n, uint64_t k, DType in, DType out,
-                    Layout la = Layout::RowMajor, Layout lb = Layout::RowMajor) {
+                    Layout la = Layout::RowMajor,
+                    Layout lb = Layout::RowMajor) {
   GemmProblem p;
   p.m = m, p.n = n, p.k = k;
   p.inputType = in, p.outputType = out;
@@ -513,19 +527,22 @@ protected:
   }
 };
 
-// --- bf16 / f16 tensor cores -----------------------------------------------------
+// --- bf16 / f16 tensor cores
+// -----------------------------------------------------
 
 TEST_F(ContractionKernelsTest, Bf16RowRowTailsInEveryDimension) {
   // M, N, K all off the 64x64x32 tile; B row-major needs ldmatrix.trans.
   runCase({problem(77, 45, 70, DType::BF16, DType::F32),
-           tensorCore(64, 64, 32, 32, 32, 3), {}});
+           tensorCore(64, 64, 32, 32, 32, 3),
+           {}});
 }
 
 TEST_F(ContractionKernelsTest, F16TransposedBBiasReluF16Out) {
   // A * W^T with W stored [N][K]; per-column bias, relu, f16 output.
   Case c{problem(40, 72, 96, DType::F16, DType::F16, Layout::RowMajor,
                  Layout::ColMajor),
-         tensorCore(64, 64, 32, 32, 32, 4), {}};
+         tensorCore(64, 64, 32, 32, 32, 4),
+         {}};
   c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F16};
   c.epilogue.activation = Activation::Relu;
   runCase(c);
@@ -535,7 +552,8 @@ TEST_F(ContractionKernelsTest, Bf16ColumnMajorA) {
   // A stored [K][M]: its fragments come from ldmatrix.trans too.
   Case c{problem(50, 40, 48, DType::BF16, DType::BF16, Layout::ColMajor,
                  Layout::ColMajor),
-         tensorCore(64, 64, 32, 32, 32, 3), {}};
+         tensorCore(64, 64, 32, 32, 32, 3),
+         {}};
   c.epilogue.alpha = 0.5f;
   runCase(c);
 }
@@ -544,18 +562,22 @@ TEST_F(ContractionKernelsTest, KSmallerThanOneTileAndUnaligned) {
   // K = 8 (one chunk), then K = 5 with lda = 5: rows start 10 bytes apart,
   // so A is copied element by element through registers.
   runCase({problem(33, 24, 8, DType::BF16, DType::F32),
-           tensorCore(32, 32, 64, 16, 16, 3), {}});
+           tensorCore(32, 32, 64, 16, 16, 3),
+           {}});
   runCase({problem(33, 24, 5, DType::BF16, DType::F32),
-           tensorCore(32, 32, 64, 16, 16, 3), {}});
+           tensorCore(32, 32, 64, 16, 16, 3),
+           {}});
 }
 
 TEST_F(ContractionKernelsTest, EveryCopyWidth) {
   // A's rows of 12 elements, and padded ones of 10 for K = 6, are 8- and
-  // 4-byte aligned (cp.async of 8 and 4 bytes); B's base only 4-byte aligned (cp.async of 4 bytes), and it is
-  // batched, not broadcast; C's odd ldc leaves only 2-byte stores.
+  // 4-byte aligned (cp.async of 8 and 4 bytes); B's base only 4-byte aligned
+  // (cp.async of 4 bytes), and it is batched, not broadcast; C's odd ldc leaves
+  // only 2-byte stores.
   for (uint64_t k : {12u, 6u}) {
     Case c{problem(21, 44, k, DType::BF16, DType::BF16),
-           tensorCore(32, 32, 32, 16, 16, 3), {}};
+           tensorCore(32, 32, 32, 16, 16, 3),
+           {}};
     uint64_t lda = k == 12 ? 12 : 10;
     c.problem.lda = lda;
     c.problem.alignB = 4;
@@ -571,14 +593,16 @@ TEST_F(ContractionKernelsTest, EveryCopyWidth) {
 TEST_F(ContractionKernelsTest, NEqualsOne) {
   // A matrix-vector product: B is [K][1] (ldb = 1), C is [M][1].
   Case c{problem(100, 1, 40, DType::BF16, DType::BF16),
-         tensorCore(128, 16, 64, 32, 16, 3), {}};
+         tensorCore(128, 16, 64, 32, 16, 3),
+         {}};
   c.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::F32};
   runCase(c);
 }
 
 TEST_F(ContractionKernelsTest, BatchOfThreeWithBroadcastBResidualGelu) {
   Case c{problem(20, 24, 40, DType::BF16, DType::F32),
-         tensorCore(32, 32, 64, 16, 16, 3), {}};
+         tensorCore(32, 32, 64, 16, 16, 3),
+         {}};
   c.problem.batch = 3;
   c.problem.batchStrideA = 20 * 40;
   c.problem.batchStrideB = 0; // every batch multiplies the same B
@@ -596,7 +620,8 @@ TEST_F(ContractionKernelsTest, SplitKSumsInOrderThenEpilogue) {
   // Small M*N, long K: four splits of 5 K tiles, the reduction applies
   // per-row bias, a per-column scale and a sigmoid.
   Case c{problem(20, 24, 600, DType::BF16, DType::BF16),
-         tensorCore(32, 32, 32, 16, 16, 3, 4), {}};
+         tensorCore(32, 32, 32, 16, 16, 3, 4),
+         {}};
   c.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::BF16};
   c.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
   c.epilogue.activation = Activation::Sigmoid;
@@ -604,12 +629,12 @@ TEST_F(ContractionKernelsTest, SplitKSumsInOrderThenEpilogue) {
 }
 
 TEST_F(ContractionKernelsTest, EveryEpilogueKind) {
-  for (Activation act :
-       {Activation::None, Activation::Relu, Activation::Gelu,
-        Activation::GeluTanh, Activation::Sigmoid, Activation::Tanh,
-        Activation::Clip}) {
+  for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu,
+                         Activation::GeluTanh, Activation::Sigmoid,
+                         Activation::Tanh, Activation::Clip}) {
     Case c{problem(18, 20, 24, DType::BF16, DType::F32),
-           tensorCore(32, 32, 32, 16, 16, 2), {}};
+           tensorCore(32, 32, 32, 16, 16, 2),
+           {}};
     c.epilogue.activation = act;
     c.epilogue.clipMin = -0.25f, c.epilogue.clipMax = 0.25f;
     c.epilogue.alpha = 2.0f;
@@ -622,7 +647,8 @@ TEST_F(ContractionKernelsTest, EveryEpilogueKind) {
 TEST_F(ContractionKernelsTest, CustomEpilogueBody) {
   // What a fusion region generates: its own statements over extra operands.
   Case c{problem(16, 16, 16, DType::BF16, DType::F32),
-         tensorCore(32, 32, 32, 16, 16, 2), {}};
+         tensorCore(32, 32, 32, 16, 16, 2),
+         {}};
   c.epilogue.customOperands = {"shift"};
   c.epilogue.customBody = "  return acc - 2.0f * ((const float *)extra0)[col];";
   GenerateOptions options;
@@ -638,33 +664,40 @@ TEST_F(ContractionKernelsTest, CustomEpilogueBody) {
 TEST_F(ContractionKernelsTest, LargeTiles) {
   // The tiles the heuristic picks for big problems, on one block each.
   runCase({problem(128, 128, 64, DType::BF16, DType::BF16),
-           tensorCore(128, 128, 32, 64, 64, 4), {}});
+           tensorCore(128, 128, 32, 64, 64, 4),
+           {}});
   runCase({problem(100, 200, 40, DType::F16, DType::F32, Layout::RowMajor,
                    Layout::ColMajor),
-           tensorCore(128, 256, 32, 64, 64, 3), {}});
+           tensorCore(128, 256, 32, 64, 64, 3),
+           {}});
 }
 
-// --- tf32 ------------------------------------------------------------------------
+// --- tf32
+// ------------------------------------------------------------------------
 
 TEST_F(ContractionKernelsTest, Tf32AllLayouts) {
   for (Layout la : {Layout::RowMajor, Layout::ColMajor})
     for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
       Case c{problem(50, 40, 37, DType::F32, DType::F32, la, lb),
-             tensorCore(64, 64, 16, 32, 32, 3, 1, Family::MmaTf32), {}};
+             tensorCore(64, 64, 16, 32, 32, 3, 1, Family::MmaTf32),
+             {}};
       c.epilogue.activation = Activation::Tanh;
       c.checkUnroundedTf32 = true;
       runCase(c);
     }
 }
 
-// --- fp32 SIMT -------------------------------------------------------------------
+// --- fp32 SIMT
+// -------------------------------------------------------------------
 
 TEST_F(ContractionKernelsTest, SimtF32Tiles) {
   runCase({problem(130, 129, 33, DType::F32, DType::F32),
-           simt(128, 128, 8, 8, 8, 3), {}});
+           simt(128, 128, 8, 8, 8, 3),
+           {}});
   Case c{problem(70, 50, 45, DType::F32, DType::BF16, Layout::ColMajor,
                  Layout::ColMajor),
-         simt(64, 64, 16, 4, 4, 2), {}};
+         simt(64, 64, 16, 4, 4, 2),
+         {}};
   c.epilogue.activation = Activation::Clip;
   c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
   runCase(c);
@@ -672,12 +705,15 @@ TEST_F(ContractionKernelsTest, SimtF32Tiles) {
 
 TEST_F(ContractionKernelsTest, SimtF32SplitKAndNEqualsOne) {
   runCase({problem(24, 36, 300, DType::F32, DType::F32),
-           simt(32, 32, 16, 4, 4, 3, 3), {}});
+           simt(32, 32, 16, 4, 4, 3, 3),
+           {}});
   runCase({problem(40, 1, 30, DType::F32, DType::F32),
-           simt(32, 32, 16, 4, 4, 2), {}});
+           simt(32, 32, 16, 4, 4, 2),
+           {}});
 }
 
-// --- Implicit-GEMM convolution ----------------------------------------------------
+// --- Implicit-GEMM convolution
+// ----------------------------------------------------
 
 struct ConvCase {
   ConvProblem problem;
@@ -696,8 +732,9 @@ void runConvCase(const ConvCase &cc) {
   options.name = "conv";
   auto generated = generateGemm(p, cc.config, e, options);
   ASSERT_TRUE(bool(generated)) << generated.error().message();
-  if (!ptxasPath().empty())
+  if (!ptxasPath().empty()) {
     EXPECT_EQ(runPtxas(generated->kernels[0].ptx, "sm_90"), "");
+  }
 
   std::mt19937 rng(cc.seed);
   uint64_t groups = cp.groups, cg = cp.c / groups, og = cp.o / groups;
@@ -739,8 +776,8 @@ void runConvCase(const ConvCase &cc) {
                             int64_t(xx * cp.dilationW);
                 if (h < 0 || w < 0 || h >= int64_t(cp.h) || w >= int64_t(cp.w))
                   continue;
-                double xv = x.values[((n * cp.h + h) * cp.w + w) * cp.c +
-                                     g * cg + c];
+                double xv =
+                    x.values[((n * cp.h + h) * cp.w + w) * cp.c + g * cg + c];
                 double fv = f.values[((o * cg + c) * cp.kh + y) * cp.kw + xx];
                 if (tf32) {
                   xv = toTf32(static_cast<float>(xv));
@@ -750,15 +787,16 @@ void runConvCase(const ConvCase &cc) {
                 mag += std::fabs(xv * fv);
               }
           uint64_t m = (n * P + py) * Q + qx, ci = m * cp.o + o;
-          auto pick = [&](const EpilogueVector &v, const Tensor &t, double none) {
+          auto pick = [&](const EpilogueVector &v, const Tensor &t,
+                          double none) {
             if (!v.present())
               return none;
             return t.values[v.kind == EpilogueVector::Kind::PerRow ? m : o];
           };
           double rs = e.residual ? e.beta * residual.values[ci] : 0;
-          auto [ref, bound] = referenceOutput(
-              e, cp.outputType, p.k, acc, mag, pick(e.scale, scale, 1),
-              pick(e.bias, bias, 0), rs);
+          auto [ref, bound] = referenceOutput(e, cp.outputType, p.k, acc, mag,
+                                              pick(e.scale, scale, 1),
+                                              pick(e.bias, bias, 0), rs);
           double got = readOut(cBytes, ci, cp.outputType);
           if (!(std::fabs(got - ref) <= bound) && reported++ < 8)
             ADD_FAILURE() << cc.config.describe() << ": Y[" << n << "][" << py
@@ -766,7 +804,8 @@ void runConvCase(const ConvCase &cc) {
                           << ", expected " << ref << " (bound " << bound << ")";
         }
   if (std::getenv("KILN_GEMM_TEST_VERBOSE"))
-    std::fprintf(stderr, "conv %s: M=%llu N=%llu K=%llu groups=%llu, NVRTC %.3f s\n",
+    std::fprintf(stderr,
+                 "conv %s: M=%llu N=%llu K=%llu groups=%llu, NVRTC %.3f s\n",
                  cc.config.describe().c_str(), (unsigned long long)p.m,
                  (unsigned long long)p.n, (unsigned long long)p.k,
                  (unsigned long long)groups, generated->compileSeconds);
@@ -788,8 +827,10 @@ ConvProblem conv(uint64_t n, uint64_t h, uint64_t w, uint64_t c, uint64_t o,
 TEST_F(ContractionKernelsTest, Conv1x1And3x3) {
   // 1x1: a plain GEMM over pixels. 3x3 pad 1: the window leaves the image
   // at every border; C = 16 gives 16-byte chunks.
-  runConvCase({conv(2, 5, 6, 16, 24, 1, 1, 0), tensorCore(64, 32, 32, 32, 16, 3), {}});
-  ConvCase c{conv(2, 7, 6, 16, 40, 3, 1, 1), tensorCore(64, 64, 32, 32, 32, 3), {}};
+  runConvCase(
+      {conv(2, 5, 6, 16, 24, 1, 1, 0), tensorCore(64, 32, 32, 32, 16, 3), {}});
+  ConvCase c{
+      conv(2, 7, 6, 16, 40, 3, 1, 1), tensorCore(64, 64, 32, 32, 32, 3), {}};
   c.problem.outputType = DType::F32;
   runConvCase(c);
 }
@@ -797,7 +838,8 @@ TEST_F(ContractionKernelsTest, Conv1x1And3x3) {
 TEST_F(ContractionKernelsTest, ConvStride2PaddedAndResNetEpilogue) {
   // 3x3 stride 2 pad 1 with the ResNet block's epilogue: folded batch norm
   // (per-channel scale and shift), the shortcut, relu.
-  ConvCase c{conv(1, 9, 9, 8, 32, 3, 2, 1), tensorCore(32, 32, 32, 16, 16, 3), {}};
+  ConvCase c{
+      conv(1, 9, 9, 8, 32, 3, 2, 1), tensorCore(32, 32, 32, 16, 16, 3), {}};
   c.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
   c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
   c.epilogue.residual = true;
@@ -809,7 +851,8 @@ TEST_F(ContractionKernelsTest, ConvStride2PaddedAndResNetEpilogue) {
 TEST_F(ContractionKernelsTest, Conv7x7Stride2ThreeChannels) {
   // The stem: 3 input channels (6-byte pixels: register copies, channels
   // padded to 8 in the filter), 7x7, stride 2, pad 3; and asymmetric pads.
-  ConvCase c{conv(1, 12, 11, 3, 16, 7, 2, 3), tensorCore(32, 32, 64, 16, 16, 3), {}};
+  ConvCase c{
+      conv(1, 12, 11, 3, 16, 7, 2, 3), tensorCore(32, 32, 64, 16, 16, 3), {}};
   runConvCase(c);
   c.problem.padBottom = 1, c.problem.padRight = 2, c.problem.strideW = 1;
   runConvCase(c);
@@ -818,18 +861,27 @@ TEST_F(ContractionKernelsTest, Conv7x7Stride2ThreeChannels) {
 TEST_F(ContractionKernelsTest, ConvDilatedGroupedOddChannels) {
   // Dilation 2; two groups of 8 channels (channel offsets per group, bias
   // indexed across groups); 5 channels (10-byte pixels).
-  runConvCase({conv(1, 9, 8, 16, 16, 3, 1, 2, 2), tensorCore(32, 32, 32, 16, 16, 3), {}});
-  ConvCase g{conv(2, 5, 5, 16, 24, 3, 1, 1, 1, 2), tensorCore(32, 16, 32, 16, 16, 3), {}};
+  runConvCase({conv(1, 9, 8, 16, 16, 3, 1, 2, 2),
+               tensorCore(32, 32, 32, 16, 16, 3),
+               {}});
+  ConvCase g{conv(2, 5, 5, 16, 24, 3, 1, 1, 1, 2),
+             tensorCore(32, 16, 32, 16, 16, 3),
+             {}};
   g.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::BF16};
   g.epilogue.residual = true;
   runConvCase(g);
-  runConvCase({conv(1, 6, 7, 5, 16, 3, 1, 1), tensorCore(32, 16, 32, 16, 16, 2), {}});
+  runConvCase(
+      {conv(1, 6, 7, 5, 16, 3, 1, 1), tensorCore(32, 16, 32, 16, 16, 2), {}});
 }
 
 TEST_F(ContractionKernelsTest, ConvSplitKAndTf32) {
   // Few pixels, many channels: split-K over (kh, kw, c); then tf32.
-  runConvCase({conv(1, 4, 4, 64, 32, 3, 1, 1), tensorCore(16, 32, 64, 16, 16, 3, 3), {}});
-  ConvCase t{conv(1, 6, 5, 12, 16, 3, 1, 1), tensorCore(32, 16, 16, 16, 16, 3, 1, Family::MmaTf32), {}};
+  runConvCase({conv(1, 4, 4, 64, 32, 3, 1, 1),
+               tensorCore(16, 32, 64, 16, 16, 3, 3),
+               {}});
+  ConvCase t{conv(1, 6, 5, 12, 16, 3, 1, 1),
+             tensorCore(32, 16, 16, 16, 16, 3, 1, Family::MmaTf32),
+             {}};
   t.problem.inputType = DType::F32, t.problem.outputType = DType::F32;
   runConvCase(t);
 }
@@ -859,7 +911,8 @@ TEST(ContractionConvTest, GemmViewAndFilterOrder) {
               ::testing::HasSubstr("tensor-core"));
 }
 
-// --- Configs, the heuristic and errors --------------------------------------------
+// --- Configs, the heuristic and errors
+// --------------------------------------------
 
 TEST(ContractionConfigTest, UnsupportedConfigsSayWhy) {
   GemmProblem p = problem(64, 64, 64, DType::BF16, DType::F32);
@@ -873,8 +926,8 @@ TEST(ContractionConfigTest, UnsupportedConfigsSayWhy) {
   EXPECT_THAT(unsupportedReason(p, tensorCore(64, 64, 32, 32, 32, 3)),
               ::testing::HasSubstr("batch stride"));
   GemmProblem big = problem(8192, 8192, 8192, DType::BF16, DType::BF16);
-  auto generated = generateGemmSource(big, tensorCore(256, 256, 64, 64, 64, 8),
-                                      {}, {});
+  auto generated =
+      generateGemmSource(big, tensorCore(256, 256, 64, 64, 64, 8), {}, {});
   ASSERT_FALSE(bool(generated));
   EXPECT_THAT(generated.error().message(),
               ::testing::HasSubstr("bytes of shared memory"));
@@ -882,8 +935,8 @@ TEST(ContractionConfigTest, UnsupportedConfigsSayWhy) {
 
 TEST(ContractionConfigTest, HeuristicPicks) {
   // Big square problems get big tiles and no split.
-  GemmConfig big = pickConfig(problem(4096, 4096, 4096, DType::BF16, DType::BF16),
-                              Family::MmaF16, 90);
+  GemmConfig big = pickConfig(
+      problem(4096, 4096, 4096, DType::BF16, DType::BF16), Family::MmaF16, 90);
   EXPECT_GE(big.blockM * big.blockN, 128u * 128u) << big.describe();
   EXPECT_EQ(big.splitK, 1u);
   // Few output tiles and a long K: split-K.
@@ -901,8 +954,8 @@ TEST(ContractionConfigTest, HeuristicPicks) {
   // its few-pixel last stage at batch 1 splits K.
   GemmProblem resnet = convolutionAsGemm(conv(32, 56, 56, 64, 64, 3, 1, 1));
   EXPECT_FALSE(candidateConfigs(resnet, Family::MmaF16, 90).empty());
-  GemmConfig late = pickConfig(convolutionAsGemm(conv(1, 7, 7, 512, 512, 3, 1, 1)),
-                               Family::MmaF16, 90);
+  GemmConfig late = pickConfig(
+      convolutionAsGemm(conv(1, 7, 7, 512, 512, 3, 1, 1)), Family::MmaF16, 90);
   EXPECT_GT(late.splitK, 1u) << late.describe();
   // Every candidate is one the generator accepts.
   for (Family family : {Family::MmaF16, Family::MmaTf32, Family::SimtF32}) {
@@ -935,14 +988,14 @@ TEST_F(ContractionKernelsTest, CandidatesPassPtxasOnSm80AndSm90) {
     DType in;
     Layout la, lb;
   };
-  for (Variant v : {Variant{Family::MmaF16, DType::BF16, Layout::RowMajor,
-                            Layout::RowMajor},
-                    Variant{Family::MmaF16, DType::F16, Layout::ColMajor,
-                            Layout::ColMajor},
-                    Variant{Family::MmaTf32, DType::F32, Layout::RowMajor,
-                            Layout::ColMajor},
-                    Variant{Family::SimtF32, DType::F32, Layout::RowMajor,
-                            Layout::RowMajor}}) {
+  for (Variant v :
+       {Variant{Family::MmaF16, DType::BF16, Layout::RowMajor,
+                Layout::RowMajor},
+        Variant{Family::MmaF16, DType::F16, Layout::ColMajor, Layout::ColMajor},
+        Variant{Family::MmaTf32, DType::F32, Layout::RowMajor,
+                Layout::ColMajor},
+        Variant{Family::SimtF32, DType::F32, Layout::RowMajor,
+                Layout::RowMajor}}) {
     GemmProblem p = problem(1000, 512, 2048, v.in, DType::BF16, v.la, v.lb);
     for (uint32_t sm : {80u, 90u}) {
       std::vector<GemmConfig> candidates = candidateConfigs(p, v.family, sm);
@@ -959,8 +1012,8 @@ TEST_F(ContractionKernelsTest, CandidatesPassPtxasOnSm80AndSm90) {
         e.bias = {EpilogueVector::Kind::PerColumn, DType::BF16};
         e.activation = Activation::Relu;
         auto kernels = generateGemm(p, c, e, options);
-        ASSERT_TRUE(bool(kernels)) << c.describe() << ": "
-                                   << kernels.error().message();
+        ASSERT_TRUE(bool(kernels))
+            << c.describe() << ": " << kernels.error().message();
         EXPECT_EQ(runPtxas(kernels->kernels[0].ptx, "sm_" + std::to_string(sm)),
                   "")
             << c.describe();

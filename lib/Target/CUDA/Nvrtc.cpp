@@ -137,9 +137,9 @@ Expected<CompileResult> compileToPtx(const std::string &source,
   Result compiled =
       lib.compileProgram(program, static_cast<int>(args.size()), args.data());
   CompileResult result;
-  result.seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   size_t logSize = 0;
   if (lib.getProgramLogSize(program, &logSize) == 0 && logSize > 1) {
     result.log.resize(logSize);
@@ -154,7 +154,8 @@ Expected<CompileResult> compileToPtx(const std::string &source,
                           describe(lib, compiled) + "\n" + result.log);
   size_t ptxSize = 0;
   if (Result r = lib.getPTXSize(program, &ptxSize))
-    return Error::failure("nvrtcGetPTXSize (" + name + "): " + describe(lib, r));
+    return Error::failure("nvrtcGetPTXSize (" + name +
+                          "): " + describe(lib, r));
   result.ptx.resize(ptxSize);
   if (Result r = lib.getPTX(program, result.ptx.data()))
     return Error::failure("nvrtcGetPTX (" + name + "): " + describe(lib, r));

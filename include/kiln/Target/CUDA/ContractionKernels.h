@@ -1,4 +1,4 @@
-//===- ContractionKernels.h - Tiled GEMM kernels from CUDA C++ templates -*- C++ -*-===//
+//===- ContractionKernels.h - GEMM/conv kernels from templates --*- C++ -*-===//
 //
 // A contraction is described without MLIR: a GemmProblem (shapes, dtypes,
 // layouts, batch strides, alignment), a GemmConfig (tiles, stages, split-K,
@@ -50,9 +50,9 @@ enum class Layout : uint8_t {
 /// A is then the implicit im2col matrix of the image, never materialised.
 struct ImplicitConv {
   bool enabled = false;
-  uint64_t h = 0, w = 0, c = 0;   // input image
-  uint64_t p = 0, q = 0;          // output image
-  uint32_t kh = 1, kw = 1;        // window
+  uint64_t h = 0, w = 0, c = 0;                          // input image
+  uint64_t p = 0, q = 0;                                 // output image
+  uint32_t kh = 1, kw = 1;                               // window
   uint32_t strideH = 1, strideW = 1, padH = 0, padW = 0; // pads: top, left
   uint32_t dilationH = 1, dilationW = 1;
   /// Input channels per group, and that padded to the K chunk (8 for
@@ -155,7 +155,15 @@ struct GemmConfig {
   std::string describe() const;
 };
 
-enum class Activation : uint8_t { None, Relu, Gelu, GeluTanh, Sigmoid, Tanh, Clip };
+enum class Activation : uint8_t {
+  None,
+  Relu,
+  Gelu,
+  GeluTanh,
+  Sigmoid,
+  Tanh,
+  Clip
+};
 
 /// A vector the epilogue reads once per row or once per column (broadcast
 /// over the batch and the other index).
@@ -245,10 +253,9 @@ struct GenerateOptions {
 };
 
 /// The CUDA C++ source for the problem (no NVRTC needed).
-runtime::Expected<std::string> generateGemmSource(const GemmProblem &problem,
-                                                  const GemmConfig &config,
-                                                  const Epilogue &epilogue,
-                                                  const GenerateOptions &options);
+runtime::Expected<std::string>
+generateGemmSource(const GemmProblem &problem, const GemmConfig &config,
+                   const Epilogue &epilogue, const GenerateOptions &options);
 
 /// Specialises, compiles and returns the kernels; an error value when the
 /// config does not fit the problem, NVRTC is missing or refuses the source.

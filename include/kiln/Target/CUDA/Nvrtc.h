@@ -1,4 +1,4 @@
-//===- Nvrtc.h - CUDA C++ to PTX through NVRTC, loaded at run time -*- C++ -*-===//
+//===- Nvrtc.h - CUDA C++ to PTX through a dlopened NVRTC -------*- C++ -*-===//
 //
 // NVRTC (libnvrtc.so, in the CUDA Toolkit) is opened with dlopen the first
 // time it is needed, so the compiler builds and runs without it; only the

@@ -36,10 +36,12 @@ GemmProblem convolutionAsGemm(const ConvProblem &p) {
                     uint32_t pad1, uint32_t dilation) -> uint64_t {
     int64_t span = int64_t(dilation) * (k - 1) + 1;
     int64_t padded = int64_t(in) + pad0 + pad1;
-    return padded < span || !stride ? 0 : uint64_t((padded - span) / stride + 1);
+    return padded < span || !stride ? 0
+                                    : uint64_t((padded - span) / stride + 1);
   };
-  conv.p = p.p ? p.p
-               : outSize(p.h, p.kh, p.strideH, p.padH, p.padBottom, p.dilationH);
+  conv.p =
+      p.p ? p.p
+          : outSize(p.h, p.kh, p.strideH, p.padH, p.padBottom, p.dilationH);
   conv.q = p.q ? p.q
                : outSize(p.w, p.kw, p.strideW, p.padW, p.padRight, p.dilationW);
 

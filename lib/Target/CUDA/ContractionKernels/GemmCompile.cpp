@@ -1,4 +1,5 @@
-//===- GemmCompile.cpp - NVRTC-compile a specialised GEMM, describe launches -===//
+//===- GemmCompile.cpp - NVRTC-compile a specialised GEMM, describe launches
+//-===//
 
 #include "GemmPlan.h"
 

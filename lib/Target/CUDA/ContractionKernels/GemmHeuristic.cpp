@@ -85,20 +85,20 @@ double estimateCycles(const GemmProblem &p, const GemmConfig &c,
           : 2 * bm * bn * bk / mc.flopsPerCycle;
   double sharedBytes =
       c.family == Family::SimtF32
-          ? threads * (c.threadM + c.threadN) * 4 * bk / 2 // float4, halved by broadcast
+          ? threads * (c.threadM + c.threadN) * 4 * bk /
+                2 // float4, halved by broadcast
           : (threads / 32) * (c.warpM + c.warpN) * bk * plan.inBytes;
   double shared = sharedBytes / mc.sharedBytesPerCycle;
   double global = (bm + bn) * bk * plan.inBytes / mc.l2BytesPerCycle;
   double perTile = std::max({compute, shared, global});
   double outBytes = bm * bn * (c.splitK > 1 ? 4 : plan.outBytes);
-  double block = 600 + plan.kTilesPerSplit * perTile +
-                 outBytes / mc.l2BytesPerCycle;
+  double block =
+      600 + plan.kTilesPerSplit * perTile + outBytes / mc.l2BytesPerCycle;
   double total = blocksPerSm * block / hiding;
   if (c.splitK > 1) {
     double elements = double(p.batch) * p.m * p.n;
-    total += mc.launchCycles +
-             elements * (c.splitK * 4 + plan.outBytes) /
-                 (mc.l2BytesPerCycle * mc.sms);
+    total += mc.launchCycles + elements * (c.splitK * 4 + plan.outBytes) /
+                                   (mc.l2BytesPerCycle * mc.sms);
   }
   return total;
 }
@@ -128,12 +128,11 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
   } else {
     bool tf32 = family == Family::MmaTf32;
     // {BM, BN, BK, WTM, WTN, stages}; tf32 halves BK to keep rows 64-128 B.
-    const Tile tiles[] = {
-        {128, 256, 32, 64, 64, 3}, {256, 128, 32, 64, 64, 3},
-        {128, 128, 32, 64, 64, 4}, {128, 64, 32, 64, 32, 4},
-        {64, 128, 32, 32, 64, 4},  {64, 64, 32, 32, 32, 4},
-        {64, 64, 64, 32, 32, 3},   {128, 16, 64, 32, 16, 4},
-        {16, 128, 64, 16, 32, 4},  {32, 32, 64, 16, 16, 4}};
+    const Tile tiles[] = {{128, 256, 32, 64, 64, 3}, {256, 128, 32, 64, 64, 3},
+                          {128, 128, 32, 64, 64, 4}, {128, 64, 32, 64, 32, 4},
+                          {64, 128, 32, 32, 64, 4},  {64, 64, 32, 32, 32, 4},
+                          {64, 64, 64, 32, 32, 3},   {128, 16, 64, 32, 16, 4},
+                          {16, 128, 64, 16, 32, 4},  {32, 32, 64, 16, 16, 4}};
     for (const Tile &t : tiles) {
       GemmConfig c;
       c.family = family;

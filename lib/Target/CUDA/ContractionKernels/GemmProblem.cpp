@@ -1,4 +1,5 @@
-//===- GemmProblem.cpp - Checking a config against a problem, and its plan -===//
+//===- GemmProblem.cpp - Checking a config against a problem, and its plan
+//-===//
 
 #include "GemmPlan.h"
 
@@ -65,7 +66,8 @@ bool isPowerOfTwo(uint64_t v) { return v && !(v & (v - 1)); }
 uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
                         uint32_t align) {
   uint32_t vec = 16 / elemBytes;
-  while (vec > 1 && (ld % vec || batchStride % vec || align % (vec * elemBytes)))
+  while (vec > 1 &&
+         (ld % vec || batchStride % vec || align % (vec * elemBytes)))
     vec /= 2;
   return vec;
 }
@@ -86,8 +88,8 @@ GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
   plan.bKContiguous = p.layoutB == Layout::ColMajor;
   // A convolution's chunks start at pixel * C + group * Cg + c0.
   plan.vecA = p.conv.enabled
-                  ? vectorElements(plan.inBytes, p.conv.c,
-                                   p.conv.groupChannels, p.alignA)
+                  ? vectorElements(plan.inBytes, p.conv.c, p.conv.groupChannels,
+                                   p.alignA)
                   : vectorElements(plan.inBytes, p.ldaOrPacked(),
                                    p.batch > 1 ? p.batchStrideA : 0, p.alignA);
   plan.vecB = vectorElements(plan.inBytes, p.ldbOrPacked(),
@@ -140,7 +142,8 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   for (uint32_t align : {p.alignA, p.alignB, p.alignC})
     if (!isPowerOfTwo(align))
       return "alignments must be powers of two";
-  uint32_t inBytes = dtypeBytes(p.inputType), outBytes = dtypeBytes(p.outputType);
+  uint32_t inBytes = dtypeBytes(p.inputType),
+           outBytes = dtypeBytes(p.outputType);
   for (uint32_t align : {p.alignA, p.alignB})
     if (align < inBytes)
       return "an input pointer is not aligned to its element";

@@ -46,12 +46,13 @@ std::string builtinEpilogueBody(const Epilogue &e) {
     s += "  v += loadAsFloat<" + std::to_string(dtypeCode(e.bias.type)) +
          ">(ep.bias, " + vectorIndex(e.bias) + ");\n";
   if (e.residual) {
-    std::string load = "loadAsFloat<" + std::to_string(dtypeCode(e.residualType)) +
-                       ">(ep.residual, (i64)batch * ep.batchStrideC + (i64)row * "
-                       "Cfg::LDC + col)";
-    s += e.beta == 1.0f ? "  v += " + load + ";\n"
-                        : "  v = fmaf(" + floatLiteral(e.beta) + ", " + load +
-                              ", v);\n";
+    std::string load =
+        "loadAsFloat<" + std::to_string(dtypeCode(e.residualType)) +
+        ">(ep.residual, (i64)batch * ep.batchStrideC + (i64)row * "
+        "Cfg::LDC + col)";
+    s += e.beta == 1.0f
+             ? "  v += " + load + ";\n"
+             : "  v = fmaf(" + floatLiteral(e.beta) + ", " + load + ", v);\n";
   }
   switch (e.activation) {
   case Activation::None:
@@ -123,8 +124,8 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
   s += "  static constexpr int IN_BYTES = " + i(plan.inBytes) +
        ", OUT_BYTES = " + i(plan.outBytes) +
        ", OUT_CODE = " + i(dtypeCode(p.outputType)) + ";\n";
-  s += "  static constexpr int VEC_A = " + i(plan.vecA) + ", VEC_B = " +
-       i(plan.vecB) + ", VEC_C = " + i(plan.vecC) + ";\n";
+  s += "  static constexpr int VEC_A = " + i(plan.vecA) +
+       ", VEC_B = " + i(plan.vecB) + ", VEC_C = " + i(plan.vecC) + ";\n";
   // The implicit convolution (all 0 for a plain GEMM). The epilogue of a
   // grouped convolution sees the channel across groups as its column.
   const ImplicitConv &cv = p.conv;
@@ -139,8 +140,8 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        ";\n";
   s += "  static constexpr int CONV_CG = " + i(cv.groupChannels) +
        ", CONV_CP = " + i(cv.paddedGroupChannels) + ";\n";
-  s += "  static constexpr int EPI_COL_PER_BATCH = " +
-       i(cv.enabled ? p.n : 0) + ";\n";
+  s += "  static constexpr int EPI_COL_PER_BATCH = " + i(cv.enabled ? p.n : 0) +
+       ";\n";
   return s + "};\n\n";
 }
 
@@ -206,16 +207,15 @@ std::vector<KernelParameter> gemmReduceParameters(const Epilogue &e) {
 }
 
 runtime::Expected<std::string>
-generateGemmSource(const GemmProblem &p, const GemmConfig &c,
-                   const Epilogue &e, const GenerateOptions &options) {
+generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
+                   const GenerateOptions &options) {
   if (std::string why = unsupportedReason(p, c); !why.empty())
     return runtime::Error::failure("GEMM " + c.describe() + ": " + why);
   for (float v : {e.alpha, e.beta, e.clipMin, e.clipMax})
     if (!std::isfinite(v))
       return runtime::Error::failure("epilogue constants must be finite");
-  if (!e.customBody.empty() &&
-      (e.scale.present() || e.bias.present() || e.residual ||
-       e.activation != Activation::None))
+  if (!e.customBody.empty() && (e.scale.present() || e.bias.present() ||
+                                e.residual || e.activation != Activation::None))
     return runtime::Error::failure(
         "a custom epilogue body replaces the built-in epilogue kinds");
   GemmPlan plan = planGemm(p, c);

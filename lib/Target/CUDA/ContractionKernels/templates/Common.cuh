@@ -143,8 +143,8 @@ KILN_INLINE void copyChunk(u32 dst, const void *src, const void *base,
     for (int p = 0; p < kChunkElems / Vec; ++p) {
       int n = valid - p * Vec;
       n = n < 0 ? 0 : (n > Vec ? Vec : n);
-      const char *from = n > 0 ? (const char *)src + p * kPieceBytes
-                               : (const char *)base;
+      const char *from =
+          n > 0 ? (const char *)src + p * kPieceBytes : (const char *)base;
       cpAsync<kPieceBytes>(dst + p * kPieceBytes, from, (u32)(n * ElemBytes));
     }
   } else {
@@ -161,9 +161,10 @@ KILN_INLINE void copyChunk(u32 dst, const void *src, const void *base,
 // --- Tensor-core fragments ---------------------------------------------------
 
 KILN_INLINE void ldmatrixX4(u32 (&r)[4], u32 address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(address));
 }
 KILN_INLINE void ldmatrixX4Trans(u32 (&r)[4], u32 address) {
   asm volatile(

@@ -1,4 +1,4 @@
-//===- GemmSimt.cuh - fp32 GEMM on CUDA cores (FFMA), no TF32 ---------------===//
+//===- GemmSimt.cuh - fp32 GEMM on CUDA cores (FFMA), no TF32 -------------===//
 //
 // What cuBLAS does for fp32 without TF32: a BM x BN block tile, BK-deep
 // slices of A and B staged in shared memory by a STAGES-deep cp.async
@@ -145,13 +145,15 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
       float av[Cfg::TM], bv[Cfg::TN];
 #pragma unroll
       for (int gi = 0; gi < Cfg::TM / 4; ++gi) {
-        float4 v = loadShared4(tileA + (k * kPitchA + gi * kGroupStrideM + ty * 4) * 4);
+        float4 v = loadShared4(tileA +
+                               (k * kPitchA + gi * kGroupStrideM + ty * 4) * 4);
         av[gi * 4 + 0] = v.x, av[gi * 4 + 1] = v.y, av[gi * 4 + 2] = v.z,
                     av[gi * 4 + 3] = v.w;
       }
 #pragma unroll
       for (int gj = 0; gj < Cfg::TN / 4; ++gj) {
-        float4 v = loadShared4(tileB + (k * kPitchB + gj * kGroupStrideN + tx * 4) * 4);
+        float4 v = loadShared4(tileB +
+                               (k * kPitchB + gj * kGroupStrideN + tx * 4) * 4);
         bv[gj * 4 + 0] = v.x, bv[gj * 4 + 1] = v.y, bv[gj * 4 + 2] = v.z,
                     bv[gj * 4 + 3] = v.w;
       }

@@ -1,4 +1,4 @@
-//===- GemmTensorCore.cuh - mma.sync GEMM: f16/bf16 m16n8k16, tf32 m16n8k8 -===//
+//===- GemmTensorCore.cuh - mma.sync GEMM (f16/bf16, tf32) and conv -------===//
 //
 // One block computes a BM x BN tile of C for one batch and one K split:
 //   - warps tile the block (WTM x WTN each) and hold fp32 accumulators for
@@ -18,6 +18,10 @@
 //     the block then writes whole rows with the widest stores the output's
 //     alignment allows. With split-K the block writes fp32 partials to the
 //     workspace instead and SplitKReduce.cuh applies the epilogue.
+//
+// An implicit-GEMM NHWC convolution (Cfg::CONV) is the same kernel with
+// another loader for A (ConvLoaderA), which gathers 16-byte channel chunks
+// of input pixels for each (kh, kw) instead of reading a matrix.
 //
 // Cfg (generated) holds every compile-time fact; see GemmSource.cpp.
 //
@@ -50,8 +54,8 @@ constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
 template <class Tile, int Vec, bool KContig, i64 Ld> struct OperandLoader {
   static constexpr int kTotal = Tile::kRows * Tile::kChunks;
   static constexpr int kIters = (kTotal + Cfg::THREADS - 1) / Cfg::THREADS;
-  static constexpr bool kRegular = kTotal % Cfg::THREADS == 0 &&
-                                   Cfg::THREADS % Tile::kChunks == 0;
+  static constexpr bool kRegular =
+      kTotal % Cfg::THREADS == 0 && Cfg::THREADS % Tile::kChunks == 0;
   static constexpr int kRowStep = Cfg::THREADS / Tile::kChunks; // R
   /// Bytes the source moves per K tile.
   static constexpr i64 kTileStep = KContig ? Cfg::BK * kEB : Cfg::BK * Ld * kEB;
@@ -110,10 +114,10 @@ template <class Tile, int Vec, bool KContig, i64 Ld> struct OperandLoader {
       }
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {
-        int valid = KContig ? left[i] - t * Cfg::BK
-                            : (kRowsLeft - t * Cfg::BK - i * kRowStep > 0
-                                   ? left[0]
-                                   : 0);
+        int valid =
+            KContig
+                ? left[i] - t * Cfg::BK
+                : (kRowsLeft - t * Cfg::BK - i * kRowStep > 0 ? left[0] : 0);
         const char *at = from + (i64)i * kRowStep * Ld * kEB;
         copyChunk<kEB, Vec>(tile + dst[i], valid > 0 ? at : base, base, valid);
       }
@@ -189,10 +193,10 @@ template <int Unused> struct ConvLoaderA {
                     (unsigned)w < (unsigned)Cfg::CONV_W;
       int valid = inside ? channels : 0;
       const char *from =
-          valid > 0
-              ? base + (image[i] + ((i64)h * Cfg::CONV_W + w) * Cfg::CONV_C + c0) *
-                           kEB
-              : base;
+          valid > 0 ? base + (image[i] +
+                              ((i64)h * Cfg::CONV_W + w) * Cfg::CONV_C + c0) *
+                                 kEB
+                    : base;
       copyChunk<kEB, Cfg::VEC_A>(tile + dst[i], from, base, valid);
     }
   }
@@ -250,8 +254,8 @@ struct FragmentOffsets {
 };
 
 /// The A fragment of mma tile row `m` (tile-relative) at k offset `kk`.
-KILN_INLINE void loadFragmentA(u32 (&a)[4], u32 tile, u32 offset, int m,
-                               int kk, int lane) {
+KILN_INLINE void loadFragmentA(u32 (&a)[4], u32 tile, u32 offset, int m, int kk,
+                               int lane) {
   if (Cfg::A_K_CONTIG) {
     ldmatrixX4(a, tile + offset);
   } else if (!Cfg::TF32) {
@@ -376,9 +380,7 @@ KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0) {
           *(u32 *)(to + 4 * e) = loadShared32(from + 4 * e);
         } else {
           u16 h;
-          asm volatile("ld.shared.u16 %0, [%1];"
-                       : "=h"(h)
-                       : "r"(from + 2 * e));
+          asm volatile("ld.shared.u16 %0, [%1];" : "=h"(h) : "r"(from + 2 * e));
           *(u16 *)(to + 2 * e) = h;
         }
       }
@@ -449,8 +451,11 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     }
     cpAsyncCommit();
     computeStage(acc, shared + readStage, offsets, wm, wn, lane);
-    readStage = readStage + kStageBytes == kPipelineBytes ? 0 : readStage + kStageBytes;
-    writeStage = writeStage + kStageBytes == kPipelineBytes ? 0 : writeStage + kStageBytes;
+    readStage =
+        readStage + kStageBytes == kPipelineBytes ? 0 : readStage + kStageBytes;
+    writeStage = writeStage + kStageBytes == kPipelineBytes
+                     ? 0
+                     : writeStage + kStageBytes;
   }
   cpAsyncWait<0>();
 
@@ -470,7 +475,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
             continue;
           float *to = ws + (i64)row * Cfg::N + col;
           if (Cfg::N % 2 == 0) {
-            *(float2 *)to = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+            *(float2 *)to =
+                make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
           } else {
             to[0] = acc[mi][ni][2 * h];
             if (col + 1 < (int)Cfg::N)
@@ -494,7 +500,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
         float v0 = 0.0f, v1 = 0.0f;
         if (row < (int)M) {
           if (col < (int)Cfg::N)
-            v0 = kilnEpilogue(batch, row, col + kEpiCol, acc[mi][ni][2 * h], ep);
+            v0 =
+                kilnEpilogue(batch, row, col + kEpiCol, acc[mi][ni][2 * h], ep);
           if (col + 1 < (int)Cfg::N)
             v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
                               acc[mi][ni][2 * h + 1], ep);
@@ -504,8 +511,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
         storeStaged(at + Cfg::OUT_BYTES, v1);
       }
   __syncthreads();
-  writeStaged(shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES,
-              m0, (int)M, n0);
+  writeStaged(shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
+              (int)M, n0);
 }
 
 } // namespace tc

@@ -26,8 +26,8 @@ KILN_INLINE void reduce(const float *workspace, void *cPtr, u32 M,
 #pragma unroll
   for (int s = 0; s < Cfg::SPLITK; ++s)
     sum += workspace[(u64)s * total + index];
-  float v = kilnEpilogue(batch, row, col + batch * Cfg::EPI_COL_PER_BATCH,
-                         sum, ep);
+  float v =
+      kilnEpilogue(batch, row, col + batch * Cfg::EPI_COL_PER_BATCH, sum, ep);
   storeOut<Cfg::OUT_CODE>((char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES,
                           (i64)row * Cfg::LDC + col, v);
 }
