@@ -405,6 +405,21 @@ PointEmitter::emitBody(linalg::GenericOp op, ArrayRef<Value> coords,
       values.map(index.getResult(), coords[index.getDim()]);
       continue;
     }
+    // A gather's read of a tensor the region computes is evaluated at the
+    // point instead of cloned: its value may be yielded or used by later
+    // ops of the body, so it must stay mapped (a cloned extract replaced
+    // afterwards would leave `values` pointing at an erased op).
+    if (auto extract = dyn_cast<tensor::ExtractOp>(inner);
+        extract && inRegion(extract.getTensor())) {
+      SmallVector<Value> idx;
+      for (Value i : extract.getIndices())
+        idx.push_back(values.lookupOrDefault(i));
+      FailureOr<Value> v = emit(extract.getTensor(), idx);
+      if (failed(v))
+        return failure();
+      values.map(extract.getResult(), *v);
+      continue;
+    }
     Operation *clone = b.clone(inner, values);
     if (failed(rewriteInnerExtracts(clone)))
       return failure();
@@ -415,8 +430,10 @@ PointEmitter::emitBody(linalg::GenericOp op, ArrayRef<Value> coords,
   return yielded;
 }
 
-/// A body that reads a tensor of the region (a gather from a computed
-/// table) reads it at the point instead.
+/// A read of a tensor of the region nested in `root`'s regions (a gather
+/// under a guard) reads it at the point instead. Such reads' results cannot
+/// escape their region except through `root`'s own (cloned) terminators, so
+/// replacing their uses is complete.
 LogicalResult PointEmitter::rewriteInnerExtracts(Operation *root) {
   SmallVector<tensor::ExtractOp> extracts;
   root->walk([&](tensor::ExtractOp e) {
