@@ -224,6 +224,15 @@ Value PointEmitter::both(Value x, Value y) {
 }
 
 FailureOr<Value> PointEmitter::emit(Value tensor, ArrayRef<Value> idx) {
+  // Every point form must hand its source one index per dimension; a
+  // mismatch is a bug here, reported instead of read past the end.
+  if (static_cast<int64_t>(idx.size()) !=
+      cast<RankedTensorType>(tensor.getType()).getRank()) {
+    error = "reads a rank-" +
+            std::to_string(cast<RankedTensorType>(tensor.getType()).getRank()) +
+            " tensor with " + std::to_string(idx.size()) + " indices";
+    return failure();
+  }
   if (!inRegion(tensor))
     return hoisted(idx, [&]() -> Value {
       return tensor::ExtractOp::create(b, loc, tensor, idx);
@@ -565,6 +574,10 @@ FailureOr<Value> PointEmitter::emitCollapse(tensor::CollapseShapeOp op,
                                             ArrayRef<Value> idx) {
   ArrayRef<int64_t> srcShape = op.getSrcType().getShape();
   SmallVector<Value> src;
+  // A collapse to rank 0 has no groups: every source dimension is 1.
+  if (op.getReassociationIndices().empty())
+    return emit(op.getSrc(),
+                SmallVector<Value>(srcShape.size(), constantIndex(0)));
   for (auto [group, v] :
        llvm::zip_equal(op.getReassociationIndices(), idx)) {
     // Row-major: the last dimension of the group varies fastest.

@@ -243,3 +243,24 @@ func.func @reverse_slice(%x: tensor<4x10xf32>) -> tensor<2x10xf32> {
   }
   return %0 : tensor<2x10xf32>
 }
+
+// -----
+
+// A region with a rank-0 result: the collapse of the one-element slice to
+// a scalar reads the slice's only element (issue 10's fuzzing found this
+// reading past the end of an empty index list).
+// CHECK-LABEL: func.func @scalar_result(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3xf32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = []
+// CHECK:           %[[E:.*]] = tensor.extract %[[X]][%c1]
+// CHECK:           %[[R:.*]] = arith.maximumf %[[E]]
+// CHECK:           linalg.yield %[[R]]
+func.func @scalar_result(%x: tensor<3xf32>) -> tensor<f32> {
+  %0 = kiln.fusion "elementwise" -> tensor<f32> {
+    %s = kiln.slice %x {limits = array<i64: 2>, starts = array<i64: 1>, steps = array<i64: 1>} : tensor<3xf32> -> tensor<1xf32>
+    %r = kiln.reshape %s : tensor<1xf32> -> tensor<f32>
+    %n = kiln.relu %r : tensor<f32>
+    kiln.yield %n : tensor<f32>
+  }
+  return %0 : tensor<f32>
+}
