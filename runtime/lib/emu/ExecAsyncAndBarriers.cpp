@@ -118,6 +118,9 @@ bool BlockRunner::asyncCopy(unsigned w, uint32_t pc, const Instruction &in,
       static_cast<uint64_t>(kernel.operandLists[in.target]) |
       (static_cast<uint64_t>(kernel.operandLists[in.target + 1]) << 32));
   bool ok = true;
+  // The global bytes each lane reads, for the performance counters.
+  uint64_t srcAddress[32];
+  unsigned srcBytes[32];
   forLanes(exec, [&](unsigned l) {
     if (!ok)
       return;
@@ -163,8 +166,13 @@ bool BlockRunner::asyncCopy(unsigned w, uint32_t pc, const Instruction &in,
       }
       std::memcpy(copy.bytes, from, srcSize);
     }
+    srcAddress[l] = srcBase[l] + srcOffset;
+    srcBytes[l] = srcSize;
     pendingCopies[w].push_back(copy);
   });
+  if (countPerformance && ok)
+    countAccess(Space::Global, srcAddress, srcBytes, exec, /*reads=*/true,
+                /*writes=*/false);
   return ok;
 }
 

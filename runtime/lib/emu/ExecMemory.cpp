@@ -194,6 +194,9 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
       loop(std::integral_constant<int, 2>());
     else
       loop(std::integral_constant<int, 0>());
+    if (__builtin_expect(countPerformance, 0) && ok)
+      countUniformAccess(in.space, base, in.offset, total, exec, isLoad,
+                         !isLoad);
     return ok;
   }
   case Space::Local: {
@@ -392,6 +395,9 @@ bool BlockRunner::atomic(unsigned w, uint32_t pc, const Instruction &in,
     if (d)
       d[l] = old;
   });
+  if (countPerformance && ok)
+    countUniformAccess(in.space, base, in.offset, size, exec, /*reads=*/true,
+                       /*writes=*/true);
   return ok;
 }
 

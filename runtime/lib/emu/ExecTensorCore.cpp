@@ -56,6 +56,11 @@ bool BlockRunner::loadMatrix(unsigned w, uint32_t pc, const Instruction &in,
       d[t] = lo | (static_cast<uint32_t>(hi) << 16);
     }
   }
+  // Lane 8i + j gives row j of matrix i: one 16-byte row each.
+  if (countPerformance)
+    countUniformAccess(space, base, in.offset, 16,
+                       in.vec == 4 ? kFullMask : (1u << (8 * in.vec)) - 1,
+                       /*reads=*/true, /*writes=*/false);
   return true;
 }
 
@@ -101,6 +106,10 @@ bool BlockRunner::storeMatrix(unsigned w, uint32_t pc, const Instruction &in,
       if (isShared)
         markSharedWritten(static_cast<uint64_t>(p - shared.data()), 16);
     }
+  if (countPerformance)
+    countUniformAccess(space, base, in.offset, 16,
+                       in.vec == 4 ? kFullMask : (1u << (8 * in.vec)) - 1,
+                       /*reads=*/false, /*writes=*/true);
   return true;
 }
 

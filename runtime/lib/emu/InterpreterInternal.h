@@ -22,6 +22,7 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::runtime::emu::detail {
@@ -64,6 +65,14 @@ struct Fault {
   std::string what;
 };
 
+/// Adds the per-instruction and per-access counters of `from` (instruction
+/// classes, FLOPs, global and shared accesses) to `into`; the instruction
+/// totals, block counts and DRAM sectors are the caller's.
+void addPerformanceCounters(LaunchStats &into, const LaunchStats &from);
+/// into |= from (`from` may be emptied).
+void mergeSectors(std::unordered_set<uint64_t> &into,
+                  std::unordered_set<uint64_t> &from);
+
 /// What a barrier instruction does to the lanes that issue it.
 enum class BarrierStep { Fault, Advance, Wait };
 
@@ -80,6 +89,18 @@ public:
 
   uint64_t threadInstructions = 0;
   uint64_t warpInstructions = 0;
+
+  /// The performance counters (LaunchSpec::countPerformance) of the blocks
+  /// this runner ran. The instruction totals and block counts stay zero
+  /// here: runKernel fills those. dramReadSectors/dramWriteSectors are
+  /// filled from the sets below when the launch merges its runners.
+  LaunchStats perf;
+  /// Distinct 32-byte global sectors read and written (sector index =
+  /// address / 32).
+  std::unordered_set<uint64_t> sectorsRead, sectorsWritten;
+  /// Direct-mapped caches of the sectors last added to each set (a power
+  /// of two entries; UINT64_MAX is empty).
+  std::vector<uint64_t> recentRead, recentWritten;
 
 private:
   uint64_t *warpRegs(unsigned w) {
@@ -225,6 +246,25 @@ private:
 
   bool checkShared = false;
   std::vector<uint8_t> sharedWritten;
+
+  // Performance counters (ExecCounters.cpp), only with
+  // LaunchSpec::countPerformance: the default path tests one flag.
+  bool countPerformance = false;
+  /// Classifies the instruction the lanes `mask` issued (`exec`: those
+  /// whose guard held).
+  void countInstruction(const Instruction &in, uint32_t mask, uint32_t exec);
+  /// One warp-level access by the lanes `lanes` in `space`: lane l touches
+  /// `bytes[l]` bytes at `address[l]` (generic addresses are mapped to
+  /// shared or global memory here; param, const and local ones are not
+  /// counted). Global bytes count toward the sectors read and/or written;
+  /// shared ones toward bank conflicts.
+  void countAccess(Space space, const uint64_t *address,
+                   const unsigned *bytes, uint32_t lanes, bool reads,
+                   bool writes);
+  /// The same for a uniform access `base[l] + offset` of `bytes` per lane.
+  void countUniformAccess(Space space, const uint64_t *base, int64_t offset,
+                          unsigned bytes, uint32_t lanes, bool reads,
+                          bool writes);
 };
 
 } // namespace kiln::runtime::emu::detail

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_set>
 
 namespace kiln::runtime::emu {
 namespace detail {
@@ -40,6 +41,11 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
   pendingCopies.resize(numWarps);
   committedGroups.resize(numWarps);
   checkShared = spec.checkSharedReads;
+  countPerformance = spec.countPerformance;
+  if (countPerformance) {
+    recentRead.assign(4096, UINT64_MAX);
+    recentWritten.assign(4096, UINT64_MAX);
+  }
   if (checkShared)
     sharedWritten.assign(sharedBytes, 0);
   // Constants and per-thread specials are the same in every block.
@@ -315,6 +321,8 @@ bool BlockRunner::runWarp(unsigned w) {
       forLanes(mask, [&](unsigned l) { on |= (g[l] & 1) << l; });
       exec = in.negateGuard ? mask & ~on : on;
     }
+    if (__builtin_expect(countPerformance, 0))
+      countInstruction(in, mask, exec);
     uint32_t next = pc + 1;
     switch (in.op) {
     case Op::Bra: {
@@ -470,29 +478,49 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
       static_cast<uint64_t>(spec.grid.x) * spec.grid.y * spec.grid.z;
   if (blocks == 0)
     return Error::success();
+  // A sample (sampleBlocks) is drawn from its own seed and runs in linear
+  // order, unless blockOrderSeed shuffles it too.
+  uint64_t blocksToRun = blocks;
+  std::vector<uint64_t> order;
+  if (spec.sampleBlocks && spec.sampleBlocks < blocks) {
+    order.resize(blocks);
+    for (uint64_t i = 0; i < blocks; ++i)
+      order[i] = i;
+    std::mt19937_64 rng(spec.sampleSeed);
+    for (uint64_t i = 0; i < spec.sampleBlocks; ++i)
+      std::swap(order[i], order[i + rng() % (blocks - i)]);
+    blocksToRun = spec.sampleBlocks;
+    order.resize(blocksToRun);
+    std::sort(order.begin(), order.end());
+  }
+  // A random order (blockOrderSeed) shows up kernels that depend on the
+  // order blocks run in, which the hardware does not promise.
+  if (spec.blockOrderSeed) {
+    if (order.empty()) {
+      order.resize(blocks);
+      for (uint64_t i = 0; i < blocks; ++i)
+        order[i] = i;
+    }
+    std::mt19937_64 rng(spec.blockOrderSeed);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
   unsigned workers = static_cast<unsigned>(
-      std::min<uint64_t>(std::max(1u, spec.workers), blocks));
+      std::min<uint64_t>(std::max(1u, spec.workers), blocksToRun));
   std::atomic<uint64_t> nextBlock{0};
   std::atomic<bool> stop{false};
   std::mutex errorMutex;
   std::string firstError;
   uint64_t firstErrorBlock = UINT64_MAX;
-  std::atomic<uint64_t> threadInstructions{0}, warpInstructions{0};
-  // A random order (blockOrderSeed) shows up kernels that depend on the
-  // order blocks run in, which the hardware does not promise.
-  std::vector<uint64_t> order;
-  if (spec.blockOrderSeed) {
-    order.resize(blocks);
-    for (uint64_t i = 0; i < blocks; ++i)
-      order[i] = i;
-    std::mt19937_64 rng(spec.blockOrderSeed);
-    std::shuffle(order.begin(), order.end(), rng);
-  }
+  // Every runner's counts, merged as each worker ends.
+  std::mutex countsMutex;
+  LaunchStats counts;
+  std::unordered_set<uint64_t> sectorsRead, sectorsWritten;
   auto work = [&]() {
     detail::BlockRunner runner(kernel, spec);
+    uint64_t blocksRun = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       uint64_t next = nextBlock.fetch_add(1);
-      if (next >= blocks)
+      if (next >= blocksToRun)
         break;
       uint64_t b = order.empty() ? next : order[next];
       Dim3 id;
@@ -500,6 +528,7 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
       id.y = static_cast<uint32_t>((b / spec.grid.x) % spec.grid.y);
       id.z = static_cast<uint32_t>(
           b / (static_cast<uint64_t>(spec.grid.x) * spec.grid.y));
+      ++blocksRun;
       if (!runner.runBlock(id)) {
         std::lock_guard<std::mutex> lock(errorMutex);
         // Report the lowest failing block, whichever worker found it.
@@ -511,8 +540,15 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
         break;
       }
     }
-    threadInstructions += runner.threadInstructions;
-    warpInstructions += runner.warpInstructions;
+    std::lock_guard<std::mutex> lock(countsMutex);
+    counts.threadInstructions += runner.threadInstructions;
+    counts.warpInstructions += runner.warpInstructions;
+    counts.blocksRun += blocksRun;
+    if (spec.countPerformance) {
+      detail::addPerformanceCounters(counts, runner.perf);
+      detail::mergeSectors(sectorsRead, runner.sectorsRead);
+      detail::mergeSectors(sectorsWritten, runner.sectorsWritten);
+    }
   };
   if (workers == 1) {
     work();
@@ -524,8 +560,16 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
       t.join();
   }
   if (stats) {
-    stats->threadInstructions += threadInstructions;
-    stats->warpInstructions += warpInstructions;
+    counts.blocksTotal = blocks;
+    counts.dramReadSectors = sectorsRead.size();
+    counts.dramWriteSectors = sectorsWritten.size();
+    stats->threadInstructions += counts.threadInstructions;
+    stats->warpInstructions += counts.warpInstructions;
+    stats->blocksTotal += counts.blocksTotal;
+    stats->blocksRun += counts.blocksRun;
+    stats->dramReadSectors += counts.dramReadSectors;
+    stats->dramWriteSectors += counts.dramWriteSectors;
+    detail::addPerformanceCounters(*stats, counts);
   }
   if (!firstError.empty())
     return Error::failure(firstError);
