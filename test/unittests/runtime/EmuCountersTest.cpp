@@ -114,8 +114,8 @@ TEST(EmuCountersTest, CoalescedCopy) {
   const unsigned blocks = 4, threads = 128, n = blocks * threads;
   std::vector<float> in(n, 1.5f);
   std::vector<uint8_t> inBytes = bytesOf(in), out(n * 4, 0);
-  Counted r = runCounted(copyKernel(1), "copy", {blocks, 1, 1},
-                         {threads, 1, 1}, {&inBytes, &out});
+  Counted r = runCounted(copyKernel(1), "copy", {blocks, 1, 1}, {threads, 1, 1},
+                         {&inBytes, &out});
   ASSERT_EQ(r.error, "<success>");
   const emu::LaunchStats &s = r.stats;
   const uint64_t warps = n / 32;
@@ -204,11 +204,10 @@ TEST(EmuCountersTest, DramSectorsAreDistinctAcrossWorkers) {
 /// One warp loads `vector` floats per lane (1, 2 or 4) from shared memory
 /// at byte offset tid * strideBytes, and stores the first to out[tid].
 std::string sharedKernel(unsigned strideBytes, unsigned vector) {
-  std::string load =
-      vector == 1 ? "ld.shared.f32 \t%f1, [%r4];"
-      : vector == 2
-          ? "ld.shared.v2.f32 \t{%f1, %f2}, [%r4];"
-          : "ld.shared.v4.f32 \t{%f1, %f2, %f3, %f4}, [%r4];";
+  std::string load = vector == 1 ? "ld.shared.f32 \t%f1, [%r4];"
+                     : vector == 2
+                         ? "ld.shared.v2.f32 \t{%f1, %f2}, [%r4];"
+                         : "ld.shared.v4.f32 \t{%f1, %f2, %f3, %f4}, [%r4];";
   return ptxHeader() + R"(.visible .entry banks(
 	.param .u64 .ptr .align 1 banks_out
 )
@@ -222,7 +221,8 @@ std::string sharedKernel(unsigned strideBytes, unsigned vector) {
          std::to_string(strideBytes) + R"(;
 	mov.u32 	%r3, buf;
 	add.s32 	%r4, %r3, %r2;
-	)" + load + R"(
+	)" +
+         load + R"(
 	ld.param.u64 	%rd1, [banks_out];
 	mul.wide.u32 	%rd2, %r1, 4;
 	add.s64 	%rd3, %rd1, %rd2;
@@ -235,8 +235,8 @@ std::string sharedKernel(unsigned strideBytes, unsigned vector) {
 uint64_t replaysOf(unsigned strideBytes, unsigned vector,
                    unsigned threads = 32) {
   std::vector<uint8_t> out(threads * 4, 0);
-  Counted r = runCounted(sharedKernel(strideBytes, vector), "banks",
-                         {1, 1, 1}, {threads, 1, 1}, {&out});
+  Counted r = runCounted(sharedKernel(strideBytes, vector), "banks", {1, 1, 1},
+                         {threads, 1, 1}, {&out});
   EXPECT_EQ(r.error, "<success>");
   EXPECT_EQ(r.stats.sharedAccesses, threads / 32);
   return r.stats.sharedBankConflictReplays;
@@ -266,6 +266,45 @@ TEST(EmuCountersTest, SharedBankConflicts) {
   // 8 bytes at a stride of 32 words: the 16 lanes of a half-warp all use
   // banks 0 and 1 with distinct words: 15 replays per half-warp.
   EXPECT_EQ(replaysOf(128, 2), 30u);
+}
+
+/// One warp's ldmatrix.x4: lane l gives the row at byte tid * strideBytes.
+uint64_t ldmatrixReplays(unsigned strideBytes) {
+  std::string ptx = ptxHeader() + R"(.visible .entry rows(
+	.param .u64 .ptr .align 1 rows_out
+)
+{
+	.reg .b32 	%r<12>;
+	.reg .b64 	%rd<4>;
+	.shared .align 16 .b8 tile[4096];
+	mov.u32 	%r1, %tid.x;
+	mul.lo.s32 	%r2, %r1, )" +
+                    std::to_string(strideBytes) + R"(;
+	mov.u32 	%r3, tile;
+	add.s32 	%r4, %r3, %r2;
+	ldmatrix.sync.aligned.m8n8.x4.shared.b16 	{%r5, %r6, %r7, %r8}, [%r4];
+	ld.param.u64 	%rd1, [rows_out];
+	mul.wide.u32 	%rd2, %r1, 4;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.u32 	[%rd3], %r5;
+	ret;
+}
+)";
+  std::vector<uint8_t> out(32 * 4, 0);
+  Counted r = runCounted(ptx, "rows", {1, 1, 1}, {32, 1, 1}, {&out});
+  EXPECT_EQ(r.error, "<success>");
+  EXPECT_EQ(r.stats.sharedAccesses, 1u);
+  EXPECT_EQ(r.stats.loadStoreInstructions, 32u * 3);
+  return r.stats.sharedBankConflictReplays;
+}
+
+// ldmatrix reads 16-byte rows, 8 lanes (one matrix) per phase.
+TEST(EmuCountersTest, LdmatrixBankConflicts) {
+  // Consecutive rows: a matrix's 8 rows cover 32 consecutive words.
+  EXPECT_EQ(ldmatrixReplays(16), 0u);
+  // Rows 128 bytes apart: all 8 rows of a matrix in banks 0-3, 8 distinct
+  // words each: 7 replays in each of the 4 phases.
+  EXPECT_EQ(ldmatrixReplays(128), 4u * 7);
 }
 
 // 100 iterations of one f32 FMA (2 FLOPs) and one f16x2 FMA (4 FLOPs),
@@ -303,8 +342,7 @@ $L__loop:
 )";
   const unsigned blocks = 2, threads = 64, n = blocks * threads;
   std::vector<uint8_t> out(threads * 4, 0);
-  Counted r =
-      runCounted(ptx, "fmas", {blocks, 1, 1}, {threads, 1, 1}, {&out});
+  Counted r = runCounted(ptx, "fmas", {blocks, 1, 1}, {threads, 1, 1}, {&out});
   ASSERT_EQ(r.error, "<success>");
   const emu::LaunchStats &s = r.stats;
   // Issued by every lane: 2 per iteration, and the guarded one.
@@ -460,8 +498,7 @@ TEST(EmuCountersTest, OffByDefault) {
   spec.paramBytes = params.size();
   spec.memory = &memory;
   emu::LaunchStats s;
-  ASSERT_EQ(errorOf(emu::runKernel(module->kernels[0], spec, &s)),
-            "<success>");
+  ASSERT_EQ(errorOf(emu::runKernel(module->kernels[0], spec, &s)), "<success>");
   EXPECT_EQ(s.threadInstructions, 13ull * n);
   EXPECT_EQ(s.blocksTotal, blocks);
   EXPECT_EQ(s.blocksRun, blocks);
