@@ -49,7 +49,31 @@ def CollapseFusionsPass : Pass<"kiln-collapse-fusions", "mlir::func::FuncOp"> {
     - data movement (`tensor.pad`, slices, reshapes, transposes,
       concatenation) becomes index arithmetic, with `scf.if` where it
       chooses between sources (padding, the parts of a concatenation);
+    - a body's `tensor.extract` of a tensor the region computes (gather,
+      gather_elements, tile, slices with negative steps) is evaluated at
+      the computed index: the producer is computed there, not read;
     - region inputs are read with `tensor.extract` at computed indices.
+
+    What this guarantees about index arithmetic (tested pattern by pattern
+    in `test/Target/CUDA/fused-index-arithmetic.test` and on random graphs
+    by `test/e2e/fusion_fuzz.py`, fused against unfused and onnxruntime):
+
+    - each point form hands its source exactly one index per dimension
+      (a mismatch is an error, never a read past the end), including rank
+      0: a collapse to a scalar reads its source at index 0;
+    - a gather index, whether a constant or data, 0-D or N-D, on any axis,
+      is wrapped once when negative and clamped to the axis, exactly as the
+      unfused gather kernel does, and then indexes the producer's value at
+      that point (chains of gathers compose their indices);
+    - slices (negative starts and steps included), pads, concatenations,
+      splits, broadcasts (Expand), tiles, transposes and reshapes map an
+      output coordinate to the one source coordinate the op defines; pads
+      and concatenations guard each source with `scf.if`, so no read is
+      out of bounds;
+    - every value computed in the body stays mapped to the op that
+      computes it until the body is complete (a read of a computed tensor
+      is not cloned and patched afterwards: that left dangling values,
+      issue 10).
 
     Nothing computed inside the region reaches memory, so the region is one
     kernel. Code that depends only on outer coordinates is emitted outside

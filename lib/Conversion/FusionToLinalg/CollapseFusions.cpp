@@ -224,6 +224,15 @@ Value PointEmitter::both(Value x, Value y) {
 }
 
 FailureOr<Value> PointEmitter::emit(Value tensor, ArrayRef<Value> idx) {
+  // Every point form must hand its source one index per dimension; a
+  // mismatch is a bug here, reported instead of read past the end.
+  if (static_cast<int64_t>(idx.size()) !=
+      cast<RankedTensorType>(tensor.getType()).getRank()) {
+    error = "reads a rank-" +
+            std::to_string(cast<RankedTensorType>(tensor.getType()).getRank()) +
+            " tensor with " + std::to_string(idx.size()) + " indices";
+    return failure();
+  }
   if (!inRegion(tensor))
     return hoisted(idx, [&]() -> Value {
       return tensor::ExtractOp::create(b, loc, tensor, idx);
@@ -405,6 +414,21 @@ PointEmitter::emitBody(linalg::GenericOp op, ArrayRef<Value> coords,
       values.map(index.getResult(), coords[index.getDim()]);
       continue;
     }
+    // A gather's read of a tensor the region computes is evaluated at the
+    // point instead of cloned: its value may be yielded or used by later
+    // ops of the body, so it must stay mapped (a cloned extract replaced
+    // afterwards would leave `values` pointing at an erased op).
+    if (auto extract = dyn_cast<tensor::ExtractOp>(inner);
+        extract && inRegion(extract.getTensor())) {
+      SmallVector<Value> idx;
+      for (Value i : extract.getIndices())
+        idx.push_back(values.lookupOrDefault(i));
+      FailureOr<Value> v = emit(extract.getTensor(), idx);
+      if (failed(v))
+        return failure();
+      values.map(extract.getResult(), *v);
+      continue;
+    }
     Operation *clone = b.clone(inner, values);
     if (failed(rewriteInnerExtracts(clone)))
       return failure();
@@ -415,8 +439,10 @@ PointEmitter::emitBody(linalg::GenericOp op, ArrayRef<Value> coords,
   return yielded;
 }
 
-/// A body that reads a tensor of the region (a gather from a computed
-/// table) reads it at the point instead.
+/// A read of a tensor of the region nested in `root`'s regions (a gather
+/// under a guard) reads it at the point instead. Such reads' results cannot
+/// escape their region except through `root`'s own (cloned) terminators, so
+/// replacing their uses is complete.
 LogicalResult PointEmitter::rewriteInnerExtracts(Operation *root) {
   SmallVector<tensor::ExtractOp> extracts;
   root->walk([&](tensor::ExtractOp e) {
@@ -548,6 +574,10 @@ FailureOr<Value> PointEmitter::emitCollapse(tensor::CollapseShapeOp op,
                                             ArrayRef<Value> idx) {
   ArrayRef<int64_t> srcShape = op.getSrcType().getShape();
   SmallVector<Value> src;
+  // A collapse to rank 0 has no groups: every source dimension is 1.
+  if (op.getReassociationIndices().empty())
+    return emit(op.getSrc(),
+                SmallVector<Value>(srcShape.size(), constantIndex(0)));
   for (auto [group, v] :
        llvm::zip_equal(op.getReassociationIndices(), idx)) {
     // Row-major: the last dimension of the group varies fastest.

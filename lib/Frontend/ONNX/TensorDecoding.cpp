@@ -4,6 +4,7 @@
 #include "NodeImporter.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -128,8 +129,9 @@ FailureOr<std::string> tensorBytes(const onnx::TensorProto &tensor,
   if (tensor.has_raw_data())
     return tensor.raw_data();
   int64_t width = rawElementBytes(elementType);
+  // No reserve from the declared shape: a malformed model may declare far
+  // more elements than it carries, and the size check comes after.
   std::string bytes;
-  bytes.reserve(numElements * width);
   auto append = [&](auto value) {
     bytes.append(reinterpret_cast<const char *>(&value), width);
   };
@@ -180,7 +182,11 @@ FailureOr<DecodedTensor> decodeTensorData(const onnx::TensorProto &tensor,
       return failure();
     }
     shape.push_back(d);
-    numElements *= d;
+    if (llvm::MulOverflow(numElements, d, numElements)) {
+      error = "tensor '" + tensor.name() +
+              "' has more elements than fit in 64 bits";
+      return failure();
+    }
   }
   DecodedTensor decoded;
   decoded.type = RankedTensorType::get(shape, elementType);
@@ -188,11 +194,14 @@ FailureOr<DecodedTensor> decodeTensorData(const onnx::TensorProto &tensor,
       tensorBytes(tensor, elementType, numElements, baseDir, error);
   if (failed(bytes))
     return failure();
-  int64_t expected = numElements * rawElementBytes(elementType);
-  if (static_cast<int64_t>(bytes->size()) != expected) {
+  int64_t expected = 0;
+  if (llvm::MulOverflow(numElements, rawElementBytes(elementType), expected) ||
+      static_cast<int64_t>(bytes->size()) != expected) {
     error = "tensor '" + tensor.name() + "' holds " +
             std::to_string(bytes->size()) + " bytes, expected " +
-            std::to_string(expected) + " for its shape";
+            (expected ? std::to_string(expected)
+                      : std::string("more than 2^63")) +
+            " for its shape";
     return failure();
   }
   decoded.bytes = std::move(*bytes);

@@ -166,3 +166,101 @@ func.func @no_point_form(%a: tensor<2xf32>, %b: tensor<2xf32>) -> tensor<4xf32> 
   }
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// A gather from a tensor the region computes, yielded as it is (issue 10:
+// this crashed): the table is read at the gathered row, the relu applied
+// there, and the index wrapped (negative) and clamped first.
+// CHECK-LABEL: func.func @relu_gather(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<16x8xf32>, %[[J:[^:]*]]: tensor<1xi64>)
+// CHECK:         linalg.generic
+// CHECK:           %[[COL:.*]] = linalg.index 1
+// CHECK:           %[[RAW:.*]] = tensor.extract %[[J]][%c0]
+// CHECK:           %[[IDX:.*]] = arith.index_cast %[[RAW]]
+// CHECK:           arith.cmpi slt, %[[IDX]], %c0
+// CHECK:           arith.addi %[[IDX]], %c16
+// CHECK:           %[[ROW:.*]] = arith.minsi %{{.*}}, %c15
+// CHECK:           %[[E:.*]] = tensor.extract %[[X]][%[[ROW]], %[[COL]]]
+// CHECK:           %[[R:.*]] = arith.maximumf %[[E]], %{{.*}}
+// CHECK:           linalg.yield %[[R]]
+func.func @relu_gather(%x: tensor<16x8xf32>, %j: tensor<1xi64>) -> tensor<1x8xf32> {
+  %0 = kiln.fusion "elementwise" -> tensor<1x8xf32> {
+    %r = kiln.relu %x : tensor<16x8xf32>
+    %g = kiln.gather %r, %j {axis = 0 : i64} : tensor<16x8xf32>, tensor<1xi64> -> tensor<1x8xf32>
+    kiln.yield %g : tensor<1x8xf32>
+  }
+  return %0 : tensor<1x8xf32>
+}
+
+// -----
+
+// Two gathers on different axes, then an op on the gathered value: the
+// inner gather's row index and the outer's column index both reach the one
+// read of the table.
+// CHECK-LABEL: func.func @gather_gather(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<16x8xf32>, %[[I:[^:]*]]: tensor<2xi64>, %[[J:[^:]*]]: tensor<3xi64>)
+// CHECK:         linalg.generic
+// CHECK:           %[[ROW:.*]] = linalg.index 0
+// CHECK:           %[[COL:.*]] = linalg.index 1
+// CHECK:           tensor.extract %[[J]][%[[COL]]]
+// CHECK:           %[[C:.*]] = arith.minsi %{{.*}}, %c7
+// CHECK:           tensor.extract %[[I]][%[[ROW]]]
+// CHECK:           %[[R:.*]] = arith.minsi %{{.*}}, %c15
+// CHECK:           %[[E:.*]] = tensor.extract %[[X]][%[[R]], %[[C]]]
+// CHECK:           %[[M:.*]] = arith.maximumf %[[E]]
+// CHECK:           %[[N:.*]] = arith.negf %[[M]]
+// CHECK:           linalg.yield %[[N]]
+func.func @gather_gather(%x: tensor<16x8xf32>, %i: tensor<2xi64>, %j: tensor<3xi64>) -> tensor<2x3xf32> {
+  %0 = kiln.fusion "elementwise" -> tensor<2x3xf32> {
+    %r = kiln.relu %x : tensor<16x8xf32>
+    %a = kiln.gather %r, %i {axis = 0 : i64} : tensor<16x8xf32>, tensor<2xi64> -> tensor<2x8xf32>
+    %b = kiln.gather %a, %j {axis = 1 : i64} : tensor<2x8xf32>, tensor<3xi64> -> tensor<2x3xf32>
+    %n = kiln.neg %b : tensor<2x3xf32>
+    kiln.yield %n : tensor<2x3xf32>
+  }
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// A slice with a negative step of a computed tensor reads it through the
+// same point form as a gather: row 3 - 2 * i.
+// CHECK-LABEL: func.func @reverse_slice(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<4x10xf32>)
+// CHECK:         linalg.generic
+// CHECK:           %[[I:.*]] = linalg.index 0
+// CHECK:           %[[J:.*]] = linalg.index 1
+// CHECK:           %[[M:.*]] = arith.muli %[[I]], %c-2
+// CHECK:           %[[ROW:.*]] = arith.addi %[[M]], %c3
+// CHECK:           %[[E:.*]] = tensor.extract %[[X]][%[[ROW]], %[[J]]]
+// CHECK:           arith.maximumf %[[E]]
+func.func @reverse_slice(%x: tensor<4x10xf32>) -> tensor<2x10xf32> {
+  %0 = kiln.fusion "elementwise" -> tensor<2x10xf32> {
+    %r = kiln.relu %x : tensor<4x10xf32>
+    %s = kiln.slice %r {limits = array<i64: -1, 10>, starts = array<i64: 3, 0>, steps = array<i64: -2, 1>} : tensor<4x10xf32> -> tensor<2x10xf32>
+    kiln.yield %s : tensor<2x10xf32>
+  }
+  return %0 : tensor<2x10xf32>
+}
+
+// -----
+
+// A region with a rank-0 result: the collapse of the one-element slice to
+// a scalar reads the slice's only element (issue 10's fuzzing found this
+// reading past the end of an empty index list).
+// CHECK-LABEL: func.func @scalar_result(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3xf32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = []
+// CHECK:           %[[E:.*]] = tensor.extract %[[X]][%c1]
+// CHECK:           %[[R:.*]] = arith.maximumf %[[E]]
+// CHECK:           linalg.yield %[[R]]
+func.func @scalar_result(%x: tensor<3xf32>) -> tensor<f32> {
+  %0 = kiln.fusion "elementwise" -> tensor<f32> {
+    %s = kiln.slice %x {limits = array<i64: 2>, starts = array<i64: 1>, steps = array<i64: 1>} : tensor<3xf32> -> tensor<1xf32>
+    %r = kiln.reshape %s : tensor<1xf32> -> tensor<f32>
+    %n = kiln.relu %r : tensor<f32>
+    kiln.yield %n : tensor<f32>
+  }
+  return %0 : tensor<f32>
+}

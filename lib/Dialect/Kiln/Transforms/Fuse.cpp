@@ -12,8 +12,8 @@
 //      kernel recomputes each score in its passes over the row, which costs
 //      less than writing and re-reading the scores.
 //   3. Prologues. Data movement (transpose, reshape, broadcast, slice, pad,
-//      concat, gather) is cloned into each consumer group, where it becomes
-//      indexing; cheap elementwise producers are cloned into elementwise and
+//      concat, gather, gather_elements, tile) is cloned into each consumer
+//      group, where it becomes indexing; cheap elementwise producers are cloned into elementwise and
 //      reduction groups, and into a contraction's group only when that group
 //      is their only user (never duplicated into a contraction's inner loop).
 //      A cheap group whose every user cloned it is not materialized.
@@ -62,8 +62,8 @@ Role roleOf(Operation *op) {
           XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
           SelectOp, BatchNormOp>(op))
     return Role::Elementwise;
-  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, ConcatOp, GatherOp>(
-          op))
+  if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, ConcatOp, GatherOp,
+          GatherElementsOp, TileOp>(op))
     return Role::DataMovement;
   if (auto pad = dyn_cast<PadOp>(op))
     return pad.getMode() == PadMode::Constant ? Role::DataMovement

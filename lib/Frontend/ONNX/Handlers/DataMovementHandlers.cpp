@@ -90,6 +90,15 @@ readAxes(NodeImporter &n, int64_t inputSince, size_t index) {
 /// [0, extent). Runtime indices pass through unchanged.
 FailureOr<Value> checkIndices(NodeImporter &n, size_t i, int64_t extent,
                               bool makeNonNegative) {
+  Type elementType = n.inputType(i).getElementType();
+  if (!elementType.isSignlessInteger(32) &&
+      !elementType.isSignlessInteger(64)) {
+    std::string typeText;
+    llvm::raw_string_ostream os(typeText);
+    os << elementType;
+    return n.fail("indices '" + n.node().input(i) +
+                  "' must be int32 or int64, not " + typeText);
+  }
   std::optional<DenseElementsAttr> indices = n.constantInput(i);
   if (!indices)
     return n.input(i);

@@ -265,3 +265,27 @@ func.func @unknown_op_stays(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x8x8xf32> {
   %e = kiln.exp %z : tensor<1x1x8x8xf32>
   return %e : tensor<1x1x8x8xf32>
 }
+
+// -----
+
+// Rule 3: gather_elements and tile are data movement too: each is cloned
+// into its consumer's group with the relu it reads, and the relu, whose
+// every user cloned it, is not materialized.
+// CHECK-LABEL: func.func @gather_elements_and_tile_prologue(
+// CHECK:         kiln.fusion "elementwise" -> tensor<4x2xf32> {
+// CHECK-NEXT:      %[[R:.*]] = kiln.relu %arg0
+// CHECK-NEXT:      %[[G:.*]] = kiln.gather_elements %[[R]], %arg1
+// CHECK-NEXT:      kiln.neg %[[G]]
+// CHECK:         kiln.fusion "elementwise" -> tensor<8x12xf32> {
+// CHECK-NEXT:      %[[R2:.*]] = kiln.relu %arg0
+// CHECK-NEXT:      %[[T:.*]] = kiln.tile %[[R2]]
+// CHECK-NEXT:      kiln.exp %[[T]]
+// CHECK-NOT:     kiln.fusion
+func.func @gather_elements_and_tile_prologue(%x: tensor<4x6xf32>, %j: tensor<4x2xi64>) -> (tensor<4x2xf32>, tensor<8x12xf32>) {
+  %r = kiln.relu %x : tensor<4x6xf32>
+  %g = kiln.gather_elements %r, %j {axis = 1 : i64} : tensor<4x6xf32>, tensor<4x2xi64> -> tensor<4x2xf32>
+  %n = kiln.neg %g : tensor<4x2xf32>
+  %t = kiln.tile %r {repeats = array<i64: 2, 2>} : tensor<4x6xf32> -> tensor<8x12xf32>
+  %e = kiln.exp %t : tensor<8x12xf32>
+  return %n, %e : tensor<4x2xf32>, tensor<8x12xf32>
+}

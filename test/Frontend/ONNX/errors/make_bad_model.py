@@ -9,6 +9,10 @@ Usage: make_bad_model.py KIND OUTPUT
   string-input    a graph input of element type STRING
   complex-weight  an initializer of element type COMPLEX64
   no-graph        a ModelProto with no graph
+  huge-dims-raw   an initializer declaring 2^33 x 8 floats in 128 raw bytes
+  huge-dims-typed the same with the values in float_data
+  overflow-dims   an initializer whose element count overflows 64 bits
+  float-indices   Gather(Shape(x), float initializer): indices must be ints
 """
 import os
 import sys
@@ -63,6 +67,29 @@ def main():
         graph = helper.make_graph(
             [helper.make_node("Identity", ["cw"], ["y"], name="id")], "g", [],
             [helper.make_tensor_value_info("y", TensorProto.COMPLEX64, [1])], [w])
+        data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]) \
+            .SerializeToString()
+    elif kind in ("huge-dims-raw", "huge-dims-typed", "overflow-dims"):
+        # A buggy exporter's dims that disagree with the bytes carried.
+        if kind == "huge-dims-typed":
+            w = helper.make_tensor("w", TensorProto.FLOAT, [4, 8], [1.0] * 32)
+        else:
+            w = numpy_helper.from_array(np.ones((4, 8), np.float32), "w")
+        w.dims[:] = [2**40, 2**40] if kind == "overflow-dims" else [2**33, 8]
+        graph = helper.make_graph(
+            [helper.make_node("Add", ["x", "w"], ["y"], name="add")], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w])
+        data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]) \
+            .SerializeToString()
+    elif kind == "float-indices":
+        graph = helper.make_graph(
+            [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "j"], ["t"], name="gather"),
+             helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape")], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(np.array([1.0, 0.0], np.float32), "j")])
         data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]) \
             .SerializeToString()
     elif kind == "no-graph":

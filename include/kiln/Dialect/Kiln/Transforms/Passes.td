@@ -264,7 +264,8 @@ def FusePass : Pass<"kiln-fuse", "mlir::func::FuncOp"> {
        in its three passes over the row (max, sum, normalise), which costs
        less than writing and re-reading the scores tensor.
     3. **Prologues.** Data movement (transpose, reshape, broadcast, slice,
-       constant pad, concat, gather) is copied into every consumer region,
+       constant pad, concat, gather, gather_elements, tile) is copied into
+       every consumer region,
        where it becomes index arithmetic; cheap elementwise producers are
        copied into elementwise and reduction regions, and into a
        contraction's region only when that region is their only user (an
