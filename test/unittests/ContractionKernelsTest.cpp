@@ -162,46 +162,6 @@ bool skipWithoutNvrtc() {
   return false;
 }
 
-/// The emulator reads `.shared` / `.extern .shared` declarations only inside
-/// an entry's body, while NVRTC (like nvcc) declares them at module scope.
-/// Until the emulator reads module-scope ones, each is moved into the
-/// entries that name it (equally valid PTX; ptxas checks the original).
-std::string sharedDeclarationsIntoEntries(const std::string &ptx) {
-  std::vector<std::pair<std::string, std::string>> declarations; // name, text
-  std::string out;
-  size_t pos = 0;
-  int depth = 0;
-  while (pos < ptx.size()) {
-    size_t end = ptx.find('\n', pos);
-    if (end == std::string::npos)
-      end = ptx.size();
-    std::string line = ptx.substr(pos, end - pos);
-    pos = end + 1;
-    size_t first = line.find_first_not_of(" \t");
-    std::string trimmed = first == std::string::npos ? "" : line.substr(first);
-    if (depth == 0 && (trimmed.rfind(".extern .shared", 0) == 0 ||
-                       trimmed.rfind(".shared", 0) == 0)) {
-      size_t bracket = trimmed.find('[');
-      size_t space = trimmed.rfind(' ', bracket);
-      declarations.push_back(
-          {trimmed.substr(space + 1, bracket - space - 1), trimmed});
-      continue;
-    }
-    for (char ch : line)
-      depth += ch == '{' ? 1 : ch == '}' ? -1 : 0;
-    out += line + "\n";
-    if (depth == 1 && trimmed == "{") {
-      // The opening brace of an entry: declare what its body uses.
-      size_t bodyEnd = ptx.find("\n}", pos);
-      std::string body = ptx.substr(pos, bodyEnd - pos);
-      for (const auto &[name, text] : declarations)
-        if (body.find(name) != std::string::npos)
-          out += "\t" + text + "\n";
-    }
-  }
-  return out;
-}
-
 // --- The case runner
 // --------------------------------------------------------------
 
@@ -293,8 +253,7 @@ std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
   auto stream = device.createStream();
   EXPECT_TRUE(bool(stream));
   for (const GemmKernel &kernel : generated.kernels) {
-    std::string ptx = sharedDeclarationsIntoEntries(kernel.ptx);
-    auto module = device.loadModule({kernel.name, ptx});
+    auto module = device.loadModule({kernel.name, kernel.ptx});
     EXPECT_TRUE(bool(module)) << module.error().message();
     if (!module)
       return {};

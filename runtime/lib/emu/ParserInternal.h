@@ -139,6 +139,12 @@ public:
       : globalIndex(globalIndex), all(all), functions(functions) {}
 
   Error header(const Statement &st);
+  /// A module-scope `.shared` or `.extern .shared` variable (nvcc and NVRTC
+  /// put `__shared__` arrays there): every kernel of the module gets its own
+  /// copy in the block's shared memory, declared before the body's.
+  Error declareModuleShared(const Statement &st) {
+    return declareShared(st.text, st.line);
+  }
   /// Decodes the body that opens at statement i; i ends at its last
   /// statement.
   Error body(size_t &i);

@@ -287,12 +287,25 @@ Expected<Module> parsePtx(std::string_view text) {
         break;
     }
   };
-  // Functions first: a kernel may call one defined after it.
+  auto isModuleShared = [](std::string_view t) {
+    return startsWith(t, ".shared") || startsWith(t, ".extern .shared") ||
+           startsWith(t, ".visible .shared");
+  };
+  // Functions first: a kernel may call one defined after it; and the
+  // module-scope shared variables, which every kernel declares.
   std::unordered_map<std::string, FunctionDef> functions;
+  std::vector<Statement> moduleShared;
   for (size_t i = 0; i < all.size(); ++i) {
     const Statement &st = all[i];
-    if (st.end != '{')
+    if (st.end != '{') {
+      if (isModuleShared(st.text)) {
+        Statement shared = st;
+        if (startsWith(shared.text, ".visible"))
+          shared.text = std::string(trim(std::string_view(shared.text).substr(8)));
+        moduleShared.push_back(std::move(shared));
+      }
       continue;
+    }
     if (st.text.find(".func") != std::string_view::npos) {
       Expected<FunctionDef> def = parseFunctionHeader(st.text, st.line);
       if (!def)
@@ -312,6 +325,9 @@ Expected<Module> parsePtx(std::string_view text) {
       KernelBuilder builder(globalIndex, all, functions);
       if (Error err = builder.header(st))
         return err;
+      for (const Statement &shared : moduleShared)
+        if (Error err = builder.declareModuleShared(shared))
+          return err;
       if (Error err = builder.body(i))
         return err;
       Expected<Kernel> kernel = builder.finish();
@@ -332,7 +348,7 @@ Expected<Module> parsePtx(std::string_view text) {
       continue; // a declaration
     if (t.empty() || startsWith(t, ".version") || startsWith(t, ".target") ||
         startsWith(t, ".address_size") || startsWith(t, ".file") ||
-        startsWith(t, ".section"))
+        startsWith(t, ".section") || isModuleShared(t))
       continue;
     if (startsWith(t, ".global") || startsWith(t, ".const") ||
         startsWith(t, ".visible .global") || startsWith(t, ".visible .const")) {

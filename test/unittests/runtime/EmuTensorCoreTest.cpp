@@ -402,4 +402,69 @@ TEST(EmuTensorCoreTest, AsyncCopyOutOfBoundsIsReported) {
                 "cp.async source of 16 bytes"));
 }
 
+TEST(EmuTensorCoreTest, ModuleScopeSharedVariables) {
+  // nvcc and NVRTC declare __shared__ arrays, static and extern (dynamic),
+  // at module scope, before the entries. Each entry gets both; the dynamic
+  // one starts after the static ones. Thread t writes t to stat[t] and
+  // 100 + t to dyn[t], then reads its neighbour's, through the generic
+  // (cvta) and the shared addresses.
+  std::string ptx = ptxHeader() + R"(.shared .align 4 .b8 stat[128];
+.extern .shared .align 16 .b8 dyn[];
+
+.visible .entry first(.param .u64 out)
+{
+	.reg .b32 %r<12>;
+	.reg .b64 %rd<8>;
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, %tid.x;
+	shl.b32 %r2, %r1, 2;
+	mov.u32 %r3, stat;
+	add.s32 %r4, %r3, %r2;
+	st.shared.u32 [%r4], %r1;
+	mov.u64 %rd2, dyn;
+	cvta.shared.u64 %rd3, %rd2;
+	cvt.u64.u32 %rd4, %r2;
+	add.s64 %rd5, %rd3, %rd4;
+	add.s32 %r5, %r1, 100;
+	st.u32 [%rd5], %r5;
+	bar.sync 0;
+	add.s32 %r6, %r1, 1;
+	and.b32 %r6, %r6, 31;
+	shl.b32 %r7, %r6, 2;
+	add.s32 %r8, %r3, %r7;
+	ld.shared.u32 %r9, [%r8];
+	mov.u32 %r10, dyn;
+	add.s32 %r10, %r10, %r7;
+	ld.shared.u32 %r11, [%r10];
+	add.s32 %r9, %r9, %r11;
+	mul.wide.u32 %rd6, %r1, 4;
+	add.s64 %rd7, %rd1, %rd6;
+	st.global.u32 [%rd7], %r9;
+	ret;
+}
+
+.visible .entry second(.param .u64 out)
+{
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [out];
+	mov.u32 %r1, dyn;
+	mov.u32 %r2, stat;
+	sub.s32 %r3, %r1, %r2;
+	st.global.u32 [%rd1], %r3;
+	ret;
+}
+)";
+  Buffer out = Buffer::zeros<uint32_t>(32);
+  ASSERT_EQ(runPtx(ptx, "first", {1, 1, 1}, {32, 1, 1}, {&out}, {}, 128),
+            "<success>");
+  std::vector<uint32_t> got = out.as<uint32_t>();
+  for (uint32_t t = 0; t < 32; ++t)
+    EXPECT_EQ(got[t], 2 * ((t + 1) % 32) + 100) << t;
+  Buffer offset = Buffer::zeros<uint32_t>(1);
+  ASSERT_EQ(runPtx(ptx, "second", {1, 1, 1}, {1, 1, 1}, {&offset}, {}, 16),
+            "<success>");
+  EXPECT_EQ(offset.as<uint32_t>()[0], 128u); // dyn follows stat
+}
+
 } // namespace
