@@ -106,7 +106,9 @@ GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
         c.stages * c.blockK * ((c.blockM + padA) + (c.blockN + padB)) * 4;
   } else {
     uint32_t stage = (c.blockM + c.blockN) * c.blockK * plan.inBytes;
-    uint32_t staged = c.blockM * (c.blockN * plan.outBytes + 16);
+    // The output tile's padded rows (GemmTensorCore.cuh, kOutPitch).
+    uint32_t staged =
+        c.blockM * (c.blockN * plan.outBytes + (plan.outBytes == 4 ? 32 : 16));
     plan.sharedBytes = std::max(c.stages * stage, staged);
   }
   plan.block = {c.threads(), 1, 1};

@@ -322,16 +322,23 @@ KILN_INLINE void computeStage(float (&acc)[kMI][kNI][4], u32 stage,
   }
 }
 
-/// C rows of the block tile go out through shared memory: this many bytes a
-/// row (16 more than the data, so that rows start on different banks).
-constexpr int kOutPitch = Cfg::BN * Cfg::OUT_BYTES + 16;
+/// C rows of the block tile go out through shared memory. A thread holds
+/// two adjacent outputs of rows g and g + 8 (g = lane / 4) and stores them
+/// as one 8-byte (f32) or 4-byte (16-bit) word; the rows are padded so
+/// those stores hit distinct banks: 8 words (f32, per half-warp) or 4
+/// words (16-bit, per warp) more than the data.
+constexpr int kOutPitch =
+    Cfg::BN * Cfg::OUT_BYTES + (Cfg::OUT_BYTES == 4 ? 32 : 16);
 
-KILN_INLINE void storeStaged(u32 address, float v) {
-  if (Cfg::OUT_CODE == 1)
-    asm volatile("st.shared.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
-  else {
-    u16 h = Cfg::OUT_CODE == 2 ? floatToF16(v) : floatToBf16(v);
-    asm volatile("st.shared.u16 [%0], %1;" ::"r"(address), "h"(h) : "memory");
+KILN_INLINE void storeStagedPair(u32 address, float v0, float v1) {
+  if (Cfg::OUT_CODE == 1) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(v0),
+                 "f"(v1)
+                 : "memory");
+  } else {
+    u32 word = Cfg::OUT_CODE == 2 ? packF16(v0, v1) : packBf16(v0, v1);
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(word)
+                 : "memory");
   }
 }
 
@@ -507,8 +514,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                               acc[mi][ni][2 * h + 1], ep);
         }
         u32 at = shared + r * kOutPitch + cl * Cfg::OUT_BYTES;
-        storeStaged(at, v0);
-        storeStaged(at + Cfg::OUT_BYTES, v1);
+        storeStagedPair(at, v0, v1);
       }
   __syncthreads();
   writeStaged(shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
