@@ -847,6 +847,24 @@ TEST_F(ContractionKernelsTest, ConvSplitKAndTf32) {
   runConvCase(t);
 }
 
+TEST_F(ContractionKernelsTest, ConvFp32OnCudaCores) {
+  // fp32 without tf32: the FFMA kernel with the convolution's A loader;
+  // 3x3 pad 1, stride 2 with two groups and a bias, 1x1 with 5 channels.
+  auto f32 = [](ConvProblem p) {
+    p.inputType = p.outputType = DType::F32;
+    return p;
+  };
+  runConvCase(
+      {f32(conv(2, 7, 6, 8, 24, 3, 1, 1)), simt(64, 64, 16, 4, 4, 3), {}});
+  ConvCase g{
+      f32(conv(1, 9, 9, 16, 32, 3, 2, 1, 1, 2)), simt(32, 32, 16, 4, 4, 2), {}};
+  g.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+  g.epilogue.activation = Activation::Relu;
+  runConvCase(g);
+  runConvCase(
+      {f32(conv(1, 5, 5, 5, 8, 1, 1, 0)), simt(32, 32, 16, 4, 4, 2), {}});
+}
+
 TEST(ContractionConvTest, GemmViewAndFilterOrder) {
   ConvProblem p = conv(2, 9, 9, 6, 8, 3, 2, 1, 1, 2);
   GemmProblem g = convolutionAsGemm(p);
@@ -867,9 +885,11 @@ TEST(ContractionConvTest, GemmViewAndFilterOrder) {
   EXPECT_EQ(v, float(((1 * 3 + 2) * 3 + 0) * 3 + 1));
   std::memcpy(&v, &r[(((1 * 3 + 0) * 3 + 1) * 8 + 5) * 4], 4);
   EXPECT_EQ(v, 0.0f); // a padding channel
-  g.inputType = DType::F32;
-  EXPECT_THAT(unsupportedReason(g, simt(32, 32, 8, 4, 4, 2)),
-              ::testing::HasSubstr("tensor-core"));
+  ConvProblem f = p;
+  f.inputType = DType::F32, f.outputType = DType::F32;
+  EXPECT_THAT(
+      unsupportedReason(convolutionAsGemm(f), simt(32, 32, 128, 4, 4, 2)),
+      ::testing::HasSubstr("columns evenly")); // 64 threads, BK 128
 }
 
 // --- Counters

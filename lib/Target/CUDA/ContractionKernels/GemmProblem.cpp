@@ -179,16 +179,16 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     return "the block must have 32 to 1024 threads, a multiple of 32";
   if (p.conv.enabled) {
     const ImplicitConv &cv = p.conv;
-    if (c.family == Family::SimtF32)
-      return "convolutions need a tensor-core family (no FFMA implicit GEMM "
-             "yet)";
     if (!cv.h || !cv.w || !cv.c || !cv.p || !cv.q || !cv.groupChannels)
       return "an empty convolution (no input or output pixels, or channels)";
     if (cv.paddedGroupChannels % (16 / inBytes))
       return "the filter's channels must be padded to the 16-byte chunk";
-    uint32_t chunks = c.blockK * inBytes / 16;
-    if (c.threads() % chunks || (c.blockM * chunks) % c.threads())
-      return "the block's threads must divide its A tile's chunks evenly";
+    // Each thread copies one column of A's tile: a 16-byte chunk of
+    // channels (tensor cores) or one channel (FFMA, transposing).
+    uint32_t columns =
+        c.family == Family::SimtF32 ? c.blockK : c.blockK * inBytes / 16;
+    if (c.threads() % columns || (c.blockM * columns) % c.threads())
+      return "the block's threads must divide its A tile's columns evenly";
     if (cv.h * cv.w * cv.c * (p.m / (cv.p * cv.q) + 1) >= (1ull << 40))
       return "the input image is too large";
   }

@@ -65,6 +65,62 @@ KILN_INLINE void loadTile(u32 tile, const char *base, int mn0, int mnEnd,
   }
 }
 
+/// A of an implicit-GEMM NHWC convolution (Cfg::CONV), transposed into
+/// [BK][BM + 4] like any K-contiguous A: element (m, k) is channel c of the
+/// input pixel that output pixel m sees through window position (kh, kw),
+/// (kh, kw, c) = k, or zero in the padding. A thread always copies the same
+/// k of a tile (the block's threads are a multiple of BK) for rows r0,
+/// r0 + R, ...: per row it keeps the image's offset and the window's corner,
+/// per tile it decomposes its k once.
+template <int Unused> struct ConvLoaderA {
+  static constexpr int kIters = Cfg::BM * Cfg::BK / Cfg::THREADS;
+  static constexpr int kRowStep = Cfg::THREADS / Cfg::BK;
+  const char *base;
+  i64 image[kIters];
+  int h0[kIters], w0[kIters];
+  u32 dst[kIters];
+  int kFirst, kEnd;
+
+  KILN_INLINE void init(const char *operand, int m0, int M, int kBegin,
+                        int kLimit) {
+    base = operand, kEnd = kLimit;
+    int r0 = (int)threadIdx.x / Cfg::BK, kk = (int)threadIdx.x % Cfg::BK;
+    kFirst = kBegin + kk;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      int r = r0 + i * kRowStep, m = m0 + r;
+      int n = m / (int)(Cfg::CONV_P * Cfg::CONV_Q);
+      int pq = m % (int)(Cfg::CONV_P * Cfg::CONV_Q);
+      image[i] = (i64)n * Cfg::CONV_H * Cfg::CONV_W * Cfg::CONV_C;
+      h0[i] = m < M ? (pq / (int)Cfg::CONV_Q) * Cfg::CONV_SH - Cfg::CONV_PH
+                    : -(1 << 30);
+      w0[i] = (pq % (int)Cfg::CONV_Q) * Cfg::CONV_SW - Cfg::CONV_PW;
+      dst[i] = opaque((u32)(kk * kPitchA + r) * 4);
+    }
+  }
+
+  KILN_INLINE void load(u32 tile, int t) const {
+    int k = kFirst + t * Cfg::BK;
+    int c = k % Cfg::CONV_CP;
+    int window = k / Cfg::CONV_CP;
+    int dh = (window / Cfg::CONV_KW) * Cfg::CONV_DH;
+    int dw = (window % Cfg::CONV_KW) * Cfg::CONV_DW;
+    bool channel = k < kEnd && c < Cfg::CONV_CG;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      int h = h0[i] + dh, w = w0[i] + dw;
+      bool valid = channel && (unsigned)h < (unsigned)Cfg::CONV_H &&
+                   (unsigned)w < (unsigned)Cfg::CONV_W;
+      const char *from =
+          valid ? base + (image[i] + ((i64)h * Cfg::CONV_W + w) * Cfg::CONV_C +
+                          c) *
+                             4
+                : base;
+      cpAsync<4>(tile + dst[i], from, valid ? 4u : 0u);
+    }
+  }
+};
+
 KILN_INLINE float4 loadShared4(u32 address) {
   float4 v;
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
@@ -118,17 +174,25 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     for (int j = 0; j < Cfg::TN; ++j)
       acc[i][j] = 0.0f;
 
-  auto load = [&](int s, int k0) {
+  ConvLoaderA<0> conv;
+  if (Cfg::CONV)
+    conv.init(a, m0, (int)M, kBegin, kEnd);
+  // Copies K tile t of the split into stage s.
+  auto load = [&](int s, int t) {
     u32 stage = shared + s * kStageBytes;
-    loadTile<Cfg::BM, kPitchA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA>(
-        stage, a, m0, (int)M, k0, kEnd);
+    int k0 = kBegin + t * Cfg::BK;
+    if (Cfg::CONV)
+      conv.load(stage, t);
+    else
+      loadTile<Cfg::BM, kPitchA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA>(
+          stage, a, m0, (int)M, k0, kEnd);
     loadTile<Cfg::BN, kPitchB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB>(
         stage + kTileABytes, b, n0, (int)Cfg::N, k0, kEnd);
   };
 #pragma unroll
   for (int s = 0; s < Cfg::STAGES - 1; ++s) {
     if (s < kTiles)
-      load(s, kBegin + s * Cfg::BK);
+      load(s, s);
     cpAsyncCommit();
   }
   for (int kt = 0; kt < kTiles; ++kt) {
@@ -136,7 +200,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     __syncthreads();
     int next = kt + Cfg::STAGES - 1;
     if (next < kTiles)
-      load(next % Cfg::STAGES, kBegin + next * Cfg::BK);
+      load(next % Cfg::STAGES, next);
     cpAsyncCommit();
     u32 tileA = shared + (kt % Cfg::STAGES) * kStageBytes;
     u32 tileB = tileA + kTileABytes;
@@ -194,7 +258,9 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         v[e] = col + e < (int)Cfg::N
-                   ? kilnEpilogue(batch, row, col + e, acc[i][gj * 4 + e], ep)
+                   ? kilnEpilogue(batch, row,
+                                  col + e + batch * Cfg::EPI_COL_PER_BATCH,
+                                  acc[i][gj * 4 + e], ep)
                    : 0.0f;
       storeFour(c + (i64)row * Cfg::LDC * Cfg::OUT_BYTES, col, v);
     }
