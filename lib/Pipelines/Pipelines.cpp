@@ -91,6 +91,7 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
            "func.func(linalg-generalize-named-ops, kiln-map-to-gpu, "
            "canonicalize, "
            "gpu-launch-sink-index-computations), "
+           "kiln-lower-kernel-calls, "
            "gpu-kernel-outlining, kiln-name-kernels, canonicalize, cse";
   case Phase::Llvm:
     // Kernels take bare pointers: with a static memory plan the runtime

@@ -231,6 +231,30 @@ def NameKernelsPass : Pass<"kiln-name-kernels", "mlir::ModuleOp"> {
   }];
 }
 
+def LowerKernelCallsPass : Pass<"kiln-lower-kernel-calls", "mlir::ModuleOp"> {
+  let summary = "Launch precompiled kernels: kiln.call_kernel to gpu.launch_func";
+  let description = [{
+    After bufferization, each `kiln.call_kernel` on memrefs becomes a
+    `gpu.launch_func` of its `gpu.binary` entry with the op's grid, block
+    and dynamic shared memory; the kernel operands are the inputs, the
+    outputs, then the scalars as `arith.constant`s of their own type. The
+    module becomes a `gpu.container_module`. A call still on tensors is an
+    error (it must be bufferized first).
+
+    Example:
+
+    ```mlir
+    kiln.call_kernel @gemm0::@gemm0 ins(%a, %b : memref<64x32xbf16>, memref<32x16xbf16>)
+        outs(%c : memref<64x16xf32>) grid [1, 1, 1] block [128, 1, 1] scalars [64 : i32]
+    // becomes
+    %m = arith.constant 64 : i32
+    gpu.launch_func @gemm0::@gemm0 blocks in (%c1, %c1, %c1) threads in (%c128, %c1, %c1)
+        args(%a : memref<64x32xbf16>, %b : memref<32x16xbf16>, %c : memref<64x16xf32>, %m : i32)
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::gpu::GPUDialect"];
+}
+
 def ContractFloatOpsPass : Pass<"kiln-contract-float-ops", "mlir::gpu::GPUModuleOp"> {
   let summary = "Allow the code generator to fuse multiplies and adds (FMA)";
   let description = [{

@@ -24,6 +24,9 @@ struct NameKernelsPass : kiln::impl::NameKernelsPassBase<NameKernelsPass> {
           kernel.setName(gpuModule.getName());
     module.walk([&](gpu::LaunchFuncOp launch) {
       StringAttr moduleName = launch.getKernelModuleName();
+      // Precompiled kernels (gpu.binary) keep the entry names they have.
+      if (!module.lookupSymbol<gpu::GPUModuleOp>(moduleName))
+        return;
       launch.setKernelAttr(
           SymbolRefAttr::get(moduleName, {FlatSymbolRefAttr::get(moduleName)}));
     });

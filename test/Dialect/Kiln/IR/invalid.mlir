@@ -1183,3 +1183,69 @@ func.func @resize_roi_length(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
   %0 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<tf_crop_and_resize>, roi = array<f64: 0.0, 0.0, 1.0, 1.0>, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
   return %0 : tensor<1x1x3x3xf32>
 }
+
+// -----
+
+gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @call_kernel_grid_rank(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  // expected-error @+1 {{'kiln.call_kernel' op grid and block must have 3 dimensions each}}
+  %y = kiln.call_kernel @k::@k ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) grid [1, 1] block [4, 1, 1] -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @call_kernel_empty_block(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  // expected-error @+1 {{'kiln.call_kernel' op grid and block dimensions must be positive}}
+  %y = kiln.call_kernel @k::@k ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) grid [1, 1, 1] block [0, 1, 1] -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @call_kernel_mixed(%x: tensor<4xf32>, %y: memref<4xf32>) {
+  // expected-error @+1 {{'kiln.call_kernel' op operands must be all ranked tensors or all memrefs}}
+  kiln.call_kernel @k::@k ins(%x : tensor<4xf32>) outs(%y : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1]
+  return
+}
+
+// -----
+
+gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @call_kernel_result_type(%x: tensor<4xf32>) -> tensor<4xf16> {
+  %e = tensor.empty() : tensor<4xf32>
+  // expected-error @+1 {{'kiln.call_kernel' op results 'tensor<4xf16>' must match the outputs' types 'tensor<4xf32>'}}
+  %y = kiln.call_kernel @k::@k ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) grid [1, 1, 1] block [4, 1, 1] -> tensor<4xf16>
+  return %y : tensor<4xf16>
+}
+
+// -----
+
+gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @call_kernel_float_scalar(%x: memref<4xf32>, %y: memref<4xf32>) {
+  // expected-error @+1 {{'kiln.call_kernel' op scalars must be i32 or i64 integers, got 1.000000e+00 : f32}}
+  kiln.call_kernel @k::@k ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1] scalars [1.0 : f32]
+  return
+}
+
+// -----
+
+func.func private @not_a_binary()
+func.func @call_kernel_symbol(%x: memref<4xf32>, %y: memref<4xf32>) {
+  // expected-error @+1 {{'kiln.call_kernel' op kernel @not_a_binary::@k does not name a gpu.binary}}
+  kiln.call_kernel @not_a_binary::@k ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1]
+  return
+}
+
+// -----
+
+gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @call_kernel_no_entry(%x: memref<4xf32>, %y: memref<4xf32>) {
+  // expected-error @+1 {{'kiln.call_kernel' op kernel must be @binary::@entry, got @k}}
+  kiln.call_kernel @k ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1]
+  return
+}

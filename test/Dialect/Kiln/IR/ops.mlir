@@ -694,3 +694,19 @@ func.func @resize_crop(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
   %0 = kiln.resize %x {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<tf_crop_and_resize>, roi = array<f64: 0.0, 0.0, 0.4, 0.6, 1.0, 1.0, 1.2, 1.7>, extrapolation_value = 10.0 : f64, scales = array<f64>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x3xf32>
   return %0 : tensor<1x1x3x3xf32>
 }
+
+// call_kernel: a precompiled kernel on tensors (with its scalars) and, after
+// bufferization, on memrefs (no results).
+gpu.binary @tc_gemm [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+// CHECK-LABEL: func.func @call_kernel(
+// CHECK-SAME:      %[[A:[^:]*]]: tensor<64x32xbf16>, %[[B:[^:]*]]: tensor<32x16xbf16>, %[[M:[^:]*]]: memref<4xf32>, %[[N:[^:]*]]: memref<4xf32>)
+// CHECK-NEXT:      %[[E:.*]] = tensor.empty() : tensor<64x16xf32>
+// CHECK-NEXT:      %[[Y:.*]] = kiln.call_kernel @tc_gemm::@tc_gemm ins(%[[A]], %[[B]] : tensor<64x32xbf16>, tensor<32x16xbf16>) outs(%[[E]] : tensor<64x16xf32>) grid [1, 1, 1] block [128, 1, 1] scalars [64 : i32, 16] {dynamic_shared_bytes = 4096 : i32} -> tensor<64x16xf32>
+// CHECK-NEXT:      kiln.call_kernel @tc_gemm::@tc_gemm ins(%[[M]] : memref<4xf32>) outs(%[[N]] : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1]{{$}}
+// CHECK-NEXT:      return %[[Y]]
+func.func @call_kernel(%a: tensor<64x32xbf16>, %b: tensor<32x16xbf16>, %m: memref<4xf32>, %n: memref<4xf32>) -> tensor<64x16xf32> {
+  %e = tensor.empty() : tensor<64x16xf32>
+  %y = kiln.call_kernel @tc_gemm::@tc_gemm ins(%a, %b : tensor<64x32xbf16>, tensor<32x16xbf16>) outs(%e : tensor<64x16xf32>) grid [1, 1, 1] block [128, 1, 1] scalars [64 : i32, 16 : i64] {dynamic_shared_bytes = 4096 : i32} -> tensor<64x16xf32>
+  kiln.call_kernel @tc_gemm::@tc_gemm ins(%m : memref<4xf32>) outs(%n : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1]
+  return %y : tensor<64x16xf32>
+}

@@ -1,6 +1,8 @@
 //===- KilnStructureOps.td - Ops that structure the graph --*- tablegen -*-===//
 //
-// kiln.fusion groups ops that codegen compiles into exactly one kernel.
+// kiln.fusion groups ops that codegen compiles into exactly one kernel;
+// kiln.call_kernel runs a kernel compiled ahead of codegen (a specialised
+// template: tensor-core contractions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +11,10 @@
 
 include "kiln/Dialect/Kiln/IR/KilnBase.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.td"
 
 def Kiln_FusionOp : Op<Kiln_Dialect, "fusion", [
     RecursiveMemoryEffects, RecursivelySpeculatable,
@@ -60,6 +66,60 @@ def Kiln_YieldOp : Op<Kiln_Dialect, "yield", [
   let arguments = (ins Variadic<Kiln_Tensor>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
   let builders = [OpBuilder<(ins), [{ /* empty */ }]>];
+}
+
+def Kiln_CallKernelOp : Op<Kiln_Dialect, "call_kernel", [
+    AttrSizedOperandSegments, DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<BufferizableOpInterface,
+        ["bufferizesToMemoryRead", "bufferizesToMemoryWrite",
+         "getAliasingValues", "bufferize"]>]> {
+  let summary = "Launch a kernel that was compiled before codegen";
+  let description = [{
+    Runs `kernel`, a `.entry` of a `gpu.binary` that already holds PTX (a
+    kernel template specialised for one region and compiled by NVRTC), on
+    `grid` x `block` threads with `dynamic_shared_bytes` of dynamic shared
+    memory. The kernel's parameters are, in order: a pointer per input, a
+    pointer per output, then the `scalars` (each an i32 or i64 integer
+    attribute, passed by value).
+
+    The op is destination-style and exists in two forms. On tensors (before
+    bufferization) it reads `inputs` and returns one tensor per `outputs`
+    operand (its init, usually `tensor.empty`: the kernel writes every
+    element, so the init's contents are not read). On memrefs (after
+    bufferization) it has no results, reads the inputs and writes the
+    outputs in place. `kiln-lower-kernel-calls` turns the memref form into
+    `gpu.launch_func`.
+
+    Example:
+
+    ```mlir
+    %y = kiln.call_kernel @gemm0::@gemm0 ins(%a, %b : tensor<64x32xbf16>, tensor<32x16xbf16>)
+           outs(%init : tensor<64x16xf32>) grid [1, 1, 1] block [128, 1, 1]
+           scalars [64 : i32, 16 : i32, 32 : i32] -> tensor<64x16xf32>
+    ```
+  }];
+  let arguments = (ins SymbolRefAttr:$kernel, Variadic<AnyShaped>:$inputs,
+                       Variadic<AnyShaped>:$outputs,
+                       DenseI32ArrayAttr:$grid, DenseI32ArrayAttr:$block,
+                       DefaultValuedAttr<I32Attr, "0">:$dynamic_shared_bytes,
+                       DefaultValuedAttr<ArrayAttr, "{}">:$scalars);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    $kernel (`ins` `(` $inputs^ `:` type($inputs) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)`
+    `grid` $grid `block` $block (`scalars` $scalars^)?
+    attr-dict (`->` type($results)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+    /// Whether every operand is a memref (the form after bufferization).
+    bool hasBufferSemantics();
+  }];
 }
 
 #endif // KILN_DIALECT_KILN_IR_KILNSTRUCTUREOPS_TD

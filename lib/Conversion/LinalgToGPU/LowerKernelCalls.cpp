@@ -1,0 +1,64 @@
+//===- LowerKernelCalls.cpp - kiln.call_kernel to gpu.launch_func ---------===//
+//
+// Precompiled kernels (NVRTC-compiled templates) already sit in gpu.binary
+// ops; once their calls are on memrefs, launching them is a gpu.launch_func
+// with the call's geometry. The artifact builder then treats them like any
+// outlined kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_LOWERKERNELCALLSPASS
+#include "kiln/Conversion/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+
+namespace {
+struct LowerKernelCallsPass
+    : kiln::impl::LowerKernelCallsPassBase<LowerKernelCallsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<kiln::CallKernelOp> calls;
+    module.walk([&](kiln::CallKernelOp call) { calls.push_back(call); });
+    if (calls.empty())
+      return;
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(module.getContext()));
+    for (kiln::CallKernelOp call : calls) {
+      if (!call.hasBufferSemantics()) {
+        call.emitOpError("must be bufferized before it is launched");
+        return signalPassFailure();
+      }
+      OpBuilder b(call);
+      Location loc = call.getLoc();
+      auto dim = [&](ArrayRef<int32_t> dims) {
+        return gpu::KernelDim3{
+            arith::ConstantIndexOp::create(b, loc, dims[0]),
+            arith::ConstantIndexOp::create(b, loc, dims[1]),
+            arith::ConstantIndexOp::create(b, loc, dims[2])};
+      };
+      SmallVector<Value> operands(call.getInputs());
+      llvm::append_range(operands, call.getOutputs());
+      for (Attribute scalar : call.getScalars())
+        operands.push_back(
+            arith::ConstantOp::create(b, loc, cast<IntegerAttr>(scalar)));
+      Value smem;
+      if (call.getDynamicSharedBytes() != 0)
+        smem = arith::ConstantIntOp::create(b, loc, call.getDynamicSharedBytes(),
+                                            32);
+      gpu::LaunchFuncOp::create(b, loc, call.getKernel(), dim(call.getGrid()),
+                                dim(call.getBlock()), smem, operands);
+      call.erase();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,32 @@
+// RUN: kiln-opt %s -split-input-file -kiln-lower-kernel-calls -verify-diagnostics | FileCheck %s
+// The tensor form through bufferization first, as the GPU phase runs it.
+// RUN: kiln-opt %S/Inputs/kernel-call-on-tensors.mlir -pass-pipeline='builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, buffer-results-to-out-params{modify-public-functions hoist-static-allocs add-result-attr}, kiln-lower-kernel-calls)' | FileCheck %S/Inputs/kernel-call-on-tensors.mlir
+
+// A call on memrefs becomes a launch of the binary's entry: inputs, outputs,
+// then the scalars in their own types; the module becomes a container.
+// CHECK-LABEL: module attributes {gpu.container_module}
+// CHECK:         func.func @memrefs(%[[X:.*]]: memref<256xf32>, %[[Y:.*]]: memref<256xf32>)
+// CHECK-DAG:       %[[N:.*]] = arith.constant 256 : i32
+// CHECK-DAG:       %[[S:.*]] = arith.constant 7 : i64
+// CHECK-DAG:       %[[SMEM:.*]] = arith.constant 1024 : i32
+// CHECK-DAG:       %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG:       %[[C128:.*]] = arith.constant 128 : index
+// CHECK:           gpu.launch_func @scale::@scale blocks in (%[[C2]], %{{.*}}, %{{.*}}) threads in (%[[C128]], %{{.*}}, %{{.*}}) dynamic_shared_memory_size %[[SMEM]] args(%[[X]] : memref<256xf32>, %[[Y]] : memref<256xf32>, %[[N]] : i32, %[[S]] : i64)
+// CHECK-NOT:       kiln.call_kernel
+gpu.binary @scale [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @memrefs(%x: memref<256xf32>, %y: memref<256xf32>) {
+  kiln.call_kernel @scale::@scale ins(%x : memref<256xf32>) outs(%y : memref<256xf32>) grid [2, 1, 1] block [128, 1, 1] scalars [256 : i32, 7 : i64] {dynamic_shared_bytes = 1024 : i32}
+  return
+}
+
+// -----
+
+// A call left on tensors cannot be launched (only reached without
+// bufferization: the first RUN line).
+gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @unbufferized(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  // expected-error @+1 {{must be bufferized before it is launched}}
+  %y = kiln.call_kernel @k::@k ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) grid [1, 1, 1] block [4, 1, 1] -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
