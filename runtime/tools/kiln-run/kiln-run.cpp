@@ -494,7 +494,7 @@ int runTool(const Options &options) {
     estimates = read.take();
   }
   std::optional<GpuTarget> perfTarget;
-  if (wantReport && emu) {
+  if ((wantReport || !options.perfTarget.empty()) && emu) {
     Expected<std::vector<GpuTarget>> table = loadTargetTable();
     if (!table)
       return fail(table.error().message());
