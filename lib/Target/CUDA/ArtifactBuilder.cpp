@@ -208,10 +208,18 @@ llvm::Expected<Assembled> assemble(const std::string &ptxas,
                                                 logPath.str()};
   int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
   if (rc != 0) {
-    auto log = llvm::MemoryBuffer::getFile(logPath);
-    return llvm::createStringError(
-        "ptxas rejected kernel '" + kernel +
-        "': " + (log ? (*log)->getBuffer().trim().str() : ""));
+    // The errors, without -v's resource report.
+    std::string errors;
+    if (auto log = llvm::MemoryBuffer::getFile(logPath)) {
+      llvm::SmallVector<llvm::StringRef> lines;
+      (*log)->getBuffer().split(lines, '\n');
+      for (llvm::StringRef line : lines)
+        if (!line.trim().empty() && !line.starts_with("ptxas info") &&
+            !line.contains("bytes stack frame"))
+          errors += (errors.empty() ? "" : "\n") + line.rtrim().str();
+    }
+    return llvm::createStringError("ptxas rejected kernel '" + kernel +
+                                   "': " + errors);
   }
   auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false);
   if (!cubin)
