@@ -13,10 +13,15 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/InitAllExtensions.h"
@@ -26,6 +31,8 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
 
 using namespace mlir;
 
@@ -146,6 +153,80 @@ void classifyAccess(Value buffer, bool &read, bool &written) {
     }
   }
 }
+/// The constant part of a loop bound: the value itself, or c in x + c
+/// (a thread-distributed loop starts at thread_id + c); 0 otherwise.
+std::optional<int64_t> constantPart(Value value, bool requireConstant) {
+  if (auto c = getConstantIntValue(value))
+    return *c;
+  if (requireConstant)
+    return std::nullopt;
+  if (auto add = value.getDefiningOp<arith::AddIOp>()) {
+    if (auto c = getConstantIntValue(add.getRhs()))
+      return *c;
+    if (auto c = getConstantIntValue(add.getLhs()))
+      return *c;
+  }
+  return 0;
+}
+
+/// Floating-point operations one thread executes in `block`, on average.
+/// A loop runs (ub - lb) / step times; a lower bound that depends on the
+/// thread (a block-strided loop) counts its constant part only, which gives
+/// the block's total spread over its threads.
+double flopsPerThread(Block &block) {
+  double flops = 0;
+  for (Operation &op : block) {
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      std::optional<int64_t> lb = constantPart(loop.getLowerBound(), false);
+      std::optional<int64_t> ub = getConstantIntValue(loop.getUpperBound());
+      std::optional<int64_t> step = getConstantIntValue(loop.getStep());
+      double trips = 1;
+      if (lb && ub && step && *step > 0)
+        trips = std::max<double>(0, double(*ub - *lb) / double(*step));
+      flops += trips * flopsPerThread(*loop.getBody());
+      continue;
+    }
+    if (auto branch = dyn_cast<scf::IfOp>(op)) {
+      double thenFlops = flopsPerThread(branch.getThenRegion().front());
+      double elseFlops = branch.getElseRegion().empty()
+                             ? 0
+                             : flopsPerThread(branch.getElseRegion().front());
+      flops += std::max(thenFlops, elseFlops);
+      continue;
+    }
+    for (Region &region : op.getRegions())
+      for (Block &nested : region)
+        flops += flopsPerThread(nested);
+    if (op.getNumResults() != 1 ||
+        !isa<FloatType>(getElementTypeOrSelf(op.getResult(0).getType())))
+      continue;
+    if (isa<math::FmaOp>(op))
+      flops += 2;
+    else if (isa<gpu::AllReduceOp>(op))
+      flops += 1; // block - 1 adds per block, about one per thread
+    else if (isa<arith::ArithDialect, math::MathDialect>(op.getDialect()) &&
+             !isa<arith::ConstantOp, arith::ExtFOp, arith::TruncFOp,
+                  arith::SIToFPOp, arith::UIToFPOp, arith::BitcastOp,
+                  arith::SelectOp>(op))
+      flops += 1;
+  }
+  return flops;
+}
+
+/// Threads the launch runs: its constant grid x block.
+uint64_t threadsOf(gpu::LaunchFuncOp launch) {
+  uint64_t threads = 1;
+  gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+  gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+  for (Value size : {grid.x, grid.y, grid.z, block.x, block.y, block.z}) {
+    std::optional<int64_t> value = getConstantIntValue(size);
+    if (!value || *value <= 0)
+      return 0;
+    threads *= uint64_t(*value);
+  }
+  return threads;
+}
+
 } // namespace
 
 KernelStats estimateKernelStats(ModuleOp module) {
@@ -156,6 +237,8 @@ KernelStats estimateKernelStats(ModuleOp module) {
         launch, launch.getKernel());
     if (!kernel)
       return;
+    KernelLaunchStats entry;
+    entry.kernel = kernel.getName().str();
     for (BlockArgument arg : kernel.getArguments()) {
       auto type = dyn_cast<MemRefType>(arg.getType());
       if (!type || !type.hasStaticShape())
@@ -164,9 +247,17 @@ KernelStats estimateKernelStats(ModuleOp module) {
                        ((type.getElementTypeBitWidth() + 7) / 8);
       bool read = false, written = false;
       classifyAccess(arg, read, written);
-      stats.bytesRead += read ? bytes : 0;
-      stats.bytesWritten += written ? bytes : 0;
+      entry.bytesRead += read ? bytes : 0;
+      entry.bytesWritten += written ? bytes : 0;
     }
+    if (!kernel.getBody().empty())
+      entry.flops = static_cast<uint64_t>(
+          std::llround(flopsPerThread(kernel.getBody().front()) *
+                       double(threadsOf(launch))));
+    stats.bytesRead += entry.bytesRead;
+    stats.bytesWritten += entry.bytesWritten;
+    stats.flops += entry.flops;
+    stats.launches.push_back(std::move(entry));
   });
   return stats;
 }

@@ -273,6 +273,11 @@ Error verifyKernels(const Artifact &artifact) {
     if (Error err = verifyKernel(kernel))
       return err.withContext(
           fmt::format("section 'kernels': kernel {} '{}'", i, kernel.name));
+    // The occupancy model divides the register file by this.
+    if (kernel.resources && kernel.resources->registersPerThread > 255)
+      return makeError("section 'kernel-resources': kernel {} '{}': {} "
+                       "registers per thread is more than any GPU has (255)",
+                       i, kernel.name, kernel.resources->registersPerThread);
   }
   return Error::success();
 }

@@ -59,9 +59,11 @@ enum class SectionKind : uint32_t {
   MemoryPlan = 7,
   /// Optional (format 1.1): each weight's origin, and the stripped size.
   WeightOrigins = 8,
+  /// Optional (format 1.2): registers and static shared memory per kernel.
+  KernelResources = 9,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 8;
+constexpr uint32_t kLastSectionKind = 9;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -84,6 +86,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "memory-plan";
   case SectionKind::WeightOrigins:
     return "weight-origins";
+  case SectionKind::KernelResources:
+    return "kernel-resources";
   }
   return "unknown";
 }

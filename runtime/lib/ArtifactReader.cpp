@@ -205,6 +205,32 @@ Error parseWeightOrigins(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseKernelResources(SectionReader in, Artifact &artifact) {
+  uint32_t count = in.u32("the kernel count");
+  if (!in.failed() && count != artifact.kernels.size())
+    return makeError("section 'kernel-resources': {} entries for {} kernels",
+                     count, artifact.kernels.size());
+  for (size_t i = 0; i < count && !in.failed(); ++i) {
+    in.setContext(fmt::format("kernel {} '{}'", i, artifact.kernels[i].name));
+    uint32_t present = in.u32("the presence flag");
+    KernelResources resources;
+    resources.registersPerThread = in.u32("the register count");
+    resources.staticSharedBytes = in.u32("the static shared memory size");
+    resources.stackFrameBytes = in.u32("the stack frame size");
+    resources.spillStoreBytes = in.u32("the spill store size");
+    resources.spillLoadBytes = in.u32("the spill load size");
+    if (in.failed())
+      break;
+    if (present > 1) {
+      in.fail(fmt::format("presence flag {} is neither 0 nor 1", present));
+      break;
+    }
+    if (present)
+      artifact.kernels[i].resources = resources;
+  }
+  return in.finish();
+}
+
 Error parseWeights(SectionReader in, Artifact &artifact) {
   artifact.weights.resize(in.count("weights", kMinTensorBytes + 8));
   for (size_t i = 0; i < artifact.weights.size() && !in.failed(); ++i) {
@@ -446,6 +472,10 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::WeightOrigins)])
     if (Error err =
             parseWeightOrigins(reader(SectionKind::WeightOrigins), artifact))
+      return err;
+  if (known[uint32_t(SectionKind::KernelResources)])
+    if (Error err = parseKernelResources(
+            reader(SectionKind::KernelResources), artifact))
       return err;
 
   const SectionEntry *data = known[uint32_t(SectionKind::WeightData)];

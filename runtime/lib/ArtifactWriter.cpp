@@ -134,6 +134,30 @@ std::vector<uint8_t> encodeKernels(const Artifact &artifact) {
   return out.take();
 }
 
+/// Written when any kernel has resources (format 1.2): one entry per
+/// kernel, a presence flag then the figures.
+std::vector<uint8_t> encodeKernelResources(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.kernels.size()));
+  for (const Kernel &kernel : artifact.kernels) {
+    KernelResources resources = kernel.resources.value_or(KernelResources());
+    out.u32(kernel.resources ? 1 : 0);
+    out.u32(resources.registersPerThread);
+    out.u32(resources.staticSharedBytes);
+    out.u32(resources.stackFrameBytes);
+    out.u32(resources.spillStoreBytes);
+    out.u32(resources.spillLoadBytes);
+  }
+  return out.take();
+}
+
+bool needsKernelResourcesSection(const Artifact &artifact) {
+  for (const Kernel &kernel : artifact.kernels)
+    if (kernel.resources)
+      return true;
+  return false;
+}
+
 std::vector<uint8_t> encodeLaunches(const Artifact &artifact) {
   ByteWriter out;
   out.u32(static_cast<uint32_t>(artifact.launches.size()));
@@ -221,6 +245,12 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
     origins = encodeWeightOrigins(artifact);
     sections.insert(sections.end() - 1, {SectionKind::WeightOrigins,
                                          origins.data(), origins.size()});
+  }
+  std::vector<uint8_t> resources;
+  if (needsKernelResourcesSection(artifact)) {
+    resources = encodeKernelResources(artifact);
+    sections.insert(sections.end() - 1, {SectionKind::KernelResources,
+                                         resources.data(), resources.size()});
   }
 
   uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();

@@ -15,6 +15,9 @@
 #if KILN_HAVE_CUDA_H
 
 #include "CudaDriver.h"
+#include "Nvml.h"
+
+#include <optional>
 
 namespace kiln::runtime {
 
@@ -112,6 +115,8 @@ public:
   Error launchGraph(GraphHandle graph, StreamHandle stream) override;
   Error destroyGraph(GraphHandle graph) override;
 
+  Expected<uint64_t> energyMillijoules() override;
+
 private:
   /// Makes the device's context current on the calling thread.
   Error enter() {
@@ -130,6 +135,8 @@ private:
   Slots<GraphSlot> graphs;
   /// Scratch for cuLaunchKernel's argument pointer array.
   std::vector<void *> argumentPointers;
+  /// This GPU in NVML, found on first use (or why it was not).
+  std::optional<Expected<NvmlDevice>> nvmlDevice;
 };
 
 CudaDevice::~CudaDevice() {
@@ -434,6 +441,25 @@ Error CudaDevice::destroyGraph(GraphHandle graph) {
   CUresult result = cu.cuGraphExecDestroy(slot->handle);
   slot->handle = nullptr;
   return cu.check(result, "cuGraphExecDestroy", "");
+}
+
+Expected<uint64_t> CudaDevice::energyMillijoules() {
+  Expected<const NvmlLibrary *> nvml = loadNvml();
+  if (!nvml)
+    return nvml.takeError();
+  if (!nvmlDevice) {
+    // By PCI bus id: NVML's indices need not follow CUDA's ordinals.
+    char busId[64] = {};
+    if (Error err = cu.check(
+            cu.cuDeviceGetPCIBusId(busId, sizeof(busId) - 1, device),
+            "cuDeviceGetPCIBusId", ""))
+      nvmlDevice.emplace(std::move(err));
+    else
+      nvmlDevice.emplace(nvmlDeviceForPciBusId(**nvml, busId));
+  }
+  if (!*nvmlDevice)
+    return nvmlDevice->error();
+  return nvmlEnergyMillijoules(**nvml, **nvmlDevice);
 }
 
 } // namespace

@@ -38,6 +38,7 @@ namespace kiln::runtime {
   REQUIRED(cuDeviceGetName, "cuDeviceGetName", nullptr)                        \
   REQUIRED(cuDeviceGetAttribute, "cuDeviceGetAttribute", nullptr)              \
   REQUIRED(cuDeviceTotalMem, "cuDeviceTotalMem_v2", nullptr)                   \
+  REQUIRED(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", nullptr)                \
   REQUIRED(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", nullptr)      \
   REQUIRED(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", nullptr) \
   REQUIRED(cuCtxSetCurrent, "cuCtxSetCurrent", nullptr)                        \

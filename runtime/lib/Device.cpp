@@ -43,6 +43,18 @@ Expected<GraphHandle> Device::endCapture(StreamHandle) {
 Error Device::launchGraph(GraphHandle, StreamHandle) { return noGraphs(*this); }
 Error Device::destroyGraph(GraphHandle) { return noGraphs(*this); }
 
+Error Device::setProfiling(const ProfilingOptions &options) {
+  if (!options.enabled)
+    return Error::success();
+  return makeError("the {} device does not count performance events (profile "
+                   "on emu, or time launches with events)",
+                   info().kind);
+}
+std::vector<LaunchProfile> Device::takeLaunchProfiles() { return {}; }
+Expected<uint64_t> Device::energyMillijoules() {
+  return makeError("the {} device has no energy counter", info().kind);
+}
+
 Expected<std::unique_ptr<Device>> createDevice(std::string_view spec) {
   if (spec == "emu")
     return createEmuDevice();

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <utility>
 
 namespace kiln::runtime {
 
@@ -112,6 +113,14 @@ public:
   Expected<float> elapsedMilliseconds(EventHandle start,
                                       EventHandle end) override;
 
+  Error setProfiling(const ProfilingOptions &options) override {
+    profiling = options;
+    return Error::success();
+  }
+  std::vector<LaunchProfile> takeLaunchProfiles() override {
+    return std::exchange(profiles, {});
+  }
+
 private:
   /// Host bytes for [ptr, ptr + size), or an error naming `what`.
   Expected<uint8_t *> hostRange(DevicePtr ptr, uint64_t size,
@@ -137,7 +146,38 @@ private:
   std::vector<bool> eventLive;
   emu::LaunchStats stats;
   double launchSeconds = 0;
+  ProfilingOptions profiling;
+  std::vector<LaunchProfile> profiles;
 };
+
+/// The emulator's counters as the runtime's (Device.h) LaunchCounters.
+LaunchCounters countersOf(const emu::LaunchStats &stats, const Dim3 &grid) {
+  LaunchCounters counters;
+  counters.threadInstructions = stats.threadInstructions;
+  counters.warpInstructions = stats.warpInstructions;
+  counters.fmaInstructions = stats.fmaInstructions;
+  counters.mmaInstructions = stats.mmaInstructions;
+  counters.loadStoreInstructions = stats.loadStoreInstructions;
+  counters.shuffleInstructions = stats.shuffleInstructions;
+  counters.otherInstructions = stats.otherInstructions;
+  counters.fmaFlops = stats.fmaFlops;
+  counters.mmaFlops = stats.mmaFlops;
+  counters.globalAccesses = stats.globalAccesses;
+  counters.globalBytesRequested = stats.globalBytesRequested;
+  counters.globalSectors = stats.globalSectors;
+  counters.dramReadSectors = stats.dramReadSectors;
+  counters.dramWriteSectors = stats.dramWriteSectors;
+  counters.sharedAccesses = stats.sharedAccesses;
+  counters.sharedBankConflictReplays = stats.sharedBankConflictReplays;
+  counters.blocksTotal = stats.blocksTotal;
+  counters.blocksRun = stats.blocksRun;
+  // An interpreter that does not report blocks ran them all.
+  if (counters.blocksRun == 0) {
+    counters.blocksTotal = uint64_t(grid.x) * grid.y * grid.z;
+    counters.blocksRun = counters.blocksTotal;
+  }
+  return counters;
+}
 
 EmuDevice::~EmuDevice() {
   if (printStats && launchSeconds > 0)
@@ -308,10 +348,22 @@ Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
   ++launches;
   if (blockOrderSeed) // a different order for every launch
     spec.blockOrderSeed = blockOrderSeed * 0x9e3779b97f4a7c15ull + launches;
+  if (profiling.enabled) {
+    spec.countPerformance = true;
+    spec.sampleBlocks = profiling.sampleBlocks;
+    spec.sampleSeed = profiling.sampleSeed + launches;
+  }
+  // Counts per launch; the device's totals (KILN_EMU_STATS) sum them.
+  emu::LaunchStats launchStats;
   auto start = Clock::now();
-  Error err = emu::runKernel(kernel, spec, &stats);
-  launchSeconds +=
-      std::chrono::duration<double>(Clock::now() - start).count();
+  Error err = emu::runKernel(kernel, spec, &launchStats);
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  launchSeconds += seconds;
+  stats.threadInstructions += launchStats.threadInstructions;
+  stats.warpInstructions += launchStats.warpInstructions;
+  if (profiling.enabled && !err)
+    profiles.push_back({kernel.name, config, stream.id,
+                        countersOf(launchStats, config.grid), seconds});
   return err;
 }
 

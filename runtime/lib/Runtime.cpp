@@ -10,6 +10,7 @@
 
 #include "Support.h"
 
+#include <chrono>
 #include <optional>
 
 namespace kiln::runtime {
@@ -326,6 +327,9 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
 
   BenchmarkResult result;
   auto measure = [&]() -> Error {
+    // Energy brackets exactly the timed runs (each waits for its end event).
+    Expected<uint64_t> energyBefore = device.energyMillijoules();
+    auto startTime = std::chrono::steady_clock::now();
     for (unsigned i = 0; i < iterations; ++i) {
       if (Error err = impl->uploadInputs())
         return err;
@@ -340,6 +344,21 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
       if (!ms)
         return ms.takeError();
       result.runMilliseconds.push_back(*ms);
+    }
+    if (energyBefore) {
+      Expected<uint64_t> energyAfter = device.energyMillijoules();
+      if (energyAfter && *energyAfter >= *energyBefore) {
+        result.energyJoules = double(*energyAfter - *energyBefore) / 1000.0;
+        result.energySeconds = std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - startTime)
+                                   .count();
+      } else {
+        result.energyUnavailable =
+            energyAfter ? "the energy counter went backwards"
+                        : energyAfter.error().message();
+      }
+    } else {
+      result.energyUnavailable = energyBefore.error().message();
     }
     // Per kernel: separate runs with an event before every launch (no graph,
     // since events between launches are the point).
@@ -360,12 +379,21 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
         return err;
       for (KernelTiming &timing : result.kernels)
         timing.milliseconds.push_back(0);
+      result.launches.assign(launches.size(), LaunchTiming());
       for (size_t l = 0; l < launches.size(); ++l) {
         Expected<float> ms =
             device.elapsedMilliseconds(events[l], events[l + 1]);
         if (!ms)
           return ms.takeError();
         result.kernels[slot[launches[l].kernel]].milliseconds.back() += *ms;
+        result.launches[l].milliseconds = *ms;
+        if (l > 0) {
+          Expected<float> start =
+              device.elapsedMilliseconds(events[0], events[l]);
+          if (!start)
+            return start.takeError();
+          result.launches[l].startMilliseconds = *start;
+        }
       }
     }
     return device.synchronize(impl->stream);

@@ -14,6 +14,7 @@
 #include "kiln/Frontend/ONNX/Importer.h"
 #include "kiln/Pipelines/Pipelines.h"
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
+#include "kiln/runtime/Profile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -240,6 +241,50 @@ void printOnnxOps(llvm::raw_ostream &os) {
        << " | " << cell << " |\n";
   }
 }
+/// kilnc --stats: a roofline per kernel from the bytes and FLOPs the
+/// compiler counts (Profile.h estimateStatic, runtime/targets/gpus.ini).
+void printStaticEstimate(const kiln::KernelStats &fused,
+                         const kiln::KernelStats &unfused,
+                         const std::string &target, llvm::raw_ostream &os) {
+  namespace rt = kiln::runtime;
+  rt::Expected<std::vector<rt::GpuTarget>> table = rt::loadTargetTable();
+  rt::Expected<rt::GpuTarget> figures =
+      table ? rt::findTarget(*table, target)
+            : rt::Expected<rt::GpuTarget>(table.takeError());
+  if (!figures) {
+    os << "static estimate: none (" << figures.error().message() << ")\n";
+    return;
+  }
+  os << "static estimate for " << figures->name
+     << " (per kernel: bytes moved at the DRAM bandwidth, FLOPs as written at "
+        "the fp32 peak, plus launch overhead; no caches, coalescing or "
+        "occupancy, so a lower bound; kiln-run --device emu --profile "
+        "estimates from the emulator's counts):\n";
+  auto total = [&](const kiln::KernelStats &stats) {
+    double seconds = 0;
+    for (const kiln::KernelLaunchStats &launch : stats.launches)
+      seconds += rt::estimateStatic(*figures,
+                                    launch.bytesRead + launch.bytesWritten,
+                                    launch.flops)
+                     .seconds;
+    return seconds;
+  };
+  for (const kiln::KernelLaunchStats &launch : fused.launches) {
+    rt::StaticEstimate estimate = rt::estimateStatic(
+        *figures, launch.bytesRead + launch.bytesWritten, launch.flops);
+    os << llvm::format("  %-32s bytes %12llu  flops %14llu  %10.2f us  %s\n",
+                       launch.kernel.c_str(),
+                       (unsigned long long)(launch.bytesRead +
+                                            launch.bytesWritten),
+                       (unsigned long long)launch.flops, estimate.seconds * 1e6,
+                       std::string(estimate.bound).c_str());
+  }
+  os << llvm::format("static estimate total: %.2f us (unfused: %.2f us), "
+                     "flops %llu\n",
+                     total(fused) * 1e6, total(unfused) * 1e6,
+                     (unsigned long long)fused.flops);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -394,6 +439,7 @@ int main(int argc, char **argv) {
           moved(*unfused), (unsigned long long)artifactStats.arenaBytes,
           (unsigned long long)artifactStats.naiveArenaBytes,
           (unsigned long long)artifactStats.weightBytes);
+      printStaticEstimate(*fused, *unfused, target, llvm::outs());
     }
     if (stripWeights)
       if (kiln::runtime::Error err = kiln::runtime::stripWeights(*artifact))

@@ -19,6 +19,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir {
 class DialectRegistry;
@@ -69,12 +70,28 @@ llvm::LogicalResult buildPipelineUpTo(mlir::OpPassManager &pm, Phase last,
 /// Registers what the pipelines need: dialects, bufferization and LLVM
 /// translation interfaces, the NVVM target.
 /// What the kernels of a module do, read after the gpu phase.
+/// One launch's share of KernelStats.
+struct KernelLaunchStats {
+  /// The gpu.func's name (the artifact's kernel name).
+  std::string kernel;
+  uint64_t bytesRead = 0;
+  uint64_t bytesWritten = 0;
+  /// Floating-point operations every thread of the grid executes, as the
+  /// kernel is written: arith/math float ops (fma 2) times the trip counts
+  /// of their loops. Guarded code counts as run by every thread (an upper
+  /// bound); loops with a non-constant bound count once.
+  uint64_t flops = 0;
+};
+
 struct KernelStats {
   size_t kernels = 0;
   /// Estimated traffic: each buffer a kernel reads (writes) counts once per
   /// launch, in full, as if every kernel had an ideal cache.
   uint64_t bytesRead = 0;
   uint64_t bytesWritten = 0;
+  uint64_t flops = 0;
+  /// Per launch, in launch order.
+  std::vector<KernelLaunchStats> launches;
 };
 
 /// Counts the launches of `module` (after the gpu phase) and their traffic.

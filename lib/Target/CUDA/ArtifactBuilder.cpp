@@ -43,6 +43,61 @@ std::string defaultPtxasPath() {
   return "";
 }
 
+std::optional<rt::KernelResources>
+parsePtxasResources(llvm::StringRef log, llvm::StringRef entry) {
+  // ptxas -v prints, per entry:
+  //   ptxas info    : Compiling entry function 'NAME' for 'sm_90'
+  //   ptxas info    : Function properties for NAME
+  //       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+  //   ptxas info    : Used 15 registers, used 1 barriers, 128 bytes smem
+  // The "Used" line lists only what the kernel has (no smem, no barriers).
+  std::string header = ("Compiling entry function '" + entry + "'").str();
+  size_t start = log.find(header);
+  if (start == llvm::StringRef::npos)
+    return std::nullopt;
+  llvm::StringRef rest = log.substr(start + header.size());
+  rest = rest.take_front(rest.find("Compiling entry function"));
+  // The number just before (or after) `word` in `text`.
+  auto numberBefore = [](llvm::StringRef text, llvm::StringRef word)
+      -> std::optional<uint32_t> {
+    size_t at = text.find(word);
+    if (at == llvm::StringRef::npos)
+      return std::nullopt;
+    llvm::StringRef digits = text.take_front(at).rtrim();
+    size_t begin = digits.find_last_not_of("0123456789");
+    digits = digits.drop_front(begin == llvm::StringRef::npos ? 0 : begin + 1);
+    uint32_t value;
+    if (digits.getAsInteger(10, value))
+      return std::nullopt;
+    return value;
+  };
+  auto numberAfter = [](llvm::StringRef text, llvm::StringRef word)
+      -> std::optional<uint32_t> {
+    size_t at = text.find(word);
+    if (at == llvm::StringRef::npos)
+      return std::nullopt;
+    llvm::StringRef digits = text.drop_front(at + word.size()).ltrim();
+    digits = digits.take_while([](char c) { return std::isdigit(c); });
+    uint32_t value;
+    if (digits.getAsInteger(10, value))
+      return std::nullopt;
+    return value;
+  };
+  std::optional<uint32_t> registers = numberAfter(rest, "Used ");
+  if (!registers || !rest.contains(" registers"))
+    return std::nullopt;
+  rt::KernelResources resources;
+  resources.registersPerThread = *registers;
+  resources.staticSharedBytes = numberBefore(rest, " bytes smem").value_or(0);
+  resources.stackFrameBytes =
+      numberBefore(rest, " bytes stack frame").value_or(0);
+  resources.spillStoreBytes =
+      numberBefore(rest, " bytes spill stores").value_or(0);
+  resources.spillLoadBytes =
+      numberBefore(rest, " bytes spill loads").value_or(0);
+  return resources;
+}
+
 namespace {
 
 llvm::Error errorAt(Operation *op, const llvm::Twine &message) {
@@ -118,11 +173,18 @@ uint64_t byteSize(MemRefType type) {
   return element * type.getNumElements();
 }
 
-/// Assembles PTX with ptxas; the cubin bytes, or an error with its log.
-llvm::Expected<std::vector<uint8_t>> assemble(const std::string &ptxas,
-                                              const std::string &ptx,
-                                              const std::string &target,
-                                              const std::string &kernel) {
+struct Assembled {
+  std::vector<uint8_t> cubin;
+  std::optional<rt::KernelResources> resources;
+};
+
+/// Assembles PTX with `ptxas -v`; the cubin bytes and the resources ptxas
+/// reported for `entry`, or an error with its log.
+llvm::Expected<Assembled> assemble(const std::string &ptxas,
+                                   const std::string &ptx,
+                                   const std::string &target,
+                                   const std::string &kernel,
+                                   llvm::StringRef entry) {
   llvm::SmallString<128> ptxPath, cubinPath, logPath;
   if (llvm::sys::fs::createTemporaryFile("kiln", "ptx", ptxPath) ||
       llvm::sys::fs::createTemporaryFile("kiln", "cubin", cubinPath) ||
@@ -141,22 +203,33 @@ llvm::Expected<std::vector<uint8_t>> assemble(const std::string &ptxas,
     os << ptx;
   }
   std::string arch = "-arch=" + target;
-  llvm::StringRef args[] = {ptxas, arch, ptxPath, "-o", cubinPath};
+  llvm::StringRef args[] = {ptxas, "-v", arch, ptxPath, "-o", cubinPath};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(),
                                                 logPath.str()};
   int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
   if (rc != 0) {
-    auto log = llvm::MemoryBuffer::getFile(logPath);
-    return llvm::createStringError(
-        "ptxas rejected kernel '" + kernel +
-        "': " + (log ? (*log)->getBuffer().trim().str() : ""));
+    // The errors, without -v's resource report.
+    std::string errors;
+    if (auto log = llvm::MemoryBuffer::getFile(logPath)) {
+      llvm::SmallVector<llvm::StringRef> lines;
+      (*log)->getBuffer().split(lines, '\n');
+      for (llvm::StringRef line : lines)
+        if (!line.trim().empty() && !line.starts_with("ptxas info") &&
+            !line.contains("bytes stack frame"))
+          errors += (errors.empty() ? "" : "\n") + line.rtrim().str();
+    }
+    return llvm::createStringError("ptxas rejected kernel '" + kernel +
+                                   "': " + errors);
   }
   auto cubin = llvm::MemoryBuffer::getFile(cubinPath, /*IsText=*/false);
   if (!cubin)
     return llvm::createStringError("cannot read the cubin of kernel '" +
                                    kernel + "'");
-  return std::vector<uint8_t>((*cubin)->getBufferStart(),
-                              (*cubin)->getBufferEnd());
+  Assembled result;
+  result.cubin.assign((*cubin)->getBufferStart(), (*cubin)->getBufferEnd());
+  if (auto log = llvm::MemoryBuffer::getFile(logPath))
+    result.resources = parsePtxasResources((*log)->getBuffer(), entry);
+  return result;
 }
 
 struct BufferInfo {
@@ -307,12 +380,14 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
         kernel.params.push_back(param);
       }
       if (!options.ptxasPath.empty()) {
-        auto cubin = assemble(options.ptxasPath, kernel.ptx, options.target,
-                              key.first.str() + "::" + kernel.name);
-        if (!cubin)
-          return cubin.takeError();
-        kernel.cubin = std::move(*cubin);
+        auto assembled =
+            assemble(options.ptxasPath, kernel.ptx, options.target,
+                     key.first.str() + "::" + kernel.name, kernel.name);
+        if (!assembled)
+          return assembled.takeError();
+        kernel.cubin = std::move(assembled->cubin);
         kernel.cubinSm = artifact.targetSm();
+        kernel.resources = assembled->resources;
       }
       it = kernelIndex.insert({key, artifact.kernels.size()}).first;
       artifact.kernels.push_back(std::move(kernel));

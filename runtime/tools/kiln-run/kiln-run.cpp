@@ -2,6 +2,7 @@
 //
 //   kiln-run model.kiln [-i name=file.npy ...] [--random-inputs] [-o outdir]
 //            [--device cuda|cuda:N|emu] [--bench N] [--graph]
+//            [--profile] [--profile-json FILE] [--trace FILE.json]
 //
 // Everything that can be checked without a device is checked first (the
 // artifact, the input files against the signature), so a bad input is
@@ -11,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/Npy.h"
+#include "kiln/runtime/Profile.h"
 #include "kiln/runtime/Runtime.h"
 
 #include <fmt/core.h>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -46,6 +49,18 @@ options:
   --bench N           warm up, then time N runs: per run and per kernel
   --warmup N          warm-up runs before --bench (default 3)
   --graph             capture the launch list into a CUDA graph and replay it
+  --profile           per-kernel profile table: on emu the emulator's counts
+                      and an estimated time (one run); on cuda times measured
+                      with events (the --bench runs, or 10)
+  --profile-sample N  emu: run only N random blocks per launch and scale the
+                      counts (estimates only: the outputs are incomplete)
+  --profile-json FILE write the profile as JSON too (implies --profile)
+  --estimate-from FILE  cuda: show the estimates of an emu --profile-json
+                      FILE beside the measured times
+  --perf-target NAME  the target table entry for estimates (default: the
+                      artifact's sm, e.g. sm_90-h200; runtime/targets/gpus.ini)
+  --trace FILE.json   Chrome trace of the launches (Perfetto, chrome://tracing):
+                      estimated times on emu, measured on cuda
   -h, --help          show this help
 )";
 
@@ -60,6 +75,12 @@ struct Options {
   unsigned bench = 0;
   unsigned warmup = 3;
   bool useGraph = false;
+  bool profile = false;
+  uint64_t profileSample = 0;
+  std::string profileJson;
+  std::string estimateFrom;
+  std::string perfTarget;
+  std::string trace;
 };
 
 int fail(const std::string &message) {
@@ -106,13 +127,37 @@ Expected<Options> parseArguments(int argc, char **argv) {
       options.randomInputs = true;
     } else if (arg == "--graph") {
       options.useGraph = true;
-    } else if (arg == "-o" || arg == "--device" || arg == "--weights") {
+    } else if (arg == "--profile") {
+      options.profile = true;
+    } else if (arg == "-o" || arg == "--device" || arg == "--weights" ||
+               arg == "--profile-json" || arg == "--estimate-from" ||
+               arg == "--perf-target" || arg == "--trace") {
       Expected<std::string> text = value(i, arg);
       if (!text)
         return text.takeError();
-      (arg == "-o"          ? options.outputDir
-       : arg == "--weights" ? options.weightsDir
-                            : options.device) = *text;
+      if (text->empty())
+        return Error::failure(fmt::format("{} needs a value", arg));
+      (arg == "-o"                ? options.outputDir
+       : arg == "--weights"       ? options.weightsDir
+       : arg == "--profile-json"  ? options.profileJson
+       : arg == "--estimate-from" ? options.estimateFrom
+       : arg == "--perf-target"   ? options.perfTarget
+       : arg == "--trace"         ? options.trace
+                                  : options.device) = *text;
+      if (arg == "--profile-json")
+        options.profile = true;
+    } else if (arg == "--profile-sample") {
+      Expected<std::string> text = value(i, arg);
+      if (!text)
+        return text.takeError();
+      Expected<unsigned> count = parseCount(arg, *text);
+      if (!count || *count == 0)
+        return Error::failure(fmt::format(
+            "--profile-sample expects a number of blocks (at least 1), not "
+            "'{}'",
+            *text));
+      options.profileSample = *count;
+      options.profile = true;
     } else if (arg == "--bench" || arg == "--warmup" || arg == "--seed") {
       Expected<std::string> text = value(i, arg);
       if (!text)
@@ -140,6 +185,18 @@ Expected<Options> parseArguments(int argc, char **argv) {
   }
   if (options.model.empty())
     return Error::failure("no model given (see kiln-run --help)");
+  bool emu = options.device == "emu";
+  if (!options.estimateFrom.empty() && emu)
+    return Error::failure("--estimate-from applies to --device cuda (on emu "
+                          "the profile makes its own estimates)");
+  if (!options.estimateFrom.empty())
+    options.profile = true;
+  if (options.profileSample && !emu)
+    return Error::failure("--profile-sample applies to --device emu (a GPU "
+                          "runs every block)");
+  if (!options.perfTarget.empty() && !emu)
+    return Error::failure("--perf-target applies to --device emu (cuda "
+                          "estimates come from --estimate-from)");
   return options;
 }
 
@@ -333,10 +390,25 @@ std::string describeTimes(const std::vector<double> &ms) {
                      median, p10, p90, spread);
 }
 
-void printBenchmark(const BenchmarkResult &result, unsigned warmup) {
+void printBenchmark(const BenchmarkResult &result, unsigned warmup,
+                    const DeviceInfo &device) {
   fmt::print("bench: {} runs after {} warm-up runs\n",
              result.runMilliseconds.size(), warmup);
   fmt::print("  per run: {}\n", describeTimes(result.runMilliseconds));
+  if (result.energyJoules && result.energySeconds > 0) {
+    double runs = double(result.runMilliseconds.size());
+    fmt::print("  energy: {:.4f} J per run, average power {:.1f} W (NVML, "
+               "{:.3f} J over the {} timed runs in {:.3f} s)\n",
+               *result.energyJoules / runs,
+               *result.energyJoules / result.energySeconds,
+               *result.energyJoules, result.runMilliseconds.size(),
+               result.energySeconds);
+  } else if (device.kind == "cuda") {
+    // Once, and not an error: the times are still good.
+    fmt::print(stderr, "kiln-run: note: no energy figures: {}\n",
+               result.energyUnavailable.empty() ? "no energy counter"
+                                                : result.energyUnavailable);
+  }
   double total = 0;
   for (const KernelTiming &timing : result.kernels)
     total += percentile(timing.milliseconds, 0.5);
@@ -407,27 +479,109 @@ int runTool(const Options &options) {
     inputs[input.name] = randomTensor(input, rng);
   }
 
+  // Profile outputs: everything that can fail is checked before the run.
+  bool emu = options.device == "emu";
+  bool wantReport = options.profile || !options.trace.empty();
+  for (const std::string *path : {&options.profileJson, &options.trace})
+    if (!path->empty())
+      if (Error err = checkWritable(*path))
+        return fail(err.message());
+  std::optional<ProfileReport> estimates;
+  if (!options.estimateFrom.empty()) {
+    Expected<ProfileReport> read = readProfileJson(options.estimateFrom);
+    if (!read)
+      return fail(read.error().withContext("--estimate-from").message());
+    estimates = read.take();
+  }
+  std::optional<GpuTarget> perfTarget;
+  if ((wantReport || !options.perfTarget.empty()) && emu) {
+    Expected<std::vector<GpuTarget>> table = loadTargetTable();
+    if (!table)
+      return fail(table.error().message());
+    Expected<GpuTarget> target = findTarget(
+        *table,
+        options.perfTarget.empty() ? artifact->target : options.perfTarget);
+    if (!target)
+      return fail(target.error().message());
+    perfTarget = target.take();
+  }
+
   Expected<std::unique_ptr<Device>> device = createDevice(options.device);
   if (!device)
     return fail(device.error().message());
+  std::shared_ptr<Device> sharedDevice = device.take();
   SessionOptions sessionOptions;
   sessionOptions.useGraph = options.useGraph;
   Expected<std::unique_ptr<Session>> session =
-      Session::create(artifact, device.take(), sessionOptions);
+      Session::create(artifact, sharedDevice, sessionOptions);
   if (!session)
     return fail(session.error().message());
   for (const auto &[name, tensor] : inputs)
     if (Error err = (*session)->bindInput(name, tensor))
       return fail(err.message());
 
-  if (options.bench) {
+  std::optional<ProfileReport> report;
+  if (wantReport && emu) {
+    // One counted run; its outputs are the ones printed below.
+    ProfilingOptions profiling;
+    profiling.enabled = true;
+    profiling.sampleBlocks = options.profileSample;
+    if (Error err = sharedDevice->setProfiling(profiling))
+      return fail(err.message());
+    if (options.profileSample)
+      fmt::print(stderr,
+                 "kiln-run: note: --profile-sample {} runs only {} blocks of "
+                 "each launch: the outputs are incomplete\n",
+                 options.profileSample, options.profileSample);
+    if (Error err = (*session)->run())
+      return fail(err.message());
+    Expected<ProfileReport> counted =
+        profileFromCounters(*artifact, sharedDevice->takeLaunchProfiles(),
+                            *perfTarget, options.profileSample);
+    if (!counted)
+      return fail(counted.error().message());
+    report = counted.take();
+    if (Error err = sharedDevice->setProfiling(ProfilingOptions()))
+      return fail(err.message());
+  }
+
+  // On cuda a profile is measured: the --bench runs, or 10 of them.
+  unsigned benchRuns = options.bench;
+  if (wantReport && !emu && benchRuns == 0)
+    benchRuns = 10;
+  if (benchRuns) {
     Expected<BenchmarkResult> result =
-        (*session)->benchmark(options.warmup, options.bench);
+        (*session)->benchmark(options.warmup, benchRuns);
     if (!result)
       return fail(result.error().message());
-    printBenchmark(*result, options.warmup);
-  } else if (Error err = (*session)->run()) {
-    return fail(err.message());
+    if (options.bench)
+      printBenchmark(*result, options.warmup, sharedDevice->info());
+    if (wantReport && !emu) {
+      Expected<ProfileReport> measured =
+          profileFromBenchmark(*artifact, *result, sharedDevice->info());
+      if (!measured)
+        return fail(measured.error().message());
+      report = measured.take();
+      if (estimates)
+        if (Error err = mergeEstimates(*report, *estimates))
+          return fail(err.withContext(fmt::format("--estimate-from {}",
+                                                  options.estimateFrom))
+                          .message());
+    }
+  } else if (!report) {
+    if (Error err = (*session)->run())
+      return fail(err.message());
+  }
+
+  if (report) {
+    if (options.profile)
+      fmt::print("{}", formatProfileTable(*report));
+    if (!options.profileJson.empty())
+      if (Error err = writeTextFile(options.profileJson, profileToJson(*report)))
+        return fail(err.message());
+    if (!options.trace.empty())
+      if (Error err = writeTextFile(options.trace, traceToJson(*report)))
+        return fail(err.message());
   }
 
   if (!options.outputDir.empty()) {

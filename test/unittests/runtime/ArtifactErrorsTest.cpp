@@ -495,3 +495,85 @@ TEST(ArtifactErrorsTest, GarbageNeverCrashes) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// kernel-resources (format 1.2)
+//===----------------------------------------------------------------------===//
+
+TEST(ArtifactErrorsTest, KernelResourcesRoundTripPerKernel) {
+  Expected<Artifact> artifact = parseBytes(goodImage());
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  ASSERT_EQ(artifact->kernels.size(), 2u);
+  ASSERT_TRUE(artifact->kernels[0].resources.has_value());
+  EXPECT_EQ(artifact->kernels[0].resources->registersPerThread, 12u);
+  EXPECT_EQ(artifact->kernels[0].resources->staticSharedBytes, 256u);
+  EXPECT_EQ(artifact->kernels[0].resources->stackFrameBytes, 16u);
+  EXPECT_EQ(artifact->kernels[0].resources->spillStoreBytes, 4u);
+  EXPECT_EQ(artifact->kernels[0].resources->spillLoadBytes, 8u);
+  // The second kernel was not assembled: no resources, not zeros.
+  EXPECT_FALSE(artifact->kernels[1].resources.has_value());
+}
+
+TEST(ArtifactErrorsTest, VersionOneOneFileWithoutResourcesIsRead) {
+  // What a 1.1 writer wrote: no kernel-resources section.
+  std::vector<RawSection> sections = splitImage(goodImage());
+  sections.erase(std::remove_if(sections.begin(), sections.end(),
+                                [](const RawSection &s) {
+                                  return s.kind ==
+                                         uint32_t(SectionKind::KernelResources);
+                                }),
+                 sections.end());
+  Expected<Artifact> artifact = parseBytes(joinImage(sections, 1, 1));
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  EXPECT_EQ(artifact->formatMinor, 1u);
+  for (const Kernel &kernel : artifact->kernels)
+    EXPECT_FALSE(kernel.resources.has_value()) << kernel.name;
+}
+
+TEST(ArtifactErrorsTest, WriterOmitsResourcesWhenNoKernelHasThem) {
+  Artifact artifact = makeAddScaleArtifact();
+  for (Kernel &kernel : artifact.kernels)
+    kernel.resources.reset();
+  Expected<std::vector<uint8_t>> image = serializeArtifact(artifact);
+  ASSERT_TRUE(image) << errorOf(image);
+  for (const RawSection &section : splitImage(*image))
+    EXPECT_NE(section.kind, uint32_t(SectionKind::KernelResources));
+}
+
+TEST(ArtifactErrorsTest, KernelResourcesCountMustMatchKernels) {
+  std::vector<RawSection> sections = splitImage(goodImage());
+  storeU32(sectionOf(sections, SectionKind::KernelResources).bytes.data(), 3);
+  EXPECT_EQ(errorOf(parseBytes(joinImage(sections))),
+            "test.kiln: section 'kernel-resources': 3 entries for 2 kernels");
+}
+
+TEST(ArtifactErrorsTest, KernelResourcesTruncatedOrPadded) {
+  std::vector<RawSection> sections = splitImage(goodImage());
+  RawSection &resources = sectionOf(sections, SectionKind::KernelResources);
+  resources.bytes.resize(resources.bytes.size() - 2);
+  EXPECT_THAT(errorOf(parseBytes(joinImage(sections))),
+              HasSubstr("section 'kernel-resources': kernel 1 'scale': "
+                        "truncated while reading the spill load size"));
+  resources.bytes.resize(resources.bytes.size() + 6);
+  EXPECT_EQ(errorOf(parseBytes(joinImage(sections))),
+            "test.kiln: section 'kernel-resources': 4 unexpected bytes after "
+            "the last entry");
+}
+
+TEST(ArtifactErrorsTest, KernelResourcesBadPresenceFlag) {
+  std::vector<RawSection> sections = splitImage(goodImage());
+  storeU32(sectionOf(sections, SectionKind::KernelResources).bytes.data() + 4,
+           7);
+  EXPECT_EQ(errorOf(parseBytes(joinImage(sections))),
+            "test.kiln: section 'kernel-resources': kernel 0 'add_bias': "
+            "presence flag 7 is neither 0 nor 1");
+}
+
+TEST(ArtifactErrorsTest, KernelResourcesTooManyRegisters) {
+  std::vector<RawSection> sections = splitImage(goodImage());
+  storeU32(sectionOf(sections, SectionKind::KernelResources).bytes.data() + 8,
+           256);
+  EXPECT_EQ(errorOf(parseBytes(joinImage(sections))),
+            "test.kiln: section 'kernel-resources': kernel 0 'add_bias': 256 "
+            "registers per thread is more than any GPU has (255)");
+}

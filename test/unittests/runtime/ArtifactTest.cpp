@@ -68,6 +68,15 @@ void expectSameArtifact(const Artifact &a, const Artifact &b) {
     EXPECT_EQ(x.block.y, y.block.y);
     EXPECT_EQ(x.block.z, y.block.z);
     EXPECT_EQ(x.dynamicSharedBytes, y.dynamicSharedBytes);
+    ASSERT_EQ(x.resources.has_value(), y.resources.has_value()) << x.name;
+    if (x.resources) {
+      EXPECT_EQ(x.resources->registersPerThread,
+                y.resources->registersPerThread);
+      EXPECT_EQ(x.resources->staticSharedBytes, y.resources->staticSharedBytes);
+      EXPECT_EQ(x.resources->stackFrameBytes, y.resources->stackFrameBytes);
+      EXPECT_EQ(x.resources->spillStoreBytes, y.resources->spillStoreBytes);
+      EXPECT_EQ(x.resources->spillLoadBytes, y.resources->spillLoadBytes);
+    }
     ASSERT_EQ(x.params.size(), y.params.size());
     for (size_t p = 0; p < x.params.size(); ++p) {
       EXPECT_EQ(x.params[p].kind, y.params[p].kind);

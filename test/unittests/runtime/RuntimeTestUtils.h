@@ -120,6 +120,8 @@ inline Artifact makeAddScaleArtifact() {
                 ".visible .entry add_bias() { ret; }\n";
   addBias.grid = {1, 1, 1};
   addBias.block = {6, 1, 1};
+  // Resources give the artifact the kernel-resources section too.
+  addBias.resources = KernelResources{12, 256, 16, 4, 8};
   addBias.params = {{ParamKind::ArenaPointer, "x"},
                     {ParamKind::WeightsPointer, "bias"},
                     {ParamKind::ArenaPointer, "tmp"},
@@ -198,6 +200,7 @@ inline Artifact makeFullArtifact() {
   gemm.grid = {64, 32, 2};
   gemm.block = {128, 2, 1};
   gemm.dynamicSharedBytes = 98304;
+  gemm.resources = KernelResources{168, 1024, 0, 0, 0};
   gemm.params = {{ParamKind::ArenaPointer, "a"},
                  {ParamKind::WeightsPointer, "b"},
                  {ParamKind::Scalar32, "m"},
@@ -412,6 +415,16 @@ public:
     if (kernels.count(name))
       kernels[name](params, config);
     return Error::success();
+  }
+  /// When set, energyMillijoules returns it, then adds energyStep.
+  std::optional<uint64_t> energy;
+  uint64_t energyStep = 0;
+  Expected<uint64_t> energyMillijoules() override {
+    if (!energy)
+      return Device::energyMillijoules();
+    uint64_t value = *energy;
+    *energy += energyStep;
+    return value;
   }
   Expected<EventHandle> createEvent() override { return EventHandle{1}; }
   Error destroyEvent(EventHandle) override { return Error::success(); }

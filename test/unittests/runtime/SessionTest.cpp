@@ -213,6 +213,27 @@ TEST(SessionTest, BenchmarkTimesRunsAndKernels) {
   EXPECT_EQ(device->launched.size(), 24u);
   EXPECT_EQ(errorOf(session->benchmark(0, 0)),
             "benchmark: at least one iteration is needed");
+  // Per launch of the last kernel-by-kernel run, for traces.
+  EXPECT_EQ(result->launches.size(), 2u);
+  // The fake device has no energy counter, and says so.
+  EXPECT_FALSE(result->energyJoules.has_value());
+  EXPECT_EQ(result->energyUnavailable, "the fake device has no energy counter");
+}
+
+TEST(SessionTest, BenchmarkReadsEnergyAroundTheTimedRuns) {
+  auto device = makeDevice();
+  device->energy = 1000;    // mJ
+  device->energyStep = 5000; // between the two reads
+  std::unique_ptr<Session> session = makeSession(device);
+  ASSERT_TRUE(session);
+  float x[6] = {};
+  ASSERT_FALSE(session->bindInput("x", DType::F32, {2, 3}, x, sizeof(x)));
+  Expected<BenchmarkResult> result = session->benchmark(1, 4);
+  ASSERT_TRUE(result) << errorOf(result);
+  ASSERT_TRUE(result->energyJoules.has_value()) << result->energyUnavailable;
+  EXPECT_DOUBLE_EQ(*result->energyJoules, 5.0);
+  EXPECT_GE(result->energySeconds, 0.0);
+  EXPECT_EQ(*device->energy, 11000u); // read exactly twice
 }
 
 } // namespace

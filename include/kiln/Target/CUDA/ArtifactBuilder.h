@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 
 namespace kiln {
@@ -45,6 +46,11 @@ struct ArtifactStats {
 llvm::Expected<runtime::Artifact> buildArtifact(mlir::ModuleOp module,
                                                 const ArtifactOptions &options,
                                                 ArtifactStats *stats = nullptr);
+
+/// The registers, static shared memory and stack frame `ptxas -v` reported
+/// for the entry `entry` in `log`, or nothing when the log does not say.
+std::optional<runtime::KernelResources>
+parsePtxasResources(llvm::StringRef log, llvm::StringRef entry);
 
 /// The ptxas found at build time or through $KILN_PTXAS, or empty.
 std::string defaultPtxasPath();

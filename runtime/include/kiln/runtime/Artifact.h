@@ -29,7 +29,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 1;
+constexpr uint32_t kArtifactFormatMinor = 2;
 
 /// Every weight starts at a multiple of this in the file (and in the weights
 /// region on the device).
@@ -126,6 +126,20 @@ struct Dim3 {
   uint32_t x = 1, y = 1, z = 1;
 };
 
+/// What ptxas reported when it assembled a kernel (`ptxas -v`): the inputs
+/// of an occupancy estimate (Profile.h). Format 1.2, section
+/// `kernel-resources`.
+struct KernelResources {
+  uint32_t registersPerThread = 0;
+  /// Shared memory the kernel declares statically (`.shared` variables);
+  /// the launch's dynamic shared memory comes on top.
+  uint32_t staticSharedBytes = 0;
+  /// Local memory per thread: the stack frame, spills included.
+  uint32_t stackFrameBytes = 0;
+  uint32_t spillStoreBytes = 0;
+  uint32_t spillLoadBytes = 0;
+};
+
 /// One GPU kernel: its PTX (always present, JIT-compiled when no cubin
 /// matches the device), an optional cubin for one sm, its launch geometry
 /// and its parameter layout.
@@ -140,6 +154,9 @@ struct Kernel {
   Dim3 block;
   uint32_t dynamicSharedBytes = 0;
   std::vector<KernelParam> params;
+  /// Registers and static shared memory, when the compiler assembled the
+  /// kernel (absent in artifacts before format 1.2 and without ptxas).
+  std::optional<KernelResources> resources;
 };
 
 /// One kernel launch: the kernel's index and one value per parameter.

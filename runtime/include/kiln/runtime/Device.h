@@ -85,6 +85,59 @@ struct DeviceInfo {
   uint64_t totalMemory = 0;
 };
 
+/// What a counting device (emu) measured in one launch: the inputs of the
+/// performance model (Profile.h). Mirrors the emulator's counters; counts
+/// cover the blocks that ran (`blocksRun` of `blocksTotal` when sampled).
+struct LaunchCounters {
+  /// Instructions issued, per lane and per warp.
+  uint64_t threadInstructions = 0;
+  uint64_t warpInstructions = 0;
+  /// Thread-instructions by class.
+  uint64_t fmaInstructions = 0;
+  uint64_t mmaInstructions = 0;
+  uint64_t loadStoreInstructions = 0;
+  uint64_t shuffleInstructions = 0;
+  uint64_t otherInstructions = 0;
+  /// Floating-point operations of FMA lanes and of MMA instructions.
+  uint64_t fmaFlops = 0;
+  uint64_t mmaFlops = 0;
+  /// Warp-level global accesses, the bytes their lanes asked for and the
+  /// 32-byte sectors those bytes touch.
+  uint64_t globalAccesses = 0;
+  uint64_t globalBytesRequested = 0;
+  uint64_t globalSectors = 0;
+  /// Distinct 32-byte sectors read and written (the DRAM-traffic estimate).
+  uint64_t dramReadSectors = 0;
+  uint64_t dramWriteSectors = 0;
+  /// Warp-level shared accesses, and the extra passes bank conflicts cost.
+  uint64_t sharedAccesses = 0;
+  uint64_t sharedBankConflictReplays = 0;
+  uint64_t blocksTotal = 0;
+  uint64_t blocksRun = 0;
+};
+
+/// One launch, as a device with profiling on recorded it.
+struct LaunchProfile {
+  /// The kernel's PTX entry name.
+  std::string kernel;
+  LaunchConfig config;
+  /// The stream it was queued on (StreamHandle::id).
+  uint64_t stream = 0;
+  LaunchCounters counters;
+  /// Host time the launch took (the emulator's own speed, not the GPU's).
+  double hostSeconds = 0;
+};
+
+struct ProfilingOptions {
+  /// Count the performance counters of every launch and record a
+  /// LaunchProfile for it.
+  bool enabled = false;
+  /// Run only this many blocks of each grid, drawn at random (0: all).
+  /// The memory effects are then incomplete: for estimates only.
+  uint64_t sampleBlocks = 0;
+  uint64_t sampleSeed = 1;
+};
+
 class Device {
 public:
   virtual ~Device();
@@ -125,6 +178,18 @@ public:
   virtual Expected<GraphHandle> endCapture(StreamHandle stream);
   virtual Error launchGraph(GraphHandle graph, StreamHandle stream);
   virtual Error destroyGraph(GraphHandle graph);
+
+  /// Profiling: a device that counts (emu) records a LaunchProfile per
+  /// launch while it is enabled, and takeLaunchProfiles hands them over (in
+  /// launch order) and forgets them. Devices that cannot count return an
+  /// error naming themselves; they time launches with events instead.
+  virtual Error setProfiling(const ProfilingOptions &options);
+  virtual std::vector<LaunchProfile> takeLaunchProfiles();
+
+  /// The device's energy counter in millijoules (NVML's total energy on
+  /// cuda; an arbitrary origin, so only differences mean anything), or an
+  /// error saying why there is none.
+  virtual Expected<uint64_t> energyMillijoules();
 };
 
 /// The device named by `spec`: "cuda" (the first GPU), "cuda:N" or "emu".

@@ -24,6 +24,7 @@
 #include "kiln/runtime/Error.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,12 +53,30 @@ struct KernelTiming {
   std::vector<double> milliseconds;
 };
 
+/// One launch of the last kernel-by-kernel run: when it started, from the
+/// event before the first launch, and how long it took (milliseconds).
+struct LaunchTiming {
+  double startMilliseconds = 0;
+  double milliseconds = 0;
+};
+
 struct BenchmarkResult {
   /// Per run: the whole launch list, input upload excluded.
   std::vector<double> runMilliseconds;
   /// One entry per kernel that is launched, in launch-list order of first
   /// launch (measured in separate runs, events between launches).
   std::vector<KernelTiming> kernels;
+  /// Per launch, in launch-list order: the last kernel-by-kernel run (for
+  /// a trace).
+  std::vector<LaunchTiming> launches;
+  /// The device's energy over the timed runs (Device::energyMillijoules
+  /// read before and after them) and the host time they took, so energy per
+  /// run = energyJoules / runMilliseconds.size() and average power =
+  /// energyJoules / energySeconds. Absent where the device has no counter;
+  /// `energyUnavailable` then says why.
+  std::optional<double> energyJoules;
+  double energySeconds = 0;
+  std::string energyUnavailable;
 };
 
 /// Checks a host tensor against the artifact's input `name`: the name exists,
