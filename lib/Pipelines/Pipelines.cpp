@@ -84,9 +84,14 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
         options.fuse ? ", func.func(kiln-fuse)" : "", options.f32HeadLayers);
   case Phase::Linalg:
-    // Fusion regions become one linalg.generic each right after lowering.
-    return "canonicalize, func.func(kiln-lower-to-linalg, "
-           "kiln-collapse-fusions, canonicalize, cse)";
+    // Matmul regions become template kernels (NVRTC); the other fusion
+    // regions become one linalg.generic each right after lowering.
+    return llvm::formatv("canonicalize, {0}func.func(kiln-lower-to-linalg, "
+                         "kiln-collapse-fusions, canonicalize, cse)",
+                         options.contractionKernels
+                             ? "kiln-match-contractions{chip=" + options.chip +
+                                   "}, "
+                             : std::string());
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.
     // Each linalg op becomes one kernel (kiln-map-to-gpu picks its shape).

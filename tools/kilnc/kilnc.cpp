@@ -85,6 +85,11 @@ cl::opt<std::string>
                 cl::desc("Element type of the model's float inputs and "
                          "outputs (default: as the model declares them)"),
                 cl::init(""));
+cl::opt<bool> contractionKernels(
+    "contraction-kernels",
+    cl::desc("Run matmul regions on tiled tensor-core / FFMA kernels from "
+             "the CUDA C++ templates (NVRTC); false: generic kernels"),
+    cl::init(true));
 cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse ops into kernels (--fuse=false: one kernel "
                             "per op)"),
@@ -338,6 +343,7 @@ int main(int argc, char **argv) {
   pipelineOptions.precision = precision;
   pipelineOptions.ioPrecision = ioPrecision;
   pipelineOptions.fuse = fuse;
+  pipelineOptions.contractionKernels = contractionKernels;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");

@@ -113,6 +113,54 @@ def CollapseFusionsPass : Pass<"kiln-collapse-fusions", "mlir::func::FuncOp"> {
   ];
 }
 
+def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
+  let summary = "Turn matmul fusion regions into tiled template kernels";
+  let description = [{
+    A `kiln.fusion` region anchored on a `kiln.matmul` (2-D or batched),
+    whose other ops are the matmul's elementwise epilogue, becomes one
+    tiled kernel from the CUDA C++ templates: `mma.sync` tensor cores for
+    bf16/f16 operands, tf32 tensor cores for a matmul `kiln-lower-precision`
+    marked `kiln.tf32`, and an FFMA kernel (shared-memory and register
+    blocking, no TF32) for fp32. The epilogue is generated from the region's
+    ops and runs on the accumulators in registers; the kernel is compiled
+    by NVRTC into a `gpu.binary` and called with `kiln.call_kernel` (two
+    calls and a workspace for split-K). Operands are read where they lie:
+    reshapes of region inputs are free and a transpose of the last two
+    dimensions makes a column-major operand; other operand producers (a
+    cast to bf16) and values the epilogue reads that the region computes
+    without the matmul are split off into regions of their own.
+
+    A region that does not fit keeps its generic kernel, and its reason in
+    a `kiln.generic_reason` attribute: no matmul, another contraction or a
+    row op in it, several results, an op with no epilogue form,
+    partially broadcast batch dimensions, 1-D operands, no config for the
+    shape, or NVRTC missing.
+
+    Example:
+
+    ```mlir
+    %y = kiln.fusion "matmul" -> tensor<64x16xf32> {
+      %m = kiln.matmul %x, %w : tensor<64x32xbf16>, tensor<32x16xbf16> -> tensor<64x16xf32>
+      %a = kiln.add %m, %bias : tensor<64x16xf32>, tensor<16xf32> -> tensor<64x16xf32>
+      %r = kiln.relu %a : tensor<64x16xf32>
+      kiln.yield %r : tensor<64x16xf32>
+    }
+    // becomes
+    gpu.binary @kiln_gemm_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "...">]
+    %e = tensor.empty() : tensor<64x16xf32>
+    %y = kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%x, %w, %bias : ...)
+        outs(%e : tensor<64x16xf32>) grid [1, 1, 1] block [128, 1, 1]
+        scalars [64 : i32, 0, 1024] {pointer_order = array<i32: 0, 1, 3, 2>} -> tensor<64x16xf32>
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "GPU architecture the kernels are compiled for: sm_80 or sm_90">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def DistinctResultsPass : Pass<"kiln-distinct-results", "mlir::func::FuncOp"> {
   let summary = "Give each function result its own value";
   let description = [{

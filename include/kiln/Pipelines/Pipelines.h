@@ -51,6 +51,9 @@ struct PipelineOptions {
   /// Contraction layers before the outputs that stay f32 (0: none).
   int64_t f32HeadLayers = 0;
   bool fuse = true;
+  /// Matmul regions become tiled tensor-core / FFMA kernels from the CUDA
+  /// C++ templates (kiln-match-contractions) instead of generic kernels.
+  bool contractionKernels = true;
 
   static std::string defaultLibdevicePath();
 };

@@ -36,8 +36,9 @@ struct LowerToLinalgPass
     target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                            math::MathDialect, tensor::TensorDialect>();
     target.addIllegalDialect<kiln::KilnDialect>();
-    // Fusion regions stay; their contents are lowered in place.
-    target.addLegalOp<kiln::FusionOp, kiln::YieldOp>();
+    // Fusion regions stay (their contents are lowered in place), and so do
+    // calls of precompiled kernels.
+    target.addLegalOp<kiln::FusionOp, kiln::YieldOp, kiln::CallKernelOp>();
     // Anything else (func, ml_program weights) passes through untouched.
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
 

@@ -46,8 +46,12 @@ struct LowerKernelCallsPass
             arith::ConstantIndexOp::create(b, loc, dims[1]),
             arith::ConstantIndexOp::create(b, loc, dims[2])};
       };
-      SmallVector<Value> operands(call.getInputs());
-      llvm::append_range(operands, call.getOutputs());
+      SmallVector<Value> operands;
+      if (std::optional<ArrayRef<int32_t>> order = call.getPointerOrder())
+        for (int32_t i : *order)
+          operands.push_back(call->getOperand(i));
+      else
+        llvm::append_range(operands, call->getOperands());
       for (Attribute scalar : call.getScalars())
         operands.push_back(
             arith::ConstantOp::create(b, loc, cast<IntegerAttr>(scalar)));

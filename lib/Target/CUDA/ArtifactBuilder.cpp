@@ -367,6 +367,9 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
           !geometry(block.y, kernel.block.y) ||
           !geometry(block.z, kernel.block.z))
         return errorAt(launch, "launch geometry is not constant");
+      if (Value smem = launch.getDynamicSharedMemorySize())
+        if (!geometry(smem, kernel.dynamicSharedBytes))
+          return errorAt(launch, "dynamic shared memory size is not constant");
       for (Value operand : launch.getKernelOperands()) {
         rt::KernelParam param;
         if (isa<MemRefType>(operand.getType()))

@@ -21,6 +21,19 @@ func.func @memrefs(%x: memref<256xf32>, %y: memref<256xf32>) {
 
 // -----
 
+// pointer_order puts the output between the inputs, as the templates'
+// parameter lists have it.
+// CHECK-LABEL: func.func @pointer_order(
+// CHECK-SAME:      %[[A:[^:]*]]: memref<8xf32>, %[[B:[^:]*]]: memref<8xf32>, %[[C:[^:]*]]: memref<8xf32>, %[[BIAS:[^:]*]]: memref<8xf32>)
+// CHECK:           gpu.launch_func @gemm::@gemm {{.*}} args(%[[A]] : memref<8xf32>, %[[B]] : memref<8xf32>, %[[C]] : memref<8xf32>, %[[BIAS]] : memref<8xf32>)
+gpu.binary @gemm [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @pointer_order(%a: memref<8xf32>, %b: memref<8xf32>, %c: memref<8xf32>, %bias: memref<8xf32>) {
+  kiln.call_kernel @gemm::@gemm ins(%a, %b, %bias : memref<8xf32>, memref<8xf32>, memref<8xf32>) outs(%c : memref<8xf32>) grid [1, 1, 1] block [1, 1, 1] {pointer_order = array<i32: 0, 1, 3, 2>}
+  return
+}
+
+// -----
+
 // A call left on tensors cannot be launched (only reached without
 // bufferization: the first RUN line).
 gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]

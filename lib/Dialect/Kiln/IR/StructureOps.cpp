@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 using namespace mlir;
 
@@ -63,6 +64,18 @@ LogicalResult CallKernelOp::verify() {
            << getOutputs().getTypes();
   if (!tensors && getNumResults() != 0)
     return emitOpError("has no results on memrefs");
+  if (std::optional<ArrayRef<int32_t>> order = getPointerOrder()) {
+    llvm::SmallBitVector seen(getNumOperands());
+    for (int32_t i : *order) {
+      if (i < 0 || i >= static_cast<int32_t>(getNumOperands()) || seen.test(i))
+        return emitOpError("pointer_order must be a permutation of the ")
+               << getNumOperands() << " operand indices";
+      seen.set(i);
+    }
+    if (order->size() != getNumOperands())
+      return emitOpError("pointer_order must be a permutation of the ")
+             << getNumOperands() << " operand indices";
+  }
   for (Attribute scalar : getScalars()) {
     auto value = dyn_cast<IntegerAttr>(scalar);
     if (!value || (!value.getType().isInteger(32) &&
@@ -141,7 +154,7 @@ CallKernelOp::bufferize(RewriterBase &rewriter,
   auto call = CallKernelOp::create(
       rewriter, getLoc(), TypeRange{}, getKernelAttr(), inputs, outputs,
       getGridAttr(), getBlockAttr(), getDynamicSharedBytesAttr(),
-      getScalarsAttr());
+      getScalarsAttr(), getPointerOrderAttr());
   call->setDiscardableAttrs((*this)->getDiscardableAttrDictionary());
   bufferization::replaceOpWithBufferizedValues(rewriter, *this, outputs);
   return success();

@@ -153,6 +153,8 @@ uint32_t roundToTf32(uint32_t bits) {
 
 enum class WeightConversion { ToBF16, ToF16, RoundToTF32 };
 
+/// Marks a contraction whose f32 operands were rounded to tf32.
+constexpr llvm::StringLiteral kTf32ContractionAttr = "kiln.tf32";
 /// Marks a global made by rounding an f32 weight to tf32.
 constexpr llvm::StringLiteral kTf32RoundedAttr = "kiln.tf32_rounded";
 
@@ -391,6 +393,10 @@ private:
                                 ? roundedToTf32(operand)
                                 : castTo(operand, lowType));
         }
+        // Codegen may then run it on tf32 tensor cores, which round the
+        // operands themselves (kiln-match-contractions).
+        if (precision == Precision::TF32)
+          op->setAttr(kTf32ContractionAttr, UnitAttr::get(op->getContext()));
       } else if (isLowFloat(elementType) &&
                  elementTypeOf(op->getResult(0)) == elementType) {
         // Declared in bf16/f16: accumulate and return f32, narrow after.

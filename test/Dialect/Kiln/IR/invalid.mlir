@@ -1249,3 +1249,12 @@ func.func @call_kernel_no_entry(%x: memref<4xf32>, %y: memref<4xf32>) {
   kiln.call_kernel @k ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1]
   return
 }
+
+// -----
+
+gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @call_kernel_pointer_order(%x: memref<4xf32>, %y: memref<4xf32>) {
+  // expected-error @+1 {{'kiln.call_kernel' op pointer_order must be a permutation of the 2 operand indices}}
+  kiln.call_kernel @k::@k ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1] {pointer_order = array<i32: 1, 1>}
+  return
+}

@@ -57,14 +57,15 @@ func.func @matmul_weight(%x: tensor<4x3xf32>) -> tensor<4x2xf32> {
 // FP16:          w_f16: "0x08000000003C00405535003C00405535"
 
 // tf32: operands stay f32, rounded by a cast pair; the weight's values are
-// rounded at compile time (1/3 = 0x3EAAAAAB -> 0x3EAAA000).
+// rounded at compile time (1/3 = 0x3EAAAAAB -> 0x3EAAA000); the matmul is
+// marked kiln.tf32 (codegen may run it on tf32 tensor cores).
 // TF32-LABEL:    ml_program.global private @w_tf32(dense_resource<w_tf32> : tensor<3x2xf32>) : tensor<3x2xf32> {kiln.tf32_rounded}
 // TF32-LABEL:    func.func @matmul_weight(
 // TF32-SAME:         %[[X:.*]]: tensor<4x3xf32>)
 // TF32:            %[[R:.*]] = kiln.cast %[[X]] : tensor<4x3xf32> -> tensor<4x3xtf32>
 // TF32:            %[[XR:.*]] = kiln.cast %[[R]] : tensor<4x3xtf32> -> tensor<4x3xf32>
 // TF32:            %[[W:.*]] = ml_program.global_load_const @w_tf32 : tensor<3x2xf32>
-// TF32:            kiln.matmul %[[XR]], %[[W]] : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+// TF32:            kiln.matmul %[[XR]], %[[W]] {kiln.tf32} : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
 // TF32:          w_tf32: "0x080000000000803F0000004000A0AA3E0000803F0000004000A0AA3E"
 
 // precision=fp32 is the identity.

@@ -80,9 +80,11 @@ def Kiln_CallKernelOp : Op<Kiln_Dialect, "call_kernel", [
     Runs `kernel`, a `.entry` of a `gpu.binary` that already holds PTX (a
     kernel template specialised for one region and compiled by NVRTC), on
     `grid` x `block` threads with `dynamic_shared_bytes` of dynamic shared
-    memory. The kernel's parameters are, in order: a pointer per input, a
-    pointer per output, then the `scalars` (each an i32 or i64 integer
-    attribute, passed by value).
+    memory. The kernel's parameters are a pointer per operand, then the
+    `scalars` (each an i32 or i64 integer attribute, passed by value). The
+    pointers come in operand order (inputs, then outputs) unless
+    `pointer_order` gives another: a permutation of the operand indices
+    (a template's output pointer usually sits between its inputs).
 
     The op is destination-style and exists in two forms. On tensors (before
     bufferization) it reads `inputs` and returns one tensor per `outputs`
@@ -104,7 +106,8 @@ def Kiln_CallKernelOp : Op<Kiln_Dialect, "call_kernel", [
                        Variadic<AnyShaped>:$outputs,
                        DenseI32ArrayAttr:$grid, DenseI32ArrayAttr:$block,
                        DefaultValuedAttr<I32Attr, "0">:$dynamic_shared_bytes,
-                       DefaultValuedAttr<ArrayAttr, "{}">:$scalars);
+                       DefaultValuedAttr<ArrayAttr, "{}">:$scalars,
+                       OptionalAttr<DenseI32ArrayAttr>:$pointer_order);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
     $kernel (`ins` `(` $inputs^ `:` type($inputs) `)`)?

@@ -1,0 +1,297 @@
+//===- EpilogueEmitter.cpp - A fusion region's epilogue as CUDA C++ -------===//
+//
+// Values are floats in registers (the accumulator is fp32), so each op is one
+// C++ expression over floats. A value whose kiln type is bf16 or f16 is
+// rounded where the generic kernel would round it, so both kernels compute
+// the same numbers: after every op except the last, whose rounding is the
+// store's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EpilogueEmitter.h"
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+
+namespace kiln::templates {
+
+namespace {
+
+std::optional<runtime::DType> dtypeOf(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  if (element.isF32())
+    return runtime::DType::F32;
+  if (element.isBF16())
+    return runtime::DType::BF16;
+  if (element.isF16())
+    return runtime::DType::F16;
+  return std::nullopt;
+}
+
+std::string floatLiteral(double v) {
+  if (std::isnan(v))
+    return "__int_as_float(0x7fc00000)";
+  if (std::isinf(v))
+    return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.9gf", static_cast<float>(v));
+  std::string s = buffer;
+  // "1f" is not a literal; "1.f" and "1e+30f" are.
+  if (s.find_first_of(".e") == std::string::npos)
+    s.insert(s.size() - 1, ".");
+  return s;
+}
+
+/// The value of a splat constant, if `v` is one.
+std::optional<double> splatValue(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+class Emitter {
+public:
+  Emitter(Value acc, const OutputIndexing &indexing,
+          const llvm::DenseMap<Value, Value> &substitutions, std::string &why)
+      : indexing(indexing), substitutions(substitutions), why(why) {
+    names[acc] = "acc";
+  }
+
+  LogicalResult emitOp(Operation *op, bool isLast);
+  FailureOr<std::string> nameOf(Value v) const {
+    auto it = names.find(v);
+    if (it == names.end())
+      return failure();
+    return it->second;
+  }
+  std::string body;
+  SmallVector<Value> operands;
+
+private:
+  FailureOr<std::string> use(Value v);
+  FailureOr<std::string> load(Value tensor);
+  std::string coordinate(unsigned dim);
+  LogicalResult fail(Operation *op, const Twine &message) {
+    why = (op->getName().getStringRef() + " " + message).str();
+    return failure();
+  }
+
+  const OutputIndexing &indexing;
+  const llvm::DenseMap<Value, Value> &substitutions;
+  std::string &why;
+  llvm::DenseMap<Value, std::string> names;
+  llvm::DenseMap<unsigned, std::string> coordinates;
+  unsigned nextName = 0;
+};
+
+/// The expression of coordinate `dim` of the result (computed once).
+std::string Emitter::coordinate(unsigned dim) {
+  if (auto it = coordinates.find(dim); it != coordinates.end())
+    return it->second;
+  ArrayRef<int64_t> shape = indexing.shape;
+  unsigned rank = shape.size();
+  std::string name = "d" + std::to_string(dim);
+  if (dim == rank - 1) {
+    body += "  const long long " + name + " = col;\n";
+  } else if (dim == rank - 2 && !indexing.batchFoldedIntoRows) {
+    body += "  const long long " + name + " = row;\n";
+  } else {
+    // Dimensions [0, last) linearised in `row` (folded) or [0, rank - 2) in
+    // `batch`: peel the faster-varying ones off.
+    unsigned end = indexing.batchFoldedIntoRows ? rank - 1 : rank - 2;
+    long long inner = 1;
+    for (unsigned d = dim + 1; d < end; ++d)
+      inner *= shape[d];
+    std::string linear = indexing.batchFoldedIntoRows ? "(long long)row"
+                                                      : "(long long)batch";
+    body += "  const long long " + name + " = (" + linear + " / " +
+            std::to_string(inner) + "LL) % " + std::to_string(shape[dim]) +
+            "LL;\n";
+  }
+  coordinates[dim] = name;
+  return name;
+}
+
+/// A region input read at the element the broadcast maps the point to.
+FailureOr<std::string> Emitter::load(Value tensor) {
+  auto type = dyn_cast<RankedTensorType>(tensor.getType());
+  std::optional<runtime::DType> dtype = type ? dtypeOf(type) : std::nullopt;
+  if (!dtype) {
+    llvm::raw_string_ostream os(why);
+    os << "an epilogue operand of type " << tensor.getType()
+       << " (only f32, bf16 and f16 tensors are read)";
+    return failure();
+  }
+  ArrayRef<int64_t> shape = indexing.shape;
+  ArrayRef<int64_t> own = type.getShape();
+  if (own.size() > shape.size()) {
+    why = "an epilogue operand of higher rank than the result";
+    return failure();
+  }
+  // Numpy broadcasting: right-aligned; a dimension of 1 does not move.
+  std::string index;
+  long long stride = 1;
+  for (int64_t i = own.size() - 1; i >= 0; --i) {
+    unsigned dim = shape.size() - own.size() + i;
+    if (own[i] != 1) {
+      if (own[i] != shape[dim]) {
+        why = "an epilogue operand that does not broadcast to the result";
+        return failure();
+      }
+      std::string term = coordinate(dim);
+      if (stride != 1)
+        term += " * " + std::to_string(stride) + "LL";
+      index = index.empty() ? term : index + " + " + term;
+    }
+    stride *= own[i];
+  }
+  if (index.empty())
+    index = "0";
+  std::string pointer = "extra" + std::to_string(operands.size());
+  operands.push_back(tensor);
+  switch (*dtype) {
+  case runtime::DType::F32:
+    return "((const float *)" + pointer + ")[" + index + "]";
+  case runtime::DType::BF16:
+    return "bf16ToFloat(((const u16 *)" + pointer + ")[" + index + "])";
+  default:
+    return "f16ToFloat(((const u16 *)" + pointer + ")[" + index + "])";
+  }
+}
+
+FailureOr<std::string> Emitter::use(Value v) {
+  if (auto it = substitutions.find(v); it != substitutions.end())
+    v = it->second;
+  if (auto it = names.find(v); it != names.end())
+    return it->second;
+  if (std::optional<double> splat = splatValue(v))
+    return floatLiteral(*splat);
+  FailureOr<std::string> loaded = load(v);
+  if (failed(loaded))
+    return failure();
+  // A tensor read twice is loaded once.
+  std::string name = "x" + std::to_string(nextName++);
+  body += "  const float " + name + " = " + *loaded + ";\n";
+  names[v] = name;
+  return name;
+}
+
+LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
+  SmallVector<std::string> in;
+  for (Value operand : op->getOperands()) {
+    FailureOr<std::string> s = use(operand);
+    if (failed(s))
+      return failure();
+    in.push_back(*s);
+  }
+  auto unary = [&](const char *fn) { return std::string(fn) + "(" + in[0] + ")"; };
+  std::optional<std::string> expr =
+      llvm::TypeSwitch<Operation *, std::optional<std::string>>(op)
+          .Case([&](AddOp) { return in[0] + " + " + in[1]; })
+          .Case([&](SubOp) { return in[0] + " - " + in[1]; })
+          .Case([&](MulOp) { return in[0] + " * " + in[1]; })
+          .Case([&](DivOp) { return in[0] + " / " + in[1]; })
+          .Case([&](MaxOp) { return "fmaxf(" + in[0] + ", " + in[1] + ")"; })
+          .Case([&](MinOp) { return "fminf(" + in[0] + ", " + in[1] + ")"; })
+          .Case([&](PowOp) { return "powf(" + in[0] + ", " + in[1] + ")"; })
+          .Case([&](NegOp) { return "-" + in[0]; })
+          .Case([&](AbsOp) { return unary("fabsf"); })
+          .Case([&](ReluOp) { return "fmaxf(" + in[0] + ", 0.0f)"; })
+          .Case([&](ExpOp) { return unary("expf"); })
+          .Case([&](LogOp) { return unary("logf"); })
+          .Case([&](SqrtOp) { return unary("sqrtf"); })
+          .Case([&](RsqrtOp) { return unary("rsqrtf"); })
+          .Case([&](ReciprocalOp) { return "1.0f / " + in[0]; })
+          .Case([&](TanhOp) { return unary("tanhf"); })
+          .Case([&](ErfOp) { return unary("erff"); })
+          .Case([&](SigmoidOp) {
+            return "1.0f / (1.0f + expf(-" + in[0] + "))";
+          })
+          .Case([&](GeluOp gelu) {
+            if (gelu.getTanh())
+              return "0.5f * " + in[0] + " * (1.0f + tanhf(0.797884561f * (" +
+                     in[0] + " + 0.044715f * " + in[0] + " * " + in[0] +
+                     " * " + in[0] + ")))";
+            return "0.5f * " + in[0] + " * (1.0f + erff(" + in[0] +
+                   " * 0.707106781f))";
+          })
+          .Case([&](LeakyReluOp leaky) {
+            return in[0] + " >= 0.0f ? " + in[0] + " : " +
+                   floatLiteral(leaky.getAlpha().convertToFloat()) + " * " +
+                   in[0];
+          })
+          .Case([&](ClipOp clip) {
+            std::string v = in[0];
+            if (std::optional<APFloat> lo = clip.getMin())
+              v = "fmaxf(" + v + ", " + floatLiteral(lo->convertToDouble()) + ")";
+            if (std::optional<APFloat> hi = clip.getMax())
+              v = "fminf(" + v + ", " + floatLiteral(hi->convertToDouble()) + ")";
+            return v;
+          })
+          .Case([&](CastOp) { return in[0]; })
+          .Default([](Operation *) { return std::nullopt; });
+  if (!expr)
+    return fail(op, "has no epilogue form");
+  std::optional<runtime::DType> type = dtypeOf(op->getResult(0).getType());
+  if (!type)
+    return fail(op, "computes a type the epilogue does not hold");
+  std::string name = "v" + std::to_string(nextName++);
+  body += "  float " + name + " = " + *expr + ";\n";
+  // Round as the generic kernel would; the last value is rounded by the store.
+  if (!isLast && *type == runtime::DType::BF16)
+    body += "  " + name + " = bf16ToFloat(floatToBf16(" + name + "));\n";
+  if (!isLast && *type == runtime::DType::F16)
+    body += "  " + name + " = f16ToFloat(floatToF16(" + name + "));\n";
+  names[op->getResult(0)] = name;
+  return success();
+}
+
+} // namespace
+
+bool hasEpilogueForm(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, AbsOp,
+             ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp,
+             ErfOp, SigmoidOp, GeluOp, LeakyReluOp, ClipOp, CastOp>(op) &&
+         op->getNumResults() == 1;
+}
+
+bool isSplatConstant(Value v) { return splatValue(v).has_value(); }
+
+FailureOr<EmittedEpilogue>
+emitEpilogue(Value acc, ArrayRef<Operation *> ops, Value result,
+             const OutputIndexing &indexing,
+             const llvm::DenseMap<Value, Value> &substitutions,
+             std::string &why) {
+  std::optional<runtime::DType> outputType = dtypeOf(result.getType());
+  if (!outputType) {
+    why = "the region's result type is not f32, bf16 or f16";
+    return failure();
+  }
+  Emitter emitter(acc, indexing, substitutions, why);
+  for (Operation *op : ops)
+    if (failed(emitter.emitOp(op, op->getResult(0) == result)))
+      return failure();
+  FailureOr<std::string> value = emitter.nameOf(result);
+  if (failed(value)) {
+    why = "the region's result is not computed by its epilogue";
+    return failure();
+  }
+  EmittedEpilogue out;
+  out.body = emitter.body + "  return " + *value + ";";
+  out.operands = emitter.operands;
+  out.outputType = *outputType;
+  return out;
+}
+
+} // namespace kiln::templates

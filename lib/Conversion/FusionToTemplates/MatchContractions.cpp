@@ -1,0 +1,489 @@
+//===- MatchContractions.cpp - Fusion regions to template GEMM kernels ----===//
+//
+// A kiln.fusion region anchored on a matmul, whose other ops are the
+// matmul's elementwise epilogue, becomes one tiled tensor-core (or FFMA)
+// kernel from the CUDA C++ templates (include/kiln/Target/CUDA/
+// ContractionKernels.h): the epilogue is generated from the region's ops and
+// runs on the accumulators in registers. The kernel is compiled here (NVRTC)
+// into a gpu.binary and called through kiln.call_kernel, which bufferizes
+// like a linalg op and becomes a gpu.launch_func after bufferization.
+//
+// What a region may hold around its matmul:
+//   - operands: region inputs, seen through reshapes (free: same bytes) and
+//     a transpose of the last two dimensions (a column-major operand);
+//     anything else computing an operand (a cast to bf16, a transpose of
+//     more dimensions) is split off into a region of its own before it;
+//   - the epilogue: elementwise ops on the matmul's shape (see
+//     EpilogueEmitter.h) reading region inputs with any numpy broadcast,
+//     splat constants, and values computed in the region without the
+//     matmul (split off like operand producers).
+// Regions this does not fit (no matmul, another contraction or a row op,
+// more than one result, an op without an epilogue form, a shape no config
+// supports, NVRTC missing) stay as they are for kiln-collapse-fusions, with
+// the reason in a `kiln.generic_reason` attribute (kilnc --stats prints it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "EpilogueEmitter.h"
+
+#include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Target/CUDA/ContractionKernels.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_MATCHCONTRACTIONSPASS
+#include "kiln/Conversion/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+namespace cx = kiln::contraction;
+
+namespace {
+
+constexpr llvm::StringLiteral kGenericReasonAttr = "kiln.generic_reason";
+
+bool inRegion(Value v, kiln::FusionOp fusion) {
+  Operation *def = v.getDefiningOp();
+  return def && fusion->isProperAncestor(def);
+}
+
+/// A matmul operand as the kernel reads it: the tensor whose buffer holds
+/// it, and whether its last two dimensions are swapped in that buffer.
+struct OperandView {
+  Value buffer;
+  cx::Layout layout = cx::Layout::RowMajor;
+};
+
+/// Sees through tf32 rounding pairs (the kernel rounds its operands).
+Value peelTf32Rounding(Value v) {
+  auto widen = v.getDefiningOp<kiln::CastOp>();
+  if (!widen)
+    return v;
+  auto narrow = widen.getInput().getDefiningOp<kiln::CastOp>();
+  if (!narrow || !isa<FloatTF32Type>(
+                     getElementTypeOrSelf(narrow.getResult().getType())))
+    return v;
+  return narrow.getInput();
+}
+
+bool swapsLastTwo(ArrayRef<int64_t> permutation) {
+  size_t rank = permutation.size();
+  if (rank < 2)
+    return false;
+  for (size_t i = 0; i + 2 < rank; ++i)
+    if (permutation[i] != static_cast<int64_t>(i))
+      return false;
+  return permutation[rank - 2] == static_cast<int64_t>(rank - 1) &&
+         permutation[rank - 1] == static_cast<int64_t>(rank - 2);
+}
+
+/// The buffer a value of the region reads without computing: a region input
+/// through reshapes. Null when the value is computed in the region.
+Value contiguousSource(Value v, kiln::FusionOp fusion) {
+  while (inRegion(v, fusion)) {
+    auto reshape = v.getDefiningOp<kiln::ReshapeOp>();
+    if (!reshape)
+      return nullptr;
+    v = reshape.getInput();
+  }
+  return v;
+}
+
+class Matcher {
+public:
+  Matcher(ModuleOp module, unsigned smVersion, StringRef chip)
+      : module(module), smVersion(smVersion), chip(chip.str()) {}
+
+  /// Replaces `fusion` by template kernels, or leaves it with the reason.
+  void run(kiln::FusionOp fusion);
+
+private:
+  FailureOr<OperandView> operandView(Value v, kiln::FusionOp fusion);
+  Value materialize(Value v, kiln::FusionOp fusion);
+  LogicalResult rewrite(kiln::FusionOp fusion, std::string &why);
+  Value buildCalls(kiln::FusionOp fusion, const cx::GemmKernels &kernels,
+                   const cx::GemmProblem &problem, Value a, Value b,
+                   ArrayRef<Value> extras, RankedTensorType resultType);
+
+  ModuleOp module;
+  unsigned smVersion;
+  std::string chip;
+  unsigned nextKernel = 0;
+  /// Producers split off the region being rewritten (erased if it fails).
+  SmallVector<kiln::FusionOp> splitOff;
+};
+
+/// `v`, computed in `fusion` without its matmul, as the result of a new
+/// region placed before it (which kiln-collapse-fusions makes a kernel).
+Value Matcher::materialize(Value v, kiln::FusionOp fusion) {
+  llvm::SetVector<Operation *> cone;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value next = work.pop_back_val();
+    if (!inRegion(next, fusion))
+      continue;
+    Operation *def = next.getDefiningOp();
+    if (!cone.insert(def))
+      continue;
+    llvm::append_range(work, def->getOperands());
+  }
+  SmallVector<Operation *> ordered(cone.begin(), cone.end());
+  llvm::sort(ordered, [](Operation *x, Operation *y) {
+    return x->isBeforeInBlock(y);
+  });
+  OpBuilder b(fusion);
+  auto split = kiln::FusionOp::create(b, fusion.getLoc(), TypeRange{v.getType()},
+                                      b.getStringAttr("elementwise"));
+  Block *body = b.createBlock(&split.getBody());
+  b.setInsertionPointToStart(body);
+  IRMapping mapping;
+  for (Operation *op : ordered)
+    b.clone(*op, mapping);
+  kiln::YieldOp::create(b, fusion.getLoc(), ValueRange{mapping.lookup(v)});
+  splitOff.push_back(split);
+  return split.getResult(0);
+}
+
+FailureOr<OperandView> Matcher::operandView(Value v, kiln::FusionOp fusion) {
+  if (auto transpose = v.getDefiningOp<kiln::TransposeOp>();
+      transpose && inRegion(v, fusion) &&
+      swapsLastTwo(transpose.getPermutation()))
+    if (Value source = contiguousSource(transpose.getInput(), fusion))
+      return OperandView{source, cx::Layout::ColMajor};
+  if (Value source = contiguousSource(v, fusion))
+    return OperandView{source, cx::Layout::RowMajor};
+  return OperandView{materialize(v, fusion), cx::Layout::RowMajor};
+}
+
+std::optional<cx::DType> dtypeOf(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  if (element.isF32())
+    return cx::DType::F32;
+  if (element.isBF16())
+    return cx::DType::BF16;
+  if (element.isF16())
+    return cx::DType::F16;
+  return std::nullopt;
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+LogicalResult Matcher::rewrite(kiln::FusionOp fusion, std::string &why) {
+  Block &body = fusion.getBody().front();
+  if (fusion.getNumResults() != 1) {
+    why = "the region has more than one result";
+    return failure();
+  }
+  kiln::MatmulOp matmul;
+  for (Operation &op : body.without_terminator()) {
+    if (auto m = dyn_cast<kiln::MatmulOp>(op)) {
+      if (matmul) {
+        why = "the region has two matmuls";
+        return failure();
+      }
+      matmul = m;
+    } else if (isa<kiln::ConvOp, kiln::ConvTransposeOp, kiln::ReduceOp,
+                   kiln::SoftmaxOp, kiln::LogSoftmaxOp, kiln::LayerNormOp,
+                   kiln::PoolOp, kiln::GlobalPoolOp>(op)) {
+      why = "the region has a " + op.getName().getStringRef().str();
+      return failure();
+    }
+  }
+  if (!matmul) {
+    why = "no matmul";
+    return failure();
+  }
+  auto resultType = cast<RankedTensorType>(matmul.getType());
+  auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
+  auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
+  if (lhsType.getRank() < 2 || rhsType.getRank() < 2) {
+    why = "a matrix-vector product (1-D operand)";
+    return failure();
+  }
+  if (!resultType.hasStaticShape() || !lhsType.hasStaticShape() ||
+      !rhsType.hasStaticShape()) {
+    why = "dynamic shapes";
+    return failure();
+  }
+
+  // The epilogue: everything in the region that depends on the matmul.
+  llvm::SetVector<Operation *> epilogue;
+  for (Operation &op : body.without_terminator()) {
+    if (&op == matmul.getOperation())
+      continue;
+    bool dependent = llvm::any_of(op.getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && (def == matmul.getOperation() || epilogue.contains(def));
+    });
+    if (!dependent)
+      continue;
+    if (!kiln::templates::hasEpilogueForm(&op)) {
+      why = op.getName().getStringRef().str() + " has no epilogue form";
+      return failure();
+    }
+    if (cast<ShapedType>(op.getResult(0).getType()).getShape() !=
+        resultType.getShape()) {
+      why = "an epilogue op changes the shape";
+      return failure();
+    }
+    epilogue.insert(&op);
+  }
+  Value result = fusion.getYield().getValues()[0];
+  if (result != matmul.getResult() &&
+      !epilogue.contains(result.getDefiningOp())) {
+    why = "the region's result does not depend on its matmul";
+    return failure();
+  }
+
+  // The family and operand types.
+  bool tf32 = matmul->hasAttr("kiln.tf32");
+  Value lhs = tf32 ? peelTf32Rounding(matmul.getLhs()) : matmul.getLhs();
+  Value rhs = tf32 ? peelTf32Rounding(matmul.getRhs()) : matmul.getRhs();
+  std::optional<cx::DType> inputType = dtypeOf(lhsType);
+  std::optional<cx::DType> accType = dtypeOf(resultType);
+  if (!inputType || lhsType.getElementType() != rhsType.getElementType() ||
+      accType != cx::DType::F32) {
+    why = "operand or accumulator types the kernels do not take";
+    return failure();
+  }
+  cx::Family family = *inputType != cx::DType::F32 ? cx::Family::MmaF16
+                      : tf32                       ? cx::Family::MmaTf32
+                                                   : cx::Family::SimtF32;
+
+  // Shapes: [batch..., M, K] x [batch..., K, N] -> [batch..., M, N], each
+  // operand with all of the batch dimensions or none of them.
+  ArrayRef<int64_t> shape = resultType.getShape();
+  size_t rank = shape.size();
+  ArrayRef<int64_t> batchDims = shape.drop_back(2);
+  int64_t m = shape[rank - 2], n = shape[rank - 1];
+  int64_t k = lhsType.getShape().back();
+  auto batchOf = [&](RankedTensorType t, bool &broadcast) {
+    ArrayRef<int64_t> dims = t.getShape().drop_back(2);
+    broadcast = dims.empty() || product(dims) == 1;
+    return broadcast || dims == batchDims;
+  };
+  bool broadcastA = false, broadcastB = false;
+  if (!batchOf(lhsType, broadcastA) || !batchOf(rhsType, broadcastB)) {
+    why = "operands with partially broadcast batch dimensions";
+    return failure();
+  }
+  if (m == 0 || n == 0 || k == 0) {
+    why = "an empty matmul";
+    return failure();
+  }
+
+  FailureOr<OperandView> a = operandView(lhs, fusion);
+  FailureOr<OperandView> b = operandView(rhs, fusion);
+  if (failed(a) || failed(b))
+    return failure();
+
+  cx::GemmProblem problem;
+  problem.inputType = *inputType;
+  problem.layoutA = a->layout;
+  problem.layoutB = b->layout;
+  problem.k = static_cast<uint64_t>(k);
+  problem.n = static_cast<uint64_t>(n);
+  kiln::templates::OutputIndexing indexing;
+  indexing.shape.assign(shape.begin(), shape.end());
+  int64_t batch = product(batchDims);
+  if (broadcastB && !broadcastA && a->layout == cx::Layout::RowMajor) {
+    // Weights shared by every batch: the batch is more rows of one GEMM.
+    problem.m = static_cast<uint64_t>(batch * m);
+    problem.batch = 1;
+    indexing.batchFoldedIntoRows = true;
+  } else {
+    problem.m = static_cast<uint64_t>(m);
+    problem.batch = static_cast<uint64_t>(batch);
+    problem.batchStrideA = broadcastA ? 0 : static_cast<uint64_t>(m * k);
+    problem.batchStrideB = broadcastB ? 0 : static_cast<uint64_t>(k * n);
+    problem.batchStrideC = static_cast<uint64_t>(m * n);
+  }
+
+  // Values the epilogue reads that the region computes without the matmul
+  // are split off (splat constants become literals); the rest are region
+  // inputs.
+  llvm::DenseMap<Value, Value> substitutions;
+  for (Operation *op : epilogue)
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!inRegion(v, fusion) || def == matmul.getOperation() ||
+          epilogue.contains(def) || substitutions.count(v) ||
+          kiln::templates::isSplatConstant(v))
+        continue;
+      substitutions[v] = materialize(v, fusion);
+    }
+  FailureOr<kiln::templates::EmittedEpilogue> emitted =
+      kiln::templates::emitEpilogue(matmul.getResult(), epilogue.getArrayRef(),
+                                    result, indexing, substitutions, why);
+  if (failed(emitted))
+    return failure();
+  problem.outputType = emitted->outputType;
+
+  cx::Epilogue ep;
+  ep.customBody = emitted->body;
+  for (size_t i = 0; i < emitted->operands.size(); ++i)
+    ep.customOperands.push_back("epilogue" + std::to_string(i));
+  cx::GemmConfig config = cx::pickConfig(problem, family, smVersion);
+  if (std::string reason = cx::unsupportedReason(problem, config);
+      !reason.empty()) {
+    why = "no kernel config: " + reason;
+    return failure();
+  }
+  cx::GenerateOptions options;
+  options.smVersion = smVersion;
+  options.name = "kiln_gemm_" + std::to_string(nextKernel++);
+  kiln::runtime::Expected<cx::GemmKernels> kernels =
+      cx::generateGemm(problem, config, ep, options);
+  if (!kernels) {
+    why = kernels.error().message();
+    return failure();
+  }
+  auto outType = cast<RankedTensorType>(result.getType());
+  Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
+                                 b->buffer, emitted->operands, outType);
+  fusion.getResult(0).replaceAllUsesWith(replacement);
+  fusion.erase();
+  return success();
+}
+
+Value Matcher::buildCalls(kiln::FusionOp fusion,
+                          const cx::GemmKernels &kernels,
+                          const cx::GemmProblem &problem, Value a, Value b,
+                          ArrayRef<Value> extras,
+                          RankedTensorType resultType) {
+  MLIRContext *ctx = module.getContext();
+  Location loc = fusion.getLoc();
+  Attribute target =
+      parseAttribute("#nvvm.target<chip = \"" + chip + "\">", ctx);
+  OpBuilder moduleBuilder(ctx);
+  moduleBuilder.setInsertionPointToStart(module.getBody());
+  OpBuilder builder(fusion);
+
+  Value output = tensor::EmptyOp::create(builder, loc, resultType.getShape(),
+                                         resultType.getElementType());
+  Value workspace;
+  if (kernels.workspaceBytes)
+    workspace = tensor::EmptyOp::create(
+        builder, loc,
+        ArrayRef<int64_t>{static_cast<int64_t>(kernels.workspaceBytes / 4)},
+        builder.getF32Type());
+  Value result;
+  for (const cx::GemmKernel &kernel : kernels.kernels) {
+    auto object = gpu::ObjectAttr::get(
+        ctx, target, gpu::CompilationTarget::Assembly,
+        StringAttr::get(ctx, kernel.ptx), DictionaryAttr{}, nullptr);
+    gpu::BinaryOp::create(moduleBuilder, loc, kernel.name, nullptr,
+                          ArrayAttr::get(ctx, {object}));
+    // The kernel's output: C, or the workspace when it is split-K's first.
+    bool writesC = llvm::any_of(kernel.params, [](const auto &p) {
+      return p.name == "C";
+    });
+    Value out = writesC ? output : workspace;
+    SmallVector<Value> inputs;
+    SmallVector<int32_t> order;
+    SmallVector<Attribute> scalars;
+    SmallVector<std::pair<std::string, Value>> pointers;
+    for (const cx::KernelParameter &p : kernel.params) {
+      if (p.kind != cx::KernelParameter::Kind::Pointer) {
+        uint64_t value = p.name == "M"              ? problem.m
+                         : p.name == "batchStrideA" ? problem.batchStrideA
+                                                    : problem.batchStrideC;
+        scalars.push_back(builder.getIntegerAttr(
+            p.kind == cx::KernelParameter::Kind::U32 ? builder.getI32Type()
+                                                     : builder.getI64Type(),
+            value));
+        continue;
+      }
+      Value v;
+      if (p.name == "A")
+        v = a;
+      else if (p.name == "B")
+        v = b;
+      else if (p.name == "workspace")
+        v = writesC ? result : workspace;
+      else if (unsigned i; p.name != "C" &&
+                           !StringRef(p.name).drop_front(8).getAsInteger(10, i))
+        v = extras[i];
+      pointers.push_back({p.name, v});
+    }
+    for (auto &[name, v] : pointers)
+      if (name != "C" && !(name == "workspace" && !writesC))
+        inputs.push_back(v);
+    // Operand indices: inputs in order, then the one output.
+    unsigned nextInput = 0;
+    for (auto &[name, v] : pointers) {
+      bool isOut = name == "C" || (name == "workspace" && !writesC);
+      order.push_back(isOut ? static_cast<int32_t>(inputs.size())
+                            : static_cast<int32_t>(nextInput++));
+    }
+    kiln::runtime::Dim3 grid = kernel.grid;
+    auto call = kiln::CallKernelOp::create(
+        builder, loc, TypeRange{out.getType()},
+        SymbolRefAttr::get(ctx, kernel.name,
+                           {FlatSymbolRefAttr::get(ctx, kernel.name)}),
+        inputs, ValueRange{out},
+        builder.getDenseI32ArrayAttr({static_cast<int32_t>(grid.x),
+                                      static_cast<int32_t>(grid.y),
+                                      static_cast<int32_t>(grid.z)}),
+        builder.getDenseI32ArrayAttr({static_cast<int32_t>(kernel.block.x),
+                                      static_cast<int32_t>(kernel.block.y),
+                                      static_cast<int32_t>(kernel.block.z)}),
+        builder.getI32IntegerAttr(kernel.dynamicSharedBytes),
+        builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
+    call->setAttr("kiln.kernel_config",
+                  builder.getStringAttr(kernels.config.describe()));
+    result = call.getResult(0);
+  }
+  return result;
+}
+
+void Matcher::run(kiln::FusionOp fusion) {
+  std::string why;
+  size_t splitBefore = splitOff.size();
+  if (succeeded(rewrite(fusion, why)))
+    return;
+  // Undo the split-off producers: the region keeps computing them.
+  while (splitOff.size() > splitBefore) {
+    kiln::FusionOp split = splitOff.pop_back_val();
+    split.erase();
+  }
+  fusion->setAttr(kGenericReasonAttr, StringAttr::get(fusion.getContext(), why));
+}
+
+struct MatchContractionsPass
+    : kiln::impl::MatchContractionsPassBase<MatchContractionsPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    unsigned sm = 0;
+    if (StringRef digits = chip; digits.consume_front("sm_"))
+      (void)digits.getAsInteger(10, sm);
+    if (sm != 80 && sm != 90) {
+      module.emitError() << "kiln-match-contractions: chip '" << chip
+                         << "' is not sm_80 or sm_90";
+      return signalPassFailure();
+    }
+    Matcher matcher(module, sm, chip);
+    SmallVector<kiln::FusionOp> fusions;
+    module.walk([&](kiln::FusionOp f) { fusions.push_back(f); });
+    for (kiln::FusionOp f : fusions)
+      if (llvm::any_of(f.getBody().front(),
+                       [](Operation &op) { return isa<kiln::MatmulOp>(op); }))
+        matcher.run(f);
+  }
+};
+
+} // namespace
