@@ -69,6 +69,7 @@ public:
   }
 
   LogicalResult emitOp(Operation *op, bool isLast);
+  LogicalResult addBias(Value acc, Value bias);
   FailureOr<std::string> nameOf(Value v) const {
     auto it = names.find(v);
     if (it == names.end())
@@ -187,7 +188,24 @@ FailureOr<std::string> Emitter::use(Value v) {
   return name;
 }
 
+/// acc + bias, as the value of `acc` (an f32 accumulator: no rounding).
+LogicalResult Emitter::addBias(Value acc, Value bias) {
+  FailureOr<std::string> b = use(bias);
+  if (failed(b))
+    return failure();
+  std::string name = "v" + std::to_string(nextName++);
+  body += "  float " + name + " = acc + " + *b + ";\n";
+  names[acc] = name;
+  return success();
+}
+
 LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
+  // Batch norm's vectors run along its channel dimension, which the
+  // right-aligned broadcast of a 1-D operand only reaches when it is last.
+  if (auto norm = dyn_cast<BatchNormOp>(op);
+      norm && norm.getDataFormat() != DataFormat::ChannelsLast &&
+      norm.getType().getRank() > 2)
+    return fail(op, "in nchw (its channels are not the last dimension)");
   SmallVector<std::string> in;
   for (Value operand : op->getOperands()) {
     FailureOr<std::string> s = use(operand);
@@ -240,6 +258,14 @@ LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
             return v;
           })
           .Case([&](CastOp) { return in[0]; })
+          .Case([&](BatchNormOp norm) {
+            // As its generic lowering: (x - mean) * rsqrt(var + eps) * scale
+            // + bias, operands (x, scale, bias, mean, variance).
+            double epsilon = norm.getEpsilon().convertToDouble();
+            return "(" + in[0] + " - " + in[3] + ") * rsqrtf(" + in[4] +
+                   " + " + floatLiteral(epsilon) + ") * " + in[1] + " + " +
+                   in[2];
+          })
           .Default([](Operation *) { return std::nullopt; });
   if (!expr)
     return fail(op, "has no epilogue form");
@@ -262,7 +288,8 @@ LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
 bool hasEpilogueForm(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, AbsOp,
              ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp,
-             ErfOp, SigmoidOp, GeluOp, LeakyReluOp, ClipOp, CastOp>(op) &&
+             ErfOp, SigmoidOp, GeluOp, LeakyReluOp, ClipOp, CastOp,
+             BatchNormOp>(op) &&
          op->getNumResults() == 1;
 }
 
@@ -272,13 +299,15 @@ FailureOr<EmittedEpilogue>
 emitEpilogue(Value acc, ArrayRef<Operation *> ops, Value result,
              const OutputIndexing &indexing,
              const llvm::DenseMap<Value, Value> &substitutions,
-             std::string &why) {
+             Value accBias, std::string &why) {
   std::optional<runtime::DType> outputType = dtypeOf(result.getType());
   if (!outputType) {
     why = "the region's result type is not f32, bf16 or f16";
     return failure();
   }
   Emitter emitter(acc, indexing, substitutions, why);
+  if (accBias && failed(emitter.addBias(acc, accBias)))
+    return failure();
   for (Operation *op : ops)
     if (failed(emitter.emitOp(op, op->getResult(0) == result)))
       return failure();

@@ -49,11 +49,13 @@ struct EmittedEpilogue {
 /// for splat constants, written as literals. Fails with `why` set when an op
 /// or type has no epilogue form.
 /// `substitutions` replaces operands the caller materialised elsewhere.
+/// `accBias`, when set, is a vector broadcast to the result (a
+/// convolution's per-channel bias) added to `acc` before the ops.
 llvm::FailureOr<EmittedEpilogue>
 emitEpilogue(mlir::Value acc, llvm::ArrayRef<mlir::Operation *> ops,
              mlir::Value result, const OutputIndexing &indexing,
              const llvm::DenseMap<mlir::Value, mlir::Value> &substitutions,
-             std::string &why);
+             mlir::Value accBias, std::string &why);
 
 /// Whether `v` is a splat float constant (an epilogue literal).
 bool isSplatConstant(mlir::Value v);

@@ -24,11 +24,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "EpilogueEmitter.h"
+#include "RegionMatcher.h"
 
 #include "kiln/Conversion/Passes.h"
-#include "kiln/Dialect/Kiln/IR/Kiln.h"
-#include "kiln/Target/CUDA/ContractionKernels.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,7 +34,6 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/SetVector.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_MATCHCONTRACTIONSPASS
@@ -46,33 +43,11 @@ namespace kiln {
 using namespace mlir;
 namespace cx = kiln::contraction;
 
+namespace kiln::templates {
+
 namespace {
 
 constexpr llvm::StringLiteral kGenericReasonAttr = "kiln.generic_reason";
-
-bool inRegion(Value v, kiln::FusionOp fusion) {
-  Operation *def = v.getDefiningOp();
-  return def && fusion->isProperAncestor(def);
-}
-
-/// A matmul operand as the kernel reads it: the tensor whose buffer holds
-/// it, and whether its last two dimensions are swapped in that buffer.
-struct OperandView {
-  Value buffer;
-  cx::Layout layout = cx::Layout::RowMajor;
-};
-
-/// Sees through tf32 rounding pairs (the kernel rounds its operands).
-Value peelTf32Rounding(Value v) {
-  auto widen = v.getDefiningOp<kiln::CastOp>();
-  if (!widen)
-    return v;
-  auto narrow = widen.getInput().getDefiningOp<kiln::CastOp>();
-  if (!narrow || !isa<FloatTF32Type>(
-                     getElementTypeOrSelf(narrow.getResult().getType())))
-    return v;
-  return narrow.getInput();
-}
 
 bool swapsLastTwo(ArrayRef<int64_t> permutation) {
   size_t rank = permutation.size();
@@ -85,8 +60,31 @@ bool swapsLastTwo(ArrayRef<int64_t> permutation) {
          permutation[rank - 1] == static_cast<int64_t>(rank - 2);
 }
 
-/// The buffer a value of the region reads without computing: a region input
-/// through reshapes. Null when the value is computed in the region.
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+} // namespace
+
+bool inRegion(Value v, kiln::FusionOp fusion) {
+  Operation *def = v.getDefiningOp();
+  return def && fusion->isProperAncestor(def);
+}
+
+Value peelTf32Rounding(Value v) {
+  auto widen = v.getDefiningOp<kiln::CastOp>();
+  if (!widen)
+    return v;
+  auto narrow = widen.getInput().getDefiningOp<kiln::CastOp>();
+  if (!narrow || !isa<FloatTF32Type>(
+                     getElementTypeOrSelf(narrow.getResult().getType())))
+    return v;
+  return narrow.getInput();
+}
+
 Value contiguousSource(Value v, kiln::FusionOp fusion) {
   while (inRegion(v, fusion)) {
     auto reshape = v.getDefiningOp<kiln::ReshapeOp>();
@@ -97,32 +95,6 @@ Value contiguousSource(Value v, kiln::FusionOp fusion) {
   return v;
 }
 
-class Matcher {
-public:
-  Matcher(ModuleOp module, unsigned smVersion, StringRef chip)
-      : module(module), smVersion(smVersion), chip(chip.str()) {}
-
-  /// Replaces `fusion` by template kernels, or leaves it with the reason.
-  void run(kiln::FusionOp fusion);
-
-private:
-  FailureOr<OperandView> operandView(Value v, kiln::FusionOp fusion);
-  Value materialize(Value v, kiln::FusionOp fusion);
-  LogicalResult rewrite(kiln::FusionOp fusion, std::string &why);
-  Value buildCalls(kiln::FusionOp fusion, const cx::GemmKernels &kernels,
-                   const cx::GemmProblem &problem, Value a, Value b,
-                   ArrayRef<Value> extras, RankedTensorType resultType);
-
-  ModuleOp module;
-  unsigned smVersion;
-  std::string chip;
-  unsigned nextKernel = 0;
-  /// Producers split off the region being rewritten (erased if it fails).
-  SmallVector<kiln::FusionOp> splitOff;
-};
-
-/// `v`, computed in `fusion` without its matmul, as the result of a new
-/// region placed before it (which kiln-collapse-fusions makes a kernel).
 Value Matcher::materialize(Value v, kiln::FusionOp fusion) {
   llvm::SetVector<Operation *> cone;
   SmallVector<Value> work{v};
@@ -163,7 +135,7 @@ FailureOr<OperandView> Matcher::operandView(Value v, kiln::FusionOp fusion) {
   return OperandView{materialize(v, fusion), cx::Layout::RowMajor};
 }
 
-std::optional<cx::DType> dtypeOf(Type type) {
+std::optional<cx::DType> kernelDType(Type type) {
   Type element = getElementTypeOrSelf(type);
   if (element.isF32())
     return cx::DType::F32;
@@ -174,14 +146,7 @@ std::optional<cx::DType> dtypeOf(Type type) {
   return std::nullopt;
 }
 
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims)
-    p *= d;
-  return p;
-}
-
-LogicalResult Matcher::rewrite(kiln::FusionOp fusion, std::string &why) {
+LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   Block &body = fusion.getBody().front();
   if (fusion.getNumResults() != 1) {
     why = "the region has more than one result";
@@ -219,41 +184,16 @@ LogicalResult Matcher::rewrite(kiln::FusionOp fusion, std::string &why) {
     return failure();
   }
 
-  // The epilogue: everything in the region that depends on the matmul.
   llvm::SetVector<Operation *> epilogue;
-  for (Operation &op : body.without_terminator()) {
-    if (&op == matmul.getOperation())
-      continue;
-    bool dependent = llvm::any_of(op.getOperands(), [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      return def && (def == matmul.getOperation() || epilogue.contains(def));
-    });
-    if (!dependent)
-      continue;
-    if (!kiln::templates::hasEpilogueForm(&op)) {
-      why = op.getName().getStringRef().str() + " has no epilogue form";
-      return failure();
-    }
-    if (cast<ShapedType>(op.getResult(0).getType()).getShape() !=
-        resultType.getShape()) {
-      why = "an epilogue op changes the shape";
-      return failure();
-    }
-    epilogue.insert(&op);
-  }
-  Value result = fusion.getYield().getValues()[0];
-  if (result != matmul.getResult() &&
-      !epilogue.contains(result.getDefiningOp())) {
-    why = "the region's result does not depend on its matmul";
+  if (failed(collectEpilogue(fusion, matmul, epilogue, why)))
     return failure();
-  }
 
   // The family and operand types.
   bool tf32 = matmul->hasAttr("kiln.tf32");
   Value lhs = tf32 ? peelTf32Rounding(matmul.getLhs()) : matmul.getLhs();
   Value rhs = tf32 ? peelTf32Rounding(matmul.getRhs()) : matmul.getRhs();
-  std::optional<cx::DType> inputType = dtypeOf(lhsType);
-  std::optional<cx::DType> accType = dtypeOf(resultType);
+  std::optional<cx::DType> inputType = kernelDType(lhsType);
+  std::optional<cx::DType> accType = kernelDType(resultType);
   if (!inputType || lhsType.getElementType() != rhsType.getElementType() ||
       accType != cx::DType::F32) {
     why = "operand or accumulator types the kernels do not take";
@@ -296,7 +236,7 @@ LogicalResult Matcher::rewrite(kiln::FusionOp fusion, std::string &why) {
   problem.layoutB = b->layout;
   problem.k = static_cast<uint64_t>(k);
   problem.n = static_cast<uint64_t>(n);
-  kiln::templates::OutputIndexing indexing;
+  OutputIndexing indexing;
   indexing.shape.assign(shape.begin(), shape.end());
   int64_t batch = product(batchDims);
   if (broadcastB && !broadcastA && a->layout == cx::Layout::RowMajor) {
@@ -312,29 +252,94 @@ LogicalResult Matcher::rewrite(kiln::FusionOp fusion, std::string &why) {
     problem.batchStrideC = static_cast<uint64_t>(m * n);
   }
 
-  // Values the epilogue reads that the region computes without the matmul
-  // are split off (splat constants become literals); the rest are region
-  // inputs.
-  llvm::DenseMap<Value, Value> substitutions;
-  for (Operation *op : epilogue)
-    for (Value v : op->getOperands()) {
-      Operation *def = v.getDefiningOp();
-      if (!inRegion(v, fusion) || def == matmul.getOperation() ||
-          epilogue.contains(def) || substitutions.count(v) ||
-          kiln::templates::isSplatConstant(v))
-        continue;
-      substitutions[v] = materialize(v, fusion);
-    }
-  FailureOr<kiln::templates::EmittedEpilogue> emitted =
-      kiln::templates::emitEpilogue(matmul.getResult(), epilogue.getArrayRef(),
-                                    result, indexing, substitutions, why);
+  FailureOr<EmittedEpilogue> emitted = emitRegionEpilogue(
+      fusion, matmul, epilogue.getArrayRef(), indexing, Value(), why);
   if (failed(emitted))
     return failure();
   problem.outputType = emitted->outputType;
+  FailureOr<cx::GemmKernels> kernels =
+      compile(problem, family, *emitted, "kiln_gemm_", why);
+  if (failed(kernels))
+    return failure();
+  Value result = fusion.getYield().getValues()[0];
+  auto outType = cast<RankedTensorType>(result.getType());
+  Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
+                                 b->buffer, emitted->operands, outType);
+  fusion.getResult(0).replaceAllUsesWith(replacement);
+  fusion.erase();
+  return success();
+}
 
+LogicalResult Matcher::collectEpilogue(kiln::FusionOp fusion,
+                                       Operation *anchor,
+                                       llvm::SetVector<Operation *> &epilogue,
+                                       std::string &why) {
+  ArrayRef<int64_t> shape =
+      cast<ShapedType>(anchor->getResult(0).getType()).getShape();
+  for (Operation &op : fusion.getBody().front().without_terminator()) {
+    if (&op == anchor)
+      continue;
+    bool dependent = llvm::any_of(op.getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && (def == anchor || epilogue.contains(def));
+    });
+    if (!dependent)
+      continue;
+    if (!hasEpilogueForm(&op)) {
+      why = op.getName().getStringRef().str() + " has no epilogue form";
+      return failure();
+    }
+    if (cast<ShapedType>(op.getResult(0).getType()).getShape() != shape) {
+      why = "an epilogue op changes the shape";
+      return failure();
+    }
+    epilogue.insert(&op);
+  }
+  Value result = fusion.getYield().getValues()[0];
+  if (result != anchor->getResult(0) &&
+      !epilogue.contains(result.getDefiningOp())) {
+    why = "the region's result does not depend on its " +
+          anchor->getName().getStringRef().str();
+    return failure();
+  }
+  return success();
+}
+
+FailureOr<EmittedEpilogue>
+Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
+                            ArrayRef<Operation *> epilogue,
+                            const OutputIndexing &indexing, Value accBias,
+                            std::string &why) {
+  // Values the epilogue reads that the region computes without the anchor
+  // are split off (splat constants become literals); the rest are region
+  // inputs.
+  llvm::DenseMap<Value, Value> substitutions;
+  auto substitute = [&](Value v) {
+    if (inRegion(v, fusion) && !substitutions.count(v) &&
+        !isSplatConstant(v))
+      substitutions[v] = materialize(v, fusion);
+  };
+  if (accBias)
+    substitute(accBias);
+  for (Operation *op : epilogue)
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (def != anchor && !llvm::is_contained(epilogue, def))
+        substitute(v);
+    }
+  return emitEpilogue(anchor->getResult(0), epilogue,
+                      fusion.getYield().getValues()[0], indexing,
+                      substitutions, accBias, why);
+}
+
+FailureOr<cx::GemmKernels> Matcher::compile(const cx::GemmProblem &problem,
+                                            cx::Family family,
+                                            const EmittedEpilogue &epilogue,
+                                            StringRef prefix,
+                                            std::string &why) {
   cx::Epilogue ep;
-  ep.customBody = emitted->body;
-  for (size_t i = 0; i < emitted->operands.size(); ++i)
+  ep.customBody = epilogue.body;
+  for (size_t i = 0; i < epilogue.operands.size(); ++i)
     ep.customOperands.push_back("epilogue" + std::to_string(i));
   cx::GemmConfig config = cx::pickConfig(problem, family, smVersion);
   if (std::string reason = cx::unsupportedReason(problem, config);
@@ -344,19 +349,14 @@ LogicalResult Matcher::rewrite(kiln::FusionOp fusion, std::string &why) {
   }
   cx::GenerateOptions options;
   options.smVersion = smVersion;
-  options.name = "kiln_gemm_" + std::to_string(nextKernel++);
+  options.name = prefix.str() + std::to_string(nextKernel++);
   kiln::runtime::Expected<cx::GemmKernels> kernels =
       cx::generateGemm(problem, config, ep, options);
   if (!kernels) {
     why = kernels.error().message();
     return failure();
   }
-  auto outType = cast<RankedTensorType>(result.getType());
-  Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
-                                 b->buffer, emitted->operands, outType);
-  fusion.getResult(0).replaceAllUsesWith(replacement);
-  fusion.erase();
-  return success();
+  return std::move(*kernels);
 }
 
 Value Matcher::buildCalls(kiln::FusionOp fusion,
@@ -453,7 +453,11 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
 void Matcher::run(kiln::FusionOp fusion) {
   std::string why;
   size_t splitBefore = splitOff.size();
-  if (succeeded(rewrite(fusion, why)))
+  bool convolution = llvm::any_of(fusion.getBody().front(), [](Operation &op) {
+    return isa<kiln::ConvOp>(op);
+  });
+  if (succeeded(convolution ? rewriteConvolution(fusion, why)
+                            : rewriteMatmul(fusion, why)))
     return;
   // Undo the split-off producers: the region keeps computing them.
   while (splitOff.size() > splitBefore) {
@@ -462,6 +466,10 @@ void Matcher::run(kiln::FusionOp fusion) {
   }
   fusion->setAttr(kGenericReasonAttr, StringAttr::get(fusion.getContext(), why));
 }
+
+} // namespace kiln::templates
+
+namespace {
 
 struct MatchContractionsPass
     : kiln::impl::MatchContractionsPassBase<MatchContractionsPass> {
@@ -476,13 +484,15 @@ struct MatchContractionsPass
                          << "' is not sm_80 or sm_90";
       return signalPassFailure();
     }
-    Matcher matcher(module, sm, chip);
+    kiln::templates::Matcher matcher(module, sm, chip);
     SmallVector<kiln::FusionOp> fusions;
     module.walk([&](kiln::FusionOp f) { fusions.push_back(f); });
     for (kiln::FusionOp f : fusions)
-      if (llvm::any_of(f.getBody().front(),
-                       [](Operation &op) { return isa<kiln::MatmulOp>(op); }))
+      if (llvm::any_of(f.getBody().front(), [](Operation &op) {
+            return isa<kiln::MatmulOp, kiln::ConvOp>(op);
+          }))
         matcher.run(f);
+    matcher.eraseUnreadWeights();
   }
 };
 

@@ -1,0 +1,121 @@
+//===- RegionMatcher.h - Fusion regions to template kernels -----*- C++ -*-===//
+//
+// The state kiln-match-contractions keeps while it rewrites fusion regions,
+// shared by its two anchors: matmuls (MatchContractions.cpp) and NHWC
+// convolutions (MatchConvolutions.cpp). Both find the region's elementwise
+// epilogue, split off the producers the kernel does not read in place,
+// compile a template kernel and call it with kiln.call_kernel; only how the
+// anchor becomes a GemmProblem differs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_FUSIONTOTEMPLATES_REGIONMATCHER_H
+#define KILN_LIB_CONVERSION_FUSIONTOTEMPLATES_REGIONMATCHER_H
+
+#include "EpilogueEmitter.h"
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Target/CUDA/ContractionKernels.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+#include <string>
+
+namespace kiln::templates {
+
+/// Whether `v` is computed inside `fusion`.
+bool inRegion(mlir::Value v, kiln::FusionOp fusion);
+
+/// The buffer a value of the region reads without computing: a region input
+/// through reshapes. Null when the value is computed in the region.
+mlir::Value contiguousSource(mlir::Value v, kiln::FusionOp fusion);
+
+/// Sees through tf32 rounding pairs (the kernel rounds its operands).
+mlir::Value peelTf32Rounding(mlir::Value v);
+
+/// The kernels' dtype for an f32, bf16 or f16 (tensor) type.
+std::optional<contraction::DType> kernelDType(mlir::Type type);
+
+/// A contraction operand as the kernel reads it: the tensor whose buffer
+/// holds it, and whether its last two dimensions are swapped in that buffer.
+struct OperandView {
+  mlir::Value buffer;
+  contraction::Layout layout = contraction::Layout::RowMajor;
+};
+
+class Matcher {
+public:
+  Matcher(mlir::ModuleOp module, unsigned smVersion, llvm::StringRef chip)
+      : module(module), smVersion(smVersion), chip(chip.str()) {}
+
+  /// Replaces `fusion` by template kernels, or leaves it with the reason.
+  void run(kiln::FusionOp fusion);
+
+  /// Erases the weight globals a rewrite replaced and nothing reads.
+  void eraseUnreadWeights();
+
+private:
+  // Matmul regions (MatchContractions.cpp).
+  mlir::LogicalResult rewriteMatmul(kiln::FusionOp fusion, std::string &why);
+  mlir::FailureOr<OperandView> operandView(mlir::Value v,
+                                           kiln::FusionOp fusion);
+
+  // Convolution regions (MatchConvolutions.cpp).
+  mlir::LogicalResult rewriteConvolution(kiln::FusionOp fusion,
+                                         std::string &why);
+  /// The filter `[O][KH][KW][C/g]` with its channels zero-padded to
+  /// `paddedChannels`: a load of a new weight global holding the padded
+  /// data, with the pad recorded in its origin. Null when the filter is not
+  /// a weight global whose bytes are known.
+  mlir::Value paddedFilter(mlir::Value filter, int64_t paddedChannels,
+                           kiln::FusionOp fusion, bool dryRun);
+
+  // Shared (MatchContractions.cpp).
+  /// `v`, computed in `fusion` without its anchor, as the result of a new
+  /// region placed before it (which kiln-collapse-fusions makes a kernel).
+  mlir::Value materialize(mlir::Value v, kiln::FusionOp fusion);
+  /// The ops of the region that depend on `anchor`, each elementwise on
+  /// its result's shape, in block order; fails when one is not.
+  mlir::LogicalResult
+  collectEpilogue(kiln::FusionOp fusion, mlir::Operation *anchor,
+                  llvm::SetVector<mlir::Operation *> &epilogue,
+                  std::string &why);
+  /// The epilogue computing the region's result from the anchor's, with
+  /// the values it reads that the region computes split off. `accBias`, if
+  /// set, is added to the accumulator first (a convolution's bias).
+  mlir::FailureOr<EmittedEpilogue>
+  emitRegionEpilogue(kiln::FusionOp fusion, mlir::Operation *anchor,
+                     llvm::ArrayRef<mlir::Operation *> epilogue,
+                     const OutputIndexing &indexing, mlir::Value accBias,
+                     std::string &why);
+  /// The heuristic's config for the problem, specialised and compiled.
+  mlir::FailureOr<contraction::GemmKernels>
+  compile(const contraction::GemmProblem &problem, contraction::Family family,
+          const EmittedEpilogue &epilogue, llvm::StringRef prefix,
+          std::string &why);
+  mlir::Value buildCalls(kiln::FusionOp fusion,
+                         const contraction::GemmKernels &kernels,
+                         const contraction::GemmProblem &problem,
+                         mlir::Value a, mlir::Value b,
+                         llvm::ArrayRef<mlir::Value> extras,
+                         mlir::RankedTensorType resultType);
+
+  mlir::ModuleOp module;
+  unsigned smVersion;
+  std::string chip;
+  unsigned nextKernel = 0;
+  /// Producers split off the region being rewritten (erased if it fails).
+  llvm::SmallVector<kiln::FusionOp> splitOff;
+  /// Channel-padded filters made so far, by source global and padding.
+  llvm::StringMap<mlir::ml_program::GlobalOp> paddedFilters;
+  /// Globals a padded filter replaced (erased once nothing reads them).
+  llvm::SetVector<mlir::Operation *> replacedWeights;
+};
+
+} // namespace kiln::templates
+
+#endif // KILN_LIB_CONVERSION_FUSIONTOTEMPLATES_REGIONMATCHER_H
