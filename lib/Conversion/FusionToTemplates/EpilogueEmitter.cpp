@@ -257,7 +257,17 @@ LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
               v = "fminf(" + v + ", " + floatLiteral(hi->convertToDouble()) + ")";
             return v;
           })
-          .Case([&](CastOp) { return in[0]; })
+          .Case([&](CastOp cast) {
+            if (!getElementTypeOrSelf(cast.getType()).isTF32())
+              return in[0];
+            // The tf32 rounding pair kiln-lower-precision puts on the next
+            // contraction's operand, as the generic kernel rounds it:
+            // nearest even to 10 mantissa bits, NaN kept.
+            std::string bits = "__float_as_uint(" + in[0] + ")";
+            return "(" + in[0] + " != " + in[0] + " ? " + in[0] +
+                   " : __uint_as_float((" + bits + " + 0xfffu + ((" + bits +
+                   " >> 13) & 1u)) & 0xffffe000u))";
+          })
           .Case([&](BatchNormOp norm) {
             // As its generic lowering: (x - mean) * rsqrt(var + eps) * scale
             // + bias, operands (x, scale, bias, mean, variance).
@@ -269,7 +279,11 @@ LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
           .Default([](Operation *) { return std::nullopt; });
   if (!expr)
     return fail(op, "has no epilogue form");
-  std::optional<runtime::DType> type = dtypeOf(op->getResult(0).getType());
+  // tf32 values are held as f32 (their rounding is the cast's expression).
+  Type resultType = op->getResult(0).getType();
+  std::optional<runtime::DType> type =
+      getElementTypeOrSelf(resultType).isTF32() ? runtime::DType::F32
+                                                : dtypeOf(resultType);
   if (!type)
     return fail(op, "computes a type the epilogue does not hold");
   std::string name = "v" + std::to_string(nextName++);

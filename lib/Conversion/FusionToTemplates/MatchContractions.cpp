@@ -252,8 +252,9 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
     problem.batchStrideC = static_cast<uint64_t>(m * n);
   }
 
+  Value result = fusion.getYield().getValues()[0];
   FailureOr<EmittedEpilogue> emitted = emitRegionEpilogue(
-      fusion, matmul, epilogue.getArrayRef(), indexing, Value(), why);
+      fusion, matmul, epilogue.getArrayRef(), result, indexing, Value(), why);
   if (failed(emitted))
     return failure();
   problem.outputType = emitted->outputType;
@@ -261,7 +262,6 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
       compile(problem, family, *emitted, "kiln_gemm_", why);
   if (failed(kernels))
     return failure();
-  Value result = fusion.getYield().getValues()[0];
   auto outType = cast<RankedTensorType>(result.getType());
   Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
                                  b->buffer, emitted->operands, outType);
@@ -295,19 +295,19 @@ LogicalResult Matcher::collectEpilogue(kiln::FusionOp fusion,
     }
     epilogue.insert(&op);
   }
-  Value result = fusion.getYield().getValues()[0];
-  if (result != anchor->getResult(0) &&
-      !epilogue.contains(result.getDefiningOp())) {
-    why = "the region's result does not depend on its " +
-          anchor->getName().getStringRef().str();
-    return failure();
-  }
+  for (Value result : fusion.getYield().getValues())
+    if (result != anchor->getResult(0) &&
+        !epilogue.contains(result.getDefiningOp())) {
+      why = "the region's result does not depend on its " +
+            anchor->getName().getStringRef().str();
+      return failure();
+    }
   return success();
 }
 
 FailureOr<EmittedEpilogue>
 Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
-                            ArrayRef<Operation *> epilogue,
+                            ArrayRef<Operation *> epilogue, Value result,
                             const OutputIndexing &indexing, Value accBias,
                             std::string &why) {
   // Values the epilogue reads that the region computes without the anchor
@@ -327,8 +327,7 @@ Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
       if (def != anchor && !llvm::is_contained(epilogue, def))
         substitute(v);
     }
-  return emitEpilogue(anchor->getResult(0), epilogue,
-                      fusion.getYield().getValues()[0], indexing,
+  return emitEpilogue(anchor->getResult(0), epilogue, result, indexing,
                       substitutions, accBias, why);
 }
 

@@ -28,6 +28,7 @@
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 
 #include <cctype>
@@ -41,23 +42,33 @@ namespace kiln::templates {
 namespace {
 
 /// The row-major bytes of a weight global's value, if they are known.
-std::optional<ArrayRef<char>> globalBytes(ml_program::GlobalOp global) {
+std::optional<std::vector<char>> globalBytes(ml_program::GlobalOp global) {
   auto type = dyn_cast<RankedTensorType>(global.getType());
-  if (!type || !type.hasStaticShape() || global.getIsMutable())
+  if (!type || !type.hasStaticShape() || global.getIsMutable() ||
+      type.getElementType().getIntOrFloatBitWidth() % 8)
     return std::nullopt;
-  size_t size = type.getNumElements() *
-                (type.getElementType().getIntOrFloatBitWidth() / 8);
+  size_t width = type.getElementType().getIntOrFloatBitWidth() / 8;
+  size_t size = type.getNumElements() * width;
+  ArrayRef<char> raw;
   if (auto resource =
           dyn_cast_or_null<DenseResourceElementsAttr>(global.getValueAttr())) {
     AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob || blob->getData().size() != size)
+    if (!blob)
       return std::nullopt; // elided
-    return blob->getData();
+    raw = blob->getData();
+  } else if (auto dense =
+                 dyn_cast_or_null<DenseElementsAttr>(global.getValueAttr())) {
+    raw = dense.getRawData();
+    if (dense.isSplat() && raw.size() == width) {
+      std::vector<char> bytes(size);
+      for (size_t i = 0; i < size; i += width)
+        std::memcpy(bytes.data() + i, raw.data(), width);
+      return bytes;
+    }
   }
-  auto dense = dyn_cast_or_null<DenseElementsAttr>(global.getValueAttr());
-  if (!dense || dense.isSplat() || dense.getRawData().size() != size)
+  if (raw.size() != size)
     return std::nullopt;
-  return dense.getRawData();
+  return std::vector<char>(raw.begin(), raw.end());
 }
 
 /// The weight global `filter` loads, if it is one.
@@ -69,12 +80,97 @@ ml_program::GlobalOp filterGlobal(Value filter, ModuleOp module) {
       module, load.getGlobal());
 }
 
+/// Whether `v` is computed from `from` by the region's ops without reading
+/// `anchor` but through `from` (a bf16 copy of an f32 result).
+bool computedFrom(Value v, Value from, Operation *anchor,
+                  kiln::FusionOp fusion) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  bool reached = false;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (x == from) {
+      reached = true;
+      continue;
+    }
+    if (!seen.insert(x).second || !inRegion(x, fusion))
+      continue;
+    if (x.getDefiningOp() == anchor)
+      return false;
+    llvm::append_range(work, x.getDefiningOp()->getOperands());
+  }
+  return reached;
+}
+
+/// The result the kernel stores: the only one, or the one every other is
+/// computed from.
+std::optional<unsigned> storedResult(kiln::FusionOp fusion,
+                                     Operation *anchor) {
+  ValueRange results = fusion.getYield().getValues();
+  for (auto [i, candidate] : llvm::enumerate(results))
+    if (llvm::all_of(results, [&](Value other) {
+          return other == candidate ||
+                 computedFrom(other, candidate, anchor, fusion);
+        }))
+      return i;
+  return std::nullopt;
+}
+
 } // namespace
+
+void Matcher::replaceResults(kiln::FusionOp fusion, unsigned storedIndex,
+                             Value stored) {
+  ValueRange results = fusion.getYield().getValues();
+  Value kept = results[storedIndex];
+  SmallVector<unsigned> others;
+  for (auto [i, v] : llvm::enumerate(results))
+    if (v != kept)
+      others.push_back(i);
+  if (!others.empty()) {
+    // The ops between the stored value and the other results, in order.
+    llvm::SetVector<Operation *> cone;
+    SmallVector<Value> work;
+    for (unsigned i : others)
+      work.push_back(results[i]);
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (v == kept || !inRegion(v, fusion))
+        continue;
+      if (cone.insert(v.getDefiningOp()))
+        llvm::append_range(work, v.getDefiningOp()->getOperands());
+    }
+    SmallVector<Operation *> ordered(cone.begin(), cone.end());
+    llvm::sort(ordered, [](Operation *x, Operation *y) {
+      return x->isBeforeInBlock(y);
+    });
+    SmallVector<Type> types;
+    for (unsigned i : others)
+      types.push_back(results[i].getType());
+    OpBuilder b(fusion);
+    auto rest = kiln::FusionOp::create(b, fusion.getLoc(), types,
+                                       b.getStringAttr("elementwise"));
+    b.createBlock(&rest.getBody());
+    IRMapping mapping;
+    mapping.map(kept, stored);
+    for (Operation *op : ordered)
+      b.clone(*op, mapping);
+    SmallVector<Value> yielded;
+    for (unsigned i : others)
+      yielded.push_back(mapping.lookup(results[i]));
+    kiln::YieldOp::create(b, fusion.getLoc(), yielded);
+    for (auto [i, index] : llvm::enumerate(others))
+      fusion.getResult(index).replaceAllUsesWith(rest.getResult(i));
+  }
+  for (auto [i, v] : llvm::enumerate(results))
+    if (v == kept)
+      fusion.getResult(i).replaceAllUsesWith(stored);
+  fusion.erase();
+}
 
 Value Matcher::paddedFilter(Value filter, int64_t paddedChannels,
                             kiln::FusionOp fusion, bool dryRun) {
   ml_program::GlobalOp global = filterGlobal(filter, module);
-  std::optional<ArrayRef<char>> bytes =
+  std::optional<std::vector<char>> bytes =
       global ? globalBytes(global) : std::nullopt;
   if (!bytes)
     return nullptr;
@@ -146,10 +242,6 @@ void Matcher::eraseUnreadWeights() {
 
 LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
                                           std::string &why) {
-  if (fusion.getNumResults() != 1) {
-    why = "the region has more than one result";
-    return failure();
-  }
   kiln::ConvOp conv;
   for (Operation &op : fusion.getBody().front().without_terminator()) {
     if (auto c = dyn_cast<kiln::ConvOp>(op)) {
@@ -201,9 +293,29 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
                       : tf32                         ? cx::Family::MmaTf32
                                                      : cx::Family::SimtF32;
 
-  llvm::SetVector<Operation *> epilogue;
-  if (failed(collectEpilogue(fusion, conv, epilogue, why)))
+  llvm::SetVector<Operation *> dependents;
+  if (failed(collectEpilogue(fusion, conv, dependents, why)))
     return failure();
+  // Several results (the f32 value a residual add reads and the bf16 copy
+  // the next convolution reads): the kernel stores the one the others are
+  // computed from, and its epilogue is what that one needs.
+  std::optional<unsigned> storedIndex = storedResult(fusion, conv);
+  if (!storedIndex) {
+    why = "the region has results not computed from one another";
+    return failure();
+  }
+  Value result = fusion.getYield().getValues()[*storedIndex];
+  llvm::SmallPtrSet<Operation *, 8> needed;
+  SmallVector<Value> work{result};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (inRegion(v, fusion) && needed.insert(v.getDefiningOp()).second)
+      llvm::append_range(work, v.getDefiningOp()->getOperands());
+  }
+  llvm::SetVector<Operation *> epilogue;
+  for (Operation *op : dependents)
+    if (needed.contains(op))
+      epilogue.insert(op);
 
   cx::ConvProblem cp;
   cp.n = in[0], cp.h = in[1], cp.w = in[2], cp.c = in[3];
@@ -245,8 +357,9 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
   OutputIndexing indexing;
   indexing.shape.assign(out.begin(), out.end());
   indexing.batchFoldedIntoRows = true;
-  FailureOr<EmittedEpilogue> emitted = emitRegionEpilogue(
-      fusion, conv, epilogue.getArrayRef(), indexing, conv.getBias(), why);
+  FailureOr<EmittedEpilogue> emitted =
+      emitRegionEpilogue(fusion, conv, epilogue.getArrayRef(), result,
+                         indexing, conv.getBias(), why);
   if (failed(emitted))
     return failure();
   cp.outputType = emitted->outputType;
@@ -259,12 +372,10 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
   if (padFilter)
     filterSource = paddedFilter(filter, paddedChannels, fusion,
                                 /*dryRun=*/false);
-  auto outType =
-      cast<RankedTensorType>(fusion.getYield().getValues()[0].getType());
-  Value replacement = buildCalls(fusion, *kernels, problem, inputSource,
-                                 filterSource, emitted->operands, outType);
-  fusion.getResult(0).replaceAllUsesWith(replacement);
-  fusion.erase();
+  Value stored = buildCalls(fusion, *kernels, problem, inputSource,
+                            filterSource, emitted->operands,
+                            cast<RankedTensorType>(result.getType()));
+  replaceResults(fusion, *storedIndex, stored);
   return success();
 }
 

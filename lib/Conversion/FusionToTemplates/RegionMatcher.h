@@ -73,25 +73,32 @@ private:
   /// a weight global whose bytes are known.
   mlir::Value paddedFilter(mlir::Value filter, int64_t paddedChannels,
                            kiln::FusionOp fusion, bool dryRun);
+  /// Replaces the results of `fusion` by `stored` (the kernel's output, for
+  /// result `storedIndex`) and, for the others, by a new region after the
+  /// kernel computing them from it.
+  void replaceResults(kiln::FusionOp fusion, unsigned storedIndex,
+                      mlir::Value stored);
 
   // Shared (MatchContractions.cpp).
   /// `v`, computed in `fusion` without its anchor, as the result of a new
   /// region placed before it (which kiln-collapse-fusions makes a kernel).
   mlir::Value materialize(mlir::Value v, kiln::FusionOp fusion);
   /// The ops of the region that depend on `anchor`, each elementwise on
-  /// its result's shape, in block order; fails when one is not.
+  /// its result's shape, in block order; fails when one is not, or when a
+  /// result of the region does not depend on the anchor.
   mlir::LogicalResult
   collectEpilogue(kiln::FusionOp fusion, mlir::Operation *anchor,
                   llvm::SetVector<mlir::Operation *> &epilogue,
                   std::string &why);
-  /// The epilogue computing the region's result from the anchor's, with
-  /// the values it reads that the region computes split off. `accBias`, if
-  /// set, is added to the accumulator first (a convolution's bias).
+  /// The epilogue computing `result` from the anchor's value by the ops
+  /// `epilogue`, with the values it reads that the region computes split
+  /// off. `accBias`, if set, is added to the accumulator first (a
+  /// convolution's bias).
   mlir::FailureOr<EmittedEpilogue>
   emitRegionEpilogue(kiln::FusionOp fusion, mlir::Operation *anchor,
                      llvm::ArrayRef<mlir::Operation *> epilogue,
-                     const OutputIndexing &indexing, mlir::Value accBias,
-                     std::string &why);
+                     mlir::Value result, const OutputIndexing &indexing,
+                     mlir::Value accBias, std::string &why);
   /// The heuristic's config for the problem, specialised and compiled.
   mlir::FailureOr<contraction::GemmKernels>
   compile(const contraction::GemmProblem &problem, contraction::Family family,

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Convolution regions on the implicit-GEMM templates, against onnxruntime.
+
+Usage: conv_templates.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
+                         [--only NAME,...] [--list]
+
+Each model is one convolution shape the templates must cover (1x1, 3x3 with
+pad 1, stride 2 with pads, the 7x7 stride-2 stem on 3 channels, dilation 2,
+groups 2 with 3 channels per group, odd channel counts), most with the
+epilogue a CNN gives it (bias, batch norm, residual add, relu), plus a
+residual block whose add reads the block's input inside the second
+convolution's region. Every model is compiled in NHWC in four precisions,
+run on the emulator and compared with onnxruntime fp32 on the same seeded
+input. It prints one line per model and precision:
+
+  <model> <precision>: templates <t> generic <g> rel-err <e> (bound <b>) ok|FAIL
+
+where templates counts the kiln.call_kernel launches and generic the
+convolution regions left with a kiln.generic_reason (both from
+--emit=linalg). It exits 1 if a variant fails to compile, run or meet its
+bound, or if a convolution stays generic.
+
+Bounds, on the relative error of the output's norm (docs/passes.md,
+"Precision"): fp32 1e-4 (FFMA, the same sums in another order); tf32 and
+fp16 5e-3 (10-bit mantissas); bf16 2e-2 (8-bit mantissas). Operands are
+rounded, products accumulate in fp32.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+RNG = np.random.default_rng(11)
+
+
+def weight(name, *shape):
+    # He-style scale keeps activations O(1) through the blocks.
+    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    return numpy_helper.from_array(
+        (RNG.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32), name)
+
+
+def batch_norm(prefix, channels):
+    return [
+        numpy_helper.from_array(
+            (RNG.random(channels) + 0.5).astype(np.float32), prefix + "_s"),
+        numpy_helper.from_array(
+            (0.1 * RNG.standard_normal(channels)).astype(np.float32), prefix + "_o"),
+        numpy_helper.from_array(
+            (0.1 * RNG.standard_normal(channels)).astype(np.float32), prefix + "_m"),
+        numpy_helper.from_array(
+            (RNG.random(channels) + 0.5).astype(np.float32), prefix + "_v"),
+    ]
+
+
+def node(op, inputs, outputs, **attrs):
+    return helper.make_node(op, inputs, outputs, name=outputs[0], **attrs)
+
+
+def bn_node(x, prefix, y):
+    return node("BatchNormalization",
+                [x, prefix + "_s", prefix + "_o", prefix + "_m", prefix + "_v"], [y])
+
+
+def model(nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+        [], list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    types = {v.name: v for v in inferred.graph.value_info}
+    m.graph.output.extend(types[n] for n in outputs)
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def conv_bn_relu(x_shape, o, k, residual=False, bias=True, **conv):
+    """Conv (+ bias) -> BatchNormalization [-> Add residual input] -> Relu."""
+    c = x_shape[1] // conv.get("group", 1)
+    inits = [weight("w", o, c, k, k)] + batch_norm("bn", o)
+    inputs = ["x", "w"]
+    if bias:
+        inits.append(weight("b", o))
+        inputs.append("b")
+    nodes = [node("Conv", inputs, ["c"], kernel_shape=[k, k], **conv),
+             bn_node("c", "bn", "n")]
+    graph_inputs = [("x", x_shape)]
+    last = "n"
+    if residual:
+        nodes.append(node("Add", ["n", "x"], ["a"]))
+        last = "a"
+    nodes.append(node("Relu", [last], ["y"]))
+    return model(nodes, graph_inputs, ["y"], inits)
+
+
+def residual_block():
+    """A stem convolution, then ResNet's basic block: its add reads the
+    stem's output in NHWC, inside the second convolution's region."""
+    inits = ([weight("w0", 16, 8, 1, 1), weight("w1", 16, 16, 3, 3),
+              weight("w2", 16, 16, 3, 3)] + batch_norm("bn0", 16) +
+             batch_norm("bn1", 16) + batch_norm("bn2", 16))
+    nodes = [node("Conv", ["x", "w0"], ["c0"]),
+             bn_node("c0", "bn0", "n0"), node("Relu", ["n0"], ["x0"]),
+             node("Conv", ["x0", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             bn_node("c1", "bn1", "n1"), node("Relu", ["n1"], ["r1"]),
+             node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             bn_node("c2", "bn2", "n2"), node("Add", ["n2", "x0"], ["a"]),
+             node("Relu", ["a"], ["r2"]),
+             node("GlobalAveragePool", ["r2"], ["y"])]
+    return model(nodes, [("x", [2, 8, 8, 8])], ["y"], inits)
+
+
+MODELS = {
+    "1x1": lambda: conv_bn_relu([1, 16, 6, 6], 24, 1),
+    "3x3-pad1": lambda: conv_bn_relu([2, 8, 7, 7], 16, 3, pads=[1, 1, 1, 1]),
+    "stride2-pad": lambda: conv_bn_relu([1, 8, 9, 9], 8, 3, strides=[2, 2],
+                                        pads=[1, 0, 1, 2]),
+    "7x7-stem": lambda: conv_bn_relu([1, 3, 20, 20], 16, 7, bias=False,
+                                     strides=[2, 2], pads=[3, 3, 3, 3]),
+    "dilation2": lambda: conv_bn_relu([1, 8, 10, 10], 8, 3, dilations=[2, 2],
+                                      pads=[2, 2, 2, 2], residual=True),
+    "groups2": lambda: conv_bn_relu([1, 6, 8, 8], 6, 3, group=2,
+                                    pads=[1, 1, 1, 1], residual=True),
+    "odd-channels": lambda: conv_bn_relu([1, 5, 7, 7], 7, 3, pads=[1, 1, 1, 1]),
+    "residual-block": residual_block,
+}
+
+VARIANTS = [
+    ("fp32", 1e-4),
+    ("tf32", 5e-3),
+    ("bf16", 2e-2),
+    ("fp16", 5e-3),
+]
+
+
+def template_counts(kilnc, path, flags):
+    ir = subprocess.run([kilnc, path, "--emit=linalg"] + flags,
+                        capture_output=True, text=True, check=True).stdout
+    calls = len(re.findall(r"kiln\.call_kernel @", ir))
+    generic = len(re.findall(r'kiln\.fusion_kind = "conv"', ir))
+    return calls, generic
+
+
+def run_variant(args, name, path, feeds, reference, precision, bound):
+    work = os.path.join(args.workdir, name, precision)
+    os.makedirs(work, exist_ok=True)
+    flags = ["--layout=nhwc", f"--precision={precision}"]
+    artifact = os.path.join(work, "m.kiln")
+    compiled = subprocess.run([args.kilnc, path, "-o", artifact] + flags,
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        print(f"{name} {precision}: kilnc failed ({compiled.returncode}): "
+              f"{compiled.stderr.strip().splitlines()[:1]} FAIL")
+        return False
+    calls, generic = template_counts(args.kilnc, path, flags)
+    command = [args.kiln_run, artifact, "--device", "emu", "-o",
+               os.path.join(work, "out")]
+    for input_name, data in feeds.items():
+        file = os.path.join(work, f"{input_name}.npy")
+        np.save(file, data)
+        command += ["-i", f"{input_name}={file}"]
+    ran = subprocess.run(command, capture_output=True, text=True)
+    if ran.returncode != 0:
+        print(f"{name} {precision}: kiln-run failed: "
+              f"{ran.stderr.strip().splitlines()[:1]} FAIL")
+        return False
+    worst = 0.0
+    for output, expected in reference.items():
+        got = np.load(os.path.join(work, "out", f"{output}.npy"))
+        if got.shape != expected.shape:
+            print(f"{name} {precision}: {output} has shape {got.shape}, "
+                  f"expected {expected.shape} FAIL")
+            return False
+        norm = np.linalg.norm(expected.astype(np.float64))
+        err = np.linalg.norm(got.astype(np.float64) - expected) / max(norm, 1e-30)
+        worst = max(worst, err)
+    ok = worst <= bound and calls > 0 and generic == 0
+    print(f"{name} {precision}: templates {calls} generic {generic} "
+          f"rel-err {worst:.2e} (bound {bound:g}) {'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workdir")
+    ap.add_argument("--kilnc", default="kilnc")
+    ap.add_argument("--kiln-run", default="kiln-run")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(MODELS))
+        return 0
+    names = args.only.split(",") if args.only else list(MODELS)
+    failed = 0
+    for name in names:
+        m = MODELS[name]()
+        os.makedirs(os.path.join(args.workdir, name), exist_ok=True)
+        path = os.path.join(args.workdir, name, "model.onnx")
+        onnx.save(m, path)
+        rng = np.random.default_rng(0)
+        feeds = {v.name: rng.standard_normal(
+                     [d.dim_value for d in v.type.tensor_type.shape.dim]
+                 ).astype(np.float32) for v in m.graph.input}
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        reference = dict(zip([o.name for o in session.get_outputs()],
+                             session.run(None, feeds)))
+        for precision, bound in VARIANTS:
+            failed += not run_variant(args, name, path, feeds, reference,
+                                      precision, bound)
+    print(f"{len(names)} models, {failed} failures")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
