@@ -2,11 +2,12 @@
 """Binding new weights into a compiled artifact (kiln-run --weights DIR) and
 stripped artifacts (kilnc --strip-weights), on the emu device.
 
-Usage: weights_binding.py WORKDIR --precision P [--layout L] --kilnc K --kiln-run R
+Usage: weights_binding.py WORKDIR --precision P [--layout L] [--groups G]
+                          --kilnc K --kiln-run R
 
 A small CNN (a 3-channel Conv, which NHWC pads to 8 channels; BatchNorm;
-a second Conv; global pooling; a Gemm with transB=1; Softmax) is compiled
-with weights A. A second model B has new random values in every weight
+a second Conv, grouped with --groups G; global pooling; a Gemm with
+transB=1; Softmax) is compiled with weights A. A second model B has new random values in every weight
 (every initializer over 64 elements); the small ones (BatchNorm's 16 values,
 compiled in as constants) are A's. Checks, each printing a line:
 
@@ -15,7 +16,9 @@ compiled in as constants) are A's. Checks, each printing a line:
             issue 5's), and is far from onnxruntime on A (more than 10x the
             bound): the weights really were replaced, through every
             compile-time step the precision and layout apply (transposes,
-            channel padding, bf16/f16 conversion, tf32 rounding).
+            channel padding, bf16/f16 conversion, tf32 rounding; in NHWC
+            with 16/G channels a group below the K chunk, the filter's
+            channel pad for the convolution templates).
   stripped  kilnc --strip-weights writes an artifact smaller than the weights
             alone; kiln-run refuses it without --weights, naming the file;
             with --weights B/ its output equals the full artifact's, bit for
@@ -39,7 +42,7 @@ BOUNDS = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 5e-3}
 SIZE = 12
 
 
-def build(rng, small=None):
+def build(rng, small=None, groups=1):
     """The CNN with random weights; `small` reuses another build's small
     initializers (name -> array)."""
     def weight(name, shape, fan_in):
@@ -47,7 +50,7 @@ def build(rng, small=None):
 
     arrays = {
         "w1": weight("w1", (16, 3, 3, 3), 27),
-        "w2": weight("w2", (32, 16, 3, 3), 144),
+        "w2": weight("w2", (32, 16 // groups, 3, 3), 144 // groups),
         "fc": weight("fc", (10, 32), 32),
         "bn_s": rng.uniform(0.8, 1.2, 16).astype(np.float32),
         "bn_b": rng.normal(0, 0.1, 16).astype(np.float32),
@@ -63,7 +66,7 @@ def build(rng, small=None):
                          ["c1", "bn_s", "bn_b", "bn_m", "bn_v"], ["n1"]),
         helper.make_node("Relu", ["n1"], ["r1"]),
         helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1],
-                         strides=[2, 2]),
+                         strides=[2, 2], group=groups),
         helper.make_node("Relu", ["c2"], ["r2"]),
         helper.make_node("GlobalAveragePool", ["r2"], ["gap"]),
         helper.make_node("Flatten", ["gap"], ["flat"]),
@@ -103,14 +106,15 @@ def main():
     ap.add_argument("workdir")
     ap.add_argument("--precision", required=True, choices=list(BOUNDS))
     ap.add_argument("--layout", default="")
+    ap.add_argument("--groups", type=int, default=1)
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
     args = ap.parse_args()
     w = args.workdir
     os.makedirs(w, exist_ok=True)
     rng = np.random.default_rng(7)
-    model_a, arrays_a = build(rng)
-    model_b, arrays_b = build(rng, small=arrays_a)
+    model_a, arrays_a = build(rng, groups=args.groups)
+    model_b, arrays_b = build(rng, small=arrays_a, groups=args.groups)
     onnx.save(model_a, os.path.join(w, "a.onnx"))
     export(arrays_b, os.path.join(w, "b"))
     x = rng.standard_normal((2, 3, SIZE, SIZE)).astype(np.float32)
@@ -180,13 +184,15 @@ def main():
           result.stderr and "compiled into the kernels" in result.stderr,
           result.stderr.strip())
 
-    wrong = dict(arrays_b, w2=arrays_b["w2"][:, :8])
+    group_channels = 16 // args.groups
+    wrong = dict(arrays_b, w2=arrays_b["w2"][:, :group_channels // 2])
     export(wrong, os.path.join(w, "wrong"))
     result = kiln_run(full, os.path.join(w, "out-wrong"),
                       os.path.join(w, "wrong"))
     check("shape", result.returncode == 1 and "initializer 'w2' is f32 "
-          "[32, 8, 3, 3], but the artifact was compiled for f32 [32, 16, 3, 3]"
-          in result.stderr, result.stderr.strip())
+          f"[32, {group_channels // 2}, 3, 3], but the artifact was compiled "
+          f"for f32 [32, {group_channels}, 3, 3]" in result.stderr,
+          result.stderr.strip())
     print("FAIL: " + ", ".join(failed) if failed else "PASS")
     return 1 if failed else 0
 
