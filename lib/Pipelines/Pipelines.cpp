@@ -76,13 +76,16 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   case Phase::Graph:
     return llvm::formatv(
         // kiln-assign-layout and kiln-lower-precision are module passes:
-        // they add transposed and converted weights.
+        // they add transposed and converted weights. Convolutions run on
+        // tensor cores (auto layout: NHWC) when kiln-match-contractions
+        // turns their regions into template kernels.
         "kiln-assign-layout{{layout={0} precision={1} "
-        "tensor-core-convs=false}, "
+        "tensor-core-convs={5}}, "
         "kiln-lower-precision{{precision={1}{2} f32-head-layers={4}}{3}",
         options.layout, options.precision,
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
-        options.fuse ? ", func.func(kiln-fuse)" : "", options.f32HeadLayers);
+        options.fuse ? ", func.func(kiln-fuse)" : "", options.f32HeadLayers,
+        options.contractionKernels ? "true" : "false");
   case Phase::Linalg:
     // Matmul regions become template kernels (NVRTC); the other fusion
     // regions become one linalg.generic each right after lowering.

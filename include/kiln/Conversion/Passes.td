@@ -114,7 +114,7 @@ def CollapseFusionsPass : Pass<"kiln-collapse-fusions", "mlir::func::FuncOp"> {
 }
 
 def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
-  let summary = "Turn matmul fusion regions into tiled template kernels";
+  let summary = "Turn matmul and convolution fusion regions into tiled template kernels";
   let description = [{
     A `kiln.fusion` region anchored on a `kiln.matmul` (2-D or batched),
     whose other ops are the matmul's elementwise epilogue, becomes one
@@ -130,11 +130,28 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     cast to bf16) and values the epilogue reads that the region computes
     without the matmul are split off into regions of their own.
 
+    A region anchored on a 2-D `kiln.conv` in `nhwc` (strides, pads,
+    dilations and groups of any size) becomes one implicit-GEMM kernel of
+    the same families: the image is read in place, the conv's bias and the
+    epilogue (`kiln.batch_norm` folded as `(x - mean) * rsqrt(var + eps) *
+    scale + bias`, residual adds, activations, casts) run on the
+    accumulators. The filter `[O, KH, KW, C/groups]` is read as it is when
+    `C/groups` is a multiple of the K chunk (8 for 16-bit operands, 4 for
+    f32); otherwise its channels are zero-padded at compile time into a new
+    weight global (`@<name>_cpad`), whose `kiln.origin` gains the `pad`
+    step so `kiln-run --weights` replays it. A convolution region with
+    several results (an f32 value a residual add reads and its bf16 copy
+    for the next convolution) stores the one the others are computed from;
+    the others move to a region after the kernel.
+
     A region that does not fit keeps its generic kernel, and its reason in
     a `kiln.generic_reason` attribute: no matmul, another contraction or a
-    row op in it, several results, an op with no epilogue form,
+    row op in it, several results (matmuls), an op with no epilogue form,
     partially broadcast batch dimensions, 1-D operands, no config for the
-    shape, or NVRTC missing.
+    shape, or NVRTC missing; for convolutions also `nchw` or 1-D/3-D ones,
+    depthwise ones (one input channel per group: "depthwise", better on
+    CUDA cores), and a filter computed at run time whose channels need
+    padding.
 
     Example:
 
@@ -158,7 +175,8 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
            "GPU architecture the kernels are compiled for: sm_80 or sm_90">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
-                           "mlir::tensor::TensorDialect"];
+                           "mlir::tensor::TensorDialect",
+                           "mlir::ml_program::MLProgramDialect"];
 }
 
 def DistinctResultsPass : Pass<"kiln-distinct-results", "mlir::func::FuncOp"> {

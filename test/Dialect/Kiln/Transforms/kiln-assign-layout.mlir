@@ -2,8 +2,8 @@
 // RUN: kiln-opt %s -split-input-file -kiln-assign-layout="layout=auto precision=bf16" | FileCheck %s
 // RUN: kiln-opt %s -split-input-file -kiln-assign-layout="layout=nchw" | FileCheck %s --check-prefix=NCHW
 // RUN: kiln-opt %s -split-input-file -kiln-assign-layout="layout=auto precision=fp32" | FileCheck %s --check-prefix=NCHW
-// No tensor-core convolution kernels (what kilnc passes today): auto is NCHW
-// in every precision.
+// No tensor-core convolution kernels (kilnc --contraction-kernels=false):
+// auto is NCHW in every precision.
 // RUN: kiln-opt %s -split-input-file -kiln-assign-layout="layout=auto precision=bf16 tensor-core-convs=false" | FileCheck %s --check-prefix=NCHW
 // RUN: kiln-opt %s -split-input-file -kiln-assign-layout="layout=nhwc channel-multiple=1" | FileCheck %s --check-prefix=NOPAD
 

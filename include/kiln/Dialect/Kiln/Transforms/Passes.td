@@ -18,12 +18,14 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
     `kiln.transpose`. `layout=auto` picks `nhwc` when the convolutions run
     on tensor cores: `precision` is `tf32`, `bf16` or `fp16` and the code
     generator has tensor-core convolution kernels (`tensor-core-convs`).
-    It has none yet, so `kilnc` passes `tensor-core-convs=false` and auto
-    means `nchw`: the scalar kernels read NHWC filters with a stride of a
-    whole filter between a warp's lanes, and on an H200 ResNet-50 at batch
-    32 took 532 ms in NHWC against 52-54 ms in NCHW, in bf16 and fp32
-    alike (docs/benchmarks.md). The rules, in the order the pass applies
-    them:
+    `kilnc` passes `tensor-core-convs` as its `--contraction-kernels`
+    (default true), with which `kiln-match-contractions` turns NHWC
+    convolution regions into implicit-GEMM template kernels. Without them
+    auto means `nchw`: the generic kernels read NHWC filters with a stride
+    of a whole filter between a warp's lanes, and on an H200 ResNet-50 at
+    batch 32 took 532 ms in NHWC against 52-54 ms in NCHW, in bf16 and fp32
+    alike (docs/benchmarks.md). In fp32 auto means `nchw` either way. The
+    rules, in the order the pass applies them:
 
     - **Layout-sensitive ops.** Every `kiln.conv`, `kiln.conv_transpose`
       and `kiln.pool` on a rank-4 or rank-5 tensor takes the target
@@ -133,7 +135,8 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
            "the precision the model is compiled for (auto layout uses it)">,
     Option<"tensorCoreConvs", "tensor-core-convs", "bool", /*default=*/"true",
            "whether convolutions in a low precision get tensor-core kernels "
-           "(auto layout picks NHWC only then; kilnc passes false today)">,
+           "(auto layout picks NHWC only then; kilnc passes its "
+           "--contraction-kernels)">,
     Option<"channelMultiple", "channel-multiple", "int64_t", /*default=*/"8",
            "pad the input channels of NHWC convolutions to a multiple of "
            "this (1: no padding)">,
