@@ -60,21 +60,9 @@ if ptxas:
 config.substitutions.append(
     ("%check-ptx", f"{python} {os.path.join(config.kiln_src_root, 'test', 'Pipelines', 'check_ptx.py')}"))
 
-import ctypes
-# NVRTC compiles the contraction templates (lib/Target/CUDA/Nvrtc.cpp looks
-# for the same names); without it kiln-match-contractions keeps every region.
-nvrtc = os.environ.get("KILN_NVRTC_LIBRARY")
-for name in ([nvrtc] if nvrtc else []) + ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
-                                          "/usr/local/cuda/lib64/libnvrtc.so"]:
-    try:
-        ctypes.CDLL(name)
-        config.available_features.add("nvrtc")
-        break
-    except OSError:
-        pass
-
 # A CUDA driver (and so maybe a GPU) is present: tests that expect kiln-run
 # to report "no CUDA driver" do not apply.
+import ctypes
 try:
     ctypes.CDLL("libcuda.so.1")
     config.available_features.add("cuda-driver")
