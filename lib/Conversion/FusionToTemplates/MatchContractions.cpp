@@ -37,6 +37,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_MATCHCONTRACTIONSPASS
@@ -49,6 +50,9 @@ namespace cx = kiln::contraction;
 namespace {
 
 constexpr llvm::StringLiteral kGenericReasonAttr = "kiln.generic_reason";
+/// On the module: one line per matmul region, its kernel or why it has none
+/// (kilnc --stats prints them).
+constexpr llvm::StringLiteral kReportAttr = "kiln.contraction_report";
 
 bool inRegion(Value v, kiln::FusionOp fusion) {
   Operation *def = v.getDefiningOp();
@@ -119,26 +123,18 @@ private:
   unsigned nextKernel = 0;
   /// Producers split off the region being rewritten (erased if it fails).
   SmallVector<kiln::FusionOp> splitOff;
+
+public:
+  /// kReportAttr's lines, in region order.
+  SmallVector<std::string> report;
 };
 
 /// `v`, computed in `fusion` without its matmul, as the result of a new
 /// region placed before it (which kiln-collapse-fusions makes a kernel).
+SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion);
+
 Value Matcher::materialize(Value v, kiln::FusionOp fusion) {
-  llvm::SetVector<Operation *> cone;
-  SmallVector<Value> work{v};
-  while (!work.empty()) {
-    Value next = work.pop_back_val();
-    if (!inRegion(next, fusion))
-      continue;
-    Operation *def = next.getDefiningOp();
-    if (!cone.insert(def))
-      continue;
-    llvm::append_range(work, def->getOperands());
-  }
-  SmallVector<Operation *> ordered(cone.begin(), cone.end());
-  llvm::sort(ordered, [](Operation *x, Operation *y) {
-    return x->isBeforeInBlock(y);
-  });
+  SmallVector<Operation *> ordered = coneOf(v, fusion);
   OpBuilder b(fusion);
   auto split = kiln::FusionOp::create(b, fusion.getLoc(), TypeRange{v.getType()},
                                       b.getStringAttr("elementwise"));
@@ -354,6 +350,12 @@ LogicalResult Matcher::rewrite(kiln::FusionOp fusion, std::string &why) {
   auto outType = cast<RankedTensorType>(result.getType());
   Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
                                  b->buffer, emitted->operands, outType);
+  report.push_back(
+      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch={5}{6}",
+                    kernels->kernels.front().name, config.describe(),
+                    problem.m, problem.n, problem.k, problem.batch,
+                    kernels->kernels.size() > 1 ? ", + split-K reduction" : "")
+          .str());
   fusion.getResult(0).replaceAllUsesWith(replacement);
   fusion.erase();
   return success();
@@ -445,6 +447,10 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
         builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
     call->setAttr("kiln.kernel_config",
                   builder.getStringAttr(kernels.config.describe()));
+    if (&kernel == &kernels.kernels.front()) // The one with the MMAs.
+      call->setAttr("kiln.flops",
+                    builder.getI64IntegerAttr(static_cast<int64_t>(
+                        2 * problem.m * problem.n * problem.k * problem.batch)));
     result = call.getResult(0);
   }
   return result;
@@ -461,6 +467,70 @@ void Matcher::run(kiln::FusionOp fusion) {
     split.erase();
   }
   fusion->setAttr(kGenericReasonAttr, StringAttr::get(fusion.getContext(), why));
+  std::string where;
+  llvm::raw_string_ostream os(where);
+  fusion.getLoc().print(os);
+  report.push_back("generic kernel (" + why + ") at " + where);
+}
+
+/// The ops of `fusion` that `v` depends on, in block order.
+SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion) {
+  llvm::SetVector<Operation *> cone;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value next = work.pop_back_val();
+    if (!inRegion(next, fusion))
+      continue;
+    Operation *def = next.getDefiningOp();
+    if (cone.insert(def))
+      llvm::append_range(work, def->getOperands());
+  }
+  SmallVector<Operation *> ordered(cone.begin(), cone.end());
+  llvm::sort(ordered, [](Operation *x, Operation *y) {
+    return x->isBeforeInBlock(y);
+  });
+  return ordered;
+}
+
+/// A region of matmuls side by side (kiln-fuse's rule 4: Q, K and V) whose
+/// results each depend on a matmul of their own becomes one region per
+/// result, so that each can be a template kernel. Returns the new regions,
+/// or just `fusion` when it is not such a region.
+SmallVector<kiln::FusionOp> splitSideBySide(kiln::FusionOp fusion) {
+  if (fusion.getNumResults() < 2)
+    return {fusion};
+  SmallVector<SmallVector<Operation *>> cones;
+  llvm::DenseSet<Operation *> matmuls;
+  for (Value v : fusion.getYield().getValues()) {
+    cones.push_back(coneOf(v, fusion));
+    unsigned count = 0;
+    for (Operation *op : cones.back())
+      if (isa<kiln::MatmulOp>(op)) {
+        ++count;
+        if (!matmuls.insert(op).second)
+          return {fusion}; // Two results share a matmul.
+      }
+    if (count != 1)
+      return {fusion};
+  }
+  SmallVector<kiln::FusionOp> parts;
+  OpBuilder b(fusion);
+  for (auto [i, v] : llvm::enumerate(fusion.getYield().getValues())) {
+    auto part = kiln::FusionOp::create(b, fusion.getLoc(),
+                                       TypeRange{v.getType()},
+                                       fusion.getKindAttr());
+    OpBuilder inner(part.getContext());
+    inner.setInsertionPointToStart(inner.createBlock(&part.getBody()));
+    IRMapping mapping;
+    for (Operation *op : cones[i])
+      inner.clone(*op, mapping);
+    kiln::YieldOp::create(inner, fusion.getLoc(),
+                          ValueRange{mapping.lookup(v)});
+    fusion.getResult(i).replaceAllUsesWith(part.getResult(0));
+    parts.push_back(part);
+  }
+  fusion.erase();
+  return parts;
 }
 
 struct MatchContractionsPass
@@ -482,7 +552,14 @@ struct MatchContractionsPass
     for (kiln::FusionOp f : fusions)
       if (llvm::any_of(f.getBody().front(),
                        [](Operation &op) { return isa<kiln::MatmulOp>(op); }))
-        matcher.run(f);
+        for (kiln::FusionOp part : splitSideBySide(f))
+          matcher.run(part);
+    if (!matcher.report.empty()) {
+      SmallVector<Attribute> lines;
+      for (const std::string &line : matcher.report)
+        lines.push_back(StringAttr::get(module.getContext(), line));
+      module->setAttr(kReportAttr, ArrayAttr::get(module.getContext(), lines));
+    }
   }
 };
 
