@@ -89,15 +89,23 @@ bool swapsLastTwo(ArrayRef<int64_t> permutation) {
          permutation[rank - 1] == static_cast<int64_t>(rank - 2);
 }
 
-/// The buffer a value of the region reads without computing: a region input
-/// through reshapes. Null when the value is computed in the region.
-Value contiguousSource(Value v, kiln::FusionOp fusion) {
-  while (inRegion(v, fusion)) {
-    auto reshape = v.getDefiningOp<kiln::ReshapeOp>();
-    if (!reshape)
-      return nullptr;
+/// Whether `v`, defined outside any region, is a view of another buffer
+/// once bufferized (a split or slice: strided, not a whole buffer a kernel
+/// can take), possibly through reshapes.
+bool isView(Value v) {
+  while (auto reshape = v.getDefiningOp<kiln::ReshapeOp>())
     v = reshape.getInput();
-  }
+  return v.getDefiningOp<kiln::SplitOp>() || v.getDefiningOp<kiln::SliceOp>();
+}
+
+/// The buffer a value of the region reads without computing: a region input
+/// through reshapes (in the region or before it: reshapes keep the bytes).
+/// Null when the value is computed in the region or is a view.
+Value contiguousSource(Value v, kiln::FusionOp fusion) {
+  while (auto reshape = v.getDefiningOp<kiln::ReshapeOp>())
+    v = reshape.getInput();
+  if (inRegion(v, fusion) || isView(v))
+    return nullptr;
   return v;
 }
 
@@ -131,10 +139,12 @@ public:
 
 /// `v`, computed in `fusion` without its matmul, as the result of a new
 /// region placed before it (which kiln-collapse-fusions makes a kernel).
-SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion);
+SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion,
+                                bool throughViews = false);
 
 Value Matcher::materialize(Value v, kiln::FusionOp fusion) {
-  SmallVector<Operation *> ordered = coneOf(v, fusion);
+  // External views (a split's part) are copied into a buffer of their own.
+  SmallVector<Operation *> ordered = coneOf(v, fusion, /*throughViews=*/true);
   OpBuilder b(fusion);
   auto split = kiln::FusionOp::create(b, fusion.getLoc(), TypeRange{v.getType()},
                                       b.getStringAttr("elementwise"));
@@ -315,7 +325,7 @@ LogicalResult Matcher::rewrite(kiln::FusionOp fusion, std::string &why) {
   for (Operation *op : epilogue)
     for (Value v : op->getOperands()) {
       Operation *def = v.getDefiningOp();
-      if (!inRegion(v, fusion) || def == matmul.getOperation() ||
+      if ((!inRegion(v, fusion) && !isView(v)) || def == matmul.getOperation() ||
           epilogue.contains(def) || substitutions.count(v) ||
           kiln::templates::isSplatConstant(v))
         continue;
@@ -473,20 +483,27 @@ void Matcher::run(kiln::FusionOp fusion) {
   report.push_back("generic kernel (" + why + ") at " + where);
 }
 
-/// The ops of `fusion` that `v` depends on, in block order.
-SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion) {
+/// The ops of `fusion` that `v` depends on, in block order; with
+/// `throughViews`, also the reshapes, splits and slices outside it that
+/// make a view it reads.
+SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion,
+                                bool throughViews) {
   llvm::SetVector<Operation *> cone;
   SmallVector<Value> work{v};
   while (!work.empty()) {
     Value next = work.pop_back_val();
-    if (!inRegion(next, fusion))
+    if (!inRegion(next, fusion) && !(throughViews && isView(next)))
       continue;
     Operation *def = next.getDefiningOp();
     if (cone.insert(def))
       llvm::append_range(work, def->getOperands());
   }
+  // Ops before the region (views) come first; each block in its order.
   SmallVector<Operation *> ordered(cone.begin(), cone.end());
-  llvm::sort(ordered, [](Operation *x, Operation *y) {
+  llvm::sort(ordered, [&](Operation *x, Operation *y) {
+    bool xInside = fusion->isProperAncestor(x);
+    if (xInside != fusion->isProperAncestor(y))
+      return !xInside;
     return x->isBeforeInBlock(y);
   });
   return ordered;
