@@ -31,12 +31,10 @@ import subprocess
 import sys
 
 import numpy as np
-import onnxruntime as ort
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fused_index_arithmetic import inputs_for, model, node  # noqa: E402
+from fused_index_arithmetic import model, node, prepare  # noqa: E402
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(11)
@@ -146,14 +144,7 @@ def main():
     names = args.only.split(",") if args.only else list(MODELS)
     failed = 0
     for name in names:
-        m = MODELS[name]()
-        os.makedirs(os.path.join(args.workdir, name), exist_ok=True)
-        path = os.path.join(args.workdir, name, "model.onnx")
-        onnx.save(m, path)
-        feeds = inputs_for(m)
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        reference = dict(zip([o.name for o in session.get_outputs()],
-                             session.run(None, feeds)))
+        path, feeds, reference = prepare(args.workdir, name, MODELS[name]())
         for precision, flags, bound in VARIANTS:
             failed += not run(args, name, path, feeds, reference, precision,
                               flags, bound)
