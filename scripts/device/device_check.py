@@ -2,13 +2,29 @@
 """Runs the artifacts that scripts/device/prepare.sh packed, on the GPU.
 
 Usage: device_check.py [--dir device-check] [--device cuda|emu] [--runs N]
-                       [--warmup N] [--torch auto|cpu|no] [--work DIR]
-                       [--budget SECONDS] [--bench-seconds S]
-                       [--top1-budget SECONDS] [--phase all|bench|top1]
-                       [--timeout SECONDS] [--out DIR] [MODEL...]
+                       [--warmup N] [--gemm-runs N] [--torch auto|cpu|no]
+                       [--work DIR] [--phase all|PHASE,...]
+                       [--gemm-budget S] [--budget S] [--top1-budget S]
+                       [--compile-budget S] [--compile-mode MODE]
+                       [--bench-seconds S] [--timeout SECONDS] [--out DIR]
+                       [MODEL...]
 
-Called by scripts/device-check.sh; see there and docs/benchmarks.md. For each
-model in DIR/manifest.json:
+Called by scripts/device-check.sh; see there and docs/benchmarks.md. The
+phases run in the order gemm, bench, top1, compile ("all" is the first
+three), each with its own time budget counted from its start; the tables
+are written after every phase.
+
+The GEMM phase (the manifest's models with phase "gemm", gemm-MxKxN): B is
+regenerated (device_models.gemm_weight) and checked against the recorded
+SHA-256, A is seeded; per variant (precision bf16, fp32 or tf32):
+torch.matmul on the same operands (gemm_check.torch_gemm: cuBLAS, TF32 off
+for fp32), then kiln-run once with -o (gemm_check.Reference: sampled rows
+and column sums against float64 on the CPU) and kiln-run --bench N
+--profile (warm-up for about 0.5 s, --estimate-from the emu estimate
+prepare.py made): median ms, TFLOP/s, % of cuBLAS, % of the dense peak, NVML
+energy.
+
+The benchmark phase, for each model with phase "bench":
 
 1. regenerate its ONNX model with the portable generator
    (device_models.py), and check every initializer against the SHA-256 that
@@ -19,14 +35,14 @@ model in DIR/manifest.json:
    (make_reference.py --provider auto);
 3. per artifact: kiln-run once with -o, relative error of the output norm
    against the reference (compare.py; bound fp32 1e-4, bf16 2e-2), then
-   kiln-run --bench N for the median time per run;
-4. for the benchmark models, before the kiln runs, the PyTorch eager
-   baselines (torch_baselines.py) on the same input.
+   kiln-run --bench N for the median time per run (and NVML energy; with
+   --profile for variants marked profile);
+4. for the models with a PyTorch kind, before the kiln runs, the PyTorch
+   eager baselines (torch_baselines.py) on the same input.
 
 Then the top-1 phase (the manifest's models with phase "top1": the nine
-light classifiers at batch 200, bf16/fp16/tf32), with its own time budget
-(--top1-budget, counted from its start, so it cannot starve the benchmarks
-before it): steps 1 and 2 as above (one seeded N(0, 1) input batch), then
+light classifiers at batch 200, bf16/fp16/tf32): steps 1 and 2 as above
+(one seeded N(0, 1) input batch), then
 per artifact one kiln-run with -o: the relative error of the output norm
 (bounds bf16 2e-2, fp16 and tf32 5e-3) and the fraction of the samples whose
 top-1 class (argmax over the output's non-batch dimensions) is the
@@ -36,9 +52,14 @@ class says little), and the same agreement on the batch-centred outputs
 (compare.py --top1). The next model is regenerated and its reference made
 (CPU work) while the current one's artifacts run.
 
-Ends with two tables (benchmarks; top-1), also written to OUT/table.txt with
-OUT/results.json and OUT/kiln-run-logs.tar.gz (kiln-run's output per
-artifact: per-kernel times) when --out or $OUT is set.
+The compile phase (only when named in --phase): torch.compile(mode=
+--compile-mode) of the bf16 PyTorch baseline of the models marked compile
+(ResNet-50 at batch 32), in a process group killed at the phase's budget.
+
+Ends with the tables (GEMM; benchmarks; top-1), also written to
+OUT/table.txt with OUT/results.json and OUT/kiln-run-logs.tar.gz (kiln-run's
+output per artifact: per-kernel times; profile and trace JSON) when --out or
+$OUT is set.
 """
 import argparse
 import json

@@ -3,7 +3,7 @@
 
 Usage: prepare.py --build DIR [--out DIR] [--dry-run] [--no-strip]
                   [--limit-mib 60] [--top1-batch 200] [--models NAME...]
-                  [--variants NAME...]
+                  [--variants NAME...] [--nhwc] [--no-estimates]
 
 Writes OUT (default device-check/ in the source tree):
   bin/kiln-run               the runtime's command-line runner (no LLVM)
@@ -18,25 +18,33 @@ Writes OUT (default device-check/ in the source tree):
   manifest.json              per model: how to regenerate it, the SHA-256 of
                              each initializer, its artifacts and bounds
 
-The full set: ResNet-50 and the encoder layer at batch 32, each fp32 and
-bf16 (--precision=bf16; the default layout, NCHW until convolutions get
-tensor-core kernels), fused and unfused (--fuse=false), benchmarked against
-PyTorch, plus ResNet-50 fused in NHWC in both precisions (--layout=nhwc:
-10x slower than NCHW on the H200 with today's scalar kernels, tracked
-until that changes); and the batch-1 numerics of
-ResNet-50, SqueezeNet, ShuffleNet and the encoder (fp32, fused). Then the
-top-1 phase (issue 5): each of the nine light classifiers (KIND-b200) at
+The full set, in the order the check runs it: the GEMM phase (issue 11):
+gemm-4096 (C = A B, 4096^3) in bf16 (--precision=bf16 --io-precision=bf16:
+A and C bf16 in memory), fp32 (the FFMA kernel, no TF32) and tf32, and
+gemm-8192 in bf16, each with an emu estimate (kiln-run --profile
+--profile-sample 8 --profile-json: models/NAME/VARIANT.estimate.json,
+--no-estimates skips it). Then the benchmarks: ResNet-50 at batch 32 ({fp32,
+bf16} x {fused, unfused}; bf16 fused also profiled on the GPU, with an emu
+estimate), ResNet-50 at batch 1 (fp32 and bf16 fused), both against PyTorch
+eager, the encoder layer at batch 32 (the four variants, against PyTorch),
+and the batch-1 numerics of SqueezeNet, ShuffleNet and the encoder (fp32,
+fused). --nhwc adds ResNet-50 fused in NHWC in both precisions
+(--layout=nhwc: 10x slower than NCHW on the H200 with the scalar
+convolution kernels; out of the default set to keep the check short). Then
+the top-1 phase (issue 5): each of the nine light classifiers (KIND-b200) at
 batch --top1-batch (200), compiled with --precision=bf16, fp16 and tf32
 (default layout), which device_check.py runs once each on one seeded input
 batch: relative error of the output norm (bounds bf16 2e-2, fp16 and tf32
-5e-3) and top-1 agreement with onnxruntime fp32 (bound 0.99). --dry-run
+5e-3) and top-1 agreement with onnxruntime fp32 (bound 0.99). The manifest
+also records the H200's dense peaks from runtime/targets/gpus.ini. --dry-run
 packs a set small enough for `scripts/device-check.sh --dry-run` on the emu
-device: a small encoder layer at batch 2 (the four variants), SqueezeNet at
-batch 1, and SqueezeNet bf16 at batch 2 for the top-1 phase. --no-strip keeps the weights in the artifacts (for a kilnc
-without --strip-weights; the full set then does not fit). --models keeps
-only the named models of the set (and --variants only the named variants,
-e.g. "fp32 fused"). Fails when OUT is over --limit-mib (the device tool
-carries 64 MiB).
+device: the GEMM phase at 128x64x96 (the three precisions), a small encoder
+layer at batch 2 (the four variants), SqueezeNet at batch 1, and SqueezeNet
+bf16 at batch 2 for the top-1 phase. --no-strip keeps the weights in the
+artifacts (for a kilnc without --strip-weights; the full set then does not
+fit). --models keeps only the named models of the set (and --variants only
+the named variants, e.g. "fp32 fused"). Fails when OUT is over --limit-mib
+(the device tool carries 64 MiB).
 """
 import argparse
 import datetime
