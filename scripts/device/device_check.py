@@ -451,11 +451,12 @@ class Check:
         status = "ok" if err <= v["bound"] else "MISMATCH"
         ms, note, joules, watts = first, detail, None, None
         if a.gemm_runs > 1 and self.left() >= 0:
-            # Warm-up for about half a second (clocks ramp up from idle),
-            # then at most --bench-seconds of timed runs (2 per --bench run).
+            # Warm-up runs for 1.5 s at the first run's pace (which was
+            # likely at idle clocks, so 0.3-1.5 s: the clocks ramp up), then
+            # at most --bench-seconds of timed runs (2 per --bench run).
             runs = min(a.gemm_runs, max(3, int(a.bench_seconds * 1e3 / max(2 * first, 1e-3))))
             warmup = a.warmup if a.device == "emu" else int(
-                min(2000, max(a.warmup, math.ceil(500.0 / max(first, 1e-3)))))
+                min(2000, max(a.warmup, math.ceil(1500.0 / max(first, 1e-3)))))
             rc, text = run(cmd + ["--bench", str(runs), "--warmup", str(warmup)]
                            + self.profile_args(name, v, work),
                            self.timeout(), os.path.join(work, f"bench-{slug}.log"))

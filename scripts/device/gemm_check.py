@@ -32,7 +32,6 @@ non-finite element or the wrong shape). Bounds (prepare.py): bf16 5e-3
 Usage (a check by hand): gemm_check.py M K N  (numerics of the reference
 helpers only, numpy)
 """
-import math
 import os
 import sys
 import time
@@ -117,9 +116,8 @@ def torch_gemm(a, b, precision, device, runs, warmup_seconds=0.5):
     """torch.matmul on the same operands: (median ms, C as float32 numpy,
     note). bf16 operands are the float32 ones rounded (.to(bfloat16) rounds
     to nearest even, as to_bf16_bits); fp32 with TF32 off in cuBLAS, tf32
-    with it on. Timed like torch_baselines.timed: warm-up runs for about
-    warmup_seconds (at least 3), then `runs` runs each between CUDA
-    events, median."""
+    with it on. Warm-up calls for warmup_seconds (in groups of 10, synchronised), then
+    torch_baselines.timed: `runs` calls each between CUDA events, median."""
     import torch
     from torch_baselines import timed
     # The switch torch_baselines.py uses too (one API in the process: newer
@@ -134,15 +132,18 @@ def torch_gemm(a, b, precision, device, runs, warmup_seconds=0.5):
         cuda = device.startswith("cuda")
         with torch.inference_mode():
             c = torch.matmul(ta, tb)  # the first call picks the kernel
-            if cuda:
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            torch.matmul(ta, tb)
-            if cuda:
-                torch.cuda.synchronize()
-            once = max(time.perf_counter() - t0, 1e-6)
-            warmup = int(min(2000, max(3, math.ceil(warmup_seconds / once))))
-            ms = timed(lambda: torch.matmul(ta, tb), runs, warmup, device)
+            # Warm-up by the clock (the GPU's clocks ramp up from idle):
+            # groups of 10 calls until warmup_seconds have passed.
+            warmup, t0 = 0, time.perf_counter()
+            while warmup < 3 or time.perf_counter() - t0 < warmup_seconds:
+                for _ in range(10):
+                    torch.matmul(ta, tb)
+                if cuda:
+                    torch.cuda.synchronize()
+                warmup += 10
+                if warmup >= 20000:
+                    break
+            ms = timed(lambda: torch.matmul(ta, tb), runs, 0, device)
             out = c.float().cpu().numpy()
         note = f"{warmup} warm-up runs, allow_tf32={precision == 'tf32'}"
         return ms, out, note
