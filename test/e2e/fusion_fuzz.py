@@ -7,15 +7,19 @@ Usage:
                  [--strict] [--print-graph] [--verbose]
   fusion_fuzz.py --minimize --seed S [--variants V]     # one generated graph
   fusion_fuzz.py --minimize --model M.onnx [--variants V]  # a saved model
+  fusion_fuzz.py --repros test/e2e/fusion-fuzz-repros     # saved reproducers
 
 Each seed S, S+1, ..., S+N-1 gives one small random ONNX graph (opset 17,
 float32 activations, 3-12 nodes): data movement (Gather with 0-D/1-D/2-D
 constant indices, negative ones included, on any axis, and with int64
-indices from a graph input; Slice with negative starts/ends/steps; Pad;
-Concat; Split; Expand; Tile; Transpose; Reshape; Flatten; Squeeze;
-Unsqueeze), elementwise ops with broadcasting (Add, Sub, Mul, Min, Max,
-Relu, Sigmoid, Tanh, Neg), contractions (MatMul, Gemm, small Conv) and row
-ops (ReduceSum, ReduceMean, Softmax, LogSoftmax, LayerNormalization).
+indices from a graph input; Gather from a weight table (an embedding);
+GatherElements; Slice with negative starts/ends/steps; Pad; Concat; Split;
+Expand; Tile; Transpose; Reshape; Flatten; Squeeze; Unsqueeze), elementwise
+ops with broadcasting (Add, Sub, Mul, Min, Max, Relu, Sigmoid, Tanh, Neg),
+contractions (MatMul, Gemm, small Conv; MatMuls side by side on one input,
+MatMul into Softmax) and row ops (ReduceSum, ReduceMean, Softmax,
+LogSoftmax, LayerNormalization). Shapes are small, with one long dimension
+(16 to 257) now and then for block-wide reductions.
 The generator tracks every shape; the model then has to pass
 onnx.checker (full check), strict onnx shape inference (which must agree
 with the tracked shapes) and onnxruntime. Every dead end is a graph output,
@@ -36,23 +40,28 @@ kiln-run --device emu; every output is compared. Variants:
 
 --variants is a comma-separated list of these (default fused,unfused,rotate).
 
-Comparison, per output, with b the reference and a Kiln's result:
-  norm:  ||a - b|| / max(||b||, 1e-6 sqrt(n))           <= bound
-  max:   max|a - b| / max(max|b|, 1e-6)                  <= bound
+Comparison, per output, with b the reference, a Kiln's result, n its size
+and f the error floor (1e-2 times the largest |x| over the output and every
+value it is computed from: an output that cancels to nearly 0 is judged
+against the scale its rounding errors have):
+  norm:  ||a - b|| / max(||b||, f sqrt(n))   <= bound
+  max:   max|a - b| / max(max|b|, f)         <= bound
 Bounds: fp32 1e-4 (both sides compute in fp32 but associate sums
 differently - warp-shuffle trees, FMA contraction, blocked GEMMs; with at
 most a few hundred terms per sum the relative difference is ~1e-6, so 1e-4
 leaves two orders of margin while any indexing error moves the norm by far
 more), bf16 2e-2, fp16 and tf32 5e-3 (the project's bounds, docs/passes.md
 "Precision"). Rounding errors are amplified by the graph's conditioning,
-which random graphs do not control (LayerNormalization of a nearly constant
-row, a Sub of two close values). So each graph is also run on onnxruntime
-with every float input and weight perturbed by a relative 1e-3; the ratio
-of the relative output change to 1e-3 is the output's amplification k
-(norm and max-abs measured separately). The bound is multiplied by
-max(1, k / 4): the project's bounds were set on real networks, whose
-amplification is of order 1 to 4. An output with k > 200 is
-ill-conditioned: it is not compared, and is counted.
+which random graphs do not control (LayerNormalization of a row of equal
+values, a dot product that cancels). So onnxruntime also runs the graph
+PERTURB_DRAWS = 4 times with every float input, weight and node result
+multiplied by 1 + 1e-3 N(0, 1) elementwise (rounding at every op, so two
+copies of one value differ, as they may in Kiln); the largest ratio of the
+relative output change to 1e-3 is the output's amplification k (norm and
+max-abs separately). The bound is multiplied by max(1, k / 4): the
+project's bounds were set on real networks, whose amplification is of
+order 1 to 4. An output with k > 200 is ill-conditioned: it is not
+compared, and is counted.
 
 Outcomes per (graph, variant): pass; unsupported (kilnc exits 1 with one
 clean line that says 'not supported' or 'unsupported': counted and listed,
@@ -93,6 +102,7 @@ import onnx
 import onnx.checker
 import onnx.helper as oh
 import onnx.numpy_helper as onh
+import onnx.parser
 import onnx.printer
 import onnx.shape_inference
 import onnxruntime as ort
@@ -985,13 +995,15 @@ def reference(model, feeds):
     except Exception as e:  # noqa: BLE001
         raise GeneratorError(f"onnxruntime rejects the model: "
                              f"{str(e).splitlines()[0][:300]}")
-    scales = cone_scales(model, feeds)
+    scales, arrays = cone_scales(model, feeds)
     floors = [FLOOR_REL * max(scales[n], 1e-30) for n in names]
     amp = [(0.0, 0.0)] * len(ref)
     rng = np.random.default_rng(7)
     for _ in range(PERTURB_DRAWS):
-        pert = copy.deepcopy(model)
+        pert = perturb_every_result(model, arrays, rng)
         for init in pert.graph.initializer:
+            if init.name.startswith("fuzz_noise_"):
+                continue
             if init.data_type == onnx.TensorProto.FLOAT:
                 arr = onh.to_array(init)
                 arr = np.asarray(arr * (1 + PERTURB * rng.standard_normal(arr.shape)),
@@ -1012,6 +1024,29 @@ def reference(model, feeds):
             km = dm / max(float(np.max(np.abs(r64))) if r.size else 0.0, floors[i]) / PERTURB
             amp[i] = (max(amp[i][0], kn), max(amp[i][1], km))
     return names, ref, amp, floors
+
+
+def perturb_every_result(model, arrays, rng):
+    """A copy of the model whose every float node result is multiplied by
+    1 + PERTURB * N(0, 1), elementwise: rounding at every op, so that copies
+    of one value (Concat(m, m), Expand, Tile) differ as they may in Kiln."""
+    pert = copy.deepcopy(model)
+    nodes = []
+    for node in pert.graph.node:
+        extra = []
+        for k, o in enumerate(node.output):
+            a = arrays.get(o)
+            if not o or a is None or a.dtype != np.float32:
+                continue
+            raw, noise = f"fuzz_raw_{o}", f"fuzz_noise_{o}"
+            node.output[k] = raw
+            factor = (1 + PERTURB * rng.standard_normal(a.shape)).astype(np.float32)
+            pert.graph.initializer.append(onh.from_array(np.asarray(factor), noise))
+            extra.append(oh.make_node("Mul", [raw, noise], [o]))
+        nodes += [node] + extra
+    del pert.graph.node[:]
+    pert.graph.node.extend(nodes)
+    return pert
 
 
 def cone_scales(model, feeds):
@@ -1051,7 +1086,7 @@ def cone_scales(model, feeds):
         return s
     for name in names:
         visit(name)
-    return scale
+    return scale, arrays
 
 
 # --- Running Kiln ------------------------------------------------------------
@@ -1422,6 +1457,9 @@ def main():
     ap.add_argument("--minimize", action="store_true")
     ap.add_argument("--model", help="with --minimize (or alone): this model "
                     "instead of a generated one")
+    ap.add_argument("--repros", metavar="DIR",
+                    help="check every DIR/*.onnxtxt (ONNX textual syntax; a "
+                    "'# variants: a,b' line names its variants) instead")
     ap.add_argument("--print-graph", action="store_true",
                     help="print every graph (textual syntax)")
     ap.add_argument("--verbose", action="store_true",
@@ -1434,6 +1472,8 @@ def main():
         if v != "rotate":
             variant_flags(v)  # validates
 
+    if args.repros:
+        return repros_main(args, tools)
     if args.minimize or args.model:
         return minimize_main(args, tools, spec)
 
@@ -1530,9 +1570,49 @@ def fmt_where(where, limit=12):
     return text + (f", ... ({len(where)} in all)" if len(where) > limit else "")
 
 
+def load_model(path):
+    """An .onnx file, or ONNX textual syntax ('#' lines are comments)."""
+    if path.endswith(".onnx"):
+        return onnx.load(path)
+    with open(path) as f:
+        return onnx.parser.parse_model(f.read())
+
+
+def repros_main(args, tools):
+    """Checks saved reproducers: each must pass every variant it names."""
+    import glob
+    paths = sorted(glob.glob(os.path.join(args.repros, "*.onnxtxt")))
+    totals = collections.Counter()
+    for path in paths:
+        with open(path) as f:
+            text = f.read()
+        m = re.search(r"^#\s*variants:\s*(\S+)", text, re.M)
+        variants = m.group(1).split(",") if m else ["fused", "unfused"]
+        name = os.path.splitext(os.path.basename(path))[0]
+        model = load_model(path)
+        work = tempfile.mkdtemp(prefix="fusion-fuzz-repro-")
+        res = check_model(model, args.seed, variants, tools, work)
+        shutil.rmtree(work, ignore_errors=True)
+        if res.generator_error:
+            print(f"repro {name}: {res.generator_error}")
+            totals["fail"] += 1
+            continue
+        for v in variants:
+            status = res.statuses[v]
+            totals[status] += 1
+            print(f"repro {name} {v}: {status}"
+                  + (f": {res.signatures[v]}" if v in res.signatures else ""))
+            if status == "fail":
+                print(failure_report(res, v))
+    print(f"fusion-fuzz repros: {len(paths)} models, {sum(totals.values())} "
+          f"runs: {totals['pass']} pass, {totals['unsupported']} unsupported, "
+          f"{totals['fail']} fail")
+    return 1 if totals["fail"] or totals["unsupported"] else 0
+
+
 def minimize_main(args, tools, spec):
     if args.model:
-        model = onnx.load(args.model)
+        model = load_model(args.model)
         seed = args.seed
     else:
         model = generate(args.seed)
