@@ -1234,6 +1234,7 @@ class Result:
         self.details = {}      # variant -> text
         self.signatures = {}   # variant -> failure class
         self.ill = 0
+        self.ill_names = []
         self.amps = []
         self.generator_error = None
         self.nodes = 0
@@ -1265,7 +1266,10 @@ def check_model(model, seed, variants, tools, workdir):
                                            workdir, tools, seed)
         if status == "ok":
             rows = compare(names, ref, amp, floors, outs, variant)
-            res.ill += sum(1 for r in rows if r[3])
+            for r in rows:
+                if r[3] and r[0] not in res.ill_names:
+                    res.ill_names.append(r[0])
+            res.ill = len(res.ill_names)
             bad = [r for r in rows if not r[1]]
             lines = [f"  {r[0]} {list(ref[names.index(r[0])].shape)}: {r[2]}"
                      for r in rows]
@@ -1493,6 +1497,7 @@ def main():
     gen_errors = []
     ops = collections.Counter()
     ill = 0
+    ill_where = []
     amps = []
     start = time.monotonic()
 
@@ -1521,6 +1526,7 @@ def main():
                     continue
                 ops.update(res.ops)
                 ill += res.ill
+                ill_where += [(res.seed, n) for n in res.ill_names]
                 amps += res.amps
                 if args.print_graph:
                     print(f"--- seed {res.seed}\n{graph_text(res.model)}")
@@ -1551,7 +1557,8 @@ def main():
         print(f"outputs {len(amps)}: amplification median {q[0]:.2f}, 90% "
               f"{q[1]:.2f}, 99% {q[2]:.1f}, max {max(amps):.1f}; above "
               f"{K_REF:g} (bound widened) {sum(a > K_REF for a in amps)}, "
-              f"ill-conditioned (> {K_MAX:g}, not compared) {ill}")
+              f"ill-conditioned (> {K_MAX:g}, not compared) {ill}"
+              + (" (" + fmt_where(ill_where) + ")" if ill_where else ""))
     if unsupported:
         print(f"unsupported ({sum(len(v) for v in unsupported.values())}):")
         for msg, where in sorted(unsupported.items()):
