@@ -677,8 +677,8 @@ class Builder:
             b = self.float_input(self.broadcast_partner_shape(a.shape))
         operands = [a, b]
         if op in ("Min", "Max") and self.chance(0.2):
-            operands.append(self.weight_value(
-                self.broadcast_partner_shape(a.shape)))
+            both = tuple(np.broadcast_shapes(a.shape, b.shape))
+            operands.append(self.weight_value(self.broadcast_partner_shape(both)))
         if self.chance(0.5):
             operands.reverse()
         out = tuple(np.broadcast_shapes(*[o.shape for o in operands]))
@@ -1504,13 +1504,18 @@ def main():
     def one(seed):
         try:
             model = generate(seed)
-        except GeneratorError as e:
+        except Exception as e:  # noqa: BLE001 - a generator bug: report, go on
             r = Result(seed)
-            r.generator_error = str(e)
+            r.generator_error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
             return r
         variants = variants_for(seed, spec)
         workdir = os.path.join(work_root, f"seed{seed}")
-        r = check_model(model, seed, variants, tools, workdir)
+        try:
+            r = check_model(model, seed, variants, tools, workdir)
+        except Exception as e:  # noqa: BLE001 - a harness bug: report, go on
+            r = Result(seed)
+            r.generator_error = (f"harness: {type(e).__name__}: "
+                                 f"{str(e).splitlines()[0][:300]}")
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
         return r
