@@ -6,32 +6,46 @@
 # Runs on the lent GPU machine (no LLVM there), from the repository root,
 # over device-check/, which scripts/device/prepare.sh builds on the
 # development machine and the device tool carries (carry ["device-check"]).
-# For each model: regenerate its seeded random ONNX model with the portable
-# generator and check its initializers against the SHA-256 recorded when the
-# artifacts were compiled; export them for `kiln-run --weights`; make a
-# seeded input and the onnxruntime fp32 reference; then per artifact
-# (fp32/bf16, fused/unfused) kiln-run on cuda: relative error of the output
-# norm against the reference (bounds fp32 1e-4, bf16 2e-2) and the median of
-# --bench N; for ResNet-50 and the encoder layer at batch 32, PyTorch eager
-# fp32 (TF32 off) and bf16 (ResNet-50 channels_last) on the same input and
-# weights. Then the top-1 phase (issue 5): the nine light classifiers at
-# batch 200, compiled with --precision=bf16, fp16 and tf32, each run once on
-# one seeded N(0, 1) batch: relative error of the output norm (bounds bf16
-# 2e-2, fp16 and tf32 5e-3) and top-1 agreement with onnxruntime fp32
-# (bound 0.99). Prints two tables, also written to $OUT/table.txt (with
-# results.json, kiln-run-logs.tar.gz and log.txt) when $OUT is set. Each
-# phase has its own time budget, after which its remaining runs are skipped
-# (--budget 240 s for the benchmarks, --top1-budget 150 s for the top-1
-# phase, counted from its start; runs in flight finish). Not yet run on a
-# GPU: the budgets and per-run timeouts bound it to about 8 minutes at worst,
-# so give the device tool timeout_s 590, or run the phases as two calls
-# (--phase bench, --phase top1). $OUT/table.txt is written after the
-# benchmarks too, marked incomplete, in case the call is stopped.
+# Phases, in this order, each with its own time budget counted from its
+# start (its remaining runs are skipped after it; runs in flight finish):
+#
+# 1. gemm (--gemm-budget 75 s; issue 11's speed table): single-MatMul
+#    models C = A B, 4096^3 in bf16 (bf16 A and C in memory), fp32 (FFMA,
+#    no TF32) and tf32, and 8192^3 in bf16. B is regenerated with the
+#    portable generator and checked against its SHA-256; per precision
+#    torch.matmul (cuBLAS; fp32 with allow_tf32=False) on the same operands,
+#    then kiln-run once (-o: relative error of 256 sampled rows and the
+#    column sums against float64 on the CPU; bounds bf16 1e-2, tf32 5e-3,
+#    fp32 1e-4) and kiln-run --bench --profile: median ms, TFLOP/s, % of
+#    cuBLAS, % of the dense peak (bf16 989), NVML energy.
+# 2. bench (--budget 150 s): per model, regenerate its seeded random ONNX
+#    model, check its initializers' SHA-256, export them for kiln-run
+#    --weights, make a seeded input and the onnxruntime fp32 reference; then
+#    per artifact (fp32/bf16, fused/unfused) kiln-run: relative error of the
+#    output norm (bounds fp32 1e-4, bf16 2e-2) and the median of --bench N
+#    (and energy); PyTorch eager fp32 (TF32 off) and bf16 (ResNet-50
+#    channels_last) for ResNet-50 at batch 32 and 1 and the encoder layer
+#    at batch 32. ResNet-50 bf16 fused at batch 32 also runs with --profile
+#    (per-kernel times beside the emu estimate) and --trace.
+# 3. top1 (--top1-budget 90 s; issue 5): the nine light classifiers at
+#    batch 200, bf16/fp16/tf32, one run each: relative error and top-1
+#    agreement with onnxruntime fp32 (bound 0.99), cheapest model first.
+# 4. compile, only when asked for (--phase compile, --compile-budget 300 s):
+#    torch.compile(mode="max-autotune") of ResNet-50 bf16 at batch 32, in its
+#    own process group, killed at the budget.
+#
+# Prints the tables, also written to $OUT/table.txt (with results.json,
+# kiln-run-logs.tar.gz: kiln-run's output, profiles and traces; and
+# log.txt) after every phase, marked INCOMPLETE until the last, so a command
+# stopped at the device tool's limit still returns the phases done. Not yet
+# run on a GPU with the GEMM phase: about 4-5 minutes expected, bounded by
+# the budgets to about 6.5 at worst, so give the device tool timeout_s 480
+# (docs/benchmarks.md); `--phase gemm,bench` etc. runs a subset.
 # Exits 1 if a run fails or an error or agreement is outside its bound.
 #
 # --dry-run: for this machine, after `scripts/device/prepare.sh --dry-run`:
-# the emu device, --bench 1 --warmup 0, PyTorch on the CPU when torch is
-# installed (its times are not comparable).
+# the emu device, --bench 1 --warmup 0, one run per GEMM, PyTorch on the CPU
+# when torch is installed (its times are not comparable).
 #
 #===------------------------------------------------------------------------===#
 set -uo pipefail
@@ -41,8 +55,8 @@ export PYTHONUNBUFFERED=1
 args=(--dir "$dir")
 if [ "${1:-}" = --dry-run ]; then
   shift
-  args+=(--device emu --runs 1 --warmup 0 --torch cpu --timeout 600 --budget 1800
-         --top1-budget 1800)
+  args+=(--device emu --runs 1 --warmup 0 --gemm-runs 1 --torch cpu --timeout 600
+         --gemm-budget 1800 --budget 1800 --top1-budget 1800)
 fi
 if [ ! -f "$dir/manifest.json" ]; then
   echo "device-check.sh: $dir/manifest.json missing: run scripts/device/prepare.sh first" >&2

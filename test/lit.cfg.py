@@ -49,6 +49,13 @@ if onnx_dir:
     config.substitutions.append(
         ("%onnx_light", os.path.join(onnx_dir, "backend", "test", "data", "light")))
 
+# NVRTC compiles the template kernels (kiln-match-contractions); without it
+# those regions keep generic kernels and the tests that need it skip.
+cuda_lib = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64")
+if os.environ.get("KILN_NVRTC_LIBRARY") or any(
+        f.startswith("libnvrtc.so") for f in (os.listdir(cuda_lib) if os.path.isdir(cuda_lib) else [])):
+    config.available_features.add("nvrtc")
+
 # ptxas validates emitted PTX when the CUDA Toolkit is installed.
 ptxas = shutil.which("ptxas") or (
     "/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)

@@ -243,8 +243,31 @@ KernelStats estimateKernelStats(ModuleOp module) {
     ++stats.kernels;
     auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
         launch, launch.getKernel());
-    if (!kernel)
+    if (!kernel) {
+      // A precompiled kernel: kiln-lower-kernel-calls says which operands
+      // it writes and how many FLOPs it does.
+      KernelLaunchStats entry;
+      entry.kernel = launch.getKernelName().str();
+      auto written = launch->getAttrOfType<DenseI32ArrayAttr>(
+          "kiln.written_operands");
+      for (auto [i, operand] : llvm::enumerate(launch.getKernelOperands())) {
+        auto type = dyn_cast<MemRefType>(operand.getType());
+        if (!type || !type.hasStaticShape())
+          continue;
+        uint64_t bytes = type.getNumElements() *
+                         ((type.getElementTypeBitWidth() + 7) / 8);
+        bool isWritten = written && llvm::is_contained(written.asArrayRef(),
+                                                       static_cast<int32_t>(i));
+        (isWritten ? entry.bytesWritten : entry.bytesRead) += bytes;
+      }
+      if (auto flops = launch->getAttrOfType<IntegerAttr>("kiln.flops"))
+        entry.flops = flops.getValue().getZExtValue();
+      stats.bytesRead += entry.bytesRead;
+      stats.bytesWritten += entry.bytesWritten;
+      stats.flops += entry.flops;
+      stats.launches.push_back(std::move(entry));
       return;
+    }
     KernelLaunchStats entry;
     entry.kernel = kernel.getName().str();
     for (BlockArgument arg : kernel.getArguments()) {

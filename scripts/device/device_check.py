@@ -2,13 +2,29 @@
 """Runs the artifacts that scripts/device/prepare.sh packed, on the GPU.
 
 Usage: device_check.py [--dir device-check] [--device cuda|emu] [--runs N]
-                       [--warmup N] [--torch auto|cpu|no] [--work DIR]
-                       [--budget SECONDS] [--bench-seconds S]
-                       [--top1-budget SECONDS] [--phase all|bench|top1]
-                       [--timeout SECONDS] [--out DIR] [MODEL...]
+                       [--warmup N] [--gemm-runs N] [--torch auto|cpu|no]
+                       [--work DIR] [--phase all|PHASE,...]
+                       [--gemm-budget S] [--budget S] [--top1-budget S]
+                       [--compile-budget S] [--compile-mode MODE]
+                       [--bench-seconds S] [--timeout SECONDS] [--out DIR]
+                       [MODEL...]
 
-Called by scripts/device-check.sh; see there and docs/benchmarks.md. For each
-model in DIR/manifest.json:
+Called by scripts/device-check.sh; see there and docs/benchmarks.md. The
+phases run in the order gemm, bench, top1, compile ("all" is the first
+three), each with its own time budget counted from its start; the tables
+are written after every phase.
+
+The GEMM phase (the manifest's models with phase "gemm", gemm-MxKxN): B is
+regenerated (device_models.gemm_weight) and checked against the recorded
+SHA-256, A is seeded; per variant (precision bf16, fp32 or tf32):
+torch.matmul on the same operands (gemm_check.torch_gemm: cuBLAS, TF32 off
+for fp32), then kiln-run once with -o (gemm_check.Reference: sampled rows
+and column sums against float64 on the CPU) and kiln-run --bench N
+--profile (warm-up for about 0.5 s, --estimate-from the emu estimate
+prepare.py made): median ms, TFLOP/s, % of cuBLAS, % of the dense peak, NVML
+energy.
+
+The benchmark phase, for each model with phase "bench":
 
 1. regenerate its ONNX model with the portable generator
    (device_models.py), and check every initializer against the SHA-256 that
@@ -19,14 +35,14 @@ model in DIR/manifest.json:
    (make_reference.py --provider auto);
 3. per artifact: kiln-run once with -o, relative error of the output norm
    against the reference (compare.py; bound fp32 1e-4, bf16 2e-2), then
-   kiln-run --bench N for the median time per run;
-4. for the benchmark models, before the kiln runs, the PyTorch eager
-   baselines (torch_baselines.py) on the same input.
+   kiln-run --bench N for the median time per run (and NVML energy; with
+   --profile for variants marked profile);
+4. for the models with a PyTorch kind, before the kiln runs, the PyTorch
+   eager baselines (torch_baselines.py) on the same input.
 
 Then the top-1 phase (the manifest's models with phase "top1": the nine
-light classifiers at batch 200, bf16/fp16/tf32), with its own time budget
-(--top1-budget, counted from its start, so it cannot starve the benchmarks
-before it): steps 1 and 2 as above (one seeded N(0, 1) input batch), then
+light classifiers at batch 200, bf16/fp16/tf32): steps 1 and 2 as above
+(one seeded N(0, 1) input batch), then
 per artifact one kiln-run with -o: the relative error of the output norm
 (bounds bf16 2e-2, fp16 and tf32 5e-3) and the fraction of the samples whose
 top-1 class (argmax over the output's non-batch dimensions) is the
@@ -36,12 +52,18 @@ class says little), and the same agreement on the batch-centred outputs
 (compare.py --top1). The next model is regenerated and its reference made
 (CPU work) while the current one's artifacts run.
 
-Ends with two tables (benchmarks; top-1), also written to OUT/table.txt with
-OUT/results.json and OUT/kiln-run-logs.tar.gz (kiln-run's output per
-artifact: per-kernel times) when --out or $OUT is set.
+The compile phase (only when named in --phase): torch.compile(mode=
+--compile-mode) of the bf16 PyTorch baseline of the models marked compile
+(ResNet-50 at batch 32), in a process group killed at the phase's budget.
+
+Ends with the tables (GEMM; benchmarks; top-1), also written to
+OUT/table.txt with OUT/results.json and OUT/kiln-run-logs.tar.gz (kiln-run's
+output per artifact: per-kernel times; profile and trace JSON) when --out or
+$OUT is set.
 """
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -50,10 +72,13 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import device_models  # noqa: E402
+import gemm_check  # noqa: E402
 
 
 def log(message):
@@ -73,6 +98,38 @@ def run(cmd, timeout, logfile=None):
         with open(logfile, "w") as f:
             f.write(" ".join(cmd) + "\n" + out)
     return rc, out
+
+
+def run_group(cmd, timeout, logfile=None):
+    """run() in a new process session, all of it killed on a timeout
+    (torch.compile's compile workers are the child's children)."""
+    import signal
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        out, _ = p.communicate()
+        rc = None
+    if logfile:
+        with open(logfile, "w") as f:
+            f.write(" ".join(cmd) + "\n" + (out or ""))
+    return rc, out or ""
+
+
+ENERGY = re.compile(r"energy: ([0-9.]+) J per run, average power ([0-9.]+) W")
+PER_RUN = re.compile(r"per run: median ([0-9.]+) ms")
+
+
+def energy(text):
+    """(J per run, W) from kiln-run --bench's NVML line, or (None, None)."""
+    found = ENERGY.search(text)
+    return (float(found.group(1)), float(found.group(2))) if found else (None, None)
 
 
 def last_line(text):
@@ -121,6 +178,11 @@ def torch_device(mode, device):
     return None, "PyTorch baselines skipped"
 
 
+def joules(r):
+    j, w = r.get("joules"), r.get("watts")
+    return f"{j:.4g} ({w:.0f} W)" if j is not None and w is not None else "-"
+
+
 class Check:
     def __init__(self, args):
         self.args = args
@@ -132,6 +194,8 @@ class Check:
         self.budget = args.budget
         self.rows = []
         self.top1_rows = []
+        self.gemm_rows = []
+        self.peaks = self.manifest.get("peaks_tflops", {})
 
     def left(self):
         return self.budget - (time.time() - self.start)
@@ -141,9 +205,10 @@ class Check:
         budget (plus 30 s), so hanging kernels cannot eat the lease."""
         return max(10.0, min(self.args.timeout, self.left() + 30.0))
 
-    def row(self, model, variant, ms=None, err=None, bound=None, status="", note=""):
+    def row(self, model, variant, ms=None, err=None, bound=None, status="", note="",
+            joules=None, watts=None):
         r = dict(model=model, variant=variant, ms=ms, err=err, bound=bound,
-                 status=status, note=note)
+                 status=status, note=note, joules=joules, watts=watts)
         self.rows.append(r)
         ms_s = f"{ms:.3f} ms" if ms is not None else "-"
         err_s = f"{err:.2e}" if err is not None else "-"
@@ -161,6 +226,20 @@ class Check:
                     gname, file = line.rstrip("\n").split("\t")
                     cmd += ["-i", f"{gname}={os.path.join(rundir, 'inputs', file)}"]
         return cmd
+
+    def profile_args(self, name, v, work):
+        """Issue 13, for variants marked profile: kiln-run --profile (on cuda
+        per-kernel times measured over the --bench runs) with its JSON and a
+        trace, and on cuda --estimate-from the emu estimate prepare.py made."""
+        if not v.get("profile"):
+            return []
+        slug = v["name"].replace(" ", "-")
+        extra = ["--profile", "--profile-json", os.path.join(work, f"profile-{slug}.json"),
+                 "--trace", os.path.join(work, f"trace-{slug}.json")]
+        estimate = os.path.join(self.dir, "models", name, v.get("estimate") or "-")
+        if v.get("estimate") and os.path.exists(estimate) and self.args.device.startswith("cuda"):
+            extra += ["--estimate-from", estimate]
+        return extra
 
     def kiln_variant(self, m, v, work, rundir, weights):
         a = self.args
@@ -181,7 +260,7 @@ class Check:
                         os.path.join(rundir, "reference"), out], 120)
         err = float(text.strip().splitlines()[-1]) if rc == 0 else float("inf")
         status = "ok" if err <= v["bound"] else "MISMATCH"
-        ms, note = None, ""
+        ms, note, joules, watts = None, "", None, None
         if not v.get("bench", True) or a.runs <= 0:
             note = "not benchmarked"
         elif self.left() < 0:
@@ -192,20 +271,31 @@ class Check:
             # about --bench-seconds at most.
             runs = min(a.runs, max(3, int(a.bench_seconds / max(2 * once, 1e-3))))
             warmup = min(a.warmup, runs)
-            rc, text = run(base + ["--bench", str(runs), "--warmup", str(warmup)],
-                           self.timeout(), os.path.join(work, f"bench-{v['name'].replace(' ', '-')}.log"))
-            found = re.search(r"per run: median ([0-9.]+) ms", text)
+            slug = v["name"].replace(" ", "-")
+            extra = self.profile_args(name, v, work)
+            rc, text = run(base + ["--bench", str(runs), "--warmup", str(warmup)] + extra,
+                           self.timeout(), os.path.join(work, f"bench-{slug}.log"))
+            found = PER_RUN.search(text)
             if rc == 0 and found:
                 ms = float(found.group(1))
+                joules, watts = energy(text)
                 if runs < a.runs:
                     note = f"median of {runs} runs (slow)"
+                if v.get("profile"):
+                    note = (note + "; " if note else "") + f"per-kernel profile in {name}/bench-{slug}.log"
             else:
                 note = "bench " + ("timed out" if rc is None else "failed: " + last_line(text))
-        self.row(name, "kiln " + v["name"], ms, err, v["bound"], status, note)
+        self.row(name, "kiln " + v["name"], ms, err, v["bound"], status, note, joules, watts)
 
     def model(self, m, tdev):
         a = self.args
         name = m["name"]
+        if self.left() < 0:  # not even the model's regeneration
+            if m.get("torch") and tdev:
+                self.row(name, "PyTorch", status="SKIPPED", note="time budget spent")
+            for v in m["variants"]:
+                self.row(name, "kiln " + v["name"], status="SKIPPED", note="time budget spent")
+            return
         work = os.path.join(a.work, name)
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
@@ -250,6 +340,168 @@ class Check:
         for v in m["variants"]:
             self.kiln_variant(m, v, work, rundir, weights)
 
+    # --- GEMM phase ------------------------------------------------------
+
+    def gemm_row(self, model, shape, precision, impl, ms=None, err=None, bound=None,
+                 status="", note="", joules=None, watts=None):
+        r = dict(model=model, shape=list(shape), precision=precision, impl=impl, ms=ms,
+                 tflops=gemm_check.tflops(*shape, ms) if ms else None, err=err,
+                 bound=bound, status=status, note=note, joules=joules, watts=watts)
+        self.gemm_rows.append(r)
+        ms_s = f"{ms:.4f} ms" if ms is not None else "-"
+        tf_s = f"{r['tflops']:.1f} TFLOP/s" if r["tflops"] else "-"
+        err_s = f"{err:.2e}" if err is not None else "-"
+        log(f"  {model:12s} {precision:5s} {impl:8s} {ms_s:>12s} {tf_s:>15s} {err_s:>9s} "
+            f"{status} {note}")
+
+    def gemm_model(self, m, tdev):
+        """One GEMM model: regenerate B, check its digest, bind it; per
+        variant (precision) cuBLAS first, then kiln."""
+        a = self.args
+        name = m["name"]
+        shape = device_models.gemm_shape(m["kind"])
+        M, K, N = shape
+        if self.left() < 0:
+            for v in m["variants"]:
+                for impl in (["cuBLAS"] if tdev else []) + ["kiln"]:
+                    self.gemm_row(name, shape, v["precision"], impl, status="SKIPPED",
+                                  note="time budget spent")
+            return
+        work = os.path.join(a.work, name)
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        t0 = time.time()
+        b = device_models.gemm_weight(K, N)
+        want = m["weights_sha256"]
+        got = {"b": device_models.digest_array(b)}
+        differ = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+        if differ:
+            for v in m["variants"]:
+                self.gemm_row(name, shape, v["precision"], "kiln", status="FAIL",
+                              note="regenerated weights differ from the compiled ones "
+                                   f"(first {differ[0]})")
+            return
+        weights = os.path.join(work, "weights")
+        os.makedirs(weights)
+        np.save(os.path.join(weights, "b.npy"), b)
+        x = gemm_check.make_input(M, K)
+        inputs = {"fp32": os.path.join(work, "a-fp32.npy")}
+        np.save(inputs["fp32"], x)
+        if any(v["precision"] == "bf16" for v in m["variants"]):
+            inputs["bf16"] = os.path.join(work, "a-bf16.npy")
+            gemm_check.save_bf16(inputs["bf16"], gemm_check.to_bf16_bits(x))
+        log(f"{name}: {M}x{K}x{N}, b regenerated as compiled, input written; "
+            f"{time.time() - t0:.1f} s")
+        refs = {}
+        for v in m["variants"]:
+            precision = v["precision"]
+            if self.left() < 0:
+                for impl in (["cuBLAS"] if tdev else []) + ["kiln"]:
+                    self.gemm_row(name, shape, precision, impl, status="SKIPPED",
+                                  note="time budget spent")
+                continue
+            operands = "bf16" if precision == "bf16" else "fp32"
+            if operands not in refs:
+                t1 = time.time()
+                refs.clear()  # one at a time (8192^2 in float64: 512 MiB)
+                refs[operands] = gemm_check.Reference(x, b, precision)
+                log(f"  reference ({operands} operands, {len(refs[operands].rows)} rows and "
+                    f"the column sums, float64 on the CPU): {time.time() - t1:.1f} s")
+            ref = refs[operands]
+            if tdev:
+                self.gemm_torch(name, shape, v, x, b, ref, tdev)
+            self.gemm_kiln(name, shape, v, work, weights, inputs[operands], ref)
+
+    def gemm_torch(self, name, shape, v, x, b, ref, tdev):
+        precision = v["precision"]
+        try:
+            ms, c, note = gemm_check.torch_gemm(x, b, precision, tdev, self.args.gemm_runs)
+            err, detail = ref.error(c)
+            del c
+        except Exception as e:  # report, keep the kiln row
+            return self.gemm_row(name, shape, precision, "cuBLAS", status="FAIL",
+                                 note=f"{type(e).__name__}: {e}"[:200])
+        self.gemm_row(name, shape, precision, "cuBLAS", ms, err, v["bound"],
+                      "ok" if err <= v["bound"] else "MISMATCH", f"{note}; {detail}")
+
+    def gemm_kiln(self, name, shape, v, work, weights, input_file, ref):
+        a = self.args
+        precision = v["precision"]
+        slug = v["name"].replace(" ", "-")
+        cmd = [self.kiln_run, os.path.join(self.dir, "models", name, v["file"]),
+               "--device", a.device, "-i", f"a={input_file}"]
+        if v.get("stripped"):
+            cmd += ["--weights", weights]
+        out = os.path.join(work, "out-" + slug)
+        shutil.rmtree(out, ignore_errors=True)
+        # One run for the output (and a first time), then the bench.
+        rc, text = run(cmd + ["-o", out, "--bench", "1", "--warmup", str(min(1, a.warmup))],
+                       self.timeout(), os.path.join(work, f"run-{slug}.log"))
+        found = PER_RUN.search(text)
+        if rc != 0 or not found:
+            why = "timed out" if rc is None else last_line(text)
+            return self.gemm_row(name, shape, precision, "kiln", status="FAIL", note=why)
+        first = float(found.group(1))
+        files = sorted(f for f in os.listdir(out) if f.endswith(".npy"))
+        if len(files) != 1:
+            return self.gemm_row(name, shape, precision, "kiln", status="FAIL",
+                                 note=f"{len(files)} outputs, want 1")
+        err, detail = ref.error(gemm_check.load_output(os.path.join(out, files[0])))
+        shutil.rmtree(out, ignore_errors=True)
+        status = "ok" if err <= v["bound"] else "MISMATCH"
+        ms, note, joules, watts = first, detail, None, None
+        if a.gemm_runs > 1 and self.left() >= 0:
+            # Warm-up runs for 1.5 s at the first run's pace (which was
+            # likely at idle clocks, so 0.3-1.5 s: the clocks ramp up), then
+            # at most --bench-seconds of timed runs (2 per --bench run).
+            runs = min(a.gemm_runs, max(3, int(a.bench_seconds * 1e3 / max(2 * first, 1e-3))))
+            warmup = a.warmup if a.device == "emu" else int(
+                min(2000, max(a.warmup, math.ceil(1500.0 / max(first, 1e-3)))))
+            rc, text = run(cmd + ["--bench", str(runs), "--warmup", str(warmup)]
+                           + self.profile_args(name, v, work),
+                           self.timeout(), os.path.join(work, f"bench-{slug}.log"))
+            found = PER_RUN.search(text)
+            if rc == 0 and found:
+                ms = float(found.group(1))
+                joules, watts = energy(text)
+                note += f"; --bench {runs} --warmup {warmup}"
+            else:
+                note += "; bench " + ("timed out" if rc is None else "failed: " + last_line(text))
+                note += "; time of one run"
+        else:
+            note += "; time of one run (--bench 1)"
+        self.gemm_row(name, shape, precision, "kiln", ms, err, v["bound"], status, note,
+                      joules, watts)
+        self.gemm_rows[-1]["estimate_ms"] = v.get("estimate_ms")
+
+    def gemm_table(self):
+        cublas = {(r["model"], r["precision"]): r["ms"] for r in self.gemm_rows
+                  if r["impl"] == "cuBLAS" and r["ms"]}
+        peaks = self.peaks
+        lines = ["| GEMM M×K×N | precision | impl | median ms | TFLOP/s | % of cuBLAS | "
+                 "% of dense peak (TFLOP/s) | rel. error (bound) | energy J/run (W) | "
+                 "emu estimate ms | status |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in self.gemm_rows:
+            shape = "×".join(str(d) for d in r["shape"])
+            ms = f"{r['ms']:.4f}" if r["ms"] is not None else "-"
+            tf = (("-" if not r["tflops"] else f"{r['tflops']:.1f}" if r["tflops"] >= 10
+                   else f"{r['tflops']:.3g}"))
+            base = cublas.get((r["model"], r["precision"]))
+            vs = (f"{100.0 * base / r['ms']:.1f}%" if r["impl"] != "cuBLAS" and base and r["ms"]
+                  else "-")
+            peak = peaks.get(r["precision"])
+            of_peak = (f"{100.0 * r['tflops'] / peak:.3g}% ({peak:g})" if r["tflops"] and peak
+                       else "-")
+            err = f"{r['err']:.1e} ({r['bound']:.0e})" if r["err"] is not None else "-"
+            status = r["status"] + (f": {r['note']}" if r["note"] else "")
+            impl = "cuBLAS (torch.matmul)" if r["impl"] == "cuBLAS" else "kiln"
+            precision = {"fp32": "fp32 (no TF32)"}.get(r["precision"], r["precision"])
+            est = f"{r['estimate_ms']:.4f}" if r.get("estimate_ms") else "-"
+            lines.append(f"| {shape} | {precision} | {impl} | {ms} | {tf} | {vs} | {of_peak} | "
+                         f"{err} | {joules(r)} | {est} | {status} |")
+        return "\n".join(lines)
+
     def torch_rows(self, m, onnx_path, rundir, tdev):
         a = self.args
         name = m["name"]
@@ -282,7 +534,43 @@ class Check:
         agree_s = f"{r['top1']:.3f}" if r["top1"] is not None else "-"
         log(f"  {model:18s} {variant:6s} {err_s:>9s} {agree_s:>6s} {status} {note}")
 
-    def top1_prepare(self, m):
+    def compile_model(self, m, tdev):
+        """The compile phase: torch.compile(mode=--compile-mode) of the
+        model's PyTorch baseline, bf16 (channels_last), in its own process
+        group, killed when the phase's budget runs out (compiling with
+        max-autotune takes minutes). Reuses the benchmark phase's
+        regenerated model and reference when they are there."""
+        a = self.args
+        name, variant = m["name"], f"PyTorch bf16 torch.compile {a.compile_mode}"
+        if not tdev:
+            return self.row(name, variant, status="SKIPPED", note="no PyTorch device")
+        work = os.path.join(a.work, name)
+        onnx_path, rundir = os.path.join(work, "model.onnx"), os.path.join(work, "run")
+        if not (os.path.exists(onnx_path) and os.path.isdir(os.path.join(rundir, "reference"))):
+            prepared = self.top1_prepare(m, keep_onnx=True)
+            if len(prepared) == 2:
+                return self.row(name, variant, status=prepared[0], note=prepared[1])
+        if self.left() < 0:
+            return self.row(name, variant, status="SKIPPED", note="time budget spent")
+        cmd = [sys.executable, os.path.join(HERE, "torch_baselines.py"), m["torch"], onnx_path,
+               rundir, "--device", tdev, "--runs", str(a.runs), "--warmup", str(a.warmup),
+               "--compile", a.compile_mode]
+        t0 = time.time()
+        rc, text = run_group(cmd, max(10.0, self.left()), os.path.join(work, "compile.log"))
+        results = [json.loads(line[len("RESULT "):]) for line in text.splitlines()
+                   if line.startswith("RESULT ")]
+        if rc is None:
+            return self.row(name, variant, status="SKIPPED",
+                            note=f"compile not done in the phase's budget ({time.time() - t0:.0f} s)")
+        if rc != 0 or not results:
+            return self.row(name, variant, status="FAIL", note=last_line(text))
+        for r in results:
+            err = r.get("err")
+            self.row(name, "PyTorch " + r["variant"], r.get("ms"), err, 2e-2 if err is not None else None,
+                     ("ok" if err <= 2e-2 else "MISMATCH") if err is not None else "",
+                     r.get("note", ""))
+
+    def top1_prepare(self, m, keep_onnx=False):
         """Regenerates model m, checks and exports its weights and makes the
         reference: (work, rundir, weights) or (status, note) when it cannot
         run. Runs on a worker thread while the previous model's artifacts
@@ -316,7 +604,8 @@ class Check:
             if rc != 0:
                 return "FAIL", "reference " + ("timed out" if rc is None
                                                else "failed: " + last_line(text))
-            os.remove(onnx_path)  # VGG-19 at batch 200: 550 MB
+            if not keep_onnx:
+                os.remove(onnx_path)  # VGG-19 at batch 200: 550 MB
             log(f"{name}: {len(digest)} initializers as compiled; {last_line(text)}; "
                 f"{time.time() - t0:.1f} s")
             return work, rundir, weights
@@ -386,8 +675,8 @@ class Check:
             if r["variant"] == "PyTorch fp32 eager" and r["ms"]:
                 base[r["model"]] = r["ms"]
         lines = ["| model | variant | median ms | rel. error (bound) | status | "
-                 "speed-up vs PyTorch fp32 eager |",
-                 "|---|---|---|---|---|---|"]
+                 "speed-up vs PyTorch fp32 eager | energy J/run (W) |",
+                 "|---|---|---|---|---|---|---|"]
         for r in self.rows:
             ms = f"{r['ms']:.3f}" if r["ms"] is not None else "-"
             err = (f"{r['err']:.1e} ({r['bound']:.0e})" if r["err"] is not None
@@ -395,8 +684,23 @@ class Check:
             speed = (f"{base[r['model']] / r['ms']:.2f}x"
                      if r["ms"] and r["model"] in base else "-")
             status = r["status"] + (f": {r['note']}" if r["note"] else "")
-            lines.append(f"| {r['model']} | {r['variant']} | {ms} | {err} | {status} | {speed} |")
+            lines.append(f"| {r['model']} | {r['variant']} | {ms} | {err} | {status} | {speed} | "
+                         f"{joules(r)} |")
         return "\n".join(lines)
+
+
+PHASES = ["gemm", "bench", "top1", "compile"]
+DEFAULT_PHASES = ["gemm", "bench", "top1"]  # "all"; compile only when asked for
+
+
+def phases_arg(text):
+    names = DEFAULT_PHASES if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in PHASES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown phase {', '.join(bad) or repr(text)} (all, or a comma list of "
+            f"{', '.join(PHASES)})")
+    return [p for p in PHASES if p in names]  # always in this order
 
 
 def main():
@@ -405,16 +709,25 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--runs", type=int, default=20, help="bench runs (0: no bench)")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gemm-runs", type=int, default=50,
+                    help="timed runs of each GEMM, kiln and cuBLAS (1: the first run's time)")
     ap.add_argument("--torch", choices=["auto", "cpu", "no"], default="auto")
     ap.add_argument("--work", default="/tmp/kiln-device-check")
-    ap.add_argument("--budget", type=float, default=240.0,
-                    help="seconds after which remaining runs are skipped")
-    ap.add_argument("--bench-seconds", type=float, default=30.0,
+    ap.add_argument("--gemm-budget", type=float, default=75.0,
+                    help="seconds of the GEMM phase (counted from its start)")
+    ap.add_argument("--budget", type=float, default=150.0,
+                    help="seconds of the benchmark phase (counted from its start)")
+    ap.add_argument("--bench-seconds", type=float, default=20.0,
                     help="fewer bench runs for artifacts slower than this allows")
-    ap.add_argument("--top1-budget", type=float, default=150.0,
+    ap.add_argument("--top1-budget", type=float, default=90.0,
                     help="seconds of the top-1 phase (counted from its start)")
-    ap.add_argument("--phase", choices=["all", "bench", "top1"], default="all",
-                    help="run only the benchmarks or only the top-1 phase")
+    ap.add_argument("--compile-budget", type=float, default=300.0,
+                    help="seconds of the torch.compile phase (counted from its start)")
+    ap.add_argument("--compile-mode", default="max-autotune",
+                    help="torch.compile mode of the compile phase")
+    ap.add_argument("--phase", type=phases_arg, default=list(DEFAULT_PHASES),
+                    help="all (gemm,bench,top1: the default) or a comma list of "
+                         "gemm, bench, top1, compile (run in that order)")
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds for one kiln-run")
     ap.add_argument("--out", default=os.environ.get("OUT", ""))
@@ -429,29 +742,45 @@ def main():
     tdev, tnote = torch_device(args.torch, args.device)
     header.append(tnote)
     header.append(f"kiln-run --bench {args.runs} --warmup {args.warmup}; "
-                  f"PyTorch: {args.warmup} warm-up runs, median of {args.runs}")
+                  f"PyTorch: {args.warmup} warm-up runs, median of {args.runs}; "
+                  f"GEMMs: {args.gemm_runs} timed runs each after ~0.5 s of warm-up")
+    header.append("phases " + ", ".join(
+        f"{p} ({getattr(args, {'bench': 'budget'}.get(p, p + '_budget')):g} s)"
+        for p in args.phase))
     for line in header:
         log(line)
     os.makedirs(args.work, exist_ok=True)
     models = [m for m in man["models"] if not args.models or m["name"] in args.models]
-    bench = [m for m in models if m.get("phase", "bench") == "bench"]
-    top1 = [m for m in models if m.get("phase") == "top1"]
-    start = check.start
-    times = dict(bench=0.0, top1=0.0)
+    by_phase = dict(gemm=[m for m in models if m.get("phase") == "gemm"],
+                    bench=[m for m in models if m.get("phase", "bench") == "bench"],
+                    top1=[m for m in models if m.get("phase") == "top1"],
+                    compile=[m for m in models if m.get("compile")])
+    budgets = dict(gemm=args.gemm_budget, bench=args.budget, top1=args.top1_budget,
+                   compile=args.compile_budget)
+    start = time.time()
+    times = {}
 
-    def report(final):
-        """The tables; in OUT too (after the benchmarks as well, so that a
-        command stopped at the device tool's limit still leaves them)."""
-        table = check.table() + f"\n\n({times['bench']:.0f} s)" if check.rows else ""
-        if top1 and args.phase != "bench" and (final or check.top1_rows):
-            table += ("\n\n" if table else "") + (
-                "Top-1 phase: one seeded N(0, 1) batch, onnxruntime fp32 reference, "
-                "one kiln-run per artifact\n\n" + check.top1_table()
-                + f"\n\n({times['top1']:.0f} s)")
+    def report(todo):
+        """The tables; in OUT too, after every phase, so that a command
+        stopped at the device tool's limit still leaves the phases done."""
+        parts = []
+        if check.gemm_rows:
+            parts.append("GEMM phase: C = A B, A [M, K] the input, B [K, N] a bound weight; "
+                         "kiln-run --bench vs torch.matmul (cuBLAS) on the same operands; "
+                         "rel. error over 256 sampled rows and the column sums against "
+                         "float64 on the CPU\n\n" + check.gemm_table()
+                         + f"\n\n({times.get('gemm', 0):.0f} s)")
+        if check.rows:
+            parts.append(check.table() + f"\n\n({times.get('bench', 0) + times.get('compile', 0):.0f} s)")
+        if check.top1_rows:
+            parts.append("Top-1 phase: one seeded N(0, 1) batch, onnxruntime fp32 reference, "
+                         "one kiln-run per artifact\n\n" + check.top1_table()
+                         + f"\n\n({times.get('top1', 0):.0f} s)")
+        table = "\n\n".join(parts)
         total = time.time() - start
         text = ("\n".join(header) + "\n\n" + table + f"\n\n({total:.0f} s in all"
-                + ("" if final else "; INCOMPLETE: the top-1 phase is still to run") + ")\n")
-        if final:
+                + (f"; INCOMPLETE: still to run: {', '.join(todo)}" if todo else "") + ")\n")
+        if not todo:
             log("\n" + table)
             log(f"\n({total:.0f} s in all)")
         if not args.out:
@@ -460,30 +789,37 @@ def main():
         with open(os.path.join(args.out, "table.txt"), "w") as f:
             f.write(text)
         with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump(dict(header=header, rows=check.rows, top1_rows=check.top1_rows,
-                           seconds=total, bench_seconds=times["bench"],
-                           top1_seconds=times["top1"], complete=final), f, indent=1)
-        # kiln-run's own output per artifact (per-kernel times of --bench).
+            json.dump(dict(header=header, gemm_rows=check.gemm_rows, rows=check.rows,
+                           top1_rows=check.top1_rows, seconds=total,
+                           phase_seconds=times, complete=not todo, still_to_run=todo),
+                      f, indent=1)
+        # kiln-run's own output per artifact (per-kernel times of --bench),
+        # and the measured profiles and traces.
         import tarfile
         with tarfile.open(os.path.join(args.out, "kiln-run-logs.tar.gz"), "w:gz") as tar:
             for m in models:
                 work = os.path.join(args.work, m["name"])
                 for f in sorted(os.listdir(work)) if os.path.isdir(work) else []:
-                    if f.endswith(".log"):
+                    if f.endswith(".log") or (f.endswith(".json") and
+                                              f.startswith(("profile-", "trace-"))):
                         tar.add(os.path.join(work, f), arcname=f"{m['name']}/{f}")
 
-    if args.phase in ("all", "bench"):
-        for m in bench:
-            check.model(m, tdev)
-    times["bench"] = time.time() - start
-    if args.phase in ("all", "top1") and top1:
-        report(final=False)
-        log(f"top-1 phase: {len(top1)} models, budget {args.top1_budget:g} s")
-        check.start, check.budget = time.time(), args.top1_budget
-        check.top1_phase(top1)
-        times["top1"] = time.time() - check.start
-    report(final=True)
-    bad = [r for r in check.rows + check.top1_rows if r["status"] in ("FAIL", "MISMATCH")]
+    todo = [p for p in args.phase if by_phase[p]]
+    while todo:
+        phase = todo.pop(0)
+        log(f"{phase} phase: {len(by_phase[phase])} models, budget {budgets[phase]:g} s")
+        check.start, check.budget = time.time(), budgets[phase]
+        for m in (by_phase[phase] if phase != "top1" else []):
+            {"gemm": check.gemm_model, "bench": check.model,
+             "compile": check.compile_model}[phase](m, tdev)
+        if phase == "top1":
+            check.top1_phase(by_phase["top1"])
+        times[phase] = time.time() - check.start
+        report(todo)
+    if not check.rows and not check.gemm_rows and not check.top1_rows:
+        report([])
+    bad = [r for r in check.gemm_rows + check.rows + check.top1_rows
+           if r["status"] in ("FAIL", "MISMATCH")]
     sys.exit(1 if bad else 0)
 
 

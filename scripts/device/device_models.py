@@ -8,8 +8,11 @@ KIND is one of the onnx package's light classifiers (resnet50, squeezenet,
 shufflenet, inception_v1, inception_v2, densenet121, bvlc_alexnet, zfnet512,
 vgg19: light_KIND.onnx with scripts/device/randomize_weights.py --portable
 weights, then scripts/rebatch.py when BATCH is not 1), encoder
-(make_encoder.py --portable --batch BATCH) or encoder-small (the same,
-hidden 64, 2 heads, ffn 128, seq 16, vocab 50). The scripts are found beside this file (the copy in
+(make_encoder.py --portable --batch BATCH), encoder-small (the same,
+hidden 64, 2 heads, ffn 128, seq 16, vocab 50) or gemm-MxKxN (one MatMul:
+input a [M, K] float, initializer b [K, N] from the portable generator,
+N(0, 1/K) as randomize_weights.py draws a MatMul weight; BATCH is
+ignored). The scripts are found beside this file (the copy in
 device-check/scripts/) or in the source tree.
 
 digest prints, as JSON, a SHA-256 per initializer over its dtype, shape and
@@ -20,6 +23,7 @@ not match it.
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -33,7 +37,8 @@ ENCODERS = {
     "encoder-small": ["--hidden", "64", "--heads", "2", "--ffn", "128",
                       "--seq", "16", "--vocab", "50"],
 }
-KINDS = sorted(LIGHT | set(ENCODERS))
+KINDS = sorted(LIGHT | set(ENCODERS)) + ["gemm-MxKxN"]
+GEMM_ROWS = 512  # rows of b drawn per call (bounds temporary memory)
 
 
 def script(name):
@@ -59,9 +64,46 @@ def vocab(kind):
     return int(args[args.index("--vocab") + 1]) if "--vocab" in args else 1000
 
 
+def gemm_shape(kind):
+    """(M, K, N) of a gemm-MxKxN kind, or None."""
+    m = re.fullmatch(r"gemm-(\d+)x(\d+)x(\d+)", kind)
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def gemm_weight(k, n, seed=0):
+    """The GEMM models' b [K, N]: portable N(0, 1/K) draws (uniform of that
+    mean and variance), row block by row block (the same stream as one
+    call: draws are consumed in order)."""
+    import numpy as np
+    sys.path.insert(0, HERE)
+    from portable_random import PortableRandom
+    rng = PortableRandom(seed)
+    b = np.empty((k, n), dtype=np.float32)
+    for r in range(0, k, GEMM_ROWS):
+        rows = min(k, r + GEMM_ROWS) - r
+        b[r:r + rows] = rng.normal(0.0, 1.0 / np.sqrt(k), (rows, n)).astype(np.float32)
+    return b
+
+
+def make_gemm(m, k, n, out):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"], name="gemm")], "gemm",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [m, n])],
+        [numpy_helper.from_array(gemm_weight(k, n), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # what onnxruntime 1.30 reads
+    onnx.save(model, out)
+
+
 def make(kind, batch, out, light=None):
     """Writes model KIND at batch BATCH to OUT (an .onnx path)."""
     py = sys.executable
+    if gemm_shape(kind):
+        make_gemm(*gemm_shape(kind), out)
+        return
     if kind in ENCODERS:
         subprocess.run([py, script("make_encoder.py"), out, "--portable",
                         "--batch", str(batch)] + ENCODERS[kind], check=True)
@@ -83,6 +125,16 @@ def make(kind, batch, out, light=None):
         os.remove(randomized)
 
 
+def digest_array(a):
+    """sha256 hex of an array's dtype, shape and bytes."""
+    import numpy as np
+    if not a.flags.c_contiguous:
+        a = np.array(a, order="C")  # not ascontiguousarray: scalars stay 0-D
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.reshape(-1).view(np.uint8) if a.size else b"")
+    return h.hexdigest()
+
+
 def digest(path):
     """{initializer name: sha256 hex of dtype, shape and bytes}."""
     import numpy as np
@@ -91,10 +143,8 @@ def digest(path):
     model = onnx.load(path)
     result = {}
     for t in model.graph.initializer:
-        a = np.array(numpy_helper.to_array(t), order="C")  # scalars stay 0-D
-        h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.tobytes())
-        result[t.name] = h.hexdigest()
+        # np.array(order="C"): scalars stay 0-D.
+        result[t.name] = digest_array(np.array(numpy_helper.to_array(t), order="C"))
     return result
 
 

@@ -3,7 +3,7 @@
 
 Usage: prepare.py --build DIR [--out DIR] [--dry-run] [--no-strip]
                   [--limit-mib 60] [--top1-batch 200] [--models NAME...]
-                  [--variants NAME...]
+                  [--variants NAME...] [--nhwc] [--no-estimates]
 
 Writes OUT (default device-check/ in the source tree):
   bin/kiln-run               the runtime's command-line runner (no LLVM)
@@ -18,25 +18,33 @@ Writes OUT (default device-check/ in the source tree):
   manifest.json              per model: how to regenerate it, the SHA-256 of
                              each initializer, its artifacts and bounds
 
-The full set: ResNet-50 and the encoder layer at batch 32, each fp32 and
-bf16 (--precision=bf16; the default layout, NCHW until convolutions get
-tensor-core kernels), fused and unfused (--fuse=false), benchmarked against
-PyTorch, plus ResNet-50 fused in NHWC in both precisions (--layout=nhwc:
-10x slower than NCHW on the H200 with today's scalar kernels, tracked
-until that changes); and the batch-1 numerics of
-ResNet-50, SqueezeNet, ShuffleNet and the encoder (fp32, fused). Then the
-top-1 phase (issue 5): each of the nine light classifiers (KIND-b200) at
+The full set, in the order the check runs it: the GEMM phase (issue 11):
+gemm-4096 (C = A B, 4096^3) in bf16 (--precision=bf16 --io-precision=bf16:
+A and C bf16 in memory), fp32 (the FFMA kernel, no TF32) and tf32, and
+gemm-8192 in bf16, each with an emu estimate (kiln-run --profile
+--profile-sample 8 --profile-json: models/NAME/VARIANT.estimate.json,
+--no-estimates skips it). Then the benchmarks: ResNet-50 at batch 32 ({fp32,
+bf16} x {fused, unfused}; bf16 fused also profiled on the GPU, with an emu
+estimate), ResNet-50 at batch 1 (fp32 and bf16 fused), both against PyTorch
+eager, the encoder layer at batch 32 (the four variants, against PyTorch),
+and the batch-1 numerics of SqueezeNet, ShuffleNet and the encoder (fp32,
+fused). --nhwc adds ResNet-50 fused in NHWC in both precisions
+(--layout=nhwc: 10x slower than NCHW on the H200 with the scalar
+convolution kernels; out of the default set to keep the check short). Then
+the top-1 phase (issue 5): each of the nine light classifiers (KIND-b200) at
 batch --top1-batch (200), compiled with --precision=bf16, fp16 and tf32
 (default layout), which device_check.py runs once each on one seeded input
 batch: relative error of the output norm (bounds bf16 2e-2, fp16 and tf32
-5e-3) and top-1 agreement with onnxruntime fp32 (bound 0.99). --dry-run
+5e-3) and top-1 agreement with onnxruntime fp32 (bound 0.99). The manifest
+also records the H200's dense peaks from runtime/targets/gpus.ini. --dry-run
 packs a set small enough for `scripts/device-check.sh --dry-run` on the emu
-device: a small encoder layer at batch 2 (the four variants), SqueezeNet at
-batch 1, and SqueezeNet bf16 at batch 2 for the top-1 phase. --no-strip keeps the weights in the artifacts (for a kilnc
-without --strip-weights; the full set then does not fit). --models keeps
-only the named models of the set (and --variants only the named variants,
-e.g. "fp32 fused"). Fails when OUT is over --limit-mib (the device tool
-carries 64 MiB).
+device: the GEMM phase at 128x64x96 (the three precisions), a small encoder
+layer at batch 2 (the four variants), SqueezeNet at batch 1, and SqueezeNet
+bf16 at batch 2 for the top-1 phase. --no-strip keeps the weights in the
+artifacts (for a kilnc without --strip-weights; the full set then does not
+fit). --models keeps only the named models of the set (and --variants only
+the named variants, e.g. "fp32 fused"). Fails when OUT is over --limit-mib
+(the device tool carries 64 MiB).
 """
 import argparse
 import datetime
@@ -62,6 +70,11 @@ FOUR = [
     ("bf16 fused", ["--precision=bf16"], BF16),
 ]
 FUSED32 = [FOUR[1]]
+BF16_FUSED = [FOUR[3]]
+# ResNet-50 at batch 32: bf16 fused also gets kiln-run --profile on the
+# GPU (issue 13: measured per-kernel times), beside an emu estimate made here.
+PROFILED = [FOUR[0], FOUR[1], FOUR[2],
+            FOUR[3] + (dict(profile=True, estimate=True),)]
 NHWC = [
     ("fp32 fused nhwc", ["--layout=nhwc"], FP32),
     ("bf16 fused nhwc", ["--precision=bf16", "--layout=nhwc"], BF16),
@@ -78,16 +91,34 @@ LOW = [
 TOP1_KINDS = ["shufflenet", "squeezenet", "bvlc_alexnet", "zfnet512", "inception_v1",
               "inception_v2", "densenet121", "resnet50", "vgg19"]
 
-# (name, kind, batch, variants, PyTorch baseline kind or None, phase)
+# The GEMM phase (issue 11's speed table): C = A B with A [M, K] the input
+# and B [K, N] a weight. bf16 keeps A and C bf16 in memory
+# (--io-precision=bf16, as torch.matmul on bf16 tensors); fp32 is the FFMA
+# kernel (no TF32); tf32 the tf32 mma. Bounds against float64 of the
+# operands the kernel sees (gemm_check.py: bf16 output rounding alone is
+# ~1.8e-3). Each variant gets an emu estimate here (kiln-run --profile
+# --profile-sample 8) and --profile on the GPU.
+GEMM_EST = dict(profile=True, estimate=True)
+GEMM_BF16 = ("bf16", ["--precision=bf16", "--io-precision=bf16"], 1e-2,
+             dict(GEMM_EST, precision="bf16"))
+GEMM_FP32 = ("fp32", [], FP32, dict(GEMM_EST, precision="fp32"))
+GEMM_TF32 = ("tf32", ["--precision=tf32"], 5e-3, dict(GEMM_EST, precision="tf32"))
+GEMM3 = [GEMM_BF16, GEMM_FP32, GEMM_TF32]
+
+# (name, kind, batch, variants, PyTorch baseline kind or None, phase); a
+# variant is (name, kilnc flags, bound[, extras]).
 FULL = [
-    ("resnet50-b32", "resnet50", 32, FOUR + NHWC, "resnet50", "bench"),
+    ("gemm-4096", "gemm-4096x4096x4096", 1, GEMM3, None, "gemm"),
+    ("gemm-8192", "gemm-8192x8192x8192", 1, [GEMM_BF16], None, "gemm"),
+    ("resnet50-b32", "resnet50", 32, PROFILED, "resnet50", "bench"),
+    ("resnet50-b1", "resnet50", 1, FUSED32 + BF16_FUSED, "resnet50", "bench"),
     ("encoder-b32", "encoder", 32, FOUR, "encoder", "bench"),
-    ("resnet50-b1", "resnet50", 1, FUSED32, None, "bench"),
     ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
     ("shufflenet-b1", "shufflenet", 1, FUSED32, None, "bench"),
     ("encoder-b1", "encoder", 1, FUSED32, None, "bench"),
 ]
 DRY = [
+    ("gemm-small", "gemm-128x64x96", 1, GEMM3, None, "gemm"),
     ("encoder-small-b2", "encoder-small", 2, FOUR, "encoder", "bench"),
     ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
     ("squeezenet-b2", "squeezenet", 2, LOW[:1], None, "top1"),
@@ -100,11 +131,47 @@ SCRIPTS = [
     "scripts/device/export_initializers.py",
     "scripts/device/make_reference.py",
     "scripts/device/compare.py",
+    "scripts/device/gemm_check.py",
     "scripts/device/device_check.py",
     "scripts/device/torch_baselines.py",
     "scripts/rebatch.py",
     "test/Frontend/ONNX/models/make_encoder.py",
 ]
+
+
+# The models whose torch.compile baseline the (opt-in) compile phase times.
+COMPILE = {"resnet50-b32"}
+
+
+def peaks(target="sm_90-h200"):
+    """Dense peaks in TFLOP/s from runtime/targets/gpus.ini (the GEMM table's
+    '% of peak')."""
+    result, section = {}, None
+    with open(os.path.join(ROOT, "runtime", "targets", "gpus.ini")) as f:
+        for line in f:
+            line = line.split("#")[0].strip()
+            if line.startswith("["):
+                section = line.strip("[]")
+            elif section == target and "=" in line:
+                key, value = (t.strip() for t in line.split("=", 1))
+                if key.endswith("_tflops"):
+                    result[key[:-len("_tflops")]] = float(value)
+    return result
+
+
+def estimate(kiln_run, artifact, weights, out_json):
+    """An emu estimate of the artifact on the H200 (kiln-run --profile
+    --profile-sample 8 --profile-json): total ms, or None."""
+    cmd = [kiln_run, artifact, "--device", "emu", "--random-inputs", "--profile-sample", "8",
+           "--profile-json", out_json]
+    if weights:
+        cmd += ["--weights", weights]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        print(f"prepare.py: no estimate for {artifact}: {p.stdout.strip().splitlines()[-1:]}")
+        return None
+    with open(out_json) as f:
+        return json.load(f)["total"]["estimated_us"] / 1e3
 
 
 def du(path):
@@ -129,6 +196,10 @@ def main():
     ap.add_argument("--limit-mib", type=float, default=60.0)
     ap.add_argument("--models", nargs="+")
     ap.add_argument("--variants", nargs="+")
+    ap.add_argument("--nhwc", action="store_true",
+                    help="also ResNet-50 at batch 32 fused in NHWC, fp32 and bf16")
+    ap.add_argument("--no-estimates", action="store_true",
+                    help="no emu estimates (kiln-run --profile-sample 8) for the profiled variants")
     ap.add_argument("--top1-batch", type=int, default=200,
                     help="batch of the top-1 phase's classifiers (full set)")
     args = ap.parse_args()
@@ -150,7 +221,9 @@ def main():
     for s in SCRIPTS:
         shutil.copy2(os.path.join(ROOT, s), os.path.join(out, "scripts"))
     light = device_models.light_dir()
-    plan = DRY if args.dry_run else FULL + [
+    full = [(n, k, b, vs + (NHWC if args.nhwc and n == "resnet50-b32" else []), t, ph)
+            for n, k, b, vs, t, ph in FULL]
+    plan = DRY if args.dry_run else full + [
         (f"{k}-b{args.top1_batch}", k, args.top1_batch, LOW, None, "top1") for k in TOP1_KINDS]
     if args.models:
         unknown = set(args.models) - {p[0] for p in plan}
@@ -164,7 +237,8 @@ def main():
     manifest = dict(commit=git("rev-parse", "--short", "HEAD")
                     + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else ""),
                     date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                    set="dry-run" if args.dry_run else "full", stripped=strip, models=[])
+                    set="dry-run" if args.dry_run else "full", stripped=strip,
+                    peaks_tflops=peaks(), models=[])
     with tempfile.TemporaryDirectory() as tmp:
         for name, kind, batch, variants, torch_kind, phase in plan:
             t0 = time.time()
@@ -176,18 +250,35 @@ def main():
             device_models.make(kind, batch, onnx_path, os.path.join(out, "light"))
             entry = dict(name=name, kind=kind, batch=batch, torch=torch_kind, phase=phase,
                          weights_sha256=device_models.digest(onnx_path), variants=[])
+            if name in COMPILE and not args.dry_run:
+                entry["compile"] = True
             os.makedirs(os.path.join(out, "models", name))
-            for vname, flags, bound in variants:
+            weights = None
+            for vname, flags, bound, *more in variants:
+                extras = dict(more[0]) if more else {}
                 file = vname.replace(" ", "-") + ".kiln"
-                cmd = [kilnc, onnx_path, "-o", os.path.join(out, "models", name, file)] + flags
+                artifact = os.path.join(out, "models", name, file)
+                cmd = [kilnc, onnx_path, "-o", artifact] + flags
                 if strip:
                     cmd.append("--strip-weights")
                 subprocess.run(cmd, check=True)
                 variant = dict(name=vname, file=file, kilnc_flags=flags, bound=bound,
-                               stripped=strip, bench=phase == "bench")
+                               stripped=strip, bench=phase in ("bench", "gemm"))
                 if phase == "top1":
                     variant["top1_bound"] = TOP1_AGREEMENT
+                if extras.pop("estimate", False) and not args.no_estimates:
+                    if strip and weights is None:
+                        weights = os.path.join(tmp, name + "-weights")
+                        subprocess.run([sys.executable, os.path.join(HERE, "export_initializers.py"),
+                                        onnx_path, weights], check=True, stdout=subprocess.DEVNULL)
+                    est = file[:-len(".kiln")] + ".estimate.json"
+                    ms = estimate(kiln_run, artifact, weights, os.path.join(out, "models", name, est))
+                    if ms is not None:
+                        variant.update(estimate=est, estimate_ms=ms)
+                variant.update(extras)
                 entry["variants"].append(variant)
+            if weights:
+                shutil.rmtree(weights)
             os.remove(onnx_path)  # VGG-19's random weights alone are 550 MB
             manifest["models"].append(entry)
             print(f"prepared {name}: {', '.join(v[0] for v in variants)} "

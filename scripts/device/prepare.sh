@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #===- prepare.sh - Build what the GPU check carries, on this machine -------===#
 #
-# Usage: scripts/device/prepare.sh [--dry-run] [--no-strip]
+# Usage: scripts/device/prepare.sh [--dry-run] [--no-strip] [prepare.py options]
 #
 # The device machine has no LLVM/MLIR and no network, and the device tool
 # carries at most 64 MiB (the working tree included): everything the GPU
@@ -14,9 +14,11 @@
 # SHA-256 per initializer, which the check verifies before binding.
 #
 # Contents (scripts/device/prepare.py says more): bin/kiln-run, scripts/,
-# the light ONNX models used, manifest.json, and artifacts for ResNet-50 and
-# the encoder layer at batch 32 ({fp32, bf16} x {fused, unfused}) plus the
-# batch-1 numerics of ResNet-50, SqueezeNet, ShuffleNet and the encoder.
+# the light ONNX models used, manifest.json, and artifacts for the GEMM
+# phase (4096^3 bf16/fp32/tf32, 8192^3 bf16, with emu estimates), ResNet-50
+# and the encoder layer at batch 32 ({fp32, bf16} x {fused, unfused}),
+# ResNet-50 at batch 1 (fp32, bf16), the batch-1 numerics of SqueezeNet,
+# ShuffleNet and the encoder, and the top-1 phase's classifiers.
 # --dry-run packs the small set that `scripts/device-check.sh --dry-run`
 # runs on the emu device here. Fails if device-check/ is over 60 MiB.
 #

@@ -2,7 +2,7 @@
 """PyTorch eager baselines for the GPU check, with the check's own weights.
 
 Usage: torch_baselines.py resnet50|encoder MODEL.onnx RUNDIR [--device cuda]
-                          [--runs 20] [--warmup 5]
+                          [--runs 20] [--warmup 5] [--compile MODE]
 
 RUNDIR is what make_reference.py wrote (inputs/, reference/). Prints one line
 per variant: name, median ms, relative error of the output norm against the
@@ -25,8 +25,18 @@ kiln fp32 artifacts compute in full fp32) and "bf16 eager" (module and input
 cast to bfloat16; ResNet-50 also channels_last, as PyTorch recommends for
 bf16 convolutions). Each: `warmup` untimed runs, then `runs` runs each timed
 with CUDA events (on the CPU, perf_counter), median.
+
+--compile MODE (the GPU check's compile phase): instead, "bf16 compile MODE"
+only: the bf16 module (ResNet-50 channels_last) through
+torch.compile(mode=MODE), e.g. max-autotune; the first call compiles (its
+time is in the note), then timed as above. Each row is also printed as
+"RESULT {json}" for device_check.py, which runs this in its own process
+group and kills it when the phase's budget is spent.
+
+The GEMM phase's cuBLAS baseline is gemm_check.torch_gemm.
 """
 import argparse
+import json
 import math
 import os
 import re
@@ -216,8 +226,8 @@ def rel_err(got, ref):
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
-def baselines(kind, path, rundir, device="cuda", runs=20, warmup=5):
-    """[(variant, median ms or None, rel err or None, note)]."""
+def setup(kind, path, rundir, device):
+    """(module, comparable, note, input on device, reference)."""
     import torch
     make = resnet50 if kind.startswith("resnet50") else encoder
     net, note = make(path)
@@ -234,6 +244,34 @@ def baselines(kind, path, rundir, device="cuda", runs=20, warmup=5):
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
+    return net, comparable, note, x, ref
+
+
+def compiled(kind, path, rundir, device="cuda", runs=20, warmup=5, mode="max-autotune"):
+    """[("bf16 compile MODE[ channels_last]", ms, rel err or None, note)]."""
+    import torch
+    net, comparable, note, x, ref = setup(kind, path, rundir, device)
+    net = net.to(device).to(torch.bfloat16)
+    variant = f"bf16 torch.compile {mode}"
+    xv = x
+    if x.dtype.is_floating_point:
+        net = net.to(memory_format=torch.channels_last)
+        xv = x.to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+        variant += " channels_last"
+    t0 = time.time()
+    fn = torch.compile(net, mode=mode)
+    with torch.inference_mode():
+        out = fn(xv).float().cpu().numpy()
+        seconds = time.time() - t0
+        ms = timed(lambda: fn(xv), runs, warmup, device)
+    return [(variant, ms, rel_err(out, ref) if comparable else None,
+             f"{note}; compiled in {seconds:.0f} s")]
+
+
+def baselines(kind, path, rundir, device="cuda", runs=20, warmup=5):
+    """[(variant, median ms or None, rel err or None, note)]."""
+    import torch
+    net, comparable, note, x, ref = setup(kind, path, rundir, device)
     rows = []
     image = x.dtype.is_floating_point
     for variant in ("fp32 eager", "bf16 eager"):
@@ -263,12 +301,19 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--compile", metavar="MODE", help="torch.compile(mode=MODE), bf16 only")
     args = ap.parse_args()
-    for variant, ms, err, note in baselines(args.kind, args.model, args.rundir,
-                                            args.device, args.runs, args.warmup):
+    if args.compile:
+        rows = compiled(args.kind, args.model, args.rundir, args.device, args.runs,
+                        args.warmup, args.compile)
+    else:
+        rows = baselines(args.kind, args.model, args.rundir, args.device, args.runs,
+                         args.warmup)
+    for variant, ms, err, note in rows:
         ms_s = f"{ms:.3f} ms" if ms is not None else "-"
         err_s = f"{err:.2e}" if err is not None else "-"
         print(f"{variant:28s} {ms_s:>12s} {err_s:>10s}  ({note})")
+        print("RESULT " + json.dumps(dict(variant=variant, ms=ms, err=err, note=note)))
     sys.stdout.flush()
 
 

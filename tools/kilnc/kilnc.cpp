@@ -290,6 +290,17 @@ void printStaticEstimate(const kiln::KernelStats &fused,
                      (unsigned long long)fused.flops);
 }
 
+/// kilnc --stats: each matmul region's template kernel, or why it kept a
+/// generic one (kiln-match-contractions' report).
+void printContractionReport(ModuleOp module, llvm::raw_ostream &os) {
+  auto lines = module->getAttrOfType<ArrayAttr>("kiln.contraction_report");
+  if (!lines)
+    return;
+  os << "contraction regions: " << lines.size() << "\n";
+  for (Attribute line : lines)
+    os << "  " << cast<StringAttr>(line).getValue() << "\n";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -446,6 +457,8 @@ int main(int argc, char **argv) {
           (unsigned long long)artifactStats.naiveArenaBytes,
           (unsigned long long)artifactStats.weightBytes);
       printStaticEstimate(*fused, *unfused, target, llvm::outs());
+      printContractionReport(artifactModule ? *artifactModule : **module,
+                             llvm::outs());
     }
     if (stripWeights)
       if (kiln::runtime::Error err = kiln::runtime::stripWeights(*artifact))

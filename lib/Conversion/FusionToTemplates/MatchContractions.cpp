@@ -21,6 +21,7 @@
 // more than one result, an op without an epilogue form, a shape no config
 // supports, NVRTC missing) stay as they are for kiln-collapse-fusions, with
 // the reason in a `kiln.generic_reason` attribute (kilnc --stats prints it).
+// Regions anchored on a convolution: MatchConvolutions.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +35,8 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_MATCHCONTRACTIONSPASS
@@ -48,6 +51,9 @@ namespace kiln::templates {
 namespace {
 
 constexpr llvm::StringLiteral kGenericReasonAttr = "kiln.generic_reason";
+/// On the module: one line per matmul region, its kernel or why it has none
+/// (kilnc --stats prints them).
+constexpr llvm::StringLiteral kReportAttr = "kiln.contraction_report";
 
 bool swapsLastTwo(ArrayRef<int64_t> permutation) {
   size_t rank = permutation.size();
@@ -60,12 +66,24 @@ bool swapsLastTwo(ArrayRef<int64_t> permutation) {
          permutation[rank - 1] == static_cast<int64_t>(rank - 2);
 }
 
+/// Whether `v`, defined outside any region, is a view of another buffer
+/// once bufferized (a split or slice: strided, not a whole buffer a kernel
+/// can take), possibly through reshapes.
+bool isView(Value v) {
+  while (auto reshape = v.getDefiningOp<kiln::ReshapeOp>())
+    v = reshape.getInput();
+  return v.getDefiningOp<kiln::SplitOp>() || v.getDefiningOp<kiln::SliceOp>();
+}
+
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t p = 1;
   for (int64_t d : dims)
     p *= d;
   return p;
 }
+
+SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion,
+                                bool throughViews = false);
 
 } // namespace
 
@@ -85,32 +103,18 @@ Value peelTf32Rounding(Value v) {
   return narrow.getInput();
 }
 
+/// Reshapes in the region or before it keep the bytes.
 Value contiguousSource(Value v, kiln::FusionOp fusion) {
-  while (inRegion(v, fusion)) {
-    auto reshape = v.getDefiningOp<kiln::ReshapeOp>();
-    if (!reshape)
-      return nullptr;
+  while (auto reshape = v.getDefiningOp<kiln::ReshapeOp>())
     v = reshape.getInput();
-  }
+  if (inRegion(v, fusion) || isView(v))
+    return nullptr;
   return v;
 }
 
 Value Matcher::materialize(Value v, kiln::FusionOp fusion) {
-  llvm::SetVector<Operation *> cone;
-  SmallVector<Value> work{v};
-  while (!work.empty()) {
-    Value next = work.pop_back_val();
-    if (!inRegion(next, fusion))
-      continue;
-    Operation *def = next.getDefiningOp();
-    if (!cone.insert(def))
-      continue;
-    llvm::append_range(work, def->getOperands());
-  }
-  SmallVector<Operation *> ordered(cone.begin(), cone.end());
-  llvm::sort(ordered, [](Operation *x, Operation *y) {
-    return x->isBeforeInBlock(y);
-  });
+  // External views (a split's part) are copied into a buffer of their own.
+  SmallVector<Operation *> ordered = coneOf(v, fusion, /*throughViews=*/true);
   OpBuilder b(fusion);
   auto split = kiln::FusionOp::create(b, fusion.getLoc(), TypeRange{v.getType()},
                                       b.getStringAttr("elementwise"));
@@ -265,6 +269,12 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   auto outType = cast<RankedTensorType>(result.getType());
   Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
                                  b->buffer, emitted->operands, outType);
+  report.push_back(
+      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch={5}{6}",
+                    kernels->kernels.front().name, kernels->config.describe(),
+                    problem.m, problem.n, problem.k, problem.batch,
+                    kernels->kernels.size() > 1 ? ", + split-K reduction" : "")
+          .str());
   fusion.getResult(0).replaceAllUsesWith(replacement);
   fusion.erase();
   return success();
@@ -315,7 +325,7 @@ Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
   // inputs.
   llvm::DenseMap<Value, Value> substitutions;
   auto substitute = [&](Value v) {
-    if (inRegion(v, fusion) && !substitutions.count(v) &&
+    if ((inRegion(v, fusion) || isView(v)) && !substitutions.count(v) &&
         !isSplatConstant(v))
       substitutions[v] = materialize(v, fusion);
   };
@@ -444,6 +454,10 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
         builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
     call->setAttr("kiln.kernel_config",
                   builder.getStringAttr(kernels.config.describe()));
+    if (&kernel == &kernels.kernels.front()) // The one with the MMAs.
+      call->setAttr("kiln.flops",
+                    builder.getI64IntegerAttr(static_cast<int64_t>(
+                        2 * problem.m * problem.n * problem.k * problem.batch)));
     result = call.getResult(0);
   }
   return result;
@@ -464,7 +478,82 @@ void Matcher::run(kiln::FusionOp fusion) {
     split.erase();
   }
   fusion->setAttr(kGenericReasonAttr, StringAttr::get(fusion.getContext(), why));
+  std::string where;
+  llvm::raw_string_ostream os(where);
+  fusion.getLoc().print(os);
+  report.push_back("generic kernel (" + why + ") at " + where);
 }
+
+namespace {
+
+/// The ops of `fusion` that `v` depends on, in block order; with
+/// `throughViews`, also the reshapes, splits and slices outside it that
+/// make a view it reads.
+SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion,
+                                bool throughViews) {
+  llvm::SetVector<Operation *> cone;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value next = work.pop_back_val();
+    if (!inRegion(next, fusion) && !(throughViews && isView(next)))
+      continue;
+    Operation *def = next.getDefiningOp();
+    if (cone.insert(def))
+      llvm::append_range(work, def->getOperands());
+  }
+  // Ops before the region (views) come first; each block in its order.
+  SmallVector<Operation *> ordered(cone.begin(), cone.end());
+  llvm::sort(ordered, [&](Operation *x, Operation *y) {
+    bool xInside = fusion->isProperAncestor(x);
+    if (xInside != fusion->isProperAncestor(y))
+      return !xInside;
+    return x->isBeforeInBlock(y);
+  });
+  return ordered;
+}
+
+/// A region of matmuls side by side (kiln-fuse's rule 4: Q, K and V) whose
+/// results each depend on a matmul of their own becomes one region per
+/// result, so that each can be a template kernel. Returns the new regions,
+/// or just `fusion` when it is not such a region.
+SmallVector<kiln::FusionOp> splitSideBySide(kiln::FusionOp fusion) {
+  if (fusion.getNumResults() < 2)
+    return {fusion};
+  SmallVector<SmallVector<Operation *>> cones;
+  llvm::DenseSet<Operation *> matmuls;
+  for (Value v : fusion.getYield().getValues()) {
+    cones.push_back(coneOf(v, fusion));
+    unsigned count = 0;
+    for (Operation *op : cones.back())
+      if (isa<kiln::MatmulOp>(op)) {
+        ++count;
+        if (!matmuls.insert(op).second)
+          return {fusion}; // Two results share a matmul.
+      }
+    if (count != 1)
+      return {fusion};
+  }
+  SmallVector<kiln::FusionOp> parts;
+  OpBuilder b(fusion);
+  for (auto [i, v] : llvm::enumerate(fusion.getYield().getValues())) {
+    auto part = kiln::FusionOp::create(b, fusion.getLoc(),
+                                       TypeRange{v.getType()},
+                                       fusion.getKindAttr());
+    OpBuilder inner(part.getContext());
+    inner.setInsertionPointToStart(inner.createBlock(&part.getBody()));
+    IRMapping mapping;
+    for (Operation *op : cones[i])
+      inner.clone(*op, mapping);
+    kiln::YieldOp::create(inner, fusion.getLoc(),
+                          ValueRange{mapping.lookup(v)});
+    fusion.getResult(i).replaceAllUsesWith(part.getResult(0));
+    parts.push_back(part);
+  }
+  fusion.erase();
+  return parts;
+}
+
+} // namespace
 
 } // namespace kiln::templates
 
@@ -486,12 +575,23 @@ struct MatchContractionsPass
     kiln::templates::Matcher matcher(module, sm, chip);
     SmallVector<kiln::FusionOp> fusions;
     module.walk([&](kiln::FusionOp f) { fusions.push_back(f); });
-    for (kiln::FusionOp f : fusions)
-      if (llvm::any_of(f.getBody().front(), [](Operation &op) {
-            return isa<kiln::MatmulOp, kiln::ConvOp>(op);
-          }))
+    auto holds = [](kiln::FusionOp f, auto isAnchor) {
+      return llvm::any_of(f.getBody().front(), isAnchor);
+    };
+    for (kiln::FusionOp f : fusions) {
+      if (holds(f, [](Operation &op) { return isa<kiln::ConvOp>(op); }))
         matcher.run(f);
+      else if (holds(f, [](Operation &op) { return isa<kiln::MatmulOp>(op); }))
+        for (kiln::FusionOp part : kiln::templates::splitSideBySide(f))
+          matcher.run(part);
+    }
     matcher.eraseUnreadWeights();
+    if (!matcher.report.empty()) {
+      SmallVector<Attribute> lines;
+      for (const std::string &line : matcher.report)
+        lines.push_back(StringAttr::get(module.getContext(), line));
+      module->setAttr(kiln::templates::kReportAttr, ArrayAttr::get(module.getContext(), lines));
+    }
   }
 };
 

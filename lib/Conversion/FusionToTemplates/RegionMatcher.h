@@ -31,7 +31,8 @@ namespace kiln::templates {
 bool inRegion(mlir::Value v, kiln::FusionOp fusion);
 
 /// The buffer a value of the region reads without computing: a region input
-/// through reshapes. Null when the value is computed in the region.
+/// through reshapes (in the region or before it). Null when the value is
+/// computed in the region or is a view (a split's or slice's part).
 mlir::Value contiguousSource(mlir::Value v, kiln::FusionOp fusion);
 
 /// Sees through tf32 rounding pairs (the kernel rounds its operands).
@@ -57,6 +58,10 @@ public:
 
   /// Erases the weight globals a rewrite replaced and nothing reads.
   void eraseUnreadWeights();
+
+  /// One line per contraction region, in region order: its kernel and
+  /// config, or why it keeps a generic kernel (kilnc --stats prints them).
+  llvm::SmallVector<std::string> report;
 
 private:
   // Matmul regions (MatchContractions.cpp).

@@ -59,8 +59,19 @@ struct LowerKernelCallsPass
       if (call.getDynamicSharedBytes() != 0)
         smem = arith::ConstantIntOp::create(b, loc, call.getDynamicSharedBytes(),
                                             32);
-      gpu::LaunchFuncOp::create(b, loc, call.getKernel(), dim(call.getGrid()),
-                                dim(call.getBlock()), smem, operands);
+      auto launch = gpu::LaunchFuncOp::create(b, loc, call.getKernel(),
+                                              dim(call.getGrid()),
+                                              dim(call.getBlock()), smem,
+                                              operands);
+      // For kilnc --stats: which kernel operands are written, and the
+      // FLOPs the call recorded.
+      SmallVector<int32_t> written;
+      for (auto [i, operand] : llvm::enumerate(operands))
+        if (llvm::is_contained(call.getOutputs(), operand))
+          written.push_back(static_cast<int32_t>(i));
+      launch->setAttr("kiln.written_operands", b.getDenseI32ArrayAttr(written));
+      if (Attribute flops = call->getAttr("kiln.flops"))
+        launch->setAttr("kiln.flops", flops);
       call.erase();
     }
   }

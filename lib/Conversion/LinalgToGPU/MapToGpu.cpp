@@ -174,6 +174,11 @@ private:
   /// generic (fused kernels read their inputs this way) are rebuilt inside.
   Operation *cloneIntoKernel(OpBuilder &b, Operation &inner,
                              IRMapping &values);
+  /// Rebuilds, at the top of the kernel, every buffer view the generic
+  /// reads or writes from outside, so that each is defined once where all
+  /// of the kernel can use it (rebuilt lazily, a view first read inside a
+  /// block-wide reduction loop was defined in that loop only).
+  void rebuildCapturedViews(OpBuilder &b);
 
   /// A fused kernel's plan for a block per row (see planRows).
   struct RowPlan {
@@ -241,6 +246,20 @@ void KernelBuilder::loadOperands(OpBuilder &b, ValueRange ivs,
   }
 }
 
+void KernelBuilder::rebuildCapturedViews(OpBuilder &b) {
+  auto capture = [&](Value operand) {
+    if (isa<MemRefType>(operand.getType()) &&
+        !op->isAncestor(operand.getParentBlock()->getParentOp()))
+      rebuildInKernel(b, operand, kernelValues);
+  };
+  for (Value operand : op->getOperands())
+    capture(operand);
+  op.getRegion().walk([&](Operation *nested) {
+    for (Value operand : nested->getOperands())
+      capture(operand);
+  });
+}
+
 Operation *KernelBuilder::cloneIntoKernel(OpBuilder &b, Operation &inner,
                                           IRMapping &values) {
   inner.walk([&](Operation *nested) {
@@ -278,6 +297,7 @@ void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
   int64_t block = std::min(blockSize, std::max<int64_t>(outputs, 1));
   gpu::LaunchOp launch = createLaunch(b, (outputs + block - 1) / block, block);
   b.setInsertionPointToStart(&launch.getBody().front());
+  rebuildCapturedViews(b);
   Value gid = arith::AddIOp::create(
       b, loc,
       arith::MulIOp::create(b, loc, launch.getBlockIds().x,
@@ -353,6 +373,7 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
       llvm::PowerOf2Ceil(static_cast<uint64_t>(product(reductionDims))));
   gpu::LaunchOp launch = createLaunch(b, product(parallelDims), threads);
   b.setInsertionPointToStart(&launch.getBody().front());
+  rebuildCapturedViews(b);
   Value tid = launch.getThreadIds().x;
 
   SmallVector<Value> ivs(ranges.size());
@@ -581,6 +602,7 @@ void KernelBuilder::buildBlockPerRow(OpBuilder &b, const RowPlan &plan) {
     inner *= e;
   gpu::LaunchOp launch = createLaunch(b, rows, plan.threads);
   b.setInsertionPointToStart(&launch.getBody().front());
+  rebuildCapturedViews(b);
   Value tid = launch.getThreadIds().x;
   SmallVector<Value> ivs(ranges.size());
   if (!outer.empty())

@@ -209,6 +209,19 @@ def inputs_for(m):
     return feeds
 
 
+def prepare(workdir, name, m):
+    """Saves model `m` as WORKDIR/NAME/model.onnx; returns the path, its
+    seeded inputs and onnxruntime's fp32 outputs for them."""
+    os.makedirs(os.path.join(workdir, name), exist_ok=True)
+    path = os.path.join(workdir, name, "model.onnx")
+    onnx.save(m, path)
+    feeds = inputs_for(m)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    reference = dict(zip([o.name for o in session.get_outputs()],
+                         session.run(None, feeds)))
+    return path, feeds, reference
+
+
 def kernel_count(kilnc, path, flags):
     out = subprocess.run([kilnc, path, "--stats", "-o", os.devnull] + flags,
                          capture_output=True, text=True, check=True).stdout
@@ -272,13 +285,7 @@ def main():
     failed = 0
     for name in names:
         m = MODELS[name]()
-        os.makedirs(os.path.join(args.workdir, name), exist_ok=True)
-        path = os.path.join(args.workdir, name, "model.onnx")
-        onnx.save(m, path)
-        feeds = inputs_for(m)
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        reference = dict(zip([o.name for o in session.get_outputs()],
-                             session.run(None, feeds)))
+        _, feeds, reference = prepare(args.workdir, name, m)
         kernels = {}
         for variant, flags, bound in VARIANTS:
             ok, kernels[variant] = run_variant(args, name, m, feeds, reference,

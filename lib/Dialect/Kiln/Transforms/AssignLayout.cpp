@@ -407,8 +407,14 @@ private:
                                    : StringRef("kiln_layout_weight")) +
                         data.suffix)
                            .str();
+    // One global per source weight, steps and type; a weight computed from
+    // constants alone has no source, so its bytes tell it apart (two such
+    // filters of one shape shared a global: the second conv read the
+    // first's weights, found by the fusion fuzzer).
     std::string key;
     llvm::raw_string_ostream(key) << name << ' ' << data.type;
+    if (!data.root)
+      key.append(data.bytes.begin(), data.bytes.end());
     ml_program::GlobalOp &global = made[key];
     if (global)
       return global;

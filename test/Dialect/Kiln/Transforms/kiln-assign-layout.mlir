@@ -305,6 +305,30 @@ func.func @pad_channels(%x: tensor<1x2x4x4xf32>) -> tensor<1x1x4x3xf32> {
 
 // -----
 
+// Two filters computed from constants alone (no source global), of one
+// shape, padded to 8 channels: each gets a global of its own (they shared
+// one, so the second conv read the first's weights; the fusion fuzzer's
+// nhwc-two-convs-padded-weights).
+// CHECK-LABEL: func.func @constant_filters(
+// CHECK:         %[[W0:.*]] = ml_program.global_load_const @[[G0:kiln_layout_weight_pad[_0-9]*]] : tensor<4x2x2x8xf32>
+// CHECK:         kiln.conv %{{.*}}, %[[W0]]
+// CHECK-NOT:     ml_program.global_load_const @[[G0]] :
+// CHECK:         %[[W1:.*]] = ml_program.global_load_const @{{kiln_layout_weight_pad[_0-9]*}} : tensor<4x2x2x8xf32>
+// CHECK:         kiln.conv %{{.*}}, %[[W1]]
+func.func @constant_filters(%x: tensor<1x4x3x3xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>) {
+  %w0 = kiln.constant dense<1.0> : tensor<4x4x2x2xf32>
+  %w1 = kiln.constant dense<2.0> : tensor<4x4x2x2xf32>
+  %y0 = kiln.conv %x, %w0 {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+      padding = array<i64: 0, 0, 0, 0>}
+      : (tensor<1x4x3x3xf32>, tensor<4x4x2x2xf32>) -> tensor<1x4x2x2xf32>
+  %y1 = kiln.conv %x, %w1 {strides = array<i64: 1, 1>, dilations = array<i64: 1, 1>,
+      padding = array<i64: 0, 0, 0, 0>}
+      : (tensor<1x4x3x3xf32>, tensor<4x4x2x2xf32>) -> tensor<1x4x2x2xf32>
+  return %y0, %y1 : tensor<1x4x2x2xf32>, tensor<1x4x2x2xf32>
+}
+
+// -----
+
 // Grouped convolutions are not padded (a depthwise conv has one channel
 // per group), and 1-D convolutions keep their layout.
 // CHECK-LABEL: func.func @not_converted_or_padded(

@@ -253,7 +253,7 @@ func.func @constant_weight(%x: tensor<2x3xf32>) -> tensor<2x4xf32> {
 // IO-LABEL:      func.func @constant_weight(
 // TF32-LABEL:    func.func @constant_weight(
 // TF32-DAG:        %[[W:.*]] = kiln.constant dense<0.333251953> : tensor<3x4xf32>
-// TF32:            kiln.matmul %{{.*}}, %[[W]] : tensor<2x3xf32>, tensor<3x4xf32>
+// TF32:            kiln.matmul %{{.*}}, %[[W]] {kiln.tf32} : tensor<2x3xf32>, tensor<3x4xf32>
 
 // -----
 

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Matmul regions on the template kernels, through the whole compiler.
+
+Usage: template_matmuls.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
+                           [--only NAME,...]
+
+Each model is a matmul region that kiln-match-contractions turns into a
+tiled kernel from the CUDA C++ templates (test/unittests/
+ContractionKernelsTest.cpp checks the kernels alone against float64; this
+checks what the compiler makes of real ONNX graphs: operand layouts, folded
+batches, generated epilogues, split-K, split-off producers). Shapes hit the
+edges: M, N and K off every tile, N = 1, K below one tile, a long K (split-K),
+broadcast and full batches, transposed operands, bias, residual and
+activation epilogues, a bf16 output. Each is compiled in fp32 (the FFMA
+kernel), tf32, bf16 and fp16 (tensor cores), run on emu and compared with
+onnxruntime fp32. It prints one line per model and precision:
+
+  <model> <precision>: <kernel configs> rel-err <e> (bound <b>) ok|FAIL
+
+and exits 1 if a variant fails, exceeds its bound, or did not run on a
+template kernel (kilnc --stats lists each matmul region's kernel).
+
+Bounds (relative error of the output norm, the project's precision
+bounds, docs/passes.md "Precision"): fp32 1e-4 (fp32 FMAs in another
+order), tf32 and fp16 5e-3 (10-bit mantissas, fp32 accumulation), bf16 2e-2
+(8-bit mantissa).
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+from onnx import TensorProto, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fused_index_arithmetic import model, node, prepare  # noqa: E402
+
+F = TensorProto.FLOAT
+RNG = np.random.default_rng(11)
+
+
+def weight(name, *shape):
+    return numpy_helper.from_array(
+        RNG.standard_normal(shape).astype(np.float32), name)
+
+
+MODELS = {
+    "bias-relu": lambda: model(
+        [node("MatMul", ["x", "w"], ["m"]), node("Add", ["m", "b"], ["a"]),
+         node("Relu", ["a"], ["y"])],
+        [("x", F, [100, 72])], ["y"], [weight("w", 72, 40), weight("b", 40)]),
+    "batch-folded-tanh": lambda: model(
+        [node("MatMul", ["x", "w"], ["m"]), node("Add", ["m", "b"], ["a"]),
+         node("Tanh", ["a"], ["y"])],
+        [("x", F, [3, 17, 48])], ["y"], [weight("w", 48, 80), weight("b", 80)]),
+    "batched-residual-sigmoid": lambda: model(
+        [node("MatMul", ["x", "z"], ["m"]), node("Add", ["m", "r"], ["a"]),
+         node("Sigmoid", ["a"], ["y"])],
+        [("x", F, [2, 33, 40]), ("z", F, [2, 40, 24]), ("r", F, [2, 33, 24])],
+        ["y"]),
+    "gemm-transposed-alpha-beta": lambda: model(
+        [node("Gemm", ["x", "w", "c"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+        [("x", F, [9, 64])], ["y"], [weight("w", 30, 64), weight("c", 30)]),
+    "split-k": lambda: model(
+        [node("MatMul", ["x", "w"], ["y"])],
+        [("x", F, [8, 2048])], ["y"], [weight("w", 2048, 16)]),
+    "n-is-1": lambda: model(
+        [node("MatMul", ["x", "w"], ["y"])],
+        [("x", F, [5, 37])], ["y"], [weight("w", 37, 1)]),
+    "k-below-tile": lambda: model(
+        [node("MatMul", ["x", "w"], ["y"])],
+        [("x", F, [130, 5])], ["y"], [weight("w", 5, 67)]),
+    "transposed-activation": lambda: model(
+        [node("Transpose", ["z"], ["zt"], perm=[0, 2, 1]),
+         node("MatMul", ["x", "zt"], ["y"])],
+        [("x", F, [2, 19, 32]), ("z", F, [2, 23, 32])], ["y"]),
+    "side-by-side": lambda: model(
+        [node("MatMul", ["x", "wq"], ["q"]), node("MatMul", ["x", "wk"], ["k"]),
+         node("Add", ["q", "bq"], ["qb"]), node("Add", ["k", "bk"], ["kb"])],
+        [("x", F, [24, 32])], ["qb", "kb"],
+        [weight("wq", 32, 16), weight("wk", 32, 16), weight("bq", 16),
+         weight("bk", 16)]),
+}
+
+VARIANTS = [
+    ("fp32", [], 1e-4),
+    ("tf32", ["--precision=tf32"], 5e-3),
+    ("bf16", ["--precision=bf16"], 2e-2),
+    ("fp16", ["--precision=fp16"], 5e-3),
+]
+
+
+def run(args, name, path, feeds, reference, precision, flags, bound):
+    work = os.path.join(args.workdir, name, precision)
+    os.makedirs(work, exist_ok=True)
+    artifact = os.path.join(work, "m.kiln")
+    compiled = subprocess.run([args.kilnc, path, "-o", artifact, "--stats"] + flags,
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        print(f"{name} {precision}: kilnc failed: "
+              f"{compiled.stderr.strip().splitlines()[:1]} FAIL")
+        return False
+    lines = compiled.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if line.startswith("contraction regions:")), len(lines))
+    report = [line.strip() for line in lines[start + 1:]
+              if line.startswith("  ")]
+    configs = sorted({line.split(": ")[1].split(",")[0] for line in report
+                      if line.startswith("kiln_gemm_")})
+    if not report or any(line.startswith("generic") for line in report):
+        print(f"{name} {precision}: not on a template kernel: {report} FAIL")
+        return False
+    command = [args.kiln_run, artifact, "--device", "emu", "-o",
+               os.path.join(work, "out")]
+    for input_name, data in feeds.items():
+        file = os.path.join(work, f"{input_name}.npy")
+        np.save(file, data)
+        command += ["-i", f"{input_name}={file}"]
+    ran = subprocess.run(command, capture_output=True, text=True)
+    if ran.returncode != 0:
+        print(f"{name} {precision}: kiln-run failed: "
+              f"{ran.stderr.strip().splitlines()[:1]} FAIL")
+        return False
+    worst = 0.0
+    for output, expected in reference.items():
+        got = np.load(os.path.join(work, "out", f"{output}.npy"))
+        norm = np.linalg.norm(expected.astype(np.float64))
+        worst = max(worst, np.linalg.norm(got.astype(np.float64) - expected)
+                    / max(norm, 1e-30))
+    ok = worst <= bound
+    print(f"{name} {precision}: {'; '.join(configs)} rel-err {worst:.2e} "
+          f"(bound {bound:g}) {'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workdir")
+    ap.add_argument("--kilnc", default="kilnc")
+    ap.add_argument("--kiln-run", default="kiln-run")
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    names = args.only.split(",") if args.only else list(MODELS)
+    failed = 0
+    for name in names:
+        path, feeds, reference = prepare(args.workdir, name, MODELS[name]())
+        for precision, flags, bound in VARIANTS:
+            failed += not run(args, name, path, feeds, reference, precision,
+                              flags, bound)
+    print(f"{len(names)} models, {failed} failures")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
