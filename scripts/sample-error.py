@@ -18,6 +18,10 @@ relative error of the sampled (scaled) counts against the full ones:
                time (what an error costs in the model's total).
 
 --kernels also prints each kernel whose estimate is off by more than 10%.
+--cap-from STATS.txt (the output of `kilnc MODEL --stats`, which lists each
+kernel's bytes: every buffer it touches, once) also prints the DRAM error
+when each kernel's sampled DRAM bytes are capped at that footprint (times
+its launches): what a fix of the scaling would give (docs/emulator.md).
 docs/emulator.md, "Sampling error", has the measurements.
 """
 import argparse
@@ -65,6 +69,7 @@ def main():
         os.environ.get("KILN_BUILD_DIR", os.path.join(ROOT, "build")), "bin", "kiln-run"))
     ap.add_argument("--work")
     ap.add_argument("--kernels", action="store_true")
+    ap.add_argument("--cap-from", help="kilnc --stats output: cap DRAM bytes at each kernel's footprint")
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="sample-error.")
     os.makedirs(work, exist_ok=True)
@@ -81,9 +86,17 @@ def main():
     fk = {k["kernel"]: k for k in full["kernels"]}
     weight = sum(k["estimated_us"] for k in full["kernels"])
 
+    caps = {}
+    if args.cap_from:
+        with open(args.cap_from) as f:
+            for line in f:
+                words = line.split()
+                if len(words) >= 3 and words[1] == "bytes" and words[2].isdigit():
+                    caps[words[0]] = int(words[2])
     header = (f"{'N':>4} {'wall-s':>7} {'cpu-s':>7} | total: " +
               " ".join(f"{short:>7}" for _, short in COUNTS) + " | kernel max: " +
-              " ".join(f"{short:>7}" for _, short in COUNTS) + f" {'coal':>6} | wmean est-us")
+              " ".join(f"{short:>7}" for _, short in COUNTS) + f" {'coal':>6} | wmean est-us" +
+              (" | capped dram: total, kernel max" if caps else ""))
     print(header)
     for n in [int(s) for s in args.samples.split(",") if s]:
         sampled, wall, cpu = profile(args.kiln_run, args.artifact, stem + f".s{n}.json", n)
@@ -103,10 +116,19 @@ def main():
             if e > 0.10:
                 off.append((e, k["kernel"], k["estimated_us"], f["estimated_us"],
                             f["blocks_total"] // max(1, f["launches"])))
+        capped_total, capped_worst = 0.0, 0.0
+        for k in sampled["kernels"]:
+            f = fk[k["kernel"]]
+            cap = caps.get(k["kernel"])
+            est = k["dram_bytes"] if cap is None else min(k["dram_bytes"], cap * f["launches"])
+            capped_total += est
+            capped_worst = max(capped_worst, rel(est, f["dram_bytes"]))
+        capped_total = rel(capped_total, full["total"]["dram_bytes"])
         pct = lambda x: f"{100 * x:6.1f}%"
         print(f"{n:>4} {wall:7.1f} {cpu:7.1f} | total: " + " ".join(pct(x) for x in totals) +
               " | kernel max: " + " ".join(pct(x) for x in worst) + f" {worst_coal:6.3f} | " +
-              pct(weighted))
+              pct(weighted) +
+              (f" | {pct(capped_total)} {pct(capped_worst)}" if caps else ""))
         if args.kernels:
             for e, name, s_us, f_us, grid in sorted(off, reverse=True):
                 print(f"       {name}: est {s_us:.2f} us vs {f_us:.2f} us ({100 * e:.0f}%), "
