@@ -1,7 +1,8 @@
 //===- ExecWarp.cpp - Warp-level exchanges and votes ----------------------===//
 //
 // shfl.sync, vote, activemask, redux.sync and match.sync. Every lane named
-// in the member mask must be at the instruction; all sources are read
+// in the member mask must be at the instruction (the scheduler first runs
+// live members that are elsewhere: syncMembers); all sources are read
 // before any destination is written.
 //
 //===----------------------------------------------------------------------===//
@@ -9,6 +10,28 @@
 #include "InterpreterInternal.h"
 
 namespace kiln::runtime::emu::detail {
+
+uint32_t syncMembers(const uint64_t *r, const Instruction &in, uint32_t mask) {
+  uint32_t slot = kNoSlot;
+  switch (in.op) {
+  case Op::Shfl:
+    slot = in.src[3];
+    break;
+  case Op::Vote:
+    slot = in.numSrc > 1 ? in.src[1] : kNoSlot;
+    break;
+  case Op::Redux:
+  case Op::Match:
+    slot = in.src[1];
+    break;
+  default:
+    return 0;
+  }
+  if (slot == kNoSlot || !mask)
+    return 0;
+  return static_cast<uint32_t>(
+      r[static_cast<size_t>(slot) * 32 + __builtin_ctz(mask)]);
+}
 
 bool BlockRunner::shuffle(unsigned w, uint32_t pc, const Instruction &in,
                           uint32_t exec) {

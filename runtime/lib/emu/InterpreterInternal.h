@@ -42,6 +42,11 @@ inline __attribute__((always_inline)) void forLanes(uint32_t mask, F &&f) {
   }
 }
 
+/// The member mask of a .sync warp exchange (shfl, vote, redux, match) as
+/// the first lane of `mask` holds it in registers `r`; 0 for any other
+/// instruction (and for vote without .sync).
+uint32_t syncMembers(const uint64_t *r, const Instruction &in, uint32_t mask);
+
 struct WarpState {
   /// Lanes that have not exited.
   uint32_t live = 0;

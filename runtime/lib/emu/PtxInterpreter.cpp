@@ -294,14 +294,27 @@ bool BlockRunner::runWarp(unsigned w) {
       pc = ws.pc;
       mask = ready;
     } else {
-      pc = UINT32_MAX;
-      for (uint32_t m = ready; m; m &= m - 1)
-        pc = std::min(pc, ws.lanePc[__builtin_ctz(m)]);
-      mask = 0;
-      for (uint32_t m = ready; m; m &= m - 1) {
-        unsigned l = __builtin_ctz(m);
-        if (ws.lanePc[l] == pc)
-          mask |= 1u << l;
+      // The lanes at the lowest pc run, unless they are at a .sync warp
+      // exchange whose member mask names live lanes elsewhere: those run
+      // first, as hardware makes the arrived lanes wait for them (after an
+      // if-else whose join precedes one branch in the code, say).
+      uint32_t candidates = ready;
+      while (true) {
+        pc = UINT32_MAX;
+        for (uint32_t m = candidates; m; m &= m - 1)
+          pc = std::min(pc, ws.lanePc[__builtin_ctz(m)]);
+        mask = 0;
+        for (uint32_t m = candidates; m; m &= m - 1) {
+          unsigned l = __builtin_ctz(m);
+          if (ws.lanePc[l] == pc)
+            mask |= 1u << l;
+        }
+        uint32_t missing =
+            pc < codeSize ? syncMembers(r, code[pc], mask) & ws.live & ~mask
+                          : 0;
+        if (!missing || !(candidates & ~mask))
+          break; // Nothing else can run: the exchange reports the lanes.
+        candidates &= ~mask;
       }
       if (mask == ready && ws.waiting == 0) {
         ws.converged = true;

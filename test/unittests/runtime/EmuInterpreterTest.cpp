@@ -779,6 +779,42 @@ $L__out:
             "thread (40,0,0) has exited");
 }
 
+TEST(EmuInterpreterTest, ShuffleWaitsForMembersOnAnotherPath) {
+  // The if-else's join comes before its else branch in the code, so lanes
+  // 0-15 (then) reach the shfl.sync while lanes 16-31 are still at the else
+  // branch further down. Hardware makes the arrived lanes wait for the
+  // members; the emulator must run the else lanes first, not fault. Each
+  // lane then holds its xor-1 neighbour's value: 1 below lane 16, 2 above.
+  std::string ptx = ptxHeader() + R"(.visible .entry join_first(.param .u64 out)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<5>;
+	.reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [out];
+	cvta.to.global.u64 %rd1, %rd1;
+	mov.u32 %r1, %tid.x;
+	setp.ge.u32 %p1, %r1, 16;
+	@%p1 bra $L__else;
+	mov.u32 %r2, 1;
+$L__join:
+	shfl.sync.bfly.b32 %r3, %r2, 1, 31, -1;
+	mul.wide.u32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.u32 [%rd3], %r3;
+	ret;
+$L__else:
+	mov.u32 %r2, 2;
+	bra.uni $L__join;
+}
+)";
+  Buffer out = Buffer::zeros<uint32_t>(32);
+  ASSERT_EQ(runPtx(ptx, "join_first", {1, 1, 1}, {32, 1, 1}, {&out}),
+            "<success>");
+  std::vector<uint32_t> got = out.as<uint32_t>();
+  for (unsigned lane = 0; lane < 32; ++lane)
+    EXPECT_EQ(got[lane], lane < 16 ? 1u : 2u) << "lane " << lane;
+}
+
 TEST(EmuInterpreterTest, ShuffleWithAbsentMemberIsReported) {
   std::string ptx = ptxHeader() + R"(.visible .entry bad_shfl()
 {
