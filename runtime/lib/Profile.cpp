@@ -351,6 +351,46 @@ LaunchCounters scaleSampledCounters(const LaunchCounters &counters) {
   return scaled;
 }
 
+uint64_t launchFootprintBytes(const Artifact &artifact, size_t index) {
+  const Launch &launch = artifact.launches[index];
+  const Kernel &kernel = artifact.kernels[launch.kernel];
+  uint64_t bytes = 0;
+  for (size_t p = 0; p < kernel.params.size() && p < launch.args.size(); ++p) {
+    uint64_t offset = launch.args[p];
+    if (kernel.params[p].kind == ParamKind::ArenaPointer) {
+      // Buffers share offsets over time: the one live at this launch.
+      for (const ArenaBuffer &buffer : artifact.memoryPlan.buffers)
+        if (buffer.offset == offset && buffer.firstUse <= index &&
+            index <= buffer.lastUse) {
+          bytes += buffer.size;
+          break;
+        }
+    } else if (kernel.params[p].kind == ParamKind::WeightsPointer) {
+      for (const Weight &weight : artifact.weights)
+        if (weight.offset == offset) {
+          uint64_t elements = 1;
+          for (int64_t d : weight.shape)
+            elements *= static_cast<uint64_t>(d);
+          bytes += elements * dtypeSize(weight.dtype);
+          break;
+        }
+    }
+  }
+  return bytes;
+}
+
+void capDramAtFootprint(LaunchCounters &scaled, uint64_t footprintBytes) {
+  uint64_t cap = (footprintBytes + 31) / 32;
+  uint64_t total = scaled.dramReadSectors + scaled.dramWriteSectors;
+  if (!cap || total <= cap)
+    return;
+  double shrink = double(cap) / double(total);
+  scaled.dramReadSectors =
+      static_cast<uint64_t>(std::llround(scaled.dramReadSectors * shrink));
+  scaled.dramWriteSectors =
+      static_cast<uint64_t>(std::llround(scaled.dramWriteSectors * shrink));
+}
+
 void addCounters(LaunchCounters &sum, const LaunchCounters &counters) {
   for (uint64_t LaunchCounters::*field : kAdditiveCounters)
     sum.*field += counters.*field;
@@ -541,6 +581,11 @@ profileFromCounters(const Artifact &artifact,
                        i, profile.kernel, kernel.name);
     KernelProfile &row = report.kernels[rowOf[launch.kernel]];
     LaunchCounters counters = scaleSampledCounters(profile.counters);
+    // A sample's distinct sectors include data every block shares (a
+    // filter, a weight matrix), which scaling counts once per block: a
+    // launch moves at most the buffers it is passed.
+    if (profile.counters.blocksRun < profile.counters.blocksTotal)
+      capDramAtFootprint(counters, launchFootprintBytes(artifact, i));
     row.haveCounters = true;
     row.sampled |= profile.counters.blocksRun < profile.counters.blocksTotal;
     addCounters(row.counters, counters);

@@ -247,6 +247,38 @@ TEST(ProfileTest, SampledCountsScaleToTheGrid) {
   EXPECT_EQ(scaleSampledCounters(counters).threadInstructions, 55u);
 }
 
+TEST(ProfileTest, SampledDramIsCappedAtTheFootprint) {
+  // Launch 1 reads a 1000-byte weight and the 4096-byte arena buffer live
+  // at offset 0 then (another buffer at offset 0 lived for launch 0 only),
+  // and writes the 512-byte buffer at 4096: 5608 bytes, 176 sectors.
+  Artifact artifact;
+  Kernel kernel;
+  kernel.name = "k";
+  kernel.params = {{ParamKind::WeightsPointer}, {ParamKind::ArenaPointer},
+                   {ParamKind::ArenaPointer}, {ParamKind::Scalar32}};
+  artifact.kernels.push_back(kernel);
+  artifact.weights.push_back({"w", DType::F32, {250}, 64, ""});
+  artifact.memoryPlan.buffers = {{"old", 0, 8192, 0, 0},
+                                 {"x", 0, 4096, 1, 1},
+                                 {"y", 4096, 512, 1, 1}};
+  artifact.launches = {{0, {64, 0, 4096, 7}}, {0, {64, 0, 4096, 7}}};
+  EXPECT_EQ(launchFootprintBytes(artifact, 1), 5608u);
+  EXPECT_EQ(launchFootprintBytes(artifact, 0), 1000u + 8192u);
+
+  LaunchCounters scaled;
+  scaled.dramReadSectors = 300;
+  scaled.dramWriteSectors = 100;
+  capDramAtFootprint(scaled, 5608);
+  EXPECT_EQ(scaled.dramReadSectors, 132u); // 176 * 3/4
+  EXPECT_EQ(scaled.dramWriteSectors, 44u); // 176 * 1/4
+  // Under the footprint nothing changes.
+  scaled.dramReadSectors = 10;
+  scaled.dramWriteSectors = 5;
+  capDramAtFootprint(scaled, 5608);
+  EXPECT_EQ(scaled.dramReadSectors, 10u);
+  EXPECT_EQ(scaled.dramWriteSectors, 5u);
+}
+
 TEST(ProfileTest, StaticRoofline) {
   StaticEstimate memory = estimateStatic(h200(), 432000000, 0); // 100 us
   EXPECT_NEAR(memory.memorySeconds, 100e-6, 1e-15);

@@ -113,6 +113,13 @@ std::string_view mmaTypeName(MmaType type);
 /// blocksTotal / blocksRun; blocksRun becomes blocksTotal). Unsampled
 /// counts come back unchanged.
 LaunchCounters scaleSampledCounters(const LaunchCounters &counters);
+/// The bytes of the arena buffers (the one live at the launch, where
+/// buffers share an offset) and weights that launch `index` is passed.
+uint64_t launchFootprintBytes(const Artifact &artifact, size_t index);
+/// Shrinks the DRAM sectors of a scaled sample to the launch's footprint
+/// (read and write alike): shared data a sampled block touches is not
+/// touched again by every block the sample stands for.
+void capDramAtFootprint(LaunchCounters &scaled, uint64_t footprintBytes);
 /// Field-wise sum.
 void addCounters(LaunchCounters &sum, const LaunchCounters &counters);
 
