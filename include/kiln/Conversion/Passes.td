@@ -139,14 +139,16 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     `C/groups` is a multiple of the K chunk (8 for 16-bit operands, 4 for
     f32); otherwise its channels are zero-padded at compile time into a new
     weight global (`@<name>_cpad`), whose `kiln.origin` gains the `pad`
-    step so `kiln-run --weights` replays it. A convolution region with
-    several results (an f32 value a residual add reads and its bf16 copy
-    for the next convolution) stores the one the others are computed from;
-    the others move to a region after the kernel.
+    step so `kiln-run --weights` replays it. A region with several results
+    (a convolution's f32 value a residual add reads and its bf16 copy for
+    the next convolution; a matmul's value and its activation) stores the
+    one the others are computed from; the others move to a region after the
+    kernel.
 
     A region that does not fit keeps its generic kernel, and its reason in
     a `kiln.generic_reason` attribute: no matmul, another contraction or a
-    row op in it, several results (matmuls), an op with no epilogue form,
+    row op in it, results not computed from one another, an op with no
+    epilogue form,
     partially broadcast batch dimensions, 1-D operands, no config for the
     shape, or NVRTC missing; for convolutions also `nchw` or 1-D/3-D ones,
     depthwise ones (one input channel per group: "depthwise", better on

@@ -152,10 +152,6 @@ std::optional<cx::DType> kernelDType(Type type) {
 
 LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   Block &body = fusion.getBody().front();
-  if (fusion.getNumResults() != 1) {
-    why = "the region has more than one result";
-    return failure();
-  }
   kiln::MatmulOp matmul;
   for (Operation &op : body.without_terminator()) {
     if (auto m = dyn_cast<kiln::MatmulOp>(op)) {
@@ -188,9 +184,29 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
     return failure();
   }
 
-  llvm::SetVector<Operation *> epilogue;
-  if (failed(collectEpilogue(fusion, matmul, epilogue, why)))
+  llvm::SetVector<Operation *> dependents;
+  if (failed(collectEpilogue(fusion, matmul, dependents, why)))
     return failure();
+  // Several results (the matmul's value and its activation, say): the
+  // kernel stores the one the others are computed from, and its epilogue is
+  // what that one needs; the rest run in a region after it.
+  std::optional<unsigned> storedIndex = storedResult(fusion, matmul);
+  if (!storedIndex) {
+    why = "the region has results not computed from one another";
+    return failure();
+  }
+  Value result = fusion.getYield().getValues()[*storedIndex];
+  llvm::SmallPtrSet<Operation *, 8> needed;
+  SmallVector<Value> work{result};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (inRegion(v, fusion) && needed.insert(v.getDefiningOp()).second)
+      llvm::append_range(work, v.getDefiningOp()->getOperands());
+  }
+  llvm::SetVector<Operation *> epilogue;
+  for (Operation *op : dependents)
+    if (needed.contains(op))
+      epilogue.insert(op);
 
   // The family and operand types.
   bool tf32 = matmul->hasAttr("kiln.tf32");
@@ -256,7 +272,6 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
     problem.batchStrideC = static_cast<uint64_t>(m * n);
   }
 
-  Value result = fusion.getYield().getValues()[0];
   FailureOr<EmittedEpilogue> emitted = emitRegionEpilogue(
       fusion, matmul, epilogue.getArrayRef(), result, indexing, Value(), why);
   if (failed(emitted))
@@ -275,8 +290,7 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
                     problem.m, problem.n, problem.k, problem.batch,
                     kernels->kernels.size() > 1 ? ", + split-K reduction" : "")
           .str());
-  fusion.getResult(0).replaceAllUsesWith(replacement);
-  fusion.erase();
+  replaceResults(fusion, *storedIndex, replacement);
   return success();
 }
 

@@ -103,8 +103,8 @@ bool computedFrom(Value v, Value from, Operation *anchor,
   return reached;
 }
 
-/// The result the kernel stores: the only one, or the one every other is
-/// computed from.
+} // namespace
+
 std::optional<unsigned> storedResult(kiln::FusionOp fusion,
                                      Operation *anchor) {
   ValueRange results = fusion.getYield().getValues();
@@ -116,8 +116,6 @@ std::optional<unsigned> storedResult(kiln::FusionOp fusion,
       return i;
   return std::nullopt;
 }
-
-} // namespace
 
 void Matcher::replaceResults(kiln::FusionOp fusion, unsigned storedIndex,
                              Value stored) {

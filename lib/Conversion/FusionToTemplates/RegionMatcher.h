@@ -35,6 +35,13 @@ bool inRegion(mlir::Value v, kiln::FusionOp fusion);
 /// computed in the region or is a view (a split's or slice's part).
 mlir::Value contiguousSource(mlir::Value v, kiln::FusionOp fusion);
 
+/// The result a region's kernel stores: the only one, or the one every
+/// other result is computed from without the anchor (an f32 value and its
+/// bf16 copy, a matmul's value and its relu); nullopt when there is none.
+/// Matcher::replaceResults moves the others into a region after the kernel.
+std::optional<unsigned> storedResult(kiln::FusionOp fusion,
+                                     mlir::Operation *anchor);
+
 /// Sees through tf32 rounding pairs (the kernel rounds its operands).
 mlir::Value peelTf32Rounding(mlir::Value v);
 

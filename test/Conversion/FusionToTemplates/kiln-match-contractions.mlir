@@ -113,17 +113,21 @@ func.func @split_k(%x: tensor<8x2048xf32>, %w: tensor<2048x16xf32>) -> tensor<8x
 
 // -----
 
-// Regions the templates do not take keep their generic kernel and say why.
+// Regions the templates do not take keep their generic kernel and say why:
+// results that are not computed from one another (a matmul and a value that
+// does not depend on it), attention scores with their softmax, and an op
+// with no epilogue form.
 // CHECK-LABEL: func.func @kept_generic(
-// CHECK:         kiln.fusion "matmul" -> tensor<8x8xf32>, tensor<8x8xf32> attributes {kiln.generic_reason = "the region has more than one result"}
+// CHECK:         kiln.fusion "matmul" -> tensor<8x8xf32>, tensor<8x8xf32> attributes {kiln.generic_reason = "the region's result does not depend on its kiln.matmul"}
 // CHECK:         kiln.fusion "matmul+softmax" -> tensor<8x8xf32> attributes {kiln.generic_reason = "the region has a kiln.softmax"}
 // CHECK:         kiln.fusion "matmul" -> tensor<8x8xf32> attributes {kiln.generic_reason = "kiln.sin has no epilogue form"}
 // CHECK-NOT:     kiln.call_kernel
 func.func @kept_generic(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) {
   %0:2 = kiln.fusion "matmul" -> tensor<8x8xf32>, tensor<8x8xf32> {
     %m = kiln.matmul %x, %x : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
-    %r = kiln.relu %m : tensor<8x8xf32>
-    kiln.yield %m, %r : tensor<8x8xf32>, tensor<8x8xf32>
+    %e = kiln.exp %x : tensor<8x8xf32>
+    %a = kiln.add %m, %e : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+    kiln.yield %a, %e : tensor<8x8xf32>, tensor<8x8xf32>
   }
   %1 = kiln.fusion "matmul+softmax" -> tensor<8x8xf32> {
     %m = kiln.matmul %x, %x : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
@@ -136,4 +140,24 @@ func.func @kept_generic(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32
     kiln.yield %s : tensor<8x8xf32>
   }
   return %0#1, %1, %2 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// Two results, one computed from the other (a matmul's value and its relu):
+// the kernel stores the matmul's value and the relu runs in a region after
+// it, reading the kernel's output.
+// CHECK-LABEL: func.func @two_results(
+// CHECK:         %[[Y:.*]] = kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%arg0, %arg0 :
+// CHECK:         %[[R:.*]] = kiln.fusion "elementwise" -> tensor<8x8xf32> {
+// CHECK-NEXT:      %[[V:.*]] = kiln.relu %[[Y]]
+// CHECK-NEXT:      kiln.yield %[[V]]
+// CHECK:         return %[[Y]], %[[R]]
+func.func @two_results(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0:2 = kiln.fusion "matmul" -> tensor<8x8xf32>, tensor<8x8xf32> {
+    %m = kiln.matmul %x, %x : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+    %r = kiln.relu %m : tensor<8x8xf32>
+    kiln.yield %m, %r : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+  return %0#0, %0#1 : tensor<8x8xf32>, tensor<8x8xf32>
 }
