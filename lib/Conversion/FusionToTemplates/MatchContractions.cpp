@@ -184,29 +184,12 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
     return failure();
   }
 
-  llvm::SetVector<Operation *> dependents;
-  if (failed(collectEpilogue(fusion, matmul, dependents, why)))
-    return failure();
-  // Several results (the matmul's value and its activation, say): the
-  // kernel stores the one the others are computed from, and its epilogue is
-  // what that one needs; the rest run in a region after it.
-  std::optional<unsigned> storedIndex = storedResult(fusion, matmul);
-  if (!storedIndex) {
-    why = "the region has results not computed from one another";
-    return failure();
-  }
-  Value result = fusion.getYield().getValues()[*storedIndex];
-  llvm::SmallPtrSet<Operation *, 8> needed;
-  SmallVector<Value> work{result};
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (inRegion(v, fusion) && needed.insert(v.getDefiningOp()).second)
-      llvm::append_range(work, v.getDefiningOp()->getOperands());
-  }
   llvm::SetVector<Operation *> epilogue;
-  for (Operation *op : dependents)
-    if (needed.contains(op))
-      epilogue.insert(op);
+  std::optional<unsigned> storedIndex =
+      storedEpilogue(fusion, matmul, epilogue, why);
+  if (!storedIndex)
+    return failure();
+  Value result = fusion.getYield().getValues()[*storedIndex];
 
   // The family and operand types.
   bool tf32 = matmul->hasAttr("kiln.tf32");
@@ -292,6 +275,32 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
           .str());
   replaceResults(fusion, *storedIndex, replacement);
   return success();
+}
+
+std::optional<unsigned>
+Matcher::storedEpilogue(kiln::FusionOp fusion, Operation *anchor,
+                        llvm::SetVector<Operation *> &epilogue,
+                        std::string &why) {
+  llvm::SetVector<Operation *> dependents;
+  if (failed(collectEpilogue(fusion, anchor, dependents, why)))
+    return std::nullopt;
+  std::optional<unsigned> storedIndex = storedResult(fusion, anchor);
+  if (!storedIndex) {
+    why = "the region has results not computed from one another";
+    return std::nullopt;
+  }
+  // The epilogue is what the stored result needs, in block order.
+  llvm::SmallPtrSet<Operation *, 8> needed;
+  SmallVector<Value> work{fusion.getYield().getValues()[*storedIndex]};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (inRegion(v, fusion) && needed.insert(v.getDefiningOp()).second)
+      llvm::append_range(work, v.getDefiningOp()->getOperands());
+  }
+  for (Operation *op : dependents)
+    if (needed.contains(op))
+      epilogue.insert(op);
+  return storedIndex;
 }
 
 LogicalResult Matcher::collectEpilogue(kiln::FusionOp fusion,

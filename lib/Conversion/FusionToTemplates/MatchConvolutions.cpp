@@ -292,29 +292,12 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
                       : tf32                         ? cx::Family::MmaTf32
                                                      : cx::Family::SimtF32;
 
-  llvm::SetVector<Operation *> dependents;
-  if (failed(collectEpilogue(fusion, conv, dependents, why)))
-    return failure();
-  // Several results (the f32 value a residual add reads and the bf16 copy
-  // the next convolution reads): the kernel stores the one the others are
-  // computed from, and its epilogue is what that one needs.
-  std::optional<unsigned> storedIndex = storedResult(fusion, conv);
-  if (!storedIndex) {
-    why = "the region has results not computed from one another";
-    return failure();
-  }
-  Value result = fusion.getYield().getValues()[*storedIndex];
-  llvm::SmallPtrSet<Operation *, 8> needed;
-  SmallVector<Value> work{result};
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (inRegion(v, fusion) && needed.insert(v.getDefiningOp()).second)
-      llvm::append_range(work, v.getDefiningOp()->getOperands());
-  }
   llvm::SetVector<Operation *> epilogue;
-  for (Operation *op : dependents)
-    if (needed.contains(op))
-      epilogue.insert(op);
+  std::optional<unsigned> storedIndex =
+      storedEpilogue(fusion, conv, epilogue, why);
+  if (!storedIndex)
+    return failure();
+  Value result = fusion.getYield().getValues()[*storedIndex];
 
   cx::ConvProblem cp;
   cp.n = in[0], cp.h = in[1], cp.w = in[2], cp.c = in[3];

@@ -102,6 +102,15 @@ private:
   collectEpilogue(kiln::FusionOp fusion, mlir::Operation *anchor,
                   llvm::SetVector<mlir::Operation *> &epilogue,
                   std::string &why);
+  /// The result the region's kernel stores (storedResult) and, in
+  /// `epilogue`, the ops of collectEpilogue that it needs; nullopt with
+  /// `why` set when the region has no such result. Several results (a
+  /// conv's f32 value and its bf16 copy, a matmul's value and its relu):
+  /// replaceResults runs the others in a region after the kernel.
+  std::optional<unsigned>
+  storedEpilogue(kiln::FusionOp fusion, mlir::Operation *anchor,
+                 llvm::SetVector<mlir::Operation *> &epilogue,
+                 std::string &why);
   /// The epilogue computing `result` from the anchor's value by the ops
   /// `epilogue`, with the values it reads that the region computes split
   /// off. `accBias`, if set, is added to the accumulator first (a

@@ -26,14 +26,14 @@ rounded, products accumulate in fp32.
 """
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
 from onnx import TensorProto, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fused_index_arithmetic import model, node, prepare  # noqa: E402
+from fused_index_arithmetic import (  # noqa: E402
+    compile_with_stats, contraction_report, emu_error, model, node, prepare)
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(11)
@@ -126,45 +126,21 @@ VARIANTS = [
 def run_variant(args, name, path, feeds, reference, precision, bound):
     work = os.path.join(args.workdir, name, precision)
     os.makedirs(work, exist_ok=True)
-    flags = ["--layout=nhwc", f"--precision={precision}"]
     artifact = os.path.join(work, "m.kiln")
-    compiled = subprocess.run([args.kilnc, path, "-o", artifact, "--stats"] +
-                              flags, capture_output=True, text=True)
-    if compiled.returncode != 0:
-        print(f"{name} {precision}: kilnc failed ({compiled.returncode}): "
-              f"{compiled.stderr.strip().splitlines()[:1]} FAIL")
+    stats, error = compile_with_stats(args.kilnc, path, artifact, ["--layout=nhwc", f"--precision={precision}"])
+    if error:
+        print(f"{name} {precision}: {error} FAIL")
         return False
-    lines = compiled.stdout.splitlines()
-    start = next((i for i, line in enumerate(lines)
-                  if line.startswith("contraction regions:")), len(lines))
-    report = [line.strip() for line in lines[start + 1:]
-              if line.startswith("  ")]
+    report = contraction_report(stats)
     configs = sorted({line.split(": ")[1].split(",")[0] for line in report
                       if line.startswith("kiln_conv_")})
     if not configs or any(line.startswith("generic") for line in report):
         print(f"{name} {precision}: not on template kernels: {report} FAIL")
         return False
-    command = [args.kiln_run, artifact, "--device", "emu", "-o",
-               os.path.join(work, "out")]
-    for input_name, data in feeds.items():
-        file = os.path.join(work, f"{input_name}.npy")
-        np.save(file, data)
-        command += ["-i", f"{input_name}={file}"]
-    ran = subprocess.run(command, capture_output=True, text=True)
-    if ran.returncode != 0:
-        print(f"{name} {precision}: kiln-run failed: "
-              f"{ran.stderr.strip().splitlines()[:1]} FAIL")
+    worst, error = emu_error(args.kiln_run, artifact, work, feeds, reference)
+    if error:
+        print(f"{name} {precision}: {error} FAIL")
         return False
-    worst = 0.0
-    for output, expected in reference.items():
-        got = np.load(os.path.join(work, "out", f"{output}.npy"))
-        if got.shape != expected.shape:
-            print(f"{name} {precision}: {output} has shape {got.shape}, "
-                  f"expected {expected.shape} FAIL")
-            return False
-        norm = np.linalg.norm(expected.astype(np.float64))
-        err = np.linalg.norm(got.astype(np.float64) - expected) / max(norm, 1e-30)
-        worst = max(worst, err)
     ok = worst <= bound
     print(f"{name} {precision}: {'; '.join(configs)} rel-err {worst:.2e} "
           f"(bound {bound:g}) {'ok' if ok else 'FAIL'}")

@@ -222,28 +222,36 @@ def prepare(workdir, name, m):
     return path, feeds, reference
 
 
-def kernel_count(kilnc, path, flags):
-    out = subprocess.run([kilnc, path, "--stats", "-o", os.devnull] + flags,
-                         capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
+def compile_with_stats(kilnc, path, artifact, flags):
+    """kilnc PATH -o ARTIFACT --stats FLAGS: its stdout, or None after
+    printing nothing (the caller reports `error`)."""
+    compiled = subprocess.run([kilnc, path, "-o", artifact, "--stats"] + flags,
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        return None, (f"kilnc failed ({compiled.returncode}): "
+                      f"{compiled.stderr.strip().splitlines()[:1]}")
+    return compiled.stdout, None
+
+
+def kernel_count(stats):
+    for line in stats.splitlines():
         if line.startswith("kernels:"):
             return int(line.split()[1])
     raise RuntimeError("kilnc --stats printed no kernel count")
 
 
-def run_variant(args, name, m, feeds, reference, variant, flags, bound):
-    work = os.path.join(args.workdir, name, variant)
-    os.makedirs(work, exist_ok=True)
-    path = os.path.join(args.workdir, name, "model.onnx")
-    artifact = os.path.join(work, "m.kiln")
-    compiled = subprocess.run([args.kilnc, path, "-o", artifact] + flags,
-                              capture_output=True, text=True)
-    if compiled.returncode != 0:
-        print(f"{name} {variant}: kilnc failed ({compiled.returncode}): "
-              f"{compiled.stderr.strip().splitlines()[:1]} FAIL")
-        return False, 0
-    kernels = kernel_count(args.kilnc, path, flags)
-    command = [args.kiln_run, artifact, "--device", "emu", "-o",
+def contraction_report(stats):
+    """The lines kilnc --stats prints under "contraction regions:"."""
+    lines = stats.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if line.startswith("contraction regions:")), len(lines))
+    return [line.strip() for line in lines[start + 1:] if line.startswith("  ")]
+
+
+def emu_error(kiln_run, artifact, work, feeds, reference):
+    """Runs ARTIFACT on emu with FEEDS; the worst relative error of an
+    output's norm against REFERENCE, or None and what went wrong."""
+    command = [kiln_run, artifact, "--device", "emu", "-o",
                os.path.join(work, "out")]
     for input_name, data in feeds.items():
         file = os.path.join(work, f"{input_name}.npy")
@@ -251,19 +259,33 @@ def run_variant(args, name, m, feeds, reference, variant, flags, bound):
         command += ["-i", f"{input_name}={file}"]
     ran = subprocess.run(command, capture_output=True, text=True)
     if ran.returncode != 0:
-        print(f"{name} {variant}: kiln-run failed: "
-              f"{ran.stderr.strip().splitlines()[:1]} FAIL")
-        return False, kernels
+        return None, f"kiln-run failed: {ran.stderr.strip().splitlines()[:1]}"
     worst = 0.0
     for output, expected in reference.items():
         got = np.load(os.path.join(work, "out", f"{output}.npy"))
         if got.shape != expected.shape:
-            print(f"{name} {variant}: {output} has shape {got.shape}, "
-                  f"expected {expected.shape} FAIL")
-            return False, kernels
+            return None, (f"{output} has shape {got.shape}, expected "
+                          f"{expected.shape}")
         norm = np.linalg.norm(expected.astype(np.float64))
         err = np.linalg.norm(got.astype(np.float64) - expected) / max(norm, 1e-30)
         worst = max(worst, err)
+    return worst, None
+
+
+def run_variant(args, name, feeds, reference, variant, flags, bound):
+    work = os.path.join(args.workdir, name, variant)
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(args.workdir, name, "model.onnx")
+    artifact = os.path.join(work, "m.kiln")
+    stats, error = compile_with_stats(args.kilnc, path, artifact, flags)
+    if error:
+        print(f"{name} {variant}: {error} FAIL")
+        return False, 0
+    kernels = kernel_count(stats)
+    worst, error = emu_error(args.kiln_run, artifact, work, feeds, reference)
+    if error:
+        print(f"{name} {variant}: {error} FAIL")
+        return False, kernels
     ok = worst <= bound
     print(f"{name} {variant}: kernels {kernels} rel-err {worst:.2e} "
           f"(bound {bound:g}) {'ok' if ok else 'FAIL'}")
@@ -288,7 +310,7 @@ def main():
         _, feeds, reference = prepare(args.workdir, name, m)
         kernels = {}
         for variant, flags, bound in VARIANTS:
-            ok, kernels[variant] = run_variant(args, name, m, feeds, reference,
+            ok, kernels[variant] = run_variant(args, name, feeds, reference,
                                                variant, flags, bound)
             failed += not ok
         if kernels["fused"] and kernels["fused"] >= kernels["unfused"]:
