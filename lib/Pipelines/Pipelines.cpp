@@ -84,7 +84,11 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
         "kiln-lower-precision{{precision={1}{2} f32-head-layers={4}}{3}",
         options.layout, options.precision,
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
-        options.fuse ? ", func.func(kiln-fuse)" : "", options.f32HeadLayers,
+        options.fuse ? std::string(", func.func(kiln-fuse{attention=") +
+                           (options.contractionKernels ? "true" : "false") +
+                           "})"
+                     : std::string(),
+        options.f32HeadLayers,
         options.contractionKernels ? "true" : "false");
   case Phase::Linalg:
     // Matmul regions become template kernels (NVRTC); the other fusion

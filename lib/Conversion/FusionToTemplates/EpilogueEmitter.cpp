@@ -60,6 +60,53 @@ std::optional<double> splatValue(Value v) {
   return dense.getSplatValue<APFloat>().convertToDouble();
 }
 
+} // namespace
+
+std::optional<Triangle> constantTriangle(Value condition, ArrayRef<int64_t> shape) {
+  auto constant = condition.getDefiningOp<ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
+                        : DenseElementsAttr();
+  if (!dense || !dense.getElementType().isInteger(1) || shape.size() < 2)
+    return std::nullopt;
+  ArrayRef<int64_t> own = dense.getType().getShape();
+  if (own.size() < 2 || own.size() > shape.size())
+    return std::nullopt;
+  for (size_t k = 0; k + 2 < own.size(); ++k)
+    if (own[k] != 1)
+      return std::nullopt;
+  int64_t rows = own[own.size() - 2], cols = own.back();
+  if (rows != shape[shape.size() - 2] || cols != shape.back())
+    return std::nullopt;
+  SmallVector<bool> bits;
+  if (dense.isSplat())
+    return std::nullopt;
+  for (bool b : dense.getValues<bool>())
+    bits.push_back(b);
+  auto at = [&](int64_t i, int64_t j) { return bits[i * cols + j]; };
+  for (bool upper : {false, true}) {
+    // A row with some but not all keys true fixes k.
+    std::optional<int64_t> k;
+    for (int64_t i = 0; i < rows && !k; ++i) {
+      int64_t count = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        count += at(i, j);
+      if (count > 0 && count < cols)
+        k = upper ? cols - count - i : count - 1 - i;
+    }
+    if (!k)
+      return std::nullopt;
+    bool ok = true;
+    for (int64_t i = 0; i < rows && ok; ++i)
+      for (int64_t j = 0; j < cols && ok; ++j)
+        ok = at(i, j) == (upper ? j - i >= *k : j - i <= *k);
+    if (ok)
+      return Triangle{upper, *k};
+  }
+  return std::nullopt;
+}
+
+namespace {
+
 class Emitter {
 public:
   Emitter(Value acc, const OutputIndexing &indexing,
@@ -128,6 +175,10 @@ std::string Emitter::coordinate(unsigned dim) {
 FailureOr<std::string> Emitter::load(Value tensor) {
   auto type = dyn_cast<RankedTensorType>(tensor.getType());
   std::optional<runtime::DType> dtype = type ? dtypeOf(type) : std::nullopt;
+  // A select's condition: i1 tensors hold a byte per element.
+  bool boolean = type && type.getElementType().isInteger(1);
+  if (boolean)
+    dtype = runtime::DType::Bool;
   if (!dtype) {
     llvm::raw_string_ostream os(why);
     os << "an epilogue operand of type " << tensor.getType()
@@ -162,6 +213,8 @@ FailureOr<std::string> Emitter::load(Value tensor) {
   std::string pointer = "extra" + std::to_string(operands.size());
   operands.push_back(tensor);
   switch (*dtype) {
+  case runtime::DType::Bool:
+    return "(float)((const unsigned char *)" + pointer + ")[" + index + "]";
   case runtime::DType::F32:
     return "((const float *)" + pointer + ")[" + index + "]";
   case runtime::DType::BF16:
@@ -200,6 +253,37 @@ LogicalResult Emitter::addBias(Value acc, Value bias) {
 }
 
 LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
+  if (auto select = dyn_cast<SelectOp>(op)) {
+    // A constant triangle is an index comparison, as a causal mask is.
+    ArrayRef<int64_t> shape = indexing.shape;
+    std::optional<Triangle> tri =
+        shape.size() >= 2 ? constantTriangle(select.getCondition(), shape)
+                          : std::nullopt;
+    std::string condition;
+    if (tri) {
+      std::string i = coordinate(shape.size() - 2),
+                  j = coordinate(shape.size() - 1);
+      condition = j + " - " + i + (tri->upper ? " >= " : " <= ") +
+                  std::to_string(tri->k) + "LL";
+    } else {
+      // Any other condition is read from memory.
+      FailureOr<std::string> c = use(select.getCondition());
+      if (failed(c))
+        return failure();
+      condition = *c + " != 0.0f";
+    }
+    FailureOr<std::string> a = use(select.getTrueValue());
+    if (failed(a))
+      return failure();
+    FailureOr<std::string> b = use(select.getFalseValue());
+    if (failed(b))
+      return failure();
+    std::string name = "v" + std::to_string(nextName++);
+    body += "  float " + name + " = (" + condition + ") ? " + *a + " : " +
+            *b + ";\n";
+    names[op->getResult(0)] = name;
+    return success();
+  }
   // Batch norm's vectors run along its channel dimension, which the
   // right-aligned broadcast of a 1-D operand only reaches when it is last.
   if (auto norm = dyn_cast<BatchNormOp>(op);
@@ -303,7 +387,7 @@ bool hasEpilogueForm(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, AbsOp,
              ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp,
              ErfOp, SigmoidOp, GeluOp, LeakyReluOp, ClipOp, CastOp,
-             BatchNormOp>(op) &&
+             BatchNormOp, SelectOp>(op) &&
          op->getNumResults() == 1;
 }
 

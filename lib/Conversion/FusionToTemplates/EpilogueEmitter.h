@@ -57,6 +57,16 @@ emitEpilogue(mlir::Value acc, llvm::ArrayRef<mlir::Operation *> ops,
              const llvm::DenseMap<mlir::Value, mlir::Value> &substitutions,
              mlir::Value accBias, std::string &why);
 
+/// A constant i1 tensor that is a triangle over its last two dimensions,
+/// which match `shape`'s (every other dimension 1): true where j - i <= k
+/// (lower) or j - i >= k (upper). A causal mask (Trilu, or Where on one).
+struct Triangle {
+  bool upper = false;
+  int64_t k = 0;
+};
+std::optional<Triangle> constantTriangle(mlir::Value condition,
+                                         llvm::ArrayRef<int64_t> shape);
+
 /// Whether `v` is a splat float constant (an epilogue literal).
 bool isSplatConstant(mlir::Value v);
 

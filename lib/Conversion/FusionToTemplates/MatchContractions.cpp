@@ -602,6 +602,12 @@ struct MatchContractionsPass
       return llvm::any_of(f.getBody().front(), isAnchor);
     };
     for (kiln::FusionOp f : fusions) {
+      if (f.getKind() == "attention") {
+        if (!matcher.runAttention(f))
+          for (kiln::FusionOp part : kiln::templates::splitAttention(f))
+            matcher.run(part);
+        continue;
+      }
       if (holds(f, [](Operation &op) { return isa<kiln::ConvOp>(op); }))
         matcher.run(f);
       else if (holds(f, [](Operation &op) { return isa<kiln::MatmulOp>(op); }))

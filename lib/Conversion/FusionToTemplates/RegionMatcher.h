@@ -66,6 +66,11 @@ public:
   /// Erases the weight globals a rewrite replaced and nothing reads.
   void eraseUnreadWeights();
 
+  /// Replaces an `attention` region by the fused attention kernel; false
+  /// (with the reason in the report) when it does not fit, for the caller
+  /// to split it (splitAttention) and match the parts.
+  bool runAttention(kiln::FusionOp fusion);
+
   /// One line per contraction region, in region order: its kernel and
   /// config, or why it keeps a generic kernel (kilnc --stats prints them).
   llvm::SmallVector<std::string> report;
@@ -75,6 +80,27 @@ private:
   mlir::LogicalResult rewriteMatmul(kiln::FusionOp fusion, std::string &why);
   mlir::FailureOr<OperandView> operandView(mlir::Value v,
                                            kiln::FusionOp fusion);
+
+  // Attention regions (MatchAttention.cpp).
+  /// Q, K (as Kt) or V as the kernel reads it.
+  struct AttentionOperand {
+    mlir::Value buffer;
+    int64_t outerStride = 0, headStride = 0, rowStride = 0, headDiv = 1;
+    double scale = 1.0;
+  };
+  mlir::FailureOr<AttentionOperand>
+  attentionOperand(mlir::Value v, kiln::FusionOp fusion, bool transposed,
+                   bool scales, llvm::ArrayRef<int64_t> resultShape);
+  mlir::LogicalResult rewriteAttention(kiln::FusionOp fusion,
+                                       std::string &why);
+  /// One kiln.call_kernel of `kernel` (a gpu.binary of its PTX): each
+  /// pointer parameter but "C" from `pointers`, "C" the new output.
+  mlir::Value
+  buildKernelCall(kiln::FusionOp fusion,
+                  const contraction::GemmKernel &kernel,
+                  llvm::ArrayRef<std::pair<std::string, mlir::Value>> pointers,
+                  mlir::RankedTensorType resultType, llvm::StringRef config,
+                  int64_t flops);
 
   // Convolution regions (MatchConvolutions.cpp).
   mlir::LogicalResult rewriteConvolution(kiln::FusionOp fusion,
@@ -143,6 +169,10 @@ private:
   /// Globals a padded filter replaced (erased once nothing reads them).
   llvm::SetVector<mlir::Operation *> replacedWeights;
 };
+
+/// An `attention` region as two: its scores (first matmul to the softmax
+/// and P's casts) and the P V matmul with its epilogue.
+llvm::SmallVector<kiln::FusionOp> splitAttention(kiln::FusionOp fusion);
 
 } // namespace kiln::templates
 

@@ -20,6 +20,11 @@
 //   4. Side by side. Matmul groups with one shape that read the same input
 //      and do not depend on each other become one region with one result
 //      each (Q, K and V projections).
+//   5. Attention (option `attention`, applied before rule 2). A matmul whose
+//      left operand is a last-axis softmax (and elementwise ops after it),
+//      whose input is a matmul and elementwise ops (scale, masks), becomes
+//      one region of kind "attention" when no intermediate value has another
+//      user: kiln-match-contractions makes it one flash-attention kernel.
 //
 // Bounds: a region holds at most kMaxOps ops, so that a kernel's registers
 // stay bounded; expensive producers (contractions, reductions) are never
@@ -90,6 +95,8 @@ struct Group {
   bool alive = true;
   /// Producers cloned into this group (rule 3).
   llvm::SetVector<Operation *> pulled;
+  /// Formed by rule 5.
+  bool attention = false;
 
   Operation *root() const { return ops.back(); }
   ArrayRef<int64_t> domain() const { return shapeOf(root()->getResult(0)); }
@@ -99,7 +106,8 @@ struct Group {
 
 class FusionPlanner {
 public:
-  explicit FusionPlanner(func::FuncOp func) : func(func) {}
+  FusionPlanner(func::FuncOp func, bool attention)
+      : func(func), fuseAttentionPatterns(attention) {}
 
   void run() {
     Block &body = func.getBody().front();
@@ -109,6 +117,8 @@ public:
     for (Operation &op : body.without_terminator())
       if (roleOf(&op) != Role::Other)
         place(&op);
+    if (fuseAttentionPatterns)
+      fuseAttention();
     absorbShortContractions();
     for (Group &g : groups)
       if (g.alive)
@@ -211,6 +221,53 @@ private:
     src.ops.clear();
   }
 
+  /// Whether every op of `g` but `anchor` is elementwise.
+  static bool onlyElementwiseBesides(const Group &g, Operation *anchor) {
+    return llvm::all_of(g.ops, [&](Operation *op) {
+      return op == anchor || roleOf(op) == Role::Elementwise;
+    });
+  }
+
+  /// Whether every value of `g` used outside it is used only by `next`.
+  bool onlyFeeds(const Group &g, const Group &next) {
+    return llvm::all_of(escaping(g), [&](Value v) {
+      return llvm::all_of(v.getUsers(), [&](Operation *user) {
+        return groupOf.lookup(user) == &next;
+      });
+    });
+  }
+
+  /// Step 5: matmul -> elementwise -> softmax -> elementwise -> matmul.
+  void fuseAttention() {
+    for (Group &pv : groups) {
+      auto second = dyn_cast_or_null<MatmulOp>(pv.anchor);
+      if (!pv.alive || !second || !onlyElementwiseBesides(pv, second))
+        continue;
+      Group *row = groupOfValue(second.getLhs());
+      auto softmax = row ? dyn_cast_or_null<SoftmaxOp>(row->anchor) : nullptr;
+      if (!softmax || row == &pv || !onlyElementwiseBesides(*row, softmax))
+        continue;
+      int64_t rank = shapeOf(softmax.getResult()).size();
+      int64_t axis = static_cast<int64_t>(softmax.getAxis());
+      if (axis != rank - 1 && axis != -1)
+        continue;
+      Group *scores = groupOfValue(softmax.getInput());
+      auto first = scores ? dyn_cast_or_null<MatmulOp>(scores->anchor)
+                          : nullptr;
+      if (!first || scores == row || scores == &pv ||
+          !onlyElementwiseBesides(*scores, first))
+        continue;
+      if (!onlyFeeds(*scores, *row) || !onlyFeeds(*row, pv) ||
+          scores->size() + row->size() + pv.size() > kMaxOps ||
+          dependsOn(second.getRhs(), *row) ||
+          dependsOn(second.getRhs(), *scores))
+        continue;
+      mergeInto(pv, *scores);
+      mergeInto(pv, *row);
+      pv.attention = true;
+    }
+  }
+
   /// Step 2: softmax absorbs a short matmul feeding only it.
   void absorbShortContractions() {
     for (Group &row : groups) {
@@ -300,11 +357,11 @@ private:
   void mergeSideBySide() {
     for (auto it = groups.begin(); it != groups.end(); ++it) {
       Group &a = *it;
-      if (!a.alive || !a.anchor || !isa<MatmulOp>(a.anchor))
+      if (!a.alive || !a.anchor || !isa<MatmulOp>(a.anchor) || a.attention)
         continue;
       for (auto jt = std::next(it); jt != groups.end(); ++jt) {
         Group &b = *jt;
-        if (!b.alive || !b.anchor || !isa<MatmulOp>(b.anchor) ||
+        if (!b.alive || !b.anchor || !isa<MatmulOp>(b.anchor) || b.attention ||
             a.size() + b.size() > kMaxOps ||
             a.root()->getResult(0).getType() !=
                 b.root()->getResult(0).getType() ||
@@ -374,6 +431,8 @@ private:
   /// The region's kind: its contraction and row ops, in order, or what its
   /// cheap ops are.
   std::string kindOf(const Group &g) {
+    if (g.attention)
+      return "attention";
     SmallVector<StringRef> anchors;
     for (Operation *op : g.ops)
       if (!isCheap(roleOf(op)) &&
@@ -401,6 +460,7 @@ private:
   }
 
   func::FuncOp func;
+  bool fuseAttentionPatterns;
   DenseMap<Operation *, unsigned> order;
   DenseMap<Operation *, Group *> groupOf;
   DenseMap<Operation *, SmallVector<Operation *>> copiesOf;
@@ -411,7 +471,7 @@ struct FusePass : kiln::impl::FusePassBase<FusePass> {
   using Base::Base;
   void runOnOperation() override {
     if (!getOperation().isExternal())
-      FusionPlanner(getOperation()).run();
+      FusionPlanner(getOperation(), attention).run();
   }
 };
 } // namespace

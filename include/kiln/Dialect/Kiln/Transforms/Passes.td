@@ -278,6 +278,17 @@ def FusePass : Pass<"kiln-fuse", "mlir::func::FuncOp"> {
     4. **Side by side.** Matmul regions with one result type that read the
        same input and do not depend on each other become one region with a
        result each (Q, K and V projections: one kernel).
+    5. **Attention** (option `attention`, which kilnc sets with
+       `--contraction-kernels`). A matmul whose left operand is a softmax
+       over the last axis (through elementwise ops such as a cast to bf16),
+       whose input is computed from a matmul by elementwise ops only (the
+       scale, an additive or causal mask), becomes one region of kind
+       `attention` holding both matmuls, the ops between them and their
+       operands' data movement (the head split, K's transpose, GQA's
+       broadcast of K and V). It runs before rule 2 and only when each
+       intermediate value has no user outside the pattern;
+       `kiln-match-contractions` makes the region one flash-attention
+       kernel, or splits it back when it cannot.
 
     Bounds: at most 48 ops per region (registers); contractions, reductions
     and pooling are never duplicated except under rule 2. Ops fusion does
@@ -318,6 +329,11 @@ def FusePass : Pass<"kiln-fuse", "mlir::func::FuncOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"attention", "attention", "bool", /*default=*/"false",
+           "fuse matmul -> softmax -> matmul into one `attention` region "
+           "(rule 5; for kiln-match-contractions' attention kernel)">,
+  ];
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
