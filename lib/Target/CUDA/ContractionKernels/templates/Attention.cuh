@@ -24,7 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-namespace attn {
+namespace flash {
 
 constexpr float kLog2e = 1.4426950408889634f;
 #define kNegInf __int_as_float(0xff800000)
@@ -87,7 +87,7 @@ KILN_INLINE Operands operandsOf(const void *qPtr, const void *kPtr,
   return p;
 }
 
-} // namespace attn
+} // namespace flash
 
 #if KILN_ATTN_TENSOR_CORES
 namespace tc {
@@ -112,15 +112,15 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
   const int m0 = blockIdx.x * Cfg::BM;
-  const attn::Operands p = attn::operandsOf(qPtr, kPtr, vPtr, oPtr);
-  const int tiles = attn::keyTiles(m0);
+  const flash::Operands p = flash::operandsOf(qPtr, kPtr, vPtr, oPtr);
+  const int tiles = flash::keyTiles(m0);
 
-  attn::loadRows<TileQ, Cfg::D, 2, Cfg::VEC_Q>(tileQ, p.q, Cfg::Q_SI, m0,
+  flash::loadRows<TileQ, Cfg::D, 2, Cfg::VEC_Q>(tileQ, p.q, Cfg::Q_SI, m0,
                                                (int)Cfg::SQ);
   if (tiles > 0) {
-    attn::loadRows<TileK, Cfg::D, 2, Cfg::VEC_K>(stages, p.k, Cfg::K_SI, 0,
+    flash::loadRows<TileK, Cfg::D, 2, Cfg::VEC_K>(stages, p.k, Cfg::K_SI, 0,
                                                  (int)Cfg::SK);
-    attn::loadRows<TileV, Cfg::DV, 2, Cfg::VEC_V>(stages + TileK::kBytes, p.v,
+    flash::loadRows<TileV, Cfg::DV, 2, Cfg::VEC_V>(stages + TileK::kBytes, p.v,
                                                   Cfg::V_SI, 0, (int)Cfg::SK);
   }
   cpAsyncCommit();
@@ -138,9 +138,9 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
     if (kt + 1 < tiles) {
       u32 next = stages + ((kt + 1) & 1) * kStageBytes;
       int n0 = (kt + 1) * Cfg::BN;
-      attn::loadRows<TileK, Cfg::D, 2, Cfg::VEC_K>(next, p.k, Cfg::K_SI, n0,
+      flash::loadRows<TileK, Cfg::D, 2, Cfg::VEC_K>(next, p.k, Cfg::K_SI, n0,
                                                    (int)Cfg::SK);
-      attn::loadRows<TileV, Cfg::DV, 2, Cfg::VEC_V>(
+      flash::loadRows<TileV, Cfg::DV, 2, Cfg::VEC_V>(
           next + TileK::kBytes, p.v, Cfg::V_SI, n0, (int)Cfg::SK);
     }
     cpAsyncCommit();
@@ -194,14 +194,14 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float mNew = fmaxf(mRow[h], mx);
       const float mUse = mNew == kNegInf ? 0.0f : mNew;
-      const float alpha = attn::exp2Approx((mRow[h] - mUse) * attn::kLog2e);
+      const float alpha = flash::exp2Approx((mRow[h] - mUse) * flash::kLog2e);
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float pv =
-              attn::exp2Approx((s[nt][2 * h + e] - mUse) * attn::kLog2e);
+              flash::exp2Approx((s[nt][2 * h + e] - mUse) * flash::kLog2e);
           s[nt][2 * h + e] = pv;
           sum += pv;
         }
@@ -289,15 +289,15 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
   const u32 tileQ = shared, stages = shared + TileQ::kBytes;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int m0 = blockIdx.x * Cfg::BM;
-  const attn::Operands p = attn::operandsOf(qPtr, kPtr, vPtr, oPtr);
-  const int tiles = attn::keyTiles(m0);
+  const flash::Operands p = flash::operandsOf(qPtr, kPtr, vPtr, oPtr);
+  const int tiles = flash::keyTiles(m0);
 
-  attn::loadRows<TileQ, Cfg::D, 4, Cfg::VEC_Q>(tileQ, p.q, Cfg::Q_SI, m0,
+  flash::loadRows<TileQ, Cfg::D, 4, Cfg::VEC_Q>(tileQ, p.q, Cfg::Q_SI, m0,
                                                (int)Cfg::SQ);
   if (tiles > 0) {
-    attn::loadRows<TileK, Cfg::D, 4, Cfg::VEC_K>(stages, p.k, Cfg::K_SI, 0,
+    flash::loadRows<TileK, Cfg::D, 4, Cfg::VEC_K>(stages, p.k, Cfg::K_SI, 0,
                                                  (int)Cfg::SK);
-    attn::loadRows<TileV, Cfg::DV, 4, Cfg::VEC_V>(stages + TileK::kBytes, p.v,
+    flash::loadRows<TileV, Cfg::DV, 4, Cfg::VEC_V>(stages + TileK::kBytes, p.v,
                                                   Cfg::V_SI, 0, (int)Cfg::SK);
   }
   cpAsyncCommit();
@@ -317,9 +317,9 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
     if (kt + 1 < tiles) {
       u32 next = stages + ((kt + 1) & 1) * kStageBytes;
       int n0 = (kt + 1) * Cfg::BN;
-      attn::loadRows<TileK, Cfg::D, 4, Cfg::VEC_K>(next, p.k, Cfg::K_SI, n0,
+      flash::loadRows<TileK, Cfg::D, 4, Cfg::VEC_K>(next, p.k, Cfg::K_SI, n0,
                                                    (int)Cfg::SK);
-      attn::loadRows<TileV, Cfg::DV, 4, Cfg::VEC_V>(
+      flash::loadRows<TileV, Cfg::DV, 4, Cfg::VEC_V>(
           next + TileK::kBytes, p.v, Cfg::V_SI, n0, (int)Cfg::SK);
     }
     cpAsyncCommit();
@@ -361,8 +361,8 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, s));
       const float mNew = fmaxf(mRow[r], mx);
       const float mUse = mNew == kNegInf ? 0.0f : mNew;
-      const float alpha = attn::exp2Approx((mRow[r] - mUse) * attn::kLog2e);
-      pr[r] = attn::exp2Approx((v - mUse) * attn::kLog2e);
+      const float alpha = flash::exp2Approx((mRow[r] - mUse) * flash::kLog2e);
+      pr[r] = flash::exp2Approx((v - mUse) * flash::kLog2e);
       lRow[r] = lRow[r] * alpha + pr[r]; // lane-partial; summed at the end
       mRow[r] = mNew;
 #pragma unroll

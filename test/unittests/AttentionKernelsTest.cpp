@@ -1,0 +1,151 @@
+//===- AttentionKernelsTest.cpp - The fused attention kernel's variants ---===//
+//
+// Every variant of the attention template that kiln-match-contractions can
+// generate must compile (NVRTC) and pass ptxas for sm_80 and sm_90: head
+// dimensions 32 to 256 (on and off the padded shared-memory width), bf16,
+// f16 and f32, causal tile skipping, grouped K/V heads, strided operands
+// and a generated score body with a mask pointer. Its numerics are checked
+// through the compiler against float64 by
+// test/Target/CUDA/attention-kernels.test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Target/CUDA/AttentionKernels.h"
+#include "kiln/Target/CUDA/Nvrtc.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+
+using namespace kiln;
+using namespace kiln::contraction;
+
+namespace {
+
+std::string ptxasPath() {
+  if (const char *env = std::getenv("KILN_PTXAS"); env && *env)
+    return env;
+  for (const char *path : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
+    if (::access(path, X_OK) == 0)
+      return path;
+  return "";
+}
+
+/// "" when ptxas accepts the PTX for `arch`, else its output.
+std::string runPtxas(const std::string &ptx, const std::string &arch) {
+  char dir[] = "/tmp/kiln-attn-XXXXXX";
+  if (!::mkdtemp(dir))
+    return "cannot create a temporary directory";
+  std::string base = dir;
+  std::ofstream(base + "/k.ptx") << ptx;
+  std::string command = ptxasPath() + " -arch=" + arch + " " + base +
+                        "/k.ptx -o " + base + "/k.cubin > " + base +
+                        "/log 2>&1";
+  int rc = std::system(command.c_str());
+  std::string log;
+  if (rc != 0) {
+    std::ifstream in(base + "/log");
+    log.assign(std::istreambuf_iterator<char>(in), {});
+    if (log.empty())
+      log = "ptxas failed";
+  }
+  std::system(("rm -rf " + base).c_str());
+  return log;
+}
+
+AttentionProblem problem(uint64_t d, DType in, uint64_t seqQ = 100,
+                         uint64_t seqK = 300) {
+  AttentionProblem p;
+  p.outer = 2;
+  p.heads = 4;
+  p.seqQ = seqQ;
+  p.seqK = seqK;
+  p.headDim = p.valueDim = d;
+  p.inputType = in;
+  p.outputType = in == DType::F32 ? DType::F32 : DType::BF16;
+  // Heads split from [outer][seq][heads][d] projections.
+  p.q = {seqQ * 4 * d, d, 4 * d};
+  p.k = p.v = {seqK * 4 * d, d, 4 * d};
+  return p;
+}
+
+TEST(AttentionKernelsTest, VariantsPassPtxasOnSm80AndSm90) {
+  if (runtime::Error err = nvrtc::available())
+    GTEST_SKIP() << err.message();
+  if (ptxasPath().empty())
+    GTEST_SKIP() << "ptxas not found";
+  struct Variant {
+    uint64_t d;
+    DType in;
+    bool causal, grouped, masked;
+  };
+  for (Variant v : {Variant{32, DType::BF16, false, false, true},
+                    Variant{64, DType::F16, true, false, false},
+                    Variant{96, DType::BF16, false, true, false},
+                    Variant{128, DType::BF16, true, false, true},
+                    Variant{256, DType::F16, true, true, false},
+                    Variant{32, DType::F32, false, false, true},
+                    Variant{80, DType::F32, true, true, false},
+                    Variant{256, DType::F32, true, false, false}}) {
+    AttentionProblem p = problem(v.d, v.in);
+    p.causalSkip = v.causal;
+    p.causalOffset = 200;
+    if (v.grouped)
+      p.keyHeadGroup = p.valueHeadGroup = 2;
+    AttentionBodies bodies;
+    if (v.masked) {
+      bodies.score = "  return acc * 0.125f + ((const float *)extra0)[(batch "
+                     "/ 4) * 300 + col];";
+      bodies.scoreOperands = {"score0"};
+    }
+    for (uint32_t sm : {80u, 90u}) {
+      GenerateOptions options;
+      options.smVersion = sm;
+      options.name = "attn";
+      AttentionConfig config = pickAttentionConfig(p);
+      auto kernels = generateAttention(p, config, bodies, options);
+      ASSERT_TRUE(bool(kernels))
+          << config.describe(p) << ": " << kernels.error().message();
+      ASSERT_EQ(kernels->kernels.size(), 1u);
+      const GemmKernel &k = kernels->kernels[0];
+      EXPECT_EQ(k.grid.x, (100 + config.blockM - 1) / config.blockM);
+      EXPECT_EQ(k.grid.y, 8u);
+      EXPECT_EQ(k.params.size(), v.masked ? 5u : 4u);
+      EXPECT_EQ(runPtxas(k.ptx, "sm_" + std::to_string(sm)), "")
+          << config.describe(p) << " sm_" << sm;
+      if (v.in != DType::F32)
+        EXPECT_NE(k.ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+      else
+        EXPECT_EQ(k.ptx.find("mma.sync"), std::string::npos);
+    }
+  }
+}
+
+TEST(AttentionKernelsTest, UnsupportedProblemsSayWhy) {
+  EXPECT_EQ(unsupportedReason(problem(64, DType::BF16)), "");
+  EXPECT_EQ(unsupportedReason(problem(72, DType::BF16)),
+            "a 16-bit head dimension that is not a multiple of 16");
+  EXPECT_EQ(unsupportedReason(problem(72, DType::F32)), "");
+  EXPECT_EQ(unsupportedReason(problem(320, DType::F32)),
+            "head dimension above 256");
+  AttentionProblem grouped = problem(64, DType::BF16);
+  grouped.keyHeadGroup = 3;
+  EXPECT_EQ(unsupportedReason(grouped),
+            "query heads are not a multiple of the key/value heads");
+  AttentionProblem empty = problem(64, DType::BF16, 0);
+  EXPECT_EQ(unsupportedReason(empty), "an empty dimension");
+}
+
+TEST(AttentionKernelsTest, ConfigsBySize) {
+  EXPECT_EQ(pickAttentionConfig(problem(64, DType::BF16)).describe(
+                problem(64, DType::BF16)),
+            "attn_mma_f16 64x64 w4 d64");
+  EXPECT_EQ(pickAttentionConfig(problem(256, DType::BF16)).blockN, 32u);
+  EXPECT_EQ(pickAttentionConfig(problem(64, DType::F32)).describe(
+                problem(64, DType::F32)),
+            "attn_simt_f32 16x32 w4 d64");
+}
+
+} // namespace
