@@ -85,7 +85,9 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
         options.layout, options.precision,
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
         options.fuse ? std::string(", func.func(kiln-fuse{attention=") +
-                           (options.contractionKernels ? "true" : "false") +
+                           (options.contractionKernels && options.attentionKernels
+                                ? "true"
+                                : "false") +
                            "})"
                      : std::string(),
         options.f32HeadLayers,

@@ -131,6 +131,7 @@ SCRIPTS = [
     "scripts/device/export_initializers.py",
     "scripts/device/make_reference.py",
     "scripts/device/compare.py",
+    "scripts/device/attention_bench.py",
     "scripts/device/gemm_check.py",
     "scripts/device/device_check.py",
     "scripts/device/torch_baselines.py",
@@ -284,6 +285,7 @@ def main():
             print(f"prepared {name}: {', '.join(v[0] for v in variants)} "
                   f"({du(os.path.join(out, 'models', name)) / 2**20:.1f} MiB, "
                   f"{time.time() - t0:.0f} s)", flush=True)
+    subprocess.run([sys.executable, os.path.join(HERE, "attention_bench.py"), "prepare", "--kilnc", kilnc, "--out", out] + (["--dry-run"] if args.dry_run else []), check=True)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     total = du(out) / 2**20

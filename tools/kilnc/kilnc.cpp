@@ -90,6 +90,12 @@ cl::opt<bool> contractionKernels(
     cl::desc("Run matmul regions on tiled tensor-core / FFMA kernels from "
              "the CUDA C++ templates (NVRTC); false: generic kernels"),
     cl::init(true));
+cl::opt<bool> attentionKernels(
+    "attention-kernels",
+    cl::desc("With --contraction-kernels: run attention (matmul -> softmax "
+             "-> matmul) as one fused flash-attention kernel; false: a "
+             "generic score + softmax kernel and a GEMM, as before"),
+    cl::init(true));
 cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse ops into kernels (--fuse=false: one kernel "
                             "per op)"),
@@ -355,6 +361,7 @@ int main(int argc, char **argv) {
   pipelineOptions.ioPrecision = ioPrecision;
   pipelineOptions.fuse = fuse;
   pipelineOptions.contractionKernels = contractionKernels;
+  pipelineOptions.attentionKernels = attentionKernels;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");

@@ -54,6 +54,9 @@ struct PipelineOptions {
   /// Matmul regions become tiled tensor-core / FFMA kernels from the CUDA
   /// C++ templates (kiln-match-contractions) instead of generic kernels.
   bool contractionKernels = true;
+  /// With contractionKernels: attention (matmul -> softmax -> matmul) as one
+  /// fused flash-attention kernel (kiln-fuse's rule 5).
+  bool attentionKernels = true;
 
   static std::string defaultLibdevicePath();
 };
