@@ -6,8 +6,12 @@
 # Runs on the lent GPU machine (no LLVM there), from the repository root,
 # over device-check/, which scripts/device/prepare.sh builds on the
 # development machine and the device tool carries (carry ["device-check"]).
-# Phases, in this order, each with its own time budget counted from its
-# start (its remaining runs are skipped after it; runs in flight finish):
+# First, scripts/device/attention_bench.py (issue 12; about a minute): the
+# fused attention kernel against torch SDPA (flash) at batch 8, 16 heads,
+# seq 2048, d 128/64, causal and not, bf16/fp16, and the encoder at batch 32
+# with and without it ($OUT/attention.txt). Then the phases, in this order,
+# each with its own time budget counted from its start (its remaining runs
+# are skipped after it; runs in flight finish):
 #
 # 1. gemm (--gemm-budget 75 s; issue 11's speed table): single-MatMul
 #    models C = A B, 4096^3 in bf16 (bf16 A and C in memory), fp32 (FFMA,

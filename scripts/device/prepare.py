@@ -17,6 +17,10 @@ Writes OUT (default device-check/ in the source tree):
                              kiln-run --weights)
   manifest.json              per model: how to regenerate it, the SHA-256 of
                              each initializer, its artifacts and bounds
+  attention/                 scripts/device/attention_bench.py's set (issue
+                             12: attention alone, no weights, and the
+                             encoder at batch 32 with and without the fused
+                             attention kernel; small with --dry-run)
 
 The full set, in the order the check runs it: the GEMM phase (issue 11):
 gemm-4096 (C = A B, 4096^3) in bf16 (--precision=bf16 --io-precision=bf16:

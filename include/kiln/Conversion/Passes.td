@@ -155,6 +155,24 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     CUDA cores), and a filter computed at run time whose channels need
     padding.
 
+    A region of kind `attention` (`kiln-fuse`'s rule 5: matmul, elementwise
+    scale and masks, last-axis softmax, casts, matmul, elementwise
+    epilogue) becomes one flash-attention kernel
+    (`include/kiln/Target/CUDA/AttentionKernels.h`): online softmax, K/V
+    tiles through shared memory, both products on `mma.sync` for bf16/fp16
+    and FFMA for fp32; the scores are never stored. Q, K and V are read in
+    place through reshapes, transposes, broadcasts (GQA/MQA heads) and
+    constant scales; an operand computed otherwise is split off first. The
+    ops between the matmuls become the kernel's score body (a `kiln.select`
+    on a constant triangle is an index test, and lets the kernel skip key
+    tiles past a causal diagonal; other conditions and additive masks are
+    read with their broadcast), those after the second its output
+    epilogue. A region that does not fit (a 16-bit head dimension that is
+    not a multiple of 16, a head dimension above 256, more than two
+    non-unit batch dimensions, NVRTC missing) is split back into its
+    scores region and its P V matmul, and the report says why
+    ("attention split (...)").
+
     Example:
 
     ```mlir
