@@ -5,7 +5,9 @@
 #
 # Runs on the lent GPU machine (no LLVM there), from the repository root,
 # over device-check/, which scripts/device/prepare.sh builds on the
-# development machine and the device tool carries (carry ["device-check"]).
+# development machine and the device tool carries (carry ["device-check",
+# "build/python"]: build/python for the Python package's check,
+# scripts/device/python_check.py, which runs first, a few seconds).
 # Phases, in this order, each with its own time budget counted from its
 # start (its remaining runs are skipped after it; runs in flight finish):
 #
@@ -62,6 +64,7 @@ if [ ! -f "$dir/manifest.json" ]; then
   echo "device-check.sh: $dir/manifest.json missing: run scripts/device/prepare.sh first" >&2
   exit 1
 fi
+[ -d "$dir/python" ] && python3 "$root/scripts/device/python_check.py" --dir "$dir/python" --device "$([[ " ${args[*]} " == *" --device emu "* ]] && echo emu || echo cuda)" 2>&1 | tee "${OUT:-/tmp}/python-check.txt"  # the Python package over DLPack (scripts/device/python_check.py)
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   python3 "$dir/scripts/device_check.py" "${args[@]}" "$@" 2>&1 | tee "$OUT/log.txt"
