@@ -166,7 +166,9 @@ class Session:
         memory: torch.from_dlpack / cupy.from_dlpack take them without a
         copy), or "auto": device when an input was a CUDA tensor, else host.
         Host bf16 outputs come back as float32 (exact; numpy has no bf16).
-        Inputs left out keep the value of the previous run.
+        Host inputs left out keep the value of the previous run; CUDA
+        inputs must be given on every run (the session keeps only their
+        address).
         """
         result = _native_call(self._native.run, self._tensors(inputs), outputs)
         for name in self._bf16:

@@ -24,6 +24,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -124,6 +125,15 @@ public:
   /// The arrays must stay alive until the run that reads them ends (the
   /// caller holds them).
   bool bind(const std::map<std::string, InputArray> &inputs) {
+    // A CUDA input is bound by pointer, and its owner may have freed it
+    // since: it must be given again on every run.
+    for (const std::string &name : deviceBound)
+      if (!inputs.count(name))
+        throw NativeError(fmt::format(
+            "input '{}' was a CUDA tensor in the last run: pass it again "
+            "(the session keeps only its address)",
+            name));
+    deviceBound.clear();
     bool anyOnDevice = false;
     for (const auto &[name, array] : inputs) {
       InputView view = kiln::python::viewInput(name, array);
@@ -140,6 +150,7 @@ public:
         throwIfFailed(session->bindDeviceInput(
             name, view.dtype, view.shape,
             reinterpret_cast<DevicePtr>(view.data), view.size));
+        deviceBound.insert(name);
         anyOnDevice = true;
       } else if (view.deviceType == nb::device::cpu::value) {
         throwIfFailed(session->bindInput(name, view.dtype, view.shape,
@@ -185,9 +196,12 @@ public:
           continue;
         }
         uint64_t size = *tensorByteSize(output.dtype, output.shape);
-        DevicePtr ptr = unwrap(device->allocate(size ? size : 1));
-        onDevice.push_back(ptr);
-        if (Error err = session->readOutputToDevice(output.name, ptr, size)) {
+        Expected<DevicePtr> ptr = device->allocate(size ? size : 1);
+        Error err = ptr ? session->readOutputToDevice(output.name, *ptr, size)
+                        : ptr.takeError();
+        if (ptr)
+          onDevice.push_back(*ptr);
+        if (err) {
           for (DevicePtr p : onDevice)
             (void)device->deallocate(p);
           throwIfFailed(err);
@@ -233,6 +247,8 @@ private:
   std::string spec;
   std::shared_ptr<Device> device;
   std::unique_ptr<Session> session;
+  /// Inputs bound to a CUDA tensor's address in the last run.
+  std::set<std::string> deviceBound;
   std::mutex busy;
 };
 

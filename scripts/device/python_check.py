@@ -10,7 +10,8 @@
     1. host numpy in, numpy out, against the float64 reference;
     2. outputs="device": DLPack tensors in GPU memory (device (2, 0)), fed
        back as the next run's input without a host copy (relu is
-       idempotent, so the result must equal the first run's);
+       idempotent, so the result must equal the first run's), and a run
+       without that CUDA input again is refused, naming it;
     3. with PyTorch when it is installed: a torch CUDA tensor in, a CUDA
        tensor out through torch.from_dlpack, equal to the host run;
     4. Session.bench(50): median ms, throughput.
@@ -86,6 +87,11 @@ def check(directory, device):
         report("DLPack device round trip", tuple(where) == (2, 0) and
                np.array_equal(back, y), f"device {tuple(where)}, bit-identical "
                f"{np.array_equal(back, y)}")
+        try:  # the CUDA input of the last run is not kept
+            relu.run({})
+            report("CUDA input given again", False, "a run without it ran")
+        except kiln.RuntimeError as err:
+            report("CUDA input given again", err.tensor == "x", err.message)
         try:
             import torch
         except ImportError:
