@@ -63,14 +63,9 @@ def test_one_session_shared_by_two_threads(mlp_model, mlp_artifact):
     assert not errors, errors
 
 
-def test_the_gil_is_released_while_running(mlp_artifact):
-    # The main thread keeps running Python while a worker benchmarks on emu.
-    # Were the GIL held through the native call, the main thread would stall
-    # for the whole call: the longest gap between its iterations would be
-    # about the call's duration.
-    session = kiln.Session(mlp_artifact, device="emu")
-    x = np.ones((4, 16), np.float32)
-    session.run({"x": x})
+def _longest_stall_during_bench(session):
+    """(longest gap between the main thread's iterations, the benchmark's
+    duration) while a worker thread benchmarks."""
     started, span = threading.Event(), []
 
     def work():
@@ -87,5 +82,23 @@ def test_the_gil_is_released_while_running(mlp_artifact):
         now = time.perf_counter()
         longest, last = max(longest, now - last), now
     worker.join()
-    assert span[0] > 0.05, "the benchmark was too quick to tell"
-    assert longest < span[0] / 2, (longest, span[0])
+    return longest, span[0]
+
+
+def test_the_gil_is_released_while_running(mlp_artifact):
+    # The main thread keeps running Python while a worker benchmarks on emu.
+    # Were the GIL held through the native call, the main thread would stall
+    # for the whole call: the longest gap between its iterations would be
+    # about the call's duration, on every attempt. A loaded machine may
+    # deschedule the main thread once, so up to 3 attempts.
+    session = kiln.Session(mlp_artifact, device="emu")
+    session.run({"x": np.ones((4, 16), np.float32)})
+    attempts = []
+    for _ in range(3):
+        longest, span = _longest_stall_during_bench(session)
+        assert span > 0.05, "the benchmark was too quick to tell"
+        attempts.append((longest, span))
+        if longest < span / 2:
+            return
+    raise AssertionError(f"the main thread stalled (longest gap, run time): "
+                         f"{attempts}")
