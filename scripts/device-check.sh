@@ -5,8 +5,10 @@
 #
 # Runs on the lent GPU machine (no LLVM there), from the repository root,
 # over device-check/, which scripts/device/prepare.sh builds on the
-# development machine and the device tool carries (carry ["device-check"]).
-# First, scripts/device/attention_bench.py (issue 12; about a minute): the
+# development machine and the device tool carries (carry ["device-check",
+# "build/python"]: build/python for the Python package's check,
+# scripts/device/python_check.py, which runs first, a few seconds).
+# Then scripts/device/attention_bench.py (issue 12; about a minute): the
 # fused attention kernel against torch SDPA (flash) at batch 8, 16 heads,
 # seq 2048, d 128/64, causal and not, bf16/fp16, and the encoder at batch 32
 # with and without it ($OUT/attention.txt). Then the phases, in this order,
@@ -66,7 +68,8 @@ if [ ! -f "$dir/manifest.json" ]; then
   echo "device-check.sh: $dir/manifest.json missing: run scripts/device/prepare.sh first" >&2
   exit 1
 fi
-python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || exit 1
+[ -d "$dir/python" ] && python3 "$root/scripts/device/python_check.py" --dir "$dir/python" --device "$([[ " ${args[*]} " == *" --device emu "* ]] && echo emu || echo cuda)" 2>&1 | tee "${OUT:-/tmp}/python-check.txt"  # the Python package over DLPack (scripts/device/python_check.py)
+python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: attention_bench.py failed (rc $?); going on" >&2
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   python3 "$dir/scripts/device_check.py" "${args[@]}" "$@" 2>&1 | tee "$OUT/log.txt"

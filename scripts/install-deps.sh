@@ -18,8 +18,11 @@ DEB_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
 )
-# Test-only Python packages, pinned so results are reproducible.
-PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4)
+# Python packages, pinned so results are reproducible: onnx, onnxruntime
+# and pytest for tests; numpy for tests and the kiln package; nanobind and
+# scikit-build-core build the kiln package (pyproject.toml pins the same).
+PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4 pytest==9.2.0
+  nanobind==3.1.0 scikit-build-core==1.1.2)
 
 say() { printf 'install-deps: %s\n' "$*"; }
 

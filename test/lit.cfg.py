@@ -75,3 +75,13 @@ try:
     config.available_features.add("cuda-driver")
 except OSError:
     pass
+
+# The kiln Python package: its extension built into <build>/python/kiln, and
+# what `pip wheel .` needs to build it without a network (build isolation
+# off).
+import glob
+if glob.glob(os.path.join(config.kiln_obj_root, "python", "kiln", "_native*.so")):
+    config.available_features.add("python-package")
+if subprocess.call([python, "-c", "import nanobind, scikit_build_core, pytest"],
+                   stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("python-build")

@@ -91,6 +91,7 @@ public:
   Error deallocate(DevicePtr ptr) override;
   Error copyToDevice(DevicePtr dst, const void *src, uint64_t size) override;
   Error copyToHost(void *dst, DevicePtr src, uint64_t size) override;
+  Error copyOnDevice(DevicePtr dst, DevicePtr src, uint64_t size) override;
 
   Expected<ModuleHandle> loadModule(const ModuleImage &image) override;
   Error unloadModule(ModuleHandle module) override;
@@ -194,6 +195,21 @@ Error CudaDevice::copyToHost(void *dst, DevicePtr src, uint64_t size) {
     return err;
   return cu.check(cu.cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(src), size),
                   "cuMemcpyDtoH", fmt::format("{} bytes", size));
+}
+
+Error CudaDevice::copyOnDevice(DevicePtr dst, DevicePtr src, uint64_t size) {
+  if (Error err = enter())
+    return err;
+  // The other library may still be writing the source on its own stream,
+  // and our streams are non-blocking: wait for the context on both sides.
+  if (Error err =
+          cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize", "before a copy"))
+    return err;
+  if (Error err = cu.check(cu.cuMemcpyDtoD(static_cast<CUdeviceptr>(dst),
+                                           static_cast<CUdeviceptr>(src), size),
+                           "cuMemcpyDtoD", fmt::format("{} bytes", size)))
+    return err;
+  return cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize", "after a copy");
 }
 
 Expected<ModuleHandle> CudaDevice::loadModule(const ModuleImage &image) {

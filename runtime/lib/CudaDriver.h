@@ -51,6 +51,7 @@ namespace kiln::runtime {
   REQUIRED(cuMemFree, "cuMemFree_v2", nullptr)                                 \
   REQUIRED(cuMemcpyHtoD, "cuMemcpyHtoD_v2", nullptr)                           \
   REQUIRED(cuMemcpyDtoH, "cuMemcpyDtoH_v2", nullptr)                           \
+  REQUIRED(cuMemcpyDtoD, "cuMemcpyDtoD_v2", nullptr)                           \
   REQUIRED(cuStreamCreate, "cuStreamCreate", nullptr)                          \
   REQUIRED(cuStreamDestroy, "cuStreamDestroy_v2", nullptr)                     \
   REQUIRED(cuStreamSynchronize, "cuStreamSynchronize", nullptr)                \

@@ -36,6 +36,12 @@ Error noGraphs(const Device &device) {
 }
 } // namespace
 
+Error Device::copyOnDevice(DevicePtr, DevicePtr, uint64_t) {
+  return makeError("device-to-device copies are not supported by the {} "
+                   "device",
+                   info().kind);
+}
+
 Error Device::beginCapture(StreamHandle) { return noGraphs(*this); }
 Expected<GraphHandle> Device::endCapture(StreamHandle) {
   return noGraphs(*this);

@@ -95,6 +95,7 @@ public:
   Error deallocate(DevicePtr ptr) override;
   Error copyToDevice(DevicePtr dst, const void *src, uint64_t size) override;
   Error copyToHost(void *dst, DevicePtr src, uint64_t size) override;
+  Error copyOnDevice(DevicePtr dst, DevicePtr src, uint64_t size) override;
 
   Expected<ModuleHandle> loadModule(const ModuleImage &image) override;
   Error unloadModule(ModuleHandle module) override;
@@ -253,6 +254,19 @@ Error EmuDevice::copyToHost(void *dst, DevicePtr src, uint64_t size) {
   if (!host)
     return host.takeError();
   std::memcpy(dst, *host, size);
+  return Error::success();
+}
+
+Error EmuDevice::copyOnDevice(DevicePtr dst, DevicePtr src, uint64_t size) {
+  if (size == 0)
+    return Error::success();
+  Expected<uint8_t *> to = hostRange(dst, size, "copy on the device (to)");
+  if (!to)
+    return to.takeError();
+  Expected<uint8_t *> from = hostRange(src, size, "copy on the device (from)");
+  if (!from)
+    return from.takeError();
+  std::memmove(*to, *from, size);
   return Error::success();
 }
 

@@ -53,8 +53,15 @@ struct Session::Impl {
   std::vector<PackedParams> params;
   std::vector<LaunchConfig> configs;
   GraphHandle graph;
+  /// What an input is bound to: bytes on the host, or a range of the
+  /// device's own memory (bindDeviceInput).
+  struct BoundInput {
+    std::vector<uint8_t> host;
+    std::optional<DevicePtr> onDevice;
+    uint64_t size = 0;
+  };
   /// One per input; empty until bound.
-  std::vector<std::optional<std::vector<uint8_t>>> inputs;
+  std::vector<std::optional<BoundInput>> inputs;
   bool haveRun = false;
 
   ~Impl();
@@ -169,10 +176,15 @@ Error Session::Impl::uploadInputs() {
     const TensorSignature &input = model.inputs[i];
     if (!inputs[i])
       return makeError("input '{}' is not bound", input.name);
-    if (inputs[i]->empty())
+    if (inputs[i]->size == 0)
       continue;
-    if (Error err = device->copyToDevice(arena.value_or(0) + input.arenaOffset,
-                                         inputs[i]->data(), inputs[i]->size()))
+    DevicePtr dst = arena.value_or(0) + input.arenaOffset;
+    Error err =
+        inputs[i]->onDevice
+            ? device->copyOnDevice(dst, *inputs[i]->onDevice, inputs[i]->size)
+            : device->copyToDevice(dst, inputs[i]->host.data(),
+                                   inputs[i]->size);
+    if (err)
       return err.withContext(fmt::format("uploading input '{}'", input.name));
   }
   return Error::success();
@@ -248,8 +260,21 @@ Error Session::bindInput(std::string_view name, DType dtype, const Shape &shape,
     if (inputs[i].name != name)
       continue;
     const auto *bytes = static_cast<const uint8_t *>(data);
-    impl->inputs[i] = std::vector<uint8_t>(bytes, bytes + size);
+    impl->inputs[i] = Impl::BoundInput{
+        std::vector<uint8_t>(bytes, bytes + size), std::nullopt, size};
   }
+  return Error::success();
+}
+
+Error Session::bindDeviceInput(std::string_view name, DType dtype,
+                               const Shape &shape, DevicePtr data,
+                               uint64_t size) {
+  if (Error err = checkInput(*impl->artifact, name, dtype, shape, size))
+    return err;
+  const std::vector<TensorSignature> &inputs = impl->artifact->inputs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].name == name)
+      impl->inputs[i] = Impl::BoundInput{{}, data, size};
   return Error::success();
 }
 
@@ -270,8 +295,12 @@ Error Session::run() {
   return Error::success();
 }
 
-Error Session::readOutput(std::string_view name, void *dst, uint64_t size) {
-  const TensorSignature *output = impl->artifact->findOutput(name);
+namespace {
+/// Where output `name` of the last run lies in the arena, once its size
+/// has been checked against `size`.
+Expected<uint64_t> outputOffset(const Artifact &artifact, bool haveRun,
+                                std::string_view name, uint64_t size) {
+  const TensorSignature *output = artifact.findOutput(name);
   if (!output)
     return makeError("no output named '{}'", name);
   uint64_t expected = *tensorByteSize(output->dtype, output->shape);
@@ -279,12 +308,33 @@ Error Session::readOutput(std::string_view name, void *dst, uint64_t size) {
     return makeError("output '{}': a {}-byte buffer given, {} {} has {}", name,
                      size, dtypeName(output->dtype), formatShape(output->shape),
                      expected);
-  if (!impl->haveRun)
+  if (!haveRun)
     return makeError("output '{}': the session has not run yet", name);
+  return output->arenaOffset;
+}
+} // namespace
+
+Error Session::readOutput(std::string_view name, void *dst, uint64_t size) {
+  Expected<uint64_t> offset =
+      outputOffset(*impl->artifact, impl->haveRun, name, size);
+  if (!offset)
+    return offset.takeError();
+  if (size == 0)
+    return Error::success();
+  return impl->device->copyToHost(dst, impl->arena.value_or(0) + *offset, size)
+      .withContext(fmt::format("reading output '{}'", name));
+}
+
+Error Session::readOutputToDevice(std::string_view name, DevicePtr dst,
+                                  uint64_t size) {
+  Expected<uint64_t> offset =
+      outputOffset(*impl->artifact, impl->haveRun, name, size);
+  if (!offset)
+    return offset.takeError();
   if (size == 0)
     return Error::success();
   return impl->device
-      ->copyToHost(dst, impl->arena.value_or(0) + output->arenaOffset, size)
+      ->copyOnDevice(dst, impl->arena.value_or(0) + *offset, size)
       .withContext(fmt::format("reading output '{}'", name));
 }
 

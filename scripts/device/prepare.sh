@@ -38,3 +38,4 @@ if ldd "$build/bin/kiln-run" | grep -Eq 'LLVM|MLIR|libstdc\+\+|libcuda'; then
   exit 1
 fi
 python3 "$root/scripts/device/prepare.py" --build "$build" "$@"
+KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-python && python3 "$root/scripts/device/python_check.py" --prepare "$root/device-check/python"  # the Python package (carry build/python too)

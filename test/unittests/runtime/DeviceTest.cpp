@@ -53,6 +53,25 @@ TEST(DeviceTest, EmuIsAlwaysAvailable) {
   EXPECT_EQ((*device)->info().computeCapability, 0u);
 }
 
+TEST(DeviceTest, EmuCopiesOnTheDeviceWithinAllocations) {
+  Expected<std::unique_ptr<Device>> device = createDevice("emu");
+  ASSERT_TRUE(device.hasValue()) << errorOf(device);
+  Expected<DevicePtr> a = (*device)->allocate(16);
+  Expected<DevicePtr> b = (*device)->allocate(16);
+  ASSERT_TRUE(a && b);
+  const char text[17] = "0123456789abcdef";
+  ASSERT_FALSE((*device)->copyToDevice(*a, text, 16));
+  ASSERT_FALSE((*device)->copyOnDevice(*b, *a + 4, 8));
+  char back[9] = {};
+  ASSERT_FALSE((*device)->copyToHost(back, *b, 8));
+  EXPECT_STREQ(back, "456789ab");
+  // A range past the end of an allocation is refused, naming the copy.
+  EXPECT_THAT(errorOf((*device)->copyOnDevice(*b + 8, *a, 16)),
+              ::testing::HasSubstr("copy on the device (to)"));
+  ASSERT_FALSE((*device)->deallocate(*a));
+  ASSERT_FALSE((*device)->deallocate(*b));
+}
+
 TEST(DeviceTest, UnknownDeviceNames) {
   for (const char *spec : {"gpu", "cuda:", "cuda:x", "cuda:123456", "", "EMU"})
     EXPECT_EQ(errorOf(createDevice(spec)),

@@ -358,6 +358,8 @@ public:
   int loadedModules = 0;
   bool graphs = false;
   int graphLaunches = 0;
+  /// copyOnDevice calls (device-resident inputs and outputs).
+  int onDeviceCopies = 0;
 
   const DeviceInfo &info() const override { return deviceInfo; }
   Expected<DevicePtr> allocate(uint64_t size) override {
@@ -380,6 +382,12 @@ public:
   }
   Error copyToHost(void *dst, DevicePtr src, uint64_t size) override {
     std::memcpy(dst, reinterpret_cast<const void *>(src), size);
+    return Error::success();
+  }
+  Error copyOnDevice(DevicePtr dst, DevicePtr src, uint64_t size) override {
+    ++onDeviceCopies;
+    std::memmove(reinterpret_cast<void *>(dst),
+                 reinterpret_cast<const void *>(src), size);
     return Error::success();
   }
   Expected<ModuleHandle> loadModule(const ModuleImage &image) override {

@@ -91,6 +91,38 @@ TEST(SessionTest, InputsAreUploadedOnEveryRun) {
   EXPECT_EQ(second[0], 30.0f);
 }
 
+TEST(SessionTest, DeviceResidentInputsAndOutputsAreCopiedOnTheDevice) {
+  // A tensor already on the device (DLPack from another library) goes in
+  // and out through copyOnDevice, never through the host.
+  auto device = makeDevice();
+  std::unique_ptr<Session> session = makeSession(device);
+  ASSERT_TRUE(session);
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  Expected<DevicePtr> in = device->allocate(sizeof(x));
+  Expected<DevicePtr> out = device->allocate(sizeof(x));
+  ASSERT_TRUE(in && out);
+  ASSERT_FALSE(device->copyToDevice(*in, x, sizeof(x)));
+  EXPECT_THAT(errorOf(session->bindDeviceInput("x", DType::F16, {2, 3}, *in,
+                                               sizeof(x) / 2)),
+              HasSubstr("input 'x': dtype f16 does not match"));
+  ASSERT_EQ(errorOf(session->bindDeviceInput("x", DType::F32, {2, 3}, *in,
+                                             sizeof(x))),
+            "<success>");
+  EXPECT_THAT(errorOf(session->readOutputToDevice("y", *out, sizeof(x))),
+              HasSubstr("has not run yet"));
+  ASSERT_EQ(errorOf(session->run()), "<success>");
+  ASSERT_EQ(errorOf(session->readOutputToDevice("y", *out, sizeof(x))),
+            "<success>");
+  EXPECT_THAT(errorOf(session->readOutputToDevice("y", *out, 4)),
+              HasSubstr("output 'y': a 4-byte buffer given"));
+  EXPECT_EQ(device->onDeviceCopies, 2);
+  float y[6];
+  ASSERT_FALSE(device->copyToHost(y, *out, sizeof(y)));
+  EXPECT_THAT(y, ::testing::ElementsAre(33, 66, 99, 42, 75, 108));
+  ASSERT_FALSE(device->deallocate(*in));
+  ASSERT_FALSE(device->deallocate(*out));
+}
+
 TEST(SessionTest, GraphReplay) {
   auto device = makeDevice();
   device->graphs = true;

@@ -150,6 +150,11 @@ public:
   /// are complete when they return.
   virtual Error copyToDevice(DevicePtr dst, const void *src, uint64_t size) = 0;
   virtual Error copyToHost(void *dst, DevicePtr src, uint64_t size) = 0;
+  /// A synchronous copy between two ranges of this device's memory (for
+  /// tensors that already live on the device, e.g. a DLPack tensor from
+  /// another library on the same GPU). Devices without it return an error
+  /// naming themselves.
+  virtual Error copyOnDevice(DevicePtr dst, DevicePtr src, uint64_t size);
 
   virtual Expected<ModuleHandle> loadModule(const ModuleImage &image) = 0;
   virtual Error unloadModule(ModuleHandle module) = 0;

@@ -105,6 +105,12 @@ public:
   Error bindInput(std::string_view name, DType dtype, const Shape &shape,
                   const void *data, uint64_t size);
   Error bindInput(std::string_view name, const HostTensor &tensor);
+  /// Binds input `name` to `size` bytes of this session's device memory at
+  /// `data` (a tensor another library already holds on the same device). It
+  /// is copied on the device at the start of every run, so it must stay
+  /// valid until the last run that uses it.
+  Error bindDeviceInput(std::string_view name, DType dtype, const Shape &shape,
+                        DevicePtr data, uint64_t size);
 
   /// Uploads the inputs, runs the launch list and waits for it. Every input
   /// must be bound.
@@ -115,6 +121,9 @@ public:
   /// Copies an output of the last run into `dst`, which holds `size` bytes
   /// (the output's byte size).
   Error readOutput(std::string_view name, void *dst, uint64_t size);
+  /// Copies an output of the last run into `size` bytes of this session's
+  /// device memory at `dst`, on the device (no host copy).
+  Error readOutputToDevice(std::string_view name, DevicePtr dst, uint64_t size);
 
   /// `warmup` untimed runs, then `iterations` timed runs, then `iterations`
   /// runs timed kernel by kernel.

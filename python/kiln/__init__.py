@@ -1,0 +1,22 @@
+"""Kiln: compile ONNX models for NVIDIA GPUs and run them (on a GPU, or on
+the CPU through Kiln's PTX emulator).
+
+    import kiln, numpy as np
+    artifact = kiln.compile("model.onnx", shapes={"x": (1, 3, 224, 224)})
+    session = kiln.Session(artifact, device="emu")
+    outputs = session.run({"x": np.zeros((1, 3, 224, 224), np.float32)})
+
+docs/python.md has the whole API.
+"""
+
+from .compiler import compile, kilnc_path
+from .errors import CompileError, Error, RuntimeError
+from .runtime import (Artifact, BenchResult, Session, Signature, TensorSpec,
+                      load)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Artifact", "BenchResult", "CompileError", "Error", "RuntimeError",
+    "Session", "Signature", "TensorSpec", "compile", "kilnc_path", "load",
+]
