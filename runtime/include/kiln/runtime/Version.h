@@ -3,7 +3,7 @@
 // The Kiln version (project(VERSION) in the top-level CMakeLists.txt, the one
 // place it is set), the git commit the build was configured from, and the
 // CUDA headers it was built against. `kilnc --version` and `kiln-run
-// --version` print these. Stable API (see Runtime.h).
+// --version` print these. Stability: stable (as Runtime.h).
 //
 //===----------------------------------------------------------------------===//
 
