@@ -18,8 +18,11 @@ DEB_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
 )
-# Test-only Python packages, pinned so results are reproducible.
-PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4)
+# Python packages, pinned so results are reproducible: onnx, onnxruntime and
+# numpy for tests; scikit-learn for the main example (scripts/run-example.sh),
+# which trains its digits model on the handwritten-digits data set bundled
+# in scikit-learn's wheel (nothing is downloaded at run time).
+PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4 scikit-learn==1.5.2)
 
 say() { printf 'install-deps: %s\n' "$*"; }
 
