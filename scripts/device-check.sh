@@ -6,8 +6,12 @@
 # Runs on the lent GPU machine (no LLVM there), from the repository root,
 # over device-check/, which scripts/device/prepare.sh builds on the
 # development machine and the device tool carries (carry ["device-check"]).
-# Phases, in this order, each with its own time budget counted from its
-# start (its remaining runs are skipped after it; runs in flight finish):
+# First, when prepare.sh packed it, the product-surface check
+# (scripts/device/surface_check.py, about 10 s: the digits example on the
+# GPU against onnxruntime, kiln-run --bench --json and its throughput, exit
+# status; table in $OUT/surface.txt). Then the phases, in this order, each
+# with its own time budget counted from its start (its remaining runs are
+# skipped after it; runs in flight finish):
 #
 # 1. gemm (--gemm-budget 75 s; issue 11's speed table): single-MatMul
 #    models C = A B, 4096^3 in bf16 (bf16 A and C in memory), fp32 (FFMA,
@@ -62,6 +66,8 @@ if [ ! -f "$dir/manifest.json" ]; then
   echo "device-check.sh: $dir/manifest.json missing: run scripts/device/prepare.sh first" >&2
   exit 1
 fi
+# The product surface first (about 10 s; scripts/device/surface_check.py).
+[ ! -d "$dir/surface" ] || python3 "$dir/scripts/surface_check.py" "${args[@]}"
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   python3 "$dir/scripts/device_check.py" "${args[@]}" "$@" 2>&1 | tee "$OUT/log.txt"
