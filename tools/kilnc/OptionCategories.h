@@ -1,7 +1,10 @@
 //===- OptionCategories.h - The groups of kilnc's command-line options ----===//
 //
 // Every kilnc option belongs to one of these categories (cl::cat); --help
-// lists them (LLVM sorts them by name) and hides LLVM's own options. A new option block picks the category that says what it
+// lists them (LLVM sorts them by name) and hides LLVM's own options. An
+// option without a cl::cat of these is hidden too, so every new option
+// names one (test/tools/kilnc/help.test also checks that each shows its
+// default). A new option block picks the category that says what it
 // changes; a new category is declared here and added to allCategories().
 //
 //===----------------------------------------------------------------------===//

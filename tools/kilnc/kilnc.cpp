@@ -28,6 +28,7 @@
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
@@ -209,12 +210,20 @@ enum ExitStatus : int {
 constexpr const char *kReportBug =
     "this is a Kiln bug: please report it with the model and the command line";
 
+/// The compile's progress line, erased before an error is printed (on a
+/// terminal the message would otherwise continue the line).
+kiln::kilnc::Progress *progressLine = nullptr;
+
 int error(const llvm::Twine &message) {
+  if (progressLine)
+    progressLine->finish();
   llvm::errs() << "kilnc: error: " << message << "\n";
   return kExitUserError;
 }
 
 int internalError(const llvm::Twine &message) {
+  if (progressLine)
+    progressLine->finish();
   llvm::errs() << "kilnc: internal error: " << message << " (" << kReportBug
                << ")\n";
   return kExitInternalError;
@@ -542,6 +551,8 @@ int main(int argc, char **argv) {
   timing.setDisplayMode(DefaultTimingManager::DisplayMode::Tree);
   TimingScope rootTiming = timing.getRootScope();
   kiln::kilnc::Progress progress(progressMode);
+  progressLine = &progress;
+  llvm::scope_exit forgetProgress([] { progressLine = nullptr; });
 
   progress.setPhase("import");
   TimingScope importTiming = rootTiming.nest("import");
