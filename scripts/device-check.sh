@@ -8,6 +8,10 @@
 # development machine and the device tool carries (carry ["device-check",
 # "build/python"]: build/python for the Python package's check,
 # scripts/device/python_check.py, which runs first, a few seconds).
+# Then, when prepare.sh packed it, the product-surface check
+# (scripts/device/surface_check.py, about 10 s: the digits example on the
+# GPU against onnxruntime, kiln-run --bench --json and its throughput, exit
+# status; table in $OUT/surface.txt).
 # Then scripts/device/attention_bench.py (issue 12; about a minute): the
 # fused attention kernel against torch SDPA (flash) at batch 8, 16 heads,
 # seq 2048, d 128/64, causal and not, bf16/fp16, and the encoder at batch 32
@@ -69,6 +73,8 @@ if [ ! -f "$dir/manifest.json" ]; then
   exit 1
 fi
 [ -d "$dir/python" ] && python3 "$root/scripts/device/python_check.py" --dir "$dir/python" --device "$([[ " ${args[*]} " == *" --device emu "* ]] && echo emu || echo cuda)" 2>&1 | tee "${OUT:-/tmp}/python-check.txt"  # the Python package over DLPack (scripts/device/python_check.py)
+# The product surface first (about 10 s; scripts/device/surface_check.py).
+[ ! -d "$dir/surface" ] || python3 "$dir/scripts/surface_check.py" "${args[@]}"
 python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: attention_bench.py failed (rc $?); going on" >&2
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"

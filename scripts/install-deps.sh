@@ -20,9 +20,12 @@ DEB_PACKAGES=(
 )
 # Python packages, pinned so results are reproducible: onnx, onnxruntime
 # and pytest for tests; numpy for tests and the kiln package; nanobind and
-# scikit-build-core build the kiln package (pyproject.toml pins the same).
+# scikit-build-core build the kiln package (pyproject.toml pins the same);
+# scikit-learn for the main example (scripts/run-example.sh), which trains
+# its digits model on the handwritten-digits data set bundled in
+# scikit-learn's wheel (nothing is downloaded at run time).
 PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4 pytest==9.2.0
-  nanobind==3.1.0 scikit-build-core==1.1.2)
+  nanobind==3.1.0 scikit-build-core==1.1.2 scikit-learn==1.5.2)
 
 say() { printf 'install-deps: %s\n' "$*"; }
 

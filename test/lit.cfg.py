@@ -22,6 +22,10 @@ config.substitutions.append(
     ("%llvm_include", os.path.join(os.path.dirname(config.llvm_tools_dir), "include")))
 python = config.python_executable or shutil.which("python3")
 config.substitutions.append(("%python", python))
+# Runs a command and checks its exact exit status (1: user error, 2: internal).
+config.substitutions.append(
+    ("%expect-exit",
+     f"{python} {os.path.join(config.kiln_src_root, 'test', 'tools', 'expect_exit.py')}"))
 # Builds an .onnx file from ONNX textual syntax (and optional weights).
 config.substitutions.append(
     ("%onnx-from-text",

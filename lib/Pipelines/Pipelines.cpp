@@ -49,6 +49,24 @@ std::optional<Phase> parsePhase(llvm::StringRef name) {
       .Default(std::nullopt);
 }
 
+llvm::StringRef phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Kiln:
+    return "kiln";
+  case Phase::Graph:
+    return "graph";
+  case Phase::Linalg:
+    return "linalg";
+  case Phase::Gpu:
+    return "gpu";
+  case Phase::Llvm:
+    return "llvm";
+  case Phase::Ptx:
+    return "ptx";
+  }
+  llvm_unreachable("unknown phase");
+}
+
 std::optional<std::string> ptxFeaturesFor(llvm::StringRef chip) {
   // sm_90 needs PTX ISA >= 7.8; LLVM 22 aborts below that. 8.0 serves both.
   if (chip == "sm_80" || chip == "sm_90")

@@ -9,6 +9,8 @@
 #ifndef KILN_RUNTIME_LIB_ARTIFACTFORMAT_H
 #define KILN_RUNTIME_LIB_ARTIFACTFORMAT_H
 
+#include "kiln/runtime/Artifact.h"
+
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -66,6 +68,22 @@ constexpr uint32_t kFirstSectionKind = 1;
 constexpr uint32_t kLastSectionKind = 9;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
+
+/// The format minor version (of major 1) that introduced a section kind: a
+/// 1.m file has exactly the kinds introduced at or before m (the optional
+/// ones only when it has something to say). A new section kind gets a case
+/// here when kArtifactFormatMinor is bumped for it; until then it counts as
+/// the current minor's. The compatibility tests drop the kinds newer than a
+/// minor to rebuild what its writer wrote.
+constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
+  if (kind <= kLastRequiredSectionKind)
+    return 0;
+  if (kind == uint32_t(SectionKind::WeightOrigins))
+    return 1;
+  if (kind == uint32_t(SectionKind::KernelResources))
+    return 2;
+  return kArtifactFormatMinor;
+}
 
 /// The name messages use for a section kind ("unknown" for others).
 inline std::string_view sectionName(uint32_t kind) {

@@ -39,3 +39,4 @@ if ldd "$build/bin/kiln-run" | grep -Eq 'LLVM|MLIR|libstdc\+\+|libcuda'; then
 fi
 python3 "$root/scripts/device/prepare.py" --build "$build" "$@"
 KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-python && python3 "$root/scripts/device/python_check.py" --prepare "$root/device-check/python"  # the Python package (carry build/python too)
+python3 "$root/scripts/device/surface_check.py" --prepare --build "$build" "$@"

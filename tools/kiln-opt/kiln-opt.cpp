@@ -7,11 +7,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Pipelines/Pipelines.h"
+#include "kiln/runtime/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
 
 int main(int argc, char **argv) {
+  llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << kiln::runtime::versionLine("kiln-opt") << "\n";
+  });
   kiln::registerPipelinePasses();
   mlir::DialectRegistry registry;
   kiln::registerPipelineDialects(registry);

@@ -15,6 +15,10 @@
 #include "kiln/Pipelines/Pipelines.h"
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 #include "kiln/runtime/Profile.h"
+#include "kiln/runtime/Version.h"
+
+#include "OptionCategories.h"
+#include "Progress.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -23,8 +27,14 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
+#include "llvm/Support/PrettyStackTrace.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -32,22 +42,102 @@
 
 #include <map>
 
+#include <unistd.h>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 namespace onnxfe = kiln::onnx_frontend;
 
 namespace {
 
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"));
-cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
-                                cl::value_desc("file"), cl::init("-"));
+using kiln::kilnc::codegenCategory;
+using kiln::kilnc::diagnosticsCategory;
+using kiln::kilnc::inputCategory;
+using kiln::kilnc::outputCategory;
+using kiln::kilnc::passCategory;
+
+//===----------------------------------------------------------------------===//
+// Input
+//===----------------------------------------------------------------------===//
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
+                               cl::cat(inputCategory()));
+cl::list<std::string> shapes("shape",
+                             cl::desc("Fix an input's shape: name=1x3x224x224 "
+                                      "(repeatable, or comma-separated; "
+                                      "needed for symbolic dims) (default: as "
+                                      "the model declares them)"),
+                             cl::value_desc("name=dims"), cl::CommaSeparated,
+                             cl::cat(inputCategory()));
+
+//===----------------------------------------------------------------------===//
+// Passes
+//===----------------------------------------------------------------------===//
+
+cl::opt<std::string> layout("layout",
+                            cl::desc("Activation layout: nchw, nhwc, or auto "
+                                     "(NHWC where convolutions run on tensor "
+                                     "cores: tf32/bf16/fp16) (default: auto)"),
+                            cl::init("auto"), cl::cat(passCategory()));
+cl::opt<std::string>
+    precision("precision",
+              cl::desc("Precision of matmuls and convolutions: fp32, tf32, "
+                       "bf16 or fp16; accumulation stays fp32 "
+                       "(default: fp32)"),
+              cl::init("fp32"), cl::cat(passCategory()));
+cl::opt<std::string>
+    ioPrecision("io-precision",
+                cl::desc("Element type of the model's float inputs and "
+                         "outputs: fp32, bf16 or fp16 (default: as the "
+                         "model declares them)"),
+                cl::init(""), cl::cat(passCategory()));
+cl::opt<unsigned> f32HeadLayers(
+    "f32-head-layers",
+    cl::desc("With --precision=tf32|bf16|fp16: keep the last N layers of "
+             "matmuls/convolutions before the outputs in f32 (default: 0)"),
+    cl::init(0), cl::cat(passCategory()));
+cl::opt<bool> fuse("fuse",
+                   cl::desc("Fuse ops into kernels; --fuse=false: one kernel "
+                            "per op (default: true)"),
+                   cl::init(true), cl::cat(passCategory()));
+
+//===----------------------------------------------------------------------===//
+// Codegen
+//===----------------------------------------------------------------------===//
+
+cl::opt<std::string> target("target",
+                            cl::desc("GPU architecture: sm_80 or sm_90 "
+                                     "(default: sm_90)"),
+                            cl::init("sm_90"), cl::cat(codegenCategory()));
+cl::opt<bool> contractionKernels(
+    "contraction-kernels",
+    cl::desc("Run matmul and convolution regions on tiled tensor-core / FFMA "
+             "kernels from the CUDA C++ templates (NVRTC); false: generic "
+             "kernels (default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
+cl::opt<bool> attentionKernels(
+    "attention-kernels",
+    cl::desc("With --contraction-kernels: run attention (matmul -> softmax "
+             "-> matmul) as one fused flash-attention kernel; false: a "
+             "generic score + softmax kernel and a GEMM (default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
+
+//===----------------------------------------------------------------------===//
+// Output
+//===----------------------------------------------------------------------===//
+
+cl::opt<std::string> outputFile("o",
+                                cl::desc("Output file; '-' is stdout "
+                                         "(default: -)"),
+                                cl::value_desc("file"), cl::init("-"),
+                                cl::cat(outputCategory()));
 /// What kilnc produces: a compilation phase's IR, or the artifact.
 enum class Output { Kiln, Graph, Linalg, Gpu, Llvm, Ptx, Artifact };
 
 cl::opt<Output> emit(
     "emit",
     cl::desc("What to produce (default: the artifact when -o names a .kiln "
-             "file, else the kiln IR)"),
+             "file, else kiln)"),
     cl::init(Output::Kiln),
     cl::values(clEnumValN(Output::Kiln, "kiln", "the imported kiln dialect"),
                clEnumValN(Output::Graph, "graph",
@@ -59,71 +149,139 @@ cl::opt<Output> emit(
                           "kernels in the LLVM/NVVM dialects"),
                clEnumValN(Output::Ptx, "ptx", "the PTX of every kernel"),
                clEnumValN(Output::Artifact, "artifact",
-                          "the .kiln artifact the runtime loads")));
-/// --stats is read before LLVM's parser, which owns an unrelated -stats flag
-/// (pass statistics).
-bool stats = false;
-cl::opt<std::string> target("target",
-                            cl::desc("GPU architecture: sm_80 or sm_90"),
-                            cl::init("sm_90"));
-cl::list<std::string> shapes("shape",
-                             cl::desc("Fix an input's shape: name=1x3x224x224 "
-                                      "(repeatable, or comma-separated)"),
-                             cl::value_desc("name=dims"), cl::CommaSeparated);
-cl::opt<std::string> layout("layout",
-                            cl::desc("Activation layout: nchw, nhwc, or auto "
-                                     "(NHWC where convolutions use tensor "
-                                     "cores: none do yet, so NCHW)"),
-                            cl::init("auto"));
-cl::opt<std::string>
-    precision("precision",
-              cl::desc("Precision of matmuls and convolutions: fp32, tf32, "
-                       "bf16 or fp16 (accumulation stays fp32)"),
-              cl::init("fp32"));
-cl::opt<std::string>
-    ioPrecision("io-precision",
-                cl::desc("Element type of the model's float inputs and "
-                         "outputs (default: as the model declares them)"),
-                cl::init(""));
-cl::opt<bool> contractionKernels(
-    "contraction-kernels",
-    cl::desc("Run matmul regions on tiled tensor-core / FFMA kernels from "
-             "the CUDA C++ templates (NVRTC); false: generic kernels"),
-    cl::init(true));
-cl::opt<bool> attentionKernels(
-    "attention-kernels",
-    cl::desc("With --contraction-kernels: run attention (matmul -> softmax "
-             "-> matmul) as one fused flash-attention kernel; false: a "
-             "generic score + softmax kernel and a GEMM, as before"),
-    cl::init(true));
-cl::opt<bool> fuse("fuse",
-                   cl::desc("Fuse ops into kernels (--fuse=false: one kernel "
-                            "per op)"),
-                   cl::init(true));
-cl::opt<unsigned> f32HeadLayers(
-    "f32-head-layers",
-    cl::desc("With --precision=tf32|bf16|fp16: keep the last N layers of "
-             "matmuls/convolutions before the outputs in f32 (default 0)"),
-    cl::init(0));
+                          "the .kiln artifact the runtime loads")),
+    cl::cat(outputCategory()));
 cl::opt<bool> stripWeights(
     "strip-weights",
     cl::desc("Leave the bytes of weights read from ONNX initializers out of "
-             "the artifact; kiln-run --weights DIR binds them at load"),
-    cl::init(false));
+             "the artifact; kiln-run --weights DIR binds them at load "
+             "(default: false)"),
+    cl::init(false), cl::cat(outputCategory()));
 cl::opt<bool> summary("summary",
-                      cl::desc("Print a one-line summary instead of IR"));
+                      cl::desc("Print a one-line summary of the imported "
+                               "model instead of IR (default: false)"),
+                      cl::cat(outputCategory()));
 cl::opt<bool> printWeights(
     "print-weights",
-    cl::desc("Print weight blobs in full instead of eliding them"));
+    cl::desc("Print weight blobs in full instead of eliding them "
+             "(default: false)"),
+    cl::cat(outputCategory()));
 cl::opt<bool>
     listOnnxOps("list-onnx-ops",
-                cl::desc("Print the supported ONNX ops as a Markdown table"));
+                cl::desc("Print the supported ONNX ops as a Markdown table"),
+                cl::cat(outputCategory()));
+
+//===----------------------------------------------------------------------===//
+// Diagnostics
+//===----------------------------------------------------------------------===//
+
+/// --stats and --time-passes are read before LLVM's parser, which owns
+/// unrelated options of the same names (LLVM statistics and pass timing);
+/// --help lists them through describeInterceptedOptions.
+bool stats = false;
+bool timePasses = false;
+cl::opt<kiln::kilnc::ProgressMode> progressMode(
+    "progress",
+    cl::desc("Progress of long compiles on stderr (default: auto)"),
+    cl::init(kiln::kilnc::ProgressMode::Auto),
+    cl::values(clEnumValN(kiln::kilnc::ProgressMode::Auto, "auto",
+                          "on a terminal, for compiles over 2 s"),
+               clEnumValN(kiln::kilnc::ProgressMode::Always, "always",
+                          "every phase and pass, one line each"),
+               clEnumValN(kiln::kilnc::ProgressMode::Never, "never",
+                          "no progress")),
+    cl::cat(diagnosticsCategory()));
+/// Exercises the internal-error path (exit status 2) in tests.
+enum class CrashKind { None, Abort, Fatal };
+cl::opt<CrashKind> crashForTesting(
+    "crash-for-testing", cl::desc("Fail as a Kiln bug would (tests only)"),
+    cl::init(CrashKind::None),
+    cl::values(clEnumValN(CrashKind::Abort, "abort", "abort()"),
+               clEnumValN(CrashKind::Fatal, "fatal", "an LLVM fatal error")),
+    cl::Hidden, cl::cat(diagnosticsCategory()));
 
 std::string commandLine;
 
+/// kilnc's exit statuses (docs/runtime.md "Exit status" has the table).
+enum ExitStatus : int {
+  kExitSuccess = 0,
+  /// The input or the options are at fault: a bad or unsupported model, a
+  /// bad flag, a file that cannot be read or written.
+  kExitUserError = 1,
+  /// Kiln is at fault: a crash, an LLVM fatal error, ptxas rejecting the
+  /// PTX Kiln generated, an artifact Kiln built that does not verify.
+  kExitInternalError = 2,
+};
+
+constexpr const char *kReportBug =
+    "this is a Kiln bug: please report it with the model and the command line";
+
+/// The compile's progress line, erased before an error is printed (on a
+/// terminal the message would otherwise continue the line).
+kiln::kilnc::Progress *progressLine = nullptr;
+
 int error(const llvm::Twine &message) {
+  if (progressLine)
+    progressLine->finish();
   llvm::errs() << "kilnc: error: " << message << "\n";
-  return 1;
+  return kExitUserError;
+}
+
+int internalError(const llvm::Twine &message) {
+  if (progressLine)
+    progressLine->finish();
+  llvm::errs() << "kilnc: internal error: " << message << " (" << kReportBug
+               << ")\n";
+  return kExitInternalError;
+}
+
+/// Crashes and fatal errors exit with status 2 after LLVM's stack trace.
+/// Runs in a signal handler: only async-signal-safe calls.
+void exitOnCrashSignal(void *) {
+  static const char message[] = "kilnc: internal error: crashed (this is a "
+                                "Kiln bug: please report it with the model "
+                                "and the command line)\n";
+  ssize_t ignored = ::write(2, message, sizeof(message) - 1);
+  (void)ignored;
+  ::_exit(kExitInternalError);
+}
+
+void exitOnFatalError(void *, const char *reason, bool) {
+  llvm::errs() << "kilnc: internal error: " << reason << " (" << kReportBug
+               << ")\n";
+  llvm::errs().flush();
+  // Removes temporary output files, as the signal handlers do.
+  llvm::sys::RunInterruptHandlers();
+  ::_exit(kExitInternalError);
+}
+
+void printVersion(llvm::raw_ostream &os) {
+  const kiln::runtime::BuildInfo &info = kiln::runtime::buildInfo();
+  os << kiln::runtime::versionLine("kilnc") << "\n"
+     << "  LLVM/MLIR " << LLVM_VERSION_STRING << "\n"
+     << "  CUDA " << KILN_CUDA_TOOLKIT_VERSION << " (toolkit at build time; "
+     << "cuda.h " << info.cudaVersion << ")\n"
+     << "  artifact format " << kiln::runtime::kArtifactFormatMajor << "."
+     << kiln::runtime::kArtifactFormatMinor << "\n";
+}
+
+/// Gives LLVM's options that kilnc reads itself (see `stats`) Kiln's
+/// meaning in --help, and hides every other option that is not Kiln's.
+void describeOptions() {
+  auto &options = cl::getRegisteredOptions();
+  cl::HideUnrelatedOptions(kiln::kilnc::allCategories());
+  auto describe = [&](llvm::StringRef name, llvm::StringRef description) {
+    if (cl::Option *option = options.lookup(name)) {
+      option->setDescription(description);
+      option->addCategory(diagnosticsCategory());
+      option->setHiddenFlag(cl::NotHidden);
+    }
+  };
+  describe("stats", "Print kernels (fused and unfused), bytes moved, a static "
+                    "roofline per kernel, arena and weights; needs -o "
+                    "model.kiln (default: false)");
+  describe("time-passes", "Print the time of each phase and pass on stderr "
+                          "(default: false)");
 }
 
 /// Parses "name=1x3x224x224" into the options' shape map.
@@ -311,22 +469,35 @@ void printContractionReport(ModuleOp module, llvm::raw_ostream &os) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  llvm::setBugReportMsg(
+      "PLEASE report this Kiln bug with the model and the command line.\n");
+  // After InitLLVM's handler, which prints the stack trace.
+  llvm::sys::AddSignalHandler(exitOnCrashSignal, nullptr);
+  llvm::install_fatal_error_handler(exitOnFatalError);
   kiln::registerPipelinePasses();
   std::vector<char *> args;
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef arg(argv[i]);
     if (i > 0 && (arg == "--stats" || arg == "-stats"))
       stats = true;
+    else if (i > 0 && (arg == "--time-passes" || arg == "-time-passes"))
+      timePasses = true;
     else
       args.push_back(argv[i]);
   }
-  cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
-                              "Kiln: ONNX to GPU compiler\n\n"
-                              "  --stats  print kernel count, arena bytes "
-                              "(planned and naive) and weight\n"
-                              "           bytes; needs -o model.kiln\n");
+  describeOptions();
+  cl::SetVersionPrinter(printVersion);
+  cl::ParseCommandLineOptions(
+      static_cast<int>(args.size()), args.data(),
+      "kilnc: compiles an ONNX model into a .kiln artifact for kiln-run\n\n"
+      "  kilnc model.onnx -o model.kiln [--precision=bf16] [--stats]\n\n"
+      "Exit status: 0 success, 1 bad input or options, 2 internal error.\n");
   for (int i = 1; i < argc; ++i)
     commandLine += (i > 1 ? " " : "") + std::string(argv[i]);
+  if (crashForTesting == CrashKind::Abort)
+    std::abort();
+  if (crashForTesting == CrashKind::Fatal)
+    llvm::report_fatal_error("--crash-for-testing=fatal");
 
   if (listOnnxOps) {
     printOnnxOps(llvm::outs());
@@ -380,7 +551,20 @@ int main(int argc, char **argv) {
   kiln::registerPipelineDialects(registry);
   MLIRContext context(registry);
   context.printOpOnDiagnostic(false);
+  // Declared before the progress line, so the line is erased before the
+  // timing report prints (at destruction).
+  DefaultTimingManager timing;
+  timing.setEnabled(timePasses);
+  timing.setDisplayMode(DefaultTimingManager::DisplayMode::Tree);
+  TimingScope rootTiming = timing.getRootScope();
+  kiln::kilnc::Progress progress(progressMode);
+  progressLine = &progress;
+  llvm::scope_exit forgetProgress([] { progressLine = nullptr; });
+
+  progress.setPhase("import");
+  TimingScope importTiming = rootTiming.nest("import");
   auto module = onnxfe::importModelFile(inputFile, context, options);
+  importTiming.stop();
   if (!module)
     return error(llvm::toString(module.takeError()));
 
@@ -396,13 +580,26 @@ int main(int argc, char **argv) {
         diagnostic = diag.str();
       return success();
     });
+    // One pass manager per phase, so that progress and --time-passes name
+    // the phase.
     auto runPhases = [&](ModuleOp m, kiln::Phase first, kiln::Phase last,
                          const kiln::PipelineOptions &opts) -> LogicalResult {
-      PassManager pm(&context);
-      for (int p = static_cast<int>(first); p <= static_cast<int>(last); ++p)
-        if (failed(kiln::addPhase(pm, static_cast<kiln::Phase>(p), opts)))
+      for (int p = static_cast<int>(first); p <= static_cast<int>(last); ++p) {
+        auto phase = static_cast<kiln::Phase>(p);
+        std::string name = (opts.fuse == pipelineOptions.fuse ? "" : "unfused ") +
+                           kiln::phaseName(phase).str();
+        PassManager pm(&context);
+        if (failed(kiln::addPhase(pm, phase, opts)))
           return failure();
-      return pm.run(m);
+        progress.setPhase(name);
+        TimingScope phaseTiming = rootTiming.nest(name);
+        pm.enableTiming(phaseTiming);
+        pm.addInstrumentation(
+            std::make_unique<kiln::kilnc::ProgressInstrumentation>(progress));
+        if (failed(pm.run(m)))
+          return failure();
+      }
+      return success();
     };
     auto failedWith = [&]() {
       return error(
@@ -445,12 +642,23 @@ int main(int argc, char **argv) {
     artifactOptions.ptxasPath = kiln::defaultPtxasPath();
     artifactOptions.compilerOptions = commandLine;
     artifactOptions.inlinedInitializers = inlinedInitializers;
+    artifactOptions.onKernelAssembled = [&](size_t done, size_t total) {
+      progress.setKernels(done, total);
+    };
     kiln::ArtifactStats artifactStats;
+    progress.setPhase(artifactOptions.ptxasPath.empty() ? "artifact"
+                                                        : "artifact (ptxas)");
+    TimingScope artifactTiming = rootTiming.nest("artifact");
     auto artifact = kiln::buildArtifact(
         artifactModule ? *artifactModule : **module, artifactOptions,
         &artifactStats);
+    artifactTiming.stop();
+    progress.finish();
+    // The module compiled: packing it can only fail on what Kiln generated
+    // (ptxas rejecting a kernel, a plan that does not verify).
     if (!artifact)
-      return error(inputFile + ": " + llvm::toString(artifact.takeError()));
+      return internalError(inputFile + ": " +
+                           llvm::toString(artifact.takeError()));
     if (stats) {
       auto moved = [](const kiln::KernelStats &k) {
         return (unsigned long long)(k.bytesRead + k.bytesWritten);
@@ -479,6 +687,7 @@ int main(int argc, char **argv) {
     }
   }
 
+  progress.finish();
   // Render first, then write atomically (temporary file + rename).
   llvm::Error written =
       llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {

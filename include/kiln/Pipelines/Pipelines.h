@@ -35,6 +35,8 @@ enum class Phase { Kiln, Graph, Linalg, Gpu, Llvm, Ptx };
 
 /// Parses a phase name ("kiln", "linalg", ...).
 std::optional<Phase> parsePhase(llvm::StringRef name);
+/// The name parsePhase reads.
+llvm::StringRef phaseName(Phase phase);
 
 struct PipelineOptions {
   /// GPU architecture: sm_80 or sm_90.

@@ -11,6 +11,7 @@
 
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 #include "kiln/runtime/MemoryPlan.h"
+#include "kiln/runtime/Version.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -20,8 +21,10 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
@@ -249,7 +252,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   if (!func || func.getBlocks().size() != 1)
     return llvm::createStringError("the module has no single-block func @main");
   rt::Artifact artifact;
-  artifact.compilerVersion = "kilnc 0.1 (LLVM/MLIR 22)";
+  artifact.compilerVersion =
+      rt::versionLine("kilnc") + " (LLVM/MLIR " LLVM_VERSION_STRING ")";
   artifact.compilerOptions = options.compilerOptions;
   artifact.target = options.target;
 
@@ -335,6 +339,10 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     uint64_t value;
   };
   std::vector<std::vector<PendingArg>> pending;
+  llvm::DenseSet<std::pair<StringAttr, StringAttr>> distinctKernels;
+  for (gpu::LaunchFuncOp launch : launches)
+    distinctKernels.insert(
+        {launch.getKernelModuleName(), launch.getKernelName()});
   for (auto [i, launch] : llvm::enumerate(launches)) {
     auto key =
         std::make_pair(launch.getKernelModuleName(), launch.getKernelName());
@@ -394,6 +402,9 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       }
       it = kernelIndex.insert({key, artifact.kernels.size()}).first;
       artifact.kernels.push_back(std::move(kernel));
+      if (options.onKernelAssembled)
+        options.onKernelAssembled(artifact.kernels.size(),
+                                  distinctKernels.size());
     }
     std::vector<PendingArg> args;
     for (Value operand : launch.getKernelOperands()) {

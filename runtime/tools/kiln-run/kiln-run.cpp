@@ -15,6 +15,8 @@
 #include "kiln/runtime/Profile.h"
 #include "kiln/runtime/Runtime.h"
 
+#include "kiln/runtime/Version.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -27,42 +29,73 @@
 #include <random>
 #include <set>
 
+#include <signal.h>
+#include <unistd.h>
+
 using namespace kiln::runtime;
 
 namespace {
 
 constexpr const char *kUsage = R"(usage: kiln-run MODEL.kiln [options]
 
-Runs a compiled Kiln model and writes or summarises its outputs.
+Runs a compiled Kiln model on a GPU (cuda) or on Kiln's PTX emulator (emu)
+and prints a summary of each output.
 
-options:
-  -i NAME=FILE.npy    bind input NAME from a .npy file (repeatable)
-  --random-inputs     fill every input not given with -i with random values
-  --seed N            seed for --random-inputs (default 0)
-  --weights DIR       bind the weights compiled from ONNX initializers to new
-                      values: DIR/<initializer>.npy (name sanitized as for -o;
-                      scripts/device/export_initializers.py writes them).
-                      Required by artifacts built with kilnc --strip-weights
-  -o DIR              write each output to DIR/<name>.npy (characters outside
-                      [A-Za-z0-9._-] in the name become '_')
-  --device DEV        cuda (default), cuda:N, or emu
-  --bench N           warm up, then time N runs: per run and per kernel
-  --warmup N          warm-up runs before --bench (default 3)
-  --graph             capture the launch list into a CUDA graph and replay it
-  --profile           per-kernel profile table: on emu the emulator's counts
-                      and an estimated time (one run); on cuda times measured
-                      with events (the --bench runs, or 10)
-  --profile-sample N  emu: run only N random blocks per launch and scale the
-                      counts (estimates only: the outputs are incomplete)
-  --profile-json FILE write the profile as JSON too (implies --profile)
+Exit status: 0 success; 1 bad input, options or environment (the artifact,
+an input file, no CUDA driver); 2 internal error (a crash, or a kernel that
+faulted: a Kiln bug).
+
+Input:
+  -i NAME=FILE.npy      bind input NAME from a .npy file (repeatable)
+  --random-inputs       fill every input not given with -i with random values
+  --seed N              seed for --random-inputs (default: 0)
+  --weights DIR         bind the weights compiled from ONNX initializers to new
+                        values: DIR/<initializer>.npy (name sanitized as for
+                        -o; scripts/device/export_initializers.py writes them).
+                        Required by artifacts built with kilnc --strip-weights
+
+Device:
+  --device DEV          cuda, cuda:N or emu (default: cuda)
+  --graph               capture the launch list into a CUDA graph and replay
+                        it (default: off)
+
+Output:
+  -o DIR                write each output to DIR/<name>.npy (characters outside
+                        [A-Za-z0-9._-] in the name become '_') (default: none)
+  --json                print one JSON object on stdout instead of the text
+                        summary: outputs, and --bench's latency and throughput
+
+Benchmark and profile:
+  --bench N             warm up, then time N runs: latency per run and per
+                        kernel, throughput in inferences/s (default: off)
+  --warmup N            warm-up runs before --bench (default: 3)
+  --profile             per-kernel profile table: on emu the emulator's counts
+                        and an estimated time (one run); on cuda times measured
+                        with events (the --bench runs, or 10)
+  --profile-sample N    emu: run only N random blocks per launch and scale the
+                        counts (estimates only: the outputs are incomplete)
+  --profile-json FILE   write the profile as JSON too (implies --profile)
   --estimate-from FILE  cuda: show the estimates of an emu --profile-json
-                      FILE beside the measured times
-  --perf-target NAME  the target table entry for estimates (default: the
-                      artifact's sm, e.g. sm_90-h200; runtime/targets/gpus.ini)
-  --trace FILE.json   Chrome trace of the launches (Perfetto, chrome://tracing):
-                      estimated times on emu, measured on cuda
-  -h, --help          show this help
+                        FILE beside the measured times
+  --perf-target NAME    the target table entry for estimates (default: the
+                        artifact's sm, e.g. sm_90-h200; runtime/targets/gpus.ini)
+  --trace FILE.json     Chrome trace of the launches (Perfetto, chrome://tracing):
+                        estimated times on emu, measured on cuda
+
+Generic:
+  -h, --help            show this help
+  --version             show the version of kiln-run and what it was built with
 )";
+
+/// kiln-run's exit statuses (docs/runtime.md "Exit status").
+enum ExitStatus : int {
+  kExitSuccess = 0,
+  /// The input, the options or the environment are at fault.
+  kExitUserError = 1,
+  /// Kiln is at fault: a crash, or a kernel that faulted on a validated
+  /// artifact with checked inputs.
+  kExitInternalError = 2,
+};
 
 struct Options {
   std::string model;
@@ -81,11 +114,49 @@ struct Options {
   std::string estimateFrom;
   std::string perfTarget;
   std::string trace;
+  bool json = false;
+  bool version = false;
 };
 
 int fail(const std::string &message) {
   fmt::print(stderr, "kiln-run: error: {}\n", message);
-  return 1;
+  return kExitUserError;
+}
+
+int internalError(const std::string &message) {
+  fmt::print(stderr,
+             "kiln-run: internal error: {} (this is a Kiln bug: please report "
+             "it with the model and the command line)\n",
+             message);
+  return kExitInternalError;
+}
+
+/// A crash exits with status 2. Runs in a signal handler: only
+/// async-signal-safe calls.
+extern "C" void exitOnCrashSignal(int) {
+  static const char message[] =
+      "kiln-run: internal error: crashed (this is a Kiln bug: please report "
+      "it with the model and the command line)\n";
+  ssize_t ignored = ::write(2, message, sizeof(message) - 1);
+  (void)ignored;
+  ::_exit(kExitInternalError);
+}
+
+void installCrashHandlers() {
+  struct sigaction action {};
+  action.sa_handler = exitOnCrashSignal;
+  sigemptyset(&action.sa_mask);
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+    ::sigaction(signal, &action, nullptr);
+}
+
+void printVersion() {
+  const BuildInfo &info = buildInfo();
+  fmt::print("{}\n  CUDA {} (cuda.h at build time; the driver is loaded at "
+             "run time)\n  artifact format {}.{} (reads {}.0 to {}.{})\n",
+             versionLine("kiln-run"), info.cudaVersion, kArtifactFormatMajor,
+             kArtifactFormatMinor, kArtifactFormatMajor, kArtifactFormatMajor,
+             kArtifactFormatMinor);
 }
 
 Expected<unsigned> parseCount(const std::string &flag,
@@ -112,6 +183,10 @@ Expected<Options> parseArguments(int argc, char **argv) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help")
       return Error::failure("");
+    if (arg == "--version") {
+      options.version = true;
+      return options;
+    }
     if (arg == "-i" || arg == "--input") {
       Expected<std::string> binding = value(i, arg);
       if (!binding)
@@ -129,6 +204,8 @@ Expected<Options> parseArguments(int argc, char **argv) {
       options.useGraph = true;
     } else if (arg == "--profile") {
       options.profile = true;
+    } else if (arg == "--json") {
+      options.json = true;
     } else if (arg == "-o" || arg == "--device" || arg == "--weights" ||
                arg == "--profile-json" || arg == "--estimate-from" ||
                arg == "--perf-target" || arg == "--trace") {
@@ -194,6 +271,9 @@ Expected<Options> parseArguments(int argc, char **argv) {
   if (options.profileSample && !emu)
     return Error::failure("--profile-sample applies to --device emu (a GPU "
                           "runs every block)");
+  if (options.json && options.profile && options.profileJson.empty())
+    return Error::failure("--json replaces the text output: write the "
+                          "profile with --profile-json FILE");
   if (!options.perfTarget.empty() && !emu)
     return Error::failure("--perf-target applies to --device emu (cuda "
                           "estimates come from --estimate-from)");
@@ -340,36 +420,91 @@ std::string sanitizeFileName(const std::string &name) {
   return result.empty() ? "_" : result;
 }
 
-void printSummary(const TensorSignature &output, const HostTensor &tensor) {
-  uint64_t count = *elementCount(tensor.shape);
-  std::string text =
-      fmt::format("output '{}': {} {}", output.name, dtypeName(tensor.dtype),
-                  formatShape(tensor.shape));
-  if (count > 0) {
-    double lo = INFINITY, hi = -INFINITY, sum = 0;
-    uint64_t nonFinite = 0;
-    for (uint64_t i = 0; i < count; ++i) {
-      double v = elementAt(tensor.dtype, tensor.data.data(), i);
-      if (!std::isfinite(v)) {
-        ++nonFinite;
-        continue;
-      }
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-      sum += v;
+/// What kiln-run prints about an output.
+struct OutputSummary {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t count = 0;
+  uint64_t nonFinite = 0;
+  double min = 0, max = 0, mean = 0;
+  std::vector<double> head; // the first (up to) 4 elements
+};
+
+OutputSummary summarize(const TensorSignature &output,
+                        const HostTensor &tensor) {
+  OutputSummary summary;
+  summary.name = output.name;
+  summary.dtype = tensor.dtype;
+  summary.shape = tensor.shape;
+  summary.count = *elementCount(tensor.shape);
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  for (uint64_t i = 0; i < summary.count; ++i) {
+    double v = elementAt(tensor.dtype, tensor.data.data(), i);
+    if (i < 4)
+      summary.head.push_back(v);
+    if (!std::isfinite(v)) {
+      ++summary.nonFinite;
+      continue;
     }
-    if (count > nonFinite)
-      text += fmt::format("  min {:.6g}  max {:.6g}  mean {:.6g}", lo, hi,
-                          sum / double(count - nonFinite));
-    if (nonFinite)
-      text += fmt::format("  ({} NaN/inf)", nonFinite);
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+  }
+  if (summary.count > summary.nonFinite) {
+    summary.min = lo;
+    summary.max = hi;
+    summary.mean = sum / double(summary.count - summary.nonFinite);
+  }
+  return summary;
+}
+
+void printSummary(const OutputSummary &summary) {
+  std::string text =
+      fmt::format("output '{}': {} {}", summary.name, dtypeName(summary.dtype),
+                  formatShape(summary.shape));
+  if (summary.count > 0) {
+    if (summary.count > summary.nonFinite)
+      text += fmt::format("  min {:.6g}  max {:.6g}  mean {:.6g}", summary.min,
+                          summary.max, summary.mean);
+    if (summary.nonFinite)
+      text += fmt::format("  ({} NaN/inf)", summary.nonFinite);
     std::string head;
-    for (uint64_t i = 0; i < std::min<uint64_t>(count, 4); ++i)
-      head += fmt::format("{}{:.6g}", i ? ", " : "",
-                          elementAt(tensor.dtype, tensor.data.data(), i));
-    text += fmt::format("  first [{}{}]", head, count > 4 ? ", ..." : "");
+    for (size_t i = 0; i < summary.head.size(); ++i)
+      head += fmt::format("{}{:.6g}", i ? ", " : "", summary.head[i]);
+    text += fmt::format("  first [{}{}]", head, summary.count > 4 ? ", ..." : "");
   }
   fmt::print("{}\n", text);
+}
+
+//===----------------------------------------------------------------------===//
+// JSON output (--json)
+//===----------------------------------------------------------------------===//
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\')
+      out += {'\\', c};
+    else if (u < 0x20)
+      out += fmt::format("\\u{:04x}", u);
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+/// A JSON number; NaN and infinities, which JSON lacks, become null.
+std::string jsonNumber(double value) {
+  return std::isfinite(value) ? fmt::format("{:.9g}", value) : "null";
+}
+
+std::string jsonShape(const Shape &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += fmt::format("{}{}", i ? ", " : "", shape[i]);
+  return out + "]";
 }
 
 double percentile(std::vector<double> values, double fraction) {
@@ -390,11 +525,38 @@ std::string describeTimes(const std::vector<double> &ms) {
                      median, p10, p90, spread);
 }
 
+/// Inferences (runs) per second over the timed runs: their count over their
+/// summed time, so slow outliers count as they would in a serving loop.
+double inferencesPerSecond(const BenchmarkResult &result) {
+  double total = 0;
+  for (double ms : result.runMilliseconds)
+    total += ms;
+  return total > 0 ? 1000.0 * double(result.runMilliseconds.size()) / total
+                   : 0.0;
+}
+
+/// The batch a run processes: the leading dimension of the first input
+/// (1 for a model without inputs or with a scalar first input).
+uint64_t batchOf(const Artifact &artifact) {
+  if (artifact.inputs.empty() || artifact.inputs[0].shape.empty())
+    return 1;
+  return static_cast<uint64_t>(artifact.inputs[0].shape[0]);
+}
+
 void printBenchmark(const BenchmarkResult &result, unsigned warmup,
-                    const DeviceInfo &device) {
+                    const DeviceInfo &device, const Artifact &artifact) {
   fmt::print("bench: {} runs after {} warm-up runs\n",
              result.runMilliseconds.size(), warmup);
   fmt::print("  per run: {}\n", describeTimes(result.runMilliseconds));
+  double throughput = inferencesPerSecond(result);
+  uint64_t batch = batchOf(artifact);
+  std::string samples =
+      batch > 1 ? fmt::format(" ({:.4g} samples/s at batch {}, the leading "
+                              "dimension of input '{}')",
+                              throughput * double(batch), batch,
+                              artifact.inputs[0].name)
+                : "";
+  fmt::print("  throughput: {:.4g} inferences/s{}\n", throughput, samples);
   if (result.energyJoules && result.energySeconds > 0) {
     double runs = double(result.runMilliseconds.size());
     fmt::print("  energy: {:.4f} J per run, average power {:.1f} W (NVML, "
@@ -418,6 +580,78 @@ void printBenchmark(const BenchmarkResult &result, unsigned warmup,
                timing.launchesPerRun, describeTimes(timing.milliseconds),
                total > 0 ? 100.0 * median / total : 0.0);
   }
+}
+
+std::string benchmarkJson(const BenchmarkResult &result, unsigned warmup,
+                          const Artifact &artifact) {
+  const std::vector<double> &ms = result.runMilliseconds;
+  double sum = 0;
+  for (double v : ms)
+    sum += v;
+  std::string runs = "[";
+  for (size_t i = 0; i < ms.size(); ++i)
+    runs += (i ? ", " : "") + jsonNumber(ms[i]);
+  runs += "]";
+  std::string kernels = "[";
+  for (size_t i = 0; i < result.kernels.size(); ++i) {
+    const KernelTiming &timing = result.kernels[i];
+    kernels += fmt::format(
+        "{}{{\"kernel\": {}, \"launches_per_run\": {}, \"median_ms\": {}}}",
+        i ? ", " : "", jsonString(timing.kernel), timing.launchesPerRun,
+        jsonNumber(percentile(timing.milliseconds, 0.5)));
+  }
+  kernels += "]";
+  double throughput = inferencesPerSecond(result);
+  uint64_t batch = batchOf(artifact);
+  std::string energy =
+      result.energyJoules
+          ? fmt::format(", \"energy_j_per_run\": {}, \"average_power_w\": {}",
+                        jsonNumber(*result.energyJoules / double(ms.size())),
+                        jsonNumber(result.energySeconds > 0
+                                       ? *result.energyJoules /
+                                             result.energySeconds
+                                       : NAN))
+          : "";
+  return fmt::format(
+      "{{\"runs\": {}, \"warmup\": {}, \"batch\": {}, \"median_ms\": {}, "
+      "\"mean_ms\": {}, \"p10_ms\": {}, \"p90_ms\": {}, \"min_ms\": {}, "
+      "\"inferences_per_s\": {}, \"samples_per_s\": {}{}, \"run_ms\": {}, "
+      "\"kernels\": {}}}",
+      ms.size(), warmup, batch, jsonNumber(percentile(ms, 0.5)),
+      jsonNumber(sum / double(ms.size())), jsonNumber(percentile(ms, 0.1)),
+      jsonNumber(percentile(ms, 0.9)),
+      jsonNumber(*std::min_element(ms.begin(), ms.end())),
+      jsonNumber(throughput), jsonNumber(throughput * double(batch)), energy,
+      runs, kernels);
+}
+
+/// kiln-run --json: one object on stdout.
+void printJson(const Options &options, const DeviceInfo &device,
+               const std::vector<OutputSummary> &outputs,
+               const std::optional<std::string> &bench) {
+  std::string list = "[";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const OutputSummary &o = outputs[i];
+    std::string head = "[";
+    for (size_t k = 0; k < o.head.size(); ++k)
+      head += (k ? ", " : "") + jsonNumber(o.head[k]);
+    head += "]";
+    bool any = o.count > o.nonFinite;
+    list += fmt::format(
+        "{}{{\"name\": {}, \"dtype\": {}, \"shape\": {}, \"min\": {}, "
+        "\"max\": {}, \"mean\": {}, \"non_finite\": {}, \"first\": {}}}",
+        i ? ", " : "", jsonString(o.name), jsonString(dtypeName(o.dtype)),
+        jsonShape(o.shape), any ? jsonNumber(o.min) : "null",
+        any ? jsonNumber(o.max) : "null", any ? jsonNumber(o.mean) : "null",
+        o.nonFinite, head);
+  }
+  list += "]";
+  fmt::print("{{\"kiln_version\": {}, \"model\": {}, \"device\": "
+             "{{\"kind\": {}, \"name\": {}}}, \"outputs\": {}, \"bench\": "
+             "{}}}\n",
+             jsonString(buildInfo().version), jsonString(options.model),
+             jsonString(device.kind), jsonString(device.name), list,
+             bench ? *bench : "null");
 }
 
 int runTool(const Options &options) {
@@ -534,7 +768,7 @@ int runTool(const Options &options) {
                  "each launch: the outputs are incomplete\n",
                  options.profileSample, options.profileSample);
     if (Error err = (*session)->run())
-      return fail(err.message());
+      return internalError(err.message());
     Expected<ProfileReport> counted =
         profileFromCounters(*artifact, sharedDevice->takeLaunchProfiles(),
                             *perfTarget, options.profileSample);
@@ -547,15 +781,18 @@ int runTool(const Options &options) {
 
   // On cuda a profile is measured: the --bench runs, or 10 of them.
   unsigned benchRuns = options.bench;
+  std::optional<std::string> benchJson;
   if (wantReport && !emu && benchRuns == 0)
     benchRuns = 10;
   if (benchRuns) {
     Expected<BenchmarkResult> result =
         (*session)->benchmark(options.warmup, benchRuns);
     if (!result)
-      return fail(result.error().message());
-    if (options.bench)
-      printBenchmark(*result, options.warmup, sharedDevice->info());
+      return internalError(result.error().message());
+    if (options.bench && options.json)
+      benchJson = benchmarkJson(*result, options.warmup, *artifact);
+    else if (options.bench)
+      printBenchmark(*result, options.warmup, sharedDevice->info(), *artifact);
     if (wantReport && !emu) {
       Expected<ProfileReport> measured =
           profileFromBenchmark(*artifact, *result, sharedDevice->info());
@@ -570,7 +807,7 @@ int runTool(const Options &options) {
     }
   } else if (!report) {
     if (Error err = (*session)->run())
-      return fail(err.message());
+      return internalError(err.message());
   }
 
   if (report) {
@@ -592,11 +829,14 @@ int runTool(const Options &options) {
                               options.outputDir, ec.message()));
   }
   std::set<std::string> usedNames;
+  std::vector<OutputSummary> summaries;
   for (const TensorSignature &output : artifact->outputs) {
     Expected<HostTensor> tensor = (*session)->readOutput(output.name);
     if (!tensor)
-      return fail(tensor.error().message());
-    printSummary(output, *tensor);
+      return internalError(tensor.error().message());
+    summaries.push_back(summarize(output, *tensor));
+    if (!options.json)
+      printSummary(summaries.back());
     if (options.outputDir.empty())
       continue;
     std::string base = sanitizeFileName(output.name);
@@ -609,19 +849,31 @@ int runTool(const Options &options) {
                              tensor->data.data(), tensor->data.size()))
       return fail(err.message());
   }
-  return 0;
+  if (options.json)
+    printJson(options, sharedDevice->info(), summaries, benchJson);
+  return kExitSuccess;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
+  installCrashHandlers();
   Expected<Options> options = parseArguments(argc, argv);
   if (!options) {
     if (options.error().message().empty()) {
       fmt::print("{}", kUsage);
-      return 0;
+      return kExitSuccess;
     }
     return fail(options.error().message());
   }
-  return runTool(*options);
+  if (options->version) {
+    printVersion();
+    return kExitSuccess;
+  }
+  // The runtime reports errors as values; an exception here is a bug.
+  try {
+    return runTool(*options);
+  } catch (const std::exception &e) {
+    return internalError(e.what());
+  }
 }

@@ -106,6 +106,45 @@ TEST(ArtifactErrorsTest, NewerMinorVersionIsRead) {
   EXPECT_EQ(artifact->formatMinor, 9u);
 }
 
+// Compatibility across versions (docs/artifact-format.md "Versioning"),
+// written against the version constants so that a bump keeps testing the
+// versions before it: a reader accepts the previous minor version, and every
+// earlier one of its major.
+std::vector<uint8_t> imageAsWrittenBy(uint32_t minor) {
+  std::vector<RawSection> sections = splitImage(goodImage());
+  sections.erase(std::remove_if(sections.begin(), sections.end(),
+                                [&](const RawSection &s) {
+                                  return sectionKindSinceMinor(s.kind) > minor;
+                                }),
+                 sections.end());
+  return joinImage(sections, kArtifactFormatMajor, minor);
+}
+
+TEST(ArtifactErrorsTest, PreviousMinorVersionIsRead) {
+  ASSERT_GT(kArtifactFormatMinor, 0u) << "no previous minor version yet";
+  uint32_t previous = kArtifactFormatMinor - 1;
+  Expected<Artifact> artifact = parseBytes(imageAsWrittenBy(previous));
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  EXPECT_EQ(artifact->formatMajor, kArtifactFormatMajor);
+  EXPECT_EQ(artifact->formatMinor, previous);
+  // Its signature and launches read as the current version's do.
+  Expected<Artifact> current = parseBytes(goodImage());
+  ASSERT_TRUE(current) << errorOf(current);
+  ASSERT_EQ(artifact->inputs.size(), current->inputs.size());
+  EXPECT_EQ(artifact->inputs[0].name, current->inputs[0].name);
+  EXPECT_EQ(artifact->inputs[0].shape, current->inputs[0].shape);
+  EXPECT_EQ(artifact->launches.size(), current->launches.size());
+  EXPECT_EQ(artifact->kernels.size(), current->kernels.size());
+}
+
+TEST(ArtifactErrorsTest, EveryEarlierMinorVersionIsRead) {
+  for (uint32_t minor = 0; minor <= kArtifactFormatMinor; ++minor) {
+    Expected<Artifact> artifact = parseBytes(imageAsWrittenBy(minor));
+    ASSERT_TRUE(artifact) << "1." << minor << ": " << errorOf(artifact);
+    EXPECT_EQ(artifact->formatMinor, minor);
+  }
+}
+
 TEST(ArtifactErrorsTest, UnknownSectionIsSkippedButChecked) {
   std::vector<RawSection> sections = splitImage(goodImage());
   sections.insert(sections.begin() + 2, RawSection{42, {1, 2, 3, 4, 5}});

@@ -1,15 +1,18 @@
 //===- KilnRunTest.cpp - The kiln-run binary, end to end without a GPU ----===//
 //
 // Runs the real binary: every failure must be one line on stderr with exit
-// status 1, never a crash, and host-side problems (artifact, inputs) must be
-// reported before the device is looked for.
+// status 1 (the input's fault) or 2 (Kiln's: a kernel that faults), never a
+// crash, and host-side problems (artifact, inputs) must be reported before
+// the device is looked for.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/Npy.h"
+#include "kiln/runtime/Version.h"
 
 #include "RuntimeTestUtils.h"
 
+#include <fmt/core.h>
 #include <gmock/gmock.h>
 
 #include <dlfcn.h>
@@ -175,6 +178,59 @@ TEST_F(KilnRunTest, InputsAreCheckedBeforeTheDevice) {
   result = runKilnRun(model + " -i x=" + npy);
   EXPECT_EQ(result.status, 1);
   EXPECT_THAT(result.output, HasSubstr("not a .npy file (bad magic)"));
+}
+
+TEST_F(KilnRunTest, VersionNamesTheBuild) {
+  RunResult result = runKilnRun("--version");
+  EXPECT_EQ(result.status, 0);
+  EXPECT_THAT(result.output,
+              StartsWith(std::string("kiln-run ") + buildInfo().version +
+                         " (commit " + buildInfo().gitCommit + ")\n"));
+  EXPECT_THAT(result.output,
+              HasSubstr(fmt::format("artifact format {}.{}",
+                                    kArtifactFormatMajor,
+                                    kArtifactFormatMinor)));
+}
+
+TEST_F(KilnRunTest, BenchPrintsThroughputBesideLatency) {
+  RunResult result =
+      runKilnRun(model + " --random-inputs --device emu --bench 3 --warmup 0");
+  EXPECT_EQ(result.status, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("  per run: median "));
+  // The test model's input x is f32 [2, 3]: batch 2.
+  EXPECT_THAT(result.output, HasSubstr(" inferences/s ("));
+  EXPECT_THAT(result.output, HasSubstr("samples/s at batch 2, the leading "
+                                       "dimension of input 'x')"));
+}
+
+TEST_F(KilnRunTest, JsonNeedsTheProfileInAFile) {
+  RunResult result =
+      runKilnRun(model + " --random-inputs --device emu --json --profile");
+  EXPECT_EQ(result.status, 1);
+  EXPECT_EQ(result.output, "kiln-run: error: --json replaces the text output: "
+                           "write the profile with --profile-json FILE\n");
+}
+
+TEST_F(KilnRunTest, KernelFaultIsAnInternalError) {
+  // A kernel that stores through a null pointer: the artifact and inputs are
+  // valid, so the fault is the compiler's (exit status 2), and the emulator
+  // names the kernel.
+  Artifact artifact = makeAddScaleArtifact();
+  artifact.kernels[1].ptx = ".version 8.0\n.target sm_80\n.address_size 64\n"
+                            ".visible .entry scale() {\n"
+                            "  .reg .b64 %rd<2>;\n  .reg .f32 %f<2>;\n"
+                            "  mov.u64 %rd1, 8;\n"
+                            "  mov.f32 %f1, 0f3F800000;\n"
+                            "  st.global.f32 [%rd1], %f1;\n  ret;\n}\n";
+  std::string faulty = dir.file("faulty.kiln");
+  ASSERT_EQ(errorOf(writeArtifact(artifact, faulty)), "<success>");
+  RunResult result = runKilnRun(faulty + " --random-inputs --device emu");
+  EXPECT_EQ(result.status, 2) << result.output;
+  EXPECT_THAT(result.output, StartsWith("kiln-run: internal error: "));
+  EXPECT_THAT(result.output, HasSubstr("scale"));
+  EXPECT_THAT(result.output, HasSubstr("this is a Kiln bug"));
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1)
+      << result.output;
 }
 
 } // namespace

@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -32,6 +33,9 @@ struct ArtifactOptions {
   /// (ImportOptions::inlinedInitializers), recorded for weight binding.
   std::vector<std::pair<std::string, mlir::DenseElementsAttr>>
       inlinedInitializers;
+  /// Called after each kernel is assembled by ptxas (done of total), for a
+  /// progress display.
+  std::function<void(size_t done, size_t total)> onKernelAssembled;
 };
 
 struct ArtifactStats {

@@ -7,6 +7,12 @@
 // calls readArtifact, which trusts nothing in the file without checking it.
 // The byte layout is in docs/artifact-format.md.
 //
+// Stability: readArtifact, parseArtifact and the signature fields of
+// Artifact (inputs, outputs, target, compilerVersion) are stable (as
+// Runtime.h); the rest of Artifact mirrors the file format and changes with
+// it. The file format's own compatibility rules are in
+// docs/artifact-format.md ("Versioning").
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_ARTIFACT_H

@@ -5,6 +5,9 @@
 // SSE4.2 crc32 instruction when the CPU has it and a slicing-by-8 table
 // otherwise; both give the same result.
 //
+// Stability: internal (the artifact reader and writer); may change in any
+// version.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_CHECKSUM_H

@@ -4,6 +4,8 @@
 // on. The numeric codes are part of the artifact format
 // (docs/artifact-format.md) and never change meaning.
 //
+// Stability: stable (as Runtime.h); the codes are fixed by the format.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_DTYPE_H

@@ -6,6 +6,11 @@
 // with dlopen at run time) and `emu` (the PTX emulator). Handles are
 // opaque ids that only mean something to the device that made them.
 //
+// Stability: createDevice, Device::info and DeviceInfo are stable (as
+// Runtime.h). The rest of Device (memory, modules, launches, events,
+// graphs, profiling hooks) is the interface sessions use and may change
+// between minor versions; applications should not implement or call it.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_DEVICE_H

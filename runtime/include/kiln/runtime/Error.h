@@ -5,6 +5,8 @@
 // Expected<T> (a value or an Error). Messages name what is at fault: the
 // artifact section, the tensor, the kernel, or the CUDA call.
 //
+// Stability: stable (as Runtime.h).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_ERROR_H

@@ -6,6 +6,9 @@
 // the smallest gap (among buffers it is alive with) that holds it, else above
 // them. The runtime uses checkMemoryPlan to re-verify a plan read from a file.
 //
+// Stability: internal (the compiler and the reader use it); may change in
+// any version.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_MEMORYPLAN_H

@@ -5,6 +5,8 @@
 // as the 2-byte void type '<V2' (what np.save writes for ml_dtypes.bfloat16)
 // and '<V2', '|V2' or 'bfloat16' read back as bf16.
 //
+// Stability: stable (as Runtime.h).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_NPY_H

@@ -12,6 +12,9 @@
 // ("Performance model") says how each term is computed. kilnc --stats uses
 // estimateStatic, the same figures without counters.
 //
+// Stability: experimental: the performance model and the profile and
+// trace formats change as the model is calibrated.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_PROFILE_H

@@ -14,6 +14,10 @@
 // weights), its loaded kernels, a stream and, if asked, a CUDA graph of the
 // launch list. It is not thread-safe; use one session per thread.
 //
+// Stability: stable. Session, SessionOptions, HostTensor, BenchmarkResult
+// and checkInput keep their meaning within a Kiln minor version (0.x: a
+// change comes with a new minor version and a note in docs/runtime.md).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_RUNTIME_H
