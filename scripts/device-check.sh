@@ -62,6 +62,7 @@ if [ ! -f "$dir/manifest.json" ]; then
   echo "device-check.sh: $dir/manifest.json missing: run scripts/device/prepare.sh first" >&2
   exit 1
 fi
+python3 "$dir/scripts/membound_bench.py" "${args[@]}" "$@"  # issue 12: memory-bound kernels vs the copy bandwidth ($OUT/membound.txt)
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   python3 "$dir/scripts/device_check.py" "${args[@]}" "$@" 2>&1 | tee "$OUT/log.txt"

@@ -38,3 +38,4 @@ if ldd "$build/bin/kiln-run" | grep -Eq 'LLVM|MLIR|libstdc\+\+|libcuda'; then
   exit 1
 fi
 python3 "$root/scripts/device/prepare.py" --build "$build" "$@"
+python3 "$root/scripts/device/membound_bench.py" --prepare --kilnc "$build/bin/kilnc" --out "$root/device-check" "$@"

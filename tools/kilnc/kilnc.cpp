@@ -90,6 +90,12 @@ cl::opt<bool> contractionKernels(
     cl::desc("Run matmul regions on tiled tensor-core / FFMA kernels from "
              "the CUDA C++ templates (NVRTC); false: generic kernels"),
     cl::init(true));
+cl::opt<bool> vectorize(
+    "vectorize",
+    cl::desc("Vectorise elementwise kernels: 128-bit accesses where the "
+             "compiler proves them contiguous and aligned (false: a thread "
+             "per element, for before/after measurements)"),
+    cl::init(true));
 cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse ops into kernels (--fuse=false: one kernel "
                             "per op)"),
@@ -355,6 +361,7 @@ int main(int argc, char **argv) {
   pipelineOptions.ioPrecision = ioPrecision;
   pipelineOptions.fuse = fuse;
   pipelineOptions.contractionKernels = contractionKernels;
+  pipelineOptions.vectorize = vectorize;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");
