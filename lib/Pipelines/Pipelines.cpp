@@ -19,6 +19,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -158,10 +159,12 @@ namespace {
 /// Whether a kernel reads and/or writes through `buffer` (or views of it).
 void classifyAccess(Value buffer, bool &read, bool &written) {
   for (Operation *user : buffer.getUsers()) {
-    if (isa<memref::LoadOp>(user)) {
+    if (isa<memref::LoadOp, vector::LoadOp>(user)) {
       read = true;
     } else if (auto store = dyn_cast<memref::StoreOp>(user)) {
       written |= store.getMemRef() == buffer;
+    } else if (auto store = dyn_cast<vector::StoreOp>(user)) {
+      written |= store.getBase() == buffer;
     } else if (isa<ViewLikeOpInterface>(user)) {
       for (Value view : user->getResults())
         classifyAccess(view, read, written);

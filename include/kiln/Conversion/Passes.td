@@ -241,7 +241,7 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       loops in their body, `vectorize=true`): each thread owns groups of V
       consecutive points of the flattened iteration space, V = 16 bytes
       over the narrowest element accessed (4 for f32, 8 for bf16/f16; at
-      most 8), in a grid-stride loop over at most `sm-count` x
+      most 8; 1-byte elements are not vectorised yet), in a grid-stride loop over at most `sm-count` x
       (`max-threads-per-sm` / `block-size`) blocks. Each access (an
       indexing map, or a body load at index arithmetic of `linalg.index`
       values) whose address is provably contiguous over the group and

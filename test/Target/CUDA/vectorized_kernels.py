@@ -114,7 +114,8 @@ MODELS = {
                              node("Mul", ["h", "h"], ["m"]),
                              node("Cast", ["m"], ["y"], to=F)],
                             [("x", F, [9, 35])], ["y"]), 1e-3),
-    # Bytes: 8 points per group (8-byte accesses); 5 x 37 = 185, read at an
+    # Bytes (not vectorised yet: VectorizedElementwise.cpp says why; this
+    # checks they stay scalar and right); 5 x 37 = 185, read at an
     # offset of 1 byte and of 0 (onnxruntime has no uint8 arithmetic, so
     # data movement; fused uint8 Concat fails in kiln-collapse-fusions
     # today, a separate bug).
