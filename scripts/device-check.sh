@@ -72,10 +72,11 @@ if [ ! -f "$dir/manifest.json" ]; then
   echo "device-check.sh: $dir/manifest.json missing: run scripts/device/prepare.sh first" >&2
   exit 1
 fi
-[ -d "$dir/python" ] && python3 "$root/scripts/device/python_check.py" --dir "$dir/python" --device "$([[ " ${args[*]} " == *" --device emu "* ]] && echo emu || echo cuda)" 2>&1 | tee "${OUT:-/tmp}/python-check.txt"  # the Python package over DLPack (scripts/device/python_check.py)
+[ -d "$dir/python" ] && python3 "$root/scripts/device/python_check.py" --dir "$dir/python" --device "$([[ " ${args[*]} " == *" --device emu "* ]] && echo emu || echo cuda)" 2>&1 | tee "${OUT:-/tmp}/python-check.txt" || echo "device-check.sh: python_check.py failed; going on" >&2  # the Python package over DLPack (scripts/device/python_check.py)
 # The product surface first (about 10 s; scripts/device/surface_check.py).
-[ ! -d "$dir/surface" ] || python3 "$dir/scripts/surface_check.py" "${args[@]}"
+[ ! -d "$dir/surface" ] || python3 "$dir/scripts/surface_check.py" "${args[@]}" || echo "device-check.sh: surface_check.py failed; going on" >&2
 python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: attention_bench.py failed (rc $?); going on" >&2
+python3 "$dir/scripts/membound_bench.py" "${args[@]}" "$@" || echo "device-check.sh: membound_bench.py failed; going on" >&2  # issue 12: memory-bound kernels vs the copy bandwidth ($OUT/membound.txt)
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   python3 "$dir/scripts/device_check.py" "${args[@]}" "$@" 2>&1 | tee "$OUT/log.txt"

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -74,6 +75,11 @@ std::optional<std::string> ptxFeaturesFor(llvm::StringRef chip) {
   return std::nullopt;
 }
 
+int64_t smCountFor(llvm::StringRef chip) {
+  // The GPUs of runtime/targets/gpus.ini: H200 (sm_90), A100 (sm_80).
+  return chip == "sm_80" ? 108 : 132;
+}
+
 std::string PipelineOptions::defaultLibdevicePath() {
   if (const char *env = std::getenv("KILN_LIBDEVICE"))
     return env;
@@ -122,16 +128,20 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.
     // Each linalg op becomes one kernel (kiln-map-to-gpu picks its shape).
-    return "kiln-materialize-weights, func.func(kiln-distinct-results), "
-           "one-shot-bufferize{bufferize-function-boundaries "
-           "function-boundary-type-conversion=identity-layout-map}, "
-           "buffer-results-to-out-params{modify-public-functions "
-           "hoist-static-allocs add-result-attr}, "
-           "func.func(linalg-generalize-named-ops, kiln-map-to-gpu, "
-           "canonicalize, "
-           "gpu-launch-sink-index-computations), "
-           "kiln-lower-kernel-calls, "
-           "gpu-kernel-outlining, kiln-name-kernels, canonicalize, cse";
+    return llvm::formatv(
+               "kiln-materialize-weights, func.func(kiln-distinct-results), "
+               "one-shot-bufferize{{bufferize-function-boundaries "
+               "function-boundary-type-conversion=identity-layout-map}, "
+               "buffer-results-to-out-params{{modify-public-functions "
+               "hoist-static-allocs add-result-attr}, "
+               "func.func(linalg-generalize-named-ops, "
+               "kiln-map-to-gpu{{sm-count={0} vectorize={1}}, canonicalize, "
+               "gpu-launch-sink-index-computations), "
+               "kiln-lower-kernel-calls, "
+               "gpu-kernel-outlining, kiln-name-kernels, "
+               "kiln-align-kernel-args, canonicalize, cse",
+               smCountFor(options.chip), options.vectorize ? "true" : "false")
+        .str();
   case Phase::Llvm:
     // Kernels take bare pointers: with a static memory plan the runtime
     // passes one address per buffer.
@@ -173,10 +183,12 @@ namespace {
 /// Whether a kernel reads and/or writes through `buffer` (or views of it).
 void classifyAccess(Value buffer, bool &read, bool &written) {
   for (Operation *user : buffer.getUsers()) {
-    if (isa<memref::LoadOp>(user)) {
+    if (isa<memref::LoadOp, vector::LoadOp>(user)) {
       read = true;
     } else if (auto store = dyn_cast<memref::StoreOp>(user)) {
       written |= store.getMemRef() == buffer;
+    } else if (auto store = dyn_cast<vector::StoreOp>(user)) {
+      written |= store.getBase() == buffer;
     } else if (isa<ViewLikeOpInterface>(user)) {
       for (Value view : user->getResults())
         classifyAccess(view, read, written);

@@ -139,6 +139,7 @@ SCRIPTS = [
     "scripts/device/gemm_check.py",
     "scripts/device/device_check.py",
     "scripts/device/torch_baselines.py",
+    "scripts/device/membound_bench.py",
     "scripts/rebatch.py",
     "test/Frontend/ONNX/models/make_encoder.py",
 ]

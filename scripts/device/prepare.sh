@@ -40,3 +40,4 @@ fi
 python3 "$root/scripts/device/prepare.py" --build "$build" "$@"
 KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-python && python3 "$root/scripts/device/python_check.py" --prepare "$root/device-check/python"  # the Python package (carry build/python too)
 python3 "$root/scripts/device/surface_check.py" --prepare --build "$build" "$@"
+python3 "$root/scripts/device/membound_bench.py" --prepare --kilnc "$build/bin/kilnc" --out "$root/device-check" "$@"

@@ -115,6 +115,12 @@ cl::opt<bool> contractionKernels(
              "kernels from the CUDA C++ templates (NVRTC); false: generic "
              "kernels (default: true)"),
     cl::init(true), cl::cat(codegenCategory()));
+cl::opt<bool> vectorize(
+    "vectorize",
+    cl::desc("Vectorise elementwise kernels: 128-bit accesses where the "
+             "compiler proves them contiguous and aligned; false: a thread "
+             "per element, for before/after measurements (default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> attentionKernels(
     "attention-kernels",
     cl::desc("With --contraction-kernels: run attention (matmul -> softmax "
@@ -533,6 +539,7 @@ int main(int argc, char **argv) {
   pipelineOptions.fuse = fuse;
   pipelineOptions.contractionKernels = contractionKernels;
   pipelineOptions.attentionKernels = attentionKernels;
+  pipelineOptions.vectorize = vectorize;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");

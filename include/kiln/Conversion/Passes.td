@@ -255,10 +255,26 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
     generalized first) and `memref.copy` becomes one `gpu.launch`, with the
     launch geometry chosen from the iteration space:
 
+    - Vectorised elementwise (all-parallel ops and fused regions without
+      loops in their body, `vectorize=true`): each thread owns groups of V
+      consecutive points of the flattened iteration space, V = 16 bytes
+      over the narrowest element accessed (4 for f32, 8 for bf16/f16; at
+      most 8; 1-byte elements are not vectorised yet), in a grid-stride loop over at most `sm-count` x
+      (`max-threads-per-sm` / `block-size`) blocks. Each access (an
+      indexing map, or a body load at index arithmetic of `linalg.index`
+      values) whose address is provably contiguous over the group and
+      aligned to min(16, V x element bytes) from its buffer's base becomes
+      one `vector.load`/`vector.store` with that `alignment` (PTX
+      `ld.global.v4`); a broadcast the group does not leave becomes one
+      scalar load; anything else (views at offsets that are not a multiple
+      of 16 bytes, transposed reads, div/rem index arithmetic) a load per
+      point. The size modulo V is a scalar tail run by the first threads.
+      Used when at least one access is a vector.
     - A thread per output element: a 1-D grid of `block-size`-thread blocks
       over the flattened parallel iterations; each thread walks the
-      reduction dimensions (if any) serially. Used for elementwise ops and
-      contractions, whose reductions are short and whose outputs are many.
+      reduction dimensions (if any) serially. Used for contractions, whose
+      reductions are short and whose outputs are many, and elementwise ops
+      with no contiguous access.
     - A block per output element: when the op has one output, a reduction
       of at least a warp (32 iterations), at most 16384 outputs, and a body
       that combines into the output with add, mul, max or min. The block has
@@ -285,6 +301,14 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per block">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Streaming multiprocessors of the target (sizes grid-stride "
+           "grids)">,
+    Option<"maxThreadsPerSm", "max-threads-per-sm", "int64_t",
+           /*default=*/"2048", "Resident threads per SM of the target">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Vectorise elementwise kernels (128-bit accesses where proven "
+           "contiguous and aligned)">,
   ];
   let dependentDialects = [
     "mlir::affine::AffineDialect",
@@ -293,7 +317,45 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
     "mlir::linalg::LinalgDialect",
     "mlir::memref::MemRefDialect",
     "mlir::scf::SCFDialect",
+    "mlir::vector::VectorDialect",
   ];
+}
+
+def AlignKernelArgsPass : Pass<"kiln-align-kernel-args", "mlir::ModuleOp"> {
+  let summary = "Say on each kernel's buffer parameters that they are aligned";
+  let description = [{
+    After outlining, every memref parameter of a generated kernel is a
+    whole buffer of the memory plan: an arena buffer (offsets 256-byte
+    aligned, `kArenaAlignment`) or a weight (64-byte aligned,
+    `kWeightAlignment`), at a device allocation that is itself 256-byte
+    aligned. This pass records that as `llvm.align = <alignment>` on the
+    parameter, which the NVVM lowering turns into `.param .u64 .ptr .align
+    16` in the PTX, so that LLVM may keep the 128-bit `vector.load`s and
+    `vector.store`s kiln-map-to-gpu emits (and prove more itself).
+
+    A parameter gets the attribute only when every launch of its kernel
+    passes a function argument, an allocation or a global there (not a view
+    at an unknown offset), and only with static shapes; a kernel without
+    launches is left alone. LLVM may widen loads up to their known
+    alignment (its load-store vectorizer makes one 16-byte load of three
+    adjacent f32 loads), which must not read past the buffer (the emulator
+    checks each buffer's exact bounds), so a buffer whose byte size is not
+    a multiple of `alignment` gets the largest power of two dividing its
+    size (none when that is 1).
+
+    Example:
+
+    ```mlir
+    gpu.func @k(%arg0: memref<1024xf32>) kernel
+    // becomes
+    gpu.func @k(%arg0: memref<1024xf32> {llvm.align = 16 : i64}) kernel
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"16",
+           "Alignment (bytes) the runtime guarantees for every buffer">,
+  ];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
 def NameKernelsPass : Pass<"kiln-name-kernels", "mlir::ModuleOp"> {
@@ -375,7 +437,9 @@ def TestLaunchToLoopsPass : Pass<"kiln-test-launch-to-loops", "mlir::func::FuncO
     then the rest of the body runs once as thread 0 with the total. This is
     exactly the semantics the kernels rely on (threads of a block only meet
     at the all-reduce), so the CPU result checks the kernels' indexing and
-    reductions before any PTX exists.
+    reductions before any PTX exists. The CPU harness allocates buffers at
+    element alignment only, so the `alignment` of vectorised accesses
+    (which the runtime's 16-byte aligned buffers back on a GPU) is dropped.
   }];
   let dependentDialects = ["mlir::arith::ArithDialect", "mlir::scf::SCFDialect"];
 }

@@ -59,6 +59,8 @@ struct PipelineOptions {
   /// With contractionKernels: attention (matmul -> softmax -> matmul) as one
   /// fused flash-attention kernel (kiln-fuse's rule 5).
   bool attentionKernels = true;
+  /// kiln-map-to-gpu vectorises elementwise kernels (128-bit accesses).
+  bool vectorize = true;
 
   static std::string defaultLibdevicePath();
 };
@@ -66,6 +68,10 @@ struct PipelineOptions {
 /// The PTX ISA version feature matching `chip` ("+ptx80"), or nullopt for an
 /// unsupported chip.
 std::optional<std::string> ptxFeaturesFor(llvm::StringRef chip);
+
+/// Streaming multiprocessors of the GPU a chip names (runtime/targets/
+/// gpus.ini's default for its sm): sizes kiln-map-to-gpu's grid-stride grids.
+int64_t smCountFor(llvm::StringRef chip);
 
 /// Appends the passes of `phase` (alone) to `pm`, which runs on a module.
 llvm::LogicalResult addPhase(mlir::OpPassManager &pm, Phase phase,

@@ -12,6 +12,8 @@
 
 #include "kiln/Conversion/Passes.h"
 
+#include "KernelMapping.h"
+
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,6 +21,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -33,12 +36,9 @@ namespace kiln {
 } // namespace kiln
 
 using namespace mlir;
+using namespace kiln::mapping;
 
-namespace {
-
-constexpr int64_t kWarpSize = 32;
-/// Above this many outputs, a reduction runs a thread per output.
-constexpr int64_t kMaxBlockReductionOutputs = 16384;
+namespace kiln::mapping {
 
 Value indexConstant(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
@@ -85,6 +85,14 @@ Value rebuildInKernel(OpBuilder &b, Value value, IRMapping &mapping) {
   Operation *clone = b.clone(*def, mapping);
   return clone->getResult(cast<OpResult>(value).getResultNumber());
 }
+
+} // namespace kiln::mapping
+
+namespace {
+
+constexpr int64_t kWarpSize = 32;
+/// Above this many outputs, a reduction runs a thread per output.
+constexpr int64_t kMaxBlockReductionOutputs = 16384;
 
 /// The gpu.all_reduce kind and identity of a body's combining op.
 struct Combiner {
@@ -135,8 +143,10 @@ Value typedConstant(OpBuilder &b, Location loc, Type type, double v) {
 
 class KernelBuilder {
 public:
-  KernelBuilder(linalg::GenericOp op, int64_t blockSize)
-      : op(op), blockSize(blockSize) {
+  KernelBuilder(linalg::GenericOp op, const TargetShape &target,
+                bool vectorize)
+      : op(op), blockSize(target.blockSize), target(target),
+        vectorize(vectorize) {
     ranges = op.getStaticLoopRanges();
     for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
       (type == utils::IteratorType::reduction ? reductionDims : parallelDims)
@@ -194,6 +204,8 @@ private:
 
   linalg::GenericOp op;
   int64_t blockSize;
+  TargetShape target;
+  bool vectorize;
   SmallVector<int64_t> ranges;
   SmallVector<int64_t> parallelDims, reductionDims;
   IRMapping kernelValues;
@@ -450,7 +462,7 @@ LogicalResult KernelBuilder::build(OpBuilder &b) {
     buildBlockPerOutput(b, combiner);
   else if (std::optional<RowPlan> plan = planRows())
     buildBlockPerRow(b, *plan);
-  else
+  else if (!vectorize || !buildVectorizedElementwise(b, op, target))
     buildThreadPerOutput(b);
   return success();
 }
@@ -683,8 +695,9 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
       if (!generic->getParentOfType<gpu::LaunchOp>())
         generics.push_back(generic);
     });
+    TargetShape target{blockSize, smCount, maxThreadsPerSm};
     for (linalg::GenericOp generic : generics) {
-      if (failed(KernelBuilder(generic, blockSize).build(b)))
+      if (failed(KernelBuilder(generic, target, vectorize).build(b)))
         return signalPassFailure();
       generic.erase();
     }

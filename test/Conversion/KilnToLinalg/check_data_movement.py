@@ -35,7 +35,8 @@ LOWER_TO_LLVM = [
     "--convert-elementwise-to-linalg",
     "--one-shot-bufferize=bufferize-function-boundaries",
     "--convert-linalg-to-loops", "--expand-strided-metadata", "--lower-affine",
-    "--convert-scf-to-cf", "--finalize-memref-to-llvm",
+    # (vector: kiln-map-to-gpu's vectorised elementwise kernels.)
+    "--convert-scf-to-cf", "--convert-vector-to-llvm", "--finalize-memref-to-llvm",
     "--convert-math-to-llvm", "--convert-math-to-libm", "--convert-arith-to-llvm",
     "--convert-index-to-llvm", "--convert-func-to-llvm",
     "--convert-cf-to-llvm", "--reconcile-unrealized-casts",

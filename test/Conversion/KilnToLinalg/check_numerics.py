@@ -566,7 +566,8 @@ def cases():
 LOWER_TO_LLVM = [
     "--one-shot-bufferize=bufferize-function-boundaries",
     "--convert-linalg-to-loops", "--lower-affine", "--convert-scf-to-cf",
-    "--expand-strided-metadata", "--finalize-memref-to-llvm",
+    # (vector: kiln-map-to-gpu's vectorised elementwise kernels.)
+    "--convert-vector-to-llvm", "--expand-strided-metadata", "--finalize-memref-to-llvm",
     "--convert-math-to-llvm", "--convert-arith-to-llvm", "--convert-func-to-llvm",
     "--convert-cf-to-llvm", "--reconcile-unrealized-casts",
 ]

@@ -3,16 +3,23 @@
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 
-// Elementwise: one thread per element, a 1-D grid of 256-thread blocks
-// (8 x 1024 = 8192 elements -> 32 blocks), bounds-checked.
+// Elementwise: vectorised. 8 x 1024 f32 = 2048 groups of 4 (16 bytes), all
+// contiguous and 16-byte aligned: one vector.load per input, one
+// vector.store, in a grid-stride loop; 2048 / 256 = 8 blocks (fewer than
+// the 132 SMs x 8 resident blocks of the default target). No tail.
 // CHECK-LABEL: func.func @elementwise
-// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[GRID:.*]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads({{.*}}) in (%{{.*}} = %[[BLOCK:.*]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}})
-// CHECK: arith.cmpi ult
-// CHECK: scf.if
-// CHECK: memref.load %arg0
-// CHECK: memref.load %arg1
-// CHECK: arith.addf
-// CHECK: memref.store
+// CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
+// CHECK-DAG: %[[C2048:.*]] = arith.constant 2048 : index
+// CHECK-DAG: %[[C8:.*]] = arith.constant 8 : index
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[C8]], {{.*}}) threads({{.*}}) in (%{{.*}} = %[[BLOCK:.*]], %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}})
+// CHECK: scf.for %[[G:.*]] = %{{.*}} to %[[C2048]] step %[[C2048]]
+// CHECK: %[[BASE:.*]] = arith.muli %[[G]], %[[C4]]
+// CHECK: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<8x1024xf32>, vector<4xf32>
+// CHECK: vector.load %arg1[{{.*}}] {alignment = 16 : i64} : memref<8x1024xf32>, vector<4xf32>
+// CHECK-COUNT-4: arith.addf
+// CHECK: vector.from_elements
+// CHECK: vector.store %{{.*}}, %arg2[{{.*}}] {alignment = 16 : i64} : memref<8x1024xf32>, vector<4xf32>
+// CHECK-NOT: scf.if
 // CHECK-NOT: linalg.generic
 func.func @elementwise(%a: memref<8x1024xf32>, %b: memref<8x1024xf32>, %c: memref<8x1024xf32>) {
   linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
@@ -150,7 +157,7 @@ func.func @tiny_rows(%x: memref<64x9xf32>, %out: memref<64xf32>) {
 // CHECK-NOT: memref.copy
 // CHECK: gpu.launch
 // CHECK: memref.subview %arg0
-// CHECK: memref.store {{.*}} %arg1
+// CHECK: vector.store {{.*}} %arg1
 func.func @copy_of_view(%a: memref<4x8xf32>, %b: memref<2x8xf32>) {
   %v = memref.subview %a[2, 0] [2, 8] [1, 1] : memref<4x8xf32> to memref<2x8xf32, strided<[8, 1], offset: 16>>
   memref.copy %v, %b : memref<2x8xf32, strided<[8, 1], offset: 16>> to memref<2x8xf32>
@@ -161,10 +168,11 @@ func.func @copy_of_view(%a: memref<4x8xf32>, %b: memref<2x8xf32>) {
 
 #id = affine_map<(d0) -> (d0)>
 
-// linalg.index inside the body reads the thread's loop coordinate.
+// linalg.index inside the body reads the thread's loop coordinate: one
+// per point of a group (2 x i64 = 16 bytes).
 // CHECK-LABEL: func.func @iota
-// CHECK: arith.index_cast
-// CHECK: memref.store
+// CHECK-COUNT-2: arith.index_cast
+// CHECK: vector.store {{.*}} : memref<100xi64>, vector<2xi64>
 func.func @iota(%out: memref<100xi64>) {
   linalg.generic {indexing_maps = [#id], iterator_types = ["parallel"]} outs(%out : memref<100xi64>) {
   ^bb0(%o: i64):
@@ -302,6 +310,183 @@ func.func @fused_dot_per_output(%a: memref<128x64xf32>, %b: memref<64x256xf32>, 
       scf.yield %n : f32
     }
     linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// kiln-map-to-gpu=vectorize: the elementwise cases of the vectorised
+// builder (VectorizedElementwise.cpp).
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// A size that is not a multiple of the vector width: 7 x 13 = 91 points,
+// 22 groups of 4 and a scalar tail of 3 done by the threads with id < 3 at
+// point 88 + id. The row bias (13 elements per row, not a multiple of 4)
+// is read point by point; the contiguous input and output are vectors (a
+// group may span two rows: they are consecutive in memory).
+// CHECK-LABEL: func.func @tail
+// CHECK-DAG: %[[C22:.*]] = arith.constant 22 : index
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : index
+// CHECK-DAG: %[[C88:.*]] = arith.constant 88 : index
+// CHECK: gpu.launch
+// CHECK: scf.for {{.*}} to %[[C22]]
+// CHECK: vector.load %arg0{{.*}} vector<4xf32>
+// CHECK-COUNT-4: memref.load %arg1
+// CHECK: vector.store {{.*}}, %arg2
+// CHECK: arith.cmpi ult, %[[GID:.*]], %[[C3]]
+// CHECK: scf.if
+// CHECK: arith.addi %[[GID]], %[[C88]]
+// CHECK: memref.load %arg0
+// CHECK: memref.load %arg1
+// CHECK: memref.store {{.*}}, %arg2
+func.func @tail(%x: memref<7x13xf32>, %b: memref<13xf32>, %y: memref<7x13xf32>) {
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %b : memref<7x13xf32>, memref<13xf32>) outs(%y : memref<7x13xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// A broadcast the group does not leave (one value per row of 64, a group
+// of 4 never crosses a row) is one scalar load per group.
+// CHECK-LABEL: func.func @uniform_broadcast
+// CHECK: scf.for
+// CHECK: vector.load %arg0
+// CHECK-NEXT: vector.extract
+// CHECK: memref.load %arg1
+// CHECK-NOT: memref.load %arg1
+// CHECK: vector.store
+func.func @uniform_broadcast(%x: memref<32x64xf32>, %s: memref<32xf32>, %y: memref<32x64xf32>) {
+  linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : memref<32x64xf32>, memref<32xf32>) outs(%y : memref<32x64xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// A view at an offset that is not a multiple of 16 bytes (a slice starting
+// at element 1 of each 64-element row) is read point by point; the output
+// is still one vector store per group. A slice at element 4 (16 bytes) is
+// a vector.
+// CHECK-LABEL: func.func @unaligned_view
+// CHECK: memref.subview %arg0[0, 1]
+// CHECK: memref.subview %arg0[0, 4]
+// CHECK: scf.for
+// CHECK-COUNT-4: memref.load %subview[
+// CHECK: vector.load %subview_{{[0-9]+}}[{{.*}}] {alignment = 16 : i64}
+// CHECK: vector.store {{.*}}, %arg1
+func.func @unaligned_view(%x: memref<16x64xf32>, %y: memref<16x32xf32>) {
+  %a = memref.subview %x[0, 1] [16, 32] [1, 1] : memref<16x64xf32> to memref<16x32xf32, strided<[64, 1], offset: 1>>
+  %b = memref.subview %x[0, 4] [16, 32] [1, 1] : memref<16x64xf32> to memref<16x32xf32, strided<[64, 1], offset: 4>>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : memref<16x32xf32, strided<[64, 1], offset: 1>>, memref<16x32xf32, strided<[64, 1], offset: 4>>)
+      outs(%y : memref<16x32xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.subf %p, %q : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// The narrowest element sets the width: f32 -> bf16 moves 8 points per
+// group, 32 bytes of f32 in (one 16-byte aligned vector<8xf32>) and 16
+// bytes of bf16 out.
+// CHECK-LABEL: func.func @narrowing_cast
+// CHECK: vector.load %arg0{{.*}} {alignment = 16 : i64} : memref<4x64xf32>, vector<8xf32>
+// CHECK-COUNT-8: arith.truncf
+// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<4x64xbf16>, vector<8xbf16>
+func.func @narrowing_cast(%x: memref<4x64xf32>, %y: memref<4x64xbf16>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x64xf32>) outs(%y : memref<4x64xbf16>) {
+  ^bb0(%a: f32, %o: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A fused kernel (no ins: the body loads its inputs at linalg.index
+// coordinates): the transposed read (stride 16 along the innermost loop
+// coordinate) is point by point, the contiguous one a vector.
+// CHECK-LABEL: func.func @fused_transpose
+// CHECK: scf.for
+// CHECK-COUNT-4: memref.load %arg0
+// CHECK: vector.load %arg1
+// CHECK: vector.store
+func.func @fused_transpose(%x: memref<16x16xf32>, %z: memref<16x16xf32>, %y: memref<16x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      outs(%y : memref<16x16xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %t = memref.load %x[%j, %i] : memref<16x16xf32>
+    %u = memref.load %z[%i, %j] : memref<16x16xf32>
+    %s = arith.addf %t, %u : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// Nothing provably contiguous (a transpose through the indexing map, i1
+// data): the thread-per-output kernel, bounds-checked.
+// CHECK-LABEL: func.func @not_vectorised
+// CHECK: arith.cmpi ult
+// CHECK: scf.if
+// CHECK-NOT: vector.
+func.func @not_vectorised(%x: memref<16x16xi1>, %y: memref<16x16xi1>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<16x16xi1>) outs(%y : memref<16x16xi1>) {
+  ^bb0(%a: i1, %o: i1):
+    linalg.yield %a : i1
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// A large elementwise op: the grid is capped at what the target holds
+// resident (132 SMs x 2048 / 256 threads = 1056 blocks) and each thread
+// strides over 2^22 / 4 groups.
+// CHECK-LABEL: func.func @grid_stride
+// CHECK-DAG: %[[GRID:.*]] = arith.constant 1056 : index
+// CHECK-DAG: %[[GROUPS:.*]] = arith.constant 1048576 : index
+// CHECK-DAG: %[[STRIDE:.*]] = arith.constant 270336 : index
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %[[GRID]],
+// CHECK: scf.for {{.*}} to %[[GROUPS]] step %[[STRIDE]]
+func.func @grid_stride(%x: memref<2048x2048xf32>, %y: memref<2048x2048xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<2048x2048xf32>) outs(%y : memref<2048x2048xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
   }
   return
 }

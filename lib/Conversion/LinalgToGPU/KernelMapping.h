@@ -1,0 +1,53 @@
+//===- KernelMapping.h - Helpers shared by kiln-map-to-gpu's builders -----===//
+//
+// Index arithmetic and view rebuilding used by every kernel shape that
+// kiln-map-to-gpu emits (MapToGpu.cpp: thread, block and row kernels;
+// VectorizedElementwise.cpp: 128-bit vectorised elementwise kernels).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_CONVERSION_LINALGTOGPU_KERNELMAPPING_H
+#define KILN_LIB_CONVERSION_LINALGTOGPU_KERNELMAPPING_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace kiln::mapping {
+
+mlir::Value indexConstant(mlir::OpBuilder &b, mlir::Location loc, int64_t v);
+
+/// Splits `linear` into coordinates over `extents` (row-major).
+llvm::SmallVector<mlir::Value> delinearize(mlir::OpBuilder &b,
+                                           mlir::Location loc,
+                                           mlir::Value linear,
+                                           llvm::ArrayRef<int64_t> extents);
+
+/// The indices an indexing map yields at loop coordinates `ivs`.
+llvm::SmallVector<mlir::Value> applyMap(mlir::OpBuilder &b, mlir::Location loc,
+                                        mlir::AffineMap map,
+                                        mlir::ValueRange ivs);
+
+/// Rebuilds `value` inside the kernel being built: buffers (function
+/// arguments, allocations, globals) are captured as they are and become
+/// kernel arguments; views and the index arithmetic feeding them are cloned.
+mlir::Value rebuildInKernel(mlir::OpBuilder &b, mlir::Value value,
+                            mlir::IRMapping &mapping);
+
+/// Launch geometry facts of the target (kiln-map-to-gpu's options).
+struct TargetShape {
+  int64_t blockSize = 256;
+  int64_t smCount = 132;
+  int64_t maxThreadsPerSm = 2048;
+};
+
+/// Builds a vectorised elementwise kernel for `op` (all-parallel, static,
+/// bufferized) at `b`'s insertion point when at least one of its global
+/// accesses is provably contiguous and aligned for 128-bit vectors; returns
+/// false (building nothing) otherwise. See VectorizedElementwise.cpp.
+bool buildVectorizedElementwise(mlir::OpBuilder &b, mlir::linalg::GenericOp op,
+                                const TargetShape &target);
+
+} // namespace kiln::mapping
+
+#endif // KILN_LIB_CONVERSION_LINALGTOGPU_KERNELMAPPING_H

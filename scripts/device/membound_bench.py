@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Memory-bound kernels against the measured device copy bandwidth (issue 12).
+
+Two steps, like the rest of the GPU check:
+
+  membound_bench.py --prepare --kilnc PATH --out DIR [--dry-run]
+      on the development machine (scripts/device/prepare.sh calls it):
+      compiles the models below into DIR/membound (DIR: device-check/), each
+      twice: `vector` (kiln-map-to-gpu's vectorised kernels, the default)
+      and `scalar` (kilnc --vectorize=false, a thread per element: the
+      before). --dry-run: 256 x 256 instead of 4096 x 4096.
+
+  membound_bench.py --dir DIR [--kiln-run PATH] [--device cuda|emu]
+                    [--runs N] [--warmup N] [--out OUTDIR]
+      on the GPU machine (scripts/device-check.sh calls it with its own
+      options, ignoring those it does not know; OUTDIR defaults to $OUT,
+      else DIR/membound; without DIR/membound it says so and does
+      nothing): measures the
+      device copy bandwidth in the same run (torch: a 256 MB device-to-device
+      copy_, median of --runs, counted as read + write), then runs every
+      artifact with `kiln-run --random-inputs --bench N --profile-json` and
+      reports per model the median time of all its kernels, the bandwidth
+      its ideal traffic (each input read once, each output written once)
+      reaches, and that as a fraction of the copy bandwidth: the issue's
+      bar is 85% (goal 92%). On emu (the dry run) the times are the
+      performance model's estimates and no copy is measured.
+
+Models (f32, 4096 x 4096 = 64 MB per tensor): ew64 Relu(x * y + z) (256 MB
+moved), layernorm64 and softmax64 over rows of 4096 and transpose64 (128 MB
+each). Prints a table and writes OUTDIR/membound.json.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+MODELS = ["ew64", "layernorm64", "softmax64", "transpose64"]
+VARIANTS = {"vector": [], "scalar": ["--vectorize=false"]}
+
+
+def build_model(name, n, path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    F = TensorProto.FLOAT
+    inputs, inits = [helper.make_tensor_value_info("x", F, [n, n])], []
+    if name == "ew64":
+        inputs += [helper.make_tensor_value_info(v, F, [n, n]) for v in "yz"]
+        nodes = [helper.make_node("Mul", ["x", "y"], ["m"]),
+                 helper.make_node("Add", ["m", "z"], ["a"]),
+                 helper.make_node("Relu", ["a"], ["out"])]
+    elif name == "layernorm64":
+        rng = np.random.default_rng(0)
+        inits = [numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "g"),
+                 numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b")]
+        nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["out"], axis=-1)]
+    elif name == "softmax64":
+        nodes = [helper.make_node("Softmax", ["x"], ["out"], axis=-1)]
+    else:
+        nodes = [helper.make_node("Transpose", ["x"], ["out"], perm=[1, 0])]
+    graph = helper.make_graph(nodes, name, inputs,
+                              [helper.make_tensor_value_info("out", F, [n, n])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return (len(inputs) + 1) * n * n * 4  # ideal bytes: inputs read, output written
+
+
+def prepare(args):
+    n = 256 if args.dry_run else 4096
+    args.out = os.path.join(args.out, "membound")
+    os.makedirs(args.out, exist_ok=True)
+    manifest = {"n": n, "models": []}
+    for name in MODELS:
+        onnx_path = os.path.join(args.out, name + ".onnx")
+        ideal = build_model(name, n, onnx_path)
+        for variant, flags in VARIANTS.items():
+            artifact = os.path.join(args.out, f"{name}-{variant}.kiln")
+            subprocess.run([args.kilnc, onnx_path, "-o", artifact] + flags, check=True)
+            manifest["models"].append({"model": name, "variant": variant,
+                                       "artifact": os.path.basename(artifact),
+                                       "ideal_bytes": ideal})
+        os.remove(onnx_path)  # the artifacts carry everything; keep the carry small
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"membound: prepared {len(manifest['models'])} artifacts ({n} x {n}) in {args.out}")
+    return 0
+
+
+def copy_bandwidth(runs):
+    """Device-to-device copy bandwidth (bytes/s, read + write), or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    src = torch.empty(64 * 1024 * 1024, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    times = []
+    for _ in range(max(runs, 3) + 2):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return 2 * src.numel() * 4 / statistics.median(times[2:])
+
+
+def run_bench(args):
+    args.dir = os.path.join(args.dir, "membound")
+    with open(os.path.join(args.dir, "manifest.json")) as f:
+        manifest = json.load(f)
+    out = args.out or os.environ.get("OUT") or args.dir
+    os.makedirs(out, exist_ok=True)
+    copy = copy_bandwidth(args.runs) if args.device.startswith("cuda") else None
+    rows = []
+    for entry in manifest["models"]:
+        artifact = os.path.join(args.dir, entry["artifact"])
+        profile = os.path.join(out, entry["artifact"] + ".profile.json")
+        cmd = [args.kiln_run, artifact, "--device", args.device, "--random-inputs",
+               "--profile-json", profile]
+        if args.device.startswith("cuda"):
+            cmd += ["--bench", str(args.runs), "--warmup", str(args.warmup)]
+        ran = subprocess.run(cmd, capture_output=True, text=True)
+        row = dict(entry)
+        if ran.returncode != 0:
+            row["error"] = (ran.stderr.strip().splitlines() or ["?"])[-1]
+            rows.append(row)
+            continue
+        with open(profile) as f:
+            kernels = json.load(f)["kernels"]
+        measured = all(k.get("measured_us") is not None for k in kernels)
+        key = "measured_us" if measured else "estimated_us"
+        # Both are per run: the median over the runs of the kernel's time
+        # (cuda), the estimate of all its launches (emu).
+        seconds = sum(k[key] for k in kernels) * 1e-6
+        row.update(source="measured" if measured else "emu estimate",
+                   kernels=len(kernels), ms=seconds * 1e3,
+                   gbps=entry["ideal_bytes"] / seconds / 1e9 if seconds else 0.0)
+        if copy:
+            row["of_copy"] = entry["ideal_bytes"] / seconds / copy
+        rows.append(row)
+    lines = [f"memory-bound kernels ({manifest['n']} x {manifest['n']} f32), device {args.device}",
+             "copy bandwidth: " + (f"{copy / 1e9:.0f} GB/s (torch copy_, read + write)"
+                                   if copy else "not measured"),
+             "| model | variant | kernels | ms | GB/s (ideal bytes) | % of copy | source |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['variant']} | - | - | - | - | FAIL: {r['error']} |")
+            continue
+        share = f"{100 * r['of_copy']:.1f}%" if "of_copy" in r else "-"
+        lines.append(f"| {r['model']} | {r['variant']} | {r['kernels']} | {r['ms']:.3f} | "
+                     f"{r['gbps']:.0f} | {share} | {r['source']} |")
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(out, "membound.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out, "membound.json"), "w") as f:
+        json.dump({"copy_bytes_per_s": copy, "rows": rows}, f, indent=1)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prepare", action="store_true")
+    ap.add_argument("--kilnc")
+    ap.add_argument("--out")
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--dir")
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--kiln-run", default=os.path.join(here, "..", "bin", "kiln-run"))
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    args, _ = ap.parse_known_args()  # device-check.sh passes its own options too
+    if args.prepare:
+        if not args.kilnc or not args.out:
+            ap.error("--prepare needs --kilnc and --out")
+        return prepare(args)
+    if not args.dir:
+        ap.error("--dir is required (or --prepare)")
+    if not os.path.exists(os.path.join(args.dir, "membound", "manifest.json")):
+        print(f"membound_bench.py: {args.dir}/membound/manifest.json missing: "
+              "run scripts/device/prepare.sh first", file=sys.stderr)
+        return 1
+    return run_bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
