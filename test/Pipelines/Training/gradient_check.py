@@ -10,7 +10,8 @@ The artifact (kilnc --gradients) returns the loss and one grad.<initializer>
 per trainable initializer. This script makes seeded random inputs and labels,
 runs the artifact on kiln-run --device emu, and computes the reference
 independently of Kiln: the ONNX model converted to float64 and run by
-onnxruntime, the loss written in numpy (float64), and every gradient element
+onnxruntime (or by onnx's numpy reference evaluator where onnxruntime has
+no float64 kernel: Conv, ConvTranspose, pooling), the loss written in numpy (float64), and every gradient element
 by central differences, (L(w + h) - L(w - h)) / 2h with h = 1e-6 max(1, |w|).
 
 In float64 the difference quotient is accurate to about h^2 |L'''| + eps/h,
@@ -20,7 +21,10 @@ bound. The bound is a relative error of 1e-4 on each gradient's norm
 through a few layers of matmuls, softmax and reductions its rounding is a
 few ulps per value, 1e-7 to 1e-5 relative; a wrong rule (a missing
 transpose, a broadcast not summed back, a wrong sign or scale) is off by
-O(1). One line per tensor: "<name>: rel-err <e> (bound <b>)"; exit 1 when
+O(1). Batch norms are differentiated in training mode (batch statistics),
+and their new running statistics (outputs update.<initializer>) are
+checked against momentum * running + (1 - momentum) * batch statistic.
+One line per tensor: "<name>: rel-err <e> (bound <b>)"; exit 1 when
 one exceeds the bound or is missing.
 """
 import argparse
@@ -64,6 +68,7 @@ def to_float64(model, trainable):
             inits.append(numpy_helper.from_array(arr, init.name))
     del g.initializer[:]
     g.initializer.extend(inits)
+    batch_norms_in_training_mode(m)
     for node in g.node:
         for attr in node.attribute:
             if attr.name == "to" and attr.i == TensorProto.FLOAT:
@@ -73,6 +78,93 @@ def to_float64(model, trainable):
                 arr = numpy_helper.to_array(attr.t).astype(np.float64)
                 attr.t.CopyFrom(numpy_helper.from_array(arr, attr.t.name))
     return m
+
+
+def batch_norms_in_training_mode(model):
+    """Rewrites each BatchNormalization into batch statistics (mean and
+    biased variance over all but the channels, ONNX training_mode=1), as
+    kiln-autodiff differentiates it, and adds outputs __bn_mean_i and
+    __bn_var_i holding the batch statistics ([C])."""
+    g = model.graph
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    shapes = {}
+    inferred = onnx.shape_inference.infer_shapes(model)
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.input):
+        shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+    nodes = []
+    for i, node in enumerate(g.node):
+        if node.op_type != "BatchNormalization":
+            nodes.append(node)
+            continue
+        x, scale, bias = node.input[0], node.input[1], node.input[2]
+        rank = len(shapes[x])
+        eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+        axes = [0] + list(range(2, rank))
+        p = f"__bn{i}_"
+
+        if opset >= 18:
+            g.initializer.append(numpy_helper.from_array(
+                np.array(axes, np.int64), p + "axes"))
+
+        def reduce_mean(src, dst):
+            if opset >= 18:
+                return onnx.helper.make_node("ReduceMean", [src, p + "axes"],
+                                             [dst], keepdims=1)
+            return onnx.helper.make_node("ReduceMean", [src], [dst],
+                                         axes=axes, keepdims=1)
+        g.initializer.extend([
+            numpy_helper.from_array(np.array([-1] + [1] * (rank - 2), np.int64),
+                                    p + "cshape"),
+            numpy_helper.from_array(np.array([-1], np.int64), p + "flat"),
+            numpy_helper.from_array(np.array(eps, np.float64), p + "eps"),
+        ])
+        mk = onnx.helper.make_node
+        nodes += [
+            reduce_mean(x, p + "mean"),
+            mk("Sub", [x, p + "mean"], [p + "d"]),
+            mk("Mul", [p + "d", p + "d"], [p + "sq"]),
+        ]
+        nodes.append(reduce_mean(p + "sq", p + "var"))
+        nodes += [
+            mk("Add", [p + "var", p + "eps"], [p + "ve"]),
+            mk("Sqrt", [p + "ve"], [p + "sd"]),
+            mk("Div", [p + "d", p + "sd"], [p + "n"]),
+            mk("Reshape", [scale, p + "cshape"], [p + "s"]),
+            mk("Reshape", [bias, p + "cshape"], [p + "b"]),
+            mk("Mul", [p + "n", p + "s"], [p + "ns"]),
+            mk("Add", [p + "ns", p + "b"], [node.output[0]]),
+            mk("Reshape", [p + "mean", p + "flat"], [f"__bn_mean_{i}"]),
+            mk("Reshape", [p + "var", p + "flat"], [f"__bn_var_{i}"]),
+        ]
+        for stat in ("mean", "var"):
+            g.output.append(onnx.helper.make_tensor_value_info(
+                f"__bn_{stat}_{i}", TensorProto.DOUBLE, None))
+    del g.node[:]
+    g.node.extend(nodes)
+
+
+class _Evaluator:
+    """onnx's reference evaluator behind onnxruntime's run() signature."""
+
+    def __init__(self, model):
+        from onnx.reference import ReferenceEvaluator
+        self.evaluator = ReferenceEvaluator(model)
+
+    def run(self, names, feeds):
+        return self.evaluator.run(names, feeds)
+
+
+def reference_session(model64):
+    """onnxruntime (graph optimisations off: its fused kernels are float
+    only) or, for ops it has no float64 kernel for (Conv, ConvTranspose,
+    pooling), onnx's numpy reference evaluator."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        return ort.InferenceSession(model64.SerializeToString(), options,
+                                    providers=["CPUExecutionProvider"])
+    except Exception:  # NOT_IMPLEMENTED: no float64 kernel
+        return _Evaluator(model64)
 
 
 def log_softmax(x, axis):
@@ -113,14 +205,22 @@ def main():
 
     model = onnx.load(args.model)
     freeze = re.compile(args.freeze) if args.freeze else None
+    # Batch norms' running statistics are state, updated, not trained.
+    running = {}  # initializer -> (node index, "mean" | "var", momentum)
+    for i, node in enumerate(model.graph.node):
+        if node.op_type == "BatchNormalization":
+            momentum = next((a.f for a in node.attribute
+                             if a.name == "momentum"), 0.9)
+            running[node.input[3]] = (i, "mean", momentum)
+            running[node.input[4]] = (i, "var", momentum)
     trainable = [i.name for i in model.graph.initializer
                  if i.data_type == TensorProto.FLOAT and
+                 i.name not in running and
                  not (freeze and freeze.fullmatch(i.name))]
     weights = {i.name: numpy_helper.to_array(i).astype(np.float64)
                for i in model.graph.initializer if i.name in trainable}
-    session = ort.InferenceSession(
-        to_float64(model, set(trainable)).SerializeToString(),
-        providers=["CPUExecutionProvider"])
+    model64 = to_float64(model, set(trainable))
+    session = reference_session(model64)
 
     rng = np.random.default_rng(args.seed)
     init_names = {i.name for i in model.graph.initializer}
@@ -182,6 +282,14 @@ def main():
         return float(loss_of(args.loss, out[loss_index], labels))
 
     ref = {"loss": np.array(loss(weights))}
+    if running:
+        names64 = [o.name for o in model64.graph.output]
+        values = dict(zip(names64, session.run(None, {**feeds64, **weights})))
+        inits = {i.name: numpy_helper.to_array(i).astype(np.float64)
+                 for i in model.graph.initializer}
+        for name, (i, stat, momentum) in running.items():
+            ref["update." + name] = (momentum * inits[name] + (1 - momentum) *
+                                     values[f"__bn_{stat}_{i}"])
     for wname in trainable:
         w = weights[wname]
         grad = np.zeros_like(w)

@@ -99,7 +99,152 @@ def no_rule():
         [weight("W", [5, 3])])
 
 
-MODELS = {"mlp": mlp, "elementwise": elementwise,
+def const(name, values, dtype=np.int64):
+    return numpy_helper.from_array(np.array(values, dtype), name)
+
+
+def conv():
+    """Conv 2-D, stride 2, asymmetric padding, bias; then a grouped, dilated
+    conv without bias; then a 1-D strided conv."""
+    return model(
+        [helper.make_node("Conv", ["x", "W1", "b1"], ["c1"], strides=[2, 2],
+                          pads=[1, 0, 2, 1]),
+         helper.make_node("Tanh", ["c1"], ["t"]),
+         helper.make_node("Conv", ["t", "W2"], ["c2"], group=2,
+                          dilations=[2, 1], pads=[2, 1, 2, 1]),
+         helper.make_node("Reshape", ["c2", "shape"], ["r"]),
+         helper.make_node("Conv", ["r", "W3", "b3"], ["y"], strides=[2],
+                          pads=[1, 2])],
+        [("x", TensorProto.FLOAT, [2, 3, 7, 6])],
+        [("y", TensorProto.FLOAT, [2, 3, 9])],
+        [weight("W1", [4, 3, 3, 3]), weight("b1", [4], 0.1),
+         weight("W2", [6, 2, 3, 2]), weight("W3", [3, 6, 3], 0.3),
+         weight("b3", [3], 0.1), const("shape", [2, 6, 16])])
+
+
+def conv_transpose():
+    """ConvTranspose with stride, asymmetric padding and output padding.
+    (One group: onnx's reference evaluator, the float64 reference here,
+    mis-slices grouped ConvTranspose; the conv model's data gradient runs a
+    grouped conv_transpose.)"""
+    return model(
+        [helper.make_node("ConvTranspose", ["x", "W", "b"], ["y"],
+                          strides=[2, 2], pads=[1, 0, 1, 1],
+                          output_padding=[1, 0])],
+        [("x", TensorProto.FLOAT, [1, 4, 3, 4])],
+        [("y", TensorProto.FLOAT, [1, 4, 6, 8])],
+        [weight("W", [4, 4, 3, 3]), weight("b", [4], 0.1)])
+
+
+def pooling():
+    """Conv, MaxPool (stride, padding), AveragePool (padding excluded, then
+    included with ceil mode), GlobalAveragePool, Flatten, Gemm."""
+    return model(
+        [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("MaxPool", ["c"], ["m"], kernel_shape=[3, 3],
+                          strides=[2, 2], pads=[1, 1, 1, 1]),
+         helper.make_node("AveragePool", ["m"], ["a"], kernel_shape=[2, 2],
+                          pads=[1, 0, 0, 1]),
+         helper.make_node("AveragePool", ["a"], ["a2"], kernel_shape=[2, 2],
+                          strides=[2, 2], pads=[1, 1, 0, 0],
+                          count_include_pad=1, ceil_mode=1),
+         helper.make_node("MaxPool", ["a2"], ["m2"], kernel_shape=[2, 1],
+                          ceil_mode=1, strides=[2, 1]),
+         helper.make_node("GlobalAveragePool", ["m2"], ["g"]),
+         helper.make_node("Flatten", ["g"], ["f"]),
+         helper.make_node("Gemm", ["f", "Wf"], ["y"])],
+        [("x", TensorProto.FLOAT, [2, 2, 9, 9])],
+        [("y", TensorProto.FLOAT, [2, 5])],
+        [weight("W", [4, 2, 3, 3]), weight("Wf", [4, 5])])
+
+
+def norms():
+    """BatchNormalization (differentiated in training mode), Relu,
+    InstanceNormalization, LayerNormalization over the last three axes (a bias broadcast)."""
+    return model(
+        [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization",
+                          ["c", "bn_s", "bn_b", "bn_mean", "bn_var"], ["b"],
+                          epsilon=1e-3, momentum=0.8),
+         helper.make_node("Relu", ["b"], ["r"]),
+         helper.make_node("InstanceNormalization", ["r", "in_s", "in_b"],
+                          ["i"], epsilon=1e-4),
+         helper.make_node("LayerNormalization", ["i", "ln_s", "ln_b"], ["y"],
+                          axis=-3)],
+        [("x", TensorProto.FLOAT, [3, 2, 4, 4])],
+        [("y", TensorProto.FLOAT, [3, 3, 4, 4])],
+        [weight("W", [3, 2, 3, 3]), weight("bn_s", [3], 0.2, 1.0),
+         weight("bn_b", [3], 0.1), weight("bn_mean", [3], 0.1),
+         numpy_helper.from_array(
+             (RNG.random(3) + 0.5).astype(np.float32), "bn_var"),
+         weight("in_s", [3], 0.2, 1.0), weight("in_b", [3], 0.1),
+         weight("ln_s", [3, 4, 4], 0.2, 1.0), weight("ln_b", [4, 4], 0.1)])
+
+
+def softmax_reduce():
+    """Softmax, ReduceSum/Mean/Max, LogSoftmax (then nll), broadcasting Max
+    and Min, Pow, Sqrt, Exp, Log, Abs."""
+    return model(
+        [helper.make_node("MatMul", ["x", "W"], ["m"]),
+         helper.make_node("Softmax", ["m"], ["s"], axis=1),
+         helper.make_node("ReduceSum", ["s", "axes0"], ["rs"], keepdims=1),
+         helper.make_node("ReduceMax", ["m"], ["rm"], axes=[1], keepdims=1),
+         helper.make_node("ReduceMean", ["m"], ["rmean"], axes=[0],
+                          keepdims=0),
+         helper.make_node("Mul", ["s", "rs"], ["p"]),
+         helper.make_node("Sub", ["p", "rm"], ["q"]),
+         helper.make_node("Add", ["q", "rmean"], ["q2"]),
+         helper.make_node("Max", ["q2", "lo"], ["mx"]),
+         helper.make_node("Min", ["mx", "hi"], ["mn"]),
+         helper.make_node("Abs", ["mn"], ["ab"]),
+         helper.make_node("Add", ["ab", "one"], ["ab1"]),
+         helper.make_node("Sqrt", ["ab1"], ["sq"]),
+         helper.make_node("Pow", ["sq", "expo"], ["pw"]),
+         helper.make_node("Log", ["pw"], ["lg"]),
+         helper.make_node("Exp", ["lg"], ["ex"]),
+         helper.make_node("LogSoftmax", ["ex"], ["y"], axis=1)],
+        [("x", TensorProto.FLOAT, [4, 5])],
+        [("y", TensorProto.FLOAT, [4, 6])],
+        [weight("W", [5, 6]), weight("lo", [6], 0.3),
+         weight("hi", [1, 6], 0.3, 0.5), weight("expo", [6], 0.2, 1.5),
+         const("axes0", [0]),
+         numpy_helper.from_array(np.array(1.0, np.float32), "one")],
+        opset=13)
+
+
+def data_movement():
+    """Gather (repeated ids), Slice with steps (negative too),
+    Concat, Split, Pad, Expand, Tile, Transpose."""
+    return model(
+        [helper.make_node("Gather", ["E", "ids"], ["e"], axis=0),
+         helper.make_node("Slice", ["e", "st", "en", "ax", "sp"], ["s"]),
+         helper.make_node("Split", ["e"], ["s1", "s2"], axis=2,
+                          num_outputs=2),
+         helper.make_node("Concat", ["s", "s1"], ["c"], axis=1),
+         helper.make_node("Pad", ["c", "pads"], ["p"]),
+         helper.make_node("Mul", ["p", "P"], ["pm"]),
+         helper.make_node("Expand", ["B", "eshape"], ["bx"]),
+         helper.make_node("Tile", ["T", "reps"], ["tt"]),
+         helper.make_node("Add", ["pm", "bx"], ["a"]),
+         helper.make_node("Mul", ["a", "tt"], ["at"]),
+         helper.make_node("MatMul", ["at", "Wo"], ["o"]),
+         helper.make_node("Transpose", ["s2"], ["s2t"], perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["s2", "s2t"], ["z"]),
+         helper.make_node("Concat", ["o", "z"], ["y"], axis=1)],
+        [("ids", TensorProto.INT64, [2, 5])],
+        [("y", TensorProto.FLOAT, [2, 16, 5])],
+        [weight("E", [7, 6]), weight("P", [11, 6]), weight("B", [1, 6]),
+         weight("T", [1, 2]), weight("Wo", [6, 5], 0.3),
+         const("st", [4, 5]), const("en", [-100, 0]), const("ax", [1, 2]),
+         const("sp", [-2, -2]),
+         const("pads", [0, 2, 0, 0, 1, 3]), const("eshape", [11, 1]),
+         const("reps", [11, 3])],
+        opset=18)
+
+
+MODELS = {"mlp": mlp, "conv": conv, "conv-transpose": conv_transpose,
+          "pooling": pooling, "norms": norms,
+          "softmax-reduce": softmax_reduce, "data-movement": data_movement, "elementwise": elementwise,
           "batched-matmul": batched_matmul, "own-loss": own_loss,
           "no-rule": no_rule}
 

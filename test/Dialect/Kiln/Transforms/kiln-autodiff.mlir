@@ -114,3 +114,30 @@ module {
     return %y : tensor<4x3xf32>
   }
 }
+
+// -----
+
+// batch_norm trains with batch statistics: the running mean and variance
+// are state (no gradient), and their updates (momentum 0.8 from the
+// importer's kiln.momentum) follow the gradients, named by
+// kiln.state_updates.
+// CHECK-LABEL: func.func @train_grad(
+// CHECK-SAME:    -> (tensor<f32> {kiln.name = "loss"}, tensor<2xf32> {kiln.name = "grad.s"}, tensor<2xf32> {kiln.name = "update.m"}, tensor<2xf32> {kiln.name = "update.v"})
+// CHECK-SAME:    attributes {kiln.gradients = [@s], kiln.state_updates = [@m, @v]}
+// CHECK-NOT:     kiln.batch_norm
+// CHECK:         kiln.reduce <mean> %{{.*}} {axes = array<i64: 0, 2>} : tensor<4x2x1xf32> -> tensor<1x2x1xf32>
+// CHECK:         kiln.rsqrt
+// CHECK:         kiln.constant dense<8.000000e-01> : tensor<f32>
+module {
+  ml_program.global private @s(dense<1.0> : tensor<2xf32>) : tensor<2xf32> {kiln.origin = "initializer f32 2 s"}
+  ml_program.global private @m(dense<0.0> : tensor<2xf32>) : tensor<2xf32> {kiln.origin = "initializer f32 2 m"}
+  ml_program.global private @v(dense<1.0> : tensor<2xf32>) : tensor<2xf32> {kiln.origin = "initializer f32 2 v"}
+  func.func @main(%x: tensor<4x2x1xf32> {kiln.name = "x"}) -> (tensor<4x2xf32> {kiln.name = "y"}) {
+    %s = ml_program.global_load_const @s : tensor<2xf32>
+    %m = ml_program.global_load_const @m : tensor<2xf32>
+    %v = ml_program.global_load_const @v : tensor<2xf32>
+    %b = kiln.batch_norm %x, %s, %s, %m, %v {epsilon = 1.0e-05 : f32, kiln.momentum = 0.8 : f32} : (tensor<4x2x1xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2x1xf32>
+    %y = kiln.reshape %b : tensor<4x2x1xf32> -> tensor<4x2xf32>
+    return %y : tensor<4x2xf32>
+  }
+}

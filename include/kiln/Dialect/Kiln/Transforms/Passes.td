@@ -352,17 +352,37 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
       which must hold one float, is the loss and no labels are added.
     - **Activity.** Only values that depend on a trainable weight get a
       gradient; a gradient flows into an op only through those operands.
+    - **Norms in training form.** Before the sweep, `layer_norm`,
+      `instance_norm` and `batch_norm` in `@train_grad` are rewritten into
+      the ops they are made of (reduce mean, sub, mul, rsqrt, add), so the
+      elementwise and reduction rules differentiate them. `batch_norm`
+      trains with the batch's statistics (mean and biased variance over all
+      but the channels, ONNX `training_mode=1`); the running mean and
+      variance it read are state, not weights, and their updates
+      `momentum * running + (1 - momentum) * batch` (the importer's
+      `kiln.momentum`, default 0.9) follow the gradients as results named
+      `update.<initializer>`, listed by the attribute `kiln.state_updates`.
     - **The reverse sweep** visits the ops in reverse order and applies
       each op's vector-Jacobian rule (`lib/Dialect/Kiln/Transforms/Autodiff/`,
       one file per op family): elementwise (`add`, `sub`, `mul`, `div`,
       `max`, `min`, `pow` with broadcasting, where a broadcast operand's
       gradient is summed back to its shape; `neg`, `abs`, `exp`, `log`,
       `sqrt`, `rsqrt`, `reciprocal`, `relu`, `leaky_relu`, `sigmoid`,
-      `tanh`, `softplus`, `erf`, `gelu`, `clip`, `select`, `cast`),
-      `matmul` (batched, broadcast, 1-D operands), `reshape`, `transpose`,
-      `broadcast`, `concat`, `split`, `reduce` (sum, mean, max, min),
-      `softmax` and `log_softmax`. Gradients of a value with several uses
-      are summed.
+      `tanh`, `softplus`, `erf`, `gelu`, `clip`, `select`, `cast`);
+      `matmul` (batched, broadcast, 1-D operands); `conv` (NCHW, 1-3
+      spatial dims, strides, dilations, padding, groups: the data gradient
+      is a `conv_transpose`, the filter gradient a convolution of the input
+      with the output gradient, the bias gradient a sum) and
+      `conv_transpose`; `pool` (max: the gradient goes to the first element
+      of each window equal to the maximum; average: spread by a transposed
+      convolution with a ones filter, divided by each window's count;
+      ceil mode and `count_include_pad` included) and `global_pool`;
+      `reshape`, `transpose`, `broadcast`, `concat`, `split`, `slice`
+      (any steps: the gradient is put back with zeros between),
+      constant `pad`, `tile`, `gather` (scatter-add into the table, so
+      repeated ids sum) and `gather_elements`; `reduce` (sum, mean, max,
+      min), `softmax` and `log_softmax`. Gradients of a value with several
+      uses are summed.
     - **Outputs.** A weight the loss does not depend on gets a zero
       gradient. Forward values the loss does not need are erased from
       `@train_grad`. With `gradients-as-main`, `@main` is replaced by

@@ -17,8 +17,10 @@
 //      naming it;
 //   5. the results: loss, then one gradient per weight (the sum over its
 //      loads; zeros when the loss does not depend on it), and the
-//      `kiln.gradients` attribute naming the globals in that order. Dead
-//      forward ops (outputs the loss does not need) are erased.
+//      `kiln.gradients` attribute naming the globals in that order; then
+//      the new running statistics of batch norms (Normalization.cpp, which
+//      rewrites the norms before step 1), named by `kiln.state_updates`.
+//      Dead forward ops (outputs the loss does not need) are erased.
 //
 //===----------------------------------------------------------------------===//
 
@@ -240,6 +242,25 @@ FailureOr<Value> AutodiffPass::appendLoss(func::FuncOp grad, GradBuilder &g) {
 LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   MLIRContext *context = &getContext();
 
+  // The function, with norms in training form (their running statistics
+  // are state, not weights).
+  func::FuncOp grad = main.clone();
+  grad.setSymName("train_grad");
+  module.insert(std::next(Block::iterator(main)), grad);
+  auto fail = [&]() {
+    grad.erase();
+    return failure();
+  };
+  SmallVector<StateUpdate> updates;
+  std::string normError;
+  if (failed(decomposeNormalizations(grad, updates, normError))) {
+    emitError(grad.getLoc()) << "kiln-autodiff: " << normError;
+    return fail();
+  }
+  llvm::DenseSet<StringRef> stateSymbols;
+  for (const StateUpdate &update : updates)
+    stateSymbols.insert(update.global.getValue());
+
   // 1. Trainable weights.
   std::optional<llvm::Regex> freezeRegex;
   if (!freeze.empty()) {
@@ -248,7 +269,7 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
     if (!freezeRegex->isValid(regexError)) {
       module.emitError() << "kiln-autodiff: freeze '" << freeze
                          << "' is not a regular expression: " << regexError;
-      return failure();
+      return fail();
     }
   }
   SmallVector<ml_program::GlobalOp> weights;
@@ -256,7 +277,8 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   for (auto global : module.getOps<ml_program::GlobalOp>()) {
     std::string name = initializerName(global);
     auto type = dyn_cast<RankedTensorType>(global.getType());
-    if (name.empty() || !type || !isa<FloatType>(type.getElementType()))
+    if (name.empty() || !type || !isa<FloatType>(type.getElementType()) ||
+        stateSymbols.contains(global.getSymName()))
       continue;
     if (freezeRegex && freezeRegex->match(name))
       continue;
@@ -267,20 +289,13 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
     module.emitError() << "kiln-autodiff: no trainable weights (no float "
                           "initializer"
                        << (freeze.empty() ? "" : " outside freeze") << ")";
-    return failure();
+    return fail();
   }
   llvm::DenseSet<StringRef> weightSymbols;
   for (auto global : weights)
     weightSymbols.insert(global.getSymName());
 
-  // 2. The function and its loss.
-  func::FuncOp grad = main.clone();
-  grad.setSymName("train_grad");
-  module.insert(std::next(Block::iterator(main)), grad);
-  auto fail = [&]() {
-    grad.erase();
-    return failure();
-  };
+  // 2. The loss.
   Block &body = grad.front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   ImplicitLocOpBuilder b(NameLoc::get(StringAttr::get(context, "loss")), ret);
@@ -379,6 +394,11 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
     results.push_back(total ? total : g.splat(global.getType(), 0.0));
     symbols.push_back(FlatSymbolRefAttr::get(global.getSymNameAttr()));
   }
+  SmallVector<Attribute> stateSymbolRefs;
+  for (const StateUpdate &update : updates) {
+    results.push_back(update.value);
+    stateSymbolRefs.push_back(FlatSymbolRefAttr::get(update.global));
+  }
   func::ReturnOp::create(b, results);
   ret.erase();
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
@@ -397,10 +417,20 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
     resultTypes.push_back(global.getType());
     resultAttrs.push_back(named("grad." + name));
   }
+  for (const StateUpdate &update : updates) {
+    auto global = module.lookupSymbol<ml_program::GlobalOp>(update.global);
+    std::string name = initializerName(global);
+    resultTypes.push_back(update.value.getType());
+    resultAttrs.push_back(
+        named("update." + (name.empty() ? update.global.str() : name)));
+  }
   grad.setFunctionType(
       FunctionType::get(context, grad.getArgumentTypes(), resultTypes));
   grad.setAllResultAttrs(resultAttrs);
   grad->setAttr("kiln.gradients", ArrayAttr::get(context, symbols));
+  if (!updates.empty())
+    grad->setAttr("kiln.state_updates",
+                  ArrayAttr::get(context, stateSymbolRefs));
 
   if (gradientsAsMain) {
     main.erase();

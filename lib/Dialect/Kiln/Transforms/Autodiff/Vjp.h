@@ -16,6 +16,10 @@
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
 #include <string>
 
 namespace kiln::autodiff {
@@ -46,6 +50,18 @@ public:
   mlir::Value sumKeep(mlir::Value value, llvm::ArrayRef<int64_t> axes);
   /// Broadcasts `value` to `type` (numpy rules).
   mlir::Value broadcastTo(mlir::Value value, mlir::RankedTensorType type);
+
+  /// Zero-fills `low[d]` / `high[d]` elements around every dimension.
+  mlir::Value pad(mlir::Value value, llvm::ArrayRef<int64_t> low,
+                  llvm::ArrayRef<int64_t> high, double fill = 0.0);
+  mlir::Value slice(mlir::Value value, llvm::ArrayRef<int64_t> starts,
+                    llvm::ArrayRef<int64_t> limits,
+                    llvm::ArrayRef<int64_t> steps);
+  /// The adjoint of `kiln.slice` (any steps, negative included): `grad`
+  /// (the slice's result shape) scattered into zeros of `inputType`.
+  mlir::Value sliceAdjoint(mlir::Value grad, mlir::RankedTensorType inputType,
+                           llvm::ArrayRef<int64_t> starts,
+                           llvm::ArrayRef<int64_t> steps);
 
   /// The gradient of a broadcast operand of type `target` from the gradient
   /// `grad` of the broadcast result: summed over the dimensions broadcasting
@@ -89,11 +105,32 @@ RuleStatus reductionVjp(GradBuilder &g, mlir::Operation *op,
                         llvm::MutableArrayRef<mlir::Value> operandGrads,
                         std::string &why);
 
+RuleStatus poolingVjp(GradBuilder &g, mlir::Operation *op,
+                      llvm::ArrayRef<mlir::Value> resultGrads,
+                      llvm::MutableArrayRef<mlir::Value> operandGrads,
+                      std::string &why);
+
 /// Tries every family in turn.
 RuleStatus applyVjpRule(GradBuilder &g, mlir::Operation *op,
                         llvm::ArrayRef<mlir::Value> resultGrads,
                         llvm::MutableArrayRef<mlir::Value> operandGrads,
                         std::string &why);
+
+/// A state a training step writes besides the weights: the new value of a
+/// global (a batch norm's running mean or variance).
+struct StateUpdate {
+  mlir::Value value;
+  mlir::StringAttr global;
+};
+
+/// Rewrites layer_norm, instance_norm and batch_norm in `func` into the
+/// ops they are made of; batch_norm in training mode (batch statistics),
+/// appending the running-statistics updates to `updates`
+/// (Normalization.cpp).
+mlir::LogicalResult
+decomposeNormalizations(mlir::func::FuncOp func,
+                        llvm::SmallVectorImpl<StateUpdate> &updates,
+                        std::string &error);
 
 /// The scalar loss the training pipeline appends to a model's output.
 enum class LossKind { CrossEntropy, Nll, Mse, L1 };
