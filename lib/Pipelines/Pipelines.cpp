@@ -136,6 +136,7 @@ void addTrainingGradientPasses(OpPassManager &pm,
   autodiff.lossOutput = options.lossOutput;
   autodiff.freeze = options.freeze;
   autodiff.gradientsAsMain = options.gradientsAsMain;
+  autodiff.rematerialize = options.rematerialize;
   pm.addPass(createAutodiffPass(autodiff));
   // The rules emit reshapes of reshapes, identity broadcasts and repeated
   // constants; clean them up before layout assignment sees the graph.

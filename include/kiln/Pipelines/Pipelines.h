@@ -46,6 +46,9 @@ struct TrainingGradientOptions {
   /// Initializers whose name this regular expression matches in full stay
   /// fixed.
   std::string freeze;
+  /// Recompute cheap activations in the backward pass instead of keeping
+  /// them (kiln-autodiff's rematerialize).
+  bool rematerialize = false;
   /// Replace @main by @train_grad (kilnc --gradients).
   bool gradientsAsMain = false;
 };

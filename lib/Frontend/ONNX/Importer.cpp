@@ -80,6 +80,7 @@ private:
     addFamily("reduction & normalisation", registerReductionHandlers);
     addFamily("data movement", registerDataMovementHandlers);
     addFamily("shape & constants", registerShapeHandlers);
+    addFamily("loss", registerLossHandlers);
     for (auto &entry : byOpType)
       llvm::sort(entry.second, [](const Handler &a, const Handler &b) {
         return a.sinceVersion < b.sinceVersion;

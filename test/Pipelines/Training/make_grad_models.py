@@ -89,6 +89,23 @@ def own_loss():
         [weight("W", [5, 3])])
 
 
+def onnx_sce():
+    """ONNX SoftmaxCrossEntropyLoss (ignore_index) as the model's own loss,
+    with its log_prob output used by NegativeLogLikelihoodLoss too."""
+    return model(
+        [helper.make_node("MatMul", ["x", "W"], ["m"]),
+         helper.make_node("Add", ["m", "b"], ["s"]),
+         helper.make_node("SoftmaxCrossEntropyLoss", ["s", "y"],
+                          ["sce", "logp"], ignore_index=1),
+         helper.make_node("NegativeLogLikelihoodLoss", ["logp", "y", "cw"],
+                          ["nll"]),
+         helper.make_node("Add", ["sce", "nll"], ["loss"])],
+        [("x", TensorProto.FLOAT, [6, 4]), ("y", TensorProto.INT64, [6])],
+        [("loss", TensorProto.FLOAT, [])],
+        [weight("W", [4, 5]), weight("b", [5], 0.1),
+         weight("cw", [5], 0.2, 1.0)])
+
+
 def no_rule():
     """Floor has no gradient: kilnc --gradients names the node."""
     return model(
@@ -245,7 +262,7 @@ def data_movement():
 MODELS = {"mlp": mlp, "conv": conv, "conv-transpose": conv_transpose,
           "pooling": pooling, "norms": norms,
           "softmax-reduce": softmax_reduce, "data-movement": data_movement, "elementwise": elementwise,
-          "batched-matmul": batched_matmul, "own-loss": own_loss,
+          "batched-matmul": batched_matmul, "own-loss": own_loss, "onnx-sce": onnx_sce,
           "no-rule": no_rule}
 
 if __name__ == "__main__":

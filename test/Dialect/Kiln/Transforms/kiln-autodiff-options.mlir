@@ -2,6 +2,7 @@
 // their errors.
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=cross_entropy labels=lab:4:i64" | FileCheck %s --check-prefix=CE
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=nll labels=lab:4:int64 freeze=w2" | FileCheck %s --check-prefix=FREEZE
+// RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=cross_entropy labels=lab:4:i64 rematerialize=false" | FileCheck %s --check-prefix=NOREMAT
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff="loss-output=y" 2>&1 | FileCheck %s --check-prefix=NOTSCALAR
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff="loss-output=y loss=mse" 2>&1 | FileCheck %s --check-prefix=BOTH
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff="loss=cross_entropy labels=lab:4:i64 freeze=w.*" 2>&1 | FileCheck %s --check-prefix=ALLFROZEN
@@ -21,6 +22,9 @@
 // CE:         kiln.log_softmax %{{.*}} {axis = 1 : i64}
 // CE:         kiln.reduce <sum> %{{.*}} {axes = array<i64: 0, 1>, keepdims = false}
 // CE:         kiln.constant dense<-2.500000e-01> : tensor<f32>
+// Without rematerialisation the relu's output is kept for dW2.
+// NOREMAT: kiln.remat_report = {kept = 4 : i64, kept_bytes = 832 : i64, recomputed = 0 : i64, recomputed_bytes = 0 : i64}
+// NOREMAT-NOT: kiln.recomputed
 // FREEZE-LABEL: func.func @train_grad(
 // FREEZE-SAME:    -> (tensor<f32> {kiln.name = "loss"}, tensor<8x16xf32> {kiln.name = "grad.w1"})
 // FREEZE-SAME:    attributes {kiln.gradients = [@w1]}

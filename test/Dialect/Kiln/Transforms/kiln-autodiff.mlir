@@ -1,5 +1,5 @@
-// RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=mse labels=t:4x2:f32" -verify-diagnostics | FileCheck %s
-// RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=mse labels=t:4x2:f32" -canonicalize -cse -verify-diagnostics | FileCheck %s --check-prefix=CANON
+// RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=mse labels=t:4x2:f32 rematerialize=true" -verify-diagnostics | FileCheck %s
+// RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=mse labels=t:4x2:f32 rematerialize=true" -canonicalize -cse -verify-diagnostics | FileCheck %s --check-prefix=CANON
 
 // A matmul under mse: @main stays, @train_grad takes the labels last and
 // returns the loss and dW = x^T dY with dY = 2 (y - t) / 8.
@@ -138,6 +138,36 @@ module {
     %v = ml_program.global_load_const @v : tensor<2xf32>
     %b = kiln.batch_norm %x, %s, %s, %m, %v {epsilon = 1.0e-05 : f32, kiln.momentum = 0.8 : f32} : (tensor<4x2x1xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2x1xf32>
     %y = kiln.reshape %b : tensor<4x2x1xf32> -> tensor<4x2xf32>
+    return %y : tensor<4x2xf32>
+  }
+}
+
+// -----
+
+// Rematerialisation: the relu's output (read by dW2 = r^T dY) is recomputed
+// in the backward from its input h, which the relu's own gradient keeps;
+// the report counts h and the loss's y - t kept (arguments, weights and
+// constants are free). The module attribute prints before the functions.
+// CHECK:       module attributes {kiln.remat_report = {kept = 2 : i64, kept_bytes = 64 : i64, recomputed = 1 : i64, recomputed_bytes = 32 : i64}}
+// CHECK-LABEL: func.func @train_grad(
+// CHECK:         %[[H:.*]] = kiln.matmul %arg0, %{{.*}} : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+// CHECK:         %[[R:.*]] = kiln.relu %[[H]] : tensor<4x2xf32>
+// CHECK:         kiln.matmul %[[R]]
+// CHECK:         %[[RC:.*]] = kiln.relu %[[H]] {kiln.recomputed} : tensor<4x2xf32>
+// CHECK:         %[[RT:.*]] = kiln.transpose %[[RC]]
+// CHECK:         kiln.matmul %[[RT]]
+// CHECK:         kiln.greater %[[H]]
+// CSE leaves the recomputed clone alone.
+// CANON:         kiln.relu %{{.*}} {kiln.recomputed}
+module {
+  ml_program.global private @w1(dense<0.5> : tensor<3x2xf32>) : tensor<3x2xf32> {kiln.origin = "initializer f32 3x2 w1"}
+  ml_program.global private @w2(dense<0.5> : tensor<2x2xf32>) : tensor<2x2xf32> {kiln.origin = "initializer f32 2x2 w2"}
+  func.func @main(%x: tensor<4x3xf32> {kiln.name = "x"}) -> (tensor<4x2xf32> {kiln.name = "y"}) {
+    %w1 = ml_program.global_load_const @w1 : tensor<3x2xf32>
+    %w2 = ml_program.global_load_const @w2 : tensor<2x2xf32>
+    %h = kiln.matmul %x, %w1 : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+    %r = kiln.relu %h : tensor<4x2xf32>
+    %y = kiln.matmul %r, %w2 : tensor<4x2xf32>, tensor<2x2xf32> -> tensor<4x2xf32>
     return %y : tensor<4x2xf32>
   }
 }

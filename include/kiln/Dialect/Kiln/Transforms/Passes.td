@@ -383,6 +383,22 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
       repeated ids sum) and `gather_elements`; `reduce` (sum, mean, max,
       min), `softmax` and `log_softmax`. Gradients of a value with several
       uses are summed.
+    - **Rematerialisation** (`rematerialize`, off by default). An
+      activation (a forward value a backward op reads) that is cheap (an
+      elementwise op or pure data movement) and whose operands stay
+      available for the backward anyway (arguments, weights, constants,
+      kept or recomputed activations) is recomputed right before its first
+      backward use: the clone carries `kiln.recomputed` (so CSE keeps it)
+      and the forward value dies after the forward pass. A relu's output,
+      for example, is recomputed from its input, which the relu's own
+      gradient keeps. The module attribute `kiln.remat_report` counts the
+      activations kept and recomputed, with their bytes, either way;
+      `kilnc --stats` prints it with the peak arena. Measured (kilnc
+      --stats, peak arena with and without): a 4-layer MLP at batch 64,
+      851200 bytes both; the norms test model, 8448 with against 7680
+      without (the clone is a kernel of its own and its operand lives
+      longer). Hence off by default until the policy reads the memory plan
+      (recompute only values live across the peak).
     - **Outputs.** A weight the loss does not depend on gets a zero
       gradient. Forward values the loss does not need are erased from
       `@train_grad`. With `gradients-as-main`, `@main` is replaced by
@@ -428,6 +444,9 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
     Option<"freeze", "freeze", "std::string", /*default=*/"\"\"",
            "initializers whose name this regular expression matches in "
            "full do not train">,
+    Option<"rematerialize", "rematerialize", "bool", /*default=*/"false",
+           "recompute cheap activations in the backward pass instead of "
+           "keeping them">,
     Option<"gradientsAsMain", "gradients-as-main", "bool", /*default=*/"false",
            "replace @main by @train_grad (kilnc --gradients)">,
   ];

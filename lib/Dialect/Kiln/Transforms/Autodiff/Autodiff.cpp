@@ -20,7 +20,9 @@
 //      `kiln.gradients` attribute naming the globals in that order; then
 //      the new running statistics of batch norms (Normalization.cpp, which
 //      rewrites the norms before step 1), named by `kiln.state_updates`.
-//      Dead forward ops (outputs the loss does not need) are erased.
+//   6. rematerialisation (Rematerialize.cpp): cheap activations are
+//      recomputed in the backward instead of kept. Dead forward ops
+//      (outputs the loss does not need) are erased.
 //
 //===----------------------------------------------------------------------===//
 
@@ -401,9 +403,32 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   }
   func::ReturnOp::create(b, results);
   ret.erase();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (isOpTriviallyDead(&op))
-      op.erase();
+  // 6. Dead ops go (forward outputs the loss does not need, gradients of
+  // operands nothing reads), then rematerialisation.
+  llvm::DenseSet<Operation *> forwardSet(forward.begin(), forward.end());
+  auto eraseDead = [&]() {
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (isOpTriviallyDead(&op)) {
+        forwardSet.erase(&op);
+        op.erase();
+      }
+  };
+  eraseDead();
+  SmallVector<Operation *> liveForward;
+  for (Operation &op : body)
+    if (forwardSet.contains(&op))
+      liveForward.push_back(&op);
+  RematStats remat;
+  autodiff::rematerialize(grad, liveForward, remat, rematerialize);
+  eraseDead();
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  module->setAttr(
+      "kiln.remat_report",
+      b.getDictionaryAttr({b.getNamedAttr("kept", i64(remat.kept)),
+                           b.getNamedAttr("kept_bytes", i64(remat.keptBytes)),
+                           b.getNamedAttr("recomputed", i64(remat.recomputed)),
+                           b.getNamedAttr("recomputed_bytes",
+                                          i64(remat.recomputedBytes))}));
 
   SmallVector<Type> resultTypes;
   SmallVector<DictionaryAttr> resultAttrs;

@@ -132,6 +132,20 @@ decomposeNormalizations(mlir::func::FuncOp func,
                         llvm::SmallVectorImpl<StateUpdate> &updates,
                         std::string &error);
 
+/// What rematerialisation did (Rematerialize.cpp).
+struct RematStats {
+  int64_t kept = 0, keptBytes = 0;
+  int64_t recomputed = 0, recomputedBytes = 0;
+};
+
+/// Recomputes cheap activations of `func` (the ops of `forward` whose
+/// results backward ops read) before their first backward use, when their
+/// operands stay available for the backward pass anyway. With `recompute`
+/// false it only counts the activations (all kept).
+void rematerialize(mlir::func::FuncOp func,
+                   llvm::ArrayRef<mlir::Operation *> forward,
+                   RematStats &stats, bool recompute);
+
 /// The scalar loss the training pipeline appends to a model's output.
 enum class LossKind { CrossEntropy, Nll, Mse, L1 };
 
