@@ -206,6 +206,64 @@ cl::opt<CrashKind> crashForTesting(
                clEnumValN(CrashKind::Fatal, "fatal", "an LLVM fatal error")),
     cl::Hidden, cl::cat(diagnosticsCategory()));
 
+//===-- Differentiation: loss, frozen weights, --gradients (kiln-autodiff) --===//
+cl::opt<bool> gradients(
+    "gradients",
+    cl::desc("Compile the loss and its gradients instead of the model: an "
+             "inference artifact whose outputs are 'loss' and one "
+             "'grad.<initializer>' per trainable initializer, and whose "
+             "inputs are the model's plus the labels (to check gradients "
+             "with kiln-run)"),
+    cl::init(false));
+cl::opt<std::string>
+    lossKind("loss",
+             cl::desc("The loss on --loss-on: cross_entropy, nll, mse or l1 "
+                      "(mean over the batch)"),
+             cl::init(""));
+cl::opt<std::string>
+    lossOn("loss-on",
+           cl::desc("The output the loss reads (default: the only output)"),
+           cl::value_desc("OUTPUT"), cl::init(""));
+cl::opt<std::string> labelsSpec(
+    "labels",
+    cl::desc("The labels input: NAME:SHAPE:DTYPE, e.g. y:32:int64 (class "
+             "indices) or y:32x10:float32"),
+    cl::value_desc("NAME:SHAPE:DTYPE"), cl::init(""));
+cl::opt<std::string> lossOutput(
+    "loss-output",
+    cl::desc("An output that already is the scalar loss (instead of --loss)"),
+    cl::value_desc("NAME"), cl::init(""));
+cl::opt<std::string>
+    freezeRegex("freeze",
+                cl::desc("Initializers whose name this regular expression "
+                         "matches in full do not train"),
+                cl::value_desc("REGEX"), cl::init(""));
+
+cl::opt<bool> rematerialize(
+    "rematerialize",
+    cl::desc("Recompute cheap activations (elementwise, data movement) in "
+             "the backward pass instead of keeping them (default false: on "
+             "the models measured it did not lower the peak arena)"),
+    cl::init(false));
+
+/// Whether the compile differentiates the model (today --gradients).
+bool differentiates() { return gradients; }
+
+/// The loss options, checked: an error message, or "" when they are usable.
+std::string checkLossOptions() {
+  bool any = !lossKind.empty() || !lossOn.empty() || !labelsSpec.empty() ||
+             !lossOutput.empty() || !freezeRegex.empty();
+  if (!differentiates())
+    return any ? "--loss, --loss-on, --labels, --loss-output and --freeze "
+                 "apply when differentiating (--gradients)"
+               : "";
+  if (lossKind.empty() == lossOutput.empty())
+    return "--gradients needs --loss=cross_entropy|nll|mse|l1 with "
+           "--labels=NAME:SHAPE:DTYPE, or --loss-output=NAME";
+  return "";
+}
+//===----------------------------------------------------------------------===//
+
 std::string commandLine;
 
 /// kilnc's exit statuses (docs/runtime.md "Exit status" has the table).
@@ -460,6 +518,28 @@ void printStaticEstimate(const kiln::KernelStats &fused,
                      (unsigned long long)fused.flops);
 }
 
+/// kilnc --stats when differentiating: activations the backward pass
+/// keeps from the forward pass and those it recomputes
+/// (kiln-autodiff's rematerialisation).
+void printRematReport(ModuleOp module, uint64_t arenaBytes,
+                      llvm::raw_ostream &os) {
+  auto report = module->getAttrOfType<DictionaryAttr>("kiln.remat_report");
+  if (!report)
+    return;
+  auto get = [&](StringRef key) -> unsigned long long {
+    auto attr = report.getAs<IntegerAttr>(key);
+    return attr ? attr.getInt() : 0;
+  };
+  // The arena without rematerialisation is the same compile with
+  // --rematerialize=false (a recomputed value can also lengthen its
+  // operands' lives, so the difference is not the recomputed bytes).
+  os << llvm::format("activations kept: %llu (%llu bytes)\n"
+                     "activations recomputed: %llu (%llu bytes)\n"
+                     "peak arena: %llu bytes\n",
+                     get("kept"), get("kept_bytes"), get("recomputed"),
+                     get("recomputed_bytes"), (unsigned long long)arenaBytes);
+}
+
 /// kilnc --stats: each matmul region's template kernel, or why it kept a
 /// generic one (kiln-match-contractions' report).
 void printContractionReport(ModuleOp module, llvm::raw_ostream &os) {
@@ -512,7 +592,11 @@ int main(int argc, char **argv) {
   if (inputFile.empty())
     return error("no input model (usage: kilnc model.onnx [-o out])");
 
+  if (std::string message = checkLossOptions(); !message.empty())
+    return error(message);
   onnxfe::ImportOptions options;
+  // Every float initializer may train, however small (biases).
+  options.floatInitializersAsGlobals = differentiates();
   std::vector<std::pair<std::string, DenseElementsAttr>> inlinedInitializers;
   options.inlinedInitializers = &inlinedInitializers;
   if (llvm::Error err = parseShapes(options))
@@ -613,6 +697,20 @@ int main(int argc, char **argv) {
           inputFile + ": compilation failed: " +
           (diagnostic.empty() ? std::string("unknown error") : diagnostic));
     };
+    if (differentiates()) {
+      kiln::TrainingGradientOptions gradientOptions;
+      gradientOptions.loss = lossKind;
+      gradientOptions.lossOn = lossOn;
+      gradientOptions.labels = labelsSpec;
+      gradientOptions.lossOutput = lossOutput;
+      gradientOptions.freeze = freezeRegex;
+      gradientOptions.gradientsAsMain = gradients;
+      gradientOptions.rematerialize = rematerialize;
+      PassManager pm(&context);
+      kiln::addTrainingGradientPasses(pm, gradientOptions);
+      if (failed(pm.run(**module)))
+        return failedWith();
+    }
     if (stats) {
       OwningOpRef<ModuleOp> copy((**module).clone());
       kiln::PipelineOptions unfusedOptions = pipelineOptions;
@@ -681,6 +779,8 @@ int main(int argc, char **argv) {
       printStaticEstimate(*fused, *unfused, target, llvm::outs());
       printContractionReport(artifactModule ? *artifactModule : **module,
                              llvm::outs());
+      printRematReport(artifactModule ? *artifactModule : **module,
+                       artifactStats.arenaBytes, llvm::outs());
     }
     if (stripWeights)
       if (kiln::runtime::Error err = kiln::runtime::stripWeights(*artifact))

@@ -80,6 +80,7 @@ private:
     addFamily("reduction & normalisation", registerReductionHandlers);
     addFamily("data movement", registerDataMovementHandlers);
     addFamily("shape & constants", registerShapeHandlers);
+    addFamily("loss", registerLossHandlers);
     for (auto &entry : byOpType)
       llvm::sort(entry.second, [](const Handler &a, const Handler &b) {
         return a.sinceVersion < b.sinceVersion;
@@ -344,7 +345,9 @@ GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
   b.setInsertionPointToStart(entry);
   Location loc = NameLoc::get(b.getStringAttr(tensor.name()));
   RankedTensorType type = decoded->type;
-  if (type.getNumElements() <= options.inlineConstantLimit ||
+  bool keepAsGlobal = options.floatInitializersAsGlobals &&
+                      isa<FloatType>(type.getElementType());
+  if ((type.getNumElements() <= options.inlineConstantLimit && !keepAsGlobal) ||
       type.getElementType().isInteger(1)) {
     DenseElementsAttr value = toDenseElements(*decoded);
     if (options.inlinedInitializers && !type.getElementType().isInteger(1))

@@ -42,6 +42,7 @@ void registerContractionHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerReductionHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerDataMovementHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerShapeHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerLossHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 
 /// Converts an ONNX element type to an MLIR one, or null when unsupported.
 mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *context);

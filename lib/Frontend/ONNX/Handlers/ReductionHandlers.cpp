@@ -331,8 +331,16 @@ LogicalResult importBatchNormalization(NodeImporter &n) {
     operands.push_back(param);
   }
   NamedAttribute epsilon = n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f));
-  if (!training)
-    return bind(n, n.make<BatchNormOp>(operands, {epsilon}));
+  if (!training) {
+    // kiln-autodiff updates the running statistics with the model's
+    // momentum (ONNX's default 0.9 when the attribute is absent).
+    float momentum = n.floatAttr("momentum", 0.9f);
+    if (momentum == 0.9f)
+      return bind(n, n.make<BatchNormOp>(operands, {epsilon}));
+    return bind(n, n.make<BatchNormOp>(
+                       operands, {epsilon, n.namedF32("kiln.momentum",
+                                                      momentum)}));
+  }
   if (!isa<FloatType>(elementType))
     return n.fail("training mode needs a floating-point input");
   Value x = operands[0];
