@@ -13,6 +13,7 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Frontend/ONNX/Importer.h"
 #include "kiln/Pipelines/Pipelines.h"
+#include "TrainingCompile.h"
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 #include "kiln/runtime/Profile.h"
 
@@ -22,6 +23,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -112,6 +115,27 @@ cl::opt<bool> printWeights(
 cl::opt<bool>
     listOnnxOps("list-onnx-ops",
                 cl::desc("Print the supported ONNX ops as a Markdown table"));
+
+//===----------------------------------------------------------------------===//
+// Training: the optimizer step and the training artifact (docs/runtime.md
+// "Training"). The loss and gradient options live in their own block.
+//===----------------------------------------------------------------------===//
+cl::opt<bool> train("train",
+                    cl::desc("Compile a training artifact: entry points "
+                             "train_step (forward, loss, backward, optimizer "
+                             "update) and eval, with persistent state"),
+                    cl::init(false));
+cl::opt<std::string> optimizerSpec(
+    "optimizer",
+    cl::desc("With --train: sgd|momentum|nesterov|adam|adamw, then "
+             "optionally ':' and KEY=VALUE,... (lr, momentum, beta1, beta2, "
+             "eps, weight_decay, schedule=constant|step|cosine, "
+             "warmup_steps, step_size, gamma, total_steps, min_lr)"),
+    cl::value_desc("name[:k=v,...]"), cl::init("sgd"));
+cl::opt<double> gradClip("grad-clip",
+                         cl::desc("With --train: clip the global gradient "
+                                  "norm to this (0: off)"),
+                         cl::init(0));
 
 std::string commandLine;
 
@@ -303,6 +327,57 @@ void printContractionReport(ModuleOp module, llvm::raw_ostream &os) {
 
 } // namespace
 
+/// kilnc --train: kiln-optimizer on a module with @train_grad, then each
+/// entry point through the ordinary pipeline, joined into one artifact.
+int compileForTraining(ModuleOp module,
+                       const kiln::PipelineOptions &pipelineOptions) {
+  if (outputFile == "-" || !llvm::StringRef(outputFile).ends_with(".kiln"))
+    return error("--train writes an artifact: name a file with -o "
+                 "model.train.kiln");
+  if (stats || stripWeights || emit.getNumOccurrences())
+    return error("--train does not combine with --stats, --strip-weights or "
+                 "--emit yet");
+  if (!module.lookupSymbol<func::FuncOp>("train_grad"))
+    return error(inputFile + ": --train needs the loss and gradients "
+                             "(@train_grad): the autodiff pipeline is not in "
+                             "this build, so give a .mlir module that has "
+                             "@train_grad");
+  llvm::Expected<std::string> optimizer =
+      kiln::parseOptimizerSpec(optimizerSpec, gradClip);
+  if (!optimizer)
+    return error(llvm::toString(optimizer.takeError()));
+  if (gradClip < 0)
+    return error("--grad-clip must not be negative");
+  MLIRContext &context = *module.getContext();
+  std::string diagnostic;
+  ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
+    if (diagnostic.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+      diagnostic = diag.str();
+    return success();
+  });
+  PassManager pm(&context);
+  if (failed(kiln::addTrainingStepPasses(pm, *optimizer)))
+    return error("--optimizer '" + optimizerSpec +
+                 "': bad options: " + *optimizer);
+  if (failed(pm.run(module)))
+    return error(inputFile + ": " +
+                 (diagnostic.empty() ? "the optimizer pass failed"
+                                     : diagnostic));
+  kiln::ArtifactOptions artifactOptions;
+  artifactOptions.target = target;
+  artifactOptions.ptxasPath = kiln::defaultPtxasPath();
+  artifactOptions.compilerOptions = commandLine;
+  llvm::Expected<kiln::runtime::Artifact> artifact =
+      kiln::compileTrainingArtifact(module, pipelineOptions, artifactOptions);
+  if (!artifact)
+    return error(inputFile + ": " + llvm::toString(artifact.takeError()) +
+                 (diagnostic.empty() ? "" : ": " + diagnostic));
+  if (kiln::runtime::Error err =
+          kiln::runtime::writeArtifact(*artifact, outputFile))
+    return error(err.message());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   kiln::registerPipelinePasses();
@@ -373,9 +448,34 @@ int main(int argc, char **argv) {
   kiln::registerPipelineDialects(registry);
   MLIRContext context(registry);
   context.printOpOnDiagnostic(false);
-  auto module = onnxfe::importModelFile(inputFile, context, options);
+  // A .mlir input is kiln IR as kilnc --emit=kiln prints it (for tests of
+  // the later phases, and of --train on a module that already has
+  // @train_grad).
+  llvm::Expected<OwningOpRef<ModuleOp>> module =
+      llvm::StringRef(inputFile).ends_with(".mlir")
+          ? [&]() -> llvm::Expected<OwningOpRef<ModuleOp>> {
+              llvm::SourceMgr sources;
+              std::string parseError;
+              {
+                ScopedDiagnosticHandler capture(&context, [&](Diagnostic &d) {
+                  if (parseError.empty())
+                    parseError = d.str();
+                  return success();
+                });
+                OwningOpRef<ModuleOp> parsed =
+                    parseSourceFile<ModuleOp>(inputFile, &context);
+                if (parsed)
+                  return parsed;
+              }
+              return llvm::createStringError(
+                  inputFile + ": " +
+                  (parseError.empty() ? "cannot parse" : parseError));
+            }()
+          : onnxfe::importModelFile(inputFile, context, options);
   if (!module)
     return error(llvm::toString(module.takeError()));
+  if (train)
+    return compileForTraining(**module, pipelineOptions);
 
   // Compile up to the requested phase; diagnostics become one error line.
   // --stats also compiles a copy without fusion, to the gpu phase, to report
