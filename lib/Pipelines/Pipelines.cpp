@@ -28,6 +28,7 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -125,6 +126,22 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   llvm_unreachable("unknown phase");
 }
 } // namespace
+
+void addTrainingGradientPasses(OpPassManager &pm,
+                               const TrainingGradientOptions &options) {
+  AutodiffPassOptions autodiff;
+  autodiff.loss = options.loss;
+  autodiff.lossOn = options.lossOn;
+  autodiff.labels = options.labels;
+  autodiff.lossOutput = options.lossOutput;
+  autodiff.freeze = options.freeze;
+  autodiff.gradientsAsMain = options.gradientsAsMain;
+  pm.addPass(createAutodiffPass(autodiff));
+  // The rules emit reshapes of reshapes, identity broadcasts and repeated
+  // constants; clean them up before layout assignment sees the graph.
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
 
 LogicalResult addPhase(OpPassManager &pm, Phase phase,
                        const PipelineOptions &options) {

@@ -136,6 +136,60 @@ cl::opt<double> gradClip("grad-clip",
                          cl::desc("With --train: clip the global gradient "
                                   "norm to this (0: off)"),
                          cl::init(0));
+//===-- Differentiation: loss, frozen weights, --gradients (kiln-autodiff) --===//
+cl::opt<bool> gradients(
+    "gradients",
+    cl::desc("Compile the loss and its gradients instead of the model: an "
+             "inference artifact whose outputs are 'loss' and one "
+             "'grad.<initializer>' per trainable initializer, and whose "
+             "inputs are the model's plus the labels (to check gradients "
+             "with kiln-run)"),
+    cl::init(false));
+cl::opt<std::string>
+    lossKind("loss",
+             cl::desc("The loss on --loss-on: cross_entropy, nll, mse or l1 "
+                      "(mean over the batch)"),
+             cl::init(""));
+cl::opt<std::string>
+    lossOn("loss-on",
+           cl::desc("The output the loss reads (default: the only output)"),
+           cl::value_desc("OUTPUT"), cl::init(""));
+cl::opt<std::string> labelsSpec(
+    "labels",
+    cl::desc("The labels input: NAME:SHAPE:DTYPE, e.g. y:32:int64 (class "
+             "indices) or y:32x10:float32"),
+    cl::value_desc("NAME:SHAPE:DTYPE"), cl::init(""));
+cl::opt<std::string> lossOutput(
+    "loss-output",
+    cl::desc("An output that already is the scalar loss (instead of --loss)"),
+    cl::value_desc("NAME"), cl::init(""));
+cl::opt<std::string>
+    freezeRegex("freeze",
+                cl::desc("Initializers whose name this regular expression "
+                         "matches in full do not train"),
+                cl::value_desc("REGEX"), cl::init(""));
+
+/// Whether the compile differentiates the model (--gradients, --train).
+bool differentiates() { return gradients || train; }
+
+/// The loss options, checked: an error message, or "" when they are usable.
+std::string checkLossOptions() {
+  bool any = !lossKind.empty() || !lossOn.empty() || !labelsSpec.empty() ||
+             !lossOutput.empty() || !freezeRegex.empty();
+  if (!differentiates())
+    return any ? "--loss, --loss-on, --labels, --loss-output and --freeze "
+                 "apply when differentiating (--gradients, --train)"
+               : "";
+  // A .mlir module may carry its own @train_grad (kiln-optimizer's tests).
+  if (train && llvm::StringRef(inputFile).ends_with(".mlir") && !any)
+    return "";
+  if (lossKind.empty() == lossOutput.empty())
+    return std::string(train ? "--train" : "--gradients") +
+           " needs --loss=cross_entropy|nll|mse|l1 with "
+           "--labels=NAME:SHAPE:DTYPE, or --loss-output=NAME";
+  return "";
+}
+//===----------------------------------------------------------------------===//
 
 std::string commandLine;
 
@@ -337,11 +391,6 @@ int compileForTraining(ModuleOp module,
   if (stats || stripWeights || emit.getNumOccurrences())
     return error("--train does not combine with --stats, --strip-weights or "
                  "--emit yet");
-  if (!module.lookupSymbol<func::FuncOp>("train_grad"))
-    return error(inputFile + ": --train needs the loss and gradients "
-                             "(@train_grad): the autodiff pipeline is not in "
-                             "this build, so give a .mlir module that has "
-                             "@train_grad");
   llvm::Expected<std::string> optimizer =
       kiln::parseOptimizerSpec(optimizerSpec, gradClip);
   if (!optimizer)
@@ -356,6 +405,16 @@ int compileForTraining(ModuleOp module,
     return success();
   });
   PassManager pm(&context);
+  // The loss and gradients (@train_grad), unless a .mlir input has them.
+  if (!module.lookupSymbol<func::FuncOp>("train_grad")) {
+    kiln::TrainingGradientOptions gradientOptions;
+    gradientOptions.loss = lossKind;
+    gradientOptions.lossOn = lossOn;
+    gradientOptions.labels = labelsSpec;
+    gradientOptions.lossOutput = lossOutput;
+    gradientOptions.freeze = freezeRegex;
+    kiln::addTrainingGradientPasses(pm, gradientOptions);
+  }
   if (failed(kiln::addTrainingStepPasses(pm, *optimizer)))
     return error("--optimizer '" + optimizerSpec +
                  "': bad options: " + *optimizer);
@@ -404,7 +463,11 @@ int main(int argc, char **argv) {
   if (inputFile.empty())
     return error("no input model (usage: kilnc model.onnx [-o out])");
 
+  if (std::string message = checkLossOptions(); !message.empty())
+    return error(message);
   onnxfe::ImportOptions options;
+  // Every float initializer may train, however small (biases).
+  options.floatInitializersAsGlobals = differentiates();
   std::vector<std::pair<std::string, DenseElementsAttr>> inlinedInitializers;
   options.inlinedInitializers = &inlinedInitializers;
   if (llvm::Error err = parseShapes(options))
@@ -502,6 +565,19 @@ int main(int argc, char **argv) {
           inputFile + ": compilation failed: " +
           (diagnostic.empty() ? std::string("unknown error") : diagnostic));
     };
+    if (differentiates()) {
+      kiln::TrainingGradientOptions gradientOptions;
+      gradientOptions.loss = lossKind;
+      gradientOptions.lossOn = lossOn;
+      gradientOptions.labels = labelsSpec;
+      gradientOptions.lossOutput = lossOutput;
+      gradientOptions.freeze = freezeRegex;
+      gradientOptions.gradientsAsMain = gradients;
+      PassManager pm(&context);
+      kiln::addTrainingGradientPasses(pm, gradientOptions);
+      if (failed(pm.run(**module)))
+        return failedWith();
+    }
     if (stats) {
       OwningOpRef<ModuleOp> copy((**module).clone());
       kiln::PipelineOptions unfusedOptions = pipelineOptions;

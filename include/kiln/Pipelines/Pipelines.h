@@ -33,6 +33,29 @@ namespace kiln {
 /// precision, fusion); then the lowerings.
 enum class Phase { Kiln, Graph, Linalg, Gpu, Llvm, Ptx };
 
+/// What training differentiates: the loss and the weights that train
+/// (kiln-autodiff's options, docs/passes.md).
+struct TrainingGradientOptions {
+  /// cross_entropy, nll, mse or l1, appended to the output `lossOn` (empty:
+  /// the only output) against the labels argument `labels`
+  /// (NAME:SHAPE:DTYPE). Or `lossOutput`: an output that is the loss.
+  std::string loss;
+  std::string lossOn;
+  std::string labels;
+  std::string lossOutput;
+  /// Initializers whose name this regular expression matches in full stay
+  /// fixed.
+  std::string freeze;
+  /// Replace @main by @train_grad (kilnc --gradients).
+  bool gradientsAsMain = false;
+};
+
+/// Appends the passes that add `func.func @train_grad` (loss and gradients,
+/// attribute `kiln.gradients`) to a module as imported, before the graph
+/// phase; `@main` stays unchanged unless `gradientsAsMain`.
+void addTrainingGradientPasses(mlir::OpPassManager &pm,
+                               const TrainingGradientOptions &options);
+
 /// Parses a phase name ("kiln", "linalg", ...).
 std::optional<Phase> parsePhase(llvm::StringRef name);
 

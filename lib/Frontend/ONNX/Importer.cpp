@@ -344,7 +344,9 @@ GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
   b.setInsertionPointToStart(entry);
   Location loc = NameLoc::get(b.getStringAttr(tensor.name()));
   RankedTensorType type = decoded->type;
-  if (type.getNumElements() <= options.inlineConstantLimit ||
+  bool keepAsGlobal = options.floatInitializersAsGlobals &&
+                      isa<FloatType>(type.getElementType());
+  if ((type.getNumElements() <= options.inlineConstantLimit && !keepAsGlobal) ||
       type.getElementType().isInteger(1)) {
     DenseElementsAttr value = toDenseElements(*decoded);
     if (options.inlinedInitializers && !type.getElementType().isInteger(1))

@@ -34,6 +34,9 @@ struct ImportOptions {
   /// Initializers with at most this many elements become inline
   /// `kiln.constant`s (so shape arithmetic folds); larger ones become globals.
   int64_t inlineConstantLimit = 64;
+  /// Float initializers become globals whatever their size (training: every
+  /// float initializer is a parameter that may train, biases included).
+  bool floatInitializersAsGlobals = false;
   /// When set, receives each initializer that became an inline constant
   /// (name and value): it cannot be rebound in the artifact, which records
   /// it so that binding new weights can check it is unchanged.

@@ -425,4 +425,98 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
                            "::mlir::ml_program::MLProgramDialect"];
 }
 
+def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
+  let summary = "Build @train_grad: the loss and its gradient for every weight";
+  let description = [{
+    Reverse-mode automatic differentiation over the kiln dialect. The pass
+    leaves the forward `func.func @main` unchanged and adds
+    `func.func @train_grad(<main's inputs>..., <labels>) -> (loss, grad_0,
+    ..., grad_{n-1})` with the function attribute
+    `kiln.gradients`, the list of the n globals in order: `loss` is a rank-0
+    `f32` tensor and `grad_i`, named `grad.<initializer>`, has exactly
+    `global_i`'s type and is d loss / d `global_i`. It runs on the imported
+    graph, before layout, precision and fusion; the backward graph is
+    ordinary kiln ops that those passes and the same kernels compile.
+
+    - **Trainable weights** are the float `ml_program.global`s read from
+      ONNX initializers (their `kiln.origin` starts with `initializer`),
+      in module order, except those whose initializer name `freeze` (a
+      POSIX extended regular expression) matches in full. `kilnc` imports
+      every float initializer as a global when it differentiates, biases
+      included.
+    - **The loss** is appended to the output `loss-on` (optional when the
+      model has one output): `cross_entropy` (log-softmax over dimension 1,
+      the classes, then the negative log-likelihood), `nll` (the output
+      holds log-probabilities), `mse` or `l1`, each the mean over the batch
+      (and spatial positions for class losses). The labels are a new last
+      argument, `labels=NAME:SHAPE:DTYPE` (`32:int64` class indices for a
+      `[32, 10]` output, or float probabilities of the output's shape;
+      float targets of the output's shape for `mse` and `l1`). With
+      `loss-output=NAME` the model computes its own loss: that output,
+      which must hold one float, is the loss and no labels are added.
+    - **Activity.** Only values that depend on a trainable weight get a
+      gradient; a gradient flows into an op only through those operands.
+    - **The reverse sweep** visits the ops in reverse order and applies
+      each op's vector-Jacobian rule (`lib/Dialect/Kiln/Transforms/Autodiff/`,
+      one file per op family): elementwise (`add`, `sub`, `mul`, `div`,
+      `max`, `min`, `pow` with broadcasting, where a broadcast operand's
+      gradient is summed back to its shape; `neg`, `abs`, `exp`, `log`,
+      `sqrt`, `rsqrt`, `reciprocal`, `relu`, `leaky_relu`, `sigmoid`,
+      `tanh`, `softplus`, `erf`, `gelu`, `clip`, `select`, `cast`),
+      `matmul` (batched, broadcast, 1-D operands), `reshape`, `transpose`,
+      `broadcast`, `concat`, `split`, `reduce` (sum, mean, max, min),
+      `softmax` and `log_softmax`. Gradients of a value with several uses
+      are summed.
+    - **Outputs.** A weight the loss does not depend on gets a zero
+      gradient. Forward values the loss does not need are erased from
+      `@train_grad`. With `gradients-as-main`, `@main` is replaced by
+      `@train_grad` renamed to `@main` (`kilnc --gradients`: an inference
+      artifact whose outputs are the loss and the gradients, to check them
+      with `kiln-run`).
+
+    Example (`loss=mse labels=t:4x2:f32`):
+
+    ```mlir
+    ml_program.global private @w(dense<...> : tensor<3x2xf32>) : tensor<3x2xf32>
+        {kiln.origin = "initializer f32 3x2 w"}
+    func.func @main(%x: tensor<4x3xf32> {kiln.name = "x"})
+        -> (tensor<4x2xf32> {kiln.name = "y"}) {
+      %w = ml_program.global_load_const @w : tensor<3x2xf32>
+      %y = kiln.matmul %x, %w : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+      return %y : tensor<4x2xf32>
+    }
+    // adds
+    func.func @train_grad(%x: tensor<4x3xf32> {kiln.name = "x"},
+                          %t: tensor<4x2xf32> {kiln.name = "t"})
+        -> (tensor<f32> {kiln.name = "loss"}, tensor<3x2xf32> {kiln.name = "grad.w"})
+        attributes {kiln.gradients = [@w]} {
+      ... forward, (y - t)^2 averaged, then dW = x^T dY ...
+    }
+    ```
+
+    Errors (one line each, naming what is wrong): an op on the path from
+    the weights to the loss without a rule (naming the op and its ONNX
+    node), a loss output that is not a float scalar, no trainable weights,
+    an unknown loss, output or labels spec, labels that do not fit the
+    output, a loss that does not depend on any weight.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "the loss appended to loss-on: cross_entropy, nll, mse or l1">,
+    Option<"lossOn", "loss-on", "std::string", /*default=*/"\"\"",
+           "the output the loss reads (default: the only output)">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"\"",
+           "the labels argument, NAME:SHAPE:DTYPE (e.g. y:32:int64)">,
+    Option<"lossOutput", "loss-output", "std::string", /*default=*/"\"\"",
+           "an output that already is the scalar loss (instead of loss)">,
+    Option<"freeze", "freeze", "std::string", /*default=*/"\"\"",
+           "initializers whose name this regular expression matches in "
+           "full do not train">,
+    Option<"gradientsAsMain", "gradients-as-main", "bool", /*default=*/"false",
+           "replace @main by @train_grad (kilnc --gradients)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
 #endif // KILN_DIALECT_KILN_TRANSFORMS_PASSES_TD

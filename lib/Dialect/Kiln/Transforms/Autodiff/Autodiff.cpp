@@ -1,0 +1,427 @@
+//===- Autodiff.cpp - Reverse-mode differentiation of @main ---------------===//
+//
+// kiln-autodiff: builds `func.func @train_grad` next to the forward
+// `@main` (left unchanged). @train_grad takes main's inputs and the labels,
+// recomputes the forward graph, appends the loss, and returns the loss and
+// d loss / d w for every trainable weight w. The steps:
+//
+//   1. the trainable weights: float ml_program.globals read from ONNX
+//      initializers (kiln.origin), minus those `freeze` matches;
+//   2. the loss: built from an output and the labels (Losses.cpp), or an
+//      output the model computes itself (loss-output);
+//   3. activity: the values that depend on a trainable weight (varied); a
+//      gradient flows only into those;
+//   4. the reverse sweep: ops in reverse order, each asking its family's
+//      VJP rule (Vjp.h) for its operands' gradients, summed where a value
+//      has several uses; an op on the path without a rule is an error
+//      naming it;
+//   5. the results: loss, then one gradient per weight (the sum over its
+//      loads; zeros when the loss does not depend on it), and the
+//      `kiln.gradients` attribute naming the globals in that order. Dead
+//      forward ops (outputs the loss does not need) are erased.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Vjp.h"
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Regex.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+using namespace kiln::autodiff;
+
+namespace {
+
+constexpr StringLiteral kNameAttr = "kiln.name";
+
+/// The initializer a weight global was read from (its origin's first line),
+/// or "" when it has none (a hoisted Constant node, a derived weight).
+std::string initializerName(ml_program::GlobalOp global) {
+  std::string origin = getWeightOrigin(global);
+  StringRef first = StringRef(origin).split('\n').first;
+  if (!first.consume_front("initializer "))
+    return "";
+  // "<dtype> <shape> <name>": the name is the rest of the line.
+  first = first.split(' ').second.split(' ').second;
+  return first.str();
+}
+
+/// "'kiln.lrn' (node 'lrn_1')" for error messages: kilnc prints a
+/// diagnostic's text without its location.
+std::string describeOp(Operation *op) {
+  std::string s = "'" + op->getName().getStringRef().str() + "'";
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    s += " (node '" + name.getName().str() + "')";
+  return s;
+}
+
+std::optional<LossKind> parseLoss(StringRef name) {
+  return llvm::StringSwitch<std::optional<LossKind>>(name)
+      .Case("cross_entropy", LossKind::CrossEntropy)
+      .Case("nll", LossKind::Nll)
+      .Case("mse", LossKind::Mse)
+      .Case("l1", LossKind::L1)
+      .Default(std::nullopt);
+}
+
+/// Parses "NAME:SHAPE:DTYPE" (SHAPE: 32x10, or "scalar"; DTYPE: int64,
+/// int32, float32 or i64, i32, f32).
+FailureOr<std::pair<std::string, RankedTensorType>>
+parseLabels(MLIRContext *context, StringRef spec, std::string &error) {
+  auto [rest, dtype] = spec.rsplit(':');
+  auto [name, dims] = rest.rsplit(':');
+  if (name.empty() || dims.empty() || dtype.empty() || rest == spec ||
+      name == rest) {
+    error = "labels '" + spec.str() + "' is not NAME:SHAPE:DTYPE";
+    return failure();
+  }
+  Builder b(context);
+  Type element = llvm::StringSwitch<Type>(dtype)
+                     .Cases("int64", "i64", b.getI64Type())
+                     .Cases("int32", "i32", b.getI32Type())
+                     .Cases("float32", "f32", b.getF32Type())
+                     .Default(Type());
+  if (!element) {
+    error = "labels '" + spec.str() + "': dtype '" + dtype.str() +
+            "' is not int64, int32 or float32";
+    return failure();
+  }
+  SmallVector<int64_t> shape;
+  if (dims != "scalar") {
+    SmallVector<StringRef> parts;
+    dims.split(parts, 'x');
+    for (StringRef part : parts) {
+      int64_t d;
+      if (part.getAsInteger(10, d) || d <= 0) {
+        error = "labels '" + spec.str() + "': '" + part.str() +
+                "' is not a dimension";
+        return failure();
+      }
+      shape.push_back(d);
+    }
+  }
+  return std::make_pair(name.str(), RankedTensorType::get(shape, element));
+}
+
+struct AutodiffPass : kiln::impl::AutodiffPassBase<AutodiffPass> {
+  using Base::Base;
+  void runOnOperation() override;
+
+private:
+  /// Builds @train_grad; on failure it has emitted an error and erased
+  /// what it built.
+  LogicalResult buildTrainGrad(ModuleOp module, func::FuncOp main);
+  /// Appends the loss to `grad`'s body, before its return.
+  FailureOr<Value> appendLoss(func::FuncOp grad, GradBuilder &g);
+};
+
+FailureOr<Value> AutodiffPass::appendLoss(func::FuncOp grad, GradBuilder &g) {
+  auto ret = cast<func::ReturnOp>(grad.front().getTerminator());
+  auto resultIndex = [&](StringRef name) -> std::optional<unsigned> {
+    for (unsigned i = 0; i < grad.getNumResults(); ++i)
+      if (auto attr = grad.getResultAttrOfType<StringAttr>(i, kNameAttr))
+        if (attr.getValue() == name)
+          return i;
+    return std::nullopt;
+  };
+  auto outputNames = [&]() {
+    std::string s;
+    for (unsigned i = 0; i < grad.getNumResults(); ++i) {
+      auto attr = grad.getResultAttrOfType<StringAttr>(i, kNameAttr);
+      s += (i ? ", " : "") + (attr ? attr.getValue().str() : "?");
+    }
+    return s;
+  };
+
+  if (!lossOutput.empty()) {
+    if (!loss.empty() || !labels.empty()) {
+      emitError(grad.getLoc()) << "kiln-autodiff: loss-output names a loss "
+                                  "the model computes; it takes no loss or labels";
+      return failure();
+    }
+    std::optional<unsigned> index = resultIndex(lossOutput);
+    if (!index) {
+      emitError(grad.getLoc()) << "kiln-autodiff: loss-output '" << lossOutput
+                               << "' is not an output of the model (outputs: "
+                               << outputNames() << ")";
+      return failure();
+    }
+    Value value = ret.getOperand(*index);
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getNumElements() != 1 || !isa<FloatType>(type.getElementType())) {
+      emitError(grad.getLoc())
+          << "kiln-autodiff: the loss '" << lossOutput
+          << "' must be a float scalar, got " << type;
+      return failure();
+    }
+    Value scalar = g.reshape(value, {});
+    if (!type.getElementType().isF32())
+      scalar = CastOp::create(g.b, RankedTensorType::get({}, g.b.getF32Type()),
+                              scalar);
+    return scalar;
+  }
+
+  std::optional<LossKind> kind = parseLoss(loss);
+  if (!kind) {
+    emitError(grad.getLoc())
+        << "kiln-autodiff: loss '" << loss
+        << "' is not one of cross_entropy, nll, mse, l1 (or give loss-output)";
+    return failure();
+  }
+  std::optional<unsigned> index;
+  if (lossOn.empty()) {
+    if (grad.getNumResults() != 1) {
+      emitError(grad.getLoc())
+          << "kiln-autodiff: the model has " << grad.getNumResults()
+          << " outputs (" << outputNames() << "): say which with loss-on";
+      return failure();
+    }
+    index = 0;
+  } else {
+    index = resultIndex(lossOn);
+    if (!index) {
+      emitError(grad.getLoc()) << "kiln-autodiff: loss-on '" << lossOn
+                               << "' is not an output of the model (outputs: "
+                               << outputNames() << ")";
+      return failure();
+    }
+  }
+  if (labels.empty()) {
+    emitError(grad.getLoc()) << "kiln-autodiff: loss '" << loss
+                             << "' needs labels=NAME:SHAPE:DTYPE";
+    return failure();
+  }
+  std::string error;
+  auto parsed = parseLabels(&getContext(), labels, error);
+  if (failed(parsed)) {
+    emitError(grad.getLoc()) << "kiln-autodiff: " << error;
+    return failure();
+  }
+  for (unsigned i = 0; i < grad.getNumArguments(); ++i)
+    if (auto attr = grad.getArgAttrOfType<StringAttr>(i, kNameAttr))
+      if (attr.getValue() == parsed->first) {
+        emitError(grad.getLoc()) << "kiln-autodiff: labels '" << parsed->first
+                                 << "' has the name of a model input";
+        return failure();
+      }
+  unsigned argIndex = grad.getNumArguments();
+  if (failed(grad.insertArgument(
+          argIndex, parsed->second,
+          g.b.getDictionaryAttr(
+              g.b.getNamedAttr(kNameAttr, g.b.getStringAttr(parsed->first))),
+          grad.getLoc())))
+    return failure();
+  FailureOr<Value> value = buildLoss(g, *kind, ret.getOperand(*index),
+                                     grad.getArgument(argIndex), error);
+  if (failed(value)) {
+    emitError(grad.getLoc()) << "kiln-autodiff: loss '" << loss << "' on '"
+                             << (lossOn.empty() ? outputNames() : lossOn.getValue())
+                             << "': " << error;
+    return failure();
+  }
+  return value;
+}
+
+LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
+  MLIRContext *context = &getContext();
+
+  // 1. Trainable weights.
+  std::optional<llvm::Regex> freezeRegex;
+  if (!freeze.empty()) {
+    freezeRegex.emplace("^(" + freeze + ")$");
+    std::string regexError;
+    if (!freezeRegex->isValid(regexError)) {
+      module.emitError() << "kiln-autodiff: freeze '" << freeze
+                         << "' is not a regular expression: " << regexError;
+      return failure();
+    }
+  }
+  SmallVector<ml_program::GlobalOp> weights;
+  SmallVector<std::string> weightNames;
+  for (auto global : module.getOps<ml_program::GlobalOp>()) {
+    std::string name = initializerName(global);
+    auto type = dyn_cast<RankedTensorType>(global.getType());
+    if (name.empty() || !type || !isa<FloatType>(type.getElementType()))
+      continue;
+    if (freezeRegex && freezeRegex->match(name))
+      continue;
+    weights.push_back(global);
+    weightNames.push_back(name);
+  }
+  if (weights.empty()) {
+    module.emitError() << "kiln-autodiff: no trainable weights (no float "
+                          "initializer"
+                       << (freeze.empty() ? "" : " outside freeze") << ")";
+    return failure();
+  }
+  llvm::DenseSet<StringRef> weightSymbols;
+  for (auto global : weights)
+    weightSymbols.insert(global.getSymName());
+
+  // 2. The function and its loss.
+  func::FuncOp grad = main.clone();
+  grad.setSymName("train_grad");
+  module.insert(std::next(Block::iterator(main)), grad);
+  auto fail = [&]() {
+    grad.erase();
+    return failure();
+  };
+  Block &body = grad.front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  ImplicitLocOpBuilder b(NameLoc::get(StringAttr::get(context, "loss")), ret);
+  GradBuilder g(b);
+  FailureOr<Value> lossValue = appendLoss(grad, g);
+  if (failed(lossValue))
+    return fail();
+
+  // 3. Activity: values that depend on a trainable weight.
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  llvm::DenseSet<Value> varied;
+  for (Operation *op : forward) {
+    bool active = false;
+    if (auto load = dyn_cast<ml_program::GlobalLoadConstOp>(op))
+      active = weightSymbols.contains(load.getGlobal().getLeafReference());
+    else
+      active = llvm::any_of(op->getOperands(),
+                            [&](Value v) { return varied.contains(v); });
+    if (!active)
+      continue;
+    for (Value result : op->getResults())
+      if (isa<FloatType>(getElementTypeOrSelf(result.getType())))
+        varied.insert(result);
+  }
+  if (!varied.contains(*lossValue)) {
+    emitError(grad.getLoc())
+        << "kiln-autodiff: the loss does not depend on any trainable weight";
+    return fail();
+  }
+
+  // 4. The reverse sweep.
+  llvm::DenseMap<Value, Value> grads;
+  grads[*lossValue] = g.scalar(b.getF32Type(), 1.0);
+  auto accumulate = [&](Value value, Value contribution) {
+    auto [it, inserted] = grads.try_emplace(value, contribution);
+    if (!inserted)
+      it->second = g.add(it->second, contribution);
+  };
+  for (Operation *op : llvm::reverse(forward)) {
+    if (llvm::none_of(op->getResults(),
+                      [&](Value r) { return grads.contains(r); }) ||
+        llvm::none_of(op->getOperands(),
+                      [&](Value v) { return varied.contains(v); }))
+      continue;
+    b.setLoc(op->getLoc());
+    SmallVector<Value> resultGrads;
+    for (Value result : op->getResults()) {
+      Value dy = grads.lookup(result);
+      if (!dy && isa<FloatType>(getElementTypeOrSelf(result.getType())))
+        dy = g.splat(result.getType(), 0.0);
+      resultGrads.push_back(dy);
+    }
+    SmallVector<Value> operandGrads(op->getNumOperands());
+    std::string why;
+    RuleStatus status = applyVjpRule(g, op, resultGrads, operandGrads, why);
+    if (status == RuleStatus::NoRule) {
+      op->emitError() << "kiln-autodiff: no gradient rule for "
+                      << describeOp(op)
+                      << ", which is on the path from the weights to the loss";
+      return fail();
+    }
+    if (status == RuleStatus::Unsupported) {
+      op->emitError() << "kiln-autodiff: cannot differentiate "
+                      << describeOp(op) << ": " << why;
+      return fail();
+    }
+    for (auto [operand, dx] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!dx || !varied.contains(operand))
+        continue;
+      if (dx.getType() != operand.getType()) {
+        op->emitError() << "kiln-autodiff: internal error: the gradient rule "
+                           "of "
+                        << describeOp(op) << " gave " << dx.getType()
+                        << " for an operand of type " << operand.getType();
+        return fail();
+      }
+      accumulate(operand, dx);
+    }
+  }
+
+  // 5. Results: the loss, then one gradient per weight.
+  b.setLoc(grad.getLoc());
+  SmallVector<Value> results{*lossValue};
+  SmallVector<Attribute> symbols;
+  for (auto global : weights) {
+    Value total;
+    for (Operation *op : forward) {
+      auto load = dyn_cast<ml_program::GlobalLoadConstOp>(op);
+      if (!load || load.getGlobal().getLeafReference() != global.getSymName())
+        continue;
+      if (Value dw = grads.lookup(load.getResult()))
+        total = total ? g.add(total, dw) : dw;
+    }
+    results.push_back(total ? total : g.splat(global.getType(), 0.0));
+    symbols.push_back(FlatSymbolRefAttr::get(global.getSymNameAttr()));
+  }
+  func::ReturnOp::create(b, results);
+  ret.erase();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+
+  SmallVector<Type> resultTypes;
+  SmallVector<DictionaryAttr> resultAttrs;
+  auto named = [&](StringRef name) {
+    return b.getDictionaryAttr(
+        b.getNamedAttr(kNameAttr, b.getStringAttr(name)));
+  };
+  resultTypes.push_back(lossValue->getType());
+  resultAttrs.push_back(named("loss"));
+  for (auto [global, name] : llvm::zip(weights, weightNames)) {
+    resultTypes.push_back(global.getType());
+    resultAttrs.push_back(named("grad." + name));
+  }
+  grad.setFunctionType(
+      FunctionType::get(context, grad.getArgumentTypes(), resultTypes));
+  grad.setAllResultAttrs(resultAttrs);
+  grad->setAttr("kiln.gradients", ArrayAttr::get(context, symbols));
+
+  if (gradientsAsMain) {
+    main.erase();
+    grad.setSymName("main");
+  }
+  return success();
+}
+
+void AutodiffPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main || !main.getBody().hasOneBlock()) {
+    module.emitError("kiln-autodiff: the module has no single-block func @main");
+    return signalPassFailure();
+  }
+  if (module.lookupSymbol("train_grad")) {
+    module.emitError("kiln-autodiff: the module already has @train_grad");
+    return signalPassFailure();
+  }
+  if (failed(buildTrainGrad(module, main)))
+    signalPassFailure();
+}
+
+} // namespace

@@ -1,0 +1,113 @@
+//===- Vjp.h - Vector-Jacobian product rules of kiln ops --------*- C++ -*-===//
+//
+// kiln-autodiff walks the forward graph backwards and asks each op for its
+// vector-Jacobian product: given the gradient of the loss with respect to
+// each result, the gradient with respect to each operand. The rules are
+// grouped by op family (VjpElementwise.cpp, VjpContraction.cpp,
+// VjpDataMovement.cpp, VjpReduction.cpp); each emits ordinary kiln ops, so
+// the backward graph goes through the same passes and kernels as inference.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_LIB_DIALECT_KILN_TRANSFORMS_AUTODIFF_VJP_H
+#define KILN_LIB_DIALECT_KILN_TRANSFORMS_AUTODIFF_VJP_H
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <string>
+
+namespace kiln::autodiff {
+
+/// Builds the ops of the backward graph; the helpers every rule shares.
+class GradBuilder {
+public:
+  explicit GradBuilder(mlir::ImplicitLocOpBuilder &b) : b(b) {}
+
+  mlir::ImplicitLocOpBuilder &b;
+
+  /// A rank-0 constant `value` of `elementType`.
+  mlir::Value scalar(mlir::Type elementType, double value);
+  /// A splat constant of `type` (a tensor type).
+  mlir::Value splat(mlir::Type type, double value);
+
+  mlir::Value add(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value sub(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value mul(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value div(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value neg(mlir::Value value);
+  /// `value * factor`, a scalar factor of the value's element type.
+  mlir::Value scale(mlir::Value value, double factor);
+
+  mlir::Value reshape(mlir::Value value, llvm::ArrayRef<int64_t> shape);
+  mlir::Value transpose(mlir::Value value, llvm::ArrayRef<int64_t> permutation);
+  /// Sums over `axes` (sorted), keeping them as size 1.
+  mlir::Value sumKeep(mlir::Value value, llvm::ArrayRef<int64_t> axes);
+  /// Broadcasts `value` to `type` (numpy rules).
+  mlir::Value broadcastTo(mlir::Value value, mlir::RankedTensorType type);
+
+  /// The gradient of a broadcast operand of type `target` from the gradient
+  /// `grad` of the broadcast result: summed over the dimensions broadcasting
+  /// added or stretched, then reshaped to the operand's shape.
+  mlir::Value unbroadcast(mlir::Value grad, mlir::RankedTensorType target);
+};
+
+/// What a family's rule function did with an op.
+enum class RuleStatus {
+  /// The op is not of this family.
+  NoRule,
+  /// The operand gradients are filled in (null: no gradient flows there).
+  Applied,
+  /// The family has a rule, but not for this form of the op; `why` says
+  /// what is missing.
+  Unsupported,
+};
+
+/// The signature of each family's rule function: `resultGrads` has one
+/// gradient per result (zeros where the loss does not depend on it);
+/// `operandGrads` has one null entry per operand on entry.
+using RuleFn = RuleStatus (*)(GradBuilder &g, mlir::Operation *op,
+                              llvm::ArrayRef<mlir::Value> resultGrads,
+                              llvm::MutableArrayRef<mlir::Value> operandGrads,
+                              std::string &why);
+
+RuleStatus elementwiseVjp(GradBuilder &g, mlir::Operation *op,
+                          llvm::ArrayRef<mlir::Value> resultGrads,
+                          llvm::MutableArrayRef<mlir::Value> operandGrads,
+                          std::string &why);
+RuleStatus contractionVjp(GradBuilder &g, mlir::Operation *op,
+                          llvm::ArrayRef<mlir::Value> resultGrads,
+                          llvm::MutableArrayRef<mlir::Value> operandGrads,
+                          std::string &why);
+RuleStatus dataMovementVjp(GradBuilder &g, mlir::Operation *op,
+                           llvm::ArrayRef<mlir::Value> resultGrads,
+                           llvm::MutableArrayRef<mlir::Value> operandGrads,
+                           std::string &why);
+RuleStatus reductionVjp(GradBuilder &g, mlir::Operation *op,
+                        llvm::ArrayRef<mlir::Value> resultGrads,
+                        llvm::MutableArrayRef<mlir::Value> operandGrads,
+                        std::string &why);
+
+/// Tries every family in turn.
+RuleStatus applyVjpRule(GradBuilder &g, mlir::Operation *op,
+                        llvm::ArrayRef<mlir::Value> resultGrads,
+                        llvm::MutableArrayRef<mlir::Value> operandGrads,
+                        std::string &why);
+
+/// The scalar loss the training pipeline appends to a model's output.
+enum class LossKind { CrossEntropy, Nll, Mse, L1 };
+
+/// Builds the mean loss of `kind` over `output` against `labels` as a
+/// rank-0 f32 value. Class losses (cross_entropy, nll) take the classes on
+/// dimension 1 (ONNX's convention) and integer labels of the output's shape
+/// without that dimension, or float labels (probabilities) of the output's
+/// shape; mse and l1 take float labels of the output's shape. Fails with
+/// `error` set when the labels do not fit.
+mlir::FailureOr<mlir::Value> buildLoss(GradBuilder &g, LossKind kind,
+                                       mlir::Value output, mlir::Value labels,
+                                       std::string &error);
+
+} // namespace kiln::autodiff
+
+#endif // KILN_LIB_DIALECT_KILN_TRANSFORMS_AUTODIFF_VJP_H
