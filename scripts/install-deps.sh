@@ -19,7 +19,9 @@ DEB_PACKAGES=(
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
 )
 # Test-only Python packages, pinned so results are reproducible.
-PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4)
+# scikit-learn is test-only: its bundled digits dataset trains a model in
+# test/Pipelines/Training/digits.test.
+PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4 scikit-learn==1.5.2)
 
 say() { printf 'install-deps: %s\n' "$*"; }
 

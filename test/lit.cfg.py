@@ -43,6 +43,8 @@ onnx_dir = subprocess.run(
     capture_output=True, text=True).stdout.strip()
 if subprocess.call([python, "-c", "import onnxruntime"], stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("onnxruntime")
+if subprocess.call([python, "-c", "import sklearn"], stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("sklearn")  # test-only (install-deps.sh)
 if onnx_dir:
     config.available_features.add("onnx")
     # The "light" model zoo shipped in the onnx package.

@@ -385,12 +385,16 @@ void printContractionReport(ModuleOp module, llvm::raw_ostream &os) {
 /// entry point through the ordinary pipeline, joined into one artifact.
 int compileForTraining(ModuleOp module,
                        const kiln::PipelineOptions &pipelineOptions) {
-  if (outputFile == "-" || !llvm::StringRef(outputFile).ends_with(".kiln"))
+  // --emit=kiln prints the module after kiln-optimizer (train_step and
+  // eval in kiln IR); the later phases run per entry point.
+  bool printKiln = emit.getNumOccurrences() && emit == Output::Kiln;
+  if (!printKiln &&
+      (outputFile == "-" || !llvm::StringRef(outputFile).ends_with(".kiln")))
     return error("--train writes an artifact: name a file with -o "
                  "model.train.kiln");
-  if (stats || stripWeights || emit.getNumOccurrences())
+  if (stats || stripWeights || (emit.getNumOccurrences() && !printKiln))
     return error("--train does not combine with --stats, --strip-weights or "
-                 "--emit yet");
+                 "--emit other than kiln yet");
   llvm::Expected<std::string> optimizer =
       kiln::parseOptimizerSpec(optimizerSpec, gradClip);
   if (!optimizer)
@@ -422,6 +426,20 @@ int compileForTraining(ModuleOp module,
     return error(inputFile + ": " +
                  (diagnostic.empty() ? "the optimizer pass failed"
                                      : diagnostic));
+  if (printKiln) {
+    llvm::Error written =
+        llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
+          OpPrintingFlags flags;
+          if (!printWeights)
+            flags.elideLargeResourceString(64);
+          module->print(os, flags);
+          return llvm::Error::success();
+        });
+    if (written)
+      return error("cannot write '" + outputFile +
+                   "': " + llvm::toString(std::move(written)));
+    return 0;
+  }
   kiln::ArtifactOptions artifactOptions;
   artifactOptions.target = target;
   artifactOptions.ptxasPath = kiln::defaultPtxasPath();

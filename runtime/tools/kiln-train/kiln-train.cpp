@@ -19,6 +19,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -53,16 +54,24 @@ options:
   --resume             continue from DIR/checkpoint.safetensors
   --history FILE       loss history CSV (default DIR/loss.csv with
                        --checkpoint-dir); scripts/plot-loss.py draws it
+  --export FILE        after training, write the ONNX model the artifact was
+                       compiled from with the trained weights (its
+                       initializers replaced) to FILE
+  --onnx MODEL         the ONNX model for --export (default: the .onnx file
+                       named in the artifact's compiler options)
   --device DEV         cuda (default), cuda:N, or emu
   --quiet              no progress output
+  --profile            emu: after training, the host time per kernel (where
+                       the emulator spends a step)
 )";
 
 struct Options {
   std::string model, data, labels, valData, valLabels, checkpointDir, history;
+  std::string exportPath, onnxModel;
   std::string device = "cuda";
   uint64_t epochs = 1, seed = 0;
   std::optional<uint64_t> batch;
-  bool resume = false, quiet = false;
+  bool resume = false, quiet = false, profile = false;
 };
 
 Error usageError(const std::string &message) {
@@ -122,6 +131,10 @@ Expected<Options> parseArguments(int argc, char **argv) {
       err = set(options.history);
     else if (arg == "--device")
       err = set(options.device);
+    else if (arg == "--export")
+      err = set(options.exportPath);
+    else if (arg == "--onnx")
+      err = set(options.onnxModel);
     else if (arg == "--epochs")
       err = setNumber(options.epochs);
     else if (arg == "--seed")
@@ -134,6 +147,8 @@ Expected<Options> parseArguments(int argc, char **argv) {
       options.resume = true;
     else if (arg == "--quiet")
       options.quiet = true;
+    else if (arg == "--profile")
+      options.profile = true;
     else if (!arg.empty() && arg[0] == '-')
       return usageError("unknown option '" + arg + "'");
     else if (options.model.empty())
@@ -443,17 +458,54 @@ int run(const Options &options) {
           ? ""
           : (fs::path(options.checkpointDir) / "checkpoint.safetensors")
                 .string();
+  std::string onnxModel = options.onnxModel;
+  if (!options.exportPath.empty() && onnxModel.empty()) {
+    // The first .onnx argument kilnc was given.
+    std::string word;
+    for (size_t i = 0; i <= artifact->compilerOptions.size(); ++i) {
+      char c = i < artifact->compilerOptions.size()
+                   ? artifact->compilerOptions[i]
+                   : ' ';
+      if (c != ' ') {
+        word += c;
+        continue;
+      }
+      if (onnxModel.empty() && word.size() > 5 && word[0] != '-' &&
+          word.compare(word.size() - 5, 5, ".onnx") == 0)
+        onnxModel = word;
+      word.clear();
+    }
+    if (onnxModel.empty())
+      return fail(Error::failure(options.model +
+                                 ": the artifact does not name its ONNX "
+                                 "model: give --onnx MODEL for --export"));
+  }
+  if (!options.exportPath.empty() && !fs::exists(onnxModel))
+    return fail(Error::failure(onnxModel + ": no such ONNX model (for "
+                                           "--export; give --onnx MODEL)"));
   if (options.resume && !fs::exists(checkpointPath))
     return fail(Error::failure(checkpointPath + ": no checkpoint to resume"));
 
   Expected<std::unique_ptr<Device>> device = createDevice(options.device);
   if (!device)
     return fail(device.takeError());
-  Expected<std::unique_ptr<TrainingSession>> created = TrainingSession::create(
-      artifact, std::shared_ptr<Device>(device.take()));
+  std::shared_ptr<Device> sharedDevice(device.take());
+  if (options.profile)
+    if (Error err = sharedDevice->setProfiling({true, 0, 1}))
+      return fail(err);
+  Expected<std::unique_ptr<TrainingSession>> created =
+      TrainingSession::create(artifact, sharedDevice);
   if (!created)
     return fail(created.error().withContext(options.model));
   TrainingSession &session = **created;
+  if (!options.exportPath.empty()) {
+    // The model must take the weights before any time is spent training.
+    Expected<std::map<std::string, HostTensor>> initial = session.weights();
+    if (!initial)
+      return fail(initial.takeError());
+    if (Error err = exportOnnxWeights(onnxModel, "", *initial))
+      return fail(err);
+  }
   Expected<BatchSignature> sig = batchSignature(session, options.model);
   if (!sig)
     return fail(sig.takeError());
@@ -560,6 +612,34 @@ int run(const Options &options) {
       if (Error err = session.saveCheckpoint(checkpointPath, meta))
         return fail(err);
     }
+  }
+  if (!options.exportPath.empty()) {
+    Expected<std::map<std::string, HostTensor>> weights = session.weights();
+    if (!weights)
+      return fail(weights.takeError());
+    if (Error err = exportOnnxWeights(onnxModel, options.exportPath, *weights))
+      return fail(err);
+    if (!options.quiet)
+      fmt::print("exported {} trained weights to {}\n", weights->size(),
+                 options.exportPath);
+  }
+  if (options.profile) {
+    std::map<std::string, std::pair<double, uint64_t>> byKernel;
+    double total = 0;
+    for (const LaunchProfile &launch : sharedDevice->takeLaunchProfiles()) {
+      auto &entry = byKernel[launch.kernel];
+      entry.first += launch.hostSeconds;
+      ++entry.second;
+      total += launch.hostSeconds;
+    }
+    std::vector<std::pair<double, std::string>> sorted;
+    for (auto &[name, entry] : byKernel)
+      sorted.push_back({entry.first, name});
+    std::sort(sorted.rbegin(), sorted.rend());
+    fmt::print("profile: {:.3f} s of emulated kernels\n", total);
+    for (auto &[seconds, name] : sorted)
+      fmt::print("  {:<40} {:8.3f} s {:6} launches\n", name, seconds,
+                 byKernel[name].second);
   }
   if (!options.history.empty()) {
     std::string tmp = options.history + ".tmp";

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Ten train steps of each optimizer on emu against a numpy float64 reference.
 
-The model is a linear layer with an MSE loss, written as kiln IR with a
+First a linear layer with an MSE loss, written as kiln IR with a
 hand-derived @train_grad (the autodiff pipeline's contract: loss, then one
-gradient per trainable global), so this tests kiln-optimizer, the training
-artifact, the runtime's state and kiln-train, not autodiff. kilnc --train
+gradient per trainable global), so the optimizers are tested apart from
+autodiff; then an ONNX MLP (Gemm, Relu, Gemm, cross-entropy) through the
+whole compiler (kiln-autodiff + kiln-optimizer) with SGD+momentum and AdamW. kilnc --train
 builds train_step + eval; kiln-train runs 10 epochs of one batch (N = B, so
 the shuffle cannot change the batch); the checkpoint's weights, optimizer
 state and step counter, and the loss history, are compared with the same
@@ -81,21 +82,57 @@ def lr_at(t, c):
     return rate
 
 
-def reference(c, W, b, x, y):
-    """float64: the loss before each step, and the state after STEPS."""
+def linear_grad(x, y):
+    """The linear model's float64 loss and flat gradient at flat weights w."""
     x, y = x.astype(np.float64), y.astype(np.float64)
-    w = np.concatenate([W.ravel(), b]).astype(np.float64)
+
+    def grad(w):
+        Wm, bm = w[:I * O].reshape(I, O), w[I * O:]
+        d = x @ Wm + bm - y
+        dp = 2 * d / d.size
+        return np.mean(d * d), np.concatenate([(x.T @ dp).ravel(), dp.sum(0)])
+    return grad
+
+
+def mlp_grad(x, labels, shapes):
+    """Gemm(64->H) + Relu + Gemm(H->C) with mean cross-entropy on integer
+    labels, in float64; w is laid out as shapes (W1, b1, W2, b2)."""
+    x = x.astype(np.float64)
+
+    def grad(w):
+        parts, o = [], 0
+        for shp in shapes:
+            n = int(np.prod(shp))
+            parts.append(w[o:o + n].reshape(shp))
+            o += n
+        W1, b1, W2, b2 = parts
+        h = x @ W1 + b1
+        a = np.maximum(h, 0)
+        z = a @ W2 + b2
+        z = z - z.max(1, keepdims=True)
+        p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+        n = len(x)
+        loss = -np.mean(np.log(p[np.arange(n), labels]))
+        dz = p.copy()
+        dz[np.arange(n), labels] -= 1
+        dz /= n
+        dh = (dz @ W2.T) * (h > 0)
+        g = [x.T @ dh, dh.sum(0), a.T @ dz, dz.sum(0)]
+        return loss, np.concatenate([t.ravel() for t in g])
+    return grad
+
+
+def reference(c, w0, grad):
+    """float64: the loss before each step, and the state after STEPS."""
+    w = w0.astype(np.float64)
     m = np.zeros_like(w)
     v = np.zeros_like(w)
     losses = []
     opt = c["optimizer"]
     wd = c.get("weight_decay", 0.0)
     for t in range(1, STEPS + 1):
-        Wm, bm = w[:I * O].reshape(I, O), w[I * O:]
-        d = x @ Wm + bm - y
-        losses.append(np.mean(d * d))
-        dp = 2 * d / d.size
-        g = np.concatenate([(x.T @ dp).ravel(), dp.sum(0)])
+        loss, g = grad(w)
+        losses.append(loss)
         if c.get("grad_clip", 0) > 0:
             g = g * min(1.0, c["grad_clip"] / (np.linalg.norm(g) + 1e-6))
         lr = lr_at(t, c)
@@ -149,12 +186,55 @@ CONFIGS = [
 ]
 
 
+MLP_CONFIGS = [
+    ("mlp-momentum", {"optimizer": "momentum", "lr": 0.1, "momentum": 0.9}),
+    ("mlp-adamw", {"optimizer": "adamw", "lr": 0.01, "weight_decay": 0.01}),
+]
+
+
 def spec(c):
     keys = [k for k in c if k not in ("optimizer", "grad_clip")]
     s = c["optimizer"]
     if keys:
         s += ":" + ",".join(f"{k}={c[k]}" for k in keys)
     return s
+
+
+def check(name, c, cmd_model, extra, work, args, weights, order, w0, grad):
+    """Compiles, trains STEPS one-batch epochs, compares; the failure count."""
+    art = os.path.join(work, name + ".train.kiln")
+    cmd = [args.kilnc, cmd_model, "--train", "--optimizer=" + spec(c), "-o", art] + extra
+    if c.get("grad_clip"):
+        cmd.append(f"--grad-clip={c['grad_clip']}")
+    subprocess.run(cmd, check=True)
+    ck = os.path.join(work, name)
+    subprocess.run([args.kiln_train, art, "--data", os.path.join(work, weights[0]),
+                    "--labels", os.path.join(work, weights[1]),
+                    "--epochs", str(STEPS), "--device", "emu", "--quiet",
+                    "--checkpoint-dir", ck], check=True)
+    tensors, meta = read_safetensors(os.path.join(ck, "checkpoint.safetensors"))
+    hist = [l.split(",") for l in open(os.path.join(ck, "loss.csv")).read().splitlines()[1:]]
+    losses = np.array([float(r[2]) for r in hist if r[2]])
+    ref_loss, ref_w, ref_m, ref_v = reference(c, w0, grad)
+    got_w = np.concatenate([tensors[n].ravel() for n in order])
+    checks = [("loss", losses, ref_loss), ("weights", got_w, ref_w)]
+    if "kiln.state.opt.m" in tensors:
+        checks.append(("opt.m", tensors["kiln.state.opt.m"], ref_m))
+    if "kiln.state.opt.v" in tensors:
+        checks.append(("opt.v", tensors["kiln.state.opt.v"], ref_v))
+    checks.append(("opt.step", tensors["kiln.state.opt.step"].reshape(1),
+                   np.array([STEPS], np.float64)))
+    failures = 0
+    worst = 0.0
+    for what, got, want in checks:
+        worst = max(worst, float(np.max(np.abs(got - want) / (np.abs(want) + 1e-6))))
+        if not np.allclose(got, want, rtol=1e-4, atol=1e-6):
+            failures += 1
+            print(f"FAIL {name} {what}: max |got-want| "
+                  f"{np.max(np.abs(got - want)):.3g}\n got  {got}\n want {want}")
+    print(f"{name}: {STEPS} steps, loss {losses[0]:.6f} -> {losses[-1]:.6f}, "
+          + ("ok" if not failures else "FAILED"))
+    return failures
 
 
 def main():
@@ -176,42 +256,45 @@ def main():
     np.save(os.path.join(args.work, "x.npy"), x)
     np.save(os.path.join(args.work, "y.npy"), y)
     failures = 0
+    count = 0
+    w0 = np.concatenate([W.ravel(), b])
     for name, c in CONFIGS:
         if args.only and name != args.only:
             continue
-        art = os.path.join(args.work, name + ".train.kiln")
-        cmd = [args.kilnc, src, "--train", "--optimizer=" + spec(c), "-o", art]
-        if c.get("grad_clip"):
-            cmd.append(f"--grad-clip={c['grad_clip']}")
-        subprocess.run(cmd, check=True)
-        ck = os.path.join(args.work, name)
-        subprocess.run([args.kiln_train, art, "--data", os.path.join(args.work, "x.npy"),
-                        "--labels", os.path.join(args.work, "y.npy"),
-                        "--epochs", str(STEPS), "--device", "emu", "--quiet",
-                        "--checkpoint-dir", ck], check=True)
-        tensors, meta = read_safetensors(os.path.join(ck, "checkpoint.safetensors"))
-        hist = [l.split(",") for l in open(os.path.join(ck, "loss.csv")).read().splitlines()[1:]]
-        losses = np.array([float(r[2]) for r in hist if r[2]])
-        ref_loss, ref_w, ref_m, ref_v = reference(c, W, b, x, y)
-        got_w = np.concatenate([tensors["W"].ravel(), tensors["b"]])
-        checks = [("loss", losses, ref_loss), ("weights", got_w, ref_w)]
-        if "kiln.state.opt.m" in tensors:
-            checks.append(("opt.m", tensors["kiln.state.opt.m"], ref_m))
-        if "kiln.state.opt.v" in tensors:
-            checks.append(("opt.v", tensors["kiln.state.opt.v"], ref_v))
-        checks.append(("opt.step", tensors["kiln.state.opt.step"].reshape(1),
-                       np.array([STEPS], np.float64)))
-        worst = 0.0
-        for what, got, want in checks:
-            err = np.max(np.abs(got - want) / (np.abs(want) + 1e-2))
-            worst = max(worst, err)
-            if not np.allclose(got, want, rtol=1e-4, atol=1e-6):
-                failures += 1
-                print(f"FAIL {name} {what}: max |got-want| "
-                      f"{np.max(np.abs(got - want)):.3g}\n got  {got}\n want {want}")
-        print(f"{name}: {STEPS} steps, loss {losses[0]:.6f} -> {losses[-1]:.6f}, "
-              f"ok" if not failures else f"{name}: failures")
-    print(f"optimizer-steps: {len(CONFIGS)} configurations, {failures} failures")
+        count += 1
+        failures += check(name, c, src, [], args.work, args, ("x.npy", "y.npy"),
+                          ["W", "b"], w0, linear_grad(x, y))
+
+    # The same through the whole compiler: an ONNX MLP whose gradients come
+    # from kiln-autodiff (cross-entropy on int64 labels).
+    if not args.only:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        Bm, In, Hd, C = 8, 6, 7, 4
+        shapes = [(In, Hd), (Hd,), (Hd, C), (C,)]
+        names = ["fc1.w", "fc1.b", "fc2.w", "fc2.b"]
+        vals = [(rng.standard_normal(s) * 0.5).astype(np.float32) for s in shapes]
+        xm = rng.standard_normal((Bm, In)).astype(np.float32)
+        ym = rng.integers(0, C, Bm).astype(np.int64)
+        np.save(os.path.join(args.work, "xm.npy"), xm)
+        np.save(os.path.join(args.work, "ym.npy"), ym)
+        g = helper.make_graph(
+            [helper.make_node("Gemm", ["x", "fc1.w", "fc1.b"], ["h"]),
+             helper.make_node("Relu", ["h"], ["a"]),
+             helper.make_node("Gemm", ["a", "fc2.w", "fc2.b"], ["z"])], "mlp",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [Bm, In])],
+            [helper.make_tensor_value_info("z", TensorProto.FLOAT, [Bm, C])],
+            [numpy_helper.from_array(v, n) for v, n in zip(vals, names)])
+        model = os.path.join(args.work, "mlp.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+        mw0 = np.concatenate([v.ravel() for v in vals])
+        for name, c in MLP_CONFIGS:
+            count += 1
+            failures += check(name, c, model,
+                              ["--loss=cross_entropy", f"--labels=y:{Bm}:int64"],
+                              args.work, args, ("xm.npy", "ym.npy"), names, mw0,
+                              mlp_grad(xm, ym, shapes))
+    print(f"optimizer-steps: {count} configurations, {failures} failures")
     return 1 if failures else 0
 
 

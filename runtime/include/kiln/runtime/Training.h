@@ -83,6 +83,14 @@ struct Checkpoint {
 Error writeSafetensors(const std::string &path, const Checkpoint &checkpoint);
 Expected<Checkpoint> readSafetensors(const std::string &path);
 
+/// Writes a copy of the ONNX model at `modelPath` to `outputPath` with each
+/// initializer named in `weights` replaced by its value (dtype and shape
+/// must match; every name must exist). The rest of the file is copied
+/// unchanged. Written atomically; an empty `outputPath` only checks.
+Error exportOnnxWeights(const std::string &modelPath,
+                        const std::string &outputPath,
+                        const std::map<std::string, HostTensor> &weights);
+
 class TrainingSession {
 public:
   /// Fails for an artifact without `train_step` and `eval` entry points.
