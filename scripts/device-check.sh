@@ -62,6 +62,7 @@ if [ ! -f "$dir/manifest.json" ]; then
   echo "device-check.sh: $dir/manifest.json missing: run scripts/device/prepare.sh first" >&2
   exit 1
 fi
+python3 "$root/scripts/device/train_bench.py" run --dir "$dir/train" "${args[@]:2:2}"  # training speed (issue 14); "--device emu" in --dry-run
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   python3 "$dir/scripts/device_check.py" "${args[@]}" "$@" 2>&1 | tee "$OUT/log.txt"

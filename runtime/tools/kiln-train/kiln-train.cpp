@@ -554,6 +554,8 @@ int run(const Options &options) {
 
   bool tty = !options.quiet && isatty(fileno(stderr));
   uint64_t steps = train->count / sig->batch;
+  uint64_t stepsRun = 0;
+  double stepSeconds = 0;
   for (uint64_t epoch = firstEpoch; epoch < options.epochs; ++epoch) {
     std::vector<uint64_t> order = shuffled(train->count, options.seed, epoch);
     auto start = std::chrono::steady_clock::now();
@@ -567,8 +569,13 @@ int run(const Options &options) {
       if (Error err = session.bindBatch(
               sig->labelsName, gather(train->labels, indices, *sig->labels)))
         return fail(err);
+      auto stepStart = std::chrono::steady_clock::now();
       if (Error err = session.step())
         return fail(err);
+      stepSeconds += std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - stepStart)
+                         .count();
+      ++stepsRun;
       Expected<float> loss = session.loss();
       if (!loss)
         return fail(loss.takeError());
@@ -613,6 +620,11 @@ int run(const Options &options) {
         return fail(err);
     }
   }
+  if (stepsRun && !options.quiet)
+    fmt::print("train: {} steps, {:.3f} ms/step (train_step: batch upload, "
+               "launches, state update), {:.1f} samples/s\n",
+               stepsRun, stepSeconds * 1e3 / double(stepsRun),
+               double(stepsRun * sig->batch) / stepSeconds);
   if (!options.exportPath.empty()) {
     Expected<std::map<std::string, HostTensor>> weights = session.weights();
     if (!weights)
