@@ -35,7 +35,7 @@ llvm_config.with_system_environment(["HOME", "PYTHONPATH"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run", "mlir-tblgen"], tool_dirs)
+llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run", "kiln-train", "mlir-tblgen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
 
@@ -47,6 +47,8 @@ onnx_dir = subprocess.run(
     capture_output=True, text=True).stdout.strip()
 if subprocess.call([python, "-c", "import onnxruntime"], stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("onnxruntime")
+if subprocess.call([python, "-c", "import sklearn"], stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("sklearn")  # test-only (install-deps.sh)
 if onnx_dir:
     config.available_features.add("onnx")
     # The "light" model zoo shipped in the onnx package.

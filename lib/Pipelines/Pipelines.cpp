@@ -197,6 +197,12 @@ LogicalResult buildPipelineUpTo(OpPassManager &pm, Phase last,
   return success();
 }
 
+LogicalResult addTrainingStepPasses(OpPassManager &pm,
+                                    llvm::StringRef optimizerOptions) {
+  return parsePassPipeline(("kiln-optimizer{" + optimizerOptions + "}").str(),
+                           pm, llvm::errs());
+}
+
 namespace {
 /// Whether a kernel reads and/or writes through `buffer` (or views of it).
 void classifyAccess(Value buffer, bool &read, bool &written) {

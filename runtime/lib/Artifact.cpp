@@ -369,7 +369,9 @@ Error verifyArtifact(const Artifact &artifact) {
     return err;
   if (Error err = verifyLaunches(artifact))
     return err;
-  return verifyMemoryPlan(artifact);
+  if (Error err = verifyMemoryPlan(artifact))
+    return err;
+  return verifyTraining(artifact);
 }
 
 } // namespace kiln::runtime

@@ -33,7 +33,11 @@ constexpr size_t kHeaderSizeOffset = 16;     // u32, always 64 in 1.x
 constexpr size_t kSectionCountOffset = 20;   // u32
 constexpr size_t kSectionTableOffset = 24;   // u64
 constexpr size_t kFileSizeOffset = 32;       // u64
-constexpr size_t kFlagsOffset = 40;          // u32, 0 in 1.x
+constexpr size_t kFlagsOffset = 40;          // u32, kHeaderFlag* below
+/// Header flag (format 1.3): the artifact has entry points (a `training`
+/// section). Readers before 1.3 reject it as an unknown flag rather than run
+/// train_step and eval as one launch list.
+constexpr uint32_t kHeaderFlagEntryPoints = 1;
 constexpr size_t kTableChecksumOffset = 44;  // u32, CRC32C of the table
 constexpr size_t kHeaderChecksumOffset = 60; // u32, CRC32C of bytes [0, 60)
 
@@ -63,9 +67,11 @@ enum class SectionKind : uint32_t {
   WeightOrigins = 8,
   /// Optional (format 1.2): registers and static shared memory per kernel.
   KernelResources = 9,
+  /// Optional (format 1.3): entry points and persistent state.
+  Training = 10,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 9;
+constexpr uint32_t kLastSectionKind = 10;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -106,6 +112,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "weight-origins";
   case SectionKind::KernelResources:
     return "kernel-resources";
+  case SectionKind::Training:
+    return "training";
   }
   return "unknown";
 }

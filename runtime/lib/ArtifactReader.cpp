@@ -231,6 +231,49 @@ Error parseKernelResources(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseTraining(SectionReader in, Artifact &artifact) {
+  artifact.entryPoints.resize(in.count("entry points", 4 + 5 * 4));
+  for (size_t i = 0; i < artifact.entryPoints.size() && !in.failed(); ++i) {
+    EntryPoint &entry = artifact.entryPoints[i];
+    in.setContext(fmt::format("entry point {}", i));
+    entry.name = in.string("the entry point name");
+    in.setContext(fmt::format("entry point '{}'", entry.name));
+    entry.firstLaunch = in.u32("the first launch");
+    entry.launchCount = in.u32("the launch count");
+    for (auto *indices : {&entry.inputs, &entry.outputs}) {
+      indices->resize(in.count("tensor indices", 4));
+      for (uint32_t &index : *indices)
+        index = in.u32("a tensor index");
+    }
+    entry.updates.resize(in.count("state updates", 8));
+    for (StateUpdate &update : entry.updates) {
+      update.output = in.u32("an update's output");
+      update.state = in.u32("an update's state");
+    }
+  }
+  in.setContext("");
+  artifact.state.resize(in.count("state tensors", kMinTensorBytes + 24));
+  for (size_t i = 0; i < artifact.state.size() && !in.failed(); ++i) {
+    StateTensor &tensor = artifact.state[i];
+    in.setContext(fmt::format("state {}", i));
+    readTensor(in, "state", tensor.name, tensor.dtype, tensor.shape);
+    tensor.arenaOffset = in.u64("the arena offset");
+    tensor.buffer = in.u32("the buffer index");
+    auto [initial, initialSize] = in.bytes("the initial value");
+    if (initial)
+      tensor.initial.assign(initial, initial + initialSize);
+    tensor.segments.resize(in.count("segments", 4 + 8 + 4));
+    for (StateSegment &segment : tensor.segments) {
+      segment.name = in.string("a segment name");
+      segment.elementOffset = in.u64("a segment offset");
+      segment.shape.resize(in.count("dimensions", 8));
+      for (int64_t &dim : segment.shape)
+        dim = in.i64("a dimension");
+    }
+  }
+  return in.finish();
+}
+
 Error parseWeights(SectionReader in, Artifact &artifact) {
   artifact.weights.resize(in.count("weights", kMinTensorBytes + 8));
   for (size_t i = 0; i < artifact.weights.size() && !in.failed(); ++i) {
@@ -344,8 +387,12 @@ Expected<std::vector<SectionEntry>> readLayout(const Blob &image) {
   if (loadU32(file + kHeaderSizeOffset) != kHeaderSize)
     return makeError("header: header size {} is not {}",
                      loadU32(file + kHeaderSizeOffset), kHeaderSize);
-  if (uint32_t flags = loadU32(file + kFlagsOffset))
-    return makeError("header: unknown flags {:#x}", flags);
+  uint32_t flags = loadU32(file + kFlagsOffset);
+  // Entry points came with 1.3; a file claiming an older minor cannot have
+  // them.
+  uint32_t knownFlags = major == 1 && minor < 3 ? 0 : kHeaderFlagEntryPoints;
+  if (flags & ~knownFlags)
+    return makeError("header: unknown flags {:#x}", flags & ~knownFlags);
   uint64_t recordedSize = loadU64(file + kFileSizeOffset);
   if (recordedSize > fileSize)
     return makeError("truncated: the header records {} bytes but the file has "
@@ -476,6 +523,17 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::KernelResources)])
     if (Error err = parseKernelResources(
             reader(SectionKind::KernelResources), artifact))
+      return err;
+
+  bool flagged =
+      loadU32(image.data() + kFlagsOffset) & kHeaderFlagEntryPoints;
+  if (flagged != (known[uint32_t(SectionKind::Training)] != nullptr))
+    return makeError(flagged ? "header: the entry-points flag is set but "
+                               "there is no 'training' section"
+                             : "section 'training' is present but the "
+                               "header's entry-points flag is not set");
+  if (known[uint32_t(SectionKind::Training)])
+    if (Error err = parseTraining(reader(SectionKind::Training), artifact))
       return err;
 
   const SectionEntry *data = known[uint32_t(SectionKind::WeightData)];

@@ -158,6 +158,43 @@ bool needsKernelResourcesSection(const Artifact &artifact) {
   return false;
 }
 
+/// Format 1.3: entry points and persistent state (docs/artifact-format.md).
+std::vector<uint8_t> encodeTraining(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.entryPoints.size()));
+  for (const EntryPoint &entry : artifact.entryPoints) {
+    out.string(entry.name);
+    out.u32(entry.firstLaunch);
+    out.u32(entry.launchCount);
+    for (const auto *indices : {&entry.inputs, &entry.outputs}) {
+      out.u32(static_cast<uint32_t>(indices->size()));
+      for (uint32_t index : *indices)
+        out.u32(index);
+    }
+    out.u32(static_cast<uint32_t>(entry.updates.size()));
+    for (const StateUpdate &update : entry.updates) {
+      out.u32(update.output);
+      out.u32(update.state);
+    }
+  }
+  out.u32(static_cast<uint32_t>(artifact.state.size()));
+  for (const StateTensor &tensor : artifact.state) {
+    encodeTensor(out, tensor.name, tensor.dtype, tensor.shape);
+    out.u64(tensor.arenaOffset);
+    out.u32(tensor.buffer);
+    out.bytes(tensor.initial.data(), tensor.initial.size());
+    out.u32(static_cast<uint32_t>(tensor.segments.size()));
+    for (const StateSegment &segment : tensor.segments) {
+      out.string(segment.name);
+      out.u64(segment.elementOffset);
+      out.u32(static_cast<uint32_t>(segment.shape.size()));
+      for (int64_t dim : segment.shape)
+        out.i64(dim);
+    }
+  }
+  return out.take();
+}
+
 std::vector<uint8_t> encodeLaunches(const Artifact &artifact) {
   ByteWriter out;
   out.u32(static_cast<uint32_t>(artifact.launches.size()));
@@ -253,6 +290,14 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
                                          resources.data(), resources.size()});
   }
 
+  std::vector<uint8_t> training;
+  bool hasEntryPoints = !artifact.entryPoints.empty();
+  if (hasEntryPoints) {
+    training = encodeTraining(artifact);
+    sections.insert(sections.end() - 1, {SectionKind::Training,
+                                         training.data(), training.size()});
+  }
+
   uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();
   uint64_t cursor = kHeaderSize + tableSize;
   for (PlannedSection &section : sections) {
@@ -283,6 +328,7 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
            static_cast<uint32_t>(sections.size()));
   storeU64(header + kSectionTableOffset, kHeaderSize);
   storeU64(header + kFileSizeOffset, fileSize);
+  storeU32(header + kFlagsOffset, hasEntryPoints ? kHeaderFlagEntryPoints : 0);
   storeU32(header + kTableChecksumOffset, crc32c(table.data(), table.size()));
   storeU32(header + kHeaderChecksumOffset,
            crc32c(header, kHeaderChecksumOffset));

@@ -67,6 +67,8 @@ struct Session::Impl {
   ~Impl();
   Error prepare();
   Error uploadInputs();
+  Error uploadInput(size_t i);
+  Error uploadInitialState();
   Error launchAll(const std::vector<EventHandle> *launchEvents);
   Error enqueueRun();
 };
@@ -167,26 +169,56 @@ Error Session::Impl::prepare() {
     configs.push_back({kernel.grid, kernel.block, kernel.dynamicSharedBytes});
   }
   inputs.resize(model.inputs.size());
+  return uploadInitialState();
+}
+
+Error Session::Impl::uploadInitialState() {
+  for (const StateTensor &tensor : artifact->state) {
+    uint64_t size = *tensorByteSize(tensor.dtype, tensor.shape);
+    if (size == 0)
+      continue;
+    std::vector<uint8_t> zeros;
+    const void *data = tensor.initial.data();
+    if (tensor.initial.empty()) {
+      zeros.assign(size, 0);
+      data = zeros.data();
+    }
+    if (Error err = device->copyToDevice(
+            arena.value_or(0) + tensor.arenaOffset, data, size))
+      return err.withContext(
+          fmt::format("initialising state '{}'", tensor.name));
+  }
+  return Error::success();
+}
+
+Error Session::Impl::uploadInput(size_t i) {
+  const TensorSignature &input = artifact->inputs[i];
+  if (!inputs[i])
+    return makeError("input '{}' is not bound", input.name);
+  if (inputs[i]->size == 0)
+    return Error::success();
+  DevicePtr dst = arena.value_or(0) + input.arenaOffset;
+  Error err =
+      inputs[i]->onDevice
+          ? device->copyOnDevice(dst, *inputs[i]->onDevice, inputs[i]->size)
+          : device->copyToDevice(dst, inputs[i]->host.data(), inputs[i]->size);
+  if (err)
+    return err.withContext(fmt::format("uploading input '{}'", input.name));
   return Error::success();
 }
 
 Error Session::Impl::uploadInputs() {
-  const Artifact &model = *artifact;
-  for (size_t i = 0; i < model.inputs.size(); ++i) {
-    const TensorSignature &input = model.inputs[i];
-    if (!inputs[i])
-      return makeError("input '{}' is not bound", input.name);
-    if (inputs[i]->size == 0)
-      continue;
-    DevicePtr dst = arena.value_or(0) + input.arenaOffset;
-    Error err =
-        inputs[i]->onDevice
-            ? device->copyOnDevice(dst, *inputs[i]->onDevice, inputs[i]->size)
-            : device->copyToDevice(dst, inputs[i]->host.data(),
-                                   inputs[i]->size);
-    if (err)
-      return err.withContext(fmt::format("uploading input '{}'", input.name));
+  if (!artifact->entryPoints.empty()) {
+    std::string names;
+    for (const EntryPoint &entry : artifact->entryPoints)
+      names += (names.empty() ? "" : ", ") + entry.name;
+    return makeError("the artifact has entry points ({}): run one at a time "
+                     "(Session::runEntryPoint, kiln-train)",
+                     names);
   }
+  for (size_t i = 0; i < artifact->inputs.size(); ++i)
+    if (Error err = uploadInput(i))
+      return err;
   return Error::success();
 }
 
@@ -293,6 +325,77 @@ Error Session::run() {
                            "kernel, rerun with CUDA_LAUNCH_BLOCKING=1)");
   impl->haveRun = true;
   return Error::success();
+}
+
+Error Session::runEntryPoint(std::string_view name) {
+  const Artifact &model = *impl->artifact;
+  const EntryPoint *entry = model.findEntryPoint(name);
+  if (!entry)
+    return makeError("no entry point named '{}'", name);
+  for (uint32_t i : entry->inputs)
+    if (Error err = impl->uploadInput(i))
+      return err.withContext(fmt::format("entry point '{}'", name));
+  Device &device = *impl->device;
+  for (uint32_t l = entry->firstLaunch;
+       l < entry->firstLaunch + entry->launchCount; ++l)
+    if (Error err = device.launch(impl->functions[model.launches[l].kernel],
+                                  impl->configs[l], impl->params[l],
+                                  impl->stream))
+      return err.withContext(fmt::format("entry point '{}': launch {}", name, l));
+  if (Error err = device.synchronize(impl->stream))
+    return err.withContext(fmt::format("running entry point '{}'", name));
+  // The new state replaces the old only once every launch has finished.
+  DevicePtr base = impl->arena.value_or(0);
+  std::vector<uint8_t> staging;
+  for (const StateUpdate &update : entry->updates) {
+    const TensorSignature &from = model.outputs[update.output];
+    const StateTensor &to = model.state[update.state];
+    staging.resize(*tensorByteSize(to.dtype, to.shape));
+    if (staging.empty())
+      continue;
+    if (Error err = device.copyToHost(staging.data(), base + from.arenaOffset,
+                                      staging.size()))
+      return err.withContext(fmt::format("updating state '{}'", to.name));
+    if (Error err = device.copyToDevice(base + to.arenaOffset, staging.data(),
+                                        staging.size()))
+      return err.withContext(fmt::format("updating state '{}'", to.name));
+  }
+  impl->haveRun = true;
+  return Error::success();
+}
+
+Expected<HostTensor> Session::readState(std::string_view name) {
+  const StateTensor *tensor = impl->artifact->findState(name);
+  if (!tensor)
+    return makeError("no state tensor named '{}'", name);
+  HostTensor result;
+  result.dtype = tensor->dtype;
+  result.shape = tensor->shape;
+  result.data.resize(*tensorByteSize(tensor->dtype, tensor->shape));
+  if (!result.data.empty())
+    if (Error err = impl->device->copyToHost(
+            result.data.data(), impl->arena.value_or(0) + tensor->arenaOffset,
+            result.data.size()))
+      return err.withContext(fmt::format("reading state '{}'", name));
+  return result;
+}
+
+Error Session::writeState(std::string_view name, DType dtype,
+                          const Shape &shape, const void *data,
+                          uint64_t size) {
+  const StateTensor *tensor = impl->artifact->findState(name);
+  if (!tensor)
+    return makeError("no state tensor named '{}'", name);
+  if (dtype != tensor->dtype || shape != tensor->shape ||
+      size != *tensorByteSize(tensor->dtype, tensor->shape))
+    return makeError("state '{}': {} {} given, the artifact's is {} {}", name,
+                     dtypeName(dtype), formatShape(shape),
+                     dtypeName(tensor->dtype), formatShape(tensor->shape));
+  if (size == 0)
+    return Error::success();
+  return impl->device
+      ->copyToDevice(impl->arena.value_or(0) + tensor->arenaOffset, data, size)
+      .withContext(fmt::format("writing state '{}'", name));
 }
 
 namespace {

@@ -65,6 +65,9 @@ Error checkMemoryPlanLabelled(const std::vector<LiveBuffer> &buffers,
                               uint64_t arenaSize, uint64_t alignment,
                               const std::function<std::string(size_t)> &label);
 
+/// The rules of format 1.3's `training` section (ArtifactTraining.cpp).
+Error verifyTraining(const Artifact &artifact);
+
 /// The text of errno, for messages.
 std::string errnoMessage(int error);
 

@@ -33,6 +33,12 @@ cl::OptionCategory &outputCategory() {
   return category;
 }
 
+cl::OptionCategory &trainingCategory() {
+  static cl::OptionCategory category(
+      "Training", "Training steps (--train) and gradients (--gradients)");
+  return category;
+}
+
 cl::OptionCategory &diagnosticsCategory() {
   static cl::OptionCategory category("Diagnostics",
                                      "Progress, timing and statistics");
@@ -42,7 +48,7 @@ cl::OptionCategory &diagnosticsCategory() {
 llvm::ArrayRef<const cl::OptionCategory *> allCategories() {
   static const cl::OptionCategory *categories[] = {
       &inputCategory(), &passCategory(), &codegenCategory(), &outputCategory(),
-      &diagnosticsCategory()};
+      &trainingCategory(), &diagnosticsCategory()};
   return categories;
 }
 

@@ -25,6 +25,8 @@ llvm::cl::OptionCategory &passCategory();
 llvm::cl::OptionCategory &codegenCategory();
 /// What is written, and where.
 llvm::cl::OptionCategory &outputCategory();
+/// Training and differentiation: --train, losses, optimizer, --gradients.
+llvm::cl::OptionCategory &trainingCategory();
 /// Progress, timing, statistics.
 llvm::cl::OptionCategory &diagnosticsCategory();
 

@@ -13,6 +13,7 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Frontend/ONNX/Importer.h"
 #include "kiln/Pipelines/Pipelines.h"
+#include "TrainingCompile.h"
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 #include "kiln/runtime/Profile.h"
 #include "kiln/runtime/Version.h"
@@ -26,6 +27,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -55,6 +58,7 @@ using kiln::kilnc::diagnosticsCategory;
 using kiln::kilnc::inputCategory;
 using kiln::kilnc::outputCategory;
 using kiln::kilnc::passCategory;
+using kiln::kilnc::trainingCategory;
 
 //===----------------------------------------------------------------------===//
 // Input
@@ -206,6 +210,26 @@ cl::opt<CrashKind> crashForTesting(
                clEnumValN(CrashKind::Fatal, "fatal", "an LLVM fatal error")),
     cl::Hidden, cl::cat(diagnosticsCategory()));
 
+//===----------------------------------------------------------------------===//
+// Training: the optimizer step and the training artifact (docs/runtime.md
+// "Training"). The loss and gradient options live in their own block.
+//===----------------------------------------------------------------------===//
+cl::opt<bool> train("train",
+                    cl::desc("Compile a training artifact: entry points "
+                             "train_step (forward, loss, backward, optimizer "
+                             "update) and eval, with persistent state (default: false)"),
+                    cl::init(false), cl::cat(trainingCategory()));
+cl::opt<std::string> optimizerSpec(
+    "optimizer",
+    cl::desc("With --train: sgd|momentum|nesterov|adam|adamw, then "
+             "optionally ':' and KEY=VALUE,... (lr, momentum, beta1, beta2, "
+             "eps, weight_decay, schedule=constant|step|cosine, "
+             "warmup_steps, step_size, gamma, total_steps, min_lr; default: sgd)"),
+    cl::value_desc("name[:k=v,...]"), cl::init("sgd"), cl::cat(trainingCategory()));
+cl::opt<double> gradClip("grad-clip",
+                         cl::desc("With --train: clip the global gradient "
+                                  "norm to this (default: 0, off)"),
+                         cl::init(0), cl::cat(trainingCategory()));
 //===-- Differentiation: loss, frozen weights, --gradients (kiln-autodiff) --===//
 cl::opt<bool> gradients(
     "gradients",
@@ -213,41 +237,41 @@ cl::opt<bool> gradients(
              "inference artifact whose outputs are 'loss' and one "
              "'grad.<initializer>' per trainable initializer, and whose "
              "inputs are the model's plus the labels (to check gradients "
-             "with kiln-run)"),
-    cl::init(false));
+             "with kiln-run; default: false)"),
+    cl::init(false), cl::cat(trainingCategory()));
 cl::opt<std::string>
     lossKind("loss",
              cl::desc("The loss on --loss-on: cross_entropy, nll, mse or l1 "
-                      "(mean over the batch)"),
-             cl::init(""));
+                      "(mean over the batch; default: none)"),
+             cl::init(""), cl::cat(trainingCategory()));
 cl::opt<std::string>
     lossOn("loss-on",
            cl::desc("The output the loss reads (default: the only output)"),
-           cl::value_desc("OUTPUT"), cl::init(""));
+           cl::value_desc("OUTPUT"), cl::init(""), cl::cat(trainingCategory()));
 cl::opt<std::string> labelsSpec(
     "labels",
     cl::desc("The labels input: NAME:SHAPE:DTYPE, e.g. y:32:int64 (class "
-             "indices) or y:32x10:float32"),
-    cl::value_desc("NAME:SHAPE:DTYPE"), cl::init(""));
+             "indices) or y:32x10:float32 (default: none)"),
+    cl::value_desc("NAME:SHAPE:DTYPE"), cl::init(""), cl::cat(trainingCategory()));
 cl::opt<std::string> lossOutput(
     "loss-output",
-    cl::desc("An output that already is the scalar loss (instead of --loss)"),
-    cl::value_desc("NAME"), cl::init(""));
+    cl::desc("An output that already is the scalar loss (instead of --loss; default: none)"),
+    cl::value_desc("NAME"), cl::init(""), cl::cat(trainingCategory()));
 cl::opt<std::string>
     freezeRegex("freeze",
                 cl::desc("Initializers whose name this regular expression "
-                         "matches in full do not train"),
-                cl::value_desc("REGEX"), cl::init(""));
+                         "matches in full do not train (default: none)"),
+                cl::value_desc("REGEX"), cl::init(""), cl::cat(trainingCategory()));
 
 cl::opt<bool> rematerialize(
     "rematerialize",
     cl::desc("Recompute cheap activations (elementwise, data movement) in "
              "the backward pass instead of keeping them (default false: on "
              "the models measured it did not lower the peak arena)"),
-    cl::init(false));
+    cl::init(false), cl::cat(trainingCategory()));
 
-/// Whether the compile differentiates the model (today --gradients).
-bool differentiates() { return gradients; }
+/// Whether the compile differentiates the model (--gradients, --train).
+bool differentiates() { return gradients || train; }
 
 /// The loss options, checked: an error message, or "" when they are usable.
 std::string checkLossOptions() {
@@ -255,10 +279,14 @@ std::string checkLossOptions() {
              !lossOutput.empty() || !freezeRegex.empty();
   if (!differentiates())
     return any ? "--loss, --loss-on, --labels, --loss-output and --freeze "
-                 "apply when differentiating (--gradients)"
+                 "apply when differentiating (--gradients, --train)"
                : "";
+  // A .mlir module may carry its own @train_grad (kiln-optimizer's tests).
+  if (train && llvm::StringRef(inputFile).ends_with(".mlir") && !any)
+    return "";
   if (lossKind.empty() == lossOutput.empty())
-    return "--gradients needs --loss=cross_entropy|nll|mse|l1 with "
+    return std::string(train ? "--train" : "--gradients") +
+           " needs --loss=cross_entropy|nll|mse|l1 with "
            "--labels=NAME:SHAPE:DTYPE, or --loss-output=NAME";
   return "";
 }
@@ -553,6 +581,80 @@ void printContractionReport(ModuleOp module, llvm::raw_ostream &os) {
 
 } // namespace
 
+/// kilnc --train: kiln-optimizer on a module with @train_grad, then each
+/// entry point through the ordinary pipeline, joined into one artifact.
+int compileForTraining(ModuleOp module,
+                       const kiln::PipelineOptions &pipelineOptions) {
+  // --emit=kiln prints the module after kiln-optimizer (train_step and
+  // eval in kiln IR); the later phases run per entry point.
+  bool printKiln = emit.getNumOccurrences() && emit == Output::Kiln;
+  if (!printKiln &&
+      (outputFile == "-" || !llvm::StringRef(outputFile).ends_with(".kiln")))
+    return error("--train writes an artifact: name a file with -o "
+                 "model.train.kiln");
+  if (stats || stripWeights || (emit.getNumOccurrences() && !printKiln))
+    return error("--train does not combine with --stats, --strip-weights or "
+                 "--emit other than kiln yet");
+  llvm::Expected<std::string> optimizer =
+      kiln::parseOptimizerSpec(optimizerSpec, gradClip);
+  if (!optimizer)
+    return error(llvm::toString(optimizer.takeError()));
+  if (gradClip < 0)
+    return error("--grad-clip must not be negative");
+  MLIRContext &context = *module.getContext();
+  std::string diagnostic;
+  ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
+    if (diagnostic.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+      diagnostic = diag.str();
+    return success();
+  });
+  PassManager pm(&context);
+  // The loss and gradients (@train_grad), unless a .mlir input has them.
+  if (!module.lookupSymbol<func::FuncOp>("train_grad")) {
+    kiln::TrainingGradientOptions gradientOptions;
+    gradientOptions.loss = lossKind;
+    gradientOptions.lossOn = lossOn;
+    gradientOptions.labels = labelsSpec;
+    gradientOptions.lossOutput = lossOutput;
+    gradientOptions.freeze = freezeRegex;
+    kiln::addTrainingGradientPasses(pm, gradientOptions);
+  }
+  if (failed(kiln::addTrainingStepPasses(pm, *optimizer)))
+    return error("--optimizer '" + optimizerSpec +
+                 "': bad options: " + *optimizer);
+  if (failed(pm.run(module)))
+    return error(inputFile + ": " +
+                 (diagnostic.empty() ? "the optimizer pass failed"
+                                     : diagnostic));
+  if (printKiln) {
+    llvm::Error written =
+        llvm::writeToOutput(outputFile, [&](llvm::raw_ostream &os) {
+          OpPrintingFlags flags;
+          if (!printWeights)
+            flags.elideLargeResourceString(64);
+          module->print(os, flags);
+          return llvm::Error::success();
+        });
+    if (written)
+      return error("cannot write '" + outputFile +
+                   "': " + llvm::toString(std::move(written)));
+    return 0;
+  }
+  kiln::ArtifactOptions artifactOptions;
+  artifactOptions.target = target;
+  artifactOptions.ptxasPath = kiln::defaultPtxasPath();
+  artifactOptions.compilerOptions = commandLine;
+  llvm::Expected<kiln::runtime::Artifact> artifact =
+      kiln::compileTrainingArtifact(module, pipelineOptions, artifactOptions);
+  if (!artifact)
+    return error(inputFile + ": " + llvm::toString(artifact.takeError()) +
+                 (diagnostic.empty() ? "" : ": " + diagnostic));
+  if (kiln::runtime::Error err =
+          kiln::runtime::writeArtifact(*artifact, outputFile))
+    return error(err.message());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   llvm::setBugReportMsg(
@@ -654,10 +756,35 @@ int main(int argc, char **argv) {
 
   progress.setPhase("import");
   TimingScope importTiming = rootTiming.nest("import");
-  auto module = onnxfe::importModelFile(inputFile, context, options);
+  // A .mlir input is kiln IR as kilnc --emit=kiln prints it (for tests of
+  // the later phases, and of --train on a module that already has
+  // @train_grad).
+  llvm::Expected<OwningOpRef<ModuleOp>> module =
+      llvm::StringRef(inputFile).ends_with(".mlir")
+          ? [&]() -> llvm::Expected<OwningOpRef<ModuleOp>> {
+              llvm::SourceMgr sources;
+              std::string parseError;
+              {
+                ScopedDiagnosticHandler capture(&context, [&](Diagnostic &d) {
+                  if (parseError.empty())
+                    parseError = d.str();
+                  return success();
+                });
+                OwningOpRef<ModuleOp> parsed =
+                    parseSourceFile<ModuleOp>(inputFile, &context);
+                if (parsed)
+                  return parsed;
+              }
+              return llvm::createStringError(
+                  inputFile + ": " +
+                  (parseError.empty() ? "cannot parse" : parseError));
+            }()
+          : onnxfe::importModelFile(inputFile, context, options);
   importTiming.stop();
   if (!module)
     return error(llvm::toString(module.takeError()));
+  if (train)
+    return compileForTraining(**module, pipelineOptions);
 
   // Compile up to the requested phase; diagnostics become one error line.
   // --stats also compiles a copy without fusion, to the gpu phase, to report

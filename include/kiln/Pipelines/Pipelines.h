@@ -107,6 +107,13 @@ llvm::LogicalResult addPhase(mlir::OpPassManager &pm, Phase phase,
 llvm::LogicalResult buildPipelineUpTo(mlir::OpPassManager &pm, Phase last,
                                       const PipelineOptions &options);
 
+/// Training (kilnc --train), after the autodiff pipeline has added
+/// @train_grad: kiln-optimizer with `optimizerOptions` (its textual options,
+/// "optimizer=adamw lr=0.001"), which turns @train_grad into @train_step and
+/// @main into @eval. Each entry point then goes through buildPipelineUpTo.
+llvm::LogicalResult addTrainingStepPasses(mlir::OpPassManager &pm,
+                                          llvm::StringRef optimizerOptions);
+
 /// Registers what the pipelines need: dialects, bufferization and LLVM
 /// translation interfaces, the NVVM target.
 /// What the kernels of a module do, read after the gpu phase.

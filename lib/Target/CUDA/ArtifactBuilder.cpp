@@ -248,9 +248,10 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
                                            const ArtifactOptions &options,
                                            ArtifactStats *stats) {
   auto func = dyn_cast_or_null<func::FuncOp>(
-      SymbolTable::lookupSymbolIn(module, "main"));
+      SymbolTable::lookupSymbolIn(module, options.function));
   if (!func || func.getBlocks().size() != 1)
-    return llvm::createStringError("the module has no single-block func @main");
+    return llvm::createStringError("the module has no single-block func @" +
+                                   options.function);
   rt::Artifact artifact;
   artifact.compilerVersion =
       rt::versionLine("kilnc") + " (LLVM/MLIR " LLVM_VERSION_STRING ")";
@@ -264,7 +265,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     if (!type || !type.getLayout().isIdentity())
       return llvm::createStringError("argument " +
                                      std::to_string(arg.getArgNumber()) +
-                                     " of @main is not a plain buffer");
+                                     " of @" + options.function +
+                                     " is not a plain buffer");
     BufferInfo info{type};
     if (auto name =
             func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name"))

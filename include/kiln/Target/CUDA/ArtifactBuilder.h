@@ -23,6 +23,9 @@
 namespace kiln {
 
 struct ArtifactOptions {
+  /// The host function to pack (`main`; a training compile packs
+  /// `train_step` and `eval` one at a time).
+  std::string function = "main";
   /// The GPU architecture the PTX was generated for ("sm_90").
   std::string target = "sm_90";
   /// Recorded in the artifact, for reproducing the build.

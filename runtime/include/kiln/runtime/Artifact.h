@@ -35,7 +35,9 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 2;
+constexpr uint32_t kArtifactFormatMinor = 3;
+/// The oldest minor version this code still reads (it reads them all).
+constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
 /// Every weight starts at a multiple of this in the file (and in the weights
 /// region on the device).
@@ -186,6 +188,49 @@ struct ArenaLayout {
   std::vector<ArenaBuffer> buffers;
 };
 
+/// Format 1.3, section `training`: after an entry point's launches, the
+/// runtime copies output `output` over state tensor `state` (the new weights
+/// and optimizer state a train step computed).
+struct StateUpdate {
+  uint32_t output = 0;
+  uint32_t state = 0;
+};
+
+/// A function of a training artifact (`train_step`, `eval`): a contiguous
+/// range of the launch list, the signature inputs it reads and the outputs
+/// it writes (indices into Artifact::inputs / outputs), and the state it
+/// replaces when it finishes.
+struct EntryPoint {
+  std::string name;
+  uint32_t firstLaunch = 0;
+  uint32_t launchCount = 0;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  std::vector<StateUpdate> updates;
+};
+
+/// Part of a flat state tensor that is one model weight: `name` (the ONNX
+/// initializer), `shape`, starting `elementOffset` elements in.
+struct StateSegment {
+  std::string name;
+  uint64_t elementOffset = 0;
+  Shape shape;
+};
+
+/// Device memory that lives across runs of a session (trainable weights,
+/// optimizer state, the step counter): an arena range whose buffer is live
+/// for the whole launch list, so nothing else ever shares its bytes.
+struct StateTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  uint64_t arenaOffset = 0;
+  uint32_t buffer = 0;
+  /// The initial value (exactly the tensor's bytes), or empty for zeros.
+  std::vector<uint8_t> initial;
+  std::vector<StateSegment> segments;
+};
+
 /// A compiled model.
 struct Artifact {
   /// The format version of the file it was read from (what writeArtifact
@@ -210,6 +255,11 @@ struct Artifact {
   std::vector<Kernel> kernels;
   std::vector<Launch> launches;
   ArenaLayout memoryPlan;
+  /// Training artifacts (format 1.3): the entry points and the persistent
+  /// state. Empty for an inference artifact, whose whole launch list is one
+  /// run.
+  std::vector<EntryPoint> entryPoints;
+  std::vector<StateTensor> state;
 
   /// Appends a weight (copying `data`, which holds exactly the tensor's
   /// bytes) at the next aligned offset of weightData and returns its index.
@@ -219,6 +269,9 @@ struct Artifact {
   /// Lookups by name; nullptr when absent.
   const TensorSignature *findInput(std::string_view name) const;
   const TensorSignature *findOutput(std::string_view name) const;
+
+  const EntryPoint *findEntryPoint(std::string_view name) const;
+  const StateTensor *findState(std::string_view name) const;
 
   /// The numeric sm of `target` (90 for "sm_90a"), or 0 if it is malformed.
   uint32_t targetSm() const;

@@ -117,8 +117,20 @@ public:
                         DevicePtr data, uint64_t size);
 
   /// Uploads the inputs, runs the launch list and waits for it. Every input
-  /// must be bound.
+  /// must be bound. An artifact with entry points runs them one at a time
+  /// with runEntryPoint instead.
   Error run();
+
+  /// Training artifacts (format 1.3): uploads the entry point's inputs (each
+  /// must be bound), runs its launches, waits, then copies each state update
+  /// over its state tensor. State starts at its initial value when the
+  /// session is created and persists across runs.
+  Error runEntryPoint(std::string_view name);
+  /// A state tensor's current value, or replaces it (dtype, shape and size
+  /// must match).
+  Expected<HostTensor> readState(std::string_view name);
+  Error writeState(std::string_view name, DType dtype, const Shape &shape,
+                   const void *data, uint64_t size);
 
   /// An output of the last run.
   Expected<HostTensor> readOutput(std::string_view name);

@@ -337,6 +337,110 @@ def FusePass : Pass<"kiln-fuse", "mlir::func::FuncOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
+  let summary = "Build @train_step (gradients + fused optimizer update) and @eval";
+  let description = [{
+    Consumes the gradient function the autodiff pipeline leaves,
+    `func.func @train_grad(<inputs>..., <labels>...) -> (loss, grad_0, ...)`
+    with `kiln.gradients = [@global_0, ...]` (grad_i has global_i's f32
+    type), and the forward `@main`, and replaces both with the two entry
+    points of a training artifact:
+
+    - `@train_step(<inputs>..., <labels>..., <state>...) -> (loss,
+      <new state>...)`: the gradients, optionally clipped to a global norm,
+      and one optimizer update;
+    - `@eval(<inputs>..., params) -> <outputs>`: the forward pass on the
+      current weights.
+
+    **Persistent state is flat.** The trainable globals (those named in
+    `kiln.gradients`, in that order) are laid end to end in one
+    `tensor<Nxf32>` argument `params`; each weight is a `kiln.slice` +
+    `kiln.reshape` of it, and the gradients are concatenated into one
+    `tensor<Nxf32>`, so the update is one elementwise kernel over all weights
+    (plus one for the concatenation and, with `grad-clip`, one reduction),
+    not one per weight. Optimizer state (`opt.m`, `opt.v`) has the same flat
+    layout; the step counter `opt.step` is a `tensor<f32>` (exact to 2^24
+    steps). State arguments carry `kiln.state = "<name>"` and `kiln.name =
+    "kiln.state.<name>"`; the result that replaces a state after a step
+    carries the same `kiln.state` and `kiln.name = "kiln.state.<name>.next"`.
+    The module gets `kiln.training = {layout = [{global = @g, offset = O},
+    ...], size = N, optimizer = "..."}` so the driver can build the initial
+    state from the globals and name each weight in checkpoints. Globals not
+    in `kiln.gradients` (frozen, `--freeze`) stay constant globals.
+
+    **Optimizers** (`t` = step counter + 1, `g` = gradient after clipping,
+    `wd` = weight-decay; PyTorch's update rules, zero-initialised state):
+
+    | optimizer | update |
+    |---|---|
+    | `sgd` | `w -= lr(t) * (g + wd*w)` |
+    | `momentum` | `m = mu*m + (g + wd*w)`, `w -= lr(t) * m` |
+    | `nesterov` | `m = mu*m + g'`, `w -= lr(t) * (g' + mu*m)`, `g' = g + wd*w` |
+    | `adam` | `g' = g + wd*w`, `m = b1*m + (1-b1)*g'`, `v = b2*v + (1-b2)*g'^2`, `w -= lr(t) * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)` |
+    | `adamw` | as adam with `g' = g`, after `w *= 1 - lr(t)*wd` |
+
+    **Learning-rate schedules**, computed on the device from the step
+    counter: `constant` (`lr`), `step` (`lr * gamma^floor((t-1)/step-size)`),
+    `cosine` (`min-lr + (lr-min-lr)/2 * (1 + cos(pi * min(1, (t-w)/(T-w))))`
+    with `T` = total-steps, `w` = warmup-steps). With `warmup-steps` = w > 0
+    every schedule is `lr * t / w` for `t <= w`.
+
+    **Gradient clipping** (`grad-clip` > 0): all gradients are scaled by
+    `min(1, grad-clip / (||g||_2 + 1e-6))`, with the global norm over every
+    trainable weight (PyTorch's `clip_grad_norm_`).
+
+    Example (`optimizer=sgd lr=0.1`):
+
+    ```mlir
+    func.func @train_grad(%x: tensor<2x4xf32>, %y: tensor<2x3xf32>)
+        -> (tensor<f32>, tensor<4x3xf32>) attributes {kiln.gradients = [@w]}
+    // becomes
+    func.func @train_step(%x: tensor<2x4xf32>, %y: tensor<2x3xf32>,
+        %params: tensor<12xf32> {kiln.state = "params"},
+        %step: tensor<f32> {kiln.state = "opt.step"})
+        -> (tensor<f32> {kiln.name = "loss"},
+            tensor<12xf32> {kiln.state = "params"},
+            tensor<f32> {kiln.state = "opt.step"})
+    ```
+
+    Errors (one line each): no `@train_grad`, or no `@main`; a
+    `kiln.gradients` entry that is not an f32 `ml_program.global`, or whose
+    gradient's type differs from it; `@train_grad` results that are not a
+    scalar loss followed by one gradient per entry; an unknown optimizer or
+    schedule; a non-positive learning rate; `cosine` without
+    `total-steps` > `warmup-steps`; `step` without `step-size` > 0.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+           "sgd, momentum, nesterov, adam or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"0.01", "learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9",
+           "momentum and nesterov: the momentum factor mu">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "adam(w): beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "adam(w): beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "adam(w): epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0",
+           "L2 penalty (sgd, momentum, nesterov, adam) or decoupled decay "
+           "(adamw)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"",
+           "learning-rate schedule: constant, step or cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "linear warm-up over the first N steps">,
+    Option<"stepSize", "step-size", "int64_t", /*default=*/"0",
+           "step schedule: multiply by gamma every N steps">,
+    Option<"gamma", "gamma", "double", /*default=*/"0.1",
+           "step schedule: the factor">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "cosine schedule: the step at which it reaches min-lr">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0",
+           "cosine schedule: the final learning rate">,
+    Option<"gradClip", "grad-clip", "double", /*default=*/"0",
+           "clip the global gradient norm to this (0: off)">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
 def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let summary = "Build @train_grad: the loss and its gradient for every weight";
   let description = [{

@@ -1,0 +1,375 @@
+//===- Optimizer.cpp - @train_grad + optimizer update = @train_step -------===//
+//
+// kiln-optimizer: turns the autodiff pipeline's @train_grad into @train_step
+// (gradients, global-norm clipping, the learning-rate schedule and one
+// optimizer update, all on the device) and @main into @eval. The trainable
+// weights, their gradients and the optimizer state are flat tensors, so the
+// update is one elementwise kernel over every weight. The rules are in the
+// pass description (Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cmath>
+
+namespace kiln {
+#define GEN_PASS_DEF_OPTIMIZERPASS
+#include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+} // namespace kiln
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+
+enum class Rule { SGD, Momentum, Nesterov, Adam, AdamW };
+
+std::optional<Rule> parseRule(StringRef name) {
+  return llvm::StringSwitch<std::optional<Rule>>(name)
+      .Case("sgd", Rule::SGD)
+      .Case("momentum", Rule::Momentum)
+      .Case("nesterov", Rule::Nesterov)
+      .Case("adam", Rule::Adam)
+      .Case("adamw", Rule::AdamW)
+      .Default(std::nullopt);
+}
+
+/// One trainable weight: its global and where it lives in the flat params.
+struct Slot {
+  ml_program::GlobalOp global;
+  RankedTensorType type;
+  int64_t offset = 0;
+};
+
+/// Builds f32 tensor arithmetic; scalars are tensor<f32> and broadcast.
+struct Math {
+  OpBuilder &b;
+  Location loc;
+
+  Value constant(double value) {
+    auto type = RankedTensorType::get({}, b.getF32Type());
+    return ConstantOp::create(
+        b, loc, type,
+        DenseElementsAttr::get(type, b.getF32FloatAttr(value).getValue()));
+  }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
+  Value min(Value x, Value y) { return MinOp::create(b, loc, x, y); }
+  Value pow(Value x, Value y) { return PowOp::create(b, loc, x, y); }
+  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
+  Value cos(Value x) { return CosOp::create(b, loc, x); }
+  Value floor(Value x) { return FloorOp::create(b, loc, x); }
+  Value lessEqual(Value x, Value y) { return LessEqualOp::create(b, loc, x, y); }
+  Value select(Value c, Value x, Value y) {
+    return SelectOp::create(b, loc, c, x, y);
+  }
+  /// The sum of every element of a 1-D tensor, as a scalar.
+  Value sum(Value x) {
+    auto type = RankedTensorType::get({}, b.getF32Type());
+    return ReduceOp::create(b, loc, type,
+                            ReduceKindAttr::get(b.getContext(), ReduceKind::Sum),
+                            x, b.getDenseI64ArrayAttr({0}),
+                            b.getBoolAttr(false));
+  }
+};
+
+struct OptimizerPass : kiln::impl::OptimizerPassBase<OptimizerPass> {
+  using Base::Base;
+  void runOnOperation() override;
+
+private:
+  LogicalResult checkOptions(Operation *at);
+  /// Replaces each load of a trainable global in `func` with its view of
+  /// `params` (a slice and a reshape).
+  void replaceLoads(func::FuncOp func, Value params,
+                    const llvm::DenseMap<StringAttr, Slot> &slots);
+  /// The learning rate at step t (a scalar tensor, t = counter + 1).
+  Value learningRate(Math &m, Value t);
+};
+
+LogicalResult OptimizerPass::checkOptions(Operation *at) {
+  if (!parseRule(optimizer))
+    return at->emitError() << "kiln-optimizer: unknown optimizer '"
+                           << optimizer
+                           << "' (sgd, momentum, nesterov, adam, adamw)";
+  if (!(lr > 0))
+    return at->emitError() << "kiln-optimizer: the learning rate must be "
+                              "positive (lr="
+                           << lr << ")";
+  if (!llvm::is_contained({"constant", "step", "cosine"}, schedule.getValue()))
+    return at->emitError() << "kiln-optimizer: unknown schedule '" << schedule
+                           << "' (constant, step, cosine)";
+  if (schedule == "step" && stepSize <= 0)
+    return at->emitError()
+           << "kiln-optimizer: the step schedule needs step-size > 0";
+  if (schedule == "cosine" && totalSteps <= warmupSteps)
+    return at->emitError() << "kiln-optimizer: the cosine schedule needs "
+                              "total-steps > warmup-steps (total-steps="
+                           << static_cast<int64_t>(totalSteps) << ", warmup-steps="
+                           << static_cast<int64_t>(warmupSteps)
+                           << ")";
+  if (warmupSteps < 0 || gradClip < 0 || weightDecay < 0)
+    return at->emitError() << "kiln-optimizer: warmup-steps, grad-clip and "
+                              "weight-decay must not be negative";
+  return success();
+}
+
+void OptimizerPass::replaceLoads(func::FuncOp func, Value params,
+                                 const llvm::DenseMap<StringAttr, Slot> &slots) {
+  SmallVector<ml_program::GlobalLoadConstOp> loads;
+  func.walk([&](ml_program::GlobalLoadConstOp load) { loads.push_back(load); });
+  for (ml_program::GlobalLoadConstOp load : loads) {
+    auto it = slots.find(load.getGlobalAttr().getLeafReference());
+    if (it == slots.end())
+      continue; // Frozen: stays a constant weight.
+    const Slot &slot = it->second;
+    OpBuilder b(load);
+    int64_t count = slot.type.getNumElements();
+    auto flat = RankedTensorType::get({count}, slot.type.getElementType());
+    Value view = SliceOp::create(b, load.getLoc(), flat, params,
+                                 b.getDenseI64ArrayAttr({slot.offset}),
+                                 b.getDenseI64ArrayAttr({slot.offset + count}),
+                                 b.getDenseI64ArrayAttr({1}));
+    if (slot.type.getRank() != 1)
+      view = ReshapeOp::create(b, load.getLoc(), slot.type, view);
+    load.getResult().replaceAllUsesWith(view);
+    load.erase();
+  }
+}
+
+Value OptimizerPass::learningRate(Math &m, Value t) {
+  Value base = m.constant(lr);
+  Value rate = base;
+  if (schedule == "step") {
+    Value epochs = m.floor(
+        m.div(m.sub(t, m.constant(1)), m.constant(double(stepSize))));
+    rate = m.mul(base, m.pow(m.constant(gamma), epochs));
+  } else if (schedule == "cosine") {
+    double span = double(totalSteps - warmupSteps);
+    Value progress = m.min(
+        m.div(m.sub(t, m.constant(double(warmupSteps))), m.constant(span)),
+        m.constant(1));
+    Value wave = m.add(m.constant(1),
+                       m.cos(m.mul(progress, m.constant(M_PI))));
+    rate = m.add(m.constant(minLr),
+                 m.mul(m.constant((lr - minLr) / 2), wave));
+  }
+  if (warmupSteps > 0) {
+    Value warm = m.mul(base, m.div(t, m.constant(double(warmupSteps))));
+    rate = m.select(m.lessEqual(t, m.constant(double(warmupSteps))), warm,
+                    rate);
+  }
+  return rate;
+}
+
+void OptimizerPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto fail = [&](Operation *at, const Twine &message) {
+    at->emitError() << "kiln-optimizer: " << message;
+    signalPassFailure();
+  };
+  auto grad = module.lookupSymbol<func::FuncOp>("train_grad");
+  if (!grad)
+    return fail(module, "the module has no @train_grad (run the autodiff "
+                        "pipeline first: kilnc --train)");
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main)
+    return fail(module, "the module has no forward @main");
+  if (failed(checkOptions(grad)))
+    return signalPassFailure();
+  if (grad.getBlocks().size() != 1 || main.getBlocks().size() != 1)
+    return fail(grad, "@train_grad and @main must have one block each");
+  Rule rule = *parseRule(optimizer);
+
+  auto gradients = grad->getAttrOfType<ArrayAttr>("kiln.gradients");
+  if (!gradients)
+    return fail(grad, "@train_grad has no kiln.gradients attribute");
+  if (gradients.empty())
+    return fail(grad, "kiln.gradients is empty: there is nothing to train "
+                      "(is every weight frozen?)");
+  SmallVector<Slot> slots;
+  llvm::DenseMap<StringAttr, Slot> bySymbol;
+  int64_t total = 0;
+  for (Attribute entry : gradients) {
+    auto ref = dyn_cast<FlatSymbolRefAttr>(entry);
+    auto global =
+        ref ? module.lookupSymbol<ml_program::GlobalOp>(ref.getAttr()) : nullptr;
+    if (!global)
+      return fail(grad, "kiln.gradients entry " +
+                            (ref ? "@" + ref.getValue().str()
+                                 : std::string("(not a symbol)")) +
+                            " is not an ml_program.global");
+    auto type = dyn_cast<RankedTensorType>(global.getType());
+    if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+      return fail(grad, "trainable global @" + global.getSymName().str() +
+                            " is not a static f32 tensor");
+    if (bySymbol.count(global.getSymNameAttr()))
+      return fail(grad, "global @" + global.getSymName().str() +
+                            " appears twice in kiln.gradients");
+    Slot slot{global, type, total};
+    total += type.getNumElements();
+    slots.push_back(slot);
+    bySymbol[global.getSymNameAttr()] = slot;
+  }
+
+  auto gradReturn = cast<func::ReturnOp>(grad.front().getTerminator());
+  auto scalar = RankedTensorType::get({}, Float32Type::get(&getContext()));
+  if (gradReturn.getNumOperands() != slots.size() + 1 ||
+      gradReturn.getOperand(0).getType() != scalar)
+    return fail(grad, "@train_grad must return a tensor<f32> loss and one "
+                      "gradient per kiln.gradients entry (" +
+                          std::to_string(slots.size()) + ")");
+  for (auto [i, slot] : llvm::enumerate(slots))
+    if (gradReturn.getOperand(i + 1).getType() != slot.type)
+      return fail(grad, "gradient " + std::to_string(i) + " does not have @" +
+                            slot.global.getSymName().str() + "'s type");
+
+  MLIRContext *ctx = &getContext();
+  Builder attrs(ctx);
+  auto flatType = RankedTensorType::get({total}, Float32Type::get(ctx));
+
+  // The state, in argument order: params, then the optimizer's.
+  SmallVector<std::pair<std::string, RankedTensorType>> state = {
+      {"params", flatType}};
+  if (rule != Rule::SGD)
+    state.push_back({"opt.m", flatType});
+  if (rule == Rule::Adam || rule == Rule::AdamW)
+    state.push_back({"opt.v", flatType});
+  state.push_back({"opt.step", scalar});
+
+  // @train_step: @train_grad's body, with the state appended.
+  Block &body = grad.front();
+  unsigned firstState = body.getNumArguments();
+  SmallVector<Value> stateArgs;
+  for (auto &[name, type] : state)
+    stateArgs.push_back(body.addArgument(type, grad.getLoc()));
+  replaceLoads(grad, stateArgs[0], bySymbol);
+
+  OpBuilder b(gradReturn);
+  Math m{b, grad.getLoc()};
+  Value loss = gradReturn.getOperand(0);
+  SmallVector<Value> flatGrads;
+  for (auto [i, slot] : llvm::enumerate(slots)) {
+    Value g = gradReturn.getOperand(i + 1);
+    if (slot.type.getRank() != 1)
+      g = ReshapeOp::create(
+          b, m.loc,
+          RankedTensorType::get({slot.type.getNumElements()},
+                                Float32Type::get(ctx)),
+          g);
+    flatGrads.push_back(g);
+  }
+  Value g = flatGrads.size() == 1
+                ? flatGrads.front()
+                : ConcatOp::create(b, m.loc, flatType, flatGrads,
+                                   b.getI64IntegerAttr(0))
+                      .getResult();
+  if (gradClip > 0) {
+    Value norm = m.sqrt(m.sum(m.mul(g, g)));
+    Value factor = m.min(
+        m.constant(1), m.div(m.constant(gradClip), m.add(norm, m.constant(1e-6))));
+    g = m.mul(g, factor);
+  }
+  Value w = stateArgs[0];
+  Value t = m.add(stateArgs.back(), m.constant(1));
+  Value rate = learningRate(m, t);
+  Value decay = m.constant(weightDecay);
+  SmallVector<Value> next;
+  switch (rule) {
+  case Rule::SGD: {
+    Value step = weightDecay > 0 ? m.add(g, m.mul(decay, w)) : g;
+    next = {m.sub(w, m.mul(rate, step))};
+    break;
+  }
+  case Rule::Momentum:
+  case Rule::Nesterov: {
+    Value step = weightDecay > 0 ? m.add(g, m.mul(decay, w)) : g;
+    Value mu = m.constant(momentum);
+    Value buf = m.add(m.mul(mu, stateArgs[1]), step);
+    Value direction = rule == Rule::Nesterov ? m.add(step, m.mul(mu, buf)) : buf;
+    next = {m.sub(w, m.mul(rate, direction)), buf};
+    break;
+  }
+  case Rule::Adam:
+  case Rule::AdamW: {
+    Value step = g;
+    Value weights = w;
+    if (rule == Rule::Adam && weightDecay > 0)
+      step = m.add(g, m.mul(decay, w));
+    if (rule == Rule::AdamW && weightDecay > 0)
+      weights = m.mul(w, m.sub(m.constant(1), m.mul(rate, decay)));
+    Value b1 = m.constant(beta1), b2 = m.constant(beta2);
+    Value mNext = m.add(m.mul(b1, stateArgs[1]),
+                        m.mul(m.constant(1 - beta1), step));
+    Value vNext = m.add(m.mul(b2, stateArgs[2]),
+                        m.mul(m.constant(1 - beta2), m.mul(step, step)));
+    Value c1 = m.sub(m.constant(1), m.pow(b1, t));
+    Value c2 = m.sub(m.constant(1), m.pow(b2, t));
+    Value update = m.div(m.div(mNext, c1),
+                         m.add(m.sqrt(m.div(vNext, c2)), m.constant(eps)));
+    next = {m.sub(weights, m.mul(rate, update)), mNext, vNext};
+    break;
+  }
+  }
+  next.push_back(t);
+
+  SmallVector<Value> results = {loss};
+  llvm::append_range(results, next);
+  func::ReturnOp::create(b, gradReturn.getLoc(), results);
+  gradReturn.erase();
+
+  SmallVector<Type> resultTypes;
+  for (Value v : results)
+    resultTypes.push_back(v.getType());
+  grad.setType(FunctionType::get(ctx, body.getArgumentTypes(), resultTypes));
+  for (auto [i, entry] : llvm::enumerate(state)) {
+    unsigned arg = firstState + i;
+    grad.setArgAttr(arg, "kiln.state", attrs.getStringAttr(entry.first));
+    grad.setArgAttr(arg, "kiln.name",
+                    attrs.getStringAttr("kiln.state." + entry.first));
+    grad.setResultAttr(i + 1, "kiln.state", attrs.getStringAttr(entry.first));
+    grad.setResultAttr(i + 1, "kiln.name",
+                       attrs.getStringAttr("kiln.state." + entry.first +
+                                           ".next"));
+  }
+  grad.setResultAttr(0, "kiln.name", attrs.getStringAttr("loss"));
+  grad->removeAttr("kiln.gradients");
+  grad.setSymName("train_step");
+
+  // @eval: @main reading the trainable weights from params.
+  Block &forward = main.front();
+  Value params = forward.addArgument(flatType, main.getLoc());
+  replaceLoads(main, params, bySymbol);
+  main.setType(FunctionType::get(ctx, forward.getArgumentTypes(),
+                                 main.getResultTypes()));
+  unsigned paramsArg = forward.getNumArguments() - 1;
+  main.setArgAttr(paramsArg, "kiln.state", attrs.getStringAttr("params"));
+  main.setArgAttr(paramsArg, "kiln.name",
+                  attrs.getStringAttr("kiln.state.params"));
+  main.setSymName("eval");
+
+  SmallVector<Attribute> layout;
+  for (Slot &slot : slots)
+    layout.push_back(attrs.getDictionaryAttr(
+        {attrs.getNamedAttr("global",
+                            FlatSymbolRefAttr::get(slot.global.getSymNameAttr())),
+         attrs.getNamedAttr("offset", attrs.getI64IntegerAttr(slot.offset))}));
+  module->setAttr(
+      "kiln.training",
+      attrs.getDictionaryAttr(
+          {attrs.getNamedAttr("layout", attrs.getArrayAttr(layout)),
+           attrs.getNamedAttr("optimizer", attrs.getStringAttr(optimizer)),
+           attrs.getNamedAttr("size", attrs.getI64IntegerAttr(total))}));
+}
+
+} // namespace

@@ -1,0 +1,144 @@
+//===- Training.h - Training artifacts and sessions -------------*- C++ -*-===//
+//
+// A training artifact (format 1.3) has entry points (`train_step`, `eval`),
+// each a range of the launch list, and persistent state: arena tensors that
+// live across runs (the trainable weights laid out flat, optimizer state,
+// the step counter). The compiler builds one artifact per entry point and
+// joins them with combineEntryPoints; the runtime runs them through a
+// TrainingSession:
+//
+//   Expected<std::unique_ptr<TrainingSession>> training =
+//       TrainingSession::create(artifact, device);
+//   (*training)->bindBatch("x", images);      // train_step and eval inputs
+//   (*training)->bindBatch("labels", labels);
+//   (*training)->step();                      // one optimizer step
+//   Expected<float> loss = (*training)->loss();
+//   (*training)->saveCheckpoint("ckpt/step-100.safetensors");
+//
+// Checkpoints are safetensors files holding every state tensor (each weight
+// under its ONNX initializer name), written to a temporary file, fsynced and
+// renamed; loading one checks it belongs to this artifact before touching
+// any state.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_TRAINING_H
+#define KILN_RUNTIME_TRAINING_H
+
+#include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/Runtime.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime {
+
+/// Names the compiler gives state tensors in each entry point's artifact:
+/// input `kiln.state.<S>` is state S, output `kiln.state.<S>.next` its new
+/// value.
+constexpr std::string_view kStatePrefix = "kiln.state.";
+constexpr std::string_view kNextSuffix = ".next";
+/// The name of train_step's loss output.
+constexpr std::string_view kLossOutput = "loss";
+
+/// One compiled function, as buildArtifact made it.
+struct EntryPointArtifact {
+  std::string name;
+  Artifact artifact;
+};
+
+/// What combineEntryPoints needs to know about a state tensor besides its
+/// signature: its initial value (empty: zeros) and the weights it holds.
+struct StateSpec {
+  std::string name;
+  std::vector<uint8_t> initial;
+  std::vector<StateSegment> segments;
+};
+
+/// Joins single-function artifacts into one artifact with an entry point per
+/// part, in order. Each part's launches, kernels, weights and arena are laid
+/// end to end (the arena regions do not overlap, so an entry point never
+/// clobbers another's outputs); each state tensor lives where the first part
+/// that reads it has it, live across the whole launch list, and the other
+/// parts' launches are pointed there. Signature tensors become
+/// "<entry>:<name>". Every spec must name a state input of some part.
+Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
+                                      const std::vector<StateSpec> &state);
+
+/// A fingerprint of an artifact's state layout (names, dtypes, shapes,
+/// segments): checkpoints record it, and a checkpoint with another one is
+/// from another model.
+std::string stateFingerprint(const Artifact &artifact);
+
+/// A checkpoint in memory: tensors by name, and the string metadata.
+struct Checkpoint {
+  std::map<std::string, HostTensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+/// safetensors I/O. writeSafetensors writes a temporary file in the
+/// destination's directory, fsyncs it and renames it into place.
+Error writeSafetensors(const std::string &path, const Checkpoint &checkpoint);
+Expected<Checkpoint> readSafetensors(const std::string &path);
+
+/// Writes a copy of the ONNX model at `modelPath` to `outputPath` with each
+/// initializer named in `weights` replaced by its value (dtype and shape
+/// must match; every name must exist). The rest of the file is copied
+/// unchanged. Written atomically; an empty `outputPath` only checks.
+Error exportOnnxWeights(const std::string &modelPath,
+                        const std::string &outputPath,
+                        const std::map<std::string, HostTensor> &weights);
+
+class TrainingSession {
+public:
+  /// Fails for an artifact without `train_step` and `eval` entry points.
+  static Expected<std::unique_ptr<TrainingSession>>
+  create(std::shared_ptr<const Artifact> artifact,
+         std::shared_ptr<Device> device);
+
+  const Artifact &artifact() const { return session->artifact(); }
+  Session &base() { return *session; }
+
+  /// The plain input names of an entry point ("x", "labels").
+  std::vector<const TensorSignature *> entryInputs(std::string_view entry) const;
+  std::vector<const TensorSignature *> entryOutputs(std::string_view entry) const;
+
+  /// Binds `name` for every entry point that reads it (train_step reads the
+  /// inputs and the labels, eval the inputs). An error when none does.
+  Error bindBatch(std::string_view name, const HostTensor &tensor);
+  /// One train_step: forward, loss, backward, optimizer update.
+  Error step();
+  /// The loss of the last step.
+  Expected<float> loss();
+  /// Runs eval on the current weights.
+  Error evaluate();
+  /// An output of the last eval ("y").
+  Expected<HostTensor> readEvalOutput(std::string_view name);
+
+  Expected<HostTensor> readState(std::string_view name);
+  Error writeState(std::string_view name, const HostTensor &tensor);
+  /// The step counter (state `opt.step`).
+  Expected<uint64_t> stepCount();
+  /// Each model weight by ONNX initializer name (the segments of the state).
+  Expected<std::map<std::string, HostTensor>> weights();
+
+  /// Every state tensor, and `extra` metadata (the trainer's epoch, its RNG).
+  Error saveCheckpoint(const std::string &path,
+                       const std::map<std::string, std::string> &extra = {});
+  /// Checks that the checkpoint is this artifact's (fingerprint, every
+  /// tensor's dtype and shape) before writing any state; returns its
+  /// metadata.
+  Expected<std::map<std::string, std::string>>
+  loadCheckpoint(const std::string &path);
+
+private:
+  explicit TrainingSession(std::unique_ptr<Session> session)
+      : session(std::move(session)) {}
+  std::unique_ptr<Session> session;
+};
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_TRAINING_H

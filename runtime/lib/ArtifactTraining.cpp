@@ -1,0 +1,337 @@
+//===- ArtifactTraining.cpp - Entry points and persistent state -----------===//
+//
+// Format 1.3's `training` section: the rules verifyArtifact checks for it,
+// and combineEntryPoints, which joins the single-function artifacts the
+// compiler builds for train_step and eval into one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Support.h"
+
+#include "kiln/runtime/Checksum.h"
+#include "kiln/runtime/Training.h"
+
+#include <map>
+#include <set>
+
+namespace kiln::runtime {
+
+const EntryPoint *Artifact::findEntryPoint(std::string_view name) const {
+  for (const EntryPoint &entry : entryPoints)
+    if (entry.name == name)
+      return &entry;
+  return nullptr;
+}
+
+const StateTensor *Artifact::findState(std::string_view name) const {
+  for (const StateTensor &tensor : state)
+    if (tensor.name == name)
+      return &tensor;
+  return nullptr;
+}
+
+Error verifyTraining(const Artifact &artifact) {
+  if (artifact.entryPoints.empty()) {
+    if (!artifact.state.empty())
+      return makeError("section 'training': {} state tensors but no entry "
+                       "points",
+                       artifact.state.size());
+    return Error::success();
+  }
+  size_t launches = artifact.launches.size();
+  std::vector<int> owner(launches, -1);
+  std::set<std::string> names;
+  for (size_t e = 0; e < artifact.entryPoints.size(); ++e) {
+    const EntryPoint &entry = artifact.entryPoints[e];
+    std::string where = fmt::format("section 'training': entry point '{}'",
+                                    entry.name);
+    if (entry.name.empty() || !names.insert(entry.name).second)
+      return makeError("section 'training': entry point {}: the name is "
+                       "empty or repeated",
+                       e);
+    if (!rangeFits(entry.firstLaunch, entry.launchCount, launches))
+      return makeError("{}: launches [{}, {}) lie outside the launch list "
+                       "({} launches)",
+                       where, entry.firstLaunch,
+                       uint64_t(entry.firstLaunch) + entry.launchCount,
+                       launches);
+    for (uint32_t l = entry.firstLaunch;
+         l < entry.firstLaunch + entry.launchCount; ++l) {
+      if (owner[l] >= 0)
+        return makeError("{}: launch {} also belongs to entry point '{}'",
+                         where, l, artifact.entryPoints[owner[l]].name);
+      owner[l] = static_cast<int>(e);
+    }
+    for (uint32_t i : entry.inputs)
+      if (i >= artifact.inputs.size())
+        return makeError("{}: input index {} is out of range ({} inputs)",
+                         where, i, artifact.inputs.size());
+    for (uint32_t o : entry.outputs)
+      if (o >= artifact.outputs.size())
+        return makeError("{}: output index {} is out of range ({} outputs)",
+                         where, o, artifact.outputs.size());
+    for (const StateUpdate &update : entry.updates) {
+      if (update.output >= artifact.outputs.size() ||
+          update.state >= artifact.state.size())
+        return makeError("{}: a state update refers to output {} and state "
+                         "{}, out of range",
+                         where, update.output, update.state);
+      const TensorSignature &from = artifact.outputs[update.output];
+      const StateTensor &to = artifact.state[update.state];
+      if (from.dtype != to.dtype || from.shape != to.shape)
+        return makeError("{}: output '{}' ({} {}) cannot replace state '{}' "
+                         "({} {})",
+                         where, from.name, dtypeName(from.dtype),
+                         formatShape(from.shape), to.name, dtypeName(to.dtype),
+                         formatShape(to.shape));
+    }
+  }
+  for (size_t l = 0; l < launches; ++l)
+    if (owner[l] < 0)
+      return makeError("section 'training': launch {} belongs to no entry "
+                       "point",
+                       l);
+
+  std::set<std::string> stateNames;
+  for (const StateTensor &tensor : artifact.state) {
+    std::string where =
+        fmt::format("section 'training': state '{}'", tensor.name);
+    if (tensor.name.empty() || !stateNames.insert(tensor.name).second)
+      return makeError("{}: the name is empty or repeated", where);
+    std::optional<uint64_t> bytes = tensorByteSize(tensor.dtype, tensor.shape);
+    if (!bytes)
+      return makeError("{}: the shape overflows", where);
+    if (tensor.buffer >= artifact.memoryPlan.buffers.size())
+      return makeError("{}: buffer {} is out of range", where, tensor.buffer);
+    const ArenaBuffer &buffer = artifact.memoryPlan.buffers[tensor.buffer];
+    if (tensor.arenaOffset < buffer.offset ||
+        !rangeFits(tensor.arenaOffset - buffer.offset, *bytes, buffer.size))
+      return makeError("{}: {} bytes at arena offset {} lie outside buffer {}",
+                       where, *bytes, tensor.arenaOffset, tensor.buffer);
+    if (buffer.firstUse != 0 || buffer.lastUse + 1 != std::max<size_t>(launches, 1))
+      return makeError("{}: buffer {} is live for launches [{}, {}], not the "
+                       "whole launch list: other buffers could reuse its bytes",
+                       where, tensor.buffer, buffer.firstUse, buffer.lastUse);
+    if (!tensor.initial.empty() && tensor.initial.size() != *bytes)
+      return makeError("{}: the initial value has {} bytes, the tensor {}",
+                       where, tensor.initial.size(), *bytes);
+    uint64_t elements = *bytes / std::max<uint64_t>(dtypeSize(tensor.dtype), 1);
+    for (const StateSegment &segment : tensor.segments) {
+      std::optional<uint64_t> count = uint64_t(1);
+      for (int64_t dim : segment.shape)
+        count = dim < 0 || !count ? std::nullopt : checkedMul(*count, dim);
+      if (!count || segment.elementOffset > elements ||
+          *count > elements - segment.elementOffset)
+        return makeError("{}: segment '{}' ({} at element {}) lies outside "
+                         "the tensor ({} elements)",
+                         where, segment.name, formatShape(segment.shape),
+                         segment.elementOffset, elements);
+    }
+  }
+  return Error::success();
+}
+
+std::string stateFingerprint(const Artifact &artifact) {
+  std::string text;
+  for (const StateTensor &tensor : artifact.state) {
+    text += fmt::format("{} {} {};", tensor.name, dtypeName(tensor.dtype),
+                        formatShape(tensor.shape));
+    for (const StateSegment &segment : tensor.segments)
+      text += fmt::format("{}@{}:{};", segment.name, segment.elementOffset,
+                          formatShape(segment.shape));
+  }
+  return fmt::format("{:08x}-{}", crc32c(text.data(), text.size()),
+                     artifact.state.size());
+}
+
+Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
+                                      const std::vector<StateSpec> &specs) {
+  if (parts.empty())
+    return makeError("combineEntryPoints: no entry points");
+  Artifact result;
+  const Artifact &first = parts.front().artifact;
+  result.compilerVersion = first.compilerVersion;
+  result.compilerOptions = first.compilerOptions;
+  result.target = first.target;
+
+  // Where each state lives: the first part that reads it.
+  struct Placed {
+    uint64_t arenaOffset;
+    uint32_t buffer;
+    const TensorSignature *signature;
+  };
+  std::map<std::string, Placed> placed;
+  std::map<std::string, uint32_t> stateIndex;
+  for (size_t s = 0; s < specs.size(); ++s)
+    stateIndex[specs[s].name] = static_cast<uint32_t>(s);
+  auto stateOf = [](const std::string &name, bool next) -> std::string {
+    if (name.compare(0, kStatePrefix.size(), kStatePrefix) != 0)
+      return "";
+    std::string rest = name.substr(kStatePrefix.size());
+    bool hasNext = rest.size() > kNextSuffix.size() &&
+                   rest.compare(rest.size() - kNextSuffix.size(),
+                                kNextSuffix.size(), kNextSuffix) == 0;
+    if (hasNext != next)
+      return "";
+    return next ? rest.substr(0, rest.size() - kNextSuffix.size()) : rest;
+  };
+
+  uint64_t arenaBase = 0;
+  uint32_t launchBase = 0;
+  std::set<std::string> kernelNames;
+  for (EntryPointArtifact &part : parts) {
+    const Artifact &a = part.artifact;
+    if (!a.entryPoints.empty())
+      return makeError("combineEntryPoints: '{}' already has entry points",
+                       part.name);
+    if (a.strippedWeightBytes != 0)
+      return makeError("combineEntryPoints: '{}' has stripped weights",
+                       part.name);
+    if (a.target != result.target)
+      return makeError("combineEntryPoints: '{}' targets {}, not {}",
+                       part.name, a.target, result.target);
+    std::optional<uint64_t> aligned = alignUp(arenaBase, kArenaAlignment);
+    if (!aligned)
+      return makeError("combineEntryPoints: the arena overflows");
+    arenaBase = *aligned;
+    uint64_t weightBase =
+        result.weightData.append(a.weightData.data(), a.weightData.size(),
+                                 kWeightAlignment);
+    uint32_t kernelBase = static_cast<uint32_t>(result.kernels.size());
+    uint32_t bufferBase =
+        static_cast<uint32_t>(result.memoryPlan.buffers.size());
+
+    for (const Weight &weight : a.weights) {
+      Weight copy = weight;
+      copy.offset += weightBase;
+      for (const Weight &known : result.weights)
+        if (known.name == copy.name)
+          copy.name = part.name + ":" + copy.name;
+      result.weights.push_back(std::move(copy));
+    }
+    for (const InlinedInitializer &inlined : a.inlinedInitializers) {
+      bool known = false;
+      for (const InlinedInitializer &have : result.inlinedInitializers)
+        known |= have.name == inlined.name;
+      if (!known)
+        result.inlinedInitializers.push_back(inlined);
+    }
+    for (const Kernel &kernel : a.kernels) {
+      if (!kernelNames.insert(kernel.name).second)
+        return makeError("combineEntryPoints: kernel '{}' of '{}' has the "
+                         "name of another entry point's kernel",
+                         kernel.name, part.name);
+      result.kernels.push_back(kernel);
+    }
+    for (const ArenaBuffer &buffer : a.memoryPlan.buffers) {
+      ArenaBuffer copy = buffer;
+      copy.offset += arenaBase;
+      copy.firstUse += launchBase;
+      copy.lastUse += launchBase;
+      copy.name = part.name + ":" + copy.name;
+      result.memoryPlan.buffers.push_back(std::move(copy));
+    }
+
+    // Arena arguments that point at a state input go to the state's home.
+    std::map<uint64_t, uint64_t> retarget;
+    EntryPoint entry;
+    entry.name = part.name;
+    entry.firstLaunch = launchBase;
+    entry.launchCount = static_cast<uint32_t>(a.launches.size());
+    for (const TensorSignature &input : a.inputs) {
+      std::string state = stateOf(input.name, false);
+      if (!state.empty()) {
+        if (!stateIndex.count(state))
+          return makeError("combineEntryPoints: '{}' reads state '{}', which "
+                           "has no specification",
+                           part.name, state);
+        auto [it, isNew] = placed.insert(
+            {state,
+             {input.arenaOffset + arenaBase, input.buffer + bufferBase, &input}});
+        if (!isNew) {
+          const TensorSignature &home = *it->second.signature;
+          if (home.dtype != input.dtype || home.shape != input.shape)
+            return makeError("combineEntryPoints: state '{}' is {} {} in one "
+                             "entry point and {} {} in '{}'",
+                             state, dtypeName(home.dtype),
+                             formatShape(home.shape), dtypeName(input.dtype),
+                             formatShape(input.shape), part.name);
+          retarget[input.arenaOffset] = it->second.arenaOffset;
+        }
+        continue;
+      }
+      TensorSignature copy = input;
+      copy.name = part.name + ":" + input.name;
+      copy.arenaOffset += arenaBase;
+      copy.buffer += bufferBase;
+      entry.inputs.push_back(static_cast<uint32_t>(result.inputs.size()));
+      result.inputs.push_back(std::move(copy));
+    }
+    std::vector<std::pair<uint32_t, std::string>> updates;
+    for (const TensorSignature &output : a.outputs) {
+      TensorSignature copy = output;
+      copy.name = part.name + ":" + output.name;
+      copy.arenaOffset += arenaBase;
+      copy.buffer += bufferBase;
+      uint32_t index = static_cast<uint32_t>(result.outputs.size());
+      std::string state = stateOf(output.name, true);
+      if (!state.empty())
+        updates.push_back({index, state});
+      else
+        entry.outputs.push_back(index);
+      result.outputs.push_back(std::move(copy));
+    }
+    for (auto &[output, state] : updates) {
+      if (!stateIndex.count(state))
+        return makeError("combineEntryPoints: '{}' writes state '{}', which "
+                         "has no specification",
+                         part.name, state);
+      entry.updates.push_back({output, stateIndex[state]});
+    }
+
+    for (const Launch &launch : a.launches) {
+      Launch copy = launch;
+      copy.kernel += kernelBase;
+      const Kernel &kernel = a.kernels[launch.kernel];
+      for (size_t i = 0; i < copy.args.size(); ++i) {
+        if (kernel.params[i].kind == ParamKind::ArenaPointer) {
+          auto it = retarget.find(copy.args[i]);
+          copy.args[i] =
+              it != retarget.end() ? it->second : copy.args[i] + arenaBase;
+        } else if (kernel.params[i].kind == ParamKind::WeightsPointer) {
+          copy.args[i] += weightBase;
+        }
+      }
+      result.launches.push_back(std::move(copy));
+    }
+    result.entryPoints.push_back(std::move(entry));
+    launchBase += static_cast<uint32_t>(a.launches.size());
+    arenaBase += a.memoryPlan.arenaSize;
+  }
+  result.memoryPlan.arenaSize = arenaBase;
+
+  uint32_t lastLaunch = launchBase == 0 ? 0 : launchBase - 1;
+  for (const StateSpec &spec : specs) {
+    auto it = placed.find(spec.name);
+    if (it == placed.end())
+      return makeError("combineEntryPoints: no entry point reads state '{}'",
+                       spec.name);
+    StateTensor tensor;
+    tensor.name = spec.name;
+    tensor.dtype = it->second.signature->dtype;
+    tensor.shape = it->second.signature->shape;
+    tensor.arenaOffset = it->second.arenaOffset;
+    tensor.buffer = it->second.buffer;
+    tensor.initial = spec.initial;
+    tensor.segments = spec.segments;
+    ArenaBuffer &buffer = result.memoryPlan.buffers[tensor.buffer];
+    buffer.firstUse = 0;
+    buffer.lastUse = lastLaunch;
+    result.state.push_back(std::move(tensor));
+  }
+  if (Error err = verifyArtifact(result))
+    return err.withContext("combineEntryPoints");
+  return result;
+}
+
+} // namespace kiln::runtime

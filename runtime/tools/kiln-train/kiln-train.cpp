@@ -1,0 +1,684 @@
+//===- kiln-train.cpp - Train a model compiled with kilnc --train ---------===//
+//
+//   kiln-train model.train.kiln --data x.npy --labels y.npy
+//              [--val-data xv.npy --val-labels yv.npy] --epochs E
+//              [--batch B] [--seed S] [--checkpoint-dir DIR] [--resume]
+//              [--history loss.csv] [--device cuda|emu]
+//
+// Everything that can be checked before training is checked first (the
+// artifact, the data against the signature, the labels' dtype, shape and
+// range, NaN in the data, the checkpoint directory), so bad input is one line
+// on stderr, exit status 1, and no file is written. Epochs shuffle with a
+// generator seeded from --seed and the epoch, so a run resumed from an epoch
+// checkpoint takes the same batches as an uninterrupted one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/Npy.h"
+#include "kiln/runtime/Training.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <unistd.h>
+
+using namespace kiln::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: kiln-train MODEL.train.kiln --data X.npy --labels Y.npy [options]
+
+Trains a model compiled with kilnc --train: train_step over shuffled batches,
+eval on the validation set after every epoch.
+
+options:
+  --data FILE          training inputs: N samples along the first axis
+  --labels FILE        training labels: N along the first axis
+  --val-data FILE      validation inputs (with --val-labels): accuracy (or
+  --val-labels FILE    mean squared error) after every epoch
+  --epochs E           epochs to train (default 1)
+  --batch B            batch size: must be the batch the model was compiled
+                       for (default: that batch)
+  --seed S             shuffle seed (default 0)
+  --checkpoint-dir DIR write DIR/checkpoint.safetensors after every epoch
+  --resume             continue from DIR/checkpoint.safetensors
+  --history FILE       loss history CSV (default DIR/loss.csv with
+                       --checkpoint-dir); scripts/plot-loss.py draws it
+  --export FILE        after training, write the ONNX model the artifact was
+                       compiled from with the trained weights (its
+                       initializers replaced) to FILE
+  --onnx MODEL         the ONNX model for --export (default: the .onnx file
+                       named in the artifact's compiler options)
+  --device DEV         cuda (default), cuda:N, or emu
+  --quiet              no progress output
+  --profile            emu: after training, the host time per kernel (where
+                       the emulator spends a step)
+)";
+
+struct Options {
+  std::string model, data, labels, valData, valLabels, checkpointDir, history;
+  std::string exportPath, onnxModel;
+  std::string device = "cuda";
+  uint64_t epochs = 1, seed = 0;
+  std::optional<uint64_t> batch;
+  bool resume = false, quiet = false, profile = false;
+};
+
+Error usageError(const std::string &message) {
+  return Error::failure(message + " (kiln-train --help)");
+}
+
+Expected<uint64_t> parseNumber(const std::string &flag,
+                               const std::string &text) {
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno || text[0] == '-')
+    return usageError(flag + " '" + text + "' is not a non-negative integer");
+  return static_cast<uint64_t>(value);
+}
+
+Expected<Options> parseArguments(int argc, char **argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> Expected<std::string> {
+      if (i + 1 >= argc)
+        return usageError(arg + " needs a value");
+      return std::string(argv[++i]);
+    };
+    auto set = [&](std::string &field) -> Error {
+      Expected<std::string> v = value();
+      if (!v)
+        return v.takeError();
+      field = *v;
+      return Error::success();
+    };
+    auto setNumber = [&](uint64_t &field) -> Error {
+      Expected<std::string> v = value();
+      if (!v)
+        return v.takeError();
+      Expected<uint64_t> n = parseNumber(arg, *v);
+      if (!n)
+        return n.takeError();
+      field = *n;
+      return Error::success();
+    };
+    Error err;
+    if (arg == "-h" || arg == "--help")
+      return Error::failure("");
+    else if (arg == "--data")
+      err = set(options.data);
+    else if (arg == "--labels")
+      err = set(options.labels);
+    else if (arg == "--val-data")
+      err = set(options.valData);
+    else if (arg == "--val-labels")
+      err = set(options.valLabels);
+    else if (arg == "--checkpoint-dir")
+      err = set(options.checkpointDir);
+    else if (arg == "--history")
+      err = set(options.history);
+    else if (arg == "--device")
+      err = set(options.device);
+    else if (arg == "--export")
+      err = set(options.exportPath);
+    else if (arg == "--onnx")
+      err = set(options.onnxModel);
+    else if (arg == "--epochs")
+      err = setNumber(options.epochs);
+    else if (arg == "--seed")
+      err = setNumber(options.seed);
+    else if (arg == "--batch") {
+      uint64_t b = 0;
+      err = setNumber(b);
+      options.batch = b;
+    } else if (arg == "--resume")
+      options.resume = true;
+    else if (arg == "--quiet")
+      options.quiet = true;
+    else if (arg == "--profile")
+      options.profile = true;
+    else if (!arg.empty() && arg[0] == '-')
+      return usageError("unknown option '" + arg + "'");
+    else if (options.model.empty())
+      options.model = arg;
+    else
+      return usageError("more than one model given ('" + options.model +
+                        "', '" + arg + "')");
+    if (err)
+      return err;
+  }
+  if (options.model.empty())
+    return usageError("no model given");
+  if (options.data.empty() || options.labels.empty())
+    return usageError("--data and --labels are required");
+  if (options.valData.empty() != options.valLabels.empty())
+    return usageError("--val-data and --val-labels go together");
+  if (options.resume && options.checkpointDir.empty())
+    return usageError("--resume needs --checkpoint-dir");
+  if (options.history.empty() && !options.checkpointDir.empty())
+    options.history = (fs::path(options.checkpointDir) / "loss.csv").string();
+  return options;
+}
+
+/// A dataset: inputs and labels, N samples each.
+struct Dataset {
+  NpyArray data, labels;
+  uint64_t count = 0;
+};
+
+/// What the artifact expects of one batch.
+struct BatchSignature {
+  const TensorSignature *data = nullptr;   // train_step:x
+  const TensorSignature *labels = nullptr; // train_step:labels
+  std::string dataName, labelsName;        // plain names
+  uint64_t batch = 0;
+  /// eval's output and, for classification, its class count.
+  const TensorSignature *evalOutput = nullptr;
+  std::string evalOutputName;
+};
+
+std::string plain(const std::string &name) {
+  return name.substr(name.find(':') + 1);
+}
+
+Expected<BatchSignature> batchSignature(const TrainingSession &session,
+                                        const std::string &model) {
+  BatchSignature sig;
+  std::vector<const TensorSignature *> train = session.entryInputs("train_step");
+  std::vector<const TensorSignature *> eval = session.entryInputs("eval");
+  for (const TensorSignature *input : train) {
+    bool inEval = false;
+    for (const TensorSignature *e : eval)
+      inEval |= plain(e->name) == plain(input->name);
+    (inEval ? sig.data : sig.labels) = input;
+  }
+  if (train.size() != 2 || !sig.data || !sig.labels)
+    return Error::failure(model + ": kiln-train needs a train_step with one "
+                                  "data input and one labels input");
+  sig.dataName = plain(sig.data->name);
+  sig.labelsName = plain(sig.labels->name);
+  if (sig.data->shape.empty() || sig.labels->shape.empty() ||
+      sig.data->shape[0] != sig.labels->shape[0])
+    return Error::failure(model + ": the data and labels inputs must share a "
+                                  "leading batch dimension");
+  sig.batch = static_cast<uint64_t>(sig.data->shape[0]);
+  std::vector<const TensorSignature *> outputs = session.entryOutputs("eval");
+  if (outputs.size() == 1) {
+    sig.evalOutput = outputs[0];
+    sig.evalOutputName = plain(outputs[0]->name);
+  }
+  return sig;
+}
+
+/// Checks a file against a batch input's dtype and per-sample shape.
+Error checkAgainst(const std::string &path, const NpyArray &array,
+                   const TensorSignature &input, const std::string &what) {
+  Shape sample(input.shape.begin() + 1, input.shape.end());
+  Shape given(array.shape.empty() ? array.shape.begin()
+                                  : array.shape.begin() + 1,
+              array.shape.end());
+  if (array.dtype != input.dtype)
+    return Error::failure(fmt::format(
+        "{}: {} are {}, the model's '{}' is {}", path, what,
+        dtypeName(array.dtype), plain(input.name), dtypeName(input.dtype)));
+  if (array.shape.empty() || given != sample)
+    return Error::failure(fmt::format(
+        "{}: {} have shape {}, the model's '{}' needs N x {} (batch {})", path,
+        what, formatShape(array.shape), plain(input.name),
+        formatShape(sample), input.shape[0]));
+  return Error::success();
+}
+
+Error checkFinite(const std::string &path, const NpyArray &array) {
+  if (array.dtype != DType::F32 && array.dtype != DType::F64)
+    return Error::success();
+  uint64_t count = array.data.size() / dtypeSize(array.dtype);
+  for (uint64_t i = 0; i < count; ++i) {
+    double v;
+    if (array.dtype == DType::F32) {
+      float f;
+      std::memcpy(&f, array.data.data() + i * 4, 4);
+      v = f;
+    } else {
+      std::memcpy(&v, array.data.data() + i * 8, 8);
+    }
+    if (!std::isfinite(v))
+      return Error::failure(fmt::format(
+          "{}: element {} (sample {}) is {}: the data must be finite", path,
+          i, i / (count / array.shape[0]), v));
+  }
+  return Error::success();
+}
+
+/// Integer class labels must index the eval output's classes.
+Error checkLabelRange(const std::string &path, const NpyArray &labels,
+                      const BatchSignature &sig) {
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    return Error::success();
+  int64_t classes = -1;
+  if (sig.evalOutput && sig.evalOutput->shape.size() == 2)
+    classes = sig.evalOutput->shape[1];
+  uint64_t count = labels.data.size() / dtypeSize(labels.dtype);
+  for (uint64_t i = 0; i < count; ++i) {
+    int64_t v;
+    if (labels.dtype == DType::I64) {
+      std::memcpy(&v, labels.data.data() + i * 8, 8);
+    } else {
+      int32_t w;
+      std::memcpy(&w, labels.data.data() + i * 4, 4);
+      v = w;
+    }
+    if (v < 0 || (classes >= 0 && v >= classes))
+      return Error::failure(fmt::format(
+          "{}: label {} at index {} is out of range (the model has {} "
+          "classes: 0 to {})",
+          path, v, i, classes, classes - 1));
+  }
+  return Error::success();
+}
+
+Expected<Dataset> loadDataset(const std::string &dataPath,
+                              const std::string &labelsPath,
+                              const BatchSignature &sig) {
+  Dataset set;
+  Expected<NpyArray> data = readNpy(dataPath);
+  if (!data)
+    return data.takeError();
+  Expected<NpyArray> labels = readNpy(labelsPath);
+  if (!labels)
+    return labels.takeError();
+  set.data = data.take();
+  set.labels = labels.take();
+  if (Error err = checkAgainst(dataPath, set.data, *sig.data, "the inputs"))
+    return err;
+  if (Error err =
+          checkAgainst(labelsPath, set.labels, *sig.labels, "the labels"))
+    return err;
+  if (set.data.shape[0] != set.labels.shape[0])
+    return Error::failure(fmt::format("{}: {} labels for {} samples in {}",
+                                      labelsPath, set.labels.shape[0],
+                                      set.data.shape[0], dataPath));
+  if (Error err = checkFinite(dataPath, set.data))
+    return err;
+  if (Error err = checkFinite(labelsPath, set.labels))
+    return err;
+  if (Error err = checkLabelRange(labelsPath, set.labels, sig))
+    return err;
+  set.count = static_cast<uint64_t>(set.data.shape[0]);
+  return set;
+}
+
+/// Samples `indices` of `array` stacked into one batch tensor.
+HostTensor gather(const NpyArray &array, const std::vector<uint64_t> &indices,
+                  const TensorSignature &input) {
+  HostTensor tensor;
+  tensor.dtype = input.dtype;
+  tensor.shape = input.shape;
+  uint64_t sampleBytes = array.data.size() / array.shape[0];
+  tensor.data.resize(sampleBytes * indices.size());
+  for (size_t i = 0; i < indices.size(); ++i)
+    std::memcpy(tensor.data.data() + i * sampleBytes,
+                array.data.data() + indices[i] * sampleBytes, sampleBytes);
+  return tensor;
+}
+
+/// The epoch's sample order: Fisher-Yates with a generator seeded from the
+/// seed and the epoch (std::mt19937_64 is specified exactly, and the
+/// index draw below does not depend on a library's distribution).
+std::vector<uint64_t> shuffled(uint64_t count, uint64_t seed, uint64_t epoch) {
+  std::vector<uint64_t> order(count);
+  for (uint64_t i = 0; i < count; ++i)
+    order[i] = i;
+  std::mt19937_64 rng(seed * 1000003ULL + epoch);
+  for (uint64_t i = count; i > 1; --i) {
+    uint64_t j = rng() % i;
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+/// Accuracy (integer labels, [B, C] output) or mean squared error.
+struct Metric {
+  std::string name;
+  double value = 0;
+};
+
+Expected<Metric> validate(TrainingSession &session, const Dataset &val,
+                          const BatchSignature &sig) {
+  if (!sig.evalOutput)
+    return Error::failure("eval has more than one output: no validation "
+                          "metric");
+  const TensorSignature &out = *sig.evalOutput;
+  bool classify = (val.labels.dtype == DType::I64 ||
+                   val.labels.dtype == DType::I32) &&
+                  out.shape.size() == 2 && out.dtype == DType::F32;
+  uint64_t correct = 0;
+  double squared = 0;
+  uint64_t seen = 0;
+  for (uint64_t start = 0; start < val.count; start += sig.batch) {
+    std::vector<uint64_t> indices;
+    for (uint64_t i = 0; i < sig.batch; ++i)
+      indices.push_back(std::min(start + i, val.count - 1)); // pad the last
+    if (Error err = session.bindBatch(sig.dataName,
+                                      gather(val.data, indices, *sig.data)))
+      return err;
+    if (Error err = session.evaluate())
+      return err;
+    Expected<HostTensor> y = session.readEvalOutput(sig.evalOutputName);
+    if (!y)
+      return y.takeError();
+    const float *values = reinterpret_cast<const float *>(y->data.data());
+    uint64_t valid = std::min(sig.batch, val.count - start);
+    for (uint64_t i = 0; i < valid; ++i) {
+      uint64_t sample = start + i;
+      if (classify) {
+        int64_t classes = out.shape[1];
+        int64_t best = 0;
+        for (int64_t c = 1; c < classes; ++c)
+          if (values[i * classes + c] > values[i * classes + best])
+            best = c;
+        int64_t label;
+        if (val.labels.dtype == DType::I64) {
+          std::memcpy(&label, val.labels.data.data() + sample * 8, 8);
+        } else {
+          int32_t w;
+          std::memcpy(&w, val.labels.data.data() + sample * 4, 4);
+          label = w;
+        }
+        correct += best == label;
+      } else if (val.labels.dtype == DType::F32 &&
+                 y->data.size() == val.labels.data.size() / val.count *
+                                       sig.batch) {
+        uint64_t per = y->data.size() / 4 / sig.batch;
+        const float *labels =
+            reinterpret_cast<const float *>(val.labels.data.data());
+        for (uint64_t k = 0; k < per; ++k) {
+          double d = values[i * per + k] - labels[sample * per + k];
+          squared += d * d;
+        }
+        seen += per;
+      }
+    }
+  }
+  if (classify)
+    return Metric{"val_accuracy", double(correct) / double(val.count)};
+  return Metric{"val_mse", seen ? squared / double(seen) : 0};
+}
+
+/// Checks that DIR exists (creating it) and takes files.
+Error checkWritableDir(const std::string &dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec && !fs::is_directory(dir))
+    return Error::failure(fmt::format("{}: cannot create the checkpoint "
+                                      "directory: {}",
+                                      dir, ec.message()));
+  std::string probe = (fs::path(dir) / ".kiln-train-probe").string();
+  FILE *f = std::fopen(probe.c_str(), "w");
+  if (!f)
+    return Error::failure(fmt::format("{}: the checkpoint directory is not "
+                                      "writable: {}",
+                                      dir, std::strerror(errno)));
+  std::fclose(f);
+  std::remove(probe.c_str());
+  return Error::success();
+}
+
+int fail(const Error &err) {
+  fmt::print(stderr, "kiln-train: error: {}\n", err.message());
+  return 1;
+}
+
+int run(const Options &options) {
+  Expected<Artifact> read = readArtifact(options.model);
+  if (!read)
+    return fail(read.takeError());
+  auto artifact = std::make_shared<const Artifact>(read.take());
+  if (artifact->entryPoints.empty())
+    return fail(Error::failure(options.model +
+                               ": not a training artifact (no entry points): "
+                               "compile it with kilnc --train"));
+  if (!options.checkpointDir.empty())
+    if (Error err = checkWritableDir(options.checkpointDir))
+      return fail(err);
+  std::string checkpointPath =
+      options.checkpointDir.empty()
+          ? ""
+          : (fs::path(options.checkpointDir) / "checkpoint.safetensors")
+                .string();
+  std::string onnxModel = options.onnxModel;
+  if (!options.exportPath.empty() && onnxModel.empty()) {
+    // The first .onnx argument kilnc was given.
+    std::string word;
+    for (size_t i = 0; i <= artifact->compilerOptions.size(); ++i) {
+      char c = i < artifact->compilerOptions.size()
+                   ? artifact->compilerOptions[i]
+                   : ' ';
+      if (c != ' ') {
+        word += c;
+        continue;
+      }
+      if (onnxModel.empty() && word.size() > 5 && word[0] != '-' &&
+          word.compare(word.size() - 5, 5, ".onnx") == 0)
+        onnxModel = word;
+      word.clear();
+    }
+    if (onnxModel.empty())
+      return fail(Error::failure(options.model +
+                                 ": the artifact does not name its ONNX "
+                                 "model: give --onnx MODEL for --export"));
+  }
+  if (!options.exportPath.empty() && !fs::exists(onnxModel))
+    return fail(Error::failure(onnxModel + ": no such ONNX model (for "
+                                           "--export; give --onnx MODEL)"));
+  if (options.resume && !fs::exists(checkpointPath))
+    return fail(Error::failure(checkpointPath + ": no checkpoint to resume"));
+
+  Expected<std::unique_ptr<Device>> device = createDevice(options.device);
+  if (!device)
+    return fail(device.takeError());
+  std::shared_ptr<Device> sharedDevice(device.take());
+  if (options.profile)
+    if (Error err = sharedDevice->setProfiling({true, 0, 1}))
+      return fail(err);
+  Expected<std::unique_ptr<TrainingSession>> created =
+      TrainingSession::create(artifact, sharedDevice);
+  if (!created)
+    return fail(created.error().withContext(options.model));
+  TrainingSession &session = **created;
+  if (!options.exportPath.empty()) {
+    // The model must take the weights before any time is spent training.
+    Expected<std::map<std::string, HostTensor>> initial = session.weights();
+    if (!initial)
+      return fail(initial.takeError());
+    if (Error err = exportOnnxWeights(onnxModel, "", *initial))
+      return fail(err);
+  }
+  Expected<BatchSignature> sig = batchSignature(session, options.model);
+  if (!sig)
+    return fail(sig.takeError());
+  if (options.batch && *options.batch != sig->batch)
+    return fail(Error::failure(fmt::format(
+        "--batch {}: the model was compiled for batch {} (recompile with "
+        "--shape to change it)",
+        *options.batch, sig->batch)));
+  Expected<Dataset> train = loadDataset(options.data, options.labels, *sig);
+  if (!train)
+    return fail(train.takeError());
+  if (train->count < sig->batch)
+    return fail(Error::failure(fmt::format(
+        "{}: {} samples, fewer than one batch of {}", options.data,
+        train->count, sig->batch)));
+  std::optional<Dataset> val;
+  if (!options.valData.empty()) {
+    Expected<Dataset> v = loadDataset(options.valData, options.valLabels, *sig);
+    if (!v)
+      return fail(v.takeError());
+    if (v->count == 0)
+      return fail(Error::failure(options.valData + ": no samples"));
+    val = v.take();
+  }
+
+  uint64_t firstEpoch = 0;
+  std::string history = "step,epoch,loss,metric,value\n";
+  if (options.resume) {
+    Expected<std::map<std::string, std::string>> meta =
+        session.loadCheckpoint(checkpointPath);
+    if (!meta)
+      return fail(meta.takeError());
+    auto epoch = meta->find("kiln-train.epochs_done");
+    auto seed = meta->find("kiln-train.seed");
+    if (epoch == meta->end() || seed == meta->end())
+      return fail(Error::failure(checkpointPath +
+                                 ": not written by kiln-train (no epoch)"));
+    if (seed->second != std::to_string(options.seed))
+      return fail(Error::failure(fmt::format(
+          "{}: written with --seed {}, this run has --seed {}", checkpointPath,
+          seed->second, options.seed)));
+    firstEpoch = std::stoull(epoch->second);
+    if (auto h = meta->find("kiln-train.history"); h != meta->end())
+      history = h->second;
+  }
+
+  bool tty = !options.quiet && isatty(fileno(stderr));
+  uint64_t steps = train->count / sig->batch;
+  uint64_t stepsRun = 0;
+  double stepSeconds = 0;
+  for (uint64_t epoch = firstEpoch; epoch < options.epochs; ++epoch) {
+    std::vector<uint64_t> order = shuffled(train->count, options.seed, epoch);
+    auto start = std::chrono::steady_clock::now();
+    double lossSum = 0;
+    for (uint64_t s = 0; s < steps; ++s) {
+      std::vector<uint64_t> indices(order.begin() + s * sig->batch,
+                                    order.begin() + (s + 1) * sig->batch);
+      if (Error err = session.bindBatch(
+              sig->dataName, gather(train->data, indices, *sig->data)))
+        return fail(err);
+      if (Error err = session.bindBatch(
+              sig->labelsName, gather(train->labels, indices, *sig->labels)))
+        return fail(err);
+      auto stepStart = std::chrono::steady_clock::now();
+      if (Error err = session.step())
+        return fail(err);
+      stepSeconds += std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - stepStart)
+                         .count();
+      ++stepsRun;
+      Expected<float> loss = session.loss();
+      if (!loss)
+        return fail(loss.takeError());
+      lossSum += *loss;
+      Expected<uint64_t> step = session.stepCount();
+      history += fmt::format("{},{},{:.9g},,\n", step ? *step : 0, epoch + 1,
+                             *loss);
+      if (tty) {
+        double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+        double rate = double((s + 1) * sig->batch) / std::max(seconds, 1e-9);
+        double eta = double(steps - s - 1) * sig->batch / rate;
+        int filled = int(30.0 * double(s + 1) / double(steps));
+        fmt::print(stderr, "\repoch {}/{} [{}{}] step {}/{} loss {:.4f} "
+                           "{:.0f} samples/s ETA {:.0f}s ",
+                   epoch + 1, options.epochs, std::string(filled, '#'),
+                   std::string(30 - filled, '.'), s + 1, steps, *loss, rate,
+                   eta);
+      }
+    }
+    if (tty)
+      fmt::print(stderr, "\n");
+    std::string line = fmt::format("epoch {}/{}: mean loss {:.6f}", epoch + 1,
+                                   options.epochs, lossSum / double(steps));
+    if (val) {
+      Expected<Metric> metric = validate(session, *val, *sig);
+      if (!metric)
+        return fail(metric.takeError());
+      line += fmt::format(", {} {:.6f}", metric->name, metric->value);
+      history += fmt::format(",{},,{},{:.9g}\n", epoch + 1, metric->name,
+                             metric->value);
+    }
+    if (!options.quiet)
+      fmt::print("{}\n", line);
+    if (!checkpointPath.empty()) {
+      std::map<std::string, std::string> meta = {
+          {"kiln-train.epochs_done", std::to_string(epoch + 1)},
+          {"kiln-train.seed", std::to_string(options.seed)},
+          {"kiln-train.history", history}};
+      if (Error err = session.saveCheckpoint(checkpointPath, meta))
+        return fail(err);
+    }
+  }
+  if (stepsRun && !options.quiet)
+    fmt::print("train: {} steps, {:.3f} ms/step (train_step: batch upload, "
+               "launches, state update), {:.1f} samples/s\n",
+               stepsRun, stepSeconds * 1e3 / double(stepsRun),
+               double(stepsRun * sig->batch) / stepSeconds);
+  if (!options.exportPath.empty()) {
+    Expected<std::map<std::string, HostTensor>> weights = session.weights();
+    if (!weights)
+      return fail(weights.takeError());
+    if (Error err = exportOnnxWeights(onnxModel, options.exportPath, *weights))
+      return fail(err);
+    if (!options.quiet)
+      fmt::print("exported {} trained weights to {}\n", weights->size(),
+                 options.exportPath);
+  }
+  if (options.profile) {
+    std::map<std::string, std::pair<double, uint64_t>> byKernel;
+    double total = 0;
+    for (const LaunchProfile &launch : sharedDevice->takeLaunchProfiles()) {
+      auto &entry = byKernel[launch.kernel];
+      entry.first += launch.hostSeconds;
+      ++entry.second;
+      total += launch.hostSeconds;
+    }
+    std::vector<std::pair<double, std::string>> sorted;
+    for (auto &[name, entry] : byKernel)
+      sorted.push_back({entry.first, name});
+    std::sort(sorted.rbegin(), sorted.rend());
+    fmt::print("profile: {:.3f} s of emulated kernels\n", total);
+    for (auto &[seconds, name] : sorted)
+      fmt::print("  {:<40} {:8.3f} s {:6} launches\n", name, seconds,
+                 byKernel[name].second);
+  }
+  if (!options.history.empty()) {
+    std::string tmp = options.history + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out << history;
+      if (!out)
+        return fail(Error::failure(options.history + ": cannot write"));
+    }
+    std::error_code ec;
+    fs::rename(tmp, options.history, ec);
+    if (ec)
+      return fail(Error::failure(options.history + ": " + ec.message()));
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Expected<Options> options = parseArguments(argc, argv);
+  if (!options) {
+    if (options.error().message().empty()) {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    return fail(options.takeError());
+  }
+  return run(*options);
+}

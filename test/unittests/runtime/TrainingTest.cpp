@@ -1,0 +1,360 @@
+//===- TrainingTest.cpp - Training artifacts, sessions, checkpoints -------===//
+//
+// Two hand-built single-function artifacts stand in for what kilnc --train
+// compiles: train_step (w' = w - 0.5 (w - x), loss = sum (w - x)^2) and eval
+// (y = w + x), both reading the state `params` = w. combineEntryPoints joins
+// them; the FakeDevice runs C++ versions of the two kernels, so the state's
+// life (initial value, updates, persistence across entry points,
+// checkpoints) is checked without a GPU. Expected values are worked out by
+// hand from the kernels' formulas.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/Checksum.h"
+#include "kiln/runtime/Training.h"
+
+#include "ArtifactFormat.h"
+#include "RuntimeTestUtils.h"
+
+#include <gmock/gmock.h>
+
+using namespace kiln::runtime;
+using namespace kiln::runtime::test;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+namespace {
+
+float *pointerParam(const PackedParams &params, size_t i) {
+  return reinterpret_cast<float *>(paramAt<uint64_t>(params, i));
+}
+
+/// One part: inputs (name, shape), outputs, and one kernel taking every
+/// input then every output, all live for the whole (one-launch) part.
+Artifact makePart(const std::string &kernelName,
+                  const std::vector<std::pair<std::string, Shape>> &inputs,
+                  const std::vector<std::pair<std::string, Shape>> &outputs) {
+  Artifact artifact;
+  artifact.compilerVersion = "kilnc test";
+  artifact.target = "sm_80";
+  std::vector<LiveBuffer> live;
+  for (size_t i = 0; i < inputs.size() + outputs.size(); ++i)
+    live.push_back({64, 0, 0});
+  Expected<MemoryPlan> plan = planMemory(live, kArenaAlignment);
+  EXPECT_TRUE(plan.hasValue());
+  artifact.memoryPlan.arenaSize = plan->arenaSize;
+  Kernel kernel;
+  kernel.name = kernelName;
+  kernel.ptx = ".version 8.0\n.target sm_80\n.address_size 64\n";
+  Launch launch;
+  for (size_t i = 0; i < live.size(); ++i) {
+    bool isInput = i < inputs.size();
+    const auto &[name, shape] =
+        isInput ? inputs[i] : outputs[i - inputs.size()];
+    artifact.memoryPlan.buffers.push_back(
+        {name, plan->offsets[i], 64, 0, 0});
+    (isInput ? artifact.inputs : artifact.outputs)
+        .push_back({name, DType::F32, shape, plan->offsets[i],
+                    static_cast<uint32_t>(i)});
+    kernel.params.push_back({ParamKind::ArenaPointer, name});
+    launch.args.push_back(plan->offsets[i]);
+  }
+  artifact.kernels = {kernel};
+  artifact.launches = {launch};
+  return artifact;
+}
+
+std::vector<uint8_t> floats(std::vector<float> values) {
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<float> valuesOf(const HostTensor &tensor) {
+  std::vector<float> values(tensor.data.size() / 4);
+  std::memcpy(values.data(), tensor.data.data(), tensor.data.size());
+  return values;
+}
+
+std::vector<StateSpec> specs(std::vector<float> initial = {1, 2, 3}) {
+  return {{"params", floats(initial), {{"w", 0, {3}}}}, {"opt.step", {}, {}}};
+}
+
+Expected<Artifact> makeTrainingArtifact() {
+  std::vector<EntryPointArtifact> parts;
+  parts.push_back(
+      {"train_step",
+       makePart("step",
+                {{"x", {3}}, {"kiln.state.params", {3}},
+                 {"kiln.state.opt.step", {}}},
+                {{"loss", {}}, {"kiln.state.params.next", {3}},
+                 {"kiln.state.opt.step.next", {}}})});
+  parts.push_back({"eval", makePart("eval_add",
+                                    {{"x", {3}}, {"kiln.state.params", {3}}},
+                                    {{"y", {3}}})});
+  return combineEntryPoints(std::move(parts), specs());
+}
+
+std::shared_ptr<FakeDevice> makeDevice() {
+  auto device = std::make_shared<FakeDevice>(90);
+  device->kernels["step"] = [](const PackedParams &p, const LaunchConfig &) {
+    const float *x = pointerParam(p, 0), *w = pointerParam(p, 1),
+                *t = pointerParam(p, 2);
+    float *loss = pointerParam(p, 3), *next = pointerParam(p, 4),
+          *tNext = pointerParam(p, 5);
+    *loss = 0;
+    for (int i = 0; i < 3; ++i) {
+      *loss += (w[i] - x[i]) * (w[i] - x[i]);
+      next[i] = w[i] - 0.5f * (w[i] - x[i]);
+    }
+    *tNext = *t + 1;
+  };
+  device->kernels["eval_add"] = [](const PackedParams &p,
+                                   const LaunchConfig &) {
+    const float *x = pointerParam(p, 0), *w = pointerParam(p, 1);
+    float *y = pointerParam(p, 2);
+    for (int i = 0; i < 3; ++i)
+      y[i] = w[i] + x[i];
+  };
+  return device;
+}
+
+std::unique_ptr<TrainingSession> makeSession(std::shared_ptr<FakeDevice> device) {
+  Expected<Artifact> artifact = makeTrainingArtifact();
+  EXPECT_TRUE(artifact) << errorOf(artifact);
+  if (!artifact)
+    return nullptr;
+  Expected<std::unique_ptr<TrainingSession>> session = TrainingSession::create(
+      std::make_shared<const Artifact>(artifact.take()), std::move(device));
+  EXPECT_TRUE(session) << errorOf(session);
+  return session ? session.take() : nullptr;
+}
+
+HostTensor tensor(std::vector<float> values, Shape shape) {
+  return {DType::F32, std::move(shape), floats(std::move(values))};
+}
+
+TEST(TrainingTest, CombineLaysEntryPointsEndToEnd) {
+  Expected<Artifact> artifact = makeTrainingArtifact();
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  ASSERT_EQ(artifact->entryPoints.size(), 2u);
+  const EntryPoint &step = artifact->entryPoints[0];
+  const EntryPoint &eval = artifact->entryPoints[1];
+  EXPECT_EQ(step.name, "train_step");
+  EXPECT_EQ(step.firstLaunch, 0u);
+  EXPECT_EQ(eval.firstLaunch, 1u);
+  // State inputs leave the signature; the others are entry:name.
+  ASSERT_EQ(step.inputs.size(), 1u);
+  EXPECT_EQ(artifact->inputs[step.inputs[0]].name, "train_step:x");
+  EXPECT_EQ(artifact->inputs[eval.inputs[0]].name, "eval:x");
+  ASSERT_EQ(step.outputs.size(), 1u);
+  EXPECT_EQ(artifact->outputs[step.outputs[0]].name, "train_step:loss");
+  ASSERT_EQ(step.updates.size(), 2u);
+  EXPECT_TRUE(eval.updates.empty());
+  // eval's launch reads params where train_step keeps it, and that buffer
+  // is live for the whole launch list.
+  const StateTensor *params = artifact->findState("params");
+  ASSERT_TRUE(params);
+  EXPECT_EQ(artifact->launches[1].args[1], params->arenaOffset);
+  const ArenaBuffer &home = artifact->memoryPlan.buffers[params->buffer];
+  EXPECT_EQ(home.firstUse, 0u);
+  EXPECT_EQ(home.lastUse, 1u);
+  // eval's own buffers lie after train_step's arena.
+  EXPECT_GE(artifact->launches[1].args[0], artifact->launches[0].args.back());
+  EXPECT_EQ(artifact->kernels.size(), 2u);
+}
+
+TEST(TrainingTest, TrainingSectionRoundTrips) {
+  Expected<Artifact> artifact = makeTrainingArtifact();
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  Expected<std::vector<uint8_t>> image = serializeArtifact(*artifact);
+  ASSERT_TRUE(image) << errorOf(image);
+  EXPECT_EQ(format::loadU32(image->data() + format::kFlagsOffset),
+            format::kHeaderFlagEntryPoints);
+  Expected<Artifact> read =
+      parseArtifact(Blob::copyOf(image->data(), image->size()), "t.kiln");
+  ASSERT_TRUE(read) << errorOf(read);
+  ASSERT_EQ(read->entryPoints.size(), 2u);
+  EXPECT_EQ(read->entryPoints[1].name, "eval");
+  EXPECT_EQ(read->entryPoints[0].updates.size(), 2u);
+  ASSERT_EQ(read->state.size(), 2u);
+  EXPECT_EQ(read->state[0].initial, floats({1, 2, 3}));
+  ASSERT_EQ(read->state[0].segments.size(), 1u);
+  EXPECT_EQ(read->state[0].segments[0].name, "w");
+  EXPECT_TRUE(read->state[1].initial.empty());
+  EXPECT_EQ(stateFingerprint(*read), stateFingerprint(*artifact));
+}
+
+TEST(TrainingTest, OlderMinorVersionsCannotHaveEntryPoints) {
+  Expected<Artifact> artifact = makeTrainingArtifact();
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  std::vector<uint8_t> image = *serializeArtifact(*artifact);
+  // A 1.2 file with the flag: the flag is unknown to 1.2.
+  format::storeU32(image.data() + format::kMinorOffset, 2);
+  format::storeU32(image.data() + format::kHeaderChecksumOffset,
+                   crc32c(image.data(), format::kHeaderChecksumOffset));
+  EXPECT_EQ(errorOf(parseArtifact(Blob::copyOf(image.data(), image.size()),
+                                  "t.kiln")),
+            "t.kiln: header: unknown flags 0x1");
+  // A 1.3 file with the section but without the flag.
+  image = *serializeArtifact(*artifact);
+  format::storeU32(image.data() + format::kFlagsOffset, 0);
+  format::storeU32(image.data() + format::kHeaderChecksumOffset,
+                   crc32c(image.data(), format::kHeaderChecksumOffset));
+  EXPECT_EQ(errorOf(parseArtifact(Blob::copyOf(image.data(), image.size()),
+                                  "t.kiln")),
+            "t.kiln: section 'training' is present but the header's "
+            "entry-points flag is not set");
+}
+
+TEST(TrainingTest, InferenceArtifactsAreUnchanged) {
+  Expected<std::vector<uint8_t>> image =
+      serializeArtifact(makeAddScaleArtifact());
+  ASSERT_TRUE(image);
+  EXPECT_EQ(format::loadU32(image->data() + format::kFlagsOffset), 0u);
+  // ... and the reader still takes every older minor version of them.
+  for (uint32_t minor = kArtifactFormatOldestMinor; minor <= kArtifactFormatMinor;
+       ++minor) {
+    std::vector<uint8_t> copy = *image;
+    format::storeU32(copy.data() + format::kMinorOffset, minor);
+    format::storeU32(copy.data() + format::kHeaderChecksumOffset,
+                     crc32c(copy.data(), format::kHeaderChecksumOffset));
+    EXPECT_TRUE(parseArtifact(Blob::copyOf(copy.data(), copy.size()), "t"))
+        << minor;
+  }
+}
+
+TEST(TrainingTest, VerifierRejectsStateThatCouldBeReused) {
+  Expected<Artifact> artifact = makeTrainingArtifact();
+  ASSERT_TRUE(artifact);
+  Artifact broken = *artifact;
+  broken.memoryPlan.buffers[broken.state[0].buffer].lastUse = 0;
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("state 'params': buffer 1 is live for launches [0, "
+                        "0], not the whole launch list"));
+  broken = *artifact;
+  broken.entryPoints[1].launchCount = 0;
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'training': launch 1 belongs to no entry point");
+  broken = *artifact;
+  broken.state[0].initial.pop_back();
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("the initial value has 11 bytes, the tensor 12"));
+  broken = *artifact;
+  broken.state[0].segments[0].shape = {4};
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("segment 'w' ([4] at element 0) lies outside"));
+}
+
+TEST(TrainingTest, CombineRejectsUnknownState) {
+  std::vector<EntryPointArtifact> parts;
+  parts.push_back({"train_step", makePart("step", {{"kiln.state.mystery", {3}}},
+                                          {{"loss", {}}})});
+  EXPECT_THAT(errorOf(combineEntryPoints(std::move(parts), specs())),
+              HasSubstr("reads state 'mystery', which has no specification"));
+}
+
+TEST(TrainingTest, StepsUpdateStateThatEvalSees) {
+  auto device = makeDevice();
+  std::unique_ptr<TrainingSession> session = makeSession(device);
+  ASSERT_TRUE(session);
+  ASSERT_EQ(errorOf(session->bindBatch("x", tensor({3, 2, 1}, {3}))),
+            "<success>");
+  // w = [1,2,3], x = [3,2,1]: loss 4+0+4 = 8, w' = [2,2,2].
+  ASSERT_EQ(errorOf(session->step()), "<success>");
+  EXPECT_EQ(*session->loss(), 8.0f);
+  EXPECT_EQ(valuesOf(*session->readState("params")),
+            (std::vector<float>{2, 2, 2}));
+  // loss 1+0+1 = 2, w' = [2.5, 2, 1.5].
+  ASSERT_EQ(errorOf(session->step()), "<success>");
+  EXPECT_EQ(*session->loss(), 2.0f);
+  EXPECT_EQ(*session->stepCount(), 2u);
+  ASSERT_EQ(errorOf(session->evaluate()), "<success>");
+  EXPECT_EQ(valuesOf(*session->readEvalOutput("y")),
+            (std::vector<float>{5.5f, 4, 2.5f}));
+  // A plain run() is refused: the entry points run one at a time.
+  EXPECT_THAT(errorOf(session->base().run()),
+              HasSubstr("the artifact has entry points (train_step, eval)"));
+  EXPECT_THAT(errorOf(session->bindBatch("z", tensor({1, 2, 3}, {3}))),
+              HasSubstr("no input named 'z' (train_step reads 'x')"));
+}
+
+TEST(TrainingTest, CheckpointsRestoreEveryStateTensor) {
+  TempDir dir;
+  auto device = makeDevice();
+  std::unique_ptr<TrainingSession> session = makeSession(device);
+  ASSERT_TRUE(session);
+  ASSERT_FALSE(session->bindBatch("x", tensor({3, 2, 1}, {3})));
+  ASSERT_FALSE(session->step());
+  ASSERT_EQ(errorOf(session->saveCheckpoint(dir.file("c.safetensors"),
+                                            {{"epoch", "1"}})),
+            "<success>");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"c.safetensors"}));
+  ASSERT_FALSE(session->step());
+  ASSERT_FALSE(session->step());
+  Expected<std::map<std::string, std::string>> meta =
+      session->loadCheckpoint(dir.file("c.safetensors"));
+  ASSERT_TRUE(meta) << errorOf(meta);
+  EXPECT_EQ(meta->at("epoch"), "1");
+  EXPECT_EQ(valuesOf(*session->readState("params")),
+            (std::vector<float>{2, 2, 2}));
+  EXPECT_EQ(*session->stepCount(), 1u);
+  // The weights are stored by initializer name, readable by any tool.
+  Expected<Checkpoint> file = readSafetensors(dir.file("c.safetensors"));
+  ASSERT_TRUE(file) << errorOf(file);
+  EXPECT_EQ(valuesOf(file->tensors.at("w")), (std::vector<float>{2, 2, 2}));
+  EXPECT_TRUE(file->tensors.count("kiln.state.opt.step"));
+}
+
+TEST(TrainingTest, BadCheckpointsChangeNothing) {
+  TempDir dir;
+  auto device = makeDevice();
+  std::unique_ptr<TrainingSession> session = makeSession(device);
+  ASSERT_TRUE(session);
+  ASSERT_FALSE(session->saveCheckpoint(dir.file("good.safetensors")));
+  std::ifstream in(dir.file("good.safetensors"), std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_GT(bytes.size(), 20u);
+  // Truncated.
+  std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 3);
+  {
+    std::ofstream out(dir.file("cut.safetensors"), std::ios::binary);
+    out.write(reinterpret_cast<const char *>(cut.data()), cut.size());
+  }
+  EXPECT_THAT(errorOf(session->loadCheckpoint(dir.file("cut.safetensors"))),
+              StartsWith(dir.file("cut.safetensors") + ": truncated"));
+  // Another model: same file, different state layout.
+  std::vector<EntryPointArtifact> parts;
+  parts.push_back({"train_step", makePart("step",
+                                          {{"x", {3}}, {"kiln.state.params", {3}},
+                                           {"kiln.state.opt.step", {}}},
+                                          {{"loss", {}}})});
+  parts.push_back({"eval", makePart("eval_add",
+                                    {{"x", {3}}, {"kiln.state.params", {3}}},
+                                    {{"y", {3}}})});
+  std::vector<StateSpec> other = specs();
+  other[0].segments[0].name = "other_w";
+  Expected<Artifact> otherArtifact =
+      combineEntryPoints(std::move(parts), other);
+  ASSERT_TRUE(otherArtifact) << errorOf(otherArtifact);
+  Expected<std::unique_ptr<TrainingSession>> otherSession =
+      TrainingSession::create(
+          std::make_shared<const Artifact>(otherArtifact.take()), makeDevice());
+  ASSERT_TRUE(otherSession);
+  ASSERT_FALSE((*otherSession)->bindBatch("x", tensor({9, 9, 9}, {3})));
+  EXPECT_THAT(
+      errorOf((*otherSession)->loadCheckpoint(dir.file("good.safetensors"))),
+      HasSubstr("the checkpoint is from another model"));
+  EXPECT_EQ(valuesOf(*(*otherSession)->readState("params")),
+            (std::vector<float>{1, 2, 3}));
+  // Not safetensors at all.
+  writeBytes(dir.file("junk.safetensors"), {1, 2, 3});
+  {
+    std::ofstream out(dir.file("junk.safetensors"), std::ios::binary);
+    out << "this is not a checkpoint";
+  }
+  EXPECT_THAT(errorOf(session->loadCheckpoint(dir.file("junk.safetensors"))),
+              StartsWith(dir.file("junk.safetensors") + ": truncated"));
+}
+
+} // namespace

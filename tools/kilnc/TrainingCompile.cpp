@@ -1,0 +1,214 @@
+//===- TrainingCompile.cpp - kilnc --train: two entry points, one artifact ===//
+//
+// The module after kiln-optimizer holds @train_step, @eval, the weight
+// globals and a kiln.training attribute with the flat layout of the
+// trainable weights. Each entry point is compiled in a clone of its own, so
+// the pipeline (which packs one host function) needs no change; template
+// kernels of @eval whose names another entry point already uses are renamed
+// before packing, since kernel names are unique across an artifact.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TrainingCompile.h"
+
+#include "kiln/runtime/Training.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+namespace rt = kiln::runtime;
+
+namespace kiln {
+
+llvm::Expected<std::string> parseOptimizerSpec(llvm::StringRef spec,
+                                               double gradClip) {
+  auto [name, rest] = spec.split(':');
+  std::string options = "optimizer=" + name.str();
+  static const char *known[] = {"lr",           "momentum",    "beta1",
+                                "beta2",        "eps",         "weight-decay",
+                                "schedule",     "warmup-steps", "step-size",
+                                "gamma",        "total-steps", "min-lr"};
+  llvm::SmallVector<llvm::StringRef> pairs;
+  if (!rest.empty())
+    rest.split(pairs, ',');
+  for (llvm::StringRef pair : pairs) {
+    auto [key, value] = pair.split('=');
+    std::string flag = key.trim().str();
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (value.empty() || !llvm::is_contained(known, llvm::StringRef(flag)))
+      return llvm::createStringError(
+          "--optimizer '" + spec.str() + "': '" + pair.str() +
+          "' is not KEY=VALUE with KEY one of lr, momentum, beta1, beta2, "
+          "eps, weight_decay, schedule, warmup_steps, step_size, gamma, "
+          "total_steps, min_lr");
+    options += " " + flag + "=" + value.trim().str();
+  }
+  if (gradClip > 0)
+    options += " grad-clip=" + std::to_string(gradClip);
+  return options;
+}
+
+namespace {
+
+/// Little-endian bytes of a weight's initial value.
+std::vector<uint8_t> globalBytes(ml_program::GlobalOp global) {
+  Attribute value = global.getValueAttr();
+  if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(value)) {
+    ArrayRef<char> data = resource.getData();
+    return std::vector<uint8_t>(data.begin(), data.end());
+  }
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(value);
+  if (!dense)
+    return {};
+  ArrayRef<char> raw = dense.getRawData();
+  if (!dense.isSplat())
+    return std::vector<uint8_t>(raw.begin(), raw.end());
+  std::vector<uint8_t> bytes;
+  for (int64_t i = 0; i < dense.getNumElements(); ++i)
+    bytes.insert(bytes.end(), raw.begin(), raw.end());
+  return bytes;
+}
+
+/// The ONNX initializer a global was imported from (its origin's first line
+/// "initializer DTYPE SHAPE NAME"), or its symbol name.
+std::string weightName(ml_program::GlobalOp global) {
+  if (auto origin = global->getAttrOfType<StringAttr>("kiln.origin")) {
+    llvm::StringRef line = origin.getValue().split('\n').first;
+    if (line.consume_front("initializer ")) {
+      line = line.split(' ').second.split(' ').second; // dtype, shape
+      if (!line.empty())
+        return line.str();
+    }
+  }
+  return global.getSymName().str();
+}
+
+/// Renames kernel module `binary` (and its kernel, when it has the same
+/// name) to `name`, in the PTX text and in every launch.
+void renameKernelModule(ModuleOp module, gpu::BinaryOp binary,
+                        llvm::StringRef name) {
+  MLIRContext *ctx = module.getContext();
+  std::string old = binary.getSymName().str();
+  SmallVector<Attribute> objects;
+  for (Attribute attr : binary.getObjects()) {
+    auto object = cast<gpu::ObjectAttr>(attr);
+    std::string text = object.getObject().getValue().str();
+    std::string renamed;
+    for (size_t pos = 0;;) {
+      size_t at = text.find(old, pos);
+      renamed += text.substr(pos, at == std::string::npos ? at : at - pos);
+      if (at == std::string::npos)
+        break;
+      renamed += name.str();
+      pos = at + old.size();
+    }
+    objects.push_back(gpu::ObjectAttr::get(
+        ctx, object.getTarget(), object.getFormat(),
+        StringAttr::get(ctx, renamed), object.getProperties(),
+        object.getKernels()));
+  }
+  binary.setObjectsAttr(ArrayAttr::get(ctx, objects));
+  binary.setSymName(name);
+  module.walk([&](gpu::LaunchFuncOp launch) {
+    if (launch.getKernelModuleName().getValue() != old)
+      return;
+    llvm::StringRef kernel = launch.getKernelName().getValue();
+    launch.setKernelAttr(SymbolRefAttr::get(
+        StringAttr::get(ctx, name),
+        {FlatSymbolRefAttr::get(ctx, kernel == old ? name : kernel)}));
+  });
+}
+
+} // namespace
+
+llvm::Expected<rt::Artifact>
+compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
+                        const ArtifactOptions &artifactOptions) {
+  MLIRContext *ctx = module.getContext();
+  auto training = module->getAttrOfType<DictionaryAttr>("kiln.training");
+  if (!training)
+    return llvm::createStringError("the module has no kiln.training layout "
+                                   "(kiln-optimizer did not run)");
+  auto layout = training.getAs<ArrayAttr>("layout");
+  auto size = training.getAs<IntegerAttr>("size");
+  if (!layout || !size)
+    return llvm::createStringError("kiln.training lacks layout or size");
+
+  // The initial params and the weight each segment of them is.
+  rt::StateSpec params{"params", {}, {}};
+  params.initial.resize(size.getInt() * 4);
+  for (Attribute entry : layout) {
+    auto dict = cast<DictionaryAttr>(entry);
+    auto ref = dict.getAs<FlatSymbolRefAttr>("global");
+    int64_t offset = dict.getAs<IntegerAttr>("offset").getInt();
+    auto global = module.lookupSymbol<ml_program::GlobalOp>(ref.getAttr());
+    if (!global)
+      return llvm::createStringError("trainable global @" +
+                                     ref.getValue().str() + " is missing");
+    auto type = cast<RankedTensorType>(global.getType());
+    std::vector<uint8_t> bytes = globalBytes(global);
+    if (bytes.size() != size_t(type.getNumElements()) * 4)
+      return llvm::createStringError("trainable global @" +
+                                     ref.getValue().str() +
+                                     " has no f32 initial value");
+    std::copy(bytes.begin(), bytes.end(), params.initial.begin() + offset * 4);
+    params.segments.push_back(
+        {weightName(global), uint64_t(offset),
+         rt::Shape(type.getShape().begin(), type.getShape().end())});
+  }
+  std::vector<rt::StateSpec> specs = {params};
+  for (const char *name : {"opt.m", "opt.v", "opt.step"}) {
+    // Present when train_step reads it.
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return llvm::createStringError("the module has no @train_step");
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (auto state = step.getArgAttrOfType<StringAttr>(i, "kiln.state"))
+        if (state.getValue() == name)
+          specs.push_back({name, {}, {}});
+  }
+
+  std::vector<rt::EntryPointArtifact> parts;
+  llvm::StringSet<> kernelModules;
+  for (llvm::StringRef entry : {"train_step", "eval"}) {
+    OwningOpRef<ModuleOp> copy(module.clone());
+    for (auto func : llvm::make_early_inc_range(copy->getOps<func::FuncOp>()))
+      if (func.getSymName() != entry)
+        func.erase();
+    if (!copy->lookupSymbol<func::FuncOp>(entry))
+      return llvm::createStringError("the module has no @" + entry.str());
+    PassManager pm(ctx);
+    if (failed(buildPipelineUpTo(pm, Phase::Ptx, pipeline)))
+      return llvm::createStringError("cannot build the pipeline");
+    if (failed(pm.run(*copy)))
+      return llvm::createStringError("compiling @" + entry.str() + " failed");
+    for (auto binary :
+         llvm::make_early_inc_range(copy->getOps<gpu::BinaryOp>())) {
+      if (kernelModules.contains(binary.getSymName()))
+        renameKernelModule(*copy, binary,
+                           (entry + "_" + binary.getSymName()).str());
+      kernelModules.insert(binary.getSymName());
+    }
+    ArtifactOptions options = artifactOptions;
+    options.function = entry.str();
+    llvm::Expected<rt::Artifact> built = buildArtifact(*copy, options);
+    if (!built)
+      return llvm::createStringError("@" + entry.str() + ": " +
+                                     llvm::toString(built.takeError()));
+    parts.push_back({entry.str(), std::move(*built)});
+  }
+  rt::Expected<rt::Artifact> combined =
+      rt::combineEntryPoints(std::move(parts), specs);
+  if (!combined)
+    return llvm::createStringError(combined.error().message());
+  return combined.take();
+}
+
+} // namespace kiln
