@@ -217,18 +217,21 @@ cl::opt<CrashKind> crashForTesting(
 cl::opt<bool> train("train",
                     cl::desc("Compile a training artifact: entry points "
                              "train_step (forward, loss, backward, optimizer "
-                             "update) and eval, with persistent state (default: false)"),
+                             "update) and eval, with persistent state "
+                             "(default: false)"),
                     cl::init(false), cl::cat(trainingCategory()));
 cl::opt<std::string> optimizerSpec(
     "optimizer",
     cl::desc("With --train: sgd|momentum|nesterov|adam|adamw, then "
              "optionally ':' and KEY=VALUE,... (lr, momentum, beta1, beta2, "
              "eps, weight_decay, schedule=constant|step|cosine, "
-             "warmup_steps, step_size, gamma, total_steps, min_lr; default: sgd)"),
-    cl::value_desc("name[:k=v,...]"), cl::init("sgd"), cl::cat(trainingCategory()));
+             "warmup_steps, step_size, gamma, total_steps, min_lr) "
+             "(default: sgd)"),
+    cl::value_desc("name[:k=v,...]"), cl::init("sgd"),
+    cl::cat(trainingCategory()));
 cl::opt<double> gradClip("grad-clip",
                          cl::desc("With --train: clip the global gradient "
-                                  "norm to this (default: 0, off)"),
+                                  "norm to this, 0 for off (default: 0)"),
                          cl::init(0), cl::cat(trainingCategory()));
 //===-- Differentiation: loss, frozen weights, --gradients (kiln-autodiff) --===//
 cl::opt<bool> gradients(
@@ -237,12 +240,12 @@ cl::opt<bool> gradients(
              "inference artifact whose outputs are 'loss' and one "
              "'grad.<initializer>' per trainable initializer, and whose "
              "inputs are the model's plus the labels (to check gradients "
-             "with kiln-run; default: false)"),
+             "with kiln-run) (default: false)"),
     cl::init(false), cl::cat(trainingCategory()));
 cl::opt<std::string>
     lossKind("loss",
              cl::desc("The loss on --loss-on: cross_entropy, nll, mse or l1 "
-                      "(mean over the batch; default: none)"),
+                      "(mean over the batch) (default: none)"),
              cl::init(""), cl::cat(trainingCategory()));
 cl::opt<std::string>
     lossOn("loss-on",
@@ -252,16 +255,19 @@ cl::opt<std::string> labelsSpec(
     "labels",
     cl::desc("The labels input: NAME:SHAPE:DTYPE, e.g. y:32:int64 (class "
              "indices) or y:32x10:float32 (default: none)"),
-    cl::value_desc("NAME:SHAPE:DTYPE"), cl::init(""), cl::cat(trainingCategory()));
+    cl::value_desc("NAME:SHAPE:DTYPE"), cl::init(""),
+    cl::cat(trainingCategory()));
 cl::opt<std::string> lossOutput(
     "loss-output",
-    cl::desc("An output that already is the scalar loss (instead of --loss; default: none)"),
+    cl::desc("An output that already is the scalar loss, instead of --loss "
+             "(default: none)"),
     cl::value_desc("NAME"), cl::init(""), cl::cat(trainingCategory()));
 cl::opt<std::string>
     freezeRegex("freeze",
                 cl::desc("Initializers whose name this regular expression "
                          "matches in full do not train (default: none)"),
-                cl::value_desc("REGEX"), cl::init(""), cl::cat(trainingCategory()));
+                cl::value_desc("REGEX"), cl::init(""),
+                cl::cat(trainingCategory()));
 
 cl::opt<bool> rematerialize(
     "rematerialize",

@@ -197,6 +197,13 @@ void OptimizerPass::runOnOperation() {
   if (gradients.empty())
     return fail(grad, "kiln.gradients is empty: there is nothing to train "
                       "(is every weight frozen?)");
+  // kiln-autodiff returns batch norms' running statistics after the
+  // gradients; train_step has no state for them yet.
+  if (auto updates = grad->getAttrOfType<ArrayAttr>("kiln.state_updates");
+      updates && !updates.empty())
+    return fail(grad, "the model updates " + std::to_string(updates.size()) +
+                          " running statistics (batch norm in training "
+                          "mode): --train does not keep them as state yet");
   SmallVector<Slot> slots;
   llvm::DenseMap<StringAttr, Slot> bySymbol;
   int64_t total = 0;

@@ -94,3 +94,20 @@ module {
     return %l, %x : tensor<f32>, tensor<2xf32>
   }
 }
+
+// -----
+
+// Batch norms' running statistics (kiln-autodiff's kiln.state_updates) have
+// no train_step state yet.
+module {
+  ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
+  ml_program.global private @mean(dense<0.0> : tensor<2xf32>) : tensor<2xf32>
+  func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+    return %x : tensor<2xf32>
+  }
+  // expected-error @below {{kiln-optimizer: the model updates 1 running statistics (batch norm in training mode): --train does not keep them as state yet}}
+  func.func @train_grad(%x: tensor<2xf32>) -> (tensor<f32>, tensor<2xf32>, tensor<2xf32>) attributes {kiln.gradients = [@w], kiln.state_updates = [@mean]} {
+    %l = kiln.reduce <sum> %x {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
+    return %l, %x, %x : tensor<f32>, tensor<2xf32>, tensor<2xf32>
+  }
+}
