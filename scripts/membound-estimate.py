@@ -46,34 +46,15 @@ DEFAULT = ["encoder", "encoder@--precision=bf16", "resnet50"] + list(BIG)
 
 
 def big_model(name, work):
-    """Writes the 64 MB model NAME (4096 x 4096 f32 tensors)."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    n = 4096
-    F = TensorProto.FLOAT
-    x = helper.make_tensor_value_info("x", F, [n, n])
-    inputs, inits = [x], []
-    if name == "ew64":
-        inputs += [helper.make_tensor_value_info(v, F, [n, n]) for v in "yz"]
-        nodes = [helper.make_node("Mul", ["x", "y"], ["m"]),
-                 helper.make_node("Add", ["m", "z"], ["a"]),
-                 helper.make_node("Relu", ["a"], ["out"])]
-    elif name == "layernorm64":
-        rng = np.random.default_rng(0)
-        inits = [numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "g"),
-                 numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b")]
-        nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["out"], axis=-1)]
-    elif name == "softmax64":
-        nodes = [helper.make_node("Softmax", ["x"], ["out"], axis=-1)]
-    else:
-        nodes = [helper.make_node("Transpose", ["x"], ["out"], perm=[1, 0])]
-    out = helper.make_tensor_value_info("out", F, [n, n])
-    graph = helper.make_graph(nodes, name, inputs, [out], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    m.ir_version = 8
+    """Writes the 64 MB model NAME (4096 x 4096 f32 tensors): the same
+    models the GPU benchmark times (scripts/device/membound_bench.py)."""
+    spec = importlib.util.spec_from_file_location(
+        "membound_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       "device", "membound_bench.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
     path = os.path.join(work, name + ".onnx")
-    onnx.save(m, path)
+    bench.build_model(name, 4096, path)
     return path
 
 
