@@ -2,14 +2,16 @@
 //
 // Binds the runtime's C++ API (runtime/include/kiln/runtime): artifacts
 // (read, parse, save, signature, stats) and sessions (bind DLPack tensors,
-// run, read outputs, benchmark). The GIL is released around everything that
-// reads files, touches a device or runs kernels. Each Session holds a mutex,
+// run, read outputs, benchmark); Training.cpp adds training sessions. The
+// GIL is released around everything that reads files, touches a device or
+// runs kernels. Each Session holds a mutex,
 // so one Python Session used from two threads runs one call at a time;
 // different sessions run in parallel. kiln/__init__.py wraps these classes
 // and turns NativeError into kiln.RuntimeError.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bindings.h"
 #include "Tensors.h"
 
 #include "kiln/runtime/Runtime.h"
@@ -32,26 +34,31 @@ using namespace kiln::runtime;
 using kiln::python::InputArray;
 using kiln::python::InputView;
 using kiln::python::NativeError;
+using kiln::python::PyArtifact;
 using kiln::python::throwIfFailed;
 using kiln::python::unwrap;
 
-namespace {
-
-/// A compiled model, shared by the sessions made from it.
-struct PyArtifact {
-  std::shared_ptr<const Artifact> artifact;
-};
-
-nb::list signatureOf(const std::vector<TensorSignature> &tensors) {
+nb::list kiln::python::signatureList(
+    const std::vector<const TensorSignature *> &tensors) {
   nb::list list;
-  for (const TensorSignature &tensor : tensors) {
+  for (const TensorSignature *tensor : tensors) {
     nb::list shape;
-    for (int64_t d : tensor.shape)
+    for (int64_t d : tensor->shape)
       shape.append(d);
-    list.append(nb::make_tuple(
-        tensor.name, std::string(dtypeName(tensor.dtype)), nb::tuple(shape)));
+    list.append(nb::make_tuple(tensor->name,
+                               std::string(dtypeName(tensor->dtype)),
+                               nb::tuple(shape)));
   }
   return list;
+}
+
+namespace {
+
+nb::list signatureOf(const std::vector<TensorSignature> &tensors) {
+  std::vector<const TensorSignature *> pointers;
+  for (const TensorSignature &tensor : tensors)
+    pointers.push_back(&tensor);
+  return kiln::python::signatureList(pointers);
 }
 
 nb::dict statsOf(const Artifact &artifact) {
@@ -313,4 +320,6 @@ NB_MODULE(_native, m) {
                    [](const PySession &self) { return self.info().name; })
       .def("run", &PySession::run, "inputs"_a, "outputs"_a)
       .def("bench", &PySession::bench, "iterations"_a, "warmup"_a, "inputs"_a);
+
+  kiln::python::bindTraining(m);
 }

@@ -1,0 +1,312 @@
+"""Training from Python: kiln.compile_training (kilnc --train) and
+kiln.Trainer, which runs the loop kiln-train runs.
+
+    artifact = kiln.compile_training("mlp.onnx", labels="labels:32:int64",
+                                     loss="cross_entropy",
+                                     optimizer="adamw", lr=1e-3)
+    trainer = kiln.Trainer(artifact, device="emu")
+    history = trainer.fit(x, y, epochs=5, val_data=xv, val_labels=yv)
+    trainer.export("trained.onnx")
+
+Trainer.fit is kiln-train's loop over the runtime's own pieces
+(kiln/runtime/Trainer.h): the same dataset checks and messages, the same
+sample order for a seed, the same checkpoint metadata and loss-history CSV.
+A checkpoint written by one resumes in the other, and the same seed gives
+the same weights.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Union)
+
+import numpy as np
+
+from . import _native
+from .compiler import ModelLike, Shapes, compile
+from .errors import CompileError, RuntimeError
+from .runtime import Artifact, _native_call, load
+
+_LOSSES = ("cross_entropy", "nll", "mse", "l1")
+_OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adamw")
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise CompileError(f"optimizer option {value!r} is not a number or a "
+                           f"name")
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def compile_training(model: ModelLike, *, labels: Optional[str] = None,
+                     loss: Optional[str] = None,
+                     loss_on: Optional[str] = None,
+                     loss_output: Optional[str] = None,
+                     optimizer: str = "sgd",
+                     grad_clip: float = 0.0,
+                     freeze: Optional[str] = None,
+                     shapes: Optional[Shapes] = None,
+                     precision: str = "fp32",
+                     target: str = "sm_90",
+                     extra_args: Sequence[str] = (),
+                     timeout: Optional[float] = None,
+                     **optimizer_options: Any) -> Artifact:
+    """Compiles a training artifact (kilnc --train): entry points train_step
+    (forward, loss, backward, optimizer update) and eval, with the weights
+    and optimizer state as persistent state.
+
+    labels: the labels input, "NAME:SHAPE:DTYPE" (kilnc --labels), e.g.
+      "labels:32:int64" (class indices) or "y:32x10:float32".
+    loss: cross_entropy, nll, mse or l1 on `loss_on` (default: the only
+      output); or loss_output: an output that already is the scalar loss.
+    optimizer: sgd, momentum, nesterov, adam or adamw; its hyper-parameters
+      and schedule as keywords, e.g. lr=1e-3, weight_decay=0.01,
+      schedule="cosine", warmup_steps=100, total_steps=1000 (kilnc
+      --optimizer=NAME:K=V,...).
+    grad_clip: clip the global gradient norm (0: off). freeze: initializers
+      whose name this regular expression matches in full do not train.
+    shapes, precision, target, extra_args, timeout: as for kiln.compile.
+    Raises CompileError with kilnc's one-line message.
+    """
+    if (loss is None) == (loss_output is None):
+        raise CompileError("compile_training needs exactly one of loss= and "
+                           "loss_output=")
+    if loss is not None and loss not in _LOSSES:
+        raise CompileError(f"loss '{loss}' is not one of "
+                           f"{', '.join(_LOSSES)}")
+    if optimizer not in _OPTIMIZERS:
+        raise CompileError(f"optimizer '{optimizer}' is not one of "
+                           f"{', '.join(_OPTIMIZERS)}")
+    spec = optimizer
+    if optimizer_options:
+        spec += ":" + ",".join(f"{key}={_number(value)}"
+                               for key, value in optimizer_options.items())
+    args = ["--train", f"--optimizer={spec}"]
+    if loss is not None:
+        args.append(f"--loss={loss}")
+        if loss_on:
+            args.append(f"--loss-on={loss_on}")
+        if labels:
+            args.append(f"--labels={labels}")
+    else:
+        args.append(f"--loss-output={loss_output}")
+    if grad_clip:
+        args.append(f"--grad-clip={grad_clip!r}")
+    if freeze:
+        args.append(f"--freeze={freeze}")
+    return compile(model, shapes=shapes, precision=precision, target=target,
+                   extra_args=[*args, *extra_args], timeout=timeout)
+
+
+@dataclass
+class History:
+    """What Trainer.fit did: the loss of every step, and per epoch the mean
+    loss and the validation metric ("val_accuracy" for integer labels and
+    a [B, C] output, else "val_mse"). `csv` is the loss history in
+    kiln-train's format (scripts/plot-loss.py draws it)."""
+    step_loss: List[float] = field(default_factory=list)
+    epoch_loss: List[float] = field(default_factory=list)
+    metric: Optional[str] = None
+    metric_values: List[float] = field(default_factory=list)
+    csv: str = _native.HISTORY_HEADER
+    steps_per_second: float = 0.0
+
+
+def _host(name: str, value: Any) -> np.ndarray:
+    try:
+        return np.ascontiguousarray(np.asarray(value))
+    except Exception as err:  # noqa: BLE001 - any failure means "not an array"
+        raise RuntimeError(f"{name}: {type(value).__name__} is not an array "
+                           f"({err})") from None
+
+
+class Trainer:
+    """A training session: the artifact's weights and optimizer state on a
+    device ("cuda", "cuda:N" or "emu"), trained by `step` (one batch you
+    give) or `fit` (kiln-train's loop over a dataset).
+
+    Calls on one Trainer from several threads run one at a time."""
+
+    def __init__(self, artifact: Union[Artifact, str, "os.PathLike[str]"],
+                 device: str = "cuda"):
+        name = "<artifact>"
+        if not isinstance(artifact, Artifact):
+            name = os.fspath(artifact)
+            artifact = load(artifact)
+        self.artifact = artifact
+        self.device = device
+        self._native = _native_call(_native.Trainer, artifact._native, device,
+                                    name)
+
+    @property
+    def device_name(self) -> str:
+        return self._native.device_name
+
+    @property
+    def state_names(self) -> List[str]:
+        """The persistent state: "params", the optimizer's ("opt.m", ...),
+        "opt.step"."""
+        return list(self._native.state_names)
+
+    @property
+    def step_count(self) -> int:
+        """Optimizer steps taken (state "opt.step")."""
+        return _native_call(self._native.step_count)
+
+    def step(self, batch: Mapping[str, Any]) -> float:
+        """One train_step on `batch` ({input name: array}, the labels
+        included); returns its loss. Inputs not given keep their last value."""
+        _native_call(self._native.bind,
+                     {k: _host(f"input '{k}'", v) for k, v in batch.items()})
+        return _native_call(self._native.step)
+
+    def evaluate(self, inputs: Optional[Mapping[str, Any]] = None
+                 ) -> Dict[str, np.ndarray]:
+        """Runs eval (inference on the current weights) on `inputs`."""
+        if inputs:
+            _native_call(self._native.bind, {k: _host(f"input '{k}'", v)
+                                             for k, v in inputs.items()})
+        return _native_call(self._native.evaluate)
+
+    def fit(self, data: Any, labels: Any, *, epochs: int = 1, seed: int = 0,
+            val_data: Any = None, val_labels: Any = None,
+            checkpoint_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+            resume: bool = False, verbose: bool = False,
+            callback: Optional[Callable[[int, int, float], None]] = None
+            ) -> History:
+        """kiln-train's loop: `epochs` epochs of floor(N / batch) batches in
+        the order kiln-train draws for `seed`, validation after each epoch,
+        and with `checkpoint_dir` a checkpoint (DIR/checkpoint.safetensors)
+        after each; `resume` continues from it (kiln-train --resume reads
+        the same files). `callback(epoch, step, loss)` runs after every
+        step; `verbose` prints kiln-train's per-epoch lines."""
+        if epochs < 0 or seed < 0:
+            raise RuntimeError("epochs and seed must be non-negative")
+        if (val_data is None) != (val_labels is None):
+            raise RuntimeError("val_data and val_labels go together")
+        if resume and checkpoint_dir is None:
+            raise RuntimeError("resume needs checkpoint_dir")
+        data_name, labels_name, batch, _ = _native_call(
+            self._native.batch_signature)
+        count = _native_call(self._native.set_dataset, "train",
+                             _host("data", data), _host("labels", labels),
+                             "data", "labels")
+        if val_data is not None:
+            _native_call(self._native.set_dataset, "val",
+                         _host("val_data", val_data),
+                         _host("val_labels", val_labels), "val_data",
+                         "val_labels")
+        checkpoint = None
+        if checkpoint_dir is not None:
+            os.makedirs(checkpoint_dir, exist_ok=True)
+            checkpoint = os.path.join(os.fspath(checkpoint_dir),
+                                      "checkpoint.safetensors")
+        history = History()
+        first_epoch = 0
+        if resume:
+            if not os.path.exists(checkpoint):
+                raise RuntimeError(f"{checkpoint}: no checkpoint to resume")
+            meta = _native_call(self._native.load_checkpoint, checkpoint)
+            if (_native.META_EPOCHS_DONE not in meta
+                    or _native.META_SEED not in meta):
+                raise RuntimeError(f"{checkpoint}: not written by kiln-train "
+                                   f"or kiln.Trainer (no epoch)")
+            if meta[_native.META_SEED] != str(seed):
+                raise RuntimeError(
+                    f"{checkpoint}: written with seed {meta[_native.META_SEED]}"
+                    f", this run has seed {seed}")
+            first_epoch = int(meta[_native.META_EPOCHS_DONE])
+            history.csv = meta.get(_native.META_HISTORY, history.csv)
+        steps = count // batch
+        step_seconds, steps_run = 0.0, 0
+        for epoch in range(first_epoch, epochs):
+            order = _native.epoch_order(count, seed, epoch)
+            losses = []
+            for s in range(steps):
+                start = time.perf_counter()
+                loss = _native_call(self._native.step_on,
+                                    order[s * batch:(s + 1) * batch])
+                step_seconds += time.perf_counter() - start
+                steps_run += 1
+                losses.append(loss)
+                history.step_loss.append(loss)
+                history.csv += (f"{self.step_count},{epoch + 1},"
+                                f"{_g9(loss)},,\n")
+                if callback is not None:
+                    callback(epoch, s, loss)
+            mean = math.fsum(losses) / max(len(losses), 1)
+            history.epoch_loss.append(mean)
+            line = f"epoch {epoch + 1}/{epochs}: mean loss {mean:.6f}"
+            if val_data is not None:
+                name, value = _native_call(self._native.validate)
+                history.metric = name
+                history.metric_values.append(value)
+                history.csv += f",{epoch + 1},,{name},{_g9(value)}\n"
+                line += f", {name} {value:.6f}"
+            if verbose:
+                print(line, file=sys.stderr)
+            if checkpoint is not None:
+                _native_call(self._native.save_checkpoint, checkpoint, {
+                    _native.META_EPOCHS_DONE: str(epoch + 1),
+                    _native.META_SEED: str(seed),
+                    _native.META_HISTORY: history.csv})
+        if steps_run and step_seconds > 0:
+            history.steps_per_second = steps_run / step_seconds
+        return history
+
+    def weights(self) -> Dict[str, np.ndarray]:
+        """Each trained weight by its ONNX initializer name."""
+        return _native_call(self._native.weights)
+
+    def state(self, name: str) -> np.ndarray:
+        return _native_call(self._native.state, name)
+
+    def set_state(self, name: str, value: Any) -> None:
+        _native_call(self._native.set_state, name, _host(f"state '{name}'",
+                                                         value))
+
+    def save_checkpoint(self, path: Union[str, "os.PathLike[str]"],
+                        metadata: Optional[Mapping[str, str]] = None) -> None:
+        """Every state tensor as safetensors (a temporary file, fsynced and
+        renamed: a failure never leaves a partial file)."""
+        _native_call(self._native.save_checkpoint, os.fspath(path),
+                     dict(metadata or {}))
+
+    def load_checkpoint(self, path: Union[str, "os.PathLike[str]"]
+                        ) -> Dict[str, str]:
+        """Restores the state from a checkpoint of this artifact (checked
+        before any state changes); returns its metadata."""
+        return dict(_native_call(self._native.load_checkpoint,
+                                 os.fspath(path)))
+
+    def export(self, path: Union[str, "os.PathLike[str]"],
+               onnx_model: Optional[Union[str, "os.PathLike[str]"]] = None
+               ) -> None:
+        """Writes the ONNX model with the trained weights (kiln-train
+        --export). onnx_model: the model the artifact was compiled from
+        (default: the .onnx file in its recorded compiler options, which a
+        model given to compile_training as bytes does not have)."""
+        model = os.fspath(onnx_model) if onnx_model else self._onnx_model()
+        _native_call(self._native.export_onnx, model, os.fspath(path))
+
+    def _onnx_model(self) -> str:
+        options = self.artifact.stats["compiler_options"].split(" ")
+        for word in options:
+            if word.endswith(".onnx") and not word.startswith("-") \
+                    and os.path.exists(word):
+                return word
+        raise RuntimeError("the artifact does not name an ONNX model that "
+                           "exists here: give onnx_model=")
+
+    def __repr__(self) -> str:
+        return f"<kiln.Trainer on {self.device} ({self.device_name})>"
+
+
+def _g9(value: float) -> str:
+    """C's %.9g, as kiln-train writes its CSV."""
+    return f"{value:.9g}"

@@ -1,0 +1,293 @@
+//===- Training.cpp - kiln._native: training sessions ---------------------===//
+//
+// Binds TrainingSession (kiln/runtime/Training.h) and the training-loop
+// pieces kiln-train uses (kiln/runtime/Trainer.h: batch signature, dataset
+// checks, the epoch order, validation), so kiln.Trainer (kiln/training.py)
+// runs the same loop as kiln-train: the same batches in the same order, the
+// same checks and messages, checkpoints either one resumes. Host arrays
+// only: a training step binds host batches as kiln-train does. The GIL is
+// released around steps, evaluation and file I/O; a mutex makes calls on
+// one trainer run one at a time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Bindings.h"
+#include "Tensors.h"
+
+#include "kiln/runtime/Trainer.h"
+
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <fmt/core.h>
+
+#include <mutex>
+#include <optional>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using namespace kiln::runtime;
+using kiln::python::InputArray;
+using kiln::python::InputView;
+using kiln::python::NativeError;
+using kiln::python::PyArtifact;
+using kiln::python::throwIfFailed;
+using kiln::python::unwrap;
+
+namespace {
+
+/// A host copy of a caller's array (`what` names it in errors).
+NpyArray hostCopy(const std::string &what, const InputArray &array) {
+  InputView view = kiln::python::viewInput(what, array);
+  if (view.deviceType != nb::device::cpu::value)
+    throw NativeError(fmt::format(
+        "{}: training takes host arrays (copy the tensor to the host)", what));
+  NpyArray copy;
+  copy.dtype = view.dtype;
+  copy.shape = view.shape;
+  const auto *bytes = static_cast<const uint8_t *>(view.data);
+  copy.data.assign(bytes, bytes + view.size);
+  return copy;
+}
+
+HostTensor hostTensor(NpyArray array) {
+  HostTensor tensor;
+  tensor.dtype = array.dtype;
+  tensor.shape = std::move(array.shape);
+  tensor.data = std::move(array.data);
+  return tensor;
+}
+
+class PyTrainer {
+public:
+  PyTrainer(const PyArtifact &artifact, const std::string &deviceSpec,
+            const std::string &name)
+      : name(name) {
+    nb::gil_scoped_release release;
+    std::shared_ptr<Device> device(unwrap(createDevice(deviceSpec)).release());
+    training = unwrap(TrainingSession::create(artifact.artifact, device));
+    info = device->info();
+  }
+
+  const DeviceInfo &deviceInfo() const { return info; }
+
+  nb::list entryInputs(const std::string &entry) const {
+    return kiln::python::signatureList(training->entryInputs(entry));
+  }
+  nb::list entryOutputs(const std::string &entry) const {
+    return kiln::python::signatureList(training->entryOutputs(entry));
+  }
+  std::vector<std::string> stateNames() const {
+    std::vector<std::string> names;
+    for (const StateTensor &tensor : training->artifact().state)
+      names.push_back(tensor.name);
+    return names;
+  }
+
+  /// (data, labels, batch, eval output or None), as kiln-train reads them.
+  nb::tuple batchSignature() {
+    const BatchSignature &sig = signature();
+    return nb::make_tuple(sig.dataName, sig.labelsName, sig.batch,
+                          sig.evalOutput ? nb::cast(sig.evalOutputName)
+                                         : nb::none());
+  }
+
+  void bind(const std::map<std::string, InputArray> &batch) {
+    std::vector<std::pair<std::string, HostTensor>> tensors;
+    for (const auto &[input, array] : batch)
+      tensors.emplace_back(input,
+                           hostTensor(hostCopy("input '" + input + "'", array)));
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    for (const auto &[input, tensor] : tensors)
+      throwIfFailed(training->bindBatch(input, tensor));
+  }
+
+  float step() {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    throwIfFailed(training->step());
+    return unwrap(training->loss());
+  }
+
+  nb::dict evaluate() {
+    std::vector<std::pair<std::string, HostTensor>> outputs;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(busy);
+      throwIfFailed(training->evaluate());
+      for (const TensorSignature *output : training->entryOutputs("eval")) {
+        std::string plain = output->name.substr(output->name.find(':') + 1);
+        outputs.emplace_back(plain, unwrap(training->readEvalOutput(plain)));
+      }
+    }
+    nb::dict result;
+    for (auto &[output, tensor] : outputs)
+      result[nb::str(output.c_str())] =
+          kiln::python::hostOutput(std::move(tensor));
+    return result;
+  }
+
+  /// Stores a dataset ("train" or "val") after kiln-train's checks.
+  uint64_t setDataset(const std::string &kind, const InputArray &data,
+                      const InputArray &labels, const std::string &dataName,
+                      const std::string &labelsName) {
+    Dataset set;
+    set.data = hostCopy(dataName, data);
+    set.labels = hostCopy(labelsName, labels);
+    const BatchSignature &sig = signature();
+    nb::gil_scoped_release release;
+    throwIfFailed(checkDataset(set, sig, dataName, labelsName));
+    if (kind == "train" && set.count < sig.batch)
+      throw NativeError(fmt::format("{}: {} samples, fewer than one batch of {}",
+                                    dataName, set.count, sig.batch));
+    if (kind == "val" && set.count == 0)
+      throw NativeError(dataName + ": no samples");
+    std::lock_guard<std::mutex> lock(busy);
+    (kind == "train" ? train : val) = std::move(set);
+    return (kind == "train" ? train : val)->count;
+  }
+
+  /// One train_step on the training samples `indices` (a batch of them).
+  float stepOn(const std::vector<uint64_t> &indices) {
+    const BatchSignature &sig = signature();
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    if (!train)
+      throw NativeError("no training data: call set_dataset first");
+    if (indices.size() != sig.batch)
+      throw NativeError(fmt::format("{} indices for a batch of {}",
+                                    indices.size(), sig.batch));
+    for (uint64_t i : indices)
+      if (i >= train->count)
+        throw NativeError(fmt::format("sample {} of {}", i, train->count));
+    throwIfFailed(training->bindBatch(
+        sig.dataName, gatherSamples(train->data, indices, *sig.data)));
+    throwIfFailed(training->bindBatch(
+        sig.labelsName, gatherSamples(train->labels, indices, *sig.labels)));
+    throwIfFailed(training->step());
+    return unwrap(training->loss());
+  }
+
+  std::pair<std::string, double> validateOn() {
+    const BatchSignature &sig = signature();
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    if (!val)
+      throw NativeError("no validation data: give val_data and val_labels");
+    Metric metric = unwrap(validate(*training, *val, sig));
+    return {metric.name, metric.value};
+  }
+
+  nb::object state(const std::string &stateName) {
+    HostTensor tensor;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(busy);
+      tensor = unwrap(training->readState(stateName));
+    }
+    return kiln::python::hostOutput(std::move(tensor));
+  }
+
+  void setState(const std::string &stateName, const InputArray &array) {
+    HostTensor tensor =
+        hostTensor(hostCopy("state '" + stateName + "'", array));
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    throwIfFailed(training->writeState(stateName, tensor));
+  }
+
+  uint64_t stepCount() {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    return unwrap(training->stepCount());
+  }
+
+  nb::dict weights() {
+    std::map<std::string, HostTensor> values;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(busy);
+      values = unwrap(training->weights());
+    }
+    nb::dict result;
+    for (auto &[weight, tensor] : values)
+      result[nb::str(weight.c_str())] =
+          kiln::python::hostOutput(std::move(tensor));
+    return result;
+  }
+
+  void saveCheckpoint(const std::string &path,
+                      const std::map<std::string, std::string> &metadata) {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    throwIfFailed(training->saveCheckpoint(path, metadata));
+  }
+
+  std::map<std::string, std::string> loadCheckpoint(const std::string &path) {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    return unwrap(training->loadCheckpoint(path));
+  }
+
+  void exportOnnx(const std::string &model, const std::string &output) {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(busy);
+    std::map<std::string, HostTensor> values = unwrap(training->weights());
+    throwIfFailed(exportOnnxWeights(model, output, values));
+  }
+
+private:
+  const BatchSignature &signature() {
+    if (!sig)
+      sig = unwrap(kiln::runtime::batchSignature(*training, name));
+    return *sig;
+  }
+
+  std::string name;
+  DeviceInfo info;
+  std::unique_ptr<TrainingSession> training;
+  std::optional<BatchSignature> sig;
+  std::optional<Dataset> train, val;
+  std::mutex busy;
+};
+
+} // namespace
+
+void kiln::python::bindTraining(nb::module_ &m) {
+  nb::class_<PyTrainer>(m, "Trainer")
+      .def(nb::init<const PyArtifact &, const std::string &,
+                    const std::string &>(),
+           "artifact"_a, "device"_a, "name"_a)
+      .def_prop_ro("device_name",
+                   [](const PyTrainer &self) { return self.deviceInfo().name; })
+      .def("entry_inputs", &PyTrainer::entryInputs, "entry"_a)
+      .def("entry_outputs", &PyTrainer::entryOutputs, "entry"_a)
+      .def_prop_ro("state_names", &PyTrainer::stateNames)
+      .def("batch_signature", &PyTrainer::batchSignature)
+      .def("bind", &PyTrainer::bind, "batch"_a)
+      .def("step", &PyTrainer::step)
+      .def("evaluate", &PyTrainer::evaluate)
+      .def("set_dataset", &PyTrainer::setDataset, "kind"_a, "data"_a,
+           "labels"_a, "data_name"_a, "labels_name"_a)
+      .def("step_on", &PyTrainer::stepOn, "indices"_a)
+      .def("validate", &PyTrainer::validateOn)
+      .def("state", &PyTrainer::state, "name"_a)
+      .def("set_state", &PyTrainer::setState, "name"_a, "value"_a)
+      .def("step_count", &PyTrainer::stepCount)
+      .def("weights", &PyTrainer::weights)
+      .def("save_checkpoint", &PyTrainer::saveCheckpoint, "path"_a,
+           "metadata"_a)
+      .def("load_checkpoint", &PyTrainer::loadCheckpoint, "path"_a)
+      .def("export_onnx", &PyTrainer::exportOnnx, "model"_a, "output"_a);
+
+  m.def("epoch_order", &epochOrder, "count"_a, "seed"_a, "epoch"_a,
+        "The sample order of an epoch, as kiln-train draws it");
+  m.attr("META_EPOCHS_DONE") = std::string(kMetaEpochsDone);
+  m.attr("META_SEED") = std::string(kMetaSeed);
+  m.attr("META_HISTORY") = std::string(kMetaHistory);
+  m.attr("HISTORY_HEADER") = std::string(kHistoryHeader);
+}
