@@ -13,6 +13,8 @@
 #include "kiln/Target/CUDA/AttentionKernels.h"
 #include "kiln/Target/CUDA/Nvrtc.h"
 
+#include "PtxasUtils.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -24,36 +26,8 @@ using namespace kiln::contraction;
 
 namespace {
 
-std::string ptxasPath() {
-  if (const char *env = std::getenv("KILN_PTXAS"); env && *env)
-    return env;
-  for (const char *path : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
-    if (::access(path, X_OK) == 0)
-      return path;
-  return "";
-}
-
-/// "" when ptxas accepts the PTX for `arch`, else its output.
-std::string runPtxas(const std::string &ptx, const std::string &arch) {
-  char dir[] = "/tmp/kiln-attn-XXXXXX";
-  if (!::mkdtemp(dir))
-    return "cannot create a temporary directory";
-  std::string base = dir;
-  std::ofstream(base + "/k.ptx") << ptx;
-  std::string command = ptxasPath() + " -arch=" + arch + " " + base +
-                        "/k.ptx -o " + base + "/k.cubin > " + base +
-                        "/log 2>&1";
-  int rc = std::system(command.c_str());
-  std::string log;
-  if (rc != 0) {
-    std::ifstream in(base + "/log");
-    log.assign(std::istreambuf_iterator<char>(in), {});
-    if (log.empty())
-      log = "ptxas failed";
-  }
-  std::system(("rm -rf " + base).c_str());
-  return log;
-}
+using kiln::testing::ptxasPath;
+using kiln::testing::runPtxas;
 
 AttentionProblem problem(uint64_t d, DType in, uint64_t seqQ = 100,
                          uint64_t seqK = 300) {

@@ -32,6 +32,8 @@
 #include "emu/PtxInterpreter.h"
 
 #include <gmock/gmock.h>
+#include "PtxasUtils.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,36 +127,8 @@ double readOut(const std::vector<uint8_t> &bytes, size_t i, DType type) {
 // --- Tools
 // ---------------------------------------------------------------------
 
-std::string ptxasPath() {
-  if (const char *env = std::getenv("KILN_PTXAS"); env && *env)
-    return env;
-  for (const char *path : {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
-    if (::access(path, X_OK) == 0)
-      return path;
-  return "";
-}
-
-/// "" when ptxas accepts the PTX for `arch`, else its output.
-std::string runPtxas(const std::string &ptx, const std::string &arch) {
-  std::string ptxas = ptxasPath();
-  char dir[] = "/tmp/kiln-gemm-XXXXXX";
-  if (!::mkdtemp(dir))
-    return "cannot create a temporary directory";
-  std::string base = dir;
-  std::ofstream(base + "/k.ptx") << ptx;
-  std::string command = ptxas + " -arch=" + arch + " " + base + "/k.ptx -o " +
-                        base + "/k.cubin > " + base + "/log 2>&1";
-  int rc = std::system(command.c_str());
-  std::string log;
-  if (rc != 0) {
-    std::ifstream in(base + "/log");
-    log.assign(std::istreambuf_iterator<char>(in), {});
-    if (log.empty())
-      log = "ptxas failed";
-  }
-  std::system(("rm -rf " + base).c_str());
-  return log;
-}
+using kiln::testing::ptxasPath;
+using kiln::testing::runPtxas;
 
 bool skipWithoutNvrtc() {
   if (runtime::Error err = nvrtc::available()) {

@@ -151,9 +151,16 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     epilogue form,
     partially broadcast batch dimensions, 1-D operands, no config for the
     shape, or NVRTC missing; for convolutions also `nchw` or 1-D/3-D ones,
-    depthwise ones (one input channel per group: "depthwise", better on
-    CUDA cores), and a filter computed at run time whose channels need
-    padding.
+    and a filter computed at run time whose channels need padding.
+
+    A depthwise convolution (one input channel per group, O a multiple of
+    C) becomes the CUDA-core depthwise kernel
+    (`include/kiln/Target/CUDA/DepthwiseKernels.h`) with the same fused
+    epilogue: each thread computes a vector of consecutive output channels
+    of one pixel, and the filter is reordered at compile time to
+    `[KH][KW][O][1]` into `@<name>_dw`, whose origin gains the `reshape`
+    and `transpose` steps. A depthwise filter computed at run time keeps
+    the generic kernel.
 
     A region of kind `attention` (`kiln-fuse`'s rule 5: matmul, elementwise
     scale and masks, last-axis softmax, casts, matmul, elementwise

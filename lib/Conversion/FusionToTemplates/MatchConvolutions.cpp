@@ -15,9 +15,10 @@
 // `kiln-run --weights` rebinds it. The image needs no padding: the loader
 // zero-fills the channels past C/groups.
 //
+// Depthwise convolutions (one input channel per group: 7/8 of the K chunk
+// would be zeros) get a CUDA-core kernel of their own (MatchDepthwise.cpp).
 // Regions that stay generic, with the reason: NCHW or 1-D/3-D convolutions,
-// depthwise ones (one input channel per group: 7/8 of the K chunk would be
-// zeros; a CUDA-core kernel suits them), dynamic shapes, a filter computed
+// dynamic shapes, a filter computed
 // at run time whose channels need padding, and everything a matmul region
 // can fail on (MatchContractions.cpp).
 //
@@ -40,9 +41,6 @@ namespace cx = kiln::contraction;
 
 namespace kiln::templates {
 
-namespace {
-
-/// The row-major bytes of a weight global's value, if they are known.
 std::optional<std::vector<char>> globalBytes(ml_program::GlobalOp global) {
   auto type = dyn_cast<RankedTensorType>(global.getType());
   if (!type || !type.hasStaticShape() || global.getIsMutable() ||
@@ -72,7 +70,6 @@ std::optional<std::vector<char>> globalBytes(ml_program::GlobalOp global) {
   return std::vector<char>(raw.begin(), raw.end());
 }
 
-/// The weight global `filter` loads, if it is one.
 ml_program::GlobalOp filterGlobal(Value filter, ModuleOp module) {
   auto load = filter.getDefiningOp<ml_program::GlobalLoadConstOp>();
   if (!load)
@@ -80,6 +77,8 @@ ml_program::GlobalOp filterGlobal(Value filter, ModuleOp module) {
   return SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
       module, load.getGlobal());
 }
+
+namespace {
 
 /// Whether `v` is computed from `from` by the region's ops without reading
 /// `anchor` but through `from` (a bf16 copy of an f32 result).
@@ -275,10 +274,8 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
   ArrayRef<int64_t> in = inputType.getShape(), out = resultType.getShape();
   ArrayRef<int64_t> window = filterType.getShape();
   int64_t groups = static_cast<int64_t>(conv.getGroups());
-  if (groups > 1 && window[3] == 1) {
-    why = "depthwise";
-    return failure();
-  }
+  if (groups > 1 && window[3] == 1)
+    return rewriteDepthwise(fusion, conv, why);
 
   bool tf32 = conv->hasAttr("kiln.tf32");
   std::optional<cx::DType> operandType = kernelDType(inputType);

@@ -24,6 +24,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::templates {
 
@@ -41,6 +42,14 @@ mlir::Value contiguousSource(mlir::Value v, kiln::FusionOp fusion);
 /// Matcher::replaceResults moves the others into a region after the kernel.
 std::optional<unsigned> storedResult(kiln::FusionOp fusion,
                                      mlir::Operation *anchor);
+
+/// The row-major bytes of a weight global's value, if they are known.
+std::optional<std::vector<char>>
+globalBytes(mlir::ml_program::GlobalOp global);
+
+/// The weight global `filter` loads, if it is one.
+mlir::ml_program::GlobalOp filterGlobal(mlir::Value filter,
+                                        mlir::ModuleOp module);
 
 /// Sees through tf32 rounding pairs (the kernel rounds its operands).
 mlir::Value peelTf32Rounding(mlir::Value v);
@@ -111,6 +120,15 @@ private:
   /// a weight global whose bytes are known.
   mlir::Value paddedFilter(mlir::Value filter, int64_t paddedChannels,
                            kiln::FusionOp fusion, bool dryRun);
+  /// A depthwise convolution region (MatchDepthwise.cpp): the CUDA-core
+  /// kernel of DepthwiseKernels.h, the filter reordered to [KH][KW][O].
+  mlir::LogicalResult rewriteDepthwise(kiln::FusionOp fusion,
+                                       kiln::ConvOp conv, std::string &why);
+  /// The filter `[O][KH][KW][1]` as `[KH][KW][O][1]`: a load of a new
+  /// weight global, the transpose recorded in its origin. Null when the
+  /// filter is not a weight global whose bytes are known.
+  mlir::Value depthwiseFilter(mlir::Value filter, kiln::FusionOp fusion,
+                              bool dryRun);
   /// Replaces the results of `fusion` by `stored` (the kernel's output, for
   /// result `storedIndex`) and, for the others, by a new region after the
   /// kernel computing them from it.

@@ -93,12 +93,40 @@ func.func @computed_image(%x: tensor<1x6x6x8xf32>) -> tensor<1x4x4x8xbf16> {
 
 // -----
 
-// Depthwise convolutions (one input channel per group) keep their generic
-// kernel.
+// A depthwise convolution (one input channel per group) with bias and relu
+// becomes the CUDA-core depthwise kernel: the filter, a weight global seen
+// through the importer's reshape, is reordered to [KH][KW][O][1] into a new
+// global whose origin records the reshape and the transpose; the old global
+// goes. bf16 with 16 channels: 8 channels a thread (16-byte loads).
+// CHECK-NOT:     ml_program.global private @wd(
+// CHECK:         ml_program.global private @wd_dw(dense_resource<wd_dw> : tensor<3x3x16x1xbf16>) : tensor<3x3x16x1xbf16> {kiln.origin = "initializer f32 16x1x3x3 wd\0Aconvert bf16\0Areshape 16,3,3,1\0Atranspose 1,2,0,3"}
+// CHECK-NOT:     ml_program.global private @wd(
 // CHECK-LABEL: func.func @depthwise(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<1x8x8x16xbf16>, %[[B:[^:]*]]: tensor<16xf32>
+// CHECK:         %[[W:.*]] = ml_program.global_load_const @wd_dw : tensor<3x3x16x1xbf16>
+// CHECK-NOT:     kiln.fusion
+// CHECK:         kiln.call_kernel @kiln_dwconv_{{[0-9]+}}::@kiln_dwconv_{{[0-9]+}} ins(%[[X]], %[[W]], %[[B]] : {{.*}}) outs(%{{.*}} : tensor<1x8x8x16xf32>)
+// CHECK-SAME:      kiln.kernel_config = "dw_simt v8"
+ml_program.global private @wd(dense<0.25> : tensor<16x1x3x3xbf16>) : tensor<16x1x3x3xbf16> {kiln.origin = "initializer f32 16x1x3x3 wd\0Aconvert bf16"}
+func.func @depthwise(%x: tensor<1x8x8x16xbf16>, %b: tensor<16xf32>) -> tensor<1x8x8x16xf32> {
+  %w0 = ml_program.global_load_const @wd : tensor<16x1x3x3xbf16>
+  %y = kiln.fusion "conv" -> tensor<1x8x8x16xf32> {
+    %w = kiln.reshape %w0 : tensor<16x1x3x3xbf16> -> tensor<16x3x3x1xbf16>
+    %c = kiln.conv %x, %w, %b {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, groups = 16 : i64, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x8x8x16xbf16>, tensor<16x3x3x1xbf16>, tensor<16xf32>) -> tensor<1x8x8x16xf32>
+    %r = kiln.relu %c : tensor<1x8x8x16xf32>
+    kiln.yield %r : tensor<1x8x8x16xf32>
+  }
+  return %y : tensor<1x8x8x16xf32>
+}
+
+// -----
+
+// A depthwise filter computed at run time keeps the generic kernel (the
+// kernel reads a filter reordered at compile time).
+// CHECK-LABEL: func.func @depthwise_runtime_filter(
 // CHECK:         kiln.fusion "conv"
-// CHECK:         kiln.generic_reason = "depthwise"
-func.func @depthwise(%x: tensor<1x8x8x16xf32>, %w: tensor<16x3x3x1xf32>) -> tensor<1x8x8x16xf32> {
+// CHECK:         kiln.generic_reason = "depthwise: the filter is computed at run time"
+func.func @depthwise_runtime_filter(%x: tensor<1x8x8x16xf32>, %w: tensor<16x3x3x1xf32>) -> tensor<1x8x8x16xf32> {
   %y = kiln.fusion "conv" -> tensor<1x8x8x16xf32> {
     %c = kiln.conv %x, %w {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, groups = 16 : i64, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x8x8x16xf32>, tensor<16x3x3x1xf32>) -> tensor<1x8x8x16xf32>
     kiln.yield %c : tensor<1x8x8x16xf32>

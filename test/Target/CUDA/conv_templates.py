@@ -6,7 +6,8 @@ Usage: conv_templates.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
 
 Each model is one convolution shape the templates must cover (1x1, 3x3 with
 pad 1, stride 2 with pads, the 7x7 stride-2 stem on 3 channels, dilation 2,
-groups 2 with 3 channels per group, odd channel counts), most with the
+groups 2 with 3 channels per group, odd channel counts, depthwise ones on
+their CUDA-core kernel, a MobileNetV2 block), most with the
 epilogue a CNN gives it (bias, batch norm, residual add, relu), plus a
 residual block whose add reads the block's input inside the second
 convolution's region. Every model is compiled in NHWC in four precisions,
@@ -100,6 +101,25 @@ def residual_block():
     return model(nodes, [("x", F, [2, 8, 8, 8])], ["y"], inits)
 
 
+def inverted_residual():
+    """MobileNetV2's block: 1x1 expand + BN + Clip(0, 6), depthwise 3x3 +
+    BN + Clip, 1x1 project + BN, residual add."""
+    clip = [numpy_helper.from_array(np.array(0, np.float32), "lo"),
+            numpy_helper.from_array(np.array(6, np.float32), "hi")]
+    inits = ([weight("we", 24, 8, 1, 1), weight("wd", 24, 1, 3, 3),
+              weight("wp", 8, 24, 1, 1)] + batch_norm("bne", 24) +
+             batch_norm("bnd", 24) + batch_norm("bnp", 8) + clip)
+    nodes = [node("Conv", ["x", "we"], ["ce"]), bn_node("ce", "bne", "ne"),
+             node("Clip", ["ne", "lo", "hi"], ["re"]),
+             node("Conv", ["re", "wd"], ["cd"], group=24, pads=[1, 1, 1, 1],
+                  kernel_shape=[3, 3]),
+             bn_node("cd", "bnd", "nd"),
+             node("Clip", ["nd", "lo", "hi"], ["rd"]),
+             node("Conv", ["rd", "wp"], ["cp"]), bn_node("cp", "bnp", "np"),
+             node("Add", ["np", "x"], ["y"])]
+    return model(nodes, [("x", F, [2, 8, 7, 7])], ["y"], inits)
+
+
 MODELS = {
     "1x1": lambda: conv_bn_relu([1, 16, 6, 6], 24, 1),
     "3x3-pad1": lambda: conv_bn_relu([2, 8, 7, 7], 16, 3, pads=[1, 1, 1, 1]),
@@ -113,6 +133,21 @@ MODELS = {
                                     pads=[1, 1, 1, 1], residual=True),
     "odd-channels": lambda: conv_bn_relu([1, 5, 7, 7], 7, 3, pads=[1, 1, 1, 1]),
     "residual-block": residual_block,
+    # Depthwise (groups = channels): the CUDA-core kernel, 16-byte vectors
+    # where the channels allow (16), narrower ones (12: 4 a thread in
+    # bf16), scalar (5), with strides, uneven pads, dilation, a residual.
+    "depthwise-3x3": lambda: conv_bn_relu([2, 16, 9, 9], 16, 3, group=16,
+                                          pads=[1, 1, 1, 1]),
+    "depthwise-stride2": lambda: conv_bn_relu([1, 12, 11, 10], 12, 3,
+                                              group=12, strides=[2, 2],
+                                              pads=[1, 0, 1, 2]),
+    "depthwise-5x5-dilated": lambda: conv_bn_relu([1, 5, 12, 12], 5, 5,
+                                                  group=5, dilations=[2, 2],
+                                                  pads=[4, 4, 4, 4],
+                                                  residual=True),
+    "depthwise-multiplier2": lambda: conv_bn_relu([1, 8, 6, 6], 16, 3,
+                                                  group=8, pads=[1, 1, 1, 1]),
+    "inverted-residual": inverted_residual,
 }
 
 VARIANTS = [
@@ -133,7 +168,7 @@ def run_variant(args, name, path, feeds, reference, precision, bound):
         return False
     report = contraction_report(stats)
     configs = sorted({line.split(": ")[1].split(",")[0] for line in report
-                      if line.startswith("kiln_conv_")})
+                      if line.startswith(("kiln_conv_", "kiln_dwconv_"))})
     if not configs or any(line.startswith("generic") for line in report):
         print(f"{name} {precision}: not on template kernels: {report} FAIL")
         return False

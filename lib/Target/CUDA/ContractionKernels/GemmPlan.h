@@ -40,6 +40,13 @@ std::vector<KernelParameter> gemmMainParameters(const Epilogue &epilogue,
                                                 const GemmConfig &config);
 std::vector<KernelParameter> gemmReduceParameters(const Epilogue &epilogue);
 
+/// The generated `EpilogueArgs` and `kilnEpilogue` for `e`, and the entry
+/// point's statements that fill an `EpilogueArgs ep` from its parameters
+/// (a convolution's: the residual has no batch stride). Other kernel kinds
+/// (DepthwiseSource.cpp) share them with the GEMMs.
+std::string generatedEpilogue(const Epilogue &e);
+std::string generatedEpilogueInit(const Epilogue &e);
+
 /// Threads a block of the split-K reduction kernel.
 constexpr uint32_t kSplitKReduceThreads = 256;
 

@@ -176,6 +176,14 @@ std::string epilogueArgsInit(const Epilogue &e, bool conv) {
 
 } // namespace
 
+std::string generatedEpilogue(const Epilogue &e) {
+  return epilogueSource(e);
+}
+
+std::string generatedEpilogueInit(const Epilogue &e) {
+  return epilogueArgsInit(e, /*conv=*/true);
+}
+
 std::vector<KernelParameter> gemmMainParameters(const Epilogue &e,
                                                 const GemmConfig &c) {
   using K = KernelParameter::Kind;

@@ -1,0 +1,53 @@
+//===- DepthwiseKernels.h - Depthwise NHWC convolution kernels --*- C++ -*-===//
+//
+// A depthwise convolution (groups = C: one input channel per group, O a
+// multiple of C) has too little reuse for tensor cores (a GEMM per group would
+// be 7/8 zeros in every K chunk), so it gets its own CUDA-core kernel
+// (templates/Depthwise.cuh): each thread computes VEC consecutive channels
+// of one output pixel with 16-byte loads and stores where the channel count
+// and alignment allow, the filter read as [KH][KW][C], fp32 accumulation,
+// and the fusion region's epilogue (row = output pixel, col = channel) on
+// every accumulator. Compiled by NVRTC like the GEMM templates.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TARGET_CUDA_DEPTHWISEKERNELS_H
+#define KILN_TARGET_CUDA_DEPTHWISEKERNELS_H
+
+#include "kiln/Target/CUDA/ContractionKernels.h"
+
+namespace kiln::contraction {
+
+/// Whether `problem` is a depthwise convolution this kernel computes;
+/// empty when it is, else why not.
+std::string depthwiseUnsupportedReason(const ConvProblem &problem);
+
+/// Output channels one thread computes: the most (up to 16 bytes of
+/// inputs) that divide O and keep every vector access aligned.
+uint32_t depthwiseVector(const ConvProblem &problem);
+
+/// Threads per block.
+constexpr uint32_t kDepthwiseThreads = 256;
+
+/// "dw_simt v8" (the kernel and its vector width).
+std::string describeDepthwise(const ConvProblem &problem);
+
+/// The filter [O][KH][KW] (any trailing unit dimension) as the kernel reads
+/// it: [KH][KW][O]. `elementBytes` 2 or 4.
+std::vector<uint8_t> reorderDepthwiseFilter(const ConvProblem &problem,
+                                            const void *okhkw,
+                                            size_t elementBytes);
+
+/// The CUDA C++ source, and the compiled kernel: parameters A (the NHWC
+/// image), B (the reordered filter), C (the NHWC output), then one pointer
+/// per `epilogue.customOperands` entry, named as they are.
+runtime::Expected<std::string>
+generateDepthwiseSource(const ConvProblem &problem, const Epilogue &epilogue,
+                        const GenerateOptions &options);
+runtime::Expected<GemmKernels>
+generateDepthwise(const ConvProblem &problem, const Epilogue &epilogue,
+                  const GenerateOptions &options);
+
+} // namespace kiln::contraction
+
+#endif // KILN_TARGET_CUDA_DEPTHWISEKERNELS_H
