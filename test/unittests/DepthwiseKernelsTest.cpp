@@ -72,7 +72,7 @@ TEST(DepthwiseKernelsTest, VariantsPassPtxasOnSm80AndSm90) {
       ASSERT_TRUE(bool(kernels)) << kernels.error().message();
       ASSERT_EQ(kernels->kernels.size(), 1u);
       const GemmKernel &k = kernels->kernels[0];
-      uint64_t threads = p.n * p.p * p.q * p.o / v.vec;
+      uint64_t threads = p.n * p.p * ((p.q + 1) / 2) * (p.o / v.vec);
       EXPECT_EQ(k.grid.x, (threads + kDepthwiseThreads - 1) / kDepthwiseThreads);
       EXPECT_EQ(k.gridFor(p.n * p.p * p.q).x, k.grid.x);
       EXPECT_EQ(k.params.size(), v.custom ? 4u : 3u);

@@ -106,7 +106,7 @@ func.func @computed_image(%x: tensor<1x6x6x8xf32>) -> tensor<1x4x4x8xbf16> {
 // CHECK:         %[[W:.*]] = ml_program.global_load_const @wd_dw : tensor<3x3x16x1xbf16>
 // CHECK-NOT:     kiln.fusion
 // CHECK:         kiln.call_kernel @kiln_dwconv_{{[0-9]+}}::@kiln_dwconv_{{[0-9]+}} ins(%[[X]], %[[W]], %[[B]] : {{.*}}) outs(%{{.*}} : tensor<1x8x8x16xf32>)
-// CHECK-SAME:      kiln.kernel_config = "dw_simt v8"
+// CHECK-SAME:      kiln.kernel_config = "dw_simt v8 x2"
 ml_program.global private @wd(dense<0.25> : tensor<16x1x3x3xbf16>) : tensor<16x1x3x3xbf16> {kiln.origin = "initializer f32 16x1x3x3 wd\0Aconvert bf16"}
 func.func @depthwise(%x: tensor<1x8x8x16xbf16>, %b: tensor<16xf32>) -> tensor<1x8x8x16xf32> {
   %w0 = ml_program.global_load_const @wd : tensor<16x1x3x3xbf16>

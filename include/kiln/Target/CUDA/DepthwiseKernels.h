@@ -4,7 +4,7 @@
 // multiple of C) has too little reuse for tensor cores (a GEMM per group would
 // be 7/8 zeros in every K chunk), so it gets its own CUDA-core kernel
 // (templates/Depthwise.cuh): each thread computes VEC consecutive channels
-// of one output pixel with 16-byte loads and stores where the channel count
+// of PIX consecutive output pixels with 16-byte loads and stores where the channel count
 // and alignment allow, the filter read as [KH][KW][C], fp32 accumulation,
 // and the fusion region's epilogue (row = output pixel, col = channel) on
 // every accumulator. Compiled by NVRTC like the GEMM templates.
@@ -26,10 +26,13 @@ std::string depthwiseUnsupportedReason(const ConvProblem &problem);
 /// inputs) that divide O and keep every vector access aligned.
 uint32_t depthwiseVector(const ConvProblem &problem);
 
+/// Output pixels (along a row) one thread computes.
+uint32_t depthwisePixels(const ConvProblem &problem);
+
 /// Threads per block.
 constexpr uint32_t kDepthwiseThreads = 256;
 
-/// "dw_simt v8" (the kernel and its vector width).
+/// "dw_simt v8 x2" (the kernel, its vector width and pixels a thread).
 std::string describeDepthwise(const ConvProblem &problem);
 
 /// The filter [O][KH][KW] (any trailing unit dimension) as the kernel reads

@@ -62,8 +62,16 @@ uint32_t depthwiseVector(const ConvProblem &p) {
   return 1;
 }
 
+uint32_t depthwisePixels(const ConvProblem &p) {
+  // Two pixels share each filter load. On the emulator's model of a 3x3
+  // bf16 layer (docs/benchmarks.md) two cut the instructions by 28% at 56
+  // registers (50% occupancy); four cut no more and halve the occupancy.
+  return static_cast<uint32_t>(std::min<uint64_t>(2, p.q));
+}
+
 std::string describeDepthwise(const ConvProblem &p) {
-  return "dw_simt v" + std::to_string(depthwiseVector(p));
+  return "dw_simt v" + std::to_string(depthwiseVector(p)) + " x" +
+         std::to_string(depthwisePixels(p));
 }
 
 std::vector<uint8_t> reorderDepthwiseFilter(const ConvProblem &p,
@@ -96,6 +104,7 @@ generateDepthwiseSource(const ConvProblem &p, const Epilogue &e,
   s += "  static constexpr int PH = " + i(p.padH) + ", PW = " + i(p.padW) +
        ", DH = " + i(p.dilationH) + ", DW = " + i(p.dilationW) + ";\n";
   s += "  static constexpr int VEC = " + i(depthwiseVector(p)) +
+       ", PIX = " + i(depthwisePixels(p)) +
        ", THREADS = " + i(kDepthwiseThreads) + ";\n";
   s += "  static constexpr int IN_CODE = " +
        i(static_cast<int>(p.inputType)) +
@@ -141,12 +150,15 @@ generateDepthwise(const ConvProblem &p, const Epilogue &e,
   kernel.name = options.name;
   kernel.ptx = compiled->ptx;
   kernel.block = {kDepthwiseThreads, 1, 1};
-  uint64_t threads = outputPixels(p) * (p.o / depthwiseVector(p));
-  kernel.grid = {static_cast<uint32_t>((threads + kDepthwiseThreads - 1) /
-                                       kDepthwiseThreads),
-                 1, 1};
-  kernel.gridXPerM = p.o / depthwiseVector(p);
-  kernel.gridXDivisor = kDepthwiseThreads;
+  // Threads: (N P) rows x ceil(Q / PIX) pixel groups x O / VEC vectors;
+  // per output pixel (M = N P Q) that is the factor below over Q.
+  uint64_t perRow =
+      (p.q + depthwisePixels(p) - 1) / depthwisePixels(p) *
+      (p.o / depthwiseVector(p));
+  kernel.gridXPerM = perRow;
+  kernel.gridXDivisor = p.q * kDepthwiseThreads;
+  kernel.grid = {1, 1, 1};
+  kernel.grid = kernel.gridFor(outputPixels(p));
   kernel.params = depthwiseParameters(e);
   result.kernels.push_back(std::move(kernel));
   return result;

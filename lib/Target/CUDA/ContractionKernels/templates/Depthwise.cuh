@@ -3,8 +3,10 @@
 // One input channel per group (MobileNet's 3x3 layers): a
 // GEMM would waste 7/8 of every tensor-core K chunk on zeros, and the work
 // is a few multiply-adds per loaded byte, so the kernel is bandwidth-bound
-// CUDA-core code. Thread t computes Cfg::VEC consecutive channels of one
-// output pixel: consecutive threads take consecutive channel vectors, so a
+// CUDA-core code. Thread t computes Cfg::VEC consecutive channels of
+// Cfg::PIX consecutive output pixels of one row (each tap's filter vector
+// is loaded once for them): consecutive threads take consecutive channel
+// vectors, so a
 // warp's image loads, filter loads and stores are contiguous 16-byte
 // vectors (NHWC keeps the channels innermost). The filter is read as
 // [KH][KW][C] (the compiler reorders it), so each tap is one vector load
@@ -15,8 +17,8 @@
 // O = MULT * C); with MULT > 1 the image is read one element at a time.
 //
 // Cfg (generated): H, W, C (input channels), O = MULT * C, P, Q, KH, KW,
-// SH, SW, PH, PW, DH, DW, VEC, IN_CODE, OUT_CODE, THREADS, and M (output
-// pixels: N*P*Q).
+// SH, SW, PH, PW, DH, DW, VEC, PIX, IN_CODE, OUT_CODE, THREADS, and M
+// (output pixels: N*P*Q).
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,49 +103,65 @@ KILN_INLINE void storeVector(void *p, i64 i, const float (&v)[Cfg::VEC]) {
 KILN_INLINE void depthwise(const void *image, const void *filter, void *out,
                            const EpilogueArgs &ep) {
   constexpr i64 kVectors = Cfg::O / Cfg::VEC;
+  constexpr int kQGroups = (Cfg::Q + Cfg::PIX - 1) / Cfg::PIX;
   i64 index = (i64)blockIdx.x * Cfg::THREADS + threadIdx.x;
-  if (index >= Cfg::M * kVectors)
+  if (index >= Cfg::M / Cfg::Q * kQGroups * kVectors)
     return;
   int c = (int)(index % kVectors) * Cfg::VEC;
-  i64 pixel = index / kVectors;
-  int q = (int)(pixel % Cfg::Q);
-  int p = (int)((pixel / Cfg::Q) % Cfg::P);
-  i64 n = pixel / ((i64)Cfg::P * Cfg::Q);
+  i64 group = index / kVectors;
+  int q0 = (int)(group % kQGroups) * Cfg::PIX;
+  i64 row = group / kQGroups; // n * P + p
+  int p = (int)(row % Cfg::P);
+  i64 n = row / Cfg::P;
 
-  float acc[Cfg::VEC];
+  float acc[Cfg::PIX][Cfg::VEC];
 #pragma unroll
-  for (int j = 0; j < Cfg::VEC; ++j)
-    acc[j] = 0.0f;
-  int h0 = p * Cfg::SH - Cfg::PH, w0 = q * Cfg::SW - Cfg::PW;
+  for (int x = 0; x < Cfg::PIX; ++x)
+#pragma unroll
+    for (int j = 0; j < Cfg::VEC; ++j)
+      acc[x][j] = 0.0f;
+  int h0 = p * Cfg::SH - Cfg::PH;
 #pragma unroll
   for (int kh = 0; kh < Cfg::KH; ++kh) {
     int h = h0 + kh * Cfg::DH;
     if (h < 0 || h >= Cfg::H)
       continue;
+    i64 rowStart = (n * Cfg::H + h) * Cfg::W;
 #pragma unroll
     for (int kw = 0; kw < Cfg::KW; ++kw) {
-      int w = w0 + kw * Cfg::DW;
-      if (w < 0 || w >= Cfg::W)
-        continue;
-      float x[Cfg::VEC], f[Cfg::VEC];
-      i64 at = ((n * Cfg::H + h) * Cfg::W + w) * Cfg::C;
-      if (Cfg::MULT == 1) {
-        loadVector(image, at + c, x);
-      } else {
-#pragma unroll
-        for (int j = 0; j < Cfg::VEC; ++j)
-          x[j] = loadAsFloat<Cfg::IN_CODE>(image, at + (c + j) / Cfg::MULT);
-      }
+      // One filter vector per tap, shared by the thread's PIX pixels.
+      float f[Cfg::VEC];
       loadVector(filter, (i64)(kh * Cfg::KW + kw) * Cfg::O + c, f);
 #pragma unroll
-      for (int j = 0; j < Cfg::VEC; ++j)
-        acc[j] = fmaf(x[j], f[j], acc[j]);
+      for (int x = 0; x < Cfg::PIX; ++x) {
+        int w = (q0 + x) * Cfg::SW - Cfg::PW + kw * Cfg::DW;
+        if (q0 + x >= Cfg::Q || w < 0 || w >= Cfg::W)
+          continue;
+        float v[Cfg::VEC];
+        i64 at = (rowStart + w) * Cfg::C;
+        if (Cfg::MULT == 1) {
+          loadVector(image, at + c, v);
+        } else {
+#pragma unroll
+          for (int j = 0; j < Cfg::VEC; ++j)
+            v[j] = loadAsFloat<Cfg::IN_CODE>(image, at + (c + j) / Cfg::MULT);
+        }
+#pragma unroll
+        for (int j = 0; j < Cfg::VEC; ++j)
+          acc[x][j] = fmaf(v[j], f[j], acc[x][j]);
+      }
     }
   }
 #pragma unroll
-  for (int j = 0; j < Cfg::VEC; ++j)
-    acc[j] = kilnEpilogue(0, (int)pixel, c + j, acc[j], ep);
-  storeVector(out, pixel * Cfg::O + c, acc);
+  for (int x = 0; x < Cfg::PIX; ++x) {
+    if (q0 + x >= Cfg::Q)
+      break;
+    i64 pixel = row * Cfg::Q + q0 + x;
+#pragma unroll
+    for (int j = 0; j < Cfg::VEC; ++j)
+      acc[x][j] = kilnEpilogue(0, (int)pixel, c + j, acc[x][j], ep);
+    storeVector(out, pixel * Cfg::O + c, acc[x]);
+  }
 }
 
 } // namespace kiln_dw
