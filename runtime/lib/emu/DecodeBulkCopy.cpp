@@ -8,14 +8,13 @@
 //   tensor store: src, tmap, then the coordinates' slots
 //   bulk load:    dst, src, mbar, then the size's slot
 //   bulk store:   dst, src, then the size's slot
-// A tensor map named by its parameter (`[k_param_0, {...}]`) is read at its
-// generic address (kParamWindow). Also cp.async.bulk.prefetch (no effect).
+// The tensor map is a generic address: a `__grid_constant__` parameter's
+// (kParamWindow, after cvta.param) or global memory. Also
+// cp.async.bulk.prefetch (no effect).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ParserInternal.h"
-
-#include "PtxInterpreter.h"
 
 namespace kiln::runtime::emu::detail {
 
@@ -159,18 +158,10 @@ Error KernelBuilder::decodeBulkCopyOperands(DecodedInstruction &d) {
   std::string_view data = operands[op == BulkOp::TensorLoad ? 0 : 1];
   if (Error err = pushAddress(data, line))
     return err;
-  // The tensor map: a parameter's name stands for its generic address.
-  bool isParam = false;
-  for (const KernelParam &param : kernel.params)
-    if (param.name == mapName) {
-      kernel.operandLists.push_back(constantSlot(kParamWindow + param.offset));
-      kernel.operandLists.push_back(0);
-      kernel.operandLists.push_back(0);
-      isParam = true;
-    }
-  if (!isParam)
-    if (Error err = pushAddress("[" + std::string(mapName) + "]", line))
-      return err;
+  // The tensor map's generic address (cvta.param of a parameter, or global
+  // memory).
+  if (Error err = pushAddress("[" + std::string(mapName) + "]", line))
+    return err;
   if (op == BulkOp::TensorLoad)
     if (Error err = pushAddress(operands[2], line))
       return err;

@@ -182,11 +182,14 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
     const unsigned dims = in.aux;
     const unsigned elem = elementBytes(map.dataType);
     if (map.magic != kTensorMapMagic) {
+      std::string where =
+          mapAddress >= kParamWindow
+              ? fmt::format("parameter offset {}", mapAddress - kParamWindow)
+              : fmt::format("0x{:x}", mapAddress);
       ok = fault(w, l, pc,
-                 fmt::format("the tensor map at 0x{:x} is not one the "
-                             "emulator wrote (magic 0x{:08x}, expected "
-                             "0x{:08x})",
-                             mapAddress, map.magic, kTensorMapMagic));
+                 fmt::format("the tensor map at {} is not one the emulator "
+                             "wrote (magic 0x{:08x}, expected 0x{:08x})",
+                             where, map.magic, kTensorMapMagic));
       return;
     }
     std::string bad;
