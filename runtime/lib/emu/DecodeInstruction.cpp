@@ -344,14 +344,13 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::Bra: {
     if (Error err = expectOperands(d, 1))
       return err;
-    branches.emplace_back(kernel.code.size(),
-                          labelPrefix + std::string(d.operands[0]));
+    addBranch(kernel.code.size(), labelPrefix + std::string(d.operands[0]));
     break;
   }
   case Op::Ret:
     if (!inlineStack.empty()) { // return from an inlined function
       inst.op = Op::Bra;
-      branches.emplace_back(kernel.code.size(), returnLabel);
+      addBranch(kernel.code.size(), returnLabel);
     }
     break;
   case Op::Exit:

@@ -235,8 +235,23 @@ private:
   std::unordered_map<uint64_t, uint32_t> constantSlots;
   std::unordered_map<int, uint32_t> specialSlots;
   std::unordered_map<std::string, uint32_t> labels;
-  /// (instruction index, label) for branches to resolve at the end.
-  std::vector<std::pair<size_t, std::string>> branches;
+  /// Branches to resolve at the end: instruction index, label, and the
+  /// scope the branch is in.
+  struct PendingBranch {
+    size_t index = 0;
+    std::string label;
+    std::string scope;
+  };
+  std::vector<PendingBranch> branches;
+  void addBranch(size_t index, std::string label) {
+    branches.push_back({index, std::move(label), scopePath});
+  }
+  /// The `{ }` scopes open around the statement being decoded, as
+  /// "/1/4" (unique ids): labels declared inside one (inline asm blocks
+  /// such as CUTLASS's try_wait loops, which repeat their labels) are
+  /// visible only there; top-level labels are keyed by name alone.
+  std::string scopePath;
+  unsigned scopeCount = 0;
   std::vector<std::string> dynamicSharedSymbols;
   bool hasDynamicShared = false;
   uint64_t dynamicSharedAlign = 1;

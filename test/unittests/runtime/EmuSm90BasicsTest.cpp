@@ -163,3 +163,43 @@ TEST(EmuSm90BasicsTest, Sm90TargetsParse) {
 }
 
 } // namespace
+
+namespace {
+
+// Labels inside `{ }` scopes are the scope's own: inline asm blocks (a
+// CUTLASS try_wait loop inlined twice) repeat them.
+TEST(EmuSm90BasicsTest, LabelsAreScoped) {
+  std::string body = R"(
+	mov.u32 	%r1, 0;
+	{
+	.reg .pred P1;
+LOOP:
+	add.u32 	%r1, %r1, 1;
+	setp.lt.u32 	P1, %r1, 3;
+	@P1 bra 	LOOP;
+	}
+	{
+	.reg .pred P1;
+LOOP:
+	add.u32 	%r1, %r1, 10;
+	setp.lt.u32 	P1, %r1, 50;
+	@P1 bra 	LOOP;
+	bra 	DONE;
+	mov.u32 	%r1, 7;
+DONE:
+	}
+	st.global.u32 	[%rd3], %r1;
+)";
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(4, 0));
+  ParamBytes params;
+  std::vector<uint8_t> map(128);
+  params.add(map.data(), 128, 64);
+  params.addU64(DirectMemory::address(out));
+  DirectResult result =
+      runDirect(kernelWith(body), {1, 1, 1}, {1, 1, 1}, params, memory);
+  ASSERT_EQ(result.error, "<success>");
+  EXPECT_EQ(memory.as<uint32_t>(out)[0], 53u); // 3, then 13, 23, ..., 53
+}
+
+} // namespace
