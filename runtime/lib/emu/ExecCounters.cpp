@@ -109,6 +109,8 @@ void BlockRunner::countInstruction(const Instruction &in, uint32_t mask,
     }
     return;
   case Op::BulkCopy:
+    if (BulkOp(in.subop) == BulkOp::Commit || BulkOp(in.subop) == BulkOp::Wait)
+      break;
     perf.loadStoreInstructions += issued;
     return;
   case Op::Ld:
