@@ -113,7 +113,7 @@ Error KernelBuilder::decodeBulkCopyOperands(DecodedInstruction &d) {
                      "on an mbarrier (.mbarrier::complete_tx::bytes), stores "
                      "use .bulk_group",
                      line, d.opcode);
-  size_t want = (op == BulkOp::TensorLoad ? 3
+  size_t want = (op == BulkOp::TensorLoad    ? 3
                  : op == BulkOp::TensorStore ? 2
                  : op == BulkOp::Load        ? 4
                                              : 3) +
@@ -146,10 +146,8 @@ Error KernelBuilder::decodeBulkCopyOperands(DecodedInstruction &d) {
                      "got '{}'",
                      line, box);
   std::string_view mapName = trim(box.substr(1, comma - 1));
-  std::string_view coords =
-      trim(box.substr(comma + 1, box.size() - comma - 2));
-  Expected<std::vector<std::string_view>> elements =
-      vectorElements(d, coords);
+  std::string_view coords = trim(box.substr(comma + 1, box.size() - comma - 2));
+  Expected<std::vector<std::string_view>> elements = vectorElements(d, coords);
   if (!elements)
     return elements.takeError();
   if (elements->size() != inst.aux)

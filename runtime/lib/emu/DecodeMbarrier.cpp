@@ -74,8 +74,8 @@ Error KernelBuilder::decodeMbarrierOperands(DecodedInstruction &d) {
   const uint32_t line = d.line;
   // The first part after "mbarrier" names the operation; a bare
   // "mbarrier.b64" is not one.
-  if (d.parts.size() < 2 || (d.parts[0] == "mbarrier" &&
-                             parseType(d.parts[1]) != Type::None))
+  if (d.parts.size() < 2 ||
+      (d.parts[0] == "mbarrier" && parseType(d.parts[1]) != Type::None))
     return unknownInstruction(d);
   if (inst.type != Type::B64)
     return makeError("PTX line {}: '{}' needs .b64 (mbarrier objects are 64 "
@@ -86,7 +86,7 @@ Error KernelBuilder::decodeMbarrierOperands(DecodedInstruction &d) {
     return address(operands[i], line, inst);
   };
   switch (MbarrierOp(inst.subop)) {
-  case MbarrierOp::Init: // [addr], count
+  case MbarrierOp::Init:     // [addr], count
   case MbarrierOp::ExpectTx: // [addr], txCount
   case MbarrierOp::CompleteTx:
     if (Error err = expectOperands(d, 2))
@@ -118,8 +118,7 @@ Error KernelBuilder::decodeMbarrierOperands(DecodedInstruction &d) {
     if (operands.size() != 3 &&
         !(MbarrierOp(inst.subop) == MbarrierOp::TryWait &&
           operands.size() == 4))
-      return makeError("PTX line {}: wrong operands for '{}'", line,
-                       d.opcode);
+      return makeError("PTX line {}: wrong operands for '{}'", line, d.opcode);
     if (Error err = readDest(d, operands[0]))
       return err;
     if (Error err = addressAt(1))

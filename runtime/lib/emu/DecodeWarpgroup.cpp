@@ -52,7 +52,7 @@ Error KernelBuilder::decodeWarpgroupTypes(DecodedInstruction &d) {
                      "with f16, bf16 or tf32 inputs are)",
                      d.line, d.opcode);
   Type ab = types[1];
-  unsigned wantK = ab == Type::TF32 ? 8
+  unsigned wantK = ab == Type::TF32                      ? 8
                    : ab == Type::F16 || ab == Type::BF16 ? 16
                                                          : 0;
   std::string_view shape = d.mmaShape;

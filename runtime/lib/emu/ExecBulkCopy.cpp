@@ -24,8 +24,7 @@ namespace {
 
 /// Bytes of a CUtensorMapDataType element, or 0.
 unsigned elementBytes(uint8_t dataType) {
-  static constexpr unsigned kBytes[] = {1, 2, 4, 4, 8, 8, 2,
-                                        4, 8, 2, 4, 4, 4};
+  static constexpr unsigned kBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
   return dataType < sizeof(kBytes) / sizeof(kBytes[0]) ? kBytes[dataType] : 0;
 }
 
@@ -79,9 +78,10 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       if (!p)
         return false;
       if (!isShared)
-        return fault(w, l, pc, fmt::format("the {} 0x{:x} is not in shared "
-                                           "memory",
-                                           what, a));
+        return fault(w, l, pc,
+                     fmt::format("the {} 0x{:x} is not in shared "
+                                 "memory",
+                                 what, a));
       offset = static_cast<uint64_t>(p - shared.data());
       return true;
     };
@@ -99,14 +99,13 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       return true;
     };
     if (op == BulkOp::Load || op == BulkOp::Store) {
-      uint64_t size = r[static_cast<size_t>(ops[op == BulkOp::Load ? 9 : 6]) *
-                            32 +
-                        l] &
-                      0xffffffffu;
+      uint64_t size =
+          r[static_cast<size_t>(ops[op == BulkOp::Load ? 9 : 6]) * 32 + l] &
+          0xffffffffu;
       if (size == 0 || size % 16) {
-        ok = fault(w, l, pc,
-                   fmt::format("a bulk copy of {} bytes (a multiple of 16)",
-                               size));
+        ok = fault(
+            w, l, pc,
+            fmt::format("a bulk copy of {} bytes (a multiple of 16)", size));
         return;
       }
       uint64_t dst = address(0), src = address(1);
@@ -164,7 +163,8 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
     uint64_t mapAddress = address(1);
     EmuTensorMap map;
     const uint8_t *mapBytes = nullptr;
-    if (mapAddress >= kParamWindow && mapAddress < kParamWindow + (1ull << 32)) {
+    if (mapAddress >= kParamWindow &&
+        mapAddress < kParamWindow + (1ull << 32)) {
       uint64_t offset = mapAddress - kParamWindow;
       if (offset + sizeof(map) <= spec.paramBytes)
         mapBytes = spec.params + offset;
@@ -203,8 +203,8 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       bad = fmt::format("swizzle {} is unknown", map.swizzle);
     for (unsigned d = 0; d < dims && bad.empty(); ++d) {
       if (map.boxDims[d] == 0 || map.boxDims[d] > 256)
-        bad = fmt::format("box dimension {} is {} (1 to 256)", d,
-                          map.boxDims[d]);
+        bad =
+            fmt::format("box dimension {} is {} (1 to 256)", d, map.boxDims[d]);
       else if (map.elementStrides[d] > 1)
         bad = fmt::format("element stride {} in dimension {} is not "
                           "emulated (only 1)",
@@ -236,8 +236,9 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
                 32 +
             l]);
     uint64_t smem = 0;
-    if (!sharedOffset(address(0), boxBytes, 128, "tensor copy's shared "
-                                                 "address",
+    if (!sharedOffset(address(0), boxBytes, 128,
+                      "tensor copy's shared "
+                      "address",
                       smem)) {
       ok = false;
       return;
@@ -278,7 +279,8 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
         ok = fault(w, l, pc,
                    fmt::format("the tensor map's row at 0x{:x} ({} bytes) is "
                                "out of bounds: {}",
-                               global, bytes, describeGlobalMiss(global, bytes)));
+                               global, bytes,
+                               describeGlobalMiss(global, bytes)));
         return;
       }
       if (countPerformance) {

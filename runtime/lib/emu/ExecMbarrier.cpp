@@ -34,15 +34,15 @@ bool BlockRunner::mbarrierOffset(unsigned w, unsigned lane, uint32_t pc,
                                  Space space, uint64_t address,
                                  uint64_t &offset) {
   bool isShared = false;
-  uint8_t *p = resolve(w, lane, pc, space == Space::Generic ? space
-                                                            : Space::Shared,
-                       address, 8, 8, "mbarrier access", &isShared);
+  uint8_t *p =
+      resolve(w, lane, pc, space == Space::Generic ? space : Space::Shared,
+              address, 8, 8, "mbarrier access", &isShared);
   if (!p)
     return false;
   if (!isShared)
-    return fault(w, lane, pc,
-                 fmt::format("the mbarrier at 0x{:x} is not in shared memory",
-                             address));
+    return fault(
+        w, lane, pc,
+        fmt::format("the mbarrier at 0x{:x} is not in shared memory", address));
   offset = static_cast<uint64_t>(p - shared.data());
   return true;
 }
@@ -224,8 +224,8 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
     case MbarrierOp::ExpectTx:
     case MbarrierOp::CompleteTx: {
       int64_t bytes = static_cast<int64_t>(operand[l] & 0xffffffffu);
-      ok = mbarrierTx(w, l, pc, *m,
-                      op == MbarrierOp::ExpectTx ? bytes : -bytes);
+      ok =
+          mbarrierTx(w, l, pc, *m, op == MbarrierOp::ExpectTx ? bytes : -bytes);
       return;
     }
     case MbarrierOp::CpAsyncArrive:
@@ -243,8 +243,8 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
         return;
       }
       m = findMbarrier(offset);
-      bool done = in.aux ? (m->phase & 1) != (operand[l] & 1)
-                         : m->phase > operand[l];
+      bool done =
+          in.aux ? (m->phase & 1) != (operand[l] & 1) : m->phase > operand[l];
       if (done || op == MbarrierOp::TestWait) {
         if (d)
           d[l] = done;
@@ -308,9 +308,8 @@ bool BlockRunner::mbarrierDeadlock(unsigned w) {
   if (address >= kSharedWindow && address < kSharedWindow + (1ull << 32))
     address -= kSharedWindow;
   const Mbarrier *m = findMbarrier(address);
-  std::string what =
-      in.aux ? fmt::format("the phase of parity {}", operand & 1)
-             : fmt::format("phase {}", operand);
+  std::string what = in.aux ? fmt::format("the phase of parity {}", operand & 1)
+                            : fmt::format("phase {}", operand);
   return fault(
       w, lane, pc,
       fmt::format("deadlock: mbarrier.try_wait on the mbarrier at shared "

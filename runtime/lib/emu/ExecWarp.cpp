@@ -227,12 +227,12 @@ bool BlockRunner::elect(unsigned w, const Instruction &in, uint32_t exec) {
   if (!exec)
     return true;
   uint32_t members =
-      static_cast<uint32_t>(r[static_cast<size_t>(in.src[0]) * 32 +
-                              __builtin_ctz(exec)]) &
+      static_cast<uint32_t>(
+          r[static_cast<size_t>(in.src[0]) * 32 + __builtin_ctz(exec)]) &
       exec;
   unsigned leader = members ? __builtin_ctz(members) : 0;
-  uint64_t *d = in.dst[0] != kNoSlot ? r + static_cast<size_t>(in.dst[0]) * 32
-                                     : nullptr;
+  uint64_t *d =
+      in.dst[0] != kNoSlot ? r + static_cast<size_t>(in.dst[0]) * 32 : nullptr;
   uint64_t *p = in.numDst > 1 && in.dst[1] != kNoSlot
                     ? r + static_cast<size_t>(in.dst[1]) * 32
                     : nullptr;

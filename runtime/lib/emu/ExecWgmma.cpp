@@ -49,8 +49,7 @@ struct MatrixDescriptor {
   }
 
   /// The shared-memory byte address of element (mn, k) of `elem` bytes.
-  uint64_t address(uint64_t mn, uint64_t k, uint64_t elem,
-                   bool mnMajor) const {
+  uint64_t address(uint64_t mn, uint64_t k, uint64_t elem, bool mnMajor) const {
     const uint64_t t = 16 / elem; // elements per 16-byte row
     uint64_t offset;
     if (!mnMajor) {
@@ -104,9 +103,8 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
     ++wgmmaCommitted[w];
     return true;
   case WgmmaOp::Wait:
-    retireWgmma(w, static_cast<uint32_t>(
-                       r[static_cast<size_t>(in.src[0]) * 32 +
-                         (exec ? __builtin_ctz(exec) : 0)]));
+    retireWgmma(w, static_cast<uint32_t>(r[static_cast<size_t>(in.src[0]) * 32 +
+                                           (exec ? __builtin_ctz(exec) : 0)]));
     return true;
   case WgmmaOp::MmaAsync:
     break;
@@ -120,8 +118,7 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
     return fault(w, 0, pc,
                  fmt::format("wgmma.mma_async needs a whole warpgroup "
                              "(threads {}..{}), the block has {} threads",
-                             group * 128, group * 128 + 127,
-                             threadsPerBlock));
+                             group * 128, group * 128 + 127, threadsPerBlock));
   const WgmmaInfo &info = kernel.wgmmas[in.target];
   const uint32_t *ops = kernel.operandLists.data();
   auto reg = [&](uint32_t s, unsigned l) -> uint64_t & {
@@ -167,13 +164,13 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
                                "past the {} bytes of shared memory",
                                which, mn, k, a, sharedBytes));
     if (anyPending && pendingChunk[a / 16])
-      return fault(w, 0, pc,
-                   fmt::format("wgmma reads {}({}, {}) at shared offset {}, "
-                               "which a {} copy has not written yet (wait "
-                               "for it first)",
-                               which, mn, k, a,
-                               pendingChunk[a / 16] == 2 ? "bulk/TMA"
-                                                         : "cp.async"));
+      return fault(
+          w, 0, pc,
+          fmt::format("wgmma reads {}({}, {}) at shared offset {}, "
+                      "which a {} copy has not written yet (wait "
+                      "for it first)",
+                      which, mn, k, a,
+                      pendingChunk[a / 16] == 2 ? "bulk/TMA" : "cp.async"));
     if (checkShared && !checkSharedRead(w, 0, pc, a, elem))
       return false;
     value = elementValue(shared.data() + a, info.abType);

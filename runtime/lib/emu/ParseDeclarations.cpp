@@ -254,9 +254,13 @@ Error KernelBuilder::declareShared(std::string_view text, uint32_t line,
 }
 
 Error KernelBuilder::statement(const Statement &st) {
-  for (const std::string &label : st.labels)
+  for (const std::string &label : st.labels) {
+    uint32_t index = static_cast<uint32_t>(kernel.code.size());
     labels[(scopePath.empty() ? "" : scopePath + "|") + labelPrefix + label] =
-        static_cast<uint32_t>(kernel.code.size());
+        index;
+    if (!scopePath.empty()) // a branch from outside: the first such label
+      labels.emplace("~" + labelPrefix + label, index);
+  }
   std::string_view text = st.text;
   if (text.empty())
     return Error::success();

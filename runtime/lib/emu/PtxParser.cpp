@@ -256,6 +256,8 @@ Expected<Kernel> KernelBuilder::finish() {
       it = labels.find(scope + "|" + label);
       scope.resize(scope.rfind('/'));
     }
+    if (it == labels.end()) // a label inside a block, from outside it
+      it = labels.find("~" + label);
     if (it == labels.end())
       return makeError("PTX line {}: branch to unknown label '{}'",
                        kernel.code[index].line, label);

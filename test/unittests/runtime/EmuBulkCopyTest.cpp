@@ -128,7 +128,8 @@ std::string loadKernel(unsigned dims, uint64_t boxBytes) {
   for (unsigned d = 0; d < dims; ++d)
     s += "\tld.param.u32 \t%r" + std::to_string(20 + d) + ", [k_param_3+" +
          std::to_string(4 * d) + "];\n";
-  s += R"(	mov.u32 	%r9, bar;
+  s +=
+      R"(	mov.u32 	%r9, bar;
 	mov.u32 	%r10, smem;
 	setp.ne.u32 	%p1, %r0, 0;
 	@%p1 bra 	$L_wait;
@@ -137,11 +138,11 @@ std::string loadKernel(unsigned dims, uint64_t boxBytes) {
 	fence.proxy.async.shared::cta;
 	prefetch.tensormap 	[%rd1];
 	mbarrier.arrive.expect_tx.shared::cta.b64 	_, [%r9], )" +
-       std::to_string(boxBytes) + R"(;
+      std::to_string(boxBytes) + R"(;
 	cp.async.bulk.tensor.)" +
-       std::to_string(dims) +
-       "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \t[%r10], [" +
-       std::string("%rd1") + ", {" + coords + R"(}], [%r9];
+      std::to_string(dims) +
+      "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \t[%r10], [" +
+      std::string("%rd1") + ", {" + coords + R"(}], [%r9];
 $L_wait:
 	bar.sync 	0;
 $L_spin:
@@ -183,8 +184,8 @@ std::string runLoad(const MapSpec &spec, const std::vector<int32_t> &coords) {
   c.resize(5, 0);
   params.add(c.data(), 20, 4);
   DirectResult result = runDirect(
-      loadKernel(static_cast<unsigned>(spec.dims.size()), boxBytes),
-      {1, 1, 1}, {128, 1, 1}, params, memory, 0, false, /*checkShared=*/true);
+      loadKernel(static_cast<unsigned>(spec.dims.size()), boxBytes), {1, 1, 1},
+      {128, 1, 1}, params, memory, 0, false, /*checkShared=*/true);
   if (result.error != "<success>")
     return result.error;
   std::vector<uint8_t> want = expectedImage(spec, tensor, coords);
@@ -262,8 +263,8 @@ TEST(EmuBulkCopyTest, BadTensorMapsFault) {
     params.addU32(0);
     std::vector<int32_t> c(5, 0);
     params.add(c.data(), 20, 4);
-    return runDirect(loadKernel(dims, 1024), {1, 1, 1}, {128, 1, 1},
-                     params, memory)
+    return runDirect(loadKernel(dims, 1024), {1, 1, 1}, {128, 1, 1}, params,
+                     memory)
         .error;
   };
   emu::EmuTensorMap map = makeMap(s, DirectMemory::address(iTensor));
@@ -271,7 +272,8 @@ TEST(EmuBulkCopyTest, BadTensorMapsFault) {
   std::string error = run(map, 2);
   EXPECT_THAT(error, HasSubstr("kernel 'k', block (0,0,0), thread (0,0,0), "
                                "PTX line 34 (cp.async.bulk.tensor.2d"));
-  EXPECT_THAT(error, HasSubstr("the tensor map at parameter offset 0 is not one the emulator wrote (magic "
+  EXPECT_THAT(error, HasSubstr("the tensor map at parameter offset 0 is not "
+                               "one the emulator wrote (magic "
                                "0x12345678"));
   map = makeMap(s, DirectMemory::address(iTensor));
   EXPECT_THAT(run(map, 3), HasSubstr("bad tensor map: it has rank 2, the "
@@ -330,7 +332,8 @@ $L_filled:
 	setp.ne.u32 	%p2, %r0, 0;
 	@%p2 bra 	$L_end;
 	cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group 	[%rd1, {)" +
-                    std::to_string(c0) + ", " + std::to_string(c1) + R"(}], [%r10];
+                    std::to_string(c0) + ", " + std::to_string(c1) +
+                    R"(}], [%r10];
 	cp.async.bulk.commit_group;
 	cp.async.bulk.wait_group.read 	0;
 	// The same 512 bytes out to aux[0..512), then bulk-loaded back from
@@ -363,8 +366,7 @@ $L_end:
   params.add(&map, sizeof(map), 64);
   params.addU64(DirectMemory::address(iTensor));
   params.addU64(DirectMemory::address(iAux));
-  DirectResult result =
-      runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params, memory);
+  DirectResult result = runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params, memory);
   ASSERT_EQ(result.error, "<success>");
   // The shared image as the threads wrote it.
   std::vector<uint8_t> smem(512);
@@ -406,9 +408,9 @@ TEST(EmuBulkCopyTest, TmaTilesFeedWgmma) {
       mma += "\tadd.s64 \t%rd20, %rd10, " + std::to_string(2 * s) +
              ";\n\tadd.s64 \t%rd21, %rd11, " + std::to_string(2 * s) +
              ";\n\twgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 \t{" +
-             d + "}, %rd20, %rd21, " + (s ? "%p4" : "%p5") +
-             ", 1, 1, 0, 0;\n";
-    std::string ptx = sm90Header() + R"(.visible .entry k(
+             d + "}, %rd20, %rd21, " + (s ? "%p4" : "%p5") + ", 1, 1, 0, 0;\n";
+    std::string ptx =
+        sm90Header() + R"(.visible .entry k(
 	.param .align 64 .b8 k_param_0[128],
 	.param .align 64 .b8 k_param_1[128],
 	.param .u64 k_param_2
@@ -439,12 +441,13 @@ TEST(EmuBulkCopyTest, TmaTilesFeedWgmma) {
 	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes 	[%r11], [%rd13, {0, 0}], [%r9];
 $L_wait:
 	bar.sync 	0;
-)" + std::string(wait ? R"($L_spin:
+)" +
+        std::string(wait ? R"($L_spin:
 	mbarrier.try_wait.parity.shared::cta.b64 	%p2, [%r9], 0;
 	@!%p2 bra 	$L_spin;
 )"
-                                     : "") +
-                      R"(	// Descriptors: start >> 4, LBO 16 (unused), SBO 1024, 128B swizzle.
+                         : "") +
+        R"(	// Descriptors: start >> 4, LBO 16 (unused), SBO 1024, 128B swizzle.
 	cvt.u64.u32 	%rd10, %r10;
 	shr.u64 	%rd10, %rd10, 4;
 	or.b64 	%rd10, %rd10, 4611686293305360384;
@@ -454,7 +457,8 @@ $L_wait:
 	setp.eq.u32 	%p4, %r0, %r0;
 	setp.ne.u32 	%p5, %r0, %r0;
 	wgmma.fence.sync.aligned;
-)" + mma + R"(	wgmma.commit_group.sync.aligned;
+)" + mma +
+        R"(	wgmma.commit_group.sync.aligned;
 	wgmma.wait_group.sync.aligned 0;
 	mul.wide.u32 	%rd3, %r0, 128;
 	add.s64 	%rd4, %rd2, %rd3;
@@ -497,8 +501,8 @@ $L_wait:
     params.add(&mapA, sizeof(mapA), 64);
     params.add(&mapB, sizeof(mapB), 64);
     params.addU64(DirectMemory::address(iD));
-    DirectResult result = runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params,
-                                    memory, 0, /*countPerformance=*/true);
+    DirectResult result = runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params, memory,
+                                    0, /*countPerformance=*/true);
     if (!wait) {
       EXPECT_THAT(result.error, HasSubstr("which a bulk/TMA copy has not "
                                           "written yet"));
@@ -515,8 +519,8 @@ $L_wait:
         for (unsigned k = 0; k < 64; ++k)
           want += aValue(row, k) * bValue(k, col);
         if (out[t * 32 + i] != static_cast<float>(want)) {
-          ADD_FAILURE() << "D(" << row << ", " << col << ") = "
-                        << out[t * 32 + i] << ", want " << want;
+          ADD_FAILURE() << "D(" << row << ", " << col
+                        << ") = " << out[t * 32 + i] << ", want " << want;
           ++wrong;
         }
       }

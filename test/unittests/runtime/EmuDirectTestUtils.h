@@ -25,7 +25,9 @@ namespace kiln::runtime::test {
 struct DirectMemory {
   std::vector<std::vector<uint8_t>> buffers;
 
-  static uint64_t address(size_t i) { return 0x100000000ull + i * 0x10000000ull; }
+  static uint64_t address(size_t i) {
+    return 0x100000000ull + i * 0x10000000ull;
+  }
   size_t add(std::vector<uint8_t> bytes) {
     buffers.push_back(std::move(bytes));
     return buffers.size() - 1;

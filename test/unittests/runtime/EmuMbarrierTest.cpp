@@ -43,7 +43,8 @@ std::string mbarrierKernel(const std::string &body) {
 	add.s64 	%rd3, %rd1, %rd2;
 	mov.u32 	%r9, bar;
 	mov.u32 	%r10, buf;
-)" + body + "\tret;\n}\n";
+)" + body +
+         "\tret;\n}\n";
 }
 
 DirectResult run(const std::string &body, unsigned threads,
@@ -218,8 +219,8 @@ TEST(EmuMbarrierTest, MisuseFaults) {
   EXPECT_THAT(result.error, HasSubstr("misaligned shared mbarrier access"));
   result = run("\tmbarrier.init.shared::cta.b64 \t[%r9], 0;\n", 1, out);
   EXPECT_THAT(result.error, HasSubstr("arrival count of 0"));
-  Expected<emu::Module> bad =
-      emu::parsePtx(mbarrierKernel("\tmbarrier.arrive.shared.b32 \t_, [%r9];\n"));
+  Expected<emu::Module> bad = emu::parsePtx(
+      mbarrierKernel("\tmbarrier.arrive.shared.b32 \t_, [%r9];\n"));
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().message(), HasSubstr("needs .b64"));
 }
@@ -267,8 +268,8 @@ $L_wait:
     size_t index = memory.add(init);
     ParamBytes params;
     params.addU64(DirectMemory::address(index));
-    DirectResult result = runDirect(mbarrierKernel(body), {1, 1, 1},
-                                    {64, 1, 1}, params, memory);
+    DirectResult result =
+        runDirect(mbarrierKernel(body), {1, 1, 1}, {64, 1, 1}, params, memory);
     ASSERT_EQ(result.error, "<success>") << noinc;
     std::vector<uint32_t> out = memory.as<uint32_t>(index);
     for (unsigned t = 0; t < 32; ++t)

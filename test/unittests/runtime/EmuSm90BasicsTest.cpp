@@ -33,7 +33,8 @@ std::string kernelWith(const std::string &body) {
 	mov.u32 	%r0, %tid.x;
 	mul.wide.u32 	%rd2, %r0, 16;
 	add.s64 	%rd3, %rd1, %rd2;
-)" + body + "\tret;\n}\n";
+)" + body +
+         "\tret;\n}\n";
 }
 
 TEST(EmuSm90BasicsTest, FencesSetmaxnregElectAndParamAddresses) {

@@ -97,7 +97,7 @@ struct Tile {
       if (swizzle == Swz::None) { // core matrices of 8 rows x 16 bytes
         lbo = 128;
         sbo = 128 * (kTile / t);
-      } else { // K fits one swizzle row: kTile * elem == span
+      } else {    // K fits one swizzle row: kTile * elem == span
         lbo = 16; // unused
         sbo = 8 * span;
       }
@@ -138,8 +138,12 @@ struct Case {
   int scaleA = 1, scaleB = 1;
 };
 
-double aValue(unsigned m, unsigned k) { return double((m * 3 + k * 5) % 7) - 3; }
-double bValue(unsigned k, unsigned n) { return double((k * 2 + n * 3) % 5) - 2; }
+double aValue(unsigned m, unsigned k) {
+  return double((m * 3 + k * 5) % 7) - 3;
+}
+double bValue(unsigned k, unsigned n) {
+  return double((k * 2 + n * 3) % 5) - 2;
+}
 double cValue(unsigned m, unsigned n) { return double((m + 2 * n) % 9) - 4; }
 
 /// The kernel: copy the shared image in, load C, run the wgmmas (commit
@@ -211,8 +215,8 @@ $L_copied:
   dList += "}";
   for (unsigned step = 0; step < c.steps; ++step) {
     s += "\tld.global.u64 \t%rd20, [%rd2+" + std::to_string(16 * step) +
-         "];\n\tld.global.u64 \t%rd21, [%rd2+" +
-         std::to_string(16 * step + 8) + "];\n";
+         "];\n\tld.global.u64 \t%rd21, [%rd2+" + std::to_string(16 * step + 8) +
+         "];\n";
     std::string a = "%rd20";
     if (c.aRegisters) {
       a = "{";
@@ -311,7 +315,8 @@ std::string runCase(const Case &c, unsigned threads = 128) {
       for (unsigned r = 0; r < 4; ++r) {
         unsigned g = lane / 4, q = lane % 4;
         uint32_t word = 0;
-        if (c.elem == Elem::TF32) { // a0 (g,q) a1 (g+8,q) a2 (g,q+4) a3 (g+8,q+4)
+        if (c.elem ==
+            Elem::TF32) { // a0 (g,q) a1 (g+8,q) a2 (g,q+4) a3 (g+8,q+4)
           unsigned row = 16 * warp + g + 8 * (r % 2), col = q + 4 * (r / 2);
           word = stored(aValue(row, s * kStep + col));
         } else { // a{2r}, a{2r+1}: row g (+8 odd r), cols 2q, 2q+1 (+8 r>=2)
@@ -351,8 +356,8 @@ std::string runCase(const Case &c, unsigned threads = 128) {
       for (unsigned k = 0; k < kTotal; ++k)
         want += c.scaleA * c.scaleB * aValue(row, k) * bValue(k, col);
       if (d[t * c.n / 2 + i] != static_cast<float>(want)) {
-        ADD_FAILURE() << "D(" << row << ", " << col << ") = "
-                      << d[t * c.n / 2 + i] << ", want " << want
+        ADD_FAILURE() << "D(" << row << ", " << col
+                      << ") = " << d[t * c.n / 2 + i] << ", want " << want
                       << " (thread " << t << ")";
         ++wrong;
       }
@@ -360,8 +365,7 @@ std::string runCase(const Case &c, unsigned threads = 128) {
   }
   // Counters: 2*64*N*K per wgmma per warpgroup, 32 thread-instructions of
   // the class per warp.
-  EXPECT_EQ(result.stats.mmaFlops,
-            2ull * 64 * c.n * kStep * c.steps * groups);
+  EXPECT_EQ(result.stats.mmaFlops, 2ull * 64 * c.n * kStep * c.steps * groups);
   EXPECT_EQ(result.stats.mmaInstructions, 128ull * c.steps * groups);
   return "<success>";
 }
@@ -469,15 +473,14 @@ TEST(EmuWgmmaTest, ReadingAnAccumulatorBeforeTheWaitFaults) {
     params.addU64(DirectMemory::address(buffer));
   params.addU32(0);
   params.addU32(1);
-  DirectResult result =
-      runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params, memory);
-  EXPECT_THAT(result.error,
-              HasSubstr("reads an accumulator register of the "
-                        "wgmma.mma_async at PTX line"));
+  DirectResult result = runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params, memory);
+  EXPECT_THAT(result.error, HasSubstr("reads an accumulator register of the "
+                                      "wgmma.mma_async at PTX line"));
   EXPECT_THAT(result.error, HasSubstr("(st.global.f32)"));
   // Writing one (a mov into it) too.
   ptx = wgmmaKernel(c, 4096);
-  ptx.insert(ptx.find("\twgmma.commit_group"), "\tmov.f32 \t%f2, 0f00000000;\n");
+  ptx.insert(ptx.find("\twgmma.commit_group"),
+             "\tmov.f32 \t%f2, 0f00000000;\n");
   result = runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params, memory);
   EXPECT_THAT(result.error, HasSubstr("writes an accumulator register"));
 }
@@ -497,8 +500,7 @@ TEST(EmuWgmmaTest, ReadingSharedMemoryACopyStillWritesFaults) {
     params.addU64(DirectMemory::address(buffer));
   params.addU32(0);
   params.addU32(1);
-  DirectResult result =
-      runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params, memory);
+  DirectResult result = runDirect(ptx, {1, 1, 1}, {128, 1, 1}, params, memory);
   EXPECT_THAT(result.error, HasSubstr("which a cp.async copy has not written "
                                       "yet"));
   EXPECT_THAT(result.error, HasSubstr("reads A(0, 0) at shared offset 0"));
