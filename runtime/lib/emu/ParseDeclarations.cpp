@@ -254,8 +254,13 @@ Error KernelBuilder::declareShared(std::string_view text, uint32_t line,
 }
 
 Error KernelBuilder::statement(const Statement &st) {
-  for (const std::string &label : st.labels)
-    labels[labelPrefix + label] = static_cast<uint32_t>(kernel.code.size());
+  for (const std::string &label : st.labels) {
+    uint32_t index = static_cast<uint32_t>(kernel.code.size());
+    labels[(scopePath.empty() ? "" : scopePath + "|") + labelPrefix + label] =
+        index;
+    if (!scopePath.empty()) // a branch from outside: the first such label
+      labels.emplace("~" + labelPrefix + label, index);
+  }
   std::string_view text = st.text;
   if (text.empty())
     return Error::success();
@@ -358,7 +363,7 @@ Error KernelBuilder::inlineCall(std::string_view text, const Instruction &guard,
     skip.op = Op::Bra;
     skip.negateGuard = !guard.negateGuard;
     skip.line = line;
-    branches.emplace_back(kernel.code.size(), prefix + "return");
+    addBranch(kernel.code.size(), prefix + "return");
     kernel.code.push_back(skip);
     kernel.opcodeText.emplace_back("call");
   }

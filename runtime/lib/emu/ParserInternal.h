@@ -125,6 +125,9 @@ struct DecodedInstruction {
   /// mma's shape modifier ("m16n8k16"), read with its types.
   std::string_view mmaShape;
   std::vector<std::string_view> operands;
+  /// The state spaces among the modifiers, in order (a bulk copy's first
+  /// one is its destination).
+  std::vector<std::string_view> spaces;
 };
 
 /// Builds one kernel from the statements of its .entry. Calls to .func
@@ -174,6 +177,16 @@ private:
   Error decodeTensorCoreOperands(DecodedInstruction &d);
   bool decodeAsyncAndBarrierModifier(DecodedInstruction &d, std::string_view m);
   Error decodeAsyncAndBarrierOperands(DecodedInstruction &d);
+  bool decodeWarpgroupModifier(DecodedInstruction &d, std::string_view m);
+  Error decodeWarpgroupTypes(DecodedInstruction &d);
+  Error decodeWarpgroupOperands(DecodedInstruction &d);
+  bool decodeMbarrierModifier(DecodedInstruction &d, std::string_view m);
+  Error decodeMbarrierOperands(DecodedInstruction &d);
+  bool decodeBulkCopyModifier(DecodedInstruction &d, std::string_view m);
+  Error decodeBulkCopyOperands(DecodedInstruction &d);
+  /// Appends an address operand ([%r1+16]) to Kernel::operandLists as
+  /// three entries: the base slot and the offset's low and high words.
+  Error pushAddress(std::string_view operand, uint32_t line);
 
   // Operand helpers the families share (ParseOperands.cpp).
   /// Fails unless there are exactly `n` operands.
@@ -222,8 +235,23 @@ private:
   std::unordered_map<uint64_t, uint32_t> constantSlots;
   std::unordered_map<int, uint32_t> specialSlots;
   std::unordered_map<std::string, uint32_t> labels;
-  /// (instruction index, label) for branches to resolve at the end.
-  std::vector<std::pair<size_t, std::string>> branches;
+  /// Branches to resolve at the end: instruction index, label, and the
+  /// scope the branch is in.
+  struct PendingBranch {
+    size_t index = 0;
+    std::string label;
+    std::string scope;
+  };
+  std::vector<PendingBranch> branches;
+  void addBranch(size_t index, std::string label) {
+    branches.push_back({index, std::move(label), scopePath});
+  }
+  /// The `{ }` scopes open around the statement being decoded, as
+  /// "/1/4" (unique ids): labels declared inside one (inline asm blocks
+  /// such as CUTLASS's try_wait loops, which repeat their labels) are
+  /// visible only there; top-level labels are keyed by name alone.
+  std::string scopePath;
+  unsigned scopeCount = 0;
   std::vector<std::string> dynamicSharedSymbols;
   bool hasDynamicShared = false;
   uint64_t dynamicSharedAlign = 1;

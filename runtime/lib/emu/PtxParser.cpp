@@ -215,30 +215,49 @@ Error KernelBuilder::body(size_t &i) {
     const Statement &st = all[i];
     if (st.end == '{' && st.text.empty()) {
       // A scope: its registers join the kernel's; labels before it
-      // ("$L__BB0_14: { .reg ...") name its first instruction.
+      // ("$L__BB0_14: { .reg ...") name its first instruction. Labels
+      // inside it are its own.
       if (Error err = statement(st))
         return err;
       ++depth;
+      scopePath += "/" + std::to_string(++scopeCount);
       continue;
     }
     if (st.end == '}' && st.text.empty() && st.labels.empty()) {
       if (--depth == 0)
         return Error::success();
+      scopePath.resize(scopePath.rfind('/'));
       continue;
     }
     if (st.end == '{')
       return makeError("PTX line {}: unexpected '{{'", st.line);
     if (Error err = statement(st))
       return err;
-    if (st.end == '}' && --depth == 0)
-      return Error::success();
+    if (st.end == '}') {
+      if (--depth == 0)
+        return Error::success();
+      scopePath.resize(scopePath.rfind('/'));
+    }
   }
   return makeError("PTX line {}: body is not closed", head.line);
 }
 
 Expected<Kernel> KernelBuilder::finish() {
-  for (auto &[index, label] : branches) {
-    auto it = labels.find(label);
+  for (const PendingBranch &branch : branches) {
+    const size_t index = branch.index;
+    const std::string &label = branch.label;
+    // The innermost scope that declares the label, then the top level.
+    auto it = labels.end();
+    for (std::string scope = branch.scope; it == labels.end();) {
+      if (scope.empty()) {
+        it = labels.find(label);
+        break;
+      }
+      it = labels.find(scope + "|" + label);
+      scope.resize(scope.rfind('/'));
+    }
+    if (it == labels.end()) // a label inside a block, from outside it
+      it = labels.find("~" + label);
     if (it == labels.end())
       return makeError("PTX line {}: branch to unknown label '{}'",
                        kernel.code[index].line, label);
