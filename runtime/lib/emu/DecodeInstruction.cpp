@@ -97,6 +97,12 @@ constexpr OpName kOps[] = {
     {"mma", Op::Mma},
     {"cp", Op::CpAsync},
     {"subc", Op::Sub},
+    {"setmaxnreg", Op::Setmaxnreg},
+    {"elect", Op::Elect},
+    {"mbarrier", Op::Mbarrier},
+    {"wgmma", Op::Wgmma},
+    {"prefetch", Op::Membar},
+    {"prefetchu", Op::Membar},
 };
 
 struct CmpName {
@@ -165,6 +171,9 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     return unknownInstruction(d);
   for (size_t i = 1; i < parts.size(); ++i) {
     std::string_view m = parts[i];
+    if (m == "shared" || m == "shared::cta" || m == "shared::cluster" ||
+        m == "global" || m == "param")
+      d.spaces.push_back(m);
     Type type = parseType(m);
     if (type != Type::None) {
       d.types.push_back(type);
@@ -174,7 +183,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     // family's decoder looks only at its own ops.
     if (decodeArithmeticModifier(d, m) || decodeMemoryModifier(d, m) ||
         decodeWarpModifier(d, m) || decodeTensorCoreModifier(d, m) ||
-        decodeAsyncAndBarrierModifier(d, m))
+        decodeAsyncAndBarrierModifier(d, m) || decodeWarpgroupModifier(d, m) ||
+        decodeMbarrierModifier(d, m) || decodeBulkCopyModifier(d, m))
       continue;
     if (m == "shared::cta" || m == "shared::cluster") {
       inst.space = Space::Shared;
@@ -265,6 +275,10 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     if (Error err = decodeTensorCoreTypes(d))
       return err;
     break;
+  case Op::Wgmma:
+    if (Error err = decodeWarpgroupTypes(d))
+      return err;
+    break;
   case Op::Cvt:
   case Op::Slct:
   case Op::Dp4a:
@@ -311,6 +325,20 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   case Op::CpAsyncWait:
   case Op::Bar:
     if (Error err = decodeAsyncAndBarrierOperands(d))
+      return err;
+    break;
+  case Op::Wgmma:
+  case Op::Setmaxnreg:
+  case Op::Elect:
+    if (Error err = decodeWarpgroupOperands(d))
+      return err;
+    break;
+  case Op::Mbarrier:
+    if (Error err = decodeMbarrierOperands(d))
+      return err;
+    break;
+  case Op::BulkCopy:
+    if (Error err = decodeBulkCopyOperands(d))
       return err;
     break;
   case Op::Bra: {
@@ -425,7 +453,9 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   bool needsType = inst.op != Op::Bra && inst.op != Op::Ret &&
                    inst.op != Op::Exit && inst.op != Op::Bar &&
                    inst.op != Op::Membar && inst.op != Op::CpAsync &&
-                   inst.op != Op::CpAsyncCommit && inst.op != Op::CpAsyncWait;
+                   inst.op != Op::CpAsyncCommit && inst.op != Op::CpAsyncWait &&
+                   inst.op != Op::Elect && inst.op != Op::Wgmma &&
+                   inst.op != Op::BulkCopy && inst.op != Op::Mbarrier;
   if (needsType && inst.type == Type::None)
     return makeError("PTX line {}: '{}' has no type", line, opcode);
   kernel.code.push_back(inst);

@@ -85,6 +85,9 @@ bool BlockRunner::arithmetic(uint64_t *r, const Instruction &in,
     else if (in.space == Space::Local)
       delta = in.toSpace ? -static_cast<int64_t>(kLocalWindow)
                          : static_cast<int64_t>(kLocalWindow);
+    else if (in.space == Space::Param) // __grid_constant__ parameters
+      delta = in.toSpace ? -static_cast<int64_t>(kParamWindow)
+                         : static_cast<int64_t>(kParamWindow);
     forLanes(exec, [&](unsigned l) { d[l] = (a[l] + delta) & mask; });
     return true;
   }

@@ -156,6 +156,7 @@ bool BlockRunner::asyncCopy(unsigned w, uint32_t pc, const Instruction &in,
     copy.size = static_cast<uint8_t>(size);
     copy.lane = static_cast<uint8_t>(l);
     copy.group = committedGroups[w][l];
+    copy.serial = copySerial++;
     if (srcSize) { // only the bytes read are checked (src-size 0 reads none)
       uint8_t *from =
           resolve(w, l, pc, Space::Global, srcBase[l] + srcOffset, srcSize,

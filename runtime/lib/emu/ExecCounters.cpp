@@ -60,6 +60,7 @@ void addPerformanceCounters(LaunchStats &into, const LaunchStats &from) {
   into.globalSectors += from.globalSectors;
   into.sharedAccesses += from.sharedAccesses;
   into.sharedBankConflictReplays += from.sharedBankConflictReplays;
+  into.asyncSharedBytes += from.asyncSharedBytes;
 }
 
 void mergeSectors(std::unordered_set<uint64_t> &into,
@@ -90,6 +91,25 @@ void BlockRunner::countInstruction(const Instruction &in, uint32_t mask,
     perf.mmaInstructions += issued;
     if (exec)
       perf.mmaFlops += mmaFlopsOf(MmaShape(in.subop));
+    return;
+  case Op::Wgmma:
+    if (WgmmaOp(in.subop) != WgmmaOp::MmaAsync)
+      break;
+    perf.mmaInstructions += issued;
+    if (exec) {
+      // Each warp computes its 16 of the warpgroup's 64 rows: a quarter of
+      // 2 * 64 * N * K, and reads its A rows (from shared memory unless
+      // they are registers) and a quarter of B, so that the four warps add
+      // up to the instruction's traffic.
+      const WgmmaInfo &info = kernel.wgmmas[in.target];
+      uint64_t elem = typeBytes(info.abType);
+      perf.mmaFlops += 2ull * 16 * info.n * info.k;
+      perf.asyncSharedBytes += (info.aFromRegisters ? 0 : 16 * info.k * elem) +
+                               info.n * info.k * elem / 4;
+    }
+    return;
+  case Op::BulkCopy:
+    perf.loadStoreInstructions += issued;
     return;
   case Op::Ld:
   case Op::St:
@@ -126,7 +146,9 @@ void BlockRunner::countAccess(Space space, const uint64_t *address,
     Space s = space;
     if (s == Space::Generic) {
       s = Space::Global;
-      if (a >= kSharedWindow && a < kLocalWindow + (1ull << 32)) {
+      if (a >= kParamWindow && a < kParamWindow + (1ull << 32))
+        s = Space::Param;
+      else if (a >= kSharedWindow && a < kLocalWindow + (1ull << 32)) {
         if (a >= kLocalWindow)
           s = Space::Local;
         else if (a < kSharedWindow + (1ull << 32)) {

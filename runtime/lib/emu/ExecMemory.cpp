@@ -138,8 +138,22 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
         }
         bool isShared = K == 1;
         if (K == 2 && address >= kSharedWindow &&
-            address < kLocalWindow + (1ull << 32)) {
-          if (address >= kLocalWindow) { // this thread's local memory
+            address < kParamWindow + (1ull << 32)) {
+          if (address >= kParamWindow) { // a parameter (cvta.param)
+            uint64_t offset = address - kParamWindow;
+            if (!isLoad || offset + total > spec.paramBytes) {
+              ok = fault(w, lane, pc,
+                         fmt::format("generic {} at parameter offset {} of "
+                                     "{} bytes (parameters are read-only, "
+                                     "{} bytes passed)",
+                                     verb, offset, total, spec.paramBytes));
+              return;
+            }
+            transfer(lane, const_cast<uint8_t *>(spec.params) + offset);
+            return;
+          }
+          if (address >= kLocalWindow &&
+              address < kLocalWindow + (1ull << 32)) { // local memory
             uint8_t *p = resolve(w, lane, pc, Space::Local,
                                  address - kLocalWindow, total, total, verb);
             if (!p) {

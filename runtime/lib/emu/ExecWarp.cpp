@@ -217,3 +217,32 @@ bool BlockRunner::warpCollective(unsigned w, uint32_t pc, const Instruction &in,
 }
 
 } // namespace kiln::runtime::emu::detail
+
+namespace kiln::runtime::emu::detail {
+
+bool BlockRunner::elect(unsigned w, const Instruction &in, uint32_t exec) {
+  // elect.sync d|p, membermask: the leader is the lowest lane of the
+  // member mask among the lanes executing it.
+  uint64_t *r = warpRegs(w);
+  if (!exec)
+    return true;
+  uint32_t members =
+      static_cast<uint32_t>(r[static_cast<size_t>(in.src[0]) * 32 +
+                              __builtin_ctz(exec)]) &
+      exec;
+  unsigned leader = members ? __builtin_ctz(members) : 0;
+  uint64_t *d = in.dst[0] != kNoSlot ? r + static_cast<size_t>(in.dst[0]) * 32
+                                     : nullptr;
+  uint64_t *p = in.numDst > 1 && in.dst[1] != kNoSlot
+                    ? r + static_cast<size_t>(in.dst[1]) * 32
+                    : nullptr;
+  forLanes(exec, [&](unsigned l) {
+    if (d)
+      d[l] = leader;
+    if (p)
+      p[l] = members && l == leader;
+  });
+  return true;
+}
+
+} // namespace kiln::runtime::emu::detail

@@ -30,6 +30,9 @@ namespace kiln::runtime::emu::detail {
 constexpr uint32_t kFullMask = 0xffffffffu;
 /// Warp instructions a warp issues before the next warp of its block runs.
 constexpr uint64_t kTimeSlice = 1 << 16;
+/// WarpState::barrier of lanes that wait in mbarrier.try_wait (barriers
+/// 0..15 are bar.sync's).
+constexpr uint32_t kMbarrierWait = 16;
 
 template <typename F>
 inline __attribute__((always_inline)) void forLanes(uint32_t mask, F &&f) {
@@ -60,6 +63,12 @@ struct WarpState {
   uint32_t barrier = 0;
   /// Each lane's carry flag (CC.CF), for add.cc/addc/mad.cc/madc.
   uint32_t carry = 0;
+  /// For lanes waiting in mbarrier.try_wait: BlockRunner::mbarrierEvents
+  /// when they began to wait (they try again once it changes).
+  uint64_t waitEvents = 0;
+  /// wgmma.mma_async not yet retired by wgmma.wait_group (their registers
+  /// are checked on every instruction while this is non-zero).
+  uint32_t wgmmaInFlight = 0;
 };
 
 /// Stops a warp: the fault to report, with the lane that caused it.
@@ -79,7 +88,9 @@ void mergeSectors(std::unordered_set<uint64_t> &into,
                   std::unordered_set<uint64_t> &from);
 
 /// What a barrier instruction does to the lanes that issue it.
-enum class BarrierStep { Fault, Advance, Wait };
+/// Advance and Yield move on (Yield also ends the warp's time slice: a
+/// test_wait that failed).
+enum class BarrierStep { Fault, Advance, Wait, Yield };
 
 /// Runs the blocks of one launch, one after another, on one host thread.
 /// Its member functions live in the file of their instruction family
@@ -196,6 +207,95 @@ private:
     ws.converged = false;
   }
   bool shuffle(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
+  bool elect(unsigned w, const Instruction &in, uint32_t exec);
+
+  // mbarrier (ExecMbarrier.cpp).
+  struct Mbarrier {
+    uint64_t offset = 0; ///< in shared memory
+    uint32_t expected = 0, pending = 0;
+    int64_t tx = 0;
+    uint64_t phase = 0; ///< phases completed so far
+    bool valid = false;
+  };
+  /// The mbarrier at shared offset `offset`, or nullptr.
+  Mbarrier *findMbarrier(uint64_t offset) {
+    for (Mbarrier &m : mbarriers)
+      if (m.offset == offset)
+        return &m;
+    return nullptr;
+  }
+  /// The shared offset of lane `lane`'s mbarrier operand, checked (8-byte
+  /// aligned, in shared memory); false after a fault.
+  bool mbarrierOffset(unsigned w, unsigned lane, uint32_t pc, Space space,
+                      uint64_t address, uint64_t &offset);
+  /// Arrives `count` times; completes the phase when nothing is pending.
+  bool mbarrierArrive(unsigned w, unsigned lane, uint32_t pc, Mbarrier &m,
+                      uint32_t count, bool drop);
+  /// Adds `delta` to the tx-count (expect_tx: +, complete_tx: -).
+  bool mbarrierTx(unsigned w, unsigned lane, uint32_t pc, Mbarrier &m,
+                  int64_t delta);
+  void mbarrierMaybeComplete(Mbarrier &m);
+  /// Lands the asynchronous work that completes on the mbarrier at
+  /// `offset` (bulk copies, cp.async arrive-ons): the emulator lets it
+  /// happen as late as allowed, when a thread waits on it.
+  bool landAsyncWork(uint64_t offset);
+  /// mbarrier.*: whether the lanes move on, wait (try_wait) or faulted.
+  BarrierStep mbarrier(unsigned w, uint32_t pc, const Instruction &in,
+                       uint32_t mask, uint32_t exec);
+  /// Lets the lanes waiting in try_wait try again after mbarrier events.
+  bool wakeMbarrierWaiters();
+  /// The deadlock message for a warp whose lanes wait in try_wait.
+  bool mbarrierDeadlock(unsigned w);
+  std::vector<Mbarrier> mbarriers;
+  /// Counts mbarrier state changes and async work queued on them.
+  uint64_t mbarrierEvents = 0;
+  unsigned mbarrierWaiters = 0;
+  /// cp.async.mbarrier.arrive: the lane's copies issued before it land,
+  /// then it arrives.
+  struct DeferredArrive {
+    uint64_t mbarrier = 0;
+    uint64_t serial = 0; ///< copies with a smaller serial are before it
+    unsigned warp = 0, lane = 0;
+    uint32_t pc = 0;
+    bool noinc = false;
+  };
+  std::vector<DeferredArrive> deferredArrives;
+  uint64_t copySerial = 0;
+
+  // Bulk copies and TMA (ExecBulkCopy.cpp): loads read global memory
+  // when issued and land in shared memory (16-byte chunks) when a thread
+  // waits on their mbarrier.
+  struct PendingBulk {
+    uint64_t mbarrier = 0;
+    unsigned warp = 0, lane = 0;
+    uint32_t pc = 0;
+    std::vector<uint32_t> chunks; ///< shared offsets of 16-byte chunks
+    std::vector<uint8_t> data;    ///< 16 bytes per chunk
+    uint64_t bytes = 0;           ///< the tx bytes it completes
+  };
+  std::vector<PendingBulk> pendingBulk;
+  bool bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
+                uint32_t exec);
+  /// A copy into or out of shared memory pending at `chunkOffset` (16
+  /// bytes), or nullptr: what wgmma must not read.
+  const char *pendingWriteAt(uint64_t chunkOffset, uint32_t *line);
+
+  // wgmma (ExecWgmma.cpp).
+  bool wgmma(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
+  /// The registers of the wgmma in flight that `in` reads or writes, as a
+  /// fault; true when it touches none.
+  bool checkWgmmaRegisters(unsigned w, uint32_t pc, const Instruction &in,
+                           uint32_t exec);
+  struct WgmmaPending {
+    uint32_t group = 0; ///< UINT32_MAX until committed
+    uint32_t pc = 0;
+    uint32_t info = 0;
+  };
+  std::vector<std::vector<WgmmaPending>> wgmmaPending;
+  std::vector<uint32_t> wgmmaCommitted;
+  /// Per warp and slot: 1 an accumulator in flight, 2 an A register.
+  std::vector<std::vector<uint8_t>> wgmmaBusy;
+  void retireWgmma(unsigned w, uint32_t keepGroups);
   bool convert(uint64_t *r, const Instruction &in, uint32_t exec);
   bool arithmetic(uint64_t *r, const Instruction &in, uint32_t exec);
   /// prmt, bfind, slct, lop3, testp, mul24, mad24, sad, cnot, bmsk, szext,
@@ -244,6 +344,8 @@ private:
     uint8_t lane = 0;
     uint8_t size = 0;
     uint8_t bytes[16] = {};
+    /// Issue order (cp.async.mbarrier.arrive waits for the earlier ones).
+    uint64_t serial = 0;
   };
   std::vector<std::vector<PendingCopy>> pendingCopies;
   /// Per warp and lane: groups committed so far.

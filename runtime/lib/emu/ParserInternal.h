@@ -125,6 +125,9 @@ struct DecodedInstruction {
   /// mma's shape modifier ("m16n8k16"), read with its types.
   std::string_view mmaShape;
   std::vector<std::string_view> operands;
+  /// The state spaces among the modifiers, in order (a bulk copy's first
+  /// one is its destination).
+  std::vector<std::string_view> spaces;
 };
 
 /// Builds one kernel from the statements of its .entry. Calls to .func
@@ -174,6 +177,16 @@ private:
   Error decodeTensorCoreOperands(DecodedInstruction &d);
   bool decodeAsyncAndBarrierModifier(DecodedInstruction &d, std::string_view m);
   Error decodeAsyncAndBarrierOperands(DecodedInstruction &d);
+  bool decodeWarpgroupModifier(DecodedInstruction &d, std::string_view m);
+  Error decodeWarpgroupTypes(DecodedInstruction &d);
+  Error decodeWarpgroupOperands(DecodedInstruction &d);
+  bool decodeMbarrierModifier(DecodedInstruction &d, std::string_view m);
+  Error decodeMbarrierOperands(DecodedInstruction &d);
+  bool decodeBulkCopyModifier(DecodedInstruction &d, std::string_view m);
+  Error decodeBulkCopyOperands(DecodedInstruction &d);
+  /// Appends an address operand ([%r1+16]) to Kernel::operandLists as
+  /// three entries: the base slot and the offset's low and high words.
+  Error pushAddress(std::string_view operand, uint32_t line);
 
   // Operand helpers the families share (ParseOperands.cpp).
   /// Fails unless there are exactly `n` operands.

@@ -40,6 +40,9 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
   numRegions = spec.memory->size();
   pendingCopies.resize(numWarps);
   committedGroups.resize(numWarps);
+  wgmmaPending.resize(numWarps);
+  wgmmaCommitted.assign(numWarps, 0);
+  wgmmaBusy.resize(numWarps);
   checkShared = spec.checkSharedReads;
   countPerformance = spec.countPerformance;
   if (countPerformance) {
@@ -175,7 +178,16 @@ bool BlockRunner::runBlock(Dim3 id) {
     pendingCopies[w].clear();
     committedGroups[w].fill(0);
     warps[w].carry = 0;
+    warps[w].wgmmaInFlight = 0;
+    wgmmaPending[w].clear();
+    wgmmaCommitted[w] = 0;
+    std::fill(wgmmaBusy[w].begin(), wgmmaBusy[w].end(), 0);
   }
+  mbarriers.clear();
+  mbarrierEvents = 0;
+  mbarrierWaiters = 0;
+  deferredArrives.clear();
+  pendingBulk.clear();
   for (unsigned b = 0; b < kBarriers; ++b) {
     barrierArrived[b] = barrierExpected[b] = barrierPopc[b] = 0;
     barrierAll[b] = true;
@@ -186,6 +198,8 @@ bool BlockRunner::runBlock(Dim3 id) {
     // Each warp runs until it waits, exits or uses up its time slice; a
     // warp that spins on a flag another warp sets gets to see it set.
     bool runnable = false;
+    if (mbarrierWaiters)
+      wakeMbarrierWaiters();
     for (unsigned w = 0; w < numWarps; ++w)
       if (warps[w].live & ~warps[w].waiting) {
         if (!runWarp(w))
@@ -211,7 +225,7 @@ bool BlockRunner::runBlock(Dim3 id) {
     // Every warp has exited or waits at a barrier. A barrier opens when
     // the threads waiting at it plus those that arrived (bar.arrive) reach
     // its count, or the whole block when it has none.
-    uint32_t waitingAt[kBarriers] = {};
+    uint32_t waitingAt[kBarriers + 1] = {};
     bool anyWaiting = false;
     for (unsigned w = 0; w < numWarps; ++w)
       if (warps[w].waiting) {
@@ -220,6 +234,10 @@ bool BlockRunner::runBlock(Dim3 id) {
       }
     if (!anyWaiting)
       return true;
+    // Lanes in mbarrier.try_wait try again after a change (the last
+    // warp to run may have arrived and exited).
+    if (mbarrierWaiters && wakeMbarrierWaiters())
+      continue;
     bool opened = false;
     for (uint32_t id = 0; id < kBarriers; ++id) {
       if (!waitingAt[id])
@@ -233,6 +251,10 @@ bool BlockRunner::runBlock(Dim3 id) {
     }
     if (opened)
       continue;
+    if (waitingAt[kMbarrierWait])
+      for (unsigned w = 0; w < numWarps; ++w)
+        if (warps[w].waiting && warps[w].barrier == kMbarrierWait)
+          return mbarrierDeadlock(w);
     // Deadlock: name the first waiting lane, and a thread that exited or
     // waits elsewhere.
     unsigned waitingWarp = 0;
@@ -336,6 +358,9 @@ bool BlockRunner::runWarp(unsigned w) {
     }
     if (__builtin_expect(countPerformance, 0))
       countInstruction(in, mask, exec);
+    if (__builtin_expect(ws.wgmmaInFlight != 0, 0) && exec &&
+        in.op != Op::Wgmma && !checkWgmmaRegisters(w, pc, in, exec))
+      return finish(false);
     uint32_t next = pc + 1;
     switch (in.op) {
     case Op::Bra: {
@@ -371,6 +396,34 @@ bool BlockRunner::runWarp(unsigned w) {
         continue;
       break;
     }
+    case Op::Mbarrier: {
+      BarrierStep step = mbarrier(w, pc, in, mask, exec);
+      if (step == BarrierStep::Fault)
+        return finish(false);
+      if (step == BarrierStep::Wait)
+        continue;
+      if (step == BarrierStep::Yield) {
+        if (ws.converged)
+          ws.pc = next;
+        else
+          forLanes(mask, [&](unsigned l) { ws.lanePc[l] = next; });
+        return finish(true);
+      }
+      break;
+    }
+    case Op::Wgmma:
+      if (!wgmma(w, pc, in, exec))
+        return finish(false);
+      break;
+    case Op::BulkCopy:
+      if (!bulkCopy(w, pc, in, exec))
+        return finish(false);
+      break;
+    case Op::Elect:
+      elect(w, in, exec);
+      break;
+    case Op::Setmaxnreg:
+      break;
     case Op::Atom:
     case Op::Red:
       if (!atomic(w, pc, in, exec))

@@ -35,6 +35,10 @@ constexpr uint64_t kSharedWindow = 1ull << 48;
 /// Where each thread's local memory appears in the generic address space
 /// (cvta.local).
 constexpr uint64_t kLocalWindow = 1ull << 49;
+/// Where the kernel's parameters appear in the generic address space
+/// (cvta.param; `__grid_constant__` parameters whose address is taken).
+/// Generic accesses there are loads from the parameter buffer.
+constexpr uint64_t kParamWindow = 3ull << 48;
 
 /// One device allocation: device addresses [base, base + size) are the host
 /// bytes at `host`.
@@ -112,6 +116,10 @@ struct LaunchStats {
   /// bank conflicts cost (0 for a conflict-free access).
   uint64_t sharedAccesses = 0;
   uint64_t sharedBankConflictReplays = 0;
+  /// Bytes the asynchronous units move through shared memory: what wgmma
+  /// reads from its descriptors and what TMA and bulk copies write (loads)
+  /// or read (stores). Not in sharedAccesses.
+  uint64_t asyncSharedBytes = 0;
 
   /// Blocks of the grid, and how many of them ran (all, unless sampled).
   uint64_t blocksTotal = 0;

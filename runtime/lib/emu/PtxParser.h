@@ -23,6 +23,9 @@
 
 namespace kiln::runtime::emu {
 
+/// The "no slot" value (kNoSlot, below), for declarations that precede it.
+constexpr uint32_t kNoSlotValue = ~0u;
+
 enum class Type : uint8_t {
   None,
   Pred,
@@ -146,6 +149,67 @@ enum class Op : uint8_t {
   Dp2a,
   /// match.sync.{any,all}.b32/b64 d{|p}, a, membermask: subop 0 any, 1 all.
   Match,
+  /// setmaxnreg.{inc,dec}.sync.aligned.u32 N (checked when decoded; no
+  /// effect: the emulator's registers are not a per-SM budget).
+  Setmaxnreg,
+  /// elect.sync d|p, membermask: d = the leader lane, p true in it.
+  Elect,
+  /// mbarrier.* and cp.async.mbarrier.arrive: `subop` is an MbarrierOp.
+  Mbarrier,
+  /// wgmma.*: `subop` is a WgmmaOp; mma_async's shape and operands are in
+  /// Kernel::wgmmas[target].
+  Wgmma,
+  /// cp.async.bulk{.tensor}*, and their commit/wait groups: `subop` is a
+  /// BulkOp.
+  BulkCopy,
+};
+
+/// The mbarrier operations (ExecMbarrier.cpp).
+enum class MbarrierOp : uint8_t {
+  Init,
+  Arrive,
+  ArriveDrop,
+  ArriveExpectTx,
+  ExpectTx,
+  CompleteTx,
+  TestWait,
+  TryWait,
+  Inval,
+  /// cp.async.mbarrier.arrive (`aux` 1: .noinc).
+  CpAsyncArrive,
+};
+/// wgmma.fence, mma_async, commit_group, wait_group N.
+enum class WgmmaOp : uint8_t { Fence, MmaAsync, Commit, Wait };
+/// The bulk copies (ExecBulkCopy.cpp).
+enum class BulkOp : uint8_t {
+  /// cp.async.bulk.tensor.Nd.shared.global ... [dst], [tmap, {c..}], [mbar].
+  TensorLoad,
+  /// cp.async.bulk.tensor.Nd.global.shared ... [tmap, {c..}], [src].
+  TensorStore,
+  /// cp.async.bulk.shared.global ... [dst], [src], size, [mbar].
+  Load,
+  /// cp.async.bulk.global.shared.bulk_group [dst], [src], size.
+  Store,
+  Commit,
+  Wait,
+};
+
+/// One wgmma.mma_async: shape, types, and its operand slots.
+struct WgmmaInfo {
+  uint32_t n = 0; ///< 8..256
+  uint32_t k = 0; ///< 16 (f16/bf16) or 8 (tf32)
+  Type abType = Type::None;
+  /// Kernel::operandLists[dFirst .. dFirst + n/2): the accumulators.
+  uint32_t dFirst = 0;
+  /// A from registers: operandLists[aFirst .. +4); else aDesc is the slot.
+  bool aFromRegisters = false;
+  uint32_t aFirst = 0;
+  uint32_t aDesc = kNoSlotValue;
+  uint32_t bDesc = kNoSlotValue;
+  /// scale-d: a predicate (or immediate) slot.
+  uint32_t scaleD = kNoSlotValue;
+  int scaleA = 1, scaleB = 1;
+  bool transA = false, transB = false;
 };
 
 enum class AtomOp : uint8_t {
@@ -300,6 +364,9 @@ struct Instruction {
   bool negateSrc = false;
   /// ldmatrix .trans.
   bool transpose = false;
+  /// Op-specific flags: mbarrier's .parity, cp.async.mbarrier.arrive's
+  /// .noinc, setmaxnreg's .inc, the bulk copies' dimension count.
+  uint8_t aux = 0;
   /// The op-specific mode (AtomOp, VoteMode, PrmtMode, TestpOp, BarMode,
   /// ClockKind, MmaShape; for setp a BoolOp).
   uint8_t subop = 0;
@@ -367,6 +434,8 @@ struct Kernel {
   /// Operand slots of instructions with more operands than Instruction
   /// holds (mma.sync): d..., a..., b..., c... from Instruction::target.
   std::vector<uint32_t> operandLists;
+  /// wgmma.mma_async instructions (Instruction::target indexes this).
+  std::vector<WgmmaInfo> wgmmas;
 };
 
 /// A module-scope .global or .const variable.

@@ -1,0 +1,324 @@
+//===- ExecMbarrier.cpp - mbarrier objects in shared memory ---------------===//
+//
+// An mbarrier is a 64-bit object in shared memory; the emulator keeps its
+// state beside the block's shared memory, keyed by its offset: the current
+// phase (phases completed so far), the pending arrival count, the expected
+// arrival count and the tx-count, as the PTX ISA describes them. A phase
+// completes when its pending count and tx-count are both zero; then the
+// next phase begins with the expected count pending and a tx-count of 0.
+// The state an arrive returns is the phase it arrived in; test_wait and
+// try_wait with a state complete once that phase has, with .parity once
+// the current phase's parity differs from the operand.
+//
+// Asynchronous work that completes on an mbarrier (TMA and bulk copies,
+// cp.async.mbarrier.arrive) lands as late as the ISA allows: when a thread
+// waits on that mbarrier. try_wait blocks: its lanes wait (the warp yields
+// to the others) and try again after any mbarrier changes; when no thread
+// of the block can run and none of them would change it, the launch fails
+// naming the mbarrier (a deadlock). test_wait does not block but ends the
+// warp's time slice when it fails, so that a spin on it lets the other
+// warps run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "InterpreterInternal.h"
+
+namespace kiln::runtime::emu::detail {
+
+namespace {
+constexpr int64_t kMaxTxCount = (1 << 20) - 1;
+constexpr uint64_t kMaxArrivals = (1 << 20) - 1;
+} // namespace
+
+bool BlockRunner::mbarrierOffset(unsigned w, unsigned lane, uint32_t pc,
+                                 Space space, uint64_t address,
+                                 uint64_t &offset) {
+  bool isShared = false;
+  uint8_t *p = resolve(w, lane, pc, space == Space::Generic ? space
+                                                            : Space::Shared,
+                       address, 8, 8, "mbarrier access", &isShared);
+  if (!p)
+    return false;
+  if (!isShared)
+    return fault(w, lane, pc,
+                 fmt::format("the mbarrier at 0x{:x} is not in shared memory",
+                             address));
+  offset = static_cast<uint64_t>(p - shared.data());
+  return true;
+}
+
+void BlockRunner::mbarrierMaybeComplete(Mbarrier &m) {
+  if (m.pending != 0 || m.tx != 0)
+    return;
+  ++m.phase;
+  m.pending = m.expected;
+  m.tx = 0;
+  ++mbarrierEvents;
+}
+
+bool BlockRunner::mbarrierArrive(unsigned w, unsigned lane, uint32_t pc,
+                                 Mbarrier &m, uint32_t count, bool drop) {
+  if (count == 0 || count > m.pending)
+    return fault(w, lane, pc,
+                 fmt::format("arrives {} times on the mbarrier at shared "
+                             "offset {}, whose phase {} has {} arrivals "
+                             "pending",
+                             count, m.offset, m.phase, m.pending));
+  m.pending -= count;
+  if (drop)
+    m.expected -= std::min(m.expected, count);
+  ++mbarrierEvents;
+  mbarrierMaybeComplete(m);
+  return true;
+}
+
+bool BlockRunner::mbarrierTx(unsigned w, unsigned lane, uint32_t pc,
+                             Mbarrier &m, int64_t delta) {
+  int64_t tx = m.tx + delta;
+  if (tx > kMaxTxCount || tx < -kMaxTxCount)
+    return fault(w, lane, pc,
+                 fmt::format("the tx-count of the mbarrier at shared offset "
+                             "{} leaves its range (+-{}): {}",
+                             m.offset, kMaxTxCount, tx));
+  m.tx = tx;
+  ++mbarrierEvents;
+  mbarrierMaybeComplete(m);
+  return true;
+}
+
+bool BlockRunner::landAsyncWork(uint64_t offset) {
+  // Bulk copies: their bytes land, then complete their tx bytes.
+  for (size_t i = 0; i < pendingBulk.size();) {
+    PendingBulk &copy = pendingBulk[i];
+    if (copy.mbarrier != offset) {
+      ++i;
+      continue;
+    }
+    for (size_t c = 0; c < copy.chunks.size(); ++c) {
+      std::memcpy(shared.data() + copy.chunks[c], copy.data.data() + 16 * c,
+                  16);
+      markSharedWritten(copy.chunks[c], 16);
+    }
+    Mbarrier *m = findMbarrier(offset);
+    if (!m || !m->valid)
+      return fault(copy.warp, copy.lane, copy.pc,
+                   fmt::format("the copy completes on the mbarrier at shared "
+                               "offset {}, which is not initialized",
+                               offset));
+    PendingBulk done = std::move(copy);
+    pendingBulk.erase(pendingBulk.begin() + i);
+    ++mbarrierEvents;
+    if (!mbarrierTx(done.warp, done.lane, done.pc, *m,
+                    -static_cast<int64_t>(done.bytes)))
+      return false;
+  }
+  // cp.async arrive-ons: the lane's earlier copies land, then it arrives.
+  for (size_t i = 0; i < deferredArrives.size();) {
+    DeferredArrive a = deferredArrives[i];
+    if (a.mbarrier != offset) {
+      ++i;
+      continue;
+    }
+    deferredArrives.erase(deferredArrives.begin() + i);
+    std::vector<PendingCopy> &pending = pendingCopies[a.warp];
+    size_t kept = 0;
+    for (size_t c = 0; c < pending.size(); ++c) {
+      PendingCopy &copy = pending[c];
+      if (copy.lane == a.lane && copy.serial < a.serial) {
+        std::memcpy(shared.data() + copy.sharedOffset, copy.bytes, copy.size);
+        markSharedWritten(copy.sharedOffset, copy.size);
+      } else {
+        pending[kept++] = copy;
+      }
+    }
+    pending.resize(kept);
+    Mbarrier *m = findMbarrier(offset);
+    if (!m || !m->valid)
+      return fault(a.warp, a.lane, a.pc,
+                   fmt::format("cp.async.mbarrier.arrive on the mbarrier at "
+                               "shared offset {}, which is not initialized",
+                               offset));
+    if (!mbarrierArrive(a.warp, a.lane, a.pc, *m, 1, false))
+      return false;
+  }
+  return true;
+}
+
+BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
+                                  const Instruction &in, uint32_t mask,
+                                  uint32_t exec) {
+  uint64_t *r = warpRegs(w);
+  auto slot = [&](uint32_t s) { return r + static_cast<size_t>(s) * 32; };
+  const MbarrierOp op = MbarrierOp(in.subop);
+  const uint64_t *address = slot(in.src[0]);
+  const uint64_t *operand = in.numSrc > 1 ? slot(in.src[1]) : nullptr;
+  uint64_t *d = in.numDst && in.dst[0] != kNoSlot ? slot(in.dst[0]) : nullptr;
+  bool ok = true;
+  uint32_t notReady = 0;
+  forLanes(exec, [&](unsigned l) {
+    if (!ok)
+      return;
+    uint64_t offset = 0;
+    if (!mbarrierOffset(w, l, pc, in.space, address[l] + in.offset, offset)) {
+      ok = false;
+      return;
+    }
+    Mbarrier *m = findMbarrier(offset);
+    if (op == MbarrierOp::Init) {
+      uint64_t count = operand[l] & 0xffffffffu;
+      if (count < 1 || count > kMaxArrivals) {
+        ok = fault(w, l, pc,
+                   fmt::format("mbarrier.init with an arrival count of {} "
+                               "(1 to {})",
+                               count, kMaxArrivals));
+        return;
+      }
+      if (!m) {
+        mbarriers.emplace_back();
+        m = &mbarriers.back();
+      }
+      m->offset = offset;
+      m->expected = m->pending = static_cast<uint32_t>(count);
+      m->tx = 0;
+      m->phase = 0;
+      m->valid = true;
+      std::memset(shared.data() + offset, 0, 8);
+      markSharedWritten(offset, 8);
+      ++mbarrierEvents;
+      return;
+    }
+    if (!m || !m->valid) {
+      ok = fault(w, l, pc,
+                 fmt::format("the mbarrier at shared offset {} is {}", offset,
+                             m ? "invalidated (mbarrier.inval)"
+                               : "not initialized (mbarrier.init)"));
+      return;
+    }
+    switch (op) {
+    case MbarrierOp::Inval:
+      m->valid = false;
+      ++mbarrierEvents;
+      return;
+    case MbarrierOp::Arrive:
+    case MbarrierOp::ArriveDrop:
+    case MbarrierOp::ArriveExpectTx: {
+      uint64_t state = m->phase;
+      uint32_t count = 1;
+      if (op == MbarrierOp::ArriveExpectTx) {
+        if (!mbarrierTx(w, l, pc, *m,
+                        static_cast<int64_t>(operand[l] & 0xffffffffu))) {
+          ok = false;
+          return;
+        }
+      } else if (operand) {
+        count = static_cast<uint32_t>(operand[l]);
+      }
+      if (!mbarrierArrive(w, l, pc, *m, count, op == MbarrierOp::ArriveDrop)) {
+        ok = false;
+        return;
+      }
+      if (d)
+        d[l] = state;
+      return;
+    }
+    case MbarrierOp::ExpectTx:
+    case MbarrierOp::CompleteTx: {
+      int64_t bytes = static_cast<int64_t>(operand[l] & 0xffffffffu);
+      ok = mbarrierTx(w, l, pc, *m,
+                      op == MbarrierOp::ExpectTx ? bytes : -bytes);
+      return;
+    }
+    case MbarrierOp::CpAsyncArrive:
+      // Without .noinc the pending count goes up now and down when the
+      // copies land: no net change to the phase's arrivals.
+      if (!in.aux)
+        ++m->pending;
+      deferredArrives.push_back({offset, copySerial, w, l, pc, in.aux != 0});
+      ++mbarrierEvents;
+      return;
+    case MbarrierOp::TestWait:
+    case MbarrierOp::TryWait: {
+      if (!landAsyncWork(offset)) {
+        ok = false;
+        return;
+      }
+      m = findMbarrier(offset);
+      bool done = in.aux ? (m->phase & 1) != (operand[l] & 1)
+                         : m->phase > operand[l];
+      if (done || op == MbarrierOp::TestWait) {
+        if (d)
+          d[l] = done;
+      }
+      if (!done)
+        notReady |= 1u << l;
+      return;
+    }
+    case MbarrierOp::Init:
+      return;
+    }
+  });
+  if (!ok)
+    return BarrierStep::Fault;
+  if (!notReady)
+    return BarrierStep::Advance;
+  if (op == MbarrierOp::TestWait)
+    return BarrierStep::Yield;
+  // try_wait: the lanes whose phase is not complete wait here and try again
+  // once an mbarrier changes; the others move on.
+  WarpState &ws = warps[w];
+  if (ws.waiting && ws.barrier != kMbarrierWait) {
+    fault(w, __builtin_ctz(notReady), pc,
+          fmt::format("mbarrier.try_wait while other lanes of the warp wait "
+                      "at barrier {}",
+                      ws.barrier));
+    return BarrierStep::Fault;
+  }
+  diverge(ws);
+  forLanes(mask & ~notReady, [&](unsigned l) { ws.lanePc[l] = pc + 1; });
+  if (!ws.waiting)
+    ws.waitEvents = mbarrierEvents;
+  ws.waiting |= notReady;
+  ws.barrier = kMbarrierWait;
+  mbarrierWaiters += __builtin_popcount(notReady);
+  return BarrierStep::Wait;
+}
+
+bool BlockRunner::wakeMbarrierWaiters() {
+  bool woke = false;
+  for (unsigned w = 0; w < numWarps; ++w) {
+    WarpState &ws = warps[w];
+    if (ws.waiting && ws.barrier == kMbarrierWait &&
+        ws.waitEvents != mbarrierEvents) {
+      mbarrierWaiters -= __builtin_popcount(ws.waiting);
+      ws.waiting = 0;
+      woke = true;
+    }
+  }
+  return woke;
+}
+
+bool BlockRunner::mbarrierDeadlock(unsigned w) {
+  const WarpState &ws = warps[w];
+  unsigned lane = __builtin_ctz(ws.waiting);
+  uint32_t pc = ws.converged ? ws.pc : ws.lanePc[lane];
+  const Instruction &in = code[pc];
+  const uint64_t *r = warpRegs(w);
+  uint64_t address = r[static_cast<size_t>(in.src[0]) * 32 + lane] + in.offset;
+  uint64_t operand = r[static_cast<size_t>(in.src[1]) * 32 + lane];
+  if (address >= kSharedWindow && address < kSharedWindow + (1ull << 32))
+    address -= kSharedWindow;
+  const Mbarrier *m = findMbarrier(address);
+  std::string what =
+      in.aux ? fmt::format("the phase of parity {}", operand & 1)
+             : fmt::format("phase {}", operand);
+  return fault(
+      w, lane, pc,
+      fmt::format("deadlock: mbarrier.try_wait on the mbarrier at shared "
+                  "offset {} waits for {} to complete, but every thread of "
+                  "the block waits or has exited (phase {}: {} of {} "
+                  "arrivals pending, tx-count {})",
+                  address, what, m ? m->phase : 0, m ? m->pending : 0,
+                  m ? m->expected : 0, m ? m->tx : 0));
+}
+
+} // namespace kiln::runtime::emu::detail
