@@ -209,6 +209,14 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
         all.push_back(s);
     }
   }
+  // A wgmma ring deeper than a split's K tiles only costs shared memory
+  // (and residency): trim it to the tiles, at least 2.
+  for (GemmConfig &c : all)
+    if (c.family == Family::WgmmaF16) {
+      uint64_t tiles = planGemm(p, c).kTilesPerSplit;
+      c.stages = static_cast<uint32_t>(
+          std::max<uint64_t>(2, std::min<uint64_t>(c.stages, tiles)));
+    }
   auto fits = [&](const GemmConfig &c) {
     return planGemm(p, c).sharedBytes <= maxSharedBytesPerBlock(smVersion);
   };

@@ -133,6 +133,10 @@ KILN_INLINE void cpAsyncArriveNoinc(u32 bar) {
 KILN_INLINE void consumerBarrier() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers * 128) : "memory");
 }
+/// Waits for every cp.async this thread issued (none is in a commit group).
+KILN_INLINE void cpAsyncWaitAll() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
 KILN_INLINE void fenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -234,7 +238,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
       loaderA.load(stage, kt, insideA && kt < wholeTiles);
       loaderB.load(stage + TileA::kBytes, kt, insideB && kt < wholeTiles);
       if (kRegisterCopies) {
-        cpAsyncWait<0>();
+        cpAsyncWaitAll();
         fenceProxyAsync();
         mbarrierArrive(fullBars + 8 * s);
       } else {
@@ -245,7 +249,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     }
     // The producer's work ends here: its last copies complete before the
     // consumers' last `full` wait returns.
-    cpAsyncWait<0>();
+    cpAsyncWaitAll();
     return;
   } else {
     // --- Consumers ---
