@@ -123,8 +123,8 @@ cl::opt<bool> wgmma(
     "wgmma",
     cl::desc("On sm_90, bf16/fp16 matmuls and convolutions on warp-"
              "specialised wgmma kernels; false: mma.sync, to compare "
-             "(default: false)"),
-    cl::init(false), cl::cat(codegenCategory()));
+             "(default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> vectorize(
     "vectorize",
     cl::desc("Vectorise elementwise kernels: 128-bit accesses where the "

@@ -89,7 +89,7 @@ struct PipelineOptions {
   bool vectorize = true;
   /// With contractionKernels on sm_90: bf16/fp16 contractions on the wgmma
   /// kernels (mma.sync when false, or for a shape wgmma cannot do).
-  bool wgmma = false;
+  bool wgmma = true;
 
   static std::string defaultLibdevicePath();
 };

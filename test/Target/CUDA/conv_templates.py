@@ -2,7 +2,7 @@
 """Convolution regions on the implicit-GEMM templates, against onnxruntime.
 
 Usage: conv_templates.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
-                         [--only NAME,...] [--list] [--wgmma]
+                         [--only NAME,...] [--list] [--wgmma true|false]
 
 Each model is one convolution shape the templates must cover (1x1, 3x3 with
 pad 1, stride 2 with pads, the 7x7 stride-2 stem on 3 channels, dilation 2,
@@ -24,8 +24,9 @@ Bounds, on the relative error of the output's norm (docs/passes.md,
 fp16 5e-3 (10-bit mantissas); bf16 2e-2 (8-bit mantissas). Operands are
 rounded, products accumulate in fp32.
 
---wgmma compiles bf16 and fp16 only, with kilnc --wgmma, and fails a
-variant whose regions are not all on the sm_90a wgmma kernels.
+--wgmma true|false compiles bf16 and fp16 only, with kilnc --wgmma=true|false,
+and fails a variant whose regions are not all on the sm_90a wgmma kernels
+(true) or all on mma.sync (false).
 """
 import argparse
 import os
@@ -132,7 +133,7 @@ def run_variant(args, name, path, feeds, reference, precision, bound):
     artifact = os.path.join(work, "m.kiln")
     flags = ["--layout=nhwc", f"--precision={precision}"]
     if args.wgmma:
-        flags.append("--wgmma")
+        flags.append(f"--wgmma={args.wgmma}")
     stats, error = compile_with_stats(args.kilnc, path, artifact, flags)
     if error:
         print(f"{name} {precision}: {error} FAIL")
@@ -143,8 +144,9 @@ def run_variant(args, name, path, feeds, reference, precision, bound):
     if not configs or any(line.startswith("generic") for line in report):
         print(f"{name} {precision}: not on template kernels: {report} FAIL")
         return False
-    if args.wgmma and not all(c.startswith("wgmma_f16") for c in configs):
-        print(f"{name} {precision}: not on wgmma kernels: {configs} FAIL")
+    family = {"true": "wgmma_f16", "false": "mma_f16"}.get(args.wgmma)
+    if family and not all(c.startswith(family) for c in configs):
+        print(f"{name} {precision}: not all on {family} kernels: {configs} FAIL")
         return False
     worst, error = emu_error(args.kiln_run, artifact, work, feeds, reference)
     if error:
@@ -163,7 +165,7 @@ def main():
     ap.add_argument("--kiln-run", default="kiln-run")
     ap.add_argument("--only", default="")
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--wgmma", action="store_true")
+    ap.add_argument("--wgmma", choices=["true", "false"])
     args = ap.parse_args()
     if args.list:
         print("\n".join(MODELS))

@@ -2,7 +2,7 @@
 """Matmul regions on the template kernels, through the whole compiler.
 
 Usage: template_matmuls.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
-                           [--only NAME,...] [--wgmma]
+                           [--only NAME,...] [--wgmma true|false]
 
 Each model is a matmul region that kiln-match-contractions turns into a
 tiled kernel from the CUDA C++ templates (test/unittests/
@@ -25,8 +25,9 @@ bounds, docs/passes.md "Precision"): fp32 1e-4 (fp32 FMAs in another
 order), tf32 and fp16 5e-3 (10-bit mantissas, fp32 accumulation), bf16 2e-2
 (8-bit mantissa).
 
---wgmma compiles bf16 and fp16 only, with kilnc --wgmma, and fails a
-variant whose matmuls are not all on the sm_90a wgmma kernels.
+--wgmma true|false compiles bf16 and fp16 only, with kilnc --wgmma=true|false,
+and fails a variant whose matmuls are not all on the sm_90a wgmma kernels
+(true) or all on mma.sync (false).
 """
 import argparse
 import os
@@ -99,7 +100,7 @@ def run(args, name, path, feeds, reference, precision, flags, bound):
     os.makedirs(work, exist_ok=True)
     artifact = os.path.join(work, "m.kiln")
     if args.wgmma:
-        flags = flags + ["--wgmma"]
+        flags = flags + [f"--wgmma={args.wgmma}"]
     stats, error = compile_with_stats(args.kilnc, path, artifact, flags)
     if error:
         print(f"{name} {precision}: {error} FAIL")
@@ -110,8 +111,9 @@ def run(args, name, path, feeds, reference, precision, flags, bound):
     if not report or any(line.startswith("generic") for line in report):
         print(f"{name} {precision}: not on a template kernel: {report} FAIL")
         return False
-    if args.wgmma and not all(c.startswith("wgmma_f16") for c in configs):
-        print(f"{name} {precision}: not on wgmma kernels: {configs} FAIL")
+    family = {"true": "wgmma_f16", "false": "mma_f16"}.get(args.wgmma)
+    if family and not all(c.startswith(family) for c in configs):
+        print(f"{name} {precision}: not all on {family} kernels: {configs} FAIL")
         return False
     worst, error = emu_error(args.kiln_run, artifact, work, feeds, reference)
     if error:
@@ -129,7 +131,7 @@ def main():
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
     ap.add_argument("--only", default="")
-    ap.add_argument("--wgmma", action="store_true")
+    ap.add_argument("--wgmma", choices=["true", "false"])
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(MODELS)
     failed = 0
