@@ -124,7 +124,8 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
                          "kiln-collapse-fusions, canonicalize, cse)",
                          options.contractionKernels
                              ? "kiln-match-contractions{chip=" + options.chip +
-                                   "}, "
+                                   " wgmma=" +
+                                   (options.wgmma ? "true" : "false") + "}, "
                              : std::string());
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.

@@ -136,6 +136,7 @@ SCRIPTS = [
     "scripts/device/make_reference.py",
     "scripts/device/compare.py",
     "scripts/device/attention_bench.py",
+    "scripts/device/wgmma_bench.py",
     "scripts/device/gemm_check.py",
     "scripts/device/device_check.py",
     "scripts/device/torch_baselines.py",
@@ -291,6 +292,7 @@ def main():
                   f"({du(os.path.join(out, 'models', name)) / 2**20:.1f} MiB, "
                   f"{time.time() - t0:.0f} s)", flush=True)
     subprocess.run([sys.executable, os.path.join(HERE, "attention_bench.py"), "prepare", "--kilnc", kilnc, "--out", out] + (["--dry-run"] if args.dry_run else []), check=True)
+    subprocess.run([sys.executable, os.path.join(HERE, "wgmma_bench.py"), "prepare", "--kilnc", kilnc, "--out", out] + (["--dry-run"] if args.dry_run else []), check=True)  # issue 11: wgmma vs mma.sync vs cuBLAS
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     total = du(out) / 2**20

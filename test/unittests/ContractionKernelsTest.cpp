@@ -36,6 +36,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -429,6 +430,15 @@ GemmConfig tensorCore(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm,
   return c;
 }
 
+GemmConfig wgmmaConfig(uint32_t bm, uint32_t bn, uint32_t stages,
+                       uint32_t split = 1) {
+  GemmConfig c;
+  c.family = Family::WgmmaF16;
+  c.blockM = bm, c.blockN = bn, c.blockK = 64;
+  c.warpM = 64, c.warpN = bn, c.stages = stages, c.splitK = split;
+  return c;
+}
+
 GemmConfig simt(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t tm, uint32_t tn,
                 uint32_t stages, uint32_t split = 1) {
   GemmConfig c;
@@ -604,6 +614,104 @@ TEST_F(ContractionKernelsTest, LargeTiles) {
   runCase({problem(100, 200, 40, DType::F16, DType::F32, Layout::RowMajor,
                    Layout::ColMajor),
            tensorCore(128, 256, 32, 64, 64, 3),
+           {}});
+}
+
+// --- sm_90a wgmma (warp-specialised)
+// ----------------------------------------------------
+//
+// The same float64 references and bounds; the emulator runs wgmma, mbarrier
+// and the fences. Until it does (it says so when it loads the module) the
+// cases skip, and WgmmaCandidatesPassPtxasOnSm90a still checks the PTX.
+
+/// "" when the emu device loads a wgmma kernel, else why not.
+std::string emuWgmmaGap() {
+  static const std::string gap = [] {
+    auto kernels = generateGemm(problem(64, 64, 64, DType::BF16, DType::F32),
+                                wgmmaConfig(64, 64, 2), {}, {});
+    if (!kernels)
+      return kernels.error().message();
+    auto device = runtime::createEmuDevice();
+    if (!device)
+      return device.error().message();
+    auto module = (*device)->loadModule(
+        {kernels->kernels[0].name, kernels->kernels[0].ptx});
+    return module ? std::string() : module.error().message();
+  }();
+  return gap;
+}
+
+#define SKIP_WITHOUT_EMU_WGMMA()                                               \
+  if (std::string gap = emuWgmmaGap(); !gap.empty())                           \
+  GTEST_SKIP() << "the emulator does not run wgmma yet: " << gap
+
+TEST_F(ContractionKernelsTest, WgmmaTailsInEveryDimension) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // M, N, K off every tile (K: three K tiles, the last partial), B
+  // row-major (MN-major, wgmma's transpose bit); one and two consumers.
+  runCase({problem(77, 45, 150, DType::BF16, DType::F32), wgmmaConfig(64, 64, 2),
+           {}});
+  runCase({problem(200, 136, 200, DType::BF16, DType::BF16),
+           wgmmaConfig(128, 128, 3),
+           {}});
+}
+
+TEST_F(ContractionKernelsTest, WgmmaEveryLayout) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // K-major and MN-major A and B, f16, bias + relu, f16 out, a 2-stage
+  // ring that wraps several times (K = 320: five K tiles).
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+      Case c{problem(70, 72, 320, DType::F16, DType::F16, la, lb),
+             wgmmaConfig(128, 64, 2),
+             {}};
+      c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F16};
+      c.epilogue.activation = Activation::Relu;
+      runCase(c);
+    }
+}
+
+TEST_F(ContractionKernelsTest, WgmmaSmallKNEqualsOneUnaligned) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // K = 8 (below one K tile); N = 1; K = 5 with lda = 5 (register copies,
+  // the producer arrives itself).
+  runCase({problem(33, 24, 8, DType::BF16, DType::F32), wgmmaConfig(64, 64, 2),
+           {}});
+  Case n1{problem(100, 1, 40, DType::BF16, DType::BF16),
+          wgmmaConfig(128, 64, 2),
+          {}};
+  n1.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::F32};
+  runCase(n1);
+  runCase({problem(33, 24, 5, DType::BF16, DType::F32), wgmmaConfig(64, 64, 2),
+           {}});
+}
+
+TEST_F(ContractionKernelsTest, WgmmaBatchesSplitKAndWideTile) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // Batch 3 with a broadcast B, residual and gelu; then batch 1.
+  Case c{problem(20, 24, 70, DType::BF16, DType::F32), wgmmaConfig(64, 64, 3),
+         {}};
+  c.problem.batch = 3;
+  c.problem.batchStrideA = 20 * 70;
+  c.problem.batchStrideB = 0;
+  c.problem.batchStrideC = 20 * 24;
+  c.epilogue.residual = true;
+  c.epilogue.residualType = DType::BF16;
+  c.epilogue.activation = Activation::Gelu;
+  runCase(c);
+  c.problem.batch = 1;
+  runCase(c);
+  // Split-K: 3 splits of 3 K tiles; the reduction applies the epilogue.
+  Case s{problem(20, 24, 576, DType::BF16, DType::BF16),
+         wgmmaConfig(64, 64, 2, 3),
+         {}};
+  s.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::BF16};
+  s.epilogue.activation = Activation::Sigmoid;
+  runCase(s);
+  // The 128x256 tile (128 accumulators a thread, setmaxnreg).
+  runCase({problem(130, 260, 72, DType::F16, DType::F32, Layout::RowMajor,
+                   Layout::ColMajor),
+           wgmmaConfig(128, 256, 2),
            {}});
 }
 
@@ -821,6 +929,29 @@ TEST_F(ContractionKernelsTest, ConvSplitKAndTf32) {
   runConvCase(t);
 }
 
+TEST_F(ContractionKernelsTest, WgmmaConvolutions) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // 1x1; 3x3 stride 2 pad 1 with the ResNet epilogue; the 7x7 stride-2
+  // stem on 3 channels (register copies); dilation 2; two groups; 5
+  // channels; split-K.
+  runConvCase({conv(2, 5, 6, 16, 24, 1, 1, 0), wgmmaConfig(64, 64, 2), {}});
+  ConvCase r{conv(1, 9, 9, 8, 32, 3, 2, 1), wgmmaConfig(64, 64, 3), {}};
+  r.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
+  r.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+  r.epilogue.residual = true;
+  r.epilogue.residualType = DType::BF16;
+  r.epilogue.activation = Activation::Relu;
+  runConvCase(r);
+  runConvCase({conv(1, 12, 11, 3, 16, 7, 2, 3), wgmmaConfig(128, 64, 2), {}});
+  runConvCase({conv(1, 9, 8, 16, 16, 3, 1, 2, 2), wgmmaConfig(64, 64, 2), {}});
+  ConvCase g{conv(2, 5, 5, 16, 24, 3, 1, 1, 1, 2), wgmmaConfig(64, 64, 2), {}};
+  g.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::BF16};
+  g.epilogue.residual = true;
+  runConvCase(g);
+  runConvCase({conv(1, 6, 7, 5, 16, 3, 1, 1), wgmmaConfig(64, 64, 2), {}});
+  runConvCase({conv(1, 4, 4, 64, 32, 3, 1, 1), wgmmaConfig(64, 64, 2, 3), {}});
+}
+
 TEST_F(ContractionKernelsTest, ConvFp32OnCudaCores) {
   // fp32 without tf32: the FFMA kernel with the convolution's A loader;
   // 3x3 pad 1, stride 2 with two groups and a bias, 1x1 with 5 channels.
@@ -957,6 +1088,17 @@ TEST(ContractionConfigTest, UnsupportedConfigsSayWhy) {
               ::testing::HasSubstr("split-K"));
   EXPECT_THAT(unsupportedReason(p, simt(64, 64, 8, 8, 8, 3)),
               ::testing::HasSubstr("f32 inputs"));
+  EXPECT_THAT(unsupportedReason(p, wgmmaConfig(128, 32, 4)),
+              ::testing::HasSubstr("64, 128 or 256"));
+  EXPECT_THAT(unsupportedReason(p, wgmmaConfig(256, 128, 4)),
+              ::testing::HasSubstr("64 or 128"));
+  GemmConfig narrowK = wgmmaConfig(64, 64, 4);
+  narrowK.blockK = 32;
+  EXPECT_THAT(unsupportedReason(p, narrowK), ::testing::HasSubstr("64"));
+  EXPECT_THAT(
+      unsupportedReason(problem(64, 64, 64, DType::F32, DType::F32),
+                        wgmmaConfig(64, 64, 4)),
+      ::testing::HasSubstr("f16 or bf16"));
   p.batch = 2;
   EXPECT_THAT(unsupportedReason(p, tensorCore(64, 64, 32, 32, 32, 3)),
               ::testing::HasSubstr("batch stride"));
@@ -978,10 +1120,38 @@ TEST(ContractionConfigTest, HeuristicPicks) {
   GemmConfig tall = pickConfig(problem(64, 64, 8192, DType::BF16, DType::F32),
                                Family::MmaF16, 90);
   EXPECT_GT(tall.splitK, 1u) << tall.describe();
-  // A matrix-vector product uses the narrow-N tile.
+  // A matrix-vector product uses the narrow-N tile (mma.sync; wgmma's
+  // narrowest N is 64).
   GemmConfig gemv = pickConfig(problem(4096, 1, 4096, DType::BF16, DType::F32),
-                               Family::MmaF16, 90);
+                               Family::MmaF16, 90, /*wgmma=*/false);
   EXPECT_EQ(gemv.blockN, 16u) << gemv.describe();
+  // bf16/fp16 on sm_90: wgmma first, the big tiles for big problems, and
+  // the mma.sync candidates after every wgmma one; never on sm_80, and not
+  // with wgmma off.
+  EXPECT_EQ(big.family, Family::WgmmaF16) << big.describe();
+  EXPECT_EQ(big.blockM, 128u) << big.describe();
+  EXPECT_GE(big.blockN, 128u) << big.describe();
+  {
+    GemmProblem p = problem(300, 200, 1000, DType::F16, DType::F32);
+    std::vector<GemmConfig> all = candidateConfigs(p, Family::MmaF16, 90);
+    auto firstSync =
+        std::find_if(all.begin(), all.end(), [](const GemmConfig &c) {
+          return c.family == Family::MmaF16;
+        });
+    ASSERT_NE(firstSync, all.begin());
+    ASSERT_NE(firstSync, all.end());
+    EXPECT_TRUE(std::all_of(firstSync, all.end(), [](const GemmConfig &c) {
+      return c.family == Family::MmaF16;
+    }));
+    for (const GemmConfig &c : all)
+      EXPECT_EQ(unsupportedReason(p, c), "") << c.describe();
+    for (const GemmConfig &c : candidateConfigs(p, Family::MmaF16, 80))
+      EXPECT_EQ(c.family, Family::MmaF16) << c.describe();
+    EXPECT_EQ(pickConfig(p, Family::MmaF16, 90, false).family,
+              Family::MmaF16);
+  }
+  // Few output tiles and a long K on wgmma: split-K too.
+  EXPECT_EQ(tall.family, Family::WgmmaF16) << tall.describe();
   GemmConfig f32 = pickConfig(problem(4096, 4096, 4096, DType::F32, DType::F32),
                               Family::SimtF32, 90);
   EXPECT_EQ(f32.blockM * f32.blockN, 128u * 128u) << f32.describe();
@@ -1055,6 +1225,65 @@ TEST_F(ContractionKernelsTest, CandidatesPassPtxasOnSm80AndSm90) {
       }
     }
   }
+}
+
+TEST_F(ContractionKernelsTest, WgmmaCandidatesPassPtxasOnSm90a) {
+  if (ptxasPath().empty())
+    GTEST_SKIP() << "ptxas not found";
+  // The heuristic's first two wgmma tiles in every operand layout and
+  // output type, plain and split-K, and the convolution loader: ptxas
+  // -arch=sm_90a accepts each (CandidatesPassPtxasOnSm80AndSm90 covers
+  // every tile, for bf16 row-major operands).
+  struct Variant {
+    DType in, out;
+    Layout la, lb;
+    uint32_t split;
+  };
+  for (Variant v :
+       {Variant{DType::BF16, DType::BF16, Layout::RowMajor, Layout::RowMajor, 1},
+        Variant{DType::F16, DType::F32, Layout::ColMajor, Layout::ColMajor, 1},
+        Variant{DType::BF16, DType::F32, Layout::RowMajor, Layout::ColMajor, 2},
+        Variant{DType::F16, DType::F16, Layout::ColMajor, Layout::RowMajor, 1}}) {
+    GemmProblem p = problem(1000, 512, 2048, v.in, v.out, v.la, v.lb);
+    std::vector<GemmConfig> candidates =
+        candidateConfigs(p, Family::WgmmaF16, 90);
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [](const GemmConfig &c) {
+                                      return c.splitK != 1;
+                                    }),
+                     candidates.end());
+    ASSERT_EQ(candidates.size(), 6u) << "every wgmma tile fits";
+    candidates.resize(2);
+    for (GemmConfig c : candidates) {
+      c.splitK = v.split;
+      GenerateOptions options;
+      Epilogue e;
+      e.bias = {EpilogueVector::Kind::PerColumn, DType::BF16};
+      e.activation = Activation::Relu;
+      auto kernels = generateGemm(p, c, e, options);
+      ASSERT_TRUE(bool(kernels))
+          << c.describe() << ": " << kernels.error().message();
+      EXPECT_NE(kernels->kernels[0].ptx.find(".target sm_90a"),
+                std::string::npos);
+      EXPECT_NE(kernels->kernels[0].ptx.find("wgmma.mma_async"),
+                std::string::npos);
+      EXPECT_EQ(runPtxas(kernels->kernels[0].ptx, "sm_90"), "")
+          << c.describe();
+    }
+  }
+  // The implicit-GEMM loader, odd channels (copies through registers).
+  GemmProblem p = convolutionAsGemm(conv(2, 9, 9, 3, 24, 7, 2, 3));
+  GemmConfig c = pickConfig(p, Family::MmaF16, 90);
+  EXPECT_EQ(c.family, Family::WgmmaF16) << c.describe();
+  auto kernels = generateGemm(p, c, {}, {});
+  ASSERT_TRUE(bool(kernels)) << kernels.error().message();
+  EXPECT_EQ(runPtxas(kernels->kernels[0].ptx, "sm_90"), "") << c.describe();
+  // sm_80 has no wgmma: an error, not a kernel.
+  GenerateOptions sm80;
+  sm80.smVersion = 80;
+  auto refused = generateGemm(p, c, {}, sm80);
+  ASSERT_FALSE(bool(refused));
+  EXPECT_THAT(refused.error().message(), ::testing::HasSubstr("needs sm_90"));
 }
 
 TEST(ContractionNvrtcTest, MissingLibraryIsAnError) {

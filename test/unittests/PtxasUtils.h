@@ -28,13 +28,18 @@ inline std::string ptxasPath() {
 }
 
 /// "" when ptxas accepts the PTX for `arch` ("sm_90"), else its output.
+/// PTX for the arch-specific sm_90a ISA (wgmma kernels) is assembled for
+/// sm_90a when `arch` is sm_90.
 inline std::string runPtxas(const std::string &ptx, const std::string &arch) {
+  std::string target = arch;
+  if (arch == "sm_90" && ptx.find(".target sm_90a") != std::string::npos)
+    target = "sm_90a";
   char dir[] = "/tmp/kiln-ptxas-XXXXXX";
   if (!::mkdtemp(dir))
     return "cannot create a temporary directory";
   std::string base = dir;
   std::ofstream(base + "/k.ptx") << ptx;
-  std::string command = ptxasPath() + " -arch=" + arch + " " + base +
+  std::string command = ptxasPath() + " -arch=" + target + " " + base +
                         "/k.ptx -o " + base + "/k.cubin > " + base +
                         "/log 2>&1";
   int rc = std::system(command.c_str());

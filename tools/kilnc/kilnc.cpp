@@ -119,6 +119,12 @@ cl::opt<bool> contractionKernels(
              "kernels from the CUDA C++ templates (NVRTC); false: generic "
              "kernels (default: true)"),
     cl::init(true), cl::cat(codegenCategory()));
+cl::opt<bool> wgmma(
+    "wgmma",
+    cl::desc("On sm_90, bf16/fp16 matmuls and convolutions on warp-"
+             "specialised wgmma kernels; false: mma.sync, to compare "
+             "(default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> vectorize(
     "vectorize",
     cl::desc("Vectorise elementwise kernels: 128-bit accesses where the "
@@ -732,6 +738,7 @@ int main(int argc, char **argv) {
   pipelineOptions.contractionKernels = contractionKernels;
   pipelineOptions.attentionKernels = attentionKernels;
   pipelineOptions.vectorize = vectorize;
+  pipelineOptions.wgmma = wgmma;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");

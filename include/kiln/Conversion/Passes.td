@@ -145,6 +145,12 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     one the others are computed from; the others move to a region after the
     kernel.
 
+    With `wgmma=true` and `chip=sm_90`, bf16/f16 matmuls and convolutions
+    try the warp-specialised `wgmma` kernels (sm_90a; a cp.async producer
+    warpgroup feeding mbarrier-guarded stages to one or two consumer
+    warpgroups) before the `mma.sync` ones; `kilnc --stats` names the
+    family each region got.
+
     A region that does not fit keeps its generic kernel, and its reason in
     a `kiln.generic_reason` attribute: no matmul, another contraction or a
     row op in it, results not computed from one another, an op with no
@@ -200,6 +206,9 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "GPU architecture the kernels are compiled for: sm_80 or sm_90">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "On sm_90, bf16/fp16 matmuls and convolutions try the "
+           "warp-specialised wgmma kernels (sm_90a) before mma.sync">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::tensor::TensorDialect",

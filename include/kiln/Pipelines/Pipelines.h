@@ -87,6 +87,9 @@ struct PipelineOptions {
   bool attentionKernels = true;
   /// kiln-map-to-gpu vectorises elementwise kernels (128-bit accesses).
   bool vectorize = true;
+  /// With contractionKernels on sm_90: bf16/fp16 contractions on the wgmma
+  /// kernels (mma.sync when false, or for a shape wgmma cannot do).
+  bool wgmma = true;
 
   static std::string defaultLibdevicePath();
 };

@@ -373,7 +373,7 @@ FailureOr<cx::GemmKernels> Matcher::compile(const cx::GemmProblem &problem,
   ep.customBody = epilogue.body;
   for (size_t i = 0; i < epilogue.operands.size(); ++i)
     ep.customOperands.push_back("epilogue" + std::to_string(i));
-  cx::GemmConfig config = cx::pickConfig(problem, family, smVersion);
+  cx::GemmConfig config = cx::pickConfig(problem, family, smVersion, wgmma);
   if (std::string reason = cx::unsupportedReason(problem, config);
       !reason.empty()) {
     why = "no kernel config: " + reason;
@@ -595,7 +595,7 @@ struct MatchContractionsPass
                          << "' is not sm_80 or sm_90";
       return signalPassFailure();
     }
-    kiln::templates::Matcher matcher(module, sm, chip);
+    kiln::templates::Matcher matcher(module, sm, chip, wgmma);
     SmallVector<kiln::FusionOp> fusions;
     module.walk([&](kiln::FusionOp f) { fusions.push_back(f); });
     auto holds = [](kiln::FusionOp f, auto isAnchor) {

@@ -66,8 +66,9 @@ struct OperandView {
 
 class Matcher {
 public:
-  Matcher(mlir::ModuleOp module, unsigned smVersion, llvm::StringRef chip)
-      : module(module), smVersion(smVersion), chip(chip.str()) {}
+  Matcher(mlir::ModuleOp module, unsigned smVersion, llvm::StringRef chip,
+          bool wgmma = false)
+      : module(module), smVersion(smVersion), chip(chip.str()), wgmma(wgmma) {}
 
   /// Replaces `fusion` by template kernels, or leaves it with the reason.
   void run(kiln::FusionOp fusion);
@@ -179,6 +180,8 @@ private:
   mlir::ModuleOp module;
   unsigned smVersion;
   std::string chip;
+  /// bf16/fp16 contractions on sm_90 try wgmma kernels first.
+  bool wgmma = false;
   unsigned nextKernel = 0;
   /// Producers split off the region being rewritten (erased if it fails).
   llvm::SmallVector<kiln::FusionOp> splitOff;

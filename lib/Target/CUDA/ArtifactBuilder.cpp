@@ -205,7 +205,11 @@ llvm::Expected<Assembled> assemble(const std::string &ptxas,
       return llvm::createStringError("cannot write " + ptxPath.str().str());
     os << ptx;
   }
+  // A template kernel compiled for sm_90a (wgmma, setmaxnreg) is assembled
+  // for it; the cubin runs on the same sm_90 GPUs.
   std::string arch = "-arch=" + target;
+  if (target == "sm_90" && ptx.find(".target sm_90a") != std::string::npos)
+    arch += "a";
   llvm::StringRef args[] = {ptxas, "-v", arch, ptxPath, "-o", cubinPath};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(),
                                                 logPath.str()};

@@ -1,5 +1,14 @@
 // RUN: kiln-opt %s -split-input-file -kiln-match-contractions -verify-diagnostics | FileCheck %s
 // RUN: not kiln-opt %s -split-input-file -kiln-match-contractions="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=CHIP
+// The wgmma option (kilnc --wgmma sets it): sm_90a wgmma kernels for
+// bf16/f16 on sm_90, mma.sync still on sm_80.
+// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true" | FileCheck %s --check-prefix=WGMMA
+// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true chip=sm_80" | FileCheck %s --check-prefix=SM80
+// WGMMA-LABEL: gpu.binary @kiln_gemm_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "{{.*}}.target sm_90a{{.*}}.entry kiln_gemm_0{{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// WGMMA:       kiln.kernel_config = "wgmma_f16 64x64x64 w64x64
+// SM80-LABEL: gpu.binary @kiln_gemm_0
+// SM80-NOT:   wgmma
+// SM80:       kiln.kernel_config = "mma_f16
 // REQUIRES: nvrtc
 
 // CHIP: error: kiln-match-contractions: chip 'sm_75' is not sm_80 or sm_90

@@ -2,7 +2,7 @@
 """Convolution regions on the implicit-GEMM templates, against onnxruntime.
 
 Usage: conv_templates.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
-                         [--only NAME,...] [--list]
+                         [--only NAME,...] [--list] [--wgmma true|false]
 
 Each model is one convolution shape the templates must cover (1x1, 3x3 with
 pad 1, stride 2 with pads, the 7x7 stride-2 stem on 3 channels, dilation 2,
@@ -24,6 +24,10 @@ Bounds, on the relative error of the output's norm (docs/passes.md,
 "Precision"): fp32 1e-4 (FFMA, the same sums in another order); tf32 and
 fp16 5e-3 (10-bit mantissas); bf16 2e-2 (8-bit mantissas). Operands are
 rounded, products accumulate in fp32.
+
+--wgmma true|false compiles bf16 and fp16 only, with kilnc --wgmma=true|false,
+and fails a variant whose regions are not all on the sm_90a wgmma kernels
+(true) or all on mma.sync (false).
 """
 import argparse
 import os
@@ -162,7 +166,10 @@ def run_variant(args, name, path, feeds, reference, precision, bound):
     work = os.path.join(args.workdir, name, precision)
     os.makedirs(work, exist_ok=True)
     artifact = os.path.join(work, "m.kiln")
-    stats, error = compile_with_stats(args.kilnc, path, artifact, ["--layout=nhwc", f"--precision={precision}"])
+    flags = ["--layout=nhwc", f"--precision={precision}"]
+    if args.wgmma:
+        flags.append(f"--wgmma={args.wgmma}")
+    stats, error = compile_with_stats(args.kilnc, path, artifact, flags)
     if error:
         print(f"{name} {precision}: {error} FAIL")
         return False
@@ -171,6 +178,10 @@ def run_variant(args, name, path, feeds, reference, precision, bound):
                       if line.startswith(("kiln_conv_", "kiln_dwconv_"))})
     if not configs or any(line.startswith("generic") for line in report):
         print(f"{name} {precision}: not on template kernels: {report} FAIL")
+        return False
+    family = {"true": "wgmma_f16", "false": "mma_f16"}.get(args.wgmma)
+    if family and not all(c.startswith(family) for c in configs):
+        print(f"{name} {precision}: not all on {family} kernels: {configs} FAIL")
         return False
     worst, error = emu_error(args.kiln_run, artifact, work, feeds, reference)
     if error:
@@ -189,6 +200,7 @@ def main():
     ap.add_argument("--kiln-run", default="kiln-run")
     ap.add_argument("--only", default="")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--wgmma", choices=["true", "false"])
     args = ap.parse_args()
     if args.list:
         print("\n".join(MODELS))
@@ -198,6 +210,8 @@ def main():
     for name in names:
         path, feeds, reference = prepare(args.workdir, name, MODELS[name]())
         for precision, bound in VARIANTS:
+            if args.wgmma and precision not in ("bf16", "fp16"):
+                continue
             failed += not run_variant(args, name, path, feeds, reference,
                                       precision, bound)
     print(f"{len(names)} models, {failed} failures")

@@ -2,7 +2,7 @@
 """Matmul regions on the template kernels, through the whole compiler.
 
 Usage: template_matmuls.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
-                           [--only NAME,...]
+                           [--only NAME,...] [--wgmma true|false]
 
 Each model is a matmul region that kiln-match-contractions turns into a
 tiled kernel from the CUDA C++ templates (test/unittests/
@@ -24,6 +24,10 @@ Bounds (relative error of the output norm, the project's precision
 bounds, docs/passes.md "Precision"): fp32 1e-4 (fp32 FMAs in another
 order), tf32 and fp16 5e-3 (10-bit mantissas, fp32 accumulation), bf16 2e-2
 (8-bit mantissa).
+
+--wgmma true|false compiles bf16 and fp16 only, with kilnc --wgmma=true|false,
+and fails a variant whose matmuls are not all on the sm_90a wgmma kernels
+(true) or all on mma.sync (false).
 """
 import argparse
 import os
@@ -95,6 +99,8 @@ def run(args, name, path, feeds, reference, precision, flags, bound):
     work = os.path.join(args.workdir, name, precision)
     os.makedirs(work, exist_ok=True)
     artifact = os.path.join(work, "m.kiln")
+    if args.wgmma:
+        flags = flags + [f"--wgmma={args.wgmma}"]
     stats, error = compile_with_stats(args.kilnc, path, artifact, flags)
     if error:
         print(f"{name} {precision}: {error} FAIL")
@@ -104,6 +110,10 @@ def run(args, name, path, feeds, reference, precision, flags, bound):
                       if line.startswith("kiln_gemm_")})
     if not report or any(line.startswith("generic") for line in report):
         print(f"{name} {precision}: not on a template kernel: {report} FAIL")
+        return False
+    family = {"true": "wgmma_f16", "false": "mma_f16"}.get(args.wgmma)
+    if family and not all(c.startswith(family) for c in configs):
+        print(f"{name} {precision}: not all on {family} kernels: {configs} FAIL")
         return False
     worst, error = emu_error(args.kiln_run, artifact, work, feeds, reference)
     if error:
@@ -121,12 +131,15 @@ def main():
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
     ap.add_argument("--only", default="")
+    ap.add_argument("--wgmma", choices=["true", "false"])
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(MODELS)
     failed = 0
     for name in names:
         path, feeds, reference = prepare(args.workdir, name, MODELS[name]())
         for precision, flags, bound in VARIANTS:
+            if args.wgmma and precision not in ("bf16", "fp16"):
+                continue
             failed += not run(args, name, path, feeds, reference, precision,
                               flags, bound)
     print(f"{len(names)} models, {failed} failures")

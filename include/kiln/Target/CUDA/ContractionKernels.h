@@ -131,6 +131,12 @@ enum class Family : uint8_t {
   MmaTf32,
   /// fp32 FFMA on CUDA cores: shared-memory and register blocking.
   SimtF32,
+  /// sm_90a warpgroup MMA (wgmma.mma_async m64nNk16) with f16 or bf16
+  /// inputs and fp32 accumulators, warp-specialised: a producer warpgroup
+  /// stages K tiles of 64 with cp.async into an mbarrier-guarded ring, one
+  /// (blockM 64) or two (blockM 128) consumer warpgroups compute; blockN is
+  /// wgmma's N (64, 128 or 256). warpM/warpN are 64 and blockN.
+  WgmmaF16,
 };
 
 std::string_view familyName(Family family);
@@ -237,13 +243,15 @@ std::string unsupportedReason(const GemmProblem &problem,
 
 /// The configurations worth trying for the problem, best guess first
 /// (see docs/architecture.md, "Contraction kernels"). `family` is the
-/// instruction family the precision asks for.
+/// instruction family the precision asks for. With MmaF16 on sm_90 and
+/// `wgmma`, the WgmmaF16 candidates come first, then the mma.sync ones.
 std::vector<GemmConfig> candidateConfigs(const GemmProblem &problem,
-                                         Family family, uint32_t smVersion);
+                                         Family family, uint32_t smVersion,
+                                         bool wgmma = true);
 
 /// The heuristic's choice among candidateConfigs, with no GPU.
 GemmConfig pickConfig(const GemmProblem &problem, Family family,
-                      uint32_t smVersion);
+                      uint32_t smVersion, bool wgmma = true);
 
 struct GenerateOptions {
   /// 80 or 90: NVRTC's --gpu-architecture=compute_<sm>.

@@ -15,12 +15,19 @@ runtime::Expected<GemmKernels> generateGemm(const GemmProblem &p,
     return runtime::Error::failure("contraction kernels target sm_80 or sm_90, "
                                    "not sm_" +
                                    std::to_string(options.smVersion));
+  // wgmma and setmaxnreg exist only in sm_90a (the arch-specific ISA).
+  bool wgmma = c.family == Family::WgmmaF16;
+  if (wgmma && options.smVersion != 90)
+    return runtime::Error::failure("GEMM " + c.describe() +
+                                   ": wgmma needs sm_90, not sm_" +
+                                   std::to_string(options.smVersion));
   runtime::Expected<std::string> source = generateGemmSource(p, c, e, options);
   if (!source)
     return source.takeError();
   runtime::Expected<nvrtc::CompileResult> compiled = nvrtc::compileToPtx(
       *source, options.name,
-      {"--gpu-architecture=compute_" + std::to_string(options.smVersion),
+      {"--gpu-architecture=compute_" + std::to_string(options.smVersion) +
+           (wgmma ? "a" : ""),
        "-default-device", "--std=c++17", "-restrict"});
   if (!compiled)
     return compiled.takeError();

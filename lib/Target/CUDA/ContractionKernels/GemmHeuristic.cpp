@@ -20,8 +20,15 @@
 // blocks are limited by shared memory, registers and threads, and split-K
 // adds its workspace traffic and a second launch. Figures are per SM per
 // cycle, H100/A100 class: tensor cores through mma.sync 2048 (f16/bf16) and
-// 1024 (tf32) FLOPs, FFMA 256, shared memory 128 B, L2 ~32 B. The estimate
-// only has to order candidates; autotuning on a GPU replaces it.
+// 1024 (tf32) FLOPs, through wgmma 4096 (f16/bf16: H100's 989 TFLOP/s dense
+// at 132 SMs and 1.83 GHz, twice what mma.sync reaches), FFMA 256, shared
+// memory 128 B, L2 ~32 B. For wgmma 4 consumer warps hide the latency (the
+// MMAs are asynchronous and a producer warpgroup keeps the ring full), and
+// the shared traffic is each consumer's A rows plus the whole B tile. On
+// sm_90 the bf16/fp16 list is the wgmma candidates, then the mma.sync ones
+// (GemmConfig::Family order, not the estimate, decides between families).
+// The estimate only has to order candidates; autotuning on a GPU replaces
+// it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +49,8 @@ Machine machineFor(uint32_t smVersion, Family family) {
   Machine m;
   m.sms = smVersion >= 90 ? 132 : 108;
   m.maxSharedPerSm = smVersion >= 90 ? 228 * 1024 : 164 * 1024;
-  m.flopsPerCycle = family == Family::MmaF16    ? 2048
+  m.flopsPerCycle = family == Family::WgmmaF16  ? 4096
+                    : family == Family::MmaF16  ? 2048
                     : family == Family::MmaTf32 ? 1024
                                                 : 256;
   return m;
@@ -52,6 +60,8 @@ Machine machineFor(uint32_t smVersion, Family family) {
 double registersPerThread(const GemmConfig &c) {
   if (c.family == Family::SimtF32)
     return c.threadM * c.threadN + c.threadM + c.threadN + 40;
+  if (c.family == Family::WgmmaF16) // BN/2 accumulators a consumer thread
+    return c.blockN / 2.0 + 40;
   double mi = c.warpM / 16.0, ni = c.warpN / 8.0;
   return mi * ni * 4 + mi * 4 + ni * 2 + 40;
 }
@@ -71,8 +81,11 @@ double estimateCycles(const GemmProblem &p, const GemmConfig &c,
   double blocksPerSm = std::ceil(blocks / mc.sms);
   double resident = std::min(residentBlocks, blocksPerSm);
   double warps = resident * threads / 32;
-  double hiding =
-      std::min(1.0, warps / (c.family == Family::SimtF32 ? 16.0 : 8.0));
+  // wgmma's asynchronous MMAs and its producer hide latency with fewer
+  // warps: 4 consumer warps are enough.
+  double hiding = std::min(1.0, warps / (c.family == Family::SimtF32    ? 16.0
+                                         : c.family == Family::WgmmaF16 ? 4.0
+                                                                        : 8.0));
 
   double bk = c.blockK, bm = c.blockM, bn = c.blockN;
   // FFMA kernels are bound by issue: per k a thread issues TM*TN FFMAs,
@@ -83,10 +96,13 @@ double estimateCycles(const GemmProblem &p, const GemmConfig &c,
                 (c.threadM * c.threadN + (c.threadM + c.threadN) / 4.0 + 2) /
                 128
           : 2 * bm * bn * bk / mc.flopsPerCycle;
+  // wgmma reads each consumer's A rows and the whole B tile once a K tile.
   double sharedBytes =
       c.family == Family::SimtF32
           ? threads * (c.threadM + c.threadN) * 4 * bk /
                 2 // float4, halved by broadcast
+      : c.family == Family::WgmmaF16
+          ? (bm / 64) * (64 + bn) * bk * plan.inBytes
           : (threads / 32) * (c.warpM + c.warpN) * bk * plan.inBytes;
   double shared = sharedBytes / mc.sharedBytesPerCycle;
   double global = (bm + bn) * bk * plan.inBytes / mc.l2BytesPerCycle;
@@ -109,8 +125,36 @@ struct Tile {
 
 } // namespace
 
+namespace {
+
+/// WgmmaF16 tiles {BM, BN, stages}: the largest ring that fits 227 KiB.
+std::vector<GemmConfig> wgmmaBase() {
+  const uint32_t tiles[][3] = {{128, 256, 4}, {128, 128, 5}, {64, 256, 5},
+                               {128, 64, 6},  {64, 128, 6},  {64, 64, 8}};
+  std::vector<GemmConfig> base;
+  for (const auto &t : tiles) {
+    GemmConfig c;
+    c.family = Family::WgmmaF16;
+    c.blockM = t[0], c.blockN = t[1], c.blockK = 64;
+    c.warpM = 64, c.warpN = t[1], c.stages = t[2];
+    base.push_back(c);
+  }
+  return base;
+}
+
+} // namespace
+
 std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
-                                         uint32_t smVersion) {
+                                         uint32_t smVersion, bool wgmma) {
+  if (family == Family::MmaF16 && smVersion == 90 && wgmma) {
+    // wgmma first (each list ranked by the estimate), mma.sync after it.
+    std::vector<GemmConfig> all =
+        candidateConfigs(p, Family::WgmmaF16, smVersion, false);
+    std::vector<GemmConfig> sync =
+        candidateConfigs(p, Family::MmaF16, smVersion, false);
+    all.insert(all.end(), sync.begin(), sync.end());
+    return all;
+  }
   std::vector<GemmConfig> base;
   if (family == Family::SimtF32) {
     // {BM, BN, BK, TM, TN, stages}
@@ -125,6 +169,10 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
       c.threadM = t.wm, c.threadN = t.wn, c.stages = t.stages;
       base.push_back(c);
     }
+  } else if (family == Family::WgmmaF16) {
+    if (smVersion != 90)
+      return {};
+    base = wgmmaBase();
   } else {
     bool tf32 = family == Family::MmaTf32;
     // {BM, BN, BK, WTM, WTN, stages}; tf32 halves BK to keep rows 64-128 B.
@@ -161,6 +209,14 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
         all.push_back(s);
     }
   }
+  // A wgmma ring deeper than a split's K tiles only costs shared memory
+  // (and residency): trim it to the tiles, at least 2.
+  for (GemmConfig &c : all)
+    if (c.family == Family::WgmmaF16) {
+      uint64_t tiles = planGemm(p, c).kTilesPerSplit;
+      c.stages = static_cast<uint32_t>(
+          std::max<uint64_t>(2, std::min<uint64_t>(c.stages, tiles)));
+    }
   auto fits = [&](const GemmConfig &c) {
     return planGemm(p, c).sharedBytes <= maxSharedBytesPerBlock(smVersion);
   };
@@ -175,8 +231,10 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
   return all;
 }
 
-GemmConfig pickConfig(const GemmProblem &p, Family family, uint32_t smVersion) {
-  std::vector<GemmConfig> candidates = candidateConfigs(p, family, smVersion);
+GemmConfig pickConfig(const GemmProblem &p, Family family, uint32_t smVersion,
+                      bool wgmma) {
+  std::vector<GemmConfig> candidates =
+      candidateConfigs(p, family, smVersion, wgmma);
   if (candidates.empty()) {
     GemmConfig c;
     c.family = family;

@@ -23,6 +23,8 @@ std::string_view familyName(Family family) {
     return "mma_tf32";
   case Family::SimtF32:
     return "simt_f32";
+  case Family::WgmmaF16:
+    return "wgmma_f16";
   }
   return "?";
 }
@@ -30,6 +32,8 @@ std::string_view familyName(Family family) {
 uint32_t GemmConfig::threads() const {
   if (family == Family::SimtF32)
     return (threadM && threadN) ? (blockM / threadM) * (blockN / threadN) : 0;
+  if (family == Family::WgmmaF16) // a producer and blockM / 64 consumers
+    return (blockM / 64 + 1) * 128;
   return (warpM && warpN) ? (blockM / warpM) * (blockN / warpN) * 32 : 0;
 }
 
@@ -104,6 +108,13 @@ GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
     uint32_t padA = plan.aKContiguous ? 4 : 0, padB = plan.bKContiguous ? 4 : 0;
     plan.sharedBytes =
         c.stages * c.blockK * ((c.blockM + padA) + (c.blockN + padB)) * 4;
+  } else if (c.family == Family::WgmmaF16) {
+    // GemmWgmma.cuh: 1024 bytes to align the ring, the ring (or the staged
+    // output tile, which reuses it), a full and an empty mbarrier a stage.
+    uint32_t stage = (c.blockM + c.blockN) * c.blockK * plan.inBytes;
+    uint32_t staged =
+        c.blockM * (c.blockN * plan.outBytes + (plan.outBytes == 4 ? 32 : 16));
+    plan.sharedBytes = 1024 + std::max(c.stages * stage, staged) + 16 * c.stages;
   } else {
     uint32_t stage = (c.blockM + c.blockN) * c.blockK * plan.inBytes;
     // The output tile's padded rows (GemmTensorCore.cuh, kOutPitch).
@@ -129,9 +140,11 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   if (!dtypeBytes(p.outputType))
     return "the output must be f32, f16 or bf16";
   bool halfIn = p.inputType == DType::F16 || p.inputType == DType::BF16;
-  if (c.family == Family::MmaF16 && !halfIn)
-    return "mma_f16 needs f16 or bf16 inputs";
-  if (c.family != Family::MmaF16 && p.inputType != DType::F32)
+  bool halfFamily =
+      c.family == Family::MmaF16 || c.family == Family::WgmmaF16;
+  if (halfFamily && !halfIn)
+    return std::string(familyName(c.family)) + " needs f16 or bf16 inputs";
+  if (!halfFamily && p.inputType != DType::F32)
     return std::string(familyName(c.family)) + " needs f32 inputs";
   if (p.ldaOrPacked() < (p.layoutA == Layout::RowMajor ? p.k : p.m))
     return "lda is smaller than A's contiguous extent";
@@ -159,7 +172,17 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     return "stages must be 2 to 8";
   if (c.splitK < 1)
     return "split-K must be at least 1";
-  if (c.family == Family::SimtF32) {
+  if (c.family == Family::WgmmaF16) {
+    if (c.blockM != 64 && c.blockM != 128)
+      return "wgmma's block M must be 64 or 128 (one or two consumer "
+             "warpgroups)";
+    if (c.blockN != 64 && c.blockN != 128 && c.blockN != 256)
+      return "wgmma's block N must be 64, 128 or 256";
+    if (c.blockK != 64)
+      return "wgmma's block K must be 64 (one 128-byte swizzle row)";
+    if (c.warpM != 64 || c.warpN != c.blockN)
+      return "wgmma's warp tile is 64 x block N";
+  } else if (c.family == Family::SimtF32) {
     if (c.threadM % 4 || c.threadN % 4 || !c.threadM || !c.threadN)
       return "thread tiles must be multiples of 4";
     if (c.blockM % c.threadM || c.blockN % c.threadN)
@@ -187,7 +210,9 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     // channels (tensor cores) or one channel (FFMA, transposing).
     uint32_t columns =
         c.family == Family::SimtF32 ? c.blockK : c.blockK * inBytes / 16;
-    if (c.threads() % columns || (c.blockM * columns) % c.threads())
+    // wgmma: the producer warpgroup alone copies.
+    uint32_t copiers = c.family == Family::WgmmaF16 ? 128 : c.threads();
+    if (copiers % columns || (c.blockM * columns) % copiers)
       return "the block's threads must divide its A tile's columns evenly";
     if (cv.h * cv.w * cv.c * (p.m / (cv.p * cv.q) + 1) >= (1ull << 40))
       return "the input image is too large";

@@ -145,6 +145,32 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
   return s + "};\n\n";
 }
 
+/// WgmmaF16's one MMA: `wgmma.mma_async.m64n<BN>k16` from two shared-memory
+/// descriptors into the thread's BN/2 accumulators (an inline-PTX statement
+/// with one operand per register, written out here because its operand
+/// list depends on BN). The transpose bits say which operand is MN-major.
+std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
+                        const GemmPlan &plan) {
+  const uint32_t regs = c.blockN / 2;
+  const char *type = p.inputType == DType::BF16 ? "bf16" : "f16";
+  std::string list;
+  for (uint32_t i = 0; i < regs; ++i)
+    list += (i ? ", %" : "%") + std::to_string(i);
+  std::string s = "KILN_INLINE void wgmmaTile(float (&d)[" +
+                  std::to_string(regs) + "], u64 descA, u64 descB) {\n";
+  s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
+       std::to_string(regs + 2) + ", 0;\\n\"\n";
+  s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(c.blockN) +
+       "k16.f32." + type + "." + type + " {" + list + "}, %" +
+       std::to_string(regs) + ", %" + std::to_string(regs + 1) + ", p, 1, 1, " +
+       (plan.aKContiguous ? "0" : "1") + ", " +
+       (plan.bKContiguous ? "0" : "1") + ";\\n}\"\n    : ";
+  for (uint32_t i = 0; i < regs; ++i)
+    s += (i ? ", " : "") + std::string("\"+f\"(d[") + std::to_string(i) + "])";
+  s += "\n    : \"l\"(descA), \"l\"(descB), \"r\"(1));\n}\n\n";
+  return s;
+}
+
 /// The epilogue's pointer parameters, in kernel-parameter order.
 std::vector<std::string> epiloguePointers(const Epilogue &e) {
   if (!e.customBody.empty())
@@ -239,9 +265,16 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   s += cfgSource(p, c, plan);
   s += epilogueSource(e);
   bool simt = c.family == Family::SimtF32;
+  bool wgmma = c.family == Family::WgmmaF16;
   s += simt ? kGemmSimtTemplate : kGemmTensorCoreTemplate;
   s += "\n";
-  const char *ns = simt ? "simt" : "tc";
+  if (wgmma) {
+    // The wgmma kernel reuses the mma.sync template's loaders and stores.
+    s += wgmmaSource(p, c, plan);
+    s += kGemmWgmmaTemplate;
+    s += "\n";
+  }
+  const char *ns = simt ? "simt" : wgmma ? "wg" : "tc";
 
   auto paramList = [](const std::vector<KernelParameter> &params) {
     std::string list;
@@ -266,8 +299,10 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
     return list;
   };
 
-  std::string launchBounds =
-      "__launch_bounds__(" + std::to_string(c.threads()) + ")";
+  // wgmma: one block an SM, so setmaxnreg has the whole register file.
+  std::string launchBounds = "__launch_bounds__(" +
+                             std::to_string(c.threads()) +
+                             (wgmma ? ", 1)" : ")");
   if (c.splitK > 1) {
     s += "extern \"C\" __global__ void " + launchBounds + " " + options.name +
          "(" + paramList(gemmMainParameters(e, c)) + ") {\n";

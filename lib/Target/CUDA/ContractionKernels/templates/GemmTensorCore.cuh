@@ -51,12 +51,16 @@ constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
 /// compile-time offsets, the destinations are fixed per thread, and a K
 /// tile only moves the pointer and shrinks what is left of K. Other shapes
 /// take the general path, which derives each chunk from its index.
-template <class Tile, int Vec, bool KContig, i64 Ld> struct OperandLoader {
+///
+/// `Threads` threads, 0 to Threads - 1 in threadIdx.x, issue the copies:
+/// the whole block here, the producer warpgroup in GemmWgmma.cuh.
+template <class Tile, int Vec, bool KContig, i64 Ld, int Threads = Cfg::THREADS>
+struct OperandLoader {
   static constexpr int kTotal = Tile::kRows * Tile::kChunks;
-  static constexpr int kIters = (kTotal + Cfg::THREADS - 1) / Cfg::THREADS;
+  static constexpr int kIters = (kTotal + Threads - 1) / Threads;
   static constexpr bool kRegular =
-      kTotal % Cfg::THREADS == 0 && Cfg::THREADS % Tile::kChunks == 0;
-  static constexpr int kRowStep = Cfg::THREADS / Tile::kChunks; // R
+      kTotal % Threads == 0 && Threads % Tile::kChunks == 0;
+  static constexpr int kRowStep = Threads / Tile::kChunks; // R
   /// Bytes the source moves per K tile.
   static constexpr i64 kTileStep = KContig ? Cfg::BK * kEB : Cfg::BK * Ld * kEB;
 
@@ -126,8 +130,8 @@ template <class Tile, int Vec, bool KContig, i64 Ld> struct OperandLoader {
     int k0 = kBegin + t * Cfg::BK;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
-      int q = (int)threadIdx.x + i * Cfg::THREADS;
-      if (kTotal % Cfg::THREADS != 0 && q >= kTotal)
+      int q = (int)threadIdx.x + i * Threads;
+      if (kTotal % Threads != 0 && q >= kTotal)
         break;
       int r = q / Tile::kChunks;
       int ch = q % Tile::kChunks;
@@ -147,11 +151,11 @@ template <class Tile, int Vec, bool KContig, i64 Ld> struct OperandLoader {
 /// (n, p, q), column k is (kh, kw, c) with c innermost. A thread copies the
 /// same column chunk (8 or 4 channels of one input pixel) for rows r0,
 /// r0 + R, ...: per row it keeps the image's offset and the window's
-/// top-left corner, per K tile it decomposes its k once.
-template <int Unused> struct ConvLoaderA {
-  using Tile = TileA;
-  static constexpr int kIters = Tile::kRows * Tile::kChunks / Cfg::THREADS;
-  static constexpr int kRowStep = Cfg::THREADS / Tile::kChunks;
+/// top-left corner, per K tile it decomposes its k once. `Threads` as in
+/// OperandLoader.
+template <class Tile = TileA, int Threads = Cfg::THREADS> struct ConvLoaderA {
+  static constexpr int kIters = Tile::kRows * Tile::kChunks / Threads;
+  static constexpr int kRowStep = Threads / Tile::kChunks;
   const char *base;
   i64 image[kIters]; // element offset of the row's image
   int h0[kIters], w0[kIters];
@@ -205,7 +209,7 @@ template <int Unused> struct ConvLoaderA {
 template <bool Conv> struct SelectLoaderA {
   using type = OperandLoader<TileA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA>;
 };
-template <> struct SelectLoaderA<true> { using type = ConvLoaderA<0>; };
+template <> struct SelectLoaderA<true> { using type = ConvLoaderA<>; };
 
 using LoaderA = SelectLoaderA<Cfg::CONV>::type;
 using LoaderB = OperandLoader<TileB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB>;
@@ -343,14 +347,17 @@ KILN_INLINE void storeStagedPair(u32 address, float v0, float v1) {
 }
 
 /// Copies the staged tile to C: VEC_C elements a store where they are all
-/// inside N, element by element at the right edge.
-KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0) {
+/// inside N, element by element at the right edge. `Threads` threads
+/// (`tid` 0 to Threads - 1) share the work.
+template <int Threads = Cfg::THREADS>
+KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0,
+                             int tid) {
   constexpr int kVec = Cfg::VEC_C;
   constexpr int kVecBytes = kVec * Cfg::OUT_BYTES;
   constexpr int kPerRow = Cfg::BN / kVec;
   constexpr int kTotal = Cfg::BM * kPerRow;
 #pragma unroll 4
-  for (int q = threadIdx.x; q < kTotal; q += Cfg::THREADS) {
+  for (int q = tid; q < kTotal; q += Threads) {
     int r = q / kPerRow, cv = q % kPerRow;
     int row = m0 + r, col = n0 + cv * kVec;
     if (row >= M || col >= (int)Cfg::N)
@@ -518,7 +525,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
       }
   __syncthreads();
   writeStaged(shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
-              (int)M, n0);
+              (int)M, n0, (int)threadIdx.x);
 }
 
 } // namespace tc

@@ -1,0 +1,346 @@
+//===- GemmWgmma.cuh - sm_90a warp-specialised wgmma GEMM (f16/bf16) ------===//
+//
+// One block computes a BM x BN tile of C (BM = 64 or 128, BN = 64, 128 or
+// 256) for one batch and one K split, with warpgroups (128 threads) in two
+// roles:
+//   - warpgroup 0, the producer, fills a STAGES-deep ring of shared-memory
+//     stages with cp.async, through the loaders of GemmTensorCore.cuh (so
+//     edges are zero-filled and an implicit-GEMM convolution gathers its
+//     im2col rows the same way). It waits on a stage's `empty` mbarrier,
+//     issues the stage's copies, and `cp.async.mbarrier.arrive.noinc` makes
+//     the stage's `full` mbarrier (count 128) complete when every copy has
+//     landed. Operands only 2-byte aligned are copied through registers;
+//     then the producer waits for its copies and arrives itself.
+//   - warpgroups 1 and 2, the consumers, each own 64 rows of the tile: they
+//     wait on `full`, `fence.proxy.async` (cp.async writes in the generic
+//     proxy, wgmma reads in the async proxy), and issue four
+//     `wgmma.mma_async.m64nBNk16` (K tile 64) from shared-memory
+//     descriptors, accumulating BN/2 fp32 registers a thread. One group
+//     stays in flight: after committing tile t they wait for tile t - 1's
+//     group and arrive on its stage's `empty` mbarrier (count: every
+//     consumer thread), which hands the stage back to the producer.
+//   - with two consumers `setmaxnreg` moves registers from the producer
+//     (56 a thread: its loaders keep per-row addresses) to the consumers
+//     (224). The producer returns after its last copy; the epilogue is the
+//     consumers' alone (named barrier 1).
+//
+// Shared memory holds each operand in the canonical 128-byte-swizzled
+// layout wgmma descriptors describe (every stage 1024-byte aligned):
+//   - K-major (A row-major, B stored [N][K]): a row of the tile (one m or n)
+//     is the K tile's 64 elements, 128 bytes; 16-byte chunk c of row r sits
+//     at chunk c ^ (r % 8); 8 rows make a 1024-byte swizzle atom (the
+//     descriptor's stride offset). A k16 step moves the start address by
+//     32 bytes.
+//   - MN-major (A column-major, B row-major [K][N]; wgmma's transpose bit):
+//     blocks of 64 m (or n) elements, each 64 K rows of 128 bytes, swizzled
+//     the same way; the descriptor's leading offset is the block size
+//     (8 KiB), its stride offset the 8-row atom (1024 B). A k16 step moves
+//     16 rows (2 KiB).
+//
+// The epilogue is GemmTensorCore.cuh's: wgmma's accumulator fragment is the
+// mma.sync m16n8 one per warp (warp w of a consumer holds rows 16w..16w+15
+// of its 64), so the consumers apply kilnEpilogue in registers, stage the
+// rounded tile in shared memory and the consumers write it with
+// writeStaged's 128-bit stores. With split-K the consumers write fp32
+// partials to the workspace and SplitKReduce.cuh applies the epilogue.
+//
+// Cfg (generated) holds every compile-time fact and the generated
+// `wgmmaTile` (the wgmma instruction for this BN, dtype and layouts); see
+// GemmSource.cpp. This file is compiled after GemmTensorCore.cuh.
+//
+//===----------------------------------------------------------------------===//
+
+namespace wg {
+
+constexpr int kEB = 2;
+constexpr int kConsumers = Cfg::BM / 64;
+constexpr int kProducerThreads = 128;
+constexpr int kAccs = Cfg::BN / 2;
+
+/// A K-major tile: Rows rows (m or n) of 64 K elements.
+template <int Rows> struct KMajorTile {
+  static constexpr int kRows = Rows;
+  static constexpr int kChunks = 8;
+  static constexpr int kBytes = Rows * 128;
+  static KILN_INLINE u32 chunkOffset(int row, int chunk) {
+    return (u32)(row * 128 + ((chunk ^ (row & 7)) << 4));
+  }
+};
+
+/// An MN-major tile: 64 K rows of MN elements, in blocks of 64 elements.
+template <int MN> struct MnMajorTile {
+  static constexpr int kRows = 64;
+  static constexpr int kChunks = MN / 8;
+  static constexpr int kBytes = MN * 128;
+  static KILN_INLINE u32 chunkOffset(int row, int chunk) {
+    return (u32)((chunk >> 3) * 8192 + row * 128 +
+                 (((chunk & 7) ^ (row & 7)) << 4));
+  }
+};
+
+template <bool KContig, int MN> struct SelectTile {
+  using type = KMajorTile<MN>;
+};
+template <int MN> struct SelectTile<false, MN> {
+  using type = MnMajorTile<MN>;
+};
+
+using TileA = SelectTile<Cfg::A_K_CONTIG, Cfg::BM>::type;
+using TileB = SelectTile<Cfg::B_K_CONTIG, Cfg::BN>::type;
+constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
+
+template <bool Conv> struct SelectLoaderA {
+  using type = tc::OperandLoader<TileA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA,
+                                 kProducerThreads>;
+};
+template <> struct SelectLoaderA<true> {
+  using type = tc::ConvLoaderA<TileA, kProducerThreads>;
+};
+using LoaderA = SelectLoaderA<Cfg::CONV>::type;
+using LoaderB = tc::OperandLoader<TileB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB,
+                                  kProducerThreads>;
+/// A copy narrower than 4 bytes goes through registers (no cp.async).
+constexpr bool kRegisterCopies = Cfg::VEC_A == 1 || Cfg::VEC_B == 1;
+
+// --- mbarrier ----------------------------------------------------------------
+
+KILN_INLINE void mbarrierInit(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count)
+               : "memory");
+}
+KILN_INLINE void mbarrierArrive(u32 bar) {
+  asm volatile("{ .reg .b64 state; mbarrier.arrive.shared::cta.b64 state, "
+               "[%0]; }" ::"r"(bar)
+               : "memory");
+}
+/// Spins until the phase of parity `parity` has completed.
+KILN_INLINE void mbarrierWait(u32 bar, u32 parity) {
+  asm volatile("{\n"
+               "  .reg .pred done;\n"
+               "kiln_wait_%=:\n"
+               "  mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "  @!done bra kiln_wait_%=;\n"
+               "}" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+/// The mbarrier's pending count drops by one when every cp.async this
+/// thread issued before has completed.
+KILN_INLINE void cpAsyncArriveNoinc(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar)
+               : "memory");
+}
+KILN_INLINE void consumerBarrier() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kConsumers * 128) : "memory");
+}
+/// Waits for every cp.async this thread issued (none is in a commit group).
+KILN_INLINE void cpAsyncWaitAll() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+KILN_INLINE void fenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// --- wgmma -------------------------------------------------------------------
+
+/// A shared-memory matrix descriptor with 128-byte swizzling.
+KILN_INLINE u64 descriptor(u32 address, u32 leadingBytes, u32 strideBytes) {
+  return (u64)((address & 0x3FFFF) >> 4) |
+         ((u64)((leadingBytes >> 4) & 0x3FFF) << 16) |
+         ((u64)((strideBytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+KILN_INLINE void wgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+KILN_INLINE void wgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> KILN_INLINE void wgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/// Keeps the compiler from moving accumulator accesses across the
+/// asynchronous MMAs that own the registers.
+KILN_INLINE void fenceAccumulators(float (&acc)[kAccs]) {
+#pragma unroll
+  for (int i = 0; i < kAccs; ++i)
+    asm volatile("" : "+f"(acc[i])::"memory");
+}
+
+/// Descriptor of the consumer's A (its 64 rows) and of B at k16 step 0.
+KILN_INLINE u64 descriptorA(u32 stage, int consumer) {
+  if (Cfg::A_K_CONTIG)
+    return descriptor(stage + consumer * 64 * 128, 16, 1024);
+  return descriptor(stage + consumer * 8192, 8192, 1024);
+}
+KILN_INLINE u64 descriptorB(u32 stage) {
+  u32 tile = stage + TileA::kBytes;
+  return Cfg::B_K_CONTIG ? descriptor(tile, 16, 1024)
+                         : descriptor(tile, 8192, 1024);
+}
+/// What a k16 step adds to a descriptor (the start address, in 16 bytes).
+constexpr u64 kStepA = Cfg::A_K_CONTIG ? 32 >> 4 : 2048 >> 4;
+constexpr u64 kStepB = Cfg::B_K_CONTIG ? 32 >> 4 : 2048 >> 4;
+
+KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
+                      float *workspace, u32 M, u64 batchStrideA,
+                      u64 batchStrideC, const EpilogueArgs &ep) {
+  extern __shared__ __align__(1024) unsigned char sharedBytes[];
+  // Swizzling works on address bits: the ring starts 1024-byte aligned.
+  const u32 shared = (sharedAddress(sharedBytes) + 1023) & ~1023u;
+  constexpr u32 kPipelineBytes = Cfg::STAGES * kStageBytes;
+  constexpr u32 kStagedBytes = Cfg::BM * tc::kOutPitch;
+  constexpr u32 kRingBytes =
+      kPipelineBytes > kStagedBytes ? kPipelineBytes : kStagedBytes;
+  const u32 fullBars = shared + kRingBytes;
+  const u32 emptyBars = fullBars + 8 * Cfg::STAGES;
+
+  const int warpgroup = threadIdx.x / 128;
+  const int m0 = blockIdx.x * Cfg::BM, n0 = blockIdx.y * Cfg::BN;
+  const unsigned batch = blockIdx.z / Cfg::SPLITK;
+  const int split = blockIdx.z % Cfg::SPLITK;
+
+  constexpr int kTilesTotal = (int)((Cfg::K + Cfg::BK - 1) / Cfg::BK);
+  constexpr int kTilesPerSplit = (kTilesTotal + Cfg::SPLITK - 1) / Cfg::SPLITK;
+  const int kBegin = split * kTilesPerSplit * Cfg::BK;
+  int kEnd = kBegin + kTilesPerSplit * Cfg::BK;
+  kEnd = kEnd < (int)Cfg::K ? kEnd : (int)Cfg::K;
+  const int kTiles =
+      kEnd > kBegin ? (kEnd - kBegin + Cfg::BK - 1) / Cfg::BK : 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::STAGES; ++s) {
+      mbarrierInit(fullBars + 8 * s, kProducerThreads);
+      mbarrierInit(emptyBars + 8 * s, kConsumers * 128);
+    }
+  }
+  __syncthreads();
+
+  float acc[kAccs];
+  if (warpgroup == 0) {
+    // --- Producer ---
+    if (kConsumers == 2)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+    const char *a = (const char *)aPtr + batch * batchStrideA * kEB;
+    const char *b = (const char *)bPtr + batch * (u64)Cfg::STRIDE_B * kEB;
+    LoaderA loaderA;
+    LoaderB loaderB;
+    loaderA.init(a, m0, (int)M, kBegin, kEnd);
+    loaderB.init(b, n0, (int)Cfg::N, kBegin, kEnd);
+    const int wholeTiles = (kEnd - kBegin) / Cfg::BK;
+    const bool insideA = LoaderA::allInside(m0, (int)M);
+    const bool insideB = LoaderB::allInside(n0, (int)Cfg::N);
+    int s = 0;
+    u32 parity = 0;
+    for (int kt = 0; kt < kTiles; ++kt) {
+      if (kt >= Cfg::STAGES)
+        mbarrierWait(emptyBars + 8 * s, parity ^ 1);
+      const u32 stage = shared + s * kStageBytes;
+      loaderA.load(stage, kt, insideA && kt < wholeTiles);
+      loaderB.load(stage + TileA::kBytes, kt, insideB && kt < wholeTiles);
+      if (kRegisterCopies) {
+        cpAsyncWaitAll();
+        fenceProxyAsync();
+        mbarrierArrive(fullBars + 8 * s);
+      } else {
+        cpAsyncArriveNoinc(fullBars + 8 * s);
+      }
+      if (++s == Cfg::STAGES)
+        s = 0, parity ^= 1;
+    }
+    // The producer's work ends here: its last copies complete before the
+    // consumers' last `full` wait returns.
+    cpAsyncWaitAll();
+    return;
+  } else {
+    // --- Consumers ---
+    if (kConsumers == 2)
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+    const int consumer = warpgroup - 1;
+#pragma unroll
+    for (int i = 0; i < kAccs; ++i)
+      acc[i] = 0.0f;
+    int s = 0, previous = 0;
+    u32 parity = 0;
+    for (int kt = 0; kt < kTiles; ++kt) {
+      mbarrierWait(fullBars + 8 * s, parity);
+      fenceProxyAsync();
+      const u32 stage = shared + s * kStageBytes;
+      const u64 da = descriptorA(stage, consumer), db = descriptorB(stage);
+      fenceAccumulators(acc);
+      wgmmaFence();
+#pragma unroll
+      for (int ks = 0; ks < Cfg::BK / 16; ++ks)
+        wgmmaTile(acc, da + ks * kStepA, db + ks * kStepB);
+      wgmmaCommit();
+      fenceAccumulators(acc);
+      wgmmaWait<1>();
+      fenceAccumulators(acc);
+      if (kt > 0)
+        mbarrierArrive(emptyBars + 8 * previous);
+      previous = s;
+      if (++s == Cfg::STAGES)
+        s = 0, parity ^= 1;
+    }
+    wgmmaWait<0>();
+    fenceAccumulators(acc);
+  }
+
+  // Fragment position of accumulator 4j + 2h + e of a consumer thread:
+  // row 16 w + g + 8 h of its 64, column 8 j + 2 t + e.
+  const int lane = threadIdx.x % 32, w = (threadIdx.x / 32) % 4;
+  const int g = lane / 4, t = lane % 4;
+  const int rowBase = (warpgroup - 1) * 64 + 16 * w + g;
+  if (Cfg::SPLITK > 1) {
+    const unsigned batches = gridDim.z / Cfg::SPLITK;
+    float *ws = workspace + ((i64)split * batches + batch) * M * Cfg::N;
+#pragma unroll
+    for (int j = 0; j < Cfg::BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int row = m0 + rowBase + 8 * h;
+        int col = n0 + 8 * j + 2 * t;
+        if (row >= (int)M || col >= (int)Cfg::N)
+          continue;
+        float *to = ws + (i64)row * Cfg::N + col;
+        if (Cfg::N % 2 == 0) {
+          *(float2 *)to = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        } else {
+          to[0] = acc[4 * j + 2 * h];
+          if (col + 1 < (int)Cfg::N)
+            to[1] = acc[4 * j + 2 * h + 1];
+        }
+      }
+    return;
+  }
+
+  // Every consumer is done with the ring (named barrier 1: the consumers
+  // alone).
+  consumerBarrier();
+  {
+    const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
+#pragma unroll
+    for (int j = 0; j < Cfg::BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int r = rowBase + 8 * h, cl = 8 * j + 2 * t;
+        int row = m0 + r, col = n0 + cl;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (row < (int)M) {
+          if (col < (int)Cfg::N)
+            v0 = kilnEpilogue(batch, row, col + kEpiCol, acc[4 * j + 2 * h],
+                              ep);
+          if (col + 1 < (int)Cfg::N)
+            v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
+                              acc[4 * j + 2 * h + 1], ep);
+        }
+        tc::storeStagedPair(shared + r * tc::kOutPitch + cl * Cfg::OUT_BYTES,
+                            v0, v1);
+      }
+  }
+  consumerBarrier();
+  tc::writeStaged<kConsumers * 128>(
+      shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0, (int)M,
+      n0, (int)threadIdx.x - 128);
+}
+
+} // namespace wg

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""bf16 GEMM on the GPU: the wgmma kernels against mma.sync and cuBLAS.
+
+Usage (development machine, called by prepare.py):
+  wgmma_bench.py prepare --kilnc PATH --out DEVICE_CHECK_DIR [--dry-run]
+Usage (device machine, called by scripts/device-check.sh with its arguments):
+  wgmma_bench.py --dir DEVICE_CHECK_DIR [--device cuda|emu]
+                 [--torch cuda|cpu|no] [--runs N] [--warmup N] [--out DIR]
+
+prepare compiles into DIR/wgmma/ one MatMul, C = A B with A [M, K] and
+B [K, N] both model inputs (no weights to carry), at 4096^3 and 8192^3
+(--dry-run: 192 x 200 x 136, off every tile), with --precision=bf16
+--io-precision=bf16 (A, B and C bf16 in memory, as torch.matmul on bf16
+tensors), twice: --wgmma (the sm_90a warp-specialised wgmma kernel) and
+--wgmma=false (mma.sync), recording the config kilnc --stats reports, and
+writes wgmma.json.
+
+The run, per shape: seeded normal A and B (gemm_check.make_input), rounded
+to bf16; per artifact kiln-run -o once (gemm_check.Reference: 256 sampled
+rows and the column sums against float64 of the bf16 operands, bound
+1e-2: bf16 output rounding alone is ~1.8e-3), then --bench N: the median
+of the kiln_gemm_ kernel (its per-kernel line; with split-K the sum of the
+main and reduction kernels), TFLOP/s, % of the H200's dense bf16 peak
+(989) and of cuBLAS; then torch.matmul on the same bf16 operands (CUDA
+events, gemm_check.torch_gemm). Prints a markdown table, also to
+OUT/wgmma.txt and OUT/wgmma.json. Exits 1 when a run fails or an error is
+out of bounds; 0 with a note when prepare.py made no wgmma set.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+FULL = [(4096, 4096, 4096), (8192, 8192, 8192)]
+DRY = [(192, 200, 136)]
+BOUND = 1e-2
+PEAK = 989.0  # H200 dense bf16 TFLOP/s
+IMPLS = [("wgmma", ["--wgmma"]), ("mma.sync", ["--wgmma=false"])]
+GEMM_KERNEL = re.compile(r"kernel (kiln_gemm_\w+) \(x\d+\): median ([0-9.]+) ms")
+CONFIG = re.compile(r"kiln_gemm_\d+: (\S+ \S+ \S+ \S+ \S+),")
+
+
+def gemm_model(m, k, n):
+    import onnx
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [k, n])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [m, n])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def prepare(args):
+    import onnx
+    out = os.path.join(args.out, "wgmma")
+    os.makedirs(out, exist_ok=True)
+    entries = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for m, k, n in DRY if args.dry_run else FULL:
+            src = os.path.join(tmp, "g.onnx")
+            onnx.save(gemm_model(m, k, n), src)
+            for impl, flags in IMPLS:
+                name = f"gemm-{m}x{k}x{n}-{impl.replace('.', '')}"
+                ran = subprocess.run([args.kilnc, src, "-o", os.path.join(out, name + ".kiln"),
+                                      "--precision=bf16", "--io-precision=bf16", "--stats"]
+                                     + flags, check=True, capture_output=True, text=True)
+                config = CONFIG.search(ran.stdout)
+                entries.append(dict(name=name, file=name + ".kiln", shape=[m, k, n], impl=impl,
+                                    config=config.group(1) if config else "?"))
+    with open(os.path.join(out, "wgmma.json"), "w") as f:
+        json.dump(dict(set="dry-run" if args.dry_run else "full", runs=entries), f, indent=1)
+    print(f"prepared wgmma: {len(entries)} artifacts")
+
+
+def run(args):
+    import numpy as np
+    import gemm_check
+    manifest_path = os.path.join(args.dir, "wgmma", "wgmma.json")
+    if not os.path.exists(manifest_path):
+        print("wgmma_bench.py: no wgmma set in this device-check/ (prepare.py made none)")
+        return 0
+    manifest = json.load(open(manifest_path))
+    kiln_run = os.path.join(args.dir, "bin", "kiln-run")
+    tdev = "cuda" if args.torch == "cuda" else "cpu"
+    work = tempfile.mkdtemp(prefix="kiln-wgmma-bench-")
+    rows, failed, shapes = [], 0, {}
+    for e in manifest["runs"]:
+        m, k, n = e["shape"]
+        key = (m, k, n)
+        if key not in shapes:
+            a = gemm_check.make_input(m, k, seed=21)
+            b = gemm_check.make_input(k, n, seed=22)
+            files = {}
+            for name, x in (("a", a), ("b", b)):
+                files[name] = os.path.join(work, f"{name}-{m}x{k}x{n}.npy")
+                gemm_check.save_bf16(files[name], gemm_check.to_bf16_bits(x))
+            shapes[key] = dict(a=a, b=b, files=files, ref=gemm_check.Reference(a, b, "bf16"))
+            if args.torch != "no":
+                try:
+                    ms, c, note = gemm_check.torch_gemm(a, b, "bf16", tdev, args.runs)
+                    err, _ = shapes[key]["ref"].error(c)
+                    rows.append(dict(name=f"gemm-{m}x{k}x{n}", shape=[m, k, n], impl="torch.matmul",
+                                     config=note or "cuBLAS", ms=ms, err=err,
+                                     tflops=gemm_check.tflops(m, k, n, ms),
+                                     status="ok" if err <= BOUND else "FAIL: error out of bound"))
+                    failed += err > BOUND
+                except Exception as ex:  # no torch, or no CUDA
+                    rows.append(dict(name=f"gemm-{m}x{k}x{n}", shape=[m, k, n],
+                                     impl="torch.matmul", config="-", status=f"no baseline: {ex}"))
+        s = shapes[key]
+        row = dict(name=e["name"], shape=e["shape"], impl=e["impl"], config=e["config"])
+        base = [kiln_run, os.path.join(args.dir, "wgmma", e["file"]), "--device", args.device,
+                "-i", f"a={s['files']['a']}", "-i", f"b={s['files']['b']}"]
+        out = os.path.join(work, "out")
+        ran = subprocess.run(base + ["-o", out], capture_output=True, text=True)
+        if ran.returncode != 0:
+            row["status"] = "FAIL: " + (ran.stderr.strip().splitlines() or ["kiln-run failed"])[-1]
+            failed += 1
+            rows.append(row)
+            continue
+        outputs = sorted(f for f in os.listdir(out) if f.endswith(".npy"))
+        row["err"], row["detail"] = s["ref"].error(gemm_check.load_output(os.path.join(out, outputs[0])))
+        ran = subprocess.run(base + ["--bench", str(args.runs), "--warmup", str(args.warmup)],
+                             capture_output=True, text=True)
+        times = GEMM_KERNEL.findall(ran.stdout + ran.stderr)
+        if ran.returncode != 0 or not times:
+            row["status"] = "FAIL: " + (ran.stderr.strip().splitlines() or ["no kiln_gemm_ time"])[-1]
+            failed += 1
+            rows.append(row)
+            continue
+        row["ms"] = sum(float(t) for _, t in times)
+        row["tflops"] = gemm_check.tflops(m, k, n, row["ms"])
+        ok = row["err"] <= BOUND
+        row["status"] = "ok" if ok else "FAIL: error out of bound"
+        failed += not ok
+        rows.append(row)
+
+    cublas = {tuple(r["shape"]): r.get("ms") for r in rows if r["impl"] == "torch.matmul"}
+
+    def f(v, fmt):
+        return "-" if v is None else format(v, fmt)
+    lines = [f"bf16 GEMM, wgmma vs mma.sync vs cuBLAS (issue 11): device {args.device}, "
+             f"torch {args.torch}, kiln-run --bench {args.runs} --warmup {args.warmup}; "
+             f"set {manifest['set']}", "",
+             "| GEMM M×K×N | impl | config | median ms | TFLOP/s | % of dense peak (989) "
+             "| % of cuBLAS | rel. error (bound) | status |", "|---|"]
+    for r in rows:
+        ref = cublas.get(tuple(r["shape"]))
+        share = ref / r["ms"] if ref and r.get("ms") and r["impl"] != "torch.matmul" else None
+        peak = r["tflops"] / PEAK if r.get("tflops") else None
+        lines.append(f"| {'×'.join(map(str, r['shape']))} | {r['impl']} | {r['config']} | "
+                     f"{f(r.get('ms'), '.4f')} | {f(r.get('tflops'), '.1f')} | {f(peak, '.1%')} | "
+                     f"{f(share, '.0%')} | {f(r.get('err'), '.2e')} ({BOUND:g}) | {r['status']} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "wgmma.txt"), "w") as fh:
+            fh.write(text + "\n")
+        with open(os.path.join(args.out, "wgmma.json"), "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 1 if failed else 0
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "prepare":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--kilnc", required=True)
+        ap.add_argument("--out", required=True)
+        ap.add_argument("--dry-run", action="store_true")
+        prepare(ap.parse_args(sys.argv[2:]))
+        return 0
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--torch", default="cuda")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    # device-check.sh passes its own arguments through: keep what applies.
+    args, _ = ap.parse_known_args()
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
