@@ -3,8 +3,9 @@
 // bar/barrier (sync, arrive, red) with counts on barriers 0-15, opening a
 // barrier, and cp.async with its commit and wait groups: copies read their
 // source and check both addresses when issued, and write shared memory when
-// a wait completes their group. (mbarrier, TMA and wgmma will join this
-// family in files of their own.)
+// a wait completes their group (or when cp.async.mbarrier.arrive's
+// mbarrier is waited on: ExecMbarrier.cpp). mbarrier, TMA and wgmma are in
+// ExecMbarrier.cpp, ExecBulkCopy.cpp and ExecWgmma.cpp.
 //
 //===----------------------------------------------------------------------===//
 

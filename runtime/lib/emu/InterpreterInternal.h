@@ -275,9 +275,6 @@ private:
   };
   std::vector<PendingBulk> pendingBulk;
   bool bulkCopy(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
-  /// A copy into or out of shared memory pending at `chunkOffset` (16
-  /// bytes), or nullptr: what wgmma must not read.
-  const char *pendingWriteAt(uint64_t chunkOffset, uint32_t *line);
 
   // wgmma (ExecWgmma.cpp).
   bool wgmma(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
