@@ -309,6 +309,11 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Vectorise elementwise kernels (128-bit accesses where proven "
            "contiguous and aligned)">,
+    Option<"rowKernels", "row-kernels", "bool", /*default=*/"true",
+           "Row kernels for fused row reductions: a warp (rows up to 1024) "
+           "or a block per row, the row's strip in registers, producers "
+           "computed once; false: the block-per-row / thread-per-output "
+           "kernels (A/B switch)">,
   ];
   let dependentDialects = [
     "mlir::affine::AffineDialect",

@@ -87,6 +87,9 @@ struct PipelineOptions {
   bool attentionKernels = true;
   /// kiln-map-to-gpu vectorises elementwise kernels (128-bit accesses).
   bool vectorize = true;
+  /// kiln-map-to-gpu maps fused row reductions to row kernels (a warp or a
+  /// block per row, the row kept in registers).
+  bool rowKernels = true;
 
   static std::string defaultLibdevicePath();
 };
