@@ -283,6 +283,19 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       results with `gpu.all_reduce` (warp shuffles and shared memory), so no
       thread walks a whole row alone: softmax, layer norm, reduce_*, global
       pooling and vector-matrix products.
+    - Row kernels (`row-kernels=true`): a fused kernel (an all-parallel
+      generic, kiln-collapse-fusions) whose body holds reduction loops
+      (`scf.for` with one accumulator folded by add/mul/max/min) that
+      depend on outer coordinates only: a warp per row for rows up to
+      1024 (`block-size` / 32 rows per block), else a block of 64-1024
+      threads per row. Each thread keeps fixed positions of the row (at
+      most 32), evaluates each loop's body there, combines in registers
+      and meets the other threads in a `gpu.shuffle xor` butterfly (warp)
+      or a `gpu.all_reduce` (block). The phases are cloned straight-line
+      with equivalent read-only ops reused, so the row is loaded once and
+      its fused producers are computed once. f64/i64 warp rows, rows over
+      32768 and `row-kernels=false` get a block per row instead: each loop
+      strided over the block's threads, ending in a `gpu.all_reduce`.
 
     Views of buffers (subviews, reshapes) are recreated inside the kernel,
     so every kernel argument is a whole buffer: the runtime passes one

@@ -777,9 +777,10 @@ void KernelBuilder::cloneShared(OpBuilder &b, Operation &inner,
 
 // The row plan of planRows (rows: the outer coordinates; row loops: the
 // reductions over the row), with each thread owning fixed positions of the
-// row instead of striding over it per loop. A row of at most 1024 gets a
-// warp (blockSize / 32 rows per block), a longer one a block of 64-1024
-// threads (about 8 positions each). Each thread evaluates, for each of its
+// row instead of striding over it per loop. A row of at most 1024, when
+// there are rows for every SM (sm-count), gets a warp (up to blockSize / 32
+// rows per block, fewer while that leaves SMs without a block); a longer
+// row, or fewer rows, a block of 64-1024 threads (about 8 positions each). Each thread evaluates, for each of its
 // positions (lane + s * threads, s < slots), every row loop's body in turn
 // and combines the terms in registers; a loop's partials meet in a
 // gpu.shuffle xor butterfly (warp: every lane ends with the total, in the
@@ -811,7 +812,9 @@ bool KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan) {
         std::max(longest, *getConstantIntValue(loop.getUpperBound()));
   }
   int64_t length = std::max(longest, inner);
-  bool warp = length <= kMaxWarpRow;
+  // A warp per row needs rows for every SM (fewer rows leave SMs idle: a
+  // block per row spreads each row over more threads instead).
+  bool warp = length <= kMaxWarpRow && rows >= target.smCount;
   int64_t threads =
       warp ? kWarpSize
            : std::clamp<int64_t>(
@@ -826,8 +829,12 @@ bool KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan) {
       }))
     return false;
 
+  // Up to blockSize / 32 rows per block, fewer while that would leave SMs
+  // without a block.
   int64_t rowsPerBlock =
-      warp ? std::clamp<int64_t>(blockSize / kWarpSize, 1, rows) : 1;
+      warp ? std::clamp<int64_t>((rows + target.smCount - 1) / target.smCount,
+                                 1, std::max<int64_t>(blockSize / kWarpSize, 1))
+           : 1;
   gpu::LaunchOp launch =
       createLaunch(b, (rows + rowsPerBlock - 1) / rowsPerBlock,
                    warp ? rowsPerBlock * kWarpSize : threads);

@@ -1,11 +1,15 @@
-// RUN: kiln-opt %s -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s
+// RUN: kiln-opt %s -kiln-map-to-gpu=sm-count=1 -canonicalize -split-input-file | FileCheck %s
+// RUN: kiln-opt %s -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s --check-prefix=FEW
 // RUN: kiln-opt %s -kiln-map-to-gpu=row-kernels=false -canonicalize -split-input-file | FileCheck %s --check-prefix=OFF
 
 // kiln-map-to-gpu's row kernels (row-kernels=true, the default) for the
 // fused kernels kiln-collapse-fusions emits: an all-parallel generic whose
 // body holds reduction loops over the row (softmax: max, then sum). The
-// second RUN is the A/B switch: the block-per-row kernel that strides over
-// the row once per loop and reads it three times.
+// first RUN has one SM (sm-count=1), so that a few rows are rows enough for
+// a warp each; FEW has the default 132 SMs, where rows fewer than the SMs
+// get a block each (spread over more threads). OFF is the A/B switch: the
+// block-per-row kernel that strides over the row once per loop and reads
+// it three times.
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 
@@ -33,6 +37,14 @@
 // CHECK:           memref.store %{{.*}}, %{{.*}}[%[[W]], %[[L1]]]
 // CHECK-NOT:       gpu.all_reduce
 // CHECK-NOT:     linalg.generic
+// FEW-LABEL: func.func @softmax_warp
+// FEW:         gpu.launch blocks({{.*}}) in ({{.*}} = %c4, {{.*}}) threads({{.*}}) in ({{.*}} = %c64,
+// FEW-NOT:       gpu.shuffle
+// FEW:           memref.load
+// FEW:           gpu.all_reduce maximumf
+// FEW:           gpu.all_reduce add
+// FEW-NOT:       memref.load
+// FEW:           memref.store
 // OFF-LABEL: func.func @softmax_warp
 // OFF:         gpu.launch blocks({{.*}}) in ({{.*}} = %c4, {{.*}}) threads(%[[T:[^,]*]], {{.*}}) in ({{.*}} = %c64,
 // OFF:           scf.for %{{.*}} = %[[T]] to %c64 step %c64

@@ -17,10 +17,10 @@ per model:
   <model>: shfl <n> bar <m> rel-err <e> (bound <b>) ok|FAIL
 
 where <n> and <m> count the PTX's shfl.sync.bfly and bar.sync instructions.
-With --expect-row-kernels, a row of 32 to 1024 must be a warp row kernel
-(shuffles and no barrier: the block-per-row kernel of --row-kernels=false
-needs barriers for its shared-memory all-reduce) and a longer row or a
-fused producer chain must have shuffles. Exits 1 if anything fails.
+With --expect-row-kernels, a row of 32 to 1024 with rows for every SM must
+be a warp row kernel (shuffles and no barrier: the block-per-row kernel of
+--row-kernels=false needs barriers for its shared-memory all-reduce) and
+any other row of 32 or more must have shuffles. Exits 1 if anything fails.
 
 Bound, on the relative error of each output's norm against float64:
 fp32 1e-5. Every kernel computes in fp32: the inputs and each op's result
@@ -89,14 +89,17 @@ def layer_norm(x, scale, bias, eps=1e-5):
 # --- models: name -> (onnx model, reference(inputs) -> outputs, kernel) ----
 # kernel: "warp" (a warp row kernel), "block" (a block row kernel) or None.
 
-def row_kind(length):
-    return None if length < 32 else "warp" if length <= 1024 else "block"
+def row_kind(rows, length):
+    # sm_90 has 132 SMs: a warp per row needs at least that many rows.
+    if length < 32:
+        return None
+    return "warp" if length <= 1024 and rows >= 132 else "block"
 
 
 def softmax_case(rows, length, op="Softmax"):
     m = model([node(op, ["x"], ["y"], axis=-1)], [("x", [rows, length])], ["y"])
     ref = softmax if op == "Softmax" else log_softmax
-    return m, lambda f: [ref(f["x"])], row_kind(length)
+    return m, lambda f: [ref(f["x"])], row_kind(rows, length)
 
 
 def layer_norm_case(rows, length):
@@ -108,7 +111,7 @@ def layer_norm_case(rows, length):
               [("x", [rows, length])], ["y"],
               [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(bias, "b")])
     return m, lambda f: [layer_norm(f["x"], scale.astype(np.float64),
-                                    bias.astype(np.float64))], row_kind(length)
+                                    bias.astype(np.float64))], row_kind(rows, length)
 
 
 def reduce_case(op, shape, axes, keepdims, positive=False):
@@ -131,7 +134,7 @@ def matmul_softmax_case(rows, k, length, op="Softmax"):
     m = model([node("MatMul", ["x", "w"], ["s"]), node(op, ["s"], ["y"], axis=-1)],
               [("x", [rows, k])], ["y"], [numpy_helper.from_array(w, "w")])
     ref = softmax if op == "Softmax" else log_softmax
-    return m, lambda f: [ref(f["x"] @ w.astype(np.float64))], row_kind(length)
+    return m, lambda f: [ref(f["x"] @ w.astype(np.float64))], row_kind(rows, length)
 
 
 def chain_softmax_case(rows, length):
@@ -140,16 +143,19 @@ def chain_softmax_case(rows, length):
     m = model([node("Mul", ["x", "h"], ["a"]), node("Add", ["a", "z"], ["b"]),
                node("Softmax", ["b"], ["y"], axis=-1)],
               [("x", [rows, length]), ("z", [rows, length])], ["y"], [half])
-    return m, lambda f: [softmax(f["x"] * 0.5 + f["z"])], row_kind(length)
+    return m, lambda f: [softmax(f["x"] * 0.5 + f["z"])], row_kind(rows, length)
 
 
 MODELS = {}
-for n in (1, 31, 32, 33, 1000, 1024, 1025, 4097):
-    MODELS[f"softmax-13x{n}"] = softmax_case(13, n)
-for n in (33, 1024, 1025):
-    MODELS[f"logsoftmax-6x{n}"] = softmax_case(6, n, "LogSoftmax")
-for n in (31, 32, 1000, 4097):
-    MODELS[f"layernorm-9x{n}"] = layer_norm_case(9, n)
+# 141 rows: a warp each (rows for all 132 SMs, 2 rows per block, the last
+# block half empty); 13, 9 and 6 rows: fewer rows than SMs, a block each.
+for rows, n in ((13, 1), (13, 31), (141, 32), (141, 33), (141, 1000), (141, 1024),
+                (13, 1000), (13, 1025), (13, 4097)):
+    MODELS[f"softmax-{rows}x{n}"] = softmax_case(rows, n)
+for rows, n in ((6, 33), (141, 1024), (6, 1025)):
+    MODELS[f"logsoftmax-{rows}x{n}"] = softmax_case(rows, n, "LogSoftmax")
+for rows, n in ((9, 31), (141, 32), (141, 1000), (9, 4097)):
+    MODELS[f"layernorm-{rows}x{n}"] = layer_norm_case(rows, n)
 MODELS["reducesum-keep-7x33"] = reduce_case("ReduceSum", [7, 33], [1], 1, positive=True)
 MODELS["reducemean-5x1025"] = reduce_case("ReduceMean", [5, 1025], [1], 0, positive=True)
 MODELS["reducemax-3x5x100"] = reduce_case("ReduceMax", [3, 5, 100], [2], 0)
@@ -161,9 +167,9 @@ MODELS["reducesum-all-37x41"] = reduce_case("ReduceSum", [37, 41], [0, 1], 0, po
 MODELS["reducemax-all-3x7x11x13"] = reduce_case("ReduceMax", [3, 7, 11, 13], [0, 1, 2, 3], 1)
 MODELS["transpose-33x47"] = transpose_case([33, 47], [1, 0])
 MODELS["transpose-3x5x7"] = transpose_case([3, 5, 7], [2, 0, 1])
-MODELS["matmul-softmax-10x64x200"] = matmul_softmax_case(10, 64, 200)
+MODELS["matmul-softmax-141x64x200"] = matmul_softmax_case(141, 64, 200)
 MODELS["matmul-logsoftmax-5x48x1030"] = matmul_softmax_case(5, 48, 1030, "LogSoftmax")
-MODELS["chain-softmax-11x77"] = chain_softmax_case(11, 77)
+MODELS["chain-softmax-141x77"] = chain_softmax_case(141, 77)
 
 POSITIVE = {name for name in MODELS if name.startswith(("reducesum", "reducemean"))}
 
