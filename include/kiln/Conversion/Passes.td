@@ -45,7 +45,11 @@ def CollapseFusionsPass : Pass<"kiln-collapse-fusions", "mlir::func::FuncOp"> {
 
     - an elementwise or broadcast producer becomes scalar code in the body;
     - a reduction (matmul, convolution, pooling, reduce) becomes an `scf.for`
-      nest with its accumulators in registers;
+      nest with its accumulators in registers (several reduction
+      dimensions none of which feeds a computed index, as a reduce over
+      several axes or a whole tensor has: one loop over their product, the
+      coordinates split off its induction variable, so `kiln-map-to-gpu`
+      can spread it over a warp or a block);
     - data movement (`tensor.pad`, slices, reshapes, transposes,
       concatenation) becomes index arithmetic, with `scf.if` where it
       chooses between sources (padding, the parts of a concatenation);

@@ -8,7 +8,8 @@
 // Producers inside the region never reach memory:
 //   - an elementwise or broadcast producer becomes scalar code;
 //   - a reduction (matmul, conv, pooling, reduce) becomes an scf.for nest
-//     with accumulators in registers;
+//     with accumulators in registers (reduction dimensions without
+//     computed indices: one loop over their product);
 //   - data movement (pad, slices, reshapes, transposes, concat) becomes
 //     index arithmetic, guarded by scf.if where it selects between sources.
 // Code that only depends on outer coordinates is emitted outside the loops
