@@ -3,6 +3,7 @@
 
 usage: membound-estimate.py [MODEL ...] [--work DIR] [--sample N]
                             [--kilnc PATH] [--kiln-run PATH]
+                            [--compare vectorize|row-kernels]
 
 For each MODEL, compiles it twice (kilnc --vectorize=false: a thread per
 element; and the default, kiln-map-to-gpu's vectorised kernels), profiles
@@ -22,7 +23,9 @@ here: ew64 (Relu(x * y + z) over 4096 x 4096 f32: 192 MB read, 64 MB
 written), layernorm64, softmax64 (over rows of 4096), transpose64 (4096 x
 4096). Without MODEL: encoder, encoder@--precision=bf16, resnet50 and the
 four 64 MB models (docs/benchmarks.md "Memory-bound kernels" has the
-numbers).
+numbers). --compare row-kernels compiles with --row-kernels=false (the
+block-per-row kernels) and the default (warp / block row kernels, the row
+in registers) instead.
 """
 import argparse
 import importlib.util
@@ -83,7 +86,12 @@ def main():
     parser.add_argument("--sample", type=int, default=4)
     parser.add_argument("--kilnc", default=os.path.join(ROOT, "build", "bin", "kilnc"))
     parser.add_argument("--kiln-run", default=os.path.join(ROOT, "build", "bin", "kiln-run"))
+    parser.add_argument("--compare", choices=["vectorize", "row-kernels"],
+                        default="vectorize")
     args = parser.parse_args()
+    variants = ((("scalar", ["--vectorize=false"]), ("vector", []))
+                if args.compare == "vectorize" else
+                (("rows-off", ["--row-kernels=false"]), ("rows-on", [])))
     args.reuse = False
     work = args.work or tempfile.mkdtemp(prefix="membound-")
     os.makedirs(work, exist_ok=True)
@@ -92,7 +100,7 @@ def main():
           f"{'dram-MB':>9} {'coalesced':>9} {'of-DRAM-bw':>10} {'warp-instr':>10} "
           f"{'gl-accesses':>11}")
     for model in args.models or DEFAULT:
-        for variant, flags in (("scalar", ["--vectorize=false"]), ("vector", [])):
+        for variant, flags in variants:
             name, _, extra = model.partition("@")
             if name in BIG:
                 name = big_model(name, work)

@@ -8,7 +8,9 @@ Two steps, like the rest of the GPU check:
       compiles the models below into DIR/membound (DIR: device-check/), each
       twice: `vector` (kiln-map-to-gpu's vectorised kernels, the default)
       and `scalar` (kilnc --vectorize=false, a thread per element: the
-      before). --dry-run: 256 x 256 instead of 4096 x 4096.
+      before); the row models also `rows-off` (kilnc --row-kernels=false:
+      the block-per-row kernels before the warp / block row kernels).
+      --dry-run: 256 x 256 instead of 4096 x 4096.
 
   membound_bench.py --dir DIR [--kiln-run PATH] [--device cuda|emu]
                     [--runs N] [--warmup N] [--out OUTDIR]
@@ -22,12 +24,17 @@ Two steps, like the rest of the GPU check:
       reports per model the median time of all its kernels, the bandwidth
       its ideal traffic (each input read once, each output written once)
       reaches, and that as a fraction of the copy bandwidth: the issue's
-      bar is 85% (goal 92%). On emu (the dry run) the times are the
-      performance model's estimates and no copy is measured.
+      bar is 85% (goal 92%). The row models are also timed in PyTorch
+      (torch.softmax / torch.nn.functional.layer_norm on the same shape,
+      CUDA events, median of --runs): `torch ms` and kiln's speed relative
+      to it. On emu (the dry run) the times are the performance model's
+      estimates and neither the copy nor PyTorch is measured.
 
 Models (f32, 4096 x 4096 = 64 MB per tensor): ew64 Relu(x * y + z) (256 MB
-moved), layernorm64 and softmax64 over rows of 4096 and transpose64 (128 MB
-each). Prints a table and writes OUTDIR/membound.json.
+moved), layernorm64 and softmax64 over rows of 4096 (a block row kernel),
+layernorm1k and softmax1k over rows of 1024 (16384 rows: a warp row
+kernel) and transpose64 (128 MB each). Prints a table and writes
+OUTDIR/membound.json.
 """
 import argparse
 import json
@@ -36,8 +43,15 @@ import statistics
 import subprocess
 import sys
 
-MODELS = ["ew64", "layernorm64", "softmax64", "transpose64"]
+MODELS = ["ew64", "layernorm64", "softmax64", "layernorm1k", "softmax1k", "transpose64"]
 VARIANTS = {"vector": [], "scalar": ["--vectorize=false"]}
+ROW_MODELS = {"layernorm64", "softmax64", "layernorm1k", "softmax1k"}
+ROW_VARIANTS = {"rows-off": ["--row-kernels=false"]}
+
+
+def shape_of(name, n):
+    """The model's 2-D shape: n x n, or rows of 1024 for the *1k models."""
+    return [n * n // 1024, 1024] if name.endswith("1k") else [n, n]
 
 
 def build_model(name, n, path):
@@ -45,23 +59,25 @@ def build_model(name, n, path):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     F = TensorProto.FLOAT
-    inputs, inits = [helper.make_tensor_value_info("x", F, [n, n])], []
+    shape = shape_of(name, n)
+    inputs, inits = [helper.make_tensor_value_info("x", F, shape)], []
     if name == "ew64":
         inputs += [helper.make_tensor_value_info(v, F, [n, n]) for v in "yz"]
         nodes = [helper.make_node("Mul", ["x", "y"], ["m"]),
                  helper.make_node("Add", ["m", "z"], ["a"]),
                  helper.make_node("Relu", ["a"], ["out"])]
-    elif name == "layernorm64":
+    elif name.startswith("layernorm"):
         rng = np.random.default_rng(0)
-        inits = [numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "g"),
-                 numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b")]
+        cols = shape[1]
+        inits = [numpy_helper.from_array(rng.standard_normal(cols).astype(np.float32), "g"),
+                 numpy_helper.from_array(rng.standard_normal(cols).astype(np.float32), "b")]
         nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["out"], axis=-1)]
-    elif name == "softmax64":
+    elif name.startswith("softmax"):
         nodes = [helper.make_node("Softmax", ["x"], ["out"], axis=-1)]
     else:
         nodes = [helper.make_node("Transpose", ["x"], ["out"], perm=[1, 0])]
     graph = helper.make_graph(nodes, name, inputs,
-                              [helper.make_tensor_value_info("out", F, [n, n])], inits)
+                              [helper.make_tensor_value_info("out", F, shape)], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     m.ir_version = 8
     onnx.save(m, path)
@@ -76,7 +92,8 @@ def prepare(args):
     for name in MODELS:
         onnx_path = os.path.join(args.out, name + ".onnx")
         ideal = build_model(name, n, onnx_path)
-        for variant, flags in VARIANTS.items():
+        variants = dict(VARIANTS, **(ROW_VARIANTS if name in ROW_MODELS else {}))
+        for variant, flags in variants.items():
             artifact = os.path.join(args.out, f"{name}-{variant}.kiln")
             subprocess.run([args.kilnc, onnx_path, "-o", artifact] + flags, check=True)
             manifest["models"].append({"model": name, "variant": variant,
@@ -108,6 +125,32 @@ def copy_bandwidth(runs):
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) * 1e-3)
     return 2 * src.numel() * 4 / statistics.median(times[2:])
+
+
+def torch_row_ms(name, n, runs):
+    """PyTorch's time (ms, median of runs) for a row model, or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available() or name not in ROW_MODELS:
+        return None
+    x = torch.randn(*shape_of(name, n), device="cuda")
+    if name.startswith("softmax"):
+        fn = lambda: torch.softmax(x, dim=-1)
+    else:
+        g = torch.randn(x.shape[1], device="cuda")
+        b = torch.randn(x.shape[1], device="cuda")
+        fn = lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), g, b)
+    times = []
+    for _ in range(max(runs, 3) + 2):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times[2:])
 
 
 def run_bench(args):
@@ -143,19 +186,27 @@ def run_bench(args):
                    gbps=entry["ideal_bytes"] / seconds / 1e9 if seconds else 0.0)
         if copy:
             row["of_copy"] = entry["ideal_bytes"] / seconds / copy
+        if args.device.startswith("cuda"):
+            torch_ms = torch_row_ms(entry["model"], manifest["n"], args.runs)
+            if torch_ms:
+                row["torch_ms"] = torch_ms
         rows.append(row)
     lines = [f"memory-bound kernels ({manifest['n']} x {manifest['n']} f32), device {args.device}",
              "copy bandwidth: " + (f"{copy / 1e9:.0f} GB/s (torch copy_, read + write)"
                                    if copy else "not measured"),
-             "| model | variant | kernels | ms | GB/s (ideal bytes) | % of copy | source |",
-             "|---|---|---|---|---|---|---|"]
+             "| model | variant | kernels | ms | GB/s (ideal bytes) | % of copy | torch ms "
+             "| torch / kiln | source |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['variant']} | - | - | - | - | FAIL: {r['error']} |")
+            lines.append(f"| {r['model']} | {r['variant']} | - | - | - | - | - | - | "
+                         f"FAIL: {r['error']} |")
             continue
         share = f"{100 * r['of_copy']:.1f}%" if "of_copy" in r else "-"
+        torch_ms = f"{r['torch_ms']:.3f}" if "torch_ms" in r else "-"
+        ratio = f"{r['torch_ms'] / r['ms']:.2f}x" if "torch_ms" in r and r["ms"] else "-"
         lines.append(f"| {r['model']} | {r['variant']} | {r['kernels']} | {r['ms']:.3f} | "
-                     f"{r['gbps']:.0f} | {share} | {r['source']} |")
+                     f"{r['gbps']:.0f} | {share} | {torch_ms} | {ratio} | {r['source']} |")
     text = "\n".join(lines)
     print(text)
     with open(os.path.join(out, "membound.txt"), "w") as f:

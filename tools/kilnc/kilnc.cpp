@@ -131,6 +131,13 @@ cl::opt<bool> vectorize(
              "compiler proves them contiguous and aligned; false: a thread "
              "per element, for before/after measurements (default: true)"),
     cl::init(true), cl::cat(codegenCategory()));
+cl::opt<bool> rowKernels(
+    "row-kernels",
+    cl::desc("Row kernels for softmax/norm/reduction rows: a warp (rows up to "
+             "1024) or a block per row, the row kept in registers; false: "
+             "the previous kernels, for before/after measurements "
+             "(default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> attentionKernels(
     "attention-kernels",
     cl::desc("With --contraction-kernels: run attention (matmul -> softmax "
@@ -739,6 +746,7 @@ int main(int argc, char **argv) {
   pipelineOptions.attentionKernels = attentionKernels;
   pipelineOptions.vectorize = vectorize;
   pipelineOptions.wgmma = wgmma;
+  pipelineOptions.rowKernels = rowKernels;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");

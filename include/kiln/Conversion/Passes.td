@@ -45,7 +45,11 @@ def CollapseFusionsPass : Pass<"kiln-collapse-fusions", "mlir::func::FuncOp"> {
 
     - an elementwise or broadcast producer becomes scalar code in the body;
     - a reduction (matmul, convolution, pooling, reduce) becomes an `scf.for`
-      nest with its accumulators in registers;
+      nest with its accumulators in registers (several reduction
+      dimensions none of which feeds a computed index, as a reduce over
+      several axes or a whole tensor has: one loop over their product, the
+      coordinates split off its induction variable, so `kiln-map-to-gpu`
+      can spread it over a warp or a block);
     - data movement (`tensor.pad`, slices, reshapes, transposes,
       concatenation) becomes index arithmetic, with `scf.if` where it
       chooses between sources (padding, the parts of a concatenation);
@@ -299,6 +303,19 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       results with `gpu.all_reduce` (warp shuffles and shared memory), so no
       thread walks a whole row alone: softmax, layer norm, reduce_*, global
       pooling and vector-matrix products.
+    - Row kernels (`row-kernels=true`): a fused kernel (an all-parallel
+      generic, kiln-collapse-fusions) whose body holds reduction loops
+      (`scf.for` with one accumulator folded by add/mul/max/min) that
+      depend on outer coordinates only: a warp per row for rows up to
+      1024 (`block-size` / 32 rows per block), else a block of 64-1024
+      threads per row. Each thread keeps fixed positions of the row (at
+      most 32), evaluates each loop's body there, combines in registers
+      and meets the other threads in a `gpu.shuffle xor` butterfly (warp)
+      or a `gpu.all_reduce` (block). The phases are cloned straight-line
+      with equivalent read-only ops reused, so the row is loaded once and
+      its fused producers are computed once. f64/i64 warp rows, rows over
+      32768 and `row-kernels=false` get a block per row instead: each loop
+      strided over the block's threads, ending in a `gpu.all_reduce`.
 
     Views of buffers (subviews, reshapes) are recreated inside the kernel,
     so every kernel argument is a whole buffer: the runtime passes one
@@ -325,6 +342,11 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Vectorise elementwise kernels (128-bit accesses where proven "
            "contiguous and aligned)">,
+    Option<"rowKernels", "row-kernels", "bool", /*default=*/"true",
+           "Row kernels for fused row reductions: a warp (rows up to 1024) "
+           "or a block per row, the row's strip in registers, producers "
+           "computed once; false: the block-per-row / thread-per-output "
+           "kernels (A/B switch)">,
   ];
   let dependentDialects = [
     "mlir::affine::AffineDialect",

@@ -8,7 +8,8 @@
 // Producers inside the region never reach memory:
 //   - an elementwise or broadcast producer becomes scalar code;
 //   - a reduction (matmul, conv, pooling, reduce) becomes an scf.for nest
-//     with accumulators in registers;
+//     with accumulators in registers (reduction dimensions without
+//     computed indices: one loop over their product);
 //   - data movement (pad, slices, reshapes, transposes, concat) becomes
 //     index arithmetic, guarded by scf.if where it selects between sources.
 // Code that only depends on outer coordinates is emitted outside the loops
@@ -361,10 +362,43 @@ FailureOr<Value> PointEmitter::emitGeneric(linalg::GenericOp op,
       return failure();
     results = *yielded;
   } else {
-    // One loop per reduction dimension, accumulators as iter_args.
+    // One loop per reduction dimension, accumulators as iter_args; several
+    // reduction dimensions none of which feeds a computed index (a reduce
+    // over several axes, a whole-tensor reduce) are one loop over their
+    // product instead, the coordinates split off the induction variable
+    // (row-major: the last dimension fastest), so that kiln-map-to-gpu sees
+    // one reduction loop and can spread it over a warp or a block.
     SmallVector<scf::ForOp> loops;
     ValueRange accs = inits;
-    for (unsigned d : reductionDims) {
+    bool flatten = reductionDims.size() > 1 &&
+                   llvm::none_of(reductionDims,
+                                 [&](unsigned d) { return computed.test(d); });
+    if (flatten) {
+      int64_t total = 1;
+      for (unsigned d : reductionDims)
+        total *= ranges[d];
+      auto loop = scf::ForOp::create(b, loc, constantIndex(0),
+                                     constantIndex(total), constantIndex(1),
+                                     accs);
+      hoistable.insert(loop);
+      loops.push_back(loop);
+      b.setInsertionPointToStart(loop.getBody());
+      Value rest = loop.getInductionVar();
+      for (int64_t i = reductionDims.size() - 1; i >= 0; --i) {
+        unsigned d = reductionDims[i];
+        if (ranges[d] == 1) {
+          coords[d] = constantIndex(0);
+          continue;
+        }
+        Value extent = constantIndex(ranges[d]);
+        coords[d] = i == 0 ? rest
+                           : Value(arith::RemUIOp::create(b, loc, rest, extent));
+        if (i > 0)
+          rest = arith::DivUIOp::create(b, loc, rest, extent);
+      }
+      accs = loop.getRegionIterArgs();
+    }
+    for (unsigned d : flatten ? ArrayRef<unsigned>() : reductionDims) {
       auto loop = scf::ForOp::create(b, loc, constantIndex(0),
                                      constantIndex(ranges[d]),
                                      constantIndex(1), accs);

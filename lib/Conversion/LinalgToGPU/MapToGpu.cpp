@@ -29,6 +29,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
+#include <map>
 
 namespace kiln {
 #define GEN_PASS_DEF_MAPTOGPUPASS
@@ -141,12 +142,70 @@ Value typedConstant(OpBuilder &b, Location loc, Type type, double v) {
       b, loc, b.getIntegerAttr(type, static_cast<int64_t>(v)));
 }
 
+/// Whether `op`, and everything nested in it, at most reads memory.
+bool onlyReads(Operation *op) {
+  bool ok = true;
+  op->walk([&](Operation *nested) {
+    if (nested->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+      return;
+    auto iface = dyn_cast<MemoryEffectOpInterface>(nested);
+    if (!iface) {
+      ok = false;
+      return;
+    }
+    SmallVector<MemoryEffects::EffectInstance> effects;
+    iface.getEffects(effects);
+    for (MemoryEffects::EffectInstance &e : effects)
+      if (!isa<MemoryEffects::Read>(e.getEffect()))
+        ok = false;
+  });
+  return ok;
+}
+
+/// Clones ops into one straight-line block, reusing an earlier clone that
+/// computes the same value (same op, properties, operands and regions)
+/// instead of keeping a second one. A row kernel evaluates the bodies of a
+/// fused row's loops (a softmax's max, sum and output) at the same
+/// positions of the row one after the other; with this, the row's producers
+/// (the loads, a fused matmul's dot products) are computed once and stay in
+/// registers between the phases. Sound because such a kernel writes memory
+/// only after the last read (its stores come last).
+class SharedCloner {
+public:
+  Operation *clone(OpBuilder &b, Operation &op, IRMapping &values) {
+    Operation *copy = b.clone(op, values);
+    if (!onlyReads(copy))
+      return copy;
+    size_t hash = static_cast<size_t>(OperationEquivalence::computeHash(
+        copy, OperationEquivalence::directHashValue,
+        OperationEquivalence::ignoreHashValue,
+        OperationEquivalence::IgnoreLocations));
+    SmallVector<Operation *> &bucket = seen[hash];
+    for (Operation *prev : bucket) {
+      if (prev->getBlock() != copy->getBlock() ||
+          !OperationEquivalence::isEquivalentTo(
+              copy, prev, OperationEquivalence::IgnoreLocations))
+        continue;
+      for (auto [from, to] :
+           llvm::zip_equal(op.getResults(), prev->getResults()))
+        values.map(from, to);
+      copy->erase();
+      return prev;
+    }
+    bucket.push_back(copy);
+    return copy;
+  }
+
+private:
+  DenseMap<size_t, SmallVector<Operation *>> seen;
+};
+
 class KernelBuilder {
 public:
   KernelBuilder(linalg::GenericOp op, const TargetShape &target,
-                bool vectorize)
+                bool vectorize, bool rowKernels)
       : op(op), blockSize(target.blockSize), target(target),
-        vectorize(vectorize) {
+        vectorize(vectorize), rowKernels(rowKernels) {
     ranges = op.getStaticLoopRanges();
     for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
       (type == utils::IteratorType::reduction ? reductionDims : parallelDims)
@@ -201,14 +260,22 @@ private:
   void buildBlockPerRow(OpBuilder &b, const RowPlan &plan);
   void buildCooperativeLoop(OpBuilder &b, scf::ForOp loop, Value tid,
                             int64_t threads, IRMapping &values);
+  /// Row kernels with the row's strip in registers (see buildStripRows in
+  /// RowKernels below); false when the plan does not fit them.
+  bool buildStripRows(OpBuilder &b, const RowPlan &plan);
+  /// cloneIntoKernel, but reusing an equivalent earlier clone (see
+  /// SharedCloner).
+  void cloneShared(OpBuilder &b, Operation &inner, IRMapping &values);
 
   linalg::GenericOp op;
   int64_t blockSize;
   TargetShape target;
   bool vectorize;
+  bool rowKernels;
   SmallVector<int64_t> ranges;
   SmallVector<int64_t> parallelDims, reductionDims;
   IRMapping kernelValues;
+  SharedCloner shared;
 };
 
 Operation *KernelBuilder::blockReductionCombiner() {
@@ -458,12 +525,16 @@ LogicalResult KernelBuilder::build(OpBuilder &b) {
     return success();
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPoint(op);
-  if (Operation *combiner = blockReductionCombiner())
+  if (Operation *combiner = blockReductionCombiner()) {
     buildBlockPerOutput(b, combiner);
-  else if (std::optional<RowPlan> plan = planRows())
-    buildBlockPerRow(b, *plan);
-  else if (!vectorize || !buildVectorizedElementwise(b, op, target))
+    return success();
+  }
+  if (std::optional<RowPlan> plan = planRows()) {
+    if (!rowKernels || !buildStripRows(b, *plan))
+      buildBlockPerRow(b, *plan);
+  } else if (!vectorize || !buildVectorizedElementwise(b, op, target)) {
     buildThreadPerOutput(b);
+  }
   return success();
 }
 
@@ -663,6 +734,275 @@ void KernelBuilder::buildBlockPerRow(OpBuilder &b, const RowPlan &plan) {
   gpu::TerminatorOp::create(b, loc);
 }
 
+//===----------------------------------------------------------------------===//
+// Row kernels: a warp or a block per row, the row's strip in registers
+//===----------------------------------------------------------------------===//
+
+/// Rows up to this long get a warp each; longer ones a block.
+constexpr int64_t kMaxWarpRow = 1024;
+/// Positions of the row one thread keeps in registers, at most.
+constexpr int64_t kMaxStripSlots = 32;
+
+/// `combiner` (combining a loop's accumulator `acc` with a term) applied to
+/// `x` (in the accumulator's place) and `y`.
+static Value combineWith(OpBuilder &b, Operation *combiner, Value acc, Value x,
+                         Value y) {
+  Value term = combiner->getOperand(0) == acc ? combiner->getOperand(1)
+                                              : combiner->getOperand(0);
+  IRMapping mapping;
+  mapping.map(acc, x);
+  mapping.map(term, y);
+  return b.clone(*combiner, mapping)->getResult(0);
+}
+
+/// Whether a warp butterfly can move values of `type` (gpu.shuffle moves
+/// 32-bit values; narrower floats travel extended).
+static bool shuffleable(Type type) {
+  if (auto f = dyn_cast<FloatType>(type))
+    return f.getWidth() <= 32;
+  return type.isInteger(32);
+}
+
+void KernelBuilder::cloneShared(OpBuilder &b, Operation &inner,
+                                IRMapping &values) {
+  inner.walk([&](Operation *nested) {
+    for (Value operand : nested->getOperands())
+      if (isa<MemRefType>(operand.getType()) &&
+          !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
+          !values.contains(operand))
+        values.map(operand, rebuildInKernel(b, operand, kernelValues));
+  });
+  shared.clone(b, inner, values);
+}
+
+// The row plan of planRows (rows: the outer coordinates; row loops: the
+// reductions over the row), with each thread owning fixed positions of the
+// row instead of striding over it per loop. A row of at most 1024, when
+// there are rows for every SM (sm-count), gets a warp (up to blockSize / 32
+// rows per block, fewer while that leaves SMs without a block); a longer
+// row, or fewer rows, a block of 64-1024 threads (about 8 positions each). Each thread evaluates, for each of its
+// positions (lane + s * threads, s < slots), every row loop's body in turn
+// and combines the terms in registers; a loop's partials meet in a
+// gpu.shuffle xor butterfly (warp: every lane ends with the total, in the
+// same order, so the result is deterministic) or a gpu.all_reduce (block:
+// warp shuffles, then shared memory across warps). Then the rest of the body
+// for each position, and the stores. The loop bodies and the rest are
+// cloned straight-line through a SharedCloner, so a producer that several
+// phases read at the same position (a softmax's input, a fused matmul row)
+// is computed once and stays in registers. Positions past a loop's length
+// read the last element (clamped) and are dropped with a select; positions
+// past the row do not store.
+bool KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan) {
+  Location loc = op.getLoc();
+  Block &body = op.getRegion().front();
+  SmallVector<int64_t> outer(ranges.begin(), ranges.begin() + plan.numOuter);
+  SmallVector<int64_t> innerExtents(ranges.begin() + plan.numOuter,
+                                    ranges.end());
+  int64_t rows = 1, inner = 1, longest = 0;
+  for (int64_t e : outer)
+    rows *= e;
+  for (int64_t e : innerExtents)
+    inner *= e;
+  for (Operation *loopOp : plan.rowLoops) {
+    auto loop = cast<scf::ForOp>(loopOp);
+    Operation *combiner = loopCombiner(loop);
+    if (!combiner->getResult(0).hasOneUse())
+      return false;
+    longest =
+        std::max(longest, *getConstantIntValue(loop.getUpperBound()));
+  }
+  int64_t length = std::max(longest, inner);
+  // A warp per row needs rows for every SM (fewer rows leave SMs idle: a
+  // block per row spreads each row over more threads instead).
+  bool warp = length <= kMaxWarpRow && rows >= target.smCount;
+  int64_t threads =
+      warp ? kWarpSize
+           : std::clamp<int64_t>(
+                 llvm::PowerOf2Ceil(static_cast<uint64_t>((length + 7) / 8)),
+                 64, 1024);
+  int64_t slots = (length + threads - 1) / threads;
+  if (slots > kMaxStripSlots)
+    return false;
+  if (warp && llvm::any_of(plan.rowLoops, [](Operation *loop) {
+        return !shuffleable(
+            cast<scf::ForOp>(loop).getRegionIterArgs().front().getType());
+      }))
+    return false;
+
+  // Up to blockSize / 32 rows per block, fewer while that would leave SMs
+  // without a block.
+  int64_t rowsPerBlock =
+      warp ? std::clamp<int64_t>((rows + target.smCount - 1) / target.smCount,
+                                 1, std::max<int64_t>(blockSize / kWarpSize, 1))
+           : 1;
+  gpu::LaunchOp launch =
+      createLaunch(b, (rows + rowsPerBlock - 1) / rowsPerBlock,
+                   warp ? rowsPerBlock * kWarpSize : threads);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  rebuildCapturedViews(b);
+  auto terminator = gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPoint(terminator);
+  Value lane = launch.getThreadIds().x, row = launch.getBlockIds().x;
+  if (warp) {
+    Value warpSize = indexConstant(b, loc, kWarpSize);
+    Value warpId = arith::DivUIOp::create(b, loc, lane, warpSize);
+    lane = arith::RemUIOp::create(b, loc, lane, warpSize);
+    row = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, row,
+                              indexConstant(b, loc, rowsPerBlock)),
+        warpId);
+    if (rows % rowsPerBlock != 0) {
+      // Warp-uniform: a warp past the last row skips its shuffles whole.
+      Value live = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                         row, indexConstant(b, loc, rows));
+      auto guard = scf::IfOp::create(b, loc, live, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(&guard.getThenRegion().front());
+    }
+  }
+  SmallVector<Value> ivs(ranges.size());
+  if (!outer.empty())
+    for (auto [d, v] : llvm::enumerate(delinearize(b, loc, row, outer)))
+      ivs[d] = v;
+
+  // Position s of this thread, clamped into [0, bound), and whether it is
+  // inside (null: statically always).
+  SmallVector<Value> positions(slots);
+  std::map<std::pair<int64_t, int64_t>, Value> clamped, inside;
+  auto position = [&](int64_t s) {
+    if (!positions[s])
+      positions[s] =
+          s == 0 ? lane
+                 : Value(arith::AddIOp::create(
+                       b, loc, lane, indexConstant(b, loc, s * threads)));
+    return positions[s];
+  };
+  auto at = [&](int64_t s, int64_t bound) -> Value {
+    if ((s + 1) * threads <= bound)
+      return position(s);
+    Value &v = clamped[{s, bound}];
+    if (!v)
+      v = arith::MinUIOp::create(b, loc, position(s),
+                                 indexConstant(b, loc, bound - 1));
+    return v;
+  };
+  auto inBounds = [&](int64_t s, int64_t bound) -> Value {
+    if ((s + 1) * threads <= bound)
+      return nullptr;
+    Value &v = inside[{s, bound}];
+    if (!v)
+      v = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                position(s), indexConstant(b, loc, bound));
+    return v;
+  };
+
+  auto reduceRowLoop = [&](scf::ForOp loop, IRMapping &values) {
+    Operation *combiner = loopCombiner(loop);
+    BlockArgument acc = loop.getRegionIterArgs().front();
+    Type type = acc.getType();
+    Combiner kind = *classifyCombiner(combiner, type);
+    int64_t bound = *getConstantIntValue(loop.getUpperBound());
+    Value term = combiner->getOperand(0) == acc ? combiner->getOperand(1)
+                                                : combiner->getOperand(0);
+    // The first term starts the partial (no identity to fold, except for
+    // a lane with no position inside the loop).
+    Value partial;
+    for (int64_t s = 0; s < slots && s * threads < bound; ++s) {
+      IRMapping slot = values;
+      slot.map(loop.getInductionVar(), at(s, bound));
+      for (Operation &nested : loop.getBody()->without_terminator())
+        if (&nested != combiner)
+          cloneShared(b, nested, slot);
+      Value next = slot.lookupOrDefault(term);
+      if (partial)
+        next = combineWith(b, combiner, acc, partial, next);
+      if (Value ok = inBounds(s, bound))
+        next = arith::SelectOp::create(
+            b, loc, ok, next,
+            partial ? partial : typedConstant(b, loc, type, kind.identity));
+      partial = next;
+    }
+    Value total;
+    if (warp) {
+      total = partial;
+      for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+        Value moved = total;
+        bool narrow = isa<FloatType>(type) && type.getIntOrFloatBitWidth() < 32;
+        if (narrow)
+          moved = arith::ExtFOp::create(b, loc, b.getF32Type(), moved);
+        Value shuffled =
+            gpu::ShuffleOp::create(b, loc, moved, offset, kWarpSize,
+                                   gpu::ShuffleMode::XOR)
+                .getShuffleResult();
+        if (narrow)
+          shuffled = arith::TruncFOp::create(b, loc, type, shuffled);
+        total = combineWith(b, combiner, acc, total, shuffled);
+      }
+    } else {
+      total = gpu::AllReduceOp::create(
+          b, loc, partial,
+          gpu::AllReduceOperationAttr::get(b.getContext(), kind.kind),
+          b.getUnitAttr());
+    }
+    Value init = values.lookupOrDefault(loop.getInitArgs().front());
+    values.map(loop.getResult(0), combineWith(b, combiner, acc, init, total));
+  };
+
+  IRMapping values;
+  for (Operation &nested : body.without_terminator()) {
+    if (!plan.uniform.contains(&nested))
+      continue;
+    if (auto index = dyn_cast<linalg::IndexOp>(nested))
+      values.map(index.getResult(), ivs[index.getDim()]);
+    else if (plan.rowLoops.contains(&nested))
+      reduceRowLoop(cast<scf::ForOp>(nested), values);
+    else
+      cloneShared(b, nested, values);
+  }
+
+  // The rest of the body at each position; stores after the last read.
+  struct Point {
+    Value inside;
+    SmallVector<Value> ivs, results;
+  };
+  SmallVector<Point> points;
+  for (int64_t s = 0; s < slots && s * threads < inner; ++s) {
+    Point point{inBounds(s, inner), ivs, {}};
+    if (!innerExtents.empty())
+      for (auto [i, v] :
+           llvm::enumerate(delinearize(b, loc, at(s, inner), innerExtents)))
+        point.ivs[plan.numOuter + i] = v;
+    IRMapping slot = values;
+    for (Operation &nested : body.without_terminator()) {
+      if (plan.uniform.contains(&nested))
+        continue;
+      if (auto index = dyn_cast<linalg::IndexOp>(nested))
+        slot.map(index.getResult(), point.ivs[index.getDim()]);
+      else
+        cloneShared(b, nested, slot);
+    }
+    for (Value v : body.getTerminator()->getOperands())
+      point.results.push_back(slot.lookupOrDefault(v));
+    points.push_back(std::move(point));
+  }
+  for (Point &point : points) {
+    OpBuilder::InsertionGuard g(b);
+    if (point.inside) {
+      auto guard =
+          scf::IfOp::create(b, loc, point.inside, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(&guard.getThenRegion().front());
+    }
+    for (auto [out, value] :
+         llvm::zip_equal(op.getDpsInitsMutable(), point.results)) {
+      Value buffer = rebuildInKernel(b, out.get(), kernelValues);
+      memref::StoreOp::create(
+          b, loc, value, buffer,
+          applyMap(b, loc, op.getMatchingIndexingMap(&out), point.ivs));
+    }
+  }
+  return true;
+}
+
 /// memref.copy as an identity generic, so one kernel builder serves both.
 linalg::GenericOp copyAsGeneric(OpBuilder &b, memref::CopyOp copy) {
   auto type = cast<MemRefType>(copy.getTarget().getType());
@@ -697,7 +1037,7 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     });
     TargetShape target{blockSize, smCount, maxThreadsPerSm};
     for (linalg::GenericOp generic : generics) {
-      if (failed(KernelBuilder(generic, target, vectorize).build(b)))
+      if (failed(KernelBuilder(generic, target, vectorize, rowKernels).build(b)))
         return signalPassFailure();
       generic.erase();
     }

@@ -264,3 +264,29 @@ func.func @scalar_result(%x: tensor<3xf32>) -> tensor<f32> {
   }
   return %0 : tensor<f32>
 }
+
+// -----
+
+// A reduction over several axes (here all of them, to a scalar) is one loop
+// over their product, the coordinates split off its induction variable
+// (the last axis fastest), so that kiln-map-to-gpu sees one reduction loop
+// it can spread over a block (a whole-tensor reduce, a mean over H and W).
+// CHECK-LABEL: func.func @reduce_all(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3x5x7xf32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = []
+// CHECK:           %[[S:.*]] = scf.for %[[K:.*]] = %c0 to %c105 step %c1 iter_args
+// CHECK-NOT:         scf.for
+// CHECK-DAG:         %[[K2:.*]] = arith.remui %[[K]], %c7
+// CHECK-DAG:         %[[R:.*]] = arith.divui %[[K]], %c7
+// CHECK-DAG:         %[[K1:.*]] = arith.remui %[[R]], %c5
+// CHECK-DAG:         %[[K0:.*]] = arith.divui %[[R]], %c5
+// CHECK:             tensor.extract %[[X]][%[[K0]], %[[K1]], %[[K2]]]
+// CHECK:             arith.addf
+// CHECK:           linalg.yield %[[S]]
+func.func @reduce_all(%x: tensor<3x5x7xf32>) -> tensor<f32> {
+  %0 = kiln.fusion "reduce" -> tensor<f32> {
+    %r = kiln.reduce <sum> %x {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<3x5x7xf32> -> tensor<f32>
+    kiln.yield %r : tensor<f32>
+  }
+  return %0 : tensor<f32>
+}

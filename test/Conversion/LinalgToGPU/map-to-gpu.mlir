@@ -235,50 +235,10 @@ func.func @empty(%a: memref<0x4xf32>, %b: memref<0x4xf32>) {
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 
-// A fused kernel whose reductions depend on the row only (softmax's max and
-// sum, as kiln-collapse-fusions emits them): a block per row; each reduction
-// strides over the row with the block's threads and ends in one
-// gpu.all_reduce; then the threads stride over the row's elements.
-// CHECK-LABEL: func.func @fused_row
-// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c4, {{.*}}) threads(%[[T:[^,]*]], {{.*}}) in ({{.*}} = %c64,
-// CHECK:           %[[MP:.*]] = scf.for %{{.*}} = %[[T]] to %c64 step %c64
-// CHECK:           %[[M:.*]] = gpu.all_reduce maximumf %[[MP]] uniform
-// CHECK:           %[[SP:.*]] = scf.for %{{.*}} = %[[T]] to %c64 step %c64
-// CHECK:             arith.subf %{{.*}}, %[[M]]
-// CHECK:           %[[S:.*]] = gpu.all_reduce add %[[SP]] uniform
-// CHECK:           scf.for %{{.*}} = %[[T]] to %c64 step %c64
-// CHECK:             arith.divf %{{.*}}, %{{.*}}
-// CHECK:             memref.store
-// CHECK-NOT:     linalg.generic
-func.func @fused_row(%x: memref<4x64xf32>, %y: memref<4x64xf32>) {
-  %ninf = arith.constant 0xFF800000 : f32
-  %zero = arith.constant 0.0 : f32
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c64 = arith.constant 64 : index
-  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
-      outs(%y : memref<4x64xf32>) {
-  ^bb0(%o: f32):
-    %i = linalg.index 0 : index
-    %j = linalg.index 1 : index
-    %m = scf.for %k = %c0 to %c64 step %c1 iter_args(%a = %ninf) -> (f32) {
-      %v = memref.load %x[%i, %k] : memref<4x64xf32>
-      %n = arith.maximumf %a, %v : f32
-      scf.yield %n : f32
-    }
-    %s = scf.for %k = %c0 to %c64 step %c1 iter_args(%a = %zero) -> (f32) {
-      %v = memref.load %x[%i, %k] : memref<4x64xf32>
-      %d = arith.subf %v, %m : f32
-      %e = math.exp %d : f32
-      %n = arith.addf %a, %e : f32
-      scf.yield %n : f32
-    }
-    %v = memref.load %x[%i, %j] : memref<4x64xf32>
-    %d = arith.subf %v, %m : f32
-    %e = math.exp %d : f32
-    %p = arith.divf %e, %s : f32
-    linalg.yield %p : f32
-  }
+// Fused kernels whose reductions depend on the row only (softmax's max and
+// sum): map-to-gpu-row-kernels.mlir (warp and block row kernels, and the
+// block per row of row-kernels=false).
+func.func @fused_row_elsewhere() {
   return
 }
 
