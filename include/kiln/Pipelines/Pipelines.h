@@ -87,6 +87,14 @@ struct PipelineOptions {
   bool attentionKernels = true;
   /// kiln-map-to-gpu vectorises elementwise kernels (128-bit accesses).
   bool vectorize = true;
+  /// Contraction configs (kiln-match-contractions' tune options): time
+  /// candidates in `tuneWorker` on `tuneDevice` (cuda, emu), read and
+  /// update the cache `tuneCache` (without `tune`: only read it).
+  bool tune = false;
+  std::string tuneDevice = "cuda";
+  std::string tuneCache;
+  unsigned tuneMaxCandidates = 8;
+  std::string tuneWorker;
 
   static std::string defaultLibdevicePath();
 };
