@@ -106,6 +106,10 @@ std::string tuneOptionsFor(const PipelineOptions &options) {
              .str();
   if (!options.tuneCache.empty())
     s += " tune-cache=\"" + options.tuneCache + "\"";
+  if (!options.tuneExport.empty())
+    s += " tune-export=\"" + options.tuneExport + "\"";
+  if (!options.tuneImport.empty())
+    s += " tune-import=\"" + options.tuneImport + "\"";
   return s;
 }
 

@@ -153,6 +153,17 @@ cl::opt<std::string> tuneCache(
     cl::desc("Tune cache (JSON): its configs are used, and --tune adds the "
              "problems it lacks (default: none)"),
     cl::value_desc("FILE"), cl::init(""), cl::cat(codegenCategory()));
+cl::opt<std::string> tuneExport(
+    "tune-export",
+    cl::desc("With --tune: write the tuning jobs to DIR for "
+             "kiln-tune-worker on another machine and compile with the "
+             "heuristic (default: none)"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(codegenCategory()));
+cl::opt<std::string> tuneImport(
+    "tune-import",
+    cl::desc("Add the winners of a --tune-export DIR whose jobs have run to "
+             "--tune-cache (default: none)"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(codegenCategory()));
 cl::opt<unsigned> tuneMaxCandidates(
     "tune-max-candidates",
     cl::desc("Candidates --tune times per problem (default: 8)"), cl::init(8),
@@ -700,7 +711,11 @@ std::string setTuneOptions(kiln::PipelineOptions &options) {
     return "--tune-device '" + tuneDevice + "' is not cuda or emu";
   if (tune && tuneMaxCandidates == 0)
     return "--tune-max-candidates must be at least 1";
-  if (tune && !tuneCache.empty())
+  if (!tuneExport.empty() && !tune)
+    return "--tune-export needs --tune";
+  if (!tuneImport.empty() && tuneCache.empty())
+    return "--tune-import needs --tune-cache (the file the winners go to)";
+  if ((tune || !tuneImport.empty()) && !tuneCache.empty())
     // Before the compile: tuning takes minutes, and then nothing is lost.
     if (kiln::runtime::Error err = kiln::runtime::checkWritable(tuneCache))
       return "--tune-cache: " + err.message();
@@ -708,6 +723,8 @@ std::string setTuneOptions(kiln::PipelineOptions &options) {
   options.tuneDevice = tuneDevice;
   options.tuneCache = tuneCache;
   options.tuneMaxCandidates = tuneMaxCandidates;
+  options.tuneExport = tuneExport;
+  options.tuneImport = tuneImport;
   if (const char *worker = std::getenv("KILN_TUNE_WORKER")) {
     options.tuneWorker = worker;
   } else {

@@ -219,6 +219,13 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
            "The kiln-tune-worker executable">,
     Option<"tuneTimeout", "tune-timeout", "unsigned", /*default=*/"60",
            "Seconds one candidate may run">,
+    Option<"tuneExport", "tune-export", "std::string", /*default=*/"\"\"",
+           "With tune: write the jobs of the problems the cache lacks into "
+           "this directory instead of running them (the heuristic "
+           "compiles)">,
+    Option<"tuneImport", "tune-import", "std::string", /*default=*/"\"\"",
+           "A directory of exported jobs that have run: their winners are "
+           "added to the cache first">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::tensor::TensorDialect",

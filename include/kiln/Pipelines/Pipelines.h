@@ -95,6 +95,9 @@ struct PipelineOptions {
   std::string tuneCache;
   unsigned tuneMaxCandidates = 8;
   std::string tuneWorker;
+  /// Export the tuning jobs instead of running them / import ran ones.
+  std::string tuneExport;
+  std::string tuneImport;
 
   static std::string defaultLibdevicePath();
 };

@@ -614,6 +614,8 @@ struct MatchContractionsPass
     tuneOptions.maxCandidates = tuneMaxCandidates;
     tuneOptions.workerPath = tuneWorker;
     tuneOptions.timeoutSeconds = tuneTimeout;
+    tuneOptions.exportDir = tuneExport;
+    tuneOptions.importDir = tuneImport;
     // Test hook (docs/testing.md): the candidate at this index faults.
     if (const char *inject = std::getenv("KILN_TUNE_INJECT_FAULT"))
       tuneOptions.injectFault = std::atoi(inject);

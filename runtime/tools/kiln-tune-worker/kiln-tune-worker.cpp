@@ -13,7 +13,8 @@
 //   timeout 60              seconds one candidate may take
 //   buffer A 4096 bf16      an input, filled with seeded random integers
 //   output C 8192 f32       the output, zeroed before each candidate
-//   candidate 0 c0.ptx 0 1  index, PTX file, workspace bytes, kernel count
+//   candidate 0 c0.ptx 0 1  index, PTX file (relative: to the job file),
+//                           workspace bytes, kernel count
 //   kernel NAME gx gy gz bx by bz smem ARG...   ARG: A, B, C, W (workspace),
 //                           BAD (an address nothing owns), u32:V, u64:V
 //   time 0 1 2              the candidates to time
@@ -177,6 +178,10 @@ Expected<Job> readJob(const std::string &path) {
       if (!(words >> c.index >> c.ptxPath >> c.workspaceBytes >> kernels) ||
           !kernels)
         return bad("expected 'candidate INDEX PTX WORKSPACE KERNELS'");
+      // A relative PTX path is relative to the job file (exported jobs move
+      // to the GPU machine as a directory).
+      if (c.ptxPath[0] != '/' && path.find('/') != std::string::npos)
+        c.ptxPath = path.substr(0, path.rfind('/') + 1) + c.ptxPath;
       job.candidates.push_back(c);
     } else if (word == "kernel") {
       if (job.candidates.empty())

@@ -52,6 +52,14 @@ struct TuneOptions {
   unsigned timeoutSeconds = 60;
   /// Timed runs per candidate on cuda (the median is kept).
   unsigned repeats = 20;
+  /// With `tune`: write each problem's job (job files, PTX, manifest.json)
+  /// into this directory instead of running the worker, and compile with
+  /// the heuristic (for a GPU machine without the compiler:
+  /// scripts/device/tune_bench.py runs the jobs there).
+  std::string exportDir;
+  /// Before anything else: add the winners of an exported directory whose
+  /// jobs have run (each job's `.out`) to the cache.
+  std::string importDir;
   /// Test hook (KILN_TUNE_INJECT_FAULT): the candidate at this index gets a
   /// pointer to nothing for A, so it faults in the worker. -1: none.
   int injectFault = -1;
@@ -131,6 +139,7 @@ public:
 private:
   struct Measured;
   llvm::Error loadCache();
+  void importResults();
   llvm::Error probeDevice();
   llvm::Expected<std::optional<ConfigChoice>>
   tune(const cx::GemmProblem &problem, cx::Family family,
@@ -149,6 +158,8 @@ private:
   llvm::StringMap<ConfigChoice> chosen;
   std::string workDir;
   unsigned nextJob = 0;
+  /// exportDir's manifest: one object per exported job.
+  llvm::json::Array exported;
 };
 
 } // namespace kiln::tuning

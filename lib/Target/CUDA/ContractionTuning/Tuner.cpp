@@ -19,6 +19,8 @@
 
 #include "kiln/Target/CUDA/ContractionTuning.h"
 
+#include "kiln/runtime/Version.h"
+
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -105,7 +107,106 @@ llvm::Error Tuner::loadCache() {
     // Tuning rewrites a file it could not use.
     cacheChanged = options.tune;
   }
+  if (!options.importDir.empty())
+    importResults();
   return llvm::Error::success();
+}
+
+void Tuner::importResults() {
+  llvm::StringRef dir = options.importDir;
+  std::string manifestPath = (dir + "/manifest.json").str();
+  auto buffer = llvm::MemoryBuffer::getFile(manifestPath);
+  if (!buffer) {
+    warn("--tune-import: cannot read '" + manifestPath + "'");
+    return;
+  }
+  llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  const json::Object *root = parsed ? parsed->getAsObject() : nullptr;
+  if (!parsed)
+    llvm::consumeError(parsed.takeError());
+  const json::Array *jobs = root ? root->getArray("jobs") : nullptr;
+  if (!jobs || root->getString("format") != "kiln-tune-jobs") {
+    warn("--tune-import: '" + manifestPath + "' is not a tune job manifest");
+    return;
+  }
+  for (const json::Value &value : *jobs) {
+    const json::Object *job = value.getAsObject();
+    std::optional<llvm::StringRef> name = job ? job->getString("job")
+                                              : std::nullopt;
+    std::optional<llvm::StringRef> key = job ? job->getString("key")
+                                             : std::nullopt;
+    const json::Array *configs = job ? job->getArray("configs") : nullptr;
+    const json::Object *problem = job ? job->getObject("problem") : nullptr;
+    if (!name || !key || !configs || !problem) {
+      warn("--tune-import: '" + manifestPath + "': a job without its name, "
+           "key, problem or configs");
+      continue;
+    }
+    std::string outPath = (dir + "/" + *name + ".out").str();
+    auto out = llvm::MemoryBuffer::getFile(outPath);
+    if (!out) {
+      warn("--tune-import: no results for " + name->str() + " ('" + outPath +
+           "' missing): not imported");
+      continue;
+    }
+    CacheEntry entry;
+    std::map<int64_t, double> times;
+    llvm::SmallVector<llvm::StringRef> lines;
+    (*out)->getBuffer().split(lines, '\n', -1, false);
+    for (llvm::StringRef line : lines) {
+      llvm::Expected<json::Value> v = json::parse(line);
+      if (!v) {
+        llvm::consumeError(v.takeError());
+        continue;
+      }
+      const json::Object *o = v->getAsObject();
+      if (!o)
+        continue;
+      if (std::optional<llvm::StringRef> gpu = o->getString("name")) {
+        entry.gpu = gpu->str();
+        entry.device = o->getString("device").value_or("cuda").str();
+        entry.computeCapability =
+            static_cast<uint32_t>(o->getInteger("cc").value_or(0));
+      } else if (std::optional<int64_t> i = o->getInteger("candidate")) {
+        if (o->getBoolean("ok").value_or(false))
+          times[*i] = o->getNumber("us").value_or(0);
+        else
+          warn(llvm::formatv("--tune-import: {0} candidate {1} rejected: {2}",
+                             *name, *i,
+                             o->getString("error").value_or("failed"))
+                   .str());
+      }
+    }
+    if (entry.gpu.empty() || !times.count(0)) {
+      warn("--tune-import: " + name->str() +
+           ": no device line or no time for the reference: not imported");
+      continue;
+    }
+    int64_t best = 0;
+    for (auto [i, us] : times)
+      if (us < times[best])
+        best = i;
+    const json::Object *config =
+        size_t(best) < configs->size() ? (*configs)[best].getAsObject()
+                                       : nullptr;
+    llvm::Expected<cx::GemmConfig> winner =
+        config ? configFromJson(*config)
+               : llvm::Expected<cx::GemmConfig>(
+                     llvm::createStringError("no such config"));
+    if (!winner) {
+      warn("--tune-import: " + name->str() + ": " +
+           llvm::toString(winner.takeError()));
+      continue;
+    }
+    entry.key = key->str();
+    entry.problem = *problem;
+    entry.config = *winner;
+    entry.timeUs = times[best];
+    entry.heuristicUs = times[0];
+    entry.candidates = static_cast<unsigned>(times.size());
+    cache.insert(std::move(entry));
+    cacheChanged = true;
+  }
 }
 
 llvm::Error Tuner::probeDevice() {
@@ -205,10 +306,18 @@ llvm::Expected<ConfigChoice> Tuner::choose(const cx::GemmProblem &problem,
   };
 
   ConfigChoice choice{heuristic, "heuristic"};
-  if (!options.tune) {
+  if (!options.tune || !options.exportDir.empty()) {
     if (const CacheEntry *entry = cache.lookup(key, smVersion))
       if (std::optional<ConfigChoice> hit = fromEntry(*entry))
         choice = *hit;
+    if (options.tune && choice.origin == "heuristic") {
+      // Exported for a GPU machine: the heuristic compiles meanwhile.
+      llvm::Expected<std::optional<ConfigChoice>> exported =
+          tune(problem, family, key);
+      if (!exported)
+        return exported.takeError();
+      choice.origin = "heuristic (tuning job exported)";
+    }
   } else {
     if (llvm::Error err = probeDevice())
       return std::move(err);
@@ -275,7 +384,19 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
     return std::nullopt;
   }
 
-  std::string prefix = llvm::formatv("{0}/job{1}", workDir, job).str();
+  bool exporting = !options.exportDir.empty();
+  if (exporting)
+    if (std::error_code ec =
+            llvm::sys::fs::create_directories(options.exportDir))
+      return llvm::createStringError("--tune-export: cannot make '" +
+                                     options.exportDir + "': " + ec.message());
+  std::string jobName = llvm::formatv("job{0}", job).str();
+  std::string prefix =
+      (exporting ? options.exportDir : workDir) + "/" + jobName;
+  // Exported jobs name their PTX relative to themselves.
+  auto ptxRef = [&](size_t i) {
+    return (exporting ? jobName : prefix) + "_" + std::to_string(i) + ".ptx";
+  };
   Buffers bytes = bufferBytes(problem);
   std::string inType(kiln::runtime::dtypeName(problem.inputType));
   std::string outType(kiln::runtime::dtypeName(problem.outputType));
@@ -308,8 +429,7 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
         order.push_back(i);
     for (size_t i : order) {
       const cx::GemmKernels &k = *kernels[i];
-      os << "candidate " << i << " " << prefix << "_" << i << ".ptx "
-         << k.workspaceBytes << " " << k.kernels.size() << "\n";
+      os << "candidate " << i << " " << ptxRef(i) << " " << k.workspaceBytes << " " << k.kernels.size() << "\n";
       for (const cx::GemmKernel &kernel : k.kernels) {
         kiln::runtime::Dim3 grid = kernel.gridFor(problem.m);
         os << "kernel " << kernel.name << " " << grid.x << " " << grid.y
@@ -337,6 +457,23 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
     os << "\n";
     return llvm::Error::success();
   };
+
+  if (exporting) {
+    std::vector<size_t> all;
+    json::Array list;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      list.push_back(configToJson(configs[i]));
+      if (kernels[i])
+        all.push_back(i);
+    }
+    if (llvm::Error err = writeJob(all, prefix + ".job"))
+      return std::move(err);
+    exported.push_back(json::Object{{"job", jobName},
+                                    {"key", key},
+                                    {"problem", problemToJson(problem, family)},
+                                    {"configs", std::move(list)}});
+    return std::nullopt;
+  }
 
   // Run workers until every candidate is timed or rejected.
   for (unsigned attempt = 0;; ++attempt) {
@@ -447,6 +584,22 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
 }
 
 llvm::Error Tuner::finish() {
+  if (!options.exportDir.empty() && !exported.empty()) {
+    std::string path = options.exportDir + "/manifest.json";
+    json::Object manifest{{"format", "kiln-tune-jobs"},
+                          {"kiln_version", kiln::runtime::buildInfo().version},
+                          {"target", "sm_" + std::to_string(smVersion)},
+                          {"jobs", std::move(exported)}};
+    exported = json::Array();
+    if (llvm::Error err =
+            llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
+              os << llvm::formatv("{0:2}", json::Value(std::move(manifest)))
+                 << "\n";
+              return llvm::Error::success();
+            }))
+      return llvm::createStringError("--tune-export: cannot write '" + path +
+                                     "': " + llvm::toString(std::move(err)));
+  }
   if (!cacheChanged || options.cachePath.empty())
     return llvm::Error::success();
   cacheChanged = false;
