@@ -79,6 +79,7 @@ python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || e
 [ ! -d "$dir/wgmma" ] || python3 "$dir/scripts/wgmma_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: wgmma_bench.py failed (rc $?); going on" >&2  # issue 11: bf16 GEMM wgmma vs mma.sync vs torch.matmul, 4096^3/8192^3 ($OUT/wgmma.txt; about 30 s)
 python3 "$dir/scripts/membound_bench.py" "${args[@]}" "$@" || echo "device-check.sh: membound_bench.py failed; going on" >&2  # issue 12: memory-bound kernels vs the copy bandwidth ($OUT/membound.txt)
 python3 "$root/scripts/device/train_bench.py" run --dir "$dir/train" "${args[@]:2:2}" || echo "device-check.sh: train_bench.py failed; going on" >&2  # training speed (issue 14); "--device emu" in --dry-run
+python3 "$root/scripts/device/tune_bench.py" run --dir "$dir/tune" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}" || echo "device-check.sh: tune_bench.py failed; going on" >&2  # issue 11: kilnc --tune's jobs on the GPU: tuning time, tuned vs heuristic ($OUT/tune.txt)
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT"
   python3 "$dir/scripts/device_check.py" "${args[@]}" "$@" 2>&1 | tee "$OUT/log.txt"

@@ -58,6 +58,7 @@ llvm::StringRef phaseName(Phase phase) {
   case Phase::Graph:
     return "graph";
   case Phase::Linalg:
+    // tuneOptionsFor: kilnc --tune and --tune-cache.
     return "linalg";
   case Phase::Gpu:
     return "gpu";
@@ -93,6 +94,25 @@ std::string PipelineOptions::defaultLibdevicePath() {
 
 namespace {
 /// The textual pipeline of one phase.
+/// kiln-match-contractions' tune options, when they are not the defaults
+/// (paths quoted: they may hold spaces).
+std::string tuneOptionsFor(const PipelineOptions &options) {
+  std::string s;
+  if (options.tune)
+    s += llvm::formatv(" tune=true tune-device={0} tune-max-candidates={1} "
+                       "tune-worker=\"{2}\"",
+                       options.tuneDevice, options.tuneMaxCandidates,
+                       options.tuneWorker)
+             .str();
+  if (!options.tuneCache.empty())
+    s += " tune-cache=\"" + options.tuneCache + "\"";
+  if (!options.tuneExport.empty())
+    s += " tune-export=\"" + options.tuneExport + "\"";
+  if (!options.tuneImport.empty())
+    s += " tune-import=\"" + options.tuneImport + "\"";
+  return s;
+}
+
 std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   switch (phase) {
   case Phase::Kiln:
@@ -125,7 +145,8 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
                          options.contractionKernels
                              ? "kiln-match-contractions{chip=" + options.chip +
                                    " wgmma=" +
-                                   (options.wgmma ? "true" : "false") + "}, "
+                                   (options.wgmma ? "true" : "false") +
+                                   tuneOptionsFor(options) + "}, "
                              : std::string());
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.

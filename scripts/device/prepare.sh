@@ -29,7 +29,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build="${KILN_BUILD_DIR:-$root/build}"
-KILN_BUILD_DIR="$build" "$root/scripts/build.sh" -j "${KILN_JOBS:-2}" kilnc kiln-run
+KILN_BUILD_DIR="$build" "$root/scripts/build.sh" -j "${KILN_JOBS:-2}" kilnc kiln-run kiln-tune-worker
 # kiln-run must run without LLVM there: it links libstdc++ statically and
 # dlopens libcuda.so.1 (docs/runtime.md).
 if ldd "$build/bin/kiln-run" | grep -Eq 'LLVM|MLIR|libstdc\+\+|libcuda'; then
@@ -41,3 +41,4 @@ python3 "$root/scripts/device/prepare.py" --build "$build" "$@"
 KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-python && python3 "$root/scripts/device/python_check.py" --prepare "$root/device-check/python"  # the Python package (carry build/python too)
 python3 "$root/scripts/device/surface_check.py" --prepare --build "$build" "$@"
 python3 "$root/scripts/device/membound_bench.py" --prepare --kilnc "$build/bin/kilnc" --out "$root/device-check" "$@"
+python3 "$root/scripts/device/tune_bench.py" prepare --kilnc "$build/bin/kilnc" --worker "$build/bin/kiln-tune-worker" --out "$root/device-check/tune" $([[ " $* " == *" --dry-run "* ]] && echo --dry-run)  # issue 11: the tuning jobs (tune_bench.py)

@@ -38,6 +38,7 @@
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/PrettyStackTrace.h"
 #include "llvm/Support/Signals.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -144,6 +145,42 @@ cl::opt<bool> attentionKernels(
              "-> matmul) as one fused flash-attention kernel; false: a "
              "generic score + softmax kernel and a GEMM (default: true)"),
     cl::init(true), cl::cat(codegenCategory()));
+
+//===----------------------------------------------------------------------===//
+// Autotuning (docs/architecture.md, "Autotuning")
+//===----------------------------------------------------------------------===//
+
+cl::opt<bool> tune(
+    "tune",
+    cl::desc("Time each contraction's candidate configs in kiln-tune-worker "
+             "(a child process) and keep the fastest that matches the "
+             "heuristic's pick (default: false)"),
+    cl::init(false), cl::cat(codegenCategory()));
+cl::opt<std::string> tuneDevice(
+    "tune-device",
+    cl::desc("Where --tune times candidates: cuda (CUDA-event medians) or "
+             "emu (the performance model's estimate) (default: cuda)"),
+    cl::init("cuda"), cl::cat(codegenCategory()));
+cl::opt<std::string> tuneCache(
+    "tune-cache",
+    cl::desc("Tune cache (JSON): its configs are used, and --tune adds the "
+             "problems it lacks (default: none)"),
+    cl::value_desc("FILE"), cl::init(""), cl::cat(codegenCategory()));
+cl::opt<std::string> tuneExport(
+    "tune-export",
+    cl::desc("With --tune: write the tuning jobs to DIR for "
+             "kiln-tune-worker on another machine and compile with the "
+             "heuristic (default: none)"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(codegenCategory()));
+cl::opt<std::string> tuneImport(
+    "tune-import",
+    cl::desc("Add the winners of a --tune-export DIR whose jobs have run to "
+             "--tune-cache (default: none)"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(codegenCategory()));
+cl::opt<unsigned> tuneMaxCandidates(
+    "tune-max-candidates",
+    cl::desc("Candidates --tune times per problem (default: 8)"), cl::init(8),
+    cl::cat(codegenCategory()));
 
 //===----------------------------------------------------------------------===//
 // Output
@@ -336,6 +373,12 @@ int error(const llvm::Twine &message) {
     progressLine->finish();
   llvm::errs() << "kilnc: error: " << message << "\n";
   return kExitUserError;
+}
+
+void warning(const llvm::Twine &message) {
+  if (progressLine)
+    progressLine->finish();
+  llvm::errs() << "kilnc: warning: " << message << "\n";
 }
 
 int internalError(const llvm::Twine &message) {
@@ -674,6 +717,41 @@ int compileForTraining(ModuleOp module,
   return 0;
 }
 
+/// kilnc --tune, --tune-device, --tune-cache, --tune-max-candidates into
+/// the pipeline's options; the error message, or empty.
+std::string setTuneOptions(kiln::PipelineOptions &options) {
+  if (tuneDevice != "cuda" && tuneDevice != "emu")
+    return "--tune-device '" + tuneDevice + "' is not cuda or emu";
+  if (tune && tuneMaxCandidates == 0)
+    return "--tune-max-candidates must be at least 1";
+  if (!tuneExport.empty() && !tune)
+    return "--tune-export needs --tune";
+  if (!tuneImport.empty() && tuneCache.empty())
+    return "--tune-import needs --tune-cache (the file the winners go to)";
+  if ((tune || !tuneImport.empty()) && !tuneCache.empty())
+    // Before the compile: tuning takes minutes, and then nothing is lost.
+    if (kiln::runtime::Error err = kiln::runtime::checkWritable(tuneCache))
+      return "--tune-cache: " + err.message();
+  options.tune = tune;
+  options.tuneDevice = tuneDevice;
+  options.tuneCache = tuneCache;
+  options.tuneMaxCandidates = tuneMaxCandidates;
+  options.tuneExport = tuneExport;
+  options.tuneImport = tuneImport;
+  if (const char *worker = std::getenv("KILN_TUNE_WORKER")) {
+    options.tuneWorker = worker;
+  } else {
+    // Installed (and built) next to kilnc.
+    static int anchor;
+    llvm::SmallString<256> path(
+        llvm::sys::fs::getMainExecutable("kilnc", &anchor));
+    llvm::sys::path::remove_filename(path);
+    llvm::sys::path::append(path, "kiln-tune-worker");
+    options.tuneWorker = path.str().str();
+  }
+  return "";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   llvm::setBugReportMsg(
@@ -760,6 +838,8 @@ int main(int argc, char **argv) {
                  "' is not one of fp32, bf16, fp16");
   if (!kiln::ptxFeaturesFor(target))
     return error("--target '" + target + "' is not supported (sm_80 or sm_90)");
+  if (std::string message = setTuneOptions(pipelineOptions); !message.empty())
+    return error(message);
 
   DialectRegistry registry;
   kiln::registerPipelineDialects(registry);
@@ -817,6 +897,9 @@ int main(int argc, char **argv) {
     ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
       if (diagnostic.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
         diagnostic = diag.str();
+      // Warnings (a tune cache ignored, a candidate rejected) are printed.
+      if (diag.getSeverity() == DiagnosticSeverity::Warning)
+        warning(diag.str());
       return success();
     });
     // One pass manager per phase, so that progress and --time-passes name

@@ -154,6 +154,16 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     warpgroup feeding mbarrier-guarded stages to one or two consumer
     warpgroups) before the `mma.sync` ones; `kilnc --stats` names the
     family each region got.
+    Configs: without `tune`, a `tune-cache` entry for the problem (one that
+    still passes the config checks; otherwise a warning) or else the
+    heuristic (`pickConfig`). With `tune`, each distinct problem missing
+    from the cache has its first `tune-max-candidates` candidates timed in
+    `tune-worker` (a child process: a faulting or hanging candidate is
+    rejected, the compile goes on), each checked against the heuristic's
+    pick on the same inputs; the winner is added to the cache (written
+    atomically). A corrupt or foreign cache is ignored with a warning. The
+    module's `kiln.contraction_report` says per region where its config
+    came from: `tuned (cache)`, `tuned (now, ...)` or `heuristic`.
 
     A region that does not fit keeps its generic kernel, and its reason in
     a `kiln.generic_reason` attribute: no matmul, another contraction or a
@@ -213,6 +223,28 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "On sm_90, bf16/fp16 matmuls and convolutions try the "
            "warp-specialised wgmma kernels (sm_90a) before mma.sync">,
+    Option<"tune", "tune", "bool", /*default=*/"false",
+           "Time each problem's candidate configs in kiln-tune-worker and "
+           "keep the fastest that matches the heuristic's pick">,
+    Option<"tuneDevice", "tune-device", "std::string", /*default=*/"\"cuda\"",
+           "Where candidates are timed: cuda (CUDA events) or emu (the "
+           "performance model's estimate)">,
+    Option<"tuneCache", "tune-cache", "std::string", /*default=*/"\"\"",
+           "Tune cache (JSON) read for configs, and with tune written with "
+           "the new winners">,
+    Option<"tuneMaxCandidates", "tune-max-candidates", "unsigned",
+           /*default=*/"8", "Candidates timed per problem">,
+    Option<"tuneWorker", "tune-worker", "std::string", /*default=*/"\"\"",
+           "The kiln-tune-worker executable">,
+    Option<"tuneTimeout", "tune-timeout", "unsigned", /*default=*/"60",
+           "Seconds one candidate may run">,
+    Option<"tuneExport", "tune-export", "std::string", /*default=*/"\"\"",
+           "With tune: write the jobs of the problems the cache lacks into "
+           "this directory instead of running them (the heuristic "
+           "compiles)">,
+    Option<"tuneImport", "tune-import", "std::string", /*default=*/"\"\"",
+           "A directory of exported jobs that have run: their winners are "
+           "added to the cache first">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::tensor::TensorDialect",

@@ -93,6 +93,17 @@ struct PipelineOptions {
   /// kiln-map-to-gpu maps fused row reductions to row kernels (a warp or a
   /// block per row, the row kept in registers).
   bool rowKernels = true;
+  /// Contraction configs (kiln-match-contractions' tune options): time
+  /// candidates in `tuneWorker` on `tuneDevice` (cuda, emu), read and
+  /// update the cache `tuneCache` (without `tune`: only read it).
+  bool tune = false;
+  std::string tuneDevice = "cuda";
+  std::string tuneCache;
+  unsigned tuneMaxCandidates = 8;
+  std::string tuneWorker;
+  /// Export the tuning jobs instead of running them / import ran ones.
+  std::string tuneExport;
+  std::string tuneImport;
 
   static std::string defaultLibdevicePath();
 };

@@ -38,6 +38,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdlib>
+
 namespace kiln {
 #define GEN_PASS_DEF_MATCHCONTRACTIONSPASS
 #include "kiln/Conversion/Passes.h.inc"
@@ -268,10 +270,11 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
                                  b->buffer, emitted->operands, outType);
   report.push_back(
-      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch={5}{6}",
+      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch={5}{6}; {7}",
                     kernels->kernels.front().name, kernels->config.describe(),
                     problem.m, problem.n, problem.k, problem.batch,
-                    kernels->kernels.size() > 1 ? ", + split-K reduction" : "")
+                    kernels->kernels.size() > 1 ? ", + split-K reduction" : "",
+                    lastConfigOrigin)
           .str());
   replaceResults(fusion, *storedIndex, replacement);
   return success();
@@ -373,7 +376,16 @@ FailureOr<cx::GemmKernels> Matcher::compile(const cx::GemmProblem &problem,
   ep.customBody = epilogue.body;
   for (size_t i = 0; i < epilogue.operands.size(); ++i)
     ep.customOperands.push_back("epilogue" + std::to_string(i));
-  cx::GemmConfig config = cx::pickConfig(problem, family, smVersion, wgmma);
+  llvm::Expected<kiln::tuning::ConfigChoice> choice =
+      tuner.choose(problem, family);
+  if (!choice) {
+    why = llvm::toString(choice.takeError());
+    if (fatalError.empty())
+      fatalError = why;
+    return failure();
+  }
+  cx::GemmConfig config = choice->config;
+  lastConfigOrigin = choice->origin;
   if (std::string reason = cx::unsupportedReason(problem, config);
       !reason.empty()) {
     why = "no kernel config: " + reason;
@@ -504,7 +516,7 @@ void Matcher::run(kiln::FusionOp fusion) {
   std::string where;
   llvm::raw_string_ostream os(where);
   fusion.getLoc().print(os);
-  report.push_back("generic kernel (" + why + ") at " + where);
+  report.push_back("generic fallback: " + why + " at " + where);
 }
 
 namespace {
@@ -595,7 +607,23 @@ struct MatchContractionsPass
                          << "' is not sm_80 or sm_90";
       return signalPassFailure();
     }
-    kiln::templates::Matcher matcher(module, sm, chip, wgmma);
+    kiln::tuning::TuneOptions tuneOptions;
+    tuneOptions.tune = tune;
+    tuneOptions.device = tuneDevice;
+    tuneOptions.cachePath = tuneCache;
+    tuneOptions.maxCandidates = tuneMaxCandidates;
+    tuneOptions.workerPath = tuneWorker;
+    tuneOptions.timeoutSeconds = tuneTimeout;
+    tuneOptions.exportDir = tuneExport;
+    tuneOptions.importDir = tuneImport;
+    tuneOptions.wgmma = wgmma;
+    // Test hook (docs/testing.md): the candidate at this index faults.
+    if (const char *inject = std::getenv("KILN_TUNE_INJECT_FAULT"))
+      tuneOptions.injectFault = std::atoi(inject);
+    kiln::tuning::Tuner tuner(tuneOptions, sm, [&](const std::string &w) {
+      module.emitWarning() << w;
+    });
+    kiln::templates::Matcher matcher(module, sm, chip, tuner);
     SmallVector<kiln::FusionOp> fusions;
     module.walk([&](kiln::FusionOp f) { fusions.push_back(f); });
     auto holds = [](kiln::FusionOp f, auto isAnchor) {
@@ -613,6 +641,14 @@ struct MatchContractionsPass
       else if (holds(f, [](Operation &op) { return isa<kiln::MatmulOp>(op); }))
         for (kiln::FusionOp part : kiln::templates::splitSideBySide(f))
           matcher.run(part);
+    }
+    if (!matcher.fatalError.empty()) {
+      module.emitError() << matcher.fatalError;
+      return signalPassFailure();
+    }
+    if (llvm::Error err = tuner.finish()) {
+      module.emitError() << llvm::toString(std::move(err));
+      return signalPassFailure();
     }
     matcher.eraseUnreadWeights();
     if (!matcher.report.empty()) {

@@ -356,12 +356,13 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
                             cast<RankedTensorType>(result.getType()));
   report.push_back(
       llvm::formatv("{0}: {1}, conv {2}x{3}x{4}x{5} * {6}x{7}x{8}x{9}, "
-                    "groups={10}, M={11} N={12} K={13}{14}",
+                    "groups={10}, M={11} N={12} K={13}{14}; {15}",
                     kernels->kernels.front().name, kernels->config.describe(),
                     in[0], in[1], in[2], in[3], window[0], window[1],
                     window[2], window[3], groups, problem.m, problem.n,
                     problem.k,
-                    kernels->kernels.size() > 1 ? ", + split-K reduction" : "")
+                    kernels->kernels.size() > 1 ? ", + split-K reduction" : "",
+                    lastConfigOrigin)
           .str());
   replaceResults(fusion, *storedIndex, stored);
   return success();

@@ -16,6 +16,7 @@
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CUDA/ContractionKernels.h"
+#include "kiln/Target/CUDA/ContractionTuning.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -66,9 +67,11 @@ struct OperandView {
 
 class Matcher {
 public:
+  /// `tuner` picks each problem's config (cache, tuning or heuristic).
   Matcher(mlir::ModuleOp module, unsigned smVersion, llvm::StringRef chip,
-          bool wgmma = false)
-      : module(module), smVersion(smVersion), chip(chip.str()), wgmma(wgmma) {}
+          tuning::Tuner &tuner)
+      : module(module), smVersion(smVersion), chip(chip.str()), tuner(tuner) {
+  }
 
   /// Replaces `fusion` by template kernels, or leaves it with the reason.
   void run(kiln::FusionOp fusion);
@@ -84,6 +87,8 @@ public:
   /// One line per contraction region, in region order: its kernel and
   /// config, or why it keeps a generic kernel (kilnc --stats prints them).
   llvm::SmallVector<std::string> report;
+  /// An error that fails the pass (tuning without a GPU, no worker).
+  std::string fatalError;
 
 private:
   // Matmul regions (MatchContractions.cpp).
@@ -165,7 +170,8 @@ private:
                      llvm::ArrayRef<mlir::Operation *> epilogue,
                      mlir::Value result, const OutputIndexing &indexing,
                      mlir::Value accBias, std::string &why);
-  /// The heuristic's config for the problem, specialised and compiled.
+  /// The tuner's config for the problem, specialised and compiled;
+  /// `lastConfigOrigin` says where the config came from.
   mlir::FailureOr<contraction::GemmKernels>
   compile(const contraction::GemmProblem &problem, contraction::Family family,
           const EmittedEpilogue &epilogue, llvm::StringRef prefix,
@@ -180,8 +186,8 @@ private:
   mlir::ModuleOp module;
   unsigned smVersion;
   std::string chip;
-  /// bf16/fp16 contractions on sm_90 try wgmma kernels first.
-  bool wgmma = false;
+  tuning::Tuner &tuner;
+  std::string lastConfigOrigin;
   unsigned nextKernel = 0;
   /// Producers split off the region being rewritten (erased if it fails).
   llvm::SmallVector<kiln::FusionOp> splitOff;

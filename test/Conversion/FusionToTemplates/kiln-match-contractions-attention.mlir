@@ -68,7 +68,7 @@ func.func @fp32_causal_padding(%q: tensor<3x20x32xf32>, %kt: tensor<3x32x20xf32>
 // A 16-bit head dimension of 8 has no tensor-core kernel: the region is
 // split back into its scores (a generic row kernel) and P V (a GEMM
 // template), and the report says why.
-// CHECK: module attributes {kiln.contraction_report = ["attention split (attention: a 16-bit head dimension that is not a multiple of 16) at {{.*}}", "generic kernel (the region has a kiln.softmax) at {{.*}}", "kiln_gemm_0: mma_f16 {{.*}}"]}
+// CHECK: module attributes {kiln.contraction_report = ["attention split (attention: a 16-bit head dimension that is not a multiple of 16) at {{.*}}", "generic fallback: the region has a kiln.softmax at {{.*}}", "kiln_gemm_0: mma_f16 {{.*}}"]}
 // CHECK-LABEL: func.func @split_back(
 // CHECK:         %[[P:.*]] = kiln.fusion "matmul+softmax" -> tensor<2x8x8xbf16> attributes {kiln.generic_reason = "the region has a kiln.softmax"} {
 // CHECK:           kiln.softmax
