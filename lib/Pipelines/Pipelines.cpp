@@ -195,6 +195,7 @@ void addTrainingGradientPasses(OpPassManager &pm,
   autodiff.freeze = options.freeze;
   autodiff.gradientsAsMain = options.gradientsAsMain;
   autodiff.rematerialize = options.rematerialize;
+  autodiff.lossSeedArgument = options.lossSeedArgument;
   pm.addPass(createAutodiffPass(autodiff));
   // The rules emit reshapes of reshapes, identity broadcasts and repeated
   // constants; clean them up before layout assignment sees the graph.

@@ -113,6 +113,38 @@ Expected<float> TrainingSession::loss() {
   return value;
 }
 
+bool TrainingSession::scalesLoss() const {
+  return artifact().findState(kLossScaleState) != nullptr;
+}
+
+namespace {
+/// An f32 scalar's value.
+Expected<float> scalarValue(Expected<HostTensor> tensor, std::string_view what) {
+  if (!tensor)
+    return tensor.takeError();
+  if (tensor->dtype != DType::F32 || tensor->data.size() != 4)
+    return makeError("{} is {} {}, not an f32 scalar", what,
+                     dtypeName(tensor->dtype), formatShape(tensor->shape));
+  float value;
+  std::memcpy(&value, tensor->data.data(), 4);
+  return value;
+}
+} // namespace
+
+Expected<float> TrainingSession::lossScale() {
+  return scalarValue(session->readState(kLossScaleState), "the loss scale");
+}
+
+Expected<bool> TrainingSession::lastStepSkipped() {
+  Expected<float> flag = scalarValue(
+      session->readOutput(std::string(kTrainStep) + ":" +
+                          std::string(kSkippedOutput)),
+      "the skipped flag");
+  if (!flag)
+    return flag.takeError();
+  return *flag != 0;
+}
+
 Error TrainingSession::evaluate() { return session->runEntryPoint(kEval); }
 
 Expected<HostTensor> TrainingSession::readEvalOutput(std::string_view name) {

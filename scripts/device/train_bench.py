@@ -15,7 +15,9 @@ labels; Adam), the layers autodiff has rules for in this branch: "mlp-small"
 trains E epochs of random data and reports its own ms/step (batch upload,
 the train_step launches, the state update); PyTorch eager runs the same
 model, loss and optimizer (torch.optim.Adam, bf16 autocast: "eager AMP",
-and fp32) on the same batch and reports ms/step over the same number of
+and fp32) on the same batch; each model is also compiled with
+--precision=bf16 (kiln's AMP: fp32 master weights, bf16 matmul operands),
+the row to compare with eager AMP and reports ms/step over the same number of
 steps after a warm-up, synchronised. ResNet-50 and the encoder layer (the
 issue's models) need autodiff's convolution and normalisation rules (in the
 autodiff branch, not yet merged here).
@@ -75,11 +77,15 @@ def prepare(args):
         onnx_path = os.path.join(args.out, name + ".onnx")
         build_onnx(onnx_path, widths, seed=0)
         art = name + ".train.kiln"
-        subprocess.run([os.path.join(args.build, "bin", "kilnc"), onnx_path,
-                        "--shape", f"x={batch}x{widths[0]}", "--train",
-                        "--loss=cross_entropy", f"--labels=y:{batch}:int64",
-                        "--optimizer=adam:lr=0.001", "-o",
-                        os.path.join(args.out, art)], check=True)
+        # fp32, and bf16 mixed precision (fp32 master weights, bf16 matmul
+        # operands: what PyTorch's bf16 autocast does).
+        for suffix, precision in (("", "fp32"), (".bf16", "bf16")):
+            subprocess.run([os.path.join(args.build, "bin", "kilnc"), onnx_path,
+                            "--shape", f"x={batch}x{widths[0]}", "--train",
+                            "--loss=cross_entropy", f"--labels=y:{batch}:int64",
+                            "--optimizer=adam:lr=0.001", "--precision=" + precision,
+                            "-o", os.path.join(args.out, name + suffix + ".train.kiln")],
+                           check=True)
         r = np.random.default_rng(1)
         n = batch * 4
         np.save(os.path.join(args.out, name + ".x.npy"),
@@ -92,7 +98,7 @@ def prepare(args):
                 np.save(os.path.join(args.out, f"{name}.dry.{part}.npy"), full[:2 * batch])
         os.remove(onnx_path)  # not needed on the device
         manifest[name] = {"widths": widths, "batch": batch, "epochs": epochs,
-                          "artifact": art}
+                          "artifact": art, "artifact_bf16": name + ".bf16.train.kiln"}
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"train_bench: prepared {', '.join(manifest)} in {args.out}")
@@ -143,20 +149,32 @@ def run(args):
         if dry and name != "mlp-small":
             continue
         epochs = 1 if dry else m["epochs"]
-        cmd = [os.path.join(args.dir, "bin", "kiln-train"),
-               os.path.join(args.dir, m["artifact"]),
-               "--data", os.path.join(args.dir, name + (".dry" if dry else "") + ".x.npy"),
-               "--labels", os.path.join(args.dir, name + (".dry" if dry else "") + ".y.npy"),
-               "--epochs", str(epochs), "--seed", "0", "--device", args.device]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+
+        def kiln_train(artifact):
+            cmd = [os.path.join(args.dir, "bin", "kiln-train"),
+                   os.path.join(args.dir, artifact),
+                   "--data", os.path.join(args.dir, name + (".dry" if dry else "") + ".x.npy"),
+                   "--labels", os.path.join(args.dir, name + (".dry" if dry else "") + ".y.npy"),
+                   "--epochs", str(epochs), "--seed", "0", "--device", args.device]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            got = re.search(r"train: (\d+) steps, ([0-9.]+) ms/step", p.stdout)
+            if p.returncode != 0 or not got:
+                return None, (p.stderr or p.stdout).strip().splitlines()[-1:]
+            return (int(got.group(1)), float(got.group(2))), None
         row = {"model": name, "batch": m["batch"]}
-        got = re.search(r"train: (\d+) steps, ([0-9.]+) ms/step", p.stdout)
-        if p.returncode != 0 or not got:
+        got, err = kiln_train(m["artifact"])
+        if err:
             failed = True
-            row["error"] = (p.stderr or p.stdout).strip().splitlines()[-1:]
+            row["error"] = err
         else:
-            row["steps"] = int(got.group(1))
-            row["kiln_ms"] = float(got.group(2))
+            row["steps"], row["kiln_ms"] = got
+        if m.get("artifact_bf16"):
+            got, err = kiln_train(m["artifact_bf16"])
+            if err:
+                failed = True
+                row["bf16_error"] = err
+            else:
+                row["kiln_bf16_ms"] = got[1]
         try:
             import torch
             device = "cuda" if args.device != "emu" and torch.cuda.is_available() else "cpu"
@@ -167,8 +185,8 @@ def run(args):
         except ImportError:
             row["torch"] = "not installed"
         results.append(row)
-    lines = ["train_bench: ms per train step (kiln-train fp32; PyTorch eager "
-             "Adam, bf16 autocast and fp32)" + (" [DRY RUN on emu]" if dry else "")]
+    lines = ["train_bench: ms per train step (kiln-train fp32 and bf16 mixed "
+             "precision; PyTorch eager Adam, bf16 autocast and fp32)" + (" [DRY RUN on emu]" if dry else "")]
     for r in results:
         if "error" in r:
             lines.append(f"  {r['model']:<10} batch {r['batch']:>4}: kiln-train FAILED: {r['error']}")
@@ -179,6 +197,14 @@ def run(args):
              else ", torch not installed")
         lines.append(f"  {r['model']:<10} batch {r['batch']:>4}: kiln {r['kiln_ms']:.3f} ms"
                      f" over {r['steps']} steps{t}")
+        if "bf16_error" in r:
+            lines.append(f"  {r['model']:<10} bf16 AMP: kiln-train FAILED: {r['bf16_error']}")
+        elif "kiln_bf16_ms" in r:
+            t = (f", torch[{r['torch_device']}] amp {r['torch_amp_ms']:.3f} ms, "
+                 f"kiln-bf16/amp {r['torch_amp_ms'] / r['kiln_bf16_ms']:.2f}x"
+                 if "torch_amp_ms" in r else ", torch not installed")
+            lines.append(f"  {r['model']:<10} bf16 AMP: kiln {r['kiln_bf16_ms']:.3f} ms"
+                         f" over {r['steps']} steps{t}")
     print("\n".join(lines))
     out = os.environ.get("OUT")
     if out:

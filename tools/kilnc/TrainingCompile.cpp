@@ -164,15 +164,25 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
          rt::Shape(type.getShape().begin(), type.getShape().end())});
   }
   std::vector<rt::StateSpec> specs = {params};
-  for (const char *name : {"opt.m", "opt.v", "opt.step"}) {
-    // Present when train_step reads it.
-    auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step)
-      return llvm::createStringError("the module has no @train_step");
-    for (unsigned i = 0; i < step.getNumArguments(); ++i)
-      if (auto state = step.getArgAttrOfType<StringAttr>(i, "kiln.state"))
-        if (state.getValue() == name)
-          specs.push_back({name, {}, {}});
+  // Every other state train_step reads (optimizer moments, the step
+  // counter, the loss scale, ...), in argument order; zeros unless the
+  // argument carries a `kiln.initial` value.
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return llvm::createStringError("the module has no @train_step");
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto state = step.getArgAttrOfType<StringAttr>(i, "kiln.state");
+    if (!state || state.getValue() == "params")
+      continue;
+    rt::StateSpec spec{state.getValue().str(), {}, {}};
+    if (auto initial =
+            step.getArgAttrOfType<DenseElementsAttr>(i, "kiln.initial")) {
+      ArrayRef<char> raw = initial.getRawData();
+      int64_t copies = initial.isSplat() ? initial.getNumElements() : 1;
+      for (int64_t n = 0; n < copies; ++n)
+        spec.initial.insert(spec.initial.end(), raw.begin(), raw.end());
+    }
+    specs.push_back(std::move(spec));
   }
 
   std::vector<rt::EntryPointArtifact> parts;

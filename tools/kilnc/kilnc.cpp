@@ -283,6 +283,51 @@ cl::opt<double> gradClip("grad-clip",
                          cl::desc("With --train: clip the global gradient "
                                   "norm to this, 0 for off (default: 0)"),
                          cl::init(0), cl::cat(trainingCategory()));
+//===-- Mixed precision: loss scaling (kiln-optimizer loss-scale) ----------===//
+cl::opt<std::string> lossScaleSpec(
+    "loss-scale",
+    cl::desc("With --train: dynamic, static:S or none: scale the loss "
+             "before the backward pass, skip steps with inf/NaN gradients "
+             "(default: dynamic with --precision=fp16, else none)"),
+    cl::value_desc("dynamic|static:S|none"), cl::init(""),
+    cl::cat(trainingCategory()));
+cl::opt<double> lossScaleInit(
+    "loss-scale-init",
+    cl::desc("With --loss-scale=dynamic: the initial scale (default: 65536)"),
+    cl::init(65536), cl::cat(trainingCategory()));
+cl::opt<int64_t> lossScaleGrowthInterval(
+    "loss-scale-growth-interval",
+    cl::desc("With --loss-scale=dynamic: double the scale after this many "
+             "finite steps (default: 2000)"),
+    cl::init(2000), cl::cat(trainingCategory()));
+
+/// kiln-optimizer's loss-scale options for --loss-scale, or an error.
+llvm::Expected<std::string> lossScaleOptions(llvm::StringRef precision) {
+  std::string spec = lossScaleSpec;
+  if (spec.empty())
+    spec = precision == "fp16" ? "dynamic" : "none";
+  if (spec == "none")
+    return std::string();
+  auto exact = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", v);
+    return std::string(text);
+  };
+  if (spec == "dynamic")
+    return " loss-scale=dynamic loss-scale-init=" +
+           exact(lossScaleInit.getValue()) +
+           " loss-scale-growth-interval=" +
+           std::to_string(lossScaleGrowthInterval.getValue());
+  llvm::StringRef value(spec);
+  double scale = 0;
+  if (value.consume_front("static:") && !value.getAsDouble(scale) &&
+      scale > 0 && std::isfinite(scale))
+    return " loss-scale=static loss-scale-init=" + exact(scale);
+  return llvm::createStringError("--loss-scale '" + spec +
+                                 "': expected dynamic, static:S with S > 0, "
+                                 "or none");
+}
+
 //===-- Differentiation: loss, frozen weights, --gradients (kiln-autodiff) --===//
 cl::opt<bool> gradients(
     "gradients",
@@ -663,6 +708,11 @@ int compileForTraining(ModuleOp module,
     return error(llvm::toString(optimizer.takeError()));
   if (gradClip < 0)
     return error("--grad-clip must not be negative");
+  llvm::Expected<std::string> lossScale =
+      lossScaleOptions(pipelineOptions.precision);
+  if (!lossScale)
+    return error(llvm::toString(lossScale.takeError()));
+  *optimizer += *lossScale;
   MLIRContext &context = *module.getContext();
   std::string diagnostic;
   ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {
@@ -679,6 +729,7 @@ int compileForTraining(ModuleOp module,
     gradientOptions.labels = labelsSpec;
     gradientOptions.lossOutput = lossOutput;
     gradientOptions.freeze = freezeRegex;
+    gradientOptions.lossSeedArgument = !lossScale->empty();
     kiln::addTrainingGradientPasses(pm, gradientOptions);
   }
   if (failed(kiln::addTrainingStepPasses(pm, *optimizer)))

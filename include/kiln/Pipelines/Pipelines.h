@@ -51,6 +51,9 @@ struct TrainingGradientOptions {
   bool rematerialize = false;
   /// Replace @main by @train_grad (kilnc --gradients).
   bool gradientsAsMain = false;
+  /// Seed the backward pass from a `kiln.loss_seed` argument (loss
+  /// scaling; kiln-autodiff's loss-seed-argument).
+  bool lossSeedArgument = false;
 };
 
 /// Appends the passes that add `func.func @train_grad` (loss and gradients,

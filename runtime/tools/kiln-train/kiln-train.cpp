@@ -305,7 +305,12 @@ int run(const Options &options) {
   }
 
   uint64_t firstEpoch = 0;
-  std::string history(kHistoryHeader);
+  // Loss scaling adds the scale after each step and the skipped flag.
+  bool scalesLoss = session.scalesLoss();
+  std::string history =
+      scalesLoss ? std::string("step,epoch,loss,metric,value,loss_scale,"
+                               "skipped\n")
+                 : std::string(kHistoryHeader);
   if (options.resume) {
     Expected<std::map<std::string, std::string>> meta =
         session.loadCheckpoint(checkpointPath);
@@ -333,6 +338,7 @@ int run(const Options &options) {
     std::vector<uint64_t> order = epochOrder(train->count, options.seed, epoch);
     auto start = std::chrono::steady_clock::now();
     double lossSum = 0;
+    uint64_t skipped = 0;
     for (uint64_t s = 0; s < steps; ++s) {
       std::vector<uint64_t> indices(order.begin() + s * sig->batch,
                                     order.begin() + (s + 1) * sig->batch);
@@ -354,8 +360,19 @@ int run(const Options &options) {
         return fail(loss.takeError());
       lossSum += *loss;
       Expected<uint64_t> step = session.stepCount();
-      history += fmt::format("{},{},{:.9g},,\n", step ? *step : 0, epoch + 1,
+      history += fmt::format("{},{},{:.9g},,", step ? *step : 0, epoch + 1,
                              *loss);
+      if (scalesLoss) {
+        Expected<bool> wasSkipped = session.lastStepSkipped();
+        if (!wasSkipped)
+          return fail(wasSkipped.takeError());
+        Expected<float> scale = session.lossScale();
+        if (!scale)
+          return fail(scale.takeError());
+        skipped += *wasSkipped;
+        history += fmt::format(",{:.9g},{}", *scale, int(*wasSkipped));
+      }
+      history += "\n";
       if (tty) {
         double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
@@ -374,13 +391,20 @@ int run(const Options &options) {
       fmt::print(stderr, "\n");
     std::string line = fmt::format("epoch {}/{}: mean loss {:.6f}", epoch + 1,
                                    options.epochs, lossSum / double(steps));
+    if (scalesLoss) {
+      Expected<float> scale = session.lossScale();
+      if (!scale)
+        return fail(scale.takeError());
+      line += fmt::format(", loss scale {:g}, skipped steps {}", *scale,
+                          skipped);
+    }
     if (val) {
       Expected<Metric> metric = validate(session, *val, *sig);
       if (!metric)
         return fail(metric.takeError());
       line += fmt::format(", {} {:.6f}", metric->name, metric->value);
-      history += fmt::format(",{},,{},{:.9g}\n", epoch + 1, metric->name,
-                             metric->value);
+      history += fmt::format(",{},,{},{:.9g}{}\n", epoch + 1, metric->name,
+                             metric->value, scalesLoss ? ",," : "");
     }
     if (!options.quiet)
       fmt::print("{}\n", line);

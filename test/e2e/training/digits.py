@@ -13,7 +13,11 @@ seeded 80/20 split; the model is an ONNX MLP (Gemm 64->64, Relu, Gemm
   model, which passes onnx.checker, and onnxruntime's accuracy on the same
   held-out set equals kiln-train's within one sample (the two compute the
   logits in fp32 in different orders, so a near-tie may flip);
-- the export really holds new weights (the untrained model is at chance).
+- the export really holds new weights (the untrained model is at chance);
+- with `--precision bf16 --against fp32/accuracy.txt` (mixed precision:
+  fp32 master weights, bf16 matmul operands), the accuracy is within 0.5
+  points of the fp32 run's (the issue's bar), and onnxruntime's on the
+  export within 0.5 points of kiln-train's (kiln evaluates in bf16).
 
 The compile uses --fuse=false: the fused 'matmul+log_softmax' row kernel
 recomputes each row's logits in every thread, which the emulator runs ~25x
@@ -35,6 +39,11 @@ def main():
     p.add_argument("--kiln-train", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--epochs", type=int, default=15)
+    p.add_argument("--precision", default="fp32",
+                   help="kilnc --precision for the training artifact")
+    p.add_argument("--against",
+                   help="accuracy.txt of an fp32 run: must be within 0.5 "
+                        "points of it (mixed precision)")
     a = p.parse_args()
     import onnx
     import onnxruntime as ort
@@ -71,6 +80,7 @@ def main():
     subprocess.run([a.kilnc, w("mlp.onnx"), "--shape", "x=32x64", "--train",
                     "--loss=cross_entropy", "--labels=y:32:int64",
                     "--optimizer=adam:lr=0.005", "--fuse=false",
+                    "--precision=" + a.precision,
                     "-o", w("mlp.train.kiln")], check=True)
     run = subprocess.run([a.kiln_train, w("mlp.train.kiln"), "--data", w("xtr.npy"),
                           "--labels", w("ytr.npy"), "--val-data", w("xte.npy"),
@@ -91,8 +101,19 @@ def main():
     print(f"digits: {len(tr)} train, {ntest} held out; kiln-train accuracy "
           f"{kiln_acc:.4f}, onnxruntime on the export {ort_acc:.4f}, "
           f"untrained {untrained:.4f}")
-    ok = kiln_acc >= 0.97 and abs(ort_acc - kiln_acc) <= 1.0 / ntest + 1e-9 \
+    # kiln-train evaluates in the artifact's precision, onnxruntime in fp32:
+    # in bf16 the rounded logits may flip a few near-ties (0.5 points).
+    export_bound = 1.0 / ntest if a.precision == "fp32" else 0.005
+    ok = kiln_acc >= 0.97 and abs(ort_acc - kiln_acc) <= export_bound + 1e-9 \
         and untrained < 0.5
+    with open(w("accuracy.txt"), "w") as f:
+        f.write(f"{kiln_acc}\n")
+    if a.against:
+        ref = float(open(a.against).read())
+        within = abs(kiln_acc - ref) <= 0.005 + 1e-9
+        print(f"digits: {a.precision} accuracy {kiln_acc:.4f}, fp32 {ref:.4f}: "
+              f"{'within' if within else 'NOT within'} 0.5 points")
+        ok = ok and within
     print("digits: PASS" if ok else "digits: FAIL")
     return 0 if ok else 1
 

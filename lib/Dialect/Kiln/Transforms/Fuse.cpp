@@ -15,7 +15,8 @@
 //      concat, gather, gather_elements, tile) is cloned into each consumer
 //      group, where it becomes indexing; cheap elementwise producers are cloned into elementwise and
 //      reduction groups, and into a contraction's group only when that group
-//      is their only user (never duplicated into a contraction's inner loop).
+//      is their only user (never duplicated into a contraction's inner loop;
+//      likewise into a pure data-movement group, which is cloned itself).
 //      A cheap group whose every user cloned it is not materialized.
 //   4. Side by side. Matmul groups with one shape that read the same input
 //      and do not depend on each other become one region with one result
@@ -307,9 +308,18 @@ private:
     if (!def || !source || source == &g || !source->isCheapOnly() ||
         g.pulled.contains(def) || cone.contains(def))
       return;
-    if (roleOf(def) == Role::Elementwise && g.anchor &&
-        roleOf(g.anchor) == Role::Contraction) {
-      // Into a contraction only when nothing else needs the value.
+    bool intoContraction = g.anchor && roleOf(g.anchor) == Role::Contraction;
+    // A pure data-movement group is itself cloned into each of its
+    // consumers: a shared elementwise producer pulled into it would be
+    // computed once per consumer (a training step's bf16 copy of the flat
+    // params, once per weight), so it stays one kernel instead.
+    bool intoDataMovement =
+        llvm::all_of(g.ops, [&](Operation *op) {
+          return roleOf(op) == Role::DataMovement;
+        });
+    if (roleOf(def) == Role::Elementwise &&
+        (intoContraction || intoDataMovement)) {
+      // Only when nothing else needs the value.
       bool onlyUser = llvm::all_of(v.getUsers(), [&](Operation *user) {
         return groupOf.lookup(user) == &g || g.pulled.contains(user) ||
                cone.contains(user);

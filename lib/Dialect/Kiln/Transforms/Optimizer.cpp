@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
+#include <limits>
 
 namespace kiln {
 #define GEN_PASS_DEF_OPTIMIZERPASS
@@ -70,6 +71,10 @@ struct Math {
   Value cos(Value x) { return CosOp::create(b, loc, x); }
   Value floor(Value x) { return FloorOp::create(b, loc, x); }
   Value lessEqual(Value x, Value y) { return LessEqualOp::create(b, loc, x, y); }
+  Value greaterEqual(Value x, Value y) {
+    return GreaterEqualOp::create(b, loc, x, y);
+  }
+  Value abs(Value x) { return AbsOp::create(b, loc, x); }
   Value select(Value c, Value x, Value y) {
     return SelectOp::create(b, loc, c, x, y);
   }
@@ -95,6 +100,16 @@ private:
                     const llvm::DenseMap<StringAttr, Slot> &slots);
   /// The learning rate at step t (a scalar tensor, t = counter + 1).
   Value learningRate(Math &m, Value t);
+  /// Loss scaling: whether it is on, and its state ("loss_scale", then
+  /// "loss_scale.good_steps" when dynamic).
+  bool scalesLoss() const { return lossScale != "none"; }
+  void addLossScaleState(
+      SmallVectorImpl<std::pair<std::string, RankedTensorType>> &state,
+      RankedTensorType scalar) const;
+  /// The next loss scale and good-step count after a step whose gradients
+  /// were all finite (`finite`, a tensor<i1>) or not.
+  SmallVector<Value> nextLossScaleState(Math &m, Value finite, Value scale,
+                                        Value goodSteps);
 };
 
 LogicalResult OptimizerPass::checkOptions(Operation *at) {
@@ -121,6 +136,19 @@ LogicalResult OptimizerPass::checkOptions(Operation *at) {
   if (warmupSteps < 0 || gradClip < 0 || weightDecay < 0)
     return at->emitError() << "kiln-optimizer: warmup-steps, grad-clip and "
                               "weight-decay must not be negative";
+  if (!llvm::is_contained({"none", "dynamic", "static"}, lossScale.getValue()))
+    return at->emitError() << "kiln-optimizer: unknown loss-scale '"
+                           << lossScale << "' (none, dynamic, static)";
+  if (scalesLoss() && !(lossScaleInit > 0 && std::isfinite(lossScaleInit)))
+    return at->emitError() << "kiln-optimizer: loss-scale-init must be a "
+                              "positive finite number (loss-scale-init="
+                           << lossScaleInit << ")";
+  if (lossScale == "dynamic" &&
+      (lossScaleGrowthInterval < 1 || lossScaleGrowthInterval > (1 << 24)))
+    return at->emitError()
+           << "kiln-optimizer: loss-scale-growth-interval must be in [1, "
+              "2^24] (loss-scale-growth-interval="
+           << static_cast<int64_t>(lossScaleGrowthInterval) << ")";
   return success();
 }
 
@@ -170,6 +198,32 @@ Value OptimizerPass::learningRate(Math &m, Value t) {
                     rate);
   }
   return rate;
+}
+
+void OptimizerPass::addLossScaleState(
+    SmallVectorImpl<std::pair<std::string, RankedTensorType>> &state,
+    RankedTensorType scalar) const {
+  if (!scalesLoss())
+    return;
+  state.push_back({"loss_scale", scalar});
+  if (lossScale == "dynamic")
+    state.push_back({"loss_scale.good_steps", scalar});
+}
+
+SmallVector<Value> OptimizerPass::nextLossScaleState(Math &m, Value finite,
+                                                     Value scale,
+                                                     Value goodSteps) {
+  if (lossScale != "dynamic")
+    return {scale};
+  // torch.cuda.amp.GradScaler: halve on overflow and restart the count;
+  // double after growth-interval finite steps in a row.
+  Value count = m.add(goodSteps, m.constant(1));
+  Value grow =
+      m.greaterEqual(count, m.constant(double(lossScaleGrowthInterval)));
+  Value finiteScale = m.select(grow, m.mul(scale, m.constant(2)), scale);
+  Value finiteCount = m.select(grow, m.constant(0), count);
+  return {m.select(finite, finiteScale, m.mul(scale, m.constant(0.5))),
+          m.select(finite, finiteCount, m.constant(0))};
 }
 
 void OptimizerPass::runOnOperation() {
@@ -254,13 +308,47 @@ void OptimizerPass::runOnOperation() {
     state.push_back({"opt.v", flatType});
   state.push_back({"opt.step", scalar});
 
+  // Loss scaling scales the backward's seed (kiln-autodiff
+  // loss-seed-argument): the argument is replaced by the loss scale, or 1.
+  std::optional<unsigned> seedArg;
+  for (unsigned i = 0; i < grad.getNumArguments(); ++i)
+    if (grad.getArgAttr(i, "kiln.loss_seed"))
+      seedArg = i;
+  if (scalesLoss() && !seedArg)
+    return fail(grad, "loss-scale=" + lossScale + " needs a @train_grad whose "
+                      "backward is seeded from an argument (kiln.loss_seed: "
+                      "kiln-autodiff loss-seed-argument)");
+  if (seedArg && (*seedArg + 1 != grad.getNumArguments() ||
+                  grad.getArgument(*seedArg).getType() != scalar))
+    return fail(grad, "the kiln.loss_seed argument must be @train_grad's "
+                      "last, a tensor<f32>");
+  addLossScaleState(state, scalar);
+
   // @train_step: @train_grad's body, with the state appended.
   Block &body = grad.front();
-  unsigned firstState = body.getNumArguments();
+  Value seedValue = seedArg ? grad.getArgument(*seedArg) : Value();
+  unsigned firstState = body.getNumArguments() - (seedArg ? 1 : 0);
   SmallVector<Value> stateArgs;
   for (auto &[name, type] : state)
     stateArgs.push_back(body.addArgument(type, grad.getLoc()));
   replaceLoads(grad, stateArgs[0], bySymbol);
+  auto stateArg = [&](StringRef name) -> Value {
+    for (auto [i, entry] : llvm::enumerate(state))
+      if (entry.first == name)
+        return stateArgs[i];
+    return {};
+  };
+  Value scaleArg = stateArg("loss_scale");
+  if (seedValue) {
+    Value seed = scaleArg;
+    if (!seed) {
+      OpBuilder front = OpBuilder::atBlockBegin(&body);
+      seed = Math{front, grad.getLoc()}.constant(1);
+    }
+    seedValue.replaceAllUsesWith(seed);
+    if (failed(grad.eraseArgument(*seedArg)))
+      return fail(grad, "cannot remove the kiln.loss_seed argument");
+  }
 
   OpBuilder b(gradReturn);
   Math m{b, grad.getLoc()};
@@ -281,14 +369,26 @@ void OptimizerPass::runOnOperation() {
                 : ConcatOp::create(b, m.loc, flatType, flatGrads,
                                    b.getI64IntegerAttr(0))
                       .getResult();
+  // With loss scaling the gradients are unscaled (1/scale is exact: the
+  // scale is a power of two unless static:S says otherwise), and one
+  // reduction, the squared global norm that clipping needs anyway, decides
+  // whether they are all finite: an inf or NaN makes it inf or NaN.
+  Value finite;
+  Value squaredNorm;
+  if (scaleArg) {
+    g = m.mul(g, m.div(m.constant(1), scaleArg));
+    squaredNorm = m.sum(m.mul(g, g));
+    finite = m.lessEqual(m.abs(squaredNorm),
+                         m.constant(std::numeric_limits<float>::max()));
+  }
   if (gradClip > 0) {
-    Value norm = m.sqrt(m.sum(m.mul(g, g)));
+    Value norm = m.sqrt(squaredNorm ? squaredNorm : m.sum(m.mul(g, g)));
     Value factor = m.min(
         m.constant(1), m.div(m.constant(gradClip), m.add(norm, m.constant(1e-6))));
     g = m.mul(g, factor);
   }
   Value w = stateArgs[0];
-  Value t = m.add(stateArgs.back(), m.constant(1));
+  Value t = m.add(stateArg("opt.step"), m.constant(1));
   Value rate = learningRate(m, t);
   Value decay = m.constant(weightDecay);
   SmallVector<Value> next;
@@ -329,9 +429,21 @@ void OptimizerPass::runOnOperation() {
   }
   }
   next.push_back(t);
+  if (finite) {
+    // A step with an inf/NaN gradient changes nothing (weights, moments,
+    // and the step counter, as GradScaler skips optimizer.step()), only the
+    // loss scale.
+    for (unsigned i = 0; i < next.size(); ++i)
+      next[i] = m.select(finite, next[i], stateArgs[i]);
+    llvm::append_range(next,
+                       nextLossScaleState(m, finite, scaleArg,
+                                          stateArg("loss_scale.good_steps")));
+  }
 
   SmallVector<Value> results = {loss};
   llvm::append_range(results, next);
+  if (finite)
+    results.push_back(m.select(finite, m.constant(0), m.constant(1)));
   func::ReturnOp::create(b, gradReturn.getLoc(), results);
   gradReturn.erase();
 
@@ -349,7 +461,16 @@ void OptimizerPass::runOnOperation() {
                        attrs.getStringAttr("kiln.state." + entry.first +
                                            ".next"));
   }
+  // A state's non-zero initial value travels as `kiln.initial`.
+  if (scaleArg)
+    grad.setArgAttr(cast<BlockArgument>(scaleArg).getArgNumber(),
+                    "kiln.initial",
+                    DenseElementsAttr::get(
+                        scalar, attrs.getF32FloatAttr(lossScaleInit).getValue()));
   grad.setResultAttr(0, "kiln.name", attrs.getStringAttr("loss"));
+  if (finite)
+    grad.setResultAttr(results.size() - 1, "kiln.name",
+                       attrs.getStringAttr("skipped"));
   grad->removeAttr("kiln.gradients");
   grad.setSymName("train_step");
 

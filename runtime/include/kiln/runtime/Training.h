@@ -42,6 +42,9 @@ constexpr std::string_view kStatePrefix = "kiln.state.";
 constexpr std::string_view kNextSuffix = ".next";
 /// The name of train_step's loss output.
 constexpr std::string_view kLossOutput = "loss";
+/// Loss scaling: the scale's state and train_step's skipped-step flag.
+constexpr std::string_view kLossScaleState = "loss_scale";
+constexpr std::string_view kSkippedOutput = "skipped";
 
 /// One compiled function, as buildArtifact made it.
 struct EntryPointArtifact {
@@ -112,6 +115,12 @@ public:
   Error step();
   /// The loss of the last step.
   Expected<float> loss();
+  /// Mixed precision with loss scaling (kilnc --loss-scale): whether the
+  /// artifact has it, the current scale (state `loss_scale`), and whether
+  /// the last step was skipped for an inf/NaN gradient (output `skipped`).
+  bool scalesLoss() const;
+  Expected<float> lossScale();
+  Expected<bool> lastStepSkipped();
   /// Runs eval on the current weights.
   Error evaluate();
   /// An output of the last eval ("y").

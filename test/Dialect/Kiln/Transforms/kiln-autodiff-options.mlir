@@ -3,6 +3,7 @@
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=cross_entropy labels=lab:4:i64" | FileCheck %s --check-prefix=CE
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=nll labels=lab:4:int64 freeze=w2" | FileCheck %s --check-prefix=FREEZE
 // RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=cross_entropy labels=lab:4:i64 rematerialize=false" | FileCheck %s --check-prefix=NOREMAT
+// RUN: kiln-opt %s -split-input-file -kiln-autodiff="loss=cross_entropy labels=lab:4:i64 loss-seed-argument=true" | FileCheck %s --check-prefix=SEED
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff="loss-output=y" 2>&1 | FileCheck %s --check-prefix=NOTSCALAR
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff="loss-output=y loss=mse" 2>&1 | FileCheck %s --check-prefix=BOTH
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff="loss=cross_entropy labels=lab:4:i64 freeze=w.*" 2>&1 | FileCheck %s --check-prefix=ALLFROZEN
@@ -22,6 +23,13 @@
 // CE:         kiln.log_softmax %{{.*}} {axis = 1 : i64}
 // CE:         kiln.reduce <sum> %{{.*}} {axes = array<i64: 0, 1>, keepdims = false}
 // CE:         kiln.constant dense<-2.500000e-01> : tensor<f32>
+// loss-seed-argument: a last tensor<f32> argument seeds the reverse sweep
+// (the mean's -1/N times it), the loss itself is not scaled.
+// SEED-LABEL: func.func @train_grad(
+// SEED-SAME:    %{{.*}}: tensor<4xi64> {kiln.name = "lab"}, %[[SEED:[a-z0-9]+]]: tensor<f32> {kiln.loss_seed, kiln.name = "loss_seed"})
+// SEED:         %[[LOSS:.*]] = kiln.mul %{{.*}}, %{{.*}} : tensor<f32>, tensor<f32> -> tensor<f32>
+// SEED:         kiln.mul %[[SEED]], %{{.*}} : tensor<f32>, tensor<f32> -> tensor<f32>
+// SEED:         return %[[LOSS]],
 // Without rematerialisation the relu's output is kept for dW2.
 // NOREMAT: kiln.remat_report = {kept = 4 : i64, kept_bytes = 832 : i64, recomputed = 0 : i64, recomputed_bytes = 0 : i64}
 // NOREMAT-NOT: kiln.recomputed

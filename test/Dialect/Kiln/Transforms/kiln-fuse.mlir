@@ -289,3 +289,27 @@ func.func @gather_elements_and_tile_prologue(%x: tensor<4x6xf32>, %j: tensor<4x2
   %e = kiln.exp %t : tensor<8x12xf32>
   return %n, %e : tensor<4x2xf32>, tensor<8x12xf32>
 }
+
+// -----
+
+// Rule 3: a shared cast (a training step's bf16 copy of the flat params)
+// read through slices by two matmuls is one kernel: the slices are cloned
+// into each matmul, the cast is not cloned into the slices.
+// CHECK-LABEL: func.func @shared_cast_through_slices(
+// CHECK:         %[[C:.*]] = kiln.fusion "elementwise" -> tensor<32xbf16> {
+// CHECK-NEXT:      kiln.cast %arg0
+// CHECK-NEXT:      kiln.yield
+// CHECK-NEXT:    }
+// CHECK-NOT:     kiln.cast %arg0
+// CHECK:         kiln.slice %[[C]] {{.*}}starts = array<i64: 0>
+// CHECK:         kiln.slice %[[C]] {{.*}}starts = array<i64: 16>
+func.func @shared_cast_through_slices(%p: tensor<32xf32>, %x: tensor<2x4xbf16>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %c = kiln.cast %p : tensor<32xf32> -> tensor<32xbf16>
+  %s0 = kiln.slice %c {limits = array<i64: 16>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<32xbf16> -> tensor<16xbf16>
+  %w0 = kiln.reshape %s0 : tensor<16xbf16> -> tensor<4x4xbf16>
+  %s1 = kiln.slice %c {limits = array<i64: 32>, starts = array<i64: 16>, steps = array<i64: 1>} : tensor<32xbf16> -> tensor<16xbf16>
+  %w1 = kiln.reshape %s1 : tensor<16xbf16> -> tensor<4x4xbf16>
+  %m0 = kiln.matmul %x, %w0 : tensor<2x4xbf16>, tensor<4x4xbf16> -> tensor<2x4xf32>
+  %m1 = kiln.matmul %x, %w1 : tensor<2x4xbf16>, tensor<4x4xbf16> -> tensor<2x4xf32>
+  return %m0, %m1 : tensor<2x4xf32>, tensor<2x4xf32>
+}

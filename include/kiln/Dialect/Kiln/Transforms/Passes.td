@@ -389,6 +389,34 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     `min(1, grad-clip / (||g||_2 + 1e-6))`, with the global norm over every
     trainable weight (PyTorch's `clip_grad_norm_`).
 
+    **Loss scaling** (`loss-scale` = `dynamic` or `static`; mixed
+    precision, `kilnc --loss-scale`). `@train_grad` must have the
+    `kiln.loss_seed` argument (kiln-autodiff `loss-seed-argument`); it is
+    replaced by the state `loss_scale` (`tensor<f32>`, initially
+    `loss-scale-init`), so the backward pass computes `scale * dloss` in
+    whatever precision its contractions run. Then, all on the device:
+
+    1. the flat gradient is unscaled, `g *= 1/scale`;
+    2. one reduction, `s = sum(g*g)` (the squared global norm, which
+       `grad-clip` reuses), decides: the step is finite when `|s| <=
+       FLT_MAX` (an inf or NaN gradient makes `s` inf or NaN; so does a
+       finite gradient whose square overflows f32, which is counted as an
+       overflow too);
+    3. a non-finite step changes no weight, no moment and not `opt.step`
+       (each next state is `select(finite, new, old)`: PyTorch's GradScaler
+       skips `optimizer.step()`, so the schedule does not advance either);
+    4. `dynamic` only: the scale halves on a non-finite step and
+       `loss_scale.good_steps` (`tensor<f32>`) restarts at 0; after
+       `loss-scale-growth-interval` finite steps in a row the scale doubles
+       and the count restarts (GradScaler's growth 2, backoff 0.5). `static`
+       keeps the scale.
+
+    The loss `@train_step` returns is unscaled, and a last result
+    `tensor<f32>` named `skipped` is 1 for a skipped step and 0 otherwise.
+    Errors: an unknown `loss-scale`, a non-positive `loss-scale-init`, a
+    growth interval outside [1, 2^24], loss scaling without the seed
+    argument. Without loss scaling a `kiln.loss_seed` argument is bound to 1.
+
     Example (`optimizer=sgd lr=0.1`):
 
     ```mlir
@@ -436,6 +464,14 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "cosine schedule: the final learning rate">,
     Option<"gradClip", "grad-clip", "double", /*default=*/"0",
            "clip the global gradient norm to this (0: off)">,
+    Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"none\"",
+           "loss scaling: none, dynamic or static (needs @train_grad's "
+           "kiln.loss_seed argument)">,
+    Option<"lossScaleInit", "loss-scale-init", "double", /*default=*/"65536",
+           "the initial (dynamic) or fixed (static) loss scale">,
+    Option<"lossScaleGrowthInterval", "loss-scale-growth-interval", "int64_t",
+           /*default=*/"2000",
+           "dynamic: double the scale after this many finite steps in a row">,
   ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];
@@ -525,6 +561,13 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
       `@train_grad` renamed to `@main` (`kilnc --gradients`: an inference
       artifact whose outputs are the loss and the gradients, to check them
       with `kiln-run`).
+    - **Loss seed** (`loss-seed-argument`). The reverse sweep starts from
+      d loss / d loss = 1, a constant. With this option `@train_grad` gets a
+      last argument `tensor<f32>` with `kiln.loss_seed` (`kiln.name =
+      "loss_seed"`) and starts from it instead, so every gradient is scaled
+      by it while the returned loss is not: kiln-optimizer binds it to the
+      loss scale (mixed precision), so the scaled values are what the
+      backward's fp16 contractions see.
 
     Example (`loss=mse labels=t:4x2:f32`):
 
@@ -569,6 +612,10 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
            "keeping them">,
     Option<"gradientsAsMain", "gradients-as-main", "bool", /*default=*/"false",
            "replace @main by @train_grad (kilnc --gradients)">,
+    Option<"lossSeedArgument", "loss-seed-argument", "bool",
+           /*default=*/"false",
+           "seed the backward pass from a trailing tensor<f32> argument "
+           "(kiln.loss_seed) instead of 1 (loss scaling)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect", "::mlir::func::FuncDialect",
                            "::mlir::ml_program::MLProgramDialect"];

@@ -132,6 +132,9 @@ private:
   LogicalResult buildTrainGrad(ModuleOp module, func::FuncOp main);
   /// Appends the loss to `grad`'s body, before its return.
   FailureOr<Value> appendLoss(func::FuncOp grad, GradBuilder &g);
+  /// Appends the tensor<f32> argument the reverse sweep starts from
+  /// (loss-seed-argument).
+  Value addLossSeedArgument(func::FuncOp grad);
 };
 
 FailureOr<Value> AutodiffPass::appendLoss(func::FuncOp grad, GradBuilder &g) {
@@ -241,6 +244,19 @@ FailureOr<Value> AutodiffPass::appendLoss(func::FuncOp grad, GradBuilder &g) {
   return value;
 }
 
+Value AutodiffPass::addLossSeedArgument(func::FuncOp grad) {
+  Builder b(&getContext());
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  unsigned index = grad.getNumArguments();
+  if (failed(grad.insertArgument(index, scalar,
+                                 b.getDictionaryAttr({b.getNamedAttr(
+                                     kNameAttr, b.getStringAttr("loss_seed"))}),
+                                 grad.getLoc())))
+    return {};
+  grad.setArgAttr(index, "kiln.loss_seed", b.getUnitAttr());
+  return grad.getArgument(index);
+}
+
 LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   MLIRContext *context = &getContext();
 
@@ -332,7 +348,8 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
 
   // 4. The reverse sweep.
   llvm::DenseMap<Value, Value> grads;
-  grads[*lossValue] = g.scalar(b.getF32Type(), 1.0);
+  grads[*lossValue] = lossSeedArgument ? addLossSeedArgument(grad)
+                                       : g.scalar(b.getF32Type(), 1.0);
   auto accumulate = [&](Value value, Value contribution) {
     auto [it, inserted] = grads.try_emplace(value, contribution);
     if (!inserted)

@@ -111,3 +111,19 @@ module {
     return %l, %x, %x : tensor<f32>, tensor<2xf32>, tensor<2xf32>
   }
 }
+
+// -----
+
+// The loss seed (kiln-autodiff loss-seed-argument) must be the last
+// argument, a tensor<f32>.
+module {
+  ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
+  func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+    return %x : tensor<2xf32>
+  }
+  // expected-error @below {{kiln-optimizer: the kiln.loss_seed argument must be @train_grad's last, a tensor<f32>}}
+  func.func @train_grad(%s: tensor<f32> {kiln.loss_seed}, %x: tensor<2xf32>) -> (tensor<f32>, tensor<2xf32>) attributes {kiln.gradients = [@w]} {
+    %l = kiln.reduce <sum> %x {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
+    return %l, %x : tensor<f32>, tensor<2xf32>
+  }
+}
