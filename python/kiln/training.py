@@ -115,6 +115,10 @@ class History:
     metric_values: List[float] = field(default_factory=list)
     csv: str = _native.HISTORY_HEADER
     steps_per_second: float = 0.0
+    #: With fp16 loss scaling: the scale after each step, and the steps
+    #: skipped for an inf/NaN gradient.
+    loss_scale: List[float] = field(default_factory=list)
+    skipped_steps: int = 0
 
 
 def _host(name: str, value: Any) -> np.ndarray:
@@ -207,6 +211,9 @@ class Trainer:
             checkpoint = os.path.join(os.fspath(checkpoint_dir),
                                       "checkpoint.safetensors")
         history = History()
+        scales_loss = self._native.scales_loss
+        if scales_loss:
+            history.csv = _HISTORY_HEADER_LOSS_SCALED
         first_epoch = 0
         if resume:
             if not os.path.exists(checkpoint):
@@ -227,6 +234,7 @@ class Trainer:
         for epoch in range(first_epoch, epochs):
             order = _native.epoch_order(count, seed, epoch)
             losses = []
+            epoch_skipped = 0
             for s in range(steps):
                 start = time.perf_counter()
                 loss = _native_call(self._native.step_on,
@@ -236,12 +244,22 @@ class Trainer:
                 losses.append(loss)
                 history.step_loss.append(loss)
                 history.csv += (f"{self.step_count},{epoch + 1},"
-                                f"{_g9(loss)},,\n")
+                                f"{_g9(loss)},,")
+                if scales_loss:
+                    scale, skipped = _native_call(self._native.loss_scaling)
+                    history.loss_scale.append(scale)
+                    history.skipped_steps += int(skipped)
+                    epoch_skipped += int(skipped)
+                    history.csv += f",{_g9(scale)},{int(skipped)}"
+                history.csv += "\n"
                 if callback is not None:
                     callback(epoch, s, loss)
             mean = math.fsum(losses) / max(len(losses), 1)
             history.epoch_loss.append(mean)
             line = f"epoch {epoch + 1}/{epochs}: mean loss {mean:.6f}"
+            if scales_loss:
+                line += (f", loss scale {history.loss_scale[-1]:g}, "
+                         f"skipped steps {epoch_skipped}")
             if val_data is not None:
                 name, value = _native_call(self._native.validate)
                 history.metric = name
@@ -305,6 +323,10 @@ class Trainer:
 
     def __repr__(self) -> str:
         return f"<kiln.Trainer on {self.device} ({self.device_name})>"
+
+
+# kiln-train's history header for an artifact with loss scaling.
+_HISTORY_HEADER_LOSS_SCALED = "step,epoch,loss,metric,value,loss_scale,skipped\n"
 
 
 def _g9(value: float) -> str:

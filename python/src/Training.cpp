@@ -200,6 +200,24 @@ public:
     throwIfFailed(training->writeState(stateName, tensor));
   }
 
+  bool scalesLoss() const { return training->scalesLoss(); }
+
+  /// (loss scale, whether the last step was skipped), or None without
+  /// loss scaling.
+  nb::object lossScaling() {
+    std::optional<std::pair<float, bool>> result;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(busy);
+      if (training->scalesLoss())
+        result = std::make_pair(unwrap(training->lossScale()),
+                                unwrap(training->lastStepSkipped()));
+    }
+    if (!result)
+      return nb::none();
+    return nb::make_tuple(result->first, result->second);
+  }
+
   uint64_t stepCount() {
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(busy);
@@ -278,6 +296,8 @@ void kiln::python::bindTraining(nb::module_ &m) {
       .def("state", &PyTrainer::state, "name"_a)
       .def("set_state", &PyTrainer::setState, "name"_a, "value"_a)
       .def("step_count", &PyTrainer::stepCount)
+      .def("loss_scaling", &PyTrainer::lossScaling)
+      .def_prop_ro("scales_loss", &PyTrainer::scalesLoss)
       .def("weights", &PyTrainer::weights)
       .def("save_checkpoint", &PyTrainer::saveCheckpoint, "path"_a,
            "metadata"_a)

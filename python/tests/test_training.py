@@ -160,6 +160,35 @@ def test_fit_is_kiln_train(tmp_path, sgd_artifact):
     assert (tmp_path / "mixed" / "loss.csv").read_text() == history.csv
 
 
+def test_fp16_loss_scaling_is_kiln_train(tmp_path, classifier_file):
+    """fp16 training with dynamic loss scaling from a scale so large that
+    the first steps overflow: Trainer.fit skips the same steps and halves
+    the scale as kiln-train does, and ends at the same weights."""
+    artifact = kiln.compile_training(
+        classifier_file, loss="cross_entropy", labels=f"labels:{BATCH}:int64",
+        optimizer="sgd", lr=0.5, precision="fp16",
+        extra_args=["--loss-scale-init=1e30", "--loss-scale-growth-interval=3"])
+    path = tmp_path / "fp16.train.kiln"
+    artifact.save(path)
+    x, y = dataset(48, seed=9)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    subprocess.run([kiln_train(), str(path), "--data", str(tmp_path / "x.npy"),
+                    "--labels", str(tmp_path / "y.npy"), "--epochs", "2",
+                    "--device", "emu", "--quiet", "--checkpoint-dir",
+                    str(tmp_path / "cli")], check=True)
+    trainer = kiln.Trainer(path, device="emu")
+    history = trainer.fit(x, y, epochs=2)
+    # 1e30 overflows fp16's range at once: the first steps are skipped.
+    assert history.skipped_steps >= 1
+    assert history.loss_scale[0] < 1e30
+    assert history.csv == (tmp_path / "cli" / "loss.csv").read_text()
+    cli = kiln.Trainer(path, device="emu")
+    cli.load_checkpoint(tmp_path / "cli" / "checkpoint.safetensors")
+    for name, value in trainer.weights().items():
+        np.testing.assert_array_equal(value, cli.weights()[name], err_msg=name)
+
+
 def test_training_learns_and_exports(tmp_path, classifier_file):
     artifact = kiln.compile_training(classifier_file, loss="cross_entropy",
                                      labels=f"labels:{BATCH}:int64",
