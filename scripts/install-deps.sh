@@ -23,9 +23,13 @@ DEB_PACKAGES=(
 # scikit-build-core build the kiln package (pyproject.toml pins the same);
 # scikit-learn for the main example (scripts/run-example.sh), which trains
 # its digits model on the handwritten-digits data set bundled in
-# scikit-learn's wheel (nothing is downloaded at run time).
+# scikit-learn's wheel (nothing is downloaded at run time); jax and jaxlib
+# (CPU, test-only) for the float64 whole-step training reference
+# (test/Pipelines/Training/whole-step.test): a 102 MB jaxlib wheel, 370 MB
+# installed, about a minute of pip.
 PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4 pytest==9.2.0
-  nanobind==3.1.0 scikit-build-core==1.1.2 scikit-learn==1.5.2)
+  nanobind==3.1.0 scikit-build-core==1.1.2 scikit-learn==1.5.2
+  jax==0.4.38 jaxlib==0.4.38)
 
 say() { printf 'install-deps: %s\n' "$*"; }
 

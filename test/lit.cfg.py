@@ -49,6 +49,8 @@ if subprocess.call([python, "-c", "import onnxruntime"], stderr=subprocess.DEVNU
     config.available_features.add("onnxruntime")
 if subprocess.call([python, "-c", "import sklearn"], stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("sklearn")  # test-only (install-deps.sh)
+if subprocess.call([python, "-c", "import jax"], stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("jax")  # test-only (install-deps.sh)
 if onnx_dir:
     config.available_features.add("onnx")
     # The "light" model zoo shipped in the onnx package.

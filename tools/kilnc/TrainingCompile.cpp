@@ -126,6 +126,37 @@ void renameKernelModule(ModuleOp module, gpu::BinaryOp binary,
   });
 }
 
+/// A flat f32 state tensor of `size` elements whose segments are the
+/// globals of `layout` ([{global = @g, offset = O}, ...]), initialised from
+/// their values.
+llvm::Expected<rt::StateSpec> flatStateSpec(ModuleOp module,
+                                            llvm::StringRef name,
+                                            ArrayAttr layout, int64_t size) {
+  rt::StateSpec spec{name.str(), {}, {}};
+  spec.initial.resize(size * 4);
+  for (Attribute entry : layout) {
+    auto dict = cast<DictionaryAttr>(entry);
+    auto ref = dict.getAs<FlatSymbolRefAttr>("global");
+    int64_t offset = dict.getAs<IntegerAttr>("offset").getInt();
+    auto global = module.lookupSymbol<ml_program::GlobalOp>(ref.getAttr());
+    if (!global)
+      return llvm::createStringError(name + " global @" +
+                                     ref.getValue().str() + " is missing");
+    auto type = cast<RankedTensorType>(global.getType());
+    std::vector<uint8_t> bytes = globalBytes(global);
+    if (bytes.size() != size_t(type.getNumElements()) * 4 ||
+        offset + type.getNumElements() > size)
+      return llvm::createStringError(name + " global @" +
+                                     ref.getValue().str() +
+                                     " has no f32 initial value");
+    std::copy(bytes.begin(), bytes.end(), spec.initial.begin() + offset * 4);
+    spec.segments.push_back(
+        {weightName(global), uint64_t(offset),
+         rt::Shape(type.getShape().begin(), type.getShape().end())});
+  }
+  return spec;
+}
+
 } // namespace
 
 llvm::Expected<rt::Artifact>
@@ -142,28 +173,23 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
     return llvm::createStringError("kiln.training lacks layout or size");
 
   // The initial params and the weight each segment of them is.
-  rt::StateSpec params{"params", {}, {}};
-  params.initial.resize(size.getInt() * 4);
-  for (Attribute entry : layout) {
-    auto dict = cast<DictionaryAttr>(entry);
-    auto ref = dict.getAs<FlatSymbolRefAttr>("global");
-    int64_t offset = dict.getAs<IntegerAttr>("offset").getInt();
-    auto global = module.lookupSymbol<ml_program::GlobalOp>(ref.getAttr());
-    if (!global)
-      return llvm::createStringError("trainable global @" +
-                                     ref.getValue().str() + " is missing");
-    auto type = cast<RankedTensorType>(global.getType());
-    std::vector<uint8_t> bytes = globalBytes(global);
-    if (bytes.size() != size_t(type.getNumElements()) * 4)
-      return llvm::createStringError("trainable global @" +
-                                     ref.getValue().str() +
-                                     " has no f32 initial value");
-    std::copy(bytes.begin(), bytes.end(), params.initial.begin() + offset * 4);
-    params.segments.push_back(
-        {weightName(global), uint64_t(offset),
-         rt::Shape(type.getShape().begin(), type.getShape().end())});
+  llvm::Expected<rt::StateSpec> params =
+      flatStateSpec(module, "params", layout, size.getInt());
+  if (!params)
+    return params.takeError();
+  std::vector<rt::StateSpec> specs = {*params};
+  // Batch norms' running statistics: each segment an ONNX initializer too,
+  // so checkpoints and --export carry them like the weights.
+  if (auto statsLayout = training.getAs<ArrayAttr>("stats_layout")) {
+    auto statsSize = training.getAs<IntegerAttr>("stats_size");
+    if (!statsSize)
+      return llvm::createStringError("kiln.training lacks stats_size");
+    llvm::Expected<rt::StateSpec> stats =
+        flatStateSpec(module, "bn.stats", statsLayout, statsSize.getInt());
+    if (!stats)
+      return stats.takeError();
+    specs.push_back(std::move(*stats));
   }
-  std::vector<rt::StateSpec> specs = {params};
   // Every other state train_step reads (optimizer moments, the step
   // counter, the loss scale, ...), in argument order; zeros unless the
   // argument carries a `kiln.initial` value.
@@ -172,7 +198,8 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
     return llvm::createStringError("the module has no @train_step");
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto state = step.getArgAttrOfType<StringAttr>(i, "kiln.state");
-    if (!state || state.getValue() == "params")
+    if (!state || state.getValue() == "params" ||
+        state.getValue() == "bn.stats")
       continue;
     rt::StateSpec spec{state.getValue().str(), {}, {}};
     if (auto initial =

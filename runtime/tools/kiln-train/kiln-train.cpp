@@ -57,6 +57,8 @@ options:
   --export FILE        after training, write the ONNX model the artifact was
                        compiled from with the trained weights (its
                        initializers replaced) to FILE
+  --predict FILE       after training, run eval on --val-data and write its
+                       output for every sample to FILE (.npy)
   --onnx MODEL         the ONNX model for --export (default: the .onnx file
                        named in the artifact's compiler options)
   --device DEV         cuda (default), cuda:N, or emu
@@ -67,7 +69,7 @@ options:
 
 struct Options {
   std::string model, data, labels, valData, valLabels, checkpointDir, history;
-  std::string exportPath, onnxModel;
+  std::string exportPath, onnxModel, predictPath;
   std::string device = "cuda";
   uint64_t epochs = 1, seed = 0;
   std::optional<uint64_t> batch;
@@ -133,6 +135,8 @@ Expected<Options> parseArguments(int argc, char **argv) {
       err = set(options.device);
     else if (arg == "--export")
       err = set(options.exportPath);
+    else if (arg == "--predict")
+      err = set(options.predictPath);
     else if (arg == "--onnx")
       err = set(options.onnxModel);
     else if (arg == "--epochs")
@@ -165,6 +169,8 @@ Expected<Options> parseArguments(int argc, char **argv) {
     return usageError("--data and --labels are required");
   if (options.valData.empty() != options.valLabels.empty())
     return usageError("--val-data and --val-labels go together");
+  if (!options.predictPath.empty() && options.valData.empty())
+    return usageError("--predict needs --val-data and --val-labels");
   if (options.resume && options.checkpointDir.empty())
     return usageError("--resume needs --checkpoint-dir");
   if (options.history.empty() && !options.checkpointDir.empty())
@@ -188,6 +194,37 @@ Expected<Dataset> loadDataset(const std::string &dataPath,
   if (Error err = checkDataset(set, sig, dataPath, labelsPath))
     return err;
   return set;
+}
+
+/// Runs eval over `val` and writes its (single) output for every sample,
+/// the last batch's padding dropped, to `path` as .npy.
+Error writePredictions(TrainingSession &session, const Dataset &val,
+                       const BatchSignature &sig, const std::string &path) {
+  if (!sig.evalOutput)
+    return Error::failure("--predict: eval has more than one output");
+  const TensorSignature &out = *sig.evalOutput;
+  std::vector<uint8_t> rows;
+  uint64_t rowBytes = 0;
+  for (uint64_t start = 0; start < val.count; start += sig.batch) {
+    std::vector<uint64_t> indices;
+    for (uint64_t i = 0; i < sig.batch; ++i)
+      indices.push_back(std::min(start + i, val.count - 1)); // pad the last
+    if (Error err = session.bindBatch(sig.dataName,
+                                      gatherSamples(val.data, indices, *sig.data)))
+      return err;
+    if (Error err = session.evaluate())
+      return err;
+    Expected<HostTensor> y = session.readEvalOutput(sig.evalOutputName);
+    if (!y)
+      return y.takeError();
+    rowBytes = y->data.size() / sig.batch;
+    uint64_t valid = std::min(sig.batch, val.count - start);
+    rows.insert(rows.end(), y->data.begin(),
+                y->data.begin() + valid * rowBytes);
+  }
+  Shape shape = out.shape;
+  shape[0] = static_cast<int64_t>(val.count);
+  return writeNpy(path, out.dtype, shape, rows.data(), rows.size());
 }
 
 /// Checks that DIR exists (creating it) and takes files.
@@ -432,6 +469,9 @@ int run(const Options &options) {
       fmt::print("exported {} trained weights to {}\n", weights->size(),
                  options.exportPath);
   }
+  if (!options.predictPath.empty())
+    if (Error err = writePredictions(session, *val, *sig, options.predictPath))
+      return fail(err);
   if (options.profile) {
     std::map<std::string, std::pair<double, uint64_t>> byKernel;
     double total = 0;

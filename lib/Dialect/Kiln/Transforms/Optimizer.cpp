@@ -88,6 +88,83 @@ struct Math {
   }
 };
 
+/// [{global = @g, offset = O}, ...]: where each global lives in a flat state.
+ArrayAttr layoutAttr(Builder &attrs, ArrayRef<Slot> slots) {
+  SmallVector<Attribute> layout;
+  for (Slot slot : slots)
+    layout.push_back(attrs.getDictionaryAttr(
+        {attrs.getNamedAttr("global",
+                            FlatSymbolRefAttr::get(slot.global.getSymNameAttr())),
+         attrs.getNamedAttr("offset", attrs.getI64IntegerAttr(slot.offset))}));
+  return attrs.getArrayAttr(layout);
+}
+
+/// Batch norms' running means and variances (@train_grad's
+/// kiln.state_updates), laid end to end as the state bn.stats.
+struct RunningStats {
+  SmallVector<Slot> slots;
+  llvm::DenseMap<StringAttr, Slot> bySymbol;
+  int64_t total = 0;
+
+  RankedTensorType type(MLIRContext *ctx) const {
+    return RankedTensorType::get({total}, Float32Type::get(ctx));
+  }
+};
+
+/// Fills `stats` from kiln.state_updates; returns an error message (empty
+/// on success). A running statistic cannot also be a trainable weight.
+std::string collectRunningStats(func::FuncOp grad,
+                                const llvm::DenseMap<StringAttr, Slot> &weights,
+                                RunningStats &stats) {
+  auto updates = grad->getAttrOfType<ArrayAttr>("kiln.state_updates");
+  if (!updates)
+    return "";
+  auto module = grad->getParentOfType<ModuleOp>();
+  for (Attribute entry : updates) {
+    auto ref = dyn_cast<FlatSymbolRefAttr>(entry);
+    auto global =
+        ref ? module.lookupSymbol<ml_program::GlobalOp>(ref.getAttr()) : nullptr;
+    if (!global)
+      return "kiln.state_updates entry " +
+             (ref ? "@" + ref.getValue().str() : std::string("(not a symbol)")) +
+             " is not an ml_program.global";
+    auto type = dyn_cast<RankedTensorType>(global.getType());
+    if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+      return "running statistic @" + global.getSymName().str() +
+             " is not a static f32 tensor";
+    if (weights.count(global.getSymNameAttr()) ||
+        stats.bySymbol.count(global.getSymNameAttr()))
+      return "global @" + global.getSymName().str() +
+             " appears twice in kiln.gradients and kiln.state_updates";
+    Slot slot{global, type, stats.total};
+    stats.total += type.getNumElements();
+    stats.slots.push_back(slot);
+    stats.bySymbol[global.getSymNameAttr()] = slot;
+  }
+  return "";
+}
+
+/// bn.stats after the step: @train_grad's updates (operands `first`... of
+/// its return), flattened and concatenated in slot order.
+Value concatRunningStats(OpBuilder &b, Location loc, func::ReturnOp ret,
+                         unsigned first, const RunningStats &stats) {
+  SmallVector<Value> flat;
+  for (auto [i, slot] : llvm::enumerate(stats.slots)) {
+    Value v = ret.getOperand(first + i);
+    if (slot.type.getRank() != 1)
+      v = ReshapeOp::create(
+          b, loc,
+          RankedTensorType::get({slot.type.getNumElements()},
+                                slot.type.getElementType()),
+          v);
+    flat.push_back(v);
+  }
+  if (flat.size() == 1)
+    return flat.front();
+  return ConcatOp::create(b, loc, stats.type(b.getContext()), flat,
+                          b.getI64IntegerAttr(0));
+}
+
 struct OptimizerPass : kiln::impl::OptimizerPassBase<OptimizerPass> {
   using Base::Base;
   void runOnOperation() override;
@@ -251,13 +328,6 @@ void OptimizerPass::runOnOperation() {
   if (gradients.empty())
     return fail(grad, "kiln.gradients is empty: there is nothing to train "
                       "(is every weight frozen?)");
-  // kiln-autodiff returns batch norms' running statistics after the
-  // gradients; train_step has no state for them yet.
-  if (auto updates = grad->getAttrOfType<ArrayAttr>("kiln.state_updates");
-      updates && !updates.empty())
-    return fail(grad, "the model updates " + std::to_string(updates.size()) +
-                          " running statistics (batch norm in training "
-                          "mode): --train does not keep them as state yet");
   SmallVector<Slot> slots;
   llvm::DenseMap<StringAttr, Slot> bySymbol;
   int64_t total = 0;
@@ -283,16 +353,30 @@ void OptimizerPass::runOnOperation() {
     bySymbol[global.getSymNameAttr()] = slot;
   }
 
+  // kiln-autodiff returns batch norms' running statistics after the
+  // gradients: they become the flat state bn.stats.
+  RunningStats stats;
+  if (std::string error = collectRunningStats(grad, bySymbol, stats);
+      !error.empty())
+    return fail(grad, error);
+
   auto gradReturn = cast<func::ReturnOp>(grad.front().getTerminator());
   auto scalar = RankedTensorType::get({}, Float32Type::get(&getContext()));
-  if (gradReturn.getNumOperands() != slots.size() + 1 ||
+  if (gradReturn.getNumOperands() != slots.size() + 1 + stats.slots.size() ||
       gradReturn.getOperand(0).getType() != scalar)
-    return fail(grad, "@train_grad must return a tensor<f32> loss and one "
+    return fail(grad, "@train_grad must return a tensor<f32> loss, one "
                       "gradient per kiln.gradients entry (" +
-                          std::to_string(slots.size()) + ")");
+                          std::to_string(slots.size()) +
+                          ") and one update per kiln.state_updates entry (" +
+                          std::to_string(stats.slots.size()) + ")");
   for (auto [i, slot] : llvm::enumerate(slots))
     if (gradReturn.getOperand(i + 1).getType() != slot.type)
       return fail(grad, "gradient " + std::to_string(i) + " does not have @" +
+                            slot.global.getSymName().str() + "'s type");
+  for (auto [i, slot] : llvm::enumerate(stats.slots))
+    if (gradReturn.getOperand(slots.size() + 1 + i).getType() != slot.type)
+      return fail(grad, "state update " + std::to_string(i) +
+                            " does not have @" +
                             slot.global.getSymName().str() + "'s type");
 
   MLIRContext *ctx = &getContext();
@@ -307,6 +391,8 @@ void OptimizerPass::runOnOperation() {
   if (rule == Rule::Adam || rule == Rule::AdamW)
     state.push_back({"opt.v", flatType});
   state.push_back({"opt.step", scalar});
+  if (!stats.slots.empty())
+    state.push_back({"bn.stats", stats.type(ctx)});
 
   // Loss scaling scales the backward's seed (kiln-autodiff
   // loss-seed-argument): the argument is replaced by the loss scale, or 1.
@@ -349,6 +435,8 @@ void OptimizerPass::runOnOperation() {
     if (failed(grad.eraseArgument(*seedArg)))
       return fail(grad, "cannot remove the kiln.loss_seed argument");
   }
+  if (!stats.slots.empty())
+    replaceLoads(grad, stateArg("bn.stats"), stats.bySymbol);
 
   OpBuilder b(gradReturn);
   Math m{b, grad.getLoc()};
@@ -432,13 +520,18 @@ void OptimizerPass::runOnOperation() {
   if (finite) {
     // A step with an inf/NaN gradient changes nothing (weights, moments,
     // and the step counter, as GradScaler skips optimizer.step()), only the
-    // loss scale.
+    // loss scale. The batch-norm statistics of its forward pass still
+    // update, as in PyTorch (the forward ran).
     for (unsigned i = 0; i < next.size(); ++i)
       next[i] = m.select(finite, next[i], stateArgs[i]);
+  }
+  if (!stats.slots.empty())
+    next.push_back(concatRunningStats(b, m.loc, gradReturn, slots.size() + 1,
+                                      stats));
+  if (finite)
     llvm::append_range(next,
                        nextLossScaleState(m, finite, scaleArg,
                                           stateArg("loss_scale.good_steps")));
-  }
 
   SmallVector<Value> results = {loss};
   llvm::append_range(results, next);
@@ -478,26 +571,35 @@ void OptimizerPass::runOnOperation() {
   Block &forward = main.front();
   Value params = forward.addArgument(flatType, main.getLoc());
   replaceLoads(main, params, bySymbol);
+  unsigned paramsArg = forward.getNumArguments() - 1;
+  if (!stats.slots.empty())
+    replaceLoads(main,
+                 forward.addArgument(stats.type(ctx), main.getLoc()),
+                 stats.bySymbol);
   main.setType(FunctionType::get(ctx, forward.getArgumentTypes(),
                                  main.getResultTypes()));
-  unsigned paramsArg = forward.getNumArguments() - 1;
   main.setArgAttr(paramsArg, "kiln.state", attrs.getStringAttr("params"));
   main.setArgAttr(paramsArg, "kiln.name",
                   attrs.getStringAttr("kiln.state.params"));
+  if (!stats.slots.empty()) {
+    main.setArgAttr(paramsArg + 1, "kiln.state",
+                    attrs.getStringAttr("bn.stats"));
+    main.setArgAttr(paramsArg + 1, "kiln.name",
+                    attrs.getStringAttr("kiln.state.bn.stats"));
+  }
   main.setSymName("eval");
 
-  SmallVector<Attribute> layout;
-  for (Slot &slot : slots)
-    layout.push_back(attrs.getDictionaryAttr(
-        {attrs.getNamedAttr("global",
-                            FlatSymbolRefAttr::get(slot.global.getSymNameAttr())),
-         attrs.getNamedAttr("offset", attrs.getI64IntegerAttr(slot.offset))}));
-  module->setAttr(
-      "kiln.training",
-      attrs.getDictionaryAttr(
-          {attrs.getNamedAttr("layout", attrs.getArrayAttr(layout)),
-           attrs.getNamedAttr("optimizer", attrs.getStringAttr(optimizer)),
-           attrs.getNamedAttr("size", attrs.getI64IntegerAttr(total))}));
+  SmallVector<NamedAttribute> training = {
+      attrs.getNamedAttr("layout", layoutAttr(attrs, slots)),
+      attrs.getNamedAttr("optimizer", attrs.getStringAttr(optimizer)),
+      attrs.getNamedAttr("size", attrs.getI64IntegerAttr(total))};
+  if (!stats.slots.empty()) {
+    training.push_back(
+        attrs.getNamedAttr("stats_layout", layoutAttr(attrs, stats.slots)));
+    training.push_back(attrs.getNamedAttr(
+        "stats_size", attrs.getI64IntegerAttr(stats.total)));
+  }
+  module->setAttr("kiln.training", attrs.getDictionaryAttr(training));
 }
 
 } // namespace

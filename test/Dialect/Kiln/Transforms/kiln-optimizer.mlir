@@ -97,3 +97,50 @@ func.func @train_grad(%x: tensor<4x2xf32> {kiln.name = "x"}, %t: tensor<4x3xf32>
 // STEP-LABEL: func.func @train_step(
 // STEP: kiln.floor
 // STEP: kiln.pow
+
+// -----
+
+// Batch-norm running statistics (kiln.state_updates, returned after the
+// gradients) become the flat state bn.stats (@mean at 0, @var at 2): @eval
+// and @train_step read slices of it in place of the globals, and
+// @train_step's last result is the updates concatenated.
+ml_program.global private @g(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
+ml_program.global private @mean(dense<0.0> : tensor<2xf32>) : tensor<2xf32>
+ml_program.global private @var(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
+func.func @main(%x: tensor<4x2xf32> {kiln.name = "x"}) -> (tensor<4x2xf32> {kiln.name = "y"}) {
+  %g = ml_program.global_load_const @g : tensor<2xf32>
+  %m = ml_program.global_load_const @mean : tensor<2xf32>
+  %v = ml_program.global_load_const @var : tensor<2xf32>
+  %0 = kiln.sub %x, %m : tensor<4x2xf32>, tensor<2xf32> -> tensor<4x2xf32>
+  %1 = kiln.div %0, %v : tensor<4x2xf32>, tensor<2xf32> -> tensor<4x2xf32>
+  %2 = kiln.mul %1, %g : tensor<4x2xf32>, tensor<2xf32> -> tensor<4x2xf32>
+  return %2 : tensor<4x2xf32>
+}
+func.func @train_grad(%x: tensor<4x2xf32> {kiln.name = "x"}) -> (tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) attributes {kiln.gradients = [@g], kiln.state_updates = [@mean, @var]} {
+  %m = ml_program.global_load_const @mean : tensor<2xf32>
+  %v = ml_program.global_load_const @var : tensor<2xf32>
+  %bm = kiln.reduce <mean> %x {axes = array<i64: 0>, keepdims = false} : tensor<4x2xf32> -> tensor<2xf32>
+  %k = kiln.constant dense<0.9> : tensor<f32>
+  %km = kiln.mul %m, %k : tensor<2xf32>, tensor<f32> -> tensor<2xf32>
+  %nm = kiln.add %km, %bm : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  %nv = kiln.mul %v, %k : tensor<2xf32>, tensor<f32> -> tensor<2xf32>
+  %l = kiln.reduce <sum> %x {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x2xf32> -> tensor<f32>
+  return %l, %bm, %nm, %nv : tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
+
+// SGD: module attributes {kiln.training = {layout = [{global = @g, offset = 0 : i64}], optimizer = "sgd", size = 2 : i64, stats_layout = [{global = @mean, offset = 0 : i64}, {global = @var, offset = 2 : i64}], stats_size = 4 : i64}}
+// SGD-LABEL: func.func @eval(
+// SGD-SAME: %{{.*}}: tensor<2xf32> {kiln.name = "kiln.state.params", kiln.state = "params"}, %[[S:[^ :]+]]: tensor<4xf32> {kiln.name = "kiln.state.bn.stats", kiln.state = "bn.stats"})
+// SGD: %[[M:.*]] = kiln.slice %[[S]] {limits = array<i64: 2>, starts = array<i64: 0>, steps = array<i64: 1>} : tensor<4xf32> -> tensor<2xf32>
+// SGD: %[[V:.*]] = kiln.slice %[[S]] {limits = array<i64: 4>, starts = array<i64: 2>, steps = array<i64: 1>} : tensor<4xf32> -> tensor<2xf32>
+// SGD: kiln.sub %{{.*}}, %[[M]]
+// SGD: kiln.div %{{.*}}, %[[V]]
+// SGD-LABEL: func.func @train_step(
+// SGD-SAME: %[[T:[^ :]+]]: tensor<f32> {kiln.name = "kiln.state.opt.step", kiln.state = "opt.step"}, %[[S:[^ :]+]]: tensor<4xf32> {kiln.name = "kiln.state.bn.stats", kiln.state = "bn.stats"})
+// SGD-SAME: tensor<f32> {kiln.name = "kiln.state.opt.step.next", kiln.state = "opt.step"}, tensor<4xf32> {kiln.name = "kiln.state.bn.stats.next", kiln.state = "bn.stats"})
+// SGD: %[[M:.*]] = kiln.slice %[[S]] {limits = array<i64: 2>, starts = array<i64: 0>
+// SGD: %[[KM:.*]] = kiln.mul %[[M]], %{{.*}}
+// SGD: %[[NM:.*]] = kiln.add %[[KM]], %{{.*}}
+// SGD: %[[T1:.*]] = kiln.add %[[T]], %{{.*}} : tensor<f32>, tensor<f32> -> tensor<f32>
+// SGD: %[[NS:.*]] = kiln.concat %[[NM]], %{{.*}} {axis = 0 : i64} : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>
+// SGD: return %{{.*}}, %{{.*}}, %[[T1]], %[[NS]] : tensor<f32>, tensor<2xf32>, tensor<f32>, tensor<4xf32>

@@ -368,6 +368,16 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     state from the globals and name each weight in checkpoints. Globals not
     in `kiln.gradients` (frozen, `--freeze`) stay constant globals.
 
+    **Batch-norm running statistics.** kiln-autodiff returns the new running
+    mean and variance of each batch norm after the gradients and names
+    their globals in `kiln.state_updates`. Those globals become the flat
+    state `bn.stats` (last of the state arguments, the same slice +
+    reshape views in both entry points, so `@eval` normalises with the
+    running statistics); `@train_step`'s last result is the updates
+    concatenated. The module's `kiln.training` gets `stats_layout` and
+    `stats_size` (as `layout` and `size`), which name each statistic's ONNX
+    initializer in checkpoints and `--export`.
+
     **Optimizers** (`t` = step counter + 1, `g` = gradient after clipping,
     `wd` = weight-decay; PyTorch's update rules, zero-initialised state):
 
@@ -436,7 +446,9 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     gradient's type differs from it; `@train_grad` results that are not a
     scalar loss followed by one gradient per entry; an unknown optimizer or
     schedule; a non-positive learning rate; `cosine` without
-    `total-steps` > `warmup-steps`; `step` without `step-size` > 0.
+    `total-steps` > `warmup-steps`; `step` without `step-size` > 0; a
+    `kiln.state_updates` entry that is not an f32 global, that is also
+    trained, or whose update is missing or of another type.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",

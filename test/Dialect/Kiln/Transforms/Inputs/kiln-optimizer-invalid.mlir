@@ -63,7 +63,7 @@ module {
   func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
     return %x : tensor<2xf32>
   }
-  // expected-error @below {{kiln-optimizer: @train_grad must return a tensor<f32> loss and one gradient per kiln.gradients entry (1)}}
+  // expected-error @below {{kiln-optimizer: @train_grad must return a tensor<f32> loss, one gradient per kiln.gradients entry (1) and one update per kiln.state_updates entry (0)}}
   func.func @train_grad(%x: tensor<2xf32>) -> tensor<2xf32> attributes {kiln.gradients = [@w]} {
     return %x : tensor<2xf32>
   }
@@ -97,15 +97,46 @@ module {
 
 // -----
 
-// Batch norms' running statistics (kiln-autodiff's kiln.state_updates) have
-// no train_step state yet.
+// A batch norm's running statistic must be a global kiln-autodiff does not
+// also train.
+module {
+  ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
+  func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+    return %x : tensor<2xf32>
+  }
+  // expected-error @below {{kiln-optimizer: global @w appears twice in kiln.gradients and kiln.state_updates}}
+  func.func @train_grad(%x: tensor<2xf32>) -> (tensor<f32>, tensor<2xf32>, tensor<2xf32>) attributes {kiln.gradients = [@w], kiln.state_updates = [@w]} {
+    %l = kiln.reduce <sum> %x {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
+    return %l, %x, %x : tensor<f32>, tensor<2xf32>, tensor<2xf32>
+  }
+}
+
+// -----
+
+// One update per kiln.state_updates entry must follow the gradients.
 module {
   ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
   ml_program.global private @mean(dense<0.0> : tensor<2xf32>) : tensor<2xf32>
   func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
     return %x : tensor<2xf32>
   }
-  // expected-error @below {{kiln-optimizer: the model updates 1 running statistics (batch norm in training mode): --train does not keep them as state yet}}
+  // expected-error @below {{kiln-optimizer: @train_grad must return a tensor<f32> loss, one gradient per kiln.gradients entry (1) and one update per kiln.state_updates entry (1)}}
+  func.func @train_grad(%x: tensor<2xf32>) -> (tensor<f32>, tensor<2xf32>) attributes {kiln.gradients = [@w], kiln.state_updates = [@mean]} {
+    %l = kiln.reduce <sum> %x {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
+    return %l, %x : tensor<f32>, tensor<2xf32>
+  }
+}
+
+// -----
+
+// An update must have its running statistic's type.
+module {
+  ml_program.global private @w(dense<1.0> : tensor<2xf32>) : tensor<2xf32>
+  ml_program.global private @mean(dense<0.0> : tensor<3xf32>) : tensor<3xf32>
+  func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+    return %x : tensor<2xf32>
+  }
+  // expected-error @below {{kiln-optimizer: state update 0 does not have @mean's type}}
   func.func @train_grad(%x: tensor<2xf32>) -> (tensor<f32>, tensor<2xf32>, tensor<2xf32>) attributes {kiln.gradients = [@w], kiln.state_updates = [@mean]} {
     %l = kiln.reduce <sum> %x {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
     return %l, %x, %x : tensor<f32>, tensor<2xf32>, tensor<2xf32>
