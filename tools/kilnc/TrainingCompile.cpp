@@ -90,6 +90,22 @@ std::string weightName(ml_program::GlobalOp global) {
   return global.getSymName().str();
 }
 
+/// The first value of a state argument, when kiln-optimizer gave it one
+/// (`kiln.initial`, e.g. the RNG key from --seed); empty means zeros.
+std::vector<uint8_t> initialStateBytes(func::FuncOp step, unsigned arg) {
+  auto initial = step.getArgAttrOfType<DenseElementsAttr>(arg, "kiln.initial");
+  if (!initial)
+    return {};
+  ArrayRef<char> raw = initial.getRawData();
+  std::vector<uint8_t> bytes(raw.begin(), raw.end());
+  if (initial.isSplat() && initial.getNumElements() > 1) {
+    bytes.clear();
+    for (int64_t i = 0; i < initial.getNumElements(); ++i)
+      bytes.insert(bytes.end(), raw.begin(), raw.end());
+  }
+  return bytes;
+}
+
 /// Renames kernel module `binary` (and its kernel, when it has the same
 /// name) to `name`, in the PTX text and in every launch.
 void renameKernelModule(ModuleOp module, gpu::BinaryOp binary,
@@ -164,7 +180,7 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
          rt::Shape(type.getShape().begin(), type.getShape().end())});
   }
   std::vector<rt::StateSpec> specs = {params};
-  for (const char *name : {"opt.m", "opt.v", "opt.step"}) {
+  for (const char *name : {"opt.m", "opt.v", "opt.step", "rng.key"}) {
     // Present when train_step reads it.
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step)
@@ -172,7 +188,7 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
     for (unsigned i = 0; i < step.getNumArguments(); ++i)
       if (auto state = step.getArgAttrOfType<StringAttr>(i, "kiln.state"))
         if (state.getValue() == name)
-          specs.push_back({name, {}, {}});
+          specs.push_back({name, initialStateBytes(step, i), {}});
   }
 
   std::vector<rt::EntryPointArtifact> parts;

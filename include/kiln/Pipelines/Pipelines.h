@@ -51,6 +51,9 @@ struct TrainingGradientOptions {
   bool rematerialize = false;
   /// Replace @main by @train_grad (kilnc --gradients).
   bool gradientsAsMain = false;
+  /// kiln-augment's spec (kilnc --augment): crop, flip and normalise the
+  /// first input in the training function; empty for none.
+  std::string augment;
 };
 
 /// Appends the passes that add `func.func @train_grad` (loss and gradients,
