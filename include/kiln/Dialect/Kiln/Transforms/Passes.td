@@ -535,9 +535,10 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
       inputs, and each dropout becomes `x * kiln.dropout_mask(rng.key,
       rng.counter)` with `stream` = its index among the function's
       dropouts. The mask is a pure function of those arguments, so the
-      backward multiplies by the same mask (the multiply's VJP; with
-      `rematerialize` the mask is recomputed there instead of kept). In
-      `@main` dropout is the identity.
+      backward multiplies by the same mask (the multiply's VJP), which
+      rematerialisation always recomputes there instead of keeping it,
+      whatever `rematerialize` says (4 bytes per element kept against a few
+      dozen integer operations). In `@main` dropout is the identity.
     - **Activity.** Only values that depend on a trainable weight get a
       gradient; a gradient flows into an op only through those operands.
     - **Norms in training form.** Before the sweep, `layer_norm`,
