@@ -201,6 +201,13 @@ void addTrainingGradientPasses(OpPassManager &pm,
   // constants; clean them up before layout assignment sees the graph.
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (!options.augment.empty()) {
+    AugmentPassOptions augment;
+    augment.spec = options.augment;
+    augment.trainFunction = options.gradientsAsMain ? "main" : "train_grad";
+    augment.evalFunction = options.gradientsAsMain ? "" : "main";
+    pm.addPass(createAugmentPass(augment));
+  }
 }
 
 LogicalResult addPhase(OpPassManager &pm, Phase phase,

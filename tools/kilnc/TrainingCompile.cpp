@@ -90,6 +90,22 @@ std::string weightName(ml_program::GlobalOp global) {
   return global.getSymName().str();
 }
 
+/// The first value of a state argument, when kiln-optimizer gave it one
+/// (`kiln.initial`, e.g. the RNG key from --seed); empty means zeros.
+std::vector<uint8_t> initialStateBytes(func::FuncOp step, unsigned arg) {
+  auto initial = step.getArgAttrOfType<DenseElementsAttr>(arg, "kiln.initial");
+  if (!initial)
+    return {};
+  ArrayRef<char> raw = initial.getRawData();
+  std::vector<uint8_t> bytes(raw.begin(), raw.end());
+  if (initial.isSplat() && initial.getNumElements() > 1) {
+    bytes.clear();
+    for (int64_t i = 0; i < initial.getNumElements(); ++i)
+      bytes.insert(bytes.end(), raw.begin(), raw.end());
+  }
+  return bytes;
+}
+
 /// Renames kernel module `binary` (and its kernel, when it has the same
 /// name) to `name`, in the PTX text and in every launch.
 void renameKernelModule(ModuleOp module, gpu::BinaryOp binary,
@@ -201,15 +217,7 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
     if (!state || state.getValue() == "params" ||
         state.getValue() == "bn.stats")
       continue;
-    rt::StateSpec spec{state.getValue().str(), {}, {}};
-    if (auto initial =
-            step.getArgAttrOfType<DenseElementsAttr>(i, "kiln.initial")) {
-      ArrayRef<char> raw = initial.getRawData();
-      int64_t copies = initial.isSplat() ? initial.getNumElements() : 1;
-      for (int64_t n = 0; n < copies; ++n)
-        spec.initial.insert(spec.initial.end(), raw.begin(), raw.end());
-    }
-    specs.push_back(std::move(spec));
+    specs.push_back({state.getValue().str(), initialStateBytes(step, i), {}});
   }
 
   std::vector<rt::EntryPointArtifact> parts;

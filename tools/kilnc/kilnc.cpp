@@ -328,6 +328,18 @@ llvm::Expected<std::string> lossScaleOptions(llvm::StringRef precision) {
                                  "or none");
 }
 
+//===-- Training randomness: dropout's Philox key (kiln-optimizer seed) ----===//
+cl::opt<uint64_t> trainSeed(
+    "seed",
+    cl::desc("With --train: the first value of the RNG key (state rng.key) "
+             "that dropout draws its Philox masks with (default: 0)"),
+    cl::init(0), cl::cat(trainingCategory()));
+cl::opt<std::string> augmentSpec(
+    "augment",
+    cl::desc("With --train or --gradients: on-device augmentation of the "
+             "first input, seeded per step: flip, crop:PAD, "
+             "normalize:MEAN/STD, layout:nchw|nhwc (default: none)"),
+    cl::value_desc("spec"), cl::init(""), cl::cat(trainingCategory()));
 //===-- Differentiation: loss, frozen weights, --gradients (kiln-autodiff) --===//
 cl::opt<bool> gradients(
     "gradients",
@@ -376,6 +388,8 @@ bool differentiates() { return gradients || train; }
 
 /// The loss options, checked: an error message, or "" when they are usable.
 std::string checkLossOptions() {
+  if (!augmentSpec.empty() && !differentiates())
+    return "--augment applies when training (--train, --gradients)";
   bool any = !lossKind.empty() || !lossOn.empty() || !labelsSpec.empty() ||
              !lossOutput.empty() || !freezeRegex.empty();
   if (!differentiates())
@@ -589,7 +603,9 @@ void printOnnxOps(llvm::raw_ostream &os) {
         "do not edit by hand.\n\n"
      << byType.size() << " op types, default domain (`ai.onnx`), opsets 7 to "
      << onnxfe::maxSupportedOpset()
-     << ". A handler covers its since-version up to the next listed one.\n\n"
+     << "; ops of the `ai.onnx.preview.training` domain are listed under "
+        "their qualified names, versioned by that domain's opset. A handler "
+        "covers its since-version up to the next listed one.\n\n"
      << "| op type | handler since-versions | family | limits |\n"
      << "|---|---|---|---|\n";
   for (const auto &[type, handlers] : byType) {
@@ -730,9 +746,11 @@ int compileForTraining(ModuleOp module,
     gradientOptions.lossOutput = lossOutput;
     gradientOptions.freeze = freezeRegex;
     gradientOptions.lossSeedArgument = !lossScale->empty();
+    gradientOptions.augment = augmentSpec;
     kiln::addTrainingGradientPasses(pm, gradientOptions);
   }
-  if (failed(kiln::addTrainingStepPasses(pm, *optimizer)))
+  if (failed(kiln::addTrainingStepPasses(
+          pm, *optimizer + " seed=" + std::to_string(trainSeed))))
     return error("--optimizer '" + optimizerSpec +
                  "': bad options: " + *optimizer);
   if (failed(pm.run(module)))
@@ -847,6 +865,7 @@ int main(int argc, char **argv) {
   onnxfe::ImportOptions options;
   // Every float initializer may train, however small (biases).
   options.floatInitializersAsGlobals = differentiates();
+  options.trainingDropout = differentiates();
   std::vector<std::pair<std::string, DenseElementsAttr>> inlinedInitializers;
   options.inlinedInitializers = &inlinedInitializers;
   if (llvm::Error err = parseShapes(options))
@@ -988,6 +1007,7 @@ int main(int argc, char **argv) {
       gradientOptions.freeze = freezeRegex;
       gradientOptions.gradientsAsMain = gradients;
       gradientOptions.rematerialize = rematerialize;
+      gradientOptions.augment = augmentSpec;
       PassManager pm(&context);
       kiln::addTrainingGradientPasses(pm, gradientOptions);
       if (failed(pm.run(**module)))

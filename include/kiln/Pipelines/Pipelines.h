@@ -54,6 +54,9 @@ struct TrainingGradientOptions {
   /// Seed the backward pass from a `kiln.loss_seed` argument (loss
   /// scaling; kiln-autodiff's loss-seed-argument).
   bool lossSeedArgument = false;
+  /// kiln-augment's spec (kilnc --augment): crop, flip and normalise the
+  /// first input in the training function; empty for none.
+  std::string augment;
 };
 
 /// Appends the passes that add `func.func @train_grad` (loss and gradients,

@@ -24,6 +24,7 @@ void kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
   populateContractionToLinalgPatterns(patterns);
   populateReductionToLinalgPatterns(patterns);
   populateDataMovementToLinalgPatterns(patterns);
+  populateRandomToLinalgPatterns(patterns);
 }
 
 namespace {

@@ -39,6 +39,8 @@ namespace kiln::onnx_frontend {
 namespace {
 constexpr int kMinOpset = 7;
 constexpr int kMaxOpset = 22;
+/// The domain of ONNX's training operators (Adagrad, Adam, Momentum).
+constexpr const char *kTrainingDomain = "ai.onnx.preview.training";
 
 //===----------------------------------------------------------------------===//
 // Handler registry
@@ -81,6 +83,7 @@ private:
     addFamily("data movement", registerDataMovementHandlers);
     addFamily("shape & constants", registerShapeHandlers);
     addFamily("loss", registerLossHandlers);
+    addFamily("training (ai.onnx.preview.training)", registerTrainingHandlers);
     for (auto &entry : byOpType)
       llvm::sort(entry.second, [](const Handler &a, const Handler &b) {
         return a.sinceVersion < b.sinceVersion;
@@ -170,6 +173,8 @@ private:
   std::string path, baseDir, error;
   onnx::ModelProto model;
   int64_t opset = 0;
+  /// The ai.onnx.preview.training opset, 0 when the model imports none.
+  int64_t trainingOpset = 0;
   OpBuilder b;
   OwningOpRef<ModuleOp> module;
   Block *entry = nullptr;
@@ -201,11 +206,22 @@ LogicalResult GraphImporter::readOpsets() {
       opset = id.version();
   // Ops of other domains first: a model of only such ops (ai.onnx.ml,
   // training) often imports no default-domain opset, and the op is the reason.
+  for (const onnx::OperatorSetIdProto &id : model.opset_import())
+    if (id.domain() == kTrainingDomain)
+      trainingOpset = id.version();
   for (const onnx::NodeProto &node : model.graph().node())
-    if (!node.domain().empty() && node.domain() != "ai.onnx")
+    if (!node.domain().empty() && node.domain() != "ai.onnx" &&
+        !(node.domain() == kTrainingDomain && trainingOpset > 0))
       return fail(describeNode(node) + ": op type '" + node.domain() + "." +
                   node.op_type() + "' is not supported (domain '" +
                   node.domain() + "'; only the default ai.onnx domain is)");
+  // A model of training ops only (ONNX's optimizer node tests) needs no
+  // default-domain opset; its handlers do not read it.
+  if (opset == 0 && trainingOpset > 0 &&
+      llvm::all_of(model.graph().node(), [](const onnx::NodeProto &node) {
+        return node.domain() == kTrainingDomain;
+      }))
+    opset = kMaxOpset;
   if (opset == 0)
     return fail("model imports no default-domain (ai.onnx) opset");
   if (opset < kMinOpset || opset > kMaxOpset)
@@ -345,7 +361,13 @@ GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
   b.setInsertionPointToStart(entry);
   Location loc = NameLoc::get(b.getStringAttr(tensor.name()));
   RankedTensorType type = decoded->type;
-  bool keepAsGlobal = options.floatInitializersAsGlobals &&
+  // A Dropout ratio is a mode, not a weight: it stays a constant, so the
+  // handler can read it, even when float initializers become globals.
+  bool isDropoutRatio = llvm::any_of(model.graph().node(), [&](const auto &n) {
+    return n.op_type() == "Dropout" && n.input_size() > 1 &&
+           n.input(1) == tensor.name();
+  });
+  bool keepAsGlobal = options.floatInitializersAsGlobals && !isDropoutRatio &&
                       isa<FloatType>(type.getElementType());
   if ((type.getNumElements() <= options.inlineConstantLimit && !keepAsGlobal) ||
       type.getElementType().isInteger(1)) {
@@ -422,12 +444,19 @@ FailureOr<Value> GraphImporter::lookupValue(StringRef name,
 }
 
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
-  const Handler *handler = HandlerRegistry::get().lookup(node.op_type(), opset);
+  // Ops of the training domain are registered under qualified names and
+  // versioned by that domain's opset.
+  bool inTrainingDomain = node.domain() == kTrainingDomain;
+  std::string opType = inTrainingDomain
+                           ? std::string(kTrainingDomain) + "." + node.op_type()
+                           : node.op_type();
+  const Handler *handler = HandlerRegistry::get().lookup(
+      opType, inTrainingDomain ? trainingOpset : opset);
   if (!handler) {
-    int first = HandlerRegistry::get().firstVersion(node.op_type());
+    int first = HandlerRegistry::get().firstVersion(opType);
     if (first == 0)
       return fail(
-          describeNode(node) + ": op type '" + node.op_type() +
+          describeNode(node) + ": op type '" + opType +
           "' is not supported (kilnc --list-onnx-ops lists those that are)");
     return fail(describeNode(node) + ": not supported at opset " +
                 Twine(opset) + " (supported from opset " + Twine(first) + ")");
@@ -445,6 +474,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   }
   std::string nodeError;
   NodeImporter importer(b, node, opset, inputs, baseDir, nodeError);
+  importer.setTraining(options.trainingDropout);
   if (failed(handler->fn(importer)))
     return fail(describeNode(node) + ": " +
                 (nodeError.empty() ? std::string("import failed") : nodeError));

@@ -42,6 +42,8 @@ void registerContractionHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerReductionHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerDataMovementHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerShapeHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+/// ai.onnx.preview.training ops, registered under their qualified names.
+void registerTrainingHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerLossHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 
 /// Converts an ONNX element type to an MLIR one, or null when unsupported.
@@ -79,6 +81,10 @@ public:
   mlir::Location loc() const { return location; }
   const onnx::NodeProto &node() const { return proto; }
   int64_t opset() const { return opsetVersion; }
+  /// Whether the model is imported for training (ImportOptions::
+  /// trainingDropout): training-mode dropout is then kept.
+  bool training() const { return trainingMode; }
+  void setTraining(bool training) { trainingMode = training; }
 
   //===--------------------------------------------------------------------===//
   // Inputs
@@ -195,6 +201,7 @@ public:
   llvm::LogicalResult fail(const llvm::Twine &message);
 
 private:
+  bool trainingMode = false;
   llvm::FailureOr<llvm::SmallVector<mlir::Value>>
   create(llvm::StringRef opName, mlir::ValueRange operands,
          llvm::ArrayRef<mlir::NamedAttribute> attrs, mlir::TypeRange types,

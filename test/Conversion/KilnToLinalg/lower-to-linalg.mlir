@@ -139,3 +139,39 @@ func.func @unsigned(%a: tensor<4xui8>, %b: tensor<4xui8>, %f: tensor<4xf32>)
       tensor<4xui8>, tensor<4xui8>, tensor<4xi1>, tensor<4xui8>,
       tensor<4xf32>, tensor<4xi32>, tensor<4xui8>
 }
+
+// -----
+
+// philox: one generic reading the two key and four counter words with
+// constant maps; the body takes the element's linear index, runs ten
+// rounds (two 32x32->64 multiplies each) and picks word index mod 4.
+// CHECK-DAG:   #[[K0:.*]] = affine_map<(d0, d1) -> (0)>
+// CHECK-DAG:   #[[K3:.*]] = affine_map<(d0, d1) -> (3)>
+// CHECK-LABEL: func.func @philox(
+// CHECK:         linalg.generic {indexing_maps = [#[[K0]], #{{.*}}, #[[K0]], #{{.*}}, #{{.*}}, #[[K3]], #{{.*}}]
+// CHECK:           linalg.index 0
+// CHECK:           linalg.index 1
+// CHECK-COUNT-20:  arith.mului_extended
+// CHECK:           arith.select
+// CHECK-NOT:     kiln.philox
+func.func @philox(%key: tensor<2xi32>, %counter: tensor<4xi32>) -> tensor<8x5xi32> {
+  %0 = kiln.philox %key, %counter {stream = 3} : tensor<2xi32>, tensor<4xi32> -> tensor<8x5xi32>
+  return %0 : tensor<8x5xi32>
+}
+
+// -----
+
+// dropout_mask: the same generic, then `bits <u round(0.7 * 2^32)` (the f32
+// ratio: 3006477056, printed as a signed i32) selects
+// 1 / 0.7 or 0; ratio 0 keeps everything (a fill of 1).
+// CHECK-LABEL: func.func @dropout_mask(
+// CHECK:         linalg.generic
+// CHECK:           %[[T:.*]] = arith.constant -1288490240 : i32
+// CHECK:           arith.cmpi ult, %{{.*}}, %[[T]] : i32
+// CHECK:           arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK:         linalg.fill ins(%{{.*}} : f32)
+func.func @dropout_mask(%key: tensor<2xi32>, %counter: tensor<4xi32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %0 = kiln.dropout_mask %key, %counter {ratio = 0.3 : f32} : tensor<2xi32>, tensor<4xi32> -> tensor<16xf32>
+  %1 = kiln.dropout_mask %key, %counter {ratio = 0.0 : f32} : tensor<2xi32>, tensor<4xi32> -> tensor<16xf32>
+  return %0, %1 : tensor<16xf32>, tensor<16xf32>
+}

@@ -18,6 +18,8 @@ void populateElementwiseToLinalgPatterns(mlir::RewritePatternSet &patterns);
 void populateContractionToLinalgPatterns(mlir::RewritePatternSet &patterns);
 void populateReductionToLinalgPatterns(mlir::RewritePatternSet &patterns);
 void populateDataMovementToLinalgPatterns(mlir::RewritePatternSet &patterns);
+/// kiln.philox and kiln.dropout_mask (Philox-4x32-10 in the generic's body).
+void populateRandomToLinalgPatterns(mlir::RewritePatternSet &patterns);
 
 /// All of the above.
 void populateKilnToLinalgPatterns(mlir::RewritePatternSet &patterns);

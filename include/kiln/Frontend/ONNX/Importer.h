@@ -37,6 +37,9 @@ struct ImportOptions {
   /// Float initializers become globals whatever their size (training: every
   /// float initializer is a parameter that may train, biases included).
   bool floatInitializersAsGlobals = false;
+  /// Training-mode Dropout with a non-zero ratio becomes kiln.dropout (its
+  /// mask is drawn in train_step); without it, such a node is an error.
+  bool trainingDropout = false;
   /// When set, receives each initializer that became an inline constant
   /// (name and value): it cannot be rebound in the artifact, which records
   /// it so that binding new weights can check it is unchanged.

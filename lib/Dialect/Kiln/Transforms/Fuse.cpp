@@ -66,7 +66,7 @@ Role roleOf(Operation *op) {
   if (op->hasTrait<OpTrait::Elementwise>() ||
       isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
           XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
-          SelectOp, BatchNormOp>(op))
+          SelectOp, BatchNormOp, PhiloxOp, DropoutMaskOp>(op))
     return Role::Elementwise;
   if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, ConcatOp, GatherOp,
           GatherElementsOp, TileOp>(op))

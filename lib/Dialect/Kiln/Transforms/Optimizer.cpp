@@ -303,6 +303,56 @@ SmallVector<Value> OptimizerPass::nextLossScaleState(Math &m, Value finite,
           m.select(finite, finiteCount, m.constant(0))};
 }
 
+/// Feeds kiln-autodiff's dropout arguments from the state: `rng.key`
+/// becomes the state of that name (first value from `seed`) and
+/// `rng.counter` is `[0, 0, opt.step, 0]`. Nothing when `step` has neither.
+static void bindRngState(func::FuncOp step, uint64_t seed) {
+  std::optional<unsigned> key, counter, optStep;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    if (!name)
+      continue;
+    if (name.getValue() == "rng.key")
+      key = i;
+    else if (name.getValue() == "rng.counter")
+      counter = i;
+    else if (name.getValue() == "kiln.state.opt.step")
+      optStep = i;
+  }
+  if (!key || !counter || !optStep)
+    return;
+  MLIRContext *ctx = step.getContext();
+  Builder attrs(ctx);
+  auto i32 = IntegerType::get(ctx, 32);
+  auto keyType = RankedTensorType::get({2}, i32);
+  step.setArgAttr(*key, "kiln.state", attrs.getStringAttr("rng.key"));
+  step.setArgAttr(*key, "kiln.name", attrs.getStringAttr("kiln.state.rng.key"));
+  step.setArgAttr(
+      *key, "kiln.initial",
+      DenseElementsAttr::get(
+          keyType, ArrayRef<APInt>{APInt(32, seed & 0xffffffffu),
+                                   APInt(32, seed >> 32)}));
+  OpBuilder b = OpBuilder::atBlockBegin(&step.front());
+  Location loc = step.getLoc();
+  auto zeros = [&](int64_t n) {
+    auto type = RankedTensorType::get({n}, i32);
+    return ConstantOp::create(b, loc, type,
+                              DenseElementsAttr::get(type, APInt(32, 0)))
+        .getResult();
+  };
+  Value stepInt = CastOp::create(b, loc, RankedTensorType::get({}, i32),
+                                 step.getArgument(*optStep));
+  Value stepWord =
+      ReshapeOp::create(b, loc, RankedTensorType::get({1}, i32), stepInt);
+  Value value =
+      ConcatOp::create(b, loc, RankedTensorType::get({4}, i32),
+                       ValueRange{zeros(2), stepWord, zeros(1)},
+                       b.getI64IntegerAttr(0))
+          .getResult();
+  step.getArgument(*counter).replaceAllUsesWith(value);
+  (void)step.eraseArgument(*counter);
+}
+
 void OptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto fail = [&](Operation *at, const Twine &message) {
@@ -566,6 +616,7 @@ void OptimizerPass::runOnOperation() {
                        attrs.getStringAttr("skipped"));
   grad->removeAttr("kiln.gradients");
   grad.setSymName("train_step");
+  bindRngState(grad, seed);
 
   // @eval: @main reading the trainable weights from params.
   Block &forward = main.front();

@@ -142,7 +142,8 @@ LogicalResult importIdentity(NodeImporter &n) {
 
 /// Inference-mode dropout is the identity; its mask output is all true. So is
 /// training-mode dropout with ratio 0 (it keeps every element, scaled by
-/// 1 / (1 - 0)); other ratios drop at random and are not supported.
+/// 1 / (1 - 0)). Other ratios drop at random: kiln.dropout when the model is
+/// imported for training (train_step draws the mask), an error otherwise.
 LogicalResult importDropout(NodeImporter &n) {
   if (failed(n.checkArity(1, 3, 2)))
     return failure();
@@ -159,6 +160,18 @@ LogicalResult importDropout(NodeImporter &n) {
         if (given->size() != 1)
           return n.fail("input 'ratio' must be a scalar");
         ratio = given->front();
+      }
+      if (ratio != 0 && n.training()) {
+        if (!(ratio > 0 && ratio < 1))
+          return n.fail("ratio must be in [0, 1)");
+        if (n.node().output_size() > 1 && !n.node().output(1).empty())
+          return n.fail("the mask output of training-mode dropout is not "
+                        "supported");
+        FailureOr<Value> dropped = n.makeTyped<DropoutOp>(
+            n.inputType(0), n.input(0), {n.namedF32("ratio", float(ratio))});
+        if (failed(dropped))
+          return failure();
+        return n.setResult(*dropped);
       }
       if (ratio != 0) {
         char text[32];
@@ -195,7 +208,8 @@ void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {
        "tensors only (no sequences or optionals)"},
       {"Dropout", 7, importDropout, "inference only"},
       {"Dropout", 12, importDropout,
-       "inference, or training with ratio 0; training_mode and ratio must be "
+       "inference; training mode with kilnc --train (Philox mask in "
+       "train_step, no mask output); training_mode and ratio must be "
        "constants"},
   });
 }

@@ -1258,3 +1258,48 @@ func.func @call_kernel_pointer_order(%x: memref<4xf32>, %y: memref<4xf32>) {
   kiln.call_kernel @k::@k ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1] {pointer_order = array<i32: 1, 1>}
   return
 }
+
+// -----
+
+// philox: the key is two words.
+func.func @philox_key_shape(%key: tensor<3xi32>, %counter: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'kiln.philox' op expects a tensor<2xi32> key, got 'tensor<3xi32>'}}
+  %0 = kiln.philox %key, %counter : tensor<3xi32>, tensor<4xi32> -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// philox: the counter is four words.
+func.func @philox_counter_shape(%key: tensor<2xi32>, %counter: tensor<2xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'kiln.philox' op expects a tensor<4xi32> counter, got 'tensor<2xi32>'}}
+  %0 = kiln.philox %key, %counter : tensor<2xi32>, tensor<2xi32> -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// philox: the result shape is static (the element index is the counter).
+func.func @philox_dynamic(%key: tensor<2xi32>, %counter: tensor<4xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'kiln.philox' op expects a static result shape, got 'tensor<?xi32>'}}
+  %0 = kiln.philox %key, %counter : tensor<2xi32>, tensor<4xi32> -> tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+// dropout_mask: ratio 1 would divide by zero.
+func.func @dropout_mask_ratio(%key: tensor<2xi32>, %counter: tensor<4xi32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.dropout_mask' op ratio must be in [0, 1), got 1}}
+  %0 = kiln.dropout_mask %key, %counter {ratio = 1.0 : f32} : tensor<2xi32>, tensor<4xi32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// dropout: ratio 0 is the identity; the importer never makes it.
+func.func @dropout_ratio(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kiln.dropout' op ratio must be in (0, 1), got 0}}
+  %0 = kiln.dropout %x {ratio = 0.0 : f32} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

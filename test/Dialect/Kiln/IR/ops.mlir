@@ -710,3 +710,18 @@ func.func @call_kernel(%a: tensor<64x32xbf16>, %b: tensor<32x16xbf16>, %m: memre
   kiln.call_kernel @tc_gemm::@tc_gemm ins(%m : memref<4xf32>) outs(%n : memref<4xf32>) grid [1, 1, 1] block [4, 1, 1]
   return %y : tensor<64x16xf32>
 }
+
+// philox, dropout_mask, dropout: Philox random bits and training-mode
+// dropout (stream defaults to 0 and is elided).
+// CHECK-LABEL: func.func @random_ops(
+// CHECK:         kiln.philox %{{.*}}, %{{.*}} {stream = 3 : i64} : tensor<2xi32>, tensor<4xi32> -> tensor<8x5xi32>
+// CHECK:         kiln.philox %{{.*}}, %{{.*}} : tensor<2xi32>, tensor<4xi32> -> tensor<4xi32>
+// CHECK:         kiln.dropout_mask %{{.*}}, %{{.*}} {ratio = 5.000000e-01 : f32} : tensor<2xi32>, tensor<4xi32> -> tensor<8x5xf32>
+// CHECK:         kiln.dropout %{{.*}} {ratio = 1.000000e-01 : f32} : tensor<8x5xf32>
+func.func @random_ops(%key: tensor<2xi32>, %counter: tensor<4xi32>, %x: tensor<8x5xf32>) -> (tensor<8x5xi32>, tensor<4xi32>, tensor<8x5xf32>, tensor<8x5xf32>) {
+  %0 = kiln.philox %key, %counter {stream = 3} : tensor<2xi32>, tensor<4xi32> -> tensor<8x5xi32>
+  %1 = kiln.philox %key, %counter : tensor<2xi32>, tensor<4xi32> -> tensor<4xi32>
+  %2 = kiln.dropout_mask %key, %counter {ratio = 0.5 : f32} : tensor<2xi32>, tensor<4xi32> -> tensor<8x5xf32>
+  %3 = kiln.dropout %x {ratio = 0.1 : f32} : tensor<8x5xf32>
+  return %0, %1, %2, %3 : tensor<8x5xi32>, tensor<4xi32>, tensor<8x5xf32>, tensor<8x5xf32>
+}

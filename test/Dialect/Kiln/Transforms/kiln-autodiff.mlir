@@ -171,3 +171,33 @@ module {
     return %y : tensor<4x2xf32>
   }
 }
+
+// -----
+
+// Training-mode dropout: @train_grad takes rng.key and rng.counter after
+// main's inputs; each dropout becomes x * dropout_mask with its own
+// stream; the backward multiplies by the same mask, recomputed from the
+// same key and counter (kiln.recomputed), not kept. @main keeps no dropout.
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT:     kiln.dropout
+// CHECK:         return
+// CHECK-LABEL: func.func @train_grad(
+// CHECK-SAME:    %[[X:[^:]*]]: tensor<4x2xf32> {kiln.name = "x"}, %[[K:[^:]*]]: tensor<2xi32> {kiln.name = "rng.key"}, %[[C:[^:]*]]: tensor<4xi32> {kiln.name = "rng.counter"}, %{{[^:]*}}: tensor<4x2xf32> {kiln.name = "t"})
+// CHECK:         %[[M0:.*]] = kiln.dropout_mask %[[K]], %[[C]] {ratio = 5.000000e-01 : f32} : tensor<2xi32>, tensor<4xi32> -> tensor<4x2xf32>
+// CHECK:         kiln.mul %{{.*}}, %[[M0]]
+// CHECK:         %[[M1:.*]] = kiln.dropout_mask %[[K]], %[[C]] {ratio = 2.500000e-01 : f32, stream = 1 : i64}
+// CHECK:         kiln.dropout_mask %[[K]], %[[C]] {kiln.recomputed, ratio = 2.500000e-01 : f32, stream = 1 : i64}
+// CHECK:         kiln.dropout_mask %[[K]], %[[C]] {kiln.recomputed, ratio = 5.000000e-01 : f32}
+// CHECK-NOT:     kiln.dropout {
+// CHECK:         return
+module {
+  ml_program.global private @w(dense<0.5> : tensor<2xf32>) : tensor<2xf32> {kiln.origin = "initializer f32 2 w"}
+  func.func @main(%x: tensor<4x2xf32> {kiln.name = "x"}) -> (tensor<4x2xf32> {kiln.name = "y"}) {
+    %w = ml_program.global_load_const @w : tensor<2xf32>
+    %a = kiln.mul %x, %w : tensor<4x2xf32>, tensor<2xf32> -> tensor<4x2xf32>
+    %d = kiln.dropout %a {ratio = 0.5 : f32} : tensor<4x2xf32>
+    %t = kiln.tanh %d : tensor<4x2xf32>
+    %y = kiln.dropout %t {ratio = 0.25 : f32} : tensor<4x2xf32>
+    return %y : tensor<4x2xf32>
+  }
+}

@@ -9,5 +9,6 @@ include "kiln/Dialect/Kiln/IR/KilnContractionOps.td"
 include "kiln/Dialect/Kiln/IR/KilnReductionOps.td"
 include "kiln/Dialect/Kiln/IR/KilnDataMovementOps.td"
 include "kiln/Dialect/Kiln/IR/KilnStructureOps.td"
+include "kiln/Dialect/Kiln/IR/KilnRandomOps.td"
 
 #endif // KILN_DIALECT_KILN_IR_KILNOPS_TD

@@ -337,6 +337,54 @@ def FusePass : Pass<"kiln-fuse", "mlir::func::FuncOp"> {
   let dependentDialects = ["::kiln::KilnDialect"];
 }
 
+def AugmentPass : Pass<"kiln-augment", "mlir::ModuleOp"> {
+  let summary = "Random crop, flip and normalisation of a training image input";
+  let description = [{
+    On-device data augmentation (`kilnc --train --augment=SPEC`). Runs after
+    kiln-autodiff, on the training function (`train-function`, default
+    `@train_grad`) and the evaluation function (`eval-function`, default
+    `@main`; empty for none). `input` names the image input (default: the
+    first argument), a static 4-D float tensor, NCHW unless the spec says
+    `layout:nhwc`. SPEC is a comma-separated list:
+
+    - `crop:PAD`: zero-pad height and width by PAD on each side, then take
+      the window at a per-sample offset `(dy, dx)`, each
+      `philox_word mod (2 PAD + 1)` (the word read as a signed i32, the
+      remainder non-negative);
+    - `flip`: mirror the width of each sample whose word is negative (its
+      top bit set: probability 1/2);
+    - `normalize:MEAN/STD`: `(x - MEAN) / STD` per channel, one number for
+      all channels or one per channel each (`normalize:0.49,0.48,0.45/
+      0.25,0.24,0.26`); the evaluation function normalises too.
+
+    They apply in that order (crop, flip, normalise), whatever the order
+    in SPEC. The words are `kiln.philox` draws of shape `[N]` (element n is
+    sample n) from the function's `rng.key` and `rng.counter` arguments
+    (added when dropout has not added them; kiln-optimizer feeds them from
+    the RNG state, so every step draws anew and runs reproduce), with the
+    streams 2^31 (crop rows), 2^31 + 1 (crop columns) and 2^31 + 2 (flip);
+    dropouts use the streams 0, 1, .... Everything is kiln ops (pad,
+    gather_elements, slice with step -1, select), compiled into the entry
+    point's kernels.
+
+    Errors (one line each): a SPEC token that is not one of the above, a
+    non-positive PAD or STD, MEAN and STD of different lengths or not one
+    per channel, an input that is not a static 4-D float tensor, a missing
+    function or input.
+  }];
+  let options = [
+    Option<"spec", "spec", "std::string", /*default=*/"\"\"",
+           "flip,crop:PAD,normalize:MEAN/STD,layout:nchw|nhwc">,
+    Option<"input", "input", "std::string", /*default=*/"\"\"",
+           "the image input (default: the first argument)">,
+    Option<"trainFunction", "train-function", "std::string",
+           /*default=*/"\"train_grad\"", "the function that augments">,
+    Option<"evalFunction", "eval-function", "std::string",
+           /*default=*/"\"main\"", "the function that only normalises">,
+  ];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
   let summary = "Build @train_step (gradients + fused optimizer update) and @eval";
   let description = [{
@@ -441,6 +489,15 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
             tensor<f32> {kiln.state = "opt.step"})
     ```
 
+    **RNG state** (dropout). When `@train_grad` has the arguments
+    `rng.key` (tensor<2xi32>) and `rng.counter` (tensor<4xi32>) that
+    kiln-autodiff gives it for training-mode dropout, `rng.key` becomes the
+    state `rng.key` (initial value `[seed mod 2^32, seed div 2^32]`, from
+    `seed`; no step changes it) and `rng.counter` is `[0, 0, opt.step, 0]`
+    (the step before this one, as i32): every step draws new masks, and a
+    run resumed from a checkpoint (which holds both states) draws the
+    same ones. The state argument carries `kiln.initial`, its first value.
+
     Errors (one line each): no `@train_grad`, or no `@main`; a
     `kiln.gradients` entry that is not an f32 `ml_program.global`, or whose
     gradient's type differs from it; `@train_grad` results that are not a
@@ -484,6 +541,8 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     Option<"lossScaleGrowthInterval", "loss-scale-growth-interval", "int64_t",
            /*default=*/"2000",
            "dynamic: double the scale after this many finite steps in a row">,
+    Option<"seed", "seed", "uint64_t", /*default=*/"0",
+           "dropout: the initial Philox key (state rng.key)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];
@@ -518,6 +577,16 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
       float targets of the output's shape for `mse` and `l1`). With
       `loss-output=NAME` the model computes its own loss: that output,
       which must hold one float, is the loss and no labels are added.
+    - **Dropout** (`kiln.dropout`, training-mode ONNX Dropout) draws its
+      mask with Philox: `@train_grad` gets the arguments `rng.key`
+      (tensor<2xi32>) and `rng.counter` (tensor<4xi32>) after main's
+      inputs, and each dropout becomes `x * kiln.dropout_mask(rng.key,
+      rng.counter)` with `stream` = its index among the function's
+      dropouts. The mask is a pure function of those arguments, so the
+      backward multiplies by the same mask (the multiply's VJP), which
+      rematerialisation always recomputes there instead of keeping it,
+      whatever `rematerialize` says (4 bytes per element kept against a few
+      dozen integer operations). In `@main` dropout is the identity.
     - **Activity.** Only values that depend on a trainable weight get a
       gradient; a gradient flows into an op only through those operands.
     - **Norms in training form.** Before the sweep, `layer_norm`,

@@ -20,6 +20,8 @@
 //      `kiln.gradients` attribute naming the globals in that order; then
 //      the new running statistics of batch norms (Normalization.cpp, which
 //      rewrites the norms before step 1), named by `kiln.state_updates`.
+//      Dropouts draw their masks from the arguments rng.key and
+//      rng.counter (Dropout.cpp, also before step 1); @main keeps none.
 //   6. rematerialisation (Rematerialize.cpp): cheap activations are
 //      recomputed in the backward instead of kept. Dead forward ops
 //      (outputs the loss does not need) are erased.
@@ -275,6 +277,7 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
     emitError(grad.getLoc()) << "kiln-autodiff: " << normError;
     return fail();
   }
+  expandDropouts(grad);
   llvm::DenseSet<StringRef> stateSymbols;
   for (const StateUpdate &update : updates)
     stateSymbols.insert(update.global.getValue());
@@ -477,6 +480,8 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   if (gradientsAsMain) {
     main.erase();
     grad.setSymName("main");
+  } else {
+    removeDropouts(main);
   }
   return success();
 }

@@ -33,7 +33,8 @@ bool isCheap(Operation *op) {
   return op->hasTrait<OpTrait::Elementwise>() ||
          isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, SelectOp, ReshapeOp,
              BroadcastOp, TransposeOp, EqualOp, GreaterOp, GreaterEqualOp,
-             LessOp, LessEqualOp, AndOp, OrOp, NotOp>(op);
+             LessOp, LessEqualOp, AndOp, OrOp, NotOp, PhiloxOp,
+             DropoutMaskOp>(op);
 }
 
 bool isFree(Value value) {
@@ -86,7 +87,10 @@ void rematerialize(func::FuncOp func, ArrayRef<Operation *> forward,
     bool operandsAvailable = llvm::all_of(op->getOperands(), [&](Value v) {
       return isFree(v) || available.contains(v);
     });
-    if (!recompute || !isCheap(op) || !operandsAvailable) {
+    // Dropout masks are recomputed whatever the policy: a Philox draw is a
+    // few dozen integer ops per element, keeping it 4 bytes per element.
+    bool alwaysRecompute = isa<DropoutMaskOp, PhiloxOp>(op);
+    if (!(recompute || alwaysRecompute) || !isCheap(op) || !operandsAvailable) {
       available.insert(value);
       ++stats.kept;
       stats.keptBytes += bytesOf(value);

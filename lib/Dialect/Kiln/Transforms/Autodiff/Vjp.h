@@ -118,6 +118,13 @@ RuleStatus applyVjpRule(GradBuilder &g, mlir::Operation *op,
 
 /// A state a training step writes besides the weights: the new value of a
 /// global (a batch norm's running mean or variance).
+/// Gives @train_grad the arguments `rng.key` and `rng.counter` and turns
+/// each kiln.dropout into `x * kiln.dropout_mask` (Dropout.cpp); nothing
+/// when it has no dropout.
+void expandDropouts(mlir::func::FuncOp grad);
+/// Dropout in @main (eval, inference) is the identity.
+void removeDropouts(mlir::func::FuncOp main);
+
 struct StateUpdate {
   mlir::Value value;
   mlir::StringAttr global;
