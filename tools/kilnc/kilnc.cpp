@@ -702,6 +702,29 @@ void printContractionReport(ModuleOp module, llvm::raw_ostream &os) {
     os << "  " << cast<StringAttr>(line).getValue() << "\n";
 }
 
+/// kilnc --train --stats: each entry point's kernels, each state tensor,
+/// then the activations the backward keeps and recomputes and the arena
+/// (both entry points laid end to end; compare --rematerialize=false, the
+/// default, which keeps everything).
+void printTrainingStats(ModuleOp module, const kiln::runtime::Artifact &artifact,
+                        llvm::raw_ostream &os) {
+  for (const kiln::runtime::EntryPoint &entry : artifact.entryPoints)
+    os << entry.name << ": " << entry.launchCount << " kernels\n";
+  for (const kiln::runtime::StateTensor &state : artifact.state) {
+    uint64_t elements = 1;
+    for (int64_t d : state.shape)
+      elements *= d;
+    os << "state " << state.name << ": " << elements * 4 << " bytes";
+    if (!state.segments.empty())
+      os << " (" << state.segments.size() << " initializers)";
+    os << "\n";
+  }
+  if (module->hasAttr("kiln.remat_report"))
+    printRematReport(module, artifact.memoryPlan.arenaSize, os);
+  else
+    os << "peak arena: " << artifact.memoryPlan.arenaSize << " bytes\n";
+}
+
 } // namespace
 
 /// kilnc --train: kiln-optimizer on a module with @train_grad, then each
@@ -715,9 +738,9 @@ int compileForTraining(ModuleOp module,
       (outputFile == "-" || !llvm::StringRef(outputFile).ends_with(".kiln")))
     return error("--train writes an artifact: name a file with -o "
                  "model.train.kiln");
-  if (stats || stripWeights || (emit.getNumOccurrences() && !printKiln))
-    return error("--train does not combine with --stats, --strip-weights or "
-                 "--emit other than kiln yet");
+  if (stripWeights || (emit.getNumOccurrences() && !printKiln))
+    return error("--train does not combine with --strip-weights or --emit "
+                 "other than kiln yet");
   llvm::Expected<std::string> optimizer =
       kiln::parseOptimizerSpec(optimizerSpec, gradClip);
   if (!optimizer)
@@ -747,6 +770,7 @@ int compileForTraining(ModuleOp module,
     gradientOptions.freeze = freezeRegex;
     gradientOptions.lossSeedArgument = !lossScale->empty();
     gradientOptions.augment = augmentSpec;
+    gradientOptions.rematerialize = rematerialize;
     kiln::addTrainingGradientPasses(pm, gradientOptions);
   }
   if (failed(kiln::addTrainingStepPasses(
@@ -783,6 +807,8 @@ int compileForTraining(ModuleOp module,
   if (kiln::runtime::Error err =
           kiln::runtime::writeArtifact(*artifact, outputFile))
     return error(err.message());
+  if (stats)
+    printTrainingStats(module, *artifact, llvm::outs());
   return 0;
 }
 
