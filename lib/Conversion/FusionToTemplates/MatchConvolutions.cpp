@@ -104,6 +104,27 @@ bool computedFrom(Value v, Value from, Operation *anchor,
 
 } // namespace
 
+cx::ConvProblem convProblemOf(kiln::ConvOp conv) {
+  ArrayRef<int64_t> in = cast<RankedTensorType>(conv.getInput().getType())
+                             .getShape();
+  ArrayRef<int64_t> window =
+      cast<RankedTensorType>(conv.getFilter().getType()).getShape();
+  ArrayRef<int64_t> out = cast<RankedTensorType>(conv.getType()).getShape();
+  cx::ConvProblem cp;
+  cp.n = in[0], cp.h = in[1], cp.w = in[2], cp.c = in[3];
+  cp.o = window[0];
+  cp.kh = window[1], cp.kw = window[2];
+  ArrayRef<int64_t> strides = conv.getStrides(), dilations = conv.getDilations();
+  ArrayRef<int64_t> padding = conv.getPadding();
+  cp.strideH = strides[0], cp.strideW = strides[1];
+  cp.dilationH = dilations[0], cp.dilationW = dilations[1];
+  cp.padH = padding[0], cp.padW = padding[1];
+  cp.padBottom = padding[2], cp.padRight = padding[3];
+  cp.groups = static_cast<uint32_t>(conv.getGroups());
+  cp.p = out[1], cp.q = out[2];
+  return cp;
+}
+
 std::optional<unsigned> storedResult(kiln::FusionOp fusion,
                                      Operation *anchor) {
   ValueRange results = fusion.getYield().getValues();
@@ -296,18 +317,7 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
     return failure();
   Value result = fusion.getYield().getValues()[*storedIndex];
 
-  cx::ConvProblem cp;
-  cp.n = in[0], cp.h = in[1], cp.w = in[2], cp.c = in[3];
-  cp.o = window[0];
-  cp.kh = window[1], cp.kw = window[2];
-  ArrayRef<int64_t> strides = conv.getStrides(), dilations = conv.getDilations();
-  ArrayRef<int64_t> padding = conv.getPadding();
-  cp.strideH = strides[0], cp.strideW = strides[1];
-  cp.dilationH = dilations[0], cp.dilationW = dilations[1];
-  cp.padH = padding[0], cp.padW = padding[1];
-  cp.padBottom = padding[2], cp.padRight = padding[3];
-  cp.groups = groups;
-  cp.p = out[1], cp.q = out[2];
+  cx::ConvProblem cp = convProblemOf(conv);
   cp.inputType = *operandType;
 
   // The filter, channel-padded at compile time when the kernel needs it.

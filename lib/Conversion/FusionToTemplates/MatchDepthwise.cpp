@@ -103,18 +103,7 @@ LogicalResult Matcher::rewriteDepthwise(kiln::FusionOp fusion,
     why = "depthwise: operand or accumulator types the kernel does not take";
     return failure();
   }
-  cx::ConvProblem cp;
-  cp.n = in[0], cp.h = in[1], cp.w = in[2], cp.c = in[3];
-  cp.o = window[0];
-  cp.kh = window[1], cp.kw = window[2];
-  ArrayRef<int64_t> strides = conv.getStrides(), dilations = conv.getDilations();
-  ArrayRef<int64_t> padding = conv.getPadding();
-  cp.strideH = strides[0], cp.strideW = strides[1];
-  cp.dilationH = dilations[0], cp.dilationW = dilations[1];
-  cp.padH = padding[0], cp.padW = padding[1];
-  cp.padBottom = padding[2], cp.padRight = padding[3];
-  cp.groups = static_cast<uint32_t>(conv.getGroups());
-  cp.p = out[1], cp.q = out[2];
+  cx::ConvProblem cp = convProblemOf(conv);
   cp.inputType = *operandType;
   cp.outputType = cx::DType::F32; // checked again once the epilogue is known
   if (std::string reason = cx::depthwiseUnsupportedReason(cp);
@@ -179,7 +168,7 @@ LogicalResult Matcher::rewriteDepthwise(kiln::FusionOp fusion,
       llvm::formatv("{0}: {1}, depthwise conv {2}x{3}x{4}x{5} * {6}x{7}, "
                     "stride {8}",
                     kernels->kernels.front().name, config, in[0], in[1],
-                    in[2], in[3], window[1], window[2], strides[0])
+                    in[2], in[3], window[1], window[2], cp.strideH)
           .str());
   replaceResults(fusion, *storedIndex, stored);
   return success();

@@ -44,6 +44,10 @@ mlir::Value contiguousSource(mlir::Value v, kiln::FusionOp fusion);
 std::optional<unsigned> storedResult(kiln::FusionOp fusion,
                                      mlir::Operation *anchor);
 
+/// A 2-D NHWC convolution's geometry (shapes, strides, pads, dilation,
+/// groups, output size); the dtypes are left to the caller.
+contraction::ConvProblem convProblemOf(kiln::ConvOp conv);
+
 /// The row-major bytes of a weight global's value, if they are known.
 std::optional<std::vector<char>>
 globalBytes(mlir::ml_program::GlobalOp global);
