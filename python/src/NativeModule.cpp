@@ -80,16 +80,10 @@ nb::dict statsOf(const Artifact &artifact) {
 
 /// A host copy of an initializer given to Session(weights=...).
 NpyArray hostArray(const std::string &name, const InputArray &array) {
-  InputView view = kiln::python::viewInput(name, array);
-  if (view.deviceType != nb::device::cpu::value)
-    throw NativeError(fmt::format(
-        "weight '{}': initializer values must be host arrays", name));
-  NpyArray copy;
-  copy.dtype = view.dtype;
-  copy.shape = view.shape;
-  const auto *bytes = static_cast<const uint8_t *>(view.data);
-  copy.data.assign(bytes, bytes + view.size);
-  return copy;
+  return kiln::python::hostCopy(
+      name, array,
+      fmt::format("weight '{}': initializer values must be host arrays",
+                  name));
 }
 
 class PySession {

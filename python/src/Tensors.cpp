@@ -106,6 +106,19 @@ InputView viewInput(const std::string &name, const InputArray &array) {
   return view;
 }
 
+NpyArray hostCopy(const std::string &name, const InputArray &array,
+                  const std::string &refusal) {
+  InputView view = viewInput(name, array);
+  if (view.deviceType != nb::device::cpu::value)
+    throw NativeError(refusal);
+  NpyArray copy;
+  copy.dtype = view.dtype;
+  copy.shape = view.shape;
+  const auto *bytes = static_cast<const uint8_t *>(view.data);
+  copy.data.assign(bytes, bytes + view.size);
+  return copy;
+}
+
 nb::object hostOutput(HostTensor tensor) {
   auto *owned = new HostTensor(std::move(tensor));
   nb::capsule owner(

@@ -12,6 +12,7 @@
 #ifndef KILN_PYTHON_SRC_TENSORS_H
 #define KILN_PYTHON_SRC_TENSORS_H
 
+#include "kiln/runtime/Npy.h"
 #include "kiln/runtime/Runtime.h"
 
 #include <nanobind/nanobind.h>
@@ -56,6 +57,11 @@ struct InputView {
 /// Checks that `array` is dense and row-major with a dtype the runtime knows;
 /// errors name input `name`.
 InputView viewInput(const std::string &name, const InputArray &array);
+
+/// A host copy of `array` (viewInput's checks, errors naming `name`); an
+/// array not in host memory is refused with the message `refusal`.
+runtime::NpyArray hostCopy(const std::string &name, const InputArray &array,
+                           const std::string &refusal);
 
 /// A numpy array that owns `tensor` (moved in). bf16, which numpy lacks,
 /// comes back as uint16 holding the bits (kiln widens it to float32).

@@ -41,16 +41,9 @@ namespace {
 
 /// A host copy of a caller's array (`what` names it in errors).
 NpyArray hostCopy(const std::string &what, const InputArray &array) {
-  InputView view = kiln::python::viewInput(what, array);
-  if (view.deviceType != nb::device::cpu::value)
-    throw NativeError(fmt::format(
-        "{}: training takes host arrays (copy the tensor to the host)", what));
-  NpyArray copy;
-  copy.dtype = view.dtype;
-  copy.shape = view.shape;
-  const auto *bytes = static_cast<const uint8_t *>(view.data);
-  copy.data.assign(bytes, bytes + view.size);
-  return copy;
+  return kiln::python::hostCopy(
+      what, array,
+      what + ": training takes host arrays (copy the tensor to the host)");
 }
 
 HostTensor hostTensor(NpyArray array) {
