@@ -14,6 +14,7 @@
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -116,8 +117,9 @@ std::string tuneOptionsFor(const PipelineOptions &options) {
 std::string phasePipeline(Phase phase, const PipelineOptions &options) {
   switch (phase) {
   case Phase::Kiln:
-    // The importer already folds as it builds; --emit=kiln shows its output.
-    return "";
+    // The importer already folds as it builds; ONNX Gradient nodes become
+    // backward ops (a no-op without them).
+    return "func.func(kiln-expand-gradients)";
   case Phase::Graph:
     return llvm::formatv(
         // kiln-assign-layout and kiln-lower-precision are module passes:
@@ -187,6 +189,8 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
 
 void addTrainingGradientPasses(OpPassManager &pm,
                                const TrainingGradientOptions &options) {
+  // A model's own Gradient nodes first: kiln-autodiff has no rule for them.
+  pm.addNestedPass<func::FuncOp>(createExpandGradientsPass());
   AutodiffPassOptions autodiff;
   autodiff.loss = options.loss;
   autodiff.lossOn = options.lossOn;

@@ -318,7 +318,13 @@ GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order) {
   std::vector<SmallVector<int>> users(graph.node_size());
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto &node = graph.node(i);
-    for (const std::string &in : node.input()) {
+    // A Gradient also reads the tensor its attribute `y` names.
+    SmallVector<std::string> reads(node.input().begin(), node.input().end());
+    if (node.domain() == kTrainingDomain && node.op_type() == "Gradient")
+      for (const onnx::AttributeProto &attr : node.attribute())
+        if (attr.name() == "y")
+          reads.push_back(attr.s());
+    for (const std::string &in : reads) {
       if (in.empty() || graphInputs.contains(in) || initializers.count(in))
         continue;
       auto it = producer.find(in);
@@ -475,6 +481,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   std::string nodeError;
   NodeImporter importer(b, node, opset, inputs, baseDir, nodeError);
   importer.setTraining(options.trainingDropout);
+  importer.setGraphValues(&values);
   if (failed(handler->fn(importer)))
     return fail(describeNode(node) + ": " +
                 (nodeError.empty() ? std::string("import failed") : nodeError));

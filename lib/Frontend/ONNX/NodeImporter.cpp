@@ -130,6 +130,14 @@ SmallVector<float> NodeImporter::floatsAttr(StringRef name) const {
   return SmallVector<float>(attr->floats().begin(), attr->floats().end());
 }
 
+SmallVector<std::string> NodeImporter::stringsAttr(StringRef name) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  if (!attr)
+    return {};
+  return SmallVector<std::string>(attr->strings().begin(),
+                                  attr->strings().end());
+}
+
 FailureOr<DenseElementsAttr> NodeImporter::tensorAttr(StringRef name) {
   const onnx::AttributeProto *attr = findAttr(name);
   if (!attr || !attr->has_t())

@@ -85,6 +85,15 @@ public:
   /// trainingDropout): training-mode dropout is then kept.
   bool training() const { return trainingMode; }
   void setTraining(bool training) { trainingMode = training; }
+  /// The graph's tensors imported so far, by name (Gradient's `y` is an
+  /// attribute naming one).
+  void setGraphValues(const llvm::StringMap<mlir::Value> *values) {
+    graphValues = values;
+  }
+  /// The tensor `name` computed before this node, or null.
+  mlir::Value graphValue(llvm::StringRef name) const {
+    return graphValues ? graphValues->lookup(name) : nullptr;
+  }
 
   //===--------------------------------------------------------------------===//
   // Inputs
@@ -126,6 +135,7 @@ public:
                          llvm::StringRef defaultValue) const;
   llvm::SmallVector<int64_t> intsAttr(llvm::StringRef name) const;
   llvm::SmallVector<float> floatsAttr(llvm::StringRef name) const;
+  llvm::SmallVector<std::string> stringsAttr(llvm::StringRef name) const;
   /// A TENSOR attribute decoded; fails (with an error) when absent or bad.
   llvm::FailureOr<mlir::DenseElementsAttr> tensorAttr(llvm::StringRef name);
   /// Fails naming the first attribute that is set but not in `supported`
@@ -202,6 +212,7 @@ public:
 
 private:
   bool trainingMode = false;
+  const llvm::StringMap<mlir::Value> *graphValues = nullptr;
   llvm::FailureOr<llvm::SmallVector<mlir::Value>>
   create(llvm::StringRef opName, mlir::ValueRange operands,
          llvm::ArrayRef<mlir::NamedAttribute> attrs, mlir::TypeRange types,

@@ -1,7 +1,8 @@
-//===- TrainingHandlers.cpp - ONNX ai.onnx.preview.training optimizers -----===//
+//===- TrainingHandlers.cpp - ONNX ai.onnx.preview.training ops ------------===//
 //
-// Adagrad, Momentum and Adam of the ai.onnx.preview.training domain (opset
-// 1): each updates n tensors at once (inputs R, T, then n X, n G and the
+// Gradient becomes kiln.gradient, which kiln-expand-gradients differentiates
+// right after import. Adagrad, Momentum and Adam of the
+// ai.onnx.preview.training domain (opset 1): each updates n tensors at once (inputs R, T, then n X, n G and the
 // n per-tensor states; outputs the new X, then the new states) and is plain
 // elementwise math on kiln ops, the formulas of the ONNX operator
 // documentation. R (the learning rate) and T (the update count, int64) are
@@ -206,6 +207,49 @@ LogicalResult importAdam(NodeImporter &n) {
   return n.setResults(xs);
 }
 
+/// Gradient(xs..., zs...) {xs, zs, y}: the inputs are the tensors `xs`
+/// names, then those `zs` names (held fixed: only the xs are
+/// differentiated, so zs need nothing here); output i is d y / d xs[i].
+LogicalResult importGradient(NodeImporter &n) {
+  SmallVector<std::string> xs = n.stringsAttr("xs");
+  SmallVector<std::string> zs = n.stringsAttr("zs");
+  std::string yName = n.stringAttr("y", "");
+  if (xs.empty())
+    return n.fail("attribute 'xs' must name at least one tensor");
+  if (yName.empty())
+    return n.fail("attribute 'y' must name the differentiated tensor");
+  const onnx::NodeProto &node = n.node();
+  if (static_cast<size_t>(node.input_size()) != xs.size() + zs.size())
+    return n.fail("has " + Twine(node.input_size()) + " inputs; 'xs' and 'zs' name " +
+                  Twine(xs.size() + zs.size()));
+  for (size_t i = 0; i < xs.size() + zs.size(); ++i) {
+    const std::string &expected = i < xs.size() ? xs[i] : zs[i - xs.size()];
+    if (node.input(i) != expected)
+      return n.fail("input " + Twine(i) + " is '" + node.input(i) +
+                    "', but 'xs' then 'zs' name '" + expected + "' there");
+  }
+  if (node.output_size() > static_cast<int>(xs.size()))
+    return n.fail("has " + Twine(node.output_size()) +
+                  " outputs for " + Twine(xs.size()) + " xs");
+  Value y = n.graphValue(yName);
+  if (!y)
+    return n.fail("'y' names '" + yName +
+                  "', which no node before this one computes");
+  if (!isa<FloatType>(cast<RankedTensorType>(y.getType()).getElementType()))
+    return n.fail("'y' ('" + yName + "') is not a float tensor");
+  SmallVector<Value> operands{y};
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!isa<FloatType>(n.inputType(i).getElementType()))
+      return n.fail("x '" + xs[i] + "' is not a float tensor");
+    operands.push_back(n.input(i));
+  }
+  FailureOr<SmallVector<Value>> grads =
+      n.makeMulti<GradientOp>(xs.size(), operands);
+  if (failed(grads))
+    return failure();
+  return n.setResults(*grads);
+}
+
 } // namespace
 
 void registerTrainingHandlers(SmallVectorImpl<Handler> &handlers) {
@@ -213,6 +257,9 @@ void registerTrainingHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
       {"ai.onnx.preview.training.Adagrad", 1, importAdagrad, limits},
       {"ai.onnx.preview.training.Adam", 1, importAdam, limits},
+      {"ai.onnx.preview.training.Gradient", 1, importGradient,
+       "float xs and y; y's gradient is that of the sum of its elements; "
+       "the ops between need kiln-autodiff rules"},
       {"ai.onnx.preview.training.Momentum", 1, importMomentum, limits},
   });
 }

@@ -1303,3 +1303,44 @@ func.func @dropout_ratio(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = kiln.dropout %x {ratio = 0.0 : f32} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// gradient: needs at least one x (the generic form: the custom syntax
+// cannot write none).
+func.func @gradient_no_xs(%y: tensor<f32>) {
+  // expected-error @+2 {{kiln.gradient needs at least one x}}
+  // expected-error @+1 {{failed to infer returned types}}
+  "kiln.gradient"(%y) : (tensor<f32>) -> ()
+  return
+}
+
+// -----
+
+// gradient: an x of unknown shape has no zeros to fall back on.
+func.func @gradient_dynamic(%y: tensor<f32>, %x: tensor<?xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{'kiln.gradient' op x #0 has no static shape: 'tensor<?xf32>'}}
+  %g = kiln.gradient %y wrt %x : tensor<f32> wrt tensor<?xf32>
+  return %g : tensor<?xf32>
+}
+
+// -----
+
+// gradient: integer tensors are not differentiated.
+func.func @gradient_int(%y: tensor<f32>, %x: tensor<3xi64>) -> tensor<3xi64> {
+  // expected-error @+1 {{operand #1 must be variadic of ranked tensor of floating-point values}}
+  %g = kiln.gradient %y wrt %x : tensor<f32> wrt tensor<3xi64>
+  return %g : tensor<3xi64>
+}
+
+// -----
+
+// gradient: expanded before fusion, so never inside a region.
+func.func @gradient_in_fusion(%y: tensor<f32>, %x: tensor<3xf32>) -> tensor<3xf32> {
+  %r = kiln.fusion "elementwise" -> tensor<3xf32> {
+    // expected-error @+1 {{'kiln.gradient' op cannot be inside a kiln.fusion (kiln-expand-gradients runs before kiln-fuse)}}
+    %g = kiln.gradient %y wrt %x : tensor<f32> wrt tensor<3xf32>
+    kiln.yield %g : tensor<3xf32>
+  }
+  return %r : tensor<3xf32>
+}

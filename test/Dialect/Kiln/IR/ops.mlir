@@ -725,3 +725,12 @@ func.func @random_ops(%key: tensor<2xi32>, %counter: tensor<4xi32>, %x: tensor<8
   %3 = kiln.dropout %x {ratio = 0.1 : f32} : tensor<8x5xf32>
   return %0, %1, %2, %3 : tensor<8x5xi32>, tensor<4xi32>, tensor<8x5xf32>, tensor<8x5xf32>
 }
+
+// gradient: ONNX Gradient before kiln-expand-gradients; the result types
+// are the xs' (inferred).
+// CHECK-LABEL: func.func @gradient(
+// CHECK:         %{{.*}}:2 = kiln.gradient %{{.*}} wrt %{{.*}}, %{{.*}} : tensor<f32> wrt tensor<4x3xf32>, tensor<3xf32>
+func.func @gradient(%y: tensor<f32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>) -> (tensor<4x3xf32>, tensor<3xf32>) {
+  %g:2 = kiln.gradient %y wrt %w, %b : tensor<f32> wrt tensor<4x3xf32>, tensor<3xf32>
+  return %g#0, %g#1 : tensor<4x3xf32>, tensor<3xf32>
+}

@@ -10,5 +10,6 @@ include "kiln/Dialect/Kiln/IR/KilnReductionOps.td"
 include "kiln/Dialect/Kiln/IR/KilnDataMovementOps.td"
 include "kiln/Dialect/Kiln/IR/KilnStructureOps.td"
 include "kiln/Dialect/Kiln/IR/KilnRandomOps.td"
+include "kiln/Dialect/Kiln/IR/KilnAutodiffOps.td"
 
 #endif // KILN_DIALECT_KILN_IR_KILNOPS_TD

@@ -548,6 +548,38 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
                            "::mlir::ml_program::MLProgramDialect"];
 }
 
+def ExpandGradientsPass : Pass<"kiln-expand-gradients", "mlir::func::FuncOp"> {
+  let summary = "Replace each kiln.gradient (ONNX Gradient) with its backward ops";
+  let description = [{
+    Each `kiln.gradient %y wrt %x0, ...` (the importer's form of
+    `ai.onnx.preview.training` Gradient) becomes the reverse sweep of
+    kiln-autodiff over the ops before it: the values that depend on an
+    `x` are active, the seed of `y` is ones of `y`'s type (so the result is
+    the gradient of the sum of `y`, the plain derivative for a scalar `y`),
+    and each op on the way back applies its vector-Jacobian rule (the same
+    rules as kiln-autodiff). The backward ops are inserted where the
+    `kiln.gradient` was and reuse the forward values; a result whose `x`
+    does not reach `y` is zeros. Gradients expand in program order, so the
+    gradient of a gradient's result (a second derivative) differentiates
+    the first one's backward ops. An op on the path without a rule is an
+    error naming it (and its ONNX node). kilnc runs the pass right after
+    import (the `kiln` phase), so inference, `--gradients` and `--train`
+    all see ordinary kiln ops.
+
+    Example:
+
+    ```mlir
+    %y = kiln.mul %x, %x : ...
+    %s = kiln.reduce sum %y ...
+    %dx = kiln.gradient %s wrt %x : tensor<f32> wrt tensor<3xf32>
+    // becomes
+    %one = kiln.constant dense<1.0> : tensor<f32>
+    ... %dx = kiln.add (kiln.mul %g, %x), (kiln.mul %g, %x)
+    ```
+  }];
+  let dependentDialects = ["::kiln::KilnDialect"];
+}
+
 def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
   let summary = "Build @train_grad: the loss and its gradient for every weight";
   let description = [{

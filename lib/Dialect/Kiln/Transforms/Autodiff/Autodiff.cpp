@@ -67,15 +67,6 @@ std::string initializerName(ml_program::GlobalOp global) {
   return first.str();
 }
 
-/// "'kiln.lrn' (node 'lrn_1')" for error messages: kilnc prints a
-/// diagnostic's text without its location.
-std::string describeOp(Operation *op) {
-  std::string s = "'" + op->getName().getStringRef().str() + "'";
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    s += " (node '" + name.getName().str() + "')";
-  return s;
-}
-
 std::optional<LossKind> parseLoss(StringRef name) {
   return llvm::StringSwitch<std::optional<LossKind>>(name)
       .Case("cross_entropy", LossKind::CrossEntropy)
@@ -330,19 +321,14 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
   llvm::DenseSet<Value> varied;
-  for (Operation *op : forward) {
-    bool active = false;
-    if (auto load = dyn_cast<ml_program::GlobalLoadConstOp>(op))
-      active = weightSymbols.contains(load.getGlobal().getLeafReference());
-    else
-      active = llvm::any_of(op->getOperands(),
-                            [&](Value v) { return varied.contains(v); });
-    if (!active)
-      continue;
-    for (Value result : op->getResults())
-      if (isa<FloatType>(getElementTypeOrSelf(result.getType())))
-        varied.insert(result);
-  }
+  propagateActivity(
+      forward,
+      [&](Operation *op) {
+        auto load = dyn_cast<ml_program::GlobalLoadConstOp>(op);
+        return load &&
+               weightSymbols.contains(load.getGlobal().getLeafReference());
+      },
+      varied);
   if (!varied.contains(*lossValue)) {
     emitError(grad.getLoc())
         << "kiln-autodiff: the loss does not depend on any trainable weight";
@@ -353,52 +339,9 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   llvm::DenseMap<Value, Value> grads;
   grads[*lossValue] = lossSeedArgument ? addLossSeedArgument(grad)
                                        : g.scalar(b.getF32Type(), 1.0);
-  auto accumulate = [&](Value value, Value contribution) {
-    auto [it, inserted] = grads.try_emplace(value, contribution);
-    if (!inserted)
-      it->second = g.add(it->second, contribution);
-  };
-  for (Operation *op : llvm::reverse(forward)) {
-    if (llvm::none_of(op->getResults(),
-                      [&](Value r) { return grads.contains(r); }) ||
-        llvm::none_of(op->getOperands(),
-                      [&](Value v) { return varied.contains(v); }))
-      continue;
-    b.setLoc(op->getLoc());
-    SmallVector<Value> resultGrads;
-    for (Value result : op->getResults()) {
-      Value dy = grads.lookup(result);
-      if (!dy && isa<FloatType>(getElementTypeOrSelf(result.getType())))
-        dy = g.splat(result.getType(), 0.0);
-      resultGrads.push_back(dy);
-    }
-    SmallVector<Value> operandGrads(op->getNumOperands());
-    std::string why;
-    RuleStatus status = applyVjpRule(g, op, resultGrads, operandGrads, why);
-    if (status == RuleStatus::NoRule) {
-      op->emitError() << "kiln-autodiff: no gradient rule for "
-                      << describeOp(op)
-                      << ", which is on the path from the weights to the loss";
-      return fail();
-    }
-    if (status == RuleStatus::Unsupported) {
-      op->emitError() << "kiln-autodiff: cannot differentiate "
-                      << describeOp(op) << ": " << why;
-      return fail();
-    }
-    for (auto [operand, dx] : llvm::zip(op->getOperands(), operandGrads)) {
-      if (!dx || !varied.contains(operand))
-        continue;
-      if (dx.getType() != operand.getType()) {
-        op->emitError() << "kiln-autodiff: internal error: the gradient rule "
-                           "of "
-                        << describeOp(op) << " gave " << dx.getType()
-                        << " for an operand of type " << operand.getType();
-        return fail();
-      }
-      accumulate(operand, dx);
-    }
-  }
+  if (failed(backpropagate(g, forward, varied, grads,
+                           {"kiln-autodiff", "the weights to the loss"})))
+    return fail();
 
   // 5. Results: the loss, then one gradient per weight.
   b.setLoc(grad.getLoc());

@@ -15,6 +15,9 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mlir::func {
 class FuncOp;
@@ -115,6 +118,33 @@ RuleStatus applyVjpRule(GradBuilder &g, mlir::Operation *op,
                         llvm::ArrayRef<mlir::Value> resultGrads,
                         llvm::MutableArrayRef<mlir::Value> operandGrads,
                         std::string &why);
+
+/// "'kiln.lrn' (node 'lrn_1')" for error messages: kilnc prints a
+/// diagnostic's text without its location.
+std::string describeOp(mlir::Operation *op);
+
+/// Adds to `varied` the float results of every op of `ops` (program order)
+/// that `isSource` accepts or that reads a varied value.
+void propagateActivity(llvm::ArrayRef<mlir::Operation *> ops,
+                       llvm::function_ref<bool(mlir::Operation *)> isSource,
+                       llvm::DenseSet<mlir::Value> &varied);
+
+/// Who is sweeping, for the errors: "<pass>: no gradient rule for 'op',
+/// which is on the path from <path>".
+struct SweepMessages {
+  llvm::StringRef pass;
+  llvm::StringRef path;
+};
+
+/// The reverse sweep: visits `ops` (program order) backwards and, for each
+/// op with a gradient on a result and a varied operand, adds its operands'
+/// gradients (its family's rule, Vjp.h) to `grads`, summing over uses.
+/// `grads` holds the seeds on entry. An op without a rule is an error.
+mlir::LogicalResult backpropagate(GradBuilder &g,
+                                  llvm::ArrayRef<mlir::Operation *> ops,
+                                  const llvm::DenseSet<mlir::Value> &varied,
+                                  llvm::DenseMap<mlir::Value, mlir::Value> &grads,
+                                  const SweepMessages &messages);
 
 /// A state a training step writes besides the weights: the new value of a
 /// global (a batch norm's running mean or variance).
