@@ -32,6 +32,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -331,6 +332,52 @@ uint64_t threadsOf(gpu::LaunchFuncOp launch) {
   return threads;
 }
 
+/// "bf16" for BF16Type etc. (the runtime's dtype names).
+std::string typeName(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+/// Appends `type` to `list` unless it is there.
+void addType(SmallVectorImpl<std::string> &list, Type type) {
+  std::string name = typeName(type);
+  if (!llvm::is_contained(list, name))
+    list.push_back(name);
+}
+
+/// KernelLaunchStats::precision from the float types read, written and
+/// computed with (empty `computed`: a precompiled kernel).
+std::string describePrecision(ArrayRef<std::string> read,
+                              ArrayRef<std::string> written,
+                              ArrayRef<std::string> computed) {
+  if (read.empty() && written.empty() && computed.empty())
+    return "int";
+  std::string io = llvm::join(read, ",");
+  if (!llvm::equal(read, written))
+    io += "->" + llvm::join(written, ",");
+  if (computed.empty() || llvm::equal(computed, read))
+    return io;
+  return io + " compute " + llvm::join(computed, ",");
+}
+
+/// The float types of a kernel body's arithmetic (arith/math results,
+/// conversions excluded), in order of appearance.
+void computeTypes(gpu::GPUFuncOp kernel, SmallVectorImpl<std::string> &types) {
+  kernel.walk([&](Operation *op) {
+    if (op->getNumResults() != 1 ||
+        !isa<arith::ArithDialect, math::MathDialect>(op->getDialect()) ||
+        isa<arith::ConstantOp, arith::ExtFOp, arith::TruncFOp,
+            arith::SIToFPOp, arith::UIToFPOp, arith::BitcastOp,
+            arith::SelectOp>(op))
+      return;
+    Type type = getElementTypeOrSelf(op->getResult(0).getType());
+    if (isa<FloatType>(type))
+      addType(types, type);
+  });
+}
+
 } // namespace
 
 KernelStats estimateKernelStats(ModuleOp module) {
@@ -344,6 +391,7 @@ KernelStats estimateKernelStats(ModuleOp module) {
       // it writes and how many FLOPs it does.
       KernelLaunchStats entry;
       entry.kernel = launch.getKernelName().str();
+      SmallVector<std::string> readTypes, writtenTypes;
       auto written = launch->getAttrOfType<DenseI32ArrayAttr>(
           "kiln.written_operands");
       for (auto [i, operand] : llvm::enumerate(launch.getKernelOperands())) {
@@ -355,7 +403,10 @@ KernelStats estimateKernelStats(ModuleOp module) {
         bool isWritten = written && llvm::is_contained(written.asArrayRef(),
                                                        static_cast<int32_t>(i));
         (isWritten ? entry.bytesWritten : entry.bytesRead) += bytes;
+        if (isa<FloatType>(type.getElementType()))
+          addType(isWritten ? writtenTypes : readTypes, type.getElementType());
       }
+      entry.precision = describePrecision(readTypes, writtenTypes, {});
       if (auto flops = launch->getAttrOfType<IntegerAttr>("kiln.flops"))
         entry.flops = flops.getValue().getZExtValue();
       stats.bytesRead += entry.bytesRead;
@@ -366,6 +417,7 @@ KernelStats estimateKernelStats(ModuleOp module) {
     }
     KernelLaunchStats entry;
     entry.kernel = kernel.getName().str();
+    SmallVector<std::string> readTypes, writtenTypes;
     for (BlockArgument arg : kernel.getArguments()) {
       auto type = dyn_cast<MemRefType>(arg.getType());
       if (!type || !type.hasStaticShape())
@@ -376,7 +428,16 @@ KernelStats estimateKernelStats(ModuleOp module) {
       classifyAccess(arg, read, written);
       entry.bytesRead += read ? bytes : 0;
       entry.bytesWritten += written ? bytes : 0;
+      if (isa<FloatType>(type.getElementType())) {
+        if (read)
+          addType(readTypes, type.getElementType());
+        if (written)
+          addType(writtenTypes, type.getElementType());
+      }
     }
+    SmallVector<std::string> computed;
+    computeTypes(kernel, computed);
+    entry.precision = describePrecision(readTypes, writtenTypes, computed);
     if (!kernel.getBody().empty())
       entry.flops = static_cast<uint64_t>(
           std::llround(flopsPerThread(kernel.getBody().front()) *

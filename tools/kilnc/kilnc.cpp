@@ -643,7 +643,9 @@ void printStaticEstimate(const kiln::KernelStats &fused,
      << " (per kernel: bytes moved at the DRAM bandwidth, FLOPs as written at "
         "the fp32 peak, plus launch overhead; no caches, coalescing or "
         "occupancy, so a lower bound; kiln-run --device emu --profile "
-        "estimates from the emulator's counts):\n";
+        "estimates from the emulator's counts; last column: the float types "
+        "read->written, and computed with in generated kernels, the template "
+        "kernels' MMA under contraction regions):\n";
   auto total = [&](const kiln::KernelStats &stats) {
     double seconds = 0;
     for (const kiln::KernelLaunchStats &launch : stats.launches)
@@ -656,12 +658,13 @@ void printStaticEstimate(const kiln::KernelStats &fused,
   for (const kiln::KernelLaunchStats &launch : fused.launches) {
     rt::StaticEstimate estimate = rt::estimateStatic(
         *figures, launch.bytesRead + launch.bytesWritten, launch.flops);
-    os << llvm::format("  %-32s bytes %12llu  flops %14llu  %10.2f us  %s\n",
+    os << llvm::format("  %-32s bytes %12llu  flops %14llu  %10.2f us  %-7s %s\n",
                        launch.kernel.c_str(),
                        (unsigned long long)(launch.bytesRead +
                                             launch.bytesWritten),
                        (unsigned long long)launch.flops, estimate.seconds * 1e6,
-                       std::string(estimate.bound).c_str());
+                       std::string(estimate.bound).c_str(),
+                       launch.precision.c_str());
   }
   os << llvm::format("static estimate total: %.2f us (unfused: %.2f us), "
                      "flops %llu\n",

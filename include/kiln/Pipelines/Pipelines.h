@@ -151,6 +151,11 @@ struct KernelLaunchStats {
   /// of their loops. Guarded code counts as run by every thread (an upper
   /// bound); loops with a non-constant bound count once.
   uint64_t flops = 0;
+  /// The precision it runs in: the float element types of the buffers it
+  /// reads and writes ("bf16->f32", or "f32" when they agree) and, for a
+  /// generated kernel, of the float arithmetic in its body ("compute f32");
+  /// "int" when it touches no float.
+  std::string precision;
 };
 
 struct KernelStats {
