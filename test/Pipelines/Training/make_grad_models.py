@@ -259,7 +259,24 @@ def data_movement():
         opset=18)
 
 
-MODELS = {"mlp": mlp, "conv": conv, "conv-transpose": conv_transpose,
+def pads():
+    """Reflect then edge padding of a weight (asymmetric pads on H and W,
+    as wide as reflect allows on one side), times a weight so every
+    copied element weighs differently."""
+    return model(
+        [helper.make_node("Pad", ["W", "rpads"], ["r"], mode="reflect"),
+         helper.make_node("Pad", ["r", "epads"], ["e"], mode="edge"),
+         helper.make_node("Mul", ["e", "P"], ["m"]),
+         helper.make_node("Add", ["m", "x"], ["y"])],
+        [("x", TensorProto.FLOAT, [2, 3, 10, 12])],
+        [("y", TensorProto.FLOAT, [2, 3, 10, 12])],
+        [weight("W", [2, 3, 4, 5]), weight("P", [2, 3, 10, 12]),
+         const("rpads", [0, 0, 3, 1, 0, 0, 1, 4]),
+         const("epads", [0, 0, 2, 0, 0, 0, 0, 2])],
+        opset=18)
+
+
+MODELS = {"pads": pads, "mlp": mlp, "conv": conv, "conv-transpose": conv_transpose,
           "pooling": pooling, "norms": norms,
           "softmax-reduce": softmax_reduce, "data-movement": data_movement, "elementwise": elementwise,
           "batched-matmul": batched_matmul, "own-loss": own_loss, "onnx-sce": onnx_sce,

@@ -648,8 +648,9 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
       ceil mode and `count_include_pad` included) and `global_pool`;
       `reshape`, `transpose`, `broadcast`, `concat`, `split`, `slice`
       (any steps: the gradient is put back with zeros between),
-      constant `pad`, `tile`, `gather` (scatter-add into the table, so
-      repeated ids sum) and `gather_elements`; `reduce` (sum, mean, max,
+      `pad` (constant, reflect and edge: each padded slab is added back
+      onto the element it copies), `tile`, `gather` (scatter-add into the
+      table, so repeated ids sum) and `gather_elements`; `reduce` (sum, mean, max,
       min), `softmax` and `log_softmax`. Gradients of a value with several
       uses are summed.
     - **Rematerialisation** (`rematerialize`, off by default). An

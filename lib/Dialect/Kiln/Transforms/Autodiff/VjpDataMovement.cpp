@@ -3,7 +3,8 @@
 // Data movement is linear, so each gradient is the adjoint movement:
 // reshape back, transpose by the inverse permutation, sum a broadcast back,
 // slice a concat's gradient apart and concatenate a split's, put a slice's
-// gradient back in place (zeros between the steps), crop a constant pad's,
+// gradient back in place (zeros between the steps), crop a pad's (adding a reflect or
+// edge pad's slabs back onto the elements they copy),
 // sum a tile's tiles, and scatter-add a gather's into zeros of the table.
 //
 //===----------------------------------------------------------------------===//
@@ -65,6 +66,61 @@ Value gatherTableGrad(GradBuilder &g, GatherOp op, Value dy) {
                                            /*axis=*/1, ScatterReduction::Add);
   return g.reshape(summed, table.getShape());
 }
+/// The gradient of a pad: the interior of `dy`, plus, for reflect and edge
+/// pads, each padded slab added onto the input element it copies. Pads are
+/// separable (the result is padded one axis after another), so axis by
+/// axis: along axis d (input size n, pads lo/hi), edge pads copy element 0
+/// lo times and element n-1 hi times (their slabs are summed onto those);
+/// reflect pads copy elements lo..1 and n-2..n-1-hi (the slabs, reversed,
+/// land on those positions).
+Value padAdjoint(GradBuilder &g, PadOp p, Value dy) {
+  RankedTensorType inType = cast<RankedTensorType>(p.getInput().getType());
+  int64_t rank = inType.getRank();
+  ArrayRef<int64_t> low = p.getLow(), high = p.getHigh();
+  Value current = dy;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t n = inType.getDimSize(d), lo = low[d], hi = high[d];
+    if (lo == 0 && hi == 0)
+      continue;
+    auto type = cast<RankedTensorType>(current.getType());
+    SmallVector<int64_t> starts(rank, 0), limits(type.getShape()),
+        steps(rank, 1), zeros(rank, 0);
+    // The slab [from, to) of `current` along d, walked with `step`.
+    auto slab = [&](int64_t from, int64_t to, int64_t step) {
+      SmallVector<int64_t> st(starts), lim(limits), sp(steps);
+      st[d] = step > 0 ? from : to - 1;
+      lim[d] = step > 0 ? to : from - 1;
+      sp[d] = step;
+      return g.slice(current, st, lim, sp);
+    };
+    // `value` (extent k along d) placed at [at, at + k) of n, zeros around.
+    auto place = [&](Value value, int64_t at) {
+      int64_t k = cast<RankedTensorType>(value.getType()).getDimSize(d);
+      SmallVector<int64_t> l(zeros), h(zeros);
+      l[d] = at;
+      h[d] = n - at - k;
+      return g.pad(value, l, h);
+    };
+    Value grad = slab(lo, lo + n, 1);
+    if (p.getMode() == PadMode::Edge) {
+      SmallVector<int64_t> axis{d};
+      if (lo > 0)
+        grad = g.add(grad, place(g.sumKeep(slab(0, lo, 1), axis), 0));
+      if (hi > 0)
+        grad = g.add(grad,
+                     place(g.sumKeep(slab(lo + n, lo + n + hi, 1), axis), n - 1));
+    } else if (p.getMode() == PadMode::Reflect) {
+      // Output j < lo copies element lo - j; j = lo + n + t copies n - 2 - t.
+      if (lo > 0)
+        grad = g.add(grad, place(slab(0, lo, -1), 1));
+      if (hi > 0)
+        grad = g.add(grad, place(slab(lo + n, lo + n + hi, -1), n - 1 - hi));
+    }
+    current = grad;
+  }
+  return current;
+}
+
 } // namespace
 
 RuleStatus dataMovementVjp(GradBuilder &g, Operation *op,
@@ -110,18 +166,7 @@ RuleStatus dataMovementVjp(GradBuilder &g, Operation *op,
         return RuleStatus::Applied;
       })
       .Case([&](PadOp p) -> RuleStatus {
-        if (p.getMode() != PadMode::Constant) {
-          why = "only constant padding (reflect and edge pads have no "
-                "gradient rule yet)";
-          return RuleStatus::Unsupported;
-        }
-        RankedTensorType inType = typeOf(p.getInput());
-        SmallVector<int64_t> starts(p.getLow()), limits, steps;
-        for (int64_t d = 0; d < inType.getRank(); ++d) {
-          limits.push_back(starts[d] + inType.getDimSize(d));
-          steps.push_back(1);
-        }
-        operandGrads[0] = g.slice(resultGrads[0], starts, limits, steps);
+        operandGrads[0] = padAdjoint(g, p, resultGrads[0]);
         return RuleStatus::Applied;
       })
       .Case([&](TileOp t) {
