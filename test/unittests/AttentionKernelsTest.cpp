@@ -4,9 +4,11 @@
 // generate must compile (NVRTC) and pass ptxas for sm_80 and sm_90: head
 // dimensions 32 to 256 (on and off the padded shared-memory width), bf16,
 // f16 and f32, causal tile skipping, grouped K/V heads, strided operands
-// and a generated score body with a mask pointer. Its numerics are checked
-// through the compiler against float64 by
-// test/Target/CUDA/attention-kernels.test.
+// and a generated score body with a mask pointer; and the sm_90a wgmma
+// variant's for sm_90a (one and two consumer warpgroups, operands only
+// 2-byte aligned). Its numerics are checked through the compiler against
+// float64 by test/Target/CUDA/attention-kernels.test (wgmma) and
+// attention-kernels-mma-sync.test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,6 +99,82 @@ TEST(AttentionKernelsTest, VariantsPassPtxasOnSm80AndSm90) {
   }
 }
 
+TEST(AttentionKernelsTest, WgmmaVariantsPassPtxasOnSm90a) {
+  if (runtime::Error err = nvrtc::available())
+    GTEST_SKIP() << err.message();
+  if (ptxasPath().empty())
+    GTEST_SKIP() << "ptxas not found";
+  struct Variant {
+    uint64_t d, seqQ;
+    DType in;
+    bool causal, grouped, masked, unaligned;
+  };
+  for (Variant v : {Variant{32, 100, DType::BF16, false, false, true, false},
+                    Variant{64, 100, DType::F16, true, false, false, false},
+                    Variant{64, 40, DType::BF16, false, false, false, true},
+                    Variant{96, 100, DType::BF16, false, true, false, false},
+                    Variant{128, 100, DType::BF16, true, false, true, false},
+                    Variant{128, 1, DType::F16, false, true, false, false},
+                    Variant{256, 100, DType::F16, true, true, false, false}}) {
+    AttentionProblem p = problem(v.d, v.in, v.seqQ);
+    p.causalSkip = v.causal;
+    p.causalOffset = 200;
+    if (v.grouped)
+      p.keyHeadGroup = p.valueHeadGroup = 2;
+    if (v.unaligned)
+      p.alignQ = p.alignK = p.alignV = 2;
+    AttentionBodies bodies;
+    if (v.masked) {
+      bodies.score = "  return acc * 0.125f + ((const float *)extra0)[(batch "
+                     "/ 4) * 300 + col];";
+      bodies.scoreOperands = {"score0"};
+    }
+    GenerateOptions options;
+    options.smVersion = 90;
+    options.name = "attn";
+    AttentionConfig config = pickAttentionConfig(p, 90, true);
+    ASSERT_TRUE(config.wgmma) << config.describe(p);
+    // Two consumer warpgroups (128 rows) when the queries need them and
+    // the head fits their registers.
+    const uint32_t rows = v.seqQ > 64 && v.d <= 128 ? 128 : 64;
+    EXPECT_EQ(config.blockM, rows);
+    auto kernels = generateAttention(p, config, bodies, options);
+    ASSERT_TRUE(bool(kernels))
+        << config.describe(p) << ": " << kernels.error().message();
+    const GemmKernel &k = kernels->kernels[0];
+    EXPECT_EQ(k.block.x, 128 + rows * 2);
+    EXPECT_EQ(k.grid.x, (v.seqQ + rows - 1) / rows);
+    EXPECT_EQ(k.grid.y, 8u);
+    EXPECT_LE(k.dynamicSharedBytes, 227u * 1024);
+    EXPECT_EQ(runPtxas(k.ptx, "sm_90"), "") << config.describe(p);
+    EXPECT_NE(k.ptx.find(".target sm_90a"), std::string::npos);
+    EXPECT_NE(k.ptx.find("wgmma.mma_async.sync.aligned.m64n64k16"),
+              std::string::npos);
+    const std::string values = "wgmma.mma_async.sync.aligned.m64n" +
+                               std::to_string((v.d + 63) / 64 * 64) + "k16";
+    EXPECT_NE(k.ptx.find(values), std::string::npos) << values;
+    EXPECT_EQ(k.ptx.find("mma.sync"), std::string::npos);
+    EXPECT_EQ(k.ptx.find("setmaxnreg") != std::string::npos, rows == 128);
+  }
+}
+
+TEST(AttentionKernelsTest, WgmmaNeedsSm90AndSixteenBitInputs) {
+  AttentionProblem p = problem(64, DType::BF16);
+  EXPECT_FALSE(pickAttentionConfig(p, 90, false).wgmma);
+  EXPECT_FALSE(pickAttentionConfig(p, 80, true).wgmma);
+  EXPECT_FALSE(pickAttentionConfig(problem(64, DType::F32), 90, true).wgmma);
+  EXPECT_EQ(wgmmaUnsupportedReason(problem(64, DType::F32)), "f32 inputs");
+  AttentionConfig config = pickAttentionConfig(p, 90, true);
+  GenerateOptions options;
+  options.smVersion = 80;
+  options.name = "attn";
+  auto source = generateAttentionSource(p, config, {}, options);
+  ASSERT_FALSE(bool(source));
+  EXPECT_EQ(source.error().message(),
+            "attention attn_wgmma_f16 128x64 w12 s4 d64: wgmma needs sm_90, "
+            "not sm_80");
+}
+
 TEST(AttentionKernelsTest, UnsupportedProblemsSayWhy) {
   EXPECT_EQ(unsupportedReason(problem(64, DType::BF16)), "");
   EXPECT_EQ(unsupportedReason(problem(72, DType::BF16)),
@@ -120,6 +198,17 @@ TEST(AttentionKernelsTest, ConfigsBySize) {
   EXPECT_EQ(pickAttentionConfig(problem(64, DType::F32)).describe(
                 problem(64, DType::F32)),
             "attn_simt_f32 16x32 w4 d64");
+  // wgmma: the deepest ring up to 4 stages that fits 227 KiB; d256 has one
+  // consumer warpgroup (64 rows) and 3 stages.
+  EXPECT_EQ(pickAttentionConfig(problem(64, DType::BF16), 90, true)
+                .describe(problem(64, DType::BF16)),
+            "attn_wgmma_f16 128x64 w12 s4 d64");
+  EXPECT_EQ(pickAttentionConfig(problem(64, DType::BF16, 64), 90, true)
+                .describe(problem(64, DType::BF16, 64)),
+            "attn_wgmma_f16 64x64 w8 s4 d64");
+  EXPECT_EQ(pickAttentionConfig(problem(256, DType::F16), 90, true)
+                .describe(problem(256, DType::F16)),
+            "attn_wgmma_f16 64x64 w8 s3 d256");
 }
 
 } // namespace
