@@ -147,6 +147,16 @@ KILN_INLINE u32 pack(float lo, float hi) {
   return Cfg::BF16 ? packBf16(lo, hi) : packF16(lo, hi);
 }
 
+/// Stores output elements i and i + 1 (i even, so the pair is aligned) as
+/// one 8- or 4-byte store of the output dtype (codes as in storeOut).
+KILN_INLINE void storePair(void *out, i64 i, float v0, float v1) {
+  if (Cfg::OUT_CODE == 1)
+    *(float2 *)((float *)out + i) = make_float2(v0, v1);
+  else
+    *(u32 *)((u16 *)out + i) =
+        Cfg::OUT_CODE == 2 ? packF16(v0, v1) : packBf16(v0, v1);
+}
+
 KILN_INLINE void attention(const void *qPtr, const void *kPtr,
                            const void *vPtr, void *oPtr, const ScoreArgs &sa,
                            const OutputArgs &oa) {
@@ -324,16 +334,18 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
     const int row = rowBase + 8 * h;
     if (row >= (int)Cfg::SQ)
       continue;
+    // Columns 2t, 2t + 1 of each 8: one paired store (DV is a multiple of
+    // 16, so a pair is inside the row and aligned).
 #pragma unroll
-    for (int j = 0; j < Cfg::NV / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 8 * j + 2 * t + e;
-        if (Cfg::NV != Cfg::DV && col >= Cfg::DV)
-          continue;
-        float v = kilnOutput(p.batch, row, col, o[4 * j + 2 * h + e] * inv, oa);
-        storeOut<Cfg::OUT_CODE>(p.o, (i64)row * Cfg::DV + col, v);
-      }
+    for (int j = 0; j < Cfg::NV / 8; ++j) {
+      const int col = 8 * j + 2 * t;
+      if (Cfg::NV != Cfg::DV && col >= Cfg::DV)
+        continue;
+      float v0 = kilnOutput(p.batch, row, col, o[4 * j + 2 * h] * inv, oa);
+      float v1 =
+          kilnOutput(p.batch, row, col + 1, o[4 * j + 2 * h + 1] * inv, oa);
+      storePair(p.o, (i64)row * Cfg::DV + col, v0, v1);
+    }
   }
 }
 
