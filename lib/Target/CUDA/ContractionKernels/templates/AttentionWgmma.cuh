@@ -157,6 +157,32 @@ KILN_INLINE void storePair(void *out, i64 i, float v0, float v1) {
         Cfg::OUT_CODE == 2 ? packF16(v0, v1) : packBf16(v0, v1);
 }
 
+/// The scores of a consumer thread's 32 S accumulators (accumulator
+/// 4j + 2h + e: row rowBase + 8h, key n0 + 8j + 2t + e): kilnScore, and on
+/// a tile at the edge (Edge) -inf past the last key and 0 past the last
+/// query row (whose mask operands may not exist).
+template <bool Edge>
+KILN_INLINE void scores(float (&sc)[kSAccs], unsigned batch, int rowBase,
+                        int n0, int t, const ScoreArgs &sa) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = rowBase + 8 * h;
+#pragma unroll
+    for (int j = 0; j < Cfg::BN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = n0 + 8 * j + 2 * t + e;
+        float &x = sc[4 * j + 2 * h + e];
+        if (!Edge)
+          x = kilnScore(batch, row, col, x, sa);
+        else
+          x = col >= (int)Cfg::SK ? kNegInf
+              : row < (int)Cfg::SQ ? kilnScore(batch, row, col, x, sa)
+                                   : 0.0f;
+      }
+  }
+}
+
 KILN_INLINE void attention(const void *qPtr, const void *kPtr,
                            const void *vPtr, void *oPtr, const ScoreArgs &sa,
                            const OutputArgs &oa) {
@@ -260,35 +286,36 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
     if (kt > 0)
       mbarrierArrive(emptyBars + 8 * previous);
 
-    // Scores, then the online softmax of rows g and g + 8 (accumulator
-    // 4j + 2h + e: row 16w + g + 8h, key 8j + 2t + e).
+    // Scores (the edge checks only on the last key tile and the last
+    // query block, when the lengths are not tile multiples), then the
+    // online softmax of rows g and g + 8.
+    const bool edge =
+        (Cfg::SK % Cfg::BN != 0 && n0 + Cfg::BN > (int)Cfg::SK) ||
+        (Cfg::SQ % Cfg::BM != 0 && m0 + Cfg::BM > (int)Cfg::SQ);
+    if (edge)
+      scores<true>(sc, p.batch, rowBase, n0, t, sa);
+    else
+      scores<false>(sc, p.batch, rowBase, n0, t, sa);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = rowBase + 8 * h;
       float mx = kNegInf;
 #pragma unroll
       for (int j = 0; j < Cfg::BN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = n0 + 8 * j + 2 * t + e;
-          float &x = sc[4 * j + 2 * h + e];
-          x = col >= (int)Cfg::SK ? kNegInf
-              : row < (int)Cfg::SQ ? kilnScore(p.batch, row, col, x, sa)
-                                   : 0.0f;
-          mx = fmaxf(mx, x);
-        }
+        mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float mNew = fmaxf(mRow[h], mx);
       const float mUse = mNew == kNegInf ? 0.0f : mNew;
       const float alpha = flash::exp2Approx((mRow[h] - mUse) * flash::kLog2e);
+      // exp(x - m) = 2^(x log2e - m log2e): one FFMA and one ex2 a score.
+      const float mLog2 = mUse * flash::kLog2e;
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < Cfg::BN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float &x = sc[4 * j + 2 * h + e];
-          x = flash::exp2Approx((x - mUse) * flash::kLog2e);
+          x = flash::exp2Approx(fmaf(x, flash::kLog2e, -mLog2));
           sum += x;
         }
       lRow[h] = lRow[h] * alpha + sum;
