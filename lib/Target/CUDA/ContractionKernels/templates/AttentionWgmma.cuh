@@ -21,9 +21,11 @@
 //         from registers (the m16n8 C layout of two adjacent 8-key tiles is
 //         the m16k16 A layout), V through an MN-major (transposed)
 //         descriptor: V's rows are keys, the product's K dimension.
-//     The P V group of tile t stays in flight while the consumer waits for
-//     tile t + 1 and issues its S = Q K^T; the wait that retires both hands
-//     tile t's stage back (`empty`, count: every consumer thread).
+//     The two products of neighbouring tiles overlap the softmax: per tile
+//     t the consumer issues S(t + 1) and P V(t), waits for S(t + 1) alone
+//     (groups retire in order) and runs its softmax while P V(t) is on the
+//     tensor cores, then waits for P V(t), hands stage t back (`empty`,
+//     count: every consumer thread), rescales O and packs P(t + 1).
 //   - with two consumers `setmaxnreg` moves registers from the producer to
 //     the consumers (56 / 224 a thread, as the GEMM).
 //
@@ -128,8 +130,8 @@ KILN_INLINE void wgmmaFence() {
 KILN_INLINE void wgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
-KILN_INLINE void wgmmaWaitAll() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+template <int N> KILN_INLINE void wgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 /// Keeps the compiler from moving accumulator accesses across the
 /// asynchronous MMAs that own the registers.
@@ -180,6 +182,87 @@ KILN_INLINE void scores(float (&sc)[kSAccs], unsigned batch, int rowBase,
               : row < (int)Cfg::SQ ? kilnScore(batch, row, col, x, sa)
                                    : 0.0f;
       }
+  }
+}
+
+/// Issues S = Q K^T of the tile in `stage` into `sc` (one commit group).
+KILN_INLINE void issueScores(float (&sc)[kSAccs], u64 descQ, u32 stage) {
+  const u64 descK = descriptor(stage, 16, 1024);
+  fenceRegisters(sc);
+  wgmmaFence();
+#pragma unroll
+  for (int ks = 0; ks < Cfg::D / 16; ++ks)
+    wgmmaScores(sc, descQ + kMajorStep(ks), descK + kMajorStep(ks),
+                ks > 0 ? 1u : 0u);
+  wgmmaCommit();
+}
+
+/// Issues O += P V of the tile in `stage` (one commit group): keys
+/// 16kk..16kk+15 of P are A registers, V a transposed descriptor 16 key
+/// rows (2 KiB) on per step.
+KILN_INLINE void issueValues(float (&o)[kOAccs], const u32 (&a)[Cfg::BN / 16][4],
+                             u32 stage) {
+  const u64 descV = descriptor(stage + kKBytes, 8192, 1024);
+  fenceRegisters(o);
+  wgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::BN / 16; ++kk)
+    wgmmaValues(o, a[kk], descV + (u64)((kk * 2048) >> 4));
+  wgmmaCommit();
+  fenceRegisters(o);
+}
+
+/// The scores of key tile n0 (the edge checks only on the last key tile
+/// and the last query block, when the lengths are not tile multiples),
+/// then the online softmax of rows g and g + 8: `sc` becomes P (fp32), the
+/// running max and sum move on, and alpha[h] is what O must be scaled by.
+KILN_INLINE void softmaxTile(float (&sc)[kSAccs], float (&mRow)[2],
+                             float (&lRow)[2], float (&alpha)[2],
+                             unsigned batch, int m0, int rowBase, int n0, int t,
+                             const ScoreArgs &sa) {
+  const bool edge = (Cfg::SK % Cfg::BN != 0 && n0 + Cfg::BN > (int)Cfg::SK) ||
+                    (Cfg::SQ % Cfg::BM != 0 && m0 + Cfg::BM > (int)Cfg::SQ);
+  if (edge)
+    scores<true>(sc, batch, rowBase, n0, t, sa);
+  else
+    scores<false>(sc, batch, rowBase, n0, t, sa);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = kNegInf;
+#pragma unroll
+    for (int j = 0; j < Cfg::BN / 8; ++j)
+      mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mNew = fmaxf(mRow[h], mx);
+    const float mUse = mNew == kNegInf ? 0.0f : mNew;
+    alpha[h] = flash::exp2Approx((mRow[h] - mUse) * flash::kLog2e);
+    // exp(x - m) = 2^(x log2e - m log2e): one FFMA and one ex2 a score.
+    const float mLog2 = mUse * flash::kLog2e;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < Cfg::BN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float &x = sc[4 * j + 2 * h + e];
+        x = flash::exp2Approx(fmaf(x, flash::kLog2e, -mLog2));
+        sum += x;
+      }
+    lRow[h] = lRow[h] * alpha[h] + sum;
+    mRow[h] = mNew;
+  }
+}
+
+/// P (fp32 in `sc`) rounded to the input type as wgmma's A registers: the
+/// m16n8 C layout of keys 16kk..16kk+7 and 16kk+8..16kk+15 is the m16k16 A
+/// layout.
+KILN_INLINE void packP(const float (&sc)[kSAccs], u32 (&a)[Cfg::BN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < Cfg::BN / 16; ++kk) {
+    a[kk][0] = pack(sc[8 * kk], sc[8 * kk + 1]);
+    a[kk][1] = pack(sc[8 * kk + 2], sc[8 * kk + 3]);
+    a[kk][2] = pack(sc[8 * kk + 4], sc[8 * kk + 5]);
+    a[kk][3] = pack(sc[8 * kk + 6], sc[8 * kk + 7]);
   }
 }
 
@@ -261,96 +344,57 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
 #pragma unroll
   for (int i = 0; i < kSAccs; ++i)
     sc[i] = 0.0f;
-  float mRow[2] = {kNegInf, kNegInf}, lRow[2] = {0.0f, 0.0f};
+  float mRow[2] = {kNegInf, kNegInf}, lRow[2] = {0.0f, 0.0f}, alpha[2];
+  u32 a[Cfg::BN / 16][4]; // P of the tile whose P V is next
 
-  int s = 0, previous = 0;
+  // Tile t + 1's S = Q K^T and tile t's P V are in flight together, and
+  // the softmax of tile t + 1 runs while P V of tile t does: per tile,
+  // issue S(t + 1), issue P V(t), wait for S(t + 1) (groups retire in
+  // order), its softmax, wait for P V(t), hand stage t back, rescale O and
+  // pack P(t + 1).
+  if (tiles > 0) {
+    mbarrierWait(fullBars, 0);
+    fenceProxyAsync();
+    issueScores(sc, descQ, stages);
+    wgmmaWait<0>();
+    fenceRegisters(sc);
+    softmaxTile(sc, mRow, lRow, alpha, p.batch, m0, rowBase, 0, t, sa);
+    packP(sc, a);
+  }
+  int s = 0;
   u32 parity = 0;
   for (int kt = 0; kt < tiles; ++kt) {
-    mbarrierWait(fullBars + 8 * s, parity);
-    fenceProxyAsync();
-    const u32 stage = stages + s * kStageBytes;
-    const int n0 = kt * Cfg::BN;
-
-    // S = Q K^T; the wait retires it and the previous tile's P V.
-    const u64 descK = descriptor(stage, 16, 1024);
-    fenceRegisters(sc);
-    wgmmaFence();
-#pragma unroll
-    for (int ks = 0; ks < Cfg::D / 16; ++ks)
-      wgmmaScores(sc, descQ + kMajorStep(ks), descK + kMajorStep(ks),
-                  ks > 0 ? 1u : 0u);
-    wgmmaCommit();
-    wgmmaWaitAll();
-    fenceRegisters(sc);
+    const int next = s + 1 == Cfg::STAGES ? 0 : s + 1;
+    const u32 nextParity = next == 0 ? parity ^ 1 : parity;
+    const bool more = kt + 1 < tiles;
+    if (more) {
+      mbarrierWait(fullBars + 8 * next, nextParity);
+      fenceProxyAsync();
+      issueScores(sc, descQ, stages + next * kStageBytes);
+    }
+    issueValues(o, a, stages + s * kStageBytes);
+    if (more) {
+      wgmmaWait<1>();
+      fenceRegisters(sc);
+      softmaxTile(sc, mRow, lRow, alpha, p.batch, m0, rowBase,
+                  (kt + 1) * Cfg::BN, t, sa);
+    }
+    wgmmaWait<0>();
     fenceRegisters(o);
-    if (kt > 0)
-      mbarrierArrive(emptyBars + 8 * previous);
-
-    // Scores (the edge checks only on the last key tile and the last
-    // query block, when the lengths are not tile multiples), then the
-    // online softmax of rows g and g + 8.
-    const bool edge =
-        (Cfg::SK % Cfg::BN != 0 && n0 + Cfg::BN > (int)Cfg::SK) ||
-        (Cfg::SQ % Cfg::BM != 0 && m0 + Cfg::BM > (int)Cfg::SQ);
-    if (edge)
-      scores<true>(sc, p.batch, rowBase, n0, t, sa);
-    else
-      scores<false>(sc, p.batch, rowBase, n0, t, sa);
+    mbarrierArrive(emptyBars + 8 * s);
+    if (more) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = kNegInf;
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int j = 0; j < Cfg::BN / 8; ++j)
-        mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * h], sc[4 * j + 2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mNew = fmaxf(mRow[h], mx);
-      const float mUse = mNew == kNegInf ? 0.0f : mNew;
-      const float alpha = flash::exp2Approx((mRow[h] - mUse) * flash::kLog2e);
-      // exp(x - m) = 2^(x log2e - m log2e): one FFMA and one ex2 a score.
-      const float mLog2 = mUse * flash::kLog2e;
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < Cfg::BN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float &x = sc[4 * j + 2 * h + e];
-          x = flash::exp2Approx(fmaf(x, flash::kLog2e, -mLog2));
-          sum += x;
+        for (int j = 0; j < Cfg::NV / 8; ++j) {
+          o[4 * j + 2 * h] *= alpha[h];
+          o[4 * j + 2 * h + 1] *= alpha[h];
         }
-      lRow[h] = lRow[h] * alpha + sum;
-      mRow[h] = mNew;
-#pragma unroll
-      for (int j = 0; j < Cfg::NV / 8; ++j) {
-        o[4 * j + 2 * h] *= alpha;
-        o[4 * j + 2 * h + 1] *= alpha;
-      }
+      packP(sc, a);
     }
-
-    // O += P V: keys 16kk..16kk+15 of P are A registers, V a transposed
-    // descriptor 16 key rows (2 KiB) on per step.
-    const u64 descV = descriptor(stage + kKBytes, 8192, 1024);
-    u32 a[Cfg::BN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < Cfg::BN / 16; ++kk) {
-      a[kk][0] = pack(sc[8 * kk], sc[8 * kk + 1]);
-      a[kk][1] = pack(sc[8 * kk + 2], sc[8 * kk + 3]);
-      a[kk][2] = pack(sc[8 * kk + 4], sc[8 * kk + 5]);
-      a[kk][3] = pack(sc[8 * kk + 6], sc[8 * kk + 7]);
-    }
-    fenceRegisters(o);
-    wgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < Cfg::BN / 16; ++kk)
-      wgmmaValues(o, a[kk], descV + (u64)((kk * 2048) >> 4));
-    wgmmaCommit();
-    fenceRegisters(o);
-    previous = s;
-    if (++s == Cfg::STAGES)
-      s = 0, parity ^= 1;
+    s = next;
+    parity = nextParity;
   }
-  wgmmaWaitAll();
-  fenceRegisters(o);
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
