@@ -25,7 +25,8 @@
 //     t the consumer issues S(t + 1) and P V(t), waits for S(t + 1) alone
 //     (groups retire in order) and runs its softmax while P V(t) is on the
 //     tensor cores, then waits for P V(t), hands stage t back (`empty`,
-//     count: every consumer thread), rescales O and packs P(t + 1).
+//     count: every consumer thread), rescales O (skipped by a warp none
+//     of whose rows' maxima grew) and packs P(t + 1).
 //   - with two consumers `setmaxnreg` moves registers from the producer to
 //     the consumers (56 / 224 a thread, as the GEMM).
 //
@@ -236,7 +237,10 @@ KILN_INLINE void softmaxTile(float (&sc)[kSAccs], float (&mRow)[2],
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float mNew = fmaxf(mRow[h], mx);
     const float mUse = mNew == kNegInf ? 0.0f : mNew;
-    alpha[h] = flash::exp2Approx((mRow[h] - mUse) * flash::kLog2e);
+    // An unchanged maximum scales O by exactly 1 (the rescale is skipped).
+    alpha[h] = mNew == mRow[h]
+                   ? 1.0f
+                   : flash::exp2Approx((mRow[h] - mUse) * flash::kLog2e);
     // exp(x - m) = 2^(x log2e - m log2e): one FFMA and one ex2 a score.
     const float mLog2 = mUse * flash::kLog2e;
     float sum = 0.0f;
@@ -383,13 +387,17 @@ KILN_INLINE void attention(const void *qPtr, const void *kPtr,
     fenceRegisters(o);
     mbarrierArrive(emptyBars + 8 * s);
     if (more) {
+      // Once the running maxima settle most tiles leave them unchanged: the
+      // warp skips the rescale when none of its rows' maxima grew.
+      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int j = 0; j < Cfg::NV / 8; ++j) {
-          o[4 * j + 2 * h] *= alpha[h];
-          o[4 * j + 2 * h + 1] *= alpha[h];
-        }
+          for (int j = 0; j < Cfg::NV / 8; ++j) {
+            o[4 * j + 2 * h] *= alpha[h];
+            o[4 * j + 2 * h + 1] *= alpha[h];
+          }
+      }
       packP(sc, a);
     }
     s = next;
