@@ -14,8 +14,9 @@
 # status; table in $OUT/surface.txt).
 # Then scripts/device/attention_bench.py (issue 12; about a minute): the
 # fused attention kernel against torch SDPA (flash) at batch 8, 16 heads,
-# seq 2048, d 128/64, causal and not, bf16/fp16, and the encoder at batch 32
-# with and without it ($OUT/attention.txt). Then the phases, in this order,
+# seq 2048, d 128/64, causal and not, bf16/fp16, on the wgmma and the
+# mma.sync kernel side by side, and the encoder at batch 32 with and
+# without it ($OUT/attention.txt). Then the phases, in this order,
 # each with its own time budget counted from its start (its remaining runs
 # are skipped after it; runs in flight finish):
 #

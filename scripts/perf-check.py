@@ -12,7 +12,7 @@ checked by name:
   coalescing   every memory-bound kernel (below) whose global coalescing
                efficiency (bytes requested / (32 x sectors touched)) is
                below --coalescing-threshold fails;
-  bank         every tensor-core template kernel (kiln_gemm_*) whose
+  bank         every tensor-core template kernel (kiln_gemm_*, kiln_attn_*) whose
                shared-memory bank-conflict replays per shared access exceed
                --bank-threshold fails.
 
@@ -65,6 +65,9 @@ ALL_MODELS = LIGHT + ["encoder", "encoder@--precision=bf16"]
 # coalescing one as the bandwidth-kernel work lands.
 COALESCING_THRESHOLD = 0.12
 BANK_THRESHOLD = 0.35
+# The tensor-core template kernels the bank-conflict check covers: the GEMMs
+# and the fused attention kernel.
+TEMPLATES = ("kiln_gemm_", "kiln_attn_")
 
 
 def light_dir():
@@ -174,7 +177,7 @@ def main():
                     help="kiln-run --profile-sample N (0: full emulation); default 4")
     ap.add_argument("--coalescing-threshold", type=float, default=COALESCING_THRESHOLD)
     ap.add_argument("--bank-threshold", type=float, default=BANK_THRESHOLD,
-                    help="bank-conflict replays per shared access, kiln_gemm_* kernels")
+                    help="bank-conflict replays per shared access, kiln_gemm_*/kiln_attn_* kernels")
     ap.add_argument("--work", help="directory for models, artifacts and profiles (kept)")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse artifacts already in --work instead of recompiling")
@@ -222,9 +225,15 @@ def main():
                               f"{memory * 1e6:.2f} us, compute {compute * 1e6:.2f} us, issue "
                               f"{issue * 1e6:.2f} us; {k['global_bytes_requested']} bytes in "
                               f"{k['global_sectors']} sectors)")
-                if name.startswith("kiln_gemm_") and k["shared_accesses"]:
-                    per_access = k["shared_bank_conflict_replays"] / k["shared_accesses"]
-                    banks.append((per_access, label, name))
+                if name.startswith(TEMPLATES):
+                    # A kernel without ld/st.shared (the wgmma attention
+                    # kernel: cp.async writes and wgmma descriptor reads,
+                    # which the counters do not split into banks) has none.
+                    accesses = k["shared_accesses"]
+                    per_access = (k["shared_bank_conflict_replays"] / accesses
+                                  if accesses else 0.0)
+                    banks.append((per_access, label, name + ("" if accesses else
+                                                             " (no ld/st.shared)")))
                     if per_access > args.bank_threshold:
                         model_fail += 1
                         failures.append(f"{label} {name}")
@@ -232,7 +241,7 @@ def main():
                               f"shared access > {args.bank_threshold:.3f} "
                               f"({k['shared_bank_conflict_replays']} replays, "
                               f"{k['shared_accesses']} accesses)")
-            templates = sum(1 for k in prof["kernels"] if k["kernel"].startswith("kiln_gemm_"))
+            templates = sum(1 for k in prof["kernels"] if k["kernel"].startswith(TEMPLATES))
             print(f"{label}: {len(prof['kernels'])} kernels, {checked} memory-bound checked, "
                   f"{templates} template; {model_fail} failing; prepare {prep_s:.1f} s, "
                   f"profile {run_s:.1f} s (sample {args.sample or 'full'})")

@@ -12,7 +12,9 @@ alone, inputs q, k, v of [batch, heads, seq, d]):
   - attention at batch 8, 16 heads, seq 2048, d 128 and 64, causal (a bool
     tril initializer with Where: the kernel skips key tiles past the
     diagonal) and not, in bf16 and fp16 (--precision, fp32 inputs converted
-    by a small kernel first; only the kiln_attn_ kernel is timed);
+    by a small kernel first; only the kiln_attn_ kernel is timed), each
+    twice: on the sm_90a wgmma kernel (kilnc's default, name suffix
+    -wgmma) and on the mma.sync one (--wgmma=false, suffix -mma);
   - the encoder layer (make_encoder.py) at batch 32 in bf16, with the fused
     attention kernel and without it (--attention-kernels=false: a generic
     score + softmax kernel and a GEMM, as before), plus its input ids;
@@ -26,9 +28,11 @@ TFLOP/s (4 b h sq sk d flops, halved when causal), and the output against
 torch SDPA in fp32 on the same inputs (relative error of the output norm;
 bounds bf16 2e-2, fp16 5e-3); then torch.nn.functional.
 scaled_dot_product_attention in the same dtype with the flash backend
-(CUDA events, median of N) and the ratio kiln/SDPA (issue 12: >= 70%, goal
->= 100%). Per encoder artifact: the median per-run time (fused attention vs
-not). Prints a markdown table, also to OUT/attention.txt and
+(CUDA events, median of N; once per shape and dtype) and the ratio
+kiln/SDPA (issue 12: >= 70%, goal >= 100%); then the wgmma and mma.sync
+kernels side by side (their times and the speed-up). Per encoder artifact:
+the median per-run time (fused attention vs not). Prints markdown tables,
+also to OUT/attention.txt and
 OUT/attention.json. Exits 1 when a run fails or an error is out of bounds;
 0 with a note when prepare.py made no attention set.
 """
@@ -90,13 +94,17 @@ def prepare(args):
                 src = os.path.join(tmp, "a.onnx")
                 onnx.save(m, src)
                 for precision in ("bf16", "fp16"):
-                    name = f"attn-d{d}{'-causal' if causal else ''}-{precision}"
-                    subprocess.run([args.kilnc, src, "-o", os.path.join(out, name + ".kiln"),
-                                    f"--precision={precision}"], check=True)
-                    entries.append(dict(kind="attention", name=name, file=name + ".kiln",
-                                        batch=shape["batch"], heads=shape["heads"],
-                                        seq=shape["seq"], d=d, causal=causal,
-                                        precision=precision, bound=BOUNDS[precision]))
+                    for kernel, wgmma in (("wgmma", "true"), ("mma", "false")):
+                        config = f"attn-d{d}{'-causal' if causal else ''}-{precision}"
+                        name = f"{config}-{kernel}"
+                        subprocess.run([args.kilnc, src, "-o", os.path.join(out, name + ".kiln"),
+                                        f"--precision={precision}", f"--wgmma={wgmma}"],
+                                       check=True)
+                        entries.append(dict(kind="attention", name=name, file=name + ".kiln",
+                                            config=config, kernel=kernel,
+                                            batch=shape["batch"], heads=shape["heads"],
+                                            seq=shape["seq"], d=d, causal=causal,
+                                            precision=precision, bound=BOUNDS[precision]))
         enc = ["--batch", "2", "--hidden", "64", "--heads", "2", "--ffn", "128",
                "--seq", "32", "--vocab", "100"] if args.dry_run else ["--batch", "32"]
         src = os.path.join(tmp, "encoder.onnx")
@@ -168,6 +176,7 @@ def run(args):
     tdev = "cuda" if args.torch == "cuda" else "cpu"
     work = tempfile.mkdtemp(prefix="kiln-attn-bench-")
     rows, failed = [], 0
+    sdpa_ms = {}  # SDPA's time per (config): the same for both kernels
     for e in manifest["runs"]:
         artifact = os.path.join(args.dir, "attention", e["file"])
         base = [kiln_run, artifact, "--device", args.device]
@@ -196,7 +205,8 @@ def run(args):
         m = ATTN_KERNEL.search(ran.stdout + ran.stderr)
         flops = 4 * e["batch"] * e["heads"] * e["seq"] * e["seq"] * e["d"] / (2 if e["causal"] else 1)
         row.update(kind="attention", precision=e["precision"], d=e["d"], causal=e["causal"],
-                   ms=float(m.group(2)) if m else None, bound=e["bound"])
+                   ms=float(m.group(2)) if m else None, bound=e["bound"],
+                   config=e.get("config", e["name"]), kernel=e.get("kernel", "-"))
         if ran.returncode != 0 or not m:
             row["status"] = "FAIL: " + (ran.stderr.strip().splitlines() or ["no kiln_attn_ time"])[-1]
             failed += 1
@@ -213,8 +223,12 @@ def run(args):
             row["err"] = err
             dt = torch.bfloat16 if e["precision"] == "bf16" else torch.float16
             q2, k2, v2 = (t.to(dt) for t in (q, k, v))
-            row["sdpa_ms"] = time_torch(torch, lambda: sdpa(torch, q2, k2, v2, e["causal"], tdev),
-                                        args.runs, args.warmup, tdev)
+            key = e.get("config", e["name"])
+            if key not in sdpa_ms:
+                sdpa_ms[key] = time_torch(
+                    torch, lambda: sdpa(torch, q2, k2, v2, e["causal"], tdev),
+                    args.runs, args.warmup, tdev)
+            row["sdpa_ms"] = sdpa_ms[key]
             row["ratio"] = row["sdpa_ms"] / row["ms"]
             ok = err <= e["bound"]
             row["status"] = "ok" if ok else "FAIL: error out of bound"
@@ -234,6 +248,18 @@ def run(args):
             lines.append(f"| {r['name']} | {f(r.get('ms'), '.4f')} | {f(r.get('tflops'), '.1f')} | "
                          f"{f(r.get('sdpa_ms'), '.4f')} | {f(r.get('ratio'), '.0%')} | "
                          f"{f(r.get('err'), '.2e')} ({r['bound']:g}) | {r['status']} |")
+    # The two kernels side by side (speed-up: mma.sync time / wgmma time).
+    by = {}
+    for r in rows:
+        if r["kind"] == "attention":
+            by.setdefault(r["config"], {})[r["kernel"]] = r.get("ms")
+    pairs = [(c, k) for c, k in by.items() if "wgmma" in k and "mma" in k]
+    if pairs:
+        lines += ["", "| attention | wgmma ms | mma.sync ms | wgmma speed-up |", "|---|"]
+        for c, k in pairs:
+            w, s = k["wgmma"], k["mma"]
+            speedup = f"{s / w:.2f}x" if w and s else "-"
+            lines.append(f"| {c} | {f(w, '.4f')} | {f(s, '.4f')} | {speedup} |")
     lines += ["", "| encoder | median ms per run | status |", "|---|"]
     for r in rows:
         if r["kind"] == "encoder":

@@ -152,8 +152,9 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     With `wgmma=true` and `chip=sm_90`, bf16/f16 matmuls and convolutions
     try the warp-specialised `wgmma` kernels (sm_90a; a cp.async producer
     warpgroup feeding mbarrier-guarded stages to one or two consumer
-    warpgroups) before the `mma.sync` ones; `kilnc --stats` names the
-    family each region got.
+    warpgroups) before the `mma.sync` ones, and bf16/f16 attention regions
+    run the wgmma attention kernel (`attn_wgmma_f16`); `kilnc --stats`
+    names the family each region got.
     Configs: without `tune`, a `tune-cache` entry for the problem (one that
     still passes the config checks; otherwise a warning) or else the
     heuristic (`pickConfig`). With `tune`, each distinct problem missing
@@ -222,7 +223,8 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
            "GPU architecture the kernels are compiled for: sm_80 or sm_90">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "On sm_90, bf16/fp16 matmuls and convolutions try the "
-           "warp-specialised wgmma kernels (sm_90a) before mma.sync">,
+           "warp-specialised wgmma kernels (sm_90a) before mma.sync, and "
+           "attention runs the wgmma attention kernel">,
     Option<"tune", "tune", "bool", /*default=*/"false",
            "Time each problem's candidate configs in kiln-tune-worker and "
            "keep the fastest that matches the heuristic's pick">,

@@ -581,7 +581,8 @@ LogicalResult Matcher::rewriteAttention(kiln::FusionOp fusion,
   for (size_t i = 0; i < output->operands.size(); ++i)
     bodies.outputOperands.push_back("out" + std::to_string(i));
 
-  cx::AttentionConfig config = cx::pickAttentionConfig(problem);
+  cx::AttentionConfig config =
+      cx::pickAttentionConfig(problem, smVersion, wgmma);
   cx::GenerateOptions options;
   options.smVersion = smVersion;
   options.name = "kiln_attn_" + std::to_string(nextKernel++);

@@ -624,6 +624,7 @@ struct MatchContractionsPass
       module.emitWarning() << w;
     });
     kiln::templates::Matcher matcher(module, sm, chip, tuner);
+    matcher.wgmma = wgmma;
     SmallVector<kiln::FusionOp> fusions;
     module.walk([&](kiln::FusionOp f) { fusions.push_back(f); });
     auto holds = [](kiln::FusionOp f, auto isAnchor) {

@@ -93,6 +93,8 @@ public:
   llvm::SmallVector<std::string> report;
   /// An error that fails the pass (tuning without a GPU, no worker).
   std::string fatalError;
+  /// On sm_90, attention regions try the wgmma kernel (the pass's `wgmma`).
+  bool wgmma = false;
 
 private:
   // Matmul regions (MatchContractions.cpp).

@@ -1,6 +1,8 @@
 // kiln-match-contractions on "attention" regions (kiln-fuse's rule 5): one
 // fused flash-attention kernel per region, operands read where they lie.
 // RUN: kiln-opt %s -split-input-file -kiln-match-contractions | FileCheck %s
+// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true" | FileCheck %s --check-prefix=WG
+// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true chip=sm_80" | FileCheck %s --check-prefix=SM80
 // REQUIRES: nvrtc
 
 // bf16 heads split from [1, 16, 2, 16] projections: the kernel reads Q, K
@@ -16,6 +18,15 @@
 // CHECK:         %[[Y:.*]] = kiln.call_kernel @kiln_attn_0::@kiln_attn_0 ins(%[[Q]], %[[K]], %[[V]] : {{.*}}) outs(%[[E]] : tensor<1x2x16x16xbf16>) grid [1, 2, 1] block [128, 1, 1]
 // CHECK-SAME:      kiln.kernel_config = "attn_mma_f16 64x64 w4 d16"
 // CHECK:         return %[[Y]]
+// With wgmma=true on sm_90 the same region runs the sm_90a wgmma kernel: a
+// producer warpgroup and one consumer (64 query rows, 16 of them valid), S through
+// m64n64k16 and P V through m64n64k16 with P in registers (the 16-wide
+// heads padded to a 64-column swizzle block); on sm_80 it stays on mma.sync.
+// WG: module attributes {kiln.contraction_report = ["kiln_attn_0: attn_wgmma_f16 64x64 w8 s4 d16, batch=1 heads=2 Sq=16 Sk=16 Dv=16"]}
+// WG-LABEL: gpu.binary @kiln_attn_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "{{.*}}.target sm_90a{{.*}}.entry kiln_attn_0{{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// WG:         kiln.call_kernel @kiln_attn_0::@kiln_attn_0 ins({{.*}}) grid [1, 2, 1] block [256, 1, 1] {dynamic_shared_bytes = {{[0-9]+}}
+// WG-SAME:      kiln.kernel_config = "attn_wgmma_f16 64x64 w8 s4 d16"
+// SM80: kiln.contraction_report = ["kiln_attn_0: attn_mma_f16 64x64 w4 d16,
 func.func @bf16_heads(%q: tensor<1x16x32xbf16>, %k: tensor<1x16x32xbf16>, %v: tensor<1x16x32xbf16>) -> tensor<1x2x16x16xbf16> {
   %c = kiln.constant dense<2.500000e-01> : tensor<f32>
   %0 = kiln.fusion "attention" -> tensor<1x2x16x16xbf16> {

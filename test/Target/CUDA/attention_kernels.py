@@ -2,7 +2,7 @@
 """Attention graphs on the fused attention kernel, against numpy float64.
 
 Usage: attention_kernels.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
-                            [--only NAME,...]
+                            [--only NAME,...] [--wgmma true|false]
 
 Each case is an ONNX graph written the way exporters write attention:
 MatMul(Q, Transpose(K)) -> Mul or Div by the scale (before or after the
@@ -13,7 +13,11 @@ lengths differ, as in decoding with a KV cache) or from Where on a bool
 tril initializer (the kernel then skips key tiles past the diagonal), and
 GQA's Expand + Reshape of K and V. kilnc must turn each into one kiln_attn_ kernel (kilnc --stats);
 kiln-run runs it on emu, and its output is compared with numpy float64 on
-the same inputs. One line per case and precision:
+the same inputs. kilnc's default target is sm_90, where bf16/fp16 run the
+wgmma kernel; --wgmma true|false compiles the bf16/fp16 runs only, with
+kilnc --wgmma=true|false, and fails a run whose kernel is not the sm_90a
+wgmma kernel (true) or the mma.sync one (false). One line per case and
+precision:
 
   <case> <precision>: <kernel config> rel-err <e> max-err <m> (bound <b>) ok|FAIL
 
@@ -157,6 +161,10 @@ CASES = dict([
     case("d128-gqa-s33", 128, 33, h=4, kv_heads=2, causal=True),
     case("d64-q100-k300-tril", 64, 100, 300, causal_const=True),
     case("d64-mqa-s20", 64, 20, h=3, kv_heads=1),
+    # More key tiles than the wgmma kernel's ring has stages (two consumer
+    # warpgroups at d128, one at d256).
+    case("d128-s300-causal", 128, 300, h=1, causal=True),
+    case("d256-s130", 256, 130, h=1),
 ])
 
 PRECISIONS = {
@@ -169,11 +177,15 @@ PRECISIONS = {
 DEFAULT = ["fp32", "bf16"]
 ONLY = {"d32-s1000-causal": ["fp32", "bf16", "fp16"],
         "d64-s1000-padding": ["fp32", "bf16"],
-        "d256-s17-causal": ["fp32", "bf16", "fp16"]}
+        "d256-s17-causal": ["fp32", "bf16", "fp16"],
+        "d128-s300-causal": ["bf16"],
+        "d256-s130": ["fp16"]}
 
 
 def run(args, name, c, precision):
     flags, bound = PRECISIONS[precision]
+    if args.wgmma:
+        flags = flags + [f"--wgmma={args.wgmma}"]
     work = os.path.join(args.workdir, name, precision)
     os.makedirs(work, exist_ok=True)
     m, shapes = build(c)
@@ -197,6 +209,10 @@ def run(args, name, c, precision):
                if line.startswith("kiln_attn_")]
     if len(kernels) != 1:
         print(f"{name} {precision}: not one attention kernel: {report} FAIL")
+        return False
+    family = {"true": "attn_wgmma_f16", "false": "attn_mma_f16"}.get(args.wgmma)
+    if family and not kernels[0].startswith(family + " "):
+        print(f"{name} {precision}: {kernels[0]} is not {family} FAIL")
         return False
     command = [args.kiln_run, artifact, "--device", "emu", "-o",
                os.path.join(work, "out")]
@@ -224,11 +240,14 @@ def main():
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
     ap.add_argument("--only", default="")
+    ap.add_argument("--wgmma", choices=["true", "false"])
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(CASES)
     failed = runs = 0
     for name in names:
         for precision in ONLY.get(name, DEFAULT):
+            if args.wgmma and precision == "fp32":
+                continue
             runs += 1
             failed += not run(args, name, CASES[name], precision)
     print(f"{runs} runs, {failed} failures")

@@ -2,14 +2,17 @@
 """Transformer layers whose attention runs on the fused attention kernel.
 
 Usage: attention_models.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
-                           [--only NAME,...]
+                           [--only NAME,...] [--wgmma true|false]
 
 The encoder layer the other tests use (hidden 256, 4 heads, seq 128:
 test/Frontend/ONNX/models/make_encoder.py) and a BERT-base-sized layer
 (hidden 768, 12 heads of 64, FFN 3072, seq 128), each compiled in fp32 and
 bf16, run on emu and compared with onnxruntime fp32 on the same input ids.
 kilnc --stats must show the attention region on one kiln_attn_ kernel (no
-generic kernel for it). One line per model and precision:
+generic kernel for it). On kilnc's default sm_90 target bf16 runs the
+wgmma attention kernel; --wgmma true|false compiles bf16 only, with kilnc
+--wgmma=true|false, and fails a model whose attention kernel is not the
+wgmma (true) or mma.sync (false) one. One line per model and precision:
 
   <model> <precision>: <kernel config> rel-err <e> (bound <b>) ok|FAIL
 
@@ -43,7 +46,9 @@ def main():
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
     ap.add_argument("--only", default="")
+    ap.add_argument("--wgmma", choices=["true", "false"])
     args = ap.parse_args()
+    family = {"true": "attn_wgmma_f16", "false": "attn_mma_f16"}.get(args.wgmma)
     names = args.only.split(",") if args.only else list(MODELS)
     os.makedirs(args.workdir, exist_ok=True)
     failed = runs = 0
@@ -53,6 +58,10 @@ def main():
                        check=True)
         path, feeds, reference = prepare(args.workdir, name, onnx.load(source))
         for precision, flags, bound in PRECISIONS:
+            if args.wgmma and precision != "bf16":
+                continue
+            if args.wgmma:
+                flags = flags + [f"--wgmma={args.wgmma}"]
             runs += 1
             work = os.path.join(args.workdir, name, precision)
             os.makedirs(work, exist_ok=True)
@@ -65,6 +74,8 @@ def main():
                     "softmax" in line or "attention split" in line
                     for line in report)):
                 error = f"attention not on one fused kernel: {report}"
+            if not error and family and not attention[0].startswith(family + " "):
+                error = f"{attention[0]} is not {family}"
             worst = None
             if not error:
                 worst, error = emu_error(args.kiln_run, artifact, work, feeds,

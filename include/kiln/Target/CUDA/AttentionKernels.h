@@ -72,15 +72,29 @@ struct AttentionConfig {
   /// Query rows per block and keys per K/V tile.
   uint32_t blockM = 64, blockN = 64;
   uint32_t warps = 4;
-  /// "attn_mma_f16 64x64 w4" or "attn_simt_f32 16x32 w4".
+  /// sm_90a only (bf16/f16): the wgmma kernel (AttentionWgmma.cuh), a
+  /// producer warpgroup and blockM / 64 consumer warpgroups, with a
+  /// `stages`-deep K/V ring.
+  bool wgmma = false;
+  uint32_t stages = 2;
+  /// "attn_mma_f16 64x64 w4 d64", "attn_wgmma_f16 128x64 w12 s4 d64" or
+  /// "attn_simt_f32 16x32 w4 d64".
   std::string describe(const AttentionProblem &problem) const;
 };
 
 /// Why the kernel cannot compute the problem (empty when it can).
 std::string unsupportedReason(const AttentionProblem &problem);
 
-/// The configuration the kernel uses for the problem.
-AttentionConfig pickAttentionConfig(const AttentionProblem &problem);
+/// Why the sm_90 wgmma kernel does not take a problem the mma.sync kernel
+/// computes (empty when it does): f32 inputs (the FFMA kernel runs them).
+std::string wgmmaUnsupportedReason(const AttentionProblem &problem);
+
+/// The configuration the kernel uses for the problem: on sm_90 with
+/// `wgmma`, the wgmma kernel where wgmmaUnsupportedReason allows it, else
+/// the mma.sync (bf16/f16) or FFMA (f32) one.
+AttentionConfig pickAttentionConfig(const AttentionProblem &problem,
+                                    uint32_t smVersion = 80,
+                                    bool wgmma = false);
 
 /// The CUDA C++ source (no NVRTC needed).
 runtime::Expected<std::string>

@@ -2,9 +2,10 @@
 //
 // The source NVRTC compiles is: the shared helpers (templates/Common.cuh), a
 // generated `struct Cfg` of compile-time facts, the generated score and
-// output bodies (kilnScore, kilnOutput), templates/Attention.cuh, and one
-// `extern "C"` entry point whose parameters are Q, K, V, O and the bodies'
-// extra pointers.
+// output bodies (kilnScore, kilnOutput), templates/Attention.cuh (and for
+// the sm_90a variant the two generated wgmma instructions and
+// templates/AttentionWgmma.cuh), and one `extern "C"` entry point whose
+// parameters are Q, K, V, O and the bodies' extra pointers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +45,24 @@ uint32_t copyVector(uint32_t elemBytes, uint32_t align,
   return vec;
 }
 
+uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+/// The wgmma kernel's tiles: Q/K rows and V rows are whole 64-column
+/// (128-byte) swizzle blocks.
+uint64_t wgmmaQkWidth(const AttentionProblem &p) {
+  return roundUp(p.headDim, 64);
+}
+uint64_t wgmmaValueWidth(const AttentionProblem &p) {
+  return roundUp(p.valueDim, 64);
+}
+/// 1024 bytes to align the tiles, Q, the ring, two mbarriers a stage.
+uint64_t wgmmaSharedBytes(const AttentionProblem &p, uint32_t blockM,
+                          uint32_t stages) {
+  uint64_t q = uint64_t(blockM) * wgmmaQkWidth(p) * 2;
+  uint64_t stage = 64 * (wgmmaQkWidth(p) + wgmmaValueWidth(p)) * 2;
+  return 1024 + q + stages * stage + 16 * stages;
+}
+
 struct AttentionPlan {
   uint32_t elemBytes = 2, outBytes = 4;
   uint64_t dPadded = 0, dvPadded = 0;
@@ -61,6 +80,11 @@ AttentionPlan planAttention(const AttentionProblem &p,
   plan.vecQ = copyVector(plan.elemBytes, p.alignQ, p.q, p.q.head);
   plan.vecK = copyVector(plan.elemBytes, p.alignK, p.k, p.k.head);
   plan.vecV = copyVector(plan.elemBytes, p.alignV, p.v, p.v.head);
+  if (c.wgmma) {
+    plan.sharedBytes =
+        static_cast<uint32_t>(wgmmaSharedBytes(p, c.blockM, c.stages));
+    return plan;
+  }
   uint64_t q = uint64_t(c.blockM) * plan.dPadded * plan.elemBytes;
   uint64_t stage =
       uint64_t(c.blockN) * (plan.dPadded + plan.dvPadded) * plan.elemBytes;
@@ -85,6 +109,50 @@ std::string bodySource(const std::string &fn, const std::string &args,
   return s + "\n}\n\n";
 }
 
+/// The wgmma kernel's two instructions (inline PTX with one operand per
+/// accumulator, written out here because the lists depend on N):
+/// wgmmaScores, S (m64n64k16, 32 accumulators) += Q K^T from two K-major
+/// descriptors, `accumulate` 0 for the first k16 step; wgmmaValues, O
+/// (m64n<NV>k16) += P V with P's four A registers and V's MN-major
+/// (transposed) descriptor.
+std::string wgmmaInstructions(const AttentionProblem &p) {
+  const char *type = p.inputType == DType::BF16 ? "bf16" : "f16";
+  auto operands = [](uint32_t n) {
+    std::string list;
+    for (uint32_t i = 0; i < n; ++i)
+      list += (i ? ", %" : "%") + std::to_string(i);
+    return list;
+  };
+  auto outputs = [](uint32_t n) {
+    std::string s;
+    for (uint32_t i = 0; i < n; ++i)
+      s += (i ? ", " : "") + std::string("\"+f\"(d[") + std::to_string(i) +
+           "])";
+    return s;
+  };
+  std::string s = "KILN_INLINE void wgmmaScores(float (&d)[32], u64 descA, "
+                  "u64 descB, u32 accumulate) {\n";
+  s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %34, 0;\\n\"\n";
+  s += std::string("    \"wgmma.mma_async.sync.aligned.m64n64k16.f32.") +
+       type + "." + type + " {" + operands(32) +
+       "}, %32, %33, p, 1, 1, 0, 0;\\n}\"\n    : " + outputs(32) +
+       "\n    : \"l\"(descA), \"l\"(descB), \"r\"(accumulate));\n}\n\n";
+  const uint32_t nv = static_cast<uint32_t>(wgmmaValueWidth(p));
+  const uint32_t regs = nv / 2;
+  auto r = [&](uint32_t k) { return "%" + std::to_string(regs + k); };
+  s += "KILN_INLINE void wgmmaValues(float (&d)[" + std::to_string(regs) +
+       "], const u32 (&a)[4], u64 descB) {\n";
+  s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, " + r(5) +
+       ", 0;\\n\"\n";
+  s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(nv) +
+       "k16.f32." + type + "." + type + " {" + operands(regs) + "}, {" + r(0) +
+       ", " + r(1) + ", " + r(2) + ", " + r(3) + "}, " + r(4) +
+       ", p, 1, 1, 1;\\n}\"\n    : " + outputs(regs) +
+       "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), "
+       "\"l\"(descB), \"r\"(1));\n}\n\n";
+  return s;
+}
+
 std::vector<KernelParameter> attentionParameters(const AttentionBodies &b) {
   using K = KernelParameter::Kind;
   std::vector<KernelParameter> params = {{K::Pointer, "Q"},
@@ -101,10 +169,19 @@ std::vector<KernelParameter> attentionParameters(const AttentionBodies &b) {
 } // namespace
 
 std::string AttentionConfig::describe(const AttentionProblem &p) const {
-  return std::string(tensorCores(p) ? "attn_mma_f16 " : "attn_simt_f32 ") +
+  return std::string(wgmma            ? "attn_wgmma_f16 "
+                     : tensorCores(p) ? "attn_mma_f16 "
+                                      : "attn_simt_f32 ") +
          std::to_string(blockM) + "x" + std::to_string(blockN) + " w" +
-         std::to_string(warps) + " d" + std::to_string(p.headDim) +
-         (p.causalSkip ? " causal" : "");
+         std::to_string(warps) +
+         (wgmma ? " s" + std::to_string(stages) : std::string()) + " d" +
+         std::to_string(p.headDim) + (p.causalSkip ? " causal" : "");
+}
+
+std::string wgmmaUnsupportedReason(const AttentionProblem &p) {
+  if (!tensorCores(p))
+    return "f32 inputs";
+  return "";
 }
 
 std::string unsupportedReason(const AttentionProblem &p) {
@@ -129,8 +206,25 @@ std::string unsupportedReason(const AttentionProblem &p) {
   return "";
 }
 
-AttentionConfig pickAttentionConfig(const AttentionProblem &p) {
+AttentionConfig pickAttentionConfig(const AttentionProblem &p,
+                                    uint32_t smVersion, bool wgmma) {
   AttentionConfig c;
+  if (smVersion == 90 && wgmma && unsupportedReason(p).empty() &&
+      wgmmaUnsupportedReason(p).empty()) {
+    // A consumer warpgroup per 64 query rows, two unless one covers the
+    // queries or the head is wider than 128 (two consumers' 128 O
+    // accumulators a thread would spill at 224 registers; one has 255);
+    // 64-key tiles in the deepest ring (up to 4) that fits.
+    c.wgmma = true;
+    c.blockM = p.seqQ > 64 && std::max(p.headDim, p.valueDim) <= 128 ? 128 : 64;
+    c.blockN = 64;
+    c.warps = 4 * (c.blockM / 64 + 1);
+    c.stages = 4;
+    while (c.stages > 2 &&
+           wgmmaSharedBytes(p, c.blockM, c.stages) > maxSharedBytesPerBlock(90))
+      --c.stages;
+    return c;
+  }
   if (tensorCores(p)) {
     // A warp per 16 query rows; a 256-wide head keeps 128 accumulators a
     // thread for O, so its key tile is halved to stay in registers.
@@ -152,6 +246,17 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
                         const GenerateOptions &options) {
   if (std::string why = unsupportedReason(p); !why.empty())
     return runtime::Error::failure("attention: " + why);
+  if (c.wgmma) {
+    std::string why = wgmmaUnsupportedReason(p);
+    if (why.empty() && options.smVersion != 90)
+      why = "wgmma needs sm_90, not sm_" + std::to_string(options.smVersion);
+    if (why.empty() && (c.blockN != 64 || (c.blockM != 64 && c.blockM != 128) ||
+                        c.warps != 4 * (c.blockM / 64 + 1) || c.stages < 2))
+      why = "block 64 or 128 x 64 keys, a producer warpgroup and a ring of "
+            "two stages or more";
+    if (!why.empty())
+      return runtime::Error::failure("attention " + c.describe(p) + ": " + why);
+  }
   AttentionPlan plan = planAttention(p, c);
   if (plan.sharedBytes > maxSharedBytesPerBlock(options.smVersion))
     return runtime::Error::failure(
@@ -162,6 +267,7 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
   std::string s = "// Generated by Kiln: " + c.describe(p) + "\n";
   s += "#define KILN_ATTN_TENSOR_CORES " + std::string(tensorCores(p) ? "1" : "0") +
        "\n";
+  s += "#define KILN_ATTN_WGMMA " + std::string(c.wgmma ? "1" : "0") + "\n";
   s += kCommonTemplate;
   s += "\nstruct Cfg {\n";
   s += "  static constexpr int BM = " + i(c.blockM) + ", BN = " + i(c.blockN) +
@@ -184,6 +290,9 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
        ";\n";
   s += "  static constexpr int VEC_Q = " + i(plan.vecQ) + ", VEC_K = " +
        i(plan.vecK) + ", VEC_V = " + i(plan.vecV) + ";\n";
+  s += "  static constexpr int CONSUMERS = " + i(c.blockM / 64) +
+       ", STAGES = " + i(c.stages) + ", DQK = " + i(wgmmaQkWidth(p)) +
+       ", NV = " + i(wgmmaValueWidth(p)) + ";\n";
   s += "  static constexpr bool CAUSAL_SKIP = " + b(p.causalSkip) + ";\n";
   s += "  static constexpr i64 CAUSAL_OFFSET = " +
        std::to_string(p.causalOffset) + ";\n};\n\n";
@@ -192,6 +301,11 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
                   bodies.outputOperands);
   s += kAttentionTemplate;
   s += "\n";
+  if (c.wgmma) {
+    s += wgmmaInstructions(p);
+    s += kAttentionWgmmaTemplate;
+    s += "\n";
+  }
 
   std::string list;
   for (const KernelParameter &param : attentionParameters(bodies))
@@ -199,15 +313,17 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
             (param.name == "C" ? "void *__restrict__ "
                                : "const void *__restrict__ ") +
             param.name;
+  // wgmma: one block an SM, so setmaxnreg has the whole register file.
   s += "extern \"C\" __global__ void __launch_bounds__(" +
-       i(c.warps * 32) + ") " + options.name + "(" + list + ") {\n";
+       i(c.warps * 32) + (c.wgmma ? ", 1" : "") + ") " + options.name + "(" +
+       list + ") {\n";
   s += "  ScoreArgs sa;\n";
   for (size_t k = 0; k < bodies.scoreOperands.size(); ++k)
     s += "  sa.extra[" + i(k) + "] = score" + i(k) + ";\n";
   s += "  OutputArgs oa;\n";
   for (size_t k = 0; k < bodies.outputOperands.size(); ++k)
     s += "  oa.extra[" + i(k) + "] = out" + i(k) + ";\n";
-  s += std::string("  ") + (tensorCores(p) ? "tc" : "simt") +
+  s += std::string("  ") + (c.wgmma ? "wga" : tensorCores(p) ? "tc" : "simt") +
        "::attention(Q, K, V, C, sa, oa);\n}\n";
   return s;
 }
@@ -224,9 +340,11 @@ generateAttention(const AttentionProblem &p, const AttentionConfig &c,
       generateAttentionSource(p, c, bodies, options);
   if (!source)
     return source.takeError();
+  // wgmma and setmaxnreg exist only in sm_90a (the arch-specific ISA).
   runtime::Expected<nvrtc::CompileResult> compiled = nvrtc::compileToPtx(
       *source, options.name,
-      {"--gpu-architecture=compute_" + std::to_string(options.smVersion),
+      {"--gpu-architecture=compute_" + std::to_string(options.smVersion) +
+           (c.wgmma ? "a" : ""),
        "-default-device", "--std=c++17", "-restrict"});
   if (!compiled)
     return compiled.takeError();

@@ -13,6 +13,8 @@
 //          of P V (the m16n8 C layout of two adjacent key tiles is the
 //          m16k16 A layout). Q and K tiles are read with ldmatrix, V with
 //          ldmatrix.trans; all tiles are XOR-swizzled (SwizzledTile).
+//   wga::  bf16/f16 on sm_90a: wgmma with a producer warpgroup
+//          (AttentionWgmma.cuh).
 //   simt:: f32 on CUDA cores. A warp owns BM / WARPS query rows; lane j
 //          computes the score of key j of the tile (16-byte shared loads of
 //          a swizzled K row), the row's max and sum are warp shuffles, and
@@ -89,7 +91,10 @@ KILN_INLINE Operands operandsOf(const void *qPtr, const void *kPtr,
 
 } // namespace flash
 
-#if KILN_ATTN_TENSOR_CORES
+// The sm_90 wgmma variant (AttentionWgmma.cuh, compiled after this file)
+// uses the flash:: helpers alone.
+#if KILN_ATTN_WGMMA
+#elif KILN_ATTN_TENSOR_CORES
 namespace tc {
 
 using TileQ = SwizzledTile<Cfg::BM, Cfg::DP, 2>;
