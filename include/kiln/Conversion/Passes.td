@@ -149,11 +149,12 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     one the others are computed from; the others move to a region after the
     kernel.
 
-    With `wgmma=true` and `chip=sm_90`, bf16/f16 matmuls and convolutions
-    try the warp-specialised `wgmma` kernels (sm_90a; a cp.async producer
-    warpgroup feeding mbarrier-guarded stages to one or two consumer
-    warpgroups) before the `mma.sync` ones; `kilnc --stats` names the
-    family each region got.
+    With `wgmma=true` and `chip=sm_90`, bf16/f16 and tf32 matmuls and
+    convolutions try the warp-specialised `wgmma` kernels (sm_90a; a
+    cp.async producer warpgroup feeding mbarrier-guarded stages to one or
+    two consumer warpgroups; tf32 operands stored MN-major are transposed
+    as they are staged) before the `mma.sync` ones; `kilnc --stats` names
+    the family each region got.
     Configs: without `tune`, a `tune-cache` entry for the problem (one that
     still passes the config checks; otherwise a warning) or else the
     heuristic (`pickConfig`). With `tune`, each distinct problem missing
@@ -221,7 +222,7 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "GPU architecture the kernels are compiled for: sm_80 or sm_90">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
-           "On sm_90, bf16/fp16 matmuls and convolutions try the "
+           "On sm_90, bf16/fp16 and tf32 matmuls and convolutions try the "
            "warp-specialised wgmma kernels (sm_90a) before mma.sync">,
     Option<"tune", "tune", "bool", /*default=*/"false",
            "Time each problem's candidate configs in kiln-tune-worker and "

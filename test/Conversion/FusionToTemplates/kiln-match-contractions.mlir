@@ -48,6 +48,13 @@ func.func @bf16_bias_relu(%x: tensor<64x32xbf16>, %w: tensor<32x16xbf16>, %b: te
 // CHECK-SAME:      kiln.kernel_config = "simt_f32
 // CHECK:         kiln.call_kernel @kiln_gemm_1::@kiln_gemm_1 ins(%[[X]], %[[W]] :
 // CHECK-SAME:      kiln.kernel_config = "mma_tf32
+// With wgmma on sm_90 the tf32 matmul gets the wgmma_tf32 kernel (k8,
+// both operands K-major: the row-major weight is transposed as it is
+// staged); sm_80 keeps mma.sync.
+// WGMMA:       gpu.binary @kiln_gemm_1 {{.*}}wgmma.mma_async.sync.aligned.m64n{{[0-9]+}}k8.f32.tf32.tf32
+// WGMMA:       kiln.kernel_config = "simt_f32
+// WGMMA:       kiln.kernel_config = "wgmma_tf32 64x{{[0-9]+}}x32
+// SM80:        kiln.kernel_config = "mma_tf32
 func.func @fp32_and_tf32(%x: tensor<8x64xf32>, %w: tensor<64x24xf32>) -> (tensor<8x24xf32>, tensor<8x24xf32>) {
   %0 = kiln.fusion "matmul" -> tensor<8x24xf32> {
     %m = kiln.matmul %x, %w : tensor<8x64xf32>, tensor<64x24xf32> -> tensor<8x24xf32>
