@@ -140,7 +140,9 @@ template <class Tile, i64 Ld, int Threads> struct TransposingLoader {
   }
   KILN_INLINE void load(u32 tile, int t, bool interior) const {
     const int k0 = kBegin + t * Cfg::BK;
-#pragma unroll
+    // Four chunks' loads in flight at a time: a fully unrolled loop would
+    // keep up to 64 values live in the producer's 56 registers.
+#pragma unroll 4
     for (int i = 0; i < kIters; ++i) {
       const int q = (int)threadIdx.x + i * Threads;
       const int r = q % Tile::kRows, ch = q / Tile::kRows;
