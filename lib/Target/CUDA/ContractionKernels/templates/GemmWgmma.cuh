@@ -48,7 +48,8 @@
 //
 // tf32 rounding: the fp32 operands reach the tensor core unrounded, which
 // uses their upper 19 bits (round toward zero), as CUTLASS's sm90 tf32
-// GMMA kernels and Triton's wgmma path do by default; mma.sync tf32
+// GMMA kernels and Triton's wgmma path do by default (weights arrive
+// already rounded to nearest at compile time); mma.sync tf32
 // (GemmTensorCore.cuh) rounds with cvt.rna instead. Either keeps 10
 // mantissa bits: a product is off by at most 2^-9 (truncation) or 2^-10
 // (rna) of its magnitude.
