@@ -152,9 +152,12 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     With `wgmma=true` and `chip=sm_90`, bf16/f16 and tf32 matmuls and
     convolutions try the warp-specialised `wgmma` kernels (sm_90a; a
     cp.async producer warpgroup feeding mbarrier-guarded stages to one or
-    two consumer warpgroups; tf32 operands stored MN-major are transposed
-    as they are staged) before the `mma.sync` ones; `kilnc --stats` names
-    the family each region got.
+    two consumer warpgroups) before the `mma.sync` ones; `kilnc --stats`
+    names the family each region got. tf32 wgmma reads both operands
+    K-major: a row-major `[K][N]` f32 weight global is then stored
+    transposed in a new global (`@<name>_kmajor`, its `kiln.origin` gains
+    `transpose 1,0`), and other MN-major operands are transposed by the
+    kernel as it stages them.
     Configs: without `tune`, a `tune-cache` entry for the problem (one that
     still passes the config checks; otherwise a warning) or else the
     heuristic (`pickConfig`). With `tune`, each distinct problem missing

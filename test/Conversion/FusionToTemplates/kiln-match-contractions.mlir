@@ -71,6 +71,37 @@ func.func @fp32_and_tf32(%x: tensor<8x64xf32>, %w: tensor<64x24xf32>) -> (tensor
 
 // -----
 
+// tf32 with a row-major weight global (its compile-time tf32 rounding
+// already done): with wgmma the weight is stored transposed, [N][K], in a
+// new global whose origin adds the transpose (after a reshape: the
+// initializer was [1, 64, 24]), so the kernel reads a K-major B with
+// cp.async; the old global goes. Without wgmma nothing changes.
+// WGMMA-NOT:   ml_program.global private @wt(
+// WGMMA:       ml_program.global private @wt_kmajor(dense_resource<wt_kmajor> : tensor<24x64xf32>) : tensor<24x64xf32> {kiln.origin = "initializer f32 1x64x24 wt\0Areshape 64,24\0Atranspose 1,0", kiln.tf32_rounded}
+// WGMMA-NOT:   ml_program.global private @wt(
+// WGMMA-LABEL: func.func @tf32_weight(
+// WGMMA:         %[[WT:.*]] = ml_program.global_load_const @wt_kmajor : tensor<24x64xf32>
+// WGMMA:         kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%{{.*}}, %[[WT]] :
+// WGMMA-SAME:      kiln.kernel_config = "wgmma_tf32
+// CHECK-LABEL: func.func @tf32_weight(
+// CHECK:         %[[W0:.*]] = ml_program.global_load_const @wt : tensor<1x64x24xf32>
+// CHECK:         kiln.call_kernel {{.*}} ins(%{{.*}}, %[[W0]] :
+// CHECK-SAME:      kiln.kernel_config = "mma_tf32
+ml_program.global private @wt(dense<0.5> : tensor<1x64x24xf32>) : tensor<1x64x24xf32> {kiln.origin = "initializer f32 1x64x24 wt", kiln.tf32_rounded}
+func.func @tf32_weight(%x: tensor<8x64xf32>) -> tensor<8x24xf32> {
+  %w0 = ml_program.global_load_const @wt : tensor<1x64x24xf32>
+  %0 = kiln.fusion "matmul" -> tensor<8x24xf32> {
+    %w = kiln.reshape %w0 : tensor<1x64x24xf32> -> tensor<64x24xf32>
+    %r = kiln.cast %x : tensor<8x64xf32> -> tensor<8x64xtf32>
+    %xr = kiln.cast %r : tensor<8x64xtf32> -> tensor<8x64xf32>
+    %m = kiln.matmul %xr, %w {kiln.tf32} : tensor<8x64xf32>, tensor<64x24xf32> -> tensor<8x24xf32>
+    kiln.yield %m : tensor<8x24xf32>
+  }
+  return %0 : tensor<8x24xf32>
+}
+
+// -----
+
 // Activations [2, 17, 48] times weights [48, 80]: the batch becomes rows of
 // one GEMM (M = 34, no batch strides); the reshape and the transpose of the
 // last two dimensions of a region input cost nothing (the kernel reads %x

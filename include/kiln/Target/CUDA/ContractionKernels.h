@@ -141,7 +141,8 @@ enum class Family : uint8_t {
   /// low 13 mantissa bits the tensor core ignores), fp32 accumulators: the
   /// WgmmaF16 kernel with K tiles of 32 (one 128-byte swizzle row). tf32
   /// wgmma reads both operands K-major, so an MN-major operand (B as
-  /// [K][N], A as [K][M]) is transposed by the producer as it stages it.
+  /// [K][N], A as [K][M]) is transposed by the producer as it stages it
+  /// (kiln-match-contractions stores row-major weights transposed).
   WgmmaTf32,
 };
 

@@ -37,12 +37,12 @@
 //     the same way; the descriptor's leading offset is the block size
 //     (8 KiB), its stride offset the 8-row atom (1024 B). A k16 step moves
 //     16 rows (2 KiB).
-//   - tf32 wgmma has no transpose bits: both operands must be K-major. An
-//     MN-major tf32 operand (B row-major [K][N], e.g. a MatMul weight, or
-//     A column-major) is transposed by the producer as it stages it
-//     (TransposingLoader: four K rows of one column through registers,
-//     written as one 16-byte chunk), so weights keep their ONNX layout and
-//     `--weights` rebinding needs no new weight origin. Its st.shared
+//   - tf32 wgmma has no transpose bits: both operands must be K-major.
+//     kiln-match-contractions stores a row-major weight B transposed at
+//     compile time; any other MN-major tf32 operand (an activation B as
+//     [K][N], A column-major) is transposed by the producer as it stages
+//     it (TransposingLoader: four K rows of one column through registers,
+//     written as one 16-byte chunk). Its st.shared
 //     writes are fenced into the async proxy and arrive on `full` after the
 //     stage's cp.async copies (full counts 256 arrivals then).
 //
