@@ -111,11 +111,14 @@ using TileA = SelectTile<kAKMajor, Cfg::BM>::type;
 using TileB = SelectTile<kBKMajor, Cfg::BN>::type;
 constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
 
+/// No "memory" clobber: the next chunks' global loads may be issued
+/// before this store (nothing in the kernel writes what they read); it
+/// stays before the fence and arrive that publish it (volatile asm keeps
+/// its order).
 KILN_INLINE void storeShared4(u32 address, float x, float y, float z,
                               float w) {
   asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(address),
-               "f"(x), "f"(y), "f"(z), "f"(w)
-               : "memory");
+               "f"(x), "f"(y), "f"(z), "f"(w));
 }
 
 /// Stages an MN-major fp32 operand ([K][MN] in global memory, leading
