@@ -16,7 +16,11 @@ tensors), twice: --wgmma (the sm_90a warp-specialised wgmma kernel) and
 writes wgmma.json. Then the fp32 rows: the same MatMul at 4096^3 (dry run:
 the same small shape) with fp32 in memory, compiled with --precision=tf32
 --wgmma (wgmma_tf32), --precision=tf32 --wgmma=false (mma.sync tf32) and
-the default fp32 (the FFMA kernel, no TF32).
+the default fp32 (the FFMA kernel, no TF32). B as an input is MN-major, so
+wgmma_tf32 transposes it as it stages it; the "wgmma, B weight" row makes B
+an initializer instead (compiled with --strip-weights, bound at run time
+with kiln-run --weights: the artifact stays small), which kilnc stores
+transposed at compile time, as it does a model's MatMul weights.
 
 The run, per shape: seeded normal A and B (gemm_check.make_input), rounded
 to bf16; per artifact kiln-run -o once (gemm_check.Reference: 256 sampled
@@ -52,20 +56,29 @@ PEAKS = {"bf16": 989.0, "tf32": 494.0, "fp32": 67.0}  # H200 dense TFLOP/s
 IMPLS = [("bf16", "wgmma", ["--precision=bf16", "--io-precision=bf16", "--wgmma"]),
          ("bf16", "mma.sync", ["--precision=bf16", "--io-precision=bf16", "--wgmma=false"]),
          ("tf32", "wgmma", ["--precision=tf32", "--wgmma"]),
+         ("tf32", "wgmma, B weight", ["--precision=tf32", "--wgmma", "--strip-weights"]),
          ("tf32", "mma.sync", ["--precision=tf32", "--wgmma=false"]),
          ("fp32", "ffma", ["--precision=fp32"])]
 GEMM_KERNEL = re.compile(r"kernel (kiln_gemm_\w+) \(x\d+\): median ([0-9.]+) ms")
 CONFIG = re.compile(r"kiln_gemm_\d+: (\S+ \S+ \S+ \S+ \S+),")
 
 
-def gemm_model(m, k, n):
+def gemm_model(m, k, n, weight=False):
+    """C = A B; `weight`: B an initializer (gemm_check.make_input's values
+    for seed 22, which the run binds again with --weights)."""
+    import numpy as np
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])]
+    initializers = []
+    if weight:
+        b = np.random.default_rng(22).standard_normal((k, n), dtype=np.float32)
+        initializers.append(numpy_helper.from_array(b, "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, [k, n]))
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k]),
-         helper.make_tensor_value_info("b", TensorProto.FLOAT, [k, n])],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [m, n])])
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm", inputs,
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [m, n])], initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -79,17 +92,19 @@ def prepare(args):
     with tempfile.TemporaryDirectory() as tmp:
         for precision, impl, flags in IMPLS:
             shapes = DRY if args.dry_run else FULL if precision == "bf16" else FULL_F32
+            weight = "B weight" in impl
             for m, k, n in shapes:
-                src = os.path.join(tmp, f"g-{m}x{k}x{n}.onnx")
+                src = os.path.join(tmp, f"g-{m}x{k}x{n}{'-w' if weight else ''}.onnx")
                 if not os.path.exists(src):
-                    onnx.save(gemm_model(m, k, n), src)
-                name = f"gemm-{m}x{k}x{n}-{precision}-{impl.replace('.', '')}"
+                    onnx.save(gemm_model(m, k, n, weight), src)
+                slug = re.sub(r"[^a-z0-9]+", "-", impl).strip("-")
+                name = f"gemm-{m}x{k}x{n}-{precision}-{slug}"
                 ran = subprocess.run([args.kilnc, src, "-o", os.path.join(out, name + ".kiln"),
                                       "--stats"] + flags,
                                      check=True, capture_output=True, text=True)
                 config = CONFIG.search(ran.stdout)
                 entries.append(dict(name=name, file=name + ".kiln", shape=[m, k, n],
-                                    precision=precision, impl=impl,
+                                    precision=precision, impl=impl, weight=weight,
                                     config=config.group(1) if config else "?"))
     with open(os.path.join(out, "wgmma.json"), "w") as f:
         json.dump(dict(set="dry-run" if args.dry_run else "full", runs=entries), f, indent=1)
@@ -116,7 +131,9 @@ def run(args):
         if key not in shapes:
             a = gemm_check.make_input(m, k, seed=21)
             b = gemm_check.make_input(k, n, seed=22)
-            files = {}
+            files = {"weights": os.path.join(work, f"weights-{m}x{k}x{n}-{precision}")}
+            os.makedirs(files["weights"], exist_ok=True)
+            np.save(os.path.join(files["weights"], "b.npy"), b)
             for name, x in (("a", a), ("b", b)):
                 files[name] = os.path.join(work, f"{name}-{m}x{k}x{n}-{precision}.npy")
                 if precision == "bf16":
@@ -143,7 +160,9 @@ def run(args):
         row = dict(name=e["name"], shape=e["shape"], precision=precision, impl=e["impl"],
                    config=e["config"])
         base = [kiln_run, os.path.join(args.dir, "wgmma", e["file"]), "--device", args.device,
-                "-i", f"a={s['files']['a']}", "-i", f"b={s['files']['b']}"]
+                "-i", f"a={s['files']['a']}"]
+        base += (["--weights", s["files"]["weights"]] if e.get("weight")
+                 else ["-i", f"b={s['files']['b']}"])
         out = os.path.join(work, "out")
         ran = subprocess.run(base + ["-o", out], capture_output=True, text=True)
         if ran.returncode != 0:
