@@ -77,7 +77,7 @@ fi
 # The product surface first (about 10 s; scripts/device/surface_check.py).
 [ ! -d "$dir/surface" ] || python3 "$dir/scripts/surface_check.py" "${args[@]}" || echo "device-check.sh: surface_check.py failed; going on" >&2
 python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: attention_bench.py failed (rc $?); going on" >&2
-[ ! -d "$dir/wgmma" ] || python3 "$dir/scripts/wgmma_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: wgmma_bench.py failed (rc $?); going on" >&2  # issue 11: bf16 GEMM wgmma vs mma.sync vs torch.matmul, 4096^3/8192^3 ($OUT/wgmma.txt; about 30 s)
+[ ! -d "$dir/wgmma" ] || python3 "$dir/scripts/wgmma_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: wgmma_bench.py failed (rc $?); going on" >&2  # issue 11: bf16 GEMM wgmma vs mma.sync vs torch.matmul, 4096^3/8192^3; tf32 (wgmma, mma.sync) and fp32 (FFMA) 4096^3 vs torch.matmul with allow_tf32 on/off ($OUT/wgmma.txt; about 40 s)
 python3 "$dir/scripts/membound_bench.py" "${args[@]}" "$@" || echo "device-check.sh: membound_bench.py failed; going on" >&2  # issue 12: memory-bound kernels vs the copy bandwidth ($OUT/membound.txt)
 python3 "$root/scripts/device/train_bench.py" run --dir "$dir/train" "${args[@]:2:2}" || echo "device-check.sh: train_bench.py failed; going on" >&2  # training speed (issue 14); "--device emu" in --dry-run
 python3 "$root/scripts/device/tune_bench.py" run --dir "$dir/tune" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}" || echo "device-check.sh: tune_bench.py failed; going on" >&2  # issue 11: kilnc --tune's jobs on the GPU: tuning time, tuned vs heuristic ($OUT/tune.txt)

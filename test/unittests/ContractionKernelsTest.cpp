@@ -17,7 +17,11 @@
 // for the fp32 error that can push it across a rounding boundary: 2^-8 |v|
 // for bf16, 2^-11 for f16. A tf32 case is also compared with the reference
 // on the unrounded fp32 inputs, within 1e-3 S (tf32 keeps 10 explicit
-// mantissa bits: each product is off by at most 2 * 2^-11 relative).
+// mantissa bits: each product is off by at most 2 * 2^-11 relative). The
+// wgmma tf32 kernel hands the tensor core unrounded fp32 operands, which
+// it truncates to their upper 19 bits: its references truncate the inputs
+// the same way, and the unrounded comparison allows 2^-9 S (each operand
+// loses less than 2^-10 of itself, so each product less than 2^-9).
 //
 // NVRTC or ptxas missing: the cases skip. Every launch runs with the
 // shared-memory read check and a random block order (set below unless the
@@ -84,6 +88,13 @@ float fromF16(uint16_t b) {
 }
 /// cvt.rna.tf32.f32: round to 10 explicit mantissa bits, ties away.
 float toTf32(float f) { return floatOf((bitsOf(f) + 0x1000u) & 0xFFFFE000u); }
+/// What wgmma's tf32 inputs keep of an fp32 operand: its upper 19 bits.
+float truncTf32(float f) { return floatOf(bitsOf(f) & 0xFFFFE000u); }
+/// The inputs as the family's tensor cores see them.
+double asTf32(Family family, double v) {
+  return family == Family::WgmmaTf32 ? truncTf32(static_cast<float>(v))
+                                     : toTf32(static_cast<float>(v));
+}
 
 /// Host values of one tensor and their device bytes.
 struct Tensor {
@@ -326,7 +337,12 @@ std::vector<double> runCase(const Case &c, const std::string &name = "k") {
   auto at = [](const Tensor &t, uint64_t i) { return t.values[i]; };
   // Reference and bound per output.
   std::vector<double> ref(cCount, 0), bound(cCount, 0), refUnrounded;
-  bool tf32 = c.config.family == Family::MmaTf32;
+  bool tf32 = c.config.family == Family::MmaTf32 ||
+              c.config.family == Family::WgmmaTf32;
+  // The unrounded reference's slack (the header): rna or truncation.
+  double tf32Slack = c.config.family == Family::WgmmaTf32
+                         ? std::ldexp(1.0, -9)
+                         : 1e-3;
   if (c.checkUnroundedTf32)
     refUnrounded.assign(cCount, 0);
   std::vector<double> sums(cCount, 0);
@@ -343,8 +359,8 @@ std::vector<double> runCase(const Case &c, const std::string &name = "k") {
           double av = at(a, ai), bv = at(b, bi);
           if (tf32) {
             accUnrounded += av * bv;
-            av = toTf32(static_cast<float>(av));
-            bv = toTf32(static_cast<float>(bv));
+            av = asTf32(c.config.family, av);
+            bv = asTf32(c.config.family, bv);
           }
           acc += av * bv;
           mag += std::fabs(av * bv);
@@ -405,7 +421,7 @@ std::vector<double> runCase(const Case &c, const std::string &name = "k") {
                         << ref[ci] << " (bound " << bound[ci] << ")";
         if (c.checkUnroundedTf32 &&
             !(std::fabs(got[ci] - refUnrounded[ci]) <=
-              1e-3 * sums[ci] + bound[ci]) &&
+              tf32Slack * sums[ci] + bound[ci]) &&
             reported++ < 8)
           ADD_FAILURE() << "tf32 C[" << i << "][" << j << "] = " << got[ci]
                         << ", unrounded reference " << refUnrounded[ci];
@@ -431,10 +447,11 @@ GemmConfig tensorCore(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm,
 }
 
 GemmConfig wgmmaConfig(uint32_t bm, uint32_t bn, uint32_t stages,
-                       uint32_t split = 1) {
+                       uint32_t split = 1, Family family = Family::WgmmaF16) {
   GemmConfig c;
-  c.family = Family::WgmmaF16;
-  c.blockM = bm, c.blockN = bn, c.blockK = 64;
+  c.family = family;
+  c.blockM = bm, c.blockN = bn;
+  c.blockK = family == Family::WgmmaTf32 ? 32 : 64;
   c.warpM = 64, c.warpN = bn, c.stages = stages, c.splitK = split;
   return c;
 }
@@ -803,7 +820,8 @@ void runConvCase(const ConvCase &cc) {
   ASSERT_FALSE(cBytes.empty());
 
   int reported = 0;
-  bool tf32 = cc.config.family == Family::MmaTf32;
+  bool tf32 = cc.config.family == Family::MmaTf32 ||
+              cc.config.family == Family::WgmmaTf32;
   for (uint64_t n = 0; n < cp.n; ++n)
     for (uint64_t py = 0; py < P; ++py)
       for (uint64_t qx = 0; qx < Q; ++qx)
@@ -823,8 +841,8 @@ void runConvCase(const ConvCase &cc) {
                     x.values[((n * cp.h + h) * cp.w + w) * cp.c + g * cg + c];
                 double fv = f.values[((o * cg + c) * cp.kh + y) * cp.kw + xx];
                 if (tf32) {
-                  xv = toTf32(static_cast<float>(xv));
-                  fv = toTf32(static_cast<float>(fv));
+                  xv = asTf32(cc.config.family, xv);
+                  fv = asTf32(cc.config.family, fv);
                 }
                 acc += xv * fv;
                 mag += std::fabs(xv * fv);
@@ -950,6 +968,93 @@ TEST_F(ContractionKernelsTest, WgmmaConvolutions) {
   runConvCase(g);
   runConvCase({conv(1, 6, 7, 5, 16, 3, 1, 1), wgmmaConfig(64, 64, 2), {}});
   runConvCase({conv(1, 4, 4, 64, 32, 3, 1, 1), wgmmaConfig(64, 64, 2, 3), {}});
+}
+
+// --- tf32 on sm_90a wgmma
+// -----------------------------------------------------
+//
+// tf32 wgmma reads both operands K-major: an MN-major A or B goes through
+// the producer's transposing copy. The references truncate the inputs as
+// the tensor core does (the header).
+
+GemmConfig wgmmaTf32(uint32_t bm, uint32_t bn, uint32_t stages,
+                     uint32_t split = 1) {
+  return wgmmaConfig(bm, bn, stages, split, Family::WgmmaTf32);
+}
+
+TEST_F(ContractionKernelsTest, WgmmaTf32EveryLayout) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // Every operand layout (row-major B and column-major A transposed by the
+  // producer; both at once: only st.shared arrivals), M, N and K off the
+  // tile (K = 100: four K tiles of 32, the last partial) in a 2-stage ring
+  // that wraps; tanh, and the unrounded-input comparison.
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+      Case c{problem(70, 72, 100, DType::F32, DType::F32, la, lb),
+             wgmmaTf32(128, 64, 2),
+             {}};
+      c.epilogue.activation = Activation::Tanh;
+      c.checkUnroundedTf32 = true;
+      runCase(c);
+    }
+}
+
+TEST_F(ContractionKernelsTest, WgmmaTf32EdgesSplitKAndBatches) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // K below one K tile with rows only 4-byte aligned (K = 5: 4-byte
+  // cp.async); N = 1 with a per-row bias and a bf16 output.
+  runCase({problem(33, 24, 5, DType::F32, DType::F32), wgmmaTf32(64, 64, 2),
+           {}});
+  Case n1{problem(100, 1, 40, DType::F32, DType::BF16), wgmmaTf32(64, 64, 2),
+          {}};
+  n1.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::F32};
+  runCase(n1);
+  // Split-K: 3 splits of 6 K tiles; the reduction applies the epilogue.
+  Case s{problem(20, 24, 576, DType::F32, DType::F32), wgmmaTf32(64, 64, 3, 3),
+         {}};
+  s.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+  s.epilogue.activation = Activation::Sigmoid;
+  runCase(s);
+  // Batch 3 with a broadcast row-major B, a residual and gelu.
+  Case c{problem(20, 24, 70, DType::F32, DType::F32), wgmmaTf32(64, 64, 3),
+         {}};
+  c.problem.batch = 3;
+  c.problem.batchStrideA = 20 * 70;
+  c.problem.batchStrideB = 0;
+  c.problem.batchStrideC = 20 * 24;
+  c.epilogue.residual = true;
+  c.epilogue.residualType = DType::F32;
+  c.epilogue.activation = Activation::Gelu;
+  runCase(c);
+  // The 128x128 tile (two consumers, setmaxnreg) with B stored [N][K].
+  runCase({problem(130, 136, 40, DType::F32, DType::F32, Layout::RowMajor,
+                   Layout::ColMajor),
+           wgmmaTf32(128, 128, 2),
+           {}});
+}
+
+TEST_F(ContractionKernelsTest, WgmmaTf32Convolutions) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // 3x3 stride 2 pad 1 with the ResNet epilogue; the 7x7 stride-2 stem on
+  // 3 channels (channels padded to 4); two groups; split-K.
+  auto f32 = [](ConvProblem p) {
+    p.inputType = p.outputType = DType::F32;
+    return p;
+  };
+  ConvCase r{f32(conv(1, 9, 9, 8, 32, 3, 2, 1)), wgmmaTf32(64, 64, 3), {}};
+  r.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
+  r.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+  r.epilogue.residual = true;
+  r.epilogue.residualType = DType::F32;
+  r.epilogue.activation = Activation::Relu;
+  runConvCase(r);
+  runConvCase({f32(conv(1, 12, 11, 3, 16, 7, 2, 3)), wgmmaTf32(64, 64, 2), {}});
+  ConvCase g{f32(conv(2, 5, 5, 16, 24, 3, 1, 1, 1, 2)), wgmmaTf32(64, 64, 2),
+             {}};
+  g.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+  runConvCase(g);
+  runConvCase(
+      {f32(conv(1, 4, 4, 64, 32, 3, 1, 1)), wgmmaTf32(64, 64, 2, 3), {}});
 }
 
 TEST_F(ContractionKernelsTest, ConvFp32OnCudaCores) {
@@ -1284,6 +1389,80 @@ TEST_F(ContractionKernelsTest, WgmmaCandidatesPassPtxasOnSm90a) {
   auto refused = generateGemm(p, c, {}, sm80);
   ASSERT_FALSE(bool(refused));
   EXPECT_THAT(refused.error().message(), ::testing::HasSubstr("needs sm_90"));
+}
+
+TEST_F(ContractionKernelsTest, WgmmaTf32CandidatesAndPtxas) {
+  // tf32 on sm_90: the wgmma_tf32 candidates first, then mma.sync's; only
+  // mma.sync with wgmma off or on sm_80.
+  GemmProblem p = problem(1000, 512, 2048, DType::F32, DType::BF16);
+  std::vector<GemmConfig> all = candidateConfigs(p, Family::MmaTf32, 90);
+  auto firstSync = std::find_if(all.begin(), all.end(), [](const GemmConfig &c) {
+    return c.family == Family::MmaTf32;
+  });
+  ASSERT_NE(firstSync, all.begin());
+  ASSERT_NE(firstSync, all.end());
+  EXPECT_TRUE(std::all_of(all.begin(), firstSync, [](const GemmConfig &c) {
+    return c.family == Family::WgmmaTf32 && c.blockK == 32;
+  }));
+  EXPECT_TRUE(std::all_of(firstSync, all.end(), [](const GemmConfig &c) {
+    return c.family == Family::MmaTf32;
+  }));
+  for (const GemmConfig &c : all)
+    EXPECT_EQ(unsupportedReason(p, c), "") << c.describe();
+  EXPECT_EQ(pickConfig(p, Family::MmaTf32, 90, false).family, Family::MmaTf32);
+  for (const GemmConfig &c : candidateConfigs(p, Family::MmaTf32, 80))
+    EXPECT_EQ(c.family, Family::MmaTf32) << c.describe();
+  // wgmma_tf32 takes f32 inputs and a 32-element K tile only.
+  EXPECT_THAT(unsupportedReason(problem(64, 64, 64, DType::BF16, DType::F32),
+                                wgmmaConfig(64, 64, 2, 1, Family::WgmmaTf32)),
+              ::testing::HasSubstr("needs f32 inputs"));
+  GemmConfig wide = wgmmaConfig(64, 64, 2, 1, Family::WgmmaTf32);
+  wide.blockK = 64;
+  EXPECT_THAT(unsupportedReason(p, wide),
+              ::testing::HasSubstr("128-byte swizzle row"));
+  if (ptxasPath().empty())
+    GTEST_SKIP() << "ptxas not found";
+  // ptxas -arch=sm_90a accepts every heuristic tile with B row-major (the
+  // transposing copy) and bias + relu, the first two in the other operand
+  // layouts and with split-K, and the convolution loader.
+  struct Variant {
+    Layout la, lb;
+    uint32_t split;
+    size_t tiles;
+  };
+  for (Variant v : {Variant{Layout::RowMajor, Layout::RowMajor, 1, 6},
+                    Variant{Layout::ColMajor, Layout::ColMajor, 1, 2},
+                    Variant{Layout::ColMajor, Layout::RowMajor, 1, 2},
+                    Variant{Layout::RowMajor, Layout::ColMajor, 2, 2}}) {
+    GemmProblem q = problem(1000, 512, 2048, DType::F32, DType::F32, v.la, v.lb);
+    std::vector<GemmConfig> tiles = candidateConfigs(q, Family::WgmmaTf32, 90);
+    tiles.erase(std::remove_if(tiles.begin(), tiles.end(),
+                               [](const GemmConfig &c) { return c.splitK != 1; }),
+                tiles.end());
+    ASSERT_EQ(tiles.size(), 6u) << "every wgmma tile fits";
+    tiles.resize(v.tiles);
+    for (GemmConfig c : tiles) {
+      c.splitK = v.split;
+      Epilogue e;
+      e.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+      e.activation = Activation::Relu;
+      auto kernels = generateGemm(q, c, e, {});
+      ASSERT_TRUE(bool(kernels))
+          << c.describe() << ": " << kernels.error().message();
+      EXPECT_NE(kernels->kernels[0].ptx.find("k8.f32.tf32.tf32"),
+                std::string::npos);
+      EXPECT_EQ(runPtxas(kernels->kernels[0].ptx, "sm_90"), "")
+          << c.describe();
+    }
+  }
+  ConvProblem cp = conv(2, 9, 9, 3, 24, 7, 2, 3);
+  cp.inputType = cp.outputType = DType::F32;
+  GemmProblem q = convolutionAsGemm(cp);
+  GemmConfig c = pickConfig(q, Family::MmaTf32, 90);
+  EXPECT_EQ(c.family, Family::WgmmaTf32) << c.describe();
+  auto kernels = generateGemm(q, c, {}, {});
+  ASSERT_TRUE(bool(kernels)) << kernels.error().message();
+  EXPECT_EQ(runPtxas(kernels->kernels[0].ptx, "sm_90"), "") << c.describe();
 }
 
 TEST(ContractionNvrtcTest, MissingLibraryIsAnError) {

@@ -122,8 +122,8 @@ cl::opt<bool> contractionKernels(
     cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> wgmma(
     "wgmma",
-    cl::desc("On sm_90, bf16/fp16 matmuls, convolutions and attention on "
-             "warp-specialised wgmma kernels; false: mma.sync, to compare "
+    cl::desc("On sm_90, bf16/fp16/tf32 matmuls and convolutions and "
+             "bf16/fp16 attention on warp-specialised wgmma kernels; false: mma.sync, to compare "
              "(default: true)"),
     cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> vectorize(

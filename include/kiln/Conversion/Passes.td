@@ -149,12 +149,16 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     one the others are computed from; the others move to a region after the
     kernel.
 
-    With `wgmma=true` and `chip=sm_90`, bf16/f16 matmuls and convolutions
-    try the warp-specialised `wgmma` kernels (sm_90a; a cp.async producer
-    warpgroup feeding mbarrier-guarded stages to one or two consumer
-    warpgroups) before the `mma.sync` ones, and bf16/f16 attention regions
-    run the wgmma attention kernel (`attn_wgmma_f16`); `kilnc --stats`
-    names the family each region got.
+    With `wgmma=true` and `chip=sm_90`, bf16/f16 and tf32 matmuls and
+    convolutions try the warp-specialised `wgmma` kernels (sm_90a; a
+    cp.async producer warpgroup feeding mbarrier-guarded stages to one or
+    two consumer warpgroups) before the `mma.sync` ones, and bf16/f16
+    attention regions run the wgmma attention kernel (`attn_wgmma_f16`);
+    `kilnc --stats` names the family each region got. tf32 wgmma reads
+    both operands K-major: a row-major `[K][N]` f32 weight global is then
+    stored transposed in a new global (`@<name>_kmajor`, its `kiln.origin`
+    gains `transpose 1,0`), and other MN-major operands are transposed by
+    the kernel as it stages them.
     Configs: without `tune`, a `tune-cache` entry for the problem (one that
     still passes the config checks; otherwise a warning) or else the
     heuristic (`pickConfig`). With `tune`, each distinct problem missing
@@ -222,7 +226,7 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "GPU architecture the kernels are compiled for: sm_80 or sm_90">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
-           "On sm_90, bf16/fp16 matmuls and convolutions try the "
+           "On sm_90, bf16/fp16 and tf32 matmuls and convolutions try the "
            "warp-specialised wgmma kernels (sm_90a) before mma.sync, and "
            "attention runs the wgmma attention kernel">,
     Option<"tune", "tune", "bool", /*default=*/"false",

@@ -13,6 +13,9 @@
 //     a transpose of the last two dimensions (a column-major operand);
 //     anything else computing an operand (a cast to bf16, a transpose of
 //     more dimensions) is split off into a region of its own before it;
+//     for tf32 on the wgmma kernels (which read B K-major) a row-major
+//     weight is transposed at compile time into a new global whose origin
+//     records it (`kiln-run --weights` replays it);
 //   - the epilogue: elementwise ops on the matmul's shape (see
 //     EpilogueEmitter.h) reading region inputs with any numpy broadcast,
 //     splat constants, and values computed in the region without the
@@ -28,15 +31,21 @@
 #include "RegionMatcher.h"
 
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <cctype>
+#include <cstring>
 
 #include <cstdlib>
 
@@ -152,6 +161,55 @@ std::optional<cx::DType> kernelDType(Type type) {
   return std::nullopt;
 }
 
+Value Matcher::kMajorWeight(Value weight, int64_t k, int64_t n,
+                            kiln::FusionOp fusion) {
+  ml_program::GlobalOp global = filterGlobal(weight, module);
+  std::optional<std::vector<char>> bytes =
+      global ? globalBytes(global) : std::nullopt;
+  auto type = cast<RankedTensorType>(weight.getType());
+  if (!bytes || !type.getElementType().isF32() ||
+      type.getNumElements() != k * n ||
+      bytes->size() != static_cast<size_t>(k * n) * 4)
+    return nullptr;
+  auto transposedType = RankedTensorType::get({n, k}, type.getElementType());
+  // The key names the global; its bytes are [K][N] whatever its shape.
+  ml_program::GlobalOp &transposed =
+      paddedFilters[(global.getSymName() + "/kmajor").str()];
+  if (!transposed) {
+    std::vector<char> data(bytes->size());
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        std::memcpy(&data[(j * k + i) * 4], &(*bytes)[(i * n + j) * 4], 4);
+    std::string name = (global.getSymName() + "_kmajor").str();
+    std::string blobKey = name;
+    for (char &c : blobKey)
+      if (!std::isalnum(static_cast<unsigned char>(c)))
+        c = '_';
+    auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+        ArrayRef<char>(data.data(), data.size()), alignof(uint64_t));
+    auto value = DenseResourceElementsAttr::get(transposedType, blobKey,
+                                                std::move(blob));
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointAfter(global);
+    transposed = ml_program::GlobalOp::create(
+        b, global.getLoc(), name, transposedType, /*is_mutable=*/false, value,
+        b.getStringAttr("private"));
+    for (NamedAttribute attr : global->getDiscardableAttrs())
+      transposed->setAttr(attr.getName(), attr.getValue());
+    std::string origin = getWeightOrigin(global);
+    if (cast<RankedTensorType>(global.getType()).getShape() !=
+        ArrayRef<int64_t>{k, n})
+      origin = appendOriginStep(origin, "reshape", {k, n});
+    setWeightOrigin(transposed, appendOriginStep(origin, "transpose", {1, 0}));
+    SymbolTable(module).insert(transposed); // renames on a clash
+    replacedWeights.insert(global);
+  }
+  OpBuilder b(fusion);
+  return ml_program::GlobalLoadConstOp::create(
+      b, fusion.getLoc(), transposedType,
+      FlatSymbolRefAttr::get(transposed.getSymNameAttr()));
+}
+
 LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   Block &body = fusion.getBody().front();
   kiln::MatmulOp matmul;
@@ -234,6 +292,13 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   FailureOr<OperandView> b = operandView(rhs, fusion);
   if (failed(a) || failed(b))
     return failure();
+  // tf32 wgmma reads both operands K-major: a row-major weight is stored
+  // transposed at compile time so the producer copies it with cp.async
+  // (other MN-major operands are transposed as they are staged).
+  if (family == cx::Family::MmaTf32 && tuner.wgmma() && broadcastB &&
+      b->layout == cx::Layout::RowMajor)
+    if (Value transposed = kMajorWeight(b->buffer, k, n, fusion))
+      *b = OperandView{transposed, cx::Layout::ColMajor};
 
   cx::GemmProblem problem;
   problem.inputType = *inputType;

@@ -101,6 +101,12 @@ private:
   mlir::LogicalResult rewriteMatmul(kiln::FusionOp fusion, std::string &why);
   mlir::FailureOr<OperandView> operandView(mlir::Value v,
                                            kiln::FusionOp fusion);
+  /// A row-major f32 `[K][N]` weight as `[N][K]` (tf32 wgmma reads B
+  /// K-major): a load of a new weight global, the transpose recorded in
+  /// its origin. Null when `weight` is not a weight global whose bytes are
+  /// known.
+  mlir::Value kMajorWeight(mlir::Value weight, int64_t k, int64_t n,
+                           kiln::FusionOp fusion);
 
   // Attention regions (MatchAttention.cpp).
   /// Q, K (as Kt) or V as the kernel reads it.
@@ -197,7 +203,8 @@ private:
   unsigned nextKernel = 0;
   /// Producers split off the region being rewritten (erased if it fails).
   llvm::SmallVector<kiln::FusionOp> splitOff;
-  /// Channel-padded filters made so far, by source global and padding.
+  /// Channel-padded (reordered, transposed) weights made so far, by source
+  /// global and what was done to it.
   llvm::StringMap<mlir::ml_program::GlobalOp> paddedFilters;
   /// Globals a padded filter replaced (erased once nothing reads them).
   llvm::SetVector<mlir::Operation *> replacedWeights;

@@ -48,6 +48,13 @@ func.func @bf16_bias_relu(%x: tensor<64x32xbf16>, %w: tensor<32x16xbf16>, %b: te
 // CHECK-SAME:      kiln.kernel_config = "simt_f32
 // CHECK:         kiln.call_kernel @kiln_gemm_1::@kiln_gemm_1 ins(%[[X]], %[[W]] :
 // CHECK-SAME:      kiln.kernel_config = "mma_tf32
+// With wgmma on sm_90 the tf32 matmul gets the wgmma_tf32 kernel (k8,
+// both operands K-major: the row-major weight is transposed as it is
+// staged); sm_80 keeps mma.sync.
+// WGMMA:       gpu.binary @kiln_gemm_1 {{.*}}wgmma.mma_async.sync.aligned.m64n{{[0-9]+}}k8.f32.tf32.tf32
+// WGMMA:       kiln.kernel_config = "simt_f32
+// WGMMA:       kiln.kernel_config = "wgmma_tf32 64x{{[0-9]+}}x32
+// SM80:        kiln.kernel_config = "mma_tf32
 func.func @fp32_and_tf32(%x: tensor<8x64xf32>, %w: tensor<64x24xf32>) -> (tensor<8x24xf32>, tensor<8x24xf32>) {
   %0 = kiln.fusion "matmul" -> tensor<8x24xf32> {
     %m = kiln.matmul %x, %w : tensor<8x64xf32>, tensor<64x24xf32> -> tensor<8x24xf32>
@@ -60,6 +67,37 @@ func.func @fp32_and_tf32(%x: tensor<8x64xf32>, %w: tensor<64x24xf32>) -> (tensor
     kiln.yield %m : tensor<8x24xf32>
   }
   return %0, %1 : tensor<8x24xf32>, tensor<8x24xf32>
+}
+
+// -----
+
+// tf32 with a row-major weight global (its compile-time tf32 rounding
+// already done): with wgmma the weight is stored transposed, [N][K], in a
+// new global whose origin adds the transpose (after a reshape: the
+// initializer was [1, 64, 24]), so the kernel reads a K-major B with
+// cp.async; the old global goes. Without wgmma nothing changes.
+// WGMMA-NOT:   ml_program.global private @wt(
+// WGMMA:       ml_program.global private @wt_kmajor(dense_resource<wt_kmajor> : tensor<24x64xf32>) : tensor<24x64xf32> {kiln.origin = "initializer f32 1x64x24 wt\0Areshape 64,24\0Atranspose 1,0", kiln.tf32_rounded}
+// WGMMA-NOT:   ml_program.global private @wt(
+// WGMMA-LABEL: func.func @tf32_weight(
+// WGMMA:         %[[WT:.*]] = ml_program.global_load_const @wt_kmajor : tensor<24x64xf32>
+// WGMMA:         kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%{{.*}}, %[[WT]] :
+// WGMMA-SAME:      kiln.kernel_config = "wgmma_tf32
+// CHECK-LABEL: func.func @tf32_weight(
+// CHECK:         %[[W0:.*]] = ml_program.global_load_const @wt : tensor<1x64x24xf32>
+// CHECK:         kiln.call_kernel {{.*}} ins(%{{.*}}, %[[W0]] :
+// CHECK-SAME:      kiln.kernel_config = "mma_tf32
+ml_program.global private @wt(dense<0.5> : tensor<1x64x24xf32>) : tensor<1x64x24xf32> {kiln.origin = "initializer f32 1x64x24 wt", kiln.tf32_rounded}
+func.func @tf32_weight(%x: tensor<8x64xf32>) -> tensor<8x24xf32> {
+  %w0 = ml_program.global_load_const @wt : tensor<1x64x24xf32>
+  %0 = kiln.fusion "matmul" -> tensor<8x24xf32> {
+    %w = kiln.reshape %w0 : tensor<1x64x24xf32> -> tensor<64x24xf32>
+    %r = kiln.cast %x : tensor<8x64xf32> -> tensor<8x64xtf32>
+    %xr = kiln.cast %r : tensor<8x64xtf32> -> tensor<8x64xf32>
+    %m = kiln.matmul %xr, %w {kiln.tf32} : tensor<8x64xf32>, tensor<64x24xf32> -> tensor<8x24xf32>
+    kiln.yield %m : tensor<8x24xf32>
+  }
+  return %0 : tensor<8x24xf32>
 }
 
 // -----

@@ -25,8 +25,8 @@ Bounds, on the relative error of the output's norm (docs/passes.md,
 fp16 5e-3 (10-bit mantissas); bf16 2e-2 (8-bit mantissas). Operands are
 rounded, products accumulate in fp32.
 
---wgmma true|false compiles bf16 and fp16 only, with kilnc --wgmma=true|false,
-and fails a variant whose regions are not all on the sm_90a wgmma kernels
+--wgmma true|false compiles bf16, fp16 and tf32 only, with kilnc
+--wgmma=true|false, and fails a variant whose regions are not all on the sm_90a wgmma kernels
 (true) or all on mma.sync (false); depthwise regions are on their CUDA-core
 kernel (dw_simt) either way.
 """
@@ -180,7 +180,9 @@ def run_variant(args, name, path, feeds, reference, precision, bound):
     if not configs or any(line.startswith("generic") for line in report):
         print(f"{name} {precision}: not on template kernels: {report} FAIL")
         return False
-    family = {"true": "wgmma_f16", "false": "mma_f16"}.get(args.wgmma)
+    family = {"true": "wgmma_", "false": "mma_"}.get(args.wgmma)
+    if family:
+        family += "tf32" if precision == "tf32" else "f16"
     # Depthwise regions have their own CUDA-core kernel in every mode.
     if family and not all(c.startswith((family, "dw_simt")) for c in configs):
         print(f"{name} {precision}: not all on {family} kernels: {configs} FAIL")
@@ -212,7 +214,7 @@ def main():
     for name in names:
         path, feeds, reference = prepare(args.workdir, name, MODELS[name]())
         for precision, bound in VARIANTS:
-            if args.wgmma and precision not in ("bf16", "fp16"):
+            if args.wgmma and precision not in ("bf16", "fp16", "tf32"):
                 continue
             failed += not run_variant(args, name, path, feeds, reference,
                                       precision, bound)

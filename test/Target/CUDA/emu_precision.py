@@ -15,6 +15,12 @@ rounding    MatMul of a [16, 64] input and a [64, 32] weight. The emu result
             accumulation error (1e-6 relative), and must differ from the
             unrounded product by more than 1/4 of the precision's unit
             roundoff (so rounding really happened; fp32 skips this).
+            tf32 on the sm_90a wgmma kernel (kilnc's default; --stats
+            names the family) rounds the weight at compile time but hands
+            the activation to the tensor core unrounded, which keeps its
+            upper 19 bits: there the reference truncates x instead
+            (truncation done here with a bit mask); with
+            --kilnc-arg=--wgmma=false (mma.sync) both are rounded.
             With --io-precision fp16 the model takes and returns f16 and
             the bound is 1e-3 (the f16 output's own rounding).
 classifier  A small CNN classifier with seeded random weights (Conv+BN+Relu,
@@ -79,15 +85,24 @@ def round_to(x, precision):
     return np.ldexp(np.round(m * 2.0**bits) / 2.0**bits, e)
 
 
-def compile_model(args, model_path, artifact):
+def truncate_tf32(x):
+    """What wgmma's tf32 inputs keep of an f32: its upper 19 bits."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return (bits & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+
+def compile_model(args, model_path, artifact, stats=False):
     command = [args.kilnc, model_path, "-o", artifact,
                f"--precision={args.precision}"] + args.kilnc_arg
     if args.io_precision:
         command.append(f"--io-precision={args.io_precision}")
+    if stats:
+        command.append("--stats")
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
         sys.stdout.write(run.stdout + run.stderr)
         raise SystemExit(f"kilnc failed: {' '.join(command)}")
+    return run.stdout
 
 
 def run_emu(args, artifact, feeds, workdir):
@@ -131,7 +146,8 @@ def rounding(args):
     path = os.path.join(args.workdir, "matmul.onnx")
     save(model, path)
     artifact = os.path.join(args.workdir, f"matmul-{args.precision}.kiln")
-    compile_model(args, path, artifact)
+    stats = compile_model(args, path, artifact, stats=True)
+    wgmma_tf32 = args.precision == "tf32" and "wgmma_tf32" in stats
     x = rng.standard_normal((16, 64)).astype(np.float32)
     # --io-precision=fp16: the model takes and returns f16; the output's own
     # rounding to f16 (2^-11 relative per element) then dominates.
@@ -143,11 +159,13 @@ def rounding(args):
     if io16 and got.dtype != np.float16:
         print(f"output dtype {got.dtype}, expected float16")
         return False
-    rounded = round_to(x, args.precision) @ round_to(w, args.precision)
+    xr = truncate_tf32(x) if wgmma_tf32 else round_to(x, args.precision)
+    rounded = xr @ round_to(w, args.precision)
     exact = x.astype(np.float64) @ w.astype(np.float64)
     err_rounded, err_exact = rel_err(got, rounded), rel_err(got, exact)
     bound = 1e-3 if io16 else 1e-6
-    print(f"rounding {args.precision}{' io fp16' if io16 else ''}: rel-err "
+    print(f"rounding {args.precision}{' io fp16' if io16 else ''}"
+          f"{' (wgmma: x truncated)' if wgmma_tf32 else ''}: rel-err "
           f"vs rounded-input product {err_rounded:.3e} (bound {bound:g}), "
           f"vs exact product {err_exact:.3e}")
     ok = err_rounded <= bound

@@ -25,8 +25,8 @@ bounds, docs/passes.md "Precision"): fp32 1e-4 (fp32 FMAs in another
 order), tf32 and fp16 5e-3 (10-bit mantissas, fp32 accumulation), bf16 2e-2
 (8-bit mantissa).
 
---wgmma true|false compiles bf16 and fp16 only, with kilnc --wgmma=true|false,
-and fails a variant whose matmuls are not all on the sm_90a wgmma kernels
+--wgmma true|false compiles bf16, fp16 and tf32 only, with kilnc
+--wgmma=true|false, and fails a variant whose matmuls are not all on the sm_90a wgmma kernels
 (true) or all on mma.sync (false).
 """
 import argparse
@@ -111,7 +111,9 @@ def run(args, name, path, feeds, reference, precision, flags, bound):
     if not report or any(line.startswith("generic") for line in report):
         print(f"{name} {precision}: not on a template kernel: {report} FAIL")
         return False
-    family = {"true": "wgmma_f16", "false": "mma_f16"}.get(args.wgmma)
+    family = {"true": "wgmma_", "false": "mma_"}.get(args.wgmma)
+    if family:
+        family += "tf32" if precision == "tf32" else "f16"
     if family and not all(c.startswith(family) for c in configs):
         print(f"{name} {precision}: not all on {family} kernels: {configs} FAIL")
         return False
@@ -138,7 +140,7 @@ def main():
     for name in names:
         path, feeds, reference = prepare(args.workdir, name, MODELS[name]())
         for precision, flags, bound in VARIANTS:
-            if args.wgmma and precision not in ("bf16", "fp16"):
+            if args.wgmma and precision not in ("bf16", "fp16", "tf32"):
                 continue
             failed += not run(args, name, path, feeds, reference, precision,
                               flags, bound)

@@ -42,16 +42,18 @@ BOUNDS = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 5e-3}
 SIZE = 12
 
 
-def build(rng, small=None, groups=1):
+def build(rng, small=None, groups=1, matmul_head=False):
     """The CNN with random weights; `small` reuses another build's small
-    initializers (name -> array)."""
+    initializers (name -> array). `matmul_head`: the head is a MatMul with
+    a row-major [32, 10] weight and an Add (the logits, no Softmax) instead
+    of the Gemm."""
     def weight(name, shape, fan_in):
         return rng.normal(0, 1 / np.sqrt(fan_in), shape).astype(np.float32)
 
     arrays = {
         "w1": weight("w1", (16, 3, 3, 3), 27),
         "w2": weight("w2", (32, 16 // groups, 3, 3), 144 // groups),
-        "fc": weight("fc", (10, 32), 32),
+        "fc": weight("fc", (32, 10) if matmul_head else (10, 32), 32),
         "bn_s": rng.uniform(0.8, 1.2, 16).astype(np.float32),
         "bn_b": rng.normal(0, 0.1, 16).astype(np.float32),
         "bn_m": rng.normal(0, 0.1, 16).astype(np.float32),
@@ -73,6 +75,9 @@ def build(rng, small=None, groups=1):
         helper.make_node("Gemm", ["flat", "fc", "fc_b"], ["logits"], transB=1),
         helper.make_node("Softmax", ["logits"], ["prob"], axis=1),
     ]
+    if matmul_head:  # no Softmax: the MatMul gets a region of its own
+        nodes[-2:] = [helper.make_node("MatMul", ["flat", "fc"], ["mm"]),
+                      helper.make_node("Add", ["mm", "fc_b"], ["prob"])]
     graph = helper.make_graph(
         nodes, "cnn",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT,
@@ -107,14 +112,17 @@ def main():
     ap.add_argument("--precision", required=True, choices=list(BOUNDS))
     ap.add_argument("--layout", default="")
     ap.add_argument("--groups", type=int, default=1)
+    ap.add_argument("--matmul-head", action="store_true")
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
     args = ap.parse_args()
     w = args.workdir
     os.makedirs(w, exist_ok=True)
     rng = np.random.default_rng(7)
-    model_a, arrays_a = build(rng, groups=args.groups)
-    model_b, arrays_b = build(rng, small=arrays_a, groups=args.groups)
+    model_a, arrays_a = build(rng, groups=args.groups,
+                              matmul_head=args.matmul_head)
+    model_b, arrays_b = build(rng, small=arrays_a, groups=args.groups,
+                              matmul_head=args.matmul_head)
     onnx.save(model_a, os.path.join(w, "a.onnx"))
     export(arrays_b, os.path.join(w, "b"))
     x = rng.standard_normal((2, 3, SIZE, SIZE)).astype(np.float32)

@@ -137,6 +137,13 @@ enum class Family : uint8_t {
   /// (blockM 64) or two (blockM 128) consumer warpgroups compute; blockN is
   /// wgmma's N (64, 128 or 256). warpM/warpN are 64 and blockN.
   WgmmaF16,
+  /// sm_90a wgmma.mma_async m64nNk8 with tf32 inputs (fp32 operands whose
+  /// low 13 mantissa bits the tensor core ignores), fp32 accumulators: the
+  /// WgmmaF16 kernel with K tiles of 32 (one 128-byte swizzle row). tf32
+  /// wgmma reads both operands K-major, so an MN-major operand (B as
+  /// [K][N], A as [K][M]) is transposed by the producer as it stages it
+  /// (kiln-match-contractions stores row-major weights transposed).
+  WgmmaTf32,
 };
 
 std::string_view familyName(Family family);
@@ -244,7 +251,8 @@ std::string unsupportedReason(const GemmProblem &problem,
 /// The configurations worth trying for the problem, best guess first
 /// (see docs/architecture.md, "Contraction kernels"). `family` is the
 /// instruction family the precision asks for. With MmaF16 on sm_90 and
-/// `wgmma`, the WgmmaF16 candidates come first, then the mma.sync ones.
+/// `wgmma`, the WgmmaF16 candidates come first, then the mma.sync ones;
+/// with MmaTf32 likewise the WgmmaTf32 ones.
 std::vector<GemmConfig> candidateConfigs(const GemmProblem &problem,
                                          Family family, uint32_t smVersion,
                                          bool wgmma = true);

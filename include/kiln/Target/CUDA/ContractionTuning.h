@@ -137,6 +137,8 @@ public:
                                       cx::Family family);
   /// Writes the cache when tuning added entries.
   llvm::Error finish();
+  /// Whether sm_90 problems try the wgmma families first (kilnc --wgmma).
+  bool wgmma() const { return options.wgmma && smVersion == 90; }
 
 private:
   struct Measured;

@@ -16,7 +16,7 @@ runtime::Expected<GemmKernels> generateGemm(const GemmProblem &p,
                                    "not sm_" +
                                    std::to_string(options.smVersion));
   // wgmma and setmaxnreg exist only in sm_90a (the arch-specific ISA).
-  bool wgmma = c.family == Family::WgmmaF16;
+  bool wgmma = isWgmma(c.family);
   if (wgmma && options.smVersion != 90)
     return runtime::Error::failure("GEMM " + c.describe() +
                                    ": wgmma needs sm_90, not sm_" +

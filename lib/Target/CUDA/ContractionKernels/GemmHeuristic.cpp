@@ -22,11 +22,13 @@
 // cycle, H100/A100 class: tensor cores through mma.sync 2048 (f16/bf16) and
 // 1024 (tf32) FLOPs, through wgmma 4096 (f16/bf16: H100's 989 TFLOP/s dense
 // at 132 SMs and 1.83 GHz, twice what mma.sync reaches), FFMA 256, shared
-// memory 128 B, L2 ~32 B. For wgmma 4 consumer warps hide the latency (the
+// memory 128 B, L2 ~32 B, and tf32 at half the f16 rate (wgmma 2048:
+// H100's 494 TFLOP/s dense tf32). For wgmma 4 consumer warps hide the latency (the
 // MMAs are asynchronous and a producer warpgroup keeps the ring full), and
 // the shared traffic is each consumer's A rows plus the whole B tile. On
-// sm_90 the bf16/fp16 list is the wgmma candidates, then the mma.sync ones
-// (GemmConfig::Family order, not the estimate, decides between families).
+// sm_90 the bf16/fp16 list is the wgmma candidates, then the mma.sync ones,
+// and the tf32 list likewise (GemmConfig::Family order, not the estimate,
+// decides between families).
 // The estimate only has to order candidates; autotuning on a GPU replaces
 // it.
 //
@@ -49,10 +51,11 @@ Machine machineFor(uint32_t smVersion, Family family) {
   Machine m;
   m.sms = smVersion >= 90 ? 132 : 108;
   m.maxSharedPerSm = smVersion >= 90 ? 228 * 1024 : 164 * 1024;
-  m.flopsPerCycle = family == Family::WgmmaF16  ? 4096
-                    : family == Family::MmaF16  ? 2048
-                    : family == Family::MmaTf32 ? 1024
-                                                : 256;
+  m.flopsPerCycle = family == Family::WgmmaF16    ? 4096
+                    : family == Family::MmaF16    ? 2048
+                    : family == Family::WgmmaTf32 ? 2048
+                    : family == Family::MmaTf32   ? 1024
+                                                  : 256;
   return m;
 }
 
@@ -60,7 +63,7 @@ Machine machineFor(uint32_t smVersion, Family family) {
 double registersPerThread(const GemmConfig &c) {
   if (c.family == Family::SimtF32)
     return c.threadM * c.threadN + c.threadM + c.threadN + 40;
-  if (c.family == Family::WgmmaF16) // BN/2 accumulators a consumer thread
+  if (isWgmma(c.family)) // BN/2 accumulators a consumer thread
     return c.blockN / 2.0 + 40;
   double mi = c.warpM / 16.0, ni = c.warpN / 8.0;
   return mi * ni * 4 + mi * 4 + ni * 2 + 40;
@@ -83,9 +86,9 @@ double estimateCycles(const GemmProblem &p, const GemmConfig &c,
   double warps = resident * threads / 32;
   // wgmma's asynchronous MMAs and its producer hide latency with fewer
   // warps: 4 consumer warps are enough.
-  double hiding = std::min(1.0, warps / (c.family == Family::SimtF32    ? 16.0
-                                         : c.family == Family::WgmmaF16 ? 4.0
-                                                                        : 8.0));
+  double hiding = std::min(1.0, warps / (c.family == Family::SimtF32 ? 16.0
+                                         : isWgmma(c.family)          ? 4.0
+                                                                      : 8.0));
 
   double bk = c.blockK, bm = c.blockM, bn = c.blockN;
   // FFMA kernels are bound by issue: per k a thread issues TM*TN FFMAs,
@@ -101,7 +104,7 @@ double estimateCycles(const GemmProblem &p, const GemmConfig &c,
       c.family == Family::SimtF32
           ? threads * (c.threadM + c.threadN) * 4 * bk /
                 2 // float4, halved by broadcast
-      : c.family == Family::WgmmaF16
+      : isWgmma(c.family)
           ? (bm / 64) * (64 + bn) * bk * plan.inBytes
           : (threads / 32) * (c.warpM + c.warpN) * bk * plan.inBytes;
   double shared = sharedBytes / mc.sharedBytesPerCycle;
@@ -127,15 +130,18 @@ struct Tile {
 
 namespace {
 
-/// WgmmaF16 tiles {BM, BN, stages}: the largest ring that fits 227 KiB.
-std::vector<GemmConfig> wgmmaBase() {
+/// wgmma tiles {BM, BN, stages}: the largest ring that fits 227 KiB. The
+/// K tile is one 128-byte row: 64 f16/bf16 or 32 tf32 elements, so a
+/// stage has the same bytes in both families.
+std::vector<GemmConfig> wgmmaBase(Family family) {
   const uint32_t tiles[][3] = {{128, 256, 4}, {128, 128, 5}, {64, 256, 5},
                                {128, 64, 6},  {64, 128, 6},  {64, 64, 8}};
   std::vector<GemmConfig> base;
   for (const auto &t : tiles) {
     GemmConfig c;
-    c.family = Family::WgmmaF16;
-    c.blockM = t[0], c.blockN = t[1], c.blockK = 64;
+    c.family = family;
+    c.blockM = t[0], c.blockN = t[1];
+    c.blockK = family == Family::WgmmaTf32 ? 32 : 64;
     c.warpM = 64, c.warpN = t[1], c.stages = t[2];
     base.push_back(c);
   }
@@ -146,12 +152,14 @@ std::vector<GemmConfig> wgmmaBase() {
 
 std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
                                          uint32_t smVersion, bool wgmma) {
-  if (family == Family::MmaF16 && smVersion == 90 && wgmma) {
+  if ((family == Family::MmaF16 || family == Family::MmaTf32) &&
+      smVersion == 90 && wgmma) {
     // wgmma first (each list ranked by the estimate), mma.sync after it.
-    std::vector<GemmConfig> all =
-        candidateConfigs(p, Family::WgmmaF16, smVersion, false);
+    Family async =
+        family == Family::MmaF16 ? Family::WgmmaF16 : Family::WgmmaTf32;
+    std::vector<GemmConfig> all = candidateConfigs(p, async, smVersion, false);
     std::vector<GemmConfig> sync =
-        candidateConfigs(p, Family::MmaF16, smVersion, false);
+        candidateConfigs(p, family, smVersion, false);
     all.insert(all.end(), sync.begin(), sync.end());
     return all;
   }
@@ -169,10 +177,10 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
       c.threadM = t.wm, c.threadN = t.wn, c.stages = t.stages;
       base.push_back(c);
     }
-  } else if (family == Family::WgmmaF16) {
+  } else if (isWgmma(family)) {
     if (smVersion != 90)
       return {};
-    base = wgmmaBase();
+    base = wgmmaBase(family);
   } else {
     bool tf32 = family == Family::MmaTf32;
     // {BM, BN, BK, WTM, WTN, stages}; tf32 halves BK to keep rows 64-128 B.
@@ -212,7 +220,7 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
   // A wgmma ring deeper than a split's K tiles only costs shared memory
   // (and residency): trim it to the tiles, at least 2.
   for (GemmConfig &c : all)
-    if (c.family == Family::WgmmaF16) {
+    if (isWgmma(c.family)) {
       uint64_t tiles = planGemm(p, c).kTilesPerSplit;
       c.stages = static_cast<uint32_t>(
           std::max<uint64_t>(2, std::min<uint64_t>(c.stages, tiles)));

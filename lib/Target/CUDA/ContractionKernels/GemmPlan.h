@@ -16,6 +16,12 @@ namespace kiln::contraction {
 
 uint32_t dtypeBytes(DType type);
 
+/// The sm_90a warp-specialised wgmma kernel (GemmWgmma.cuh), in either
+/// input type.
+inline bool isWgmma(Family family) {
+  return family == Family::WgmmaF16 || family == Family::WgmmaTf32;
+}
+
 struct GemmPlan {
   uint32_t inBytes = 2, outBytes = 4;
   /// Elements one global→shared copy moves for A and B (16 bytes at most),

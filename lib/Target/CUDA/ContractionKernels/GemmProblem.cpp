@@ -25,6 +25,8 @@ std::string_view familyName(Family family) {
     return "simt_f32";
   case Family::WgmmaF16:
     return "wgmma_f16";
+  case Family::WgmmaTf32:
+    return "wgmma_tf32";
   }
   return "?";
 }
@@ -32,7 +34,7 @@ std::string_view familyName(Family family) {
 uint32_t GemmConfig::threads() const {
   if (family == Family::SimtF32)
     return (threadM && threadN) ? (blockM / threadM) * (blockN / threadN) : 0;
-  if (family == Family::WgmmaF16) // a producer and blockM / 64 consumers
+  if (isWgmma(family)) // a producer and blockM / 64 consumers
     return (blockM / 64 + 1) * 128;
   return (warpM && warpN) ? (blockM / warpM) * (blockN / warpN) * 32 : 0;
 }
@@ -108,7 +110,7 @@ GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
     uint32_t padA = plan.aKContiguous ? 4 : 0, padB = plan.bKContiguous ? 4 : 0;
     plan.sharedBytes =
         c.stages * c.blockK * ((c.blockM + padA) + (c.blockN + padB)) * 4;
-  } else if (c.family == Family::WgmmaF16) {
+  } else if (isWgmma(c.family)) {
     // GemmWgmma.cuh: 1024 bytes to align the ring, the ring (or the staged
     // output tile, which reuses it), a full and an empty mbarrier a stage.
     uint32_t stage = (c.blockM + c.blockN) * c.blockK * plan.inBytes;
@@ -172,14 +174,15 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     return "stages must be 2 to 8";
   if (c.splitK < 1)
     return "split-K must be at least 1";
-  if (c.family == Family::WgmmaF16) {
+  if (isWgmma(c.family)) {
     if (c.blockM != 64 && c.blockM != 128)
       return "wgmma's block M must be 64 or 128 (one or two consumer "
              "warpgroups)";
     if (c.blockN != 64 && c.blockN != 128 && c.blockN != 256)
       return "wgmma's block N must be 64, 128 or 256";
-    if (c.blockK != 64)
-      return "wgmma's block K must be 64 (one 128-byte swizzle row)";
+    if (c.blockK * inBytes != 128)
+      return "wgmma's block K must be one 128-byte swizzle row (64 f16/bf16 "
+             "or 32 tf32 elements)";
     if (c.warpM != 64 || c.warpN != c.blockN)
       return "wgmma's warp tile is 64 x block N";
   } else if (c.family == Family::SimtF32) {
@@ -211,7 +214,7 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     uint32_t columns =
         c.family == Family::SimtF32 ? c.blockK : c.blockK * inBytes / 16;
     // wgmma: the producer warpgroup alone copies.
-    uint32_t copiers = c.family == Family::WgmmaF16 ? 128 : c.threads();
+    uint32_t copiers = isWgmma(c.family) ? 128 : c.threads();
     if (copiers % columns || (c.blockM * columns) % copiers)
       return "the block's threads must divide its A tile's columns evenly";
     if (cv.h * cv.w * cv.c * (p.m / (cv.p * cv.q) + 1) >= (1ull << 40))

@@ -119,7 +119,8 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        ", STRIDE_B = " + i(p.batch > 1 ? p.batchStrideB : 0) + ";\n";
   s += "  static constexpr bool A_K_CONTIG = " + b(plan.aKContiguous) +
        ", B_K_CONTIG = " + b(plan.bKContiguous) +
-       ", TF32 = " + b(c.family == Family::MmaTf32) +
+       ", TF32 = " +
+       b(c.family == Family::MmaTf32 || c.family == Family::WgmmaTf32) +
        ", IN_BF16 = " + b(p.inputType == DType::BF16) + ";\n";
   s += "  static constexpr int IN_BYTES = " + i(plan.inBytes) +
        ", OUT_BYTES = " + i(plan.outBytes) +
@@ -145,14 +146,23 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
   return s + "};\n\n";
 }
 
-/// WgmmaF16's one MMA: `wgmma.mma_async.m64n<BN>k16` from two shared-memory
-/// descriptors into the thread's BN/2 accumulators (an inline-PTX statement
-/// with one operand per register, written out here because its operand
-/// list depends on BN). The transpose bits say which operand is MN-major.
+/// The wgmma kernel's one MMA: `wgmma.mma_async.m64n<BN>k16` (f16, bf16)
+/// or `m64n<BN>k8` (tf32) from two shared-memory descriptors into the
+/// thread's BN/2 accumulators (an inline-PTX statement with one operand
+/// per register, written out here because its operand list depends on BN).
+/// The transpose bits say which operand is MN-major; tf32 has none (both
+/// operands are K-major in shared memory, GemmWgmma.cuh).
 std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
                         const GemmPlan &plan) {
   const uint32_t regs = c.blockN / 2;
-  const char *type = p.inputType == DType::BF16 ? "bf16" : "f16";
+  const bool tf32 = c.family == Family::WgmmaTf32;
+  const char *type = tf32                          ? "tf32"
+                     : p.inputType == DType::BF16 ? "bf16"
+                                                  : "f16";
+  std::string transpose =
+      tf32 ? std::string()
+           : std::string(", ") + (plan.aKContiguous ? "0" : "1") + ", " +
+                 (plan.bKContiguous ? "0" : "1");
   std::string list;
   for (uint32_t i = 0; i < regs; ++i)
     list += (i ? ", %" : "%") + std::to_string(i);
@@ -161,10 +171,9 @@ std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
   s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
        std::to_string(regs + 2) + ", 0;\\n\"\n";
   s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(c.blockN) +
-       "k16.f32." + type + "." + type + " {" + list + "}, %" +
-       std::to_string(regs) + ", %" + std::to_string(regs + 1) + ", p, 1, 1, " +
-       (plan.aKContiguous ? "0" : "1") + ", " +
-       (plan.bKContiguous ? "0" : "1") + ";\\n}\"\n    : ";
+       (tf32 ? "k8" : "k16") + ".f32." + type + "." + type + " {" + list +
+       "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
+       ", p, 1, 1" + transpose + ";\\n}\"\n    : ";
   for (uint32_t i = 0; i < regs; ++i)
     s += (i ? ", " : "") + std::string("\"+f\"(d[") + std::to_string(i) + "])";
   s += "\n    : \"l\"(descA), \"l\"(descB), \"r\"(1));\n}\n\n";
@@ -265,7 +274,7 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   s += cfgSource(p, c, plan);
   s += epilogueSource(e);
   bool simt = c.family == Family::SimtF32;
-  bool wgmma = c.family == Family::WgmmaF16;
+  bool wgmma = isWgmma(c.family);
   s += simt ? kGemmSimtTemplate : kGemmTensorCoreTemplate;
   s += "\n";
   if (wgmma) {

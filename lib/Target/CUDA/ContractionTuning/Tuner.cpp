@@ -291,11 +291,14 @@ llvm::Expected<ConfigChoice> Tuner::choose(const cx::GemmProblem &problem,
   cx::GemmConfig heuristic = cx::pickConfig(problem, family, smVersion, options.wgmma);
 
   auto fromEntry = [&](const CacheEntry &entry) -> std::optional<ConfigChoice> {
-    // mma_f16 problems on sm_90 may run on wgmma unless --wgmma=false.
+    // mma_f16 (mma_tf32) problems on sm_90 may run on wgmma_f16
+    // (wgmma_tf32) unless --wgmma=false.
     bool familyOk = entry.config.family == family ||
-                    (family == cx::Family::MmaF16 &&
-                     entry.config.family == cx::Family::WgmmaF16 &&
-                     options.wgmma && smVersion >= 90);
+                    (options.wgmma && smVersion >= 90 &&
+                     ((family == cx::Family::MmaF16 &&
+                       entry.config.family == cx::Family::WgmmaF16) ||
+                      (family == cx::Family::MmaTf32 &&
+                       entry.config.family == cx::Family::WgmmaTf32)));
     std::string why = !familyOk ? "its family is not " +
                                       std::string(cx::familyName(family))
                                 : cx::unsupportedReason(problem, entry.config);

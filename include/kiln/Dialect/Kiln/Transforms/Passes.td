@@ -166,7 +166,12 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       `kiln.cast f32 -> tf32` + `kiln.cast tf32 -> f32`. Tensor cores round
       (or truncate) `f32` inputs of a tf32 MMA this way; the scalar kernels
       emulate it: kiln-lower-to-linalg turns the pair into one kernel that
-      rounds the bits (`cvt.rn.tf32.f32` semantics) and stores `f32`.
+      rounds the bits (`cvt.rn.tf32.f32` semantics) and stores `f32`. The
+      template kernels take the pair off and round themselves: mma.sync
+      with `cvt.rna`; the sm_90a wgmma kernel hands activations to the
+      tensor core unrounded, which keeps their upper 19 bits (truncation,
+      as CUTLASS's sm90 tf32 kernels do; weights are still rounded at
+      compile time, below).
     - **f32-only ops.** `softmax`, `log_softmax`, `layer_norm`,
       `batch_norm`, `instance_norm`, `lrn`, `reduce`, `pool`, `global_pool`,
       and `exp`, `log`, `erf`, `pow`, `sigmoid`, `softplus`, `gelu`, `elu`,

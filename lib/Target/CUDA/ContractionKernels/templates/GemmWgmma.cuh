@@ -1,4 +1,4 @@
-//===- GemmWgmma.cuh - sm_90a warp-specialised wgmma GEMM (f16/bf16) ------===//
+//===- GemmWgmma.cuh - sm_90a warp-specialised wgmma GEMM (f16/bf16, tf32) ===//
 //
 // One block computes a BM x BN tile of C (BM = 64 or 128, BN = 64, 128 or
 // 256) for one batch and one K split, with warpgroups (128 threads) in two
@@ -15,7 +15,8 @@
 //     wait on `full`, `fence.proxy.async` (cp.async writes in the generic
 //     proxy, wgmma reads in the async proxy), and issue four
 //     `wgmma.mma_async.m64nBNk16` (K tile 64) from shared-memory
-//     descriptors, accumulating BN/2 fp32 registers a thread. One group
+//     descriptors (tf32: K tile 32, four `m64nBNk8`), accumulating BN/2
+//     fp32 registers a thread. One group
 //     stays in flight: after committing tile t they wait for tile t - 1's
 //     group and arrive on its stage's `empty` mbarrier (count: every
 //     consumer thread), which hands the stage back to the producer.
@@ -27,15 +28,31 @@
 // Shared memory holds each operand in the canonical 128-byte-swizzled
 // layout wgmma descriptors describe (every stage 1024-byte aligned):
 //   - K-major (A row-major, B stored [N][K]): a row of the tile (one m or n)
-//     is the K tile's 64 elements, 128 bytes; 16-byte chunk c of row r sits
-//     at chunk c ^ (r % 8); 8 rows make a 1024-byte swizzle atom (the
-//     descriptor's stride offset). A k16 step moves the start address by
-//     32 bytes.
+//     is the K tile's 64 (tf32: 32) elements, 128 bytes; 16-byte chunk c of
+//     row r sits at chunk c ^ (r % 8); 8 rows make a 1024-byte swizzle atom
+//     (the descriptor's stride offset). A k16 (tf32: k8) step moves the
+//     start address by 32 bytes.
 //   - MN-major (A column-major, B row-major [K][N]; wgmma's transpose bit):
 //     blocks of 64 m (or n) elements, each 64 K rows of 128 bytes, swizzled
 //     the same way; the descriptor's leading offset is the block size
 //     (8 KiB), its stride offset the 8-row atom (1024 B). A k16 step moves
 //     16 rows (2 KiB).
+//   - tf32 wgmma has no transpose bits: both operands must be K-major.
+//     kiln-match-contractions stores a row-major weight B transposed at
+//     compile time; any other MN-major tf32 operand (an activation B as
+//     [K][N], A column-major) is transposed by the producer as it stages
+//     it (TransposingLoader: four K rows of one column through registers,
+//     written as one 16-byte chunk). Its st.shared
+//     writes are fenced into the async proxy and arrive on `full` after the
+//     stage's cp.async copies (full counts 256 arrivals then).
+//
+// tf32 rounding: the fp32 operands reach the tensor core unrounded, which
+// uses their upper 19 bits (round toward zero), as CUTLASS's sm90 tf32
+// GMMA kernels and Triton's wgmma path do by default (weights arrive
+// already rounded to nearest at compile time); mma.sync tf32
+// (GemmTensorCore.cuh) rounds with cvt.rna instead. Either keeps 10
+// mantissa bits: a product is off by at most 2^-9 (truncation) or 2^-10
+// (rna) of its magnitude.
 //
 // The epilogue is GemmTensorCore.cuh's: wgmma's accumulator fragment is the
 // mma.sync m16n8 one per warp (warp w of a consumer holds rows 16w..16w+15
@@ -52,7 +69,12 @@
 
 namespace wg {
 
-constexpr int kEB = 2;
+constexpr int kEB = Cfg::IN_BYTES;
+/// The MMA's K: 16 f16/bf16 or 8 tf32 elements, 32 bytes either way.
+constexpr int kMmaK = Cfg::TF32 ? 8 : 16;
+/// How each operand sits in shared memory: tf32 is always K-major.
+constexpr bool kAKMajor = Cfg::A_K_CONTIG || Cfg::TF32;
+constexpr bool kBKMajor = Cfg::B_K_CONTIG || Cfg::TF32;
 constexpr int kConsumers = Cfg::BM / 64;
 constexpr int kProducerThreads = 128;
 constexpr int kAccs = Cfg::BN / 2;
@@ -85,22 +107,95 @@ template <int MN> struct SelectTile<false, MN> {
   using type = MnMajorTile<MN>;
 };
 
-using TileA = SelectTile<Cfg::A_K_CONTIG, Cfg::BM>::type;
-using TileB = SelectTile<Cfg::B_K_CONTIG, Cfg::BN>::type;
+using TileA = SelectTile<kAKMajor, Cfg::BM>::type;
+using TileB = SelectTile<kBKMajor, Cfg::BN>::type;
 constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;
 
-template <bool Conv> struct SelectLoaderA {
+/// No "memory" clobber: the next chunks' global loads may be issued
+/// before this store (nothing in the kernel writes what they read); it
+/// stays before the fence and arrive that publish it (volatile asm keeps
+/// its order).
+KILN_INLINE void storeShared4(u32 address, float x, float y, float z,
+                              float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(address),
+               "f"(x), "f"(y), "f"(z), "f"(w));
+}
+
+/// Stages an MN-major fp32 operand ([K][MN] in global memory, leading
+/// dimension Ld) K-major for tf32 wgmma. Thread q handles chunk q / Rows
+/// of tile row q % Rows: it reads that column's four K elements (adjacent
+/// threads read adjacent columns, so each K row is one coalesced access),
+/// zero past MN or the split's K, and stores them as one 16-byte chunk
+/// (8 adjacent rows' chunks are swizzled onto distinct banks).
+template <class Tile, i64 Ld, int Threads> struct TransposingLoader {
+  static constexpr int kUnits = Tile::kRows * Tile::kChunks;
+  static_assert(kUnits % Threads == 0, "whole chunks per thread");
+  static constexpr int kIters = kUnits / Threads;
+  const float *base;
+  int mn0, mnEnd, kBegin, kEnd;
+
+  KILN_INLINE static bool allInside(int mnOrigin, int mnLimit) {
+    return mnOrigin + Tile::kRows <= mnLimit;
+  }
+  KILN_INLINE void init(const char *operand, int mnOrigin, int mnLimit,
+                        int kFirst, int kLimit) {
+    base = (const float *)operand, mn0 = mnOrigin, mnEnd = mnLimit,
+    kBegin = kFirst, kEnd = kLimit;
+  }
+  KILN_INLINE void load(u32 tile, int t, bool interior) const {
+    const int k0 = kBegin + t * Cfg::BK;
+    // Four chunks' loads in flight at a time: a fully unrolled loop would
+    // keep up to 64 values live in the producer's 56 registers.
+#pragma unroll 4
+    for (int i = 0; i < kIters; ++i) {
+      const int q = (int)threadIdx.x + i * Threads;
+      const int r = q % Tile::kRows, ch = q / Tile::kRows;
+      const int mn = mn0 + r, k = k0 + ch * 4;
+      const float *from = base + (i64)k * Ld + mn;
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        v[e] = interior || (mn < mnEnd && k + e < kEnd) ? from[e * Ld] : 0.0f;
+      storeShared4(tile + Tile::chunkOffset(r, ch), v[0], v[1], v[2], v[3]);
+    }
+  }
+};
+
+/// A and B's loaders: the implicit convolution's gather for A, a
+/// transposing copy for an MN-major tf32 operand, cp.async otherwise.
+template <bool Conv, bool Transpose> struct SelectLoaderA {
   using type = tc::OperandLoader<TileA, Cfg::VEC_A, Cfg::A_K_CONTIG, Cfg::LDA,
                                  kProducerThreads>;
 };
-template <> struct SelectLoaderA<true> {
+template <bool Transpose> struct SelectLoaderA<true, Transpose> {
   using type = tc::ConvLoaderA<TileA, kProducerThreads>;
 };
-using LoaderA = SelectLoaderA<Cfg::CONV>::type;
-using LoaderB = tc::OperandLoader<TileB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB,
-                                  kProducerThreads>;
-/// A copy narrower than 4 bytes goes through registers (no cp.async).
-constexpr bool kRegisterCopies = Cfg::VEC_A == 1 || Cfg::VEC_B == 1;
+template <> struct SelectLoaderA<false, true> {
+  using type = TransposingLoader<TileA, Cfg::LDA, kProducerThreads>;
+};
+template <bool Transpose> struct SelectLoaderB {
+  using type = tc::OperandLoader<TileB, Cfg::VEC_B, Cfg::B_K_CONTIG, Cfg::LDB,
+                                 kProducerThreads>;
+};
+template <> struct SelectLoaderB<true> {
+  using type = TransposingLoader<TileB, Cfg::LDB, kProducerThreads>;
+};
+constexpr bool kTransposeA = !Cfg::CONV && !Cfg::A_K_CONTIG && Cfg::TF32;
+constexpr bool kTransposeB = !Cfg::B_K_CONTIG && Cfg::TF32;
+using LoaderA = SelectLoaderA<Cfg::CONV, kTransposeA>::type;
+using LoaderB = SelectLoaderB<kTransposeB>::type;
+/// A 16-bit copy narrower than 4 bytes goes through registers (no
+/// cp.async): the producer waits for its copies and arrives itself.
+constexpr bool kRegisterCopies =
+    Cfg::VEC_A * kEB < 4 || Cfg::VEC_B * kEB < 4;
+/// Otherwise each producer thread arrives on `full` once when its cp.async
+/// copies land (if it issues any) and once after its transposing stores
+/// (if it makes any).
+constexpr bool kAsyncArrive =
+    !kRegisterCopies && !(kTransposeA && kTransposeB);
+constexpr bool kStoreArrive = kRegisterCopies || kTransposeA || kTransposeB;
+constexpr u32 kFullArrivals =
+    kProducerThreads * ((kAsyncArrive ? 1 : 0) + (kStoreArrive ? 1 : 0));
 
 // --- mbarrier ----------------------------------------------------------------
 
@@ -168,18 +263,18 @@ KILN_INLINE void fenceAccumulators(float (&acc)[kAccs]) {
 
 /// Descriptor of the consumer's A (its 64 rows) and of B at k16 step 0.
 KILN_INLINE u64 descriptorA(u32 stage, int consumer) {
-  if (Cfg::A_K_CONTIG)
+  if (kAKMajor)
     return descriptor(stage + consumer * 64 * 128, 16, 1024);
   return descriptor(stage + consumer * 8192, 8192, 1024);
 }
 KILN_INLINE u64 descriptorB(u32 stage) {
   u32 tile = stage + TileA::kBytes;
-  return Cfg::B_K_CONTIG ? descriptor(tile, 16, 1024)
-                         : descriptor(tile, 8192, 1024);
+  return kBKMajor ? descriptor(tile, 16, 1024) : descriptor(tile, 8192, 1024);
 }
-/// What a k16 step adds to a descriptor (the start address, in 16 bytes).
-constexpr u64 kStepA = Cfg::A_K_CONTIG ? 32 >> 4 : 2048 >> 4;
-constexpr u64 kStepB = Cfg::B_K_CONTIG ? 32 >> 4 : 2048 >> 4;
+/// What an MMA's K step adds to a descriptor (the start address, in 16
+/// bytes): 32 bytes K-major, 16 K rows (2 KiB) MN-major.
+constexpr u64 kStepA = kAKMajor ? 32 >> 4 : 2048 >> 4;
+constexpr u64 kStepB = kBKMajor ? 32 >> 4 : 2048 >> 4;
 
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                       float *workspace, u32 M, u64 batchStrideA,
@@ -209,7 +304,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::STAGES; ++s) {
-      mbarrierInit(fullBars + 8 * s, kProducerThreads);
+      mbarrierInit(fullBars + 8 * s, kFullArrivals);
       mbarrierInit(emptyBars + 8 * s, kConsumers * 128);
     }
   }
@@ -235,14 +330,23 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
       if (kt >= Cfg::STAGES)
         mbarrierWait(emptyBars + 8 * s, parity ^ 1);
       const u32 stage = shared + s * kStageBytes;
-      loaderA.load(stage, kt, insideA && kt < wholeTiles);
-      loaderB.load(stage + TileA::kBytes, kt, insideB && kt < wholeTiles);
-      if (kRegisterCopies) {
-        cpAsyncWaitAll();
+      // cp.async copies first, so they fly while the transposing ones
+      // wait for their loads.
+      if (!kTransposeA)
+        loaderA.load(stage, kt, insideA && kt < wholeTiles);
+      if (!kTransposeB)
+        loaderB.load(stage + TileA::kBytes, kt, insideB && kt < wholeTiles);
+      if (kAsyncArrive)
+        cpAsyncArriveNoinc(fullBars + 8 * s);
+      if (kTransposeA)
+        loaderA.load(stage, kt, insideA && kt < wholeTiles);
+      if (kTransposeB)
+        loaderB.load(stage + TileA::kBytes, kt, insideB && kt < wholeTiles);
+      if (kStoreArrive) {
+        if (kRegisterCopies)
+          cpAsyncWaitAll();
         fenceProxyAsync();
         mbarrierArrive(fullBars + 8 * s);
-      } else {
-        cpAsyncArriveNoinc(fullBars + 8 * s);
       }
       if (++s == Cfg::STAGES)
         s = 0, parity ^= 1;
@@ -269,7 +373,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
       fenceAccumulators(acc);
       wgmmaFence();
 #pragma unroll
-      for (int ks = 0; ks < Cfg::BK / 16; ++ks)
+      for (int ks = 0; ks < Cfg::BK / kMmaK; ++ks)
         wgmmaTile(acc, da + ks * kStepA, db + ks * kStepB);
       wgmmaCommit();
       fenceAccumulators(acc);
