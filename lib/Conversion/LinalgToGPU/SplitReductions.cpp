@@ -11,8 +11,9 @@
 //     read consecutive addresses. Here a block has 32 x 8 threads: x over 32
 //     consecutive outputs (coalesced reads), y over slices of the row, each
 //     thread's partial to shared memory [8][33], then each output's 8
-//     partials combined in a fixed order. When that leaves the GPU idle (a
-//     long row, few outputs), the row is split over S blocks (grid S x
+//     partials combined in a fixed order. When that leaves SMs without a
+//     block (fewer output tiles than SMs) and the row is long, the row is
+//     split over S blocks (grid S x
 //     output tiles) that write partials to a scratch buffer, and a second
 //     kernel (a thread per output) combines the S partials in order;
 //   - a whole-tensor reduction (a scalar or at most 32 outputs, rows over
@@ -469,8 +470,10 @@ bool ReductionBuilder::build(OpBuilder &b) {
       target.smCount *
       std::max<int64_t>(target.maxThreadsPerSm / target.blockSize, 1);
   if (isColumn()) {
+    // Split only when the output tiles leave SMs without a block: an extra
+    // launch (a few µs) costs more than it buys on a GPU already filled.
     int64_t tilesP = (outputs + kTile - 1) / kTile;
-    int64_t splits = std::min<int64_t>(
+    int64_t splits = tilesP >= target.smCount ? 1 : std::min<int64_t>(
         (resident + tilesP - 1) / tilesP,
         (longest + kSlices * kMinTermsPerThread - 1) /
             (kSlices * kMinTermsPerThread));

@@ -76,8 +76,11 @@ public:
 
 private:
   /// The innermost dimension of a read candidate, if it is one.
+  /// The innermost dimension of a read candidate, if it is one; the
+  /// dimensions its other indices depend on are added to `outerDims`.
   std::optional<unsigned> innermostDim(memref::LoadOp load,
-                                       SmallVector<Operation *> &slice);
+                                       SmallVector<Operation *> &slice,
+                                       llvm::SmallDenseSet<unsigned> &outerDims);
   Block *body() { return &op.getRegion().front(); }
 
   linalg::GenericOp op;
@@ -87,7 +90,8 @@ private:
 
 std::optional<unsigned>
 TransposeBuilder::innermostDim(memref::LoadOp load,
-                               SmallVector<Operation *> &slice) {
+                               SmallVector<Operation *> &slice,
+                               llvm::SmallDenseSet<unsigned> &outerDims) {
   if (load->getBlock() != body() || load.getIndices().empty() ||
       !innermostContiguous(load.getMemRef()) ||
       op->isAncestor(load.getMemRef().getParentBlock()->getParentOp()))
@@ -117,6 +121,20 @@ TransposeBuilder::innermostDim(memref::LoadOp load,
   for (Operation &inner : *body())
     if (seen.contains(&inner))
       slice.push_back(&inner);
+  // The loop dimensions the other indices depend on (a transpose's read
+  // moves along the write's dimension there; a broadcast does not).
+  for (Value index : load.getIndices().drop_back()) {
+    SmallVector<Value> stack{index};
+    while (!stack.empty()) {
+      Value v = stack.pop_back_val();
+      Operation *def = v.getDefiningOp();
+      if (!def || def->getBlock() != body())
+        continue;
+      if (auto dim = dyn_cast<linalg::IndexOp>(def))
+        outerDims.insert(dim.getDim());
+      stack.append(def->getOperands().begin(), def->getOperands().end());
+    }
+  }
   return last.getDim();
 }
 
@@ -144,30 +162,39 @@ bool TransposeBuilder::build(OpBuilder &b) {
   }
   unsigned dW = *writeDim;
 
-  // The reads contiguous along another dimension: the first one found picks
-  // dR, and every read contiguous along dR is staged.
-  SmallVector<std::pair<unsigned, Staged>> candidates;
+  // The reads contiguous along another dimension that move along dW in an
+  // outer index (a broadcast along dW, x[i] in y[i, j], is no transpose):
+  // the first one found picks dR, and every read contiguous along dR is
+  // staged (a tile each).
+  SmallVector<std::tuple<unsigned, Staged, bool>> candidates;
   for (OpOperand *operand : op.getDpsInputOperands()) {
     BlockArgument arg = op.getMatchingBlockArgument(operand);
     AffineMap map = op.getMatchingIndexingMap(operand);
     if (arg.use_empty() || !map.getNumResults() ||
         !innermostContiguous(operand->get()))
       continue;
+    bool movesAlongW = llvm::any_of(
+        map.getResults().drop_back(),
+        [&](AffineExpr e) { return e.isFunctionOfDim(dW); });
     if (auto last = dyn_cast<AffineDimExpr>(map.getResults().back()))
-      candidates.push_back(
-          {last.getPosition(), Staged{operand, {}, {}, arg.getType()}});
+      candidates.push_back({last.getPosition(),
+                            Staged{operand, {}, {}, arg.getType()},
+                            movesAlongW});
   }
   for (Operation &inner : body()->without_terminator()) {
     auto load = dyn_cast<memref::LoadOp>(inner);
     if (!load)
       continue;
     Staged staged{nullptr, load, {}, load.getType()};
-    if (std::optional<unsigned> d = innermostDim(load, staged.slice))
-      candidates.push_back({*d, std::move(staged)});
+    llvm::SmallDenseSet<unsigned> outerDims;
+    if (std::optional<unsigned> d =
+            innermostDim(load, staged.slice, outerDims))
+      candidates.push_back(
+          {*d, std::move(staged), outerDims.contains(dW)});
   }
   std::optional<unsigned> readDim;
-  for (auto &[d, staged] : candidates)
-    if (d != dW) {
+  for (auto &[d, staged, movesAlongW] : candidates)
+    if (d != dW && movesAlongW) {
       readDim = d;
       break;
     }
@@ -177,8 +204,8 @@ bool TransposeBuilder::build(OpBuilder &b) {
   if (ranges[dR] < 2 || ranges[dW] < 2)
     return false;
   SmallVector<Staged> staged;
-  for (auto &[d, s] : candidates) {
-    if (d != dR)
+  for (auto &[d, s, movesAlongW] : candidates) {
+    if (d != dR || !movesAlongW)
       continue;
     if (!s.type.isIntOrFloat() || s.type.getIntOrFloatBitWidth() < 8 ||
         s.type.getIntOrFloatBitWidth() > 64)

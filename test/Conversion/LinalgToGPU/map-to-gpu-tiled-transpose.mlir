@@ -109,7 +109,9 @@ func.func @operand_transpose_i64(%x: memref<40x64xi64>, %z: memref<64x40xi64>, %
 
 // Fallbacks: a read whose innermost index is data (a gather) is not a
 // transpose; a copy with the same innermost dimension on both sides is the
-// vectorised elementwise kernel; a 1-wide side has nothing to tile.
+// vectorised elementwise kernel; a 1-wide side has nothing to tile; a
+// broadcast along the written dimension (a per-channel scale s[c] of NCHW:
+// contiguous along c, but the same for every w) is no transpose either.
 // CHECK-LABEL: func.func @gather_rows
 // CHECK-NOT:     workgroup
 // CHECK-LABEL: func.func @copy
@@ -117,6 +119,9 @@ func.func @operand_transpose_i64(%x: memref<40x64xi64>, %z: memref<64x40xi64>, %
 // CHECK:         vector.load
 // CHECK-LABEL: func.func @column_vector
 // CHECK-NOT:     workgroup
+// CHECK-LABEL: func.func @channel_scale
+// CHECK-NOT:     workgroup
+// CHECK:         vector.load
 func.func @gather_rows(%x: memref<64x64xf32>, %idx: memref<64xindex>, %y: memref<64x64xf32>) {
   linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
       outs(%y : memref<64x64xf32>) {
@@ -148,6 +153,17 @@ func.func @column_vector(%x: memref<1x64xf32>, %y: memref<64x1xf32>) {
     %j = linalg.index 1 : index
     %v = memref.load %x[%j, %i] : memref<1x64xf32>
     linalg.yield %v : f32
+  }
+  return
+}
+#nchw = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#chan = affine_map<(d0, d1, d2, d3) -> (d1)>
+func.func @channel_scale(%x: memref<2x8x16x16xf32>, %s: memref<8xf32>, %y: memref<2x8x16x16xf32>) {
+  linalg.generic {indexing_maps = [#nchw, #chan, #nchw], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x, %s : memref<2x8x16x16xf32>, memref<8xf32>) outs(%y : memref<2x8x16x16xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %m = arith.mulf %a, %c : f32
+    linalg.yield %m : f32
   }
   return
 }

@@ -151,6 +151,10 @@ for op in OPS:
         MODELS[f"{short}-axis0-{n}x45"] = reduce_case(op, [n, 45], [0], n % 2, "column")
     MODELS[f"{short}-nhw-4x6x5x7-keep"] = reduce_case(op, [4, 6, 5, 7], [0, 1, 2], 1, "column")
     MODELS[f"{short}-nhw-8x16x16x33"] = reduce_case(op, [8, 16, 16, 33], [0, 1, 2], 0, "column")
+# Over H of NCHW (W kept innermost: a column reduction per (n, c)).
+MODELS["max-h-nchw-2x3x50x37"] = reduce_case("ReduceMax", [2, 3, 50, 37], [2], 0, "column")
+MODELS["mean-h-nchw-2x3x50x37-keep"] = reduce_case("ReduceMean", [2, 3, 50, 37], [2], 1,
+                                                   "column")
 for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceL2"):
     short = op[len("Reduce"):].lower()
     for n in (1, 17, 1023, 100003):
