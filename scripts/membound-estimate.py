@@ -3,7 +3,8 @@
 
 usage: membound-estimate.py [MODEL ...] [--work DIR] [--sample N]
                             [--kilnc PATH] [--kiln-run PATH]
-                            [--compare vectorize|row-kernels]
+                            [--compare vectorize|row-kernels|
+                                       tiled-transpose|reduction-kernels]
 
 For each MODEL, compiles it twice (kilnc --vectorize=false: a thread per
 element; and the default, kiln-map-to-gpu's vectorised kernels), profiles
@@ -25,7 +26,12 @@ written), layernorm64, softmax64 (over rows of 4096), transpose64 (4096 x
 four 64 MB models (docs/benchmarks.md "Memory-bound kernels" has the
 numbers). --compare row-kernels compiles with --row-kernels=false (the
 block-per-row kernels) and the default (warp / block row kernels, the row
-in registers) instead.
+in registers) instead; --compare tiled-transpose and reduction-kernels
+likewise with --tiled-transpose=false / --reduction-kernels=false (issue
+12's shared-memory transposes, column and whole-tensor reductions; models
+nchw2nhwc64, colsum64, bnstats64, sum64 as in membound_bench.py). The
+`bank-repl` column is the shared-memory bank-conflict replays per shared
+access over the generated kernels.
 """
 import argparse
 import importlib.util
@@ -44,6 +50,10 @@ BIG = {
     "layernorm64": "LayerNormalization(x), axis -1",
     "softmax64": "Softmax(x), axis -1",
     "transpose64": "Transpose(x)",
+    "nchw2nhwc64": "Transpose(x), perm (0, 2, 3, 1), 64^4",
+    "colsum64": "ReduceSum(x), axis 0",
+    "bnstats64": "ReduceMean(x), axes (0, 1, 2) of NHWC 64^4",
+    "sum64": "ReduceSum(x), all of 16M",
 }
 DEFAULT = ["encoder", "encoder@--precision=bf16", "resnet50"] + list(BIG)
 
@@ -76,7 +86,10 @@ def summarise(profile, target):
     coalescing = requested / (32 * sectors) if sectors else 0.0
     warp_instructions = sum(k["warp_instructions"] for k in kernels)
     accesses = sum(k["global_accesses"] for k in kernels)
-    return len(kernels), us, dram, coalescing, fraction, warp_instructions, accesses
+    shared = sum(k["shared_accesses"] for k in kernels)
+    replays = sum(k["shared_bank_conflict_replays"] for k in kernels)
+    return (len(kernels), us, dram, coalescing, fraction, warp_instructions, accesses,
+            replays / shared if shared else 0.0)
 
 
 def main():
@@ -86,19 +99,23 @@ def main():
     parser.add_argument("--sample", type=int, default=4)
     parser.add_argument("--kilnc", default=os.path.join(ROOT, "build", "bin", "kilnc"))
     parser.add_argument("--kiln-run", default=os.path.join(ROOT, "build", "bin", "kiln-run"))
-    parser.add_argument("--compare", choices=["vectorize", "row-kernels"],
+    parser.add_argument("--compare", choices=["vectorize", "row-kernels", "tiled-transpose",
+                                              "reduction-kernels"],
                         default="vectorize")
     args = parser.parse_args()
-    variants = ((("scalar", ["--vectorize=false"]), ("vector", []))
-                if args.compare == "vectorize" else
-                (("rows-off", ["--row-kernels=false"]), ("rows-on", [])))
+    variants = {
+        "vectorize": (("scalar", ["--vectorize=false"]), ("vector", [])),
+        "row-kernels": (("rows-off", ["--row-kernels=false"]), ("rows-on", [])),
+        "tiled-transpose": (("tiles-off", ["--tiled-transpose=false"]), ("tiles-on", [])),
+        "reduction-kernels": (("red-off", ["--reduction-kernels=false"]), ("red-on", [])),
+    }[args.compare]
     args.reuse = False
     work = args.work or tempfile.mkdtemp(prefix="membound-")
     os.makedirs(work, exist_ok=True)
     targets = perf_check.load_targets()
     print(f"{'model':<28} {'variant':<10} {'kernels':>7} {'est-us':>10} "
           f"{'dram-MB':>9} {'coalesced':>9} {'of-DRAM-bw':>10} {'warp-instr':>10} "
-          f"{'gl-accesses':>11}")
+          f"{'gl-accesses':>11} {'bank-repl':>9}")
     for model in args.models or DEFAULT:
         for variant, flags in variants:
             name, _, extra = model.partition("@")
@@ -108,10 +125,11 @@ def main():
             label, kiln, _ = perf_check.prepare(spec, work, args)
             profile, _ = perf_check.profile(label, kiln, work, args)
             target = targets[profile["target"]]
-            count, us, dram, coalescing, fraction, instr, accesses = summarise(profile, target)
+            count, us, dram, coalescing, fraction, instr, accesses, replays = \
+                summarise(profile, target)
             print(f"{model:<28} {variant:<10} {count:>7} {us:>10.1f} "
                   f"{dram / 1e6:>9.1f} {coalescing:>9.2f} {fraction:>10.2f} "
-                  f"{instr:>10} {accesses:>11}", flush=True)
+                  f"{instr:>10} {accesses:>11} {replays:>9.3f}", flush=True)
     return 0
 
 

@@ -161,14 +161,17 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
                "buffer-results-to-out-params{{modify-public-functions "
                "hoist-static-allocs add-result-attr}, "
                "func.func(linalg-generalize-named-ops, "
-               "kiln-map-to-gpu{{sm-count={0} vectorize={1} row-kernels={2}}, "
+               "kiln-map-to-gpu{{sm-count={0} vectorize={1} row-kernels={2} "
+               "tiled-transpose={3} reduction-kernels={4}}, "
                "canonicalize, "
                "gpu-launch-sink-index-computations), "
                "kiln-lower-kernel-calls, "
                "gpu-kernel-outlining, kiln-name-kernels, "
                "kiln-align-kernel-args, canonicalize, cse",
                smCountFor(options.chip), options.vectorize ? "true" : "false",
-               options.rowKernels ? "true" : "false")
+               options.rowKernels ? "true" : "false",
+               options.tiledTranspose ? "true" : "false",
+               options.reductionKernels ? "true" : "false")
         .str();
   case Phase::Llvm:
     // Kernels take bare pointers: with a static memory plan the runtime

@@ -33,8 +33,14 @@ Two steps, like the rest of the GPU check:
 Models (f32, 4096 x 4096 = 64 MB per tensor): ew64 Relu(x * y + z) (256 MB
 moved), layernorm64 and softmax64 over rows of 4096 (a block row kernel),
 layernorm1k and softmax1k over rows of 1024 (16384 rows: a warp row
-kernel) and transpose64 (128 MB each). Prints a table and writes
-OUTDIR/membound.json.
+kernel) and transpose64 (128 MB each); nchw2nhwc64 (64x64x64x64 -> NHWC, a
+shared-memory tiled transpose), colsum64 (ReduceSum over axis 0, a column
+reduction), bnstats64 (ReduceMean over N,H,W of NHWC 64x64x64x64: 64
+outputs, a split column reduction) and sum64 (a whole-tensor ReduceSum, the
+two-pass tree): 64 MB read each. Those also build `tiles-off`
+(--tiled-transpose=false) or `reductions-off` (--reduction-kernels=false),
+and are timed in PyTorch (permute(...).contiguous(), sum(dim=0),
+mean(dim=(0,1,2)), sum()). Prints a table and writes OUTDIR/membound.json.
 """
 import argparse
 import json
@@ -43,15 +49,30 @@ import statistics
 import subprocess
 import sys
 
-MODELS = ["ew64", "layernorm64", "softmax64", "layernorm1k", "softmax1k", "transpose64"]
+MODELS = ["ew64", "layernorm64", "softmax64", "layernorm1k", "softmax1k", "transpose64",
+          "nchw2nhwc64", "colsum64", "bnstats64", "sum64"]
 VARIANTS = {"vector": [], "scalar": ["--vectorize=false"]}
 ROW_MODELS = {"layernorm64", "softmax64", "layernorm1k", "softmax1k"}
 ROW_VARIANTS = {"rows-off": ["--row-kernels=false"]}
+# Issue 12's shared-memory kernels: their A/B switches instead of --vectorize.
+TILE_MODELS = {"transpose64", "nchw2nhwc64"}
+TILE_VARIANTS = {"tiles-off": ["--tiled-transpose=false"]}
+REDUCE_MODELS = {"colsum64", "bnstats64", "sum64"}
+REDUCE_VARIANTS = {"vector": [], "reductions-off": ["--reduction-kernels=false"]}
+TORCH_MODELS = ROW_MODELS | TILE_MODELS | REDUCE_MODELS
 
 
 def shape_of(name, n):
-    """The model's 2-D shape: n x n, or rows of 1024 for the *1k models."""
-    return [n * n // 1024, 1024] if name.endswith("1k") else [n, n]
+    """The model's input shape: n x n, rows of 1024 for the *1k models, a
+    4-D NCHW/NHWC tensor of n * n elements, or a vector for sum64."""
+    if name.endswith("1k"):
+        return [n * n // 1024, 1024]
+    if name in ("nchw2nhwc64", "bnstats64"):
+        side = round((n * n) ** 0.25)
+        return [side] * 4
+    if name == "sum64":
+        return [n * n]
+    return [n, n]
 
 
 def build_model(name, n, path):
@@ -74,13 +95,28 @@ def build_model(name, n, path):
         nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["out"], axis=-1)]
     elif name.startswith("softmax"):
         nodes = [helper.make_node("Softmax", ["x"], ["out"], axis=-1)]
+    elif name == "nchw2nhwc64":
+        nodes = [helper.make_node("Transpose", ["x"], ["out"], perm=[0, 2, 3, 1])]
+    elif name in REDUCE_MODELS:
+        axes = {"colsum64": [0], "bnstats64": [0, 1, 2], "sum64": [0]}[name]
+        inits.append(numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+        op = "ReduceMean" if name == "bnstats64" else "ReduceSum"
+        nodes = [helper.make_node(op, ["x", "axes"], ["out"], keepdims=0)]
     else:
         nodes = [helper.make_node("Transpose", ["x"], ["out"], perm=[1, 0])]
+    out_shape = shape
+    if name in REDUCE_MODELS:
+        out_shape = ([shape[1]] if name == "colsum64" else
+                     [shape[3]] if name == "bnstats64" else [])
+    elif name == "nchw2nhwc64":
+        out_shape = [shape[0], shape[2], shape[3], shape[1]]
     graph = helper.make_graph(nodes, name, inputs,
-                              [helper.make_tensor_value_info("out", F, shape)], inits)
+                              [helper.make_tensor_value_info("out", F, out_shape)], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     m.ir_version = 8
     onnx.save(m, path)
+    if name in REDUCE_MODELS:  # the input read once; the output is small
+        return n * n * 4 + int(np.prod(out_shape)) * 4
     return (len(inputs) + 1) * n * n * 4  # ideal bytes: inputs read, output written
 
 
@@ -92,7 +128,10 @@ def prepare(args):
     for name in MODELS:
         onnx_path = os.path.join(args.out, name + ".onnx")
         ideal = build_model(name, n, onnx_path)
-        variants = dict(VARIANTS, **(ROW_VARIANTS if name in ROW_MODELS else {}))
+        variants = dict(VARIANTS, **(ROW_VARIANTS if name in ROW_MODELS else {}),
+                        **(TILE_VARIANTS if name in TILE_MODELS else {}))
+        if name in REDUCE_MODELS:
+            variants = REDUCE_VARIANTS
         for variant, flags in variants.items():
             artifact = os.path.join(args.out, f"{name}-{variant}.kiln")
             subprocess.run([args.kilnc, onnx_path, "-o", artifact] + flags, check=True)
@@ -133,11 +172,21 @@ def torch_row_ms(name, n, runs):
         import torch
     except ImportError:
         return None
-    if not torch.cuda.is_available() or name not in ROW_MODELS:
+    if not torch.cuda.is_available() or name not in TORCH_MODELS:
         return None
     x = torch.randn(*shape_of(name, n), device="cuda")
     if name.startswith("softmax"):
         fn = lambda: torch.softmax(x, dim=-1)
+    elif name == "transpose64":
+        fn = lambda: x.t().contiguous()
+    elif name == "nchw2nhwc64":
+        fn = lambda: x.permute(0, 2, 3, 1).contiguous()
+    elif name == "colsum64":
+        fn = lambda: x.sum(dim=0)
+    elif name == "bnstats64":
+        fn = lambda: x.mean(dim=(0, 1, 2))
+    elif name == "sum64":
+        fn = lambda: x.sum()
     else:
         g = torch.randn(x.shape[1], device="cuda")
         b = torch.randn(x.shape[1], device="cuda")

@@ -139,6 +139,17 @@ cl::opt<bool> rowKernels(
              "the previous kernels, for before/after measurements "
              "(default: true)"),
     cl::init(true), cl::cat(codegenCategory()));
+// Memory-bound kernel mappings (kiln-map-to-gpu; A/B switches).
+cl::opt<bool> tiledTranspose(
+    "tiled-transpose",
+    cl::desc("Transposes and layout changes through padded shared-memory "
+             "tiles, both sides coalesced (default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
+cl::opt<bool> reductionKernels(
+    "reduction-kernels",
+    cl::desc("Column reductions across the kept innermost dim and two-pass "
+             "whole-tensor reductions (default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> attentionKernels(
     "attention-kernels",
     cl::desc("With --contraction-kernels: run attention (matmul -> softmax "
@@ -924,6 +935,8 @@ int main(int argc, char **argv) {
   pipelineOptions.vectorize = vectorize;
   pipelineOptions.wgmma = wgmma;
   pipelineOptions.rowKernels = rowKernels;
+  pipelineOptions.tiledTranspose = tiledTranspose;
+  pipelineOptions.reductionKernels = reductionKernels;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");

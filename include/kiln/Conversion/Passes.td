@@ -354,6 +354,35 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       its fused producers are computed once. f64/i64 warp rows, rows over
       32768 and `row-kernels=false` get a block per row instead: each loop
       strided over the block's threads, ending in a `gpu.all_reduce`.
+    - Tiled transposes (`tiled-transpose=true`): an all-parallel generic
+      without loops in its body (a transpose, an NCHW<->NHWC layout change,
+      with elementwise ops on the moved values; any element type of 8-64
+      bits) whose write is contiguous along loop dimension dW and one of
+      whose reads (an input map or a body load at `linalg.index` values)
+      is contiguous along another dimension dR. Each block of 32x8 threads
+      moves a 32x32 tile of the (dR, dW) plane: phase 1 reads along dR
+      (coalesced) into a workgroup tile, 4 elements per thread; a
+      `gpu.barrier`; phase 2 reads the tile's columns and writes along dW
+      (coalesced), running the rest of the body there. Tile rows are padded
+      to an odd number of 4-byte words (1 element for 4- and 8-byte types,
+      2 for 2-byte, 4 for 1-byte), so the column reads are free of bank
+      conflicts. Every read contiguous along dR is staged (a tile each); the
+      other dimensions are folded into the 1-D grid; ragged edges are
+      guarded.
+    - Column and whole-tensor reductions (`reduction-kernels=true`): a
+      fused reduction whose every output is one row. When some read of the
+      row is contiguous along the innermost output dimension (ReduceSum
+      over axis 0, batch-norm statistics over N,H,W of NHWC), blocks of 32x8
+      threads: x over 32 consecutive outputs (coalesced), y over 8 slices
+      of the row, partials through a [8][33] workgroup tile and combined in
+      a fixed order; a long row with too few output tiles for the GPU is
+      split over S blocks writing partials to a scratch `memref.alloc`,
+      combined in order by a second kernel. Otherwise, with at most 32
+      outputs and rows over 8192 (a scalar loss, ReduceL2 of a tensor): a
+      two-pass tree, pass 1 a grid of blocks per output over grid-stride
+      ranges (each block's total to a scratch buffer), pass 2 a block per
+      output over those partials. Both are deterministic (no atomics). A
+      body with several row loops (LogSumExp) runs them in turn.
 
     Views of buffers (subviews, reshapes) are recreated inside the kernel,
     so every kernel argument is a whole buffer: the runtime passes one
@@ -384,6 +413,15 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
            "Row kernels for fused row reductions: a warp (rows up to 1024) "
            "or a block per row, the row's strip in registers, producers "
            "computed once; false: the block-per-row / thread-per-output "
+           "kernels (A/B switch)">,
+    Option<"tiledTranspose", "tiled-transpose", "bool", /*default=*/"true",
+           "Transposes and layout changes through padded 32x32 "
+           "shared-memory tiles; false: the elementwise kernels (A/B "
+           "switch)">,
+    Option<"reductionKernels", "reduction-kernels", "bool",
+           /*default=*/"true",
+           "Column reductions (threads across the kept innermost dim) and "
+           "deterministic two-pass whole-tensor reductions; false: the row "
            "kernels (A/B switch)">,
   ];
   let dependentDialects = [

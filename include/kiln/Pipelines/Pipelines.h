@@ -99,6 +99,10 @@ struct PipelineOptions {
   /// kiln-map-to-gpu maps fused row reductions to row kernels (a warp or a
   /// block per row, the row kept in registers).
   bool rowKernels = true;
+  /// kiln-map-to-gpu's shared-memory tiled transposes, and its column and
+  /// two-pass whole-tensor reductions.
+  bool tiledTranspose = true;
+  bool reductionKernels = true;
   /// Contraction configs (kiln-match-contractions' tune options): time
   /// candidates in `tuneWorker` on `tuneDevice` (cuda, emu), read and
   /// update the cache `tuneCache` (without `tune`: only read it).

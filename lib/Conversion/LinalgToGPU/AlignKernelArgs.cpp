@@ -70,7 +70,10 @@ struct AlignKernelArgsPass
       if (!kernel.isKernel() || !launched.contains(kernel))
         return;
       const llvm::SmallBitVector &bits = unproven[kernel];
-      for (auto [i, arg] : llvm::enumerate(kernel.getArguments())) {
+      // The parameters (the body's block also holds shared-memory
+      // workgroup attributions after them).
+      for (auto [i, arg] : llvm::enumerate(
+               kernel.getArguments().take_front(kernel.getNumArguments()))) {
         auto type = dyn_cast<MemRefType>(arg.getType());
         if (!type || bits.test(i) || !type.hasStaticShape())
           continue;

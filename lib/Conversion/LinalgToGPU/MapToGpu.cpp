@@ -87,20 +87,7 @@ Value rebuildInKernel(OpBuilder &b, Value value, IRMapping &mapping) {
   return clone->getResult(cast<OpResult>(value).getResultNumber());
 }
 
-} // namespace kiln::mapping
-
-namespace {
-
-constexpr int64_t kWarpSize = 32;
-/// Above this many outputs, a reduction runs a thread per output.
-constexpr int64_t kMaxBlockReductionOutputs = 16384;
-
 /// The gpu.all_reduce kind and identity of a body's combining op.
-struct Combiner {
-  gpu::AllReduceOperation kind;
-  double identity;
-};
-
 std::optional<Combiner> classifyCombiner(Operation *op, Type type) {
   double lowest = isa<FloatType>(type)
                       ? -std::numeric_limits<double>::infinity()
@@ -141,6 +128,42 @@ Value typedConstant(OpBuilder &b, Location loc, Type type, double v) {
   return arith::ConstantOp::create(
       b, loc, b.getIntegerAttr(type, static_cast<int64_t>(v)));
 }
+
+/// The combining op of a loop `scf.for ... iter_args(%acc = %init)` whose
+/// body ends in `yield combine(%acc, term)` and uses %acc nowhere else.
+Operation *loopCombiner(scf::ForOp loop) {
+  if (loop.getNumRegionIterArgs() != 1)
+    return nullptr;
+  BlockArgument acc = loop.getRegionIterArgs().front();
+  Operation *combiner =
+      loop.getBody()->getTerminator()->getOperand(0).getDefiningOp();
+  if (!combiner || combiner->getBlock() != loop.getBody() ||
+      combiner->getNumOperands() != 2 || !acc.hasOneUse() ||
+      !llvm::is_contained(combiner->getOperands(), acc) ||
+      !classifyCombiner(combiner, acc.getType()))
+    return nullptr;
+  return combiner;
+}
+
+/// `combiner` (combining a loop's accumulator `acc` with a term) applied to
+/// `x` (in the accumulator's place) and `y`.
+Value combineWith(OpBuilder &b, Operation *combiner, Value acc,
+                                 Value x, Value y) {
+  Value term = combiner->getOperand(0) == acc ? combiner->getOperand(1)
+                                              : combiner->getOperand(0);
+  IRMapping mapping;
+  mapping.map(acc, x);
+  mapping.map(term, y);
+  return b.clone(*combiner, mapping)->getResult(0);
+}
+
+} // namespace kiln::mapping
+
+namespace {
+
+constexpr int64_t kWarpSize = 32;
+/// Above this many outputs, a reduction runs a thread per output.
+constexpr int64_t kMaxBlockReductionOutputs = 16384;
 
 /// Whether `op`, and everything nested in it, at most reads memory.
 bool onlyReads(Operation *op) {
@@ -203,9 +226,11 @@ private:
 class KernelBuilder {
 public:
   KernelBuilder(linalg::GenericOp op, const TargetShape &target,
-                bool vectorize, bool rowKernels)
+                bool vectorize, bool rowKernels, bool tiledTranspose,
+                bool reductionKernels)
       : op(op), blockSize(target.blockSize), target(target),
-        vectorize(vectorize), rowKernels(rowKernels) {
+        vectorize(vectorize), rowKernels(rowKernels),
+        tiledTranspose(tiledTranspose), reductionKernels(reductionKernels) {
     ranges = op.getStaticLoopRanges();
     for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
       (type == utils::IteratorType::reduction ? reductionDims : parallelDims)
@@ -272,6 +297,8 @@ private:
   TargetShape target;
   bool vectorize;
   bool rowKernels;
+  bool tiledTranspose;
+  bool reductionKernels;
   SmallVector<int64_t> ranges;
   SmallVector<int64_t> parallelDims, reductionDims;
   IRMapping kernelValues;
@@ -530,29 +557,28 @@ LogicalResult KernelBuilder::build(OpBuilder &b) {
     return success();
   }
   if (std::optional<RowPlan> plan = planRows()) {
+    // Every output its own row: a column or whole-tensor reduction when the
+    // rows' reads suit one (SplitReductions.cpp).
+    SmallVector<scf::ForOp> rowLoops;
+    for (Operation &nested : op.getRegion().front())
+      if (plan->rowLoops.contains(&nested))
+        rowLoops.push_back(cast<scf::ForOp>(nested));
+    int64_t inner = 1;
+    for (int64_t e : ArrayRef(ranges).drop_front(plan->numOuter))
+      inner *= e;
+    if (reductionKernels && inner == 1 &&
+        buildSplitReduction(b, op, rowLoops, target))
+      return success();
     if (!rowKernels || !buildStripRows(b, *plan))
       buildBlockPerRow(b, *plan);
+  } else if (tiledTranspose && buildTiledTranspose(b, op, target)) {
+    // A shared-memory tiled transpose (TiledTranspose.cpp).
   } else if (!vectorize || !buildVectorizedElementwise(b, op, target)) {
     buildThreadPerOutput(b);
   }
   return success();
 }
 
-/// The combining op of a loop `scf.for ... iter_args(%acc = %init)` whose
-/// body ends in `yield combine(%acc, term)` and uses %acc nowhere else.
-static Operation *loopCombiner(scf::ForOp loop) {
-  if (loop.getNumRegionIterArgs() != 1)
-    return nullptr;
-  BlockArgument acc = loop.getRegionIterArgs().front();
-  Operation *combiner =
-      loop.getBody()->getTerminator()->getOperand(0).getDefiningOp();
-  if (!combiner || combiner->getBlock() != loop.getBody() ||
-      combiner->getNumOperands() != 2 || !acc.hasOneUse() ||
-      !llvm::is_contained(combiner->getOperands(), acc) ||
-      !classifyCombiner(combiner, acc.getType()))
-    return nullptr;
-  return combiner;
-}
 
 // A fused kernel (kiln-collapse-fusions) is an all-parallel generic whose
 // body may hold reduction loops. When such a loop depends only on the outer
@@ -743,17 +769,6 @@ constexpr int64_t kMaxWarpRow = 1024;
 /// Positions of the row one thread keeps in registers, at most.
 constexpr int64_t kMaxStripSlots = 32;
 
-/// `combiner` (combining a loop's accumulator `acc` with a term) applied to
-/// `x` (in the accumulator's place) and `y`.
-static Value combineWith(OpBuilder &b, Operation *combiner, Value acc, Value x,
-                         Value y) {
-  Value term = combiner->getOperand(0) == acc ? combiner->getOperand(1)
-                                              : combiner->getOperand(0);
-  IRMapping mapping;
-  mapping.map(acc, x);
-  mapping.map(term, y);
-  return b.clone(*combiner, mapping)->getResult(0);
-}
 
 /// Whether a warp butterfly can move values of `type` (gpu.shuffle moves
 /// 32-bit values; narrower floats travel extended).
@@ -1037,7 +1052,9 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     });
     TargetShape target{blockSize, smCount, maxThreadsPerSm};
     for (linalg::GenericOp generic : generics) {
-      if (failed(KernelBuilder(generic, target, vectorize, rowKernels).build(b)))
+      if (failed(KernelBuilder(generic, target, vectorize, rowKernels,
+                               tiledTranspose, reductionKernels)
+                     .build(b)))
         return signalPassFailure();
       generic.erase();
     }

@@ -93,6 +93,19 @@ struct TestLaunchToLoopsPass
     if (!matchPattern(launch.getGridSizeX(), m_ConstantInt(&grid)) ||
         !matchPattern(launch.getBlockSizeX(), m_ConstantInt(&block)))
       return launch.emitOpError("needs a constant 1-D grid and block");
+    // One thread at a time cannot run threads that meet at a barrier
+    // (kiln-map-to-gpu's shared-memory kernels: tiled-transpose=false
+    // reduction-kernels=false leave them out).
+    APInt extent;
+    if (!launch.getWorkgroupAttributions().empty() ||
+        !matchPattern(launch.getBlockSizeY(), m_ConstantInt(&extent)) ||
+        extent != 1 ||
+        launch.getBody()
+            .walk([](gpu::BarrierOp) { return WalkResult::interrupt(); })
+            .wasInterrupted())
+      return launch.emitOpError(
+          "uses shared memory, barriers or a 2-D block, which this test "
+          "pass does not emulate");
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
     Value blocks = arith::ConstantIndexOp::create(b, loc, grid.getSExtValue());

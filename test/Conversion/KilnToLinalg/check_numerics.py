@@ -577,8 +577,11 @@ LOWER_TO_LLVM = [
 # gpu.shuffle, which kiln-test-launch-to-loops (one thread at a time) cannot
 # run; they are checked on the emulator instead (test/Target/CUDA/
 # row-kernels.test, the PTX itself), and here the block-per-row kernels.
+# Likewise tiled-transpose=false reduction-kernels=false: their threads meet
+# at barriers over shared memory (checked on emu: membound-kernels.test).
 GPU_MAPPING_ON_CPU = [
-    "--linalg-generalize-named-ops", "--kiln-map-to-gpu=row-kernels=false",
+    "--linalg-generalize-named-ops",
+    "--kiln-map-to-gpu=row-kernels=false tiled-transpose=false reduction-kernels=false",
     "--canonicalize",
     "--kiln-test-launch-to-loops",
 ]
