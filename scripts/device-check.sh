@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 #===- device-check.sh - Run the prepared artifacts on a GPU and compare -----===#
 #
-# Usage: scripts/device-check.sh [--dry-run] [device_check.py options] [MODEL...]
+# Usage: scripts/device-check.sh [--dry-run] [--group kernels|models|all]
+#                                [device_check.py options] [MODEL...]
 #
 # Runs on the lent GPU machine (no LLVM there), from the repository root,
 # over device-check/, which scripts/device/prepare.sh builds on the
@@ -48,10 +49,20 @@
 # Prints the tables, also written to $OUT/table.txt (with results.json,
 # kiln-run-logs.tar.gz: kiln-run's output, profiles and traces; and
 # log.txt) after every phase, marked INCOMPLETE until the last, so a command
-# stopped at the device tool's limit still returns the phases done. Not yet
-# run on a GPU with the GEMM phase: about 4-5 minutes expected, bounded by
-# the budgets to about 6.5 at worst, so give the device tool timeout_s 480
-# (docs/benchmarks.md); `--phase gemm,bench` etc. runs a subset.
+# stopped at the device tool's limit still returns the phases done.
+#
+# The benchmark scripts before device_check.py run under a time budget each
+# (`timeout`; 20x in --dry-run, on emu), killed past it so the next phase
+# still runs; $OUT/phases.txt says how long each took and how it ended.
+# Everything together is more than one device call allows (600 s), so
+# `--group` splits it in two calls of about 6 minutes at worst each
+# (docs/benchmarks.md, "Device time"):
+#   kernels: attention 120 s, wgmma 90 s, membound 90 s, tune 120 s, then
+#            device_check.py --phase gemm (75 s);
+#   models:  python 60 s, surface 60 s, train 120 s, then device_check.py
+#            --phase bench,top1 (150 s + 90 s).
+# Give the device tool timeout_s 480 for each. `--phase gemm,bench` etc.
+# (device_check.py's own option) runs a subset of its phases.
 # Exits 1 if a run fails or an error or agreement is outside its bound.
 #
 # --dry-run: for this machine, after `scripts/device/prepare.sh --dry-run`:
@@ -61,11 +72,25 @@
 #===------------------------------------------------------------------------===#
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-dir="$root/device-check"
+# DEVICE_CHECK_DIR: another prepared directory (the lit test of this
+# script's phase logic uses a stub one).
+dir="${DEVICE_CHECK_DIR:-$root/device-check}"
 export PYTHONUNBUFFERED=1
 args=(--dir "$dir")
-if [ "${1:-}" = --dry-run ]; then
-  shift
+dry=0
+group=all
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry=1; shift ;;
+    --group) group="${2:-}"; shift 2 ;;
+    *) break ;;
+  esac
+done
+case "$group" in
+  kernels|models|all) ;;
+  *) echo "device-check.sh: --group '$group' is not kernels, models or all" >&2; exit 2 ;;
+esac
+if [ $dry = 1 ]; then
   args+=(--device emu --runs 1 --warmup 0 --gemm-runs 1 --torch cpu --timeout 600
          --gemm-budget 1800 --budget 1800 --top1-budget 1800)
 fi
@@ -73,17 +98,68 @@ if [ ! -f "$dir/manifest.json" ]; then
   echo "device-check.sh: $dir/manifest.json missing: run scripts/device/prepare.sh first" >&2
   exit 1
 fi
-[ -d "$dir/python" ] && python3 "$root/scripts/device/python_check.py" --dir "$dir/python" --device "$([[ " ${args[*]} " == *" --device emu "* ]] && echo emu || echo cuda)" 2>&1 | tee "${OUT:-/tmp}/python-check.txt" || echo "device-check.sh: python_check.py failed; going on" >&2  # the Python package over DLPack (scripts/device/python_check.py)
-# The product surface first (about 10 s; scripts/device/surface_check.py).
-[ ! -d "$dir/surface" ] || python3 "$dir/scripts/surface_check.py" "${args[@]}" || echo "device-check.sh: surface_check.py failed; going on" >&2
-python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: attention_bench.py failed (rc $?); going on" >&2
-[ ! -d "$dir/wgmma" ] || python3 "$dir/scripts/wgmma_bench.py" "${args[@]}" ${OUT:+--out "$OUT"} || echo "device-check.sh: wgmma_bench.py failed (rc $?); going on" >&2  # issue 11: bf16 GEMM wgmma vs mma.sync vs torch.matmul, 4096^3/8192^3; tf32 (wgmma, mma.sync) and fp32 (FFMA) 4096^3 vs torch.matmul with allow_tf32 on/off ($OUT/wgmma.txt; about 40 s)
-python3 "$dir/scripts/membound_bench.py" "${args[@]}" "$@" || echo "device-check.sh: membound_bench.py failed; going on" >&2  # issue 12: memory-bound kernels vs the copy bandwidth ($OUT/membound.txt)
-python3 "$root/scripts/device/train_bench.py" run --dir "$dir/train" "${args[@]:2:2}" || echo "device-check.sh: train_bench.py failed; going on" >&2  # training speed (issue 14); "--device emu" in --dry-run
-python3 "$root/scripts/device/tune_bench.py" run --dir "$dir/tune" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}" || echo "device-check.sh: tune_bench.py failed; going on" >&2  # issue 11: kilnc --tune's jobs on the GPU: tuning time, tuned vs heuristic ($OUT/tune.txt)
+out="${OUT:-/tmp}"
+mkdir -p "$out"
+: > "$out/phases.txt"
+device=$([ $dry = 1 ] && echo emu || echo cuda)
+# The budgets in percent (DEVICE_CHECK_BUDGET_PERCENT; 2000 in --dry-run:
+# emu is slow).
+percent=${DEVICE_CHECK_BUDGET_PERCENT:-$([ $dry = 1 ] && echo 2000 || echo 100)}
+
+# phase NAME GROUP BUDGET_S COMMAND...: runs COMMAND when GROUP is asked
+# for, killed after BUDGET_S (scaled by $percent); a failure or a timeout
+# is reported and the check goes on.
+phase() {
+  local name=$1 in_group=$2 budget=$3
+  shift 3
+  [ "$group" = all ] || [ "$group" = "$in_group" ] || return 0
+  budget=$((budget * percent / 100))
+  [ "$budget" -ge 1 ] || budget=1
+  local start=$SECONDS rc=0
+  timeout --kill-after=10 "$budget" "$@" || rc=$?
+  local how=ok
+  if [ $rc = 124 ] || [ $rc = 137 ]; then
+    how="stopped at its ${budget} s budget"
+  elif [ $rc != 0 ]; then
+    how="failed (rc $rc)"
+  fi
+  printf '%-10s %4d s  %s\n' "$name" $((SECONDS - start)) "$how" >> "$out/phases.txt"
+  [ "$how" = ok ] || echo "device-check.sh: $name $how; going on" >&2
+}
+
+# The Python package over DLPack (scripts/device/python_check.py).
+[ ! -d "$dir/python" ] || phase python models 60 \
+  bash -c 'python3 "$1" --dir "$2" --device "$3" 2>&1 | tee "$4"' _ \
+  "$root/scripts/device/python_check.py" "$dir/python" "$device" "$out/python-check.txt"
+# The product surface (about 10 s; scripts/device/surface_check.py).
+[ ! -d "$dir/surface" ] || phase surface models 60 python3 "$dir/scripts/surface_check.py" "${args[@]}"
+# Issue 12: fused attention (wgmma and mma.sync) vs torch SDPA ($OUT/attention.txt).
+[ ! -f "$dir/scripts/attention_bench.py" ] || phase attention kernels 120 python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"}
+# Issue 11: bf16 GEMM wgmma vs mma.sync vs torch.matmul, 4096^3/8192^3; tf32
+# (wgmma, mma.sync) and fp32 (FFMA) 4096^3 vs torch.matmul with allow_tf32
+# on/off ($OUT/wgmma.txt; about 40 s).
+[ ! -d "$dir/wgmma" ] || phase wgmma kernels 90 python3 "$dir/scripts/wgmma_bench.py" "${args[@]}" ${OUT:+--out "$OUT"}
+# Issue 12: memory-bound kernels vs the copy bandwidth ($OUT/membound.txt).
+[ ! -f "$dir/scripts/membound_bench.py" ] || phase membound kernels 90 python3 "$dir/scripts/membound_bench.py" "${args[@]}" "$@"
+# Issue 14: training speed; "--device emu" in --dry-run.
+phase train models 120 python3 "$root/scripts/device/train_bench.py" run --dir "$dir/train" "${args[@]:2:2}"
+# Issue 11: kilnc --tune's jobs on the GPU: tuning time, tuned vs heuristic ($OUT/tune.txt).
+phase tune kernels 120 python3 "$root/scripts/device/tune_bench.py" run --dir "$dir/tune" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
+
+# device_check.py: the GEMM table (kernels) and the whole models (models),
+# under its own per-phase budgets.
+check=(python3 "$dir/scripts/device_check.py" "${args[@]}")
+case "$group" in
+  kernels) check+=(--phase gemm) ;;
+  models) check+=(--phase bench,top1) ;;
+esac
 if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT"
-  python3 "$dir/scripts/device_check.py" "${args[@]}" "$@" 2>&1 | tee "$OUT/log.txt"
+  "${check[@]}" "$@" 2>&1 | tee "$OUT/log.txt"
+  status=${PIPESTATUS[0]}
 else
-  python3 "$dir/scripts/device_check.py" "${args[@]}" "$@"
+  "${check[@]}" "$@"
+  status=$?
 fi
+echo "phase times ($out/phases.txt):"
+cat "$out/phases.txt"
+exit "$status"
