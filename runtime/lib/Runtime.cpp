@@ -145,12 +145,35 @@ Error Session::Impl::prepare() {
 
   DevicePtr arenaBase = arena.value_or(0);
   DevicePtr weightsBase = weights.value_or(0);
+  auto pointerValue = [&](const Kernel &kernel, const Launch &launch,
+                          size_t a) {
+    return (kernel.params[a].kind == ParamKind::WeightsPointer ? weightsBase
+                                                               : arenaBase) +
+           launch.args[a];
+  };
   for (const Launch &launch : model.launches) {
     const Kernel &kernel = model.kernels[launch.kernel];
     PackedParams packed;
     for (size_t a = 0; a < launch.args.size(); ++a) {
       uint64_t value = launch.args[a];
       switch (kernel.params[a].kind) {
+      case ParamKind::TensorMap: {
+        // Built now: the memory plan has given every buffer its address
+        // (verifyArtifact checked the record and its address parameter).
+        const TensorMapRecord &map = model.tensorMaps[value];
+        const KernelParam &source = kernel.params[map.addressParam];
+        std::string subject = fmt::format(
+            "kernel '{}' tensor map {} (parameter {}{}{})", kernel.name, value,
+            map.addressParam, source.name.empty() ? "" : " '",
+            source.name.empty() ? "" : source.name + "'");
+        alignas(64) uint8_t bytes[128] = {};
+        if (Error err = device->encodeTensorMap(
+                map, pointerValue(kernel, launch, map.addressParam), subject,
+                bytes))
+          return err;
+        packed.addBytes(bytes, sizeof(bytes), 64);
+        break;
+      }
       case ParamKind::ArenaPointer:
         packed.addU64(arenaBase + value);
         break;

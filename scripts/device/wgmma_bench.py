@@ -11,8 +11,9 @@ prepare compiles into DIR/wgmma/ one MatMul, C = A B with A [M, K] and
 B [K, N] both model inputs (no weights to carry), at 4096^3 and 8192^3
 (--dry-run: 192 x 200 x 136, off every tile), with --precision=bf16
 --io-precision=bf16 (A, B and C bf16 in memory, as torch.matmul on bf16
-tensors), twice: --wgmma (the sm_90a warp-specialised wgmma kernel) and
---wgmma=false (mma.sync), recording the config kilnc --stats reports, and
+tensors), three times: --wgmma --tma (the sm_90a warp-specialised wgmma
+kernel, its producer loading tiles with TMA), --wgmma --tma=false (the same
+kernel with the cp.async producer) and --wgmma=false (mma.sync), recording the config kilnc --stats reports, and
 writes wgmma.json.
 
 The run, per shape: seeded normal A and B (gemm_check.make_input), rounded
@@ -41,9 +42,13 @@ FULL = [(4096, 4096, 4096), (8192, 8192, 8192)]
 DRY = [(192, 200, 136)]
 BOUND = 1e-2
 PEAK = 989.0  # H200 dense bf16 TFLOP/s
-IMPLS = [("wgmma", ["--wgmma"]), ("mma.sync", ["--wgmma=false"])]
+# The wgmma kernel with each producer (issue 11: TMA vs cp.async), then
+# mma.sync.
+IMPLS = [("wgmma-tma", ["--wgmma", "--tma"]),
+         ("wgmma-cp.async", ["--wgmma", "--tma=false"]),
+         ("mma.sync", ["--wgmma=false"])]
 GEMM_KERNEL = re.compile(r"kernel (kiln_gemm_\w+) \(x\d+\): median ([0-9.]+) ms")
-CONFIG = re.compile(r"kiln_gemm_\d+: (\S+ \S+ \S+ \S+ \S+),")
+CONFIG = re.compile(r"kiln_gemm_\d+: (\S+ \S+ \S+ \S+ \S+(?: tma)?),")
 
 
 def gemm_model(m, k, n):
@@ -148,7 +153,7 @@ def run(args):
 
     def f(v, fmt):
         return "-" if v is None else format(v, fmt)
-    lines = [f"bf16 GEMM, wgmma vs mma.sync vs cuBLAS (issue 11): device {args.device}, "
+    lines = [f"bf16 GEMM, wgmma (TMA, cp.async) vs mma.sync vs cuBLAS (issue 11): device {args.device}, "
              f"torch {args.torch}, kiln-run --bench {args.runs} --warmup {args.warmup}; "
              f"set {manifest['set']}", "",
              "| GEMM M×K×N | impl | config | median ms | TFLOP/s | % of dense peak (989) "

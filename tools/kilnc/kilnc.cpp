@@ -126,6 +126,12 @@ cl::opt<bool> wgmma(
              "specialised wgmma kernels; false: mma.sync, to compare "
              "(default: true)"),
     cl::init(true), cl::cat(codegenCategory()));
+cl::opt<bool> tma(
+    "tma",
+    cl::desc("With --wgmma: the producer loads plain-GEMM operands with TMA "
+             "(tensor maps built by the runtime at load) where the strides "
+             "allow; false: cp.async, to compare (default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> vectorize(
     "vectorize",
     cl::desc("Vectorise elementwise kernels: 128-bit accesses where the "
@@ -920,6 +926,7 @@ int main(int argc, char **argv) {
   pipelineOptions.attentionKernels = attentionKernels;
   pipelineOptions.vectorize = vectorize;
   pipelineOptions.wgmma = wgmma;
+  pipelineOptions.tma = tma;
   pipelineOptions.rowKernels = rowKernels;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))

@@ -153,7 +153,14 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     try the warp-specialised `wgmma` kernels (sm_90a; a cp.async producer
     warpgroup feeding mbarrier-guarded stages to one or two consumer
     warpgroups) before the `mma.sync` ones; `kilnc --stats` names the
-    family each region got.
+    family each region got. With `tma=true` too, a plain matmul whose
+    operands TMA can address (16-byte aligned, strides multiples of 16
+    bytes) gets the TMA producer (`cp.async.bulk.tensor`): its calls carry
+    `kiln.tensor_maps`, one dictionary per tensor-map parameter (after the
+    scalars: `param`, the operand the map's address comes from, `dtype`,
+    `dims`, `strides`, `box`, `swizzle`, `l2_promotion`, `oob_fill`), which
+    the artifact builder records for the runtime to encode at load; `--stats`
+    says `producer TMA` or `producer cp.async` per wgmma region.
     Configs: without `tune`, a `tune-cache` entry for the problem (one that
     still passes the config checks; otherwise a warning) or else the
     heuristic (`pickConfig`). With `tune`, each distinct problem missing
@@ -223,6 +230,10 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "On sm_90, bf16/fp16 matmuls and convolutions try the "
            "warp-specialised wgmma kernels (sm_90a) before mma.sync">,
+    Option<"tma", "tma", "bool", /*default=*/"false",
+           "With wgmma: the producer loads plain-GEMM operands with TMA "
+           "(tensor maps the runtime encodes at load) where the strides "
+           "allow; false: cp.async">,
     Option<"tune", "tune", "bool", /*default=*/"false",
            "Time each problem's candidate configs in kiln-tune-worker and "
            "keep the fastest that matches the heuristic's pick">,
