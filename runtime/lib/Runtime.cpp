@@ -151,7 +151,29 @@ Error Session::Impl::prepare() {
                                                                : arenaBase) +
            launch.args[a];
   };
-  for (const Launch &launch : model.launches) {
+  // The tensor a pointer argument of launch `l` points into, for messages:
+  // a signature tensor, a weight, or the memory plan's buffer.
+  auto tensorAt = [&](ParamKind kind, uint64_t offset,
+                      size_t l) -> std::string {
+    if (kind == ParamKind::WeightsPointer) {
+      for (const Weight &w : model.weights)
+        if (offset >= w.offset &&
+            offset - w.offset < tensorByteSize(w.dtype, w.shape).value_or(0))
+          return "weight '" + w.name + "'";
+      return "the weights";
+    }
+    for (const auto *list : {&model.inputs, &model.outputs})
+      for (const TensorSignature &t : *list)
+        if (t.arenaOffset == offset)
+          return "tensor '" + t.name + "'";
+    for (const ArenaBuffer &b : model.memoryPlan.buffers)
+      if (offset >= b.offset && offset - b.offset < b.size &&
+          b.firstUse <= l && l <= b.lastUse)
+        return "buffer '" + b.name + "'";
+    return "the arena";
+  };
+  for (size_t l = 0; l < model.launches.size(); ++l) {
+    const Launch &launch = model.launches[l];
     const Kernel &kernel = model.kernels[launch.kernel];
     PackedParams packed;
     for (size_t a = 0; a < launch.args.size(); ++a) {
@@ -163,9 +185,10 @@ Error Session::Impl::prepare() {
         const TensorMapRecord &map = model.tensorMaps[value];
         const KernelParam &source = kernel.params[map.addressParam];
         std::string subject = fmt::format(
-            "kernel '{}' tensor map {} (parameter {}{}{})", kernel.name, value,
-            map.addressParam, source.name.empty() ? "" : " '",
-            source.name.empty() ? "" : source.name + "'");
+            "launch {}: kernel '{}' tensor map {} over {} (parameter {})", l,
+            kernel.name, value,
+            tensorAt(source.kind, launch.args[map.addressParam], l),
+            map.addressParam);
         alignas(64) uint8_t bytes[128] = {};
         if (Error err = device->encodeTensorMap(
                 map, pointerValue(kernel, launch, map.addressParam), subject,

@@ -439,9 +439,13 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
           return errorAt(launch, "dynamic shared memory size is not constant");
       // TMA tensor maps (kiln.tensor_maps, from kiln-match-contractions):
       // parameters after the operands, one record each.
+      std::vector<std::string> names;
       if (auto maps = launch->getAttrOfType<ArrayAttr>("kiln.tensor_maps")) {
         std::vector<uint32_t> records;
         for (Attribute attr : maps) {
+          auto dict = dyn_cast<DictionaryAttr>(attr);
+          auto name = dict ? dict.getAs<StringAttr>("name") : StringAttr();
+          names.push_back(name ? name.str() : "tensorMap");
           auto map = tensorMapFromAttr(dyn_cast<DictionaryAttr>(attr),
                                        launch.getNumKernelOperands());
           if (!map)
@@ -464,10 +468,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
                            : rt::ParamKind::Scalar64;
         kernel.params.push_back(param);
       }
-      for (uint32_t record : kernelTensorMaps[key])
-        kernel.params.push_back(
-            {rt::ParamKind::TensorMap,
-             "tensorMap" + std::to_string(record)});
+      for (std::string &name : names)
+        kernel.params.push_back({rt::ParamKind::TensorMap, std::move(name)});
       if (!options.ptxasPath.empty()) {
         auto assembled =
             assemble(options.ptxasPath, kernel.ptx, options.target,

@@ -11,6 +11,7 @@
 #include "RuntimeTestUtils.h"
 
 #include "emu/TensorMap.h"
+#include "kiln/runtime/Runtime.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -260,6 +261,26 @@ TEST(TensorMapTest, EmuEncodesTheEmulatorsMap) {
                         "tensor map: global address {:#x} is not 16-byte "
                         "aligned",
                         *buffer + 8));
+}
+
+TEST(TensorMapTest, SessionNamesTheKernelAndTensorOfARefusedMap) {
+  // The map's address (buffer 'tmp' + 8) is not 16-byte aligned: the
+  // session fails at load, naming the launch, kernel, map and tensor.
+  Artifact artifact = withTensorMap();
+  artifact.launches[1].args[0] += 8;
+  Expected<std::unique_ptr<Device>> device = createEmuDevice();
+  ASSERT_TRUE(device) << errorOf(device);
+  std::shared_ptr<Device> shared = std::move(*device);
+  auto session =
+      Session::create(std::make_shared<const Artifact>(artifact), shared);
+  EXPECT_THAT(errorOf(session),
+              HasSubstr("launch 1: kernel 'scale' tensor map 0 over buffer "
+                        "'tmp' (parameter 0): the driver refused the tensor "
+                        "map: global address"));
+  // Aligned, the same artifact loads.
+  auto good = Session::create(std::make_shared<const Artifact>(withTensorMap()),
+                              shared);
+  EXPECT_TRUE(good) << errorOf(good);
 }
 
 } // namespace
