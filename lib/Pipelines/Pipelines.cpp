@@ -149,6 +149,7 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
                              ? "kiln-match-contractions{chip=" + options.chip +
                                    " wgmma=" +
                                    (options.wgmma ? "true" : "false") +
+                                   " tma=" + (options.tma ? "true" : "false") +
                                    tuneOptionsFor(options) + "}, "
                              : std::string());
   case Phase::Gpu:

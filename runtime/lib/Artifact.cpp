@@ -99,6 +99,8 @@ std::string_view paramKindName(ParamKind kind) {
     return "scalar32";
   case ParamKind::Scalar64:
     return "scalar64";
+  case ParamKind::TensorMap:
+    return "tensor-map";
   }
   return "unknown";
 }
@@ -325,9 +327,80 @@ Error verifyLaunches(const Artifact &artifact) {
         break;
       case ParamKind::Scalar64:
         break;
+      case ParamKind::TensorMap: {
+        if (value >= artifact.tensorMaps.size())
+          return makeError("{}: {}: tensor map {} is out of range (the "
+                           "artifact has {})",
+                           where, arg, value, artifact.tensorMaps.size());
+        uint32_t address = artifact.tensorMaps[value].addressParam;
+        if (address >= kernel.params.size() ||
+            (kernel.params[address].kind != ParamKind::ArenaPointer &&
+             kernel.params[address].kind != ParamKind::WeightsPointer))
+          return makeError("{}: {}: tensor map {} takes its address from "
+                           "parameter {}, which is not a pointer parameter",
+                           where, arg, value, address);
+        break;
+      }
       }
     }
   }
+  return Error::success();
+}
+
+/// What cuTensorMapEncodeTiled requires of its arguments, checked here so a
+/// bad record fails at load on every device with the same message.
+Error verifyTensorMap(const TensorMapRecord &map) {
+  uint64_t elementBytes = dtypeSize(map.dtype);
+  if (map.dtype != DType::F32 && map.dtype != DType::F16 &&
+      map.dtype != DType::BF16)
+    return makeError("dtype {} is not f32, f16 or bf16", dtypeName(map.dtype));
+  if (map.rank < 1 || map.rank > kTensorMapMaxRank)
+    return makeError("rank {} is not 1 to {}", map.rank, kTensorMapMaxRank);
+  for (uint32_t d = 0; d < map.rank; ++d) {
+    if (map.globalDims[d] < 1 || map.globalDims[d] > (1ull << 32))
+      return makeError("dimension {} has {} elements (1 to 2^32)", d,
+                       map.globalDims[d]);
+    if (map.boxDims[d] < 1 || map.boxDims[d] > 256)
+      return makeError("box dimension {} is {} (1 to 256)", d, map.boxDims[d]);
+    if (map.elementStrides[d] < 1 || map.elementStrides[d] > 8)
+      return makeError("element stride {} is {} (1 to 8)", d,
+                       map.elementStrides[d]);
+  }
+  for (uint32_t d = map.rank; d < kTensorMapMaxRank; ++d)
+    if (map.globalDims[d] || map.boxDims[d] ||
+        (d > 0 && map.globalStrides[d - 1]))
+      return makeError("dimension {} is set but the rank is {}", d, map.rank);
+  for (uint32_t d = 1; d < map.rank; ++d)
+    if (map.globalStrides[d - 1] % 16 || map.globalStrides[d - 1] == 0 ||
+        map.globalStrides[d - 1] >= (1ull << 40))
+      return makeError("the stride of dimension {} is {} bytes (a multiple "
+                       "of 16 below 2^40)",
+                       d, map.globalStrides[d - 1]);
+  if (map.interleave != 0)
+    return makeError("interleave {} is not 0 (none)", map.interleave);
+  if (map.swizzle > 3)
+    return makeError("swizzle {} is not 0 to 3", map.swizzle);
+  if (map.l2Promotion > 3)
+    return makeError("L2 promotion {} is not 0 to 3", map.l2Promotion);
+  if (map.oobFill > 1)
+    return makeError("out-of-bounds fill {} is not 0 or 1", map.oobFill);
+  uint64_t innerBytes = uint64_t(map.boxDims[0]) * elementBytes;
+  if (innerBytes % 16)
+    return makeError("the box's inner dimension is {} bytes, not a multiple "
+                     "of 16",
+                     innerBytes);
+  if (map.swizzle && innerBytes > (16ull << map.swizzle))
+    return makeError("the box's inner dimension is {} bytes, more than the "
+                     "{}-byte swizzle span",
+                     innerBytes, 16ull << map.swizzle);
+  return Error::success();
+}
+
+Error verifyTensorMaps(const Artifact &artifact) {
+  for (size_t i = 0; i < artifact.tensorMaps.size(); ++i)
+    if (Error err = verifyTensorMap(artifact.tensorMaps[i]))
+      return err.withContext(
+          fmt::format("section 'tensor-maps': tensor map {}", i));
   return Error::success();
 }
 
@@ -366,6 +439,8 @@ Error verifyArtifact(const Artifact &artifact) {
   if (Error err = verifyWeights(artifact))
     return err;
   if (Error err = verifyKernels(artifact))
+    return err;
+  if (Error err = verifyTensorMaps(artifact))
     return err;
   if (Error err = verifyLaunches(artifact))
     return err;

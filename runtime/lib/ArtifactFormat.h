@@ -69,9 +69,11 @@ enum class SectionKind : uint32_t {
   KernelResources = 9,
   /// Optional (format 1.3): entry points and persistent state.
   Training = 10,
+  /// Optional (format 1.4): TMA tensor maps the runtime encodes at load.
+  TensorMaps = 11,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 10;
+constexpr uint32_t kLastSectionKind = 11;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -88,6 +90,10 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
     return 1;
   if (kind == uint32_t(SectionKind::KernelResources))
     return 2;
+  if (kind == uint32_t(SectionKind::Training))
+    return 3;
+  if (kind == uint32_t(SectionKind::TensorMaps))
+    return 4;
   return kArtifactFormatMinor;
 }
 
@@ -114,6 +120,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "kernel-resources";
   case SectionKind::Training:
     return "training";
+  case SectionKind::TensorMaps:
+    return "tensor-maps";
   }
   return "unknown";
 }

@@ -231,6 +231,39 @@ Error parseKernelResources(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseTensorMaps(SectionReader in, Artifact &artifact) {
+  constexpr uint64_t kRecordBytes = 3 * 4 + 9 * 8 + 10 * 4 + 4 * 4;
+  artifact.tensorMaps.resize(in.count("tensor maps", kRecordBytes));
+  for (size_t i = 0; i < artifact.tensorMaps.size() && !in.failed(); ++i) {
+    TensorMapRecord &map = artifact.tensorMaps[i];
+    in.setContext(fmt::format("tensor map {}", i));
+    map.addressParam = in.u32("the address parameter");
+    uint32_t dtype = in.u32("the dtype");
+    map.rank = in.u32("the rank");
+    for (uint64_t &dim : map.globalDims)
+      dim = in.u64("a global dimension");
+    for (uint64_t &stride : map.globalStrides)
+      stride = in.u64("a global stride");
+    for (uint32_t &box : map.boxDims)
+      box = in.u32("a box dimension");
+    for (uint32_t &stride : map.elementStrides)
+      stride = in.u32("an element stride");
+    map.interleave = in.u32("the interleave");
+    map.swizzle = in.u32("the swizzle");
+    map.l2Promotion = in.u32("the L2 promotion");
+    map.oobFill = in.u32("the out-of-bounds fill");
+    if (in.failed())
+      break;
+    std::optional<DType> type = dtypeFromCode(dtype);
+    if (!type) {
+      in.fail(fmt::format("unknown dtype code {}", dtype));
+      break;
+    }
+    map.dtype = *type;
+  }
+  return in.finish();
+}
+
 Error parseTraining(SectionReader in, Artifact &artifact) {
   artifact.entryPoints.resize(in.count("entry points", 4 + 5 * 4));
   for (size_t i = 0; i < artifact.entryPoints.size() && !in.failed(); ++i) {
@@ -303,7 +336,7 @@ Error parseKernels(SectionReader in, Artifact &artifact) {
       uint32_t kind = in.u32("a parameter kind");
       kernel.params[p].name = in.string("a parameter name");
       if (!in.failed() && (kind < uint32_t(ParamKind::ArenaPointer) ||
-                           kind > uint32_t(ParamKind::Scalar64)))
+                           kind > uint32_t(ParamKind::TensorMap)))
         in.fail(fmt::format("parameter {} has unknown kind {}", p, kind));
       kernel.params[p].kind = static_cast<ParamKind>(kind);
     }
@@ -523,6 +556,10 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::KernelResources)])
     if (Error err = parseKernelResources(
             reader(SectionKind::KernelResources), artifact))
+      return err;
+  if (known[uint32_t(SectionKind::TensorMaps)])
+    if (Error err =
+            parseTensorMaps(reader(SectionKind::TensorMaps), artifact))
       return err;
 
   bool flagged =

@@ -198,6 +198,11 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
         result.weightData.append(a.weightData.data(), a.weightData.size(),
                                  kWeightAlignment);
     uint32_t kernelBase = static_cast<uint32_t>(result.kernels.size());
+    // Tensor maps are recipes (the address comes from the launch): copied
+    // as they are, renumbered.
+    uint64_t tensorMapBase = result.tensorMaps.size();
+    result.tensorMaps.insert(result.tensorMaps.end(), a.tensorMaps.begin(),
+                             a.tensorMaps.end());
     uint32_t bufferBase =
         static_cast<uint32_t>(result.memoryPlan.buffers.size());
 
@@ -300,6 +305,8 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
               it != retarget.end() ? it->second : copy.args[i] + arenaBase;
         } else if (kernel.params[i].kind == ParamKind::WeightsPointer) {
           copy.args[i] += weightBase;
+        } else if (kernel.params[i].kind == ParamKind::TensorMap) {
+          copy.args[i] += tensorMapBase;
         }
       }
       result.launches.push_back(std::move(copy));

@@ -151,6 +151,31 @@ std::vector<uint8_t> encodeKernelResources(const Artifact &artifact) {
   return out.take();
 }
 
+/// Written when any launch takes a tensor map (format 1.4): a count, then
+/// each record's fixed 140 bytes (docs/artifact-format.md).
+std::vector<uint8_t> encodeTensorMaps(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.tensorMaps.size()));
+  for (const TensorMapRecord &map : artifact.tensorMaps) {
+    out.u32(map.addressParam);
+    out.u32(static_cast<uint32_t>(map.dtype));
+    out.u32(map.rank);
+    for (uint64_t dim : map.globalDims)
+      out.u64(dim);
+    for (uint64_t stride : map.globalStrides)
+      out.u64(stride);
+    for (uint32_t box : map.boxDims)
+      out.u32(box);
+    for (uint32_t stride : map.elementStrides)
+      out.u32(stride);
+    out.u32(map.interleave);
+    out.u32(map.swizzle);
+    out.u32(map.l2Promotion);
+    out.u32(map.oobFill);
+  }
+  return out.take();
+}
+
 bool needsKernelResourcesSection(const Artifact &artifact) {
   for (const Kernel &kernel : artifact.kernels)
     if (kernel.resources)
@@ -288,6 +313,12 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
     resources = encodeKernelResources(artifact);
     sections.insert(sections.end() - 1, {SectionKind::KernelResources,
                                          resources.data(), resources.size()});
+  }
+  std::vector<uint8_t> tensorMaps;
+  if (!artifact.tensorMaps.empty()) {
+    tensorMaps = encodeTensorMaps(artifact);
+    sections.insert(sections.end() - 1, {SectionKind::TensorMaps,
+                                         tensorMaps.data(), tensorMaps.size()});
   }
 
   std::vector<uint8_t> training;

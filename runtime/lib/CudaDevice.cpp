@@ -17,6 +17,7 @@
 #include "CudaDriver.h"
 #include "Nvml.h"
 
+#include <cstring>
 #include <optional>
 
 namespace kiln::runtime {
@@ -103,6 +104,9 @@ public:
   Error synchronize(StreamHandle stream) override;
   Error launch(FunctionHandle function, const LaunchConfig &config,
                const PackedParams &params, StreamHandle stream) override;
+
+  Error encodeTensorMap(const TensorMapRecord &map, DevicePtr address,
+                        std::string_view subject, uint8_t *out128) override;
 
   Expected<EventHandle> createEvent() override;
   Error destroyEvent(EventHandle event) override;
@@ -346,6 +350,44 @@ Error CudaDevice::launch(FunctionHandle handle, const LaunchConfig &config,
                                     config.block.z, config.dynamicSharedBytes,
                                     *stream, argumentPointers.data(), nullptr),
                   "cuLaunchKernel", subject);
+}
+
+Error CudaDevice::encodeTensorMap(const TensorMapRecord &map,
+                                  DevicePtr address, std::string_view subject,
+                                  uint8_t *out128) {
+  if (!cu.hasTensorMaps)
+    return makeError("{}: the CUDA driver has no cuTensorMapEncodeTiled "
+                     "(TMA needs a CUDA 12 driver)",
+                     subject);
+  static_assert(sizeof(CUtensorMap) == 128, "a tensor map is 128 bytes");
+  CUtensorMapDataType type = map.dtype == DType::BF16
+                                 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                             : map.dtype == DType::F16
+                                 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  cuuint64_t dims[kTensorMapMaxRank], strides[kTensorMapMaxRank - 1];
+  cuuint32_t box[kTensorMapMaxRank], elementStrides[kTensorMapMaxRank];
+  for (uint32_t d = 0; d < kTensorMapMaxRank; ++d) {
+    dims[d] = map.globalDims[d];
+    box[d] = map.boxDims[d];
+    elementStrides[d] = map.elementStrides[d];
+    if (d > 0)
+      strides[d - 1] = map.globalStrides[d - 1];
+  }
+  CUtensorMap encoded;
+  CUresult result = cu.cuTensorMapEncodeTiled(
+      &encoded, type, map.rank, reinterpret_cast<void *>(address), dims,
+      strides, box, elementStrides,
+      static_cast<CUtensorMapInterleave>(map.interleave),
+      static_cast<CUtensorMapSwizzle>(map.swizzle),
+      static_cast<CUtensorMapL2promotion>(map.l2Promotion),
+      static_cast<CUtensorMapFloatOOBfill>(map.oobFill));
+  if (result != CUDA_SUCCESS)
+    return makeError("{}: the driver refused the tensor map "
+                     "(cuTensorMapEncodeTiled: {})",
+                     subject, cu.describe(result));
+  std::memcpy(out128, &encoded, sizeof(encoded));
+  return Error::success();
 }
 
 Expected<EventHandle> CudaDevice::createEvent() {

@@ -52,11 +52,17 @@ Expected<CudaDriver> resolveDriver() {
   resolve(driver.member, symbol, fallback, true);
 #define KILN_CUDA_RESOLVE_OPTIONAL(member, symbol, fallback)                   \
   graphs &= resolve(driver.member, symbol, fallback, false);
+  bool tensorMaps = true;
+#define KILN_CUDA_RESOLVE_TENSOR_MAP(member, symbol, fallback)                 \
+  tensorMaps &= resolve(driver.member, symbol, fallback, false);
   KILN_CUDA_DRIVER_ENTRY_POINTS(KILN_CUDA_RESOLVE_REQUIRED,
-                                KILN_CUDA_RESOLVE_OPTIONAL)
+                                KILN_CUDA_RESOLVE_OPTIONAL,
+                                KILN_CUDA_RESOLVE_TENSOR_MAP)
 #undef KILN_CUDA_RESOLVE_REQUIRED
 #undef KILN_CUDA_RESOLVE_OPTIONAL
+#undef KILN_CUDA_RESOLVE_TENSOR_MAP
   driver.hasGraphs = graphs;
+  driver.hasTensorMaps = tensorMaps;
   if (!missing.empty())
     return makeError("CUDA driver too old: libcuda.so.1 has no {}", missing);
 

@@ -27,8 +27,9 @@
 namespace kiln::runtime {
 
 // X(member, exported symbol, older exported symbol or nullptr). REQUIRED
-// entries must all resolve; OPTIONAL ones (graphs) may be missing.
-#define KILN_CUDA_DRIVER_ENTRY_POINTS(REQUIRED, OPTIONAL)                      \
+// entries must all resolve; OPTIONAL ones (graphs) and TENSOR_MAP ones (TMA
+// descriptors, CUDA 12) may be missing.
+#define KILN_CUDA_DRIVER_ENTRY_POINTS(REQUIRED, OPTIONAL, TENSOR_MAP)          \
   REQUIRED(cuGetErrorName, "cuGetErrorName", nullptr)                          \
   REQUIRED(cuGetErrorString, "cuGetErrorString", nullptr)                      \
   REQUIRED(cuInit, "cuInit", nullptr)                                          \
@@ -66,17 +67,21 @@ namespace kiln::runtime {
   OPTIONAL(cuGraphInstantiate, "cuGraphInstantiateWithFlags", nullptr)         \
   OPTIONAL(cuGraphLaunch, "cuGraphLaunch", nullptr)                            \
   OPTIONAL(cuGraphExecDestroy, "cuGraphExecDestroy", nullptr)                  \
-  OPTIONAL(cuGraphDestroy, "cuGraphDestroy", nullptr)
+  OPTIONAL(cuGraphDestroy, "cuGraphDestroy", nullptr)                          \
+  TENSOR_MAP(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", nullptr)
 
 /// The driver entry points, resolved from libcuda.so.1.
 struct CudaDriver {
 #define KILN_CUDA_DECLARE(member, symbol, fallback)                            \
   decltype(&::member) member = nullptr;
-  KILN_CUDA_DRIVER_ENTRY_POINTS(KILN_CUDA_DECLARE, KILN_CUDA_DECLARE)
+  KILN_CUDA_DRIVER_ENTRY_POINTS(KILN_CUDA_DECLARE, KILN_CUDA_DECLARE,
+                                KILN_CUDA_DECLARE)
 #undef KILN_CUDA_DECLARE
 
   /// True when every graph entry point resolved.
   bool hasGraphs = false;
+  /// True when cuTensorMapEncodeTiled resolved (TMA kernels can run).
+  bool hasTensorMaps = false;
   int version = 0;
 
   /// "CUDA_ERROR_OUT_OF_MEMORY: out of memory".

@@ -12,16 +12,20 @@ namespace kiln::runtime {
 // PackedParams
 //===----------------------------------------------------------------------===//
 
-void PackedParams::add(const void *value, size_t size) {
-  // Each parameter at its natural alignment, as in the PTX .param space.
-  size_t offset = (bytes.size() + size - 1) & ~(size - 1);
+void PackedParams::add(const void *value, size_t size, size_t alignment) {
+  // Each parameter at its alignment, as in the PTX .param space.
+  size_t offset = (bytes.size() + alignment - 1) & ~(alignment - 1);
   bytes.resize(offset + size, 0);
   std::memcpy(bytes.data() + offset, value, size);
   offsets.push_back(static_cast<uint32_t>(offset));
 }
 
-void PackedParams::addU32(uint32_t value) { add(&value, sizeof(value)); }
-void PackedParams::addU64(uint64_t value) { add(&value, sizeof(value)); }
+void PackedParams::addU32(uint32_t value) { add(&value, 4, 4); }
+void PackedParams::addU64(uint64_t value) { add(&value, 8, 8); }
+void PackedParams::addBytes(const void *value, size_t size,
+                            size_t alignment) {
+  add(value, size, alignment);
+}
 
 //===----------------------------------------------------------------------===//
 // Device
@@ -39,6 +43,12 @@ Error noGraphs(const Device &device) {
 Error Device::copyOnDevice(DevicePtr, DevicePtr, uint64_t) {
   return makeError("device-to-device copies are not supported by the {} "
                    "device",
+                   info().kind);
+}
+
+Error Device::encodeTensorMap(const TensorMapRecord &, DevicePtr,
+                              std::string_view subject, uint8_t *) {
+  return makeError("{}: the {} device cannot build TMA tensor maps", subject,
                    info().kind);
 }
 

@@ -23,6 +23,7 @@
 #include "Support.h"
 #include "emu/PtxInterpreter.h"
 #include "emu/PtxParser.h"
+#include "emu/TensorMap.h"
 
 #include <chrono>
 #include <cstdio>
@@ -107,6 +108,9 @@ public:
   Error synchronize(StreamHandle stream) override;
   Error launch(FunctionHandle function, const LaunchConfig &config,
                const PackedParams &params, StreamHandle stream) override;
+
+  Error encodeTensorMap(const TensorMapRecord &map, DevicePtr address,
+                        std::string_view subject, uint8_t *out128) override;
 
   Expected<EventHandle> createEvent() override;
   Error destroyEvent(EventHandle event) override;
@@ -339,6 +343,39 @@ Error EmuDevice::synchronize(StreamHandle stream) {
   return Error::success(); // launches finish before they return
 }
 
+Error EmuDevice::encodeTensorMap(const TensorMapRecord &map, DevicePtr address,
+                                 std::string_view subject, uint8_t *out128) {
+  // The record was verified (verifyArtifact); what is left to refuse is
+  // what only the address decides, as cuTensorMapEncodeTiled does.
+  if (address % 16)
+    return makeError("{}: the driver refused the tensor map: global address "
+                     "{:#x} is not 16-byte aligned",
+                     subject, address);
+  emu::EmuTensorMap encoded;
+  encoded.dataType = map.dtype == DType::BF16  ? emu::kTensorMapBFloat16
+                     : map.dtype == DType::F16 ? emu::kTensorMapFloat16
+                                               : emu::kTensorMapFloat32;
+  encoded.rank = static_cast<uint8_t>(map.rank);
+  encoded.swizzle = static_cast<uint8_t>(map.swizzle);
+  encoded.interleave = static_cast<uint8_t>(map.interleave);
+  encoded.oobFill = static_cast<uint8_t>(map.oobFill);
+  encoded.globalAddress = address;
+  for (uint32_t d = 0; d < map.rank; ++d) {
+    // 2^32 elements is the one dimension the u32 field cannot hold.
+    if (map.globalDims[d] > 0xFFFFFFFFull)
+      return makeError("{}: dimension {} has {} elements, more than the "
+                       "emulator's tensor maps hold",
+                       subject, d, map.globalDims[d]);
+    encoded.globalDims[d] = static_cast<uint32_t>(map.globalDims[d]);
+    encoded.boxDims[d] = map.boxDims[d];
+    encoded.elementStrides[d] = static_cast<uint8_t>(map.elementStrides[d]);
+    if (d > 0)
+      encoded.globalStrides[d - 1] = map.globalStrides[d - 1];
+  }
+  std::memcpy(out128, &encoded, sizeof(encoded));
+  return Error::success();
+}
+
 Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
                         const PackedParams &params, StreamHandle stream) {
   if (function.id == 0 || function.id > functions.size())
@@ -349,6 +386,15 @@ Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
   if (!modules[slot.module].live)
     return makeError("emu: launch of a kernel whose module was unloaded");
   const emu::Kernel &kernel = modules[slot.module].module.kernels[slot.kernel];
+  // The packed layout must be the PTX's: a by-value aggregate (a 128-byte
+  // tensor map) packed at another alignment than its `.param .align N`
+  // would shift every parameter after it.
+  for (size_t i = 0; i < params.count() && i < kernel.params.size(); ++i)
+    if (params.offset(i) != kernel.params[i].offset)
+      return makeError("emu: kernel '{}': parameter {} '{}' is packed at byte "
+                       "{} but the PTX declares it at byte {}",
+                       kernel.name, i, kernel.params[i].name, params.offset(i),
+                       kernel.params[i].offset);
   emu::LaunchSpec spec;
   spec.grid = config.grid;
   spec.block = config.block;

@@ -145,12 +145,58 @@ Error Session::Impl::prepare() {
 
   DevicePtr arenaBase = arena.value_or(0);
   DevicePtr weightsBase = weights.value_or(0);
-  for (const Launch &launch : model.launches) {
+  auto pointerValue = [&](const Kernel &kernel, const Launch &launch,
+                          size_t a) {
+    return (kernel.params[a].kind == ParamKind::WeightsPointer ? weightsBase
+                                                               : arenaBase) +
+           launch.args[a];
+  };
+  // The tensor a pointer argument of launch `l` points into, for messages:
+  // a signature tensor, a weight, or the memory plan's buffer.
+  auto tensorAt = [&](ParamKind kind, uint64_t offset,
+                      size_t l) -> std::string {
+    if (kind == ParamKind::WeightsPointer) {
+      for (const Weight &w : model.weights)
+        if (offset >= w.offset &&
+            offset - w.offset < tensorByteSize(w.dtype, w.shape).value_or(0))
+          return "weight '" + w.name + "'";
+      return "the weights";
+    }
+    for (const auto *list : {&model.inputs, &model.outputs})
+      for (const TensorSignature &t : *list)
+        if (t.arenaOffset == offset)
+          return "tensor '" + t.name + "'";
+    for (const ArenaBuffer &b : model.memoryPlan.buffers)
+      if (offset >= b.offset && offset - b.offset < b.size &&
+          b.firstUse <= l && l <= b.lastUse)
+        return "buffer '" + b.name + "'";
+    return "the arena";
+  };
+  for (size_t l = 0; l < model.launches.size(); ++l) {
+    const Launch &launch = model.launches[l];
     const Kernel &kernel = model.kernels[launch.kernel];
     PackedParams packed;
     for (size_t a = 0; a < launch.args.size(); ++a) {
       uint64_t value = launch.args[a];
       switch (kernel.params[a].kind) {
+      case ParamKind::TensorMap: {
+        // Built now: the memory plan has given every buffer its address
+        // (verifyArtifact checked the record and its address parameter).
+        const TensorMapRecord &map = model.tensorMaps[value];
+        const KernelParam &source = kernel.params[map.addressParam];
+        std::string subject = fmt::format(
+            "launch {}: kernel '{}' tensor map {} over {} (parameter {})", l,
+            kernel.name, value,
+            tensorAt(source.kind, launch.args[map.addressParam], l),
+            map.addressParam);
+        alignas(64) uint8_t bytes[128] = {};
+        if (Error err = device->encodeTensorMap(
+                map, pointerValue(kernel, launch, map.addressParam), subject,
+                bytes))
+          return err;
+        packed.addBytes(bytes, sizeof(bytes), 64);
+        break;
+      }
       case ParamKind::ArenaPointer:
         packed.addU64(arenaBase + value);
         break;

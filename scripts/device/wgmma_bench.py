@@ -11,8 +11,10 @@ prepare compiles into DIR/wgmma/ one MatMul, C = A B with A [M, K] and
 B [K, N] both model inputs (no weights to carry), at 4096^3 and 8192^3
 (--dry-run: 192 x 200 x 136, off every tile), with --precision=bf16
 --io-precision=bf16 (A, B and C bf16 in memory, as torch.matmul on bf16
-tensors), twice: --wgmma (the sm_90a warp-specialised wgmma kernel) and
---wgmma=false (mma.sync), recording the config kilnc --stats reports, and
+tensors), three times: --wgmma --tma (the sm_90a warp-specialised wgmma
+kernel, its producer loading tiles with TMA), --wgmma --tma=false (the same
+kernel with the cp.async producer) and --wgmma=false (mma.sync), recording
+the config kilnc --stats reports, and
 writes wgmma.json. Then the fp32 rows: the same MatMul at 4096^3 (dry run:
 the same small shape) with fp32 in memory, compiled with --precision=tf32
 --wgmma (wgmma_tf32), --precision=tf32 --wgmma=false (mma.sync tf32) and
@@ -53,14 +55,17 @@ FULL_F32 = [(4096, 4096, 4096)]
 BOUNDS = {"bf16": 1e-2, "tf32": 5e-3, "fp32": 1e-4}
 PEAKS = {"bf16": 989.0, "tf32": 494.0, "fp32": 67.0}  # H200 dense TFLOP/s
 # (precision, impl, kilnc flags)
-IMPLS = [("bf16", "wgmma", ["--precision=bf16", "--io-precision=bf16", "--wgmma"]),
+# bf16: the wgmma kernel with each producer (TMA vs cp.async), then
+# mma.sync; tf32 (the TMA producer is bf16/fp16 only) and fp32 after.
+IMPLS = [("bf16", "wgmma-tma", ["--precision=bf16", "--io-precision=bf16", "--wgmma", "--tma"]),
+         ("bf16", "wgmma-cp.async", ["--precision=bf16", "--io-precision=bf16", "--wgmma", "--tma=false"]),
          ("bf16", "mma.sync", ["--precision=bf16", "--io-precision=bf16", "--wgmma=false"]),
          ("tf32", "wgmma", ["--precision=tf32", "--wgmma"]),
          ("tf32", "wgmma, B weight", ["--precision=tf32", "--wgmma", "--strip-weights"]),
          ("tf32", "mma.sync", ["--precision=tf32", "--wgmma=false"]),
          ("fp32", "ffma", ["--precision=fp32"])]
 GEMM_KERNEL = re.compile(r"kernel (kiln_gemm_\w+) \(x\d+\): median ([0-9.]+) ms")
-CONFIG = re.compile(r"kiln_gemm_\d+: (\S+ \S+ \S+ \S+ \S+),")
+CONFIG = re.compile(r"kiln_gemm_\d+: (\S+ \S+ \S+ \S+ \S+(?: tma)?),")
 
 
 def gemm_model(m, k, n, weight=False):

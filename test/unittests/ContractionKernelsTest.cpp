@@ -272,7 +272,17 @@ std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
         params.addU64(p.batchStrideA);
       else if (n == "batchStrideC")
         params.addU64(p.batchStrideC);
-      else
+      else if (param.kind == KernelParameter::Kind::TensorMap) {
+        // What the runtime does at load (Runtime.cpp): the map over the
+        // operand its address parameter names.
+        const std::string &source =
+            kernel.params[param.tensorMap.addressParam].name;
+        alignas(64) uint8_t map[128];
+        runtime::Error err = device.encodeTensorMap(
+            param.tensorMap, source == "A" ? dA : dB, n, map);
+        EXPECT_FALSE(err) << err.message();
+        params.addBytes(map, sizeof(map), 64);
+      } else
         ADD_FAILURE() << "unknown parameter " << n;
     }
     Dim3 grid = kernel.gridFor(p.m);
@@ -453,6 +463,13 @@ GemmConfig wgmmaConfig(uint32_t bm, uint32_t bn, uint32_t stages,
   c.blockM = bm, c.blockN = bn;
   c.blockK = family == Family::WgmmaTf32 ? 32 : 64;
   c.warpM = 64, c.warpN = bn, c.stages = stages, c.splitK = split;
+  return c;
+}
+
+GemmConfig tmaConfig(uint32_t bm, uint32_t bn, uint32_t stages,
+                     uint32_t split = 1) {
+  GemmConfig c = wgmmaConfig(bm, bn, stages, split);
+  c.tma = true;
   return c;
 }
 
@@ -730,6 +747,152 @@ TEST_F(ContractionKernelsTest, WgmmaBatchesSplitKAndWideTile) {
                    Layout::ColMajor),
            wgmmaConfig(128, 256, 2),
            {}});
+}
+
+// --- sm_90a wgmma with the TMA producer
+// ----------------------------------------------------
+//
+// The same references and bounds as the cp.async producer's cases: every
+// edge of M, N and K is the copy engine's zero fill (tensor maps with OOB
+// fill 0), so a wrong box, coordinate or fill shows up as a wrong sum.
+
+TEST_F(ContractionKernelsTest, TmaRaggedEdgesEveryLayout) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // M, N, K off every tile (K = 136: three K tiles, the last 8 wide) in
+  // every operand layout (K-major: one box a tile; MN-major: a box per 64
+  // elements); one and two consumers, a 2-stage ring that wraps.
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+      Case c{problem(72, 40, 136, DType::BF16, DType::F32, la, lb),
+             tmaConfig(la == lb ? 128 : 64, 64, 2),
+             {}};
+      runCase(c);
+    }
+}
+
+TEST_F(ContractionKernelsTest, TmaKBelowOneTileAndNEqualsOne) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // K = 8: one box mostly past K; N = 8 with B [N][K]; f16 in and out.
+  runCase({problem(33, 24, 8, DType::F16, DType::F16), tmaConfig(64, 64, 2),
+           {}});
+  Case n1{problem(70, 8, 40, DType::BF16, DType::BF16, Layout::RowMajor,
+                  Layout::ColMajor),
+          tmaConfig(64, 64, 2),
+          {}};
+  n1.problem.n = 1; // B [1][K]: one row of the map, the rest zero fill
+  n1.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::F32};
+  runCase(n1);
+}
+
+TEST_F(ContractionKernelsTest, TmaBatchesSplitKAndEpilogues) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // Batch 3: A's map has a batch dimension, B (broadcast) has none;
+  // residual + gelu.
+  Case c{problem(20, 24, 72, DType::BF16, DType::F32), tmaConfig(64, 64, 3),
+         {}};
+  c.problem.batch = 3;
+  c.problem.batchStrideA = 20 * 72;
+  c.problem.batchStrideB = 0;
+  c.problem.batchStrideC = 20 * 24;
+  c.epilogue.residual = true;
+  c.epilogue.residualType = DType::BF16;
+  c.epilogue.activation = Activation::Gelu;
+  runCase(c);
+  // Both batched, B [N][K].
+  Case both{problem(16, 24, 64, DType::F16, DType::F16, Layout::RowMajor,
+                    Layout::ColMajor),
+            tmaConfig(64, 64, 2),
+            {}};
+  both.problem.batch = 2;
+  both.problem.batchStrideA = 16 * 64;
+  both.problem.batchStrideB = 24 * 64;
+  both.problem.batchStrideC = 16 * 24;
+  both.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
+  runCase(both);
+  // Split-K: 3 splits of 3 K tiles each start their maps at their own K;
+  // the reduction applies bias + sigmoid.
+  Case s{problem(20, 24, 576, DType::BF16, DType::BF16),
+         tmaConfig(64, 64, 2, 3),
+         {}};
+  s.epilogue.bias = {EpilogueVector::Kind::PerRow, DType::BF16};
+  s.epilogue.activation = Activation::Sigmoid;
+  runCase(s);
+}
+
+TEST(ContractionConfigTest, TmaOnlyWhereTheCopyEngineCanAddress) {
+  // The candidates pair each wgmma tile with TMA first, then cp.async.
+  GemmProblem p = problem(512, 512, 512, DType::BF16, DType::BF16);
+  std::vector<GemmConfig> all = candidateConfigs(p, Family::MmaF16, 90);
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_TRUE(all[0].tma) << all[0].describe();
+  EXPECT_FALSE(all[1].tma) << all[1].describe();
+  EXPECT_EQ(all[0].blockM, all[1].blockM);
+  EXPECT_EQ(pickConfig(p, Family::MmaF16, 90).describe().substr(0, 5), "wgmma");
+  EXPECT_TRUE(pickConfig(p, Family::MmaF16, 90).tma);
+  // --tma=false: none.
+  for (const GemmConfig &c :
+       candidateConfigs(p, Family::MmaF16, 90, true, /*tma=*/false))
+    EXPECT_FALSE(c.tma) << c.describe();
+  // Strides TMA cannot take fall back to cp.async, saying why.
+  GemmProblem odd = problem(64, 64, 60, DType::BF16, DType::F32); // 120 B rows
+  EXPECT_THAT(tmaUnsupportedReason(odd),
+              ::testing::HasSubstr("multiples of 16 bytes"));
+  for (const GemmConfig &c : candidateConfigs(odd, Family::MmaF16, 90))
+    EXPECT_FALSE(c.tma) << c.describe();
+  GemmConfig forced = tmaConfig(64, 64, 2);
+  EXPECT_THAT(unsupportedReason(odd, forced),
+              ::testing::HasSubstr("multiples of 16 bytes"));
+  odd.alignA = 8;
+  odd.k = 64;
+  EXPECT_THAT(unsupportedReason(odd, forced),
+              ::testing::HasSubstr("16-byte aligned"));
+  ConvProblem image;
+  image.h = image.w = 8, image.c = image.o = 16, image.kh = image.kw = 3;
+  GemmProblem cv = convolutionAsGemm(image);
+  EXPECT_THAT(tmaUnsupportedReason(cv), ::testing::HasSubstr("im2col"));
+  GemmConfig mma = tensorCore(64, 64, 32, 32, 32, 3);
+  mma.tma = true;
+  EXPECT_THAT(unsupportedReason(p, mma), ::testing::HasSubstr("wgmma"));
+}
+
+TEST_F(ContractionKernelsTest, TmaCandidatesPassPtxasOnSm90a) {
+  if (ptxasPath().empty())
+    GTEST_SKIP() << "ptxas not found";
+  // Every TMA candidate (every tile, plain and split-K) in every operand
+  // layout, batched: ptxas -arch=sm_90a accepts it, and its PTX takes two
+  // 128-byte tensor-map parameters and copies with cp.async.bulk.tensor.
+  for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+    for (Layout lb : {Layout::RowMajor, Layout::ColMajor}) {
+      GemmProblem p = problem(1000, 512, 2048, DType::BF16, DType::BF16, la, lb);
+      p.batch = 2;
+      p.batchStrideA = 1000 * 2048;
+      p.batchStrideB = 512 * 2048;
+      p.batchStrideC = 1000 * 512;
+      // Every tile with row-major operands (split-K too), the first tile
+      // in the other layouts (NVRTC + ptxas take seconds each).
+      bool everyTile = la == Layout::RowMajor && lb == Layout::RowMajor;
+      size_t tma = 0;
+      for (const GemmConfig &c : candidateConfigs(p, Family::WgmmaF16, 90)) {
+        if (!c.tma || (!everyTile && tma > 0))
+          continue;
+        ++tma;
+        Epilogue e;
+        e.bias = {EpilogueVector::Kind::PerColumn, DType::BF16};
+        auto kernels = generateGemm(p, c, e, {});
+        ASSERT_TRUE(bool(kernels))
+            << c.describe() << ": " << kernels.error().message();
+        const std::string &ptx = kernels->kernels[0].ptx;
+        EXPECT_NE(ptx.find(".param .align 64 .b8 kiln_gemm_param_"), std::string::npos)
+            << c.describe();
+        EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d"), std::string::npos)
+            << c.describe();
+        EXPECT_EQ(ptx.find("cp.async.ca"), std::string::npos) << c.describe();
+        EXPECT_EQ(ptx.find("cp.async.cg"), std::string::npos) << c.describe();
+        EXPECT_EQ(runPtxas(ptx, "sm_90"), "") << c.describe();
+      }
+      if (everyTile)
+        EXPECT_GE(tma, 6u) << "every wgmma tile has a TMA variant";
+    }
 }
 
 // --- tf32
@@ -1351,7 +1514,7 @@ TEST_F(ContractionKernelsTest, WgmmaCandidatesPassPtxasOnSm90a) {
         Variant{DType::F16, DType::F16, Layout::ColMajor, Layout::RowMajor, 1}}) {
     GemmProblem p = problem(1000, 512, 2048, v.in, v.out, v.la, v.lb);
     std::vector<GemmConfig> candidates =
-        candidateConfigs(p, Family::WgmmaF16, 90);
+        candidateConfigs(p, Family::WgmmaF16, 90, true, /*tma=*/false);
     candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
                                     [](const GemmConfig &c) {
                                       return c.splitK != 1;

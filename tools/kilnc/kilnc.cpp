@@ -126,6 +126,12 @@ cl::opt<bool> wgmma(
              "bf16/fp16 attention on warp-specialised wgmma kernels; false: mma.sync, to compare "
              "(default: true)"),
     cl::init(true), cl::cat(codegenCategory()));
+cl::opt<bool> tma(
+    "tma",
+    cl::desc("With --wgmma: the producer loads plain-GEMM operands with TMA "
+             "(tensor maps built by the runtime at load) where the strides "
+             "allow; false: cp.async, to compare (default: true)"),
+    cl::init(true), cl::cat(codegenCategory()));
 cl::opt<bool> vectorize(
     "vectorize",
     cl::desc("Vectorise elementwise kernels: 128-bit accesses where the "
@@ -934,6 +940,7 @@ int main(int argc, char **argv) {
   pipelineOptions.attentionKernels = attentionKernels;
   pipelineOptions.vectorize = vectorize;
   pipelineOptions.wgmma = wgmma;
+  pipelineOptions.tma = tma;
   pipelineOptions.rowKernels = rowKernels;
   pipelineOptions.tiledTranspose = tiledTranspose;
   pipelineOptions.reductionKernels = reductionKernels;

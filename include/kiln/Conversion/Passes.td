@@ -158,7 +158,15 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     both operands K-major: a row-major `[K][N]` f32 weight global is then
     stored transposed in a new global (`@<name>_kmajor`, its `kiln.origin`
     gains `transpose 1,0`), and other MN-major operands are transposed by
-    the kernel as it stages them.
+    the kernel as it stages them. With `tma=true` too, a bf16/f16 plain
+    matmul whose operands TMA can address (16-byte aligned, strides
+    multiples of 16 bytes) gets the TMA producer (`cp.async.bulk.tensor`):
+    its calls carry `kiln.tensor_maps`, one dictionary per tensor-map
+    parameter (after the scalars: `param`, the operand the map's address
+    comes from, `dtype`, `dims`, `strides`, `box`, `swizzle`,
+    `l2_promotion`, `oob_fill`), which the artifact builder records for the
+    runtime to encode at load; `--stats` says `producer TMA` or `producer
+    cp.async` per wgmma region.
     Configs: without `tune`, a `tune-cache` entry for the problem (one that
     still passes the config checks; otherwise a warning) or else the
     heuristic (`pickConfig`). With `tune`, each distinct problem missing
@@ -229,6 +237,10 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
            "On sm_90, bf16/fp16 and tf32 matmuls and convolutions try the "
            "warp-specialised wgmma kernels (sm_90a) before mma.sync, and "
            "attention runs the wgmma attention kernel">,
+    Option<"tma", "tma", "bool", /*default=*/"false",
+           "With wgmma: the producer loads plain-GEMM operands with TMA "
+           "(tensor maps the runtime encodes at load) where the strides "
+           "allow; false: cp.async">,
     Option<"tune", "tune", "bool", /*default=*/"false",
            "Time each problem's candidate configs in kiln-tune-worker and "
            "keep the fastest that matches the heuristic's pick">,

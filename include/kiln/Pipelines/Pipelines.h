@@ -96,6 +96,9 @@ struct PipelineOptions {
   /// With contractionKernels on sm_90: bf16/fp16 contractions on the wgmma
   /// kernels (mma.sync when false, or for a shape wgmma cannot do).
   bool wgmma = true;
+  /// With wgmma: plain-GEMM operands through the TMA producer where the
+  /// strides allow (the cp.async producer when false).
+  bool tma = true;
   /// kiln-map-to-gpu maps fused row reductions to row kernels (a warp or a
   /// block per row, the row kept in registers).
   bool rowKernels = true;

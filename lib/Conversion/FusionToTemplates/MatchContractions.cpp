@@ -334,12 +334,18 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   auto outType = cast<RankedTensorType>(result.getType());
   Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
                                  b->buffer, emitted->operands, outType);
+  // The wgmma kernels say which producer fills their ring (kilnc --tma).
+  const cx::GemmConfig &config = kernels->config;
+  std::string producer =
+      config.family != cx::Family::WgmmaF16 ? ""
+      : config.tma                          ? ", producer TMA"
+                                            : ", producer cp.async";
   report.push_back(
-      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch={5}{6}; {7}",
-                    kernels->kernels.front().name, kernels->config.describe(),
+      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch={5}{6}{7}; {8}",
+                    kernels->kernels.front().name, config.describe(),
                     problem.m, problem.n, problem.k, problem.batch,
                     kernels->kernels.size() > 1 ? ", + split-K reduction" : "",
-                    lastConfigOrigin)
+                    producer, lastConfigOrigin)
           .str());
   replaceResults(fusion, *storedIndex, replacement);
   return success();
@@ -432,6 +438,33 @@ Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
                       substitutions, accBias, why);
 }
 
+/// A TMA tensor-map parameter as the attribute ArtifactBuilder reads
+/// (`kiln.tensor_maps` on kiln.call_kernel and gpu.launch_func): `param`
+/// is the launch operand the map's address comes from (pointers come first,
+/// in the kernel's parameter order, so it is the kernel parameter index).
+static DictionaryAttr tensorMapAttr(OpBuilder &builder,
+                                    const cx::KernelParameter &p) {
+  const kiln::runtime::TensorMapRecord &m = p.tensorMap;
+  auto i64s = [&](auto *values, uint32_t n) {
+    SmallVector<int64_t> list(values, values + n);
+    return builder.getDenseI64ArrayAttr(list);
+  };
+  auto u32 = [&](uint32_t v) { return builder.getI32IntegerAttr(v); };
+  NamedAttribute fields[] = {
+      builder.getNamedAttr("param", u32(m.addressParam)),
+      builder.getNamedAttr(
+          "dtype", builder.getStringAttr(kiln::runtime::dtypeName(m.dtype))),
+      builder.getNamedAttr("dims", i64s(m.globalDims, m.rank)),
+      builder.getNamedAttr("strides", i64s(m.globalStrides, m.rank - 1)),
+      builder.getNamedAttr("box", i64s(m.boxDims, m.rank)),
+      builder.getNamedAttr("swizzle", u32(m.swizzle)),
+      builder.getNamedAttr("l2_promotion", u32(m.l2Promotion)),
+      builder.getNamedAttr("oob_fill", u32(m.oobFill)),
+      builder.getNamedAttr("name", builder.getStringAttr(p.name)),
+  };
+  return builder.getDictionaryAttr(fields);
+}
+
 FailureOr<cx::GemmKernels> Matcher::compile(const cx::GemmProblem &problem,
                                             cx::Family family,
                                             const EmittedEpilogue &epilogue,
@@ -505,7 +538,14 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
     SmallVector<int32_t> order;
     SmallVector<Attribute> scalars;
     SmallVector<std::pair<std::string, Value>> pointers;
+    SmallVector<Attribute> tensorMaps;
     for (const cx::KernelParameter &p : kernel.params) {
+      if (p.kind == cx::KernelParameter::Kind::TensorMap) {
+        // The last parameters; ArtifactBuilder turns each into a tensor-map
+        // record the runtime encodes at load (kiln.tensor_maps).
+        tensorMaps.push_back(tensorMapAttr(builder, p));
+        continue;
+      }
       if (p.kind != cx::KernelParameter::Kind::Pointer) {
         uint64_t value = p.name == "M"              ? problem.m
                          : p.name == "batchStrideA" ? problem.batchStrideA
@@ -554,6 +594,8 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
         builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
     call->setAttr("kiln.kernel_config",
                   builder.getStringAttr(kernels.config.describe()));
+    if (!tensorMaps.empty())
+      call->setAttr("kiln.tensor_maps", builder.getArrayAttr(tensorMaps));
     if (&kernel == &kernels.kernels.front()) // The one with the MMAs.
       call->setAttr("kiln.flops",
                     builder.getI64IntegerAttr(static_cast<int64_t>(
@@ -682,6 +724,7 @@ struct MatchContractionsPass
     tuneOptions.exportDir = tuneExport;
     tuneOptions.importDir = tuneImport;
     tuneOptions.wgmma = wgmma;
+    tuneOptions.tma = tma;
     // Test hook (docs/testing.md): the candidate at this index faults.
     if (const char *inject = std::getenv("KILN_TUNE_INJECT_FAULT"))
       tuneOptions.injectFault = std::atoi(inject);

@@ -371,7 +371,13 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
                     in[0], in[1], in[2], in[3], window[0], window[1],
                     window[2], window[3], groups, problem.m, problem.n,
                     problem.k,
-                    kernels->kernels.size() > 1 ? ", + split-K reduction" : "",
+                    std::string(kernels->kernels.size() > 1
+                                    ? ", + split-K reduction"
+                                    : "") +
+                        // The implicit GEMM's im2col gather is cp.async's.
+                        (kernels->config.family == cx::Family::WgmmaF16
+                             ? ", producer cp.async"
+                             : ""),
                     lastConfigOrigin)
           .str());
   replaceResults(fusion, *storedIndex, stored);

@@ -29,6 +29,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 
+
 using namespace mlir;
 namespace rt = kiln::runtime;
 
@@ -110,6 +111,55 @@ llvm::Error errorAt(Operation *op, const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  op->getName().getStringRef().str() + where +
                                      ": " + message.str());
+}
+
+/// A `kiln.tensor_maps` entry (MatchContractions.cpp's tensorMapAttr) as a
+/// record; `operands` is the launch's operand count (`param` must name one).
+/// verifyArtifact checks the geometry later.
+llvm::Expected<rt::TensorMapRecord> tensorMapFromAttr(DictionaryAttr dict,
+                                                      unsigned operands) {
+  auto fail = [](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), why);
+  };
+  if (!dict)
+    return fail("not a dictionary");
+  rt::TensorMapRecord map;
+  auto u32 = [&](StringRef name, uint32_t &out) {
+    auto attr = dict.getAs<IntegerAttr>(name);
+    if (!attr)
+      return false;
+    out = static_cast<uint32_t>(attr.getInt());
+    return true;
+  };
+  auto dtype = dict.getAs<StringAttr>("dtype");
+  auto dims = dict.getAs<DenseI64ArrayAttr>("dims");
+  auto strides = dict.getAs<DenseI64ArrayAttr>("strides");
+  auto box = dict.getAs<DenseI64ArrayAttr>("box");
+  if (!u32("param", map.addressParam) || !u32("swizzle", map.swizzle) ||
+      !u32("l2_promotion", map.l2Promotion) || !u32("oob_fill", map.oobFill) ||
+      !dtype || !dims || !strides || !box)
+    return fail("a field is missing");
+  std::optional<rt::DType> type = rt::parseDType(dtype.getValue().str());
+  if (!type)
+    return fail("unknown dtype '" + dtype.getValue() + "'");
+  map.dtype = *type;
+  size_t rank = dims.size();
+  if (rank < 1 || rank > rt::kTensorMapMaxRank ||
+      static_cast<size_t>(box.size()) != rank ||
+      static_cast<size_t>(strides.size()) != rank - 1)
+    return fail("dims, strides and box disagree on the rank");
+  map.rank = static_cast<uint32_t>(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    map.globalDims[d] = static_cast<uint64_t>(dims[d]);
+    map.boxDims[d] = static_cast<uint32_t>(box[d]);
+    if (d > 0)
+      map.globalStrides[d - 1] = static_cast<uint64_t>(strides[d - 1]);
+  }
+  if (map.addressParam >= operands)
+    return fail("param " + llvm::Twine(map.addressParam) +
+                " is not one of the launch's " + llvm::Twine(operands) +
+                " operands");
+  return map;
 }
 
 std::optional<rt::DType> toDType(Type type) {
@@ -297,6 +347,9 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   // Weights: one per memref.global that a launch reads.
   llvm::DenseMap<Value, uint64_t> weightOffsets;
   llvm::DenseMap<std::pair<StringAttr, StringAttr>, uint32_t> kernelIndex;
+  /// Each kernel's tensor-map records (indices into artifact.tensorMaps).
+  llvm::DenseMap<std::pair<StringAttr, StringAttr>, std::vector<uint32_t>>
+      kernelTensorMaps;
   llvm::DenseMap<StringAttr, gpu::BinaryOp> binaries;
   for (auto binary : module.getOps<gpu::BinaryOp>())
     binaries[binary.getSymNameAttr()] = binary;
@@ -384,6 +437,25 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       if (Value smem = launch.getDynamicSharedMemorySize())
         if (!geometry(smem, kernel.dynamicSharedBytes))
           return errorAt(launch, "dynamic shared memory size is not constant");
+      // TMA tensor maps (kiln.tensor_maps, from kiln-match-contractions):
+      // parameters after the operands, one record each.
+      std::vector<std::string> names;
+      if (auto maps = launch->getAttrOfType<ArrayAttr>("kiln.tensor_maps")) {
+        std::vector<uint32_t> records;
+        for (Attribute attr : maps) {
+          auto dict = dyn_cast<DictionaryAttr>(attr);
+          auto name = dict ? dict.getAs<StringAttr>("name") : StringAttr();
+          names.push_back(name ? name.str() : "tensorMap");
+          auto map = tensorMapFromAttr(dyn_cast<DictionaryAttr>(attr),
+                                       launch.getNumKernelOperands());
+          if (!map)
+            return errorAt(launch, "has a malformed kiln.tensor_maps entry: " +
+                                       llvm::toString(map.takeError()));
+          records.push_back(static_cast<uint32_t>(artifact.tensorMaps.size()));
+          artifact.tensorMaps.push_back(*map);
+        }
+        kernelTensorMaps[key] = std::move(records);
+      }
       for (Value operand : launch.getKernelOperands()) {
         rt::KernelParam param;
         if (isa<MemRefType>(operand.getType()))
@@ -396,6 +468,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
                            : rt::ParamKind::Scalar64;
         kernel.params.push_back(param);
       }
+      for (std::string &name : names)
+        kernel.params.push_back({rt::ParamKind::TensorMap, std::move(name)});
       if (!options.ptxasPath.empty()) {
         auto assembled =
             assemble(options.ptxasPath, kernel.ptx, options.target,
@@ -436,6 +510,10 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
             {rt::ParamKind::Scalar64, nullptr, value.getZExtValue()});
       }
     }
+    // Every launch of a kernel shares its records: the address comes from
+    // the launch's own pointer argument.
+    for (uint32_t record : kernelTensorMaps[key])
+      args.push_back({rt::ParamKind::TensorMap, nullptr, record});
     pending.push_back(std::move(args));
   }
 

@@ -43,6 +43,11 @@ struct EmuTensorMap {
   uint8_t reserved1[30] = {};
 };
 
+/// CUtensorMapDataType values of the dtypes Kiln's kernels copy with TMA.
+constexpr uint8_t kTensorMapFloat16 = 6;
+constexpr uint8_t kTensorMapFloat32 = 7;
+constexpr uint8_t kTensorMapBFloat16 = 9;
+
 static_assert(sizeof(EmuTensorMap) == 128, "a tensor map is 128 bytes");
 static_assert(offsetof(EmuTensorMap, globalAddress) == 8);
 static_assert(offsetof(EmuTensorMap, globalDims) == 16);

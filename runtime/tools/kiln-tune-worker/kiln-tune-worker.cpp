@@ -16,7 +16,10 @@
 //   candidate 0 c0.ptx 0 1  index, PTX file (relative: to the job file),
 //                           workspace bytes, kernel count
 //   kernel NAME gx gy gz bx by bz smem ARG...   ARG: A, B, C, W (workspace),
-//                           BAD (an address nothing owns), u32:V, u64:V
+//                           BAD (an address nothing owns), u32:V, u64:V,
+//                           tmap:BUF:DTYPE:RANK:DIMS:STRIDES:BOX:SWIZZLE:L2:OOB
+//                           (a TMA tensor map over buffer BUF; the lists
+//                           comma-separated, as TensorMapRecord holds them)
 //   time 0 1 2              the candidates to time
 //
 // A job with no candidates (and no output) only prints the device line.
@@ -62,6 +65,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -430,6 +434,39 @@ Expected<PackedParams> Worker::paramsFor(const KernelSpec &k,
       params.addU32(uint32_t(std::strtoull(arg.c_str() + 4, nullptr, 10)));
     } else if (arg.rfind("u64:", 0) == 0) {
       params.addU64(std::strtoull(arg.c_str() + 4, nullptr, 10));
+    } else if (arg.rfind("tmap:", 0) == 0) {
+      std::vector<std::string> f;
+      std::stringstream fields(arg.substr(5));
+      for (std::string part; std::getline(fields, part, ':');)
+        f.push_back(part);
+      std::optional<DType> dtype =
+          f.size() == 9 ? parseDType(f[1]) : std::nullopt;
+      if (!dtype)
+        return Error::failure("bad tensor map argument '" + arg + "'");
+      TensorMapRecord map;
+      map.dtype = *dtype;
+      map.rank = uint32_t(std::strtoul(f[2].c_str(), nullptr, 10));
+      auto list = [](const std::string &text, auto *out, size_t n) {
+        std::stringstream in(text);
+        size_t i = 0;
+        for (std::string v; std::getline(in, v, ',') && i < n; ++i)
+          out[i] = std::strtoull(v.c_str(), nullptr, 10);
+      };
+      list(f[3], map.globalDims, kTensorMapMaxRank);
+      list(f[4], map.globalStrides, kTensorMapMaxRank - 1);
+      list(f[5], map.boxDims, kTensorMapMaxRank);
+      map.swizzle = uint32_t(std::strtoul(f[6].c_str(), nullptr, 10));
+      map.l2Promotion = uint32_t(std::strtoul(f[7].c_str(), nullptr, 10));
+      map.oobFill = uint32_t(std::strtoul(f[8].c_str(), nullptr, 10));
+      Expected<DevicePtr> ptr = pointerFor(f[0], workspace);
+      if (!ptr)
+        return ptr.takeError();
+      alignas(64) uint8_t bytes[128] = {};
+      if (Error err = device.encodeTensorMap(
+              map, *ptr, "kernel '" + k.name + "' tensor map over " + f[0],
+              bytes))
+        return err;
+      params.addBytes(bytes, sizeof(bytes), 64);
     } else {
       Expected<DevicePtr> ptr = pointerFor(arg, workspace);
       if (!ptr)

@@ -6,6 +6,14 @@
 // RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true chip=sm_80" | FileCheck %s --check-prefix=SM80
 // WGMMA-LABEL: gpu.binary @kiln_gemm_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "{{.*}}.target sm_90a{{.*}}.entry kiln_gemm_0{{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // WGMMA:       kiln.kernel_config = "wgmma_f16 64x64x64 w64x64
+// With tma=true too (kilnc --tma), the first case's operands (rows of 64
+// and 32 bytes) are TMA-able: the producer copies with cp.async.bulk.tensor
+// and the call carries a tensor map per operand: A K-major (K by M, box 64
+// by the tile's rows), B MN-major (N by K, box 64 x 64), 128B swizzle.
+// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true tma=true" | FileCheck %s --check-prefix=TMA
+// TMA-LABEL: gpu.binary @kiln_gemm_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "{{.*}}.param .align 64 .b8 kiln_gemm_0_param_{{[0-9]+}}[128]{{.*}}cp.async.bulk.tensor.2d
+// TMA:       kiln.kernel_config = "wgmma_f16 64x64x64 w64x64 s{{[0-9]}} k1 tma"
+// TMA-SAME:  kiln.tensor_maps = [{box = array<i64: 64, 64>, dims = array<i64: 32, 64>, dtype = "bf16", l2_promotion = 2 : i32, name = "tensorMapA", oob_fill = 0 : i32, param = 0 : i32, strides = array<i64: 64>, swizzle = 3 : i32}, {box = array<i64: 64, 64>, dims = array<i64: 16, 32>, dtype = "bf16", l2_promotion = 2 : i32, name = "tensorMapB", oob_fill = 0 : i32, param = 1 : i32, strides = array<i64: 32>, swizzle = 3 : i32}]
 // SM80-LABEL: gpu.binary @kiln_gemm_0
 // SM80-NOT:   wgmma
 // SM80:       kiln.kernel_config = "mma_f16

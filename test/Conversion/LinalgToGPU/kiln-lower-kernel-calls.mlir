@@ -34,6 +34,19 @@ func.func @pointer_order(%a: memref<8xf32>, %b: memref<8xf32>, %c: memref<8xf32>
 
 // -----
 
+// The TMA producer's tensor maps (kiln.tensor_maps, parameters after the
+// scalars that the artifact builder records) travel to the launch.
+// CHECK-LABEL: func.func @tensor_maps(
+// CHECK:           gpu.launch_func @tma::@tma
+// CHECK-SAME:      kiln.tensor_maps = [{box = array<i64: 64, 64>, dims = array<i64: 8, 8>, dtype = "bf16", l2_promotion = 2 : i32, name = "tensorMapA", oob_fill = 0 : i32, param = 0 : i32, strides = array<i64: 16>, swizzle = 3 : i32}]
+gpu.binary @tma [#gpu.object<#nvvm.target<chip = "sm_90a">, assembly = "PTX">]
+func.func @tensor_maps(%a: memref<64xbf16>, %c: memref<64xf32>) {
+  kiln.call_kernel @tma::@tma ins(%a : memref<64xbf16>) outs(%c : memref<64xf32>) grid [1, 1, 1] block [384, 1, 1] {kiln.tensor_maps = [{param = 0 : i32, dtype = "bf16", dims = array<i64: 8, 8>, strides = array<i64: 16>, box = array<i64: 64, 64>, swizzle = 3 : i32, l2_promotion = 2 : i32, oob_fill = 0 : i32, name = "tensorMapA"}]}
+  return
+}
+
+// -----
+
 // A call left on tensors cannot be launched (only reached without
 // bufferization: the first RUN line).
 gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]

@@ -3,6 +3,7 @@
 
 Usage: template_matmuls.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
                            [--only NAME,...] [--wgmma true|false]
+                           [--tma true|false]
 
 Each model is a matmul region that kiln-match-contractions turns into a
 tiled kernel from the CUDA C++ templates (test/unittests/
@@ -28,6 +29,11 @@ order), tf32 and fp16 5e-3 (10-bit mantissas, fp32 accumulation), bf16 2e-2
 --wgmma true|false compiles bf16, fp16 and tf32 only, with kilnc
 --wgmma=true|false, and fails a variant whose matmuls are not all on the sm_90a wgmma kernels
 (true) or all on mma.sync (false).
+
+--tma true|false (with --wgmma true) compiles with kilnc --tma=true|false
+and fails a variant whose wgmma regions do not all report the TMA producer
+(true; except the models in NO_TMA, whose strides TMA cannot take: they
+must report cp.async) or all the cp.async producer (false).
 """
 import argparse
 import os
@@ -87,6 +93,13 @@ MODELS = {
          weight("bk", 16)]),
 }
 
+# Operand rows that are not a multiple of 16 bytes, which TMA cannot
+# address, so the kernel keeps the cp.async producer: A's K = 37 and 5 in
+# bf16; B reaches the kernel row-major [K][N] (the transpose folded into the
+# weight, or computed in a region of its own) with N = 30 and 23.
+NO_TMA = {"n-is-1", "k-below-tile", "gemm-transposed-alpha-beta",
+          "transposed-activation"}
+
 VARIANTS = [
     ("fp32", [], 1e-4),
     ("tf32", ["--precision=tf32"], 5e-3),
@@ -101,6 +114,8 @@ def run(args, name, path, feeds, reference, precision, flags, bound):
     artifact = os.path.join(work, "m.kiln")
     if args.wgmma:
         flags = flags + [f"--wgmma={args.wgmma}"]
+    if args.tma:
+        flags = flags + [f"--tma={args.tma}"]
     stats, error = compile_with_stats(args.kilnc, path, artifact, flags)
     if error:
         print(f"{name} {precision}: {error} FAIL")
@@ -117,6 +132,14 @@ def run(args, name, path, feeds, reference, precision, flags, bound):
     if family and not all(c.startswith(family) for c in configs):
         print(f"{name} {precision}: not all on {family} kernels: {configs} FAIL")
         return False
+    if args.tma:
+        tma = args.tma == "true" and name not in NO_TMA
+        want = "producer TMA" if tma else "producer cp.async"
+        wrong = [line for line in report if line.startswith("kiln_gemm_")
+                 and "wgmma_f16" in line and want not in line]
+        if wrong:
+            print(f"{name} {precision}: not all with the {want}: {wrong} FAIL")
+            return False
     worst, error = emu_error(args.kiln_run, artifact, work, feeds, reference)
     if error:
         print(f"{name} {precision}: {error} FAIL")
@@ -134,6 +157,7 @@ def main():
     ap.add_argument("--kiln-run", default="kiln-run")
     ap.add_argument("--only", default="")
     ap.add_argument("--wgmma", choices=["true", "false"])
+    ap.add_argument("--tma", choices=["true", "false"])
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(MODELS)
     failed = 0

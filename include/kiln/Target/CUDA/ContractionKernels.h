@@ -162,9 +162,13 @@ struct GemmConfig {
   /// workspace and a second kernel adds them in split order and applies the
   /// epilogue (deterministic, and the epilogue runs once per output).
   uint32_t splitK = 1;
+  /// WgmmaF16 only: the producer loads plain-GEMM operand tiles with TMA
+  /// (cp.async.bulk.tensor from tensor maps the runtime encodes at load)
+  /// instead of cp.async. tmaUnsupportedReason says which problems can.
+  bool tma = false;
 
   uint32_t threads() const;
-  /// "mma_f16 128x128x32 w64x64 s3 k1".
+  /// "mma_f16 128x128x32 w64x64 s3 k1" (" tma" after it with TMA).
   std::string describe() const;
 };
 
@@ -211,11 +215,15 @@ struct Epilogue {
 
 /// A kernel parameter, in order.
 struct KernelParameter {
-  enum class Kind : uint8_t { Pointer, U32, U64 };
+  enum class Kind : uint8_t { Pointer, U32, U64, TensorMap };
   Kind kind = Kind::Pointer;
   /// "A", "B", "C", "scale", "bias", "residual", "workspace", "M",
-  /// "batchStrideA", "batchStrideC", or a custom operand's name.
+  /// "batchStrideA", "batchStrideC", "tensorMapA", "tensorMapB", or a custom
+  /// operand's name.
   std::string name;
+  /// Kind::TensorMap: the map the runtime encodes for it; `addressParam`
+  /// is the index (in this list) of the pointer parameter it describes.
+  runtime::TensorMapRecord tensorMap;
 };
 
 struct GemmKernel {
@@ -248,18 +256,26 @@ struct GemmKernels {
 std::string unsupportedReason(const GemmProblem &problem,
                               const GemmConfig &config);
 
+/// Why the TMA producer cannot load the problem's operands (empty when it
+/// can): TMA needs a plain GEMM (an implicit convolution gathers im2col
+/// rows with cp.async), 16-byte aligned bases and leading dimensions and
+/// batch strides that are multiples of 16 bytes.
+std::string tmaUnsupportedReason(const GemmProblem &problem);
+
 /// The configurations worth trying for the problem, best guess first
 /// (see docs/architecture.md, "Contraction kernels"). `family` is the
 /// instruction family the precision asks for. With MmaF16 on sm_90 and
 /// `wgmma`, the WgmmaF16 candidates come first, then the mma.sync ones;
-/// with MmaTf32 likewise the WgmmaTf32 ones.
+/// with MmaTf32 likewise the WgmmaTf32 ones. With `tma`, each WgmmaF16
+/// candidate the TMA producer can run comes twice: with TMA, then with
+/// cp.async.
 std::vector<GemmConfig> candidateConfigs(const GemmProblem &problem,
                                          Family family, uint32_t smVersion,
-                                         bool wgmma = true);
+                                         bool wgmma = true, bool tma = true);
 
 /// The heuristic's choice among candidateConfigs, with no GPU.
 GemmConfig pickConfig(const GemmProblem &problem, Family family,
-                      uint32_t smVersion, bool wgmma = true);
+                      uint32_t smVersion, bool wgmma = true, bool tma = true);
 
 struct GenerateOptions {
   /// 80 or 90: NVRTC's --gpu-architecture=compute_<sm>.

@@ -62,6 +62,8 @@ struct TuneOptions {
   std::string importDir;
   /// bf16/fp16 on sm_90: the wgmma candidates first (kilnc --wgmma).
   bool wgmma = true;
+  /// With wgmma: the TMA producer's candidates too (kilnc --tma).
+  bool tma = true;
   /// Test hook (KILN_TUNE_INJECT_FAULT): the candidate at this index gets a
   /// pointer to nothing for A, so it faults in the worker. -1: none.
   int injectFault = -1;

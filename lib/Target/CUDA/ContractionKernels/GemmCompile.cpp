@@ -46,7 +46,7 @@ runtime::Expected<GemmKernels> generateGemm(const GemmProblem &p,
   main.gridXPerM = 1;
   main.gridXDivisor = c.blockM;
   main.dynamicSharedBytes = plan.sharedBytes;
-  main.params = gemmMainParameters(e, c);
+  main.params = gemmMainParameters(p, e, c);
   result.kernels.push_back(std::move(main));
 
   if (c.splitK > 1) {

@@ -151,13 +151,16 @@ std::vector<GemmConfig> wgmmaBase(Family family) {
 } // namespace
 
 std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
-                                         uint32_t smVersion, bool wgmma) {
+                                         uint32_t smVersion, bool wgmma,
+                                         bool tma) {
   if ((family == Family::MmaF16 || family == Family::MmaTf32) &&
       smVersion == 90 && wgmma) {
-    // wgmma first (each list ranked by the estimate), mma.sync after it.
+    // wgmma first (each list ranked by the estimate), mma.sync after it;
+    // TMA producers for f16/bf16 only (see the TMA list below).
     Family async =
         family == Family::MmaF16 ? Family::WgmmaF16 : Family::WgmmaTf32;
-    std::vector<GemmConfig> all = candidateConfigs(p, async, smVersion, false);
+    std::vector<GemmConfig> all =
+        candidateConfigs(p, async, smVersion, false, tma);
     std::vector<GemmConfig> sync =
         candidateConfigs(p, family, smVersion, false);
     all.insert(all.end(), sync.begin(), sync.end());
@@ -236,13 +239,27 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
                      return estimateCycles(p, a, smVersion) <
                             estimateCycles(p, b, smVersion);
                    });
-  return all;
+  if (family != Family::WgmmaF16 || !tma || !tmaUnsupportedReason(p).empty())
+    return all;
+  // The estimate does not model the producer: each tile with TMA first (one
+  // thread issues a stage's copies, no per-row address arithmetic, edges
+  // filled by the copy engine), then the same tile with cp.async, so the
+  // tuner times both.
+  std::vector<GemmConfig> withTma;
+  for (const GemmConfig &c : all) {
+    GemmConfig t = c;
+    t.tma = true;
+    if (unsupportedReason(p, t).empty())
+      withTma.push_back(t);
+    withTma.push_back(c);
+  }
+  return withTma;
 }
 
 GemmConfig pickConfig(const GemmProblem &p, Family family, uint32_t smVersion,
-                      bool wgmma) {
+                      bool wgmma, bool tma) {
   std::vector<GemmConfig> candidates =
-      candidateConfigs(p, family, smVersion, wgmma);
+      candidateConfigs(p, family, smVersion, wgmma, tma);
   if (candidates.empty()) {
     GemmConfig c;
     c.family = family;

@@ -42,8 +42,17 @@ GemmPlan planGemm(const GemmProblem &problem, const GemmConfig &config);
 uint32_t maxSharedBytesPerBlock(uint32_t smVersion);
 
 /// The kernels' parameter lists (GemmSource.cpp writes the same order).
-std::vector<KernelParameter> gemmMainParameters(const Epilogue &epilogue,
+/// With config.tma, the tensor maps of A and B come last.
+std::vector<KernelParameter> gemmMainParameters(const GemmProblem &problem,
+                                                const Epilogue &epilogue,
                                                 const GemmConfig &config);
+
+/// The TMA producer's tensor map of A or B (GemmWgmma.cuh): the operand in
+/// its memory order, dimension 0 contiguous, a batch dimension when it has
+/// a batch stride, the box one stage copy moves, 128-byte swizzle and zero
+/// fill past every edge. `addressParam` is left for the caller.
+runtime::TensorMapRecord tmaOperandMap(const GemmProblem &problem,
+                                       const GemmConfig &config, bool isA);
 std::vector<KernelParameter> gemmReduceParameters(const Epilogue &epilogue);
 
 /// The generated `EpilogueArgs` and `kilnEpilogue` for `e`, and the entry

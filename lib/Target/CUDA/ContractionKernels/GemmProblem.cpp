@@ -47,7 +47,8 @@ std::string GemmConfig::describe() const {
     s += " t" + std::to_string(threadM) + "x" + std::to_string(threadN);
   else
     s += " w" + std::to_string(warpM) + "x" + std::to_string(warpN);
-  return s + " s" + std::to_string(stages) + " k" + std::to_string(splitK);
+  s += " s" + std::to_string(stages) + " k" + std::to_string(splitK);
+  return tma ? s + " tma" : s;
 }
 
 uint32_t dtypeBytes(DType type) {
@@ -132,6 +133,31 @@ GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
   return plan;
 }
 
+std::string tmaUnsupportedReason(const GemmProblem &p) {
+  if (p.conv.enabled)
+    return "TMA loads plain GEMM operands (a convolution gathers im2col rows "
+           "with cp.async)";
+  uint64_t bytes = dtypeBytes(p.inputType);
+  if (bytes != 2)
+    return "TMA loads 16-bit operands";
+  if (p.alignA < 16 || p.alignB < 16)
+    return "TMA needs 16-byte aligned operands";
+  if (p.ldaOrPacked() * bytes % 16 || p.ldbOrPacked() * bytes % 16)
+    return "TMA needs leading dimensions that are multiples of 16 bytes";
+  for (uint64_t stride : {p.batchStrideA, p.batchStrideB})
+    if (p.batch > 1 && stride * bytes % 16)
+      return "TMA needs batch strides that are multiples of 16 bytes";
+  uint64_t limit = 1ull << 32;
+  if (p.m > limit || p.n > limit || p.k > limit || p.batch > limit)
+    return "TMA's dimensions hold at most 2^32 elements";
+  if (p.ldaOrPacked() * bytes >= (1ull << 40) ||
+      p.ldbOrPacked() * bytes >= (1ull << 40) ||
+      p.batchStrideA * bytes >= (1ull << 40) ||
+      p.batchStrideB * bytes >= (1ull << 40))
+    return "TMA's strides are below 2^40 bytes";
+  return "";
+}
+
 std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   if (!p.m || !p.n || !p.k || !p.batch)
     return "an empty dimension (M, N, K and batch must be at least 1)";
@@ -185,6 +211,9 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
              "or 32 tf32 elements)";
     if (c.warpM != 64 || c.warpN != c.blockN)
       return "wgmma's warp tile is 64 x block N";
+    if (c.tma)
+      if (std::string why = tmaUnsupportedReason(p); !why.empty())
+        return why;
   } else if (c.family == Family::SimtF32) {
     if (c.threadM % 4 || c.threadN % 4 || !c.threadM || !c.threadN)
       return "thread tiles must be multiples of 4";
@@ -200,6 +229,8 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     if (c.blockK % kStep || c.blockK % chunk)
       return "the block's K must be a multiple of the mma's K";
   }
+  if (c.tma && c.family != Family::WgmmaF16)
+    return "only the wgmma kernel has a TMA producer";
   uint32_t threads = c.threads();
   if (threads < 32 || threads > 1024 || threads % 32)
     return "the block must have 32 to 1024 threads, a multiple of 32";

@@ -127,6 +127,11 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        ", OUT_CODE = " + i(dtypeCode(p.outputType)) + ";\n";
   s += "  static constexpr int VEC_A = " + i(plan.vecA) +
        ", VEC_B = " + i(plan.vecB) + ", VEC_C = " + i(plan.vecC) + ";\n";
+  // The TMA producer (GemmWgmma.cuh): whether each operand's map has a
+  // batch dimension (tmaOperandMap).
+  s += "  static constexpr bool TMA = " + b(c.tma) +
+       ", TMA_A_BATCHED = " + b(p.batch > 1 && p.batchStrideA != 0) +
+       ", TMA_B_BATCHED = " + b(p.batch > 1 && p.batchStrideB != 0) + ";\n";
   // The implicit convolution (all 0 for a plain GEMM). The epilogue of a
   // grouped convolution sees the channel across groups as its column.
   const ImplicitConv &cv = p.conv;
@@ -219,22 +224,60 @@ std::string generatedEpilogueInit(const Epilogue &e) {
   return epilogueArgsInit(e, /*conv=*/true);
 }
 
-std::vector<KernelParameter> gemmMainParameters(const Epilogue &e,
+runtime::TensorMapRecord tmaOperandMap(const GemmProblem &p,
+                                       const GemmConfig &c, bool isA) {
+  GemmPlan plan = planGemm(p, c);
+  bool kMajor = isA ? plan.aKContiguous : plan.bKContiguous;
+  uint64_t mn = isA ? p.m : p.n;
+  uint64_t ld = isA ? p.ldaOrPacked() : p.ldbOrPacked();
+  uint64_t batchStride = isA ? p.batchStrideA : p.batchStrideB;
+  uint64_t bytes = plan.inBytes;
+  runtime::TensorMapRecord map;
+  map.dtype = p.inputType;
+  // K-major: rows of K (a 128-byte swizzle row of 64 elements) by the
+  // tile's M or N rows, one copy. MN-major: 64 M or N elements by 64 K
+  // rows, one copy per 64-element block (GemmWgmma.cuh's MnMajorTile).
+  map.globalDims[0] = kMajor ? p.k : mn;
+  map.globalDims[1] = kMajor ? mn : p.k;
+  map.globalStrides[0] = ld * bytes;
+  map.boxDims[0] = 64;
+  map.boxDims[1] = kMajor ? (isA ? c.blockM : c.blockN) : 64;
+  map.rank = 2;
+  if (p.batch > 1 && batchStride != 0) {
+    map.rank = 3;
+    map.globalDims[2] = p.batch;
+    map.globalStrides[1] = batchStride * bytes;
+    map.boxDims[2] = 1;
+  }
+  map.swizzle = 3;     // CU_TENSOR_MAP_SWIZZLE_128B
+  map.l2Promotion = 2; // CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+  map.oobFill = 0;     // zeros past M, N and K: ragged tiles add nothing
+  return map;
+}
+
+std::vector<KernelParameter> gemmMainParameters(const GemmProblem &p,
+                                                const Epilogue &e,
                                                 const GemmConfig &c) {
   using K = KernelParameter::Kind;
   std::vector<KernelParameter> params = {{K::Pointer, "A"}, {K::Pointer, "B"}};
   if (c.splitK > 1) {
     params.push_back({K::Pointer, "workspace"});
-    params.push_back({K::U32, "M"});
-    params.push_back({K::U64, "batchStrideA"});
-    return params;
+  } else {
+    params.push_back({K::Pointer, "C"});
+    for (const std::string &name : epiloguePointers(e))
+      params.push_back({K::Pointer, name});
   }
-  params.push_back({K::Pointer, "C"});
-  for (const std::string &name : epiloguePointers(e))
-    params.push_back({K::Pointer, name});
   params.push_back({K::U32, "M"});
   params.push_back({K::U64, "batchStrideA"});
-  params.push_back({K::U64, "batchStrideC"});
+  if (c.splitK == 1)
+    params.push_back({K::U64, "batchStrideC"});
+  if (c.tma)
+    for (bool isA : {true, false}) {
+      KernelParameter map{K::TensorMap, isA ? "tensorMapA" : "tensorMapB"};
+      map.tensorMap = tmaOperandMap(p, c, isA);
+      map.tensorMap.addressParam = isA ? 0 : 1; // "A", "B"
+      params.push_back(std::move(map));
+    }
   return params;
 }
 
@@ -302,6 +345,9 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
       case KernelParameter::Kind::U64:
         list += "u64 ";
         break;
+      case KernelParameter::Kind::TensorMap:
+        list += "const __grid_constant__ wg::TensorMap ";
+        break;
       }
       list += param.name;
     }
@@ -314,10 +360,11 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
                              (wgmma ? ", 1)" : ")");
   if (c.splitK > 1) {
     s += "extern \"C\" __global__ void " + launchBounds + " " + options.name +
-         "(" + paramList(gemmMainParameters(e, c)) + ") {\n";
+         "(" + paramList(gemmMainParameters(p, e, c)) + ") {\n";
     s += std::string("  ") + ns +
          "::gemm(A, B, nullptr, (float *)workspace, M, batchStrideA, 0, "
-         "EpilogueArgs());\n}\n\n";
+         "EpilogueArgs()" +
+         (c.tma ? ", &tensorMapA, &tensorMapB" : "") + ");\n}\n\n";
     s += kSplitKReduceTemplate;
     s += "\nextern \"C\" __global__ void __launch_bounds__(256) " +
          options.name + "_reduce(" + paramList(gemmReduceParameters(e)) +
@@ -328,10 +375,11 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
     return s;
   }
   s += "extern \"C\" __global__ void " + launchBounds + " " + options.name +
-       "(" + paramList(gemmMainParameters(e, c)) + ") {\n";
+       "(" + paramList(gemmMainParameters(p, e, c)) + ") {\n";
   s += epilogueArgsInit(e, p.conv.enabled);
   s += std::string("  ") + ns +
-       "::gemm(A, B, C, nullptr, M, batchStrideA, batchStrideC, ep);\n}\n";
+       "::gemm(A, B, C, nullptr, M, batchStrideA, batchStrideC, ep" +
+       (c.tma ? ", &tensorMapA, &tensorMapB" : "") + ");\n}\n";
   return s;
 }
 

@@ -118,6 +118,7 @@ json::Object configToJson(const cx::GemmConfig &c) {
       {"thread_n", c.threadN},
       {"stages", c.stages},
       {"split_k", c.splitK},
+      {"tma", c.tma},
   };
 }
 
@@ -147,6 +148,8 @@ llvm::Expected<cx::GemmConfig> configFromJson(const json::Object &o) {
               .str());
     *f.value = static_cast<uint32_t>(*v);
   }
+  // Caches written before the TMA producer have no "tma": cp.async.
+  c.tma = o.getBoolean("tma").value_or(false);
   return c;
 }
 

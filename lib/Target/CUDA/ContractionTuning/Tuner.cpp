@@ -288,7 +288,8 @@ llvm::Expected<ConfigChoice> Tuner::choose(const cx::GemmProblem &problem,
     return it->second;
   if (llvm::Error err = loadCache())
     return std::move(err);
-  cx::GemmConfig heuristic = cx::pickConfig(problem, family, smVersion, options.wgmma);
+  cx::GemmConfig heuristic = cx::pickConfig(problem, family, smVersion, options.wgmma,
+                                           options.tma);
 
   auto fromEntry = [&](const CacheEntry &entry) -> std::optional<ConfigChoice> {
     // mma_f16 (mma_tf32) problems on sm_90 may run on wgmma_f16
@@ -301,7 +302,9 @@ llvm::Expected<ConfigChoice> Tuner::choose(const cx::GemmProblem &problem,
                        entry.config.family == cx::Family::WgmmaTf32)));
     std::string why = !familyOk ? "its family is not " +
                                       std::string(cx::familyName(family))
-                                : cx::unsupportedReason(problem, entry.config);
+                      : entry.config.tma && !options.tma
+                          ? "it uses TMA and --tma=false"
+                          : cx::unsupportedReason(problem, entry.config);
     if (why.empty())
       return ConfigChoice{entry.config, "tuned (cache)"};
     warn(llvm::formatv("tune cache '{0}': the entry for '{1}' ({2}) is not "
@@ -354,7 +357,8 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
   std::vector<cx::GemmConfig> configs;
   llvm::StringSet<> seen;
   for (const cx::GemmConfig &c :
-       cx::candidateConfigs(problem, family, smVersion, options.wgmma)) {
+       cx::candidateConfigs(problem, family, smVersion, options.wgmma,
+                            options.tma)) {
     if (configs.size() >= std::max(1u, options.maxCandidates))
       break;
     if (seen.insert(c.describe()).second)
@@ -444,7 +448,26 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
            << " " << kernel.block.z << " " << kernel.dynamicSharedBytes;
         for (const cx::KernelParameter &p : kernel.params) {
           using Kind = cx::KernelParameter::Kind;
-          if (p.kind != Kind::Pointer) {
+          if (p.kind == Kind::TensorMap) {
+            // kiln-tune-worker encodes it over the address parameter's
+            // buffer, as the runtime does at load.
+            const kiln::runtime::TensorMapRecord &m = p.tensorMap;
+            auto list = [](const auto *v, uint32_t n) {
+              std::string s;
+              for (uint32_t d = 0; d < n; ++d)
+                s += (d ? "," : "") + std::to_string(v[d]);
+              return s;
+            };
+            const std::string &over = kernel.params[m.addressParam].name;
+            // The injected fault reaches a TMA candidate through its map.
+            bool fault = over == "A" && int(i) == options.injectFault;
+            os << " tmap:" << (fault ? std::string("BAD") : over) << ":"
+               << kiln::runtime::dtypeName(m.dtype) << ":" << m.rank << ":"
+               << list(m.globalDims, m.rank) << ":"
+               << list(m.globalStrides, m.rank - 1) << ":"
+               << list(m.boxDims, m.rank) << ":" << m.swizzle << ":"
+               << m.l2Promotion << ":" << m.oobFill;
+          } else if (p.kind != Kind::Pointer) {
             uint64_t v = p.name == "M"              ? problem.m
                          : p.name == "batchStrideA" ? problem.batchStrideA
                                                     : problem.batchStrideC;

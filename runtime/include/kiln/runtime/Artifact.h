@@ -35,7 +35,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 3;
+constexpr uint32_t kArtifactFormatMinor = 4;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
@@ -119,9 +119,13 @@ enum class ParamKind : uint8_t {
   Scalar32 = 3,
   /// A 64-bit immediate.
   Scalar64 = 4,
+  /// Format 1.4: a 128-byte TMA tensor map (CUDA's `const __grid_constant__
+  /// CUtensorMap`, `.param .align 64 .b8 name[128]` in the PTX), which the
+  /// runtime encodes at load time from Artifact::tensorMaps[launch's value].
+  TensorMap = 5,
 };
 
-/// "arena-pointer", "weights-pointer", "scalar32", "scalar64".
+/// "arena-pointer", "weights-pointer", "scalar32", "scalar64", "tensor-map".
 std::string_view paramKindName(ParamKind kind);
 
 struct KernelParam {
@@ -171,6 +175,39 @@ struct Kernel {
 struct Launch {
   uint32_t kernel = 0;
   std::vector<uint64_t> args;
+};
+
+/// The most dimensions a tensor map has (CUDA's limit).
+constexpr uint32_t kTensorMapMaxRank = 5;
+
+/// Format 1.4, section `tensor-maps`: how the runtime builds one TMA tensor
+/// map (cuTensorMapEncodeTiled's arguments, docs/artifact-format.md). A
+/// launch passes it as a ParamKind::TensorMap argument whose value is the
+/// record's index; the map's global address is the launch's value of
+/// parameter `addressParam` (a pointer parameter of the same kernel), so a
+/// record serves every launch of its kernel. Dimension 0 is the innermost,
+/// contiguous one; the enum fields hold CUDA's CUtensorMap* values.
+struct TensorMapRecord {
+  uint32_t addressParam = 0;
+  DType dtype = DType::BF16;
+  uint32_t rank = 2;
+  /// Elements per dimension (1 to 2^32).
+  uint64_t globalDims[kTensorMapMaxRank] = {};
+  /// Bytes between consecutive indices of dimensions 1..rank-1 (multiples
+  /// of 16, below 2^40).
+  uint64_t globalStrides[kTensorMapMaxRank - 1] = {};
+  /// The box one copy moves (1 to 256 elements a dimension).
+  uint32_t boxDims[kTensorMapMaxRank] = {};
+  /// Elements between box points a dimension (1 to 8; 1 = dense).
+  uint32_t elementStrides[kTensorMapMaxRank] = {1, 1, 1, 1, 1};
+  /// CUtensorMapInterleave: 0 none.
+  uint32_t interleave = 0;
+  /// CUtensorMapSwizzle: 0 none, 1 32 B, 2 64 B, 3 128 B.
+  uint32_t swizzle = 0;
+  /// CUtensorMapL2promotion: 0 none, 1 64 B, 2 128 B, 3 256 B.
+  uint32_t l2Promotion = 0;
+  /// CUtensorMapFloatOOBfill: 0 zeros, 1 NaN (FMA requests).
+  uint32_t oobFill = 0;
 };
 
 /// One buffer of the static memory plan, live from launch `firstUse` to
@@ -254,6 +291,8 @@ struct Artifact {
   std::vector<InlinedInitializer> inlinedInitializers;
   std::vector<Kernel> kernels;
   std::vector<Launch> launches;
+  /// Format 1.4: the tensor maps TensorMap parameters refer to.
+  std::vector<TensorMapRecord> tensorMaps;
   ArenaLayout memoryPlan;
   /// Training artifacts (format 1.3): the entry points and the persistent
   /// state. Empty for an inference artifact, whose whole launch list is one

@@ -66,6 +66,9 @@ class PackedParams {
 public:
   void addU32(uint32_t value);
   void addU64(uint64_t value);
+  /// A by-value aggregate (a 128-byte tensor map: alignment 64, as the
+  /// PTX's `.param .align 64 .b8 name[128]`).
+  void addBytes(const void *value, size_t size, size_t alignment);
 
   const uint8_t *data() const { return bytes.data(); }
   size_t size() const { return bytes.size(); }
@@ -74,7 +77,7 @@ public:
   size_t offset(size_t i) const { return offsets[i]; }
 
 private:
-  void add(const void *value, size_t size);
+  void add(const void *value, size_t size, size_t alignment);
 
   std::vector<uint8_t> bytes;
   std::vector<uint32_t> offsets;
@@ -172,6 +175,15 @@ public:
   virtual Error synchronize(StreamHandle stream) = 0;
   virtual Error launch(FunctionHandle function, const LaunchConfig &config,
                        const PackedParams &params, StreamHandle stream) = 0;
+
+  /// A TMA tensor map for `map` over the tensor at `address`, as the
+  /// 128 bytes a `const __grid_constant__ CUtensorMap` parameter receives:
+  /// cuda encodes it with cuTensorMapEncodeTiled, emu writes the emulator's
+  /// EmuTensorMap. `subject` ("kernel 'k' tensor map 0 (parameter 'A')")
+  /// names it in errors. Devices without TMA return an error naming
+  /// themselves.
+  virtual Error encodeTensorMap(const TensorMapRecord &map, DevicePtr address,
+                                std::string_view subject, uint8_t *out128);
 
   virtual Expected<EventHandle> createEvent() = 0;
   virtual Error destroyEvent(EventHandle event) = 0;

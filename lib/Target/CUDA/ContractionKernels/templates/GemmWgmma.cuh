@@ -4,7 +4,15 @@
 // 256) for one batch and one K split, with warpgroups (128 threads) in two
 // roles:
 //   - warpgroup 0, the producer, fills a STAGES-deep ring of shared-memory
-//     stages with cp.async, through the loaders of GemmTensorCore.cuh (so
+//     stages. With Cfg::TMA (plain GEMMs whose operands TMA can address,
+//     tmaUnsupportedReason) one thread does it: per stage it waits on
+//     `empty`, arms `full` with mbarrier.arrive.expect_tx for the stage's
+//     bytes and issues `cp.async.bulk.tensor` copies from the tensor maps
+//     the runtime encoded at load (GemmSource.cpp's tmaOperandMap: the
+//     box is the tile, swizzled 128B exactly as the descriptors below
+//     expect, zeros past M, N and K); `full` (count 1) completes when the
+//     copy engine has written every byte. Otherwise it uses cp.async,
+//     through the loaders of GemmTensorCore.cuh (so
 //     edges are zero-filled and an implicit-GEMM convolution gathers its
 //     im2col rows the same way). It waits on a stage's `empty` mbarrier,
 //     issues the stage's copies, and `cp.async.mbarrier.arrive.noinc` makes
@@ -69,12 +77,22 @@
 
 namespace wg {
 
+/// A `const __grid_constant__` TMA tensor map parameter (CUDA's
+/// CUtensorMap: 128 opaque bytes, 64-byte aligned; the PTX declares it
+/// `.param .align 64 .b8 name[128]`).
+struct __align__(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
 constexpr int kEB = Cfg::IN_BYTES;
 /// The MMA's K: 16 f16/bf16 or 8 tf32 elements, 32 bytes either way.
 constexpr int kMmaK = Cfg::TF32 ? 8 : 16;
 /// How each operand sits in shared memory: tf32 is always K-major.
 constexpr bool kAKMajor = Cfg::A_K_CONTIG || Cfg::TF32;
 constexpr bool kBKMajor = Cfg::B_K_CONTIG || Cfg::TF32;
+// The TMA producer copies tiles as they are (no transposing staging) and
+// its boxes are laid out for 2-byte elements: f16/bf16 only.
+static_assert(!(Cfg::TMA && Cfg::TF32), "TMA producer: f16/bf16 only");
 constexpr int kConsumers = Cfg::BM / 64;
 constexpr int kProducerThreads = 128;
 constexpr int kAccs = Cfg::BN / 2;
@@ -236,6 +254,46 @@ KILN_INLINE void fenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// --- TMA ---------------------------------------------------------------------
+
+/// Arrives on `bar` and adds `bytes` to the transactions its phase waits for.
+KILN_INLINE void mbarrierArriveExpectTx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   bar),
+               "r"(bytes)
+               : "memory");
+}
+/// One box of `map` at {c0, c1} (and c2, the batch, when Batched) into
+/// shared memory at `dst`, completing `bytes` transactions on `bar`.
+template <bool Batched>
+KILN_INLINE void tmaLoad(u32 dst, const TensorMap *map, u32 bar, int c0,
+                         int c1, int c2) {
+  if (Batched)
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::"
+                 "complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(
+                     dst),
+                 "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+                 "complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+                 "l"(map), "r"(bar), "r"(c0), "r"(c1)
+                 : "memory");
+}
+/// One operand's tile for K offset k: a K-major tile is one box (64 K by
+/// the tile's rows), an MN-major one a box per 64-element block.
+template <bool KContig, int MN, bool Batched>
+KILN_INLINE void tmaLoadTile(u32 dst, const TensorMap *map, u32 bar, int k,
+                             int mn0, int batch) {
+  if (KContig) {
+    tmaLoad<Batched>(dst, map, bar, k, mn0, batch);
+  } else {
+#pragma unroll
+    for (int i = 0; i < MN / 64; ++i)
+      tmaLoad<Batched>(dst + i * 8192, map, bar, mn0 + 64 * i, k, batch);
+  }
+}
+
 // --- wgmma -------------------------------------------------------------------
 
 /// A shared-memory matrix descriptor with 128-byte swizzling.
@@ -278,7 +336,9 @@ constexpr u64 kStepB = kBKMajor ? 32 >> 4 : 2048 >> 4;
 
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                       float *workspace, u32 M, u64 batchStrideA,
-                      u64 batchStrideC, const EpilogueArgs &ep) {
+                      u64 batchStrideC, const EpilogueArgs &ep,
+                      const TensorMap *mapA = nullptr,
+                      const TensorMap *mapB = nullptr) {
   extern __shared__ __align__(1024) unsigned char sharedBytes[];
   // Swizzling works on address bits: the ring starts 1024-byte aligned.
   const u32 shared = (sharedAddress(sharedBytes) + 1023) & ~1023u;
@@ -304,9 +364,12 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::STAGES; ++s) {
-      mbarrierInit(fullBars + 8 * s, kFullArrivals);
+      // TMA: the one issuing thread arrives (with the stage's bytes).
+      mbarrierInit(fullBars + 8 * s, Cfg::TMA ? 1 : kFullArrivals);
       mbarrierInit(emptyBars + 8 * s, kConsumers * 128);
     }
+    if (Cfg::TMA) // the copy engine (async proxy) sees the initialised barriers
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
@@ -315,6 +378,27 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     // --- Producer ---
     if (kConsumers == 2)
       asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+    if (Cfg::TMA) {
+      if (threadIdx.x == 0) {
+        int s = 0;
+        u32 parity = 0;
+        for (int kt = 0; kt < kTiles; ++kt) {
+          if (kt >= Cfg::STAGES)
+            mbarrierWait(emptyBars + 8 * s, parity ^ 1);
+          const u32 stage = shared + s * kStageBytes, full = fullBars + 8 * s;
+          // Every box's bytes count, those filled past an edge too.
+          mbarrierArriveExpectTx(full, kStageBytes);
+          const int k = kBegin + kt * Cfg::BK;
+          tmaLoadTile<Cfg::A_K_CONTIG, Cfg::BM, Cfg::TMA_A_BATCHED>(
+              stage, mapA, full, k, m0, (int)batch);
+          tmaLoadTile<Cfg::B_K_CONTIG, Cfg::BN, Cfg::TMA_B_BATCHED>(
+              stage + TileA::kBytes, mapB, full, k, n0, (int)batch);
+          if (++s == Cfg::STAGES)
+            s = 0, parity ^= 1;
+        }
+      }
+      return;
+    }
     const char *a = (const char *)aPtr + batch * batchStrideA * kEB;
     const char *b = (const char *)bPtr + batch * (u64)Cfg::STRIDE_B * kEB;
     LoaderA loaderA;
@@ -367,7 +451,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     u32 parity = 0;
     for (int kt = 0; kt < kTiles; ++kt) {
       mbarrierWait(fullBars + 8 * s, parity);
-      fenceProxyAsync();
+      if (!Cfg::TMA) // cp.async wrote in the generic proxy
+        fenceProxyAsync();
       const u32 stage = shared + s * kStageBytes;
       const u64 da = descriptorA(stage, consumer), db = descriptorB(stage);
       fenceAccumulators(acc);
