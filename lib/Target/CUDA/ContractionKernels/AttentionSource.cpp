@@ -303,6 +303,8 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
   s += "\n";
   if (c.wgmma) {
     s += wgmmaInstructions(p);
+    s += kSm90Template;
+    s += "\n";
     s += kAttentionWgmmaTemplate;
     s += "\n";
   }

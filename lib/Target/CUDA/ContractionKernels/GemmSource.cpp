@@ -323,6 +323,8 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   if (wgmma) {
     // The wgmma kernel reuses the mma.sync template's loaders and stores.
     s += wgmmaSource(p, c, plan);
+    s += kSm90Template;
+    s += "\n";
     s += kGemmWgmmaTemplate;
     s += "\n";
   }

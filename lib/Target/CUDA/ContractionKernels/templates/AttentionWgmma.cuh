@@ -88,52 +88,9 @@ KILN_INLINE void loadTile(u32 tile, const char *base, i64 ld, int row0,
 /// A copy narrower than 4 bytes goes through registers (no cp.async).
 constexpr bool kRegisterCopies = Cfg::VEC_K == 1 || Cfg::VEC_V == 1;
 
-// --- mbarrier and wgmma (as GemmWgmma.cuh) -------------------------------------
+// mbarrier, proxy fence, descriptors and wgmma fences: Sm90.cuh.
+using namespace sm90;
 
-KILN_INLINE void mbarrierInit(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count)
-               : "memory");
-}
-KILN_INLINE void mbarrierArrive(u32 bar) {
-  asm volatile("{ .reg .b64 state; mbarrier.arrive.shared::cta.b64 state, "
-               "[%0]; }" ::"r"(bar)
-               : "memory");
-}
-KILN_INLINE void mbarrierWait(u32 bar, u32 parity) {
-  asm volatile("{\n"
-               "  .reg .pred done;\n"
-               "kiln_wait_%=:\n"
-               "  mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               "  @!done bra kiln_wait_%=;\n"
-               "}" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-KILN_INLINE void cpAsyncArriveNoinc(u32 bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar)
-               : "memory");
-}
-KILN_INLINE void cpAsyncWaitAll() {
-  asm volatile("cp.async.wait_all;" ::: "memory");
-}
-KILN_INLINE void fenceProxyAsync() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-/// A 128B-swizzled shared-memory matrix descriptor.
-KILN_INLINE u64 descriptor(u32 address, u32 leadingBytes, u32 strideBytes) {
-  return (u64)((address & 0x3FFFF) >> 4) |
-         ((u64)((leadingBytes >> 4) & 0x3FFF) << 16) |
-         ((u64)((strideBytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
-}
-KILN_INLINE void wgmmaFence() {
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-KILN_INLINE void wgmmaCommit() {
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int N> KILN_INLINE void wgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
 /// Keeps the compiler from moving accumulator accesses across the
 /// asynchronous MMAs that own the registers.
 template <int N> KILN_INLINE void fenceRegisters(float (&acc)[N]) {
