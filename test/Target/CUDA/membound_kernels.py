@@ -44,13 +44,13 @@ Bounds (err: max |got - want| / max(|want|), over each output):
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from emu_harness import compile_and_run, count
 
 U = 2.0 ** -24  # fp32 unit roundoff
 
@@ -209,10 +209,6 @@ def to_f64(a):
     return a.astype(np.float64)
 
 
-def run(command):
-    return subprocess.run(command, capture_output=True, text=True)
-
-
 def check(args, name, flags):
     m, reference, bound, kind = MODELS[name]
     work = os.path.join(args.workdir, name)
@@ -221,26 +217,12 @@ def check(args, name, flags):
     onnx.save(m, path)
     feeds, f64 = inputs_for(m)
     expected = reference(f64)
-    artifact, ptx = os.path.join(work, "m.kiln"), os.path.join(work, "m.ptx")
-    built = run([args.kilnc, path, "-o", artifact] + flags)
-    emitted = run([args.kilnc, path, "--emit=ptx", "-o", ptx] + flags)
-    if built.returncode or emitted.returncode:
-        error = (built.stderr or emitted.stderr).strip().splitlines()[:1]
-        print(f"{name}: kilnc failed: {error} FAIL")
+    text = compile_and_run(args, name, path, flags, feeds, work)
+    if text is None:
         return False
-    text = open(ptx).read()
-    kernels = len(re.findall(r"\.entry\b", text))
-    barriers = len(re.findall(r"\bbar\.sync\b", text))
-    shuffles = len(re.findall(r"\bshfl\.sync\.bfly\b", text))
-    command = [args.kiln_run, artifact, "--device", "emu", "-o", work]
-    for input_name, data in feeds.items():
-        file = os.path.join(work, f"{input_name}.npy")
-        np.save(file, data)
-        command += ["-i", f"{input_name}={file}"]
-    ran = run(command)
-    if ran.returncode != 0:
-        print(f"{name}: kiln-run failed: {ran.stderr.strip().splitlines()[:1]} FAIL")
-        return False
+    kernels = count(text, r"\.entry\b")
+    barriers = count(text, r"\bbar\.sync\b")
+    shuffles = count(text, r"\bshfl\.sync\.bfly\b")
     worst = 0.0
     for output, want in zip([o.name for o in m.graph.output], expected):
         got = to_f64(np.load(os.path.join(work, f"{output}.npy")))

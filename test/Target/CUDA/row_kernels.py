@@ -35,13 +35,13 @@ roundings in sequence): 2e-2, the bound of docs/passes.md, "Precision".
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from emu_harness import compile_and_run, count
 
 F = TensorProto.FLOAT
 
@@ -185,10 +185,6 @@ def inputs_for(name, m):
     return feeds
 
 
-def run(command):
-    return subprocess.run(command, capture_output=True, text=True)
-
-
 def check(args, name, flags, bound):
     m, reference, kind = MODELS[name]
     work = os.path.join(args.workdir, name)
@@ -197,26 +193,11 @@ def check(args, name, flags, bound):
     onnx.save(m, path)
     feeds = inputs_for(name, m)
     expected = reference({k: v.astype(np.float64) for k, v in feeds.items()})
-    artifact = os.path.join(work, "m.kiln")
-    ptx = os.path.join(work, "m.ptx")
-    built = run([args.kilnc, path, "-o", artifact] + flags)
-    emitted = run([args.kilnc, path, "--emit=ptx", "-o", ptx] + flags)
-    if built.returncode or emitted.returncode:
-        error = (built.stderr or emitted.stderr).strip().splitlines()[:1]
-        print(f"{name}: kilnc failed: {error} FAIL")
+    text = compile_and_run(args, name, path, flags, feeds, work)
+    if text is None:
         return False
-    text = open(ptx).read()
-    shuffles = len(re.findall(r"\bshfl\.sync\.bfly\b", text))
-    barriers = len(re.findall(r"\bbar\.sync\b", text))
-    command = [args.kiln_run, artifact, "--device", "emu", "-o", work]
-    for input_name, data in feeds.items():
-        file = os.path.join(work, f"{input_name}.npy")
-        np.save(file, data)
-        command += ["-i", f"{input_name}={file}"]
-    ran = run(command)
-    if ran.returncode != 0:
-        print(f"{name}: kiln-run failed: {ran.stderr.strip().splitlines()[:1]} FAIL")
-        return False
+    shuffles = count(text, r"\bshfl\.sync\.bfly\b")
+    barriers = count(text, r"\bbar\.sync\b")
     worst = 0.0
     for output, want in zip([o.name for o in m.graph.output], expected):
         got = np.load(os.path.join(work, f"{output}.npy")).astype(np.float64)

@@ -1,0 +1,45 @@
+"""Compile an ONNX model with kilnc, count what its PTX does, run it on emu.
+
+Shared by the kernel-mapping tests (row_kernels.py, membound_kernels.py):
+each builds a model, asks for its artifact and PTX with the flags under
+test, runs the artifact on the emulator with its inputs, and compares the
+outputs with its own float64 reference.
+"""
+import os
+import re
+import subprocess
+
+import numpy as np
+
+
+def run(command):
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def compile_and_run(args, name, path, flags, feeds, work):
+    """kilnc `path` with `flags` into work/m.kiln and work/m.ptx, then
+    kiln-run on emu with `feeds` (name -> array), outputs into `work` as
+    <output>.npy. Returns the PTX text, or None after printing
+    "<name>: ... FAIL" when a tool fails."""
+    artifact, ptx = os.path.join(work, "m.kiln"), os.path.join(work, "m.ptx")
+    built = run([args.kilnc, path, "-o", artifact] + flags)
+    emitted = run([args.kilnc, path, "--emit=ptx", "-o", ptx] + flags)
+    if built.returncode or emitted.returncode:
+        error = (built.stderr or emitted.stderr).strip().splitlines()[:1]
+        print(f"{name}: kilnc failed: {error} FAIL")
+        return None
+    command = [args.kiln_run, artifact, "--device", "emu", "-o", work]
+    for input_name, data in feeds.items():
+        file = os.path.join(work, f"{input_name}.npy")
+        np.save(file, data)
+        command += ["-i", f"{input_name}={file}"]
+    ran = run(command)
+    if ran.returncode != 0:
+        print(f"{name}: kiln-run failed: {ran.stderr.strip().splitlines()[:1]} FAIL")
+        return None
+    return open(ptx).read()
+
+
+def count(ptx, pattern):
+    """How often the regular expression `pattern` occurs in `ptx`."""
+    return len(re.findall(pattern, ptx))
