@@ -138,6 +138,7 @@ SCRIPTS = [
     "scripts/device/attention_bench.py",
     "scripts/device/wgmma_bench.py",
     "scripts/device/gemm_check.py",
+    "scripts/device/bench_cli.py",
     "scripts/device/device_check.py",
     "scripts/device/torch_baselines.py",
     "scripts/device/membound_bench.py",

@@ -38,13 +38,14 @@ fp32 row's). Prints a markdown table, also to
 OUT/wgmma.txt and OUT/wgmma.json. Exits 1 when a run fails or an error is
 out of bounds; 0 with a note when prepare.py made no wgmma set.
 """
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+
+import bench_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -211,36 +212,9 @@ def run(args):
                      f"{f(r.get('ms'), '.4f')} | {f(r.get('tflops'), '.1f')} | {f(peak, '.1%')} | "
                      f"{f(share, '.0%')} | {f(r.get('err'), '.2e')} "
                      f"({BOUNDS[r['precision']]:g}) | {r['status']} |")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "wgmma.txt"), "w") as fh:
-            fh.write(text + "\n")
-        with open(os.path.join(args.out, "wgmma.json"), "w") as fh:
-            json.dump(rows, fh, indent=1)
+    bench_cli.publish(args.out, "wgmma", "\n".join(lines), rows)
     return 1 if failed else 0
 
 
-def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "prepare":
-        ap = argparse.ArgumentParser()
-        ap.add_argument("--kilnc", required=True)
-        ap.add_argument("--out", required=True)
-        ap.add_argument("--dry-run", action="store_true")
-        prepare(ap.parse_args(sys.argv[2:]))
-        return 0
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", required=True)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--torch", default="cuda")
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--out", default=None)
-    # device-check.sh passes its own arguments through: keep what applies.
-    args, _ = ap.parse_known_args()
-    return run(args)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench_cli.main(prepare, run))
