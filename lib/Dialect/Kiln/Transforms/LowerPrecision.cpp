@@ -10,7 +10,7 @@
 //      result,
 //   3. f32-only ops (softmax, norms, reductions, transcendentals) that a
 //      low-precision model declared in bf16/f16 get f32 operands,
-//   4. casts to bf16/f16 hoisted above pure data movement,
+//   4. casts to bf16/f16 hoisted above pure data movement and max pools,
 //   5. lossless cast chains cancelled, duplicate casts merged, dead casts
 //      erased,
 //   6. casts of weights folded into new globals holding converted values.
@@ -78,13 +78,24 @@ bool isContraction(Operation *op) {
   return isa<MatmulOp, ConvOp, ConvTransposeOp>(op);
 }
 
+/// A max pool (windowed or global): it only selects elements, so it is
+/// exact in any float type.
+bool isMaxPool(Operation *op) {
+  if (auto pool = dyn_cast<PoolOp>(op))
+    return pool.getKind() == PoolKind::Max;
+  if (auto pool = dyn_cast<GlobalPoolOp>(op))
+    return pool.getKind() == PoolKind::Max;
+  return false;
+}
+
 /// Ops whose arithmetic must run in f32 whatever the model's type: the
 /// statistics of normalisations, reductions and softmax (long sums), and
-/// transcendentals.
+/// transcendentals. (Max pools select, so they run in any type.)
 bool needsF32(Operation *op) {
   return isa<ReduceOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp, BatchNormOp,
              InstanceNormOp, LrnOp, PoolOp, GlobalPoolOp, ExpOp, LogOp, ErfOp,
-             PowOp, SigmoidOp, SoftplusOp, GeluOp, EluOp, TanhOp>(op);
+             PowOp, SigmoidOp, SoftplusOp, GeluOp, EluOp, TanhOp>(op) &&
+         !isMaxPool(op);
 }
 
 /// Ops that only move or replicate elements: a float narrowing after them
@@ -94,6 +105,14 @@ bool needsF32(Operation *op) {
 bool isPureDataMovement(Operation *op) {
   return isa<ReshapeOp, TransposeOp, BroadcastOp, SliceOp, TileOp, ConcatOp,
              GatherOp, PadOp>(op);
+}
+
+/// Ops a narrowing cast after them can move above, bit for bit: data
+/// movement, and max pools (round-to-nearest-even is monotone, so the max
+/// of the rounded window is the rounded max; the -inf padding rounds to
+/// itself).
+bool commutesWithNarrowing(Operation *op) {
+  return isPureDataMovement(op) || isMaxPool(op);
 }
 
 /// The operands of a data-movement op that carry its data (gather's indices
@@ -476,7 +495,8 @@ private:
   }
 
   /// Step 4: cast(move(x)) -> move(cast(x)) for a narrowing to bf16/f16,
-  /// when every user of the data-movement op narrows the same way: the
+  /// when every user of the data-movement op (or max pool) narrows the same
+  /// way: the
   /// movement then reads and writes half the bytes, and a weight reaches its
   /// cast directly (step 6 folds it).
   void hoistNarrowingCasts(func::FuncOp func) {
@@ -486,7 +506,7 @@ private:
       Type to = cast.getType().getElementType();
       Operation *move = cast.getInput().getDefiningOp();
       if (!isLowFloat(to) || !elementTypeOf(cast.getInput()).isF32() ||
-          !move || !isPureDataMovement(move) || move->getNumResults() != 1 ||
+          !move || !commutesWithNarrowing(move) || move->getNumResults() != 1 ||
           move->getBlock() != cast->getBlock())
         continue;
       SmallVector<CastOp> users;

@@ -190,6 +190,35 @@ func.func @hoist(%x: tensor<3x4xf32>, %w: tensor<12x2xf32>, %i: tensor<1x3x4x4xf
 
 // -----
 
+// A max pool selects elements, so the cast the next conv needs moves above
+// it (rounding is monotone: the max of rounded values is the rounded max)
+// and the pool reads bf16. An average pool sums: it stays f32. A max pool
+// the model declares in bf16 is not widened; an average pool is.
+func.func @max_pool(%x: tensor<1x2x4x4xf32>, %f: tensor<2x2x1x1xf32>, %h: tensor<1x2x4x4xbf16>) -> (tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>, tensor<1x2x2x2xbf16>, tensor<1x2x2x2xbf16>) {
+  %r = kiln.relu %x : tensor<1x2x4x4xf32>
+  %m = kiln.pool <max> %r {dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  %c = kiln.conv %m, %f {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x2x2xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x2x2xf32>
+  %a = kiln.pool <avg> %r {dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  %d = kiln.conv %a, %f {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x2x2xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x2x2xf32>
+  %hm = kiln.pool <max> %h {dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xbf16> -> tensor<1x2x2x2xbf16>
+  %ha = kiln.pool <avg> %h {dilations = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x2x4x4xbf16> -> tensor<1x2x2x2xbf16>
+  return %c, %d, %hm, %ha : tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>, tensor<1x2x2x2xbf16>, tensor<1x2x2x2xbf16>
+}
+// CHECK-LABEL:   func.func @max_pool(
+// CHECK-SAME:        %[[X:.*]]: tensor<1x2x4x4xf32>, %{{.*}}: tensor<2x2x1x1xf32>, %[[H:.*]]: tensor<1x2x4x4xbf16>)
+// BF16:            %[[HW:.*]] = kiln.cast %[[H]] : tensor<1x2x4x4xbf16> -> tensor<1x2x4x4xf32>
+// BF16:            %[[R:.*]] = kiln.relu %[[X]] : tensor<1x2x4x4xf32>
+// BF16:            %[[RL:.*]] = kiln.cast %[[R]] : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xbf16>
+// BF16:            %[[M:.*]] = kiln.pool <max> %[[RL]] {{.*}} : tensor<1x2x4x4xbf16> -> tensor<1x2x2x2xbf16>
+// BF16:            kiln.conv %[[M]], %{{.*}} {{.*}} : (tensor<1x2x2x2xbf16>, tensor<2x2x1x1xbf16>) -> tensor<1x2x2x2xf32>
+// BF16:            %[[A:.*]] = kiln.pool <avg> %[[R]] {{.*}} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+// BF16:            %[[AL:.*]] = kiln.cast %[[A]] : tensor<1x2x2x2xf32> -> tensor<1x2x2x2xbf16>
+// BF16:            kiln.conv %[[AL]], %{{.*}} {{.*}} : (tensor<1x2x2x2xbf16>, tensor<2x2x1x1xbf16>) -> tensor<1x2x2x2xf32>
+// BF16:            kiln.pool <max> %[[H]] {{.*}} : tensor<1x2x4x4xbf16> -> tensor<1x2x2x2xbf16>
+// BF16:            kiln.pool <avg> %[[HW]] {{.*}} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+
+// -----
+
 // No hoisting when the data-movement result also has an f32 user: the
 // transpose would run twice.
 func.func @no_hoist(%x: tensor<3x4xf32>, %w: tensor<3x2xf32>) -> (tensor<4x2xf32>, tensor<4x3xf32>) {

@@ -173,7 +173,8 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       as CUTLASS's sm90 tf32 kernels do; weights are still rounded at
       compile time, below).
     - **f32-only ops.** `softmax`, `log_softmax`, `layer_norm`,
-      `batch_norm`, `instance_norm`, `lrn`, `reduce`, `pool`, `global_pool`,
+      `batch_norm`, `instance_norm`, `lrn`, `reduce`, average `pool` and
+      `global_pool`,
       and `exp`, `log`, `erf`, `pow`, `sigmoid`, `softplus`, `gelu`, `elu`,
       `tanh` compute in `f32`: `bf16`/`f16` operands of these ops (a model
       declared in a low type) are cast to `f32` and their results cast back.
@@ -184,8 +185,11 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       narrows them, and ops the model declares in `bf16`/`f16` stay low.
     - **Hoisting.** A narrowing cast to `bf16`/`f16` moves above pure data
       movement (`reshape`, `transpose`, `broadcast`, `slice`, `tile`,
-      `concat`, `gather`) when every user of that op narrows the same way;
-      the result is bit-identical and the movement handles half the bytes.
+      `concat`, `gather`) and max pools (`pool <max>`, `global_pool <max>`:
+      rounding is monotone, so the max of rounded values is the rounded
+      max) when every user of that op narrows the same way; the result is
+      bit-identical and the op handles half the bytes. (ResNet's stem conv
+      then stores `bf16` and its max pool reads `bf16`.)
       Casts are placed right after the value they convert, so one cast
       serves every use (merging).
     - **Cancelling.** `cast(cast(x))` becomes one cast (or `x`) only when the
