@@ -164,6 +164,60 @@ TEST_F(ContractionKernelsTest, CustomEpilogueBody) {
   EXPECT_EQ(kernels->kernels[0].params[3].name, "shift");
 }
 
+TEST_F(ContractionKernelsTest, SecondOutput) {
+  // A region's f32 value and a copy of it (here relu(acc) in bf16 or f16)
+  // in one kernel: C from `which` 0, "aux" from `which` 1, on every family
+  // and through the split-K reduction, with ragged M and N edges.
+  auto withAux = [](Case c, DType auxType) {
+    c.epilogue.customBody =
+        "  return which == 1 ? fmaxf(acc, 0.0f) : acc;";
+    c.epilogue.aux = true;
+    c.epilogue.auxType = auxType;
+    return c;
+  };
+  runCase(withAux({problem(70, 40, 48, DType::BF16, DType::F32),
+                   tensorCore(32, 32, 32, 16, 16, 2), {}},
+                  DType::BF16));
+  runCase(withAux({problem(70, 40, 96, DType::F16, DType::F32),
+                   tensorCore(32, 32, 32, 16, 16, 2, 2), {}},
+                  DType::F16));
+  runCase(withAux({problem(33, 20, 24, DType::F32, DType::F32),
+                   simt(32, 32, 8, 4, 4, 2), {}},
+                  DType::BF16));
+  runCase(withAux({problem(70, 40, 48, DType::F32, DType::F32),
+                   tensorCore(32, 32, 16, 16, 16, 2, 1, Family::MmaTf32), {}},
+                  DType::BF16));
+  // bf16 C with a bf16 copy: aux as wide as C.
+  runCase(withAux({problem(70, 40, 48, DType::BF16, DType::BF16),
+                   tensorCore(32, 32, 32, 16, 16, 2), {}},
+                  DType::BF16));
+  if (!emuWgmmaGap().empty())
+    GTEST_SKIP() << emuWgmmaGap();
+  runCase(withAux({problem(130, 72, 64, DType::BF16, DType::F32),
+                   wgmmaConfig(128, 64, 2), {}},
+                  DType::BF16));
+}
+
+TEST_F(ContractionKernelsTest, SecondOutputRefused) {
+  // Wider than C, or without a custom body: one-line errors.
+  Epilogue e;
+  e.aux = true;
+  e.auxType = DType::F32;
+  e.customBody = "  return acc;";
+  GenerateOptions options;
+  auto wider = generateGemmSource(problem(16, 16, 16, DType::BF16, DType::BF16),
+                                  tensorCore(32, 32, 32, 16, 16, 2), e, options);
+  ASSERT_FALSE(bool(wider));
+  EXPECT_THAT(wider.error().message(), ::testing::HasSubstr("no wider than C"));
+  e.customBody.clear();
+  auto bodiless = generateGemmSource(
+      problem(16, 16, 16, DType::BF16, DType::F32),
+      tensorCore(32, 32, 32, 16, 16, 2), e, options);
+  ASSERT_FALSE(bool(bodiless));
+  EXPECT_THAT(bodiless.error().message(),
+              ::testing::HasSubstr("custom epilogue body"));
+}
+
 TEST_F(ContractionKernelsTest, LargeTiles) {
   // The tiles the heuristic picks for big problems, on one block each.
   runCase({problem(128, 128, 64, DType::BF16, DType::BF16),

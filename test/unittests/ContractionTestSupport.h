@@ -139,6 +139,9 @@ struct Case {
   uint32_t seed = 1;
   /// For tf32 cases: also compare with the unrounded inputs within 1e-3 S.
   bool checkUnroundedTf32 = false;
+  /// With epilogue.aux (a custom body returning `acc` for C): the second
+  /// output is relu(acc) in epilogue.auxType, checked against relu of the
+  /// reference (relu is 1-Lipschitz: C's bound, plus the aux rounding).
 };
 
 inline double activate(Activation act, double v, const Epilogue &e) {
@@ -188,9 +191,13 @@ struct Operands {
 };
 
 /// Runs the kernels on a fresh emu device; C's bytes (empty on failure).
+/// With `aux`, a second output of `auxType` (the "aux" parameter) is
+/// allocated like C and its bytes returned there.
 inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
                               const GemmProblem &p, const Operands &in,
-                              uint64_t cCount) {
+                              uint64_t cCount,
+                              std::vector<uint8_t> *aux = nullptr,
+                              DType auxType = DType::BF16) {
   auto created = runtime::createEmuDevice();
   EXPECT_TRUE(bool(created)) << created.error().message();
   if (!created)
@@ -210,6 +217,10 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
   // C starts as a NaN-ish pattern so an element the kernel misses shows up.
   std::vector<uint8_t> cInit(cCount * outBytes, 0xFF);
   runtime::DevicePtr dA = upload(in.a), dB = upload(in.b), dC = upload(cInit);
+  std::vector<uint8_t> auxInit(aux ? cCount * (auxType == DType::F32 ? 4 : 2)
+                                   : 0,
+                               0xFF);
+  runtime::DevicePtr dAux = aux ? upload(auxInit) : 0;
   runtime::DevicePtr dScale = in.scale.empty() ? 0 : upload(in.scale);
   runtime::DevicePtr dBias = in.bias.empty() ? 0 : upload(in.bias);
   runtime::DevicePtr dResidual = in.residual.empty() ? 0 : upload(in.residual);
@@ -237,6 +248,8 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
         params.addU64(dB);
       else if (n == "C")
         params.addU64(dC);
+      else if (n == "aux" && aux)
+        params.addU64(dAux);
       else if (n == "scale")
         params.addU64(dScale);
       else if (n == "bias")
@@ -275,6 +288,10 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
   }
   std::vector<uint8_t> cBytes(cInit.size());
   EXPECT_FALSE(device.copyToHost(cBytes.data(), dC, cBytes.size()));
+  if (aux) {
+    aux->assign(auxInit.size(), 0);
+    EXPECT_FALSE(device.copyToHost(aux->data(), dAux, aux->size()));
+  }
   return cBytes;
 }
 
@@ -389,7 +406,10 @@ inline std::vector<double> runCase(const Case &c, const std::string &name = "k")
       }
 
   Operands operands{a.bytes, b.bytes, scale.bytes, bias.bytes, residual.bytes};
-  std::vector<uint8_t> cBytes = runOnEmu(*generated, p, operands, cCount);
+  std::vector<uint8_t> auxBytes;
+  std::vector<uint8_t> cBytes =
+      runOnEmu(*generated, p, operands, cCount, e.aux ? &auxBytes : nullptr,
+               e.auxType);
   if (cBytes.empty())
     return {};
 
@@ -408,6 +428,19 @@ inline std::vector<double> runCase(const Case &c, const std::string &name = "k")
           ADD_FAILURE() << c.config.describe() << ": C[" << bt << "][" << i
                         << "][" << j << "] = " << got[ci] << ", expected "
                         << ref[ci] << " (bound " << bound[ci] << ")";
+        if (e.aux) {
+          double want = std::max(ref[ci], 0.0);
+          double ulp = e.auxType == DType::BF16  ? std::ldexp(1.0, -8)
+                       : e.auxType == DType::F16 ? std::ldexp(1.0, -11)
+                                                 : 0;
+          double auxBound = bound[ci] + ulp * (want + bound[ci]);
+          double auxGot = readOut(auxBytes, ci, e.auxType);
+          if (!(std::fabs(auxGot - want) <= auxBound) && reported++ < 8)
+            ADD_FAILURE() << c.config.describe() << ": aux[" << bt << "]["
+                          << i << "][" << j << "] = " << auxGot
+                          << ", expected " << want << " (bound " << auxBound
+                          << ")";
+        }
         if (c.checkUnroundedTf32 &&
             !(std::fabs(got[ci] - refUnrounded[ci]) <=
               tf32Slack * sums[ci] + bound[ci]) &&

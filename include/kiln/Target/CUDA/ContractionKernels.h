@@ -200,6 +200,15 @@ struct EpilogueVector {
 /// `const void *extra0..` (one per `customOperands` entry, kernel
 /// parameters after C), ending in `return <float>;`. It is how a fusion
 /// region's epilogue is generated.
+/// `aux` (custom bodies only) adds a second output, the kernel parameter
+/// "aux" right after C: the body also sees `int which` and returns the
+/// second output's value when it is 1 (the kernels call it once for C and
+/// once for aux, from the same accumulator). It is stored in `auxType`
+/// with C's layout (ldc, batchStrideC); its elements may not be wider
+/// than C's (it is staged in C's shared memory). A fusion region whose
+/// kernel stores an f32 value and its bf16 copy (a residual block's sum,
+/// which the next block adds in f32 and the next convolution reads in
+/// bf16) writes both in one pass instead of a cast kernel re-reading it.
 struct Epilogue {
   float alpha = 1.0f;
   EpilogueVector scale;
@@ -211,13 +220,15 @@ struct Epilogue {
   float clipMin = 0.0f, clipMax = 6.0f;
   std::string customBody;
   std::vector<std::string> customOperands;
+  bool aux = false;
+  DType auxType = DType::BF16;
 };
 
 /// A kernel parameter, in order.
 struct KernelParameter {
   enum class Kind : uint8_t { Pointer, U32, U64, TensorMap };
   Kind kind = Kind::Pointer;
-  /// "A", "B", "C", "scale", "bias", "residual", "workspace", "M",
+  /// "A", "B", "C", "aux", "scale", "bias", "residual", "workspace", "M",
   /// "batchStrideA", "batchStrideC", "tensorMapA", "tensorMapB", or a custom
   /// operand's name.
   std::string name;

@@ -131,20 +131,24 @@ KILN_INLINE float4 loadShared4(u32 address) {
 
 /// Stores four consecutive outputs of one row: one vector store when all
 /// four are inside N and the row is aligned for it, else one by one.
+/// (C by default; the second output with its own code, size and vector
+/// width.)
+template <int Code = Cfg::OUT_CODE, int Bytes = Cfg::OUT_BYTES,
+          int Vec = Cfg::VEC_C>
 KILN_INLINE void storeFour(char *row, int col, const float (&v)[4]) {
-  char *to = row + (i64)col * Cfg::OUT_BYTES;
-  if (Cfg::VEC_C >= 4 && col + 3 < (int)Cfg::N) {
-    if (Cfg::OUT_CODE == 1) {
+  char *to = row + (i64)col * Bytes;
+  if (Vec >= 4 && col + 3 < (int)Cfg::N) {
+    if (Code == 1) {
       *(float4 *)to = make_float4(v[0], v[1], v[2], v[3]);
     } else {
-      u32 lo = Cfg::OUT_CODE == 2 ? packF16(v[0], v[1]) : packBf16(v[0], v[1]);
-      u32 hi = Cfg::OUT_CODE == 2 ? packF16(v[2], v[3]) : packBf16(v[2], v[3]);
+      u32 lo = Code == 2 ? packF16(v[0], v[1]) : packBf16(v[0], v[1]);
+      u32 hi = Code == 2 ? packF16(v[2], v[3]) : packBf16(v[2], v[3]);
       *(uint2 *)to = make_uint2(lo, hi);
     }
     return;
   }
   for (int e = 0; e < 4 && col + e < (int)Cfg::N; ++e)
-    storeOut<Cfg::OUT_CODE>(to, e, v[e]);
+    storeOut<Code>(to, e, v[e]);
 }
 
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
@@ -263,6 +267,19 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                                   acc[i][gj * 4 + e], ep)
                    : 0.0f;
       storeFour(c + (i64)row * Cfg::LDC * Cfg::OUT_BYTES, col, v);
+      if constexpr (Cfg::AUX_CODE != 0) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          v[e] = col + e < (int)Cfg::N
+                     ? kilnEpilogue(batch, row,
+                                    col + e + batch * Cfg::EPI_COL_PER_BATCH,
+                                    acc[i][gj * 4 + e], ep, 1)
+                     : 0.0f;
+        storeFour<Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
+            (char *)ep.aux +
+                (batch * batchStrideC + (i64)row * Cfg::LDC) * Cfg::AUX_BYTES,
+            col, v);
+      }
     }
   }
 }

@@ -330,40 +330,47 @@ KILN_INLINE void computeStage(float (&acc)[kMI][kNI][4], u32 stage,
 /// two adjacent outputs of rows g and g + 8 (g = lane / 4) and stores them
 /// as one 8-byte (f32) or 4-byte (16-bit) word; the rows are padded so
 /// those stores hit distinct banks: 8 words (f32, per half-warp) or 4
-/// words (16-bit, per warp) more than the data.
-constexpr int kOutPitch =
-    Cfg::BN * Cfg::OUT_BYTES + (Cfg::OUT_BYTES == 4 ? 32 : 16);
+/// words (16-bit, per warp) more than the data. The second output
+/// (Cfg::AUX_CODE, the epilogue's `which` 1) is staged the same way in its
+/// own element size, never wider than C's, so it fits C's staging space.
+template <int Bytes> constexpr int outPitch() {
+  return Cfg::BN * Bytes + (Bytes == 4 ? 32 : 16);
+}
+constexpr int kOutPitch = outPitch<Cfg::OUT_BYTES>();
 
+template <int Code = Cfg::OUT_CODE>
 KILN_INLINE void storeStagedPair(u32 address, float v0, float v1) {
-  if (Cfg::OUT_CODE == 1) {
+  if (Code == 1) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(v0),
                  "f"(v1)
                  : "memory");
   } else {
-    u32 word = Cfg::OUT_CODE == 2 ? packF16(v0, v1) : packBf16(v0, v1);
+    u32 word = Code == 2 ? packF16(v0, v1) : packBf16(v0, v1);
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(word)
                  : "memory");
   }
 }
 
-/// Copies the staged tile to C: VEC_C elements a store where they are all
-/// inside N, element by element at the right edge. `Threads` threads
-/// (`tid` 0 to Threads - 1) share the work.
-template <int Threads = Cfg::THREADS>
+/// Copies the staged tile to C (or the second output): `Vec` elements of
+/// `Bytes` a store where they are all inside N, element by element at the
+/// right edge. `Threads` threads (`tid` 0 to Threads - 1) share the work.
+template <int Threads = Cfg::THREADS, int Bytes = Cfg::OUT_BYTES,
+          int Vec = Cfg::VEC_C>
 KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0,
                              int tid) {
-  constexpr int kVec = Cfg::VEC_C;
-  constexpr int kVecBytes = kVec * Cfg::OUT_BYTES;
+  constexpr int kVec = Vec;
+  constexpr int kVecBytes = kVec * Bytes;
   constexpr int kPerRow = Cfg::BN / kVec;
   constexpr int kTotal = Cfg::BM * kPerRow;
+  constexpr int kPitch = outPitch<Bytes>();
 #pragma unroll 4
   for (int q = tid; q < kTotal; q += Threads) {
     int r = q / kPerRow, cv = q % kPerRow;
     int row = m0 + r, col = n0 + cv * kVec;
     if (row >= M || col >= (int)Cfg::N)
       continue;
-    u32 from = staged + r * kOutPitch + cv * kVecBytes;
-    char *to = c + ((i64)row * Cfg::LDC + col) * Cfg::OUT_BYTES;
+    u32 from = staged + r * kPitch + cv * kVecBytes;
+    char *to = c + ((i64)row * Cfg::LDC + col) * Bytes;
     if (col + kVec <= (int)Cfg::N) {
       if (kVecBytes == 16) {
         u32 x, y, z, w;
@@ -390,7 +397,7 @@ KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0,
       }
     } else {
       for (int e = 0; col + e < (int)Cfg::N; ++e) {
-        if (Cfg::OUT_BYTES == 4) {
+        if (Bytes == 4) {
           *(u32 *)(to + 4 * e) = loadShared32(from + 4 * e);
         } else {
           u16 h;
@@ -400,6 +407,41 @@ KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0,
       }
     }
   }
+}
+
+/// The epilogue's output `Which` (0: C, 1: the second output) of the block
+/// tile, through shared memory to `out` (the batch's base). The caller
+/// synchronises before (the staging space is free) and after.
+template <int Which, int Code, int Bytes, int Vec>
+KILN_INLINE void storeTile(const float (&acc)[kMI][kNI][4], u32 shared,
+                           char *out, int m0, int n0, int M, unsigned batch,
+                           int wm, int wn, int g, int t,
+                           const EpilogueArgs &ep) {
+  const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
+#pragma unroll
+  for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kNI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int r = wm * Cfg::WTM + mi * 16 + g + 8 * h;
+        int cl = wn * Cfg::WTN + ni * 8 + 2 * t;
+        int row = m0 + r, col = n0 + cl;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (row < M) {
+          if (col < (int)Cfg::N)
+            v0 = kilnEpilogue(batch, row, col + kEpiCol, acc[mi][ni][2 * h],
+                              ep, Which);
+          if (col + 1 < (int)Cfg::N)
+            v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
+                              acc[mi][ni][2 * h + 1], ep, Which);
+        }
+        storeStagedPair<Code>(shared + r * outPitch<Bytes>() + cl * Bytes, v0,
+                              v1);
+      }
+  __syncthreads();
+  writeStaged<Cfg::THREADS, Bytes, Vec>(shared, out, m0, M, n0,
+                                        (int)threadIdx.x);
 }
 
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
@@ -501,31 +543,15 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   }
 
   __syncthreads(); // every warp is done with the pipeline's buffers
-  const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
-#pragma unroll
-  for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < kNI; ++ni)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        int r = wm * Cfg::WTM + mi * 16 + g + 8 * h;
-        int cl = wn * Cfg::WTN + ni * 8 + 2 * t;
-        int row = m0 + r, col = n0 + cl;
-        float v0 = 0.0f, v1 = 0.0f;
-        if (row < (int)M) {
-          if (col < (int)Cfg::N)
-            v0 =
-                kilnEpilogue(batch, row, col + kEpiCol, acc[mi][ni][2 * h], ep);
-          if (col + 1 < (int)Cfg::N)
-            v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
-                              acc[mi][ni][2 * h + 1], ep);
-        }
-        u32 at = shared + r * kOutPitch + cl * Cfg::OUT_BYTES;
-        storeStagedPair(at, v0, v1);
-      }
-  __syncthreads();
-  writeStaged(shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
-              (int)M, n0, (int)threadIdx.x);
+  storeTile<0, Cfg::OUT_CODE, Cfg::OUT_BYTES, Cfg::VEC_C>(
+      acc, shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
+      n0, (int)M, batch, wm, wn, g, t, ep);
+  if constexpr (Cfg::AUX_CODE != 0) {
+    __syncthreads(); // C's staged tile is out
+    storeTile<1, Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
+        acc, shared, (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,
+        m0, n0, (int)M, batch, wm, wn, g, t, ep);
+  }
 }
 
 } // namespace tc

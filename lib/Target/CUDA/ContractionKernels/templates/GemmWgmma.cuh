@@ -289,6 +289,38 @@ KILN_INLINE u64 descriptorB(u32 stage) {
 constexpr u64 kStepA = kAKMajor ? 32 >> 4 : 2048 >> 4;
 constexpr u64 kStepB = kBKMajor ? 32 >> 4 : 2048 >> 4;
 
+/// The consumers' epilogue output `Which` (0: C, 1: the second output)
+/// of the block tile, through shared memory (tc::storeTile's layout) to
+/// `out` (the batch's base). The caller synchronises the consumers before.
+template <int Which, int Code, int Bytes, int Vec>
+KILN_INLINE void storeTile(const float (&acc)[kAccs], u32 shared, char *out,
+                           int m0, int M, int n0, unsigned batch, int rowBase,
+                           int t, const EpilogueArgs &ep) {
+  const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
+#pragma unroll
+  for (int j = 0; j < Cfg::BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int r = rowBase + 8 * h, cl = 8 * j + 2 * t;
+      int row = m0 + r, col = n0 + cl;
+      float v0 = 0.0f, v1 = 0.0f;
+      if (row < M) {
+        if (col < (int)Cfg::N)
+          v0 = kilnEpilogue(batch, row, col + kEpiCol, acc[4 * j + 2 * h], ep,
+                            Which);
+        if (col + 1 < (int)Cfg::N)
+          v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
+                            acc[4 * j + 2 * h + 1], ep, Which);
+      }
+      tc::storeStagedPair<Code>(shared + r * tc::outPitch<Bytes>() +
+                                    cl * Bytes,
+                                v0, v1);
+    }
+  consumerBarrier();
+  tc::writeStaged<kConsumers * 128, Bytes, Vec>(shared, out, m0, M, n0,
+                                                (int)threadIdx.x - 128);
+}
+
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                       float *workspace, u32 M, u64 batchStrideA,
                       u64 batchStrideC, const EpilogueArgs &ep,
@@ -460,31 +492,15 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   // Every consumer is done with the ring (named barrier 1: the consumers
   // alone).
   consumerBarrier();
-  {
-    const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
-#pragma unroll
-    for (int j = 0; j < Cfg::BN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        int r = rowBase + 8 * h, cl = 8 * j + 2 * t;
-        int row = m0 + r, col = n0 + cl;
-        float v0 = 0.0f, v1 = 0.0f;
-        if (row < (int)M) {
-          if (col < (int)Cfg::N)
-            v0 = kilnEpilogue(batch, row, col + kEpiCol, acc[4 * j + 2 * h],
-                              ep);
-          if (col + 1 < (int)Cfg::N)
-            v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
-                              acc[4 * j + 2 * h + 1], ep);
-        }
-        tc::storeStagedPair(shared + r * tc::kOutPitch + cl * Cfg::OUT_BYTES,
-                            v0, v1);
-      }
+  storeTile<0, Cfg::OUT_CODE, Cfg::OUT_BYTES, Cfg::VEC_C>(
+      acc, shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
+      (int)M, n0, batch, rowBase, t, ep);
+  if constexpr (Cfg::AUX_CODE != 0) {
+    consumerBarrier(); // C's staged tile is out
+    storeTile<1, Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
+        acc, shared, (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,
+        m0, (int)M, n0, batch, rowBase, t, ep);
   }
-  consumerBarrier();
-  tc::writeStaged<kConsumers * 128>(
-      shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0, (int)M,
-      n0, (int)threadIdx.x - 128);
 }
 
 } // namespace wg

@@ -3,7 +3,8 @@
 // The second kernel of a split-K GEMM: one thread per output adds the
 // SPLITK fp32 partials in split order (so the result does not depend on
 // which block ran first, unlike atomics), applies the epilogue once and
-// stores C. Consecutive threads take consecutive columns: both the
+// stores C (and the second output, the epilogue's `which` 1, when there is
+// one). Consecutive threads take consecutive columns: both the
 // workspace reads and the C writes are coalesced.
 //
 //===----------------------------------------------------------------------===//
@@ -30,6 +31,12 @@ KILN_INLINE void reduce(const float *workspace, void *cPtr, u32 M,
       kilnEpilogue(batch, row, col + batch * Cfg::EPI_COL_PER_BATCH, sum, ep);
   storeOut<Cfg::OUT_CODE>((char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES,
                           (i64)row * Cfg::LDC + col, v);
+  if constexpr (Cfg::AUX_CODE != 0)
+    storeOut<Cfg::AUX_CODE>(
+        (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,
+        (i64)row * Cfg::LDC + col,
+        kilnEpilogue(batch, row, col + batch * Cfg::EPI_COL_PER_BATCH, sum, ep,
+                     1));
 }
 
 } // namespace splitk
