@@ -143,11 +143,14 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     `C/groups` is a multiple of the K chunk (8 for 16-bit operands, 4 for
     f32); otherwise its channels are zero-padded at compile time into a new
     weight global (`@<name>_cpad`), whose `kiln.origin` gains the `pad`
-    step so `kiln-run --weights` replays it. A region with several results
-    (a convolution's f32 value a residual add reads and its bf16 copy for
-    the next convolution; a matmul's value and its activation) stores the
-    one the others are computed from; the others move to a region after the
-    kernel.
+    step so `kiln-run --weights` replays it. A region with two results
+    computed one from the other (a convolution's f32 value a residual add
+    reads and its bf16 copy for the next convolution; a matmul's value and
+    its activation) becomes one kernel that stores both, from the same
+    accumulators: C and a second output no wider than C (the call has two
+    outputs). With more results, or a second one wider than the first, the
+    kernel stores the one the others are computed from and the others move
+    to a region after it, as they do for depthwise convolutions.
 
     With `wgmma=true` and `chip=sm_90`, bf16/f16 and tf32 matmuls and
     convolutions try the warp-specialised `wgmma` kernels (sm_90a; a

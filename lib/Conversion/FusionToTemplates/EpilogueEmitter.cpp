@@ -397,27 +397,42 @@ FailureOr<EmittedEpilogue>
 emitEpilogue(Value acc, ArrayRef<Operation *> ops, Value result,
              const OutputIndexing &indexing,
              const llvm::DenseMap<Value, Value> &substitutions,
-             Value accBias, std::string &why) {
+             Value accBias, std::string &why, Value auxResult) {
   std::optional<runtime::DType> outputType = dtypeOf(result.getType());
-  if (!outputType) {
+  std::optional<runtime::DType> auxType =
+      auxResult ? dtypeOf(auxResult.getType()) : std::nullopt;
+  if (!outputType || (auxResult && !auxType)) {
     why = "the region's result type is not f32, bf16 or f16";
     return failure();
   }
   Emitter emitter(acc, indexing, substitutions, why);
   if (accBias && failed(emitter.addBias(acc, accBias)))
     return failure();
+  // An output's rounding is its store's, unless another op reads it (then
+  // it is rounded where the generic kernel would round it).
+  auto storedOnly = [&](Value v) {
+    return (v == result || (auxResult && v == auxResult)) &&
+           llvm::none_of(v.getUsers(), [&](Operation *user) {
+             return llvm::is_contained(ops, user);
+           });
+  };
   for (Operation *op : ops)
-    if (failed(emitter.emitOp(op, op->getResult(0) == result)))
+    if (failed(emitter.emitOp(op, storedOnly(op->getResult(0)))))
       return failure();
   FailureOr<std::string> value = emitter.nameOf(result);
-  if (failed(value)) {
+  FailureOr<std::string> auxValue =
+      auxResult ? emitter.nameOf(auxResult) : FailureOr<std::string>(std::string());
+  if (failed(value) || failed(auxValue)) {
     why = "the region's result is not computed by its epilogue";
     return failure();
   }
   EmittedEpilogue out;
-  out.body = emitter.body + "  return " + *value + ";";
+  out.body = emitter.body + "  return " +
+             (auxResult ? "which == 1 ? " + *auxValue + " : " : "") + *value +
+             ";";
   out.operands = emitter.operands;
   out.outputType = *outputType;
+  out.auxType = auxType;
   return out;
 }
 

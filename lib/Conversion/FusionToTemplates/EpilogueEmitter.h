@@ -19,6 +19,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 
 namespace kiln::templates {
@@ -40,6 +41,9 @@ struct EmittedEpilogue {
   llvm::SmallVector<mlir::Value> operands;
   /// The type the kernel stores (the region's result type).
   runtime::DType outputType = runtime::DType::F32;
+  /// With a second output (emitEpilogue's `auxResult`): its type. The body
+  /// then returns it when `which` is 1 (contraction::Epilogue::aux).
+  std::optional<runtime::DType> auxType;
 };
 
 /// The epilogue computing `result` from `acc` (the contraction's value) by
@@ -51,11 +55,14 @@ struct EmittedEpilogue {
 /// `substitutions` replaces operands the caller materialised elsewhere.
 /// `accBias`, when set, is a vector broadcast to the result (a
 /// convolution's per-channel bias) added to `acc` before the ops.
+/// `auxResult`, when set, is a second value `ops` compute (of the result's
+/// shape), the kernel's second output.
 llvm::FailureOr<EmittedEpilogue>
 emitEpilogue(mlir::Value acc, llvm::ArrayRef<mlir::Operation *> ops,
              mlir::Value result, const OutputIndexing &indexing,
              const llvm::DenseMap<mlir::Value, mlir::Value> &substitutions,
-             mlir::Value accBias, std::string &why);
+             mlir::Value accBias, std::string &why,
+             mlir::Value auxResult = {});
 
 /// A constant i1 tensor that is a triangle over its last two dimensions,
 /// which match `shape`'s (every other dimension 1): true where j - i <= k

@@ -245,11 +245,14 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   }
 
   llvm::SetVector<Operation *> epilogue;
+  std::optional<unsigned> auxIndex;
   std::optional<unsigned> storedIndex =
-      storedEpilogue(fusion, matmul, epilogue, why);
+      storedEpilogue(fusion, matmul, epilogue, why, &auxIndex);
   if (!storedIndex)
     return failure();
   Value result = fusion.getYield().getValues()[*storedIndex];
+  Value auxResult =
+      auxIndex ? fusion.getYield().getValues()[*auxIndex] : Value();
 
   // The family and operand types.
   bool tf32 = matmul->hasAttr("kiln.tf32");
@@ -322,8 +325,9 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
     problem.batchStrideC = static_cast<uint64_t>(m * n);
   }
 
-  FailureOr<EmittedEpilogue> emitted = emitRegionEpilogue(
-      fusion, matmul, epilogue.getArrayRef(), result, indexing, Value(), why);
+  FailureOr<EmittedEpilogue> emitted =
+      emitRegionEpilogue(fusion, matmul, epilogue.getArrayRef(), result,
+                         indexing, Value(), why, auxResult);
   if (failed(emitted))
     return failure();
   problem.outputType = emitted->outputType;
@@ -332,8 +336,13 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
   if (failed(kernels))
     return failure();
   auto outType = cast<RankedTensorType>(result.getType());
-  Value replacement = buildCalls(fusion, *kernels, problem, a->buffer,
-                                 b->buffer, emitted->operands, outType);
+  Value aux;
+  Value replacement = buildCalls(
+      fusion, *kernels, problem, a->buffer, b->buffer, emitted->operands,
+      outType,
+      auxResult ? cast<RankedTensorType>(auxResult.getType())
+                : RankedTensorType(),
+      &aux);
   // The wgmma kernels say which producer fills their ring (kilnc --tma).
   const cx::GemmConfig &config = kernels->config;
   std::string producer =
@@ -344,17 +353,20 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
       llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch={5}{6}{7}; {8}",
                     kernels->kernels.front().name, config.describe(),
                     problem.m, problem.n, problem.k, problem.batch,
-                    kernels->kernels.size() > 1 ? ", + split-K reduction" : "",
+                    std::string(kernels->kernels.size() > 1
+                                    ? ", + split-K reduction"
+                                    : "") +
+                        (aux ? ", + a second output" : ""),
                     producer, lastConfigOrigin)
           .str());
-  replaceResults(fusion, *storedIndex, replacement);
+  replaceResults(fusion, *storedIndex, replacement, auxIndex, aux);
   return success();
 }
 
 std::optional<unsigned>
 Matcher::storedEpilogue(kiln::FusionOp fusion, Operation *anchor,
                         llvm::SetVector<Operation *> &epilogue,
-                        std::string &why) {
+                        std::string &why, std::optional<unsigned> *auxIndex) {
   llvm::SetVector<Operation *> dependents;
   if (failed(collectEpilogue(fusion, anchor, dependents, why)))
     return std::nullopt;
@@ -363,9 +375,30 @@ Matcher::storedEpilogue(kiln::FusionOp fusion, Operation *anchor,
     why = "the region has results not computed from one another";
     return std::nullopt;
   }
-  // The epilogue is what the stored result needs, in block order.
+  ValueRange results = fusion.getYield().getValues();
+  Value stored = results[*storedIndex];
+  // A second output: the one other result (an f32 value's bf16 copy, a
+  // matmul's value and its relu), no wider than the stored one (the
+  // kernels stage it in C's shared memory).
+  if (auxIndex) {
+    llvm::SmallSetVector<Value, 2> distinct(results.begin(), results.end());
+    auto bytes = [](Value v) {
+      std::optional<cx::DType> t = kernelDType(v.getType());
+      return t ? kiln::runtime::dtypeSize(*t) : 0;
+    };
+    if (distinct.size() == 2) {
+      Value other = distinct[0] == stored ? distinct[1] : distinct[0];
+      if (bytes(other) && bytes(other) <= bytes(stored))
+        *auxIndex = static_cast<unsigned>(
+            llvm::find(results, other) - results.begin());
+    }
+  }
+  // The epilogue is what the stored result (and the second output) needs,
+  // in block order.
   llvm::SmallPtrSet<Operation *, 8> needed;
-  SmallVector<Value> work{fusion.getYield().getValues()[*storedIndex]};
+  SmallVector<Value> work{stored};
+  if (auxIndex && *auxIndex)
+    work.push_back(results[**auxIndex]);
   while (!work.empty()) {
     Value v = work.pop_back_val();
     if (inRegion(v, fusion) && needed.insert(v.getDefiningOp()).second)
@@ -416,7 +449,7 @@ FailureOr<EmittedEpilogue>
 Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
                             ArrayRef<Operation *> epilogue, Value result,
                             const OutputIndexing &indexing, Value accBias,
-                            std::string &why) {
+                            std::string &why, Value auxResult) {
   // Values the epilogue reads that the region computes without the anchor
   // are split off (splat constants become literals); the rest are region
   // inputs.
@@ -435,7 +468,7 @@ Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
         substitute(v);
     }
   return emitEpilogue(anchor->getResult(0), epilogue, result, indexing,
-                      substitutions, accBias, why);
+                      substitutions, accBias, why, auxResult);
 }
 
 /// A TMA tensor-map parameter as the attribute ArtifactBuilder reads
@@ -472,6 +505,10 @@ FailureOr<cx::GemmKernels> Matcher::compile(const cx::GemmProblem &problem,
                                             std::string &why) {
   cx::Epilogue ep;
   ep.customBody = epilogue.body;
+  if (epilogue.auxType) {
+    ep.aux = true;
+    ep.auxType = *epilogue.auxType;
+  }
   for (size_t i = 0; i < epilogue.operands.size(); ++i)
     ep.customOperands.push_back("epilogue" + std::to_string(i));
   llvm::Expected<kiln::tuning::ConfigChoice> choice =
@@ -505,7 +542,8 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
                           const cx::GemmKernels &kernels,
                           const cx::GemmProblem &problem, Value a, Value b,
                           ArrayRef<Value> extras,
-                          RankedTensorType resultType) {
+                          RankedTensorType resultType,
+                          RankedTensorType auxType, Value *aux) {
   MLIRContext *ctx = module.getContext();
   Location loc = fusion.getLoc();
   Attribute target =
@@ -516,6 +554,11 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
 
   Value output = tensor::EmptyOp::create(builder, loc, resultType.getShape(),
                                          resultType.getElementType());
+  Value auxOutput =
+      auxType ? tensor::EmptyOp::create(builder, loc, auxType.getShape(),
+                                        auxType.getElementType())
+                    .getResult()
+              : Value();
   Value workspace;
   if (kernels.workspaceBytes)
     workspace = tensor::EmptyOp::create(
@@ -533,7 +576,13 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
     bool writesC = llvm::any_of(kernel.params, [](const auto &p) {
       return p.name == "C";
     });
-    Value out = writesC ? output : workspace;
+    bool writesAux = llvm::any_of(kernel.params, [](const auto &p) {
+      return p.name == "aux";
+    });
+    assert(!writesAux || auxOutput);
+    SmallVector<Value> outs{writesC ? output : workspace};
+    if (writesAux)
+      outs.push_back(auxOutput);
     SmallVector<Value> inputs;
     SmallVector<int32_t> order;
     SmallVector<Attribute> scalars;
@@ -563,27 +612,31 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
         v = b;
       else if (p.name == "workspace")
         v = writesC ? result : workspace;
-      else if (unsigned i; p.name != "C" &&
+      else if (unsigned i; p.name != "C" && p.name != "aux" &&
                            !StringRef(p.name).drop_front(8).getAsInteger(10, i))
         v = extras[i];
       pointers.push_back({p.name, v});
     }
+    auto isOut = [&](const std::string &name) {
+      return name == "C" || name == "aux" || (name == "workspace" && !writesC);
+    };
     for (auto &[name, v] : pointers)
-      if (name != "C" && !(name == "workspace" && !writesC))
+      if (!isOut(name))
         inputs.push_back(v);
-    // Operand indices: inputs in order, then the one output.
+    // Operand indices: inputs in order, then the outputs (C or the
+    // workspace, then aux).
     unsigned nextInput = 0;
-    for (auto &[name, v] : pointers) {
-      bool isOut = name == "C" || (name == "workspace" && !writesC);
-      order.push_back(isOut ? static_cast<int32_t>(inputs.size())
-                            : static_cast<int32_t>(nextInput++));
-    }
+    for (auto &[name, v] : pointers)
+      order.push_back(!isOut(name) ? static_cast<int32_t>(nextInput++)
+                      : name == "aux"
+                          ? static_cast<int32_t>(inputs.size() + 1)
+                          : static_cast<int32_t>(inputs.size()));
     kiln::runtime::Dim3 grid = kernel.grid;
     auto call = kiln::CallKernelOp::create(
-        builder, loc, TypeRange{out.getType()},
+        builder, loc, ValueRange(outs).getTypes(),
         SymbolRefAttr::get(ctx, kernel.name,
                            {FlatSymbolRefAttr::get(ctx, kernel.name)}),
-        inputs, ValueRange{out},
+        inputs, outs,
         builder.getDenseI32ArrayAttr({static_cast<int32_t>(grid.x),
                                       static_cast<int32_t>(grid.y),
                                       static_cast<int32_t>(grid.z)}),
@@ -601,6 +654,8 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
                     builder.getI64IntegerAttr(static_cast<int64_t>(
                         2 * problem.m * problem.n * problem.k * problem.batch)));
     result = call.getResult(0);
+    if (writesAux && aux)
+      *aux = call.getResult(1);
   }
   return result;
 }

@@ -138,12 +138,14 @@ std::optional<unsigned> storedResult(kiln::FusionOp fusion,
 }
 
 void Matcher::replaceResults(kiln::FusionOp fusion, unsigned storedIndex,
-                             Value stored) {
+                             Value stored, std::optional<unsigned> auxIndex,
+                             Value aux) {
   ValueRange results = fusion.getYield().getValues();
   Value kept = results[storedIndex];
+  Value auxKept = auxIndex ? results[*auxIndex] : Value();
   SmallVector<unsigned> others;
   for (auto [i, v] : llvm::enumerate(results))
-    if (v != kept)
+    if (v != kept && v != auxKept)
       others.push_back(i);
   if (!others.empty()) {
     // The ops between the stored value and the other results, in order.
@@ -180,9 +182,12 @@ void Matcher::replaceResults(kiln::FusionOp fusion, unsigned storedIndex,
     for (auto [i, index] : llvm::enumerate(others))
       fusion.getResult(index).replaceAllUsesWith(rest.getResult(i));
   }
-  for (auto [i, v] : llvm::enumerate(results))
+  for (auto [i, v] : llvm::enumerate(results)) {
     if (v == kept)
       fusion.getResult(i).replaceAllUsesWith(stored);
+    else if (auxKept && v == auxKept)
+      fusion.getResult(i).replaceAllUsesWith(aux);
+  }
   fusion.erase();
 }
 
@@ -311,11 +316,14 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
                                                      : cx::Family::SimtF32;
 
   llvm::SetVector<Operation *> epilogue;
+  std::optional<unsigned> auxIndex;
   std::optional<unsigned> storedIndex =
-      storedEpilogue(fusion, conv, epilogue, why);
+      storedEpilogue(fusion, conv, epilogue, why, &auxIndex);
   if (!storedIndex)
     return failure();
   Value result = fusion.getYield().getValues()[*storedIndex];
+  Value auxResult =
+      auxIndex ? fusion.getYield().getValues()[*auxIndex] : Value();
 
   cx::ConvProblem cp = convProblemOf(conv);
   cp.inputType = *operandType;
@@ -348,7 +356,7 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
   indexing.batchFoldedIntoRows = true;
   FailureOr<EmittedEpilogue> emitted =
       emitRegionEpilogue(fusion, conv, epilogue.getArrayRef(), result,
-                         indexing, conv.getBias(), why);
+                         indexing, conv.getBias(), why, auxResult);
   if (failed(emitted))
     return failure();
   cp.outputType = emitted->outputType;
@@ -361,9 +369,13 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
   if (padFilter)
     filterSource = paddedFilter(filter, paddedChannels, fusion,
                                 /*dryRun=*/false);
-  Value stored = buildCalls(fusion, *kernels, problem, inputSource,
-                            filterSource, emitted->operands,
-                            cast<RankedTensorType>(result.getType()));
+  Value aux;
+  Value stored = buildCalls(
+      fusion, *kernels, problem, inputSource, filterSource, emitted->operands,
+      cast<RankedTensorType>(result.getType()),
+      auxResult ? cast<RankedTensorType>(auxResult.getType())
+                : RankedTensorType(),
+      &aux);
   report.push_back(
       llvm::formatv("{0}: {1}, conv {2}x{3}x{4}x{5} * {6}x{7}x{8}x{9}, "
                     "groups={10}, M={11} N={12} K={13}{14}; {15}",
@@ -374,13 +386,14 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
                     std::string(kernels->kernels.size() > 1
                                     ? ", + split-K reduction"
                                     : "") +
+                        (aux ? ", + a second output" : "") +
                         // The implicit GEMM's im2col gather is cp.async's.
                         (kernels->config.family == cx::Family::WgmmaF16
                              ? ", producer cp.async"
                              : ""),
                     lastConfigOrigin)
           .str());
-  replaceResults(fusion, *storedIndex, stored);
+  replaceResults(fusion, *storedIndex, stored, auxIndex, aux);
   return success();
 }
 

@@ -150,8 +150,12 @@ private:
   /// Replaces the results of `fusion` by `stored` (the kernel's output, for
   /// result `storedIndex`) and, for the others, by a new region after the
   /// kernel computing them from it.
+  /// With `auxIndex`, the results equal to that one are `aux` (the
+  /// kernel's second output).
   void replaceResults(kiln::FusionOp fusion, unsigned storedIndex,
-                      mlir::Value stored);
+                      mlir::Value stored,
+                      std::optional<unsigned> auxIndex = std::nullopt,
+                      mlir::Value aux = {});
 
   // Shared (MatchContractions.cpp).
   /// `v`, computed in `fusion` without its anchor, as the result of a new
@@ -169,10 +173,15 @@ private:
   /// `why` set when the region has no such result. Several results (a
   /// conv's f32 value and its bf16 copy, a matmul's value and its relu):
   /// replaceResults runs the others in a region after the kernel.
+  /// With `auxIndex` (the GEMM kernels, which can store a second output):
+  /// when the region has exactly one other result, computed from the
+  /// stored one by epilogue ops and no wider, it is set to that result and
+  /// `epilogue` holds the ops of both.
   std::optional<unsigned>
   storedEpilogue(kiln::FusionOp fusion, mlir::Operation *anchor,
                  llvm::SetVector<mlir::Operation *> &epilogue,
-                 std::string &why);
+                 std::string &why,
+                 std::optional<unsigned> *auxIndex = nullptr);
   /// The epilogue computing `result` from the anchor's value by the ops
   /// `epilogue`, with the values it reads that the region computes split
   /// off. `accBias`, if set, is added to the accumulator first (a
@@ -181,19 +190,24 @@ private:
   emitRegionEpilogue(kiln::FusionOp fusion, mlir::Operation *anchor,
                      llvm::ArrayRef<mlir::Operation *> epilogue,
                      mlir::Value result, const OutputIndexing &indexing,
-                     mlir::Value accBias, std::string &why);
+                     mlir::Value accBias, std::string &why,
+                     mlir::Value auxResult = {});
   /// The tuner's config for the problem, specialised and compiled;
   /// `lastConfigOrigin` says where the config came from.
   mlir::FailureOr<contraction::GemmKernels>
   compile(const contraction::GemmProblem &problem, contraction::Family family,
           const EmittedEpilogue &epilogue, llvm::StringRef prefix,
           std::string &why);
+  /// The kernels' calls; C's value, and in `aux` the second output's
+  /// (of `auxType`) when the kernels have one.
   mlir::Value buildCalls(kiln::FusionOp fusion,
                          const contraction::GemmKernels &kernels,
                          const contraction::GemmProblem &problem,
                          mlir::Value a, mlir::Value b,
                          llvm::ArrayRef<mlir::Value> extras,
-                         mlir::RankedTensorType resultType);
+                         mlir::RankedTensorType resultType,
+                         mlir::RankedTensorType auxType = {},
+                         mlir::Value *aux = nullptr);
 
   mlir::ModuleOp module;
   unsigned smVersion;

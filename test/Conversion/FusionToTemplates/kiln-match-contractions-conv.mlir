@@ -163,14 +163,15 @@ func.func @runtime_filter(%x: tensor<1x6x6x6xbf16>, %w: tensor<4x3x3x3xbf16>) ->
 // -----
 
 // Two results, an f32 one (a residual add's operand) and its bf16 copy (the
-// next convolution's image): the kernel stores the f32 one and the copy
-// moves to a region after it.
+// next convolution's image): one kernel stores both, C (pointer 2) and the
+// second output "aux" (pointer 3), from the same accumulators.
 // CHECK-LABEL: func.func @two_results(
-// CHECK:         %[[K:.*]] = kiln.call_kernel @kiln_conv_0::@kiln_conv_0
-// CHECK:         %[[C:.*]] = kiln.fusion "elementwise" -> tensor<1x4x4x8xbf16> {
-// CHECK-NEXT:      %[[H:.*]] = kiln.cast %[[K]] : tensor<1x4x4x8xf32> -> tensor<1x4x4x8xbf16>
-// CHECK-NEXT:      kiln.yield %[[H]]
-// CHECK:         return %[[K]], %[[C]]
+// CHECK:         %[[F:.*]] = tensor.empty() : tensor<1x4x4x8xf32>
+// CHECK:         %[[B:.*]] = tensor.empty() : tensor<1x4x4x8xbf16>
+// CHECK:         %[[K:.*]]:2 = kiln.call_kernel @kiln_conv_0::@kiln_conv_0 ins(%arg0, %{{.*}} : tensor<1x6x6x8xbf16>, tensor<8x3x3x8xbf16>) outs(%[[F]], %[[B]] : tensor<1x4x4x8xf32>, tensor<1x4x4x8xbf16>)
+// CHECK-SAME:      pointer_order = array<i32: 0, 1, 2, 3>
+// CHECK-NOT:     kiln.fusion
+// CHECK:         return %[[K]]#0, %[[K]]#1
 ml_program.global private @w2r(dense<1.0> : tensor<8x3x3x8xbf16>) : tensor<8x3x3x8xbf16>
 func.func @two_results(%x: tensor<1x6x6x8xbf16>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xbf16>) {
   %w = ml_program.global_load_const @w2r : tensor<8x3x3x8xbf16>
@@ -181,4 +182,36 @@ func.func @two_results(%x: tensor<1x6x6x8xbf16>) -> (tensor<1x4x4x8xf32>, tensor
     kiln.yield %r, %h : tensor<1x4x4x8xf32>, tensor<1x4x4x8xbf16>
   }
   return %y#0, %y#1 : tensor<1x4x4x8xf32>, tensor<1x4x4x8xbf16>
+}
+
+// -----
+
+// A second output wider than the stored one (a bf16 value and its f32
+// copy) or more than one other result: the kernel stores one result and
+// the others move to a region after it.
+// CHECK-LABEL: func.func @split_results(
+// CHECK:         %[[K:.*]] = kiln.call_kernel @kiln_conv_0::@kiln_conv_0 {{.*}} -> tensor<1x4x4x8xbf16>
+// CHECK:         %[[W:.*]] = kiln.fusion "elementwise" -> tensor<1x4x4x8xf32> {
+// CHECK-NEXT:      kiln.cast %[[K]] : tensor<1x4x4x8xbf16> -> tensor<1x4x4x8xf32>
+// CHECK:         %[[L:.*]] = kiln.call_kernel @kiln_conv_1::@kiln_conv_1 {{.*}} -> tensor<1x4x4x8xf32>
+// CHECK:         %[[R:.*]]:2 = kiln.fusion "elementwise" -> tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf16> {
+// CHECK-NEXT:      kiln.cast %[[L]] : tensor<1x4x4x8xf32> -> tensor<1x4x4x8xbf16>
+// CHECK-NEXT:      kiln.cast %[[L]] : tensor<1x4x4x8xf32> -> tensor<1x4x4x8xf16>
+// CHECK:         return %[[K]], %[[W]], %[[L]], %[[R]]#0, %[[R]]#1
+ml_program.global private @w3r(dense<1.0> : tensor<8x3x3x8xbf16>) : tensor<8x3x3x8xbf16>
+func.func @split_results(%x: tensor<1x6x6x8xbf16>) -> (tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf16>) {
+  %w = ml_program.global_load_const @w3r : tensor<8x3x3x8xbf16>
+  %y:2 = kiln.fusion "conv" -> tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf32> {
+    %c = kiln.conv %x, %w {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x6x6x8xbf16>, tensor<8x3x3x8xbf16>) -> tensor<1x4x4x8xf32>
+    %h = kiln.cast %c : tensor<1x4x4x8xf32> -> tensor<1x4x4x8xbf16>
+    %f = kiln.cast %h : tensor<1x4x4x8xbf16> -> tensor<1x4x4x8xf32>
+    kiln.yield %h, %f : tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf32>
+  }
+  %z:3 = kiln.fusion "conv" -> tensor<1x4x4x8xf32>, tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf16> {
+    %c = kiln.conv %x, %w {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x6x6x8xbf16>, tensor<8x3x3x8xbf16>) -> tensor<1x4x4x8xf32>
+    %h = kiln.cast %c : tensor<1x4x4x8xf32> -> tensor<1x4x4x8xbf16>
+    %g = kiln.cast %c : tensor<1x4x4x8xf32> -> tensor<1x4x4x8xf16>
+    kiln.yield %c, %h, %g : tensor<1x4x4x8xf32>, tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf16>
+  }
+  return %y#0, %y#1, %z#0, %z#1, %z#2 : tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xbf16>, tensor<1x4x4x8xf16>
 }

@@ -259,27 +259,25 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
         }
         continue;
       }
+      // With a second output, both values before either store, so their
+      // epilogues share the work.
+      float second[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        v[e] = col + e < (int)Cfg::N
-                   ? kilnEpilogue(batch, row,
-                                  col + e + batch * Cfg::EPI_COL_PER_BATCH,
-                                  acc[i][gj * 4 + e], ep)
-                   : 0.0f;
+      for (int e = 0; e < 4; ++e) {
+        v[e] = 0.0f;
+        if (col + e >= (int)Cfg::N)
+          continue;
+        const int epiCol = col + e + batch * Cfg::EPI_COL_PER_BATCH;
+        if constexpr (Cfg::AUX_CODE != 0)
+          second[e] = kilnEpilogue(batch, row, epiCol, acc[i][gj * 4 + e], ep, 1);
+        v[e] = kilnEpilogue(batch, row, epiCol, acc[i][gj * 4 + e], ep);
+      }
       storeFour(c + (i64)row * Cfg::LDC * Cfg::OUT_BYTES, col, v);
-      if constexpr (Cfg::AUX_CODE != 0) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          v[e] = col + e < (int)Cfg::N
-                     ? kilnEpilogue(batch, row,
-                                    col + e + batch * Cfg::EPI_COL_PER_BATCH,
-                                    acc[i][gj * 4 + e], ep, 1)
-                     : 0.0f;
+      if constexpr (Cfg::AUX_CODE != 0)
         storeFour<Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
             (char *)ep.aux +
                 (batch * batchStrideC + (i64)row * Cfg::LDC) * Cfg::AUX_BYTES,
-            col, v);
-      }
+            col, second);
     }
   }
 }

@@ -409,14 +409,16 @@ KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0,
   }
 }
 
-/// The epilogue's output `Which` (0: C, 1: the second output) of the block
-/// tile, through shared memory to `out` (the batch's base). The caller
-/// synchronises before (the staging space is free) and after.
-template <int Which, int Code, int Bytes, int Vec>
-KILN_INLINE void storeTile(const float (&acc)[kMI][kNI][4], u32 shared,
-                           char *out, int m0, int n0, int M, unsigned batch,
-                           int wm, int wn, int g, int t,
-                           const EpilogueArgs &ep) {
+/// One output of the block tile, through shared memory to `out` (the
+/// batch's base). Pass 0 stores C; with a second output it also computes
+/// that one's value from the same accumulator, in the same epilogue
+/// expressions (the two calls are adjacent, so the compiler shares their
+/// loads and arithmetic), and leaves it in `acc` for pass 1, which stores
+/// it. The caller synchronises before (the staging space is free).
+template <int Pass, int Code, int Bytes, int Vec>
+KILN_INLINE void storeTile(float (&acc)[kMI][kNI][4], u32 shared, char *out,
+                           int m0, int n0, int M, unsigned batch, int wm,
+                           int wn, int g, int t, const EpilogueArgs &ep) {
   const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
 #pragma unroll
   for (int mi = 0; mi < kMI; ++mi)
@@ -427,17 +429,25 @@ KILN_INLINE void storeTile(const float (&acc)[kMI][kNI][4], u32 shared,
         int r = wm * Cfg::WTM + mi * 16 + g + 8 * h;
         int cl = wn * Cfg::WTN + ni * 8 + 2 * t;
         int row = m0 + r, col = n0 + cl;
-        float v0 = 0.0f, v1 = 0.0f;
-        if (row < M) {
-          if (col < (int)Cfg::N)
-            v0 = kilnEpilogue(batch, row, col + kEpiCol, acc[mi][ni][2 * h],
-                              ep, Which);
-          if (col + 1 < (int)Cfg::N)
-            v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
-                              acc[mi][ni][2 * h + 1], ep, Which);
+        float v[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float &a = acc[mi][ni][2 * h + e];
+          if (Pass == 1) {
+            v[e] = a;
+          } else if (row < M && col + e < (int)Cfg::N) {
+            if constexpr (Cfg::AUX_CODE != 0) {
+              float second = kilnEpilogue(batch, row, col + e + kEpiCol, a,
+                                          ep, 1);
+              v[e] = kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 0);
+              a = second;
+            } else {
+              v[e] = kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 0);
+            }
+          }
         }
-        storeStagedPair<Code>(shared + r * outPitch<Bytes>() + cl * Bytes, v0,
-                              v1);
+        storeStagedPair<Code>(shared + r * outPitch<Bytes>() + cl * Bytes,
+                              v[0], v[1]);
       }
   __syncthreads();
   writeStaged<Cfg::THREADS, Bytes, Vec>(shared, out, m0, M, n0,

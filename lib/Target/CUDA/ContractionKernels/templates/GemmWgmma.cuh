@@ -289,13 +289,14 @@ KILN_INLINE u64 descriptorB(u32 stage) {
 constexpr u64 kStepA = kAKMajor ? 32 >> 4 : 2048 >> 4;
 constexpr u64 kStepB = kBKMajor ? 32 >> 4 : 2048 >> 4;
 
-/// The consumers' epilogue output `Which` (0: C, 1: the second output)
-/// of the block tile, through shared memory (tc::storeTile's layout) to
-/// `out` (the batch's base). The caller synchronises the consumers before.
-template <int Which, int Code, int Bytes, int Vec>
-KILN_INLINE void storeTile(const float (&acc)[kAccs], u32 shared, char *out,
-                           int m0, int M, int n0, unsigned batch, int rowBase,
-                           int t, const EpilogueArgs &ep) {
+/// One output of the consumers' block tile, through shared memory
+/// (tc::storeTile's layout and passes: 0 stores C and leaves the second
+/// output's values in `acc`, 1 stores those) to `out` (the batch's base).
+/// The caller synchronises the consumers before.
+template <int Pass, int Code, int Bytes, int Vec>
+KILN_INLINE void storeTile(float (&acc)[kAccs], u32 shared, char *out, int m0,
+                           int M, int n0, unsigned batch, int rowBase, int t,
+                           const EpilogueArgs &ep) {
   const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
 #pragma unroll
   for (int j = 0; j < Cfg::BN / 8; ++j)
@@ -303,18 +304,26 @@ KILN_INLINE void storeTile(const float (&acc)[kAccs], u32 shared, char *out,
     for (int h = 0; h < 2; ++h) {
       int r = rowBase + 8 * h, cl = 8 * j + 2 * t;
       int row = m0 + r, col = n0 + cl;
-      float v0 = 0.0f, v1 = 0.0f;
-      if (row < M) {
-        if (col < (int)Cfg::N)
-          v0 = kilnEpilogue(batch, row, col + kEpiCol, acc[4 * j + 2 * h], ep,
-                            Which);
-        if (col + 1 < (int)Cfg::N)
-          v1 = kilnEpilogue(batch, row, col + 1 + kEpiCol,
-                            acc[4 * j + 2 * h + 1], ep, Which);
+      float v[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float &a = acc[4 * j + 2 * h + e];
+        if (Pass == 1) {
+          v[e] = a;
+        } else if (row < M && col + e < (int)Cfg::N) {
+          if constexpr (Cfg::AUX_CODE != 0) {
+            float second =
+                kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 1);
+            v[e] = kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 0);
+            a = second;
+          } else {
+            v[e] = kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 0);
+          }
+        }
       }
       tc::storeStagedPair<Code>(shared + r * tc::outPitch<Bytes>() +
                                     cl * Bytes,
-                                v0, v1);
+                                v[0], v[1]);
     }
   consumerBarrier();
   tc::writeStaged<kConsumers * 128, Bytes, Vec>(shared, out, m0, M, n0,
