@@ -373,7 +373,7 @@ def calibrate(profiles, coverage=0.8, factor=2.0, table=None):
 def write_all(outputs):
     """{path: text}: every file to a temporary file beside it, then renamed,
     so that a failure leaves none of them half written."""
-    temps = []
+    temps, path = [], None
     try:
         for path, text in outputs.items():
             fd, temp = tempfile.mkstemp(prefix=".calibration-", dir=os.path.dirname(
@@ -387,8 +387,7 @@ def write_all(outputs):
         for temp, _ in temps:
             if os.path.exists(temp):
                 os.remove(temp)
-        raise CalibrationError(f"{getattr(e, 'filename', None) or path}: cannot write: "
-                               f"{e.strerror or e}")
+        raise CalibrationError(f"{path}: cannot write: {e.strerror or e}")
 
 
 def main(argv=None):
