@@ -390,6 +390,36 @@ def write_all(outputs):
         raise CalibrationError(f"{path}: cannot write: {e.strerror or e}")
 
 
+def default_table():
+    return next((p for p in TARGET_TABLES if os.path.exists(p)), None)
+
+
+def report_files(profiles, md=None, json_path=None, ini=None, coverage=0.8, factor=2.0,
+                 table_path=None):
+    """The report of loaded profiles, written to the files named (all or
+    none); returns (report, markdown)."""
+    text, table = None, None
+    if table_path:
+        try:
+            text, table = read_table(table_path)
+        except OSError as e:
+            raise CalibrationError(f"{table_path}: cannot read: {e.strerror or e}")
+    report = calibrate(profiles, coverage, factor, table)
+    report["target_table"] = table_path
+    page = markdown(report)
+    outputs = {}
+    if md:
+        outputs[md] = page
+    if json_path:
+        outputs[json_path] = json.dumps(report, indent=1) + "\n"
+    if ini:
+        if text is None:
+            raise CalibrationError("--ini: no target table (gpus.ini) to start from")
+        outputs[ini] = calibrated_table(text, report["suggestions"])
+    write_all(outputs)
+    return report, page
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("profiles", nargs="+", metavar="PROFILE.json")
@@ -407,31 +437,12 @@ def main(argv=None):
         ap.error("--coverage must be in (0, 1] and --factor at least 1")
     try:
         profiles = [load_profile(p) for p in args.profiles]
-        table_path = args.target_table or next(
-            (p for p in TARGET_TABLES if os.path.exists(p)), None)
-        text, table = None, None
-        if table_path:
-            try:
-                text, table = read_table(table_path)
-            except OSError as e:
-                raise CalibrationError(f"{table_path}: cannot read: {e.strerror or e}")
-        report = calibrate(profiles, args.coverage, args.factor, table)
-        report["target_table"] = table_path
-        md = markdown(report)
-        outputs = {}
-        if args.md:
-            outputs[args.md] = md
-        if args.json:
-            outputs[args.json] = json.dumps(report, indent=1) + "\n"
-        if args.ini:
-            if text is None:
-                raise CalibrationError("--ini: no target table (gpus.ini) to start from")
-            outputs[args.ini] = calibrated_table(text, report["suggestions"])
-        write_all(outputs)
+        _, page = report_files(profiles, args.md, args.json, args.ini, args.coverage,
+                               args.factor, args.target_table or default_table())
     except CalibrationError as e:
         print(f"calibration.py: error: {e}", file=sys.stderr)
         return 2
-    sys.stdout.write(md)
+    sys.stdout.write(page)
     return 0
 
 
