@@ -56,6 +56,13 @@ The compile phase (only when named in --phase): torch.compile(mode=
 --compile-mode) of the bf16 PyTorch baseline of the models marked compile
 (ResNet-50 at batch 32), in a process group killed at the phase's budget.
 
+After the GEMM and the benchmark phases, issue 13's calibration
+(calibration.py) over this run's measured profiles that carry estimates
+(profile-*.json of the variants marked profile): one verdict line per
+profiled variant in the log and the table, and OUT/calibration.md,
+calibration.json and calibration.ini (the target table with the suggested
+figures). Without measured profiles (emu) one line says so.
+
 Ends with the tables (GEMM; benchmarks; top-1), also written to
 OUT/table.txt with OUT/results.json and OUT/kiln-run-logs.tar.gz (kiln-run's
 output per artifact: per-kernel times; profile and trace JSON) when --out or
@@ -195,6 +202,7 @@ class Check:
         self.rows = []
         self.top1_rows = []
         self.gemm_rows = []
+        self.calibration_lines = []
         self.peaks = self.manifest.get("peaks_tflops", {})
 
     def left(self):
@@ -339,6 +347,44 @@ class Check:
             self.torch_rows(m, onnx_path, rundir, tdev)
         for v in m["variants"]:
             self.kiln_variant(m, v, work, rundir, weights)
+
+    def calibrate(self, models, since):
+        """Issue 13: calibration.py over the profiles written since `since`
+        that have measured times and estimates; OUT/calibration.*."""
+        import calibration
+        profiles, skipped = [], []
+        for m in models:
+            work = os.path.join(self.args.work, m["name"])
+            for f in sorted(os.listdir(work)) if os.path.isdir(work) else []:
+                path = os.path.join(work, f)
+                if (f.startswith("profile-") and f.endswith(".json")
+                        and os.path.getmtime(path) >= since):
+                    try:
+                        profiles.append(calibration.load_profile(path))
+                    except calibration.CalibrationError as e:
+                        skipped.append(str(e))
+        if not profiles:
+            self.calibration_lines = [
+                f"calibration (issue 13): no measured profile with estimates: {len(skipped)} "
+                f"profile(s), skipped (first: {skipped[0]})" if skipped else
+                "calibration (issue 13): no profiles in this run"]
+        else:
+            out = self.args.out
+            try:
+                if out:
+                    os.makedirs(out, exist_ok=True)
+                report, _ = calibration.report_files(
+                    profiles, *(os.path.join(out, "calibration." + ext) if out else None
+                                for ext in ("md", "json", "ini")),
+                    table_path=calibration.default_table())
+                self.calibration_lines = [calibration.verdict_line(r) for r in report["models"]]
+            except calibration.CalibrationError as e:  # an unwritable OUT
+                self.calibration_lines = [f"calibration: {e}"]
+            if skipped:
+                self.calibration_lines.append(f"calibration: {len(skipped)} profile(s) "
+                                              f"skipped; first: {skipped[0]}")
+        for line in self.calibration_lines:
+            log(line)
 
     # --- GEMM phase ------------------------------------------------------
 
@@ -776,6 +822,8 @@ def main():
             parts.append("Top-1 phase: one seeded N(0, 1) batch, onnxruntime fp32 reference, "
                          "one kiln-run per artifact\n\n" + check.top1_table()
                          + f"\n\n({times.get('top1', 0):.0f} s)")
+        if check.calibration_lines:
+            parts.append("\n".join(check.calibration_lines))
         table = "\n\n".join(parts)
         total = time.time() - start
         text = ("\n".join(header) + "\n\n" + table + f"\n\n({total:.0f} s in all"
@@ -815,6 +863,8 @@ def main():
         if phase == "top1":
             check.top1_phase(by_phase["top1"])
         times[phase] = time.time() - check.start
+        if phase in ("gemm", "bench"):
+            check.calibrate(models, start)
         report(todo)
     if not check.rows and not check.gemm_rows and not check.top1_rows:
         report([])

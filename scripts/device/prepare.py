@@ -30,7 +30,8 @@ gemm-8192 in bf16, each with an emu estimate (kiln-run --profile
 --no-estimates skips it). Then the benchmarks: ResNet-50 at batch 32 ({fp32,
 bf16} x {fused, unfused}; bf16 fused also profiled on the GPU, with an emu
 estimate), ResNet-50 at batch 1 (fp32 and bf16 fused), both against PyTorch
-eager, the encoder layer at batch 32 (the four variants, against PyTorch),
+eager, the encoder layer at batch 32 (the four variants, against PyTorch;
+bf16 fused profiled like ResNet-50's),
 and the batch-1 numerics of SqueezeNet, ShuffleNet and the encoder (fp32,
 fused). --nhwc adds ResNet-50 fused in NHWC in both precisions
 (--layout=nhwc: 10x slower than NCHW on the H200 with the scalar
@@ -75,8 +76,9 @@ FOUR = [
 ]
 FUSED32 = [FOUR[1]]
 BF16_FUSED = [FOUR[3]]
-# ResNet-50 at batch 32: bf16 fused also gets kiln-run --profile on the
-# GPU (issue 13: measured per-kernel times), beside an emu estimate made here.
+# ResNet-50 and the encoder at batch 32: bf16 fused also gets kiln-run
+# --profile on the GPU (issue 13: measured per-kernel times), beside an emu
+# estimate made here; device_check.py's calibration compares the two.
 PROFILED = [FOUR[0], FOUR[1], FOUR[2],
             FOUR[3] + (dict(profile=True, estimate=True),)]
 NHWC = [
@@ -116,7 +118,7 @@ FULL = [
     ("gemm-8192", "gemm-8192x8192x8192", 1, [GEMM_BF16], None, "gemm"),
     ("resnet50-b32", "resnet50", 32, PROFILED, "resnet50", "bench"),
     ("resnet50-b1", "resnet50", 1, FUSED32 + BF16_FUSED, "resnet50", "bench"),
-    ("encoder-b32", "encoder", 32, FOUR, "encoder", "bench"),
+    ("encoder-b32", "encoder", 32, PROFILED, "encoder", "bench"),
     ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
     ("shufflenet-b1", "shufflenet", 1, FUSED32, None, "bench"),
     ("encoder-b1", "encoder", 1, FUSED32, None, "bench"),
@@ -140,6 +142,8 @@ SCRIPTS = [
     "scripts/device/gemm_check.py",
     "scripts/device/bench_cli.py",
     "scripts/device/device_check.py",
+    "scripts/device/calibration.py",
+    "runtime/targets/gpus.ini",  # calibration.py's current figures
     "scripts/device/torch_baselines.py",
     "scripts/device/membound_bench.py",
     "scripts/rebatch.py",
