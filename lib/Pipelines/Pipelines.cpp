@@ -129,7 +129,8 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
         // turns their regions into template kernels.
         "kiln-assign-layout{{layout={0} precision={1} "
         "tensor-core-convs={5}}, "
-        "kiln-lower-precision{{precision={1}{2} f32-head-layers={4}}{3}",
+        "kiln-lower-precision{{precision={1}{2} f32-head-layers={4} "
+        "residual-precision={6}}{3}",
         options.layout, options.precision,
         options.ioPrecision.empty() ? "" : " io-precision=" + options.ioPrecision,
         options.fuse ? std::string(", func.func(kiln-fuse{attention=") +
@@ -139,7 +140,8 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
                            "})"
                      : std::string(),
         options.f32HeadLayers,
-        options.contractionKernels ? "true" : "false");
+        options.contractionKernels ? "true" : "false",
+        options.residualPrecision);
   case Phase::Linalg:
     // Matmul regions become template kernels (NVRTC); the other fusion
     // regions become one linalg.generic each right after lowering.

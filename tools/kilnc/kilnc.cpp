@@ -101,6 +101,13 @@ cl::opt<unsigned> f32HeadLayers(
     cl::desc("With --precision=tf32|bf16|fp16: keep the last N layers of "
              "matmuls/convolutions before the outputs in f32 (default: 0)"),
     cl::init(0), cl::cat(passCategory()));
+cl::opt<std::string> residualPrecision(
+    "residual-precision",
+    cl::desc("With --precision=bf16|fp16: values a contraction reads that "
+             "other ops read too (skip connections): f32 stores an exact "
+             "copy for them, low only the low-precision one, as PyTorch "
+             "autocast does (default: f32)"),
+    cl::init("f32"), cl::cat(passCategory()));
 cl::opt<bool> fuse("fuse",
                    cl::desc("Fuse ops into kernels; --fuse=false: one kernel "
                             "per op (default: true)"),
@@ -945,6 +952,10 @@ int main(int argc, char **argv) {
   pipelineOptions.tiledTranspose = tiledTranspose;
   pipelineOptions.reductionKernels = reductionKernels;
   pipelineOptions.f32HeadLayers = f32HeadLayers;
+  pipelineOptions.residualPrecision = residualPrecision;
+  if (!llvm::is_contained({"f32", "low"}, residualPrecision.getValue()))
+    return error("--residual-precision '" + residualPrecision +
+                 "' is not one of f32, low");
   if (!llvm::is_contained({"nchw", "nhwc", "auto"}, layout.getValue()))
     return error("--layout '" + layout + "' is not one of nchw, nhwc, auto");
   if (!llvm::is_contained({"fp32", "tf32", "bf16", "fp16"},

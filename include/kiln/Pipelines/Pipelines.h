@@ -84,6 +84,8 @@ struct PipelineOptions {
   std::string ioPrecision;
   /// Contraction layers before the outputs that stay f32 (0: none).
   int64_t f32HeadLayers = 0;
+  /// kiln-lower-precision's residual-precision: "f32" or "low".
+  std::string residualPrecision = "f32";
   bool fuse = true;
   /// Matmul regions become tiled tensor-core / FFMA kernels from the CUDA
   /// C++ templates (kiln-match-contractions) instead of generic kernels.

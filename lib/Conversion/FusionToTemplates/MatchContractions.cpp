@@ -445,6 +445,23 @@ LogicalResult Matcher::collectEpilogue(kiln::FusionOp fusion,
   return success();
 }
 
+/// A lossless widening cast (bf16 -> f32) of a region input: the epilogue
+/// reads the input itself (its loads convert to float exactly), so no
+/// kernel before this one writes the wide copy. Anything else computed in
+/// the region without the anchor is split off (materialize).
+Value Matcher::widenedInput(Value v, kiln::FusionOp fusion) {
+  if (auto cast = v.getDefiningOp<kiln::CastOp>(); cast && inRegion(v, fusion)) {
+    auto from = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getInput()));
+    auto to = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getType()));
+    if (from && to && kernelDType(from) && kernelDType(to) &&
+        APFloat::isRepresentableBy(from.getFloatSemantics(),
+                                   to.getFloatSemantics()))
+      if (Value source = contiguousSource(cast.getInput(), fusion))
+        return source;
+  }
+  return materialize(v, fusion);
+}
+
 FailureOr<EmittedEpilogue>
 Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
                             ArrayRef<Operation *> epilogue, Value result,
@@ -457,7 +474,7 @@ Matcher::emitRegionEpilogue(kiln::FusionOp fusion, Operation *anchor,
   auto substitute = [&](Value v) {
     if ((inRegion(v, fusion) || isView(v)) && !substitutions.count(v) &&
         !isSplatConstant(v))
-      substitutions[v] = materialize(v, fusion);
+      substitutions[v] = widenedInput(v, fusion);
   };
   if (accBias)
     substitute(accBias);

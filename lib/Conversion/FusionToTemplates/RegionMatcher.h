@@ -161,6 +161,10 @@ private:
   /// `v`, computed in `fusion` without its anchor, as the result of a new
   /// region placed before it (which kiln-collapse-fusions makes a kernel).
   mlir::Value materialize(mlir::Value v, kiln::FusionOp fusion);
+  /// What an epilogue reads for `v`, computed in `fusion` without its
+  /// anchor: the narrow input of a lossless widening cast (read as float),
+  /// else `v` materialised.
+  mlir::Value widenedInput(mlir::Value v, kiln::FusionOp fusion);
   /// The ops of the region that depend on `anchor`, each elementwise on
   /// its result's shape, in block order; fails when one is not, or when a
   /// result of the region does not depend on the anchor.

@@ -214,3 +214,22 @@ func.func @two_results(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>
   }
   return %0#0, %0#1 : tensor<8x8xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// A lossless widening cast of a region input (a bf16 skip connection that
+// the residual add reads in f32) is read in the epilogue as the bf16 input
+// itself: no kernel before this one writes an f32 copy.
+// CHECK-LABEL: func.func @widened_input(
+// CHECK-NOT:     kiln.fusion
+// CHECK:         kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%arg0, %arg1, %arg2 : tensor<8x8xbf16>, tensor<8x8xbf16>, tensor<8x8xbf16>)
+// CHECK-NOT:     kiln.fusion
+func.func @widened_input(%x: tensor<8x8xbf16>, %w: tensor<8x8xbf16>, %skip: tensor<8x8xbf16>) -> tensor<8x8xf32> {
+  %0 = kiln.fusion "matmul" -> tensor<8x8xf32> {
+    %s = kiln.cast %skip : tensor<8x8xbf16> -> tensor<8x8xf32>
+    %m = kiln.matmul %x, %w : tensor<8x8xbf16>, tensor<8x8xbf16> -> tensor<8x8xf32>
+    %a = kiln.add %m, %s : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+    kiln.yield %a : tensor<8x8xf32>
+  }
+  return %0 : tensor<8x8xf32>
+}

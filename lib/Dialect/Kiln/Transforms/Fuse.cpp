@@ -6,7 +6,9 @@
 //      producers when its result has that group's shape (the kernel's
 //      iteration space) and no other operand depends on the group (regions
 //      stay acyclic). Contractions, reductions and pooling thus absorb their
-//      bias, activation, residual add, scale and cast.
+//      bias, activation, residual add, scale and cast. A lossless widening
+//      cast (bf16 -> f32) does not: it is a prologue of its consumers
+//      (rule 3), so the producer stores the narrow value only.
 //   2. Short contractions into softmax. A softmax whose input is a matmul
 //      with a reduction of at most 64 (attention scores) absorbs it: the row
 //      kernel recomputes each score in its passes over the row, which costs
@@ -133,10 +135,24 @@ public:
   }
 
 private:
+  /// A bf16/f16 -> f32 cast (every value exact): it is free where its
+  /// result is read, so it runs in its consumers (rule 3) and the producer
+  /// stores the narrow value, not both. (tf32 -> f32, the second half of a
+  /// rounding pair, is not a storage type: it stays with its producer.)
+  static bool isLosslessWidening(Operation *op) {
+    auto cast = dyn_cast<CastOp>(op);
+    if (!cast)
+      return false;
+    Type from = getElementTypeOrSelf(cast.getInput());
+    return isa<BFloat16Type, Float16Type>(from) &&
+           getElementTypeOrSelf(cast.getType()).isF32();
+  }
+
   /// Step 1: each op starts a group or joins one as an epilogue.
   void place(Operation *op) {
     Role role = roleOf(op);
-    if (role == Role::Elementwise && op->getNumResults() == 1) {
+    if (role == Role::Elementwise && op->getNumResults() == 1 &&
+        !isLosslessWidening(op)) {
       for (Value operand : op->getOperands()) {
         Group *g = groupOfValue(operand);
         if (!g || g->size() >= kMaxOps ||

@@ -10,7 +10,9 @@
 //      result,
 //   3. f32-only ops (softmax, norms, reductions, transcendentals) that a
 //      low-precision model declared in bf16/f16 get f32 operands,
-//   4. casts to bf16/f16 hoisted above pure data movement and max pools,
+//   4. casts to bf16/f16 hoisted above pure data movement and max pools;
+//      with residual-precision=low, the other users of a narrowed value
+//      read it narrowed and widened back,
 //   5. lossless cast chains cancelled, duplicate casts merged, dead casts
 //      erased,
 //   6. casts of weights folded into new globals holding converted values.
@@ -259,9 +261,9 @@ DenseElementsAttr convertConstant(Attribute value, RankedTensorType type,
 class PrecisionLowering {
 public:
   PrecisionLowering(ModuleOp module, Precision precision, Type ioType,
-                    int64_t f32HeadLayers)
+                    int64_t f32HeadLayers, bool lowResiduals)
       : module(module), precision(precision), ioType(ioType),
-        f32HeadLayers(f32HeadLayers),
+        f32HeadLayers(f32HeadLayers), lowResiduals(lowResiduals),
         f32(Float32Type::get(module.getContext())) {
     MLIRContext *context = module.getContext();
     if (precision == Precision::BF16)
@@ -282,6 +284,8 @@ public:
         lowerContractions(func);
         widenF32OnlyOps(func);
         hoistNarrowingCasts(func);
+        if (lowResiduals && isLowFloat(lowType))
+          shareNarrowedValues(func);
       }
       cleanUpCasts(func);
     }
@@ -540,6 +544,43 @@ private:
     }
   }
 
+  /// Step 4b (residual-precision=low): an f32 value narrowed for a
+  /// contraction (a cast to the low type among its users) whose other
+  /// users read it in f32: they read the narrowed value widened back, so
+  /// only the low-precision copy needs storing. Returned values keep f32.
+  void shareNarrowedValues(func::FuncOp func) {
+    SmallVector<CastOp> narrowings;
+    for (CastOp cast : func.getBody().getOps<CastOp>())
+      if (cast.getType().getElementType() == lowType &&
+          elementTypeOf(cast.getInput()).isF32() &&
+          !isa<BlockArgument>(cast.getInput()))
+        narrowings.push_back(cast);
+    llvm::DenseSet<Value> done;
+    for (CastOp cast : narrowings) {
+      Value value = cast.getInput();
+      // The copy right after the value (castTo's) dominates every use.
+      if (!isRightAfterDefinition(cast) || !done.insert(value).second)
+        continue;
+      SmallVector<OpOperand *> others;
+      for (OpOperand &use : value.getUses()) {
+        Operation *user = use.getOwner();
+        auto userCast = dyn_cast<CastOp>(user);
+        if ((userCast && isLowFloat(userCast.getType().getElementType())) ||
+            isa<func::ReturnOp>(user) || user->getBlock() != cast->getBlock())
+          continue;
+        others.push_back(&use);
+      }
+      if (others.empty())
+        continue;
+      OpBuilder b(cast->getContext());
+      b.setInsertionPointAfter(cast);
+      auto widened = CastOp::create(b, cast.getLoc(), value.getType(),
+                                    cast.getResult());
+      for (OpOperand *use : others)
+        use->set(widened);
+    }
+  }
+
   /// Step 5: cast(cast(x)) through a lossless middle type becomes one cast
   /// (or x), a cast to its own type disappears, casts of one value to one
   /// type merge, and unused casts go.
@@ -717,6 +758,7 @@ private:
   Precision precision;
   Type ioType;
   int64_t f32HeadLayers;
+  bool lowResiduals;
   Type f32;
   Type lowType; // bf16, f16 or tf32; null for fp32
 };
@@ -753,7 +795,14 @@ struct LowerPrecisionPass
           << static_cast<int64_t>(f32HeadLayers) << " is negative";
       return signalPassFailure();
     }
-    PrecisionLowering(module, *parsed, ioType, f32HeadLayers).run();
+    if (residualPrecision != "f32" && residualPrecision != "low") {
+      module.emitError("kiln-lower-precision: residual-precision '")
+          << residualPrecision << "' is not one of f32, low";
+      return signalPassFailure();
+    }
+    PrecisionLowering(module, *parsed, ioType, f32HeadLayers,
+                      residualPrecision == "low")
+        .run();
   }
 };
 

@@ -313,3 +313,31 @@ func.func @shared_cast_through_slices(%p: tensor<32xf32>, %x: tensor<2x4xbf16>) 
   %m1 = kiln.matmul %x, %w1 : tensor<2x4xbf16>, tensor<4x4xbf16> -> tensor<2x4xf32>
   return %m0, %m1 : tensor<2x4xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Rule 1's exception: a lossless widening cast (bf16 -> f32, a skip
+// connection with kiln-lower-precision's residual-precision=low) does not
+// join its producer's region, which would then store the f32 copy as well:
+// it is cloned into its consumer (rule 3), which reads the bf16 value. A
+// narrowing cast still joins its producer.
+// CHECK-LABEL: func.func @widening_cast_is_a_prologue(
+// CHECK:         %[[A:.*]] = kiln.fusion "matmul" -> tensor<2x4xbf16> {
+// CHECK:           kiln.matmul
+// CHECK-NEXT:      kiln.relu
+// CHECK-NEXT:      kiln.cast {{.*}} : tensor<2x4xf32> -> tensor<2x4xbf16>
+// CHECK-NEXT:      kiln.yield {{.*}} : tensor<2x4xbf16>
+// CHECK:         kiln.fusion "matmul" -> tensor<2x4xf32> {
+// CHECK-NEXT:      %[[W:.*]] = kiln.cast %[[A]] : tensor<2x4xbf16> -> tensor<2x4xf32>
+// CHECK-NEXT:      %[[M:.*]] = kiln.matmul %[[A]]
+// CHECK-NEXT:      kiln.add %[[M]], %[[W]]
+// CHECK-NOT:     kiln.fusion
+func.func @widening_cast_is_a_prologue(%x: tensor<2x4xbf16>, %w: tensor<4x4xbf16>) -> tensor<2x4xf32> {
+  %a = kiln.matmul %x, %w : tensor<2x4xbf16>, tensor<4x4xbf16> -> tensor<2x4xf32>
+  %r = kiln.relu %a : tensor<2x4xf32>
+  %n = kiln.cast %r : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %f = kiln.cast %n : tensor<2x4xbf16> -> tensor<2x4xf32>
+  %b = kiln.matmul %n, %w : tensor<2x4xbf16>, tensor<4x4xbf16> -> tensor<2x4xf32>
+  %s = kiln.add %b, %f : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  return %s : tensor<2x4xf32>
+}

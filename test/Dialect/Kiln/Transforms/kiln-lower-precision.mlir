@@ -3,6 +3,7 @@
 // RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=tf32})" | FileCheck %s --check-prefix=TF32
 // RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=fp32})" | FileCheck %s --check-prefix=FP32
 // RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 io-precision=bf16})" | FileCheck %s --check-prefix=IO
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 residual-precision=low})" | FileCheck %s --check-prefix=LOWRES
 
 // Running the pass twice changes nothing the second time, in every mode.
 // RUN: for p in bf16 fp16 tf32; do \
@@ -13,6 +14,8 @@
 // Bad option values: one line naming the option, non-zero exit.
 // RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=int8})" 2>&1 | FileCheck %s --check-prefix=BADP
 // RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 io-precision=tf32})" 2>&1 | FileCheck %s --check-prefix=BADIO
+// RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 residual-precision=bf16})" 2>&1 | FileCheck %s --check-prefix=BADRES
+// BADRES: residual-precision 'bf16' is not one of f32, low
 // BADP: error: kiln-lower-precision: precision 'int8' is not one of fp32, tf32, bf16, fp16
 // BADIO: error: kiln-lower-precision: io-precision 'tf32' is not one of fp32, bf16, fp16
 // RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 f32-head-layers=-1})" 2>&1 | FileCheck %s --check-prefix=BADHEAD
@@ -216,6 +219,32 @@ func.func @max_pool(%x: tensor<1x2x4x4xf32>, %f: tensor<2x2x1x1xf32>, %h: tensor
 // BF16:            kiln.conv %[[AL]], %{{.*}} {{.*}} : (tensor<1x2x2x2xbf16>, tensor<2x2x1x1xbf16>) -> tensor<1x2x2x2xf32>
 // BF16:            kiln.pool <max> %[[H]] {{.*}} : tensor<1x2x4x4xbf16> -> tensor<1x2x2x2xbf16>
 // BF16:            kiln.pool <avg> %[[HW]] {{.*}} : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+
+// -----
+
+// A value a contraction reads narrowed and an add reads as it is (a skip
+// connection): by default the add reads the exact f32 value; with
+// residual-precision=low it reads the narrowed copy widened back, so only
+// the bf16 copy needs storing. A returned value keeps f32.
+func.func @residual(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %a = kiln.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %r = kiln.relu %a : tensor<2x4xf32>
+  %b = kiln.matmul %r, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %s = kiln.add %b, %r : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  return %s, %r : tensor<2x4xf32>, tensor<2x4xf32>
+}
+// CHECK-LABEL:   func.func @residual(
+// BF16:            %[[R:.*]] = kiln.relu
+// BF16:            %[[RL:.*]] = kiln.cast %[[R]] : tensor<2x4xf32> -> tensor<2x4xbf16>
+// BF16:            %[[B:.*]] = kiln.matmul %[[RL]]
+// BF16:            kiln.add %[[B]], %[[R]]
+// LOWRES-LABEL:    func.func @residual(
+// LOWRES:            %[[R:.*]] = kiln.relu
+// LOWRES-NEXT:       %[[RL:.*]] = kiln.cast %[[R]] : tensor<2x4xf32> -> tensor<2x4xbf16>
+// LOWRES-NEXT:       %[[RW:.*]] = kiln.cast %[[RL]] : tensor<2x4xbf16> -> tensor<2x4xf32>
+// LOWRES:            %[[B:.*]] = kiln.matmul %[[RL]]
+// LOWRES:            %[[S:.*]] = kiln.add %[[B]], %[[RW]]
+// LOWRES:            return %[[S]], %[[R]]
 
 // -----
 
