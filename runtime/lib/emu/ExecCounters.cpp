@@ -170,8 +170,12 @@ void BlockRunner::countAccess(Space space, const uint64_t *address,
     // Accesses are at most 16 bytes a lane: two sectors at most each.
     uint64_t sectors[64];
     unsigned n = 0;
+    // The distinct bytes the lanes asked for: a byte several lanes read
+    // (a broadcast) is one useful byte, so coalescing stays <= 1.
+    std::pair<uint64_t, uint64_t> spans[32];
+    unsigned lanesSeen = 0;
     forLanes(globalLanes, [&](unsigned l) {
-      perf.globalBytesRequested += bytes[l];
+      spans[lanesSeen++] = {where[l], where[l] + bytes[l]};
       uint64_t first = where[l] / kSectorBytes;
       uint64_t last = (where[l] + bytes[l] - 1) / kSectorBytes;
       for (uint64_t s = first; s <= last && n < 64; ++s)
@@ -182,6 +186,16 @@ void BlockRunner::countAccess(Space space, const uint64_t *address,
     if (!std::is_sorted(sectors, sectors + n))
       std::sort(sectors, sectors + n);
     n = static_cast<unsigned>(std::unique(sectors, sectors + n) - sectors);
+    if (!std::is_sorted(spans, spans + lanesSeen))
+      std::sort(spans, spans + lanesSeen);
+    uint64_t covered = 0, end = 0;
+    for (unsigned i = 0; i < lanesSeen; ++i) {
+      uint64_t from = std::max(spans[i].first, end);
+      if (spans[i].second > from)
+        covered += spans[i].second - from;
+      end = std::max(end, spans[i].second);
+    }
+    perf.globalBytesRequested += covered;
     ++perf.globalAccesses;
     perf.globalSectors += n;
     for (unsigned i = 0; i < n; ++i) {

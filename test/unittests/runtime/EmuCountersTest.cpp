@@ -140,6 +140,25 @@ TEST(EmuCountersTest, CoalescedCopy) {
   EXPECT_EQ(s.blocksRun, blocks);
 }
 
+// Every lane reading the same float (a broadcast, as an epilogue's
+// per-column scale is for the 8 lanes sharing a column) asks for those 4
+// bytes once per warp access: one sector, 4 useful bytes, so coalescing
+// stays <= 1 (counting each lane's 4 bytes would give 128 / 32 = 4).
+TEST(EmuCountersTest, BroadcastLoadCountsBytesOnce) {
+  const unsigned blocks = 2, threads = 64, n = blocks * threads;
+  std::vector<uint8_t> in(64, 0), out(n * 4, 0);
+  Counted r = runCounted(copyKernel(0), "copy", {blocks, 1, 1},
+                         {threads, 1, 1}, {&in, &out});
+  ASSERT_EQ(r.error, "<success>");
+  const emu::LaunchStats &s = r.stats;
+  const uint64_t warps = n / 32;
+  EXPECT_EQ(s.globalAccesses, 2 * warps);
+  // Loads: 4 bytes in 1 sector a warp; stores: 128 bytes in 4 sectors.
+  EXPECT_EQ(s.globalBytesRequested, warps * 4 + warps * 128);
+  EXPECT_EQ(s.globalSectors, warps * 1 + warps * 4);
+  EXPECT_LE(s.globalBytesRequested, s.globalSectors * 32);
+}
+
 // Reading with a stride of 32 floats (128 bytes) puts every lane in a
 // sector of its own: 32 sectors for 128 requested bytes per warp load.
 TEST(EmuCountersTest, StridedCopy) {
