@@ -415,6 +415,22 @@ KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0,
 /// expressions (the two calls are adjacent, so the compiler shares their
 /// loads and arithmetic), and leaves it in `acc` for pass 1, which stores
 /// it. The caller synchronises before (the staging space is free).
+/// Pass `Pass`'s value of accumulator `a` at (row, col) (storeTile's
+/// passes; shared with the wgmma kernel).
+template <int Pass>
+KILN_INLINE float outputOf(float &a, unsigned batch, int row, int col,
+                           const EpilogueArgs &ep) {
+  if (Pass == 1)
+    return a;
+  if constexpr (Cfg::AUX_CODE != 0) {
+    float second = kilnEpilogue(batch, row, col, a, ep, 1);
+    float v = kilnEpilogue(batch, row, col, a, ep, 0);
+    a = second;
+    return v;
+  }
+  return kilnEpilogue(batch, row, col, a, ep, 0);
+}
+
 template <int Pass, int Code, int Bytes, int Vec>
 KILN_INLINE void storeTile(float (&acc)[kMI][kNI][4], u32 shared, char *out,
                            int m0, int n0, int M, unsigned batch, int wm,
@@ -431,21 +447,10 @@ KILN_INLINE void storeTile(float (&acc)[kMI][kNI][4], u32 shared, char *out,
         int row = m0 + r, col = n0 + cl;
         float v[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float &a = acc[mi][ni][2 * h + e];
-          if (Pass == 1) {
-            v[e] = a;
-          } else if (row < M && col + e < (int)Cfg::N) {
-            if constexpr (Cfg::AUX_CODE != 0) {
-              float second = kilnEpilogue(batch, row, col + e + kEpiCol, a,
-                                          ep, 1);
-              v[e] = kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 0);
-              a = second;
-            } else {
-              v[e] = kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 0);
-            }
-          }
-        }
+        for (int e = 0; e < 2; ++e)
+          if (Pass == 1 || (row < M && col + e < (int)Cfg::N))
+            v[e] = outputOf<Pass>(acc[mi][ni][2 * h + e], batch, row,
+                                  col + e + kEpiCol, ep);
         storeStagedPair<Code>(shared + r * outPitch<Bytes>() + cl * Bytes,
                               v[0], v[1]);
       }

@@ -306,21 +306,10 @@ KILN_INLINE void storeTile(float (&acc)[kAccs], u32 shared, char *out, int m0,
       int row = m0 + r, col = n0 + cl;
       float v[2] = {0.0f, 0.0f};
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float &a = acc[4 * j + 2 * h + e];
-        if (Pass == 1) {
-          v[e] = a;
-        } else if (row < M && col + e < (int)Cfg::N) {
-          if constexpr (Cfg::AUX_CODE != 0) {
-            float second =
-                kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 1);
-            v[e] = kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 0);
-            a = second;
-          } else {
-            v[e] = kilnEpilogue(batch, row, col + e + kEpiCol, a, ep, 0);
-          }
-        }
-      }
+      for (int e = 0; e < 2; ++e)
+        if (Pass == 1 || (row < M && col + e < (int)Cfg::N))
+          v[e] = tc::outputOf<Pass>(acc[4 * j + 2 * h + e], batch, row,
+                                    col + e + kEpiCol, ep);
       tc::storeStagedPair<Code>(shared + r * tc::outPitch<Bytes>() +
                                     cl * Bytes,
                                 v[0], v[1]);
