@@ -165,6 +165,14 @@ inline double activate(Activation act, double v, const Epilogue &e) {
   return v;
 }
 
+/// The relative rounding of storing in `type`: half an ulp of bf16 (2^-8)
+/// or f16 (2^-11), none for f32.
+inline double outputRounding(DType type) {
+  return type == DType::BF16  ? std::ldexp(1.0, -8)
+         : type == DType::F16 ? std::ldexp(1.0, -11)
+                              : 0;
+}
+
 /// The exact epilogue of one output and the bound on the kernel's error
 /// (see the file comment): `acc` and `mag` are the exact sum and the sum
 /// of |products| over `k` terms; sc, bi, rs the scale, bias and
@@ -178,9 +186,7 @@ inline std::pair<double, double> referenceOutput(const Epilogue &e, DType outTyp
                (std::fabs(e.alpha * sc) * mag + std::fabs(bi) + std::fabs(rs));
   if (e.activation != Activation::None)
     err = 1.13 * err + 4 * u * std::fabs(out) + 1e-7;
-  double ulp = outType == DType::BF16  ? std::ldexp(1.0, -8)
-               : outType == DType::F16 ? std::ldexp(1.0, -11)
-                                       : 0;
+  double ulp = outputRounding(outType);
   err += ulp * (std::fabs(out) + err);
   return {out, err};
 }
@@ -394,9 +400,7 @@ inline std::vector<double> runCase(const Case &c, const std::string &name = "k")
             (std::fabs(e.alpha * sc) * mag + std::fabs(bi) + std::fabs(rs));
         if (e.activation != Activation::None)
           err = 1.13 * err + 4 * u * std::fabs(out) + 1e-7;
-        double ulp = p.outputType == DType::BF16  ? std::ldexp(1.0, -8)
-                     : p.outputType == DType::F16 ? std::ldexp(1.0, -11)
-                                                  : 0;
+        double ulp = outputRounding(p.outputType);
         err += ulp * (std::fabs(out) + err);
         ref[ci] = out;
         bound[ci] = err;
@@ -430,9 +434,7 @@ inline std::vector<double> runCase(const Case &c, const std::string &name = "k")
                         << ref[ci] << " (bound " << bound[ci] << ")";
         if (e.aux) {
           double want = std::max(ref[ci], 0.0);
-          double ulp = e.auxType == DType::BF16  ? std::ldexp(1.0, -8)
-                       : e.auxType == DType::F16 ? std::ldexp(1.0, -11)
-                                                 : 0;
+          double ulp = outputRounding(e.auxType);
           double auxBound = bound[ci] + ulp * (want + bound[ci]);
           double auxGot = readOut(auxBytes, ci, e.auxType);
           if (!(std::fabs(auxGot - want) <= auxBound) && reported++ < 8)

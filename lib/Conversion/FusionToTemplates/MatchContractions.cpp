@@ -450,15 +450,10 @@ LogicalResult Matcher::collectEpilogue(kiln::FusionOp fusion,
 /// kernel before this one writes the wide copy. Anything else computed in
 /// the region without the anchor is split off (materialize).
 Value Matcher::widenedInput(Value v, kiln::FusionOp fusion) {
-  if (auto cast = v.getDefiningOp<kiln::CastOp>(); cast && inRegion(v, fusion)) {
-    auto from = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getInput()));
-    auto to = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getType()));
-    if (from && to && kernelDType(from) && kernelDType(to) &&
-        APFloat::isRepresentableBy(from.getFloatSemantics(),
-                                   to.getFloatSemantics()))
-      if (Value source = contiguousSource(cast.getInput(), fusion))
-        return source;
-  }
+  if (auto cast = v.getDefiningOp<kiln::CastOp>();
+      cast && inRegion(v, fusion) && cast.isStorageWidening())
+    if (Value source = contiguousSource(cast.getInput(), fusion))
+      return source;
   return materialize(v, fusion);
 }
 

@@ -1,6 +1,7 @@
 """Compile an ONNX model with kilnc, count what its PTX does, run it on emu.
 
-Shared by the kernel-mapping tests (row_kernels.py, membound_kernels.py):
+Shared by the kernel-mapping tests (row_kernels.py, membound_kernels.py,
+vectorized_kernels.py):
 each builds a model, asks for its artifact and PTX with the flags under
 test, runs the artifact on the emulator with its inputs, and compares the
 outputs with its own float64 reference.

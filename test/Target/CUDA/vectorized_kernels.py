@@ -28,14 +28,14 @@ CPU kernels); integers 0 (exact).
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+from emu_harness import compile_and_run, count
 
 F = TensorProto.FLOAT
 F16 = TensorProto.FLOAT16
@@ -141,10 +141,6 @@ def inputs_for(m):
     return feeds
 
 
-def run(command):
-    return subprocess.run(command, capture_output=True, text=True)
-
-
 def check(args, name, m, bound):
     work = os.path.join(args.workdir, name)
     os.makedirs(work, exist_ok=True)
@@ -162,29 +158,12 @@ def check(args, name, m, bound):
             flags = flags + ["--tiled-transpose=false"]
         out = os.path.join(work, variant)
         os.makedirs(out, exist_ok=True)
-        artifact = os.path.join(out, "m.kiln")
-        ptx = os.path.join(out, "m.ptx")
-        built = run([args.kilnc, path, "-o", artifact] + flags)
-        emitted = run([args.kilnc, path, "--emit=ptx", "-o", ptx] + flags)
-        if built.returncode or emitted.returncode:
-            error = (built.stderr or emitted.stderr).strip().splitlines()[:1]
-            print(f"{name} {variant}: kilnc failed: {error} FAIL")
+        text = compile_and_run(args, f"{name} {variant}", path, flags, feeds, out)
+        if text is None:
             ok = False
             continue
-        text = open(ptx).read()
-        loads = len(re.findall(r"\bld\.global\.v[248]\.", text))
-        stores = len(re.findall(r"\bst\.global\.v[248]\.", text))
-        command = [args.kiln_run, artifact, "--device", "emu", "-o", out]
-        for input_name, data in feeds.items():
-            file = os.path.join(out, f"{input_name}.npy")
-            np.save(file, data)
-            command += ["-i", f"{input_name}={file}"]
-        ran = run(command)
-        if ran.returncode != 0:
-            print(f"{name} {variant}: kiln-run failed: "
-                  f"{ran.stderr.strip().splitlines()[:1]} FAIL")
-            ok = False
-            continue
+        loads = count(text, r"\bld\.global\.v[248]\.")
+        stores = count(text, r"\bst\.global\.v[248]\.")
         worst = 0.0
         for output, expected in reference.items():
             got = np.load(os.path.join(out, f"{output}.npy"))

@@ -265,6 +265,12 @@ OpFoldResult SelectOp::fold(FoldAdaptor adaptor) {
 // Cast
 //===----------------------------------------------------------------------===//
 
+bool CastOp::isStorageWidening() {
+  return isa<BFloat16Type, Float16Type>(
+             getElementTypeOrSelf(getInput().getType())) &&
+         getElementTypeOrSelf(getType()).isF32();
+}
+
 LogicalResult CastOp::verify() {
   if (getInput().getType().getShape() != getType().getShape())
     return emitOpError("changes the shape from ")

@@ -135,17 +135,13 @@ public:
   }
 
 private:
-  /// A bf16/f16 -> f32 cast (every value exact): it is free where its
-  /// result is read, so it runs in its consumers (rule 3) and the producer
-  /// stores the narrow value, not both. (tf32 -> f32, the second half of a
-  /// rounding pair, is not a storage type: it stays with its producer.)
+  /// A bf16/f16 -> f32 cast is free where its result is read, so it runs
+  /// in its consumers (rule 3) and the producer stores the narrow value, not
+  /// both. (tf32 -> f32, the second half of a rounding pair, is not one: it
+  /// stays with its producer.)
   static bool isLosslessWidening(Operation *op) {
     auto cast = dyn_cast<CastOp>(op);
-    if (!cast)
-      return false;
-    Type from = getElementTypeOrSelf(cast.getInput());
-    return isa<BFloat16Type, Float16Type>(from) &&
-           getElementTypeOrSelf(cast.getType()).isF32();
+    return cast && cast.isStorageWidening();
   }
 
   /// Step 1: each op starts a group or joins one as an epilogue.

@@ -35,6 +35,12 @@ struct GemmPlan {
   runtime::Dim3 grid, block;
 };
 
+/// The most elements (a power of two, at most 16 bytes) one access may
+/// move when every start is a multiple of `ld` and `batchStride` elements
+/// from a base aligned to `align` bytes.
+uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
+                        uint32_t align);
+
 /// The plan; its fields are meaningful only when unsupportedReason is empty.
 GemmPlan planGemm(const GemmProblem &problem, const GemmConfig &config);
 

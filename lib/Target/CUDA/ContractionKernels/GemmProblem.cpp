@@ -67,9 +67,8 @@ namespace {
 
 bool isPowerOfTwo(uint64_t v) { return v && !(v & (v - 1)); }
 
-/// The most elements (a power of two, at most 16 bytes) one access may
-/// move when every start is a multiple of `ld` and `batchStride` elements
-/// from a base aligned to `align` bytes.
+} // namespace
+
 uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
                         uint32_t align) {
   uint32_t vec = 16 / elemBytes;
@@ -78,8 +77,6 @@ uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
     vec /= 2;
   return vec;
 }
-
-} // namespace
 
 uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
   return smVersion >= 90 ? 227 * 1024 : 163 * 1024;

@@ -128,14 +128,12 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        ", OUT_BYTES = " + i(plan.outBytes) +
        ", OUT_CODE = " + i(dtypeCode(p.outputType)) + ";\n";
   // The second output (0: none): stored with C's strides, its own vector
-  // width (the arena's 256-byte alignment, C's leading dimension and batch
-  // stride).
+  // width (its buffer is a fresh one: the arena's alignment, at least 16).
   uint32_t auxBytes = e.aux ? dtypeBytes(e.auxType) : 0;
-  uint32_t vecAux = 1;
-  while (auxBytes && vecAux * 2 * auxBytes <= 16 &&
-         p.ldcOrPacked() % (vecAux * 2) == 0 &&
-         (p.batch == 1 || p.batchStrideC % (vecAux * 2) == 0))
-    vecAux *= 2;
+  uint32_t vecAux =
+      auxBytes ? vectorElements(auxBytes, p.ldcOrPacked(),
+                                p.batch > 1 ? p.batchStrideC : 0, 16)
+               : 1;
   s += "  static constexpr int AUX_CODE = " +
        i(e.aux ? dtypeCode(e.auxType) : 0) + ", AUX_BYTES = " + i(auxBytes) +
        ", VEC_AUX = " + i(vecAux) + ";\n";

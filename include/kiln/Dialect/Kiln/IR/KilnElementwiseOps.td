@@ -244,6 +244,12 @@ def Kiln_CastOp : Kiln_Op<"cast", [Elementwise]> {
   let hasVerifier = 1;
   let hasFolder = 1;
   let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    /// bf16 or f16 to f32: every value exact and free where it is read
+    /// (kiln-fuse runs it in its consumers; template epilogues read the
+    /// narrow input).
+    bool isStorageWidening();
+  }];
 }
 
 #endif // KILN_DIALECT_KILN_IR_KILNELEMENTWISEOPS_TD
