@@ -101,6 +101,7 @@ constexpr OpName kOps[] = {
     {"elect", Op::Elect},
     {"mbarrier", Op::Mbarrier},
     {"wgmma", Op::Wgmma},
+    {"mapa", Op::Mapa},
     {"prefetch", Op::Membar},
     {"prefetchu", Op::Membar},
 };
@@ -339,6 +340,10 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     break;
   case Op::BulkCopy:
     if (Error err = decodeBulkCopyOperands(d))
+      return err;
+    break;
+  case Op::Mapa:
+    if (Error err = decodeClusterOperands(d))
       return err;
     break;
   case Op::Bra: {

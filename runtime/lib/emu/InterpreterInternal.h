@@ -122,6 +122,12 @@ private:
   uint64_t *warpRegs(unsigned w) {
     return regs.data() + static_cast<size_t>(w) * numSlots * 32;
   }
+  /// The block's rank in its cluster (%cluster_ctarank).
+  uint32_t clusterRank(Dim3 id) const {
+    return id.x % spec.cluster.x +
+           spec.cluster.x * (id.y % spec.cluster.y +
+                             spec.cluster.y * (id.z % spec.cluster.z));
+  }
   bool runWarp(unsigned w);
   bool fault(unsigned warp, unsigned lane, uint32_t pc, std::string what) {
     if (!faultState.raised) {
@@ -275,6 +281,9 @@ private:
   };
   std::vector<PendingBulk> pendingBulk;
   bool bulkCopy(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
+  /// mapa (ExecCluster.cpp).
+  bool mapAddress(unsigned w, uint32_t pc, const Instruction &in,
+                  uint32_t exec);
 
   // wgmma (ExecWgmma.cpp).
   bool wgmma(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);

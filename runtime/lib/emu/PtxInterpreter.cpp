@@ -126,7 +126,31 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
         case Special::TotalSmemSize:
           v = sharedBytes;
           break;
-        default: // ctaid: per block
+        case Special::ClusterNctaidX:
+          v = spec.cluster.x;
+          break;
+        case Special::ClusterNctaidY:
+          v = spec.cluster.y;
+          break;
+        case Special::ClusterNctaidZ:
+          v = spec.cluster.z;
+          break;
+        case Special::ClusterNctarank:
+          v = spec.cluster.x * spec.cluster.y * spec.cluster.z;
+          break;
+        case Special::NclusteridX:
+          v = spec.grid.x / spec.cluster.x;
+          break;
+        case Special::NclusteridY:
+          v = spec.grid.y / spec.cluster.y;
+          break;
+        case Special::NclusteridZ:
+          v = spec.grid.z / spec.cluster.z;
+          break;
+        case Special::IsExplicitCluster:
+          v = spec.explicitCluster;
+          break;
+        default: // ctaid and the block's place in its cluster: per block
           break;
         }
         cell[l] = v;
@@ -153,14 +177,40 @@ bool BlockRunner::runBlock(Dim3 id) {
     uint64_t *r = warpRegs(w);
     for (const SpecialSlot &s : kernel.specials) {
       uint64_t v;
-      if (s.which == Special::CtaidX)
+      switch (s.which) {
+      case Special::CtaidX:
         v = id.x;
-      else if (s.which == Special::CtaidY)
+        break;
+      case Special::CtaidY:
         v = id.y;
-      else if (s.which == Special::CtaidZ)
+        break;
+      case Special::CtaidZ:
         v = id.z;
-      else
+        break;
+      case Special::ClusterCtaidX:
+        v = id.x % spec.cluster.x;
+        break;
+      case Special::ClusterCtaidY:
+        v = id.y % spec.cluster.y;
+        break;
+      case Special::ClusterCtaidZ:
+        v = id.z % spec.cluster.z;
+        break;
+      case Special::ClusterCtarank:
+        v = clusterRank(id);
+        break;
+      case Special::ClusteridX:
+        v = id.x / spec.cluster.x;
+        break;
+      case Special::ClusteridY:
+        v = id.y / spec.cluster.y;
+        break;
+      case Special::ClusteridZ:
+        v = id.z / spec.cluster.z;
+        break;
+      default:
         continue;
+      }
       std::fill_n(r + static_cast<size_t>(s.slot) * 32, 32, v);
     }
     WarpState &ws = warps[w];
@@ -422,6 +472,10 @@ bool BlockRunner::runWarp(unsigned w) {
     case Op::Elect:
       elect(w, in, exec);
       break;
+    case Op::Mapa:
+      if (!mapAddress(w, pc, in, exec))
+        return finish(false);
+      break;
     case Op::Setmaxnreg:
       break;
     case Op::Atom:
@@ -536,6 +590,17 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
     return makeError("kernel '{}': {} threads per block exceed its .maxntid "
                      "of {}",
                      kernel.name, threads, kernel.maxThreads);
+  if (!spec.cluster.x || !spec.cluster.y || !spec.cluster.z ||
+      spec.grid.x % spec.cluster.x || spec.grid.y % spec.cluster.y ||
+      spec.grid.z % spec.cluster.z)
+    return makeError("kernel '{}': grid ({},{},{}) is not a whole number of "
+                     "clusters of ({},{},{})",
+                     kernel.name, spec.grid.x, spec.grid.y, spec.grid.z,
+                     spec.cluster.x, spec.cluster.y, spec.cluster.z);
+  if (spec.cluster.x * spec.cluster.y * spec.cluster.z != 1)
+    return makeError("kernel '{}': clusters of more than one block are not "
+                     "emulated",
+                     kernel.name);
   if (spec.paramBytes < kernel.paramBytes)
     return makeError("kernel '{}': {} bytes of parameters passed, the kernel "
                      "takes {}",

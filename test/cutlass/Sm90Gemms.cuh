@@ -1,0 +1,76 @@
+//===- Sm90Gemms.cuh - The sm_90 CUTLASS GEMMs Kiln runs on emu -*- CUDA -*-===//
+//
+// CUTLASS 3.x warp-specialized TMA + wgmma GEMMs (the kernel of CUTLASS's
+// examples 48 and 49: CollectiveBuilder mainloop with
+// KernelTmaWarpSpecialized, GemmUniversal), bf16 operands, f32 accumulation
+// and f32 C/D, one CTA per cluster. Each variant differs in the operand
+// majors and the tile, which decide the shared-memory swizzle the builder
+// picks (ss_smem_selector: a K-major tile of 64/32/16 bf16 along K gets
+// 128B/64B/32B; an MN-major one the same by its M or N extent).
+//
+// Shared by the device translation unit (Sm90GemmKernels.cu, the entries)
+// and the host one (Sm90GemmParams.cu, the Params without a GPU).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TEST_CUTLASS_SM90GEMMS_CUH
+#define KILN_TEST_CUTLASS_SM90GEMMS_CUH
+
+#include "cutlass/cutlass.h"
+
+#include "cute/tensor.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+
+namespace kiln_cutlass {
+
+template <class LayoutA, class LayoutB, class TileShape>
+struct Sm90Gemm {
+  using ElementA = cutlass::bfloat16_t;
+  using ElementB = cutlass::bfloat16_t;
+  using ElementC = float;
+  using LayoutC = cutlass::layout::RowMajor;
+  using ElementAccumulator = float;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  static constexpr int AlignmentA = 16 / sizeof(ElementA);
+  static constexpr int AlignmentB = 16 / sizeof(ElementB);
+  static constexpr int AlignmentC = 16 / sizeof(ElementC);
+
+  using CollectiveEpilogue =
+      typename cutlass::epilogue::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape,
+          ClusterShape, cutlass::epilogue::collective::EpilogueTileAuto,
+          ElementAccumulator, ElementAccumulator, ElementC, LayoutC,
+          AlignmentC, ElementC, LayoutC, AlignmentC,
+          cutlass::epilogue::NoSmemWarpSpecialized>::CollectiveOp;
+
+  using CollectiveMainloop =
+      typename cutlass::gemm::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
+          LayoutA, AlignmentA, ElementB, LayoutB, AlignmentB,
+          ElementAccumulator, TileShape, ClusterShape,
+          cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+              sizeof(typename CollectiveEpilogue::SharedStorage))>,
+          cutlass::gemm::KernelTmaWarpSpecialized>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<
+      cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
+};
+
+using RowMajor = cutlass::layout::RowMajor;
+using ColumnMajor = cutlass::layout::ColumnMajor;
+using cute::_128;
+using cute::_16;
+using cute::_32;
+using cute::_64;
+
+// A row-major is K-major, A column-major M-major; B column-major (K x N)
+// is K-major, B row-major N-major.
+/// Both K-major, K tile 64: 128B swizzle on A and B.
+using Sm90TnSw128 = Sm90Gemm<RowMajor, ColumnMajor, cute::Shape<_128, _128, _64>>;
+
+} // namespace kiln_cutlass
+
+#endif // KILN_TEST_CUTLASS_SM90GEMMS_CUH
