@@ -20,4 +20,5 @@
     op(params, smem);                                                          \
   }
 
-KILN_CUTLASS_ENTRY(kiln_cutlass_sm90_tn_sw128, kiln_cutlass::Sm90TnSw128)
+#define KILN_SM90_ENTRY(NAME, GEMM) KILN_CUTLASS_ENTRY(kiln_cutlass_##NAME, GEMM)
+KILN_SM90_VARIANTS(KILN_SM90_ENTRY)

@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
   if (variant == #NAME)                                                        \
     return printSm90Launch<GEMM>("kiln_cutlass_" #NAME, m, n, k, alpha, beta,  \
                                  addr[0], addr[1], addr[2], addr[3]);
-  KILN_VARIANT(sm90_tn_sw128, kiln_cutlass::Sm90TnSw128)
+  KILN_SM90_VARIANTS(KILN_VARIANT)
 #undef KILN_VARIANT
   std::fprintf(stderr, "%s: unknown variant '%s'\n", argv[0], variant.c_str());
   return 2;

@@ -65,11 +65,26 @@ using cute::_128;
 using cute::_16;
 using cute::_32;
 using cute::_64;
+using cute::Shape;
 
 // A row-major is K-major, A column-major M-major; B column-major (K x N)
-// is K-major, B row-major N-major.
-/// Both K-major, K tile 64: 128B swizzle on A and B.
-using Sm90TnSw128 = Sm90Gemm<RowMajor, ColumnMajor, cute::Shape<_128, _128, _64>>;
+// is K-major, B row-major N-major. The swizzle each operand gets:
+/// Both K-major, K tile 64 (128 bytes of bf16): 128B on A and B.
+using Sm90TnSw128 = Sm90Gemm<RowMajor, ColumnMajor, Shape<_128, _128, _64>>;
+/// Both MN-major, M and N tiles 128: 128B on A and B.
+using Sm90NtSw128 = Sm90Gemm<ColumnMajor, RowMajor, Shape<_128, _128, _64>>;
+/// A K-major with a K tile of 16 (32 bytes): 32B; B N-major with an N tile
+/// of 32: 64B.
+using Sm90TtSw32 = Sm90Gemm<RowMajor, RowMajor, Shape<_64, _32, _16>>;
+/// A M-major, M tile 64: 128B; B K-major with a K tile of 32: 64B.
+using Sm90NnSw64 = Sm90Gemm<ColumnMajor, ColumnMajor, Shape<_64, _128, _32>>;
+
+/// Every variant: its name (the entry is kiln_cutlass_<name>) and type.
+#define KILN_SM90_VARIANTS(X)                                                  \
+  X(sm90_tn_sw128, kiln_cutlass::Sm90TnSw128)                                  \
+  X(sm90_nt_sw128, kiln_cutlass::Sm90NtSw128)                                  \
+  X(sm90_tt_sw32, kiln_cutlass::Sm90TtSw32)                                    \
+  X(sm90_nn_sw64, kiln_cutlass::Sm90NnSw64)
 
 } // namespace kiln_cutlass
 

@@ -98,6 +98,13 @@ LaunchFile readLaunch(const std::string &path) {
   return launch;
 }
 
+std::string hex(uint64_t value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%#llx",
+                static_cast<unsigned long long>(value));
+  return text;
+}
+
 /// "ADDR=FILE" with ADDR in any base strtoull reads (0x...).
 std::pair<uint64_t, std::string> splitBinding(const std::string &arg) {
   size_t eq = arg.find('=');
@@ -186,14 +193,13 @@ int main(int argc, char **argv) {
   uint64_t end = 0;
   for (auto &[address, bytes] : buffers) {
     if (address < end)
-      fail("the buffer at " + std::to_string(address) +
-           " overlaps the one before it");
+      fail("the buffer at " + hex(address) + " overlaps the one before it");
     regions.push_back({address, bytes.size(), bytes.data()});
     end = address + bytes.size();
   }
   for (const auto &[address, path] : outputs)
     if (!inputs.count(address))
-      fail("--out " + std::to_string(address) + " is not an --in buffer");
+      fail("--out " + hex(address) + " is not an --in buffer");
 
   emu::LaunchSpec spec;
   spec.grid = launch.grid;

@@ -256,7 +256,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
              m == "cs" || m == "lu" || m == "cv" || m == "wb" || m == "wt" ||
              m == "volatile" || m == "relaxed" || m == "acquire" ||
              m == "release" || m == "acq_rel" || m == "sc" || m == "cta" ||
-             m == "gpu" || m == "sys" || m == "ptr" ||
+             m == "cluster" || m == "gpu" || m == "sys" || m == "ptr" ||
              m.find("::") != std::string_view::npos || startsWith(m, "L1") ||
              startsWith(m, "L2"))
       ; // No effect on the emulated result.

@@ -1,0 +1,215 @@
+//===- EmuClusterTest.cpp - sm_90 cluster registers and mapa on emu -------===//
+//
+// The PTX ISA's definitions ("Special Registers": %cluster_ctaid,
+// %cluster_nctaid, %cluster_ctarank, %cluster_nctarank, %clusterid,
+// %nclusterid, %is_explicit_cluster; "mapa"), worked out by hand per block
+// from the grid and cluster shapes. The emulator runs clusters of one
+// block: mapa to the block's own rank gives back a shared address that
+// reaches the same bytes (and an mbarrier arrive through it, CUTLASS's
+// ClusterBarrier::arrive(cta_id) pattern, lands), any other rank faults,
+// and launches with larger clusters are refused.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmuDirectTestUtils.h"
+
+#include <gmock/gmock.h>
+
+using namespace kiln::runtime;
+using namespace kiln::runtime::test;
+using ::testing::HasSubstr;
+
+namespace {
+
+/// k(u64 out): %rd3 = &out[linear block id * 16] (16 words a block),
+/// `flag` a shared word, `bar` a shared mbarrier.
+std::string clusterKernel(const std::string &body) {
+  return sm90Header() + R"(.visible .entry k(
+	.param .u64 k_param_0
+)
+{
+	.reg .pred 	%p<8>;
+	.reg .b32 	%r<40>;
+	.reg .b64 	%rd<16>;
+	.shared .align 8 .b64 bar;
+	.shared .align 4 .b32 flag;
+	ld.param.u64 	%rd1, [k_param_0];
+	cvta.to.global.u64 	%rd1, %rd1;
+	mov.u32 	%r0, %ctaid.x;
+	mov.u32 	%r1, %ctaid.y;
+	mov.u32 	%r2, %nctaid.x;
+	mad.lo.u32 	%r3, %r1, %r2, %r0;
+	mul.wide.u32 	%rd2, %r3, 64;
+	add.s64 	%rd3, %rd1, %rd2;
+)" + body +
+         "\tret;\n}\n";
+}
+
+TEST(EmuClusterTest, SpecialRegistersOfOneBlockClusters) {
+  std::string body = R"(
+	mov.u32 	%r10, %cluster_ctaid.x;
+	mov.u32 	%r11, %cluster_ctaid.y;
+	mov.u32 	%r12, %cluster_ctaid.z;
+	mov.u32 	%r13, %cluster_nctaid.x;
+	st.global.v4.u32 	[%rd3], {%r10, %r11, %r12, %r13};
+	mov.u32 	%r14, %cluster_ctarank;
+	mov.u32 	%r15, %cluster_nctarank;
+	mov.u32 	%r16, %clusterid.x;
+	mov.u32 	%r17, %clusterid.y;
+	st.global.v4.u32 	[%rd3+16], {%r14, %r15, %r16, %r17};
+	mov.u32 	%r18, %nclusterid.x;
+	mov.u32 	%r19, %nclusterid.y;
+	mov.u32 	%r20, %cluster_nctaid.y;
+	mov.pred 	%p1, %is_explicit_cluster;
+	selp.u32 	%r21, 1, 0, %p1;
+	st.global.v4.u32 	[%rd3+32], {%r18, %r19, %r20, %r21};
+)";
+  for (bool explicitCluster : {false, true}) {
+    DirectMemory memory;
+    size_t out = memory.add(std::vector<uint32_t>(6 * 16, 0xdeadbeef));
+    ParamBytes params;
+    params.addU64(DirectMemory::address(out));
+    DirectResult result =
+        runDirect(clusterKernel(body), {3, 2, 1}, {32, 1, 1}, params, memory,
+                  0, false, false, Dim3(), explicitCluster);
+    ASSERT_EQ(result.error, "<success>");
+    std::vector<uint32_t> w = memory.as<uint32_t>(out);
+    for (unsigned y = 0; y < 2; ++y)
+      for (unsigned x = 0; x < 3; ++x) {
+        const uint32_t *b = &w[(y * 3 + x) * 16];
+        // A block is its own cluster: at (0,0,0) of a 1x1x1 cluster whose
+        // id is the block's id, in a grid of 3 x 2 clusters.
+        EXPECT_THAT(std::vector<uint32_t>(b, b + 12),
+                    ::testing::ElementsAre(0u, 0u, 0u, 1u, 0u, 1u, x, y, 3u,
+                                           2u, 1u, explicitCluster ? 1u : 0u))
+            << "block (" << x << "," << y << ")";
+      }
+  }
+}
+
+TEST(EmuClusterTest, MapaToOwnRankReachesTheSameBytes) {
+  std::string body = R"(
+	mov.u32 	%r10, flag;
+	mov.u32 	%r11, 1234;
+	st.shared.u32 	[%r10], %r11;
+	mov.u32 	%r12, %cluster_ctarank;
+	mapa.shared::cluster.u32 	%r13, %r10, %r12;
+	ld.shared::cluster.u32 	%r14, [%r13];
+	mov.u64 	%rd4, flag;
+	cvta.shared.u64 	%rd5, %rd4;
+	mapa.u64 	%rd6, %rd5, %r12;
+	ld.u32 	%r15, [%rd6];
+	st.global.v4.u32 	[%rd3], {%r14, %r15, %r12, %r12};
+)";
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(2 * 16, 0xdeadbeef));
+  ParamBytes params;
+  params.addU64(DirectMemory::address(out));
+  DirectResult result = runDirect(clusterKernel(body), {2, 1, 1}, {32, 1, 1},
+                                  params, memory, 0, false, false, Dim3(), true);
+  ASSERT_EQ(result.error, "<success>");
+  std::vector<uint32_t> w = memory.as<uint32_t>(out);
+  for (unsigned b = 0; b < 2; ++b) {
+    EXPECT_EQ(w[b * 16 + 0], 1234u) << b; // through mapa.shared::cluster
+    EXPECT_EQ(w[b * 16 + 1], 1234u) << b; // through generic mapa
+    EXPECT_EQ(w[b * 16 + 2], 0u) << b;    // rank 0
+  }
+}
+
+// CUTLASS's ClusterBarrier::arrive(cta_id, pred): mapa to the target
+// block's mbarrier, then mbarrier.arrive.shared::cluster there.
+TEST(EmuClusterTest, ArriveThroughMapaCompletesThePhase) {
+  std::string body = R"(
+	mov.u32 	%r4, %tid.x;
+	mov.u32 	%r10, bar;
+	setp.ne.u32 	%p1, %r4, 0;
+	@%p1 bra 	$L_init_done;
+	mov.u32 	%r11, 2;
+	mbarrier.init.shared::cta.b64 	[%r10], %r11;
+$L_init_done:
+	bar.sync 	0;
+	setp.eq.u32 	%p2, %r4, 0;
+	setp.eq.u32 	%p3, %r4, 32;
+	or.pred 	%p4, %p2, %p3;
+	@!%p4 bra 	$L_wait;
+	mov.u32 	%r12, %cluster_ctarank;
+	mapa.shared::cluster.u32 	%r13, %r10, %r12;
+	mbarrier.arrive.release.cluster.shared::cluster.b64 	_, [%r13];
+$L_wait:
+	mbarrier.try_wait.parity.shared::cta.b64 	%p5, [%r10], 0;
+	@!%p5 bra 	$L_wait;
+	selp.u32 	%r14, 1, 0, %p5;
+	@%p2 st.global.u32 	[%rd3], %r14;
+)";
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(16, 0));
+  ParamBytes params;
+  params.addU64(DirectMemory::address(out));
+  DirectResult result = runDirect(clusterKernel(body), {1, 1, 1}, {64, 1, 1},
+                                  params, memory, 0, false, false, Dim3(), true);
+  ASSERT_EQ(result.error, "<success>");
+  EXPECT_EQ(memory.as<uint32_t>(out)[0], 1u);
+  // With one of the two arrivals gone, nobody completes the phase.
+  std::string oneArrival = body;
+  oneArrival.replace(oneArrival.find("or.pred"), 24, "mov.pred 	%p4, %p2;");
+  result = runDirect(clusterKernel(oneArrival), {1, 1, 1}, {64, 1, 1}, params,
+                     memory, 0, false, false, Dim3(), true);
+  EXPECT_THAT(result.error, HasSubstr("deadlock: mbarrier.try_wait"));
+}
+
+TEST(EmuClusterTest, MapaFaults) {
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(16, 0));
+  ParamBytes params;
+  params.addU64(DirectMemory::address(out));
+  // Rank 1 of a one-block cluster.
+  DirectResult result = runDirect(clusterKernel(R"(
+	mov.u32 	%r10, flag;
+	mov.u32 	%r11, 1;
+	mapa.shared::cluster.u32 	%r13, %r10, %r11;
+)"),
+                                  {1, 1, 1}, {32, 1, 1}, params, memory);
+  EXPECT_THAT(result.error, HasSubstr("mapa to block 1 of a cluster of 1"));
+  EXPECT_THAT(result.error, HasSubstr("(mapa.shared::cluster.u32)"));
+  // A generic address outside shared memory.
+  result = runDirect(clusterKernel(R"(
+	mov.u32 	%r11, 0;
+	mapa.u64 	%rd6, %rd1, %r11;
+)"),
+                     {1, 1, 1}, {32, 1, 1}, params, memory);
+  EXPECT_THAT(result.error, HasSubstr("mapa of generic address"));
+  EXPECT_THAT(result.error, HasSubstr("not in this block's shared memory"));
+  // The decoder: a type mapa does not take.
+  Expected<emu::Module> module = emu::parsePtx(clusterKernel(
+      "\tmapa.shared::cluster.b32 \t%r13, %r10, %r11;\n"));
+  ASSERT_FALSE(module);
+  EXPECT_THAT(module.error().message(), HasSubstr("takes .u32 or .u64"));
+}
+
+TEST(EmuClusterTest, LaunchesCheckTheClusterShape) {
+  Expected<emu::Module> module = emu::parsePtx(clusterKernel(""));
+  ASSERT_TRUE(static_cast<bool>(module));
+  std::vector<uint32_t> words(64);
+  std::vector<emu::MemoryRegion> regions = {
+      {DirectMemory::address(0), words.size() * 4,
+       reinterpret_cast<uint8_t *>(words.data())}};
+  uint64_t param = DirectMemory::address(0);
+  emu::LaunchSpec spec;
+  spec.grid = {3, 1, 1};
+  spec.block = {32, 1, 1};
+  spec.params = reinterpret_cast<const uint8_t *>(&param);
+  spec.paramBytes = 8;
+  spec.memory = &regions;
+  spec.cluster = {2, 1, 1};
+  Error err = emu::runKernel(module->kernels[0], spec);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_THAT(err.message(), HasSubstr("grid (3,1,1) is not a whole number of "
+                                       "clusters of (2,1,1)"));
+  spec.grid = {4, 1, 1};
+  err = emu::runKernel(module->kernels[0], spec);
+  ASSERT_TRUE(static_cast<bool>(err));
+  EXPECT_THAT(err.message(),
+              HasSubstr("clusters of more than one block are not emulated"));
+}
+
+} // namespace
