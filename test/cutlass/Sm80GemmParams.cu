@@ -6,7 +6,8 @@
 // GPU: operand pointers are the device addresses the emulator will place
 // the buffers at. Prints the launch (LaunchFile.h).
 //
-//   kiln-cutlass-sm80-params VARIANT M N K ALPHA BETA ADDR_A ADDR_B ADDR_C ADDR_D
+//   kiln-cutlass-sm80-params VARIANT M N K ALPHA BETA ADDR_A ADDR_B ADDR_C
+//   ADDR_D
 //
 // A (M x K), B (K x N) in the variant's majors, C and D row-major M x N f32.
 //
@@ -24,8 +25,8 @@ namespace {
 
 template <class Gemm>
 int printSm80Launch(const char *entry, int m, int n, int k, float alpha,
-                    float beta, uint64_t addrA, uint64_t addrB,
-                    uint64_t addrC, uint64_t addrD) {
+                    float beta, uint64_t addrA, uint64_t addrB, uint64_t addrC,
+                    uint64_t addrD) {
   using Device = typename Gemm::Device;
   using Kernel = typename Gemm::Kernel;
   using ElementA = typename Gemm::ElementA;
@@ -35,10 +36,11 @@ int printSm80Launch(const char *entry, int m, int n, int k, float alpha,
   auto *b = reinterpret_cast<ElementB *>(addrB);
   auto *c = reinterpret_cast<float *>(addrC);
   auto *d = reinterpret_cast<float *>(addrD);
-  typename Device::Arguments args(
-      size, {a, Device::LayoutA::packed({m, k})},
-      {b, Device::LayoutB::packed({k, n})}, {c, Device::LayoutC::packed({m, n})},
-      {d, Device::LayoutC::packed({m, n})}, {alpha, beta});
+  typename Device::Arguments args(size, {a, Device::LayoutA::packed({m, k})},
+                                  {b, Device::LayoutB::packed({k, n})},
+                                  {c, Device::LayoutC::packed({m, n})},
+                                  {d, Device::LayoutC::packed({m, n})},
+                                  {alpha, beta});
   if (Device::can_implement(args) != cutlass::Status::kSuccess) {
     std::fprintf(stderr, "%s: CUTLASS cannot implement M=%d N=%d K=%d\n", entry,
                  m, n, k);
@@ -52,10 +54,15 @@ int printSm80Launch(const char *entry, int m, int n, int k, float alpha,
   alignas(typename Kernel::Params) unsigned char
       storage[sizeof(typename Kernel::Params)];
   std::memset(storage, 0, sizeof(storage));
-  auto *params = new (storage) typename Kernel::Params{
-      args.problem_size,      tiled,        args.ref_A.non_const_ref(),
-      args.ref_B.non_const_ref(), args.ref_C.non_const_ref(), args.ref_D,
-      args.epilogue,          nullptr};
+  auto *params =
+      new (storage) typename Kernel::Params{args.problem_size,
+                                            tiled,
+                                            args.ref_A.non_const_ref(),
+                                            args.ref_B.non_const_ref(),
+                                            args.ref_C.non_const_ref(),
+                                            args.ref_D,
+                                            args.epilogue,
+                                            nullptr};
   dim3 grid = swizzle.get_grid_shape(params->grid_tiled_shape);
   kiln_cutlass::printLaunch(stdout, entry, {grid.x, grid.y, grid.z},
                             {unsigned(Kernel::kThreadCount), 1, 1}, {1, 1, 1},
@@ -68,8 +75,9 @@ int printSm80Launch(const char *entry, int m, int n, int k, float alpha,
 
 int main(int argc, char **argv) {
   if (argc != 11) {
-    std::fprintf(stderr, "usage: %s VARIANT M N K ALPHA BETA ADDR_A ADDR_B "
-                         "ADDR_C ADDR_D\n",
+    std::fprintf(stderr,
+                 "usage: %s VARIANT M N K ALPHA BETA ADDR_A ADDR_B "
+                 "ADDR_C ADDR_D\n",
                  argv[0]);
     return 2;
   }

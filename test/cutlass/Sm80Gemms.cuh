@@ -1,4 +1,4 @@
-//===- Sm80Gemms.cuh - The sm_80 CUTLASS GEMMs Kiln runs on emu -*- CUDA -*-===//
+//===- Sm80Gemms.cuh - The sm_80 CUTLASS GEMMs on emu --------- -*- C++ -*-===//
 //
 // CUTLASS 2.x device-wide GEMMs (cutlass::gemm::device::Gemm) on sm_80
 // tensor cores: mma.sync with multistage cp.async pipelines and ldmatrix
@@ -28,15 +28,12 @@ namespace kiln_cutlass {
 using RowMajor = cutlass::layout::RowMajor;
 using ColumnMajor = cutlass::layout::ColumnMajor;
 
-template <class Element, class LayoutA, class LayoutB>
-struct Sm80DefaultGemm {
+template <class Element, class LayoutA, class LayoutB> struct Sm80DefaultGemm {
   using ElementA = Element;
   using ElementB = Element;
-  using Device =
-      cutlass::gemm::device::Gemm<Element, LayoutA, Element, LayoutB, float,
-                                  RowMajor, float,
-                                  cutlass::arch::OpClassTensorOp,
-                                  cutlass::arch::Sm80>;
+  using Device = cutlass::gemm::device::Gemm<
+      Element, LayoutA, Element, LayoutB, float, RowMajor, float,
+      cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80>;
   using Kernel = typename Device::GemmKernel;
 };
 

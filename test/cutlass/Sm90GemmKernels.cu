@@ -20,5 +20,6 @@
     op(params, smem);                                                          \
   }
 
-#define KILN_SM90_ENTRY(NAME, GEMM) KILN_CUTLASS_ENTRY(kiln_cutlass_##NAME, GEMM)
+#define KILN_SM90_ENTRY(NAME, GEMM)                                            \
+  KILN_CUTLASS_ENTRY(kiln_cutlass_##NAME, GEMM)
 KILN_SM90_VARIANTS(KILN_SM90_ENTRY)

@@ -6,7 +6,8 @@
 // the device addresses the emulator will place the buffers at, and the TMA
 // descriptors come from TmaEncodeShim.cpp. Prints the launch (LaunchFile.h).
 //
-//   kiln-cutlass-sm90-params VARIANT M N K ALPHA BETA ADDR_A ADDR_B ADDR_C ADDR_D
+//   kiln-cutlass-sm90-params VARIANT M N K ALPHA BETA ADDR_A ADDR_B ADDR_C
+//   ADDR_D
 //
 // A (M x K), B (K x N) in the variant's majors, C and D row-major M x N f32.
 //
@@ -25,8 +26,8 @@ namespace {
 
 template <class Gemm>
 int printSm90Launch(const char *entry, int m, int n, int k, float alpha,
-                    float beta, uint64_t addrA, uint64_t addrB,
-                    uint64_t addrC, uint64_t addrD) {
+                    float beta, uint64_t addrA, uint64_t addrB, uint64_t addrC,
+                    uint64_t addrD) {
   using Kernel = typename Gemm::Kernel;
   auto strideA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{},
                                                   cute::make_shape(m, k, 1));
@@ -76,8 +77,9 @@ int printSm90Launch(const char *entry, int m, int n, int k, float alpha,
 
 int main(int argc, char **argv) {
   if (argc != 11) {
-    std::fprintf(stderr, "usage: %s VARIANT M N K ALPHA BETA ADDR_A ADDR_B "
-                         "ADDR_C ADDR_D\n",
+    std::fprintf(stderr,
+                 "usage: %s VARIANT M N K ALPHA BETA ADDR_A ADDR_B "
+                 "ADDR_C ADDR_D\n",
                  argv[0]);
     return 2;
   }

@@ -1,4 +1,4 @@
-//===- Sm90Gemms.cuh - The sm_90 CUTLASS GEMMs Kiln runs on emu -*- CUDA -*-===//
+//===- Sm90Gemms.cuh - The sm_90 CUTLASS GEMMs on emu --------- -*- C++ -*-===//
 //
 // CUTLASS 3.x warp-specialized TMA + wgmma GEMMs (the kernel of CUTLASS's
 // examples 48 and 49: CollectiveBuilder mainloop with
@@ -26,8 +26,7 @@
 
 namespace kiln_cutlass {
 
-template <class LayoutA, class LayoutB, class TileShape>
-struct Sm90Gemm {
+template <class LayoutA, class LayoutB, class TileShape> struct Sm90Gemm {
   using ElementA = cutlass::bfloat16_t;
   using ElementB = cutlass::bfloat16_t;
   using ElementC = float;
@@ -42,8 +41,8 @@ struct Sm90Gemm {
       typename cutlass::epilogue::collective::CollectiveBuilder<
           cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape,
           ClusterShape, cutlass::epilogue::collective::EpilogueTileAuto,
-          ElementAccumulator, ElementAccumulator, ElementC, LayoutC,
-          AlignmentC, ElementC, LayoutC, AlignmentC,
+          ElementAccumulator, ElementAccumulator, ElementC, LayoutC, AlignmentC,
+          ElementC, LayoutC, AlignmentC,
           cutlass::epilogue::NoSmemWarpSpecialized>::CollectiveOp;
 
   using CollectiveMainloop =

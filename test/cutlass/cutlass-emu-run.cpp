@@ -152,9 +152,8 @@ int main(int argc, char **argv) {
 
   LaunchFile launch = readLaunch(launchPath);
   std::vector<uint8_t> ptxBytes = readFile(ptxPath);
-  Expected<emu::Module> parsed = emu::parsePtx(
-      std::string_view(reinterpret_cast<const char *>(ptxBytes.data()),
-                       ptxBytes.size()));
+  Expected<emu::Module> parsed = emu::parsePtx(std::string_view(
+      reinterpret_cast<const char *>(ptxBytes.data()), ptxBytes.size()));
   if (!parsed)
     fail(ptxPath + ": " + parsed.error().message());
   emu::Module &module = *parsed;
@@ -214,9 +213,9 @@ int main(int argc, char **argv) {
   emu::LaunchStats stats;
   auto start = std::chrono::steady_clock::now();
   Error err = emu::runKernel(*kernel, spec, &stats);
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (err)
     fail(err.message());
   for (const auto &[address, path] : outputs) {

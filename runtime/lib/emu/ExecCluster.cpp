@@ -27,9 +27,9 @@ bool BlockRunner::mapAddress(unsigned w, uint32_t pc, const Instruction &in,
     uint64_t address = a[l];
     uint32_t target = static_cast<uint32_t>(rank[l]);
     if (target >= blocks)
-      return fault(w, l, pc,
-                   fmt::format("mapa to block {} of a cluster of {}", target,
-                               blocks));
+      return fault(
+          w, l, pc,
+          fmt::format("mapa to block {} of a cluster of {}", target, blocks));
     uint64_t offset = address;
     if (in.space == Space::Generic) {
       if (address < kSharedWindow || address >= kSharedWindow + sharedBytes)

@@ -70,8 +70,8 @@ TEST(EmuClusterTest, SpecialRegistersOfOneBlockClusters) {
     ParamBytes params;
     params.addU64(DirectMemory::address(out));
     DirectResult result =
-        runDirect(clusterKernel(body), {3, 2, 1}, {32, 1, 1}, params, memory,
-                  0, false, false, Dim3(), explicitCluster);
+        runDirect(clusterKernel(body), {3, 2, 1}, {32, 1, 1}, params, memory, 0,
+                  false, false, Dim3(), explicitCluster);
     ASSERT_EQ(result.error, "<success>");
     std::vector<uint32_t> w = memory.as<uint32_t>(out);
     for (unsigned y = 0; y < 2; ++y)
@@ -80,8 +80,8 @@ TEST(EmuClusterTest, SpecialRegistersOfOneBlockClusters) {
         // A block is its own cluster: at (0,0,0) of a 1x1x1 cluster whose
         // id is the block's id, in a grid of 3 x 2 clusters.
         EXPECT_THAT(std::vector<uint32_t>(b, b + 12),
-                    ::testing::ElementsAre(0u, 0u, 0u, 1u, 0u, 1u, x, y, 3u,
-                                           2u, 1u, explicitCluster ? 1u : 0u))
+                    ::testing::ElementsAre(0u, 0u, 0u, 1u, 0u, 1u, x, y, 3u, 2u,
+                                           1u, explicitCluster ? 1u : 0u))
             << "block (" << x << "," << y << ")";
       }
   }
@@ -105,8 +105,9 @@ TEST(EmuClusterTest, MapaToOwnRankReachesTheSameBytes) {
   size_t out = memory.add(std::vector<uint32_t>(2 * 16, 0xdeadbeef));
   ParamBytes params;
   params.addU64(DirectMemory::address(out));
-  DirectResult result = runDirect(clusterKernel(body), {2, 1, 1}, {32, 1, 1},
-                                  params, memory, 0, false, false, Dim3(), true);
+  DirectResult result =
+      runDirect(clusterKernel(body), {2, 1, 1}, {32, 1, 1}, params, memory, 0,
+                false, false, Dim3(), true);
   ASSERT_EQ(result.error, "<success>");
   std::vector<uint32_t> w = memory.as<uint32_t>(out);
   for (unsigned b = 0; b < 2; ++b) {
@@ -145,8 +146,9 @@ $L_wait:
   size_t out = memory.add(std::vector<uint32_t>(16, 0));
   ParamBytes params;
   params.addU64(DirectMemory::address(out));
-  DirectResult result = runDirect(clusterKernel(body), {1, 1, 1}, {64, 1, 1},
-                                  params, memory, 0, false, false, Dim3(), true);
+  DirectResult result =
+      runDirect(clusterKernel(body), {1, 1, 1}, {64, 1, 1}, params, memory, 0,
+                false, false, Dim3(), true);
   ASSERT_EQ(result.error, "<success>");
   EXPECT_EQ(memory.as<uint32_t>(out)[0], 1u);
   // With one of the two arrivals gone, nobody completes the phase.
@@ -180,8 +182,8 @@ TEST(EmuClusterTest, MapaFaults) {
   EXPECT_THAT(result.error, HasSubstr("mapa of generic address"));
   EXPECT_THAT(result.error, HasSubstr("not in this block's shared memory"));
   // The decoder: a type mapa does not take.
-  Expected<emu::Module> module = emu::parsePtx(clusterKernel(
-      "\tmapa.shared::cluster.b32 \t%r13, %r10, %r11;\n"));
+  Expected<emu::Module> module = emu::parsePtx(
+      clusterKernel("\tmapa.shared::cluster.b32 \t%r13, %r10, %r11;\n"));
   ASSERT_FALSE(module);
   EXPECT_THAT(module.error().message(), HasSubstr("takes .u32 or .u64"));
 }
