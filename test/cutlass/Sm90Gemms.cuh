@@ -26,13 +26,15 @@
 
 namespace kiln_cutlass {
 
-template <class LayoutA, class LayoutB, class TileShape> struct Sm90Gemm {
+template <class LayoutA, class LayoutB, class TileShape,
+          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>>
+struct Sm90Gemm {
   using ElementA = cutlass::bfloat16_t;
   using ElementB = cutlass::bfloat16_t;
   using ElementC = float;
   using LayoutC = cutlass::layout::RowMajor;
   using ElementAccumulator = float;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using ClusterShape = ClusterShape_;
   static constexpr int AlignmentA = 16 / sizeof(ElementA);
   static constexpr int AlignmentB = 16 / sizeof(ElementB);
   static constexpr int AlignmentC = 16 / sizeof(ElementC);
@@ -78,12 +80,22 @@ using Sm90TtSw32 = Sm90Gemm<RowMajor, RowMajor, Shape<_64, _32, _16>>;
 /// A M-major, M tile 64: 128B; B K-major with a K tile of 32: 64B.
 using Sm90NnSw64 = Sm90Gemm<ColumnMajor, ColumnMajor, Shape<_64, _128, _32>>;
 
+/// Clusters: 2 x 2 (A multicast along the cluster's N, B along its M) and
+/// example 48's 4 x 2, each block loading its share of the tiles with TMA
+/// multicast and releasing the buffers to its peers with remote arrives.
+using Sm90TnSw128C2x2 = Sm90Gemm<RowMajor, ColumnMajor, Shape<_128, _128, _64>,
+                                 Shape<cute::_2, cute::_2, cute::_1>>;
+using Sm90NtSw128C4x2 = Sm90Gemm<ColumnMajor, RowMajor, Shape<_128, _128, _64>,
+                                 Shape<cute::_4, cute::_2, cute::_1>>;
+
 /// Every variant: its name (the entry is kiln_cutlass_<name>) and type.
 #define KILN_SM90_VARIANTS(X)                                                  \
   X(sm90_tn_sw128, kiln_cutlass::Sm90TnSw128)                                  \
   X(sm90_nt_sw128, kiln_cutlass::Sm90NtSw128)                                  \
   X(sm90_tt_sw32, kiln_cutlass::Sm90TtSw32)                                    \
-  X(sm90_nn_sw64, kiln_cutlass::Sm90NnSw64)
+  X(sm90_nn_sw64, kiln_cutlass::Sm90NnSw64)                                    \
+  X(sm90_tn_c2x2, kiln_cutlass::Sm90TnSw128C2x2)                               \
+  X(sm90_nt_c4x2, kiln_cutlass::Sm90NtSw128C4x2)
 
 } // namespace kiln_cutlass
 

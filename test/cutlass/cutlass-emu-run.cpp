@@ -162,8 +162,6 @@ int main(int argc, char **argv) {
       [&](const emu::Kernel &k) { return k.name == launch.kernel; });
   if (kernel == module.kernels.end())
     fail(ptxPath + ": no entry named '" + launch.kernel + "'");
-  if (launch.cluster.x * launch.cluster.y * launch.cluster.z != 1)
-    fail(launchPath + ": clusters of more than one block are not emulated");
   if (launch.params.size() != kernel->paramBytes)
     fail(launchPath + ": " + std::to_string(launch.params.size()) +
          " parameter bytes, but '" + launch.kernel + "' takes " +
@@ -203,6 +201,8 @@ int main(int argc, char **argv) {
   emu::LaunchSpec spec;
   spec.grid = launch.grid;
   spec.block = launch.block;
+  spec.cluster = launch.cluster;
+  spec.explicitCluster = true; // CUTLASS launches sm_90 kernels with one
   spec.dynamicSharedBytes = launch.shared;
   spec.params = launch.params.data();
   spec.paramBytes = launch.params.size();

@@ -52,6 +52,9 @@ LDMATRIX_T = r"ldmatrix\.sync\.aligned\.x4\.trans\.m8n8\.shared\.b16"
 CP_ASYNC = r"cp\.async\.cg\.shared\.global(\.L2::128B)? \[%r\d+\], \[%rd\d+\], 16"
 WGMMA = r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16"
 TMA = r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global\.mbarrier"
+TMA_MULTICAST = r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global\.mbarrier::complete_tx::bytes\.multicast::cluster"
+MAPA = r"mapa\.shared::cluster"
+CLUSTER_BARRIER = r"barrier\.cluster\.arrive"
 VARIANTS = {
     "sm80_bf16_tn": ("bf16", "row", "col", None,
                      [BF16_MMA, LDMATRIX, CP_ASYNC], False),
@@ -63,6 +66,10 @@ VARIANTS = {
     "sm90_nt_sw128": ("bf16", "col", "row", (128, 128), [WGMMA, TMA], True),
     "sm90_tt_sw32": ("bf16", "row", "row", (32, 64), [WGMMA, TMA], True),
     "sm90_nn_sw64": ("bf16", "col", "col", (128, 64), [WGMMA, TMA], True),
+    "sm90_tn_c2x2": ("bf16", "row", "col", (128, 128),
+                     [WGMMA, TMA_MULTICAST, MAPA, CLUSTER_BARRIER], True),
+    "sm90_nt_c4x2": ("bf16", "col", "row", (128, 128),
+                     [WGMMA, TMA_MULTICAST, MAPA, CLUSTER_BARRIER], True),
 }
 
 # Device addresses of A, B, C, D: far apart, so an overrun lands in no

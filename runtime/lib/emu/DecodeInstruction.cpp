@@ -182,7 +182,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     }
     // Op-specific modifiers first: their names overlap general ones. Each
     // family's decoder looks only at its own ops.
-    if (decodeArithmeticModifier(d, m) || decodeMemoryModifier(d, m) ||
+    if (decodeClusterModifier(d, m) || decodeArithmeticModifier(d, m) ||
+        decodeMemoryModifier(d, m) ||
         decodeWarpModifier(d, m) || decodeTensorCoreModifier(d, m) ||
         decodeAsyncAndBarrierModifier(d, m) || decodeWarpgroupModifier(d, m) ||
         decodeMbarrierModifier(d, m) || decodeBulkCopyModifier(d, m))
@@ -343,6 +344,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
       return err;
     break;
   case Op::Mapa:
+  case Op::ClusterBarrier:
     if (Error err = decodeClusterOperands(d))
       return err;
     break;
@@ -459,7 +461,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
                    inst.op != Op::Membar && inst.op != Op::CpAsync &&
                    inst.op != Op::CpAsyncCommit && inst.op != Op::CpAsyncWait &&
                    inst.op != Op::Elect && inst.op != Op::Wgmma &&
-                   inst.op != Op::BulkCopy && inst.op != Op::Mbarrier;
+                   inst.op != Op::BulkCopy && inst.op != Op::Mbarrier &&
+                   inst.op != Op::ClusterBarrier;
   if (needsType && inst.type == Type::None)
     return makeError("PTX line {}: '{}' has no type", line, opcode);
   kernel.code.push_back(inst);

@@ -164,6 +164,8 @@ enum class Op : uint8_t {
   BulkCopy,
   /// mapa{.shared::cluster}.{u32,u64} d, a, rank (ExecCluster.cpp).
   Mapa,
+  /// barrier.cluster.arrive (subop 0) / .wait (subop 1).
+  ClusterBarrier,
 };
 
 /// The mbarrier operations (ExecMbarrier.cpp).
@@ -188,6 +190,9 @@ enum class BulkOp : uint8_t {
   TensorLoad,
   /// cp.async.bulk.tensor.Nd.global.shared ... [tmap, {c..}], [src].
   TensorStore,
+  /// TensorLoad with .multicast::cluster: the box lands in every block of
+  /// the ctaMask operand (operandLists after the coordinates).
+  TensorLoadMulticast,
   /// cp.async.bulk.shared.global ... [dst], [src], size, [mbar].
   Load,
   /// cp.async.bulk.global.shared.bulk_group [dst], [src], size.

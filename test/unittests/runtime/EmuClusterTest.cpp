@@ -2,13 +2,12 @@
 //
 // The PTX ISA's definitions ("Special Registers": %cluster_ctaid,
 // %cluster_nctaid, %cluster_ctarank, %cluster_nctarank, %clusterid,
-// %nclusterid, %is_explicit_cluster; "mapa"), worked out by hand per block
-// from the grid and cluster shapes. The emulator runs clusters of one
-// block: mapa to the block's own rank gives back a shared address that
-// reaches the same bytes (and an mbarrier arrive through it, CUTLASS's
-// ClusterBarrier::arrive(cta_id) pattern, lands), any other rank faults,
-// and launches with larger clusters are refused.
-//
+// %nclusterid, %is_explicit_cluster; "mapa"; "barrier.cluster";
+// distributed shared memory), worked out by hand per block from the grid
+// and cluster shapes: mapa to the block's own rank reaches the same bytes;
+// to another rank, that block's shared memory (loads, stores, and
+// mbarrier arrives, CUTLASS's ClusterBarrier::arrive(cta_id) pattern);
+// barrier.cluster makes blocks wait for each other; misuse faults.
 //===----------------------------------------------------------------------===//
 
 #include "EmuDirectTestUtils.h"
@@ -43,6 +42,15 @@ std::string clusterKernel(const std::string &body) {
 	add.s64 	%rd3, %rd1, %rd2;
 )" + body +
          "\tret;\n}\n";
+}
+
+/// `text` without the first occurrence of `part` (which must be there).
+std::string without(std::string text, const std::string &part) {
+  size_t at = text.find(part);
+  EXPECT_NE(at, std::string::npos) << part;
+  if (at != std::string::npos)
+    text.erase(at, part.size());
+  return text;
 }
 
 TEST(EmuClusterTest, SpecialRegistersOfOneBlockClusters) {
@@ -207,11 +215,181 @@ TEST(EmuClusterTest, LaunchesCheckTheClusterShape) {
   ASSERT_TRUE(static_cast<bool>(err));
   EXPECT_THAT(err.message(), HasSubstr("grid (3,1,1) is not a whole number of "
                                        "clusters of (2,1,1)"));
-  spec.grid = {4, 1, 1};
+  spec.grid = {34, 1, 1};
+  spec.cluster = {17, 1, 1};
   err = emu::runKernel(module->kernels[0], spec);
   ASSERT_TRUE(static_cast<bool>(err));
-  EXPECT_THAT(err.message(),
-              HasSubstr("clusters of more than one block are not emulated"));
+  EXPECT_THAT(err.message(), HasSubstr("a cluster of 17 blocks (at most 16)"));
+}
+
+TEST(EmuClusterTest, SpecialRegistersOfTwoByTwoClusters) {
+  std::string body = R"(
+	mov.u32 	%r10, %cluster_ctaid.x;
+	mov.u32 	%r11, %cluster_ctaid.y;
+	mov.u32 	%r12, %cluster_ctarank;
+	mov.u32 	%r13, %cluster_nctarank;
+	st.global.v4.u32 	[%rd3], {%r10, %r11, %r12, %r13};
+	mov.u32 	%r14, %clusterid.x;
+	mov.u32 	%r15, %clusterid.y;
+	mov.u32 	%r16, %nclusterid.x;
+	mov.u32 	%r17, %nclusterid.y;
+	st.global.v4.u32 	[%rd3+16], {%r14, %r15, %r16, %r17};
+)";
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(8 * 16, 0xdeadbeef));
+  ParamBytes params;
+  params.addU64(DirectMemory::address(out));
+  DirectResult result =
+      runDirect(clusterKernel(body), {4, 2, 1}, {32, 1, 1}, params, memory, 0,
+                false, false, Dim3{2, 2, 1}, true);
+  ASSERT_EQ(result.error, "<success>");
+  std::vector<uint32_t> w = memory.as<uint32_t>(out);
+  for (unsigned y = 0; y < 2; ++y)
+    for (unsigned x = 0; x < 4; ++x) {
+      const uint32_t *b = &w[(y * 4 + x) * 16];
+      // Block (x, y) is (x % 2, y % 2) of cluster (x / 2, y / 2); rank x
+      // fastest; a grid of 2 x 1 clusters of 4.
+      EXPECT_THAT(std::vector<uint32_t>(b, b + 8),
+                  ::testing::ElementsAre(x % 2, y % 2, x % 2 + 2 * (y % 2), 4u,
+                                         x / 2, y / 2, 2u, 1u))
+          << "block (" << x << "," << y << ")";
+    }
+}
+
+// Each block of a 2-block cluster writes its shared word (the first of
+// `bar`'s two), the cluster
+// synchronises, each reads its peer's word through mapa and writes it
+// plus 1000 into the peer's second word; after another cluster barrier each
+// block stores both of its words.
+TEST(EmuClusterTest, DistributedSharedMemoryAndClusterBarrier) {
+  std::string body = R"(
+	mov.u32 	%r4, %tid.x;
+	mov.u32 	%r5, %cluster_ctarank;
+	mov.u32 	%r10, bar;
+	mad.lo.u32 	%r11, %r5, 100, 7;
+	setp.eq.u32 	%p1, %r4, 0;
+	@%p1 st.shared.u32 	[%r10], %r11;
+	barrier.cluster.arrive.release.aligned;
+	barrier.cluster.wait.acquire.aligned;
+	xor.b32 	%r12, %r5, 1;
+	mapa.shared::cluster.u32 	%r13, %r10, %r12;
+	ld.shared::cluster.u32 	%r14, [%r13];
+	add.u32 	%r15, %r14, 1000;
+	@%p1 st.shared::cluster.u32 	[%r13+4], %r15;
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	ld.shared.u32 	%r16, [%r10];
+	ld.shared.u32 	%r17, [%r10+4];
+	@%p1 st.global.v4.u32 	[%rd3], {%r14, %r16, %r17, %r5};
+)";
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(4 * 16, 0xdeadbeef));
+  ParamBytes params;
+  params.addU64(DirectMemory::address(out));
+  DirectResult result =
+      runDirect(clusterKernel(body), {4, 1, 1}, {64, 1, 1}, params, memory, 0,
+                false, /*checkShared=*/true, Dim3{2, 1, 1}, true);
+  ASSERT_EQ(result.error, "<success>");
+  std::vector<uint32_t> w = memory.as<uint32_t>(out);
+  for (unsigned b = 0; b < 4; ++b) {
+    unsigned rank = b % 2, peer = rank ^ 1;
+    EXPECT_THAT(std::vector<uint32_t>(&w[b * 16], &w[b * 16] + 4),
+                ::testing::ElementsAre(peer * 100 + 7, rank * 100 + 7,
+                                       rank * 100 + 7 + 1000, rank))
+        << "block " << b;
+  }
+  // Without the first cluster barrier a block may read its peer's word
+  // before the peer wrote it; without the last, a block may exit while its
+  // peer still writes its shared memory: the emulator runs the blocks in
+  // rank order, so block 1 stores into block 0's exited shared memory.
+  std::string noFinalBarrier =
+      without(body, "\tbarrier.cluster.arrive.aligned;\n"
+                    "\tbarrier.cluster.wait.aligned;\n");
+  result = runDirect(clusterKernel(noFinalBarrier), {2, 1, 1}, {64, 1, 1},
+                     params, memory, 0, false, false, Dim3{2, 1, 1}, true);
+  EXPECT_THAT(result.error, HasSubstr("block 0 of the cluster has exited"));
+}
+
+// A consumer block waits on its own mbarrier; the producer block of the
+// cluster arrives on it remotely (mapa + mbarrier.arrive.shared::cluster).
+TEST(EmuClusterTest, RemoteArriveReleasesAnotherBlock) {
+  std::string body = R"(
+	mov.u32 	%r4, %tid.x;
+	mov.u32 	%r5, %cluster_ctarank;
+	mov.u32 	%r10, bar;
+	setp.eq.u32 	%p1, %r4, 0;
+	@!%p1 bra 	$L_init_done;
+	mov.u32 	%r11, 1;
+	mbarrier.init.shared::cta.b64 	[%r10], %r11;
+$L_init_done:
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	setp.eq.u32 	%p2, %r5, 1;
+	@%p2 bra 	$L_consumer;
+	@!%p1 bra 	$L_done;
+	mov.u32 	%r12, 1;
+	mapa.shared::cluster.u32 	%r13, %r10, %r12;
+	mbarrier.arrive.release.cluster.shared::cluster.b64 	_, [%r13];
+	bra.uni 	$L_done;
+$L_consumer:
+	mbarrier.try_wait.parity.shared::cta.b64 	%p3, [%r10], 0;
+	@!%p3 bra 	$L_consumer;
+	selp.u32 	%r14, 1, 0, %p3;
+	@%p1 st.global.u32 	[%rd3], %r14;
+$L_done:
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+)";
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(2 * 16, 0));
+  ParamBytes params;
+  params.addU64(DirectMemory::address(out));
+  DirectResult result =
+      runDirect(clusterKernel(body), {2, 1, 1}, {64, 1, 1}, params, memory, 0,
+                false, false, Dim3{2, 1, 1}, true);
+  ASSERT_EQ(result.error, "<success>");
+  EXPECT_EQ(memory.as<uint32_t>(out)[16], 1u);
+  // Without the producer's arrive the consumer waits forever.
+  std::string noArrive = without(
+      body,
+      "\tmbarrier.arrive.release.cluster.shared::cluster.b64 \t_, [%r13];\n");
+  result = runDirect(clusterKernel(noArrive), {2, 1, 1}, {64, 1, 1}, params,
+                     memory, 0, false, false, Dim3{2, 1, 1}, true);
+  EXPECT_THAT(result.error, HasSubstr("block (0,0,0)"));
+  EXPECT_THAT(result.error, HasSubstr("deadlock: barrier.cluster.wait"));
+}
+
+TEST(EmuClusterTest, ClusterBarrierMisuse) {
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(16, 0));
+  ParamBytes params;
+  params.addU64(DirectMemory::address(out));
+  DirectResult result = runDirect(clusterKernel("\tbarrier.cluster.wait;\n"),
+                                  {2, 1, 1}, {32, 1, 1}, params, memory, 0,
+                                  false, false, Dim3{2, 1, 1}, true);
+  EXPECT_THAT(result.error,
+              HasSubstr("barrier.cluster.wait without a barrier.cluster.arrive "
+                        "before it"));
+  result = runDirect(
+      clusterKernel("\tbarrier.cluster.arrive;\n\tbarrier.cluster.arrive;\n"),
+      {2, 1, 1}, {32, 1, 1}, params, memory, 0, false, false, Dim3{2, 1, 1},
+      true);
+  EXPECT_THAT(result.error, HasSubstr("barrier.cluster.arrive twice"));
+  // try_wait on another block's mbarrier.
+  result = runDirect(clusterKernel(R"(
+	mov.u32 	%r10, bar;
+	mov.u32 	%r11, 1;
+	mapa.shared::cluster.u32 	%r13, %r10, %r11;
+	mbarrier.try_wait.parity.shared::cluster.b64 	%p3, [%r13], 0;
+)"),
+                     {2, 1, 1}, {32, 1, 1}, params, memory, 0, false, false,
+                     Dim3{2, 1, 1}, true);
+  EXPECT_THAT(result.error, HasSubstr("only arrive and the tx-count "
+                                      "operations reach another block's"));
+  Expected<emu::Module> module =
+      emu::parsePtx(clusterKernel("\tbarrier.cluster.aligned;\n"));
+  ASSERT_FALSE(module);
+  EXPECT_THAT(module.error().message(), HasSubstr("needs .arrive or .wait"));
 }
 
 } // namespace
