@@ -257,10 +257,9 @@ TEST(EmuClusterTest, SpecialRegistersOfTwoByTwoClusters) {
 }
 
 // Each block of a 2-block cluster writes its shared word (the first of
-// `bar`'s two), the cluster
-// synchronises, each reads its peer's word through mapa and writes it
-// plus 1000 into the peer's second word; after another cluster barrier each
-// block stores both of its words.
+// `bar`'s two), the cluster synchronises, each reads its peer's word
+// through mapa and writes it plus 1000 into the peer's second word; after
+// another cluster barrier each block stores both of its words.
 TEST(EmuClusterTest, DistributedSharedMemoryAndClusterBarrier) {
   std::string body = R"(
 	mov.u32 	%r4, %tid.x;
