@@ -352,9 +352,11 @@ bool BlockRunner::mbarrierDeadlock(unsigned w) {
       w, lane, pc,
       fmt::format("deadlock: mbarrier.try_wait on the mbarrier at shared "
                   "offset {} waits for {} to complete, but every thread of "
-                  "the block waits or has exited (phase {}: {} of {} "
+                  "the {} waits or has exited (phase {}: {} of {} "
                   "arrivals pending, tx-count {})",
-                  address, what, m ? m->phase : 0, m ? m->pending : 0,
+                  address, what,
+                  cluster && cluster->blocks.size() > 1 ? "cluster" : "block",
+                  m ? m->phase : 0, m ? m->pending : 0,
                   m ? m->expected : 0, m ? m->tx : 0));
 }
 

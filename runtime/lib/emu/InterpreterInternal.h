@@ -123,9 +123,7 @@ class BlockRunner {
 public:
   BlockRunner(const Kernel &kernel, const LaunchSpec &spec);
 
-  /// Runs block `ctaid` alone (a cluster of one); false on a fault (see
-  /// errorMessage()).
-  bool runBlock(Dim3 ctaid);
+  /// What went wrong, after a fault: kernel, block, thread, PTX line.
   std::string errorMessage() const;
 
   // Co-scheduling (the blocks of a cluster): beginBlock resets the block,

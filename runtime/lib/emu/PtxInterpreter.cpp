@@ -2,9 +2,11 @@
 //
 // The interpreter's core: a block's warps, their divergence and
 // reconvergence, the time slice that lets warps that spin on each other
-// make progress, opening barriers (and naming deadlocks), and the launch
-// that hands blocks to host threads. Each instruction family executes in
-// its own file (Exec*.cpp); runWarp dispatches to them.
+// make progress, opening barriers (and naming deadlocks), the blocks of a
+// cluster interleaved on one host thread (runCluster; a lone block is a
+// cluster of one), and the launch that hands clusters to host threads.
+// Each instruction family executes in its own file (Exec*.cpp); runWarp
+// dispatches to them.
 //
 // This file is compiled with -frounding-math like the other interpreter
 // files: see Numerics.h.
@@ -424,15 +426,6 @@ BlockRunner *runCluster(ClusterRun &run) {
       }
     return nullptr;
   }
-}
-
-bool BlockRunner::runBlock(Dim3 id) {
-  ClusterRun solo;
-  solo.blocks.push_back(this);
-  beginBlock(id, &solo, 0);
-  bool ok = runCluster(solo) == nullptr;
-  cluster = nullptr;
-  return ok;
 }
 
 bool BlockRunner::runWarp(unsigned w) {
