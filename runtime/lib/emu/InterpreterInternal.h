@@ -141,6 +141,13 @@ public:
   void countClusterArrivals(uint64_t &arrived, uint64_t &live) const;
   /// The cluster barrier's phase completed: its waiters try again.
   void wakeClusterWaiters();
+  /// Every waiting lane waits in barrier.cluster.wait.
+  bool waitsOnlyAtClusterBarrier() const {
+    for (unsigned w = 0; w < numWarps; ++w)
+      if (warps[w].waiting && warps[w].barrier != kClusterWait)
+        return false;
+    return true;
+  }
 
   uint64_t threadInstructions = 0;
   uint64_t warpInstructions = 0;

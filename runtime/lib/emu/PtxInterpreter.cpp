@@ -419,12 +419,17 @@ BlockRunner *runCluster(ClusterRun &run) {
         b->wakeClusterWaiters();
       continue;
     }
-    for (size_t i = 0; i < n; ++i)
-      if (!done[i]) {
-        run.blocks[i]->stuckFault();
-        return run.blocks[i];
-      }
-    return nullptr;
+    // Deadlock. A block waiting only at the cluster barrier waits for
+    // the others, so name a block stuck on something else if there is one.
+    BlockRunner *stuck = nullptr;
+    for (size_t i = 0; i < n && !stuck; ++i)
+      if (!done[i] && !run.blocks[i]->waitsOnlyAtClusterBarrier())
+        stuck = run.blocks[i];
+    for (size_t i = 0; i < n && !stuck; ++i)
+      if (!done[i])
+        stuck = run.blocks[i];
+    stuck->stuckFault();
+    return stuck;
   }
 }
 

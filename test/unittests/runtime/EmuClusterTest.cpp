@@ -12,6 +12,8 @@
 
 #include "EmuDirectTestUtils.h"
 
+#include "emu/TensorMap.h"
+
 #include <gmock/gmock.h>
 
 using namespace kiln::runtime;
@@ -354,8 +356,11 @@ $L_done:
       "\tmbarrier.arrive.release.cluster.shared::cluster.b64 \t_, [%r13];\n");
   result = runDirect(clusterKernel(noArrive), {2, 1, 1}, {64, 1, 1}, params,
                      memory, 0, false, false, Dim3{2, 1, 1}, true);
-  EXPECT_THAT(result.error, HasSubstr("block (0,0,0)"));
-  EXPECT_THAT(result.error, HasSubstr("deadlock: barrier.cluster.wait"));
+  // The consumer is named (the producer only waits for it at the cluster
+  // barrier).
+  EXPECT_THAT(result.error, HasSubstr("block (1,0,0)"));
+  EXPECT_THAT(result.error, HasSubstr("deadlock: mbarrier.try_wait"));
+  EXPECT_THAT(result.error, HasSubstr("every thread of the cluster waits"));
 }
 
 TEST(EmuClusterTest, ClusterBarrierMisuse) {
@@ -379,7 +384,7 @@ TEST(EmuClusterTest, ClusterBarrierMisuse) {
 	mov.u32 	%r10, bar;
 	mov.u32 	%r11, 1;
 	mapa.shared::cluster.u32 	%r13, %r10, %r11;
-	mbarrier.try_wait.parity.shared::cluster.b64 	%p3, [%r13], 0;
+	mbarrier.try_wait.parity.shared::cta.b64 	%p3, [%r13], 0;
 )"),
                      {2, 1, 1}, {32, 1, 1}, params, memory, 0, false, false,
                      Dim3{2, 1, 1}, true);
@@ -389,6 +394,110 @@ TEST(EmuClusterTest, ClusterBarrierMisuse) {
       emu::parsePtx(clusterKernel("\tbarrier.cluster.aligned;\n"));
   ASSERT_FALSE(module);
   EXPECT_THAT(module.error().message(), HasSubstr("needs .arrive or .wait"));
+}
+
+// TMA multicast: block 0 of a 2-block cluster loads one 8 x 4 box of a
+// 16 x 8 u16 tensor (no swizzle: the box lands densely, row by row) into
+// both blocks; each block expects the 64 bytes on its own mbarrier and
+// copies what landed to out[rank].
+std::string multicastKernel(const std::string &mask) {
+  return sm90Header() + R"(.visible .entry k(
+	.param .align 64 .b8 k_param_0[128],
+	.param .u64 k_param_1
+)
+{
+	.reg .pred 	%p<8>;
+	.reg .b32 	%r<40>;
+	.reg .b64 	%rd<16>;
+	.shared .align 128 .b8 smem[64];
+	.shared .align 8 .b64 bar;
+	mov.u32 	%r0, %tid.x;
+	mov.u32 	%r1, %cluster_ctarank;
+	mov.b64 	%rd1, k_param_0;
+	cvta.param.u64 	%rd1, %rd1;
+	ld.param.u64 	%rd2, [k_param_1];
+	cvta.to.global.u64 	%rd2, %rd2;
+	mov.u32 	%r9, bar;
+	mov.u32 	%r10, smem;
+	setp.eq.u32 	%p1, %r0, 0;
+	@!%p1 bra 	$L_synced;
+	mbarrier.init.shared::cta.b64 	[%r9], 1;
+	mbarrier.arrive.expect_tx.shared::cta.b64 	_, [%r9], 64;
+$L_synced:
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	setp.eq.u32 	%p2, %r1, 0;
+	and.pred 	%p3, %p1, %p2;
+	@!%p3 bra 	$L_wait;
+	mov.u32 	%r20, 4;
+	mov.u32 	%r21, 2;
+	mov.u16 	%rs1, )" +
+         mask + R"(;
+	cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r10], [%rd1, {%r20, %r21}], [%r9], %rs1;
+$L_wait:
+	mbarrier.try_wait.parity.shared::cta.b64 	%p4, [%r9], 0;
+	@!%p4 bra 	$L_wait;
+	setp.lt.u32 	%p5, %r0, 16;
+	@!%p5 bra 	$L_done;
+	shl.b32 	%r11, %r0, 2;
+	add.u32 	%r12, %r10, %r11;
+	ld.shared.u32 	%r13, [%r12];
+	mad.lo.u32 	%r14, %r1, 16, %r0;
+	mul.wide.u32 	%rd3, %r14, 4;
+	add.s64 	%rd4, %rd2, %rd3;
+	st.global.u32 	[%rd4], %r13;
+$L_done:
+	barrier.cluster.arrive.aligned;
+	barrier.cluster.wait.aligned;
+	ret;
+}
+)";
+}
+
+TEST(EmuClusterTest, TmaMulticastLandsInEveryBlockOfTheMask) {
+  std::vector<uint16_t> tensor(16 * 8);
+  for (unsigned i = 0; i < tensor.size(); ++i)
+    tensor[i] = static_cast<uint16_t>(1000 + i);
+  DirectMemory memory;
+  size_t in = memory.add(tensor);
+  size_t out = memory.add(std::vector<uint32_t>(2 * 16, 0xdeadbeef));
+  emu::EmuTensorMap map;
+  map.dataType = 1; // CU_TENSOR_MAP_DATA_TYPE_UINT16
+  map.rank = 2;
+  map.globalAddress = DirectMemory::address(in);
+  map.globalDims[0] = 16;
+  map.globalDims[1] = 8;
+  map.globalStrides[0] = 32;
+  map.boxDims[0] = 8;
+  map.boxDims[1] = 4;
+  map.elementStrides[0] = map.elementStrides[1] = 1;
+  ParamBytes params;
+  params.add(&map, sizeof(map), 64);
+  params.addU64(DirectMemory::address(out));
+  std::string ptx = multicastKernel("3");
+  ptx.replace(ptx.find(".reg .b64"), 0, ".reg .b16 \t%rs<4>;\n\t");
+  DirectResult result =
+      runDirect(ptx, {2, 1, 1}, {32, 1, 1}, params, memory, 0, false,
+                /*checkShared=*/true, Dim3{2, 1, 1}, true);
+  ASSERT_EQ(result.error, "<success>");
+  std::vector<uint32_t> words = memory.as<uint32_t>(out);
+  for (unsigned rank = 0; rank < 2; ++rank)
+    for (unsigned wd = 0; wd < 16; ++wd) {
+      // Word wd holds box elements 2wd and 2wd + 1: row 2 + wd / 4,
+      // columns 4 + 2 (wd % 4) and the next.
+      unsigned row = 2 + wd / 4, col = 4 + 2 * (wd % 4);
+      uint32_t want = tensor[row * 16 + col] |
+                      static_cast<uint32_t>(tensor[row * 16 + col + 1]) << 16;
+      EXPECT_EQ(words[rank * 16 + wd], want)
+          << "rank " << rank << " word " << wd;
+    }
+  // Mask 1: block 1 expects bytes that never come.
+  ptx = multicastKernel("1");
+  ptx.replace(ptx.find(".reg .b64"), 0, ".reg .b16 \t%rs<4>;\n\t");
+  result = runDirect(ptx, {2, 1, 1}, {32, 1, 1}, params, memory, 0, false,
+                     false, Dim3{2, 1, 1}, true);
+  EXPECT_THAT(result.error, HasSubstr("block (1,0,0)"));
+  EXPECT_THAT(result.error, HasSubstr("tx-count 64"));
 }
 
 } // namespace
