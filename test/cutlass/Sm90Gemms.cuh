@@ -3,10 +3,11 @@
 // CUTLASS 3.x warp-specialized TMA + wgmma GEMMs (the kernel of CUTLASS's
 // examples 48 and 49: CollectiveBuilder mainloop with
 // KernelTmaWarpSpecialized, GemmUniversal), bf16 operands, f32 accumulation
-// and f32 C/D, one CTA per cluster. Each variant differs in the operand
-// majors and the tile, which decide the shared-memory swizzle the builder
-// picks (ss_smem_selector: a K-major tile of 64/32/16 bf16 along K gets
-// 128B/64B/32B; an MN-major one the same by its M or N extent).
+// and f32 C/D. Each variant differs in the operand majors and the tile,
+// which decide the shared-memory swizzle the builder picks
+// (ss_smem_selector: a K-major tile of 64/32/16 bf16 along K gets
+// 128B/64B/32B; an MN-major one the same by its M or N extent), and in
+// its cluster shape (1 x 1 x 1, or 2 x 2 and 4 x 2 with TMA multicast).
 //
 // Shared by the device translation unit (Sm90GemmKernels.cu, the entries)
 // and the host one (Sm90GemmParams.cu, the Params without a GPU).
