@@ -64,6 +64,13 @@ if os.environ.get("KILN_NVRTC_LIBRARY") or any(
         f.startswith("libnvrtc.so") for f in (os.listdir(cuda_lib) if os.path.isdir(cuda_lib) else [])):
     config.available_features.add("nvrtc")
 
+# CUTLASS's kernels, compiled by nvcc at build time from the pinned
+# nvidia-cutlass wheel (test/cutlass/CMakeLists.txt), run on the emulator.
+config.substitutions.append(
+    ("%cutlass_bin", os.path.join(config.kiln_obj_root, "test", "cutlass")))
+if getattr(config, "kiln_cutlass_kernels", "OFF") == "ON":
+    config.available_features.add("cutlass")
+
 # ptxas validates emitted PTX when the CUDA Toolkit is installed.
 ptxas = shutil.which("ptxas") or (
     "/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)

@@ -55,7 +55,9 @@ uint64_t swizzle(uint64_t address, unsigned span) {
 
 bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
                            uint32_t exec) {
-  const BulkOp op = BulkOp(in.subop);
+  // A multicast load is a tensor load whose box lands in several blocks.
+  const bool multicast = BulkOp(in.subop) == BulkOp::TensorLoadMulticast;
+  const BulkOp op = multicast ? BulkOp::TensorLoad : BulkOp(in.subop);
   if (op == BulkOp::Commit || op == BulkOp::Wait)
     return true; // stores complete when issued
   uint64_t *r = warpRegs(w);
@@ -309,7 +311,18 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
     if (op == BulkOp::TensorStore)
       return;
     PendingBulk copy;
-    if (!mbarrierAt(2, copy.mbarrier)) {
+    uint32_t ctaMask = 0;
+    if (multicast) {
+      ctaMask = static_cast<uint32_t>(
+          r[static_cast<size_t>(ops[9 + dims]) * 32 + l] & 0xffff);
+      // The mbarrier at the same offset in each block of the mask
+      // completes the bytes that block receives.
+      if (!mbarrierOffset(w, l, pc, Space::Shared, address(2),
+                          copy.mbarrier)) {
+        ok = false;
+        return;
+      }
+    } else if (!mbarrierAt(2, copy.mbarrier)) {
       ok = false;
       return;
     }
@@ -330,8 +343,29 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       copy.chunks.push_back(static_cast<uint32_t>(a));
       std::memcpy(copy.data.data() + u, image.data() + u, 16);
     }
-    pendingBulk.push_back(std::move(copy));
-    ++mbarrierEvents;
+    if (!multicast) {
+      pendingBulk.push_back(std::move(copy));
+      ++mbarrierEvents;
+      return;
+    }
+    if (ctaMask == 0) {
+      ok = fault(w, l, pc, "a multicast tensor load with an empty ctaMask");
+      return;
+    }
+    for (uint32_t m = ctaMask; m; m &= m - 1) {
+      uint32_t rank = __builtin_ctz(m);
+      BlockRunner *target = clusterBlock(rank);
+      if (!target || target->exited) {
+        ok = fault(w, l, pc,
+                   fmt::format("a multicast tensor load to block {} of the "
+                               "cluster, which {}",
+                               rank,
+                               target ? "has exited" : "the cluster lacks"));
+        return;
+      }
+      target->pendingBulk.push_back(copy);
+      ++target->mbarrierEvents;
+    }
   });
   return ok;
 }

@@ -159,11 +159,49 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
     if (!ok)
       return;
     uint64_t offset = 0;
-    if (!mbarrierOffset(w, l, pc, in.space, address[l] + in.offset, offset)) {
+    // Another block's mbarrier (a shared::cluster address from mapa):
+    // arrive and the tx-count operations only, as the ISA allows.
+    BlockRunner *owner = this;
+    uint64_t a = address[l] + in.offset;
+    bool windowed = in.space == Space::Generic && a >= kSharedWindow &&
+                    a < kSharedWindow + (1ull << 32);
+    if ((in.space == Space::Shared || windowed) &&
+        ((windowed ? a - kSharedWindow : a) >> kClusterRankShift) != 0) {
+      owner = clusterTarget(w, l, pc, windowed ? a - kSharedWindow : a, 8,
+                            "mbarrier access", offset);
+      if (!owner) {
+        ok = false;
+        return;
+      }
+      if (offset % 8) {
+        ok = fault(w, l, pc,
+                   fmt::format("misaligned mbarrier at offset {} of block {} "
+                               "of the cluster",
+                               offset, owner->rankInCluster));
+        return;
+      }
+      if (owner != this && op != MbarrierOp::Arrive &&
+          op != MbarrierOp::ArriveDrop && op != MbarrierOp::ArriveExpectTx &&
+          op != MbarrierOp::ExpectTx && op != MbarrierOp::CompleteTx) {
+        ok = fault(w, l, pc,
+                   fmt::format("{} on the mbarrier of block {} of the "
+                               "cluster (only arrive and the tx-count "
+                               "operations reach another block's)",
+                               kernel.opcodeText[pc], owner->rankInCluster));
+        return;
+      }
+      if (owner != this && d) {
+        ok = fault(w, l, pc,
+                   "an arrive on another block's mbarrier returns no state "
+                   "(its destination must be '_')");
+        return;
+      }
+      ++owner->mbarrierEvents; // its waiters look again
+    } else if (!mbarrierOffset(w, l, pc, in.space, a, offset)) {
       ok = false;
       return;
     }
-    Mbarrier *m = findMbarrier(offset);
+    Mbarrier *m = owner->findMbarrier(offset);
     if (op == MbarrierOp::Init) {
       uint64_t count = operand[l] & 0xffffffffu;
       if (count < 1 || count > kMaxArrivals) {
@@ -314,9 +352,11 @@ bool BlockRunner::mbarrierDeadlock(unsigned w) {
       w, lane, pc,
       fmt::format("deadlock: mbarrier.try_wait on the mbarrier at shared "
                   "offset {} waits for {} to complete, but every thread of "
-                  "the block waits or has exited (phase {}: {} of {} "
+                  "the {} waits or has exited (phase {}: {} of {} "
                   "arrivals pending, tx-count {})",
-                  address, what, m ? m->phase : 0, m ? m->pending : 0,
+                  address, what,
+                  cluster && cluster->blocks.size() > 1 ? "cluster" : "block",
+                  m ? m->phase : 0, m ? m->pending : 0,
                   m ? m->expected : 0, m ? m->tx : 0));
 }
 

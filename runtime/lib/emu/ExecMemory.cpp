@@ -170,6 +170,21 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
         }
         uint8_t *p;
         if (K != 0 && isShared) {
+          if (__builtin_expect(address >> kClusterRankShift, 0) &&
+              address < (1ull << 32)) {
+            // Another block of the cluster (distributed shared memory).
+            uint64_t offset = 0;
+            BlockRunner *target =
+                clusterTarget(w, lane, pc, address, total, verb, offset);
+            if (!target) {
+              ok = false;
+              return;
+            }
+            if (!isLoad)
+              target->markSharedWritten(offset, total);
+            transfer(lane, target->shared.data() + offset);
+            return;
+          }
           if (address > sharedBytes || total > sharedBytes - address) {
             ok = fault(w, lane, pc,
                        fmt::format("out-of-bounds shared {} of {} bytes at "

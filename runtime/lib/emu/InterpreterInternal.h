@@ -33,6 +33,14 @@ constexpr uint64_t kTimeSlice = 1 << 16;
 /// WarpState::barrier of lanes that wait in mbarrier.try_wait (barriers
 /// 0..15 are bar.sync's).
 constexpr uint32_t kMbarrierWait = 16;
+/// WarpState::barrier of lanes that wait in barrier.cluster.wait.
+constexpr uint32_t kClusterWait = 17;
+/// A shared::cluster address of another block of the cluster (what mapa
+/// returns for it): (rank + 1) << kClusterRankShift | offset. Addresses
+/// below 1 << kClusterRankShift are the block's own shared memory (a
+/// block has at most 228 KiB).
+constexpr unsigned kClusterRankShift = 24;
+constexpr uint64_t kClusterOffsetMask = (1ull << kClusterRankShift) - 1;
 
 template <typename F>
 inline __attribute__((always_inline)) void forLanes(uint32_t mask, F &&f) {
@@ -87,6 +95,22 @@ void addPerformanceCounters(LaunchStats &into, const LaunchStats &from);
 void mergeSectors(std::unordered_set<uint64_t> &into,
                   std::unordered_set<uint64_t> &from);
 
+class BlockRunner;
+
+/// The blocks of one cluster, co-scheduled on one host thread (by rank),
+/// and the cluster barrier's phase (barrier.cluster; each block keeps its
+/// threads' arrivals).
+struct ClusterRun {
+  std::vector<BlockRunner *> blocks;
+  uint64_t barrierPhase = 0;
+};
+/// Runs the begun blocks of `run` to completion, interleaved; the block
+/// that faulted (its errorMessage() says why), or nullptr.
+BlockRunner *runCluster(ClusterRun &run);
+
+/// What one scheduling round of a block did (BlockRunner::step).
+enum class BlockStep { Fault, Progress, Done, Stuck };
+
 /// What a barrier instruction does to the lanes that issue it.
 /// Advance and Yield move on (Yield also ends the warp's time slice: a
 /// test_wait that failed).
@@ -99,9 +123,31 @@ class BlockRunner {
 public:
   BlockRunner(const Kernel &kernel, const LaunchSpec &spec);
 
-  /// Runs block `ctaid`; false on a fault (see errorMessage()).
-  bool runBlock(Dim3 ctaid);
+  /// What went wrong, after a fault: kernel, block, thread, PTX line.
   std::string errorMessage() const;
+
+  // Co-scheduling (the blocks of a cluster): beginBlock resets the block,
+  // then step runs each warp for a time slice, or opens barriers when
+  // none can run. Stuck: nothing here can move without another block;
+  // stuckFault names what it waits for (a deadlock).
+  void beginBlock(Dim3 id, ClusterRun *run, uint32_t rank);
+  BlockStep step();
+  bool stuckFault();
+  Dim3 blockId() const { return ctaid; }
+  /// Changes other blocks can see (mbarrier events, cluster arrivals).
+  uint64_t eventCount() const { return mbarrierEvents + clusterArrivals; }
+  /// Whether every live thread has arrived at the cluster barrier's
+  /// current phase; `arrived` and `live` count them.
+  void countClusterArrivals(uint64_t &arrived, uint64_t &live) const;
+  /// The cluster barrier's phase completed: its waiters try again.
+  void wakeClusterWaiters();
+  /// Every waiting lane waits in barrier.cluster.wait.
+  bool waitsOnlyAtClusterBarrier() const {
+    for (unsigned w = 0; w < numWarps; ++w)
+      if (warps[w].waiting && warps[w].barrier != kClusterWait)
+        return false;
+    return true;
+  }
 
   uint64_t threadInstructions = 0;
   uint64_t warpInstructions = 0;
@@ -121,6 +167,19 @@ public:
 private:
   uint64_t *warpRegs(unsigned w) {
     return regs.data() + static_cast<size_t>(w) * numSlots * 32;
+  }
+  /// The block of rank `rank` in this block's cluster (this one when the
+  /// cluster is this block alone), or nullptr.
+  BlockRunner *clusterBlock(uint32_t rank) {
+    if (!cluster)
+      return rank == 0 ? this : nullptr;
+    return rank < cluster->blocks.size() ? cluster->blocks[rank] : nullptr;
+  }
+  /// The block's rank in its cluster (%cluster_ctarank).
+  uint32_t clusterRank(Dim3 id) const {
+    return id.x % spec.cluster.x +
+           spec.cluster.x * (id.y % spec.cluster.y +
+                             spec.cluster.y * (id.z % spec.cluster.z));
   }
   bool runWarp(unsigned w);
   bool fault(unsigned warp, unsigned lane, uint32_t pc, std::string what) {
@@ -275,6 +334,30 @@ private:
   };
   std::vector<PendingBulk> pendingBulk;
   bool bulkCopy(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
+  // Clusters (ExecCluster.cpp).
+  bool mapAddress(unsigned w, uint32_t pc, const Instruction &in,
+                  uint32_t exec);
+  /// barrier.cluster.arrive / wait.
+  BarrierStep clusterBarrier(unsigned w, uint32_t pc, const Instruction &in,
+                             uint32_t mask, uint32_t exec);
+  /// The block and offset a shared::cluster address names (rank bits
+  /// above kClusterRankShift), checked for `bytes` in bounds; nullptr
+  /// after a fault.
+  BlockRunner *clusterTarget(unsigned w, unsigned lane, uint32_t pc,
+                             uint64_t address, unsigned bytes,
+                             const char *what, uint64_t &offset);
+  /// The deadlock message for a warp waiting in barrier.cluster.wait.
+  bool clusterBarrierDeadlock(unsigned w);
+  ClusterRun *cluster = nullptr;
+  uint32_t rankInCluster = 0;
+  /// Every thread of the block has exited (its shared memory is gone).
+  bool exited = false;
+  /// Per thread: the cluster barrier phase + 1 it arrived in (0: none).
+  std::vector<uint64_t> clusterArrivedPhase;
+  uint64_t clusterArrivals = 0;
+  unsigned clusterWaiters = 0;
+  /// warpInstructions when the block began (for the step limit).
+  uint64_t blockStart = 0;
 
   // wgmma (ExecWgmma.cpp).
   bool wgmma(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);

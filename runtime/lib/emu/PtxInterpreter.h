@@ -51,6 +51,11 @@ struct MemoryRegion {
 struct LaunchSpec {
   Dim3 grid;
   Dim3 block;
+  /// Blocks per cluster (sm_90); the grid must be a whole number of
+  /// clusters. `explicitCluster` is what %is_explicit_cluster reads (a
+  /// launch that named a cluster shape, even 1 x 1 x 1).
+  Dim3 cluster;
+  bool explicitCluster = false;
   uint32_t dynamicSharedBytes = 0;
   /// The packed parameters (PackedParams layout).
   const uint8_t *params = nullptr;

@@ -162,6 +162,10 @@ enum class Op : uint8_t {
   /// cp.async.bulk{.tensor}*, and their commit/wait groups: `subop` is a
   /// BulkOp.
   BulkCopy,
+  /// mapa{.shared::cluster}.{u32,u64} d, a, rank (ExecCluster.cpp).
+  Mapa,
+  /// barrier.cluster.arrive (subop 0) / .wait (subop 1).
+  ClusterBarrier,
 };
 
 /// The mbarrier operations (ExecMbarrier.cpp).
@@ -186,6 +190,9 @@ enum class BulkOp : uint8_t {
   TensorLoad,
   /// cp.async.bulk.tensor.Nd.global.shared ... [tmap, {c..}], [src].
   TensorStore,
+  /// TensorLoad with .multicast::cluster: the box lands in every block of
+  /// the ctaMask operand (operandLists after the coordinates).
+  TensorLoadMulticast,
   /// cp.async.bulk.shared.global ... [dst], [src], size, [mbar].
   Load,
   /// cp.async.bulk.global.shared.bulk_group [dst], [src], size.
@@ -327,6 +334,24 @@ enum class Special : uint8_t {
   /// %dynamic_smem_size and %total_smem_size, in bytes.
   DynamicSmemSize,
   TotalSmemSize,
+  /// Clusters (sm_90): the block's place in its cluster, the cluster's
+  /// shape, the cluster's place in the grid (LaunchSpec::cluster).
+  ClusterCtaidX,
+  ClusterCtaidY,
+  ClusterCtaidZ,
+  ClusterNctaidX,
+  ClusterNctaidY,
+  ClusterNctaidZ,
+  ClusterCtarank,
+  ClusterNctarank,
+  ClusteridX,
+  ClusteridY,
+  ClusteridZ,
+  NclusteridX,
+  NclusteridY,
+  NclusteridZ,
+  /// 1 when the launch named a cluster shape (LaunchSpec::explicitCluster).
+  IsExplicitCluster,
 };
 
 constexpr uint32_t kNoSlot = ~0u;
