@@ -24,7 +24,8 @@
 namespace kiln::runtime::emu {
 namespace detail {
 
-BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
+BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec,
+                         GlobalWriteTracker *globalWrites)
     : kernel(kernel), spec(spec), code(kernel.code.data()),
       numSlots(kernel.numSlots) {
   threadsPerBlock = spec.block.x * spec.block.y * spec.block.z;
@@ -51,6 +52,9 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
   }
   if (checkShared)
     sharedWritten.assign(sharedBytes, 0);
+  if (spec.checkRaces)
+    raceCheck = std::make_unique<RaceCheck>(kernel, spec, sharedBytes, numWarps,
+                                            globalWrites);
   // Constants and per-thread specials are the same in every block.
   for (unsigned w = 0; w < numWarps; ++w) {
     uint64_t *r = warpRegs(w);
@@ -135,6 +139,8 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
   }
 }
 
+BlockRunner::~BlockRunner() = default;
+
 std::string BlockRunner::errorMessage() const {
   uint32_t t = faultState.warp * 32 + faultState.lane;
   uint32_t tx = t % spec.block.x, ty = (t / spec.block.x) % spec.block.y,
@@ -169,7 +175,12 @@ bool BlockRunner::runBlock(Dim3 id) {
     ws.waiting = 0;
     ws.converged = true;
     ws.pc = 0;
+    ws.spinning = false;
   }
+  if (raceCheck)
+    raceCheck->beginBlock(
+        id, id.x + static_cast<uint64_t>(spec.grid.x) *
+                       (id.y + static_cast<uint64_t>(spec.grid.y) * id.z));
   if (!shared.empty())
     std::memset(shared.data(), 0, shared.size());
   if (checkShared && !sharedWritten.empty())
@@ -194,18 +205,37 @@ bool BlockRunner::runBlock(Dim3 id) {
     barrierAny[b] = false;
   }
   uint64_t blockStart = warpInstructions;
+  unsigned spinRounds = 0;
   while (true) {
     // Each warp runs until it waits, exits or uses up its time slice; a
     // warp that spins on a flag another warp sets gets to see it set.
     bool runnable = false;
     if (mbarrierWaiters)
       wakeMbarrierWaiters();
+    uint64_t eventsBefore = mbarrierEvents;
+    bool allSpin = true;
     for (unsigned w = 0; w < numWarps; ++w)
       if (warps[w].live & ~warps[w].waiting) {
+        warps[w].spinning = false;
         if (!runWarp(w))
           return false;
-        runnable |= (warps[w].live & ~warps[w].waiting) != 0;
+        bool stillRuns = (warps[w].live & ~warps[w].waiting) != 0;
+        runnable |= stillRuns;
+        allSpin &= !stillRuns || warps[w].spinning;
       }
+    // The race check: two rounds in which every warp that can run only
+    // failed a test_wait and no mbarrier changed: nothing ever will (the
+    // spin would hang a GPU).
+    if (raceCheck && runnable) {
+      spinRounds = allSpin && mbarrierEvents == eventsBefore ? spinRounds + 1
+                                                             : 0;
+      if (spinRounds == 2) {
+        unsigned w = 0;
+        while (!warps[w].spinning)
+          ++w;
+        return mbarrierDeadlock(w, warps[w].spinLane, warps[w].spinPc);
+      }
+    }
     if (runnable) {
       if (spec.maxWarpInstructionsPerBlock &&
           warpInstructions - blockStart > spec.maxWarpInstructionsPerBlock) {
@@ -232,8 +262,17 @@ bool BlockRunner::runBlock(Dim3 id) {
         waitingAt[warps[w].barrier] += __builtin_popcount(warps[w].waiting);
         anyWaiting = true;
       }
-    if (!anyWaiting)
+    if (!anyWaiting) {
+      if (!raceCheck)
+        return true;
+      if (!checkMbarriersAtExit())
+        return false;
+      unsigned thread = 0;
+      uint32_t pc = 0;
+      if (!raceCheck->endBlock(thread, pc))
+        return raceFault(thread / 32, thread % 32, pc);
       return true;
+    }
     // Lanes in mbarrier.try_wait try again after a change (the last
     // warp to run may have arrived and exited).
     if (mbarrierWaiters && wakeMbarrierWaiters())
@@ -358,6 +397,8 @@ bool BlockRunner::runWarp(unsigned w) {
     }
     if (__builtin_expect(countPerformance, 0))
       countInstruction(in, mask, exec);
+    if (__builtin_expect(raceCheck != nullptr, 0))
+      raceCheck->setIssue(static_cast<uint32_t>(warpInstructions + issued));
     if (__builtin_expect(ws.wgmmaInFlight != 0, 0) && exec &&
         in.op != Op::Wgmma && !checkWgmmaRegisters(w, pc, in, exec))
       return finish(false);
@@ -403,6 +444,9 @@ bool BlockRunner::runWarp(unsigned w) {
       if (step == BarrierStep::Wait)
         continue;
       if (step == BarrierStep::Yield) {
+        ws.spinning = true;
+        ws.spinLane = __builtin_ctz(mask);
+        ws.spinPc = pc;
         if (ws.converged)
           ws.pc = next;
         else
@@ -496,6 +540,9 @@ bool BlockRunner::runWarp(unsigned w) {
         return finish(false);
       break;
     case Op::Membar:
+      if (raceCheck && FenceKind(in.subop) == FenceKind::ProxyAsync &&
+          in.space != Space::Global)
+        forLanes(exec, [&](unsigned l) { raceCheck->proxyFence(w * 32 + l); });
       break;
     case Op::Cvt:
       if (!convert(r, in, exec))
@@ -581,8 +628,12 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
   std::mutex countsMutex;
   LaunchStats counts;
   std::unordered_set<uint64_t> sectorsRead, sectorsWritten;
+  // The race check's record of which block wrote each global byte.
+  std::unique_ptr<detail::GlobalWriteTracker> globalWrites;
+  if (spec.checkRaces)
+    globalWrites = std::make_unique<detail::GlobalWriteTracker>();
   auto work = [&]() {
-    detail::BlockRunner runner(kernel, spec);
+    detail::BlockRunner runner(kernel, spec, globalWrites.get());
     uint64_t blocksRun = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       uint64_t next = nextBlock.fetch_add(1);
