@@ -165,6 +165,8 @@ private:
   uint64_t launches = 0;
   bool checkSharedReads = false;
   bool checkRaces = false;
+  /// Blocks the race check ran (KILN_EMU_STATS reports them).
+  uint64_t raceCheckedBlocks = 0;
   uint64_t nextAddress = kFirstAddress;
   std::map<DevicePtr, Allocation> allocations;
   std::vector<emu::MemoryRegion> regions;
@@ -219,6 +221,12 @@ EmuDevice::~EmuDevice() {
                  static_cast<unsigned long long>(stats.warpInstructions),
                  launchSeconds, stats.threadInstructions / launchSeconds / 1e6,
                  workers);
+  if (printStats && checkRaces)
+    std::fprintf(stderr,
+                 "kiln emu: race check (KILN_EMU_CHECK=races): %llu blocks of "
+                 "%llu launches checked\n",
+                 static_cast<unsigned long long>(raceCheckedBlocks),
+                 static_cast<unsigned long long>(launches));
 }
 
 void EmuDevice::rebuildRegions() {
@@ -448,6 +456,8 @@ Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
   launchSeconds += seconds;
   stats.threadInstructions += launchStats.threadInstructions;
   stats.warpInstructions += launchStats.warpInstructions;
+  if (checkRaces && !err)
+    raceCheckedBlocks += launchStats.blocksRun;
   if (profiling.enabled && !err)
     profiles.push_back({kernel.name, config, stream.id,
                         countersOf(launchStats, config.grid), seconds});

@@ -17,7 +17,6 @@ namespace kiln::runtime::emu::detail {
 
 namespace {
 
-/// A cp.async's writes before it completes: ordered before nothing.
 constexpr uint32_t kInFlight = UINT32_MAX;
 
 /// What a shadow record remembers.
@@ -195,7 +194,8 @@ void RaceCheck::beginBlock(Dim3 id, uint64_t linear) {
     std::fill(readList.begin(), readList.end(), 0);
     freeLists.clear();
     for (uint32_t i = 0; i < lists.size(); ++i) {
-      lists[i].clear();
+      lists[i].records.clear();
+      lists[i].refs = 0;
       freeLists.push_back(i);
     }
     anyList = false;
@@ -258,17 +258,6 @@ void RaceCheck::fullBarrier() {
 // Shadow shared memory
 //===----------------------------------------------------------------------===//
 
-bool RaceCheck::ordered(const Actor &a, const Record &r) const {
-  if (r.clock == kInFlight)
-    return false;
-  // A full-block barrier since: every thread's earlier accesses are
-  // ordered before everything after it (agents' are not: they may still
-  // be in flight).
-  if (r.who < threads && r.gen < epoch)
-    return true;
-  return knownBy(a, r.who) >= r.clock;
-}
-
 RaceCheck::Actor RaceCheck::threadActor(unsigned t, uint32_t pc,
                                         uint8_t kind) const {
   Actor a;
@@ -282,39 +271,7 @@ RaceCheck::Actor RaceCheck::threadActor(unsigned t, uint32_t pc,
   return a;
 }
 
-void RaceCheck::clearReads(uint64_t b) {
-  reads[b].gen = 0;
-  if (uint32_t l = readList[b]) {
-    lists[l - 1].clear();
-    freeLists.push_back(l - 1);
-    readList[b] = 0;
-  }
-}
-
-void RaceCheck::addRead(const Actor &a, uint64_t b, const Record &r) {
-  // Reads ordered before this one need not be kept: a write ordered after
-  // this read is ordered after them too.
-  if (uint32_t l = readList[b]) {
-    std::vector<Record> &list = lists[l - 1];
-    size_t kept = 0;
-    for (const Record &e : list)
-      if (valid(e) && e.who != r.who && !ordered(a, e))
-        list[kept++] = e;
-    list.resize(kept);
-    if (kept == 0) {
-      clearReads(b);
-      reads[b] = r;
-      return;
-    }
-    list.push_back(r);
-    return;
-  }
-  Record &old = reads[b];
-  if (!valid(old) || old.who == r.who || ordered(a, old)) {
-    old = r;
-    return;
-  }
-  // Concurrent readers: keep them all.
+uint32_t RaceCheck::newList(unsigned refs) {
   uint32_t index;
   if (!freeLists.empty()) {
     index = freeLists.back();
@@ -323,13 +280,89 @@ void RaceCheck::addRead(const Actor &a, uint64_t b, const Record &r) {
     index = static_cast<uint32_t>(lists.size());
     lists.emplace_back();
   }
-  lists[index].assign({old, r});
-  readList[b] = index + 1;
+  lists[index].records.clear();
+  lists[index].refs = refs;
+  lists[index].compactAt = 8;
   anyList = true;
+  return index;
 }
 
-bool RaceCheck::accessByte(const Actor &a, uint64_t b) {
-  const Record &w = writes[b];
+void RaceCheck::clearReads(uint64_t b, unsigned n) {
+  for (uint64_t c = b; c < b + n; ++c) {
+    reads[c].gen = 0;
+    if (uint32_t l = readList[c]) {
+      if (--lists[l - 1].refs == 0)
+        freeLists.push_back(l - 1);
+      readList[c] = 0;
+    }
+  }
+}
+
+void RaceCheck::compact(const Actor &a, std::vector<Record> &list) {
+  // The newest read (last) stays. Reads ordered before it need not be
+  // kept: a write ordered after it is ordered after them too; and of one
+  // thread's (or agent's) reads the latest is enough.
+  Record newest = list.back();
+  list.pop_back();
+  size_t kept = 0;
+  for (const Record &e : list)
+    if (valid(e) && e.who != newest.who && !ordered(a, e))
+      list[kept++] = e;
+  list.resize(kept);
+  std::sort(list.begin(), list.end(), [](const Record &x, const Record &y) {
+    return x.who != y.who ? x.who < y.who : x.clock > y.clock;
+  });
+  list.erase(std::unique(list.begin(), list.end(),
+                         [](const Record &x, const Record &y) {
+                           return x.who == y.who;
+                         }),
+             list.end());
+  list.push_back(newest);
+}
+
+void RaceCheck::addReads(const Actor &a, uint64_t b, unsigned n,
+                         const Record &r) {
+  if (uint32_t l = readList[b]) {
+    uint32_t index = l - 1;
+    if (lists[index].refs != n) {
+      // Other bytes share the list: these get a copy of their own.
+      uint32_t copy = newList(n);
+      lists[copy].records = lists[index].records;
+      lists[index].refs -= n;
+      for (uint64_t c = b; c < b + n; ++c)
+        readList[c] = copy + 1;
+      index = copy;
+    }
+    ReadList &list = lists[index];
+    if (!list.records.empty() && list.records.back().who == r.who) {
+      list.records.back() = r;
+      return;
+    }
+    list.records.push_back(r);
+    if (list.records.size() >= list.compactAt) {
+      compact(a, list.records);
+      list.compactAt =
+          std::max<uint32_t>(8, 2 * static_cast<uint32_t>(list.records.size()));
+    }
+    return;
+  }
+  const Record old = reads[b];
+  if (!valid(old) || old.who == r.who || ordered(a, old)) {
+    for (uint64_t c = b; c < b + n; ++c)
+      reads[c] = r;
+    return;
+  }
+  // Concurrent readers: keep them all.
+  uint32_t index = newList(n);
+  lists[index].records.assign({old, r});
+  for (uint64_t c = b; c < b + n; ++c) {
+    readList[c] = index + 1;
+    reads[c] = Record();
+  }
+}
+
+bool RaceCheck::accessRun(const Actor &a, uint64_t b, unsigned n) {
+  const Record w = writes[b];
   Record mine{a.clock, epoch, a.pc, issue, a.who, a.reportThread, a.kind};
   if (a.kind == KindRead || a.kind == KindAsyncRead) {
     if (valid(w)) {
@@ -339,7 +372,7 @@ bool RaceCheck::accessByte(const Actor &a, uint64_t b) {
           !(a.fenced && a.fenced[w.who] >= w.clock))
         return raceWith(a, b, w, /*proxy=*/true);
     }
-    addRead(a, b, mine);
+    addReads(a, b, n, mine);
     return true;
   }
   // A write (store, atomic, cp.async, TMA/bulk load). Lanes of one store
@@ -350,35 +383,32 @@ bool RaceCheck::accessByte(const Actor &a, uint64_t b) {
       !ordered(a, w))
     return raceWith(a, b, w);
   if (uint32_t l = readList[b]) {
-    for (const Record &e : lists[l - 1])
+    for (const Record &e : lists[l - 1].records)
       if (valid(e) && !ordered(a, e))
         return raceWith(a, b, e);
   } else if (valid(reads[b]) && !ordered(a, reads[b])) {
     return raceWith(a, b, reads[b]);
   }
-  writes[b] = mine;
-  clearReads(b);
+  clearReads(b, n);
+  for (uint64_t c = b; c < b + n; ++c)
+    writes[c] = mine;
   return true;
 }
 
 bool RaceCheck::access(const Actor &a, uint64_t offset, unsigned bytes) {
+  // Bytes in the same state take the same path and end in the same state
+  // (an access usually finds its bytes alike): handle each run once.
   for (unsigned i = 0; i < bytes;) {
     uint64_t b = offset + i;
-    const bool hadList = readList[b] != 0;
-    const Record w0 = writes[b], r0 = reads[b];
-    if (!accessByte(a, b))
-      return false;
     unsigned j = i + 1;
-    // The following bytes in the same state take the same path and end in
-    // the same state (an access usually finds its bytes alike).
-    if (!hadList && !readList[b])
-      for (; j < bytes; ++j) {
-        uint64_t c = offset + j;
-        if (readList[c] || !(writes[c] == w0) || !(reads[c] == r0))
-          break;
-        writes[c] = writes[b];
-        reads[c] = reads[b];
-      }
+    for (; j < bytes; ++j) {
+      uint64_t c = offset + j;
+      if (readList[c] != readList[b] || !(writes[c] == writes[b]) ||
+          !(reads[c] == reads[b]))
+        break;
+    }
+    if (!accessRun(a, b, j - i))
+      return false;
     i = j;
   }
   return true;

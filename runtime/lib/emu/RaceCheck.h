@@ -236,6 +236,8 @@ private:
     uint32_t group = 0; ///< UINT32_MAX until committed
     uint32_t clock = 0;
   };
+  /// A cp.async's writes before it completes: ordered before nothing.
+  static constexpr uint32_t kInFlightClock = UINT32_MAX;
 
   uint32_t known(unsigned u, uint32_t x) const {
     if (x == u)
@@ -247,14 +249,28 @@ private:
                          : a.view[x];
   }
   bool valid(const Record &r) const { return r.gen >= blockEpoch; }
-  bool ordered(const Actor &a, const Record &r) const;
+  /// A thread's access before the last full-block barrier is ordered
+  /// before everything after it (an agent's may still be in flight).
+  bool beforeBarrier(const Record &r) const {
+    return r.who < threads && r.gen < epoch;
+  }
+  bool ordered(const Actor &a, const Record &r) const {
+    if (r.clock == kInFlightClock)
+      return false;
+    if (beforeBarrier(r))
+      return true;
+    return knownBy(a, r.who) >= r.clock;
+  }
   /// The checks and bookkeeping of one access of `bytes` bytes.
   bool access(const Actor &a, uint64_t offset, unsigned bytes);
-  bool accessByte(const Actor &a, uint64_t b);
+  /// The same for the `n` bytes from `b`, whose shadow state is alike.
+  bool accessRun(const Actor &a, uint64_t b, unsigned n);
   bool raceWith(const Actor &a, uint64_t b, const Record &other,
                 bool proxy = false);
-  void addRead(const Actor &a, uint64_t b, const Record &r);
-  void clearReads(uint64_t b);
+  void addReads(const Actor &a, uint64_t b, unsigned n, const Record &r);
+  void clearReads(uint64_t b, unsigned n);
+  uint32_t newList(unsigned refs);
+  void compact(const Actor &a, std::vector<Record> &list);
   Actor threadActor(unsigned t, uint32_t pc, uint8_t kind) const;
 
   /// Retires the committed groups but the newest `keepGroups`: the highest
@@ -319,9 +335,17 @@ private:
 
   // Shadow shared memory, per byte.
   std::vector<Record> writes, reads;
-  /// 0, or 1 + the index in `lists` of the byte's concurrent reads.
+  /// 0, or 1 + the index in `lists` of the byte's concurrent reads (then
+  /// `reads` holds an empty record).
   std::vector<uint32_t> readList;
-  std::vector<std::vector<Record>> lists;
+  /// Concurrent reads, shared by the bytes accessed alike (`refs` bytes
+  /// point to a list); compacted when `records` reaches `compactAt`.
+  struct ReadList {
+    std::vector<Record> records;
+    uint32_t refs = 0;
+    uint32_t compactAt = 8;
+  };
+  std::vector<ReadList> lists;
   std::vector<uint32_t> freeLists;
   bool anyList = false;
 
