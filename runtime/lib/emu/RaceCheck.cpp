@@ -150,6 +150,11 @@ RaceCheck::RaceCheck(const Kernel &kernel, const LaunchSpec &spec,
   bulkGroups.resize(threads);
   bulkCommitted.assign(threads, 0);
   warpView.assign(width, 0);
+  rowChecked.assign(sharedBytes / 16 + 1, 0);
+  uniform.assign(sharedBytes / 16 + 1, 1);
+  rowWrites.resize(sharedBytes / 16 + 1);
+  rowReads.resize(sharedBytes / 16 + 1);
+  rowLists.assign(sharedBytes / 16 + 1, 0);
   writes.resize(sharedBytes);
   reads.resize(sharedBytes);
   readList.assign(sharedBytes, 0);
@@ -163,6 +168,8 @@ void RaceCheck::beginBlock(Dim3 id, uint64_t linear) {
   if (epoch > 0xf0000000u) { // forget every record before the count wraps
     std::fill(writes.begin(), writes.end(), Record());
     std::fill(reads.begin(), reads.end(), Record());
+    std::fill(rowWrites.begin(), rowWrites.end(), Record());
+    std::fill(rowReads.begin(), rowReads.end(), Record());
     epoch = 0;
   }
   blockEpoch = ++epoch;
@@ -192,6 +199,7 @@ void RaceCheck::beginBlock(Dim3 id, uint64_t linear) {
   std::fill(bulkCommitted.begin(), bulkCommitted.end(), 0);
   if (anyList) {
     std::fill(readList.begin(), readList.end(), 0);
+    std::fill(rowLists.begin(), rowLists.end(), 0);
     freeLists.clear();
     for (uint32_t i = 0; i < lists.size(); ++i) {
       lists[i].records.clear();
@@ -201,6 +209,8 @@ void RaceCheck::beginBlock(Dim3 id, uint64_t linear) {
     anyList = false;
   }
   globalWrites.clear();
+  // Every record is stale: alike in effect.
+  std::fill(uniform.begin(), uniform.end(), 1);
 }
 
 void RaceCheck::publish(unsigned u, Released &into) {
@@ -287,13 +297,13 @@ uint32_t RaceCheck::newList(unsigned refs) {
   return index;
 }
 
-void RaceCheck::clearReads(uint64_t b, unsigned n) {
-  for (uint64_t c = b; c < b + n; ++c) {
-    reads[c].gen = 0;
-    if (uint32_t l = readList[c]) {
+void RaceCheck::clearReads(const Slots &at, unsigned n) {
+  for (unsigned i = 0; i < n; ++i) {
+    at.reads[i].gen = 0;
+    if (uint32_t l = at.lists[i]) {
       if (--lists[l - 1].refs == 0)
         freeLists.push_back(l - 1);
-      readList[c] = 0;
+      at.lists[i] = 0;
     }
   }
 }
@@ -320,17 +330,17 @@ void RaceCheck::compact(const Actor &a, std::vector<Record> &list) {
   list.push_back(newest);
 }
 
-void RaceCheck::addReads(const Actor &a, uint64_t b, unsigned n,
+void RaceCheck::addReads(const Actor &a, const Slots &at, unsigned n,
                          const Record &r) {
-  if (uint32_t l = readList[b]) {
+  if (uint32_t l = at.lists[0]) {
     uint32_t index = l - 1;
     if (lists[index].refs != n) {
       // Other bytes share the list: these get a copy of their own.
       uint32_t copy = newList(n);
       lists[copy].records = lists[index].records;
       lists[index].refs -= n;
-      for (uint64_t c = b; c < b + n; ++c)
-        readList[c] = copy + 1;
+      for (unsigned i = 0; i < n; ++i)
+        at.lists[i] = copy + 1;
       index = copy;
     }
     ReadList &list = lists[index];
@@ -346,23 +356,24 @@ void RaceCheck::addReads(const Actor &a, uint64_t b, unsigned n,
     }
     return;
   }
-  const Record old = reads[b];
+  const Record old = at.reads[0];
   if (!valid(old) || old.who == r.who || ordered(a, old)) {
-    for (uint64_t c = b; c < b + n; ++c)
-      reads[c] = r;
+    for (unsigned i = 0; i < n; ++i)
+      at.reads[i] = r;
     return;
   }
   // Concurrent readers: keep them all.
   uint32_t index = newList(n);
   lists[index].records.assign({old, r});
-  for (uint64_t c = b; c < b + n; ++c) {
-    readList[c] = index + 1;
-    reads[c] = Record();
+  for (unsigned i = 0; i < n; ++i) {
+    at.lists[i] = index + 1;
+    at.reads[i] = Record();
   }
 }
 
-bool RaceCheck::accessRun(const Actor &a, uint64_t b, unsigned n) {
-  const Record w = writes[b];
+bool RaceCheck::accessRun(const Actor &a, uint64_t b, const Slots &at,
+                          unsigned n) {
+  const Record w = at.writes[0];
   Record mine{a.clock, epoch, a.pc, issue, a.who, a.reportThread, a.kind};
   if (a.kind == KindRead || a.kind == KindAsyncRead) {
     if (valid(w)) {
@@ -372,7 +383,7 @@ bool RaceCheck::accessRun(const Actor &a, uint64_t b, unsigned n) {
           !(a.fenced && a.fenced[w.who] >= w.clock))
         return raceWith(a, b, w, /*proxy=*/true);
     }
-    addReads(a, b, n, mine);
+    addReads(a, at, n, mine);
     return true;
   }
   // A write (store, atomic, cp.async, TMA/bulk load). Lanes of one store
@@ -382,33 +393,78 @@ bool RaceCheck::accessRun(const Actor &a, uint64_t b, unsigned n) {
         a.thread >= 0) &&
       !ordered(a, w))
     return raceWith(a, b, w);
-  if (uint32_t l = readList[b]) {
+  if (uint32_t l = at.lists[0]) {
     for (const Record &e : lists[l - 1].records)
       if (valid(e) && !ordered(a, e))
         return raceWith(a, b, e);
-  } else if (valid(reads[b]) && !ordered(a, reads[b])) {
-    return raceWith(a, b, reads[b]);
+  } else if (valid(at.reads[0]) && !ordered(a, at.reads[0])) {
+    return raceWith(a, b, at.reads[0]);
   }
-  clearReads(b, n);
-  for (uint64_t c = b; c < b + n; ++c)
-    writes[c] = mine;
+  clearReads(at, n);
+  for (unsigned i = 0; i < n; ++i)
+    at.writes[i] = mine;
   return true;
+}
+
+void RaceCheck::materialize(uint64_t row) {
+  if (!uniform[row])
+    return;
+  uniform[row] = 0;
+  uint64_t b = row * 16, end = std::min<uint64_t>(b + 16, writes.size());
+  for (uint64_t c = b; c < end; ++c) {
+    writes[c] = rowWrites[row];
+    reads[c] = rowReads[row];
+    readList[c] = rowLists[row];
+  }
+  if (rowLists[row])
+    lists[rowLists[row] - 1].refs += static_cast<uint32_t>(end - b) - 1;
+  rowLists[row] = 0;
+}
+
+void RaceCheck::makeUniform(uint64_t row) {
+  // Every byte of the row is alike: the row's slot speaks for them.
+  uint64_t b = row * 16;
+  rowWrites[row] = writes[b];
+  rowReads[row] = reads[b];
+  rowLists[row] = readList[b];
+  for (uint64_t c = b; c < b + 16; ++c)
+    if (uint32_t l = readList[c]) {
+      if (c != b)
+        --lists[l - 1].refs; // the row holds one reference
+      readList[c] = 0;
+    }
+  uniform[row] = 1;
 }
 
 bool RaceCheck::access(const Actor &a, uint64_t offset, unsigned bytes) {
   // Bytes in the same state take the same path and end in the same state
-  // (an access usually finds its bytes alike): handle each run once.
+  // (an access usually finds its bytes alike): handle each run once. A
+  // 16-byte row whose bytes are alike keeps one state for all of them
+  // (`uniform`, in the dense row arrays) until an access touches part of
+  // it.
   for (unsigned i = 0; i < bytes;) {
-    uint64_t b = offset + i;
+    uint64_t b = offset + i, row = b / 16;
+    if (b % 16 == 0 && bytes - i >= 16 && uniform[row]) {
+      if (!accessRun(a, b, {&rowWrites[row], &rowReads[row], &rowLists[row]},
+                     1))
+        return false;
+      i += 16;
+      continue;
+    }
+    materialize(row);
+    unsigned rowEnd = static_cast<unsigned>(
+        std::min<uint64_t>(bytes, (row + 1) * 16 - offset));
     unsigned j = i + 1;
-    for (; j < bytes; ++j) {
+    for (; j < rowEnd; ++j) {
       uint64_t c = offset + j;
       if (readList[c] != readList[b] || !(writes[c] == writes[b]) ||
           !(reads[c] == reads[b]))
         break;
     }
-    if (!accessRun(a, b, j - i))
+    if (!accessRun(a, b, {&writes[b], &reads[b], &readList[b]}, j - i))
       return false;
+    if (b % 16 == 0 && j - i == 16)
+      makeUniform(row);
     i = j;
   }
   return true;
@@ -543,9 +599,19 @@ void RaceCheck::copyLanded(unsigned t, uint64_t offset, unsigned bytes,
     r.who = static_cast<uint16_t>(t);
     r.clock = clocks[t];
   }
-  for (uint64_t b = offset; b < offset + bytes; ++b) {
-    r.pc = writes[b].pc; // the cp.async's own record, in flight until now
+  // (The cp.async's own record, in flight until now, keeps its pc.)
+  for (uint64_t b = offset; b < offset + bytes;) {
+    uint64_t row = b / 16;
+    if (b % 16 == 0 && offset + bytes - b >= 16 && uniform[row]) {
+      r.pc = rowWrites[row].pc;
+      rowWrites[row] = r;
+      b += 16;
+      continue;
+    }
+    materialize(row);
+    r.pc = writes[b].pc;
     writes[b] = r;
+    ++b;
   }
 }
 
@@ -699,10 +765,21 @@ void RaceCheck::wgmmaBegin(unsigned w, uint32_t pc) {
   asyncActor.reportThread = static_cast<uint16_t>(w * 32);
   asyncActor.pc = pc;
   asyncActor.kind = KindAsyncRead;
+  if (++wgmmaSerial == 0) { // wrapped: forget the old marks
+    std::fill(rowChecked.begin(), rowChecked.end(), 0);
+    wgmmaSerial = 1;
+  }
 }
 
 bool RaceCheck::wgmmaRead(uint64_t offset, unsigned bytes) {
-  return access(asyncActor, offset, bytes);
+  uint64_t row = offset / 16;
+  if (offset % 16 + bytes > 16 || row >= rowChecked.size() ||
+      (row + 1) * 16 > writes.size())
+    return access(asyncActor, offset, bytes);
+  if (rowChecked[row] == wgmmaSerial)
+    return true;
+  rowChecked[row] = wgmmaSerial;
+  return access(asyncActor, row * 16, 16);
 }
 
 void RaceCheck::wgmmaCommit(unsigned w) {
@@ -794,11 +871,12 @@ void RaceCheck::globalWrite(unsigned t, uint32_t pc, uint64_t address,
                             unsigned bytes) {
   if (!global || bytes == 0)
     return;
+  constexpr uint64_t kG = GlobalWriteTracker::kGranule;
   uint64_t end = address + bytes;
-  for (uint64_t g = address / 4; g * 4 < end; ++g) {
-    uint64_t from = std::max(address, g * 4), to = std::min(end, g * 4 + 4);
-    uint8_t mask = static_cast<uint8_t>(((1u << (to - from)) - 1)
-                                        << (from - g * 4));
+  for (uint64_t g = address / kG; g * kG < end; ++g) {
+    uint64_t from = std::max(address, g * kG), to = std::min(end, g * kG + kG);
+    uint16_t mask = static_cast<uint16_t>(((1u << (to - from)) - 1)
+                                          << (from - g * kG));
     globalWrites.push_back({g, mask, static_cast<uint16_t>(t), pc});
   }
 }
@@ -822,7 +900,8 @@ bool RaceCheck::endBlock(unsigned &faultThread, uint32_t &faultPc) {
       "global write-write race: block ({},{},{}) also writes global memory "
       "at 0x{:x} (its thread {} at {}), outside atomics; blocks run in no "
       "defined order, so which value stays is undefined",
-      b.x, b.y, b.z, mine.granule * 4 + first, threadName(other.thread),
+      b.x, b.y, b.z, mine.granule * GlobalWriteTracker::kGranule + first,
+      threadName(other.thread),
       lineOf(other.pc));
   return false;
 }

@@ -63,9 +63,11 @@ namespace kiln::runtime::emu::detail {
 /// race between blocks (their order is not defined).
 class GlobalWriteTracker {
 public:
+  /// Granules of 16 bytes: a byte mask per granule.
+  static constexpr unsigned kGranule = 16;
   struct Write {
-    uint64_t granule = 0; ///< address / 4
-    uint8_t mask = 0;     ///< bytes of the granule written
+    uint64_t granule = 0; ///< address / kGranule
+    uint16_t mask = 0;    ///< bytes of the granule written
     uint16_t thread = 0;
     uint32_t pc = 0;
   };
@@ -79,7 +81,7 @@ private:
     uint64_t block = 0;
     uint32_t pc = 0;
     uint16_t thread = 0;
-    uint8_t mask = 0;
+    uint16_t mask = 0;
   };
   static constexpr unsigned kShards = 64;
   struct Shard {
@@ -133,7 +135,9 @@ public:
   void mbarrierArrive(uint64_t offset, unsigned t);
   void mbarrierAcquire(uint64_t offset, unsigned t);
 
-  // wgmma.mma_async of warp `w`: begin, then each element it reads.
+  // wgmma.mma_async of warp `w`: begin, then each element it reads (the
+  // whole 16-byte row of shared memory it lies in is checked, once: the
+  // unit the async proxy reads).
   void wgmmaBegin(unsigned w, uint32_t pc);
   bool wgmmaRead(uint64_t offset, unsigned bytes);
   void wgmmaCommit(unsigned w);
@@ -263,13 +267,25 @@ private:
   }
   /// The checks and bookkeeping of one access of `bytes` bytes.
   bool access(const Actor &a, uint64_t offset, unsigned bytes);
-  /// The same for the `n` bytes from `b`, whose shadow state is alike.
-  bool accessRun(const Actor &a, uint64_t b, unsigned n);
+  /// Where a run's shadow state lives: `n` consecutive bytes' records, or
+  /// one uniform row's.
+  struct Slots {
+    Record *writes;
+    Record *reads;
+    uint32_t *lists;
+  };
+  /// The same for a run whose state is alike, at `at` (n slots); `b` is
+  /// its first byte, for reports.
+  bool accessRun(const Actor &a, uint64_t b, const Slots &at, unsigned n);
   bool raceWith(const Actor &a, uint64_t b, const Record &other,
                 bool proxy = false);
-  void addReads(const Actor &a, uint64_t b, unsigned n, const Record &r);
-  void clearReads(uint64_t b, unsigned n);
+  void addReads(const Actor &a, const Slots &at, unsigned n, const Record &r);
+  void clearReads(const Slots &at, unsigned n);
   uint32_t newList(unsigned refs);
+  /// A uniform row's bytes get byte 0's state (before part of it changes).
+  void materialize(uint64_t row);
+  /// After an access left the row's 16 bytes alike.
+  void makeUniform(uint64_t row);
   void compact(const Actor &a, std::vector<Record> &list);
   Actor threadActor(unsigned t, uint32_t pc, uint8_t kind) const;
 
@@ -330,6 +346,10 @@ private:
   /// The wgmma or bulk store being issued: its actor and clocks.
   Actor asyncActor;
   std::vector<uint32_t> warpView, warpFenced;
+  /// Per 16-byte row of shared memory: the wgmma (wgmmaSerial) that last
+  /// checked it.
+  std::vector<uint32_t> rowChecked;
+  uint32_t wgmmaSerial = 0;
   /// The TMA/bulk load being issued.
   Actor loadActor;
 
@@ -348,6 +368,11 @@ private:
   std::vector<ReadList> lists;
   std::vector<uint32_t> freeLists;
   bool anyList = false;
+  /// Per 16-byte row: 1 when its bytes' state is alike and kept in the
+  /// row arrays (the bytes' records are stale then).
+  std::vector<uint8_t> uniform;
+  std::vector<Record> rowWrites, rowReads;
+  std::vector<uint32_t> rowLists;
 
   std::vector<GlobalWriteTracker::Write> globalWrites;
   std::string report;
