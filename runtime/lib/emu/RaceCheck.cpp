@@ -126,6 +126,10 @@ RaceCheck::RaceCheck(const Kernel &kernel, const LaunchSpec &spec,
   }
   fenceTracking = anyFence && anyAsyncRead;
   clocks.assign(width, 0);
+  tickPending.assign(threads, 0);
+  warpVersion.assign(numWarps, 0);
+  syncedVersion.assign(numWarps, UINT32_MAX);
+  syncedLanes.assign(numWarps, 0);
   snapshot.assign(width, 0);
   view.resize(threads);
   for (SparseClock &v : view)
@@ -150,6 +154,8 @@ RaceCheck::RaceCheck(const Kernel &kernel, const LaunchSpec &spec,
   bulkGroups.resize(threads);
   bulkCommitted.assign(threads, 0);
   warpView.assign(width, 0);
+  seenStamp.assign(width, 0);
+  seenSlot.assign(width, 0);
   rowChecked.assign(sharedBytes / 16 + 1, 0);
   uniform.assign(sharedBytes / 16 + 1, 1);
   rowWrites.resize(sharedBytes / 16 + 1);
@@ -175,6 +181,9 @@ void RaceCheck::beginBlock(Dim3 id, uint64_t linear) {
   blockEpoch = ++epoch;
   std::fill(clocks.begin(), clocks.end(), 0);
   std::fill(clocks.begin(), clocks.begin() + threads, 1);
+  std::fill(tickPending.begin(), tickPending.end(), 0);
+  bumpAll();
+  std::fill(syncedLanes.begin(), syncedLanes.end(), 0);
   std::fill(snapshot.begin(), snapshot.end(), 0);
   for (SparseClock &v : view)
     v.clear();
@@ -227,11 +236,16 @@ void RaceCheck::publish(unsigned u, Released &into) {
 
 void RaceCheck::acquire(unsigned u, const Released &from) {
   SparseClock &v = view[u];
+  bool learned = false;
   for (uint32_t i : from.clocks.entries()) {
     uint32_t c = from.clocks.at(i);
-    if (i != u && c > known(u, i))
+    if (i != u && c > known(u, i)) {
       v.raise(i, c);
+      learned = true;
+    }
   }
+  if (learned || fenceTracking)
+    bump(u);
   if (fenceTracking) {
     std::vector<uint32_t> &f = fenced[u];
     for (unsigned x = 0; x < width; ++x)
@@ -261,6 +275,7 @@ void RaceCheck::fullBarrier() {
     view[u].clear();
     tick(u);
   }
+  bumpAll();
   ++epoch;
 }
 
@@ -269,7 +284,8 @@ void RaceCheck::fullBarrier() {
 //===----------------------------------------------------------------------===//
 
 RaceCheck::Actor RaceCheck::threadActor(unsigned t, uint32_t pc,
-                                        uint8_t kind) const {
+                                        uint8_t kind) {
+  settle(t);
   Actor a;
   a.thread = static_cast<int>(t);
   a.fenced = fenceTracking ? fenced[t].data() : nullptr;
@@ -314,19 +330,25 @@ void RaceCheck::compact(const Actor &a, std::vector<Record> &list) {
   // thread's (or agent's) reads the latest is enough.
   Record newest = list.back();
   list.pop_back();
+  if (++compactStamp == 0) { // wrapped: forget the old marks
+    std::fill(seenStamp.begin(), seenStamp.end(), 0);
+    compactStamp = 1;
+  }
   size_t kept = 0;
-  for (const Record &e : list)
-    if (valid(e) && e.who != newest.who && !ordered(a, e))
-      list[kept++] = e;
+  for (const Record &e : list) {
+    if (!valid(e) || e.who == newest.who || ordered(a, e))
+      continue;
+    if (seenStamp[e.who] == compactStamp) { // a later read of the same one
+      Record &first = list[seenSlot[e.who]];
+      if (e.clock > first.clock)
+        first = e;
+      continue;
+    }
+    seenStamp[e.who] = compactStamp;
+    seenSlot[e.who] = static_cast<uint32_t>(kept);
+    list[kept++] = e;
+  }
   list.resize(kept);
-  std::sort(list.begin(), list.end(), [](const Record &x, const Record &y) {
-    return x.who != y.who ? x.who < y.who : x.clock > y.clock;
-  });
-  list.erase(std::unique(list.begin(), list.end(),
-                         [](const Record &x, const Record &y) {
-                           return x.who == y.who;
-                         }),
-             list.end());
   list.push_back(newest);
 }
 
@@ -593,9 +615,12 @@ void RaceCheck::copyLanded(unsigned t, uint64_t offset, unsigned bytes,
     r.who = m.agent;
     r.clock = ++clocks[m.agent];
     cover->agentClock = std::max(cover->agentClock, r.clock);
-    if (byOwnWait && r.clock > known(t, m.agent))
+    if (byOwnWait && r.clock > known(t, m.agent)) {
       view[t].raise(m.agent, r.clock);
+      bump(t);
+    }
   } else {
+    settle(t); // after any release the thread made before its wait
     r.who = static_cast<uint16_t>(t);
     r.clock = clocks[t];
   }
@@ -680,6 +705,9 @@ void RaceCheck::barrierOpen(unsigned id, const uint32_t *waiting) {
 void RaceCheck::warpSync(unsigned w, uint32_t lanes) {
   if (__builtin_popcount(lanes) < 2)
     return;
+  // Nothing changed since these lanes last met: nothing to join.
+  if (lanes == syncedLanes[w] && warpVersion[w] == syncedVersion[w])
+    return;
   scratch.clocks.clear();
   std::fill(scratch.fenced.begin(), scratch.fenced.end(), 0);
   for (uint32_t m = lanes; m; m &= m - 1)
@@ -689,6 +717,8 @@ void RaceCheck::warpSync(unsigned w, uint32_t lanes) {
     acquire(t, scratch);
     tick(t);
   }
+  syncedLanes[w] = lanes;
+  syncedVersion[w] = warpVersion[w];
 }
 
 void RaceCheck::proxyFence(unsigned t) {
@@ -697,6 +727,7 @@ void RaceCheck::proxyFence(unsigned t) {
   std::vector<uint32_t> &f = fenced[t];
   for (unsigned x = 0; x < width; ++x)
     f[x] = std::max(f[x], known(t, x));
+  bump(t);
   tick(t); // later writes of this thread are after the fence
 }
 
@@ -739,20 +770,24 @@ void RaceCheck::mbarrierAcquire(uint64_t offset, unsigned t) {
 
 void RaceCheck::wgmmaBegin(unsigned w, uint32_t pc) {
   // The warp's 32 lanes issue it together: what any of them knows orders
-  // its reads.
-  warpView = snapshot;
-  if (fenceTracking)
-    std::fill(warpFenced.begin(), warpFenced.end(), 0);
-  for (unsigned l = 0; l < 32; ++l) {
-    unsigned t = w * 32 + l;
-    if (t >= threads)
-      break;
-    for (uint32_t i : view[t].entries())
-      warpView[i] = std::max(warpView[i], view[t].at(i));
-    warpView[t] = std::max(warpView[t], clocks[t]);
+  // its reads (joined once while nothing changes: a K loop's wgmmas).
+  if (cachedWarp != w || cachedWarpVersion != warpVersion[w]) {
+    warpView = snapshot;
     if (fenceTracking)
-      for (unsigned x = 0; x < width; ++x)
-        warpFenced[x] = std::max(warpFenced[x], fenced[t][x]);
+      std::fill(warpFenced.begin(), warpFenced.end(), 0);
+    for (unsigned l = 0; l < 32; ++l) {
+      unsigned t = w * 32 + l;
+      if (t >= threads)
+        break;
+      for (uint32_t i : view[t].entries())
+        warpView[i] = std::max(warpView[i], view[t].at(i));
+      warpView[t] = std::max(warpView[t], clocks[t]);
+      if (fenceTracking)
+        for (unsigned x = 0; x < width; ++x)
+          warpFenced[x] = std::max(warpFenced[x], fenced[t][x]);
+    }
+    cachedWarp = w;
+    cachedWarpVersion = warpVersion[w];
   }
   uint32_t agent = wgmmaAgent(w);
   uint32_t clock = ++clocks[agent];
@@ -796,8 +831,10 @@ void RaceCheck::wgmmaWait(unsigned w, uint32_t lanes, uint32_t keepGroups) {
   uint32_t agent = wgmmaAgent(w);
   for (uint32_t m = lanes; m; m &= m - 1) {
     unsigned t = w * 32 + __builtin_ctz(m);
-    if (retired > known(t, agent))
+    if (retired > known(t, agent)) {
       view[t].raise(agent, retired);
+      bump(t);
+    }
   }
 }
 
@@ -859,8 +896,10 @@ void RaceCheck::bulkCommit(unsigned t) {
 void RaceCheck::bulkWait(unsigned t, uint32_t keepGroups) {
   uint32_t retired = retire(bulkGroups[t], bulkCommitted[t], keepGroups);
   uint32_t agent = bulkAgent(t / 32);
-  if (retired > known(t, agent))
+  if (retired > known(t, agent)) {
     view[t].raise(agent, retired);
+    bump(t);
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -287,7 +287,7 @@ private:
   /// After an access left the row's 16 bytes alike.
   void makeUniform(uint64_t row);
   void compact(const Actor &a, std::vector<Record> &list);
-  Actor threadActor(unsigned t, uint32_t pc, uint8_t kind) const;
+  Actor threadActor(unsigned t, uint32_t pc, uint8_t kind);
 
   /// Retires the committed groups but the newest `keepGroups`: the highest
   /// agent clock among them (0: none).
@@ -295,7 +295,24 @@ private:
                          uint32_t keepGroups);
   void publish(unsigned u, Released &into);
   void acquire(unsigned u, const Released &from);
-  void tick(unsigned u) { ++clocks[u]; }
+  /// A release moves the thread's clock on before its next access (lazily,
+  /// so that releases with no access between them, a warp reduction's
+  /// shuffles, change nothing).
+  void tick(unsigned u) { tickPending[u] = 1; }
+  void settle(unsigned u) {
+    if (tickPending[u]) {
+      tickPending[u] = 0;
+      ++clocks[u];
+      bump(u);
+    }
+  }
+  /// Thread `u`'s knowledge or clock changed.
+  void bump(unsigned u) { ++warpVersion[u / 32]; }
+  void bumpAll() {
+    for (uint32_t &v : warpVersion)
+      ++v;
+    cachedWarp = UINT32_MAX;
+  }
   void fullBarrier();
   MbarrierState &mbarrierState(uint64_t offset);
 
@@ -322,6 +339,12 @@ private:
   uint32_t epoch = 1, blockEpoch = 1;
   /// Own clocks (threads and agents).
   std::vector<uint32_t> clocks;
+  std::vector<uint8_t> tickPending;
+  /// Per warp: changes to its lanes' knowledge and clocks; the lanes and
+  /// version of its last warp exchange (one with nothing new to join is
+  /// skipped); the warp whose joined view warpView holds, at which version.
+  std::vector<uint32_t> warpVersion, syncedVersion, syncedLanes;
+  uint32_t cachedWarp = UINT32_MAX, cachedWarpVersion = 0;
   /// The block snapshot: what every thread knows since the last full-block
   /// barrier.
   std::vector<uint32_t> snapshot;
@@ -367,6 +390,10 @@ private:
   };
   std::vector<ReadList> lists;
   std::vector<uint32_t> freeLists;
+  /// compact()'s scratch: per clock owner, the compaction that saw it last
+  /// and where it kept its read.
+  std::vector<uint32_t> seenStamp, seenSlot;
+  uint32_t compactStamp = 0;
   bool anyList = false;
   /// Per 16-byte row: 1 when its bytes' state is alike and kept in the
   /// row arrays (the bytes' records are stale then).
