@@ -242,6 +242,18 @@ private:
   };
   /// A cp.async's writes before it completes: ordered before nothing.
   static constexpr uint32_t kInFlightClock = UINT32_MAX;
+  /// What a shadow record remembers.
+  enum Kind : uint8_t {
+    KindRead,       ///< generic load (ld, ldmatrix)
+    KindAsyncRead,  ///< wgmma operand, bulk/TMA store source
+    KindWrite,      ///< generic store (st, stmatrix)
+    KindAtomic,     ///< atom/red on shared memory
+    KindCopy,       ///< cp.async (generic proxy, asynchronous)
+    KindAsyncWrite, ///< TMA / bulk load (async proxy)
+  };
+  static bool isGenericWrite(uint8_t kind) {
+    return kind == KindWrite || kind == KindAtomic || kind == KindCopy;
+  }
 
   uint32_t known(unsigned u, uint32_t x) const {
     if (x == u)
