@@ -5,10 +5,24 @@
 # model imports, bad input) and the GoogleTest unit tests through one lit
 # invocation, then prints "N passed, N failed, N skipped".
 #
+# Usage: scripts/test.sh [--full]
+#   --full  the nightly tier too: tests marked `REQUIRES: full` (the slow
+#           light-zoo models; docs/testing.md "Tiers"), lit -Dkiln_full=1.
+# Every test runs under a per-test timeout (test/lit_limits.py, 1200 s;
+# KILN_TEST_TIMEOUT=N overrides it, 0 for none).
+#
 #===------------------------------------------------------------------------===#
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="${KILN_BUILD_DIR:-$root/build}"
+params=()
+for arg in "$@"; do
+  case "$arg" in
+    --full) params+=(-Dkiln_full=1) ;;
+    *) echo "usage: scripts/test.sh [--full]" >&2; exit 1 ;;
+  esac
+done
+[ -z "${KILN_TEST_TIMEOUT:-}" ] || params+=(-Dkiln_timeout="$KILN_TEST_TIMEOUT")
 
 "$root/scripts/install-deps.sh"
 KILN_BUILD_DIR="$build" "$root/scripts/build.sh"
@@ -16,7 +30,7 @@ KILN_BUILD_DIR="$build" "$root/scripts/build.sh"
 lit=/usr/lib/llvm-22/bin/lit
 jobs=$(nproc)
 set +e
-"$lit" -sv -j "$jobs" "$build/test" 2>&1 | tee "$build/lit.log"
+"$lit" -sv -j "$jobs" "${params[@]}" "$build/test" 2>&1 | tee "$build/lit.log"
 status=${PIPESTATUS[0]}
 set -e
 # lit's summary lines read "  Passed: 31 (100.00%)".

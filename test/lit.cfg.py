@@ -31,6 +31,13 @@ config.substitutions.append(
     ("%onnx-from-text",
      f"{python} {os.path.join(config.kiln_src_root, 'test', 'Frontend', 'ONNX', 'onnx_from_text.py')}"))
 
+# Tiers (-Dkiln_full=1 adds the `full` feature) and the per-test timeout
+# (-Dkiln_timeout=N, default 1200 s): test/lit_limits.py.
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lit_limits
+lit_limits.apply(lit_config, config)
+
 llvm_config.with_system_environment(["HOME", "PYTHONPATH"])
 llvm_config.use_default_substitutions()
 
