@@ -57,6 +57,9 @@ def prepare(args):
     for sub in ("scripts", "bin"):
         os.makedirs(os.path.join(args.out, sub), exist_ok=True)
     shutil.copy2(os.path.abspath(__file__), os.path.join(args.out, "scripts"))
+    # Its comparison rule travels with it (prepare.py packs it too).
+    shutil.copy2(os.path.join(root, "scripts", "numerics.py"),
+                 os.path.join(args.out, "scripts"))
     if not os.path.exists(os.path.join(args.out, "bin", "kiln-run")):  # prepare.py copies it too
         shutil.copy2(os.path.join(args.build, "bin", "kiln-run"), os.path.join(args.out, "bin"))
     print(f"prepared surface: {out}")

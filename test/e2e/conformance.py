@@ -60,6 +60,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "scripts"))
+import numerics  # noqa: E402
+
 RTOL = 1e-3
 ATOL = 1e-7
 CLASSES = ["pass", "mismatch", "unsupported-op", "compile-error",
@@ -256,15 +260,17 @@ def compare_output(name, got, expected):
         return f"'{name}': dtype {got.dtype}, expected {expected.dtype}"
     if got.shape != expected.shape:
         return f"'{name}': shape {got.shape}, expected {expected.shape}"
-    if np.allclose(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True):
+    # ONNX's runner: every element within ATOL + RTOL |expected|, NaN where
+    # NaN (scripts/numerics.py's per-element rule with these constants).
+    result = numerics.compare(got, expected,
+                              numerics.Tolerance.elementwise(RTOL, ATOL))
+    if result.ok:
         return None
-    g = got.astype(np.float64)
-    e = expected.astype(np.float64)
-    close = np.isclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
-    with np.errstate(invalid="ignore"):
-        worst = np.nanmax(np.abs(g - e)[~close]) if (~close).any() else 0.0
-    return (f"'{name}': {int((~close).sum())}/{e.size} elements off, "
-            f"max abs err {worst:.3g}")
+    if result.problem:
+        return f"'{name}': {result.problem}"
+    worst = abs(result.worst_got - result.worst_want)
+    return (f"'{name}': {result.elements_over}/{expected.size} elements off, "
+            f"the worst off by {worst:.3g}")
 
 
 def check_outputs(model, data_dir, outdir):
@@ -413,6 +419,28 @@ def failure_causes(results, limit):
     return [(c, n, example[c]) for c, n in causes.most_common(limit)]
 
 
+# docs/conformance.md's section on the list (write_doc writes it).
+EXPECTED_LIST_DOC = [
+    "## The expected-failures list",
+    "",
+    ('`test/e2e/expected-failures.txt` lists every test that does not '
+     'pass, one line each: `<test> <class>: <reason>`, the class one of '
+     "the table's (not pass) and the reason why it fails. It is written by "
+     'hand and only shrinks: an entry is added only for a failure that is '
+     'not a Kiln bug (an op or type Kiln does not support, wrong test '
+     'data), with its reason. CI (`test/Target/CUDA/conformance.test`, '
+     '`conformance.py --check`) fails when a test not on the list fails; '
+     "when a listed test fails in another class than its entry's (a "
+     'compile-error that starts compiling and returns wrong numbers is a '
+     'mismatch: a new bug, not the old one); and when a listed test passes '
+     '(delete its entry: `conformance.py --shrink-expected FILE` deletes '
+     'the entries of every test that passed, and nothing writes new ones). '
+     'A malformed entry, an unknown class or a test listed twice is an '
+     'error naming the line. `test/Target/CUDA/conformance-check.test` '
+     'checks all of this on three node tests (~5 s).'),
+    "",
+]
+
 def write_doc(path, results, seconds, jobs):
     counts, total, supported = summarize(results)
     lines = [
@@ -450,8 +478,8 @@ def write_doc(path, results, seconds, jobs):
         "|---|---|",
     ]
     lines += [f"| {c} | {counts[c]} |" for c in CLASSES]
+    lines += [""] + EXPECTED_LIST_DOC
     lines += [
-        "",
         "## Most common failures",
         "",
         "Failures other than unsupported ops, grouped by message.",
