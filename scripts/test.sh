@@ -8,9 +8,9 @@
 # Usage: scripts/test.sh [--full]
 #   --full  the nightly tier too: tests marked `REQUIRES: full` (the slow
 #           light-zoo models; docs/testing.md "Tiers"), lit -Dkiln_full=1,
-#           with a per-test timeout of 3600 s (VGG-19 in fp32 emulates for
+#           with a per-test timeout of 7200 s (VGG-19 in fp32 emulates for
 #           ~30 minutes).
-# Every test runs under a per-test timeout (test/lit_limits.py, 1200 s by
+# Every test runs under a per-test timeout (test/lit_limits.py, 3600 s by
 # default; KILN_TEST_TIMEOUT=N overrides it, 0 for none).
 #
 #===------------------------------------------------------------------------===#
@@ -21,7 +21,7 @@ params=()
 full_timeout=""
 for arg in "$@"; do
   case "$arg" in
-    --full) params+=(-Dkiln_full=1); full_timeout=3600 ;;
+    --full) params+=(-Dkiln_full=1); full_timeout=7200 ;;
     *) echo "usage: scripts/test.sh [--full]" >&2; exit 1 ;;
   esac
 done

@@ -36,7 +36,7 @@ config.substitutions.append(
      f"{python} {os.path.join(config.kiln_src_root, 'test', 'Frontend', 'ONNX', 'onnx_from_text.py')}"))
 
 # Tiers (-Dkiln_full=1 adds the `full` feature) and the per-test timeout
-# (-Dkiln_timeout=N, default 1200 s): test/lit_limits.py.
+# (-Dkiln_timeout=N, default 3600 s): test/lit_limits.py.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lit_limits
 lit_limits.apply(lit_config, config)

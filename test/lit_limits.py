@@ -6,13 +6,13 @@ change; `lit -Dkiln_full=1` (scripts/test.sh --full, the nightly tier) also
 runs the tests marked `REQUIRES: full` (the slow light-zoo models).
 
 No test may hang (issue 22): each test gets kiln_timeout seconds (default
-1200, `lit -Dkiln_timeout=N`, 0 for none; lit's --timeout overrides both).
+3600, `lit -Dkiln_timeout=N`, 0 for none; lit's --timeout overrides both).
 docs/testing.md ("Timeouts") lists the slowest tests it was chosen above.
 lit needs psutil to stop a test's process tree (python3-psutil, installed
 by scripts/install-deps.sh); without it lit runs with no limit and warns.
 """
 
-DEFAULT_TIMEOUT = 1200
+DEFAULT_TIMEOUT = 3600
 
 
 def apply(lit_config, config):
