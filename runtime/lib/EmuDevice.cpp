@@ -68,6 +68,14 @@ struct FunctionSlot {
 
 using Clock = std::chrono::steady_clock;
 
+/// The default step limit (KILN_EMU_MAX_STEPS): warp instructions one block
+/// may execute before the launch fails, so that an endless loop or a spin
+/// on another block ends a run (and a test) instead of hanging it. The
+/// largest block of ResNet-50 at batch 32 runs 1.18e6 (the unfused fp32
+/// convolution; 6.3e4 on the bf16 templates): 850x below this, which an
+/// endless loop reaches in seconds (docs/emulator.md "Flags").
+constexpr uint64_t kDefaultMaxWarpInstructionsPerBlock = 1'000'000'000;
+
 class EmuDevice final : public Device {
 public:
   EmuDevice() {
@@ -86,7 +94,7 @@ public:
     printStats = stats && *stats && std::strcmp(stats, "0") != 0;
     if (const char *env = std::getenv("KILN_EMU_RANDOM_BLOCKS"))
       blockOrderSeed = std::strtoull(env, nullptr, 0);
-    if (const char *env = std::getenv("KILN_EMU_MAX_STEPS"))
+    if (const char *env = std::getenv("KILN_EMU_MAX_STEPS"); env && *env)
       maxWarpInstructionsPerBlock = std::strtoull(env, nullptr, 0);
     const char *checkShared = std::getenv("KILN_EMU_CHECK_SHARED");
     checkSharedReads =
@@ -161,7 +169,7 @@ private:
   unsigned workers = 1;
   bool printStats = false;
   uint64_t blockOrderSeed = 0;
-  uint64_t maxWarpInstructionsPerBlock = 0;
+  uint64_t maxWarpInstructionsPerBlock = kDefaultMaxWarpInstructionsPerBlock;
   uint64_t launches = 0;
   bool checkSharedReads = false;
   bool checkRaces = false;

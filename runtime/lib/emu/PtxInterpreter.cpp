@@ -314,8 +314,10 @@ BlockStep BlockRunner::step() {
       fault(w, lane, ws.converged ? ws.pc : ws.lanePc[lane],
             fmt::format("the block is still running after {} warp "
                         "instructions (an endless loop, or a wait "
-                        "for another block?)",
-                        warpInstructions - blockStart));
+                        "for another block?); the limit is {} "
+                        "(KILN_EMU_MAX_STEPS=N raises it, 0 for none)",
+                        warpInstructions - blockStart,
+                        spec.maxWarpInstructionsPerBlock));
       return BlockStep::Fault;
     }
     return BlockStep::Progress;
