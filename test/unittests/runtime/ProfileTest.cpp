@@ -98,6 +98,33 @@ TEST(ProfileTest, TableErrorsNameTheLine) {
             "t.ini:1: a key before the first [target] section");
   EXPECT_EQ(errorOf(parseTargetTable("[t]\njunk\n", "t.ini")),
             "t.ini:2: expected 'key = value'");
+  // What inih (the INI reader) finds on its own is named the same way.
+  EXPECT_EQ(errorOf(parseTargetTable("[t\nsm = 90\n", "t.ini")),
+            "t.ini:1: a section header is '[name]'");
+  EXPECT_EQ(errorOf(parseTargetTable(
+                "[t]\ndescription = " + std::string(300, 'x') + "\n", "t.ini")),
+            "t.ini:2: a line is at most 198 characters");
+  EXPECT_EQ(errorOf(parseTargetTable(minimalTable() + "[u]\nsm = 1\n[t]\n"
+                                                      "sm = 2\n",
+                                     "t.ini")),
+            "t.ini:27: target 't' appears twice");
+}
+
+TEST(ProfileTest, BuiltinTableIsTheGpusFigures) {
+  // runtime/targets/gpus.ini as embedded; the figures are NVIDIA's
+  // (H200 and A100 datasheets, the CUDA C++ Programming Guide's table per
+  // compute capability).
+  const std::vector<GpuTarget> &table = builtinTargetTable();
+  ASSERT_GE(table.size(), 2u);
+  Expected<GpuTarget> h200 = findTarget(table, "sm_90");
+  ASSERT_TRUE(h200) << errorOf(h200);
+  EXPECT_EQ(h200->name, "sm_90-h200");
+  EXPECT_EQ(h200->smCount, 132u);
+  EXPECT_EQ(h200->maxSharedBytesPerBlock, 227u * 1024);
+  Expected<GpuTarget> a100 = findTarget(table, "sm_80");
+  ASSERT_TRUE(a100) << errorOf(a100);
+  EXPECT_EQ(a100->smCount, 108u);
+  EXPECT_EQ(a100->maxSharedBytesPerBlock, 163u * 1024);
 }
 
 //===----------------------------------------------------------------------===//

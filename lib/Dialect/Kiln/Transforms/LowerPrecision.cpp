@@ -795,9 +795,11 @@ struct LowerPrecisionPass
           << static_cast<int64_t>(f32HeadLayers) << " is negative";
       return signalPassFailure();
     }
-    if (residualPrecision != "f32" && residualPrecision != "low") {
+    // "f32" is the spelling before kilnc's vocabulary settled on fp32.
+    if (residualPrecision != "fp32" && residualPrecision != "f32" &&
+        residualPrecision != "low") {
       module.emitError("kiln-lower-precision: residual-precision '")
-          << residualPrecision << "' is not one of f32, low";
+          << residualPrecision << "' is not one of fp32, low";
       return signalPassFailure();
     }
     PrecisionLowering(module, *parsed, ioType, f32HeadLayers,

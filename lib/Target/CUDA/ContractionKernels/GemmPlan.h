@@ -44,7 +44,7 @@ uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
 /// The plan; its fields are meaningful only when unsupportedReason is empty.
 GemmPlan planGemm(const GemmProblem &problem, const GemmConfig &config);
 
-/// Shared memory a block may use on the sm (227 KiB on sm_90, 163 on sm_80).
+/// Shared memory a block may use on the sm (TargetInfo.h).
 uint32_t maxSharedBytesPerBlock(uint32_t smVersion);
 
 /// The kernels' parameter lists (GemmSource.cpp writes the same order).
