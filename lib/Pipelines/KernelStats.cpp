@@ -181,7 +181,7 @@ KernelStats estimateKernelStats(ModuleOp module) {
       entry.kernel = launch.getKernelName().str();
       SmallVector<std::string> readTypes, writtenTypes;
       auto written = launch->getAttrOfType<DenseI32ArrayAttr>(
-          "kiln.written_operands");
+          KilnDialect::WrittenOperandsAttrHelper::getNameStr());
       for (auto [i, operand] : llvm::enumerate(launch.getKernelOperands())) {
         auto type = dyn_cast<MemRefType>(operand.getType());
         if (!type || !type.hasStaticShape())
@@ -195,7 +195,8 @@ KernelStats estimateKernelStats(ModuleOp module) {
           addType(isWritten ? writtenTypes : readTypes, type.getElementType());
       }
       entry.precision = describePrecision(readTypes, writtenTypes, {});
-      if (auto flops = launch->getAttrOfType<IntegerAttr>("kiln.flops"))
+      if (auto flops = launch->getAttrOfType<IntegerAttr>(
+              KilnDialect::FlopsAttrHelper::getNameStr()))
         entry.flops = flops.getValue().getZExtValue();
       stats.bytesRead += entry.bytesRead;
       stats.bytesWritten += entry.bytesWritten;

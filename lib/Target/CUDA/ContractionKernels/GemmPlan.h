@@ -12,9 +12,21 @@
 
 #include "kiln/Target/CUDA/ContractionKernels.h"
 
+#include "templates/ElementType.cuh"
+
 namespace kiln::contraction {
 
 uint32_t dtypeBytes(DType type);
+
+// The templates' element types are runtime::DType's codes.
+static_assert(kElementF32 == static_cast<int>(DType::F32) &&
+                  kElementF16 == static_cast<int>(DType::F16) &&
+                  kElementBF16 == static_cast<int>(DType::BF16),
+              "ElementType.cuh and runtime::DType disagree");
+
+/// The name generated source uses for `type` ("kElementBF16"), one of
+/// ElementType.cuh's; "kElementNone" for a type no template stores.
+const char *elementTypeName(DType type);
 
 /// The sm_90a warp-specialised wgmma kernel (GemmWgmma.cuh), in either
 /// input type.

@@ -80,6 +80,19 @@ uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
   return vec;
 }
 
+const char *elementTypeName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "kElementF32";
+  case DType::F16:
+    return "kElementF16";
+  case DType::BF16:
+    return "kElementBF16";
+  default:
+    return "kElementNone";
+  }
+}
+
 uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
   return TargetInfo::forSm(smVersion).maxSharedBytesPerBlock();
 }

@@ -79,6 +79,21 @@ def Kiln_Dialect : Dialect {
 }
 
 //===----------------------------------------------------------------------===//
+// Traits
+//===----------------------------------------------------------------------===//
+
+// Elementwise over two operands broadcast by numpy rules (every
+// Kiln_BinaryOp: arithmetic, logical, comparisons). OpTrait::Elementwise
+// (operands of one shape) does not hold for them, but the graph passes treat
+// them as elementwise: kiln-fuse groups them, layout propagation moves
+// transposes through them, rematerialisation recomputes them. Passes ask
+// `op->hasTrait<kiln::trait::BroadcastingBinary>()` (Kiln.h
+// isBroadcastingElementwise) instead of listing the ops.
+def Kiln_BroadcastingBinary : NativeOpTrait<"BroadcastingBinary"> {
+  let cppNamespace = "::kiln::trait";
+}
+
+//===----------------------------------------------------------------------===//
 // Type constraints
 //===----------------------------------------------------------------------===//
 
