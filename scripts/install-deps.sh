@@ -18,6 +18,10 @@ DEB_PACKAGES=(
   "llvm-${LLVM_VERSION}-dev" "libmlir-${LLVM_VERSION}-dev"
   "mlir-${LLVM_VERSION}-tools" "llvm-${LLVM_VERSION}-tools" "clang-${LLVM_VERSION}"
   libfmt-dev libgtest-dev libgmock-dev
+  # Formats: nlohmann-json3-dev (3.11, header-only) writes and reads every
+  # JSON file of the runtime; libinih-dev (r55, its static archive) reads
+  # runtime/targets/gpus.ini. docs/runtime.md "Formats" says why these two.
+  nlohmann-json3-dev libinih-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
 )

@@ -416,11 +416,12 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per block">,
-    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
-           "Streaming multiprocessors of the target (sizes grid-stride "
-           "grids)">,
-    Option<"maxThreadsPerSm", "max-threads-per-sm", "int64_t",
-           /*default=*/"2048", "Resident threads per SM of the target">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "GPU architecture: its SM count and resident threads per SM "
+           "(runtime/targets/gpus.ini, TargetInfo.h) size grid-stride grids">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"0",
+           "Streaming multiprocessors to size grids for instead of the "
+           "chip's (0: the chip's; tests)">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Vectorise elementwise kernels (128-bit accesses where proven "
            "contiguous and aligned)">,

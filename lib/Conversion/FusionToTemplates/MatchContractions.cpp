@@ -61,10 +61,12 @@ namespace kiln::templates {
 
 namespace {
 
-constexpr llvm::StringLiteral kGenericReasonAttr = "kiln.generic_reason";
+constexpr llvm::StringLiteral kGenericReasonAttr =
+    KilnDialect::GenericReasonAttrHelper::getNameStr();
 /// On the module: one line per matmul region, its kernel or why it has none
 /// (kilnc --stats prints them).
-constexpr llvm::StringLiteral kReportAttr = "kiln.contraction_report";
+constexpr llvm::StringLiteral kReportAttr =
+    KilnDialect::ContractionReportAttrHelper::getNameStr();
 
 bool swapsLastTwo(ArrayRef<int64_t> permutation) {
   size_t rank = permutation.size();
@@ -255,7 +257,7 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
       auxIndex ? fusion.getYield().getValues()[*auxIndex] : Value();
 
   // The family and operand types.
-  bool tf32 = matmul->hasAttr("kiln.tf32");
+  bool tf32 = matmul->hasAttr(KilnDialect::Tf32AttrHelper::getNameStr());
   Value lhs = tf32 ? peelTf32Rounding(matmul.getLhs()) : matmul.getLhs();
   Value rhs = tf32 ? peelTf32Rounding(matmul.getRhs()) : matmul.getRhs();
   std::optional<cx::DType> inputType = kernelDType(lhsType);
@@ -657,14 +659,16 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
                                       static_cast<int32_t>(kernel.block.z)}),
         builder.getI32IntegerAttr(kernel.dynamicSharedBytes),
         builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
-    call->setAttr("kiln.kernel_config",
+    call->setAttr(KilnDialect::KernelConfigAttrHelper::getNameStr(),
                   builder.getStringAttr(kernels.config.describe()));
     if (!tensorMaps.empty())
-      call->setAttr("kiln.tensor_maps", builder.getArrayAttr(tensorMaps));
+      call->setAttr(KilnDialect::TensorMapsAttrHelper::getNameStr(),
+                    builder.getArrayAttr(tensorMaps));
     if (&kernel == &kernels.kernels.front()) // The one with the MMAs.
-      call->setAttr("kiln.flops",
-                    builder.getI64IntegerAttr(static_cast<int64_t>(
-                        2 * problem.m * problem.n * problem.k * problem.batch)));
+      call->setAttr(
+          KilnDialect::FlopsAttrHelper::getNameStr(),
+          builder.getI64IntegerAttr(static_cast<int64_t>(
+              2 * problem.m * problem.n * problem.k * problem.batch)));
     result = call.getResult(0);
     if (writesAux && aux)
       *aux = call.getResult(1);

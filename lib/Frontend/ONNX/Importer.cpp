@@ -525,7 +525,8 @@ LogicalResult GraphImporter::bindOutputs(func::FuncOp func) {
   func::ReturnOp::create(b, func.getLoc(), results);
   func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));
   for (auto [i, output] : llvm::enumerate(model.graph().output()))
-    func.setResultAttr(i, "kiln.name", b.getStringAttr(output.name()));
+    func.setResultAttr(i, KilnDialect::NameAttrHelper::getNameStr(),
+                       b.getStringAttr(output.name()));
   return success();
 }
 
@@ -561,17 +562,20 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
     module = ModuleOp::create(fileLoc);
     std::string graphName = model.graph().name();
-    (*module)->setAttr("kiln.source",
+    (*module)->setAttr(KilnDialect::SourceAttrHelper::getNameStr(),
                        b.getStringAttr(llvm::sys::path::filename(path)));
-    (*module)->setAttr("kiln.opset", b.getI64IntegerAttr(opset));
+    (*module)->setAttr(KilnDialect::OpsetAttrHelper::getNameStr(),
+                       b.getI64IntegerAttr(opset));
     if (!graphName.empty())
-      (*module)->setAttr("kiln.graph_name", b.getStringAttr(graphName));
+      (*module)->setAttr(KilnDialect::GraphNameAttrHelper::getNameStr(),
+                         b.getStringAttr(graphName));
     b.setInsertionPointToEnd(module->getBody());
     auto func = func::FuncOp::create(b, fileLoc, "main",
                                      b.getFunctionType(inputTypes, {}));
     entry = func.addEntryBlock();
     for (auto [i, name] : llvm::enumerate(inputNames)) {
-      func.setArgAttr(i, "kiln.name", b.getStringAttr(name));
+      func.setArgAttr(i, KilnDialect::NameAttrHelper::getNameStr(),
+                      b.getStringAttr(name));
       values[name] = func.getArgument(i);
     }
     b.setInsertionPointToEnd(entry);

@@ -18,6 +18,7 @@
 #include "kiln/runtime/Version.h"
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -518,30 +519,17 @@ void printSummary(const OutputSummary &summary) {
 // JSON output (--json)
 //===----------------------------------------------------------------------===//
 
-std::string jsonString(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\')
-      out += {'\\', c};
-    else if (u < 0x20)
-      out += fmt::format("\\u{:04x}", u);
-    else
-      out += c;
-  }
-  return out + "\"";
-}
+/// kiln-run --json's objects keep the documented member order.
+using Json = nlohmann::ordered_json;
 
 /// A JSON number; NaN and infinities, which JSON lacks, become null.
-std::string jsonNumber(double value) {
-  return std::isfinite(value) ? fmt::format("{:.9g}", value) : "null";
+Json number(double value) {
+  return std::isfinite(value) ? Json(value) : Json(nullptr);
 }
 
-std::string jsonShape(const Shape &shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    out += fmt::format("{}{}", i ? ", " : "", shape[i]);
-  return out + "]";
+std::string dump(const Json &json) {
+  return json.dump(-1, ' ', /*ensure_ascii=*/false,
+                   Json::error_handler_t::replace);
 }
 
 double percentile(std::vector<double> values, double fraction) {
@@ -619,76 +607,70 @@ void printBenchmark(const BenchmarkResult &result, unsigned warmup,
   }
 }
 
-std::string benchmarkJson(const BenchmarkResult &result, unsigned warmup,
-                          const Artifact &artifact) {
+Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
+                   const Artifact &artifact) {
   const std::vector<double> &ms = result.runMilliseconds;
   double sum = 0;
   for (double v : ms)
     sum += v;
-  std::string runs = "[";
-  for (size_t i = 0; i < ms.size(); ++i)
-    runs += (i ? ", " : "") + jsonNumber(ms[i]);
-  runs += "]";
-  std::string kernels = "[";
-  for (size_t i = 0; i < result.kernels.size(); ++i) {
-    const KernelTiming &timing = result.kernels[i];
-    kernels += fmt::format(
-        "{}{{\"kernel\": {}, \"launches_per_run\": {}, \"median_ms\": {}}}",
-        i ? ", " : "", jsonString(timing.kernel), timing.launchesPerRun,
-        jsonNumber(percentile(timing.milliseconds, 0.5)));
-  }
-  kernels += "]";
+  Json runs = Json::array();
+  for (double v : ms)
+    runs.push_back(number(v));
+  Json kernels = Json::array();
+  for (const KernelTiming &timing : result.kernels)
+    kernels.push_back(
+        {{"kernel", timing.kernel},
+         {"launches_per_run", timing.launchesPerRun},
+         {"median_ms", number(percentile(timing.milliseconds, 0.5))}});
   double throughput = inferencesPerSecond(result);
   uint64_t batch = batchOf(artifact);
-  std::string energy =
-      result.energyJoules
-          ? fmt::format(", \"energy_j_per_run\": {}, \"average_power_w\": {}",
-                        jsonNumber(*result.energyJoules / double(ms.size())),
-                        jsonNumber(result.energySeconds > 0
-                                       ? *result.energyJoules /
-                                             result.energySeconds
-                                       : NAN))
-          : "";
-  return fmt::format(
-      "{{\"runs\": {}, \"warmup\": {}, \"batch\": {}, \"median_ms\": {}, "
-      "\"mean_ms\": {}, \"p10_ms\": {}, \"p90_ms\": {}, \"min_ms\": {}, "
-      "\"inferences_per_s\": {}, \"samples_per_s\": {}{}, \"run_ms\": {}, "
-      "\"kernels\": {}}}",
-      ms.size(), warmup, batch, jsonNumber(percentile(ms, 0.5)),
-      jsonNumber(sum / double(ms.size())), jsonNumber(percentile(ms, 0.1)),
-      jsonNumber(percentile(ms, 0.9)),
-      jsonNumber(*std::min_element(ms.begin(), ms.end())),
-      jsonNumber(throughput), jsonNumber(throughput * double(batch)), energy,
-      runs, kernels);
+  Json json = {{"runs", ms.size()},
+               {"warmup", warmup},
+               {"batch", batch},
+               {"median_ms", number(percentile(ms, 0.5))},
+               {"mean_ms", number(sum / double(ms.size()))},
+               {"p10_ms", number(percentile(ms, 0.1))},
+               {"p90_ms", number(percentile(ms, 0.9))},
+               {"min_ms", number(*std::min_element(ms.begin(), ms.end()))},
+               {"inferences_per_s", number(throughput)},
+               {"samples_per_s", number(throughput * double(batch))}};
+  if (result.energyJoules) {
+    json["energy_j_per_run"] = number(*result.energyJoules / double(ms.size()));
+    json["average_power_w"] =
+        number(result.energySeconds > 0
+                   ? *result.energyJoules / result.energySeconds
+                   : NAN);
+  }
+  json["run_ms"] = std::move(runs);
+  json["kernels"] = std::move(kernels);
+  return json;
 }
 
 /// kiln-run --json: one object on stdout.
 void printJson(const Options &options, const DeviceInfo &device,
                const std::vector<OutputSummary> &outputs,
-               const std::optional<std::string> &bench) {
-  std::string list = "[";
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const OutputSummary &o = outputs[i];
-    std::string head = "[";
-    for (size_t k = 0; k < o.head.size(); ++k)
-      head += (k ? ", " : "") + jsonNumber(o.head[k]);
-    head += "]";
+               const std::optional<Json> &bench) {
+  Json list = Json::array();
+  for (const OutputSummary &o : outputs) {
+    Json head = Json::array();
+    for (double v : o.head)
+      head.push_back(number(v));
     bool any = o.count > o.nonFinite;
-    list += fmt::format(
-        "{}{{\"name\": {}, \"dtype\": {}, \"shape\": {}, \"min\": {}, "
-        "\"max\": {}, \"mean\": {}, \"non_finite\": {}, \"first\": {}}}",
-        i ? ", " : "", jsonString(o.name), jsonString(dtypeName(o.dtype)),
-        jsonShape(o.shape), any ? jsonNumber(o.min) : "null",
-        any ? jsonNumber(o.max) : "null", any ? jsonNumber(o.mean) : "null",
-        o.nonFinite, head);
+    list.push_back({{"name", o.name},
+                    {"dtype", std::string(dtypeName(o.dtype))},
+                    {"shape", o.shape},
+                    {"min", any ? number(o.min) : Json(nullptr)},
+                    {"max", any ? number(o.max) : Json(nullptr)},
+                    {"mean", any ? number(o.mean) : Json(nullptr)},
+                    {"non_finite", o.nonFinite},
+                    {"first", std::move(head)}});
   }
-  list += "]";
-  fmt::print("{{\"kiln_version\": {}, \"model\": {}, \"device\": "
-             "{{\"kind\": {}, \"name\": {}}}, \"outputs\": {}, \"bench\": "
-             "{}}}\n",
-             jsonString(buildInfo().version), jsonString(options.model),
-             jsonString(device.kind), jsonString(device.name), list,
-             bench ? *bench : "null");
+  Json json = {{"kiln_version", buildInfo().version},
+               {"model", options.model},
+               {"device", {{"kind", device.kind}, {"name", device.name}}},
+               {"outputs", std::move(list)},
+               {"bench", bench ? *bench : Json(nullptr)}};
+  fmt::print("{}\n", dump(json));
 }
 
 int runTool(const Options &options) {
@@ -821,7 +803,7 @@ int runTool(const Options &options) {
 
   // On cuda a profile is measured: the --bench runs, or 10 of them.
   unsigned benchRuns = options.bench;
-  std::optional<std::string> benchJson;
+  std::optional<Json> benchJson;
   if (wantReport && !emu && benchRuns == 0)
     benchRuns = 10;
   if (benchRuns) {

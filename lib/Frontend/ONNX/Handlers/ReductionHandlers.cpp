@@ -337,9 +337,12 @@ LogicalResult importBatchNormalization(NodeImporter &n) {
     float momentum = n.floatAttr("momentum", 0.9f);
     if (momentum == 0.9f)
       return bind(n, n.make<BatchNormOp>(operands, {epsilon}));
-    return bind(n, n.make<BatchNormOp>(
-                       operands, {epsilon, n.namedF32("kiln.momentum",
-                                                      momentum)}));
+    return bind(
+        n,
+        n.make<BatchNormOp>(
+            operands,
+            {epsilon, n.namedF32(KilnDialect::MomentumAttrHelper::getNameStr(),
+                                 momentum)}));
   }
   if (!isa<FloatType>(elementType))
     return n.fail("training mode needs a floating-point input");

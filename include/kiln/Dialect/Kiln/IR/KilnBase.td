@@ -31,6 +31,66 @@ def Kiln_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // The discardable `kiln.*` attributes passes leave on ops, functions'
+  // arguments and results, and modules; each gets a typed helper
+  // (KilnDialect::NameAttrHelper, ...: getNameStr(), getAttr(op),
+  // setAttr(op, value)), so no pass writes an attribute name as a string.
+  // docs/passes.md says which pass sets and which reads each one.
+  let discardableAttrs = (ins
+    // Graph signature (importer; func arguments and results).
+    "::mlir::StringAttr":$name,
+    // The model (importer; module).
+    "::mlir::StringAttr":$source,
+    "::mlir::IntegerAttr":$opset,
+    "::mlir::StringAttr":$graph_name,
+    // Where a weight came from (importer; ml_program.global, module).
+    "::mlir::StringAttr":$origin,
+    "::mlir::DictionaryAttr":$weight_origins,
+    // BatchNormalization's running-statistics momentum (importer; op).
+    "::mlir::FloatAttr":$momentum,
+    // tf32 contractions and their rounded weights (kiln-lower-precision).
+    "::mlir::UnitAttr":$tf32,
+    "::mlir::UnitAttr":$tf32_rounded,
+    // Training (kiln-autodiff, kiln-optimizer): state arguments and
+    // results, their first values, the loss seed, the gradients and state
+    // updates of @train_grad, the flat layout of the trainable weights.
+    "::mlir::StringAttr":$state,
+    "::mlir::DenseElementsAttr":$initial,
+    "::mlir::UnitAttr":$loss_seed,
+    "::mlir::ArrayAttr":$gradients,
+    "::mlir::ArrayAttr":$state_updates,
+    "::mlir::DictionaryAttr":$training,
+    "::mlir::UnitAttr":$recomputed,
+    "::mlir::DictionaryAttr":$remat_report,
+    // Template kernels (kiln-match-contractions): the kernel call's config,
+    // FLOPs and TMA tensor maps, why a region kept a generic kernel, the
+    // per-region report (module); kiln-lower-kernel-calls copies FLOPs and
+    // maps to the launch and adds the operands the kernel writes.
+    "::mlir::StringAttr":$kernel_config,
+    "::mlir::IntegerAttr":$flops,
+    "::mlir::ArrayAttr":$tensor_maps,
+    "::mlir::StringAttr":$generic_reason,
+    "::mlir::ArrayAttr":$contraction_report,
+    "::mlir::DenseI32ArrayAttr":$written_operands,
+    // The kind of the kiln.fusion a linalg.generic came from
+    // (kiln-collapse-fusions).
+    "::mlir::StringAttr":$fusion_kind
+  );
+}
+
+//===----------------------------------------------------------------------===//
+// Traits
+//===----------------------------------------------------------------------===//
+
+// Elementwise over two operands broadcast by numpy rules (every
+// Kiln_BinaryOp: arithmetic, logical, comparisons). OpTrait::Elementwise
+// (operands of one shape) does not hold for them, but the graph passes treat
+// them as elementwise: kiln-fuse groups them, layout propagation moves
+// transposes through them, rematerialisation recomputes them. Passes ask
+// `op->hasTrait<kiln::trait::BroadcastingBinary>()` (Kiln.h
+// isBroadcastingElementwise) instead of listing the ops.
+def Kiln_BroadcastingBinary : NativeOpTrait<"BroadcastingBinary"> {
+  let cppNamespace = "::kiln::trait";
 }
 
 //===----------------------------------------------------------------------===//

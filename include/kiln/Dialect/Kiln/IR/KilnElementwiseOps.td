@@ -122,7 +122,8 @@ def Kiln_ClipOp : Kiln_UnaryNumericOp<"clip", "min(max(x, min), max)"> {
 
 class Kiln_BinaryOp<string mnemonic, string formula, Type operandType,
                     list<Trait> traits = []>
-    : Kiln_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])> {
+    : Kiln_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor,
+                                             Kiln_BroadcastingBinary])> {
   let summary = "elementwise " # formula # " with numpy broadcasting";
   let description = "Computes `" # formula # "` for each pair of elements "
     # "`a`, `b` after broadcasting both operands to a common shape by numpy "

@@ -71,12 +71,12 @@ KILN_INLINE float minNaN(float a, float b) {
   return r;
 }
 
-/// Loads element `i` of a vector of the given dtype code as float
-/// (1 = F32, 2 = F16, 3 = BF16: runtime::DType's codes).
+/// Loads element `i` of a vector of element type `Code` (KilnElementType,
+/// ElementType.cuh) as float.
 template <int Code> KILN_INLINE float loadAsFloat(const void *p, i64 i) {
-  if (Code == 1)
+  if (Code == kElementF32)
     return ((const float *)p)[i];
-  if (Code == 2)
+  if (Code == kElementF16)
     return f16ToFloat(((const u16 *)p)[i]);
   return bf16ToFloat(((const u16 *)p)[i]);
 }
@@ -225,11 +225,11 @@ KILN_INLINE void mmaM16N8K8Tf32(float (&d)[4], const u32 (&a)[4], u32 b0,
 
 // --- Output ------------------------------------------------------------------
 
-/// Stores `v` as the output dtype (code as in loadAsFloat).
+/// Stores `v` as element type `Code` (KilnElementType).
 template <int Code> KILN_INLINE void storeOut(void *p, i64 i, float v) {
-  if (Code == 1)
+  if (Code == kElementF32)
     ((float *)p)[i] = v;
-  else if (Code == 2)
+  else if (Code == kElementF16)
     ((u16 *)p)[i] = floatToF16(v);
   else
     ((u16 *)p)[i] = floatToBf16(v);

@@ -525,7 +525,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   storeTile<0, Cfg::OUT_CODE, Cfg::OUT_BYTES, Cfg::VEC_C>(
       acc, shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
       (int)M, n0, batch, rowBase, t, ep);
-  if constexpr (Cfg::AUX_CODE != 0) {
+  if constexpr (Cfg::AUX_CODE != kElementNone) {
     consumerBarrier(); // C's staged tile is out
     storeTile<1, Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
         acc, shared, (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,
