@@ -168,9 +168,10 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       emulate it: kiln-lower-to-linalg turns the pair into one kernel that
       rounds the bits (`cvt.rn.tf32.f32` semantics) and stores `f32`. The
       template kernels take the pair off and round themselves: mma.sync
-      with `cvt.rna`; the sm_90a wgmma kernel hands activations to the
-      tensor core unrounded, which keeps their upper 19 bits (truncation,
-      as CUTLASS's sm90 tf32 kernels do; weights are still rounded at
+      with `cvt.rna`; the sm_90a wgmma kernel rounds each shared-memory
+      stage with `cvt.rna` before its wgmmas read it (the tensor core itself
+      would keep an unrounded operand's upper 19 bits, truncating it, as
+      CUTLASS's sm90 tf32 kernels leave it to; weights are also rounded at
       compile time, below).
     - **f32-only ops.** `softmax`, `log_softmax`, `layer_norm`,
       `batch_norm`, `instance_norm`, `lrn`, `reduce`, average `pool` and
