@@ -682,7 +682,7 @@ LogicalResult importTrilu(NodeImporter &n) {
 FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
                             ResizeMode mode, CoordinateMode coordinates,
                             NearestMode nearest, ArrayRef<double> scales,
-                            ArrayRef<double> roi = {}) {
+                            ArrayRef<double> roi = {}, bool antialias = false) {
   RankedTensorType inType = n.inputType(0);
   SmallVector<NamedAttribute> attrs{
       n.named("mode", ResizeModeAttr::get(n.context(), mode)),
@@ -696,6 +696,8 @@ FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
     if (n.intAttr("exclude_outside", 0) != 0)
       attrs.push_back(n.namedUnit("exclude_outside"));
   }
+  if (antialias)
+    attrs.push_back(n.namedUnit("antialias"));
   if (coordinates == CoordinateMode::TfCropAndResize) {
     attrs.push_back(n.named("roi", n.builder().getDenseF64ArrayAttr(roi)));
     attrs.push_back(n.namedF64("extrapolation_value",
@@ -768,6 +770,9 @@ LogicalResult importResize(NodeImporter &n) {
                                            "tf_crop_and_resize"};
     if (n.opset() >= 19)
       coordinateModes.push_back("half_pixel_symmetric");
+    // TensorFlow's nearest resize: Resize-11 only, nearest mode only.
+    if (n.opset() < 13 && mode == ResizeMode::Nearest)
+      coordinateModes.push_back("tf_half_pixel_for_nn");
     if (failed(n.requireStringAttrIn("coordinate_transformation_mode",
                                      "half_pixel", coordinateModes)) ||
         failed(n.requireStringAttrIn(
@@ -884,19 +889,20 @@ LogicalResult importResize(NodeImporter &n) {
       }
     }
   }
-  if (n.opset() >= 18 && n.intAttr("antialias", 0) != 0 &&
+  // Antialias only changes dimensions that shrink, and never nearest.
+  bool antialias =
+      n.opset() >= 18 && n.intAttr("antialias", 0) != 0 &&
       mode != ResizeMode::Nearest &&
       llvm::any_of(llvm::seq<int64_t>(0, rank),
-                   [&](int64_t d) { return shape[d] < inType->getDimSize(d); }))
-    return n.fail(Twine("antialiased ") + stringifyResizeMode(mode) +
-                  " downsampling is not supported");
+                   [&](int64_t d) { return shape[d] < inType->getDimSize(d); });
   if (n.opset() < 11) {
     FailureOr<NearestMode> legacy = legacyNearestMode(n, mode, scales);
     if (failed(legacy))
       return failure();
     nearest = *legacy;
   }
-  return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales, roi));
+  return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales, roi,
+                            antialias));
 }
 
 /// Upsample-7 takes its scales as an attribute, Upsample-9 as an input.
@@ -1054,13 +1060,10 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Tile", 6, importTile, "repeats must be a compile-time constant"},
       {"Resize", 10, importResize,
        "float inputs only; scales or sizes must be compile-time constants"},
-      {"Resize", 11, importResize,
-       "no tf_half_pixel_for_nn; roi must be a compile-time constant"},
+      {"Resize", 11, importResize, "roi must be a compile-time constant"},
       {"Resize", 13, importResize, ""},
-      {"Resize", 18, importResize,
-       "no antialiased linear or cubic downsampling"},
-      {"Resize", 19, importResize,
-       "no antialiased linear or cubic downsampling"},
+      {"Resize", 18, importResize, ""},
+      {"Resize", 19, importResize, ""},
       {"Upsample", 7, importUpsample, "float inputs only"},
       {"Upsample", 9, importUpsample, "scales must be a compile-time constant"},
       {"DepthToSpace", 1, importDepthToSpace, "4-D inputs only"},
