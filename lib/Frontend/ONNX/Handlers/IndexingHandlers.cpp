@@ -293,7 +293,8 @@ LogicalResult importCompress(NodeImporter &n) {
   }
   int64_t extent = typeOf(input).getDimSize(axis);
   if (!kept.empty() && kept.back() >= extent)
-    return n.fail("condition keeps position " + Twine(kept.back()) +
+    return n.fail("condition keeps position " +
+                  Twine(static_cast<int64_t>(kept.back())) +
                   ", past the axis extent " + Twine(extent));
   auto indexType = RankedTensorType::get({static_cast<int64_t>(kept.size())},
                                          n.builder().getI64Type());
