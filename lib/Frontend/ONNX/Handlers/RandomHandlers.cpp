@@ -85,8 +85,13 @@ FailureOr<RankedTensorType> randomType(NodeImporter &n,
       return n.fail("dtype " + onnxTypeName(static_cast<int32_t>(code)) +
                     " is not a supported element type");
   }
-  if (!isa<FloatType>(elementType))
-    return n.fail("random numbers of a non-float type are not supported");
+  if (!isa<FloatType>(elementType)) {
+    std::string name;
+    llvm::raw_string_ostream os(name);
+    os << elementType;
+    return n.fail("random numbers of element type " + name +
+                  " are not supported (float types only)");
+  }
   return RankedTensorType::get(shape, elementType);
 }
 

@@ -758,8 +758,8 @@ func.func @bitwise(%a: tensor<2x3xi32>, %b: tensor<3xi32>, %u: tensor<4xui8>, %s
 // CHECK-LABEL: func.func @scans(
 // CHECK:         kiln.cumsum %{{.*}} {axis = 1 : i64} : tensor<2x5xf32>
 // CHECK:         kiln.cumsum %{{.*}} {axis = 0 : i64, exclusive, reverse} : tensor<2x5xf32>
-// CHECK:         %{{.*}}:2 = kiln.top_k %{{.*}} {axis = 1 : i64, k = 3 : i64} : tensor<2x5xf32> -> tensor<2x3xf32>, tensor<2x3xi64>
-// CHECK:         %{{.*}}:2 = kiln.top_k %{{.*}} {axis = 0 : i64, k = 1 : i64, smallest} : tensor<2x5xf32> -> tensor<1x5xf32>, tensor<1x5xi64>
+// CHECK:         %{{.*}}, %{{.*}} = kiln.top_k %{{.*}} {axis = 1 : i64, k = 3 : i64} : tensor<2x5xf32> -> tensor<2x3xf32>, tensor<2x3xi64>
+// CHECK:         %{{.*}}, %{{.*}} = kiln.top_k %{{.*}} {axis = 0 : i64, k = 1 : i64, smallest} : tensor<2x5xf32> -> tensor<1x5xf32>, tensor<1x5xi64>
 func.func @scans(%x: tensor<2x5xf32>) -> (tensor<2x5xf32>, tensor<2x3xf32>, tensor<1x5xi64>) {
   %0 = kiln.cumsum %x {axis = 1 : i64} : tensor<2x5xf32>
   %1 = kiln.cumsum %0 {axis = 0 : i64, exclusive, reverse} : tensor<2x5xf32>
