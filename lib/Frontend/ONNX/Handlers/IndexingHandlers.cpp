@@ -215,8 +215,10 @@ LogicalResult importReverseSequence(NodeImporter &n) {
 }
 
 /// Scatters each value to its flat index (MaxPool's Indices) in a zero
-/// tensor of the output shape: output_shape when given, else the shape the
-/// pooling window attributes invert to.
+/// tensor of the shape the pooling window attributes invert to; a larger
+/// output_shape pads that result with zeros at the end of each dimension
+/// (the indices stay relative to the inverted shape, as in ONNX's reference
+/// and onnxruntime).
 LogicalResult importMaxUnpool(NodeImporter &n) {
   if (failed(n.checkArity(2, 3)))
     return failure();
@@ -227,7 +229,12 @@ LogicalResult importMaxUnpool(NodeImporter &n) {
   FailureOr<WindowAttrs> w = readWindowAttrs(n, spatial);
   if (failed(w))
     return failure();
-  SmallVector<int64_t> outShape;
+  SmallVector<int64_t> inferred{type.getDimSize(0), type.getDimSize(1)};
+  for (int64_t i = 0; i < spatial; ++i)
+    inferred.push_back((type.getDimSize(2 + i) - 1) * w->strides[i] +
+                       w->kernel[i] - w->padding[i] -
+                       w->padding[spatial + i]);
+  SmallVector<int64_t> outShape = inferred;
   if (n.hasInput(2)) {
     FailureOr<SmallVector<int64_t>> given = n.constantInts(2, "output_shape");
     if (failed(given))
@@ -236,24 +243,34 @@ LogicalResult importMaxUnpool(NodeImporter &n) {
     if (static_cast<int64_t>(outShape.size()) != type.getRank())
       return n.fail("output_shape " + formatInts(outShape) + " must have " +
                     Twine(type.getRank()) + " entries");
-  } else {
-    outShape = {type.getDimSize(0), type.getDimSize(1)};
-    for (int64_t i = 0; i < spatial; ++i)
-      outShape.push_back((type.getDimSize(2 + i) - 1) * w->strides[i] +
-                         w->kernel[i] - w->padding[i] -
-                         w->padding[spatial + i]);
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (outShape[d] < inferred[d])
+        return n.fail("output_shape " + formatInts(outShape) +
+                      " is smaller than the unpooled shape " +
+                      formatInts(inferred));
   }
   if (n.inputType(1).getShape() != type.getShape())
     return n.fail("indices must have the input's shape");
   Composer c(n);
-  int64_t total = Composer::product(outShape);
+  Type element = type.getElementType();
+  int64_t total = Composer::product(inferred);
   int64_t count = type.getNumElements();
-  Value zeros = c.constant(RankedTensorType::get({total}, type.getElementType()),
-                           {0.0});
+  Value zeros = c.constant(RankedTensorType::get({total}, element), {0.0});
   Value scattered = c.make<ScatterElementsOp>(
       {zeros, c.reshape(n.input(1), {count}), c.reshape(n.input(0), {count})},
       {n.namedI64("axis", 0)});
-  return bindComposed(c, c.reshape(scattered, outShape));
+  Value result = c.reshape(scattered, inferred);
+  SmallVector<int64_t> current = inferred;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (outShape[d] == current[d])
+      continue;
+    SmallVector<int64_t> padShape = current;
+    padShape[d] = outShape[d] - current[d];
+    Value pad = c.constant(RankedTensorType::get(padShape, element), {0.0});
+    result = c.concat({result, pad}, d);
+    current[d] = outShape[d];
+  }
+  return bindComposed(c, result);
 }
 
 /// The shapes of Compress, NonZero and Unique depend on data. With that
