@@ -466,13 +466,12 @@ LogicalResult importScatterElements(NodeImporter &n) {
 /// positive amounts.
 LogicalResult importPad(NodeImporter &n) {
   std::string modeName = n.stringAttr("mode", "constant");
-  if (modeName == "wrap")
-    return n.fail(
-        "mode 'wrap' is not supported (supported: constant, reflect, edge)");
-  if (failed(n.requireStringAttrIn("mode", "constant",
-                                   {"constant", "reflect", "edge"})))
+  // Pad-19's wrap is a gather per padded axis (below), not a kiln.pad mode.
+  bool wrap = n.opset() >= 19 && modeName == "wrap";
+  if (!wrap && failed(n.requireStringAttrIn("mode", "constant",
+                                            {"constant", "reflect", "edge"})))
     return failure();
-  PadMode mode = *symbolizePadMode(modeName);
+  PadMode mode = wrap ? PadMode::Constant : *symbolizePadMode(modeName);
 
   SmallVector<int64_t> pads;
   std::optional<SmallVector<int64_t>> axes;
@@ -548,6 +547,31 @@ LogicalResult importPad(NodeImporter &n) {
     if (failed(cropped))
       return failure();
     input = *cropped;
+  }
+  if (wrap) {
+    // out[j] = in[(j - low) mod extent] along each padded axis: exact, and
+    // any pad size (a pad longer than the axis wraps more than once).
+    for (int64_t d = 0; d < rank; ++d) {
+      if (low[d] == 0 && high[d] == 0)
+        continue;
+      int64_t extent = typeOf(input).getDimSize(d);
+      if (extent == 0)
+        return n.fail("mode 'wrap' cannot pad dimension " + Twine(d) +
+                      ", which is empty");
+      SmallVector<int64_t> index;
+      for (int64_t j = 0, e = low[d] + extent + high[d]; j < e; ++j)
+        index.push_back((((j - low[d]) % extent) + extent) % extent);
+      Value indices = n.constant(DenseElementsAttr::get(
+          RankedTensorType::get({static_cast<int64_t>(index.size())},
+                                n.builder().getI64Type()),
+          ArrayRef<int64_t>(index)));
+      FailureOr<Value> gathered =
+          n.make<GatherOp>({input, indices}, {n.namedI64("axis", d)});
+      if (failed(gathered))
+        return failure();
+      input = *gathered;
+    }
+    return n.setResult(input);
   }
   return bind(
       n, n.make<PadOp>(input,
@@ -1051,7 +1075,8 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Pad", 11, importPad,
        "pads and constant_value must be compile-time constants"},
       {"Pad", 18, importPad, "axes must be a compile-time constant"},
-      {"Pad", 19, importPad, "no 'wrap' mode"},
+      {"Pad", 19, importPad,
+       "wrap mode as a gather per padded axis"},
       {"Expand", 8, importExpand, "shape must be a compile-time constant"},
       {"Split", 2, importSplit, ""},
       {"Split", 11, importSplit, ""},
