@@ -12,6 +12,9 @@ set -euo pipefail
 LLVM_VERSION=22
 DEB_PACKAGES=(
   cmake ninja-build ccache pkg-config python3 python3-pip
+  # psutil for lit's per-test timeout (test/lit.cfg.py): lit runs under
+  # Debian's /usr/bin/python3, so the Debian package, not pip's.
+  python3-psutil
   "llvm-${LLVM_VERSION}-dev" "libmlir-${LLVM_VERSION}-dev"
   "mlir-${LLVM_VERSION}-tools" "llvm-${LLVM_VERSION}-tools" "clang-${LLVM_VERSION}"
   libfmt-dev libgtest-dev libgmock-dev

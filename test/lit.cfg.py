@@ -3,6 +3,7 @@
 
 import os
 import shutil
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -22,6 +23,9 @@ config.substitutions.append(
     ("%llvm_include", os.path.join(os.path.dirname(config.llvm_tools_dir), "include")))
 python = config.python_executable or shutil.which("python3")
 config.substitutions.append(("%python", python))
+# lit itself, as this run invokes it (its interpreter has psutil for
+# timeouts): lit-limits.test runs a suite of its own.
+config.substitutions.append(("%lit", f"{sys.executable} {sys.argv[0]}"))
 # Runs a command and checks its exact exit status (1: user error, 2: internal).
 config.substitutions.append(
     ("%expect-exit",
@@ -30,6 +34,12 @@ config.substitutions.append(
 config.substitutions.append(
     ("%onnx-from-text",
      f"{python} {os.path.join(config.kiln_src_root, 'test', 'Frontend', 'ONNX', 'onnx_from_text.py')}"))
+
+# Tiers (-Dkiln_full=1 adds the `full` feature) and the per-test timeout
+# (-Dkiln_timeout=N, default 3600 s): test/lit_limits.py.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lit_limits
+lit_limits.apply(lit_config, config)
 
 llvm_config.with_system_environment(["HOME", "PYTHONPATH"])
 llvm_config.use_default_substitutions()

@@ -58,9 +58,21 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
   // A multicast load is a tensor load whose box lands in several blocks.
   const bool multicast = BulkOp(in.subop) == BulkOp::TensorLoadMulticast;
   const BulkOp op = multicast ? BulkOp::TensorLoad : BulkOp(in.subop);
-  if (op == BulkOp::Commit || op == BulkOp::Wait)
-    return true; // stores complete when issued
   uint64_t *r = warpRegs(w);
+  if (op == BulkOp::Commit || op == BulkOp::Wait) {
+    // Stores complete when issued; the race check retires their reads of
+    // shared memory here.
+    if (raceCheck)
+      forLanes(exec, [&](unsigned l) {
+        if (op == BulkOp::Commit)
+          raceCheck->bulkCommit(w * 32 + l);
+        else
+          raceCheck->bulkWait(
+              w * 32 + l,
+              static_cast<uint32_t>(r[static_cast<size_t>(in.src[0]) * 32 + l]));
+      });
+    return true;
+  }
   const uint32_t *ops = kernel.operandLists.data() + in.target;
   bool ok = true;
   forLanes(exec, [&](unsigned l) {
@@ -142,6 +154,15 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
         perf.asyncSharedBytes += size;
       }
       if (op == BulkOp::Store) {
+        if (raceCheck) {
+          raceCheck->bulkStoreBegin(w * 32 + l, pc);
+          if (!raceCheck->bulkStoreRead(smem, static_cast<unsigned>(size))) {
+            ok = raceFault(w, l, pc);
+            return;
+          }
+          raceCheck->globalWrite(w * 32 + l, pc, global,
+                                 static_cast<unsigned>(size));
+        }
         std::memcpy(g, shared.data() + smem, size);
         return;
       }
@@ -149,6 +170,13 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       if (!mbarrierAt(2, copy.mbarrier)) {
         ok = false;
         return;
+      }
+      if (raceCheck) {
+        raceCheck->bulkLoadBegin(w * 32 + l, pc, copy.mbarrier);
+        if (!raceCheck->bulkLoadWrite(smem, static_cast<unsigned>(size))) {
+          ok = raceFault(w, l, pc);
+          return;
+        }
       }
       copy.warp = w;
       copy.lane = l;
@@ -245,6 +273,8 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       ok = false;
       return;
     }
+    if (raceCheck && op == BulkOp::TensorStore)
+      raceCheck->bulkStoreBegin(w * 32 + l, pc);
     // Walk the box row by row (dimension 0 is a row); the shared image is
     // dense, then swizzled per 16-byte chunk.
     std::vector<uint8_t> image(boxBytes, 0);
@@ -300,8 +330,16 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
         // shared image.
         for (uint64_t b = 0; b < bytes; ++b) {
           uint64_t u = row * rowBytes + first * elem + b;
+          if (raceCheck &&
+              !raceCheck->bulkStoreRead(swizzle(smem + u, span), 1)) {
+            ok = raceFault(w, l, pc);
+            return;
+          }
           g[b] = shared[swizzle(smem + u, span)];
         }
+        if (raceCheck)
+          raceCheck->globalWrite(w * 32 + l, pc, global,
+                                 static_cast<unsigned>(bytes));
       }
     }
     if (!ok)
@@ -326,6 +364,8 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       ok = false;
       return;
     }
+    if (raceCheck)
+      raceCheck->bulkLoadBegin(w * 32 + l, pc, copy.mbarrier);
     copy.warp = w;
     copy.lane = l;
     copy.pc = pc;
@@ -338,6 +378,10 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
                    fmt::format("the swizzled box reaches shared offset {}, "
                                "past the {} bytes of shared memory",
                                a + 16, sharedBytes));
+        return;
+      }
+      if (raceCheck && !raceCheck->bulkLoadWrite(a, 16)) {
+        ok = raceFault(w, l, pc);
         return;
       }
       copy.chunks.push_back(static_cast<uint32_t>(a));

@@ -16,11 +16,13 @@
 #define KILN_RUNTIME_LIB_EMU_INTERPRETERINTERNAL_H
 
 #include "PtxInterpreter.h"
+#include "RaceCheck.h"
 
 #include "../Support.h"
 
 #include <array>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -77,6 +79,11 @@ struct WarpState {
   /// wgmma.mma_async not yet retired by wgmma.wait_group (their registers
   /// are checked on every instruction while this is non-zero).
   uint32_t wgmmaInFlight = 0;
+  /// The race check: the warp's last time slice ended in a failed
+  /// test_wait (a spin that may never end) of lane `spinLane` at `spinPc`.
+  bool spinning = false;
+  unsigned spinLane = 0;
+  uint32_t spinPc = 0;
 };
 
 /// Stops a warp: the fault to report, with the lane that caused it.
@@ -121,7 +128,11 @@ enum class BarrierStep { Fault, Advance, Wait, Yield };
 /// (Exec*.cpp); the scheduling core is PtxInterpreter.cpp.
 class BlockRunner {
 public:
-  BlockRunner(const Kernel &kernel, const LaunchSpec &spec);
+  /// `globalWrites`: the launch's record of global writes by block (the
+  /// race check, LaunchSpec::checkRaces), or nullptr.
+  BlockRunner(const Kernel &kernel, const LaunchSpec &spec,
+              GlobalWriteTracker *globalWrites = nullptr);
+  ~BlockRunner();
 
   /// What went wrong, after a fault: kernel, block, thread, PTX line.
   std::string errorMessage() const;
@@ -269,12 +280,21 @@ private:
   bool elect(unsigned w, const Instruction &in, uint32_t exec);
 
   // mbarrier (ExecMbarrier.cpp).
+  /// Where a thread used an mbarrier (for the race check's reports).
+  struct MbarrierSite {
+    unsigned warp = 0, lane = 0;
+    uint32_t pc = 0;
+  };
   struct Mbarrier {
     uint64_t offset = 0; ///< in shared memory
     uint32_t expected = 0, pending = 0;
     int64_t tx = 0;
     uint64_t phase = 0; ///< phases completed so far
     bool valid = false;
+    /// The phases a failed wait needed completed (0: none), where it
+    /// waited, and the last expect_tx.
+    uint64_t awaited = 0;
+    MbarrierSite waitSite, expectSite;
   };
   /// The mbarrier at shared offset `offset`, or nullptr.
   Mbarrier *findMbarrier(uint64_t offset) {
@@ -303,8 +323,14 @@ private:
                        uint32_t mask, uint32_t exec);
   /// Lets the lanes waiting in try_wait try again after mbarrier events.
   bool wakeMbarrierWaiters();
-  /// The deadlock message for a warp whose lanes wait in try_wait.
+  /// The deadlock message for a warp whose lanes wait in try_wait (or, for
+  /// the race check, spin on test_wait at `pc`).
   bool mbarrierDeadlock(unsigned w);
+  bool mbarrierDeadlock(unsigned w, unsigned lane, uint32_t pc);
+  /// The race check at the end of a block: copies never waited for,
+  /// tx-counts that never drained, phases waited for that never completed
+  /// (each a hang on a GPU).
+  bool checkMbarriersAtExit();
   std::vector<Mbarrier> mbarriers;
   /// Counts mbarrier state changes and async work queued on them.
   uint64_t mbarrierEvents = 0;
@@ -358,6 +384,9 @@ private:
   unsigned clusterWaiters = 0;
   /// warpInstructions when the block began (for the step limit).
   uint64_t blockStart = 0;
+  /// Rounds of step() in which every runnable warp only spun on a failed
+  /// test_wait and no mbarrier changed (the race check's hang detector).
+  unsigned spinRounds = 0;
 
   // wgmma (ExecWgmma.cpp).
   bool wgmma(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
@@ -432,6 +461,15 @@ private:
 
   bool checkShared = false;
   std::vector<uint8_t> sharedWritten;
+
+  /// KILN_EMU_CHECK=races (LaunchSpec::checkRaces): the happens-before
+  /// checker the instruction families report their accesses and
+  /// synchronisation to (nullptr when off).
+  std::unique_ptr<RaceCheck> raceCheck;
+  /// A race the checker found: the fault of lane `lane` of warp `w`.
+  bool raceFault(unsigned w, unsigned lane, uint32_t pc) {
+    return fault(w, lane, pc, raceCheck->takeReport());
+  }
 
   // Performance counters (ExecCounters.cpp), only with
   // LaunchSpec::countPerformance: the default path tests one flag.

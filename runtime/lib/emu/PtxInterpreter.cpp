@@ -27,7 +27,8 @@
 namespace kiln::runtime::emu {
 namespace detail {
 
-BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
+BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec,
+                         GlobalWriteTracker *globalWrites)
     : kernel(kernel), spec(spec), code(kernel.code.data()),
       numSlots(kernel.numSlots) {
   threadsPerBlock = spec.block.x * spec.block.y * spec.block.z;
@@ -54,6 +55,9 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
   }
   if (checkShared)
     sharedWritten.assign(sharedBytes, 0);
+  if (spec.checkRaces)
+    raceCheck = std::make_unique<RaceCheck>(kernel, spec, sharedBytes, numWarps,
+                                            globalWrites);
   // Constants and per-thread specials are the same in every block.
   for (unsigned w = 0; w < numWarps; ++w) {
     uint64_t *r = warpRegs(w);
@@ -162,6 +166,8 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
   }
 }
 
+BlockRunner::~BlockRunner() = default;
+
 std::string BlockRunner::errorMessage() const {
   uint32_t t = faultState.warp * 32 + faultState.lane;
   uint32_t tx = t % spec.block.x, ty = (t / spec.block.x) % spec.block.y,
@@ -224,7 +230,12 @@ void BlockRunner::beginBlock(Dim3 id, ClusterRun *run, uint32_t rank) {
     ws.waiting = 0;
     ws.converged = true;
     ws.pc = 0;
+    ws.spinning = false;
   }
+  if (raceCheck)
+    raceCheck->beginBlock(
+        id, id.x + static_cast<uint64_t>(spec.grid.x) *
+                       (id.y + static_cast<uint64_t>(spec.grid.y) * id.z));
   if (!shared.empty())
     std::memset(shared.data(), 0, shared.size());
   if (checkShared && !sharedWritten.empty())
@@ -253,6 +264,7 @@ void BlockRunner::beginBlock(Dim3 id, ClusterRun *run, uint32_t rank) {
   clusterWaiters = 0;
   exited = false;
   blockStart = warpInstructions;
+  spinRounds = 0;
 }
 
 BlockStep BlockRunner::step() {
@@ -263,12 +275,34 @@ BlockStep BlockRunner::step() {
     wakeMbarrierWaiters();
   if (clusterWaiters)
     wakeClusterWaiters();
+  uint64_t eventsBefore = mbarrierEvents;
+  bool allSpin = true;
   for (unsigned w = 0; w < numWarps; ++w)
     if (warps[w].live & ~warps[w].waiting) {
+      warps[w].spinning = false;
       if (!runWarp(w))
         return BlockStep::Fault;
-      runnable |= (warps[w].live & ~warps[w].waiting) != 0;
+      bool stillRuns = (warps[w].live & ~warps[w].waiting) != 0;
+      runnable |= stillRuns;
+      allSpin &= !stillRuns || warps[w].spinning;
     }
+  // The race check: two rounds in which every warp that can run only
+  // failed a test_wait and no mbarrier changed: nothing ever will (the
+  // spin would hang a GPU). In a cluster of several blocks another block
+  // may still arrive on this one's mbarriers, so the check is for lone
+  // blocks only.
+  if (raceCheck && runnable && spec.cluster.x * spec.cluster.y *
+                                       spec.cluster.z == 1) {
+    spinRounds =
+        allSpin && mbarrierEvents == eventsBefore ? spinRounds + 1 : 0;
+    if (spinRounds == 2) {
+      unsigned w = 0;
+      while (!warps[w].spinning)
+        ++w;
+      mbarrierDeadlock(w, warps[w].spinLane, warps[w].spinPc);
+      return BlockStep::Fault;
+    }
+  }
   if (runnable) {
     if (spec.maxWarpInstructionsPerBlock &&
         warpInstructions - blockStart > spec.maxWarpInstructionsPerBlock) {
@@ -280,8 +314,10 @@ BlockStep BlockRunner::step() {
       fault(w, lane, ws.converged ? ws.pc : ws.lanePc[lane],
             fmt::format("the block is still running after {} warp "
                         "instructions (an endless loop, or a wait "
-                        "for another block?)",
-                        warpInstructions - blockStart));
+                        "for another block?); the limit is {} "
+                        "(KILN_EMU_MAX_STEPS=N raises it, 0 for none)",
+                        warpInstructions - blockStart,
+                        spec.maxWarpInstructionsPerBlock));
       return BlockStep::Fault;
     }
     return BlockStep::Progress;
@@ -298,6 +334,16 @@ BlockStep BlockRunner::step() {
     }
   if (!anyWaiting) {
     exited = true;
+    if (!raceCheck)
+      return BlockStep::Done;
+    if (!checkMbarriersAtExit())
+      return BlockStep::Fault;
+    unsigned thread = 0;
+    uint32_t pc = 0;
+    if (!raceCheck->endBlock(thread, pc)) {
+      raceFault(thread / 32, thread % 32, pc);
+      return BlockStep::Fault;
+    }
     return BlockStep::Done;
   }
   // Lanes in mbarrier.try_wait try again after a change (the last
@@ -494,6 +540,8 @@ bool BlockRunner::runWarp(unsigned w) {
     }
     if (__builtin_expect(countPerformance, 0))
       countInstruction(in, mask, exec);
+    if (__builtin_expect(raceCheck != nullptr, 0))
+      raceCheck->setIssue(static_cast<uint32_t>(warpInstructions + issued));
     if (__builtin_expect(ws.wgmmaInFlight != 0, 0) && exec &&
         in.op != Op::Wgmma && !checkWgmmaRegisters(w, pc, in, exec))
       return finish(false);
@@ -539,6 +587,9 @@ bool BlockRunner::runWarp(unsigned w) {
       if (step == BarrierStep::Wait)
         continue;
       if (step == BarrierStep::Yield) {
+        ws.spinning = true;
+        ws.spinLane = __builtin_ctz(mask);
+        ws.spinPc = pc;
         if (ws.converged)
           ws.pc = next;
         else
@@ -644,6 +695,9 @@ bool BlockRunner::runWarp(unsigned w) {
         return finish(false);
       break;
     case Op::Membar:
+      if (raceCheck && FenceKind(in.subop) == FenceKind::ProxyAsync &&
+          in.space != Space::Global)
+        forLanes(exec, [&](unsigned l) { raceCheck->proxyFence(w * 32 + l); });
       break;
     case Op::Cvt:
       if (!convert(r, in, exec))
@@ -748,11 +802,16 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
   std::mutex countsMutex;
   LaunchStats counts;
   std::unordered_set<uint64_t> sectorsRead, sectorsWritten;
+  // The race check's record of which block wrote each global byte.
+  std::unique_ptr<detail::GlobalWriteTracker> globalWrites;
+  if (spec.checkRaces)
+    globalWrites = std::make_unique<detail::GlobalWriteTracker>();
   auto work = [&]() {
     std::vector<std::unique_ptr<detail::BlockRunner>> runners;
     detail::ClusterRun run;
     for (uint32_t r = 0; r < clusterSize; ++r) {
-      runners.push_back(std::make_unique<detail::BlockRunner>(kernel, spec));
+      runners.push_back(std::make_unique<detail::BlockRunner>(
+          kernel, spec, globalWrites.get()));
       run.blocks.push_back(runners.back().get());
     }
     uint64_t blocksRun = 0;

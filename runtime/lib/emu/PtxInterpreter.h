@@ -70,6 +70,10 @@ struct LaunchSpec {
   /// Report loads of shared memory that no thread of the block wrote in
   /// this launch.
   bool checkSharedReads = false;
+  /// The race check (RaceCheck.h): shared-memory races between a block's
+  /// threads, async-proxy hazards, global writes of two blocks to the same
+  /// bytes, mbarrier misuse. Slower (docs/emulator.md).
+  bool checkRaces = false;
   /// Fail a block still running after this many warp instructions (0: no
   /// limit), so that an endless loop ends the run instead of hanging it.
   uint64_t maxWarpInstructionsPerBlock = 0;

@@ -242,8 +242,12 @@ enum class TestpOp : uint8_t {
   Normal,
   Subnormal
 };
-/// bar/barrier: sync (wait), arrive (no wait), red (wait and reduce).
-enum class BarMode : uint8_t { Sync, Arrive, RedPopc, RedAnd, RedOr };
+/// bar/barrier: sync (wait), arrive (no wait), red (wait and reduce);
+/// bar.warp.sync (the member lanes of one warp meet).
+enum class BarMode : uint8_t { Sync, Arrive, RedPopc, RedAnd, RedOr, WarpSync };
+/// membar/fence (`subop`): fence.proxy.async orders the generic proxy
+/// against the async proxy (the race checker tracks it; no other effect).
+enum class FenceKind : uint8_t { Other, ProxyAsync };
 /// setp's optional .and/.or/.xor with a third predicate.
 enum class BoolOp : uint8_t { None, And, Or, Xor };
 enum class ClockKind : uint8_t {
@@ -393,7 +397,7 @@ struct Instruction {
   /// .noinc, setmaxnreg's .inc, the bulk copies' dimension count.
   uint8_t aux = 0;
   /// The op-specific mode (AtomOp, VoteMode, PrmtMode, TestpOp, BarMode,
-  /// ClockKind, MmaShape; for setp a BoolOp).
+  /// ClockKind, MmaShape, FenceKind; for setp a BoolOp).
   uint8_t subop = 0;
   /// ld/st vector width (1, 2 or 4); for mov, a pack/unpack of this many.
   uint8_t vec = 1;

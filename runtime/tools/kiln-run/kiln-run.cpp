@@ -1,7 +1,7 @@
 //===- kiln-run.cpp - Run a .kiln artifact on a device --------------------===//
 //
 //   kiln-run model.kiln [-i name=file.npy ...] [--random-inputs] [-o outdir]
-//            [--device cuda|cuda:N|emu] [--bench N] [--graph]
+//            [--device cuda|cuda:N|emu] [--check=races] [--bench N] [--graph]
 //            [--profile] [--profile-json FILE] [--trace FILE.json]
 //
 // Everything that can be checked without a device is checked first (the
@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -58,6 +59,12 @@ Device:
   --device DEV          cuda, cuda:N or emu (default: cuda)
   --graph               capture the launch list into a CUDA graph and replay
                         it (default: off)
+  --check LIST          emu: slower runs that fail on what a GPU would hide,
+                        comma-separated: races (shared-memory races between
+                        threads, missing fence.proxy.async, mbarrier misuse,
+                        two blocks writing the same global bytes), shared
+                        (reads of shared memory nothing wrote). Sets
+                        KILN_EMU_CHECK (default: off)
 
 Output:
   -o DIR                write each output to DIR/<name>.npy (characters outside
@@ -114,6 +121,8 @@ struct Options {
   std::string estimateFrom;
   std::string perfTarget;
   std::string trace;
+  /// --check: the emu device's KILN_EMU_CHECK list.
+  std::string checks;
   bool json = false;
   bool version = false;
 };
@@ -223,6 +232,31 @@ Expected<Options> parseArguments(int argc, char **argv) {
                                   : options.device) = *text;
       if (arg == "--profile-json")
         options.profile = true;
+    } else if (arg == "--check" || arg.rfind("--check=", 0) == 0) {
+      std::string list;
+      if (arg == "--check") {
+        Expected<std::string> text = value(i, arg);
+        if (!text)
+          return text.takeError();
+        list = *text;
+      } else {
+        list = arg.substr(8);
+      }
+      // The names KILN_EMU_CHECK knows (EmuDevice.cpp).
+      size_t start = 0;
+      while (true) {
+        size_t end = std::min(list.find(',', start), list.size());
+        std::string name = list.substr(start, end - start);
+        if (name != "races" && name != "shared")
+          return Error::failure(
+              fmt::format("--check expects races and/or shared, "
+                          "comma-separated, not '{}'",
+                          list));
+        if (end == list.size())
+          break;
+        start = end + 1;
+      }
+      options.checks = list;
     } else if (arg == "--profile-sample") {
       Expected<std::string> text = value(i, arg);
       if (!text)
@@ -271,6 +305,9 @@ Expected<Options> parseArguments(int argc, char **argv) {
   if (options.profileSample && !emu)
     return Error::failure("--profile-sample applies to --device emu (a GPU "
                           "runs every block)");
+  if (!options.checks.empty() && !emu)
+    return Error::failure("--check applies to --device emu (the checks "
+                          "follow the emulator's threads)");
   if (options.json && options.profile && options.profileJson.empty())
     return Error::failure("--json replaces the text output: write the "
                           "profile with --profile-json FILE");
@@ -740,6 +777,9 @@ int runTool(const Options &options) {
     perfTarget = target.take();
   }
 
+  // The emu device reads its checks from the environment.
+  if (!options.checks.empty())
+    ::setenv("KILN_EMU_CHECK", options.checks.c_str(), /*overwrite=*/1);
   Expected<std::unique_ptr<Device>> device = createDevice(options.device);
   if (!device)
     return fail(device.error().message());

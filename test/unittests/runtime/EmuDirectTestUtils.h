@@ -69,7 +69,8 @@ inline DirectResult runDirect(const std::string &ptx, Dim3 grid, Dim3 block,
                               bool countPerformance = false,
                               bool checkShared = false,
                               Dim3 cluster = Dim3(),
-                              bool explicitCluster = false) {
+                              bool explicitCluster = false,
+                              bool checkRaces = false) {
   dumpPtx(ptx, "direct");
   DirectResult result;
   Expected<emu::Module> module = emu::parsePtx(ptx);
@@ -90,6 +91,7 @@ inline DirectResult runDirect(const std::string &ptx, Dim3 grid, Dim3 block,
   spec.memory = &regions;
   spec.countPerformance = countPerformance;
   spec.checkSharedReads = checkShared;
+  spec.checkRaces = checkRaces;
   spec.maxWarpInstructionsPerBlock = 50000000;
   spec.cluster = cluster;
   spec.explicitCluster = explicitCluster;

@@ -57,8 +57,8 @@ std::string builtinEpilogueBody(const Epilogue &e) {
   switch (e.activation) {
   case Activation::None:
     break;
-  case Activation::Relu:
-    s += "  v = fmaxf(v, 0.0f);\n";
+  case Activation::Relu: // NaN propagates, as in the generated kernels
+    s += "  v = maxNaN(v, 0.0f);\n";
     break;
   case Activation::Gelu:
     s += "  v = 0.5f * v * (1.0f + erff(v * 0.707106781f));\n";
@@ -74,7 +74,7 @@ std::string builtinEpilogueBody(const Epilogue &e) {
     s += "  v = tanhf(v);\n";
     break;
   case Activation::Clip:
-    s += "  v = fminf(fmaxf(v, " + floatLiteral(e.clipMin) + "), " +
+    s += "  v = minNaN(maxNaN(v, " + floatLiteral(e.clipMin) + "), " +
          floatLiteral(e.clipMax) + ");\n";
     break;
   }

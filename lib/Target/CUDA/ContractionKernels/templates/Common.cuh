@@ -53,6 +53,24 @@ KILN_INLINE u32 toTf32(u32 bits) {
   return r;
 }
 
+// --- Elementwise semantics shared with the generated kernels ---------------
+
+/// max/min that propagate NaN and order -0 below +0 (IEEE 754-2019
+/// maximum/minimum, as PyTorch and onnxruntime propagate NaN): the
+/// instructions the generated kernels' arith.maximumf/minimumf lower to, so
+/// a fused epilogue's Relu, Clip, Max and Min give the generated kernel's
+/// values, NaN included (fmaxf/fminf would drop a NaN operand).
+KILN_INLINE float maxNaN(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+KILN_INLINE float minNaN(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 /// Loads element `i` of a vector of the given dtype code as float
 /// (1 = F32, 2 = F16, 3 = BF16: runtime::DType's codes).
 template <int Code> KILN_INLINE float loadAsFloat(const void *p, i64 i) {
