@@ -17,8 +17,11 @@ GatherElements; Slice with negative starts/ends/steps; Pad; Concat; Split;
 Expand; Tile; Transpose; Reshape; Flatten; Squeeze; Unsqueeze), elementwise
 ops with broadcasting (Add, Sub, Mul, Min, Max, Relu, Sigmoid, Tanh, Neg),
 contractions (MatMul, Gemm, small Conv; MatMuls side by side on one input,
-MatMul into Softmax) and row ops (ReduceSum, ReduceMean, Softmax,
-LogSoftmax, LayerNormalization). Shapes are small, with one long dimension
+MatMul into Softmax), row ops (ReduceSum, ReduceMean, Softmax,
+LogSoftmax, LayerNormalization) and scans, selections and N-d indexing
+(CumSum with exclusive/reverse, TopK's values, GatherND with batch_dims,
+ScatterND with reductions none/add/mul, Einsum transposes, sums and contractions,
+LpPool with p = 1, 2, 3). Shapes are small, with one long dimension
 (16 to 257) now and then for block-wide reductions.
 The generator tracks every shape; the model then has to pass
 onnx.checker (full check), strict onnx shape inference (which must agree
@@ -208,6 +211,8 @@ class Builder:
         self.shapes = {}          # name -> shape, every float value
         self.used = collections.Counter()
         self.counter = 0
+        # Non-float node outputs (TopK's indices): never graph outputs.
+        self.int_outputs = set()
 
     # Names and constants.
 
@@ -891,6 +896,140 @@ class Builder:
         self.emit("LayerNormalization", inputs, shapes, **attrs)
         return True
 
+    # --- Scans, selections, N-d indexing, einsum, Lp pooling ---
+
+    def op_cumsum(self):
+        t = self.pick(lambda v: v.rank >= 1)
+        if t is None:
+            return False
+        axis = self.randint(0, t.rank - 1)
+        attrs = {}
+        if self.chance(0.3):
+            attrs["exclusive"] = 1
+        if self.chance(0.3):
+            attrs["reverse"] = 1
+        ax = self.fresh("cax")
+        self.inits.append(onh.from_array(
+            np.asarray(self.axis_attr(axis, t.rank), dtype=np.int64), ax))
+        self.emit("CumSum", [t.name, ax], [t.shape], **attrs)
+        return True
+
+    def op_topk(self):
+        """TopK's values; its indices output is left unused (not a graph
+        output): in bf16/fp16 variants rounding may reorder near-ties, which
+        moves an index but barely a value."""
+        t = self.pick(lambda v: v.rank >= 1)
+        if t is None:
+            return False
+        axis = self.randint(0, t.rank - 1)
+        k = self.randint(1, t.shape[axis])
+        out = t.shape[:axis] + (k,) + t.shape[axis + 1:]
+        attrs = {"axis": self.axis_attr(axis, t.rank)}
+        if self.chance(0.3):
+            attrs["largest"] = 0
+        idx_name = self.fresh("topi")
+        self.int_outputs.add(idx_name)
+        values = Value(self.fresh("topk"), out)
+        self.nodes.append(oh.make_node(
+            "TopK", [t.name, self.const_i64([k], "k")],
+            [values.name, idx_name], **attrs))
+        self.used[t.name] += 1
+        self.values.append(values)
+        self.shapes[values.name] = values.shape
+        return True
+
+    def op_gathernd(self):
+        t = self.pick(lambda v: v.rank >= 1)
+        if t is None:
+            return False
+        batch = self.randint(0, min(1, t.rank - 1))
+        q = self.randint(1, t.rank - batch)
+        outer = t.shape[:batch] + tuple(self.randint(1, 3)
+                                        for _ in range(self.randint(0, 1)))
+        ishape = outer + (q,)
+        out = outer + t.shape[batch + q:]
+        if nelems(out) > MAX_ELEMS or nelems(ishape) == 0:
+            return False
+        vals = np.stack([self.rng.integers(-d, d, size=outer)
+                         for d in t.shape[batch:batch + q]], axis=-1)
+        self.emit("GatherND", [t.name, self.const_i64(vals, "nd")], [out],
+                  batch_dims=batch)
+        return True
+
+    def op_scatternd(self):
+        t = self.pick(lambda v: v.rank >= 1)
+        if t is None:
+            return False
+        q = self.randint(1, t.rank)
+        rows = self.randint(1, 3)
+        # max and min arrived in ScatterND-18; the graphs are opset 17.
+        reduction = self.choice(["none", "add", "mul"], p=[3, 2, 1])
+        # Distinct targets for 'none' (ONNX leaves duplicates undefined).
+        grid = list(np.ndindex(*t.shape[:q]))
+        if reduction == "none":
+            rows = min(rows, len(grid))
+            picks = self.rng.choice(len(grid), size=rows, replace=False)
+        else:
+            picks = self.rng.integers(0, len(grid), size=rows)
+        idx = np.array([grid[int(i)] for i in picks], dtype=np.int64)
+        # Some indices negative (counted from the end).
+        if self.chance(0.5):
+            idx = idx - np.array(t.shape[:q]) * self.rng.integers(0, 2, size=idx.shape)
+        ushape = (rows,) + t.shape[q:]
+        updates = self.pick(lambda v: v.shape == ushape)
+        uname = updates.name if updates is not None else self.weight(ushape, 1.0, "upd")
+        attrs = {} if reduction == "none" else {"reduction": reduction}
+        self.emit("ScatterND", [t.name, self.const_i64(idx, "si"), uname],
+                  [t.shape], **attrs)
+        return True
+
+    def op_einsum(self):
+        t = self.pick(lambda v: 2 <= v.rank <= 3)
+        if t is None:
+            return False
+        letters = "abc"[:t.rank]
+        form = self.choice(["transpose", "sum", "contract", "batch"])
+        if form == "transpose":
+            perm = list(self.rng.permutation(t.rank))
+            out = "".join(letters[i] for i in perm)
+            self.emit("Einsum", [t.name], [tuple(t.shape[i] for i in perm)],
+                      equation=f"{letters}->{out}")
+            return True
+        if form == "sum":
+            keep = sorted(self.rng.choice(t.rank, size=self.randint(0, t.rank - 1),
+                                          replace=False))
+            out = "".join(letters[i] for i in keep)
+            self.emit("Einsum", [t.name], [tuple(t.shape[i] for i in keep)],
+                      equation=f"{letters}->{out}")
+            return True
+        # Contract the last dim with a weight [k, n]: ...k,kn->...n, or a
+        # batched product bij,bjk->bik with a second operand.
+        k, n = t.shape[-1], self.randint(1, 6)
+        if form == "batch" and t.rank == 3:
+            w = self.weight((t.shape[0], k, n), 0.5, "ew")
+            self.emit("Einsum", [t.name, w], [(t.shape[0], t.shape[1], n)],
+                      equation="bij,bjk->bik")
+            return True
+        w = self.weight((k, n), 0.5, "ew")
+        out = t.shape[:-1] + (n,)
+        if nelems(out) > MAX_ELEMS:
+            return False
+        self.emit("Einsum", [t.name, w], [out], equation="...k,kn->...n")
+        return True
+
+    def op_lppool(self):
+        t = self.pick(lambda v: v.rank == 4 and v.shape[2] >= 2 and v.shape[3] >= 2)
+        if t is None:
+            return False
+        kh, kw = self.randint(1, min(3, t.shape[2])), self.randint(1, min(3, t.shape[3]))
+        stride = self.randint(1, 2)
+        p = self.choice([1, 2, 3])
+        oh_ = (t.shape[2] - kh) // stride + 1
+        ow_ = (t.shape[3] - kw) // stride + 1
+        self.emit("LpPool", [t.name], [(t.shape[0], t.shape[1], oh_, ow_)],
+                  kernel_shape=[kh, kw], strides=[stride, stride], p=p)
+        return True
+
     OPS = [  # (generator, weight)
         ("op_gather", 4), ("op_slice", 1.5), ("op_pad", 1), ("op_concat", 1.2),
         ("op_split", 1), ("op_expand", 0.8), ("op_tile", 0.8),
@@ -901,6 +1040,8 @@ class Builder:
         ("op_reduce", 1), ("op_softmax", 1), ("op_layernorm", 0.8),
         ("op_embedding", 0.6), ("op_twin_matmul", 0.4), ("op_attention", 0.4),
         ("op_gather_elements", 0.8),
+        ("op_cumsum", 0.5), ("op_topk", 0.5), ("op_gathernd", 0.5),
+        ("op_scatternd", 0.5), ("op_einsum", 0.6), ("op_lppool", 0.4),
     ]
 
     def build(self):
@@ -920,7 +1061,8 @@ class Builder:
             gen = getattr(self, self.choice(names, p=weights))
             gen()
         # Outputs: every dead end, plus intermediates at random.
-        node_outputs = [o for n in self.nodes for o in n.output]
+        node_outputs = [o for n in self.nodes for o in n.output
+                        if o not in self.int_outputs]
         outputs = [o for o in node_outputs
                    if self.used[o] == 0 or self.chance(0.25)]
         graph = oh.make_graph(

@@ -30,6 +30,8 @@ def LowerToLinalgPass : Pass<"kiln-lower-to-linalg", "mlir::func::FuncOp"> {
     "mlir::arith::ArithDialect",
     "mlir::linalg::LinalgDialect",
     "mlir::math::MathDialect",
+    // kiln.roi_align's sample loops, whose trip count depends on the region.
+    "mlir::scf::SCFDialect",
     "mlir::tensor::TensorDialect",
   ];
 }

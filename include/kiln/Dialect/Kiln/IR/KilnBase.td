@@ -192,7 +192,8 @@ def Kiln_CoordinateMode : I32EnumAttr<"CoordinateMode",
       I32EnumAttrCase<"AlignCorners", 2, "align_corners">,
       I32EnumAttrCase<"Asymmetric", 3, "asymmetric">,
       I32EnumAttrCase<"HalfPixelSymmetric", 4, "half_pixel_symmetric">,
-      I32EnumAttrCase<"TfCropAndResize", 5, "tf_crop_and_resize">
+      I32EnumAttrCase<"TfCropAndResize", 5, "tf_crop_and_resize">,
+      I32EnumAttrCase<"TfHalfPixelForNn", 6, "tf_half_pixel_for_nn">
     ]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
