@@ -17,6 +17,9 @@ DEB_PACKAGES=(
   python3-psutil
   "llvm-${LLVM_VERSION}-dev" "libmlir-${LLVM_VERSION}-dev"
   "mlir-${LLVM_VERSION}-tools" "llvm-${LLVM_VERSION}-tools" "clang-${LLVM_VERSION}"
+  # clang's sanitizer and libFuzzer runtimes, for scripts/fuzz.sh and
+  # scripts/test.sh --sanitize (docs/reliability.md).
+  "libclang-rt-${LLVM_VERSION}-dev"
   libfmt-dev libgtest-dev libgmock-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev

@@ -165,7 +165,17 @@ TuneCache TuneCache::load(llvm::StringRef path, std::string &warning) {
       llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return ignored(buffer.getError().message());
-  llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  return parse((*buffer)->getBuffer(), path, warning);
+}
+
+TuneCache TuneCache::parse(llvm::StringRef text, llvm::StringRef path,
+                           std::string &warning) {
+  TuneCache cache;
+  auto ignored = [&](const llvm::Twine &why) {
+    warning = ("ignoring tune cache '" + path + "': " + why).str();
+    return TuneCache();
+  };
+  llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return ignored("not JSON (" + llvm::toString(parsed.takeError()) + ")");
   const json::Object *root = parsed->getAsObject();

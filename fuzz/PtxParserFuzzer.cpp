@@ -1,0 +1,18 @@
+//===- PtxParserFuzzer.cpp - libFuzzer target: PTX text -> parsePtx -------===//
+//
+// The emulator's parser on arbitrary text: a module or an error naming a
+// line, never a crash.
+//
+//===----------------------------------------------------------------------===//
+
+#include "emu/PtxParser.h"
+
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  std::string_view text(reinterpret_cast<const char *>(data), size);
+  kiln::runtime::Expected<kiln::runtime::emu::Module> module =
+      kiln::runtime::emu::parsePtx(text);
+  (void)module;
+  return 0;
+}
