@@ -13,7 +13,9 @@
 #   --sanitize=LIST  instead of the lit suites: the runtime's GoogleTest
 #           suite (KilnRuntimeTests: the artifact reader and writer, the
 #           emulator, sessions, kiln-run) built with clang-22 and
-#           -fsanitize=LIST (address,undefined or thread) in build-sanitize-*/
+#           -fsanitize=LIST (address,undefined or thread) in build-fuzz/
+#           (address,undefined, shared with scripts/fuzz.sh) or
+#           build-sanitize-LIST/
 #           (docs/reliability.md "Sanitizers"); KILN_SANITIZE_FILTER=PATTERN
 #           passes a --gtest_filter.
 # Every test runs under a per-test timeout (test/lit_limits.py, 3600 s by
@@ -36,10 +38,18 @@ done
 
 #===- --sanitize: the runtime's tests under clang's sanitizers --------------===#
 if [ -n "$sanitize" ]; then
-  sbuild="${KILN_SANITIZE_BUILD_DIR:-$root/build-sanitize-${sanitize//,/-}}"
+  # address,undefined shares build-fuzz/ with scripts/fuzz.sh (the same
+  # instrumentation plus libFuzzer's coverage counters): one clang build of
+  # the runtime for both, in CI.
+  sflags=(-DKILN_SANITIZE="$sanitize")
+  sdefault="$root/build-sanitize-${sanitize//,/-}"
+  if [ "$sanitize" = address,undefined ]; then
+    sflags=(-DKILN_FUZZ=ON); sdefault="$root/build-fuzz"
+  fi
+  sbuild="${KILN_SANITIZE_BUILD_DIR:-$sdefault}"
   if [ ! -f "$sbuild/build.ninja" ]; then
     CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$sbuild" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE="$sanitize" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo "${sflags[@]}" \
       -DKILN_BUILD_COMPILER=OFF -DKILN_BUILD_PYTHON=OFF >/dev/null
   fi
   ninja -C "$sbuild" KilnRuntimeTests kiln-run
