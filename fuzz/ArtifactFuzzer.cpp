@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ArtifactFormat.h"
+#include "FuzzSupport.h"
 #include "kiln/runtime/Checksum.h"
 #include "kiln/runtime/Runtime.h"
 
@@ -101,25 +102,33 @@ void runOnEmu(Artifact parsed) {
   }();
   auto artifact = std::make_shared<const Artifact>(std::move(parsed));
   Expected<std::unique_ptr<Session>> session = Session::create(artifact, device);
-  if (!session)
+  if (!session) {
+    kiln::fuzz::checkOneLineError(session.error().message());
     return;
+  }
   for (const TensorSignature &input : artifact->inputs) {
     std::vector<uint8_t> zeros(*tensorByteSize(input.dtype, input.shape));
     if (Error error = (*session)->bindInput(input.name, input.dtype,
                                             input.shape, zeros.data(),
-                                            zeros.size()))
+                                            zeros.size())) {
+      kiln::fuzz::checkOneLineError(error.message());
       return;
+    }
   }
   if (artifact->entryPoints.empty()) {
-    if (Error error = (*session)->run())
+    if (Error error = (*session)->run()) {
+      kiln::fuzz::checkOneLineError(error.message());
       return;
+    }
     for (const TensorSignature &output : artifact->outputs)
       (void)(*session)->readOutput(output.name);
     return;
   }
   for (const EntryPoint &entry : artifact->entryPoints)
-    if (Error error = (*session)->runEntryPoint(entry.name))
+    if (Error error = (*session)->runEntryPoint(entry.name)) {
+      kiln::fuzz::checkOneLineError(error.message());
       return;
+    }
 }
 
 } // namespace
@@ -138,11 +147,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     runOnEmu(std::move(*asGiven));
     return 0;
   }
+  kiln::fuzz::checkOneLineError(asGiven.error().message());
   std::vector<uint8_t> repaired(data, data + size);
   repairChecksums(repaired);
   Expected<Artifact> parsed = parseArtifact(
       Blob::fromVector(std::move(repaired)), "fuzz-repaired.kiln", options);
   if (parsed)
     runOnEmu(std::move(*parsed));
+  else
+    kiln::fuzz::checkOneLineError(parsed.error().message());
   return 0;
 }

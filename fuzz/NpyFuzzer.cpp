@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FuzzSupport.h"
 #include "kiln/runtime/Npy.h"
 
 #include <cstdio>
@@ -14,8 +15,10 @@ using namespace kiln::runtime;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Expected<NpyArray> array = parseNpy(data, size, "fuzz.npy");
-  if (!array)
+  if (!array) {
+    kiln::fuzz::checkOneLineError(array.error().message());
     return 0;
+  }
   Expected<std::vector<uint8_t>> encoded = encodeNpy(
       array->dtype, array->shape, array->data.data(), array->data.size());
   if (!encoded) {

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FuzzSupport.h"
 #include "emu/PtxParser.h"
 
 #include <string_view>
@@ -13,6 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string_view text(reinterpret_cast<const char *>(data), size);
   kiln::runtime::Expected<kiln::runtime::emu::Module> module =
       kiln::runtime::emu::parsePtx(text);
-  (void)module;
+  if (!module)
+    kiln::fuzz::checkOneLineError(module.error().message());
   return 0;
 }

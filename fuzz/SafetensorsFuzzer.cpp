@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FuzzSupport.h"
 #include "kiln/runtime/Training.h"
 
 #include <cstdio>
@@ -16,8 +17,10 @@ using namespace kiln::runtime;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Expected<Checkpoint> checkpoint =
       parseSafetensors(data, size, "fuzz.safetensors");
-  if (!checkpoint)
+  if (!checkpoint) {
+    kiln::fuzz::checkOneLineError(checkpoint.error().message());
     return 0;
+  }
   for (const auto &[name, tensor] : checkpoint->tensors) {
     std::optional<uint64_t> bytes = tensorByteSize(tensor.dtype, tensor.shape);
     if (!bytes || *bytes != tensor.data.size()) {
