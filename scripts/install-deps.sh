@@ -17,6 +17,9 @@ DEB_PACKAGES=(
   python3-psutil
   "llvm-${LLVM_VERSION}-dev" "libmlir-${LLVM_VERSION}-dev"
   "mlir-${LLVM_VERSION}-tools" "llvm-${LLVM_VERSION}-tools" "clang-${LLVM_VERSION}"
+  # clang's sanitizer and libFuzzer runtimes, for scripts/fuzz.sh and
+  # scripts/test.sh --sanitize (docs/reliability.md).
+  "libclang-rt-${LLVM_VERSION}-dev"
   libfmt-dev libgtest-dev libgmock-dev
   # Formats: nlohmann-json3-dev (3.11, header-only) writes and reads every
   # JSON file of the runtime; libinih-dev (r55, its static archive) reads

@@ -5,11 +5,19 @@
 # model imports, bad input) and the GoogleTest unit tests through one lit
 # invocation, then prints "N passed, N failed, N skipped".
 #
-# Usage: scripts/test.sh [--full]
+# Usage: scripts/test.sh [--full] [--sanitize=LIST]
 #   --full  the nightly tier too: tests marked `REQUIRES: full` (the slow
 #           light-zoo models; docs/testing.md "Tiers"), lit -Dkiln_full=1,
 #           with a per-test timeout of 7200 s (VGG-19 in fp32 emulates for
 #           ~30 minutes).
+#   --sanitize=LIST  instead of the lit suites: the runtime's GoogleTest
+#           suite (KilnRuntimeTests: the artifact reader and writer, the
+#           emulator, sessions, kiln-run) built with clang-22 and
+#           -fsanitize=LIST (address,undefined or thread) in build-fuzz/
+#           (address,undefined, shared with scripts/fuzz.sh) or
+#           build-sanitize-LIST/
+#           (docs/reliability.md "Sanitizers"); KILN_SANITIZE_FILTER=PATTERN
+#           passes a --gtest_filter.
 # Every test runs under a per-test timeout (test/lit_limits.py, 3600 s by
 # default; KILN_TEST_TIMEOUT=N overrides it, 0 for none).
 #
@@ -19,12 +27,40 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build="${KILN_BUILD_DIR:-$root/build}"
 params=()
 full_timeout=""
+sanitize=""
 for arg in "$@"; do
   case "$arg" in
     --full) params+=(-Dkiln_full=1); full_timeout=7200 ;;
-    *) echo "usage: scripts/test.sh [--full]" >&2; exit 1 ;;
+    --sanitize=*) sanitize="${arg#--sanitize=}" ;;
+    *) echo "usage: scripts/test.sh [--full] [--sanitize=LIST]" >&2; exit 1 ;;
   esac
 done
+
+#===- --sanitize: the runtime's tests under clang's sanitizers --------------===#
+if [ -n "$sanitize" ]; then
+  # address,undefined shares build-fuzz/ with scripts/fuzz.sh (the same
+  # instrumentation plus libFuzzer's coverage counters): one clang build of
+  # the runtime for both, in CI.
+  sflags=(-DKILN_SANITIZE="$sanitize")
+  sdefault="$root/build-sanitize-${sanitize//,/-}"
+  if [ "$sanitize" = address,undefined ]; then
+    sflags=(-DKILN_FUZZ=ON); sdefault="$root/build-fuzz"
+  fi
+  sbuild="${KILN_SANITIZE_BUILD_DIR:-$sdefault}"
+  if [ ! -f "$sbuild/build.ninja" ]; then
+    CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$sbuild" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo "${sflags[@]}" \
+      -DKILN_BUILD_COMPILER=OFF -DKILN_BUILD_PYTHON=OFF >/dev/null
+  fi
+  ninja -C "$sbuild" KilnRuntimeTests kiln-run
+  # halt_on_error and -fno-sanitize-recover: the first report fails the run.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+  filter=()
+  [ -z "${KILN_SANITIZE_FILTER:-}" ] || filter=(--gtest_filter="$KILN_SANITIZE_FILTER")
+  exec "$sbuild/test/unittests/KilnRuntimeTests" "${filter[@]}"
+fi
 timeout="${KILN_TEST_TIMEOUT:-$full_timeout}"
 [ -z "$timeout" ] || params+=(-Dkiln_timeout="$timeout")
 

@@ -431,7 +431,34 @@ Error verifyMemoryPlan(const Artifact &artifact) {
 
 } // namespace
 
+/// Names end up in error messages, one line each: no control characters.
+Error verifyNames(const Artifact &artifact) {
+  auto check = [](std::string_view section, std::string_view what, size_t i,
+                  const std::string &name) -> Error {
+    if (hasControlCharacter(name))
+      return makeError("section '{}': {} {} '{}' has a control character in "
+                       "its name",
+                       section, what, i, printable(name));
+    return Error::success();
+  };
+  for (size_t i = 0; i < artifact.inputs.size(); ++i)
+    if (Error err = check("signature", "input", i, artifact.inputs[i].name))
+      return err;
+  for (size_t i = 0; i < artifact.outputs.size(); ++i)
+    if (Error err = check("signature", "output", i, artifact.outputs[i].name))
+      return err;
+  for (size_t i = 0; i < artifact.weights.size(); ++i)
+    if (Error err = check("weights", "weight", i, artifact.weights[i].name))
+      return err;
+  for (size_t i = 0; i < artifact.kernels.size(); ++i)
+    if (Error err = check("kernels", "kernel", i, artifact.kernels[i].name))
+      return err;
+  return Error::success();
+}
+
 Error verifyArtifact(const Artifact &artifact) {
+  if (Error err = verifyNames(artifact))
+    return err;
   if (Error err = verifyMeta(artifact))
     return err;
   if (Error err = verifySignature(artifact))

@@ -591,8 +591,10 @@ Expected<Artifact> parseArtifact(const Blob &image,
                                  std::string_view displayName,
                                  const ReadOptions &options) {
   Expected<Artifact> artifact = parseImage(image, options);
+  // Names come from the file: escape what would break the one-line error.
   if (!artifact)
-    return artifact.error().withContext(displayName);
+    return Error::failure(printable(artifact.error().message()))
+        .withContext(displayName);
   return artifact;
 }
 

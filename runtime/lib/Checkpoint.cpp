@@ -132,11 +132,14 @@ Expected<Checkpoint> readSafetensors(const std::string &path) {
   Expected<Blob> file = mapFile(path);
   if (!file)
     return file.takeError();
+  return parseSafetensors(file->data(), file->size(), path);
+}
+
+Expected<Checkpoint> parseSafetensors(const uint8_t *bytes, uint64_t size,
+                                      std::string_view displayName) {
   auto fail = [&](const std::string &message) {
-    return Error::failure(path + ": " + message);
+    return Error::failure(std::string(displayName) + ": " + message);
   };
-  const uint8_t *bytes = file->data();
-  uint64_t size = file->size();
   if (size < 8)
     return fail(fmt::format("truncated: {} bytes, not a safetensors file",
                             size));

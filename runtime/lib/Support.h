@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace kiln::runtime {
@@ -26,6 +27,29 @@ namespace kiln::runtime {
 template <typename... Args>
 Error makeError(fmt::format_string<Args...> format, Args &&...args) {
   return Error::failure(fmt::format(format, std::forward<Args>(args)...));
+}
+
+/// `text` with every control character (below 0x20, and 0x7f) written as
+/// \xNN, so that a name read from a file cannot break an error message
+/// over several lines (docs/reliability.md, found by kiln-fuzz-artifact).
+inline std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f)
+      out += fmt::format("\\x{:02x}", byte);
+    else
+      out += c;
+  }
+  return out;
+}
+
+inline bool hasControlCharacter(std::string_view text) {
+  for (char c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return true;
+  return false;
 }
 
 /// a + b, or nothing on overflow.

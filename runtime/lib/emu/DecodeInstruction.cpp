@@ -128,6 +128,10 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
   inst.line = line;
   if (text[0] == '@') {
     size_t end = text.find_first_of(" \t");
+    // "@%p1" alone (found by kiln-fuzz-ptx: substr(npos) threw).
+    if (end == std::string_view::npos)
+      return makeError("PTX line {}: a guard with no instruction after it",
+                       line);
     std::string_view guard = text.substr(1, end - 1);
     if (!guard.empty() && guard[0] == '!') {
       inst.negateGuard = true;

@@ -254,8 +254,11 @@ bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
       for (unsigned i = 0; i < 2; ++i) {
         uint32_t ua = (static_cast<uint32_t>(a[l]) >> (16 * i)) & 0xffff;
         uint32_t ub = (static_cast<uint32_t>(b[l]) >> (8 * (first + i))) & 0xff;
-        int64_t x = aSigned ? static_cast<int16_t>(ua) : ua;
-        int64_t y = bSigned ? static_cast<int8_t>(ub) : ub;
+        // Both arms int64_t: with `int16_t : uint32_t` the conditional's
+        // type is uint32_t, a negative half became 2^32 - |x| and the
+        // product overflowed int64_t (UBSan, docs/reliability.md).
+        int64_t x = aSigned ? int64_t(static_cast<int16_t>(ua)) : int64_t(ua);
+        int64_t y = bSigned ? int64_t(static_cast<int8_t>(ub)) : int64_t(ub);
         sum += x * y;
       }
       d[l] = static_cast<uint32_t>(static_cast<uint64_t>(sum) +
@@ -270,8 +273,8 @@ bool BlockRunner::bitArithmetic(uint64_t *r, const Instruction &in,
       for (unsigned i = 0; i < 4; ++i) {
         uint32_t ua = (static_cast<uint32_t>(a[l]) >> (8 * i)) & 0xff;
         uint32_t ub = (static_cast<uint32_t>(b[l]) >> (8 * i)) & 0xff;
-        int64_t x = aSigned ? static_cast<int8_t>(ua) : ua;
-        int64_t y = bSigned ? static_cast<int8_t>(ub) : ub;
+        int64_t x = aSigned ? int64_t(static_cast<int8_t>(ua)) : int64_t(ua);
+        int64_t y = bSigned ? int64_t(static_cast<int8_t>(ub)) : int64_t(ub);
         sum += x * y;
       }
       d[l] = static_cast<uint32_t>(static_cast<uint64_t>(sum) +

@@ -607,8 +607,8 @@ TEST(EmuInstructionTest, MatchAndDp2a) {
       for (unsigned i = 0; i < 2; ++i) {
         uint32_t ha = (a >> (16 * i)) & 0xffff;
         uint32_t bb = (b >> (8 * (first + i))) & 0xff;
-        int64_t x = aSigned ? static_cast<int16_t>(ha) : ha;
-        int64_t y = bSigned ? static_cast<int8_t>(bb) : bb;
+        int64_t x = aSigned ? int64_t(static_cast<int16_t>(ha)) : int64_t(ha);
+        int64_t y = bSigned ? int64_t(static_cast<int8_t>(bb)) : int64_t(bb);
         sum += x * y;
       }
       return static_cast<uint32_t>(sum);

@@ -100,6 +100,10 @@ public:
   /// one (another format, format version or Kiln version) is an empty cache
   /// and `warning` says why, naming the file.
   static TuneCache load(llvm::StringRef path, std::string &warning);
+  /// As load, for the file's text in memory; `path` names it in `warning`
+  /// (the fuzz target's entry point, fuzz/).
+  static TuneCache parse(llvm::StringRef text, llvm::StringRef path,
+                         std::string &warning);
 
   /// The entry for `key` on a device of compute capability `cc`: one from
   /// `gpu` when it is given and present, else one measured on cuda, else

@@ -20,6 +20,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 namespace kiln::tuning {
 
 namespace json = llvm::json;
@@ -39,6 +41,31 @@ std::optional<cx::Family> familyFromName(llvm::StringRef name) {
       break;
     if (name == llvm::StringRef(known.data(), known.size()))
       return family;
+  }
+  return std::nullopt;
+}
+
+/// The path of the first number in `value` that is not a finite double
+/// ("entries[0].problem.align[2]"), or nullopt. json::parse reads 1e309 as
+/// infinity, which json's writer prints as `inf`: a cache holding one would
+/// be saved as a file nothing can read back (found by kiln-fuzz-tune-cache,
+/// docs/reliability.md).
+std::optional<std::string> nonFiniteNumber(const json::Value &value,
+                                           const std::string &path) {
+  if (std::optional<double> number = value.getAsNumber())
+    return std::isfinite(*number) ? std::nullopt
+                                  : std::optional<std::string>(path);
+  if (const json::Array *array = value.getAsArray()) {
+    for (auto [i, element] : llvm::enumerate(*array))
+      if (auto found = nonFiniteNumber(
+              element, path + "[" + std::to_string(i) + "]"))
+        return found;
+  } else if (const json::Object *object = value.getAsObject()) {
+    for (const auto &[key, member] : *object)
+      if (auto found = nonFiniteNumber(
+              member, (path.empty() ? "" : path + ".") +
+                          llvm::StringRef(key).str()))
+        return found;
   }
   return std::nullopt;
 }
@@ -165,9 +192,22 @@ TuneCache TuneCache::load(llvm::StringRef path, std::string &warning) {
       llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return ignored(buffer.getError().message());
-  llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  return parse((*buffer)->getBuffer(), path, warning);
+}
+
+TuneCache TuneCache::parse(llvm::StringRef text, llvm::StringRef path,
+                           std::string &warning) {
+  TuneCache cache;
+  auto ignored = [&](const llvm::Twine &why) {
+    warning = ("ignoring tune cache '" + path + "': " + why).str();
+    return TuneCache();
+  };
+  llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return ignored("not JSON (" + llvm::toString(parsed.takeError()) + ")");
+  if (std::optional<std::string> where = nonFiniteNumber(*parsed, ""))
+    return ignored("the number at '" + *where +
+                   "' is out of range (not a finite double)");
   const json::Object *root = parsed->getAsObject();
   if (!root || root->getString("format") != kCacheFormat)
     return ignored("not a Kiln tune cache");

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::runtime {
@@ -85,6 +86,10 @@ struct Checkpoint {
 /// destination's directory, fsyncs it and renames it into place.
 Error writeSafetensors(const std::string &path, const Checkpoint &checkpoint);
 Expected<Checkpoint> readSafetensors(const std::string &path);
+/// As readSafetensors, for a file image in memory; `displayName` starts
+/// every error message (the fuzz target's entry point, fuzz/).
+Expected<Checkpoint> parseSafetensors(const uint8_t *bytes, uint64_t size,
+                                      std::string_view displayName);
 
 /// Writes a copy of the ONNX model at `modelPath` to `outputPath` with each
 /// initializer named in `weights` replaced by its value (dtype and shape
