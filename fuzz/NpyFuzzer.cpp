@@ -7,6 +7,8 @@
 
 #include "kiln/runtime/Npy.h"
 
+#include "FuzzSupport.h"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -14,10 +16,10 @@ using namespace kiln::runtime;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Expected<NpyArray> array = parseNpy(data, size, "fuzz.npy");
-  // The one-line check (FuzzSupport.h) is off here until the open
-  // findings in fuzz/open-findings are fixed (docs/reliability.md).
-  if (!array)
+  if (!array) {
+    kiln::fuzz::checkOneLineError(array.error().message());
     return 0;
+  }
   Expected<std::vector<uint8_t>> encoded = encodeNpy(
       array->dtype, array->shape, array->data.data(), array->data.size());
   if (!encoded) {

@@ -8,6 +8,8 @@
 
 #include "kiln/runtime/Training.h"
 
+#include "FuzzSupport.h"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -16,10 +18,10 @@ using namespace kiln::runtime;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Expected<Checkpoint> checkpoint =
       parseSafetensors(data, size, "fuzz.safetensors");
-  // The one-line check (FuzzSupport.h) is off here until the open
-  // findings in fuzz/open-findings are fixed (docs/reliability.md).
-  if (!checkpoint)
+  if (!checkpoint) {
+    kiln::fuzz::checkOneLineError(checkpoint.error().message());
     return 0;
+  }
   for (const auto &[name, tensor] : checkpoint->tensors) {
     std::optional<uint64_t> bytes = tensorByteSize(tensor.dtype, tensor.shape);
     if (!bytes || *bytes != tensor.data.size()) {

@@ -137,8 +137,10 @@ Expected<Checkpoint> readSafetensors(const std::string &path) {
 
 Expected<Checkpoint> parseSafetensors(const uint8_t *bytes, uint64_t size,
                                       std::string_view displayName) {
+  // Keys and names come from the file: printable() keeps a control
+  // character in one from breaking the message over several lines.
   auto fail = [&](const std::string &message) {
-    return Error::failure(std::string(displayName) + ": " + message);
+    return Error::failure(std::string(displayName) + ": " + printable(message));
   };
   if (size < 8)
     return fail(fmt::format("truncated: {} bytes, not a safetensors file",

@@ -192,7 +192,11 @@ std::string_view npyDescr(DType dtype) {
 
 Expected<NpyArray> parseNpy(const uint8_t *bytes, size_t size,
                             std::string_view displayName) {
-  auto fail = [&](const Error &err) { return err.withContext(displayName); };
+  // Header keys and dtype strings come from the file: printable() keeps a
+  // control character in one from breaking the message over several lines.
+  auto fail = [&](const Error &err) {
+    return Error::failure(printable(err.message())).withContext(displayName);
+  };
   if (size < kNpyMagicSize + 2 ||
       std::memcmp(bytes, kNpyMagic, kNpyMagicSize) != 0)
     return fail(makeError("not a .npy file (bad magic)"));

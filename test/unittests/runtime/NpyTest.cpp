@@ -162,6 +162,11 @@ TEST(NpyTest, MalformedFiles) {
   EXPECT_EQ(parseError(npyWithHeader(
                 "{'descr': '<f4', 'order': 'C', 'shape': (), }", 4)),
             "a.npy: malformed header: unexpected key 'order'");
+  // A control character read from the file stays on the error's one line
+  // (kiln-fuzz-npy, fuzz/regressions/npy).
+  EXPECT_EQ(parseError(npyWithHeader(
+                "{'descr': '<f4', 'or\nder': 'C', 'shape': (), }", 4)),
+            "a.npy: malformed header: unexpected key 'or\\x0ader'");
 
   std::vector<uint8_t> good = npyWithHeader(f4, 24);
   std::vector<uint8_t> badMagic = good;
