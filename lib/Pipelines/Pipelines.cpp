@@ -96,7 +96,7 @@ std::string PipelineOptions::defaultLibdevicePath() {
 
 namespace {
 /// The textual pipeline of one phase.
-/// kiln-match-contractions' tune options, when they are not the defaults
+/// kiln-select-contraction-kernels' tune options, when they are not the defaults
 /// (paths quoted: they may hold spaces).
 std::string tuneOptionsFor(const PipelineOptions &options) {
   std::string s;
@@ -143,20 +143,25 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
         options.contractionKernels ? "true" : "false",
         options.residualPrecision);
   case Phase::Linalg:
-    // Matmul regions become template kernels (NVRTC); the other fusion
-    // regions become one linalg.generic each right after lowering.
+    // Contraction regions get a template kernel config (selection), then
+    // become those kernels (NVRTC); the other fusion regions become one
+    // linalg.generic each right after lowering.
     return llvm::formatv("canonicalize, {0}func.func(kiln-lower-to-linalg, "
                          "kiln-collapse-fusions, canonicalize, cse)",
                          options.contractionKernels
-                             ? "kiln-match-contractions{chip=" + options.chip +
-                                   " wgmma=" +
+                             ? "kiln-select-contraction-kernels{chip=" +
+                                   options.chip + " wgmma=" +
                                    (options.wgmma ? "true" : "false") +
                                    " tma=" + (options.tma ? "true" : "false") +
-                                   tuneOptionsFor(options) + "}, "
+                                   " check-nvrtc=true" +
+                                   tuneOptionsFor(options) +
+                                   "}, kiln-match-contractions{chip=" +
+                                   options.chip + "}, "
                              : std::string());
   case Phase::Gpu:
     // Function results become out-parameters: the runtime owns every buffer.
-    // Each linalg op becomes one kernel (kiln-map-to-gpu picks its shape).
+    // Each linalg op becomes one kernel (kiln-select-generic-kernels picks
+    // its shape, kiln-map-to-gpu follows).
     return llvm::formatv(
                "kiln-materialize-weights, func.func(kiln-distinct-results), "
                "one-shot-bufferize{{bufferize-function-boundaries "
@@ -164,8 +169,9 @@ std::string phasePipeline(Phase phase, const PipelineOptions &options) {
                "buffer-results-to-out-params{{modify-public-functions "
                "hoist-static-allocs add-result-attr}, "
                "func.func(linalg-generalize-named-ops, "
-               "kiln-map-to-gpu{{sm-count={0} vectorize={1} row-kernels={2} "
-               "tiled-transpose={3} reduction-kernels={4}}, "
+               "kiln-select-generic-kernels{{sm-count={0} vectorize={1} "
+               "row-kernels={2} tiled-transpose={3} reduction-kernels={4}}, "
+               "kiln-map-to-gpu{{sm-count={0}}, "
                "canonicalize, "
                "gpu-launch-sink-index-computations), "
                "kiln-lower-kernel-calls, "
@@ -390,6 +396,9 @@ KernelStats estimateKernelStats(ModuleOp module) {
   KernelStats stats;
   module.walk([&](gpu::LaunchFuncOp launch) {
     ++stats.kernels;
+    std::string config;
+    if (Attribute attr = launch->getAttr("kiln.kernel"))
+      llvm::raw_string_ostream(config) << attr;
     auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
         launch, launch.getKernel());
     if (!kernel) {
@@ -397,6 +406,7 @@ KernelStats estimateKernelStats(ModuleOp module) {
       // it writes and how many FLOPs it does.
       KernelLaunchStats entry;
       entry.kernel = launch.getKernelName().str();
+      entry.config = config;
       SmallVector<std::string> readTypes, writtenTypes;
       auto written = launch->getAttrOfType<DenseI32ArrayAttr>(
           "kiln.written_operands");
@@ -423,6 +433,7 @@ KernelStats estimateKernelStats(ModuleOp module) {
     }
     KernelLaunchStats entry;
     entry.kernel = kernel.getName().str();
+    entry.config = config;
     SmallVector<std::string> readTypes, writtenTypes;
     for (BlockArgument arg : kernel.getArguments()) {
       auto type = dyn_cast<MemRefType>(arg.getType());

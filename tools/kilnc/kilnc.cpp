@@ -718,6 +718,16 @@ void printRematReport(ModuleOp module, uint64_t arenaBytes,
                      get("recomputed_bytes"), (unsigned long long)arenaBytes);
 }
 
+/// kilnc --stats: each launch's kernel decision (`kiln.kernel`, from
+/// kiln-select-contraction-kernels and kiln-select-generic-kernels).
+void printKernelConfigs(const kiln::KernelStats &stats,
+                        llvm::raw_ostream &os) {
+  os << "kernel configs:\n";
+  for (const kiln::KernelLaunchStats &launch : stats.launches)
+    os << llvm::format("  %-32s %s\n", launch.kernel.c_str(),
+                       launch.config.empty() ? "-" : launch.config.c_str());
+}
+
 /// kilnc --stats: each matmul region's template kernel, or why it kept a
 /// generic one (kiln-match-contractions' report).
 void printContractionReport(ModuleOp module, llvm::raw_ostream &os) {
@@ -1139,6 +1149,7 @@ int main(int argc, char **argv) {
           (unsigned long long)artifactStats.naiveArenaBytes,
           (unsigned long long)artifactStats.weightBytes);
       printStaticEstimate(*fused, *unfused, target, llvm::outs());
+      printKernelConfigs(*fused, llvm::outs());
       printContractionReport(artifactModule ? *artifactModule : **module,
                              llvm::outs());
       printRematReport(artifactModule ? *artifactModule : **module,

@@ -72,6 +72,9 @@ struct LowerKernelCallsPass
       launch->setAttr("kiln.written_operands", b.getDenseI32ArrayAttr(written));
       if (Attribute flops = call->getAttr("kiln.flops"))
         launch->setAttr("kiln.flops", flops);
+      // The template's config (kilnc --stats).
+      if (Attribute config = call->getAttr("kiln.kernel"))
+        launch->setAttr("kiln.kernel", config);
       // TMA tensor maps: parameters after the scalars (ArtifactBuilder).
       if (Attribute maps = call->getAttr("kiln.tensor_maps"))
         launch->setAttr("kiln.tensor_maps", maps);

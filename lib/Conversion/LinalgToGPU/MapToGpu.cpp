@@ -1,18 +1,23 @@
-//===- MapToGpu.cpp - One gpu.launch per linalg op on buffers
-//---------------===//
+//===- MapToGpu.cpp - One gpu.launch per linalg op on buffers -------------===//
 //
 // After bufferization every linalg op (generalized) and memref.copy becomes a
-// gpu.launch. Two shapes of kernel, chosen per op (see Passes.td):
-//   - thread per output element, reductions walked serially per thread;
-//   - block per output element with a block-wide gpu.all_reduce, for long
-//     reductions whose body folds into the output with add/mul/max/min.
-// Views are rebuilt inside the kernel so that outlining passes whole buffers.
+// gpu.launch. kiln-select-generic-kernels decides each one's shape
+// (KernelBuilder::select: the rules, in order) and records it as
+// `kiln.kernel = #kiln.generic_kernel<...>`; kiln-map-to-gpu follows it
+// (KernelBuilder::follow). The shapes (see Passes.td): a thread per output
+// element, reductions walked serially per thread; a block per output with a
+// block-wide gpu.all_reduce; row kernels (here) for fused rows; tiled
+// transposes, split reductions and vectorised elementwise kernels (their own
+// files). Views are rebuilt inside the kernel so that outlining passes whole
+// buffers.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Conversion/Passes.h"
 
 #include "KernelMapping.h"
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -32,6 +37,7 @@
 #include <map>
 
 namespace kiln {
+#define GEN_PASS_DEF_SELECTGENERICKERNELSPASS
 #define GEN_PASS_DEF_MAPTOGPUPASS
 #include "kiln/Conversion/Passes.h.inc"
 } // namespace kiln
@@ -162,6 +168,8 @@ Value combineWith(OpBuilder &b, Operation *combiner, Value acc,
 namespace {
 
 constexpr int64_t kWarpSize = 32;
+constexpr llvm::StringLiteral kKernelAttr = "kiln.kernel";
+constexpr llvm::StringLiteral kLaunchKernelsAttr = "kiln.launch_kernels";
 /// Above this many outputs, a reduction runs a thread per output.
 constexpr int64_t kMaxBlockReductionOutputs = 16384;
 
@@ -225,19 +233,22 @@ private:
 
 class KernelBuilder {
 public:
-  KernelBuilder(linalg::GenericOp op, const TargetShape &target,
-                bool vectorize, bool rowKernels, bool tiledTranspose,
-                bool reductionKernels)
-      : op(op), blockSize(target.blockSize), target(target),
-        vectorize(vectorize), rowKernels(rowKernels),
-        tiledTranspose(tiledTranspose), reductionKernels(reductionKernels) {
+  KernelBuilder(linalg::GenericOp op, const TargetShape &target)
+      : op(op), blockSize(target.blockSize), target(target) {
     ranges = op.getStaticLoopRanges();
     for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
       (type == utils::IteratorType::reduction ? reductionDims : parallelDims)
           .push_back(i);
   }
 
-  LogicalResult build(OpBuilder &b);
+  /// The kernel kiln-select-generic-kernels gives the generic: the first
+  /// of block reduction, row kernels (split reductions, strips, a block
+  /// per row), tiled transpose, vectorised elementwise that applies (and
+  /// that `strategies` allows), else a thread per output.
+  FailureOr<kiln::GenericKernelAttr> select(const Strategies &strategies);
+  /// Builds the kernel `config` names (kiln-map-to-gpu); an error at the
+  /// generic when its analysis does not hold for it.
+  LogicalResult follow(OpBuilder &b, kiln::GenericKernelAttr config);
 
 private:
   int64_t product(ArrayRef<int64_t> dims) const {
@@ -262,8 +273,14 @@ private:
   /// and everything after it, which must only be the yield).
   SmallVector<Value> inlineBody(OpBuilder &b, ValueRange ivs, IRMapping &values,
                                 Operation *stop = nullptr);
-  void buildThreadPerOutput(OpBuilder &b);
-  void buildBlockPerOutput(OpBuilder &b, Operation *combiner);
+  /// The failures both select and follow report.
+  LogicalResult checkStatic();
+  /// The combining op when the body folds into its one output with
+  /// add/mul/max/min (a block per output can compute it), else null.
+  Operation *reductionCombiner();
+  void buildThreadPerOutput(OpBuilder &b, int64_t block);
+  void buildBlockPerOutput(OpBuilder &b, Operation *combiner,
+                           int64_t threads);
   /// Clones a body op into the kernel; buffers it reads from outside the
   /// generic (fused kernels read their inputs this way) are rebuilt inside.
   Operation *cloneIntoKernel(OpBuilder &b, Operation &inner,
@@ -286,8 +303,21 @@ private:
   void buildCooperativeLoop(OpBuilder &b, scf::ForOp loop, Value tid,
                             int64_t threads, IRMapping &values);
   /// Row kernels with the row's strip in registers (see buildStripRows in
-  /// RowKernels below); false when the plan does not fit them.
-  bool buildStripRows(OpBuilder &b, const RowPlan &plan);
+  /// RowKernels below): a warp (threads 32, rowsPerBlock rows a block) or
+  /// a block of `threads` per row.
+  struct StripShape {
+    int64_t threads = kWarpSize;
+    int64_t rowsPerBlock = 1;
+  };
+  /// The strip shape for the plan (`given`, or the selection's), or
+  /// nothing with `why` when the rows do not fit it.
+  std::optional<StripShape> planStrip(const RowPlan &plan,
+                                      std::optional<StripShape> given,
+                                      std::string &why);
+  void buildStripRows(OpBuilder &b, const RowPlan &plan,
+                      const StripShape &shape);
+  /// The row loops of `plan` in body order, and the points per row.
+  SmallVector<scf::ForOp> rowLoopsOf(const RowPlan &plan, int64_t &inner);
   /// cloneIntoKernel, but reusing an equivalent earlier clone (see
   /// SharedCloner).
   void cloneShared(OpBuilder &b, Operation &inner, IRMapping &values);
@@ -295,10 +325,6 @@ private:
   linalg::GenericOp op;
   int64_t blockSize;
   TargetShape target;
-  bool vectorize;
-  bool rowKernels;
-  bool tiledTranspose;
-  bool reductionKernels;
   SmallVector<int64_t> ranges;
   SmallVector<int64_t> parallelDims, reductionDims;
   IRMapping kernelValues;
@@ -309,9 +335,14 @@ Operation *KernelBuilder::blockReductionCombiner() {
   // A block per output pays off for rows of at least a warp, as long as
   // there are not so many outputs that a thread each already fills the GPU
   // (contractions: many outputs, each with a modest K).
-  if (reductionDims.empty() || op.getNumDpsInits() != 1 ||
-      product(reductionDims) < kWarpSize ||
+  if (product(reductionDims) < kWarpSize ||
       product(parallelDims) > kMaxBlockReductionOutputs)
+    return nullptr;
+  return reductionCombiner();
+}
+
+Operation *KernelBuilder::reductionCombiner() {
+  if (reductionDims.empty() || op.getNumDpsInits() != 1)
     return nullptr;
   Block &body = op.getRegion().front();
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
@@ -397,10 +428,9 @@ SmallVector<Value> KernelBuilder::inlineBody(OpBuilder &b, ValueRange ivs,
   return yielded;
 }
 
-void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
+void KernelBuilder::buildThreadPerOutput(OpBuilder &b, int64_t block) {
   Location loc = op.getLoc();
   int64_t outputs = product(parallelDims);
-  int64_t block = std::min(blockSize, std::max<int64_t>(outputs, 1));
   gpu::LaunchOp launch = createLaunch(b, (outputs + block - 1) / block, block);
   b.setInsertionPointToStart(&launch.getBody().front());
   rebuildCapturedViews(b);
@@ -468,15 +498,12 @@ void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
   }
 }
 
-void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
+void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner,
+                                       int64_t threads) {
   Location loc = op.getLoc();
   BlockArgument outArg = op.getRegionOutputArgs().front();
   Type type = outArg.getType();
   Combiner kind = *classifyCombiner(combiner, type);
-  // Threads: the row length rounded up to a power of two, at most blockSize.
-  int64_t threads = std::min<int64_t>(
-      blockSize,
-      llvm::PowerOf2Ceil(static_cast<uint64_t>(product(reductionDims))));
   gpu::LaunchOp launch = createLaunch(b, product(parallelDims), threads);
   b.setInsertionPointToStart(&launch.getBody().front());
   rebuildCapturedViews(b);
@@ -540,43 +567,155 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
                           buffer, indices);
 }
 
-LogicalResult KernelBuilder::build(OpBuilder &b) {
+LogicalResult KernelBuilder::checkStatic() {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("must be bufferized before kiln-map-to-gpu");
   if (llvm::any_of(ranges, ShapedType::isDynamic))
     return op.emitOpError(
         "has a dynamic iteration space, which kiln-map-to-gpu "
         "does not support yet");
+  return success();
+}
+
+SmallVector<scf::ForOp> KernelBuilder::rowLoopsOf(const RowPlan &plan,
+                                                 int64_t &inner) {
+  SmallVector<scf::ForOp> rowLoops;
+  for (Operation &nested : op.getRegion().front())
+    if (plan.rowLoops.contains(&nested))
+      rowLoops.push_back(cast<scf::ForOp>(nested));
+  inner = 1;
+  for (int64_t e : ArrayRef(ranges).drop_front(plan.numOuter))
+    inner *= e;
+  return rowLoops;
+}
+
+FailureOr<kiln::GenericKernelAttr>
+KernelBuilder::select(const Strategies &strategies) {
+  if (failed(checkStatic()))
+    return failure();
+  MLIRContext *ctx = op.getContext();
+  using kiln::GenericStrategy;
+  auto make = [&](GenericStrategy strategy, int64_t vectorWidth,
+                  int64_t block, int64_t threads, int64_t rowsPerBlock,
+                  int64_t splits, int64_t tile) {
+    return kiln::GenericKernelAttr::get(ctx, strategy, vectorWidth, block,
+                                        threads, rowsPerBlock, splits, tile);
+  };
+  if (product(parallelDims) > 0) {
+    if (blockReductionCombiner())
+      // Threads: the row length rounded up to a power of two, at most
+      // blockSize.
+      return make(GenericStrategy::BlockReduction, 0, 0,
+                  std::min<int64_t>(blockSize,
+                                    llvm::PowerOf2Ceil(static_cast<uint64_t>(
+                                        product(reductionDims)))),
+                  0, 0, 0);
+    if (std::optional<RowPlan> plan = planRows()) {
+      // Every output its own row: a column or whole-tensor reduction when
+      // the rows' reads suit one (SplitReductions.cpp).
+      int64_t inner = 1;
+      SmallVector<scf::ForOp> rowLoops = rowLoopsOf(*plan, inner);
+      if (strategies.reductionKernels && inner == 1)
+        if (std::optional<SplitReductionShape> shape =
+                planSplitReduction(op, rowLoops, target))
+          return make(shape->column ? GenericStrategy::ColumnReduction
+                                    : GenericStrategy::WholeReduction,
+                      0, 0, 0, 0, shape->splits, 0);
+      std::string why;
+      if (strategies.rowKernels)
+        if (std::optional<StripShape> strip =
+                planStrip(*plan, std::nullopt, why))
+          return make(GenericStrategy::StripRows, 0, 0, strip->threads,
+                      strip->rowsPerBlock, 0, 0);
+      return make(GenericStrategy::BlockRows, 0, 0, plan->threads, 0, 0, 0);
+    }
+    if (strategies.tiledTranspose && planTiledTranspose(op))
+      return make(GenericStrategy::TiledTranspose, 0, 0, 0, 0, 0,
+                  kTransposeTile);
+    if (strategies.vectorize)
+      if (std::optional<VectorizedShape> shape =
+              planVectorizedElementwise(op, target))
+        return make(GenericStrategy::Vectorized, shape->width, shape->block, 0,
+                    0, 0, 0);
+  }
+  return make(GenericStrategy::ThreadPerOutput, 0,
+              std::min(blockSize, std::max<int64_t>(product(parallelDims), 1)),
+              0, 0, 0, 0);
+}
+
+LogicalResult KernelBuilder::follow(OpBuilder &b,
+                                    kiln::GenericKernelAttr config) {
+  if (failed(checkStatic()))
+    return failure();
   // Nothing to compute for an empty output (a zero-sized dimension).
   if (product(parallelDims) == 0)
     return success();
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPoint(op);
-  if (Operation *combiner = blockReductionCombiner()) {
-    buildBlockPerOutput(b, combiner);
+  using kiln::GenericStrategy;
+  std::string why;
+  switch (config.getStrategy()) {
+  case GenericStrategy::ThreadPerOutput:
+    buildThreadPerOutput(b, config.getBlock());
     return success();
-  }
-  if (std::optional<RowPlan> plan = planRows()) {
-    // Every output its own row: a column or whole-tensor reduction when the
-    // rows' reads suit one (SplitReductions.cpp).
-    SmallVector<scf::ForOp> rowLoops;
-    for (Operation &nested : op.getRegion().front())
-      if (plan->rowLoops.contains(&nested))
-        rowLoops.push_back(cast<scf::ForOp>(nested));
-    int64_t inner = 1;
-    for (int64_t e : ArrayRef(ranges).drop_front(plan->numOuter))
-      inner *= e;
-    if (reductionKernels && inner == 1 &&
-        buildSplitReduction(b, op, rowLoops, target))
+  case GenericStrategy::BlockReduction:
+    if (Operation *combiner = reductionCombiner()) {
+      buildBlockPerOutput(b, combiner, config.getThreads());
       return success();
-    if (!rowKernels || !buildStripRows(b, *plan))
+    }
+    why = "the body does not fold into one output with add, mul, max or min";
+    break;
+  case GenericStrategy::Vectorized:
+    if (succeeded(buildVectorizedElementwise(
+            b, op, target, {config.getVectorWidth(), config.getBlock()}, why)))
+      return success();
+    break;
+  case GenericStrategy::TiledTranspose:
+    if (succeeded(buildTiledTranspose(b, op, config.getTile(), why)))
+      return success();
+    break;
+  case GenericStrategy::BlockRows:
+  case GenericStrategy::StripRows:
+  case GenericStrategy::ColumnReduction:
+  case GenericStrategy::WholeReduction: {
+    std::optional<RowPlan> plan = planRows();
+    if (!plan) {
+      why = "the body has no row loops over outer coordinates (or too many "
+            "rows for a block each)";
+      break;
+    }
+    int64_t inner = 1;
+    SmallVector<scf::ForOp> rowLoops = rowLoopsOf(*plan, inner);
+    if (config.getStrategy() == GenericStrategy::BlockRows) {
+      plan->threads = config.getThreads();
       buildBlockPerRow(b, *plan);
-  } else if (tiledTranspose && buildTiledTranspose(b, op, target)) {
-    // A shared-memory tiled transpose (TiledTranspose.cpp).
-  } else if (!vectorize || !buildVectorizedElementwise(b, op, target)) {
-    buildThreadPerOutput(b);
+      return success();
+    }
+    if (config.getStrategy() == GenericStrategy::StripRows) {
+      if (std::optional<StripShape> shape = planStrip(
+              *plan, StripShape{config.getThreads(), config.getRowsPerBlock()},
+              why)) {
+        buildStripRows(b, *plan, *shape);
+        return success();
+      }
+      break;
+    }
+    if (inner != 1) {
+      why = "the row loops do not cover the whole output (points per row: " +
+            std::to_string(inner) + ")";
+      break;
+    }
+    SplitReductionShape shape{
+        config.getStrategy() == GenericStrategy::ColumnReduction,
+        config.getSplits()};
+    if (succeeded(
+            buildSplitReduction(b, op, rowLoops, target, shape, why)))
+      return success();
+    break;
   }
-  return success();
+  }
+  return op.emitOpError() << "cannot follow kiln.kernel = " << config << ": "
+                          << why;
 }
 
 
@@ -807,7 +946,64 @@ void KernelBuilder::cloneShared(OpBuilder &b, Operation &inner,
 // is computed once and stays in registers. Positions past a loop's length
 // read the last element (clamped) and are dropped with a select; positions
 // past the row do not store.
-bool KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan) {
+std::optional<KernelBuilder::StripShape>
+KernelBuilder::planStrip(const RowPlan &plan,
+                         std::optional<StripShape> given, std::string &why) {
+  int64_t rows = 1, inner = 1, longest = 0;
+  for (int64_t e : ArrayRef(ranges).take_front(plan.numOuter))
+    rows *= e;
+  for (int64_t e : ArrayRef(ranges).drop_front(plan.numOuter))
+    inner *= e;
+  for (Operation *loopOp : plan.rowLoops) {
+    auto loop = cast<scf::ForOp>(loopOp);
+    Operation *combiner = loopCombiner(loop);
+    if (!combiner->getResult(0).hasOneUse()) {
+      why = "a row loop's combined value is used more than once";
+      return std::nullopt;
+    }
+    longest =
+        std::max(longest, *getConstantIntValue(loop.getUpperBound()));
+  }
+  int64_t length = std::max(longest, inner);
+  StripShape shape;
+  if (given) {
+    shape = *given;
+  } else {
+    // A warp per row needs rows for every SM (fewer rows leave SMs idle: a
+    // block per row spreads each row over more threads instead).
+    bool warp = length <= kMaxWarpRow && rows >= target.smCount;
+    shape.threads =
+        warp ? kWarpSize
+             : std::clamp<int64_t>(llvm::PowerOf2Ceil(
+                                       static_cast<uint64_t>((length + 7) / 8)),
+                                   64, 1024);
+    // Up to blockSize / 32 rows per block, fewer while that would leave
+    // SMs without a block.
+    shape.rowsPerBlock =
+        warp ? std::clamp<int64_t>(
+                   (rows + target.smCount - 1) / target.smCount, 1,
+                   std::max<int64_t>(blockSize / kWarpSize, 1))
+             : 1;
+  }
+  bool warp = shape.threads == kWarpSize;
+  if ((length + shape.threads - 1) / shape.threads > kMaxStripSlots) {
+    why = "rows of " + std::to_string(length) + " need more than " +
+          std::to_string(kMaxStripSlots) + " positions a thread with " +
+          std::to_string(shape.threads) + " threads";
+    return std::nullopt;
+  }
+  if (warp && llvm::any_of(plan.rowLoops, [](Operation *loop) {
+        return !shuffleable(
+            cast<scf::ForOp>(loop).getRegionIterArgs().front().getType());
+      })) {
+    why = "a row loop's accumulator is wider than a warp shuffle moves";
+    return std::nullopt;
+  }
+  return shape;
+}
+
+void KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan,
+                                   const StripShape &shape) {
   Location loc = op.getLoc();
   Block &body = op.getRegion().front();
   SmallVector<int64_t> outer(ranges.begin(), ranges.begin() + plan.numOuter);
@@ -818,38 +1014,14 @@ bool KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan) {
     rows *= e;
   for (int64_t e : innerExtents)
     inner *= e;
-  for (Operation *loopOp : plan.rowLoops) {
-    auto loop = cast<scf::ForOp>(loopOp);
-    Operation *combiner = loopCombiner(loop);
-    if (!combiner->getResult(0).hasOneUse())
-      return false;
-    longest =
-        std::max(longest, *getConstantIntValue(loop.getUpperBound()));
-  }
+  for (Operation *loopOp : plan.rowLoops)
+    longest = std::max(longest, *getConstantIntValue(
+                                    cast<scf::ForOp>(loopOp).getUpperBound()));
   int64_t length = std::max(longest, inner);
-  // A warp per row needs rows for every SM (fewer rows leave SMs idle: a
-  // block per row spreads each row over more threads instead).
-  bool warp = length <= kMaxWarpRow && rows >= target.smCount;
-  int64_t threads =
-      warp ? kWarpSize
-           : std::clamp<int64_t>(
-                 llvm::PowerOf2Ceil(static_cast<uint64_t>((length + 7) / 8)),
-                 64, 1024);
+  bool warp = shape.threads == kWarpSize;
+  int64_t threads = shape.threads;
   int64_t slots = (length + threads - 1) / threads;
-  if (slots > kMaxStripSlots)
-    return false;
-  if (warp && llvm::any_of(plan.rowLoops, [](Operation *loop) {
-        return !shuffleable(
-            cast<scf::ForOp>(loop).getRegionIterArgs().front().getType());
-      }))
-    return false;
-
-  // Up to blockSize / 32 rows per block, fewer while that would leave SMs
-  // without a block.
-  int64_t rowsPerBlock =
-      warp ? std::clamp<int64_t>((rows + target.smCount - 1) / target.smCount,
-                                 1, std::max<int64_t>(blockSize / kWarpSize, 1))
-           : 1;
+  int64_t rowsPerBlock = shape.rowsPerBlock;
   gpu::LaunchOp launch =
       createLaunch(b, (rows + rowsPerBlock - 1) / rowsPerBlock,
                    warp ? rowsPerBlock * kWarpSize : threads);
@@ -1015,7 +1187,6 @@ bool KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan) {
           applyMap(b, loc, op.getMatchingIndexingMap(&out), point.ivs));
     }
   }
-  return true;
 }
 
 /// memref.copy as an identity generic, so one kernel builder serves both.
@@ -1042,7 +1213,9 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     func.walk([&](memref::CopyOp copy) { copies.push_back(copy); });
     for (memref::CopyOp copy : copies) {
       b.setInsertionPoint(copy);
-      copyAsGeneric(b, copy);
+      linalg::GenericOp generic = copyAsGeneric(b, copy);
+      if (Attribute config = copy->getAttr(kKernelAttr))
+        generic->setAttr(kKernelAttr, config);
       copy.erase();
     }
     SmallVector<linalg::GenericOp> generics;
@@ -1052,13 +1225,80 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     });
     TargetShape target{blockSize, smCount, maxThreadsPerSm};
     for (linalg::GenericOp generic : generics) {
-      if (failed(KernelBuilder(generic, target, vectorize, rowKernels,
-                               tiledTranspose, reductionKernels)
-                     .build(b)))
+      auto config = generic->getAttrOfType<kiln::GenericKernelAttr>(kKernelAttr);
+      if (!config) {
+        generic.emitOpError() << "has no kiln.kernel = #kiln.generic_kernel "
+                                 "(kiln-select-generic-kernels decides it)";
         return signalPassFailure();
+      }
+      Operation *before = generic->getPrevNode();
+      if (failed(KernelBuilder(generic, target).follow(b, config)))
+        return signalPassFailure();
+      for (Operation *at = before ? before->getNextNode()
+                                  : &generic->getBlock()->front();
+           at != generic.getOperation(); at = at->getNextNode())
+        if (isa<gpu::LaunchOp>(at))
+          at->setAttr(kKernelAttr, config);
       generic.erase();
     }
+    // Outlining drops the launches' attributes: the function lists their
+    // decisions in launch order, and kiln-name-kernels puts each on its
+    // gpu.launch_func (kilnc --stats names each kernel's strategy).
+    SmallVector<Attribute> configs;
+    func.walk([&](gpu::LaunchOp launch) {
+      if (Attribute config = launch->getAttr(kKernelAttr))
+        configs.push_back(config);
+    });
+    if (!configs.empty())
+      func->setAttr(kLaunchKernelsAttr, b.getArrayAttr(configs));
   }
 };
 
+/// Decides each generic's kernel (KernelBuilder::select) and records it as
+/// `kiln.kernel`; kiln-map-to-gpu follows it.
+struct SelectGenericKernelsPass
+    : kiln::impl::SelectGenericKernelsPassBase<SelectGenericKernelsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    TargetShape target{blockSize, smCount, maxThreadsPerSm};
+    Strategies strategies{vectorize, rowKernels, tiledTranspose,
+                          reductionKernels};
+    auto decide = [&](linalg::GenericOp generic) -> FailureOr<Attribute> {
+      if (Attribute given = generic->getAttr(kKernelAttr))
+        return given; // A choice already in the IR stands.
+      FailureOr<kiln::GenericKernelAttr> config =
+          KernelBuilder(generic, target).select(strategies);
+      if (failed(config))
+        return failure();
+      return Attribute(*config);
+    };
+    WalkResult walked = func.walk([&](Operation *op) {
+      if (op->getParentOfType<gpu::LaunchOp>())
+        return WalkResult::advance();
+      if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+        FailureOr<Attribute> config = decide(generic);
+        if (failed(config))
+          return WalkResult::interrupt();
+        generic->setAttr(kKernelAttr, *config);
+      } else if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+        // A copy is decided as the identity generic kiln-map-to-gpu makes
+        // of it.
+        OpBuilder b(copy);
+        linalg::GenericOp generic = copyAsGeneric(b, copy);
+        if (Attribute given = copy->getAttr(kKernelAttr))
+          generic->setAttr(kKernelAttr, given);
+        FailureOr<Attribute> config = decide(generic);
+        generic.erase();
+        if (failed(config))
+          return WalkResult::interrupt();
+        copy->setAttr(kKernelAttr, *config);
+      }
+      return WalkResult::advance();
+    });
+    if (walked.wasInterrupted())
+      signalPassFailure();
+  }
+};
 } // namespace

@@ -188,9 +188,14 @@ struct TestLaunchToLoopsPass
       else if (auto store = dyn_cast<vector::StoreOp>(access))
         store.setAlignment(std::nullopt);
     });
+    // The kernel decisions (kiln.kernel, kiln.launch_kernels) mean nothing
+    // to the CPU loops, and upstream tools read what this pass prints.
+    getOperation()->removeAttr("kiln.launch_kernels");
     SmallVector<gpu::LaunchOp> launches;
-    getOperation().walk(
-        [&](gpu::LaunchOp launch) { launches.push_back(launch); });
+    getOperation().walk([&](gpu::LaunchOp launch) {
+      launch->removeAttr("kiln.kernel");
+      launches.push_back(launch);
+    });
     for (gpu::LaunchOp launch : launches) {
       if (failed(convert(launch)))
         return signalPassFailure();

@@ -1,8 +1,8 @@
 // kiln-match-contractions on "attention" regions (kiln-fuse's rule 5): one
 // fused flash-attention kernel per region, operands read where they lie.
-// RUN: kiln-opt %s -split-input-file -kiln-match-contractions | FileCheck %s
-// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true" | FileCheck %s --check-prefix=WG
-// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true chip=sm_80" | FileCheck %s --check-prefix=SM80
+// RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels -kiln-match-contractions | FileCheck %s
+// RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels="wgmma=true" -kiln-match-contractions | FileCheck %s --check-prefix=WG
+// RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels="wgmma=true chip=sm_80" -kiln-match-contractions="chip=sm_80" | FileCheck %s --check-prefix=SM80
 // REQUIRES: nvrtc
 
 // bf16 heads split from [1, 16, 2, 16] projections: the kernel reads Q, K
@@ -16,7 +16,7 @@
 // CHECK-NOT:     kiln.fusion
 // CHECK:         %[[E:.*]] = tensor.empty() : tensor<1x2x16x16xbf16>
 // CHECK:         %[[Y:.*]] = kiln.call_kernel @kiln_attn_0::@kiln_attn_0 ins(%[[Q]], %[[K]], %[[V]] : {{.*}}) outs(%[[E]] : tensor<1x2x16x16xbf16>) grid [1, 2, 1] block [128, 1, 1]
-// CHECK-SAME:      kiln.kernel_config = "attn_mma_f16 64x64 w4 d16"
+// CHECK-SAME:      kiln.kernel = #kiln.attention_config<family = mma_f16, tile = 64x64, warps = 4>
 // CHECK:         return %[[Y]]
 // With wgmma=true on sm_90 the same region runs the sm_90a wgmma kernel: a
 // producer warpgroup and one consumer (64 query rows, 16 of them valid), S through
@@ -25,7 +25,7 @@
 // WG: module attributes {kiln.contraction_report = ["kiln_attn_0: attn_wgmma_f16 64x64 w8 s4 d16, batch=1 heads=2 Sq=16 Sk=16 Dv=16"]}
 // WG-LABEL: gpu.binary @kiln_attn_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "{{.*}}.target sm_90a{{.*}}.entry kiln_attn_0{{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // WG:         kiln.call_kernel @kiln_attn_0::@kiln_attn_0 ins({{.*}}) grid [1, 2, 1] block [256, 1, 1] {dynamic_shared_bytes = {{[0-9]+}}
-// WG-SAME:      kiln.kernel_config = "attn_wgmma_f16 64x64 w8 s4 d16"
+// WG-SAME:      kiln.kernel = #kiln.attention_config<family = wgmma_f16, tile = 64x64, warps = 8, stages = 4>
 // SM80: kiln.contraction_report = ["kiln_attn_0: attn_mma_f16 64x64 w4 d16,
 func.func @bf16_heads(%q: tensor<1x16x32xbf16>, %k: tensor<1x16x32xbf16>, %v: tensor<1x16x32xbf16>) -> tensor<1x2x16x16xbf16> {
   %c = kiln.constant dense<2.500000e-01> : tensor<f32>
@@ -59,7 +59,7 @@ func.func @bf16_heads(%q: tensor<1x16x32xbf16>, %k: tensor<1x16x32xbf16>, %v: te
 // CHECK-NEXT:      kiln.transpose %[[KT]] {permutation = array<i64: 0, 2, 1>}
 // CHECK:         kiln.call_kernel @kiln_attn_0::@kiln_attn_0 ins(%[[Q]], %[[K]], %[[V]], %[[M]] :
 // CHECK-SAME:      grid [2, 3, 1] block [128, 1, 1]
-// CHECK-SAME:      kiln.kernel_config = "attn_simt_f32 16x32 w4 d32 causal"
+// CHECK-SAME:      kiln.kernel = #kiln.attention_config<family = simt_f32, tile = 16x32, warps = 4>
 func.func @fp32_causal_padding(%q: tensor<3x20x32xf32>, %kt: tensor<3x32x20xf32>, %v: tensor<3x20x32xf32>, %mask: tensor<3x1x20xf32>) -> tensor<3x20x32xf32> {
   %ninf = kiln.constant dense<0xFF800000> : tensor<f32>
   %causal = kiln.constant dense<[[true, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false],[true, true, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false],[true, true, true, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false],[true, true, true, true, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false],[true, true, true, true, true, false, false, false, false, false, false, false, false, false, false, false, false, false, false, false],[true, true, true, true, true, true, false, false, false, false, false, false, false, false, false, false, false, false, false, false],[true, true, true, true, true, true, true, false, false, false, false, false, false, false, false, false, false, false, false, false],[true, true, true, true, true, true, true, true, false, false, false, false, false, false, false, false, false, false, false, false],[true, true, true, true, true, true, true, true, true, false, false, false, false, false, false, false, false, false, false, false],[true, true, true, true, true, true, true, true, true, true, false, false, false, false, false, false, false, false, false, false],[true, true, true, true, true, true, true, true, true, true, true, false, false, false, false, false, false, false, false, false],[true, true, true, true, true, true, true, true, true, true, true, true, false, false, false, false, false, false, false, false],[true, true, true, true, true, true, true, true, true, true, true, true, true, false, false, false, false, false, false, false],[true, true, true, true, true, true, true, true, true, true, true, true, true, true, false, false, false, false, false, false],[true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, false, false, false, false, false],[true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, false, false, false, false],[true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, false, false, false],[true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, false, false],[true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, false],[true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true]]> : tensor<20x20xi1>

@@ -1,25 +1,28 @@
-// RUN: kiln-opt %s -split-input-file -kiln-match-contractions -verify-diagnostics | FileCheck %s
-// RUN: not kiln-opt %s -split-input-file -kiln-match-contractions="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=CHIP
-// The wgmma option (kilnc --wgmma sets it): sm_90a wgmma kernels for
-// bf16/f16 on sm_90, mma.sync still on sm_80.
-// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true" | FileCheck %s --check-prefix=WGMMA
-// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true chip=sm_80" | FileCheck %s --check-prefix=SM80
+// RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels -kiln-match-contractions -verify-diagnostics | FileCheck %s
+// RUN: not kiln-opt %s -split-input-file -kiln-select-contraction-kernels="chip=sm_75" -kiln-match-contractions="chip=sm_75" 2>&1 | FileCheck %s --check-prefix=CHIP
+// The regions' configs come from kiln-select-contraction-kernels
+// (kiln-select-contraction-kernels.mlir tests its choices); this file tests
+// what the lowering makes of them. The selection's wgmma option (kilnc
+// --wgmma sets it): sm_90a wgmma kernels for bf16/f16 on sm_90, mma.sync
+// still on sm_80.
+// RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels="wgmma=true" -kiln-match-contractions | FileCheck %s --check-prefix=WGMMA
+// RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels="wgmma=true chip=sm_80" -kiln-match-contractions="chip=sm_80" | FileCheck %s --check-prefix=SM80
 // WGMMA-LABEL: gpu.binary @kiln_gemm_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "{{.*}}.target sm_90a{{.*}}.entry kiln_gemm_0{{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
-// WGMMA:       kiln.kernel_config = "wgmma_f16 64x64x64 w64x64
+// WGMMA:       kiln.kernel = #kiln.gemm_config<family = wgmma_f16, tile = 64x64x64, warp_tile = 64x64
 // With tma=true too (kilnc --tma), the first case's operands (rows of 64
 // and 32 bytes) are TMA-able: the producer copies with cp.async.bulk.tensor
 // and the call carries a tensor map per operand: A K-major (K by M, box 64
 // by the tile's rows), B MN-major (N by K, box 64 x 64), 128B swizzle.
-// RUN: kiln-opt %s -split-input-file -kiln-match-contractions="wgmma=true tma=true" | FileCheck %s --check-prefix=TMA
+// RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels="wgmma=true tma=true" -kiln-match-contractions | FileCheck %s --check-prefix=TMA
 // TMA-LABEL: gpu.binary @kiln_gemm_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "{{.*}}.param .align 64 .b8 kiln_gemm_0_param_{{[0-9]+}}[128]{{.*}}cp.async.bulk.tensor.2d
-// TMA:       kiln.kernel_config = "wgmma_f16 64x64x64 w64x64 s{{[0-9]}} k1 tma"
+// TMA:       kiln.kernel = #kiln.gemm_config<family = wgmma_f16, tile = 64x64x64, warp_tile = 64x64, stages = {{[0-9]}}, split_k = 1, producer = tma, swizzle = b128>
 // TMA-SAME:  kiln.tensor_maps = [{box = array<i64: 64, 64>, dims = array<i64: 32, 64>, dtype = "bf16", l2_promotion = 2 : i32, name = "tensorMapA", oob_fill = 0 : i32, param = 0 : i32, strides = array<i64: 64>, swizzle = 3 : i32}, {box = array<i64: 64, 64>, dims = array<i64: 16, 32>, dtype = "bf16", l2_promotion = 2 : i32, name = "tensorMapB", oob_fill = 0 : i32, param = 1 : i32, strides = array<i64: 32>, swizzle = 3 : i32}]
 // SM80-LABEL: gpu.binary @kiln_gemm_0
 // SM80-NOT:   wgmma
-// SM80:       kiln.kernel_config = "mma_f16
+// SM80:       kiln.kernel = #kiln.gemm_config<family = mma_f16
 // REQUIRES: nvrtc
 
-// CHIP: error: kiln-match-contractions: chip 'sm_75' is not sm_80 or sm_90
+// CHIP: error: kiln-select-contraction-kernels: chip 'sm_75' is not sm_80 or sm_90
 
 // A bf16 matmul with its bias and relu: one tensor-core kernel in a
 // gpu.binary (NVRTC's PTX), called with the operands where they lie; the
@@ -32,7 +35,7 @@
 // CHECK:         %[[E:.*]] = tensor.empty() : tensor<64x16xf32>
 // CHECK:         %[[Y:.*]] = kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%[[X]], %[[W]], %[[B]] : tensor<64x32xbf16>, tensor<32x16xbf16>, tensor<16xf32>) outs(%[[E]] : tensor<64x16xf32>)
 // CHECK-SAME:      scalars [64 : i32, 0, 1024]
-// CHECK-SAME:      kiln.kernel_config = "mma_f16
+// CHECK-SAME:      kiln.kernel = #kiln.gemm_config<family = mma_f16
 // CHECK-SAME:      pointer_order = array<i32: 0, 1, 3, 2>
 // CHECK:         return %[[Y]]
 func.func @bf16_bias_relu(%x: tensor<64x32xbf16>, %w: tensor<32x16xbf16>, %b: tensor<16xf32>) -> tensor<64x16xf32> {
@@ -53,16 +56,16 @@ func.func @bf16_bias_relu(%x: tensor<64x32xbf16>, %w: tensor<32x16xbf16>, %b: te
 // CHECK-LABEL: func.func @fp32_and_tf32(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<8x64xf32>, %[[W:[^:]*]]: tensor<64x24xf32>)
 // CHECK:         kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%[[X]], %[[W]] :
-// CHECK-SAME:      kiln.kernel_config = "simt_f32
+// CHECK-SAME:      kiln.kernel = #kiln.gemm_config<family = simt_f32
 // CHECK:         kiln.call_kernel @kiln_gemm_1::@kiln_gemm_1 ins(%[[X]], %[[W]] :
-// CHECK-SAME:      kiln.kernel_config = "mma_tf32
+// CHECK-SAME:      kiln.kernel = #kiln.gemm_config<family = mma_tf32
 // With wgmma on sm_90 the tf32 matmul gets the wgmma_tf32 kernel (k8,
 // both operands K-major: the row-major weight is transposed as it is
 // staged); sm_80 keeps mma.sync.
 // WGMMA:       gpu.binary @kiln_gemm_1 {{.*}}wgmma.mma_async.sync.aligned.m64n{{[0-9]+}}k8.f32.tf32.tf32
-// WGMMA:       kiln.kernel_config = "simt_f32
-// WGMMA:       kiln.kernel_config = "wgmma_tf32 64x{{[0-9]+}}x32
-// SM80:        kiln.kernel_config = "mma_tf32
+// WGMMA:       kiln.kernel = #kiln.gemm_config<family = simt_f32
+// WGMMA:       kiln.kernel = #kiln.gemm_config<family = wgmma_tf32, tile = 64x{{[0-9]+}}x32
+// SM80:        kiln.kernel = #kiln.gemm_config<family = mma_tf32
 func.func @fp32_and_tf32(%x: tensor<8x64xf32>, %w: tensor<64x24xf32>) -> (tensor<8x24xf32>, tensor<8x24xf32>) {
   %0 = kiln.fusion "matmul" -> tensor<8x24xf32> {
     %m = kiln.matmul %x, %w : tensor<8x64xf32>, tensor<64x24xf32> -> tensor<8x24xf32>
@@ -90,11 +93,11 @@ func.func @fp32_and_tf32(%x: tensor<8x64xf32>, %w: tensor<64x24xf32>) -> (tensor
 // WGMMA-LABEL: func.func @tf32_weight(
 // WGMMA:         %[[WT:.*]] = ml_program.global_load_const @wt_kmajor : tensor<24x64xf32>
 // WGMMA:         kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%{{.*}}, %[[WT]] :
-// WGMMA-SAME:      kiln.kernel_config = "wgmma_tf32
+// WGMMA-SAME:      kiln.kernel = #kiln.gemm_config<family = wgmma_tf32
 // CHECK-LABEL: func.func @tf32_weight(
 // CHECK:         %[[W0:.*]] = ml_program.global_load_const @wt : tensor<1x64x24xf32>
 // CHECK:         kiln.call_kernel {{.*}} ins(%{{.*}}, %[[W0]] :
-// CHECK-SAME:      kiln.kernel_config = "mma_tf32
+// CHECK-SAME:      kiln.kernel = #kiln.gemm_config<family = mma_tf32
 ml_program.global private @wt(dense<0.5> : tensor<1x64x24xf32>) : tensor<1x64x24xf32> {kiln.origin = "initializer f32 1x64x24 wt", kiln.tf32_rounded}
 func.func @tf32_weight(%x: tensor<8x64xf32>) -> tensor<8x24xf32> {
   %w0 = ml_program.global_load_const @wt : tensor<1x64x24xf32>

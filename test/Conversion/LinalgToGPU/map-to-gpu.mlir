@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s -kiln-map-to-gpu=tiled-transpose=false -canonicalize -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: kiln-opt %s -kiln-select-generic-kernels=tiled-transpose=false -kiln-map-to-gpu -canonicalize -split-input-file -verify-diagnostics | FileCheck %s
 // (tiled-transpose=false: the transposed reads below are the vectorised and
 // thread-per-output kernels' cases; the tiled transposes that replace them
 // by default are in map-to-gpu-tiled-transpose.mlir.)

@@ -31,6 +31,8 @@ def Kiln_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // `kiln.kernel` holds a kernel configuration (KilnKernelAttrs.td).
+  let hasOperationAttrVerify = 1;
 }
 
 //===----------------------------------------------------------------------===//
