@@ -15,6 +15,8 @@
 #include "kiln/Pipelines/Pipelines.h"
 #include "TrainingCompile.h"
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
+#include "kiln/Target/CUDA/KernelCache.h"
+#include "kiln/Target/CUDA/TemplateEmission.h"
 #include "kiln/runtime/Profile.h"
 #include "kiln/runtime/Version.h"
 
@@ -205,6 +207,16 @@ cl::opt<unsigned> tuneMaxCandidates(
     "tune-max-candidates",
     cl::desc("Candidates --tune times per problem (default: 8)"), cl::init(8),
     cl::cat(codegenCategory()));
+cl::opt<std::string> kernelCacheDir(
+    "kernel-cache",
+    cl::desc("Keep compiled kernels (NVRTC's PTX, ptxas's cubins) in DIR, or "
+             "'off' (default: $KILN_KERNEL_CACHE, else ~/.cache/kiln/kernels)"),
+    cl::value_desc("DIR|off"), cl::init(""), cl::cat(codegenCategory()));
+cl::opt<unsigned> kernelCacheMegabytes(
+    "kernel-cache-size",
+    cl::desc("Bound of the kernel cache in MiB; the least recently used "
+             "kernels go first (default: 1024)"),
+    cl::init(1024), cl::Hidden, cl::cat(codegenCategory()));
 
 //===----------------------------------------------------------------------===//
 // Output
@@ -718,6 +730,21 @@ void printRematReport(ModuleOp module, uint64_t arenaBytes,
                      get("recomputed_bytes"), (unsigned long long)arenaBytes);
 }
 
+/// The kernel cache --kernel-cache names ($KILN_KERNEL_CACHE when it is not
+/// given, which the tests set to 'off' or a directory of their own; else
+/// the user's cache directory).
+kiln::KernelCache openKernelCache() {
+  std::string dir = kernelCacheDir;
+  if (dir.empty())
+    if (const char *env = std::getenv("KILN_KERNEL_CACHE"))
+      dir = env;
+  if (dir.empty())
+    dir = kiln::KernelCache::defaultDirectory();
+  if (dir == "off")
+    dir.clear();
+  return kiln::KernelCache(dir, uint64_t(kernelCacheMegabytes) << 20);
+}
+
 /// kilnc --stats: each launch's kernel decision (`kiln.kernel`, from
 /// kiln-select-contraction-kernels and kiln-select-generic-kernels).
 void printKernelConfigs(const kiln::KernelStats &stats,
@@ -836,8 +863,11 @@ int compileForTraining(ModuleOp module,
   artifactOptions.target = target;
   artifactOptions.ptxasPath = kiln::defaultPtxasPath();
   artifactOptions.compilerOptions = commandLine;
+  kiln::KernelCache kernelCache = openKernelCache();
+  artifactOptions.kernelCache = &kernelCache;
   llvm::Expected<kiln::runtime::Artifact> artifact =
       kiln::compileTrainingArtifact(module, pipelineOptions, artifactOptions);
+  kernelCache.trim();
   if (!artifact)
     return error(inputFile + ": " + llvm::toString(artifact.takeError()) +
                  (diagnostic.empty() ? "" : ": " + diagnostic));
@@ -1113,9 +1143,17 @@ int main(int argc, char **argv) {
     }
   }
 
+  kiln::KernelCache kernelCache = openKernelCache();
+  if (output == Output::Ptx) {
+    // --emit=ptx prints every kernel as PTX: the template kernels' sources
+    // are compiled as the artifact's are.
+    if (llvm::Error err = kiln::emitTemplateKernels(**module, kernelCache))
+      return internalError(inputFile + ": " + llvm::toString(std::move(err)));
+  }
   if (output == Output::Artifact || stats) {
     kiln::ArtifactOptions artifactOptions;
     artifactOptions.target = target;
+    artifactOptions.kernelCache = &kernelCache;
     artifactOptions.ptxasPath = kiln::defaultPtxasPath();
     artifactOptions.compilerOptions = commandLine;
     artifactOptions.inlinedInitializers = inlinedInitializers;
@@ -1126,9 +1164,11 @@ int main(int argc, char **argv) {
     progress.setPhase(artifactOptions.ptxasPath.empty() ? "artifact"
                                                         : "artifact (ptxas)");
     TimingScope artifactTiming = rootTiming.nest("artifact");
+    artifactOptions.timing = &artifactTiming;
     auto artifact = kiln::buildArtifact(
         artifactModule ? *artifactModule : **module, artifactOptions,
         &artifactStats);
+    kernelCache.trim();
     artifactTiming.stop();
     progress.finish();
     // The module compiled: packing it can only fail on what Kiln generated
@@ -1154,6 +1194,13 @@ int main(int argc, char **argv) {
                              llvm::outs());
       printRematReport(artifactModule ? *artifactModule : **module,
                        artifactStats.arenaBytes, llvm::outs());
+      llvm::outs() << llvm::format(
+          "template kernels: %zu, %zu distinct, %zu from the kernel cache; "
+          "ptxas: %zu modules, %zu from the kernel cache (%s)\n",
+          artifactStats.templateBinaries, artifactStats.templateSources,
+          artifactStats.templateCached, artifactStats.assembled,
+          artifactStats.assembledCached,
+          kernelCache.enabled() ? kernelCache.path().c_str() : "cache off");
     }
     if (stripWeights)
       if (kiln::runtime::Error err = kiln::runtime::stripWeights(*artifact))

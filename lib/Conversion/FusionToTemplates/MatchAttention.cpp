@@ -610,13 +610,16 @@ LogicalResult Matcher::rewriteAttention(kiln::FusionOp fusion,
   }
   cx::GenerateOptions options;
   options.smVersion = smVersion;
-  options.name = "kiln_attn_" + std::to_string(nextKernel++);
+  options.name = kiln::kEntryPlaceholder.str();
   kiln::runtime::Expected<cx::GemmKernels> kernels =
-      cx::generateAttention(problem, config, bodies, options);
+      cx::specializeAttention(problem, config, bodies, options);
   if (!kernels) {
     why = kernels.error().message();
     return failure();
   }
+  nameKernels(*kernels, "kiln_attn_");
+  if (!lastKernelShared)
+    declareBinary(*kernels, kernels->kernels.front(), fusion.getLoc());
 
   // The call: Q, K, V, the bodies' operands, then the output.
   SmallVector<std::pair<std::string, Value>> pointers = {
@@ -650,15 +653,6 @@ Value Matcher::buildKernelCall(
     RankedTensorType resultType, Attribute config, int64_t flops) {
   MLIRContext *ctx = module.getContext();
   Location loc = fusion.getLoc();
-  Attribute target =
-      parseAttribute("#nvvm.target<chip = \"" + chip + "\">", ctx);
-  OpBuilder moduleBuilder(ctx);
-  moduleBuilder.setInsertionPointToStart(module.getBody());
-  auto object = gpu::ObjectAttr::get(
-      ctx, target, gpu::CompilationTarget::Assembly,
-      StringAttr::get(ctx, kernel.ptx), DictionaryAttr{}, nullptr);
-  gpu::BinaryOp::create(moduleBuilder, loc, kernel.name, nullptr,
-                        ArrayAttr::get(ctx, {object}));
   OpBuilder builder(fusion);
   Value output = tensor::EmptyOp::create(builder, loc, resultType.getShape(),
                                          resultType.getElementType());

@@ -609,14 +609,56 @@ Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
   }
   cx::GenerateOptions options;
   options.smVersion = smVersion;
-  options.name = prefix.str() + std::to_string(nextKernel++);
+  options.name = kiln::kEntryPlaceholder.str();
   kiln::runtime::Expected<cx::GemmKernels> kernels =
-      cx::generateGemm(problem, config, ep, options);
+      cx::specializeGemm(problem, config, ep, options);
   if (!kernels) {
     why = kernels.error().message();
     return failure();
   }
+  nameKernels(*kernels, prefix);
   return std::move(*kernels);
+}
+
+namespace {
+/// `text` with every `from` replaced by `to`.
+std::string replaceAll(StringRef text, StringRef from, StringRef to) {
+  std::string out;
+  for (size_t pos = 0;;) {
+    size_t at = text.find(from, pos);
+    out += text.slice(pos, at).str();
+    if (at == StringRef::npos)
+      return out;
+    out += to.str();
+    pos = at + from.size();
+  }
+}
+} // namespace
+
+void Matcher::nameKernels(cx::GemmKernels &kernels, StringRef prefix) {
+  std::string key = kernels.source;
+  for (const std::string &option : kernels.nvrtcOptions)
+    key += "\n//" + option;
+  auto [it, isNew] = kernelNames.try_emplace(key, "");
+  if (isNew)
+    it->second = prefix.str() + std::to_string(nextKernel++);
+  lastKernelShared = !isNew;
+  StringRef name = it->second;
+  kernels.source = replaceAll(kernels.source, kiln::kEntryPlaceholder, name);
+  for (cx::GemmKernel &kernel : kernels.kernels)
+    kernel.name = replaceAll(kernel.name, kiln::kEntryPlaceholder, name);
+}
+
+void Matcher::declareBinary(const cx::GemmKernels &kernels,
+                            const cx::GemmKernel &kernel, Location loc) {
+  MLIRContext *ctx = module.getContext();
+  OpBuilder moduleBuilder(ctx);
+  moduleBuilder.setInsertionPointToStart(module.getBody());
+  gpu::BinaryOp::create(
+      moduleBuilder, loc, kernel.name, nullptr,
+      ArrayAttr::get(ctx, {kiln::templateSourceObject(
+                              ctx, chip, kernels.source,
+                              kernels.nvrtcOptions)}));
 }
 
 Value Matcher::buildCalls(kiln::FusionOp fusion,
@@ -627,10 +669,6 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
                           RankedTensorType auxType, Value *aux) {
   MLIRContext *ctx = module.getContext();
   Location loc = fusion.getLoc();
-  Attribute target =
-      parseAttribute("#nvvm.target<chip = \"" + chip + "\">", ctx);
-  OpBuilder moduleBuilder(ctx);
-  moduleBuilder.setInsertionPointToStart(module.getBody());
   OpBuilder builder(fusion);
 
   Value output = tensor::EmptyOp::create(builder, loc, resultType.getShape(),
@@ -648,11 +686,8 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
         builder.getF32Type());
   Value result;
   for (const cx::GemmKernel &kernel : kernels.kernels) {
-    auto object = gpu::ObjectAttr::get(
-        ctx, target, gpu::CompilationTarget::Assembly,
-        StringAttr::get(ctx, kernel.ptx), DictionaryAttr{}, nullptr);
-    gpu::BinaryOp::create(moduleBuilder, loc, kernel.name, nullptr,
-                          ArrayAttr::get(ctx, {object}));
+    if (!lastKernelShared)
+      declareBinary(kernels, kernel, loc);
     // The kernel's output: C, or the workspace when it is split-K's first.
     bool writesC = llvm::any_of(kernel.params, [](const auto &p) {
       return p.name == "C";

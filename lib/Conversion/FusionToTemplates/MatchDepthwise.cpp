@@ -162,13 +162,16 @@ LogicalResult Matcher::rewriteDepthwise(kiln::FusionOp fusion,
     ep.customOperands.push_back("epilogue" + std::to_string(i));
   cx::GenerateOptions options;
   options.smVersion = smVersion;
-  options.name = "kiln_dwconv_" + std::to_string(nextKernel++);
+  options.name = kiln::kEntryPlaceholder.str();
   kiln::runtime::Expected<cx::GemmKernels> kernels =
-      cx::generateDepthwise(cp, config, ep, options);
+      cx::specializeDepthwise(cp, config, ep, options);
   if (!kernels) {
     why = kernels.error().message();
     return failure();
   }
+  nameKernels(*kernels, "kiln_dwconv_");
+  if (!lastKernelShared)
+    declareBinary(*kernels, kernels->kernels.front(), fusion.getLoc());
 
   Value reordered = depthwiseFilter(filter, fusion, /*dryRun=*/false);
   SmallVector<std::pair<std::string, Value>> pointers = {

@@ -26,6 +26,7 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CUDA/ContractionKernels.h"
 #include "kiln/Target/CUDA/ContractionTuning.h"
+#include "kiln/Target/CUDA/TemplateEmission.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -225,6 +226,21 @@ private:
   compile(kiln::FusionOp fusion, const contraction::GemmProblem &problem,
           contraction::Family family, const EmittedEpilogue &epilogue,
           llvm::StringRef prefix, std::string &why);
+  /// Lower: gives `kernels` (specialised with kEntryPlaceholder as their
+  /// name) their names, `prefix` and a number; a kernel identical to one
+  /// made before (the same source and NVRTC options) takes that one's name,
+  /// and `lastKernelShared` is set: its gpu.binary exists, and the target
+  /// step compiles it once.
+  void nameKernels(contraction::GemmKernels &kernels, llvm::StringRef prefix);
+  bool lastKernelShared = false;
+  /// The kernels made so far, by source and options.
+  llvm::StringMap<std::string> kernelNames;
+  /// Declares `kernel`'s gpu.binary: the template source, compiled in the
+  /// target step (lib/Target/CUDA/TemplateEmission.cpp).
+  void declareBinary(const contraction::GemmKernels &kernels,
+                     const contraction::GemmKernel &kernel,
+                     mlir::Location loc);
+
   /// Select: what the region will get once it is matched (attached by
   /// run on success).
   mlir::Attribute selected;

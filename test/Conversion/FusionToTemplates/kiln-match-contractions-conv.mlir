@@ -1,5 +1,4 @@
 // RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels -kiln-match-contractions | FileCheck %s
-// REQUIRES: nvrtc
 
 // A bf16 3x3 convolution with bias, batch norm, residual add and relu is one
 // implicit-GEMM kernel reading the image, the filter (16 channels: no

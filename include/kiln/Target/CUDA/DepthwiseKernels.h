@@ -74,6 +74,10 @@ generateDepthwiseSource(const ConvProblem &problem,
 runtime::Expected<GemmKernels>
 generateDepthwise(const ConvProblem &problem, const DepthwiseConfig &config,
                   const Epilogue &epilogue, const GenerateOptions &options);
+/// generateDepthwise without NVRTC (see specializeGemm).
+runtime::Expected<GemmKernels>
+specializeDepthwise(const ConvProblem &problem, const DepthwiseConfig &config,
+                    const Epilogue &epilogue, const GenerateOptions &options);
 
 } // namespace kiln::contraction
 

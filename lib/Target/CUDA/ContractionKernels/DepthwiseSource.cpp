@@ -177,6 +177,18 @@ generateDepthwise(const ConvProblem &p, const Epilogue &e,
 runtime::Expected<GemmKernels>
 generateDepthwise(const ConvProblem &p, const DepthwiseConfig &c,
                   const Epilogue &e, const GenerateOptions &options) {
+  runtime::Expected<GemmKernels> kernels =
+      specializeDepthwise(p, c, e, options);
+  if (!kernels)
+    return kernels;
+  if (runtime::Error err = compileKernels(*kernels, options.name))
+    return err;
+  return kernels;
+}
+
+runtime::Expected<GemmKernels>
+specializeDepthwise(const ConvProblem &p, const DepthwiseConfig &c,
+                    const Epilogue &e, const GenerateOptions &options) {
   if (options.smVersion != 80 && options.smVersion != 90)
     return runtime::Error::failure(
         "depthwise kernels target sm_80 or sm_90, not sm_" +
@@ -185,18 +197,13 @@ generateDepthwise(const ConvProblem &p, const DepthwiseConfig &c,
       generateDepthwiseSource(p, c, e, options);
   if (!source)
     return source.takeError();
-  runtime::Expected<nvrtc::CompileResult> compiled = nvrtc::compileToPtx(
-      *source, options.name,
-      {"--gpu-architecture=compute_" + std::to_string(options.smVersion),
-       "-default-device", "--std=c++17", "-restrict"});
-  if (!compiled)
-    return compiled.takeError();
   GemmKernels result;
   result.source = source.take();
-  result.compileSeconds = compiled->seconds;
+  result.nvrtcOptions = {"--gpu-architecture=compute_" +
+                             std::to_string(options.smVersion),
+                         "-default-device", "--std=c++17", "-restrict"};
   GemmKernel kernel;
   kernel.name = options.name;
-  kernel.ptx = compiled->ptx;
   kernel.block = {kDepthwiseThreads, 1, 1};
   // Threads: (N P) rows x ceil(Q / PIX) pixel groups x O / VEC vectors;
   // per output pixel (M = N P Q) that is the factor below over Q.
