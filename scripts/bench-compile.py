@@ -23,6 +23,7 @@ number on a shared machine. The cases:
 """
 import argparse
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -72,17 +73,20 @@ def run(kilnc, model, flags, cache, out, timing=False):
 
 
 def phases(report):
-    """(name, wall seconds) of --time-passes's top-level and artifact rows."""
+    """(name, wall seconds) of --time-passes's top-level and artifact rows
+    ("  0.0192 (  1.4%)    0.0192 (  1.5%)  import": user time, then wall
+    time, then the name)."""
     rows = []
     for line in report.splitlines():
-        parts = line.split()
-        # "   1.2345 ( 12.3%)   name" with the wall-clock column first.
-        if len(parts) >= 3 and parts[1].startswith("(") and parts[0][0].isdigit():
-            name = line[line.index(")") + 1:].strip()
-            if name in ("import", "kiln", "graph", "linalg", "gpu", "llvm",
-                        "ptx", "artifact", "template kernels (NVRTC)",
-                        "ptxas", "Total"):
-                rows.append((name, float(parts[0])))
+        m = re.match(r"^\s*((?:[\d.]+\s+\(\s*[\d.]+%\)\s+)+)(\S.*)$", line)
+        if not m:
+            continue
+        name = m.group(2).strip()
+        wall = float(re.findall(r"([\d.]+)\s+\(", m.group(1))[-1])
+        if name in ("import", "kiln", "graph", "linalg", "gpu", "llvm",
+                    "ptx", "artifact", "template kernels (NVRTC)",
+                    "ptxas", "Total"):
+            rows.append((name, wall))
     return rows
 
 

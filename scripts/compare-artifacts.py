@@ -36,6 +36,7 @@ import argparse
 import concurrent.futures
 import hashlib
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -88,6 +89,126 @@ def ptx_entries(blob):
     return out
 
 
+def _read(fmt, blob, at):
+    return struct.unpack_from(fmt, blob, at), at + struct.calcsize(fmt)
+
+
+def kernel_records(blob):
+    """The `kernels` section as a list of dicts (docs/artifact-format.md:
+    name str, grid and block u32[3], dynamic shared u32, np u32, np x
+    (kind u32, name str), PTX blob, cubin sm u32, cubin blob)."""
+    (count,), at = _read("<I", blob, 0)
+    out = []
+    for _ in range(count):
+        (size,), at = _read("<I", blob, at)
+        name = blob[at:at + size].decode()
+        at += size
+        geometry, at = _read("<8I", blob, at)
+        params = []
+        for _ in range(geometry[7]):
+            (kind, size), at = _read("<II", blob, at)
+            params.append((kind, blob[at:at + size]))
+            at += size
+        (size,), at = _read("<Q", blob, at)
+        ptx = blob[at:at + size]
+        at += size
+        (sm,), at = _read("<I", blob, at)
+        (size,), at = _read("<Q", blob, at)
+        cubin = blob[at:at + size]
+        at += size
+        out.append({"name": name, "geometry": geometry, "params": params,
+                    "ptx": ptx, "sm": sm, "cubin": cubin})
+    return out
+
+
+def launch_records(blob):
+    """The `launches` section: [(kernel index, argument tuple)]."""
+    (count,), at = _read("<I", blob, 0)
+    out = []
+    for _ in range(count):
+        (kernel, nargs), at = _read("<II", blob, at)
+        args, at = _read(f"<{nargs}Q", blob, at)
+        out.append((kernel, args))
+    return out
+
+
+def resource_records(blob, count):
+    """The `kernel-resources` section: one 6 x u32 tuple per kernel."""
+    if blob is None:
+        return [None] * count
+    return [struct.unpack_from("<6I", blob, 4 + 24 * i) for i in range(count)]
+
+
+def masked_ptx(kernel):
+    """A kernel's PTX with the names of its module's entries (a split-K
+    kernel and its _reduce share a module) and NVRTC's internal symbols
+    masked."""
+    ptx = re.sub(rb"\d+_INTERNAL_[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]{8}", b"@I",
+                 kernel["ptx"])
+    names = re.findall(rb"\.entry\s+([\w$]+)\s*\(", ptx)
+    for i, name in sorted(enumerate(names), key=lambda e: -len(e[1])):
+        ptx = re.sub(rb"(?<![0-9A-Za-z])" + re.escape(name) + rb"(?![0-9])",
+                     b"@K%d" % i, ptx)
+    return ptx
+
+
+def tensor_map_records(blob):
+    """The `tensor-maps` section: a list of 140-byte records."""
+    if not blob:
+        return []
+    (count,) = struct.unpack_from("<I", blob, 0)
+    return [blob[4 + 140 * i:4 + 140 * (i + 1)] for i in range(count)]
+
+
+def resolved_args(kernel, args, maps):
+    """A launch's arguments with each tensor-map index replaced by the
+    record it names (identical maps are shared like identical kernels)."""
+    return tuple(maps[value] if kind == 5 and value < len(maps) else value
+                 for (kind, _), value in zip(kernel["params"], args))
+
+
+def same_launch_by_launch(old, new):
+    """Whether two artifacts run the same kernels: launch i of both runs a
+    kernel with the same geometry, parameters, resources and PTX (its entry
+    name aside) with the same arguments. This is what the artifact builder's
+    sharing of identical template kernels (issue 23, emission at
+    serialisation) keeps while it changes the kernels section: two launches
+    of identical kernels kiln_conv_2 and kiln_conv_6 become two launches of
+    kiln_conv_2. The PTX is compared with the entry name and NVRTC's
+    internal-linkage symbols (`_ZN45_INTERNAL_<hash>_14_kiln_conv_6_cu_<hash
+    of the program name>...`, the only place the program name shows) masked;
+    a cubin is compared byte for byte when the PTX is identical and not
+    otherwise (ptxas made it from PTX that is compared). A `tensor-map`
+    argument is compared as the record it names. Returns (None, (old kernels,
+    new kernels)) or (reason, None)."""
+    ko, kn = kernel_records(old.get(5, b"")), kernel_records(new.get(5, b""))
+    lo, ln = launch_records(old.get(6, b"")), launch_records(new.get(6, b""))
+    mo, mn = tensor_map_records(old.get(11)), tensor_map_records(new.get(11))
+    ro = resource_records(old.get(9), len(ko))
+    rn = resource_records(new.get(9), len(kn))
+    if len(lo) != len(ln):
+        return f"{len(lo)} vs {len(ln)} launches", None
+    used = set()
+    for i, ((a, args_a), (b, args_b)) in enumerate(zip(lo, ln)):
+        x, y = ko[a], kn[b]
+        used.add(b)
+        where = f"launch {i} ({x['name']} vs {y['name']})"
+        if len(args_a) != len(x["params"]) or \
+                resolved_args(x, args_a, mo) != resolved_args(y, args_b, mn):
+            return f"{where}: arguments differ", None
+        if x["geometry"] != y["geometry"] or x["params"] != y["params"] \
+                or x["sm"] != y["sm"] or ro[a] != rn[b]:
+            return f"{where}: geometry, parameters or resources differ", None
+        if x["ptx"] == y["ptx"]:
+            if x["cubin"] != y["cubin"]:
+                return f"{where}: cubin differs", None
+        elif masked_ptx(x) != masked_ptx(y):
+            return f"{where}: PTX differs", None
+    if len(used) != len(kn):
+        return f"{len(kn) - len(used)} kernels no launch runs", None
+    return None, (len(ko), len(kn))
+
+
 def compile_model(kilnc, model, flags, out, extra_env=None):
     env = dict(os.environ)
     env.update(extra_env or {})
@@ -116,6 +237,13 @@ def compare_one(job, args):
                   if k != 1 and old.get(k) != new.get(k)]
         if not differ:
             return ("same", label)
+        reason = None
+        if set(differ) <= {"kernels", "launches", "kernel-resources",
+                           "tensor-maps"}:
+            reason, counts = same_launch_by_launch(old, new)
+            if reason is None:
+                return ("same-shared", f"{label}: {counts[0]} -> {counts[1]} "
+                                       "kernels, launch by launch the same")
         detail = ""
         if "kernels" in differ:
             a, b = ptx_entries(old.get(5, b"")), ptx_entries(new.get(5, b""))
@@ -123,6 +251,8 @@ def compare_one(job, args):
             detail = f"; kernels whose PTX differs: {', '.join(changed[:8])}" \
                      f"{' ...' if len(changed) > 8 else ''} " \
                      f"({len(a)} vs {len(b)} entries)"
+        if reason:
+            detail += f"; launch by launch: {reason}"
         return ("differ", f"{label}: sections differ: {', '.join(differ)}"
                           f"{detail}")
 
@@ -215,7 +345,7 @@ def main():
             jobs += encoder_jobs(work)
         if "fuzz" in sets:
             jobs += fuzz_jobs(work, args.fuzz_seed, args.fuzz_count)
-        same = differ = same_failure = ran = 0
+        same = shared = differ = same_failure = ran = 0
         run_left = {}
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             futures = {pool.submit(compare_one, job, args): job for job in jobs}
@@ -224,6 +354,9 @@ def main():
                 if result[0] == "differ":
                     differ += 1
                     print("DIFFER", result[1], flush=True)
+                elif result[0] == "same-shared":
+                    shared += 1
+                    print("shared", result[1], flush=True)
                 elif result[0] == "same-failure":
                     same_failure += 1
                     print("same failure", result[1], flush=True)
@@ -254,7 +387,8 @@ def main():
                         print("DIFFER", job[0], ": emu outputs differ",
                               err_a or err_b, flush=True)
         print(f"{len(jobs)} compiles compared: {same} identical, "
-              f"{same_failure} failing the same way in both, {differ} "
+              f"{shared} the same launch by launch with identical kernels "
+              f"shared, {same_failure} failing the same way in both, {differ} "
               f"differing" + (f"; {ran} artifact pairs run on emu with "
                               f"byte-identical outputs unless listed"
                               if args.run else ""))

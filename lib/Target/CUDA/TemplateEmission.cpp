@@ -86,8 +86,18 @@ llvm::Error emitTemplateKernels(ModuleOp module, KernelCache &cache,
       parts.push_back(option);
     job.key = KernelCache::hashKey(parts);
     auto [it, isNew] = byKey.try_emplace(job.key, jobs.size());
-    if (isNew)
+    if (isNew) {
       jobs.push_back(std::move(job));
+    } else {
+      // NVRTC names the program's internal symbols after it; the shortest
+      // name of the binaries sharing a source (split-K's main kernel, not
+      // its _reduce) keeps them as they were when each region compiled
+      // its own program.
+      std::string &name = jobs[it->second].name;
+      if (job.name.size() < name.size() ||
+          (job.name.size() == name.size() && job.name < name))
+        name = job.name;
+    }
     binaries.push_back({binary, it->second});
   }
   if (jobs.empty())
