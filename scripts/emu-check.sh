@@ -15,8 +15,10 @@
 # compiled with kilnc, run with kiln-run --device emu, and compared with
 # onnxruntime fp32 on the same input: relative error on the output norm,
 # bound 1e-4. Prints one row per model: error, emu wall time. Too slow for
-# CI on 2 cores (ResNet-50 alone takes minutes); CI runs SqueezeNet and small
-# models (test/Target/CUDA/emu-*.test).
+# CI on 2 cores (ResNet-50 alone takes minutes). The light zoo's tests
+# (test/Target/CUDA/light-zoo-*.test, light_zoo.py: calibrated weights, the
+# logits compared element by element in every precision; docs/testing.md
+# "The light zoo") run in CI and in the nightly tier.
 #
 #===------------------------------------------------------------------------===#
 set -uo pipefail

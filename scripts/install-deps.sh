@@ -12,9 +12,16 @@ set -euo pipefail
 LLVM_VERSION=22
 DEB_PACKAGES=(
   cmake ninja-build ccache pkg-config python3 python3-pip
+  # psutil for lit's per-test timeout (test/lit.cfg.py): lit runs under
+  # Debian's /usr/bin/python3, so the Debian package, not pip's.
+  python3-psutil
   "llvm-${LLVM_VERSION}-dev" "libmlir-${LLVM_VERSION}-dev"
   "mlir-${LLVM_VERSION}-tools" "llvm-${LLVM_VERSION}-tools" "clang-${LLVM_VERSION}"
   libfmt-dev libgtest-dev libgmock-dev
+  # Formats: nlohmann-json3-dev (3.11, header-only) writes and reads every
+  # JSON file of the runtime; libinih-dev (r55, its static archive) reads
+  # runtime/targets/gpus.ini. docs/runtime.md "Formats" says why these two.
+  nlohmann-json3-dev libinih-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
 )
@@ -30,6 +37,13 @@ DEB_PACKAGES=(
 PY_PACKAGES=(onnx==1.17.0 onnxruntime==1.20.1 numpy==1.26.4 pytest==9.2.0
   nanobind==3.1.0 scikit-build-core==1.1.2 scikit-learn==1.5.2
   jax==0.4.38 jaxlib==0.4.38)
+# nvidia-cutlass (test-only) for the C++ source its wheel carries under
+# cutlass_library/source (CUTLASS's headers, util and examples): nvcc
+# builds CUTLASS's own kernels from it and the emulator runs them
+# (test/cutlass, docs/emulator.md "Checked against CUTLASS"). Installed
+# --no-deps: nothing of its Python side is used, and its dependencies
+# (cuda-python, scipy, networkx, ...) would come unpinned. 40 MB.
+PY_NO_DEPS_PACKAGES=(nvidia-cutlass==4.2.0.0)
 
 say() { printf 'install-deps: %s\n' "$*"; }
 
@@ -57,7 +71,7 @@ if [ ! -x "$CUDA_HOME/bin/ptxas" ] || [ ! -f "$CUDA_HOME/include/cuda.h" ]; then
 fi
 
 PY="${PYTHON:-python3}"
-if ! "$PY" - "${PY_PACKAGES[@]}" <<'PYEOF' >/dev/null 2>&1
+if ! "$PY" - "${PY_PACKAGES[@]}" "${PY_NO_DEPS_PACKAGES[@]}" <<'PYEOF' >/dev/null 2>&1
 import sys
 from importlib.metadata import version
 for spec in sys.argv[1:]:
@@ -69,6 +83,9 @@ then
   say "installing Python packages: ${PY_PACKAGES[*]}"
   "$PY" -m pip install -q --disable-pip-version-check "${PY_PACKAGES[@]}" ||
     "$PY" -m pip install -q --disable-pip-version-check --break-system-packages "${PY_PACKAGES[@]}"
+  say "installing Python packages without their dependencies: ${PY_NO_DEPS_PACKAGES[*]}"
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps "${PY_NO_DEPS_PACKAGES[@]}" ||
+    "$PY" -m pip install -q --disable-pip-version-check --no-deps --break-system-packages "${PY_NO_DEPS_PACKAGES[@]}"
 fi
 
 say "all dependencies present (LLVM/MLIR ${LLVM_VERSION}, CUDA at $CUDA_HOME, $("$PY" --version))"

@@ -23,7 +23,7 @@ bandwidth, with the model's occupancy scaling) is at least its compute term
 model's `bound` with the per-launch overhead left out (at batch 1 the
 overhead is the largest term of almost every kernel, and it says nothing
 about how the kernel uses memory). The terms are recomputed here from the
-profile's counts and runtime/targets/gpus.ini, as runtime/lib/Profile.cpp
+profile's counts and runtime/targets/gpus.ini, as runtime/lib/PerformanceModel.cpp
 computes them; a kernel whose profile `bound` is `memory` always counts.
 
 MODEL is a light model of the onnx package (squeezenet, shufflenet,
@@ -134,7 +134,7 @@ def load_targets():
 
 def terms(kernel, target):
     """The performance model's memory, compute and issue terms (seconds),
-    as runtime/lib/Profile.cpp's estimateLaunch computes them."""
+    as runtime/lib/PerformanceModel.cpp's estimateLaunch computes them."""
     f = lambda key: float(target[key])
     achieved = max(kernel.get("achieved_occupancy") or 0.0, 1e-9)
     bw_scale = min(1.0, achieved / f("occupancy_for_peak_bandwidth"))

@@ -3,6 +3,7 @@
 
 import os
 import shutil
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -22,6 +23,9 @@ config.substitutions.append(
     ("%llvm_include", os.path.join(os.path.dirname(config.llvm_tools_dir), "include")))
 python = config.python_executable or shutil.which("python3")
 config.substitutions.append(("%python", python))
+# lit itself, as this run invokes it (its interpreter has psutil for
+# timeouts): lit-limits.test runs a suite of its own.
+config.substitutions.append(("%lit", f"{sys.executable} {sys.argv[0]}"))
 # Runs a command and checks its exact exit status (1: user error, 2: internal).
 config.substitutions.append(
     ("%expect-exit",
@@ -30,6 +34,12 @@ config.substitutions.append(
 config.substitutions.append(
     ("%onnx-from-text",
      f"{python} {os.path.join(config.kiln_src_root, 'test', 'Frontend', 'ONNX', 'onnx_from_text.py')}"))
+
+# Tiers (-Dkiln_full=1 adds the `full` feature) and the per-test timeout
+# (-Dkiln_timeout=N, default 3600 s): test/lit_limits.py.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lit_limits
+lit_limits.apply(lit_config, config)
 
 llvm_config.with_system_environment(["HOME", "PYTHONPATH"])
 # kilnc keeps compiled kernels in ~/.cache/kiln/kernels by default: the
@@ -67,6 +77,13 @@ cuda_lib = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64")
 if os.environ.get("KILN_NVRTC_LIBRARY") or any(
         f.startswith("libnvrtc.so") for f in (os.listdir(cuda_lib) if os.path.isdir(cuda_lib) else [])):
     config.available_features.add("nvrtc")
+
+# CUTLASS's kernels, compiled by nvcc at build time from the pinned
+# nvidia-cutlass wheel (test/cutlass/CMakeLists.txt), run on the emulator.
+config.substitutions.append(
+    ("%cutlass_bin", os.path.join(config.kiln_obj_root, "test", "cutlass")))
+if getattr(config, "kiln_cutlass_kernels", "OFF") == "ON":
+    config.available_features.add("cutlass")
 
 # ptxas validates emitted PTX when the CUDA Toolkit is installed.
 ptxas = shutil.which("ptxas") or (

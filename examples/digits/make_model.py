@@ -154,8 +154,10 @@ def main():
     onnx.save(model, path)
     np.save(os.path.join(args.outdir, "images.npy"), test_x[:args.batch])
     np.save(os.path.join(args.outdir, "labels.npy"), test_y[:args.batch])
-    import onnxruntime as ort
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "scripts"))
+    import numerics  # the one onnxruntime setup (optimizations off)
+    session = numerics.ort_session(path)
     probs = session.run(None, {"image": test_x})[0]
     accuracy = float((probs.argmax(1) == test_y).mean())
     print(f"trained {path}: held-out accuracy (onnxruntime, {HELD_OUT} images "

@@ -5,12 +5,31 @@ Run with scripts/test.sh (lit's test/python/pytest.test), or by hand:
   PYTHONPATH=build/python KILN_KILNC=build/bin/kilnc python3 -m pytest python/tests
 """
 
+import os
+import sys
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "scripts"))
+import numerics  # noqa: E402  (the tests' comparison rule)
+
+# fp32 against onnxruntime on these small models: sums of at most 32 terms
+# of O(1) values in another order, ~2e-6 relative; a bound of 1e-5 on the
+# relative L2 error, and per element 6e-5 rms + 1e-5 |want|
+# (scripts/numerics.py), leaves a margin without hiding a wrong element (a
+# wrong index or a missing bias moves an output by O(1)).
+FP32 = numerics.tolerance(1e-5)
+
+
+def assert_close(got, want, tol=FP32, name="output"):
+    """scripts/numerics.py's comparison; raises with its report line."""
+    return numerics.assert_close(got, want, tol, name)
 
 
 def _model(nodes, inputs, outputs, initializers, name):
@@ -73,10 +92,9 @@ def make_unsupported():
 
 
 def reference(model, feeds):
-    """onnxruntime's outputs, by name (the independent reference)."""
-    import onnxruntime as ort
-    session = ort.InferenceSession(model.SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
+    """onnxruntime's outputs, by name (the independent reference; graph
+    optimizations off)."""
+    session = numerics.ort_session(model)
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, feeds)))
 

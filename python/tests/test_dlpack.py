@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import reference
+from conftest import assert_close, reference
 
-FP32 = dict(rtol=1e-4, atol=1e-4)  # as in test_compile_run.py
 
 
 class DLPackOnly:
@@ -33,7 +32,7 @@ def test_dlpack_input_and_numpy_output_round_trip(mlp_model, mlp_artifact, rng):
     wrapped = DLPackOnly(x)
     y = kiln.Session(mlp_artifact, device="emu").run({"x": wrapped})["y"]
     assert wrapped.exported >= 1
-    np.testing.assert_allclose(y, reference(mlp_model, {"x": x})["y"], **FP32)
+    assert_close(y, reference(mlp_model, {"x": x})["y"])
     # The output speaks DLPack too: numpy imports it without a copy.
     again = np.from_dlpack(y)
     assert again.ctypes.data == y.ctypes.data
@@ -59,7 +58,7 @@ def test_non_contiguous_numpy_is_made_contiguous(mlp_model, mlp_artifact, rng):
     x = base.T  # a transposed view: strides (4, 64) bytes
     assert not x.flags.c_contiguous
     y = kiln.Session(mlp_artifact, device="emu").run({"x": x})["y"]
-    np.testing.assert_allclose(y, reference(mlp_model, {"x": np.ascontiguousarray(x)})["y"], **FP32)
+    assert_close(y, reference(mlp_model, {"x": np.ascontiguousarray(x)})["y"])
 
 
 def test_non_contiguous_dlpack_tensor_is_refused(mlp_artifact, rng):
@@ -79,7 +78,7 @@ def test_array_likes_are_converted(mlp_model, mlp_artifact, rng):
         session.run({"x": x.tolist()})
     assert err.value.tensor == "x"
     y = session.run({"x": np.asarray(x.tolist(), dtype=np.float32)})["y"]
-    np.testing.assert_allclose(y, reference(mlp_model, {"x": x})["y"], **FP32)
+    assert_close(y, reference(mlp_model, {"x": x})["y"])
 
 
 def _cuda_capsule(shape):

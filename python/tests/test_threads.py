@@ -6,9 +6,8 @@ import time
 import numpy as np
 
 import kiln
-from conftest import make_mlp, reference
+from conftest import assert_close, make_mlp, reference
 
-FP32 = dict(rtol=1e-4, atol=1e-4)  # as in test_compile_run.py
 
 
 def test_two_sessions_in_two_threads():
@@ -23,8 +22,8 @@ def test_two_sessions_in_two_threads():
             for _ in range(5):
                 x = rng.standard_normal((4, 16)).astype(np.float32)
                 y = session.run({"x": x})["y"]
-                np.testing.assert_allclose(
-                    y, reference(models[i], {"x": x})["y"], **FP32)
+                assert_close(
+                    y, reference(models[i], {"x": x})["y"])
                 checked[i] += 1
         except Exception as err:  # reported by the main thread
             errors.append(err)
@@ -49,9 +48,8 @@ def test_one_session_shared_by_two_threads(mlp_model, mlp_artifact):
             rng = np.random.default_rng(seed)
             for _ in range(4):
                 x = rng.standard_normal((4, 16)).astype(np.float32)
-                np.testing.assert_allclose(session.run({"x": x})["y"],
-                                           reference(mlp_model, {"x": x})["y"],
-                                           **FP32)
+                assert_close(session.run({"x": x})["y"],
+                                           reference(mlp_model, {"x": x})["y"])
         except Exception as err:
             errors.append(err)
 

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
-from conftest import _model, reference
+from conftest import _model, assert_close, numerics, reference
 
 BATCH, FEATURES, CLASSES = 8, 6, 4
 
@@ -97,8 +97,11 @@ def test_one_sgd_step_matches_numpy(sgd_artifact):
     # each; 1e-5 relative leaves a wide margin yet catches any wrong term.
     assert got == pytest.approx(loss, rel=1e-5)
     weights = trainer.weights()
-    np.testing.assert_allclose(weights["W"], w_next, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(weights["b"], b_next, rtol=1e-5, atol=1e-6)
+    # Per element 1e-6 + 1e-5 |want| (an absolute atol: the weights are
+    # O(0.1-1)), and 1e-5 on the norm (scripts/numerics.py).
+    step = numerics.Tolerance(norm=1e-5, rtol=1e-5, atol_rms=0.0, atol=1e-6)
+    assert_close(weights["W"], w_next, step, "W")
+    assert_close(weights["b"], b_next, step, "b")
     assert set(trainer.state_names) >= {"params", "opt.step"}
 
 
@@ -207,7 +210,8 @@ def test_training_learns_and_exports(tmp_path, classifier_file):
     ours = trainer.evaluate({"x": batch})["y"]
     theirs = reference(trained, {"x": batch})["y"]
     # The same fp32 weights and a 6-term dot product: ulp-level agreement.
-    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    assert_close(ours, theirs, numerics.Tolerance(
+        norm=1e-5, rtol=1e-5, atol_rms=0.0, atol=1e-5), "y")
 
 
 def test_errors(tmp_path, sgd_artifact, mlp_artifact, mlp_model,

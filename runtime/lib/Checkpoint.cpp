@@ -3,20 +3,22 @@
 // safetensors (https://huggingface.co/docs/safetensors): a u64 little-endian
 // header length, a JSON object naming each tensor's dtype, shape and byte
 // range in the data that follows, and an optional "__metadata__" object of
-// strings. The runtime has no JSON dependency, so this file reads the subset
-// safetensors allows (objects, arrays, strings, non-negative integers) with a
-// strict recursive-descent parser and rejects anything else; every offset is
-// checked against the file before a byte is read.
+// strings. The header is written and parsed by nlohmann::json (Json.h);
+// this file then takes only what safetensors allows (dimensions and
+// offsets that are non-negative integers, metadata that is strings, no key
+// twice in an object, nesting at most 8 deep) and checks every offset
+// against the file before a byte is read.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Json.h"
 #include "Support.h"
 
 #include "kiln/runtime/Training.h"
 
+#include <algorithm>
+#include <cstring>
 #include <map>
-#include <memory>
-#include <variant>
 
 namespace kiln::runtime {
 
@@ -49,215 +51,52 @@ std::optional<DType> dtypeFromSafetensors(std::string_view name) {
   return std::nullopt;
 }
 
-std::string quote(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-      continue;
+/// The header parsed, refusing what JSON allows but safetensors does not:
+/// a key given twice in one object (nlohmann would keep the last) and
+/// nesting deeper than a header needs.
+Expected<Json> parseHeader(std::string_view text) {
+  std::vector<std::vector<std::string>> keys;
+  std::string problem;
+  Json::parser_callback_t strict = [&](int depth, Json::parse_event_t event,
+                                       Json &parsed) {
+    if (depth > 8 && problem.empty())
+      problem = "nesting too deep";
+    if (event == Json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == Json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == Json::parse_event_t::key && !keys.empty()) {
+      std::string key = parsed.get<std::string>();
+      if (std::find(keys.back().begin(), keys.back().end(), key) !=
+              keys.back().end() &&
+          problem.empty())
+        problem = "duplicate key '" + key + "'";
+      keys.back().push_back(std::move(key));
     }
-    out += c;
-  }
-  return out + "\"";
+    return true;
+  };
+  Expected<Json> json = parseJson(text, "header", strict);
+  if (json && !problem.empty())
+    return makeError("header: {}", problem);
+  return json;
 }
 
-/// A JSON value of the subset safetensors uses.
-struct Json {
-  enum Kind { Object, Array, String, Integer } kind = Integer;
-  std::vector<std::pair<std::string, Json>> members;
-  std::vector<Json> elements;
-  std::string text;
-  uint64_t integer = 0;
-
-  const Json *member(std::string_view key) const {
-    for (const auto &[name, value] : members)
-      if (name == key)
-        return &value;
-    return nullptr;
-  }
-};
-
-class JsonParser {
-public:
-  explicit JsonParser(std::string_view text) : text(text) {}
-
-  Expected<Json> parseDocument() {
-    Json value;
-    if (!parseValue(value, 0))
-      return makeError("header: {}", problem);
-    skipSpace();
-    if (pos != text.size())
-      return makeError("header: unexpected text after the JSON object at "
-                       "byte {}",
-                       pos);
-    return value;
-  }
-
-private:
-  bool fail(std::string message) {
-    if (problem.empty())
-      problem = fmt::format("{} at byte {}", message, pos);
-    return false;
-  }
-  void skipSpace() {
-    while (pos < text.size() &&
-           (text[pos] == ' ' || text[pos] == '\n' || text[pos] == '\t' ||
-            text[pos] == '\r'))
-      ++pos;
-  }
-  bool parseString(std::string &out) {
-    if (pos >= text.size() || text[pos] != '"')
-      return fail("expected a string");
-    ++pos;
-    while (pos < text.size() && text[pos] != '"') {
-      char c = text[pos++];
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos >= text.size())
-        return fail("unterminated escape");
-      char e = text[pos++];
-      switch (e) {
-      case '"': case '\\': case '/': out += e; break;
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'u': {
-        if (pos + 4 > text.size())
-          return fail("short \\u escape");
-        unsigned code = 0;
-        for (int i = 0; i < 4; ++i) {
-          char h = text[pos++];
-          code <<= 4;
-          if (h >= '0' && h <= '9') code |= h - '0';
-          else if (h >= 'a' && h <= 'f') code |= h - 'a' + 10;
-          else if (h >= 'A' && h <= 'F') code |= h - 'A' + 10;
-          else return fail("bad \\u escape");
-        }
-        if (code >= 0x80)
-          return fail("non-ASCII \\u escapes are not supported");
-        out += static_cast<char>(code);
-        break;
-      }
-      default:
-        return fail("unknown escape");
-      }
-    }
-    if (pos >= text.size())
-      return fail("unterminated string");
-    ++pos;
-    return true;
-  }
-  bool parseValue(Json &out, int depth) {
-    if (depth > 8)
-      return fail("nesting too deep");
-    skipSpace();
-    if (pos >= text.size())
-      return fail("unexpected end");
-    char c = text[pos];
-    if (c == '{') {
-      out.kind = Json::Object;
-      ++pos;
-      skipSpace();
-      if (pos < text.size() && text[pos] == '}') {
-        ++pos;
-        return true;
-      }
-      while (true) {
-        skipSpace();
-        std::string key;
-        if (!parseString(key))
-          return false;
-        skipSpace();
-        if (pos >= text.size() || text[pos] != ':')
-          return fail("expected ':'");
-        ++pos;
-        Json value;
-        if (!parseValue(value, depth + 1))
-          return false;
-        if (out.member(key))
-          return fail("duplicate key '" + key + "'");
-        out.members.push_back({std::move(key), std::move(value)});
-        skipSpace();
-        if (pos < text.size() && text[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < text.size() && text[pos] == '}') {
-          ++pos;
-          return true;
-        }
-        return fail("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      out.kind = Json::Array;
-      ++pos;
-      skipSpace();
-      if (pos < text.size() && text[pos] == ']') {
-        ++pos;
-        return true;
-      }
-      while (true) {
-        Json value;
-        if (!parseValue(value, depth + 1))
-          return false;
-        out.elements.push_back(std::move(value));
-        skipSpace();
-        if (pos < text.size() && text[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < text.size() && text[pos] == ']') {
-          ++pos;
-          return true;
-        }
-        return fail("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      out.kind = Json::String;
-      return parseString(out.text);
-    }
-    if (c >= '0' && c <= '9') {
-      out.kind = Json::Integer;
-      uint64_t value = 0;
-      while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
-        std::optional<uint64_t> next = checkedMul(value, 10);
-        next = next ? checkedAdd(*next, uint64_t(text[pos] - '0')) : next;
-        if (!next)
-          return fail("integer overflows 64 bits");
-        value = *next;
-        ++pos;
-      }
-      out.integer = value;
-      return true;
-    }
-    return fail("unsupported JSON value");
-  }
-
-  std::string_view text;
-  size_t pos = 0;
-  std::string problem;
-};
+/// A non-negative integer of the header (a dimension, an offset).
+std::optional<uint64_t> count(const Json &value) {
+  if (!value.is_number_unsigned())
+    return std::nullopt;
+  return value.get<uint64_t>();
+}
 
 } // namespace
 
 Error writeSafetensors(const std::string &path, const Checkpoint &checkpoint) {
-  std::string header = "{";
+  Json json = Json::object();
   if (!checkpoint.metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool firstEntry = true;
-    for (const auto &[key, value] : checkpoint.metadata) {
-      header += (firstEntry ? "" : ",") + quote(key) + ":" + quote(value);
-      firstEntry = false;
-    }
-    header += "}";
+    Json metadata = Json::object();
+    for (const auto &[key, value] : checkpoint.metadata)
+      metadata[key] = value;
+    json["__metadata__"] = std::move(metadata);
   }
   uint64_t offset = 0;
   for (const auto &[name, tensor] : checkpoint.tensors) {
@@ -266,16 +105,12 @@ Error writeSafetensors(const std::string &path, const Checkpoint &checkpoint) {
     if (!dtype || !size || *size != tensor.data.size())
       return makeError("{}: tensor '{}' does not hold {} {}", path, name,
                        dtypeName(tensor.dtype), formatShape(tensor.shape));
-    std::string shape;
-    for (size_t i = 0; i < tensor.shape.size(); ++i)
-      shape += (i ? "," : "") + std::to_string(tensor.shape[i]);
-    header += fmt::format("{}{}:{{\"dtype\":\"{}\",\"shape\":[{}],"
-                          "\"data_offsets\":[{},{}]}}",
-                          header.size() > 1 ? "," : "", quote(name), *dtype,
-                          shape, offset, offset + *size);
+    json[name] = {{"dtype", std::string(*dtype)},
+                  {"shape", tensor.shape},
+                  {"data_offsets", {offset, offset + *size}}};
     offset += *size;
   }
-  header += "}";
+  std::string header = dumpJson(json);
   // Pad the header with spaces so the data starts 8-byte aligned.
   while ((8 + header.size()) % 8 != 0)
     header += ' ';
@@ -311,63 +146,65 @@ Expected<Checkpoint> readSafetensors(const std::string &path) {
     return fail(fmt::format("truncated: the header needs {} bytes, the file "
                             "has {} after the length",
                             headerSize, size - 8));
-  Expected<Json> json =
-      JsonParser(std::string_view(reinterpret_cast<const char *>(bytes + 8),
-                                  headerSize))
-          .parseDocument();
+  Expected<Json> json = parseHeader(
+      std::string_view(reinterpret_cast<const char *>(bytes + 8), headerSize));
   if (!json)
     return fail(json.error().message());
-  if (json->kind != Json::Object)
+  if (!json->is_object())
     return fail("header: not a JSON object");
   uint64_t dataStart = 8 + headerSize;
   uint64_t dataSize = size - dataStart;
   Checkpoint checkpoint;
   uint64_t covered = 0;
-  for (const auto &[name, value] : json->members) {
+  for (const auto &[name, value] : json->items()) {
     if (name == "__metadata__") {
-      if (value.kind != Json::Object)
+      if (!value.is_object())
         return fail("header: __metadata__ is not an object");
-      for (const auto &[key, text] : value.members) {
-        if (text.kind != Json::String)
+      for (const auto &[key, text] : value.items()) {
+        if (!text.is_string())
           return fail("header: metadata '" + key + "' is not a string");
-        checkpoint.metadata[key] = text.text;
+        checkpoint.metadata[key] = text.get<std::string>();
       }
       continue;
     }
-    const Json *dtype = value.member("dtype");
-    const Json *shape = value.member("shape");
-    const Json *offsets = value.member("data_offsets");
-    if (value.kind != Json::Object || !dtype || dtype->kind != Json::String ||
-        !shape || shape->kind != Json::Array || !offsets ||
-        offsets->kind != Json::Array || offsets->elements.size() != 2)
+    auto member = [&](const char *key) -> const Json * {
+      auto it = value.find(key);
+      return it == value.end() ? nullptr : &*it;
+    };
+    const Json *dtype = value.is_object() ? member("dtype") : nullptr;
+    const Json *shape = value.is_object() ? member("shape") : nullptr;
+    const Json *offsets = value.is_object() ? member("data_offsets") : nullptr;
+    if (!dtype || !dtype->is_string() || !shape || !shape->is_array() ||
+        !offsets || !offsets->is_array() || offsets->size() != 2)
       return fail("tensor '" + name +
                   "': needs dtype, shape and data_offsets [begin, end]");
-    std::optional<DType> type = dtypeFromSafetensors(dtype->text);
+    std::optional<DType> type =
+        dtypeFromSafetensors(dtype->get<std::string>());
     if (!type)
-      return fail("tensor '" + name + "': unsupported dtype '" + dtype->text +
-                  "'");
+      return fail("tensor '" + name + "': unsupported dtype '" +
+                  dtype->get<std::string>() + "'");
     HostTensor tensor;
     tensor.dtype = *type;
-    for (const Json &dim : shape->elements) {
-      if (dim.kind != Json::Integer || dim.integer > uint64_t(INT64_MAX))
+    for (const Json &dim : *shape) {
+      std::optional<uint64_t> extent = count(dim);
+      if (!extent || *extent > uint64_t(INT64_MAX))
         return fail("tensor '" + name + "': a dimension is not an integer");
-      tensor.shape.push_back(static_cast<int64_t>(dim.integer));
+      tensor.shape.push_back(static_cast<int64_t>(*extent));
     }
-    uint64_t begin = offsets->elements[0].integer;
-    uint64_t end = offsets->elements[1].integer;
+    std::optional<uint64_t> begin = count((*offsets)[0]);
+    std::optional<uint64_t> end = count((*offsets)[1]);
     std::optional<uint64_t> expected = tensorByteSize(tensor.dtype, tensor.shape);
-    if (offsets->elements[0].kind != Json::Integer ||
-        offsets->elements[1].kind != Json::Integer || begin > end ||
-        !expected || end - begin != *expected)
+    if (!begin || !end || *begin > *end || !expected ||
+        *end - *begin != *expected)
       return fail("tensor '" + name + "': data_offsets do not hold " +
                   std::string(dtypeName(tensor.dtype)) + " " +
                   formatShape(tensor.shape));
-    if (end > dataSize)
+    if (*end > dataSize)
       return fail(fmt::format("truncated: tensor '{}' ends at data byte {} "
                               "but the file has {} data bytes",
-                              name, end, dataSize));
-    covered += end - begin;
-    tensor.data.assign(bytes + dataStart + begin, bytes + dataStart + end);
+                              name, *end, dataSize));
+    covered += *end - *begin;
+    tensor.data.assign(bytes + dataStart + *begin, bytes + dataStart + *end);
     checkpoint.tensors[name] = std::move(tensor);
   }
   if (covered != dataSize)

@@ -15,6 +15,10 @@
 // fails a launch that reads shared memory no thread of the block wrote;
 // KILN_EMU_MAX_STEPS=N fails a block still running after N warp
 // instructions (an endless loop would otherwise hang the run).
+// KILN_EMU_CHECK=races[,shared] turns on the race check (shared-memory
+// races, async-proxy hazards, global writes of two blocks, mbarrier misuse:
+// emu/RaceCheck.h) and, with `shared`, the shared-read check; an unknown
+// name makes creating the device fail.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +68,14 @@ struct FunctionSlot {
 
 using Clock = std::chrono::steady_clock;
 
+/// The default step limit (KILN_EMU_MAX_STEPS): warp instructions one block
+/// may execute before the launch fails, so that an endless loop or a spin
+/// on another block ends a run (and a test) instead of hanging it. The
+/// largest block of ResNet-50 at batch 32 runs 1.18e6 (the unfused fp32
+/// convolution; 6.3e4 on the bf16 templates): 850x below this, which an
+/// endless loop reaches in seconds (docs/emulator.md "Flags").
+constexpr uint64_t kDefaultMaxWarpInstructionsPerBlock = 1'000'000'000;
+
 class EmuDevice final : public Device {
 public:
   EmuDevice() {
@@ -82,13 +94,34 @@ public:
     printStats = stats && *stats && std::strcmp(stats, "0") != 0;
     if (const char *env = std::getenv("KILN_EMU_RANDOM_BLOCKS"))
       blockOrderSeed = std::strtoull(env, nullptr, 0);
-    if (const char *env = std::getenv("KILN_EMU_MAX_STEPS"))
+    if (const char *env = std::getenv("KILN_EMU_MAX_STEPS"); env && *env)
       maxWarpInstructionsPerBlock = std::strtoull(env, nullptr, 0);
     const char *checkShared = std::getenv("KILN_EMU_CHECK_SHARED");
     checkSharedReads =
         checkShared && *checkShared && std::strcmp(checkShared, "0") != 0;
   }
   ~EmuDevice() override;
+
+  /// Reads KILN_EMU_CHECK (a comma-separated list: races, shared).
+  Error readChecks(std::string_view list) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string_view::npos)
+        end = list.size();
+      std::string_view name = list.substr(start, end - start);
+      if (name == "races")
+        checkRaces = true;
+      else if (name == "shared")
+        checkSharedReads = true;
+      else if (!name.empty())
+        return makeError("emu: KILN_EMU_CHECK: unknown check '{}' (known: "
+                         "races, shared; comma-separated)",
+                         name);
+      start = end + 1;
+    }
+    return Error::success();
+  }
 
   const DeviceInfo &info() const override { return deviceInfo; }
 
@@ -136,9 +169,12 @@ private:
   unsigned workers = 1;
   bool printStats = false;
   uint64_t blockOrderSeed = 0;
-  uint64_t maxWarpInstructionsPerBlock = 0;
+  uint64_t maxWarpInstructionsPerBlock = kDefaultMaxWarpInstructionsPerBlock;
   uint64_t launches = 0;
   bool checkSharedReads = false;
+  bool checkRaces = false;
+  /// Blocks the race check ran (KILN_EMU_STATS reports them).
+  uint64_t raceCheckedBlocks = 0;
   uint64_t nextAddress = kFirstAddress;
   std::map<DevicePtr, Allocation> allocations;
   std::vector<emu::MemoryRegion> regions;
@@ -193,6 +229,12 @@ EmuDevice::~EmuDevice() {
                  static_cast<unsigned long long>(stats.warpInstructions),
                  launchSeconds, stats.threadInstructions / launchSeconds / 1e6,
                  workers);
+  if (printStats && checkRaces)
+    std::fprintf(stderr,
+                 "kiln emu: race check (KILN_EMU_CHECK=races): %llu blocks of "
+                 "%llu launches checked\n",
+                 static_cast<unsigned long long>(raceCheckedBlocks),
+                 static_cast<unsigned long long>(launches));
 }
 
 void EmuDevice::rebuildRegions() {
@@ -404,6 +446,7 @@ Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
   spec.memory = &regions;
   spec.workers = workers;
   spec.checkSharedReads = checkSharedReads;
+  spec.checkRaces = checkRaces;
   spec.maxWarpInstructionsPerBlock = maxWarpInstructionsPerBlock;
   ++launches;
   if (blockOrderSeed) // a different order for every launch
@@ -421,6 +464,8 @@ Error EmuDevice::launch(FunctionHandle function, const LaunchConfig &config,
   launchSeconds += seconds;
   stats.threadInstructions += launchStats.threadInstructions;
   stats.warpInstructions += launchStats.warpInstructions;
+  if (checkRaces && !err)
+    raceCheckedBlocks += launchStats.blocksRun;
   if (profiling.enabled && !err)
     profiles.push_back({kernel.name, config, stream.id,
                         countersOf(launchStats, config.grid), seconds});
@@ -464,7 +509,11 @@ Expected<float> EmuDevice::elapsedMilliseconds(EventHandle start,
 } // namespace
 
 Expected<std::unique_ptr<Device>> createEmuDevice() {
-  return std::unique_ptr<Device>(new EmuDevice());
+  auto device = std::make_unique<EmuDevice>();
+  if (const char *checks = std::getenv("KILN_EMU_CHECK"))
+    if (Error err = device->readChecks(checks))
+      return err;
+  return std::unique_ptr<Device>(std::move(device));
 }
 
 } // namespace kiln::runtime

@@ -28,7 +28,7 @@ Then the suggested figures of runtime/targets/gpus.ini, from every kernel
 of every profile with both times, grouped by target and by the figure
 their `bound` class divides by: memory -> dram_bandwidth_gbps; compute ->
 the tensor peak of the kernel's MMA type (bf16_tflops, fp16_tflops,
-tf32_tflops; bf16 when the type is unknown, as Profile.cpp does) or
+tf32_tflops; bf16 when the type is unknown, as PerformanceModel.cpp does) or
 fp32_tflops without MMA; issue -> clock_ghz (the issue rate is schedulers
 x clock, and schedulers are whole); launch -> launch_overhead_us. For each,
 the time-weighted geometric mean of measured / estimated, r: a geometric
@@ -182,7 +182,7 @@ def analyse(profile, coverage, factor):
 
 def read_table(path):
     """(text, {section: {key: value}}) of a gpus.ini-format file, read as
-    runtime/lib/Profile.cpp reads it ('#' starts a comment anywhere)."""
+    runtime/lib/TargetTable.cpp reads it ('#' starts a comment anywhere)."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     sections, current = {}, None

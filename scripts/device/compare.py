@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Relative error on the output norm: ||kiln - ref|| / ||ref|| per output.
+"""Kiln's outputs against a reference directory, by scripts/numerics.py's rule.
 
-Usage: compare.py REFERENCE_DIR OUTPUT_DIR
-       compare.py --top1 REFERENCE_DIR OUTPUT_DIR
+Usage: compare.py [--bound B] REFERENCE_DIR OUTPUT_DIR
+       compare.py --top1 [--bound B] REFERENCE_DIR OUTPUT_DIR
 
-Prints the worst relative error over the outputs (inf when one is missing or
-misshaped); exits 0 either way, the caller applies the bound.
+Each output is compared as docs/testing.md ("Comparing numbers") says: the
+relative error of its norm, ||kiln - ref|| / ||ref||, within B, and every
+element within 6 B rms(ref) + B |ref| (NaN/Inf where the reference has
+them). Prints one line per output, then a last line "E R" with the worst
+relative error and the worst per-element ratio (<= 1 passes) over the
+outputs ("inf inf" when one is missing or misshaped); exits 0 either way,
+the caller applies the verdict (E <= B and R <= 1). B defaults to 1e-4.
 
 --top1 (the GPU check's top-1 phase, for classifiers): also the fraction of
 the samples (dimension 0) whose top-1 class, the argmax over the other
@@ -27,6 +32,12 @@ import sys
 
 import numpy as np
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+# scripts/numerics.py: next to this file in the device pack, one folder up
+# in the source tree.
+sys.path[:0] = [HERE, os.path.join(HERE, "..")]
+import numerics  # noqa: E402
+
 
 def top1_classes(a):
     """The argmax over all but dimension 0."""
@@ -40,22 +51,20 @@ def centred(a, log):
     return z - z.mean(axis=0)
 
 
-def compare(ref_dir, out_dir, top1=False):
-    """(worst relative error, {top1, classes, centred_top1, centred_classes}
-    (least over the outputs; empty unless top1), problem or None)."""
-    worst, stats = 0.0, {}
+def compare(ref_dir, out_dir, top1=False, bound=1e-4):
+    """(numerics.Comparison over the outputs, {top1, classes, centred_top1,
+    centred_classes} (least over the outputs; empty unless top1), problem
+    or None)."""
+    results, stats = [], {}
     for name in sorted(os.listdir(ref_dir)):
         ref = np.load(os.path.join(ref_dir, name)).astype(np.float64)
         path = os.path.join(out_dir, name)
         if not os.path.exists(path):
-            return float("inf"), {}, f"output {name} missing"
+            return None, {}, f"output {name} missing"
         got = np.load(path).astype(np.float64)
         if got.shape != ref.shape:
-            return float("inf"), {}, f"output {name}: shape {got.shape}, want {ref.shape}"
-        denom = max(np.linalg.norm(ref), 1e-30)
-        err = float(np.linalg.norm(got - ref) / denom)
-        # max() would drop a NaN (a NaN output must not pass).
-        worst = max(worst, err if np.isfinite(err) else float("inf"))
+            return None, {}, f"output {name}: shape {got.shape}, want {ref.shape}"
+        results.append(numerics.compare(got, ref, bound, name))
         if top1:
             # A classifier's output: [batch, classes] or [batch, classes, 1, 1].
             log = bool((ref > 0).all())
@@ -65,25 +74,40 @@ def compare(ref_dir, out_dir, top1=False):
                 for k, value in ((key + "top1", float(np.mean(want == have))),
                                  (key + "classes", len(np.unique(want)))):
                     stats[k] = min(stats.get(k, value), value)
-    return worst, stats, None
+    if not results:
+        return None, {}, "no outputs"
+    return numerics.combine(results), stats, None
+
+
+def figures(result):
+    """(E, R): the worst relative error and per-element ratio; inf, inf
+    for a NaN/Inf mismatch (a NaN output must not pass)."""
+    if result is None or result.problem:
+        return float("inf"), float("inf")
+    return result.rel_l2, result.worst_ratio
 
 
 def main():
     argv = sys.argv[1:]
-    top1 = argv[:1] == ["--top1"]
-    if top1:
-        argv = argv[1:]
+    top1 = "--top1" in argv
+    argv = [a for a in argv if a != "--top1"]
+    bound = 1e-4
+    if argv[:1] == ["--bound"] and len(argv) > 1:
+        bound, argv = float(argv[1]), argv[2:]
     if len(argv) != 2:
-        sys.exit(__doc__.strip().splitlines()[2] + "\n" + __doc__.strip().splitlines()[3])
-    err, stats, problem = compare(argv[0], argv[1], top1)
-    if not top1:
-        print("inf" if problem else f"{err:.3e}")
-    elif problem:
+        sys.exit("\n".join(__doc__.strip().splitlines()[2:4]))
+    result, stats, problem = compare(argv[0], argv[1], top1, bound)
+    err, ratio = figures(result)
+    if problem:
         print("error: " + problem)
-    else:
-        print(f"rel-err {err:.3e} top1 {stats['top1']:.3f} classes {stats['classes']} "
-              f"centred-top1 {stats['centred_top1']:.3f} "
+    elif top1:
+        print(f"rel-err {err:.3e} worst-element {ratio:.3f} top1 {stats['top1']:.3f} "
+              f"classes {stats['classes']} centred-top1 {stats['centred_top1']:.3f} "
               f"centred-classes {stats['centred_classes']}")
+    else:
+        print(result.line())
+    if not top1:
+        print(f"{err:.3e} {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ The benchmark phase, for each model with phase "bench":
    `kiln-run --weights`, a seeded input and the onnxruntime fp32 reference
    (make_reference.py --provider auto);
 3. per artifact: kiln-run once with -o, relative error of the output norm
-   against the reference (compare.py; bound fp32 1e-4, bf16 2e-2), then
+   against the reference (compare.py, scripts/numerics.py's rule: bound
+   fp32 1e-4, bf16 2e-2 on the norm, and the per-element bounds), then
    kiln-run --bench N for the median time per run (and NVML energy; with
    --profile for variants marked profile);
 4. for the models with a PyTorch kind, before the kiln runs, the PyTorch
@@ -265,14 +266,21 @@ class Check:
             why = "timed out" if rc is None else last_line(text)
             return self.row(name, "kiln " + v["name"], status="FAIL", note=why)
         rc, text = run([sys.executable, os.path.join(HERE, "compare.py"),
+                        "--bound", str(v["bound"]),
                         os.path.join(rundir, "reference"), out], 120)
-        err = float(text.strip().splitlines()[-1]) if rc == 0 else float("inf")
-        status = "ok" if err <= v["bound"] else "MISMATCH"
+        # "E R": the worst relative error and per-element ratio (numerics.py).
+        try:
+            err, ratio = (float(x) for x in text.strip().splitlines()[-1].split())
+        except (ValueError, IndexError):
+            err = ratio = float("inf")
+        status = "ok" if err <= v["bound"] and ratio <= 1.0 else "MISMATCH"
         ms, note, joules, watts = None, "", None, None
+        if status != "ok" and err <= v["bound"]:
+            note = f"an element off: {ratio:.2f} of its bound; "
         if not v.get("bench", True) or a.runs <= 0:
-            note = "not benchmarked"
+            note += "not benchmarked"
         elif self.left() < 0:
-            note = "bench skipped: time budget spent"
+            note += "bench skipped: time budget spent"
         else:
             # --bench N runs warmup + 2N times (N timed whole, N kernel by
             # kernel); slow artifacts get fewer runs, so one bench takes
@@ -288,12 +296,14 @@ class Check:
                 ms = float(found.group(1))
                 joules, watts = energy(text)
                 if runs < a.runs:
-                    note = f"median of {runs} runs (slow)"
+                    note += f"median of {runs} runs (slow)"
                 if v.get("profile"):
-                    note = (note + "; " if note else "") + f"per-kernel profile in {name}/bench-{slug}.log"
+                    note = (note + "; " if note and not note.endswith("; ") else note) + \
+                        f"per-kernel profile in {name}/bench-{slug}.log"
             else:
-                note = "bench " + ("timed out" if rc is None else "failed: " + last_line(text))
-        self.row(name, "kiln " + v["name"], ms, err, v["bound"], status, note, joules, watts)
+                note += "bench " + ("timed out" if rc is None else "failed: " + last_line(text))
+        self.row(name, "kiln " + v["name"], ms, err, v["bound"], status,
+                 note.rstrip("; "), joules, watts)
 
     def model(self, m, tdev):
         a = self.args
@@ -462,7 +472,7 @@ class Check:
         precision = v["precision"]
         try:
             ms, c, note = gemm_check.torch_gemm(x, b, precision, tdev, self.args.gemm_runs)
-            err, detail = ref.error(c)
+            err, detail = ref.error(c, v["bound"])
             del c
         except Exception as e:  # report, keep the kiln row
             return self.gemm_row(name, shape, precision, "cuBLAS", status="FAIL",
@@ -492,7 +502,8 @@ class Check:
         if len(files) != 1:
             return self.gemm_row(name, shape, precision, "kiln", status="FAIL",
                                  note=f"{len(files)} outputs, want 1")
-        err, detail = ref.error(gemm_check.load_output(os.path.join(out, files[0])))
+        err, detail = ref.error(gemm_check.load_output(os.path.join(out, files[0])),
+                                v["bound"])
         shutil.rmtree(out, ignore_errors=True)
         status = "ok" if err <= v["bound"] else "MISMATCH"
         ms, note, joules, watts = first, detail, None, None
@@ -691,11 +702,15 @@ class Check:
             return self.top1_row(name, vname, status="FAIL",
                                  note="timed out" if rc is None else last_line(text))
         import compare
-        err, stats, problem = compare.compare(ref_dir, out, top1=True)
+        result, stats, problem = compare.compare(ref_dir, out, top1=True,
+                                                 bound=v["bound"])
         if problem or not stats:
             return self.top1_row(name, vname, status="FAIL", note=problem or "no outputs")
+        err, ratio = compare.figures(result)
         note = "" if err != float("inf") else "non-finite output"
-        ok = err <= v["bound"] and stats["top1"] >= v["top1_bound"]
+        if err != float("inf") and ratio > 1.0:
+            note = f"an element off: {ratio:.2f} of its bound"
+        ok = result.ok and stats["top1"] >= v["top1_bound"]
         self.top1_row(name, vname, err, v["bound"], stats, v["top1_bound"],
                       "ok" if ok else "MISMATCH", note)
 

@@ -9,14 +9,22 @@ names.txt (graph name, file) and OUTDIR/reference/<name>.npy, with names
 sanitised the way kiln-run names its output files. The reference is
 onnxruntime fp32 on the CPU; --provider auto uses the CUDA execution
 provider when this onnxruntime has one, with TF32 off (a TF32 reference
-would be ~1e-3 off, ten times the fp32 bound), else the CPU.
+would be ~1e-3 off, ten times the fp32 bound), else the CPU. Either way
+every graph optimization is off (scripts/numerics.py's ort_session).
 """
 import argparse
 import os
 import re
+import sys
 
 import numpy as np
 import onnxruntime as ort
+
+HERE_NUMERICS = os.path.dirname(os.path.abspath(__file__))
+# scripts/numerics.py: next to this file in the device pack, one folder up
+# in the source tree.
+sys.path[:0] = [HERE_NUMERICS, os.path.join(HERE_NUMERICS, "..")]
+import numerics  # noqa: E402
 
 TYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
 
@@ -28,14 +36,14 @@ def safe(name):
 def session(model, provider):
     if provider == "auto" and "CUDAExecutionProvider" in ort.get_available_providers():
         try:
-            s = ort.InferenceSession(
+            s = numerics.ort_session(
                 model, providers=[("CUDAExecutionProvider", {"use_tf32": "0"}),
                                   "CPUExecutionProvider"])
             if s.get_providers()[0] == "CUDAExecutionProvider":
                 return s
         except Exception as e:  # an onnxruntime without the use_tf32 option
             print(f"make_reference.py: CUDA execution provider unusable ({e}); using the CPU")
-    return ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return numerics.ort_session(model)
 
 
 def main():

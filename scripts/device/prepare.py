@@ -142,6 +142,7 @@ SCRIPTS = [
     "scripts/device/export_initializers.py",
     "scripts/device/make_reference.py",
     "scripts/device/compare.py",
+    "scripts/numerics.py",
     "scripts/device/attention_bench.py",
     "scripts/device/wgmma_bench.py",
     "scripts/device/gemm_check.py",

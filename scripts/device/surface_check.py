@@ -32,7 +32,13 @@ import sys
 
 import numpy as np
 
-BOUND = 1e-4
+HERE_NUMERICS = os.path.dirname(os.path.abspath(__file__))
+# scripts/numerics.py: next to this file in the device pack, one folder up
+# in the source tree.
+sys.path[:0] = [HERE_NUMERICS, os.path.join(HERE_NUMERICS, "..")]
+import numerics  # noqa: E402
+
+BOUND = 1e-4  # fp32 (scripts/numerics.py's rule)
 
 
 def prepare(args):
@@ -45,13 +51,15 @@ def prepare(args):
     subprocess.run([os.path.join(args.build, "bin", "kilnc"), model, "-o",
                     os.path.join(out, "digits_cnn.kiln"), "--shape=image=32x1x8x8"],
                    check=True)
-    import onnxruntime as ort
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    session = numerics.ort_session(model)
     images = np.load(os.path.join(out, "images.npy"))
     np.save(os.path.join(out, "reference.npy"), session.run(None, {"image": images})[0])
     for sub in ("scripts", "bin"):
         os.makedirs(os.path.join(args.out, sub), exist_ok=True)
     shutil.copy2(os.path.abspath(__file__), os.path.join(args.out, "scripts"))
+    # Its comparison rule travels with it (prepare.py packs it too).
+    shutil.copy2(os.path.join(root, "scripts", "numerics.py"),
+                 os.path.join(args.out, "scripts"))
     if not os.path.exists(os.path.join(args.out, "bin", "kiln-run")):  # prepare.py copies it too
         shutil.copy2(os.path.join(args.build, "bin", "kiln-run"), os.path.join(args.out, "bin"))
     print(f"prepared surface: {out}")
@@ -86,10 +94,11 @@ def check(args):
         got = np.load(os.path.join(work, "probabilities.npy")).astype(np.float64)
         want = np.load(os.path.join(surface, "reference.npy")).astype(np.float64)
         labels = np.load(os.path.join(surface, "labels.npy"))
-        error = np.abs(got - want).max() / np.abs(want).max()
+        result = numerics.compare(got, want, BOUND)
         top1 = (got.argmax(1) == want.argmax(1)).mean()
-        record("digits on " + args.device, error <= BOUND and top1 == 1.0,
-               f"rel. error {error:.2e} (bound {BOUND:.0e}), top-1 agreement "
+        record("digits on " + args.device, result.ok and top1 == 1.0,
+               f"rel. error {result.rel_l2:.2e} (bound {BOUND:.0e}), worst element "
+               f"{result.worst_ratio:.2f} of its bound, top-1 agreement "
                f"{top1 * 100:.0f}%, correct {(got.argmax(1) == labels).sum()}/{len(labels)}")
 
     emu = args.device == "emu"  # the dry run: few runs, the emulator is slow

@@ -151,7 +151,7 @@ def run(args):
             if args.torch != "no":
                 try:
                     ms, c, note = gemm_check.torch_gemm(a, b, precision, tdev, args.runs)
-                    err, _ = shapes[key]["ref"].error(c)
+                    err, _ = shapes[key]["ref"].error(c, bound)
                     rows.append(dict(name=f"gemm-{m}x{k}x{n}", shape=[m, k, n],
                                      precision=precision, impl="torch.matmul",
                                      config=note or "cuBLAS", ms=ms, err=err,
@@ -177,7 +177,8 @@ def run(args):
             rows.append(row)
             continue
         outputs = sorted(f for f in os.listdir(out) if f.endswith(".npy"))
-        row["err"], row["detail"] = s["ref"].error(gemm_check.load_output(os.path.join(out, outputs[0])))
+        row["err"], row["detail"] = s["ref"].error(
+            gemm_check.load_output(os.path.join(out, outputs[0])), bound)
         ran = subprocess.run(base + ["--bench", str(args.runs), "--warmup", str(args.warmup)],
                              capture_output=True, text=True)
         times = GEMM_KERNEL.findall(ran.stdout + ran.stderr)

@@ -3,9 +3,10 @@
 
 Usage:
   conformance.py [--tsv RESULTS.tsv] [--write-doc docs/conformance.md]
-                 [--write-expected test/e2e/expected-failures.txt]
-                 [--check test/e2e/expected-failures.txt] [--shard I/N]
-                 [--filter REGEX] [--jobs N] [--kilnc PATH] [--kiln-run PATH]
+                 [--check test/e2e/expected-failures.txt]
+                 [--shrink-expected test/e2e/expected-failures.txt]
+                 [--shard I/N] [--filter REGEX] [--jobs N] [--kilnc PATH]
+                 [--kiln-run PATH]
 
 For every `test_*` folder under `<onnx>/backend/test/data/node` (the `onnx`
 package this interpreter imports), it compiles model.onnx with kilnc, turns
@@ -26,11 +27,22 @@ Each test lands in one class:
 kilnc runs with KILN_PTXAS="" so it skips cubin assembly: the emulator runs
 the PTX, and ptxas would only slow the run (pass --with-ptxas to keep it).
 
---check FILE reads a list of tests expected to fail (one per line, the test
-name first, then a free-form reason; '#' starts a comment). It exits 1 when
-a test not on the list fails, or a test on the list passes (the list may
-only shrink), and prints both lists. With --shard I/N only every N-th test
-(in sorted order, starting at I) runs, and only its part of the list counts.
+--check FILE reads the list of tests expected to fail, written by hand:
+one entry per line, `<test> <class>: <reason>`, the class one of those
+above (not pass) and the reason why the test fails ('#' starts a comment;
+a malformed line, an unknown class, a missing reason or a test listed twice
+is an error). It exits 1 and says which when
+  - a test not on the list fails (an unexpected failure),
+  - a listed test fails in another class than its entry's (a compile-error
+    that now compiles and returns wrong numbers is a mismatch: a new bug,
+    not the old one),
+  - a listed test passes (an unexpected pass: delete its entry; the list
+    only shrinks).
+With --shard I/N only every N-th test (in sorted order, starting at I)
+runs, and only its part of the list counts. --shrink-expected FILE deletes
+the entries of the tests that passed in this run from FILE, keeping every
+other line as it is; nothing writes new entries (add one by hand, with its
+reason, only for a failure that is not a bug: docs/conformance.md).
 """
 import argparse
 import collections
@@ -47,6 +59,10 @@ import time
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "scripts"))
+import numerics  # noqa: E402
 
 RTOL = 1e-3
 ATOL = 1e-7
@@ -244,15 +260,17 @@ def compare_output(name, got, expected):
         return f"'{name}': dtype {got.dtype}, expected {expected.dtype}"
     if got.shape != expected.shape:
         return f"'{name}': shape {got.shape}, expected {expected.shape}"
-    if np.allclose(got, expected, rtol=RTOL, atol=ATOL, equal_nan=True):
+    # ONNX's runner: every element within ATOL + RTOL |expected|, NaN where
+    # NaN (scripts/numerics.py's per-element rule with these constants).
+    result = numerics.compare(got, expected,
+                              numerics.Tolerance.elementwise(RTOL, ATOL))
+    if result.ok:
         return None
-    g = got.astype(np.float64)
-    e = expected.astype(np.float64)
-    close = np.isclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
-    with np.errstate(invalid="ignore"):
-        worst = np.nanmax(np.abs(g - e)[~close]) if (~close).any() else 0.0
-    return (f"'{name}': {int((~close).sum())}/{e.size} elements off, "
-            f"max abs err {worst:.3g}")
+    if result.problem:
+        return f"'{name}': {result.problem}"
+    worst = abs(result.worst_got - result.worst_want)
+    return (f"'{name}': {result.elements_over}/{expected.size} elements off, "
+            f"the worst off by {worst:.3g}")
 
 
 def check_outputs(model, data_dir, outdir):
@@ -362,15 +380,18 @@ def write_tsv(path, results):
                     f"{detail}\n")
 
 
-def write_expected(path, results):
+def shrink_expected(path, results):
+    """Deletes the entries of the tests that passed from the list at path;
+    every other line is kept as it is. Returns how many went."""
+    passed = {r[0] for r in results if r[1] == "pass"}
+    with open(path) as f:
+        lines = f.readlines()
+    kept = [line for line in lines
+            if line.split("#", 1)[0].split()[:1] == []
+            or line.split()[0] not in passed]
     with open(path, "w") as f:
-        f.write("# ONNX backend node tests that kilnc + kiln-run --device emu "
-                "do not pass.\n# Regenerate with test/e2e/conformance.py "
-                "--write-expected; entries may only\n# be removed by hand "
-                "(a fix), never added. Format: <test> <class>: <reason>\n")
-        for name, status, detail, _, _ in results:
-            if status != "pass":
-                f.write(f"{name} {status}: {detail}\n")
+        f.writelines(kept)
+    return len(lines) - len(kept)
 
 
 def per_op_rows(results):
@@ -397,6 +418,28 @@ def failure_causes(results, limit):
         example.setdefault(cause, name)
     return [(c, n, example[c]) for c, n in causes.most_common(limit)]
 
+
+# docs/conformance.md's section on the list (write_doc writes it).
+EXPECTED_LIST_DOC = [
+    "## The expected-failures list",
+    "",
+    ('`test/e2e/expected-failures.txt` lists every test that does not '
+     'pass, one line each: `<test> <class>: <reason>`, the class one of '
+     "the table's (not pass) and the reason why it fails. It is written by "
+     'hand and only shrinks: an entry is added only for a failure that is '
+     'not a Kiln bug (an op or type Kiln does not support, wrong test '
+     'data), with its reason. CI (`test/Target/CUDA/conformance.test`, '
+     '`conformance.py --check`) fails when a test not on the list fails; '
+     "when a listed test fails in another class than its entry's (a "
+     'compile-error that starts compiling and returns wrong numbers is a '
+     'mismatch: a new bug, not the old one); and when a listed test passes '
+     '(delete its entry: `conformance.py --shrink-expected FILE` deletes '
+     'the entries of every test that passed, and nothing writes new ones). '
+     'A malformed entry, an unknown class or a test listed twice is an '
+     'error naming the line. `test/Target/CUDA/conformance-check.test` '
+     'checks all of this on three node tests (~5 s).'),
+    "",
+]
 
 def write_doc(path, results, seconds, jobs):
     counts, total, supported = summarize(results)
@@ -435,8 +478,8 @@ def write_doc(path, results, seconds, jobs):
         "|---|---|",
     ]
     lines += [f"| {c} | {counts[c]} |" for c in CLASSES]
+    lines += [""] + EXPECTED_LIST_DOC
     lines += [
-        "",
         "## Most common failures",
         "",
         "Failures other than unsupported ops, grouped by message.",
@@ -465,29 +508,60 @@ def write_doc(path, results, seconds, jobs):
 # --- The CI check ----------------------------------------------------------
 
 
+class ListError(Exception):
+    pass
+
+
+ENTRY = re.compile(r"^(\S+)\s+([a-z-]+):\s*(\S.*)$")
+
+
 def read_expected(path):
-    names = set()
+    """{test: (class, reason)} from the hand-written list at `path`; a
+    malformed entry raises ListError naming the file and line."""
+    entries = {}
     with open(path) as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                names.add(line.split()[0])
-    return names
+        for number, line in enumerate(f, 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            where = f"{path}:{number}"
+            match = ENTRY.match(text)
+            if not match:
+                raise ListError(f"{where}: expected '<test> <class>: <reason>', "
+                                f"got '{text[:80]}'")
+            name, status, reason = match.groups()
+            if status not in CLASSES or status == "pass":
+                raise ListError(f"{where}: '{name}': unknown class '{status}' "
+                                f"(one of {', '.join(CLASSES[1:])})")
+            if name in entries:
+                raise ListError(f"{where}: '{name}' is listed twice")
+            entries[name] = (status, reason)
+    return entries
 
 
-def check(results, expected_failures):
-    failing = {r[0]: f"{r[1]}: {r[2]}" for r in results if r[1] != "pass"}
+def check(results, expected):
+    """Prints the three kinds of difference from the list; 1 if any."""
+    failing = {r[0]: (r[1], r[2]) for r in results if r[1] != "pass"}
     ran = {r[0] for r in results}
-    unexpected_failures = sorted(set(failing) - expected_failures)
-    unexpected_passes = sorted((expected_failures & ran) - set(failing))
+    unexpected_failures = sorted(set(failing) - set(expected))
+    changed = sorted(name for name in set(failing) & set(expected)
+                     if failing[name][0] != expected[name][0])
+    unexpected_passes = sorted((set(expected) & ran) - set(failing))
     print(f"unexpected failures ({len(unexpected_failures)}):")
     for name in unexpected_failures:
-        print(f"  {name} {failing[name]}")
+        status, detail = failing[name]
+        print(f"  {name} {status}: {detail}")
+    print(f"changed class ({len(changed)}); a listed failure that now fails "
+          "another way is a new failure:")
+    for name in changed:
+        status, detail = failing[name]
+        print(f"  {name}: listed {expected[name][0]} ({expected[name][1]}), "
+              f"now {status}: {detail}")
     print(f"unexpected passes ({len(unexpected_passes)}); remove them from "
-          "the list:")
+          "the list (--shrink-expected):")
     for name in unexpected_passes:
         print(f"  {name}")
-    return 1 if unexpected_failures or unexpected_passes else 0
+    return 1 if unexpected_failures or changed or unexpected_passes else 0
 
 
 # --- Driver ----------------------------------------------------------------
@@ -510,8 +584,9 @@ def parse_args():
     ap.add_argument("--tsv", help="write the per-test result table here")
     ap.add_argument("--write-doc", metavar="PATH",
                     help="write the conformance report (markdown) here")
-    ap.add_argument("--write-expected", metavar="PATH",
-                    help="write the list of failing tests here")
+    ap.add_argument("--shrink-expected", metavar="PATH",
+                    help="delete the entries of the tests that passed from "
+                         "this list")
     ap.add_argument("--check", metavar="PATH",
                     help="fail if results differ from this expected list")
     ap.add_argument("--shard", type=parse_shard, default=(0, 1),
@@ -529,6 +604,13 @@ def parse_args():
 
 def main():
     args = parse_args()
+    expected = None
+    if args.check:
+        try:
+            expected = read_expected(args.check)
+        except (ListError, OSError) as error:
+            print(f"conformance.py: error: {error}", file=sys.stderr)
+            return 2
     root = node_test_root()
     names = list_tests(root, args.filter, args.shard)
     start = time.monotonic()
@@ -538,9 +620,10 @@ def main():
         write_tsv(args.tsv, results)
     if args.write_doc:
         write_doc(args.write_doc, results, seconds, args.jobs)
-    if args.write_expected:
-        write_expected(args.write_expected, results)
-    status = check(results, read_expected(args.check)) if args.check else 0
+    if args.shrink_expected:
+        gone = shrink_expected(args.shrink_expected, results)
+        print(f"{args.shrink_expected}: {gone} entries of passing tests deleted")
+    status = check(results, expected) if expected is not None else 0
     print(summary_line(results, seconds))
     return status
 

@@ -30,6 +30,8 @@ def LowerToLinalgPass : Pass<"kiln-lower-to-linalg", "mlir::func::FuncOp"> {
     "mlir::arith::ArithDialect",
     "mlir::linalg::LinalgDialect",
     "mlir::math::MathDialect",
+    // kiln.roi_align's sample loops, whose trip count depends on the region.
+    "mlir::scf::SCFDialect",
     "mlir::tensor::TensorDialect",
   ];
 }
@@ -440,10 +442,12 @@ def SelectGenericKernelsPass
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per block">,
-    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
-           "Streaming multiprocessors of the target">,
-    Option<"maxThreadsPerSm", "max-threads-per-sm", "int64_t",
-           /*default=*/"2048", "Resident threads per SM of the target">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "GPU architecture: its SM count and resident threads per SM "
+           "(runtime/targets/gpus.ini, TargetInfo.h) size the kernels">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"0",
+           "Streaming multiprocessors to size kernels for instead of the "
+           "chip's (0: the chip's; tests)">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Vectorise elementwise kernels (128-bit accesses where proven "
            "contiguous and aligned)">,
@@ -484,7 +488,7 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       consecutive points of the flattened iteration space, V = 16 bytes
       over the narrowest element accessed (4 for f32, 8 for bf16/f16; at
       most 8; 1-byte elements are not vectorised yet), in a grid-stride loop over at most `sm-count` x
-      (`max-threads-per-sm` / `block-size`) blocks. Each access (an
+      (the chip's resident threads per SM / `block-size`) blocks. Each access (an
       indexing map, or a body load at index arithmetic of `linalg.index`
       values) whose address is provably contiguous over the group and
       aligned to min(16, V x element bytes) from its buffer's base becomes
@@ -568,11 +572,12 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per block of the second pass of a split column "
            "reduction">,
-    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
-           "Streaming multiprocessors of the target (sizes grid-stride "
-           "grids)">,
-    Option<"maxThreadsPerSm", "max-threads-per-sm", "int64_t",
-           /*default=*/"2048", "Resident threads per SM of the target">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "GPU architecture: its SM count and resident threads per SM "
+           "(runtime/targets/gpus.ini, TargetInfo.h) size grid-stride grids">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"0",
+           "Streaming multiprocessors to size grids for instead of the "
+           "chip's (0: the chip's; tests)">,
   ];
   let dependentDialects = [
     "mlir::affine::AffineDialect",

@@ -728,7 +728,8 @@ void collapse(kiln::FusionOp fusion) {
     if (error.empty())
       linalg::YieldOp::create(nested, loc, results);
   }
-  generic->setAttr("kiln.fusion_kind", fusion.getKindAttr());
+  generic->setAttr(kiln::KilnDialect::FusionKindAttrHelper::getNameStr(),
+                   fusion.getKindAttr());
   if (!error.empty()) {
     generic.erase();
     for (Value init : inits)

@@ -4,7 +4,12 @@
 // C++ expression over floats. A value whose kiln type is bf16 or f16 is
 // rounded where the generic kernel would round it, so both kernels compute
 // the same numbers: after every op except the last, whose rounding is the
-// store's.
+// store's. Each op means what its linalg lowering (KilnToLinalg/
+// ElementwiseToLinalg.cpp) means, special values included: Max, Min, Relu
+// and Clip propagate NaN through Common.cuh's maxNaN/minNaN (max.NaN.f32,
+// what arith.maximumf becomes), not fmaxf/fminf, which drop a NaN operand.
+// test/Target/CUDA/epilogue-special-values.test runs every op here through
+// both kernels on NaN, +-Inf, -0 and subnormals.
 //
 //===----------------------------------------------------------------------===//
 
@@ -304,12 +309,12 @@ LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
           .Case([&](SubOp) { return in[0] + " - " + in[1]; })
           .Case([&](MulOp) { return in[0] + " * " + in[1]; })
           .Case([&](DivOp) { return in[0] + " / " + in[1]; })
-          .Case([&](MaxOp) { return "fmaxf(" + in[0] + ", " + in[1] + ")"; })
-          .Case([&](MinOp) { return "fminf(" + in[0] + ", " + in[1] + ")"; })
+          .Case([&](MaxOp) { return "maxNaN(" + in[0] + ", " + in[1] + ")"; })
+          .Case([&](MinOp) { return "minNaN(" + in[0] + ", " + in[1] + ")"; })
           .Case([&](PowOp) { return "powf(" + in[0] + ", " + in[1] + ")"; })
           .Case([&](NegOp) { return "-" + in[0]; })
           .Case([&](AbsOp) { return unary("fabsf"); })
-          .Case([&](ReluOp) { return "fmaxf(" + in[0] + ", 0.0f)"; })
+          .Case([&](ReluOp) { return "maxNaN(" + in[0] + ", 0.0f)"; })
           .Case([&](ExpOp) { return unary("expf"); })
           .Case([&](LogOp) { return unary("logf"); })
           .Case([&](SqrtOp) { return unary("sqrtf"); })
@@ -336,9 +341,11 @@ LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
           .Case([&](ClipOp clip) {
             std::string v = in[0];
             if (std::optional<APFloat> lo = clip.getMin())
-              v = "fmaxf(" + v + ", " + floatLiteral(lo->convertToDouble()) + ")";
+              v = "maxNaN(" + v + ", " + floatLiteral(lo->convertToDouble()) +
+                  ")";
             if (std::optional<APFloat> hi = clip.getMax())
-              v = "fminf(" + v + ", " + floatLiteral(hi->convertToDouble()) + ")";
+              v = "minNaN(" + v + ", " + floatLiteral(hi->convertToDouble()) +
+                  ")";
             return v;
           })
           .Case([&](CastOp cast) {

@@ -18,19 +18,24 @@ namespace kiln::templates {
 
 /// The attribute names the selection and the lowering share.
 /// On a fusion region (and the kernel calls it becomes): its kernel config.
-inline constexpr llvm::StringLiteral kKernelAttr = "kiln.kernel";
+inline constexpr llvm::StringLiteral kKernelAttr =
+    KilnDialect::KernelAttrHelper::getNameStr();
 /// On a fusion region: where its config came from ("heuristic", "tuned
 /// (cache)", ...), for kilnc --stats.
-inline constexpr llvm::StringLiteral kKernelOriginAttr = "kiln.kernel_origin";
+inline constexpr llvm::StringLiteral kKernelOriginAttr =
+    KilnDialect::KernelOriginAttrHelper::getNameStr();
 /// On a fusion region the selection kept generic: why.
-inline constexpr llvm::StringLiteral kGenericReasonAttr = "kiln.generic_reason";
+inline constexpr llvm::StringLiteral kGenericReasonAttr =
+    KilnDialect::GenericReasonAttrHelper::getNameStr();
 /// On a tf32 matmul region: the selection chose to store the row-major
 /// weight B transposed (K-major), which tf32 wgmma reads without a
 /// transposing copy; the problem it tuned has B column-major.
-inline constexpr llvm::StringLiteral kWeightKMajorAttr = "kiln.weight_kmajor";
+inline constexpr llvm::StringLiteral kWeightKMajorAttr =
+    KilnDialect::WeightKmajorAttrHelper::getNameStr();
 /// On a fusion region: report lines that precede its own (an attention
 /// region split in two says why on its first part).
-inline constexpr llvm::StringLiteral kSelectionNoteAttr = "kiln.selection_note";
+inline constexpr llvm::StringLiteral kSelectionNoteAttr =
+    KilnDialect::SelectionNoteAttrHelper::getNameStr();
 
 GemmConfigAttr toAttr(mlir::MLIRContext *ctx,
                       const contraction::GemmConfig &config);

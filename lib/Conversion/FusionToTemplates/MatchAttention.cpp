@@ -465,11 +465,12 @@ LogicalResult Matcher::rewriteAttention(kiln::FusionOp fusion,
     return failure();
   Value result = fusion.getYield().getValues()[*storedIndex];
 
-  bool tf32 = first->hasAttr("kiln.tf32");
+  bool tf32 = first->hasAttr(KilnDialect::Tf32AttrHelper::getNameStr());
   Value qValue = tf32 ? peelTf32Rounding(first.getLhs()) : first.getLhs();
   Value kValue = tf32 ? peelTf32Rounding(first.getRhs()) : first.getRhs();
-  Value vValue = second->hasAttr("kiln.tf32") ? peelTf32Rounding(second.getRhs())
-                                              : second.getRhs();
+  Value vValue = second->hasAttr(KilnDialect::Tf32AttrHelper::getNameStr())
+                     ? peelTf32Rounding(second.getRhs())
+                     : second.getRhs();
   std::optional<cx::DType> inputType = kernelDType(qValue.getType());
   if (!inputType || kernelDType(kValue.getType()) != inputType ||
       kernelDType(vValue.getType()) != inputType ||
@@ -685,7 +686,8 @@ Value Matcher::buildKernelCall(
       builder.getI32IntegerAttr(kernel.dynamicSharedBytes),
       builder.getArrayAttr({}), builder.getDenseI32ArrayAttr(order));
   call->setAttr(kKernelAttr, config);
-  call->setAttr("kiln.flops", builder.getI64IntegerAttr(flops));
+  call->setAttr(KilnDialect::FlopsAttrHelper::getNameStr(),
+                builder.getI64IntegerAttr(flops));
   return call.getResult(0);
 }
 

@@ -67,7 +67,8 @@ namespace kiln::templates {
 
 /// On the module: one line per matmul region, its kernel or why it has none
 /// (kilnc --stats prints them).
-constexpr llvm::StringLiteral kReportAttr = "kiln.contraction_report";
+constexpr llvm::StringLiteral kReportAttr =
+    KilnDialect::ContractionReportAttrHelper::getNameStr();
 
 namespace {
 
@@ -262,7 +263,7 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
       auxIndex ? fusion.getYield().getValues()[*auxIndex] : Value();
 
   // The family and operand types.
-  bool tf32 = matmul->hasAttr("kiln.tf32");
+  bool tf32 = matmul->hasAttr(KilnDialect::Tf32AttrHelper::getNameStr());
   Value lhs = tf32 ? peelTf32Rounding(matmul.getLhs()) : matmul.getLhs();
   Value rhs = tf32 ? peelTf32Rounding(matmul.getRhs()) : matmul.getRhs();
   std::optional<cx::DType> inputType = kernelDType(lhsType);
@@ -763,11 +764,13 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
         builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
     call->setAttr(kKernelAttr, toAttr(ctx, kernels.config));
     if (!tensorMaps.empty())
-      call->setAttr("kiln.tensor_maps", builder.getArrayAttr(tensorMaps));
+      call->setAttr(KilnDialect::TensorMapsAttrHelper::getNameStr(),
+                    builder.getArrayAttr(tensorMaps));
     if (&kernel == &kernels.kernels.front()) // The one with the MMAs.
-      call->setAttr("kiln.flops",
-                    builder.getI64IntegerAttr(static_cast<int64_t>(
-                        2 * problem.m * problem.n * problem.k * problem.batch)));
+      call->setAttr(
+          KilnDialect::FlopsAttrHelper::getNameStr(),
+          builder.getI64IntegerAttr(static_cast<int64_t>(
+              2 * problem.m * problem.n * problem.k * problem.batch)));
     result = call.getResult(0);
     if (writesAux && aux)
       *aux = call.getResult(1);

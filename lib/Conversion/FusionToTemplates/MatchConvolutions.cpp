@@ -304,7 +304,7 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
   if (groups > 1 && window[3] == 1)
     return rewriteDepthwise(fusion, conv, why);
 
-  bool tf32 = conv->hasAttr("kiln.tf32");
+  bool tf32 = conv->hasAttr(KilnDialect::Tf32AttrHelper::getNameStr());
   std::optional<cx::DType> operandType = kernelDType(inputType);
   if (!operandType ||
       inputType.getElementType() != filterType.getElementType() ||

@@ -120,7 +120,7 @@ LogicalResult Matcher::rewriteDepthwise(kiln::FusionOp fusion,
     return failure();
   Value result = fusion.getYield().getValues()[*storedIndex];
 
-  bool tf32 = conv->hasAttr("kiln.tf32");
+  bool tf32 = conv->hasAttr(KilnDialect::Tf32AttrHelper::getNameStr());
   Value filter = tf32 ? peelTf32Rounding(conv.getFilter()) : conv.getFilter();
   if (!depthwiseFilter(filter, fusion, /*dryRun=*/true)) {
     why = "depthwise: the filter is computed at run time";

@@ -250,7 +250,8 @@ private:
   /// it has another.
   template <typename Attr>
   Attr configOf(kiln::FusionOp fusion, std::string &why) {
-    auto attr = fusion->getAttrOfType<Attr>("kiln.kernel");
+    auto attr = fusion->getAttrOfType<Attr>(
+        KilnDialect::KernelAttrHelper::getNameStr());
     if (!attr)
       why = "the region's kiln.kernel is not a " +
             Attr::getMnemonic().str();

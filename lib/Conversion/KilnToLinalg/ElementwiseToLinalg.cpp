@@ -138,6 +138,31 @@ Value integerPow(const ScalarBuilder &s, Value x, Value e) {
       negative, result);
 }
 
+/// `x << amount` or `x >> amount` (logical for unsigned, arithmetic for
+/// signed) with kiln's rule for amounts outside [0, width): the bits all
+/// shift out (0, or -1 for a negative signed `x` shifted right). arith's
+/// shifts are poison there, and PTX clamps the amount instead.
+Value emitShift(const ScalarBuilder &s, Value x, Value amount, bool left) {
+  OpBuilder &b = s.b;
+  Location loc = s.loc;
+  unsigned width = x.getType().getIntOrFloatBitWidth();
+  Value widthValue = s.constant(width);
+  // Unsigned compare: a negative signed amount is a huge unsigned one.
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                        amount, widthValue);
+  Value zero = s.constant(0);
+  Value safeAmount = s.select(inRange, amount, zero);
+  if (left)
+    return s.select(inRange, arith::ShLIOp::create(b, loc, x, safeAmount),
+                    zero);
+  if (s.isUnsigned)
+    return s.select(inRange, arith::ShRUIOp::create(b, loc, x, safeAmount),
+                    zero);
+  Value fill = arith::ShRSIOp::create(b, loc, x, s.constant(width - 1));
+  return s.select(inRange, arith::ShRSIOp::create(b, loc, x, safeAmount),
+                  fill);
+}
+
 /// Result element of one elementwise kiln op, given its operands' elements
 /// (signless; `isUnsigned` says the integers are unsigned).
 Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args,
@@ -192,6 +217,9 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args,
       })
       .Case([&](NotOp) {
         return arith::XOrIOp::create(b, loc, x, s.constant(1));
+      })
+      .Case([&](BitwiseNotOp) {
+        return arith::XOrIOp::create(b, loc, x, s.constant(-1));
       })
       .Case([&](ReluOp) {
         // max(x, 0) that propagates NaN, as PyTorch and ONNX Runtime do.
@@ -287,6 +315,17 @@ Value emitScalar(Operation *op, OpBuilder &b, Location loc, ValueRange args,
       .Case([&](AndOp) { return arith::AndIOp::create(b, loc, x, args[1]); })
       .Case([&](OrOp) { return arith::OrIOp::create(b, loc, x, args[1]); })
       .Case([&](XorOp) { return arith::XOrIOp::create(b, loc, x, args[1]); })
+      .Case([&](BitwiseAndOp) {
+        return arith::AndIOp::create(b, loc, x, args[1]);
+      })
+      .Case([&](BitwiseOrOp) {
+        return arith::OrIOp::create(b, loc, x, args[1]);
+      })
+      .Case([&](BitwiseXorOp) {
+        return arith::XOrIOp::create(b, loc, x, args[1]);
+      })
+      .Case([&](ShiftLeftOp) { return emitShift(s, x, args[1], true); })
+      .Case([&](ShiftRightOp) { return emitShift(s, x, args[1], false); })
       .Case([&](EqualOp) { return s.cmp(CF::OEQ, CI::eq, x, args[1]); })
       .Case([&](LessOp) { return s.cmp(CF::OLT, CI::slt, x, args[1]); })
       .Case([&](LessEqualOp) { return s.cmp(CF::OLE, CI::sle, x, args[1]); })
@@ -458,7 +497,8 @@ void kiln::populateElementwiseToLinalgPatterns(RewritePatternSet &patterns) {
       AsinhOp, AcoshOp, AtanhOp, FloorOp, CeilOp, RoundOp, SignOp, NotOp,
       ReluOp, SoftplusOp, HardSwishOp, LeakyReluOp, EluOp, GeluOp,
       HardSigmoidOp, ClipOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp,
-      ModOp, AndOp, OrOp, XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
+      ModOp, AndOp, OrOp, XorOp, BitwiseNotOp, BitwiseAndOp, BitwiseOrOp,
+      BitwiseXorOp, ShiftLeftOp, ShiftRightOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
       GreaterEqualOp, SelectOp, CastOp>(patterns);
   patterns.add<RoundToTf32Pair>(patterns.getContext());
 }

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -24,6 +25,10 @@ void kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
   populateContractionToLinalgPatterns(patterns);
   populateReductionToLinalgPatterns(patterns);
   populateDataMovementToLinalgPatterns(patterns);
+  populateResizeToLinalgPatterns(patterns);
+  populateIndexingToLinalgPatterns(patterns);
+  populateScanToLinalgPatterns(patterns);
+  populateImageToLinalgPatterns(patterns);
   populateRandomToLinalgPatterns(patterns);
 }
 

@@ -4,6 +4,7 @@
 #include "LoweringUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <limits>
@@ -192,5 +193,101 @@ Value insertUnitDims(OpBuilder &b, Location loc, Value value,
   }
   return tensor::ExpandShapeOp::create(b, loc, resultType, value, groups);
 }
+
+//===----------------------------------------------------------------------===//
+// Index arithmetic (gathers, scatters, coordinate-computing generics)
+//===----------------------------------------------------------------------===//
+
+/// Every shape must be static: the lowerings below size tensor.empty and
+/// slices from the types (symbolic dimensions come later, through type
+/// inference). Ops that only move elements accept any element type; those
+/// that compute on elements (`computesOnElements`) refuse unsigned integers,
+/// which need a signless type conversion that does not exist yet.
+LogicalResult checkTypes(Operation *op, PatternRewriter &rewriter,
+                         bool computesOnElements) {
+  for (Type type :
+       llvm::concat<const Type>(op->getOperandTypes(), op->getResultTypes())) {
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped)
+      continue;
+    if (!shaped.hasStaticShape())
+      return rewriter.notifyMatchFailure(op,
+                                         "dynamic shapes are not lowered yet");
+    if (computesOnElements && shaped.getElementType().isUnsignedInteger())
+      return rewriter.notifyMatchFailure(
+          op, "unsigned integer tensors are not lowered yet");
+  }
+  return success();
+}
+
+Value indexConstant(OpBuilder &b, Location loc, int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+
+SmallVector<OpFoldResult> indexAttrs(OpBuilder &b, ArrayRef<int64_t> values) {
+  return getAsIndexOpFoldResult(b.getContext(), values);
+}
+
+/// An element of an indices tensor as an `index` counted from the front:
+/// negative values count from the end. With `clamp` the index is also forced
+/// into [0, size), so a malformed index (which ONNX leaves undefined) cannot
+/// read outside the tensor.
+Value normalizedIndex(OpBuilder &b, Location loc, Value element, int64_t size,
+                      bool clamp) {
+  Value index = arith::IndexCastOp::create(b, loc, b.getIndexType(), element);
+  Value zero = indexConstant(b, loc, 0);
+  Value negative =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, index, zero);
+  Value wrapped =
+      arith::AddIOp::create(b, loc, index, indexConstant(b, loc, size));
+  index = arith::SelectOp::create(b, loc, negative, wrapped, index);
+  if (!clamp)
+    return index;
+  index = arith::MaxSIOp::create(b, loc, index, zero);
+  return arith::MinSIOp::create(b, loc, index, indexConstant(b, loc, size - 1));
+}
+
+/// Body of a coordinate-computing generic: the elements read through the
+/// inputs' indexing maps and the loop indices in, the result element out.
+
+/// An all-parallel linalg.generic over `resultType`'s shape whose body also
+/// sees the loop indices (one linalg.index per dimension).
+Value indexedGeneric(OpBuilder &b, Location loc, RankedTensorType resultType,
+                     ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                     IndexedBodyFn body) {
+  return parallelGeneric(
+      b, loc, resultType, inputs, inputMaps,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange elements) {
+        SmallVector<Value> indices;
+        for (int64_t d = 0; d < resultType.getRank(); ++d)
+          indices.push_back(linalg::IndexOp::create(nested, nestedLoc, d));
+        return body(nested, nestedLoc, elements, indices);
+      });
+}
+
+
+/// The new value of an element hit by `update` under `reduction`.
+Value combineScatter(OpBuilder &b, Location loc, ScatterReduction reduction,
+                     Value old, Value update) {
+  bool isFloat = isa<FloatType>(old.getType());
+  switch (reduction) {
+  case ScatterReduction::None:
+    return update;
+  case ScatterReduction::Add:
+    return isFloat ? Value(arith::AddFOp::create(b, loc, old, update))
+                   : Value(arith::AddIOp::create(b, loc, old, update));
+  case ScatterReduction::Mul:
+    return isFloat ? Value(arith::MulFOp::create(b, loc, old, update))
+                   : Value(arith::MulIOp::create(b, loc, old, update));
+  case ScatterReduction::Max:
+    return isFloat ? Value(arith::MaximumFOp::create(b, loc, old, update))
+                   : Value(arith::MaxSIOp::create(b, loc, old, update));
+  case ScatterReduction::Min:
+    return isFloat ? Value(arith::MinimumFOp::create(b, loc, old, update))
+                   : Value(arith::MinSIOp::create(b, loc, old, update));
+  }
+  llvm_unreachable("unknown scatter reduction");
+}
+
 
 } // namespace kiln::lowering

@@ -10,6 +10,8 @@
 #ifndef KILN_LIB_CONVERSION_KILNTOLINALG_LOWERINGUTILS_H
 #define KILN_LIB_CONVERSION_KILNTOLINALG_LOWERINGUTILS_H
 
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -106,6 +108,50 @@ reductionGeneric(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value insertUnitDims(mlir::OpBuilder &b, mlir::Location loc,
                            mlir::Value value, mlir::RankedTensorType resultType,
                            llvm::ArrayRef<int64_t> dims);
+
+//===----------------------------------------------------------------------===//
+// Index arithmetic (gathers, scatters, coordinate-computing generics)
+//===----------------------------------------------------------------------===//
+
+/// Every shape must be static: the lowerings size tensor.empty and slices
+/// from the types (symbolic dimensions come later, through type inference).
+/// Ops that only move elements accept any element type; those that compute
+/// on elements (`computesOnElements`) refuse unsigned integers, which need a
+/// signless type conversion that does not exist yet.
+mlir::LogicalResult checkTypes(mlir::Operation *op,
+                               mlir::PatternRewriter &rewriter,
+                               bool computesOnElements);
+
+mlir::Value indexConstant(mlir::OpBuilder &b, mlir::Location loc,
+                          int64_t value);
+llvm::SmallVector<mlir::OpFoldResult> indexAttrs(mlir::OpBuilder &b,
+                                                 llvm::ArrayRef<int64_t> values);
+
+/// An element of an indices tensor as an `index` counted from the front:
+/// negative values count from the end. With `clamp` the index is also forced
+/// into [0, size), so a malformed index (which ONNX leaves undefined) cannot
+/// read outside the tensor.
+mlir::Value normalizedIndex(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::Value element, int64_t size, bool clamp);
+
+/// Body of a coordinate-computing generic: the elements read through the
+/// inputs' indexing maps and the loop indices in, the result element out.
+using IndexedBodyFn = llvm::function_ref<mlir::Value(
+    mlir::OpBuilder &, mlir::Location, mlir::ValueRange elements,
+    mlir::ValueRange indices)>;
+
+/// An all-parallel linalg.generic over `resultType`'s shape whose body also
+/// sees the loop indices (one linalg.index per dimension).
+mlir::Value indexedGeneric(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::RankedTensorType resultType,
+                           mlir::ValueRange inputs,
+                           llvm::ArrayRef<mlir::AffineMap> inputMaps,
+                           IndexedBodyFn body);
+
+/// The new value of an element hit by `update` under `reduction`.
+mlir::Value combineScatter(mlir::OpBuilder &b, mlir::Location loc,
+                           ScatterReduction reduction, mlir::Value old,
+                           mlir::Value update);
 
 } // namespace kiln::lowering
 

@@ -652,6 +652,124 @@ struct PoolLowering : OpRewritePattern<PoolOp> {
   }
 };
 
+/// The windows of PoolLowering, each reduced to (best value, its flat
+/// index). Taps in the padding are skipped (read at a clamped position, then
+/// never chosen), a tap wins only when strictly greater (the first of equal
+/// maxima stays), and the first in-bounds tap always replaces the initial
+/// index -1.
+struct PoolIndicesLowering : OpRewritePattern<PoolIndicesOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(PoolIndicesOp op,
+                                PatternRewriter &rewriter) const override {
+    if (failed(checkTypes(op, rewriter, /*computesOnElements=*/true)))
+      return failure();
+    Location loc = op.getLoc();
+    RankedTensorType inputType = op.getInput().getType();
+    RankedTensorType resultType = op.getType();
+    Type elementType = inputType.getElementType();
+    int64_t rank = inputType.getRank(), spatial = rank - 2;
+    ArrayRef<int64_t> kernel = op.getKernel(), strides = op.getStrides(),
+                      dilations = op.getDilations(), padding = op.getPadding();
+    ArrayRef<int64_t> inShape = inputType.getShape();
+    bool columnMajor = op.getColumnMajor();
+
+    SmallVector<int64_t> loopShape(resultType.getShape());
+    llvm::append_range(loopShape, kernel);
+    SmallVector<int64_t> windowLoops;
+    for (int64_t i = 0; i < spatial; ++i)
+      windowLoops.push_back(rank + i);
+    auto [windowShape, windowShapeMap] = windowShapeOperand(
+        rewriter, loc, kernel, elementType, rank + spatial, rank);
+    auto valueType = RankedTensorType::get(resultType.getShape(), elementType);
+    Value input = op.getInput();
+    SmallVector<Value> results = reductionGeneric(
+        rewriter, loc, loopShape, windowLoops, ValueRange{windowShape},
+        {windowShapeMap},
+        ValueRange{filledTensor(rewriter, loc, valueType,
+                                lowestValue(elementType)),
+                   filledTensor(rewriter, loc, resultType, -1)},
+        [&](OpBuilder &b, Location nestedLoc,
+            ValueRange args) -> SmallVector<Value> {
+          Type i64 = b.getI64Type();
+          auto i64Const = [&](int64_t v) -> Value {
+            return arith::ConstantIntOp::create(b, nestedLoc, i64, v);
+          };
+          SmallVector<Value> coords{linalg::IndexOp::create(b, nestedLoc, 0),
+                                    linalg::IndexOp::create(b, nestedLoc, 1)};
+          SmallVector<Value> positions; // i64, unclamped
+          Value valid;
+          for (int64_t i = 0; i < spatial; ++i) {
+            Value o = arith::IndexCastOp::create(
+                b, nestedLoc, i64, linalg::IndexOp::create(b, nestedLoc, 2 + i));
+            Value k = arith::IndexCastOp::create(
+                b, nestedLoc, i64,
+                linalg::IndexOp::create(b, nestedLoc, rank + i));
+            Value p = arith::AddIOp::create(
+                b, nestedLoc,
+                arith::SubIOp::create(
+                    b, nestedLoc,
+                    arith::MulIOp::create(b, nestedLoc, o,
+                                          i64Const(strides[i])),
+                    i64Const(padding[i])),
+                arith::MulIOp::create(b, nestedLoc, k, i64Const(dilations[i])));
+            Value in = arith::AndIOp::create(
+                b, nestedLoc,
+                arith::CmpIOp::create(b, nestedLoc, arith::CmpIPredicate::sge,
+                                      p, i64Const(0)),
+                arith::CmpIOp::create(b, nestedLoc, arith::CmpIPredicate::slt,
+                                      p, i64Const(inShape[2 + i])));
+            valid = valid ? Value(arith::AndIOp::create(b, nestedLoc, valid, in))
+                          : in;
+            positions.push_back(p);
+            Value clamped = arith::MinSIOp::create(
+                b, nestedLoc,
+                arith::MaxSIOp::create(b, nestedLoc, p, i64Const(0)),
+                i64Const(inShape[2 + i] - 1));
+            coords.push_back(arith::IndexCastOp::create(
+                b, nestedLoc, b.getIndexType(), clamped));
+          }
+          Value x = tensor::ExtractOp::create(b, nestedLoc, input, coords);
+          Value best = args[1], bestIndex = args[2];
+          Value greater =
+              isa<FloatType>(elementType)
+                  ? Value(arith::CmpFOp::create(
+                        b, nestedLoc, arith::CmpFPredicate::OGT, x, best))
+                  : Value(arith::CmpIOp::create(
+                        b, nestedLoc, arith::CmpIPredicate::sgt, x, best));
+          Value none = arith::CmpIOp::create(
+              b, nestedLoc, arith::CmpIPredicate::slt, bestIndex, i64Const(0));
+          Value better = arith::AndIOp::create(
+              b, nestedLoc, valid,
+              arith::OrIOp::create(b, nestedLoc, greater, none));
+          // Flat index: (n * C + c) * spatial size + the spatial offset, in
+          // row-major or column-major order.
+          Value nc = arith::AddIOp::create(
+              b, nestedLoc,
+              arith::MulIOp::create(
+                  b, nestedLoc,
+                  arith::IndexCastOp::create(b, nestedLoc, i64, coords[0]),
+                  i64Const(inShape[1])),
+              arith::IndexCastOp::create(b, nestedLoc, i64, coords[1]));
+          Value flat = nc;
+          SmallVector<int64_t> order;
+          for (int64_t i = 0; i < spatial; ++i)
+            order.push_back(columnMajor ? spatial - 1 - i : i);
+          for (int64_t i : order)
+            flat = arith::AddIOp::create(
+                b, nestedLoc,
+                arith::MulIOp::create(b, nestedLoc, flat,
+                                      i64Const(inShape[2 + i])),
+                positions[i]);
+          return {arith::SelectOp::create(b, nestedLoc, better, x, best),
+                  arith::SelectOp::create(b, nestedLoc, better, flat,
+                                          bestIndex)};
+        });
+    rewriter.replaceOp(op, results[1]);
+    return success();
+  }
+};
+
 } // namespace
 
 void kiln::populateReductionToLinalgPatterns(RewritePatternSet &patterns) {
@@ -659,6 +777,7 @@ void kiln::populateReductionToLinalgPatterns(RewritePatternSet &patterns) {
       .add<ReduceLowering, GlobalPoolLowering, ArgReduceLowering<ArgMaxOp>,
            ArgReduceLowering<ArgMinOp>, SoftmaxLowering<SoftmaxOp>,
            SoftmaxLowering<LogSoftmaxOp>, LayerNormLowering,
-           InstanceNormLowering, BatchNormLowering, LrnLowering, PoolLowering>(
+           InstanceNormLowering, BatchNormLowering, LrnLowering, PoolLowering,
+           PoolIndicesLowering>(
           patterns.getContext());
 }

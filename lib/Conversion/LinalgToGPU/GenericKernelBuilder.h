@@ -29,8 +29,10 @@ namespace kiln::mapping {
 using namespace mlir;
 
 constexpr int64_t kWarpSize = 32;
-constexpr llvm::StringLiteral kKernelAttr = "kiln.kernel";
-constexpr llvm::StringLiteral kLaunchKernelsAttr = "kiln.launch_kernels";
+constexpr llvm::StringLiteral kKernelAttr =
+    kiln::KilnDialect::KernelAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kLaunchKernelsAttr =
+    kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr();
 /// Above this many outputs, a reduction runs a thread per output.
 constexpr int64_t kMaxBlockReductionOutputs = 16384;
 

@@ -63,11 +63,12 @@ mlir::Operation *loopCombiner(mlir::scf::ForOp loop);
 mlir::Value combineWith(mlir::OpBuilder &b, mlir::Operation *combiner,
                         mlir::Value acc, mlir::Value x, mlir::Value y);
 
-/// Launch geometry facts of the target (kiln-map-to-gpu's options).
+/// Launch geometry: kiln-map-to-gpu's block size and the target's facts
+/// (TargetInfo.h: SMs, resident threads per SM).
 struct TargetShape {
-  int64_t blockSize = 256;
-  int64_t smCount = 132;
-  int64_t maxThreadsPerSm = 2048;
+  int64_t blockSize;
+  int64_t smCount;
+  int64_t maxThreadsPerSm;
 };
 
 /// Which kernel shapes kiln-select-generic-kernels may pick besides a

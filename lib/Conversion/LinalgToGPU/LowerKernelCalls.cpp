@@ -69,15 +69,20 @@ struct LowerKernelCallsPass
       for (auto [i, operand] : llvm::enumerate(operands))
         if (llvm::is_contained(call.getOutputs(), operand))
           written.push_back(static_cast<int32_t>(i));
-      launch->setAttr("kiln.written_operands", b.getDenseI32ArrayAttr(written));
-      if (Attribute flops = call->getAttr("kiln.flops"))
-        launch->setAttr("kiln.flops", flops);
+      launch->setAttr(kiln::KilnDialect::WrittenOperandsAttrHelper::getNameStr(),
+                      b.getDenseI32ArrayAttr(written));
+      if (Attribute flops =
+              call->getAttr(kiln::KilnDialect::FlopsAttrHelper::getNameStr()))
+        launch->setAttr(kiln::KilnDialect::FlopsAttrHelper::getNameStr(), flops);
       // The template's config (kilnc --stats).
-      if (Attribute config = call->getAttr("kiln.kernel"))
-        launch->setAttr("kiln.kernel", config);
+      if (Attribute config =
+              call->getAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr()))
+        launch->setAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr(),
+                        config);
       // TMA tensor maps: parameters after the scalars (ArtifactBuilder).
-      if (Attribute maps = call->getAttr("kiln.tensor_maps"))
-        launch->setAttr("kiln.tensor_maps", maps);
+      if (Attribute maps =
+              call->getAttr(kiln::KilnDialect::TensorMapsAttrHelper::getNameStr()))
+        launch->setAttr(kiln::KilnDialect::TensorMapsAttrHelper::getNameStr(), maps);
       call.erase();
     }
   }

@@ -16,6 +16,7 @@
 #include "kiln/Conversion/Passes.h"
 
 #include "GenericKernelBuilder.h"
+#include "kiln/Target/CUDA/TargetInfo.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -555,7 +556,15 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
       if (!generic->getParentOfType<gpu::LaunchOp>())
         generics.push_back(generic);
     });
-    TargetShape target{blockSize, smCount, maxThreadsPerSm};
+    const kiln::TargetInfo *info = kiln::TargetInfo::forChip(chip);
+    if (!info) {
+      func.emitError() << "kiln-map-to-gpu: chip '" << chip
+                       << "' is not in the target table ("
+                       << kiln::TargetInfo::supportedChips() << ")";
+      return signalPassFailure();
+    }
+    TargetShape target{blockSize, smCount ? smCount : info->smCount(),
+                       info->maxThreadsPerSm()};
     for (linalg::GenericOp generic : generics) {
       auto config = generic->getAttrOfType<kiln::GenericKernelAttr>(kKernelAttr);
       if (!config) {

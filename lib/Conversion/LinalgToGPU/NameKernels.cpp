@@ -1,6 +1,7 @@
 //===- NameKernels.cpp - Unique kernel names after outlining --------------===//
 
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -35,12 +36,12 @@ struct NameKernelsPass : kiln::impl::NameKernelsPassBase<NameKernelsPass> {
           SymbolRefAttr::get(moduleName, {FlatSymbolRefAttr::get(moduleName)}));
       auto func = launch->getParentOfType<func::FuncOp>();
       auto configs =
-          func ? func->getAttrOfType<ArrayAttr>("kiln.launch_kernels") : nullptr;
+          func ? func->getAttrOfType<ArrayAttr>(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr()) : nullptr;
       unsigned &next = nextConfig[func];
       if (configs && next < configs.size())
-        launch->setAttr("kiln.kernel", configs[next++]);
+        launch->setAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr(), configs[next++]);
     });
-    module.walk([](func::FuncOp func) { func->removeAttr("kiln.launch_kernels"); });
+    module.walk([](func::FuncOp func) { func->removeAttr(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr()); });
   }
 };
 } // namespace

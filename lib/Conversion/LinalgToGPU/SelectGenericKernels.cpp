@@ -11,6 +11,7 @@
 #include "GenericKernelBuilder.h"
 
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Target/CUDA/TargetInfo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -90,7 +91,15 @@ struct SelectGenericKernelsPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    TargetShape target{blockSize, smCount, maxThreadsPerSm};
+    const kiln::TargetInfo *info = kiln::TargetInfo::forChip(chip);
+    if (!info) {
+      func.emitError() << "kiln-select-generic-kernels: chip '" << chip
+                       << "' is not in the target table ("
+                       << kiln::TargetInfo::supportedChips() << ")";
+      return signalPassFailure();
+    }
+    TargetShape target{blockSize, smCount ? smCount : info->smCount(),
+                       info->maxThreadsPerSm()};
     Strategies strategies{vectorize, rowKernels, tiledTranspose,
                           reductionKernels};
     auto decide = [&](linalg::GenericOp generic) -> FailureOr<Attribute> {

@@ -37,7 +37,10 @@ using namespace mlir;
 namespace kiln::onnx_frontend {
 
 namespace {
-constexpr int kMinOpset = 7;
+/// Ops whose spec changed before opset 7 have no handler for the older
+/// versions, so such a model fails on that node ("not supported at opset
+/// N"), not on the opset as a whole.
+constexpr int kMinOpset = 1;
 constexpr int kMaxOpset = 22;
 /// The domain of ONNX's training operators (Adagrad, Adam, Momentum).
 constexpr const char *kTrainingDomain = "ai.onnx.preview.training";
@@ -82,6 +85,12 @@ private:
     addFamily("reduction & normalisation", registerReductionHandlers);
     addFamily("data movement", registerDataMovementHandlers);
     addFamily("shape & constants", registerShapeHandlers);
+    addFamily("indexing", registerIndexingHandlers);
+    addFamily("linear algebra", registerLinearAlgebraHandlers);
+    addFamily("image", registerImageHandlers);
+    addFamily("signal", registerSignalHandlers);
+    addFamily("random", registerRandomHandlers);
+    addFamily("text", registerTextHandlers);
     addFamily("loss", registerLossHandlers);
     addFamily("training (ai.onnx.preview.training)", registerTrainingHandlers);
     for (auto &entry : byOpType)
@@ -525,7 +534,8 @@ LogicalResult GraphImporter::bindOutputs(func::FuncOp func) {
   func::ReturnOp::create(b, func.getLoc(), results);
   func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));
   for (auto [i, output] : llvm::enumerate(model.graph().output()))
-    func.setResultAttr(i, "kiln.name", b.getStringAttr(output.name()));
+    func.setResultAttr(i, KilnDialect::NameAttrHelper::getNameStr(),
+                       b.getStringAttr(output.name()));
   return success();
 }
 
@@ -561,17 +571,20 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
     module = ModuleOp::create(fileLoc);
     std::string graphName = model.graph().name();
-    (*module)->setAttr("kiln.source",
+    (*module)->setAttr(KilnDialect::SourceAttrHelper::getNameStr(),
                        b.getStringAttr(llvm::sys::path::filename(path)));
-    (*module)->setAttr("kiln.opset", b.getI64IntegerAttr(opset));
+    (*module)->setAttr(KilnDialect::OpsetAttrHelper::getNameStr(),
+                       b.getI64IntegerAttr(opset));
     if (!graphName.empty())
-      (*module)->setAttr("kiln.graph_name", b.getStringAttr(graphName));
+      (*module)->setAttr(KilnDialect::GraphNameAttrHelper::getNameStr(),
+                         b.getStringAttr(graphName));
     b.setInsertionPointToEnd(module->getBody());
     auto func = func::FuncOp::create(b, fileLoc, "main",
                                      b.getFunctionType(inputTypes, {}));
     entry = func.addEntryBlock();
     for (auto [i, name] : llvm::enumerate(inputNames)) {
-      func.setArgAttr(i, "kiln.name", b.getStringAttr(name));
+      func.setArgAttr(i, KilnDialect::NameAttrHelper::getNameStr(),
+                      b.getStringAttr(name));
       values[name] = func.getArgument(i);
     }
     b.setInsertionPointToEnd(entry);
@@ -636,5 +649,6 @@ std::vector<SupportedOp> listSupportedOps() {
 }
 
 int maxSupportedOpset() { return kMaxOpset; }
+int minSupportedOpset() { return kMinOpset; }
 
 } // namespace kiln::onnx_frontend

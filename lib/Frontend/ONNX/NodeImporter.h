@@ -42,6 +42,12 @@ void registerContractionHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerReductionHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerDataMovementHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerShapeHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerIndexingHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerLinearAlgebraHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerImageHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerSignalHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerRandomHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerTextHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 /// ai.onnx.preview.training ops, registered under their qualified names.
 void registerTrainingHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerLossHandlers(llvm::SmallVectorImpl<Handler> &handlers);

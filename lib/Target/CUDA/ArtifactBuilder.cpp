@@ -9,6 +9,7 @@
 
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CUDA/TemplateEmission.h"
 
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
@@ -409,8 +410,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
                                      " of @" + options.function +
                                      " is not a plain buffer");
     BufferInfo info{type};
-    if (auto name =
-            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name"))
+    if (auto name = func.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), kiln::KilnDialect::NameAttrHelper::getNameStr()))
       info.name = name.getValue().str();
     info.isOutput = static_cast<bool>(
         func.getArgAttr(arg.getArgNumber(), "bufferize.result"));
@@ -524,7 +525,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       // TMA tensor maps (kiln.tensor_maps, from kiln-match-contractions):
       // parameters after the operands, one record each.
       std::vector<std::string> names;
-      if (auto maps = launch->getAttrOfType<ArrayAttr>("kiln.tensor_maps")) {
+      if (auto maps = launch->getAttrOfType<ArrayAttr>(
+              kiln::KilnDialect::TensorMapsAttrHelper::getNameStr())) {
         std::vector<uint32_t> records;
         for (Attribute attr : maps) {
           auto dict = dyn_cast<DictionaryAttr>(attr);

@@ -1,7 +1,8 @@
 //===- DecodeAsyncAndBarriers.cpp - bar.* and cp.async groups -------------===//
 //
 // Barriers (bar/barrier .sync, .arrive, .red.popc/and/or, with a barrier
-// number and an optional thread count) and cp.async with its commit and
+// number and an optional thread count; bar.warp.sync with a member mask) and
+// cp.async with its commit and
 // wait instructions. cp.async's source address offset, which has no
 // operand slot of its own, goes to Kernel::operandLists.
 //
@@ -14,9 +15,11 @@ namespace kiln::runtime::emu::detail {
 bool KernelBuilder::decodeAsyncAndBarrierModifier(DecodedInstruction &d,
                                                   std::string_view m) {
   Instruction &inst = d.inst;
-  if (inst.op == Op::Bar &&
-      (m == "arrive" || m == "red" || m == "popc" || m == "and" || m == "or")) {
-    if (m == "arrive")
+  if (inst.op == Op::Bar && (m == "arrive" || m == "red" || m == "popc" ||
+                             m == "and" || m == "or" || m == "warp")) {
+    if (m == "warp")
+      inst.subop = uint8_t(BarMode::WarpSync);
+    else if (m == "arrive")
       inst.subop = uint8_t(BarMode::Arrive);
     else if (m == "popc")
       inst.subop = uint8_t(BarMode::RedPopc);
@@ -78,6 +81,11 @@ Error KernelBuilder::decodeAsyncAndBarrierOperands(DecodedInstruction &d) {
     // a{, b}, {!}c. src[0] = barrier, src[1] = thread count (or kNoSlot),
     // src[2] = bar.red's predicate.
     BarMode mode = BarMode(inst.subop);
+    if (mode == BarMode::WarpSync) { // bar.warp.sync membermask
+      if (Error err = expectOperands(d, 1))
+        return err;
+      return readSources(d, 0);
+    }
     bool known = false;
     for (size_t i = 1; i < d.parts.size(); ++i)
       known |=

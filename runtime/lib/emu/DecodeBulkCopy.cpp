@@ -69,7 +69,7 @@ Error KernelBuilder::decodeBulkCopyOperands(DecodedInstruction &d) {
   const std::vector<std::string_view> &operands = d.operands;
   const uint32_t line = d.line;
   for (std::string_view part : d.parts)
-    if (part == "multicast::cluster" || part == "im2col" ||
+    if (part == "im2col" ||
         part == "im2col_no_offs" || part == "tile::gather4" ||
         part == "tile::scatter4" || part == "cp_mask")
       return makeError("PTX line {}: '{}' is not emulated (.{})", line,
@@ -82,9 +82,11 @@ Error KernelBuilder::decodeBulkCopyOperands(DecodedInstruction &d) {
       return err;
     return readSources(d, 0);
   }
-  bool hint = false;
-  for (std::string_view part : d.parts)
+  bool hint = false, multicast = false;
+  for (std::string_view part : d.parts) {
     hint |= part == "L2::cache_hint";
+    multicast |= part == "multicast::cluster";
+  }
   if (d.spaces.size() != 2)
     return makeError("PTX line {}: '{}' needs a destination and a source "
                      "state space",
@@ -97,6 +99,10 @@ Error KernelBuilder::decodeBulkCopyOperands(DecodedInstruction &d) {
                      line, d.opcode);
   if (op == BulkOp::TensorLoad && toGlobal)
     op = BulkOp::TensorStore;
+  if (multicast && op != BulkOp::TensorLoad)
+    return makeError("PTX line {}: '{}' is not emulated (.multicast::cluster "
+                     "on a copy other than a tensor load)",
+                     line, d.opcode);
   if (op == BulkOp::Load && toGlobal)
     op = BulkOp::Store;
   inst.subop = uint8_t(op);
@@ -117,7 +123,7 @@ Error KernelBuilder::decodeBulkCopyOperands(DecodedInstruction &d) {
                  : op == BulkOp::TensorStore ? 2
                  : op == BulkOp::Load        ? 4
                                              : 3) +
-                (hint ? 1 : 0);
+                (hint ? 1 : 0) + (multicast ? 1 : 0);
   if (Error err = expectOperands(d, want))
     return err;
   inst.target = static_cast<uint32_t>(kernel.operandLists.size());
@@ -168,6 +174,13 @@ Error KernelBuilder::decodeBulkCopyOperands(DecodedInstruction &d) {
     if (!slot)
       return slot.takeError();
     kernel.operandLists.push_back(*slot);
+  }
+  if (multicast) { // [dst], [tmap, {..}], [mbar], ctaMask{, policy}
+    Expected<uint32_t> mask = sourceSlot(operands[3], line);
+    if (!mask)
+      return mask.takeError();
+    kernel.operandLists.push_back(*mask);
+    inst.subop = uint8_t(BulkOp::TensorLoadMulticast);
   }
   return Error::success();
 }

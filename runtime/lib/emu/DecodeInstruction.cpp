@@ -101,6 +101,7 @@ constexpr OpName kOps[] = {
     {"elect", Op::Elect},
     {"mbarrier", Op::Mbarrier},
     {"wgmma", Op::Wgmma},
+    {"mapa", Op::Mapa},
     {"prefetch", Op::Membar},
     {"prefetchu", Op::Membar},
 };
@@ -181,7 +182,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     }
     // Op-specific modifiers first: their names overlap general ones. Each
     // family's decoder looks only at its own ops.
-    if (decodeArithmeticModifier(d, m) || decodeMemoryModifier(d, m) ||
+    if (decodeClusterModifier(d, m) || decodeArithmeticModifier(d, m) ||
+        decodeMemoryModifier(d, m) ||
         decodeWarpModifier(d, m) || decodeTensorCoreModifier(d, m) ||
         decodeAsyncAndBarrierModifier(d, m) || decodeWarpgroupModifier(d, m) ||
         decodeMbarrierModifier(d, m) || decodeBulkCopyModifier(d, m))
@@ -255,7 +257,7 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
              m == "cs" || m == "lu" || m == "cv" || m == "wb" || m == "wt" ||
              m == "volatile" || m == "relaxed" || m == "acquire" ||
              m == "release" || m == "acq_rel" || m == "sc" || m == "cta" ||
-             m == "gpu" || m == "sys" || m == "ptr" ||
+             m == "cluster" || m == "gpu" || m == "sys" || m == "ptr" ||
              m.find("::") != std::string_view::npos || startsWith(m, "L1") ||
              startsWith(m, "L2"))
       ; // No effect on the emulated result.
@@ -339,6 +341,11 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     break;
   case Op::BulkCopy:
     if (Error err = decodeBulkCopyOperands(d))
+      return err;
+    break;
+  case Op::Mapa:
+  case Op::ClusterBarrier:
+    if (Error err = decodeClusterOperands(d))
       return err;
     break;
   case Op::Bra: {
@@ -454,7 +461,8 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
                    inst.op != Op::Membar && inst.op != Op::CpAsync &&
                    inst.op != Op::CpAsyncCommit && inst.op != Op::CpAsyncWait &&
                    inst.op != Op::Elect && inst.op != Op::Wgmma &&
-                   inst.op != Op::BulkCopy && inst.op != Op::Mbarrier;
+                   inst.op != Op::BulkCopy && inst.op != Op::Mbarrier &&
+                   inst.op != Op::ClusterBarrier;
   if (needsType && inst.type == Type::None)
     return makeError("PTX line {}: '{}' has no type", line, opcode);
   kernel.code.push_back(inst);

@@ -21,7 +21,10 @@ bool KernelBuilder::decodeMbarrierModifier(DecodedInstruction &d,
   if (inst.op == Op::Membar) {
     // fence.proxy.async{.shared::cta,.global,...}, fence.proxy.tensormap,
     // fence.mbarrier_init.release.cluster, prefetch.tensormap: one block
-    // runs on one host thread, so there is nothing to order.
+    // runs on one host thread, so there is nothing to order (the race
+    // checker follows fence.proxy.async).
+    if (m == "async")
+      inst.subop = uint8_t(FenceKind::ProxyAsync);
     return m == "proxy" || m == "async" || m == "mbarrier_init" ||
            m == "cluster" || m == "alias" || m == "tensormap" ||
            m == "tensor" || m == "tile" || m == "1d" || m == "2d" ||

@@ -18,6 +18,26 @@ BarrierStep BlockRunner::barrier(unsigned w, uint32_t pc, const Instruction &in,
   WarpState &ws = warps[w];
   const uint64_t *r = warpRegs(w);
   BarMode mode = BarMode(in.subop);
+  if (mode == BarMode::WarpSync) {
+    // bar.warp.sync: every member lane must be here (the scheduler runs
+    // members elsewhere first: syncMembers); it orders their memory
+    // accesses, nothing else.
+    if (!exec)
+      return BarrierStep::Advance;
+    unsigned first = __builtin_ctz(exec);
+    uint32_t members =
+        static_cast<uint32_t>(r[static_cast<size_t>(in.src[0]) * 32 + first]);
+    if (members & ~exec) {
+      fault(w, first, pc,
+            fmt::format("bar.warp.sync member mask 0x{:08x} names lane {}, "
+                        "which is not at this instruction",
+                        members, __builtin_ctz(members & ~exec)));
+      return BarrierStep::Fault;
+    }
+    if (raceCheck)
+      raceCheck->warpSync(w, members);
+    return BarrierStep::Advance;
+  }
   if (exec) {
     unsigned first = __builtin_ctz(exec);
     uint32_t id =
@@ -41,6 +61,8 @@ BarrierStep BlockRunner::barrier(unsigned w, uint32_t pc, const Instruction &in,
       barrierExpected[id] = count;
     if (mode == BarMode::Arrive) {
       barrierArrived[id] += __builtin_popcount(exec);
+      if (raceCheck)
+        forLanes(exec, [&](unsigned l) { raceCheck->barrierArrive(id, w * 32 + l); });
       return BarrierStep::Advance; // moves on like any instruction
     }
     if (mode != BarMode::Sync) {
@@ -73,6 +95,13 @@ BarrierStep BlockRunner::barrier(unsigned w, uint32_t pc, const Instruction &in,
 }
 
 void BlockRunner::releaseBarrier(uint32_t id) {
+  if (raceCheck) {
+    std::vector<uint32_t> waiting(numWarps, 0);
+    for (unsigned w = 0; w < numWarps; ++w)
+      if (warps[w].barrier == id)
+        waiting[w] = warps[w].waiting;
+    raceCheck->barrierOpen(id, waiting.data());
+  }
   for (unsigned w = 0; w < numWarps; ++w) {
     WarpState &ws = warps[w];
     if (!ws.waiting || ws.barrier != id)
@@ -152,6 +181,12 @@ bool BlockRunner::asyncCopy(unsigned w, uint32_t pc, const Instruction &in,
       ok = false;
       return;
     }
+    if (raceCheck && !raceCheck->copyIssued(w * 32 + l, pc,
+                                            static_cast<uint64_t>(to - shared.data()),
+                                            size)) {
+      ok = raceFault(w, l, pc);
+      return;
+    }
     PendingCopy copy;
     copy.sharedOffset = static_cast<uint64_t>(to - shared.data());
     copy.size = static_cast<uint8_t>(size);
@@ -194,6 +229,9 @@ void BlockRunner::completeCopies(unsigned w, uint32_t lanes,
     if (done) {
       std::memcpy(shared.data() + copy.sharedOffset, copy.bytes, copy.size);
       markSharedWritten(copy.sharedOffset, copy.size);
+      if (raceCheck)
+        raceCheck->copyLanded(w * 32 + copy.lane, copy.sharedOffset, copy.size,
+                              copy.serial, /*byOwnWait=*/true);
     } else {
       pending[kept++] = copy;
     }

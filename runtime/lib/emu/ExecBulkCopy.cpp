@@ -55,10 +55,24 @@ uint64_t swizzle(uint64_t address, unsigned span) {
 
 bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
                            uint32_t exec) {
-  const BulkOp op = BulkOp(in.subop);
-  if (op == BulkOp::Commit || op == BulkOp::Wait)
-    return true; // stores complete when issued
+  // A multicast load is a tensor load whose box lands in several blocks.
+  const bool multicast = BulkOp(in.subop) == BulkOp::TensorLoadMulticast;
+  const BulkOp op = multicast ? BulkOp::TensorLoad : BulkOp(in.subop);
   uint64_t *r = warpRegs(w);
+  if (op == BulkOp::Commit || op == BulkOp::Wait) {
+    // Stores complete when issued; the race check retires their reads of
+    // shared memory here.
+    if (raceCheck)
+      forLanes(exec, [&](unsigned l) {
+        if (op == BulkOp::Commit)
+          raceCheck->bulkCommit(w * 32 + l);
+        else
+          raceCheck->bulkWait(
+              w * 32 + l,
+              static_cast<uint32_t>(r[static_cast<size_t>(in.src[0]) * 32 + l]));
+      });
+    return true;
+  }
   const uint32_t *ops = kernel.operandLists.data() + in.target;
   bool ok = true;
   forLanes(exec, [&](unsigned l) {
@@ -140,6 +154,15 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
         perf.asyncSharedBytes += size;
       }
       if (op == BulkOp::Store) {
+        if (raceCheck) {
+          raceCheck->bulkStoreBegin(w * 32 + l, pc);
+          if (!raceCheck->bulkStoreRead(smem, static_cast<unsigned>(size))) {
+            ok = raceFault(w, l, pc);
+            return;
+          }
+          raceCheck->globalWrite(w * 32 + l, pc, global,
+                                 static_cast<unsigned>(size));
+        }
         std::memcpy(g, shared.data() + smem, size);
         return;
       }
@@ -147,6 +170,13 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       if (!mbarrierAt(2, copy.mbarrier)) {
         ok = false;
         return;
+      }
+      if (raceCheck) {
+        raceCheck->bulkLoadBegin(w * 32 + l, pc, copy.mbarrier);
+        if (!raceCheck->bulkLoadWrite(smem, static_cast<unsigned>(size))) {
+          ok = raceFault(w, l, pc);
+          return;
+        }
       }
       copy.warp = w;
       copy.lane = l;
@@ -243,6 +273,8 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       ok = false;
       return;
     }
+    if (raceCheck && op == BulkOp::TensorStore)
+      raceCheck->bulkStoreBegin(w * 32 + l, pc);
     // Walk the box row by row (dimension 0 is a row); the shared image is
     // dense, then swizzled per 16-byte chunk.
     std::vector<uint8_t> image(boxBytes, 0);
@@ -298,8 +330,16 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
         // shared image.
         for (uint64_t b = 0; b < bytes; ++b) {
           uint64_t u = row * rowBytes + first * elem + b;
+          if (raceCheck &&
+              !raceCheck->bulkStoreRead(swizzle(smem + u, span), 1)) {
+            ok = raceFault(w, l, pc);
+            return;
+          }
           g[b] = shared[swizzle(smem + u, span)];
         }
+        if (raceCheck)
+          raceCheck->globalWrite(w * 32 + l, pc, global,
+                                 static_cast<unsigned>(bytes));
       }
     }
     if (!ok)
@@ -309,10 +349,23 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
     if (op == BulkOp::TensorStore)
       return;
     PendingBulk copy;
-    if (!mbarrierAt(2, copy.mbarrier)) {
+    uint32_t ctaMask = 0;
+    if (multicast) {
+      ctaMask = static_cast<uint32_t>(
+          r[static_cast<size_t>(ops[9 + dims]) * 32 + l] & 0xffff);
+      // The mbarrier at the same offset in each block of the mask
+      // completes the bytes that block receives.
+      if (!mbarrierOffset(w, l, pc, Space::Shared, address(2),
+                          copy.mbarrier)) {
+        ok = false;
+        return;
+      }
+    } else if (!mbarrierAt(2, copy.mbarrier)) {
       ok = false;
       return;
     }
+    if (raceCheck)
+      raceCheck->bulkLoadBegin(w * 32 + l, pc, copy.mbarrier);
     copy.warp = w;
     copy.lane = l;
     copy.pc = pc;
@@ -327,11 +380,36 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
                                a + 16, sharedBytes));
         return;
       }
+      if (raceCheck && !raceCheck->bulkLoadWrite(a, 16)) {
+        ok = raceFault(w, l, pc);
+        return;
+      }
       copy.chunks.push_back(static_cast<uint32_t>(a));
       std::memcpy(copy.data.data() + u, image.data() + u, 16);
     }
-    pendingBulk.push_back(std::move(copy));
-    ++mbarrierEvents;
+    if (!multicast) {
+      pendingBulk.push_back(std::move(copy));
+      ++mbarrierEvents;
+      return;
+    }
+    if (ctaMask == 0) {
+      ok = fault(w, l, pc, "a multicast tensor load with an empty ctaMask");
+      return;
+    }
+    for (uint32_t m = ctaMask; m; m &= m - 1) {
+      uint32_t rank = __builtin_ctz(m);
+      BlockRunner *target = clusterBlock(rank);
+      if (!target || target->exited) {
+        ok = fault(w, l, pc,
+                   fmt::format("a multicast tensor load to block {} of the "
+                               "cluster, which {}",
+                               rank,
+                               target ? "has exited" : "the cluster lacks"));
+        return;
+      }
+      target->pendingBulk.push_back(copy);
+      ++target->mbarrierEvents;
+    }
   });
   return ok;
 }

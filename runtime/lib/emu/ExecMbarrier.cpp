@@ -108,6 +108,8 @@ bool BlockRunner::landAsyncWork(uint64_t offset) {
     PendingBulk done = std::move(copy);
     pendingBulk.erase(pendingBulk.begin() + i);
     ++mbarrierEvents;
+    if (raceCheck)
+      raceCheck->bulkLoadLanded(offset);
     if (!mbarrierTx(done.warp, done.lane, done.pc, *m,
                     -static_cast<int64_t>(done.bytes)))
       return false;
@@ -127,6 +129,9 @@ bool BlockRunner::landAsyncWork(uint64_t offset) {
       if (copy.lane == a.lane && copy.serial < a.serial) {
         std::memcpy(shared.data() + copy.sharedOffset, copy.bytes, copy.size);
         markSharedWritten(copy.sharedOffset, copy.size);
+        if (raceCheck)
+          raceCheck->copyLanded(a.warp * 32 + a.lane, copy.sharedOffset,
+                                copy.size, copy.serial, /*byOwnWait=*/false);
       } else {
         pending[kept++] = copy;
       }
@@ -138,6 +143,8 @@ bool BlockRunner::landAsyncWork(uint64_t offset) {
                    fmt::format("cp.async.mbarrier.arrive on the mbarrier at "
                                "shared offset {}, which is not initialized",
                                offset));
+    if (raceCheck)
+      raceCheck->copyArriveLanded(a.warp * 32 + a.lane, offset);
     if (!mbarrierArrive(a.warp, a.lane, a.pc, *m, 1, false))
       return false;
   }
@@ -159,11 +166,49 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
     if (!ok)
       return;
     uint64_t offset = 0;
-    if (!mbarrierOffset(w, l, pc, in.space, address[l] + in.offset, offset)) {
+    // Another block's mbarrier (a shared::cluster address from mapa):
+    // arrive and the tx-count operations only, as the ISA allows.
+    BlockRunner *owner = this;
+    uint64_t a = address[l] + in.offset;
+    bool windowed = in.space == Space::Generic && a >= kSharedWindow &&
+                    a < kSharedWindow + (1ull << 32);
+    if ((in.space == Space::Shared || windowed) &&
+        ((windowed ? a - kSharedWindow : a) >> kClusterRankShift) != 0) {
+      owner = clusterTarget(w, l, pc, windowed ? a - kSharedWindow : a, 8,
+                            "mbarrier access", offset);
+      if (!owner) {
+        ok = false;
+        return;
+      }
+      if (offset % 8) {
+        ok = fault(w, l, pc,
+                   fmt::format("misaligned mbarrier at offset {} of block {} "
+                               "of the cluster",
+                               offset, owner->rankInCluster));
+        return;
+      }
+      if (owner != this && op != MbarrierOp::Arrive &&
+          op != MbarrierOp::ArriveDrop && op != MbarrierOp::ArriveExpectTx &&
+          op != MbarrierOp::ExpectTx && op != MbarrierOp::CompleteTx) {
+        ok = fault(w, l, pc,
+                   fmt::format("{} on the mbarrier of block {} of the "
+                               "cluster (only arrive and the tx-count "
+                               "operations reach another block's)",
+                               kernel.opcodeText[pc], owner->rankInCluster));
+        return;
+      }
+      if (owner != this && d) {
+        ok = fault(w, l, pc,
+                   "an arrive on another block's mbarrier returns no state "
+                   "(its destination must be '_')");
+        return;
+      }
+      ++owner->mbarrierEvents; // its waiters look again
+    } else if (!mbarrierOffset(w, l, pc, in.space, a, offset)) {
       ok = false;
       return;
     }
-    Mbarrier *m = findMbarrier(offset);
+    Mbarrier *m = owner->findMbarrier(offset);
     if (op == MbarrierOp::Init) {
       uint64_t count = operand[l] & 0xffffffffu;
       if (count < 1 || count > kMaxArrivals) {
@@ -185,6 +230,9 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
       std::memset(shared.data() + offset, 0, 8);
       markSharedWritten(offset, 8);
       ++mbarrierEvents;
+      m->awaited = 0;
+      if (raceCheck)
+        raceCheck->mbarrierInit(offset);
       return;
     }
     if (!m || !m->valid) {
@@ -204,7 +252,10 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
     case MbarrierOp::ArriveExpectTx: {
       uint64_t state = m->phase;
       uint32_t count = 1;
+      if (raceCheck)
+        raceCheck->mbarrierArrive(offset, w * 32 + l);
       if (op == MbarrierOp::ArriveExpectTx) {
+        m->expectSite = {w, l, pc};
         if (!mbarrierTx(w, l, pc, *m,
                         static_cast<int64_t>(operand[l] & 0xffffffffu))) {
           ok = false;
@@ -224,6 +275,8 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
     case MbarrierOp::ExpectTx:
     case MbarrierOp::CompleteTx: {
       int64_t bytes = static_cast<int64_t>(operand[l] & 0xffffffffu);
+      if (op == MbarrierOp::ExpectTx)
+        m->expectSite = {w, l, pc};
       ok =
           mbarrierTx(w, l, pc, *m, op == MbarrierOp::ExpectTx ? bytes : -bytes);
       return;
@@ -233,11 +286,22 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
       // copies land: no net change to the phase's arrivals.
       if (!in.aux)
         ++m->pending;
+      if (raceCheck)
+        raceCheck->copyArriveIssued(w * 32 + l, offset, copySerial);
       deferredArrives.push_back({offset, copySerial, w, l, pc, in.aux != 0});
       ++mbarrierEvents;
       return;
     case MbarrierOp::TestWait:
     case MbarrierOp::TryWait: {
+      if (raceCheck && !in.aux && operand[l] > m->phase) {
+        ok = fault(w, l, pc,
+                   fmt::format("waits for phase {} of the mbarrier at shared "
+                               "offset {}, which has not begun (the current "
+                               "phase is {}): the state was not returned by "
+                               "an arrive on this mbarrier",
+                               operand[l], offset, m->phase));
+        return;
+      }
       if (!landAsyncWork(offset)) {
         ok = false;
         return;
@@ -249,8 +313,14 @@ BarrierStep BlockRunner::mbarrier(unsigned w, uint32_t pc,
         if (d)
           d[l] = done;
       }
-      if (!done)
+      if (done && raceCheck)
+        raceCheck->mbarrierAcquire(offset, w * 32 + l);
+      if (!done) {
         notReady |= 1u << l;
+        // The phases it needs completed: the current one.
+        m->awaited = std::max(m->awaited, m->phase + 1);
+        m->waitSite = {w, l, pc};
+      }
       return;
     }
     case MbarrierOp::Init:
@@ -300,7 +370,10 @@ bool BlockRunner::wakeMbarrierWaiters() {
 bool BlockRunner::mbarrierDeadlock(unsigned w) {
   const WarpState &ws = warps[w];
   unsigned lane = __builtin_ctz(ws.waiting);
-  uint32_t pc = ws.converged ? ws.pc : ws.lanePc[lane];
+  return mbarrierDeadlock(w, lane, ws.converged ? ws.pc : ws.lanePc[lane]);
+}
+
+bool BlockRunner::mbarrierDeadlock(unsigned w, unsigned lane, uint32_t pc) {
   const Instruction &in = code[pc];
   const uint64_t *r = warpRegs(w);
   uint64_t address = r[static_cast<size_t>(in.src[0]) * 32 + lane] + in.offset;
@@ -312,12 +385,57 @@ bool BlockRunner::mbarrierDeadlock(unsigned w) {
                             : fmt::format("phase {}", operand);
   return fault(
       w, lane, pc,
-      fmt::format("deadlock: mbarrier.try_wait on the mbarrier at shared "
+      fmt::format("deadlock: mbarrier.{} on the mbarrier at shared "
                   "offset {} waits for {} to complete, but every thread of "
-                  "the block waits or has exited (phase {}: {} of {} "
+                  "the {} waits{} or has exited (phase {}: {} of {} "
                   "arrivals pending, tx-count {})",
-                  address, what, m ? m->phase : 0, m ? m->pending : 0,
-                  m ? m->expected : 0, m ? m->tx : 0));
+                  MbarrierOp(in.subop) == MbarrierOp::TestWait ? "test_wait"
+                                                               : "try_wait",
+                  address, what,
+                  cluster && cluster->blocks.size() > 1 ? "cluster" : "block",
+                  MbarrierOp(in.subop) == MbarrierOp::TestWait
+                      ? ", spins on test_wait with nothing changing"
+                      : "",
+                  m ? m->phase : 0, m ? m->pending : 0, m ? m->expected : 0,
+                  m ? m->tx : 0));
+}
+
+bool BlockRunner::checkMbarriersAtExit() {
+  // A copy nobody waited for lands after the block: its bytes and its
+  // tx-count never reach the block.
+  for (const PendingBulk &copy : pendingBulk)
+    return fault(copy.warp, copy.lane, copy.pc,
+                 fmt::format("the block ends before any thread waits on the "
+                             "mbarrier at shared offset {} that this copy "
+                             "completes on ({} bytes never waited for)",
+                             copy.mbarrier, copy.bytes));
+  for (const Mbarrier &m : mbarriers) {
+    if (!m.valid)
+      continue;
+    if (m.awaited > m.phase)
+      return fault(m.waitSite.warp, m.waitSite.lane, m.waitSite.pc,
+                   fmt::format("the block ends with phase {} of the mbarrier "
+                               "at shared offset {} incomplete, though this "
+                               "wait waited for it ({} of {} arrivals "
+                               "pending, tx-count {}): on a GPU the wait "
+                               "would hang",
+                               m.phase, m.offset, m.pending, m.expected, m.tx));
+    if (m.tx != 0)
+      return fault(m.expectSite.warp, m.expectSite.lane, m.expectSite.pc,
+                   fmt::format("the block ends with the tx-count of the "
+                               "mbarrier at shared offset {} at {} in phase "
+                               "{}: {} (a wait on the phase would hang on a "
+                               "GPU)",
+                               m.offset, m.tx, m.phase,
+                               m.tx > 0
+                                   ? fmt::format("{} bytes announced by "
+                                                 "expect_tx never arrived",
+                                                 m.tx)
+                                   : fmt::format("{} bytes more than "
+                                                 "expect_tx announced arrived",
+                                                 -m.tx)));
+  }
+  return true;
 }
 
 } // namespace kiln::runtime::emu::detail

@@ -120,6 +120,7 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
   case Space::Const:
   case Space::Generic: {
     const bool checkSharedHere = checkShared;
+    RaceCheck *const races = raceCheck.get();
     // One loop per space (kind 0: global or const, 1: shared, 2: generic),
     // so that each lane makes only its space's checks.
     auto loop = [&](auto kind) {
@@ -170,6 +171,21 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
         }
         uint8_t *p;
         if (K != 0 && isShared) {
+          if (__builtin_expect(address >> kClusterRankShift, 0) &&
+              address < (1ull << 32)) {
+            // Another block of the cluster (distributed shared memory).
+            uint64_t offset = 0;
+            BlockRunner *target =
+                clusterTarget(w, lane, pc, address, total, verb, offset);
+            if (!target) {
+              ok = false;
+              return;
+            }
+            if (!isLoad)
+              target->markSharedWritten(offset, total);
+            transfer(lane, target->shared.data() + offset);
+            return;
+          }
           if (address > sharedBytes || total > sharedBytes - address) {
             ok = fault(w, lane, pc,
                        fmt::format("out-of-bounds shared {} of {} bytes at "
@@ -187,6 +203,12 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
               return;
             }
           }
+          if (__builtin_expect(races != nullptr, 0) &&
+              !(isLoad ? races->read(w * 32 + lane, pc, address, total)
+                       : races->write(w * 32 + lane, pc, address, total))) {
+            ok = raceFault(w, lane, pc);
+            return;
+          }
         } else if (K != 1) {
           p = globalPointer(address, total);
           if (!p) {
@@ -196,6 +218,8 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
                                    describeGlobalMiss(address, total)));
             return;
           }
+          if (__builtin_expect(races != nullptr, 0) && !isLoad)
+            races->globalWrite(w * 32 + lane, pc, address, total);
         } else {
           return; // not reached: shared accesses take the branch above
         }
@@ -400,6 +424,11 @@ bool BlockRunner::atomic(unsigned w, uint32_t pc, const Instruction &in,
         ok = false;
         return;
       }
+    }
+    if (isShared && raceCheck &&
+        !raceCheck->atomic(w * 32 + l, pc, p - shared.data(), size)) {
+      ok = raceFault(w, l, pc);
+      return;
     }
     uint64_t old = size == 8 ? atomicUpdate<uint64_t>(
                                    p, [&](uint64_t o) { return update(l, o); })

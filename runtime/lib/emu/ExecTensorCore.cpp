@@ -39,6 +39,9 @@ bool BlockRunner::loadMatrix(unsigned w, uint32_t pc, const Instruction &in,
       if (isShared && checkShared &&
           !checkSharedRead(w, lane, pc, p - shared.data(), 16))
         return false;
+      if (isShared && raceCheck &&
+          !raceCheck->read(w * 32 + lane, pc, p - shared.data(), 16))
+        return raceFault(w, lane, pc);
       std::memcpy(rows[i][j], p, 16);
     }
   for (unsigned i = 0; i < in.vec; ++i) {
@@ -102,6 +105,9 @@ bool BlockRunner::storeMatrix(unsigned w, uint32_t pc, const Instruction &in,
                            "stmatrix row store", &isShared);
       if (!p)
         return false;
+      if (isShared && raceCheck &&
+          !raceCheck->write(w * 32 + lane, pc, p - shared.data(), 16))
+        return raceFault(w, lane, pc);
       std::memcpy(p, rows[i][j], 16);
       if (isShared)
         markSharedWritten(static_cast<uint64_t>(p - shared.data()), 16);

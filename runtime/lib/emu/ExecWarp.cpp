@@ -2,8 +2,10 @@
 //
 // shfl.sync, vote, activemask, redux.sync and match.sync. Every lane named
 // in the member mask must be at the instruction (the scheduler first runs
-// live members that are elsewhere: syncMembers); all sources are read
-// before any destination is written.
+// live members that are elsewhere: syncMembers, which also covers
+// bar.warp.sync); all sources are read before any destination is written.
+// The .sync exchanges order their members' memory accesses for the race
+// check (RaceCheck.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +25,11 @@ uint32_t syncMembers(const uint64_t *r, const Instruction &in, uint32_t mask) {
   case Op::Redux:
   case Op::Match:
     slot = in.src[1];
+    break;
+  case Op::Bar:
+    if (BarMode(in.subop) != BarMode::WarpSync)
+      return 0;
+    slot = in.src[0];
     break;
   default:
     return 0;
@@ -51,6 +58,8 @@ bool BlockRunner::shuffle(unsigned w, uint32_t pc, const Instruction &in,
                              "which is not at this instruction",
                              members, missing));
   }
+  if (raceCheck)
+    raceCheck->warpSync(w, members);
   uint32_t values[32];
   bool valid[32];
   forLanes(exec, [&](unsigned lane) {
@@ -120,6 +129,8 @@ bool BlockRunner::warpCollective(unsigned w, uint32_t pc, const Instruction &in,
                              kernel.opcodeText[pc], members,
                              __builtin_ctz(members & ~exec)));
   uint32_t group = exec & members;
+  if (raceCheck && memberSlot != kNoSlot)
+    raceCheck->warpSync(w, group);
   const uint64_t *a = slot(in.src[0]);
   if (in.op == Op::Match) {
     uint64_t mask = typeBytes(in.type) == 8 ? ~0ull : 0xffffffffull;

@@ -101,11 +101,18 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
       if (p.group == UINT32_MAX)
         p.group = wgmmaCommitted[w];
     ++wgmmaCommitted[w];
+    if (raceCheck)
+      raceCheck->wgmmaCommit(w);
     return true;
-  case WgmmaOp::Wait:
-    retireWgmma(w, static_cast<uint32_t>(r[static_cast<size_t>(in.src[0]) * 32 +
-                                           (exec ? __builtin_ctz(exec) : 0)]));
+  case WgmmaOp::Wait: {
+    uint32_t keep = static_cast<uint32_t>(
+        r[static_cast<size_t>(in.src[0]) * 32 +
+          (exec ? __builtin_ctz(exec) : 0)]);
+    retireWgmma(w, keep);
+    if (raceCheck)
+      raceCheck->wgmmaWait(w, exec, keep);
     return true;
+  }
   case WgmmaOp::MmaAsync:
     break;
   }
@@ -173,9 +180,13 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
                       pendingChunk[a / 16] == 2 ? "bulk/TMA" : "cp.async"));
     if (checkShared && !checkSharedRead(w, 0, pc, a, elem))
       return false;
+    if (raceCheck && !raceCheck->wgmmaRead(a, static_cast<unsigned>(elem)))
+      return raceFault(w, 0, pc);
     value = elementValue(shared.data() + a, info.abType);
     return true;
   };
+  if (raceCheck)
+    raceCheck->wgmmaBegin(w, pc);
   // A: this warp's 16 rows by K, as doubles.
   double aValues[16][16];
   if (info.aFromRegisters) {

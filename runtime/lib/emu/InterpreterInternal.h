@@ -16,11 +16,13 @@
 #define KILN_RUNTIME_LIB_EMU_INTERPRETERINTERNAL_H
 
 #include "PtxInterpreter.h"
+#include "RaceCheck.h"
 
 #include "../Support.h"
 
 #include <array>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -33,6 +35,14 @@ constexpr uint64_t kTimeSlice = 1 << 16;
 /// WarpState::barrier of lanes that wait in mbarrier.try_wait (barriers
 /// 0..15 are bar.sync's).
 constexpr uint32_t kMbarrierWait = 16;
+/// WarpState::barrier of lanes that wait in barrier.cluster.wait.
+constexpr uint32_t kClusterWait = 17;
+/// A shared::cluster address of another block of the cluster (what mapa
+/// returns for it): (rank + 1) << kClusterRankShift | offset. Addresses
+/// below 1 << kClusterRankShift are the block's own shared memory (a
+/// block has at most 228 KiB).
+constexpr unsigned kClusterRankShift = 24;
+constexpr uint64_t kClusterOffsetMask = (1ull << kClusterRankShift) - 1;
 
 template <typename F>
 inline __attribute__((always_inline)) void forLanes(uint32_t mask, F &&f) {
@@ -69,6 +79,11 @@ struct WarpState {
   /// wgmma.mma_async not yet retired by wgmma.wait_group (their registers
   /// are checked on every instruction while this is non-zero).
   uint32_t wgmmaInFlight = 0;
+  /// The race check: the warp's last time slice ended in a failed
+  /// test_wait (a spin that may never end) of lane `spinLane` at `spinPc`.
+  bool spinning = false;
+  unsigned spinLane = 0;
+  uint32_t spinPc = 0;
 };
 
 /// Stops a warp: the fault to report, with the lane that caused it.
@@ -87,6 +102,22 @@ void addPerformanceCounters(LaunchStats &into, const LaunchStats &from);
 void mergeSectors(std::unordered_set<uint64_t> &into,
                   std::unordered_set<uint64_t> &from);
 
+class BlockRunner;
+
+/// The blocks of one cluster, co-scheduled on one host thread (by rank),
+/// and the cluster barrier's phase (barrier.cluster; each block keeps its
+/// threads' arrivals).
+struct ClusterRun {
+  std::vector<BlockRunner *> blocks;
+  uint64_t barrierPhase = 0;
+};
+/// Runs the begun blocks of `run` to completion, interleaved; the block
+/// that faulted (its errorMessage() says why), or nullptr.
+BlockRunner *runCluster(ClusterRun &run);
+
+/// What one scheduling round of a block did (BlockRunner::step).
+enum class BlockStep { Fault, Progress, Done, Stuck };
+
 /// What a barrier instruction does to the lanes that issue it.
 /// Advance and Yield move on (Yield also ends the warp's time slice: a
 /// test_wait that failed).
@@ -97,11 +128,37 @@ enum class BarrierStep { Fault, Advance, Wait, Yield };
 /// (Exec*.cpp); the scheduling core is PtxInterpreter.cpp.
 class BlockRunner {
 public:
-  BlockRunner(const Kernel &kernel, const LaunchSpec &spec);
+  /// `globalWrites`: the launch's record of global writes by block (the
+  /// race check, LaunchSpec::checkRaces), or nullptr.
+  BlockRunner(const Kernel &kernel, const LaunchSpec &spec,
+              GlobalWriteTracker *globalWrites = nullptr);
+  ~BlockRunner();
 
-  /// Runs block `ctaid`; false on a fault (see errorMessage()).
-  bool runBlock(Dim3 ctaid);
+  /// What went wrong, after a fault: kernel, block, thread, PTX line.
   std::string errorMessage() const;
+
+  // Co-scheduling (the blocks of a cluster): beginBlock resets the block,
+  // then step runs each warp for a time slice, or opens barriers when
+  // none can run. Stuck: nothing here can move without another block;
+  // stuckFault names what it waits for (a deadlock).
+  void beginBlock(Dim3 id, ClusterRun *run, uint32_t rank);
+  BlockStep step();
+  bool stuckFault();
+  Dim3 blockId() const { return ctaid; }
+  /// Changes other blocks can see (mbarrier events, cluster arrivals).
+  uint64_t eventCount() const { return mbarrierEvents + clusterArrivals; }
+  /// Whether every live thread has arrived at the cluster barrier's
+  /// current phase; `arrived` and `live` count them.
+  void countClusterArrivals(uint64_t &arrived, uint64_t &live) const;
+  /// The cluster barrier's phase completed: its waiters try again.
+  void wakeClusterWaiters();
+  /// Every waiting lane waits in barrier.cluster.wait.
+  bool waitsOnlyAtClusterBarrier() const {
+    for (unsigned w = 0; w < numWarps; ++w)
+      if (warps[w].waiting && warps[w].barrier != kClusterWait)
+        return false;
+    return true;
+  }
 
   uint64_t threadInstructions = 0;
   uint64_t warpInstructions = 0;
@@ -121,6 +178,19 @@ public:
 private:
   uint64_t *warpRegs(unsigned w) {
     return regs.data() + static_cast<size_t>(w) * numSlots * 32;
+  }
+  /// The block of rank `rank` in this block's cluster (this one when the
+  /// cluster is this block alone), or nullptr.
+  BlockRunner *clusterBlock(uint32_t rank) {
+    if (!cluster)
+      return rank == 0 ? this : nullptr;
+    return rank < cluster->blocks.size() ? cluster->blocks[rank] : nullptr;
+  }
+  /// The block's rank in its cluster (%cluster_ctarank).
+  uint32_t clusterRank(Dim3 id) const {
+    return id.x % spec.cluster.x +
+           spec.cluster.x * (id.y % spec.cluster.y +
+                             spec.cluster.y * (id.z % spec.cluster.z));
   }
   bool runWarp(unsigned w);
   bool fault(unsigned warp, unsigned lane, uint32_t pc, std::string what) {
@@ -210,12 +280,21 @@ private:
   bool elect(unsigned w, const Instruction &in, uint32_t exec);
 
   // mbarrier (ExecMbarrier.cpp).
+  /// Where a thread used an mbarrier (for the race check's reports).
+  struct MbarrierSite {
+    unsigned warp = 0, lane = 0;
+    uint32_t pc = 0;
+  };
   struct Mbarrier {
     uint64_t offset = 0; ///< in shared memory
     uint32_t expected = 0, pending = 0;
     int64_t tx = 0;
     uint64_t phase = 0; ///< phases completed so far
     bool valid = false;
+    /// The phases a failed wait needed completed (0: none), where it
+    /// waited, and the last expect_tx.
+    uint64_t awaited = 0;
+    MbarrierSite waitSite, expectSite;
   };
   /// The mbarrier at shared offset `offset`, or nullptr.
   Mbarrier *findMbarrier(uint64_t offset) {
@@ -244,8 +323,14 @@ private:
                        uint32_t mask, uint32_t exec);
   /// Lets the lanes waiting in try_wait try again after mbarrier events.
   bool wakeMbarrierWaiters();
-  /// The deadlock message for a warp whose lanes wait in try_wait.
+  /// The deadlock message for a warp whose lanes wait in try_wait (or, for
+  /// the race check, spin on test_wait at `pc`).
   bool mbarrierDeadlock(unsigned w);
+  bool mbarrierDeadlock(unsigned w, unsigned lane, uint32_t pc);
+  /// The race check at the end of a block: copies never waited for,
+  /// tx-counts that never drained, phases waited for that never completed
+  /// (each a hang on a GPU).
+  bool checkMbarriersAtExit();
   std::vector<Mbarrier> mbarriers;
   /// Counts mbarrier state changes and async work queued on them.
   uint64_t mbarrierEvents = 0;
@@ -275,6 +360,33 @@ private:
   };
   std::vector<PendingBulk> pendingBulk;
   bool bulkCopy(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
+  // Clusters (ExecCluster.cpp).
+  bool mapAddress(unsigned w, uint32_t pc, const Instruction &in,
+                  uint32_t exec);
+  /// barrier.cluster.arrive / wait.
+  BarrierStep clusterBarrier(unsigned w, uint32_t pc, const Instruction &in,
+                             uint32_t mask, uint32_t exec);
+  /// The block and offset a shared::cluster address names (rank bits
+  /// above kClusterRankShift), checked for `bytes` in bounds; nullptr
+  /// after a fault.
+  BlockRunner *clusterTarget(unsigned w, unsigned lane, uint32_t pc,
+                             uint64_t address, unsigned bytes,
+                             const char *what, uint64_t &offset);
+  /// The deadlock message for a warp waiting in barrier.cluster.wait.
+  bool clusterBarrierDeadlock(unsigned w);
+  ClusterRun *cluster = nullptr;
+  uint32_t rankInCluster = 0;
+  /// Every thread of the block has exited (its shared memory is gone).
+  bool exited = false;
+  /// Per thread: the cluster barrier phase + 1 it arrived in (0: none).
+  std::vector<uint64_t> clusterArrivedPhase;
+  uint64_t clusterArrivals = 0;
+  unsigned clusterWaiters = 0;
+  /// warpInstructions when the block began (for the step limit).
+  uint64_t blockStart = 0;
+  /// Rounds of step() in which every runnable warp only spun on a failed
+  /// test_wait and no mbarrier changed (the race check's hang detector).
+  unsigned spinRounds = 0;
 
   // wgmma (ExecWgmma.cpp).
   bool wgmma(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
@@ -349,6 +461,15 @@ private:
 
   bool checkShared = false;
   std::vector<uint8_t> sharedWritten;
+
+  /// KILN_EMU_CHECK=races (LaunchSpec::checkRaces): the happens-before
+  /// checker the instruction families report their accesses and
+  /// synchronisation to (nullptr when off).
+  std::unique_ptr<RaceCheck> raceCheck;
+  /// A race the checker found: the fault of lane `lane` of warp `w`.
+  bool raceFault(unsigned w, unsigned lane, uint32_t pc) {
+    return fault(w, lane, pc, raceCheck->takeReport());
+  }
 
   // Performance counters (ExecCounters.cpp), only with
   // LaunchSpec::countPerformance: the default path tests one flag.

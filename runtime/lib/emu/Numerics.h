@@ -221,12 +221,22 @@ template <typename T> T roundToIntegral(T x, Rounding r) {
   }
 }
 
-/// PTX min/max for floats: a NaN operand is ignored unless .NaN, and -0 is
+/// PTX's canonical NaN (all ones but the sign), what min/max return for a
+/// NaN result; the host's quiet_NaN() (0x7fc00000) is another NaN.
+template <typename T> T canonicalNaN() {
+  if constexpr (sizeof(T) == 4)
+    return bitsTo<T>(0x7fffffffu);
+  else
+    return bitsTo<T>(0x7fffffffffffffffull);
+}
+
+/// PTX min/max for floats: a NaN operand is ignored unless .NaN (then the
+/// result is the canonical NaN, as it is when both are NaN), and -0 is
 /// below +0.
 template <typename T> T floatMin(T a, T b, bool propagateNaN) {
   if (std::isnan(a) || std::isnan(b)) {
     if (propagateNaN || (std::isnan(a) && std::isnan(b)))
-      return std::numeric_limits<T>::quiet_NaN();
+      return canonicalNaN<T>();
     return std::isnan(a) ? b : a;
   }
   if (a == b)
@@ -236,7 +246,7 @@ template <typename T> T floatMin(T a, T b, bool propagateNaN) {
 template <typename T> T floatMax(T a, T b, bool propagateNaN) {
   if (std::isnan(a) || std::isnan(b)) {
     if (propagateNaN || (std::isnan(a) && std::isnan(b)))
-      return std::numeric_limits<T>::quiet_NaN();
+      return canonicalNaN<T>();
     return std::isnan(a) ? b : a;
   }
   if (a == b)

@@ -129,6 +129,21 @@ constexpr SpecialName kSpecials[] = {
     {"%gridid", Special::GridId},
     {"%dynamic_smem_size", Special::DynamicSmemSize},
     {"%total_smem_size", Special::TotalSmemSize},
+    {"%cluster_ctaid.x", Special::ClusterCtaidX},
+    {"%cluster_ctaid.y", Special::ClusterCtaidY},
+    {"%cluster_ctaid.z", Special::ClusterCtaidZ},
+    {"%cluster_nctaid.x", Special::ClusterNctaidX},
+    {"%cluster_nctaid.y", Special::ClusterNctaidY},
+    {"%cluster_nctaid.z", Special::ClusterNctaidZ},
+    {"%cluster_ctarank", Special::ClusterCtarank},
+    {"%cluster_nctarank", Special::ClusterNctarank},
+    {"%clusterid.x", Special::ClusteridX},
+    {"%clusterid.y", Special::ClusteridY},
+    {"%clusterid.z", Special::ClusteridZ},
+    {"%nclusterid.x", Special::NclusteridX},
+    {"%nclusterid.y", Special::NclusteridY},
+    {"%nclusterid.z", Special::NclusteridZ},
+    {"%is_explicit_cluster", Special::IsExplicitCluster},
 };
 
 } // namespace

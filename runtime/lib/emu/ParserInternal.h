@@ -184,6 +184,8 @@ private:
   Error decodeMbarrierOperands(DecodedInstruction &d);
   bool decodeBulkCopyModifier(DecodedInstruction &d, std::string_view m);
   Error decodeBulkCopyOperands(DecodedInstruction &d);
+  bool decodeClusterModifier(DecodedInstruction &d, std::string_view m);
+  Error decodeClusterOperands(DecodedInstruction &d);
   /// Appends an address operand ([%r1+16]) to Kernel::operandLists as
   /// three entries: the base slot and the offset's low and high words.
   Error pushAddress(std::string_view operand, uint32_t line);

@@ -2,9 +2,11 @@
 //
 // The interpreter's core: a block's warps, their divergence and
 // reconvergence, the time slice that lets warps that spin on each other
-// make progress, opening barriers (and naming deadlocks), and the launch
-// that hands blocks to host threads. Each instruction family executes in
-// its own file (Exec*.cpp); runWarp dispatches to them.
+// make progress, opening barriers (and naming deadlocks), the blocks of a
+// cluster interleaved on one host thread (runCluster; a lone block is a
+// cluster of one), and the launch that hands clusters to host threads.
+// Each instruction family executes in its own file (Exec*.cpp); runWarp
+// dispatches to them.
 //
 // This file is compiled with -frounding-math like the other interpreter
 // files: see Numerics.h.
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -24,7 +27,8 @@
 namespace kiln::runtime::emu {
 namespace detail {
 
-BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
+BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec,
+                         GlobalWriteTracker *globalWrites)
     : kernel(kernel), spec(spec), code(kernel.code.data()),
       numSlots(kernel.numSlots) {
   threadsPerBlock = spec.block.x * spec.block.y * spec.block.z;
@@ -51,6 +55,9 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
   }
   if (checkShared)
     sharedWritten.assign(sharedBytes, 0);
+  if (spec.checkRaces)
+    raceCheck = std::make_unique<RaceCheck>(kernel, spec, sharedBytes, numWarps,
+                                            globalWrites);
   // Constants and per-thread specials are the same in every block.
   for (unsigned w = 0; w < numWarps; ++w) {
     uint64_t *r = warpRegs(w);
@@ -126,7 +133,31 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
         case Special::TotalSmemSize:
           v = sharedBytes;
           break;
-        default: // ctaid: per block
+        case Special::ClusterNctaidX:
+          v = spec.cluster.x;
+          break;
+        case Special::ClusterNctaidY:
+          v = spec.cluster.y;
+          break;
+        case Special::ClusterNctaidZ:
+          v = spec.cluster.z;
+          break;
+        case Special::ClusterNctarank:
+          v = spec.cluster.x * spec.cluster.y * spec.cluster.z;
+          break;
+        case Special::NclusteridX:
+          v = spec.grid.x / spec.cluster.x;
+          break;
+        case Special::NclusteridY:
+          v = spec.grid.y / spec.cluster.y;
+          break;
+        case Special::NclusteridZ:
+          v = spec.grid.z / spec.cluster.z;
+          break;
+        case Special::IsExplicitCluster:
+          v = spec.explicitCluster;
+          break;
+        default: // ctaid and the block's place in its cluster: per block
           break;
         }
         cell[l] = v;
@@ -134,6 +165,8 @@ BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec)
     }
   }
 }
+
+BlockRunner::~BlockRunner() = default;
 
 std::string BlockRunner::errorMessage() const {
   uint32_t t = faultState.warp * 32 + faultState.lane;
@@ -147,20 +180,48 @@ std::string BlockRunner::errorMessage() const {
                      faultState.what);
 }
 
-bool BlockRunner::runBlock(Dim3 id) {
+void BlockRunner::beginBlock(Dim3 id, ClusterRun *run, uint32_t rank) {
+  cluster = run;
+  rankInCluster = rank;
   ctaid = id;
   for (unsigned w = 0; w < numWarps; ++w) {
     uint64_t *r = warpRegs(w);
     for (const SpecialSlot &s : kernel.specials) {
       uint64_t v;
-      if (s.which == Special::CtaidX)
+      switch (s.which) {
+      case Special::CtaidX:
         v = id.x;
-      else if (s.which == Special::CtaidY)
+        break;
+      case Special::CtaidY:
         v = id.y;
-      else if (s.which == Special::CtaidZ)
+        break;
+      case Special::CtaidZ:
         v = id.z;
-      else
+        break;
+      case Special::ClusterCtaidX:
+        v = id.x % spec.cluster.x;
+        break;
+      case Special::ClusterCtaidY:
+        v = id.y % spec.cluster.y;
+        break;
+      case Special::ClusterCtaidZ:
+        v = id.z % spec.cluster.z;
+        break;
+      case Special::ClusterCtarank:
+        v = clusterRank(id);
+        break;
+      case Special::ClusteridX:
+        v = id.x / spec.cluster.x;
+        break;
+      case Special::ClusteridY:
+        v = id.y / spec.cluster.y;
+        break;
+      case Special::ClusteridZ:
+        v = id.z / spec.cluster.z;
+        break;
+      default:
         continue;
+      }
       std::fill_n(r + static_cast<size_t>(s.slot) * 32, 32, v);
     }
     WarpState &ws = warps[w];
@@ -169,7 +230,12 @@ bool BlockRunner::runBlock(Dim3 id) {
     ws.waiting = 0;
     ws.converged = true;
     ws.pc = 0;
+    ws.spinning = false;
   }
+  if (raceCheck)
+    raceCheck->beginBlock(
+        id, id.x + static_cast<uint64_t>(spec.grid.x) *
+                       (id.y + static_cast<uint64_t>(spec.grid.y) * id.z));
   if (!shared.empty())
     std::memset(shared.data(), 0, shared.size());
   if (checkShared && !sharedWritten.empty())
@@ -193,107 +259,223 @@ bool BlockRunner::runBlock(Dim3 id) {
     barrierAll[b] = true;
     barrierAny[b] = false;
   }
-  uint64_t blockStart = warpInstructions;
-  while (true) {
-    // Each warp runs until it waits, exits or uses up its time slice; a
-    // warp that spins on a flag another warp sets gets to see it set.
-    bool runnable = false;
-    if (mbarrierWaiters)
-      wakeMbarrierWaiters();
-    for (unsigned w = 0; w < numWarps; ++w)
-      if (warps[w].live & ~warps[w].waiting) {
-        if (!runWarp(w))
-          return false;
-        runnable |= (warps[w].live & ~warps[w].waiting) != 0;
-      }
-    if (runnable) {
-      if (spec.maxWarpInstructionsPerBlock &&
-          warpInstructions - blockStart > spec.maxWarpInstructionsPerBlock) {
-        unsigned w = 0;
-        while (!(warps[w].live & ~warps[w].waiting))
-          ++w;
-        const WarpState &ws = warps[w];
-        unsigned lane = __builtin_ctz(ws.live & ~ws.waiting);
-        return fault(w, lane, ws.converged ? ws.pc : ws.lanePc[lane],
-                     fmt::format("the block is still running after {} warp "
-                                 "instructions (an endless loop, or a wait "
-                                 "for another block?)",
-                                 warpInstructions - blockStart));
-      }
-      continue;
+  clusterArrivedPhase.assign(threadsPerBlock, 0);
+  clusterArrivals = 0;
+  clusterWaiters = 0;
+  exited = false;
+  blockStart = warpInstructions;
+  spinRounds = 0;
+}
+
+BlockStep BlockRunner::step() {
+  // Each warp runs until it waits, exits or uses up its time slice; a
+  // warp that spins on a flag another warp sets gets to see it set.
+  bool runnable = false;
+  if (mbarrierWaiters)
+    wakeMbarrierWaiters();
+  if (clusterWaiters)
+    wakeClusterWaiters();
+  uint64_t eventsBefore = mbarrierEvents;
+  bool allSpin = true;
+  for (unsigned w = 0; w < numWarps; ++w)
+    if (warps[w].live & ~warps[w].waiting) {
+      warps[w].spinning = false;
+      if (!runWarp(w))
+        return BlockStep::Fault;
+      bool stillRuns = (warps[w].live & ~warps[w].waiting) != 0;
+      runnable |= stillRuns;
+      allSpin &= !stillRuns || warps[w].spinning;
     }
-    // Every warp has exited or waits at a barrier. A barrier opens when
-    // the threads waiting at it plus those that arrived (bar.arrive) reach
-    // its count, or the whole block when it has none.
-    uint32_t waitingAt[kBarriers + 1] = {};
-    bool anyWaiting = false;
-    for (unsigned w = 0; w < numWarps; ++w)
-      if (warps[w].waiting) {
-        waitingAt[warps[w].barrier] += __builtin_popcount(warps[w].waiting);
-        anyWaiting = true;
-      }
-    if (!anyWaiting)
-      return true;
-    // Lanes in mbarrier.try_wait try again after a change (the last
-    // warp to run may have arrived and exited).
-    if (mbarrierWaiters && wakeMbarrierWaiters())
-      continue;
-    bool opened = false;
-    for (uint32_t id = 0; id < kBarriers; ++id) {
-      if (!waitingAt[id])
-        continue;
-      uint32_t need =
-          barrierExpected[id] ? barrierExpected[id] : threadsPerBlock;
-      if (waitingAt[id] + barrierArrived[id] >= need) {
-        releaseBarrier(id);
-        opened = true;
-      }
+  // The race check: two rounds in which every warp that can run only
+  // failed a test_wait and no mbarrier changed: nothing ever will (the
+  // spin would hang a GPU). In a cluster of several blocks another block
+  // may still arrive on this one's mbarriers, so the check is for lone
+  // blocks only.
+  if (raceCheck && runnable && spec.cluster.x * spec.cluster.y *
+                                       spec.cluster.z == 1) {
+    spinRounds =
+        allSpin && mbarrierEvents == eventsBefore ? spinRounds + 1 : 0;
+    if (spinRounds == 2) {
+      unsigned w = 0;
+      while (!warps[w].spinning)
+        ++w;
+      mbarrierDeadlock(w, warps[w].spinLane, warps[w].spinPc);
+      return BlockStep::Fault;
     }
-    if (opened)
-      continue;
-    if (waitingAt[kMbarrierWait])
-      for (unsigned w = 0; w < numWarps; ++w)
-        if (warps[w].waiting && warps[w].barrier == kMbarrierWait)
-          return mbarrierDeadlock(w);
-    // Deadlock: name the first waiting lane, and a thread that exited or
-    // waits elsewhere.
-    unsigned waitingWarp = 0;
-    while (!warps[waitingWarp].waiting)
-      ++waitingWarp;
-    const WarpState &ws = warps[waitingWarp];
-    uint32_t lane = __builtin_ctz(ws.waiting);
-    uint32_t pc = ws.converged ? ws.pc : ws.lanePc[lane];
-    uint32_t id = ws.barrier;
-    auto threadName = [&](uint32_t t) {
-      return fmt::format("({},{},{})", t % spec.block.x,
-                         (t / spec.block.x) % spec.block.y,
-                         t / (spec.block.x * spec.block.y));
-    };
-    for (unsigned w = 0; w < numWarps; ++w) {
-      uint32_t lanes = std::min<uint32_t>(32, threadsPerBlock - w * 32);
-      uint32_t all = lanes == 32 ? kFullMask : ((1u << lanes) - 1);
-      if (warps[w].live != all && barrierExpected[id] == 0)
-        return fault(
-            waitingWarp, lane, pc,
-            fmt::format(
-                "barrier {} is reached by only part of the "
-                "block: thread {} has exited",
-                id, threadName(w * 32 + __builtin_ctz(all & ~warps[w].live))));
+  }
+  if (runnable) {
+    if (spec.maxWarpInstructionsPerBlock &&
+        warpInstructions - blockStart > spec.maxWarpInstructionsPerBlock) {
+      unsigned w = 0;
+      while (!(warps[w].live & ~warps[w].waiting))
+        ++w;
+      const WarpState &ws = warps[w];
+      unsigned lane = __builtin_ctz(ws.live & ~ws.waiting);
+      fault(w, lane, ws.converged ? ws.pc : ws.lanePc[lane],
+            fmt::format("the block is still running after {} warp "
+                        "instructions (an endless loop, or a wait "
+                        "for another block?); the limit is {} "
+                        "(KILN_EMU_MAX_STEPS=N raises it, 0 for none)",
+                        warpInstructions - blockStart,
+                        spec.maxWarpInstructionsPerBlock));
+      return BlockStep::Fault;
     }
-    for (unsigned w = 0; w < numWarps; ++w)
-      if (warps[w].waiting && warps[w].barrier != id)
-        return fault(
-            waitingWarp, lane, pc,
-            fmt::format("barrier {} waits while thread {} waits at "
-                        "barrier {}: neither can complete",
-                        id,
-                        threadName(w * 32 + __builtin_ctz(warps[w].waiting)),
-                        warps[w].barrier));
+    return BlockStep::Progress;
+  }
+  // Every warp has exited or waits at a barrier. A barrier opens when
+  // the threads waiting at it plus those that arrived (bar.arrive) reach
+  // its count, or the whole block when it has none.
+  uint32_t waitingAt[kClusterWait + 1] = {};
+  bool anyWaiting = false;
+  for (unsigned w = 0; w < numWarps; ++w)
+    if (warps[w].waiting) {
+      waitingAt[warps[w].barrier] += __builtin_popcount(warps[w].waiting);
+      anyWaiting = true;
+    }
+  if (!anyWaiting) {
+    exited = true;
+    if (!raceCheck)
+      return BlockStep::Done;
+    if (!checkMbarriersAtExit())
+      return BlockStep::Fault;
+    unsigned thread = 0;
+    uint32_t pc = 0;
+    if (!raceCheck->endBlock(thread, pc)) {
+      raceFault(thread / 32, thread % 32, pc);
+      return BlockStep::Fault;
+    }
+    return BlockStep::Done;
+  }
+  // Lanes in mbarrier.try_wait try again after a change (the last
+  // warp to run may have arrived and exited).
+  if (mbarrierWaiters && wakeMbarrierWaiters())
+    return BlockStep::Progress;
+  bool opened = false;
+  for (uint32_t id = 0; id < kBarriers; ++id) {
+    if (!waitingAt[id])
+      continue;
     uint32_t need = barrierExpected[id] ? barrierExpected[id] : threadsPerBlock;
-    return fault(waitingWarp, lane, pc,
-                 fmt::format("barrier {} expects {} threads but only {} "
-                             "arrived before the rest of the block exited",
-                             id, need, waitingAt[id] + barrierArrived[id]));
+    if (waitingAt[id] + barrierArrived[id] >= need) {
+      releaseBarrier(id);
+      opened = true;
+    }
+  }
+  return opened ? BlockStep::Progress : BlockStep::Stuck;
+}
+
+bool BlockRunner::stuckFault() {
+  uint32_t waitingAt[kClusterWait + 1] = {};
+  for (unsigned w = 0; w < numWarps; ++w)
+    if (warps[w].waiting)
+      waitingAt[warps[w].barrier] += __builtin_popcount(warps[w].waiting);
+  if (waitingAt[kMbarrierWait])
+    for (unsigned w = 0; w < numWarps; ++w)
+      if (warps[w].waiting && warps[w].barrier == kMbarrierWait)
+        return mbarrierDeadlock(w);
+  if (waitingAt[kClusterWait])
+    for (unsigned w = 0; w < numWarps; ++w)
+      if (warps[w].waiting && warps[w].barrier == kClusterWait)
+        return clusterBarrierDeadlock(w);
+  // Deadlock: name the first waiting lane, and a thread that exited or
+  // waits elsewhere.
+  unsigned waitingWarp = 0;
+  while (!warps[waitingWarp].waiting)
+    ++waitingWarp;
+  const WarpState &ws = warps[waitingWarp];
+  uint32_t lane = __builtin_ctz(ws.waiting);
+  uint32_t pc = ws.converged ? ws.pc : ws.lanePc[lane];
+  uint32_t id = ws.barrier;
+  auto threadName = [&](uint32_t t) {
+    return fmt::format("({},{},{})", t % spec.block.x,
+                       (t / spec.block.x) % spec.block.y,
+                       t / (spec.block.x * spec.block.y));
+  };
+  for (unsigned w = 0; w < numWarps; ++w) {
+    uint32_t lanes = std::min<uint32_t>(32, threadsPerBlock - w * 32);
+    uint32_t all = lanes == 32 ? kFullMask : ((1u << lanes) - 1);
+    if (warps[w].live != all && barrierExpected[id] == 0)
+      return fault(
+          waitingWarp, lane, pc,
+          fmt::format(
+              "barrier {} is reached by only part of the "
+              "block: thread {} has exited",
+              id, threadName(w * 32 + __builtin_ctz(all & ~warps[w].live))));
+  }
+  for (unsigned w = 0; w < numWarps; ++w)
+    if (warps[w].waiting && warps[w].barrier != id)
+      return fault(
+          waitingWarp, lane, pc,
+          fmt::format("barrier {} waits while thread {} waits at "
+                      "barrier {}: neither can complete",
+                      id, threadName(w * 32 + __builtin_ctz(warps[w].waiting)),
+                      warps[w].barrier));
+  uint32_t need = barrierExpected[id] ? barrierExpected[id] : threadsPerBlock;
+  return fault(waitingWarp, lane, pc,
+               fmt::format("barrier {} expects {} threads but only {} "
+                           "arrived before the rest of the block exited",
+                           id, need, waitingAt[id] + barrierArrived[id]));
+}
+
+BlockRunner *runCluster(ClusterRun &run) {
+  const size_t n = run.blocks.size();
+  std::vector<char> done(n, 0);
+  auto events = [&]() {
+    uint64_t sum = run.barrierPhase;
+    for (BlockRunner *b : run.blocks)
+      sum += b->eventCount();
+    return sum;
+  };
+  while (true) {
+    bool progress = false;
+    size_t finished = 0;
+    uint64_t before = events();
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) {
+        ++finished;
+        continue;
+      }
+      switch (run.blocks[i]->step()) {
+      case BlockStep::Fault:
+        return run.blocks[i];
+      case BlockStep::Progress:
+        progress = true;
+        break;
+      case BlockStep::Done:
+        done[i] = 1;
+        ++finished;
+        break;
+      case BlockStep::Stuck:
+        break;
+      }
+    }
+    if (finished == n)
+      return nullptr;
+    // Nothing moved, but a block may have changed another's mbarriers or
+    // arrived at the cluster barrier after that one's step.
+    if (progress || events() != before)
+      continue;
+    // The cluster barrier completes when every live thread of the
+    // cluster has arrived.
+    uint64_t arrived = 0, live = 0;
+    for (BlockRunner *b : run.blocks)
+      b->countClusterArrivals(arrived, live);
+    if (arrived && arrived == live) {
+      ++run.barrierPhase;
+      for (BlockRunner *b : run.blocks)
+        b->wakeClusterWaiters();
+      continue;
+    }
+    // Deadlock. A block waiting only at the cluster barrier waits for
+    // the others, so name a block stuck on something else if there is one.
+    BlockRunner *stuck = nullptr;
+    for (size_t i = 0; i < n && !stuck; ++i)
+      if (!done[i] && !run.blocks[i]->waitsOnlyAtClusterBarrier())
+        stuck = run.blocks[i];
+    for (size_t i = 0; i < n && !stuck; ++i)
+      if (!done[i])
+        stuck = run.blocks[i];
+    stuck->stuckFault();
+    return stuck;
   }
 }
 
@@ -358,6 +540,8 @@ bool BlockRunner::runWarp(unsigned w) {
     }
     if (__builtin_expect(countPerformance, 0))
       countInstruction(in, mask, exec);
+    if (__builtin_expect(raceCheck != nullptr, 0))
+      raceCheck->setIssue(static_cast<uint32_t>(warpInstructions + issued));
     if (__builtin_expect(ws.wgmmaInFlight != 0, 0) && exec &&
         in.op != Op::Wgmma && !checkWgmmaRegisters(w, pc, in, exec))
       return finish(false);
@@ -403,6 +587,9 @@ bool BlockRunner::runWarp(unsigned w) {
       if (step == BarrierStep::Wait)
         continue;
       if (step == BarrierStep::Yield) {
+        ws.spinning = true;
+        ws.spinLane = __builtin_ctz(mask);
+        ws.spinPc = pc;
         if (ws.converged)
           ws.pc = next;
         else
@@ -422,6 +609,18 @@ bool BlockRunner::runWarp(unsigned w) {
     case Op::Elect:
       elect(w, in, exec);
       break;
+    case Op::Mapa:
+      if (!mapAddress(w, pc, in, exec))
+        return finish(false);
+      break;
+    case Op::ClusterBarrier: {
+      BarrierStep step = clusterBarrier(w, pc, in, mask, exec);
+      if (step == BarrierStep::Fault)
+        return finish(false);
+      if (step == BarrierStep::Wait)
+        continue;
+      break;
+    }
     case Op::Setmaxnreg:
       break;
     case Op::Atom:
@@ -496,6 +695,9 @@ bool BlockRunner::runWarp(unsigned w) {
         return finish(false);
       break;
     case Op::Membar:
+      if (raceCheck && FenceKind(in.subop) == FenceKind::ProxyAsync &&
+          in.space != Space::Global)
+        forLanes(exec, [&](unsigned l) { raceCheck->proxyFence(w * 32 + l); });
       break;
     case Op::Cvt:
       if (!convert(r, in, exec))
@@ -536,6 +738,17 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
     return makeError("kernel '{}': {} threads per block exceed its .maxntid "
                      "of {}",
                      kernel.name, threads, kernel.maxThreads);
+  if (!spec.cluster.x || !spec.cluster.y || !spec.cluster.z ||
+      spec.grid.x % spec.cluster.x || spec.grid.y % spec.cluster.y ||
+      spec.grid.z % spec.cluster.z)
+    return makeError("kernel '{}': grid ({},{},{}) is not a whole number of "
+                     "clusters of ({},{},{})",
+                     kernel.name, spec.grid.x, spec.grid.y, spec.grid.z,
+                     spec.cluster.x, spec.cluster.y, spec.cluster.z);
+  const uint32_t clusterSize = spec.cluster.x * spec.cluster.y * spec.cluster.z;
+  if (clusterSize > 16)
+    return makeError("kernel '{}': a cluster of {} blocks (at most 16)",
+                     kernel.name, clusterSize);
   if (spec.paramBytes < kernel.paramBytes)
     return makeError("kernel '{}': {} bytes of parameters passed, the kernel "
                      "takes {}",
@@ -544,34 +757,42 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
       static_cast<uint64_t>(spec.grid.x) * spec.grid.y * spec.grid.z;
   if (blocks == 0)
     return Error::success();
+  // The unit of scheduling is a cluster: its blocks run interleaved on
+  // one host thread (a block alone when the cluster is 1 x 1 x 1).
+  const uint64_t clusters = blocks / clusterSize;
+  const Dim3 clusterGrid{spec.grid.x / spec.cluster.x,
+                         spec.grid.y / spec.cluster.y,
+                         spec.grid.z / spec.cluster.z};
   // A sample (sampleBlocks) is drawn from its own seed and runs in linear
   // order, unless blockOrderSeed shuffles it too.
-  uint64_t blocksToRun = blocks;
+  // (With clusters, whole clusters are sampled: sampleBlocks rounded up.)
+  uint64_t unitsToRun = clusters;
   std::vector<uint64_t> order;
-  if (spec.sampleBlocks && spec.sampleBlocks < blocks) {
-    order.resize(blocks);
-    for (uint64_t i = 0; i < blocks; ++i)
+  uint64_t sampleUnits = (spec.sampleBlocks + clusterSize - 1) / clusterSize;
+  if (spec.sampleBlocks && sampleUnits < clusters) {
+    order.resize(clusters);
+    for (uint64_t i = 0; i < clusters; ++i)
       order[i] = i;
     std::mt19937_64 rng(spec.sampleSeed);
-    for (uint64_t i = 0; i < spec.sampleBlocks; ++i)
-      std::swap(order[i], order[i + rng() % (blocks - i)]);
-    blocksToRun = spec.sampleBlocks;
-    order.resize(blocksToRun);
+    for (uint64_t i = 0; i < sampleUnits; ++i)
+      std::swap(order[i], order[i + rng() % (clusters - i)]);
+    unitsToRun = sampleUnits;
+    order.resize(unitsToRun);
     std::sort(order.begin(), order.end());
   }
   // A random order (blockOrderSeed) shows up kernels that depend on the
   // order blocks run in, which the hardware does not promise.
   if (spec.blockOrderSeed) {
     if (order.empty()) {
-      order.resize(blocks);
-      for (uint64_t i = 0; i < blocks; ++i)
+      order.resize(clusters);
+      for (uint64_t i = 0; i < clusters; ++i)
         order[i] = i;
     }
     std::mt19937_64 rng(spec.blockOrderSeed);
     std::shuffle(order.begin(), order.end(), rng);
   }
   unsigned workers = static_cast<unsigned>(
-      std::min<uint64_t>(std::max(1u, spec.workers), blocksToRun));
+      std::min<uint64_t>(std::max(1u, spec.workers), unitsToRun));
   std::atomic<uint64_t> nextBlock{0};
   std::atomic<bool> stop{false};
   std::mutex errorMutex;
@@ -581,39 +802,66 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
   std::mutex countsMutex;
   LaunchStats counts;
   std::unordered_set<uint64_t> sectorsRead, sectorsWritten;
+  // The race check's record of which block wrote each global byte.
+  std::unique_ptr<detail::GlobalWriteTracker> globalWrites;
+  if (spec.checkRaces)
+    globalWrites = std::make_unique<detail::GlobalWriteTracker>();
   auto work = [&]() {
-    detail::BlockRunner runner(kernel, spec);
+    std::vector<std::unique_ptr<detail::BlockRunner>> runners;
+    detail::ClusterRun run;
+    for (uint32_t r = 0; r < clusterSize; ++r) {
+      runners.push_back(std::make_unique<detail::BlockRunner>(
+          kernel, spec, globalWrites.get()));
+      run.blocks.push_back(runners.back().get());
+    }
     uint64_t blocksRun = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       uint64_t next = nextBlock.fetch_add(1);
-      if (next >= blocksToRun)
+      if (next >= unitsToRun)
         break;
-      uint64_t b = order.empty() ? next : order[next];
-      Dim3 id;
-      id.x = static_cast<uint32_t>(b % spec.grid.x);
-      id.y = static_cast<uint32_t>((b / spec.grid.x) % spec.grid.y);
-      id.z = static_cast<uint32_t>(
-          b / (static_cast<uint64_t>(spec.grid.x) * spec.grid.y));
-      ++blocksRun;
-      if (!runner.runBlock(id)) {
+      uint64_t c = order.empty() ? next : order[next];
+      Dim3 origin;
+      origin.x = static_cast<uint32_t>(c % clusterGrid.x) * spec.cluster.x;
+      origin.y = static_cast<uint32_t>((c / clusterGrid.x) % clusterGrid.y) *
+                 spec.cluster.y;
+      origin.z = static_cast<uint32_t>(
+                     c / (static_cast<uint64_t>(clusterGrid.x) *
+                          clusterGrid.y)) *
+                 spec.cluster.z;
+      for (uint32_t r = 0; r < clusterSize; ++r) {
+        Dim3 id;
+        id.x = origin.x + r % spec.cluster.x;
+        id.y = origin.y + (r / spec.cluster.x) % spec.cluster.y;
+        id.z = origin.z + r / (spec.cluster.x * spec.cluster.y);
+        runners[r]->beginBlock(id, &run, r);
+      }
+      run.barrierPhase = 0;
+      blocksRun += clusterSize;
+      if (detail::BlockRunner *bad = detail::runCluster(run)) {
+        Dim3 id = bad->blockId();
+        uint64_t b = id.x + static_cast<uint64_t>(spec.grid.x) *
+                                (id.y + static_cast<uint64_t>(spec.grid.y) *
+                                            id.z);
         std::lock_guard<std::mutex> lock(errorMutex);
         // Report the lowest failing block, whichever worker found it.
         if (b < firstErrorBlock) {
           firstErrorBlock = b;
-          firstError = runner.errorMessage();
+          firstError = bad->errorMessage();
         }
         stop = true;
         break;
       }
     }
     std::lock_guard<std::mutex> lock(countsMutex);
-    counts.threadInstructions += runner.threadInstructions;
-    counts.warpInstructions += runner.warpInstructions;
     counts.blocksRun += blocksRun;
-    if (spec.countPerformance) {
-      detail::addPerformanceCounters(counts, runner.perf);
-      detail::mergeSectors(sectorsRead, runner.sectorsRead);
-      detail::mergeSectors(sectorsWritten, runner.sectorsWritten);
+    for (auto &runner : runners) {
+      counts.threadInstructions += runner->threadInstructions;
+      counts.warpInstructions += runner->warpInstructions;
+      if (spec.countPerformance) {
+        detail::addPerformanceCounters(counts, runner->perf);
+        detail::mergeSectors(sectorsRead, runner->sectorsRead);
+        detail::mergeSectors(sectorsWritten, runner->sectorsWritten);
+      }
     }
   };
   if (workers == 1) {

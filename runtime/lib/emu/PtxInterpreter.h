@@ -51,6 +51,11 @@ struct MemoryRegion {
 struct LaunchSpec {
   Dim3 grid;
   Dim3 block;
+  /// Blocks per cluster (sm_90); the grid must be a whole number of
+  /// clusters. `explicitCluster` is what %is_explicit_cluster reads (a
+  /// launch that named a cluster shape, even 1 x 1 x 1).
+  Dim3 cluster;
+  bool explicitCluster = false;
   uint32_t dynamicSharedBytes = 0;
   /// The packed parameters (PackedParams layout).
   const uint8_t *params = nullptr;
@@ -65,6 +70,10 @@ struct LaunchSpec {
   /// Report loads of shared memory that no thread of the block wrote in
   /// this launch.
   bool checkSharedReads = false;
+  /// The race check (RaceCheck.h): shared-memory races between a block's
+  /// threads, async-proxy hazards, global writes of two blocks to the same
+  /// bytes, mbarrier misuse. Slower (docs/emulator.md).
+  bool checkRaces = false;
   /// Fail a block still running after this many warp instructions (0: no
   /// limit), so that an endless loop ends the run instead of hanging it.
   uint64_t maxWarpInstructionsPerBlock = 0;

@@ -162,6 +162,10 @@ enum class Op : uint8_t {
   /// cp.async.bulk{.tensor}*, and their commit/wait groups: `subop` is a
   /// BulkOp.
   BulkCopy,
+  /// mapa{.shared::cluster}.{u32,u64} d, a, rank (ExecCluster.cpp).
+  Mapa,
+  /// barrier.cluster.arrive (subop 0) / .wait (subop 1).
+  ClusterBarrier,
 };
 
 /// The mbarrier operations (ExecMbarrier.cpp).
@@ -186,6 +190,9 @@ enum class BulkOp : uint8_t {
   TensorLoad,
   /// cp.async.bulk.tensor.Nd.global.shared ... [tmap, {c..}], [src].
   TensorStore,
+  /// TensorLoad with .multicast::cluster: the box lands in every block of
+  /// the ctaMask operand (operandLists after the coordinates).
+  TensorLoadMulticast,
   /// cp.async.bulk.shared.global ... [dst], [src], size, [mbar].
   Load,
   /// cp.async.bulk.global.shared.bulk_group [dst], [src], size.
@@ -235,8 +242,12 @@ enum class TestpOp : uint8_t {
   Normal,
   Subnormal
 };
-/// bar/barrier: sync (wait), arrive (no wait), red (wait and reduce).
-enum class BarMode : uint8_t { Sync, Arrive, RedPopc, RedAnd, RedOr };
+/// bar/barrier: sync (wait), arrive (no wait), red (wait and reduce);
+/// bar.warp.sync (the member lanes of one warp meet).
+enum class BarMode : uint8_t { Sync, Arrive, RedPopc, RedAnd, RedOr, WarpSync };
+/// membar/fence (`subop`): fence.proxy.async orders the generic proxy
+/// against the async proxy (the race checker tracks it; no other effect).
+enum class FenceKind : uint8_t { Other, ProxyAsync };
 /// setp's optional .and/.or/.xor with a third predicate.
 enum class BoolOp : uint8_t { None, And, Or, Xor };
 enum class ClockKind : uint8_t {
@@ -327,6 +338,24 @@ enum class Special : uint8_t {
   /// %dynamic_smem_size and %total_smem_size, in bytes.
   DynamicSmemSize,
   TotalSmemSize,
+  /// Clusters (sm_90): the block's place in its cluster, the cluster's
+  /// shape, the cluster's place in the grid (LaunchSpec::cluster).
+  ClusterCtaidX,
+  ClusterCtaidY,
+  ClusterCtaidZ,
+  ClusterNctaidX,
+  ClusterNctaidY,
+  ClusterNctaidZ,
+  ClusterCtarank,
+  ClusterNctarank,
+  ClusteridX,
+  ClusteridY,
+  ClusteridZ,
+  NclusteridX,
+  NclusteridY,
+  NclusteridZ,
+  /// 1 when the launch named a cluster shape (LaunchSpec::explicitCluster).
+  IsExplicitCluster,
 };
 
 constexpr uint32_t kNoSlot = ~0u;
@@ -368,7 +397,7 @@ struct Instruction {
   /// .noinc, setmaxnreg's .inc, the bulk copies' dimension count.
   uint8_t aux = 0;
   /// The op-specific mode (AtomOp, VoteMode, PrmtMode, TestpOp, BarMode,
-  /// ClockKind, MmaShape; for setp a BoolOp).
+  /// ClockKind, MmaShape, FenceKind; for setp a BoolOp).
   uint8_t subop = 0;
   /// ld/st vector width (1, 2 or 4); for mov, a pack/unpack of this many.
   uint8_t vec = 1;

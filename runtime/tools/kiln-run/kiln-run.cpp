@@ -1,7 +1,7 @@
 //===- kiln-run.cpp - Run a .kiln artifact on a device --------------------===//
 //
 //   kiln-run model.kiln [-i name=file.npy ...] [--random-inputs] [-o outdir]
-//            [--device cuda|cuda:N|emu] [--bench N] [--graph]
+//            [--device cuda|cuda:N|emu] [--check=races] [--bench N] [--graph]
 //            [--profile] [--profile-json FILE] [--trace FILE.json]
 //
 // Everything that can be checked without a device is checked first (the
@@ -18,10 +18,12 @@
 #include "kiln/runtime/Version.h"
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -58,6 +60,12 @@ Device:
   --device DEV          cuda, cuda:N or emu (default: cuda)
   --graph               capture the launch list into a CUDA graph and replay
                         it (default: off)
+  --check LIST          emu: slower runs that fail on what a GPU would hide,
+                        comma-separated: races (shared-memory races between
+                        threads, missing fence.proxy.async, mbarrier misuse,
+                        two blocks writing the same global bytes), shared
+                        (reads of shared memory nothing wrote). Sets
+                        KILN_EMU_CHECK (default: off)
 
 Output:
   -o DIR                write each output to DIR/<name>.npy (characters outside
@@ -114,6 +122,8 @@ struct Options {
   std::string estimateFrom;
   std::string perfTarget;
   std::string trace;
+  /// --check: the emu device's KILN_EMU_CHECK list.
+  std::string checks;
   bool json = false;
   bool version = false;
 };
@@ -223,6 +233,31 @@ Expected<Options> parseArguments(int argc, char **argv) {
                                   : options.device) = *text;
       if (arg == "--profile-json")
         options.profile = true;
+    } else if (arg == "--check" || arg.rfind("--check=", 0) == 0) {
+      std::string list;
+      if (arg == "--check") {
+        Expected<std::string> text = value(i, arg);
+        if (!text)
+          return text.takeError();
+        list = *text;
+      } else {
+        list = arg.substr(8);
+      }
+      // The names KILN_EMU_CHECK knows (EmuDevice.cpp).
+      size_t start = 0;
+      while (true) {
+        size_t end = std::min(list.find(',', start), list.size());
+        std::string name = list.substr(start, end - start);
+        if (name != "races" && name != "shared")
+          return Error::failure(
+              fmt::format("--check expects races and/or shared, "
+                          "comma-separated, not '{}'",
+                          list));
+        if (end == list.size())
+          break;
+        start = end + 1;
+      }
+      options.checks = list;
     } else if (arg == "--profile-sample") {
       Expected<std::string> text = value(i, arg);
       if (!text)
@@ -271,6 +306,9 @@ Expected<Options> parseArguments(int argc, char **argv) {
   if (options.profileSample && !emu)
     return Error::failure("--profile-sample applies to --device emu (a GPU "
                           "runs every block)");
+  if (!options.checks.empty() && !emu)
+    return Error::failure("--check applies to --device emu (the checks "
+                          "follow the emulator's threads)");
   if (options.json && options.profile && options.profileJson.empty())
     return Error::failure("--json replaces the text output: write the "
                           "profile with --profile-json FILE");
@@ -481,30 +519,17 @@ void printSummary(const OutputSummary &summary) {
 // JSON output (--json)
 //===----------------------------------------------------------------------===//
 
-std::string jsonString(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\')
-      out += {'\\', c};
-    else if (u < 0x20)
-      out += fmt::format("\\u{:04x}", u);
-    else
-      out += c;
-  }
-  return out + "\"";
-}
+/// kiln-run --json's objects keep the documented member order.
+using Json = nlohmann::ordered_json;
 
 /// A JSON number; NaN and infinities, which JSON lacks, become null.
-std::string jsonNumber(double value) {
-  return std::isfinite(value) ? fmt::format("{:.9g}", value) : "null";
+Json number(double value) {
+  return std::isfinite(value) ? Json(value) : Json(nullptr);
 }
 
-std::string jsonShape(const Shape &shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    out += fmt::format("{}{}", i ? ", " : "", shape[i]);
-  return out + "]";
+std::string dump(const Json &json) {
+  return json.dump(-1, ' ', /*ensure_ascii=*/false,
+                   Json::error_handler_t::replace);
 }
 
 double percentile(std::vector<double> values, double fraction) {
@@ -582,76 +607,70 @@ void printBenchmark(const BenchmarkResult &result, unsigned warmup,
   }
 }
 
-std::string benchmarkJson(const BenchmarkResult &result, unsigned warmup,
-                          const Artifact &artifact) {
+Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
+                   const Artifact &artifact) {
   const std::vector<double> &ms = result.runMilliseconds;
   double sum = 0;
   for (double v : ms)
     sum += v;
-  std::string runs = "[";
-  for (size_t i = 0; i < ms.size(); ++i)
-    runs += (i ? ", " : "") + jsonNumber(ms[i]);
-  runs += "]";
-  std::string kernels = "[";
-  for (size_t i = 0; i < result.kernels.size(); ++i) {
-    const KernelTiming &timing = result.kernels[i];
-    kernels += fmt::format(
-        "{}{{\"kernel\": {}, \"launches_per_run\": {}, \"median_ms\": {}}}",
-        i ? ", " : "", jsonString(timing.kernel), timing.launchesPerRun,
-        jsonNumber(percentile(timing.milliseconds, 0.5)));
-  }
-  kernels += "]";
+  Json runs = Json::array();
+  for (double v : ms)
+    runs.push_back(number(v));
+  Json kernels = Json::array();
+  for (const KernelTiming &timing : result.kernels)
+    kernels.push_back(
+        {{"kernel", timing.kernel},
+         {"launches_per_run", timing.launchesPerRun},
+         {"median_ms", number(percentile(timing.milliseconds, 0.5))}});
   double throughput = inferencesPerSecond(result);
   uint64_t batch = batchOf(artifact);
-  std::string energy =
-      result.energyJoules
-          ? fmt::format(", \"energy_j_per_run\": {}, \"average_power_w\": {}",
-                        jsonNumber(*result.energyJoules / double(ms.size())),
-                        jsonNumber(result.energySeconds > 0
-                                       ? *result.energyJoules /
-                                             result.energySeconds
-                                       : NAN))
-          : "";
-  return fmt::format(
-      "{{\"runs\": {}, \"warmup\": {}, \"batch\": {}, \"median_ms\": {}, "
-      "\"mean_ms\": {}, \"p10_ms\": {}, \"p90_ms\": {}, \"min_ms\": {}, "
-      "\"inferences_per_s\": {}, \"samples_per_s\": {}{}, \"run_ms\": {}, "
-      "\"kernels\": {}}}",
-      ms.size(), warmup, batch, jsonNumber(percentile(ms, 0.5)),
-      jsonNumber(sum / double(ms.size())), jsonNumber(percentile(ms, 0.1)),
-      jsonNumber(percentile(ms, 0.9)),
-      jsonNumber(*std::min_element(ms.begin(), ms.end())),
-      jsonNumber(throughput), jsonNumber(throughput * double(batch)), energy,
-      runs, kernels);
+  Json json = {{"runs", ms.size()},
+               {"warmup", warmup},
+               {"batch", batch},
+               {"median_ms", number(percentile(ms, 0.5))},
+               {"mean_ms", number(sum / double(ms.size()))},
+               {"p10_ms", number(percentile(ms, 0.1))},
+               {"p90_ms", number(percentile(ms, 0.9))},
+               {"min_ms", number(*std::min_element(ms.begin(), ms.end()))},
+               {"inferences_per_s", number(throughput)},
+               {"samples_per_s", number(throughput * double(batch))}};
+  if (result.energyJoules) {
+    json["energy_j_per_run"] = number(*result.energyJoules / double(ms.size()));
+    json["average_power_w"] =
+        number(result.energySeconds > 0
+                   ? *result.energyJoules / result.energySeconds
+                   : NAN);
+  }
+  json["run_ms"] = std::move(runs);
+  json["kernels"] = std::move(kernels);
+  return json;
 }
 
 /// kiln-run --json: one object on stdout.
 void printJson(const Options &options, const DeviceInfo &device,
                const std::vector<OutputSummary> &outputs,
-               const std::optional<std::string> &bench) {
-  std::string list = "[";
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const OutputSummary &o = outputs[i];
-    std::string head = "[";
-    for (size_t k = 0; k < o.head.size(); ++k)
-      head += (k ? ", " : "") + jsonNumber(o.head[k]);
-    head += "]";
+               const std::optional<Json> &bench) {
+  Json list = Json::array();
+  for (const OutputSummary &o : outputs) {
+    Json head = Json::array();
+    for (double v : o.head)
+      head.push_back(number(v));
     bool any = o.count > o.nonFinite;
-    list += fmt::format(
-        "{}{{\"name\": {}, \"dtype\": {}, \"shape\": {}, \"min\": {}, "
-        "\"max\": {}, \"mean\": {}, \"non_finite\": {}, \"first\": {}}}",
-        i ? ", " : "", jsonString(o.name), jsonString(dtypeName(o.dtype)),
-        jsonShape(o.shape), any ? jsonNumber(o.min) : "null",
-        any ? jsonNumber(o.max) : "null", any ? jsonNumber(o.mean) : "null",
-        o.nonFinite, head);
+    list.push_back({{"name", o.name},
+                    {"dtype", std::string(dtypeName(o.dtype))},
+                    {"shape", o.shape},
+                    {"min", any ? number(o.min) : Json(nullptr)},
+                    {"max", any ? number(o.max) : Json(nullptr)},
+                    {"mean", any ? number(o.mean) : Json(nullptr)},
+                    {"non_finite", o.nonFinite},
+                    {"first", std::move(head)}});
   }
-  list += "]";
-  fmt::print("{{\"kiln_version\": {}, \"model\": {}, \"device\": "
-             "{{\"kind\": {}, \"name\": {}}}, \"outputs\": {}, \"bench\": "
-             "{}}}\n",
-             jsonString(buildInfo().version), jsonString(options.model),
-             jsonString(device.kind), jsonString(device.name), list,
-             bench ? *bench : "null");
+  Json json = {{"kiln_version", buildInfo().version},
+               {"model", options.model},
+               {"device", {{"kind", device.kind}, {"name", device.name}}},
+               {"outputs", std::move(list)},
+               {"bench", bench ? *bench : Json(nullptr)}};
+  fmt::print("{}\n", dump(json));
 }
 
 int runTool(const Options &options) {
@@ -740,6 +759,9 @@ int runTool(const Options &options) {
     perfTarget = target.take();
   }
 
+  // The emu device reads its checks from the environment.
+  if (!options.checks.empty())
+    ::setenv("KILN_EMU_CHECK", options.checks.c_str(), /*overwrite=*/1);
   Expected<std::unique_ptr<Device>> device = createDevice(options.device);
   if (!device)
     return fail(device.error().message());
@@ -781,7 +803,7 @@ int runTool(const Options &options) {
 
   // On cuda a profile is measured: the --bench runs, or 10 of them.
   unsigned benchRuns = options.bench;
-  std::optional<std::string> benchJson;
+  std::optional<Json> benchJson;
   if (wantReport && !emu && benchRuns == 0)
     benchRuns = 10;
   if (benchRuns) {

@@ -53,6 +53,7 @@
 #include "kiln/runtime/Version.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -277,17 +278,10 @@ void printLine(const std::string &json) {
   std::fflush(stdout);
 }
 
-std::string quoted(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20)
-      out += fmt::format("\\u{:04x}", unsigned(c));
-    else
-      out += c;
-  }
-  return out + "\"";
+/// One line of the worker's output (kilnc reads them with llvm::json).
+std::string line(const nlohmann::ordered_json &json) {
+  return json.dump(-1, ' ', /*ensure_ascii=*/false,
+                   nlohmann::ordered_json::error_handler_t::replace);
 }
 
 /// Ends the process when a candidate runs past the job's timeout (a hung
@@ -328,10 +322,9 @@ private:
       }
       if (wake.wait_until(lock, deadline) == std::cv_status::timeout &&
           armed && std::chrono::steady_clock::now() >= deadline) {
-        printLine(fmt::format(
-            "{{\"candidate\":{},\"ok\":false,\"error\":\"timed out after {} "
-            "s\"}}",
-            current, limit));
+        printLine(line({{"candidate", current},
+                        {"ok", false},
+                        {"error", fmt::format("timed out after {} s", limit)}}));
         std::_Exit(kExitTimeout);
       }
     }
@@ -607,9 +600,11 @@ Error Worker::run(const CandidateSpec &c, bool timed) {
     (void)device.deallocate(workspace);
   (void)device.unloadModule(*module);
   if (timed)
-    printLine(fmt::format(
-        "{{\"candidate\":{},\"ok\":true,\"us\":{:.4f},\"max_error\":{}}}",
-        c.index, seconds.value_or(0) * 1e6, maxError));
+    printLine(line({{"candidate", c.index},
+                    {"ok", true},
+                    // 0.1 ns: finer than a GPU event resolves.
+                    {"us", std::round(seconds.value_or(0) * 1e10) / 1e4},
+                    {"max_error", maxError}}));
   return Error::success();
 }
 
@@ -657,8 +652,7 @@ int main(int argc, char **argv) {
     name = fmt::format("{} ({} model)", info.name, target->name);
     cc = target->sm;
   }
-  printLine(fmt::format("{{\"device\":{},\"name\":{},\"cc\":{}}}",
-                        quoted(info.kind), quoted(name), cc));
+  printLine(line({{"device", info.kind}, {"name", name}, {"cc", cc}}));
   Watchdog watchdog(job->timeoutSeconds);
   for (const CandidateSpec &c : job->candidates) {
     bool timed = std::find(job->timed.begin(), job->timed.end(), c.index) !=
@@ -667,8 +661,9 @@ int main(int argc, char **argv) {
     Error err = worker.run(c, timed);
     watchdog.disarm();
     if (err) {
-      printLine(fmt::format("{{\"candidate\":{},\"ok\":false,\"error\":{}}}",
-                            c.index, quoted(err.message())));
+      printLine(line({{"candidate", c.index},
+                      {"ok", false},
+                      {"error", err.message()}}));
       return kExitCandidateFailed;
     }
   }

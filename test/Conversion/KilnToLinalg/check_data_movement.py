@@ -57,6 +57,10 @@ def literal(array):
         if array.dtype == np.bool_:
             return "true" if v else "false"
         if np.issubdtype(array.dtype, np.floating):
+            if not np.isfinite(v):
+                # MLIR has no NaN/inf literal: write the bits in hex.
+                bits = np.array(v, array.dtype).view(f"u{array.dtype.itemsize}")
+                return hex(int(bits))
             return repr(float(v))
         return str(int(v))
 

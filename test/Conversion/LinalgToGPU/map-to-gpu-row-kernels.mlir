@@ -6,8 +6,8 @@
 // fused kernels kiln-collapse-fusions emits: an all-parallel generic whose
 // body holds reduction loops over the row (softmax: max, then sum). The
 // first RUN has one SM (sm-count=1), so that a few rows are rows enough for
-// a warp each; FEW has the default 132 SMs, where rows fewer than the SMs
-// get a block each (spread over more threads). OFF is the A/B switch: the
+// a warp each; FEW has the default chip's SMs (sm_90: 132, from the target
+// table), where rows fewer than the SMs get a block each (spread over more threads). OFF is the A/B switch: the
 // block-per-row kernel that strides over the row once per loop and reads
 // it three times.
 

@@ -2,6 +2,14 @@
 // (tiled-transpose=false: the transposed reads below are the vectorised and
 // thread-per-output kernels' cases; the tiled transposes that replace them
 // by default are in map-to-gpu-tiled-transpose.mlir.)
+// The chip's SM count and resident threads come from the target table
+// (runtime/targets/gpus.ini; SM80 below: the A100's 108 SMs); a chip the
+// table does not have is an error naming the ones it has.
+// RUN: kiln-opt %s -kiln-select-generic-kernels="chip=sm_80 tiled-transpose=false" -kiln-map-to-gpu=chip=sm_80 -canonicalize -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SM80
+// RUN: not kiln-opt %s -kiln-map-to-gpu=chip=sm_75 -split-input-file 2>&1 | FileCheck %s --check-prefix=BADCHIP
+// BADCHIP: error: kiln-map-to-gpu: chip 'sm_75' is not in the target table (sm_80, sm_90)
+// RUN: not kiln-opt %s -kiln-select-generic-kernels=chip=sm_75 -split-input-file 2>&1 | FileCheck %s --check-prefix=BADCHIPSEL
+// BADCHIPSEL: error: kiln-select-generic-kernels: chip 'sm_75' is not in the target table (sm_80, sm_90)
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
@@ -439,6 +447,9 @@ func.func @not_vectorised(%x: memref<16x16xi1>, %y: memref<16x16xi1>) {
 // resident (132 SMs x 2048 / 256 threads = 1056 blocks) and each thread
 // strides over 2^22 / 4 groups.
 // CHECK-LABEL: func.func @grid_stride
+// SM80-LABEL: func.func @grid_stride
+// SM80-DAG: arith.constant 864 : index
+// SM80-DAG: arith.constant 221184 : index
 // CHECK-DAG: %[[GRID:.*]] = arith.constant 1056 : index
 // CHECK-DAG: %[[GROUPS:.*]] = arith.constant 1048576 : index
 // CHECK-DAG: %[[STRIDE:.*]] = arith.constant 270336 : index

@@ -24,8 +24,10 @@ transpose, a broadcast not summed back, a wrong sign or scale) is off by
 O(1). Batch norms are differentiated in training mode (batch statistics),
 and their new running statistics (outputs update.<initializer>) are
 checked against momentum * running + (1 - momentum) * batch statistic.
-One line per tensor: "<name>: rel-err <e> (bound <b>)"; exit 1 when
-one exceeds the bound or is missing.
+One line per tensor: "<name>: rel-err <e> (bound <b>), worst element <r>
+of its bound ... ok|FAIL" (scripts/numerics.py's rule at --bound: the norm
+and the per-element bounds that go with it); exit 1 when one fails or is
+missing.
 """
 import argparse
 import copy
@@ -36,8 +38,11 @@ import sys
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
 
 DTYPES = {"int64": np.int64, "i64": np.int64, "int32": np.int32,
           "i32": np.int32, "float32": np.float32, "f32": np.float32}
@@ -158,11 +163,8 @@ def reference_session(model64):
     """onnxruntime (graph optimisations off: its fused kernels are float
     only) or, for ops it has no float64 kernel for (Conv, ConvTranspose,
     pooling), onnx's numpy reference evaluator."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        return ort.InferenceSession(model64.SerializeToString(), options,
-                                    providers=["CPUExecutionProvider"])
+        return numerics.ort_session(model64)
     except Exception:  # NOT_IMPLEMENTED: no float64 kernel
         return _Evaluator(model64)
 
@@ -313,17 +315,9 @@ def main():
             print(f"{key}: missing")
             failed = True
             continue
-        got = np.load(path).astype(np.float64)
-        if got.shape != expected.shape:
-            print(f"{key}: shape {got.shape}, expected {expected.shape}")
-            failed = True
-            continue
-        err = np.linalg.norm(got - expected) / max(np.linalg.norm(expected),
-                                                   1e-30)
-        ok = err <= args.bound
-        failed |= not ok
-        print(f"{key}: rel-err {err:.3e} (bound {args.bound:g})"
-              f"{'' if ok else ' EXCEEDED'}")
+        result = numerics.compare(np.load(path), expected, args.bound, key)
+        failed |= not result.ok
+        print(result.line())
     return 1 if failed else 0
 
 

@@ -19,9 +19,11 @@ kilnc --wgmma=true|false, and fails a run whose kernel is not the sm_90a
 wgmma kernel (true) or the mma.sync one (false). One line per case and
 precision:
 
-  <case> <precision>: <kernel config> rel-err <e> max-err <m> (bound <b>) ok|FAIL
+  <case> <precision>: <kernel config> rel-err <e> (bound <b>), worst element
+                      <r> of its bound ... ok|FAIL
 
-Bounds on the relative error of the output norm:
+Bounds on the relative error of the output norm, with the per-element
+bounds that go with them (scripts/numerics.py):
   fp32  1e-4: the kernel accumulates in fp32 over at most 1000 keys and 256
         head elements ((Sk + D) u = 7e-5 with u = 2^-24, worst case) and its
         exponentials are ex2.approx (2^-22 relative);
@@ -40,6 +42,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
 from fused_index_arithmetic import (  # noqa: E402
     compile_with_stats, contraction_report)
 
@@ -227,14 +232,11 @@ def run(args, name, c, precision):
         print(f"{name} {precision}: kiln-run failed: "
               f"{ran.stderr.strip().splitlines()[:1]} FAIL")
         return False
-    got = np.load(os.path.join(work, "out", "y.npy")).astype(np.float64)
-    expected = reference(c, feeds)
-    rel = np.linalg.norm(got - expected) / np.linalg.norm(expected)
-    worst = np.abs(got - expected).max()
-    ok = bool(rel <= bound) and np.isfinite(got).all()
-    print(f"{name} {precision}: {kernels[0]} rel-err {rel:.2e} "
-          f"max-err {worst:.2e} (bound {bound:g}) {'ok' if ok else 'FAIL'}")
-    return ok
+    result = numerics.compare(np.load(os.path.join(work, "out", "y.npy")),
+                              reference(c, feeds), bound, "y")
+    print(f"{name} {precision}: {kernels[0]} {result.figures()} "
+          f"{'ok' if result.ok else 'FAIL'}")
+    return result.ok
 
 
 def main():

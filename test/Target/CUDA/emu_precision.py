@@ -48,8 +48,11 @@ margin      For classifiers too slow to emulate on many inputs: onnxruntime
             is compared directly. PASS when at least 99% agree.
 
 Bounds (issue 5): relative error <= 2e-2 (bf16), 5e-3 (fp16, tf32),
-1e-4 (fp32); top-1 agreement >= 0.99. Prints one line per measurement and
-"PASS"/"FAIL" at the end; exits 1 on a failed bound.
+1e-4 (fp32) and every element within its per-element bound, both by
+scripts/numerics.py's rule (docs/testing.md, "Comparing numbers"); top-1
+agreement >= 0.99. Prints one line per measurement and "PASS"/"FAIL" at the
+end; exits 1 on a failed bound. onnxruntime runs with graph optimizations
+off.
 """
 import argparse
 import os
@@ -60,10 +63,13 @@ import time
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-BOUNDS = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 5e-3}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
+BOUNDS = numerics.NORM_BOUND
 # Significand bits (with the implicit one) of each precision.
 SIGNIFICAND = {"tf32": 11, "bf16": 8, "fp16": 11}
 ORT_TO_NUMPY = {
@@ -121,10 +127,7 @@ def run_emu(args, artifact, feeds, workdir):
         workdir, "out", re.sub(r"[^A-Za-z0-9._-]", "_", name) + ".npy"))
 
 
-def rel_err(got, ref):
-    ref64 = ref.astype(np.float64)
-    return np.linalg.norm(got.astype(np.float64) - ref64) / max(
-        np.linalg.norm(ref64), 1e-30)
+rel_err = numerics.rel_l2
 
 
 def save(model, path):
@@ -162,13 +165,14 @@ def rounding(args):
     xr = truncate_tf32(x) if wgmma_tf32 else round_to(x, args.precision)
     rounded = xr @ round_to(w, args.precision)
     exact = x.astype(np.float64) @ w.astype(np.float64)
-    err_rounded, err_exact = rel_err(got, rounded), rel_err(got, exact)
     bound = 1e-3 if io16 else 1e-6
+    vs_rounded = numerics.compare(got, rounded, bound)
+    err_exact = rel_err(got, exact)
     print(f"rounding {args.precision}{' io fp16' if io16 else ''}"
-          f"{' (wgmma: x truncated)' if wgmma_tf32 else ''}: rel-err "
-          f"vs rounded-input product {err_rounded:.3e} (bound {bound:g}), "
+          f"{' (wgmma: x truncated)' if wgmma_tf32 else ''}: vs "
+          f"rounded-input product {vs_rounded.figures()}; rel-err "
           f"vs exact product {err_exact:.3e}")
-    ok = err_rounded <= bound
+    ok = vs_rounded.ok
     if io16:
         return ok
     if args.precision != "fp32":
@@ -243,9 +247,9 @@ def classifier(args):
     got = run_emu(args, artifact, {"x": x}, os.path.join(
         args.workdir, f"classifier-{args.precision}"))("prob")
     seconds = time.monotonic() - start
-    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
-        ["prob"], {"x": x})[0]
-    return report(args, "classifier", [rel_err(got, ref)],
+    ref = numerics.ort_session(path).run(["prob"], {"x": x})[0]
+    return report(args, "classifier",
+                  [numerics.compare(got, ref, args.precision, "prob")],
                   np.argmax(got, 1) == np.argmax(ref, 1), seconds)
 
 
@@ -265,8 +269,7 @@ def whole_model(args):
     name = os.path.splitext(os.path.basename(args.model))[0]
     artifact = os.path.join(args.workdir, f"{name}-{args.precision}.kiln")
     compile_model(args, args.model, artifact)
-    session = ort.InferenceSession(args.model,
-                                   providers=["CPUExecutionProvider"])
+    session = numerics.ort_session(args.model)
     output = session.get_outputs()[0].name
     rng = np.random.default_rng(args.seed)
     errors, agree = [], []
@@ -276,11 +279,12 @@ def whole_model(args):
         got = run_emu(args, artifact, feeds, os.path.join(
             args.workdir, f"{name}-{args.precision}-{i}"))(output)
         ref = session.run([output], feeds)[0]
-        errors.append(rel_err(got, ref))
+        errors.append(numerics.compare(got, ref, args.precision,
+                                       f"input {i}"))
         if ref.size == ref.shape[1]:  # [1, classes(, 1, 1)]
             agree.append(np.argmax(got) == np.argmax(ref))
         if args.progress:
-            print(f"  input {i}: rel-err {errors[-1]:.3e}"
+            print(f"  input {i}: {errors[-1].figures()}"
                   + (f", top-1 {'same' if agree[-1] else 'DIFFERENT'}"
                      if agree else ""), flush=True)
     seconds = (time.monotonic() - start) / max(args.inputs, 1)
@@ -289,8 +293,7 @@ def whole_model(args):
 
 def margin(args):
     name = os.path.splitext(os.path.basename(args.model))[0]
-    session = ort.InferenceSession(args.model,
-                                   providers=["CPUExecutionProvider"])
+    session = numerics.ort_session(args.model)
     output = session.get_outputs()[0].name
     rng = np.random.default_rng(args.seed)
     margins, at_risk = [], []
@@ -332,12 +335,12 @@ def margin(args):
     return agree >= 0.99 * len(margins)
 
 
-def report(args, name, errors, agree, seconds):
-    bound = BOUNDS[args.precision]
-    worst = max(errors)
-    ok = worst <= bound
-    line = (f"{name} {args.precision}: rel-err {worst:.3e} (bound {bound:g}, "
-            f"worst of {len(errors)})")
+def report(args, name, comparisons, agree, seconds):
+    """comparisons: one numerics.Comparison per run."""
+    worst = numerics.combine(comparisons)
+    ok = worst.ok
+    line = (f"{name} {args.precision}: {worst.figures()} (worst of "
+            f"{len(comparisons)})")
     if agree.size:
         fraction = agree.mean()
         ok &= fraction >= 0.99

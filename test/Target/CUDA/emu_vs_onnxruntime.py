@@ -6,9 +6,12 @@ Usage: emu_vs_onnxruntime.py MODEL.onnx MODEL.kiln WORKDIR [--kiln-run PATH]
 
 Makes seeded random inputs (floats ~ N(0, 1); integers in [0, --int-high)),
 saves them as .npy, runs both, and prints one line per output:
-  "<name>: rel-err <e> (bound <b>)"
-where rel-err = ||emu - ort|| / ||ort||. Exits 1 when an output exceeds the
-bound or is missing, 0 otherwise. It also prints the emulator's wall time.
+  "<name>: rel-err <e> (bound <b>), worst element <r> of its bound ... ok"
+by scripts/numerics.py's rule: rel-err = ||emu - ort|| / ||ort|| <= --bound
+and every element within 6 --bound rms + --bound |ort| (docs/testing.md,
+"Comparing numbers"). Exits 1 when an output fails or is missing, 0
+otherwise. It also prints the emulator's wall time. onnxruntime runs with
+graph optimizations off.
 """
 import argparse
 import os
@@ -18,7 +21,10 @@ import sys
 import time
 
 import numpy as np
-import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
 
 ORT_TO_NUMPY = {
     "tensor(float)": np.float32,
@@ -40,8 +46,7 @@ def main():
     args = ap.parse_args()
 
     os.makedirs(args.workdir, exist_ok=True)
-    session = ort.InferenceSession(args.model,
-                                   providers=["CPUExecutionProvider"])
+    session = numerics.ort_session(args.model)
     rng = np.random.default_rng(args.seed)
     feeds = {}
     for value in session.get_inputs():
@@ -77,18 +82,9 @@ def main():
             print(f"{name}: missing")
             failed = True
             continue
-        got = np.load(path)
-        if got.shape != ref.shape:
-            print(f"{name}: shape {got.shape}, expected {ref.shape}")
-            failed = True
-            continue
-        ref64 = ref.astype(np.float64)
-        err = np.linalg.norm(got.astype(np.float64) - ref64) / max(
-            np.linalg.norm(ref64), 1e-30)
-        ok = err <= args.bound
-        failed |= not ok
-        print(f"{name}: rel-err {err:.3e} (bound {args.bound:g})"
-              f"{'' if ok else ' EXCEEDED'}")
+        result = numerics.compare(np.load(path), ref, args.bound, name)
+        failed |= not result.ok
+        print(result.line())
     print(f"emu time: {seconds:.2f} s")
     return 1 if failed else 0
 

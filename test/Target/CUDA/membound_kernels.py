@@ -16,7 +16,11 @@ tensor, keepdims both ways; whole-tensor reductions of 1, 17, 1023 and
 Each model is compiled (fused, the default) and run on the emulator, and
 every output compared with numpy in float64 on seeded inputs. Per model:
 
-  <model>: kernels <k> bar <b> shfl <s> err <e> (bound <d>) ok|FAIL
+  <model>: kernels <k> bar <b> shfl <s> rel-err <e> (bound <d>), worst
+           element <r> of its bound ... ok|FAIL
+
+(scripts/numerics.py's report; each element's bound is the absolute one
+below, d max|want|, with no share for |want_i|)
 
 <k> counts the PTX's kernels (.entry), <b> its bar.sync, <s> its
 shfl.sync.bfly. With --expect-kernels, a model that should get a tiled
@@ -51,6 +55,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from emu_harness import compile_and_run, count
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
 
 U = 2.0 ** -24  # fp32 unit roundoff
 
@@ -223,16 +231,18 @@ def check(args, name, flags):
     kernels = count(text, r"\.entry\b")
     barriers = count(text, r"\bbar\.sync\b")
     shuffles = count(text, r"\bshfl\.sync\.bfly\b")
-    worst = 0.0
+    results = []
     for output, want in zip([o.name for o in m.graph.output], expected):
-        got = to_f64(np.load(os.path.join(work, f"{output}.npy")))
         want = np.asarray(want, np.float64)
-        if got.shape != want.shape:
-            print(f"{name}: shape {got.shape}, expected {want.shape} FAIL")
-            return False
         scale = max(np.max(np.abs(want)), 1e-30) if want.size else 1.0
-        worst = max(worst, float(np.max(np.abs(got - want))) / scale if want.size else 0.0)
-    good = worst <= bound
+        # The proven bound is absolute: |got - want| <= bound max|want|.
+        tol = numerics.Tolerance(norm=bound, rtol=0.0, atol_rms=0.0,
+                                 atol=bound * scale)
+        results.append(numerics.compare(
+            to_f64(np.load(os.path.join(work, f"{output}.npy"))), want, tol,
+            output))
+    result = numerics.combine(results)
+    good = result.ok
     if args.expect_kernels:
         if kind in ("tile", "column") and barriers == 0:
             good = False
@@ -240,8 +250,8 @@ def check(args, name, flags):
             good = False
         if kind == "whole" and kernels < 2:
             good = False
-    print(f"{name}: kernels {kernels} bar {barriers} shfl {shuffles} err {worst:.2e} "
-          f"(bound {bound:.1e}) {'ok' if good else 'FAIL'}")
+    print(f"{name}: kernels {kernels} bar {barriers} shfl {shuffles} "
+          f"{result.figures()} {'ok' if good else 'FAIL'}")
     return good
 
 

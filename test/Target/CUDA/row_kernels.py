@@ -14,7 +14,8 @@ Each is compiled (fused: the default) and run on the emulator, and every
 output compared with numpy in float64 on the same seeded inputs. It prints
 per model:
 
-  <model>: shfl <n> bar <m> rel-err <e> (bound <b>) ok|FAIL
+  <model>: shfl <n> bar <m> rel-err <e> (bound <b>), worst element <r> of
+           its bound ... ok|FAIL
 
 where <n> and <m> count the PTX's shfl.sync.bfly and bar.sync instructions.
 With --expect-row-kernels, a row of 32 to 1024 with rows for every SM must
@@ -22,7 +23,8 @@ be a warp row kernel (shuffles and no barrier: the block-per-row kernel of
 --row-kernels=false needs barriers for its shared-memory all-reduce) and
 any other row of 32 or more must have shuffles. Exits 1 if anything fails.
 
-Bound, on the relative error of each output's norm against float64:
+Bound, on the relative error of each output's norm against float64, with
+the per-element bounds that go with it (scripts/numerics.py):
 fp32 1e-5. Every kernel computes in fp32: the inputs and each op's result
 are rounded to fp32 (unit roundoff 6e-8) and sums over at most 4097 terms
 run in a different order than numpy's (per-thread strips, then a butterfly
@@ -42,6 +44,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from emu_harness import compile_and_run, count
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
 
 F = TensorProto.FLOAT
 
@@ -198,19 +204,15 @@ def check(args, name, flags, bound):
         return False
     shuffles = count(text, r"\bshfl\.sync\.bfly\b")
     barriers = count(text, r"\bbar\.sync\b")
-    worst = 0.0
-    for output, want in zip([o.name for o in m.graph.output], expected):
-        got = np.load(os.path.join(work, f"{output}.npy")).astype(np.float64)
-        want = np.asarray(want, np.float64)
-        if got.shape != want.shape:
-            print(f"{name}: shape {got.shape}, expected {want.shape} FAIL")
-            return False
-        worst = max(worst, np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
-    good = worst <= bound
+    result = numerics.combine(
+        numerics.compare(np.load(os.path.join(work, f"{output}.npy")),
+                         np.asarray(want, np.float64), bound, output)
+        for output, want in zip([o.name for o in m.graph.output], expected))
+    good = result.ok
     if args.expect_row_kernels and kind and (
             shuffles == 0 or (kind == "warp" and barriers > 0)):
         good = False
-    print(f"{name}: shfl {shuffles} bar {barriers} rel-err {worst:.2e} (bound {bound:g}) "
+    print(f"{name}: shfl {shuffles} bar {barriers} {result.figures()} "
           f"{'ok' if good else 'FAIL'}")
     return good
 

@@ -31,7 +31,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-BF16_BOUND = 2e-2
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
 
 
 def make_model(path):
@@ -118,10 +120,8 @@ def edit(path, out, kiln_version, unsupported):
 
 
 def compare(model_path, artifact, kiln_run):
-    import onnxruntime as ort
     x = np.random.default_rng(3).standard_normal((32, 48)).astype(np.float32)
-    want = ort.InferenceSession(
-        model_path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = numerics.ort_session(model_path).run(None, {"x": x})[0]
     with tempfile.TemporaryDirectory() as work:
         np.save(os.path.join(work, "x.npy"), x)
         out = os.path.join(work, "out")
@@ -133,11 +133,10 @@ def compare(model_path, artifact, kiln_run):
             print("FAIL: kiln-run:", ran.stderr.strip())
             return 1
         files = [f for f in os.listdir(out) if f.endswith(".npy")]
-        got = np.load(os.path.join(out, files[0])).astype(np.float64)
-    error = np.linalg.norm(got - want) / np.linalg.norm(want)
-    ok = error <= BF16_BOUND
-    print(f"rel-err {error:.2e} (bound {BF16_BOUND}) {'ok' if ok else 'FAIL'}")
-    return 0 if ok else 1
+        got = np.load(os.path.join(out, files[0]))
+    result = numerics.compare(got, want, "bf16")
+    print(f"{result.figures()} {'ok' if result.ok else 'FAIL'}")
+    return 0 if result.ok else 1
 
 
 def main():

@@ -13,7 +13,8 @@ compiled in as constants) are A's. Checks, each printing a line:
 
   bound     kiln-run A.kiln --weights B/ matches onnxruntime fp32 on B within
             the precision's bound (fp32 1e-4, bf16 2e-2, fp16 and tf32 5e-3,
-            issue 5's), and is far from onnxruntime on A (more than 10x the
+            issue 5's, and the per-element bounds of scripts/numerics.py),
+            and is far from onnxruntime on A (more than 10x the
             bound): the weights really were replaced, through every
             compile-time step the precision and layout apply (transposes,
             channel padding, bf16/f16 conversion, tf32 rounding; in NHWC
@@ -35,10 +36,13 @@ import sys
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-BOUNDS = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 5e-3}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
+BOUNDS = numerics.NORM_BOUND
 SIZE = 12
 
 
@@ -101,9 +105,7 @@ def run(command):
     return subprocess.run(command, capture_output=True, text=True)
 
 
-def rel_err(got, ref):
-    ref = ref.astype(np.float64)
-    return np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref)
+rel_err = numerics.rel_l2
 
 
 def main():
@@ -129,9 +131,7 @@ def main():
     np.save(os.path.join(w, "x.npy"), x)
 
     def reference(model):
-        session = ort.InferenceSession(model.SerializeToString(),
-                                       providers=["CPUExecutionProvider"])
-        return session.run(["prob"], {"x": x})[0]
+        return numerics.ort_session(model).run(["prob"], {"x": x})[0]
 
     ref_a, ref_b = reference(model_a), reference(model_b)
     flags = [f"--precision={args.precision}"]
@@ -164,9 +164,9 @@ def main():
     if result.returncode != 0:
         sys.exit(f"kiln-run --weights failed: {result.stderr.strip()}")
     got = np.load(os.path.join(w, "out-full", "prob.npy"))
-    err_b, err_a = rel_err(got, ref_b), rel_err(got, ref_a)
-    check("bound", err_b <= bound and err_a > 10 * bound,
-          f"rel-err vs B {err_b:.2e} (bound {bound:g}), vs A {err_a:.2e} "
+    vs_b, err_a = numerics.compare(got, ref_b, args.precision), rel_err(got, ref_a)
+    check("bound", vs_b.ok and err_a > 10 * bound,
+          f"vs B {vs_b.figures()}; rel-err vs A {err_a:.2e} "
           f"(must exceed {10 * bound:g})")
 
     weight_bytes = sum(v.nbytes for v in arrays_a.values() if v.size > 64)

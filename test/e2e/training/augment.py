@@ -19,6 +19,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from philox_ref import element_bits  # noqa: E402
 
@@ -104,8 +108,10 @@ def main():
             ref, decided = reference(x, key, counter, nhwc=layout == "nhwc")
             decisions.append(decided)
             want = 2 * ref**2 / ref.size
-            err = np.max(np.abs(grad - want) / np.abs(want))
-            ok = err <= 1e-5
+            # Each element within 1e-5 of itself (scripts/numerics.py).
+            result = numerics.compare(
+                grad, want, numerics.Tolerance.elementwise(1e-5, 0.0))
+            err, ok = result.worst_ratio * 1e-5, result.ok
             failures += not ok
             print(f"{layout} step {step}: crop rows {decided[0]} cols {decided[1]} "
                   f"flip {decided[2]}: relative error {err:.1e} {'ok' if ok else 'MISMATCH'}")

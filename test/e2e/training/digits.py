@@ -32,6 +32,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
 
 def main():
     p = argparse.ArgumentParser()
@@ -46,7 +50,6 @@ def main():
                         "points of it (mixed precision)")
     a = p.parse_args()
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
     from sklearn.datasets import load_digits
 
@@ -94,9 +97,9 @@ def main():
     model = onnx.load(w("trained.onnx"))
     onnx.checker.check_model(model)
     xte, yte = np.load(w("xte.npy")), np.load(w("yte.npy"))
-    ort_acc = (ort.InferenceSession(w("trained.onnx")).run(None, {"x": xte})[0]
+    ort_acc = (numerics.ort_session(w("trained.onnx")).run(None, {"x": xte})[0]
                .argmax(1) == yte).mean()
-    untrained = (ort.InferenceSession(w("mlp.onnx")).run(None, {"x": xte})[0]
+    untrained = (numerics.ort_session(w("mlp.onnx")).run(None, {"x": xte})[0]
                  .argmax(1) == yte).mean()
     print(f"digits: {len(tr)} train, {ntest} held out; kiln-train accuracy "
           f"{kiln_acc:.4f}, onnxruntime on the export {ort_acc:.4f}, "

@@ -35,6 +35,10 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -52,7 +56,6 @@ def main():
                         "within 0.5 points of it (mixed precision)")
     a = p.parse_args()
     import onnx
-    import onnxruntime as ort
     from onnx import numpy_helper
     from sklearn.datasets import load_digits
     import cnn_model
@@ -92,26 +95,31 @@ def main():
     moved = (np.abs(stats["conv1.bn.mean"]).max() > 1e-3 and
              np.abs(stats["conv1.bn.var"] - 1).max() > 1e-3)
     xte, yte = np.load(w("xte.npy")), np.load(w("yte.npy"))
-    logits = ort.InferenceSession(w("trained.onnx")).run(None, {"x": xte})[0]
+    logits = numerics.ort_session(w("trained.onnx")).run(None, {"x": xte})[0]
     ort_acc = (logits.argmax(1) == yte).mean()
     pred = np.load(w("pred.npy"))
-    eval_err = float(np.abs(pred - logits).max() / np.abs(logits).max())
-    untrained = (ort.InferenceSession(w("cnn.onnx")).run(None, {"x": xte})[0]
+    untrained = (numerics.ort_session(w("cnn.onnx")).run(None, {"x": xte})[0]
                  .argmax(1) == yte).mean()
+    fp32 = a.precision == "fp32"
+    eval_bound = 1e-4 if fp32 else 3e-2
+    # A logit is a sum of terms as large as the largest logit: each
+    # element's bound is eval_bound of that scale (scripts/numerics.py,
+    # with an absolute atol), and the norm's eval_bound.
+    evaluation = numerics.compare(pred, logits, numerics.Tolerance(
+        eval_bound, 0.0, 0.0, eval_bound * float(np.abs(logits).max())),
+        "eval logits")
     print(f"digits-cnn: {len(tr)} train, {ntest} held out, {a.epochs} epochs "
           f"in {seconds:.0f} s; kiln-train accuracy {kiln_acc:.4f}, onnxruntime "
           f"on the export {ort_acc:.4f}, untrained {untrained:.4f}; eval vs "
-          f"onnxruntime logits {eval_err:.2g} of the largest; running "
+          f"onnxruntime logits {evaluation.figures()}; running "
           f"statistics exported: {'yes' if moved else 'NO'}")
     # fp32: the same sums in another order (1e-4 of the largest logit). In
     # bf16 mixed precision eval's conv and linear read bf16 operands (unit
     # roundoff 2^-9 each) against onnxruntime's fp32: a few 1e-3 relative,
     # 3e-2 leaves room; rounded logits may flip a near-tie (0.5 points).
-    fp32 = a.precision == "fp32"
-    eval_bound = 1e-4 if fp32 else 3e-2
     export_bound = 1.0 / ntest if fp32 else 0.005
     ok = (kiln_acc >= 0.97 and abs(ort_acc - kiln_acc) <= export_bound + 1e-9
-          and untrained < 0.5 and moved and eval_err <= eval_bound)
+          and untrained < 0.5 and moved and evaluation.ok)
     with open(w("accuracy.txt"), "w") as f:
         f.write(f"{kiln_acc}\n")
     if a.against:

@@ -26,6 +26,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from philox_ref import dropout_mask, element_bits, philox4x32_10  # noqa: E402
 
@@ -175,8 +179,12 @@ def check_gradients(args):
             minus[name][idx] -= h
             fd[idx] = (loss(plus) - loss(minus)) / (2 * h)
         got = np.load(os.path.join(d, f"grad.{name}.npy")).astype(np.float64)
-        err = np.max(np.abs(got - fd)) / max(np.max(np.abs(fd)), 1e-12)
-        ok = err <= 1e-4
+        # Each element within 1e-4 of the largest finite difference
+        # (scripts/numerics.py, an absolute atol).
+        scale = max(np.max(np.abs(fd)), 1e-12)
+        result = numerics.compare(
+            got, fd, numerics.Tolerance.elementwise(0.0, 1e-4 * scale))
+        err, ok = result.worst_ratio * 1e-4, result.ok
         failures += not ok
         print(f"grad.{name}: relative error {err:.1e} {'ok' if ok else 'OVER 1e-4'}")
     # Both masks drop something, or the test would not see them.

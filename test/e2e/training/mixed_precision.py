@@ -57,6 +57,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
 B, IN, HID, C = 8, 6, 7, 4
 SHAPES = [(IN, HID), (HID,), (HID, C), (C,)]
 NAMES = ["fc1.w", "fc1.b", "fc2.w", "fc2.b"]
@@ -211,7 +215,10 @@ class Runner:
 
 
 def close(got, want, rtol, atol):
-    return bool(np.all(np.abs(got - want) <= atol + rtol * np.abs(want)))
+    """Per element |got - want| <= atol + rtol |want|, NaN/Inf matched
+    (scripts/numerics.py)."""
+    return numerics.compare(got, want,
+                            numerics.Tolerance.elementwise(rtol, atol)).ok
 
 
 def compare_policy(name, cfg, ck, w0, batches):

@@ -30,6 +30,10 @@ import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -204,19 +208,17 @@ def run_case(name, build, args, rng):
     ok = True
     worst = 0.0
     for output, ref in expected.items():
-        got = np.load(os.path.join(work, "out", output + ".npy")).astype(np.float64)
         ref = np.asarray(ref, np.float64)
-        if got.shape != ref.shape:
-            print(f"{name}: {output}: shape {got.shape}, expected {ref.shape}")
-            ok = False
-            continue
-        norm = np.linalg.norm(ref)
-        err = np.linalg.norm(got - ref)
-        rel = err / norm if norm > 0 else err
-        bound = RTOL if norm > 0 else ATOL
-        worst = max(worst, rel)
-        if not rel <= bound:
-            print(f"{name}: {output}: rel-err {rel:.3g} over {bound}")
+        # scripts/numerics.py's rule at RTOL (an all-zero reference: each
+        # element within ATOL).
+        tol = (numerics.tolerance(RTOL) if np.any(ref) else
+               numerics.Tolerance(ATOL, 0.0, 0.0, ATOL))
+        result = numerics.compare(
+            np.load(os.path.join(work, "out", output + ".npy")), ref, tol,
+            output)
+        worst = max(worst, result.rel_l2)
+        if not result.ok:
+            print(f"{name}: {result.line()}")
             ok = False
     print(f"{name}: {len(expected)} outputs, worst rel-err {worst:.2g}, "
           f"{'ok' if ok else 'FAILED'}")

@@ -26,6 +26,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
 B, I, O = 4, 8, 5
 STEPS = 10
 
@@ -228,7 +232,8 @@ def check(name, c, cmd_model, extra, work, args, weights, order, w0, grad):
     worst = 0.0
     for what, got, want in checks:
         worst = max(worst, float(np.max(np.abs(got - want) / (np.abs(want) + 1e-6))))
-        if not np.allclose(got, want, rtol=1e-4, atol=1e-6):
+        if not numerics.compare(got, want,
+                                numerics.Tolerance.elementwise(1e-4, 1e-6)).ok:
             failures += 1
             print(f"FAIL {name} {what}: max |got-want| "
                   f"{np.max(np.abs(got - want)):.3g}\n got  {got}\n want {want}")

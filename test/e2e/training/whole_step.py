@@ -48,6 +48,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "Frontend", "ONNX", "models")]
 
@@ -303,7 +307,8 @@ def compare(what, got, want, report, atol=ATOL):
         report.append(f"{what}: shape {got.shape}, reference {want.shape}")
         return 0.0
     err = float(np.max(np.abs(got - want) / (np.abs(want) + atol / RTOL))) if got.size else 0.0
-    if not np.allclose(got, want, rtol=RTOL, atol=atol):
+    if not numerics.compare(got, want,
+                            numerics.Tolerance.elementwise(RTOL, atol)).ok:
         i = np.unravel_index(np.argmax(np.abs(got - want) - RTOL * np.abs(want)), got.shape)
         report.append(f"{what}: at {tuple(int(k) for k in i)} kiln {got[i]:.9g}, "
                       f"jax {want[i]:.9g}")
@@ -355,9 +360,8 @@ def run_case(c, name, spec, o, args, work):
                                np.float64(STEPS), report))
     extra = ""
     if c.eval_x is not None:
-        import onnxruntime as ort
         pred = np.load(os.path.join(work, f"{c.name}-{name}-pred.npy"))
-        sess = ort.InferenceSession(os.path.join(work, f"{c.name}-{name}.onnx"))
+        sess = numerics.ort_session(os.path.join(work, f"{c.name}-{name}.onnx"))
         ort_out = sess.run(None, {c.input: c.eval_x})[0]
         # A logit is a sum of terms as large as the largest logit, so its
         # rounding is relative to that scale, not to a logit near zero.

@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 
+#include <cstdlib>
 #include <dlfcn.h>
 
 using namespace kiln::runtime;
@@ -96,6 +97,64 @@ TEST(DeviceTest, PackedParamsUseNaturalAlignment) {
   EXPECT_EQ(params.size(), 32u);
   EXPECT_EQ(paramAt<uint64_t>(params, 1), 0x1122334455667788ull);
   EXPECT_EQ(paramAt<uint32_t>(params, 3), 10u);
+}
+
+/// Launches `spin` (a warp that branches to itself forever) on a fresh emu
+/// device; returns the launch's error.
+std::string launchEndlessLoop() {
+  static const char *ptx = R"(.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry spin()
+{
+$Lspin:
+	bra.uni 	$Lspin;
+}
+)";
+  Expected<std::unique_ptr<Device>> device = createDevice("emu");
+  if (!device)
+    return "no emu device: " + errorOf(device);
+  Expected<ModuleHandle> module =
+      (*device)->loadModule(ModuleImage{"spin", ptx});
+  if (!module)
+    return "load: " + errorOf(module);
+  Expected<FunctionHandle> function = (*device)->getFunction(*module, "spin");
+  Expected<StreamHandle> stream = (*device)->createStream();
+  if (!function || !stream)
+    return "no function or stream";
+  LaunchConfig config;
+  config.grid = {1, 1, 1};
+  config.block = {32, 1, 1};
+  PackedParams params;
+  Error launched = (*device)->launch(*function, config, params, *stream);
+  if (launched)
+    return errorOf(std::move(launched));
+  return errorOf((*device)->synchronize(*stream));
+}
+
+TEST(DeviceTest, EmuStepLimitNamesTheKernelAndTheFlag) {
+  // KILN_EMU_MAX_STEPS (read when the device is made) ends an endless loop
+  // with an error naming the kernel, the limit and how to raise it.
+  ::setenv("KILN_EMU_MAX_STEPS", "100000", 1);
+  std::string error = launchEndlessLoop();
+  ::unsetenv("KILN_EMU_MAX_STEPS");
+  EXPECT_THAT(error, ::testing::HasSubstr("kernel 'spin'"));
+  // (checked between time slices: a little past the limit)
+  EXPECT_THAT(error, ::testing::ContainsRegex(
+                         "still running after [0-9]+ warp instructions"));
+  EXPECT_THAT(error, ::testing::HasSubstr(
+                         "the limit is 100000 (KILN_EMU_MAX_STEPS=N raises "
+                         "it, 0 for none)"));
+}
+
+TEST(DeviceTest, EmuStopsAnEndlessLoopByDefault) {
+  // Without KILN_EMU_MAX_STEPS the limit is 1e9 warp instructions per block
+  // (EmuDevice.cpp: 850x the largest block of ResNet-50 at batch 32), so a
+  // kernel that never ends fails the run instead of hanging it: ~6 s of CPU.
+  ::unsetenv("KILN_EMU_MAX_STEPS");
+  EXPECT_THAT(launchEndlessLoop(),
+              ::testing::HasSubstr("the limit is 1000000000 "
+                                   "(KILN_EMU_MAX_STEPS=N raises it"));
 }
 
 TEST(DeviceTest, GraphsAreOptional) {

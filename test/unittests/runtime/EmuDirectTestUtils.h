@@ -67,7 +67,10 @@ inline DirectResult runDirect(const std::string &ptx, Dim3 grid, Dim3 block,
                               const ParamBytes &params, DirectMemory &memory,
                               uint32_t dynamicShared = 0,
                               bool countPerformance = false,
-                              bool checkShared = false) {
+                              bool checkShared = false,
+                              Dim3 cluster = Dim3(),
+                              bool explicitCluster = false,
+                              bool checkRaces = false) {
   dumpPtx(ptx, "direct");
   DirectResult result;
   Expected<emu::Module> module = emu::parsePtx(ptx);
@@ -88,7 +91,10 @@ inline DirectResult runDirect(const std::string &ptx, Dim3 grid, Dim3 block,
   spec.memory = &regions;
   spec.countPerformance = countPerformance;
   spec.checkSharedReads = checkShared;
+  spec.checkRaces = checkRaces;
   spec.maxWarpInstructionsPerBlock = 50000000;
+  spec.cluster = cluster;
+  spec.explicitCluster = explicitCluster;
   Error err = emu::runKernel(module->kernels[0], spec, &result.stats);
   if (err)
     result.error = err.message();

@@ -16,6 +16,7 @@
 #include <gmock/gmock.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -736,6 +737,49 @@ TEST(EmuInstructionTest, SetWritesMasksOrOnes) {
     EXPECT_EQ(out[t * 5 + 3], nan ? 0xffffffffu : 0u) << t;
     EXPECT_EQ(out[t * 5 + 4], a != b && t == 1 ? 0xffffffffu : 0u) << t;
   }
+}
+
+TEST(EmuInstructionTest, FloatMinMaxFollowPtx) {
+  // min/max.f32 return the other operand when one is NaN; .NaN returns
+  // NaN; a NaN result (both NaN, or .NaN) is PTX's canonical NaN 0x7fffffff
+  // (not the host's 0x7fc00000); -0 is below +0. The generated kernels'
+  // relu/max lower to max.NaN.f32 (arith.maximumf), the templates' to both.
+  const uint32_t canonical = 0x7fffffffu;
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::pair<float, float>> pairs = {
+      {nan, 1.0f}, {1.0f, nan}, {nan, nan}, {-0.0f, 0.0f}, {0.0f, -0.0f},
+      {2.0f, -3.0f}};
+  std::vector<uint32_t> in;
+  for (auto [x, y] : pairs) {
+    in.push_back(bitsOf(x));
+    in.push_back(bitsOf(y));
+  }
+  std::string body = R"(	mov.b32 	%f1, %r1;
+	mov.b32 	%f2, %r2;
+	max.f32 	%f10, %f1, %f2;
+	min.f32 	%f11, %f1, %f2;
+	max.NaN.f32 	%f12, %f1, %f2;
+	min.NaN.f32 	%f13, %f1, %f2;
+	mov.b32 	%r20, %f10;
+	mov.b32 	%r21, %f11;
+	mov.b32 	%r22, %f12;
+	mov.b32 	%r23, %f13;
+)";
+  std::vector<uint32_t> out = runWords(body, 2, 4, in, 32);
+  ASSERT_EQ(out.size(), pairs.size() * 4);
+  // {max, min, max.NaN, min.NaN} per pair, as bits.
+  std::vector<std::array<uint32_t, 4>> want = {
+      {bitsOf(1.0f), bitsOf(1.0f), canonical, canonical},
+      {bitsOf(1.0f), bitsOf(1.0f), canonical, canonical},
+      {canonical, canonical, canonical, canonical},
+      {bitsOf(0.0f), bitsOf(-0.0f), bitsOf(0.0f), bitsOf(-0.0f)},
+      {bitsOf(0.0f), bitsOf(-0.0f), bitsOf(0.0f), bitsOf(-0.0f)},
+      {bitsOf(2.0f), bitsOf(-3.0f), bitsOf(2.0f), bitsOf(-3.0f)}};
+  for (size_t t = 0; t < pairs.size(); ++t)
+    for (unsigned k = 0; k < 4; ++k)
+      EXPECT_EQ(out[t * 4 + k], want[t][k])
+          << "pair " << t << " result " << k << std::hex << " got 0x"
+          << out[t * 4 + k];
 }
 
 //===----------------------------------------------------------------------===//

@@ -7,7 +7,11 @@
 // try_wait loops whose labels repeat in every inlined asm block, TMA with
 // an L2 cache hint, full/empty mbarrier rings, wgmma with a setp'd
 // scale-d). D = A * B for a 64 x K by K x 64 product is checked against a
-// float64 reference; the values are small integers, so exactly.
+// float64 reference; the values are small integers, so exactly. Under the
+// race check (RaceCheck.h) it is clean; with the consumers' empty-barrier
+// arrive moved before their wgmma.wait_group (the stage handed back while
+// the wgmma may still read it) the numbers stay right on emu and the check
+// reports the producer's next TMA copy into that stage.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +22,7 @@
 #include <gmock/gmock.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 using namespace kiln::runtime;
@@ -54,9 +59,8 @@ emu::EmuTensorMap kMajorMap(uint64_t address, uint32_t k) {
   return map;
 }
 
-TEST(EmuNvrtcPipelineTest, WarpSpecializedTmaWgmmaTile) {
-  std::string ptx = readFixture("wgmma_tma_pipeline.ptx");
-  ASSERT_FALSE(ptx.empty());
+/// Runs the tile (K = 256) and checks D; "<success>" or the error.
+std::string runTile(const std::string &ptx, bool checkRaces) {
   // K = 256: four stages of 64 through a 2-deep ring, so the producer
   // waits on the empty barriers' second phase.
   const uint32_t k = 256;
@@ -84,8 +88,10 @@ TEST(EmuNvrtcPipelineTest, WarpSpecializedTmaWgmmaTile) {
   params.addU32(k);
   DirectResult result =
       runDirect(ptx, {1, 1, 1}, {256, 1, 1}, params, memory, 0,
-                /*countPerformance=*/true, /*checkShared=*/true);
-  ASSERT_EQ(result.error, "<success>");
+                /*countPerformance=*/true, /*checkShared=*/true, Dim3(),
+                /*explicitCluster=*/false, checkRaces);
+  if (result.error != "<success>")
+    return result.error;
   std::vector<float> d = memory.as<float>(iD);
   unsigned wrong = 0;
   for (unsigned m = 0; m < 64 && wrong < 5; ++m)
@@ -100,6 +106,36 @@ TEST(EmuNvrtcPipelineTest, WarpSpecializedTmaWgmmaTile) {
       }
     }
   EXPECT_EQ(result.stats.mmaFlops, 2ull * 64 * 64 * k);
+  return "<success>";
+}
+
+TEST(EmuNvrtcPipelineTest, WarpSpecializedTmaWgmmaTile) {
+  std::string ptx = readFixture("wgmma_tma_pipeline.ptx");
+  ASSERT_FALSE(ptx.empty());
+  EXPECT_EQ(runTile(ptx, /*checkRaces=*/false), "<success>");
+}
+
+TEST(EmuNvrtcPipelineTest, RaceCheckIsCleanAndCatchesAStageReleasedEarly) {
+  std::string ptx = readFixture("wgmma_tma_pipeline.ptx");
+  ASSERT_FALSE(ptx.empty());
+  EXPECT_EQ(runTile(ptx, /*checkRaces=*/true), "<success>");
+  // Each consumer iteration's wgmma.wait_group moved after its arrive on
+  // the stage's empty barrier.
+  std::regex early(R"((\twgmma\.wait_group\.sync\.aligned 0;\n)((?:.*\n)*?.*mbarrier\.arrive\.release\.cta\.shared::cta\.b64 _, \[%r\d+\];\n))");
+  std::string planted = std::regex_replace(ptx, early, "$2$1");
+  ASSERT_NE(planted, ptx);
+  EXPECT_EQ(runTile(planted, /*checkRaces=*/false), "<success>");
+  std::string report = runTile(planted, /*checkRaces=*/true);
+  EXPECT_THAT(report, ::testing::HasSubstr(
+                          "thread (0,0,0), PTX line 671 "
+                          "(cp.async.bulk.tensor.2d.shared::cluster.global."
+                          "mbarrier::complete_tx::bytes.L2::cache_hint): data "
+                          "race at shared offset"));
+  EXPECT_THAT(report, ::testing::HasSubstr(
+                          "this TMA/bulk copy and the wgmma.mma_async of warp "
+                          "4 (thread (128,0,0))"));
+  EXPECT_THAT(report, ::testing::HasSubstr(
+                          "the wgmma.wait_group that retires it comes first"));
 }
 
 } // namespace

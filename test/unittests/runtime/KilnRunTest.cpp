@@ -233,4 +233,51 @@ TEST_F(KilnRunTest, KernelFaultIsAnInternalError) {
       << result.output;
 }
 
+TEST_F(KilnRunTest, CheckRacesFlagReportsARaceTheRunOtherwiseHides) {
+  // The scale kernel replaced by one whose lane 1 reads the shared word
+  // lane 0 wrote, with nothing ordering them (lanes of a warp are not
+  // ordered by running together): the emulator computes it either way, the
+  // race check reports it (a kernel bug: exit status 2).
+  Artifact artifact = makeAddScaleArtifact();
+  artifact.kernels[1].ptx = ".version 8.0\n.target sm_80\n.address_size 64\n"
+                            ".visible .entry scale() {\n"
+                            "  .reg .pred %p<2>;\n  .reg .b32 %r<4>;\n"
+                            "  .shared .align 4 .b8 word[4];\n"
+                            "  mov.u32 %r1, %tid.x;\n"
+                            "  setp.ne.u32 %p1, %r1, 0;\n"
+                            "  @%p1 bra $L_stored;\n"
+                            "  st.shared.u32 [word], %r1;\n"
+                            "$L_stored:\n"
+                            "  setp.ne.u32 %p1, %r1, 1;\n"
+                            "  @%p1 bra $L_done;\n"
+                            "  ld.shared.u32 %r2, [word];\n"
+                            "$L_done:\n  ret;\n}\n";
+  std::string racy = dir.file("racy.kiln");
+  ASSERT_EQ(errorOf(writeArtifact(artifact, racy)), "<success>");
+  RunResult plain = runKilnRun(racy + " --random-inputs --device emu");
+  EXPECT_EQ(plain.status, 0) << plain.output;
+  RunResult checked =
+      runKilnRun(racy + " --random-inputs --device emu --check=races");
+  EXPECT_EQ(checked.status, 2) << checked.output;
+  EXPECT_THAT(checked.output,
+              HasSubstr("kernel 'scale', block (0,0,0), thread (1,0,0), PTX "
+                        "line 15 (ld.shared.u32): data race at shared offset "
+                        "0: this read and the write of thread (0,0,0) at PTX "
+                        "line 11 (st.shared.u32)"));
+  EXPECT_EQ(std::count(checked.output.begin(), checked.output.end(), '\n'), 1)
+      << checked.output;
+  // The environment variable does the same; a name it does not know is a
+  // one-line error (status 1) before anything runs.
+  EXPECT_EQ(runKilnRun(racy + " --random-inputs --device emu",
+                       "KILN_EMU_CHECK=shared,races ")
+                .status,
+            2);
+  RunResult unknown = runKilnRun(racy + " --random-inputs --device emu",
+                                 "KILN_EMU_CHECK=race ");
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_EQ(unknown.output,
+            "kiln-run: error: emu: KILN_EMU_CHECK: unknown check 'race' "
+            "(known: races, shared; comma-separated)\n");
+}
+
 } // namespace

@@ -14,6 +14,7 @@
 #include "kiln/runtime/Profile.h"
 
 #include <gmock/gmock.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 
@@ -98,6 +99,33 @@ TEST(ProfileTest, TableErrorsNameTheLine) {
             "t.ini:1: a key before the first [target] section");
   EXPECT_EQ(errorOf(parseTargetTable("[t]\njunk\n", "t.ini")),
             "t.ini:2: expected 'key = value'");
+  // What inih (the INI reader) finds on its own is named the same way.
+  EXPECT_EQ(errorOf(parseTargetTable("[t\nsm = 90\n", "t.ini")),
+            "t.ini:1: a section header is '[name]'");
+  EXPECT_EQ(errorOf(parseTargetTable(
+                "[t]\ndescription = " + std::string(300, 'x') + "\n", "t.ini")),
+            "t.ini:2: a line is at most 198 characters");
+  EXPECT_EQ(errorOf(parseTargetTable(minimalTable() + "[u]\nsm = 1\n[t]\n"
+                                                      "sm = 2\n",
+                                     "t.ini")),
+            "t.ini:27: target 't' appears twice");
+}
+
+TEST(ProfileTest, BuiltinTableIsTheGpusFigures) {
+  // runtime/targets/gpus.ini as embedded; the figures are NVIDIA's
+  // (H200 and A100 datasheets, the CUDA C++ Programming Guide's table per
+  // compute capability).
+  const std::vector<GpuTarget> &table = builtinTargetTable();
+  ASSERT_GE(table.size(), 2u);
+  Expected<GpuTarget> h200 = findTarget(table, "sm_90");
+  ASSERT_TRUE(h200) << errorOf(h200);
+  EXPECT_EQ(h200->name, "sm_90-h200");
+  EXPECT_EQ(h200->smCount, 132u);
+  EXPECT_EQ(h200->maxSharedBytesPerBlock, 227u * 1024);
+  Expected<GpuTarget> a100 = findTarget(table, "sm_80");
+  ASSERT_TRUE(a100) << errorOf(a100);
+  EXPECT_EQ(a100->smCount, 108u);
+  EXPECT_EQ(a100->maxSharedBytesPerBlock, 163u * 1024);
 }
 
 //===----------------------------------------------------------------------===//
@@ -400,8 +428,15 @@ TEST(ProfileTest, ProfileJsonReadsBack) {
   EXPECT_EQ(back->launches[1].launch, 1u);
   EXPECT_EQ(errorOf(parseProfileJson("{\"format\": \"x\"}", "p.json")),
             "p.json: not a kiln-run --profile-json file");
-  EXPECT_THAT(errorOf(parseProfileJson("{\"format\": ", "p.json")),
-              HasSubstr("p.json: unexpected end of the file"));
+  // Malformed JSON: nlohmann's message, naming the file, line and column.
+  EXPECT_EQ(errorOf(parseProfileJson("{\"format\": ", "p.json")),
+            "p.json: not valid JSON: parse error at line 1, column 12: "
+            "syntax error while parsing value - unexpected end of input; "
+            "expected '[', '{', or a literal");
+  EXPECT_EQ(errorOf(parseProfileJson("{\"format\": \"kiln-profile\", "
+                                     "\"version\": 1, \"kernels\": [3]}",
+                                     "p.json")),
+            "p.json: a kernel entry without a name");
 }
 
 TEST(ProfileTest, MeasuredProfileTakesEstimatesFromAnEmuProfile) {
@@ -447,11 +482,28 @@ TEST(ProfileTest, TraceHasASlicePerLaunchAndATrackPerStream) {
   Expected<ProfileReport> report =
       profileFromCounters(artifact, profiles, h200());
   ASSERT_TRUE(report);
-  std::string trace = traceToJson(*report);
-  EXPECT_THAT(trace, HasSubstr("\"name\": \"add_bias\", \"cat\": \"kernel\", "
-                               "\"ph\": \"X\", \"ts\": 0,"));
-  EXPECT_THAT(trace, HasSubstr("\"tid\": 2, \"args\": {\"name\": \"stream 2\"}"));
-  EXPECT_THAT(trace, HasSubstr("\"grid\": [1, 1, 1], \"block\": [6, 1, 1]"));
+  nlohmann::json trace = nlohmann::json::parse(traceToJson(*report));
+  EXPECT_EQ(trace["displayTimeUnit"], "ns");
+  std::vector<nlohmann::json> slices, tracks;
+  for (const nlohmann::json &event : trace["traceEvents"]) {
+    if (event["ph"] == "X")
+      slices.push_back(event);
+    else if (event["name"] == "thread_name")
+      tracks.push_back(event);
+  }
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[0]["name"], "add_bias");
+  EXPECT_EQ(slices[0]["cat"], "kernel");
+  EXPECT_EQ(slices[0]["ts"], 0.0);
+  EXPECT_EQ(slices[1]["tid"], 2);
+  // Laid end to end: the second starts where the first ends.
+  EXPECT_DOUBLE_EQ(slices[1]["ts"].get<double>(),
+                   slices[0]["dur"].get<double>());
+  EXPECT_EQ(slices[0]["args"]["grid"], nlohmann::json::array({1, 1, 1}));
+  EXPECT_EQ(slices[0]["args"]["block"], nlohmann::json::array({6, 1, 1}));
+  ASSERT_EQ(tracks.size(), 2u);
+  EXPECT_EQ(tracks[1]["tid"], 2);
+  EXPECT_EQ(tracks[1]["args"]["name"], "stream 2");
 }
 
 TEST(ProfileTest, WriteTextFileIsAtomicAndChecksFirst) {

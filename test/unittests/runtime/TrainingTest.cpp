@@ -358,3 +358,83 @@ TEST(TrainingTest, BadCheckpointsChangeNothing) {
 }
 
 } // namespace
+
+namespace {
+
+/// A safetensors file: the header's length, the header, then `data`.
+void writeSafetensorsBytes(const std::string &path, const std::string &header,
+                           size_t dataBytes) {
+  std::vector<uint8_t> bytes(8);
+  uint64_t length = header.size();
+  std::memcpy(bytes.data(), &length, 8);
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.resize(bytes.size() + dataBytes, 0);
+  writeBytes(path, bytes);
+}
+
+TEST(TrainingTest, SafetensorsHeadersAreStrict) {
+  TempDir dir;
+  std::string path = dir.file("h.safetensors");
+  auto errorFor = [&](const std::string &header, size_t dataBytes) {
+    writeSafetensorsBytes(path, header, dataBytes);
+    return errorOf(readSafetensors(path));
+  };
+  const std::string w = R"("w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+  EXPECT_EQ(errorFor("{" + w + "}", 4), "<success>");
+  // JSON would keep the last of two equal keys; safetensors has one entry
+  // per tensor.
+  EXPECT_EQ(errorFor("{" + w + "," + w + "}", 4),
+            path + ": header: duplicate key 'w'");
+  EXPECT_EQ(
+      errorFor(R"({"w":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}})",
+               4),
+      path + ": tensor 'w': a dimension is not an integer");
+  EXPECT_EQ(
+      errorFor(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
+               4),
+      path + ": tensor 'w': a dimension is not an integer");
+  EXPECT_EQ(
+      errorFor(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,"4"]}})",
+               4),
+      path + ": tensor 'w': data_offsets do not hold f32 [1]");
+  EXPECT_EQ(errorFor(R"({"__metadata__":{"epoch":1}})", 0),
+            path + ": header: metadata 'epoch' is not a string");
+  EXPECT_EQ(errorFor("[1,2]", 0), path + ": header: not a JSON object");
+  EXPECT_THAT(errorFor("{\"w\":", 0),
+              StartsWith(path + ": header: not valid JSON: parse error at "
+                                "line 1, column 6"));
+  std::string deep(20, '[');
+  EXPECT_EQ(errorFor("{\"a\":" + deep + std::string(20, ']') + "}", 0),
+            path + ": header: nesting too deep");
+}
+
+TEST(TrainingTest, SafetensorsNamesRoundTrip) {
+  // Names and metadata with quotes, backslashes, control and non-ASCII
+  // characters come back as written, and the header is what Python's json
+  // module would read (checked here by its exact bytes).
+  TempDir dir;
+  Checkpoint checkpoint;
+  HostTensor tensor;
+  tensor.dtype = DType::F32;
+  tensor.shape = {};
+  tensor.data = {0, 0, 128, 63};
+  checkpoint.tensors["a\"b\\c\nd\xc3\xa9"] = tensor;
+  checkpoint.metadata["note"] = "tab\there";
+  ASSERT_EQ(errorOf(writeSafetensors(dir.file("n.safetensors"), checkpoint)),
+            "<success>");
+  std::vector<uint8_t> bytes = readBytes(dir.file("n.safetensors"));
+  uint64_t length;
+  std::memcpy(&length, bytes.data(), 8);
+  std::string header(bytes.begin() + 8, bytes.begin() + 8 + length);
+  EXPECT_EQ(header.substr(0, header.find_last_not_of(' ') + 1),
+            "{\"__metadata__\":{\"note\":\"tab\\there\"},"
+            "\"a\\\"b\\\\c\\nd\xc3\xa9\":{\"dtype\":\"F32\",\"shape\":[],"
+            "\"data_offsets\":[0,4]}}");
+  EXPECT_EQ((8 + length) % 8, 0u);
+  Expected<Checkpoint> back = readSafetensors(dir.file("n.safetensors"));
+  ASSERT_TRUE(back) << errorOf(back);
+  EXPECT_EQ(back->tensors.count("a\"b\\c\nd\xc3\xa9"), 1u);
+  EXPECT_EQ(back->metadata.at("note"), "tab\there");
+}
+
+} // namespace

@@ -18,6 +18,14 @@ void populateElementwiseToLinalgPatterns(mlir::RewritePatternSet &patterns);
 void populateContractionToLinalgPatterns(mlir::RewritePatternSet &patterns);
 void populateReductionToLinalgPatterns(mlir::RewritePatternSet &patterns);
 void populateDataMovementToLinalgPatterns(mlir::RewritePatternSet &patterns);
+/// kiln.resize.
+void populateResizeToLinalgPatterns(mlir::RewritePatternSet &patterns);
+/// kiln.gather_nd and kiln.scatter_nd.
+void populateIndexingToLinalgPatterns(mlir::RewritePatternSet &patterns);
+/// kiln.grid_sample, kiln.roi_align and kiln.deform_sample.
+void populateImageToLinalgPatterns(mlir::RewritePatternSet &patterns);
+/// kiln.cumsum and kiln.top_k, as reductions along their axis.
+void populateScanToLinalgPatterns(mlir::RewritePatternSet &patterns);
 /// kiln.philox and kiln.dropout_mask (Philox-4x32-10 in the generic's body).
 void populateRandomToLinalgPatterns(mlir::RewritePatternSet &patterns);
 

@@ -70,6 +70,8 @@ std::vector<SupportedOp> listSupportedOps();
 
 /// The newest default-domain opset the handlers are written against.
 int maxSupportedOpset();
+/// The oldest default-domain opset the importer accepts.
+int minSupportedOpset();
 
 } // namespace kiln::onnx_frontend
 

@@ -559,5 +559,10 @@ LogicalResult ResizeOp::verify() {
     return emitOpError("expects ")
            << 2 * in.getRank() << " roi values (a start and an end per "
            << "dimension), got " << getRoi()->size();
+  if (getAntialias() && getMode() == ResizeMode::Nearest)
+    return emitOpError("antialias applies to linear and cubic modes only");
+  if (getCoordinateMode() == CoordinateMode::TfHalfPixelForNn &&
+      getMode() != ResizeMode::Nearest)
+    return emitOpError("tf_half_pixel_for_nn applies to nearest mode only");
   return success();
 }

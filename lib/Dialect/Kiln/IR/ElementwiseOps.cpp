@@ -151,6 +151,61 @@ OpFoldResult XorOp::fold(FoldAdaptor adaptor) {
       [](const APInt &a, const APInt &b, bool) { return a ^ b; }, nullptr);
 }
 
+OpFoldResult BitwiseAndOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) { return a & b; }, nullptr);
+}
+
+OpFoldResult BitwiseOrOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) { return a | b; }, nullptr);
+}
+
+OpFoldResult BitwiseXorOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) { return a ^ b; }, nullptr);
+}
+
+namespace {
+/// The shift amount `b` when it lies in [0, width), else nothing.
+std::optional<unsigned> shiftAmount(const APInt &b, bool isUnsigned) {
+  unsigned width = b.getBitWidth();
+  if (!isUnsigned && b.isNegative())
+    return std::nullopt;
+  if (b.getActiveBits() > 32 || b.getZExtValue() >= width)
+    return std::nullopt;
+  return static_cast<unsigned>(b.getZExtValue());
+}
+} // namespace
+
+OpFoldResult ShiftLeftOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool isUnsigned) {
+        std::optional<unsigned> amount = shiftAmount(b, isUnsigned);
+        return amount ? a.shl(*amount) : APInt::getZero(a.getBitWidth());
+      },
+      nullptr);
+}
+
+OpFoldResult ShiftRightOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool isUnsigned) {
+        std::optional<unsigned> amount = shiftAmount(b, isUnsigned);
+        if (isUnsigned)
+          return amount ? a.lshr(*amount) : APInt::getZero(a.getBitWidth());
+        if (!amount)
+          return a.isNegative() ? APInt::getAllOnes(a.getBitWidth())
+                                : APInt::getZero(a.getBitWidth());
+        return a.ashr(*amount);
+      },
+      nullptr);
+}
+
 OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
   return foldCompare(
       adaptor.getLhs(), adaptor.getRhs(), getType(),

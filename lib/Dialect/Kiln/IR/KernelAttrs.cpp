@@ -474,7 +474,7 @@ GenericKernelAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
-  if (attr.getName() != "kiln.kernel")
+  if (attr.getName() != KernelAttrHelper::getNameStr())
     return success();
   Attribute value = attr.getValue();
   if (isa<GemmConfigAttr, DepthwiseConfigAttr, AttentionConfigAttr>(value)) {

@@ -91,6 +91,34 @@ LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *,
                         adaptor.getKeepdims(), types);
 }
 
+LogicalResult CumSumOp::verify() {
+  if (getAxis() < 0 || getAxis() >= getType().getRank())
+    return emitOpError("axis ")
+           << getAxis() << " is out of range for rank " << getType().getRank();
+  return success();
+}
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= input.getRank())
+    return emitOptionalError(loc, "axis ", axis, " is out of range for rank ",
+                             input.getRank());
+  int64_t k = adaptor.getK();
+  int64_t extent = input.getDimSize(axis);
+  if (k < 0 || (!ShapedType::isDynamic(extent) && k > extent))
+    return emitOptionalError(loc, "k ", k, " must be in [0, ", extent,
+                             "], the extent of axis ", axis);
+  SmallVector<int64_t> shape(input.getShape());
+  shape[axis] = k;
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(context, 64)));
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
   return checkAxis(*this, getAxis(), getType().getRank());
 }
@@ -224,6 +252,39 @@ LogicalResult PoolOp::verifyRegions() {
                  "padding must be smaller than the dilated kernel extent (")
              << extent << ") in spatial dim " << i;
   }
+  return success();
+}
+
+LogicalResult PoolIndicesOp::inferReturnTypes(MLIRContext *context,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  if (input.getRank() < 3)
+    return emitOptionalError(loc, "expects an input of rank >= 3");
+  size_t spatial = input.getRank() - 2;
+  ArrayRef<int64_t> kernel = adaptor.getKernel(),
+                    strides = adaptor.getStrides(),
+                    dilations = adaptor.getDilations(),
+                    padding = adaptor.getPadding();
+  if (kernel.size() != spatial || strides.size() != spatial ||
+      dilations.size() != spatial || padding.size() != 2 * spatial)
+    return emitOptionalError(loc, "expects ", spatial,
+                             " kernel, stride and dilation entries and ",
+                             2 * spatial, " padding entries");
+  SmallVector<int64_t> shape(input.getShape());
+  for (size_t i = 0; i < spatial; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1)
+      return emitOptionalError(
+          loc, "kernel, strides and dilations must be positive");
+    shape[2 + i] = windowOutputSize(
+        input.getDimSize(2 + i), kernel[i], strides[i], dilations[i],
+        padding[i], padding[spatial + i], adaptor.getCeilMode());
+    if (shape[2 + i] < 1)
+      return emitOptionalError(
+          loc, "window larger than padded input in spatial dim ", i);
+  }
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(context, 64)));
   return success();
 }
 

@@ -2,6 +2,8 @@
 
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -10,8 +12,10 @@ using namespace mlir;
 
 namespace kiln {
 namespace {
-constexpr llvm::StringLiteral kOriginAttr = "kiln.origin";
-constexpr llvm::StringLiteral kOriginsAttr = "kiln.weight_origins";
+constexpr llvm::StringLiteral kOriginAttr =
+    KilnDialect::OriginAttrHelper::getNameStr();
+constexpr llvm::StringLiteral kOriginsAttr =
+    KilnDialect::WeightOriginsAttrHelper::getNameStr();
 
 StringRef blobKey(Attribute value) {
   auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(value);

@@ -104,7 +104,8 @@ FailureOr<AugmentSpec> parseSpec(StringRef spec, std::string &error) {
 /// The function argument named `name` (kiln.name), if any.
 std::optional<unsigned> argumentNamed(func::FuncOp func, StringRef name) {
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto attr = func.getArgAttrOfType<StringAttr>(i, "kiln.name"))
+    if (auto attr = func.getArgAttrOfType<StringAttr>(
+            i, KilnDialect::NameAttrHelper::getNameStr()))
       if (attr.getValue() == name)
         return i;
   return std::nullopt;
@@ -120,11 +121,11 @@ std::pair<Value, Value> rngArguments(func::FuncOp func) {
     if (std::optional<unsigned> index = argumentNamed(func, name))
       return func.getArgument(*index);
     unsigned index = func.getNumArguments();
-    (void)func.insertArgument(
-        index, RankedTensorType::get({words}, i32),
-        attrs.getDictionaryAttr(
-            attrs.getNamedAttr("kiln.name", attrs.getStringAttr(name))),
-        func.getLoc());
+    (void)func.insertArgument(index, RankedTensorType::get({words}, i32),
+                              attrs.getDictionaryAttr(attrs.getNamedAttr(
+                                  KilnDialect::NameAttrHelper::getNameStr(),
+                                  attrs.getStringAttr(name))),
+                              func.getLoc());
     return func.getArgument(index);
   };
   Value key = get("rng.key", 2);
@@ -256,7 +257,8 @@ void AugmentPass::runOnOperation() {
                   "'");
     Value x = func.getArgument(*index);
     auto type = dyn_cast<RankedTensorType>(x.getType());
-    auto name = func.getArgAttrOfType<StringAttr>(*index, "kiln.name");
+    auto name = func.getArgAttrOfType<StringAttr>(
+        *index, KilnDialect::NameAttrHelper::getNameStr());
     std::string what = "input '" + (name ? name.getValue().str() : "?") + "'";
     if (!type || type.getRank() != 4 || !type.hasStaticShape() ||
         !isa<FloatType>(type.getElementType()))

@@ -65,10 +65,8 @@ constexpr int64_t kMaxRecomputedReduction = 64;
 enum class Role { Elementwise, DataMovement, Contraction, Row, Other };
 
 Role roleOf(Operation *op) {
-  if (op->hasTrait<OpTrait::Elementwise>() ||
-      isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp, OrOp,
-          XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
-          SelectOp, BatchNormOp, PhiloxOp, DropoutMaskOp>(op))
+  if (isBroadcastingElementwise(op) ||
+      isa<SelectOp, BatchNormOp, PhiloxOp, DropoutMaskOp>(op))
     return Role::Elementwise;
   if (isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, ConcatOp, GatherOp,
           GatherElementsOp, TileOp>(op))

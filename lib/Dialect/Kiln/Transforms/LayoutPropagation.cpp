@@ -102,10 +102,7 @@ bool layout::isCompileTimeValue(Value value) {
 namespace {
 
 bool isElementwise(Operation *op) {
-  return op->hasTrait<OpTrait::Elementwise>() ||
-         isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, ModOp, AndOp,
-             OrOp, XorOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
-             GreaterEqualOp, SelectOp>(op);
+  return isBroadcastingElementwise(op) || isa<SelectOp>(op);
 }
 
 /// The folders of transpose (composition, identity, constants) and reshape

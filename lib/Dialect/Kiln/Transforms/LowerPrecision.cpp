@@ -175,9 +175,11 @@ uint32_t roundToTf32(uint32_t bits) {
 enum class WeightConversion { ToBF16, ToF16, RoundToTF32 };
 
 /// Marks a contraction whose f32 operands were rounded to tf32.
-constexpr llvm::StringLiteral kTf32ContractionAttr = "kiln.tf32";
+constexpr llvm::StringLiteral kTf32ContractionAttr =
+    KilnDialect::Tf32AttrHelper::getNameStr();
 /// Marks a global made by rounding an f32 weight to tf32.
-constexpr llvm::StringLiteral kTf32RoundedAttr = "kiln.tf32_rounded";
+constexpr llvm::StringLiteral kTf32RoundedAttr =
+    KilnDialect::Tf32RoundedAttrHelper::getNameStr();
 
 /// Little-endian f32 data of an elements attribute; nullopt when it is not
 /// an f32 tensor whose bytes are at hand (e.g. an elided resource).
@@ -795,9 +797,11 @@ struct LowerPrecisionPass
           << static_cast<int64_t>(f32HeadLayers) << " is negative";
       return signalPassFailure();
     }
-    if (residualPrecision != "f32" && residualPrecision != "low") {
+    // "f32" is the spelling before kilnc's vocabulary settled on fp32.
+    if (residualPrecision != "fp32" && residualPrecision != "f32" &&
+        residualPrecision != "low") {
       module.emitError("kiln-lower-precision: residual-precision '")
-          << residualPrecision << "' is not one of f32, low";
+          << residualPrecision << "' is not one of fp32, low";
       return signalPassFailure();
     }
     PrecisionLowering(module, *parsed, ioType, f32HeadLayers,

@@ -116,7 +116,8 @@ struct RunningStats {
 std::string collectRunningStats(func::FuncOp grad,
                                 const llvm::DenseMap<StringAttr, Slot> &weights,
                                 RunningStats &stats) {
-  auto updates = grad->getAttrOfType<ArrayAttr>("kiln.state_updates");
+  auto updates = grad->getAttrOfType<ArrayAttr>(
+      KilnDialect::StateUpdatesAttrHelper::getNameStr());
   if (!updates)
     return "";
   auto module = grad->getParentOfType<ModuleOp>();
@@ -309,7 +310,8 @@ SmallVector<Value> OptimizerPass::nextLossScaleState(Math &m, Value finite,
 static void bindRngState(func::FuncOp step, uint64_t seed) {
   std::optional<unsigned> key, counter, optStep;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto name = step.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    auto name = step.getArgAttrOfType<StringAttr>(
+        i, KilnDialect::NameAttrHelper::getNameStr());
     if (!name)
       continue;
     if (name.getValue() == "rng.key")
@@ -325,13 +327,14 @@ static void bindRngState(func::FuncOp step, uint64_t seed) {
   Builder attrs(ctx);
   auto i32 = IntegerType::get(ctx, 32);
   auto keyType = RankedTensorType::get({2}, i32);
-  step.setArgAttr(*key, "kiln.state", attrs.getStringAttr("rng.key"));
-  step.setArgAttr(*key, "kiln.name", attrs.getStringAttr("kiln.state.rng.key"));
-  step.setArgAttr(
-      *key, "kiln.initial",
-      DenseElementsAttr::get(
-          keyType, ArrayRef<APInt>{APInt(32, seed & 0xffffffffu),
-                                   APInt(32, seed >> 32)}));
+  step.setArgAttr(*key, KilnDialect::StateAttrHelper::getNameStr(),
+                  attrs.getStringAttr("rng.key"));
+  step.setArgAttr(*key, KilnDialect::NameAttrHelper::getNameStr(),
+                  attrs.getStringAttr("kiln.state.rng.key"));
+  step.setArgAttr(*key, KilnDialect::InitialAttrHelper::getNameStr(),
+                  DenseElementsAttr::get(
+                      keyType, ArrayRef<APInt>{APInt(32, seed & 0xffffffffu),
+                                               APInt(32, seed >> 32)}));
   OpBuilder b = OpBuilder::atBlockBegin(&step.front());
   Location loc = step.getLoc();
   auto zeros = [&](int64_t n) {
@@ -372,7 +375,8 @@ void OptimizerPass::runOnOperation() {
     return fail(grad, "@train_grad and @main must have one block each");
   Rule rule = *parseRule(optimizer);
 
-  auto gradients = grad->getAttrOfType<ArrayAttr>("kiln.gradients");
+  auto gradients = grad->getAttrOfType<ArrayAttr>(
+      KilnDialect::GradientsAttrHelper::getNameStr());
   if (!gradients)
     return fail(grad, "@train_grad has no kiln.gradients attribute");
   if (gradients.empty())
@@ -448,7 +452,7 @@ void OptimizerPass::runOnOperation() {
   // loss-seed-argument): the argument is replaced by the loss scale, or 1.
   std::optional<unsigned> seedArg;
   for (unsigned i = 0; i < grad.getNumArguments(); ++i)
-    if (grad.getArgAttr(i, "kiln.loss_seed"))
+    if (grad.getArgAttr(i, KilnDialect::LossSeedAttrHelper::getNameStr()))
       seedArg = i;
   if (scalesLoss() && !seedArg)
     return fail(grad, "loss-scale=" + lossScale + " needs a @train_grad whose "
@@ -596,25 +600,30 @@ void OptimizerPass::runOnOperation() {
   grad.setType(FunctionType::get(ctx, body.getArgumentTypes(), resultTypes));
   for (auto [i, entry] : llvm::enumerate(state)) {
     unsigned arg = firstState + i;
-    grad.setArgAttr(arg, "kiln.state", attrs.getStringAttr(entry.first));
-    grad.setArgAttr(arg, "kiln.name",
+    grad.setArgAttr(arg, KilnDialect::StateAttrHelper::getNameStr(),
+                    attrs.getStringAttr(entry.first));
+    grad.setArgAttr(arg, KilnDialect::NameAttrHelper::getNameStr(),
                     attrs.getStringAttr("kiln.state." + entry.first));
-    grad.setResultAttr(i + 1, "kiln.state", attrs.getStringAttr(entry.first));
-    grad.setResultAttr(i + 1, "kiln.name",
-                       attrs.getStringAttr("kiln.state." + entry.first +
-                                           ".next"));
+    grad.setResultAttr(i + 1, KilnDialect::StateAttrHelper::getNameStr(),
+                       attrs.getStringAttr(entry.first));
+    grad.setResultAttr(
+        i + 1, KilnDialect::NameAttrHelper::getNameStr(),
+        attrs.getStringAttr("kiln.state." + entry.first + ".next"));
   }
   // A state's non-zero initial value travels as `kiln.initial`.
   if (scaleArg)
-    grad.setArgAttr(cast<BlockArgument>(scaleArg).getArgNumber(),
-                    "kiln.initial",
-                    DenseElementsAttr::get(
-                        scalar, attrs.getF32FloatAttr(lossScaleInit).getValue()));
-  grad.setResultAttr(0, "kiln.name", attrs.getStringAttr("loss"));
+    grad.setArgAttr(
+        cast<BlockArgument>(scaleArg).getArgNumber(),
+        KilnDialect::InitialAttrHelper::getNameStr(),
+        DenseElementsAttr::get(
+            scalar, attrs.getF32FloatAttr(lossScaleInit).getValue()));
+  grad.setResultAttr(0, KilnDialect::NameAttrHelper::getNameStr(),
+                     attrs.getStringAttr("loss"));
   if (finite)
-    grad.setResultAttr(results.size() - 1, "kiln.name",
+    grad.setResultAttr(results.size() - 1,
+                       KilnDialect::NameAttrHelper::getNameStr(),
                        attrs.getStringAttr("skipped"));
-  grad->removeAttr("kiln.gradients");
+  grad->removeAttr(KilnDialect::GradientsAttrHelper::getNameStr());
   grad.setSymName("train_step");
   bindRngState(grad, seed);
 
@@ -629,13 +638,14 @@ void OptimizerPass::runOnOperation() {
                  stats.bySymbol);
   main.setType(FunctionType::get(ctx, forward.getArgumentTypes(),
                                  main.getResultTypes()));
-  main.setArgAttr(paramsArg, "kiln.state", attrs.getStringAttr("params"));
-  main.setArgAttr(paramsArg, "kiln.name",
+  main.setArgAttr(paramsArg, KilnDialect::StateAttrHelper::getNameStr(),
+                  attrs.getStringAttr("params"));
+  main.setArgAttr(paramsArg, KilnDialect::NameAttrHelper::getNameStr(),
                   attrs.getStringAttr("kiln.state.params"));
   if (!stats.slots.empty()) {
-    main.setArgAttr(paramsArg + 1, "kiln.state",
+    main.setArgAttr(paramsArg + 1, KilnDialect::StateAttrHelper::getNameStr(),
                     attrs.getStringAttr("bn.stats"));
-    main.setArgAttr(paramsArg + 1, "kiln.name",
+    main.setArgAttr(paramsArg + 1, KilnDialect::NameAttrHelper::getNameStr(),
                     attrs.getStringAttr("kiln.state.bn.stats"));
   }
   main.setSymName("eval");
@@ -650,7 +660,8 @@ void OptimizerPass::runOnOperation() {
     training.push_back(attrs.getNamedAttr(
         "stats_size", attrs.getI64IntegerAttr(stats.total)));
   }
-  module->setAttr("kiln.training", attrs.getDictionaryAttr(training));
+  module->setAttr(KilnDialect::TrainingAttrHelper::getNameStr(),
+                  attrs.getDictionaryAttr(training));
 }
 
 } // namespace

@@ -466,13 +466,12 @@ LogicalResult importScatterElements(NodeImporter &n) {
 /// positive amounts.
 LogicalResult importPad(NodeImporter &n) {
   std::string modeName = n.stringAttr("mode", "constant");
-  if (modeName == "wrap")
-    return n.fail(
-        "mode 'wrap' is not supported (supported: constant, reflect, edge)");
-  if (failed(n.requireStringAttrIn("mode", "constant",
-                                   {"constant", "reflect", "edge"})))
+  // Pad-19's wrap is a gather per padded axis (below), not a kiln.pad mode.
+  bool wrap = n.opset() >= 19 && modeName == "wrap";
+  if (!wrap && failed(n.requireStringAttrIn("mode", "constant",
+                                            {"constant", "reflect", "edge"})))
     return failure();
-  PadMode mode = *symbolizePadMode(modeName);
+  PadMode mode = wrap ? PadMode::Constant : *symbolizePadMode(modeName);
 
   SmallVector<int64_t> pads;
   std::optional<SmallVector<int64_t>> axes;
@@ -548,6 +547,31 @@ LogicalResult importPad(NodeImporter &n) {
     if (failed(cropped))
       return failure();
     input = *cropped;
+  }
+  if (wrap) {
+    // out[j] = in[(j - low) mod extent] along each padded axis: exact, and
+    // any pad size (a pad longer than the axis wraps more than once).
+    for (int64_t d = 0; d < rank; ++d) {
+      if (low[d] == 0 && high[d] == 0)
+        continue;
+      int64_t extent = typeOf(input).getDimSize(d);
+      if (extent == 0)
+        return n.fail("mode 'wrap' cannot pad dimension " + Twine(d) +
+                      ", which is empty");
+      SmallVector<int64_t> index;
+      for (int64_t j = 0, e = low[d] + extent + high[d]; j < e; ++j)
+        index.push_back((((j - low[d]) % extent) + extent) % extent);
+      Value indices = n.constant(DenseElementsAttr::get(
+          RankedTensorType::get({static_cast<int64_t>(index.size())},
+                                n.builder().getI64Type()),
+          ArrayRef<int64_t>(index)));
+      FailureOr<Value> gathered =
+          n.make<GatherOp>({input, indices}, {n.namedI64("axis", d)});
+      if (failed(gathered))
+        return failure();
+      input = *gathered;
+    }
+    return n.setResult(input);
   }
   return bind(
       n, n.make<PadOp>(input,
@@ -682,7 +706,7 @@ LogicalResult importTrilu(NodeImporter &n) {
 FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
                             ResizeMode mode, CoordinateMode coordinates,
                             NearestMode nearest, ArrayRef<double> scales,
-                            ArrayRef<double> roi = {}) {
+                            ArrayRef<double> roi = {}, bool antialias = false) {
   RankedTensorType inType = n.inputType(0);
   SmallVector<NamedAttribute> attrs{
       n.named("mode", ResizeModeAttr::get(n.context(), mode)),
@@ -696,6 +720,8 @@ FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
     if (n.intAttr("exclude_outside", 0) != 0)
       attrs.push_back(n.namedUnit("exclude_outside"));
   }
+  if (antialias)
+    attrs.push_back(n.namedUnit("antialias"));
   if (coordinates == CoordinateMode::TfCropAndResize) {
     attrs.push_back(n.named("roi", n.builder().getDenseF64ArrayAttr(roi)));
     attrs.push_back(n.namedF64("extrapolation_value",
@@ -768,6 +794,9 @@ LogicalResult importResize(NodeImporter &n) {
                                            "tf_crop_and_resize"};
     if (n.opset() >= 19)
       coordinateModes.push_back("half_pixel_symmetric");
+    // TensorFlow's nearest resize: Resize-11 only, nearest mode only.
+    if (n.opset() < 13 && mode == ResizeMode::Nearest)
+      coordinateModes.push_back("tf_half_pixel_for_nn");
     if (failed(n.requireStringAttrIn("coordinate_transformation_mode",
                                      "half_pixel", coordinateModes)) ||
         failed(n.requireStringAttrIn(
@@ -884,19 +913,20 @@ LogicalResult importResize(NodeImporter &n) {
       }
     }
   }
-  if (n.opset() >= 18 && n.intAttr("antialias", 0) != 0 &&
+  // Antialias only changes dimensions that shrink, and never nearest.
+  bool antialias =
+      n.opset() >= 18 && n.intAttr("antialias", 0) != 0 &&
       mode != ResizeMode::Nearest &&
       llvm::any_of(llvm::seq<int64_t>(0, rank),
-                   [&](int64_t d) { return shape[d] < inType->getDimSize(d); }))
-    return n.fail(Twine("antialiased ") + stringifyResizeMode(mode) +
-                  " downsampling is not supported");
+                   [&](int64_t d) { return shape[d] < inType->getDimSize(d); });
   if (n.opset() < 11) {
     FailureOr<NearestMode> legacy = legacyNearestMode(n, mode, scales);
     if (failed(legacy))
       return failure();
     nearest = *legacy;
   }
-  return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales, roi));
+  return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales, roi,
+                            antialias));
 }
 
 /// Upsample-7 takes its scales as an attribute, Upsample-9 as an input.
@@ -1045,7 +1075,8 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Pad", 11, importPad,
        "pads and constant_value must be compile-time constants"},
       {"Pad", 18, importPad, "axes must be a compile-time constant"},
-      {"Pad", 19, importPad, "no 'wrap' mode"},
+      {"Pad", 19, importPad,
+       "wrap mode as a gather per padded axis"},
       {"Expand", 8, importExpand, "shape must be a compile-time constant"},
       {"Split", 2, importSplit, ""},
       {"Split", 11, importSplit, ""},
@@ -1054,13 +1085,10 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Tile", 6, importTile, "repeats must be a compile-time constant"},
       {"Resize", 10, importResize,
        "float inputs only; scales or sizes must be compile-time constants"},
-      {"Resize", 11, importResize,
-       "no tf_half_pixel_for_nn; roi must be a compile-time constant"},
+      {"Resize", 11, importResize, "roi must be a compile-time constant"},
       {"Resize", 13, importResize, ""},
-      {"Resize", 18, importResize,
-       "no antialiased linear or cubic downsampling"},
-      {"Resize", 19, importResize,
-       "no antialiased linear or cubic downsampling"},
+      {"Resize", 18, importResize, ""},
+      {"Resize", 19, importResize, ""},
       {"Upsample", 7, importUpsample, "float inputs only"},
       {"Upsample", 9, importUpsample, "scales must be a compile-time constant"},
       {"DepthToSpace", 1, importDepthToSpace, "4-D inputs only"},

@@ -223,6 +223,70 @@ LogicalResult importIsNaN(NodeImporter &n) {
   return bind(n, n.make<NotOp>(*same));
 }
 
+/// isinf(x) = (detect_positive && x == +inf) || (detect_negative && x == -inf),
+/// both comparisons exact.
+LogicalResult importIsInf(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Value x = n.input(0);
+  Type type = elementTypeOf(x);
+  if (!isa<FloatType>(type))
+    return n.fail("IsInf needs a floating-point input");
+  bool positive = n.intAttr("detect_positive", 1) != 0;
+  bool negative = n.intAttr("detect_negative", 1) != 0;
+  SmallVector<Value> hits;
+  for (auto [detect, sign] : {std::pair{positive, 1.0}, {negative, -1.0}}) {
+    if (!detect)
+      continue;
+    FailureOr<Value> hit =
+        n.make<EqualOp>({x, n.scalar(type, sign * INFINITY)});
+    if (failed(hit))
+      return failure();
+    hits.push_back(*hit);
+  }
+  if (hits.empty()) {
+    // Neither sign detected: all false (nothing is below -inf, NaN neither).
+    FailureOr<Value> never = n.make<LessOp>({x, n.scalar(type, -INFINITY)});
+    return bind(n, never);
+  }
+  if (hits.size() == 1)
+    return n.setResult(hits.front());
+  return bind(n, n.make<OrOp>({hits[0], hits[1]}));
+}
+
+/// shrink(x) = x < -lambd ? x + bias : (x > lambd ? x - bias : 0).
+LogicalResult importShrink(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Value x = n.input(0);
+  Type type = elementTypeOf(x);
+  double lambd = n.floatAttr("lambd", 0.5f);
+  double bias = n.floatAttr("bias", 0.0f);
+  FailureOr<Value> below = n.make<LessOp>({x, n.scalar(type, -lambd)});
+  FailureOr<Value> above = n.make<GreaterOp>({x, n.scalar(type, lambd)});
+  FailureOr<Value> plus = n.make<AddOp>({x, n.scalar(type, bias)});
+  FailureOr<Value> minus = n.make<SubOp>({x, n.scalar(type, bias)});
+  if (failed(below) || failed(above) || failed(plus) || failed(minus))
+    return failure();
+  FailureOr<Value> upper =
+      n.make<SelectOp>({*above, *minus, n.scalar(type, 0.0)});
+  if (failed(upper))
+    return failure();
+  return bind(n, n.make<SelectOp>({*below, *plus, *upper}));
+}
+
+LogicalResult importBitShift(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  if (!n.hasAttr("direction"))
+    return n.fail("attribute 'direction' (LEFT or RIGHT) is required");
+  if (failed(n.requireStringAttrIn("direction", "", {"LEFT", "RIGHT"})))
+    return failure();
+  if (n.stringAttr("direction", "") == "LEFT")
+    return bind(n, n.make<ShiftLeftOp>({n.input(0), n.input(1)}));
+  return bind(n, n.make<ShiftRightOp>({n.input(0), n.input(1)}));
+}
+
 /// Pow allows an exponent of another element type; kiln.pow does not.
 LogicalResult importPow(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
@@ -322,6 +386,13 @@ void registerElementwiseHandlers(SmallVectorImpl<Handler> &handlers) {
       {"ThresholdedRelu", 10, importThresholdedRelu, ""},
       {"PRelu", 7, importPRelu, ""},
       {"IsNaN", 9, importIsNaN, ""},
+      {"IsInf", 10, importIsInf, ""},
+      {"Shrink", 9, importShrink, ""},
+      {"BitwiseNot", 18, importUnary<BitwiseNotOp>, ""},
+      {"BitwiseAnd", 18, importBinary<BitwiseAndOp>, ""},
+      {"BitwiseOr", 18, importBinary<BitwiseOrOp>, ""},
+      {"BitwiseXor", 18, importBinary<BitwiseXorOp>, ""},
+      {"BitShift", 11, importBitShift, ""},
       {"Clip", 6, importClip, ""},
       {"Clip", 11, importClip, "min and max must be compile-time constants"},
       {"Add", 7, importBinary<AddOp>, ""},

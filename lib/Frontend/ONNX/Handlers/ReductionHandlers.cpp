@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Composer.h"
 #include "WindowAttrs.h"
 
 #include <functional>
@@ -233,6 +234,101 @@ template <typename OpTy> LogicalResult importSoftmax(NodeImporter &n) {
   return bind(n, reshape(n, *rows, shape));
 }
 
+/// hardmax(x) = 1 where x is the first maximum along `axis`, else 0: an
+/// argmax compared with an iota along the axis (exact, one reduction). Before
+/// opset 13 the input is flattened to 2-D at `axis` (default 1) as Softmax
+/// does.
+LogicalResult importHardmax(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Composer c(n);
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = n.inputType(0).getShape();
+  bool flattens = n.opset() < 13;
+  FailureOr<int64_t> axis = normalizeAxisOrFail(
+      n, n.intAttr("axis", flattens ? 1 : -1), shape.size());
+  if (failed(axis))
+    return failure();
+  Value rows = x;
+  int64_t along = *axis;
+  if (flattens && *axis != static_cast<int64_t>(shape.size()) - 1) {
+    rows = c.reshape(x, {Composer::product(shape.take_front(*axis)),
+                         Composer::product(shape.drop_front(*axis))});
+    along = 1;
+  }
+  RankedTensorType rowsType = typeOf(rows);
+  Value index =
+      c.make<ArgMaxOp>(rows, {n.namedI64("axis", along),
+                              n.named("keepdims", n.builder().getBoolAttr(true))});
+  Value iota = c.iotaAlong(rowsType.getDimSize(along), along,
+                           rowsType.getRank(), n.builder().getI64Type());
+  Value hit = c.make<EqualOp>({iota, index});
+  Value y = c.reshape(c.cast(hit, rowsType.getElementType()), shape);
+  return bindComposed(c, y);
+}
+
+/// CumSum's axis is a scalar input, which must be a compile-time constant.
+LogicalResult importCumSum(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)))
+    return failure();
+  FailureOr<SmallVector<int64_t>> axisValues = n.constantInts(1, "axis");
+  if (failed(axisValues))
+    return failure();
+  if (axisValues->size() != 1)
+    return n.fail("axis must hold one value, got " +
+                  Twine(axisValues->size()));
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, axisValues->front(),
+                                                n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<NamedAttribute> attrs{n.namedI64("axis", *axis)};
+  if (n.intAttr("exclusive", 0) != 0)
+    attrs.push_back(n.namedUnit("exclusive"));
+  if (n.intAttr("reverse", 0) != 0)
+    attrs.push_back(n.namedUnit("reverse"));
+  return bind(n, n.make<CumSumOp>(n.input(0), attrs));
+}
+
+/// TopK-1 takes k as an attribute, later versions as an input (a
+/// compile-time constant). kiln.top_k always sorts, which `sorted = 0`
+/// (any order) allows.
+LogicalResult importTopK(NodeImporter &n) {
+  int64_t k;
+  if (n.opset() < 10) {
+    if (failed(n.checkArity(1, 1, 2)))
+      return failure();
+    if (!n.hasAttr("k"))
+      return n.fail("missing attribute 'k'");
+    k = n.intAttr("k", 0);
+  } else {
+    if (failed(n.checkArity(2, 2, 2)))
+      return failure();
+    FailureOr<SmallVector<int64_t>> kValues = n.constantInts(1, "K");
+    if (failed(kValues))
+      return failure();
+    if (kValues->size() != 1)
+      return n.fail("K must hold one value, got " + Twine(kValues->size()));
+    k = kValues->front();
+  }
+  FailureOr<int64_t> axis = normalizeAxisOrFail(n, n.intAttr("axis", -1),
+                                                n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  int64_t extent = n.inputType(0).getDimSize(*axis);
+  if (k < 0 || k > extent)
+    return n.fail("k " + Twine(k) + " is outside [0, " + Twine(extent) +
+                  "], the extent of axis " + Twine(*axis));
+  SmallVector<NamedAttribute> attrs{n.namedI64("axis", *axis),
+                                    n.namedI64("k", k)};
+  if (n.opset() >= 11 && n.intAttr("largest", 1) == 0)
+    attrs.push_back(n.namedUnit("smallest"));
+  FailureOr<SmallVector<Value>> results =
+      n.makeMulti<TopKOp>(2, n.input(0), attrs);
+  if (failed(results))
+    return failure();
+  return n.setResults(*results);
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation
 //===----------------------------------------------------------------------===//
@@ -337,9 +433,12 @@ LogicalResult importBatchNormalization(NodeImporter &n) {
     float momentum = n.floatAttr("momentum", 0.9f);
     if (momentum == 0.9f)
       return bind(n, n.make<BatchNormOp>(operands, {epsilon}));
-    return bind(n, n.make<BatchNormOp>(
-                       operands, {epsilon, n.namedF32("kiln.momentum",
-                                                      momentum)}));
+    return bind(
+        n,
+        n.make<BatchNormOp>(
+            operands,
+            {epsilon, n.namedF32(KilnDialect::MomentumAttrHelper::getNameStr(),
+                                 momentum)}));
   }
   if (!isa<FloatType>(elementType))
     return n.fail("training mode needs a floating-point input");
@@ -383,6 +482,51 @@ LogicalResult importBatchNormalization(NodeImporter &n) {
   if (failed(runningMean) || failed(runningVar))
     return failure();
   return n.setResults({*y, *runningMean, *runningVar});
+}
+
+/// Instance normalisation over [N, G, C / G * spatial] (groups as channels,
+/// unit scale, zero bias), then the per-channel scale and bias. Opset 18's
+/// scale and bias are per group; they are repeated over the group's
+/// channels.
+LogicalResult importGroupNormalization(NodeImporter &n) {
+  if (failed(n.checkArity(3, 3)))
+    return failure();
+  RankedTensorType type = n.inputType(0);
+  if (type.getRank() < 2 || !isa<FloatType>(type.getElementType()))
+    return n.fail("expects a floating-point input [N, C, ...]");
+  int64_t groups = n.intAttr("num_groups", 0);
+  int64_t channels = type.getDimSize(1), batch = type.getDimSize(0);
+  if (groups < 1 || channels % groups)
+    return n.fail("num_groups " + Twine(groups) + " must divide the " +
+                  Twine(channels) + " channels");
+  bool perGroup = n.opset() < 21;
+  int64_t paramSize = perGroup ? groups : channels;
+  for (size_t i : {1, 2})
+    if (n.inputType(i).getNumElements() != paramSize)
+      return n.fail(Twine(i == 1 ? "scale" : "bias") + " must have " +
+                    Twine(paramSize) + " elements");
+  Composer c(n);
+  Type t = type.getElementType();
+  int64_t rest = type.getNumElements() / (batch * groups);
+  Value grouped = c.reshape(n.input(0), {batch, groups, rest});
+  auto vectorType = RankedTensorType::get({groups}, t);
+  Value normalized = c.make<InstanceNormOp>(
+      {grouped, c.constant(vectorType, {1.0}), c.constant(vectorType, {0.0})},
+      {n.namedF32("epsilon", n.floatAttr("epsilon", 1e-5f))});
+  Value y = c.reshape(normalized, type.getShape());
+  SmallVector<int64_t> channelShape(type.getRank() - 1, 1);
+  channelShape[0] = channels;
+  auto perChannel = [&](Value v) {
+    v = c.cast(v, t);
+    if (perGroup)
+      v = c.reshape(c.broadcast(c.reshape(v, {groups, 1}),
+                                {groups, channels / groups}),
+                    {channels});
+    return c.reshape(v, channelShape);
+  };
+  y = c.make<AddOp>({c.make<MulOp>({y, perChannel(n.input(1))}),
+                     perChannel(n.input(2))});
+  return bindComposed(c, y);
 }
 
 LogicalResult importInstanceNormalization(NodeImporter &n) {
@@ -497,14 +641,87 @@ FailureOr<Value> pool(NodeImporter &n, PoolKind kind, bool countIncludePad) {
   return n.make<PoolOp>(n.input(0), attrs);
 }
 
-/// The Indices output is refused by checkArity; storage_order only lays it
-/// out, but is refused too so a model relying on it fails loudly.
+/// The optional Indices output (opset 8) is kiln.pool_indices over the same
+/// windows; storage_order 1 numbers it column-major.
 LogicalResult importMaxPool(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1, n.opset() >= 8 ? 2 : 1)) ||
+      failed(checkPoolInput(n)))
+    return failure();
+  FailureOr<Value> values = pool(n, PoolKind::Max, /*countIncludePad=*/false);
+  if (failed(values))
+    return failure();
+  if (n.node().output_size() < 2 || n.node().output(1).empty())
+    return n.setResult(*values);
+  ArrayRef<int64_t> shape = n.inputType(0).getShape();
+  FailureOr<WindowAttrs> w = readWindowAttrs(n, shape.size() - 2);
+  if (failed(w))
+    return failure();
+  resolveForwardPadding(*w, shape.drop_front(2));
+  SmallVector<NamedAttribute> attrs{
+      n.namedArray("kernel", w->kernel), n.namedArray("strides", w->strides),
+      n.namedArray("dilations", w->dilations),
+      n.namedArray("padding", w->padding)};
+  if (n.intAttr("ceil_mode", 0) != 0)
+    attrs.push_back(n.namedUnit("ceil_mode"));
+  int64_t order = n.intAttr("storage_order", 0);
+  if (order != 0 && order != 1)
+    return n.fail("storage_order " + Twine(order) + " must be 0 or 1");
+  if (order == 1)
+    attrs.push_back(n.namedUnit("column_major"));
+  FailureOr<Value> indices = n.make<PoolIndicesOp>(n.input(0), attrs);
+  if (failed(indices))
+    return failure();
+  return n.setResults({*values, *indices});
+}
+
+/// (sum over the window of |x|^p)^(1/p): the window sums are a depthwise
+/// convolution with a filter of ones (exact sums, zero padding adds
+/// nothing); p = 1 and p = 2 avoid pow.
+LogicalResult importLpPool(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)) || failed(checkPoolInput(n)))
     return failure();
-  if (int64_t order = n.intAttr("storage_order", 0))
-    return n.fail("storage_order " + Twine(order) + " is not supported");
-  return bind(n, pool(n, PoolKind::Max, /*countIncludePad=*/false));
+  double p = n.opset() < 2 ? n.floatAttr("p", 2.0f)
+                           : static_cast<double>(n.intAttr("p", 2));
+  if (!(p > 0))
+    return n.fail("p must be positive");
+  RankedTensorType type = n.inputType(0);
+  ArrayRef<int64_t> shape = type.getShape();
+  size_t spatial = shape.size() - 2;
+  FailureOr<WindowAttrs> w = readWindowAttrs(n, spatial);
+  if (failed(w))
+    return failure();
+  resolveForwardPadding(*w, shape.drop_front(2));
+  if (n.intAttr("ceil_mode", 0) != 0) {
+    // A partial last window: pad the high side up to it with zeros.
+    for (size_t i = 0; i < spatial; ++i) {
+      int64_t out = windowOutputSize(shape[2 + i], w->kernel[i], w->strides[i],
+                                     w->dilations[i], w->padding[i],
+                                     w->padding[spatial + i], true);
+      int64_t reach = (out - 1) * w->strides[i] +
+                      w->dilations[i] * (w->kernel[i] - 1) + 1;
+      int64_t have = shape[2 + i] + w->padding[i] + w->padding[spatial + i];
+      w->padding[spatial + i] += std::max<int64_t>(0, reach - have);
+    }
+  }
+  Composer c(n);
+  Type t = type.getElementType();
+  Value x = n.input(0);
+  Value powered = p == 1   ? c.make<AbsOp>(x)
+                  : p == 2 ? c.make<MulOp>({x, x})
+                           : c.make<PowOp>({c.make<AbsOp>(x), c.scalar(t, p)});
+  int64_t channels = shape[1];
+  SmallVector<int64_t> filterShape{channels, 1};
+  llvm::append_range(filterShape, w->kernel);
+  Value ones = c.constant(RankedTensorType::get(filterShape, t), {1.0});
+  Value sums = c.make<ConvOp>(
+      {powered, ones},
+      {n.namedArray("strides", w->strides),
+       n.namedArray("dilations", w->dilations),
+       n.namedArray("padding", w->padding), n.namedI64("groups", channels)});
+  Value y = p == 1   ? sums
+            : p == 2 ? c.make<SqrtOp>(sums)
+                     : c.make<PowOp>({sums, c.scalar(t, 1.0 / p)});
+  return bindComposed(c, y);
 }
 
 LogicalResult importAveragePool(NodeImporter &n) {
@@ -562,6 +779,14 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Softmax", 1, importSoftmax<SoftmaxOp>,
        "flattened to 2-D around kiln.softmax"},
       {"Softmax", 13, importSoftmax<SoftmaxOp>, ""},
+      {"Hardmax", 1, importHardmax, ""},
+      {"CumSum", 11, importCumSum, "axis must be a compile-time constant"},
+      {"CumSum", 14, importCumSum, "axis must be a compile-time constant"},
+      {"TopK", 1, importTopK, ""},
+      {"TopK", 10, importTopK, "K must be a compile-time constant"},
+      {"TopK", 11, importTopK,
+       "K must be a compile-time constant; results always sorted"},
+      {"Hardmax", 13, importHardmax, ""},
       {"LogSoftmax", 1, importSoftmax<LogSoftmaxOp>,
        "flattened to 2-D around kiln.log_softmax"},
       {"LogSoftmax", 13, importSoftmax<LogSoftmaxOp>, ""},
@@ -582,10 +807,14 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
       {"MeanVarianceNormalization", 9, importMeanVarianceNormalization,
        "decomposed"},
       {"MaxPool", 1, importMaxPool, "float only"},
-      {"MaxPool", 8, importMaxPool,
-       "Indices output and storage_order unsupported"},
-      {"MaxPool", 10, importMaxPool,
-       "Indices output and storage_order unsupported"},
+      {"MaxPool", 8, importMaxPool, "float only"},
+      {"MaxPool", 10, importMaxPool, "float only"},
+      {"LpPool", 1, importLpPool, "float only"},
+      {"LpPool", 2, importLpPool, "float only"},
+      {"LpPool", 11, importLpPool, "float only"},
+      {"LpPool", 18, importLpPool, "float only"},
+      {"GroupNormalization", 18, importGroupNormalization, ""},
+      {"GroupNormalization", 21, importGroupNormalization, ""},
       {"AveragePool", 7, importAveragePool, "float only"},
       {"AveragePool", 10, importAveragePool, "float only"},
       {"AveragePool", 19, importAveragePool, "float only"},

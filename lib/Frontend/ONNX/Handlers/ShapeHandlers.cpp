@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../NodeImporter.h"
+#include "Composer.h"
 
 #include <cstdio>
 
@@ -144,6 +144,48 @@ LogicalResult importIdentity(NodeImporter &n) {
 /// training-mode dropout with ratio 0 (it keeps every element, scaled by
 /// 1 / (1 - 0)). Other ratios drop at random: kiln.dropout when the model is
 /// imported for training (train_step draws the mask), an error otherwise.
+/// Training-mode dropout in an inference artifact (not kilnc --train): a
+/// Philox mask drawn from the node's `seed` (0 when absent) on a stream of
+/// its own, the same on every run, as RandomHandlers.cpp draws. The mask
+/// output is where the mask keeps elements.
+LogicalResult importInferenceTrainingDropout(NodeImporter &n, double ratio) {
+  if (!(ratio > 0 && ratio < 1))
+    return n.fail("ratio must be in [0, 1)");
+  RankedTensorType type = n.inputType(0);
+  if (!isa<FloatType>(type.getElementType()))
+    return n.fail("training-mode dropout needs a floating-point input");
+  Builder &b = n.builder();
+  Type i32 = b.getI32Type();
+  auto bits = static_cast<uint64_t>(
+      static_cast<int64_t>(n.intAttr("seed", 0)));
+  Value key = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get({2}, i32),
+      ArrayRef<int32_t>{static_cast<int32_t>(bits & 0xffffffffu),
+                        static_cast<int32_t>(bits >> 32)}));
+  Value counter = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get({4}, i32), b.getI32IntegerAttr(0)));
+  int64_t stream = Composer::philoxStream(
+      n.node().output_size() ? n.node().output(0) : "");
+  FailureOr<Value> mask = n.makeTyped<DropoutMaskOp>(
+      type, {key, counter},
+      {n.namedF32("ratio", static_cast<float>(ratio)),
+       n.namedI64("stream", stream)});
+  if (failed(mask))
+    return failure();
+  FailureOr<Value> y = n.make<MulOp>({n.input(0), *mask});
+  if (failed(y))
+    return failure();
+  SmallVector<Value> results{*y};
+  if (n.node().output_size() > 1 && !n.node().output(1).empty()) {
+    FailureOr<Value> kept =
+        n.make<GreaterOp>({*mask, n.scalar(type.getElementType(), 0.0)});
+    if (failed(kept))
+      return failure();
+    results.push_back(*kept);
+  }
+  return n.setResults(results);
+}
+
 LogicalResult importDropout(NodeImporter &n) {
   if (failed(n.checkArity(1, 3, 2)))
     return failure();
@@ -173,12 +215,8 @@ LogicalResult importDropout(NodeImporter &n) {
           return failure();
         return n.setResult(*dropped);
       }
-      if (ratio != 0) {
-        char text[32];
-        std::snprintf(text, sizeof(text), "%g", ratio);
-        return n.fail(Twine("training_mode 1 with ratio ") + text +
-                      " drops at random; only ratio 0 is supported");
-      }
+      if (ratio != 0)
+        return importInferenceTrainingDropout(n, ratio);
     }
   }
   if (n.opset() < 7 && n.intAttr("is_test", 0) == 0)
@@ -208,9 +246,9 @@ void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {
        "tensors only (no sequences or optionals)"},
       {"Dropout", 7, importDropout, "inference only"},
       {"Dropout", 12, importDropout,
-       "inference; training mode with kilnc --train (Philox mask in "
-       "train_step, no mask output); training_mode and ratio must be "
-       "constants"},
+       "training_mode and ratio must be constants; training mode: with "
+       "kilnc --train a Philox mask per step (no mask output), otherwise a "
+       "seeded Philox mask, the same on every run"},
   });
 }
 

@@ -268,6 +268,7 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
   s += "#define KILN_ATTN_TENSOR_CORES " + std::string(tensorCores(p) ? "1" : "0") +
        "\n";
   s += "#define KILN_ATTN_WGMMA " + std::string(c.wgmma ? "1" : "0") + "\n";
+  s += kElementTypeTemplate;
   s += kCommonTemplate;
   s += "\nstruct Cfg {\n";
   s += "  static constexpr int BM = " + i(c.blockM) + ", BN = " + i(c.blockN) +
@@ -285,7 +286,7 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
        i(p.v.head) + ", V_SI = " + i(p.v.row) + ";\n";
   s += "  static constexpr int EB = " + i(plan.elemBytes) +
        ", OUT_BYTES = " + i(plan.outBytes) +
-       ", OUT_CODE = " + i(static_cast<int>(p.outputType)) + ";\n";
+       ", OUT_CODE = " + elementTypeName(p.outputType) + ";\n";
   s += "  static constexpr bool BF16 = " + b(p.inputType == DType::BF16) +
        ";\n";
   s += "  static constexpr int VEC_Q = " + i(plan.vecQ) + ", VEC_K = " +

@@ -18,11 +18,13 @@
 // where latency hiding (0..1] grows with the warps resident on an SM (8
 // warps of mma.sync, 16 of FFMA, hide the pipeline's latency), resident
 // blocks are limited by shared memory, registers and threads, and split-K
-// adds its workspace traffic and a second launch. Figures are per SM per
-// cycle, H100/A100 class: tensor cores through mma.sync 2048 (f16/bf16) and
-// 1024 (tf32) FLOPs, through wgmma 4096 (f16/bf16: H100's 989 TFLOP/s dense
-// at 132 SMs and 1.83 GHz, twice what mma.sync reaches), FFMA 256, shared
-// memory 128 B, L2 ~32 B, and tf32 at half the f16 rate (wgmma 2048:
+// adds its workspace traffic and a second launch. The SM count and the
+// per-SM limits are the target's (TargetInfo.h, runtime/targets/gpus.ini);
+// the throughput figures are per SM per cycle, H100/A100 class: tensor
+// cores through mma.sync 2048 (f16/bf16) and 1024 (tf32) FLOPs, through
+// wgmma 4096 (f16/bf16: H100's 989 TFLOP/s dense over its SMs at 1.83 GHz,
+// twice what mma.sync reaches), FFMA 256, shared memory 128 B, L2 ~32 B,
+// and tf32 at half the f16 rate (wgmma 2048:
 // H100's 494 TFLOP/s dense tf32). For wgmma 4 consumer warps hide the latency (the
 // MMAs are asynchronous and a producer warpgroup keeps the ring full), and
 // the shared traffic is each consumer's A rows plus the whole B tile. On
@@ -36,6 +38,8 @@
 
 #include "GemmPlan.h"
 
+#include "kiln/Target/CUDA/TargetInfo.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -45,12 +49,19 @@ namespace {
 struct Machine {
   double sms, flopsPerCycle, sharedBytesPerCycle = 128, l2BytesPerCycle = 32;
   double maxSharedPerSm, launchCycles = 4000;
+  /// Per-SM and per-thread limits (TargetInfo.h).
+  double maxThreadsPerSm, registersPerSm, maxBlocksPerSm, maxRegisters;
 };
 
 Machine machineFor(uint32_t smVersion, Family family) {
+  const TargetInfo &target = TargetInfo::forSm(smVersion);
   Machine m;
-  m.sms = smVersion >= 90 ? 132 : 108;
-  m.maxSharedPerSm = smVersion >= 90 ? 228 * 1024 : 164 * 1024;
+  m.sms = target.smCount();
+  m.maxSharedPerSm = target.sharedBytesPerSm();
+  m.maxThreadsPerSm = target.maxThreadsPerSm();
+  m.registersPerSm = target.registersPerSm();
+  m.maxBlocksPerSm = target.maxBlocksPerSm();
+  m.maxRegisters = target.maxRegistersPerThread();
   m.flopsPerCycle = family == Family::WgmmaF16    ? 4096
                     : family == Family::MmaF16    ? 2048
                     : family == Family::WgmmaTf32 ? 2048
@@ -74,10 +85,11 @@ double estimateCycles(const GemmProblem &p, const GemmConfig &c,
   Machine mc = machineFor(smVersion, c.family);
   GemmPlan plan = planGemm(p, c);
   double threads = c.threads();
-  double regs = std::min(255.0, registersPerThread(c));
+  double regs = std::min(mc.maxRegisters, registersPerThread(c));
   double residentBlocks = std::min(
       {std::floor(mc.maxSharedPerSm / std::max(1u, plan.sharedBytes)),
-       std::floor(2048 / threads), std::floor(65536 / (regs * threads)), 32.0});
+       std::floor(mc.maxThreadsPerSm / threads),
+       std::floor(mc.registersPerSm / (regs * threads)), mc.maxBlocksPerSm});
   if (residentBlocks < 1)
     return INFINITY;
   double blocks = double(plan.grid.x) * plan.grid.y * plan.grid.z;

@@ -12,9 +12,21 @@
 
 #include "kiln/Target/CUDA/ContractionKernels.h"
 
+#include "templates/ElementType.cuh"
+
 namespace kiln::contraction {
 
 uint32_t dtypeBytes(DType type);
+
+// The templates' element types are runtime::DType's codes.
+static_assert(kElementF32 == static_cast<int>(DType::F32) &&
+                  kElementF16 == static_cast<int>(DType::F16) &&
+                  kElementBF16 == static_cast<int>(DType::BF16),
+              "ElementType.cuh and runtime::DType disagree");
+
+/// The name generated source uses for `type` ("kElementBF16"), one of
+/// ElementType.cuh's; "kElementNone" for a type no template stores.
+const char *elementTypeName(DType type);
 
 /// The sm_90a warp-specialised wgmma kernel (GemmWgmma.cuh), in either
 /// input type.
@@ -44,7 +56,7 @@ uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
 /// The plan; its fields are meaningful only when unsupportedReason is empty.
 GemmPlan planGemm(const GemmProblem &problem, const GemmConfig &config);
 
-/// Shared memory a block may use on the sm (227 KiB on sm_90, 163 on sm_80).
+/// Shared memory a block may use on the sm (TargetInfo.h).
 uint32_t maxSharedBytesPerBlock(uint32_t smVersion);
 
 /// The kernels' parameter lists (GemmSource.cpp writes the same order).

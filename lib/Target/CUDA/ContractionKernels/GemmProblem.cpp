@@ -3,6 +3,8 @@
 
 #include "GemmPlan.h"
 
+#include "kiln/Target/CUDA/TargetInfo.h"
+
 #include <algorithm>
 
 namespace kiln::contraction {
@@ -78,8 +80,21 @@ uint32_t vectorElements(uint32_t elemBytes, uint64_t ld, uint64_t batchStride,
   return vec;
 }
 
+const char *elementTypeName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "kElementF32";
+  case DType::F16:
+    return "kElementF16";
+  case DType::BF16:
+    return "kElementBF16";
+  default:
+    return "kElementNone";
+  }
+}
+
 uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
-  return smVersion >= 90 ? 227 * 1024 : 163 * 1024;
+  return TargetInfo::forSm(smVersion).maxSharedBytesPerBlock();
 }
 
 GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {

@@ -24,6 +24,7 @@
 #include "kiln/runtime/Device.h"
 #include "kiln/runtime/Error.h"
 #include "kiln/runtime/Runtime.h"
+#include "kiln/runtime/TargetTable.h"
 
 #include <cstdint>
 #include <optional>
@@ -32,53 +33,6 @@
 #include <vector>
 
 namespace kiln::runtime {
-
-//===----------------------------------------------------------------------===//
-// Target figures
-//===----------------------------------------------------------------------===//
-
-/// One GPU's figures, as runtime/targets/gpus.ini gives them.
-struct GpuTarget {
-  /// The section name, e.g. "sm_90-h200".
-  std::string name;
-  std::string description;
-  /// major * 10 + minor.
-  uint32_t sm = 0;
-  uint32_t smCount = 0;
-  double dramBandwidthGBps = 0;
-  double bf16Tflops = 0, fp16Tflops = 0, tf32Tflops = 0, fp32Tflops = 0;
-  uint32_t schedulersPerSm = 4;
-  double clockGhz = 0;
-  uint32_t registersPerSm = 0;
-  uint32_t registerAllocationUnit = 256;
-  uint32_t maxRegistersPerThread = 255;
-  uint32_t sharedBytesPerSm = 0;
-  uint32_t maxSharedBytesPerBlock = 0;
-  uint32_t sharedAllocationUnit = 128;
-  uint32_t reservedSharedBytesPerBlock = 0;
-  uint32_t maxWarpsPerSm = 0;
-  uint32_t maxBlocksPerSm = 0;
-  uint32_t maxThreadsPerBlock = 1024;
-  double occupancyForPeakBandwidth = 0.25;
-  double occupancyForPeakCompute = 0.125;
-  double launchOverheadUs = 0;
-};
-
-/// Parses a table in gpus.ini's format: `[name]` sections of `key = value`
-/// lines, `#` comments. Every key of GpuTarget is required; unknown keys are
-/// errors (a typo must not silently keep a default). `source` names the
-/// table in messages.
-Expected<std::vector<GpuTarget>> parseTargetTable(std::string_view text,
-                                                  std::string_view source);
-
-/// The table built into the runtime (runtime/targets/gpus.ini), or the file
-/// $KILN_TARGET_TABLE names (to calibrate without rebuilding).
-Expected<std::vector<GpuTarget>> loadTargetTable();
-
-/// The entry named `nameOrTarget` ("sm_90-h200"), or the first entry whose
-/// sm is that of an artifact target ("sm_90", "sm_90a").
-Expected<GpuTarget> findTarget(const std::vector<GpuTarget> &table,
-                               std::string_view nameOrTarget);
 
 //===----------------------------------------------------------------------===//
 // The model

@@ -1344,3 +1344,61 @@ func.func @gradient_in_fusion(%y: tensor<f32>, %x: tensor<3xf32>) -> tensor<3xf3
   }
   return %r : tensor<3xf32>
 }
+
+// -----
+
+// bitwise ops take integers only.
+func.func @bitwise_and_float(%a: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'kiln.bitwise_and' op operand #0 must be ranked tensor of integer values}}
+  %0 = kiln.bitwise_and %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+// cumsum's axis lies inside the rank.
+func.func @cumsum_axis(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{'kiln.cumsum' op axis 2 is out of range for rank 2}}
+  %0 = kiln.cumsum %x {axis = 2 : i64} : tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+// top_k's k fits the axis.
+func.func @top_k_too_many(%x: tensor<2x5xf32>) -> tensor<2x6xf32> {
+  // expected-error @+2 {{k 6 must be in [0, 5], the extent of axis 1}}
+  // expected-error @+1 {{'kiln.top_k' op failed to infer returned types}}
+  %v, %i = kiln.top_k %x {axis = 1 : i64, k = 6 : i64} : tensor<2x5xf32> -> tensor<2x6xf32>, tensor<2x6xi64>
+  return %v : tensor<2x6xf32>
+}
+
+// -----
+
+// gather_nd's index tuples fit the input.
+func.func @gather_nd_long_tuple(%x: tensor<2x2xf32>, %i: tensor<3x3xi64>) -> tensor<3xf32> {
+  // expected-error @+2 {{index tuples of length 3 do not fit an input of rank 2 after 0 batch dimensions}}
+  // expected-error @+1 {{'kiln.gather_nd' op failed to infer returned types}}
+  %0 = kiln.gather_nd %x, %i : tensor<2x2xf32>, tensor<3x3xi64> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+// gather_nd's batch dimensions agree with the input's.
+func.func @gather_nd_batch(%x: tensor<2x2x2xf32>, %i: tensor<3x1xi64>) -> tensor<3x2xf32> {
+  // expected-error @+2 {{batch dimension 0 of indices (3) differs from the input's (2)}}
+  // expected-error @+1 {{'kiln.gather_nd' op failed to infer returned types}}
+  %0 = kiln.gather_nd %x, %i {batch_dims = 1 : i64} : tensor<2x2x2xf32>, tensor<3x1xi64> -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+// scatter_nd's updates have shape indices.shape[:-1] + input.shape[q:].
+func.func @scatter_nd_updates(%x: tensor<4x4xf32>, %i: tensor<2x1xi64>, %u: tensor<2x3xf32>) -> tensor<4x4xf32> {
+  // expected-error @+2 {{updates must have shape indices.shape[:-1] + input.shape[q:] ('tensor<2x4xf32>') and the input's element type, got 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{'kiln.scatter_nd' op failed to infer returned types}}
+  %0 = kiln.scatter_nd %x, %i, %u : tensor<4x4xf32>, tensor<2x1xi64>, tensor<2x3xf32> -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}

@@ -734,3 +734,48 @@ func.func @gradient(%y: tensor<f32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>) -> 
   %g:2 = kiln.gradient %y wrt %w, %b : tensor<f32> wrt tensor<4x3xf32>, tensor<3xf32>
   return %g#0, %g#1 : tensor<4x3xf32>, tensor<3xf32>
 }
+
+// bitwise_and/or/xor/not and the shifts: integers of any signedness, binary
+// ones with numpy broadcasting.
+// CHECK-LABEL: func.func @bitwise(
+// CHECK:         kiln.bitwise_and %{{.*}}, %{{.*}} : tensor<2x3xi32>, tensor<3xi32> -> tensor<2x3xi32>
+// CHECK:         kiln.bitwise_or %{{.*}}, %{{.*}} : tensor<2x3xi32>, tensor<2x3xi32> -> tensor<2x3xi32>
+// CHECK:         kiln.bitwise_xor %{{.*}}, %{{.*}} : tensor<2x3xi32>, tensor<2x3xi32> -> tensor<2x3xi32>
+// CHECK:         kiln.bitwise_not %{{.*}} : tensor<2x3xi32>
+// CHECK:         kiln.shift_left %{{.*}}, %{{.*}} : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
+// CHECK:         kiln.shift_right %{{.*}}, %{{.*}} : tensor<4xui8>, tensor<ui8> -> tensor<4xui8>
+func.func @bitwise(%a: tensor<2x3xi32>, %b: tensor<3xi32>, %u: tensor<4xui8>, %s: tensor<ui8>) -> (tensor<2x3xi32>, tensor<4xui8>) {
+  %0 = kiln.bitwise_and %a, %b : tensor<2x3xi32>, tensor<3xi32> -> tensor<2x3xi32>
+  %1 = kiln.bitwise_or %0, %a : tensor<2x3xi32>, tensor<2x3xi32> -> tensor<2x3xi32>
+  %2 = kiln.bitwise_xor %1, %a : tensor<2x3xi32>, tensor<2x3xi32> -> tensor<2x3xi32>
+  %3 = kiln.bitwise_not %2 : tensor<2x3xi32>
+  %4 = kiln.shift_left %u, %u : tensor<4xui8>, tensor<4xui8> -> tensor<4xui8>
+  %5 = kiln.shift_right %4, %s : tensor<4xui8>, tensor<ui8> -> tensor<4xui8>
+  return %3, %5 : tensor<2x3xi32>, tensor<4xui8>
+}
+
+// cumsum with its flags (absent flags are elided) and top_k's two results.
+// CHECK-LABEL: func.func @scans(
+// CHECK:         kiln.cumsum %{{.*}} {axis = 1 : i64} : tensor<2x5xf32>
+// CHECK:         kiln.cumsum %{{.*}} {axis = 0 : i64, exclusive, reverse} : tensor<2x5xf32>
+// CHECK:         %{{.*}}, %{{.*}} = kiln.top_k %{{.*}} {axis = 1 : i64, k = 3 : i64} : tensor<2x5xf32> -> tensor<2x3xf32>, tensor<2x3xi64>
+// CHECK:         %{{.*}}, %{{.*}} = kiln.top_k %{{.*}} {axis = 0 : i64, k = 1 : i64, smallest} : tensor<2x5xf32> -> tensor<1x5xf32>, tensor<1x5xi64>
+func.func @scans(%x: tensor<2x5xf32>) -> (tensor<2x5xf32>, tensor<2x3xf32>, tensor<1x5xi64>) {
+  %0 = kiln.cumsum %x {axis = 1 : i64} : tensor<2x5xf32>
+  %1 = kiln.cumsum %0 {axis = 0 : i64, exclusive, reverse} : tensor<2x5xf32>
+  %v, %i = kiln.top_k %1 {axis = 1 : i64, k = 3 : i64} : tensor<2x5xf32> -> tensor<2x3xf32>, tensor<2x3xi64>
+  %w, %j = kiln.top_k %1 {axis = 0 : i64, k = 1 : i64, smallest} : tensor<2x5xf32> -> tensor<1x5xf32>, tensor<1x5xi64>
+  return %1, %v, %j : tensor<2x5xf32>, tensor<2x3xf32>, tensor<1x5xi64>
+}
+
+// gather_nd (batch_dims 0 is elided) and scatter_nd.
+// CHECK-LABEL: func.func @nd_indexing(
+// CHECK:         kiln.gather_nd %{{.*}}, %{{.*}} : tensor<2x2x2xf32>, tensor<2x1x2xi64> -> tensor<2x1x2xf32>
+// CHECK:         kiln.gather_nd %{{.*}}, %{{.*}} {batch_dims = 1 : i64} : tensor<2x2x2xf32>, tensor<2x1xi64> -> tensor<2x2xf32>
+// CHECK:         kiln.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} {reduction = #kiln.scatter_reduction<max>} : tensor<4x4x4xf32>, tensor<2x1xi64>, tensor<2x4x4xf32> -> tensor<4x4x4xf32>
+func.func @nd_indexing(%x: tensor<2x2x2xf32>, %i: tensor<2x1x2xi64>, %j: tensor<2x1xi64>, %d: tensor<4x4x4xf32>, %u: tensor<2x4x4xf32>) -> (tensor<2x1x2xf32>, tensor<2x2xf32>, tensor<4x4x4xf32>) {
+  %0 = kiln.gather_nd %x, %i {batch_dims = 0 : i64} : tensor<2x2x2xf32>, tensor<2x1x2xi64> -> tensor<2x1x2xf32>
+  %1 = kiln.gather_nd %x, %j {batch_dims = 1 : i64} : tensor<2x2x2xf32>, tensor<2x1xi64> -> tensor<2x2xf32>
+  %2 = kiln.scatter_nd %d, %j, %u {reduction = #kiln.scatter_reduction<max>} : tensor<4x4x4xf32>, tensor<2x1xi64>, tensor<2x4x4xf32> -> tensor<4x4x4xf32>
+  return %0, %1, %2 : tensor<2x1x2xf32>, tensor<2x2xf32>, tensor<4x4x4xf32>
+}

@@ -15,7 +15,7 @@
 // RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=int8})" 2>&1 | FileCheck %s --check-prefix=BADP
 // RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 io-precision=tf32})" 2>&1 | FileCheck %s --check-prefix=BADIO
 // RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 residual-precision=bf16})" 2>&1 | FileCheck %s --check-prefix=BADRES
-// BADRES: residual-precision 'bf16' is not one of f32, low
+// BADRES: residual-precision 'bf16' is not one of fp32, low
 // BADP: error: kiln-lower-precision: precision 'int8' is not one of fp32, tf32, bf16, fp16
 // BADIO: error: kiln-lower-precision: io-precision 'tf32' is not one of fp32, bf16, fp16
 // RUN: not kiln-opt %s -split-input-file --pass-pipeline="builtin.module(kiln-lower-precision{precision=bf16 f32-head-layers=-1})" 2>&1 | FileCheck %s --check-prefix=BADHEAD

@@ -24,12 +24,35 @@
 
 #include "kiln/Dialect/Kiln/IR/KilnOpsDialect.h.inc"
 
+namespace kiln::trait {
+/// An elementwise op over two operands broadcast by numpy rules
+/// (KilnBase.td, Kiln_BroadcastingBinary): one result.
+template <typename ConcreteType>
+class BroadcastingBinary
+    : public mlir::OpTrait::TraitBase<ConcreteType, BroadcastingBinary> {
+public:
+  static llvm::LogicalResult verifyTrait(mlir::Operation *op) {
+    if (op->getNumOperands() != 2 || op->getNumResults() != 1)
+      return op->emitOpError("is BroadcastingBinary: two operands, one result");
+    return llvm::success();
+  }
+};
+} // namespace kiln::trait
+
 #include "kiln/Dialect/Kiln/IR/KilnEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "kiln/Dialect/Kiln/IR/KilnAttrs.h.inc"
 
 namespace kiln {
+
+/// Whether `op` computes each result element from the operand elements at
+/// the same (broadcast) position only: OpTrait::Elementwise ops and the
+/// BroadcastingBinary ones.
+inline bool isBroadcastingElementwise(mlir::Operation *op) {
+  return op->hasTrait<mlir::OpTrait::Elementwise>() ||
+         op->hasTrait<trait::BroadcastingBinary>();
+}
 
 /// Shape of broadcasting `lhs` and `rhs` by numpy rules, or nullopt when the
 /// shapes are incompatible.

@@ -33,6 +33,78 @@ def Kiln_Dialect : Dialect {
   let hasConstantMaterializer = 1;
   // `kiln.kernel` holds a kernel configuration (KilnKernelAttrs.td).
   let hasOperationAttrVerify = 1;
+
+  // The discardable `kiln.*` attributes passes leave on ops, functions'
+  // arguments and results, and modules; each gets a typed helper
+  // (KilnDialect::NameAttrHelper, ...: getNameStr(), getAttr(op),
+  // setAttr(op, value)), so no pass writes an attribute name as a string.
+  // docs/passes.md says which pass sets and which reads each one.
+  let discardableAttrs = (ins
+    // Graph signature (importer; func arguments and results).
+    "::mlir::StringAttr":$name,
+    // The model (importer; module).
+    "::mlir::StringAttr":$source,
+    "::mlir::IntegerAttr":$opset,
+    "::mlir::StringAttr":$graph_name,
+    // Where a weight came from (importer; ml_program.global, module).
+    "::mlir::StringAttr":$origin,
+    "::mlir::DictionaryAttr":$weight_origins,
+    // BatchNormalization's running-statistics momentum (importer; op).
+    "::mlir::FloatAttr":$momentum,
+    // tf32 contractions and their rounded weights (kiln-lower-precision).
+    "::mlir::UnitAttr":$tf32,
+    "::mlir::UnitAttr":$tf32_rounded,
+    // Training (kiln-autodiff, kiln-optimizer): state arguments and
+    // results, their first values, the loss seed, the gradients and state
+    // updates of @train_grad, the flat layout of the trainable weights.
+    "::mlir::StringAttr":$state,
+    "::mlir::DenseElementsAttr":$initial,
+    "::mlir::UnitAttr":$loss_seed,
+    "::mlir::ArrayAttr":$gradients,
+    "::mlir::ArrayAttr":$state_updates,
+    "::mlir::DictionaryAttr":$training,
+    "::mlir::UnitAttr":$recomputed,
+    "::mlir::DictionaryAttr":$remat_report,
+    // Kernel choices: `kiln.kernel` is a region's, kernel call's or
+    // launch's typed config (#kiln.gemm_config, ..., #kiln.generic_kernel;
+    // kiln-select-contraction-kernels, kiln-select-generic-kernels), with
+    // where it came from, whether a tf32 weight is stored K-major and
+    // report lines that precede the region's own.
+    "::mlir::StringAttr":$kernel_origin,
+    "::mlir::UnitAttr":$weight_kmajor,
+    "::mlir::ArrayAttr":$selection_note,
+    // kiln-map-to-gpu's launches' configs, in order, on their function, for
+    // kiln-name-kernels to move onto the outlined launches.
+    "::mlir::ArrayAttr":$launch_kernels,
+    // Template kernels (kiln-match-contractions): the kernel call's
+    // FLOPs and TMA tensor maps, why a region kept a generic kernel, the
+    // per-region report (module); kiln-lower-kernel-calls copies FLOPs and
+    // maps to the launch and adds the operands the kernel writes.
+    "::mlir::Attribute":$kernel,
+    "::mlir::IntegerAttr":$flops,
+    "::mlir::ArrayAttr":$tensor_maps,
+    "::mlir::StringAttr":$generic_reason,
+    "::mlir::ArrayAttr":$contraction_report,
+    "::mlir::DenseI32ArrayAttr":$written_operands,
+    // The kind of the kiln.fusion a linalg.generic came from
+    // (kiln-collapse-fusions).
+    "::mlir::StringAttr":$fusion_kind
+  );
+}
+
+//===----------------------------------------------------------------------===//
+// Traits
+//===----------------------------------------------------------------------===//
+
+// Elementwise over two operands broadcast by numpy rules (every
+// Kiln_BinaryOp: arithmetic, logical, comparisons). OpTrait::Elementwise
+// (operands of one shape) does not hold for them, but the graph passes treat
+// them as elementwise: kiln-fuse groups them, layout propagation moves
+// transposes through them, rematerialisation recomputes them. Passes ask
+// `op->hasTrait<kiln::trait::BroadcastingBinary>()` (Kiln.h
+// isBroadcastingElementwise) instead of listing the ops.
+def Kiln_BroadcastingBinary : NativeOpTrait<"BroadcastingBinary"> {
+  let cppNamespace = "::kiln::trait";
 }
 
 //===----------------------------------------------------------------------===//
@@ -134,7 +206,8 @@ def Kiln_CoordinateMode : I32EnumAttr<"CoordinateMode",
       I32EnumAttrCase<"AlignCorners", 2, "align_corners">,
       I32EnumAttrCase<"Asymmetric", 3, "asymmetric">,
       I32EnumAttrCase<"HalfPixelSymmetric", 4, "half_pixel_symmetric">,
-      I32EnumAttrCase<"TfCropAndResize", 5, "tf_crop_and_resize">
+      I32EnumAttrCase<"TfCropAndResize", 5, "tf_crop_and_resize">,
+      I32EnumAttrCase<"TfHalfPixelForNn", 6, "tf_half_pixel_for_nn">
     ]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;

@@ -300,6 +300,16 @@ def Kiln_ResizeOp : Kiln_Op<"resize"> {
     unless `exclude_outside` (cubic only) gives them weight 0 and rescales
     the others to sum to 1.
 
+    `antialias` (linear and cubic only) widens the interpolation kernel by
+    `1 / scale` where a dimension shrinks (`scale < 1`), so every input
+    pixel under the output pixel contributes: the kernel is evaluated at
+    `(x_in - i) * scale` for the `ceil(support / scale)` input pixels `i` on
+    each side and the weights are normalised to sum to 1 (ONNX Resize-18's
+    antialias, the way Pillow resamples).
+
+    `tf_half_pixel_for_nn` (Resize-11's nearest mode of TensorFlow) maps
+    `x_in = (x_out + 0.5) / scale`.
+
     `tf_crop_and_resize` resamples the region `roi` (per dimension a start
     and an end as fractions of the input extent, all starts first, then all
     ends; required by this mode and only taken by it) and gives output
@@ -323,7 +333,8 @@ def Kiln_ResizeOp : Kiln_Op<"resize"> {
                        DefaultValuedAttr<F64Attr, "-0.75">:$cubic_coeff_a,
                        UnitAttr:$exclude_outside,
                        OptionalAttr<DenseF64ArrayAttr>:$roi,
-                       DefaultValuedAttr<F64Attr, "0.0">:$extrapolation_value);
+                       DefaultValuedAttr<F64Attr, "0.0">:$extrapolation_value,
+                       UnitAttr:$antialias);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;

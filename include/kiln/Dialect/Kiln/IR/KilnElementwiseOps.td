@@ -60,6 +60,8 @@ def Kiln_RoundOp : Kiln_UnaryFloatOp<"round",
     "x rounded to the nearest integer, ties to even">;
 def Kiln_SignOp : Kiln_UnaryNumericOp<"sign", "-1, 0 or 1 by the sign of x">;
 def Kiln_NotOp : Kiln_UnaryOp<"not", "logical not x", Kiln_BoolTensor>;
+def Kiln_BitwiseNotOp : Kiln_UnaryOp<"bitwise_not",
+    "~x, every bit of the integer x flipped", Kiln_IntTensor>;
 def Kiln_ReluOp : Kiln_UnaryNumericOp<"relu", "max(x, 0)">;
 def Kiln_SoftplusOp : Kiln_UnaryFloatOp<"softplus", "ln(1 + e^x)">;
 def Kiln_HardSwishOp : Kiln_UnaryFloatOp<"hard_swish",
@@ -122,7 +124,8 @@ def Kiln_ClipOp : Kiln_UnaryNumericOp<"clip", "min(max(x, min), max)"> {
 
 class Kiln_BinaryOp<string mnemonic, string formula, Type operandType,
                     list<Trait> traits = []>
-    : Kiln_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])> {
+    : Kiln_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor,
+                                             Kiln_BroadcastingBinary])> {
   let summary = "elementwise " # formula # " with numpy broadcasting";
   let description = "Computes `" # formula # "` for each pair of elements "
     # "`a`, `b` after broadcasting both operands to a common shape by numpy "
@@ -191,6 +194,19 @@ def Kiln_ModOp : Kiln_ArithmeticOp<"mod", "a mod b"> {
 def Kiln_AndOp : Kiln_LogicalOp<"and", "a and b">;
 def Kiln_OrOp : Kiln_LogicalOp<"or", "a or b">;
 def Kiln_XorOp : Kiln_LogicalOp<"xor", "a xor b">;
+
+// Integers only (signed or unsigned); ONNX BitwiseAnd/Or/Xor and BitShift.
+class Kiln_BitwiseOp<string mnemonic, string formula, list<Trait> traits = []>
+    : Kiln_BinaryOp<mnemonic, formula, Kiln_IntTensor, traits>;
+def Kiln_BitwiseAndOp : Kiln_BitwiseOp<"bitwise_and", "a & b", [Commutative]>;
+def Kiln_BitwiseOrOp : Kiln_BitwiseOp<"bitwise_or", "a | b", [Commutative]>;
+def Kiln_BitwiseXorOp : Kiln_BitwiseOp<"bitwise_xor", "a ^ b", [Commutative]>;
+def Kiln_ShiftLeftOp : Kiln_BitwiseOp<"shift_left",
+    "a << b (0 when b is negative or at least the bit width)">;
+def Kiln_ShiftRightOp : Kiln_BitwiseOp<"shift_right",
+    "a >> b: logical for unsigned a, arithmetic for signed a; a shift by a "
+    "negative amount or at least the bit width gives 0 (-1 for a negative "
+    "signed a)">;
 def Kiln_EqualOp : Kiln_CompareOp<"equal", "a == b">;
 def Kiln_LessOp : Kiln_CompareOp<"less", "a < b">;
 def Kiln_LessEqualOp : Kiln_CompareOp<"less_equal", "a <= b">;

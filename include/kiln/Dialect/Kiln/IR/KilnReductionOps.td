@@ -54,6 +54,51 @@ class Kiln_ArgReduceOp<string mnemonic, string which>
 def Kiln_ArgMaxOp : Kiln_ArgReduceOp<"argmax", "largest">;
 def Kiln_ArgMinOp : Kiln_ArgReduceOp<"argmin", "smallest">;
 
+def Kiln_CumSumOp : Kiln_Op<"cumsum", [SameOperandsAndResultType]> {
+  let summary = "running sum along an axis (ONNX CumSum)";
+  let description = [{
+    `result[..., i, ...] = sum of input[..., j, ...]` over `j <= i` along
+    `axis`; `exclusive` leaves out `j = i` (the first element becomes 0),
+    `reverse` sums from the other end (`j >= i`). Integers wrap.
+
+    Example:
+
+    ```mlir
+    %y = kiln.cumsum %x {axis = 1 : i64, exclusive} : tensor<2x5xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, I64Attr:$axis,
+                       UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Kiln_NumericTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Kiln_TopKOp : Kiln_Op<"top_k", [InferTypeOpAdaptor]> {
+  let summary = "the k largest (or smallest) elements along an axis";
+  let description = [{
+    Along `axis`, the `k` largest elements (the smallest with `smallest`),
+    sorted from the largest (smallest) down, and their i64 positions. Of
+    equal elements the one at the lower position comes first, as ONNX TopK
+    requires. NaN counts as larger than every number. The results have the
+    input's shape with `k` along `axis`; `k` is at most the axis extent.
+
+    Example:
+
+    ```mlir
+    %v, %i = kiln.top_k %x {axis = 1 : i64, k = 3 : i64}
+        : tensor<3x4xf32> -> tensor<3x3xf32>, tensor<3x3xi64>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input, I64Attr:$axis, I64Attr:$k,
+                       UnitAttr:$smallest);
+  let results = (outs Kiln_NumericTensor:$values,
+                      RankedTensorOf<[I64]>:$indices);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($values) `,` type($indices)
+  }];
+}
+
 class Kiln_SoftmaxLikeOp<string mnemonic, string formula>
     : Kiln_Op<mnemonic, [SameOperandsAndResultType]> {
   let summary = formula # " along one axis";
@@ -208,6 +253,33 @@ def Kiln_PoolOp : Kiln_Op<"pool", [InferTypeOpAdaptor]> {
   // A region verifier runs after the InferTypeOpInterface check, so it may
   // index the attributes and result type that type inference validated.
   let hasRegionVerifier = 1;
+}
+
+def Kiln_PoolIndicesOp : Kiln_Op<"pool_indices", [InferTypeOpAdaptor]> {
+  let summary = "where each max-pooling window's maximum lies (MaxPool's Indices)";
+  let description = [{
+    For the windows `kiln.pool <max>` takes with the same attributes (`nchw`
+    layout), the i64 position of each window's maximum in the whole input
+    flattened: `((n * C + c) * H + h) * W + w` for 2-D, or with
+    `column_major` the spatial part in column-major order (`(n * C + c) *
+    H * W + w * H + h`, ONNX's storage_order 1). Padding never wins; of
+    equal values the first in the window's row-major scan does.
+
+    Example:
+
+    ```mlir
+    %i = kiln.pool_indices %x {kernel = array<i64: 2, 2>,
+        strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>,
+        padding = array<i64: 0, 0, 0, 0>}
+        : tensor<1x3x8x8xf32> -> tensor<1x3x4x4xi64>
+    ```
+  }];
+  let arguments = (ins Kiln_NumericTensor:$input,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$dilations, DenseI64ArrayAttr:$padding,
+                       UnitAttr:$ceil_mode, UnitAttr:$column_major);
+  let results = (outs RankedTensorOf<[I64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
 def Kiln_GlobalPoolOp : Kiln_Op<"global_pool", [InferTypeOpAdaptor]> {

@@ -168,9 +168,10 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       emulate it: kiln-lower-to-linalg turns the pair into one kernel that
       rounds the bits (`cvt.rn.tf32.f32` semantics) and stores `f32`. The
       template kernels take the pair off and round themselves: mma.sync
-      with `cvt.rna`; the sm_90a wgmma kernel hands activations to the
-      tensor core unrounded, which keeps their upper 19 bits (truncation,
-      as CUTLASS's sm90 tf32 kernels do; weights are still rounded at
+      with `cvt.rna`; the sm_90a wgmma kernel rounds each shared-memory
+      stage with `cvt.rna` before its wgmmas read it (the tensor core itself
+      would keep an unrounded operand's upper 19 bits, truncating it, as
+      CUTLASS's sm90 tf32 kernels leave it to; weights are also rounded at
       compile time, below).
     - **f32-only ops.** `softmax`, `log_softmax`, `layer_norm`,
       `batch_norm`, `instance_norm`, `lrn`, `reduce`, average `pool` and
@@ -195,7 +196,7 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
     - **Shared values** (`residual-precision`). A `f32` value that a
       contraction reads narrowed and other ops read as it is (ResNet's block
       output: the next convolution's image and the next residual add's
-      operand) stays exact for those other ops by default (`f32`): fusion
+      operand) stays exact for those other ops by default (`fp32`): fusion
       then stores it twice, in `f32` and in the low type. With `low` the
       other ops read the narrowed value widened back
       (`cast(cast(x, bf16), f32)`), so only the low-precision copy is
@@ -203,7 +204,7 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       bytes (ResNet-50 bf16 at batch 32: 3.04 -> 2.27 GB moved, `kilnc
       --stats`; emu estimate 1215 -> 972 us) for one more rounding of the
       skip connection (ResNet-50 with random weights vs onnxruntime fp32:
-      1.1e-2, against 1.3e-2 with `f32`; both are bf16 rounding noise).
+      1.1e-2, against 1.3e-2 with `fp32`; both are bf16 rounding noise).
       Values the function returns keep `f32`.
     - **Cancelling.** `cast(cast(x))` becomes one cast (or `x`) only when the
       middle type holds every value of the source (`bf16 -> f32 -> bf16`,
@@ -263,9 +264,9 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
            "keep the last N layers of contractions before the outputs in f32 "
            "(a classifier's head; 0: none)">,
     Option<"residualPrecision", "residual-precision", "std::string",
-           /*default=*/"\"f32\"",
+           /*default=*/"\"fp32\"",
            "values a bf16/f16 contraction reads that other ops read too "
-           "(skip connections): f32 or low">,
+           "(skip connections): fp32 or low (f32: fp32, the old spelling)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];

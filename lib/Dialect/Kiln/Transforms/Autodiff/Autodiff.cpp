@@ -53,7 +53,7 @@ using namespace kiln::autodiff;
 
 namespace {
 
-constexpr StringLiteral kNameAttr = "kiln.name";
+constexpr StringLiteral kNameAttr = KilnDialect::NameAttrHelper::getNameStr();
 
 /// The initializer a weight global was read from (its origin's first line),
 /// or "" when it has none (a hoisted Constant node, a derived weight).
@@ -246,7 +246,8 @@ Value AutodiffPass::addLossSeedArgument(func::FuncOp grad) {
                                      kNameAttr, b.getStringAttr("loss_seed"))}),
                                  grad.getLoc())))
     return {};
-  grad.setArgAttr(index, "kiln.loss_seed", b.getUnitAttr());
+  grad.setArgAttr(index, KilnDialect::LossSeedAttrHelper::getNameStr(),
+                  b.getUnitAttr());
   return grad.getArgument(index);
 }
 
@@ -386,12 +387,12 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   eraseDead();
   auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
   module->setAttr(
-      "kiln.remat_report",
-      b.getDictionaryAttr({b.getNamedAttr("kept", i64(remat.kept)),
-                           b.getNamedAttr("kept_bytes", i64(remat.keptBytes)),
-                           b.getNamedAttr("recomputed", i64(remat.recomputed)),
-                           b.getNamedAttr("recomputed_bytes",
-                                          i64(remat.recomputedBytes))}));
+      KilnDialect::RematReportAttrHelper::getNameStr(),
+      b.getDictionaryAttr(
+          {b.getNamedAttr("kept", i64(remat.kept)),
+           b.getNamedAttr("kept_bytes", i64(remat.keptBytes)),
+           b.getNamedAttr("recomputed", i64(remat.recomputed)),
+           b.getNamedAttr("recomputed_bytes", i64(remat.recomputedBytes))}));
 
   SmallVector<Type> resultTypes;
   SmallVector<DictionaryAttr> resultAttrs;
@@ -415,9 +416,10 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   grad.setFunctionType(
       FunctionType::get(context, grad.getArgumentTypes(), resultTypes));
   grad.setAllResultAttrs(resultAttrs);
-  grad->setAttr("kiln.gradients", ArrayAttr::get(context, symbols));
+  grad->setAttr(KilnDialect::GradientsAttrHelper::getNameStr(),
+                ArrayAttr::get(context, symbols));
   if (!updates.empty())
-    grad->setAttr("kiln.state_updates",
+    grad->setAttr(KilnDialect::StateUpdatesAttrHelper::getNameStr(),
                   ArrayAttr::get(context, stateSymbolRefs));
 
   if (gradientsAsMain) {

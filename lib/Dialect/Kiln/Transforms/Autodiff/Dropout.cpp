@@ -30,8 +30,8 @@ void expandDropouts(func::FuncOp grad) {
   Builder attrs(ctx);
   auto i32 = IntegerType::get(ctx, 32);
   auto named = [&](StringRef name) {
-    return attrs.getDictionaryAttr(
-        attrs.getNamedAttr("kiln.name", attrs.getStringAttr(name)));
+    return attrs.getDictionaryAttr(attrs.getNamedAttr(
+        KilnDialect::NameAttrHelper::getNameStr(), attrs.getStringAttr(name)));
   };
   unsigned keyIndex = grad.getNumArguments();
   (void)grad.insertArgument(keyIndex, RankedTensorType::get({2}, i32),

@@ -103,7 +103,8 @@ LogicalResult decomposeNormalizations(func::FuncOp func,
                      perChannel(g, bn.getScale(), rank));
       result = g.add(result, perChannel(g, bn.getBias(), rank));
       double momentum = 0.9;
-      if (auto attr = op->getAttrOfType<FloatAttr>("kiln.momentum"))
+      if (auto attr = op->getAttrOfType<FloatAttr>(
+              KilnDialect::MomentumAttrHelper::getNameStr()))
         momentum = attr.getValueAsDouble();
       int64_t channels = type.getDimSize(1);
       for (auto [running, batch] :

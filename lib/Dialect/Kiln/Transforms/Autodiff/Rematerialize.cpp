@@ -30,10 +30,13 @@ namespace {
 bool isCheap(Operation *op) {
   if (op->getNumResults() != 1 || op->getNumRegions() != 0)
     return false;
-  return op->hasTrait<OpTrait::Elementwise>() ||
-         isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, SelectOp, ReshapeOp,
-             BroadcastOp, TransposeOp, EqualOp, GreaterOp, GreaterEqualOp,
-             LessOp, LessEqualOp, AndOp, OrOp, NotOp, PhiloxOp,
+  // Pow (a transcendental) and mod (a division and a floor) cost more than
+  // keeping their result; xor was never in the cheap list and stays out, so
+  // plans are unchanged.
+  if (isa<PowOp, ModOp, XorOp>(op))
+    return false;
+  return isBroadcastingElementwise(op) ||
+         isa<SelectOp, ReshapeOp, BroadcastOp, TransposeOp, NotOp, PhiloxOp,
              DropoutMaskOp>(op);
 }
 
@@ -74,7 +77,7 @@ void rematerialize(func::FuncOp func, ArrayRef<Operation *> forward,
         clone->moveBefore(point);
         for (Value operand : clone->getOperands())
           if (Operation *def = operand.getDefiningOp())
-            if (def->hasAttr("kiln.recomputed"))
+            if (def->hasAttr(KilnDialect::RecomputedAttrHelper::getNameStr()))
               hoistBefore(def, clone);
       };
   for (Operation *op : forward) {
@@ -102,10 +105,11 @@ void rematerialize(func::FuncOp func, ArrayRef<Operation *> forward,
       if (auto it = clones.find(operand); it != clones.end())
         mapping.map(operand, it->second->getResult(0));
     Operation *clone = b.clone(*op, mapping);
-    clone->setAttr("kiln.recomputed", b.getUnitAttr());
+    clone->setAttr(KilnDialect::RecomputedAttrHelper::getNameStr(),
+                   b.getUnitAttr());
     for (Value operand : clone->getOperands())
       if (Operation *def = operand.getDefiningOp())
-        if (def->hasAttr("kiln.recomputed"))
+        if (def->hasAttr(KilnDialect::RecomputedAttrHelper::getNameStr()))
           hoistBefore(def, clone);
     for (Operation *user : users)
       user->replaceUsesOfWith(value, clone->getResult(0));

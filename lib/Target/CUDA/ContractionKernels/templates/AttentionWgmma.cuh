@@ -110,11 +110,11 @@ KILN_INLINE u32 pack(float lo, float hi) {
 /// Stores output elements i and i + 1 (i even, so the pair is aligned) as
 /// one 8- or 4-byte store of the output dtype (codes as in storeOut).
 KILN_INLINE void storePair(void *out, i64 i, float v0, float v1) {
-  if (Cfg::OUT_CODE == 1)
+  if (Cfg::OUT_CODE == kElementF32)
     *(float2 *)((float *)out + i) = make_float2(v0, v1);
   else
     *(u32 *)((u16 *)out + i) =
-        Cfg::OUT_CODE == 2 ? packF16(v0, v1) : packBf16(v0, v1);
+        Cfg::OUT_CODE == kElementF16 ? packF16(v0, v1) : packBf16(v0, v1);
 }
 
 /// The scores of a consumer thread's 32 S accumulators (accumulator

@@ -53,12 +53,30 @@ KILN_INLINE u32 toTf32(u32 bits) {
   return r;
 }
 
-/// Loads element `i` of a vector of the given dtype code as float
-/// (1 = F32, 2 = F16, 3 = BF16: runtime::DType's codes).
+// --- Elementwise semantics shared with the generated kernels ---------------
+
+/// max/min that propagate NaN and order -0 below +0 (IEEE 754-2019
+/// maximum/minimum, as PyTorch and onnxruntime propagate NaN): the
+/// instructions the generated kernels' arith.maximumf/minimumf lower to, so
+/// a fused epilogue's Relu, Clip, Max and Min give the generated kernel's
+/// values, NaN included (fmaxf/fminf would drop a NaN operand).
+KILN_INLINE float maxNaN(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+KILN_INLINE float minNaN(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+/// Loads element `i` of a vector of element type `Code` (KilnElementType,
+/// ElementType.cuh) as float.
 template <int Code> KILN_INLINE float loadAsFloat(const void *p, i64 i) {
-  if (Code == 1)
+  if (Code == kElementF32)
     return ((const float *)p)[i];
-  if (Code == 2)
+  if (Code == kElementF16)
     return f16ToFloat(((const u16 *)p)[i]);
   return bf16ToFloat(((const u16 *)p)[i]);
 }
@@ -207,11 +225,11 @@ KILN_INLINE void mmaM16N8K8Tf32(float (&d)[4], const u32 (&a)[4], u32 b0,
 
 // --- Output ------------------------------------------------------------------
 
-/// Stores `v` as the output dtype (code as in loadAsFloat).
+/// Stores `v` as element type `Code` (KilnElementType).
 template <int Code> KILN_INLINE void storeOut(void *p, i64 i, float v) {
-  if (Code == 1)
+  if (Code == kElementF32)
     ((float *)p)[i] = v;
-  else if (Code == 2)
+  else if (Code == kElementF16)
     ((u16 *)p)[i] = floatToF16(v);
   else
     ((u16 *)p)[i] = floatToBf16(v);

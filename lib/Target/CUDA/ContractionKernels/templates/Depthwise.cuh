@@ -24,8 +24,8 @@
 
 namespace kiln_dw {
 
-constexpr int kInBytes = Cfg::IN_CODE == 1 ? 4 : 2;
-constexpr int kOutBytes = Cfg::OUT_CODE == 1 ? 4 : 2;
+constexpr int kInBytes = Cfg::IN_CODE == kElementF32 ? 4 : 2;
+constexpr int kOutBytes = Cfg::OUT_CODE == kElementF32 ? 4 : 2;
 
 /// 32-bit words of `Bytes` bytes at `p` (1 to 16, a power of two, aligned).
 template <int Bytes>
@@ -54,11 +54,11 @@ KILN_INLINE void loadVector(const void *p, i64 i, float (&v)[Cfg::VEC]) {
   loadWords<kBytes>((const char *)p + i * kInBytes, w);
 #pragma unroll
   for (int j = 0; j < Cfg::VEC; ++j) {
-    if (Cfg::IN_CODE == 1) {
+    if (Cfg::IN_CODE == kElementF32) {
       v[j] = __uint_as_float(w[j]);
     } else {
       u16 h = (u16)(w[j / 2] >> (16 * (j % 2)));
-      v[j] = Cfg::IN_CODE == 2 ? f16ToFloat(h) : bf16ToFloat(h);
+      v[j] = Cfg::IN_CODE == kElementF16 ? f16ToFloat(h) : bf16ToFloat(h);
     }
   }
 }
@@ -74,10 +74,10 @@ KILN_INLINE void storeVector(void *p, i64 i, const float (&v)[Cfg::VEC]) {
     w[k] = 0;
 #pragma unroll
   for (int j = 0; j < Cfg::VEC; ++j) {
-    if (Cfg::OUT_CODE == 1)
+    if (Cfg::OUT_CODE == kElementF32)
       w[j] = __float_as_uint(v[j]);
     else
-      w[j / 2] |= (u32)(Cfg::OUT_CODE == 2 ? floatToF16(v[j])
+      w[j / 2] |= (u32)(Cfg::OUT_CODE == kElementF16 ? floatToF16(v[j])
                                            : floatToBf16(v[j]))
                   << (16 * (j % 2));
   }

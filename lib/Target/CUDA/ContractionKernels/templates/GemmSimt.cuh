@@ -138,11 +138,11 @@ template <int Code = Cfg::OUT_CODE, int Bytes = Cfg::OUT_BYTES,
 KILN_INLINE void storeFour(char *row, int col, const float (&v)[4]) {
   char *to = row + (i64)col * Bytes;
   if (Vec >= 4 && col + 3 < (int)Cfg::N) {
-    if (Code == 1) {
+    if (Code == kElementF32) {
       *(float4 *)to = make_float4(v[0], v[1], v[2], v[3]);
     } else {
-      u32 lo = Code == 2 ? packF16(v[0], v[1]) : packBf16(v[0], v[1]);
-      u32 hi = Code == 2 ? packF16(v[2], v[3]) : packBf16(v[2], v[3]);
+      u32 lo = Code == kElementF16 ? packF16(v[0], v[1]) : packBf16(v[0], v[1]);
+      u32 hi = Code == kElementF16 ? packF16(v[2], v[3]) : packBf16(v[2], v[3]);
       *(uint2 *)to = make_uint2(lo, hi);
     }
     return;
@@ -268,12 +268,12 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
         if (col + e >= (int)Cfg::N)
           continue;
         const int epiCol = col + e + batch * Cfg::EPI_COL_PER_BATCH;
-        if constexpr (Cfg::AUX_CODE != 0)
+        if constexpr (Cfg::AUX_CODE != kElementNone)
           second[e] = kilnEpilogue(batch, row, epiCol, acc[i][gj * 4 + e], ep, 1);
         v[e] = kilnEpilogue(batch, row, epiCol, acc[i][gj * 4 + e], ep);
       }
       storeFour(c + (i64)row * Cfg::LDC * Cfg::OUT_BYTES, col, v);
-      if constexpr (Cfg::AUX_CODE != 0)
+      if constexpr (Cfg::AUX_CODE != kElementNone)
         storeFour<Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
             (char *)ep.aux +
                 (batch * batchStrideC + (i64)row * Cfg::LDC) * Cfg::AUX_BYTES,

@@ -340,12 +340,12 @@ constexpr int kOutPitch = outPitch<Cfg::OUT_BYTES>();
 
 template <int Code = Cfg::OUT_CODE>
 KILN_INLINE void storeStagedPair(u32 address, float v0, float v1) {
-  if (Code == 1) {
+  if (Code == kElementF32) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(v0),
                  "f"(v1)
                  : "memory");
   } else {
-    u32 word = Code == 2 ? packF16(v0, v1) : packBf16(v0, v1);
+    u32 word = Code == kElementF16 ? packF16(v0, v1) : packBf16(v0, v1);
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(word)
                  : "memory");
   }
@@ -422,7 +422,7 @@ KILN_INLINE float outputOf(float &a, unsigned batch, int row, int col,
                            const EpilogueArgs &ep) {
   if (Pass == 1)
     return a;
-  if constexpr (Cfg::AUX_CODE != 0) {
+  if constexpr (Cfg::AUX_CODE != kElementNone) {
     float second = kilnEpilogue(batch, row, col, a, ep, 1);
     float v = kilnEpilogue(batch, row, col, a, ep, 0);
     a = second;
@@ -561,7 +561,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   storeTile<0, Cfg::OUT_CODE, Cfg::OUT_BYTES, Cfg::VEC_C>(
       acc, shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
       n0, (int)M, batch, wm, wn, g, t, ep);
-  if constexpr (Cfg::AUX_CODE != 0) {
+  if constexpr (Cfg::AUX_CODE != kElementNone) {
     __syncthreads(); // C's staged tile is out
     storeTile<1, Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
         acc, shared, (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,

@@ -54,13 +54,15 @@
 //     writes are fenced into the async proxy and arrive on `full` after the
 //     stage's cp.async copies (full counts 256 arrivals then).
 //
-// tf32 rounding: the fp32 operands reach the tensor core unrounded, which
-// uses their upper 19 bits (round toward zero), as CUTLASS's sm90 tf32
-// GMMA kernels and Triton's wgmma path do by default (weights arrive
-// already rounded to nearest at compile time); mma.sync tf32
-// (GemmTensorCore.cuh) rounds with cvt.rna instead. Either keeps 10
-// mantissa bits: a product is off by at most 2^-9 (truncation) or 2^-10
-// (rna) of its magnitude.
+// tf32 rounding: wgmma's tensor core reads only the upper 19 bits of an
+// fp32 operand (it truncates). Weights arrive rounded to nearest at
+// compile time (kiln-lower-precision), but an activation would be
+// truncated, off by up to 2^-9 of its magnitude instead of 2^-10 and
+// biased toward zero, which over a deep network exceeds the tf32 bound
+// (docs/testing.md). So the consumers round each stage in shared memory
+// with cvt.rna (roundStageTf32) before their wgmmas read it, as mma.sync
+// tf32 (GemmTensorCore.cuh) rounds its fragments; rounding is idempotent,
+// so an already rounded weight tile is unchanged.
 //
 // The epilogue is GemmTensorCore.cuh's: wgmma's accumulator fragment is the
 // mma.sync m16n8 one per warp (warp w of a consumer holds rows 16w..16w+15
@@ -221,6 +223,34 @@ using namespace sm90;
 
 KILN_INLINE void consumerBarrier() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers * 128) : "memory");
+}
+
+/// tf32: rounds every fp32 of the stage at `stage` to tf32 (cvt.rna) in
+/// place, the consumers' threads sharing its 16-byte chunks, and publishes
+/// the stores to the async proxy, where wgmma reads them. Every consumer
+/// has waited for the stage's `full` phase; after this no consumer writes
+/// the stage until the producer refills it (after every consumer's `empty`
+/// arrival), and consumerBarrier orders the stores before any wgmma.
+KILN_INLINE void roundStageTf32(u32 stage) {
+  constexpr int kChunks = kStageBytes / 16, kThreads = kConsumers * 128;
+  static_assert(kChunks % kThreads == 0, "whole chunks per consumer thread");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const u32 at = stage + 16u * (u32)(((int)threadIdx.x - 128) + i * kThreads);
+    u32 v[4];
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(at)
+                 : "memory");
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      v[e] = toTf32(v[e]);
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(at),
+                 "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+                 : "memory");
+  }
+  fenceProxyAsync();
+  consumerBarrier();
 }
 
 // --- TMA ---------------------------------------------------------------------
@@ -439,6 +469,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
       if (!Cfg::TMA) // cp.async wrote in the generic proxy
         fenceProxyAsync();
       const u32 stage = shared + s * kStageBytes;
+      if constexpr (Cfg::TF32)
+        roundStageTf32(stage);
       const u64 da = descriptorA(stage, consumer), db = descriptorB(stage);
       fenceAccumulators(acc);
       wgmmaFence();
@@ -493,7 +525,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   storeTile<0, Cfg::OUT_CODE, Cfg::OUT_BYTES, Cfg::VEC_C>(
       acc, shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
       (int)M, n0, batch, rowBase, t, ep);
-  if constexpr (Cfg::AUX_CODE != 0) {
+  if constexpr (Cfg::AUX_CODE != kElementNone) {
     consumerBarrier(); // C's staged tile is out
     storeTile<1, Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
         acc, shared, (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,

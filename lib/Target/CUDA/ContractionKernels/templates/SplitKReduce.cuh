@@ -30,12 +30,12 @@ KILN_INLINE void reduce(const float *workspace, void *cPtr, u32 M,
   const int epiCol = col + batch * Cfg::EPI_COL_PER_BATCH;
   // Both outputs before either store, so their epilogues share the work.
   float second = 0.0f;
-  if constexpr (Cfg::AUX_CODE != 0)
+  if constexpr (Cfg::AUX_CODE != kElementNone)
     second = kilnEpilogue(batch, row, epiCol, sum, ep, 1);
   float v = kilnEpilogue(batch, row, epiCol, sum, ep);
   storeOut<Cfg::OUT_CODE>((char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES,
                           (i64)row * Cfg::LDC + col, v);
-  if constexpr (Cfg::AUX_CODE != 0)
+  if constexpr (Cfg::AUX_CODE != kElementNone)
     storeOut<Cfg::AUX_CODE>(
         (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,
         (i64)row * Cfg::LDC + col, second);

@@ -1,4 +1,4 @@
-//===- TrainingCompile.cpp - kilnc --train: two entry points, one artifact ===//
+//===- TrainingCompile.cpp - --train: two entry points, one artifact ------===//
 //
 // The module after kiln-optimizer holds @train_step, @eval, the weight
 // globals and a kiln.training attribute with the flat layout of the
@@ -11,6 +11,7 @@
 
 #include "TrainingCompile.h"
 
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/runtime/Training.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,20 +22,71 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 namespace rt = kiln::runtime;
 
 namespace kiln {
 
-llvm::Expected<std::string> parseOptimizerSpec(llvm::StringRef spec,
-                                               double gradClip) {
+namespace {
+
+llvm::Error optimizerError(llvm::StringRef spec, const llvm::Twine &what) {
+  return compileError(CompileError::Kind::User,
+                      "--optimizer '" + spec + "': " + what);
+}
+
+/// Sets kiln-optimizer's option `key` (kebab-case) from `value`.
+llvm::Error setOptimizerOption(OptimizerPassOptions &o, llvm::StringRef spec,
+                               llvm::StringRef pair, llvm::StringRef key,
+                               llvm::StringRef value) {
+  double *real = llvm::StringSwitch<double *>(key)
+                     .Case("lr", &o.lr)
+                     .Case("momentum", &o.momentum)
+                     .Case("beta1", &o.beta1)
+                     .Case("beta2", &o.beta2)
+                     .Case("eps", &o.eps)
+                     .Case("weight-decay", &o.weightDecay)
+                     .Case("gamma", &o.gamma)
+                     .Case("min-lr", &o.minLr)
+                     .Default(nullptr);
+  int64_t *count = llvm::StringSwitch<int64_t *>(key)
+                       .Case("warmup-steps", &o.warmupSteps)
+                       .Case("step-size", &o.stepSize)
+                       .Case("total-steps", &o.totalSteps)
+                       .Default(nullptr);
+  if (key == "schedule") {
+    o.schedule = value.str();
+    return llvm::Error::success();
+  }
+  if (real && !value.getAsDouble(*real))
+    return llvm::Error::success();
+  if (count && !value.getAsInteger(10, *count))
+    return llvm::Error::success();
+  if (real || count)
+    return optimizerError(spec, "'" + pair + "': '" + value +
+                                    "' is not " +
+                                    (real ? "a number" : "a whole number"));
+  return optimizerError(
+      spec, "'" + pair +
+                "' is not KEY=VALUE with KEY one of lr, momentum, beta1, "
+                "beta2, eps, weight_decay, schedule, warmup_steps, "
+                "step_size, gamma, total_steps, min_lr");
+}
+
+} // namespace
+
+llvm::Expected<OptimizerPassOptions>
+optimizerOptionsFor(const TrainingOptions &training,
+                    llvm::StringRef precision) {
+  llvm::StringRef spec = training.optimizer;
+  OptimizerPassOptions options;
   auto [name, rest] = spec.split(':');
-  std::string options = "optimizer=" + name.str();
-  static const char *known[] = {"lr",           "momentum",    "beta1",
-                                "beta2",        "eps",         "weight-decay",
-                                "schedule",     "warmup-steps", "step-size",
-                                "gamma",        "total-steps", "min-lr"};
+  options.optimizer = name.str();
   llvm::SmallVector<llvm::StringRef> pairs;
   if (!rest.empty())
     rest.split(pairs, ',');
@@ -42,16 +94,43 @@ llvm::Expected<std::string> parseOptimizerSpec(llvm::StringRef spec,
     auto [key, value] = pair.split('=');
     std::string flag = key.trim().str();
     std::replace(flag.begin(), flag.end(), '_', '-');
-    if (value.empty() || !llvm::is_contained(known, llvm::StringRef(flag)))
-      return llvm::createStringError(
-          "--optimizer '" + spec.str() + "': '" + pair.str() +
-          "' is not KEY=VALUE with KEY one of lr, momentum, beta1, beta2, "
-          "eps, weight_decay, schedule, warmup_steps, step_size, gamma, "
-          "total_steps, min_lr");
-    options += " " + flag + "=" + value.trim().str();
+    if (value.empty())
+      return optimizerError(
+          spec, "'" + pair +
+                    "' is not KEY=VALUE with KEY one of lr, momentum, beta1, "
+                    "beta2, eps, weight_decay, schedule, warmup_steps, "
+                    "step_size, gamma, total_steps, min_lr");
+    if (llvm::Error err =
+            setOptimizerOption(options, spec, pair, flag, value.trim()))
+      return std::move(err);
   }
-  if (gradClip > 0)
-    options += " grad-clip=" + std::to_string(gradClip);
+  if (training.gradClip < 0)
+    return compileError(CompileError::Kind::User,
+                        "--grad-clip must not be negative");
+  options.gradClip = training.gradClip;
+  // --loss-scale: dynamic by default with fp16, whose gradients underflow.
+  std::string lossScale = training.lossScale;
+  if (lossScale.empty())
+    lossScale = precision == "fp16" ? "dynamic" : "none";
+  llvm::StringRef value(lossScale);
+  double scale = 0;
+  if (lossScale == "none") {
+    options.lossScale = "none";
+  } else if (lossScale == "dynamic") {
+    options.lossScale = "dynamic";
+    options.lossScaleInit = training.lossScaleInit;
+    options.lossScaleGrowthInterval = training.lossScaleGrowthInterval;
+  } else if (value.consume_front("static:") && !value.getAsDouble(scale) &&
+             scale > 0 && std::isfinite(scale)) {
+    options.lossScale = "static";
+    options.lossScaleInit = scale;
+  } else {
+    return compileError(CompileError::Kind::User,
+                        "--loss-scale '" + lossScale +
+                            "': expected dynamic, static:S with S > 0, or "
+                            "none");
+  }
+  options.seed = training.seed;
   return options;
 }
 
@@ -79,7 +158,8 @@ std::vector<uint8_t> globalBytes(ml_program::GlobalOp global) {
 /// The ONNX initializer a global was imported from (its origin's first line
 /// "initializer DTYPE SHAPE NAME"), or its symbol name.
 std::string weightName(ml_program::GlobalOp global) {
-  if (auto origin = global->getAttrOfType<StringAttr>("kiln.origin")) {
+  if (auto origin = global->getAttrOfType<StringAttr>(
+          KilnDialect::OriginAttrHelper::getNameStr())) {
     llvm::StringRef line = origin.getValue().split('\n').first;
     if (line.consume_front("initializer ")) {
       line = line.split(' ').second.split(' ').second; // dtype, shape
@@ -93,7 +173,8 @@ std::string weightName(ml_program::GlobalOp global) {
 /// The first value of a state argument, when kiln-optimizer gave it one
 /// (`kiln.initial`, e.g. the RNG key from --seed); empty means zeros.
 std::vector<uint8_t> initialStateBytes(func::FuncOp step, unsigned arg) {
-  auto initial = step.getArgAttrOfType<DenseElementsAttr>(arg, "kiln.initial");
+  auto initial = step.getArgAttrOfType<DenseElementsAttr>(
+      arg, KilnDialect::InitialAttrHelper::getNameStr());
   if (!initial)
     return {};
   ArrayRef<char> raw = initial.getRawData();
@@ -175,11 +256,16 @@ llvm::Expected<rt::StateSpec> flatStateSpec(ModuleOp module,
 
 } // namespace
 
+namespace {
+
+/// The artifact of a module kiln-optimizer has run on. Errors are plain
+/// strings; compileTraining adds the file and the first diagnostic.
 llvm::Expected<rt::Artifact>
 compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
-                        const ArtifactOptions &artifactOptions) {
-  MLIRContext *ctx = module.getContext();
-  auto training = module->getAttrOfType<DictionaryAttr>("kiln.training");
+                        const ArtifactOptions &artifactOptions,
+                        PhaseRunner &runner) {
+  auto training = module->getAttrOfType<DictionaryAttr>(
+      KilnDialect::TrainingAttrHelper::getNameStr());
   if (!training)
     return llvm::createStringError("the module has no kiln.training layout "
                                    "(kiln-optimizer did not run)");
@@ -213,7 +299,8 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
   if (!step)
     return llvm::createStringError("the module has no @train_step");
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto state = step.getArgAttrOfType<StringAttr>(i, "kiln.state");
+    auto state = step.getArgAttrOfType<StringAttr>(
+        i, KilnDialect::StateAttrHelper::getNameStr());
     if (!state || state.getValue() == "params" ||
         state.getValue() == "bn.stats")
       continue;
@@ -229,10 +316,10 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
         func.erase();
     if (!copy->lookupSymbol<func::FuncOp>(entry))
       return llvm::createStringError("the module has no @" + entry.str());
-    PassManager pm(ctx);
-    if (failed(buildPipelineUpTo(pm, Phase::Ptx, pipeline)))
-      return llvm::createStringError("cannot build the pipeline");
-    if (failed(pm.run(*copy)))
+    // The same phases as inference, named after the entry point in
+    // progress and timing ("train_step graph").
+    if (failed(runner.runPhases(*copy, Phase::Kiln, Phase::Ptx, pipeline,
+                                (entry + " ").str())))
       return llvm::createStringError("compiling @" + entry.str() + " failed");
     for (auto binary :
          llvm::make_early_inc_range(copy->getOps<gpu::BinaryOp>())) {
@@ -243,7 +330,14 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
     }
     ArtifactOptions options = artifactOptions;
     options.function = entry.str();
+    runner.startPhase((entry + (options.ptxasPath.empty()
+                                    ? " artifact"
+                                    : " artifact (ptxas)"))
+                          .str());
+    std::optional<TimingScope> timing =
+        runner.timePhase((entry + " artifact").str());
     llvm::Expected<rt::Artifact> built = buildArtifact(*copy, options);
+    timing.reset();
     if (!built)
       return llvm::createStringError("@" + entry.str() + ": " +
                                      llvm::toString(built.takeError()));
@@ -254,6 +348,69 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
   if (!combined)
     return llvm::createStringError(combined.error().message());
   return combined.take();
+}
+
+} // namespace
+
+llvm::Expected<CompileResult>
+compileTraining(const CompileOptions &options, OwningOpRef<ModuleOp> module,
+                const ArtifactOptions &artifactOptions, PhaseRunner &runner) {
+  auto userError = [](const llvm::Twine &message) {
+    return compileError(CompileError::Kind::User, message);
+  };
+  // --emit=kiln prints the module after kiln-optimizer (train_step and eval
+  // in kiln IR); the later phases run per entry point.
+  bool printKiln = options.stopAfter == Phase::Kiln;
+  if (options.stripWeights || (options.stopAfter && !printKiln))
+    return userError("--train does not combine with --strip-weights or "
+                     "--emit other than kiln yet");
+  llvm::Expected<OptimizerPassOptions> optimizer =
+      optimizerOptionsFor(options.training, options.pipeline.precision);
+  if (!optimizer)
+    return optimizer.takeError();
+  PassManager pm = PassManager::on<ModuleOp>(&runner.getContext());
+  // The loss and gradients (@train_grad), unless a .mlir input has them.
+  if (!module->lookupSymbol<func::FuncOp>("train_grad")) {
+    TrainingGradientOptions gradient = options.training.gradient;
+    gradient.gradientsAsMain = false;
+    gradient.lossSeedArgument = optimizer->lossScale != "none";
+    addTrainingGradientPasses(pm, gradient);
+  }
+  addTrainingStepPasses(pm, *optimizer);
+  runner.startPhase("optimizer");
+  std::optional<TimingScope> timing = runner.timePhase("optimizer");
+  if (failed(runner.run(pm, *module)))
+    return userError(options.input + ": " +
+                     runner.diagnosticOr("the optimizer pass failed"));
+  timing.reset();
+  CompileResult result;
+  if (!printKiln) {
+    llvm::Expected<rt::Artifact> artifact = compileTrainingArtifact(
+        *module, options.pipeline, artifactOptions, runner);
+    if (!artifact) {
+      std::string diagnostic = runner.diagnosticOr("");
+      return userError(options.input + ": " +
+                       llvm::toString(artifact.takeError()) +
+                       (diagnostic.empty() ? "" : ": " + diagnostic));
+    }
+    result.artifact = std::move(*artifact);
+  }
+  if (options.stats) {
+    CompileStats stats;
+    if (auto report = (*module)->getAttrOfType<DictionaryAttr>(
+            KilnDialect::RematReportAttrHelper::getNameStr())) {
+      auto get = [&](StringRef key) -> uint64_t {
+        auto attr = report.getAs<IntegerAttr>(key);
+        return attr ? attr.getInt() : 0;
+      };
+      stats.remat = CompileStats::Remat{get("kept"), get("kept_bytes"),
+                                        get("recomputed"),
+                                        get("recomputed_bytes")};
+    }
+    result.stats = std::move(stats);
+  }
+  result.module = std::move(module);
+  return std::move(result);
 }
 
 } // namespace kiln

@@ -1,0 +1,187 @@
+//===- Compiler.h - Compile a model: import, phases, artifact ---*- C++ -*-===//
+//
+// The compile library that kilnc (and anything else that compiles) calls:
+//
+//   compileModel(options, context, hooks) -> CompileResult or CompileError
+//
+// It imports the model (ONNX, or kiln IR in a .mlir file), differentiates it
+// when training, runs the phases of Pipelines.h one pass manager per phase
+// (so progress and timing name the phase), recompiles a copy without
+// fusion for the statistics, and packs the artifact. Training artifacts
+// (train_step and eval) go through the same phases, hooks and timing. The
+// library prints nothing: warnings, progress and timing reach the caller
+// through CompileHooks, and errors are one-line CompileErrors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_COMPILER_H
+#define KILN_COMPILER_COMPILER_H
+
+#include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Pipelines/KernelStats.h"
+#include "kiln/Pipelines/Pipelines.h"
+#include "kiln/Target/CUDA/ArtifactBuilder.h"
+#include "kiln/runtime/Artifact.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class MLIRContext;
+class PassManager;
+class TimingScope;
+} // namespace mlir
+
+namespace kiln {
+
+/// Differentiation and training (kilnc --gradients, --train; docs/runtime.md
+/// "Training").
+struct TrainingOptions {
+  /// --gradients: the loss and its gradients replace @main (an inference
+  /// artifact whose outputs are the loss and one gradient per weight).
+  bool gradients = false;
+  /// --train: an artifact with train_step and eval and persistent state.
+  bool train = false;
+  /// The loss, labels, frozen weights, rematerialisation and augmentation
+  /// (lossSeedArgument and gradientsAsMain are set by the library).
+  TrainingGradientOptions gradient;
+  /// --optimizer: NAME[:KEY=VALUE,...], as parseOptimizerSpec reads it.
+  std::string optimizer = "sgd";
+  double gradClip = 0;
+  /// --loss-scale: dynamic, static:S or none; empty: dynamic with
+  /// --precision=fp16, else none.
+  std::string lossScale;
+  double lossScaleInit = 65536;
+  int64_t lossScaleGrowthInterval = 2000;
+  /// --seed: the first value of the RNG key dropout draws from.
+  uint64_t seed = 0;
+
+  /// Whether the compile differentiates the model at all.
+  bool differentiates() const { return gradients || train; }
+};
+
+/// Everything one compile needs.
+struct CompileOptions {
+  /// The model: an ONNX file, or kiln IR (.mlir) as --emit=kiln prints it.
+  std::string input;
+  /// --shape: fixes input shapes (needed for symbolic dims).
+  llvm::StringMap<llvm::SmallVector<int64_t>> shapes;
+  /// Stop after this phase and return its IR; nullopt: compile through ptx
+  /// and pack the artifact.
+  std::optional<Phase> stopAfter;
+  /// --stats: also compile a copy without fusion to the gpu phase, and
+  /// compile all the way to the artifact even when stopping earlier.
+  bool stats = false;
+  /// --strip-weights: leave ONNX initializers' bytes out of the artifact.
+  bool stripWeights = false;
+  /// --kernel-cache: where NVRTC's PTX and ptxas's cubins are kept between
+  /// compiles (KernelCache.h): a directory, "off", or empty for
+  /// $KILN_KERNEL_CACHE, else the user's cache directory.
+  std::string kernelCache;
+  /// --kernel-cache-size: the cache's bound; least recently used go first.
+  uint64_t kernelCacheBytes = uint64_t(1024) << 20;
+  PipelineOptions pipeline;
+  TrainingOptions training;
+  /// Recorded in the artifact, for reproducing the build.
+  std::string commandLine;
+};
+
+/// How the caller watches a compile. Every member may be empty.
+struct CompileHooks {
+  /// A new phase starts: "import", "graph", "unfused gpu",
+  /// "train_step llvm", "artifact (ptxas)".
+  std::function<void(llvm::StringRef phase)> phaseStarted;
+  /// ptxas assembled `done` of `total` kernels.
+  std::function<void(size_t done, size_t total)> kernelAssembled;
+  /// A compiler warning (a tune cache ignored, a deprecated option).
+  std::function<void(const llvm::Twine &message)> warning;
+  /// Called with each pass manager before it runs, after the library added
+  /// its passes: kilnc adds progress instrumentation and MLIR's --mlir-*
+  /// options (printing IR, crash reproducers) here. A failure stops the
+  /// compile with an error.
+  std::function<mlir::LogicalResult(mlir::PassManager &pm)> configure;
+  /// When set, import, each phase and packing are timed under it.
+  mlir::TimingScope *timing = nullptr;
+};
+
+/// What --stats reports, besides the artifact's own statistics.
+struct CompileStats {
+  /// The kernels after the gpu phase, fused (as compiled) and without
+  /// fusion.
+  KernelStats fused, unfused;
+  ArtifactStats artifact;
+  /// The kernel cache's directory; empty when it is off.
+  std::string kernelCachePath;
+  /// kiln-match-contractions' report: one line per matmul region (absent
+  /// when the pass did not run).
+  std::optional<std::vector<std::string>> contractionReport;
+  /// kiln-autodiff's rematerialisation report, when differentiating.
+  struct Remat {
+    uint64_t kept = 0, keptBytes = 0, recomputed = 0, recomputedBytes = 0;
+  };
+  std::optional<Remat> remat;
+};
+
+struct CompileResult {
+  /// The IR after the last phase run (stopAfter, or ptx), or after
+  /// kiln-optimizer for --train with stopAfter == Phase::Kiln.
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// The artifact, unless stopAfter stopped before it.
+  std::optional<runtime::Artifact> artifact;
+  /// With CompileOptions::stats.
+  std::optional<CompileStats> stats;
+};
+
+/// A compile's failure: one line naming the file and what is wrong, and
+/// whose fault it is (the input's and options', or Kiln's: ptxas rejecting
+/// generated PTX, an artifact that does not verify).
+class CompileError : public llvm::ErrorInfo<CompileError> {
+public:
+  enum class Kind { User, Internal };
+  CompileError(Kind kind, std::string message)
+      : kind(kind), message(std::move(message)) {}
+  Kind getKind() const { return kind; }
+  const std::string &getMessage() const { return message; }
+  void log(llvm::raw_ostream &os) const override { os << message; }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+  static char ID;
+
+private:
+  Kind kind;
+  std::string message;
+};
+
+/// Checks the options a compile takes before any work: the pipeline's
+/// (validatePipelineOptions, deprecated spellings rewritten with a
+/// warning), the training options and their combinations, that the tune
+/// cache can be written. Errors are CompileError::Kind::User.
+llvm::Error validateCompileOptions(CompileOptions &options,
+                                   const CompileHooks &hooks);
+
+/// Compiles `options.input` in `context` (whose registry must hold
+/// registerPipelineDialects). Validates the options first.
+llvm::Expected<CompileResult> compileModel(CompileOptions options,
+                                           mlir::MLIRContext &context,
+                                           const CompileHooks &hooks = {});
+
+/// kiln-optimizer's options from --optimizer=NAME[:KEY=VALUE,...] (keys may
+/// use '_' or '-'), --grad-clip, --loss-scale and --seed. Errors name the
+/// flag and the bad key or value.
+llvm::Expected<OptimizerPassOptions>
+optimizerOptionsFor(const TrainingOptions &training,
+                    llvm::StringRef precision);
+
+} // namespace kiln
+
+#endif // KILN_COMPILER_COMPILER_H

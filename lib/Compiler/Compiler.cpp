@@ -1,0 +1,285 @@
+//===- Compiler.cpp - Compile a model: import, phases, artifact -----------===//
+//
+// compileModel's steps, in order: validate the options, import, add the
+// gradients (--gradients, --train), then either the training compile
+// (TrainingCompile.cpp) or the phases up to the one asked for, the unfused
+// copy for --stats, and the artifact. PhaseRunner.h runs the pass managers
+// with the caller's hooks and keeps the first error diagnostic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Compiler/Compiler.h"
+
+#include "PhaseRunner.h"
+#include "TrainingCompile.h"
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Frontend/ONNX/Importer.h"
+#include "kiln/Target/CUDA/KernelCache.h"
+#include "kiln/Target/CUDA/TemplateEmission.h"
+#include "kiln/runtime/Profile.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+namespace kiln {
+
+char CompileError::ID = 0;
+
+llvm::Error compileError(CompileError::Kind kind, const llvm::Twine &message) {
+  return llvm::make_error<CompileError>(kind, message.str());
+}
+
+namespace {
+
+llvm::Error userError(const llvm::Twine &message) {
+  return compileError(CompileError::Kind::User, message);
+}
+
+/// The loss options, checked.
+llvm::Error checkTrainingOptions(const CompileOptions &options) {
+  const TrainingOptions &training = options.training;
+  const TrainingGradientOptions &g = training.gradient;
+  if (!g.augment.empty() && !training.differentiates())
+    return userError("--augment applies when training (--train, --gradients)");
+  bool any = !g.loss.empty() || !g.lossOn.empty() || !g.labels.empty() ||
+             !g.lossOutput.empty() || !g.freeze.empty();
+  if (!training.differentiates())
+    return any ? userError("--loss, --loss-on, --labels, --loss-output and "
+                           "--freeze apply when differentiating (--gradients, "
+                           "--train)")
+               : llvm::Error::success();
+  // A .mlir module may carry its own @train_grad (kiln-optimizer's tests).
+  if (training.train && llvm::StringRef(options.input).ends_with(".mlir") &&
+      !any)
+    return llvm::Error::success();
+  if (g.loss.empty() == g.lossOutput.empty())
+    return userError(std::string(training.train ? "--train" : "--gradients") +
+                     " needs --loss=cross_entropy|nll|mse|l1 with "
+                     "--labels=NAME:SHAPE:DTYPE, or --loss-output=NAME");
+  return llvm::Error::success();
+}
+
+/// The model as kiln IR: imported from ONNX, or parsed from a .mlir file
+/// (for tests of the later phases, and of --train on a module that already
+/// has @train_grad).
+llvm::Expected<OwningOpRef<ModuleOp>>
+loadModel(const CompileOptions &options, MLIRContext &context,
+          std::vector<std::pair<std::string, DenseElementsAttr>> &inlined) {
+  if (llvm::StringRef(options.input).ends_with(".mlir")) {
+    std::string parseError;
+    ScopedDiagnosticHandler capture(&context, [&](Diagnostic &d) {
+      if (parseError.empty())
+        parseError = d.str();
+      return success();
+    });
+    OwningOpRef<ModuleOp> parsed =
+        parseSourceFile<ModuleOp>(options.input, &context);
+    if (parsed)
+      return parsed;
+    return userError(options.input + ": " +
+                     (parseError.empty() ? "cannot parse" : parseError));
+  }
+  onnx_frontend::ImportOptions import;
+  for (const auto &entry : options.shapes)
+    import.inputShapes[entry.getKey()] = entry.getValue();
+  // Every float initializer may train, however small (biases).
+  import.floatInitializersAsGlobals = options.training.differentiates();
+  import.trainingDropout = options.training.differentiates();
+  import.inlinedInitializers = &inlined;
+  llvm::Expected<OwningOpRef<ModuleOp>> module =
+      onnx_frontend::importModelFile(options.input, context, import);
+  if (!module)
+    return userError(llvm::toString(module.takeError()));
+  return module;
+}
+
+CompileStats::Remat rematReportOf(DictionaryAttr report) {
+  auto get = [&](StringRef key) -> uint64_t {
+    auto attr = report.getAs<IntegerAttr>(key);
+    return attr ? attr.getInt() : 0;
+  };
+  return {get("kept"), get("kept_bytes"), get("recomputed"),
+          get("recomputed_bytes")};
+}
+
+/// The reports passes leave on the module for --stats.
+void readReports(ModuleOp module, CompileStats &stats) {
+  if (auto lines = module->getAttrOfType<ArrayAttr>(
+          KilnDialect::ContractionReportAttrHelper::getNameStr())) {
+    stats.contractionReport.emplace();
+    for (Attribute line : lines)
+      stats.contractionReport->push_back(
+          cast<StringAttr>(line).getValue().str());
+  }
+  if (auto report = module->getAttrOfType<DictionaryAttr>(
+          KilnDialect::RematReportAttrHelper::getNameStr()))
+    stats.remat = rematReportOf(report);
+}
+
+/// The kernel cache --kernel-cache names ($KILN_KERNEL_CACHE when it is not
+/// given, which the tests set to 'off' or a directory of their own; else
+/// the user's cache directory).
+KernelCache openKernelCache(const CompileOptions &options) {
+  std::string dir = options.kernelCache;
+  if (dir.empty())
+    if (const char *env = std::getenv("KILN_KERNEL_CACHE"))
+      dir = env;
+  if (dir.empty())
+    dir = KernelCache::defaultDirectory();
+  if (dir == "off")
+    dir.clear();
+  return KernelCache(dir, options.kernelCacheBytes);
+}
+
+} // namespace
+
+llvm::Error validateCompileOptions(CompileOptions &options,
+                                   const CompileHooks &hooks) {
+  auto warn = [&](const llvm::Twine &message) {
+    if (hooks.warning)
+      hooks.warning(message);
+  };
+  if (llvm::Error err = validatePipelineOptions(options.pipeline, warn))
+    return userError(llvm::toString(std::move(err)));
+  if (llvm::Error err = checkTrainingOptions(options))
+    return err;
+  const PipelineOptions &p = options.pipeline;
+  if ((p.tune || !p.tuneImport.empty()) && !p.tuneCache.empty())
+    // Before the compile: tuning takes minutes, and then nothing is lost.
+    if (runtime::Error err = runtime::checkWritable(p.tuneCache))
+      return userError("--tune-cache: " + err.message());
+  return llvm::Error::success();
+}
+
+llvm::Expected<CompileResult> compileModel(CompileOptions options,
+                                           MLIRContext &context,
+                                           const CompileHooks &hooks) {
+  if (llvm::Error err = validateCompileOptions(options, hooks))
+    return std::move(err);
+  PhaseRunner runner(context, hooks);
+
+  runner.startPhase("import");
+  std::optional<TimingScope> importTiming = runner.timePhase("import");
+  std::vector<std::pair<std::string, DenseElementsAttr>> inlined;
+  llvm::Expected<OwningOpRef<ModuleOp>> loaded =
+      loadModel(options, context, inlined);
+  importTiming.reset();
+  if (!loaded)
+    return loaded.takeError();
+  OwningOpRef<ModuleOp> module = std::move(*loaded);
+  runner.captureDiagnostics();
+
+  ArtifactOptions artifactOptions;
+  artifactOptions.target = options.pipeline.chip;
+  artifactOptions.ptxasPath = defaultPtxasPath();
+  artifactOptions.compilerOptions = options.commandLine;
+  artifactOptions.inlinedInitializers = inlined;
+  artifactOptions.onKernelAssembled = hooks.kernelAssembled;
+  KernelCache kernelCache = openKernelCache(options);
+  artifactOptions.kernelCache = &kernelCache;
+  auto trimCache = llvm::make_scope_exit([&] { kernelCache.trim(); });
+
+  if (options.training.train)
+    return compileTraining(options, std::move(module), artifactOptions,
+                           runner);
+
+  auto failedWith = [&]() {
+    return userError(options.input + ": compilation failed: " +
+                     runner.diagnosticOr("unknown error"));
+  };
+  if (options.training.gradients) {
+    TrainingGradientOptions gradient = options.training.gradient;
+    gradient.gradientsAsMain = true;
+    PassManager pm = PassManager::on<ModuleOp>(&context);
+    addTrainingGradientPasses(pm, gradient);
+    if (failed(runner.run(pm, *module)))
+      return failedWith();
+  }
+
+  Phase last = options.stopAfter.value_or(Phase::Ptx);
+  CompileResult result;
+  std::optional<CompileStats> stats;
+  // --stats also compiles a copy without fusion, to the gpu phase, to
+  // report what fusion saves.
+  if (options.stats) {
+    stats.emplace();
+    OwningOpRef<ModuleOp> copy(module->clone());
+    PipelineOptions unfused = options.pipeline;
+    unfused.fuse = false;
+    if (failed(runner.runPhases(*copy, Phase::Kiln, Phase::Gpu, unfused,
+                                options.pipeline.fuse ? "unfused " : "")))
+      return failedWith();
+    stats->unfused = estimateKernelStats(*copy);
+  }
+  // The fused statistics are read at the gpu phase and the artifact's at
+  // ptx; when the requested output stops earlier, a copy goes all the way.
+  bool packs = !options.stopAfter || options.stats;
+  OwningOpRef<ModuleOp> artifactModule;
+  if (options.stats && last < Phase::Ptx)
+    artifactModule = module->clone();
+  for (ModuleOp m : {*module, artifactModule ? *artifactModule : nullptr}) {
+    if (!m)
+      continue;
+    Phase until = m == *module ? last : Phase::Ptx;
+    bool pastGpu = until > Phase::Gpu;
+    if (failed(runner.runPhases(m, Phase::Kiln, pastGpu ? Phase::Gpu : until,
+                                options.pipeline)))
+      return failedWith();
+    if (stats && pastGpu)
+      stats->fused = estimateKernelStats(m);
+    if (pastGpu &&
+        failed(runner.runPhases(m, Phase::Llvm, until, options.pipeline)))
+      return failedWith();
+  }
+
+  // --emit=ptx prints every kernel as PTX: the template kernels' sources
+  // are compiled as the artifact's are (packing compiles them in place).
+  if (options.stopAfter == Phase::Ptx && !packs)
+    if (llvm::Error err = emitTemplateKernels(*module, kernelCache))
+      return compileError(CompileError::Kind::Internal,
+                          options.input + ": " +
+                              llvm::toString(std::move(err)));
+
+  if (packs) {
+    ModuleOp packed = artifactModule ? *artifactModule : *module;
+    ArtifactStats artifactStats;
+    runner.startPhase(artifactOptions.ptxasPath.empty() ? "artifact"
+                                                        : "artifact (ptxas)");
+    std::optional<TimingScope> timing = runner.timePhase("artifact");
+    artifactOptions.timing = timing ? &*timing : nullptr;
+    llvm::Expected<runtime::Artifact> artifact =
+        buildArtifact(packed, artifactOptions, &artifactStats);
+    timing.reset();
+    // The module compiled: packing it can only fail on what Kiln generated
+    // (ptxas rejecting a kernel, a plan that does not verify).
+    if (!artifact)
+      return compileError(CompileError::Kind::Internal,
+                          options.input + ": " +
+                              llvm::toString(artifact.takeError()));
+    if (stats) {
+      stats->artifact = artifactStats;
+      if (kernelCache.enabled())
+        stats->kernelCachePath = kernelCache.path();
+      readReports(packed, *stats);
+    }
+    if (options.stripWeights)
+      if (runtime::Error err = runtime::stripWeights(*artifact))
+        return userError(options.input + ": " + err.message());
+    result.artifact = std::move(*artifact);
+  }
+  result.module = std::move(module);
+  result.stats = std::move(stats);
+  return std::move(result);
+}
+
+} // namespace kiln
