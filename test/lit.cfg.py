@@ -42,6 +42,10 @@ import lit_limits
 lit_limits.apply(lit_config, config)
 
 llvm_config.with_system_environment(["HOME", "PYTHONPATH"])
+# kilnc keeps compiled kernels in ~/.cache/kiln/kernels by default: the
+# tests must not fill (or read) the user's cache. Tests of the cache itself
+# name a directory of their own (--kernel-cache=%t/...).
+config.environment["KILN_KERNEL_CACHE"] = "off"
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]

@@ -15,6 +15,8 @@
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Frontend/ONNX/Importer.h"
+#include "kiln/Target/CUDA/KernelCache.h"
+#include "kiln/Target/CUDA/TemplateEmission.h"
 #include "kiln/runtime/Profile.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -22,7 +24,10 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/SourceMgr.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -121,6 +126,21 @@ void readReports(ModuleOp module, CompileStats &stats) {
     stats.remat = rematReportOf(report);
 }
 
+/// The kernel cache --kernel-cache names ($KILN_KERNEL_CACHE when it is not
+/// given, which the tests set to 'off' or a directory of their own; else
+/// the user's cache directory).
+KernelCache openKernelCache(const CompileOptions &options) {
+  std::string dir = options.kernelCache;
+  if (dir.empty())
+    if (const char *env = std::getenv("KILN_KERNEL_CACHE"))
+      dir = env;
+  if (dir.empty())
+    dir = KernelCache::defaultDirectory();
+  if (dir == "off")
+    dir.clear();
+  return KernelCache(dir, options.kernelCacheBytes);
+}
+
 } // namespace
 
 llvm::Error validateCompileOptions(CompileOptions &options,
@@ -165,6 +185,9 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
   artifactOptions.compilerOptions = options.commandLine;
   artifactOptions.inlinedInitializers = inlined;
   artifactOptions.onKernelAssembled = hooks.kernelAssembled;
+  KernelCache kernelCache = openKernelCache(options);
+  artifactOptions.kernelCache = &kernelCache;
+  auto trimCache = llvm::make_scope_exit([&] { kernelCache.trim(); });
 
   if (options.training.train)
     return compileTraining(options, std::move(module), artifactOptions,
@@ -219,12 +242,21 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
       return failedWith();
   }
 
+  // --emit=ptx prints every kernel as PTX: the template kernels' sources
+  // are compiled as the artifact's are (packing compiles them in place).
+  if (options.stopAfter == Phase::Ptx && !packs)
+    if (llvm::Error err = emitTemplateKernels(*module, kernelCache))
+      return compileError(CompileError::Kind::Internal,
+                          options.input + ": " +
+                              llvm::toString(std::move(err)));
+
   if (packs) {
     ModuleOp packed = artifactModule ? *artifactModule : *module;
     ArtifactStats artifactStats;
     runner.startPhase(artifactOptions.ptxasPath.empty() ? "artifact"
                                                         : "artifact (ptxas)");
     std::optional<TimingScope> timing = runner.timePhase("artifact");
+    artifactOptions.timing = timing ? &*timing : nullptr;
     llvm::Expected<runtime::Artifact> artifact =
         buildArtifact(packed, artifactOptions, &artifactStats);
     timing.reset();
@@ -236,6 +268,8 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
                               llvm::toString(artifact.takeError()));
     if (stats) {
       stats->artifact = artifactStats;
+      if (kernelCache.enabled())
+        stats->kernelCachePath = kernelCache.path();
       readReports(packed, *stats);
     }
     if (options.stripWeights)

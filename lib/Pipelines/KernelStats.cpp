@@ -172,12 +172,17 @@ KernelStats estimateKernelStats(ModuleOp module) {
   KernelStats stats;
   module.walk([&](gpu::LaunchFuncOp launch) {
     ++stats.kernels;
+    std::string config;
+    if (Attribute attr =
+            launch->getAttr(KilnDialect::KernelAttrHelper::getNameStr()))
+      llvm::raw_string_ostream(config) << attr;
     auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
         launch, launch.getKernel());
     if (!kernel) {
       // A precompiled kernel: kiln-lower-kernel-calls says which operands
       // it writes and how many FLOPs it does.
       KernelLaunchStats entry;
+      entry.config = config;
       entry.kernel = launch.getKernelName().str();
       SmallVector<std::string> readTypes, writtenTypes;
       auto written = launch->getAttrOfType<DenseI32ArrayAttr>(
@@ -205,6 +210,7 @@ KernelStats estimateKernelStats(ModuleOp module) {
       return;
     }
     KernelLaunchStats entry;
+    entry.config = config;
     entry.kernel = kernel.getName().str();
     SmallVector<std::string> readTypes, writtenTypes;
     for (BlockArgument arg : kernel.getArguments()) {

@@ -184,22 +184,28 @@ void addGraphPhase(OpPassManager &pm, const PipelineOptions &options) {
 
 void addLinalgPhase(OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createCanonicalizerPass());
-  // Matmul regions become template kernels (NVRTC); the other fusion
-  // regions become one linalg.generic each right after lowering.
+  // Contraction regions get a template kernel config (selection), then
+  // become those kernels (CUDA source, compiled when the artifact is
+  // written); the other fusion regions become one linalg.generic each right
+  // after lowering.
   if (options.contractionKernels) {
+    SelectContractionKernelsPassOptions selection;
+    selection.chip = options.chip;
+    selection.wgmma = options.wgmma;
+    selection.tma = options.tma;
+    selection.checkNvrtc = true;
+    if (options.tune) {
+      selection.tune = true;
+      selection.tuneDevice = options.tuneDevice;
+      selection.tuneMaxCandidates = options.tuneMaxCandidates;
+      selection.tuneWorker = options.tuneWorker;
+    }
+    selection.tuneCache = options.tuneCache;
+    selection.tuneExport = options.tuneExport;
+    selection.tuneImport = options.tuneImport;
+    pm.addPass(createSelectContractionKernelsPass(selection));
     MatchContractionsPassOptions contractions;
     contractions.chip = options.chip;
-    contractions.wgmma = options.wgmma;
-    contractions.tma = options.tma;
-    if (options.tune) {
-      contractions.tune = true;
-      contractions.tuneDevice = options.tuneDevice;
-      contractions.tuneMaxCandidates = options.tuneMaxCandidates;
-      contractions.tuneWorker = options.tuneWorker;
-    }
-    contractions.tuneCache = options.tuneCache;
-    contractions.tuneExport = options.tuneExport;
-    contractions.tuneImport = options.tuneImport;
     pm.addPass(createMatchContractionsPass(contractions));
   }
   OpPassManager &func = pm.nest<func::FuncOp>();
@@ -223,16 +229,19 @@ void addGpuPhase(OpPassManager &pm, const PipelineOptions &options) {
   outParams.hoistStaticAllocs = true;
   outParams.addResultAttribute = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
-  // Each linalg op becomes one kernel (kiln-map-to-gpu picks its shape from
-  // the chip's facts, TargetInfo.h).
+  // Each linalg op becomes one kernel (kiln-select-generic-kernels picks its
+  // shape from the chip's facts, TargetInfo.h; kiln-map-to-gpu follows).
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(createLinalgGeneralizeNamedOpsPass());
+  SelectGenericKernelsPassOptions selection;
+  selection.chip = options.chip;
+  selection.vectorize = options.vectorize;
+  selection.rowKernels = options.rowKernels;
+  selection.tiledTranspose = options.tiledTranspose;
+  selection.reductionKernels = options.reductionKernels;
+  func.addPass(createSelectGenericKernelsPass(selection));
   MapToGpuPassOptions mapping;
   mapping.chip = options.chip;
-  mapping.vectorize = options.vectorize;
-  mapping.rowKernels = options.rowKernels;
-  mapping.tiledTranspose = options.tiledTranspose;
-  mapping.reductionKernels = options.reductionKernels;
   func.addPass(createMapToGpuPass(mapping));
   func.addPass(createCanonicalizerPass());
   func.addPass(createGpuLaunchSinkIndexComputationsPass());

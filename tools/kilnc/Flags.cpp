@@ -66,6 +66,16 @@ cl::opt<bool> stripWeights(
              "the artifact; kiln-run --weights DIR binds them at load "
              "(default: false)"),
     cl::init(false), cl::cat(outputCategory()));
+cl::opt<std::string> kernelCache(
+    "kernel-cache",
+    cl::desc("Keep compiled kernels (NVRTC's PTX, ptxas's cubins) in DIR, or "
+             "'off' (default: $KILN_KERNEL_CACHE, else ~/.cache/kiln/kernels)"),
+    cl::value_desc("DIR|off"), cl::init(""), cl::cat(codegenCategory()));
+cl::opt<unsigned> kernelCacheMegabytes(
+    "kernel-cache-size",
+    cl::desc("Bound of the kernel cache in MiB; the least recently used "
+             "kernels go first (default: 1024)"),
+    cl::init(1024), cl::Hidden, cl::cat(codegenCategory()));
 cl::opt<bool> summary("summary",
                       cl::desc("Print a one-line summary of the imported "
                                "model instead of IR (default: false)"),
@@ -264,6 +274,8 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
     return err;
   compile.stats = stats;
   compile.stripWeights = stripWeights;
+  compile.kernelCache = kernelCache;
+  compile.kernelCacheBytes = uint64_t(kernelCacheMegabytes) << 20;
   if (driver.output != Output::Artifact)
     compile.stopAfter = static_cast<Phase>(driver.output);
   readPipelineFlags(compile.pipeline);

@@ -221,6 +221,12 @@ void printStats(const CompileStats &stats, const std::string &target,
       (unsigned long long)stats.artifact.naiveArenaBytes,
       (unsigned long long)stats.artifact.weightBytes);
   printStaticEstimate(stats.fused, stats.unfused, target, os);
+  // Each launch's kernel decision (`kiln.kernel`, from
+  // kiln-select-contraction-kernels and kiln-select-generic-kernels).
+  os << "kernel configs:\n";
+  for (const KernelLaunchStats &launch : stats.fused.launches)
+    os << llvm::format("  %-32s %s\n", launch.kernel.c_str(),
+                       launch.config.empty() ? "-" : launch.config.c_str());
   // Each matmul region's template kernel, or why it kept a generic one
   // (kiln-match-contractions' report).
   if (stats.contractionReport) {
@@ -230,6 +236,14 @@ void printStats(const CompileStats &stats, const std::string &target,
   }
   if (stats.remat)
     printRematReport(*stats.remat, stats.artifact.arenaBytes, os);
+  const ArtifactStats &a = stats.artifact;
+  os << llvm::format(
+      "template kernels: %zu, %zu distinct, %zu from the kernel cache; "
+      "ptxas: %zu modules, %zu from the kernel cache (%s)\n",
+      a.templateBinaries, a.templateSources, a.templateCached, a.assembled,
+      a.assembledCached,
+      stats.kernelCachePath.empty() ? "cache off"
+                                    : stats.kernelCachePath.c_str());
 }
 
 /// kilnc --train --stats: each entry point's kernels, each state tensor,

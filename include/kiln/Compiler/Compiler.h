@@ -83,6 +83,12 @@ struct CompileOptions {
   bool stats = false;
   /// --strip-weights: leave ONNX initializers' bytes out of the artifact.
   bool stripWeights = false;
+  /// --kernel-cache: where NVRTC's PTX and ptxas's cubins are kept between
+  /// compiles (KernelCache.h): a directory, "off", or empty for
+  /// $KILN_KERNEL_CACHE, else the user's cache directory.
+  std::string kernelCache;
+  /// --kernel-cache-size: the cache's bound; least recently used go first.
+  uint64_t kernelCacheBytes = uint64_t(1024) << 20;
   PipelineOptions pipeline;
   TrainingOptions training;
   /// Recorded in the artifact, for reproducing the build.
@@ -113,6 +119,8 @@ struct CompileStats {
   /// fusion.
   KernelStats fused, unfused;
   ArtifactStats artifact;
+  /// The kernel cache's directory; empty when it is off.
+  std::string kernelCachePath;
   /// kiln-match-contractions' report: one line per matmul region (absent
   /// when the pass did not run).
   std::optional<std::vector<std::string>> contractionReport;

@@ -119,8 +119,116 @@ def CollapseFusionsPass : Pass<"kiln-collapse-fusions", "mlir::func::FuncOp"> {
   ];
 }
 
+def SelectContractionKernelsPass
+    : Pass<"kiln-select-contraction-kernels", "mlir::ModuleOp"> {
+  let summary = "Decide each contraction region's template kernel and its tiling";
+  let description = [{
+    The decision half of the template kernels (ARCHITECTURE.md section 6,
+    "decide, then emit"): for every `kiln.fusion` region anchored on a
+    matmul, a 2-D convolution or attention, find the problem its kernel
+    would compute (shapes, dtypes, layouts, strides, the epilogue's output
+    type) exactly as `kiln-match-contractions` will, pick the kernel, and
+    attach it to the region as a typed attribute, `kiln.kernel`:
+
+    - `#kiln.gemm_config` for matmuls and NHWC convolutions (implicit
+      GEMM): `mma.sync` tensor cores for bf16/f16 operands, tf32 tensor
+      cores for a matmul `kiln-lower-precision` marked `kiln.tf32`, an FFMA
+      kernel for fp32; with `wgmma=true` and `chip=sm_90` the warp-
+      specialised `wgmma` kernels (sm_90a) first, and with `tma=true` the
+      TMA producer for plain bf16/f16 GEMMs whose operands TMA can address;
+    - `#kiln.depthwise_config` for depthwise convolutions (one input
+      channel per group);
+    - `#kiln.attention_config` for `attention` regions (`kiln-fuse`'s rule
+      5), the wgmma kernel on sm_90 with `wgmma=true`.
+
+    Configs come, in this order, from a `tune-cache` entry for the problem
+    (one that still passes the config checks; otherwise a warning), from
+    tuning (`tune`: each distinct problem missing from the cache has its
+    first `tune-max-candidates` candidates compiled and timed in
+    `tune-worker`, a child process, each checked against the heuristic's
+    pick on the same inputs; the winner is added to the cache, written
+    atomically), or from the heuristic (`pickConfig`). A corrupt or
+    foreign cache is ignored with a warning. `kiln.kernel_origin` says
+    where the config came from (`tuned (cache)`, `tuned (now, ...)`,
+    `heuristic`). A tf32 matmul whose row-major weight the wgmma kernel
+    would rather read K-major gets `kiln.weight_kmajor` (the problem the
+    config was chosen for has B column-major).
+
+    A region that does not fit gets `kiln.generic_reason` instead (kilnc
+    `--stats` prints it): no matmul, another contraction or a row op in
+    it, results not computed from one another, an op with no epilogue
+    form, partially broadcast batch dimensions, 1-D operands, no config for
+    the shape, or (with `check-nvrtc`) NVRTC missing; for convolutions also
+    `nchw` or 1-D/3-D ones, a filter computed at run time whose channels
+    need padding, and for depthwise ones a filter computed at run time.
+    The IR is otherwise left as it was, except for the splits that say
+    what a kernel is: a region of matmuls side by side (Q, K and V)
+    becomes one region per matmul, and an attention region no kernel fits
+    becomes its scores region and its P V matmul (the first part's
+    `kiln.selection_note` says why). A region that already has a
+    `kiln.kernel` keeps it.
+
+    Nothing is compiled (no NVRTC is needed, except to tune), so the
+    selection is tested on its own (`kiln-select-contraction-kernels.mlir`).
+
+    Example:
+
+    ```mlir
+    %y = kiln.fusion "matmul" -> tensor<64x16xf32> {
+      %m = kiln.matmul %x, %w : tensor<64x32xbf16>, tensor<32x16xbf16> -> tensor<64x16xf32>
+      %r = kiln.relu %m : tensor<64x16xf32>
+      kiln.yield %r : tensor<64x16xf32>
+    }
+    // becomes
+    %y = kiln.fusion "matmul" -> tensor<64x16xf32> attributes {
+        kiln.kernel = #kiln.gemm_config<family = mma_f16, tile = 128x16x64,
+          warp_tile = 32x16, stages = 4, split_k = 1, producer = cp_async,
+          swizzle = xor16>,
+        kiln.kernel_origin = "heuristic"} { ... }
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "GPU architecture the kernels are chosen for: sm_80 or sm_90">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "On sm_90, bf16/fp16 and tf32 matmuls and convolutions try the "
+           "warp-specialised wgmma kernels (sm_90a) before mma.sync, and "
+           "attention gets the wgmma attention kernel">,
+    Option<"tma", "tma", "bool", /*default=*/"false",
+           "With wgmma: the producer loads plain-GEMM operands with TMA "
+           "(tensor maps the runtime encodes at load) where the strides "
+           "allow; false: cp.async">,
+    Option<"checkNvrtc", "check-nvrtc", "bool", /*default=*/"false",
+           "Keep every region generic, saying why, when NVRTC cannot be "
+           "loaded (kilnc sets it; the selection itself compiles nothing)">,
+    Option<"tune", "tune", "bool", /*default=*/"false",
+           "Time each problem's candidate configs in kiln-tune-worker and "
+           "keep the fastest that matches the heuristic's pick">,
+    Option<"tuneDevice", "tune-device", "std::string", /*default=*/"\"cuda\"",
+           "Where candidates are timed: cuda (CUDA events) or emu (the "
+           "performance model's estimate)">,
+    Option<"tuneCache", "tune-cache", "std::string", /*default=*/"\"\"",
+           "Tune cache (JSON) read for configs, and with tune written with "
+           "the new winners">,
+    Option<"tuneMaxCandidates", "tune-max-candidates", "unsigned",
+           /*default=*/"8", "Candidates timed per problem">,
+    Option<"tuneWorker", "tune-worker", "std::string", /*default=*/"\"\"",
+           "The kiln-tune-worker executable">,
+    Option<"tuneTimeout", "tune-timeout", "unsigned", /*default=*/"60",
+           "Seconds one candidate may run">,
+    Option<"tuneExport", "tune-export", "std::string", /*default=*/"\"\"",
+           "With tune: write the jobs of the problems the cache lacks into "
+           "this directory instead of running them (the heuristic "
+           "compiles)">,
+    Option<"tuneImport", "tune-import", "std::string", /*default=*/"\"\"",
+           "A directory of exported jobs that have run: their winners are "
+           "added to the cache first">,
+  ];
+  let dependentDialects = ["mlir::ml_program::MLProgramDialect"];
+}
+
 def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
-  let summary = "Turn matmul and convolution fusion regions into tiled template kernels";
+  let summary = "Turn contraction regions into the template kernels their configs name";
   let description = [{
     A `kiln.fusion` region anchored on a `kiln.matmul` (2-D or batched),
     whose other ops are the matmul's elementwise epilogue, becomes one
@@ -128,9 +236,15 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     bf16/f16 operands, tf32 tensor cores for a matmul `kiln-lower-precision`
     marked `kiln.tf32`, and an FFMA kernel (shared-memory and register
     blocking, no TF32) for fp32. The epilogue is generated from the region's
-    ops and runs on the accumulators in registers; the kernel is compiled
-    by NVRTC into a `gpu.binary` and called with `kiln.call_kernel` (two
-    calls and a workspace for split-K). Operands are read where they lie:
+    ops and runs on the accumulators in registers; the specialised kernel's
+    CUDA C++ source goes into a `gpu.binary` (an `offload` object with the
+    `kiln.cuda_source` property and its `kiln.nvrtc_options`), which the
+    target step compiles with NVRTC (the artifact builder, or kilnc
+    `--emit=ptx`: distinct sources once, in parallel, through the kernel
+    cache), and is called with `kiln.call_kernel` (two calls and a
+    workspace for split-K). A kernel identical to one already made (the
+    same source and options: convolutions of one shape and epilogue) is
+    not declared again: its calls launch the first one's binary. Operands are read where they lie:
     reshapes of region inputs are free and a transpose of the last two
     dimensions makes a column-major operand; other operand producers (a
     cast to bf16) and values the epilogue reads that the region computes
@@ -154,42 +268,30 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     kernel stores the one the others are computed from and the others move
     to a region after it, as they do for depthwise convolutions.
 
-    With `wgmma=true` and `chip=sm_90`, bf16/f16 and tf32 matmuls and
-    convolutions try the warp-specialised `wgmma` kernels (sm_90a; a
-    cp.async producer warpgroup feeding mbarrier-guarded stages to one or
-    two consumer warpgroups) before the `mma.sync` ones, and bf16/f16
-    attention regions run the wgmma attention kernel (`attn_wgmma_f16`);
-    `kilnc --stats` names the family each region got. tf32 wgmma reads
-    both operands K-major: a row-major `[K][N]` f32 weight global is then
-    stored transposed in a new global (`@<name>_kmajor`, its `kiln.origin`
-    gains `transpose 1,0`), and other MN-major operands are transposed by
-    the kernel as it stages them. With `tma=true` too, a bf16/f16 plain
-    matmul whose operands TMA can address (16-byte aligned, strides
-    multiples of 16 bytes) gets the TMA producer (`cp.async.bulk.tensor`):
-    its calls carry `kiln.tensor_maps`, one dictionary per tensor-map
+    The `wgmma` kernels (sm_90a) are a cp.async producer warpgroup feeding
+    mbarrier-guarded stages to one or two consumer warpgroups; `kilnc
+    --stats` names the family each region got. tf32 wgmma reads both
+    operands K-major: for a region with `kiln.weight_kmajor`, a row-major
+    `[K][N]` f32 weight global is stored transposed in a new global
+    (`@<name>_kmajor`, its `kiln.origin` gains `transpose 1,0`), and other
+    MN-major operands are transposed by the kernel as it stages them. A
+    config with `producer = tma` (`cp.async.bulk.tensor`) gives calls that
+    carry `kiln.tensor_maps`, one dictionary per tensor-map
     parameter (after the scalars: `param`, the operand the map's address
     comes from, `dtype`, `dims`, `strides`, `box`, `swizzle`,
     `l2_promotion`, `oob_fill`), which the artifact builder records for the
     runtime to encode at load; `--stats` says `producer TMA` or `producer
     cp.async` per wgmma region.
-    Configs: without `tune`, a `tune-cache` entry for the problem (one that
-    still passes the config checks; otherwise a warning) or else the
-    heuristic (`pickConfig`). With `tune`, each distinct problem missing
-    from the cache has its first `tune-max-candidates` candidates timed in
-    `tune-worker` (a child process: a faulting or hanging candidate is
-    rejected, the compile goes on), each checked against the heuristic's
-    pick on the same inputs; the winner is added to the cache (written
-    atomically). A corrupt or foreign cache is ignored with a warning. The
-    module's `kiln.contraction_report` says per region where its config
-    came from: `tuned (cache)`, `tuned (now, ...)` or `heuristic`.
 
-    A region that does not fit keeps its generic kernel, and its reason in
-    a `kiln.generic_reason` attribute: no matmul, another contraction or a
-    row op in it, results not computed from one another, an op with no
-    epilogue form,
-    partially broadcast batch dimensions, 1-D operands, no config for the
-    shape, or NVRTC missing; for convolutions also `nchw` or 1-D/3-D ones,
-    and a filter computed at run time whose channels need padding.
+    The pass follows what `kiln-select-contraction-kernels` decided: a
+    region with a `kiln.kernel` attribute becomes the kernel it names, with
+    that config (the kernel calls carry it as `kiln.kernel` too); a region
+    without one keeps its generic kernel, and the module's
+    `kiln.contraction_report` lists each region's kernel and config, or its
+    `kiln.generic_reason`. A config the region's problem does not allow (a
+    family of another precision, wgmma on sm_80, a tile the problem's
+    alignment or TMA's strides rule out, a depthwise vector that does not
+    divide the channels) is an error naming the config and the reason.
 
     A depthwise convolution (one input channel per group, O a multiple of
     C) becomes the CUDA-core depthwise kernel
@@ -214,9 +316,9 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
     read with their broadcast), those after the second its output
     epilogue. A region that does not fit (a 16-bit head dimension that is
     not a multiple of 16, a head dimension above 256, more than two
-    non-unit batch dimensions, NVRTC missing) is split back into its
-    scores region and its P V matmul, and the report says why
-    ("attention split (...)").
+    non-unit batch dimensions, NVRTC missing) was split back into its
+    scores region and its P V matmul by the selection, and the report says
+    why ("attention split (...)").
 
     Example:
 
@@ -227,8 +329,10 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
       %r = kiln.relu %a : tensor<64x16xf32>
       kiln.yield %r : tensor<64x16xf32>
     }
-    // becomes
-    gpu.binary @kiln_gemm_0 [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "...">]
+    // with kiln.kernel = #kiln.gemm_config<...> becomes
+    gpu.binary @kiln_gemm_0 [#gpu.object<#nvvm.target<chip = "sm_90">,
+        properties = {kiln.cuda_source, kiln.nvrtc_options = [...]},
+        offload = "// Generated by Kiln: mma_f16 ...">]
     %e = tensor.empty() : tensor<64x16xf32>
     %y = kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%x, %w, %bias : ...)
         outs(%e : tensor<64x16xf32>) grid [1, 1, 1] block [128, 1, 1]
@@ -238,36 +342,6 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "GPU architecture the kernels are compiled for: sm_80 or sm_90">,
-    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
-           "On sm_90, bf16/fp16 and tf32 matmuls and convolutions try the "
-           "warp-specialised wgmma kernels (sm_90a) before mma.sync, and "
-           "attention runs the wgmma attention kernel">,
-    Option<"tma", "tma", "bool", /*default=*/"false",
-           "With wgmma: the producer loads plain-GEMM operands with TMA "
-           "(tensor maps the runtime encodes at load) where the strides "
-           "allow; false: cp.async">,
-    Option<"tune", "tune", "bool", /*default=*/"false",
-           "Time each problem's candidate configs in kiln-tune-worker and "
-           "keep the fastest that matches the heuristic's pick">,
-    Option<"tuneDevice", "tune-device", "std::string", /*default=*/"\"cuda\"",
-           "Where candidates are timed: cuda (CUDA events) or emu (the "
-           "performance model's estimate)">,
-    Option<"tuneCache", "tune-cache", "std::string", /*default=*/"\"\"",
-           "Tune cache (JSON) read for configs, and with tune written with "
-           "the new winners">,
-    Option<"tuneMaxCandidates", "tune-max-candidates", "unsigned",
-           /*default=*/"8", "Candidates timed per problem">,
-    Option<"tuneWorker", "tune-worker", "std::string", /*default=*/"\"\"",
-           "The kiln-tune-worker executable">,
-    Option<"tuneTimeout", "tune-timeout", "unsigned", /*default=*/"60",
-           "Seconds one candidate may run">,
-    Option<"tuneExport", "tune-export", "std::string", /*default=*/"\"\"",
-           "With tune: write the jobs of the problems the cache lacks into "
-           "this directory instead of running them (the heuristic "
-           "compiles)">,
-    Option<"tuneImport", "tune-import", "std::string", /*default=*/"\"\"",
-           "A directory of exported jobs that have run: their winners are "
-           "added to the cache first">,
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::tensor::TensorDialect",
@@ -323,19 +397,98 @@ def MaterializeWeightsPass : Pass<"kiln-materialize-weights", "mlir::ModuleOp"> 
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
-def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
-  let summary = "Turn each linalg op on buffers into one gpu.launch";
+def SelectGenericKernelsPass
+    : Pass<"kiln-select-generic-kernels", "mlir::func::FuncOp"> {
+  let summary = "Decide each generated kernel's shape: strategy and parameters";
   let description = [{
-    Runs after bufferization. Every `linalg.generic` (named ops are
-    generalized first) and `memref.copy` becomes one `gpu.launch`, with the
-    launch geometry chosen from the iteration space:
+    The decision half of the generated kernels (ARCHITECTURE.md section 6):
+    for every `linalg.generic` and `memref.copy` on buffers, pick how
+    `kiln-map-to-gpu` maps it to blocks and threads and record it as
+    `kiln.kernel = #kiln.generic_kernel<strategy, parameters>`. The rules,
+    in order (the first that applies wins; the kernels themselves are
+    described under `kiln-map-to-gpu`):
 
-    - Vectorised elementwise (all-parallel ops and fused regions without
-      loops in their body, `vectorize=true`): each thread owns groups of V
+    1. `block_reduction` (`threads`: the reduction rounded up to a power of
+       two, at most `block-size`): one output, a reduction of at least 32
+       iterations folded with add/mul/max/min, at most 16384 outputs;
+    2. for a fused generic whose body holds row loops over outer
+       coordinates only: `column_reduction` or `whole_reduction`
+       (`splits`, with `reduction-kernels` and every output its own row;
+       split only when the output tiles leave SMs idle), else
+       `strip_rows` (`threads` 32 and `rows_per_block` for rows up to 1024
+       when there are rows for every SM, else a block of 64-1024 threads;
+       with `row-kernels`, rows of at most 32 positions a thread), else
+       `block_rows` (`threads`);
+    3. `tiled_transpose` (`tile` 32, with `tiled-transpose`): a read
+       contiguous along another loop dimension than the write;
+    4. `vectorized` (`vector_width` 16 bytes over the narrowest element, at
+       most 8; `block`; with `vectorize`): at least one access proven
+       contiguous and aligned;
+    5. `thread_per_output` (`block`).
+
+    A generic that already has a `kiln.kernel` keeps it. Dynamic iteration
+    spaces and generics on tensors are errors, as in `kiln-map-to-gpu`.
+
+    Example:
+
+    ```mlir
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+        ins(%a : memref<1024xf32>) outs(%b : memref<1024xf32>) { ... }
+    // becomes
+    linalg.generic {..., kiln.kernel = #kiln.generic_kernel<vectorized,
+        vector_width = 4, block = 256>} ...
+    ```
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block">,
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
+           "GPU architecture: its SM count and resident threads per SM "
+           "(runtime/targets/gpus.ini, TargetInfo.h) size the kernels">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"0",
+           "Streaming multiprocessors to size kernels for instead of the "
+           "chip's (0: the chip's; tests)">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Vectorise elementwise kernels (128-bit accesses where proven "
+           "contiguous and aligned)">,
+    Option<"rowKernels", "row-kernels", "bool", /*default=*/"true",
+           "Row kernels for fused row reductions: a warp (rows up to 1024) "
+           "or a block per row, the row's strip in registers, producers "
+           "computed once; false: the block-per-row / thread-per-output "
+           "kernels (A/B switch)">,
+    Option<"tiledTranspose", "tiled-transpose", "bool", /*default=*/"true",
+           "Transposes and layout changes through padded 32x32 "
+           "shared-memory tiles; false: the elementwise kernels (A/B "
+           "switch)">,
+    Option<"reductionKernels", "reduction-kernels", "bool",
+           /*default=*/"true",
+           "Column reductions (threads across the kept innermost dim) and "
+           "deterministic two-pass whole-tensor reductions; false: the row "
+           "kernels (A/B switch)">,
+  ];
+  let dependentDialects = ["kiln::KilnDialect", "mlir::gpu::GPUDialect",
+                           "mlir::linalg::LinalgDialect"];
+}
+
+def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Turn each linalg op on buffers into the gpu.launch its kiln.kernel names";
+  let description = [{
+    Runs after bufferization and `kiln-select-generic-kernels`. Every
+    `linalg.generic` (named ops are generalized first) and `memref.copy`
+    becomes one `gpu.launch`, shaped as its `kiln.kernel =
+    #kiln.generic_kernel<...>` says (a generic without one is an error; a
+    strategy whose analysis does not hold for the generic, such as a tiled
+    transpose without a transposed read, is an error naming the strategy
+    and the reason). The shapes, and when the selection picks each (in
+    this order: block reduction, row kernels, tiled transpose, vectorised,
+    thread per output):
+
+    - `vectorized`: vectorised elementwise (all-parallel ops and fused
+      regions without loops in their body): each thread owns groups of V
       consecutive points of the flattened iteration space, V = 16 bytes
       over the narrowest element accessed (4 for f32, 8 for bf16/f16; at
       most 8; 1-byte elements are not vectorised yet), in a grid-stride loop over at most `sm-count` x
-      (`max-threads-per-sm` / `block-size`) blocks. Each access (an
+      (the chip's resident threads per SM / `block-size`) blocks. Each access (an
       indexing map, or a body load at index arithmetic of `linalg.index`
       values) whose address is provably contiguous over the group and
       aligned to min(16, V x element bytes) from its buffer's base becomes
@@ -345,12 +498,12 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       of 16 bytes, transposed reads, div/rem index arithmetic) a load per
       point. The size modulo V is a scalar tail run by the first threads.
       Used when at least one access is a vector.
-    - A thread per output element: a 1-D grid of `block-size`-thread blocks
+    - `thread_per_output`: a thread per output element: a 1-D grid of `block-size`-thread blocks
       over the flattened parallel iterations; each thread walks the
       reduction dimensions (if any) serially. Used for contractions, whose
       reductions are short and whose outputs are many, and elementwise ops
       with no contiguous access.
-    - A block per output element: when the op has one output, a reduction
+    - `block_reduction`: a block per output element: when the op has one output, a reduction
       of at least a warp (32 iterations), at most 16384 outputs, and a body
       that combines into the output with add, mul, max or min. The block has
       the row length rounded up to a power of two threads (at most
@@ -358,7 +511,7 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       results with `gpu.all_reduce` (warp shuffles and shared memory), so no
       thread walks a whole row alone: softmax, layer norm, reduce_*, global
       pooling and vector-matrix products.
-    - Row kernels (`row-kernels=true`): a fused kernel (an all-parallel
+    - `strip_rows` (and `block_rows`): row kernels: a fused kernel (an all-parallel
       generic, kiln-collapse-fusions) whose body holds reduction loops
       (`scf.for` with one accumulator folded by add/mul/max/min) that
       depend on outer coordinates only: a warp per row for rows up to
@@ -369,9 +522,9 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       or a `gpu.all_reduce` (block). The phases are cloned straight-line
       with equivalent read-only ops reused, so the row is loaded once and
       its fused producers are computed once. f64/i64 warp rows, rows over
-      32768 and `row-kernels=false` get a block per row instead: each loop
+      32768 and `row-kernels=false` get a block per row (`block_rows`): each loop
       strided over the block's threads, ending in a `gpu.all_reduce`.
-    - Tiled transposes (`tiled-transpose=true`): an all-parallel generic
+    - `tiled_transpose`: an all-parallel generic
       without loops in its body (a transpose, an NCHW<->NHWC layout change,
       with elementwise ops on the moved values; any element type of 8-64
       bits) whose write is contiguous along loop dimension dW and one of
@@ -386,7 +539,7 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
       conflicts. Every read contiguous along dR is staged (a tile each); the
       other dimensions are folded into the 1-D grid; ragged edges are
       guarded.
-    - Column and whole-tensor reductions (`reduction-kernels=true`): a
+    - `column_reduction` and `whole_reduction`: a
       fused reduction whose every output is one row. When some read of the
       row is contiguous along the innermost output dimension (ReduceSum
       over axis 0, batch-norm statistics over N,H,W of NHWC), blocks of 32x8
@@ -417,30 +570,14 @@ def MapToGpuPass : Pass<"kiln-map-to-gpu", "mlir::func::FuncOp"> {
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
-           "Threads per block">,
+           "Threads per block of the second pass of a split column "
+           "reduction">,
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90\"",
            "GPU architecture: its SM count and resident threads per SM "
            "(runtime/targets/gpus.ini, TargetInfo.h) size grid-stride grids">,
     Option<"smCount", "sm-count", "int64_t", /*default=*/"0",
            "Streaming multiprocessors to size grids for instead of the "
            "chip's (0: the chip's; tests)">,
-    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
-           "Vectorise elementwise kernels (128-bit accesses where proven "
-           "contiguous and aligned)">,
-    Option<"rowKernels", "row-kernels", "bool", /*default=*/"true",
-           "Row kernels for fused row reductions: a warp (rows up to 1024) "
-           "or a block per row, the row's strip in registers, producers "
-           "computed once; false: the block-per-row / thread-per-output "
-           "kernels (A/B switch)">,
-    Option<"tiledTranspose", "tiled-transpose", "bool", /*default=*/"true",
-           "Transposes and layout changes through padded 32x32 "
-           "shared-memory tiles; false: the elementwise kernels (A/B "
-           "switch)">,
-    Option<"reductionKernels", "reduction-kernels", "bool",
-           /*default=*/"true",
-           "Column reductions (threads across the kept innermost dim) and "
-           "deterministic two-pass whole-tensor reductions; false: the row "
-           "kernels (A/B switch)">,
   ];
   let dependentDialects = [
     "mlir::affine::AffineDialect",
@@ -498,6 +635,12 @@ def NameKernelsPass : Pass<"kiln-name-kernels", "mlir::ModuleOp"> {
     This pass renames each kernel to its module's name and updates the
     launches, so kernel names are unique across the artifact and PTX entry
     names say which launch they belong to.
+
+    Outlining also drops the launches' attributes, so `kiln-map-to-gpu`
+    lists each function's kernel decisions in launch order
+    (`kiln.launch_kernels`); this pass puts each back on its
+    `gpu.launch_func` as `kiln.kernel` (kilnc `--stats` prints them) and
+    removes the list.
 
     Example:
 

@@ -35,6 +35,9 @@ struct KernelLaunchStats {
   /// generated kernel, of the float arithmetic in its body ("compute f32");
   /// "int" when it touches no float.
   std::string precision;
+  /// The kernel's `kiln.kernel` decision as IR text
+  /// ("#kiln.generic_kernel<vectorized, ...>"); empty when none.
+  std::string config;
 };
 
 struct KernelStats {

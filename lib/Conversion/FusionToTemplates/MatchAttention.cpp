@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelConfigAttrs.h"
 #include "RegionMatcher.h"
 
 #include "kiln/Target/CUDA/AttentionKernels.h"
@@ -582,17 +583,44 @@ LogicalResult Matcher::rewriteAttention(kiln::FusionOp fusion,
   for (size_t i = 0; i < output->operands.size(); ++i)
     bodies.outputOperands.push_back("out" + std::to_string(i));
 
-  cx::AttentionConfig config =
-      cx::pickAttentionConfig(problem, smVersion, wgmma);
+  bool tensorCores = problem.inputType != cx::DType::F32;
+  cx::AttentionConfig config;
+  if (selecting()) {
+    config = cx::pickAttentionConfig(problem, smVersion, wgmma);
+    selected = toAttr(module.getContext(), config, tensorCores);
+    return success();
+  }
+  auto attr = configOf<AttentionConfigAttr>(fusion, why);
+  if (!attr)
+    return failure();
+  config = fromAttr(attr);
+  AttentionFamily expected = tensorCores ? AttentionFamily::MmaF16
+                                         : AttentionFamily::SimtF32;
+  if (attr.getFamily() != expected &&
+      !(tensorCores && attr.getFamily() == AttentionFamily::WgmmaF16)) {
+    why = "the attention kernel's " +
+          stringifyAttentionFamily(attr.getFamily()).str() +
+          " family does not take " + (tensorCores ? "16-bit" : "f32") +
+          " inputs";
+    return failure();
+  }
+  if (config.wgmma && smVersion != 90) {
+    why = "the wgmma attention kernel needs sm_90, not sm_" +
+          std::to_string(smVersion);
+    return failure();
+  }
   cx::GenerateOptions options;
   options.smVersion = smVersion;
-  options.name = "kiln_attn_" + std::to_string(nextKernel++);
+  options.name = kiln::kEntryPlaceholder.str();
   kiln::runtime::Expected<cx::GemmKernels> kernels =
-      cx::generateAttention(problem, config, bodies, options);
+      cx::specializeAttention(problem, config, bodies, options);
   if (!kernels) {
     why = kernels.error().message();
     return failure();
   }
+  nameKernels(*kernels, "kiln_attn_");
+  if (!lastKernelShared)
+    declareBinary(*kernels, kernels->kernels.front(), fusion.getLoc());
 
   // The call: Q, K, V, the bodies' operands, then the output.
   SmallVector<std::pair<std::string, Value>> pointers = {
@@ -603,8 +631,7 @@ LogicalResult Matcher::rewriteAttention(kiln::FusionOp fusion,
     pointers.push_back({"out" + std::to_string(i), operand});
   auto resultType = cast<RankedTensorType>(result.getType());
   Value replacement = buildKernelCall(
-      fusion, kernels->kernels.front(), pointers, resultType,
-      config.describe(problem),
+      fusion, kernels->kernels.front(), pointers, resultType, attr,
       static_cast<int64_t>(2 * problem.outer * problem.heads * problem.seqQ *
                            problem.seqK *
                            (problem.headDim + problem.valueDim)));
@@ -624,18 +651,9 @@ LogicalResult Matcher::rewriteAttention(kiln::FusionOp fusion,
 Value Matcher::buildKernelCall(
     kiln::FusionOp fusion, const cx::GemmKernel &kernel,
     ArrayRef<std::pair<std::string, Value>> pointers,
-    RankedTensorType resultType, StringRef config, int64_t flops) {
+    RankedTensorType resultType, Attribute config, int64_t flops) {
   MLIRContext *ctx = module.getContext();
   Location loc = fusion.getLoc();
-  Attribute target =
-      parseAttribute("#nvvm.target<chip = \"" + chip + "\">", ctx);
-  OpBuilder moduleBuilder(ctx);
-  moduleBuilder.setInsertionPointToStart(module.getBody());
-  auto object = gpu::ObjectAttr::get(
-      ctx, target, gpu::CompilationTarget::Assembly,
-      StringAttr::get(ctx, kernel.ptx), DictionaryAttr{}, nullptr);
-  gpu::BinaryOp::create(moduleBuilder, loc, kernel.name, nullptr,
-                        ArrayAttr::get(ctx, {object}));
   OpBuilder builder(fusion);
   Value output = tensor::EmptyOp::create(builder, loc, resultType.getShape(),
                                          resultType.getElementType());
@@ -667,8 +685,7 @@ Value Matcher::buildKernelCall(
                                     static_cast<int32_t>(kernel.block.z)}),
       builder.getI32IntegerAttr(kernel.dynamicSharedBytes),
       builder.getArrayAttr({}), builder.getDenseI32ArrayAttr(order));
-  call->setAttr(KilnDialect::KernelConfigAttrHelper::getNameStr(),
-                builder.getStringAttr(config));
+  call->setAttr(kKernelAttr, config);
   call->setAttr(KilnDialect::FlopsAttrHelper::getNameStr(),
                 builder.getI64IntegerAttr(flops));
   return call.getResult(0);
@@ -723,19 +740,24 @@ SmallVector<kiln::FusionOp> splitAttention(kiln::FusionOp fusion) {
   return {scores, rest};
 }
 
-bool Matcher::runAttention(kiln::FusionOp fusion) {
+bool Matcher::selectAttention(kiln::FusionOp fusion) {
   std::string why;
   size_t splitBefore = splitOff.size();
-  if (succeeded(rewriteAttention(fusion, why)))
-    return true;
+  selected = {};
+  LogicalResult matched = rewriteAttention(fusion, why);
+  // The selection leaves the IR as it was.
   while (splitOff.size() > splitBefore) {
     kiln::FusionOp split = splitOff.pop_back_val();
     split.erase();
   }
+  if (succeeded(matched)) {
+    fusion->setAttr(kKernelAttr, selected);
+    return true;
+  }
   std::string where;
   llvm::raw_string_ostream os(where);
   fusion.getLoc().print(os);
-  report.push_back("attention split (" + why + ") at " + where);
+  attentionSplitNote = "attention split (" + why + ") at " + where;
   return false;
 }
 

@@ -4,9 +4,13 @@
 // matmul's elementwise epilogue, becomes one tiled tensor-core (or FFMA)
 // kernel from the CUDA C++ templates (include/kiln/Target/CUDA/
 // ContractionKernels.h): the epilogue is generated from the region's ops and
-// runs on the accumulators in registers. The kernel is compiled here (NVRTC)
-// into a gpu.binary and called through kiln.call_kernel, which bufferizes
-// like a linalg op and becomes a gpu.launch_func after bufferization.
+// runs on the accumulators in registers. kiln-select-contraction-kernels
+// (SelectContractionKernels.cpp) decides each region's config and attaches
+// it as `kiln.kernel`; kiln-match-contractions (this file's pass) follows
+// it: the kernel is compiled (NVRTC) into a gpu.binary and called through
+// kiln.call_kernel, which bufferizes like a linalg op and becomes a
+// gpu.launch_func after bufferization. Both run the Matcher below, which
+// finds the region's problem the same way in both modes (RegionMatcher.h).
 //
 // What a region may hold around its matmul:
 //   - operands: region inputs, seen through reshapes (free: same bytes) and
@@ -22,12 +26,14 @@
 //     matmul (split off like operand producers).
 // Regions this does not fit (no matmul, another contraction or a row op,
 // more than one result, an op without an epilogue form, a shape no config
-// supports, NVRTC missing) stay as they are for kiln-collapse-fusions, with
-// the reason in a `kiln.generic_reason` attribute (kilnc --stats prints it).
+// supports, NVRTC missing) stay as they are for kiln-collapse-fusions: the
+// selection gives them a `kiln.generic_reason` attribute instead of a
+// config (kilnc --stats prints it).
 // Regions anchored on a convolution: MatchConvolutions.cpp.
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelConfigAttrs.h"
 #include "RegionMatcher.h"
 
 #include "kiln/Conversion/Passes.h"
@@ -59,14 +65,12 @@ namespace cx = kiln::contraction;
 
 namespace kiln::templates {
 
-namespace {
-
-constexpr llvm::StringLiteral kGenericReasonAttr =
-    KilnDialect::GenericReasonAttrHelper::getNameStr();
 /// On the module: one line per matmul region, its kernel or why it has none
 /// (kilnc --stats prints them).
 constexpr llvm::StringLiteral kReportAttr =
     KilnDialect::ContractionReportAttrHelper::getNameStr();
+
+namespace {
 
 bool swapsLastTwo(ArrayRef<int64_t> permutation) {
   size_t rank = permutation.size();
@@ -164,7 +168,7 @@ std::optional<cx::DType> kernelDType(Type type) {
 }
 
 Value Matcher::kMajorWeight(Value weight, int64_t k, int64_t n,
-                            kiln::FusionOp fusion) {
+                            kiln::FusionOp fusion, bool dryRun) {
   ml_program::GlobalOp global = filterGlobal(weight, module);
   std::optional<std::vector<char>> bytes =
       global ? globalBytes(global) : std::nullopt;
@@ -173,6 +177,8 @@ Value Matcher::kMajorWeight(Value weight, int64_t k, int64_t n,
       type.getNumElements() != k * n ||
       bytes->size() != static_cast<size_t>(k * n) * 4)
     return nullptr;
+  if (dryRun)
+    return weight;
   auto transposedType = RankedTensorType::get({n, k}, type.getElementType());
   // The key names the global; its bytes are [K][N] whatever its shape.
   ml_program::GlobalOp &transposed =
@@ -299,11 +305,23 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
     return failure();
   // tf32 wgmma reads both operands K-major: a row-major weight is stored
   // transposed at compile time so the producer copies it with cp.async
-  // (other MN-major operands are transposed as they are staged).
-  if (family == cx::Family::MmaTf32 && tuner.wgmma() && broadcastB &&
-      b->layout == cx::Layout::RowMajor)
-    if (Value transposed = kMajorWeight(b->buffer, k, n, fusion))
+  // (other MN-major operands are transposed as they are staged). The
+  // selection decides (the problem it tunes has B column-major); the
+  // lowering follows.
+  bool kMajor = selecting() ? tuner->wgmma()
+                            : fusion->hasAttr(kWeightKMajorAttr);
+  if (kMajor && family == cx::Family::MmaTf32 && broadcastB &&
+      b->layout == cx::Layout::RowMajor) {
+    if (Value transposed =
+            kMajorWeight(b->buffer, k, n, fusion, /*dryRun=*/selecting())) {
       *b = OperandView{transposed, cx::Layout::ColMajor};
+      selectedWeightKMajor = true;
+    } else if (!selecting()) {
+      why = "B is not a weight whose bytes are known, so it cannot be "
+            "stored K-major";
+      return failure();
+    }
+  }
 
   cx::GemmProblem problem;
   problem.inputType = *inputType;
@@ -334,9 +352,11 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
     return failure();
   problem.outputType = emitted->outputType;
   FailureOr<cx::GemmKernels> kernels =
-      compile(problem, family, *emitted, "kiln_gemm_", why);
+      compile(fusion, problem, family, *emitted, "kiln_gemm_", why);
   if (failed(kernels))
     return failure();
+  if (selecting())
+    return success();
   auto outType = cast<RankedTensorType>(result.getType());
   Value aux;
   Value replacement = buildCalls(
@@ -512,11 +532,28 @@ static DictionaryAttr tensorMapAttr(OpBuilder &builder,
   return builder.getDictionaryAttr(fields);
 }
 
-FailureOr<cx::GemmKernels> Matcher::compile(const cx::GemmProblem &problem,
-                                            cx::Family family,
-                                            const EmittedEpilogue &epilogue,
-                                            StringRef prefix,
-                                            std::string &why) {
+namespace {
+/// Whether `chosen` computes what the region's precision asks for with
+/// `requested` (candidateConfigs' families: wgmma for the tensor-core ones).
+bool sameArithmetic(cx::Family requested, cx::Family chosen) {
+  switch (requested) {
+  case cx::Family::MmaF16:
+  case cx::Family::WgmmaF16:
+    return chosen == cx::Family::MmaF16 || chosen == cx::Family::WgmmaF16;
+  case cx::Family::MmaTf32:
+  case cx::Family::WgmmaTf32:
+    return chosen == cx::Family::MmaTf32 || chosen == cx::Family::WgmmaTf32;
+  case cx::Family::SimtF32:
+    return chosen == cx::Family::SimtF32;
+  }
+  return false;
+}
+} // namespace
+
+FailureOr<cx::GemmKernels>
+Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
+                 cx::Family family, const EmittedEpilogue &epilogue,
+                 StringRef prefix, std::string &why) {
   cx::Epilogue ep;
   ep.customBody = epilogue.body;
   if (epilogue.auxType) {
@@ -525,31 +562,104 @@ FailureOr<cx::GemmKernels> Matcher::compile(const cx::GemmProblem &problem,
   }
   for (size_t i = 0; i < epilogue.operands.size(); ++i)
     ep.customOperands.push_back("epilogue" + std::to_string(i));
-  llvm::Expected<kiln::tuning::ConfigChoice> choice =
-      tuner.choose(problem, family);
-  if (!choice) {
-    why = llvm::toString(choice.takeError());
-    if (fatalError.empty())
-      fatalError = why;
+  cx::GemmConfig config;
+  if (selecting()) {
+    llvm::Expected<kiln::tuning::ConfigChoice> choice =
+        tuner->choose(problem, family);
+    if (!choice) {
+      why = llvm::toString(choice.takeError());
+      if (fatalError.empty())
+        fatalError = why;
+      return failure();
+    }
+    config = choice->config;
+    lastConfigOrigin = choice->origin;
+    if (std::string reason = cx::unsupportedReason(problem, config);
+        !reason.empty()) {
+      why = "no kernel config: " + reason;
+      return failure();
+    }
+    selected = toAttr(module.getContext(), config);
+    cx::GemmKernels chosen;
+    chosen.config = config;
+    return chosen;
+  }
+  auto attr = configOf<GemmConfigAttr>(fusion, why);
+  if (!attr)
+    return failure();
+  config = fromAttr(attr);
+  auto origin = fusion->getAttrOfType<StringAttr>(kKernelOriginAttr);
+  lastConfigOrigin = origin ? origin.getValue().str() : "given";
+  if (!sameArithmetic(family, config.family)) {
+    why = std::string(cx::familyName(config.family)) +
+          " does not compute this region's precision (" +
+          std::string(cx::familyName(family)) + ")";
     return failure();
   }
-  cx::GemmConfig config = choice->config;
-  lastConfigOrigin = choice->origin;
+  if ((config.family == cx::Family::WgmmaF16 ||
+       config.family == cx::Family::WgmmaTf32) &&
+      smVersion != 90) {
+    why = std::string(cx::familyName(config.family)) + " needs sm_90, not sm_" +
+          std::to_string(smVersion);
+    return failure();
+  }
   if (std::string reason = cx::unsupportedReason(problem, config);
       !reason.empty()) {
-    why = "no kernel config: " + reason;
+    why = reason;
     return failure();
   }
   cx::GenerateOptions options;
   options.smVersion = smVersion;
-  options.name = prefix.str() + std::to_string(nextKernel++);
+  options.name = kiln::kEntryPlaceholder.str();
   kiln::runtime::Expected<cx::GemmKernels> kernels =
-      cx::generateGemm(problem, config, ep, options);
+      cx::specializeGemm(problem, config, ep, options);
   if (!kernels) {
     why = kernels.error().message();
     return failure();
   }
+  nameKernels(*kernels, prefix);
   return std::move(*kernels);
+}
+
+namespace {
+/// `text` with every `from` replaced by `to`.
+std::string replaceAll(StringRef text, StringRef from, StringRef to) {
+  std::string out;
+  for (size_t pos = 0;;) {
+    size_t at = text.find(from, pos);
+    out += text.slice(pos, at).str();
+    if (at == StringRef::npos)
+      return out;
+    out += to.str();
+    pos = at + from.size();
+  }
+}
+} // namespace
+
+void Matcher::nameKernels(cx::GemmKernels &kernels, StringRef prefix) {
+  std::string key = kernels.source;
+  for (const std::string &option : kernels.nvrtcOptions)
+    key += "\n//" + option;
+  auto [it, isNew] = kernelNames.try_emplace(key, "");
+  if (isNew)
+    it->second = prefix.str() + std::to_string(nextKernel++);
+  lastKernelShared = !isNew;
+  StringRef name = it->second;
+  kernels.source = replaceAll(kernels.source, kiln::kEntryPlaceholder, name);
+  for (cx::GemmKernel &kernel : kernels.kernels)
+    kernel.name = replaceAll(kernel.name, kiln::kEntryPlaceholder, name);
+}
+
+void Matcher::declareBinary(const cx::GemmKernels &kernels,
+                            const cx::GemmKernel &kernel, Location loc) {
+  MLIRContext *ctx = module.getContext();
+  OpBuilder moduleBuilder(ctx);
+  moduleBuilder.setInsertionPointToStart(module.getBody());
+  gpu::BinaryOp::create(
+      moduleBuilder, loc, kernel.name, nullptr,
+      ArrayAttr::get(ctx, {kiln::templateSourceObject(
+                              ctx, chip, kernels.source,
+                              kernels.nvrtcOptions)}));
 }
 
 Value Matcher::buildCalls(kiln::FusionOp fusion,
@@ -560,10 +670,6 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
                           RankedTensorType auxType, Value *aux) {
   MLIRContext *ctx = module.getContext();
   Location loc = fusion.getLoc();
-  Attribute target =
-      parseAttribute("#nvvm.target<chip = \"" + chip + "\">", ctx);
-  OpBuilder moduleBuilder(ctx);
-  moduleBuilder.setInsertionPointToStart(module.getBody());
   OpBuilder builder(fusion);
 
   Value output = tensor::EmptyOp::create(builder, loc, resultType.getShape(),
@@ -581,11 +687,8 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
         builder.getF32Type());
   Value result;
   for (const cx::GemmKernel &kernel : kernels.kernels) {
-    auto object = gpu::ObjectAttr::get(
-        ctx, target, gpu::CompilationTarget::Assembly,
-        StringAttr::get(ctx, kernel.ptx), DictionaryAttr{}, nullptr);
-    gpu::BinaryOp::create(moduleBuilder, loc, kernel.name, nullptr,
-                          ArrayAttr::get(ctx, {object}));
+    if (!lastKernelShared)
+      declareBinary(kernels, kernel, loc);
     // The kernel's output: C, or the workspace when it is split-K's first.
     bool writesC = llvm::any_of(kernel.params, [](const auto &p) {
       return p.name == "C";
@@ -659,8 +762,7 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
                                       static_cast<int32_t>(kernel.block.z)}),
         builder.getI32IntegerAttr(kernel.dynamicSharedBytes),
         builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
-    call->setAttr(KilnDialect::KernelConfigAttrHelper::getNameStr(),
-                  builder.getStringAttr(kernels.config.describe()));
+    call->setAttr(kKernelAttr, toAttr(ctx, kernels.config));
     if (!tensorMaps.empty())
       call->setAttr(KilnDialect::TensorMapsAttrHelper::getNameStr(),
                     builder.getArrayAttr(tensorMaps));
@@ -676,25 +778,56 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
   return result;
 }
 
-void Matcher::run(kiln::FusionOp fusion) {
+bool Matcher::run(kiln::FusionOp fusion) {
   std::string why;
   size_t splitBefore = splitOff.size();
+  selected = {};
+  selectedWeightKMajor = false;
+  lastConfigOrigin.clear();
+  Attribute given = fusion->getAttr(kKernelAttr);
   bool convolution = llvm::any_of(fusion.getBody().front(), [](Operation &op) {
     return isa<kiln::ConvOp>(op);
   });
-  if (succeeded(convolution ? rewriteConvolution(fusion, why)
-                            : rewriteMatmul(fusion, why)))
-    return;
-  // Undo the split-off producers: the region keeps computing them.
+  LogicalResult matched =
+      !selecting() && isa_and_nonnull<AttentionConfigAttr>(given)
+          ? rewriteAttention(fusion, why)
+      : convolution ? rewriteConvolution(fusion, why)
+                    : rewriteMatmul(fusion, why);
+  if (succeeded(matched) && !selecting())
+    return true;
+  // Undo the split-off producers: the selection leaves the IR as it was,
+  // and a region that fails keeps computing them.
   while (splitOff.size() > splitBefore) {
     kiln::FusionOp split = splitOff.pop_back_val();
     split.erase();
   }
-  fusion->setAttr(kGenericReasonAttr, StringAttr::get(fusion.getContext(), why));
+  MLIRContext *ctx = fusion.getContext();
+  if (!selecting()) {
+    fusion.emitError() << "kiln-match-contractions cannot follow kiln.kernel = "
+                       << given << ": " << why;
+    return false;
+  }
+  if (succeeded(matched)) {
+    fusion->setAttr(kKernelAttr, selected);
+    if (!lastConfigOrigin.empty())
+      fusion->setAttr(kKernelOriginAttr, StringAttr::get(ctx, lastConfigOrigin));
+    if (selectedWeightKMajor)
+      fusion->setAttr(kWeightKMajorAttr, UnitAttr::get(ctx));
+    return true;
+  }
+  fusion->setAttr(kGenericReasonAttr, StringAttr::get(ctx, why));
+  return true;
+}
+
+void Matcher::reportGeneric(kiln::FusionOp fusion) {
+  auto why = fusion->getAttrOfType<StringAttr>(kGenericReasonAttr);
+  if (!why)
+    return;
   std::string where;
   llvm::raw_string_ostream os(where);
   fusion.getLoc().print(os);
-  report.push_back("generic fallback: " + why + " at " + where);
+  report.push_back("generic fallback: " + why.getValue().str() + " at " +
+                   where);
 }
 
 namespace {
@@ -725,10 +858,8 @@ SmallVector<Operation *> coneOf(Value v, kiln::FusionOp fusion,
   return ordered;
 }
 
-/// A region of matmuls side by side (kiln-fuse's rule 4: Q, K and V) whose
-/// results each depend on a matmul of their own becomes one region per
-/// result, so that each can be a template kernel. Returns the new regions,
-/// or just `fusion` when it is not such a region.
+} // namespace
+
 SmallVector<kiln::FusionOp> splitSideBySide(kiln::FusionOp fusion) {
   if (fusion.getNumResults() < 2)
     return {fusion};
@@ -766,12 +897,13 @@ SmallVector<kiln::FusionOp> splitSideBySide(kiln::FusionOp fusion) {
   return parts;
 }
 
-} // namespace
-
 } // namespace kiln::templates
 
 namespace {
 
+/// Follows the configs kiln-select-contraction-kernels attached: each region
+/// with a `kiln.kernel` becomes its template kernel(s); the others keep
+/// their generic kernels, their `kiln.generic_reason` in the report.
 struct MatchContractionsPass
     : kiln::impl::MatchContractionsPassBase<MatchContractionsPass> {
   using Base::Base;
@@ -785,57 +917,34 @@ struct MatchContractionsPass
                          << "' is not sm_80 or sm_90";
       return signalPassFailure();
     }
-    kiln::tuning::TuneOptions tuneOptions;
-    tuneOptions.tune = tune;
-    tuneOptions.device = tuneDevice;
-    tuneOptions.cachePath = tuneCache;
-    tuneOptions.maxCandidates = tuneMaxCandidates;
-    tuneOptions.workerPath = tuneWorker;
-    tuneOptions.timeoutSeconds = tuneTimeout;
-    tuneOptions.exportDir = tuneExport;
-    tuneOptions.importDir = tuneImport;
-    tuneOptions.wgmma = wgmma;
-    tuneOptions.tma = tma;
-    // Test hook (docs/testing.md): the candidate at this index faults.
-    if (const char *inject = std::getenv("KILN_TUNE_INJECT_FAULT"))
-      tuneOptions.injectFault = std::atoi(inject);
-    kiln::tuning::Tuner tuner(tuneOptions, sm, [&](const std::string &w) {
-      module.emitWarning() << w;
-    });
-    kiln::templates::Matcher matcher(module, sm, chip, tuner);
-    matcher.wgmma = wgmma;
+    using kiln::templates::Matcher;
+    Matcher matcher(module, sm, chip, Matcher::Mode::Lower);
     SmallVector<kiln::FusionOp> fusions;
     module.walk([&](kiln::FusionOp f) { fusions.push_back(f); });
-    auto holds = [](kiln::FusionOp f, auto isAnchor) {
-      return llvm::any_of(f.getBody().front(), isAnchor);
-    };
+    bool failed = false;
     for (kiln::FusionOp f : fusions) {
-      if (f.getKind() == "attention") {
-        if (!matcher.runAttention(f))
-          for (kiln::FusionOp part : kiln::templates::splitAttention(f))
-            matcher.run(part);
-        continue;
+      if (auto notes = f->getAttrOfType<ArrayAttr>(
+              kiln::templates::kSelectionNoteAttr)) {
+        for (Attribute note : notes)
+          matcher.report.push_back(cast<StringAttr>(note).getValue().str());
+        f->removeAttr(kiln::templates::kSelectionNoteAttr);
       }
-      if (holds(f, [](Operation &op) { return isa<kiln::ConvOp>(op); }))
-        matcher.run(f);
-      else if (holds(f, [](Operation &op) { return isa<kiln::MatmulOp>(op); }))
-        for (kiln::FusionOp part : kiln::templates::splitSideBySide(f))
-          matcher.run(part);
+      Attribute config = f->getAttr(kiln::templates::kKernelAttr);
+      if (isa_and_nonnull<kiln::GemmConfigAttr, kiln::DepthwiseConfigAttr,
+                          kiln::AttentionConfigAttr>(config))
+        failed |= !matcher.run(f);
+      else
+        matcher.reportGeneric(f);
     }
-    if (!matcher.fatalError.empty()) {
-      module.emitError() << matcher.fatalError;
+    if (failed)
       return signalPassFailure();
-    }
-    if (llvm::Error err = tuner.finish()) {
-      module.emitError() << llvm::toString(std::move(err));
-      return signalPassFailure();
-    }
     matcher.eraseUnreadWeights();
     if (!matcher.report.empty()) {
       SmallVector<Attribute> lines;
       for (const std::string &line : matcher.report)
         lines.push_back(StringAttr::get(module.getContext(), line));
-      module->setAttr(kiln::templates::kReportAttr, ArrayAttr::get(module.getContext(), lines));
+      module->setAttr(kiln::templates::kReportAttr,
+                      ArrayAttr::get(module.getContext(), lines));
     }
   }
 };

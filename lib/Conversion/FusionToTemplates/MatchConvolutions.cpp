@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelConfigAttrs.h"
 #include "RegionMatcher.h"
 
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
@@ -362,9 +363,11 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
   cp.outputType = emitted->outputType;
   cx::GemmProblem problem = cx::convolutionAsGemm(cp);
   FailureOr<cx::GemmKernels> kernels =
-      compile(problem, family, *emitted, "kiln_conv_", why);
+      compile(fusion, problem, family, *emitted, "kiln_conv_", why);
   if (failed(kernels))
     return failure();
+  if (selecting())
+    return success();
 
   if (padFilter)
     filterSource = paddedFilter(filter, paddedChannels, fusion,

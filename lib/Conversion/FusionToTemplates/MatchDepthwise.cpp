@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelConfigAttrs.h"
 #include "RegionMatcher.h"
 
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
@@ -140,34 +141,52 @@ LogicalResult Matcher::rewriteDepthwise(kiln::FusionOp fusion,
     return failure();
   cp.outputType = emitted->outputType;
 
+  cx::DepthwiseConfig config;
+  if (selecting()) {
+    selected = toAttr(module.getContext(), cx::pickDepthwiseConfig(cp));
+    return success();
+  }
+  auto attr = configOf<DepthwiseConfigAttr>(fusion, why);
+  if (!attr)
+    return failure();
+  config = fromAttr(attr);
+  if (std::string reason = cx::depthwiseUnsupportedReason(cp, config);
+      !reason.empty()) {
+    why = reason;
+    return failure();
+  }
+
   cx::Epilogue ep;
   ep.customBody = emitted->body;
   for (size_t i = 0; i < emitted->operands.size(); ++i)
     ep.customOperands.push_back("epilogue" + std::to_string(i));
   cx::GenerateOptions options;
   options.smVersion = smVersion;
-  options.name = "kiln_dwconv_" + std::to_string(nextKernel++);
+  options.name = kiln::kEntryPlaceholder.str();
   kiln::runtime::Expected<cx::GemmKernels> kernels =
-      cx::generateDepthwise(cp, ep, options);
+      cx::specializeDepthwise(cp, config, ep, options);
   if (!kernels) {
     why = kernels.error().message();
     return failure();
   }
+  nameKernels(*kernels, "kiln_dwconv_");
+  if (!lastKernelShared)
+    declareBinary(*kernels, kernels->kernels.front(), fusion.getLoc());
 
   Value reordered = depthwiseFilter(filter, fusion, /*dryRun=*/false);
   SmallVector<std::pair<std::string, Value>> pointers = {
       {"A", inputSource}, {"B", reordered}};
   for (auto [i, operand] : llvm::enumerate(emitted->operands))
     pointers.push_back({"epilogue" + std::to_string(i), operand});
-  std::string config = cx::describeDepthwise(cp);
+  std::string described = cx::describeDepthwise(config);
   Value stored = buildKernelCall(
       fusion, kernels->kernels.front(), pointers,
-      cast<RankedTensorType>(result.getType()), config,
+      cast<RankedTensorType>(result.getType()), attr,
       static_cast<int64_t>(2 * cp.n * cp.p * cp.q * cp.o * cp.kh * cp.kw));
   report.push_back(
       llvm::formatv("{0}: {1}, depthwise conv {2}x{3}x{4}x{5} * {6}x{7}, "
                     "stride {8}",
-                    kernels->kernels.front().name, config, in[0], in[1],
+                    kernels->kernels.front().name, described, in[0], in[1],
                     in[2], in[3], window[1], window[2], cp.strideH)
           .str());
   replaceResults(fusion, *storedIndex, stored);

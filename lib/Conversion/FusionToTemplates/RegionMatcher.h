@@ -1,11 +1,20 @@
 //===- RegionMatcher.h - Fusion regions to template kernels -----*- C++ -*-===//
 //
-// The state kiln-match-contractions keeps while it rewrites fusion regions,
-// shared by its two anchors: matmuls (MatchContractions.cpp) and NHWC
-// convolutions (MatchConvolutions.cpp). Both find the region's elementwise
-// epilogue, split off the producers the kernel does not read in place,
-// compile a template kernel and call it with kiln.call_kernel; only how the
-// anchor becomes a GemmProblem differs.
+// The state kept while fusion regions are matched to template kernels,
+// shared by the anchors: matmuls (MatchContractions.cpp), NHWC convolutions
+// (MatchConvolutions.cpp, MatchDepthwise.cpp) and attention
+// (MatchAttention.cpp). Each finds the region's elementwise epilogue and the
+// problem its kernel computes. The matcher runs twice:
+//   - Mode::Select (kiln-select-contraction-kernels) stops once the
+//     problem is known: it picks the config (tune cache, tuning or the
+//     heuristic) and attaches it to the region as a typed attribute
+//     (`kiln.kernel`, KilnKernelAttrs.td), or the reason the region keeps
+//     a generic kernel (`kiln.generic_reason`); the IR is otherwise left as
+//     it was (split-off producers are rolled back);
+//   - Mode::Lower (kiln-match-contractions) follows the attribute: it splits
+//     off the producers the kernel does not read in place, compiles the
+//     kernel and calls it with kiln.call_kernel. A config it cannot follow
+//     is an error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +26,7 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CUDA/ContractionKernels.h"
 #include "kiln/Target/CUDA/ContractionTuning.h"
+#include "kiln/Target/CUDA/TemplateEmission.h"
 
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -71,29 +81,42 @@ struct OperandView {
 
 class Matcher {
 public:
-  /// `tuner` picks each problem's config (cache, tuning or heuristic).
-  Matcher(mlir::ModuleOp module, unsigned smVersion, llvm::StringRef chip,
-          tuning::Tuner &tuner)
-      : module(module), smVersion(smVersion), chip(chip.str()), tuner(tuner) {
-  }
+  enum class Mode { Select, Lower };
 
-  /// Replaces `fusion` by template kernels, or leaves it with the reason.
-  void run(kiln::FusionOp fusion);
+  /// `tuner` picks each problem's config (cache, tuning or heuristic) in
+  /// Mode::Select; Mode::Lower takes none.
+  Matcher(mlir::ModuleOp module, unsigned smVersion, llvm::StringRef chip,
+          Mode mode, tuning::Tuner *tuner = nullptr)
+      : module(module), smVersion(smVersion), chip(chip.str()), mode(mode),
+        tuner(tuner) {}
+
+  /// Select: attaches the region's config, or the reason it has none.
+  /// Lower: replaces a region that has a config by its template kernels;
+  /// false (with an error at the region) when the config cannot be
+  /// followed.
+  bool run(kiln::FusionOp fusion);
 
   /// Erases the weight globals a rewrite replaced and nothing reads.
   void eraseUnreadWeights();
 
-  /// Replaces an `attention` region by the fused attention kernel; false
-  /// (with the reason in the report) when it does not fit, for the caller
-  /// to split it (splitAttention) and match the parts.
-  bool runAttention(kiln::FusionOp fusion);
+  /// Select: attaches the attention kernel's config to an `attention`
+  /// region; false with the reason when it does not fit, for the caller to
+  /// split it (splitAttention) and select the parts (the reason is then
+  /// `attentionSplitNote`).
+  bool selectAttention(kiln::FusionOp fusion);
+  std::string attentionSplitNote;
+
+  /// Lower: the report lines (kiln.contraction_report) of regions the
+  /// selection kept generic, in region order with the kernels'.
+  void reportGeneric(kiln::FusionOp fusion);
 
   /// One line per contraction region, in region order: its kernel and
   /// config, or why it keeps a generic kernel (kilnc --stats prints them).
   llvm::SmallVector<std::string> report;
   /// An error that fails the pass (tuning without a GPU, no worker).
   std::string fatalError;
-  /// On sm_90, attention regions try the wgmma kernel (the pass's `wgmma`).
+  /// Select: on sm_90, attention regions try the wgmma kernel (the pass's
+  /// `wgmma`).
   bool wgmma = false;
 
 private:
@@ -106,7 +129,7 @@ private:
   /// its origin. Null when `weight` is not a weight global whose bytes are
   /// known.
   mlir::Value kMajorWeight(mlir::Value weight, int64_t k, int64_t n,
-                           kiln::FusionOp fusion);
+                           kiln::FusionOp fusion, bool dryRun);
 
   // Attention regions (MatchAttention.cpp).
   /// Q, K (as Kt) or V as the kernel reads it.
@@ -126,7 +149,7 @@ private:
   buildKernelCall(kiln::FusionOp fusion,
                   const contraction::GemmKernel &kernel,
                   llvm::ArrayRef<std::pair<std::string, mlir::Value>> pointers,
-                  mlir::RankedTensorType resultType, llvm::StringRef config,
+                  mlir::RankedTensorType resultType, mlir::Attribute config,
                   int64_t flops);
 
   // Convolution regions (MatchConvolutions.cpp).
@@ -196,12 +219,44 @@ private:
                      mlir::Value result, const OutputIndexing &indexing,
                      mlir::Value accBias, std::string &why,
                      mlir::Value auxResult = {});
-  /// The tuner's config for the problem, specialised and compiled;
-  /// `lastConfigOrigin` says where the config came from.
+  /// Select: the tuner's config for the problem (`lastConfigOrigin` says
+  /// where it came from), recorded for the region. Lower: the region's
+  /// config, specialised and compiled.
   mlir::FailureOr<contraction::GemmKernels>
-  compile(const contraction::GemmProblem &problem, contraction::Family family,
-          const EmittedEpilogue &epilogue, llvm::StringRef prefix,
-          std::string &why);
+  compile(kiln::FusionOp fusion, const contraction::GemmProblem &problem,
+          contraction::Family family, const EmittedEpilogue &epilogue,
+          llvm::StringRef prefix, std::string &why);
+  /// Lower: gives `kernels` (specialised with kEntryPlaceholder as their
+  /// name) their names, `prefix` and a number; a kernel identical to one
+  /// made before (the same source and NVRTC options) takes that one's name,
+  /// and `lastKernelShared` is set: its gpu.binary exists, and the target
+  /// step compiles it once.
+  void nameKernels(contraction::GemmKernels &kernels, llvm::StringRef prefix);
+  bool lastKernelShared = false;
+  /// The kernels made so far, by source and options.
+  llvm::StringMap<std::string> kernelNames;
+  /// Declares `kernel`'s gpu.binary: the template source, compiled in the
+  /// target step (lib/Target/CUDA/TemplateEmission.cpp).
+  void declareBinary(const contraction::GemmKernels &kernels,
+                     const contraction::GemmKernel &kernel,
+                     mlir::Location loc);
+
+  /// Select: what the region will get once it is matched (attached by
+  /// run on success).
+  mlir::Attribute selected;
+  bool selectedWeightKMajor = false;
+  bool selecting() const { return mode == Mode::Select; }
+  /// Lower: the region's config of type `Attr`; null with `why` set when
+  /// it has another.
+  template <typename Attr>
+  Attr configOf(kiln::FusionOp fusion, std::string &why) {
+    auto attr = fusion->getAttrOfType<Attr>(
+        KilnDialect::KernelAttrHelper::getNameStr());
+    if (!attr)
+      why = "the region's kiln.kernel is not a " +
+            Attr::getMnemonic().str();
+    return attr;
+  }
   /// The kernels' calls; C's value, and in `aux` the second output's
   /// (of `auxType`) when the kernels have one.
   mlir::Value buildCalls(kiln::FusionOp fusion,
@@ -216,7 +271,8 @@ private:
   mlir::ModuleOp module;
   unsigned smVersion;
   std::string chip;
-  tuning::Tuner &tuner;
+  Mode mode;
+  tuning::Tuner *tuner;
   std::string lastConfigOrigin;
   unsigned nextKernel = 0;
   /// Producers split off the region being rewritten (erased if it fails).
@@ -231,6 +287,12 @@ private:
 /// An `attention` region as two: its scores (first matmul to the softmax
 /// and P's casts) and the P V matmul with its epilogue.
 llvm::SmallVector<kiln::FusionOp> splitAttention(kiln::FusionOp fusion);
+
+/// A region of matmuls side by side (kiln-fuse's rule 4: Q, K and V) whose
+/// results each depend on a matmul of their own becomes one region per
+/// result, so that each can be a template kernel. Returns the new regions,
+/// or just `fusion` when it is not such a region.
+llvm::SmallVector<kiln::FusionOp> splitSideBySide(kiln::FusionOp fusion);
 
 } // namespace kiln::templates
 

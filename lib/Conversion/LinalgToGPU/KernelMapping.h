@@ -1,7 +1,9 @@
 //===- KernelMapping.h - Helpers shared by kiln-map-to-gpu's builders -----===//
 //
 // Index arithmetic and view rebuilding used by every kernel shape that
-// kiln-map-to-gpu emits (MapToGpu.cpp: thread, block and row kernels;
+// kiln-map-to-gpu emits, and each shape's plan (what
+// kiln-select-generic-kernels decides) and builder (what kiln-map-to-gpu
+// follows) (MapToGpu.cpp: thread, block and row kernels;
 // VectorizedElementwise.cpp: 128-bit vectorised elementwise kernels;
 // TiledTranspose.cpp: shared-memory tiled transposes; SplitReductions.cpp:
 // column and whole-tensor reductions).
@@ -16,6 +18,9 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+
+#include <optional>
+#include <string>
 
 namespace kiln::mapping {
 
@@ -66,28 +71,77 @@ struct TargetShape {
   int64_t maxThreadsPerSm;
 };
 
-/// Builds a vectorised elementwise kernel for `op` (all-parallel, static,
-/// bufferized) at `b`'s insertion point when at least one of its global
-/// accesses is provably contiguous and aligned for 128-bit vectors; returns
-/// false (building nothing) otherwise. See VectorizedElementwise.cpp.
-bool buildVectorizedElementwise(mlir::OpBuilder &b, mlir::linalg::GenericOp op,
-                                const TargetShape &target);
+/// Which kernel shapes kiln-select-generic-kernels may pick besides a
+/// thread per output and a block per output (its A/B switches).
+struct Strategies {
+  bool vectorize = true;
+  bool rowKernels = true;
+  bool tiledTranspose = true;
+  bool reductionKernels = true;
+};
 
-/// Builds a shared-memory tiled transpose for `op` (all-parallel, static,
-/// bufferized) when one of its reads has a different innermost dimension
-/// than its write; returns false (building nothing) otherwise. See
-/// TiledTranspose.cpp.
-bool buildTiledTranspose(mlir::OpBuilder &b, mlir::linalg::GenericOp op,
-                         const TargetShape &target);
+/// A vectorised elementwise kernel: `width` consecutive points a thread,
+/// `block` threads a block.
+struct VectorizedShape {
+  int64_t width = 4;
+  int64_t block = 256;
+};
 
-/// Builds a column reduction (consecutive threads over the kept innermost
-/// dimension) or a deterministic two-pass whole-tensor reduction for a fused
-/// generic whose every output is one row (the body's `rowLoops`, in body
-/// order, reduce over it); returns false (building nothing) when neither
-/// applies. See SplitReductions.cpp.
-bool buildSplitReduction(mlir::OpBuilder &b, mlir::linalg::GenericOp op,
-                         llvm::ArrayRef<mlir::scf::ForOp> rowLoops,
-                         const TargetShape &target);
+/// The vectorised kernel the selection gives `op` (all-parallel, static,
+/// bufferized): the width from its narrowest element, when at least one of
+/// its global accesses is provably contiguous and aligned for it; nothing
+/// otherwise. See VectorizedElementwise.cpp.
+std::optional<VectorizedShape>
+planVectorizedElementwise(mlir::linalg::GenericOp op,
+                          const TargetShape &target);
+
+/// Builds the vectorised kernel of `shape` for `op` at `b`'s insertion
+/// point; fails (building nothing) with `why` when no access is a vector at
+/// that width.
+mlir::LogicalResult buildVectorizedElementwise(mlir::OpBuilder &b,
+                                               mlir::linalg::GenericOp op,
+                                               const TargetShape &target,
+                                               const VectorizedShape &shape,
+                                               std::string &why);
+
+/// The only tile the shared-memory transposes use (32x32).
+constexpr int64_t kTransposeTile = 32;
+
+/// Whether `op` (all-parallel, static, bufferized) has a read whose
+/// innermost dimension differs from its write's: a shared-memory tiled
+/// transpose computes it. See TiledTranspose.cpp.
+bool planTiledTranspose(mlir::linalg::GenericOp op);
+
+/// Builds the tiled transpose (tiles of `tile`); fails (building nothing)
+/// with `why` when `op` is not a transpose or the tile is not 32.
+mlir::LogicalResult buildTiledTranspose(mlir::OpBuilder &b,
+                                        mlir::linalg::GenericOp op,
+                                        int64_t tile, std::string &why);
+
+/// A column reduction (consecutive threads over the kept innermost
+/// dimension) or a deterministic two-pass whole-tensor one, over `splits`
+/// blocks per output tile (1: a single kernel for a column reduction).
+struct SplitReductionShape {
+  bool column = true;
+  int64_t splits = 1;
+};
+
+/// The split reduction the selection gives a fused generic whose every
+/// output is one row (the body's `rowLoops`, in body order, reduce over
+/// it); nothing when neither kind applies. See SplitReductions.cpp.
+std::optional<SplitReductionShape>
+planSplitReduction(mlir::linalg::GenericOp op,
+                   llvm::ArrayRef<mlir::scf::ForOp> rowLoops,
+                   const TargetShape &target);
+
+/// Builds `shape`; fails (building nothing) with `why` when `op` cannot
+/// have it (a column reduction without a read contiguous along the kept
+/// dimension, a whole-tensor one over more than 32 outputs).
+mlir::LogicalResult
+buildSplitReduction(mlir::OpBuilder &b, mlir::linalg::GenericOp op,
+                    llvm::ArrayRef<mlir::scf::ForOp> rowLoops,
+                    const TargetShape &target,
+                    const SplitReductionShape &shape, std::string &why);
 
 } // namespace kiln::mapping
 

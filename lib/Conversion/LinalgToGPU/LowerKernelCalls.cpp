@@ -74,6 +74,11 @@ struct LowerKernelCallsPass
       if (Attribute flops =
               call->getAttr(kiln::KilnDialect::FlopsAttrHelper::getNameStr()))
         launch->setAttr(kiln::KilnDialect::FlopsAttrHelper::getNameStr(), flops);
+      // The template's config (kilnc --stats).
+      if (Attribute config =
+              call->getAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr()))
+        launch->setAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr(),
+                        config);
       // TMA tensor maps: parameters after the scalars (ArtifactBuilder).
       if (Attribute maps =
               call->getAttr(kiln::KilnDialect::TensorMapsAttrHelper::getNameStr()))

@@ -1,18 +1,21 @@
-//===- MapToGpu.cpp - One gpu.launch per linalg op on buffers
-//---------------===//
+//===- MapToGpu.cpp - One gpu.launch per linalg op on buffers -------------===//
 //
 // After bufferization every linalg op (generalized) and memref.copy becomes a
-// gpu.launch. Two shapes of kernel, chosen per op (see Passes.td):
-//   - thread per output element, reductions walked serially per thread;
-//   - block per output element with a block-wide gpu.all_reduce, for long
-//     reductions whose body folds into the output with add/mul/max/min.
-// Views are rebuilt inside the kernel so that outlining passes whole buffers.
+// gpu.launch. kiln-select-generic-kernels decides each one's shape
+// (KernelBuilder::select: the rules, in order) and records it as
+// `kiln.kernel = #kiln.generic_kernel<...>`; kiln-map-to-gpu follows it
+// (KernelBuilder::follow). The shapes (see Passes.td): a thread per output
+// element, reductions walked serially per thread; a block per output with a
+// block-wide gpu.all_reduce; row kernels (here) for fused rows; tiled
+// transposes, split reductions and vectorised elementwise kernels (their own
+// files). Views are rebuilt inside the kernel so that outlining passes whole
+// buffers.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Conversion/Passes.h"
 
-#include "KernelMapping.h"
+#include "GenericKernelBuilder.h"
 #include "kiln/Target/CUDA/TargetInfo.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -160,11 +163,7 @@ Value combineWith(OpBuilder &b, Operation *combiner, Value acc,
 
 } // namespace kiln::mapping
 
-namespace {
-
-constexpr int64_t kWarpSize = 32;
-/// Above this many outputs, a reduction runs a thread per output.
-constexpr int64_t kMaxBlockReductionOutputs = 16384;
+namespace kiln::mapping {
 
 /// Whether `op`, and everything nested in it, at most reads memory.
 bool onlyReads(Operation *op) {
@@ -186,133 +185,18 @@ bool onlyReads(Operation *op) {
   return ok;
 }
 
-/// Clones ops into one straight-line block, reusing an earlier clone that
-/// computes the same value (same op, properties, operands and regions)
-/// instead of keeping a second one. A row kernel evaluates the bodies of a
-/// fused row's loops (a softmax's max, sum and output) at the same
-/// positions of the row one after the other; with this, the row's producers
-/// (the loads, a fused matmul's dot products) are computed once and stay in
-/// registers between the phases. Sound because such a kernel writes memory
-/// only after the last read (its stores come last).
-class SharedCloner {
-public:
-  Operation *clone(OpBuilder &b, Operation &op, IRMapping &values) {
-    Operation *copy = b.clone(op, values);
-    if (!onlyReads(copy))
-      return copy;
-    size_t hash = static_cast<size_t>(OperationEquivalence::computeHash(
-        copy, OperationEquivalence::directHashValue,
-        OperationEquivalence::ignoreHashValue,
-        OperationEquivalence::IgnoreLocations));
-    SmallVector<Operation *> &bucket = seen[hash];
-    for (Operation *prev : bucket) {
-      if (prev->getBlock() != copy->getBlock() ||
-          !OperationEquivalence::isEquivalentTo(
-              copy, prev, OperationEquivalence::IgnoreLocations))
-        continue;
-      for (auto [from, to] :
-           llvm::zip_equal(op.getResults(), prev->getResults()))
-        values.map(from, to);
-      copy->erase();
-      return prev;
-    }
-    bucket.push_back(copy);
-    return copy;
-  }
-
-private:
-  DenseMap<size_t, SmallVector<Operation *>> seen;
-};
-
-class KernelBuilder {
-public:
-  KernelBuilder(linalg::GenericOp op, const TargetShape &target,
-                bool vectorize, bool rowKernels, bool tiledTranspose,
-                bool reductionKernels)
-      : op(op), blockSize(target.blockSize), target(target),
-        vectorize(vectorize), rowKernels(rowKernels),
-        tiledTranspose(tiledTranspose), reductionKernels(reductionKernels) {
-    ranges = op.getStaticLoopRanges();
-    for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
-      (type == utils::IteratorType::reduction ? reductionDims : parallelDims)
-          .push_back(i);
-  }
-
-  LogicalResult build(OpBuilder &b);
-
-private:
-  int64_t product(ArrayRef<int64_t> dims) const {
-    int64_t p = 1;
-    for (int64_t d : dims)
-      p *= ranges[d];
-    return p;
-  }
-  SmallVector<int64_t> extentsOf(ArrayRef<int64_t> dims) const {
-    SmallVector<int64_t> e;
-    for (int64_t d : dims)
-      e.push_back(ranges[d]);
-    return e;
-  }
-  /// The combining op when a block-wide reduction applies, else null.
-  Operation *blockReductionCombiner();
-  gpu::LaunchOp createLaunch(OpBuilder &b, int64_t grid, int64_t block);
-  /// Loads the block arguments the body uses at loop coordinates `ivs`.
-  void loadOperands(OpBuilder &b, ValueRange ivs, IRMapping &values,
-                    bool withOutputs);
-  /// Clones the body into `b`; returns the yielded values (skipping `stop`
-  /// and everything after it, which must only be the yield).
-  SmallVector<Value> inlineBody(OpBuilder &b, ValueRange ivs, IRMapping &values,
-                                Operation *stop = nullptr);
-  void buildThreadPerOutput(OpBuilder &b);
-  void buildBlockPerOutput(OpBuilder &b, Operation *combiner);
-  /// Clones a body op into the kernel; buffers it reads from outside the
-  /// generic (fused kernels read their inputs this way) are rebuilt inside.
-  Operation *cloneIntoKernel(OpBuilder &b, Operation &inner,
-                             IRMapping &values);
-  /// Rebuilds, at the top of the kernel, every buffer view the generic
-  /// reads or writes from outside, so that each is defined once where all
-  /// of the kernel can use it (rebuilt lazily, a view first read inside a
-  /// block-wide reduction loop was defined in that loop only).
-  void rebuildCapturedViews(OpBuilder &b);
-
-  /// A fused kernel's plan for a block per row (see planRows).
-  struct RowPlan {
-    unsigned numOuter = 0;
-    int64_t threads = 0;
-    DenseSet<Operation *> rowLoops; // Become block-wide reductions.
-    DenseSet<Operation *> uniform;  // Depend on the outer coordinates only.
-  };
-  std::optional<RowPlan> planRows();
-  void buildBlockPerRow(OpBuilder &b, const RowPlan &plan);
-  void buildCooperativeLoop(OpBuilder &b, scf::ForOp loop, Value tid,
-                            int64_t threads, IRMapping &values);
-  /// Row kernels with the row's strip in registers (see buildStripRows in
-  /// RowKernels below); false when the plan does not fit them.
-  bool buildStripRows(OpBuilder &b, const RowPlan &plan);
-  /// cloneIntoKernel, but reusing an equivalent earlier clone (see
-  /// SharedCloner).
-  void cloneShared(OpBuilder &b, Operation &inner, IRMapping &values);
-
-  linalg::GenericOp op;
-  int64_t blockSize;
-  TargetShape target;
-  bool vectorize;
-  bool rowKernels;
-  bool tiledTranspose;
-  bool reductionKernels;
-  SmallVector<int64_t> ranges;
-  SmallVector<int64_t> parallelDims, reductionDims;
-  IRMapping kernelValues;
-  SharedCloner shared;
-};
-
 Operation *KernelBuilder::blockReductionCombiner() {
   // A block per output pays off for rows of at least a warp, as long as
   // there are not so many outputs that a thread each already fills the GPU
   // (contractions: many outputs, each with a modest K).
-  if (reductionDims.empty() || op.getNumDpsInits() != 1 ||
-      product(reductionDims) < kWarpSize ||
+  if (product(reductionDims) < kWarpSize ||
       product(parallelDims) > kMaxBlockReductionOutputs)
+    return nullptr;
+  return reductionCombiner();
+}
+
+Operation *KernelBuilder::reductionCombiner() {
+  if (reductionDims.empty() || op.getNumDpsInits() != 1)
     return nullptr;
   Block &body = op.getRegion().front();
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
@@ -398,10 +282,9 @@ SmallVector<Value> KernelBuilder::inlineBody(OpBuilder &b, ValueRange ivs,
   return yielded;
 }
 
-void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
+void KernelBuilder::buildThreadPerOutput(OpBuilder &b, int64_t block) {
   Location loc = op.getLoc();
   int64_t outputs = product(parallelDims);
-  int64_t block = std::min(blockSize, std::max<int64_t>(outputs, 1));
   gpu::LaunchOp launch = createLaunch(b, (outputs + block - 1) / block, block);
   b.setInsertionPointToStart(&launch.getBody().front());
   rebuildCapturedViews(b);
@@ -469,15 +352,12 @@ void KernelBuilder::buildThreadPerOutput(OpBuilder &b) {
   }
 }
 
-void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
+void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner,
+                                       int64_t threads) {
   Location loc = op.getLoc();
   BlockArgument outArg = op.getRegionOutputArgs().front();
   Type type = outArg.getType();
   Combiner kind = *classifyCombiner(combiner, type);
-  // Threads: the row length rounded up to a power of two, at most blockSize.
-  int64_t threads = std::min<int64_t>(
-      blockSize,
-      llvm::PowerOf2Ceil(static_cast<uint64_t>(product(reductionDims))));
   gpu::LaunchOp launch = createLaunch(b, product(parallelDims), threads);
   b.setInsertionPointToStart(&launch.getBody().front());
   rebuildCapturedViews(b);
@@ -541,482 +421,101 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner) {
                           buffer, indices);
 }
 
-LogicalResult KernelBuilder::build(OpBuilder &b) {
+LogicalResult KernelBuilder::checkStatic() {
   if (!op.hasPureBufferSemantics())
     return op.emitOpError("must be bufferized before kiln-map-to-gpu");
   if (llvm::any_of(ranges, ShapedType::isDynamic))
     return op.emitOpError(
         "has a dynamic iteration space, which kiln-map-to-gpu "
         "does not support yet");
+  return success();
+}
+
+SmallVector<scf::ForOp> KernelBuilder::rowLoopsOf(const RowPlan &plan,
+                                                 int64_t &inner) {
+  SmallVector<scf::ForOp> rowLoops;
+  for (Operation &nested : op.getRegion().front())
+    if (plan.rowLoops.contains(&nested))
+      rowLoops.push_back(cast<scf::ForOp>(nested));
+  inner = 1;
+  for (int64_t e : ArrayRef(ranges).drop_front(plan.numOuter))
+    inner *= e;
+  return rowLoops;
+}
+
+LogicalResult KernelBuilder::follow(OpBuilder &b,
+                                    kiln::GenericKernelAttr config) {
+  if (failed(checkStatic()))
+    return failure();
   // Nothing to compute for an empty output (a zero-sized dimension).
   if (product(parallelDims) == 0)
     return success();
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPoint(op);
-  if (Operation *combiner = blockReductionCombiner()) {
-    buildBlockPerOutput(b, combiner);
+  using kiln::GenericStrategy;
+  std::string why;
+  switch (config.getStrategy()) {
+  case GenericStrategy::ThreadPerOutput:
+    buildThreadPerOutput(b, config.getBlock());
     return success();
-  }
-  if (std::optional<RowPlan> plan = planRows()) {
-    // Every output its own row: a column or whole-tensor reduction when the
-    // rows' reads suit one (SplitReductions.cpp).
-    SmallVector<scf::ForOp> rowLoops;
-    for (Operation &nested : op.getRegion().front())
-      if (plan->rowLoops.contains(&nested))
-        rowLoops.push_back(cast<scf::ForOp>(nested));
-    int64_t inner = 1;
-    for (int64_t e : ArrayRef(ranges).drop_front(plan->numOuter))
-      inner *= e;
-    if (reductionKernels && inner == 1 &&
-        buildSplitReduction(b, op, rowLoops, target))
+  case GenericStrategy::BlockReduction:
+    if (Operation *combiner = reductionCombiner()) {
+      buildBlockPerOutput(b, combiner, config.getThreads());
       return success();
-    if (!rowKernels || !buildStripRows(b, *plan))
+    }
+    why = "the body does not fold into one output with add, mul, max or min";
+    break;
+  case GenericStrategy::Vectorized:
+    if (succeeded(buildVectorizedElementwise(
+            b, op, target, {config.getVectorWidth(), config.getBlock()}, why)))
+      return success();
+    break;
+  case GenericStrategy::TiledTranspose:
+    if (succeeded(buildTiledTranspose(b, op, config.getTile(), why)))
+      return success();
+    break;
+  case GenericStrategy::BlockRows:
+  case GenericStrategy::StripRows:
+  case GenericStrategy::ColumnReduction:
+  case GenericStrategy::WholeReduction: {
+    std::optional<RowPlan> plan = planRows();
+    if (!plan) {
+      why = "the body has no row loops over outer coordinates (or too many "
+            "rows for a block each)";
+      break;
+    }
+    int64_t inner = 1;
+    SmallVector<scf::ForOp> rowLoops = rowLoopsOf(*plan, inner);
+    if (config.getStrategy() == GenericStrategy::BlockRows) {
+      plan->threads = config.getThreads();
       buildBlockPerRow(b, *plan);
-  } else if (tiledTranspose && buildTiledTranspose(b, op, target)) {
-    // A shared-memory tiled transpose (TiledTranspose.cpp).
-  } else if (!vectorize || !buildVectorizedElementwise(b, op, target)) {
-    buildThreadPerOutput(b);
-  }
-  return success();
-}
-
-
-// A fused kernel (kiln-collapse-fusions) is an all-parallel generic whose
-// body may hold reduction loops. When such a loop depends only on the outer
-// coordinates (a softmax's max and sum, a layer norm's mean and variance, a
-// dot product per output), a block per point of those coordinates computes
-// it once, with its threads striding over the loop and a gpu.all_reduce,
-// then strides over the inner coordinates for the rest of the body.
-std::optional<KernelBuilder::RowPlan> KernelBuilder::planRows() {
-  if (!reductionDims.empty() || ranges.size() > 63)
-    return std::nullopt;
-  Block &body = op.getRegion().front();
-  if (llvm::any_of(op.getRegionOutputArgs(),
-                   [](BlockArgument a) { return !a.use_empty(); }))
-    return std::nullopt;
-  // The coordinates each top-level op depends on, as a bit mask.
-  DenseMap<Operation *, uint64_t> deps;
-  auto maskOf = [&](Value v) -> uint64_t {
-    Operation *def = v.getDefiningOp();
-    if (!def)
-      return v.getParentBlock() == &body ? ~0ull : 0;
-    auto it = deps.find(def);
-    return it == deps.end() ? 0 : it->second;
-  };
-  // Candidate loops and the number of leading coordinates each depends on.
-  SmallVector<std::pair<Operation *, unsigned>> candidates;
-  for (Operation &inner : body.without_terminator()) {
-    uint64_t mask = 0;
-    if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
-      mask = 1ull << index.getDim();
-    } else {
-      inner.walk([&](Operation *nested) {
-        for (Value operand : nested->getOperands())
-          if (!inner.isAncestor(operand.getParentBlock()->getParentOp()))
-            mask |= maskOf(operand);
-      });
+      return success();
     }
-    deps[&inner] = mask;
-    auto loop = dyn_cast<scf::ForOp>(inner);
-    if (!loop || !loopCombiner(loop))
-      continue;
-    std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound());
-    std::optional<int64_t> ub = getConstantIntValue(loop.getUpperBound());
-    std::optional<int64_t> step = getConstantIntValue(loop.getStep());
-    if (!lb || !ub || !step || *lb != 0 || *step != 1 || *ub < kWarpSize)
-      continue;
-    candidates.push_back({loop, mask ? llvm::Log2_64(mask) + 1 : 0});
-  }
-  if (candidates.empty())
-    return std::nullopt;
-  // Rows are the fewest leading coordinates some loop depends on alone, so
-  // that the block has inner points to share (softmax: the row's max and
-  // sum; a score computed per element stays a per-thread loop). Without
-  // such a loop, a block per output.
-  unsigned rank = ranges.size();
-  RowPlan plan;
-  plan.numOuter = rank;
-  for (auto [loop, level] : candidates)
-    if (level < rank)
-      plan.numOuter = std::min(plan.numOuter, level);
-  int64_t rows = 1, inner = 1, longest = 0;
-  for (auto [d, extent] : llvm::enumerate(ranges))
-    (d < plan.numOuter ? rows : inner) *= extent;
-  // A block per output only pays while a thread per output would not
-  // already fill the GPU.
-  if (inner == 1 && rows > kMaxBlockReductionOutputs)
-    return std::nullopt;
-  for (auto [loop, level] : candidates)
-    if (level <= plan.numOuter) {
-      plan.rowLoops.insert(loop);
-      longest = std::max(longest, *getConstantIntValue(
-                                      cast<scf::ForOp>(loop).getUpperBound()));
-    }
-  uint64_t outerMask = (1ull << plan.numOuter) - 1;
-  for (auto [inner, mask] : deps)
-    if ((mask & ~outerMask) == 0)
-      plan.uniform.insert(inner);
-  plan.threads = std::min<int64_t>(
-      blockSize, llvm::PowerOf2Ceil(static_cast<uint64_t>(
-                     std::max<int64_t>({longest, inner, kWarpSize}))));
-  return plan;
-}
-
-void KernelBuilder::buildCooperativeLoop(OpBuilder &b, scf::ForOp loop,
-                                         Value tid, int64_t threads,
-                                         IRMapping &values) {
-  Location loc = loop.getLoc();
-  Operation *combiner = loopCombiner(loop);
-  BlockArgument acc = loop.getRegionIterArgs().front();
-  Type type = acc.getType();
-  Combiner kind = *classifyCombiner(combiner, type);
-  Value identity = typedConstant(b, loc, type, kind.identity);
-  auto strided = scf::ForOp::create(b, loc, tid, values.lookupOrDefault(
-                                                      loop.getUpperBound()),
-                                    indexConstant(b, loc, threads),
-                                    ValueRange(identity));
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(strided.getBody());
-    IRMapping inner = values;
-    inner.map(loop.getInductionVar(), strided.getInductionVar());
-    inner.map(acc, strided.getRegionIterArgs().front());
-    for (Operation &nested : loop.getBody()->without_terminator())
-      cloneIntoKernel(b, nested, inner);
-    scf::YieldOp::create(b, loc, inner.lookup(combiner->getResult(0)));
-  }
-  Value total = gpu::AllReduceOp::create(
-      b, loc, strided.getResult(0),
-      gpu::AllReduceOperationAttr::get(b.getContext(), kind.kind),
-      b.getUnitAttr());
-  IRMapping combine;
-  Value init = values.lookupOrDefault(loop.getInitArgs().front());
-  combine.map(combiner->getOperand(0) == acc ? combiner->getOperand(0)
-                                             : combiner->getOperand(1),
-              init);
-  combine.map(combiner->getOperand(0) == acc ? combiner->getOperand(1)
-                                             : combiner->getOperand(0),
-              total);
-  values.map(loop.getResult(0), b.clone(*combiner, combine)->getResult(0));
-}
-
-void KernelBuilder::buildBlockPerRow(OpBuilder &b, const RowPlan &plan) {
-  Location loc = op.getLoc();
-  SmallVector<int64_t> outer(ranges.begin(), ranges.begin() + plan.numOuter);
-  SmallVector<int64_t> innerExtents(ranges.begin() + plan.numOuter,
-                                    ranges.end());
-  int64_t rows = 1, inner = 1;
-  for (int64_t e : outer)
-    rows *= e;
-  for (int64_t e : innerExtents)
-    inner *= e;
-  gpu::LaunchOp launch = createLaunch(b, rows, plan.threads);
-  b.setInsertionPointToStart(&launch.getBody().front());
-  rebuildCapturedViews(b);
-  Value tid = launch.getThreadIds().x;
-  SmallVector<Value> ivs(ranges.size());
-  if (!outer.empty())
-    for (auto [d, v] : llvm::enumerate(
-             delinearize(b, loc, launch.getBlockIds().x, outer)))
-      ivs[d] = v;
-
-  Block &body = op.getRegion().front();
-  IRMapping values;
-  for (Operation &nested : body.without_terminator()) {
-    if (!plan.uniform.contains(&nested))
-      continue;
-    if (auto index = dyn_cast<linalg::IndexOp>(nested))
-      values.map(index.getResult(), ivs[index.getDim()]);
-    else if (plan.rowLoops.contains(&nested))
-      buildCooperativeLoop(b, cast<scf::ForOp>(nested), tid, plan.threads,
-                           values);
-    else
-      cloneIntoKernel(b, nested, values);
-  }
-  // The rest of the body, for each inner point this thread owns.
-  auto loop = scf::ForOp::create(b, loc, tid, indexConstant(b, loc, inner),
-                                 indexConstant(b, loc, plan.threads));
-  b.setInsertionPointToStart(loop.getBody());
-  if (!innerExtents.empty())
-    for (auto [i, v] : llvm::enumerate(
-             delinearize(b, loc, loop.getInductionVar(), innerExtents)))
-      ivs[plan.numOuter + i] = v;
-  for (Operation &nested : body.without_terminator()) {
-    if (plan.uniform.contains(&nested))
-      continue;
-    if (auto index = dyn_cast<linalg::IndexOp>(nested))
-      values.map(index.getResult(), ivs[index.getDim()]);
-    else
-      cloneIntoKernel(b, nested, values);
-  }
-  for (auto [out, value] :
-       llvm::zip_equal(op.getDpsInitsMutable(),
-                       body.getTerminator()->getOperands())) {
-    Value buffer = rebuildInKernel(b, out.get(), kernelValues);
-    memref::StoreOp::create(
-        b, loc, values.lookupOrDefault(value), buffer,
-        applyMap(b, loc, op.getMatchingIndexingMap(&out), ivs));
-  }
-  b.setInsertionPointAfter(loop);
-  gpu::TerminatorOp::create(b, loc);
-}
-
-//===----------------------------------------------------------------------===//
-// Row kernels: a warp or a block per row, the row's strip in registers
-//===----------------------------------------------------------------------===//
-
-/// Rows up to this long get a warp each; longer ones a block.
-constexpr int64_t kMaxWarpRow = 1024;
-/// Positions of the row one thread keeps in registers, at most.
-constexpr int64_t kMaxStripSlots = 32;
-
-
-/// Whether a warp butterfly can move values of `type` (gpu.shuffle moves
-/// 32-bit values; narrower floats travel extended).
-static bool shuffleable(Type type) {
-  if (auto f = dyn_cast<FloatType>(type))
-    return f.getWidth() <= 32;
-  return type.isInteger(32);
-}
-
-void KernelBuilder::cloneShared(OpBuilder &b, Operation &inner,
-                                IRMapping &values) {
-  inner.walk([&](Operation *nested) {
-    for (Value operand : nested->getOperands())
-      if (isa<MemRefType>(operand.getType()) &&
-          !op->isAncestor(operand.getParentBlock()->getParentOp()) &&
-          !values.contains(operand))
-        values.map(operand, rebuildInKernel(b, operand, kernelValues));
-  });
-  shared.clone(b, inner, values);
-}
-
-// The row plan of planRows (rows: the outer coordinates; row loops: the
-// reductions over the row), with each thread owning fixed positions of the
-// row instead of striding over it per loop. A row of at most 1024, when
-// there are rows for every SM (sm-count), gets a warp (up to blockSize / 32
-// rows per block, fewer while that leaves SMs without a block); a longer
-// row, or fewer rows, a block of 64-1024 threads (about 8 positions each). Each thread evaluates, for each of its
-// positions (lane + s * threads, s < slots), every row loop's body in turn
-// and combines the terms in registers; a loop's partials meet in a
-// gpu.shuffle xor butterfly (warp: every lane ends with the total, in the
-// same order, so the result is deterministic) or a gpu.all_reduce (block:
-// warp shuffles, then shared memory across warps). Then the rest of the body
-// for each position, and the stores. The loop bodies and the rest are
-// cloned straight-line through a SharedCloner, so a producer that several
-// phases read at the same position (a softmax's input, a fused matmul row)
-// is computed once and stays in registers. Positions past a loop's length
-// read the last element (clamped) and are dropped with a select; positions
-// past the row do not store.
-bool KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan) {
-  Location loc = op.getLoc();
-  Block &body = op.getRegion().front();
-  SmallVector<int64_t> outer(ranges.begin(), ranges.begin() + plan.numOuter);
-  SmallVector<int64_t> innerExtents(ranges.begin() + plan.numOuter,
-                                    ranges.end());
-  int64_t rows = 1, inner = 1, longest = 0;
-  for (int64_t e : outer)
-    rows *= e;
-  for (int64_t e : innerExtents)
-    inner *= e;
-  for (Operation *loopOp : plan.rowLoops) {
-    auto loop = cast<scf::ForOp>(loopOp);
-    Operation *combiner = loopCombiner(loop);
-    if (!combiner->getResult(0).hasOneUse())
-      return false;
-    longest =
-        std::max(longest, *getConstantIntValue(loop.getUpperBound()));
-  }
-  int64_t length = std::max(longest, inner);
-  // A warp per row needs rows for every SM (fewer rows leave SMs idle: a
-  // block per row spreads each row over more threads instead).
-  bool warp = length <= kMaxWarpRow && rows >= target.smCount;
-  int64_t threads =
-      warp ? kWarpSize
-           : std::clamp<int64_t>(
-                 llvm::PowerOf2Ceil(static_cast<uint64_t>((length + 7) / 8)),
-                 64, 1024);
-  int64_t slots = (length + threads - 1) / threads;
-  if (slots > kMaxStripSlots)
-    return false;
-  if (warp && llvm::any_of(plan.rowLoops, [](Operation *loop) {
-        return !shuffleable(
-            cast<scf::ForOp>(loop).getRegionIterArgs().front().getType());
-      }))
-    return false;
-
-  // Up to blockSize / 32 rows per block, fewer while that would leave SMs
-  // without a block.
-  int64_t rowsPerBlock =
-      warp ? std::clamp<int64_t>((rows + target.smCount - 1) / target.smCount,
-                                 1, std::max<int64_t>(blockSize / kWarpSize, 1))
-           : 1;
-  gpu::LaunchOp launch =
-      createLaunch(b, (rows + rowsPerBlock - 1) / rowsPerBlock,
-                   warp ? rowsPerBlock * kWarpSize : threads);
-  b.setInsertionPointToStart(&launch.getBody().front());
-  rebuildCapturedViews(b);
-  auto terminator = gpu::TerminatorOp::create(b, loc);
-  b.setInsertionPoint(terminator);
-  Value lane = launch.getThreadIds().x, row = launch.getBlockIds().x;
-  if (warp) {
-    Value warpSize = indexConstant(b, loc, kWarpSize);
-    Value warpId = arith::DivUIOp::create(b, loc, lane, warpSize);
-    lane = arith::RemUIOp::create(b, loc, lane, warpSize);
-    row = arith::AddIOp::create(
-        b, loc,
-        arith::MulIOp::create(b, loc, row,
-                              indexConstant(b, loc, rowsPerBlock)),
-        warpId);
-    if (rows % rowsPerBlock != 0) {
-      // Warp-uniform: a warp past the last row skips its shuffles whole.
-      Value live = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                         row, indexConstant(b, loc, rows));
-      auto guard = scf::IfOp::create(b, loc, live, /*withElseRegion=*/false);
-      b.setInsertionPointToStart(&guard.getThenRegion().front());
-    }
-  }
-  SmallVector<Value> ivs(ranges.size());
-  if (!outer.empty())
-    for (auto [d, v] : llvm::enumerate(delinearize(b, loc, row, outer)))
-      ivs[d] = v;
-
-  // Position s of this thread, clamped into [0, bound), and whether it is
-  // inside (null: statically always).
-  SmallVector<Value> positions(slots);
-  std::map<std::pair<int64_t, int64_t>, Value> clamped, inside;
-  auto position = [&](int64_t s) {
-    if (!positions[s])
-      positions[s] =
-          s == 0 ? lane
-                 : Value(arith::AddIOp::create(
-                       b, loc, lane, indexConstant(b, loc, s * threads)));
-    return positions[s];
-  };
-  auto at = [&](int64_t s, int64_t bound) -> Value {
-    if ((s + 1) * threads <= bound)
-      return position(s);
-    Value &v = clamped[{s, bound}];
-    if (!v)
-      v = arith::MinUIOp::create(b, loc, position(s),
-                                 indexConstant(b, loc, bound - 1));
-    return v;
-  };
-  auto inBounds = [&](int64_t s, int64_t bound) -> Value {
-    if ((s + 1) * threads <= bound)
-      return nullptr;
-    Value &v = inside[{s, bound}];
-    if (!v)
-      v = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                position(s), indexConstant(b, loc, bound));
-    return v;
-  };
-
-  auto reduceRowLoop = [&](scf::ForOp loop, IRMapping &values) {
-    Operation *combiner = loopCombiner(loop);
-    BlockArgument acc = loop.getRegionIterArgs().front();
-    Type type = acc.getType();
-    Combiner kind = *classifyCombiner(combiner, type);
-    int64_t bound = *getConstantIntValue(loop.getUpperBound());
-    Value term = combiner->getOperand(0) == acc ? combiner->getOperand(1)
-                                                : combiner->getOperand(0);
-    // The first term starts the partial (no identity to fold, except for
-    // a lane with no position inside the loop).
-    Value partial;
-    for (int64_t s = 0; s < slots && s * threads < bound; ++s) {
-      IRMapping slot = values;
-      slot.map(loop.getInductionVar(), at(s, bound));
-      for (Operation &nested : loop.getBody()->without_terminator())
-        if (&nested != combiner)
-          cloneShared(b, nested, slot);
-      Value next = slot.lookupOrDefault(term);
-      if (partial)
-        next = combineWith(b, combiner, acc, partial, next);
-      if (Value ok = inBounds(s, bound))
-        next = arith::SelectOp::create(
-            b, loc, ok, next,
-            partial ? partial : typedConstant(b, loc, type, kind.identity));
-      partial = next;
-    }
-    Value total;
-    if (warp) {
-      total = partial;
-      for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
-        Value moved = total;
-        bool narrow = isa<FloatType>(type) && type.getIntOrFloatBitWidth() < 32;
-        if (narrow)
-          moved = arith::ExtFOp::create(b, loc, b.getF32Type(), moved);
-        Value shuffled =
-            gpu::ShuffleOp::create(b, loc, moved, offset, kWarpSize,
-                                   gpu::ShuffleMode::XOR)
-                .getShuffleResult();
-        if (narrow)
-          shuffled = arith::TruncFOp::create(b, loc, type, shuffled);
-        total = combineWith(b, combiner, acc, total, shuffled);
+    if (config.getStrategy() == GenericStrategy::StripRows) {
+      if (std::optional<StripShape> shape = planStrip(
+              *plan, StripShape{config.getThreads(), config.getRowsPerBlock()},
+              why)) {
+        buildStripRows(b, *plan, *shape);
+        return success();
       }
-    } else {
-      total = gpu::AllReduceOp::create(
-          b, loc, partial,
-          gpu::AllReduceOperationAttr::get(b.getContext(), kind.kind),
-          b.getUnitAttr());
+      break;
     }
-    Value init = values.lookupOrDefault(loop.getInitArgs().front());
-    values.map(loop.getResult(0), combineWith(b, combiner, acc, init, total));
-  };
-
-  IRMapping values;
-  for (Operation &nested : body.without_terminator()) {
-    if (!plan.uniform.contains(&nested))
-      continue;
-    if (auto index = dyn_cast<linalg::IndexOp>(nested))
-      values.map(index.getResult(), ivs[index.getDim()]);
-    else if (plan.rowLoops.contains(&nested))
-      reduceRowLoop(cast<scf::ForOp>(nested), values);
-    else
-      cloneShared(b, nested, values);
+    if (inner != 1) {
+      why = "the row loops do not cover the whole output (points per row: " +
+            std::to_string(inner) + ")";
+      break;
+    }
+    SplitReductionShape shape{
+        config.getStrategy() == GenericStrategy::ColumnReduction,
+        config.getSplits()};
+    if (succeeded(
+            buildSplitReduction(b, op, rowLoops, target, shape, why)))
+      return success();
+    break;
   }
-
-  // The rest of the body at each position; stores after the last read.
-  struct Point {
-    Value inside;
-    SmallVector<Value> ivs, results;
-  };
-  SmallVector<Point> points;
-  for (int64_t s = 0; s < slots && s * threads < inner; ++s) {
-    Point point{inBounds(s, inner), ivs, {}};
-    if (!innerExtents.empty())
-      for (auto [i, v] :
-           llvm::enumerate(delinearize(b, loc, at(s, inner), innerExtents)))
-        point.ivs[plan.numOuter + i] = v;
-    IRMapping slot = values;
-    for (Operation &nested : body.without_terminator()) {
-      if (plan.uniform.contains(&nested))
-        continue;
-      if (auto index = dyn_cast<linalg::IndexOp>(nested))
-        slot.map(index.getResult(), point.ivs[index.getDim()]);
-      else
-        cloneShared(b, nested, slot);
-    }
-    for (Value v : body.getTerminator()->getOperands())
-      point.results.push_back(slot.lookupOrDefault(v));
-    points.push_back(std::move(point));
   }
-  for (Point &point : points) {
-    OpBuilder::InsertionGuard g(b);
-    if (point.inside) {
-      auto guard =
-          scf::IfOp::create(b, loc, point.inside, /*withElseRegion=*/false);
-      b.setInsertionPointToStart(&guard.getThenRegion().front());
-    }
-    for (auto [out, value] :
-         llvm::zip_equal(op.getDpsInitsMutable(), point.results)) {
-      Value buffer = rebuildInKernel(b, out.get(), kernelValues);
-      memref::StoreOp::create(
-          b, loc, value, buffer,
-          applyMap(b, loc, op.getMatchingIndexingMap(&out), point.ivs));
-    }
-  }
-  return true;
+  return op.emitOpError() << "cannot follow kiln.kernel = " << config << ": "
+                          << why;
 }
 
 /// memref.copy as an identity generic, so one kernel builder serves both.
@@ -1033,6 +532,10 @@ linalg::GenericOp copyAsGeneric(OpBuilder &b, memref::CopyOp copy) {
       });
 }
 
+} // namespace kiln::mapping
+
+namespace {
+
 struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
   using Base::Base;
 
@@ -1043,7 +546,9 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     func.walk([&](memref::CopyOp copy) { copies.push_back(copy); });
     for (memref::CopyOp copy : copies) {
       b.setInsertionPoint(copy);
-      copyAsGeneric(b, copy);
+      linalg::GenericOp generic = copyAsGeneric(b, copy);
+      if (Attribute config = copy->getAttr(kKernelAttr))
+        generic->setAttr(kKernelAttr, config);
       copy.erase();
     }
     SmallVector<linalg::GenericOp> generics;
@@ -1061,12 +566,32 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     TargetShape target{blockSize, smCount ? smCount : info->smCount(),
                        info->maxThreadsPerSm()};
     for (linalg::GenericOp generic : generics) {
-      if (failed(KernelBuilder(generic, target, vectorize, rowKernels,
-                               tiledTranspose, reductionKernels)
-                     .build(b)))
+      auto config = generic->getAttrOfType<kiln::GenericKernelAttr>(kKernelAttr);
+      if (!config) {
+        generic.emitOpError() << "has no kiln.kernel = #kiln.generic_kernel "
+                                 "(kiln-select-generic-kernels decides it)";
         return signalPassFailure();
+      }
+      Operation *before = generic->getPrevNode();
+      if (failed(KernelBuilder(generic, target).follow(b, config)))
+        return signalPassFailure();
+      for (Operation *at = before ? before->getNextNode()
+                                  : &generic->getBlock()->front();
+           at != generic.getOperation(); at = at->getNextNode())
+        if (isa<gpu::LaunchOp>(at))
+          at->setAttr(kKernelAttr, config);
       generic.erase();
     }
+    // Outlining drops the launches' attributes: the function lists their
+    // decisions in launch order, and kiln-name-kernels puts each on its
+    // gpu.launch_func (kilnc --stats names each kernel's strategy).
+    SmallVector<Attribute> configs;
+    func.walk([&](gpu::LaunchOp launch) {
+      if (Attribute config = launch->getAttr(kKernelAttr))
+        configs.push_back(config);
+    });
+    if (!configs.empty())
+      func->setAttr(kLaunchKernelsAttr, b.getArrayAttr(configs));
   }
 };
 

@@ -1,8 +1,9 @@
-//===- NameKernels.cpp - Unique kernel names after outlining
-//----------------===//
+//===- NameKernels.cpp - Unique kernel names after outlining --------------===//
 
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 namespace kiln {
@@ -22,6 +23,10 @@ struct NameKernelsPass : kiln::impl::NameKernelsPassBase<NameKernelsPass> {
       for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>())
         if (kernel.isKernel())
           kernel.setName(gpuModule.getName());
+    // kiln-map-to-gpu listed each function's kernel decisions in launch
+    // order (outlining drops the launches' attributes): each outlined
+    // launch gets its own back.
+    llvm::DenseMap<Operation *, unsigned> nextConfig;
     module.walk([&](gpu::LaunchFuncOp launch) {
       StringAttr moduleName = launch.getKernelModuleName();
       // Precompiled kernels (gpu.binary) keep the entry names they have.
@@ -29,7 +34,14 @@ struct NameKernelsPass : kiln::impl::NameKernelsPassBase<NameKernelsPass> {
         return;
       launch.setKernelAttr(
           SymbolRefAttr::get(moduleName, {FlatSymbolRefAttr::get(moduleName)}));
+      auto func = launch->getParentOfType<func::FuncOp>();
+      auto configs =
+          func ? func->getAttrOfType<ArrayAttr>(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr()) : nullptr;
+      unsigned &next = nextConfig[func];
+      if (configs && next < configs.size())
+        launch->setAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr(), configs[next++]);
     });
+    module.walk([](func::FuncOp func) { func->removeAttr(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr()); });
   }
 };
 } // namespace

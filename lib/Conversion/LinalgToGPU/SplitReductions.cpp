@@ -73,9 +73,18 @@ public:
     for (int64_t e : ranges)
       outputs *= e;
   }
-  bool build(OpBuilder &b);
+  /// The kernel the selection gives `op`: a column reduction, or a
+  /// whole-tensor one, and its splits; nothing when neither applies.
+  std::optional<SplitReductionShape> plan();
+  /// Builds `shape`; false (building nothing) with `why` when `op` cannot
+  /// have it.
+  bool build(OpBuilder &b, const SplitReductionShape &shape,
+             std::string &why);
 
 private:
+  /// What every split reduction needs: row loops of constant length in a
+  /// generic directly in a function.
+  bool eligible();
   Block *body() { return &op.getRegion().front(); }
   int64_t length(unsigned i) {
     return *getConstantIntValue(loops[i].getUpperBound());
@@ -456,13 +465,19 @@ void ReductionBuilder::buildSplit(OpBuilder &b, Mode mode, int64_t splits) {
   }
 }
 
-bool ReductionBuilder::build(OpBuilder &b) {
+bool ReductionBuilder::eligible() {
   if (loops.empty() || outputs < 1 || !isa<func::FuncOp>(op->getParentOp()))
     return false;
   // Every loop's first op is its row (planRows checked lb 0, step 1).
   for (scf::ForOp loop : loops)
     if (!getConstantIntValue(loop.getUpperBound()))
       return false;
+  return true;
+}
+
+std::optional<SplitReductionShape> ReductionBuilder::plan() {
+  if (!eligible())
+    return std::nullopt;
   int64_t longest = 0;
   for (unsigned i = 0; i < loops.size(); ++i)
     longest = std::max(longest, length(i));
@@ -477,31 +492,65 @@ bool ReductionBuilder::build(OpBuilder &b) {
         (resident + tilesP - 1) / tilesP,
         (longest + kSlices * kMinTermsPerThread - 1) /
             (kSlices * kMinTermsPerThread));
-    if (splits <= 1)
-      buildColumnSingle(b);
-    else
-      buildSplit(b, Mode::Column, splits);
-    return true;
+    return SplitReductionShape{/*column=*/true, std::max<int64_t>(splits, 1)};
   }
   if (outputs > kMaxWholeOutputs || longest <= kMinWholeRow)
-    return false;
+    return std::nullopt;
   // gpu.all_reduce moves 32-bit values.
   for (unsigned i = 0; i < loops.size(); ++i)
     if (!accType(i).isF32() && !accType(i).isInteger(32))
-      return false;
+      return std::nullopt;
   int64_t splits = std::clamp<int64_t>(
       (longest + kWholeThreads * 8 - 1) / (kWholeThreads * 8), 1,
       std::max<int64_t>((resident + outputs - 1) / outputs, 1));
-  buildSplit(b, Mode::Whole, splits);
+  return SplitReductionShape{/*column=*/false, splits};
+}
+
+bool ReductionBuilder::build(OpBuilder &b, const SplitReductionShape &shape,
+                             std::string &why) {
+  if (!eligible()) {
+    why = "no row loops of constant length over the whole output";
+    return false;
+  }
+  if (shape.column) {
+    if (!isColumn()) {
+      why = "no read of the row is contiguous along the innermost output "
+            "dimension";
+      return false;
+    }
+    if (shape.splits <= 1)
+      buildColumnSingle(b);
+    else
+      buildSplit(b, Mode::Column, shape.splits);
+    return true;
+  }
+  if (outputs > kMaxWholeOutputs) {
+    why = "more than " + std::to_string(kMaxWholeOutputs) + " outputs";
+    return false;
+  }
+  for (unsigned i = 0; i < loops.size(); ++i)
+    if (!accType(i).isF32() && !accType(i).isInteger(32)) {
+      why = "an accumulator that is not f32 or i32 (gpu.all_reduce)";
+      return false;
+    }
+  buildSplit(b, Mode::Whole, shape.splits);
   return true;
 }
 
 } // namespace
 
-bool buildSplitReduction(OpBuilder &b, linalg::GenericOp op,
-                         ArrayRef<scf::ForOp> rowLoops,
-                         const TargetShape &target) {
-  return ReductionBuilder(op, rowLoops, target).build(b);
+std::optional<SplitReductionShape>
+planSplitReduction(linalg::GenericOp op, ArrayRef<scf::ForOp> rowLoops,
+                   const TargetShape &target) {
+  return ReductionBuilder(op, rowLoops, target).plan();
+}
+
+LogicalResult buildSplitReduction(OpBuilder &b, linalg::GenericOp op,
+                                  ArrayRef<scf::ForOp> rowLoops,
+                                  const TargetShape &target,
+                                  const SplitReductionShape &shape,
+                                  std::string &why) {
+  return success(ReductionBuilder(op, rowLoops, target).build(b, shape, why));
 }
 
 } // namespace kiln::mapping

@@ -2,6 +2,7 @@
 //-------===//
 
 #include "kiln/Conversion/Passes.h"
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -188,9 +189,14 @@ struct TestLaunchToLoopsPass
       else if (auto store = dyn_cast<vector::StoreOp>(access))
         store.setAlignment(std::nullopt);
     });
+    // The kernel decisions (kiln.kernel, kiln.launch_kernels) mean nothing
+    // to the CPU loops, and upstream tools read what this pass prints.
+    getOperation()->removeAttr(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr());
     SmallVector<gpu::LaunchOp> launches;
-    getOperation().walk(
-        [&](gpu::LaunchOp launch) { launches.push_back(launch); });
+    getOperation().walk([&](gpu::LaunchOp launch) {
+      launch->removeAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr());
+      launches.push_back(launch);
+    });
     for (gpu::LaunchOp launch : launches) {
       if (failed(convert(launch)))
         return signalPassFailure();

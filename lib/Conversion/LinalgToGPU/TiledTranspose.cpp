@@ -72,7 +72,9 @@ class TransposeBuilder {
 public:
   TransposeBuilder(linalg::GenericOp op)
       : op(op), ranges(op.getStaticLoopRanges()) {}
-  bool build(OpBuilder &b);
+  /// Builds the kernel; false (building nothing) when `op` is no
+  /// transpose. With `dryRun`, only says whether it would build.
+  bool build(OpBuilder &b, bool dryRun = false);
 
 private:
   /// The innermost dimension of a read candidate, if it is one.
@@ -138,7 +140,7 @@ TransposeBuilder::innermostDim(memref::LoadOp load,
   return last.getDim();
 }
 
-bool TransposeBuilder::build(OpBuilder &b) {
+bool TransposeBuilder::build(OpBuilder &b, bool dryRun) {
   unsigned rank = ranges.size();
   if (rank < 2 || op.getNumDpsInits() < 1 ||
       llvm::any_of(op.getIteratorTypesArray(), [](utils::IteratorType t) {
@@ -241,6 +243,8 @@ bool TransposeBuilder::build(OpBuilder &b) {
   int64_t blocks = others * tilesR * tilesW;
   if (blocks > std::numeric_limits<int32_t>::max())
     return false;
+  if (dryRun)
+    return true;
 
   Location loc = op.getLoc();
   auto c = [&](int64_t v) { return indexConstant(b, loc, v); };
@@ -381,9 +385,24 @@ bool TransposeBuilder::build(OpBuilder &b) {
 
 } // namespace
 
-bool buildTiledTranspose(OpBuilder &b, linalg::GenericOp op,
-                         const TargetShape &) {
-  return TransposeBuilder(op).build(b);
+bool planTiledTranspose(linalg::GenericOp op) {
+  OpBuilder b(op);
+  return TransposeBuilder(op).build(b, /*dryRun=*/true);
+}
+
+LogicalResult buildTiledTranspose(OpBuilder &b, linalg::GenericOp op,
+                                  int64_t tile, std::string &why) {
+  if (tile != kTile) {
+    why = "the tiles are " + std::to_string(kTile) + "x" +
+          std::to_string(kTile) + ", not " + std::to_string(tile);
+    return failure();
+  }
+  if (!TransposeBuilder(op).build(b)) {
+    why = "no read is contiguous along another dimension than the write "
+          "(not a transpose)";
+    return failure();
+  }
+  return success();
 }
 
 } // namespace kiln::mapping

@@ -62,7 +62,16 @@ public:
   VectorizedBuilder(linalg::GenericOp op, const TargetShape &target)
       : op(op), target(target), ranges(op.getStaticLoopRanges()) {}
 
-  bool build(OpBuilder &b);
+  /// Whether the kernel applies with vectors of `given` points (0: the
+  /// width its narrowest element gives): an all-parallel body without
+  /// loops and at least one access proven contiguous and aligned. Sets the
+  /// width and every access's kind; `why` says why not.
+  bool analyze(int64_t given, std::string &why);
+  /// The threads per block the selection gives it.
+  int64_t defaultBlock() const;
+  int64_t vectorWidth() const { return width; }
+  /// Builds the kernel analyze accepted, `block` threads per block.
+  void emit(OpBuilder &b, int64_t block);
 
 private:
   unsigned rank() const { return ranges.size(); }
@@ -304,19 +313,23 @@ Access VectorizedBuilder::classifyLoad(memref::LoadOp load) {
                   load.getMemRefType().getElementType(), /*isStore=*/false);
 }
 
-bool VectorizedBuilder::build(OpBuilder &b) {
+bool VectorizedBuilder::analyze(int64_t given, std::string &why) {
   if (llvm::any_of(op.getIteratorTypesArray(), [](utils::IteratorType t) {
         return t != utils::IteratorType::parallel;
-      }))
+      })) {
+    why = "a reduction in the iteration space";
     return false;
+  }
   // Loops in the body (a reduction per point) would run once per point of
   // the group in one thread: keep a thread per point for them.
   bool hasLoops = false;
   body()->walk([&](Operation *nested) {
     hasLoops |= isa<scf::ForOp, scf::WhileOp>(nested);
   });
-  if (hasLoops || rank() == 0)
+  if (hasLoops || rank() == 0) {
+    why = hasLoops ? "loops in the body" : "a 0-D iteration space";
     return false;
+  }
   int64_t total = 1;
   for (int64_t r : ranges)
     total *= r;
@@ -335,9 +348,12 @@ bool VectorizedBuilder::build(OpBuilder &b) {
   for (Operation &inner : body()->without_terminator())
     if (auto load = dyn_cast<memref::LoadOp>(inner))
       note(load.getMemRefType().getElementType());
-  width = std::min(kMaxVectorWidth, kVectorBytes / narrowest);
-  if (width < 2 || total < width)
+  width = given ? given : std::min(kMaxVectorWidth, kVectorBytes / narrowest);
+  if (width < 2 || total < width) {
+    why = width < 2 ? "elements too wide for a vector of two"
+                    : "fewer points than one vector";
     return false;
+  }
   // The innermost coordinates a group of V spans.
   firstVarying = 0;
   int64_t inner = 1;
@@ -364,12 +380,28 @@ bool VectorizedBuilder::build(OpBuilder &b) {
       loadAccess[load] = access;
       anyVector |= access == Access::Vector;
     }
-  if (!anyVector)
+  if (!anyVector) {
+    why = "no access proven contiguous and aligned for vectors of " +
+          std::to_string(width);
     return false;
+  }
+  return true;
+}
 
+int64_t VectorizedBuilder::defaultBlock() const {
+  int64_t total = 1;
+  for (int64_t r : ranges)
+    total *= r;
+  int64_t groups = total / width, tail = total % width;
+  return std::min(target.blockSize, std::max(groups, tail));
+}
+
+void VectorizedBuilder::emit(OpBuilder &b, int64_t block) {
+  int64_t total = 1;
+  for (int64_t r : ranges)
+    total *= r;
   Location loc = op.getLoc();
   int64_t groups = total / width, tail = total % width;
-  int64_t block = std::min(target.blockSize, std::max(groups, tail));
   int64_t residentBlocks =
       target.smCount * std::max<int64_t>(1, target.maxThreadsPerSm / block);
   int64_t grid = std::max<int64_t>(
@@ -417,7 +449,6 @@ bool VectorizedBuilder::build(OpBuilder &b) {
     emitGroup(b, point, 1, /*vectors=*/false);
   }
   gpu::TerminatorOp::create(b, loc);
-  return true;
 }
 
 void VectorizedBuilder::emitGroup(OpBuilder &b, Value base, int64_t lanes,
@@ -544,9 +575,24 @@ void VectorizedBuilder::emitGroup(OpBuilder &b, Value base, int64_t lanes,
 
 } // namespace
 
-bool buildVectorizedElementwise(OpBuilder &b, linalg::GenericOp op,
-                                const TargetShape &target) {
-  return VectorizedBuilder(op, target).build(b);
+std::optional<VectorizedShape>
+planVectorizedElementwise(linalg::GenericOp op, const TargetShape &target) {
+  VectorizedBuilder builder(op, target);
+  std::string why;
+  if (!builder.analyze(/*given=*/0, why))
+    return std::nullopt;
+  return VectorizedShape{builder.vectorWidth(), builder.defaultBlock()};
+}
+
+LogicalResult buildVectorizedElementwise(OpBuilder &b, linalg::GenericOp op,
+                                         const TargetShape &target,
+                                         const VectorizedShape &shape,
+                                         std::string &why) {
+  VectorizedBuilder builder(op, target);
+  if (!builder.analyze(shape.width, why))
+    return failure();
+  builder.emit(b, shape.block);
+  return success();
 }
 
 } // namespace kiln::mapping

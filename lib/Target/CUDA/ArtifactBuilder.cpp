@@ -10,6 +10,8 @@
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Target/CUDA/TemplateEmission.h"
+
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 #include "kiln/runtime/MemoryPlan.h"
 #include "kiln/runtime/Version.h"
@@ -21,6 +23,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Threading.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
@@ -29,6 +32,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
+
+#include <map>
+#include <mutex>
 
 
 using namespace mlir;
@@ -229,11 +235,12 @@ uint64_t byteSize(MemRefType type) {
 
 struct Assembled {
   std::vector<uint8_t> cubin;
-  std::optional<rt::KernelResources> resources;
+  /// ptxas -v's report (parsePtxasResources reads each entry's resources).
+  std::string log;
 };
 
-/// Assembles PTX with `ptxas -v`; the cubin bytes and the resources ptxas
-/// reported for `entry`, or an error with its log.
+/// Assembles PTX with `ptxas -v`; the cubin bytes and the report, or an
+/// error with its log.
 llvm::Expected<Assembled> assemble(const std::string &ptxas,
                                    const std::string &ptx,
                                    const std::string &target,
@@ -286,8 +293,70 @@ llvm::Expected<Assembled> assemble(const std::string &ptxas,
   Assembled result;
   result.cubin.assign((*cubin)->getBufferStart(), (*cubin)->getBufferEnd());
   if (auto log = llvm::MemoryBuffer::getFile(logPath))
-    result.resources = parsePtxasResources((*log)->getBuffer(), entry);
+    result.log = (*log)->getBuffer().str();
   return result;
+}
+
+/// `ptxas --version`'s last line ("Cuda compilation tools, release 13.0,
+/// V13.0.48"), once per ptxas; empty when it does not run.
+std::string ptxasVersion(const std::string &ptxas) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> versions;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, isNew] = versions.try_emplace(ptxas);
+  if (!isNew)
+    return it->second;
+  llvm::SmallString<128> out;
+  if (llvm::sys::fs::createTemporaryFile("kiln-ptxas", "version", out))
+    return "";
+  llvm::scope_exit cleanup([&] { llvm::sys::fs::remove(out); });
+  llvm::StringRef args[] = {ptxas, "--version"};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, out.str(),
+                                                out.str()};
+  if (llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects) != 0)
+    return "";
+  if (auto text = llvm::MemoryBuffer::getFile(out))
+    it->second = (*text)->getBuffer().trim().rsplit('\n').second.str();
+  if (it->second.empty())
+    it->second = "unknown";
+  return it->second;
+}
+
+/// assemble() through the kernel cache: the cubin and ptxas's report are a
+/// function of the PTX, the arch and ptxas's version.
+llvm::Expected<Assembled> assembleCached(const std::string &ptxas,
+                                         const std::string &ptx,
+                                         const std::string &target,
+                                         const std::string &kernel,
+                                         llvm::StringRef entry,
+                                         KernelCache &cache, bool &cached) {
+  std::string version = ptxasVersion(ptxas);
+  std::string key =
+      KernelCache::hashKey({"ptxas", version, target, ptx});
+  cached = false;
+  if (!version.empty())
+    if (std::optional<std::string> value = cache.lookup("cubin", key)) {
+      // "<log size>\n<log><cubin>"
+      llvm::StringRef rest(*value);
+      auto [size, tail] = rest.split('\n');
+      size_t logSize;
+      if (!size.getAsInteger(10, logSize) && logSize <= tail.size()) {
+        Assembled result;
+        llvm::StringRef cubin = tail.drop_front(logSize);
+        result.cubin.assign(cubin.begin(), cubin.end());
+        result.log = tail.take_front(logSize).str();
+        cached = true;
+        return result;
+      }
+    }
+  auto assembled = assemble(ptxas, ptx, target, kernel, entry);
+  if (assembled && !version.empty())
+    cache.store("cubin", key,
+                std::to_string(assembled->log.size()) + "\n" +
+                    assembled->log +
+                    std::string(assembled->cubin.begin(),
+                                assembled->cubin.end()));
+  return assembled;
 }
 
 struct BufferInfo {
@@ -307,6 +376,24 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   if (!func || func.getBlocks().size() != 1)
     return llvm::createStringError("the module has no single-block func @" +
                                    options.function);
+  // Emission: the template kernels' sources to PTX (distinct ones once, in
+  // parallel, through the cache).
+  KernelCache noCache;
+  KernelCache &cache = options.kernelCache ? *options.kernelCache : noCache;
+  {
+    std::optional<mlir::TimingScope> timing;
+    if (options.timing)
+      timing.emplace(options.timing->nest("template kernels (NVRTC)"));
+    TemplateEmissionStats emitted;
+    if (llvm::Error err = emitTemplateKernels(module, cache, &emitted))
+      return std::move(err);
+    if (stats) {
+      stats->templateBinaries = emitted.binaries;
+      stats->templateSources = emitted.distinct;
+      stats->templateCached = emitted.cached;
+    }
+  }
+
   rt::Artifact artifact;
   artifact.compilerVersion =
       rt::versionLine("kilnc") + " (LLVM/MLIR " LLVM_VERSION_STRING ")";
@@ -399,10 +486,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     uint64_t value;
   };
   std::vector<std::vector<PendingArg>> pending;
-  llvm::DenseSet<std::pair<StringAttr, StringAttr>> distinctKernels;
-  for (gpu::LaunchFuncOp launch : launches)
-    distinctKernels.insert(
-        {launch.getKernelModuleName(), launch.getKernelName()});
+  std::vector<std::string> kernelModules; // per artifact kernel
   for (auto [i, launch] : llvm::enumerate(launches)) {
     auto key =
         std::make_pair(launch.getKernelModuleName(), launch.getKernelName());
@@ -472,21 +556,9 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       }
       for (std::string &name : names)
         kernel.params.push_back({rt::ParamKind::TensorMap, std::move(name)});
-      if (!options.ptxasPath.empty()) {
-        auto assembled =
-            assemble(options.ptxasPath, kernel.ptx, options.target,
-                     key.first.str() + "::" + kernel.name, kernel.name);
-        if (!assembled)
-          return assembled.takeError();
-        kernel.cubin = std::move(assembled->cubin);
-        kernel.cubinSm = artifact.targetSm();
-        kernel.resources = assembled->resources;
-      }
       it = kernelIndex.insert({key, artifact.kernels.size()}).first;
+      kernelModules.push_back(key.first.str());
       artifact.kernels.push_back(std::move(kernel));
-      if (options.onKernelAssembled)
-        options.onKernelAssembled(artifact.kernels.size(),
-                                  distinctKernels.size());
     }
     std::vector<PendingArg> args;
     for (Value operand : launch.getKernelOperands()) {
@@ -517,6 +589,62 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     for (uint32_t record : kernelTensorMaps[key])
       args.push_back({rt::ParamKind::TensorMap, nullptr, record});
     pending.push_back(std::move(args));
+  }
+
+  // ptxas: every kernel's PTX to a cubin. A kernel carries its module's
+  // whole PTX (split-K's main and reduction entries share one), so each
+  // distinct PTX is assembled once, the distinct ones in parallel (ptxas
+  // runs are separate processes), through the kernel cache.
+  if (!options.ptxasPath.empty() && !artifact.kernels.empty()) {
+    std::optional<mlir::TimingScope> timing;
+    if (options.timing)
+      timing.emplace(options.timing->nest("ptxas"));
+    struct Job {
+      size_t kernel; // the first kernel with this PTX
+      std::optional<Assembled> result;
+      std::string error;
+      bool cached = false;
+    };
+    std::vector<Job> jobs;
+    llvm::StringMap<size_t> byPtx;
+    std::vector<size_t> jobOf;
+    for (auto [k, kernel] : llvm::enumerate(artifact.kernels)) {
+      auto [it, isNew] = byPtx.try_emplace(kernel.ptx, jobs.size());
+      if (isNew)
+        jobs.push_back({k});
+      jobOf.push_back(it->second);
+    }
+    std::mutex progressMutex;
+    size_t done = 0;
+    parallelForEach(module.getContext(), jobs, [&](Job &job) {
+      const rt::Kernel &kernel = artifact.kernels[job.kernel];
+      auto assembled = assembleCached(
+          options.ptxasPath, kernel.ptx, options.target,
+          kernelModules[job.kernel] + "::" + kernel.name, kernel.name, cache,
+          job.cached);
+      if (!assembled)
+        job.error = llvm::toString(assembled.takeError());
+      else
+        job.result = std::move(*assembled);
+      if (options.onKernelAssembled) {
+        std::lock_guard<std::mutex> lock(progressMutex);
+        options.onKernelAssembled(++done, jobs.size());
+      }
+    });
+    for (const Job &job : jobs)
+      if (!job.error.empty())
+        return llvm::createStringError(job.error);
+    for (auto [k, kernel] : llvm::enumerate(artifact.kernels)) {
+      const Assembled &assembled = *jobs[jobOf[k]].result;
+      kernel.cubin = assembled.cubin;
+      kernel.cubinSm = artifact.targetSm();
+      kernel.resources = parsePtxasResources(assembled.log, kernel.name);
+    }
+    if (stats) {
+      stats->assembled = jobs.size();
+      for (const Job &job : jobs)
+        stats->assembledCached += job.cached;
+    }
   }
 
   // Inputs are live for the whole run (so repeated runs, and CUDA graph

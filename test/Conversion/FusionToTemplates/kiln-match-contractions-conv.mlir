@@ -1,5 +1,4 @@
-// RUN: kiln-opt %s -split-input-file -kiln-match-contractions | FileCheck %s
-// REQUIRES: nvrtc
+// RUN: kiln-opt %s -split-input-file -kiln-select-contraction-kernels -kiln-match-contractions | FileCheck %s
 
 // A bf16 3x3 convolution with bias, batch norm, residual add and relu is one
 // implicit-GEMM kernel reading the image, the filter (16 channels: no
@@ -12,7 +11,7 @@
 // CHECK:         %[[E:.*]] = tensor.empty() : tensor<2x8x8x32xf32>
 // CHECK:         kiln.call_kernel @kiln_conv_0::@kiln_conv_0 ins(%[[X]], %[[W]], %[[B]], %[[S]], %[[M]], %[[R]] : {{.*}}) outs(%[[E]] : tensor<2x8x8x32xf32>)
 // CHECK-SAME:      scalars [128 : i32, 16, 32]
-// CHECK-SAME:      kiln.kernel_config = "mma_f16
+// CHECK-SAME:      kiln.kernel = #kiln.gemm_config<family = mma_f16
 ml_program.global private @w3(dense<0.5> : tensor<32x3x3x16xbf16>) : tensor<32x3x3x16xbf16>
 func.func @conv_bn_add_relu(%x: tensor<2x8x8x16xbf16>, %r: tensor<2x8x8x32xf32>, %b: tensor<32xf32>, %s: tensor<32xf32>, %m: tensor<32xf32>) -> tensor<2x8x8x32xf32> {
   %w = ml_program.global_load_const @w3 : tensor<32x3x3x16xbf16>
@@ -40,7 +39,7 @@ func.func @conv_bn_add_relu(%x: tensor<2x8x8x16xbf16>, %r: tensor<2x8x8x32xf32>,
 // CHECK:         %[[W:.*]] = ml_program.global_load_const @wg_cpad : tensor<6x3x3x4xf32>
 // CHECK:         kiln.call_kernel @kiln_conv_0::@kiln_conv_0 ins(%{{.*}}, %[[W]] : tensor<1x9x9x6xf32>, tensor<6x3x3x4xf32>)
 // CHECK-SAME:      scalars [25 : i32, 3, 3]
-// CHECK-SAME:      kiln.kernel_config = "simt_f32
+// CHECK-SAME:      kiln.kernel = #kiln.gemm_config<family = simt_f32
 ml_program.global private @wg(dense<1.0> : tensor<6x3x3x3xf32>) : tensor<6x3x3x3xf32> {kiln.origin = "initializer f32 6x3x3x3 wg"}
 func.func @grouped(%x: tensor<1x9x9x6xf32>) -> tensor<1x5x5x6xf32> {
   %w = ml_program.global_load_const @wg : tensor<6x3x3x3xf32>
@@ -58,7 +57,7 @@ func.func @grouped(%x: tensor<1x9x9x6xf32>) -> tensor<1x5x5x6xf32> {
 // CHECK-LABEL: func.func @tf32(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<1x4x4x8xf32>
 // CHECK:         kiln.call_kernel @kiln_conv_0::@kiln_conv_0 ins(%[[X]], %{{.*}} : tensor<1x4x4x8xf32>, tensor<16x1x1x8xf32>)
-// CHECK-SAME:      kiln.kernel_config = "mma_tf32
+// CHECK-SAME:      kiln.kernel = #kiln.gemm_config<family = mma_tf32
 ml_program.global private @w1(dense<1.0> : tensor<16x1x1x8xf32>) : tensor<16x1x1x8xf32> {kiln.tf32_rounded}
 func.func @tf32(%x: tensor<1x4x4x8xf32>) -> tensor<1x4x4x16xf32> {
   %w = ml_program.global_load_const @w1 : tensor<16x1x1x8xf32>
@@ -106,7 +105,7 @@ func.func @computed_image(%x: tensor<1x6x6x8xf32>) -> tensor<1x4x4x8xbf16> {
 // CHECK:         %[[W:.*]] = ml_program.global_load_const @wd_dw : tensor<3x3x16x1xbf16>
 // CHECK-NOT:     kiln.fusion
 // CHECK:         kiln.call_kernel @kiln_dwconv_{{[0-9]+}}::@kiln_dwconv_{{[0-9]+}} ins(%[[X]], %[[W]], %[[B]] : {{.*}}) outs(%{{.*}} : tensor<1x8x8x16xf32>)
-// CHECK-SAME:      kiln.kernel_config = "dw_simt v8 x2"
+// CHECK-SAME:      kiln.kernel = #kiln.depthwise_config<vector = 8, pixels = 2>
 ml_program.global private @wd(dense<0.25> : tensor<16x1x3x3xbf16>) : tensor<16x1x3x3xbf16> {kiln.origin = "initializer f32 16x1x3x3 wd\0Aconvert bf16"}
 func.func @depthwise(%x: tensor<1x8x8x16xbf16>, %b: tensor<16xf32>) -> tensor<1x8x8x16xf32> {
   %w0 = ml_program.global_load_const @wd : tensor<16x1x3x3xbf16>

@@ -557,7 +557,8 @@ def run(selected, tools, workdir, stem):
         # membound-kernels.test runs those on emu).
         steps += [[tools["kiln-opt"]] + LOWER_TO_LLVM[:2] + [
                       "--linalg-generalize-named-ops",
-                      "--kiln-map-to-gpu=tiled-transpose=false reduction-kernels=false",
+                      "--kiln-select-generic-kernels=tiled-transpose=false reduction-kernels=false",
+                      "--kiln-map-to-gpu",
                       "--canonicalize", "--kiln-test-launch-to-loops"],
                   [tools["mlir-opt"]] + LOWER_TO_LLVM[2:]]
     else:

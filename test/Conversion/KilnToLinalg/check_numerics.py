@@ -581,7 +581,8 @@ LOWER_TO_LLVM = [
 # at barriers over shared memory (checked on emu: membound-kernels.test).
 GPU_MAPPING_ON_CPU = [
     "--linalg-generalize-named-ops",
-    "--kiln-map-to-gpu=row-kernels=false tiled-transpose=false reduction-kernels=false",
+    "--kiln-select-generic-kernels=row-kernels=false tiled-transpose=false reduction-kernels=false",
+    "--kiln-map-to-gpu",
     "--canonicalize",
     "--kiln-test-launch-to-loops",
 ]

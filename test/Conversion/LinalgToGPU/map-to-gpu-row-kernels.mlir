@@ -1,6 +1,6 @@
-// RUN: kiln-opt %s -kiln-map-to-gpu=sm-count=1 -canonicalize -split-input-file | FileCheck %s
-// RUN: kiln-opt %s -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s --check-prefix=FEW
-// RUN: kiln-opt %s -kiln-map-to-gpu=row-kernels=false -canonicalize -split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: kiln-opt %s -kiln-select-generic-kernels=sm-count=1 -kiln-map-to-gpu=sm-count=1 -canonicalize -split-input-file | FileCheck %s
+// RUN: kiln-opt %s -kiln-select-generic-kernels -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s --check-prefix=FEW
+// RUN: kiln-opt %s -kiln-select-generic-kernels=row-kernels=false -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s --check-prefix=OFF
 
 // kiln-map-to-gpu's row kernels (row-kernels=true, the default) for the
 // fused kernels kiln-collapse-fusions emits: an all-parallel generic whose

@@ -1,5 +1,5 @@
-// RUN: kiln-opt %s -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s
-// RUN: kiln-opt %s -kiln-map-to-gpu=reduction-kernels=false -canonicalize -split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: kiln-opt %s -kiln-select-generic-kernels -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s
+// RUN: kiln-opt %s -kiln-select-generic-kernels=reduction-kernels=false -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s --check-prefix=OFF
 
 // kiln-map-to-gpu's column and whole-tensor reductions
 // (reduction-kernels=true, the default; SplitReductions.cpp) for the fused

@@ -1,5 +1,5 @@
-// RUN: kiln-opt %s -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s
-// RUN: kiln-opt %s -kiln-map-to-gpu=tiled-transpose=false -canonicalize -split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: kiln-opt %s -kiln-select-generic-kernels -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s
+// RUN: kiln-opt %s -kiln-select-generic-kernels=tiled-transpose=false -kiln-map-to-gpu -canonicalize -split-input-file | FileCheck %s --check-prefix=OFF
 
 // kiln-map-to-gpu's shared-memory tiled transposes (tiled-transpose=true,
 // the default; TiledTranspose.cpp). OFF is the A/B switch: the elementwise

@@ -1,13 +1,15 @@
-// RUN: kiln-opt %s -kiln-map-to-gpu=tiled-transpose=false -canonicalize -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: kiln-opt %s -kiln-select-generic-kernels=tiled-transpose=false -kiln-map-to-gpu -canonicalize -split-input-file -verify-diagnostics | FileCheck %s
 // (tiled-transpose=false: the transposed reads below are the vectorised and
 // thread-per-output kernels' cases; the tiled transposes that replace them
 // by default are in map-to-gpu-tiled-transpose.mlir.)
 // The chip's SM count and resident threads come from the target table
 // (runtime/targets/gpus.ini; SM80 below: the A100's 108 SMs); a chip the
 // table does not have is an error naming the ones it has.
-// RUN: kiln-opt %s -kiln-map-to-gpu="chip=sm_80 tiled-transpose=false" -canonicalize -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SM80
+// RUN: kiln-opt %s -kiln-select-generic-kernels="chip=sm_80 tiled-transpose=false" -kiln-map-to-gpu=chip=sm_80 -canonicalize -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SM80
 // RUN: not kiln-opt %s -kiln-map-to-gpu=chip=sm_75 -split-input-file 2>&1 | FileCheck %s --check-prefix=BADCHIP
 // BADCHIP: error: kiln-map-to-gpu: chip 'sm_75' is not in the target table (sm_80, sm_90)
+// RUN: not kiln-opt %s -kiln-select-generic-kernels=chip=sm_75 -split-input-file 2>&1 | FileCheck %s --check-prefix=BADCHIPSEL
+// BADCHIPSEL: error: kiln-select-generic-kernels: chip 'sm_75' is not in the target table (sm_80, sm_90)
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>

@@ -11,9 +11,11 @@
 #ifndef KILN_TARGET_CUDA_ARTIFACTBUILDER_H
 #define KILN_TARGET_CUDA_ARTIFACTBUILDER_H
 
+#include "kiln/Target/CUDA/KernelCache.h"
 #include "kiln/runtime/Artifact.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/Error.h"
 
 #include <functional>
@@ -37,19 +39,34 @@ struct ArtifactOptions {
   std::vector<std::pair<std::string, mlir::DenseElementsAttr>>
       inlinedInitializers;
   /// Called after each kernel is assembled by ptxas (done of total), for a
-  /// progress display.
+  /// progress display (from the threads that assemble: it must be
+  /// thread-safe; calls are serialised).
   std::function<void(size_t done, size_t total)> onKernelAssembled;
+  /// Where NVRTC's PTX and ptxas's cubins are kept between compiles; null
+  /// (or a cache that is off): every kernel is compiled.
+  KernelCache *kernelCache = nullptr;
+  /// When set, the template kernels' NVRTC compiles and ptxas are timed
+  /// under it (kilnc --time-passes).
+  mlir::TimingScope *timing = nullptr;
 };
 
 struct ArtifactStats {
   size_t kernels = 0;
+  /// Template kernels: binaries, distinct sources, sources whose PTX came
+  /// from the kernel cache; ptxas: modules assembled, and cubins that came
+  /// from the cache.
+  size_t templateBinaries = 0, templateSources = 0, templateCached = 0;
+  size_t assembled = 0, assembledCached = 0;
   uint64_t arenaBytes = 0;
   uint64_t naiveArenaBytes = 0;
   uint64_t weightBytes = 0;
 };
 
-/// Builds the artifact of `module` (after the ptx phase). Errors name the
-/// host op or kernel that could not be packed.
+/// Builds the artifact of `module` (after the ptx phase): compiles the
+/// template kernels' sources first (TemplateEmission.h; the module's
+/// gpu.binary objects become PTX), then packs it, running ptxas on distinct
+/// kernels in parallel through the kernel cache. Errors name the host op or
+/// kernel that could not be packed.
 llvm::Expected<runtime::Artifact> buildArtifact(mlir::ModuleOp module,
                                                 const ArtifactOptions &options,
                                                 ArtifactStats *stats = nullptr);

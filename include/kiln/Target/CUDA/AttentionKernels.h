@@ -109,6 +109,12 @@ runtime::Expected<GemmKernels>
 generateAttention(const AttentionProblem &problem,
                   const AttentionConfig &config, const AttentionBodies &bodies,
                   const GenerateOptions &options);
+/// generateAttention without NVRTC (see specializeGemm).
+runtime::Expected<GemmKernels>
+specializeAttention(const AttentionProblem &problem,
+                    const AttentionConfig &config,
+                    const AttentionBodies &bodies,
+                    const GenerateOptions &options);
 
 } // namespace kiln::contraction
 

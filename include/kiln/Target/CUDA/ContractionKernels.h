@@ -258,8 +258,10 @@ struct GemmKernels {
   std::vector<GemmKernel> kernels;
   uint64_t workspaceBytes = 0;
   GemmConfig config;
-  /// The specialised CUDA C++ source (for --dump and bug reports).
+  /// The specialised CUDA C++ source (one module for every kernel).
   std::string source;
+  /// The NVRTC options that compile `source` (compileKernels).
+  std::vector<std::string> nvrtcOptions;
   double compileSeconds = 0;
 };
 
@@ -300,8 +302,21 @@ runtime::Expected<std::string>
 generateGemmSource(const GemmProblem &problem, const GemmConfig &config,
                    const Epilogue &epilogue, const GenerateOptions &options);
 
-/// Specialises, compiles and returns the kernels; an error value when the
-/// config does not fit the problem, NVRTC is missing or refuses the source.
+/// Specialises the templates: the kernels' names, launch geometry and
+/// parameters, and the source with the options that compile it; no NVRTC
+/// (the kernels' `ptx` is empty). An error value when the config does not
+/// fit the problem.
+runtime::Expected<GemmKernels> specializeGemm(const GemmProblem &problem,
+                                              const GemmConfig &config,
+                                              const Epilogue &epilogue,
+                                              const GenerateOptions &options);
+
+/// Compiles `kernels.source` with NVRTC (named `name` in messages) and
+/// gives every kernel its PTX; an error value when NVRTC is missing or
+/// refuses the source.
+runtime::Error compileKernels(GemmKernels &kernels, const std::string &name);
+
+/// specializeGemm, then compileKernels.
 runtime::Expected<GemmKernels> generateGemm(const GemmProblem &problem,
                                             const GemmConfig &config,
                                             const Epilogue &epilogue,

@@ -35,6 +35,21 @@ constexpr uint32_t kDepthwiseThreads = 256;
 /// "dw_simt v8 x2" (the kernel, its vector width and pixels a thread).
 std::string describeDepthwise(const ConvProblem &problem);
 
+/// The kernel's shape: output channels and pixels one thread computes.
+struct DepthwiseConfig {
+  uint32_t vector = 1, pixels = 1;
+};
+
+/// depthwiseVector and depthwisePixels.
+DepthwiseConfig pickDepthwiseConfig(const ConvProblem &problem);
+
+/// Why the kernel cannot compute `problem` with `config` (empty when it
+/// can): the vector must divide O and keep every vector access aligned.
+std::string depthwiseUnsupportedReason(const ConvProblem &problem,
+                                       const DepthwiseConfig &config);
+
+std::string describeDepthwise(const DepthwiseConfig &config);
+
 /// The filter [O][KH][KW] (any trailing unit dimension) as the kernel reads
 /// it: [KH][KW][O]. `elementBytes` 2 or 4.
 std::vector<uint8_t> reorderDepthwiseFilter(const ConvProblem &problem,
@@ -50,6 +65,19 @@ generateDepthwiseSource(const ConvProblem &problem, const Epilogue &epilogue,
 runtime::Expected<GemmKernels>
 generateDepthwise(const ConvProblem &problem, const Epilogue &epilogue,
                   const GenerateOptions &options);
+/// The same with a given config (the ones above use pickDepthwiseConfig).
+runtime::Expected<std::string>
+generateDepthwiseSource(const ConvProblem &problem,
+                        const DepthwiseConfig &config,
+                        const Epilogue &epilogue,
+                        const GenerateOptions &options);
+runtime::Expected<GemmKernels>
+generateDepthwise(const ConvProblem &problem, const DepthwiseConfig &config,
+                  const Epilogue &epilogue, const GenerateOptions &options);
+/// generateDepthwise without NVRTC (see specializeGemm).
+runtime::Expected<GemmKernels>
+specializeDepthwise(const ConvProblem &problem, const DepthwiseConfig &config,
+                    const Epilogue &epilogue, const GenerateOptions &options);
 
 } // namespace kiln::contraction
 

@@ -335,6 +335,19 @@ runtime::Expected<GemmKernels>
 generateAttention(const AttentionProblem &p, const AttentionConfig &c,
                   const AttentionBodies &bodies,
                   const GenerateOptions &options) {
+  runtime::Expected<GemmKernels> kernels =
+      specializeAttention(p, c, bodies, options);
+  if (!kernels)
+    return kernels;
+  if (runtime::Error err = compileKernels(*kernels, options.name))
+    return err;
+  return kernels;
+}
+
+runtime::Expected<GemmKernels>
+specializeAttention(const AttentionProblem &p, const AttentionConfig &c,
+                    const AttentionBodies &bodies,
+                    const GenerateOptions &options) {
   if (options.smVersion != 80 && options.smVersion != 90)
     return runtime::Error::failure(
         "attention kernels target sm_80 or sm_90, not sm_" +
@@ -343,21 +356,16 @@ generateAttention(const AttentionProblem &p, const AttentionConfig &c,
       generateAttentionSource(p, c, bodies, options);
   if (!source)
     return source.takeError();
-  // wgmma and setmaxnreg exist only in sm_90a (the arch-specific ISA).
-  runtime::Expected<nvrtc::CompileResult> compiled = nvrtc::compileToPtx(
-      *source, options.name,
-      {"--gpu-architecture=compute_" + std::to_string(options.smVersion) +
-           (c.wgmma ? "a" : ""),
-       "-default-device", "--std=c++17", "-restrict"});
-  if (!compiled)
-    return compiled.takeError();
   AttentionPlan plan = planAttention(p, c);
   GemmKernels result;
   result.source = source.take();
-  result.compileSeconds = compiled->seconds;
+  // wgmma and setmaxnreg exist only in sm_90a (the arch-specific ISA).
+  result.nvrtcOptions = {"--gpu-architecture=compute_" +
+                             std::to_string(options.smVersion) +
+                             (c.wgmma ? "a" : ""),
+                         "-default-device", "--std=c++17", "-restrict"};
   GemmKernel kernel;
   kernel.name = options.name;
-  kernel.ptx = compiled->ptx;
   kernel.block = {c.warps * 32, 1, 1};
   kernel.grid = {static_cast<uint32_t>((p.seqQ + c.blockM - 1) / c.blockM),
                  static_cast<uint32_t>(p.outer * p.heads), 1};

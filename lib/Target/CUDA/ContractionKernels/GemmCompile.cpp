@@ -1,5 +1,11 @@
-//===- GemmCompile.cpp - NVRTC-compile a specialised GEMM, describe launches
-//-===//
+//===- GemmCompile.cpp - Specialise a GEMM, describe its launches ---------===//
+//
+// specializeGemm fills the templates in and says how the kernels launch,
+// without NVRTC (kiln-match-contractions; the target step compiles the
+// source, lib/Target/CUDA/TemplateEmission.cpp); generateGemm also compiles
+// it here (the unit tests, the tuner's candidates).
+//
+//===----------------------------------------------------------------------===//
 
 #include "GemmPlan.h"
 
@@ -7,10 +13,35 @@
 
 namespace kiln::contraction {
 
+runtime::Error compileKernels(GemmKernels &kernels, const std::string &name) {
+  runtime::Expected<nvrtc::CompileResult> compiled =
+      nvrtc::compileToPtx(kernels.source, name, kernels.nvrtcOptions);
+  if (!compiled)
+    return compiled.takeError();
+  kernels.compileSeconds = compiled->seconds;
+  // One module holds every entry point; each kernel carries all of it, as
+  // the artifact keeps one module per kernel.
+  for (GemmKernel &kernel : kernels.kernels)
+    kernel.ptx = compiled->ptx;
+  return runtime::Error::success();
+}
+
 runtime::Expected<GemmKernels> generateGemm(const GemmProblem &p,
                                             const GemmConfig &c,
                                             const Epilogue &e,
                                             const GenerateOptions &options) {
+  runtime::Expected<GemmKernels> kernels = specializeGemm(p, c, e, options);
+  if (!kernels)
+    return kernels;
+  if (runtime::Error err = compileKernels(*kernels, options.name))
+    return err;
+  return kernels;
+}
+
+runtime::Expected<GemmKernels> specializeGemm(const GemmProblem &p,
+                                              const GemmConfig &c,
+                                              const Epilogue &e,
+                                              const GenerateOptions &options) {
   if (options.smVersion != 80 && options.smVersion != 90)
     return runtime::Error::failure("contraction kernels target sm_80 or sm_90, "
                                    "not sm_" +
@@ -24,23 +55,17 @@ runtime::Expected<GemmKernels> generateGemm(const GemmProblem &p,
   runtime::Expected<std::string> source = generateGemmSource(p, c, e, options);
   if (!source)
     return source.takeError();
-  runtime::Expected<nvrtc::CompileResult> compiled = nvrtc::compileToPtx(
-      *source, options.name,
-      {"--gpu-architecture=compute_" + std::to_string(options.smVersion) +
-           (wgmma ? "a" : ""),
-       "-default-device", "--std=c++17", "-restrict"});
-  if (!compiled)
-    return compiled.takeError();
-
   GemmPlan plan = planGemm(p, c);
   GemmKernels result;
   result.config = c;
   result.source = source.take();
-  result.compileSeconds = compiled->seconds;
+  result.nvrtcOptions = {"--gpu-architecture=compute_" +
+                             std::to_string(options.smVersion) +
+                             (wgmma ? "a" : ""),
+                         "-default-device", "--std=c++17", "-restrict"};
 
   GemmKernel main;
   main.name = options.name;
-  main.ptx = compiled->ptx;
   main.block = plan.block;
   main.grid = plan.grid;
   main.gridXPerM = 1;
@@ -53,9 +78,6 @@ runtime::Expected<GemmKernels> generateGemm(const GemmProblem &p,
     result.workspaceBytes = uint64_t(c.splitK) * p.batch * p.m * p.n * 4;
     GemmKernel reduce;
     reduce.name = options.name + "_reduce";
-    // One module holds both entry points; each kernel carries all of it,
-    // as the artifact keeps one module per kernel.
-    reduce.ptx = compiled->ptx;
     reduce.block = {kSplitKReduceThreads, 1, 1};
     reduce.gridXPerM = p.batch * p.n;
     reduce.gridXDivisor = kSplitKReduceThreads;

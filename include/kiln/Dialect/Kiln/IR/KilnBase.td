@@ -31,6 +31,9 @@ def Kiln_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // `kiln.kernel` holds a kernel configuration (KilnKernelAttrs.td).
+  let hasOperationAttrVerify = 1;
+
   // The discardable `kiln.*` attributes passes leave on ops, functions'
   // arguments and results, and modules; each gets a typed helper
   // (KilnDialect::NameAttrHelper, ...: getNameStr(), getAttr(op),
@@ -62,11 +65,22 @@ def Kiln_Dialect : Dialect {
     "::mlir::DictionaryAttr":$training,
     "::mlir::UnitAttr":$recomputed,
     "::mlir::DictionaryAttr":$remat_report,
-    // Template kernels (kiln-match-contractions): the kernel call's config,
+    // Kernel choices: `kiln.kernel` is a region's, kernel call's or
+    // launch's typed config (#kiln.gemm_config, ..., #kiln.generic_kernel;
+    // kiln-select-contraction-kernels, kiln-select-generic-kernels), with
+    // where it came from, whether a tf32 weight is stored K-major and
+    // report lines that precede the region's own.
+    "::mlir::StringAttr":$kernel_origin,
+    "::mlir::UnitAttr":$weight_kmajor,
+    "::mlir::ArrayAttr":$selection_note,
+    // kiln-map-to-gpu's launches' configs, in order, on their function, for
+    // kiln-name-kernels to move onto the outlined launches.
+    "::mlir::ArrayAttr":$launch_kernels,
+    // Template kernels (kiln-match-contractions): the kernel call's
     // FLOPs and TMA tensor maps, why a region kept a generic kernel, the
     // per-region report (module); kiln-lower-kernel-calls copies FLOPs and
     // maps to the launch and adds the operands the kernel writes.
-    "::mlir::StringAttr":$kernel_config,
+    "::mlir::Attribute":$kernel,
     "::mlir::IntegerAttr":$flops,
     "::mlir::ArrayAttr":$tensor_maps,
     "::mlir::StringAttr":$generic_reason,

@@ -4,6 +4,7 @@
 #define KILN_DIALECT_KILN_IR_KILNOPS_TD
 
 include "kiln/Dialect/Kiln/IR/KilnBase.td"
+include "kiln/Dialect/Kiln/IR/KilnKernelAttrs.td"
 include "kiln/Dialect/Kiln/IR/KilnElementwiseOps.td"
 include "kiln/Dialect/Kiln/IR/KilnContractionOps.td"
 include "kiln/Dialect/Kiln/IR/KilnReductionOps.td"

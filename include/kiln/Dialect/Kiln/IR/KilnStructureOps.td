@@ -75,10 +75,11 @@ def Kiln_CallKernelOp : Op<Kiln_Dialect, "call_kernel", [
     DeclareOpInterfaceMethods<BufferizableOpInterface,
         ["bufferizesToMemoryRead", "bufferizesToMemoryWrite",
          "getAliasingValues", "bufferize"]>]> {
-  let summary = "Launch a kernel that was compiled before codegen";
+  let summary = "Launch a template kernel specialised before codegen";
   let description = [{
-    Runs `kernel`, a `.entry` of a `gpu.binary` that already holds PTX (a
-    kernel template specialised for one region and compiled by NVRTC), on
+    Runs `kernel`, a `.entry` of a `gpu.binary` that holds a kernel template
+    specialised for one region (its CUDA C++ source, which the target step
+    compiles with NVRTC, or PTX), on
     `grid` x `block` threads with `dynamic_shared_bytes` of dynamic shared
     memory. The kernel's parameters are a pointer per operand, then the
     `scalars` (each an i32 or i64 integer attribute, passed by value). The
