@@ -2,12 +2,14 @@
 //------------===//
 //
 // The opt tool for lit: every kiln dialect and pass, and the upstream dialects
-// and passes Kiln's pipelines use, so any pipeline stage can be replayed.
+// and passes Kiln's pipelines use, so any pipeline stage can be replayed;
+// plus the test-only passes of test/lib, which kilnc does not link.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Pipelines/Pipelines.h"
 #include "kiln/runtime/Version.h"
+#include "TestPasses.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -18,6 +20,7 @@ int main(int argc, char **argv) {
     os << kiln::runtime::versionLine("kiln-opt") << "\n";
   });
   kiln::registerPipelinePasses();
+  kiln::test::registerKilnTestPasses();
   mlir::DialectRegistry registry;
   kiln::registerPipelineDialects(registry);
   return mlir::asMainReturnCode(

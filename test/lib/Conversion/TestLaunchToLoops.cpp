@@ -1,7 +1,7 @@
 //===- TestLaunchToLoops.cpp - Run mapped launches on the CPU (tests)
 //-------===//
 
-#include "kiln/Conversion/Passes.h"
+#include "TestPasses.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -14,10 +14,10 @@
 
 #include <limits>
 
-namespace kiln {
+namespace kiln::test {
 #define GEN_PASS_DEF_TESTLAUNCHTOLOOPSPASS
-#include "kiln/Conversion/Passes.h.inc"
-} // namespace kiln
+#include "TestPasses.h.inc"
+} // namespace kiln::test
 
 using namespace mlir;
 
@@ -84,7 +84,7 @@ combinerOf(OpBuilder &b, Location loc, gpu::AllReduceOperation kind,
 }
 
 struct TestLaunchToLoopsPass
-    : kiln::impl::TestLaunchToLoopsPassBase<TestLaunchToLoopsPass> {
+    : kiln::test::impl::TestLaunchToLoopsPassBase<TestLaunchToLoopsPass> {
   using Base::Base;
 
   LogicalResult convert(gpu::LaunchOp launch) {
