@@ -5,7 +5,8 @@
 // projections) become one matmul against the weights concatenated along N,
 // with their bias adds (when every sibling has one) concatenated the same
 // way; each sibling's value is then a `kiln.slice` of the fused result along
-// its last dimension. kiln-fuse copies slices into their consumers as index
+// its last dimension. Only siblings whose slices every reader can index
+// through are merged (readsFreely). kiln-fuse copies slices into their consumers as index
 // arithmetic and the attention kernel reads through them at an offset, so
 // one launch replaces one per sibling and nothing is copied.
 //
@@ -88,15 +89,37 @@ struct Sibling {
   Value result() { return bias ? bias.getResult() : matmul.getResult(); }
 };
 
-/// Users that kiln-fuse would not make the contraction's epilogue: data
-/// movement (copied into consumers as indexing) and contractions. An
-/// elementwise user would be the GEMM's epilogue, which a fused GEMM with
-/// different epilogues per column range cannot hold.
-bool usersKeepTheKernel(Value v) {
-  return llvm::all_of(v.getUsers(), [](Operation *user) {
-    return isa<ReshapeOp, TransposeOp, SliceOp, ConcatOp, MatmulOp,
-               func::ReturnOp>(user);
-  });
+/// Whether the sibling's value `v` can become a slice that costs nothing:
+/// every reader indexes through it. Data movement is followed to its
+/// readers (kiln-fuse copies it into them as indexing); a concat is a
+/// kernel of its own that reads through indexing. Not free: a direct
+/// elementwise user (it would be the GEMM's epilogue, and the fused GEMM
+/// has one epilogue for all columns), a function result (the output needs
+/// a copy) and a matmul against a constant weight (a GEMM kernel takes its
+/// operand as a whole buffer, so a slice would be copied first; an
+/// activation x activation matmul, attention's, reads through views).
+bool readsFreely(Value v, bool direct) {
+  for (Operation *user : v.getUsers()) {
+    if (isa<func::ReturnOp>(user))
+      return false;
+    if (isa<ConcatOp>(user))
+      continue;
+    if (isa<ReshapeOp, TransposeOp, SliceOp, BroadcastOp>(user)) {
+      if (!readsFreely(user->getResult(0), /*direct=*/false))
+        return false;
+      continue;
+    }
+    if (auto matmul = dyn_cast<MatmulOp>(user)) {
+      Value other = matmul.getLhs() == v ? matmul.getRhs() : matmul.getLhs();
+      if (other.getDefiningOp<ml_program::GlobalLoadConstOp>() ||
+          other.getDefiningOp<ConstantOp>())
+        return false;
+      continue;
+    }
+    if (direct)
+      return false;
+  }
+  return true;
 }
 
 std::optional<Sibling> asSibling(MatmulOp matmul, SymbolTable &symbols) {
@@ -125,7 +148,7 @@ std::optional<Sibling> asSibling(MatmulOp matmul, SymbolTable &symbols) {
         s.biasWeight = std::move(bias);
       }
     }
-  if (!usersKeepTheKernel(s.result()))
+  if (!readsFreely(s.result(), /*direct=*/true))
     return std::nullopt;
   return s;
 }
@@ -133,7 +156,7 @@ std::optional<Sibling> asSibling(MatmulOp matmul, SymbolTable &symbols) {
 /// A new constant global holding `parts` concatenated along `axis` (0 or
 /// 1 of a 1-D or 2-D type), its origin the parts' origins stacked and
 /// concatenated (none when a part has none).
-ml_program::GlobalOp concatGlobal(ModuleOp module,
+ml_program::GlobalOp concatGlobal(SymbolTable &symbols,
                                   ArrayRef<ConstantWeight *> parts,
                                   int64_t axis) {
   RankedTensorType first = parts.front()->type;
@@ -163,8 +186,7 @@ ml_program::GlobalOp concatGlobal(ModuleOp module,
   auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
       ArrayRef<char>(data.data(), data.size()), alignof(uint64_t));
   auto value = DenseResourceElementsAttr::get(type, blobKey, std::move(blob));
-  OpBuilder b(module.getBodyRegion());
-  b.setInsertionPointAfter(parts.back()->global);
+  OpBuilder b(type.getContext()); // detached: the symbol table inserts it
   auto global = ml_program::GlobalOp::create(
       b, parts.front()->global.getLoc(), name, type, /*is_mutable=*/false,
       value, b.getStringAttr("private"));
@@ -178,20 +200,21 @@ ml_program::GlobalOp concatGlobal(ModuleOp module,
     origin += (origin.empty() ? "" : "\n") + part;
   }
   setWeightOrigin(global, appendOriginStep(origin, "concat", {axis}));
-  SymbolTable(module).insert(global); // renames on a clash
+  // Renames on a clash (another group's fused weight of the same name).
+  symbols.insert(global, std::next(Block::iterator(parts.back()->global)));
   return global;
 }
 
-void fuseSiblings(ModuleOp module, MutableArrayRef<Sibling> siblings) {
+void fuseSiblings(SymbolTable &symbols, MutableArrayRef<Sibling> siblings) {
   SmallVector<ConstantWeight *> weights, biases;
   for (Sibling &s : siblings) {
     weights.push_back(&s.weight);
     if (s.biasWeight)
       biases.push_back(&*s.biasWeight);
   }
-  ml_program::GlobalOp weight = concatGlobal(module, weights, 1);
+  ml_program::GlobalOp weight = concatGlobal(symbols, weights, 1);
   ml_program::GlobalOp bias =
-      biases.empty() ? nullptr : concatGlobal(module, biases, 0);
+      biases.empty() ? nullptr : concatGlobal(symbols, biases, 0);
 
   MatmulOp first = siblings.front().matmul;
   auto resultType = cast<RankedTensorType>(first.getType());
@@ -276,13 +299,13 @@ void FuseSiblingContractionsPass::runOnOperation() {
         if (s.biasWeight)
           touched.insert(s.biasWeight->global);
       }
-      fuseSiblings(module, siblings);
+      fuseSiblings(symbols, siblings);
     }
   }
   // Globals nothing loads any more would still be written as weights.
   for (ml_program::GlobalOp global : touched)
     if (global && SymbolTable::symbolKnownUseEmpty(global, module))
-      global.erase();
+      symbols.erase(global);
 }
 
 } // namespace

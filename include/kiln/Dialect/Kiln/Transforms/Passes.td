@@ -288,10 +288,15 @@ def FuseSiblingContractionsPass
     an offset, so one kernel replaces one per sibling and nothing is copied.
 
     A sibling is left alone when its weight is not a constant global of
-    rank 2 (an activation, a mutable parameter), when its value has an
-    elementwise user (that would be its kernel's epilogue, and the fused
-    kernel has one epilogue for all columns), or when its siblings differ
-    in input, K, element type or in having a bias. The new globals' origins
+    rank 2 (an activation, a mutable parameter), when its siblings differ
+    in input, K, element type or in having a bias, or when its slice would
+    not be free: its value (or a reshape, transpose, slice or broadcast of
+    it) is a function result (the output would be a copy), is read by a
+    matmul against a constant weight (a GEMM kernel takes whole buffers,
+    so it would read a copy), or the value itself has an elementwise user
+    (that would be its kernel's epilogue, and the fused kernel has one
+    epilogue for all columns). Concats and attention-like matmuls (both
+    operands activations) read through slices. The new globals' origins
     stack the siblings' origins and end in `concat AXIS`
     (docs/artifact-format.md), so stripped artifacts rebind; a sibling
     without an origin leaves the fused weight without one. Globals nothing
