@@ -166,6 +166,10 @@ void addGraphPhase(OpPassManager &pm, const PipelineOptions &options) {
   // transposed and converted weights. Convolutions run on tensor cores
   // (auto layout: NHWC) when kiln-match-contractions turns their regions
   // into template kernels.
+  // Horizontal fusion first: the concatenated weights then get layout and
+  // precision like any other.
+  if (options.fuseSiblings)
+    pm.addPass(createFuseSiblingContractionsPass());
   pm.addPass(createAssignLayoutPass(AssignLayoutPassOptions{
       /*layout=*/options.layout,
       /*precision=*/options.precision,

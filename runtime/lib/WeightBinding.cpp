@@ -199,10 +199,10 @@ Expected<OriginSource> parseSource(std::string_view line) {
   return OriginSource{*dtype, *shape, std::string(line.substr(nameStart))};
 }
 
-/// Replays `weight`'s origin on the initializer's values.
-Expected<Tensor> rebuild(const Weight &weight, const InitializerSource &load) {
-  std::vector<std::string_view> lines = split(weight.origin, '\n');
-  Expected<OriginSource> from = parseSource(lines[0]);
+/// Loads the initializer an origin's `initializer` line names.
+Expected<Tensor> loadSource(std::string_view line,
+                            const InitializerSource &load) {
+  Expected<OriginSource> from = parseSource(line);
   if (!from)
     return from.takeError();
   Expected<std::optional<NpyArray>> loaded = load(from->name);
@@ -218,10 +218,72 @@ Expected<Tensor> rebuild(const Weight &weight, const InitializerSource &load) {
                      from->name, dtypeName(values->dtype),
                      formatShape(values->shape), dtypeName(from->dtype),
                      formatShape(from->shape));
-  Tensor t{values->dtype, values->shape, std::move(values->data)};
+  return Tensor{values->dtype, values->shape, std::move(values->data)};
+}
+
+/// `concat AXIS`: every tensor on the stack, in order, joined along AXIS
+/// (kiln-fuse-sibling-contractions' concatenated weights).
+Error concat(std::vector<Tensor> &stack, const std::vector<int64_t> &axisList) {
+  if (axisList.size() != 1)
+    return makeError("concat needs one axis");
+  size_t axis = static_cast<size_t>(axisList[0]);
+  const Tensor &first = stack.front();
+  if (axis >= first.shape.size())
+    return makeError("concat axis {} of a {}-dimensional tensor", axis,
+                     first.shape.size());
+  Shape shape = first.shape;
+  shape[axis] = 0;
+  for (const Tensor &t : stack) {
+    bool same = t.dtype == first.dtype && t.shape.size() == shape.size();
+    for (size_t d = 0; same && d < shape.size(); ++d)
+      same = d == axis || t.shape[d] == first.shape[d];
+    if (!same)
+      return makeError("concat of {} {} and {} {} along axis {}",
+                       dtypeName(first.dtype), formatShape(first.shape),
+                       dtypeName(t.dtype), formatShape(t.shape), axis);
+    shape[axis] += t.shape[axis];
+  }
+  // Each part contributes a run of (its extent from `axis` on) elements per
+  // index of the dimensions before `axis`.
+  size_t elementBytes = first.bytes.size() /
+                        std::max<int64_t>(1, elementCount(first.shape));
+  int64_t outer = 1;
+  for (size_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  Tensor out{first.dtype, shape, {}};
+  out.bytes.reserve(elementCount(shape) * elementBytes);
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Tensor &t : stack) {
+      size_t run = t.bytes.size() / outer;
+      const uint8_t *src = t.bytes.data() + o * run;
+      out.bytes.insert(out.bytes.end(), src, src + run);
+    }
+  stack.clear();
+  stack.push_back(std::move(out));
+  return Error::success();
+}
+
+/// Replays `weight`'s origin on the initializer's values. An origin is a
+/// stack program: each `initializer` line pushes a tensor, `concat` joins
+/// the whole stack into one, every other step changes the top one.
+Expected<Tensor> rebuild(const Weight &weight, const InitializerSource &load) {
+  std::vector<std::string_view> lines = split(weight.origin, '\n');
+  std::vector<Tensor> stack;
+  Expected<Tensor> source = loadSource(lines[0], load);
+  if (!source)
+    return source.takeError();
+  stack.push_back(std::move(*source));
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string_view> words = split(lines[i], ' ');
     std::string_view step = words[0];
+    if (step == "initializer") {
+      Expected<Tensor> next = loadSource(lines[i], load);
+      if (!next)
+        return next.takeError();
+      stack.push_back(std::move(*next));
+      continue;
+    }
+    Tensor &t = stack.back();
     if (step == "convert" && words.size() == 2) {
       if (Error err = convert(t, words[1]))
         return err;
@@ -247,17 +309,24 @@ Expected<Tensor> rebuild(const Weight &weight, const InitializerSource &load) {
                         formatShape(t.shape));
       else
         t.shape = *first;
+    } else if (step == "concat") {
+      err = concat(stack, *first);
     } else {
       err = makeError("unknown step '{}'", lines[i]);
     }
     if (err)
       return err;
   }
+  if (stack.size() != 1)
+    return makeError("the origin leaves {} tensors, not one (a missing "
+                     "concat)",
+                     stack.size());
+  Tensor &t = stack.back();
   if (t.dtype != weight.dtype || t.shape != weight.shape)
     return makeError("the origin makes {} {}, not the weight's {} {}",
                      dtypeName(t.dtype), formatShape(t.shape),
                      dtypeName(weight.dtype), formatShape(weight.shape));
-  return t;
+  return std::move(t);
 }
 
 uint64_t byteSize(const Weight &weight) {

@@ -184,7 +184,7 @@ double fromBf16(uint16_t h) {
 double attentionErrorOnEmu(const AttentionProblem &p,
                            const AttentionConfig &config,
                            const AttentionBodies &bodies, uint64_t offsetBytes,
-                           double scale) {
+                           double scale, bool offsetInProblem = false) {
   GenerateOptions options;
   options.smVersion = 90;
   options.name = "attn";
@@ -212,7 +212,9 @@ double attentionErrorOnEmu(const AttentionProblem &p,
     auto ptr = device.allocate(bytes.size());
     EXPECT_TRUE(bool(ptr));
     EXPECT_FALSE(device.copyToDevice(*ptr, bytes.data(), bytes.size()));
-    return *ptr + offsetBytes;
+    // With offsetInProblem the kernel gets the allocation's start and the
+    // problem's offsets (a slice of a fused projection) move it.
+    return offsetInProblem ? *ptr : *ptr + offsetBytes;
   };
   std::vector<double> q, kv, v;
   runtime::DevicePtr dQ = operand(p.seqQ, q), dK = operand(p.seqK, kv),
@@ -299,6 +301,40 @@ TEST(AttentionKernelsTest, UnalignedOperandsOnEmu) {
                               bodies, 0, 0.125);
     EXPECT_GE(err, 0) << config.describe(p) << " aligned";
     EXPECT_LE(err, 2e-2) << config.describe(p) << " aligned";
+  }
+}
+
+// Q, K and V as slices of one fused projection (kiln-fuse-sibling-
+// contractions): the kernel is given each buffer's start and
+// AttentionStrides::offset elements move it; 3 elements (6 bytes: the
+// register-copy path) and 64 (128 bytes: cp.async), on emu against float64
+// for the wgmma and mma.sync kernels, bound 2e-2 as above. Teeth: without
+// the generated base move, the kernel reads the buffers' first elements
+// and misses by far more than the bound.
+TEST(AttentionKernelsTest, OperandOffsetsOnEmu) {
+  if (runtime::Error err = nvrtc::available())
+    GTEST_SKIP() << err.message();
+  for (uint64_t offset : {3u, 64u}) {
+    AttentionProblem p;
+    p.outer = 1;
+    p.heads = 2;
+    p.seqQ = p.seqK = 64;
+    p.headDim = p.valueDim = 64;
+    p.inputType = DType::BF16;
+    p.outputType = DType::F32;
+    p.q = p.k = p.v = {2 * 64 * 64, 64 * 64, 64, offset};
+    // The buffers are 16-byte aligned, as the matcher says (its default);
+    // the offset alone must bring the copies down to 2 bytes.
+    p.alignQ = p.alignK = p.alignV = 16;
+    AttentionBodies bodies;
+    bodies.score = "  return acc * 0.125f;";
+    for (bool wgmma : {true, false}) {
+      AttentionConfig config = pickAttentionConfig(p, 90, wgmma);
+      double err = attentionErrorOnEmu(p, config, bodies, offset * 2, 0.125,
+                                       /*offsetInProblem=*/true);
+      EXPECT_GE(err, 0) << config.describe(p) << " offset " << offset;
+      EXPECT_LE(err, 2e-2) << config.describe(p) << " offset " << offset;
+    }
   }
 }
 

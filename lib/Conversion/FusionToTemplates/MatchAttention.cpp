@@ -54,6 +54,9 @@ struct StridedView {
   SmallVector<ViewDim> dims;
   /// A constant factor the chain multiplied the values by (scale on Q/K).
   double scale = 1.0;
+  /// Elements from the buffer's start to the view's first element (a
+  /// slice of a horizontally fused projection: Q, K or V of one GEMM).
+  int64_t offset = 0;
 };
 
 StridedView packedView(Value buffer) {
@@ -197,6 +200,13 @@ FailureOr<StridedView> traceView(Value v, kiln::FusionOp fusion,
       v = def->getOperand(0);
       continue;
     }
+    if (auto slice = dyn_cast<kiln::SliceOp>(def);
+        slice && llvm::all_of(slice.getSteps(),
+                              [](int64_t step) { return step == 1; })) {
+      chain.push_back(def);
+      v = slice.getInput();
+      continue;
+    }
     if (scales && isa<kiln::MulOp, kiln::DivOp>(def) &&
         def->getOperand(0).getType() == def->getResult(0).getType()) {
       std::optional<double> c = splatOf(def->getOperand(1));
@@ -224,6 +234,14 @@ FailureOr<StridedView> traceView(Value v, kiln::FusionOp fusion,
     } else if (isa<kiln::BroadcastOp>(op)) {
       if (failed(broadcastView(view, shape)))
         return failure();
+    } else if (auto slice = dyn_cast<kiln::SliceOp>(op)) {
+      // A window: its start moves the base, its extent the size.
+      for (auto [d, start] : llvm::enumerate(slice.getStarts())) {
+        if (start != 0 && view.dims[d].div != 1)
+          return failure();
+        view.offset += start * view.dims[d].stride;
+        view.dims[d].size = shape[d];
+      }
     } else if (failed(reshapeView(view, shape))) {
       return failure();
     }
@@ -370,6 +388,7 @@ Matcher::attentionOperand(Value v, kiln::FusionOp fusion, bool transposed,
   AttentionOperand out;
   out.buffer = view->buffer;
   out.scale = view->scale;
+  out.offset = view->offset;
   size_t rank = shape.size();
   const ViewDim &rows = view->dims[rank - (transposed ? 1 : 2)];
   out.rowStride = rows.stride;
@@ -513,13 +532,16 @@ LogicalResult Matcher::rewriteAttention(kiln::FusionOp fusion,
   }
   problem.q = {static_cast<uint64_t>(q->outerStride),
                static_cast<uint64_t>(q->headStride),
-               static_cast<uint64_t>(q->rowStride)};
+               static_cast<uint64_t>(q->rowStride),
+               static_cast<uint64_t>(q->offset)};
   problem.k = {static_cast<uint64_t>(k->outerStride),
                static_cast<uint64_t>(k->headStride),
-               static_cast<uint64_t>(k->rowStride)};
+               static_cast<uint64_t>(k->rowStride),
+               static_cast<uint64_t>(k->offset)};
   problem.v = {static_cast<uint64_t>(v->outerStride),
                static_cast<uint64_t>(v->headStride),
-               static_cast<uint64_t>(v->rowStride)};
+               static_cast<uint64_t>(v->rowStride),
+               static_cast<uint64_t>(v->offset)};
   problem.keyHeadGroup = k->headDiv;
   problem.valueHeadGroup = v->headDiv;
   double operandScale = q->scale * k->scale;

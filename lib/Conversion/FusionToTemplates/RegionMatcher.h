@@ -136,6 +136,8 @@ private:
   struct AttentionOperand {
     mlir::Value buffer;
     int64_t outerStride = 0, headStride = 0, rowStride = 0, headDiv = 1;
+    /// Elements from the buffer's start (a slice of a fused projection).
+    int64_t offset = 0;
     double scale = 1.0;
   };
   mlir::FailureOr<AttentionOperand>

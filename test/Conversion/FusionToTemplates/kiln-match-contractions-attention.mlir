@@ -94,3 +94,37 @@ func.func @split_back(%q: tensor<2x8x8xbf16>, %kt: tensor<2x8x8xbf16>, %v: tenso
   }
   return %0 : tensor<2x8x8xf32>
 }
+
+// -----
+
+// Q, K and V as slices of one fused projection [1, 16, 96] (kiln-fuse-
+// sibling-contractions): the kernel reads all three from that buffer, K
+// and V at element offsets 32 and 64 (64 and 128 bytes), no copy region.
+// CHECK-LABEL: gpu.binary @kiln_attn_0
+// CHECK-SAME:    K = (const char *)K + 64;{{.*}}V = (const char *)V + 128;
+// CHECK-LABEL: func.func @fused_projection(
+// CHECK-SAME:      %[[QKV:[^:]*]]: tensor<1x16x96xbf16>)
+// CHECK-NOT:     kiln.fusion
+// CHECK:         kiln.call_kernel @kiln_attn_0::@kiln_attn_0 ins(%[[QKV]], %[[QKV]], %[[QKV]] :
+func.func @fused_projection(%qkv: tensor<1x16x96xbf16>) -> tensor<1x2x16x16xbf16> {
+  %c = kiln.constant dense<2.500000e-01> : tensor<f32>
+  %0 = kiln.fusion "attention" -> tensor<1x2x16x16xbf16> {
+    %q = kiln.slice %qkv {starts = array<i64: 0, 0, 0>, limits = array<i64: 1, 16, 32>, steps = array<i64: 1, 1, 1>} : tensor<1x16x96xbf16> -> tensor<1x16x32xbf16>
+    %k = kiln.slice %qkv {starts = array<i64: 0, 0, 32>, limits = array<i64: 1, 16, 64>, steps = array<i64: 1, 1, 1>} : tensor<1x16x96xbf16> -> tensor<1x16x32xbf16>
+    %v = kiln.slice %qkv {starts = array<i64: 0, 0, 64>, limits = array<i64: 1, 16, 96>, steps = array<i64: 1, 1, 1>} : tensor<1x16x96xbf16> -> tensor<1x16x32xbf16>
+    %qr = kiln.reshape %q : tensor<1x16x32xbf16> -> tensor<1x16x2x16xbf16>
+    %qt = kiln.transpose %qr {permutation = array<i64: 0, 2, 1, 3>} : tensor<1x16x2x16xbf16> -> tensor<1x2x16x16xbf16>
+    %kr = kiln.reshape %k : tensor<1x16x32xbf16> -> tensor<1x16x2x16xbf16>
+    %kt = kiln.transpose %kr {permutation = array<i64: 0, 2, 3, 1>} : tensor<1x16x2x16xbf16> -> tensor<1x2x16x16xbf16>
+    %vr = kiln.reshape %v : tensor<1x16x32xbf16> -> tensor<1x16x2x16xbf16>
+    %vt = kiln.transpose %vr {permutation = array<i64: 0, 2, 1, 3>} : tensor<1x16x2x16xbf16> -> tensor<1x2x16x16xbf16>
+    %s = kiln.matmul %qt, %kt : tensor<1x2x16x16xbf16>, tensor<1x2x16x16xbf16> -> tensor<1x2x16x16xf32>
+    %m = kiln.mul %s, %c : tensor<1x2x16x16xf32>, tensor<f32> -> tensor<1x2x16x16xf32>
+    %p = kiln.softmax %m {axis = 3 : i64} : tensor<1x2x16x16xf32>
+    %pb = kiln.cast %p : tensor<1x2x16x16xf32> -> tensor<1x2x16x16xbf16>
+    %o = kiln.matmul %pb, %vt : tensor<1x2x16x16xbf16>, tensor<1x2x16x16xbf16> -> tensor<1x2x16x16xf32>
+    %ob = kiln.cast %o : tensor<1x2x16x16xf32> -> tensor<1x2x16x16xbf16>
+    kiln.yield %ob : tensor<1x2x16x16xbf16>
+  }
+  return %0 : tensor<1x2x16x16xbf16>
+}

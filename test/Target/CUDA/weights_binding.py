@@ -46,11 +46,15 @@ BOUNDS = numerics.NORM_BOUND
 SIZE = 12
 
 
-def build(rng, small=None, groups=1, matmul_head=False):
+def build(rng, small=None, groups=1, matmul_head=False, sibling_heads=False):
     """The CNN with random weights; `small` reuses another build's small
     initializers (name -> array). `matmul_head`: the head is a MatMul with
     a row-major [32, 10] weight and an Add (the logits, no Softmax) instead
-    of the Gemm."""
+    of the Gemm. `sibling_heads`: two MatMul + Add heads on the pooled
+    features ([32, 72] and [32, 80], biases over 64 elements so they are
+    weights), concatenated: kiln-fuse-sibling-contractions makes them one
+    matmul against weights concatenated at compile time (a `concat` in the
+    origins)."""
     def weight(name, shape, fan_in):
         return rng.normal(0, 1 / np.sqrt(fan_in), shape).astype(np.float32)
 
@@ -64,6 +68,13 @@ def build(rng, small=None, groups=1, matmul_head=False):
         "bn_v": rng.uniform(0.5, 1.5, 16).astype(np.float32),
         "fc_b": rng.normal(0, 0.1, 10).astype(np.float32),
     }
+    if sibling_heads:
+        arrays.update({
+            "fc": weight("fc", (32, 72), 32),
+            "fc_b": rng.normal(0, 0.1, 72).astype(np.float32),
+            "fc2": weight("fc2", (32, 80), 32),
+            "fc2_b": rng.normal(0, 0.1, 80).astype(np.float32),
+        })
     if small is not None:
         arrays.update({k: v for k, v in small.items() if v.size <= 64})
     nodes = [
@@ -82,11 +93,19 @@ def build(rng, small=None, groups=1, matmul_head=False):
     if matmul_head:  # no Softmax: the MatMul gets a region of its own
         nodes[-2:] = [helper.make_node("MatMul", ["flat", "fc"], ["mm"]),
                       helper.make_node("Add", ["mm", "fc_b"], ["prob"])]
+    if sibling_heads:
+        nodes[-2:] = [helper.make_node("MatMul", ["flat", "fc"], ["mm"]),
+                      helper.make_node("Add", ["mm", "fc_b"], ["h1"]),
+                      helper.make_node("MatMul", ["flat", "fc2"], ["mm2"]),
+                      helper.make_node("Add", ["mm2", "fc2_b"], ["h2"]),
+                      helper.make_node("Concat", ["h1", "h2"], ["prob"],
+                                       axis=1)]
     graph = helper.make_graph(
         nodes, "cnn",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                        [2, 3, SIZE, SIZE])],
-        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [2, 10])],
+        [helper.make_tensor_value_info("prob", TensorProto.FLOAT,
+                                       [2, 152 if sibling_heads else 10])],
         [numpy_helper.from_array(v, k) for k, v in arrays.items()])
     model = helper.make_model(graph,
                               opset_imports=[helper.make_opsetid("", 17)])
@@ -115,6 +134,7 @@ def main():
     ap.add_argument("--layout", default="")
     ap.add_argument("--groups", type=int, default=1)
     ap.add_argument("--matmul-head", action="store_true")
+    ap.add_argument("--sibling-heads", action="store_true")
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
     args = ap.parse_args()
@@ -122,9 +142,11 @@ def main():
     os.makedirs(w, exist_ok=True)
     rng = np.random.default_rng(7)
     model_a, arrays_a = build(rng, groups=args.groups,
-                              matmul_head=args.matmul_head)
+                              matmul_head=args.matmul_head,
+                              sibling_heads=args.sibling_heads)
     model_b, arrays_b = build(rng, small=arrays_a, groups=args.groups,
-                              matmul_head=args.matmul_head)
+                              matmul_head=args.matmul_head,
+                              sibling_heads=args.sibling_heads)
     onnx.save(model_a, os.path.join(w, "a.onnx"))
     export(arrays_b, os.path.join(w, "b"))
     x = rng.standard_normal((2, 3, SIZE, SIZE)).astype(np.float32)

@@ -34,6 +34,9 @@ namespace kiln::contraction {
 /// contiguous.
 struct AttentionStrides {
   uint64_t outer = 0, head = 0, row = 0;
+  /// Elements from the pointer the kernel is given to the operand's first
+  /// element (Q, K and V as slices of one fused projection GEMM).
+  uint64_t offset = 0;
 };
 
 struct AttentionProblem {

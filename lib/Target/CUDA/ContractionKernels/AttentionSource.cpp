@@ -38,7 +38,7 @@ uint32_t copyVector(uint32_t elemBytes, uint32_t align,
   auto fits = [&](uint32_t v) {
     uint64_t bytes = uint64_t(v) * elemBytes;
     return align % bytes == 0 && s.row % v == 0 && s.outer % v == 0 &&
-           headStrideUsed % v == 0;
+           headStrideUsed % v == 0 && s.offset % v == 0;
   };
   while (vec > 1 && !fits(vec))
     vec /= 2;
@@ -320,6 +320,13 @@ generateAttentionSource(const AttentionProblem &p, const AttentionConfig &c,
   s += "extern \"C\" __global__ void __launch_bounds__(" +
        i(c.warps * 32) + (c.wgmma ? ", 1" : "") + ") " + options.name + "(" +
        list + ") {\n";
+  // Operands that start inside their buffer (slices of a fused Q/K/V
+  // projection): the base moves once, every stride stays.
+  for (auto [name, strides] : {std::pair{"Q", &p.q}, std::pair{"K", &p.k},
+                               std::pair{"V", &p.v}})
+    if (strides->offset)
+      s += std::string("  ") + name + " = (const char *)" + name + " + " +
+           std::to_string(strides->offset * plan.elemBytes) + ";\n";
   s += "  ScoreArgs sa;\n";
   for (size_t k = 0; k < bodies.scoreOperands.size(); ++k)
     s += "  sa.extra[" + i(k) + "] = score" + i(k) + ";\n";

@@ -272,6 +272,52 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
                            "::mlir::ml_program::MLProgramDialect"];
 }
 
+def FuseSiblingContractionsPass
+    : Pass<"kiln-fuse-sibling-contractions", "mlir::ModuleOp"> {
+  let summary = "Merge matmuls that share an input into one with concatenated weights";
+  let description = [{
+    Horizontal fusion (issue 23). Matmuls in one block that read the same
+    left operand with constant weights `[K][N_i]` of one element type (the
+    Q, K and V projections of an attention layer) become one matmul
+    against a new global holding the weights concatenated along N
+    (`[K][sum N_i]`); when every sibling adds a constant `[N_i]` bias, the
+    biases are concatenated the same way and added once. Each sibling's
+    value becomes a `kiln.slice` of the fused result along its last
+    dimension: kiln-fuse copies slices into their consumers as index
+    arithmetic, and the attention kernel reads its operands through them at
+    an offset, so one kernel replaces one per sibling and nothing is copied.
+
+    A sibling is left alone when its weight is not a constant global of
+    rank 2 (an activation, a mutable parameter), when its siblings differ
+    in input, K, element type or in having a bias, or when its slice would
+    not be free: its value (or a reshape, transpose, slice or broadcast of
+    it) is a function result (the output would be a copy), is read by a
+    matmul against a constant weight (a GEMM kernel takes whole buffers,
+    so it would read a copy), or the value itself has an elementwise user
+    (that would be its kernel's epilogue, and the fused kernel has one
+    epilogue for all columns). Concats and attention-like matmuls (both
+    operands activations) read through slices. The new globals' origins
+    stack the siblings' origins and end in `concat AXIS`
+    (docs/artifact-format.md), so stripped artifacts rebind; a sibling
+    without an origin leaves the fused weight without one. Globals nothing
+    loads afterwards are erased.
+
+    Example (the encoder's Q and K projections):
+
+    ```mlir
+    %q = kiln.matmul %x, %wq : tensor<1x128x256xf32>, tensor<256x256xf32> -> tensor<1x128x256xf32>
+    %k = kiln.matmul %x, %wk : tensor<1x128x256xf32>, tensor<256x256xf32> -> tensor<1x128x256xf32>
+    // becomes
+    %w = ml_program.global_load_const @wq_siblings : tensor<256x512xf32>
+    %f = kiln.matmul %x, %w : tensor<1x128x256xf32>, tensor<256x512xf32> -> tensor<1x128x512xf32>
+    %q = kiln.slice %f {starts = array<i64: 0, 0, 0>, limits = array<i64: 1, 128, 256>, steps = array<i64: 1, 1, 1>} : ...
+    %k = kiln.slice %f {starts = array<i64: 0, 0, 256>, limits = array<i64: 1, 128, 512>, steps = array<i64: 1, 1, 1>} : ...
+    ```
+  }];
+  let dependentDialects = ["::kiln::KilnDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
 def FusePass : Pass<"kiln-fuse", "mlir::func::FuncOp"> {
   let summary = "Group ops into kiln.fusion regions, one kernel each";
   let description = [{
