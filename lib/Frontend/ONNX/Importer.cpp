@@ -588,8 +588,10 @@ GraphImporter::importSubgraph(const onnx::GraphProto &graph,
   }
   for (const onnx::NodeProto &node : graph.node()) {
     OpBuilder::InsertionGuard guard(b);
-    if (failed(importNode(node)))
+    if (failed(importNode(node))) {
+      error += " (in " + where + ")";
       return failure();
+    }
   }
   SmallVector<Value> results;
   for (const onnx::ValueInfoProto &out : graph.output()) {
