@@ -13,7 +13,9 @@
 //     constant every iteration) is unrolled, up to kMaxUnrolledIterations;
 //     scan outputs are stacked along a new leading axis.
 //   - Scan (opset 9+) over static sequence lengths is unrolled the same way,
-//     with every scan_input/output axis and direction.
+//     with every scan_input/output axis and direction; Scan-8's batched
+//     form is unrolled per batch row (sequence_lens, when given, must be a
+//     constant equal to the sequence length).
 //
 // What is not resolved here is an error naming the node: a Loop whose trip
 // count or condition is only known at run time (device-side loops, issue
@@ -194,6 +196,37 @@ LogicalResult importLoop(NodeImporter &n) {
   return bindComposed(c, results);
 }
 
+/// Runs a Scan body over `steps` slices of `scanInputs` (along `axes`,
+/// reversed where `directions` is 1), threading `states`; appends each
+/// step's scan outputs to `outs`.
+LogicalResult unrollScan(Composer &c, const onnx::GraphProto &body,
+                         SmallVectorImpl<Value> &states,
+                         ArrayRef<Value> scanInputs, ArrayRef<int64_t> axes,
+                         ArrayRef<int64_t> directions, int64_t steps,
+                         SmallVectorImpl<SmallVector<Value>> &outs) {
+  NodeImporter &n = c.importer();
+  size_t numStates = states.size();
+  for (int64_t s = 0; s < steps; ++s) {
+    SmallVector<Value> args(states.begin(), states.end());
+    for (auto [j, in] : llvm::enumerate(scanInputs)) {
+      int64_t t = directions[j] ? steps - 1 - s : s;
+      SmallVector<int64_t> shape(typeOf(in).getShape());
+      shape.erase(shape.begin() + axes[j]);
+      args.push_back(c.reshape(c.sliceAxis(in, axes[j], t, t + 1), shape));
+    }
+    if (c.failed())
+      return failure();
+    FailureOr<SmallVector<Value>> out = n.importSubgraph(body, args);
+    if (failed(out))
+      return failure();
+    for (size_t i = 0; i < numStates; ++i)
+      states[i] = (*out)[i];
+    for (size_t j = 0; j < outs.size(); ++j)
+      outs[j].push_back((*out)[numStates + j]);
+  }
+  return success();
+}
+
 LogicalResult importScan(NodeImporter &n) {
   const onnx::GraphProto *body = n.graphAttr("body");
   if (!body)
@@ -252,29 +285,15 @@ LogicalResult importScan(NodeImporter &n) {
   if (steps == 0 && numScanOutputs > 0)
     return n.fail("a scan of no steps gives scan outputs of unknown shape");
   Composer c(n);
-  SmallVector<Value> states;
+  SmallVector<Value> states, scanInputs;
   for (int64_t i = 0; i < numStates; ++i)
     states.push_back(n.input(i));
+  for (int64_t j = 0; j < numScanInputs; ++j)
+    scanInputs.push_back(n.input(numStates + j));
   SmallVector<SmallVector<Value>> outs(numScanOutputs);
-  for (int64_t s = 0; s < steps; ++s) {
-    SmallVector<Value> args(states);
-    for (int64_t j = 0; j < numScanInputs; ++j) {
-      Value in = n.input(numStates + j);
-      int64_t t = inDirs[j] ? steps - 1 - s : s;
-      SmallVector<int64_t> shape(typeOf(in).getShape());
-      shape.erase(shape.begin() + inAxes[j]);
-      args.push_back(c.reshape(c.sliceAxis(in, inAxes[j], t, t + 1), shape));
-    }
-    if (c.failed())
-      return failure();
-    FailureOr<SmallVector<Value>> out = n.importSubgraph(*body, args);
-    if (failed(out))
-      return failure();
-    for (int64_t i = 0; i < numStates; ++i)
-      states[i] = (*out)[i];
-    for (int64_t j = 0; j < numScanOutputs; ++j)
-      outs[j].push_back((*out)[numStates + j]);
-  }
+  if (failed(unrollScan(c, *body, states, scanInputs, inAxes, inDirs, steps,
+                        outs)))
+    return failure();
   SmallVector<Value> results(states);
   for (int64_t j = 0; j < numScanOutputs; ++j) {
     int64_t rank = typeOf(outs[j].front()).getRank() + 1;
@@ -289,6 +308,98 @@ LogicalResult importScan(NodeImporter &n) {
   return bindComposed(c, results);
 }
 
+/// Scan-8: a leading batch axis on every state and scan input (scan axis
+/// 1), an optional sequence_lens first; each batch row is scanned on its
+/// own and the results stacked again.
+LogicalResult importScan8(NodeImporter &n) {
+  const onnx::GraphProto *body = n.graphAttr("body");
+  if (!body)
+    return failure();
+  int64_t numScanInputs = n.intAttr("num_scan_inputs", -1);
+  int64_t numInputs = static_cast<int64_t>(n.numInputs()) - 1;
+  if (numScanInputs < 1 || numScanInputs > numInputs)
+    return n.fail("num_scan_inputs must be between 1 and the number of "
+                  "inputs after sequence_lens");
+  int64_t numStates = numInputs - numScanInputs;
+  int64_t numScanOutputs = body->output_size() - numStates;
+  if (body->input_size() != numInputs || numScanOutputs < 0)
+    return n.fail("body must take the " + Twine(numStates) +
+                  " states and one slice of each scan input, and return the "
+                  "states and the scan outputs");
+  for (int64_t i = 1; i <= numInputs; ++i)
+    if (!n.hasInput(i))
+      return n.fail("input " + Twine(i) + " is omitted");
+  SmallVector<int64_t> dirs = n.intsAttr("directions");
+  if (dirs.empty())
+    dirs.assign(numScanInputs, 0);
+  if (static_cast<int64_t>(dirs.size()) != numScanInputs)
+    return n.fail("directions needs one entry per scan input");
+  int64_t batch = -1, steps = -1;
+  for (int64_t i = 1; i <= numInputs; ++i) {
+    RankedTensorType type = n.inputType(i);
+    bool scanInput = i > numStates;
+    if (type.getRank() < (scanInput ? 2 : 1) ||
+        (batch >= 0 && type.getDimSize(0) != batch))
+      return n.fail("every state and scan input needs the same leading "
+                    "batch dimension (and scan inputs a sequence axis)");
+    batch = type.getDimSize(0);
+    if (scanInput) {
+      if (steps >= 0 && type.getDimSize(1) != steps)
+        return n.fail("scan inputs have different sequence lengths (" +
+                      Twine(steps) + " and " + Twine(type.getDimSize(1)) +
+                      ")");
+      steps = type.getDimSize(1);
+    }
+  }
+  if (n.hasInput(0)) {
+    std::optional<DenseElementsAttr> lens = constantOf(n.input(0));
+    if (!lens)
+      return n.fail("sequence_lens is only known at run time (not supported "
+                    "yet)");
+    for (const APInt &v : lens->getValues<APInt>())
+      if (v.getSExtValue() != steps)
+        return n.fail("sequence_lens shorter than the sequence (" +
+                      Twine(v.getSExtValue()) + " of " + Twine(steps) +
+                      ") are not supported yet");
+  }
+  if (batch * steps > kMaxUnrolledIterations)
+    return n.fail("scans " + Twine(batch) + " x " + Twine(steps) +
+                  " steps, more than the " + Twine(kMaxUnrolledIterations) +
+                  " Kiln unrolls");
+  if (steps == 0 && numScanOutputs > 0)
+    return n.fail("a scan of no steps gives scan outputs of unknown shape");
+  Composer c(n);
+  auto row = [&](Value v, int64_t b) {
+    SmallVector<int64_t> shape(typeOf(v).getShape());
+    shape.erase(shape.begin());
+    return c.reshape(c.sliceAxis(v, 0, b, b + 1), shape);
+  };
+  SmallVector<SmallVector<Value>> finalStates(numStates),
+      scanOutputs(numScanOutputs);
+  for (int64_t b = 0; b < batch; ++b) {
+    SmallVector<Value> states, scanInputs;
+    for (int64_t i = 1; i <= numStates; ++i)
+      states.push_back(row(n.input(i), b));
+    for (int64_t j = 0; j < numScanInputs; ++j)
+      scanInputs.push_back(row(n.input(1 + numStates + j), b));
+    SmallVector<int64_t> axes(numScanInputs, 0);
+    SmallVector<SmallVector<Value>> outs(numScanOutputs);
+    if (failed(unrollScan(c, *body, states, scanInputs, axes, dirs, steps,
+                          outs)))
+      return failure();
+    for (int64_t i = 0; i < numStates; ++i)
+      finalStates[i].push_back(states[i]);
+    for (int64_t j = 0; j < numScanOutputs; ++j)
+      scanOutputs[j].push_back(stack(c, outs[j], 0));
+  }
+  SmallVector<Value> results;
+  for (int64_t i = 0; i < numStates; ++i)
+    results.push_back(stack(c, finalStates[i], 0));
+  for (int64_t j = 0; j < numScanOutputs; ++j)
+    results.push_back(stack(c, scanOutputs[j], 0));
+  return bindComposed(c, results);
+}
+
 } // namespace
 
 void registerControlFlowHandlers(SmallVectorImpl<Handler> &handlers) {
@@ -300,6 +411,10 @@ void registerControlFlowHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Loop", 1, importLoop,
        "compile-time trip count and condition, unrolled (at most 1024 "
        "iterations); tensors only"});
+  handlers.push_back({"Scan", 8, importScan8,
+                      "batched form: sequence_lens must be a constant equal "
+                      "to the sequence length; unrolled per batch row (at "
+                      "most 1024 steps in all)"});
   handlers.push_back({"Scan", 9, importScan,
                       "static sequence length, unrolled (at most 1024 "
                       "steps)"});
