@@ -22,6 +22,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -89,6 +90,8 @@ private:
     addFamily("linear algebra", registerLinearAlgebraHandlers);
     addFamily("image", registerImageHandlers);
     addFamily("signal", registerSignalHandlers);
+    addFamily("recurrent", registerRecurrentHandlers);
+    addFamily("control flow", registerControlFlowHandlers);
     addFamily("random", registerRandomHandlers);
     addFamily("text", registerTextHandlers);
     addFamily("loss", registerLossHandlers);
@@ -118,6 +121,39 @@ std::string describeNode(const onnx::NodeProto &node) {
   // Unnamed nodes are common in exported models: name them by what they make.
   std::string output = node.output_size() ? node.output(0) : "";
   return "unnamed node producing '" + output + "' (" + node.op_type() + ")";
+}
+
+/// The names a node's subgraphs (GRAPH attributes, at any depth) read from
+/// enclosing scopes: read there and not defined there.
+void collectCapturedNames(const onnx::NodeProto &node,
+                          llvm::StringSet<> &captured) {
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    SmallVector<const onnx::GraphProto *> graphs;
+    if (attr.has_g())
+      graphs.push_back(&attr.g());
+    for (const onnx::GraphProto &g : attr.graphs())
+      graphs.push_back(&g);
+    for (const onnx::GraphProto *g : graphs) {
+      llvm::StringSet<> defined, reads;
+      for (const auto &in : g->input())
+        defined.insert(in.name());
+      for (const auto &init : g->initializer())
+        defined.insert(init.name());
+      for (const onnx::NodeProto &inner : g->node()) {
+        for (const std::string &out : inner.output())
+          defined.insert(out);
+        for (const std::string &in : inner.input())
+          if (!in.empty())
+            reads.insert(in);
+        collectCapturedNames(inner, reads);
+      }
+      for (const auto &out : g->output())
+        reads.insert(out.name());
+      for (const auto &name : reads)
+        if (!defined.contains(name.getKey()))
+          captured.insert(name.getKey());
+    }
+  }
 }
 
 std::string formatShape(ArrayRef<int64_t> shape) {
@@ -166,6 +202,8 @@ private:
                               SmallVectorImpl<std::string> &names);
   LogicalResult sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order);
   LogicalResult importNode(const onnx::NodeProto &node);
+  FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &graph,
+                                               ArrayRef<Value> inputs);
   LogicalResult bindOutputs(func::FuncOp func);
   FailureOr<Value> lookupValue(StringRef name, const onnx::NodeProto *user);
   FailureOr<Value> materializeInitializer(const onnx::TensorProto &tensor);
@@ -333,6 +371,11 @@ GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order) {
       for (const onnx::AttributeProto &attr : node.attribute())
         if (attr.name() == "y")
           reads.push_back(attr.s());
+    // A node with subgraphs (If, Loop, Scan) also reads what they capture.
+    llvm::StringSet<> captured;
+    collectCapturedNames(node, captured);
+    for (const auto &name : captured)
+      reads.push_back(name.getKey().str());
     for (const std::string &in : reads) {
       if (in.empty() || graphInputs.contains(in) || initializers.count(in))
         continue;
@@ -491,6 +534,10 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   NodeImporter importer(b, node, opset, inputs, baseDir, nodeError);
   importer.setTraining(options.trainingDropout);
   importer.setGraphValues(&values);
+  importer.setSubgraphImporter(
+      [this](const onnx::GraphProto &graph, ArrayRef<Value> inputs) {
+        return importSubgraph(graph, inputs);
+      });
   if (failed(handler->fn(importer)))
     return fail(describeNode(node) + ": " +
                 (nodeError.empty() ? std::string("import failed") : nodeError));
@@ -502,6 +549,58 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       values[node.output(i)] = results[i];
   }
   return success();
+}
+
+FailureOr<SmallVector<Value>>
+GraphImporter::importSubgraph(const onnx::GraphProto &graph,
+                              ArrayRef<Value> inputs) {
+  std::string where =
+      "subgraph '" + (graph.name().empty() ? std::string("?") : graph.name()) +
+      "'";
+  if (graph.input_size() != static_cast<int>(inputs.size()))
+    return fail(where + " has " + Twine(graph.input_size()) +
+                " inputs; it is given " + Twine(inputs.size()));
+  if (graph.sparse_initializer_size() > 0)
+    return fail(where + ": sparse initializers are not supported");
+  // The subgraph's names shadow the enclosing scopes' only while it is
+  // imported: an unrolled body defines the same names once per iteration.
+  llvm::StringMap<Value> saved = values;
+  auto restore = llvm::make_scope_exit([&] {
+    // Initializers of the main graph materialised inside stay materialised
+    // (a weight becomes one global however often a body is unrolled).
+    for (const auto &entry : values)
+      if (initializers.count(entry.getKey()) && !saved.count(entry.getKey()))
+        saved[entry.getKey()] = entry.getValue();
+    values = std::move(saved);
+  });
+  for (auto [i, in] : llvm::enumerate(graph.input()))
+    values[in.name()] = inputs[i];
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    std::string decodeError;
+    FailureOr<DenseElementsAttr> value =
+        decodeTensor(init, baseDir, &context, decodeError);
+    if (failed(value))
+      return fail(where + ": " + decodeError);
+    values[init.name()] =
+        ConstantOp::create(b, NameLoc::get(b.getStringAttr(init.name())),
+                           *value)
+            .getResult();
+  }
+  for (const onnx::NodeProto &node : graph.node()) {
+    OpBuilder::InsertionGuard guard(b);
+    if (failed(importNode(node))) {
+      error += " (in " + where + ")";
+      return failure();
+    }
+  }
+  SmallVector<Value> results;
+  for (const onnx::ValueInfoProto &out : graph.output()) {
+    FailureOr<Value> value = lookupValue(out.name(), nullptr);
+    if (failed(value))
+      return failure();
+    results.push_back(*value);
+  }
+  return results;
 }
 
 LogicalResult GraphImporter::bindOutputs(func::FuncOp func) {

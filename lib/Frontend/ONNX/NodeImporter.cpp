@@ -224,6 +224,23 @@ Value NodeImporter::constant(DenseElementsAttr value) {
   return ConstantOp::create(b, location, value);
 }
 
+FailureOr<SmallVector<Value>>
+NodeImporter::importSubgraph(const onnx::GraphProto &graph,
+                             ArrayRef<Value> inputs) {
+  if (!subgraphImporter)
+    return fail("internal error: no subgraph importer");
+  return subgraphImporter(graph, inputs);
+}
+
+const onnx::GraphProto *NodeImporter::graphAttr(StringRef name) {
+  const onnx::AttributeProto *attr = findAttr(name);
+  if (!attr || !attr->has_g()) {
+    (void)fail("attribute '" + name + "' (a graph) is missing");
+    return nullptr;
+  }
+  return &attr->g();
+}
+
 Value NodeImporter::scalar(Type elementType, double value) {
   auto type = RankedTensorType::get({}, elementType);
   Attribute element = isa<FloatType>(elementType)

@@ -18,6 +18,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -46,6 +47,8 @@ void registerIndexingHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerLinearAlgebraHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerImageHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerSignalHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerRecurrentHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerControlFlowHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerRandomHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerTextHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 /// ai.onnx.preview.training ops, registered under their qualified names.
@@ -100,6 +103,22 @@ public:
   mlir::Value graphValue(llvm::StringRef name) const {
     return graphValues ? graphValues->lookup(name) : nullptr;
   }
+
+  /// Imports a subgraph (an If branch, a Loop or Scan body) inline at the
+  /// current insertion point, its formal inputs bound to `inputs` and the
+  /// enclosing graphs' values visible (captured); returns its outputs. Set by
+  /// the GraphImporter, which owns the value scopes.
+  using SubgraphImporter =
+      std::function<llvm::FailureOr<llvm::SmallVector<mlir::Value>>(
+          const onnx::GraphProto &, llvm::ArrayRef<mlir::Value>)>;
+  void setSubgraphImporter(SubgraphImporter fn) {
+    subgraphImporter = std::move(fn);
+  }
+  llvm::FailureOr<llvm::SmallVector<mlir::Value>>
+  importSubgraph(const onnx::GraphProto &graph,
+                 llvm::ArrayRef<mlir::Value> inputs);
+  /// A GRAPH attribute, or null (with an error naming it) when absent.
+  const onnx::GraphProto *graphAttr(llvm::StringRef name);
 
   //===--------------------------------------------------------------------===//
   // Inputs
@@ -219,6 +238,7 @@ public:
 private:
   bool trainingMode = false;
   const llvm::StringMap<mlir::Value> *graphValues = nullptr;
+  SubgraphImporter subgraphImporter;
   llvm::FailureOr<llvm::SmallVector<mlir::Value>>
   create(llvm::StringRef opName, mlir::ValueRange operands,
          llvm::ArrayRef<mlir::NamedAttribute> attrs, mlir::TypeRange types,

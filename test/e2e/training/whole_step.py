@@ -11,6 +11,11 @@ different batch:
   shrunk: embedding Gather, layer norms, attention with softmax, erf GELU)
   with a mean-squared-error loss against a random target.
 
+With --only lstm,gru (test/Pipelines/Training/recurrent-step.test): a
+bidirectional LSTM and a GRU (linear_before_reset 1), layout 1, with an MSE
+loss on Y: backpropagation through time through the recurrence the importer
+unrolls.
+
 Kiln side: `kilnc --train` compiles the ONNX model; step k is one
 `kiln-train` epoch over batch k (N = B; from step 2 on `--resume` from the
 checkpoint of step k-1). The loss of each step comes from the history CSV,
@@ -274,6 +279,93 @@ def encoder_case(work, rng):
     return c
 
 
+def recurrent_forward(jnp, kind, w, x, bidirectional):
+    """ONNX LSTM (gates i, o, f, c) or GRU (z, r, h; linear_before_reset
+    1, as PyTorch exports it), layout 1 (x [B, T, I]), zero initial
+    state, default activations; returns Y as [B, T, D, H]."""
+    sig = lambda v: 1 / (1 + jnp.exp(-v))
+    ys_all = []
+    for d in range(2 if bidirectional else 1):
+        W, R, Bias = w["rnn.W"][d], w["rnn.R"][d], w["rnn.B"][d]
+        hidden = R.shape[1]
+        g = W.shape[0]
+        batch, steps = x.shape[0], x.shape[1]
+        h = jnp.zeros((batch, hidden))
+        cell = jnp.zeros((batch, hidden))
+        ys = [None] * steps
+        for s in range(steps):
+            t = steps - 1 - s if d == 1 else s
+            xw = x[:, t] @ W.T + Bias[:g]
+            hr = h @ R.T + Bias[g:]
+            if kind == "lstm":
+                pre = xw + hr
+                i, o, f, cc = (pre[:, k * hidden:(k + 1) * hidden] for k in range(4))
+                cell = sig(f) * cell + sig(i) * jnp.tanh(cc)
+                h = sig(o) * jnp.tanh(cell)
+            else:
+                part = lambda v, k: v[:, k * hidden:(k + 1) * hidden]
+                z = sig(part(xw, 0) + part(hr, 0))
+                r = sig(part(xw, 1) + part(hr, 1))
+                n = jnp.tanh(part(xw, 2) + r * part(hr, 2))
+                h = (1 - z) * n + z * h
+            ys[t] = h
+        ys_all.append(jnp.stack(ys, axis=1))
+    return jnp.stack(ys_all, axis=2)
+
+
+def recurrent_case(kind):
+    """A bidirectional LSTM or a forward GRU (linear_before_reset 1) on
+    [B 4, T 5, I 3], H 6, with an MSE loss on Y against a random target:
+    backpropagation through time through Kiln's unrolled recurrence."""
+    def make(work, rng):
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        c = Case()
+        c.name, c.batch = kind, 4
+        steps, inputs, hidden = 5, 3, 6
+        bidirectional = kind == "lstm"
+        d = 2 if bidirectional else 1
+        g = 4 if kind == "lstm" else 3
+        k = 1 / np.sqrt(hidden)
+        init = {"rnn.W": (d, g * hidden, inputs), "rnn.R": (d, g * hidden, hidden),
+                "rnn.B": (d, 2 * g * hidden)}
+        arrays = {n: rng.uniform(-k, k, shape).astype(np.float32) * 2
+                  for n, shape in init.items()}
+        attrs = dict(hidden_size=hidden, layout=1,
+                     direction="bidirectional" if bidirectional else "forward")
+        if kind == "gru":
+            attrs["linear_before_reset"] = 1
+        node = helper.make_node(kind.upper(), ["x", "rnn.W", "rnn.R", "rnn.B"],
+                                ["y"], name="rnn", **attrs)
+        graph = helper.make_graph(
+            [node], kind,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                           [c.batch, steps, inputs])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                           [c.batch, steps, d, hidden])],
+            [numpy_helper.from_array(a, n) for n, a in arrays.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+        model.ir_version = 8
+        c.onnx = os.path.join(work, f"{kind}.onnx")
+        onnx.save(model, c.onnx)
+        c.weights = {n: a.astype(np.float64) for n, a in arrays.items()}
+        c.stats = {}
+        c.flags = ["--loss=mse", "--loss-on=y",
+                   f"--labels=target:{c.batch}x{steps}x{d}x{hidden}:f32"]
+        c.batches = [(rng.standard_normal((c.batch, steps, inputs)).astype(np.float32),
+                      (0.5 * rng.standard_normal((c.batch, steps, d, hidden))).astype(np.float32))
+                     for _ in range(STEPS)]
+        c.eval_x = None
+        c.input = "x"
+
+        def loss_and_stats(jnp, lax, jsp, w, stats, x, target):
+            y = recurrent_forward(jnp, kind, w, x, bidirectional)
+            return jnp.mean((y - target) ** 2), {}
+        c.loss_and_stats = loss_and_stats
+        return c
+    return make
+
+
 def reference(c, o):
     import jax
     import jax.numpy as jnp
@@ -385,7 +477,8 @@ def main():
     p.add_argument("--kilnc", required=True)
     p.add_argument("--kiln-train", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--only", help="run only this model (cnn or encoder)")
+    p.add_argument("--only", help="run only these models, comma-separated "
+                   "(cnn, encoder, lstm, gru; default cnn,encoder)")
     args = p.parse_args()
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -393,10 +486,10 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     failures = 0
     configs = 0
-    for make in (cnn_case, encoder_case):
-        c = make(args.work, np.random.default_rng(11))
-        if args.only and c.name != args.only:
-            continue
+    cases = {"cnn": cnn_case, "encoder": encoder_case,
+             "lstm": recurrent_case("lstm"), "gru": recurrent_case("gru")}
+    for name in (args.only or "cnn,encoder").split(","):
+        c = cases[name](args.work, np.random.default_rng(11))
         for name, spec, o in OPTIMIZERS:
             failures += run_case(c, name, spec, o, args, args.work)
             configs += 1

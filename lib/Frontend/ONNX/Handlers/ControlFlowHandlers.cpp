@@ -1,0 +1,423 @@
+//===- ControlFlowHandlers.cpp - ONNX If, Loop and Scan -------------------===//
+//
+// Control flow whose structure is known at compile time, resolved at import:
+//
+//   - If with a constant condition imports the chosen branch inline. With a
+//     run-time condition both branches are imported and every output is a
+//     kiln.select on the condition: the choice is made on the device, with
+//     no read-back to the host, at the cost of running both branches (ONNX
+//     subgraphs are pure, so the branch not chosen has no effect). Outputs
+//     whose shapes differ between the branches need run-time shapes: an
+//     error naming the node.
+//   - Loop with a compile-time trip count (and a condition that folds to a
+//     constant every iteration) is unrolled, up to kMaxUnrolledIterations;
+//     scan outputs are stacked along a new leading axis.
+//   - Scan (opset 9+) over static sequence lengths is unrolled the same way,
+//     with every scan_input/output axis and direction; Scan-8's batched
+//     form is unrolled per batch row (sequence_lens, when given, must be a
+//     constant equal to the sequence length).
+//
+// What is not resolved here is an error naming the node: a Loop whose trip
+// count or condition is only known at run time (device-side loops, issue
+// 25's stage 3: structured launch-list regions), and more iterations than
+// the unrolling limit.
+//
+// Subgraphs capture outer values by name and nest to any depth: the
+// GraphImporter imports them inline (NodeImporter::importSubgraph).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Composer.h"
+
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+
+namespace kiln::onnx_frontend {
+namespace {
+
+/// Iterations a Loop or Scan may unroll to.
+constexpr int64_t kMaxUnrolledIterations = 1024;
+
+std::optional<DenseElementsAttr> constantOf(Value v) {
+  DenseElementsAttr value;
+  if (v && matchPattern(v, m_Constant(&value)))
+    return value;
+  return std::nullopt;
+}
+
+/// The value of a one-element bool tensor known at compile time.
+std::optional<bool> constantBool(Value v) {
+  std::optional<DenseElementsAttr> value = constantOf(v);
+  if (!value || value->getNumElements() != 1 ||
+      !value->getElementType().isInteger(1))
+    return std::nullopt;
+  return *value->getValues<bool>().begin();
+}
+
+std::string shapeText(RankedTensorType type) {
+  std::string s;
+  for (auto [i, d] : llvm::enumerate(type.getShape()))
+    s += (i ? "x" : "") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+LogicalResult importIf(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1, static_cast<size_t>(n.node().output_size()))))
+    return failure();
+  const onnx::GraphProto *thenGraph = n.graphAttr("then_branch");
+  const onnx::GraphProto *elseGraph = n.graphAttr("else_branch");
+  if (!thenGraph || !elseGraph)
+    return failure();
+  if (n.inputType(0).getNumElements() != 1 ||
+      !n.inputType(0).getElementType().isInteger(1))
+    return n.fail("cond must be a one-element bool tensor");
+  if (thenGraph->output_size() != n.node().output_size() ||
+      elseGraph->output_size() != n.node().output_size())
+    return n.fail("then_branch and else_branch must each have " +
+                  Twine(n.node().output_size()) +
+                  " outputs, one per output of the node");
+  if (std::optional<bool> cond = constantBool(n.input(0))) {
+    FailureOr<SmallVector<Value>> chosen =
+        n.importSubgraph(*cond ? *thenGraph : *elseGraph, {});
+    if (failed(chosen))
+      return failure();
+    return n.setResults(*chosen);
+  }
+  FailureOr<SmallVector<Value>> thenValues = n.importSubgraph(*thenGraph, {});
+  if (failed(thenValues))
+    return failure();
+  FailureOr<SmallVector<Value>> elseValues = n.importSubgraph(*elseGraph, {});
+  if (failed(elseValues))
+    return failure();
+  Composer c(n);
+  Value cond = c.reshape(n.input(0), {});
+  SmallVector<Value> results;
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip_equal(*thenValues, *elseValues))) {
+    auto [a, b] = pair;
+    RankedTensorType ta = typeOf(a), tb = typeOf(b);
+    if (ta.getElementType() != tb.getElementType())
+      return n.fail("output " + Twine(i) +
+                    ": the branches give different element types");
+    if (ta.getShape() != tb.getShape())
+      return n.fail("output " + Twine(i) + ": then_branch gives " +
+                    shapeText(ta) + " and else_branch " + shapeText(tb) +
+                    "; a shape chosen at run time needs run-time shapes "
+                    "(not supported yet)");
+    results.push_back(c.make<SelectOp>({cond, a, b}));
+  }
+  return bindComposed(c, results);
+}
+
+/// Stacks per-iteration tensors along a new axis `axis` (ONNX scan output).
+Value stack(Composer &c, ArrayRef<Value> items, int64_t axis) {
+  SmallVector<Value> expanded;
+  for (Value v : items) {
+    SmallVector<int64_t> shape(typeOf(v).getShape());
+    shape.insert(shape.begin() + axis, 1);
+    expanded.push_back(c.reshape(v, shape));
+  }
+  return c.concat(expanded, axis);
+}
+
+LogicalResult importLoop(NodeImporter &n) {
+  const onnx::GraphProto *body = n.graphAttr("body");
+  if (!body)
+    return failure();
+  size_t numCarried = n.numInputs() < 2 ? 0 : n.numInputs() - 2;
+  int64_t numScan = body->output_size() - 1 - static_cast<int64_t>(numCarried);
+  if (body->input_size() != static_cast<int>(numCarried) + 2 || numScan < 0)
+    return n.fail("body must take (iteration, condition, " +
+                  Twine(numCarried) +
+                  " loop-carried values) and return (condition, the carried "
+                  "values, scan outputs)");
+  if (n.node().output_size() > static_cast<int>(numCarried + numScan))
+    return n.fail("more outputs than loop-carried values and scan outputs");
+  std::optional<int64_t> tripCount;
+  if (n.hasInput(0)) {
+    std::optional<DenseElementsAttr> m = constantOf(n.input(0));
+    if (!m || m->getNumElements() != 1)
+      return n.fail("trip count M is only known at run time; a Loop whose "
+                    "iteration count is data-dependent needs device-side "
+                    "loops (not supported yet)");
+    tripCount = (*m->getValues<APInt>().begin()).getSExtValue();
+  }
+  std::optional<bool> cond = true;
+  if (n.hasInput(1)) {
+    cond = constantBool(n.input(1));
+    if (!cond)
+      return n.fail("the initial condition is only known at run time; "
+                    "device-side loops are not supported yet");
+  }
+  Composer c(n);
+  Type i64 = n.builder().getIntegerType(64);
+  Value condValue = n.hasInput(1)
+                        ? n.input(1)
+                        : c.constant(RankedTensorType::get(
+                                         {}, n.builder().getI1Type()),
+                                     {1.0});
+  SmallVector<Value> carried;
+  for (size_t i = 0; i < numCarried; ++i)
+    carried.push_back(n.input(i + 2));
+  SmallVector<SmallVector<Value>> scans(numScan);
+  int64_t iteration = 0;
+  while (*cond && (!tripCount || iteration < *tripCount)) {
+    if (iteration == kMaxUnrolledIterations)
+      return n.fail("runs more than " + Twine(kMaxUnrolledIterations) +
+                    " iterations, the most Kiln unrolls (device-side loops "
+                    "are not supported yet)");
+    SmallVector<Value> args{c.scalar(i64, static_cast<double>(iteration)),
+                            condValue};
+    args.append(carried);
+    FailureOr<SmallVector<Value>> out = n.importSubgraph(*body, args);
+    if (failed(out))
+      return failure();
+    condValue = (*out)[0];
+    cond = constantBool(condValue);
+    if (!cond)
+      return n.fail("the body's condition is only known at run time "
+                    "(iteration " +
+                    Twine(iteration) +
+                    "); device-side loops are not supported yet");
+    for (size_t i = 0; i < numCarried; ++i)
+      carried[i] = (*out)[1 + i];
+    for (int64_t j = 0; j < numScan; ++j)
+      scans[j].push_back((*out)[1 + numCarried + j]);
+    ++iteration;
+  }
+  SmallVector<Value> results(carried);
+  for (int64_t j = 0; j < numScan; ++j) {
+    if (scans[j].empty())
+      return n.fail("scan output " + Twine(j) +
+                    " of a loop that runs no iteration has no known shape");
+    results.push_back(stack(c, scans[j], 0));
+  }
+  return bindComposed(c, results);
+}
+
+/// Runs a Scan body over `steps` slices of `scanInputs` (along `axes`,
+/// reversed where `directions` is 1), threading `states`; appends each
+/// step's scan outputs to `outs`.
+LogicalResult unrollScan(Composer &c, const onnx::GraphProto &body,
+                         SmallVectorImpl<Value> &states,
+                         ArrayRef<Value> scanInputs, ArrayRef<int64_t> axes,
+                         ArrayRef<int64_t> directions, int64_t steps,
+                         SmallVectorImpl<SmallVector<Value>> &outs) {
+  NodeImporter &n = c.importer();
+  size_t numStates = states.size();
+  for (int64_t s = 0; s < steps; ++s) {
+    SmallVector<Value> args(states.begin(), states.end());
+    for (auto [j, in] : llvm::enumerate(scanInputs)) {
+      int64_t t = directions[j] ? steps - 1 - s : s;
+      SmallVector<int64_t> shape(typeOf(in).getShape());
+      shape.erase(shape.begin() + axes[j]);
+      args.push_back(c.reshape(c.sliceAxis(in, axes[j], t, t + 1), shape));
+    }
+    if (c.failed())
+      return failure();
+    FailureOr<SmallVector<Value>> out = n.importSubgraph(body, args);
+    if (failed(out))
+      return failure();
+    for (size_t i = 0; i < numStates; ++i)
+      states[i] = (*out)[i];
+    for (size_t j = 0; j < outs.size(); ++j)
+      outs[j].push_back((*out)[numStates + j]);
+  }
+  return success();
+}
+
+LogicalResult importScan(NodeImporter &n) {
+  const onnx::GraphProto *body = n.graphAttr("body");
+  if (!body)
+    return failure();
+  int64_t numScanInputs = n.intAttr("num_scan_inputs", -1);
+  int64_t numInputs = static_cast<int64_t>(n.numInputs());
+  if (numScanInputs < 1 || numScanInputs > numInputs)
+    return n.fail("num_scan_inputs must be between 1 and the number of "
+                  "inputs");
+  int64_t numStates = numInputs - numScanInputs;
+  int64_t numScanOutputs = body->output_size() - numStates;
+  if (body->input_size() != numInputs || numScanOutputs < 0)
+    return n.fail("body must take the " + Twine(numStates) +
+                  " states and one slice of each scan input, and return the "
+                  "states and the scan outputs");
+  for (int64_t i = 0; i < numInputs; ++i)
+    if (!n.hasInput(i))
+      return n.fail("input " + Twine(i) + " is omitted");
+  auto listAttr = [&](StringRef name, int64_t count,
+                      int64_t fill) -> SmallVector<int64_t> {
+    SmallVector<int64_t> v = n.intsAttr(name);
+    if (v.empty())
+      v.assign(count, fill);
+    return v;
+  };
+  SmallVector<int64_t> inAxes = listAttr("scan_input_axes", numScanInputs, 0);
+  SmallVector<int64_t> inDirs =
+      listAttr("scan_input_directions", numScanInputs, 0);
+  SmallVector<int64_t> outAxes =
+      listAttr("scan_output_axes", numScanOutputs, 0);
+  SmallVector<int64_t> outDirs =
+      listAttr("scan_output_directions", numScanOutputs, 0);
+  if (static_cast<int64_t>(inAxes.size()) != numScanInputs ||
+      static_cast<int64_t>(inDirs.size()) != numScanInputs ||
+      static_cast<int64_t>(outAxes.size()) != numScanOutputs ||
+      static_cast<int64_t>(outDirs.size()) != numScanOutputs)
+    return n.fail("scan_input_axes/directions need one entry per scan input "
+                  "and scan_output_axes/directions one per scan output");
+  int64_t steps = -1;
+  for (int64_t j = 0; j < numScanInputs; ++j) {
+    RankedTensorType type = n.inputType(numStates + j);
+    FailureOr<int64_t> axis =
+        normalizeAxisOrFail(n, inAxes[j], type.getRank(), "scan_input_axes");
+    if (failed(axis))
+      return failure();
+    inAxes[j] = *axis;
+    int64_t length = type.getDimSize(*axis);
+    if (steps >= 0 && length != steps)
+      return n.fail("scan inputs have different sequence lengths (" +
+                    Twine(steps) + " and " + Twine(length) + ")");
+    steps = length;
+  }
+  if (steps > kMaxUnrolledIterations)
+    return n.fail("scans " + Twine(steps) + " steps, more than the " +
+                  Twine(kMaxUnrolledIterations) + " Kiln unrolls");
+  if (steps == 0 && numScanOutputs > 0)
+    return n.fail("a scan of no steps gives scan outputs of unknown shape");
+  Composer c(n);
+  SmallVector<Value> states, scanInputs;
+  for (int64_t i = 0; i < numStates; ++i)
+    states.push_back(n.input(i));
+  for (int64_t j = 0; j < numScanInputs; ++j)
+    scanInputs.push_back(n.input(numStates + j));
+  SmallVector<SmallVector<Value>> outs(numScanOutputs);
+  if (failed(unrollScan(c, *body, states, scanInputs, inAxes, inDirs, steps,
+                        outs)))
+    return failure();
+  SmallVector<Value> results(states);
+  for (int64_t j = 0; j < numScanOutputs; ++j) {
+    int64_t rank = typeOf(outs[j].front()).getRank() + 1;
+    FailureOr<int64_t> axis =
+        normalizeAxisOrFail(n, outAxes[j], rank, "scan_output_axes");
+    if (failed(axis))
+      return failure();
+    if (outDirs[j])
+      std::reverse(outs[j].begin(), outs[j].end());
+    results.push_back(stack(c, outs[j], *axis));
+  }
+  return bindComposed(c, results);
+}
+
+/// Scan-8: a leading batch axis on every state and scan input (scan axis
+/// 1), an optional sequence_lens first; each batch row is scanned on its
+/// own and the results stacked again.
+LogicalResult importScan8(NodeImporter &n) {
+  const onnx::GraphProto *body = n.graphAttr("body");
+  if (!body)
+    return failure();
+  int64_t numScanInputs = n.intAttr("num_scan_inputs", -1);
+  int64_t numInputs = static_cast<int64_t>(n.numInputs()) - 1;
+  if (numScanInputs < 1 || numScanInputs > numInputs)
+    return n.fail("num_scan_inputs must be between 1 and the number of "
+                  "inputs after sequence_lens");
+  int64_t numStates = numInputs - numScanInputs;
+  int64_t numScanOutputs = body->output_size() - numStates;
+  if (body->input_size() != numInputs || numScanOutputs < 0)
+    return n.fail("body must take the " + Twine(numStates) +
+                  " states and one slice of each scan input, and return the "
+                  "states and the scan outputs");
+  for (int64_t i = 1; i <= numInputs; ++i)
+    if (!n.hasInput(i))
+      return n.fail("input " + Twine(i) + " is omitted");
+  SmallVector<int64_t> dirs = n.intsAttr("directions");
+  if (dirs.empty())
+    dirs.assign(numScanInputs, 0);
+  if (static_cast<int64_t>(dirs.size()) != numScanInputs)
+    return n.fail("directions needs one entry per scan input");
+  int64_t batch = -1, steps = -1;
+  for (int64_t i = 1; i <= numInputs; ++i) {
+    RankedTensorType type = n.inputType(i);
+    bool scanInput = i > numStates;
+    if (type.getRank() < (scanInput ? 2 : 1) ||
+        (batch >= 0 && type.getDimSize(0) != batch))
+      return n.fail("every state and scan input needs the same leading "
+                    "batch dimension (and scan inputs a sequence axis)");
+    batch = type.getDimSize(0);
+    if (scanInput) {
+      if (steps >= 0 && type.getDimSize(1) != steps)
+        return n.fail("scan inputs have different sequence lengths (" +
+                      Twine(steps) + " and " + Twine(type.getDimSize(1)) +
+                      ")");
+      steps = type.getDimSize(1);
+    }
+  }
+  if (n.hasInput(0)) {
+    std::optional<DenseElementsAttr> lens = constantOf(n.input(0));
+    if (!lens)
+      return n.fail("sequence_lens is only known at run time (not supported "
+                    "yet)");
+    for (const APInt &v : lens->getValues<APInt>())
+      if (v.getSExtValue() != steps)
+        return n.fail("sequence_lens shorter than the sequence (" +
+                      Twine(v.getSExtValue()) + " of " + Twine(steps) +
+                      ") are not supported yet");
+  }
+  if (batch * steps > kMaxUnrolledIterations)
+    return n.fail("scans " + Twine(batch) + " x " + Twine(steps) +
+                  " steps, more than the " + Twine(kMaxUnrolledIterations) +
+                  " Kiln unrolls");
+  if (steps == 0 && numScanOutputs > 0)
+    return n.fail("a scan of no steps gives scan outputs of unknown shape");
+  Composer c(n);
+  auto row = [&](Value v, int64_t b) {
+    SmallVector<int64_t> shape(typeOf(v).getShape());
+    shape.erase(shape.begin());
+    return c.reshape(c.sliceAxis(v, 0, b, b + 1), shape);
+  };
+  SmallVector<SmallVector<Value>> finalStates(numStates),
+      scanOutputs(numScanOutputs);
+  for (int64_t b = 0; b < batch; ++b) {
+    SmallVector<Value> states, scanInputs;
+    for (int64_t i = 1; i <= numStates; ++i)
+      states.push_back(row(n.input(i), b));
+    for (int64_t j = 0; j < numScanInputs; ++j)
+      scanInputs.push_back(row(n.input(1 + numStates + j), b));
+    SmallVector<int64_t> axes(numScanInputs, 0);
+    SmallVector<SmallVector<Value>> outs(numScanOutputs);
+    if (failed(unrollScan(c, *body, states, scanInputs, axes, dirs, steps,
+                          outs)))
+      return failure();
+    for (int64_t i = 0; i < numStates; ++i)
+      finalStates[i].push_back(states[i]);
+    for (int64_t j = 0; j < numScanOutputs; ++j)
+      scanOutputs[j].push_back(stack(c, outs[j], 0));
+  }
+  SmallVector<Value> results;
+  for (int64_t i = 0; i < numStates; ++i)
+    results.push_back(stack(c, finalStates[i], 0));
+  for (int64_t j = 0; j < numScanOutputs; ++j)
+    results.push_back(stack(c, scanOutputs[j], 0));
+  return bindComposed(c, results);
+}
+
+} // namespace
+
+void registerControlFlowHandlers(SmallVectorImpl<Handler> &handlers) {
+  handlers.push_back(
+      {"If", 1, importIf,
+       "run-time condition: both branches run and kiln.select picks; "
+       "branch outputs must have equal shapes; tensors only"});
+  handlers.push_back(
+      {"Loop", 1, importLoop,
+       "compile-time trip count and condition, unrolled (at most 1024 "
+       "iterations); tensors only"});
+  handlers.push_back({"Scan", 8, importScan8,
+                      "batched form: sequence_lens must be a constant equal "
+                      "to the sequence length; unrolled per batch row (at "
+                      "most 1024 steps in all)"});
+  handlers.push_back({"Scan", 9, importScan,
+                      "static sequence length, unrolled (at most 1024 "
+                      "steps)"});
+}
+
+} // namespace kiln::onnx_frontend
