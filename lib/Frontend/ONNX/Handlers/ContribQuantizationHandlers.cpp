@@ -143,8 +143,7 @@ LogicalResult importQLinearAveragePool(NodeImporter &n) {
 }
 
 /// QLinearConcat(Y_scale, Y_zp, X1, X1_scale, X1_zp, ...): every input
-/// requantized to Y's parameters (exactly itself where they agree), then
-/// concatenated.
+/// requantized to Y's parameters (exactly itself where they agree).
 LogicalResult importQLinearConcat(NodeImporter &n) {
   size_t count = n.numInputs();
   if (count < 5 || (count - 2) % 3 != 0)
@@ -162,11 +161,15 @@ LogicalResult importQLinearConcat(NodeImporter &n) {
   for (size_t i = 2; i < count; i += 3) {
     if (!n.hasInput(i) || !n.hasInput(i + 1))
       return n.fail("input " + Twine(i) + " or its scale is missing");
-    Value v = dequantizeF32(c, n.input(i), n.input(i + 1),
-                            n.hasInput(i + 2) ? n.input(i + 2) : Value());
-    parts.push_back(quantizeF32(c, v, n.input(0), n.input(1)));
+    parts.push_back(dequantizeF32(c, n.input(i), n.input(i + 1),
+                                  n.hasInput(i + 2) ? n.input(i + 2)
+                                                    : Value()));
   }
-  return bindComposed(c, c.concat(parts, *axis));
+  // Quantizing is elementwise, so concatenating the dequantized f32 parts
+  // first gives the same bytes (and keeps kiln.concat on floats: its
+  // lowering of unsigned integers builds a non-signless arith.constant).
+  return bindComposed(
+      c, quantizeF32(c, c.concat(parts, *axis), n.input(0), n.input(1)));
 }
 
 /// `v` times a per-tensor or per-column ([N]) scale, as f32.
