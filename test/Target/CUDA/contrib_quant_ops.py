@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""com.microsoft quantized ops on emu against onnxruntime (issue 26).
+"""com.microsoft quantized ops (and per-channel QLinearConv) on emu against
+onnxruntime (issue 26).
 
 Usage: contrib_quant_ops.py WORKDIR [--kilnc K] [--kiln-run R] [--seed 0]
 
@@ -115,6 +116,19 @@ def cases(rng):
                                  "c"),
          scalar("ys", 0.05, np.float32), scalar("yz", 128, np.uint8)],
         TensorProto.UINT8))
+    # QLinearConv (default domain) with per-output-channel weight scales,
+    # which the node test (one scale) does not reach; 3x3, pad 1, stride 2.
+    out.append(("QLinearConvPerChannel", helper.make_node(
+        "QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+        ["y"], pads=[1, 1, 1, 1], strides=[2, 2]), {"x": u8((1, 8, 9, 9))},
+        [scalar("xs", 0.02, np.float32), scalar("xz", 120, np.uint8),
+         numpy_helper.from_array(i8((6, 8, 3, 3)), "w"),
+         numpy_helper.from_array(
+             rng.uniform(0.002, 0.02, 6).astype(np.float32), "ws"),
+         numpy_helper.from_array(np.zeros(6, np.int8), "wz"),
+         scalar("ys", 0.5, np.float32), scalar("yz", 100, np.uint8),
+         numpy_helper.from_array(rng.integers(-2000, 2000, 6).astype(np.int32),
+                                 "b")], TensorProto.UINT8))
     return out
 
 
