@@ -16,7 +16,8 @@ Sm80Gemms.cuh / Sm90Gemms.cuh):
 4. runs the kernel with cutlass-emu-run, D prefilled with NaN;
 5. compares D = alpha * A B + beta * C element by element with a float64
    reference. Products of bf16 or tf32 values are exact in f32 (8 + 8 or
-   11 + 11 significand bits), so the kernel's only errors are f32
+   11 + 11 significand bits), and int8 sums exact in s32, so the kernel's
+   only errors are f32
    roundings: at most K in the accumulation (each within 2^-24 of a
    partial sum, bounded by sum_k |a_ik b_kj|) and three in the epilogue.
    The bound per element is (K + 3) 2^-24 (|alpha| sum_k |a_ik||b_kj| +
@@ -47,6 +48,8 @@ import numpy as np
 # and the check, which is stricter than the ISA, would stop the run.
 BF16_MMA = r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32"
 TF32_MMA = r"mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32"
+S8_MMA = (r"mma\.sync\.aligned\.m16n8k32\.row\.col(\.satfinite)?"
+          r"\.s32\.s8\.s8\.s32(\.satfinite)?")
 LDMATRIX = r"ldmatrix\.sync\.aligned\.x4\.m8n8\.shared\.b16"
 LDMATRIX_T = r"ldmatrix\.sync\.aligned\.x4\.trans\.m8n8\.shared\.b16"
 CP_ASYNC = r"cp\.async\.cg\.shared\.global(\.L2::128B)? \[%r\d+\], \[%rd\d+\], 16"
@@ -60,6 +63,8 @@ VARIANTS = {
                      [BF16_MMA, LDMATRIX, CP_ASYNC], False),
     "sm80_bf16_nt": ("bf16", "col", "row", None,
                      [BF16_MMA, LDMATRIX_T, CP_ASYNC], False),
+    "sm80_s8_tn": ("s8", "row", "col", None,
+                   [S8_MMA, LDMATRIX, CP_ASYNC], False),
     "sm80_tf32_tn": ("tf32", "row", "col", None,
                      [TF32_MMA, LDMATRIX, CP_ASYNC], False),
     "sm90_tn_sw128": ("bf16", "row", "col", (128, 128), [WGMMA, TMA], True),
@@ -92,7 +97,11 @@ def bf16_values(bits):
 
 
 def operand(rng, rows, cols, dtype):
-    """Values in [-1, 1), exact in `dtype`: (stored array, float64 values)."""
+    """Values in [-1, 1) exact in `dtype` (s8: every int8, -128 to 127):
+    (stored array, float64 values)."""
+    if dtype == "s8":
+        x = rng.integers(-128, 128, (rows, cols)).astype(np.int8)
+        return x, x.astype(np.float64)
     x = rng.uniform(-1.0, 1.0, (rows, cols)).astype(np.float32)
     if dtype == "bf16":
         bits = to_bf16_bits(x)

@@ -117,7 +117,9 @@ void printOnnxOps(llvm::raw_ostream &os) {
      << byType.size() << " op types, default domain (`ai.onnx`), opsets "
      << onnxfe::minSupportedOpset() << " to " << onnxfe::maxSupportedOpset()
      << "; ops of the `ai.onnx.preview.training` domain are listed under "
-        "their qualified names, versioned by that domain's opset. A handler "
+        "their qualified names, versioned by that domain's opset; the "
+        "`com.microsoft` ops onnxruntime's quantizer writes likewise, at "
+        "version 1, with onnxruntime 1.20.1's semantics. A handler "
         "covers its since-version up to the next listed one.\n\n"
      << "| op type | handler since-versions | family | limits |\n"
      << "|---|---|---|---|\n";

@@ -45,6 +45,10 @@ constexpr int kMinOpset = 1;
 constexpr int kMaxOpset = 22;
 /// The domain of ONNX's training operators (Adagrad, Adam, Momentum).
 constexpr const char *kTrainingDomain = "ai.onnx.preview.training";
+/// onnxruntime's contrib domain: the quantized ops its quantizer writes
+/// (QuantizationHandlers.cpp), registered under qualified names at version 1
+/// and following onnxruntime 1.20.1's semantics.
+constexpr const char *kMicrosoftDomain = "com.microsoft";
 
 //===----------------------------------------------------------------------===//
 // Handler registry
@@ -94,6 +98,9 @@ private:
     addFamily("control flow", registerControlFlowHandlers);
     addFamily("random", registerRandomHandlers);
     addFamily("text", registerTextHandlers);
+    addFamily("quantization", registerQuantizationHandlers);
+    addFamily("quantization (com.microsoft, onnxruntime 1.20.1)",
+              registerContribQuantizationHandlers);
     addFamily("loss", registerLossHandlers);
     addFamily("training (ai.onnx.preview.training)", registerTrainingHandlers);
     for (auto &entry : byOpType)
@@ -258,10 +265,12 @@ LogicalResult GraphImporter::readOpsets() {
       trainingOpset = id.version();
   for (const onnx::NodeProto &node : model.graph().node())
     if (!node.domain().empty() && node.domain() != "ai.onnx" &&
+        node.domain() != kMicrosoftDomain &&
         !(node.domain() == kTrainingDomain && trainingOpset > 0))
       return fail(describeNode(node) + ": op type '" + node.domain() + "." +
                   node.op_type() + "' is not supported (domain '" +
-                  node.domain() + "'; only the default ai.onnx domain is)");
+                  node.domain() +
+                  "'; only ai.onnx and com.microsoft's quantized ops are)");
   // A model of training ops only (ONNX's optimizer node tests) needs no
   // default-domain opset; its handlers do not read it.
   if (opset == 0 && trainingOpset > 0 &&
@@ -504,12 +513,14 @@ FailureOr<Value> GraphImporter::lookupValue(StringRef name,
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   // Ops of the training domain are registered under qualified names and
   // versioned by that domain's opset.
+  // com.microsoft's ops likewise, all at that domain's version 1.
   bool inTrainingDomain = node.domain() == kTrainingDomain;
-  std::string opType = inTrainingDomain
-                           ? std::string(kTrainingDomain) + "." + node.op_type()
+  bool inMicrosoftDomain = node.domain() == kMicrosoftDomain;
+  std::string opType = inTrainingDomain || inMicrosoftDomain
+                           ? node.domain() + "." + node.op_type()
                            : node.op_type();
   const Handler *handler = HandlerRegistry::get().lookup(
-      opType, inTrainingDomain ? trainingOpset : opset);
+      opType, inTrainingDomain ? trainingOpset : inMicrosoftDomain ? 1 : opset);
   if (!handler) {
     int first = HandlerRegistry::get().firstVersion(opType);
     if (first == 0)

@@ -51,6 +51,10 @@ void registerRecurrentHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerControlFlowHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerRandomHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerTextHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+void registerQuantizationHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+/// com.microsoft's quantized ops, registered under qualified names.
+void registerContribQuantizationHandlers(
+    llvm::SmallVectorImpl<Handler> &handlers);
 /// ai.onnx.preview.training ops, registered under their qualified names.
 void registerTrainingHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerLossHandlers(llvm::SmallVectorImpl<Handler> &handlers);

@@ -26,7 +26,7 @@ bool KernelBuilder::decodeTensorCoreModifier(DecodedInstruction &d,
     }
   }
   if (inst.op == Op::Mma) {
-    if (m == "m16n8k16" || m == "m16n8k8") {
+    if (m == "m16n8k16" || m == "m16n8k8" || m == "m16n8k32") {
       d.mmaShape = m;
       return true;
     }
@@ -40,11 +40,26 @@ Error KernelBuilder::decodeTensorCoreTypes(DecodedInstruction &d) {
   // mma.sync.aligned.shape.row.col.dtype.atype.btype.ctype
   Instruction &inst = d.inst;
   const std::vector<Type> &types = d.types;
-  if (types.size() != 4 || types[1] != types[2] || types[0] != types[3])
+  if (types.size() != 4 || types[0] != types[3])
     return unknownInstruction(d);
   inst.type = types[0];
   inst.srcType = types[1];
   Type in = types[1];
+  // Integer mma may mix s8 and u8 (srcType is A's type, aux B's signedness);
+  // the float shapes take one input type.
+  auto isByte = [](Type t) { return t == Type::S8 || t == Type::U8; };
+  if (isByte(types[1]) && isByte(types[2]) && types[0] == Type::S32) {
+    inst.aux = types[2] == Type::S8 ? 1 : 0;
+    if (d.mmaShape == "m16n8k32")
+      inst.subop = uint8_t(MmaShape::M16N8K32I8);
+    else if (d.mmaShape == "m16n8k16")
+      inst.subop = uint8_t(MmaShape::M16N8K16I8);
+    else
+      return unknownInstruction(d);
+    return Error::success();
+  }
+  if (types[1] != types[2] || inst.satfinite)
+    return unknownInstruction(d);
   bool halfIn = in == Type::F16 || in == Type::BF16;
   std::string_view shape = d.mmaShape;
   if (shape == "m16n8k16" && halfIn && inst.type == Type::F32)
@@ -109,7 +124,7 @@ Error KernelBuilder::decodeTensorCoreOperands(DecodedInstruction &d) {
     unsigned want[4] = {4, 4, 2, 4};
     if (shape == MmaShape::M16N8K16F16)
       want[0] = want[3] = 2;
-    if (shape == MmaShape::M16N8K8F32)
+    if (shape == MmaShape::M16N8K8F32 || shape == MmaShape::M16N8K16I8)
       want[1] = 2, want[2] = 1;
     inst.target = static_cast<uint32_t>(kernel.operandLists.size());
     for (unsigned k = 0; k < 4; ++k) {

@@ -10,6 +10,8 @@
 #include "InterpreterInternal.h"
 #include "Numerics.h"
 
+#include <type_traits>
+
 namespace kiln::runtime::emu::detail {
 
 bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
@@ -155,7 +157,12 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
     return true;
   }
   // Integer to integer: extend by the source's signedness, saturate to the
-  // destination's range when asked, truncate.
+  // destination's range when asked, truncate. A signed destination type
+  // narrower than its register (cvt.s8.s32 into a .b16 register) is
+  // sign-extended to the register's width, as the ISA says and as LLVM's
+  // NVPTX backend relies on (it reads such a result as .s16).
+  const unsigned dstBits =
+      in.dst[0] < kernel.slotBits.size() ? kernel.slotBits[in.dst[0]] : 64;
   return withIntType(st, [&](auto stag) {
     using S = decltype(stag);
     withIntType(dt, [&](auto dtag) {
@@ -174,6 +181,12 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
           y = static_cast<D>(x);
         }
         d[l] = toBits(static_cast<UnsignedOfT<D>>(y));
+        if constexpr (std::is_signed_v<D> && sizeof(D) < 4) {
+          if (dstBits > 8 * sizeof(D) && dstBits <= 64) {
+            uint64_t wide = static_cast<uint64_t>(static_cast<int64_t>(y));
+            d[l] = dstBits == 64 ? wide : wide & ((1ull << dstBits) - 1);
+          }
+        }
       });
     });
   });

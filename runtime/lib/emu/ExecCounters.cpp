@@ -38,11 +38,9 @@ void recordSector(std::unordered_set<uint64_t> &set,
 }
 constexpr unsigned kBanks = 32;
 
-/// FLOPs of one warp-level mma: 2 * M * N * K.
+/// FLOPs (integer ops for s8/u8) of one warp-level mma: 2 * M * N * K.
 uint64_t mmaFlopsOf(MmaShape shape) {
-  unsigned k =
-      shape == MmaShape::M16N8K16F32 || shape == MmaShape::M16N8K16F16 ? 16 : 8;
-  return 2ull * 16 * 8 * k;
+  return 2ull * 16 * 8 * mmaK(shape);
 }
 
 } // namespace

@@ -3,12 +3,15 @@
 // The warp-wide tensor-core instructions: all 32 lanes must be at the
 // instruction. Fragments follow the PTX ISA's layout tables; mma.sync
 // accumulates in double (f16/bf16/tf32 products are exact there) and
-// rounds once when it writes D.
+// rounds once when it writes D; the s8/u8 shapes accumulate exactly in
+// 64-bit integers and wrap (or, with .satfinite, clamp) to s32.
 //
 //===----------------------------------------------------------------------===//
 
 #include "InterpreterInternal.h"
 #include "Numerics.h"
+
+#include <algorithm>
 
 namespace kiln::runtime::emu::detail {
 
@@ -131,6 +134,8 @@ bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc, const Instruction &in,
   uint64_t *r = warpRegs(w);
   const uint32_t *ops = kernel.operandLists.data() + in.target;
   MmaShape shape = MmaShape(in.subop);
+  if (shape == MmaShape::M16N8K32I8 || shape == MmaShape::M16N8K16I8)
+    return integerMatrixMultiply(w, in);
   const unsigned k =
       shape == MmaShape::M16N8K16F32 || shape == MmaShape::M16N8K16F16 ? 16 : 8;
   const unsigned numD = shape == MmaShape::M16N8K16F16 ? 2 : 4;
@@ -202,6 +207,58 @@ bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc, const Instruction &in,
       for (unsigned e = 0; e < 4; ++e)
         r[static_cast<size_t>(dSlots[e]) * 32 + lane] =
             toBits(static_cast<float>(dm[g + 8 * (e >> 1)][2 * t + (e & 1)]));
+    }
+  }
+  return true;
+}
+
+bool BlockRunner::integerMatrixMultiply(unsigned w, const Instruction &in) {
+  // PTX ISA, "Matrix Fragments for mma.m16n8k32" (and .m16n8k16) with .s8 or
+  // .u8: each .b32 register of A or B holds four consecutive K elements,
+  // byte 0 first. With g = lane >> 2, t = lane & 3:
+  //   A register i: row g + 8 * (i & 1), columns 4t + 16 * (i >> 1) + 0..3
+  //   B register i: rows 4t + 16 * i + 0..3, column g
+  //   C/D element e: row g + 8 * (e >> 1), column 2t + (e & 1)
+  // (k16 uses A registers 0, 1 and B register 0 only).
+  uint64_t *r = warpRegs(w);
+  const uint32_t *ops = kernel.operandLists.data() + in.target;
+  const bool k32 = MmaShape(in.subop) == MmaShape::M16N8K32I8;
+  const unsigned k = k32 ? 32 : 16, numA = k32 ? 4 : 2, numB = k32 ? 2 : 1;
+  const uint32_t *dSlots = ops, *aSlots = ops + 4, *bSlots = ops + 4 + numA,
+                 *cSlots = ops + 4 + numA + numB;
+  auto reg = [&](uint32_t s, unsigned lane) {
+    return static_cast<uint32_t>(r[static_cast<size_t>(s) * 32 + lane]);
+  };
+  const bool aSigned = in.srcType == Type::S8, bSigned = in.aux != 0;
+  auto byteOf = [](uint32_t word, unsigned i, bool isSigned) -> int64_t {
+    uint8_t byte = static_cast<uint8_t>(word >> (8 * i));
+    return isSigned ? static_cast<int8_t>(byte) : byte;
+  };
+  int64_t a[16][32] = {}, b[32][8] = {}, c[16][8] = {};
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned g = lane >> 2, t = lane & 3;
+    for (unsigned i = 0; i < numA; ++i)
+      for (unsigned e = 0; e < 4; ++e)
+        a[g + 8 * (i & 1)][4 * t + 16 * (i >> 1) + e] =
+            byteOf(reg(aSlots[i], lane), e, aSigned);
+    for (unsigned i = 0; i < numB; ++i)
+      for (unsigned e = 0; e < 4; ++e)
+        b[4 * t + 16 * i + e][g] = byteOf(reg(bSlots[i], lane), e, bSigned);
+    for (unsigned e = 0; e < 4; ++e)
+      c[g + 8 * (e >> 1)][2 * t + (e & 1)] =
+          static_cast<int32_t>(reg(cSlots[e], lane));
+  }
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned g = lane >> 2, t = lane & 3;
+    for (unsigned e = 0; e < 4; ++e) {
+      unsigned row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+      int64_t sum = c[row][col];
+      for (unsigned q = 0; q < k; ++q)
+        sum += a[row][q] * b[q][col];
+      if (in.satfinite)
+        sum = std::clamp<int64_t>(sum, INT32_MIN, INT32_MAX);
+      r[static_cast<size_t>(dSlots[e]) * 32 + lane] =
+          static_cast<uint32_t>(static_cast<uint64_t>(sum));
     }
   }
   return true;

@@ -267,7 +267,26 @@ enum class MmaShape : uint8_t {
   M16N8K8F32,
   /// m16n8k8, tf32 inputs (a: 4 regs, b: 2), f32 accumulators.
   M16N8K8Tf32,
+  /// m16n8k32, s8 or u8 inputs (a: 4 regs of 4 bytes, b: 2), s32
+  /// accumulators (c, d: 4 regs).
+  M16N8K32I8,
+  /// m16n8k16, s8 or u8 inputs (a: 2 regs, b: 1), s32 accumulators.
+  M16N8K16I8,
 };
+
+/// The K of an mma.sync shape.
+inline unsigned mmaK(MmaShape shape) {
+  switch (shape) {
+  case MmaShape::M16N8K32I8:
+    return 32;
+  case MmaShape::M16N8K16F32:
+  case MmaShape::M16N8K16F16:
+  case MmaShape::M16N8K16I8:
+    return 16;
+  default:
+    return 8;
+  }
+}
 
 enum class Space : uint8_t { Generic, Global, Shared, Local, Param, Const };
 

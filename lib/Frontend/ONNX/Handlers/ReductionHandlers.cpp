@@ -610,10 +610,18 @@ LogicalResult importMeanVarianceNormalization(NodeImporter &n) {
 // Pooling
 //===----------------------------------------------------------------------===//
 
+/// Whether MaxPool takes `type` through f32 exactly: the 8- and 16-bit
+/// integers (quantized models pool int8 activations directly).
+bool isSmallInteger(Type type) {
+  auto intType = dyn_cast<IntegerType>(type);
+  return intType && (intType.getWidth() == 8 || intType.getWidth() == 16);
+}
+
 /// kiln pools floats laid out [N, C, spatial...].
-LogicalResult checkPoolInput(NodeImporter &n) {
+LogicalResult checkPoolInput(NodeImporter &n, bool smallIntegers = false) {
   RankedTensorType type = n.inputType(0);
-  if (!isa<FloatType>(type.getElementType()))
+  if (!isa<FloatType>(type.getElementType()) &&
+      !(smallIntegers && isSmallInteger(type.getElementType())))
     return n.fail("only floating-point inputs are supported");
   if (type.getRank() < 3) {
     return n.fail(
@@ -623,7 +631,10 @@ LogicalResult checkPoolInput(NodeImporter &n) {
   return success();
 }
 
-FailureOr<Value> pool(NodeImporter &n, PoolKind kind, bool countIncludePad) {
+FailureOr<Value> pool(NodeImporter &n, PoolKind kind, bool countIncludePad,
+                      Value input = {}) {
+  if (!input)
+    input = n.input(0);
   ArrayRef<int64_t> shape = n.inputType(0).getShape();
   FailureOr<WindowAttrs> w = readWindowAttrs(n, shape.size() - 2);
   if (failed(w))
@@ -638,16 +649,37 @@ FailureOr<Value> pool(NodeImporter &n, PoolKind kind, bool countIncludePad) {
     attrs.push_back(n.namedUnit("ceil_mode"));
   if (countIncludePad)
     attrs.push_back(n.namedUnit("count_include_pad"));
-  return n.make<PoolOp>(n.input(0), attrs);
+  return n.make<PoolOp>(input, attrs);
 }
 
 /// The optional Indices output (opset 8) is kiln.pool_indices over the same
 /// windows; storage_order 1 numbers it column-major.
 LogicalResult importMaxPool(NodeImporter &n) {
   if (failed(n.checkArity(1, 1, n.opset() >= 8 ? 2 : 1)) ||
-      failed(checkPoolInput(n)))
+      failed(checkPoolInput(n, /*smallIntegers=*/true)))
     return failure();
-  FailureOr<Value> values = pool(n, PoolKind::Max, /*countIncludePad=*/false);
+  // Small integers pool as f32, which holds each of them exactly.
+  Type elementType = n.inputType(0).getElementType();
+  Value input = n.input(0);
+  if (isSmallInteger(elementType)) {
+    FailureOr<Value> widened = n.makeTyped<CastOp>(
+        RankedTensorType::get(n.inputType(0).getShape(),
+                              n.builder().getF32Type()),
+        input);
+    if (failed(widened))
+      return failure();
+    input = *widened;
+  }
+  FailureOr<Value> values =
+      pool(n, PoolKind::Max, /*countIncludePad=*/false, input);
+  if (failed(values))
+    return failure();
+  if (isSmallInteger(elementType))
+    values = n.makeTyped<CastOp>(
+        RankedTensorType::get(cast<RankedTensorType>(values->getType())
+                                  .getShape(),
+                              elementType),
+        *values);
   if (failed(values))
     return failure();
   if (n.node().output_size() < 2 || n.node().output(1).empty())
@@ -806,9 +838,10 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
        "p = 1 or 2 only; decomposed"},
       {"MeanVarianceNormalization", 9, importMeanVarianceNormalization,
        "decomposed"},
-      {"MaxPool", 1, importMaxPool, "float only"},
-      {"MaxPool", 8, importMaxPool, "float only"},
-      {"MaxPool", 10, importMaxPool, "float only"},
+      {"MaxPool", 1, importMaxPool, "float, 8- and 16-bit integers"},
+      {"MaxPool", 8, importMaxPool, "float, 8- and 16-bit integers"},
+      {"MaxPool", 10, importMaxPool, "float, 8- and 16-bit integers"},
+      {"MaxPool", 12, importMaxPool, "float, 8- and 16-bit integers"},
       {"LpPool", 1, importLpPool, "float only"},
       {"LpPool", 2, importLpPool, "float only"},
       {"LpPool", 11, importLpPool, "float only"},
