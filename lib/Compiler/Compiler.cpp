@@ -74,6 +74,7 @@ llvm::Error checkTrainingOptions(const CompileOptions &options) {
 /// has @train_grad).
 llvm::Expected<OwningOpRef<ModuleOp>>
 loadModel(const CompileOptions &options, MLIRContext &context,
+          const CompileHooks &hooks,
           std::vector<std::pair<std::string, DenseElementsAttr>> &inlined) {
   if (llvm::StringRef(options.input).ends_with(".mlir")) {
     std::string parseError;
@@ -92,14 +93,24 @@ loadModel(const CompileOptions &options, MLIRContext &context,
   onnx_frontend::ImportOptions import;
   for (const auto &entry : options.shapes)
     import.inputShapes[entry.getKey()] = entry.getValue();
+  for (const auto &entry : options.shapeDimNames)
+    import.inputDimNames[entry.getKey()] = entry.getValue();
+  for (const auto &entry : options.dims)
+    import.dimRanges[entry.getKey()] = entry.getValue();
   // Every float initializer may train, however small (biases).
   import.floatInitializersAsGlobals = options.training.differentiates();
   import.trainingDropout = options.training.differentiates();
   import.inlinedInitializers = &inlined;
+  if (hooks.warning)
+    import.warning = [&](const std::string &message) { hooks.warning(message); };
   llvm::Expected<OwningOpRef<ModuleOp>> module =
       onnx_frontend::importModelFile(options.input, context, import);
   if (!module)
     return userError(llvm::toString(module.takeError()));
+  // Issue 24 stage 2: ranges are recorded, sizes are not yet parameters.
+  if (!options.dims.empty() && hooks.warning)
+    hooks.warning("--dim: symbolic dims are compiled at the maximum of their "
+                  "range for now; the artifact runs that size only");
   return module;
 }
 
@@ -172,7 +183,7 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
   std::optional<TimingScope> importTiming = runner.timePhase("import");
   std::vector<std::pair<std::string, DenseElementsAttr>> inlined;
   llvm::Expected<OwningOpRef<ModuleOp>> loaded =
-      loadModel(options, context, inlined);
+      loadModel(options, context, hooks, inlined);
   importTiming.reset();
   if (!loaded)
     return loaded.takeError();

@@ -13,6 +13,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <cctype>
 #include <cstdlib>
 
 namespace cl = llvm::cl;
@@ -28,11 +29,19 @@ cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
                                cl::cat(inputCategory()));
 cl::list<std::string> shapes("shape",
                              cl::desc("Fix an input's shape: name=1x3x224x224 "
-                                      "(repeatable, or comma-separated; "
-                                      "needed for symbolic dims) (default: as "
-                                      "the model declares them)"),
+                                      "(repeatable, or comma-separated); a "
+                                      "dim given as a name (name=Nx3x224x224) "
+                                      "is symbolic, its range from --dim "
+                                      "(default: as the model declares them)"),
                              cl::value_desc("name=dims"), cl::CommaSeparated,
                              cl::cat(inputCategory()));
+cl::list<std::string> dimRanges(
+    "dim",
+    cl::desc("The range of a symbolic dim (a dim_param of the model, or a "
+             "name --shape gives): N=1..64, or N=1..64:8 to tune for 8 "
+             "(repeatable, or comma-separated) (default: none)"),
+    cl::value_desc("name=min..max[:opt]"), cl::CommaSeparated,
+    cl::cat(inputCategory()));
 
 //===----------------------------------------------------------------------===//
 // Output
@@ -223,17 +232,60 @@ llvm::Error parseShapes(CompileOptions &options) {
       return llvm::createStringError("--shape '" + spec +
                                      "' is not name=DIMxDIM...");
     llvm::SmallVector<int64_t> shape;
+    llvm::SmallVector<std::string> symbols;
+    bool anySymbol = false;
     llvm::SmallVector<llvm::StringRef> parts;
     if (dims != "scalar")
       dims.split(parts, 'x');
     for (llvm::StringRef part : parts) {
       int64_t d;
+      // A name (a letter or '_' first) makes the dim symbolic.
+      if (!part.empty() && (std::isalpha(part.front()) || part.front() == '_') &&
+          llvm::all_of(part, [](char c) { return std::isalnum(c) || c == '_'; })) {
+        shape.push_back(-1);
+        symbols.push_back(part.str());
+        anySymbol = true;
+        continue;
+      }
       if (part.getAsInteger(10, d) || d < 0)
         return llvm::createStringError("--shape '" + spec + "': '" +
                                        part.str() + "' is not a dimension");
       shape.push_back(d);
+      symbols.emplace_back();
     }
     options.shapes[name] = shape;
+    if (anySymbol)
+      options.shapeDimNames[name] = symbols;
+  }
+  return llvm::Error::success();
+}
+
+/// Parses "N=1..64[:opt]" into the dim ranges.
+llvm::Error parseDimRanges(CompileOptions &options) {
+  for (const std::string &spec : dimRanges) {
+    auto bad = [&](const std::string &why) {
+      return llvm::createStringError("--dim '" + spec + "': " + why +
+                                     " (expected NAME=MIN..MAX[:OPT], e.g. "
+                                     "N=1..64 or N=1..64:8)");
+    };
+    auto [name, range] = llvm::StringRef(spec).split('=');
+    if (name.empty() || range.empty())
+      return bad("not NAME=MIN..MAX");
+    auto [bounds, opt] = range.split(':');
+    auto [lo, hi] = bounds.split("..");
+    onnx_frontend::DimRange r;
+    if (lo.getAsInteger(10, r.min) || hi.getAsInteger(10, r.max))
+      return bad("'" + bounds.str() + "' is not MIN..MAX");
+    if (r.min < 1 || r.max < r.min)
+      return bad("needs 1 <= MIN <= MAX");
+    r.opt = r.max;
+    if (!opt.empty() && (opt.getAsInteger(10, r.opt) || r.opt < r.min ||
+                         r.opt > r.max))
+      return bad("OPT '" + opt.str() + "' is not a size in " +
+                 std::to_string(r.min) + ".." + std::to_string(r.max));
+    if (options.dims.count(name))
+      return bad("'" + name.str() + "' is given twice");
+    options.dims[name] = r;
   }
   return llvm::Error::success();
 }
@@ -271,6 +323,8 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
 
   compile.input = inputFile;
   if (llvm::Error err = parseShapes(compile))
+    return err;
+  if (llvm::Error err = parseDimRanges(compile))
     return err;
   compile.stats = stats;
   compile.stripWeights = stripWeights;

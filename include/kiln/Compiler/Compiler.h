@@ -18,6 +18,7 @@
 #define KILN_COMPILER_COMPILER_H
 
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Frontend/ONNX/Importer.h"
 #include "kiln/Pipelines/KernelStats.h"
 #include "kiln/Pipelines/Pipelines.h"
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
@@ -73,8 +74,13 @@ struct TrainingOptions {
 struct CompileOptions {
   /// The model: an ONNX file, or kiln IR (.mlir) as --emit=kiln prints it.
   std::string input;
-  /// --shape: fixes input shapes (needed for symbolic dims).
+  /// --shape: fixes input shapes (needed for unnamed dynamic dims). A dim
+  /// given as a name (--shape x=Nx3) is symbolic: it is in `shapeDimNames`
+  /// (empty strings for the numeric dims) and its entry in `shapes` is -1.
   llvm::StringMap<llvm::SmallVector<int64_t>> shapes;
+  llvm::StringMap<llvm::SmallVector<std::string>> shapeDimNames;
+  /// --dim NAME=MIN..MAX[:OPT]: the range of a symbolic dimension.
+  llvm::StringMap<onnx_frontend::DimRange> dims;
   /// Stop after this phase and return its IR; nullopt: compile through ptx
   /// and pack the artifact.
   std::optional<Phase> stopAfter;

@@ -221,6 +221,9 @@ private:
                      bool fromInitializer = false);
   void hoistLargeConstants(func::FuncOp func);
   void removeDeadCode(func::FuncOp func);
+  /// Records the inputs' symbolic dims and their ranges on the function and
+  /// the module.
+  void recordSymbolicDims(func::FuncOp func);
 
   MLIRContext &context;
   const ImportOptions &options;
@@ -234,6 +237,9 @@ private:
   Block *entry = nullptr;
   llvm::StringMap<Value> values;
   llvm::StringMap<const onnx::TensorProto *> initializers;
+  /// Per graph input: each dim's symbol ("" where fixed); empty when the
+  /// input has no symbolic dim.
+  SmallVector<SmallVector<std::string>> inputSymbols;
 };
 
 LogicalResult GraphImporter::parseModel() {
@@ -295,7 +301,31 @@ GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
                              SmallVectorImpl<std::string> &names) {
   for (const onnx::TensorProto &init : model.graph().initializer())
     initializers[init.name()] = &init;
-  llvm::StringSet<> seen;
+  // The model's symbolic dims (its dim_params) and the names --shape gives,
+  // for the errors that list them.
+  SmallVector<std::string> symbols; // in order of first appearance
+  llvm::StringSet<> symbolSet;
+  auto addSymbol = [&](const std::string &symbol) {
+    if (symbolSet.insert(symbol).second)
+      symbols.push_back(symbol);
+  };
+  for (const onnx::ValueInfoProto &input : model.graph().input())
+    if (!initializers.count(input.name()) && input.type().has_tensor_type())
+      for (const auto &dim : input.type().tensor_type().shape().dim())
+        if (!(dim.has_dim_value() && dim.dim_value() >= 0) &&
+            !dim.dim_param().empty())
+          addSymbol(dim.dim_param());
+  for (const auto &entry : options.inputDimNames)
+    for (const std::string &symbol : entry.getValue())
+      if (!symbol.empty())
+        addSymbol(symbol);
+  auto listSymbols = [&]() -> std::string {
+    if (symbols.empty())
+      return "the model has no symbolic dims";
+    return "the model's symbolic dims: " + llvm::join(symbols, ", ");
+  };
+
+  llvm::StringSet<> seen, usedSymbols;
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
     // Before IR version 4 every initializer is listed as an input too.
     if (initializers.count(input.name()))
@@ -314,42 +344,103 @@ GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
     if (!tensorType.has_shape())
       return fail("input '" + name + "' has no shape; give one with --shape " +
                   name + "=DIMxDIM...");
+    // A negative or missing dim is unknown; its dim_param (if any) names it.
     SmallVector<int64_t> shape;
-    std::string symbolic;
+    SmallVector<std::string> dimSymbols;
     for (const onnx::TensorShapeProto::Dimension &dim :
          tensorType.shape().dim()) {
-      if (dim.has_dim_value() && dim.dim_value() >= 0) {
-        shape.push_back(dim.dim_value());
-      } else {
-        shape.push_back(ShapedType::kDynamic);
-        if (symbolic.empty())
-          symbolic =
-              dim.has_dim_param() ? "'" + dim.dim_param() + "'" : "unnamed";
-      }
+      bool known = dim.has_dim_value() && dim.dim_value() >= 0;
+      shape.push_back(known ? dim.dim_value() : ShapedType::kDynamic);
+      dimSymbols.push_back(known ? std::string() : dim.dim_param());
     }
     auto given = options.inputShapes.find(name);
     if (given != options.inputShapes.end()) {
       ArrayRef<int64_t> user = given->second;
+      ArrayRef<std::string> userSymbols;
+      auto named = options.inputDimNames.find(name);
+      if (named != options.inputDimNames.end())
+        userSymbols = named->second;
+      auto userSymbol = [&](size_t i) {
+        return i < userSymbols.size() ? userSymbols[i] : std::string();
+      };
       bool compatible = user.size() == shape.size();
       for (size_t i = 0; compatible && i < shape.size(); ++i)
-        compatible = ShapedType::isDynamic(shape[i]) || shape[i] == user[i];
-      if (!compatible)
-        return fail("input '" + name + "': --shape " + formatShape(user) +
+        compatible = !userSymbol(i).empty() ||
+                     ShapedType::isDynamic(shape[i]) || shape[i] == user[i];
+      if (!compatible) {
+        SmallVector<std::string> spelled;
+        for (size_t i = 0; i < user.size(); ++i)
+          spelled.push_back(userSymbol(i).empty() ? std::to_string(user[i])
+                                                  : userSymbol(i));
+        return fail("input '" + name + "': --shape " + llvm::join(spelled, "x") +
                     " conflicts with the model's shape " + formatShape(shape));
-      shape.assign(user.begin(), user.end());
-    } else if (!symbolic.empty()) {
-      return fail("input '" + name + "' has dynamic dimension " + symbolic +
-                  " (shape " + formatShape(shape) + "); fix it with --shape " +
-                  name + "=" + formatShape(shape));
+      }
+      // A name in --shape makes the dim symbolic, even one the model fixes.
+      for (size_t i = 0; i < shape.size(); ++i) {
+        dimSymbols[i] = userSymbol(i);
+        shape[i] = dimSymbols[i].empty() ? user[i] : ShapedType::kDynamic;
+      }
     }
+    // Symbolic dims take their range from --dim; the module is compiled at
+    // the range's maximum.
+    bool anySymbolic = false;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (!ShapedType::isDynamic(shape[i]))
+        continue;
+      if (dimSymbols[i].empty())
+        return fail("input '" + name + "' has an unnamed dynamic dimension " +
+                    "(shape " + formatShape(shape) + "); fix it with --shape " +
+                    name + "=" + formatShape(shape) +
+                    ", or name it and give its range: --shape " + name +
+                    "=N... --dim N=MIN..MAX");
+      auto range = options.dimRanges.find(dimSymbols[i]);
+      if (range == options.dimRanges.end())
+        return fail("input '" + name + "' has symbolic dimension '" +
+                    dimSymbols[i] + "' (shape " + formatShape(shape) +
+                    ") with no range; " + listSymbols() + "; add --dim " +
+                    dimSymbols[i] + "=MIN..MAX[:OPT], or fix it with --shape " +
+                    name + "=" + formatShape(shape));
+      shape[i] = range->second.max;
+      usedSymbols.insert(dimSymbols[i]);
+      anySymbolic = true;
+    }
+    if (!anySymbolic)
+      dimSymbols.clear();
     types.push_back(RankedTensorType::get(shape, elementType));
     names.push_back(name);
+    inputSymbols.push_back(std::move(dimSymbols));
   }
   for (const auto &entry : options.inputShapes)
     if (!seen.contains(entry.getKey()))
       return fail("--shape names '" + entry.getKey() +
                   "', which is not a graph input");
+  for (const auto &entry : options.dimRanges)
+    if (!usedSymbols.contains(entry.getKey()))
+      return fail("--dim names '" + entry.getKey() +
+                  "', which is not a symbolic dimension of the model (" +
+                  listSymbols() + ")");
   return success();
+}
+
+void GraphImporter::recordSymbolicDims(func::FuncOp func) {
+  SmallVector<NamedAttribute> ranges;
+  for (auto [i, dimSymbols] : llvm::enumerate(inputSymbols)) {
+    if (dimSymbols.empty())
+      continue;
+    SmallVector<Attribute> spelled;
+    for (const std::string &symbol : dimSymbols)
+      spelled.push_back(b.getStringAttr(symbol));
+    func.setArgAttr(i, KilnDialect::SymbolicDimsAttrHelper::getNameStr(),
+                    b.getArrayAttr(spelled));
+  }
+  for (const auto &entry : options.dimRanges) {
+    const DimRange &r = entry.getValue();
+    ranges.push_back(b.getNamedAttr(
+        entry.getKey(), b.getDenseI64ArrayAttr({r.min, r.max, r.opt})));
+  }
+  if (!ranges.empty())
+    (*module)->setAttr(KilnDialect::DimRangesAttrHelper::getNameStr(),
+                       b.getDictionaryAttr(ranges));
 }
 
 LogicalResult
@@ -622,20 +713,28 @@ LogicalResult GraphImporter::bindOutputs(func::FuncOp func) {
     if (failed(value))
       return failure();
     auto type = cast<RankedTensorType>(value->getType());
-    // Where the model declares a static shape, it must match ours: a cheap
-    // cross-check of every shape rule on the way.
+    // A declared shape is a cross-check of the shape rules, not a contract:
+    // exporters write -1 or leave dims out for "unknown", and some declare
+    // shapes that are plain wrong. A negative or missing dim matches
+    // anything; a mismatch is a warning, and the inferred shape is used.
     if (output.type().has_tensor_type() &&
         output.type().tensor_type().has_shape()) {
       const auto &dims = output.type().tensor_type().shape().dim();
-      bool matches = dims.size() == type.getRank();
-      for (int i = 0; matches && i < dims.size(); ++i)
-        matches = !dims[i].has_dim_value() ||
-                  dims[i].dim_value() == type.getDimSize(i);
-      if (!matches)
-        return fail("output '" + output.name() +
-                    "': the model declares a shape that "
-                    "differs from the imported " +
-                    formatShape(type.getShape()));
+      SmallVector<int64_t> declared;
+      for (const onnx::TensorShapeProto::Dimension &dim : dims)
+        declared.push_back(dim.has_dim_value() && dim.dim_value() >= 0
+                               ? dim.dim_value()
+                               : ShapedType::kDynamic);
+      bool matches = declared.size() == static_cast<size_t>(type.getRank());
+      for (size_t i = 0; matches && i < declared.size(); ++i)
+        matches = ShapedType::isDynamic(declared[i]) ||
+                  declared[i] == type.getDimSize(i);
+      if (!matches && options.warning)
+        options.warning(path + ": output '" + output.name() +
+                        "': the model declares shape " +
+                        formatShape(declared) + ", inferred " +
+                        formatShape(type.getShape()) +
+                        "; using the inferred shape");
     }
     results.push_back(*value);
     types.push_back(type);
@@ -697,6 +796,7 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
                       b.getStringAttr(name));
       values[name] = func.getArgument(i);
     }
+    recordSymbolicDims(func);
     b.setInsertionPointToEnd(entry);
     for (const onnx::NodeProto *node : order) {
       b.setInsertionPointToEnd(entry);

@@ -3,6 +3,7 @@
 
 Usage: emu_vs_onnxruntime.py MODEL.onnx MODEL.kiln WORKDIR [--kiln-run PATH]
                              [--bound 1e-4] [--seed 0] [--int-high N]
+                             [--shape NAME=DxDx...]
 
 Makes seeded random inputs (floats ~ N(0, 1); integers in [0, --int-high)),
 saves them as .npy, runs both, and prints one line per output:
@@ -11,7 +12,8 @@ by scripts/numerics.py's rule: rel-err = ||emu - ort|| / ||ort|| <= --bound
 and every element within 6 --bound rms + --bound |ort| (docs/testing.md,
 "Comparing numbers"). Exits 1 when an output fails or is missing, 0
 otherwise. It also prints the emulator's wall time. onnxruntime runs with
-graph optimizations off.
+graph optimizations off. --shape gives an input's shape where the model
+leaves dims unknown (as kilnc --shape does).
 """
 import argparse
 import os
@@ -43,14 +45,20 @@ def main():
     ap.add_argument("--bound", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--int-high", type=int, default=10)
+    ap.add_argument("--shape", action="append", default=[],
+                    help="NAME=DxDx...: an input's shape (repeatable)")
     args = ap.parse_args()
 
     os.makedirs(args.workdir, exist_ok=True)
     session = numerics.ort_session(args.model)
     rng = np.random.default_rng(args.seed)
+    given = {}
+    for spec in args.shape:
+        name, dims = spec.split("=")
+        given[name] = [int(d) for d in dims.split("x")]
     feeds = {}
     for value in session.get_inputs():
-        shape = value.shape
+        shape = given.get(value.name, value.shape)
         dtype = ORT_TO_NUMPY[value.type]
         if np.issubdtype(dtype, np.integer):
             data = rng.integers(0, args.int_high, size=shape).astype(dtype)

@@ -17,6 +17,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,25 @@ class MLIRContext;
 
 namespace kiln::onnx_frontend {
 
+/// The range of a symbolic dimension (kilnc --dim NAME=MIN..MAX[:OPT]): the
+/// sizes the artifact must accept, and the one to tune for.
+struct DimRange {
+  int64_t min = 1, max = 1, opt = 1;
+};
+
 struct ImportOptions {
   /// Shapes for graph inputs, by name; they fix dimensions the model leaves
-  /// symbolic and must agree with the ones it fixes.
+  /// symbolic and must agree with the ones it fixes. A -1 entry with a name
+  /// in `inputDimNames` makes that dim symbolic under the name.
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Per input given in `inputShapes`: the name of each dim given as a name
+  /// (--shape x=Nx3x224x224), empty for the numeric ones.
+  llvm::StringMap<llvm::SmallVector<std::string>> inputDimNames;
+  /// Ranges of symbolic dims by name: the model's dim_params and the names
+  /// --shape gives. Every symbolic dim needs one. The module is compiled at
+  /// each range's maximum, and records the ranges (`kiln.dim_ranges` on the
+  /// module, `kiln.symbolic_dims` on each argument).
+  llvm::StringMap<DimRange> dimRanges;
   /// Initializers with at most this many elements become inline
   /// `kiln.constant`s (so shape arithmetic folds); larger ones become globals.
   int64_t inlineConstantLimit = 64;
@@ -45,6 +61,10 @@ struct ImportOptions {
   /// it so that binding new weights can check it is unchanged.
   std::vector<std::pair<std::string, mlir::DenseElementsAttr>>
       *inlinedInitializers = nullptr;
+  /// Receives the importer's warnings (one line each, naming the file and
+  /// the tensor): a declared output shape that differs from the inferred
+  /// one. Dropped when unset.
+  std::function<void(const std::string &message)> warning;
 };
 
 /// Registers the dialects the importer produces.

@@ -40,6 +40,64 @@ OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
       [](const APFloat &, const APFloat &b) { return neg(b); });
 }
 
+// Unary folds serve shape arithmetic (a mask from Not(Equal), sizes through
+// Cast -> Mul -> Floor -> Cast): foldBinary with the operand twice applies
+// them elementwise.
+OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getInput(), adaptor.getInput(), getType(),
+      [](const APInt &a, const APInt &, bool isUnsigned) {
+        return isUnsigned ? a : a.abs();
+      },
+      [](const APFloat &a, const APFloat &) { return abs(a); });
+}
+
+OpFoldResult FloorOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(adaptor.getInput(), adaptor.getInput(), getType(), nullptr,
+                    [](const APFloat &a, const APFloat &) {
+                      APFloat r = a;
+                      r.roundToIntegral(APFloat::rmTowardNegative);
+                      return r;
+                    });
+}
+
+OpFoldResult CeilOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(adaptor.getInput(), adaptor.getInput(), getType(), nullptr,
+                    [](const APFloat &a, const APFloat &) {
+                      APFloat r = a;
+                      r.roundToIntegral(APFloat::rmTowardPositive);
+                      return r;
+                    });
+}
+
+OpFoldResult SignOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getInput(), adaptor.getInput(), getType(),
+      [](const APInt &a, const APInt &, bool isUnsigned) {
+        unsigned width = a.getBitWidth();
+        if (a.isZero())
+          return APInt(width, 0);
+        return (!isUnsigned && a.isNegative()) ? APInt::getAllOnes(width)
+                                               : APInt(width, 1);
+      },
+      [](const APFloat &a, const APFloat &) -> std::optional<APFloat> {
+        if (a.isNaN())
+          return std::nullopt; // left to the kernel
+        if (a.isZero())
+          return a;
+        APFloat one(a.getSemantics(), 1);
+        if (a.isNegative())
+          one.changeSign();
+        return one;
+      });
+}
+
+OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(adaptor.getInput(), adaptor.getInput(), getType(),
+                    [](const APInt &a, const APInt &, bool) { return ~a; },
+                    nullptr);
+}
+
 LogicalResult ClipOp::verify() {
   std::optional<APFloat> lo = getMin(), hi = getMax();
   if (lo && hi && lo->convertToDouble() > hi->convertToDouble())
@@ -125,7 +183,28 @@ OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
       [](const APFloat &a, const APFloat &b) { return minimum(a, b); });
 }
 
-OpFoldResult ModOp::fold(FoldAdaptor) { return {}; }
+OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
+  // Shape arithmetic (Swin's window padding, (w - H % w) % w) must fold.
+  bool fmod = getFmod();
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [fmod](const APInt &a, const APInt &b,
+             bool isUnsigned) -> std::optional<APInt> {
+        if (b.isZero())
+          return std::nullopt;
+        if (isUnsigned)
+          return a.urem(b);
+        APInt r = a.srem(b); // the sign of the dividend, as C's fmod
+        if (!fmod && !r.isZero() && r.isNegative() != b.isNegative())
+          r += b; // the sign of the divisor, as Python's %
+        return r;
+      },
+      [](const APFloat &a, const APFloat &b) -> std::optional<APFloat> {
+        APFloat r = a;
+        r.mod(b); // fmod semantics; floats require the fmod attribute
+        return r;
+      });
+}
 
 LogicalResult ModOp::verify() {
   if (isa<FloatType>(getElementTypeOrSelf(getLhs().getType())) && !getFmod())

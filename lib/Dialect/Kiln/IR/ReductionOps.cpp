@@ -1,6 +1,7 @@
 //===- ReductionOps.cpp - Reductions, normalisation and pooling
 //-------------===//
 
+#include "ConstantFolding.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 using namespace mlir;
@@ -55,10 +56,80 @@ LogicalResult ReduceOp::verify() {
   return success();
 }
 
-OpFoldResult ReduceOp::fold(FoldAdaptor) {
+OpFoldResult ReduceOp::fold(FoldAdaptor adaptor) {
   if (getAxes().empty() && getInput().getType() == getType())
     return getInput();
-  return {};
+  // Integer reductions of constants are shape arithmetic (ReduceProd of a
+  // Shape slice is the flattened size); they fold exactly. Float ones are
+  // left to the kernels (their summation order is the kernel's).
+  DenseElementsAttr input = getFoldableElements(adaptor.getInput());
+  auto intType = dyn_cast<IntegerType>(getType().getElementType());
+  if (!input || !intType || getKind() == ReduceKind::Mean ||
+      !getInput().getType().hasStaticShape() ||
+      getInput().getType().getNumElements() > kMaxFoldElements)
+    return {};
+  bool isUnsigned = intType.isUnsigned();
+  ArrayRef<int64_t> inShape = getInput().getType().getShape();
+  ArrayRef<int64_t> axes = getAxes();
+  // The result's strides over the input's axes: 0 along a reduced axis.
+  SmallVector<int64_t> kept = reducedShape(inShape, axes, /*keepdims=*/true);
+  SmallVector<int64_t> keptStrides = computeStrides(kept);
+  SmallVector<int64_t> inStrides = computeStrides(inShape);
+  unsigned width = intType.getWidth();
+  std::optional<APInt> init;
+  switch (getKind()) {
+  case ReduceKind::Sum:
+    init = APInt(width, 0);
+    break;
+  case ReduceKind::Prod:
+    init = APInt(width, 1);
+    break;
+  default:
+    break; // max/min start from the first element
+  }
+  SmallVector<std::optional<APInt>> acc(getType().getNumElements(), init);
+  SmallVector<APInt> values(input.getValues<APInt>()); // n <= 65,536
+  int64_t n = getInput().getType().getNumElements();
+  for (int64_t linear = 0; linear < n; ++linear) {
+    int64_t out = 0, rest = linear;
+    for (size_t d = 0; d < inShape.size(); ++d) {
+      int64_t coord = rest / inStrides[d];
+      rest %= inStrides[d];
+      if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
+        out += coord * keptStrides[d];
+    }
+    const APInt &v = values[linear];
+    std::optional<APInt> &a = acc[out];
+    if (!a) {
+      a = v;
+      continue;
+    }
+    switch (getKind()) {
+    case ReduceKind::Sum:
+      *a += v;
+      break;
+    case ReduceKind::Prod:
+      *a *= v;
+      break;
+    case ReduceKind::Max:
+      if (isUnsigned ? v.ugt(*a) : v.sgt(*a))
+        a = v;
+      break;
+    case ReduceKind::Min:
+      if (isUnsigned ? v.ult(*a) : v.slt(*a))
+        a = v;
+      break;
+    case ReduceKind::Mean:
+      return {};
+    }
+  }
+  SmallVector<APInt> result;
+  for (std::optional<APInt> &a : acc) {
+    if (!a)
+      return {}; // max/min over an empty axis
+    result.push_back(*a);
+  }
+  return DenseElementsAttr::get(getType(), result);
 }
 
 static LogicalResult inferArgReduce(std::optional<Location> loc, Type inputType,

@@ -702,13 +702,11 @@ func.func @neg_neg(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// mod has no folds, even of constants.
-// CHECK-LABEL: func.func @mod_not_folded(
-// CHECK-NEXT:      %[[C0:.*]] = kiln.constant dense<[7, -7]> : tensor<2xi64>
-// CHECK-NEXT:      %[[C1:.*]] = kiln.constant dense<3> : tensor<2xi64>
-// CHECK-NEXT:      %[[MOD:.*]] = kiln.mod %[[C0]], %[[C1]] : tensor<2xi64>, tensor<2xi64> -> tensor<2xi64>
-// CHECK-NEXT:      return %[[MOD]] : tensor<2xi64>
-func.func @mod_not_folded() -> tensor<2xi64> {
+// mod of constants folds (issue 24; the cases are below, mod_constants_*).
+// CHECK-LABEL: func.func @mod_folded(
+// CHECK-NEXT:      %[[C0:.*]] = kiln.constant dense<[1, 2]> : tensor<2xi64>
+// CHECK-NEXT:      return %[[C0]] : tensor<2xi64>
+func.func @mod_folded() -> tensor<2xi64> {
   %a = kiln.constant dense<[7, -7]> : tensor<2xi64>
   %b = kiln.constant dense<3> : tensor<2xi64>
   %0 = kiln.mod %a, %b : tensor<2xi64>, tensor<2xi64> -> tensor<2xi64>
@@ -1024,4 +1022,106 @@ func.func @zero_broadcast_constants_fold() -> (tensor<1xi64>, tensor<1xi64>) {
   %0 = kiln.sub %r, %z : tensor<i64>, tensor<1xi64> -> tensor<1xi64>
   %1 = kiln.add %r, %z : tensor<i64>, tensor<1xi64> -> tensor<1xi64>
   return %0, %1 : tensor<1xi64>, tensor<1xi64>
+}
+
+// -----
+
+// Integer mod of constants takes the divisor's sign (Python's %, ONNX Mod
+// fmod=0): Swin's window padding (w - H % w) % w.
+// CHECK-LABEL: func.func @mod_constants_int(
+// CHECK-NEXT:      %[[C0:.*]] = kiln.constant dense<[1, 2, -2, -1, 0]> : tensor<5xi64>
+// CHECK-NEXT:      return %[[C0]] : tensor<5xi64>
+func.func @mod_constants_int() -> tensor<5xi64> {
+  %a = kiln.constant dense<[7, -7, 7, -7, 14]> : tensor<5xi64>
+  %b = kiln.constant dense<[3, 3, -3, -3, 7]> : tensor<5xi64>
+  %0 = kiln.mod %a, %b : tensor<5xi64>, tensor<5xi64> -> tensor<5xi64>
+  return %0 : tensor<5xi64>
+}
+
+// -----
+
+// With fmod the sign is the dividend's (C's fmod), integers and floats.
+// CHECK-LABEL: func.func @mod_constants_fmod(
+// CHECK-DAG:       %[[I:.*]] = kiln.constant dense<[1, -1, 1, -1]> : tensor<4xi32>
+// CHECK-DAG:       %[[F:.*]] = kiln.constant dense<[1.500000e+00, -1.500000e+00]> : tensor<2xf32>
+// CHECK:           return %[[I]], %[[F]]
+func.func @mod_constants_fmod() -> (tensor<4xi32>, tensor<2xf32>) {
+  %a = kiln.constant dense<[7, -7, 7, -7]> : tensor<4xi32>
+  %b = kiln.constant dense<[3, 3, -3, -3]> : tensor<4xi32>
+  %0 = kiln.mod %a, %b {fmod} : tensor<4xi32>, tensor<4xi32> -> tensor<4xi32>
+  %c = kiln.constant dense<[5.5, -5.5]> : tensor<2xf32>
+  %d = kiln.constant dense<2.0> : tensor<2xf32>
+  %1 = kiln.mod %c, %d {fmod} : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  return %0, %1 : tensor<4xi32>, tensor<2xf32>
+}
+
+// -----
+
+// Integer mod by a zero constant must not fold.
+// CHECK-LABEL: func.func @mod_by_zero_not_folded(
+// CHECK:           kiln.mod
+func.func @mod_by_zero_not_folded() -> tensor<2xi64> {
+  %a = kiln.constant dense<[7, 8]> : tensor<2xi64>
+  %b = kiln.constant dense<[1, 0]> : tensor<2xi64>
+  %0 = kiln.mod %a, %b : tensor<2xi64>, tensor<2xi64> -> tensor<2xi64>
+  return %0 : tensor<2xi64>
+}
+
+// -----
+
+// Unary folds of shape arithmetic: not, abs, sign, floor, ceil.
+// CHECK-LABEL: func.func @unary_constants(
+// CHECK-DAG:       kiln.constant dense<[false, true]> : tensor<2xi1>
+// CHECK-DAG:       kiln.constant dense<[3, 0, 5]> : tensor<3xi64>
+// CHECK-DAG:       kiln.constant dense<[-1, 0, 1]> : tensor<3xi64>
+// CHECK-DAG:       kiln.constant dense<[-3.000000e+00, 2.000000e+00]> : tensor<2xf32>
+// CHECK-DAG:       kiln.constant dense<[-2.000000e+00, 3.000000e+00]> : tensor<2xf32>
+// CHECK-NOT:       kiln.not
+// CHECK-NOT:       kiln.abs
+// CHECK-NOT:       kiln.sign
+// CHECK-NOT:       kiln.floor
+// CHECK-NOT:       kiln.ceil
+// CHECK:           return
+func.func @unary_constants() -> (tensor<2xi1>, tensor<3xi64>, tensor<3xi64>, tensor<2xf32>, tensor<2xf32>) {
+  %t = kiln.constant dense<[true, false]> : tensor<2xi1>
+  %0 = kiln.not %t : tensor<2xi1>
+  %i = kiln.constant dense<[-3, 0, 5]> : tensor<3xi64>
+  %1 = kiln.abs %i : tensor<3xi64>
+  %2 = kiln.sign %i : tensor<3xi64>
+  %f = kiln.constant dense<[-2.5, 2.5]> : tensor<2xf32>
+  %3 = kiln.floor %f : tensor<2xf32>
+  %4 = kiln.ceil %f : tensor<2xf32>
+  return %0, %1, %2, %3, %4 : tensor<2xi1>, tensor<3xi64>, tensor<3xi64>, tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// Integer reductions of constants fold (ReduceProd of a Shape slice, the
+// flattened size); keepdims, several axes, max and min.
+// CHECK-LABEL: func.func @reduce_constants_int(
+// CHECK-DAG:       kiln.constant dense<150528> : tensor<i64>
+// CHECK-DAG:       kiln.constant dense<{{\[}}[5, 7, 9]]> : tensor<1x3xi64>
+// CHECK-DAG:       kiln.constant dense<[3, 6]> : tensor<2xi64>
+// CHECK-DAG:       kiln.constant dense<[1, 4]> : tensor<2xi64>
+// CHECK-NOT:       kiln.reduce
+// CHECK:           return
+func.func @reduce_constants_int() -> (tensor<i64>, tensor<1x3xi64>, tensor<2xi64>, tensor<2xi64>) {
+  %s = kiln.constant dense<[3, 224, 224]> : tensor<3xi64>
+  %0 = kiln.reduce <prod> %s {axes = array<i64: 0>, keepdims = false} : tensor<3xi64> -> tensor<i64>
+  %m = kiln.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %1 = kiln.reduce <sum> %m {axes = array<i64: 0>, keepdims = true} : tensor<2x3xi64> -> tensor<1x3xi64>
+  %2 = kiln.reduce <max> %m {axes = array<i64: 1>, keepdims = false} : tensor<2x3xi64> -> tensor<2xi64>
+  %3 = kiln.reduce <min> %m {axes = array<i64: 1>, keepdims = false} : tensor<2x3xi64> -> tensor<2xi64>
+  return %0, %1, %2, %3 : tensor<i64>, tensor<1x3xi64>, tensor<2xi64>, tensor<2xi64>
+}
+
+// -----
+
+// Float reductions are left to the kernels (summation order).
+// CHECK-LABEL: func.func @reduce_constants_float_not_folded(
+// CHECK:           kiln.reduce <sum>
+func.func @reduce_constants_float_not_folded() -> tensor<f32> {
+  %s = kiln.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %0 = kiln.reduce <sum> %s {axes = array<i64: 0>, keepdims = false} : tensor<2xf32> -> tensor<f32>
+  return %0 : tensor<f32>
 }

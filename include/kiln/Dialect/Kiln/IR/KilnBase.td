@@ -46,6 +46,11 @@ def Kiln_Dialect : Dialect {
     "::mlir::StringAttr":$source,
     "::mlir::IntegerAttr":$opset,
     "::mlir::StringAttr":$graph_name,
+    // Symbolic dimensions (importer; func arguments, module): the symbol of
+    // each of an input's dims ("" where fixed), and each symbol's range as
+    // [min, max, opt] (kilnc --dim).
+    "::mlir::ArrayAttr":$symbolic_dims,
+    "::mlir::DictionaryAttr":$dim_ranges,
     // Where a weight came from (importer; ml_program.global, module).
     "::mlir::StringAttr":$origin,
     "::mlir::DictionaryAttr":$weight_origins,

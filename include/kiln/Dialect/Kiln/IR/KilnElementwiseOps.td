@@ -35,7 +35,7 @@ class Kiln_UnaryNumericOp<string mnemonic, string formula, list<Trait> traits = 
     : Kiln_UnaryOp<mnemonic, formula, Kiln_NumericTensor, traits>;
 
 def Kiln_NegOp : Kiln_UnaryNumericOp<"neg", "-x"> { let hasFolder = 1; }
-def Kiln_AbsOp : Kiln_UnaryNumericOp<"abs", "|x|">;
+def Kiln_AbsOp : Kiln_UnaryNumericOp<"abs", "|x|"> { let hasFolder = 1; }
 def Kiln_ExpOp : Kiln_UnaryFloatOp<"exp", "e^x">;
 def Kiln_LogOp : Kiln_UnaryFloatOp<"log", "ln(x)">;
 def Kiln_SqrtOp : Kiln_UnaryFloatOp<"sqrt", "sqrt(x)">;
@@ -54,12 +54,12 @@ def Kiln_CoshOp : Kiln_UnaryFloatOp<"cosh", "cosh(x)">;
 def Kiln_AsinhOp : Kiln_UnaryFloatOp<"asinh", "asinh(x)">;
 def Kiln_AcoshOp : Kiln_UnaryFloatOp<"acosh", "acosh(x)">;
 def Kiln_AtanhOp : Kiln_UnaryFloatOp<"atanh", "atanh(x)">;
-def Kiln_FloorOp : Kiln_UnaryFloatOp<"floor", "floor(x)">;
-def Kiln_CeilOp : Kiln_UnaryFloatOp<"ceil", "ceil(x)">;
+def Kiln_FloorOp : Kiln_UnaryFloatOp<"floor", "floor(x)"> { let hasFolder = 1; }
+def Kiln_CeilOp : Kiln_UnaryFloatOp<"ceil", "ceil(x)"> { let hasFolder = 1; }
 def Kiln_RoundOp : Kiln_UnaryFloatOp<"round",
     "x rounded to the nearest integer, ties to even">;
-def Kiln_SignOp : Kiln_UnaryNumericOp<"sign", "-1, 0 or 1 by the sign of x">;
-def Kiln_NotOp : Kiln_UnaryOp<"not", "logical not x", Kiln_BoolTensor>;
+def Kiln_SignOp : Kiln_UnaryNumericOp<"sign", "-1, 0 or 1 by the sign of x"> { let hasFolder = 1; }
+def Kiln_NotOp : Kiln_UnaryOp<"not", "logical not x", Kiln_BoolTensor> { let hasFolder = 1; }
 def Kiln_BitwiseNotOp : Kiln_UnaryOp<"bitwise_not",
     "~x, every bit of the integer x flipped", Kiln_IntTensor>;
 def Kiln_ReluOp : Kiln_UnaryNumericOp<"relu", "max(x, 0)">;
