@@ -134,6 +134,14 @@ optimizerOptionsFor(const TrainingOptions &training,
   if (!training.dataParallel && training.bucketMb != 25)
     return compileError(CompileError::Kind::User,
                         "--bucket-mb needs --data-parallel");
+  if (training.allreduceDtype != "fp32" && training.allreduceDtype != "bf16" &&
+      training.allreduceDtype != "fp16")
+    return compileError(CompileError::Kind::User,
+                        "--allreduce-dtype '" + training.allreduceDtype +
+                            "': expected fp32, bf16 or fp16");
+  if (!training.dataParallel && training.allreduceDtype != "fp32")
+    return compileError(CompileError::Kind::User,
+                        "--allreduce-dtype needs --data-parallel");
   if (!(training.bucketMb > 0) || !std::isfinite(training.bucketMb))
     return compileError(CompileError::Kind::User,
                         "--bucket-mb must be a positive number of MiB");
@@ -277,7 +285,8 @@ std::vector<rt::CollectiveStep> gradientBuckets(ArrayAttr layout,
                                                 int64_t size,
                                                 uint64_t bucketBytes,
                                                 uint32_t gradState,
-                                                uint32_t afterLaunch) {
+                                                uint32_t afterLaunch,
+                                                rt::CollectiveKind kind) {
   std::vector<std::pair<int64_t, int64_t>> ranges; // [offset, end)
   for (Attribute entry : layout) {
     int64_t offset =
@@ -300,6 +309,7 @@ std::vector<rt::CollectiveStep> gradientBuckets(ArrayAttr layout,
       continue;
     }
     rt::CollectiveStep step;
+    step.kind = kind;
     step.state = gradState;
     step.elementOffset = it->first;
     step.elementCount = count;
@@ -312,7 +322,8 @@ std::vector<rt::CollectiveStep> gradientBuckets(ArrayAttr layout,
 llvm::Expected<rt::Artifact>
 compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
                         const ArtifactOptions &artifactOptions,
-                        double bucketMb, PhaseRunner &runner) {
+                        const TrainingOptions &trainingOptions,
+                        PhaseRunner &runner) {
   auto training = module->getAttrOfType<DictionaryAttr>(
       KilnDialect::TrainingAttrHelper::getNameStr());
   if (!training)
@@ -418,9 +429,16 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
         stepEntry->launchCount == 0)
       return llvm::createStringError("--data-parallel: train_step has no "
                                      "launches or no state 'grad'");
+    rt::CollectiveKind kind =
+        trainingOptions.allreduceDtype == "bf16"
+            ? rt::CollectiveKind::AllReduceMeanBf16
+        : trainingOptions.allreduceDtype == "fp16"
+            ? rt::CollectiveKind::AllReduceMeanF16
+            : rt::CollectiveKind::AllReduceMean;
     artifact.collectives = gradientBuckets(
-        layout, size.getInt(), uint64_t(bucketMb * 1024 * 1024), gradState,
-        stepEntry->firstLaunch + stepEntry->launchCount - 1);
+        layout, size.getInt(),
+        uint64_t(trainingOptions.bucketMb * 1024 * 1024), gradState,
+        stepEntry->firstLaunch + stepEntry->launchCount - 1, kind);
     if (rt::Error err = rt::verifyArtifact(artifact))
       return llvm::createStringError(err.message());
   }
@@ -463,8 +481,8 @@ compileTraining(const CompileOptions &options, OwningOpRef<ModuleOp> module,
   CompileResult result;
   if (!printKiln) {
     llvm::Expected<rt::Artifact> artifact = compileTrainingArtifact(
-        *module, options.pipeline, artifactOptions,
-        options.training.bucketMb, runner);
+        *module, options.pipeline, artifactOptions, options.training,
+        runner);
     if (!artifact) {
       std::string diagnostic = runner.diagnosticOr("");
       return userError(options.input + ": " +

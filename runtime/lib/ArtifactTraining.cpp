@@ -135,6 +135,10 @@ std::string_view collectiveKindName(CollectiveKind kind) {
   switch (kind) {
   case CollectiveKind::AllReduceMean:
     return "all-reduce-mean";
+  case CollectiveKind::AllReduceMeanBf16:
+    return "all-reduce-mean-bf16";
+  case CollectiveKind::AllReduceMeanF16:
+    return "all-reduce-mean-f16";
   }
   return "unknown";
 }
@@ -143,7 +147,9 @@ Error verifyCollectives(const Artifact &artifact) {
   for (size_t i = 0; i < artifact.collectives.size(); ++i) {
     const CollectiveStep &step = artifact.collectives[i];
     std::string where = fmt::format("section 'collectives': step {}", i);
-    if (step.kind != CollectiveKind::AllReduceMean)
+    if (step.kind != CollectiveKind::AllReduceMean &&
+        step.kind != CollectiveKind::AllReduceMeanBf16 &&
+        step.kind != CollectiveKind::AllReduceMeanF16)
       return makeError("{}: unknown collective kind {}", where,
                        uint32_t(step.kind));
     if (artifact.entryPoints.empty())

@@ -8,10 +8,14 @@
 
 #include "Support.h"
 
+#include "FloatConversion.h"
+
 #include "kiln/runtime/Collective.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 namespace kiln::runtime {
 
@@ -32,6 +36,72 @@ Expected<std::optional<int>> intVariable(const char *name) {
   return std::optional<int>(static_cast<int>(value));
 }
 } // namespace
+
+namespace {
+float bf16BitsToFloat(uint16_t bits) {
+  uint32_t wide = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
+
+float f16BitsToFloat(uint16_t bits) {
+  uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  float magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp(float(mantissa), -24); // subnormal (or zero)
+  else if (exponent == 31)
+    magnitude = mantissa ? NAN : INFINITY;
+  else
+    magnitude = std::ldexp(float(mantissa | 0x400u), int(exponent) - 25);
+  uint32_t out;
+  std::memcpy(&out, &magnitude, 4);
+  out |= sign;
+  float value;
+  std::memcpy(&value, &out, 4);
+  return value;
+}
+} // namespace
+
+Error allReduceMeanCompressed(Communicator &communicator, float *data,
+                              uint64_t count, DType wire,
+                              std::vector<float> &residual,
+                              std::string_view what) {
+  if (wire != DType::BF16 && wire != DType::F16)
+    return makeError("compressed all-reduce of {}: {} is not a wire type "
+                     "(bf16, f16)",
+                     what, dtypeName(wire));
+  if (residual.size() != count)
+    residual.assign(count, 0.0f);
+  auto encode = wire == DType::BF16 ? f32BitsToBf16 : f32BitsToF16;
+  auto decode = wire == DType::BF16 ? bf16BitsToFloat : f16BitsToFloat;
+  std::vector<uint16_t> mine(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    float value = data[i] + residual[i];
+    uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    mine[i] = encode(bits);
+    float sent = decode(mine[i]);
+    // A value beyond the wire type's range goes as inf (the step is then
+    // non-finite everywhere, as an overflow in one rank's gradient is);
+    // no residual can carry that.
+    residual[i] = std::isfinite(sent) ? value - sent : 0.0f;
+  }
+  int ranks = communicator.size();
+  std::vector<uint16_t> all(count * uint64_t(ranks));
+  if (Error err = communicator.allGather(mine.data(), count * 2, all.data(),
+                                         what))
+    return err;
+  float scale = 1.0f / static_cast<float>(ranks);
+  for (uint64_t i = 0; i < count; ++i) {
+    float sum = 0;
+    for (int r = 0; r < ranks; ++r)
+      sum += decode(all[uint64_t(r) * count + i]);
+    data[i] = sum * scale;
+  }
+  return Error::success();
+}
 
 Expected<WorldInfo> detectWorld() {
   struct Launcher {

@@ -53,6 +53,8 @@ struct MpiLibrary {
   int (*Comm_size)(MpiHandle, int *);
   int (*Comm_set_errhandler)(MpiHandle, MpiHandle);
   int (*Allreduce)(const void *, void *, int, MpiHandle, MpiHandle, MpiHandle);
+  int (*Allgather)(const void *, int, MpiHandle, void *, int, MpiHandle,
+                   MpiHandle);
   int (*Bcast)(void *, int, MpiHandle, int, MpiHandle);
   int (*Barrier)(MpiHandle);
   int (*Abort)(MpiHandle, int);
@@ -88,6 +90,7 @@ Expected<const MpiLibrary *> loadMpi() {
     resolve(library.Comm_size, "MPI_Comm_size");
     resolve(library.Comm_set_errhandler, "MPI_Comm_set_errhandler");
     resolve(library.Allreduce, "MPI_Allreduce");
+    resolve(library.Allgather, "MPI_Allgather");
     resolve(library.Bcast, "MPI_Bcast");
     resolve(library.Barrier, "MPI_Barrier");
     resolve(library.Abort, "MPI_Abort");
@@ -208,6 +211,22 @@ public:
     // on every rank.
     for (uint64_t i = 0; i < count; ++i)
       data[i] *= scale;
+    return Error::success();
+  }
+
+  Error allGather(const void *send, uint64_t bytes, void *receive,
+                  std::string_view what) override {
+    if (bytes > uint64_t(1) << 30)
+      return makeError("rank {}: all-gather of {}: {} bytes per rank is more "
+                       "than this engine sends at once (1 GiB)",
+                       rankValue, what, bytes);
+    watchdog.arm(fmt::format("all-gather of {}", what));
+    int n = static_cast<int>(bytes);
+    int rc = mpi.Allgather(send, n, mpi.byteType, receive, n, mpi.byteType,
+                           mpi.commWorld);
+    watchdog.disarm();
+    if (rc != kMpiSuccess)
+      return failure("MPI_Allgather", what, rc);
     return Error::success();
   }
 

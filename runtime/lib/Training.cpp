@@ -129,11 +129,23 @@ Error TrainingSession::runCollectives() {
         return value.takeError();
       it = tensors.emplace(step.state, value.take()).first;
     }
-    float *data = reinterpret_cast<float *>(it->second.data.data());
-    if (Error err = communicator->allReduceMean(
-            data + step.elementOffset, step.elementCount,
-            fmt::format("gradient bucket {} ({} elements of state '{}')", i,
-                        step.elementCount, a.state[step.state].name)))
+    float *data = reinterpret_cast<float *>(it->second.data.data()) +
+                  step.elementOffset;
+    std::string what =
+        fmt::format("gradient bucket {} ({} elements of state '{}')", i,
+                    step.elementCount, a.state[step.state].name);
+    Error err = Error::success();
+    if (step.kind == CollectiveKind::AllReduceMean) {
+      err = communicator->allReduceMean(data, step.elementCount, what);
+    } else {
+      residuals.resize(a.collectives.size());
+      err = allReduceMeanCompressed(
+          *communicator, data, step.elementCount,
+          step.kind == CollectiveKind::AllReduceMeanBf16 ? DType::BF16
+                                                         : DType::F16,
+          residuals[i], what);
+    }
+    if (err)
       return err;
   }
   for (auto &[state, tensor] : tensors)

@@ -152,6 +152,12 @@ cl::opt<double> bucketMb(
     cl::desc("With --data-parallel: the largest gradient bucket in MiB, "
              "filled in backward order (default: 25)"),
     cl::init(25), cl::cat(trainingCategory()));
+cl::opt<std::string> allreduceDtype(
+    "allreduce-dtype",
+    cl::desc("With --data-parallel: the gradients' type on the wire: fp32, "
+             "or bf16/fp16 (f32 sums, error feedback) (default: fp32)"),
+    cl::value_desc("fp32|bf16|fp16"), cl::init("fp32"),
+    cl::cat(trainingCategory()));
 //===-- Mixed precision: loss scaling (kiln-optimizer loss-scale) ----------===//
 cl::opt<std::string> lossScaleSpec(
     "loss-scale",
@@ -311,6 +317,7 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
   training.seed = trainSeed;
   training.dataParallel = dataParallel;
   training.bucketMb = bucketMb;
+  training.allreduceDtype = allreduceDtype;
   // --train --emit=kiln prints the module after kiln-optimizer; without
   // --emit, --train packs the artifact whatever -o says.
   if (train && emit.getNumOccurrences() == 0)

@@ -69,6 +69,9 @@ struct TrainingOptions {
   /// (docs/runtime.md "Data-parallel training").
   bool dataParallel = false;
   double bucketMb = 25;
+  /// --allreduce-dtype: fp32, or bf16/fp16 on the wire with f32 sums and
+  /// error feedback.
+  std::string allreduceDtype = "fp32";
 
   /// Whether the compile differentiates the model at all.
   bool differentiates() const { return gradients || train; }

@@ -18,6 +18,10 @@
 
 #include <gmock/gmock.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
 using namespace kiln::runtime;
 using namespace kiln::runtime::test;
 using ::testing::HasSubstr;
@@ -602,4 +606,79 @@ TEST(CollectiveWorldTest, DetectsTheLauncherFromTheEnvironment) {
   EXPECT_EQ(pmi->localRank, 1);
   for (const char *name : {"PMI_SIZE", "PMI_RANK", "SLURM_LOCALID"})
     ::unsetenv(name);
+}
+
+//===----------------------------------------------------------------------===//
+// Compressed all-reduce (kilnc --allreduce-dtype): f32 sums of 16-bit
+// values and error feedback, against a stand-in second rank.
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Rank 0 of two; rank 1 "sends" `other` (16-bit values) in every
+/// all-gather.
+class TwoRankCommunicator final : public Communicator {
+public:
+  std::vector<uint16_t> other;
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string_view engine() const override { return "test"; }
+  Error allReduceMean(float *, uint64_t, std::string_view) override {
+    return Error::failure("not used");
+  }
+  Error allGather(const void *send, uint64_t bytes, void *receive,
+                  std::string_view) override {
+    if (other.size() * 2 != bytes)
+      return Error::failure("rank 1 sends another size");
+    std::memcpy(receive, send, bytes);
+    std::memcpy(static_cast<uint8_t *>(receive) + bytes, other.data(), bytes);
+    return Error::success();
+  }
+  Error broadcast(void *, uint64_t, int, std::string_view) override {
+    return Error::failure("not used");
+  }
+  Error barrier(std::string_view) override { return Error::success(); }
+  [[noreturn]] void abort(int) override { std::abort(); }
+};
+} // namespace
+
+TEST(CompressedAllReduceTest, SumsSixteenBitValuesInF32) {
+  TwoRankCommunicator comm;
+  // Rank 1 sends bf16 3.0 (0x4040) and 0.25 (0x3e80); f16 3.0 (0x4200),
+  // 0.25 (0x3400).
+  comm.other = {0x4040, 0x3e80};
+  std::vector<float> data = {1.0f, 0.5f}, residual;
+  ASSERT_FALSE(allReduceMeanCompressed(comm, data.data(), 2, DType::BF16,
+                                       residual, "test"));
+  EXPECT_EQ(data, (std::vector<float>{2.0f, 0.375f}));
+  EXPECT_EQ(residual, (std::vector<float>{0.0f, 0.0f}));
+  comm.other = {0x4200, 0x3400};
+  data = {1.0f, 0.5f};
+  residual.clear();
+  ASSERT_FALSE(allReduceMeanCompressed(comm, data.data(), 2, DType::F16,
+                                       residual, "test"));
+  EXPECT_EQ(data, (std::vector<float>{2.0f, 0.375f}));
+  EXPECT_EQ(errorOf(allReduceMeanCompressed(comm, data.data(), 2, DType::F32,
+                                            residual, "bucket 0")),
+            "compressed all-reduce of bucket 0: f32 is not a wire type (bf16, "
+            "f16)");
+}
+
+TEST(CompressedAllReduceTest, ErrorFeedbackKeepsTheSumWithinOneRounding) {
+  // g = 1 + 2^-10 rounds to 1.0 in bf16 (8 significant bits) every time:
+  // without feedback 64 steps would lose 64 x 2^-10 = 0.0625. With it,
+  // the total sent stays within half a bf16 ulp of 1 (2^-8) of 64 g.
+  TwoRankCommunicator comm;
+  comm.other = {0};
+  const float g = 1.0f + std::ldexp(1.0f, -10);
+  std::vector<float> residual;
+  double sent = 0;
+  for (int step = 0; step < 64; ++step) {
+    float value = g;
+    ASSERT_FALSE(
+        allReduceMeanCompressed(comm, &value, 1, DType::BF16, residual, "g"));
+    sent += 2.0 * value; // the mean of (mine, 0): twice it is what I sent
+  }
+  EXPECT_LE(std::abs(sent - 64.0 * g), std::ldexp(1.0, -8))
+      << "sent " << sent << " for " << 64.0 * g;
+  EXPECT_LE(std::abs(residual[0]), std::ldexp(1.0f, -8));
 }

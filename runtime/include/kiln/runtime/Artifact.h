@@ -238,9 +238,14 @@ enum class CollectiveKind : uint32_t {
   /// Every rank's elements summed, divided by the world size, written back
   /// on every rank (data-parallel gradient averaging).
   AllReduceMean = 1,
+  /// The same mean with bf16 (2) or f16 (3) values on the wire, f32 sums
+  /// and per-rank error feedback (kilnc --allreduce-dtype; Collective.h
+  /// allReduceMeanCompressed).
+  AllReduceMeanBf16 = 2,
+  AllReduceMeanF16 = 3,
 };
 
-/// "all-reduce-mean".
+/// "all-reduce-mean", "all-reduce-mean-bf16", "all-reduce-mean-f16".
 std::string_view collectiveKindName(CollectiveKind kind);
 
 /// One collective step of a data-parallel training artifact (kilnc --train

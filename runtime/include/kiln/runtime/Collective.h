@@ -23,12 +23,14 @@
 #ifndef KILN_RUNTIME_COLLECTIVE_H
 #define KILN_RUNTIME_COLLECTIVE_H
 
+#include "kiln/runtime/DType.h"
 #include "kiln/runtime/Error.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::runtime {
 
@@ -66,6 +68,10 @@ public:
   /// timeouts ("gradient bucket 2").
   virtual Error allReduceMean(float *data, uint64_t count,
                               std::string_view what) = 0;
+  /// Every rank's `bytes` bytes of `send`, concatenated in rank order into
+  /// `receive` (size() x bytes) on every rank.
+  virtual Error allGather(const void *send, uint64_t bytes, void *receive,
+                          std::string_view what) = 0;
   /// `bytes` bytes of rank `root`'s buffer copied to every rank's.
   virtual Error broadcast(void *data, uint64_t bytes, int root,
                           std::string_view what) = 0;
@@ -74,6 +80,20 @@ public:
   /// that the others do not wait for it until their timeout).
   [[noreturn]] virtual void abort(int code) = 0;
 };
+
+/// kilnc --allreduce-dtype=bf16|fp16: allReduceMean with 16-bit values on
+/// the wire and error feedback. Each rank adds `residual` (its rounding
+/// error so far; resized to `count` zeros on first use) to `data`, rounds
+/// to `wire` (BF16 or F16, nearest even), keeps what the rounding lost as
+/// the new residual, and the ranks exchange the 16-bit values (allGather);
+/// every rank then sums them in f32 in rank order and divides by the world
+/// size, so every rank gets the same f32 result. The residual carries each
+/// step's rounding into the next one, so over many steps the sum of what
+/// a rank sent stays within one rounding of the sum of its gradients.
+Error allReduceMeanCompressed(Communicator &communicator, float *data,
+                              uint64_t count, DType wire,
+                              std::vector<float> &residual,
+                              std::string_view what);
 
 /// The MPI engine: loads libmpi.so.40 (Open MPI) with dlopen, initialises
 /// MPI once per process (MPI_THREAD_SERIALIZED; errors returned, not

@@ -172,6 +172,9 @@ private:
   Error runCollectives();
   std::unique_ptr<Session> session;
   std::shared_ptr<Communicator> communicator;
+  /// Compressed all-reduce: each collective step's error-feedback residual
+  /// (this rank's; not checkpointed: a resumed run restarts it at zero).
+  std::vector<std::vector<float>> residuals;
 };
 
 } // namespace kiln::runtime
