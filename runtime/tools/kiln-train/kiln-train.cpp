@@ -395,9 +395,14 @@ int run(Options options) {
   // every rank, rank r taking samples [r*B, (r+1)*B) of it.
   const uint64_t globalBatch = sig->batch * uint64_t(ranks);
   if (train->count < globalBatch)
-    return fail(Error::failure(fmt::format(
-        "{}: {} samples, fewer than one global batch of {} ({} ranks x {})",
-        options.data, train->count, globalBatch, ranks, sig->batch)));
+    return fail(Error::failure(
+        ranks == 1
+            ? fmt::format("{}: {} samples, fewer than one batch of {}",
+                          options.data, train->count, sig->batch)
+            : fmt::format("{}: {} samples, fewer than one global batch of "
+                          "{} ({} ranks x {})",
+                          options.data, train->count, globalBatch, ranks,
+                          sig->batch)));
   std::optional<Dataset> val;
   if (!options.valData.empty()) {
     Expected<Dataset> v = loadDataset(options.valData, options.valLabels, *sig);

@@ -498,6 +498,28 @@ TEST(CollectiveFormatTest, CollectivesSectionRoundTrips) {
             format::kHeaderFlagEntryPoints);
 }
 
+TEST(CollectiveFormatTest, ChecksumCoversTheSection) {
+  Expected<Artifact> artifact = makeCollectiveArtifact();
+  ASSERT_TRUE(artifact);
+  std::vector<uint8_t> image = *serializeArtifact(*artifact);
+  uint32_t count = format::loadU32(image.data() + format::kSectionCountOffset);
+  uint64_t table = format::loadU64(image.data() + format::kSectionTableOffset);
+  bool found = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t *entry = image.data() + table + i * format::kSectionEntrySize;
+    if (format::loadU32(entry + format::kEntryKindOffset) !=
+        uint32_t(format::SectionKind::Collectives))
+      continue;
+    found = true;
+    uint64_t offset = format::loadU64(entry + format::kEntryOffsetOffset);
+    image[offset + 6] ^= 0x01; // inside the first step's state index
+  }
+  ASSERT_TRUE(found);
+  EXPECT_THAT(errorOf(parseArtifact(Blob::copyOf(image.data(), image.size()),
+                                    "t.kiln")),
+              StartsWith("t.kiln: section 'collectives': checksum mismatch"));
+}
+
 TEST(CollectiveFormatTest, OlderReadersRejectCollectives) {
   Expected<Artifact> artifact = makeCollectiveArtifact();
   ASSERT_TRUE(artifact);
