@@ -27,6 +27,12 @@ DEB_PACKAGES=(
   nlohmann-json3-dev libinih-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
+  # Data-parallel training (docs/runtime.md "Data-parallel training"):
+  # Open MPI 4.1 launches the ranks (mpirun) and its libmpi.so.40, which
+  # the runtime dlopens (never links), averages the gradients on emu.
+  # libopenmpi-dev is not needed to build; it is for users' MPI programs
+  # and the issue's stated dependency set.
+  openmpi-bin libopenmpi-dev
 )
 # Python packages, pinned so results are reproducible: onnx, onnxruntime
 # and pytest for tests; numpy for tests and the kiln package; nanobind and

@@ -96,6 +96,16 @@ if ptxas:
 config.substitutions.append(
     ("%check-ptx", f"{python} {os.path.join(config.kiln_src_root, 'test', 'Pipelines', 'check_ptx.py')}"))
 
+# Open MPI (mpirun and libmpi.so.40, which the runtime dlopens) runs the
+# data-parallel training tests (test/Pipelines/Training/data-parallel*).
+if shutil.which("mpirun"):
+    try:
+        import ctypes as _ctypes
+        _ctypes.CDLL("libmpi.so.40")
+        config.available_features.add("mpi")
+    except OSError:
+        pass
+
 # A CUDA driver (and so maybe a GPU) is present: tests that expect kiln-run
 # to report "no CUDA driver" do not apply.
 import ctypes

@@ -131,6 +131,21 @@ optimizerOptionsFor(const TrainingOptions &training,
                             "none");
   }
   options.seed = training.seed;
+  if (!training.dataParallel && training.bucketMb != 25)
+    return compileError(CompileError::Kind::User,
+                        "--bucket-mb needs --data-parallel");
+  if (training.allreduceDtype != "fp32" && training.allreduceDtype != "bf16" &&
+      training.allreduceDtype != "fp16")
+    return compileError(CompileError::Kind::User,
+                        "--allreduce-dtype '" + training.allreduceDtype +
+                            "': expected fp32, bf16 or fp16");
+  if (!training.dataParallel && training.allreduceDtype != "fp32")
+    return compileError(CompileError::Kind::User,
+                        "--allreduce-dtype needs --data-parallel");
+  if (!(training.bucketMb > 0) || !std::isfinite(training.bucketMb))
+    return compileError(CompileError::Kind::User,
+                        "--bucket-mb must be a positive number of MiB");
+  options.dataParallel = training.dataParallel;
   return options;
 }
 
@@ -260,9 +275,54 @@ namespace {
 
 /// The artifact of a module kiln-optimizer has run on. Errors are plain
 /// strings; compileTraining adds the file and the first diagnostic.
+/// The gradient buckets of a data-parallel artifact: the weights of
+/// `layout` in reverse order (the backward pass produces the last layer's
+/// gradients first), grouped into contiguous ranges of state `grad` of at
+/// most `bucketBytes` (a weight larger than that is a bucket of its own),
+/// as PyTorch DDP's buckets are. Each is one all-reduce after train_step's
+/// last launch.
+std::vector<rt::CollectiveStep> gradientBuckets(ArrayAttr layout,
+                                                int64_t size,
+                                                uint64_t bucketBytes,
+                                                uint32_t gradState,
+                                                uint32_t afterLaunch,
+                                                rt::CollectiveKind kind) {
+  std::vector<std::pair<int64_t, int64_t>> ranges; // [offset, end)
+  for (Attribute entry : layout) {
+    int64_t offset =
+        cast<DictionaryAttr>(entry).getAs<IntegerAttr>("offset").getInt();
+    ranges.push_back({offset, 0});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 0; i < ranges.size(); ++i)
+    ranges[i].second = i + 1 < ranges.size() ? ranges[i + 1].first : size;
+  std::vector<rt::CollectiveStep> buckets;
+  uint64_t maxElements = std::max<uint64_t>(bucketBytes / 4, 1);
+  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
+    uint64_t count = it->second - it->first;
+    rt::CollectiveStep *last = buckets.empty() ? nullptr : &buckets.back();
+    // Ranges are visited downwards: a bucket grows towards offset 0.
+    if (last && last->elementOffset == uint64_t(it->second) &&
+        last->elementCount + count <= maxElements) {
+      last->elementOffset = it->first;
+      last->elementCount += count;
+      continue;
+    }
+    rt::CollectiveStep step;
+    step.kind = kind;
+    step.state = gradState;
+    step.elementOffset = it->first;
+    step.elementCount = count;
+    step.afterLaunch = afterLaunch;
+    buckets.push_back(step);
+  }
+  return buckets;
+}
+
 llvm::Expected<rt::Artifact>
 compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
                         const ArtifactOptions &artifactOptions,
+                        const TrainingOptions &trainingOptions,
                         PhaseRunner &runner) {
   auto training = module->getAttrOfType<DictionaryAttr>(
       KilnDialect::TrainingAttrHelper::getNameStr());
@@ -298,18 +358,29 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return llvm::createStringError("the module has no @train_step");
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    auto state = step.getArgAttrOfType<StringAttr>(
-        i, KilnDialect::StateAttrHelper::getNameStr());
-    if (!state || state.getValue() == "params" ||
-        state.getValue() == "bn.stats")
+  // With --data-parallel, @train_update's too (the gradients `grad`).
+  auto update = module.lookupSymbol<func::FuncOp>("train_update");
+  llvm::StringSet<> listed = {"params", "bn.stats"};
+  for (func::FuncOp func : {step, update}) {
+    if (!func)
       continue;
-    specs.push_back({state.getValue().str(), initialStateBytes(step, i), {}});
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto state = func.getArgAttrOfType<StringAttr>(
+          i, KilnDialect::StateAttrHelper::getNameStr());
+      if (!state || !listed.insert(state.getValue()).second)
+        continue;
+      specs.push_back(
+          {state.getValue().str(), initialStateBytes(func, i), {}});
+    }
   }
 
   std::vector<rt::EntryPointArtifact> parts;
   llvm::StringSet<> kernelModules;
-  for (llvm::StringRef entry : {"train_step", "eval"}) {
+  SmallVector<llvm::StringRef> entries = {"train_step"};
+  if (update)
+    entries.push_back("train_update");
+  entries.push_back("eval");
+  for (llvm::StringRef entry : entries) {
     OwningOpRef<ModuleOp> copy(module.clone());
     for (auto func : llvm::make_early_inc_range(copy->getOps<func::FuncOp>()))
       if (func.getSymName() != entry)
@@ -347,7 +418,31 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
       rt::combineEntryPoints(std::move(parts), specs);
   if (!combined)
     return llvm::createStringError(combined.error().message());
-  return combined.take();
+  rt::Artifact artifact = combined.take();
+  if (update) {
+    const rt::EntryPoint *stepEntry = artifact.findEntryPoint("train_step");
+    uint32_t gradState = 0;
+    while (gradState < artifact.state.size() &&
+           artifact.state[gradState].name != "grad")
+      ++gradState;
+    if (gradState == artifact.state.size() || !stepEntry ||
+        stepEntry->launchCount == 0)
+      return llvm::createStringError("--data-parallel: train_step has no "
+                                     "launches or no state 'grad'");
+    rt::CollectiveKind kind =
+        trainingOptions.allreduceDtype == "bf16"
+            ? rt::CollectiveKind::AllReduceMeanBf16
+        : trainingOptions.allreduceDtype == "fp16"
+            ? rt::CollectiveKind::AllReduceMeanF16
+            : rt::CollectiveKind::AllReduceMean;
+    artifact.collectives = gradientBuckets(
+        layout, size.getInt(),
+        uint64_t(trainingOptions.bucketMb * 1024 * 1024), gradState,
+        stepEntry->firstLaunch + stepEntry->launchCount - 1, kind);
+    if (rt::Error err = rt::verifyArtifact(artifact))
+      return llvm::createStringError(err.message());
+  }
+  return artifact;
 }
 
 } // namespace
@@ -386,7 +481,8 @@ compileTraining(const CompileOptions &options, OwningOpRef<ModuleOp> module,
   CompileResult result;
   if (!printKiln) {
     llvm::Expected<rt::Artifact> artifact = compileTrainingArtifact(
-        *module, options.pipeline, artifactOptions, runner);
+        *module, options.pipeline, artifactOptions, options.training,
+        runner);
     if (!artifact) {
       std::string diagnostic = runner.diagnosticOr("");
       return userError(options.input + ": " +

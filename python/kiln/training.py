@@ -134,10 +134,19 @@ class Trainer:
     device ("cuda", "cuda:N" or "emu"), trained by `step` (one batch you
     give) or `fit` (kiln-train's loop over a dataset).
 
-    Calls on one Trainer from several threads run one at a time."""
+    Calls on one Trainer from several threads run one at a time.
+
+    Under `mpirun -np N python train.py` with a `kilnc --train
+    --data-parallel` artifact, each process is one rank (read from MPI's
+    environment): `step` averages the gradients (and the loss) over the
+    ranks, `fit` gives each rank its shard of every global batch of N x
+    batch samples, and only rank 0 validates, prints and writes
+    checkpoints. "cuda" means GPU `local rank` there. A collective that
+    waits longer than `collective_timeout` seconds ends the process
+    (docs/runtime.md "Data-parallel training")."""
 
     def __init__(self, artifact: Union[Artifact, str, "os.PathLike[str]"],
-                 device: str = "cuda"):
+                 device: str = "cuda", collective_timeout: float = 300.0):
         name = "<artifact>"
         if not isinstance(artifact, Artifact):
             name = os.fspath(artifact)
@@ -145,7 +154,17 @@ class Trainer:
         self.artifact = artifact
         self.device = device
         self._native = _native_call(_native.Trainer, artifact._native, device,
-                                    name)
+                                    name, collective_timeout)
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in a data-parallel job (0 alone)."""
+        return self._native.rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of ranks (1 without mpirun)."""
+        return self._native.world_size
 
     @property
     def device_name(self) -> str:
@@ -206,6 +225,8 @@ class Trainer:
                          _host("val_labels", val_labels), "val_data",
                          "val_labels")
         checkpoint = None
+        leader = self.rank == 0
+        verbose = verbose and leader
         if checkpoint_dir is not None:
             os.makedirs(checkpoint_dir, exist_ok=True)
             checkpoint = os.path.join(os.fspath(checkpoint_dir),
@@ -229,7 +250,14 @@ class Trainer:
                     f", this run has seed {seed}")
             first_epoch = int(meta[_native.META_EPOCHS_DONE])
             history.csv = meta.get(_native.META_HISTORY, history.csv)
-        steps = count // batch
+        # A global batch is one batch from every rank; rank r takes
+        # samples [r*batch, (r+1)*batch) of it (kiln-train's sharding).
+        global_batch = batch * self.world_size
+        if count < global_batch:
+            raise RuntimeError(f"data: {count} samples, fewer than one "
+                               f"global batch of {global_batch} "
+                               f"({self.world_size} ranks x {batch})")
+        steps = count // global_batch
         step_seconds, steps_run = 0.0, 0
         for epoch in range(first_epoch, epochs):
             order = _native.epoch_order(count, seed, epoch)
@@ -237,8 +265,9 @@ class Trainer:
             epoch_skipped = 0
             for s in range(steps):
                 start = time.perf_counter()
+                first = s * global_batch + self.rank * batch
                 loss = _native_call(self._native.step_on,
-                                    order[s * batch:(s + 1) * batch])
+                                    order[first:first + batch])
                 step_seconds += time.perf_counter() - start
                 steps_run += 1
                 losses.append(loss)
@@ -260,7 +289,7 @@ class Trainer:
             if scales_loss:
                 line += (f", loss scale {history.loss_scale[-1]:g}, "
                          f"skipped steps {epoch_skipped}")
-            if val_data is not None:
+            if val_data is not None and leader:
                 name, value = _native_call(self._native.validate)
                 history.metric = name
                 history.metric_values.append(value)
@@ -268,7 +297,7 @@ class Trainer:
                 line += f", {name} {value:.6f}"
             if verbose:
                 print(line, file=sys.stderr)
-            if checkpoint is not None:
+            if checkpoint is not None and leader:
                 _native_call(self._native.save_checkpoint, checkpoint, {
                     _native.META_EPOCHS_DONE: str(epoch + 1),
                     _native.META_SEED: str(seed),

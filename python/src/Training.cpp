@@ -57,12 +57,37 @@ HostTensor hostTensor(NpyArray array) {
 class PyTrainer {
 public:
   PyTrainer(const PyArtifact &artifact, const std::string &deviceSpec,
-            const std::string &name)
+            const std::string &name, double collectiveTimeout)
       : name(name) {
     nb::gil_scoped_release release;
-    std::shared_ptr<Device> device(unwrap(createDevice(deviceSpec)).release());
+    // Under mpirun (docs/runtime.md "Data-parallel training"): join the
+    // job, one GPU per rank from the local rank.
+    WorldInfo world = unwrap(detectWorld());
+    std::string spec = deviceSpec;
+    std::shared_ptr<Communicator> communicator;
+    if (world.size > 1) {
+      communicator = unwrap(createMpiCommunicator({collectiveTimeout}));
+      if (spec == "cuda")
+        spec = fmt::format("cuda:{}", world.localRank);
+    }
+    std::shared_ptr<Device> device(unwrap(createDevice(spec)).release());
     training = unwrap(TrainingSession::create(artifact.artifact, device));
+    if (communicator && !training->isDataParallel())
+      throw NativeError(fmt::format(
+          "{}: {} ranks, but the artifact has no gradient all-reduce: "
+          "compile it with kilnc --train --data-parallel",
+          name, world.size));
+    training->setCommunicator(communicator);
     info = device->info();
+  }
+
+  int rank() const {
+    const auto &comm = training->getCommunicator();
+    return comm ? comm->rank() : 0;
+  }
+  int worldSize() const {
+    const auto &comm = training->getCommunicator();
+    return comm ? comm->size() : 1;
   }
 
   const DeviceInfo &deviceInfo() const { return info; }
@@ -271,8 +296,11 @@ private:
 void kiln::python::bindTraining(nb::module_ &m) {
   nb::class_<PyTrainer>(m, "Trainer")
       .def(nb::init<const PyArtifact &, const std::string &,
-                    const std::string &>(),
-           "artifact"_a, "device"_a, "name"_a)
+                    const std::string &, double>(),
+           "artifact"_a, "device"_a, "name"_a,
+           "collective_timeout"_a = 300.0)
+      .def_prop_ro("rank", &PyTrainer::rank)
+      .def_prop_ro("world_size", &PyTrainer::worldSize)
       .def_prop_ro("device_name",
                    [](const PyTrainer &self) { return self.deviceInfo().name; })
       .def("entry_inputs", &PyTrainer::entryInputs, "entry"_a)

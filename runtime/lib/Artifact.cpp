@@ -473,7 +473,9 @@ Error verifyArtifact(const Artifact &artifact) {
     return err;
   if (Error err = verifyMemoryPlan(artifact))
     return err;
-  return verifyTraining(artifact);
+  if (Error err = verifyTraining(artifact))
+    return err;
+  return verifyCollectives(artifact);
 }
 
 } // namespace kiln::runtime

@@ -38,6 +38,10 @@ constexpr size_t kFlagsOffset = 40;          // u32, kHeaderFlag* below
 /// section). Readers before 1.3 reject it as an unknown flag rather than run
 /// train_step and eval as one launch list.
 constexpr uint32_t kHeaderFlagEntryPoints = 1;
+/// Header flag (format 1.5): the artifact has collective steps (a
+/// `collectives` section). Readers before 1.5 reject it as an unknown flag
+/// rather than train each rank on its own without the gradient all-reduce.
+constexpr uint32_t kHeaderFlagCollectives = 2;
 constexpr size_t kTableChecksumOffset = 44;  // u32, CRC32C of the table
 constexpr size_t kHeaderChecksumOffset = 60; // u32, CRC32C of bytes [0, 60)
 
@@ -71,9 +75,11 @@ enum class SectionKind : uint32_t {
   Training = 10,
   /// Optional (format 1.4): TMA tensor maps the runtime encodes at load.
   TensorMaps = 11,
+  /// Optional (format 1.5): data-parallel collective steps.
+  Collectives = 12,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 11;
+constexpr uint32_t kLastSectionKind = 12;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -94,6 +100,8 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
     return 3;
   if (kind == uint32_t(SectionKind::TensorMaps))
     return 4;
+  if (kind == uint32_t(SectionKind::Collectives))
+    return 5;
   return kArtifactFormatMinor;
 }
 
@@ -120,6 +128,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "kernel-resources";
   case SectionKind::Training:
     return "training";
+  case SectionKind::Collectives:
+    return "collectives";
   case SectionKind::TensorMaps:
     return "tensor-maps";
   }

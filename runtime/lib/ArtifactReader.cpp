@@ -307,6 +307,20 @@ Error parseTraining(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseCollectives(SectionReader in, Artifact &artifact) {
+  artifact.collectives.resize(in.count("collective steps", 4 + 4 + 8 + 8 + 4));
+  for (size_t i = 0; i < artifact.collectives.size() && !in.failed(); ++i) {
+    CollectiveStep &step = artifact.collectives[i];
+    in.setContext(fmt::format("collective step {}", i));
+    step.kind = static_cast<CollectiveKind>(in.u32("the collective kind"));
+    step.state = in.u32("the state index");
+    step.elementOffset = in.u64("the element offset");
+    step.elementCount = in.u64("the element count");
+    step.afterLaunch = in.u32("the launch it follows");
+  }
+  return in.finish();
+}
+
 Error parseWeights(SectionReader in, Artifact &artifact) {
   artifact.weights.resize(in.count("weights", kMinTensorBytes + 8));
   for (size_t i = 0; i < artifact.weights.size() && !in.failed(); ++i) {
@@ -423,7 +437,12 @@ Expected<std::vector<SectionEntry>> readLayout(const Blob &image) {
   uint32_t flags = loadU32(file + kFlagsOffset);
   // Entry points came with 1.3; a file claiming an older minor cannot have
   // them.
-  uint32_t knownFlags = major == 1 && minor < 3 ? 0 : kHeaderFlagEntryPoints;
+  // Entry points came with 1.3, collective steps with 1.5.
+  uint32_t knownFlags = 0;
+  if (major > 1 || minor >= 3)
+    knownFlags |= kHeaderFlagEntryPoints;
+  if (major > 1 || minor >= 5)
+    knownFlags |= kHeaderFlagCollectives;
   if (flags & ~knownFlags)
     return makeError("header: unknown flags {:#x}", flags & ~knownFlags);
   uint64_t recordedSize = loadU64(file + kFileSizeOffset);
@@ -571,6 +590,18 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
                                "header's entry-points flag is not set");
   if (known[uint32_t(SectionKind::Training)])
     if (Error err = parseTraining(reader(SectionKind::Training), artifact))
+      return err;
+  bool collectiveFlag =
+      loadU32(image.data() + kFlagsOffset) & kHeaderFlagCollectives;
+  if (collectiveFlag != (known[uint32_t(SectionKind::Collectives)] != nullptr))
+    return makeError(collectiveFlag
+                         ? "header: the collectives flag is set but there is "
+                           "no 'collectives' section"
+                         : "section 'collectives' is present but the header's "
+                           "collectives flag is not set");
+  if (known[uint32_t(SectionKind::Collectives)])
+    if (Error err =
+            parseCollectives(reader(SectionKind::Collectives), artifact))
       return err;
 
   const SectionEntry *data = known[uint32_t(SectionKind::WeightData)];

@@ -131,6 +131,52 @@ Error verifyTraining(const Artifact &artifact) {
   return Error::success();
 }
 
+std::string_view collectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduceMean:
+    return "all-reduce-mean";
+  case CollectiveKind::AllReduceMeanBf16:
+    return "all-reduce-mean-bf16";
+  case CollectiveKind::AllReduceMeanF16:
+    return "all-reduce-mean-f16";
+  }
+  return "unknown";
+}
+
+Error verifyCollectives(const Artifact &artifact) {
+  for (size_t i = 0; i < artifact.collectives.size(); ++i) {
+    const CollectiveStep &step = artifact.collectives[i];
+    std::string where = fmt::format("section 'collectives': step {}", i);
+    if (step.kind != CollectiveKind::AllReduceMean &&
+        step.kind != CollectiveKind::AllReduceMeanBf16 &&
+        step.kind != CollectiveKind::AllReduceMeanF16)
+      return makeError("{}: unknown collective kind {}", where,
+                       uint32_t(step.kind));
+    if (artifact.entryPoints.empty())
+      return makeError("{}: the artifact has no entry points", where);
+    if (step.state >= artifact.state.size())
+      return makeError("{}: state index {} is out of range ({} state "
+                       "tensors)",
+                       where, step.state, artifact.state.size());
+    const StateTensor &tensor = artifact.state[step.state];
+    if (tensor.dtype != DType::F32)
+      return makeError("{}: state '{}' is {}, collectives reduce f32", where,
+                       tensor.name, dtypeName(tensor.dtype));
+    uint64_t elements = *tensorByteSize(tensor.dtype, tensor.shape) / 4;
+    if (step.elementCount == 0 || step.elementOffset > elements ||
+        step.elementCount > elements - step.elementOffset)
+      return makeError("{}: elements [{}, {}) lie outside state '{}' ({} "
+                       "elements)",
+                       where, step.elementOffset,
+                       step.elementOffset + step.elementCount, tensor.name,
+                       elements);
+    if (step.afterLaunch >= artifact.launches.size())
+      return makeError("{}: launch {} is out of range ({} launches)", where,
+                       step.afterLaunch, artifact.launches.size());
+  }
+  return Error::success();
+}
+
 std::string stateFingerprint(const Artifact &artifact) {
   std::string text;
   for (const StateTensor &tensor : artifact.state) {

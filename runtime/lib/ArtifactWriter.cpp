@@ -220,6 +220,20 @@ std::vector<uint8_t> encodeTraining(const Artifact &artifact) {
   return out.take();
 }
 
+/// Format 1.5: data-parallel collective steps (docs/artifact-format.md).
+std::vector<uint8_t> encodeCollectives(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.collectives.size()));
+  for (const CollectiveStep &step : artifact.collectives) {
+    out.u32(static_cast<uint32_t>(step.kind));
+    out.u32(step.state);
+    out.u64(step.elementOffset);
+    out.u64(step.elementCount);
+    out.u32(step.afterLaunch);
+  }
+  return out.take();
+}
+
 std::vector<uint8_t> encodeLaunches(const Artifact &artifact) {
   ByteWriter out;
   out.u32(static_cast<uint32_t>(artifact.launches.size()));
@@ -328,6 +342,14 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
     sections.insert(sections.end() - 1, {SectionKind::Training,
                                          training.data(), training.size()});
   }
+  std::vector<uint8_t> collectives;
+  bool hasCollectives = !artifact.collectives.empty();
+  if (hasCollectives) {
+    collectives = encodeCollectives(artifact);
+    sections.insert(sections.end() - 1,
+                    {SectionKind::Collectives, collectives.data(),
+                     collectives.size()});
+  }
 
   uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();
   uint64_t cursor = kHeaderSize + tableSize;
@@ -359,7 +381,9 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
            static_cast<uint32_t>(sections.size()));
   storeU64(header + kSectionTableOffset, kHeaderSize);
   storeU64(header + kFileSizeOffset, fileSize);
-  storeU32(header + kFlagsOffset, hasEntryPoints ? kHeaderFlagEntryPoints : 0);
+  storeU32(header + kFlagsOffset,
+           (hasEntryPoints ? kHeaderFlagEntryPoints : 0) |
+               (hasCollectives ? kHeaderFlagCollectives : 0));
   storeU32(header + kTableChecksumOffset, crc32c(table.data(), table.size()));
   storeU32(header + kHeaderChecksumOffset,
            crc32c(header, kHeaderChecksumOffset));

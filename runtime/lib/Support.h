@@ -91,6 +91,8 @@ Error checkMemoryPlanLabelled(const std::vector<LiveBuffer> &buffers,
 
 /// The rules of format 1.3's `training` section (ArtifactTraining.cpp).
 Error verifyTraining(const Artifact &artifact);
+/// Format 1.5's collective steps (ArtifactTraining.cpp).
+Error verifyCollectives(const Artifact &artifact);
 
 /// The text of errno, for messages.
 std::string errnoMessage(int error);

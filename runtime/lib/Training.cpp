@@ -13,11 +13,13 @@
 #include "kiln/runtime/Training.h"
 
 #include <cstring>
+#include <map>
 
 namespace kiln::runtime {
 
 namespace {
 constexpr std::string_view kTrainStep = "train_step";
+constexpr std::string_view kTrainUpdate = "train_update";
 constexpr std::string_view kEval = "eval";
 constexpr const char *kFingerprintKey = "kiln.state_fingerprint";
 
@@ -49,6 +51,10 @@ TrainingSession::create(std::shared_ptr<const Artifact> artifact,
   if (!artifact->findOutput(std::string(kTrainStep) + ":" +
                             std::string(kLossOutput)))
     return makeError("the artifact's train_step has no 'loss' output");
+  if (!artifact->collectives.empty() && !artifact->findEntryPoint(kTrainUpdate))
+    return makeError("the artifact has collective steps but no '{}' entry "
+                     "point",
+                     kTrainUpdate);
   Expected<std::unique_ptr<Session>> session =
       Session::create(std::move(artifact), std::move(device));
   if (!session)
@@ -98,11 +104,68 @@ Error TrainingSession::bindBatch(std::string_view name,
   return Error::success();
 }
 
-Error TrainingSession::step() { return session->runEntryPoint(kTrainStep); }
+std::string TrainingSession::stepOutput(std::string_view name) const {
+  for (std::string_view entry : {kTrainStep, kTrainUpdate}) {
+    std::string full = std::string(entry) + ":" + std::string(name);
+    if (artifact().findOutput(full))
+      return full;
+  }
+  return std::string(kTrainStep) + ":" + std::string(name);
+}
+
+Error TrainingSession::runCollectives() {
+  const Artifact &a = artifact();
+  if (!communicator || communicator->size() == 1)
+    return Error::success();
+  // The state is read and written whole: on emu that is a copy in host
+  // memory, and every bucket of a step lies in the one gradient tensor.
+  std::map<uint32_t, HostTensor> tensors;
+  for (size_t i = 0; i < a.collectives.size(); ++i) {
+    const CollectiveStep &step = a.collectives[i];
+    auto it = tensors.find(step.state);
+    if (it == tensors.end()) {
+      Expected<HostTensor> value = session->readState(a.state[step.state].name);
+      if (!value)
+        return value.takeError();
+      it = tensors.emplace(step.state, value.take()).first;
+    }
+    float *data = reinterpret_cast<float *>(it->second.data.data()) +
+                  step.elementOffset;
+    std::string what =
+        fmt::format("gradient bucket {} ({} elements of state '{}')", i,
+                    step.elementCount, a.state[step.state].name);
+    Error err = Error::success();
+    if (step.kind == CollectiveKind::AllReduceMean) {
+      err = communicator->allReduceMean(data, step.elementCount, what);
+    } else {
+      residuals.resize(a.collectives.size());
+      err = allReduceMeanCompressed(
+          *communicator, data, step.elementCount,
+          step.kind == CollectiveKind::AllReduceMeanBf16 ? DType::BF16
+                                                         : DType::F16,
+          residuals[i], what);
+    }
+    if (err)
+      return err;
+  }
+  for (auto &[state, tensor] : tensors)
+    if (Error err = writeState(a.state[state].name, tensor))
+      return err;
+  return Error::success();
+}
+
+Error TrainingSession::step() {
+  if (Error err = session->runEntryPoint(kTrainStep))
+    return err;
+  if (!isDataParallel())
+    return Error::success();
+  if (Error err = runCollectives())
+    return err;
+  return session->runEntryPoint(kTrainUpdate);
+}
 
 Expected<float> TrainingSession::loss() {
-  Expected<HostTensor> loss = session->readOutput(
-      std::string(kTrainStep) + ":" + std::string(kLossOutput));
+  Expected<HostTensor> loss = session->readOutput(stepOutput(kLossOutput));
   if (!loss)
     return loss.takeError();
   if (loss->dtype != DType::F32 || loss->data.size() != 4)
@@ -110,6 +173,9 @@ Expected<float> TrainingSession::loss() {
                      dtypeName(loss->dtype), formatShape(loss->shape));
   float value;
   std::memcpy(&value, loss->data.data(), 4);
+  if (communicator && communicator->size() > 1)
+    if (Error err = communicator->allReduceMean(&value, 1, "the loss"))
+      return err;
   return value;
 }
 
@@ -137,9 +203,7 @@ Expected<float> TrainingSession::lossScale() {
 
 Expected<bool> TrainingSession::lastStepSkipped() {
   Expected<float> flag = scalarValue(
-      session->readOutput(std::string(kTrainStep) + ":" +
-                          std::string(kSkippedOutput)),
-      "the skipped flag");
+      session->readOutput(stepOutput(kSkippedOutput)), "the skipped flag");
   if (!flag)
     return flag.takeError();
   return *flag != 0;

@@ -150,6 +150,23 @@ cl::opt<double> gradClip("grad-clip",
                          cl::desc("With --train: clip the global gradient "
                                   "norm to this, 0 for off (default: 0)"),
                          cl::init(0), cl::cat(trainingCategory()));
+cl::opt<bool> dataParallel(
+    "data-parallel",
+    cl::desc("With --train: data-parallel training under mpirun: the "
+             "gradients are averaged across the ranks in buckets (collective "
+             "steps) before the update (default: false)"),
+    cl::init(false), cl::cat(trainingCategory()));
+cl::opt<double> bucketMb(
+    "bucket-mb",
+    cl::desc("With --data-parallel: the largest gradient bucket in MiB, "
+             "filled in backward order (default: 25)"),
+    cl::init(25), cl::cat(trainingCategory()));
+cl::opt<std::string> allreduceDtype(
+    "allreduce-dtype",
+    cl::desc("With --data-parallel: the gradients' type on the wire: fp32, "
+             "or bf16/fp16 (f32 sums, error feedback) (default: fp32)"),
+    cl::value_desc("fp32|bf16|fp16"), cl::init("fp32"),
+    cl::cat(trainingCategory()));
 //===-- Mixed precision: loss scaling (kiln-optimizer loss-scale) ----------===//
 cl::opt<std::string> lossScaleSpec(
     "loss-scale",
@@ -352,6 +369,9 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
   training.lossScaleInit = lossScaleInit;
   training.lossScaleGrowthInterval = lossScaleGrowthInterval;
   training.seed = trainSeed;
+  training.dataParallel = dataParallel;
+  training.bucketMb = bucketMb;
+  training.allreduceDtype = allreduceDtype;
   // --train --emit=kiln prints the module after kiln-optimizer; without
   // --emit, --train packs the artifact whatever -o says.
   if (train && emit.getNumOccurrences() == 0)

@@ -266,6 +266,15 @@ void printTrainingStats(const CompileStats &stats,
       os << " (" << state.segments.size() << " initializers)";
     os << "\n";
   }
+  // --data-parallel: the gradient buckets, in the order they are reduced.
+  for (size_t i = 0; i < artifact.collectives.size(); ++i) {
+    const runtime::CollectiveStep &step = artifact.collectives[i];
+    os << "bucket " << i << ": " << runtime::collectiveKindName(step.kind)
+       << " of state " << artifact.state[step.state].name << " elements ["
+       << step.elementOffset << ", " << step.elementOffset + step.elementCount
+       << ") (" << step.elementCount * 4 << " bytes) after launch "
+       << step.afterLaunch << "\n";
+  }
   if (stats.remat)
     printRematReport(*stats.remat, artifact.memoryPlan.arenaSize, os);
   else

@@ -65,6 +65,14 @@ struct TrainingOptions {
   int64_t lossScaleGrowthInterval = 2000;
   /// --seed: the first value of the RNG key dropout draws from.
   uint64_t seed = 0;
+  /// --data-parallel: split the update into @train_update and average the
+  /// gradients across ranks in between, in buckets of --bucket-mb MiB
+  /// (docs/runtime.md "Data-parallel training").
+  bool dataParallel = false;
+  double bucketMb = 25;
+  /// --allreduce-dtype: fp32, or bf16/fp16 on the wire with f32 sums and
+  /// error feedback.
+  std::string allreduceDtype = "fp32";
 
   /// Whether the compile differentiates the model at all.
   bool differentiates() const { return gradients || train; }

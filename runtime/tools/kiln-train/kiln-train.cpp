@@ -4,6 +4,7 @@
 //              [--val-data xv.npy --val-labels yv.npy] --epochs E
 //              [--batch B] [--seed S] [--checkpoint-dir DIR] [--resume]
 //              [--history loss.csv] [--device cuda|emu]
+//   mpirun -np N kiln-train model.train.kiln ...   (kilnc --data-parallel)
 //
 // Everything that can be checked before training is checked first (the
 // artifact, the data against the signature, the labels' dtype, shape and
@@ -14,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/runtime/Collective.h"
 #include "kiln/runtime/Npy.h"
 #include "kiln/runtime/Trainer.h"
 
@@ -65,6 +67,17 @@ options:
   --quiet              no progress output
   --profile            emu: after training, the host time per kernel (where
                        the emulator spends a step)
+  --collective-timeout S
+                       under mpirun: seconds a gradient all-reduce may wait
+                       for the other ranks before this one exits with an
+                       error (default 300; 0 waits forever)
+
+Data parallelism: run a kilnc --train --data-parallel artifact under
+`mpirun -np N`. Each rank takes its shard of every global batch of N x B
+samples (B: the compiled batch), the gradients are averaged across the
+ranks, every rank applies the same update; rank 0 alone prints, validates
+and writes checkpoints and the history. On --device cuda rank r uses GPU
+(local rank) unless --device cuda:N names one.
 )";
 
 struct Options {
@@ -72,6 +85,7 @@ struct Options {
   std::string exportPath, onnxModel, predictPath;
   std::string device = "cuda";
   uint64_t epochs = 1, seed = 0;
+  double collectiveTimeout = 300;
   std::optional<uint64_t> batch;
   bool resume = false, quiet = false, profile = false;
 };
@@ -143,7 +157,16 @@ Expected<Options> parseArguments(int argc, char **argv) {
       err = setNumber(options.epochs);
     else if (arg == "--seed")
       err = setNumber(options.seed);
-    else if (arg == "--batch") {
+    else if (arg == "--collective-timeout") {
+      Expected<std::string> v = value();
+      if (!v)
+        return v.takeError();
+      char *end = nullptr;
+      options.collectiveTimeout = std::strtod(v->c_str(), &end);
+      if (v->empty() || *end || !(options.collectiveTimeout >= 0))
+        return usageError("--collective-timeout '" + *v +
+                          "' is not a number of seconds >= 0");
+    } else if (arg == "--batch") {
       uint64_t b = 0;
       err = setNumber(b);
       options.batch = b;
@@ -246,12 +269,47 @@ Error checkWritableDir(const std::string &dir) {
   return Error::success();
 }
 
+/// Set once the job's communicator exists: an error on one rank then ends
+/// every rank, instead of leaving them waiting in the next all-reduce.
+std::shared_ptr<Communicator> jobCommunicator;
+
 int fail(const Error &err) {
+  if (jobCommunicator && jobCommunicator->size() > 1) {
+    fmt::print(stderr, "kiln-train: error: rank {}: {}\n",
+               jobCommunicator->rank(), err.message());
+    jobCommunicator->abort(1);
+  }
   fmt::print(stderr, "kiln-train: error: {}\n", err.message());
   return 1;
 }
 
-int run(const Options &options) {
+int run(Options options) {
+  // Under mpirun: one rank of a data-parallel job.
+  Expected<WorldInfo> world = detectWorld();
+  if (!world)
+    return fail(world.takeError());
+  if (world->size > 1) {
+    Expected<std::shared_ptr<Communicator>> comm =
+        createMpiCommunicator({options.collectiveTimeout});
+    if (!comm)
+      return fail(comm.error().withContext(fmt::format(
+          "rank {} of {} (started by {})", world->rank, world->size,
+          world->launcher)));
+    jobCommunicator = comm.take();
+    if (jobCommunicator->size() != world->size ||
+        jobCommunicator->rank() != world->rank)
+      return fail(Error::failure(fmt::format(
+          "MPI says rank {} of {}, the launcher's environment rank {} of {}",
+          jobCommunicator->rank(), jobCommunicator->size(), world->rank,
+          world->size)));
+    // One GPU per rank, from the local rank, unless the user named one.
+    if (options.device == "cuda")
+      options.device = fmt::format("cuda:{}", world->localRank);
+  }
+  const int rank = world->rank, ranks = world->size;
+  const bool leader = rank == 0;
+  if (!leader)
+    options.quiet = true;
   Expected<Artifact> read = readArtifact(options.model);
   if (!read)
     return fail(read.takeError());
@@ -260,7 +318,12 @@ int run(const Options &options) {
     return fail(Error::failure(options.model +
                                ": not a training artifact (no entry points): "
                                "compile it with kilnc --train"));
-  if (!options.checkpointDir.empty())
+  if (ranks > 1 && artifact->collectives.empty())
+    return fail(Error::failure(fmt::format(
+        "{}: {} ranks, but the artifact has no gradient all-reduce: compile "
+        "it with kilnc --train --data-parallel",
+        options.model, ranks)));
+  if (!options.checkpointDir.empty() && leader)
     if (Error err = checkWritableDir(options.checkpointDir))
       return fail(err);
   std::string checkpointPath =
@@ -308,6 +371,7 @@ int run(const Options &options) {
   if (!created)
     return fail(created.error().withContext(options.model));
   TrainingSession &session = **created;
+  session.setCommunicator(jobCommunicator);
   if (!options.exportPath.empty()) {
     // The model must take the weights before any time is spent training.
     Expected<std::map<std::string, HostTensor>> initial = session.weights();
@@ -327,10 +391,18 @@ int run(const Options &options) {
   Expected<Dataset> train = loadDataset(options.data, options.labels, *sig);
   if (!train)
     return fail(train.takeError());
-  if (train->count < sig->batch)
-    return fail(Error::failure(fmt::format(
-        "{}: {} samples, fewer than one batch of {}", options.data,
-        train->count, sig->batch)));
+  // Each rank's batch is the compiled one; a global batch is one from
+  // every rank, rank r taking samples [r*B, (r+1)*B) of it.
+  const uint64_t globalBatch = sig->batch * uint64_t(ranks);
+  if (train->count < globalBatch)
+    return fail(Error::failure(
+        ranks == 1
+            ? fmt::format("{}: {} samples, fewer than one batch of {}",
+                          options.data, train->count, sig->batch)
+            : fmt::format("{}: {} samples, fewer than one global batch of "
+                          "{} ({} ranks x {})",
+                          options.data, train->count, globalBatch, ranks,
+                          sig->batch)));
   std::optional<Dataset> val;
   if (!options.valData.empty()) {
     Expected<Dataset> v = loadDataset(options.valData, options.valLabels, *sig);
@@ -368,7 +440,7 @@ int run(const Options &options) {
   }
 
   bool tty = !options.quiet && isatty(fileno(stderr));
-  uint64_t steps = train->count / sig->batch;
+  uint64_t steps = train->count / globalBatch;
   uint64_t stepsRun = 0;
   double stepSeconds = 0;
   for (uint64_t epoch = firstEpoch; epoch < options.epochs; ++epoch) {
@@ -377,8 +449,9 @@ int run(const Options &options) {
     double lossSum = 0;
     uint64_t skipped = 0;
     for (uint64_t s = 0; s < steps; ++s) {
-      std::vector<uint64_t> indices(order.begin() + s * sig->batch,
-                                    order.begin() + (s + 1) * sig->batch);
+      uint64_t first = s * globalBatch + uint64_t(rank) * sig->batch;
+      std::vector<uint64_t> indices(order.begin() + first,
+                                    order.begin() + first + sig->batch);
       if (Error err = session.bindBatch(
               sig->dataName, gatherSamples(train->data, indices, *sig->data)))
         return fail(err);
@@ -414,8 +487,8 @@ int run(const Options &options) {
         double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
                              .count();
-        double rate = double((s + 1) * sig->batch) / std::max(seconds, 1e-9);
-        double eta = double(steps - s - 1) * sig->batch / rate;
+        double rate = double((s + 1) * globalBatch) / std::max(seconds, 1e-9);
+        double eta = double(steps - s - 1) * globalBatch / rate;
         int filled = int(30.0 * double(s + 1) / double(steps));
         fmt::print(stderr, "\repoch {}/{} [{}{}] step {}/{} loss {:.4f} "
                            "{:.0f} samples/s ETA {:.0f}s ",
@@ -435,7 +508,7 @@ int run(const Options &options) {
       line += fmt::format(", loss scale {:g}, skipped steps {}", *scale,
                           skipped);
     }
-    if (val) {
+    if (val && leader) {
       Expected<Metric> metric = validate(session, *val, *sig);
       if (!metric)
         return fail(metric.takeError());
@@ -445,7 +518,7 @@ int run(const Options &options) {
     }
     if (!options.quiet)
       fmt::print("{}\n", line);
-    if (!checkpointPath.empty()) {
+    if (!checkpointPath.empty() && leader) {
       std::map<std::string, std::string> meta = {
           {std::string(kMetaEpochsDone), std::to_string(epoch + 1)},
           {std::string(kMetaSeed), std::to_string(options.seed)},
@@ -458,7 +531,9 @@ int run(const Options &options) {
     fmt::print("train: {} steps, {:.3f} ms/step (train_step: batch upload, "
                "launches, state update), {:.1f} samples/s\n",
                stepsRun, stepSeconds * 1e3 / double(stepsRun),
-               double(stepsRun * sig->batch) / stepSeconds);
+               double(stepsRun * globalBatch) / stepSeconds);
+  if (!leader)
+    return 0; // Rank 0 writes every file.
   if (!options.exportPath.empty()) {
     Expected<std::map<std::string, HostTensor>> weights = session.weights();
     if (!weights)

@@ -49,6 +49,9 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--channels", type=int, default=16)
+    p.add_argument("--ranks", type=int, default=1,
+                   help="data-parallel: train with mpirun -np RANKS, each rank "
+                        "a per-rank batch of 32 / RANKS (the same global batch)")
     p.add_argument("--precision", default="fp32",
                    help="kilnc --precision for the training artifact")
     p.add_argument("--against",
@@ -74,12 +77,20 @@ def main():
     onnx.save(model, w("cnn.onnx"))
 
     start = time.time()
-    subprocess.run([a.kilnc, w("cnn.onnx"), "--shape", "x=32x1x8x8", "--train",
-                    "--loss=cross_entropy", "--labels=y:32:int64",
+    batch = 32 // a.ranks
+    subprocess.run([a.kilnc, w("cnn.onnx"), "--shape", f"x={batch}x1x8x8", "--train",
+                    "--loss=cross_entropy", f"--labels=y:{batch}:int64",
                     "--optimizer=adam:lr=0.01", "--precision=" + a.precision,
-                    "-o", w("cnn.train.kiln")],
+                    "-o", w("cnn.train.kiln")]
+                   + (["--data-parallel"] if a.ranks > 1 else []),
                    check=True)
-    run = subprocess.run([a.kiln_train, w("cnn.train.kiln"), "--data", w("xtr.npy"),
+    # With --ranks: rank 0 validates, predicts and exports; each rank's
+    # batch norm normalises its own 32 / RANKS samples (no SyncBN) and
+    # keeps its own running statistics (rank 0's are exported).
+    launcher = (["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
+                 str(a.ranks), "--mca", "btl", "self,vader", "-x",
+                 "KILN_EMU_THREADS=1"] if a.ranks > 1 else [])
+    run = subprocess.run(launcher + [a.kiln_train, w("cnn.train.kiln"), "--data", w("xtr.npy"),
                           "--labels", w("ytr.npy"), "--val-data", w("xte.npy"),
                           "--val-labels", w("yte.npy"), "--epochs", str(a.epochs),
                           "--seed", "1", "--device", "emu",

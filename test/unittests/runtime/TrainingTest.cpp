@@ -18,6 +18,10 @@
 
 #include <gmock/gmock.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
 using namespace kiln::runtime;
 using namespace kiln::runtime::test;
 using ::testing::HasSubstr;
@@ -438,3 +442,265 @@ TEST(TrainingTest, SafetensorsNamesRoundTrip) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Format 1.5: collective steps (data-parallel training).
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The training artifact with one all-reduce over params[1, 3) after
+/// train_step's launch (a stand-in for a gradient bucket).
+Expected<Artifact> makeCollectiveArtifact() {
+  Expected<Artifact> artifact = makeTrainingArtifact();
+  if (artifact) {
+    CollectiveStep step;
+    step.state = 0;
+    step.elementOffset = 1;
+    step.elementCount = 2;
+    step.afterLaunch = 0;
+    artifact->collectives.push_back(step);
+  }
+  return artifact;
+}
+
+std::vector<uint8_t> withHeader(std::vector<uint8_t> image, uint32_t minor,
+                                uint32_t flags) {
+  format::storeU32(image.data() + format::kMinorOffset, minor);
+  format::storeU32(image.data() + format::kFlagsOffset, flags);
+  format::storeU32(image.data() + format::kHeaderChecksumOffset,
+                   crc32c(image.data(), format::kHeaderChecksumOffset));
+  return image;
+}
+} // namespace
+
+TEST(CollectiveFormatTest, CollectivesSectionRoundTrips) {
+  Expected<Artifact> artifact = makeCollectiveArtifact();
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  ASSERT_FALSE(verifyArtifact(*artifact)) << errorOf(verifyArtifact(*artifact));
+  Expected<std::vector<uint8_t>> image = serializeArtifact(*artifact);
+  ASSERT_TRUE(image) << errorOf(image);
+  EXPECT_EQ(format::loadU32(image->data() + format::kFlagsOffset),
+            format::kHeaderFlagEntryPoints | format::kHeaderFlagCollectives);
+  Expected<Artifact> read =
+      parseArtifact(Blob::copyOf(image->data(), image->size()), "t.kiln");
+  ASSERT_TRUE(read) << errorOf(read);
+  ASSERT_EQ(read->collectives.size(), 1u);
+  EXPECT_EQ(read->collectives[0].kind, CollectiveKind::AllReduceMean);
+  EXPECT_EQ(read->collectives[0].state, 0u);
+  EXPECT_EQ(read->collectives[0].elementOffset, 1u);
+  EXPECT_EQ(read->collectives[0].elementCount, 2u);
+  EXPECT_EQ(read->collectives[0].afterLaunch, 0u);
+  // A training artifact without collectives keeps format 1.3's flags.
+  Expected<Artifact> plain = makeTrainingArtifact();
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(format::loadU32(serializeArtifact(*plain)->data() +
+                            format::kFlagsOffset),
+            format::kHeaderFlagEntryPoints);
+}
+
+TEST(CollectiveFormatTest, ChecksumCoversTheSection) {
+  Expected<Artifact> artifact = makeCollectiveArtifact();
+  ASSERT_TRUE(artifact);
+  std::vector<uint8_t> image = *serializeArtifact(*artifact);
+  uint32_t count = format::loadU32(image.data() + format::kSectionCountOffset);
+  uint64_t table = format::loadU64(image.data() + format::kSectionTableOffset);
+  bool found = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t *entry = image.data() + table + i * format::kSectionEntrySize;
+    if (format::loadU32(entry + format::kEntryKindOffset) !=
+        uint32_t(format::SectionKind::Collectives))
+      continue;
+    found = true;
+    uint64_t offset = format::loadU64(entry + format::kEntryOffsetOffset);
+    image[offset + 6] ^= 0x01; // inside the first step's state index
+  }
+  ASSERT_TRUE(found);
+  EXPECT_THAT(errorOf(parseArtifact(Blob::copyOf(image.data(), image.size()),
+                                    "t.kiln")),
+              StartsWith("t.kiln: section 'collectives': checksum mismatch"));
+}
+
+TEST(CollectiveFormatTest, OlderReadersRejectCollectives) {
+  Expected<Artifact> artifact = makeCollectiveArtifact();
+  ASSERT_TRUE(artifact);
+  std::vector<uint8_t> image = *serializeArtifact(*artifact);
+  uint32_t both =
+      format::kHeaderFlagEntryPoints | format::kHeaderFlagCollectives;
+  // What a 1.4 reader sees: the collectives flag is unknown to it (a 1.4
+  // file cannot carry it), so the file is rejected, not trained rank by
+  // rank without the all-reduce.
+  EXPECT_EQ(errorOf(parseArtifact(
+                Blob::copyOf(withHeader(image, 4, both).data(), image.size()),
+                "t.kiln")),
+            "t.kiln: header: unknown flags 0x2");
+  // The section without the flag, and the flag without the section.
+  EXPECT_EQ(errorOf(parseArtifact(
+                Blob::copyOf(withHeader(image, 5, 1).data(), image.size()),
+                "t.kiln")),
+            "t.kiln: section 'collectives' is present but the header's "
+            "collectives flag is not set");
+  Expected<Artifact> plain = makeTrainingArtifact();
+  std::vector<uint8_t> plainImage = *serializeArtifact(*plain);
+  EXPECT_EQ(errorOf(parseArtifact(
+                Blob::copyOf(withHeader(plainImage, 5, both).data(),
+                             plainImage.size()),
+                "t.kiln")),
+            "t.kiln: header: the collectives flag is set but there is no "
+            "'collectives' section");
+}
+
+TEST(CollectiveFormatTest, VerifierRejectsBadSteps) {
+  Expected<Artifact> artifact = makeCollectiveArtifact();
+  ASSERT_TRUE(artifact);
+  Artifact broken = *artifact;
+  broken.collectives[0].elementCount = 3;
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'collectives': step 0: elements [1, 4) lie outside "
+            "state 'params' (3 elements)");
+  broken = *artifact;
+  broken.collectives[0].elementCount = 0;
+  EXPECT_THAT(errorOf(verifyArtifact(broken)), HasSubstr("elements [1, 1)"));
+  broken = *artifact;
+  broken.collectives[0].state = 7;
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'collectives': step 0: state index 7 is out of range (2 "
+            "state tensors)");
+  broken = *artifact;
+  broken.collectives[0].afterLaunch = 2;
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'collectives': step 0: launch 2 is out of range (2 "
+            "launches)");
+  broken = *artifact;
+  broken.collectives[0].kind = static_cast<CollectiveKind>(9);
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'collectives': step 0: unknown collective kind 9");
+}
+
+TEST(CollectiveFormatTest, SessionsNeedTrainUpdate) {
+  Expected<Artifact> artifact = makeCollectiveArtifact();
+  ASSERT_TRUE(artifact);
+  auto shared = std::make_shared<const Artifact>(artifact.take());
+  EXPECT_EQ(errorOf(TrainingSession::create(shared, makeDevice())),
+            "the artifact has collective steps but no 'train_update' entry "
+            "point");
+}
+
+TEST(CollectiveWorldTest, DetectsTheLauncherFromTheEnvironment) {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_SIZE", "PMI_RANK",
+        "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    ::unsetenv(name);
+  Expected<WorldInfo> alone = detectWorld();
+  ASSERT_TRUE(alone);
+  EXPECT_EQ(alone->size, 1);
+  EXPECT_EQ(alone->rank, 0);
+  EXPECT_TRUE(alone->launcher.empty());
+
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  ::setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+  ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  Expected<WorldInfo> ompi = detectWorld();
+  ASSERT_TRUE(ompi) << errorOf(ompi);
+  EXPECT_EQ(ompi->launcher, "open-mpi");
+  EXPECT_EQ(ompi->size, 4);
+  EXPECT_EQ(ompi->rank, 3);
+  EXPECT_EQ(ompi->localRank, 1);
+  ::setenv("OMPI_COMM_WORLD_RANK", "4", 1);
+  EXPECT_EQ(errorOf(detectWorld()),
+            "OMPI_COMM_WORLD_RANK=4 and OMPI_COMM_WORLD_SIZE=4: the rank lies "
+            "outside the job");
+  ::setenv("OMPI_COMM_WORLD_RANK", "x", 1);
+  EXPECT_EQ(errorOf(detectWorld()),
+            "environment variable OMPI_COMM_WORLD_RANK='x' is not a rank or a "
+            "size");
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                           "OMPI_COMM_WORLD_LOCAL_RANK"})
+    ::unsetenv(name);
+
+  ::setenv("PMI_SIZE", "2", 1);
+  ::setenv("PMI_RANK", "1", 1);
+  ::setenv("SLURM_LOCALID", "1", 1);
+  Expected<WorldInfo> pmi = detectWorld();
+  ASSERT_TRUE(pmi) << errorOf(pmi);
+  EXPECT_EQ(pmi->launcher, "pmi");
+  EXPECT_EQ(pmi->rank, 1);
+  EXPECT_EQ(pmi->localRank, 1);
+  for (const char *name : {"PMI_SIZE", "PMI_RANK", "SLURM_LOCALID"})
+    ::unsetenv(name);
+}
+
+//===----------------------------------------------------------------------===//
+// Compressed all-reduce (kilnc --allreduce-dtype): f32 sums of 16-bit
+// values and error feedback, against a stand-in second rank.
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Rank 0 of two; rank 1 "sends" `other` (16-bit values) in every
+/// all-gather.
+class TwoRankCommunicator final : public Communicator {
+public:
+  std::vector<uint16_t> other;
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string_view engine() const override { return "test"; }
+  Error allReduceMean(float *, uint64_t, std::string_view) override {
+    return Error::failure("not used");
+  }
+  Error allGather(const void *send, uint64_t bytes, void *receive,
+                  std::string_view) override {
+    if (other.size() * 2 != bytes)
+      return Error::failure("rank 1 sends another size");
+    std::memcpy(receive, send, bytes);
+    std::memcpy(static_cast<uint8_t *>(receive) + bytes, other.data(), bytes);
+    return Error::success();
+  }
+  Error broadcast(void *, uint64_t, int, std::string_view) override {
+    return Error::failure("not used");
+  }
+  Error barrier(std::string_view) override { return Error::success(); }
+  [[noreturn]] void abort(int) override { std::abort(); }
+};
+} // namespace
+
+TEST(CompressedAllReduceTest, SumsSixteenBitValuesInF32) {
+  TwoRankCommunicator comm;
+  // Rank 1 sends bf16 3.0 (0x4040) and 0.25 (0x3e80); f16 3.0 (0x4200),
+  // 0.25 (0x3400).
+  comm.other = {0x4040, 0x3e80};
+  std::vector<float> data = {1.0f, 0.5f}, residual;
+  ASSERT_FALSE(allReduceMeanCompressed(comm, data.data(), 2, DType::BF16,
+                                       residual, "test"));
+  EXPECT_EQ(data, (std::vector<float>{2.0f, 0.375f}));
+  EXPECT_EQ(residual, (std::vector<float>{0.0f, 0.0f}));
+  comm.other = {0x4200, 0x3400};
+  data = {1.0f, 0.5f};
+  residual.clear();
+  ASSERT_FALSE(allReduceMeanCompressed(comm, data.data(), 2, DType::F16,
+                                       residual, "test"));
+  EXPECT_EQ(data, (std::vector<float>{2.0f, 0.375f}));
+  EXPECT_EQ(errorOf(allReduceMeanCompressed(comm, data.data(), 2, DType::F32,
+                                            residual, "bucket 0")),
+            "compressed all-reduce of bucket 0: f32 is not a wire type (bf16, "
+            "f16)");
+}
+
+TEST(CompressedAllReduceTest, ErrorFeedbackKeepsTheSumWithinOneRounding) {
+  // g = 1 + 2^-10 rounds to 1.0 in bf16 (8 significant bits) every time:
+  // without feedback 64 steps would lose 64 x 2^-10 = 0.0625. With it,
+  // the total sent stays within half a bf16 ulp of 1 (2^-8) of 64 g.
+  TwoRankCommunicator comm;
+  comm.other = {0};
+  const float g = 1.0f + std::ldexp(1.0f, -10);
+  std::vector<float> residual;
+  double sent = 0;
+  for (int step = 0; step < 64; ++step) {
+    float value = g;
+    ASSERT_FALSE(
+        allReduceMeanCompressed(comm, &value, 1, DType::BF16, residual, "g"));
+    sent += 2.0 * value; // the mean of (mine, 0): twice it is what I sent
+  }
+  EXPECT_LE(std::abs(sent - 64.0 * g), std::ldexp(1.0, -8))
+      << "sent " << sent << " for " << 64.0 * g;
+  EXPECT_LE(std::abs(residual[0]), std::ldexp(1.0f, -8));
+}

@@ -15,7 +15,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
@@ -356,6 +359,100 @@ static void bindRngState(func::FuncOp step, uint64_t seed) {
   (void)step.eraseArgument(*counter);
 }
 
+/// Erases the ops of `func`'s body whose results nobody uses, then the
+/// unused arguments for which `erasable` holds.
+void pruneFunction(func::FuncOp func,
+                   llvm::function_ref<bool(unsigned)> erasable) {
+  Block &body = func.front();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  llvm::BitVector unused(func.getNumArguments());
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgument(i).use_empty() && erasable(i))
+      unused.set(i);
+  (void)func.eraseArguments(unused);
+}
+
+/// kiln-optimizer data-parallel=true: splits the finished @train_step at
+/// the flat gradients `flatGrad`. @train_step keeps the forward and
+/// backward passes and returns the loss, the batch norms' statistics and
+/// the gradients as state `grad`; a new @train_update reads state `grad`
+/// and holds the rest (unscaling, clipping, the rule, the loss scale, the
+/// skipped flag). The runtime averages `grad` across the ranks between
+/// the two (docs/runtime.md "Data-parallel training").
+void splitUpdate(func::FuncOp step, Value flatGrad) {
+  MLIRContext *ctx = step.getContext();
+  Builder attrs(ctx);
+  auto stateOf = [&](unsigned result) -> StringRef {
+    auto state = step.getResultAttrOfType<StringAttr>(
+        result, KilnDialect::StateAttrHelper::getNameStr());
+    return state ? state.getValue() : StringRef();
+  };
+  // The loss (result 0) and the batch-norm statistics stay with the
+  // forward pass; every other result is the optimizer's.
+  auto stepKeeps = [&](unsigned result) {
+    return result == 0 || stateOf(result) == "bn.stats";
+  };
+  auto isState = [](func::FuncOp func, unsigned arg) {
+    return func.getArgAttr(arg, KilnDialect::StateAttrHelper::getNameStr()) !=
+           nullptr;
+  };
+
+  IRMapping mapping;
+  auto update = cast<func::FuncOp>(step->clone(mapping));
+  update.setSymName("train_update");
+  OpBuilder builder(step);
+  builder.setInsertionPointAfter(step);
+  builder.insert(update);
+
+  auto rewriteResults = [&](func::FuncOp func, bool keepForStep,
+                            std::optional<Value> extra) {
+    auto ret = cast<func::ReturnOp>(func.front().getTerminator());
+    SmallVector<Value> operands;
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      if (stepKeeps(i) != keepForStep)
+        continue;
+      operands.push_back(ret.getOperand(i));
+      resultAttrs.push_back(step.getResultAttrDict(i));
+    }
+    if (extra) {
+      operands.push_back(*extra);
+      resultAttrs.push_back(attrs.getDictionaryAttr(
+          {attrs.getNamedAttr(KilnDialect::StateAttrHelper::getNameStr(),
+                              attrs.getStringAttr("grad")),
+           attrs.getNamedAttr(KilnDialect::NameAttrHelper::getNameStr(),
+                              attrs.getStringAttr("kiln.state.grad.next"))}));
+    }
+    OpBuilder b(ret);
+    func::ReturnOp::create(b, ret.getLoc(), operands);
+    ret.erase();
+    SmallVector<Type> types;
+    for (Value v : operands)
+      types.push_back(v.getType());
+    func.setType(FunctionType::get(ctx, func.getArgumentTypes(), types));
+    func.setAllResultAttrs(resultAttrs);
+  };
+
+  // @train_update: the clone, reading the gradients from state `grad`.
+  Block &body = update.front();
+  Value gradArg = body.addArgument(flatGrad.getType(), update.getLoc());
+  mapping.lookup(flatGrad).replaceAllUsesWith(gradArg);
+  update.setType(FunctionType::get(ctx, body.getArgumentTypes(),
+                                   update.getResultTypes()));
+  unsigned gradIndex = body.getNumArguments() - 1;
+  update.setArgAttr(gradIndex, KilnDialect::StateAttrHelper::getNameStr(),
+                    attrs.getStringAttr("grad"));
+  update.setArgAttr(gradIndex, KilnDialect::NameAttrHelper::getNameStr(),
+                    attrs.getStringAttr("kiln.state.grad"));
+  rewriteResults(update, /*keepForStep=*/false, std::nullopt);
+  pruneFunction(update, [](unsigned) { return true; });
+
+  rewriteResults(step, /*keepForStep=*/true, flatGrad);
+  pruneFunction(step, [&](unsigned i) { return isState(step, i); });
+}
+
 void OptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto fail = [&](Operation *at, const Twine &message) {
@@ -511,6 +608,7 @@ void OptimizerPass::runOnOperation() {
                 : ConcatOp::create(b, m.loc, flatType, flatGrads,
                                    b.getI64IntegerAttr(0))
                       .getResult();
+  Value flatGradients = g;
   // With loss scaling the gradients are unscaled (1/scale is exact: the
   // scale is a power of two unless static:S says otherwise), and one
   // reduction, the squared global norm that clipping needs anyway, decides
@@ -626,6 +724,8 @@ void OptimizerPass::runOnOperation() {
   grad->removeAttr(KilnDialect::GradientsAttrHelper::getNameStr());
   grad.setSymName("train_step");
   bindRngState(grad, seed);
+  if (dataParallel)
+    splitUpdate(grad, flatGradients);
 
   // @eval: @main reading the trainable weights from params.
   Block &forward = main.front();

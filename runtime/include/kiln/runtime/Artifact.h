@@ -35,7 +35,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 4;
+constexpr uint32_t kArtifactFormatMinor = 5;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
@@ -233,6 +233,35 @@ struct StateUpdate {
   uint32_t state = 0;
 };
 
+/// Format 1.5, section `collectives`: what a collective step does.
+enum class CollectiveKind : uint32_t {
+  /// Every rank's elements summed, divided by the world size, written back
+  /// on every rank (data-parallel gradient averaging).
+  AllReduceMean = 1,
+  /// The same mean with bf16 (2) or f16 (3) values on the wire, f32 sums
+  /// and per-rank error feedback (kilnc --allreduce-dtype; Collective.h
+  /// allReduceMeanCompressed).
+  AllReduceMeanBf16 = 2,
+  AllReduceMeanF16 = 3,
+};
+
+/// "all-reduce-mean", "all-reduce-mean-bf16", "all-reduce-mean-f16".
+std::string_view collectiveKindName(CollectiveKind kind);
+
+/// One collective step of a data-parallel training artifact (kilnc --train
+/// --data-parallel): `elementCount` elements of state tensor `state` from
+/// element `elementOffset` (one gradient bucket), reduced across the ranks
+/// once launch `afterLaunch` has run. Steps run in list order (the order
+/// the backward pass completes the buckets); every step of an entry point
+/// finishes before the entry point returns.
+struct CollectiveStep {
+  CollectiveKind kind = CollectiveKind::AllReduceMean;
+  uint32_t state = 0;
+  uint64_t elementOffset = 0;
+  uint64_t elementCount = 0;
+  uint32_t afterLaunch = 0;
+};
+
 /// A function of a training artifact (`train_step`, `eval`): a contiguous
 /// range of the launch list, the signature inputs it reads and the outputs
 /// it writes (indices into Artifact::inputs / outputs), and the state it
@@ -299,6 +328,9 @@ struct Artifact {
   /// run.
   std::vector<EntryPoint> entryPoints;
   std::vector<StateTensor> state;
+  /// Data-parallel training artifacts (format 1.5): the gradient buckets'
+  /// collective steps. Empty otherwise.
+  std::vector<CollectiveStep> collectives;
 
   /// Appends a weight (copying `data`, which holds exactly the tensor's
   /// bytes) at the next aligned offset of weightData and returns its index.

@@ -26,6 +26,7 @@
 #define KILN_RUNTIME_TRAINING_H
 
 #include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/Collective.h"
 #include "kiln/runtime/Runtime.h"
 
 #include <map>
@@ -116,10 +117,25 @@ public:
   /// Binds `name` for every entry point that reads it (train_step reads the
   /// inputs and the labels, eval the inputs). An error when none does.
   Error bindBatch(std::string_view name, const HostTensor &tensor);
-  /// One train_step: forward, loss, backward, optimizer update.
+  /// One train_step: forward, loss, backward, optimizer update. A
+  /// data-parallel artifact (kilnc --data-parallel) runs train_step (the
+  /// gradients, into state `grad`), its collective steps (each gradient
+  /// bucket averaged across the ranks of the communicator, when there is
+  /// one with more than one rank) and train_update.
   Error step();
-  /// The loss of the last step.
+  /// The loss of the last step; with a communicator of several ranks, the
+  /// mean over the ranks (a collective: every rank must call it).
   Expected<float> loss();
+  /// Data-parallel training: the ranks to average the gradients over.
+  /// Without one (or with one rank) a data-parallel artifact trains alone.
+  void setCommunicator(std::shared_ptr<Communicator> communicator) {
+    this->communicator = std::move(communicator);
+  }
+  const std::shared_ptr<Communicator> &getCommunicator() const {
+    return communicator;
+  }
+  /// Whether the artifact was compiled with --data-parallel.
+  bool isDataParallel() const { return !artifact().collectives.empty(); }
   /// Mixed precision with loss scaling (kilnc --loss-scale): whether the
   /// artifact has it, the current scale (state `loss_scale`), and whether
   /// the last step was skipped for an inf/NaN gradient (output `skipped`).
@@ -150,7 +166,15 @@ public:
 private:
   explicit TrainingSession(std::unique_ptr<Session> session)
       : session(std::move(session)) {}
+  /// The name of `entry:name` for the entry point of train_step or
+  /// train_update that has output `name`.
+  std::string stepOutput(std::string_view name) const;
+  Error runCollectives();
   std::unique_ptr<Session> session;
+  std::shared_ptr<Communicator> communicator;
+  /// Compressed all-reduce: each collective step's error-feedback residual
+  /// (this rank's; not checkpointed: a resumed run restarts it at zero).
+  std::vector<std::vector<float>> residuals;
 };
 
 } // namespace kiln::runtime

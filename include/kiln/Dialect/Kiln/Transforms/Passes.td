@@ -620,6 +620,10 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "dynamic: double the scale after this many finite steps in a row">,
     Option<"seed", "seed", "uint64_t", /*default=*/"0",
            "dropout: the initial Philox key (state rng.key)">,
+    Option<"dataParallel", "data-parallel", "bool", /*default=*/"false",
+           "split the update into @train_update, reading the flat "
+           "gradients as state `grad` that @train_step writes, so the "
+           "runtime can average them across ranks in between">,
   ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];

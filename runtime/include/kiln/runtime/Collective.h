@@ -1,0 +1,107 @@
+//===- Collective.h - Collectives across the ranks of a training job -*- C++ -*-===//
+//
+// Data-parallel training (kilnc --train --data-parallel, launched with
+// mpirun) averages the gradients of every rank between train_step and
+// train_update. One interface, one engine per device kind:
+//
+//   WorldInfo world = detectWorld();      // from mpirun's environment
+//   Expected<std::shared_ptr<Communicator>> comm =
+//       createMpiCommunicator({300.0});   // libmpi.so.40, loaded at run time
+//   (*comm)->allReduceMean(gradients, count);
+//
+// The MPI engine (Open MPI, dlopened so that single-process users need no
+// MPI at all) reduces host buffers: it serves the emu device, whose memory
+// is host memory, and is the bootstrap of every other engine. A collective
+// that does not finish within the timeout (a rank died or stopped
+// responding) ends the process with a one-line error and exit status 1;
+// mpirun then ends the job. docs/runtime.md "Data-parallel training".
+//
+// Stability: experimental, like Training.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_COLLECTIVE_H
+#define KILN_RUNTIME_COLLECTIVE_H
+
+#include "kiln/runtime/DType.h"
+#include "kiln/runtime/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::runtime {
+
+/// Where this process stands in a job, as its launcher's environment says:
+/// Open MPI's OMPI_COMM_WORLD_{SIZE,RANK,LOCAL_RANK}, else PMI_SIZE and
+/// PMI_RANK (MPICH, Slurm; local rank from MPI_LOCALRANKID or
+/// SLURM_LOCALID). Without them: rank 0 of 1, `launcher` empty.
+struct WorldInfo {
+  int rank = 0;
+  int size = 1;
+  int localRank = 0;
+  /// "open-mpi", "pmi", or empty when not started by a launcher.
+  std::string launcher;
+};
+
+/// Reads the environment; an error names a variable that is set but not a
+/// valid number (or a rank outside the size).
+Expected<WorldInfo> detectWorld();
+
+struct CollectiveOptions {
+  /// Seconds a collective may take before this rank gives up on the others
+  /// (kiln-train --collective-timeout). 0: wait forever.
+  double timeoutSeconds = 300;
+};
+
+class Communicator {
+public:
+  virtual ~Communicator();
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi".
+  virtual std::string_view engine() const = 0;
+  /// `count` f32 values summed across the ranks and divided by the world
+  /// size, in place, on every rank. `what` names the data in errors and
+  /// timeouts ("gradient bucket 2").
+  virtual Error allReduceMean(float *data, uint64_t count,
+                              std::string_view what) = 0;
+  /// Every rank's `bytes` bytes of `send`, concatenated in rank order into
+  /// `receive` (size() x bytes) on every rank.
+  virtual Error allGather(const void *send, uint64_t bytes, void *receive,
+                          std::string_view what) = 0;
+  /// `bytes` bytes of rank `root`'s buffer copied to every rank's.
+  virtual Error broadcast(void *data, uint64_t bytes, int root,
+                          std::string_view what) = 0;
+  virtual Error barrier(std::string_view what) = 0;
+  /// Ends every rank of the job with `code` (after an error on this one, so
+  /// that the others do not wait for it until their timeout).
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+/// kilnc --allreduce-dtype=bf16|fp16: allReduceMean with 16-bit values on
+/// the wire and error feedback. Each rank adds `residual` (its rounding
+/// error so far; resized to `count` zeros on first use) to `data`, rounds
+/// to `wire` (BF16 or F16, nearest even), keeps what the rounding lost as
+/// the new residual, and the ranks exchange the 16-bit values (allGather);
+/// every rank then sums them in f32 in rank order and divides by the world
+/// size, so every rank gets the same f32 result. The residual carries each
+/// step's rounding into the next one, so over many steps the sum of what
+/// a rank sent stays within one rounding of the sum of its gradients.
+Error allReduceMeanCompressed(Communicator &communicator, float *data,
+                              uint64_t count, DType wire,
+                              std::vector<float> &residual,
+                              std::string_view what);
+
+/// The MPI engine: loads libmpi.so.40 (Open MPI) with dlopen, initialises
+/// MPI once per process (MPI_THREAD_SERIALIZED; errors returned, not
+/// fatal) and finalises it when the last communicator goes. Fails cleanly
+/// when Open MPI is not installed.
+Expected<std::shared_ptr<Communicator>>
+createMpiCommunicator(const CollectiveOptions &options);
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_COLLECTIVE_H

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Data-parallel scaling on paper: step time and efficiency on many H200s.
+
+For ResNet-50 (ImageNet, 25.6 M parameters) and a BERT-base encoder
+(110 M parameters, sequence 128), weak scaling (a fixed per-GPU batch) on
+8, 64 and 512 H200s, from:
+
+- the single-GPU step time: FLOPs per step / (bf16 dense peak from
+  runtime/targets/gpus.ini x EFFICIENCY), labelled "roofline estimate":
+  neither a GPU nor the emu performance model has timed these training
+  steps yet (`--step-ms MODEL=MS` replaces it with a measured number);
+- the gradient buckets Kiln emits (`kilnc --train --data-parallel
+  --bucket-mb 25`): the weights in reverse order, merged into contiguous
+  buckets of at most 25 MiB, one all-reduce each (the same algorithm as
+  gradientBuckets in lib/Compiler/TrainingCompile.cpp);
+- a ring all-reduce per bucket: 2(N-1)/N x bytes / bandwidth + latency x
+  2(N-1) steps. Inside one node (N <= 8) the ring runs over NVLink at
+  900 GB/s per GPU; across nodes every ring has an inter-node hop, so the
+  ring runs at the NIC's 400 Gb/s (50 GB/s) per GPU. Latency per ring
+  step: 3 us on NVLink, 8 us across nodes (typical NCCL figures, assumed);
+- hierarchical (NCCL's shape across nodes): reduce-scatter in the node
+  over NVLink, ring all-reduce of 1/8 of the bytes across the nodes on
+  each GPU's NIC, all-gather in the node;
+- overlap: the backward pass is 2/3 of the compute, and a bucket's
+  gradients are ready once the backward pass has covered its share of the
+  parameters (parameters as a proxy of backward time); the all-reduces run
+  one after another on one stream, each starting when its bucket is ready
+  and the previous one is done. "No overlap" adds every all-reduce after
+  the backward pass: what Kiln's runtime does today (docs/runtime.md
+  "Data-parallel training"). Compression: bf16 gradients halve the bytes;
+  PowerSGD rank 4 sends r(m + n) values per m x n matrix (a conv's weight
+  as out x in*k*k; biases and norms uncompressed) in fp32.
+
+Prints a Markdown table (docs/benchmarks.md "Data-parallel scaling").
+"""
+import argparse
+import configparser
+import os
+
+MIB = 1024 * 1024
+EFFICIENCY = 0.40  # assumed fraction of the bf16 dense peak a step reaches
+NVLINK_GBPS, NIC_GBPS = 900.0, 50.0  # GB/s per GPU
+NVLINK_LAT, NIC_LAT = 3e-6, 8e-6
+GPUS_PER_NODE = 8
+
+
+def resnet50():
+    """[(name, shape)] of ResNet-50's trainable tensors in forward order."""
+    w = [("conv1", (64, 3, 7, 7)), ("bn1.g", (64,)), ("bn1.b", (64,))]
+    cin = 64
+    for stage, (blocks, width) in enumerate([(3, 64), (4, 128), (6, 256), (3, 512)]):
+        for b in range(blocks):
+            p = f"l{stage}.{b}"
+            cout = width * 4
+            w += [(p + ".c1", (width, cin, 1, 1)), (p + ".bn1g", (width,)), (p + ".bn1b", (width,)),
+                  (p + ".c2", (width, width, 3, 3)), (p + ".bn2g", (width,)), (p + ".bn2b", (width,)),
+                  (p + ".c3", (cout, width, 1, 1)), (p + ".bn3g", (cout,)), (p + ".bn3b", (cout,))]
+            if b == 0:
+                w += [(p + ".down", (cout, cin, 1, 1)), (p + ".dbng", (cout,)), (p + ".dbnb", (cout,))]
+            cin = cout
+    w += [("fc.w", (1000, 2048)), ("fc.b", (1000,))]
+    return w
+
+
+def bert_base():
+    h, f = 768, 3072
+    w = [("emb.word", (30522, h)), ("emb.pos", (512, h)), ("emb.type", (2, h)),
+         ("emb.lng", (h,)), ("emb.lnb", (h,))]
+    for l in range(12):
+        p = f"layer{l}"
+        for m in "qkvo":
+            w += [(f"{p}.{m}.w", (h, h)), (f"{p}.{m}.b", (h,))]
+        w += [(p + ".ln1g", (h,)), (p + ".ln1b", (h,)), (p + ".ff1.w", (f, h)), (p + ".ff1.b", (f,)),
+              (p + ".ff2.w", (h, f)), (p + ".ff2.b", (h,)), (p + ".ln2g", (h,)), (p + ".ln2b", (h,))]
+    w += [("pooler.w", (h, h)), ("pooler.b", (h,))]
+    return w
+
+
+def count(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+# (weights, per-GPU batch, training GFLOP per sample: 3 x the forward's
+# 2 x multiply-adds; BERT: 6 x encoder parameters x 128 tokens + attention).
+MODELS = {
+    "ResNet-50": (resnet50, 128, 3 * 2 * 4.09),
+    "BERT-base": (bert_base, 32, 6 * 85.0e-3 * 128 + 3 * 2 * 12 * 2 * 128 * 128 * 768 / 1e9),
+}
+
+
+def buckets(weights, bucket_mb):
+    """Kiln's buckets: weights in reverse order, merged up to bucket_mb MiB.
+    Each bucket: [(name, shape)]."""
+    limit = max(int(bucket_mb * MIB) // 4, 1)
+    result = []
+    for name, shape in reversed(weights):
+        n = count(shape)
+        if result and sum(count(s) for _, s in result[-1]) + n <= limit:
+            result[-1].append((name, shape))
+        else:
+            result.append([(name, shape)])
+    return result
+
+
+def wire_bytes(bucket, compression):
+    total = 0
+    for _, shape in bucket:
+        n = count(shape)
+        if compression == "powersgd" and len(shape) >= 2:
+            m = shape[0]
+            k = n // m
+            r = 4
+            total += 4 * min(r * (m + k), n)
+        elif compression in ("bf16", "powersgd"):
+            total += 2 * n if compression == "bf16" else 4 * n
+        else:
+            total += 4 * n
+    return total
+
+
+def ring_seconds(nbytes, n, hierarchical=False):
+    """One all-reduce of nbytes over n GPUs. Flat: one ring over every GPU
+    (the issue's formula), at the slowest link's bandwidth. Hierarchical
+    (what NCCL does across nodes): reduce-scatter inside each node over
+    NVLink, a ring all-reduce of each GPU's 1/8 across the n/8 nodes on its
+    own NIC, all-gather inside the node."""
+    if n == 1:
+        return 0.0
+    if n <= GPUS_PER_NODE:
+        return 2 * (n - 1) / n * nbytes / (NVLINK_GBPS * 1e9) + NVLINK_LAT * 2 * (n - 1)
+    if not hierarchical:
+        return 2 * (n - 1) / n * nbytes / (NIC_GBPS * 1e9) + NIC_LAT * 2 * (n - 1)
+    g, m = GPUS_PER_NODE, n // GPUS_PER_NODE
+    inside = 2 * (g - 1) / g * nbytes / (NVLINK_GBPS * 1e9) + NVLINK_LAT * 2 * (g - 1)
+    across = 2 * (m - 1) / m * (nbytes / g) / (NIC_GBPS * 1e9) + NIC_LAT * 2 * (m - 1)
+    return inside + across
+
+
+def step_time(weights, t1, n, bucket_mb, compression, overlap, hierarchical=False):
+    bs = buckets(weights, bucket_mb)
+    total = sum(count(s) for _, s in weights)
+    forward, backward = t1 / 3, 2 * t1 / 3
+    done_params = 0
+    comm_end = 0.0
+    comm_sum = 0.0
+    for b in bs:
+        done_params += sum(count(s) for _, s in b)
+        ready = forward + backward * done_params / total
+        c = ring_seconds(wire_bytes(b, compression), n, hierarchical)
+        comm_sum += c
+        comm_end = max(comm_end, ready) + c
+    if overlap:
+        return max(t1, comm_end), comm_sum, len(bs)
+    return t1 + comm_sum, comm_sum, len(bs)
+
+
+def peak_tflops(repo):
+    ini = configparser.ConfigParser()
+    ini.read(os.path.join(repo, "runtime", "targets", "gpus.ini"))
+    return float(ini["sm_90-h200"]["bf16_tflops"])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--bucket-mb", type=float, default=25)
+    p.add_argument("--step-ms", action="append", default=[],
+                   help="MODEL=MS: a measured single-GPU step time")
+    args = p.parse_args()
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    peak = peak_tflops(repo)
+    measured = dict(s.split("=", 1) for s in args.step_ms)
+    print(f"bf16 dense peak {peak:g} TFLOP/s (gpus.ini), efficiency {EFFICIENCY:g}; "
+          f"buckets of {args.bucket_mb:g} MiB\n")
+    print("| model | GPUs | single-GPU step | buckets | all-reduce (fp32, flat ring, serial) "
+          "| fp32, no overlap (Kiln today) | fp32, overlap | fp32, overlap, hier. "
+          "| bf16, overlap, hier. | PowerSGD r=4, overlap, hier. |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, (make, batch, gflop) in MODELS.items():
+        weights = make()
+        if name in measured:
+            t1 = float(measured[name]) / 1e3
+            label = "measured"
+        else:
+            t1 = batch * gflop * 1e9 / (peak * 1e12 * EFFICIENCY)
+            label = "roofline est."
+        for n in (8, 64, 512):
+            cells = []
+            comm = None
+            nb = 0
+            for compression, overlap, hier in (
+                    ("none", False, False), ("none", True, False), ("none", True, True),
+                    ("bf16", True, True), ("powersgd", True, True)):
+                t, c, nb = step_time(weights, t1, n, args.bucket_mb, compression,
+                                     overlap, hier)
+                if comm is None:
+                    comm = c
+                cells.append(f"{t * 1e3:.1f} ms ({t1 / t:.0%})")
+            params = sum(count(s) for _, s in weights) / 1e6
+            print(f"| {name} ({params:.1f} M, batch {batch}/GPU) | {n} | "
+                  f"{t1 * 1e3:.1f} ms ({label}) | {nb} | {comm * 1e3:.1f} ms | "
+                  + " | ".join(cells) + " |")
+    print("\n(percentages: scaling efficiency = single-GPU step / step on N GPUs, "
+          "weak scaling)")
+
+
+if __name__ == "__main__":
+    main()
