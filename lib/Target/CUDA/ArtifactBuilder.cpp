@@ -502,10 +502,11 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       signature += !isa<MemRefType>(operand.getType()) ? 's'
                    : weightOffsets.count(operand)      ? 'w'
                                                        : 'a';
-    for (Value v : {launch.getGridSizeX(), launch.getGridSizeY(),
-                    launch.getGridSizeZ(), launch.getBlockSizeX(),
-                    launch.getBlockSizeY(), launch.getBlockSizeZ(),
-                    launch.getDynamicSharedMemorySize()}) {
+    for (Value v : std::initializer_list<Value>{
+             launch.getGridSizeX(), launch.getGridSizeY(),
+             launch.getGridSizeZ(), launch.getBlockSizeX(),
+             launch.getBlockSizeY(), launch.getBlockSizeZ(),
+             launch.getDynamicSharedMemorySize()}) {
       APInt value;
       signature += ' ';
       if (v && matchPattern(v, m_ConstantInt(&value)))
