@@ -434,14 +434,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
 
   // Weights: one per memref.global that a launch reads.
   llvm::DenseMap<Value, uint64_t> weightOffsets;
-  /// Artifact kernels by (module, entry, launch signature): launches of one
-  /// compiled kernel share an entry only when their pointer arguments are
-  /// of the same kinds (weights or arena) and their geometry is the same,
-  /// since both live in the kernel record (two GEMMs with one source can
-  /// read a weight in one launch and an arena buffer in the other).
-  std::map<std::tuple<std::string, std::string, std::string>, uint32_t>
-      kernelIndex;
-  std::vector<uint32_t> launchKernels; // per launch
+  llvm::DenseMap<std::pair<StringAttr, StringAttr>, uint32_t> kernelIndex;
   /// Each kernel's tensor-map records (indices into artifact.tensorMaps).
   llvm::DenseMap<std::pair<StringAttr, StringAttr>, std::vector<uint32_t>>
       kernelTensorMaps;
@@ -497,24 +490,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   for (auto [i, launch] : llvm::enumerate(launches)) {
     auto key =
         std::make_pair(launch.getKernelModuleName(), launch.getKernelName());
-    std::string signature;
-    for (Value operand : launch.getKernelOperands())
-      signature += !isa<MemRefType>(operand.getType()) ? 's'
-                   : weightOffsets.count(operand)      ? 'w'
-                                                       : 'a';
-    for (Value v : std::initializer_list<Value>{
-             launch.getGridSizeX(), launch.getGridSizeY(),
-             launch.getGridSizeZ(), launch.getBlockSizeX(),
-             launch.getBlockSizeY(), launch.getBlockSizeZ(),
-             launch.getDynamicSharedMemorySize()}) {
-      APInt value;
-      signature += ' ';
-      if (v && matchPattern(v, m_ConstantInt(&value)))
-        signature += std::to_string(value.getZExtValue());
-    }
-    auto indexKey = std::make_tuple(key.first.str(), key.second.str(),
-                                    std::move(signature));
-    auto it = kernelIndex.find(indexKey);
+    auto it = kernelIndex.find(key);
     if (it == kernelIndex.end()) {
       gpu::BinaryOp binary = binaries.lookup(launch.getKernelModuleName());
       if (!binary || binary.getObjects().size() != 1)
@@ -580,7 +556,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       }
       for (std::string &name : names)
         kernel.params.push_back({rt::ParamKind::TensorMap, std::move(name)});
-      it = kernelIndex.insert({indexKey, artifact.kernels.size()}).first;
+      it = kernelIndex.insert({key, artifact.kernels.size()}).first;
       kernelModules.push_back(key.first.str());
       artifact.kernels.push_back(std::move(kernel));
     }
@@ -613,7 +589,6 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     for (uint32_t record : kernelTensorMaps[key])
       args.push_back({rt::ParamKind::TensorMap, nullptr, record});
     pending.push_back(std::move(args));
-    launchKernels.push_back(it->second);
   }
 
   // ptxas: every kernel's PTX to a cubin. A kernel carries its module's
@@ -714,7 +689,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
 
   for (auto [i, launch] : llvm::enumerate(launches)) {
     rt::Launch entry;
-    entry.kernel = launchKernels[i];
+    entry.kernel = kernelIndex.lookup(
+        std::make_pair(launch.getKernelModuleName(), launch.getKernelName()));
     for (const PendingArg &arg : pending[i])
       entry.args.push_back(arg.buffer ? offsets.lookup(arg.buffer) : arg.value);
     artifact.launches.push_back(std::move(entry));
