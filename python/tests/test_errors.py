@@ -28,9 +28,11 @@ def test_unsupported_op_names_the_node():
 
 
 def test_dynamic_dimension_names_the_input():
-    with pytest.raises(kiln.CompileError, match="dynamic dimension") as err:
+    with pytest.raises(kiln.CompileError,
+                       match="symbolic dimension 'N'.*--dim N=MIN..MAX") as err:
         kiln.compile(make_mlp())
     assert err.value.tensor == "x"
+    assert "--shape x=1x16" in err.value.message
 
 
 def test_bad_options():

@@ -405,6 +405,11 @@ void describeOptions() {
       option->addCategory(diagnosticsCategory());
       option->setHiddenFlag(cl::Hidden);
     }
+    // Tuning on another machine and full weight dumps are for the few who
+    // look for them in --help-hidden; --help stays within two screens.
+    if (name == "tune-export" || name == "tune-import" ||
+        name == "print-weights")
+      option->setHiddenFlag(cl::Hidden);
   }
 }
 

@@ -384,13 +384,21 @@ GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
     // Symbolic dims take their range from --dim; the module is compiled at
     // the range's maximum.
     bool anySymbolic = false;
+    // The --shape suggestion: the declared shape with 1 for each open dim.
+    auto fixedExample = [&] {
+      SmallVector<int64_t> example(shape.begin(), shape.end());
+      for (int64_t &d : example)
+        if (ShapedType::isDynamic(d))
+          d = 1;
+      return formatShape(example);
+    };
     for (size_t i = 0; i < shape.size(); ++i) {
       if (!ShapedType::isDynamic(shape[i]))
         continue;
       if (dimSymbols[i].empty())
         return fail("input '" + name + "' has an unnamed dynamic dimension " +
                     "(shape " + formatShape(shape) + "); fix it with --shape " +
-                    name + "=" + formatShape(shape) +
+                    name + "=" + fixedExample() +
                     ", or name it and give its range: --shape " + name +
                     "=N... --dim N=MIN..MAX");
       auto range = options.dimRanges.find(dimSymbols[i]);
@@ -399,7 +407,7 @@ GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
                     dimSymbols[i] + "' (shape " + formatShape(shape) +
                     ") with no range; " + listSymbols() + "; add --dim " +
                     dimSymbols[i] + "=MIN..MAX[:OPT], or fix it with --shape " +
-                    name + "=" + formatShape(shape));
+                    name + "=" + fixedExample());
       shape[i] = range->second.max;
       usedSymbols.insert(dimSymbols[i]);
       anySymbolic = true;
