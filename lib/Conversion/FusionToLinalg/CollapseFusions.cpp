@@ -573,6 +573,22 @@ FailureOr<Value> PointEmitter::emitInsertSlice(tensor::InsertSliceOp op,
   };
   if (!inside)
     return fromSource();
+  // Outside every slice of a tensor.empty any value is right, but arith has
+  // no constant of a signed or unsigned integer type (ui8 and the like):
+  // read the source's nearest element instead, its indices clamped into
+  // the slice so the read stays in bounds.
+  Type element = op.getSourceType().getElementType();
+  if (op.getDest().getDefiningOp<tensor::EmptyOp>() && element.isInteger() &&
+      !element.isSignlessInteger()) {
+    SmallVector<Value> src;
+    for (auto [d, v] : llvm::enumerate(idx)) {
+      Value shifted = addConstant(v, -offsets[d]);
+      shifted = arith::MaxSIOp::create(b, loc, shifted, constantIndex(0));
+      src.push_back(arith::MinSIOp::create(b, loc, shifted,
+                                           constantIndex(sizes[d] - 1)));
+    }
+    return emit(op.getSource(), src);
+  }
   return select(inside, op.getSourceType().getElementType(), fromSource,
                 [&]() { return emit(op.getDest(), idx); });
 }
