@@ -166,8 +166,9 @@ LogicalResult importQLinearConcat(NodeImporter &n) {
                                                     : Value()));
   }
   // Quantizing is elementwise, so concatenating the dequantized f32 parts
-  // first gives the same bytes (and keeps kiln.concat on floats: its
-  // lowering of unsigned integers builds a non-signless arith.constant).
+  // first gives the same bytes. (Written when kiln.concat on ui8 did not
+  // lower; it does now, concat-unsigned.test, but the parts have their own
+  // scales and zero points, so they are requantized to Y's anyway.)
   return bindComposed(
       c, quantizeF32(c, c.concat(parts, *axis), n.input(0), n.input(1)));
 }
