@@ -12,8 +12,8 @@
 #   encoder:   kernels <= 9.
 # Exits non-zero when a target is missed (test/Pipelines/fusion-targets.test).
 # It measures fusion, so matmuls keep their generic kernels
-# (--contraction-kernels=false): template kernels split side-by-side regions
-# and add split-K reduction launches, which says nothing about fusion.
+# (--contraction-kernels=false): template kernels split side-by-side
+# regions, which says nothing about fusion.
 #
 #===------------------------------------------------------------------------===#
 set -euo pipefail

@@ -429,6 +429,36 @@ Error verifyMemoryPlan(const Artifact &artifact) {
   return err.withContext("section 'memory-plan'");
 }
 
+/// A zeroed buffer keeps its contents across launches (a kernel relies on
+/// what the last one left), so it must be live for the whole launch list:
+/// then the memory plan's overlap check keeps every other buffer off it.
+Error verifyZeroedBuffers(const Artifact &artifact) {
+  const std::vector<ArenaBuffer> &buffers = artifact.memoryPlan.buffers;
+  uint32_t last = artifact.launches.empty()
+                      ? 0
+                      : static_cast<uint32_t>(artifact.launches.size() - 1);
+  std::vector<bool> seen(buffers.size(), false);
+  for (size_t i = 0; i < artifact.zeroedBuffers.size(); ++i) {
+    uint32_t index = artifact.zeroedBuffers[i];
+    if (index >= buffers.size())
+      return makeError("section 'zeroed-buffers': entry {}: buffer {} is not "
+                       "in the memory plan ({} buffers)",
+                       i, index, buffers.size());
+    if (seen[index])
+      return makeError("section 'zeroed-buffers': buffer {} '{}' is listed "
+                       "twice",
+                       index, buffers[index].name);
+    seen[index] = true;
+    const ArenaBuffer &buffer = buffers[index];
+    if (buffer.firstUse != 0 || buffer.lastUse != last)
+      return makeError("section 'zeroed-buffers': buffer {} '{}' is live for "
+                       "launches [{}, {}], not the whole launch list [0, {}]",
+                       index, buffer.name, buffer.firstUse, buffer.lastUse,
+                       last);
+  }
+  return Error::success();
+}
+
 } // namespace
 
 /// Names end up in error messages, one line each: no control characters.
@@ -472,6 +502,8 @@ Error verifyArtifact(const Artifact &artifact) {
   if (Error err = verifyLaunches(artifact))
     return err;
   if (Error err = verifyMemoryPlan(artifact))
+    return err;
+  if (Error err = verifyZeroedBuffers(artifact))
     return err;
   if (Error err = verifyTraining(artifact))
     return err;

@@ -42,6 +42,10 @@ constexpr uint32_t kHeaderFlagEntryPoints = 1;
 /// `collectives` section). Readers before 1.5 reject it as an unknown flag
 /// rather than train each rank on its own without the gradient all-reduce.
 constexpr uint32_t kHeaderFlagCollectives = 2;
+/// Header flag (format 1.6): the artifact has zeroed buffers (a
+/// `zeroed-buffers` section). Readers before 1.6 reject it as an unknown
+/// flag rather than run split-K kernels on semaphores nobody zeroed.
+constexpr uint32_t kHeaderFlagZeroedBuffers = 4;
 constexpr size_t kTableChecksumOffset = 44;  // u32, CRC32C of the table
 constexpr size_t kHeaderChecksumOffset = 60; // u32, CRC32C of bytes [0, 60)
 
@@ -77,9 +81,11 @@ enum class SectionKind : uint32_t {
   TensorMaps = 11,
   /// Optional (format 1.5): data-parallel collective steps.
   Collectives = 12,
+  /// Optional (format 1.6): buffers the runtime zeroes before the first run.
+  ZeroedBuffers = 13,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 12;
+constexpr uint32_t kLastSectionKind = 13;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -102,6 +108,8 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
     return 4;
   if (kind == uint32_t(SectionKind::Collectives))
     return 5;
+  if (kind == uint32_t(SectionKind::ZeroedBuffers))
+    return 6;
   return kArtifactFormatMinor;
 }
 
@@ -132,6 +140,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "collectives";
   case SectionKind::TensorMaps:
     return "tensor-maps";
+  case SectionKind::ZeroedBuffers:
+    return "zeroed-buffers";
   }
   return "unknown";
 }

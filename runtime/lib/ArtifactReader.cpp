@@ -321,6 +321,13 @@ Error parseCollectives(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseZeroedBuffers(SectionReader in, Artifact &artifact) {
+  artifact.zeroedBuffers.resize(in.count("zeroed buffers", 4));
+  for (size_t i = 0; i < artifact.zeroedBuffers.size() && !in.failed(); ++i)
+    artifact.zeroedBuffers[i] = in.u32("a buffer index");
+  return in.finish();
+}
+
 Error parseWeights(SectionReader in, Artifact &artifact) {
   artifact.weights.resize(in.count("weights", kMinTensorBytes + 8));
   for (size_t i = 0; i < artifact.weights.size() && !in.failed(); ++i) {
@@ -443,6 +450,8 @@ Expected<std::vector<SectionEntry>> readLayout(const Blob &image) {
     knownFlags |= kHeaderFlagEntryPoints;
   if (major > 1 || minor >= 5)
     knownFlags |= kHeaderFlagCollectives;
+  if (major > 1 || minor >= 6)
+    knownFlags |= kHeaderFlagZeroedBuffers;
   if (flags & ~knownFlags)
     return makeError("header: unknown flags {:#x}", flags & ~knownFlags);
   uint64_t recordedSize = loadU64(file + kFileSizeOffset);
@@ -602,6 +611,18 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::Collectives)])
     if (Error err =
             parseCollectives(reader(SectionKind::Collectives), artifact))
+      return err;
+  bool zeroedFlag =
+      loadU32(image.data() + kFlagsOffset) & kHeaderFlagZeroedBuffers;
+  if (zeroedFlag != (known[uint32_t(SectionKind::ZeroedBuffers)] != nullptr))
+    return makeError(zeroedFlag
+                         ? "header: the zeroed-buffers flag is set but there "
+                           "is no 'zeroed-buffers' section"
+                         : "section 'zeroed-buffers' is present but the "
+                           "header's zeroed-buffers flag is not set");
+  if (known[uint32_t(SectionKind::ZeroedBuffers)])
+    if (Error err =
+            parseZeroedBuffers(reader(SectionKind::ZeroedBuffers), artifact))
       return err;
 
   const SectionEntry *data = known[uint32_t(SectionKind::WeightData)];

@@ -282,6 +282,8 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
       copy.name = part.name + ":" + copy.name;
       result.memoryPlan.buffers.push_back(std::move(copy));
     }
+    for (uint32_t zeroed : a.zeroedBuffers)
+      result.zeroedBuffers.push_back(zeroed + bufferBase);
 
     // Arena arguments that point at a state input go to the state's home.
     std::map<uint64_t, uint64_t> retarget;
@@ -364,6 +366,13 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
   result.memoryPlan.arenaSize = arenaBase;
 
   uint32_t lastLaunch = launchBase == 0 ? 0 : launchBase - 1;
+  // Each part's arena lies apart from the others', so its zeroed buffers
+  // (live for its whole launch list) may span the combined one.
+  for (uint32_t zeroed : result.zeroedBuffers) {
+    ArenaBuffer &buffer = result.memoryPlan.buffers[zeroed];
+    buffer.firstUse = 0;
+    buffer.lastUse = lastLaunch;
+  }
   for (const StateSpec &spec : specs) {
     auto it = placed.find(spec.name);
     if (it == placed.end())

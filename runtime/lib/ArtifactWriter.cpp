@@ -234,6 +234,15 @@ std::vector<uint8_t> encodeCollectives(const Artifact &artifact) {
   return out.take();
 }
 
+/// Format 1.6: the buffers the runtime zeroes (docs/artifact-format.md).
+std::vector<uint8_t> encodeZeroedBuffers(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.zeroedBuffers.size()));
+  for (uint32_t buffer : artifact.zeroedBuffers)
+    out.u32(buffer);
+  return out.take();
+}
+
 std::vector<uint8_t> encodeLaunches(const Artifact &artifact) {
   ByteWriter out;
   out.u32(static_cast<uint32_t>(artifact.launches.size()));
@@ -350,6 +359,13 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
                     {SectionKind::Collectives, collectives.data(),
                      collectives.size()});
   }
+  std::vector<uint8_t> zeroed;
+  bool hasZeroed = !artifact.zeroedBuffers.empty();
+  if (hasZeroed) {
+    zeroed = encodeZeroedBuffers(artifact);
+    sections.insert(sections.end() - 1, {SectionKind::ZeroedBuffers,
+                                         zeroed.data(), zeroed.size()});
+  }
 
   uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();
   uint64_t cursor = kHeaderSize + tableSize;
@@ -383,7 +399,8 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
   storeU64(header + kFileSizeOffset, fileSize);
   storeU32(header + kFlagsOffset,
            (hasEntryPoints ? kHeaderFlagEntryPoints : 0) |
-               (hasCollectives ? kHeaderFlagCollectives : 0));
+               (hasCollectives ? kHeaderFlagCollectives : 0) |
+               (hasZeroed ? kHeaderFlagZeroedBuffers : 0));
   storeU32(header + kTableChecksumOffset, crc32c(table.data(), table.size()));
   storeU32(header + kHeaderChecksumOffset,
            crc32c(header, kHeaderChecksumOffset));

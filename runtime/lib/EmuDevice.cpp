@@ -158,6 +158,9 @@ public:
   std::vector<LaunchProfile> takeLaunchProfiles() override {
     return std::exchange(profiles, {});
   }
+  bool runsEveryBlock() const override {
+    return !profiling.enabled || profiling.sampleBlocks == 0;
+  }
 
 private:
   /// Host bytes for [ptr, ptr + size), or an error naming `what`.

@@ -63,8 +63,16 @@ struct Session::Impl {
   /// One per input; empty until bound.
   std::vector<std::optional<BoundInput>> inputs;
   bool haveRun = false;
+  /// Whether the zeroed buffers (Artifact::zeroedBuffers) may hold anything
+  /// but zeros: before the first run, and after a run that failed or did
+  /// not run every block. Kernels leave them zero otherwise.
+  bool zeroedStale = true;
 
   ~Impl();
+  Error zeroBuffers();
+  /// Runs `body` (one run's launches), zeroing the zeroed buffers first
+  /// when they are stale.
+  template <typename Body> Error guardZeroed(Body &&body);
   Error prepare();
   Error uploadInputs();
   Error uploadInput(size_t i);
@@ -237,6 +245,28 @@ Error Session::Impl::uploadInitialState() {
   return Error::success();
 }
 
+Error Session::Impl::zeroBuffers() {
+  for (uint32_t index : artifact->zeroedBuffers) {
+    const ArenaBuffer &buffer = artifact->memoryPlan.buffers[index];
+    std::vector<uint8_t> zeros(buffer.size, 0);
+    if (Error err = device->copyToDevice(arena.value_or(0) + buffer.offset,
+                                         zeros.data(), zeros.size()))
+      return err.withContext(
+          fmt::format("zeroing buffer '{}'", buffer.name));
+  }
+  zeroedStale = false;
+  return Error::success();
+}
+
+template <typename Body> Error Session::Impl::guardZeroed(Body &&body) {
+  if (zeroedStale && !artifact->zeroedBuffers.empty())
+    if (Error err = zeroBuffers())
+      return err;
+  Error err = body();
+  zeroedStale = err || !device->runsEveryBlock();
+  return err;
+}
+
 Error Session::Impl::uploadInput(size_t i) {
   const TensorSignature &input = artifact->inputs[i];
   if (!inputs[i])
@@ -364,11 +394,13 @@ Error Session::bindInput(std::string_view name, const HostTensor &tensor) {
 Error Session::run() {
   if (Error err = impl->uploadInputs())
     return err;
-  if (Error err = impl->enqueueRun())
+  if (Error err = impl->guardZeroed([&] { return impl->enqueueRun(); }))
     return err;
-  if (Error err = impl->device->synchronize(impl->stream))
+  if (Error err = impl->device->synchronize(impl->stream)) {
+    impl->zeroedStale = true;
     return err.withContext("running the launch list (to find the failing "
                            "kernel, rerun with CUDA_LAUNCH_BLOCKING=1)");
+  }
   impl->haveRun = true;
   return Error::success();
 }
@@ -382,14 +414,21 @@ Error Session::runEntryPoint(std::string_view name) {
     if (Error err = impl->uploadInput(i))
       return err.withContext(fmt::format("entry point '{}'", name));
   Device &device = *impl->device;
-  for (uint32_t l = entry->firstLaunch;
-       l < entry->firstLaunch + entry->launchCount; ++l)
-    if (Error err = device.launch(impl->functions[model.launches[l].kernel],
-                                  impl->configs[l], impl->params[l],
-                                  impl->stream))
-      return err.withContext(fmt::format("entry point '{}': launch {}", name, l));
-  if (Error err = device.synchronize(impl->stream))
+  if (Error err = impl->guardZeroed([&]() -> Error {
+        for (uint32_t l = entry->firstLaunch;
+             l < entry->firstLaunch + entry->launchCount; ++l)
+          if (Error err = device.launch(
+                  impl->functions[model.launches[l].kernel], impl->configs[l],
+                  impl->params[l], impl->stream))
+            return err.withContext(
+                fmt::format("entry point '{}': launch {}", name, l));
+        return Error::success();
+      }))
+    return err;
+  if (Error err = device.synchronize(impl->stream)) {
+    impl->zeroedStale = true;
     return err.withContext(fmt::format("running entry point '{}'", name));
+  }
   // The new state replaces the old only once every launch has finished.
   DevicePtr base = impl->arena.value_or(0);
   std::vector<uint8_t> staging;
@@ -534,7 +573,7 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
         return err;
       if (Error err = device.recordEvent(events.front(), impl->stream))
         return err;
-      if (Error err = impl->enqueueRun())
+      if (Error err = impl->guardZeroed([&] { return impl->enqueueRun(); }))
         return err;
       if (Error err = device.recordEvent(events.back(), impl->stream))
         return err;
@@ -574,7 +613,7 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
     for (unsigned i = 0; i < iterations; ++i) {
       if (Error err = impl->uploadInputs())
         return err;
-      if (Error err = impl->launchAll(&events))
+      if (Error err = impl->guardZeroed([&] { return impl->launchAll(&events); }))
         return err;
       for (KernelTiming &timing : result.kernels)
         timing.milliseconds.push_back(0);

@@ -232,9 +232,15 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
   runtime::DevicePtr dScale = in.scale.empty() ? 0 : upload(in.scale);
   runtime::DevicePtr dBias = in.bias.empty() ? 0 : upload(in.bias);
   runtime::DevicePtr dResidual = in.residual.empty() ? 0 : upload(in.residual);
+  // The workspace starts as NaNs: split-K must not read a partial no split
+  // wrote. The semaphores start at zero, as the runtime leaves them.
   runtime::DevicePtr dWorkspace =
       generated.workspaceBytes
-          ? upload(std::vector<uint8_t>(generated.workspaceBytes, 0))
+          ? upload(std::vector<uint8_t>(generated.workspaceBytes, 0xFF))
+          : 0;
+  runtime::DevicePtr dSemaphores =
+      generated.semaphoreCount
+          ? upload(std::vector<uint8_t>(generated.semaphoreCount * 4, 0))
           : 0;
   auto stream = device.createStream();
   EXPECT_TRUE(bool(stream));
@@ -266,6 +272,8 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
         params.addU64(dResidual);
       else if (n == "workspace")
         params.addU64(dWorkspace);
+      else if (n == "semaphores")
+        params.addU64(dSemaphores);
       else if (n == "M")
         params.addU32(static_cast<uint32_t>(p.m));
       else if (n == "batchStrideA")
@@ -293,6 +301,14 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
     EXPECT_FALSE(err) << kernel.name << ": " << err.message();
     if (err)
       return {};
+  }
+  // Split-K's last blocks reset every semaphore, ready for the next launch.
+  if (generated.semaphoreCount) {
+    std::vector<uint32_t> semaphores(generated.semaphoreCount, 1);
+    EXPECT_FALSE(device.copyToHost(semaphores.data(), dSemaphores,
+                                   semaphores.size() * 4));
+    for (size_t i = 0; i < semaphores.size(); ++i)
+      EXPECT_EQ(semaphores[i], 0u) << "split-K semaphore " << i;
   }
   std::vector<uint8_t> cBytes(cInit.size());
   EXPECT_FALSE(device.copyToHost(cBytes.data(), dC, cBytes.size()));

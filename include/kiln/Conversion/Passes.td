@@ -664,6 +664,17 @@ def LowerKernelCallsPass : Pass<"kiln-lower-kernel-calls", "mlir::ModuleOp"> {
     module becomes a `gpu.container_module`. A call still on tensors is an
     error (it must be bufferized first).
 
+    A split-K template GEMM (its `kiln.kernel` is a `#kiln.gemm_config`
+    with `split_k` above 1) finishes in its own launch: the last split of
+    each output tile sums the partials, behind a u32 semaphore per tile
+    that must be zero before the launch and that the kernel leaves zero.
+    Such launches get one more pointer after the call's own,
+    `memref.get_global @kiln_split_k_semaphores`: a mutable, zero-initialised
+    global of the largest grid's tile count (`grid.x * grid.y * grid.z /
+    split_k`), shared by every split-K launch since launches run in order.
+    The artifact builder makes it a zeroed buffer that the runtime zeroes
+    once, at load (docs/artifact-format.md, `zeroed-buffers`).
+
     Example:
 
     ```mlir
@@ -675,7 +686,8 @@ def LowerKernelCallsPass : Pass<"kiln-lower-kernel-calls", "mlir::ModuleOp"> {
         args(%a : memref<64x32xbf16>, %b : memref<32x16xbf16>, %c : memref<64x16xf32>, %m : i32)
     ```
   }];
-  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::gpu::GPUDialect"];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::gpu::GPUDialect",
+                           "mlir::memref::MemRefDialect"];
 }
 
 def ContractFloatOpsPass : Pass<"kiln-contract-float-ops", "mlir::gpu::GPUModuleOp"> {

@@ -375,8 +375,8 @@ LogicalResult Matcher::rewriteMatmul(kiln::FusionOp fusion, std::string &why) {
       llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch={5}{6}{7}; {8}",
                     kernels->kernels.front().name, config.describe(),
                     problem.m, problem.n, problem.k, problem.batch,
-                    std::string(kernels->kernels.size() > 1
-                                    ? ", + split-K reduction"
+                    std::string(kernels->semaphoreCount
+                                    ? ", split-K finished in-kernel"
                                     : "") +
                         (aux ? ", + a second output" : ""),
                     producer, lastConfigOrigin)
@@ -689,17 +689,17 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
   for (const cx::GemmKernel &kernel : kernels.kernels) {
     if (!lastKernelShared)
       declareBinary(kernels, kernel, loc);
-    // The kernel's output: C, or the workspace when it is split-K's first.
-    bool writesC = llvm::any_of(kernel.params, [](const auto &p) {
-      return p.name == "C";
-    });
     bool writesAux = llvm::any_of(kernel.params, [](const auto &p) {
       return p.name == "aux";
     });
     assert(!writesAux || auxOutput);
-    SmallVector<Value> outs{writesC ? output : workspace};
+    // The kernel's outputs: C, aux, and split-K's scratch workspace (its
+    // result is unused; the buffer is the kernel's alone).
+    SmallVector<Value> outs{output};
     if (writesAux)
       outs.push_back(auxOutput);
+    if (workspace)
+      outs.push_back(workspace);
     SmallVector<Value> inputs;
     SmallVector<int32_t> order;
     SmallVector<Attribute> scalars;
@@ -722,32 +722,37 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
             value));
         continue;
       }
+      // Split-K's semaphores are not an operand of the call:
+      // kiln-lower-kernel-calls passes them after the call's pointers.
+      if (p.name == "semaphores")
+        continue;
       Value v;
       if (p.name == "A")
         v = a;
       else if (p.name == "B")
         v = b;
       else if (p.name == "workspace")
-        v = writesC ? result : workspace;
+        v = workspace;
       else if (unsigned i; p.name != "C" && p.name != "aux" &&
                            !StringRef(p.name).drop_front(8).getAsInteger(10, i))
         v = extras[i];
       pointers.push_back({p.name, v});
     }
     auto isOut = [&](const std::string &name) {
-      return name == "C" || name == "aux" || (name == "workspace" && !writesC);
+      return name == "C" || name == "aux" || name == "workspace";
     };
     for (auto &[name, v] : pointers)
       if (!isOut(name))
         inputs.push_back(v);
-    // Operand indices: inputs in order, then the outputs (C or the
-    // workspace, then aux).
+    // Operand indices: inputs in order, then the outputs (C, aux, the
+    // workspace).
     unsigned nextInput = 0;
+    int32_t firstOut = static_cast<int32_t>(inputs.size());
     for (auto &[name, v] : pointers)
-      order.push_back(!isOut(name) ? static_cast<int32_t>(nextInput++)
-                      : name == "aux"
-                          ? static_cast<int32_t>(inputs.size() + 1)
-                          : static_cast<int32_t>(inputs.size()));
+      order.push_back(!isOut(name)     ? static_cast<int32_t>(nextInput++)
+                      : name == "C"   ? firstOut
+                      : name == "aux" ? firstOut + 1
+                                      : firstOut + (writesAux ? 2 : 1));
     kiln::runtime::Dim3 grid = kernel.grid;
     auto call = kiln::CallKernelOp::create(
         builder, loc, ValueRange(outs).getTypes(),

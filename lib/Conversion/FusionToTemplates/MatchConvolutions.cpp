@@ -386,8 +386,8 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
                     in[0], in[1], in[2], in[3], window[0], window[1],
                     window[2], window[3], groups, problem.m, problem.n,
                     problem.k,
-                    std::string(kernels->kernels.size() > 1
-                                    ? ", + split-K reduction"
+                    std::string(kernels->semaphoreCount
+                                    ? ", split-K finished in-kernel"
                                     : "") +
                         (aux ? ", + a second output" : "") +
                         // The implicit GEMM's im2col gather is cp.async's.

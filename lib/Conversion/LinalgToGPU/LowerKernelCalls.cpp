@@ -5,6 +5,13 @@
 // with the call's geometry. The artifact builder then treats them like any
 // outlined kernel.
 //
+// A split-K template GEMM (a `#kiln.gemm_config` with split_k > 1) also
+// takes per-tile semaphores after its pointers (SplitKReduce.cuh): u32
+// counters that are zero before each launch and zero again after it. The
+// launches run one after another, so every split-K launch shares one
+// zero-initialised, mutable memref.global sized for the largest grid; the
+// artifact builder makes it a zeroed buffer, which the runtime zeroes once.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Conversion/Passes.h"
@@ -12,6 +19,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_LOWERKERNELCALLSPASS
@@ -21,6 +29,17 @@ namespace kiln {
 using namespace mlir;
 
 namespace {
+/// The u32 semaphores a split-K template kernel takes (one per output tile:
+/// the grid without its splits), or 0 for any other kernel.
+int64_t semaphoresOf(kiln::CallKernelOp call) {
+  auto config = dyn_cast_or_null<kiln::GemmConfigAttr>(
+      call->getAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr()));
+  if (!config || config.getSplitK() <= 1)
+    return 0;
+  ArrayRef<int32_t> grid = call.getGrid();
+  return int64_t(grid[0]) * grid[1] * (grid[2] / config.getSplitK());
+}
+
 struct LowerKernelCallsPass
     : kiln::impl::LowerKernelCallsPassBase<LowerKernelCallsPass> {
   using Base::Base;
@@ -33,6 +52,22 @@ struct LowerKernelCallsPass
       return;
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(module.getContext()));
+    memref::GlobalOp semaphores;
+    int64_t semaphoreCount = 0;
+    for (kiln::CallKernelOp call : calls)
+      semaphoreCount = std::max(semaphoreCount, semaphoresOf(call));
+    if (semaphoreCount) {
+      OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+      auto type = MemRefType::get({semaphoreCount}, b.getI32Type());
+      semaphores = memref::GlobalOp::create(
+          b, module.getLoc(), "kiln_split_k_semaphores",
+          b.getStringAttr("private"), type,
+          DenseElementsAttr::get(
+              RankedTensorType::get({semaphoreCount}, b.getI32Type()),
+              b.getI32IntegerAttr(0)),
+          /*constant=*/false, /*alignment=*/nullptr);
+      SymbolTable(module).insert(semaphores);
+    }
     for (kiln::CallKernelOp call : calls) {
       if (!call.hasBufferSemantics()) {
         call.emitOpError("must be bufferized before it is launched");
@@ -52,6 +87,9 @@ struct LowerKernelCallsPass
           operands.push_back(call->getOperand(i));
       else
         llvm::append_range(operands, call->getOperands());
+      if (semaphoresOf(call))
+        operands.push_back(memref::GetGlobalOp::create(
+            b, loc, semaphores.getType(), semaphores.getSymName()));
       for (Attribute scalar : call.getScalars())
         operands.push_back(
             arith::ConstantOp::create(b, loc, cast<IntegerAttr>(scalar)));

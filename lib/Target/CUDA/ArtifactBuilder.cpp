@@ -3,7 +3,10 @@
 //
 // Host-side ops are few after the gpu phase: buffers (function arguments,
 // memref.alloc, memref.get_global) and gpu.launch_func. Anything else on the
-// host is an error: the runtime only launches kernels.
+// host is an error: the runtime only launches kernels. A constant global is
+// a weight; a mutable one initialised to zeros (split-K's semaphores,
+// kiln-lower-kernel-calls) is a zeroed buffer: an arena buffer live for the
+// whole launch list that the runtime zeroes before the first run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -363,8 +366,24 @@ struct BufferInfo {
   MemRefType type;
   std::string name;
   bool isInput = false, isOutput = false;
+  /// A mutable zero-initialised global: live for the whole launch list.
+  bool isZeroed = false;
   int64_t firstUse = -1, lastUse = -1;
 };
+
+/// Whether every element of `value` is zero (integers or floats).
+bool isAllZeros(ElementsAttr value) {
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    if (dense.getElementType().isIntOrIndex())
+      return llvm::all_of(dense.getValues<APInt>(),
+                          [](const APInt &v) { return v.isZero(); });
+    if (isa<FloatType>(dense.getElementType()))
+      return llvm::all_of(dense.getValues<APFloat>(), [](const APFloat &v) {
+        return v.isPosZero();
+      });
+  }
+  return false;
+}
 
 } // namespace
 
@@ -443,6 +462,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     binaries[binary.getSymNameAttr()] = binary;
 
   SmallVector<gpu::LaunchFuncOp> launches;
+  llvm::DenseMap<Operation *, Value> zeroedGlobals;
   for (Operation &op : func.front()) {
     if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
       if (!alloc.getType().hasStaticShape() ||
@@ -457,6 +477,21 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       auto value =
           global ? dyn_cast_or_null<ElementsAttr>(global.getInitialValueAttr())
                  : nullptr;
+      if (global && !global.getConstant() && value && isAllZeros(value) &&
+          get.getType().hasStaticShape() &&
+          get.getType().getLayout().isIdentity()) {
+        // Every get_global of it is the same buffer.
+        auto [it, isNew] = zeroedGlobals.try_emplace(global, get.getResult());
+        if (isNew) {
+          BufferInfo info{get.getType()};
+          info.name = global.getSymName().str();
+          info.isZeroed = true;
+          buffers.insert({get.getResult(), info});
+        } else {
+          get.getResult().replaceAllUsesWith(it->second);
+        }
+        continue;
+      }
       std::optional<rt::DType> dtype = toDType(get.getType().getElementType());
       if (!value || !global.getConstant() || !dtype)
         return errorAt(&op, "reads a global that is not a supported constant");
@@ -656,12 +691,13 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   for (auto &[value, info] : buffers) {
     rt::LiveBuffer buffer;
     buffer.size = std::max<uint64_t>(byteSize(info.type), 1);
-    buffer.firstUse = info.isInput || info.firstUse < 0
+    buffer.firstUse = info.isInput || info.isZeroed || info.firstUse < 0
                           ? 0
                           : static_cast<uint32_t>(info.firstUse);
-    buffer.lastUse = info.isInput || info.isOutput || info.lastUse < 0
-                         ? last
-                         : static_cast<uint32_t>(info.lastUse);
+    buffer.lastUse =
+        info.isInput || info.isOutput || info.isZeroed || info.lastUse < 0
+            ? last
+            : static_cast<uint32_t>(info.lastUse);
     live.push_back(buffer);
   }
   auto plan = rt::planMemory(live, rt::kArenaAlignment);
@@ -675,6 +711,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     artifact.memoryPlan.buffers.push_back({info.name, plan->offsets[i],
                                            live[i].size, live[i].firstUse,
                                            live[i].lastUse});
+    if (info.isZeroed)
+      artifact.zeroedBuffers.push_back(static_cast<uint32_t>(i));
     if (!info.isInput && !info.isOutput)
       continue;
     std::optional<rt::DType> dtype = toDType(info.type.getElementType());

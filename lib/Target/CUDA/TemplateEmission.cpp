@@ -90,9 +90,8 @@ llvm::Error emitTemplateKernels(ModuleOp module, KernelCache &cache,
       jobs.push_back(std::move(job));
     } else {
       // NVRTC names the program's internal symbols after it; the shortest
-      // name of the binaries sharing a source (split-K's main kernel, not
-      // its _reduce) keeps them as they were when each region compiled
-      // its own program.
+      // name of the binaries sharing a source keeps them as they were when
+      // each region compiled its own program.
       std::string &name = jobs[it->second].name;
       if (job.name.size() < name.size() ||
           (job.name.size() == name.size() && job.name < name))

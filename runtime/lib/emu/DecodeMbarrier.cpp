@@ -25,7 +25,13 @@ bool KernelBuilder::decodeMbarrierModifier(DecodedInstruction &d,
     // checker follows fence.proxy.async).
     if (m == "async")
       inst.subop = uint8_t(FenceKind::ProxyAsync);
-    return m == "proxy" || m == "async" || m == "mbarrier_init" ||
+    // membar.{cta,gl,sys}, fence.{sc,acq_rel}.{cta,gpu,sys} (__threadfence:
+    // split-K's last-block handshake, SplitKReduce.cuh).
+    bool memory = m == "gl" || m == "sys" || m == "gpu" || m == "cta" ||
+                  m == "sc" || m == "acq_rel";
+    if (memory && FenceKind(inst.subop) == FenceKind::Other)
+      inst.subop = uint8_t(FenceKind::Memory);
+    return memory || m == "proxy" || m == "async" || m == "mbarrier_init" ||
            m == "cluster" || m == "alias" || m == "tensormap" ||
            m == "tensor" || m == "tile" || m == "1d" || m == "2d" ||
            m == "3d" || m == "4d" || m == "5d";

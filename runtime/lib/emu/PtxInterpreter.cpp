@@ -695,6 +695,8 @@ bool BlockRunner::runWarp(unsigned w) {
         return finish(false);
       break;
     case Op::Membar:
+      if (FenceKind(in.subop) == FenceKind::Memory)
+        std::atomic_thread_fence(std::memory_order_seq_cst);
       if (raceCheck && FenceKind(in.subop) == FenceKind::ProxyAsync &&
           in.space != Space::Global)
         forLanes(exec, [&](unsigned l) { raceCheck->proxyFence(w * 32 + l); });

@@ -247,7 +247,11 @@ enum class TestpOp : uint8_t {
 enum class BarMode : uint8_t { Sync, Arrive, RedPopc, RedAnd, RedOr, WarpSync };
 /// membar/fence (`subop`): fence.proxy.async orders the generic proxy
 /// against the async proxy (the race checker tracks it; no other effect).
-enum class FenceKind : uint8_t { Other, ProxyAsync };
+/// Other: nothing to order in one block's host thread. ProxyAsync:
+/// fence.proxy.async (the race checker follows it). Memory: membar.{cta,gl,
+/// sys} and fence.{sc,acq_rel}.{cta,gpu,sys}, which order global memory
+/// between blocks that run on other host threads (a host fence).
+enum class FenceKind : uint8_t { Other, ProxyAsync, Memory };
 /// setp's optional .and/.or/.xor with a third predicate.
 enum class BoolOp : uint8_t { None, And, Or, Xor };
 enum class ClockKind : uint8_t {

@@ -14,8 +14,10 @@
 //   buffer A 4096 bf16      an input, filled with seeded random integers
 //   output C 8192 f32       the output, zeroed before each candidate
 //   candidate 0 c0.ptx 0 1  index, PTX file (relative: to the job file),
-//                           workspace bytes, kernel count
+//                           workspace bytes, kernel count, and optionally
+//                           semaphore bytes (zeroed before the candidate)
 //   kernel NAME gx gy gz bx by bz smem ARG...   ARG: A, B, C, W (workspace),
+//                           S (split-K's semaphores),
 //                           BAD (an address nothing owns), u32:V, u64:V,
 //                           tmap:BUF:DTYPE:RANK:DIMS:STRIDES:BOX:SWIZZLE:L2:OOB
 //                           (a TMA tensor map over buffer BUF; the lists
@@ -116,6 +118,7 @@ struct CandidateSpec {
   unsigned index = 0;
   std::string ptxPath;
   uint64_t workspaceBytes = 0;
+  uint64_t semaphoreBytes = 0;
   std::vector<KernelSpec> kernels;
 };
 
@@ -182,7 +185,10 @@ Expected<Job> readJob(const std::string &path) {
       unsigned kernels = 0;
       if (!(words >> c.index >> c.ptxPath >> c.workspaceBytes >> kernels) ||
           !kernels)
-        return bad("expected 'candidate INDEX PTX WORKSPACE KERNELS'");
+        return bad("expected 'candidate INDEX PTX WORKSPACE KERNELS "
+                   "[SEMAPHORES]'");
+      if (!(words >> c.semaphoreBytes))
+        c.semaphoreBytes = 0;
       // A relative PTX path is relative to the job file (exported jobs move
       // to the GPU machine as a directory).
       if (c.ptxPath[0] != '/' && path.find('/') != std::string::npos)
@@ -352,8 +358,10 @@ public:
   const GpuTarget *modelTarget() const { return target ? &*target : nullptr; }
 
 private:
-  Expected<DevicePtr> pointerFor(const std::string &arg, DevicePtr workspace);
-  Expected<PackedParams> paramsFor(const KernelSpec &k, DevicePtr workspace);
+  Expected<DevicePtr> pointerFor(const std::string &arg, DevicePtr workspace,
+                                 DevicePtr semaphores);
+  Expected<PackedParams> paramsFor(const KernelSpec &k, DevicePtr workspace,
+                                   DevicePtr semaphores);
   Expected<double> estimatedSeconds(const std::vector<LaunchProfile> &runs,
                                     const std::string &ptx);
 
@@ -403,13 +411,19 @@ Error Worker::setUp() {
 }
 
 Expected<DevicePtr> Worker::pointerFor(const std::string &arg,
-                                       DevicePtr workspace) {
+                                       DevicePtr workspace,
+                                       DevicePtr semaphores) {
   if (arg == job.output.name)
     return output;
   if (arg == "W") {
     if (!workspace)
       return Error::failure("a workspace argument without a workspace");
     return workspace;
+  }
+  if (arg == "S") {
+    if (!semaphores)
+      return Error::failure("a semaphores argument without semaphores");
+    return semaphores;
   }
   if (arg == "BAD") // kilnc's KILN_TUNE_INJECT_FAULT: a pointer to nothing.
     return DevicePtr(0x10);
@@ -420,7 +434,8 @@ Expected<DevicePtr> Worker::pointerFor(const std::string &arg,
 }
 
 Expected<PackedParams> Worker::paramsFor(const KernelSpec &k,
-                                         DevicePtr workspace) {
+                                         DevicePtr workspace,
+                                         DevicePtr semaphores) {
   PackedParams params;
   for (const std::string &arg : k.args) {
     if (arg.rfind("u32:", 0) == 0) {
@@ -451,7 +466,7 @@ Expected<PackedParams> Worker::paramsFor(const KernelSpec &k,
       map.swizzle = uint32_t(std::strtoul(f[6].c_str(), nullptr, 10));
       map.l2Promotion = uint32_t(std::strtoul(f[7].c_str(), nullptr, 10));
       map.oobFill = uint32_t(std::strtoul(f[8].c_str(), nullptr, 10));
-      Expected<DevicePtr> ptr = pointerFor(f[0], workspace);
+      Expected<DevicePtr> ptr = pointerFor(f[0], workspace, semaphores);
       if (!ptr)
         return ptr.takeError();
       alignas(64) uint8_t bytes[128] = {};
@@ -461,7 +476,7 @@ Expected<PackedParams> Worker::paramsFor(const KernelSpec &k,
         return err;
       params.addBytes(bytes, sizeof(bytes), 64);
     } else {
-      Expected<DevicePtr> ptr = pointerFor(arg, workspace);
+      Expected<DevicePtr> ptr = pointerFor(arg, workspace, semaphores);
       if (!ptr)
         return ptr.takeError();
       params.addU64(*ptr);
@@ -511,9 +526,21 @@ Error Worker::run(const CandidateSpec &c, bool timed) {
       return w.takeError();
     workspace = *w;
   }
+  // Split-K's semaphores: zero before the first launch; each launch leaves
+  // them zero (every block runs here).
+  DevicePtr semaphores = 0;
+  if (c.semaphoreBytes) {
+    Expected<DevicePtr> s = device.allocate(c.semaphoreBytes);
+    if (!s)
+      return s.takeError();
+    semaphores = *s;
+    std::vector<uint8_t> zeros(c.semaphoreBytes, 0);
+    if (Error err = device.copyToDevice(semaphores, zeros.data(), zeros.size()))
+      return err;
+  }
   std::vector<PackedParams> params;
   for (const KernelSpec &k : c.kernels) {
-    Expected<PackedParams> p = paramsFor(k, workspace);
+    Expected<PackedParams> p = paramsFor(k, workspace, semaphores);
     if (!p)
       return p.takeError();
     params.push_back(p.take());
@@ -598,6 +625,8 @@ Error Worker::run(const CandidateSpec &c, bool timed) {
   }
   if (workspace)
     (void)device.deallocate(workspace);
+  if (semaphores)
+    (void)device.deallocate(semaphores);
   (void)device.unloadModule(*module);
   if (timed)
     printLine(line({{"candidate", c.index},

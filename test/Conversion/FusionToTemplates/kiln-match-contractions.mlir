@@ -155,12 +155,15 @@ func.func @split_off_cast(%x: tensor<16x32xf32>, %w: tensor<32x8xbf16>) -> tenso
 
 // -----
 
-// Small M x N with a long K: split-K, a main kernel writing fp32 partials to
-// a workspace and a reduction kernel applying the epilogue.
+// Small M x N with a long K: split-K in one launch. The kernel writes C and
+// its fp32 partials (a scratch workspace, its second output); each output
+// tile's last split sums them and applies the epilogue. No second kernel.
 // CHECK-LABEL: func.func @split_k(
+// CHECK:         %[[C:.*]] = tensor.empty() : tensor<8x16xf32>
 // CHECK:         %[[WS:.*]] = tensor.empty() : tensor<{{[0-9]+}}xf32>
-// CHECK:         %[[P:.*]] = kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%arg0, %arg1 : {{.*}}) outs(%[[WS]] :
-// CHECK:         kiln.call_kernel @kiln_gemm_0_reduce::@kiln_gemm_0_reduce ins(%[[P]] :
+// CHECK:         %[[P:.*]]:2 = kiln.call_kernel @kiln_gemm_0::@kiln_gemm_0 ins(%arg0, %arg1 : {{.*}}) outs(%[[C]], %[[WS]] : {{.*}}) grid [1, 1, {{[0-9]+}}] {{.*}}split_k = {{[2-9]|1[0-6]}},
+// CHECK-NOT:     kiln.call_kernel
+// CHECK:         return %[[P]]#0
 func.func @split_k(%x: tensor<8x2048xf32>, %w: tensor<2048x16xf32>) -> tensor<8x16xf32> {
   %0 = kiln.fusion "matmul" -> tensor<8x16xf32> {
     %m = kiln.matmul %x, %w : tensor<8x2048xf32>, tensor<2048x16xf32> -> tensor<8x16xf32>

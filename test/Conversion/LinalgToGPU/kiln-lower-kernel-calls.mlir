@@ -47,6 +47,33 @@ func.func @tensor_maps(%a: memref<64xbf16>, %c: memref<64xf32>) {
 
 // -----
 
+// Split-K template GEMMs (split_k above 1) take the per-tile semaphores
+// after their pointers: one mutable, zero-initialised global shared by
+// every split-K launch, sized for the largest grid (grid x * y * z /
+// split_k: 2 * 3 * 8 / 4 = 12 here, 4 for the second); a GEMM without
+// split-K and any other kernel take none.
+// CHECK-LABEL: module attributes {gpu.container_module}
+// CHECK:         memref.global "private" @kiln_split_k_semaphores : memref<12xi32> = dense<0>
+// CHECK-NOT:     memref.global
+// CHECK-LABEL: func.func @split_k(
+// CHECK-SAME:      %[[A:[^:]*]]: memref<8xf32>, %[[B:[^:]*]]: memref<8xf32>, %[[C:[^:]*]]: memref<8xf32>, %[[W:[^:]*]]: memref<8xf32>)
+// CHECK:           %[[S1:.*]] = memref.get_global @kiln_split_k_semaphores : memref<12xi32>
+// CHECK:           gpu.launch_func @big::@big {{.*}} args(%[[A]] : memref<8xf32>, %[[B]] : memref<8xf32>, %[[C]] : memref<8xf32>, %[[W]] : memref<8xf32>, %[[S1]] : memref<12xi32>, %{{.*}} : i32)
+// CHECK:           %[[S2:.*]] = memref.get_global @kiln_split_k_semaphores : memref<12xi32>
+// CHECK:           gpu.launch_func @small::@small {{.*}} args(%[[A]] : memref<8xf32>, %[[B]] : memref<8xf32>, %[[C]] : memref<8xf32>, %[[W]] : memref<8xf32>, %[[S2]] : memref<12xi32>)
+// CHECK:           gpu.launch_func @whole::@whole {{.*}} args(%[[A]] : memref<8xf32>, %[[B]] : memref<8xf32>, %[[C]] : memref<8xf32>)
+gpu.binary @big [#gpu.object<#nvvm.target<chip = "sm_80">, assembly = "PTX">]
+gpu.binary @small [#gpu.object<#nvvm.target<chip = "sm_80">, assembly = "PTX">]
+gpu.binary @whole [#gpu.object<#nvvm.target<chip = "sm_80">, assembly = "PTX">]
+func.func @split_k(%a: memref<8xf32>, %b: memref<8xf32>, %c: memref<8xf32>, %w: memref<8xf32>) {
+  kiln.call_kernel @big::@big ins(%a, %b : memref<8xf32>, memref<8xf32>) outs(%c, %w : memref<8xf32>, memref<8xf32>) grid [2, 3, 8] block [128, 1, 1] scalars [8 : i32] {kiln.kernel = #kiln.gemm_config<family = mma_tf32, tile = 64x64x32, warp_tile = 32x32, stages = 3, split_k = 4, producer = cp_async, swizzle = xor16>}
+  kiln.call_kernel @small::@small ins(%a, %b : memref<8xf32>, memref<8xf32>) outs(%c, %w : memref<8xf32>, memref<8xf32>) grid [1, 2, 4] block [128, 1, 1] {kiln.kernel = #kiln.gemm_config<family = mma_tf32, tile = 64x64x32, warp_tile = 32x32, stages = 3, split_k = 2, producer = cp_async, swizzle = xor16>}
+  kiln.call_kernel @whole::@whole ins(%a, %b : memref<8xf32>, memref<8xf32>) outs(%c : memref<8xf32>) grid [4, 4, 1] block [128, 1, 1] {kiln.kernel = #kiln.gemm_config<family = mma_tf32, tile = 64x64x32, warp_tile = 32x32, stages = 3, split_k = 1, producer = cp_async, swizzle = xor16>}
+  return
+}
+
+// -----
+
 // A call left on tensors cannot be launched (only reached without
 // bufferization: the first RUN line).
 gpu.binary @k [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]

@@ -77,6 +77,15 @@ MODELS = {
     "split-k": lambda: model(
         [node("MatMul", ["x", "w"], ["y"])],
         [("x", F, [8, 2048])], ["y"], [weight("w", 2048, 16)]),
+    # Two long-K GEMMs in a row, each split-K and finished in its own
+    # launch by each tile's last split: they share the per-tile semaphores,
+    # so the second finds them zero only if the first left them so; the
+    # first's bias-relu epilogue runs on the full sum.
+    "split-k-chain": lambda: model(
+        [node("MatMul", ["x", "w1"], ["m"]), node("Add", ["m", "b1"], ["a"]),
+         node("Relu", ["a"], ["h"]), node("MatMul", ["h", "w2"], ["y"])],
+        [("x", F, [4, 1024])], ["y"],
+        [weight("w1", 1024, 512), weight("b1", 512), weight("w2", 512, 16)]),
     "n-is-1": lambda: model(
         [node("MatMul", ["x", "w"], ["y"])],
         [("x", F, [5, 37])], ["y"], [weight("w", 37, 1)]),

@@ -360,12 +360,18 @@ public:
   int graphLaunches = 0;
   /// copyOnDevice calls (device-resident inputs and outputs).
   int onDeviceCopies = 0;
+  /// What runsEveryBlock answers (false: as emu's sampled profiling).
+  bool everyBlock = true;
+  /// Fresh allocations are filled with this byte (device memory is not
+  /// zeroed).
+  uint8_t allocationFill = 0xAB;
 
   const DeviceInfo &info() const override { return deviceInfo; }
   Expected<DevicePtr> allocate(uint64_t size) override {
     if (failCall == "allocate")
       return Error::failure("fakeAlloc: out of memory");
     void *memory = std::aligned_alloc(256, (size + 255) / 256 * 256);
+    std::memset(memory, allocationFill, (size + 255) / 256 * 256);
     auto ptr = reinterpret_cast<DevicePtr>(memory);
     allocations[ptr] = size;
     return ptr;
@@ -443,6 +449,7 @@ public:
     return 0.5f;
   }
   bool supportsGraphs() const override { return graphs; }
+  bool runsEveryBlock() const override { return everyBlock; }
   Error beginCapture(StreamHandle) override {
     capturing = true;
     return Error::success();

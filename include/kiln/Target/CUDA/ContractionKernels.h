@@ -228,7 +228,8 @@ struct Epilogue {
 struct KernelParameter {
   enum class Kind : uint8_t { Pointer, U32, U64, TensorMap };
   Kind kind = Kind::Pointer;
-  /// "A", "B", "C", "aux", "scale", "bias", "residual", "workspace", "M",
+  /// "A", "B", "C", "aux", "scale", "bias", "residual", "workspace",
+  /// "semaphores", "M",
   /// "batchStrideA", "batchStrideC", "tensorMapA", "tensorMapB", or a custom
   /// operand's name.
   std::string name;
@@ -244,19 +245,22 @@ struct GemmKernel {
   uint32_t dynamicSharedBytes = 0;
   std::vector<KernelParameter> params;
   /// The grid for the problem's M. Only grid.x depends on M:
-  /// grid.x = ceil(M * gridXPerM / gridXDivisor) (the main kernel: 1 and
-  /// blockM; the split-K reduction: batch * N and its block size).
+  /// grid.x = ceil(M * gridXPerM / gridXDivisor) (a GEMM: 1 and blockM).
   runtime::Dim3 grid;
   uint64_t gridXPerM = 1, gridXDivisor = 1;
   /// The grid for another M (a batch size chosen at run time).
   runtime::Dim3 gridFor(uint64_t m) const;
 };
 
-/// One or two kernels, launched in order; workspaceBytes of fp32 scratch
-/// (the "workspace" parameter) when split-K is on.
+/// The kernels of a GEMM, launched in order (one since split-K finishes
+/// in its own launch). With split-K: workspaceBytes of fp32 scratch (the
+/// "workspace" parameter, any contents) and semaphoreCount u32 per-tile
+/// counters (the "semaphores" parameter), which must be zero before the
+/// launch and are zero again after it (SplitKReduce.cuh).
 struct GemmKernels {
   std::vector<GemmKernel> kernels;
   uint64_t workspaceBytes = 0;
+  uint64_t semaphoreCount = 0;
   GemmConfig config;
   /// The specialised CUDA C++ source (one module for every kernel).
   std::string source;

@@ -76,15 +76,9 @@ runtime::Expected<GemmKernels> specializeGemm(const GemmProblem &p,
 
   if (c.splitK > 1) {
     result.workspaceBytes = uint64_t(c.splitK) * p.batch * p.m * p.n * 4;
-    GemmKernel reduce;
-    reduce.name = options.name + "_reduce";
-    reduce.block = {kSplitKReduceThreads, 1, 1};
-    reduce.gridXPerM = p.batch * p.n;
-    reduce.gridXDivisor = kSplitKReduceThreads;
-    reduce.grid = {1, 1, 1};
-    reduce.grid = reduce.gridFor(p.m);
-    reduce.params = gemmReduceParameters(e);
-    result.kernels.push_back(std::move(reduce));
+    // One semaphore per output tile: the grid without its splits.
+    result.semaphoreCount =
+        uint64_t(plan.grid.x) * plan.grid.y * (plan.grid.z / c.splitK);
   }
   return result;
 }

@@ -18,7 +18,9 @@
 // where latency hiding (0..1] grows with the warps resident on an SM (8
 // warps of mma.sync, 16 of FFMA, hide the pipeline's latency), resident
 // blocks are limited by shared memory, registers and threads, and split-K
-// adds its workspace traffic and a second launch. The SM count and the
+// adds the partials' workspace traffic and, per output tile, the last
+// split's atomic round trip and reduction of the tile (SplitKReduce.cuh;
+// no second launch). The SM count and the
 // per-SM limits are the target's (TargetInfo.h, runtime/targets/gpus.ini);
 // the throughput figures are per SM per cycle, H100/A100 class: tensor
 // cores through mma.sync 2048 (f16/bf16) and 1024 (tf32) FLOPs, through
@@ -48,7 +50,9 @@ namespace {
 
 struct Machine {
   double sms, flopsPerCycle, sharedBytesPerCycle = 128, l2BytesPerCycle = 32;
-  double maxSharedPerSm, launchCycles = 4000;
+  double maxSharedPerSm;
+  /// An atomic on a semaphore in L2 and the fences around it.
+  double atomicRoundTripCycles = 1000;
   /// Per-SM and per-thread limits (TargetInfo.h).
   double maxThreadsPerSm, registersPerSm, maxBlocksPerSm, maxRegisters;
 };
@@ -127,9 +131,13 @@ double estimateCycles(const GemmProblem &p, const GemmConfig &c,
       600 + plan.kTilesPerSplit * perTile + outBytes / mc.l2BytesPerCycle;
   double total = blocksPerSm * block / hiding;
   if (c.splitK > 1) {
-    double elements = double(p.batch) * p.m * p.n;
-    total += mc.launchCycles + elements * (c.splitK * 4 + plan.outBytes) /
-                                   (mc.l2BytesPerCycle * mc.sms);
+    // The last split of each output tile reads the tile's partials back
+    // from L2 and stores C; the tiles' last blocks are spread over the SMs.
+    double tiles = std::ceil(double(p.m) / bm) * std::ceil(double(p.n) / bn) *
+                   double(p.batch);
+    total += std::ceil(tiles / mc.sms) *
+             (mc.atomicRoundTripCycles +
+              bm * bn * (c.splitK * 4 + plan.outBytes) / mc.l2BytesPerCycle);
   }
   return total;
 }

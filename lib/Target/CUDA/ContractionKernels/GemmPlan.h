@@ -59,8 +59,10 @@ GemmPlan planGemm(const GemmProblem &problem, const GemmConfig &config);
 /// Shared memory a block may use on the sm (TargetInfo.h).
 uint32_t maxSharedBytesPerBlock(uint32_t smVersion);
 
-/// The kernels' parameter lists (GemmSource.cpp writes the same order).
-/// With config.tma, the tensor maps of A and B come last.
+/// The kernel's parameter list (GemmSource.cpp writes the same order):
+/// A, B, C, aux, the epilogue's pointers, with split-K the workspace and
+/// the semaphores, then M and the batch strides; with config.tma, the
+/// tensor maps of A and B come last.
 std::vector<KernelParameter> gemmMainParameters(const GemmProblem &problem,
                                                 const Epilogue &epilogue,
                                                 const GemmConfig &config);
@@ -71,7 +73,6 @@ std::vector<KernelParameter> gemmMainParameters(const GemmProblem &problem,
 /// fill past every edge. `addressParam` is left for the caller.
 runtime::TensorMapRecord tmaOperandMap(const GemmProblem &problem,
                                        const GemmConfig &config, bool isA);
-std::vector<KernelParameter> gemmReduceParameters(const Epilogue &epilogue);
 
 /// The generated `EpilogueArgs` and `kilnEpilogue` for `e`, and the entry
 /// point's statements that fill an `EpilogueArgs ep` from its parameters
@@ -79,9 +80,6 @@ std::vector<KernelParameter> gemmReduceParameters(const Epilogue &epilogue);
 /// (DepthwiseSource.cpp) share them with the GEMMs.
 std::string generatedEpilogue(const Epilogue &e);
 std::string generatedEpilogueInit(const Epilogue &e);
-
-/// Threads a block of the split-K reduction kernel.
-constexpr uint32_t kSplitKReduceThreads = 256;
 
 } // namespace kiln::contraction
 

@@ -273,19 +273,21 @@ std::vector<KernelParameter> gemmMainParameters(const GemmProblem &p,
                                                 const GemmConfig &c) {
   using K = KernelParameter::Kind;
   std::vector<KernelParameter> params = {{K::Pointer, "A"}, {K::Pointer, "B"}};
+  params.push_back({K::Pointer, "C"});
+  if (e.aux)
+    params.push_back({K::Pointer, "aux"});
+  for (const std::string &name : epiloguePointers(e))
+    params.push_back({K::Pointer, name});
+  // Split-K (SplitKReduce.cuh): the fp32 partials, then the per-tile
+  // semaphores, the last pointers (kiln-lower-kernel-calls passes the
+  // semaphores after the call's own operands).
   if (c.splitK > 1) {
     params.push_back({K::Pointer, "workspace"});
-  } else {
-    params.push_back({K::Pointer, "C"});
-    if (e.aux)
-      params.push_back({K::Pointer, "aux"});
-    for (const std::string &name : epiloguePointers(e))
-      params.push_back({K::Pointer, name});
+    params.push_back({K::Pointer, "semaphores"});
   }
   params.push_back({K::U32, "M"});
   params.push_back({K::U64, "batchStrideA"});
-  if (c.splitK == 1)
-    params.push_back({K::U64, "batchStrideC"});
+  params.push_back({K::U64, "batchStrideC"});
   if (c.tma)
     for (bool isA : {true, false}) {
       KernelParameter map{K::TensorMap, isA ? "tensorMapA" : "tensorMapB"};
@@ -293,19 +295,6 @@ std::vector<KernelParameter> gemmMainParameters(const GemmProblem &p,
       map.tensorMap.addressParam = isA ? 0 : 1; // "A", "B"
       params.push_back(std::move(map));
     }
-  return params;
-}
-
-std::vector<KernelParameter> gemmReduceParameters(const Epilogue &e) {
-  using K = KernelParameter::Kind;
-  std::vector<KernelParameter> params = {{K::Pointer, "workspace"},
-                                         {K::Pointer, "C"}};
-  if (e.aux)
-    params.push_back({K::Pointer, "aux"});
-  for (const std::string &name : epiloguePointers(e))
-    params.push_back({K::Pointer, name});
-  params.push_back({K::U32, "M"});
-  params.push_back({K::U64, "batchStrideC"});
   return params;
 }
 
@@ -341,6 +330,10 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   s += "\n";
   s += cfgSource(p, c, plan, e);
   s += epilogueSource(e);
+  // Every kernel has the split-K path (behind Cfg::SPLITK), so every
+  // kernel needs the last split's helpers.
+  s += kSplitKReduceTemplate;
+  s += "\n";
   bool simt = c.family == Family::SimtF32;
   bool wgmma = isWgmma(c.family);
   s += simt ? kGemmSimtTemplate : kGemmTensorCoreTemplate;
@@ -363,7 +356,7 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
       switch (param.kind) {
       case KernelParameter::Kind::Pointer:
         list += (param.name == "C" || param.name == "aux" ||
-                 param.name == "workspace")
+                 param.name == "workspace" || param.name == "semaphores")
                     ? "void *__restrict__ "
                     : "const void *__restrict__ ";
         break;
@@ -386,27 +379,14 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   std::string launchBounds = "__launch_bounds__(" +
                              std::to_string(c.threads()) +
                              (wgmma ? ", 1)" : ")");
-  if (c.splitK > 1) {
-    s += "extern \"C\" __global__ void " + launchBounds + " " + options.name +
-         "(" + paramList(gemmMainParameters(p, e, c)) + ") {\n";
-    s += std::string("  ") + ns +
-         "::gemm(A, B, nullptr, (float *)workspace, M, batchStrideA, 0, "
-         "EpilogueArgs()" +
-         (c.tma ? ", &tensorMapA, &tensorMapB" : "") + ");\n}\n\n";
-    s += kSplitKReduceTemplate;
-    s += "\nextern \"C\" __global__ void __launch_bounds__(256) " +
-         options.name + "_reduce(" + paramList(gemmReduceParameters(e)) +
-         ") {\n";
-    s += epilogueArgsInit(e, p.conv.enabled);
-    s += "  splitk::reduce((const float *)workspace, C, M, batchStrideC, "
-         "ep);\n}\n";
-    return s;
-  }
   s += "extern \"C\" __global__ void " + launchBounds + " " + options.name +
        "(" + paramList(gemmMainParameters(p, e, c)) + ") {\n";
   s += epilogueArgsInit(e, p.conv.enabled);
   s += std::string("  ") + ns +
-       "::gemm(A, B, C, nullptr, M, batchStrideA, batchStrideC, ep" +
+       "::gemm(A, B, C, " +
+       (c.splitK > 1 ? "(float *)workspace" : "nullptr") +
+       ", M, batchStrideA, batchStrideC, ep, " +
+       (c.splitK > 1 ? "(unsigned *)semaphores" : "nullptr") +
        (c.tma ? ", &tensorMapA, &tensorMapB" : "") + ");\n}\n";
   return s;
 }

@@ -440,7 +440,8 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
         order.push_back(i);
     for (size_t i : order) {
       const cx::GemmKernels &k = *kernels[i];
-      os << "candidate " << i << " " << ptxRef(i) << " " << k.workspaceBytes << " " << k.kernels.size() << "\n";
+      os << "candidate " << i << " " << ptxRef(i) << " " << k.workspaceBytes
+         << " " << k.kernels.size() << " " << k.semaphoreCount * 4 << "\n";
       for (const cx::GemmKernel &kernel : k.kernels) {
         kiln::runtime::Dim3 grid = kernel.gridFor(problem.m);
         os << "kernel " << kernel.name << " " << grid.x << " " << grid.y
@@ -475,7 +476,10 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
           } else if (p.name == "A" && int(i) == options.injectFault) {
             os << " BAD";
           } else {
-            os << " " << (p.name == "workspace" ? std::string("W") : p.name);
+            os << " "
+               << (p.name == "workspace"    ? std::string("W")
+                   : p.name == "semaphores" ? std::string("S")
+                                            : p.name);
           }
         }
         os << "\n";

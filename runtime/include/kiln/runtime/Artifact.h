@@ -35,7 +35,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 5;
+constexpr uint32_t kArtifactFormatMinor = 6;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
@@ -331,6 +331,13 @@ struct Artifact {
   /// Data-parallel training artifacts (format 1.5): the gradient buckets'
   /// collective steps. Empty otherwise.
   std::vector<CollectiveStep> collectives;
+  /// Format 1.6, section `zeroed-buffers`: memory-plan buffers that must
+  /// hold zeros before the first launch (split-K's per-tile semaphores,
+  /// which every kernel that uses them leaves zero again). Each is live for
+  /// the whole launch list, so no other buffer shares its bytes; the
+  /// session zeroes them when it is created (and again after a run that
+  /// did not complete every block).
+  std::vector<uint32_t> zeroedBuffers;
 
   /// Appends a weight (copying `data`, which holds exactly the tensor's
   /// bytes) at the next aligned offset of weightData and returns its index.

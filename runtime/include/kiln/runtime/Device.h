@@ -207,6 +207,10 @@ public:
   /// error naming themselves; they time launches with events instead.
   virtual Error setProfiling(const ProfilingOptions &options);
   virtual std::vector<LaunchProfile> takeLaunchProfiles();
+  /// False while launches run only some of their blocks (emu's sampled
+  /// profiling): memory a kernel leaves as it found it (split-K's
+  /// semaphores, Artifact::zeroedBuffers) may then be left otherwise.
+  virtual bool runsEveryBlock() const { return true; }
 
   /// The device's energy counter in millijoules (NVML's total energy on
   /// cuda; an arbitrary origin, so only differences mean anything), or an

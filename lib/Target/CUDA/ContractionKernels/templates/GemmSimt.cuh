@@ -153,7 +153,8 @@ KILN_INLINE void storeFour(char *row, int col, const float (&v)[4]) {
 
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                       float *workspace, u32 M, u64 batchStrideA,
-                      u64 batchStrideC, const EpilogueArgs &ep) {
+                      u64 batchStrideC, const EpilogueArgs &ep,
+                      unsigned *semaphores = nullptr) {
   extern __shared__ __align__(128) unsigned char sharedBytes[];
   const u32 shared = sharedAddress(sharedBytes);
   const int ty = threadIdx.x / kThreadsN, tx = threadIdx.x % kThreadsN;
@@ -280,6 +281,9 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
             col, second);
     }
   }
+  if (Cfg::SPLITK > 1)
+    splitk::finishIfLast(workspace, cPtr, M, batchStrideC, ep, semaphores,
+                         batch, m0, n0);
 }
 
 } // namespace simt

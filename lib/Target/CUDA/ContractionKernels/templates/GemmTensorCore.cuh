@@ -17,7 +17,8 @@
 //     output type into shared memory (reusing the pipeline's buffers), and
 //     the block then writes whole rows with the widest stores the output's
 //     alignment allows. With split-K the block writes fp32 partials to the
-//     workspace instead and SplitKReduce.cuh applies the epilogue.
+//     workspace instead, and the tile's last split sums them and applies
+//     the epilogue (SplitKReduce.cuh).
 //
 // An implicit-GEMM NHWC convolution (Cfg::CONV) is the same kernel with
 // another loader for A (ConvLoaderA), which gathers 16-byte channel chunks
@@ -461,7 +462,8 @@ KILN_INLINE void storeTile(float (&acc)[kMI][kNI][4], u32 shared, char *out,
 
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                       float *workspace, u32 M, u64 batchStrideA,
-                      u64 batchStrideC, const EpilogueArgs &ep) {
+                      u64 batchStrideC, const EpilogueArgs &ep,
+                      unsigned *semaphores = nullptr) {
   extern __shared__ __align__(128) unsigned char sharedBytes[];
   const u32 shared = sharedAddress(sharedBytes);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -554,6 +556,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
               to[1] = acc[mi][ni][2 * h + 1];
           }
         }
+    splitk::finishIfLast(workspace, cPtr, M, batchStrideC, ep, semaphores,
+                         batch, m0, n0);
     return;
   }
 

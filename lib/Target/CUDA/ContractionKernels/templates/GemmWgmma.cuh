@@ -69,7 +69,8 @@
 // of its 64), so the consumers apply kilnEpilogue in registers, stage the
 // rounded tile in shared memory and the consumers write it with
 // writeStaged's 128-bit stores. With split-K the consumers write fp32
-// partials to the workspace and SplitKReduce.cuh applies the epilogue.
+// partials to the workspace, and the tile's last split sums them and
+// applies the epilogue (SplitKReduce.cuh).
 //
 // Cfg (generated) holds every compile-time fact and the generated
 // `wgmmaTile` (the wgmma instruction for this BN, dtype and layouts); see
@@ -352,6 +353,7 @@ KILN_INLINE void storeTile(float (&acc)[kAccs], u32 shared, char *out, int m0,
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                       float *workspace, u32 M, u64 batchStrideA,
                       u64 batchStrideC, const EpilogueArgs &ep,
+                      unsigned *semaphores = nullptr,
                       const TensorMap *mapA = nullptr,
                       const TensorMap *mapB = nullptr) {
   extern __shared__ __align__(1024) unsigned char sharedBytes[];
@@ -516,6 +518,23 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
             to[1] = acc[4 * j + 2 * h + 1];
         }
       }
+    // The last split of the tile finishes it (SplitKReduce.cuh), among the
+    // consumers alone: the producer warpgroup has returned.
+    __threadfence();
+    u32 last = 0;
+    if (threadIdx.x == 128)
+      last = splitk::arrive(semaphores, batch);
+    asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\t"
+                 "bar.red.or.pred q, 1, %2, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+                 : "=r"(last)
+                 : "r"(last), "n"(kConsumers * 128)
+                 : "memory");
+    if (!last)
+      return;
+    __threadfence();
+    splitk::finishTile<kConsumers * 128>(workspace, cPtr, M, batchStrideC, ep,
+                                         batch, m0, n0,
+                                         (int)threadIdx.x - 128);
     return;
   }
 
