@@ -362,6 +362,20 @@ llvm::Expected<Assembled> assembleCached(const std::string &ptxas,
   return assembled;
 }
 
+/// `text` with every `from` replaced by `to`.
+std::string replaceAll(llvm::StringRef text, llvm::StringRef from,
+                       llvm::StringRef to) {
+  std::string out;
+  while (true) {
+    size_t at = text.find(from);
+    out += text.substr(0, at).str();
+    if (at == llvm::StringRef::npos)
+      return out;
+    out += to.str();
+    text = text.substr(at + from.size());
+  }
+}
+
 struct BufferInfo {
   MemRefType type;
   std::string name;
@@ -453,10 +467,16 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
 
   // Weights: one per memref.global that a launch reads.
   llvm::DenseMap<Value, uint64_t> weightOffsets;
-  llvm::DenseMap<std::pair<StringAttr, StringAttr>, uint32_t> kernelIndex;
+  // Kernel records by (module, entry, pointer kinds): launches of one
+  // shared binary whose operands differ in kind (a weight here, an arena
+  // buffer there) get a record each, since a record's parameter kinds say
+  // how every launch's values become pointers.
+  using KernelKey = std::tuple<std::string, std::string, std::string>;
+  std::map<KernelKey, uint32_t> kernelIndex;
+  llvm::StringMap<unsigned> kindVariants;
+  std::vector<uint32_t> launchKernel;
   /// Each kernel's tensor-map records (indices into artifact.tensorMaps).
-  llvm::DenseMap<std::pair<StringAttr, StringAttr>, std::vector<uint32_t>>
-      kernelTensorMaps;
+  std::map<KernelKey, std::vector<uint32_t>> kernelTensorMaps;
   llvm::DenseMap<StringAttr, gpu::BinaryOp> binaries;
   for (auto binary : module.getOps<gpu::BinaryOp>())
     binaries[binary.getSymNameAttr()] = binary;
@@ -523,8 +543,13 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   std::vector<std::vector<PendingArg>> pending;
   std::vector<std::string> kernelModules; // per artifact kernel
   for (auto [i, launch] : llvm::enumerate(launches)) {
-    auto key =
-        std::make_pair(launch.getKernelModuleName(), launch.getKernelName());
+    std::string kinds;
+    for (Value operand : launch.getKernelOperands())
+      kinds += isa<MemRefType>(operand.getType())
+                   ? (weightOffsets.count(operand) ? 'w' : 'a')
+                   : (operand.getType().isInteger(32) ? '4' : '8');
+    KernelKey key{launch.getKernelModuleName().str(),
+                  launch.getKernelName().str(), kinds};
     auto it = kernelIndex.find(key);
     if (it == kernelIndex.end()) {
       gpu::BinaryOp binary = binaries.lookup(launch.getKernelModuleName());
@@ -538,6 +563,19 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
                        .getObject()
                        .getValue()
                        .str();
+      // Another record of this entry with other pointer kinds: the same
+      // PTX under a new entry name (record names are unique).
+      unsigned variant =
+          kindVariants[std::get<0>(key) + "::" + std::get<1>(key)]++;
+      if (variant) {
+        std::string renamed =
+            kernel.name + "_kinds" + std::to_string(variant);
+        kernel.ptx = replaceAll(kernel.ptx, ".entry " + kernel.name + "(",
+                                ".entry " + renamed + "(");
+        kernel.ptx = replaceAll(kernel.ptx, kernel.name + "_param_",
+                                renamed + "_param_");
+        kernel.name = renamed;
+      }
       auto geometry = [&](Value v, uint32_t &out) {
         APInt value;
         if (!matchPattern(v, m_ConstantInt(&value)))
@@ -591,10 +629,13 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       }
       for (std::string &name : names)
         kernel.params.push_back({rt::ParamKind::TensorMap, std::move(name)});
-      it = kernelIndex.insert({key, artifact.kernels.size()}).first;
-      kernelModules.push_back(key.first.str());
+      it = kernelIndex
+               .insert({key, static_cast<uint32_t>(artifact.kernels.size())})
+               .first;
+      kernelModules.push_back(std::get<0>(key));
       artifact.kernels.push_back(std::move(kernel));
     }
+    launchKernel.push_back(it->second);
     std::vector<PendingArg> args;
     for (Value operand : launch.getKernelOperands()) {
       if (isa<MemRefType>(operand.getType())) {
@@ -727,8 +768,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
 
   for (auto [i, launch] : llvm::enumerate(launches)) {
     rt::Launch entry;
-    entry.kernel = kernelIndex.lookup(
-        std::make_pair(launch.getKernelModuleName(), launch.getKernelName()));
+    entry.kernel = launchKernel[i];
     for (const PendingArg &arg : pending[i])
       entry.args.push_back(arg.buffer ? offsets.lookup(arg.buffer) : arg.value);
     artifact.launches.push_back(std::move(entry));
