@@ -72,8 +72,8 @@ nanobind::object hostOutput(runtime::HostTensor tensor);
 /// reference goes.
 nanobind::object deviceOutput(std::shared_ptr<runtime::Device> device,
                               runtime::DevicePtr ptr,
-                              const runtime::TensorSignature &signature,
-                              int deviceId);
+                              runtime::DType dtype,
+                              const runtime::Shape &shape, int deviceId);
 
 } // namespace kiln::python
 

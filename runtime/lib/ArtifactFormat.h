@@ -77,9 +77,11 @@ enum class SectionKind : uint32_t {
   TensorMaps = 11,
   /// Optional (format 1.5): data-parallel collective steps.
   Collectives = 12,
+  /// Optional (format 1.6): the symbolic dims of the signature's tensors.
+  SymbolicDims = 13,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 12;
+constexpr uint32_t kLastSectionKind = 13;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -102,6 +104,8 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
     return 4;
   if (kind == uint32_t(SectionKind::Collectives))
     return 5;
+  if (kind == uint32_t(SectionKind::SymbolicDims))
+    return 6;
   return kArtifactFormatMinor;
 }
 
@@ -132,6 +136,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "collectives";
   case SectionKind::TensorMaps:
     return "tensor-maps";
+  case SectionKind::SymbolicDims:
+    return "symbolic-dims";
   }
   return "unknown";
 }
