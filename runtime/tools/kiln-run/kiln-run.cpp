@@ -588,21 +588,26 @@ double inferencesPerSecond(const BenchmarkResult &result) {
                    : 0.0;
 }
 
-/// The batch a run processes: the leading dimension of the first input
-/// (1 for a model without inputs or with a scalar first input).
-uint64_t batchOf(const Artifact &artifact) {
-  if (artifact.inputs.empty() || artifact.inputs[0].shape.empty())
+/// The batch a run processes: the leading dimension of the first input as
+/// bound (a symbolic dim may run below its compiled size; 1 for a model
+/// without inputs or with a scalar first input).
+uint64_t batchOf(const Artifact &artifact,
+                 const std::map<std::string, HostTensor> &inputs) {
+  if (artifact.inputs.empty())
     return 1;
-  return static_cast<uint64_t>(artifact.inputs[0].shape[0]);
+  auto bound = inputs.find(artifact.inputs[0].name);
+  const Shape &shape =
+      bound != inputs.end() ? bound->second.shape : artifact.inputs[0].shape;
+  return shape.empty() ? 1 : static_cast<uint64_t>(shape[0]);
 }
 
 void printBenchmark(const BenchmarkResult &result, unsigned warmup,
-                    const DeviceInfo &device, const Artifact &artifact) {
+                    const DeviceInfo &device, const Artifact &artifact,
+                    uint64_t batch) {
   fmt::print("bench: {} runs after {} warm-up runs\n",
              result.runMilliseconds.size(), warmup);
   fmt::print("  per run: {}\n", describeTimes(result.runMilliseconds));
   double throughput = inferencesPerSecond(result);
-  uint64_t batch = batchOf(artifact);
   std::string samples =
       batch > 1 ? fmt::format(" ({:.4g} samples/s at batch {}, the leading "
                               "dimension of input '{}')",
@@ -636,7 +641,7 @@ void printBenchmark(const BenchmarkResult &result, unsigned warmup,
 }
 
 Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
-                   const Artifact &artifact) {
+                   uint64_t batch) {
   const std::vector<double> &ms = result.runMilliseconds;
   double sum = 0;
   for (double v : ms)
@@ -651,7 +656,6 @@ Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
          {"launches_per_run", timing.launchesPerRun},
          {"median_ms", number(percentile(timing.milliseconds, 0.5))}});
   double throughput = inferencesPerSecond(result);
-  uint64_t batch = batchOf(artifact);
   Json json = {{"runs", ms.size()},
                {"warmup", warmup},
                {"batch", batch},
@@ -880,9 +884,11 @@ int runTool(const Options &options) {
     if (!result)
       return internalError(result.error().message());
     if (options.bench && options.json)
-      benchJson = benchmarkJson(*result, options.warmup, *artifact);
+      benchJson = benchmarkJson(*result, options.warmup,
+                                batchOf(*artifact, inputs));
     else if (options.bench)
-      printBenchmark(*result, options.warmup, sharedDevice->info(), *artifact);
+      printBenchmark(*result, options.warmup, sharedDevice->info(), *artifact,
+                     batchOf(*artifact, inputs));
     if (wantReport && !emu) {
       Expected<ProfileReport> measured =
           profileFromBenchmark(*artifact, *result, sharedDevice->info());
