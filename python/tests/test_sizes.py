@@ -61,3 +61,44 @@ def test_out_of_range_is_an_error_naming_input_dim_range_and_value(
 def test_dims_argument_is_checked(mlp_model):
     with pytest.raises(kiln.CompileError, match=r"dims\['N'\]: \[1\] is not"):
         kiln.compile(mlp_model, dims={"N": (1,)})
+
+
+def test_inputs_sharing_a_symbol_must_agree():
+    from onnx import TensorProto, helper
+    from conftest import _model
+    model = _model(
+        [helper.make_node("Add", ["x", "z"], ["y"], name="add")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [], "pair")
+    session = kiln.Session(kiln.compile(model, dims={"N": (1, 8)}), device="emu")
+    x, z = np.ones((2, 4), np.float32), np.full((2, 4), 2, np.float32)
+    np.testing.assert_array_equal(session.run({"x": x, "z": z})["y"], x + z)
+    with pytest.raises(kiln.RuntimeError) as info:
+        session.run({"x": np.ones((2, 4), np.float32),
+                     "z": np.ones((3, 4), np.float32)})
+    assert info.value.message == (
+        "inputs 'x' and 'z' disagree on symbol 'N': 'x' has 2 (dim 0), "
+        "'z' has 3 (dim 0)")
+
+
+def test_a_dim_that_is_not_separable_runs_its_maximum_only():
+    from onnx import TensorProto, helper
+    from conftest import _model
+    model = _model(
+        [helper.make_node("ReduceMean", ["x"], ["m"], name="batch_mean",
+                          axes=[0], keepdims=1),
+         helper.make_node("Sub", ["x", "m"], ["y"], name="center")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [], "center")
+    artifact = kiln.compile(model, dims={"N": (1, 8)})
+    assert artifact.stats["symbolic_dims"]["N"]["separable"] is False
+    session = kiln.Session(artifact, device="emu")
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    np.testing.assert_allclose(session.run({"x": x})["y"],
+                               x - x.mean(axis=0, keepdims=True), atol=1e-5)
+    with pytest.raises(kiln.RuntimeError, match=r"is 3, but this artifact runs "
+                       r"N = 8 only: 'N' is not separable \(node 'batch_mean'"):
+        session.run({"x": np.ones((3, 4), np.float32)})
