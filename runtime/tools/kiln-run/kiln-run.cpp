@@ -769,7 +769,7 @@ int runTool(const Options &options) {
           fmt::format("input '{}' ({} {}) is not given; use -i {}=FILE.npy "
                       "or --random-inputs",
                       input.name, dtypeName(input.dtype),
-                      formatShape(input.shape), input.name));
+                      describeShape(*artifact, input), input.name));
     inputs[input.name] =
         randomTensor(input, shapeAt(input, runSizes.front()), rng);
   }
