@@ -296,8 +296,8 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
     for (const runtime::SymbolicDim &dim : artifact->symbolicDims)
       if (!dim.separable && hooks.warning)
         hooks.warning("--dim: '" + dim.name + "' is not separable (" +
-                      dim.reason + "): the artifact runs " + dim.name +
-                      " = " + std::to_string(dim.max) + " only");
+                      dim.reason + "): the artifact runs " + dim.name + " = " +
+                      std::to_string(dim.max) + " only");
     if (stats)
       stats->symbolicDims = artifact->symbolicDims;
     if (options.stripWeights)

@@ -84,7 +84,8 @@ public:
                   uint32_t symbolIndex) {
     for (BlockArgument arg : func.getArguments()) {
       auto dims = func.getArgAttrOfType<ArrayAttr>(
-          arg.getArgNumber(), KilnDialect::SymbolicDimsAttrHelper::getNameStr());
+          arg.getArgNumber(),
+          KilnDialect::SymbolicDimsAttrHelper::getNameStr());
       if (!dims)
         continue;
       std::optional<int64_t> found;
@@ -174,8 +175,8 @@ private:
         continue;
       Carried mapped{carried->dim + rankOf(result) - rankOf(operand),
                      carried->factor};
-      if (mapped.dim < 0 || shapeOf(result)[mapped.dim] !=
-                                shapeOf(operand)[carried->dim])
+      if (mapped.dim < 0 ||
+          shapeOf(result)[mapped.dim] != shapeOf(operand)[carried->dim])
         return fail("broadcasts along it");
       if (where && !(*where == mapped))
         return fail("combines it from two different dims");
@@ -271,36 +272,33 @@ private:
     return llvm::TypeSwitch<Operation *, Propagation>(op)
         .Case([&](MatmulOp m) { return matmul(m, operands); })
         .Case([&](ConvOp conv) {
-          return alongInput(conv, operands,
-                            [](int64_t d) { return d != 0; },
-                            "mixes values along it (only the batch dim "
-                            "passes through a convolution)");
+          return alongInput(
+              conv, operands, [](int64_t d) { return d != 0; },
+              "mixes values along it (only the batch dim "
+              "passes through a convolution)");
         })
         .Case([&](ConvTransposeOp conv) {
-          return alongInput(conv, operands,
-                            [](int64_t d) { return d != 0; },
-                            "mixes values along it (only the batch dim "
-                            "passes through a convolution)");
+          return alongInput(
+              conv, operands, [](int64_t d) { return d != 0; },
+              "mixes values along it (only the batch dim "
+              "passes through a convolution)");
         })
         .Case([&](PoolOp pool) {
           int64_t channels = pool.getDataFormat() == DataFormat::ChannelsFirst
                                  ? 1
                                  : rankOf(pool.getInput()) - 1;
-          return alongInput(pool, operands, [&](int64_t d) {
-            return d != 0 && d != channels;
-          });
+          return alongInput(pool, operands,
+                            [&](int64_t d) { return d != 0 && d != channels; });
         })
         .Case([&](GlobalPoolOp pool) {
           int64_t channels = pool.getDataFormat() == DataFormat::ChannelsFirst
                                  ? 1
                                  : rankOf(pool.getInput()) - 1;
-          return alongInput(pool, operands, [&](int64_t d) {
-            return d != 0 && d != channels;
-          });
+          return alongInput(pool, operands,
+                            [&](int64_t d) { return d != 0 && d != channels; });
         })
         .Case([&](PoolIndicesOp pool) {
-          return alongInput(pool, operands,
-                            [](int64_t d) { return d > 1; });
+          return alongInput(pool, operands, [](int64_t d) { return d > 1; });
         })
         .Case([&](BatchNormOp) {
           // Inference form: per-channel statistics that are parameters.
@@ -313,24 +311,23 @@ private:
           return alongInput(op, operands, [](int64_t d) { return d == 1; });
         })
         .Case([&](LayerNormOp norm) {
-          int64_t start =
-              normalizeAxis(norm.getAxisAttr().getInt(), rankOf(norm.getInput()));
-          return alongInput(op, operands,
-                            [&](int64_t d) { return d >= start; },
-                            "normalises over it");
+          int64_t start = normalizeAxis(norm.getAxisAttr().getInt(),
+                                        rankOf(norm.getInput()));
+          return alongInput(
+              op, operands, [&](int64_t d) { return d >= start; },
+              "normalises over it");
         })
         .Case<SoftmaxOp, LogSoftmaxOp>([&](auto softmax) {
           int64_t axis = normalizeAxis(softmax.getAxisAttr().getInt(),
                                        rankOf(softmax.getInput()));
-          return alongInput(op, operands,
-                            [&](int64_t d) { return d == axis; });
+          return alongInput(op, operands, [&](int64_t d) { return d == axis; });
         })
         .Case([&](CumSumOp sum) {
-          int64_t axis = normalizeAxis(sum.getAxisAttr().getInt(),
-                                       rankOf(sum.getInput()));
-          return alongInput(op, operands,
-                            [&](int64_t d) { return d == axis; },
-                            "accumulates along it");
+          int64_t axis =
+              normalizeAxis(sum.getAxisAttr().getInt(), rankOf(sum.getInput()));
+          return alongInput(
+              op, operands, [&](int64_t d) { return d == axis; },
+              "accumulates along it");
         })
         .Case([&](DropoutOp) {
           return alongInput(op, operands, [](int64_t) { return false; });
@@ -351,13 +348,12 @@ private:
                                   first->factor});
         })
         .Case<ArgMaxOp, ArgMinOp>([&](auto arg) {
-          int64_t axis = normalizeAxis(arg.getAxisAttr().getInt(),
-                                       rankOf(arg.getInput()));
+          int64_t axis =
+              normalizeAxis(arg.getAxisAttr().getInt(), rankOf(arg.getInput()));
           if (axis == first->dim)
             return fail("reduces over it");
-          int64_t dim = !arg.getKeepdims() && first->dim > axis
-                            ? first->dim - 1
-                            : first->dim;
+          int64_t dim = !arg.getKeepdims() && first->dim > axis ? first->dim - 1
+                                                                : first->dim;
           return same(op, Carried{dim, first->factor});
         })
         .Case([&](TopKOp topk) {
@@ -491,7 +487,8 @@ SeparableDims analyzeSeparableDims(ModuleOp module, StringRef function) {
     // Inputs: straight from the importer's attribute.
     for (BlockArgument arg : func.getArguments()) {
       auto dims = func.getArgAttrOfType<ArrayAttr>(
-          arg.getArgNumber(), KilnDialect::SymbolicDimsAttrHelper::getNameStr());
+          arg.getArgNumber(),
+          KilnDialect::SymbolicDimsAttrHelper::getNameStr());
       auto name = func.getArgAttrOfType<StringAttr>(
           arg.getArgNumber(), KilnDialect::NameAttrHelper::getNameStr());
       if (!dims || !name)
@@ -519,37 +516,37 @@ void attachSymbolicDims(const SeparableDims &dims,
   if (dims.empty())
     return;
   artifact.symbolicDims = dims.symbols;
-  auto attach = [&](std::vector<runtime::TensorSignature> &tensors,
-                    const llvm::StringMap<std::vector<runtime::SymbolicAxis>>
-                        &byName) {
-    for (runtime::TensorSignature &tensor : tensors) {
-      auto it = byName.find(tensor.name);
-      if (it == byName.end())
-        continue;
-      for (const runtime::SymbolicAxis &axis : it->getValue()) {
-        runtime::SymbolicDim &symbol = artifact.symbolicDims[axis.symbol];
-        bool matches =
-            axis.dim < tensor.shape.size() &&
-            tensor.shape[axis.dim] ==
-                symbol.max * static_cast<int64_t>(axis.factor);
-        if (!matches) {
-          // The compiled signature does not show the symbol where the
-          // analysis put it: run the compiled size only.
-          if (symbol.separable) {
-            symbol.separable = false;
-            symbol.reason = "the compiled signature of '" + tensor.name +
-                            "' does not show it at dim " +
-                            std::to_string(axis.dim);
+  auto attach =
+      [&](std::vector<runtime::TensorSignature> &tensors,
+          const llvm::StringMap<std::vector<runtime::SymbolicAxis>> &byName) {
+        for (runtime::TensorSignature &tensor : tensors) {
+          auto it = byName.find(tensor.name);
+          if (it == byName.end())
+            continue;
+          for (const runtime::SymbolicAxis &axis : it->getValue()) {
+            runtime::SymbolicDim &symbol = artifact.symbolicDims[axis.symbol];
+            bool matches = axis.dim < tensor.shape.size() &&
+                           tensor.shape[axis.dim] ==
+                               symbol.max * static_cast<int64_t>(axis.factor);
+            if (!matches) {
+              // The compiled signature does not show the symbol where the
+              // analysis put it: run the compiled size only.
+              if (symbol.separable) {
+                symbol.separable = false;
+                symbol.reason = "the compiled signature of '" + tensor.name +
+                                "' does not show it at dim " +
+                                std::to_string(axis.dim);
+              }
+              continue;
+            }
+            tensor.symbolicAxes.push_back(axis);
           }
-          continue;
+          std::sort(
+              tensor.symbolicAxes.begin(), tensor.symbolicAxes.end(),
+              [](const runtime::SymbolicAxis &a,
+                 const runtime::SymbolicAxis &b) { return a.dim < b.dim; });
         }
-        tensor.symbolicAxes.push_back(axis);
-      }
-      std::sort(tensor.symbolicAxes.begin(), tensor.symbolicAxes.end(),
-                [](const runtime::SymbolicAxis &a,
-                   const runtime::SymbolicAxis &b) { return a.dim < b.dim; });
-    }
-  };
+      };
   attach(artifact.inputs, dims.inputs);
   attach(artifact.outputs, dims.outputs);
 }

@@ -132,8 +132,7 @@ nb::object hostOutput(HostTensor tensor) {
 }
 
 nb::object deviceOutput(std::shared_ptr<Device> device, DevicePtr ptr,
-                        DType dtype, const Shape &outputShape,
-                        int deviceId) {
+                        DType dtype, const Shape &outputShape, int deviceId) {
   struct Owned {
     std::shared_ptr<Device> device;
     DevicePtr ptr;
@@ -147,8 +146,8 @@ nb::object deviceOutput(std::shared_ptr<Device> device, DevicePtr ptr,
   });
   std::vector<size_t> shape = sizesOf(outputShape);
   nb::ndarray<> array(reinterpret_cast<void *>(ptr), shape.size(), shape.data(),
-                      owner, nullptr, toDLPack(dtype),
-                      nb::device::cuda::value, deviceId);
+                      owner, nullptr, toDLPack(dtype), nb::device::cuda::value,
+                      deviceId);
   return nb::cast(std::move(array));
 }
 

@@ -322,8 +322,7 @@ Error parseCollectives(SectionReader in, Artifact &artifact) {
 }
 
 Error parseSymbolicDims(SectionReader in, Artifact &artifact) {
-  artifact.symbolicDims.resize(
-      in.count("symbolic dims", 4 + 3 * 8 + 4 + 4));
+  artifact.symbolicDims.resize(in.count("symbolic dims", 4 + 3 * 8 + 4 + 4));
   for (size_t i = 0; i < artifact.symbolicDims.size() && !in.failed(); ++i) {
     SymbolicDim &dim = artifact.symbolicDims[i];
     in.setContext(fmt::format("symbol {}", i));

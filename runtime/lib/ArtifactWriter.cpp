@@ -381,9 +381,9 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
   std::vector<uint8_t> symbolicDims;
   if (!artifact.symbolicDims.empty()) {
     symbolicDims = encodeSymbolicDims(artifact);
-    sections.insert(sections.end() - 1,
-                    {SectionKind::SymbolicDims, symbolicDims.data(),
-                     symbolicDims.size()});
+    sections.insert(
+        sections.end() - 1,
+        {SectionKind::SymbolicDims, symbolicDims.data(), symbolicDims.size()});
   }
 
   uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();

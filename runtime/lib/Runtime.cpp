@@ -242,8 +242,8 @@ Error Session::Impl::prepare() {
   uint64_t largestOutput = 0;
   for (const TensorSignature &output : model.outputs)
     if (!output.symbolicAxes.empty())
-      largestOutput = std::max(
-          largestOutput, *tensorByteSize(output.dtype, output.shape));
+      largestOutput =
+          std::max(largestOutput, *tensorByteSize(output.dtype, output.shape));
   outputStaging.resize(largestOutput);
   return uploadInitialState();
 }
@@ -320,8 +320,7 @@ Error Session::Impl::resolveRunSizes() {
     return Error::success();
   std::vector<std::optional<Shape>> shapes;
   for (const std::optional<BoundInput> &bound : inputs)
-    shapes.push_back(bound ? std::optional<Shape>(bound->shape)
-                           : std::nullopt);
+    shapes.push_back(bound ? std::optional<Shape>(bound->shape) : std::nullopt);
   Expected<SymbolSizes> resolved = resolveSizes(*artifact, shapes);
   if (!resolved)
     return resolved.takeError();
@@ -545,8 +544,8 @@ outputAt(const Artifact &artifact, bool haveRun, const SymbolSizes &sizes,
 } // namespace
 
 Error Session::readOutput(std::string_view name, void *dst, uint64_t size) {
-  auto found = outputAt(*impl->artifact, impl->haveRun, impl->lastRunSizes,
-                        name, size);
+  auto found =
+      outputAt(*impl->artifact, impl->haveRun, impl->lastRunSizes, name, size);
   if (!found)
     return found.takeError();
   auto [output, shape] = *found;
@@ -561,15 +560,14 @@ Error Session::readOutput(std::string_view name, void *dst, uint64_t size) {
   uint64_t compiled = *tensorByteSize(output->dtype, output->shape);
   if (Error err = impl->device->copyToHost(staging.data(), src, compiled))
     return err.withContext(fmt::format("reading output '{}'", name));
-  copyBox(staging.data(), output->shape, dst, shape,
-          dtypeSize(output->dtype));
+  copyBox(staging.data(), output->shape, dst, shape, dtypeSize(output->dtype));
   return Error::success();
 }
 
 Error Session::readOutputToDevice(std::string_view name, DevicePtr dst,
                                   uint64_t size) {
-  auto found = outputAt(*impl->artifact, impl->haveRun, impl->lastRunSizes,
-                        name, size);
+  auto found =
+      outputAt(*impl->artifact, impl->haveRun, impl->lastRunSizes, name, size);
   if (!found)
     return found.takeError();
   auto [output, shape] = *found;
@@ -580,8 +578,8 @@ Error Session::readOutputToDevice(std::string_view name, DevicePtr dst,
   forEachBoxRun(output->shape, shape, dtypeSize(output->dtype),
                 [&](uint64_t from, uint64_t to, uint64_t bytes) {
                   if (!err)
-                    err = impl->device->copyOnDevice(dst + to, src + from,
-                                                     bytes);
+                    err =
+                        impl->device->copyOnDevice(dst + to, src + from, bytes);
                 });
   return err.withContext(fmt::format("reading output '{}'", name));
 }

@@ -54,9 +54,8 @@ std::string describeShape(const Artifact &artifact,
       continue;
     }
     const SymbolicDim &symbol = artifact.symbolicDims[axis->symbol];
-    text += axis->factor == 1
-                ? symbol.name
-                : fmt::format("{}*{}", symbol.name, axis->factor);
+    text += axis->factor == 1 ? symbol.name
+                              : fmt::format("{}*{}", symbol.name, axis->factor);
     std::string range =
         fmt::format("{} in {}..{}{}", symbol.name, symbol.min, symbol.max,
                     symbol.separable ? "" : ", runs the maximum only");
@@ -103,8 +102,7 @@ resolveSizes(const Artifact &artifact,
              const std::vector<std::optional<Shape>> &inputShapes) {
   SymbolSizes sizes = compiledSizes(artifact);
   // Which input (and dim) set each symbol first, for the error.
-  std::vector<std::pair<size_t, uint32_t>> setBy(
-      sizes.size(), {SIZE_MAX, 0});
+  std::vector<std::pair<size_t, uint32_t>> setBy(sizes.size(), {SIZE_MAX, 0});
   for (size_t i = 0; i < artifact.inputs.size() && i < inputShapes.size();
        ++i) {
     if (!inputShapes[i])
@@ -131,10 +129,9 @@ resolveSizes(const Artifact &artifact,
   return sizes;
 }
 
-void forEachBoxRun(const Shape &srcShape, const Shape &dstShape,
-                   uint64_t elementSize,
-                   const std::function<void(uint64_t, uint64_t, uint64_t)>
-                       &copy) {
+void forEachBoxRun(
+    const Shape &srcShape, const Shape &dstShape, uint64_t elementSize,
+    const std::function<void(uint64_t, uint64_t, uint64_t)> &copy) {
   size_t rank = srcShape.size();
   Shape box(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -217,13 +214,11 @@ Error verifySymbolicDims(const Artifact &artifact) {
     const auto &tensors = isInput ? artifact.inputs : artifact.outputs;
     for (const TensorSignature &tensor : tensors) {
       std::string what = fmt::format("section 'symbolic-dims': {} '{}'",
-                                      isInput ? "input" : "output",
-                                      tensor.name);
+                                     isInput ? "input" : "output", tensor.name);
       int64_t previous = -1;
       std::vector<bool> symbolSeen(symbols.size(), false);
       for (const SymbolicAxis &axis : tensor.symbolicAxes) {
-        if (axis.dim >= tensor.shape.size() ||
-            int64_t(axis.dim) <= previous)
+        if (axis.dim >= tensor.shape.size() || int64_t(axis.dim) <= previous)
           return makeError("{}: dim {} is out of range (rank {}) or out of "
                            "order",
                            what, axis.dim, tensor.shape.size());

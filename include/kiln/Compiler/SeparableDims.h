@@ -1,4 +1,5 @@
-//===- SeparableDims.h - Which symbolic dims the runtime may pad -*- C++ -*-===//
+//===- SeparableDims.h - Which symbolic dims the runtime may pad -*- C++
+//-*-===//
 //
 // A model compiled with `kilnc --dim N=1..64` is compiled at N = 64. The
 // runtime may still run it at any N in the range, by padding the inputs to

@@ -884,8 +884,8 @@ int runTool(const Options &options) {
     if (!result)
       return internalError(result.error().message());
     if (options.bench && options.json)
-      benchJson = benchmarkJson(*result, options.warmup,
-                                batchOf(*artifact, inputs));
+      benchJson =
+          benchmarkJson(*result, options.warmup, batchOf(*artifact, inputs));
     else if (options.bench)
       printBenchmark(*result, options.warmup, sharedDevice->info(), *artifact,
                      batchOf(*artifact, inputs));

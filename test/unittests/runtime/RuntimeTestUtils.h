@@ -170,8 +170,12 @@ inline Artifact makeFullArtifact() {
   // A scalar and an empty tensor too.
   live.push_back({8, 0, 3});
   bufferNames.push_back("buf.scalar");
-  tensors.push_back({"scalar", DType::I64, {}, 0,
-                     static_cast<uint32_t>(live.size() - 1), {}});
+  tensors.push_back({"scalar",
+                     DType::I64,
+                     {},
+                     0,
+                     static_cast<uint32_t>(live.size() - 1),
+                     {}});
   live.push_back({0, 2, 2});
   bufferNames.push_back("buf.empty");
   tensors.push_back({"empty/with:odd name",

@@ -109,15 +109,17 @@ TEST(SymbolicDimsTest, VerifyRejectsInconsistentRecords) {
             }),
             "section 'symbolic-dims': input 'x': dim 0 is 2, not the maximum "
             "of 'N' (4) times 1");
-  EXPECT_EQ(errorFor([](Artifact &a) { a.inputs[0].symbolicAxes[0].symbol = 1; }),
-            "section 'symbolic-dims': input 'x': dim 0: symbol 1 is out of "
-            "range (the artifact has 1 symbolic dims)");
+  EXPECT_EQ(
+      errorFor([](Artifact &a) { a.inputs[0].symbolicAxes[0].symbol = 1; }),
+      "section 'symbolic-dims': input 'x': dim 0: symbol 1 is out of "
+      "range (the artifact has 1 symbolic dims)");
   EXPECT_EQ(errorFor([](Artifact &a) { a.inputs[0].symbolicAxes[0].dim = 2; }),
             "section 'symbolic-dims': input 'x': dim 2 is out of range (rank "
             "2) or out of order");
-  EXPECT_EQ(errorFor([](Artifact &a) { a.inputs[0].symbolicAxes[0].factor = 2; }),
-            "section 'symbolic-dims': input 'x': dim 0: factor 2 (an input's "
-            "is 1, an output's at least 1)");
+  EXPECT_EQ(
+      errorFor([](Artifact &a) { a.inputs[0].symbolicAxes[0].factor = 2; }),
+      "section 'symbolic-dims': input 'x': dim 0: factor 2 (an input's "
+      "is 1, an output's at least 1)");
   EXPECT_EQ(errorFor([](Artifact &a) {
               a.symbolicDims[0].separable = false;
               a.symbolicDims[0].reason.clear();
@@ -218,8 +220,8 @@ TEST(SymbolicDimsTest, BoxCopiesPadAndSliceAnyDim) {
   for (const Case &c : {Case{{1, 3}, {2, 3}}, Case{{2, 3, 4}, {5, 3, 4}},
                         Case{{3, 2, 4}, {3, 5, 4}}, Case{{2, 3, 1}, {2, 3, 6}},
                         Case{{2, 1, 3}, {4, 3, 3}}, Case{{}, {}}}) {
-    int64_t count = std::accumulate(c.small.begin(), c.small.end(),
-                                    int64_t(1), std::multiplies<int64_t>());
+    int64_t count = std::accumulate(c.small.begin(), c.small.end(), int64_t(1),
+                                    std::multiplies<int64_t>());
     std::vector<int32_t> small(static_cast<size_t>(count));
     std::iota(small.begin(), small.end(), 1);
     // Pad: the bytes outside the box keep the destination's -1.
@@ -308,9 +310,9 @@ TEST(SymbolicDimsTest, SessionPadsDeviceInputsAndSlicesOnTheDevice) {
   Expected<DevicePtr> out = device->allocate(12);
   ASSERT_TRUE(in && out);
   ASSERT_FALSE(device->copyToDevice(*in, one, 12));
-  ASSERT_EQ(errorOf((*session)->bindDeviceInput("x", DType::F32, {1, 3}, *in,
-                                                12)),
-            "<success>");
+  ASSERT_EQ(
+      errorOf((*session)->bindDeviceInput("x", DType::F32, {1, 3}, *in, 12)),
+      "<success>");
   ASSERT_EQ(errorOf((*session)->run()), "<success>");
   EXPECT_THAT(seenX, ElementsAre(1, 2, 3, 0, 0, 0));
   ASSERT_EQ(errorOf((*session)->readOutputToDevice("y", *out, 12)),

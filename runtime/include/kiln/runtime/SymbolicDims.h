@@ -57,11 +57,10 @@ resolveSizes(const Artifact &artifact,
 /// row-major box common to a `srcShape` tensor and a `dstShape` tensor of
 /// the same rank (extent min(src, dst) in every dim), byte offsets into
 /// each. Pads (src smaller) or slices (src larger).
-void forEachBoxRun(const Shape &srcShape, const Shape &dstShape,
-                   uint64_t elementSize,
-                   const std::function<void(uint64_t srcOffset,
-                                            uint64_t dstOffset,
-                                            uint64_t bytes)> &copy);
+void forEachBoxRun(
+    const Shape &srcShape, const Shape &dstShape, uint64_t elementSize,
+    const std::function<void(uint64_t srcOffset, uint64_t dstOffset,
+                             uint64_t bytes)> &copy);
 
 /// Copies the common box of two host tensors (see forEachBoxRun); the
 /// bytes of `dst` outside it are left as they are.
