@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Compiler/Compiler.h"
+#include "kiln/Compiler/SeparableDims.h"
 
 #include "PhaseRunner.h"
 #include "TrainingCompile.h"
@@ -107,10 +108,12 @@ loadModel(const CompileOptions &options, MLIRContext &context,
       onnx_frontend::importModelFile(options.input, context, import);
   if (!module)
     return userError(llvm::toString(module.takeError()));
-  // Issue 24 stage 2: ranges are recorded, sizes are not yet parameters.
-  if (!options.dims.empty() && hooks.warning)
+  // Training compiles take no run-time sizes yet (docs/runtime.md "Sizes
+  // at run time"); inference artifacts do where a dim is separable.
+  if (!options.dims.empty() && hooks.warning &&
+      options.training.differentiates())
     hooks.warning("--dim: symbolic dims are compiled at the maximum of their "
-                  "range for now; the artifact runs that size only");
+                  "range; a training artifact runs that size only");
   return module;
 }
 
@@ -204,6 +207,12 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
     return compileTraining(options, std::move(module), artifactOptions,
                            runner);
 
+  // Which symbolic dims a run may pad (SeparableDims.h), read on the IR as
+  // imported: the graph passes below only rearrange what it proves.
+  SeparableDims separable;
+  if (!options.training.differentiates())
+    separable = analyzeSeparableDims(*module);
+
   auto failedWith = [&]() {
     return userError(options.input + ": compilation failed: " +
                      runner.diagnosticOr("unknown error"));
@@ -283,6 +292,14 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
         stats->kernelCachePath = kernelCache.path();
       readReports(packed, *stats);
     }
+    attachSymbolicDims(separable, *artifact);
+    for (const runtime::SymbolicDim &dim : artifact->symbolicDims)
+      if (!dim.separable && hooks.warning)
+        hooks.warning("--dim: '" + dim.name + "' is not separable (" +
+                      dim.reason + "): the artifact runs " + dim.name + " = " +
+                      std::to_string(dim.max) + " only");
+    if (stats)
+      stats->symbolicDims = artifact->symbolicDims;
     if (options.stripWeights)
       if (runtime::Error err = runtime::stripWeights(*artifact))
         return userError(options.input + ": " + err.message());

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from .errors import CompileError
 from .runtime import Artifact, _read_artifact
@@ -74,7 +74,20 @@ def _write_model(model: ModelLike, workdir: str) -> str:
     return path
 
 
+def _dim_flag(name: str, bounds: Any) -> str:
+    if isinstance(bounds, str):
+        return f"--dim={name}={bounds}"
+    bounds = list(bounds)
+    if len(bounds) not in (2, 3) or any(
+            not isinstance(b, int) or isinstance(b, bool) for b in bounds):
+        raise CompileError(f"dims['{name}']: {bounds!r} is not (min, max) or "
+                           f"(min, max, opt)")
+    text = f"{bounds[0]}..{bounds[1]}"
+    return f"--dim={name}={text}" + (f":{bounds[2]}" if len(bounds) == 3 else "")
+
+
 def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
+            dims: Optional[Mapping[str, Any]] = None,
             precision: str = "fp32", layout: str = "auto",
             target: str = "sm_90", strip_weights: bool = False,
             io_precision: Optional[str] = None,
@@ -85,6 +98,10 @@ def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
     model: a path to an .onnx file, its bytes, or an onnx.ModelProto.
     shapes: fixes inputs' unknown dimensions, {name: (1, 3, 224, 224)} or
       {name: "1x3x224x224"} (kilnc --shape).
+    dims: ranges of symbolic dimensions, {name: (min, max)} or
+      {name: (min, max, opt)} or {name: "1..64"} (kilnc --dim). The artifact
+      runs any size in the range where the dim is separable
+      (Artifact.stats["symbolic_dims"]).
     precision, layout, target, strip_weights, io_precision: kilnc's
       --precision, --layout, --target, --strip-weights, --io-precision.
     extra_args: more kilnc flags, passed as they are.
@@ -101,8 +118,10 @@ def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
         output = os.path.join(workdir, "model.kiln")
         command = [kilnc_path(), source, "-o", output, f"--target={target}",
                    f"--precision={precision}", f"--layout={layout}"]
-        for name, dims in (shapes or {}).items():
-            command.append(_shape_flag(name, dims))
+        for name, shape in (shapes or {}).items():
+            command.append(_shape_flag(name, shape))
+        for name, bounds in (dims or {}).items():
+            command.append(_dim_flag(name, bounds))
         if strip_weights:
             command.append("--strip-weights")
         if io_precision:

@@ -75,6 +75,18 @@ nb::dict statsOf(const Artifact &artifact) {
       fmt::format("{}.{}", artifact.formatMajor, artifact.formatMinor);
   stats["compiler_version"] = artifact.compilerVersion;
   stats["compiler_options"] = artifact.compilerOptions;
+  // kilnc --dim: {name: {min, max, opt, separable, reason}}.
+  nb::dict symbolic;
+  for (const SymbolicDim &dim : artifact.symbolicDims) {
+    nb::dict entry;
+    entry["min"] = dim.min;
+    entry["max"] = dim.max;
+    entry["opt"] = dim.opt;
+    entry["separable"] = dim.separable;
+    entry["reason"] = dim.reason;
+    symbolic[nb::str(dim.name.c_str())] = entry;
+  }
+  stats["symbolic_dims"] = symbolic;
   return stats;
 }
 
@@ -179,6 +191,7 @@ public:
                       device->info().kind));
     std::vector<HostTensor> host;
     std::vector<DevicePtr> onDevice;
+    std::vector<Shape> outputShapes;
     bool toDevice = where == "device";
     {
       // The mutex is taken without the GIL (another thread may hold it
@@ -196,7 +209,11 @@ public:
           host.push_back(unwrap(session->readOutput(output.name)));
           continue;
         }
-        uint64_t size = *tensorByteSize(output.dtype, output.shape);
+        // At the run's sizes (symbolic dims), not necessarily the
+        // compiled shape.
+        Shape shape = unwrap(session->outputShape(output.name));
+        outputShapes.push_back(shape);
+        uint64_t size = *tensorByteSize(output.dtype, shape);
         Expected<DevicePtr> ptr = device->allocate(size ? size : 1);
         Error err = ptr ? session->readOutputToDevice(output.name, *ptr, size)
                         : ptr.takeError();
@@ -214,7 +231,8 @@ public:
     for (size_t i = 0; i < signature.size(); ++i)
       outputs[nb::str(signature[i].name.c_str())] =
           toDevice ? kiln::python::deviceOutput(device, onDevice[i],
-                                                signature[i], ordinal())
+                                                signature[i].dtype,
+                                                outputShapes[i], ordinal())
                    : kiln::python::hostOutput(std::move(host[i]));
     return outputs;
   }

@@ -132,7 +132,7 @@ nb::object hostOutput(HostTensor tensor) {
 }
 
 nb::object deviceOutput(std::shared_ptr<Device> device, DevicePtr ptr,
-                        const TensorSignature &signature, int deviceId) {
+                        DType dtype, const Shape &outputShape, int deviceId) {
   struct Owned {
     std::shared_ptr<Device> device;
     DevicePtr ptr;
@@ -144,10 +144,10 @@ nb::object deviceOutput(std::shared_ptr<Device> device, DevicePtr ptr,
     (void)o->device->deallocate(o->ptr);
     delete o;
   });
-  std::vector<size_t> shape = sizesOf(signature.shape);
+  std::vector<size_t> shape = sizesOf(outputShape);
   nb::ndarray<> array(reinterpret_cast<void *>(ptr), shape.size(), shape.data(),
-                      owner, nullptr, toDLPack(signature.dtype),
-                      nb::device::cuda::value, deviceId);
+                      owner, nullptr, toDLPack(dtype), nb::device::cuda::value,
+                      deviceId);
   return nb::cast(std::move(array));
 }
 

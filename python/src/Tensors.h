@@ -71,9 +71,8 @@ nanobind::object hostOutput(runtime::HostTensor tensor);
 /// device `deviceId`; `device->deallocate(ptr)` runs when the last
 /// reference goes.
 nanobind::object deviceOutput(std::shared_ptr<runtime::Device> device,
-                              runtime::DevicePtr ptr,
-                              const runtime::TensorSignature &signature,
-                              int deviceId);
+                              runtime::DevicePtr ptr, runtime::DType dtype,
+                              const runtime::Shape &shape, int deviceId);
 
 } // namespace kiln::python
 

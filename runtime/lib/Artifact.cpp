@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/SymbolicDims.h"
 
 #include "Support.h"
 
@@ -506,6 +507,8 @@ Error verifyArtifact(const Artifact &artifact) {
   if (Error err = verifyZeroedBuffers(artifact))
     return err;
   if (Error err = verifyTraining(artifact))
+    return err;
+  if (Error err = verifySymbolicDims(artifact))
     return err;
   return verifyCollectives(artifact);
 }

@@ -81,11 +81,13 @@ enum class SectionKind : uint32_t {
   TensorMaps = 11,
   /// Optional (format 1.5): data-parallel collective steps.
   Collectives = 12,
+  /// Optional (format 1.6): the symbolic dims of the signature's tensors.
+  SymbolicDims = 13,
   /// Optional (format 1.6): buffers the runtime zeroes before the first run.
-  ZeroedBuffers = 13,
+  ZeroedBuffers = 14,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 13;
+constexpr uint32_t kLastSectionKind = 14;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -108,7 +110,8 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
     return 4;
   if (kind == uint32_t(SectionKind::Collectives))
     return 5;
-  if (kind == uint32_t(SectionKind::ZeroedBuffers))
+  if (kind == uint32_t(SectionKind::SymbolicDims) ||
+      kind == uint32_t(SectionKind::ZeroedBuffers))
     return 6;
   return kArtifactFormatMinor;
 }
@@ -140,6 +143,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "collectives";
   case SectionKind::TensorMaps:
     return "tensor-maps";
+  case SectionKind::SymbolicDims:
+    return "symbolic-dims";
   case SectionKind::ZeroedBuffers:
     return "zeroed-buffers";
   }

@@ -328,6 +328,45 @@ Error parseZeroedBuffers(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseSymbolicDims(SectionReader in, Artifact &artifact) {
+  artifact.symbolicDims.resize(in.count("symbolic dims", 4 + 3 * 8 + 4 + 4));
+  for (size_t i = 0; i < artifact.symbolicDims.size() && !in.failed(); ++i) {
+    SymbolicDim &dim = artifact.symbolicDims[i];
+    in.setContext(fmt::format("symbol {}", i));
+    dim.name = in.string("the symbol name");
+    dim.min = in.i64("the minimum");
+    dim.max = in.i64("the maximum");
+    dim.opt = in.i64("the optimum");
+    uint32_t separable = in.u32("the separable flag");
+    dim.reason = in.string("the reason");
+    if (!in.failed() && separable > 1)
+      in.fail(fmt::format("separable flag {} is neither 0 nor 1", separable));
+    dim.separable = separable == 1;
+  }
+  for (bool isInput : {true, false}) {
+    auto &tensors = isInput ? artifact.inputs : artifact.outputs;
+    in.setContext("");
+    uint32_t count = in.u32("the tensor count");
+    if (!in.failed() && count != tensors.size()) {
+      in.fail(fmt::format("{} {} entries for {} signature {}s", count,
+                          isInput ? "input" : "output", tensors.size(),
+                          isInput ? "input" : "output"));
+      break;
+    }
+    for (size_t i = 0; i < tensors.size() && !in.failed(); ++i) {
+      in.setContext(fmt::format("{} '{}'", isInput ? "input" : "output",
+                                tensors[i].name));
+      tensors[i].symbolicAxes.resize(in.count("symbolic axes", 4 + 4 + 8));
+      for (SymbolicAxis &axis : tensors[i].symbolicAxes) {
+        axis.dim = in.u32("a dim index");
+        axis.symbol = in.u32("a symbol index");
+        axis.factor = in.u64("a factor");
+      }
+    }
+  }
+  return in.finish();
+}
+
 Error parseWeights(SectionReader in, Artifact &artifact) {
   artifact.weights.resize(in.count("weights", kMinTensorBytes + 8));
   for (size_t i = 0; i < artifact.weights.size() && !in.failed(); ++i) {
@@ -588,6 +627,11 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::TensorMaps)])
     if (Error err =
             parseTensorMaps(reader(SectionKind::TensorMaps), artifact))
+      return err;
+
+  if (known[uint32_t(SectionKind::SymbolicDims)])
+    if (Error err =
+            parseSymbolicDims(reader(SectionKind::SymbolicDims), artifact))
       return err;
 
   bool flagged =

@@ -243,6 +243,33 @@ std::vector<uint8_t> encodeZeroedBuffers(const Artifact &artifact) {
   return out.take();
 }
 
+/// Format 1.6: the symbolic dims, then each input's and each output's
+/// symbolic axes (docs/artifact-format.md).
+std::vector<uint8_t> encodeSymbolicDims(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.symbolicDims.size()));
+  for (const SymbolicDim &dim : artifact.symbolicDims) {
+    out.string(dim.name);
+    out.i64(dim.min);
+    out.i64(dim.max);
+    out.i64(dim.opt);
+    out.u32(dim.separable ? 1 : 0);
+    out.string(dim.reason);
+  }
+  for (const auto *tensors : {&artifact.inputs, &artifact.outputs}) {
+    out.u32(static_cast<uint32_t>(tensors->size()));
+    for (const TensorSignature &tensor : *tensors) {
+      out.u32(static_cast<uint32_t>(tensor.symbolicAxes.size()));
+      for (const SymbolicAxis &axis : tensor.symbolicAxes) {
+        out.u32(axis.dim);
+        out.u32(axis.symbol);
+        out.u64(axis.factor);
+      }
+    }
+  }
+  return out.take();
+}
+
 std::vector<uint8_t> encodeLaunches(const Artifact &artifact) {
   ByteWriter out;
   out.u32(static_cast<uint32_t>(artifact.launches.size()));
@@ -365,6 +392,14 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
     zeroed = encodeZeroedBuffers(artifact);
     sections.insert(sections.end() - 1, {SectionKind::ZeroedBuffers,
                                          zeroed.data(), zeroed.size()});
+  }
+
+  std::vector<uint8_t> symbolicDims;
+  if (!artifact.symbolicDims.empty()) {
+    symbolicDims = encodeSymbolicDims(artifact);
+    sections.insert(
+        sections.end() - 1,
+        {SectionKind::SymbolicDims, symbolicDims.data(), symbolicDims.size()});
   }
 
   uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();

@@ -7,9 +7,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/Runtime.h"
+#include "kiln/runtime/SymbolicDims.h"
 
 #include "Support.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -28,10 +30,13 @@ Error checkInput(const Artifact &artifact, std::string_view name, DType dtype,
   if (dtype != input->dtype)
     return makeError("input '{}': dtype {} does not match the signature's {}",
                      name, dtypeName(dtype), dtypeName(input->dtype));
-  if (shape != input->shape)
+  if (input->symbolicAxes.empty() && shape != input->shape)
     return makeError("input '{}': shape {} does not match the signature's {}",
                      name, formatShape(shape), formatShape(input->shape));
-  uint64_t expected = *tensorByteSize(input->dtype, input->shape);
+  if (!input->symbolicAxes.empty())
+    if (Error err = checkInputShape(artifact, *input, shape))
+      return err;
+  uint64_t expected = *tensorByteSize(input->dtype, shape);
   if (size != expected)
     return makeError("input '{}': {} bytes given, {} {} has {}", name, size,
                      dtypeName(dtype), formatShape(shape), expected);
@@ -59,6 +64,8 @@ struct Session::Impl {
     std::vector<uint8_t> host;
     std::optional<DevicePtr> onDevice;
     uint64_t size = 0;
+    /// The shape given: the compiled one, or (symbolic dims) smaller.
+    Shape shape;
   };
   /// One per input; empty until bound.
   std::vector<std::optional<BoundInput>> inputs;
@@ -67,6 +74,15 @@ struct Session::Impl {
   /// but zeros: before the first run, and after a run that failed or did
   /// not run every block. Kernels leave them zero otherwise.
   bool zeroedStale = true;
+  /// Symbolic dims (docs/runtime.md "Sizes at run time"): the sizes of the
+  /// run being prepared and of the last run, one per symbol.
+  SymbolSizes sizes, lastRunSizes;
+  /// Allocated at create, so a run at a smaller size allocates nothing: per
+  /// input with symbolic dims, its compiled-shape bytes (an input padded
+  /// with zeros); and one buffer of the largest such output's compiled
+  /// bytes (an output read before it is sliced).
+  std::vector<std::vector<uint8_t>> inputStaging;
+  std::vector<uint8_t> outputStaging;
 
   ~Impl();
   Error zeroBuffers();
@@ -76,6 +92,8 @@ struct Session::Impl {
   Error prepare();
   Error uploadInputs();
   Error uploadInput(size_t i);
+  Error uploadPaddedInput(size_t i, DevicePtr dst);
+  Error resolveRunSizes();
   Error uploadInitialState();
   Error launchAll(const std::vector<EventHandle> *launchEvents);
   Error enqueueRun();
@@ -223,6 +241,18 @@ Error Session::Impl::prepare() {
     configs.push_back({kernel.grid, kernel.block, kernel.dynamicSharedBytes});
   }
   inputs.resize(model.inputs.size());
+  sizes = lastRunSizes = compiledSizes(model);
+  inputStaging.resize(model.inputs.size());
+  for (size_t i = 0; i < model.inputs.size(); ++i)
+    if (!model.inputs[i].symbolicAxes.empty())
+      inputStaging[i].resize(
+          *tensorByteSize(model.inputs[i].dtype, model.inputs[i].shape));
+  uint64_t largestOutput = 0;
+  for (const TensorSignature &output : model.outputs)
+    if (!output.symbolicAxes.empty())
+      largestOutput =
+          std::max(largestOutput, *tensorByteSize(output.dtype, output.shape));
+  outputStaging.resize(largestOutput);
   return uploadInitialState();
 }
 
@@ -274,12 +304,57 @@ Error Session::Impl::uploadInput(size_t i) {
   if (inputs[i]->size == 0)
     return Error::success();
   DevicePtr dst = arena.value_or(0) + input.arenaOffset;
+  if (inputs[i]->shape != input.shape)
+    return uploadPaddedInput(i, dst);
   Error err =
       inputs[i]->onDevice
           ? device->copyOnDevice(dst, *inputs[i]->onDevice, inputs[i]->size)
           : device->copyToDevice(dst, inputs[i]->host.data(), inputs[i]->size);
   if (err)
     return err.withContext(fmt::format("uploading input '{}'", input.name));
+  return Error::success();
+}
+
+/// An input bound at a smaller size than compiled: its bytes go to the
+/// front of each slice of the compiled shape and the rest is zero. Zeros
+/// are safe because the compiler proved every op keeps the slices along the
+/// dim independent (SeparableDims), so the padding never reaches the
+/// slices that are read back.
+Error Session::Impl::uploadPaddedInput(size_t i, DevicePtr dst) {
+  const TensorSignature &input = artifact->inputs[i];
+  const BoundInput &bound = *inputs[i];
+  std::vector<uint8_t> &staging = inputStaging[i];
+  uint64_t elementSize = dtypeSize(input.dtype);
+  std::fill(staging.begin(), staging.end(), 0);
+  if (!bound.onDevice)
+    copyBox(bound.host.data(), bound.shape, staging.data(), input.shape,
+            elementSize);
+  Error err = device->copyToDevice(dst, staging.data(), staging.size());
+  if (!err && bound.onDevice)
+    forEachBoxRun(bound.shape, input.shape, elementSize,
+                  [&](uint64_t from, uint64_t to, uint64_t bytes) {
+                    if (!err)
+                      err = device->copyOnDevice(dst + to,
+                                                 *bound.onDevice + from, bytes);
+                  });
+  if (err)
+    return err.withContext(fmt::format("uploading input '{}' (padded from {} "
+                                       "to {})",
+                                       input.name, formatShape(bound.shape),
+                                       formatShape(input.shape)));
+  return Error::success();
+}
+
+Error Session::Impl::resolveRunSizes() {
+  if (artifact->symbolicDims.empty())
+    return Error::success();
+  std::vector<std::optional<Shape>> shapes;
+  for (const std::optional<BoundInput> &bound : inputs)
+    shapes.push_back(bound ? std::optional<Shape>(bound->shape) : std::nullopt);
+  Expected<SymbolSizes> resolved = resolveSizes(*artifact, shapes);
+  if (!resolved)
+    return resolved.takeError();
+  sizes = *resolved;
   return Error::success();
 }
 
@@ -292,6 +367,8 @@ Error Session::Impl::uploadInputs() {
                      "(Session::runEntryPoint, kiln-train)",
                      names);
   }
+  if (Error err = resolveRunSizes())
+    return err;
   for (size_t i = 0; i < artifact->inputs.size(); ++i)
     if (Error err = uploadInput(i))
       return err;
@@ -369,7 +446,7 @@ Error Session::bindInput(std::string_view name, DType dtype, const Shape &shape,
       continue;
     const auto *bytes = static_cast<const uint8_t *>(data);
     impl->inputs[i] = Impl::BoundInput{
-        std::vector<uint8_t>(bytes, bytes + size), std::nullopt, size};
+        std::vector<uint8_t>(bytes, bytes + size), std::nullopt, size, shape};
   }
   return Error::success();
 }
@@ -382,7 +459,7 @@ Error Session::bindDeviceInput(std::string_view name, DType dtype,
   const std::vector<TensorSignature> &inputs = impl->artifact->inputs;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].name == name)
-      impl->inputs[i] = Impl::BoundInput{{}, data, size};
+      impl->inputs[i] = Impl::BoundInput{{}, data, size, shape};
   return Error::success();
 }
 
@@ -402,6 +479,7 @@ Error Session::run() {
                            "kernel, rerun with CUDA_LAUNCH_BLOCKING=1)");
   }
   impl->haveRun = true;
+  impl->lastRunSizes = impl->sizes;
   return Error::success();
 }
 
@@ -484,46 +562,72 @@ Error Session::writeState(std::string_view name, DType dtype,
 }
 
 namespace {
-/// Where output `name` of the last run lies in the arena, once its size
-/// has been checked against `size`.
-Expected<uint64_t> outputOffset(const Artifact &artifact, bool haveRun,
-                                std::string_view name, uint64_t size) {
+/// Output `name` of the last run: its signature and the shape the last
+/// run's sizes give it, once `size` has been checked against that shape.
+Expected<std::pair<const TensorSignature *, Shape>>
+outputAt(const Artifact &artifact, bool haveRun, const SymbolSizes &sizes,
+         std::string_view name, uint64_t size) {
   const TensorSignature *output = artifact.findOutput(name);
   if (!output)
     return makeError("no output named '{}'", name);
-  uint64_t expected = *tensorByteSize(output->dtype, output->shape);
+  Shape shape = shapeAt(*output, sizes);
+  uint64_t expected = *tensorByteSize(output->dtype, shape);
   if (size != expected)
     return makeError("output '{}': a {}-byte buffer given, {} {} has {}", name,
-                     size, dtypeName(output->dtype), formatShape(output->shape),
+                     size, dtypeName(output->dtype), formatShape(shape),
                      expected);
   if (!haveRun)
     return makeError("output '{}': the session has not run yet", name);
-  return output->arenaOffset;
+  return std::make_pair(output, shape);
 }
 } // namespace
 
 Error Session::readOutput(std::string_view name, void *dst, uint64_t size) {
-  Expected<uint64_t> offset =
-      outputOffset(*impl->artifact, impl->haveRun, name, size);
-  if (!offset)
-    return offset.takeError();
+  auto found =
+      outputAt(*impl->artifact, impl->haveRun, impl->lastRunSizes, name, size);
+  if (!found)
+    return found.takeError();
+  auto [output, shape] = *found;
   if (size == 0)
     return Error::success();
-  return impl->device->copyToHost(dst, impl->arena.value_or(0) + *offset, size)
-      .withContext(fmt::format("reading output '{}'", name));
+  DevicePtr src = impl->arena.value_or(0) + output->arenaOffset;
+  if (shape == output->shape)
+    return impl->device->copyToHost(dst, src, size)
+        .withContext(fmt::format("reading output '{}'", name));
+  // Run at a smaller size: the whole compiled tensor, then its slice.
+  std::vector<uint8_t> &staging = impl->outputStaging;
+  uint64_t compiled = *tensorByteSize(output->dtype, output->shape);
+  if (Error err = impl->device->copyToHost(staging.data(), src, compiled))
+    return err.withContext(fmt::format("reading output '{}'", name));
+  copyBox(staging.data(), output->shape, dst, shape, dtypeSize(output->dtype));
+  return Error::success();
 }
 
 Error Session::readOutputToDevice(std::string_view name, DevicePtr dst,
                                   uint64_t size) {
-  Expected<uint64_t> offset =
-      outputOffset(*impl->artifact, impl->haveRun, name, size);
-  if (!offset)
-    return offset.takeError();
+  auto found =
+      outputAt(*impl->artifact, impl->haveRun, impl->lastRunSizes, name, size);
+  if (!found)
+    return found.takeError();
+  auto [output, shape] = *found;
   if (size == 0)
     return Error::success();
-  return impl->device
-      ->copyOnDevice(dst, impl->arena.value_or(0) + *offset, size)
-      .withContext(fmt::format("reading output '{}'", name));
+  DevicePtr src = impl->arena.value_or(0) + output->arenaOffset;
+  Error err;
+  forEachBoxRun(output->shape, shape, dtypeSize(output->dtype),
+                [&](uint64_t from, uint64_t to, uint64_t bytes) {
+                  if (!err)
+                    err =
+                        impl->device->copyOnDevice(dst + to, src + from, bytes);
+                });
+  return err.withContext(fmt::format("reading output '{}'", name));
+}
+
+Expected<Shape> Session::outputShape(std::string_view name) const {
+  const TensorSignature *output = impl->artifact->findOutput(name);
+  if (!output)
+    return makeError("no output named '{}'", name);
+  return shapeAt(*output, impl->lastRunSizes);
 }
 
 Expected<HostTensor> Session::readOutput(std::string_view name) {
@@ -532,8 +636,8 @@ Expected<HostTensor> Session::readOutput(std::string_view name) {
     return makeError("no output named '{}'", name);
   HostTensor tensor;
   tensor.dtype = output->dtype;
-  tensor.shape = output->shape;
-  tensor.data.resize(*tensorByteSize(output->dtype, output->shape));
+  tensor.shape = shapeAt(*output, impl->lastRunSizes);
+  tensor.data.resize(*tensorByteSize(output->dtype, tensor.shape));
   if (Error err = readOutput(name, tensor.data.data(), tensor.data.size()))
     return err;
   return tensor;
@@ -641,6 +745,7 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
   if (err)
     return err.withContext("benchmark");
   impl->haveRun = true;
+  impl->lastRunSizes = impl->sizes;
   return result;
 }
 

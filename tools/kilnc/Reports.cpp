@@ -238,6 +238,22 @@ void printStats(const CompileStats &stats, const std::string &target,
   }
   if (stats.remat)
     printRematReport(*stats.remat, stats.artifact.arenaBytes, os);
+  // kilnc --dim: each symbol's range and whether a run may pad it
+  // (docs/runtime.md "Sizes at run time").
+  if (!stats.symbolicDims.empty()) {
+    os << "symbolic dims: " << stats.symbolicDims.size() << "\n";
+    for (const kiln::runtime::SymbolicDim &dim : stats.symbolicDims) {
+      os << llvm::format("  %s %lld..%lld (opt %lld): ", dim.name.c_str(),
+                         (long long)dim.min, (long long)dim.max,
+                         (long long)dim.opt);
+      if (dim.separable)
+        os << "separable: runs any size in the range, padded to " << dim.max
+           << "\n";
+      else
+        os << "not separable: " << dim.reason << "; runs " << dim.max
+           << " only\n";
+    }
+  }
   const ArtifactStats &a = stats.artifact;
   os << llvm::format(
       "template kernels: %zu, %zu distinct, %zu from the kernel cache; "

@@ -143,6 +143,9 @@ struct CompileStats {
     uint64_t kept = 0, keptBytes = 0, recomputed = 0, recomputedBytes = 0;
   };
   std::optional<Remat> remat;
+  /// The artifact's symbolic dims (kilnc --dim): ranges, and whether each
+  /// is separable (SeparableDims.h) and why not.
+  std::vector<runtime::SymbolicDim> symbolicDims;
 };
 
 struct CompileResult {

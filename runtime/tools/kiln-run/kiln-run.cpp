@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Sizes.h"
+
 #include "kiln/runtime/Npy.h"
 #include "kiln/runtime/Profile.h"
 #include "kiln/runtime/Runtime.h"
@@ -51,6 +53,10 @@ Input:
   -i NAME=FILE.npy      bind input NAME from a .npy file (repeatable)
   --random-inputs       fill every input not given with -i with random values
   --seed N              seed for --random-inputs (default: 0)
+  --sizes NAME=N[,N...] sizes of a symbolic dim (kilnc --dim) for
+                        --random-inputs (default: the compiled maximum); with
+                        --bench, several values time each size, one line each
+                        (repeatable, one symbol per flag)
   --weights DIR         bind the weights compiled from ONNX initializers to new
                         values: DIR/<initializer>.npy (name sanitized as for
                         -o; scripts/device/export_initializers.py writes them).
@@ -109,6 +115,7 @@ struct Options {
   std::string model;
   std::vector<std::pair<std::string, std::string>> inputFiles;
   bool randomInputs = false;
+  std::vector<tools::SizeFlag> sizes;
   uint64_t seed = 0;
   std::string outputDir;
   std::string weightsDir;
@@ -208,6 +215,14 @@ Expected<Options> parseArguments(int argc, char **argv) {
             fmt::format("-i expects NAME=FILE.npy, not '{}'", *binding));
       options.inputFiles.emplace_back(binding->substr(0, equals),
                                       binding->substr(equals + 1));
+    } else if (arg == "--sizes") {
+      Expected<std::string> text = value(i, arg);
+      if (!text)
+        return text.takeError();
+      Expected<tools::SizeFlag> flag = tools::parseSizeFlag(*text);
+      if (!flag)
+        return flag.takeError();
+      options.sizes.push_back(flag.take());
     } else if (arg == "--random-inputs") {
       options.randomInputs = true;
     } else if (arg == "--graph") {
@@ -312,6 +327,18 @@ Expected<Options> parseArguments(int argc, char **argv) {
   if (options.json && options.profile && options.profileJson.empty())
     return Error::failure("--json replaces the text output: write the "
                           "profile with --profile-json FILE");
+  bool sweep = false;
+  for (const tools::SizeFlag &flag : options.sizes)
+    sweep |= flag.values.size() > 1;
+  if (!options.sizes.empty() && !options.randomInputs)
+    return Error::failure("--sizes sets the sizes of --random-inputs (-i "
+                          "files carry their own sizes)");
+  if (sweep && !options.bench)
+    return Error::failure("--sizes with several values times each size: "
+                          "add --bench N");
+  if (sweep && (options.profile || options.json || !options.trace.empty()))
+    return Error::failure("--sizes with several values prints one line per "
+                          "size: drop --profile, --json and --trace");
   if (!options.perfTarget.empty() && !emu)
     return Error::failure("--perf-target applies to --device emu (cuda "
                           "estimates come from --estimate-from)");
@@ -405,11 +432,12 @@ double elementAt(DType dtype, const uint8_t *data, size_t i) {
   return 0;
 }
 
-HostTensor randomTensor(const TensorSignature &input, std::mt19937_64 &rng) {
+HostTensor randomTensor(const TensorSignature &input, const Shape &shape,
+                        std::mt19937_64 &rng) {
   HostTensor tensor;
   tensor.dtype = input.dtype;
-  tensor.shape = input.shape;
-  uint64_t count = *elementCount(input.shape);
+  tensor.shape = shape;
+  uint64_t count = *elementCount(shape);
   uint64_t size = dtypeSize(input.dtype);
   tensor.data.resize(count * size);
   std::uniform_real_distribution<float> real(-1.0f, 1.0f);
@@ -560,21 +588,26 @@ double inferencesPerSecond(const BenchmarkResult &result) {
                    : 0.0;
 }
 
-/// The batch a run processes: the leading dimension of the first input
-/// (1 for a model without inputs or with a scalar first input).
-uint64_t batchOf(const Artifact &artifact) {
-  if (artifact.inputs.empty() || artifact.inputs[0].shape.empty())
+/// The batch a run processes: the leading dimension of the first input as
+/// bound (a symbolic dim may run below its compiled size; 1 for a model
+/// without inputs or with a scalar first input).
+uint64_t batchOf(const Artifact &artifact,
+                 const std::map<std::string, HostTensor> &inputs) {
+  if (artifact.inputs.empty())
     return 1;
-  return static_cast<uint64_t>(artifact.inputs[0].shape[0]);
+  auto bound = inputs.find(artifact.inputs[0].name);
+  const Shape &shape =
+      bound != inputs.end() ? bound->second.shape : artifact.inputs[0].shape;
+  return shape.empty() ? 1 : static_cast<uint64_t>(shape[0]);
 }
 
 void printBenchmark(const BenchmarkResult &result, unsigned warmup,
-                    const DeviceInfo &device, const Artifact &artifact) {
+                    const DeviceInfo &device, const Artifact &artifact,
+                    uint64_t batch) {
   fmt::print("bench: {} runs after {} warm-up runs\n",
              result.runMilliseconds.size(), warmup);
   fmt::print("  per run: {}\n", describeTimes(result.runMilliseconds));
   double throughput = inferencesPerSecond(result);
-  uint64_t batch = batchOf(artifact);
   std::string samples =
       batch > 1 ? fmt::format(" ({:.4g} samples/s at batch {}, the leading "
                               "dimension of input '{}')",
@@ -608,7 +641,7 @@ void printBenchmark(const BenchmarkResult &result, unsigned warmup,
 }
 
 Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
-                   const Artifact &artifact) {
+                   uint64_t batch) {
   const std::vector<double> &ms = result.runMilliseconds;
   double sum = 0;
   for (double v : ms)
@@ -623,7 +656,6 @@ Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
          {"launches_per_run", timing.launchesPerRun},
          {"median_ms", number(percentile(timing.milliseconds, 0.5))}});
   double throughput = inferencesPerSecond(result);
-  uint64_t batch = batchOf(artifact);
   Json json = {{"runs", ms.size()},
                {"warmup", warmup},
                {"batch", batch},
@@ -719,6 +751,15 @@ int runTool(const Options &options) {
     inputs[name] =
         HostTensor{array->dtype, array->shape, std::move(array->data)};
   }
+  // --sizes: the sizes of the random inputs, one set per run of a sweep.
+  std::vector<SymbolSizes> runSizes = {compiledSizes(*artifact)};
+  if (!options.sizes.empty()) {
+    Expected<std::vector<SymbolSizes>> runs =
+        tools::sizesToRun(*artifact, options.sizes);
+    if (!runs)
+      return fail(runs.error().message());
+    runSizes = runs.take();
+  }
   std::mt19937_64 rng(options.seed);
   for (const TensorSignature &input : artifact->inputs) {
     if (inputs.count(input.name))
@@ -728,8 +769,19 @@ int runTool(const Options &options) {
           fmt::format("input '{}' ({} {}) is not given; use -i {}=FILE.npy "
                       "or --random-inputs",
                       input.name, dtypeName(input.dtype),
-                      formatShape(input.shape), input.name));
-    inputs[input.name] = randomTensor(input, rng);
+                      describeShape(*artifact, input), input.name));
+    inputs[input.name] =
+        randomTensor(input, shapeAt(input, runSizes.front()), rng);
+  }
+
+  // Inputs that share a symbolic dim (kilnc --dim) must agree on its size.
+  {
+    std::vector<std::optional<Shape>> shapes;
+    for (const TensorSignature &input : artifact->inputs)
+      shapes.push_back(inputs.at(input.name).shape);
+    Expected<SymbolSizes> sizes = resolveSizes(*artifact, shapes);
+    if (!sizes)
+      return fail(sizes.error().message());
   }
 
   // Profile outputs: everything that can fail is checked before the run.
@@ -776,6 +828,26 @@ int runTool(const Options &options) {
     if (Error err = (*session)->bindInput(name, tensor))
       return fail(err.message());
 
+  if (runSizes.size() > 1) {
+    // --bench R --sizes N=1,8,32: each size in turn, one line each; the
+    // outputs printed below are the last size's.
+    for (const SymbolSizes &sizes : runSizes) {
+      for (const TensorSignature &input : artifact->inputs)
+        if (!input.symbolicAxes.empty())
+          if (Error err = (*session)->bindInput(
+                  input.name, randomTensor(input, shapeAt(input, sizes), rng)))
+            return fail(err.message());
+      Expected<BenchmarkResult> result =
+          (*session)->benchmark(options.warmup, options.bench);
+      if (!result)
+        return internalError(result.error().message());
+      fmt::print("size {}: per run {}  throughput {:.4g} inferences/s\n",
+                 tools::describeSizes(*artifact, sizes),
+                 describeTimes(result->runMilliseconds),
+                 inferencesPerSecond(*result));
+    }
+  }
+
   std::optional<ProfileReport> report;
   if (wantReport && emu) {
     // One counted run; its outputs are the ones printed below.
@@ -802,7 +874,7 @@ int runTool(const Options &options) {
   }
 
   // On cuda a profile is measured: the --bench runs, or 10 of them.
-  unsigned benchRuns = options.bench;
+  unsigned benchRuns = runSizes.size() > 1 ? 0 : options.bench;
   std::optional<Json> benchJson;
   if (wantReport && !emu && benchRuns == 0)
     benchRuns = 10;
@@ -812,9 +884,11 @@ int runTool(const Options &options) {
     if (!result)
       return internalError(result.error().message());
     if (options.bench && options.json)
-      benchJson = benchmarkJson(*result, options.warmup, *artifact);
+      benchJson =
+          benchmarkJson(*result, options.warmup, batchOf(*artifact, inputs));
     else if (options.bench)
-      printBenchmark(*result, options.warmup, sharedDevice->info(), *artifact);
+      printBenchmark(*result, options.warmup, sharedDevice->info(), *artifact,
+                     batchOf(*artifact, inputs));
     if (wantReport && !emu) {
       Expected<ProfileReport> measured =
           profileFromBenchmark(*artifact, *result, sharedDevice->info());
@@ -827,7 +901,7 @@ int runTool(const Options &options) {
                                                   options.estimateFrom))
                           .message());
     }
-  } else if (!report) {
+  } else if (!report && runSizes.size() == 1) {
     if (Error err = (*session)->run())
       return internalError(err.message());
   }

@@ -111,8 +111,8 @@ inline Artifact makeAddScaleArtifact() {
                                            live[i].size, live[i].firstUse,
                                            live[i].lastUse});
   uint64_t x = plan->offsets[0], tmp = plan->offsets[1], y = plan->offsets[2];
-  artifact.inputs.push_back({"x", DType::F32, {2, 3}, x, 0});
-  artifact.outputs.push_back({"y", DType::F32, {2, 3}, y, 2});
+  artifact.inputs.push_back({"x", DType::F32, {2, 3}, x, 0, {}});
+  artifact.outputs.push_back({"y", DType::F32, {2, 3}, y, 2, {}});
 
   Kernel addBias;
   addBias.name = "add_bias";
@@ -163,21 +163,27 @@ inline Artifact makeFullArtifact() {
     live.push_back(
         {size, static_cast<uint32_t>(i % 3), static_cast<uint32_t>(i % 3 + 1)});
     bufferNames.push_back("buf." + name);
-    tensors.push_back({"t." + name, dtype, shape, 0, static_cast<uint32_t>(i)});
+    tensors.push_back(
+        {"t." + name, dtype, shape, 0, static_cast<uint32_t>(i), {}});
     ++i;
   }
   // A scalar and an empty tensor too.
   live.push_back({8, 0, 3});
   bufferNames.push_back("buf.scalar");
-  tensors.push_back(
-      {"scalar", DType::I64, {}, 0, static_cast<uint32_t>(live.size() - 1)});
+  tensors.push_back({"scalar",
+                     DType::I64,
+                     {},
+                     0,
+                     static_cast<uint32_t>(live.size() - 1),
+                     {}});
   live.push_back({0, 2, 2});
   bufferNames.push_back("buf.empty");
   tensors.push_back({"empty/with:odd name",
                      DType::F16,
                      {4, 0},
                      0,
-                     static_cast<uint32_t>(live.size() - 1)});
+                     static_cast<uint32_t>(live.size() - 1),
+                     {}});
 
   Expected<MemoryPlan> plan = planMemory(live, kArenaAlignment);
   EXPECT_TRUE(plan.hasValue());

@@ -58,8 +58,12 @@ Artifact makePart(const std::string &kernelName,
     artifact.memoryPlan.buffers.push_back(
         {name, plan->offsets[i], 64, 0, 0});
     (isInput ? artifact.inputs : artifact.outputs)
-        .push_back({name, DType::F32, shape, plan->offsets[i],
-                    static_cast<uint32_t>(i)});
+        .push_back({name,
+                    DType::F32,
+                    shape,
+                    plan->offsets[i],
+                    static_cast<uint32_t>(i),
+                    {}});
     kernel.params.push_back({ParamKind::ArenaPointer, name});
     launch.args.push_back(plan->offsets[i]);
   }

@@ -74,14 +74,43 @@ private:
   size_t length = 0;
 };
 
+/// Format 1.6, section `symbolic-dims`: a size the model leaves open
+/// (kilnc --dim NAME=MIN..MAX[:OPT]). The artifact is compiled at `max`.
+struct SymbolicDim {
+  std::string name;
+  int64_t min = 1;
+  int64_t max = 1;
+  int64_t opt = 1;
+  /// Whether every op keeps slices along this dim independent, so that a
+  /// run at any size in [min, max] may pad the inputs to `max` (zeros in
+  /// the tail) and slice the outputs. When false the artifact runs `max`
+  /// only and `reason` says why (naming the node).
+  bool separable = false;
+  std::string reason;
+};
+
+/// One dimension of a signature tensor that follows a symbolic dim: its
+/// size is the symbol's value times `factor` (1 for inputs; an output may
+/// merge the symbol with the dims after it, as a Reshape [N, S, H] ->
+/// [N*S, H] does).
+struct SymbolicAxis {
+  uint32_t dim = 0;
+  uint32_t symbol = 0;
+  uint64_t factor = 1;
+};
+
 /// A graph input or output. It lives in the arena at `arenaOffset`, inside
 /// memory-plan buffer `buffer`.
 struct TensorSignature {
   std::string name;
   DType dtype = DType::F32;
+  /// The compiled shape (each symbolic dim at its maximum).
   Shape shape;
   uint64_t arenaOffset = 0;
   uint32_t buffer = 0;
+  /// Format 1.6: the dims that follow a symbolic dim (Artifact::symbolicDims),
+  /// in increasing `dim` order; empty for a static tensor.
+  std::vector<SymbolicAxis> symbolicAxes;
 };
 
 /// A constant tensor, stored in the artifact's weight data at `offset`.
@@ -338,6 +367,9 @@ struct Artifact {
   /// session zeroes them when it is created (and again after a run that
   /// did not complete every block).
   std::vector<uint32_t> zeroedBuffers;
+  /// Format 1.6: the symbolic dims the signature's tensors refer to
+  /// (TensorSignature::symbolicAxes). Empty: every shape is fixed.
+  std::vector<SymbolicDim> symbolicDims;
 
   /// Appends a weight (copying `data`, which holds exactly the tensor's
   /// bytes) at the next aligned offset of weightData and returns its index.

@@ -84,8 +84,10 @@ struct BenchmarkResult {
 };
 
 /// Checks a host tensor against the artifact's input `name`: the name exists,
-/// the dtype and shape match, `size` is the tensor's byte size. Errors name
-/// the tensor and both dtypes or shapes. Needs no device.
+/// the dtype and shape match (a separable symbolic dim may be any size in
+/// its range: checkInputShape in SymbolicDims.h), `size` is the tensor's
+/// byte size. Errors name the tensor and both dtypes or shapes. Needs no
+/// device.
 Error checkInput(const Artifact &artifact, std::string_view name, DType dtype,
                  const Shape &shape, uint64_t size);
 
@@ -106,6 +108,9 @@ public:
 
   /// Copies a host tensor for input `name` (see checkInput); it is uploaded
   /// at the start of every run, since the memory plan may reuse its bytes.
+  /// A symbolic dim (kilnc --dim) that the compiler proved separable may be
+  /// any size in its range: the run pads the input to the compiled size with
+  /// zeros and slices the outputs (inputs that share a symbol must agree).
   Error bindInput(std::string_view name, DType dtype, const Shape &shape,
                   const void *data, uint64_t size);
   Error bindInput(std::string_view name, const HostTensor &tensor);
@@ -132,7 +137,11 @@ public:
   Error writeState(std::string_view name, DType dtype, const Shape &shape,
                    const void *data, uint64_t size);
 
-  /// An output of the last run.
+  /// The shape output `name` has after the last run: the compiled shape,
+  /// or, for an artifact with symbolic dims (kilnc --dim) run at smaller
+  /// sizes, the shape at those sizes (docs/runtime.md "Sizes at run time").
+  Expected<Shape> outputShape(std::string_view name) const;
+  /// An output of the last run, at the last run's sizes.
   Expected<HostTensor> readOutput(std::string_view name);
   /// Copies an output of the last run into `dst`, which holds `size` bytes
   /// (the output's byte size).

@@ -1,0 +1,59 @@
+//===- SeparableDims.h - Which symbolic dims the runtime may pad -*- C++
+//-*-===//
+//
+// A model compiled with `kilnc --dim N=1..64` is compiled at N = 64. The
+// runtime may still run it at any N in the range, by padding the inputs to
+// 64 with zeros and slicing the outputs, when N is *separable*: every op
+// maps the slices along N independently (elementwise and broadcast ops,
+// matmul rows and batch dims, convolution and pooling batches,
+// normalisations and softmax over other axes, transposes, reshapes that
+// keep N outermost in its dim, ...). One op that reduces over N, mixes
+// values along it or splits it makes N non-separable, and the artifact then
+// runs N = 64 only; the reason names the node.
+//
+// analyzeSeparableDims reads the importer's `kiln.symbolic_dims` (function
+// arguments) and `kiln.dim_ranges` (module) on the freshly imported @main
+// and follows each symbol through the ops to the results.
+// docs/runtime.md "Sizes at run time".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_SEPARABLEDIMS_H
+#define KILN_COMPILER_SEPARABLEDIMS_H
+
+#include "kiln/runtime/Artifact.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct SeparableDims {
+  /// Each symbol of `kiln.dim_ranges`, with its range, whether it is
+  /// separable and, when not, why.
+  std::vector<runtime::SymbolicDim> symbols;
+  /// By tensor name (`kiln.name`): the dims that follow a symbol.
+  llvm::StringMap<std::vector<runtime::SymbolicAxis>> inputs, outputs;
+
+  bool empty() const { return symbols.empty(); }
+};
+
+/// Follows every symbol of `module`'s function `function` (kiln IR, as
+/// imported) to its results. A module without `kiln.dim_ranges` gives an
+/// empty result.
+SeparableDims analyzeSeparableDims(mlir::ModuleOp module,
+                                   llvm::StringRef function = "main");
+
+/// Records `dims` in `artifact` (its symbolicDims, and each signature
+/// tensor's symbolicAxes, matched by name). A symbol whose tensors the
+/// compiled signature does not show at the maximum becomes non-separable
+/// rather than wrong.
+void attachSymbolicDims(const SeparableDims &dims, runtime::Artifact &artifact);
+
+} // namespace kiln
+
+#endif // KILN_COMPILER_SEPARABLEDIMS_H

@@ -1,0 +1,104 @@
+"""Run-time sizes (kiln.compile(dims=...), issue 24): one artifact, any size
+in the declared range of a separable dim, on emu against onnxruntime.
+
+Tolerances: conftest.assert_close's fp32 rule (see test_compile_run.py);
+a padded row leaking into the result or a slice at the wrong offset moves
+outputs by O(1).
+"""
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import assert_close, make_mlp, reference
+
+
+@pytest.fixture(scope="module")
+def mlp_model():
+    return make_mlp()
+
+
+@pytest.fixture(scope="module")
+def dynamic_mlp(mlp_model):
+    return kiln.compile(mlp_model, dims={"N": (1, 8)})
+
+
+def test_stats_list_the_symbolic_dim(dynamic_mlp):
+    dims = dynamic_mlp.stats["symbolic_dims"]
+    assert dims == {"N": {"min": 1, "max": 8, "opt": 8, "separable": True,
+                          "reason": ""}}
+    assert dynamic_mlp.stats["format_version"] == "1.6"
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_any_size_in_the_range_matches_onnxruntime(mlp_model, dynamic_mlp,
+                                                   rng, n):
+    session = kiln.Session(dynamic_mlp, device="emu")
+    x = rng.standard_normal((n, 16)).astype(np.float32)
+    got = session.run({"x": x})["y"]
+    assert got.shape == (n, 8)
+    assert_close(got, reference(mlp_model, {"x": x})["y"])
+
+
+def test_one_session_changes_size_between_runs(mlp_model, dynamic_mlp, rng):
+    session = kiln.Session(dynamic_mlp, device="emu")
+    for n in (8, 2, 5):
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        assert_close(session.run({"x": x})["y"],
+                     reference(mlp_model, {"x": x})["y"])
+
+
+def test_out_of_range_is_an_error_naming_input_dim_range_and_value(
+        dynamic_mlp):
+    session = kiln.Session(dynamic_mlp, device="emu")
+    with pytest.raises(kiln.RuntimeError) as info:
+        session.run({"x": np.zeros((9, 16), np.float32)})
+    assert info.value.message == (
+        "input 'x': dim 0 (symbol 'N') is 9, outside its range 1..8")
+    assert info.value.tensor == "x"
+
+
+def test_dims_argument_is_checked(mlp_model):
+    with pytest.raises(kiln.CompileError, match=r"dims\['N'\]: \[1\] is not"):
+        kiln.compile(mlp_model, dims={"N": (1,)})
+
+
+def test_inputs_sharing_a_symbol_must_agree():
+    from onnx import TensorProto, helper
+    from conftest import _model
+    model = _model(
+        [helper.make_node("Add", ["x", "z"], ["y"], name="add")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [], "pair")
+    session = kiln.Session(kiln.compile(model, dims={"N": (1, 8)}), device="emu")
+    x, z = np.ones((2, 4), np.float32), np.full((2, 4), 2, np.float32)
+    np.testing.assert_array_equal(session.run({"x": x, "z": z})["y"], x + z)
+    with pytest.raises(kiln.RuntimeError) as info:
+        session.run({"x": np.ones((2, 4), np.float32),
+                     "z": np.ones((3, 4), np.float32)})
+    assert info.value.message == (
+        "inputs 'x' and 'z' disagree on symbol 'N': 'x' has 2 (dim 0), "
+        "'z' has 3 (dim 0)")
+
+
+def test_a_dim_that_is_not_separable_runs_its_maximum_only():
+    from onnx import TensorProto, helper
+    from conftest import _model
+    model = _model(
+        [helper.make_node("ReduceMean", ["x"], ["m"], name="batch_mean",
+                          axes=[0], keepdims=1),
+         helper.make_node("Sub", ["x", "m"], ["y"], name="center")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [], "center")
+    artifact = kiln.compile(model, dims={"N": (1, 8)})
+    assert artifact.stats["symbolic_dims"]["N"]["separable"] is False
+    session = kiln.Session(artifact, device="emu")
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    np.testing.assert_allclose(session.run({"x": x})["y"],
+                               x - x.mean(axis=0, keepdims=True), atol=1e-5)
+    with pytest.raises(kiln.RuntimeError, match=r"is 3, but this artifact runs "
+                       r"N = 8 only: 'N' is not separable \(node 'batch_mean'"):
+        session.run({"x": np.ones((3, 4), np.float32)})

@@ -1,0 +1,253 @@
+//===- SymbolicDims.cpp - Run-time sizes of symbolic dims -----------------===//
+//
+// Checks of the sizes a caller gives (against the ranges and against each
+// other), the box copies that pad inputs to the compiled shape and slice
+// outputs back, and verifyArtifact's rules for section `symbolic-dims`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/SymbolicDims.h"
+
+#include "Support.h"
+
+#include <cstring>
+
+namespace kiln::runtime {
+
+SymbolSizes compiledSizes(const Artifact &artifact) {
+  SymbolSizes sizes;
+  for (const SymbolicDim &dim : artifact.symbolicDims)
+    sizes.push_back(dim.max);
+  return sizes;
+}
+
+Shape shapeAt(const TensorSignature &tensor, const SymbolSizes &sizes) {
+  Shape shape = tensor.shape;
+  for (const SymbolicAxis &axis : tensor.symbolicAxes)
+    if (axis.symbol < sizes.size() && axis.dim < shape.size())
+      shape[axis.dim] = sizes[axis.symbol] * static_cast<int64_t>(axis.factor);
+  return shape;
+}
+
+namespace {
+
+const SymbolicAxis *axisAt(const TensorSignature &tensor, size_t dim) {
+  for (const SymbolicAxis &axis : tensor.symbolicAxes)
+    if (axis.dim == dim)
+      return &axis;
+  return nullptr;
+}
+
+} // namespace
+
+std::string describeShape(const Artifact &artifact,
+                          const TensorSignature &tensor) {
+  if (tensor.symbolicAxes.empty())
+    return formatShape(tensor.shape);
+  std::string text = "[", ranges;
+  for (size_t i = 0; i < tensor.shape.size(); ++i) {
+    if (i)
+      text += ", ";
+    const SymbolicAxis *axis = axisAt(tensor, i);
+    if (!axis) {
+      text += std::to_string(tensor.shape[i]);
+      continue;
+    }
+    const SymbolicDim &symbol = artifact.symbolicDims[axis->symbol];
+    text += axis->factor == 1 ? symbol.name
+                              : fmt::format("{}*{}", symbol.name, axis->factor);
+    std::string range =
+        fmt::format("{} in {}..{}{}", symbol.name, symbol.min, symbol.max,
+                    symbol.separable ? "" : ", runs the maximum only");
+    if (ranges.find(range) == std::string::npos)
+      ranges += (ranges.empty() ? "" : "; ") + range;
+  }
+  return text + "] (" + ranges + ")";
+}
+
+Error checkInputShape(const Artifact &artifact, const TensorSignature &input,
+                      const Shape &shape) {
+  if (shape.size() != input.shape.size())
+    return makeError("input '{}': shape {} does not match the signature's {}",
+                     input.name, formatShape(shape),
+                     describeShape(artifact, input));
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const SymbolicAxis *axis = axisAt(input, i);
+    if (!axis) {
+      if (shape[i] != input.shape[i])
+        return makeError("input '{}': shape {} does not match the "
+                         "signature's {} (dim {} is fixed at {})",
+                         input.name, formatShape(shape),
+                         describeShape(artifact, input), i, input.shape[i]);
+      continue;
+    }
+    const SymbolicDim &symbol = artifact.symbolicDims[axis->symbol];
+    if (shape[i] < symbol.min || shape[i] > symbol.max)
+      return makeError("input '{}': dim {} (symbol '{}') is {}, outside its "
+                       "range {}..{}",
+                       input.name, i, symbol.name, shape[i], symbol.min,
+                       symbol.max);
+    if (!symbol.separable && shape[i] != symbol.max)
+      return makeError("input '{}': dim {} (symbol '{}') is {}, but this "
+                       "artifact runs {} = {} only: '{}' is not separable "
+                       "({})",
+                       input.name, i, symbol.name, shape[i], symbol.name,
+                       symbol.max, symbol.name, symbol.reason);
+  }
+  return Error::success();
+}
+
+Expected<SymbolSizes>
+resolveSizes(const Artifact &artifact,
+             const std::vector<std::optional<Shape>> &inputShapes) {
+  SymbolSizes sizes = compiledSizes(artifact);
+  // Which input (and dim) set each symbol first, for the error.
+  std::vector<std::pair<size_t, uint32_t>> setBy(sizes.size(), {SIZE_MAX, 0});
+  for (size_t i = 0; i < artifact.inputs.size() && i < inputShapes.size();
+       ++i) {
+    if (!inputShapes[i])
+      continue;
+    const TensorSignature &input = artifact.inputs[i];
+    for (const SymbolicAxis &axis : input.symbolicAxes) {
+      int64_t value = (*inputShapes[i])[axis.dim];
+      auto &[first, firstDim] = setBy[axis.symbol];
+      if (first == SIZE_MAX) {
+        first = i;
+        firstDim = axis.dim;
+        sizes[axis.symbol] = value;
+        continue;
+      }
+      if (sizes[axis.symbol] != value)
+        return makeError("inputs '{}' and '{}' disagree on symbol '{}': '{}' "
+                         "has {} (dim {}), '{}' has {} (dim {})",
+                         artifact.inputs[first].name, input.name,
+                         artifact.symbolicDims[axis.symbol].name,
+                         artifact.inputs[first].name, sizes[axis.symbol],
+                         firstDim, input.name, value, axis.dim);
+    }
+  }
+  return sizes;
+}
+
+void forEachBoxRun(
+    const Shape &srcShape, const Shape &dstShape, uint64_t elementSize,
+    const std::function<void(uint64_t, uint64_t, uint64_t)> &copy) {
+  size_t rank = srcShape.size();
+  Shape box(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    box[i] = std::min(srcShape[i], dstShape[i]);
+    if (box[i] <= 0)
+      return;
+  }
+  if (rank == 0)
+    return copy(0, 0, elementSize);
+  // Merge the trailing dims where the box spans both tensors fully: each
+  // run is then as long as it can be.
+  size_t inner = rank - 1;
+  uint64_t runElements = static_cast<uint64_t>(box[inner]);
+  while (inner > 0 && srcShape[inner] == dstShape[inner] &&
+         box[inner] == srcShape[inner]) {
+    --inner;
+    runElements *= static_cast<uint64_t>(box[inner]);
+  }
+  // Element strides of each tensor.
+  std::vector<uint64_t> srcStride(rank, 1), dstStride(rank, 1);
+  for (size_t i = rank - 1; i > 0; --i) {
+    srcStride[i - 1] = srcStride[i] * static_cast<uint64_t>(srcShape[i]);
+    dstStride[i - 1] = dstStride[i] * static_cast<uint64_t>(dstShape[i]);
+  }
+  std::vector<int64_t> index(inner, 0);
+  while (true) {
+    uint64_t src = 0, dst = 0;
+    for (size_t i = 0; i < inner; ++i) {
+      src += static_cast<uint64_t>(index[i]) * srcStride[i];
+      dst += static_cast<uint64_t>(index[i]) * dstStride[i];
+    }
+    copy(src * elementSize, dst * elementSize, runElements * elementSize);
+    size_t d = inner;
+    while (d > 0) {
+      --d;
+      if (++index[d] < box[d])
+        break;
+      index[d] = 0;
+      if (d == 0)
+        return;
+    }
+    if (inner == 0)
+      return;
+  }
+}
+
+void copyBox(const void *src, const Shape &srcShape, void *dst,
+             const Shape &dstShape, uint64_t elementSize) {
+  const auto *from = static_cast<const uint8_t *>(src);
+  auto *to = static_cast<uint8_t *>(dst);
+  forEachBoxRun(srcShape, dstShape, elementSize,
+                [&](uint64_t srcOffset, uint64_t dstOffset, uint64_t bytes) {
+                  std::memcpy(to + dstOffset, from + srcOffset, bytes);
+                });
+}
+
+Error verifySymbolicDims(const Artifact &artifact) {
+  const std::vector<SymbolicDim> &symbols = artifact.symbolicDims;
+  for (size_t s = 0; s < symbols.size(); ++s) {
+    const SymbolicDim &symbol = symbols[s];
+    if (symbol.name.empty() || hasControlCharacter(symbol.name) ||
+        hasControlCharacter(symbol.reason))
+      return makeError("section 'symbolic-dims': symbol {} has an empty name "
+                       "or a control character in its name or reason",
+                       s);
+    for (size_t t = 0; t < s; ++t)
+      if (symbols[t].name == symbol.name)
+        return makeError("section 'symbolic-dims': symbol '{}' appears twice",
+                         symbol.name);
+    if (symbol.min < 1 || symbol.min > symbol.opt || symbol.opt > symbol.max)
+      return makeError("section 'symbolic-dims': symbol '{}': range {}..{} "
+                       "(opt {}) needs 1 <= min <= opt <= max",
+                       symbol.name, symbol.min, symbol.max, symbol.opt);
+    if (!symbol.separable && symbol.reason.empty())
+      return makeError("section 'symbolic-dims': symbol '{}' is not "
+                       "separable but gives no reason",
+                       symbol.name);
+  }
+  for (bool isInput : {true, false}) {
+    const auto &tensors = isInput ? artifact.inputs : artifact.outputs;
+    for (const TensorSignature &tensor : tensors) {
+      std::string what = fmt::format("section 'symbolic-dims': {} '{}'",
+                                     isInput ? "input" : "output", tensor.name);
+      int64_t previous = -1;
+      std::vector<bool> symbolSeen(symbols.size(), false);
+      for (const SymbolicAxis &axis : tensor.symbolicAxes) {
+        if (axis.dim >= tensor.shape.size() || int64_t(axis.dim) <= previous)
+          return makeError("{}: dim {} is out of range (rank {}) or out of "
+                           "order",
+                           what, axis.dim, tensor.shape.size());
+        previous = axis.dim;
+        if (axis.symbol >= symbols.size())
+          return makeError("{}: dim {}: symbol {} is out of range (the "
+                           "artifact has {} symbolic dims)",
+                           what, axis.dim, axis.symbol, symbols.size());
+        if (symbolSeen[axis.symbol])
+          return makeError("{}: symbol '{}' is on two dims", what,
+                           symbols[axis.symbol].name);
+        symbolSeen[axis.symbol] = true;
+        if (axis.factor == 0 || (isInput && axis.factor != 1))
+          return makeError("{}: dim {}: factor {} (an input's is 1, an "
+                           "output's at least 1)",
+                           what, axis.dim, axis.factor);
+        const SymbolicDim &symbol = symbols[axis.symbol];
+        uint64_t compiled = 0;
+        if (__builtin_mul_overflow(static_cast<uint64_t>(symbol.max),
+                                   axis.factor, &compiled) ||
+            compiled != static_cast<uint64_t>(tensor.shape[axis.dim]))
+          return makeError("{}: dim {} is {}, not the maximum of '{}' ({}) "
+                           "times {}",
+                           what, axis.dim, tensor.shape[axis.dim], symbol.name,
+                           symbol.max, axis.factor);
+      }
+    }
+  }
+  return Error::success();
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""One artifact, any size in a declared range (issue 24, run-time sizes).
+
+Usage: run_time_sizes.py WORKDIR --kilnc KILNC --kiln-run KILN_RUN
+                         [--only NAME ...]
+
+Each model is compiled once with `kilnc --dim N=MIN..MAX`, then run on emu
+at several sizes of N with kiln-run (-i files of that size; the runtime pads
+them to the compiled maximum and slices the outputs). Each output is
+compared element by element with onnxruntime (CPU, every graph
+optimization off) on the same inputs at the same size:
+
+    |kiln - ort| <= 1e-4 + 1e-4 * |ort|
+
+The bound is fp32's: both sides compute in fp32 but sum in different orders
+(Kiln's tiled GEMM and convolution, ORT's MLAS), which moves a result by a
+few ulps of the largest partial sum; these models' sums have at most 128
+terms of magnitude <= 1, so a correct result is within ~1e-5 and a wrong row
+(a padded row leaking in, a slice at the wrong offset) is off by O(0.1).
+
+Models:
+  mlp      MatMul+Add+Relu, MatMul+Add: x [N, 16] -> y [N, 8]
+  cnn      Conv+Relu, MaxPool, GlobalAveragePool, Flatten, Gemm:
+           x [N, 3, 8, 8] -> y [N, 10]
+  encoder  test/Frontend/ONNX/models/make_encoder.py --dynamic-batch:
+           input_ids [batch, 16] -> hidden_states [batch, 16, 64]
+Prints one line per (model, size) and a final count; exits 1 on a failure.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENCODER = os.path.join(HERE, "..", "..", "Frontend", "ONNX", "models", "make_encoder.py")
+
+
+def save(graph, path):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="kiln-test")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def make_mlp(path):
+    rng = np.random.default_rng(1)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, (16, 32)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, (32,)).astype(np.float32), "b1"),
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, (32, 8)).astype(np.float32), "w2"),
+        numpy_helper.from_array(rng.uniform(-0.5, 0.5, (8,)).astype(np.float32), "b2"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+        helper.make_node("Add", ["h0", "b1"], ["h1"], name="fc1_bias"),
+        helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+        helper.make_node("MatMul", ["h2", "w2"], ["h3"], name="fc2"),
+        helper.make_node("Add", ["h3", "b2"], ["y"], name="fc2_bias"),
+    ]
+    save(helper.make_graph(
+        nodes, "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], inits), path)
+
+
+def make_cnn(path):
+    rng = np.random.default_rng(2)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (8, 3, 3, 3)).astype(np.float32), "cw"),
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (8,)).astype(np.float32), "cb"),
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (10, 8)).astype(np.float32), "fw"),
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (10,)).astype(np.float32), "fb"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "cw", "cb"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1),
+    ]
+    save(helper.make_graph(
+        nodes, "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits), path)
+
+
+def make_encoder(path):
+    subprocess.run([sys.executable, ENCODER, path, "--dynamic-batch", "--hidden", "64",
+                    "--heads", "2", "--ffn", "128", "--seq", "16", "--vocab", "50"],
+                   check=True)
+
+
+# name: (builder, --dim, sizes, input maker)
+MODELS = {
+    "mlp": (make_mlp, "N=1..16", [1, 5, 16],
+            lambda rng, n: {"x": rng.uniform(-1, 1, (n, 16)).astype(np.float32)}),
+    "cnn": (make_cnn, "N=1..16", [1, 5, 16],
+            lambda rng, n: {"x": rng.uniform(-1, 1, (n, 3, 8, 8)).astype(np.float32)}),
+    "encoder": (make_encoder, "batch=1..4", [1, 3, 4],
+                lambda rng, n: {"input_ids": rng.integers(0, 50, (n, 16)).astype(np.int64)}),
+}
+
+
+def ort_outputs(model, feeds):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workdir")
+    ap.add_argument("--kilnc", required=True)
+    ap.add_argument("--kiln-run", required=True)
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    runs = failures = 0
+    for name, (build, dim, sizes, inputs) in MODELS.items():
+        if args.only and name not in args.only:
+            continue
+        model = os.path.join(args.workdir, name + ".onnx")
+        artifact = os.path.join(args.workdir, name + ".kiln")
+        build(model)
+        subprocess.run([args.kilnc, model, "--dim", dim, "-o", artifact], check=True)
+        rng = np.random.default_rng(7)
+        for n in sizes:
+            feeds = inputs(rng, n)
+            run_dir = os.path.join(args.workdir, f"{name}-{n}")
+            os.makedirs(run_dir, exist_ok=True)
+            command = [args.kiln_run, artifact, "--device", "emu", "-o", run_dir]
+            for input_name, value in feeds.items():
+                path = os.path.join(run_dir, "in-" + input_name + ".npy")
+                np.save(path, value)
+                command += ["-i", f"{input_name}={path}"]
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            expected = ort_outputs(model, feeds)
+            for out_name, want in expected.items():
+                got = np.load(os.path.join(run_dir, out_name + ".npy"))
+                runs += 1
+                if got.shape != want.shape:
+                    failures += 1
+                    print(f"{name} {dim.split('=')[0]}={n} {out_name}: FAIL shape "
+                          f"{got.shape}, onnxruntime {want.shape}")
+                    continue
+                err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+                bound = 1e-4 + 1e-4 * np.abs(want.astype(np.float64))
+                bad = int(np.count_nonzero(err > bound))
+                verdict = "ok" if bad == 0 else f"FAIL ({bad} elements over the bound)"
+                failures += bad != 0
+                print(f"{name} {dim.split('=')[0]}={n} {out_name}: shape "
+                      f"{'x'.join(map(str, got.shape))} max-abs-err {err.max():.2e} {verdict}")
+    print(f"{runs} runs, {failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
