@@ -35,7 +35,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 5;
+constexpr uint32_t kArtifactFormatMinor = 6;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
