@@ -745,9 +745,14 @@ int runTool(const Options &options) {
     if (!array)
       return fail(array.error().message());
     // '|V1' bytes are any float8 type: the signature says which.
-    if (const TensorSignature *signature = artifact->findInput(name))
+    if (const TensorSignature *signature = artifact->findInput(name)) {
       if (npyDTypeMatches(array->dtype, signature->dtype))
         array->dtype = signature->dtype;
+      else if (isFloat8DType(array->dtype))
+        return fail(fmt::format("{}: input '{}': '|V1' data (float8 bytes) "
+                                "does not match the signature's {}",
+                                file, name, dtypeName(signature->dtype)));
+    }
     if (Error err = checkInput(*artifact, name, array->dtype, array->shape,
                                array->data.size()))
       return fail(err.withContext(file).message());
