@@ -23,6 +23,8 @@ want = {
     "s": np.stack(chunks, 0),
     "r": x[4],
     "p": np.concatenate([t, t], -1),
+    "m1": np.concatenate([c + t for c in chunks], 0),
+    "m2": np.concatenate([c * c for c in chunks], 0),
 }
 for name, expected in want.items():
     got = np.load(os.path.join(d, "out", name + ".npy"))

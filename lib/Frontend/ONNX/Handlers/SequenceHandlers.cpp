@@ -5,7 +5,8 @@
 // ordinary kiln value, and a sequence op only picks, inserts or removes
 // values, or concatenates and slices them. That takes positions, splits and
 // axes known at compile time (constants, or shape arithmetic that folds to
-// one); anything else is an error naming the node. Sequences and optionals
+// one); anything else is an error naming the node. SequenceMap unrolls its
+// body over the elements. Sequences and optionals
 // cannot be graph inputs or outputs (the runtime carries tensors only), nor
 // leave an If/Loop/Scan body.
 //
@@ -23,7 +24,8 @@ bool takesCompositeInputs(StringRef opType) {
   static constexpr StringLiteral kOps[] = {
       "SequenceInsert", "SequenceErase",      "SequenceAt",
       "SequenceLength", "ConcatFromSequence", "Optional",
-      "OptionalHasElement", "OptionalGetElement", "Identity"};
+      "OptionalHasElement", "OptionalGetElement", "Identity",
+      "SequenceMap"};
   return llvm::is_contained(kOps, opType);
 }
 
@@ -273,6 +275,57 @@ LogicalResult importSplitToSequence(NodeImporter &n) {
   return success();
 }
 
+/// SequenceMap: the body imported once per element (unrolled), its i-th
+/// run fed the i-th tensor of every sequence input and the tensor inputs
+/// whole; each body output collects into an output sequence.
+LogicalResult importSequenceMap(NodeImporter &n) {
+  const CompositeValue *seq = sequenceInput(n, 0);
+  if (!seq)
+    return failure();
+  const onnx::GraphProto *body = n.graphAttr("body");
+  if (!body)
+    return failure();
+  size_t length = seq->elements.size();
+  if (static_cast<size_t>(body->input_size()) != n.numInputs())
+    return n.fail("the body takes " + Twine(body->input_size()) +
+                  " inputs, the node gives " + Twine(n.numInputs()));
+  for (size_t j = 1; j < n.numInputs(); ++j) {
+    const CompositeValue *extra = n.compositeInput(j);
+    if (extra && extra->kind != Kind::Sequence)
+      return n.fail("input " + Twine(j) + " is an optional; SequenceMap "
+                    "takes tensors and sequences");
+    if (extra && extra->elements.size() != length)
+      return n.fail("input " + Twine(j) + " is a sequence of " +
+                    Twine(extra->elements.size()) + " tensors, input 0 of " +
+                    Twine(length));
+    if (!extra && !n.hasInput(j))
+      return n.fail("input " + Twine(j) + " is omitted");
+  }
+  SmallVector<CompositeValue> outputs(body->output_size());
+  for (int k = 0; k < body->output_size(); ++k)
+    if (body->output(k).type().has_tensor_type())
+      outputs[k].elementType = convertElementType(
+          body->output(k).type().tensor_type().elem_type(), n.context());
+  for (size_t i = 0; i < length; ++i) {
+    SmallVector<Value> args{seq->elements[i]};
+    for (size_t j = 1; j < n.numInputs(); ++j) {
+      const CompositeValue *extra = n.compositeInput(j);
+      args.push_back(extra ? extra->elements[i] : n.input(j));
+    }
+    FailureOr<SmallVector<Value>> results = n.importSubgraph(*body, args);
+    if (failed(results))
+      return failure();
+    for (auto [k, value] : llvm::enumerate(*results))
+      outputs[k].elements.push_back(value);
+  }
+  for (auto [k, output] : llvm::enumerate(outputs)) {
+    if (!output.elements.empty())
+      output.elementType = {};
+    n.setCompositeResult(k, std::move(output));
+  }
+  return success();
+}
+
 LogicalResult importOptional(NodeImporter &n) {
   if (n.compositeInput(0))
     return n.fail("an optional of a sequence is not supported");
@@ -336,6 +389,8 @@ void registerSequenceHandlers(SmallVectorImpl<Handler> &handlers) {
       {"ConcatFromSequence", 11, importConcatFromSequence, ""},
       {"SplitToSequence", 11, importSplitToSequence,
        "split must be a compile-time constant"},
+      {"SequenceMap", 17, importSequenceMap,
+       "the body is unrolled over the sequence's length"},
       {"Optional", 15, importOptional, "no optional of a sequence"},
       {"OptionalHasElement", 15, importOptionalHasElement, ""},
       {"OptionalHasElement", 18, importOptionalHasElement, ""},

@@ -31,11 +31,19 @@ def main():
     d = sys.argv[1]
     # Optional's `type` attribute is the element's type.
     empty_optional = helper.make_tensor_type_proto(F, None)
+    # SequenceMap's body: (e, u) -> (e + u, e * e).
+    body = helper.make_graph(
+        [helper.make_node("Add", ["e", "u"], ["sum"]),
+         helper.make_node("Mul", ["e", "e"], ["square"])], "body",
+        [tensor("e", [2, 4]), tensor("u", [2, 4])],
+        [tensor("sum", [2, 4]), tensor("square", [2, 4])])
     # seq.onnx: x [6,4] split in 2-row chunks; t [2,4] inserted in front, the
     # last chunk erased: y = concat(t, x[0:2], x[2:4]); n = 3; a = t;
     # h = true (Optional(t)); e = false (an empty optional); g = t
     # (OptionalGetElement); s = stack of the three chunks; r = the rows of x
-    # as a sequence (keepdims=0), the fifth of them, via an Identity.
+    # as a sequence (keepdims=0), the fifth of them, via an Identity;
+    # m1, m2 = SequenceMap over the chunks with t: each chunk + t, each
+    # chunk squared, concatenated.
     save(d, "seq.onnx", [
         helper.make_node("SplitToSequence", ["x", "two"], ["seq"], axis=0),
         helper.make_node("SequenceInsert", ["seq", "t", "zero"], ["seq2"]),
@@ -57,11 +65,16 @@ def main():
         helper.make_node("SequenceEmpty", [], ["none"]),
         helper.make_node("SequenceConstruct", ["t", "t"], ["pair"]),
         helper.make_node("ConcatFromSequence", ["pair"], ["p"], axis=-1),
+        helper.make_node("SequenceMap", ["seq", "t"], ["sums", "squares"],
+                         body=body),
+        helper.make_node("ConcatFromSequence", ["sums"], ["m1"], axis=0),
+        helper.make_node("ConcatFromSequence", ["squares"], ["m2"], axis=0),
     ], [tensor("x", [6, 4]), tensor("t", [2, 4])],
         [tensor("y", [6, 4]), tensor("n", [], TensorProto.INT64),
          tensor("a", [2, 4]), tensor("h", [], TensorProto.BOOL),
          tensor("e", [], TensorProto.BOOL), tensor("g", [2, 4]),
-         tensor("s", [3, 2, 4]), tensor("r", [4]), tensor("p", [2, 8])],
+         tensor("s", [3, 2, 4]), tensor("r", [4]), tensor("p", [2, 8]),
+         tensor("m1", [6, 4]), tensor("m2", [6, 4])],
         [const("two", 2), const("zero", 0), const("minus1", -1),
          const("four", 4)])
 
@@ -84,6 +97,16 @@ def main():
                helper.make_node("SequenceLength", ["s2"], ["y"])],
               [tensor("i", [2, 4], TensorProto.INT64)],
               [tensor("y", [], TensorProto.INT64)])
+    seq_model("map-lengths.onnx",
+              [helper.make_node("SplitToSequence", ["x"], ["rows"], axis=0),
+               helper.make_node("SequenceMap", ["seq", "rows"], ["out"],
+                                body=helper.make_graph(
+                                    [helper.make_node("Identity", ["e"],
+                                                      ["o"])], "body",
+                                    [tensor("e", [2, 4]), tensor("v", [1, 4])],
+                                    [tensor("o", [2, 4])]), name="map"),
+               helper.make_node("SequenceLength", ["out"], ["y"])],
+              [], [tensor("y", [], TensorProto.INT64)])
     seq_model("seq-to-relu.onnx",
               [helper.make_node("Relu", ["seq"], ["y"], name="relu")],
               [], [tensor("y", [2, 4])])
