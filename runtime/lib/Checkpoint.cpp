@@ -40,6 +40,11 @@ std::optional<std::string_view> safetensorsName(DType dtype) {
   case DType::U32: return "U32";
   case DType::U64: return "U64";
   case DType::Bool: return "BOOL";
+  case DType::F8E4M3FN: return "F8_E4M3";
+  case DType::F8E5M2: return "F8_E5M2";
+  case DType::F8E4M3FNUZ:
+  case DType::F8E5M2FNUZ:
+    return std::nullopt; // safetensors has no name for them
   }
   return std::nullopt;
 }

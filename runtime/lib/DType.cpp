@@ -18,7 +18,9 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::F64, "f64", 8},   {DType::I8, "i8", 1},   {DType::I16, "i16", 2},
     {DType::I32, "i32", 4},   {DType::I64, "i64", 8}, {DType::U8, "u8", 1},
     {DType::U16, "u16", 2},   {DType::U32, "u32", 4}, {DType::U64, "u64", 8},
-    {DType::Bool, "bool", 1},
+    {DType::Bool, "bool", 1}, {DType::F8E4M3FN, "f8e4m3fn", 1},
+    {DType::F8E4M3FNUZ, "f8e4m3fnuz", 1}, {DType::F8E5M2, "f8e5m2", 1},
+    {DType::F8E5M2FNUZ, "f8e5m2fnuz", 1},
 };
 
 const DTypeInfo &infoOf(DType type) {
@@ -60,6 +62,11 @@ std::optional<DType> parseDType(std::string_view name) {
 bool isFloatDType(DType type) {
   return type == DType::F32 || type == DType::F16 || type == DType::BF16 ||
          type == DType::F64;
+}
+
+bool isFloat8DType(DType type) {
+  return type == DType::F8E4M3FN || type == DType::F8E4M3FNUZ ||
+         type == DType::F8E5M2 || type == DType::F8E5M2FNUZ;
 }
 
 bool isSignedIntDType(DType type) {

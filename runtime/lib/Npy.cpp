@@ -31,6 +31,11 @@ constexpr Descr kDescrs[] = {
     {"<i4", DType::I32},  {"<i8", DType::I64}, {"|u1", DType::U8},
     {"<u2", DType::U16},  {"<u4", DType::U32}, {"<u8", DType::U64},
     {"|b1", DType::Bool},
+    // float8: raw bytes, as np.save writes ml_dtypes' float8 arrays. The
+    // first entry is what '|V1' reads as; npyDTypeMatches lets it bind to
+    // any float8 input.
+    {"|V1", DType::F8E4M3FN}, {"|V1", DType::F8E4M3FNUZ},
+    {"|V1", DType::F8E5M2},   {"|V1", DType::F8E5M2FNUZ},
 };
 
 Expected<DType> parseDescr(std::string_view descr) {
@@ -182,6 +187,10 @@ Expected<Header> parseHeader(std::string_view text) {
   return header;
 }
 } // namespace
+
+bool npyDTypeMatches(DType fromFile, DType wanted) {
+  return fromFile == wanted || (isFloat8DType(fromFile) && isFloat8DType(wanted));
+}
 
 std::string_view npyDescr(DType dtype) {
   for (const Descr &known : kDescrs)

@@ -166,18 +166,63 @@ def load_tensor(path, value_info, what):
     return numpy_helper.to_array(tensor)
 
 
-def as_kiln_npy(array, value_info):
-    """numpy_helper gives bf16 as its uint16 bits; kiln-run reads '<V2'."""
-    if value_info.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
-        return array.astype(np.uint16).view(np.dtype("V2"))
+FLOAT8_TYPES = (onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT8E4M3FNUZ,
+                onnx.TensorProto.FLOAT8E5M2, onnx.TensorProto.FLOAT8E5M2FNUZ)
+FOUR_BIT_TYPES = (onnx.TensorProto.INT4, onnx.TensorProto.UINT4)
+
+
+def float8_is_nan(elem_type, bits):
+    """The NaN codes of each float8 type (bits as uint8)."""
+    if elem_type == onnx.TensorProto.FLOAT8E4M3FN:
+        return (bits & 0x7F) == 0x7F
+    if elem_type == onnx.TensorProto.FLOAT8E5M2:
+        return (bits & 0x7F) > 0x7C
+    return bits == 0x80
+
+
+def plain_array(array, elem_type):
+    """numpy_helper gives float8 as uint8 codes and INT4/UINT4 as int8/uint8
+    values (one per element), both under a custom dtype: the plain ones."""
+    if elem_type in FLOAT8_TYPES:
+        return array.view(np.uint8)
+    if elem_type == onnx.TensorProto.INT4:
+        return array.astype(np.int8)
+    if elem_type == onnx.TensorProto.UINT4:
+        return array.astype(np.uint8)
     return array
+
+
+def as_kiln_npy(array, value_info):
+    """numpy_helper gives bf16 as its uint16 bits; kiln-run reads '<V2'.
+    float8 goes as raw bytes ('|V1', what np.save writes for ml_dtypes'
+    float8), INT4/UINT4 one value per byte ('|i1', '|u1')."""
+    elem_type = value_info.type.tensor_type.elem_type
+    if elem_type == onnx.TensorProto.BFLOAT16:
+        return array.astype(np.uint16).view(np.dtype("V2"))
+    if elem_type in FLOAT8_TYPES:
+        return plain_array(array, elem_type).view(np.dtype("V1"))
+    return plain_array(array, elem_type)
 
 
 def from_kiln_npy(array):
-    """The inverse of as_kiln_npy: bf16 ('V2') back to its uint16 bits."""
+    """The inverse of as_kiln_npy: bf16 ('V2') back to its uint16 bits,
+    float8 ('V1') to its uint8 codes."""
     if array.dtype.kind == "V" and array.dtype.itemsize == 2:
         return array.view(np.uint16)
+    if array.dtype.kind == "V" and array.dtype.itemsize == 1:
+        return array.view(np.uint8)
     return array
+
+
+def as_initializer(array, value_info):
+    """A TensorProto of the test's value. numpy_helper.from_array cannot pack
+    an odd number of INT4/UINT4 values; make_tensor can."""
+    elem_type = value_info.type.tensor_type.elem_type
+    if elem_type in FOUR_BIT_TYPES:
+        return onnx.helper.make_tensor(
+            value_info.name, elem_type, array.shape,
+            plain_array(array, elem_type).astype(np.int64).ravel().tolist())
+    return onnx.numpy_helper.from_array(array, value_info.name)
 
 
 def graph_inputs(model):
@@ -230,8 +275,7 @@ def bake_shape_inputs(model, data_dir, workdir):
         array = load_tensor(path, value, "input")
         if array.dtype == object or not is_shape_like(value, array, i):
             continue
-        specialized.graph.initializer.append(
-            onnx.numpy_helper.from_array(array, value.name))
+        specialized.graph.initializer.append(as_initializer(array, value))
         baked.add(value.name)
     path = os.path.join(workdir, "specialized.onnx")
     onnx.save(specialized, path)
@@ -291,6 +335,13 @@ def check_outputs(model, data_dir, outdir):
                 return (bits.astype(np.uint32) & 0x7FFF) > 0x7F80
             got = np.where(is_nan(got) & is_nan(expected), expected, got)
             got = got.astype(expected.dtype)
+        elem_type = value.type.tensor_type.elem_type
+        expected = plain_array(expected, elem_type)
+        if elem_type in FLOAT8_TYPES and got.shape == expected.shape:
+            # float8 is compared as its codes; any NaN matches any NaN.
+            both_nan = (float8_is_nan(elem_type, got)
+                        & float8_is_nan(elem_type, expected))
+            got = np.where(both_nan, expected, got).astype(np.uint8)
         reason = compare_output(value.name, got, expected)
         if reason:
             raise TestFailure("mismatch", reason)

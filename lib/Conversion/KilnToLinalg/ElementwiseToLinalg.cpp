@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Float8Conversion.h"
 #include "LoweringUtils.h"
 
 #include "kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
@@ -342,6 +343,15 @@ Value emitCast(OpBuilder &b, Location loc, Value x, Type to,
   Type from = x.getType();
   if (from == to)
     return x;
+  // float8 is a storage type: every conversion goes through f32, as ONNX's
+  // reference does (a wider source rounds to f32 first).
+  if (isFloat8StorageType(from))
+    return emitCast(b, loc, emitFloat8ToF32(b, loc, x), to,
+                    /*fromUnsigned=*/false, toUnsigned);
+  if (isFloat8StorageType(to)) {
+    Value wide = emitCast(b, loc, x, b.getF32Type(), fromUnsigned);
+    return emitF32ToFloat8(b, loc, wide, cast<FloatType>(to));
+  }
   auto fromF = dyn_cast<FloatType>(from), toF = dyn_cast<FloatType>(to);
   // f16 <-> bf16 (same width, neither holds the other): through f32, which
   // holds both, so the one rounding is the final truncation's.

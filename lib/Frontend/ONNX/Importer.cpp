@@ -102,6 +102,7 @@ private:
     addFamily("quantization (com.microsoft, onnxruntime 1.20.1)",
               registerContribQuantizationHandlers);
     addFamily("loss", registerLossHandlers);
+    addFamily("sequence & optional", registerSequenceHandlers);
     addFamily("training (ai.onnx.preview.training)", registerTrainingHandlers);
     for (auto &entry : byOpType)
       llvm::sort(entry.second, [](const Handler &a, const Handler &b) {
@@ -237,6 +238,12 @@ private:
   Block *entry = nullptr;
   llvm::StringMap<Value> values;
   llvm::StringMap<const onnx::TensorProto *> initializers;
+  /// The INT4/UINT4 tensors (NodeImporter::setFourBitNames): declared so,
+  /// or produced by a node that says so.
+  llvm::StringSet<> fourBitNames;
+  /// The sequences and optionals, resolved at compile time
+  /// (NodeImporter::setCompositeValues).
+  CompositeValues composites;
   /// Per graph input: each dim's symbol ("" where fixed); empty when the
   /// input has no symbolic dim.
   SmallVector<SmallVector<std::string>> inputSymbols;
@@ -299,8 +306,17 @@ LogicalResult GraphImporter::readOpsets() {
 LogicalResult
 GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
                              SmallVectorImpl<std::string> &names) {
-  for (const onnx::TensorProto &init : model.graph().initializer())
+  for (const onnx::TensorProto &init : model.graph().initializer()) {
     initializers[init.name()] = &init;
+    if (isFourBitType(init.data_type()))
+      fourBitNames.insert(init.name());
+  }
+  for (const auto *infos : {&model.graph().input(), &model.graph().output(),
+                            &model.graph().value_info()})
+    for (const onnx::ValueInfoProto &info : *infos)
+      if (info.type().has_tensor_type() &&
+          isFourBitType(info.type().tensor_type().elem_type()))
+        fourBitNames.insert(info.name());
   // The model's symbolic dims (its dim_params) and the names --shape gives,
   // for the errors that list them.
   SmallVector<std::string> symbols; // in order of first appearance
@@ -334,8 +350,9 @@ GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
     seen.insert(name);
     if (!input.type().has_tensor_type())
       return fail("input '" + name +
-                  "' is not a tensor (sequences, maps and "
-                  "optionals are not supported)");
+                  "' is not a tensor (sequence, map and optional graph "
+                  "inputs are not supported; inside a graph, sequences and "
+                  "optionals of tensors are)");
     const onnx::TypeProto::Tensor &tensorType = input.type().tensor_type();
     Type elementType = convertElementType(tensorType.elem_type(), &context);
     if (!elementType)
@@ -591,6 +608,12 @@ void GraphImporter::hoistLargeConstants(func::FuncOp func) {
   });
 }
 
+/// "a sequence" or "an optional", for messages.
+static const char *compositeKindName(const CompositeValue &value) {
+  return value.kind == CompositeValue::Kind::Sequence ? "a sequence"
+                                                      : "an optional";
+}
+
 FailureOr<Value> GraphImporter::lookupValue(StringRef name,
                                             const onnx::NodeProto *user) {
   auto it = values.find(name);
@@ -605,6 +628,12 @@ FailureOr<Value> GraphImporter::lookupValue(StringRef name,
     return *value;
   }
   std::string where = user ? describeNode(*user) + ": input" : "graph output";
+  auto composite = composites.find(name);
+  if (composite != composites.end())
+    return fail(where + " '" + name + "' is " +
+                compositeKindName(composite->second) +
+                ": Kiln resolves sequences and optionals at compile time, "
+                "inside a graph; a graph or subgraph cannot return one");
   return fail(where + " '" + name +
               "' has no value (its producer does not set it)");
 }
@@ -635,6 +664,17 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
       inputs.push_back(nullptr);
       continue;
     }
+    // A sequence or optional has no value: the ops that take one read it
+    // from the composites (NodeImporter::compositeInput).
+    auto composite = composites.find(name);
+    if (composite != composites.end()) {
+      if (!takesCompositeInputs(node.op_type()))
+        return fail(describeNode(node) + ": input '" + name + "' is " +
+                    compositeKindName(composite->second) +
+                    "; only the sequence and optional ops take one");
+      inputs.push_back(nullptr);
+      continue;
+    }
     FailureOr<Value> value = lookupValue(name, &node);
     if (failed(value))
       return failure();
@@ -644,6 +684,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   NodeImporter importer(b, node, opset, inputs, baseDir, nodeError);
   importer.setTraining(options.trainingDropout);
   importer.setGraphValues(&values);
+  importer.setFourBitNames(&fourBitNames);
+  importer.setCompositeValues(&composites);
   importer.setSubgraphImporter(
       [this](const onnx::GraphProto &graph, ArrayRef<Value> inputs) {
         return importSubgraph(graph, inputs);

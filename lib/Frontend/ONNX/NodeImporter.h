@@ -15,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -58,9 +59,28 @@ void registerContribQuantizationHandlers(
 /// ai.onnx.preview.training ops, registered under their qualified names.
 void registerTrainingHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerLossHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+/// Sequences and optionals, resolved at compile time (CompositeValue).
+void registerSequenceHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+
+/// TensorProto.DataType codes newer than the protobuf definitions Kiln
+/// builds against.
+enum : int32_t {
+  kOnnxFloat8E4M3FN = 17,
+  kOnnxFloat8E4M3FNUZ = 18,
+  kOnnxFloat8E5M2 = 19,
+  kOnnxFloat8E5M2FNUZ = 20,
+  kOnnxUInt4 = 21,
+  kOnnxInt4 = 22,
+};
 
 /// Converts an ONNX element type to an MLIR one, or null when unsupported.
+/// The float8 types become MLIR's f8E4M3FN, f8E4M3FNUZ, f8E5M2 and
+/// f8E5M2FNUZ; INT4 and UINT4 become i8 and ui8 holding one value per byte
+/// (initializers are unpacked on import, graph inputs and outputs carry one
+/// value per byte: docs/onnx-ops.md, "Element types").
 mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *context);
+/// Whether an ONNX element type is INT4 or UINT4 (held as i8/ui8).
+bool isFourBitType(int32_t onnxType);
 /// The ONNX name of an element type enum value ("FLOAT", "STRING", ...).
 std::string onnxTypeName(int32_t onnxType);
 
@@ -83,6 +103,24 @@ llvm::FailureOr<mlir::DenseElementsAttr>
 decodeTensor(const onnx::TensorProto &tensor, llvm::StringRef baseDir,
              mlir::MLIRContext *context, std::string &error);
 
+/// A sequence or an optional, resolved at compile time
+/// (SequenceHandlers.cpp): kiln has no type for either, so the importer keeps
+/// its tensors, each an ordinary value, under the ONNX name.
+struct CompositeValue {
+  enum class Kind { Sequence, Optional };
+  Kind kind = Kind::Sequence;
+  /// A sequence's tensors in order; an optional's one tensor, or none.
+  llvm::SmallVector<mlir::Value> elements;
+  /// The element type when `elements` is empty (SequenceEmpty's dtype, an
+  /// empty Optional's type), else null.
+  mlir::Type elementType;
+};
+using CompositeValues = llvm::StringMap<CompositeValue>;
+
+/// Whether an op type takes sequences or optionals as inputs (the others
+/// refuse them with an error naming the input).
+bool takesCompositeInputs(llvm::StringRef opType);
+
 class NodeImporter {
 public:
   NodeImporter(mlir::OpBuilder &builder, const onnx::NodeProto &node,
@@ -102,6 +140,36 @@ public:
   /// attribute naming one).
   void setGraphValues(const llvm::StringMap<mlir::Value> *values) {
     graphValues = values;
+  }
+  /// The graph's INT4/UINT4 tensors by name (held as i8/ui8, so the type
+  /// alone does not say their range). Set by the GraphImporter.
+  void setFourBitNames(llvm::StringSet<> *names) { fourBitNames = names; }
+  /// Whether input `i` is an ONNX INT4/UINT4 tensor.
+  bool inputIsFourBit(size_t i) const {
+    return fourBitNames && i < static_cast<size_t>(proto.input_size()) &&
+           fourBitNames->contains(proto.input(i));
+  }
+  /// Records output `i` as INT4/UINT4.
+  void markOutputFourBit(size_t i) {
+    if (fourBitNames && i < static_cast<size_t>(proto.output_size()))
+      fourBitNames->insert(proto.output(i));
+  }
+  /// The graph's sequences and optionals by name. Set by the GraphImporter.
+  void setCompositeValues(CompositeValues *values) { composites = values; }
+  /// Input `i` as a sequence or optional, or null when it is a tensor or
+  /// absent (then input(i) is null too).
+  const CompositeValue *compositeInput(size_t i) const {
+    if (!composites || i >= static_cast<size_t>(proto.input_size()) ||
+        proto.input(i).empty())
+      return nullptr;
+    auto it = composites->find(proto.input(i));
+    return it == composites->end() ? nullptr : &it->second;
+  }
+  /// Binds output `i` to a sequence or optional.
+  void setCompositeResult(size_t i, CompositeValue value) {
+    if (composites && i < static_cast<size_t>(proto.output_size()) &&
+        !proto.output(i).empty())
+      (*composites)[proto.output(i)] = std::move(value);
   }
   /// The tensor `name` computed before this node, or null.
   mlir::Value graphValue(llvm::StringRef name) const {
@@ -242,6 +310,8 @@ public:
 private:
   bool trainingMode = false;
   const llvm::StringMap<mlir::Value> *graphValues = nullptr;
+  llvm::StringSet<> *fourBitNames = nullptr;
+  CompositeValues *composites = nullptr;
   SubgraphImporter subgraphImporter;
   llvm::FailureOr<llvm::SmallVector<mlir::Value>>
   create(llvm::StringRef opName, mlir::ValueRange operands,

@@ -41,9 +41,26 @@ Type convertElementType(int32_t onnxType, MLIRContext *context) {
     return b.getIntegerType(32, false);
   case onnx::TensorProto::UINT64:
     return b.getIntegerType(64, false);
+  case kOnnxFloat8E4M3FN:
+    return b.getType<Float8E4M3FNType>();
+  case kOnnxFloat8E4M3FNUZ:
+    return b.getType<Float8E4M3FNUZType>();
+  case kOnnxFloat8E5M2:
+    return b.getType<Float8E5M2Type>();
+  case kOnnxFloat8E5M2FNUZ:
+    return b.getType<Float8E5M2FNUZType>();
+  // 4-bit integers are held unpacked, one per byte (isFourBitType).
+  case kOnnxInt4:
+    return b.getIntegerType(8);
+  case kOnnxUInt4:
+    return b.getIntegerType(8, /*isSigned=*/false);
   default:
     return nullptr;
   }
+}
+
+bool isFourBitType(int32_t onnxType) {
+  return onnxType == kOnnxInt4 || onnxType == kOnnxUInt4;
 }
 
 std::string onnxTypeName(int32_t onnxType) {
@@ -194,6 +211,27 @@ FailureOr<DecodedTensor> decodeTensorData(const onnx::TensorProto &tensor,
       tensorBytes(tensor, elementType, numElements, baseDir, error);
   if (failed(bytes))
     return failure();
+  if (isFourBitType(tensor.data_type())) {
+    // Two per byte, the first in the low nibble; an odd count leaves the
+    // last high nibble unused. int32_data holds one packed byte per entry.
+    int64_t packed = numElements / 2 + numElements % 2;
+    if (static_cast<int64_t>(bytes->size()) != packed) {
+      error = "tensor '" + tensor.name() + "' holds " +
+              std::to_string(bytes->size()) + " bytes, expected " +
+              std::to_string(packed) + " (4-bit, two per byte) for its shape";
+      return failure();
+    }
+    bool isSigned = tensor.data_type() == kOnnxInt4;
+    decoded.bytes.resize(numElements);
+    for (int64_t i = 0; i < numElements; ++i) {
+      uint8_t nibble = (static_cast<uint8_t>((*bytes)[i / 2]) >> (4 * (i % 2))) & 0xF;
+      // Sign-extend INT4: 8..15 are -8..-1.
+      if (isSigned && (nibble & 0x8))
+        nibble |= 0xF0;
+      decoded.bytes[i] = static_cast<char>(nibble);
+    }
+    return decoded;
+  }
   int64_t expected = 0;
   if (llvm::MulOverflow(numElements, rawElementBytes(elementType), expected) ||
       static_cast<int64_t>(bytes->size()) != expected) {

@@ -183,6 +183,14 @@ std::optional<rt::DType> toDType(Type type) {
     return rt::DType::F64;
   if (type.isInteger(1))
     return rt::DType::Bool;
+  if (isa<Float8E4M3FNType>(type))
+    return rt::DType::F8E4M3FN;
+  if (isa<Float8E4M3FNUZType>(type))
+    return rt::DType::F8E4M3FNUZ;
+  if (isa<Float8E5M2Type>(type))
+    return rt::DType::F8E5M2;
+  if (isa<Float8E5M2FNUZType>(type))
+    return rt::DType::F8E5M2FNUZ;
   if (auto i = dyn_cast<IntegerType>(type)) {
     bool u = i.isUnsigned();
     switch (i.getWidth()) {

@@ -395,6 +395,32 @@ float bf16ToFloat(uint16_t value) {
   return result;
 }
 
+/// A float8 code's value: `mantissaBits` of mantissa, the given bias; which
+/// codes are NaN or infinite depends on the type.
+double float8ToDouble(DType dtype, uint8_t code) {
+  bool e4m3 = dtype == DType::F8E4M3FN || dtype == DType::F8E4M3FNUZ;
+  int mantissaBits = e4m3 ? 3 : 2;
+  int bias = dtype == DType::F8E4M3FN    ? 7
+             : dtype == DType::F8E4M3FNUZ ? 8
+             : dtype == DType::F8E5M2     ? 15
+                                          : 16;
+  unsigned magnitude = code & 0x7F;
+  bool fnuz = dtype == DType::F8E4M3FNUZ || dtype == DType::F8E5M2FNUZ;
+  if ((fnuz && code == 0x80) ||
+      (dtype == DType::F8E4M3FN && magnitude == 0x7F) ||
+      (dtype == DType::F8E5M2 && magnitude > 0x7C))
+    return NAN;
+  double sign = (code & 0x80) ? -1.0 : 1.0;
+  if (dtype == DType::F8E5M2 && magnitude == 0x7C)
+    return sign * INFINITY;
+  int exponent = static_cast<int>(magnitude >> mantissaBits);
+  int mantissa = static_cast<int>(magnitude & ((1u << mantissaBits) - 1));
+  if (exponent == 0)
+    return sign * std::ldexp(mantissa, 1 - bias - mantissaBits);
+  return sign * std::ldexp(mantissa | (1 << mantissaBits),
+                           exponent - bias - mantissaBits);
+}
+
 /// Element `i` of a tensor, as a double.
 double elementAt(DType dtype, const uint8_t *data, size_t i) {
   auto load = [&](auto tag) {
@@ -428,6 +454,11 @@ double elementAt(DType dtype, const uint8_t *data, size_t i) {
     return load(uint32_t());
   case DType::U64:
     return static_cast<double>(load(uint64_t()));
+  case DType::F8E4M3FN:
+  case DType::F8E4M3FNUZ:
+  case DType::F8E5M2:
+  case DType::F8E5M2FNUZ:
+    return float8ToDouble(dtype, load(uint8_t()));
   }
   return 0;
 }
@@ -745,6 +776,15 @@ int runTool(const Options &options) {
     Expected<NpyArray> array = readNpy(file);
     if (!array)
       return fail(array.error().message());
+    // '|V1' bytes are any float8 type: the signature says which.
+    if (const TensorSignature *signature = artifact->findInput(name)) {
+      if (npyDTypeMatches(array->dtype, signature->dtype))
+        array->dtype = signature->dtype;
+      else if (isFloat8DType(array->dtype))
+        return fail(fmt::format("{}: input '{}': '|V1' data (float8 bytes) "
+                                "does not match the signature's {}",
+                                file, name, dtypeName(signature->dtype)));
+    }
     if (Error err = checkInput(*artifact, name, array->dtype, array->shape,
                                array->data.size()))
       return fail(err.withContext(file).message());

@@ -90,3 +90,34 @@ func.func @tf32_other_user(%x: tensor<8xf32>) -> tensor<8xtf32> {
   %1 = kiln.neg %0 : tensor<8xtf32>
   return %1 : tensor<8xtf32>
 }
+
+// -----
+
+// float8 is a storage type: a cast from it reads its byte and builds the f32
+// bits in i32 (no float8 arithmetic; Float8Conversion.cpp). The numbers are
+// checked bit for bit in test/Target/CUDA/float8-casts.test.
+// CHECK-LABEL: func.func @f8_to_f32
+// CHECK: linalg.generic
+// CHECK: %[[B:.*]] = arith.bitcast %{{.*}} : f8E4M3FN to i8
+// CHECK: arith.extui %[[B]] : i8 to i32
+// CHECK-NOT: arith.extf
+// CHECK: %[[F:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK: linalg.yield %[[F]]
+func.func @f8_to_f32(%x: tensor<4xf8E4M3FN>) -> tensor<4xf32> {
+  %0 = kiln.cast %x : tensor<4xf8E4M3FN> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// To float8: widen to f32, round the bits in i32, keep the low byte.
+// CHECK-LABEL: func.func @f16_to_f8
+// CHECK: %[[W:.*]] = arith.extf %{{.*}} : f16 to f32
+// CHECK: arith.bitcast %[[W]] : f32 to i32
+// CHECK: %[[T:.*]] = arith.trunci %{{.*}} : i32 to i8
+// CHECK: %[[Y:.*]] = arith.bitcast %[[T]] : i8 to f8E5M2FNUZ
+// CHECK: linalg.yield %[[Y]]
+func.func @f16_to_f8(%x: tensor<4xf16>) -> tensor<4xf8E5M2FNUZ> {
+  %0 = kiln.cast %x : tensor<4xf16> -> tensor<4xf8E5M2FNUZ>
+  return %0 : tensor<4xf8E5M2FNUZ>
+}

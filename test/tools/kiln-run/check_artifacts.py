@@ -81,8 +81,37 @@ def train(model_path, x_path, labels_path, loss_csv, trained_path, lr):
     return 0 if all(r.ok for r in results) else 1
 
 
+def float8(artifact, workdir):
+    """cast-float8-format-1.6.kiln: y = Cast<FLOAT>(x: FLOAT8E4M3FN[16]),
+    z = Cast<FLOAT8E5M2>(f: FLOAT[16]); both against ml_dtypes bit for bit
+    (f stays inside E5M2's range, where saturation changes nothing)."""
+    import subprocess
+    import ml_dtypes
+    os.makedirs(workdir, exist_ok=True)
+    codes = (np.arange(16, dtype=np.uint32) * 15 + 3).astype(np.uint8)
+    f = np.linspace(-300.0, 300.0, 16, dtype=np.float32)
+    np.save(os.path.join(workdir, "x.npy"), codes.view(np.dtype("V1")))
+    np.save(os.path.join(workdir, "f.npy"), f)
+    subprocess.run(["kiln-run", artifact, "--device", "emu",
+                    "-i", "x=" + os.path.join(workdir, "x.npy"),
+                    "-i", "f=" + os.path.join(workdir, "f.npy"),
+                    "-o", os.path.join(workdir, "out")], check=True,
+                   stdout=subprocess.DEVNULL)
+    y = np.load(os.path.join(workdir, "out", "y.npy"))
+    z = np.load(os.path.join(workdir, "out", "z.npy")).view(np.uint8)
+    want_y = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    want_z = f.astype(ml_dtypes.float8_e5m2).view(np.uint8)
+    ok_y = np.array_equal(y.view(np.uint32), want_y.view(np.uint32))
+    ok_z = np.array_equal(z, want_z)
+    print(f"y: {'bit-exact' if ok_y else 'MISMATCH'}; "
+          f"z: {'bit-exact' if ok_z else 'MISMATCH'}")
+    return 0 if ok_y and ok_z else 1
+
+
 def main():
     mode, rest = sys.argv[1], sys.argv[2:]
+    if mode == "float8":
+        return float8(*rest)
     if mode == "header":
         return header(rest[0], int(rest[1]), [int(k) for k in rest[2:]])
     if mode == "gemm":

@@ -167,6 +167,15 @@ TEST_F(KilnRunTest, InputsAreCheckedBeforeTheDevice) {
               HasSubstr("input 'x': dtype f64 does not match the signature's "
                         "f32"));
 
+  // float8 bytes ('|V1', read as f8e4m3fn) are named as what they are.
+  std::vector<uint8_t> bytes(6);
+  ASSERT_FALSE(writeNpy(npy, DType::F8E5M2, {2, 3}, bytes.data(), 6));
+  result = runKilnRun(model + " -i x=" + npy);
+  EXPECT_EQ(result.status, 1);
+  EXPECT_EQ(result.output, "kiln-run: error: " + npy +
+                               ": input 'x': '|V1' data (float8 bytes) does "
+                               "not match the signature's f32\n");
+
   ASSERT_FALSE(writeNpy(npy, DType::F32, {2, 3}, wrong.data(), 24));
   result = runKilnRun(model + " -i nope=" + npy);
   EXPECT_THAT(result.output,

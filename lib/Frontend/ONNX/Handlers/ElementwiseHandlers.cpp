@@ -326,21 +326,78 @@ FailureOr<Value> castTo(NodeImporter &n, Value input, Type elementType) {
   return n.makeTyped<CastOp>(type, input);
 }
 
+/// The largest finite value of a float8 type, or nothing for other types.
+std::optional<double> float8Max(Type type) {
+  if (isa<Float8E4M3FNType>(type))
+    return 448.0;
+  if (isa<Float8E4M3FNUZType>(type))
+    return 240.0;
+  if (isa<Float8E5M2Type>(type) || isa<Float8E5M2FNUZType>(type))
+    return 57344.0;
+  return std::nullopt;
+}
+
+FailureOr<Value> clip(NodeImporter &n, Value v, double lo, double hi) {
+  return n.make<ClipOp>(v, {n.namedF64("min", lo), n.namedF64("max", hi)});
+}
+
+/// Cast with ONNX's rules for the storage types, as the reference computes
+/// them: the source goes through f32 first where the target is float8 or
+/// 4-bit (a float8 source always: it has no arithmetic), then
+///  - float8 targets with `saturate` clip to +-max (which takes +-Inf there
+///    too, as the reference does for every float8 type; NaN stays NaN); the
+///    cast itself rounds to nearest even and overflows to Inf (E5M2) or NaN;
+///  - INT4/UINT4 targets (`fourBit`, held as i8/ui8) clip to [-8, 7] or
+///    [0, 15] and round half to even.
+FailureOr<Value> castWithOnnxRules(NodeImporter &n, Value input,
+                                   Type elementType, bool fourBit,
+                                   bool saturate) {
+  std::optional<double> f8Max = float8Max(elementType);
+  if (!f8Max && !fourBit)
+    return castTo(n, input, elementType);
+  Type f32 = n.builder().getF32Type();
+  Type from = elementTypeOf(input);
+  FailureOr<Value> v = input;
+  if (!isa<FloatType>(from) || float8Max(from) || (fourBit && !from.isF32()))
+    v = castTo(n, input, f32);
+  if (failed(v))
+    return failure();
+  if (f8Max) {
+    if (saturate)
+      v = clip(n, *v, -*f8Max, *f8Max);
+  } else {
+    bool isSigned = !elementType.isUnsignedInteger();
+    v = clip(n, *v, isSigned ? -8.0 : 0.0, isSigned ? 7.0 : 15.0);
+    if (succeeded(v))
+      v = n.make<RoundOp>(*v);
+  }
+  if (failed(v))
+    return failure();
+  return castTo(n, *v, elementType);
+}
+
 LogicalResult importCast(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
-  int64_t to = n.intAttr("to", 0);
-  Type elementType = convertElementType(static_cast<int32_t>(to), n.context());
+  auto to = static_cast<int32_t>(n.intAttr("to", 0));
+  Type elementType = convertElementType(to, n.context());
   if (!elementType)
-    return n.fail("cast to unsupported element type " +
-                  onnxTypeName(static_cast<int32_t>(to)));
-  return bind(n, castTo(n, n.input(0), elementType));
+    return n.fail("cast to unsupported element type " + onnxTypeName(to));
+  bool fourBit = isFourBitType(to);
+  if (fourBit)
+    n.markOutputFourBit(0);
+  return bind(n, castWithOnnxRules(n, n.input(0), elementType, fourBit,
+                                   n.intAttr("saturate", 1) != 0));
 }
 
 LogicalResult importCastLike(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
-  return bind(n, castTo(n, n.input(0), elementTypeOf(n.input(1))));
+  bool fourBit = n.inputIsFourBit(1);
+  if (fourBit)
+    n.markOutputFourBit(0);
+  return bind(n, castWithOnnxRules(n, n.input(0), elementTypeOf(n.input(1)),
+                                   fourBit, n.intAttr("saturate", 1) != 0));
 }
 
 } // namespace
@@ -414,8 +471,8 @@ void registerElementwiseHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Sum", 6, importVariadic<AddOp>, ""},
       {"Mean", 6, importMean, ""},
       {"Where", 9, importWhere, ""},
-      {"Cast", 6, importCast, "no string, complex or float8 types"},
-      {"CastLike", 15, importCastLike, "no string, complex or float8 types"},
+      {"Cast", 6, importCast, "no string or complex types"},
+      {"CastLike", 15, importCastLike, "no string or complex types"},
   });
 }
 

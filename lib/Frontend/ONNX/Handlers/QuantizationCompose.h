@@ -17,13 +17,15 @@
 
 namespace kiln::onnx_frontend::quant {
 
-/// The range of an 8- or 16-bit integer storage type, or nothing.
-std::optional<std::pair<double, double>> integerRange(mlir::Type type);
+/// The range of an 8- or 16-bit integer storage type, or nothing; with
+/// `fourBit`, the range of INT4/UINT4 held in an i8/ui8.
+std::optional<std::pair<double, double>> integerRange(mlir::Type type,
+                                                      bool fourBit = false);
 std::string typeName(mlir::Type type);
 
 /// round_half_even(v) + zero_point, saturated to `storage`, as `storage`.
 mlir::Value roundSaturate(Composer &c, mlir::Value v, mlir::Value zeroPoint,
-                          mlir::Type storage);
+                          mlir::Type storage, bool fourBit = false);
 /// A per-tensor parameter as a rank-0 value, or fails naming it.
 mlir::Value perTensor(Composer &c, mlir::Value v, llvm::StringRef what);
 /// `(f32(x) - f32(zeroPoint)) * scale` in f32; per-tensor parameters.

@@ -26,16 +26,19 @@
 #include "QuantizationCompose.h"
 #include "WindowAttrs.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 using namespace mlir;
 
 namespace kiln::onnx_frontend {
 namespace quant {
 
-std::optional<std::pair<double, double>> integerRange(Type type) {
+std::optional<std::pair<double, double>> integerRange(Type type,
+                                                      bool fourBit) {
   auto intType = dyn_cast<IntegerType>(type);
   if (!intType || intType.getWidth() == 1 || intType.getWidth() > 16)
     return std::nullopt;
-  unsigned bits = intType.getWidth();
+  unsigned bits = fourBit ? 4 : intType.getWidth();
   if (intType.isUnsigned())
     return std::make_pair(0.0, std::ldexp(1.0, bits) - 1);
   return std::make_pair(-std::ldexp(1.0, bits - 1),
@@ -107,6 +110,22 @@ Value broadcastQuantParam(Composer &c, Value param, ArrayRef<int64_t> shape,
   return v;
 }
 
+/// A float8 zero point (input 2) must be 0, as the spec says; the reference
+/// refuses others on dequantize and ignores them on quantize. Kiln refuses
+/// both, and does not add it.
+LogicalResult requireZeroPoint0(NodeImporter &n, StringRef what) {
+  if (!n.hasInput(2))
+    return success();
+  std::optional<DenseElementsAttr> zero = n.constantInput(2);
+  if (!zero)
+    return n.fail(Twine(what) + " of float8 type must be a compile-time constant 0");
+  for (APFloat v : zero->getValues<APFloat>())
+    if (!v.isZero())
+      return n.fail(Twine(what) + " of float8 type must be 0, got " +
+                    llvm::formatv("{0}", v.convertToDouble()).str());
+  return success();
+}
+
 /// The quantization axis (opset 13 on) and block size (opset 21 on).
 FailureOr<std::pair<int64_t, int64_t>> readAxisAndBlock(NodeImporter &n) {
   // The axis only matters to per-axis and blocked parameters (a per-tensor
@@ -127,8 +146,9 @@ FailureOr<std::pair<int64_t, int64_t>> readAxisAndBlock(NodeImporter &n) {
 } // namespace
 
 /// `v` and `zeroPoint` (already broadcastable) are floats of one type.
-Value quant::roundSaturate(Composer &c, Value v, Value zeroPoint, Type storage) {
-  auto range = integerRange(storage);
+Value quant::roundSaturate(Composer &c, Value v, Value zeroPoint, Type storage,
+                          bool fourBit) {
+  auto range = integerRange(storage, fourBit);
   if (!v || c.failed())
     return {};
   if (!range)
@@ -193,17 +213,27 @@ LogicalResult quant::importQuantizeLinear(NodeImporter &n) {
   Value x = n.input(0);
   ArrayRef<int64_t> shape = typeOf(x).getShape();
   Type storage;
-  if (n.hasInput(2))
+  // INT4/UINT4 are held as i8/ui8: the zero point's ONNX type or
+  // output_dtype says which range applies.
+  bool fourBit = false;
+  if (n.hasInput(2)) {
     storage = elementTypeOf(n.input(2));
-  else if (n.hasAttr("output_dtype"))
-    storage = convertElementType(n.intAttr("output_dtype", 0), n.context());
-  else
+    fourBit = n.inputIsFourBit(2);
+  } else if (n.hasAttr("output_dtype")) {
+    auto outputType = static_cast<int32_t>(n.intAttr("output_dtype", 0));
+    storage = convertElementType(outputType, n.context());
+    fourBit = isFourBitType(outputType);
+  } else {
     storage = n.builder().getIntegerType(8, /*isSigned=*/false);
-  if (!storage || !integerRange(storage))
+  }
+  bool float8 = storage && isa<FloatType>(storage) &&
+                storage.getIntOrFloatBitWidth() == 8;
+  if (!storage || (!float8 && !integerRange(storage)))
     return n.fail("quantizing to " +
                   (storage ? typeName(storage)
                            : onnxTypeName(n.intAttr("output_dtype", 0))) +
-                  " is not supported (int8, uint8, int16 and uint16 are)");
+                  " is not supported (int4, uint4, int8, uint8, int16, uint16 "
+                  "and the float8 types are)");
   if (n.hasAttr("output_dtype") && n.hasInput(2) &&
       convertElementType(n.intAttr("output_dtype", 0), n.context()) != storage)
     return n.fail("output_dtype " +
@@ -224,11 +254,27 @@ LogicalResult quant::importQuantizeLinear(NodeImporter &n) {
   // Round and add the zero point where every 16-bit value is exact.
   if (!elementTypeOf(x).isF64())
     q = c.cast(q, n.builder().getF32Type());
+  if (float8) {
+    // The reference converts x / scale (as f32) and ignores the zero point,
+    // which must be 0; saturate clips to +-max first, as Cast does.
+    if (failed(requireZeroPoint0(n, "y_zero_point")))
+      return failure();
+    q = c.cast(q, n.builder().getF32Type());
+    if (n.intAttr("saturate", 1) != 0) {
+      double max = isa<Float8E4M3FNType>(storage)     ? 448.0
+                   : isa<Float8E4M3FNUZType>(storage) ? 240.0
+                                                : 57344.0;
+      q = c.make<ClipOp>(q, {n.namedF64("min", -max), n.namedF64("max", max)});
+    }
+    return bindComposed(c, c.cast(q, storage));
+  }
+  if (fourBit)
+    n.markOutputFourBit(0);
   Value zeroPoint =
       n.hasInput(2) ? broadcastQuantParam(c, n.input(2), shape, axis,
                                           blockSize, "y_zero_point")
                     : Value();
-  return bindComposed(c, roundSaturate(c, q, zeroPoint, storage));
+  return bindComposed(c, roundSaturate(c, q, zeroPoint, storage, fourBit));
 }
 
 LogicalResult quant::importDequantizeLinear(NodeImporter &n) {
@@ -241,17 +287,21 @@ LogicalResult quant::importDequantizeLinear(NodeImporter &n) {
   Composer c(n);
   Value x = n.input(0);
   Type storage = elementTypeOf(x);
-  if (!integerRange(storage) && !storage.isInteger(32))
+  bool float8 =
+      isa<FloatType>(storage) && storage.getIntOrFloatBitWidth() == 8;
+  if (!float8 && !integerRange(storage) && !storage.isInteger(32))
     return n.fail("dequantizing " + typeName(storage) +
-                  " is not supported (int8, uint8, int16, uint16 and int32 "
-                  "are)");
+                  " is not supported (int4, uint4, int8, uint8, int16, "
+                  "uint16, int32 and the float8 types are)");
   if (n.hasInput(2) && elementTypeOf(n.input(2)) != storage)
     return n.fail("x_zero_point's type " + typeName(elementTypeOf(n.input(2))) +
                   " differs from x's type " + typeName(storage));
   ArrayRef<int64_t> shape = typeOf(x).getShape();
   Type compute = dequantComputeType(n, storage);
   Value dx = c.cast(x, compute);
-  if (n.hasInput(2))
+  if (float8 && failed(requireZeroPoint0(n, "x_zero_point")))
+    return failure();
+  if (n.hasInput(2) && !float8)
     dx = c.make<SubOp>(
         {dx, c.cast(broadcastQuantParam(c, n.input(2), shape, axis, blockSize,
                                         "x_zero_point"),
@@ -500,7 +550,7 @@ LogicalResult importQLinearConv(NodeImporter &n) {
 } // namespace
 
 void registerQuantizationHandlers(SmallVectorImpl<Handler> &handlers) {
-  const char *qLimits = "integer storage types only (no float8, int4)";
+  const char *qLimits = "float8 zero points must be 0 (as the spec says)";
   handlers.append({
       {"QuantizeLinear", 10, importQuantizeLinear, qLimits},
       {"QuantizeLinear", 13, importQuantizeLinear, qLimits},

@@ -135,6 +135,11 @@ LogicalResult importRange(NodeImporter &n) {
 }
 
 LogicalResult importIdentity(NodeImporter &n) {
+  // A sequence or optional is passed on as it is.
+  if (const CompositeValue *value = n.compositeInput(0)) {
+    n.setCompositeResult(0, *value);
+    return success();
+  }
   if (failed(n.checkArity(1, 1)))
     return failure();
   return n.setResult(n.input(0));

@@ -33,6 +33,12 @@ enum class DType : uint8_t {
   U32 = 11,
   U64 = 12,
   Bool = 13,
+  // Format 1.6: ONNX's float8 storage types (one byte each, no arithmetic
+  // in the runtime). A .npy carries any of them as '|V1' raw bytes.
+  F8E4M3FN = 14,
+  F8E4M3FNUZ = 15,
+  F8E5M2 = 16,
+  F8E5M2FNUZ = 17,
 };
 
 /// Every element type, in code order.
@@ -52,6 +58,9 @@ std::optional<DType> parseDType(std::string_view name);
 
 bool isFloatDType(DType type);
 bool isSignedIntDType(DType type);
+/// The float8 storage types (not in isFloatDType: the runtime does no
+/// arithmetic on them).
+bool isFloat8DType(DType type);
 
 /// A static shape; every dimension is >= 0. Rank 0 is a scalar.
 using Shape = std::vector<int64_t>;

@@ -3,7 +3,9 @@
 // The .npy format (versions 1.0, 2.0 and 3.0 headers) for the dtypes Kiln
 // knows, little-endian and C order only. bf16, which NumPy lacks, is written
 // as the 2-byte void type '<V2' (what np.save writes for ml_dtypes.bfloat16)
-// and '<V2', '|V2' or 'bfloat16' read back as bf16.
+// and '<V2', '|V2' or 'bfloat16' read back as bf16. The float8 types are
+// written as '|V1' (what np.save writes for ml_dtypes' float8 arrays), which
+// reads back as f8e4m3fn: see npyDTypeMatches.
 //
 // Stability: stable (as Runtime.h).
 //
@@ -47,8 +49,14 @@ Expected<std::vector<uint8_t>> encodeNpy(DType dtype, const Shape &shape,
 Error writeNpy(const std::string &path, DType dtype, const Shape &shape,
                const void *data, uint64_t size);
 
-/// The NumPy descr for a dtype: "<f4", "|b1", "<V2" (bf16), ...
+/// The NumPy descr for a dtype: "<f4", "|b1", "<V2" (bf16), "|V1" (every
+/// float8 type), ...
 std::string_view npyDescr(DType dtype);
+
+/// Whether an array read as `fromFile` holds `wanted`'s elements: the same
+/// dtype, or '|V1' bytes (read as f8e4m3fn) for any float8 type, which .npy
+/// cannot tell apart; the artifact's signature says which it is.
+bool npyDTypeMatches(DType fromFile, DType wanted);
 
 } // namespace kiln::runtime
 
