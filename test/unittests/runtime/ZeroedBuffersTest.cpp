@@ -142,50 +142,58 @@ struct SemaphoreDevice {
   }
 };
 
+/// A session on `fake` with input x bound (ones).
+std::unique_ptr<Session> boundSession(std::shared_ptr<const Artifact> artifact,
+                                      SemaphoreDevice &fake) {
+  auto session = Session::create(std::move(artifact), fake.device, {});
+  EXPECT_TRUE(session) << errorOf(session);
+  if (!session)
+    return nullptr;
+  std::vector<float> x(6, 1.0f);
+  EXPECT_FALSE((*session)->bindInput("x", DType::F32, {2, 3}, x.data(), 24));
+  return session.take();
+}
+
 TEST(ZeroedBuffersTest, SessionZeroesBeforeTheFirstRunAndAfterPartialRuns) {
   auto artifact = std::make_shared<const Artifact>(artifactWithZeroedBuffer());
   SemaphoreDevice fake(*artifact);
-  auto session = Session::create(artifact, fake.device, {});
-  ASSERT_TRUE(session) << errorOf(session);
-  std::vector<float> x(6, 1.0f);
-  ASSERT_FALSE((*session)->bindInput("x", DType::F32, {2, 3}, x.data(), 24));
+  std::unique_ptr<Session> session = boundSession(artifact, fake);
+  ASSERT_TRUE(session);
   const std::vector<uint32_t> zeros(4, 0u);
 
   // The device's memory starts as 0xAB bytes; the first run finds zeros.
-  ASSERT_FALSE((*session)->run());
+  ASSERT_FALSE(session->run());
   ASSERT_EQ(fake.seen.size(), 1u);
   EXPECT_EQ(fake.seen[0], zeros);
 
   // A complete run is trusted to leave them zero: the session does not
   // zero them again (a kernel that left them counted shows through).
   fake.leaveCounted = true;
-  ASSERT_FALSE((*session)->run());
+  ASSERT_FALSE(session->run());
   EXPECT_EQ(fake.seen[1], zeros);
-  ASSERT_FALSE((*session)->run());
+  ASSERT_FALSE(session->run());
   EXPECT_EQ(fake.seen[2], std::vector<uint32_t>(4, 1u));
 
   // After a run that did not run every block, the next run zeroes them.
   fake.device->everyBlock = false;
-  ASSERT_FALSE((*session)->run());
+  ASSERT_FALSE(session->run());
   fake.device->everyBlock = true;
   fake.leaveCounted = false;
-  ASSERT_FALSE((*session)->run());
+  ASSERT_FALSE(session->run());
   EXPECT_EQ(fake.seen[4], zeros);
 }
 
 TEST(ZeroedBuffersTest, AFailedRunMakesTheNextOneZero) {
   auto artifact = std::make_shared<const Artifact>(artifactWithZeroedBuffer());
   SemaphoreDevice fake(*artifact);
-  auto session = Session::create(artifact, fake.device, {});
-  ASSERT_TRUE(session) << errorOf(session);
-  std::vector<float> x(6, 1.0f);
-  ASSERT_FALSE((*session)->bindInput("x", DType::F32, {2, 3}, x.data(), 24));
+  std::unique_ptr<Session> session = boundSession(artifact, fake);
+  ASSERT_TRUE(session);
   fake.leaveCounted = true;
-  ASSERT_FALSE((*session)->run()); // leaves 1s behind
+  ASSERT_FALSE(session->run()); // leaves 1s behind
   fake.device->failCall = "launch";
-  EXPECT_TRUE(bool((*session)->run()));
+  EXPECT_TRUE(bool(session->run()));
   fake.device->failCall.clear();
-  ASSERT_FALSE((*session)->run());
+  ASSERT_FALSE(session->run());
   ASSERT_EQ(fake.seen.size(), 2u);
   EXPECT_EQ(fake.seen[1], std::vector<uint32_t>(4, 0u));
 }
