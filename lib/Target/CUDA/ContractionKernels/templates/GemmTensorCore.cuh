@@ -34,7 +34,7 @@ constexpr int kChunkElems = 16 / kEB;
 constexpr int kWarpsM = Cfg::BM / Cfg::WTM;
 constexpr int kMI = Cfg::WTM / 16;
 constexpr int kNI = Cfg::WTN / 8;
-constexpr int kKStep = Cfg::TF32 ? 8 : 16;
+constexpr int kKStep = Cfg::INT8 ? 32 : Cfg::TF32 ? 8 : 16;
 
 using TileA = SwizzledTile<Cfg::A_K_CONTIG ? Cfg::BM : Cfg::BK,
                            Cfg::A_K_CONTIG ? Cfg::BK : Cfg::BM, kEB>;

@@ -1,0 +1,308 @@
+//===- Int8GemmKernelsTest.cpp - The int8 mma.sync GEMM on the emulator ---===//
+//
+// Each case generates the int8 kernel (Family::MmaS8, NVRTC), checks its
+// PTX with ptxas when there is one, runs it on the emu device and compares
+// every output, bit for bit, with a reference computed here by a naive
+// loop in 64-bit integers over the stored bytes:
+//   v = sum_k A[m][k] * B[k][n] + offset[n] - zb[n] * sum_k A[m][k]
+// wrapped to s32, then for an i8/u8 output onnxruntime's requantization
+// (MLAS MlasRequantizeOutput): f = f32(v) * scale, one f32 multiply
+// rounded to nearest; clamped to [lo - zy, hi - zy]; rounded half to even
+// (std::nearbyint in the default rounding mode); plus zy. The scale is the
+// f32 value onnxruntime would use, (a_scale * b_scale) / y_scale in f32.
+// There is no tolerance: integer sums are exact, and the one rounding
+// (the f32 multiply) is the same operation on both sides.
+//
+// The tie cases pick scales (0.5, 0.25, 0.1f) where many products land
+// exactly on .5, and count the outputs where the f32 product is a tie
+// that the float64 product (the ONNX reference's numpy promotion) would
+// round the other way: the kernel must follow onnxruntime there.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ContractionTestSupport.h"
+
+#include <cfenv>
+
+using namespace kiln::contraction_test;
+
+namespace {
+
+struct Int8Case {
+  GemmProblem problem;
+  GemmConfig config;
+  IntegerEpilogue epilogue;
+  /// The inputs are drawn uniformly from [low, high] of their type.
+  int low = -128, high = 127;
+  int lowB = -128, highB = 127;
+  uint32_t seed = 5;
+};
+
+GemmProblem int8Problem(uint64_t m, uint64_t n, uint64_t k, DType a, DType b,
+                        DType out) {
+  GemmProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.inputType = a, p.inputTypeB = b;
+  p.accumulatorType = DType::I32;
+  p.outputType = out;
+  p.layoutA = Layout::RowMajor;
+  p.layoutB = Layout::ColMajor; // B stored [N][K]
+  return p;
+}
+
+GemmConfig int8Config(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm,
+                      uint32_t wn, uint32_t stages) {
+  return tensorCore(bm, bn, bk, wm, wn, stages, 1, Family::MmaS8);
+}
+
+/// What the last run saw: ties the f32 rule decides.
+struct TieCount {
+  int f32Ties = 0;    // f32(v) * scale is exactly k + 0.5
+  int f64Differs = 0; // ... and the float64 product rounds elsewhere
+};
+
+/// Runs the case and checks every output; returns the tie counts.
+TieCount runInt8Case(const Int8Case &c) {
+  const GemmProblem &p = c.problem;
+  const IntegerEpilogue &q = c.epilogue;
+  Epilogue e;
+  e.integer = q;
+  GenerateOptions options;
+  options.name = "int8_gemm";
+  options.smVersion = 80;
+  auto generated = generateGemm(p, c.config, e, options);
+  EXPECT_TRUE(bool(generated)) << generated.error().message();
+  if (!generated)
+    return {};
+  if (!ptxasPath().empty()) {
+    EXPECT_EQ(runPtxas(generated->kernels[0].ptx, "sm_80"), "")
+        << c.config.describe();
+  }
+
+  std::mt19937 rng(c.seed);
+  auto draw = [&](DType type, int lo, int hi, size_t count) {
+    lo = std::max(lo, type == DType::U8 ? 0 : -128);
+    hi = std::min(hi, type == DType::U8 ? 255 : 127);
+    std::uniform_int_distribution<int> dist(lo, hi);
+    std::vector<int> values(count);
+    for (int &v : values)
+      v = dist(rng);
+    return values;
+  };
+  std::vector<int> a = draw(p.inputType, c.low, c.high, p.m * p.k);
+  std::vector<int> b = draw(p.inputTypeB, c.lowB, c.highB, p.n * p.k);
+  std::uniform_int_distribution<int> offsetDist(-5000, 5000), zpDist(-3, 9);
+  std::uniform_real_distribution<float> scaleDist(0.002f, 0.05f);
+  std::vector<int32_t> offset(p.n, 0), zb(p.n, 0);
+  std::vector<float> scales(p.n, q.scale);
+  for (uint64_t n = 0; n < p.n; ++n) {
+    if (q.offset)
+      offset[n] = offsetDist(rng);
+    if (q.rowSumZeroPointB)
+      zb[n] = zpDist(rng);
+    if (q.scaleVector)
+      scales[n] = scaleDist(rng);
+  }
+
+  Operands in;
+  auto bytesOf = [](const std::vector<int> &v) {
+    std::vector<uint8_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      out[i] = static_cast<uint8_t>(v[i]);
+    return out;
+  };
+  auto rawBytes = [](const void *data, size_t n) {
+    const uint8_t *from = static_cast<const uint8_t *>(data);
+    return std::vector<uint8_t>(from, from + n);
+  };
+  in.a = bytesOf(a);
+  in.b = bytesOf(b);
+  if (q.offset)
+    in.bias = rawBytes(offset.data(), 4 * p.n);
+  if (q.rowSumZeroPointB)
+    in.zeroPointB = rawBytes(zb.data(), 4 * p.n);
+  if (q.scaleVector)
+    in.scale = rawBytes(scales.data(), 4 * p.n);
+  uint64_t count = p.m * p.n;
+  std::vector<uint8_t> out = runOnEmu(*generated, p, in, count);
+  if (out.empty())
+    return {};
+
+  EXPECT_EQ(std::fegetround(), FE_TONEAREST);
+  TieCount ties;
+  int reported = 0;
+  int lo = p.outputType == DType::U8 ? 0 : -128;
+  int hi = p.outputType == DType::U8 ? 255 : 127;
+  for (uint64_t m = 0; m < p.m; ++m) {
+    int64_t rowSum = 0;
+    for (uint64_t k = 0; k < p.k; ++k)
+      rowSum += a[m * p.k + k];
+    for (uint64_t n = 0; n < p.n; ++n) {
+      int64_t acc = 0;
+      for (uint64_t k = 0; k < p.k; ++k)
+        acc += int64_t(a[m * p.k + k]) * b[n * p.k + k];
+      acc += offset[n] - int64_t(zb[n]) * rowSum;
+      int32_t v = static_cast<int32_t>(static_cast<uint32_t>(acc));
+      int64_t want;
+      int64_t got;
+      if (p.outputType == DType::I32) {
+        want = v;
+        int32_t word;
+        std::memcpy(&word, &out[4 * (m * p.n + n)], 4);
+        got = word;
+      } else {
+        volatile float product = static_cast<float>(v) * scales[n];
+        float f = product;
+        if (f - std::floor(f) == 0.5f) {
+          ++ties.f32Ties;
+          double exact = double(v) * double(scales[n]);
+          if (std::nearbyint(exact) != std::nearbyint(double(f)))
+            ++ties.f64Differs;
+        }
+        f = std::min(std::max(f, float(lo - q.outputZeroPoint)),
+                     float(hi - q.outputZeroPoint));
+        want = static_cast<int64_t>(std::nearbyint(f)) + q.outputZeroPoint;
+        uint8_t byte = out[m * p.n + n];
+        got = p.outputType == DType::U8 ? int64_t(byte)
+                                        : int64_t(static_cast<int8_t>(byte));
+      }
+      if (got != want && reported++ < 8)
+        ADD_FAILURE() << c.config.describe() << ": C[" << m << "][" << n
+                      << "] = " << got << ", expected " << want << " (v = " << v
+                      << ")";
+    }
+  }
+  return ties;
+}
+
+class Int8GemmKernelsTest : public ContractionKernelsTest {};
+
+TEST_F(Int8GemmKernelsTest, S8S8ToS8RaggedEveryDimension) {
+  // M, N, K off the tile; K = 70 rows are 2-byte aligned (byte copies).
+  Int8Case c{int8Problem(77, 45, 70, DType::I8, DType::I8, DType::I8),
+             int8Config(64, 64, 64, 32, 32, 3),
+             {}};
+  c.epilogue.scale = 0.0007f;
+  c.epilogue.outputZeroPoint = -3;
+  runInt8Case(c);
+}
+
+TEST_F(Int8GemmKernelsTest, U8ActivationsWithZeroPointFoldedIntoOffset) {
+  // onnxruntime's quantizer: u8 activations with a zero point, s8 weights
+  // with none. The zero point's term is a per-column offset (and a bias).
+  Int8Case c{int8Problem(130, 72, 256, DType::U8, DType::I8, DType::U8),
+             int8Config(128, 64, 64, 64, 32, 3),
+             {}};
+  c.epilogue.offset = true;
+  c.epilogue.scale = 0.00031f;
+  c.epilogue.outputZeroPoint = 131;
+  runInt8Case(c);
+}
+
+TEST_F(Int8GemmKernelsTest, WeightZeroPointsNeedRowSumsI32Out) {
+  // A per-column zero point of B: the kernel sums A's rows on the tensor
+  // cores. i32 output (MatMulInteger), K = 100 (4-byte aligned rows).
+  Int8Case c{int8Problem(40, 24, 100, DType::I8, DType::U8, DType::I32),
+             int8Config(64, 64, 32, 32, 32, 2),
+             {}};
+  c.epilogue.offset = true;
+  c.epilogue.rowSumZeroPointB = true;
+  runInt8Case(c);
+}
+
+TEST_F(Int8GemmKernelsTest, PerColumnScalesU8U8ToS8) {
+  Int8Case c{int8Problem(64, 96, 160, DType::U8, DType::U8, DType::I8),
+             int8Config(64, 32, 32, 32, 16, 4),
+             {}};
+  c.epilogue.scaleVector = true;
+  c.epilogue.offset = true;
+  c.epilogue.rowSumZeroPointB = true;
+  c.epilogue.outputZeroPoint = 5;
+  c.low = 0, c.high = 40, c.lowB = 0, c.highB = 40;
+  runInt8Case(c);
+}
+
+TEST_F(Int8GemmKernelsTest, TiesRoundHalfToEven) {
+  // scale 1/2 and 1/4: every odd v (every v = 2 mod 4) is a tie.
+  for (float scale : {0.5f, 0.25f}) {
+    Int8Case c{int8Problem(48, 40, 64, DType::I8, DType::I8, DType::I8),
+               int8Config(64, 64, 64, 32, 32, 2),
+               {}};
+    c.epilogue.scale = scale;
+    c.low = -4, c.high = 4, c.lowB = -4, c.highB = 4;
+    TieCount ties = runInt8Case(c);
+    EXPECT_GT(ties.f32Ties, 100) << "scale " << scale;
+  }
+}
+
+TEST_F(Int8GemmKernelsTest, TiesFollowOnnxruntimesF32Multiply) {
+  // 0.1f is slightly above 0.1: v = 10j + 5 times it is j + 0.5 plus less
+  // than half an f32 ulp, so the f32 product is a tie (rounded to even)
+  // where the float64 product rounds away from j.
+  Int8Case c{int8Problem(64, 64, 96, DType::I8, DType::I8, DType::I8),
+             int8Config(64, 64, 32, 32, 32, 3),
+             {}};
+  c.epilogue.scale = 0.1f;
+  c.low = -6, c.high = 6, c.lowB = -6, c.highB = 6;
+  TieCount ties = runInt8Case(c);
+  EXPECT_GT(ties.f64Differs, 20);
+}
+
+TEST_F(Int8GemmKernelsTest, PtxHasInt8TensorCoreInstructions) {
+  Epilogue e;
+  e.integer.scale = 0.01f;
+  GenerateOptions options;
+  options.smVersion = 80;
+  auto u8 =
+      generateGemm(int8Problem(64, 64, 64, DType::U8, DType::I8, DType::U8),
+                   int8Config(64, 64, 64, 32, 32, 3), e, options);
+  ASSERT_TRUE(bool(u8)) << u8.error().message();
+  EXPECT_THAT(
+      u8->kernels[0].ptx,
+      ::testing::HasSubstr("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32"));
+  auto s8 =
+      generateGemm(int8Problem(64, 64, 64, DType::I8, DType::I8, DType::I8),
+                   int8Config(64, 64, 64, 32, 32, 3), e, options);
+  ASSERT_TRUE(bool(s8)) << s8.error().message();
+  EXPECT_THAT(
+      s8->kernels[0].ptx,
+      ::testing::HasSubstr("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"));
+}
+
+TEST(Int8GemmProblems, RefusedWithReasons) {
+  GemmConfig c = int8Config(64, 64, 64, 32, 32, 3);
+  GemmProblem p = int8Problem(64, 64, 64, DType::I8, DType::I8, DType::I8);
+  EXPECT_EQ(unsupportedReason(p, c), "");
+  GemmProblem rowB = p;
+  rowB.layoutB = Layout::RowMajor;
+  EXPECT_THAT(unsupportedReason(rowB, c),
+              ::testing::HasSubstr("B stored [N][K]"));
+  GemmProblem f16 = p;
+  f16.inputType = DType::F16;
+  EXPECT_THAT(unsupportedReason(f16, c),
+              ::testing::HasSubstr("needs i8 or u8 inputs"));
+  GemmConfig split = c;
+  split.splitK = 2;
+  EXPECT_THAT(unsupportedReason(p, split), ::testing::HasSubstr("split-K"));
+  Epilogue floatEpilogue;
+  floatEpilogue.activation = Activation::Relu;
+  auto source = generateGemmSource(p, c, floatEpilogue, {});
+  ASSERT_FALSE(bool(source));
+  EXPECT_THAT(source.error().message(),
+              ::testing::HasSubstr("only the integer epilogue"));
+  Epilogue badZp;
+  badZp.integer.outputZeroPoint = 200;
+  auto zp = generateGemmSource(p, c, badZp, {});
+  ASSERT_FALSE(bool(zp));
+  EXPECT_THAT(zp.error().message(), ::testing::HasSubstr("zero point"));
+  Epilogue onFloat;
+  onFloat.integer.offset = true;
+  auto wrongFamily =
+      generateGemmSource(problem(64, 64, 64, DType::BF16, DType::F32),
+                         tensorCore(64, 64, 32, 32, 32, 3), onFloat, {});
+  ASSERT_FALSE(bool(wrongFamily));
+  EXPECT_THAT(wrongFamily.error().message(),
+              ::testing::HasSubstr("needs the mma_s8 family"));
+}
+
+} // namespace
