@@ -23,6 +23,8 @@
 #include "ContractionTestSupport.h"
 
 #include <cfenv>
+#include <fstream>
+#include <optional>
 
 using namespace kiln::contraction_test;
 
@@ -36,6 +38,15 @@ struct Int8Case {
   int low = -128, high = 127;
   int lowB = -128, highB = 127;
   uint32_t seed = 5;
+  /// When set, `offset` is A's zero point term, -za * colsum_B[n] +
+  /// K * za * zb[n], instead of random values (the onnxruntime cases).
+  std::optional<int> aZeroPoint;
+  /// When not empty: the per-column scales (else random ones).
+  std::vector<float> scales;
+  /// When not empty: write the operands, the output and the parameters
+  /// here (`<dumpTo>.a.bin`, `.b.bin`, `.zb.bin`, `.out.bin`), for
+  /// int8_gemm_vs_onnxruntime.py.
+  std::string dumpTo;
 };
 
 GemmProblem int8Problem(uint64_t m, uint64_t n, uint64_t k, DType a, DType b,
@@ -91,7 +102,8 @@ TieCount runInt8Case(const Int8Case &c) {
   };
   std::vector<int> a = draw(p.inputType, c.low, c.high, p.m * p.k);
   std::vector<int> b = draw(p.inputTypeB, c.lowB, c.highB, p.n * p.k);
-  std::uniform_int_distribution<int> offsetDist(-5000, 5000), zpDist(-3, 9);
+  std::uniform_int_distribution<int> offsetDist(-5000, 5000),
+      zpDist(p.inputTypeB == DType::U8 ? 0 : -3, 9);
   std::uniform_real_distribution<float> scaleDist(0.002f, 0.05f);
   std::vector<int32_t> offset(p.n, 0), zb(p.n, 0);
   std::vector<float> scales(p.n, q.scale);
@@ -101,7 +113,18 @@ TieCount runInt8Case(const Int8Case &c) {
     if (q.rowSumZeroPointB)
       zb[n] = zpDist(rng);
     if (q.scaleVector)
-      scales[n] = scaleDist(rng);
+      scales[n] = c.scales.empty() ? scaleDist(rng) : c.scales[n];
+  }
+  if (c.aZeroPoint) {
+    EXPECT_TRUE(q.offset);
+    int64_t za = *c.aZeroPoint;
+    for (uint64_t n = 0; n < p.n; ++n) {
+      int64_t colSum = 0;
+      for (uint64_t k = 0; k < p.k; ++k)
+        colSum += b[n * p.k + k];
+      offset[n] =
+          static_cast<int32_t>(-za * colSum + int64_t(p.k) * za * zb[n]);
+    }
   }
 
   Operands in;
@@ -127,6 +150,17 @@ TieCount runInt8Case(const Int8Case &c) {
   std::vector<uint8_t> out = runOnEmu(*generated, p, in, count);
   if (out.empty())
     return {};
+  if (!c.dumpTo.empty()) {
+    auto write = [&](const std::string &suffix, const void *data, size_t n) {
+      std::ofstream file(c.dumpTo + suffix, std::ios::binary);
+      file.write(static_cast<const char *>(data), n);
+      EXPECT_TRUE(file.good()) << c.dumpTo + suffix;
+    };
+    write(".a.bin", in.a.data(), in.a.size());
+    write(".b.bin", in.b.data(), in.b.size());
+    write(".zb.bin", zb.data(), 4 * zb.size());
+    write(".out.bin", out.data(), out.size());
+  }
 
   EXPECT_EQ(std::fegetround(), FE_TONEAREST);
   TieCount ties;
@@ -267,6 +301,100 @@ TEST_F(Int8GemmKernelsTest, PtxHasInt8TensorCoreInstructions) {
   EXPECT_THAT(
       s8->kernels[0].ptx,
       ::testing::HasSubstr("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"));
+}
+
+/// Writes cases for int8-gemm-vs-onnxruntime.test (which compares them
+/// with onnxruntime's QLinearMatMul and MatMulInteger) into
+/// $KILN_INT8_DUMP_DIR; skipped without it. Each case is also checked
+/// here, as the others are. The scales are onnxruntime's: (a_scale *
+/// b_scale) / y_scale in f32, left to right (qlinearmatmul.cc).
+TEST_F(Int8GemmKernelsTest, CasesForOnnxruntime) {
+  const char *dir = std::getenv("KILN_INT8_DUMP_DIR");
+  if (!dir)
+    GTEST_SKIP() << "KILN_INT8_DUMP_DIR is not set "
+                    "(int8-gemm-vs-onnxruntime.test sets it)";
+  auto ortScale = [](float a, float b, float y) {
+    volatile float ab = a * b;
+    volatile float s = ab / y;
+    return static_cast<float>(s);
+  };
+  std::ofstream list(std::string(dir) + "/cases.txt");
+  auto emit = [&](const std::string &name, Int8Case c, float aScale,
+                  std::vector<float> bScales, float yScale) {
+    const GemmProblem &p = c.problem;
+    c.dumpTo = std::string(dir) + "/" + name;
+    if (c.epilogue.scaleVector) {
+      for (float bs : bScales)
+        c.scales.push_back(ortScale(aScale, bs, yScale));
+    } else if (p.outputType != DType::I32) {
+      c.epilogue.scale = ortScale(aScale, bScales[0], yScale);
+    }
+    runInt8Case(c);
+    auto typeName = [](DType t) {
+      return t == DType::U8 ? "uint8" : t == DType::I8 ? "int8" : "int32";
+    };
+    list << name << " " << p.m << " " << p.n << " " << p.k << " "
+         << typeName(p.inputType) << " " << typeName(p.inputTypeB) << " "
+         << typeName(p.outputType) << " " << c.aZeroPoint.value_or(0) << " "
+         << c.epilogue.outputZeroPoint << " "
+         << (c.epilogue.rowSumZeroPointB ? 1 : 0) << " ";
+    char text[32];
+    std::snprintf(text, sizeof(text), "%a", aScale);
+    list << text << " " << yScale << " " << bScales.size();
+    for (float bs : bScales) {
+      std::snprintf(text, sizeof(text), "%a", bs);
+      list << " " << text;
+    }
+    list << "\n";
+  };
+  {
+    // onnxruntime's quantizer's shape: u8 activations with a zero point,
+    // s8 weights without; ragged M, N and K.
+    Int8Case c{int8Problem(50, 40, 70, DType::U8, DType::I8, DType::U8),
+               int8Config(64, 64, 64, 32, 32, 3),
+               {}};
+    c.epilogue.offset = true;
+    c.epilogue.outputZeroPoint = 128;
+    c.aZeroPoint = 131;
+    emit("qlinear_u8s8_u8", c, 0.02f, {0.01f}, 0.05f);
+  }
+  {
+    // Small values and a scale of 0.1f after onnxruntime's f32 steps:
+    // the f32 product lands on ties the float64 one does not.
+    Int8Case c{int8Problem(64, 48, 96, DType::I8, DType::I8, DType::I8),
+               int8Config(64, 64, 32, 32, 32, 3),
+               {}};
+    c.epilogue.offset = true;
+    c.epilogue.outputZeroPoint = -2;
+    c.aZeroPoint = 3;
+    c.low = -6, c.high = 6, c.lowB = -6, c.highB = 6;
+    emit("qlinear_ties_s8s8_s8", c, 0.5f, {0.25f}, 1.25f);
+  }
+  {
+    // A per-column weight scale (onnxruntime's QLinearMatMul kernels
+    // output A's type).
+    Int8Case c{int8Problem(33, 24, 64, DType::U8, DType::I8, DType::U8),
+               int8Config(64, 32, 32, 32, 16, 2),
+               {}};
+    c.epilogue.offset = true;
+    c.epilogue.scaleVector = true;
+    c.epilogue.outputZeroPoint = 120;
+    c.aZeroPoint = 100;
+    std::vector<float> bScales;
+    for (int n = 0; n < 24; ++n)
+      bScales.push_back(0.002f + 0.0005f * n);
+    emit("qlinear_per_column", c, 0.03f, bScales, 0.07f);
+  }
+  {
+    // MatMulInteger: u8 x u8 with a zero point each (B's per column), i32.
+    Int8Case c{int8Problem(40, 24, 100, DType::U8, DType::U8, DType::I32),
+               int8Config(64, 64, 32, 32, 32, 2),
+               {}};
+    c.epilogue.offset = true;
+    c.epilogue.rowSumZeroPointB = true;
+    c.aZeroPoint = 7;
+    emit("matmulinteger_u8u8_i32", c, 1.0f, {1.0f}, 1.0f);
+  }
 }
 
 TEST(Int8GemmProblems, RefusedWithReasons) {
