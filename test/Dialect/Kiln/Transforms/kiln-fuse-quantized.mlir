@@ -1,0 +1,162 @@
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized))" -verify-diagnostics | FileCheck %s
+
+// QLinearMatMul as the importer writes it (u8 activations with zero point
+// 3, s8 constant weights, u8 output with zero point 128): a match, and the
+// IR is left as it is (recognition only).
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+// CHECK-LABEL: func.func @qlinear_matmul
+// CHECK: kiln.matmul {{.*}} -> tensor<4x16xi32>
+// CHECK: kiln.cast {{.*}} -> tensor<4x16xui8>
+func.func @qlinear_matmul(%x: tensor<4x32xui8>) -> tensor<4x16xui8> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xi32>
+  %1 = kiln.constant dense<3> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<4x32xi32>, tensor<i32> -> tensor<4x32xi32>
+  %3 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 kernel (QLinearMatMul): A ui8 zero point 3, B i8 constant, zero point 0, scale 4.000000e-03 (f32), output ui8 zero point 128}}
+  %4 = kiln.matmul %2, %3 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  %5 = kiln.cast %4 : tensor<4x16xi32> -> tensor<4x16xf64>
+  %6 = kiln.constant dense<0.0039999997243285179> : tensor<f64>
+  %7 = kiln.mul %5, %6 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %8 = kiln.round %7 : tensor<4x16xf64>
+  %9 = kiln.constant dense<1.280000e+02> : tensor<f64>
+  %10 = kiln.add %8, %9 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %11 = kiln.clip %10 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf64>
+  %12 = kiln.cast %11 : tensor<4x16xf64> -> tensor<4x16xui8>
+  return %12 : tensor<4x16xui8>
+}
+
+// -----
+
+// MatMulInteger: the i32 product is the output.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @matmul_integer(%x: tensor<4x32xui8>) -> tensor<4x16xi32> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xi32>
+  %1 = kiln.constant dense<3> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<4x32xi32>, tensor<i32> -> tensor<4x32xi32>
+  %3 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  %4 = kiln.constant dense<-2> : tensor<i32>
+  %5 = kiln.sub %3, %4 : tensor<32x16xi32>, tensor<i32> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 kernel (MatMulInteger): A ui8 zero point 3, B i8 constant, zero point -2, output i32}}
+  %6 = kiln.matmul %2, %5 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  return %6 : tensor<4x16xi32>
+}
+
+// -----
+
+// QDQ (DequantizeLinear -> MatMul -> QuantizeLinear): the multiplier is
+// onnxruntime's (0.02f * 0.01f) / 0.05f in f32.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @qdq(%x: tensor<4x32xui8>) -> tensor<4x16xui8> {
+  %0 = kiln.constant dense<5.000000e-02> : tensor<f32>
+  %1 = kiln.constant dense<0.00999999977> : tensor<f32>
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %2 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %3 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xf32>
+  %4 = kiln.constant dense<3.000000e+00> : tensor<f32>
+  %5 = kiln.sub %3, %4 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %6 = kiln.mul %5, %2 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %7 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xf32>
+  %8 = kiln.mul %7, %1 : tensor<32x16xf32>, tensor<f32> -> tensor<32x16xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ): A ui8 zero point 3, B i8 constant, zero point 0, scale 4.000000e-03 (f32), output ui8 zero point 128}}
+  %9 = kiln.matmul %6, %8 : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  %10 = kiln.div %9, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %11 = kiln.round %10 : tensor<4x16xf32>
+  %12 = kiln.constant dense<1.280000e+02> : tensor<f32>
+  %13 = kiln.add %11, %12 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %14 = kiln.clip %13 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf32>
+  %15 = kiln.cast %14 : tensor<4x16xf32> -> tensor<4x16xui8>
+  return %15 : tensor<4x16xui8>
+}
+
+// -----
+
+// B is an input, not a constant weight: the fallback says so.
+func.func @weight_not_constant(%x: tensor<4x32xi8>, %w: tensor<32x16xi8>) -> tensor<4x16xi32> {
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: B is not a constant weight (the kernel stores weights [N][K] at compile time)}}
+  %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  return %2 : tensor<4x16xi32>
+}
+
+// -----
+
+// A per-column zero point of B is not matched yet.
+ml_program.global private @w(dense<1> : tensor<32x4xi8>) : tensor<32x4xi8>
+func.func @per_column_zero_point(%x: tensor<4x32xi8>) -> tensor<4x4xi32> {
+  %w = ml_program.global_load_const @w : tensor<32x4xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x4xi8> -> tensor<32x4xi32>
+  %2 = kiln.constant dense<[1, 2, 3, 4]> : tensor<4xi32>
+  %3 = kiln.sub %1, %2 : tensor<32x4xi32>, tensor<4xi32> -> tensor<32x4xi32>
+  // expected-remark @+1 {{int8 fallback: B's zero point is not one constant (per row or per column zero points are not matched yet)}}
+  %4 = kiln.matmul %0, %3 : tensor<4x32xi32>, tensor<32x4xi32> -> tensor<4x4xi32>
+  return %4 : tensor<4x4xi32>
+}
+
+// -----
+
+// The requantize scale is an input, not a constant.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @scale_not_constant(%x: tensor<4x32xi8>, %s: tensor<f64>) -> tensor<4x16xi8> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: the requantize scale is not one constant}}
+  %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  %3 = kiln.cast %2 : tensor<4x16xi32> -> tensor<4x16xf64>
+  %4 = kiln.mul %3, %s : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %5 = kiln.round %4 : tensor<4x16xf64>
+  %6 = kiln.clip %5 {max = 1.270000e+02 : f64, min = -1.280000e+02 : f64} : tensor<4x16xf64>
+  %7 = kiln.cast %6 : tensor<4x16xf64> -> tensor<4x16xi8>
+  return %7 : tensor<4x16xi8>
+}
+
+// -----
+
+// A requantize multiplier that is not an f32 value (0.1 in f64): the
+// kernel multiplies in f32, so it would not give these values.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @scale_not_f32(%x: tensor<4x32xi8>) -> tensor<4x16xi8> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: the requantize scale is not an f32 value}}
+  %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  %3 = kiln.cast %2 : tensor<4x16xi32> -> tensor<4x16xf64>
+  %4 = kiln.constant dense<1.000000e-01> : tensor<f64>
+  %5 = kiln.mul %3, %4 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %6 = kiln.round %5 : tensor<4x16xf64>
+  %7 = kiln.constant dense<0.000000e+00> : tensor<f64>
+  %8 = kiln.add %6, %7 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %9 = kiln.clip %8 {max = 1.270000e+02 : f64, min = -1.280000e+02 : f64} : tensor<4x16xf64>
+  %10 = kiln.cast %9 : tensor<4x16xf64> -> tensor<4x16xi8>
+  return %10 : tensor<4x16xi8>
+}
+
+// -----
+
+// A dequantized product that is not quantized again (a float output):
+// nothing for the int8 kernel to write.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @not_requantized(%x: tensor<4x32xi8>) -> tensor<4x16xf32> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xf32>
+  %4 = kiln.mul %3, %1 : tensor<32x16xf32>, tensor<f32> -> tensor<32x16xf32>
+  // expected-remark @+1 {{int8 fallback: the product is not quantized by one constant scale}}
+  %5 = kiln.matmul %2, %4 : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  return %5 : tensor<4x16xf32>
+}
+
+// -----
+
+// A float matmul of float inputs is no quantized chain: no remark.
+func.func @float_matmul(%x: tensor<4x32xf32>, %w: tensor<32x16xf32>) -> tensor<4x16xf32> {
+  %0 = kiln.matmul %x, %w : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
