@@ -15,6 +15,15 @@ script also counts the outputs where the f32 product is an exact .5 tie
 that the float64 product would round the other way: the case with scale
 0.1f must have some, or it tests nothing.
 
+A "conv" line is an implicit-GEMM NHWC convolution (u8 image, s8 OIHW
+filter with per-channel scales, int32 bias): onnxruntime runs QLinearConv
+on the image transposed to NCHW, and the numpy reference is a direct
+convolution whose padding adds nothing ((za - za) * w), as onnxruntime's.
+Its filters are 7-bit: onnxruntime's u8 x s8 convolution on AVX2 without
+VNNI adds pairs of products in saturating 16 bits (vpmaddubsw; its docs
+recommend reduce_range there), so it is exact only when no pair can pass
+32767.
+
 KILN_TEST_CORRUPT=1 moves one kernel output by 1 first (the test's teeth).
 """
 import os
@@ -47,8 +56,65 @@ def run_onnxruntime(node, inputs, inits, out_name, out_type, out_shape):
     return session.run(None, inputs)[0]
 
 
+def check_conv(directory, f):
+    name = f[0]
+    n, h, w, c, o, k, stride, pad = (int(v) for v in f[2:10])
+    zx, zy = int(f[10]), int(f[11])
+    x_scale = np.float32(float.fromhex(f[12]))
+    y_scale = np.float32(float.fromhex(f[13]))
+    w_scales = np.array([float.fromhex(v) for v in f[15:15 + int(f[14])]],
+                        np.float32)
+    path = os.path.join(directory, name)
+    x = np.fromfile(path + ".x.bin", np.uint8).reshape(n, h, w, c)
+    wt = np.fromfile(path + ".w.bin", np.int8).reshape(o, c, k, k)
+    bias = np.fromfile(path + ".bias.bin", np.int32)
+    p = (h + 2 * pad - k) // stride + 1
+    q = (w + 2 * pad - k) // stride + 1
+    got = np.fromfile(path + ".out.bin", np.uint8).reshape(n, p, q, o)
+    if os.environ.get("KILN_TEST_CORRUPT"):
+        got = got.copy()
+        got[n // 2, p // 2, q // 2, o // 2] += 1
+
+    # numpy: pad with the zero point (its x - zx is 0), then correlate.
+    xs = np.pad(x.astype(np.int64) - zx, ((0, 0), (pad, pad), (pad, pad),
+                                           (0, 0)))
+    acc = np.zeros((n, p, q, o), np.int64)
+    for i in range(k):
+        for j in range(k):
+            window = xs[:, i:i + stride * p:stride, j:j + stride * q:stride, :]
+            acc += window @ wt[:, :, i, j].astype(np.int64).T
+    acc += bias
+    scale = ((x_scale * w_scales).astype(np.float32) / y_scale).astype(
+        np.float32)
+    product = acc.astype(np.int32).astype(np.float32) * scale
+    clipped = np.clip(product, np.float32(0 - zy), np.float32(255 - zy))
+    want = (np.rint(clipped).astype(np.int64) + zy).astype(np.uint8)
+
+    node = helper.make_node(
+        "QLinearConv",
+        ["x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp",
+         "bias"], ["y"], kernel_shape=[k, k], strides=[stride, stride],
+        pads=[pad, pad, pad, pad])
+    ref = run_onnxruntime(node, {"x": x.transpose(0, 3, 1, 2).copy()}, {
+        "x_scale": np.array(x_scale, np.float32),
+        "x_zp": np.array(zx, np.uint8), "w": wt, "w_scale": w_scales,
+        "w_zp": np.zeros(o, np.int8), "y_scale": np.array(y_scale, np.float32),
+        "y_zp": np.array(zy, np.uint8), "bias": bias}, "y", "uint8",
+        [n, o, p, q]).transpose(0, 2, 3, 1)
+    off_ort = int((got != ref).sum())
+    off_numpy = int((got != want).sum())
+    saturated = int(((got == 0) | (got == 255)).sum())
+    ok = off_ort == 0 and off_numpy == 0
+    print(f"{name}: {got.size} elements ({saturated} saturated), {off_ort} "
+          f"differ from onnxruntime, {off_numpy} from numpy "
+          f"{'ok' if ok else 'FAIL'}")
+    return ok, 0
+
+
 def check(directory, line):
     f = line.split()
+    if f[1] == "conv":
+        return check_conv(directory, f)
     name, m, n, k = f[0], int(f[1]), int(f[2]), int(f[3])
     a_type, b_type, out_type = f[4], f[5], f[6]
     za, zy, has_zb = int(f[7]), int(f[8]), f[9] == "1"

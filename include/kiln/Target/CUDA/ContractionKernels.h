@@ -152,7 +152,8 @@ enum class Family : uint8_t {
   /// inputTypeB for B) and s32 accumulators, sm_80 and later (used on sm_90
   /// too for now): the MmaF16 kernel's loaders and swizzled tiles with
   /// 1-byte elements, both operands K-contiguous (A row-major, B stored
-  /// [N][K]), no split-K, and the integer epilogue (IntegerEpilogue).
+  /// [N][K]), no split-K, and the integer epilogue (IntegerEpilogue);
+  /// implicit NHWC convolutions too (16-channel chunks).
   MmaS8,
 };
 
@@ -217,6 +218,10 @@ struct IntegerEpilogue {
   bool scaleVector = false;
   float scale = 1.0f;
   int32_t outputZeroPoint = 0;
+  /// Implicit convolutions: the stored byte a pixel outside the image
+  /// reads in its real channels, A's zero point (so its x - za is 0, as
+  /// onnxruntime pads). The offset's K is then KH * KW * C/groups.
+  int32_t paddingValue = 0;
 };
 
 /// A vector the epilogue reads once per row or once per column (broadcast

@@ -208,8 +208,6 @@ std::string int8UnsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   // ldmatrix has no 8-bit transpose: both operands are read K-major.
   if (p.layoutA != Layout::RowMajor || p.layoutB != Layout::ColMajor)
     return "mma_s8 needs A row-major and B stored [N][K] (both K-contiguous)";
-  if (p.conv.enabled)
-    return "mma_s8 has no implicit convolution yet";
   if (c.splitK != 1)
     return "mma_s8 has no split-K (its epilogue runs on the whole sum)";
   if (c.blockK < 32)

@@ -174,6 +174,9 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        floatLiteral(int8 ? q.scale : 1.0f) + ";\n";
   s += "  static constexpr int Q_ZP = " +
        std::to_string(int8 ? q.outputZeroPoint : 0) + ";\n";
+  s += "  static constexpr int CONV_PAD_BYTE = " +
+       std::to_string(int8 && cv.enabled ? (q.paddingValue & 0xFF) : 0) +
+       ";\n";
   return s + "};\n\n";
 }
 
@@ -238,7 +241,7 @@ std::string integerEpilogueReason(const GemmProblem &p, const GemmConfig &c,
                                   const Epilogue &e) {
   const IntegerEpilogue &q = e.integer;
   bool set = q.offset || q.rowSumZeroPointB || q.scaleVector ||
-             q.scale != 1.0f || q.outputZeroPoint != 0;
+             q.scale != 1.0f || q.outputZeroPoint != 0 || q.paddingValue != 0;
   if (c.family != Family::MmaS8)
     return set ? "an integer epilogue needs the mma_s8 family" : "";
   if (e.alpha != 1.0f || e.scale.present() || e.bias.present() ||
@@ -250,6 +253,9 @@ std::string integerEpilogueReason(const GemmProblem &p, const GemmConfig &c,
   if (p.outputType == DType::I32 &&
       (q.scaleVector || q.scale != 1.0f || q.outputZeroPoint != 0))
     return "an i32 output has no requantization (scale, zero point)";
+  int aLo = p.inputType == DType::U8 ? 0 : -128;
+  if (q.paddingValue < aLo || q.paddingValue > aLo + 255)
+    return "the padding value is outside A's type's range";
   int lo = p.outputType == DType::U8 ? 0 : -128;
   int hi = p.outputType == DType::U8 ? 255 : 127;
   if (p.outputType != DType::I32 &&

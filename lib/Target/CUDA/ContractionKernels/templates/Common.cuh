@@ -185,6 +185,16 @@ KILN_INLINE void copyChunk(u32 dst, const void *src, const void *base,
   }
 }
 
+/// Fills one 16-byte chunk of a shared tile with `count` (clamped to
+/// 0..16) copies of the byte `value`, zeros after them.
+KILN_INLINE void fillChunkBytes(u32 dst, int value, int count) {
+#pragma unroll
+  for (int p = 0; p < 16; ++p) {
+    u16 v = p < count ? (u16)(value & 0xFF) : (u16)0;
+    asm volatile("st.shared.u8 [%0], %1;" ::"r"(dst + p), "h"(v) : "memory");
+  }
+}
+
 // --- Tensor-core fragments ---------------------------------------------------
 
 KILN_INLINE void ldmatrixX4(u32 (&r)[4], u32 address) {

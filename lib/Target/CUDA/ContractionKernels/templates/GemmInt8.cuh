@@ -21,6 +21,11 @@
 // from registers, one element at a time (no staging through shared memory
 // yet).
 //
+// An implicit-GEMM NHWC convolution (Cfg::CONV) uses GemmTensorCore.cuh's
+// ConvLoaderA with 16-channel chunks; a pixel outside the image reads A's
+// zero point (IntegerEpilogue::paddingValue) in its real channels, so the
+// host's zero-point terms (computed over every tap) stay exact at borders.
+//
 // No split-K: the requantization needs the whole sum.
 //
 //===----------------------------------------------------------------------===//
@@ -174,11 +179,13 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr, float *,
             continue;
           // Unsigned arithmetic: the s32 sums wrap, as the reference's.
           u32 v = (u32)acc[mi][ni][2 * h + e];
+          // A convolution's vectors run over the channels of every group.
+          int channel = col + (int)batch * Cfg::EPI_COL_PER_BATCH;
           if (Cfg::Q_OFFSET)
-            v += (u32)((const int *)ep.bias)[col];
+            v += (u32)((const int *)ep.bias)[channel];
           if (Cfg::Q_ROWSUM)
-            v -= (u32)((const int *)ep.zeroPointB)[col] * rs;
-          storeOutput(c, (i64)row * Cfg::LDC + col, (int)v, col, ep);
+            v -= (u32)((const int *)ep.zeroPointB)[channel] * rs;
+          storeOutput(c, (i64)row * Cfg::LDC + col, (int)v, channel, ep);
         }
     }
 }
