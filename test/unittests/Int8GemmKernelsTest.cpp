@@ -676,6 +676,11 @@ TEST(Int8GemmProblems, RefusedWithReasons) {
   auto zp = generateGemmSource(p, c, badZp, {});
   ASSERT_FALSE(bool(zp));
   EXPECT_THAT(zp.error().message(), ::testing::HasSubstr("zero point"));
+  Epilogue badPad;
+  badPad.integer.paddingValue = 128; // A is s8
+  auto pad = generateGemmSource(p, c, badPad, {});
+  ASSERT_FALSE(bool(pad));
+  EXPECT_THAT(pad.error().message(), ::testing::HasSubstr("padding value"));
   Epilogue onFloat;
   onFloat.integer.offset = true;
   auto wrongFamily =
