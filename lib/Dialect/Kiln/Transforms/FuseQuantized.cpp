@@ -18,11 +18,15 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -58,6 +62,93 @@ std::optional<double> splatValue(Value v) {
   return std::nullopt;
 }
 
+/// One element of raw little-endian bytes of type `element`, as a double.
+std::optional<double> elementAt(ArrayRef<char> bytes, Type element, int64_t i) {
+  auto read = [&](auto zero) -> std::optional<double> {
+    using T = decltype(zero);
+    if (static_cast<size_t>(i + 1) * sizeof(T) > bytes.size())
+      return std::nullopt;
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    return static_cast<double>(v);
+  };
+  if (element.isF32())
+    return read(float());
+  if (element.isF64())
+    return read(double());
+  if (element.isInteger(32))
+    return read(int32_t());
+  if (element.isUnsignedInteger(8))
+    return read(uint8_t());
+  if (element.isInteger(8))
+    return read(int8_t());
+  return std::nullopt;
+}
+
+/// The values of a constant operand that is one value or one per column
+/// (`columns` of them along its last dimension, every other dimension 1),
+/// seen through reshapes and casts from integers (which keep the values):
+/// a kiln.constant or a constant global. Nothing for anything else.
+std::optional<std::vector<double>> columnValues(Value v, int64_t columns) {
+  while (true) {
+    if (auto reshape = v.getDefiningOp<kiln::ReshapeOp>()) {
+      v = reshape.getInput();
+    } else if (auto cast = v.getDefiningOp<kiln::CastOp>();
+               cast &&
+               isa<IntegerType>(getElementTypeOrSelf(cast.getInput()))) {
+      v = cast.getInput();
+    } else {
+      break;
+    }
+  }
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  int64_t count = type.getNumElements();
+  if (count != 1 && count != columns)
+    return std::nullopt;
+  Attribute value;
+  if (auto constant = v.getDefiningOp<kiln::ConstantOp>()) {
+    value = constant.getValue();
+  } else if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>()) {
+    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+        load, load.getGlobalAttr());
+    if (!global || global.getIsMutable() || !global.getValue())
+      return std::nullopt;
+    value = *global.getValue();
+  } else {
+    return std::nullopt;
+  }
+  Type element = type.getElementType();
+  std::vector<double> values;
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    if (dense.isSplat()) {
+      std::optional<double> one = splatValue(v);
+      if (!one)
+        return std::nullopt;
+      return std::vector<double>{*one};
+    }
+    ArrayRef<char> raw = dense.getRawData();
+    for (int64_t i = 0; i < count; ++i)
+      if (std::optional<double> x = elementAt(raw, element, i))
+        values.push_back(*x);
+      else
+        return std::nullopt;
+  } else if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    for (int64_t i = 0; i < count; ++i)
+      if (std::optional<double> x = elementAt(blob->getData(), element, i))
+        values.push_back(*x);
+      else
+        return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  return values;
+}
+
 /// The 8-bit storage type a value was cast from, or null.
 Type byteSource(Value v, Value *source) {
   auto cast = v.getDefiningOp<kiln::CastOp>();
@@ -77,39 +168,46 @@ std::string typeName(Type type) {
   return s;
 }
 
-/// One operand of the matmul: storage bytes, zero point, (QDQ) scale.
+/// One operand of the matmul: storage bytes, zero point, (QDQ) scale;
+/// one value, or (B only) one per column.
 struct QuantizedOperand {
   Value bytes;
   Type storage;
-  double zeroPoint = 0;
-  std::optional<double> scale; // QDQ form only
+  std::vector<double> zeroPoints{0.0};
+  std::vector<double> scales; // QDQ form only
 };
 
 /// Matches `[mul(...,scale)] <- [sub(..., zp)] <- cast(bytes)`; `floatForm`
 /// asks for the scale (a dequantize), else there is none (integer form).
-/// On failure, `why` says what did not fit.
+/// `columns` is B's N (its scale and zero point may be one per column), 1
+/// for A. On failure, `why` says what did not fit.
 std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
-                                             StringRef what, std::string &why) {
+                                             int64_t columns, StringRef what,
+                                             std::string &why) {
   QuantizedOperand q;
+  StringRef shape =
+      columns == 1 ? "one constant" : "one constant or one per column";
   if (floatForm) {
     auto mul = v.getDefiningOp<kiln::MulOp>();
-    std::optional<double> scale = mul ? splatValue(mul.getRhs()) : std::nullopt;
-    if (!scale) {
-      why = (what + " is not dequantized by one constant scale").str();
+    std::optional<std::vector<double>> scales =
+        mul ? columnValues(mul.getRhs(), columns) : std::nullopt;
+    if (!scales) {
+      why = (what + " is not dequantized by " + shape + " scale").str();
       return std::nullopt;
     }
-    q.scale = scale;
+    q.scales = *scales;
     v = mul.getLhs();
   }
   if (auto sub = v.getDefiningOp<kiln::SubOp>()) {
-    std::optional<double> zp = splatValue(sub.getRhs());
-    if (!zp) {
-      why = (what + "'s zero point is not one constant (per row or per "
-                    "column zero points are not matched yet)")
+    std::optional<std::vector<double>> zps =
+        columnValues(sub.getRhs(), columns);
+    if (!zps) {
+      why = (what + "'s zero point is not " + shape +
+             (columns == 1 ? " (per row zero points are not matched yet)" : ""))
                 .str();
       return std::nullopt;
     }
-    q.zeroPoint = *zp;
+    q.zeroPoints = *zps;
     v = sub.getLhs();
   }
   q.storage = byteSource(v, &q.bytes);
@@ -208,10 +306,12 @@ struct FuseQuantizedPass
     };
     auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
     auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
+    int64_t columns = rhsType.getShape().back();
     std::optional<QuantizedOperand> a =
-        matchOperand(matmul.getLhs(), floatForm, "A", why);
+        matchOperand(matmul.getLhs(), floatForm, 1, "A", why);
     std::optional<QuantizedOperand> b =
-        a ? matchOperand(matmul.getRhs(), floatForm, "B", why) : std::nullopt;
+        a ? matchOperand(matmul.getRhs(), floatForm, columns, "B", why)
+          : std::nullopt;
     if (!a || !b) {
       // A float matmul whose A is not dequantized is no quantized chain.
       if (integerForm || a)
@@ -232,36 +332,54 @@ struct FuseQuantizedPass
     // The kernel's one f32 multiplier: onnxruntime's (a * b) / y in f32
     // for QDQ (what its QDQ -> QLinearMatMul fusion computes); the
     // importer's f32 product for QLinearMatMul, carried in f64.
-    double multiplier = 1;
+    std::vector<float> multipliers{1.0f};
     if (r && floatForm) {
-      if (!isF32Value(*a->scale) || !isF32Value(*b->scale) ||
-          !isF32Value(r->scale))
+      multipliers.clear();
+      if (!isF32Value(a->scales[0]) || !isF32Value(r->scale))
         return fallback("a scale is not an f32 value");
-      float ab = static_cast<float>(*a->scale) * static_cast<float>(*b->scale);
-      multiplier = ab / static_cast<float>(r->scale);
+      for (double bScale : b->scales) {
+        if (!isF32Value(bScale))
+          return fallback("a scale is not an f32 value");
+        float ab =
+            static_cast<float>(a->scales[0]) * static_cast<float>(bScale);
+        multipliers.push_back(ab / static_cast<float>(r->scale));
+      }
     } else if (r) {
       if (!isF32Value(r->scale))
         return fallback("the requantize scale is not an f32 value");
-      multiplier = r->scale;
+      multipliers = {static_cast<float>(r->scale)};
     }
-    if (!(multiplier > 0) || !std::isfinite(multiplier))
-      return fallback("the requantize scale is not finite and positive");
+    for (float m : multipliers)
+      if (!(m > 0) || !std::isfinite(m))
+        return fallback("the requantize scale is not finite and positive");
     std::string form = floatForm ? "QDQ"
                        : r       ? "QLinearMatMul"
                                  : "MatMulInteger";
     InFlightDiagnostic remark = matmul.emitRemark();
+    auto scientific = [](float v) {
+      return llvm::formatv("{0:e}", static_cast<double>(v)).str();
+    };
     remark << "int8 kernel (" << form << "): A " << typeName(a->storage)
-           << " zero point " << static_cast<int64_t>(a->zeroPoint) << ", B "
-           << typeName(b->storage) << " constant, zero point "
-           << static_cast<int64_t>(b->zeroPoint);
-    if (r)
-      remark << ", scale "
-             << llvm::formatv("{0:e}", static_cast<double>(
-                                           static_cast<float>(multiplier)))
-                    .str()
-             << " (f32), output " << typeName(r->storage) << " zero point "
-             << static_cast<int64_t>(r->zeroPoint);
+           << " zero point " << static_cast<int64_t>(a->zeroPoints[0]) << ", B "
+           << typeName(b->storage) << " constant, zero point ";
+    const std::vector<double> &zb = b->zeroPoints;
+    if (std::all_of(zb.begin(), zb.end(), [&](double z) { return z == zb[0]; }))
+      remark << static_cast<int64_t>(zb[0]);
     else
+      remark << "per column";
+    if (r) {
+      remark << ", scale ";
+      if (multipliers.size() == 1) {
+        remark << scientific(multipliers[0]);
+      } else {
+        auto [lo, hi] =
+            std::minmax_element(multipliers.begin(), multipliers.end());
+        remark << "per column (" << multipliers.size() << ", "
+               << scientific(*lo) << " to " << scientific(*hi) << ")";
+      }
+      remark << " (f32), output " << typeName(r->storage) << " zero point "
+             << static_cast<int64_t>(r->zeroPoint);
+    } else
       remark << ", output i32";
   }
 };

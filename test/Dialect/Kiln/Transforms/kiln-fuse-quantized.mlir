@@ -72,6 +72,79 @@ func.func @qdq(%x: tensor<4x32xui8>) -> tensor<4x16xui8> {
 
 // -----
 
+// QDQ with per-channel weights as quantize_static(per_channel=True)
+// writes them: the scale and the (zero) zero point are globals along N,
+// reshaped to [1][N]; one f32 multiplier per column, (0.02f * b[n]) / 0.05f.
+ml_program.global private @w(dense<1> : tensor<32x4xi8>) : tensor<32x4xi8>
+ml_program.global private @w_scale(dense_resource<w_scale> : tensor<4xf32>) : tensor<4xf32>
+ml_program.global private @w_zero_point(dense_resource<w_zero_point> : tensor<4xi8>) : tensor<4xi8>
+func.func @qdq_per_channel(%x: tensor<4x32xui8>) -> tensor<4x4xui8> {
+  %w = ml_program.global_load_const @w : tensor<32x4xi8>
+  %ws = ml_program.global_load_const @w_scale : tensor<4xf32>
+  %wz = ml_program.global_load_const @w_zero_point : tensor<4xi8>
+  %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x4xi8> -> tensor<32x4xf32>
+  %4 = kiln.reshape %wz : tensor<4xi8> -> tensor<1x4xi8>
+  %5 = kiln.cast %4 : tensor<1x4xi8> -> tensor<1x4xf32>
+  %6 = kiln.sub %3, %5 : tensor<32x4xf32>, tensor<1x4xf32> -> tensor<32x4xf32>
+  %7 = kiln.reshape %ws : tensor<4xf32> -> tensor<1x4xf32>
+  %8 = kiln.mul %6, %7 : tensor<32x4xf32>, tensor<1x4xf32> -> tensor<32x4xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ): A ui8 zero point 0, B i8 constant, zero point 0, scale per column (4, 4.000000e-03 to 1.600000e-02) (f32), output ui8 zero point 128}}
+  %9 = kiln.matmul %2, %8 : tensor<4x32xf32>, tensor<32x4xf32> -> tensor<4x4xf32>
+  %10 = kiln.constant dense<5.000000e-02> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<4x4xf32>, tensor<f32> -> tensor<4x4xf32>
+  %12 = kiln.round %11 : tensor<4x4xf32>
+  %13 = kiln.constant dense<1.280000e+02> : tensor<f32>
+  %14 = kiln.add %12, %13 : tensor<4x4xf32>, tensor<f32> -> tensor<4x4xf32>
+  %15 = kiln.clip %14 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x4xf32>
+  %16 = kiln.cast %15 : tensor<4x4xf32> -> tensor<4x4xui8>
+  return %16 : tensor<4x4xui8>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      w_scale: "0x040000000AD7233C0AD7A33C8FC2F53C0AD7233D",
+      w_zero_point: "0x0100000000000000"
+    }
+  }
+#-}
+
+// -----
+
+// A per-row zero point of A is not matched.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @per_row_zero_point(%x: tensor<2x32xi8>) -> tensor<2x16xi32> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<2x32xi8> -> tensor<2x32xi32>
+  %1 = kiln.constant dense<[[1], [2]]> : tensor<2x1xi32>
+  %2 = kiln.sub %0, %1 : tensor<2x32xi32>, tensor<2x1xi32> -> tensor<2x32xi32>
+  %3 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: A's zero point is not one constant (per row zero points are not matched yet)}}
+  %4 = kiln.matmul %2, %3 : tensor<2x32xi32>, tensor<32x16xi32> -> tensor<2x16xi32>
+  return %4 : tensor<2x16xi32>
+}
+
+// -----
+
+// B's scale is one per row of B (along K), which no kernel scale can be.
+ml_program.global private @w(dense<1> : tensor<4x3xi8>) : tensor<4x3xi8>
+func.func @scale_along_k(%x: tensor<2x4xi8>) -> tensor<2x3xf32> {
+  %w = ml_program.global_load_const @w : tensor<4x3xi8>
+  %0 = kiln.cast %x : tensor<2x4xi8> -> tensor<2x4xf32>
+  %1 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<2x4xf32>, tensor<f32> -> tensor<2x4xf32>
+  %3 = kiln.cast %w : tensor<4x3xi8> -> tensor<4x3xf32>
+  %4 = kiln.constant dense<[[1.0], [2.0], [3.0], [4.0]]> : tensor<4x1xf32>
+  %5 = kiln.mul %3, %4 : tensor<4x3xf32>, tensor<4x1xf32> -> tensor<4x3xf32>
+  // expected-remark @+1 {{int8 fallback: B is not dequantized by one constant or one per column scale}}
+  %6 = kiln.matmul %2, %5 : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  return %6 : tensor<2x3xf32>
+}
+
+// -----
+
 // B is an input, not a constant weight: the fallback says so.
 func.func @weight_not_constant(%x: tensor<4x32xi8>, %w: tensor<32x16xi8>) -> tensor<4x16xi32> {
   %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
@@ -83,7 +156,7 @@ func.func @weight_not_constant(%x: tensor<4x32xi8>, %w: tensor<32x16xi8>) -> ten
 
 // -----
 
-// A per-column zero point of B is not matched yet.
+// A per-column zero point of B (MatMulInteger): the kernel's row sums.
 ml_program.global private @w(dense<1> : tensor<32x4xi8>) : tensor<32x4xi8>
 func.func @per_column_zero_point(%x: tensor<4x32xi8>) -> tensor<4x4xi32> {
   %w = ml_program.global_load_const @w : tensor<32x4xi8>
@@ -91,7 +164,7 @@ func.func @per_column_zero_point(%x: tensor<4x32xi8>) -> tensor<4x4xi32> {
   %1 = kiln.cast %w : tensor<32x4xi8> -> tensor<32x4xi32>
   %2 = kiln.constant dense<[1, 2, 3, 4]> : tensor<4xi32>
   %3 = kiln.sub %1, %2 : tensor<32x4xi32>, tensor<4xi32> -> tensor<32x4xi32>
-  // expected-remark @+1 {{int8 fallback: B's zero point is not one constant (per row or per column zero points are not matched yet)}}
+  // expected-remark @+1 {{int8 kernel (MatMulInteger): A i8 zero point 0, B i8 constant, zero point per column, output i32}}
   %4 = kiln.matmul %0, %3 : tensor<4x32xi32>, tensor<32x4xi32> -> tensor<4x4xi32>
   return %4 : tensor<4x4xi32>
 }

@@ -335,13 +335,17 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
 
     B must be a constant weight (`ml_program.global_load_const`, [K][N]):
     the int8 kernel (`Family::MmaS8`) reads it stored [N][K] and folds A's
-    zero point into a per-column offset at compile time. For each match the
+    zero point into a per-column offset at compile time. A's scale and zero
+    point are one constant each; B's may also be one per column (a constant
+    or a constant global along N, through reshapes and integer casts), as
+    `quantize_static(per_channel=True)` writes them. For each match the
     pass emits a remark with the kernel's parameters, the scale being the
-    one f32 multiplier onnxruntime uses, `(a_scale * b_scale) / y_scale` in
-    f32; for each chain that does not fit (a per-row or per-column zero
-    point, a non-constant scale or weight, a scale that is not an f32
-    value, no requantization after a dequantized product) a remark saying
-    why it stays on the exact fallback. Float matmuls whose A is not
+    f32 multiplier onnxruntime uses, `(a_scale * b_scale) / y_scale` in
+    f32 (one per column with per-column weight scales); for each chain that
+    does not fit (a per-row zero point of A, a scale along B's K, a
+    non-constant scale or weight, a scale that is not an f32 value, no
+    requantization after a dequantized product) a remark saying why it
+    stays on the exact fallback. Float matmuls whose A is not
     dequantized are not quantized chains and get no remark.
 
     This stage recognises and reports only: the IR is unchanged, so every
