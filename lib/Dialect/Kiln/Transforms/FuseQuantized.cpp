@@ -107,6 +107,9 @@ std::optional<std::vector<double>> columnValues(Value v, int64_t columns) {
   int64_t count = type.getNumElements();
   if (count != 1 && count != columns)
     return std::nullopt;
+  // Along the last dimension only: [K][1] values with K == N are per row.
+  if (count != 1 && type.getRank() > 0 && type.getShape().back() != count)
+    return std::nullopt;
   Attribute value;
   if (auto constant = v.getDefiningOp<kiln::ConstantOp>()) {
     value = constant.getValue();

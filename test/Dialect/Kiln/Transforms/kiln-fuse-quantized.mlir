@@ -145,6 +145,23 @@ func.func @scale_along_k(%x: tensor<2x4xi8>) -> tensor<2x3xf32> {
 
 // -----
 
+// The same with K == N: as many values as columns, but along K.
+ml_program.global private @w(dense<1> : tensor<4x4xi8>) : tensor<4x4xi8>
+func.func @scale_along_k_square(%x: tensor<2x4xi8>) -> tensor<2x4xf32> {
+  %w = ml_program.global_load_const @w : tensor<4x4xi8>
+  %0 = kiln.cast %x : tensor<2x4xi8> -> tensor<2x4xf32>
+  %1 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<2x4xf32>, tensor<f32> -> tensor<2x4xf32>
+  %3 = kiln.cast %w : tensor<4x4xi8> -> tensor<4x4xf32>
+  %4 = kiln.constant dense<[[1.0], [2.0], [3.0], [4.0]]> : tensor<4x1xf32>
+  %5 = kiln.mul %3, %4 : tensor<4x4xf32>, tensor<4x1xf32> -> tensor<4x4xf32>
+  // expected-remark @+1 {{int8 fallback: B is not dequantized by one constant or one per column scale}}
+  %6 = kiln.matmul %2, %5 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  return %6 : tensor<2x4xf32>
+}
+
+// -----
+
 // B is an input, not a constant weight: the fallback says so.
 func.func @weight_not_constant(%x: tensor<4x32xi8>, %w: tensor<32x16xi8>) -> tensor<4x16xi32> {
   %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
