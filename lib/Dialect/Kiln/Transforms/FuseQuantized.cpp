@@ -1,14 +1,15 @@
-//===- FuseQuantized.cpp - Find quantized matmuls the int8 kernel can run -===//
+//===- FuseQuantized.cpp - Find quantized contractions for the int8 kernel ===//
 //
 // kiln-fuse-quantized (issue 26, stage 2): recognises the compositions the
-// importer writes for QLinearMatMul, MatMulInteger and QDQ
-// (DequantizeLinear -> MatMul -> QuantizeLinear) around a kiln.matmul with
-// a constant weight, and reports for each whether the int8 GEMM kernel
-// (Family::MmaS8, include/kiln/Target/CUDA/ContractionKernels.h) could run
-// it and with which parameters, or why it stays on the exact fallback.
-// This stage only recognises and reports (one remark per chain):
-// nothing rewrites the chain yet, so every quantized op still runs on the
-// fallback lowering (docs/architecture.md, "Quantized models").
+// importer writes for QLinearMatMul, MatMulInteger, QLinearConv,
+// ConvInteger and QDQ (DequantizeLinear -> MatMul/Conv -> QuantizeLinear)
+// around a kiln.matmul or kiln.conv with a constant weight, and reports for
+// each whether the int8 kernel (Family::MmaS8,
+// include/kiln/Target/CUDA/ContractionKernels.h) could run it and with
+// which parameters, or why it stays on the exact fallback. This stage only
+// recognises and reports (one remark per chain): nothing rewrites the
+// chain yet, so every quantized op still runs on the fallback lowering
+// (docs/architecture.md, "Quantized models").
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,10 +87,12 @@ std::optional<double> elementAt(ArrayRef<char> bytes, Type element, int64_t i) {
 }
 
 /// The values of a constant operand that is one value or one per column
-/// (`columns` of them along its last dimension, every other dimension 1),
+/// (`columns` of them along its dimension `fromEnd` places before the last,
+/// every other dimension 1),
 /// seen through reshapes and casts from integers (which keep the values):
 /// a kiln.constant or a constant global. Nothing for anything else.
-std::optional<std::vector<double>> columnValues(Value v, int64_t columns) {
+std::optional<std::vector<double>> columnValues(Value v, int64_t columns,
+                                                int64_t fromEnd = 0) {
   while (true) {
     if (auto reshape = v.getDefiningOp<kiln::ReshapeOp>()) {
       v = reshape.getInput();
@@ -107,8 +110,10 @@ std::optional<std::vector<double>> columnValues(Value v, int64_t columns) {
   int64_t count = type.getNumElements();
   if (count != 1 && count != columns)
     return std::nullopt;
-  // Along the last dimension only: [K][1] values with K == N are per row.
-  if (count != 1 && type.getRank() > 0 && type.getShape().back() != count)
+  // Along that dimension only (counted from the end, numpy's alignment):
+  // [K][1] values with K == N are per row of B, not per column.
+  if (count != 1 && (type.getRank() <= fromEnd ||
+                     type.getShape()[type.getRank() - 1 - fromEnd] != count))
     return std::nullopt;
   Attribute value;
   if (auto constant = v.getDefiningOp<kiln::ConstantOp>()) {
@@ -186,14 +191,15 @@ struct QuantizedOperand {
 /// for A. On failure, `why` says what did not fit.
 std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
                                              int64_t columns, StringRef what,
-                                             std::string &why) {
+                                             std::string &why,
+                                             int64_t fromEnd = 0) {
   QuantizedOperand q;
   StringRef shape =
       columns == 1 ? "one constant" : "one constant or one per column";
   if (floatForm) {
     auto mul = v.getDefiningOp<kiln::MulOp>();
     std::optional<std::vector<double>> scales =
-        mul ? columnValues(mul.getRhs(), columns) : std::nullopt;
+        mul ? columnValues(mul.getRhs(), columns, fromEnd) : std::nullopt;
     if (!scales) {
       why = (what + " is not dequantized by " + shape + " scale").str();
       return std::nullopt;
@@ -203,7 +209,7 @@ std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
   }
   if (auto sub = v.getDefiningOp<kiln::SubOp>()) {
     std::optional<std::vector<double>> zps =
-        columnValues(sub.getRhs(), columns);
+        columnValues(sub.getRhs(), columns, fromEnd);
     if (!zps) {
       why = (what + "'s zero point is not " + shape +
              (columns == 1 ? " (per row zero points are not matched yet)" : ""))
@@ -224,13 +230,19 @@ std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
 /// The requantization after the matmul: `[cast] -> mul/div scale -> round
 /// -> add zp -> clip -> cast to 8 bits`.
 struct Requantize {
-  double scale = 1; // multiplier (QOperator) or divisor (QDQ)
+  // Multipliers (QOperator: one, or one per channel) or the divisor (QDQ).
+  std::vector<double> scales;
   double zeroPoint = 0;
   Type storage;
 };
 
+/// `wide`: the integer form's product is already in float (the
+/// importer's f64 convolution), so no cast comes first; `channels` and
+/// `fromEnd` say where a per-channel multiplier may lie.
 std::optional<Requantize> matchRequantize(Value acc, bool floatForm,
-                                          std::string &why) {
+                                          std::string &why, bool wide = false,
+                                          int64_t channels = 1,
+                                          int64_t fromEnd = 0) {
   auto single = [](Value v) -> Operation * {
     return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
   };
@@ -239,18 +251,23 @@ std::optional<Requantize> matchRequantize(Value acc, bool floatForm,
   Operation *next = single(v);
   if (!floatForm) {
     auto widen = dyn_cast_or_null<kiln::CastOp>(next);
-    if (!widen)
-      return std::nullopt; // MatMulInteger: the i32 product is the output
-    v = widen.getResult();
-    next = single(v);
+    bool toInteger =
+        widen && getElementTypeOrSelf(widen.getResult()).isInteger(32);
+    if (wide ? toInteger : !widen)
+      return std::nullopt; // MatMulInteger, ConvInteger: an i32 output
+    if (!wide) {
+      v = widen.getResult();
+      next = single(v);
+    }
     auto mul = dyn_cast_or_null<kiln::MulOp>(next);
-    std::optional<double> scale =
-        mul && mul.getLhs() == v ? splatValue(mul.getRhs()) : std::nullopt;
-    if (!scale) {
-      why = "the requantize scale is not one constant";
+    std::optional<std::vector<double>> scales =
+        mul && mul.getLhs() == v ? columnValues(mul.getRhs(), channels, fromEnd)
+                                 : std::nullopt;
+    if (!scales) {
+      why = "the requantize scale is not one constant (or one per channel)";
       return std::nullopt;
     }
-    r.scale = *scale;
+    r.scales = *scales;
     v = mul.getResult();
   } else {
     auto div = dyn_cast_or_null<kiln::DivOp>(next);
@@ -260,15 +277,20 @@ std::optional<Requantize> matchRequantize(Value acc, bool floatForm,
       why = "the product is not quantized by one constant scale";
       return std::nullopt;
     }
-    r.scale = *scale;
+    r.scales = {*scale};
     v = div.getResult();
   }
+  // round -> [add zp] -> clip -> cast; the importer leaves out the add of
+  // a zero point 0.
   auto round = dyn_cast_or_null<kiln::RoundOp>(single(v));
-  auto add = round ? dyn_cast_or_null<kiln::AddOp>(single(round.getResult()))
-                   : nullptr;
-  std::optional<double> zp = add ? splatValue(add.getRhs()) : std::nullopt;
-  auto clip =
-      zp ? dyn_cast_or_null<kiln::ClipOp>(single(add.getResult())) : nullptr;
+  Operation *afterRound = round ? single(round.getResult()) : nullptr;
+  auto add = dyn_cast_or_null<kiln::AddOp>(afterRound);
+  std::optional<double> zp = add     ? splatValue(add.getRhs())
+                             : round ? std::optional<double>(0.0)
+                                     : std::nullopt;
+  auto clip = !zp   ? nullptr
+              : add ? dyn_cast_or_null<kiln::ClipOp>(single(add.getResult()))
+                    : dyn_cast_or_null<kiln::ClipOp>(afterRound);
   auto narrow =
       clip ? dyn_cast_or_null<kiln::CastOp>(single(clip.getResult())) : nullptr;
   auto storage =
@@ -277,6 +299,15 @@ std::optional<Requantize> matchRequantize(Value acc, bool floatForm,
   if (!storage || storage.getWidth() != 8) {
     why = "the product is not requantized to int8 or uint8 (round, zero "
           "point, clip, cast)";
+    return std::nullopt;
+  }
+  // The kernel saturates to the output type's range, nothing narrower.
+  double lo = storage.isUnsigned() ? 0 : -128,
+         hi = storage.isUnsigned() ? 255 : 127;
+  if (!clip.getMin() || !clip.getMax() ||
+      clip.getMin()->convertToDouble() != lo ||
+      clip.getMax()->convertToDouble() != hi) {
+    why = "the requantized value is clipped to other bounds than its type's";
     return std::nullopt;
   }
   r.zeroPoint = *zp;
@@ -294,76 +325,168 @@ struct FuseQuantizedPass
   using Base::Base;
 
   void runOnOperation() override {
-    getOperation().walk([&](kiln::MatmulOp matmul) { visit(matmul); });
+    getOperation().walk([&](Operation *op) {
+      if (auto matmul = dyn_cast<kiln::MatmulOp>(op))
+        visitMatmul(matmul);
+      else if (auto conv = dyn_cast<kiln::ConvOp>(op))
+        visitConv(conv);
+    });
   }
 
-  void visit(kiln::MatmulOp matmul) {
+  /// What one contraction looks like to the analysis.
+  struct Contraction {
+    Operation *op;
+    Value lhs, rhs, result;
+    bool integerForm, floatForm;
+    /// The importer's QLinearConv/ConvInteger convolve in f64: the i32
+    /// operands are cast up, and the product needs no cast.
+    bool wide = false;
+    /// Output channels, and where they lie in the weight and the result
+    /// (dimensions before the last).
+    int64_t channels = 1, weightFromEnd = 0, resultFromEnd = 0;
+    const char *kind = "matmul";
+    /// A convolution's bias operand (null without one).
+    Value bias;
+  };
+
+  void visitMatmul(kiln::MatmulOp matmul) {
     Type element = getElementTypeOrSelf(matmul.getType());
-    bool integerForm = element.isInteger(32);
-    bool floatForm = element.isF32();
-    if (!integerForm && !floatForm)
-      return;
-    std::string why;
-    auto fallback = [&](const std::string &reason) {
-      matmul.emitRemark() << "int8 fallback: " << reason;
-    };
     auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
     auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
-    int64_t columns = rhsType.getShape().back();
+    Contraction c{matmul,
+                  matmul.getLhs(),
+                  matmul.getRhs(),
+                  matmul.getResult(),
+                  element.isInteger(32),
+                  element.isF32()};
+    c.channels = rhsType.getShape().back();
+    if (!c.integerForm && !c.floatForm)
+      return;
+    if (rhsType.getRank() != 2 || lhsType.getRank() < 2) {
+      if (c.integerForm)
+        matmul.emitRemark() << "int8 fallback: B is not a [K][N] matrix";
+      return;
+    }
+    analyse(c);
+  }
+
+  void visitConv(kiln::ConvOp conv) {
+    Type element = getElementTypeOrSelf(conv.getType());
+    auto wType = cast<RankedTensorType>(conv->getOperand(1).getType());
+    // The importer's integer convolutions are f64 convolutions of i32
+    // values cast up (exact); QDQ ones are f32.
+    Value lhs = conv->getOperand(0), rhs = conv->getOperand(1);
+    auto peel = [](Value v) {
+      auto cast = v.getDefiningOp<kiln::CastOp>();
+      return cast && getElementTypeOrSelf(cast.getInput()).isInteger(32)
+                 ? cast.getInput()
+                 : Value();
+    };
+    Contraction c{conv, lhs, rhs, conv.getResult(), false, element.isF32()};
+    if (element.isF64() && peel(lhs) && peel(rhs)) {
+      c.lhs = peel(lhs), c.rhs = peel(rhs);
+      c.integerForm = c.wide = true;
+    }
+    if (!c.integerForm && !c.floatForm)
+      return;
+    c.kind = "conv";
+    if (conv->getNumOperands() > 2)
+      c.bias = conv->getOperand(2);
+    c.channels = wType.getShape().front();
+    c.weightFromEnd = wType.getRank() - 1; // [O][C][KH][KW]: O
+    c.resultFromEnd = wType.getRank() - 2; // [N][O][H][W]: O
+    analyse(c);
+  }
+
+  void analyse(const Contraction &c) {
+    std::string why;
+    auto fallback = [&](const std::string &reason) {
+      c.op->emitRemark() << "int8 fallback: " << reason;
+    };
     std::optional<QuantizedOperand> a =
-        matchOperand(matmul.getLhs(), floatForm, 1, "A", why);
+        matchOperand(c.lhs, c.floatForm, 1, "A", why);
     std::optional<QuantizedOperand> b =
-        a ? matchOperand(matmul.getRhs(), floatForm, columns, "B", why)
+        a ? matchOperand(c.rhs, c.floatForm, c.channels, "B", why,
+                         c.weightFromEnd)
           : std::nullopt;
     if (!a || !b) {
-      // A float matmul whose A is not dequantized is no quantized chain.
-      if (integerForm || a)
+      // A float contraction whose A is not dequantized is no quantized
+      // chain.
+      if (c.integerForm || a)
         fallback(why);
       return;
     }
     if (!b->bytes.getDefiningOp<ml_program::GlobalLoadConstOp>())
       return fallback("B is not a constant weight (the kernel stores "
-                      "weights [N][K] at compile time)");
-    if (rhsType.getRank() != 2 || lhsType.getRank() < 2)
-      return fallback("B is not a [K][N] matrix");
-    std::optional<Requantize> r =
-        matchRequantize(matmul.getResult(), floatForm, why);
+                      "weights K-major at compile time)");
+    // The kernel adds an int32 bias to the accumulator. The importer folds
+    // QLinearConv's (cast up: integral values) and a QDQ one (an int32
+    // times a_scale * w_scale[o] in f32, which is recovered here and
+    // checked to give back every folded value exactly).
+    if (c.bias) {
+      std::optional<std::vector<double>> values =
+          columnValues(c.bias, c.channels);
+      if (!values)
+        return fallback("the bias is not a constant");
+      for (size_t o = 0; o < values->size(); ++o) {
+        double v = (*values)[o];
+        if (c.floatForm) {
+          float scale =
+              static_cast<float>(a->scales[0]) *
+              static_cast<float>(b->scales[b->scales.size() == 1 ? 0 : o]);
+          double q = std::nearbyint(v / scale);
+          if (!(std::fabs(q) < 2147483648.0) ||
+              static_cast<double>(static_cast<float>(q) * scale) != v)
+            return fallback("the bias is not an int32 dequantized with "
+                            "a_scale * w_scale");
+        } else if (v != std::nearbyint(v) || !(std::fabs(v) < 2147483648.0)) {
+          return fallback("the bias is not an int32 value");
+        }
+      }
+    }
+    std::optional<Requantize> r = matchRequantize(
+        c.result, c.floatForm, why, c.wide, c.channels, c.resultFromEnd);
     if (!r && !why.empty())
       return fallback(why);
-    if (floatForm && !r)
+    if (c.floatForm && !r)
       return fallback("the product is not quantized");
-    // The kernel's one f32 multiplier: onnxruntime's (a * b) / y in f32
-    // for QDQ (what its QDQ -> QLinearMatMul fusion computes); the
-    // importer's f32 product for QLinearMatMul, carried in f64.
+    // The kernel's f32 multipliers: onnxruntime's (a * b) / y in f32 for
+    // QDQ (what its QDQ -> QLinear fusions compute); the importer's f32
+    // products for QLinearMatMul/QLinearConv, carried in f64.
     std::vector<float> multipliers{1.0f};
-    if (r && floatForm) {
+    if (r && c.floatForm) {
       multipliers.clear();
-      if (!isF32Value(a->scales[0]) || !isF32Value(r->scale))
+      if (!isF32Value(a->scales[0]) || !isF32Value(r->scales[0]))
         return fallback("a scale is not an f32 value");
       for (double bScale : b->scales) {
         if (!isF32Value(bScale))
           return fallback("a scale is not an f32 value");
         float ab =
             static_cast<float>(a->scales[0]) * static_cast<float>(bScale);
-        multipliers.push_back(ab / static_cast<float>(r->scale));
+        multipliers.push_back(ab / static_cast<float>(r->scales[0]));
       }
     } else if (r) {
-      if (!isF32Value(r->scale))
-        return fallback("the requantize scale is not an f32 value");
-      multipliers = {static_cast<float>(r->scale)};
+      multipliers.clear();
+      for (double m : r->scales) {
+        if (!isF32Value(m))
+          return fallback("the requantize scale is not an f32 value");
+        multipliers.push_back(static_cast<float>(m));
+      }
     }
     for (float m : multipliers)
       if (!(m > 0) || !std::isfinite(m))
         return fallback("the requantize scale is not finite and positive");
-    std::string form = floatForm ? "QDQ"
-                       : r       ? "QLinearMatMul"
-                                 : "MatMulInteger";
-    InFlightDiagnostic remark = matmul.emitRemark();
+    bool conv = StringRef(c.kind) == "conv";
+    std::string form = c.floatForm ? (conv ? "QDQ conv" : "QDQ")
+                       : r         ? (conv ? "QLinearConv" : "QLinearMatMul")
+                                   : (conv ? "ConvInteger" : "MatMulInteger");
+    InFlightDiagnostic remark = c.op->emitRemark();
     auto scientific = [](float v) {
       return llvm::formatv("{0:e}", static_cast<double>(v)).str();
     };
-    remark << "int8 kernel (" << form << "): A " << typeName(a->storage)
-           << " zero point " << static_cast<int64_t>(a->zeroPoints[0]) << ", B "
+    remark << "int8 kernel (" << form << (c.bias ? ", int32 bias" : "")
+           << "): A " << typeName(a->storage) << " zero point "
+           << static_cast<int64_t>(a->zeroPoints[0]) << ", B "
            << typeName(b->storage) << " constant, zero point ";
     const std::vector<double> &zb = b->zeroPoints;
     if (std::all_of(zb.begin(), zb.end(), [&](double z) { return z == zb[0]; }))
@@ -382,8 +505,9 @@ struct FuseQuantizedPass
       }
       remark << " (f32), output " << typeName(r->storage) << " zero point "
              << static_cast<int64_t>(r->zeroPoint);
-    } else
+    } else {
       remark << ", output i32";
+    }
   }
 };
 

@@ -166,7 +166,7 @@ func.func @scale_along_k_square(%x: tensor<2x4xi8>) -> tensor<2x4xf32> {
 func.func @weight_not_constant(%x: tensor<4x32xi8>, %w: tensor<32x16xi8>) -> tensor<4x16xi32> {
   %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
   %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
-  // expected-remark @+1 {{int8 fallback: B is not a constant weight (the kernel stores weights [N][K] at compile time)}}
+  // expected-remark @+1 {{int8 fallback: B is not a constant weight (the kernel stores weights K-major at compile time)}}
   %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
   return %2 : tensor<4x16xi32>
 }
@@ -194,7 +194,7 @@ func.func @scale_not_constant(%x: tensor<4x32xi8>, %s: tensor<f64>) -> tensor<4x
   %w = ml_program.global_load_const @w : tensor<32x16xi8>
   %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
   %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
-  // expected-remark @+1 {{int8 fallback: the requantize scale is not one constant}}
+  // expected-remark @+1 {{int8 fallback: the requantize scale is not one constant (or one per channel)}}
   %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
   %3 = kiln.cast %2 : tensor<4x16xi32> -> tensor<4x16xf64>
   %4 = kiln.mul %3, %s : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
@@ -249,4 +249,121 @@ func.func @not_requantized(%x: tensor<4x32xi8>) -> tensor<4x16xf32> {
 func.func @float_matmul(%x: tensor<4x32xf32>, %w: tensor<32x16xf32>) -> tensor<4x16xf32> {
   %0 = kiln.matmul %x, %w : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// QLinearConv as the importer writes it: i32 values cast up to an f64
+// convolution, the int32 bias folded to an f64 constant, one multiplier
+// per output channel along the result's dimension 1; the zero point add
+// is left out when it is 0.
+ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
+func.func @qlinear_conv(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
+  %0 = kiln.cast %x : tensor<1x3x6x6xui8> -> tensor<1x3x6x6xi32>
+  %1 = kiln.constant dense<3> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<1x3x6x6xi32>, tensor<i32> -> tensor<1x3x6x6xi32>
+  %3 = kiln.cast %w : tensor<2x3x3x3xi8> -> tensor<2x3x3x3xi32>
+  %4 = kiln.cast %2 : tensor<1x3x6x6xi32> -> tensor<1x3x6x6xf64>
+  %5 = kiln.cast %3 : tensor<2x3x3x3xi32> -> tensor<2x3x3x3xf64>
+  %6 = kiln.constant dense<[7.000000e+00, -1.200000e+01]> : tensor<2xf64>
+  // expected-remark @+1 {{int8 kernel (QLinearConv, int32 bias): A ui8 zero point 3, B i8 constant, zero point 0, scale per column (2, 2.500000e-01 to 5.000000e-01) (f32), output ui8 zero point 0}}
+  %7 = kiln.conv %4, %5, %6 {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x6x6xf64>, tensor<2x3x3x3xf64>, tensor<2xf64>) -> tensor<1x2x6x6xf64>
+  %8 = kiln.constant dense<[[[[5.000000e-01]], [[2.500000e-01]]]]> : tensor<1x2x1x1xf64>
+  %9 = kiln.mul %7, %8 : tensor<1x2x6x6xf64>, tensor<1x2x1x1xf64> -> tensor<1x2x6x6xf64>
+  %10 = kiln.round %9 : tensor<1x2x6x6xf64>
+  %11 = kiln.clip %10 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x2x6x6xf64>
+  %12 = kiln.cast %11 : tensor<1x2x6x6xf64> -> tensor<1x2x6x6xui8>
+  return %12 : tensor<1x2x6x6xui8>
+}
+
+// -----
+
+// ConvInteger: the f64 convolution cast to i32 is the output.
+ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
+func.func @conv_integer(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xi32> {
+  %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
+  %0 = kiln.cast %x : tensor<1x3x6x6xui8> -> tensor<1x3x6x6xi32>
+  %1 = kiln.constant dense<7> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<1x3x6x6xi32>, tensor<i32> -> tensor<1x3x6x6xi32>
+  %3 = kiln.cast %w : tensor<2x3x3x3xi8> -> tensor<2x3x3x3xi32>
+  %4 = kiln.cast %2 : tensor<1x3x6x6xi32> -> tensor<1x3x6x6xf64>
+  %5 = kiln.cast %3 : tensor<2x3x3x3xi32> -> tensor<2x3x3x3xf64>
+  // expected-remark @+1 {{int8 kernel (ConvInteger): A ui8 zero point 7, B i8 constant, zero point 0, output i32}}
+  %6 = kiln.conv %4, %5 {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x6x6xf64>, tensor<2x3x3x3xf64>) -> tensor<1x2x6x6xf64>
+  %7 = kiln.cast %6 : tensor<1x2x6x6xf64> -> tensor<1x2x6x6xi32>
+  return %7 : tensor<1x2x6x6xi32>
+}
+
+// -----
+
+// A QDQ convolution with per-channel weight scales [0.5, 0.25] along the
+// filter's dimension 0 and a bias the importer folded to f32: the int32
+// bias [3, -5] (times 0.5 * w_scale) is recovered exactly.
+ml_program.global private @w(dense<1> : tensor<2x1x1x1xi8>) : tensor<2x1x1x1xi8>
+func.func @qdq_conv(%x: tensor<1x1x4x4xui8>) -> tensor<1x2x4x4xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x1xi8>
+  %0 = kiln.cast %x : tensor<1x1x4x4xui8> -> tensor<1x1x4x4xf32>
+  %1 = kiln.constant dense<1.000000e+01> : tensor<f32>
+  %2 = kiln.sub %0, %1 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %4 = kiln.mul %2, %3 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %5 = kiln.cast %w : tensor<2x1x1x1xi8> -> tensor<2x1x1x1xf32>
+  %6 = kiln.constant dense<[[[[5.000000e-01]]], [[[2.500000e-01]]]]> : tensor<2x1x1x1xf32>
+  %7 = kiln.mul %5, %6 : tensor<2x1x1x1xf32>, tensor<2x1x1x1xf32> -> tensor<2x1x1x1xf32>
+  %8 = kiln.constant dense<[7.500000e-01, -6.250000e-01]> : tensor<2xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ conv, int32 bias): A ui8 zero point 10, B i8 constant, zero point 0, scale per column (2, 1.250000e-01 to 2.500000e-01) (f32), output ui8 zero point 128}}
+  %9 = kiln.conv %4, %7, %8 {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %12 = kiln.round %11 : tensor<1x2x4x4xf32>
+  %13 = kiln.constant dense<1.280000e+02> : tensor<f32>
+  %14 = kiln.add %12, %13 : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %15 = kiln.clip %14 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x2x4x4xf32>
+  %16 = kiln.cast %15 : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xui8>
+  return %16 : tensor<1x2x4x4xui8>
+}
+
+// -----
+
+// The same with a float bias that is no int32 times 0.5 * w_scale (0.7 is
+// 2.8 steps of 0.25): the kernel could not add it exactly.
+ml_program.global private @w(dense<1> : tensor<2x1x1x1xi8>) : tensor<2x1x1x1xi8>
+func.func @qdq_conv_float_bias(%x: tensor<1x1x4x4xui8>) -> tensor<1x2x4x4xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x1xi8>
+  %0 = kiln.cast %x : tensor<1x1x4x4xui8> -> tensor<1x1x4x4xf32>
+  %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %4 = kiln.mul %0, %3 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %5 = kiln.cast %w : tensor<2x1x1x1xi8> -> tensor<2x1x1x1xf32>
+  %6 = kiln.constant dense<[[[[5.000000e-01]]], [[[2.500000e-01]]]]> : tensor<2x1x1x1xf32>
+  %7 = kiln.mul %5, %6 : tensor<2x1x1x1xf32>, tensor<2x1x1x1xf32> -> tensor<2x1x1x1xf32>
+  %8 = kiln.constant dense<[7.000000e-01, -6.250000e-01]> : tensor<2xf32>
+  // expected-remark @+1 {{int8 fallback: the bias is not an int32 dequantized with a_scale * w_scale}}
+  %9 = kiln.conv %4, %7, %8 {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %12 = kiln.round %11 : tensor<1x2x4x4xf32>
+  %15 = kiln.clip %12 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x2x4x4xf32>
+  %16 = kiln.cast %15 : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xui8>
+  return %16 : tensor<1x2x4x4xui8>
+}
+
+// -----
+
+// A requantization clipped to other bounds than its type's (as a fused
+// Relu6 could be): the kernel saturates to the type's range only.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @clip_not_type_range(%x: tensor<4x32xi8>) -> tensor<4x16xi8> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: the requantized value is clipped to other bounds than its type's}}
+  %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  %3 = kiln.cast %2 : tensor<4x16xi32> -> tensor<4x16xf64>
+  %4 = kiln.constant dense<2.500000e-01> : tensor<f64>
+  %5 = kiln.mul %3, %4 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %6 = kiln.round %5 : tensor<4x16xf64>
+  %7 = kiln.clip %6 {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf64>
+  %8 = kiln.cast %7 : tensor<4x16xf64> -> tensor<4x16xi8>
+  return %8 : tensor<4x16xi8>
 }

@@ -319,10 +319,11 @@ def FuseSiblingContractionsPass
 }
 
 def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
-  let summary = "Find the quantized matmuls the int8 GEMM kernel can run";
+  let summary = "Find the quantized matmuls and convolutions the int8 kernel can run";
   let description = [{
-    Issue 26, stage 2. Recognises, around each `kiln.matmul`, the
-    compositions the importer writes for the quantized ONNX ops:
+    Issue 26, stage 2. Recognises, around each `kiln.matmul` and
+    `kiln.conv`, the compositions the importer writes for the quantized
+    ONNX ops:
 
     - **QLinearMatMul**: i8/ui8 operands cast to i32 (minus a constant zero
       point), an i32 matmul, then cast, multiply by one constant scale,
@@ -331,11 +332,22 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     - **QDQ** (DequantizeLinear -> MatMul -> QuantizeLinear): each operand
       cast to f32, minus its zero point, times its scale; an f32 matmul;
       divided by the output scale, rounded, plus the zero point, clipped and
-      cast.
+      cast;
+    - **QLinearConv**, **ConvInteger** and **QDQ convolutions** likewise
+      (the importer's integer convolutions are f64 convolutions of the i32
+      values cast up), with per-output-channel weight parameters along the
+      filter's dimension 0 and multipliers along the result's dimension 1,
+      and a bias the kernel can add as int32: QLinearConv's (folded to
+      integral values), or a QDQ one folded to f32, whose int32 values
+      `bias / (a_scale * w_scale[o])` must give back every folded value
+      exactly.
 
-    B must be a constant weight (`ml_program.global_load_const`, [K][N]):
-    the int8 kernel (`Family::MmaS8`) reads it stored [N][K] and folds A's
-    zero point into a per-column offset at compile time. A's scale and zero
+    The zero point's add may be missing (the importer leaves out a zero
+    point 0); the clip must be the output type's range.
+
+    B must be a constant weight (`ml_program.global_load_const`): the int8
+    kernel (`Family::MmaS8`) reads it K-major and folds A's zero point into
+    a per-column offset at compile time. A's scale and zero
     point are one constant each; B's may also be one per column (a constant
     or a constant global along N, through reshapes and integer casts), as
     `quantize_static(per_channel=True)` writes them. For each match the
@@ -343,9 +355,10 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     f32 multiplier onnxruntime uses, `(a_scale * b_scale) / y_scale` in
     f32 (one per column with per-column weight scales); for each chain that
     does not fit (a per-row zero point of A, a scale along B's K, a
-    non-constant scale or weight, a scale that is not an f32 value, no
-    requantization after a dequantized product) a remark saying why it
-    stays on the exact fallback. Float matmuls whose A is not
+    non-constant scale or weight, a scale that is not an f32 value, a bias
+    that is no int32, a clip narrower than the type, no requantization
+    after a dequantized product) a remark saying why it stays on the exact
+    fallback. Float matmuls whose A is not
     dequantized are not quantized chains and get no remark.
 
     This stage recognises and reports only: the IR is unchanged, so every
