@@ -195,7 +195,7 @@ inline std::pair<double, double> referenceOutput(const Epilogue &e, DType outTyp
 
 /// The device bytes of a case's operands.
 struct Operands {
-  std::vector<uint8_t> a, b, scale, bias, residual;
+  std::vector<uint8_t> a, b, scale, bias, residual, zeroPointB;
 };
 
 /// Runs the kernels on a fresh emu device; C's bytes (empty on failure).
@@ -221,7 +221,7 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
     allocations.push_back(*ptr);
     return *ptr;
   };
-  uint32_t outBytes = p.outputType == DType::F32 ? 4 : 2;
+  uint32_t outBytes = static_cast<uint32_t>(runtime::dtypeSize(p.outputType));
   // C starts as a NaN-ish pattern so an element the kernel misses shows up.
   std::vector<uint8_t> cInit(cCount * outBytes, 0xFF);
   runtime::DevicePtr dA = upload(in.a), dB = upload(in.b), dC = upload(cInit);
@@ -232,6 +232,8 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
   runtime::DevicePtr dScale = in.scale.empty() ? 0 : upload(in.scale);
   runtime::DevicePtr dBias = in.bias.empty() ? 0 : upload(in.bias);
   runtime::DevicePtr dResidual = in.residual.empty() ? 0 : upload(in.residual);
+  runtime::DevicePtr dZeroPointB =
+      in.zeroPointB.empty() ? 0 : upload(in.zeroPointB);
   // The workspace starts as NaNs: split-K must not read a partial no split
   // wrote. The semaphores start at zero, as the runtime leaves them.
   runtime::DevicePtr dWorkspace =
@@ -270,6 +272,8 @@ inline std::vector<uint8_t> runOnEmu(const GemmKernels &generated,
         params.addU64(dBias);
       else if (n == "residual")
         params.addU64(dResidual);
+      else if (n == "zeroPointB")
+        params.addU64(dZeroPointB);
       else if (n == "workspace")
         params.addU64(dWorkspace);
       else if (n == "semaphores")

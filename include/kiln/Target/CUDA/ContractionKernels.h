@@ -64,11 +64,15 @@ struct GemmProblem {
   uint64_t m = 0, n = 0, k = 0;
   uint64_t batch = 1;
   /// A and B share one dtype: F16, BF16 (tensor cores) or F32 (TF32 tensor
-  /// cores or FFMA, by GemmConfig::family).
+  /// cores or FFMA, by GemmConfig::family). The int8 family (MmaS8) reads
+  /// I8 or U8 here for A and `inputTypeB` for B.
   DType inputType = DType::BF16;
-  /// The accumulator is always F32 (the only one the families use).
+  /// MmaS8 only: B's element type, I8 or U8 (ignored by the float families).
+  DType inputTypeB = DType::I8;
+  /// F32 for the float families, I32 for MmaS8.
   DType accumulatorType = DType::F32;
-  /// F32, F16 or BF16; the epilogue rounds to it once.
+  /// F32, F16 or BF16; the epilogue rounds to it once. MmaS8: I8 or U8
+  /// (requantized, see IntegerEpilogue) or I32 (the exact accumulator).
   DType outputType = DType::F32;
   Layout layoutA = Layout::RowMajor;
   Layout layoutB = Layout::RowMajor;
@@ -144,6 +148,13 @@ enum class Family : uint8_t {
   /// [K][N], A as [K][M]) is transposed by the producer as it stages it
   /// (kiln-match-contractions stores row-major weights transposed).
   WgmmaTf32,
+  /// mma.sync.m16n8k32 with s8/u8 inputs (GemmProblem::inputType for A,
+  /// inputTypeB for B) and s32 accumulators, sm_80 and later (used on sm_90
+  /// too for now): the MmaF16 kernel's loaders and swizzled tiles with
+  /// 1-byte elements, both operands K-contiguous (A row-major, B stored
+  /// [N][K]), no split-K, and the integer epilogue (IntegerEpilogue);
+  /// implicit NHWC convolutions too (16-channel chunks).
+  MmaS8,
 };
 
 std::string_view familyName(Family family);
@@ -180,6 +191,37 @@ enum class Activation : uint8_t {
   Sigmoid,
   Tanh,
   Clip
+};
+
+/// The epilogue of the int8 family (MmaS8), in integer arithmetic until the
+/// one f32 multiply, onnxruntime's requantization (MLAS
+/// MlasRequantizeOutput) step for step. With acc the exact s32 sum of the
+/// stored values A[m][k] * B[k][n]:
+///   v = acc + offset[n] - zeroPointB[n] * sum_k A[m][k]    (s32, wrapping)
+///   output I32: C = v
+///   output I8/U8: f = f32(v) * scale (f32 round to nearest; `scale` or
+///     scaleVector[n]); f = clamp(f, lo - zy, hi - zy); C = rni(f) + zy
+/// (rni: round half to even; lo, hi: the output type's range; zy:
+/// outputZeroPoint). A's zero point za folds into `offset` on the host:
+/// offset[n] = bias[n] - za * sum_k B[k][n] + K * za * zb[n], since
+/// sum (a - za)(b - zb) = sum ab - za sum_k b - zb sum_k a + K za zb.
+/// onnxruntime computes the scale as (a_scale * b_scale) / y_scale in f32,
+/// left to right; the caller passes that value.
+struct IntegerEpilogue {
+  /// Kernel parameter "bias": s32 [N], added to the accumulator.
+  bool offset = false;
+  /// Kernel parameter "zeroPointB": s32 [N]; the kernel sums A's rows
+  /// (one extra mma a row tile per K step against ones) and subtracts
+  /// zeroPointB[n] * rowsum.
+  bool rowSumZeroPointB = false;
+  /// Kernel parameter "scale": f32 [N] instead of the constant `scale`.
+  bool scaleVector = false;
+  float scale = 1.0f;
+  int32_t outputZeroPoint = 0;
+  /// Implicit convolutions: the stored byte a pixel outside the image
+  /// reads in its real channels, A's zero point (so its x - za is 0, as
+  /// onnxruntime pads). The offset's K is then KH * KW * C/groups.
+  int32_t paddingValue = 0;
 };
 
 /// A vector the epilogue reads once per row or once per column (broadcast
@@ -222,14 +264,16 @@ struct Epilogue {
   std::vector<std::string> customOperands;
   bool aux = false;
   DType auxType = DType::BF16;
+  /// MmaS8 only, and then the only epilogue (every field above default).
+  IntegerEpilogue integer;
 };
 
 /// A kernel parameter, in order.
 struct KernelParameter {
   enum class Kind : uint8_t { Pointer, U32, U64, TensorMap };
   Kind kind = Kind::Pointer;
-  /// "A", "B", "C", "aux", "scale", "bias", "residual", "workspace",
-  /// "semaphores", "M",
+  /// "A", "B", "C", "aux", "scale", "bias", "residual", "zeroPointB",
+  /// "workspace", "semaphores", "M",
   /// "batchStrideA", "batchStrideC", "tensorMapA", "tensorMapB", or a custom
   /// operand's name.
   std::string name;

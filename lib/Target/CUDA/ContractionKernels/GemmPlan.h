@@ -21,7 +21,10 @@ uint32_t dtypeBytes(DType type);
 // The templates' element types are runtime::DType's codes.
 static_assert(kElementF32 == static_cast<int>(DType::F32) &&
                   kElementF16 == static_cast<int>(DType::F16) &&
-                  kElementBF16 == static_cast<int>(DType::BF16),
+                  kElementBF16 == static_cast<int>(DType::BF16) &&
+                  kElementS8 == static_cast<int>(DType::I8) &&
+                  kElementS32 == static_cast<int>(DType::I32) &&
+                  kElementU8 == static_cast<int>(DType::U8),
               "ElementType.cuh and runtime::DType disagree");
 
 /// The name generated source uses for `type` ("kElementBF16"), one of
@@ -33,6 +36,10 @@ const char *elementTypeName(DType type);
 inline bool isWgmma(Family family) {
   return family == Family::WgmmaF16 || family == Family::WgmmaTf32;
 }
+
+/// Bytes of one element of the int8 family's operands and outputs (I8,
+/// U8: 1, I32: 4; 0 for any other type).
+uint32_t integerBytes(DType type);
 
 struct GemmPlan {
   uint32_t inBytes = 2, outBytes = 4;

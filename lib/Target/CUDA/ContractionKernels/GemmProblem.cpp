@@ -29,6 +29,8 @@ std::string_view familyName(Family family) {
     return "wgmma_f16";
   case Family::WgmmaTf32:
     return "wgmma_tf32";
+  case Family::MmaS8:
+    return "mma_s8";
   }
   return "?";
 }
@@ -65,6 +67,18 @@ uint32_t dtypeBytes(DType type) {
   }
 }
 
+uint32_t integerBytes(DType type) {
+  switch (type) {
+  case DType::I8:
+  case DType::U8:
+    return 1;
+  case DType::I32:
+    return 4;
+  default:
+    return 0;
+  }
+}
+
 namespace {
 
 bool isPowerOfTwo(uint64_t v) { return v && !(v & (v - 1)); }
@@ -88,6 +102,12 @@ const char *elementTypeName(DType type) {
     return "kElementF16";
   case DType::BF16:
     return "kElementBF16";
+  case DType::I8:
+    return "kElementS8";
+  case DType::I32:
+    return "kElementS32";
+  case DType::U8:
+    return "kElementU8";
   default:
     return "kElementNone";
   }
@@ -99,8 +119,9 @@ uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
 
 GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
   GemmPlan plan;
-  plan.inBytes = dtypeBytes(p.inputType);
-  plan.outBytes = dtypeBytes(p.outputType);
+  bool int8 = c.family == Family::MmaS8;
+  plan.inBytes = int8 ? integerBytes(p.inputType) : dtypeBytes(p.inputType);
+  plan.outBytes = int8 ? integerBytes(p.outputType) : dtypeBytes(p.outputType);
   if (!plan.inBytes || !plan.outBytes)
     return plan;
   plan.aKContiguous = p.layoutA == Layout::RowMajor;
@@ -130,6 +151,9 @@ GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
     uint32_t staged =
         c.blockM * (c.blockN * plan.outBytes + (plan.outBytes == 4 ? 32 : 16));
     plan.sharedBytes = 1024 + std::max(c.stages * stage, staged) + 16 * c.stages;
+  } else if (int8) {
+    // GemmInt8.cuh stores its outputs from registers: the pipeline only.
+    plan.sharedBytes = c.stages * (c.blockM + c.blockN) * c.blockK;
   } else {
     uint32_t stage = (c.blockM + c.blockN) * c.blockK * plan.inBytes;
     // The output tile's padded rows (GemmTensorCore.cuh, kOutPitch).
@@ -170,21 +194,48 @@ std::string tmaUnsupportedReason(const GemmProblem &p) {
   return "";
 }
 
+namespace {
+
+/// What the int8 family asks beyond the checks every family shares.
+std::string int8UnsupportedReason(const GemmProblem &p, const GemmConfig &c) {
+  auto isByte = [](DType t) { return t == DType::I8 || t == DType::U8; };
+  if (!isByte(p.inputType) || !isByte(p.inputTypeB))
+    return "mma_s8 needs i8 or u8 inputs";
+  if (p.accumulatorType != DType::I32)
+    return "mma_s8 accumulates in i32";
+  if (!isByte(p.outputType) && p.outputType != DType::I32)
+    return "mma_s8's output must be i8, u8 (requantized) or i32";
+  // ldmatrix has no 8-bit transpose: both operands are read K-major.
+  if (p.layoutA != Layout::RowMajor || p.layoutB != Layout::ColMajor)
+    return "mma_s8 needs A row-major and B stored [N][K] (both K-contiguous)";
+  if (c.splitK != 1)
+    return "mma_s8 has no split-K (its epilogue runs on the whole sum)";
+  if (c.blockK < 32)
+    return "mma_s8's block K must be at least 32 (one m16n8k32)";
+  return "";
+}
+
+} // namespace
+
 std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   if (!p.m || !p.n || !p.k || !p.batch)
     return "an empty dimension (M, N, K and batch must be at least 1)";
   if (p.m >= (1u << 31) || p.n >= (1u << 31) || p.k >= (1u << 31))
     return "M, N and K must be below 2^31";
-  if (p.accumulatorType != DType::F32)
+  if (c.family == Family::MmaS8) {
+    if (std::string why = int8UnsupportedReason(p, c); !why.empty())
+      return why;
+  } else if (p.accumulatorType != DType::F32)
     return "the accumulator must be f32";
-  if (!dtypeBytes(p.outputType))
+  else if (!dtypeBytes(p.outputType))
     return "the output must be f32, f16 or bf16";
+  bool int8 = c.family == Family::MmaS8;
   bool halfIn = p.inputType == DType::F16 || p.inputType == DType::BF16;
   bool halfFamily =
       c.family == Family::MmaF16 || c.family == Family::WgmmaF16;
   if (halfFamily && !halfIn)
     return std::string(familyName(c.family)) + " needs f16 or bf16 inputs";
-  if (!halfFamily && p.inputType != DType::F32)
+  if (!halfFamily && !int8 && p.inputType != DType::F32)
     return std::string(familyName(c.family)) + " needs f32 inputs";
   if (p.ldaOrPacked() < (p.layoutA == Layout::RowMajor ? p.k : p.m))
     return "lda is smaller than A's contiguous extent";
@@ -197,8 +248,9 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   for (uint32_t align : {p.alignA, p.alignB, p.alignC})
     if (!isPowerOfTwo(align))
       return "alignments must be powers of two";
-  uint32_t inBytes = dtypeBytes(p.inputType),
-           outBytes = dtypeBytes(p.outputType);
+  uint32_t inBytes = int8 ? 1 : dtypeBytes(p.inputType),
+           outBytes = int8 ? integerBytes(p.outputType)
+                           : dtypeBytes(p.outputType);
   for (uint32_t align : {p.alignA, p.alignB})
     if (align < inBytes)
       return "an input pointer is not aligned to its element";
@@ -232,7 +284,7 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     if (c.blockM % c.threadM || c.blockN % c.threadN)
       return "the block tile must be a multiple of the thread tile";
   } else {
-    uint32_t kStep = c.family == Family::MmaTf32 ? 8 : 16;
+    uint32_t kStep = c.family == Family::MmaTf32 ? 8 : int8 ? 32 : 16;
     uint32_t chunk = 16 / inBytes;
     if (!c.warpM || !c.warpN || c.warpM % 16 || c.warpN % 16)
       return "warp tiles must be multiples of 16";

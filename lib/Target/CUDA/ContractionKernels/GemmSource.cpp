@@ -84,7 +84,8 @@ std::string epilogueSource(const Epilogue &e) {
                   "  const void *scale = nullptr, *bias = nullptr, "
                   "*residual = nullptr;\n"
                   "  u64 batchStrideC = 0;\n"
-                  "  void *aux = nullptr;\n";
+                  "  void *aux = nullptr;\n"
+                  "  const void *zeroPointB = nullptr;\n";
   if (!e.customOperands.empty())
     s += "  const void *extra[" + std::to_string(e.customOperands.size()) +
          "] = {};\n";
@@ -159,6 +160,23 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        ", CONV_CP = " + i(cv.paddedGroupChannels) + ";\n";
   s += "  static constexpr int EPI_COL_PER_BATCH = " + i(cv.enabled ? p.n : 0) +
        ";\n";
+  // The int8 family (GemmInt8.cuh): operand signedness and the integer
+  // epilogue (all false / neutral for the float families).
+  const bool int8 = c.family == Family::MmaS8;
+  const IntegerEpilogue &q = e.integer;
+  s += "  static constexpr bool INT8 = " + b(int8) +
+       ", A_U8 = " + b(int8 && p.inputType == DType::U8) +
+       ", B_U8 = " + b(int8 && p.inputTypeB == DType::U8) + ";\n";
+  s += "  static constexpr bool Q_OFFSET = " + b(int8 && q.offset) +
+       ", Q_ROWSUM = " + b(int8 && q.rowSumZeroPointB) +
+       ", Q_SCALE_VECTOR = " + b(int8 && q.scaleVector) + ";\n";
+  s += "  static constexpr float Q_SCALE = " +
+       floatLiteral(int8 ? q.scale : 1.0f) + ";\n";
+  s += "  static constexpr int Q_ZP = " +
+       std::to_string(int8 ? q.outputZeroPoint : 0) + ";\n";
+  s += "  static constexpr int CONV_PAD_BYTE = " +
+       std::to_string(int8 && cv.enabled ? (q.paddingValue & 0xFF) : 0) +
+       ";\n";
   return s + "};\n\n";
 }
 
@@ -207,7 +225,43 @@ std::vector<std::string> epiloguePointers(const Epilogue &e) {
     names.push_back("bias");
   if (e.residual)
     names.push_back("residual");
+  // The integer epilogue's vectors (the float fields are unset with it).
+  if (e.integer.scaleVector)
+    names.push_back("scale");
+  if (e.integer.offset)
+    names.push_back("bias");
+  if (e.integer.rowSumZeroPointB)
+    names.push_back("zeroPointB");
   return names;
+}
+
+/// Why the integer epilogue does not fit the problem and family (empty
+/// when it does): it belongs to MmaS8, and MmaS8 has no other epilogue.
+std::string integerEpilogueReason(const GemmProblem &p, const GemmConfig &c,
+                                  const Epilogue &e) {
+  const IntegerEpilogue &q = e.integer;
+  bool set = q.offset || q.rowSumZeroPointB || q.scaleVector ||
+             q.scale != 1.0f || q.outputZeroPoint != 0 || q.paddingValue != 0;
+  if (c.family != Family::MmaS8)
+    return set ? "an integer epilogue needs the mma_s8 family" : "";
+  if (e.alpha != 1.0f || e.scale.present() || e.bias.present() ||
+      e.residual || e.activation != Activation::None ||
+      !e.customBody.empty() || e.aux)
+    return "mma_s8 takes only the integer epilogue";
+  if (!std::isfinite(q.scale) || !(q.scale > 0))
+    return "the requantization scale must be finite and positive";
+  if (p.outputType == DType::I32 &&
+      (q.scaleVector || q.scale != 1.0f || q.outputZeroPoint != 0))
+    return "an i32 output has no requantization (scale, zero point)";
+  int aLo = p.inputType == DType::U8 ? 0 : -128;
+  if (q.paddingValue < aLo || q.paddingValue > aLo + 255)
+    return "the padding value is outside A's type's range";
+  int lo = p.outputType == DType::U8 ? 0 : -128;
+  int hi = p.outputType == DType::U8 ? 255 : 127;
+  if (p.outputType != DType::I32 &&
+      (q.outputZeroPoint < lo || q.outputZeroPoint > hi))
+    return "the output zero point is outside the output type's range";
+  return "";
 }
 
 std::string epilogueArgsInit(const Epilogue &e, bool conv) {
@@ -306,6 +360,8 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   for (float v : {e.alpha, e.beta, e.clipMin, e.clipMax})
     if (!std::isfinite(v))
       return runtime::Error::failure("epilogue constants must be finite");
+  if (std::string why = integerEpilogueReason(p, c, e); !why.empty())
+    return runtime::Error::failure("GEMM " + c.describe() + ": " + why);
   if (!e.customBody.empty() && (e.scale.present() || e.bias.present() ||
                                 e.residual || e.activation != Activation::None))
     return runtime::Error::failure(
@@ -336,8 +392,14 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   s += "\n";
   bool simt = c.family == Family::SimtF32;
   bool wgmma = isWgmma(c.family);
+  bool int8 = c.family == Family::MmaS8;
   s += simt ? kGemmSimtTemplate : kGemmTensorCoreTemplate;
   s += "\n";
+  if (int8) {
+    // The int8 kernel reuses the mma.sync template's loaders and tiles.
+    s += kGemmInt8Template;
+    s += "\n";
+  }
   if (wgmma) {
     // The wgmma kernel reuses the mma.sync template's loaders and stores.
     s += wgmmaSource(p, c, plan);
@@ -346,7 +408,7 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
     s += kGemmWgmmaTemplate;
     s += "\n";
   }
-  const char *ns = simt ? "simt" : wgmma ? "wg" : "tc";
+  const char *ns = simt ? "simt" : wgmma ? "wg" : int8 ? "i8" : "tc";
 
   auto paramList = [](const std::vector<KernelParameter> &params) {
     std::string list;

@@ -318,6 +318,70 @@ def FuseSiblingContractionsPass
                            "::mlir::ml_program::MLProgramDialect"];
 }
 
+def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
+  let summary = "Find the quantized matmuls and convolutions the int8 kernel can run";
+  let description = [{
+    Issue 26, stage 2. Recognises, around each `kiln.matmul` and
+    `kiln.conv`, the compositions the importer writes for the quantized
+    ONNX ops:
+
+    - **QLinearMatMul**: i8/ui8 operands cast to i32 (minus a constant zero
+      point), an i32 matmul, then cast, multiply by one constant scale,
+      round, add the output zero point, clip and cast to i8/ui8;
+    - **MatMulInteger**: the same without the requantization (i32 output);
+    - **QDQ** (DequantizeLinear -> MatMul -> QuantizeLinear): each operand
+      cast to f32, minus its zero point, times its scale; an f32 matmul;
+      divided by the output scale, rounded, plus the zero point, clipped and
+      cast;
+    - **QLinearConv**, **ConvInteger** and **QDQ convolutions** likewise
+      (the importer's integer convolutions are f64 convolutions of the i32
+      values cast up), with per-output-channel weight parameters along the
+      filter's dimension 0 and multipliers along the result's dimension 1,
+      and a bias the kernel can add as int32: QLinearConv's (folded to
+      integral values), or a QDQ one folded to f32, whose int32 values
+      `bias / (a_scale * w_scale[o])` must give back every folded value
+      exactly.
+
+    The zero point's add may be missing (the importer leaves out a zero
+    point 0); the clip must be the output type's range.
+
+    B must be a constant weight (`ml_program.global_load_const`): the int8
+    kernel (`Family::MmaS8`) reads it K-major and folds A's zero point into
+    a per-column offset at compile time. A's scale and zero
+    point are one constant each; B's may also be one per column (a constant
+    or a constant global along N, through reshapes and integer casts), as
+    `quantize_static(per_channel=True)` writes them. For each match the
+    pass emits a remark with the kernel's parameters, the scale being the
+    f32 multiplier onnxruntime uses, `(a_scale * b_scale) / y_scale` in
+    f32 (one per column with per-column weight scales); for each chain that
+    does not fit (a per-row zero point of A, a scale along B's K, a
+    non-constant scale or weight, a scale that is not an f32 value, a bias
+    that is no int32, a clip narrower than the type, no requantization
+    after a dequantized product) a remark saying why it stays on the exact
+    fallback. Float matmuls whose A is not
+    dequantized are not quantized chains and get no remark.
+
+    This stage recognises and reports only: the IR is unchanged, so every
+    quantized op still runs on the fallback lowering, and kilnc does not
+    run the pass yet (docs/architecture.md, "Quantized models").
+
+    Example (QLinearMatMul, u8 activations with zero point 3, s8 weights):
+
+    ```mlir
+    %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xi32>
+    %1 = kiln.sub %0, %c3 : tensor<4x32xi32>, tensor<i32> -> tensor<4x32xi32>
+    %2 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+    %3 = kiln.matmul %1, %2 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+    ... cast, mul, round, add, clip, cast to ui8
+    // remark: int8 kernel (QLinearMatMul): A ui8 zero point 3, B i8
+    // constant, zero point 0, scale 4.000000e-03 (f32), output ui8 zero
+    // point 128
+    ```
+  }];
+  let dependentDialects = ["::kiln::KilnDialect",
+                           "::mlir::ml_program::MLProgramDialect"];
+}
+
 def FusePass : Pass<"kiln-fuse", "mlir::func::FuncOp"> {
   let summary = "Group ops into kiln.fusion regions, one kernel each";
   let description = [{

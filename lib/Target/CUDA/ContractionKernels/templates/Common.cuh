@@ -150,13 +150,22 @@ template <int N> KILN_INLINE void cpAsyncWait() {
 /// `Vec` is how many elements one copy may move given the operand's
 /// alignment: a whole chunk is one 16-byte cp.async; 4- and 8-byte pieces
 /// use cp.async.ca; 2-byte elements that are only 2-byte aligned are
-/// copied through registers (cp.async has no 2-byte form).
+/// copied through registers (cp.async has no 2-byte form), and so are
+/// 1-byte elements (the int8 family) that are not 4-byte aligned.
 template <int ElemBytes, int Vec>
 KILN_INLINE void copyChunk(u32 dst, const void *src, const void *base,
                            int valid) {
   constexpr int kChunkElems = 16 / ElemBytes;
   constexpr int kPieceBytes = Vec * ElemBytes;
-  if (kPieceBytes >= 4) {
+  if (kPieceBytes < 4 && ElemBytes == 1) {
+    const unsigned char *from = (const unsigned char *)src;
+#pragma unroll
+    for (int p = 0; p < kChunkElems; ++p) {
+      u16 v = p < valid ? (u16)from[p] : (u16)0;
+      asm volatile("st.shared.u8 [%0], %1;" ::"r"(dst + p), "h"(v)
+                   : "memory");
+    }
+  } else if (kPieceBytes >= 4) {
 #pragma unroll
     for (int p = 0; p < kChunkElems / Vec; ++p) {
       int n = valid - p * Vec;
@@ -173,6 +182,16 @@ KILN_INLINE void copyChunk(u32 dst, const void *src, const void *base,
       asm volatile("st.shared.u16 [%0], %1;" ::"r"(dst + 2 * p), "h"(v)
                    : "memory");
     }
+  }
+}
+
+/// Fills one 16-byte chunk of a shared tile with `count` (clamped to
+/// 0..16) copies of the byte `value`, zeros after them.
+KILN_INLINE void fillChunkBytes(u32 dst, int value, int count) {
+#pragma unroll
+  for (int p = 0; p < 16; ++p) {
+    u16 v = p < count ? (u16)(value & 0xFF) : (u16)0;
+    asm volatile("st.shared.u8 [%0], %1;" ::"r"(dst + p), "h"(v) : "memory");
   }
 }
 
@@ -221,6 +240,29 @@ KILN_INLINE void mmaM16N8K8Tf32(float (&d)[4], const u32 (&a)[4], u32 b0,
                "{%0, %1, %2, %3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// D = A * B + D for one m16n8k32 with 8-bit integer inputs (AU8/BU8: the
+/// operand is u8, else s8) and s32 accumulators (wrapping, as the ISA's
+/// non-.satfinite form).
+template <bool AU8, bool BU8>
+KILN_INLINE void mmaM16N8K32I8(int (&d)[4], const u32 (&a)[4], u32 b0,
+                               u32 b1) {
+#define KILN_MMA_I8(TA, TB)                                                    \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." TA "." TB ".s32 "      \
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "                \
+               "{%0, %1, %2, %3};"                                             \
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+  if (AU8 && BU8)
+    KILN_MMA_I8("u8", "u8");
+  else if (AU8)
+    KILN_MMA_I8("u8", "s8");
+  else if (BU8)
+    KILN_MMA_I8("s8", "u8");
+  else
+    KILN_MMA_I8("s8", "s8");
+#undef KILN_MMA_I8
 }
 
 // --- Output ------------------------------------------------------------------

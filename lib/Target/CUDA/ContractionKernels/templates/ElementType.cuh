@@ -18,6 +18,10 @@ enum KilnElementType : int {
   kElementF32 = 1,
   kElementF16 = 2,
   kElementBF16 = 3,
+  /// The int8 family's (GemmInt8.cuh) operands and outputs.
+  kElementS8 = 5,
+  kElementS32 = 7,
+  kElementU8 = 9,
 };
 
 #endif // KILN_TEMPLATES_ELEMENTTYPE_CUH

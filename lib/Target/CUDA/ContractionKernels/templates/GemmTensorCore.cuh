@@ -35,7 +35,7 @@ constexpr int kChunkElems = 16 / kEB;
 constexpr int kWarpsM = Cfg::BM / Cfg::WTM;
 constexpr int kMI = Cfg::WTM / 16;
 constexpr int kNI = Cfg::WTN / 8;
-constexpr int kKStep = Cfg::TF32 ? 8 : 16;
+constexpr int kKStep = Cfg::INT8 ? 32 : Cfg::TF32 ? 8 : 16;
 
 using TileA = SwizzledTile<Cfg::A_K_CONTIG ? Cfg::BM : Cfg::BK,
                            Cfg::A_K_CONTIG ? Cfg::BK : Cfg::BM, kEB>;
@@ -196,6 +196,12 @@ template <class Tile = TileA, int Threads = Cfg::THREADS> struct ConvLoaderA {
       int h = h0[i] + dh, w = w0[i] + dw;
       bool inside = (unsigned)h < (unsigned)Cfg::CONV_H &&
                     (unsigned)w < (unsigned)Cfg::CONV_W;
+      if (Cfg::INT8 && Cfg::CONV_PAD_BYTE != 0 && !inside) {
+        // int8: an out-of-image pixel reads A's zero point (its x - za is
+        // 0, as onnxruntime pads), in the real channels only.
+        fillChunkBytes(tile + dst[i], Cfg::CONV_PAD_BYTE, channels);
+        continue;
+      }
       int valid = inside ? channels : 0;
       const char *from =
           valid > 0 ? base + (image[i] +

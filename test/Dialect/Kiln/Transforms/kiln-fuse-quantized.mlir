@@ -1,0 +1,369 @@
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized))" -verify-diagnostics | FileCheck %s
+
+// QLinearMatMul as the importer writes it (u8 activations with zero point
+// 3, s8 constant weights, u8 output with zero point 128): a match, and the
+// IR is left as it is (recognition only).
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+// CHECK-LABEL: func.func @qlinear_matmul
+// CHECK: kiln.matmul {{.*}} -> tensor<4x16xi32>
+// CHECK: kiln.cast {{.*}} -> tensor<4x16xui8>
+func.func @qlinear_matmul(%x: tensor<4x32xui8>) -> tensor<4x16xui8> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xi32>
+  %1 = kiln.constant dense<3> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<4x32xi32>, tensor<i32> -> tensor<4x32xi32>
+  %3 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 kernel (QLinearMatMul): A ui8 zero point 3, B i8 constant, zero point 0, scale 4.000000e-03 (f32), output ui8 zero point 128}}
+  %4 = kiln.matmul %2, %3 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  %5 = kiln.cast %4 : tensor<4x16xi32> -> tensor<4x16xf64>
+  %6 = kiln.constant dense<0.0039999997243285179> : tensor<f64>
+  %7 = kiln.mul %5, %6 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %8 = kiln.round %7 : tensor<4x16xf64>
+  %9 = kiln.constant dense<1.280000e+02> : tensor<f64>
+  %10 = kiln.add %8, %9 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %11 = kiln.clip %10 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf64>
+  %12 = kiln.cast %11 : tensor<4x16xf64> -> tensor<4x16xui8>
+  return %12 : tensor<4x16xui8>
+}
+
+// -----
+
+// MatMulInteger: the i32 product is the output.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @matmul_integer(%x: tensor<4x32xui8>) -> tensor<4x16xi32> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xi32>
+  %1 = kiln.constant dense<3> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<4x32xi32>, tensor<i32> -> tensor<4x32xi32>
+  %3 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  %4 = kiln.constant dense<-2> : tensor<i32>
+  %5 = kiln.sub %3, %4 : tensor<32x16xi32>, tensor<i32> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 kernel (MatMulInteger): A ui8 zero point 3, B i8 constant, zero point -2, output i32}}
+  %6 = kiln.matmul %2, %5 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  return %6 : tensor<4x16xi32>
+}
+
+// -----
+
+// QDQ (DequantizeLinear -> MatMul -> QuantizeLinear): the multiplier is
+// onnxruntime's (0.02f * 0.01f) / 0.05f in f32.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @qdq(%x: tensor<4x32xui8>) -> tensor<4x16xui8> {
+  %0 = kiln.constant dense<5.000000e-02> : tensor<f32>
+  %1 = kiln.constant dense<0.00999999977> : tensor<f32>
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %2 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %3 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xf32>
+  %4 = kiln.constant dense<3.000000e+00> : tensor<f32>
+  %5 = kiln.sub %3, %4 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %6 = kiln.mul %5, %2 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %7 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xf32>
+  %8 = kiln.mul %7, %1 : tensor<32x16xf32>, tensor<f32> -> tensor<32x16xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ): A ui8 zero point 3, B i8 constant, zero point 0, scale 4.000000e-03 (f32), output ui8 zero point 128}}
+  %9 = kiln.matmul %6, %8 : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  %10 = kiln.div %9, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %11 = kiln.round %10 : tensor<4x16xf32>
+  %12 = kiln.constant dense<1.280000e+02> : tensor<f32>
+  %13 = kiln.add %11, %12 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %14 = kiln.clip %13 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf32>
+  %15 = kiln.cast %14 : tensor<4x16xf32> -> tensor<4x16xui8>
+  return %15 : tensor<4x16xui8>
+}
+
+// -----
+
+// QDQ with per-channel weights as quantize_static(per_channel=True)
+// writes them: the scale and the (zero) zero point are globals along N,
+// reshaped to [1][N]; one f32 multiplier per column, (0.02f * b[n]) / 0.05f.
+ml_program.global private @w(dense<1> : tensor<32x4xi8>) : tensor<32x4xi8>
+ml_program.global private @w_scale(dense_resource<w_scale> : tensor<4xf32>) : tensor<4xf32>
+ml_program.global private @w_zero_point(dense_resource<w_zero_point> : tensor<4xi8>) : tensor<4xi8>
+func.func @qdq_per_channel(%x: tensor<4x32xui8>) -> tensor<4x4xui8> {
+  %w = ml_program.global_load_const @w : tensor<32x4xi8>
+  %ws = ml_program.global_load_const @w_scale : tensor<4xf32>
+  %wz = ml_program.global_load_const @w_zero_point : tensor<4xi8>
+  %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x4xi8> -> tensor<32x4xf32>
+  %4 = kiln.reshape %wz : tensor<4xi8> -> tensor<1x4xi8>
+  %5 = kiln.cast %4 : tensor<1x4xi8> -> tensor<1x4xf32>
+  %6 = kiln.sub %3, %5 : tensor<32x4xf32>, tensor<1x4xf32> -> tensor<32x4xf32>
+  %7 = kiln.reshape %ws : tensor<4xf32> -> tensor<1x4xf32>
+  %8 = kiln.mul %6, %7 : tensor<32x4xf32>, tensor<1x4xf32> -> tensor<32x4xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ): A ui8 zero point 0, B i8 constant, zero point 0, scale per column (4, 4.000000e-03 to 1.600000e-02) (f32), output ui8 zero point 128}}
+  %9 = kiln.matmul %2, %8 : tensor<4x32xf32>, tensor<32x4xf32> -> tensor<4x4xf32>
+  %10 = kiln.constant dense<5.000000e-02> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<4x4xf32>, tensor<f32> -> tensor<4x4xf32>
+  %12 = kiln.round %11 : tensor<4x4xf32>
+  %13 = kiln.constant dense<1.280000e+02> : tensor<f32>
+  %14 = kiln.add %12, %13 : tensor<4x4xf32>, tensor<f32> -> tensor<4x4xf32>
+  %15 = kiln.clip %14 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x4xf32>
+  %16 = kiln.cast %15 : tensor<4x4xf32> -> tensor<4x4xui8>
+  return %16 : tensor<4x4xui8>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      w_scale: "0x040000000AD7233C0AD7A33C8FC2F53C0AD7233D",
+      w_zero_point: "0x0100000000000000"
+    }
+  }
+#-}
+
+// -----
+
+// A per-row zero point of A is not matched.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @per_row_zero_point(%x: tensor<2x32xi8>) -> tensor<2x16xi32> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<2x32xi8> -> tensor<2x32xi32>
+  %1 = kiln.constant dense<[[1], [2]]> : tensor<2x1xi32>
+  %2 = kiln.sub %0, %1 : tensor<2x32xi32>, tensor<2x1xi32> -> tensor<2x32xi32>
+  %3 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: A's zero point is not one constant (per row zero points are not matched yet)}}
+  %4 = kiln.matmul %2, %3 : tensor<2x32xi32>, tensor<32x16xi32> -> tensor<2x16xi32>
+  return %4 : tensor<2x16xi32>
+}
+
+// -----
+
+// B's scale is one per row of B (along K), which no kernel scale can be.
+ml_program.global private @w(dense<1> : tensor<4x3xi8>) : tensor<4x3xi8>
+func.func @scale_along_k(%x: tensor<2x4xi8>) -> tensor<2x3xf32> {
+  %w = ml_program.global_load_const @w : tensor<4x3xi8>
+  %0 = kiln.cast %x : tensor<2x4xi8> -> tensor<2x4xf32>
+  %1 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<2x4xf32>, tensor<f32> -> tensor<2x4xf32>
+  %3 = kiln.cast %w : tensor<4x3xi8> -> tensor<4x3xf32>
+  %4 = kiln.constant dense<[[1.0], [2.0], [3.0], [4.0]]> : tensor<4x1xf32>
+  %5 = kiln.mul %3, %4 : tensor<4x3xf32>, tensor<4x1xf32> -> tensor<4x3xf32>
+  // expected-remark @+1 {{int8 fallback: B is not dequantized by one constant or one per column scale}}
+  %6 = kiln.matmul %2, %5 : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  return %6 : tensor<2x3xf32>
+}
+
+// -----
+
+// The same with K == N: as many values as columns, but along K.
+ml_program.global private @w(dense<1> : tensor<4x4xi8>) : tensor<4x4xi8>
+func.func @scale_along_k_square(%x: tensor<2x4xi8>) -> tensor<2x4xf32> {
+  %w = ml_program.global_load_const @w : tensor<4x4xi8>
+  %0 = kiln.cast %x : tensor<2x4xi8> -> tensor<2x4xf32>
+  %1 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<2x4xf32>, tensor<f32> -> tensor<2x4xf32>
+  %3 = kiln.cast %w : tensor<4x4xi8> -> tensor<4x4xf32>
+  %4 = kiln.constant dense<[[1.0], [2.0], [3.0], [4.0]]> : tensor<4x1xf32>
+  %5 = kiln.mul %3, %4 : tensor<4x4xf32>, tensor<4x1xf32> -> tensor<4x4xf32>
+  // expected-remark @+1 {{int8 fallback: B is not dequantized by one constant or one per column scale}}
+  %6 = kiln.matmul %2, %5 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  return %6 : tensor<2x4xf32>
+}
+
+// -----
+
+// B is an input, not a constant weight: the fallback says so.
+func.func @weight_not_constant(%x: tensor<4x32xi8>, %w: tensor<32x16xi8>) -> tensor<4x16xi32> {
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: B is not a constant weight (the kernel stores weights K-major at compile time)}}
+  %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  return %2 : tensor<4x16xi32>
+}
+
+// -----
+
+// A per-column zero point of B (MatMulInteger): the kernel's row sums.
+ml_program.global private @w(dense<1> : tensor<32x4xi8>) : tensor<32x4xi8>
+func.func @per_column_zero_point(%x: tensor<4x32xi8>) -> tensor<4x4xi32> {
+  %w = ml_program.global_load_const @w : tensor<32x4xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x4xi8> -> tensor<32x4xi32>
+  %2 = kiln.constant dense<[1, 2, 3, 4]> : tensor<4xi32>
+  %3 = kiln.sub %1, %2 : tensor<32x4xi32>, tensor<4xi32> -> tensor<32x4xi32>
+  // expected-remark @+1 {{int8 kernel (MatMulInteger): A i8 zero point 0, B i8 constant, zero point per column, output i32}}
+  %4 = kiln.matmul %0, %3 : tensor<4x32xi32>, tensor<32x4xi32> -> tensor<4x4xi32>
+  return %4 : tensor<4x4xi32>
+}
+
+// -----
+
+// The requantize scale is an input, not a constant.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @scale_not_constant(%x: tensor<4x32xi8>, %s: tensor<f64>) -> tensor<4x16xi8> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: the requantize scale is not one constant (or one per channel)}}
+  %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  %3 = kiln.cast %2 : tensor<4x16xi32> -> tensor<4x16xf64>
+  %4 = kiln.mul %3, %s : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %5 = kiln.round %4 : tensor<4x16xf64>
+  %6 = kiln.clip %5 {max = 1.270000e+02 : f64, min = -1.280000e+02 : f64} : tensor<4x16xf64>
+  %7 = kiln.cast %6 : tensor<4x16xf64> -> tensor<4x16xi8>
+  return %7 : tensor<4x16xi8>
+}
+
+// -----
+
+// A requantize multiplier that is not an f32 value (0.1 in f64): the
+// kernel multiplies in f32, so it would not give these values.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @scale_not_f32(%x: tensor<4x32xi8>) -> tensor<4x16xi8> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: the requantize scale is not an f32 value}}
+  %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  %3 = kiln.cast %2 : tensor<4x16xi32> -> tensor<4x16xf64>
+  %4 = kiln.constant dense<1.000000e-01> : tensor<f64>
+  %5 = kiln.mul %3, %4 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %6 = kiln.round %5 : tensor<4x16xf64>
+  %7 = kiln.constant dense<0.000000e+00> : tensor<f64>
+  %8 = kiln.add %6, %7 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %9 = kiln.clip %8 {max = 1.270000e+02 : f64, min = -1.280000e+02 : f64} : tensor<4x16xf64>
+  %10 = kiln.cast %9 : tensor<4x16xf64> -> tensor<4x16xi8>
+  return %10 : tensor<4x16xi8>
+}
+
+// -----
+
+// A dequantized product that is not quantized again (a float output):
+// nothing for the int8 kernel to write.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @not_requantized(%x: tensor<4x32xi8>) -> tensor<4x16xf32> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xf32>
+  %4 = kiln.mul %3, %1 : tensor<32x16xf32>, tensor<f32> -> tensor<32x16xf32>
+  // expected-remark @+1 {{int8 fallback: the product is not quantized by one constant scale}}
+  %5 = kiln.matmul %2, %4 : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  return %5 : tensor<4x16xf32>
+}
+
+// -----
+
+// A float matmul of float inputs is no quantized chain: no remark.
+func.func @float_matmul(%x: tensor<4x32xf32>, %w: tensor<32x16xf32>) -> tensor<4x16xf32> {
+  %0 = kiln.matmul %x, %w : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// -----
+
+// QLinearConv as the importer writes it: i32 values cast up to an f64
+// convolution, the int32 bias folded to an f64 constant, one multiplier
+// per output channel along the result's dimension 1; the zero point add
+// is left out when it is 0.
+ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
+func.func @qlinear_conv(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
+  %0 = kiln.cast %x : tensor<1x3x6x6xui8> -> tensor<1x3x6x6xi32>
+  %1 = kiln.constant dense<3> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<1x3x6x6xi32>, tensor<i32> -> tensor<1x3x6x6xi32>
+  %3 = kiln.cast %w : tensor<2x3x3x3xi8> -> tensor<2x3x3x3xi32>
+  %4 = kiln.cast %2 : tensor<1x3x6x6xi32> -> tensor<1x3x6x6xf64>
+  %5 = kiln.cast %3 : tensor<2x3x3x3xi32> -> tensor<2x3x3x3xf64>
+  %6 = kiln.constant dense<[7.000000e+00, -1.200000e+01]> : tensor<2xf64>
+  // expected-remark @+1 {{int8 kernel (QLinearConv, int32 bias): A ui8 zero point 3, B i8 constant, zero point 0, scale per column (2, 2.500000e-01 to 5.000000e-01) (f32), output ui8 zero point 0}}
+  %7 = kiln.conv %4, %5, %6 {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x6x6xf64>, tensor<2x3x3x3xf64>, tensor<2xf64>) -> tensor<1x2x6x6xf64>
+  %8 = kiln.constant dense<[[[[5.000000e-01]], [[2.500000e-01]]]]> : tensor<1x2x1x1xf64>
+  %9 = kiln.mul %7, %8 : tensor<1x2x6x6xf64>, tensor<1x2x1x1xf64> -> tensor<1x2x6x6xf64>
+  %10 = kiln.round %9 : tensor<1x2x6x6xf64>
+  %11 = kiln.clip %10 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x2x6x6xf64>
+  %12 = kiln.cast %11 : tensor<1x2x6x6xf64> -> tensor<1x2x6x6xui8>
+  return %12 : tensor<1x2x6x6xui8>
+}
+
+// -----
+
+// ConvInteger: the f64 convolution cast to i32 is the output.
+ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
+func.func @conv_integer(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xi32> {
+  %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
+  %0 = kiln.cast %x : tensor<1x3x6x6xui8> -> tensor<1x3x6x6xi32>
+  %1 = kiln.constant dense<7> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<1x3x6x6xi32>, tensor<i32> -> tensor<1x3x6x6xi32>
+  %3 = kiln.cast %w : tensor<2x3x3x3xi8> -> tensor<2x3x3x3xi32>
+  %4 = kiln.cast %2 : tensor<1x3x6x6xi32> -> tensor<1x3x6x6xf64>
+  %5 = kiln.cast %3 : tensor<2x3x3x3xi32> -> tensor<2x3x3x3xf64>
+  // expected-remark @+1 {{int8 kernel (ConvInteger): A ui8 zero point 7, B i8 constant, zero point 0, output i32}}
+  %6 = kiln.conv %4, %5 {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x6x6xf64>, tensor<2x3x3x3xf64>) -> tensor<1x2x6x6xf64>
+  %7 = kiln.cast %6 : tensor<1x2x6x6xf64> -> tensor<1x2x6x6xi32>
+  return %7 : tensor<1x2x6x6xi32>
+}
+
+// -----
+
+// A QDQ convolution with per-channel weight scales [0.5, 0.25] along the
+// filter's dimension 0 and a bias the importer folded to f32: the int32
+// bias [3, -5] (times 0.5 * w_scale) is recovered exactly.
+ml_program.global private @w(dense<1> : tensor<2x1x1x1xi8>) : tensor<2x1x1x1xi8>
+func.func @qdq_conv(%x: tensor<1x1x4x4xui8>) -> tensor<1x2x4x4xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x1xi8>
+  %0 = kiln.cast %x : tensor<1x1x4x4xui8> -> tensor<1x1x4x4xf32>
+  %1 = kiln.constant dense<1.000000e+01> : tensor<f32>
+  %2 = kiln.sub %0, %1 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %4 = kiln.mul %2, %3 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %5 = kiln.cast %w : tensor<2x1x1x1xi8> -> tensor<2x1x1x1xf32>
+  %6 = kiln.constant dense<[[[[5.000000e-01]]], [[[2.500000e-01]]]]> : tensor<2x1x1x1xf32>
+  %7 = kiln.mul %5, %6 : tensor<2x1x1x1xf32>, tensor<2x1x1x1xf32> -> tensor<2x1x1x1xf32>
+  %8 = kiln.constant dense<[7.500000e-01, -6.250000e-01]> : tensor<2xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ conv, int32 bias): A ui8 zero point 10, B i8 constant, zero point 0, scale per column (2, 1.250000e-01 to 2.500000e-01) (f32), output ui8 zero point 128}}
+  %9 = kiln.conv %4, %7, %8 {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %12 = kiln.round %11 : tensor<1x2x4x4xf32>
+  %13 = kiln.constant dense<1.280000e+02> : tensor<f32>
+  %14 = kiln.add %12, %13 : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %15 = kiln.clip %14 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x2x4x4xf32>
+  %16 = kiln.cast %15 : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xui8>
+  return %16 : tensor<1x2x4x4xui8>
+}
+
+// -----
+
+// The same with a float bias that is no int32 times 0.5 * w_scale (0.7 is
+// 2.8 steps of 0.25): the kernel could not add it exactly.
+ml_program.global private @w(dense<1> : tensor<2x1x1x1xi8>) : tensor<2x1x1x1xi8>
+func.func @qdq_conv_float_bias(%x: tensor<1x1x4x4xui8>) -> tensor<1x2x4x4xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x1xi8>
+  %0 = kiln.cast %x : tensor<1x1x4x4xui8> -> tensor<1x1x4x4xf32>
+  %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %4 = kiln.mul %0, %3 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %5 = kiln.cast %w : tensor<2x1x1x1xi8> -> tensor<2x1x1x1xf32>
+  %6 = kiln.constant dense<[[[[5.000000e-01]]], [[[2.500000e-01]]]]> : tensor<2x1x1x1xf32>
+  %7 = kiln.mul %5, %6 : tensor<2x1x1x1xf32>, tensor<2x1x1x1xf32> -> tensor<2x1x1x1xf32>
+  %8 = kiln.constant dense<[7.000000e-01, -6.250000e-01]> : tensor<2xf32>
+  // expected-remark @+1 {{int8 fallback: the bias is not an int32 dequantized with a_scale * w_scale}}
+  %9 = kiln.conv %4, %7, %8 {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
+  %12 = kiln.round %11 : tensor<1x2x4x4xf32>
+  %15 = kiln.clip %12 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x2x4x4xf32>
+  %16 = kiln.cast %15 : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xui8>
+  return %16 : tensor<1x2x4x4xui8>
+}
+
+// -----
+
+// A requantization clipped to other bounds than its type's (as a fused
+// Relu6 could be): the kernel saturates to the type's range only.
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @clip_not_type_range(%x: tensor<4x32xi8>) -> tensor<4x16xi8> {
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %0 = kiln.cast %x : tensor<4x32xi8> -> tensor<4x32xi32>
+  %1 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
+  // expected-remark @+1 {{int8 fallback: the requantized value is clipped to other bounds than its type's}}
+  %2 = kiln.matmul %0, %1 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
+  %3 = kiln.cast %2 : tensor<4x16xi32> -> tensor<4x16xf64>
+  %4 = kiln.constant dense<2.500000e-01> : tensor<f64>
+  %5 = kiln.mul %3, %4 : tensor<4x16xf64>, tensor<f64> -> tensor<4x16xf64>
+  %6 = kiln.round %5 : tensor<4x16xf64>
+  %7 = kiln.clip %6 {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf64>
+  %8 = kiln.cast %7 : tensor<4x16xf64> -> tensor<4x16xi8>
+  return %8 : tensor<4x16xi8>
+}
