@@ -447,8 +447,12 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   s += std::string("  ") + ns +
        "::gemm(A, B, C, " +
        (c.splitK > 1 ? "(float *)workspace" : "nullptr") +
-       ", M, batchStrideA, batchStrideC, ep, " +
-       (c.splitK > 1 ? "(unsigned *)semaphores" : "nullptr") +
+       ", M, batchStrideA, batchStrideC, ep" +
+       // The semaphores (split-K) come before the tensor maps (TMA); the
+       // int8 kernel takes neither.
+       (c.splitK > 1 ? ", (unsigned *)semaphores"
+        : c.tma      ? ", nullptr"
+                     : "") +
        (c.tma ? ", &tensorMapA, &tensorMapB" : "") + ");\n}\n";
   return s;
 }
