@@ -521,6 +521,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     // The last split of the tile finishes it (SplitKReduce.cuh), among the
     // consumers alone: the producer warpgroup has returned.
     __threadfence();
+    consumerBarrier(); // every consumer's partials before the count
     u32 last = 0;
     if (threadIdx.x == 128)
       last = splitk::arrive(semaphores, batch);

@@ -15,7 +15,8 @@
 //
 // The handshake is the CUDA programming guide's "last block" pattern
 // (threadfence, then an atomic on a counter): every thread fences its own
-// partial stores before the block's barrier, one thread counts the block,
+// partial stores, a barrier waits for all of them, one thread counts the
+// block,
 // and the last block fences again before it reads the other splits'
 // partials, which it loads through L2 (ld.global.cg): they were written by
 // other SMs during this launch.
@@ -25,9 +26,10 @@
 namespace splitk {
 
 /// Counts this block in its tile's semaphore; true for the block that
-/// completes the tile. Called by one thread of the block (`elected`), after
-/// every thread's __threadfence and before the barrier that broadcasts the
-/// result.
+/// completes the tile. Called by one thread of the block, after every
+/// thread's __threadfence and a barrier (so every partial of the block is
+/// written and fenced before the count), and before the barrier that
+/// broadcasts the result.
 KILN_INLINE bool arrive(unsigned *semaphores, unsigned batch) {
   const unsigned tile =
       (batch * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
@@ -81,6 +83,7 @@ KILN_INLINE void finishIfLast(const float *workspace, void *cPtr, u32 M,
                               unsigned *semaphores, unsigned batch, int m0,
                               int n0) {
   __threadfence(); // this thread's partials, before the count (release)
+  __syncthreads(); // ... every thread's, before thread 0 counts the block
   int last = 0;
   if (threadIdx.x == 0)
     last = arrive(semaphores, batch);
