@@ -127,37 +127,11 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr, float *,
   tc::LoaderB loaderB;
   loaderA.init(a, m0, (int)M, 0, (int)Cfg::K);
   loaderB.init(b, n0, (int)Cfg::N, 0, (int)Cfg::K);
-  constexpr u32 kPipelineBytes = Cfg::STAGES * kStageBytes;
-  const bool insideA = tc::LoaderA::allInside(m0, (int)M);
-  const bool insideB = tc::LoaderB::allInside(n0, (int)Cfg::N);
-#pragma unroll
-  for (int s = 0; s < Cfg::STAGES - 1; ++s) {
-    if (s < kTiles) {
-      loaderA.load(shared + s * kStageBytes, s, insideA && s < kWholeTiles);
-      loaderB.load(shared + s * kStageBytes + TileA::kBytes, s,
-                   insideB && s < kWholeTiles);
-    }
-    cpAsyncCommit();
-  }
-  u32 readStage = 0, writeStage = (Cfg::STAGES - 1) * kStageBytes;
-  for (int kt = 0; kt < kTiles; ++kt) {
-    cpAsyncWait<Cfg::STAGES - 2>();
-    __syncthreads();
-    int next = kt + Cfg::STAGES - 1;
-    if (next < kTiles) {
-      loaderA.load(shared + writeStage, next, insideA && next < kWholeTiles);
-      loaderB.load(shared + writeStage + TileA::kBytes, next,
-                   insideB && next < kWholeTiles);
-    }
-    cpAsyncCommit();
-    computeStage(acc, rowSum, shared + readStage, offsets);
-    readStage =
-        readStage + kStageBytes == kPipelineBytes ? 0 : readStage + kStageBytes;
-    writeStage = writeStage + kStageBytes == kPipelineBytes
-                     ? 0
-                     : writeStage + kStageBytes;
-  }
-  cpAsyncWait<0>();
+  tc::runPipeline(shared, loaderA, loaderB, kTiles, kWholeTiles,
+                  tc::LoaderA::allInside(m0, (int)M),
+                  tc::LoaderB::allInside(n0, (int)Cfg::N), [&](u32 stage) {
+                    computeStage(acc, rowSum, stage, offsets);
+                  });
 
   // Accumulator e of an mma tile: row g + 8 * (e / 2), column 2t + e % 2.
   const int g = lane / 4, t = lane % 4;

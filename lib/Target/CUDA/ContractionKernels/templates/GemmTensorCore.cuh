@@ -466,6 +466,47 @@ KILN_INLINE void storeTile(float (&acc)[kMI][kNI][4], u32 shared, char *out,
                                         (int)threadIdx.x);
 }
 
+/// The cp.async pipeline of the mma.sync kernels (this one and
+/// GemmInt8.cuh): STAGES - 1 K tiles in flight ahead of the stage
+/// `compute(stage)` reads (its shared-memory offset). K tiles before
+/// `wholeTiles` are whole, and with `insideA`/`insideB` their copies skip
+/// the bounds checks. Returns with every copy landed.
+template <typename LA, typename LB, typename Compute>
+KILN_INLINE void runPipeline(u32 shared, LA &loaderA, LB &loaderB, int kTiles,
+                             int wholeTiles, bool insideA, bool insideB,
+                             Compute &&compute) {
+  constexpr u32 kPipelineBytes = Cfg::STAGES * kStageBytes;
+#pragma unroll
+  for (int s = 0; s < Cfg::STAGES - 1; ++s) {
+    if (s < kTiles) {
+      loaderA.load(shared + s * kStageBytes, s, insideA && s < wholeTiles);
+      loaderB.load(shared + s * kStageBytes + TileA::kBytes, s,
+                   insideB && s < wholeTiles);
+    }
+    cpAsyncCommit();
+  }
+  // Byte offsets of the stage being read and of the one being filled.
+  u32 readStage = 0, writeStage = (Cfg::STAGES - 1) * kStageBytes;
+  for (int kt = 0; kt < kTiles; ++kt) {
+    cpAsyncWait<Cfg::STAGES - 2>();
+    __syncthreads();
+    int next = kt + Cfg::STAGES - 1;
+    if (next < kTiles) {
+      loaderA.load(shared + writeStage, next, insideA && next < wholeTiles);
+      loaderB.load(shared + writeStage + TileA::kBytes, next,
+                   insideB && next < wholeTiles);
+    }
+    cpAsyncCommit();
+    compute(shared + readStage);
+    readStage =
+        readStage + kStageBytes == kPipelineBytes ? 0 : readStage + kStageBytes;
+    writeStage = writeStage + kStageBytes == kPipelineBytes
+                     ? 0
+                     : writeStage + kStageBytes;
+  }
+  cpAsyncWait<0>();
+}
+
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                       float *workspace, u32 M, u64 batchStrideA,
                       u64 batchStrideC, const EpilogueArgs &ep,
@@ -503,40 +544,13 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   LoaderB loaderB;
   loaderA.init(a, m0, (int)M, kBegin, kEnd);
   loaderB.init(b, n0, (int)Cfg::N, kBegin, kEnd);
-  constexpr u32 kPipelineBytes = Cfg::STAGES * kStageBytes;
   // K tiles before this one are whole; the last may be partial.
   const int wholeTiles = (kEnd - kBegin) / Cfg::BK;
-  const bool insideA = LoaderA::allInside(m0, (int)M);
-  const bool insideB = LoaderB::allInside(n0, (int)Cfg::N);
-#pragma unroll
-  for (int s = 0; s < Cfg::STAGES - 1; ++s) {
-    if (s < kTiles) {
-      loaderA.load(shared + s * kStageBytes, s, insideA && s < wholeTiles);
-      loaderB.load(shared + s * kStageBytes + TileA::kBytes, s,
-                   insideB && s < wholeTiles);
-    }
-    cpAsyncCommit();
-  }
-  // Byte offsets of the stage being read and of the one being filled.
-  u32 readStage = 0, writeStage = (Cfg::STAGES - 1) * kStageBytes;
-  for (int kt = 0; kt < kTiles; ++kt) {
-    cpAsyncWait<Cfg::STAGES - 2>();
-    __syncthreads();
-    int next = kt + Cfg::STAGES - 1;
-    if (next < kTiles) {
-      loaderA.load(shared + writeStage, next, insideA && next < wholeTiles);
-      loaderB.load(shared + writeStage + TileA::kBytes, next,
-                   insideB && next < wholeTiles);
-    }
-    cpAsyncCommit();
-    computeStage(acc, shared + readStage, offsets, wm, wn, lane);
-    readStage =
-        readStage + kStageBytes == kPipelineBytes ? 0 : readStage + kStageBytes;
-    writeStage = writeStage + kStageBytes == kPipelineBytes
-                     ? 0
-                     : writeStage + kStageBytes;
-  }
-  cpAsyncWait<0>();
+  runPipeline(shared, loaderA, loaderB, kTiles, wholeTiles,
+              LoaderA::allInside(m0, (int)M),
+              LoaderB::allInside(n0, (int)Cfg::N), [&](u32 stage) {
+                computeStage(acc, stage, offsets, wm, wn, lane);
+              });
 
   const int g = lane / 4, t = lane % 4;
   if (Cfg::SPLITK > 1) {
