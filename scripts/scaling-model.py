@@ -29,13 +29,22 @@ For ResNet-50 (ImageNet, 25.6 M parameters) and a BERT-base encoder
   the backward pass: what Kiln's runtime does today (docs/runtime.md
   "Data-parallel training"). Compression: bf16 gradients halve the bytes;
   PowerSGD rank 4 sends r(m + n) values per m x n matrix (a conv's weight
-  as out x in*k*k; biases and norms uncompressed) in fp32.
+  as out x in*k*k; a matrix whose smaller side is <= r, biases and norms
+  uncompressed, as kilnc --allreduce-dtype=powersgd:R decides) in fp32, in
+  two all-reduces per bucket (P, then Q: twice the latency terms).
+
+`--artifact FILE.kiln` models a compiled `kilnc --train --data-parallel`
+artifact instead: its buckets (and PowerSGD matrices) are read from the
+file's `collectives` and `powersgd` sections (docs/artifact-format.md),
+and `--step-ms` gives its single-GPU step (no default: nothing has timed
+it). It prints one line per GPU count with each bucket's all-reduce time.
 
 Prints a Markdown table (docs/benchmarks.md "Data-parallel scaling").
 """
 import argparse
 import configparser
 import os
+import struct
 
 MIB = 1024 * 1024
 EFFICIENCY = 0.40  # assumed fraction of the bf16 dense peak a step reaches
@@ -105,23 +114,46 @@ def buckets(weights, bucket_mb):
     return result
 
 
+PSGD_RANK = 4
+
+
+def compressed(shape, rank=PSGD_RANK):
+    """kilnc's rule: a weight of >= 2 dims as [d0, d1 x ...] whose smaller
+    side exceeds the rank."""
+    return len(shape) >= 2 and min(shape[0], count(shape) // shape[0]) > rank
+
+
 def wire_bytes(bucket, compression):
     total = 0
     for _, shape in bucket:
         n = count(shape)
-        if compression == "powersgd" and len(shape) >= 2:
+        if compression == "powersgd" and compressed(shape):
             m = shape[0]
             k = n // m
-            r = 4
-            total += 4 * min(r * (m + k), n)
-        elif compression in ("bf16", "powersgd"):
-            total += 2 * n if compression == "bf16" else 4 * n
+            total += 4 * PSGD_RANK * (m + k)
+        elif compression == "bf16":
+            total += 2 * n
         else:
             total += 4 * n
     return total
 
 
-def ring_seconds(nbytes, n, hierarchical=False):
+def all_reduces(bucket, compression):
+    """PowerSGD sends a bucket with a compressed matrix in two all-reduces
+    (P with the exact elements, then Q); everything else in one."""
+    if compression == "powersgd" and any(compressed(s) for _, s in bucket):
+        return 2
+    return 1
+
+
+def ring_seconds(nbytes, n, hierarchical=False, calls=1):
+    """ring_seconds_one for nbytes split over `calls` all-reduces in a row
+    (each pays the latency terms)."""
+    return sum(ring_seconds_one(nbytes / calls, n, hierarchical)
+               for _ in range(calls))
+
+
+def ring_seconds_one(nbytes, n, hierarchical=False):
     """One all-reduce of nbytes over n GPUs. Flat: one ring over every GPU
     (the issue's formula), at the slowest link's bandwidth. Hierarchical
     (what NCCL does across nodes): reduce-scatter inside each node over
@@ -149,7 +181,8 @@ def step_time(weights, t1, n, bucket_mb, compression, overlap, hierarchical=Fals
     for b in bs:
         done_params += sum(count(s) for _, s in b)
         ready = forward + backward * done_params / total
-        c = ring_seconds(wire_bytes(b, compression), n, hierarchical)
+        c = ring_seconds(wire_bytes(b, compression), n, hierarchical,
+                         all_reduces(b, compression))
         comm_sum += c
         comm_end = max(comm_end, ready) + c
     if overlap:
@@ -163,12 +196,79 @@ def peak_tflops(repo):
     return float(ini["sm_90-h200"]["bf16_tflops"])
 
 
+KIND_NAMES = {1: "all-reduce-mean", 2: "all-reduce-mean-bf16",
+              3: "all-reduce-mean-f16", 4: "all-reduce-powersgd"}
+
+
+def read_schedule(path):
+    """The collective steps of a .kiln artifact, from its `collectives`
+    section (kind 12) and, for PowerSGD, its `powersgd` section (kind 15):
+    [(kind, element count, wire bytes, all-reduces)] in the order the
+    runtime runs them. The layout is docs/artifact-format.md's."""
+    blob = open(path, "rb").read()
+    if blob[:8] != b"KILN\r\n\x1a\n":
+        raise SystemExit(f"{path}: not a Kiln artifact (bad magic)")
+    (count_,) = struct.unpack_from("<I", blob, 20)
+    (table,) = struct.unpack_from("<Q", blob, 24)
+    sections = {}
+    for i in range(count_):
+        kind, _, offset, size = struct.unpack_from("<IIQQ", blob, table + 32 * i)
+        sections[kind] = blob[offset:offset + size]
+    if 12 not in sections:
+        raise SystemExit(f"{path}: no 'collectives' section (compile with "
+                         "kilnc --train --data-parallel)")
+    body = sections[12]
+    (steps,) = struct.unpack_from("<I", body, 0)
+    schedule = []
+    for i in range(steps):
+        kind, _, _, elements, _ = struct.unpack_from("<IIQQI", body, 4 + 28 * i)
+        schedule.append([kind, elements, {1: 4, 2: 2, 3: 2, 4: 4}[kind] * elements, 1])
+    if 15 in sections:
+        body = sections[15]
+        rank, _, matrices = struct.unpack_from("<IQI", body, 0)
+        for i in range(matrices):
+            step, _, rows, cols = struct.unpack_from("<IQQQ", body, 16 + 28 * i)
+            # The matrix's rows x cols f32 values become r (rows + cols).
+            schedule[step][2] -= 4 * (rows * cols - rank * (rows + cols))
+            schedule[step][3] = 2
+    return [tuple(s) for s in schedule]
+
+
+def model_artifact(args):
+    schedule = read_schedule(args.artifact)
+    if args.step_ms is None:
+        raise SystemExit("--artifact needs --step-ms: the single-GPU step "
+                         "time of that artifact")
+    t1 = float(args.step_ms[0] if isinstance(args.step_ms, list) else args.step_ms) / 1e3
+    print(f"{args.artifact}: {len(schedule)} collective steps: " + ", ".join(
+        f"{KIND_NAMES.get(k, k)} {e} elements ({b} bytes on the wire, "
+        f"{c} all-reduce{'s' if c > 1 else ''})" for k, e, b, c in schedule))
+    for n in args.gpus:
+        times = [ring_seconds(b, n, args.hierarchical, c) for _, _, b, c in schedule]
+        total = sum(times)
+        print(f"{n} GPUs ({'hierarchical' if args.hierarchical else 'flat'} "
+              f"ring): all-reduce " + " + ".join(f"{t * 1e6:.4f} us" for t in times)
+              + f" = {total * 1e6:.4f} us; step without overlap "
+              f"{(t1 + total) * 1e3:.4f} ms ({t1 / (t1 + total):.1%})")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bucket-mb", type=float, default=25)
     p.add_argument("--step-ms", action="append", default=[],
-                   help="MODEL=MS: a measured single-GPU step time")
+                   help="MODEL=MS: a measured single-GPU step time (with "
+                        "--artifact: MS)")
+    p.add_argument("--artifact", help="model this --data-parallel artifact's "
+                   "collective steps instead of ResNet-50 and BERT-base")
+    p.add_argument("--gpus", default="8,64,512",
+                   help="with --artifact: the GPU counts")
+    p.add_argument("--hierarchical", action="store_true",
+                   help="with --artifact: the hierarchical ring, not the flat one")
     args = p.parse_args()
+    if args.artifact:
+        args.gpus = [int(g) for g in args.gpus.split(",")]
+        args.step_ms = args.step_ms[0] if args.step_ms else None
+        return model_artifact(args)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     peak = peak_tflops(repo)
     measured = dict(s.split("=", 1) for s in args.step_ms)

@@ -49,7 +49,7 @@ config.environment["KILN_KERNEL_CACHE"] = "off"
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run", "kiln-train", "kiln-tune-worker", "mlir-tblgen"], tool_dirs)
+llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run", "kiln-train", "kiln-tune-worker", "kiln-powersgd-check", "mlir-tblgen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
 

@@ -27,6 +27,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <tuple>
 
 using namespace mlir;
 namespace rt = kiln::runtime;
@@ -76,6 +78,16 @@ llvm::Error setOptimizerOption(OptimizerPassOptions &o, llvm::StringRef spec,
                 "' is not KEY=VALUE with KEY one of lr, momentum, beta1, "
                 "beta2, eps, weight_decay, schedule, warmup_steps, "
                 "step_size, gamma, total_steps, min_lr");
+}
+
+/// The rank of --allreduce-dtype=powersgd:R (R from 1 to 1024); nullopt for
+/// anything else.
+std::optional<uint32_t> powerSgdRank(llvm::StringRef spec) {
+  unsigned rank = 0;
+  if (!spec.consume_front("powersgd:") || spec.getAsInteger(10, rank) ||
+      rank < 1 || rank > 1024)
+    return std::nullopt;
+  return rank;
 }
 
 } // namespace
@@ -135,10 +147,12 @@ optimizerOptionsFor(const TrainingOptions &training,
     return compileError(CompileError::Kind::User,
                         "--bucket-mb needs --data-parallel");
   if (training.allreduceDtype != "fp32" && training.allreduceDtype != "bf16" &&
-      training.allreduceDtype != "fp16")
+      training.allreduceDtype != "fp16" &&
+      !powerSgdRank(training.allreduceDtype))
     return compileError(CompileError::Kind::User,
                         "--allreduce-dtype '" + training.allreduceDtype +
-                            "': expected fp32, bf16 or fp16");
+                            "': expected fp32, bf16, fp16 or powersgd:R "
+                            "(R a rank from 1 to 1024)");
   if (!training.dataParallel && training.allreduceDtype != "fp32")
     return compileError(CompileError::Kind::User,
                         "--allreduce-dtype needs --data-parallel");
@@ -272,6 +286,47 @@ llvm::Expected<rt::StateSpec> flatStateSpec(ModuleOp module,
 } // namespace
 
 namespace {
+
+/// The PowerSGD matrices of a data-parallel artifact's buckets: each
+/// weight of `layout` with at least two dims, as [d0, d1 x ...], whose
+/// smaller side exceeds `rank` (a rank-r approximation of a matrix with
+/// min(rows, cols) <= r sends no fewer values than the matrix itself, so
+/// those and the 1-D weights, biases and norms, stay exact, as PyTorch's
+/// powerSGD_hook does). A bucket with such a matrix becomes an
+/// all-reduce-powersgd step; the others stay all-reduce-mean.
+llvm::Expected<std::vector<rt::PowerSgdMatrix>>
+powerSgdMatrices(ModuleOp module, ArrayAttr layout, uint32_t rank,
+                 std::vector<rt::CollectiveStep> &buckets) {
+  std::vector<rt::PowerSgdMatrix> matrices;
+  for (Attribute entry : layout) {
+    auto dict = cast<DictionaryAttr>(entry);
+    uint64_t offset = dict.getAs<IntegerAttr>("offset").getInt();
+    auto global = module.lookupSymbol<ml_program::GlobalOp>(
+        dict.getAs<FlatSymbolRefAttr>("global").getAttr());
+    if (!global)
+      return llvm::createStringError("--allreduce-dtype=powersgd: a weight's "
+                                     "global is missing");
+    auto type = cast<RankedTensorType>(global.getType());
+    if (type.getRank() < 2 || !type.hasStaticShape())
+      continue;
+    uint64_t rows = type.getDimSize(0);
+    uint64_t cols = type.getNumElements() / std::max<int64_t>(rows, 1);
+    if (std::min(rows, cols) <= rank)
+      continue;
+    for (size_t i = 0; i < buckets.size(); ++i)
+      if (offset >= buckets[i].elementOffset &&
+          offset < buckets[i].elementOffset + buckets[i].elementCount) {
+        buckets[i].kind = rt::CollectiveKind::AllReducePowerSgd;
+        matrices.push_back({uint32_t(i), offset, rows, cols});
+      }
+  }
+  std::sort(matrices.begin(), matrices.end(),
+            [](const rt::PowerSgdMatrix &a, const rt::PowerSgdMatrix &b) {
+              return std::tie(a.step, a.elementOffset) <
+                     std::tie(b.step, b.elementOffset);
+            });
+  return matrices;
+}
 
 /// The artifact of a module kiln-optimizer has run on. Errors are plain
 /// strings; compileTraining adds the file and the first diagnostic.
@@ -439,6 +494,17 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
         layout, size.getInt(),
         uint64_t(trainingOptions.bucketMb * 1024 * 1024), gradState,
         stepEntry->firstLaunch + stepEntry->launchCount - 1, kind);
+    if (std::optional<uint32_t> rank =
+            powerSgdRank(trainingOptions.allreduceDtype)) {
+      llvm::Expected<std::vector<rt::PowerSgdMatrix>> matrices =
+          powerSgdMatrices(module, layout, *rank, artifact.collectives);
+      if (!matrices)
+        return matrices.takeError();
+      // No weight large enough to compress: a plain fp32 artifact.
+      if (!matrices->empty())
+        artifact.powerSgd = {*rank, trainingOptions.seed,
+                             std::move(*matrices)};
+    }
     if (rt::Error err = rt::verifyArtifact(artifact))
       return llvm::createStringError(err.message());
   }

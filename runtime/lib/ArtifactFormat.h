@@ -85,9 +85,11 @@ enum class SectionKind : uint32_t {
   SymbolicDims = 13,
   /// Optional (format 1.6): buffers the runtime zeroes before the first run.
   ZeroedBuffers = 14,
+  /// Optional (format 1.7): PowerSGD's gradient matrices.
+  PowerSgd = 15,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 14;
+constexpr uint32_t kLastSectionKind = 15;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -113,6 +115,8 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
   if (kind == uint32_t(SectionKind::SymbolicDims) ||
       kind == uint32_t(SectionKind::ZeroedBuffers))
     return 6;
+  if (kind == uint32_t(SectionKind::PowerSgd))
+    return 7;
   return kArtifactFormatMinor;
 }
 
@@ -147,6 +151,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "symbolic-dims";
   case SectionKind::ZeroedBuffers:
     return "zeroed-buffers";
+  case SectionKind::PowerSgd:
+    return "powersgd";
   }
   return "unknown";
 }

@@ -321,6 +321,22 @@ Error parseCollectives(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parsePowerSgd(SectionReader in, Artifact &artifact) {
+  PowerSgdConfig &config = artifact.powerSgd;
+  config.rank = in.u32("the PowerSGD rank");
+  config.seed = in.u64("the PowerSGD seed");
+  config.matrices.resize(in.count("PowerSGD matrices", 4 + 3 * 8));
+  for (size_t i = 0; i < config.matrices.size() && !in.failed(); ++i) {
+    PowerSgdMatrix &matrix = config.matrices[i];
+    in.setContext(fmt::format("PowerSGD matrix {}", i));
+    matrix.step = in.u32("the collective step");
+    matrix.elementOffset = in.u64("the element offset");
+    matrix.rows = in.u64("the row count");
+    matrix.cols = in.u64("the column count");
+  }
+  return in.finish();
+}
+
 Error parseZeroedBuffers(SectionReader in, Artifact &artifact) {
   artifact.zeroedBuffers.resize(in.count("zeroed buffers", 4));
   for (size_t i = 0; i < artifact.zeroedBuffers.size() && !in.failed(); ++i)
@@ -655,6 +671,9 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::Collectives)])
     if (Error err =
             parseCollectives(reader(SectionKind::Collectives), artifact))
+      return err;
+  if (known[uint32_t(SectionKind::PowerSgd)])
+    if (Error err = parsePowerSgd(reader(SectionKind::PowerSgd), artifact))
       return err;
   bool zeroedFlag =
       loadU32(image.data() + kFlagsOffset) & kHeaderFlagZeroedBuffers;

@@ -139,9 +139,65 @@ std::string_view collectiveKindName(CollectiveKind kind) {
     return "all-reduce-mean-bf16";
   case CollectiveKind::AllReduceMeanF16:
     return "all-reduce-mean-f16";
+  case CollectiveKind::AllReducePowerSgd:
+    return "all-reduce-powersgd";
   }
   return "unknown";
 }
+
+namespace {
+/// Section `powersgd` (1.7) against the collective steps: present exactly
+/// when a step is all-reduce-powersgd; each matrix inside its step's range,
+/// ordered by step and offset, none overlapping the next.
+Error verifyPowerSgd(const Artifact &artifact) {
+  const PowerSgdConfig &config = artifact.powerSgd;
+  bool anyStep = false;
+  for (const CollectiveStep &step : artifact.collectives)
+    anyStep |= step.kind == CollectiveKind::AllReducePowerSgd;
+  if (!anyStep && config.rank == 0 && config.matrices.empty())
+    return Error::success();
+  if (anyStep != (config.rank != 0))
+    return makeError(anyStep ? "section 'collectives': an all-reduce-powersgd "
+                               "step but no 'powersgd' section (or rank 0)"
+                             : "section 'powersgd' is present but no "
+                               "collective step is all-reduce-powersgd");
+  for (size_t i = 0; i < config.matrices.size(); ++i) {
+    const PowerSgdMatrix &matrix = config.matrices[i];
+    std::string where = fmt::format("section 'powersgd': matrix {}", i);
+    if (matrix.step >= artifact.collectives.size() ||
+        artifact.collectives[matrix.step].kind !=
+            CollectiveKind::AllReducePowerSgd)
+      return makeError("{}: collective step {} is not an all-reduce-powersgd "
+                       "step",
+                       where, matrix.step);
+    const CollectiveStep &step = artifact.collectives[matrix.step];
+    std::optional<uint64_t> elements =
+        matrix.rows == 0 || matrix.cols == 0
+            ? std::nullopt
+            : checkedMul(matrix.rows, matrix.cols);
+    if (!elements || matrix.elementOffset < step.elementOffset ||
+        matrix.elementOffset - step.elementOffset > step.elementCount ||
+        *elements >
+            step.elementCount - (matrix.elementOffset - step.elementOffset))
+      return makeError("{}: {} x {} at element {} lies outside step {}'s "
+                       "elements [{}, {})",
+                       where, matrix.rows, matrix.cols, matrix.elementOffset,
+                       matrix.step, step.elementOffset,
+                       step.elementOffset + step.elementCount);
+    if (i > 0) {
+      const PowerSgdMatrix &previous = config.matrices[i - 1];
+      if (previous.step > matrix.step ||
+          (previous.step == matrix.step &&
+           previous.elementOffset + previous.rows * previous.cols >
+               matrix.elementOffset))
+        return makeError("{}: not after matrix {} (matrices are ordered by "
+                         "step and offset and do not overlap)",
+                         where, i - 1);
+    }
+  }
+  return Error::success();
+}
+} // namespace
 
 Error verifyCollectives(const Artifact &artifact) {
   for (size_t i = 0; i < artifact.collectives.size(); ++i) {
@@ -149,7 +205,8 @@ Error verifyCollectives(const Artifact &artifact) {
     std::string where = fmt::format("section 'collectives': step {}", i);
     if (step.kind != CollectiveKind::AllReduceMean &&
         step.kind != CollectiveKind::AllReduceMeanBf16 &&
-        step.kind != CollectiveKind::AllReduceMeanF16)
+        step.kind != CollectiveKind::AllReduceMeanF16 &&
+        step.kind != CollectiveKind::AllReducePowerSgd)
       return makeError("{}: unknown collective kind {}", where,
                        uint32_t(step.kind));
     if (artifact.entryPoints.empty())
@@ -174,7 +231,7 @@ Error verifyCollectives(const Artifact &artifact) {
       return makeError("{}: launch {} is out of range ({} launches)", where,
                        step.afterLaunch, artifact.launches.size());
   }
-  return Error::success();
+  return verifyPowerSgd(artifact);
 }
 
 std::string stateFingerprint(const Artifact &artifact) {

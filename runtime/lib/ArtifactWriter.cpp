@@ -234,6 +234,21 @@ std::vector<uint8_t> encodeCollectives(const Artifact &artifact) {
   return out.take();
 }
 
+/// Format 1.7: PowerSGD's rank, seed and matrices (docs/artifact-format.md).
+std::vector<uint8_t> encodePowerSgd(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(artifact.powerSgd.rank);
+  out.u64(artifact.powerSgd.seed);
+  out.u32(static_cast<uint32_t>(artifact.powerSgd.matrices.size()));
+  for (const PowerSgdMatrix &matrix : artifact.powerSgd.matrices) {
+    out.u32(matrix.step);
+    out.u64(matrix.elementOffset);
+    out.u64(matrix.rows);
+    out.u64(matrix.cols);
+  }
+  return out.take();
+}
+
 /// Format 1.6: the buffers the runtime zeroes (docs/artifact-format.md).
 std::vector<uint8_t> encodeZeroedBuffers(const Artifact &artifact) {
   ByteWriter out;
@@ -385,6 +400,12 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
     sections.insert(sections.end() - 1,
                     {SectionKind::Collectives, collectives.data(),
                      collectives.size()});
+  }
+  std::vector<uint8_t> powerSgd;
+  if (artifact.powerSgd.rank != 0) {
+    powerSgd = encodePowerSgd(artifact);
+    sections.insert(sections.end() - 1,
+                    {SectionKind::PowerSgd, powerSgd.data(), powerSgd.size()});
   }
   std::vector<uint8_t> zeroed;
   bool hasZeroed = !artifact.zeroedBuffers.empty();

@@ -137,6 +137,19 @@ Error TrainingSession::runCollectives() {
     Error err = Error::success();
     if (step.kind == CollectiveKind::AllReduceMean) {
       err = communicator->allReduceMean(data, step.elementCount, what);
+    } else if (step.kind == CollectiveKind::AllReducePowerSgd) {
+      std::vector<PowerSgdBlock> blocks;
+      const PowerSgdConfig &config = a.powerSgd;
+      for (size_t m = 0; m < config.matrices.size(); ++m)
+        if (config.matrices[m].step == i)
+          blocks.push_back({config.matrices[m].elementOffset -
+                                step.elementOffset,
+                            config.matrices[m].rows, config.matrices[m].cols,
+                            m});
+      powerSgdMemory.resize(a.collectives.size());
+      err = allReduceMeanPowerSgd(*communicator, data, step.elementCount,
+                                  blocks, config.rank, config.seed,
+                                  powerSgdMemory[i], what);
     } else {
       residuals.resize(a.collectives.size());
       err = allReduceMeanCompressed(

@@ -163,9 +163,11 @@ cl::opt<double> bucketMb(
     cl::init(25), cl::cat(trainingCategory()));
 cl::opt<std::string> allreduceDtype(
     "allreduce-dtype",
-    cl::desc("With --data-parallel: the gradients' type on the wire: fp32, "
-             "or bf16/fp16 (f32 sums, error feedback) (default: fp32)"),
-    cl::value_desc("fp32|bf16|fp16"), cl::init("fp32"),
+    cl::desc("With --data-parallel: the gradients on the wire: fp32, "
+             "bf16/fp16 (f32 sums, error feedback), or powersgd:R (rank-R "
+             "PowerSGD factors of each weight matrix, error feedback) "
+             "(default: fp32)"),
+    cl::value_desc("fp32|bf16|fp16|powersgd:R"), cl::init("fp32"),
     cl::cat(trainingCategory()));
 //===-- Mixed precision: loss scaling (kiln-optimizer loss-scale) ----------===//
 cl::opt<std::string> lossScaleSpec(

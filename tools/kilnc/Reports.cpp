@@ -305,7 +305,15 @@ void printTrainingStats(const CompileStats &stats,
        << " of state " << artifact.state[step.state].name << " elements ["
        << step.elementOffset << ", " << step.elementOffset + step.elementCount
        << ") (" << step.elementCount * 4 << " bytes) after launch "
-       << step.afterLaunch << "\n";
+       << step.afterLaunch;
+    if (step.kind == runtime::CollectiveKind::AllReducePowerSgd) {
+      size_t matrices = 0;
+      for (const runtime::PowerSgdMatrix &matrix :
+           artifact.powerSgd.matrices)
+        matrices += matrix.step == i;
+      os << ", " << matrices << " matrices at rank " << artifact.powerSgd.rank;
+    }
+    os << "\n";
   }
   if (stats.remat)
     printRematReport(*stats.remat, artifact.memoryPlan.arenaSize, os);

@@ -580,6 +580,167 @@ TEST(CollectiveFormatTest, VerifierRejectsBadSteps) {
             "section 'collectives': step 0: unknown collective kind 9");
 }
 
+namespace {
+/// makeCollectiveArtifact with its step compressed by PowerSGD: one 1 x 2
+/// matrix at element 1 of 'params', rank 1.
+Expected<Artifact> makePowerSgdArtifact() {
+  Expected<Artifact> artifact = makeCollectiveArtifact();
+  if (artifact) {
+    artifact->collectives[0].kind = CollectiveKind::AllReducePowerSgd;
+    artifact->powerSgd.rank = 1;
+    artifact->powerSgd.seed = 42;
+    artifact->powerSgd.matrices.push_back({0, 1, 1, 2});
+  }
+  return artifact;
+}
+} // namespace
+
+TEST(CollectiveFormatTest, PowerSgdSectionRoundTrips) {
+  Expected<Artifact> artifact = makePowerSgdArtifact();
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  Expected<std::vector<uint8_t>> image = serializeArtifact(*artifact);
+  ASSERT_TRUE(image) << errorOf(image);
+  EXPECT_EQ(format::loadU32(image->data() + format::kMinorOffset), 7u);
+  Expected<Artifact> read =
+      parseArtifact(Blob::copyOf(image->data(), image->size()), "t.kiln");
+  ASSERT_TRUE(read) << errorOf(read);
+  EXPECT_EQ(read->collectives[0].kind, CollectiveKind::AllReducePowerSgd);
+  EXPECT_EQ(collectiveKindName(read->collectives[0].kind),
+            "all-reduce-powersgd");
+  EXPECT_EQ(read->powerSgd.rank, 1u);
+  EXPECT_EQ(read->powerSgd.seed, 42u);
+  ASSERT_EQ(read->powerSgd.matrices.size(), 1u);
+  EXPECT_EQ(read->powerSgd.matrices[0].step, 0u);
+  EXPECT_EQ(read->powerSgd.matrices[0].elementOffset, 1u);
+  EXPECT_EQ(read->powerSgd.matrices[0].rows, 1u);
+  EXPECT_EQ(read->powerSgd.matrices[0].cols, 2u);
+  // Without PowerSGD there is no section 15.
+  Expected<Artifact> plain = makeCollectiveArtifact();
+  ASSERT_TRUE(plain);
+  Expected<Artifact> plainRead = parseArtifact(
+      Blob::copyOf(serializeArtifact(*plain)->data(),
+                   serializeArtifact(*plain)->size()),
+      "t.kiln");
+  ASSERT_TRUE(plainRead) << errorOf(plainRead);
+  EXPECT_EQ(plainRead->powerSgd.rank, 0u);
+  EXPECT_TRUE(plainRead->powerSgd.matrices.empty());
+}
+
+TEST(CollectiveFormatTest, ChecksumCoversThePowerSgdSection) {
+  Expected<Artifact> artifact = makePowerSgdArtifact();
+  ASSERT_TRUE(artifact);
+  std::vector<uint8_t> image = *serializeArtifact(*artifact);
+  uint32_t count = format::loadU32(image.data() + format::kSectionCountOffset);
+  uint64_t table = format::loadU64(image.data() + format::kSectionTableOffset);
+  bool found = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t *entry = image.data() + table + i * format::kSectionEntrySize;
+    if (format::loadU32(entry + format::kEntryKindOffset) !=
+        uint32_t(format::SectionKind::PowerSgd))
+      continue;
+    found = true;
+    uint64_t offset = format::loadU64(entry + format::kEntryOffsetOffset);
+    image[offset + 4] ^= 0x01; // inside the seed
+  }
+  ASSERT_TRUE(found);
+  EXPECT_THAT(errorOf(parseArtifact(Blob::copyOf(image.data(), image.size()),
+                                    "t.kiln")),
+              StartsWith("t.kiln: section 'powersgd': checksum mismatch"));
+}
+
+TEST(CollectiveFormatTest, VerifierRejectsBadPowerSgd) {
+  Expected<Artifact> artifact = makePowerSgdArtifact();
+  ASSERT_TRUE(artifact);
+  EXPECT_EQ(errorOf(verifyArtifact(*artifact)), "<success>");
+  Artifact broken = *artifact;
+  broken.powerSgd = {};
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'collectives': an all-reduce-powersgd step but no "
+            "'powersgd' section (or rank 0)");
+  broken = *artifact;
+  broken.collectives[0].kind = CollectiveKind::AllReduceMean;
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'powersgd' is present but no collective step is "
+            "all-reduce-powersgd");
+  broken = *artifact;
+  broken.powerSgd.matrices[0].step = 3;
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'powersgd': matrix 0: collective step 3 is not an "
+            "all-reduce-powersgd step");
+  broken = *artifact;
+  broken.powerSgd.matrices[0].cols = 3;
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'powersgd': matrix 0: 1 x 3 at element 1 lies outside "
+            "step 0's elements [1, 3)");
+  broken = *artifact;
+  broken.powerSgd.matrices[0].elementOffset = 0;
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("1 x 2 at element 0 lies outside"));
+  broken = *artifact;
+  broken.powerSgd.matrices[0].rows = 0;
+  EXPECT_THAT(errorOf(verifyArtifact(broken)), HasSubstr("lies outside"));
+  broken = *artifact;
+  broken.powerSgd.matrices[0].cols = 1;
+  broken.powerSgd.matrices.push_back({0, 1, 1, 1});
+  EXPECT_EQ(errorOf(verifyArtifact(broken)),
+            "section 'powersgd': matrix 1: not after matrix 0 (matrices are "
+            "ordered by step and offset and do not overlap)");
+}
+
+namespace {
+/// A world of one for allReduceMeanPowerSgd: every collective is the
+/// identity.
+class LoneCommunicator final : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string_view engine() const override { return "lone"; }
+  Error allReduceMean(float *, uint64_t, std::string_view) override {
+    return Error::success();
+  }
+  Error allGather(const void *, uint64_t, void *, std::string_view) override {
+    return Error::success();
+  }
+  Error broadcast(void *, uint64_t, int, std::string_view) override {
+    return Error::success();
+  }
+  Error barrier(std::string_view) override { return Error::success(); }
+  [[noreturn]] void abort(int) override { std::abort(); }
+};
+} // namespace
+
+// Full rank (r = min(rows, cols)) reconstructs M exactly up to f32
+// rounding: P P^T M = M. A rank-1 approximation of a rank-2 matrix
+// cannot, and what it misses is kept as the error feedback. (The numpy
+// reference of the whole algorithm: test/e2e/training/powersgd_unit.py.)
+TEST(PowerSgdTest, FullRankIsExactAndLowRankKeepsTheRest) {
+  LoneCommunicator lone;
+  // A bias of 2, then a 2 x 3 matrix of rank 2.
+  std::vector<float> grad = {0.5f, -1.0f, 1, 2, 3, -4, 5, 6};
+  std::vector<float> data = grad;
+  PowerSgdMemory memory;
+  ASSERT_FALSE(allReduceMeanPowerSgd(lone, data.data(), data.size(),
+                                     {{2, 2, 3, 0}}, 2, 1, memory, "b"));
+  for (size_t i = 0; i < grad.size(); ++i)
+    EXPECT_NEAR(data[i], grad[i], 1e-5f) << i;
+  data = grad;
+  PowerSgdMemory low;
+  ASSERT_FALSE(allReduceMeanPowerSgd(lone, data.data(), data.size(),
+                                     {{2, 2, 3, 0}}, 1, 1, low, "b"));
+  EXPECT_EQ(data[0], 0.5f);
+  EXPECT_EQ(data[1], -1.0f);
+  float missed = 0;
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_NEAR(data[2 + i] + low.error[0][i], grad[2 + i], 1e-5f) << i;
+    missed = std::max(missed, std::fabs(low.error[0][i]));
+  }
+  EXPECT_GT(missed, 0.1f);
+  EXPECT_EQ(errorOf(allReduceMeanPowerSgd(lone, data.data(), data.size(),
+                                          {{4, 2, 3, 0}}, 1, 1, low, "b")),
+            "PowerSGD all-reduce of b: matrix 0 (2 x 3 at element 4) is "
+            "outside the bucket (8 elements) or overlaps the one before");
+}
+
 TEST(CollectiveFormatTest, SessionsNeedTrainUpdate) {
   Expected<Artifact> artifact = makeCollectiveArtifact();
   ASSERT_TRUE(artifact);

@@ -35,7 +35,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 6;
+constexpr uint32_t kArtifactFormatMinor = 7;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
@@ -272,9 +272,15 @@ enum class CollectiveKind : uint32_t {
   /// allReduceMeanCompressed).
   AllReduceMeanBf16 = 2,
   AllReduceMeanF16 = 3,
+  /// Format 1.7: the same mean through PowerSGD low-rank compression with
+  /// error feedback (kilnc --allreduce-dtype=powersgd:R): the bucket's
+  /// matrices (Artifact::powerSgd) go as rank-R factors, the rest of the
+  /// bucket in f32 (Collective.h allReduceMeanPowerSgd).
+  AllReducePowerSgd = 4,
 };
 
-/// "all-reduce-mean", "all-reduce-mean-bf16", "all-reduce-mean-f16".
+/// "all-reduce-mean", "all-reduce-mean-bf16", "all-reduce-mean-f16",
+/// "all-reduce-powersgd".
 std::string_view collectiveKindName(CollectiveKind kind);
 
 /// One collective step of a data-parallel training artifact (kilnc --train
@@ -289,6 +295,26 @@ struct CollectiveStep {
   uint64_t elementOffset = 0;
   uint64_t elementCount = 0;
   uint32_t afterLaunch = 0;
+};
+
+/// Format 1.7, section `powersgd`: one gradient the all-reduce-powersgd step
+/// `step` compresses: `rows` x `cols` f32 elements (a weight of shape
+/// [d0, d1, ...] as [d0, d1 x ...]) from element `elementOffset` of the
+/// step's state tensor, inside the step's range.
+struct PowerSgdMatrix {
+  uint32_t step = 0;
+  uint64_t elementOffset = 0;
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+};
+
+/// Format 1.7, section `powersgd`: the approximation rank, the seed of the
+/// initial Q factors, and the matrices of every all-reduce-powersgd step
+/// (ordered by step, then offset; they do not overlap). `rank` 0: absent.
+struct PowerSgdConfig {
+  uint32_t rank = 0;
+  uint64_t seed = 0;
+  std::vector<PowerSgdMatrix> matrices;
 };
 
 /// A function of a training artifact (`train_step`, `eval`): a contiguous
@@ -360,6 +386,9 @@ struct Artifact {
   /// Data-parallel training artifacts (format 1.5): the gradient buckets'
   /// collective steps. Empty otherwise.
   std::vector<CollectiveStep> collectives;
+  /// Format 1.7: PowerSGD's matrices, present exactly when a collective
+  /// step is all-reduce-powersgd.
+  PowerSgdConfig powerSgd;
   /// Format 1.6, section `zeroed-buffers`: memory-plan buffers that must
   /// hold zeros before the first launch (split-K's per-tile semaphores,
   /// which every kernel that uses them leaves zero again). Each is live for

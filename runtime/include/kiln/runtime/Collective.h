@@ -95,6 +95,47 @@ Error allReduceMeanCompressed(Communicator &communicator, float *data,
                               std::vector<float> &residual,
                               std::string_view what);
 
+/// One matrix of a PowerSGD bucket: `rows` x `cols` f32 elements, row-major,
+/// from element `offset` of the bucket; `id` (its index in the artifact's
+/// `powersgd` section) picks its initial Q.
+struct PowerSgdBlock {
+  uint64_t offset = 0;
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+  uint64_t id = 0;
+};
+
+/// What PowerSGD keeps per rank between the steps of one bucket: each
+/// matrix's error-feedback residual (rows x cols) and its Q (cols x r, the
+/// warm start of the next power iteration). Empty before the first step.
+struct PowerSgdMemory {
+  std::vector<std::vector<float>> error;
+  std::vector<std::vector<float>> q;
+};
+
+/// The initial Q of matrix `id`: cols x rank standard normals, row-major,
+/// the same on every rank: SplitMix64 seeded with
+/// seed ^ (id * 0xD1B54A32D192ED03), uniforms (x >> 11 + 1) / 2^53, and
+/// Box-Muller pairs (sqrt(-2 ln u1) cos 2 pi u2, ... sin ...), rounded to
+/// f32. docs/runtime.md "Compression: PowerSGD" spells it out for other
+/// implementations (the tests' numpy reference).
+std::vector<float> powerSgdInitialQ(uint64_t seed, uint64_t id, uint64_t cols,
+                                    uint32_t rank);
+
+/// kilnc --allreduce-dtype=powersgd:R: allReduceMean of a bucket of
+/// `count` elements in which `blocks` (ordered, not overlapping) are
+/// compressed to rank r = min(R, rows, cols) with error feedback (PowerSGD,
+/// Vogels et al. 2019): M = data + error; P = M Q; P averaged over the
+/// ranks and orthonormalised (f64 Gram-Schmidt); Q = M^T P averaged;
+/// data = P Q^T; error = M - P Q^T; Q kept for the next step. Elements
+/// outside the blocks are averaged exactly, in f32, with the P factors
+/// (one all-reduce for P, one for Q). Every rank gets the same result.
+Error allReduceMeanPowerSgd(Communicator &communicator, float *data,
+                            uint64_t count,
+                            const std::vector<PowerSgdBlock> &blocks,
+                            uint32_t rank, uint64_t seed,
+                            PowerSgdMemory &memory, std::string_view what);
+
 /// The MPI engine: loads libmpi.so.40 (Open MPI) with dlopen, initialises
 /// MPI once per process (MPI_THREAD_SERIALIZED; errors returned, not
 /// fatal) and finalises it when the last communicator goes. Fails cleanly

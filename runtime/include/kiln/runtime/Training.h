@@ -175,6 +175,9 @@ private:
   /// Compressed all-reduce: each collective step's error-feedback residual
   /// (this rank's; not checkpointed: a resumed run restarts it at zero).
   std::vector<std::vector<float>> residuals;
+  /// PowerSGD: each collective step's error feedback and warm-start Q
+  /// (this rank's; not checkpointed either).
+  std::vector<PowerSgdMemory> powerSgdMemory;
 };
 
 } // namespace kiln::runtime
