@@ -70,8 +70,8 @@ struct TrainingOptions {
   /// (docs/runtime.md "Data-parallel training").
   bool dataParallel = false;
   double bucketMb = 25;
-  /// --allreduce-dtype: fp32, or bf16/fp16 on the wire with f32 sums and
-  /// error feedback.
+  /// --allreduce-dtype: fp32, bf16/fp16 on the wire (f32 sums, error
+  /// feedback), or powersgd:R (rank-R factors of the weight matrices).
   std::string allreduceDtype = "fp32";
 
   /// Whether the compile differentiates the model at all.
