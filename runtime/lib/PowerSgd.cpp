@@ -46,7 +46,8 @@ double uniformOpenZero(uint64_t &state) {
 /// Modified Gram-Schmidt on the columns of `p` (rows x cols, row-major,
 /// f64), run twice so that the columns come out orthogonal to f64
 /// rounding even when P is ill-conditioned. A column with nothing left
-/// (P's rank below `cols`) becomes zero.
+/// (P's rank below `cols`) becomes zero; NaN (from an inf or NaN
+/// gradient) stays NaN.
 void orthonormaliseColumns(std::vector<double> &p, uint64_t rows,
                            uint64_t cols) {
   for (int pass = 0; pass < 2; ++pass) {
@@ -63,7 +64,7 @@ void orthonormaliseColumns(std::vector<double> &p, uint64_t rows,
         norm += p[i * cols + k] * p[i * cols + k];
       norm = std::sqrt(norm);
       for (uint64_t i = 0; i < rows; ++i)
-        p[i * cols + k] = norm > 0 ? p[i * cols + k] / norm : 0.0;
+        p[i * cols + k] = norm != 0 ? p[i * cols + k] / norm : 0.0;
     }
   }
 }
@@ -204,6 +205,19 @@ Error allReduceMeanPowerSgd(Communicator &communicator, float *data,
         memory.error[b][i * m + j] = matrices[b][i * m + j] - approx;
         data[block.offset + i * m + j] = approx;
       }
+    // An inf or NaN in any rank's gradient (an fp16 overflow) reaches
+    // every rank through P and Q; the update skips that step (loss
+    // scaling), and the memory must not carry it into the next ones:
+    // restart from zero error and the seeded Q, as on the first step.
+    bool finite = true;
+    for (float value : q)
+      finite &= std::isfinite(value);
+    for (float value : memory.error[b])
+      finite &= std::isfinite(value);
+    if (!finite) {
+      memory.error[b].assign(n * m, 0.0f);
+      q = powerSgdInitialQ(seed, block.id, m, uint32_t(r));
+    }
   }
   return Error::success();
 }

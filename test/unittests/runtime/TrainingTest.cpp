@@ -735,6 +735,15 @@ TEST(PowerSgdTest, FullRankIsExactAndLowRankKeepsTheRest) {
     missed = std::max(missed, std::fabs(low.error[0][i]));
   }
   EXPECT_GT(missed, 0.1f);
+  // A NaN (an fp16 overflow the update will skip) leaves no trace in the
+  // memory: zero error and the seeded Q again.
+  data = grad;
+  data[3] = NAN;
+  ASSERT_FALSE(allReduceMeanPowerSgd(lone, data.data(), data.size(),
+                                     {{2, 2, 3, 0}}, 1, 1, low, "b"));
+  EXPECT_TRUE(std::isnan(data[2]));
+  EXPECT_EQ(low.error[0], std::vector<float>(6, 0.0f));
+  EXPECT_EQ(low.q[0], powerSgdInitialQ(1, 0, 3, 1));
   EXPECT_EQ(errorOf(allReduceMeanPowerSgd(lone, data.data(), data.size(),
                                           {{4, 2, 3, 0}}, 1, 1, low, "b")),
             "PowerSGD all-reduce of b: matrix 0 (2 x 3 at element 4) is "
