@@ -26,6 +26,7 @@ SGD+momentum, global batch 8, 10 steps), trained by one plain process
 """
 import argparse
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -43,6 +44,9 @@ def main():
     p.add_argument("--kilnc", required=True)
     p.add_argument("--kiln-train", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--python", action="store_true",
+                   help="also the low-rank job through kiln.Trainer (the "
+                        "kiln package on PYTHONPATH)")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     rng = np.random.default_rng(11)
@@ -86,6 +90,26 @@ def main():
           f"{want[-1]:.4f}, last within {abs(got[-1] - want[-1]) / abs(want[-1]):.2%}"
           f"), weights worst {worst:.2g} of the tensor's scale "
           f"{'ok' if ok else 'FAILED'}")
+    if args.python:
+        # The same low-rank job through kiln.Trainer (the same
+        # TrainingSession, so the same PowerSGD): bit-identical.
+        py_ck = os.path.join(args.work, "python-low")
+        subprocess.run(
+            dp.mpirun(2) + [sys.executable, os.path.join(
+                os.path.dirname(os.path.abspath(__file__)),
+                "data_parallel_trainer.py"), art,
+                os.path.join(args.work, "x.npy"),
+                os.path.join(args.work, "y.npy"), py_ck],
+            check=True, capture_output=True, text=True,
+            env=dict(os.environ, KILN_EMU_THREADS="1"))
+        got = dp.read_safetensors(os.path.join(py_ck, "checkpoint.safetensors"))
+        want = dp.read_safetensors(os.path.join(ck, "checkpoint.safetensors"))
+        same = sorted(got) == sorted(want) and all(
+            np.array_equal(got[k], want[k]) for k in want)
+        failures += not same
+        print(f"python: kiln.Trainer, powersgd:{LOW_RANK}, mpirun -np 2: "
+              f"checkpoint {'bit-identical to' if same else 'DIFFERS from'} "
+              f"kiln-train's {'ok' if same else 'FAILED'}")
     print(f"powersgd-training: {failures} failures")
     return 1 if failures else 0
 
