@@ -133,7 +133,7 @@ RaceCheck::RaceCheck(const Kernel &kernel, const LaunchSpec &spec,
     pendingAcquired.resize(threads);
     knowledgeIndex.assign(threads, 0);
   }
-  readCache.resize(kReadCache);
+  readTable.resize(1024);
   seenStamp.assign(width, 0);
   seenSlot.assign(width, 0);
   rowChecked.assign(sharedBytes / 16 + 1, 0);
@@ -199,8 +199,9 @@ void RaceCheck::beginBlock(Dim3 id, uint64_t linear) {
   }
   globalWrites.clear();
   globalReads.clear();
-  for (GlobalAccessTracker::Read &r : readCache)
-    r.mask = 0;
+  for (uint32_t i : readUsed)
+    readTable[i].mask = 0;
+  readUsed.clear();
   fences.clear();
   fenceSnapshots.clear();
   fenceSnapshotEpoch = 0;

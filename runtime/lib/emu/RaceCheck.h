@@ -402,11 +402,23 @@ private:
   std::vector<uint32_t> knowledgeIndex;
   std::vector<SyncKnowledge> blockKnowledge;
   bool anyKnowledge = false;
-  /// Global reads, merged per granule in a direct-mapped cache before the
-  /// block's list.
-  static constexpr unsigned kReadCache = 512;
-  std::vector<GlobalAccessTracker::Read> readCache;
+  /// The block's global reads, one per granule and knowledge: an
+  /// open-addressing table (a slot with no mask is free; `readUsed` lists
+  /// the others in the order they were made).
+  std::vector<GlobalAccessTracker::Read> readTable;
+  std::vector<uint32_t> readUsed;
+  /// The slot of the last read (checked before hashing).
+  size_t lastRead = 0;
   std::vector<GlobalAccessTracker::Read> globalReads;
+  void growReadTable();
+  /// The first slot to probe for (granule, knowledge) in a table of
+  /// `slots` (a power of two) slots.
+  static size_t readSlot(uint64_t granule, uint32_t knowledge, size_t slots) {
+    return static_cast<size_t>(
+        ((granule ^ (static_cast<uint64_t>(knowledge) << 40)) *
+         0x9e3779b97f4a7c15ull) >>
+        (64 - __builtin_ctzll(slots)));
+  }
 
   void syncLocked(unsigned t, uint32_t pc, GlobalAccessTracker::Location &at,
                   bool reads, bool writes);

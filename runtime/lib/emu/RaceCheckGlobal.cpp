@@ -127,7 +127,6 @@ void GlobalAccessTracker::addReads(uint64_t block,
     index[k] = static_cast<uint32_t>(knowledge.size());
     knowledge.push_back(known[k]);
   }
-  reads.reserve(reads.size() + blockReads.size());
   for (Read r : blockReads) {
     r.knowledge = index[r.knowledge];
     reads.push_back({block, r});
@@ -149,9 +148,30 @@ GlobalAccessTracker::lockLocation(uint64_t address,
 }
 
 bool GlobalAccessTracker::findReadRace(ReadRace &race) {
+  if (reads.empty())
+    return false;
+  // Most reads are of bytes no block wrote (inputs, weights): a bitmap of
+  // the written granules' hashes skips them before the map.
+  constexpr unsigned kBits = 1u << 22;
+  auto bit = [](uint64_t granule) {
+    return static_cast<size_t>((granule * 0x9e3779b97f4a7c15ull) >> 42);
+  };
+  std::vector<uint64_t> written(kBits / 64, 0);
+  bool anyWritten = false;
+  for (Shard &s : shards)
+    for (const auto &entry : s.owners) {
+      size_t b = bit(entry.first);
+      written[b / 64] |= 1ull << (b % 64);
+      anyWritten = true;
+    }
+  if (!anyWritten)
+    return false;
   bool found = false;
   for (const BlockRead &br : reads) {
     const Read &r = br.read;
+    size_t b = bit(r.granule);
+    if (!((written[b / 64] >> (b % 64)) & 1))
+      continue;
     if (found &&
         (br.block > race.readBlock ||
          (br.block == race.readBlock && r.granule * kGranule >= race.address)))
@@ -344,50 +364,67 @@ void RaceCheck::globalRead(unsigned t, uint32_t pc, uint64_t address,
     uint64_t from = std::max(address, g * kG), to = std::min(end, g * kG + kG);
     uint16_t mask =
         static_cast<uint16_t>(((1u << (to - from)) - 1) << (from - g * kG));
-    GlobalAccessTracker::Read &slot =
-        readCache[(g ^ (static_cast<uint64_t>(t) << 3) ^
-                   (static_cast<uint64_t>(known) << 11)) %
-                  kReadCache];
-    if (slot.mask && slot.granule == g && slot.thread == t &&
-        slot.knowledge == known) {
+    size_t slots = readTable.size();
+    // The lanes of a warp mostly read the granule the previous lane read.
+    const GlobalAccessTracker::Read &last = readTable[lastRead];
+    size_t h = last.mask && last.granule == g && last.knowledge == known
+                   ? lastRead
+                   : readSlot(g, known, slots);
+    while (true) {
+      GlobalAccessTracker::Read &slot = readTable[h];
+      bool fresh = slot.mask == 0;
+      if (fresh) {
+        slot.granule = g;
+        slot.knowledge = known;
+        slot.pc = pc;
+        for (uint16_t &r : slot.thread)
+          r = UINT16_MAX;
+      } else if (slot.granule != g || slot.knowledge != known) {
+        h = (h + 1) & (slots - 1);
+        continue;
+      }
       slot.mask |= mask;
-      continue;
+      for (unsigned w = 0; w < 4; ++w)
+        if (((mask >> (4 * w)) & 0xf) && slot.thread[w] == UINT16_MAX)
+          slot.thread[w] = static_cast<uint16_t>(t);
+      lastRead = h;
+      if (fresh) {
+        readUsed.push_back(static_cast<uint32_t>(h));
+        if (2 * readUsed.size() > slots)
+          growReadTable();
+      }
+      break;
     }
-    if (slot.mask)
-      globalReads.push_back(slot);
-    slot.granule = g;
-    slot.mask = mask;
-    slot.thread = static_cast<uint16_t>(t);
-    slot.pc = pc;
-    slot.knowledge = known;
   }
+}
+
+void RaceCheck::growReadTable() {
+  std::vector<GlobalAccessTracker::Read> old(readTable.size() * 2);
+  old.swap(readTable);
+  std::vector<uint32_t> used;
+  used.swap(readUsed);
+  size_t slots = readTable.size();
+  for (uint32_t i : used) {
+    size_t h = readSlot(old[i].granule, old[i].knowledge, slots);
+    while (readTable[h].mask)
+      h = (h + 1) & (slots - 1);
+    readTable[h] = old[i];
+    readUsed.push_back(static_cast<uint32_t>(h));
+  }
+  lastRead = 0;
 }
 
 bool RaceCheck::endBlock(unsigned &faultThread, uint32_t &faultPc) {
   if (!global)
     return true;
-  for (GlobalAccessTracker::Read &r : readCache)
-    if (r.mask) {
-      globalReads.push_back(r);
-      r.mask = 0;
+  if (!readUsed.empty()) {
+    // In the order the entries were made (the same in every run).
+    globalReads.clear();
+    for (uint32_t i : readUsed) {
+      globalReads.push_back(readTable[i]);
+      readTable[i].mask = 0;
     }
-  if (!globalReads.empty()) {
-    // One entry per granule, thread and knowledge (its first pc kept).
-    auto key = [](const GlobalAccessTracker::Read &r) {
-      return std::make_tuple(r.granule, r.thread, r.knowledge);
-    };
-    std::stable_sort(
-        globalReads.begin(), globalReads.end(),
-        [&](const GlobalAccessTracker::Read &a,
-            const GlobalAccessTracker::Read &b) { return key(a) < key(b); });
-    size_t kept = 0;
-    for (size_t i = 0; i < globalReads.size(); ++i) {
-      if (kept && key(globalReads[kept - 1]) == key(globalReads[i]))
-        globalReads[kept - 1].mask |= globalReads[i].mask;
-      else
-        globalReads[kept++] = globalReads[i];
-    }
-    globalReads.resize(kept);
+    readUsed.clear();
     global->addReads(linearBlock, globalReads, blockKnowledge);
   }
   if (globalWrites.empty())
@@ -468,9 +505,10 @@ std::string describeReadRace(const Kernel &kernel, const LaunchSpec &spec,
       "kernel '{}', block {}, thread {}, {}: global read-after-write race at "
       "0x{:x}: this read and the write of block {}, thread {} at {} are not "
       "ordered: {}",
-      kernel.name, block(race.readBlock), thread(race.read.thread),
-      line(race.read.pc), race.address, block(race.writeBlock),
-      thread(race.write.thread), line(race.write.pc), why);
+      kernel.name, block(race.readBlock),
+      thread(race.read.thread[(race.address % 16) / 4]), line(race.read.pc),
+      race.address, block(race.writeBlock), thread(race.write.thread),
+      line(race.write.pc), why);
 }
 
 } // namespace kiln::runtime::emu::detail

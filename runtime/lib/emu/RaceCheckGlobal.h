@@ -75,14 +75,17 @@ public:
     uint32_t releaseLocation = kNoRelease;
     uint32_t releaseSequence = 0;
   };
+  /// A block's reads of one granule with one knowledge.
   struct Read {
     uint64_t granule = 0;
-    uint16_t mask = 0;
-    uint16_t thread = 0;
-    uint32_t pc = 0;
-    /// What the reader knew: an index in the block's knowledge list (0:
+    /// What the readers knew: an index in the block's knowledge list (0:
     /// nothing), then, once added, in the launch's.
     uint32_t knowledge = 0;
+    /// The first read's instruction.
+    uint32_t pc = 0;
+    uint16_t mask = 0;
+    /// The first thread reading each 4-byte word (for reports).
+    uint16_t thread[4] = {0, 0, 0, 0};
   };
   /// A global synchronisation location.
   struct Location {
