@@ -894,9 +894,11 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
   if (!firstError.empty())
     return Error::failure(firstError);
   // Every block ran: the reads of bytes other blocks wrote (whichever ran
-  // first), each against the release/acquire chain it knew.
+  // first), each against the release/acquire chain it knew. (Not in a
+  // sample: a handshake between blocks cannot complete there.)
   detail::GlobalAccessTracker::ReadRace race;
-  if (globalWrites && globalWrites->findReadRace(race))
+  if (globalWrites && unitsToRun == clusters &&
+      globalWrites->findReadRace(race))
     return Error::failure(detail::describeReadRace(kernel, spec, race));
   return Error::success();
 }

@@ -134,6 +134,12 @@ RaceCheck::RaceCheck(const Kernel &kernel, const LaunchSpec &spec,
     knowledgeIndex.assign(threads, 0);
   }
   readTable.resize(1024);
+  uint64_t blocks =
+      static_cast<uint64_t>(spec.grid.x) * spec.grid.y * spec.grid.z;
+  uint32_t clusterSize = spec.cluster.x * spec.cluster.y * spec.cluster.z;
+  checkReads = spec.sampleBlocks == 0 ||
+               (spec.sampleBlocks + clusterSize - 1) / clusterSize >=
+                   blocks / clusterSize;
   seenStamp.assign(width, 0);
   seenSlot.assign(width, 0);
   rowChecked.assign(sharedBytes / 16 + 1, 0);

@@ -402,6 +402,10 @@ private:
   std::vector<uint32_t> knowledgeIndex;
   std::vector<SyncKnowledge> blockKnowledge;
   bool anyKnowledge = false;
+  /// Whether reads between blocks are checked: every block of the launch
+  /// runs (LaunchSpec::sampleBlocks runs a sample, in which a handshake
+  /// between blocks cannot complete).
+  bool checkReads = true;
   /// The block's global reads, one per granule and knowledge: an
   /// open-addressing table (a slot with no mask is free; `readUsed` lists
   /// the others in the order they were made).

@@ -345,7 +345,7 @@ void RaceCheck::globalWrite(unsigned t, uint32_t pc, uint64_t address,
 
 void RaceCheck::globalRead(unsigned t, uint32_t pc, uint64_t address,
                            unsigned bytes) {
-  if (!global || bytes == 0)
+  if (!global || bytes == 0 || !checkReads)
     return;
   uint32_t known = 0;
   if (anyKnowledge && !acquired[t].empty()) {

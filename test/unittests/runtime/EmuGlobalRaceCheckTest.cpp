@@ -114,9 +114,10 @@ struct RunResult {
 
 /// Runs kernel 0 of `ptx` on `blocks` x `threads` with the race check;
 /// blocks in linear order on one host thread unless `seed` shuffles them
-/// over `workers` threads.
+/// over `workers` threads; `sample` blocks of them when not 0.
 RunResult run(const std::string &ptx, unsigned threads, unsigned blocks,
-              bool check = true, uint64_t seed = 0, unsigned workers = 1) {
+              bool check = true, uint64_t seed = 0, unsigned workers = 1,
+              uint64_t sample = 0) {
   dumpPtx(ptx, "global-races");
   RunResult result;
   Expected<emu::Module> module = emu::parsePtx(ptx);
@@ -141,6 +142,7 @@ RunResult run(const std::string &ptx, unsigned threads, unsigned blocks,
   spec.checkRaces = check;
   spec.blockOrderSeed = seed;
   spec.workers = workers;
+  spec.sampleBlocks = sample;
   spec.maxWarpInstructionsPerBlock = 200000;
   Error err = emu::runKernel(module->kernels[0], spec);
   if (err)
@@ -306,6 +308,12 @@ TEST(EmuGlobalRaceCheckTest, ReadingAnotherBlocksBytesWithoutAtomicsIsARace) {
   // A block reading its own bytes back is not checked here (one block's
   // global accesses are ordered by its own barriers: not modelled).
   EXPECT_EQ(run(ptx, 32, 1).error, "<success>");
+  // A sample of the blocks (--profile-sample) is not checked between
+  // blocks: a handshake cannot complete in it. Both blocks of a sample of
+  // 2 of 4 still are (the whole grid ran: 4 blocks, sample 4).
+  EXPECT_EQ(run(ptx, 32, 4, true, 0, 1, 2).error, "<success>");
+  EXPECT_THAT(run(ptx, 32, 4, true, 0, 1, 4).error,
+              HasSubstr("global read-after-write race"));
 }
 
 } // namespace
