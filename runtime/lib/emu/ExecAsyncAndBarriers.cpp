@@ -202,6 +202,8 @@ bool BlockRunner::asyncCopy(unsigned w, uint32_t pc, const Instruction &in,
         return;
       }
       std::memcpy(copy.bytes, from, srcSize);
+      if (raceCheck) // read when issued: what the thread knows then
+        raceCheck->globalRead(w * 32 + l, pc, srcBase[l] + srcOffset, srcSize);
     }
     srcAddress[l] = srcBase[l] + srcOffset;
     srcBytes[l] = srcSize;

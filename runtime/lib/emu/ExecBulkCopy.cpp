@@ -172,6 +172,8 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
         return;
       }
       if (raceCheck) {
+        raceCheck->globalRead(w * 32 + l, pc, global,
+                              static_cast<unsigned>(size));
         raceCheck->bulkLoadBegin(w * 32 + l, pc, copy.mbarrier);
         if (!raceCheck->bulkLoadWrite(smem, static_cast<unsigned>(size))) {
           ok = raceFault(w, l, pc);
@@ -325,6 +327,9 @@ bool BlockRunner::bulkCopy(unsigned w, uint32_t pc, const Instruction &in,
       }
       if (op == BulkOp::TensorLoad) {
         std::memcpy(out + first * elem, g, bytes);
+        if (raceCheck)
+          raceCheck->globalRead(w * 32 + l, pc, global,
+                                static_cast<unsigned>(bytes));
       } else {
         // A store: the in-bounds elements of the row, from the swizzled
         // shared image.

@@ -218,8 +218,20 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
                                    describeGlobalMiss(address, total)));
             return;
           }
-          if (__builtin_expect(races != nullptr, 0) && !isLoad)
-            races->globalWrite(w * 32 + lane, pc, address, total);
+          if (__builtin_expect(races != nullptr, 0) &&
+              in.space != Space::Const) {
+            // ld.acquire / st.release synchronise; other accesses are
+            // data the check follows between blocks.
+            if (races->isSyncAccess(pc)) {
+              races->globalSync(w * 32 + lane, pc, address, isLoad, !isLoad,
+                                [&] { transfer(lane, p); });
+              return;
+            }
+            if (isLoad)
+              races->globalRead(w * 32 + lane, pc, address, total);
+            else
+              races->globalWrite(w * 32 + lane, pc, address, total);
+          }
         } else {
           return; // not reached: shared accesses take the branch above
         }
@@ -430,13 +442,23 @@ bool BlockRunner::atomic(unsigned w, uint32_t pc, const Instruction &in,
       ok = raceFault(w, l, pc);
       return;
     }
-    uint64_t old = size == 8 ? atomicUpdate<uint64_t>(
-                                   p, [&](uint64_t o) { return update(l, o); })
-                             : atomicUpdate<uint32_t>(p, [&](uint64_t o) {
-                                 return update(l, o) & 0xffffffffull;
-                               });
-    if (d)
-      d[l] = old;
+    auto perform = [&] {
+      uint64_t old =
+          size == 8 ? atomicUpdate<uint64_t>(
+                          p, [&](uint64_t o) { return update(l, o); })
+                    : atomicUpdate<uint32_t>(p, [&](uint64_t o) {
+                        return update(l, o) & 0xffffffffull;
+                      });
+      if (d)
+        d[l] = old;
+    };
+    // A global atomic is a synchronisation between blocks (RaceCheckGlobal.h):
+    // atom reads and writes its location, red writes it.
+    if (!isShared && raceCheck)
+      raceCheck->globalSync(w * 32 + l, pc, base[l] + in.offset,
+                            in.op == Op::Atom, /*writes=*/true, perform);
+    else
+      perform();
   });
   if (countPerformance && ok)
     countUniformAccess(in.space, base, in.offset, size, exec, /*reads=*/true,

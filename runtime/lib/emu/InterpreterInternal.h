@@ -131,7 +131,7 @@ public:
   /// `globalWrites`: the launch's record of global writes by block (the
   /// race check, LaunchSpec::checkRaces), or nullptr.
   BlockRunner(const Kernel &kernel, const LaunchSpec &spec,
-              GlobalWriteTracker *globalWrites = nullptr);
+              GlobalAccessTracker *globalWrites = nullptr);
   ~BlockRunner();
 
   /// What went wrong, after a fault: kernel, block, thread, PTX line.

@@ -28,7 +28,7 @@ namespace kiln::runtime::emu {
 namespace detail {
 
 BlockRunner::BlockRunner(const Kernel &kernel, const LaunchSpec &spec,
-                         GlobalWriteTracker *globalWrites)
+                         GlobalAccessTracker *globalWrites)
     : kernel(kernel), spec(spec), code(kernel.code.data()),
       numSlots(kernel.numSlots) {
   threadsPerBlock = spec.block.x * spec.block.y * spec.block.z;
@@ -695,8 +695,12 @@ bool BlockRunner::runWarp(unsigned w) {
         return finish(false);
       break;
     case Op::Membar:
-      if (FenceKind(in.subop) == FenceKind::Memory)
+      if (FenceKind(in.subop) == FenceKind::Memory) {
         std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (raceCheck)
+          forLanes(exec,
+                   [&](unsigned l) { raceCheck->memoryFence(w * 32 + l, pc); });
+      }
       if (raceCheck && FenceKind(in.subop) == FenceKind::ProxyAsync &&
           in.space != Space::Global)
         forLanes(exec, [&](unsigned l) { raceCheck->proxyFence(w * 32 + l); });
@@ -805,9 +809,9 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
   LaunchStats counts;
   std::unordered_set<uint64_t> sectorsRead, sectorsWritten;
   // The race check's record of which block wrote each global byte.
-  std::unique_ptr<detail::GlobalWriteTracker> globalWrites;
+  std::unique_ptr<detail::GlobalAccessTracker> globalWrites;
   if (spec.checkRaces)
-    globalWrites = std::make_unique<detail::GlobalWriteTracker>();
+    globalWrites = std::make_unique<detail::GlobalAccessTracker>();
   auto work = [&]() {
     std::vector<std::unique_ptr<detail::BlockRunner>> runners;
     detail::ClusterRun run;
@@ -889,6 +893,13 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
   }
   if (!firstError.empty())
     return Error::failure(firstError);
+  // Every block ran: the reads of bytes other blocks wrote (whichever ran
+  // first), each against the release/acquire chain it knew. (Not in a
+  // sample: a handshake between blocks cannot complete there.)
+  detail::GlobalAccessTracker::ReadRace race;
+  if (globalWrites && unitsToRun == clusters &&
+      globalWrites->findReadRace(race))
+    return Error::failure(detail::describeReadRace(kernel, spec, race));
   return Error::success();
 }
 

@@ -4,9 +4,9 @@
 // the model): vector clocks, kept as a block snapshot plus, per thread, the
 // entries above it (SparseClock), so that a full-block barrier, the common
 // synchronisation, costs O(threads) instead of O(threads^2); what each
-// synchronisation releases and acquires; the asynchronous units' agents;
-// the global writes between blocks. The shadow of shared memory and the
-// reports are RaceCheckShadow.cpp's.
+// synchronisation releases and acquires; the asynchronous units' agents.
+// The shadow of shared memory and the reports are RaceCheckShadow.cpp's;
+// global memory between blocks RaceCheckGlobal.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,54 +15,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <string_view>
 
 namespace kiln::runtime::emu::detail {
-
-//===----------------------------------------------------------------------===//
-// Global writes between blocks
-//===----------------------------------------------------------------------===//
-
-bool GlobalWriteTracker::add(uint64_t block, std::vector<Write> &writes,
-                             Write &conflict, Write &otherWrite,
-                             uint64_t &otherBlock) {
-  auto shardOf = [](uint64_t granule) {
-    return static_cast<unsigned>((granule * 0x9e3779b97f4a7c15ull) >> 58);
-  };
-  std::sort(writes.begin(), writes.end(), [&](const Write &a, const Write &b) {
-    unsigned sa = shardOf(a.granule), sb = shardOf(b.granule);
-    return sa != sb ? sa < sb : a.granule < b.granule;
-  });
-  // One entry per granule: the block's bytes there, its first writer.
-  size_t kept = 0;
-  for (size_t i = 0; i < writes.size(); ++i) {
-    if (kept && writes[kept - 1].granule == writes[i].granule)
-      writes[kept - 1].mask |= writes[i].mask;
-    else
-      writes[kept++] = writes[i];
-  }
-  writes.resize(kept);
-  for (size_t i = 0; i < writes.size();) {
-    unsigned shard = shardOf(writes[i].granule);
-    std::lock_guard<std::mutex> lock(shards[shard].mutex);
-    auto &owners = shards[shard].owners;
-    for (; i < writes.size() && shardOf(writes[i].granule) == shard; ++i) {
-      const Write &w = writes[i];
-      auto [it, inserted] =
-          owners.try_emplace(w.granule, Owner{block, w.pc, w.thread, w.mask});
-      if (inserted)
-        continue;
-      Owner &o = it->second;
-      if (o.block != block && (o.mask & w.mask)) {
-        conflict = w;
-        otherWrite = Write{w.granule, o.mask, o.thread, o.pc};
-        otherBlock = o.block;
-        return false;
-      }
-      o.mask |= w.mask;
-    }
-  }
-  return true;
-}
 
 //===----------------------------------------------------------------------===//
 // Vector clocks
@@ -95,7 +50,7 @@ void RaceCheck::SparseClock::clear() {
 
 RaceCheck::RaceCheck(const Kernel &kernel, const LaunchSpec &spec,
                      uint64_t sharedBytes, unsigned numWarps,
-                     GlobalWriteTracker *global)
+                     GlobalAccessTracker *global)
     : kernel(kernel), spec(spec), global(global), numWarps(numWarps) {
   threads = spec.block.x * spec.block.y * spec.block.z;
   width = threads + 2 * numWarps + kMbarrierAgents;
@@ -108,6 +63,42 @@ RaceCheck::RaceCheck(const Kernel &kernel, const LaunchSpec &spec,
                                    BulkOp(in.subop) == BulkOp::TensorStore));
   }
   fenceTracking = anyFence && anyAsyncRead;
+  // Global synchronisation: the qualifiers the decoder drops, from the
+  // opcode's text.
+  pcFlags.assign(kernel.code.size(), 0);
+  for (size_t pc = 0; pc < kernel.code.size(); ++pc) {
+    const Instruction &in = kernel.code[pc];
+    bool memoryFence =
+        in.op == Op::Membar && FenceKind(in.subop) == FenceKind::Memory;
+    bool access = in.op == Op::Atom || in.op == Op::Red ||
+                  ((in.op == Op::Ld || in.op == Op::St) &&
+                   (in.space == Space::Global || in.space == Space::Generic));
+    if (!memoryFence && !access)
+      continue;
+    bool cta = false, gpu = false, acq = false, rel = false;
+    const std::string &text = kernel.opcodeText[pc];
+    for (size_t from = 0; from <= text.size();) {
+      size_t to = text.find('.', from);
+      if (to == std::string::npos)
+        to = text.size();
+      std::string_view part(text.data() + from, to - from);
+      cta |= part == "cta" || part == "cluster";
+      gpu |= part == "gl" || part == "gpu" || part == "sys";
+      acq |= part == "acquire" || part == "acq_rel";
+      rel |= part == "release" || part == "acq_rel";
+      from = to + 1;
+    }
+    if (memoryFence) {
+      if (gpu && !cta)
+        pcFlags[pc] = kPcGpuFence;
+      continue;
+    }
+    if (in.space == Space::Shared)
+      continue;
+    if (!cta)
+      pcFlags[pc] = (acq ? kPcAcquire : 0) | (rel ? kPcRelease : 0);
+    syncTracking |= in.op == Op::Atom || in.op == Op::Red || pcFlags[pc];
+  }
   clocks.assign(width, 0);
   tickPending.assign(threads, 0);
   warpVersion.assign(numWarps, 0);
@@ -137,6 +128,18 @@ RaceCheck::RaceCheck(const Kernel &kernel, const LaunchSpec &spec,
   bulkGroups.resize(threads);
   bulkCommitted.assign(threads, 0);
   warpView.assign(width, 0);
+  if (syncTracking) {
+    acquired.resize(threads);
+    pendingAcquired.resize(threads);
+    knowledgeIndex.assign(threads, 0);
+  }
+  readTable.resize(1024);
+  uint64_t blocks =
+      static_cast<uint64_t>(spec.grid.x) * spec.grid.y * spec.grid.z;
+  uint32_t clusterSize = spec.cluster.x * spec.cluster.y * spec.cluster.z;
+  checkReads = spec.sampleBlocks == 0 ||
+               (spec.sampleBlocks + clusterSize - 1) / clusterSize >=
+                   blocks / clusterSize;
   seenStamp.assign(width, 0);
   seenSlot.assign(width, 0);
   rowChecked.assign(sharedBytes / 16 + 1, 0);
@@ -201,6 +204,27 @@ void RaceCheck::beginBlock(Dim3 id, uint64_t linear) {
     anyList = false;
   }
   globalWrites.clear();
+  globalReads.clear();
+  for (uint32_t i : readUsed)
+    readTable[i].mask = 0;
+  readUsed.clear();
+  fences.clear();
+  fenceSnapshots.clear();
+  fenceSnapshotEpoch = 0;
+  releases.clear();
+  if (anyKnowledge) {
+    for (SyncKnowledge &k : acquired)
+      k.clear();
+    for (SyncKnowledge &k : pendingAcquired)
+      k.clear();
+    for (Released &r : barriers) {
+      r.acquired.clear();
+      r.pending.clear();
+    }
+    std::fill(knowledgeIndex.begin(), knowledgeIndex.end(), 0);
+    anyKnowledge = false;
+  }
+  blockKnowledge.assign(1, SyncKnowledge());
   // Every record is stale: alike in effect.
   std::fill(uniform.begin(), uniform.end(), 1);
 }
@@ -214,6 +238,10 @@ void RaceCheck::publish(unsigned u, Released &into) {
     const std::vector<uint32_t> &f = fenced[u];
     for (unsigned x = 0; x < width; ++x)
       into.fenced[x] = std::max(into.fenced[x], f[x]);
+  }
+  if (anyKnowledge) {
+    joinKnowledge(into.acquired, acquired[u]);
+    joinKnowledge(into.pending, pendingAcquired[u]);
   }
 }
 
@@ -233,6 +261,10 @@ void RaceCheck::acquire(unsigned u, const Released &from) {
     std::vector<uint32_t> &f = fenced[u];
     for (unsigned x = 0; x < width; ++x)
       f[x] = std::max(f[x], from.fenced[x]);
+  }
+  if (anyKnowledge) {
+    learnKnowledge(u, from.acquired, /*pending=*/false);
+    learnKnowledge(u, from.pending, /*pending=*/true);
   }
 }
 
@@ -254,6 +286,8 @@ void RaceCheck::fullBarrier() {
     for (std::vector<uint32_t> &f : fenced)
       f = joined;
   }
+  if (anyKnowledge)
+    joinAllKnowledge();
   for (unsigned u = 0; u < threads; ++u) {
     view[u].clear();
     tick(u);
@@ -392,6 +426,8 @@ void RaceCheck::barrierOpen(unsigned id, const uint32_t *waiting) {
   }
   r.clocks.clear();
   std::fill(r.fenced.begin(), r.fenced.end(), 0);
+  r.acquired.clear();
+  r.pending.clear();
   barrierArrived[id] = false;
 }
 
@@ -403,6 +439,8 @@ void RaceCheck::warpSync(unsigned w, uint32_t lanes) {
     return;
   scratch.clocks.clear();
   std::fill(scratch.fenced.begin(), scratch.fenced.end(), 0);
+  scratch.acquired.clear();
+  scratch.pending.clear();
   for (uint32_t m = lanes; m; m &= m - 1)
     publish(w * 32 + __builtin_ctz(m), scratch);
   for (uint32_t m = lanes; m; m &= m - 1) {
@@ -445,6 +483,8 @@ void RaceCheck::mbarrierInit(uint64_t offset) {
   MbarrierState &m = mbarrierState(offset);
   m.released.clocks.clear();
   std::fill(m.released.fenced.begin(), m.released.fenced.end(), 0);
+  m.released.acquired.clear();
+  m.released.pending.clear();
   m.inFlight.clear();
 }
 
@@ -593,49 +633,6 @@ void RaceCheck::bulkWait(unsigned t, uint32_t keepGroups) {
     view[t].raise(agent, retired);
     bump(t);
   }
-}
-
-//===----------------------------------------------------------------------===//
-// Global writes of the block
-//===----------------------------------------------------------------------===//
-
-void RaceCheck::globalWrite(unsigned t, uint32_t pc, uint64_t address,
-                            unsigned bytes) {
-  if (!global || bytes == 0)
-    return;
-  constexpr uint64_t kG = GlobalWriteTracker::kGranule;
-  uint64_t end = address + bytes;
-  for (uint64_t g = address / kG; g * kG < end; ++g) {
-    uint64_t from = std::max(address, g * kG), to = std::min(end, g * kG + kG);
-    uint16_t mask = static_cast<uint16_t>(((1u << (to - from)) - 1)
-                                          << (from - g * kG));
-    globalWrites.push_back({g, mask, static_cast<uint16_t>(t), pc});
-  }
-}
-
-bool RaceCheck::endBlock(unsigned &faultThread, uint32_t &faultPc) {
-  if (!global || globalWrites.empty())
-    return true;
-  GlobalWriteTracker::Write mine, other;
-  uint64_t otherBlock = 0;
-  if (global->add(linearBlock, globalWrites, mine, other, otherBlock))
-    return true;
-  faultThread = mine.thread;
-  faultPc = mine.pc;
-  Dim3 b;
-  b.x = static_cast<uint32_t>(otherBlock % spec.grid.x);
-  b.y = static_cast<uint32_t>((otherBlock / spec.grid.x) % spec.grid.y);
-  b.z = static_cast<uint32_t>(
-      otherBlock / (static_cast<uint64_t>(spec.grid.x) * spec.grid.y));
-  unsigned first = __builtin_ctz(mine.mask & other.mask);
-  report = fmt::format(
-      "global write-write race: block ({},{},{}) also writes global memory "
-      "at 0x{:x} (its thread {} at {}), outside atomics; blocks run in no "
-      "defined order, so which value stays is undefined",
-      b.x, b.y, b.z, mine.granule * GlobalWriteTracker::kGranule + first,
-      threadName(other.thread),
-      lineOf(other.pc));
-  return false;
 }
 
 } // namespace kiln::runtime::emu::detail

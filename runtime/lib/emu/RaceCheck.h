@@ -11,7 +11,11 @@
 //     write to the read, and async-proxy writes (TMA loads) read before
 //     their mbarrier wait;
 //   - two blocks of one launch writing the same global bytes outside
-//     atomics (GlobalWriteTracker).
+//     atomics, and a block reading global bytes another block wrote with
+//     no release/acquire chain from the write (RaceCheckGlobal.h: there
+//     the ordering between blocks; here, what a block's barriers add to
+//     it: which of its writes a fence and an atomic release, and which of
+//     its reads an atomic and a fence acquire).
 //
 // Ordering. Each thread has a clock that moves on at each of its releases;
 // a thread's vector clock says how far it knows every other thread's (and
@@ -48,6 +52,7 @@
 #define KILN_RUNTIME_LIB_EMU_RACECHECK_H
 
 #include "PtxInterpreter.h"
+#include "RaceCheckGlobal.h"
 
 #include <cstdint>
 #include <memory>
@@ -58,45 +63,12 @@
 
 namespace kiln::runtime::emu::detail {
 
-/// The writing block of every global byte written in one launch, shared by
-/// the launch's host threads: a byte two blocks write outside atomics is a
-/// race between blocks (their order is not defined).
-class GlobalWriteTracker {
-public:
-  /// Granules of 16 bytes: a byte mask per granule.
-  static constexpr unsigned kGranule = 16;
-  struct Write {
-    uint64_t granule = 0; ///< address / kGranule
-    uint16_t mask = 0;    ///< bytes of the granule written
-    uint16_t thread = 0;
-    uint32_t pc = 0;
-  };
-  /// Adds the writes of block `block` (linear index); on a conflict with
-  /// another block fills `conflict` and `other`, and returns false.
-  bool add(uint64_t block, std::vector<Write> &writes, Write &conflict,
-           Write &otherWrite, uint64_t &otherBlock);
-
-private:
-  struct Owner {
-    uint64_t block = 0;
-    uint32_t pc = 0;
-    uint16_t thread = 0;
-    uint16_t mask = 0;
-  };
-  static constexpr unsigned kShards = 64;
-  struct Shard {
-    std::mutex mutex;
-    std::unordered_map<uint64_t, Owner> owners;
-  };
-  Shard shards[kShards];
-};
-
 /// The per-block happens-before state of one BlockRunner. Threads are
 /// numbered warp * 32 + lane.
 class RaceCheck {
 public:
   RaceCheck(const Kernel &kernel, const LaunchSpec &spec, uint64_t sharedBytes,
-            unsigned numWarps, GlobalWriteTracker *global);
+            unsigned numWarps, GlobalAccessTracker *global);
   ~RaceCheck();
 
   void beginBlock(Dim3 ctaid, uint64_t linearBlock);
@@ -153,11 +125,39 @@ public:
   void bulkCommit(unsigned t);
   void bulkWait(unsigned t, uint32_t keepGroups);
 
-  /// A global store of thread `t` (not an atomic).
+  /// A global store of thread `t` (not an atomic; bulk and TMA stores
+  /// too).
   void globalWrite(unsigned t, uint32_t pc, uint64_t address, unsigned bytes);
-  /// At the end of a block: merges its global writes into the launch's;
-  /// false on a conflict with another block (then faultThread/faultPc name
-  /// this block's write).
+  /// A global load of thread `t` (ld.global and generic loads of global
+  /// memory, cp.async, bulk and TMA load sources; not ld.acquire, an
+  /// acquire: globalSync).
+  void globalRead(unsigned t, uint32_t pc, uint64_t address, unsigned bytes);
+  /// A membar/fence.sc/fence.acq_rel of thread `t` (only gpu and sys scope
+  /// order between blocks).
+  void memoryFence(unsigned t, uint32_t pc);
+  /// Whether the ld/st at `pc` is .acquire/.release (a synchronisation:
+  /// globalSync, not globalRead/globalWrite).
+  bool isSyncAccess(uint32_t pc) const {
+    return syncTracking && (pcFlags[pc] & (kPcAcquire | kPcRelease));
+  }
+  /// An atomic on global memory (reads: atom; writes: atom, red), or an
+  /// ld.acquire (reads) or st.release (writes), of thread `t`: `perform`
+  /// does the memory operation, in the location's modification order.
+  template <typename F>
+  void globalSync(unsigned t, uint32_t pc, uint64_t address, bool reads,
+                  bool writes, F &&perform) {
+    if (!global || !syncTracking) {
+      perform();
+      return;
+    }
+    std::unique_lock<std::mutex> lock;
+    GlobalAccessTracker::Location &at = global->lockLocation(address, lock);
+    perform();
+    syncLocked(t, pc, at, reads, writes);
+  }
+  /// At the end of a block: merges its global writes and reads into the
+  /// launch's; false on a write-write conflict with another block (then
+  /// faultThread/faultPc name this block's write).
   bool endBlock(unsigned &faultThread, uint32_t &faultPc);
 
   /// Whether the kernel issues fence.proxy.async and async-proxy reads
@@ -200,10 +200,12 @@ private:
     uint32_t current = 1;
   };
   /// What a synchronisation object holds: released clocks (and, with
-  /// fence tracking, released fenced clocks).
+  /// fence tracking, released fenced clocks; with sync tracking, what the
+  /// releasing threads knew of global sync locations).
   struct Released {
     SparseClock clocks;
     std::vector<uint32_t> fenced;
+    SyncKnowledge acquired, pending;
   };
   /// Who performs an access and what it records.
   struct Actor {
@@ -334,7 +336,7 @@ private:
 
   const Kernel &kernel;
   const LaunchSpec &spec;
-  GlobalWriteTracker *global;
+  GlobalAccessTracker *global;
   unsigned threads = 0, numWarps = 0;
   /// Vector clock width: threads, then agents (a wgmma and a bulk-store
   /// agent per warp, then the mbarriers').
@@ -365,6 +367,71 @@ private:
   /// Each thread's fenced clocks (dense; only with fenceTracking): how far
   /// it knows each clock with a fence.proxy.async on the way.
   std::vector<std::vector<uint32_t>> fenced;
+
+  // Global memory between blocks (RaceCheckGlobal.h).
+  /// Per pc: a gpu- or sys-scope fence; an .acquire/.acq_rel or
+  /// .release/.acq_rel access.
+  enum : uint8_t { kPcGpuFence = 1, kPcAcquire = 2, kPcRelease = 4 };
+  std::vector<uint8_t> pcFlags;
+  /// The kernel has atomics, ld.acquire or st.release on memory that may
+  /// be global: fences, releases and acquires are tracked.
+  bool syncTracking = false;
+  /// A gpu-scope fence of the block: its thread, its clock, and what that
+  /// thread knew of the block's threads (snapshot `snapshot` of
+  /// fenceSnapshots, the entries `above` it).
+  struct FenceRecord {
+    uint16_t thread = 0;
+    uint32_t clock = 0;
+    uint32_t snapshot = 0;
+    std::vector<std::pair<uint32_t, uint32_t>> above;
+  };
+  std::vector<FenceRecord> fences;
+  std::vector<std::vector<uint32_t>> fenceSnapshots;
+  uint32_t fenceSnapshotEpoch = 0;
+  /// An atomic (or st.release) of the block on a global location: the
+  /// clock of each thread up to which it releases that thread's writes.
+  struct ReleaseRecord {
+    uint32_t location = 0, sequence = 0;
+    std::vector<uint32_t> frontier;
+  };
+  std::vector<ReleaseRecord> releases;
+  /// Per thread: what it knows of global sync locations (acquired: after a
+  /// fence; pending: an atomic's, until a fence), and the index of
+  /// `acquired` in blockKnowledge (UINT32_MAX: not looked up yet).
+  std::vector<SyncKnowledge> acquired, pendingAcquired;
+  std::vector<uint32_t> knowledgeIndex;
+  std::vector<SyncKnowledge> blockKnowledge;
+  bool anyKnowledge = false;
+  /// Whether reads between blocks are checked: every block of the launch
+  /// runs (LaunchSpec::sampleBlocks runs a sample, in which a handshake
+  /// between blocks cannot complete).
+  bool checkReads = true;
+  /// The block's global reads, one per granule and knowledge: an
+  /// open-addressing table (a slot with no mask is free; `readUsed` lists
+  /// the others in the order they were made).
+  std::vector<GlobalAccessTracker::Read> readTable;
+  std::vector<uint32_t> readUsed;
+  /// The slot of the last read (checked before hashing).
+  size_t lastRead = 0;
+  std::vector<GlobalAccessTracker::Read> globalReads;
+  void growReadTable();
+  /// The first slot to probe for (granule, knowledge) in a table of
+  /// `slots` (a power of two) slots.
+  static size_t readSlot(uint64_t granule, uint32_t knowledge, size_t slots) {
+    return static_cast<size_t>(
+        ((granule ^ (static_cast<uint64_t>(knowledge) << 40)) *
+         0x9e3779b97f4a7c15ull) >>
+        (64 - __builtin_ctzll(slots)));
+  }
+
+  void syncLocked(unsigned t, uint32_t pc, GlobalAccessTracker::Location &at,
+                  bool reads, bool writes);
+  /// What an atomic of thread `a` releases, per thread (`qualified`: it is
+  /// .release itself).
+  void releaseFrontier(unsigned a, bool qualified,
+                       std::vector<uint32_t> &frontier);
+  void learnKnowledge(unsigned t, const SyncKnowledge &k, bool pending);
+  void joinAllKnowledge();
 
   /// Barriers 0-15: what their bar.arrive'd threads released.
   std::vector<Released> barriers;
@@ -413,7 +480,7 @@ private:
   std::vector<Record> rowWrites, rowReads;
   std::vector<uint32_t> rowLists;
 
-  std::vector<GlobalWriteTracker::Write> globalWrites;
+  std::vector<GlobalAccessTracker::Write> globalWrites;
   std::string report;
 };
 
