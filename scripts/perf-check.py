@@ -147,7 +147,8 @@ def terms(kernel, target):
     # (Sampled profiles cap DRAM bytes at the launch's footprint.)
     traffic = max(kernel["dram_bytes"], 32 * kernel["global_sectors"] / L2_OVER_DRAM)
     memory = traffic / (f("dram_bandwidth_gbps") * 1e9 * bw_scale)
-    peak = {"tf32": "tf32_tflops", "f16": "fp16_tflops", "fp16": "fp16_tflops"}.get(
+    peak = {"tf32": "tf32_tflops", "f16": "fp16_tflops", "fp16": "fp16_tflops",
+            "int8": "int8_tops"}.get(
         kernel.get("mma_type") or "", "bf16_tflops")
     mma = kernel["mma_flops"] / (f(peak) * 1e12) if kernel["mma_flops"] else 0.0
     fma = kernel["fma_flops"] / (f("fp32_tflops") * 1e12)

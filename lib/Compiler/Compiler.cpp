@@ -20,6 +20,7 @@
 #include "kiln/Target/CUDA/TemplateEmission.h"
 #include "kiln/runtime/Profile.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -135,6 +136,13 @@ void readReports(ModuleOp module, CompileStats &stats) {
       stats.contractionReport->push_back(
           cast<StringAttr>(line).getValue().str());
   }
+  module.walk([&](func::FuncOp func) {
+    if (auto lines = func->getAttrOfType<ArrayAttr>(
+            KilnDialect::QuantizedReportAttrHelper::getNameStr()))
+      for (Attribute line : lines)
+        stats.quantizedFallbacks.push_back(
+            cast<StringAttr>(line).getValue().str());
+  });
   if (auto report = module->getAttrOfType<DictionaryAttr>(
           KilnDialect::RematReportAttrHelper::getNameStr()))
     stats.remat = rematReportOf(report);

@@ -166,7 +166,12 @@ void addGraphPhase(OpPassManager &pm, const PipelineOptions &options) {
   // transposed and converted weights. Convolutions run on tensor cores
   // (auto layout: NHWC) when kiln-match-contractions turns their regions
   // into template kernels.
-  // Horizontal fusion first: the concatenated weights then get layout and
+  // Quantized matmul chains first, while they are still the importer's
+  // (sibling fusion would concatenate their dequantized weights): each
+  // becomes a `quantized_matmul` region for the int8 kernel.
+  if (options.contractionKernels && options.int8Kernels)
+    pm.addNestedPass<func::FuncOp>(createFuseQuantizedPass());
+  // Horizontal fusion next: the concatenated weights then get layout and
   // precision like any other.
   if (options.fuseSiblings)
     pm.addPass(createFuseSiblingContractionsPass());

@@ -113,6 +113,9 @@ MmaType mmaTypeOfPtx(std::string_view ptx) {
       return MmaType::BF16;
     if (instruction.find(".f16") != std::string_view::npos)
       return MmaType::F16;
+    if (instruction.find(".s8") != std::string_view::npos ||
+        instruction.find(".u8") != std::string_view::npos)
+      return MmaType::I8;
   }
   return MmaType::Unknown;
 }
@@ -125,6 +128,8 @@ std::string_view mmaTypeName(MmaType type) {
     return "bf16";
   case MmaType::TF32:
     return "tf32";
+  case MmaType::I8:
+    return "int8";
   case MmaType::Unknown:
     break;
   }
@@ -219,6 +224,8 @@ double tensorPeakTflops(const GpuTarget &target, MmaType type) {
     return target.fp16Tflops;
   case MmaType::TF32:
     return target.tf32Tflops;
+  case MmaType::I8:
+    return target.int8Tops ? target.int8Tops : 2 * target.bf16Tflops;
   case MmaType::BF16:
   case MmaType::Unknown: // the common case for Kiln's tensor-core kernels
     break;

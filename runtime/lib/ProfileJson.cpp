@@ -246,6 +246,7 @@ KernelProfile kernelFromJson(const Json &object) {
   row.mmaType = mma == "f16"    ? MmaType::F16
                 : mma == "bf16" ? MmaType::BF16
                 : mma == "tf32" ? MmaType::TF32
+                : mma == "int8" ? MmaType::I8
                                 : MmaType::Unknown;
   row.haveCounters = object.contains("thread_instructions");
   if (auto sampled = object.find("sampled");

@@ -43,6 +43,7 @@ const std::vector<TargetField> &targetFields() {
       {"fp16_tflops", &GpuTarget::fp16Tflops},
       {"tf32_tflops", &GpuTarget::tf32Tflops},
       {"fp32_tflops", &GpuTarget::fp32Tflops},
+      {"int8_tops", &GpuTarget::int8Tops},
       {"schedulers_per_sm", nullptr, &GpuTarget::schedulersPerSm},
       {"clock_ghz", &GpuTarget::clockGhz},
       {"registers_per_sm", nullptr, &GpuTarget::registersPerSm},

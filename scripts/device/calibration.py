@@ -28,7 +28,7 @@ Then the suggested figures of runtime/targets/gpus.ini, from every kernel
 of every profile with both times, grouped by target and by the figure
 their `bound` class divides by: memory -> dram_bandwidth_gbps; compute ->
 the tensor peak of the kernel's MMA type (bf16_tflops, fp16_tflops,
-tf32_tflops; bf16 when the type is unknown, as PerformanceModel.cpp does) or
+tf32_tflops, int8_tops; bf16 when the type is unknown, as PerformanceModel.cpp does) or
 fp32_tflops without MMA; issue -> clock_ghz (the issue rate is schedulers
 x clock, and schedulers are whole); launch -> launch_overhead_us. For each,
 the time-weighted geometric mean of measured / estimated, r: a geometric
@@ -62,7 +62,7 @@ TARGET_TABLES = [os.path.join(HERE, "gpus.ini"),
                  os.path.join(HERE, "..", "..", "runtime", "targets", "gpus.ini")]
 BOUNDS = ["memory", "compute", "issue", "launch"]
 TENSOR_FIGURE = {"f16": "fp16_tflops", "tf32": "tf32_tflops", "bf16": "bf16_tflops",
-                 "": "bf16_tflops"}
+                 "int8": "int8_tops", "": "bf16_tflops"}
 # Exact 2x (and 0.5x) must count as within despite rounding in the files.
 TOLERANCE = 1e-9
 

@@ -252,6 +252,13 @@ void printStats(const CompileStats &stats, const std::string &target,
     for (const std::string &line : *stats.contractionReport)
       os << "  " << line << "\n";
   }
+  // Quantized chains the int8 kernel does not run (kiln-fuse-quantized);
+  // those it runs are mma_s8 lines above.
+  if (!stats.quantizedFallbacks.empty()) {
+    os << "int8 fallbacks: " << stats.quantizedFallbacks.size() << "\n";
+    for (const std::string &line : stats.quantizedFallbacks)
+      os << "  " << line << "\n";
+  }
   if (stats.remat)
     printRematReport(*stats.remat, stats.artifact.arenaBytes, os);
   // kilnc --dim: each symbol's range and whether a run may pad it

@@ -138,6 +138,9 @@ struct CompileStats {
   /// kiln-match-contractions' report: one line per matmul region (absent
   /// when the pass did not run).
   std::optional<std::vector<std::string>> contractionReport;
+  /// kiln-fuse-quantized's report: one line per quantized chain that stays
+  /// on the exact fallback, and why.
+  std::vector<std::string> quantizedFallbacks;
   /// kiln-autodiff's rematerialisation report, when differentiating.
   struct Remat {
     uint64_t kept = 0, keptBytes = 0, recomputed = 0, recomputedBytes = 0;

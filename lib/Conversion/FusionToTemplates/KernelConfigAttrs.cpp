@@ -21,9 +21,7 @@ GemmFamily toAttrFamily(cx::Family family) {
   case cx::Family::WgmmaTf32:
     return GemmFamily::WgmmaTf32;
   case cx::Family::MmaS8:
-    // Nothing selects the int8 kernel in the compiler yet (issue 26); its
-    // #kiln.gemm_config family comes with kiln-fuse-quantized's lowering.
-    llvm_unreachable("the int8 family has no #kiln.gemm_config yet");
+    return GemmFamily::MmaS8;
   }
   llvm_unreachable("unknown family");
 }
@@ -40,6 +38,8 @@ cx::Family fromAttrFamily(GemmFamily family) {
     return cx::Family::WgmmaF16;
   case GemmFamily::WgmmaTf32:
     return cx::Family::WgmmaTf32;
+  case GemmFamily::MmaS8:
+    return cx::Family::MmaS8;
   }
   llvm_unreachable("unknown family");
 }

@@ -38,6 +38,7 @@
 
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
+#include "kiln/Dialect/Kiln/Transforms/QuantizedChains.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -173,9 +174,10 @@ Value Matcher::kMajorWeight(Value weight, int64_t k, int64_t n,
   std::optional<std::vector<char>> bytes =
       global ? globalBytes(global) : std::nullopt;
   auto type = cast<RankedTensorType>(weight.getType());
-  if (!bytes || !type.getElementType().isF32() ||
-      type.getNumElements() != k * n ||
-      bytes->size() != static_cast<size_t>(k * n) * 4)
+  Type element = type.getElementType();
+  size_t size = element.isF32() ? 4 : element.isInteger(8) ? 1 : 0;
+  if (!bytes || !size || type.getNumElements() != k * n ||
+      bytes->size() != static_cast<size_t>(k * n) * size)
     return nullptr;
   if (dryRun)
     return weight;
@@ -187,7 +189,8 @@ Value Matcher::kMajorWeight(Value weight, int64_t k, int64_t n,
     std::vector<char> data(bytes->size());
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < n; ++j)
-        std::memcpy(&data[(j * k + i) * 4], &(*bytes)[(i * n + j) * 4], 4);
+        std::memcpy(&data[(j * k + i) * size], &(*bytes)[(i * n + j) * size],
+                    size);
     std::string name = (global.getSymName() + "_kmajor").str();
     std::string blobKey = name;
     for (char &c : blobKey)
@@ -545,6 +548,8 @@ bool sameArithmetic(cx::Family requested, cx::Family chosen) {
     return chosen == cx::Family::MmaTf32 || chosen == cx::Family::WgmmaTf32;
   case cx::Family::SimtF32:
     return chosen == cx::Family::SimtF32;
+  case cx::Family::MmaS8:
+    return chosen == cx::Family::MmaS8;
   }
   return false;
 }
@@ -562,6 +567,13 @@ Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
   }
   for (size_t i = 0; i < epilogue.operands.size(); ++i)
     ep.customOperands.push_back("epilogue" + std::to_string(i));
+  return compile(fusion, problem, family, ep, prefix, why);
+}
+
+FailureOr<cx::GemmKernels>
+Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
+                 cx::Family family, const cx::Epilogue &ep, StringRef prefix,
+                 std::string &why) {
   cx::GemmConfig config;
   if (selecting()) {
     llvm::Expected<kiln::tuning::ConfigChoice> choice =
@@ -662,12 +674,11 @@ void Matcher::declareBinary(const cx::GemmKernels &kernels,
                               kernels.nvrtcOptions)}));
 }
 
-Value Matcher::buildCalls(kiln::FusionOp fusion,
-                          const cx::GemmKernels &kernels,
-                          const cx::GemmProblem &problem, Value a, Value b,
-                          ArrayRef<Value> extras,
-                          RankedTensorType resultType,
-                          RankedTensorType auxType, Value *aux) {
+Value Matcher::buildCalls(
+    kiln::FusionOp fusion, const cx::GemmKernels &kernels,
+    const cx::GemmProblem &problem, Value a, Value b, ArrayRef<Value> extras,
+    RankedTensorType resultType, RankedTensorType auxType, Value *aux,
+    ArrayRef<std::pair<std::string, Value>> named) {
   MLIRContext *ctx = module.getContext();
   Location loc = fusion.getLoc();
   OpBuilder builder(fusion);
@@ -733,6 +744,10 @@ Value Matcher::buildCalls(kiln::FusionOp fusion,
         v = b;
       else if (p.name == "workspace")
         v = workspace;
+      else if (auto it = llvm::find_if(
+                   named, [&](const auto &e) { return e.first == p.name; });
+               it != named.end())
+        v = it->second;
       else if (unsigned i; p.name != "C" && p.name != "aux" &&
                            !StringRef(p.name).drop_front(8).getAsInteger(10, i))
         v = extras[i];
@@ -796,6 +811,8 @@ bool Matcher::run(kiln::FusionOp fusion) {
   LogicalResult matched =
       !selecting() && isa_and_nonnull<AttentionConfigAttr>(given)
           ? rewriteAttention(fusion, why)
+      : fusion.getKind() == kQuantizedMatmulKind
+          ? rewriteQuantizedMatmul(fusion, why)
       : convolution ? rewriteConvolution(fusion, why)
                     : rewriteMatmul(fusion, why);
   if (succeeded(matched) && !selecting())

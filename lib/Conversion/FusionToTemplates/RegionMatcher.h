@@ -124,10 +124,10 @@ private:
   mlir::LogicalResult rewriteMatmul(kiln::FusionOp fusion, std::string &why);
   mlir::FailureOr<OperandView> operandView(mlir::Value v,
                                            kiln::FusionOp fusion);
-  /// A row-major f32 `[K][N]` weight as `[N][K]` (tf32 wgmma reads B
-  /// K-major): a load of a new weight global, the transpose recorded in
-  /// its origin. Null when `weight` is not a weight global whose bytes are
-  /// known.
+  /// A row-major f32 (or 8-bit integer) `[K][N]` weight as `[N][K]`
+  /// (tf32 wgmma and the int8 kernel read B K-major): a load of a new
+  /// weight global, the transpose recorded in its origin. Null when
+  /// `weight` is not a weight global whose bytes are known.
   mlir::Value kMajorWeight(mlir::Value weight, int64_t k, int64_t n,
                            kiln::FusionOp fusion, bool dryRun);
 
@@ -157,6 +157,10 @@ private:
   // Convolution regions (MatchConvolutions.cpp).
   mlir::LogicalResult rewriteConvolution(kiln::FusionOp fusion,
                                          std::string &why);
+  // Quantized matmul regions (MatchQuantized.cpp): kiln-fuse-quantized's
+  // chains on the int8 kernel (Family::MmaS8).
+  mlir::LogicalResult rewriteQuantizedMatmul(kiln::FusionOp fusion,
+                                             std::string &why);
   /// The filter `[O][KH][KW][C/g]` with its channels zero-padded to
   /// `paddedChannels`: a load of a new weight global holding the padded
   /// data, with the pad recorded in its origin. Null when the filter is not
@@ -228,6 +232,11 @@ private:
   compile(kiln::FusionOp fusion, const contraction::GemmProblem &problem,
           contraction::Family family, const EmittedEpilogue &epilogue,
           llvm::StringRef prefix, std::string &why);
+  /// The same with the kernel's epilogue given (the int8 kernel's).
+  mlir::FailureOr<contraction::GemmKernels>
+  compile(kiln::FusionOp fusion, const contraction::GemmProblem &problem,
+          contraction::Family family, const contraction::Epilogue &epilogue,
+          llvm::StringRef prefix, std::string &why);
   /// Lower: gives `kernels` (specialised with kEntryPlaceholder as their
   /// name) their names, `prefix` and a number; a kernel identical to one
   /// made before (the same source and NVRTC options) takes that one's name,
@@ -260,15 +269,17 @@ private:
     return attr;
   }
   /// The kernels' calls; C's value, and in `aux` the second output's
-  /// (of `auxType`) when the kernels have one.
-  mlir::Value buildCalls(kiln::FusionOp fusion,
-                         const contraction::GemmKernels &kernels,
-                         const contraction::GemmProblem &problem,
-                         mlir::Value a, mlir::Value b,
-                         llvm::ArrayRef<mlir::Value> extras,
-                         mlir::RankedTensorType resultType,
-                         mlir::RankedTensorType auxType = {},
-                         mlir::Value *aux = nullptr);
+  /// (of `auxType`) when the kernels have one. `extras` are the custom
+  /// epilogue's operands (`epilogue0`, ...); `named`, other pointer
+  /// parameters by name (the integer epilogue's `scale`, `bias`,
+  /// `zeroPointB`).
+  mlir::Value
+  buildCalls(kiln::FusionOp fusion, const contraction::GemmKernels &kernels,
+             const contraction::GemmProblem &problem, mlir::Value a,
+             mlir::Value b, llvm::ArrayRef<mlir::Value> extras,
+             mlir::RankedTensorType resultType,
+             mlir::RankedTensorType auxType = {}, mlir::Value *aux = nullptr,
+             llvm::ArrayRef<std::pair<std::string, mlir::Value>> named = {});
 
   mlir::ModuleOp module;
   unsigned smVersion;

@@ -270,3 +270,43 @@ func.func @split_back(%q: tensor<2x8x8xbf16>, %kt: tensor<2x8x8xbf16>, %v: tenso
   }
   return %0 : tensor<2x8x8xf32>
 }
+
+// -----
+
+// A quantized_matmul region (kiln-fuse-quantized's QLinearMatMul chain):
+// the int8 kernel, with mma.sync's tiles and a 64-element K tile. One whose
+// chain the analysis does not take (here its requantize scale is no
+// constant) keeps its generic kernel (the exact fallback) and says why.
+ml_program.global private @qw(dense<1> : tensor<64x32xi8>) : tensor<64x32xi8>
+// CHECK-LABEL: func.func @quantized(
+// CHECK:         kiln.fusion "quantized_matmul" -> tensor<16x32xui8> attributes {kiln.kernel = #kiln.gemm_config<family = mma_s8, tile = {{[0-9]+}}x{{[0-9]+}}x64, warp_tile = {{[0-9]+}}x{{[0-9]+}}, stages = {{[0-9]}}, split_k = 1, producer = cp_async, swizzle = xor16>, kiln.kernel_origin = "heuristic"} {
+// CHECK:         kiln.fusion "quantized_matmul" -> tensor<16x32xui8> attributes {kiln.generic_reason = "the requantize scale is not one constant (or one per channel)"} {
+func.func @quantized(%x: tensor<16x64xui8>, %s: tensor<f64>) -> (tensor<16x32xui8>, tensor<16x32xui8>) {
+  %w = ml_program.global_load_const @qw : tensor<64x32xi8>
+  %0 = kiln.fusion "quantized_matmul" -> tensor<16x32xui8> {
+    %a = kiln.cast %x : tensor<16x64xui8> -> tensor<16x64xi32>
+    %za = kiln.constant dense<3> : tensor<i32>
+    %a0 = kiln.sub %a, %za : tensor<16x64xi32>, tensor<i32> -> tensor<16x64xi32>
+    %b = kiln.cast %w : tensor<64x32xi8> -> tensor<64x32xi32>
+    %p = kiln.matmul %a0, %b : tensor<16x64xi32>, tensor<64x32xi32> -> tensor<16x32xi32>
+    %f = kiln.cast %p : tensor<16x32xi32> -> tensor<16x32xf64>
+    %m = kiln.constant dense<0.0039999997243285179> : tensor<f64>
+    %y = kiln.mul %f, %m : tensor<16x32xf64>, tensor<f64> -> tensor<16x32xf64>
+    %r = kiln.round %y : tensor<16x32xf64>
+    %c = kiln.clip %r {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<16x32xf64>
+    %q = kiln.cast %c : tensor<16x32xf64> -> tensor<16x32xui8>
+    kiln.yield %q : tensor<16x32xui8>
+  }
+  %1 = kiln.fusion "quantized_matmul" -> tensor<16x32xui8> {
+    %a = kiln.cast %x : tensor<16x64xui8> -> tensor<16x64xi32>
+    %b = kiln.cast %w : tensor<64x32xi8> -> tensor<64x32xi32>
+    %p = kiln.matmul %a, %b : tensor<16x64xi32>, tensor<64x32xi32> -> tensor<16x32xi32>
+    %f = kiln.cast %p : tensor<16x32xi32> -> tensor<16x32xf64>
+    %y = kiln.mul %f, %s : tensor<16x32xf64>, tensor<f64> -> tensor<16x32xf64>
+    %r = kiln.round %y : tensor<16x32xf64>
+    %c = kiln.clip %r {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<16x32xf64>
+    %q = kiln.cast %c : tensor<16x32xf64> -> tensor<16x32xui8>
+    kiln.yield %q : tensor<16x32xui8>
+  }
+  return %0, %1 : tensor<16x32xui8>, tensor<16x32xui8>
+}

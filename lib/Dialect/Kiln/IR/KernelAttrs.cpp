@@ -95,6 +95,7 @@ SmemSwizzle GemmConfigAttr::swizzleOf(GemmFamily family) {
     return SmemSwizzle::Padded;
   case GemmFamily::MmaF16:
   case GemmFamily::MmaTf32:
+  case GemmFamily::MmaS8:
     return SmemSwizzle::Xor16;
   case GemmFamily::WgmmaF16:
   case GemmFamily::WgmmaTf32:
@@ -231,6 +232,18 @@ GemmConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mma.sync warp tiles must be multiples of 16";
     if (blockK % (family == GemmFamily::MmaF16 ? 16 : 8))
       return emitError() << "the block's K must be a multiple of the mma's K";
+    break;
+  case GemmFamily::MmaS8:
+    if (subM % 16 || subN % 16)
+      return emitError() << "mma.sync warp tiles must be multiples of 16";
+    if (blockK % 32)
+      return emitError() << "mma_s8's block K must be a multiple of 32 (the "
+                            "m16n8k32 MMA's K), not "
+                         << blockK;
+    if (splitK != 1)
+      return emitError() << "mma_s8 has no split-K (the requantization needs "
+                            "the whole sum), not split_k = "
+                         << splitK;
     break;
   }
   return success();

@@ -1,34 +1,31 @@
-//===- FuseQuantized.cpp - Find quantized contractions for the int8 kernel ===//
+//===- FuseQuantized.cpp - Quantized contractions into int8 regions -------===//
 //
-// kiln-fuse-quantized (issue 26, stage 2): recognises the compositions the
-// importer writes for QLinearMatMul, MatMulInteger, QLinearConv,
-// ConvInteger and QDQ (DequantizeLinear -> MatMul/Conv -> QuantizeLinear)
-// around a kiln.matmul or kiln.conv with a constant weight, and reports for
-// each whether the int8 kernel (Family::MmaS8,
-// include/kiln/Target/CUDA/ContractionKernels.h) could run it and with
-// which parameters, or why it stays on the exact fallback. This stage only
-// recognises and reports (one remark per chain): nothing rewrites the
-// chain yet, so every quantized op still runs on the fallback lowering
-// (docs/architecture.md, "Quantized models").
+// kiln-fuse-quantized (issue 26): finds the compositions the importer writes
+// for QLinearMatMul, MatMulInteger, QLinearConv, ConvInteger and QDQ
+// (DequantizeLinear -> MatMul/Conv -> QuantizeLinear) around each kiln.matmul
+// and kiln.conv with a constant weight (QuantizedChains.h), and
+//   - puts each matmul chain into a `kiln.fusion` region of kind
+//     `quantized_matmul` (option `regions`), which kiln-select-contraction-
+//     kernels gives an `mma_s8` config and kiln-match-contractions makes the
+//     int8 tensor-core kernel; the region's ops are the chain itself, so a
+//     region no kernel takes still computes the exact fallback;
+//   - records, on the function, one line per chain that stays on the exact
+//     fallback and why (`kiln.quantized_report`, kilnc --stats);
+//   - with `report`, emits one remark per chain: the kernel's parameters,
+//     or why it falls back.
+// Convolution chains are recognised and reported; their int8 regions are
+// the next step (docs/architecture.md, "Quantized models").
 //
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/QuantizedChains.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
-#include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
-#include "mlir/IR/SymbolTable.h"
-#include "mlir/IR/TypeUtilities.h"
-#include "llvm/ADT/SmallString.h"
-#include "llvm/Support/FormatVariadic.h"
+#include "mlir/IR/IRMapping.h"
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <optional>
 #include <string>
 
 namespace kiln {
@@ -41,283 +38,42 @@ using namespace kiln;
 
 namespace {
 
-/// The one value of a constant that holds a single value (any shape), as a
-/// double.
-std::optional<double> splatValue(Value v) {
-  auto constant = v.getDefiningOp<kiln::ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!dense || !dense.isSplat())
-    return std::nullopt;
-  Type element = dense.getElementType();
-  if (isa<FloatType>(element))
-    return dense.getSplatValue<APFloat>().convertToDouble();
-  if (auto integer = dyn_cast<IntegerType>(element)) {
-    APInt value = dense.getSplatValue<APInt>();
-    // Two branches: one conditional expression would make both unsigned.
-    if (integer.isUnsigned())
-      return static_cast<double>(value.getZExtValue());
-    return static_cast<double>(value.getSExtValue());
-  }
-  return std::nullopt;
+/// "node 'Foo_3'" from the importer's NameLoc, else the op's name.
+std::string nodeName(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    if (!fused.getLocations().empty())
+      loc = fused.getLocations().front();
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return "node '" + named.getName().str() + "'";
+  return op->getName().getStringRef().str();
 }
 
-/// One element of raw little-endian bytes of type `element`, as a double.
-std::optional<double> elementAt(ArrayRef<char> bytes, Type element, int64_t i) {
-  auto read = [&](auto zero) -> std::optional<double> {
-    using T = decltype(zero);
-    if (static_cast<size_t>(i + 1) * sizeof(T) > bytes.size())
-      return std::nullopt;
-    T v;
-    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
-    return static_cast<double>(v);
-  };
-  if (element.isF32())
-    return read(float());
-  if (element.isF64())
-    return read(double());
-  if (element.isInteger(32))
-    return read(int32_t());
-  if (element.isUnsignedInteger(8))
-    return read(uint8_t());
-  if (element.isInteger(8))
-    return read(int8_t());
-  return std::nullopt;
-}
-
-/// The values of a constant operand that is one value or one per column
-/// (`columns` of them along its dimension `fromEnd` places before the last,
-/// every other dimension 1),
-/// seen through reshapes and casts from integers (which keep the values):
-/// a kiln.constant or a constant global. Nothing for anything else.
-std::optional<std::vector<double>> columnValues(Value v, int64_t columns,
-                                                int64_t fromEnd = 0) {
-  while (true) {
-    if (auto reshape = v.getDefiningOp<kiln::ReshapeOp>()) {
-      v = reshape.getInput();
-    } else if (auto cast = v.getDefiningOp<kiln::CastOp>();
-               cast &&
-               isa<IntegerType>(getElementTypeOrSelf(cast.getInput()))) {
-      v = cast.getInput();
-    } else {
-      break;
-    }
-  }
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (!type || !type.hasStaticShape())
-    return std::nullopt;
-  int64_t count = type.getNumElements();
-  if (count != 1 && count != columns)
-    return std::nullopt;
-  // Along that dimension only (counted from the end, numpy's alignment):
-  // [K][1] values with K == N are per row of B, not per column.
-  if (count != 1 && (type.getRank() <= fromEnd ||
-                     type.getShape()[type.getRank() - 1 - fromEnd] != count))
-    return std::nullopt;
-  Attribute value;
-  if (auto constant = v.getDefiningOp<kiln::ConstantOp>()) {
-    value = constant.getValue();
-  } else if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>()) {
-    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
-        load, load.getGlobalAttr());
-    if (!global || global.getIsMutable() || !global.getValue())
-      return std::nullopt;
-    value = *global.getValue();
-  } else {
-    return std::nullopt;
-  }
-  Type element = type.getElementType();
-  std::vector<double> values;
-  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
-    if (dense.isSplat()) {
-      std::optional<double> one = splatValue(v);
-      if (!one)
-        return std::nullopt;
-      return std::vector<double>{*one};
-    }
-    ArrayRef<char> raw = dense.getRawData();
-    for (int64_t i = 0; i < count; ++i)
-      if (std::optional<double> x = elementAt(raw, element, i))
-        values.push_back(*x);
-      else
-        return std::nullopt;
-  } else if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob)
-      return std::nullopt;
-    for (int64_t i = 0; i < count; ++i)
-      if (std::optional<double> x = elementAt(blob->getData(), element, i))
-        values.push_back(*x);
-      else
-        return std::nullopt;
-  } else {
-    return std::nullopt;
-  }
-  return values;
-}
-
-/// The 8-bit storage type a value was cast from, or null.
-Type byteSource(Value v, Value *source) {
-  auto cast = v.getDefiningOp<kiln::CastOp>();
-  if (!cast)
-    return nullptr;
-  auto type = dyn_cast<IntegerType>(getElementTypeOrSelf(cast.getInput()));
-  if (!type || type.getWidth() != 8)
-    return nullptr;
-  *source = cast.getInput();
-  return type;
-}
-
-std::string typeName(Type type) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  type.print(os);
-  return s;
-}
-
-/// One operand of the matmul: storage bytes, zero point, (QDQ) scale;
-/// one value, or (B only) one per column.
-struct QuantizedOperand {
-  Value bytes;
-  Type storage;
-  std::vector<double> zeroPoints{0.0};
-  std::vector<double> scales; // QDQ form only
-};
-
-/// Matches `[mul(...,scale)] <- [sub(..., zp)] <- cast(bytes)`; `floatForm`
-/// asks for the scale (a dequantize), else there is none (integer form).
-/// `columns` is B's N (its scale and zero point may be one per column), 1
-/// for A. On failure, `why` says what did not fit.
-std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
-                                             int64_t columns, StringRef what,
-                                             std::string &why,
-                                             int64_t fromEnd = 0) {
-  QuantizedOperand q;
-  StringRef shape =
-      columns == 1 ? "one constant" : "one constant or one per column";
-  if (floatForm) {
-    auto mul = v.getDefiningOp<kiln::MulOp>();
-    std::optional<std::vector<double>> scales =
-        mul ? columnValues(mul.getRhs(), columns, fromEnd) : std::nullopt;
-    if (!scales) {
-      why = (what + " is not dequantized by " + shape + " scale").str();
-      return std::nullopt;
-    }
-    q.scales = *scales;
-    v = mul.getLhs();
-  }
-  if (auto sub = v.getDefiningOp<kiln::SubOp>()) {
-    std::optional<std::vector<double>> zps =
-        columnValues(sub.getRhs(), columns, fromEnd);
-    if (!zps) {
-      why = (what + "'s zero point is not " + shape +
-             (columns == 1 ? " (per row zero points are not matched yet)" : ""))
-                .str();
-      return std::nullopt;
-    }
-    q.zeroPoints = *zps;
-    v = sub.getLhs();
-  }
-  q.storage = byteSource(v, &q.bytes);
-  if (!q.storage) {
-    why = (what + " is not an int8 or uint8 tensor cast up").str();
-    return std::nullopt;
-  }
-  return q;
-}
-
-/// The requantization after the matmul: `[cast] -> mul/div scale -> round
-/// -> add zp -> clip -> cast to 8 bits`.
-struct Requantize {
-  // Multipliers (QOperator: one, or one per channel) or the divisor (QDQ).
-  std::vector<double> scales;
-  double zeroPoint = 0;
-  Type storage;
-};
-
-/// `wide`: the integer form's product is already in float (the
-/// importer's f64 convolution), so no cast comes first; `channels` and
-/// `fromEnd` say where a per-channel multiplier may lie.
-std::optional<Requantize> matchRequantize(Value acc, bool floatForm,
-                                          std::string &why, bool wide = false,
-                                          int64_t channels = 1,
-                                          int64_t fromEnd = 0) {
-  auto single = [](Value v) -> Operation * {
-    return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
-  };
-  Value v = acc;
-  Requantize r;
-  Operation *next = single(v);
-  if (!floatForm) {
-    auto widen = dyn_cast_or_null<kiln::CastOp>(next);
-    bool toInteger =
-        widen && getElementTypeOrSelf(widen.getResult()).isInteger(32);
-    if (wide ? toInteger : !widen)
-      return std::nullopt; // MatMulInteger, ConvInteger: an i32 output
-    if (!wide) {
-      v = widen.getResult();
-      next = single(v);
-    }
-    auto mul = dyn_cast_or_null<kiln::MulOp>(next);
-    std::optional<std::vector<double>> scales =
-        mul && mul.getLhs() == v ? columnValues(mul.getRhs(), channels, fromEnd)
-                                 : std::nullopt;
-    if (!scales) {
-      why = "the requantize scale is not one constant (or one per channel)";
-      return std::nullopt;
-    }
-    r.scales = *scales;
-    v = mul.getResult();
-  } else {
-    auto div = dyn_cast_or_null<kiln::DivOp>(next);
-    std::optional<double> scale =
-        div && div.getLhs() == v ? splatValue(div.getRhs()) : std::nullopt;
-    if (!scale) {
-      why = "the product is not quantized by one constant scale";
-      return std::nullopt;
-    }
-    r.scales = {*scale};
-    v = div.getResult();
-  }
-  // round -> [add zp] -> clip -> cast; the importer leaves out the add of
-  // a zero point 0.
-  auto round = dyn_cast_or_null<kiln::RoundOp>(single(v));
-  Operation *afterRound = round ? single(round.getResult()) : nullptr;
-  auto add = dyn_cast_or_null<kiln::AddOp>(afterRound);
-  std::optional<double> zp = add     ? splatValue(add.getRhs())
-                             : round ? std::optional<double>(0.0)
-                                     : std::nullopt;
-  auto clip = !zp   ? nullptr
-              : add ? dyn_cast_or_null<kiln::ClipOp>(single(add.getResult()))
-                    : dyn_cast_or_null<kiln::ClipOp>(afterRound);
-  auto narrow =
-      clip ? dyn_cast_or_null<kiln::CastOp>(single(clip.getResult())) : nullptr;
-  auto storage =
-      narrow ? dyn_cast<IntegerType>(getElementTypeOrSelf(narrow.getResult()))
-             : nullptr;
-  if (!storage || storage.getWidth() != 8) {
-    why = "the product is not requantized to int8 or uint8 (round, zero "
-          "point, clip, cast)";
-    return std::nullopt;
-  }
-  // The kernel saturates to the output type's range, nothing narrower.
-  double lo = storage.isUnsigned() ? 0 : -128,
-         hi = storage.isUnsigned() ? 255 : 127;
-  if (!clip.getMin() || !clip.getMax() ||
-      clip.getMin()->convertToDouble() != lo ||
-      clip.getMax()->convertToDouble() != hi) {
-    why = "the requantized value is clipped to other bounds than its type's";
-    return std::nullopt;
-  }
-  r.zeroPoint = *zp;
-  r.storage = storage;
-  return r;
-}
-
-/// Whether `v` is exactly an f32 value.
-bool isF32Value(double v) {
-  return static_cast<double>(static_cast<float>(v)) == v;
+/// Replaces the chain by one region computing its result from its 8-bit
+/// operands; its constants are computed in the region too, so that kiln-fuse
+/// cannot move their reshapes and casts into regions of their own.
+void formRegion(const QuantizedChain &chain) {
+  SmallVector<Operation *> ops = chainOps(chain);
+  Operation *last = chain.result.getDefiningOp();
+  OpBuilder b(last->getContext());
+  b.setInsertionPointAfter(last);
+  auto fusion = FusionOp::create(b, chain.contraction->getLoc(),
+                                 TypeRange{chain.result.getType()},
+                                 b.getStringAttr(kQuantizedMatmulKind));
+  b.createBlock(&fusion.getBody());
+  IRMapping mapping;
+  for (Operation *op : ops)
+    b.clone(*op, mapping);
+  YieldOp::create(b, chain.contraction->getLoc(),
+                  ValueRange{mapping.lookup(chain.result)});
+  Value(chain.result).replaceUsesWithIf(fusion.getResult(0), [&](OpOperand &use) {
+    return !fusion->isProperAncestor(use.getOwner());
+  });
+  // The originals nothing else reads go; one read elsewhere (a dequantized
+  // activation also used by a float op) stays for that reader.
+  for (Operation *op : llvm::reverse(ops))
+    if (op->use_empty())
+      op->erase();
 }
 
 struct FuseQuantizedPass
@@ -325,189 +81,41 @@ struct FuseQuantizedPass
   using Base::Base;
 
   void runOnOperation() override {
-    getOperation().walk([&](Operation *op) {
-      if (auto matmul = dyn_cast<kiln::MatmulOp>(op))
-        visitMatmul(matmul);
-      else if (auto conv = dyn_cast<kiln::ConvOp>(op))
-        visitConv(conv);
+    func::FuncOp func = getOperation();
+    SmallVector<Operation *> contractions;
+    func.walk([&](Operation *op) {
+      if (isa<MatmulOp, ConvOp>(op) && !op->getParentOfType<FusionOp>())
+        contractions.push_back(op);
     });
-  }
-
-  /// What one contraction looks like to the analysis.
-  struct Contraction {
-    Operation *op;
-    Value lhs, rhs, result;
-    bool integerForm, floatForm;
-    /// The importer's QLinearConv/ConvInteger convolve in f64: the i32
-    /// operands are cast up, and the product needs no cast.
-    bool wide = false;
-    /// Output channels, and where they lie in the weight and the result
-    /// (dimensions before the last).
-    int64_t channels = 1, weightFromEnd = 0, resultFromEnd = 0;
-    const char *kind = "matmul";
-    /// A convolution's bias operand (null without one).
-    Value bias;
-  };
-
-  void visitMatmul(kiln::MatmulOp matmul) {
-    Type element = getElementTypeOrSelf(matmul.getType());
-    auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
-    auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
-    Contraction c{matmul,
-                  matmul.getLhs(),
-                  matmul.getRhs(),
-                  matmul.getResult(),
-                  element.isInteger(32),
-                  element.isF32()};
-    c.channels = rhsType.getShape().back();
-    if (!c.integerForm && !c.floatForm)
-      return;
-    if (rhsType.getRank() != 2 || lhsType.getRank() < 2) {
-      if (c.integerForm)
-        matmul.emitRemark() << "int8 fallback: B is not a [K][N] matrix";
-      return;
-    }
-    analyse(c);
-  }
-
-  void visitConv(kiln::ConvOp conv) {
-    Type element = getElementTypeOrSelf(conv.getType());
-    auto wType = cast<RankedTensorType>(conv->getOperand(1).getType());
-    // The importer's integer convolutions are f64 convolutions of i32
-    // values cast up (exact); QDQ ones are f32.
-    Value lhs = conv->getOperand(0), rhs = conv->getOperand(1);
-    auto peel = [](Value v) {
-      auto cast = v.getDefiningOp<kiln::CastOp>();
-      return cast && getElementTypeOrSelf(cast.getInput()).isInteger(32)
-                 ? cast.getInput()
-                 : Value();
-    };
-    Contraction c{conv, lhs, rhs, conv.getResult(), false, element.isF32()};
-    if (element.isF64() && peel(lhs) && peel(rhs)) {
-      c.lhs = peel(lhs), c.rhs = peel(rhs);
-      c.integerForm = c.wide = true;
-    }
-    if (!c.integerForm && !c.floatForm)
-      return;
-    c.kind = "conv";
-    if (conv->getNumOperands() > 2)
-      c.bias = conv->getOperand(2);
-    c.channels = wType.getShape().front();
-    c.weightFromEnd = wType.getRank() - 1; // [O][C][KH][KW]: O
-    c.resultFromEnd = wType.getRank() - 2; // [N][O][H][W]: O
-    analyse(c);
-  }
-
-  void analyse(const Contraction &c) {
-    std::string why;
-    auto fallback = [&](const std::string &reason) {
-      c.op->emitRemark() << "int8 fallback: " << reason;
-    };
-    std::optional<QuantizedOperand> a =
-        matchOperand(c.lhs, c.floatForm, 1, "A", why);
-    std::optional<QuantizedOperand> b =
-        a ? matchOperand(c.rhs, c.floatForm, c.channels, "B", why,
-                         c.weightFromEnd)
-          : std::nullopt;
-    if (!a || !b) {
-      // A float contraction whose A is not dequantized is no quantized
-      // chain.
-      if (c.integerForm || a)
-        fallback(why);
-      return;
-    }
-    if (!b->bytes.getDefiningOp<ml_program::GlobalLoadConstOp>())
-      return fallback("B is not a constant weight (the kernel stores "
-                      "weights K-major at compile time)");
-    // The kernel adds an int32 bias to the accumulator. The importer folds
-    // QLinearConv's (cast up: integral values) and a QDQ one (an int32
-    // times a_scale * w_scale[o] in f32, which is recovered here and
-    // checked to give back every folded value exactly).
-    if (c.bias) {
-      std::optional<std::vector<double>> values =
-          columnValues(c.bias, c.channels);
-      if (!values)
-        return fallback("the bias is not a constant");
-      for (size_t o = 0; o < values->size(); ++o) {
-        double v = (*values)[o];
-        if (c.floatForm) {
-          float scale =
-              static_cast<float>(a->scales[0]) *
-              static_cast<float>(b->scales[b->scales.size() == 1 ? 0 : o]);
-          double q = std::nearbyint(v / scale);
-          if (!(std::fabs(q) < 2147483648.0) ||
-              static_cast<double>(static_cast<float>(q) * scale) != v)
-            return fallback("the bias is not an int32 dequantized with "
-                            "a_scale * w_scale");
-        } else if (v != std::nearbyint(v) || !(std::fabs(v) < 2147483648.0)) {
-          return fallback("the bias is not an int32 value");
-        }
+    SmallVector<Attribute> lines;
+    Builder b(func.getContext());
+    for (Operation *op : contractions) {
+      std::string why;
+      std::optional<QuantizedChain> chain = matchQuantizedChain(op, why);
+      if (!chain) {
+        if (why.empty())
+          continue; // Not a quantized chain.
+        if (report)
+          op->emitRemark() << "int8 fallback: " << why;
+        lines.push_back(b.getStringAttr(
+            nodeName(op) + ": exact fallback (no int8 kernel): " + why));
+        continue;
       }
-    }
-    std::optional<Requantize> r = matchRequantize(
-        c.result, c.floatForm, why, c.wide, c.channels, c.resultFromEnd);
-    if (!r && !why.empty())
-      return fallback(why);
-    if (c.floatForm && !r)
-      return fallback("the product is not quantized");
-    // The kernel's f32 multipliers: onnxruntime's (a * b) / y in f32 for
-    // QDQ (what its QDQ -> QLinear fusions compute); the importer's f32
-    // products for QLinearMatMul/QLinearConv, carried in f64.
-    std::vector<float> multipliers{1.0f};
-    if (r && c.floatForm) {
-      multipliers.clear();
-      if (!isF32Value(a->scales[0]) || !isF32Value(r->scales[0]))
-        return fallback("a scale is not an f32 value");
-      for (double bScale : b->scales) {
-        if (!isF32Value(bScale))
-          return fallback("a scale is not an f32 value");
-        float ab =
-            static_cast<float>(a->scales[0]) * static_cast<float>(bScale);
-        multipliers.push_back(ab / static_cast<float>(r->scales[0]));
+      if (report)
+        op->emitRemark() << "int8 kernel " << describeChain(*chain);
+      if (chain->conv) {
+        lines.push_back(b.getStringAttr(
+            nodeName(op) + ": exact fallback (no int8 kernel): " +
+            chain->form + " is recognised, but convolutions do not run on "
+                          "the int8 kernel yet"));
+        continue;
       }
-    } else if (r) {
-      multipliers.clear();
-      for (double m : r->scales) {
-        if (!isF32Value(m))
-          return fallback("the requantize scale is not an f32 value");
-        multipliers.push_back(static_cast<float>(m));
-      }
+      if (regions)
+        formRegion(*chain);
     }
-    for (float m : multipliers)
-      if (!(m > 0) || !std::isfinite(m))
-        return fallback("the requantize scale is not finite and positive");
-    bool conv = StringRef(c.kind) == "conv";
-    std::string form = c.floatForm ? (conv ? "QDQ conv" : "QDQ")
-                       : r         ? (conv ? "QLinearConv" : "QLinearMatMul")
-                                   : (conv ? "ConvInteger" : "MatMulInteger");
-    InFlightDiagnostic remark = c.op->emitRemark();
-    auto scientific = [](float v) {
-      return llvm::formatv("{0:e}", static_cast<double>(v)).str();
-    };
-    remark << "int8 kernel (" << form << (c.bias ? ", int32 bias" : "")
-           << "): A " << typeName(a->storage) << " zero point "
-           << static_cast<int64_t>(a->zeroPoints[0]) << ", B "
-           << typeName(b->storage) << " constant, zero point ";
-    const std::vector<double> &zb = b->zeroPoints;
-    if (std::all_of(zb.begin(), zb.end(), [&](double z) { return z == zb[0]; }))
-      remark << static_cast<int64_t>(zb[0]);
-    else
-      remark << "per column";
-    if (r) {
-      remark << ", scale ";
-      if (multipliers.size() == 1) {
-        remark << scientific(multipliers[0]);
-      } else {
-        auto [lo, hi] =
-            std::minmax_element(multipliers.begin(), multipliers.end());
-        remark << "per column (" << multipliers.size() << ", "
-               << scientific(*lo) << " to " << scientific(*hi) << ")";
-      }
-      remark << " (f32), output " << typeName(r->storage) << " zero point "
-             << static_cast<int64_t>(r->zeroPoint);
-    } else {
-      remark << ", output i32";
-    }
+    if (!lines.empty())
+      func->setAttr(KilnDialect::QuantizedReportAttrHelper::getNameStr(),
+                    b.getArrayAttr(lines));
   }
 };
 

@@ -23,7 +23,8 @@
 // no second launch). The SM count and the
 // per-SM limits are the target's (TargetInfo.h, runtime/targets/gpus.ini);
 // the throughput figures are per SM per cycle, H100/A100 class: tensor
-// cores through mma.sync 2048 (f16/bf16) and 1024 (tf32) FLOPs, through
+// cores through mma.sync 2048 (f16/bf16), 4096 (int8 ops) and 1024 (tf32)
+// FLOPs, through
 // wgmma 4096 (f16/bf16: H100's 989 TFLOP/s dense over its SMs at 1.83 GHz,
 // twice what mma.sync reaches), FFMA 256, shared memory 128 B, L2 ~32 B,
 // and tf32 at half the f16 rate (wgmma 2048:
@@ -67,6 +68,7 @@ Machine machineFor(uint32_t smVersion, Family family) {
   m.maxBlocksPerSm = target.maxBlocksPerSm();
   m.maxRegisters = target.maxRegistersPerThread();
   m.flopsPerCycle = family == Family::WgmmaF16    ? 4096
+                    : family == Family::MmaS8     ? 4096
                     : family == Family::MmaF16    ? 2048
                     : family == Family::WgmmaTf32 ? 2048
                     : family == Family::MmaTf32   ? 1024
@@ -206,7 +208,9 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
     base = wgmmaBase(family);
   } else {
     bool tf32 = family == Family::MmaTf32;
-    // {BM, BN, BK, WTM, WTN, stages}; tf32 halves BK to keep rows 64-128 B.
+    bool int8 = family == Family::MmaS8;
+    // {BM, BN, BK, WTM, WTN, stages}; tf32 halves BK to keep rows 64-128 B;
+    // int8 takes 64 (64-byte rows, two m16n8k32 steps).
     const Tile tiles[] = {{128, 256, 32, 64, 64, 3}, {256, 128, 32, 64, 64, 3},
                           {128, 128, 32, 64, 64, 4}, {128, 64, 32, 64, 32, 4},
                           {64, 128, 32, 32, 64, 4},  {64, 64, 32, 32, 32, 4},
@@ -215,7 +219,8 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
     for (const Tile &t : tiles) {
       GemmConfig c;
       c.family = family;
-      c.blockM = t.bm, c.blockN = t.bn, c.blockK = tf32 ? t.bk / 2 : t.bk;
+      c.blockM = t.bm, c.blockN = t.bn;
+      c.blockK = tf32 ? t.bk / 2 : int8 ? 64 : t.bk;
       c.warpM = t.wm, c.warpN = t.wn, c.stages = t.stages;
       base.push_back(c);
     }

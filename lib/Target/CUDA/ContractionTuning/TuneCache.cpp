@@ -84,6 +84,9 @@ std::string problemKey(const cx::GemmProblem &p, cx::Family family) {
       layoutName(p.layoutB), p.ldaOrPacked(), p.ldbOrPacked(), p.ldcOrPacked(),
       p.batchStrideA, p.batchStrideB, p.batchStrideC, p.alignA, p.alignB,
       p.alignC);
+  // The int8 family's B may be i8 or u8 (the float families' B is A's type).
+  if (family == cx::Family::MmaS8)
+    key += " in_b=" + std::string(kiln::runtime::dtypeName(p.inputTypeB));
   if (p.conv.enabled) {
     const cx::ImplicitConv &c = p.conv;
     key += llvm::formatv(" conv={0}x{1}x{2}->{3}x{4} window={5}x{6} "

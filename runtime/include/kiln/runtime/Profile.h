@@ -60,10 +60,10 @@ Expected<Occupancy> computeOccupancy(const GpuTarget &target,
 
 /// The input type of a kernel's tensor-core instructions, which picks the
 /// peak its MMA FLOPs run at.
-enum class MmaType { Unknown, F16, BF16, TF32 };
+enum class MmaType { Unknown, F16, BF16, TF32, I8 };
 /// From the first mma.sync / wgmma in the PTX.
 MmaType mmaTypeOfPtx(std::string_view ptx);
-/// "f16", "bf16", "tf32", "" (unknown).
+/// "f16", "bf16", "tf32", "int8", "" (unknown).
 std::string_view mmaTypeName(MmaType type);
 
 /// Counts of a sampled launch scaled to the whole grid (each by

@@ -34,6 +34,8 @@ struct GpuTarget {
   uint32_t smCount = 0;
   double dramBandwidthGBps = 0;
   double bf16Tflops = 0, fp16Tflops = 0, tf32Tflops = 0, fp32Tflops = 0;
+  /// Dense int8 tensor-core peak (tera-ops); 0: twice bf16's.
+  double int8Tops = 0;
   uint32_t schedulersPerSm = 4;
   double clockGhz = 0;
   uint32_t registersPerSm = 0;

@@ -173,3 +173,15 @@ func.func @f() attributes {kiln.kernel = "wgmma_f16 64x64x64 w64x64 s3 k1"}
 // A template config belongs on a fusion region or a kernel call.
 // expected-error @+1 {{belongs on a kiln.fusion region, kiln.call_kernel or gpu.launch_func}}
 func.func @f() attributes {kiln.kernel = #kiln.depthwise_config<vector = 8, pixels = 2>}
+
+// -----
+
+// The int8 MMA's K is 32.
+// expected-error @+1 {{mma_s8's block K must be a multiple of 32 (the m16n8k32 MMA's K), not 16}}
+func.func @f() attributes {a = #kiln.gemm_config<family = mma_s8, tile = 64x64x16, warp_tile = 32x32, stages = 3>}
+
+// -----
+
+// The int8 kernel requantizes the whole sum: no split-K.
+// expected-error @+1 {{mma_s8 has no split-K (the requantization needs the whole sum), not split_k = 2}}
+func.func @f() attributes {a = #kiln.gemm_config<family = mma_s8, tile = 64x64x64, warp_tile = 32x32, stages = 3, split_k = 2>}

@@ -36,6 +36,19 @@ func.func @gemm_simt(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 
 // -----
 
+// The int8 family (a quantized_matmul region); its swizzle is mma.sync's.
+// CHECK-LABEL: func.func @gemm_int8
+// CHECK: kiln.kernel = #kiln.gemm_config<family = mma_s8, tile = 64x64x64, warp_tile = 32x32, stages = 4, split_k = 1, producer = cp_async, swizzle = xor16>
+func.func @gemm_int8(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = kiln.fusion "quantized_matmul" -> tensor<4xf32> attributes {kiln.kernel = #kiln.gemm_config<family = mma_s8, tile = 64x64x64, warp_tile = 32x32, stages = 4>} {
+    %r = kiln.relu %x : tensor<4xf32>
+    kiln.yield %r : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 // Depthwise and attention kernels; stages print for wgmma attention only.
 // CHECK-LABEL: func.func @depthwise_attention
 // CHECK: kiln.kernel = #kiln.depthwise_config<vector = 8, pixels = 2>

@@ -1,12 +1,33 @@
-// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized))" -verify-diagnostics | FileCheck %s
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized{report=true}))" -verify-diagnostics | FileCheck %s
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized{regions=false}))" | FileCheck %s --check-prefix=NOREGIONS
+
+// NOREGIONS-NOT: kiln.fusion
 
 // QLinearMatMul as the importer writes it (u8 activations with zero point
-// 3, s8 constant weights, u8 output with zero point 128): a match, and the
-// IR is left as it is (recognition only).
+// 3, s8 constant weights, u8 output with zero point 128): the chain, from
+// the 8-bit operands to the narrowing cast, with its constants, becomes one
+// quantized_matmul region.
 ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
 // CHECK-LABEL: func.func @qlinear_matmul
-// CHECK: kiln.matmul {{.*}} -> tensor<4x16xi32>
-// CHECK: kiln.cast {{.*}} -> tensor<4x16xui8>
+// CHECK-NOT:     kiln.quantized_report
+// CHECK:         %[[W:.*]] = ml_program.global_load_const @w
+// CHECK-NEXT:    %[[R:.*]] = kiln.fusion "quantized_matmul" -> tensor<4x16xui8> {
+// CHECK-NEXT:      kiln.cast %{{.*}} : tensor<4x32xui8> -> tensor<4x32xi32>
+// CHECK-NEXT:      kiln.constant dense<3> : tensor<i32>
+// CHECK-NEXT:      kiln.sub
+// CHECK-NEXT:      kiln.cast %[[W]] : tensor<32x16xi8> -> tensor<32x16xi32>
+// CHECK-NEXT:      kiln.matmul {{.*}} -> tensor<4x16xi32>
+// CHECK-NEXT:      kiln.cast
+// CHECK-NEXT:      kiln.constant
+// CHECK-NEXT:      kiln.mul
+// CHECK-NEXT:      kiln.round
+// CHECK-NEXT:      kiln.constant
+// CHECK-NEXT:      kiln.add
+// CHECK-NEXT:      kiln.clip
+// CHECK-NEXT:      %[[Y:.*]] = kiln.cast {{.*}} -> tensor<4x16xui8>
+// CHECK-NEXT:      kiln.yield %[[Y]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    return %[[R]]
 func.func @qlinear_matmul(%x: tensor<4x32xui8>) -> tensor<4x16xui8> {
   %w = ml_program.global_load_const @w : tensor<32x16xi8>
   %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xi32>
@@ -113,8 +134,13 @@ func.func @qdq_per_channel(%x: tensor<4x32xui8>) -> tensor<4x4xui8> {
 
 // -----
 
-// A per-row zero point of A is not matched.
+// A per-row zero point of A is not matched: the chain stays as it is, and
+// the function records why (kilnc --stats).
 ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+// CHECK-LABEL: func.func @per_row_zero_point
+// CHECK-SAME:    kiln.quantized_report = ["kiln.matmul: exact fallback (no int8 kernel): A's zero point is not one constant (per row zero points are not matched yet)"]
+// CHECK:         kiln.matmul
+// CHECK-NEXT:    return
 func.func @per_row_zero_point(%x: tensor<2x32xi8>) -> tensor<2x16xi32> {
   %w = ml_program.global_load_const @w : tensor<32x16xi8>
   %0 = kiln.cast %x : tensor<2x32xi8> -> tensor<2x32xi32>
@@ -245,7 +271,12 @@ func.func @not_requantized(%x: tensor<4x32xi8>) -> tensor<4x16xf32> {
 
 // -----
 
-// A float matmul of float inputs is no quantized chain: no remark.
+// A float matmul of float inputs is no quantized chain: no remark, no
+// report, no region.
+// CHECK-LABEL: func.func @float_matmul
+// CHECK-NOT:     kiln.quantized_report
+// CHECK:         kiln.matmul
+// CHECK-NEXT:    return
 func.func @float_matmul(%x: tensor<4x32xf32>, %w: tensor<32x16xf32>) -> tensor<4x16xf32> {
   %0 = kiln.matmul %x, %w : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
@@ -256,8 +287,13 @@ func.func @float_matmul(%x: tensor<4x32xf32>, %w: tensor<32x16xf32>) -> tensor<4
 // QLinearConv as the importer writes it: i32 values cast up to an f64
 // convolution, the int32 bias folded to an f64 constant, one multiplier
 // per output channel along the result's dimension 1; the zero point add
-// is left out when it is 0.
+// is left out when it is 0. Recognised, but convolutions get no region yet.
 ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
+// CHECK-LABEL: func.func @qlinear_conv
+// CHECK-SAME:    kiln.quantized_report = ["kiln.conv: exact fallback (no int8 kernel): QLinearConv is recognised, but convolutions do not run on the int8 kernel yet"]
+// CHECK:         kiln.conv
+// CHECK:         kiln.cast {{.*}} -> tensor<1x2x6x6xui8>
+// CHECK-NEXT:    return
 func.func @qlinear_conv(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xui8> {
   %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
   %0 = kiln.cast %x : tensor<1x3x6x6xui8> -> tensor<1x3x6x6xi32>

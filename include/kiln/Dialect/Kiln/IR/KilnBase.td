@@ -93,7 +93,10 @@ def Kiln_Dialect : Dialect {
     "::mlir::DenseI32ArrayAttr":$written_operands,
     // The kind of the kiln.fusion a linalg.generic came from
     // (kiln-collapse-fusions).
-    "::mlir::StringAttr":$fusion_kind
+    "::mlir::StringAttr":$fusion_kind,
+    // kiln-fuse-quantized (module): one line per quantized contraction
+    // chain that stays on the exact fallback, and why (kilnc --stats).
+    "::mlir::ArrayAttr":$quantized_report
   );
 }
 

@@ -25,7 +25,8 @@ def Kiln_GemmFamily : I32EnumAttr<"GemmFamily",
       I32EnumAttrCase<"MmaTf32", 1, "mma_tf32">,
       I32EnumAttrCase<"SimtF32", 2, "simt_f32">,
       I32EnumAttrCase<"WgmmaF16", 3, "wgmma_f16">,
-      I32EnumAttrCase<"WgmmaTf32", 4, "wgmma_tf32">
+      I32EnumAttrCase<"WgmmaTf32", 4, "wgmma_tf32">,
+      I32EnumAttrCase<"MmaS8", 5, "mma_s8">
     ]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
@@ -98,7 +99,10 @@ def Kiln_GemmConfigAttr : Kiln_KernelAttr<"GemmConfig", "gemm_config"> {
     heuristic) and kiln-match-contractions follows it:
 
     - `family`: `mma_f16` / `mma_tf32` (mma.sync), `simt_f32` (FFMA),
-      `wgmma_f16` / `wgmma_tf32` (sm_90a warpgroup MMA);
+      `wgmma_f16` / `wgmma_tf32` (sm_90a warpgroup MMA), `mma_s8`
+      (mma.sync m16n8k32 on int8/uint8 operands with s32 accumulators and
+      the requantizing integer epilogue: the `quantized_matmul` regions
+      kiln-fuse-quantized forms);
     - `tile`: the block tile M x N x K;
     - `warp_tile` (tensor-core families: M x N per warp, 64 x N for
       wgmma) or `thread_tile` (`simt_f32`: outputs per thread);

@@ -319,11 +319,11 @@ def FuseSiblingContractionsPass
 }
 
 def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
-  let summary = "Find the quantized matmuls and convolutions the int8 kernel can run";
+  let summary = "Put quantized matmul chains into regions for the int8 kernel";
   let description = [{
     Issue 26, stage 2. Recognises, around each `kiln.matmul` and
     `kiln.conv`, the compositions the importer writes for the quantized
-    ONNX ops:
+    ONNX ops (`include/kiln/Dialect/Kiln/Transforms/QuantizedChains.h`):
 
     - **QLinearMatMul**: i8/ui8 operands cast to i32 (minus a constant zero
       point), an i32 matmul, then cast, multiply by one constant scale,
@@ -343,27 +343,35 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
       exactly.
 
     The zero point's add may be missing (the importer leaves out a zero
-    point 0); the clip must be the output type's range.
+    point 0); the clip must be the output type's range. B must be a
+    constant weight (`ml_program.global_load_const`): the int8 kernel
+    (`Family::MmaS8`) reads it K-major and folds A's zero point into a
+    per-column offset at compile time. A's scale and zero point are one
+    constant each; B's may also be one per column (a constant or a
+    constant global along N, through reshapes and integer casts), as
+    `quantize_static(per_channel=True)` writes them. The kernel's scale is
+    the f32 multiplier onnxruntime uses, `(a_scale * b_scale) / y_scale`
+    in f32 (one per column with per-column weight scales).
 
-    B must be a constant weight (`ml_program.global_load_const`): the int8
-    kernel (`Family::MmaS8`) reads it K-major and folds A's zero point into
-    a per-column offset at compile time. A's scale and zero
-    point are one constant each; B's may also be one per column (a constant
-    or a constant global along N, through reshapes and integer casts), as
-    `quantize_static(per_channel=True)` writes them. For each match the
-    pass emits a remark with the kernel's parameters, the scale being the
-    f32 multiplier onnxruntime uses, `(a_scale * b_scale) / y_scale` in
-    f32 (one per column with per-column weight scales); for each chain that
-    does not fit (a per-row zero point of A, a scale along B's K, a
-    non-constant scale or weight, a scale that is not an f32 value, a bias
-    that is no int32, a clip narrower than the type, no requantization
-    after a dequantized product) a remark saying why it stays on the exact
-    fallback. Float matmuls whose A is not
-    dequantized are not quantized chains and get no remark.
+    With `regions` (the default), each matmul chain (the ops between its
+    8-bit operands and its result) becomes one `kiln.fusion` region of
+    kind `quantized_matmul`. kiln-select-contraction-kernels gives it an
+    `mma_s8` config and kiln-match-contractions the int8 tensor-core
+    kernel, reading the parameters again from the region's ops; a region
+    no kernel takes is the exact fallback in one generic kernel. An
+    intermediate value something else also reads (a dequantized activation
+    feeding a float op) stays computed outside for that reader.
 
-    This stage recognises and reports only: the IR is unchanged, so every
-    quantized op still runs on the fallback lowering, and kilnc does not
-    run the pass yet (docs/architecture.md, "Quantized models").
+    Each chain that does not fit (a per-row zero point of A, a scale along
+    B's K, a non-constant scale or weight, a scale that is not an f32
+    value, a bias that is no int32, a clip narrower than the type, no
+    requantization after a dequantized product), and each convolution
+    chain (their int8 regions are not formed yet), is recorded on the
+    function as one line of `kiln.quantized_report` (kilnc --stats prints
+    them) and keeps the exact fallback lowering. Float matmuls whose A is
+    not dequantized are no quantized chains and are not mentioned. With
+    `report`, one remark per chain says the same (and, for a match, the
+    kernel's parameters).
 
     Example (QLinearMatMul, u8 activations with zero point 3, s8 weights):
 
@@ -373,11 +381,25 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     %2 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xi32>
     %3 = kiln.matmul %1, %2 : tensor<4x32xi32>, tensor<32x16xi32> -> tensor<4x16xi32>
     ... cast, mul, round, add, clip, cast to ui8
-    // remark: int8 kernel (QLinearMatMul): A ui8 zero point 3, B i8
-    // constant, zero point 0, scale 4.000000e-03 (f32), output ui8 zero
-    // point 128
+    ```
+
+    becomes
+
+    ```mlir
+    %r = kiln.fusion "quantized_matmul" -> tensor<4x16xui8> {
+      ... the same ops, reading %x, %w and the constants ...
+      kiln.yield %12 : tensor<4x16xui8>
+    }
     ```
   }];
+  let options = [
+    Option<"regions", "regions", "bool", /*default=*/"true",
+           "Put each matmul chain the int8 kernel can run into a "
+           "quantized_matmul region">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per quantized chain: the int8 kernel's "
+           "parameters, or why it stays on the exact fallback">
+  ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];
 }

@@ -1,0 +1,89 @@
+//===- QuantizedChains.h - The importer's quantized contractions -*- C++ -*-===//
+//
+// The importer composes every quantized ONNX contraction from plain kiln ops
+// (docs/architecture.md, "Quantized models"): QLinearMatMul, MatMulInteger,
+// QDQ MatMul, and the convolutions QLinearConv, ConvInteger, QDQ Conv. This
+// analysis recognises such a chain around its kiln.matmul or kiln.conv and
+// reads off what the int8 kernel (Family::MmaS8, include/kiln/Target/CUDA/
+// ContractionKernels.h) needs to compute it: the 8-bit operands, their zero
+// points, the bias, onnxruntime's f32 requantization multipliers and the
+// output's type and zero point.
+//
+// kiln-fuse-quantized runs it to form `quantized_matmul` regions;
+// kiln-select-contraction-kernels and kiln-match-contractions run it again
+// on the region's body to build the kernel, so the parameters live in the
+// IR that computes them, not in a side attribute.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DIALECT_KILN_TRANSFORMS_QUANTIZEDCHAINS_H
+#define KILN_DIALECT_KILN_TRANSFORMS_QUANTIZEDCHAINS_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// The kind of the kiln.fusion regions kiln-fuse-quantized forms.
+inline constexpr llvm::StringLiteral kQuantizedMatmulKind = "quantized_matmul";
+
+struct QuantizedChain {
+  /// The kiln.matmul or kiln.conv.
+  mlir::Operation *contraction = nullptr;
+  bool conv = false;
+  /// "QLinearMatMul", "MatMulInteger", "QDQ", "QLinearConv", "ConvInteger"
+  /// or "QDQ conv".
+  std::string form;
+  /// The 8-bit tensors the chain reads (B a constant weight load).
+  mlir::Value a, b;
+  /// i8 or ui8.
+  mlir::Type aStorage, bStorage;
+  int64_t aZeroPoint = 0;
+  /// One, or one per output channel.
+  std::vector<int64_t> bZeroPoints{0};
+  /// One int32 per output channel; empty without a bias.
+  std::vector<int32_t> bias;
+  /// Output channels (N; a convolution's O).
+  int64_t channels = 1;
+  /// Whether the product is requantized to 8 bits (else the i32 product
+  /// is the result: MatMulInteger, ConvInteger).
+  bool requantized = false;
+  /// onnxruntime's f32 multipliers (a_scale * b_scale) / y_scale: one, or
+  /// one per output channel. Empty without a requantization.
+  std::vector<float> multipliers;
+  /// i8 or ui8 when requantized, else i32.
+  mlir::Type outputStorage;
+  int64_t outputZeroPoint = 0;
+  /// The chain's last value (the narrowing cast's result, or the i32
+  /// product).
+  mlir::Value result;
+};
+
+/// The chain around `contraction` (a kiln.matmul or kiln.conv). On failure
+/// `why` says why the int8 kernel cannot run it, or is empty when the
+/// contraction is no quantized chain at all (a float matmul whose operands
+/// are not dequantized).
+std::optional<QuantizedChain> matchQuantizedChain(mlir::Operation *contraction,
+                                                  std::string &why);
+
+/// The ops that compute `chain.result` from its 8-bit operands, the
+/// contraction included, in block order: the chain and the ops computing
+/// its constant scales, zero points and bias (reshapes and casts of
+/// weight globals), so that later passes (kiln-fuse) keep them with it.
+llvm::SmallVector<mlir::Operation *> chainOps(const QuantizedChain &chain);
+
+/// One line: the form and the kernel's parameters ("(QLinearMatMul): A ui8
+/// zero point 3, B i8 constant, zero point 0, scale 4.000000e-03 (f32),
+/// output ui8 zero point 128").
+std::string describeChain(const QuantizedChain &chain);
+
+} // namespace kiln
+
+#endif // KILN_DIALECT_KILN_TRANSFORMS_QUANTIZEDCHAINS_H

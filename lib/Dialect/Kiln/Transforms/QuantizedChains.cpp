@@ -1,0 +1,549 @@
+//===- QuantizedChains.cpp - The importer's quantized contractions --------===//
+//
+// See QuantizedChains.h. The shapes matched here are the importer's
+// (lib/Frontend/ONNX/Handlers/QuantizationHandlers.cpp,
+// ContribQuantizationHandlers.cpp, QuantizationCompose.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/Dialect/Kiln/Transforms/QuantizedChains.h"
+
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+
+namespace kiln {
+namespace {
+
+/// The one value of a constant that holds a single value (any shape), as a
+/// double.
+std::optional<double> splatValue(Value v) {
+  auto constant = v.getDefiningOp<kiln::ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  Type element = dense.getElementType();
+  if (isa<FloatType>(element))
+    return dense.getSplatValue<APFloat>().convertToDouble();
+  if (auto integer = dyn_cast<IntegerType>(element)) {
+    APInt value = dense.getSplatValue<APInt>();
+    // Two branches: one conditional expression would make both unsigned.
+    if (integer.isUnsigned())
+      return static_cast<double>(value.getZExtValue());
+    return static_cast<double>(value.getSExtValue());
+  }
+  return std::nullopt;
+}
+
+/// One element of raw little-endian bytes of type `element`, as a double.
+std::optional<double> elementAt(ArrayRef<char> bytes, Type element, int64_t i) {
+  auto read = [&](auto zero) -> std::optional<double> {
+    using T = decltype(zero);
+    if (static_cast<size_t>(i + 1) * sizeof(T) > bytes.size())
+      return std::nullopt;
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    return static_cast<double>(v);
+  };
+  if (element.isF32())
+    return read(float());
+  if (element.isF64())
+    return read(double());
+  if (element.isInteger(32))
+    return read(int32_t());
+  if (element.isUnsignedInteger(8))
+    return read(uint8_t());
+  if (element.isInteger(8))
+    return read(int8_t());
+  return std::nullopt;
+}
+
+/// The values of a constant operand that is one value or one per column
+/// (`columns` of them along its dimension `fromEnd` places before the last,
+/// every other dimension 1),
+/// seen through reshapes and casts from integers (which keep the values):
+/// a kiln.constant or a constant global. Nothing for anything else.
+std::optional<std::vector<double>> columnValues(Value v, int64_t columns,
+                                                int64_t fromEnd = 0) {
+  while (true) {
+    if (auto reshape = v.getDefiningOp<kiln::ReshapeOp>()) {
+      v = reshape.getInput();
+    } else if (auto cast = v.getDefiningOp<kiln::CastOp>();
+               cast &&
+               isa<IntegerType>(getElementTypeOrSelf(cast.getInput()))) {
+      v = cast.getInput();
+    } else {
+      break;
+    }
+  }
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  int64_t count = type.getNumElements();
+  if (count != 1 && count != columns)
+    return std::nullopt;
+  // Along that dimension only (counted from the end, numpy's alignment):
+  // [K][1] values with K == N are per row of B, not per column.
+  if (count != 1 && (type.getRank() <= fromEnd ||
+                     type.getShape()[type.getRank() - 1 - fromEnd] != count))
+    return std::nullopt;
+  Attribute value;
+  if (auto constant = v.getDefiningOp<kiln::ConstantOp>()) {
+    value = constant.getValue();
+  } else if (auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>()) {
+    auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+        load, load.getGlobalAttr());
+    if (!global || global.getIsMutable() || !global.getValue())
+      return std::nullopt;
+    value = *global.getValue();
+  } else {
+    return std::nullopt;
+  }
+  Type element = type.getElementType();
+  std::vector<double> values;
+  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
+    if (dense.isSplat()) {
+      std::optional<double> one = splatValue(v);
+      if (!one)
+        return std::nullopt;
+      return std::vector<double>{*one};
+    }
+    ArrayRef<char> raw = dense.getRawData();
+    for (int64_t i = 0; i < count; ++i)
+      if (std::optional<double> x = elementAt(raw, element, i))
+        values.push_back(*x);
+      else
+        return std::nullopt;
+  } else if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    for (int64_t i = 0; i < count; ++i)
+      if (std::optional<double> x = elementAt(blob->getData(), element, i))
+        values.push_back(*x);
+      else
+        return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  return values;
+}
+
+/// The 8-bit storage type a value was cast from, or null.
+Type byteSource(Value v, Value *source) {
+  auto cast = v.getDefiningOp<kiln::CastOp>();
+  if (!cast)
+    return nullptr;
+  auto type = dyn_cast<IntegerType>(getElementTypeOrSelf(cast.getInput()));
+  if (!type || type.getWidth() != 8)
+    return nullptr;
+  *source = cast.getInput();
+  return type;
+}
+
+std::string typeName(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  type.print(os);
+  return s;
+}
+
+/// One operand of the matmul: storage bytes, zero point, (QDQ) scale;
+/// one value, or (B only) one per column.
+struct QuantizedOperand {
+  Value bytes;
+  Type storage;
+  std::vector<double> zeroPoints{0.0};
+  std::vector<double> scales; // QDQ form only
+};
+
+/// Matches `[mul(...,scale)] <- [sub(..., zp)] <- cast(bytes)`; `floatForm`
+/// asks for the scale (a dequantize), else there is none (integer form).
+/// `columns` is B's N (its scale and zero point may be one per column), 1
+/// for A. On failure, `why` says what did not fit.
+std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
+                                             int64_t columns, StringRef what,
+                                             std::string &why,
+                                             int64_t fromEnd = 0) {
+  QuantizedOperand q;
+  StringRef shape =
+      columns == 1 ? "one constant" : "one constant or one per column";
+  if (floatForm) {
+    auto mul = v.getDefiningOp<kiln::MulOp>();
+    std::optional<std::vector<double>> scales =
+        mul ? columnValues(mul.getRhs(), columns, fromEnd) : std::nullopt;
+    if (!scales) {
+      why = (what + " is not dequantized by " + shape + " scale").str();
+      return std::nullopt;
+    }
+    q.scales = *scales;
+    v = mul.getLhs();
+  }
+  if (auto sub = v.getDefiningOp<kiln::SubOp>()) {
+    std::optional<std::vector<double>> zps =
+        columnValues(sub.getRhs(), columns, fromEnd);
+    if (!zps) {
+      why = (what + "'s zero point is not " + shape +
+             (columns == 1 ? " (per row zero points are not matched yet)" : ""))
+                .str();
+      return std::nullopt;
+    }
+    q.zeroPoints = *zps;
+    v = sub.getLhs();
+  }
+  q.storage = byteSource(v, &q.bytes);
+  if (!q.storage) {
+    why = (what + " is not an int8 or uint8 tensor cast up").str();
+    return std::nullopt;
+  }
+  return q;
+}
+
+/// The requantization after the matmul: `[cast] -> mul/div scale -> round
+/// -> add zp -> clip -> cast to 8 bits`.
+struct Requantize {
+  // Multipliers (QOperator: one, or one per channel) or the divisor (QDQ).
+  std::vector<double> scales;
+  double zeroPoint = 0;
+  Type storage;
+  /// The narrowing cast's result.
+  Value result;
+};
+
+/// `wide`: the integer form's product is already in float (the
+/// importer's f64 convolution), so no cast comes first; `channels` and
+/// `fromEnd` say where a per-channel multiplier may lie.
+std::optional<Requantize> matchRequantize(Value acc, bool floatForm,
+                                          std::string &why, bool wide = false,
+                                          int64_t channels = 1,
+                                          int64_t fromEnd = 0) {
+  auto single = [](Value v) -> Operation * {
+    return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+  };
+  Value v = acc;
+  Requantize r;
+  Operation *next = single(v);
+  if (!floatForm) {
+    auto widen = dyn_cast_or_null<kiln::CastOp>(next);
+    bool toInteger =
+        widen && getElementTypeOrSelf(widen.getResult()).isInteger(32);
+    if (wide ? toInteger : !widen)
+      return std::nullopt; // MatMulInteger, ConvInteger: an i32 output
+    if (!wide) {
+      v = widen.getResult();
+      next = single(v);
+    }
+    auto mul = dyn_cast_or_null<kiln::MulOp>(next);
+    std::optional<std::vector<double>> scales =
+        mul && mul.getLhs() == v ? columnValues(mul.getRhs(), channels, fromEnd)
+                                 : std::nullopt;
+    if (!scales) {
+      why = "the requantize scale is not one constant (or one per channel)";
+      return std::nullopt;
+    }
+    r.scales = *scales;
+    v = mul.getResult();
+  } else {
+    auto div = dyn_cast_or_null<kiln::DivOp>(next);
+    std::optional<double> scale =
+        div && div.getLhs() == v ? splatValue(div.getRhs()) : std::nullopt;
+    if (!scale) {
+      why = "the product is not quantized by one constant scale";
+      return std::nullopt;
+    }
+    r.scales = {*scale};
+    v = div.getResult();
+  }
+  // round -> [add zp] -> clip -> cast; the importer leaves out the add of
+  // a zero point 0.
+  auto round = dyn_cast_or_null<kiln::RoundOp>(single(v));
+  Operation *afterRound = round ? single(round.getResult()) : nullptr;
+  auto add = dyn_cast_or_null<kiln::AddOp>(afterRound);
+  std::optional<double> zp = add     ? splatValue(add.getRhs())
+                             : round ? std::optional<double>(0.0)
+                                     : std::nullopt;
+  auto clip = !zp   ? nullptr
+              : add ? dyn_cast_or_null<kiln::ClipOp>(single(add.getResult()))
+                    : dyn_cast_or_null<kiln::ClipOp>(afterRound);
+  auto narrow =
+      clip ? dyn_cast_or_null<kiln::CastOp>(single(clip.getResult())) : nullptr;
+  auto storage =
+      narrow ? dyn_cast<IntegerType>(getElementTypeOrSelf(narrow.getResult()))
+             : nullptr;
+  if (!storage || storage.getWidth() != 8) {
+    why = "the product is not requantized to int8 or uint8 (round, zero "
+          "point, clip, cast)";
+    return std::nullopt;
+  }
+  // The kernel saturates to the output type's range, nothing narrower.
+  double lo = storage.isUnsigned() ? 0 : -128,
+         hi = storage.isUnsigned() ? 255 : 127;
+  if (!clip.getMin() || !clip.getMax() ||
+      clip.getMin()->convertToDouble() != lo ||
+      clip.getMax()->convertToDouble() != hi) {
+    why = "the requantized value is clipped to other bounds than its type's";
+    return std::nullopt;
+  }
+  r.zeroPoint = *zp;
+  r.storage = storage;
+  r.result = narrow.getResult();
+  return r;
+}
+
+/// Whether `v` is exactly an f32 value.
+bool isF32Value(double v) {
+  return static_cast<double>(static_cast<float>(v)) == v;
+}
+
+
+/// What one contraction looks like to the analysis.
+struct Contraction {
+  Operation *op;
+  Value lhs, rhs, result;
+  bool integerForm, floatForm;
+  /// The importer's QLinearConv/ConvInteger convolve in f64: the i32
+  /// operands are cast up, and the product needs no cast.
+  bool wide = false;
+  /// Output channels, and where they lie in the weight and the result
+  /// (dimensions before the last).
+  int64_t channels = 1, weightFromEnd = 0, resultFromEnd = 0;
+  bool conv = false;
+  /// A convolution's bias operand (null without one).
+  Value bias;
+};
+
+std::optional<Contraction> contractionOf(Operation *op, std::string &why) {
+  if (auto matmul = dyn_cast<kiln::MatmulOp>(op)) {
+    Type element = getElementTypeOrSelf(matmul.getType());
+    auto lhsType = cast<RankedTensorType>(matmul.getLhs().getType());
+    auto rhsType = cast<RankedTensorType>(matmul.getRhs().getType());
+    Contraction c{matmul,
+                  matmul.getLhs(),
+                  matmul.getRhs(),
+                  matmul.getResult(),
+                  element.isInteger(32),
+                  element.isF32()};
+    c.channels = rhsType.getShape().back();
+    if (!c.integerForm && !c.floatForm)
+      return std::nullopt;
+    if (rhsType.getRank() != 2 || lhsType.getRank() < 2) {
+      if (c.integerForm)
+        why = "B is not a [K][N] matrix";
+      return std::nullopt;
+    }
+    return c;
+  }
+  auto conv = dyn_cast<kiln::ConvOp>(op);
+  if (!conv)
+    return std::nullopt;
+  Type element = getElementTypeOrSelf(conv.getType());
+  auto wType = cast<RankedTensorType>(conv->getOperand(1).getType());
+  // The importer's integer convolutions are f64 convolutions of i32
+  // values cast up (exact); QDQ ones are f32.
+  Value lhs = conv->getOperand(0), rhs = conv->getOperand(1);
+  auto peel = [](Value v) {
+    auto cast = v.getDefiningOp<kiln::CastOp>();
+    return cast && getElementTypeOrSelf(cast.getInput()).isInteger(32)
+               ? cast.getInput()
+               : Value();
+  };
+  Contraction c{conv, lhs, rhs, conv.getResult(), false, element.isF32()};
+  if (element.isF64() && peel(lhs) && peel(rhs)) {
+    c.lhs = peel(lhs), c.rhs = peel(rhs);
+    c.integerForm = c.wide = true;
+  }
+  if (!c.integerForm && !c.floatForm)
+    return std::nullopt;
+  c.conv = true;
+  if (conv->getNumOperands() > 2)
+    c.bias = conv->getOperand(2);
+  c.channels = wType.getShape().front();
+  c.weightFromEnd = wType.getRank() - 1; // [O][C][KH][KW]: O
+  c.resultFromEnd = wType.getRank() - 2; // [N][O][H][W]: O
+  return c;
+}
+
+} // namespace
+
+std::optional<QuantizedChain> matchQuantizedChain(Operation *op,
+                                                  std::string &why) {
+  why.clear();
+  std::optional<Contraction> found = contractionOf(op, why);
+  if (!found)
+    return std::nullopt;
+  const Contraction &c = *found;
+  auto fail = [&](const std::string &reason) -> std::optional<QuantizedChain> {
+    why = reason;
+    return std::nullopt;
+  };
+  std::optional<QuantizedOperand> a =
+      matchOperand(c.lhs, c.floatForm, 1, "A", why);
+  std::optional<QuantizedOperand> b =
+      a ? matchOperand(c.rhs, c.floatForm, c.channels, "B", why,
+                       c.weightFromEnd)
+        : std::nullopt;
+  if (!a || !b) {
+    // A float contraction whose A is not dequantized is no quantized
+    // chain.
+    if (!c.integerForm && !a)
+      why.clear();
+    return std::nullopt;
+  }
+  if (!b->bytes.getDefiningOp<ml_program::GlobalLoadConstOp>())
+    return fail("B is not a constant weight (the kernel stores weights "
+                "K-major at compile time)");
+  QuantizedChain chain;
+  chain.contraction = c.op;
+  chain.conv = c.conv;
+  chain.channels = c.channels;
+  chain.a = a->bytes;
+  chain.b = b->bytes;
+  chain.aStorage = a->storage;
+  chain.bStorage = b->storage;
+  chain.aZeroPoint = static_cast<int64_t>(a->zeroPoints[0]);
+  chain.bZeroPoints.clear();
+  for (double z : b->zeroPoints)
+    chain.bZeroPoints.push_back(static_cast<int64_t>(z));
+  // The kernel adds an int32 bias to the accumulator. The importer folds
+  // QLinearConv's (cast up: integral values) and a QDQ one (an int32
+  // times a_scale * w_scale[o] in f32, which is recovered here and
+  // checked to give back every folded value exactly).
+  if (c.bias) {
+    std::optional<std::vector<double>> values =
+        columnValues(c.bias, c.channels);
+    if (!values)
+      return fail("the bias is not a constant");
+    for (size_t o = 0; o < values->size(); ++o) {
+      double v = (*values)[o];
+      double q = v;
+      if (c.floatForm) {
+        float scale =
+            static_cast<float>(a->scales[0]) *
+            static_cast<float>(b->scales[b->scales.size() == 1 ? 0 : o]);
+        q = std::nearbyint(v / scale);
+        if (!(std::fabs(q) < 2147483648.0) ||
+            static_cast<double>(static_cast<float>(q) * scale) != v)
+          return fail("the bias is not an int32 dequantized with "
+                      "a_scale * w_scale");
+      } else if (v != std::nearbyint(v) || !(std::fabs(v) < 2147483648.0)) {
+        return fail("the bias is not an int32 value");
+      }
+      chain.bias.push_back(static_cast<int32_t>(q));
+    }
+    if (chain.bias.size() == 1 && c.channels > 1)
+      chain.bias.assign(c.channels, chain.bias[0]);
+  }
+  std::optional<Requantize> r = matchRequantize(
+      c.result, c.floatForm, why, c.wide, c.channels, c.resultFromEnd);
+  if (!r && !why.empty())
+    return std::nullopt;
+  if (c.floatForm && !r)
+    return fail("the product is not quantized");
+  // The kernel's f32 multipliers: onnxruntime's (a * b) / y in f32 for
+  // QDQ (what its QDQ -> QLinear fusions compute); the importer's f32
+  // products for QLinearMatMul/QLinearConv, carried in f64.
+  if (r && c.floatForm) {
+    if (!isF32Value(a->scales[0]) || !isF32Value(r->scales[0]))
+      return fail("a scale is not an f32 value");
+    for (double bScale : b->scales) {
+      if (!isF32Value(bScale))
+        return fail("a scale is not an f32 value");
+      float ab = static_cast<float>(a->scales[0]) * static_cast<float>(bScale);
+      chain.multipliers.push_back(ab / static_cast<float>(r->scales[0]));
+    }
+  } else if (r) {
+    for (double m : r->scales) {
+      if (!isF32Value(m))
+        return fail("the requantize scale is not an f32 value");
+      chain.multipliers.push_back(static_cast<float>(m));
+    }
+  }
+  for (float m : chain.multipliers)
+    if (!(m > 0) || !std::isfinite(m))
+      return fail("the requantize scale is not finite and positive");
+  chain.requantized = bool(r);
+  if (r) {
+    chain.outputStorage = r->storage;
+    chain.outputZeroPoint = static_cast<int64_t>(r->zeroPoint);
+    chain.result = r->result;
+  } else {
+    chain.outputStorage = IntegerType::get(op->getContext(), 32);
+    chain.result = c.result;
+  }
+  chain.form = c.floatForm ? (c.conv ? "QDQ conv" : "QDQ")
+               : r         ? (c.conv ? "QLinearConv" : "QLinearMatMul")
+                           : (c.conv ? "ConvInteger" : "MatMulInteger");
+  return chain;
+}
+
+SmallVector<Operation *> chainOps(const QuantizedChain &chain) {
+  // Back from the result to the 8-bit operands: the chain and what computes
+  // its constants (a matched chain's other inputs are constants).
+  SmallVector<Operation *> cone;
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  SmallVector<Value> work{chain.result};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (v == chain.a || v == chain.b)
+      continue;
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != chain.contraction->getBlock() ||
+        !seen.insert(def).second)
+      continue;
+    cone.push_back(def);
+    llvm::append_range(work, def->getOperands());
+  }
+  llvm::sort(cone, [](Operation *x, Operation *y) {
+    return x->isBeforeInBlock(y);
+  });
+  return cone;
+}
+
+std::string describeChain(const QuantizedChain &c) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  auto scientific = [](float v) {
+    return llvm::formatv("{0:e}", static_cast<double>(v)).str();
+  };
+  os << "(" << c.form << (c.bias.empty() ? "" : ", int32 bias") << "): A "
+     << typeName(c.aStorage) << " zero point " << c.aZeroPoint << ", B "
+     << typeName(c.bStorage) << " constant, zero point ";
+  const std::vector<int64_t> &zb = c.bZeroPoints;
+  if (std::all_of(zb.begin(), zb.end(), [&](int64_t z) { return z == zb[0]; }))
+    os << zb[0];
+  else
+    os << "per column";
+  if (c.requantized) {
+    os << ", scale ";
+    if (c.multipliers.size() == 1) {
+      os << scientific(c.multipliers[0]);
+    } else {
+      auto [lo, hi] =
+          std::minmax_element(c.multipliers.begin(), c.multipliers.end());
+      os << "per column (" << c.multipliers.size() << ", " << scientific(*lo)
+         << " to " << scientific(*hi) << ")";
+    }
+    os << " (f32), output " << typeName(c.outputStorage) << " zero point "
+       << c.outputZeroPoint;
+  } else {
+    os << ", output i32";
+  }
+  return s;
+}
+
+} // namespace kiln

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Quantized matmuls routed to the int8 tensor-core kernel, end to end.
+
+Usage: int8_routing.py WORKDIR [--kilnc K] [--kiln-run R] [--case NAME]
+
+Three seeded models, compiled by kilnc's default pipeline (where
+kiln-fuse-quantized puts each quantized matmul chain into a
+quantized_matmul region, and kiln-match-contractions gives it the mma_s8
+kernel), run on emu, and checked element by element:
+
+  qop  an MLP (x [2,16,64] -> MatMul 64x128 -> Add -> Relu -> MatMul
+       128x40) quantized by onnxruntime's quantize_static in QOperator
+       format (QLinearMatMul, u8 activations, s8 weights per tensor) with
+       reduce_range (7-bit weights). Reference: onnxruntime's own run
+       (graph optimizations off), which must agree bit for bit: its
+       QLinearMatMul is MLAS's integer GEMM plus the same f32 requantize
+       (MlasRequantizeOutput) the kernel implements, and 7-bit weights keep
+       MLAS's AVX2 u8 x s8 pair sums (vpmaddubsw, saturating at int16) from
+       saturating on hosts without VNNI.
+  qdq  the same MLP in QDQ format with per-channel weights. onnxruntime
+       (optimizations off) runs it unfused: DequantizeLinear, an f32 MatMul,
+       QuantizeLinear, so its product is rounded in f32 before it is
+       requantized, and the kernel's is the exact integer sum times the f32
+       multiplier (a_scale * w_scale) / y_scale. Bound: every element within
+       one output quantization step of onnxruntime's (the two products
+       differ by f32 rounding, far below a step, and can only fall on
+       opposite sides of a rounding boundary); the count of differing
+       elements is printed.
+  int  MatMulInteger with a constant u8 zero point for A and a per-column
+       s8 zero point for B (the kernel's row sums), i32 output [24, 48],
+       K = 96. Reference: the int64 sum in numpy, exact.
+
+For each it also checks that `kilnc --stats` shows every matmul on mma_s8
+and no int8 fallback, and that the PTX holds mma.sync m16n8k32 on 8-bit
+operands. One line per model: "<name>: ... ok|FAIL".
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import numerics  # noqa: E402
+
+
+def save(graph, path, opset=13):
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def make_mlp(workdir):
+    rng = np.random.default_rng(7)
+    w1 = (rng.standard_normal((64, 128)) * 0.1).astype(np.float32)
+    b1 = (rng.standard_normal(128) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((128, 40)) * 0.1).astype(np.float32)
+    path = os.path.join(workdir, "mlp.onnx")
+    save(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+         helper.make_node("Add", ["h", "b1"], ["hb"]),
+         helper.make_node("Relu", ["hb"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])], "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 40])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+         numpy_helper.from_array(w2, "w2")]), path)
+    return path
+
+
+def quantize(fp32, out, fmt, per_channel, reduce_range):
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,
+                                          QuantType, quantize_static)
+
+    class Batches(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(11)
+            self.batches = iter(
+                [{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)}
+                 for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(fp32, out, Batches(),
+                    quant_format=getattr(QuantFormat, fmt),
+                    activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, per_channel=per_channel,
+                    reduce_range=reduce_range)
+
+
+def make_matmul_integer(workdir):
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 128, (96, 48)).astype(np.int8)
+    zb = rng.integers(-3, 4, 48).astype(np.int8)
+    path = os.path.join(workdir, "int.onnx")
+    save(helper.make_graph(
+        [helper.make_node("MatMulInteger", ["x", "w", "za", "zb"], ["y"])],
+        "matmul_integer",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [24, 96])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [24, 48])],
+        [numpy_helper.from_array(w, "w"),
+         numpy_helper.from_array(np.array(7, np.uint8), "za"),
+         numpy_helper.from_array(zb, "zb")]), path)
+    return path, w, zb
+
+
+def compile_and_run(args, name, model, feeds):
+    """kilnc (with --stats) and kiln-run on emu; returns (outputs, notes)
+    or raises with a one-line reason."""
+    artifact = os.path.join(args.workdir, name + ".kiln")
+    compiled = subprocess.run([args.kilnc, model, "-o", artifact, "--stats"],
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        raise RuntimeError("kilnc failed: " + (
+            compiled.stderr.strip().splitlines() or ["?"])[0])
+    stats = compiled.stdout + compiled.stderr
+    kernels = len(re.findall(r"kiln_qgemm_\d+: mma_s8 ", stats))
+    if "int8 fallbacks:" in stats:
+        raise RuntimeError("kilnc --stats lists int8 fallbacks")
+    ptx = subprocess.run([args.kilnc, model, "--emit=ptx", "-o", "-"],
+                         capture_output=True, text=True)
+    mmas = len(re.findall(r"mma\.sync\.aligned\.m16n8k32\.row\.col\.s32\."
+                          r"[us]8\.[us]8\.s32", ptx.stdout))
+    if ptx.returncode != 0 or mmas == 0:
+        raise RuntimeError("the PTX has no int8 mma.sync m16n8k32")
+    inputs = []
+    for key, value in feeds.items():
+        path = os.path.join(args.workdir, f"{name}.{key}.npy")
+        np.save(path, value)
+        inputs += ["-i", f"{key}={path}"]
+    out = os.path.join(args.workdir, name + ".out")
+    ran = subprocess.run([args.kiln_run, artifact, "--device", "emu", "-o",
+                          out] + inputs, capture_output=True, text=True)
+    if ran.returncode != 0:
+        raise RuntimeError("kiln-run failed: " + (
+            ran.stderr.strip().splitlines() or ["?"])[0])
+    return out, kernels
+
+
+def check_mlp(args, fmt):
+    name = fmt
+    fp32 = make_mlp(args.workdir)
+    model = os.path.join(args.workdir, f"mlp.{fmt}.onnx")
+    quantize(fp32, model, "QOperator" if fmt == "qop" else "QDQ",
+             per_channel=fmt == "qdq", reduce_range=fmt == "qop")
+    x = np.random.default_rng(23).standard_normal((2, 16, 64)).astype(
+        np.float32)
+    out, kernels = compile_and_run(args, name, model, {"x": x})
+    got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
+    want = numerics.ort_session(model).run(["y"], {"x": x})[0].astype(
+        np.float64)
+    if os.environ.get("KILN_TEST_CORRUPT"):
+        got.reshape(-1)[got.size // 2] += float(os.environ["KILN_TEST_CORRUPT"])
+    # The output's step: the last DequantizeLinear's scale.
+    graph = onnx.load(model).graph
+    dq = [n for n in graph.node if n.op_type == "DequantizeLinear"
+          and n.output[0] == "y"][0]
+    init = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    step = float(init[dq.input[1]])
+    diff = np.abs(got - want)
+    differing = int(np.count_nonzero(diff))
+    if fmt == "qop":
+        ok = differing == 0
+        bound = "bit-exact"
+    else:
+        ok = bool(np.all(diff <= step * (1 + 1e-6)))
+        bound = f"<= 1 step ({step:.3g})"
+    ok = ok and kernels == 2
+    print(f"{name}: {kernels} mma_s8 kernels, {differing} of {got.size} "
+          f"elements differ from onnxruntime, max {diff.max() / step:.2f} "
+          f"steps, bound {bound} {'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def check_integer(args):
+    model, w, zb = make_matmul_integer(args.workdir)
+    x = np.random.default_rng(9).integers(0, 256, (24, 96)).astype(np.uint8)
+    out, kernels = compile_and_run(args, "int", model, {"x": x})
+    got = np.load(os.path.join(out, "y.npy")).astype(np.int64)
+    want = (x.astype(np.int64) - 7) @ (w.astype(np.int64) -
+                                       zb.astype(np.int64))
+    if os.environ.get("KILN_TEST_CORRUPT"):
+        got.reshape(-1)[got.size // 2] += 1
+    differing = int(np.count_nonzero(got != want))
+    ok = differing == 0 and kernels == 1
+    print(f"int: {kernels} mma_s8 kernel, {differing} of {got.size} "
+          f"elements differ from the int64 reference, bound exact "
+          f"{'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workdir")
+    ap.add_argument("--kilnc", default="kilnc")
+    ap.add_argument("--kiln-run", default="kiln-run")
+    ap.add_argument("--case", choices=["qop", "qdq", "int"], action="append")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    failures = 0
+    for case in args.case or ["qop", "qdq", "int"]:
+        try:
+            ok = check_integer(args) if case == "int" else check_mlp(args, case)
+        except RuntimeError as e:
+            print(f"{case}: {e} FAIL")
+            ok = False
+        failures += not ok
+    print(f"int8 routing: {failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
