@@ -34,6 +34,7 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
 #include <map>
@@ -271,8 +272,18 @@ llvm::Expected<Assembled> assemble(const std::string &ptxas,
     std::error_code ec;
     llvm::raw_fd_ostream os(ptxPath, ec);
     if (ec)
-      return llvm::createStringError("cannot write " + ptxPath.str().str());
+      return llvm::createStringError("cannot write " + ptxPath.str().str() +
+                                     ": " + ec.message());
     os << ptx;
+    os.close();
+    // Checked here: a stream destroyed with an error (a full disk) would
+    // end the process with a fatal error.
+    if (os.has_error()) {
+      std::string reason = os.error().message();
+      os.clear_error();
+      return llvm::createStringError("cannot write " + ptxPath.str().str() +
+                                     " for ptxas: " + reason);
+    }
   }
   // A template kernel compiled for sm_90a (wgmma, setmaxnreg) is assembled
   // for it; the cubin runs on the same sm_90 GPUs.
@@ -294,6 +305,14 @@ llvm::Expected<Assembled> assemble(const std::string &ptxas,
             !line.contains("bytes stack frame"))
           errors += (errors.empty() ? "" : "\n") + line.rtrim().str();
     }
+    // No message at all: ptxas could not run or write its output (a full
+    // temporary directory), not a verdict on the PTX.
+    if (errors.empty())
+      return llvm::createStringError(
+          "ptxas failed on kernel '" + kernel + "' (status " +
+          std::to_string(rc) + ") without a message: check that " +
+          llvm::sys::path::parent_path(cubinPath).str() +
+          " has free space, or set KILN_PTXAS");
     return llvm::createStringError("ptxas rejected kernel '" + kernel +
                                    "': " + errors);
   }
