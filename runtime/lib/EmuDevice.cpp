@@ -99,10 +99,9 @@ std::optional<uint64_t> parseByteSize(std::string_view text) {
   std::string_view suffix = text.substr(i);
   unsigned shift = 0;
   constexpr std::string_view kUnits = "KMGT";
-  size_t unit = suffix.empty()
-                    ? std::string_view::npos
-                    : kUnits.find(static_cast<char>(std::toupper(
-                          static_cast<unsigned char>(suffix[0]))));
+  size_t unit = suffix.empty() ? std::string_view::npos
+                               : kUnits.find(static_cast<char>(std::toupper(
+                                     static_cast<unsigned char>(suffix[0]))));
   if (unit != std::string_view::npos) {
     shift = 10 * static_cast<unsigned>(unit + 1);
     suffix.remove_prefix(1);
@@ -570,7 +569,8 @@ Expected<float> EmuDevice::elapsedMilliseconds(EventHandle start,
 
 Expected<std::unique_ptr<Device>> createEmuDevice() {
   auto device = std::make_unique<EmuDevice>();
-  if (const char *memory = std::getenv("KILN_EMU_DEVICE_MEMORY"); memory && *memory)
+  if (const char *memory = std::getenv("KILN_EMU_DEVICE_MEMORY");
+      memory && *memory)
     if (Error err = device->readDeviceMemory(memory))
       return err;
   if (const char *checks = std::getenv("KILN_EMU_CHECK"))

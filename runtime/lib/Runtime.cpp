@@ -133,9 +133,8 @@ Error Session::Impl::prepare() {
   // made (and before any launch): one error naming what the model needs.
   uint64_t arenaBytes = model.memoryPlan.arenaSize;
   uint64_t weightBytes = model.weightData.size();
-  if (info.totalMemory != 0 &&
-      (arenaBytes > info.totalMemory ||
-       weightBytes > info.totalMemory - arenaBytes))
+  if (info.totalMemory != 0 && (arenaBytes > info.totalMemory ||
+                                weightBytes > info.totalMemory - arenaBytes))
     return makeError(
         "the model needs {} bytes of device memory (arena {}, weights {}), "
         "more than the {} bytes the device '{}' has{}",

@@ -21,8 +21,8 @@
 #include <chrono>
 #include <csignal>
 #include <string>
-#include <thread>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 

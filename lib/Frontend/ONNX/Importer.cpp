@@ -266,8 +266,7 @@ LogicalResult GraphImporter::parseModel() {
     google::protobuf::io::CodedInputStream stream(&raw);
     stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
     stream.SetRecursionLimit(depthLimit);
-    return into.ParseFromCodedStream(&stream) &&
-           stream.ConsumedEntireMessage();
+    return into.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
   };
   if (!parse(model, kMaxMessageDepth)) {
     // Tell a model nested too deep from a damaged file: the same bytes with

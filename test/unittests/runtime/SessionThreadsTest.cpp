@@ -96,9 +96,9 @@ DONE:
 std::vector<float> inputFor(unsigned seed) {
   std::vector<float> x(kElements);
   for (uint32_t i = 0; i < kElements; ++i)
-    x[i] = static_cast<float>(static_cast<int>((i * 7 + seed * 13) % 257) -
-                              128) *
-           0.5f;
+    x[i] =
+        static_cast<float>(static_cast<int>((i * 7 + seed * 13) % 257) - 128) *
+        0.5f;
   return x;
 }
 
@@ -125,8 +125,8 @@ std::unique_ptr<Session> emuSession(std::shared_ptr<const Artifact> artifact) {
   EXPECT_TRUE(device) << errorOf(device);
   if (!device)
     return nullptr;
-  Expected<std::unique_ptr<Session>> session =
-      Session::create(std::move(artifact), std::shared_ptr<Device>(device.take()));
+  Expected<std::unique_ptr<Session>> session = Session::create(
+      std::move(artifact), std::shared_ptr<Device>(device.take()));
   EXPECT_TRUE(session) << errorOf(session);
   return session ? session.take() : nullptr;
 }
@@ -134,8 +134,8 @@ std::unique_ptr<Session> emuSession(std::shared_ptr<const Artifact> artifact) {
 TEST(SessionThreadsTest, EmuRunsBlocksOnSeveralThreads) {
   // Four emulator threads for eight blocks, whatever the machine has.
   ::setenv("KILN_EMU_THREADS", "4", /*overwrite=*/1);
-  std::unique_ptr<Session> session = emuSession(
-      std::make_shared<const Artifact>(makeTwicePlusOneArtifact()));
+  std::unique_ptr<Session> session =
+      emuSession(std::make_shared<const Artifact>(makeTwicePlusOneArtifact()));
   ::unsetenv("KILN_EMU_THREADS");
   ASSERT_TRUE(session);
   for (unsigned run = 0; run < 3; ++run)
@@ -168,8 +168,8 @@ TEST(SessionThreadsTest, ThreadsShareOneArtifact) {
 TEST(SessionThreadsTest, OneSessionUnderALockFromTwoThreads) {
   // The Python package's pattern: one session, a mutex around each
   // bind/run/read sequence, the calls coming from several threads.
-  std::unique_ptr<Session> session = emuSession(
-      std::make_shared<const Artifact>(makeTwicePlusOneArtifact()));
+  std::unique_ptr<Session> session =
+      emuSession(std::make_shared<const Artifact>(makeTwicePlusOneArtifact()));
   ASSERT_TRUE(session);
   std::mutex busy;
   std::vector<unsigned> wrong(2, 0);

@@ -316,8 +316,7 @@ llvm::Error TuneCache::save(llvm::StringRef path) const {
   os << llvm::formatv("{0:2}", toJson()) << "\n";
   if (kiln::runtime::Error err = kiln::runtime::writeFileAtomically(
           path.str(), text.data(), text.size()))
-    return llvm::createStringError("cannot write tune cache: " +
-                                   err.message());
+    return llvm::createStringError("cannot write tune cache: " + err.message());
   return llvm::Error::success();
 }
 
