@@ -102,6 +102,17 @@ def main():
     case("kilnc --emit=kiln", [args.kilnc, model, "--emit=kiln", "--print-weights",
                                 "-o", mlir], 1024, mlir, env=env)
 
+    # A full temporary directory under kilnc: 300 bytes do not hold the PTX
+    # kilnc hands to ptxas (in $TMPDIR, here the work directory). The
+    # machine's fault, so status 1, and the artifact is not written.
+    tmp = os.path.join(work, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    second = os.path.join(work, "second.kiln")
+    case("kilnc ptxas input", [args.kilnc, model, "-o", second], 300, second,
+         env=dict(env, TMPDIR=tmp))
+    if os.listdir(tmp):
+        fail(f"kilnc ptxas input: left in TMPDIR: {os.listdir(tmp)}")
+
     # kiln-run -o: the output y.npy (1 MiB) does not fit.
     outputs = os.path.join(work, "outputs")
     os.makedirs(outputs, exist_ok=True)
