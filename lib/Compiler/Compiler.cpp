@@ -289,11 +289,20 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
         buildArtifact(packed, artifactOptions, &artifactStats);
     timing.reset();
     // The module compiled: packing it can only fail on what Kiln generated
-    // (ptxas rejecting a kernel, a plan that does not verify).
-    if (!artifact)
-      return compileError(CompileError::Kind::Internal,
-                          options.input + ": " +
-                              llvm::toString(artifact.takeError()));
+    // (ptxas rejecting a kernel, a plan that does not verify), or on the
+    // machine (a full temporary directory: EnvironmentError).
+    if (!artifact) {
+      CompileError::Kind kind = CompileError::Kind::Internal;
+      std::string message;
+      llvm::handleAllErrors(
+          artifact.takeError(),
+          [&](const EnvironmentError &err) {
+            kind = CompileError::Kind::User;
+            message = err.message;
+          },
+          [&](const llvm::ErrorInfoBase &err) { message = err.message(); });
+      return compileError(kind, options.input + ": " + message);
+    }
     if (stats) {
       stats->artifact = artifactStats;
       if (kernelCache.enabled())

@@ -29,6 +29,7 @@
 #include "emu/PtxParser.h"
 #include "emu/TensorMap.h"
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -76,13 +77,49 @@ using Clock = std::chrono::steady_clock;
 /// endless loop reaches in seconds (docs/emulator.md "Flags").
 constexpr uint64_t kDefaultMaxWarpInstructionsPerBlock = 1'000'000'000;
 
+/// The emulated device memory (KILN_EMU_DEVICE_MEMORY): 1 TiB, more than
+/// any host this runs on, so by default only the host's memory limits a
+/// model; a smaller size models a GPU (docs/reliability.md "Faults").
+constexpr uint64_t kDefaultDeviceMemory = 1ull << 40;
+
+/// "256M", "80G", "1048576": bytes with an optional binary suffix (K, M, G,
+/// T; an optional trailing "iB" or "B"). nullopt for anything else, zero
+/// and sizes past 2^64.
+std::optional<uint64_t> parseByteSize(std::string_view text) {
+  uint64_t value = 0;
+  size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    uint64_t digit = static_cast<uint64_t>(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10)
+      return std::nullopt;
+    value = value * 10 + digit;
+  }
+  if (i == 0)
+    return std::nullopt;
+  std::string_view suffix = text.substr(i);
+  unsigned shift = 0;
+  constexpr std::string_view kUnits = "KMGT";
+  size_t unit = suffix.empty() ? std::string_view::npos
+                               : kUnits.find(static_cast<char>(std::toupper(
+                                     static_cast<unsigned char>(suffix[0]))));
+  if (unit != std::string_view::npos) {
+    shift = 10 * static_cast<unsigned>(unit + 1);
+    suffix.remove_prefix(1);
+  }
+  if (!suffix.empty() && suffix != "iB" && suffix != "B")
+    return std::nullopt;
+  if (value == 0 || (shift && value > (UINT64_MAX >> shift)))
+    return std::nullopt;
+  return value << shift;
+}
+
 class EmuDevice final : public Device {
 public:
   EmuDevice() {
     deviceInfo.kind = "emu";
     deviceInfo.name = "Kiln PTX emulator";
     deviceInfo.computeCapability = 0;
-    deviceInfo.totalMemory = 1ull << 40;
+    deviceInfo.totalMemory = kDefaultDeviceMemory;
     unsigned hardware = std::thread::hardware_concurrency();
     workers = hardware ? hardware : 1;
     if (const char *env = std::getenv("KILN_EMU_THREADS")) {
@@ -101,6 +138,17 @@ public:
         checkShared && *checkShared && std::strcmp(checkShared, "0") != 0;
   }
   ~EmuDevice() override;
+
+  /// Reads KILN_EMU_DEVICE_MEMORY: the emulated device's memory size.
+  Error readDeviceMemory(std::string_view text) {
+    std::optional<uint64_t> bytes = parseByteSize(text);
+    if (!bytes)
+      return makeError("emu: KILN_EMU_DEVICE_MEMORY: '{}' is not a size in "
+                       "bytes (e.g. 268435456, 256M, 80G)",
+                       printable(text));
+    deviceInfo.totalMemory = *bytes;
+    return Error::success();
+  }
 
   /// Reads KILN_EMU_CHECK (a comma-separated list: races, shared).
   Error readChecks(std::string_view list) {
@@ -179,6 +227,8 @@ private:
   /// Blocks the race check ran (KILN_EMU_STATS reports them).
   uint64_t raceCheckedBlocks = 0;
   uint64_t nextAddress = kFirstAddress;
+  /// Bytes of live allocations, each rounded up to 256 as allocate does.
+  uint64_t bytesInUse = 0;
   std::map<DevicePtr, Allocation> allocations;
   std::vector<emu::MemoryRegion> regions;
   std::vector<ModuleSlot> modules;
@@ -248,14 +298,19 @@ void EmuDevice::rebuildRegions() {
 
 Expected<DevicePtr> EmuDevice::allocate(uint64_t size) {
   std::optional<uint64_t> rounded = alignUp(std::max<uint64_t>(size, 1), 256);
-  if (!rounded || *rounded > deviceInfo.totalMemory)
-    return makeError("emu: cannot allocate {} bytes", size);
+  if (!rounded || *rounded > deviceInfo.totalMemory - bytesInUse)
+    return makeError("emu: out of device memory: cannot allocate {} bytes, "
+                     "{} of the device's {} bytes are free "
+                     "(KILN_EMU_DEVICE_MEMORY)",
+                     size, deviceInfo.totalMemory - bytesInUse,
+                     deviceInfo.totalMemory);
   Allocation allocation;
   allocation.bytes.reset(new (std::nothrow) uint8_t[*rounded]);
   if (!allocation.bytes)
     return makeError("emu: out of host memory allocating {} bytes", size);
   std::memset(allocation.bytes.get(), 0, *rounded);
   allocation.size = size;
+  bytesInUse += *rounded;
   DevicePtr ptr = nextAddress;
   nextAddress += *rounded + kGuardBytes;
   allocations.emplace(ptr, std::move(allocation));
@@ -267,6 +322,7 @@ Error EmuDevice::deallocate(DevicePtr ptr) {
   auto it = allocations.find(ptr);
   if (it == allocations.end())
     return makeError("emu: free of 0x{:x}, which is not an allocation", ptr);
+  bytesInUse -= *alignUp(std::max<uint64_t>(it->second.size, 1), 256);
   allocations.erase(it);
   rebuildRegions();
   return Error::success();
@@ -513,6 +569,10 @@ Expected<float> EmuDevice::elapsedMilliseconds(EventHandle start,
 
 Expected<std::unique_ptr<Device>> createEmuDevice() {
   auto device = std::make_unique<EmuDevice>();
+  if (const char *memory = std::getenv("KILN_EMU_DEVICE_MEMORY");
+      memory && *memory)
+    if (Error err = device->readDeviceMemory(memory))
+      return err;
   if (const char *checks = std::getenv("KILN_EMU_CHECK"))
     if (Error err = device->readChecks(checks))
       return err;

@@ -2,16 +2,23 @@
 //
 // Readers map files read-only so weights are never copied on the host;
 // writers write a temporary file in the destination directory and rename it,
-// so a crash or an error never leaves a half-written artifact or .npy.
+// so a crash or an error never leaves a half-written artifact or .npy. A
+// writer holds an flock on its temporary file; the next writer of the same
+// destination removes the temporaries nobody holds (a process killed while
+// writing), so they never accumulate (docs/reliability.md "Faults").
 //
 //===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/FileIO.h"
 
 #include "Support.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,6 +66,39 @@ Expected<Blob> mapFile(const std::string &path) {
 // AtomicFileWriter
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// Removes the temporary files `prefix`* in `directory` that no live writer
+/// holds: a writer keeps an exclusive flock on its temporary file until it
+/// renames or removes it, and the kernel drops the lock when the process
+/// dies, however it dies. Best effort: an error here only leaves a file.
+void removeAbandonedTemporaries(const std::string &directory,
+                                const std::string &prefix) {
+  DIR *dir = ::opendir(directory.c_str());
+  if (!dir)
+    return;
+  while (const struct dirent *entry = ::readdir(dir)) {
+    std::string_view name = entry->d_name;
+    if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix)
+      continue;
+    std::string file = directory + "/" + std::string(name);
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+      continue;
+    struct stat info;
+    // Locked by nobody: its writer is gone. (A writer between mkostemp and
+    // its flock, a few instructions, would lose its file and fail to
+    // rename with an error; nothing half-written is left either way.)
+    if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      ::unlink(file.c_str());
+    ::close(fd);
+  }
+  ::closedir(dir);
+}
+
+} // namespace
+
 Expected<AtomicFileWriter> AtomicFileWriter::create(const std::string &path) {
   size_t slash = path.rfind('/');
   std::string directory =
@@ -80,11 +120,16 @@ Expected<AtomicFileWriter> AtomicFileWriter::create(const std::string &path) {
       return makeError("cannot write '{}': {}", path, errnoMessage(errno));
     return AtomicFileWriter(path, /*tempPath=*/"", fd);
   }
-  std::string tempPath = fmt::format("{}/.{}.tmp.XXXXXX", directory, base);
+  std::string prefix = fmt::format(".{}.tmp.", base);
+  removeAbandonedTemporaries(directory, prefix);
+  std::string tempPath = fmt::format("{}/{}XXXXXX", directory, prefix);
   int fd = ::mkostemp(tempPath.data(), O_CLOEXEC);
   if (fd < 0)
     return makeError("cannot create a temporary file in '{}' to write '{}': {}",
                      directory, path, errnoMessage(errno));
+  // Held until commit() or discard() closes the file: it marks the file as
+  // in use for removeAbandonedTemporaries.
+  ::flock(fd, LOCK_EX | LOCK_NB);
   // mkstemp creates the file 0600; artifacts and outputs are not secrets.
   // (Reading the umask would mean changing it, which races other threads.)
   ::fchmod(fd, 0644);
@@ -101,12 +146,14 @@ AtomicFileWriter::AtomicFileWriter(AtomicFileWriter &&other) noexcept
 AtomicFileWriter::~AtomicFileWriter() { discard(); }
 
 void AtomicFileWriter::discard() {
-  if (fd >= 0)
-    ::close(fd);
-  fd = -1;
+  // Removed while still open (and locked), so no other writer's sweep can
+  // race the unlink.
   if (!tempPath.empty())
     ::unlink(tempPath.c_str());
   tempPath.clear();
+  if (fd >= 0)
+    ::close(fd);
+  fd = -1;
 }
 
 Error AtomicFileWriter::write(const void *data, size_t size) {
@@ -140,19 +187,28 @@ Error AtomicFileWriter::writeZeros(size_t size) {
 Error AtomicFileWriter::commit() {
   if (fd < 0)
     return makeError("cannot write '{}': the file is closed", path);
-  // In-place writes (no temporary) go to devices and pipes: nothing to sync.
-  if (!tempPath.empty() && ::fsync(fd) != 0)
-    return makeError("cannot write '{}': {}", path, errnoMessage(errno));
-  int result = ::close(fd);
-  fd = -1;
-  if (result != 0)
-    return makeError("cannot write '{}': {}", path, errnoMessage(errno));
-  if (tempPath.empty())
+  if (tempPath.empty()) {
+    // In-place writes go to devices and pipes: nothing to sync or rename.
+    int result = ::close(fd);
+    fd = -1;
+    if (result != 0)
+      return makeError("cannot write '{}': {}", path, errnoMessage(errno));
     return Error::success();
+  }
+  // fsync first, so the rename never publishes a file whose data is still
+  // unwritten; rename while the file is open, so its flock protects it from
+  // other writers' sweeps until it has its final name. On an error the
+  // destructor removes the temporary file.
+  if (::fsync(fd) != 0)
+    return makeError("cannot write '{}': {}", path, errnoMessage(errno));
   if (::rename(tempPath.c_str(), path.c_str()) != 0)
     return makeError("cannot rename '{}' to '{}': {}", tempPath, path,
                      errnoMessage(errno));
   tempPath.clear();
+  int result = ::close(fd);
+  fd = -1;
+  if (result != 0)
+    return makeError("cannot write '{}': {}", path, errnoMessage(errno));
   return Error::success();
 }
 

@@ -129,6 +129,21 @@ Error Session::Impl::prepare() {
     return makeError("the artifact's weights were stripped (kilnc "
                      "--strip-weights): bind them first (kiln-run --weights "
                      "DIR)");
+  // Both allocations checked against the device's memory before either is
+  // made (and before any launch): one error naming what the model needs.
+  uint64_t arenaBytes = model.memoryPlan.arenaSize;
+  uint64_t weightBytes = model.weightData.size();
+  if (info.totalMemory != 0 && (arenaBytes > info.totalMemory ||
+                                weightBytes > info.totalMemory - arenaBytes))
+    return makeError(
+        "the model needs {} bytes of device memory (arena {}, weights {}), "
+        "more than the {} bytes the device '{}' has{}",
+        // Only a damaged artifact's sizes can pass 2^64 together.
+        arenaBytes > UINT64_MAX - weightBytes
+            ? fmt::format("{} + {}", arenaBytes, weightBytes)
+            : fmt::format("{}", arenaBytes + weightBytes),
+        arenaBytes, weightBytes, info.totalMemory, info.name,
+        info.kind == "emu" ? " (KILN_EMU_DEVICE_MEMORY)" : "");
   if (model.memoryPlan.arenaSize != 0) {
     Expected<DevicePtr> ptr = device->allocate(model.memoryPlan.arenaSize);
     if (!ptr)

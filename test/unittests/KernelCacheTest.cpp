@@ -19,7 +19,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <string>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -148,24 +150,51 @@ TEST_F(KernelCacheTest, TrimKeepsTheMostRecentlyUsedUnderTheBound) {
   EXPECT_TRUE(cache.lookup("cubin", keys[4]));
 }
 
-TEST_F(KernelCacheTest, TrimRemovesStaleTemporaryFiles) {
+TEST_F(KernelCacheTest, TrimRemovesAbandonedTemporaryFiles) {
   KernelCache cache(dir.str().str());
   cache.store("ptx", KernelCache::hashKey({"k"}), "v");
-  // What a compile killed between writing and renaming leaves.
-  llvm::SmallString<128> stale(dir), fresh(dir);
-  llvm::sys::path::append(stale, "tmp", "stale-12345678.tmp");
-  llvm::sys::path::append(fresh, "tmp", "fresh-12345678.tmp");
-  for (llvm::StringRef file : {stale.str(), fresh.str()}) {
+  // What a compile killed while writing leaves (nobody holds its lock), and
+  // what a live compile is writing (another process holds its lock).
+  llvm::SmallString<128> abandoned(dir), live(dir);
+  llvm::sys::path::append(abandoned, "tmp", "abandoned-12345678.tmp");
+  llvm::sys::path::append(live, "tmp", "live-12345678.tmp");
+  for (llvm::StringRef file : {abandoned.str(), live.str()}) {
     std::error_code ec;
     llvm::raw_fd_ostream os(file, ec);
     ASSERT_FALSE(ec);
     os << "half an entry";
   }
-  touch(stale, std::chrono::system_clock::now() - std::chrono::hours(2));
+  // The live writer: a child process that locks the file as store() does
+  // and holds it until it is killed. (Locks are per process: this process
+  // could always take its own.)
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int fd;
+    if (fs::openFileForReadWrite(live, fd, fs::CD_OpenExisting, fs::OF_None) ||
+        fs::tryLockFile(fd))
+      ::_exit(1);
+    char byte = 1;
+    (void)!::write(ready[1], &byte, 1);
+    for (;;)
+      ::pause();
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
   cache.trim();
-  EXPECT_FALSE(fs::exists(stale));
-  EXPECT_TRUE(fs::exists(fresh)); // maybe a compile still writing it
+  EXPECT_FALSE(fs::exists(abandoned));
+  EXPECT_TRUE(fs::exists(live)); // its writer is still running
   EXPECT_TRUE(cache.lookup("ptx", KernelCache::hashKey({"k"})));
+  // Killed: the kernel drops the lock, and the next trim removes the file,
+  // however young it is.
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  cache.trim();
+  EXPECT_FALSE(fs::exists(live));
 }
 
 TEST_F(KernelCacheTest, RacingWritersLeaveOneWholeEntry) {

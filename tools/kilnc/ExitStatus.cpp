@@ -9,6 +9,7 @@
 #include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <csignal>
 #include <unistd.h>
 
 namespace kiln::kilnc {
@@ -74,6 +75,11 @@ void installCrashHandlers() {
   // After InitLLVM's handler, which prints the stack trace.
   llvm::sys::AddSignalHandler(exitOnCrashSignal, nullptr);
   llvm::install_fatal_error_handler(exitOnFatalError);
+  // A write past the file-size limit (ulimit -f) is a write error, reported
+  // with the file's name like a full disk, not a crash: LLVM's handlers
+  // (just installed) count SIGXFSZ as one, so it is ignored and write()
+  // returns EFBIG instead (docs/reliability.md "Faults").
+  std::signal(SIGXFSZ, SIG_IGN);
 }
 
 } // namespace kiln::kilnc

@@ -19,6 +19,7 @@
 
 #include "kiln/Compiler/Compiler.h"
 #include "kiln/Pipelines/Pipelines.h"
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Version.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -70,13 +71,19 @@ void printPipelines(MLIRContext &context, const kiln::CompileOptions &options,
 /// Writes `render`'s text to `path` (or stdout for "-") atomically.
 int writeText(const std::string &path,
               llvm::function_ref<void(llvm::raw_ostream &)> render) {
-  llvm::Error written = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
-    render(os);
-    return llvm::Error::success();
-  });
-  if (written)
-    return error("cannot write '" + path +
-                 "': " + llvm::toString(std::move(written)));
+  if (path == "-") {
+    render(llvm::outs());
+    return kExitSuccess;
+  }
+  // Rendered whole, then written atomically (temporary file, fsync, rename):
+  // a kill or a full disk leaves the previous file. llvm::writeToOutput
+  // renamed a partly written file into place when the disk filled.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  render(os);
+  if (kiln::runtime::Error err =
+          kiln::runtime::writeFileAtomically(path, text.data(), text.size()))
+    return error(err.message());
   return kExitSuccess;
 }
 

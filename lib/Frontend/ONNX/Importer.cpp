@@ -43,6 +43,11 @@ namespace {
 /// N"), not on the opset as a whole.
 constexpr int kMinOpset = 1;
 constexpr int kMaxOpset = 22;
+/// Protobuf messages nested this deep at most (protobuf's default is 100,
+/// about 32 levels of If inside If): the parser and the importer recurse
+/// once per level, and 400 levels stay far from the stack's end
+/// (docs/reliability.md "Limits").
+constexpr int kMaxMessageDepth = 400;
 /// The domain of ONNX's training operators (Adagrad, Adam, Momentum).
 constexpr const char *kTrainingDomain = "ai.onnx.preview.training";
 /// onnxruntime's contrib domain: the quantized ops its quantizer writes
@@ -254,14 +259,30 @@ LogicalResult GraphImporter::parseModel() {
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
     return fail("cannot read file: " + buffer.getError().message());
-  google::protobuf::io::ArrayInputStream raw(
-      (*buffer)->getBufferStart(),
-      static_cast<int>((*buffer)->getBufferSize()));
-  google::protobuf::io::CodedInputStream stream(&raw);
-  stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
-  if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
-    return fail("not a valid ONNX model (protobuf parse failed: truncated or "
-                "not an .onnx file)");
+  auto parse = [&](onnx::ModelProto &into, int depthLimit) {
+    google::protobuf::io::ArrayInputStream raw(
+        (*buffer)->getBufferStart(),
+        static_cast<int>((*buffer)->getBufferSize()));
+    google::protobuf::io::CodedInputStream stream(&raw);
+    stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
+    stream.SetRecursionLimit(depthLimit);
+    return into.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
+  };
+  if (!parse(model, kMaxMessageDepth)) {
+    // Tell a model nested too deep from a damaged file: the same bytes with
+    // a deeper (still bounded) limit. Each subgraph level is three messages
+    // deep (NodeProto, AttributeProto, GraphProto).
+    onnx::ModelProto probe;
+    if (parse(probe, 8 * kMaxMessageDepth))
+      return fail("subgraphs are nested too deep: the model's messages are "
+                  "more than " +
+                  Twine(kMaxMessageDepth) +
+                  " deep (If/Loop/Scan bodies about " +
+                  Twine(kMaxMessageDepth / 3) + " levels deep at most)");
+    return fail("not a valid ONNX model (protobuf parse failed: truncated, "
+                "not an .onnx file, or nested more than " +
+                Twine(8 * kMaxMessageDepth) + " messages deep)");
+  }
   if (!model.has_graph() || model.ir_version() <= 0)
     return fail("not a valid ONNX model (no graph or no IR version)");
   return success();

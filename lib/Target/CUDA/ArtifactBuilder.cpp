@@ -34,6 +34,7 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
 #include <map>
@@ -44,6 +45,8 @@ using namespace mlir;
 namespace rt = kiln::runtime;
 
 namespace kiln {
+
+char EnvironmentError::ID = 0;
 
 std::string defaultPtxasPath() {
   if (const char *env = std::getenv("KILN_PTXAS"))
@@ -261,7 +264,9 @@ llvm::Expected<Assembled> assemble(const std::string &ptxas,
   if (llvm::sys::fs::createTemporaryFile("kiln", "ptx", ptxPath) ||
       llvm::sys::fs::createTemporaryFile("kiln", "cubin", cubinPath) ||
       llvm::sys::fs::createTemporaryFile("kiln", "log", logPath))
-    return llvm::createStringError("cannot create temporary files for ptxas");
+    return llvm::make_error<EnvironmentError>(
+        "cannot create temporary files for ptxas in " +
+        llvm::sys::path::parent_path(ptxPath).str());
   auto cleanup = llvm::make_scope_exit([&] {
     llvm::sys::fs::remove(ptxPath);
     llvm::sys::fs::remove(cubinPath);
@@ -271,8 +276,18 @@ llvm::Expected<Assembled> assemble(const std::string &ptxas,
     std::error_code ec;
     llvm::raw_fd_ostream os(ptxPath, ec);
     if (ec)
-      return llvm::createStringError("cannot write " + ptxPath.str().str());
+      return llvm::make_error<EnvironmentError>(
+          "cannot write " + ptxPath.str().str() + ": " + ec.message());
     os << ptx;
+    os.close();
+    // Checked here: a stream destroyed with an error (a full disk) would
+    // end the process with a fatal error.
+    if (os.has_error()) {
+      std::string reason = os.error().message();
+      os.clear_error();
+      return llvm::make_error<EnvironmentError>(
+          "cannot write " + ptxPath.str().str() + " for ptxas: " + reason);
+    }
   }
   // A template kernel compiled for sm_90a (wgmma, setmaxnreg) is assembled
   // for it; the cubin runs on the same sm_90 GPUs.
@@ -294,6 +309,14 @@ llvm::Expected<Assembled> assemble(const std::string &ptxas,
             !line.contains("bytes stack frame"))
           errors += (errors.empty() ? "" : "\n") + line.rtrim().str();
     }
+    // No message at all: ptxas could not run or write its output (a full
+    // temporary directory), not a verdict on the PTX.
+    if (errors.empty())
+      return llvm::make_error<EnvironmentError>(
+          "ptxas failed on kernel '" + kernel + "' (status " +
+          std::to_string(rc) + ") without a message: check that " +
+          llvm::sys::path::parent_path(cubinPath).str() +
+          " has free space, or set KILN_PTXAS");
     return llvm::createStringError("ptxas rejected kernel '" + kernel +
                                    "': " + errors);
   }
@@ -687,6 +710,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       size_t kernel; // the first kernel with this PTX
       std::optional<Assembled> result;
       std::string error;
+      bool environment = false; // the error is an EnvironmentError
       bool cached = false;
     };
     std::vector<Job> jobs;
@@ -707,7 +731,13 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
           kernelModules[job.kernel] + "::" + kernel.name, kernel.name, cache,
           job.cached);
       if (!assembled)
-        job.error = llvm::toString(assembled.takeError());
+        llvm::handleAllErrors(
+            assembled.takeError(),
+            [&](const EnvironmentError &err) {
+              job.error = err.message;
+              job.environment = true;
+            },
+            [&](const llvm::ErrorInfoBase &err) { job.error = err.message(); });
       else
         job.result = std::move(*assembled);
       if (options.onKernelAssembled) {
@@ -717,7 +747,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     });
     for (const Job &job : jobs)
       if (!job.error.empty())
-        return llvm::createStringError(job.error);
+        return job.environment ? llvm::make_error<EnvironmentError>(job.error)
+                               : llvm::createStringError(job.error);
     for (auto [k, kernel] : llvm::enumerate(artifact.kernels)) {
       const Assembled &assembled = *jobs[jobOf[k]].result;
       kernel.cubin = assembled.cubin;

@@ -8,6 +8,7 @@
 
 #include "kiln/Target/CUDA/KernelCache.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Chrono.h"
@@ -132,15 +133,18 @@ void KernelCache::store(llvm::StringRef kind, llvm::StringRef key,
   llvm::SmallString<256> tmp;
   if (fs::createUniqueFile(model, fd, tmp))
     return;
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << header(kind, key, value.size()) << value;
-    os.close();
-    if (os.has_error()) {
-      os.clear_error();
-      fs::remove(tmp);
-      return;
-    }
+  // Locked while it has its temporary name: trim() removes only the
+  // temporaries nobody holds (their compile was killed), whatever their age.
+  // The lock goes with the descriptor, so the file stays open until renamed.
+  (void)fs::tryLockFile(fd);
+  auto closeFile = llvm::make_scope_exit([&] { fs::closeFile(fd); });
+  llvm::raw_fd_ostream os(fd, /*shouldClose=*/false);
+  os << header(kind, key, value.size()) << value;
+  os.flush();
+  if (os.has_error()) {
+    os.clear_error();
+    fs::remove(tmp);
+    return;
   }
   if (fs::rename(tmp, file)) {
     fs::remove(tmp);
@@ -159,7 +163,6 @@ void KernelCache::trim() {
   };
   std::vector<Entry> entries;
   uint64_t total = 0;
-  auto now = std::chrono::system_clock::now();
   std::error_code ec;
   for (fs::recursive_directory_iterator it(directory, ec), end;
        it != end && !ec; it.increment(ec)) {
@@ -169,9 +172,15 @@ void KernelCache::trim() {
       continue;
     llvm::StringRef file = it->path();
     if (file.ends_with(".tmp")) {
-      // Left by a compile that was killed between writing and renaming.
-      if (now - status.getLastModificationTime() > std::chrono::hours(1))
-        fs::remove(file);
+      // Left by a compile that was killed while writing it, if no live
+      // writer holds its lock (store()).
+      int fd;
+      if (!fs::openFileForReadWrite(file, fd, fs::CD_OpenExisting,
+                                    fs::OF_None)) {
+        if (!fs::tryLockFile(fd))
+          fs::remove(file);
+        fs::closeFile(fd);
+      }
       continue;
     }
     entries.push_back({file.str(), status.getSize(),

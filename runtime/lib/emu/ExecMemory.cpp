@@ -28,6 +28,45 @@ template <typename T, typename F> uint64_t atomicUpdate(uint8_t *p, F &&f) {
   }
 }
 
+/// One element of a load or store. Global memory is shared by blocks that
+/// run on several host threads, and PTX lets a kernel race on it (a
+/// volatile load against another block's atomics, a flag polled across
+/// blocks): each naturally aligned element moves as one relaxed atomic, as
+/// on a GPU, so the emulator itself has no data race (ThreadSanitizer,
+/// docs/reliability.md "Sanitizers"; races of the emulated kernel are
+/// KILN_EMU_CHECK=races's job). On x86 these are the same plain moves.
+template <typename T> T loadElement(const uint8_t *p) {
+  T v;
+  if (reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0)
+    return __atomic_load_n(reinterpret_cast<const T *>(p), __ATOMIC_RELAXED);
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+void storeElement(uint8_t *p, const void *value, unsigned size) {
+  auto store = [&](auto type) {
+    using T = decltype(type);
+    T v;
+    std::memcpy(&v, value, sizeof(T));
+    if (reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0)
+      __atomic_store_n(reinterpret_cast<T *>(p), v, __ATOMIC_RELAXED);
+    else
+      std::memcpy(p, &v, sizeof(T));
+  };
+  switch (size) {
+  case 1:
+    return store(uint8_t());
+  case 2:
+    return store(uint16_t());
+  case 4:
+    return store(uint32_t());
+  case 8:
+    return store(uint64_t());
+  default:
+    std::memcpy(p, value, size);
+  }
+}
+
 } // namespace
 
 std::string BlockRunner::describeGlobalMiss(uint64_t address,
@@ -63,25 +102,19 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
   auto loadValue = [&](const uint8_t *p) -> uint64_t {
     switch (size) {
     case 1: {
-      uint8_t v;
-      std::memcpy(&v, p, 1);
+      uint8_t v = loadElement<uint8_t>(p);
       return signExtend ? static_cast<uint64_t>(static_cast<int8_t>(v)) : v;
     }
     case 2: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
+      uint16_t v = loadElement<uint16_t>(p);
       return signExtend ? static_cast<uint64_t>(static_cast<int16_t>(v)) : v;
     }
     case 4: {
-      uint32_t v;
-      std::memcpy(&v, p, 4);
+      uint32_t v = loadElement<uint32_t>(p);
       return signExtend ? static_cast<uint64_t>(static_cast<int32_t>(v)) : v;
     }
-    default: {
-      uint64_t v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
+    default:
+      return loadElement<uint64_t>(p);
     }
   };
   auto transfer = [&](unsigned lane, uint8_t *p) {
@@ -90,8 +123,8 @@ bool BlockRunner::memoryAccess(unsigned w, uint32_t pc, const Instruction &in,
         r[static_cast<size_t>(in.dst[e]) * 32 + lane] = loadValue(p + e * size);
     } else {
       for (unsigned e = 0; e < in.vec; ++e)
-        std::memcpy(p + e * size,
-                    &r[static_cast<size_t>(in.src[1 + e]) * 32 + lane], size);
+        storeElement(p + e * size,
+                     &r[static_cast<size_t>(in.src[1 + e]) * 32 + lane], size);
     }
   };
   switch (in.space) {

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/Collective.h"
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Npy.h"
 #include "kiln/runtime/Trainer.h"
 
@@ -27,7 +28,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -566,17 +566,10 @@ int run(Options options) {
                  byKernel[name].second);
   }
   if (!options.history.empty()) {
-    std::string tmp = options.history + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out << history;
-      if (!out)
-        return fail(Error::failure(options.history + ": cannot write"));
-    }
-    std::error_code ec;
-    fs::rename(tmp, options.history, ec);
-    if (ec)
-      return fail(Error::failure(options.history + ": " + ec.message()));
+    // Atomic: a kill or a full disk leaves the previous history (or none).
+    if (Error err = writeFileAtomically(options.history, history.data(),
+                                        history.size()))
+      return fail(err);
   }
   return 0;
 }

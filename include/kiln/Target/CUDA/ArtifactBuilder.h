@@ -62,6 +62,22 @@ struct ArtifactStats {
   uint64_t weightBytes = 0;
 };
 
+/// A packing failure the machine causes, not the model or Kiln: a temporary
+/// file for ptxas that cannot be created or written (a full temporary
+/// directory), or a ptxas that fails without a message. kilnc reports it
+/// with exit status 1 (docs/reliability.md "Faults").
+class EnvironmentError : public llvm::ErrorInfo<EnvironmentError> {
+public:
+  static char ID;
+  explicit EnvironmentError(std::string message)
+      : message(std::move(message)) {}
+  void log(llvm::raw_ostream &os) const override { os << message; }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+  std::string message;
+};
+
 /// Builds the artifact of `module` (after the ptx phase): compiles the
 /// template kernels' sources first (TemplateEmission.h; the module's
 /// gpu.binary objects become PTX), then packs it, running ptxas on distinct

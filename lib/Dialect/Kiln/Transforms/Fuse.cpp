@@ -305,19 +305,41 @@ private:
   /// Step 3: pull the cheap producers of `v` into `g`, whole or not at all.
   void pull(Group &g, Value v) {
     llvm::SetVector<Operation *> cone;
-    collectCone(g, v, cone);
-    if (cone.empty() || g.size() + cone.size() > kMaxOps)
+    if (!collectCone(g, v, cone) || cone.empty() ||
+        g.size() + cone.size() > kMaxOps)
       return;
     for (Operation *op : cone)
       g.pulled.insert(op);
   }
 
-  void collectCone(Group &g, Value v, llvm::SetVector<Operation *> &cone) {
+  /// The cheap producers of `v` that `g` can pull, depth first from `v`
+  /// (operands in order). Iterative: a chain of 100,000 elementwise ops
+  /// overflowed the stack when this recursed (docs/reliability.md
+  /// "Limits"). False once the cone outgrows kMaxOps: pull() would drop it.
+  bool collectCone(Group &g, Value root, llvm::SetVector<Operation *> &cone) {
+    // Operands are pushed in reverse, so they pop in the order the
+    // recursive walk visited them.
+    SmallVector<Value> stack = {root};
+    while (!stack.empty()) {
+      Value v = stack.pop_back_val();
+      if (Operation *def = visitCone(g, v, cone)) {
+        if (g.size() + cone.size() > kMaxOps)
+          return false;
+        for (Value operand : llvm::reverse(def->getOperands()))
+          stack.push_back(operand);
+      }
+    }
+    return true;
+  }
+
+  /// collectCone's step: adds v's producer to the cone and returns it, or
+  /// null when the cone stops at v.
+  Operation *visitCone(Group &g, Value v, llvm::SetVector<Operation *> &cone) {
     Operation *def = v.getDefiningOp();
     Group *source = groupOfValue(v);
     if (!def || !source || source == &g || !source->isCheapOnly() ||
         g.pulled.contains(def) || cone.contains(def))
-      return;
+      return nullptr;
     bool intoContraction = g.anchor && roleOf(g.anchor) == Role::Contraction;
     // A pure data-movement group is itself cloned into each of its
     // consumers: a shared elementwise producer pulled into it would be
@@ -335,11 +357,10 @@ private:
                cone.contains(user);
       });
       if (!onlyUser)
-        return;
+        return nullptr;
     }
     cone.insert(def);
-    for (Value operand : def->getOperands())
-      collectCone(g, operand, cone);
+    return def;
   }
 
   /// Makes the pulled producers members: a copy each, used by the group.

@@ -13,6 +13,7 @@
 
 #include "kiln/Target/CUDA/ContractionTuning.h"
 
+#include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Version.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -310,14 +311,15 @@ json::Value TuneCache::toJson() const {
 }
 
 llvm::Error TuneCache::save(llvm::StringRef path) const {
-  // writeToOutput writes a temporary file beside `path` and renames it.
-  llvm::Error err = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
-    os << llvm::formatv("{0:2}", toJson()) << "\n";
-    return llvm::Error::success();
-  });
-  if (err)
-    return llvm::createStringError("cannot write tune cache '" + path +
-                                   "': " + llvm::toString(std::move(err)));
+  // The runtime's atomic write (temporary file, fsync, rename): a kill or a
+  // full disk leaves the previous cache. (llvm::writeToOutput renamed a
+  // partly written file into place when the disk filled.)
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", toJson()) << "\n";
+  if (kiln::runtime::Error err = kiln::runtime::writeFileAtomically(
+          path.str(), text.data(), text.size()))
+    return llvm::createStringError("cannot write tune cache: " + err.message());
   return llvm::Error::success();
 }
 
