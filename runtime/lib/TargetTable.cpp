@@ -32,6 +32,8 @@ struct TargetField {
   const char *key;
   double GpuTarget::*real = nullptr;
   uint32_t GpuTarget::*count = nullptr;
+  /// A key a section may leave out (its field keeps its default).
+  bool optional = false;
 };
 
 const std::vector<TargetField> &targetFields() {
@@ -43,7 +45,8 @@ const std::vector<TargetField> &targetFields() {
       {"fp16_tflops", &GpuTarget::fp16Tflops},
       {"tf32_tflops", &GpuTarget::tf32Tflops},
       {"fp32_tflops", &GpuTarget::fp32Tflops},
-      {"int8_tops", &GpuTarget::int8Tops},
+      // Optional: 0 (left out) is twice bf16's rate.
+      {"int8_tops", &GpuTarget::int8Tops, nullptr, /*optional=*/true},
       {"schedulers_per_sm", nullptr, &GpuTarget::schedulersPerSm},
       {"clock_ghz", &GpuTarget::clockGhz},
       {"registers_per_sm", nullptr, &GpuTarget::registersPerSm},
@@ -214,7 +217,7 @@ Expected<std::vector<GpuTarget>> parseTargetTable(std::string_view text,
   for (size_t t = 0; t < state.table.size(); ++t) {
     const GpuTarget &target = state.table[t];
     for (const TargetField &field : targetFields())
-      if (!state.seen[t].count(field.key))
+      if (!field.optional && !state.seen[t].count(field.key))
         return makeError("{}: target '{}' has no '{}'", source, target.name,
                          field.key);
     // The divisors of the model.

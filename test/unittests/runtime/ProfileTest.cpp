@@ -83,7 +83,15 @@ std::string minimalTable(const std::string &extra = "",
 }
 
 TEST(ProfileTest, TableErrorsNameTheLine) {
-  EXPECT_TRUE(parseTargetTable(minimalTable(), "t.ini"));
+  // int8_tops is optional (0: twice bf16's peak).
+  Expected<std::vector<GpuTarget>> minimal =
+      parseTargetTable(minimalTable(), "t.ini");
+  ASSERT_TRUE(minimal) << errorOf(minimal);
+  EXPECT_EQ(minimal->front().int8Tops, 0.0);
+  Expected<std::vector<GpuTarget>> withInt8 =
+      parseTargetTable(minimalTable("int8_tops = 1979\n"), "t.ini");
+  ASSERT_TRUE(withInt8) << errorOf(withInt8);
+  EXPECT_EQ(withInt8->front().int8Tops, 1979.0);
   EXPECT_EQ(errorOf(parseTargetTable(minimalTable("colour = 3\n"), "t.ini")),
             "t.ini:24: unknown key 'colour'");
   EXPECT_EQ(errorOf(parseTargetTable(minimalTable("sm = 2\n"), "t.ini")),
