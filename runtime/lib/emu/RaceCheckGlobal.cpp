@@ -106,8 +106,10 @@ bool GlobalAccessTracker::addWrites(uint64_t block, std::vector<Write> &writes,
           break;
         }
         if (!o->next) {
+          // Link first: `o` may point into `more`, which push_back can
+          // move (found by ASan in scripts/test.sh --sanitize).
+          o->next = static_cast<uint32_t>(s.more.size() + 1);
           s.more.push_back(mine);
-          o->next = static_cast<uint32_t>(s.more.size());
           break;
         }
         o = &s.more[o->next - 1];
