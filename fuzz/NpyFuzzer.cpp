@@ -1,7 +1,8 @@
 //===- NpyFuzzer.cpp - libFuzzer target: .npy bytes -> parseNpy -----------===//
 //
 // Any bytes must give an array or an error, never a crash; an array that
-// parses must re-encode to the same elements (encodeNpy, then parseNpy).
+// parses must re-encode to the same elements (encodeNpy, or
+// encodeNpyStrings for a NumPy '<U' string array, then parseNpy).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kiln::fuzz::checkOneLineError(array.error().message());
     return 0;
   }
-  Expected<std::vector<uint8_t>> encoded = encodeNpy(
-      array->dtype, array->shape, array->data.data(), array->data.size());
+  Expected<std::vector<uint8_t>> encoded =
+      array->isString
+          ? encodeNpyStrings(array->shape, array->strings)
+          : encodeNpy(array->dtype, array->shape, array->data.data(),
+                      array->data.size());
   if (!encoded) {
     std::fprintf(stderr, "a parsed array does not re-encode: %s\n",
                  encoded.error().message().c_str());
@@ -29,8 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   Expected<NpyArray> again =
       parseNpy(encoded->data(), encoded->size(), "fuzz-reencoded.npy");
-  if (!again || again->dtype != array->dtype ||
-      again->shape != array->shape || again->data != array->data) {
+  if (!again || again->isString != array->isString ||
+      again->dtype != array->dtype || again->shape != array->shape ||
+      again->data != array->data || again->strings != array->strings) {
     std::fprintf(stderr, "re-encoded array differs\n");
     std::abort();
   }

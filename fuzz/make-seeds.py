@@ -5,8 +5,10 @@ written here from the formats' specifications (numpy writes the .npy seeds;
 the safetensors and tune-cache seeds follow docs/ and the format's public
 description), so no seed is produced by the code under test.
 
-Usage: fuzz/make-seeds.py [--kilnc build/bin/kilnc]
+Usage: fuzz/make-seeds.py [--kilnc build/bin/kilnc] [--only onnx]
   --kilnc  also adds the PTX of the kiln-run test model (kilnc --emit=ptx)
+  --only onnx  only the ONNX seeds (the test tree's .onnxtxt models, parsed
+           by onnx.parser, and a few of ONNX's node tests)
 """
 import argparse
 import io
@@ -135,16 +137,65 @@ def copy_seeds(kilnc):
                                check=True)
 
 
+# ONNX's own node tests (the onnx package's data, which the lit suite's
+# light models come from too): op families the .onnxtxt tests have few of.
+ONNX_NODE_TESTS = ("test_conv_with_strides_padding", "test_maxpool_2d_pads",
+                   "test_averagepool_2d_same_upper", "test_gemm_all_attributes",
+                   "test_batchnorm_example", "test_if", "test_loop11",
+                   "test_scan9_sum", "test_resize_upsample_scales_linear",
+                   "test_gather_elements_1", "test_einsum_batch_matmul",
+                   "test_layer_normalization_4d_axis1")
+
+
+def onnx_seeds():
+    """The test tree's models in ONNX text syntax (test/**/*.onnxtxt), each
+    parsed by onnx.parser as the lit tests do, and a few of ONNX's node
+    tests: valid models written by ONNX's tools, not by Kiln."""
+    import glob
+    import onnx
+    import onnx.parser
+    for old in glob.glob(os.path.join(corpus, "onnx", "*.onnx")):
+        os.remove(old)
+    texts = sorted(glob.glob(os.path.join(root, "test", "**", "*.onnxtxt"),
+                             recursive=True))
+    for text in texts:
+        # Its LSTM/GRU/RNN graphs compile for ~5 s (25 s instrumented on the
+        # loaded machine): a fifth of CI's 60 s on one seed.
+        if text.endswith("Frontend/ONNX/recurrent.onnxtxt"):
+            continue
+        with open(text) as f:
+            try:
+                model = onnx.parser.parse_model(f.read())
+            except Exception:  # Some tests hold deliberately broken text.
+                continue
+        name = os.path.relpath(text, os.path.join(root, "test"))
+        name = name.replace(os.sep, "-").replace(".onnxtxt", ".onnx")
+        put("onnx", name, model.SerializeToString())
+    data = os.path.join(os.path.dirname(onnx.__file__), "backend", "test",
+                        "data", "node")
+    for test in ONNX_NODE_TESTS:
+        path = os.path.join(data, test, "model.onnx")
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                put("onnx", "onnx-node-" + test + ".onnx", f.read())
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kilnc")
+    parser.add_argument("--only", help="one target's seeds (e.g. onnx)")
     args = parser.parse_args()
-    for target in ("npy", "ptx", "safetensors", "artifact", "tune-cache"):
+    if args.only == "onnx":
+        onnx_seeds()
+        return
+    for target in ("npy", "ptx", "safetensors", "artifact", "tune-cache",
+                   "onnx"):
         os.makedirs(os.path.join(corpus, target), exist_ok=True)
     npy_seeds()
     safetensors_seeds()
     tune_seeds()
     copy_seeds(args.kilnc)
+    onnx_seeds()
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@
 # (docs/benchmarks.md, "Device time"):
 #   kernels: attention 120 s, wgmma 90 s, membound 90 s, tune 120 s, then
 #            device_check.py --phase gemm (75 s);
-#   models:  python 60 s, surface 60 s, train 120 s, then device_check.py
+#   models:  python 60 s, surface 60 s, train 120 s, nccl 60 s, then device_check.py
 #            --phase bench,top1 (150 s + 90 s).
 # Give the device tool timeout_s 480 for each. `--phase gemm,bench` etc.
 # (device_check.py's own option) runs a subset of its phases.
@@ -143,6 +143,9 @@ phase() {
 [ ! -f "$dir/scripts/membound_bench.py" ] || phase membound kernels 90 python3 "$dir/scripts/membound_bench.py" "${args[@]}" "$@"
 # Issue 14: training speed; "--device emu" in --dry-run.
 phase train models 120 python3 "$root/scripts/device/train_bench.py" run --dir "$dir/train" "${args[@]:2:2}"
+# Issue 27: the NCCL engine at world size 1, weights after 10 steps against
+# the host path (nccl_check.py; the host path twice in --dry-run).
+[ ! -d "$dir/nccl" ] || phase nccl models 60 python3 "$root/scripts/device/nccl_check.py" run --dir "$dir/nccl" "${args[@]:2:2}"
 # Issue 11: kilnc --tune's jobs on the GPU: tuning time, tuned vs heuristic ($OUT/tune.txt).
 phase tune kernels 120 python3 "$root/scripts/device/tune_bench.py" run --dir "$dir/tune" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
 

@@ -2,14 +2,16 @@
 #===- fuzz.sh - Build and run Kiln's libFuzzer targets ---------------------===#
 #
 # Usage: scripts/fuzz.sh [--seconds N] [--jobs N] [--build-only] [target...]
-#   targets: npy ptx safetensors artifact tune-cache (default: all)
+#   targets: npy ptx safetensors artifact tune-cache onnx (default: all)
 #   --seconds N   run each target for N seconds (default 60)
 #   --jobs N      run N targets at a time (default 1; CI uses 2)
 #   --build-only  configure and build, run nothing
 #
 # Builds once (ccache) into build-fuzz/ with clang-22 and
 # -fsanitize=fuzzer,address,undefined (CMake option KILN_FUZZ; the compiler
-# is not built there). Each target starts from its seed corpus in
+# is not built there; the onnx target links the compiler's libraries from
+# the normal build, KILN_BUILD_DIR (default build/), which it brings up to
+# date first). Each target starts from its seed corpus in
 # fuzz/corpus/<target> (committed, small) and grows a working corpus under
 # build-fuzz/corpus/<target> (git-ignored, kept between runs); crashes,
 # hangs and sanitizer reports are saved as build-fuzz/crashes/<target>/
@@ -25,7 +27,7 @@ seconds=60
 build_only=0
 jobs=1
 targets=()
-all_targets=(npy ptx safetensors artifact tune-cache)
+all_targets=(npy ptx safetensors artifact tune-cache onnx)
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
@@ -41,10 +43,19 @@ for t in "${targets[@]}"; do
   [ -d "$root/fuzz/corpus/$t" ] || { echo "fuzz.sh: unknown target '$t' (known: ${all_targets[*]})" >&2; exit 2; }
 done
 
-if [ ! -f "$build/build.ninja" ]; then
+# kiln-fuzz-onnx links the gcc build's compiler libraries (fuzz/CMakeLists.txt):
+# they are built, or brought up to date, first.
+compiler_build="${KILN_BUILD_DIR:-$root/build}"
+if [[ " ${targets[*]} " == *" onnx "* ]]; then
+  [ -f "$compiler_build/build.ninja" ] || KILN_BUILD_DIR="$compiler_build" "$root/scripts/build.sh" -j "${KILN_FUZZ_JOBS:-2}" kilnc
+  nice -n "${KILN_FUZZ_NICE:-19}" ninja -C "$compiler_build" -j "${KILN_FUZZ_JOBS:-2}" kilnc
+fi
+if [ ! -f "$build/build.ninja" ] ||
+   { [[ " ${targets[*]} " == *" onnx "* ]] && ! grep -q kiln-fuzz-onnx "$build/build.ninja"; }; then
   CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$build" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON \
-    -DKILN_BUILD_COMPILER=OFF -DKILN_BUILD_PYTHON=OFF >/dev/null
+    -DKILN_BUILD_COMPILER=OFF -DKILN_BUILD_PYTHON=OFF \
+    -DKILN_COMPILER_BUILD_DIR="$compiler_build" >/dev/null
 fi
 bins=()
 for t in "${targets[@]}"; do bins+=("kiln-fuzz-$t"); done
@@ -64,12 +75,19 @@ run_target() {
   # whole would give ~5 executions a second, so inputs are cut at 8 kB.
   max_len=()
   [ "$t" != ptx ] || max_len=(-max_len=8192)
+  # ONNX seeds are up to 4 kB; mutations may grow them (the target rejects
+  # more than 1 MiB itself).
+  [ "$t" != onnx ] || max_len=(-max_len=65536)
+  # One ONNX input is a whole compile: seconds for the larger seeds on a
+  # loaded machine; a hang is a compile of more than 60 s.
+  timeout=25
+  [ "$t" != onnx ] || timeout=60
   # Inputs that once crashed a target run first, every time.
   extra=()
   [ ! -d "$root/fuzz/regressions/$t" ] || extra=("$root/fuzz/regressions/$t")
   set +e
   nice -n "${KILN_FUZZ_NICE:-19}" "$build/bin/kiln-fuzz-$t" \
-    -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 \
+    -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=4096 \
     -artifact_prefix="$crashes/" -print_final_stats=1 \
     -dict="$root/fuzz/dict/$t.dict" "${max_len[@]}" \
     "$corpus" "$root/fuzz/corpus/$t" "${extra[@]}" >"$log" 2>&1

@@ -25,6 +25,9 @@ DEB_PACKAGES=(
   # JSON file of the runtime; libinih-dev (r55, its static archive) reads
   # runtime/targets/gpus.ini. docs/runtime.md "Formats" says why these two.
   nlohmann-json3-dev libinih-dev
+  # RE2 runs RegexFullMatch on the host (docs/runtime.md "Host steps");
+  # configure with -DKILN_ENABLE_RE2=OFF to build without it.
+  libre2-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
   # Data-parallel training (docs/runtime.md "Data-parallel training"):

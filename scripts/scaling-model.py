@@ -217,6 +217,10 @@ def read_schedule(path):
     if 12 not in sections:
         raise SystemExit(f"{path}: no 'collectives' section (compile with "
                          "kilnc --train --data-parallel)")
+    if 16 in sections:
+        raise SystemExit(f"{path}: a ZeRO stage 1 artifact (kilnc "
+                         "--shard-optimizer: reduce-scatter and all-gather "
+                         "steps), which this model does not cover yet")
     body = sections[12]
     (steps,) = struct.unpack_from("<I", body, 0)
     schedule = []

@@ -106,6 +106,28 @@ if shutil.which("mpirun"):
     except OSError:
         pass
 
+# NCCL (libnccl.so.2, or KILN_NCCL_LIBRARY, which the runtime dlopens) for
+# the NCCL engine's tests; `gpus-2` where the driver sees two GPUs (the
+# 2-process NCCL test: NCCL allows one rank per GPU).
+try:
+    import ctypes as _ctypes
+    _ctypes.CDLL(os.environ.get("KILN_NCCL_LIBRARY") or "libnccl.so.2")
+    config.available_features.add("nccl")
+except OSError:
+    pass
+try:
+    import ctypes as _ctypes
+    _cuda = _ctypes.CDLL("libcuda.so.1")
+    _count = _ctypes.c_int(0)
+    if _cuda.cuInit(0) == 0 and _cuda.cuDeviceGetCount(_ctypes.byref(_count)) == 0 \
+            and _count.value >= 2:
+        config.available_features.add("gpus-2")
+except OSError:
+    pass
+for _name in ("KILN_NCCL_LIBRARY",):
+    if _name in os.environ:
+        config.environment[_name] = os.environ[_name]
+
 # A CUDA driver (and so maybe a GPU) is present: tests that expect kiln-run
 # to report "no CUDA driver" do not apply.
 import ctypes

@@ -12,6 +12,7 @@
 #include "kiln/Compiler/SeparableDims.h"
 
 #include "PhaseRunner.h"
+#include "SignatureGroups.h"
 #include "TrainingCompile.h"
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
@@ -37,8 +38,11 @@ namespace kiln {
 
 char CompileError::ID = 0;
 
+// Messages quote names from the model (tensors, nodes, dims): control
+// characters in them are escaped, so that every error stays one line.
 llvm::Error compileError(CompileError::Kind kind, const llvm::Twine &message) {
-  return llvm::make_error<CompileError>(kind, message.str());
+  return llvm::make_error<CompileError>(
+      kind, onnx_frontend::escapeControlCharacters(message.str()));
 }
 
 namespace {
@@ -77,8 +81,10 @@ llvm::Error checkTrainingOptions(const CompileOptions &options) {
 llvm::Expected<OwningOpRef<ModuleOp>>
 loadModel(const CompileOptions &options, MLIRContext &context,
           const CompileHooks &hooks,
-          std::vector<std::pair<std::string, DenseElementsAttr>> &inlined) {
-  if (llvm::StringRef(options.input).ends_with(".mlir")) {
+          std::vector<std::pair<std::string, DenseElementsAttr>> &inlined,
+          runtime::HostProgram &host) {
+  if (!options.inputBytes &&
+      llvm::StringRef(options.input).ends_with(".mlir")) {
     std::string parseError;
     ScopedDiagnosticHandler capture(&context, [&](Diagnostic &d) {
       if (parseError.empty())
@@ -99,14 +105,25 @@ loadModel(const CompileOptions &options, MLIRContext &context,
     import.inputDimNames[entry.getKey()] = entry.getValue();
   for (const auto &entry : options.dims)
     import.dimRanges[entry.getKey()] = entry.getValue();
+  for (const auto &entry : options.sequenceLengths)
+    import.sequenceLengths[entry.getKey()] = entry.getValue();
+  for (const auto &entry : options.absentInputs)
+    import.absentInputs.insert(entry.getKey());
   // Every float initializer may train, however small (biases).
   import.floatInitializersAsGlobals = options.training.differentiates();
   import.trainingDropout = options.training.differentiates();
   import.inlinedInitializers = &inlined;
+  // STRING nodes become host steps (kiln/runtime/HostSteps.h) in inference
+  // artifacts; a training compile refuses STRING tensors.
+  if (!options.training.differentiates())
+    import.hostProgram = &host;
   if (hooks.warning)
     import.warning = [&](const std::string &message) { hooks.warning(message); };
   llvm::Expected<OwningOpRef<ModuleOp>> module =
-      onnx_frontend::importModelFile(options.input, context, import);
+      options.inputBytes
+          ? onnx_frontend::importModelBuffer(*options.inputBytes, options.input,
+                                             context, import)
+          : onnx_frontend::importModelFile(options.input, context, import);
   if (!module)
     return userError(llvm::toString(module.takeError()));
   // Training compiles take no run-time sizes yet (docs/runtime.md "Sizes
@@ -185,7 +202,14 @@ llvm::Error validateCompileOptions(CompileOptions &options,
 
 llvm::Expected<CompileResult> compileModel(CompileOptions options,
                                            MLIRContext &context,
-                                           const CompileHooks &hooks) {
+                                           const CompileHooks &callerHooks) {
+  // Warnings quote names from the model too: one line each, as errors.
+  CompileHooks hooks = callerHooks;
+  if (callerHooks.warning)
+    hooks.warning = [&](const llvm::Twine &message) {
+      callerHooks.warning(
+          onnx_frontend::escapeControlCharacters(message.str()));
+    };
   if (llvm::Error err = validateCompileOptions(options, hooks))
     return std::move(err);
   PhaseRunner runner(context, hooks);
@@ -193,8 +217,9 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
   runner.startPhase("import");
   std::optional<TimingScope> importTiming = runner.timePhase("import");
   std::vector<std::pair<std::string, DenseElementsAttr>> inlined;
+  runtime::HostProgram host;
   llvm::Expected<OwningOpRef<ModuleOp>> loaded =
-      loadModel(options, context, hooks, inlined);
+      loadModel(options, context, hooks, inlined, host);
   importTiming.reset();
   if (!loaded)
     return loaded.takeError();
@@ -210,6 +235,15 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
   KernelCache kernelCache = openKernelCache(options);
   artifactOptions.kernelCache = &kernelCache;
   auto trimCache = llvm::make_scope_exit([&] { kernelCache.trim(); });
+
+  // How sequence and optional inputs and outputs became tensors, read as
+  // imported, before any pass runs.
+  auto signatureGroups = (*module)->getAttrOfType<DictionaryAttr>(
+      onnx_frontend::kSignatureGroupsAttrName);
+  if (signatureGroups && options.training.differentiates())
+    return userError(options.input +
+                     ": sequence and optional graph inputs and outputs are "
+                     "not supported in training");
 
   if (options.training.train)
     return compileTraining(options, std::move(module), artifactOptions,
@@ -310,13 +344,46 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
       readReports(packed, *stats);
     }
     attachSymbolicDims(separable, *artifact);
+    // From an ONNX model the importer wrote the groups (a bad one is a Kiln
+    // bug); a .mlir input may carry hand-written ones.
+    if (llvm::Error err = attachSignatureGroups(signatureGroups, *artifact))
+      return compileError(llvm::StringRef(options.input).ends_with(".mlir")
+                              ? CompileError::Kind::User
+                              : CompileError::Kind::Internal,
+                          options.input + ": " +
+                              llvm::toString(std::move(err)));
     for (const runtime::SymbolicDim &dim : artifact->symbolicDims)
       if (!dim.separable && hooks.warning)
         hooks.warning("--dim: '" + dim.name + "' is not separable (" +
                       dim.reason + "): the artifact runs " + dim.name + " = " +
                       std::to_string(dim.max) + " only");
-    if (stats)
+    if (stats) {
       stats->symbolicDims = artifact->symbolicDims;
+      for (size_t s = 0; s < artifact->symbolicDims.size(); ++s) {
+        CompileStats::ScaledLaunches counts;
+        counts.total = artifact->launches.size();
+        std::vector<bool> scaled(counts.total, false);
+        for (const runtime::LaunchScale &scale : artifact->launchScales)
+          if (scale.symbol == s)
+            scaled[scale.launch] = true;
+        for (size_t l = 0; l < counts.total; ++l) {
+          if (scaled[l])
+            ++counts.scaled;
+          else
+            counts.fixed.push_back(
+                artifact->kernels[artifact->launches[l].kernel].name);
+        }
+        stats->scaledLaunches.push_back(std::move(counts));
+      }
+    }
+    if (!host.empty()) {
+      artifact->host = std::move(host);
+      if (runtime::Error err = runtime::verifyHostProgram(*artifact))
+        return compileError(CompileError::Kind::Internal,
+                            options.input + ": " + err.message());
+      if (stats)
+        stats->hostSteps = artifact->host.steps;
+    }
     if (options.stripWeights)
       if (runtime::Error err = runtime::stripWeights(*artifact))
         return userError(options.input + ": " + err.message());

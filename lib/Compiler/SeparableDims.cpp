@@ -549,6 +549,12 @@ void attachSymbolicDims(const SeparableDims &dims,
       };
   attach(artifact.inputs, dims.inputs);
   attach(artifact.outputs, dims.outputs);
+  // Launch scaling needs the padding scheme: only separable symbols scale.
+  llvm::erase_if(artifact.launchScales,
+                 [&](const runtime::LaunchScale &scale) {
+                   return scale.symbol >= artifact.symbolicDims.size() ||
+                          !artifact.symbolicDims[scale.symbol].separable;
+                 });
 }
 
 } // namespace kiln

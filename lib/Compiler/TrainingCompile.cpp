@@ -160,6 +160,18 @@ optimizerOptionsFor(const TrainingOptions &training,
     return compileError(CompileError::Kind::User,
                         "--bucket-mb must be a positive number of MiB");
   options.dataParallel = training.dataParallel;
+  if (training.shardOptimizer < 0 || training.shardOptimizer > 65536)
+    return compileError(CompileError::Kind::User,
+                        "--shard-optimizer=N: N is the job's number of "
+                        "ranks, from 1 to 65536");
+  if (training.shardOptimizer > 0 && !training.dataParallel)
+    return compileError(CompileError::Kind::User,
+                        "--shard-optimizer needs --data-parallel");
+  if (training.shardOptimizer > 0 && training.allreduceDtype != "fp32")
+    return compileError(CompileError::Kind::User,
+                        "--shard-optimizer does not combine with "
+                        "--allreduce-dtype (the reduce-scatter sends fp32)");
+  options.shardOptimizer = training.shardOptimizer;
   return options;
 }
 
@@ -374,6 +386,70 @@ std::vector<rt::CollectiveStep> gradientBuckets(ArrayAttr layout,
   return buckets;
 }
 
+/// ZeRO stage 1 (--shard-optimizer=N): the `shard-optimizer` section and
+/// the collective steps. kiln-optimizer made @train_update work on S =
+/// ceil(size / N) elements (`grad.shard`, `params.shard`, `opt.m`, ...)
+/// and padded `grad` to N x S. Each bucket is the same columns [c, c + k)
+/// of every rank's shard (N x k elements, at most `bucketBytes`), so one
+/// reduce-scatter gives each rank exactly its columns: a reduce-scatter-mean
+/// step per bucket after @train_step, an all-gather step per bucket after
+/// @train_update.
+llvm::Error shardOptimizerSteps(rt::Artifact &artifact, int64_t shards,
+                                uint64_t bucketBytes) {
+  auto stateIndex = [&](llvm::StringRef name) -> std::optional<uint32_t> {
+    for (uint32_t i = 0; i < artifact.state.size(); ++i)
+      if (artifact.state[i].name == name)
+        return i;
+    return std::nullopt;
+  };
+  std::optional<uint32_t> grad = stateIndex("grad"),
+                          gradShard = stateIndex("grad.shard"),
+                          params = stateIndex("params"),
+                          paramsShard = stateIndex("params.shard");
+  const rt::EntryPoint *step = artifact.findEntryPoint("train_step");
+  const rt::EntryPoint *update = artifact.findEntryPoint("train_update");
+  if (!grad || !gradShard || !params || !paramsShard || !step || !update ||
+      step->launchCount == 0 || update->launchCount == 0)
+    return llvm::createStringError(
+        "--shard-optimizer: the artifact lacks a state (grad, grad.shard, "
+        "params, params.shard) or the launches of train_step/train_update");
+  rt::ShardOptimizerConfig config;
+  config.shards = uint32_t(shards);
+  config.gradShard = *gradShard;
+  config.paramsShard = *paramsShard;
+  if (std::optional<uint32_t> norm = stateIndex("grad.sqnorm"))
+    config.squaredNorm = *norm;
+  for (llvm::StringRef name : {"opt.m", "opt.v"})
+    if (std::optional<uint32_t> index = stateIndex(name))
+      config.sharded.push_back(*index);
+  std::optional<uint64_t> shardBytes =
+      rt::tensorByteSize(rt::DType::F32, artifact.state[*gradShard].shape);
+  if (!shardBytes || *shardBytes == 0)
+    return llvm::createStringError("--shard-optimizer: state grad.shard has "
+                                   "no static size");
+  uint64_t shard = *shardBytes / 4;
+  uint64_t columns = std::max<uint64_t>(bucketBytes / 4 / uint64_t(shards), 1);
+  uint32_t afterStep = step->firstLaunch + step->launchCount - 1;
+  uint32_t afterUpdate = update->firstLaunch + update->launchCount - 1;
+  std::vector<rt::CollectiveStep> gathers;
+  for (uint64_t first = 0; first < shard; first += columns) {
+    rt::CollectiveStep bucket;
+    bucket.kind = rt::CollectiveKind::ReduceScatterMean;
+    bucket.state = *grad;
+    bucket.elementOffset = first;
+    bucket.elementCount = std::min(columns, shard - first);
+    bucket.afterLaunch = afterStep;
+    artifact.collectives.push_back(bucket);
+    bucket.kind = rt::CollectiveKind::AllGather;
+    bucket.state = *params;
+    bucket.afterLaunch = afterUpdate;
+    gathers.push_back(bucket);
+  }
+  llvm::append_range(artifact.collectives, gathers);
+  artifact.shardOptimizer = std::move(config);
+  return llvm::Error::success();
+}
+
 llvm::Expected<rt::Artifact>
 compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
                         const ArtifactOptions &artifactOptions,
@@ -413,10 +489,12 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return llvm::createStringError("the module has no @train_step");
-  // With --data-parallel, @train_update's too (the gradients `grad`).
+  // With --data-parallel, @train_update's too (the gradients `grad`), and
+  // with --shard-optimizer @train_grad_norm's.
   auto update = module.lookupSymbol<func::FuncOp>("train_update");
+  auto gradNorm = module.lookupSymbol<func::FuncOp>("train_grad_norm");
   llvm::StringSet<> listed = {"params", "bn.stats"};
-  for (func::FuncOp func : {step, update}) {
+  for (func::FuncOp func : {step, gradNorm, update}) {
     if (!func)
       continue;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
@@ -428,10 +506,24 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
           {state.getValue().str(), initialStateBytes(func, i), {}});
     }
   }
+  // A state only written (--shard-optimizer's padded `grad`, which the
+  // runtime reduce-scatters): zeros, kept where train_step leaves it.
+  for (func::FuncOp func : {step, gradNorm, update}) {
+    if (!func)
+      continue;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto state = func.getResultAttrOfType<StringAttr>(
+          i, KilnDialect::StateAttrHelper::getNameStr());
+      if (state && listed.insert(state.getValue()).second)
+        specs.push_back({state.getValue().str(), {}, {}});
+    }
+  }
 
   std::vector<rt::EntryPointArtifact> parts;
   llvm::StringSet<> kernelModules;
   SmallVector<llvm::StringRef> entries = {"train_step"};
+  if (gradNorm)
+    entries.push_back("train_grad_norm");
   if (update)
     entries.push_back("train_update");
   entries.push_back("eval");
@@ -490,10 +582,17 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
         : trainingOptions.allreduceDtype == "fp16"
             ? rt::CollectiveKind::AllReduceMeanF16
             : rt::CollectiveKind::AllReduceMean;
-    artifact.collectives = gradientBuckets(
-        layout, size.getInt(),
-        uint64_t(trainingOptions.bucketMb * 1024 * 1024), gradState,
-        stepEntry->firstLaunch + stepEntry->launchCount - 1, kind);
+    if (trainingOptions.shardOptimizer > 0) {
+      if (llvm::Error err = shardOptimizerSteps(
+              artifact, trainingOptions.shardOptimizer,
+              uint64_t(trainingOptions.bucketMb * 1024 * 1024)))
+        return std::move(err);
+    } else {
+      artifact.collectives = gradientBuckets(
+          layout, size.getInt(),
+          uint64_t(trainingOptions.bucketMb * 1024 * 1024), gradState,
+          stepEntry->firstLaunch + stepEntry->launchCount - 1, kind);
+    }
     if (std::optional<uint32_t> rank =
             powerSgdRank(trainingOptions.allreduceDtype)) {
       llvm::Expected<std::vector<rt::PowerSgdMatrix>> matrices =

@@ -169,17 +169,30 @@ void addGraphPhase(OpPassManager &pm, const PipelineOptions &options) {
   // Quantized matmul chains first, while they are still the importer's
   // (sibling fusion would concatenate their dequantized weights): each
   // becomes a `quantized_matmul` region for the int8 kernel.
-  if (options.contractionKernels && options.int8Kernels)
-    pm.addNestedPass<func::FuncOp>(createFuseQuantizedPass());
+  bool int8 = options.contractionKernels && options.int8Kernels;
+  if (int8) {
+    FuseQuantizedPassOptions matmuls;
+    matmuls.convolutions = false;
+    pm.addNestedPass<func::FuncOp>(createFuseQuantizedPass(matmuls));
+  }
   // Horizontal fusion next: the concatenated weights then get layout and
   // precision like any other.
   if (options.fuseSiblings)
     pm.addPass(createFuseSiblingContractionsPass());
-  pm.addPass(createAssignLayoutPass(AssignLayoutPassOptions{
-      /*layout=*/options.layout,
-      /*precision=*/options.precision,
-      /*tensorCoreConvs=*/options.contractionKernels,
-  }));
+  AssignLayoutPassOptions layout;
+  layout.layout = options.layout;
+  layout.precision = options.precision;
+  layout.tensorCoreConvs = options.contractionKernels;
+  layout.int8Convs = int8;
+  pm.addPass(createAssignLayoutPass(layout));
+  // Quantized convolution chains once they are NHWC (the int8 kernel is an
+  // implicit GEMM over NHWC images), before kiln-lower-precision would
+  // lower a QDQ chain's f32 ops: each becomes a `quantized_conv` region.
+  if (int8) {
+    FuseQuantizedPassOptions convolutions;
+    convolutions.matmuls = false;
+    pm.addNestedPass<func::FuncOp>(createFuseQuantizedPass(convolutions));
+  }
   LowerPrecisionPassOptions precision;
   precision.precision = options.precision;
   precision.ioPrecision = options.ioPrecision;

@@ -16,14 +16,14 @@ docs/python.md has the whole API.
 
 from .compiler import compile, kilnc_path
 from .errors import CompileError, Error, RuntimeError
-from .runtime import (Artifact, BenchResult, Session, Signature, TensorSpec,
-                      load)
+from .runtime import (Artifact, BenchResult, GroupSpec, Session, Signature,
+                      TensorSpec, load)
 from .training import History, Trainer, compile_training
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Artifact", "BenchResult", "CompileError", "Error", "History",
+    "Artifact", "BenchResult", "CompileError", "Error", "GroupSpec", "History",
     "RuntimeError", "Session", "Signature", "TensorSpec", "Trainer",
     "compile", "compile_training", "kilnc_path", "load",
 ]

@@ -88,6 +88,8 @@ def _dim_flag(name: str, bounds: Any) -> str:
 
 def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
             dims: Optional[Mapping[str, Any]] = None,
+            sequences: Optional[Mapping[str, int]] = None,
+            absent: Sequence[str] = (),
             precision: str = "fp32", layout: str = "auto",
             target: str = "sm_90", strip_weights: bool = False,
             io_precision: Optional[str] = None,
@@ -102,6 +104,10 @@ def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
       {name: (min, max, opt)} or {name: "1..64"} (kilnc --dim). The artifact
       runs any size in the range where the dim is separable
       (Artifact.stats["symbolic_dims"]).
+    sequences: lengths of sequence inputs, {name: N} (kilnc --sequence): the
+      session then takes that input as a list of N arrays.
+    absent: optional inputs compiled absent (kilnc --absent); the others are
+      compiled present.
     precision, layout, target, strip_weights, io_precision: kilnc's
       --precision, --layout, --target, --strip-weights, --io-precision.
     extra_args: more kilnc flags, passed as they are.
@@ -122,6 +128,10 @@ def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
             command.append(_shape_flag(name, shape))
         for name, bounds in (dims or {}).items():
             command.append(_dim_flag(name, bounds))
+        for name, length in (sequences or {}).items():
+            command.append(f"--sequence={name}={length}")
+        for name in absent:
+            command.append(f"--absent={name}")
         if strip_weights:
             command.append("--strip-weights")
         if io_precision:

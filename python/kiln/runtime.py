@@ -27,6 +27,18 @@ class Signature(NamedTuple):
     outputs: Tuple[TensorSpec, ...]
 
 
+class GroupSpec(NamedTuple):
+    """A sequence or optional graph input or output (kilnc --sequence,
+    --absent): kind "sequence", "optional" or "optional-sequence"; whether
+    it was compiled present; its tensors are the signature's
+    [first, first + count)."""
+    name: str
+    kind: str
+    present: bool
+    first: int
+    count: int
+
+
 def _native_call(function, *args):
     try:
         return function(*args)
@@ -46,6 +58,14 @@ class Artifact:
         return Signature(
             tuple(TensorSpec(*t) for t in self._native.inputs),
             tuple(TensorSpec(*t) for t in self._native.outputs))
+
+    @property
+    def groups(self) -> Tuple[Tuple[GroupSpec, ...], Tuple[GroupSpec, ...]]:
+        """(input groups, output groups): the model's sequence and optional
+        inputs and outputs. Session.run takes a sequence as a list of arrays
+        and returns one as a list; an absent optional output is None."""
+        return (tuple(GroupSpec(*g) for g in self._native.input_groups),
+                tuple(GroupSpec(*g) for g in self._native.output_groups))
 
     @property
     def stats(self) -> Dict[str, Any]:
@@ -153,8 +173,31 @@ class Session:
         return self._native.device_name
 
     def _tensors(self, inputs: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-        return {name: _as_tensor(name, value)
-                for name, value in (inputs or {}).items()}
+        sequences = {g.name for g in self.artifact.groups[0]
+                     if g.kind.endswith("sequence")}
+        tensors = {}
+        for name, value in (inputs or {}).items():
+            if name in sequences and isinstance(value, (list, tuple)):
+                _native_call(self.artifact._native.check_sequence_input,
+                             name, len(value))
+                for i, element in enumerate(value):
+                    tensors[f"{name}[{i}]"] = _as_tensor(f"{name}[{i}]",
+                                                         element)
+            else:
+                tensors[name] = _as_tensor(name, value)
+        return tensors
+
+    def _grouped(self, result: Dict[str, Any]) -> Dict[str, Any]:
+        """Sequence outputs as lists, absent optionals as None."""
+        outputs = self.artifact.signature.outputs
+        for group in self.artifact.groups[1]:
+            tensors = [result.pop(outputs[group.first + i].name)
+                       for i in range(group.count)]
+            if group.kind.endswith("sequence") and group.present:
+                result[group.name] = tensors
+            else:
+                result[group.name] = tensors[0] if tensors else None
+        return result
 
     def run(self, inputs: Mapping[str, Any], *,
             outputs: str = "auto") -> Dict[str, Any]:
@@ -175,7 +218,7 @@ class Session:
             value = result[name]
             if isinstance(value, np.ndarray):
                 result[name] = (value.astype(np.uint32) << 16).view(np.float32)
-        return result
+        return self._grouped(result)
 
     def bench(self, n: int = 100, inputs: Optional[Mapping[str, Any]] = None,
               *, warmup: int = 3) -> BenchResult:

@@ -143,10 +143,14 @@ class Trainer:
     batch samples, and only rank 0 validates, prints and writes
     checkpoints. "cuda" means GPU `local rank` there. A collective that
     waits longer than `collective_timeout` seconds ends the process
-    (docs/runtime.md "Data-parallel training")."""
+    (docs/runtime.md "Data-parallel training"). `collective_engine` is
+    kiln-train's --collective-engine: "auto" (NCCL on cuda when
+    libnccl.so.2 loads, else MPI), "mpi" or "nccl" (never run on a GPU
+    yet)."""
 
     def __init__(self, artifact: Union[Artifact, str, "os.PathLike[str]"],
-                 device: str = "cuda", collective_timeout: float = 300.0):
+                 device: str = "cuda", collective_timeout: float = 300.0,
+                 collective_engine: str = "auto"):
         name = "<artifact>"
         if not isinstance(artifact, Artifact):
             name = os.fspath(artifact)
@@ -154,7 +158,8 @@ class Trainer:
         self.artifact = artifact
         self.device = device
         self._native = _native_call(_native.Trainer, artifact._native, device,
-                                    name, collective_timeout)
+                                    name, collective_timeout,
+                                    collective_engine)
 
     @property
     def rank(self) -> int:
@@ -297,7 +302,10 @@ class Trainer:
                 line += f", {name} {value:.6f}"
             if verbose:
                 print(line, file=sys.stderr)
-            if checkpoint is not None and leader:
+            # ZeRO (kilnc --shard-optimizer): every rank gathers the
+            # optimizer state, rank 0 writes it.
+            if checkpoint is not None and (
+                    leader or self._native.shards_optimizer):
                 _native_call(self._native.save_checkpoint, checkpoint, {
                     _native.META_EPOCHS_DONE: str(epoch + 1),
                     _native.META_SEED: str(seed),

@@ -15,6 +15,7 @@
 #include "Tensors.h"
 
 #include "kiln/runtime/Runtime.h"
+#include "kiln/runtime/SignatureGroups.h"
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
@@ -59,6 +60,16 @@ nb::list signatureOf(const std::vector<TensorSignature> &tensors) {
   for (const TensorSignature &tensor : tensors)
     pointers.push_back(&tensor);
   return kiln::python::signatureList(pointers);
+}
+
+/// (name, kind, present, first, count) per sequence or optional group.
+nb::list groupsOf(const std::vector<SignatureGroup> &groups) {
+  nb::list list;
+  for (const SignatureGroup &group : groups)
+    list.append(nb::make_tuple(group.name,
+                               std::string(signatureGroupKindName(group.kind)),
+                               group.present, group.first, group.count));
+  return list;
 }
 
 nb::dict statsOf(const Artifact &artifact) {
@@ -318,6 +329,20 @@ NB_MODULE(_native, m) {
                    [](const PyArtifact &self) {
                      return signatureOf(self.artifact->outputs);
                    })
+      .def_prop_ro("input_groups",
+                   [](const PyArtifact &self) {
+                     return groupsOf(self.artifact->inputGroups);
+                   })
+      .def_prop_ro("output_groups",
+                   [](const PyArtifact &self) {
+                     return groupsOf(self.artifact->outputGroups);
+                   })
+      .def(
+          "check_sequence_input",
+          [](const PyArtifact &self, const std::string &name, size_t count) {
+            throwIfFailed(checkSequenceInput(*self.artifact, name, count));
+          },
+          "name"_a, "count"_a)
       .def_prop_ro("stats", [](const PyArtifact &self) {
         return statsOf(*self.artifact);
       });

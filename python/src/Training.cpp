@@ -57,20 +57,42 @@ HostTensor hostTensor(NpyArray array) {
 class PyTrainer {
 public:
   PyTrainer(const PyArtifact &artifact, const std::string &deviceSpec,
-            const std::string &name, double collectiveTimeout)
+            const std::string &name, double collectiveTimeout,
+            const std::string &collectiveEngine)
       : name(name) {
     nb::gil_scoped_release release;
     // Under mpirun (docs/runtime.md "Data-parallel training"): join the
-    // job, one GPU per rank from the local rank.
+    // job, one GPU per rank from the local rank. The engine is chosen as
+    // kiln-train's --collective-engine.
+    if (collectiveEngine != "auto" && collectiveEngine != "mpi" &&
+        collectiveEngine != "nccl")
+      throw NativeError(fmt::format("collective_engine '{}' is not auto, mpi "
+                                    "or nccl",
+                                    collectiveEngine));
+    bool emu = deviceSpec == "emu";
+    if (collectiveEngine == "nccl" && emu)
+      throw NativeError("collective_engine 'nccl' reduces GPU memory: "
+                        "device 'emu' uses the MPI engine");
     WorldInfo world = unwrap(detectWorld());
+    bool collectives = world.size > 1 || collectiveEngine == "nccl";
+    std::string engine = collectiveEngine;
+    if (engine == "auto")
+      engine = collectives && !emu && loadNcclLibrary() ? "nccl" : "mpi";
+    if (engine == "nccl")
+      unwrap(loadNcclLibrary());
     std::string spec = deviceSpec;
     std::shared_ptr<Communicator> communicator;
-    if (world.size > 1) {
+    if (collectives && world.size == 1) {
+      communicator = createLocalCommunicator();
+    } else if (collectives) {
       communicator = unwrap(createMpiCommunicator({collectiveTimeout}));
       if (spec == "cuda")
         spec = fmt::format("cuda:{}", world.localRank);
     }
     std::shared_ptr<Device> device(unwrap(createDevice(spec)).release());
+    if (communicator && engine == "nccl")
+      communicator = unwrap(createNcclCommunicator({collectiveTimeout},
+                                                   communicator, device));
     training = unwrap(TrainingSession::create(artifact.artifact, device));
     if (communicator && !training->isDataParallel())
       throw NativeError(fmt::format(
@@ -81,6 +103,7 @@ public:
     info = device->info();
   }
 
+  bool shardsOptimizer() const { return training->shardsOptimizer(); }
   int rank() const {
     const auto &comm = training->getCommunicator();
     return comm ? comm->rank() : 0;
@@ -296,11 +319,13 @@ private:
 void kiln::python::bindTraining(nb::module_ &m) {
   nb::class_<PyTrainer>(m, "Trainer")
       .def(nb::init<const PyArtifact &, const std::string &,
-                    const std::string &, double>(),
+                    const std::string &, double, const std::string &>(),
            "artifact"_a, "device"_a, "name"_a,
-           "collective_timeout"_a = 300.0)
+           "collective_timeout"_a = 300.0, "collective_engine"_a = "auto")
       .def_prop_ro("rank", &PyTrainer::rank)
       .def_prop_ro("world_size", &PyTrainer::worldSize)
+      .def_prop_ro("shards_optimizer",
+                   [](const PyTrainer &self) { return self.shardsOptimizer(); })
       .def_prop_ro("device_name",
                    [](const PyTrainer &self) { return self.deviceInfo().name; })
       .def("entry_inputs", &PyTrainer::entryInputs, "entry"_a)

@@ -236,6 +236,14 @@ def test_errors(tmp_path, sgd_artifact, mlp_artifact, mlp_model,
         trainer.fit(x, y, val_data=x)
     with pytest.raises(kiln.RuntimeError, match="no 'train_step' entry point"):
         kiln.Trainer(mlp_artifact, device="emu")
+    with pytest.raises(kiln.RuntimeError,
+                       match="collective_engine 'gloo' is not auto, mpi or "
+                             "nccl"):
+        kiln.Trainer(sgd_artifact, device="emu", collective_engine="gloo")
+    with pytest.raises(kiln.RuntimeError,
+                       match="collective_engine 'nccl' reduces GPU memory: "
+                             "device 'emu' uses the MPI engine"):
+        kiln.Trainer(sgd_artifact, device="emu", collective_engine="nccl")
     with pytest.raises(kiln.CompileError, match="exactly one of loss"):
         kiln.compile_training(classifier_file)
     with pytest.raises(kiln.CompileError, match="optimizer 'lion'"):

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/Artifact.h"
+#include "kiln/runtime/SignatureGroups.h"
 #include "kiln/runtime/SymbolicDims.h"
 
 #include "Support.h"
@@ -509,6 +510,12 @@ Error verifyArtifact(const Artifact &artifact) {
   if (Error err = verifyTraining(artifact))
     return err;
   if (Error err = verifySymbolicDims(artifact))
+    return err;
+  if (Error err = verifyLaunchScales(artifact))
+    return err;
+  if (Error err = verifySignatureGroups(artifact))
+    return err;
+  if (Error err = verifyHostProgram(artifact))
     return err;
   return verifyCollectives(artifact);
 }

@@ -46,6 +46,15 @@ constexpr uint32_t kHeaderFlagCollectives = 2;
 /// `zeroed-buffers` section). Readers before 1.6 reject it as an unknown
 /// flag rather than run split-K kernels on semaphores nobody zeroed.
 constexpr uint32_t kHeaderFlagZeroedBuffers = 4;
+/// Header flag (format 1.9): the artifact has signature groups (a
+/// `signature-groups` section). Readers before 1.9 reject it as an unknown
+/// flag rather than bind a sequence's tensors, or run an optional compiled
+/// absent, without knowing it.
+constexpr uint32_t kHeaderFlagSignatureGroups = 8;
+/// Header flag (format 1.9): the artifact has host steps (a `host-steps`
+/// section). Readers before 1.9 reject it as an unknown flag rather than
+/// run the launches without the steps on STRING tensors around them.
+constexpr uint32_t kHeaderFlagHostSteps = 16;
 constexpr size_t kTableChecksumOffset = 44;  // u32, CRC32C of the table
 constexpr size_t kHeaderChecksumOffset = 60; // u32, CRC32C of bytes [0, 60)
 
@@ -87,9 +96,17 @@ enum class SectionKind : uint32_t {
   ZeroedBuffers = 14,
   /// Optional (format 1.7): PowerSGD's gradient matrices.
   PowerSgd = 15,
+  /// Optional (format 1.8): ZeRO stage 1's world size and shard states.
+  ShardOptimizer = 16,
+  /// Optional (format 1.9): sequence and optional inputs and outputs.
+  SignatureGroups = 17,
+  /// Optional (format 1.9): launch grids that follow a symbolic dim.
+  LaunchScales = 18,
+  /// Optional (format 1.9): steps on STRING tensors that run on the host.
+  HostSteps = 19,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 15;
+constexpr uint32_t kLastSectionKind = 19;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -117,6 +134,12 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
     return 6;
   if (kind == uint32_t(SectionKind::PowerSgd))
     return 7;
+  if (kind == uint32_t(SectionKind::ShardOptimizer))
+    return 8;
+  if (kind == uint32_t(SectionKind::SignatureGroups) ||
+      kind == uint32_t(SectionKind::LaunchScales) ||
+      kind == uint32_t(SectionKind::HostSteps))
+    return 9;
   return kArtifactFormatMinor;
 }
 
@@ -153,6 +176,14 @@ inline std::string_view sectionName(uint32_t kind) {
     return "zeroed-buffers";
   case SectionKind::PowerSgd:
     return "powersgd";
+  case SectionKind::ShardOptimizer:
+    return "shard-optimizer";
+  case SectionKind::SignatureGroups:
+    return "signature-groups";
+  case SectionKind::LaunchScales:
+    return "launch-scales";
+  case SectionKind::HostSteps:
+    return "host-steps";
   }
   return "unknown";
 }

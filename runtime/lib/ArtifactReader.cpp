@@ -337,10 +337,110 @@ Error parsePowerSgd(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseShardOptimizer(SectionReader in, Artifact &artifact) {
+  ShardOptimizerConfig &config = artifact.shardOptimizer;
+  config.shards = in.u32("the shard count");
+  config.gradShard = in.u32("the grad.shard state index");
+  config.paramsShard = in.u32("the params.shard state index");
+  config.squaredNorm = in.u32("the grad.sqnorm state index");
+  config.sharded.resize(in.count("sharded optimizer states", 4));
+  for (size_t i = 0; i < config.sharded.size() && !in.failed(); ++i)
+    config.sharded[i] = in.u32("a sharded state index");
+  return in.finish();
+}
+
 Error parseZeroedBuffers(SectionReader in, Artifact &artifact) {
   artifact.zeroedBuffers.resize(in.count("zeroed buffers", 4));
   for (size_t i = 0; i < artifact.zeroedBuffers.size() && !in.failed(); ++i)
     artifact.zeroedBuffers[i] = in.u32("a buffer index");
+  return in.finish();
+}
+
+/// Format 1.9: the host program. Shapes are checked by verifyHostProgram.
+bool parseHostDecl(SectionReader &in, std::string &name, bool &isString,
+                   DType &dtype, Shape &shape) {
+  name = in.string("a name");
+  uint32_t code = in.u32("a dtype code");
+  uint32_t rank = in.count("dims", 8);
+  for (uint32_t d = 0; d < rank && !in.failed(); ++d)
+    shape.push_back(in.i64("a dim"));
+  if (in.failed())
+    return false;
+  isString = code == kStringDTypeCode;
+  if (!isString) {
+    std::optional<DType> known = dtypeFromCode(code);
+    if (!known) {
+      in.fail(fmt::format("'{}': unknown dtype code {}", name, code));
+      return false;
+    }
+    dtype = *known;
+  }
+  return true;
+}
+
+std::vector<std::string> parseNames(SectionReader &in, std::string_view what) {
+  std::vector<std::string> names(in.count(what, 4));
+  for (std::string &name : names)
+    name = in.string("a name");
+  return names;
+}
+
+Error parseHostSteps(SectionReader in, Artifact &artifact) {
+  HostProgram &host = artifact.host;
+  for (auto *decls : {&host.inputs, &host.outputs}) {
+    in.setContext(decls == &host.inputs ? "inputs" : "outputs");
+    decls->resize(in.count("host tensors", 4 + 4 + 4));
+    for (HostTensorDecl &decl : *decls)
+      if (!parseHostDecl(in, decl.name, decl.isString, decl.dtype, decl.shape))
+        break;
+  }
+  in.setContext("constants");
+  host.constants.resize(in.count("constants", 4 + 4 + 4));
+  for (HostConstant &constant : host.constants) {
+    HostValue &value = constant.value;
+    if (!parseHostDecl(in, constant.name, value.isString, value.dtype,
+                       value.shape))
+      break;
+    std::optional<uint64_t> count = elementCount(value.shape);
+    if (!count) {
+      in.fail(fmt::format("constant '{}': shape {} is invalid", constant.name,
+                          formatShape(value.shape)));
+      break;
+    }
+    if (value.isString) {
+      // Each string takes at least its 4-byte length.
+      if (*count > (uint64_t(1) << 32)) {
+        in.fail(fmt::format("constant '{}': too many strings", constant.name));
+        break;
+      }
+      for (uint64_t i = 0; i < *count && !in.failed(); ++i)
+        value.strings.push_back(in.string("a string"));
+    } else {
+      auto [p, size] = in.bytes("the constant's bytes");
+      if (p)
+        value.data.assign(p, p + size);
+    }
+  }
+  in.setContext("steps");
+  host.steps.resize(in.count("steps", 4 + 4 + 4 + 4 + 4 + 4));
+  for (size_t i = 0; i < host.steps.size() && !in.failed(); ++i) {
+    HostStep &step = host.steps[i];
+    in.setContext(fmt::format("step {}", i));
+    step.op = in.string("the op");
+    step.node = in.string("the node name");
+    step.phase = static_cast<HostPhase>(in.u32("the phase"));
+    step.inputs = parseNames(in, "inputs");
+    step.outputs = parseNames(in, "outputs");
+    step.attributes.resize(in.count("attributes", 4 + 4));
+    for (HostAttribute &attribute : step.attributes) {
+      attribute.name = in.string("an attribute name");
+      attribute.values = parseNames(in, "attribute values");
+    }
+  }
+  in.setContext("");
+  host.toDevice = parseNames(in, "device inputs");
+  host.fromDevice = parseNames(in, "device outputs");
+  host.hiddenOutputs = parseNames(in, "hidden outputs");
   return in.finish();
 }
 
@@ -378,6 +478,48 @@ Error parseSymbolicDims(SectionReader in, Artifact &artifact) {
         axis.symbol = in.u32("a symbol index");
         axis.factor = in.u64("a factor");
       }
+    }
+  }
+  return in.finish();
+}
+
+Error parseLaunchScales(SectionReader in, Artifact &artifact) {
+  artifact.launchScales.resize(
+      in.count("launch scales", 4 + 4 + 4 + 8 + 8));
+  for (size_t i = 0; i < artifact.launchScales.size() && !in.failed(); ++i) {
+    LaunchScale &scale = artifact.launchScales[i];
+    in.setContext(fmt::format("record {}", i));
+    scale.launch = in.u32("a launch index");
+    scale.symbol = in.u32("a symbol index");
+    scale.gridDim = in.u32("a grid dim");
+    scale.numerator = in.u64("a numerator");
+    scale.denominator = in.u64("a denominator");
+  }
+  return in.finish();
+}
+
+Error parseSignatureGroups(SectionReader in, Artifact &artifact) {
+  for (auto *groups : {&artifact.inputGroups, &artifact.outputGroups}) {
+    in.setContext("");
+    groups->resize(in.count("signature groups", 4 + 4 * 4));
+    for (size_t i = 0; i < groups->size() && !in.failed(); ++i) {
+      SignatureGroup &group = (*groups)[i];
+      in.setContext(
+          fmt::format("{} group {}",
+                      groups == &artifact.inputGroups ? "input" : "output", i));
+      group.name = in.string("the group name");
+      uint32_t kind = in.u32("the group kind");
+      uint32_t present = in.u32("the present flag");
+      group.first = in.u32("the first tensor");
+      group.count = in.u32("the tensor count");
+      if (in.failed())
+        break;
+      if (kind < 1 || kind > 3)
+        in.fail(fmt::format("unknown group kind {}", kind));
+      else if (present > 1)
+        in.fail(fmt::format("present flag {} is neither 0 nor 1", present));
+      group.kind = static_cast<SignatureGroupKind>(kind);
+      group.present = present == 1;
     }
   }
   return in.finish();
@@ -507,6 +649,8 @@ Expected<std::vector<SectionEntry>> readLayout(const Blob &image) {
     knownFlags |= kHeaderFlagCollectives;
   if (major > 1 || minor >= 6)
     knownFlags |= kHeaderFlagZeroedBuffers;
+  if (major > 1 || minor >= 9)
+    knownFlags |= kHeaderFlagSignatureGroups | kHeaderFlagHostSteps;
   if (flags & ~knownFlags)
     return makeError("header: unknown flags {:#x}", flags & ~knownFlags);
   uint64_t recordedSize = loadU64(file + kFileSizeOffset);
@@ -649,6 +793,23 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
     if (Error err =
             parseSymbolicDims(reader(SectionKind::SymbolicDims), artifact))
       return err;
+  if (known[uint32_t(SectionKind::LaunchScales)])
+    if (Error err =
+            parseLaunchScales(reader(SectionKind::LaunchScales), artifact))
+      return err;
+
+  bool groupsFlag =
+      loadU32(image.data() + kFlagsOffset) & kHeaderFlagSignatureGroups;
+  if (groupsFlag != (known[uint32_t(SectionKind::SignatureGroups)] != nullptr))
+    return makeError(groupsFlag
+                         ? "header: the signature-groups flag is set but "
+                           "there is no 'signature-groups' section"
+                         : "section 'signature-groups' is present but the "
+                           "header's signature-groups flag is not set");
+  if (groupsFlag)
+    if (Error err = parseSignatureGroups(reader(SectionKind::SignatureGroups),
+                                         artifact))
+      return err;
 
   bool flagged =
       loadU32(image.data() + kFlagsOffset) & kHeaderFlagEntryPoints;
@@ -675,6 +836,10 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::PowerSgd)])
     if (Error err = parsePowerSgd(reader(SectionKind::PowerSgd), artifact))
       return err;
+  if (known[uint32_t(SectionKind::ShardOptimizer)])
+    if (Error err =
+            parseShardOptimizer(reader(SectionKind::ShardOptimizer), artifact))
+      return err;
   bool zeroedFlag =
       loadU32(image.data() + kFlagsOffset) & kHeaderFlagZeroedBuffers;
   if (zeroedFlag != (known[uint32_t(SectionKind::ZeroedBuffers)] != nullptr))
@@ -686,6 +851,16 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::ZeroedBuffers)])
     if (Error err =
             parseZeroedBuffers(reader(SectionKind::ZeroedBuffers), artifact))
+      return err;
+
+  bool hostFlag = loadU32(image.data() + kFlagsOffset) & kHeaderFlagHostSteps;
+  if (hostFlag != (known[uint32_t(SectionKind::HostSteps)] != nullptr))
+    return makeError(hostFlag ? "header: the host-steps flag is set but there "
+                                "is no 'host-steps' section"
+                              : "section 'host-steps' is present but the "
+                                "header's host-steps flag is not set");
+  if (known[uint32_t(SectionKind::HostSteps)])
+    if (Error err = parseHostSteps(reader(SectionKind::HostSteps), artifact))
       return err;
 
   const SectionEntry *data = known[uint32_t(SectionKind::WeightData)];

@@ -11,6 +11,7 @@
 #include "kiln/runtime/Checksum.h"
 #include "kiln/runtime/Training.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -141,6 +142,10 @@ std::string_view collectiveKindName(CollectiveKind kind) {
     return "all-reduce-mean-f16";
   case CollectiveKind::AllReducePowerSgd:
     return "all-reduce-powersgd";
+  case CollectiveKind::ReduceScatterMean:
+    return "reduce-scatter-mean";
+  case CollectiveKind::AllGather:
+    return "all-gather";
   }
   return "unknown";
 }
@@ -197,6 +202,105 @@ Error verifyPowerSgd(const Artifact &artifact) {
   }
   return Error::success();
 }
+/// The elements of an f32 state tensor.
+uint64_t stateElements(const StateTensor &tensor) {
+  return *tensorByteSize(tensor.dtype, tensor.shape) / dtypeSize(tensor.dtype);
+}
+
+/// Section `shard-optimizer` (1.8) against the state and the collective
+/// steps: present exactly when a step is reduce-scatter-mean or all-gather;
+/// its shard states f32 vectors of one length S; the steps' ranges inside
+/// [0, S); the gradients exactly N x S elements and the weights more than
+/// (N - 1) x S and at most N x S.
+Error verifyShardOptimizer(const Artifact &artifact) {
+  const ShardOptimizerConfig &config = artifact.shardOptimizer;
+  bool anyStep = false;
+  for (const CollectiveStep &step : artifact.collectives)
+    anyStep |= step.kind == CollectiveKind::ReduceScatterMean ||
+               step.kind == CollectiveKind::AllGather;
+  if (!anyStep && config.shards == 0)
+    return Error::success();
+  if (anyStep != (config.shards != 0))
+    return makeError(anyStep ? "section 'collectives': a reduce-scatter-mean "
+                               "or all-gather step but no 'shard-optimizer' "
+                               "section (or 0 shards)"
+                             : "section 'shard-optimizer' is present but no "
+                               "collective step is reduce-scatter-mean or "
+                               "all-gather");
+  const std::string where = "section 'shard-optimizer'";
+  auto shardState = [&](uint32_t index,
+                        std::string_view what) -> Expected<uint64_t> {
+    if (index >= artifact.state.size())
+      return makeError("{}: {} state index {} is out of range ({} state "
+                       "tensors)",
+                       where, what, index, artifact.state.size());
+    const StateTensor &tensor = artifact.state[index];
+    if (tensor.dtype != DType::F32 || tensor.shape.size() != 1)
+      return makeError("{}: {} state '{}' is {} {}, not an f32 vector", where,
+                       what, tensor.name, dtypeName(tensor.dtype),
+                       formatShape(tensor.shape));
+    return stateElements(tensor);
+  };
+  Expected<uint64_t> shard = shardState(config.gradShard, "the gradient");
+  if (!shard)
+    return shard.takeError();
+  for (uint32_t index : config.sharded) {
+    if (index == config.gradShard || index == config.paramsShard)
+      return makeError("{}: a shard of the gradients or weights is listed as "
+                       "optimizer state",
+                       where);
+    Expected<uint64_t> elements = shardState(index, "a sharded");
+    if (!elements)
+      return elements.takeError();
+    if (*elements != *shard)
+      return makeError("{}: sharded state '{}' has {} elements, the "
+                       "gradient shard {}",
+                       where, artifact.state[index].name, *elements, *shard);
+  }
+  Expected<uint64_t> params = shardState(config.paramsShard, "the weights'");
+  if (!params)
+    return params.takeError();
+  if (config.shards == 0 || *shard == 0 || *params != *shard)
+    return makeError("{}: {} shards of {} elements (weights' shard {})", where,
+                     config.shards, *shard, *params);
+  if (config.squaredNorm != ShardOptimizerConfig::kNone) {
+    if (config.squaredNorm >= artifact.state.size() ||
+        artifact.state[config.squaredNorm].dtype != DType::F32 ||
+        !artifact.state[config.squaredNorm].shape.empty())
+      return makeError("{}: the squared-norm state {} is not an f32 scalar",
+                       where, config.squaredNorm);
+    if (!artifact.findEntryPoint("train_grad_norm"))
+      return makeError("{}: a squared-norm state but no train_grad_norm "
+                       "entry point",
+                       where);
+  }
+  uint64_t padded = uint64_t(config.shards) * *shard;
+  for (size_t i = 0; i < artifact.collectives.size(); ++i) {
+    const CollectiveStep &step = artifact.collectives[i];
+    if (step.kind != CollectiveKind::ReduceScatterMean &&
+        step.kind != CollectiveKind::AllGather)
+      return makeError("section 'collectives': step {} is {}, which does not "
+                       "combine with ZeRO's reduce-scatter-mean and "
+                       "all-gather steps",
+                       i, collectiveKindName(step.kind));
+    uint64_t elements = stateElements(artifact.state[step.state]);
+    bool gather = step.kind == CollectiveKind::AllGather;
+    if (gather ? elements <= padded - *shard || elements > padded
+               : elements != padded)
+      return makeError("section 'collectives': step {} ({}): state '{}' has "
+                       "{} elements, not {} shards of {}{}",
+                       i, collectiveKindName(step.kind),
+                       artifact.state[step.state].name, elements, config.shards,
+                       *shard, gather ? " (the last one short)" : "");
+    if (step.elementOffset >= *shard ||
+        step.elementCount > *shard - step.elementOffset)
+      return makeError("section 'collectives': step {} ({}): elements [{}, "
+                       "{}) lie outside the shard ({} elements)",
+                       i, collectiveKindName(step.kind), step.elementOffset,
+                       step.elementOffset + step.elementCount, *shard);
+  }
+  return Error::success();
+}
 } // namespace
 
 Error verifyCollectives(const Artifact &artifact) {
@@ -206,7 +310,9 @@ Error verifyCollectives(const Artifact &artifact) {
     if (step.kind != CollectiveKind::AllReduceMean &&
         step.kind != CollectiveKind::AllReduceMeanBf16 &&
         step.kind != CollectiveKind::AllReduceMeanF16 &&
-        step.kind != CollectiveKind::AllReducePowerSgd)
+        step.kind != CollectiveKind::AllReducePowerSgd &&
+        step.kind != CollectiveKind::ReduceScatterMean &&
+        step.kind != CollectiveKind::AllGather)
       return makeError("{}: unknown collective kind {}", where,
                        uint32_t(step.kind));
     if (artifact.entryPoints.empty())
@@ -231,7 +337,9 @@ Error verifyCollectives(const Artifact &artifact) {
       return makeError("{}: launch {} is out of range ({} launches)", where,
                        step.afterLaunch, artifact.launches.size());
   }
-  return verifyPowerSgd(artifact);
+  if (Error err = verifyPowerSgd(artifact))
+    return err;
+  return verifyShardOptimizer(artifact);
 }
 
 std::string stateFingerprint(const Artifact &artifact) {
@@ -264,6 +372,10 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
     const TensorSignature *signature;
   };
   std::map<std::string, Placed> placed;
+  // A state no part reads (ZeRO's `grad`, which only the runtime reads)
+  // gets a buffer of its own after the parts' arenas; the first part that
+  // writes it (output `signature`) copies it there, as for any state.
+  std::map<std::string, const TensorSignature *> written;
   std::map<std::string, uint32_t> stateIndex;
   for (size_t s = 0; s < specs.size(); ++s)
     stateIndex[specs[s].name] = static_cast<uint32_t>(s);
@@ -397,6 +509,10 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
                          "has no specification",
                          part.name, state);
       entry.updates.push_back({output, stateIndex[state]});
+      // The part's own signature: result.outputs may still reallocate.
+      for (const TensorSignature &own : a.outputs)
+        if (stateOf(own.name, true) == state)
+          written.insert({state, &own});
     }
 
     for (const Launch &launch : a.launches) {
@@ -432,9 +548,31 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
   }
   for (const StateSpec &spec : specs) {
     auto it = placed.find(spec.name);
-    if (it == placed.end())
-      return makeError("combineEntryPoints: no entry point reads state '{}'",
-                       spec.name);
+    if (it == placed.end()) {
+      auto w = written.find(spec.name);
+      if (w == written.end())
+        return makeError("combineEntryPoints: no entry point reads or "
+                         "writes state '{}'",
+                         spec.name);
+      std::optional<uint64_t> offset =
+          alignUp(result.memoryPlan.arenaSize, kArenaAlignment);
+      std::optional<uint64_t> bytes =
+          tensorByteSize(w->second->dtype, w->second->shape);
+      if (!offset || !bytes)
+        return makeError("combineEntryPoints: the arena overflows");
+      ArenaBuffer home;
+      home.name = "state:" + spec.name;
+      home.offset = *offset;
+      home.size = *bytes;
+      result.memoryPlan.buffers.push_back(home);
+      result.memoryPlan.arenaSize = *offset + *bytes;
+      it =
+          placed
+              .insert({spec.name,
+                       {*offset, uint32_t(result.memoryPlan.buffers.size() - 1),
+                        w->second}})
+              .first;
+    }
     StateTensor tensor;
     tensor.name = spec.name;
     tensor.dtype = it->second.signature->dtype;

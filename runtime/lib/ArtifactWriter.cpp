@@ -249,12 +249,110 @@ std::vector<uint8_t> encodePowerSgd(const Artifact &artifact) {
   return out.take();
 }
 
+/// Format 1.8: ZeRO stage 1's world size and states (docs/artifact-format.md).
+std::vector<uint8_t> encodeShardOptimizer(const Artifact &artifact) {
+  const ShardOptimizerConfig &config = artifact.shardOptimizer;
+  ByteWriter out;
+  out.u32(config.shards);
+  out.u32(config.gradShard);
+  out.u32(config.paramsShard);
+  out.u32(config.squaredNorm);
+  out.u32(static_cast<uint32_t>(config.sharded.size()));
+  for (uint32_t state : config.sharded)
+    out.u32(state);
+  return out.take();
+}
+
 /// Format 1.6: the buffers the runtime zeroes (docs/artifact-format.md).
 std::vector<uint8_t> encodeZeroedBuffers(const Artifact &artifact) {
   ByteWriter out;
   out.u32(static_cast<uint32_t>(artifact.zeroedBuffers.size()));
   for (uint32_t buffer : artifact.zeroedBuffers)
     out.u32(buffer);
+  return out.take();
+}
+
+/// Format 1.9: one record per scaled launch (docs/artifact-format.md).
+std::vector<uint8_t> encodeLaunchScales(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.launchScales.size()));
+  for (const LaunchScale &scale : artifact.launchScales) {
+    out.u32(scale.launch);
+    out.u32(scale.symbol);
+    out.u32(scale.gridDim);
+    out.u64(scale.numerator);
+    out.u64(scale.denominator);
+  }
+  return out.take();
+}
+
+/// Format 1.9: the input groups, then the output groups.
+std::vector<uint8_t> encodeSignatureGroups(const Artifact &artifact) {
+  ByteWriter out;
+  for (const auto *groups : {&artifact.inputGroups, &artifact.outputGroups}) {
+    out.u32(static_cast<uint32_t>(groups->size()));
+    for (const SignatureGroup &group : *groups) {
+      out.string(group.name);
+      out.u32(static_cast<uint32_t>(group.kind));
+      out.u32(group.present ? 1 : 0);
+      out.u32(group.first);
+      out.u32(group.count);
+    }
+  }
+  return out.take();
+}
+
+/// Format 1.9: the host program (docs/artifact-format.md, "host-steps").
+void encodeHostDecl(ByteWriter &out, const std::string &name, bool isString,
+                    DType dtype, const Shape &shape) {
+  out.string(name);
+  out.u32(isString ? kStringDTypeCode : static_cast<uint32_t>(dtype));
+  out.u32(static_cast<uint32_t>(shape.size()));
+  for (int64_t dim : shape)
+    out.i64(dim);
+}
+
+void encodeNames(ByteWriter &out, const std::vector<std::string> &names) {
+  out.u32(static_cast<uint32_t>(names.size()));
+  for (const std::string &name : names)
+    out.string(name);
+}
+
+std::vector<uint8_t> encodeHostSteps(const Artifact &artifact) {
+  const HostProgram &host = artifact.host;
+  ByteWriter out;
+  for (const auto *decls : {&host.inputs, &host.outputs}) {
+    out.u32(static_cast<uint32_t>(decls->size()));
+    for (const HostTensorDecl &decl : *decls)
+      encodeHostDecl(out, decl.name, decl.isString, decl.dtype, decl.shape);
+  }
+  out.u32(static_cast<uint32_t>(host.constants.size()));
+  for (const HostConstant &constant : host.constants) {
+    const HostValue &value = constant.value;
+    encodeHostDecl(out, constant.name, value.isString, value.dtype,
+                   value.shape);
+    if (value.isString)
+      for (const std::string &text : value.strings)
+        out.string(text);
+    else
+      out.bytes(value.data.data(), value.data.size());
+  }
+  out.u32(static_cast<uint32_t>(host.steps.size()));
+  for (const HostStep &step : host.steps) {
+    out.string(step.op);
+    out.string(step.node);
+    out.u32(static_cast<uint32_t>(step.phase));
+    encodeNames(out, step.inputs);
+    encodeNames(out, step.outputs);
+    out.u32(static_cast<uint32_t>(step.attributes.size()));
+    for (const HostAttribute &attribute : step.attributes) {
+      out.string(attribute.name);
+      encodeNames(out, attribute.values);
+    }
+  }
+  encodeNames(out, host.toDevice);
+  encodeNames(out, host.fromDevice);
+  encodeNames(out, host.hiddenOutputs);
   return out.take();
 }
 
@@ -407,6 +505,13 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
     sections.insert(sections.end() - 1,
                     {SectionKind::PowerSgd, powerSgd.data(), powerSgd.size()});
   }
+  std::vector<uint8_t> shardOptimizer;
+  if (artifact.shardOptimizer.shards != 0) {
+    shardOptimizer = encodeShardOptimizer(artifact);
+    sections.insert(sections.end() - 1,
+                    {SectionKind::ShardOptimizer, shardOptimizer.data(),
+                     shardOptimizer.size()});
+  }
   std::vector<uint8_t> zeroed;
   bool hasZeroed = !artifact.zeroedBuffers.empty();
   if (hasZeroed) {
@@ -421,6 +526,31 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
     sections.insert(
         sections.end() - 1,
         {SectionKind::SymbolicDims, symbolicDims.data(), symbolicDims.size()});
+  }
+
+  std::vector<uint8_t> groups;
+  bool hasGroups =
+      !artifact.inputGroups.empty() || !artifact.outputGroups.empty();
+  if (hasGroups) {
+    groups = encodeSignatureGroups(artifact);
+    sections.insert(sections.end() - 1, {SectionKind::SignatureGroups,
+                                         groups.data(), groups.size()});
+  }
+
+  std::vector<uint8_t> launchScales;
+  if (!artifact.launchScales.empty()) {
+    launchScales = encodeLaunchScales(artifact);
+    sections.insert(
+        sections.end() - 1,
+        {SectionKind::LaunchScales, launchScales.data(), launchScales.size()});
+  }
+
+  std::vector<uint8_t> hostSteps;
+  bool hasHostSteps = !artifact.host.empty();
+  if (hasHostSteps) {
+    hostSteps = encodeHostSteps(artifact);
+    sections.insert(sections.end() - 1, {SectionKind::HostSteps,
+                                         hostSteps.data(), hostSteps.size()});
   }
 
   uint64_t tableSize = uint64_t(kSectionEntrySize) * sections.size();
@@ -456,7 +586,9 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
   storeU32(header + kFlagsOffset,
            (hasEntryPoints ? kHeaderFlagEntryPoints : 0) |
                (hasCollectives ? kHeaderFlagCollectives : 0) |
-               (hasZeroed ? kHeaderFlagZeroedBuffers : 0));
+               (hasZeroed ? kHeaderFlagZeroedBuffers : 0) |
+               (hasGroups ? kHeaderFlagSignatureGroups : 0) |
+               (hasHostSteps ? kHeaderFlagHostSteps : 0));
   storeU32(header + kTableChecksumOffset, crc32c(table.data(), table.size()));
   storeU32(header + kHeaderChecksumOffset,
            crc32c(header, kHeaderChecksumOffset));

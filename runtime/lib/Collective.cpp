@@ -13,6 +13,7 @@
 #include "kiln/runtime/Collective.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 namespace kiln::runtime {
 
 Communicator::~Communicator() = default;
+DeviceCollectives::~DeviceCollectives() = default;
 
 namespace {
 /// The integer value of environment variable `name`, nullopt when unset.
@@ -101,6 +103,43 @@ Error allReduceMeanCompressed(Communicator &communicator, float *data,
     data[i] = sum * scale;
   }
   return Error::success();
+}
+
+namespace {
+class LocalCommunicator final : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string_view engine() const override { return "local"; }
+  Error allReduceMean(float *, uint64_t, std::string_view) override {
+    return Error::success();
+  }
+  Error allGather(const void *send, uint64_t bytes, void *receive,
+                  std::string_view) override {
+    if (bytes)
+      std::memmove(receive, send, bytes);
+    return Error::success();
+  }
+  Error broadcast(void *, uint64_t, int, std::string_view) override {
+    return Error::success();
+  }
+  Error reduceScatterMean(const float *send, float *receive, uint64_t count,
+                          std::string_view) override {
+    if (count)
+      std::memmove(receive, send, count * sizeof(float));
+    return Error::success();
+  }
+  Error barrier(std::string_view) override { return Error::success(); }
+  [[noreturn]] void abort(int code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }
+};
+} // namespace
+
+std::shared_ptr<Communicator> createLocalCommunicator() {
+  return std::make_shared<LocalCommunicator>();
 }
 
 Expected<WorldInfo> detectWorld() {

@@ -55,6 +55,8 @@ struct MpiLibrary {
   int (*Allreduce)(const void *, void *, int, MpiHandle, MpiHandle, MpiHandle);
   int (*Allgather)(const void *, int, MpiHandle, void *, int, MpiHandle,
                    MpiHandle);
+  int (*Reduce_scatter_block)(const void *, void *, int, MpiHandle, MpiHandle,
+                              MpiHandle);
   int (*Bcast)(void *, int, MpiHandle, int, MpiHandle);
   int (*Barrier)(MpiHandle);
   int (*Abort)(MpiHandle, int);
@@ -91,6 +93,7 @@ Expected<const MpiLibrary *> loadMpi() {
     resolve(library.Comm_set_errhandler, "MPI_Comm_set_errhandler");
     resolve(library.Allreduce, "MPI_Allreduce");
     resolve(library.Allgather, "MPI_Allgather");
+    resolve(library.Reduce_scatter_block, "MPI_Reduce_scatter_block");
     resolve(library.Bcast, "MPI_Bcast");
     resolve(library.Barrier, "MPI_Barrier");
     resolve(library.Abort, "MPI_Abort");
@@ -211,6 +214,27 @@ public:
     // on every rank.
     for (uint64_t i = 0; i < count; ++i)
       data[i] *= scale;
+    return Error::success();
+  }
+
+  Error reduceScatterMean(const float *send, float *receive, uint64_t count,
+                          std::string_view what) override {
+    // One call: the send buffer is size() x count values, in pieces it
+    // would need a strided layout MPI_Reduce_scatter_block does not take.
+    if (count > uint64_t(1) << 30)
+      return makeError("rank {}: reduce-scatter of {}: {} values per rank is "
+                       "more than this engine sends at once (2^30)",
+                       rankValue, what, count);
+    watchdog.arm(fmt::format("reduce-scatter of {}", what));
+    int rc = mpi.Reduce_scatter_block(send, receive, static_cast<int>(count),
+                                      mpi.floatType, mpi.sumOp, mpi.commWorld);
+    watchdog.disarm();
+    if (rc != kMpiSuccess)
+      return failure("MPI_Reduce_scatter_block", what, rc);
+    // The same scaling as allReduceMean, so that both give the same mean.
+    float scale = 1.0f / static_cast<float>(sizeValue);
+    for (uint64_t i = 0; i < count; ++i)
+      receive[i] *= scale;
     return Error::success();
   }
 

@@ -113,6 +113,9 @@ public:
   Error recordEvent(EventHandle event, StreamHandle stream) override;
   Expected<float> elapsedMilliseconds(EventHandle start,
                                       EventHandle end) override;
+  Error waitEvent(StreamHandle stream, EventHandle event) override;
+  Expected<bool> eventDone(EventHandle event) override;
+  Expected<void *> nativeStream(StreamHandle stream) override;
 
   bool supportsGraphs() const override { return cu.hasGraphs; }
   Error beginCapture(StreamHandle stream) override;
@@ -422,6 +425,42 @@ Error CudaDevice::recordEvent(EventHandle handle, StreamHandle streamHandle) {
     return err;
   return cu.check(cu.cuEventRecord(event->handle, *stream), "cuEventRecord",
                   "");
+}
+
+Error CudaDevice::waitEvent(StreamHandle streamHandle, EventHandle handle) {
+  EventSlot *event = events.get(handle.id);
+  if (!event)
+    return makeError("cuStreamWaitEvent: unknown event handle");
+  Expected<CUstream> stream = streamOf(streamHandle, "cuStreamWaitEvent");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  return cu.check(cu.cuStreamWaitEvent(*stream, event->handle, 0),
+                  "cuStreamWaitEvent", "");
+}
+
+Expected<bool> CudaDevice::eventDone(EventHandle handle) {
+  EventSlot *event = events.get(handle.id);
+  if (!event)
+    return makeError("cuEventQuery: unknown event handle");
+  if (Error err = enter())
+    return err;
+  CUresult result = cu.cuEventQuery(event->handle);
+  if (result == CUDA_ERROR_NOT_READY)
+    return false;
+  if (Error err = cu.check(result, "cuEventQuery", ""))
+    return err;
+  return true;
+}
+
+Expected<void *> CudaDevice::nativeStream(StreamHandle handle) {
+  Expected<CUstream> stream = streamOf(handle, "nativeStream");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  return static_cast<void *>(*stream);
 }
 
 Expected<float> CudaDevice::elapsedMilliseconds(EventHandle start,

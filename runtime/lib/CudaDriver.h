@@ -61,6 +61,8 @@ namespace kiln::runtime {
   REQUIRED(cuEventDestroy, "cuEventDestroy_v2", nullptr)                       \
   REQUIRED(cuEventRecord, "cuEventRecord", nullptr)                            \
   REQUIRED(cuEventSynchronize, "cuEventSynchronize", nullptr)                  \
+  REQUIRED(cuEventQuery, "cuEventQuery", nullptr)                              \
+  REQUIRED(cuStreamWaitEvent, "cuStreamWaitEvent", nullptr)                    \
   REQUIRED(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime")  \
   OPTIONAL(cuStreamBeginCapture, "cuStreamBeginCapture_v2", nullptr)           \
   OPTIONAL(cuStreamEndCapture, "cuStreamEndCapture", nullptr)                  \

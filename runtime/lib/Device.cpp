@@ -52,6 +52,18 @@ Error Device::encodeTensorMap(const TensorMapRecord &, DevicePtr,
                    info().kind);
 }
 
+Error Device::waitEvent(StreamHandle, EventHandle) {
+  return makeError("cross-stream waits are not supported by the {} device",
+                   info().kind);
+}
+Expected<bool> Device::eventDone(EventHandle) {
+  return makeError("event queries are not supported by the {} device",
+                   info().kind);
+}
+Expected<void *> Device::nativeStream(StreamHandle) {
+  return makeError("the {} device has no native streams", info().kind);
+}
+
 Error Device::beginCapture(StreamHandle) { return noGraphs(*this); }
 Expected<GraphHandle> Device::endCapture(StreamHandle) {
   return noGraphs(*this);

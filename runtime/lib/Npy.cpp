@@ -10,8 +10,10 @@
 
 #include "Support.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <optional>
 
 namespace kiln::runtime {
 
@@ -127,6 +129,104 @@ private:
   size_t pos = 0;
 };
 
+/// The width (code points per element) of a NumPy Unicode descr ('<U7',
+/// '|U1'); nothing for any other descr ('>U7' is left to parseDescr's
+/// big-endian error).
+std::optional<uint64_t> unicodeWidth(std::string_view descr) {
+  if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|' &&
+                           descr[0] != '=') || descr[1] != 'U')
+    return std::nullopt;
+  uint64_t width = 0;
+  for (char c : descr.substr(2)) {
+    if (c < '0' || c > '9' || width > (uint64_t(1) << 32))
+      return std::nullopt;
+    width = width * 10 + uint64_t(c - '0');
+  }
+  return width;
+}
+
+void appendUtf8(std::string &out, uint32_t c) {
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+/// Fixed-width UTF-32 elements, each padded with NULs, as UTF-8 strings
+/// (the padding dropped, as NumPy drops it).
+Expected<NpyArray> parseUnicode(const uint8_t *data, uint64_t present,
+                                uint64_t width, Shape shape) {
+  // Width 0 stores no bytes, so nothing would bound the element count by
+  // the file's size (kiln-fuzz-npy: '<U0' of shape (9, 444424, 4444423)
+  // asked for 1.8e13 strings). NumPy itself writes '<U1' for empty strings.
+  if (width == 0)
+    return makeError("'<U0' (strings of width 0) is not supported; an "
+                     "array of empty strings is '<U1'");
+  std::optional<uint64_t> count = elementCount(shape);
+  if (!count || *count > UINT64_MAX / 4 / width)
+    return makeError("shape {} is too large", formatShape(shape));
+  uint64_t expected = *count * width * 4;
+  if (present != expected)
+    return makeError("{} data bytes for a '<U{}' array of shape {} ({} "
+                     "expected)",
+                     present, width, formatShape(shape), expected);
+  NpyArray array;
+  array.isString = true;
+  array.shape = std::move(shape);
+  array.strings.resize(*count);
+  for (uint64_t i = 0; i < *count; ++i) {
+    std::string &text = array.strings[i];
+    uint64_t end = width;
+    auto codeAt = [&](uint64_t k) {
+      uint32_t c;
+      std::memcpy(&c, data + (i * width + k) * 4, 4);
+      return c;
+    };
+    while (end > 0 && codeAt(end - 1) == 0)
+      --end;
+    for (uint64_t k = 0; k < end; ++k) {
+      uint32_t c = codeAt(k);
+      if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return makeError("element {} holds {:#x}, not a Unicode code point",
+                         i, c);
+      appendUtf8(text, c);
+    }
+  }
+  return array;
+}
+
+/// UTF-8 to code points; nothing when `text` is not valid UTF-8.
+std::optional<std::vector<uint32_t>> decodeUtf8(const std::string &text) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < text.size();) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = utf8SequenceLength(byte);
+    if (length == 0 || i + length > text.size())
+      return std::nullopt;
+    uint32_t c = length == 1 ? byte : byte & (0x7F >> length);
+    for (size_t k = 1; k < length; ++k) {
+      auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80)
+        return std::nullopt;
+      c = (c << 6) | (next & 0x3F);
+    }
+    out.push_back(c);
+    i += length;
+  }
+  return out;
+}
+
 struct Header {
   std::string descr;
   bool fortranOrder = false;
@@ -231,6 +331,15 @@ Expected<NpyArray> parseNpy(const uint8_t *bytes, size_t size,
   if (header->fortranOrder)
     return fail(makeError("Fortran-order arrays are not supported; save "
                           "np.ascontiguousarray(a)"));
+  if (std::optional<uint64_t> width = unicodeWidth(header->descr)) {
+    Expected<NpyArray> strings =
+        parseUnicode(bytes + headerStart + headerLength,
+                     size - headerStart - headerLength, *width,
+                     std::move(header->shape));
+    if (!strings)
+      return fail(strings.error());
+    return strings;
+  }
   Expected<DType> dtype = parseDescr(header->descr);
   if (!dtype)
     return fail(dtype.error());
@@ -310,6 +419,61 @@ Expected<std::vector<uint8_t>> encodeNpy(DType dtype, const Shape &shape,
   const auto *bytes = static_cast<const uint8_t *>(data);
   out.insert(out.end(), bytes, bytes + size);
   return out;
+}
+
+Expected<std::vector<uint8_t>>
+encodeNpyStrings(const Shape &shape, const std::vector<std::string> &strings) {
+  std::optional<uint64_t> count = elementCount(shape);
+  if (!count || *count != strings.size())
+    return makeError("cannot encode .npy: {} strings given for shape {}",
+                     strings.size(), formatShape(shape));
+  std::vector<std::vector<uint32_t>> codes;
+  size_t width = 1; // NumPy writes '<U1' for an array of empty strings
+  for (size_t i = 0; i < strings.size(); ++i) {
+    std::optional<std::vector<uint32_t>> decoded = decodeUtf8(strings[i]);
+    if (!decoded)
+      return makeError("cannot encode .npy: string {} is not valid UTF-8", i);
+    width = std::max(width, decoded->size());
+    codes.push_back(std::move(*decoded));
+  }
+  std::vector<uint32_t> elements(strings.size() * width, 0);
+  for (size_t i = 0; i < codes.size(); ++i)
+    std::copy(codes[i].begin(), codes[i].end(), elements.begin() + i * width);
+  std::string dims;
+  for (int64_t dim : shape)
+    dims += fmt::format("{}, ", dim);
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 2);
+  else if (shape.size() == 1)
+    dims.resize(dims.size() - 1);
+  std::string dict = fmt::format(
+      "{{'descr': '<U{}', 'fortran_order': False, 'shape': ({}), }}", width,
+      dims);
+  size_t prefix = 10;
+  size_t total = (prefix + dict.size() + 1 + 63) & ~size_t(63);
+  if (total - prefix > 0xFFFF)
+    return makeError("cannot encode .npy: shape {} makes too long a header",
+                     formatShape(shape));
+  size_t headerLength = total - prefix;
+  dict.append(headerLength - dict.size() - 1, ' ');
+  dict.push_back('\n');
+  std::vector<uint8_t> out(kNpyMagic, kNpyMagic + kNpyMagicSize);
+  out.push_back(1);
+  out.push_back(0);
+  out.push_back(static_cast<uint8_t>(headerLength));
+  out.push_back(static_cast<uint8_t>(headerLength >> 8));
+  out.insert(out.end(), dict.begin(), dict.end());
+  const auto *raw = reinterpret_cast<const uint8_t *>(elements.data());
+  out.insert(out.end(), raw, raw + elements.size() * 4);
+  return out;
+}
+
+Error writeNpyStrings(const std::string &path, const Shape &shape,
+                      const std::vector<std::string> &strings) {
+  Expected<std::vector<uint8_t>> bytes = encodeNpyStrings(shape, strings);
+  if (!bytes)
+    return bytes.error().withContext(path);
+  return writeFileAtomically(path, bytes->data(), bytes->size());
 }
 
 Error writeNpy(const std::string &path, DType dtype, const Shape &shape,

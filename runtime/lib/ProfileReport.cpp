@@ -50,6 +50,35 @@ std::vector<KernelProfile> rowsFor(const Artifact &artifact,
   return rows;
 }
 
+/// launchFootprintBytes for the grid the launch ran: a launch whose grid
+/// follows a symbolic dim (section launch-scales) touches only the run's
+/// slices of its arena buffers, about the fraction of the compiled blocks
+/// it ran (an estimate for the sampled DRAM cap); its weights stay whole.
+uint64_t scaledFootprintBytes(const Artifact &artifact, size_t index,
+                              const LaunchConfig &ran) {
+  uint64_t bytes = launchFootprintBytes(artifact, index);
+  const Kernel &kernel = artifact.kernels[artifact.launches[index].kernel];
+  uint64_t compiled = uint64_t(kernel.grid.x) * kernel.grid.y * kernel.grid.z;
+  uint64_t blocks = uint64_t(ran.grid.x) * ran.grid.y * ran.grid.z;
+  if (artifact.launchScales.empty() || blocks >= compiled || compiled == 0)
+    return bytes;
+  const Launch &launch = artifact.launches[index];
+  uint64_t weights = 0;
+  for (size_t p = 0; p < kernel.params.size() && p < launch.args.size(); ++p)
+    if (kernel.params[p].kind == ParamKind::WeightsPointer)
+      for (const Weight &weight : artifact.weights)
+        if (weight.offset == launch.args[p]) {
+          uint64_t elements = 1;
+          for (int64_t d : weight.shape)
+            elements *= static_cast<uint64_t>(d);
+          weights += elements * dtypeSize(weight.dtype);
+          break;
+        }
+  uint64_t arena = bytes > weights ? bytes - weights : 0;
+  return weights + static_cast<uint64_t>(double(arena) * double(blocks) /
+                                         double(compiled));
+}
+
 } // namespace
 
 void sumTotal(ProfileReport &report) {
@@ -82,6 +111,26 @@ profileFromCounters(const Artifact &artifact,
     return makeError("profile: the device recorded {} launches for a launch "
                      "list of {}",
                      launches.size(), artifact.launches.size());
+  std::vector<uint32_t> indices(launches.size());
+  for (size_t i = 0; i < indices.size(); ++i)
+    indices[i] = static_cast<uint32_t>(i);
+  return profileFromCounters(artifact, indices, launches, target,
+                             sampleBlocks);
+}
+
+Expected<ProfileReport>
+profileFromCounters(const Artifact &artifact,
+                    const std::vector<uint32_t> &launchIndices,
+                    const std::vector<LaunchProfile> &launches,
+                    const GpuTarget &target, uint64_t sampleBlocks) {
+  if (launches.size() != launchIndices.size())
+    return makeError("profile: the device recorded {} launches for {} "
+                     "launches of the list",
+                     launches.size(), launchIndices.size());
+  for (uint32_t index : launchIndices)
+    if (index >= artifact.launches.size())
+      return makeError("profile: launch {} is outside the launch list of {}",
+                       index, artifact.launches.size());
   ProfileReport report;
   report.device = "emu";
   report.deviceName = "Kiln PTX emulator";
@@ -92,8 +141,9 @@ profileFromCounters(const Artifact &artifact,
   std::vector<size_t> rowOf;
   report.kernels = rowsFor(artifact, rowOf);
   double clock = 0;
-  for (size_t i = 0; i < launches.size(); ++i) {
-    const LaunchProfile &profile = launches[i];
+  for (size_t n = 0; n < launches.size(); ++n) {
+    const LaunchProfile &profile = launches[n];
+    const uint32_t i = launchIndices[n];
     const Launch &launch = artifact.launches[i];
     const Kernel &kernel = artifact.kernels[launch.kernel];
     if (profile.kernel != kernel.name)
@@ -106,8 +156,10 @@ profileFromCounters(const Artifact &artifact,
     // filter, a weight matrix), which scaling counts once per block: a
     // launch moves at most the buffers it is passed.
     if (profile.counters.blocksRun < profile.counters.blocksTotal)
-      capDramAtFootprint(counters, launchFootprintBytes(artifact, i));
+      capDramAtFootprint(counters,
+                         scaledFootprintBytes(artifact, i, profile.config));
     row.haveCounters = true;
+    row.config = profile.config; // a scaled launch's grid (launch-scales)
     row.sampled |= profile.counters.blocksRun < profile.counters.blocksTotal;
     addCounters(row.counters, counters);
 

@@ -7,8 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/runtime/Runtime.h"
+#include "kiln/runtime/SignatureGroups.h"
 #include "kiln/runtime/SymbolicDims.h"
 
+#include "HostRunner.h"
 #include "Support.h"
 
 #include <algorithm>
@@ -20,6 +22,8 @@ namespace kiln::runtime {
 Error checkInput(const Artifact &artifact, std::string_view name, DType dtype,
                  const Shape &shape, uint64_t size) {
   const TensorSignature *input = artifact.findInput(name);
+  if (Error err = checkTensorInputName(artifact, name))
+    return err;
   if (!input) {
     std::string names;
     for (const TensorSignature &known : artifact.inputs)
@@ -57,7 +61,12 @@ struct Session::Impl {
   /// One per launch.
   std::vector<PackedParams> params;
   std::vector<LaunchConfig> configs;
-  GraphHandle graph;
+  /// Graph replay: one captured graph per run size seen (the launch grids
+  /// follow the sizes when the artifact has launch-scales records; one
+  /// graph, keyed by the compiled sizes, otherwise), most recent first, at
+  /// most kMaxGraphs.
+  static constexpr size_t kMaxGraphs = 4;
+  std::vector<std::pair<SymbolSizes, GraphHandle>> graphs;
   /// What an input is bound to: bytes on the host, or a range of the
   /// device's own memory (bindDeviceInput).
   struct BoundInput {
@@ -83,6 +92,8 @@ struct Session::Impl {
   /// bytes (an output read before it is sliced).
   std::vector<std::vector<uint8_t>> inputStaging;
   std::vector<uint8_t> outputStaging;
+  /// Format 1.9: the host steps' storage; null without a host program.
+  std::unique_ptr<HostRunner> host;
 
   ~Impl();
   Error zeroBuffers();
@@ -97,11 +108,17 @@ struct Session::Impl {
   Error uploadInitialState();
   Error launchAll(const std::vector<EventHandle> *launchEvents);
   Error enqueueRun();
+  /// Host steps before the launches, and the device inputs they compute.
+  Error runHostBefore();
+  /// The device outputs the host reads, then the host steps after.
+  Error runHostAfter();
+  Error bindDevice(size_t i, const void *data, uint64_t size,
+                   const Shape &shape);
 };
 
 Session::Impl::~Impl() {
   // Teardown errors cannot be reported to anyone; release what we can.
-  if (graph.valid())
+  for (auto &[key, graph] : graphs)
     (void)device->destroyGraph(graph);
   if (stream.valid())
     (void)device->destroyStream(stream);
@@ -373,6 +390,58 @@ Error Session::Impl::resolveRunSizes() {
   return Error::success();
 }
 
+Error Session::Impl::bindDevice(size_t i, const void *data, uint64_t size,
+                               const Shape &shape) {
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  inputs[i] = BoundInput{std::vector<uint8_t>(bytes, bytes + size),
+                         std::nullopt, size, shape};
+  return Error::success();
+}
+
+Error Session::Impl::runHostBefore() {
+  if (!host)
+    return Error::success();
+  if (Error err = host->start())
+    return err;
+  if (Error err = host->runPhase(HostPhase::Before))
+    return err;
+  for (const std::string &name : artifact->host.toDevice) {
+    const HostValue *value = host->find(name);
+    if (!value || value->isString)
+      return makeError("host step: device input '{}' was not computed", name);
+    Shape shape = value->shape;
+    if (Error err = checkInput(*artifact, name, value->dtype, shape,
+                               value->data.size()))
+      return err.withContext("host step");
+    for (size_t i = 0; i < artifact->inputs.size(); ++i)
+      if (artifact->inputs[i].name == name)
+        (void)bindDevice(i, value->data.data(), value->data.size(), shape);
+  }
+  return Error::success();
+}
+
+Error Session::Impl::runHostAfter() {
+  if (!host)
+    return Error::success();
+  for (const std::string &name : artifact->host.fromDevice) {
+    const TensorSignature *output = artifact->findOutput(name);
+    HostValue value;
+    value.dtype = output->dtype;
+    value.shape = shapeAt(*output, lastRunSizes);
+    value.data.resize(*tensorByteSize(value.dtype, value.shape));
+    if (!value.data.empty())
+      if (Error err = device->copyToHost(
+              value.data.data(), arena.value_or(0) + output->arenaOffset,
+              value.data.size()))
+        return err.withContext(fmt::format("reading output '{}'", name));
+    host->set(name, std::move(value));
+  }
+  if (Error err = host->runPhase(HostPhase::After))
+    return err;
+  host->markRun();
+  return Error::success();
+}
+
 Error Session::Impl::uploadInputs() {
   if (!artifact->entryPoints.empty()) {
     std::string names;
@@ -382,6 +451,8 @@ Error Session::Impl::uploadInputs() {
                      "(Session::runEntryPoint, kiln-train)",
                      names);
   }
+  if (Error err = runHostBefore())
+    return err;
   if (Error err = resolveRunSizes())
     return err;
   for (size_t i = 0; i < artifact->inputs.size(); ++i)
@@ -396,7 +467,12 @@ Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents) {
     if (launchEvents)
       if (Error err = device->recordEvent((*launchEvents)[i], stream))
         return err;
-    if (Error err = device->launch(functions[launches[i].kernel], configs[i],
+    LaunchConfig config = configs[i];
+    // Sizes at run time: a scaled launch runs only the blocks the run's
+    // sizes need (docs/runtime.md "Sizes at run time").
+    if (!artifact->launchScales.empty())
+      config.grid = launchGridAt(*artifact, static_cast<uint32_t>(i), sizes);
+    if (Error err = device->launch(functions[launches[i].kernel], config,
                                    params[i], stream))
       return err.withContext(fmt::format("launch {}", i));
   }
@@ -408,7 +484,14 @@ Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents) {
 Error Session::Impl::enqueueRun() {
   if (!options.useGraph || !device->supportsGraphs())
     return launchAll(nullptr);
-  if (!graph.valid()) {
+  // Grids differ between sizes only when some launch scales.
+  SymbolSizes key =
+      artifact->launchScales.empty() ? compiledSizes(*artifact) : sizes;
+  auto hit = std::find_if(graphs.begin(), graphs.end(),
+                          [&](const auto &entry) { return entry.first == key; });
+  if (hit != graphs.end()) {
+    std::rotate(graphs.begin(), hit, hit + 1); // most recent first
+  } else {
     if (Error err = device->beginCapture(stream))
       return err;
     Error launched = launchAll(nullptr);
@@ -417,9 +500,13 @@ Error Session::Impl::enqueueRun() {
       return launched.withContext("capturing the launch list");
     if (!captured)
       return captured.takeError();
-    graph = *captured;
+    if (graphs.size() == kMaxGraphs) {
+      (void)device->destroyGraph(graphs.back().second);
+      graphs.pop_back();
+    }
+    graphs.insert(graphs.begin(), {key, *captured});
   }
-  return device->launchGraph(graph, stream);
+  return device->launchGraph(graphs.front().second, stream);
 }
 
 //===----------------------------------------------------------------------===//
@@ -443,6 +530,8 @@ Session::create(std::shared_ptr<const Artifact> artifact,
   impl->artifact = std::move(artifact);
   impl->device = std::move(device);
   impl->options = options;
+  if (!impl->artifact->host.empty())
+    impl->host = std::make_unique<HostRunner>(impl->artifact->host);
   if (Error err = impl->prepare())
     return err;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
@@ -453,6 +542,22 @@ Device &Session::device() { return *impl->device; }
 
 Error Session::bindInput(std::string_view name, DType dtype, const Shape &shape,
                          const void *data, uint64_t size) {
+  const HostProgram &host = impl->artifact->host;
+  if (host.writesDeviceInput(name))
+    return makeError("input '{}' is computed by the model's host steps; it "
+                     "is not bound",
+                     name);
+  if (host.findInput(name)) {
+    HostValue value;
+    value.dtype = dtype;
+    value.shape = shape;
+    const auto *bytes = static_cast<const uint8_t *>(data);
+    value.data.assign(bytes, bytes + size);
+    if (Error err = impl->host->bind(name, std::move(value)))
+      return err;
+    if (!impl->artifact->findInput(name))
+      return Error::success();
+  }
   if (Error err = checkInput(*impl->artifact, name, dtype, shape, size))
     return err;
   const std::vector<TensorSignature> &inputs = impl->artifact->inputs;
@@ -479,8 +584,42 @@ Error Session::bindDeviceInput(std::string_view name, DType dtype,
 }
 
 Error Session::bindInput(std::string_view name, const HostTensor &tensor) {
+  if (tensor.isString) {
+    if (!impl->artifact->host.findInput(name))
+      return makeError("input '{}' is not a string input", name);
+    HostValue value;
+    value.isString = true;
+    value.shape = tensor.shape;
+    value.strings = tensor.strings;
+    return impl->host->bind(name, std::move(value));
+  }
   return bindInput(name, tensor.dtype, tensor.shape, tensor.data.data(),
                    tensor.data.size());
+}
+
+Error Session::bindSequence(std::string_view name,
+                            const std::vector<HostTensor> &tensors) {
+  if (Error err = checkSequenceInput(*impl->artifact, name, tensors.size()))
+    return err;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (Error err = bindInput(sequenceElementName(name, i), tensors[i]))
+      return err;
+  return Error::success();
+}
+
+Expected<std::vector<HostTensor>> Session::readSequence(std::string_view name) {
+  const SignatureGroup *group = impl->artifact->findOutputGroup(name);
+  if (!group || !group->isSequence())
+    return makeError("no sequence output named '{}'", name);
+  std::vector<HostTensor> tensors;
+  for (uint32_t i = 0; i < group->count; ++i) {
+    Expected<HostTensor> tensor =
+        readOutput(impl->artifact->outputs[group->first + i].name);
+    if (!tensor)
+      return tensor.takeError();
+    tensors.push_back(tensor.take());
+  }
+  return tensors;
 }
 
 Error Session::run() {
@@ -495,10 +634,24 @@ Error Session::run() {
   }
   impl->haveRun = true;
   impl->lastRunSizes = impl->sizes;
-  return Error::success();
+  return impl->runHostAfter();
+}
+
+LaunchObserver::~LaunchObserver() = default;
+
+Expected<DevicePtr> Session::outputAddress(std::string_view name) const {
+  const TensorSignature *output = impl->artifact->findOutput(name);
+  if (!output)
+    return makeError("no output named '{}'", name);
+  return impl->arena.value_or(0) + output->arenaOffset;
 }
 
 Error Session::runEntryPoint(std::string_view name) {
+  return runEntryPoint(name, nullptr);
+}
+
+Error Session::runEntryPoint(std::string_view name,
+                             LaunchObserver *observer) {
   const Artifact &model = *impl->artifact;
   const EntryPoint *entry = model.findEntryPoint(name);
   if (!entry)
@@ -508,13 +661,23 @@ Error Session::runEntryPoint(std::string_view name) {
       return err.withContext(fmt::format("entry point '{}'", name));
   Device &device = *impl->device;
   if (Error err = impl->guardZeroed([&]() -> Error {
+        if (observer)
+          if (Error err = observer->beforeLaunches(impl->stream))
+            return err;
         for (uint32_t l = entry->firstLaunch;
              l < entry->firstLaunch + entry->launchCount; ++l)
+        {
           if (Error err = device.launch(
                   impl->functions[model.launches[l].kernel], impl->configs[l],
                   impl->params[l], impl->stream))
             return err.withContext(
                 fmt::format("entry point '{}': launch {}", name, l));
+          if (observer)
+            if (Error err = observer->afterLaunch(l, impl->stream))
+              return err;
+        }
+        if (observer)
+          return observer->beforeWait(impl->stream);
         return Error::success();
       }))
     return err;
@@ -598,6 +761,19 @@ outputAt(const Artifact &artifact, bool haveRun, const SymbolSizes &sizes,
 } // namespace
 
 Error Session::readOutput(std::string_view name, void *dst, uint64_t size) {
+  if (impl->artifact->host.findOutput(name)) {
+    Expected<HostTensor> tensor = readOutput(name);
+    if (!tensor)
+      return tensor.takeError();
+    if (tensor->isString || tensor->data.size() != size)
+      return makeError("output '{}': a {}-byte buffer given for a {} {}",
+                       name, size,
+                       describeHostType(tensor->isString, tensor->dtype),
+                       formatShape(tensor->shape));
+    std::copy(tensor->data.begin(), tensor->data.end(),
+              static_cast<uint8_t *>(dst));
+    return Error::success();
+  }
   auto found =
       outputAt(*impl->artifact, impl->haveRun, impl->lastRunSizes, name, size);
   if (!found)
@@ -639,6 +815,12 @@ Error Session::readOutputToDevice(std::string_view name, DevicePtr dst,
 }
 
 Expected<Shape> Session::outputShape(std::string_view name) const {
+  if (impl->artifact->host.findOutput(name)) {
+    const HostValue *value = impl->host->find(name);
+    if (!value || !impl->host->hasRun())
+      return makeError("output '{}': the session has not run yet", name);
+    return value->shape;
+  }
   const TensorSignature *output = impl->artifact->findOutput(name);
   if (!output)
     return makeError("no output named '{}'", name);
@@ -646,6 +828,18 @@ Expected<Shape> Session::outputShape(std::string_view name) const {
 }
 
 Expected<HostTensor> Session::readOutput(std::string_view name) {
+  if (impl->artifact->host.findOutput(name)) {
+    const HostValue *value = impl->host->find(name);
+    if (!value || !impl->host->hasRun())
+      return makeError("output '{}': the session has not run yet", name);
+    HostTensor tensor;
+    tensor.isString = value->isString;
+    tensor.dtype = value->dtype;
+    tensor.shape = value->shape;
+    tensor.data = value->data;
+    tensor.strings = value->strings;
+    return tensor;
+  }
   const TensorSignature *output = impl->artifact->findOutput(name);
   if (!output)
     return makeError("no output named '{}'", name);

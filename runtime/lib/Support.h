@@ -78,6 +78,15 @@ inline std::optional<uint64_t> alignUp(uint64_t value, uint64_t alignment) {
 }
 
 /// True when [offset, offset + size) lies inside [0, limit).
+/// The length of the UTF-8 sequence a lead byte starts (1 to 4), or 0 for
+/// a byte that cannot start one.
+inline size_t utf8SequenceLength(unsigned char lead) {
+  return lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2
+                       : (lead >> 4) == 14  ? 3
+                       : (lead >> 3) == 30  ? 4
+                                            : 0;
+}
+
 inline bool rangeFits(uint64_t offset, uint64_t size, uint64_t limit) {
   return offset <= limit && size <= limit - offset;
 }

@@ -10,6 +10,7 @@
 
 #include "Support.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kiln::runtime {
@@ -246,6 +247,89 @@ Error verifySymbolicDims(const Artifact &artifact) {
                            symbol.max, axis.factor);
       }
     }
+  }
+  return Error::success();
+}
+
+uint32_t scaledBlocks(const LaunchScale &scale, int64_t size,
+                      uint32_t compiled) {
+  // size <= max and the verifier bounds numerator and denominator below
+  // 2^32, so the product fits (max is at most 2^31 when it scales).
+  unsigned __int128 work =
+      static_cast<unsigned __int128>(std::max<int64_t>(size, 1)) *
+      scale.numerator;
+  unsigned __int128 blocks =
+      (work + scale.denominator - 1) / scale.denominator;
+  return static_cast<uint32_t>(
+      std::clamp<unsigned __int128>(blocks, 1, compiled));
+}
+
+namespace {
+uint32_t &gridAxis(Dim3 &grid, uint32_t dim) {
+  return dim == 0 ? grid.x : dim == 1 ? grid.y : grid.z;
+}
+} // namespace
+
+Dim3 launchGridAt(const Artifact &artifact, uint32_t launch,
+                  const SymbolSizes &sizes) {
+  Dim3 grid = artifact.kernels[artifact.launches[launch].kernel].grid;
+  const std::vector<LaunchScale> &scales = artifact.launchScales;
+  auto it = std::lower_bound(
+      scales.begin(), scales.end(), launch,
+      [](const LaunchScale &scale, uint32_t l) { return scale.launch < l; });
+  if (it == scales.end() || it->launch != launch || it->symbol >= sizes.size())
+    return grid;
+  uint32_t &axis = gridAxis(grid, it->gridDim);
+  axis = scaledBlocks(*it, sizes[it->symbol], axis);
+  return grid;
+}
+
+Error verifyLaunchScales(const Artifact &artifact) {
+  const std::vector<LaunchScale> &scales = artifact.launchScales;
+  for (size_t i = 0; i < scales.size(); ++i) {
+    const LaunchScale &scale = scales[i];
+    std::string what =
+        fmt::format("section 'launch-scales': record {} (launch {})", i,
+                    scale.launch);
+    if (scale.launch >= artifact.launches.size())
+      return makeError("{}: the launch is out of range (the artifact has {} "
+                       "launches)",
+                       what, artifact.launches.size());
+    if (i > 0 && scale.launch <= scales[i - 1].launch)
+      return makeError("{}: launches are not in increasing order (after "
+                       "launch {})",
+                       what, scales[i - 1].launch);
+    if (scale.symbol >= artifact.symbolicDims.size())
+      return makeError("{}: symbol {} is out of range (the artifact has {} "
+                       "symbolic dims)",
+                       what, scale.symbol, artifact.symbolicDims.size());
+    const SymbolicDim &symbol = artifact.symbolicDims[scale.symbol];
+    if (!symbol.separable)
+      return makeError("{}: symbol '{}' is not separable: its launches run "
+                       "the compiled grid",
+                       what, symbol.name);
+    if (scale.gridDim > 2)
+      return makeError("{}: grid dim {} is not 0 (x), 1 (y) or 2 (z)", what,
+                       scale.gridDim);
+    constexpr uint64_t kLimit = uint64_t(1) << 32;
+    if (scale.numerator == 0 || scale.denominator == 0 ||
+        scale.numerator >= kLimit || scale.denominator >= kLimit ||
+        symbol.max >= int64_t(kLimit >> 1))
+      return makeError("{}: blocks = ceil({} * {} / {}) needs a numerator "
+                       "and a denominator in 1..2^32-1 and a maximum below "
+                       "2^31",
+                       what, symbol.name, scale.numerator, scale.denominator);
+    Dim3 grid = artifact.kernels[artifact.launches[scale.launch].kernel].grid;
+    uint32_t compiled = gridAxis(grid, scale.gridDim);
+    unsigned __int128 atMax =
+        (static_cast<unsigned __int128>(symbol.max) * scale.numerator +
+         scale.denominator - 1) /
+        scale.denominator;
+    if (atMax != compiled)
+      return makeError("{}: at {} = {} it gives {} blocks along grid dim {}, "
+                       "not the kernel's compiled {}",
+                       what, symbol.name, symbol.max,
+                       static_cast<uint64_t>(atMax), scale.gridDim, compiled);
   }
   return Error::success();
 }

@@ -47,6 +47,12 @@ const std::vector<TargetField> &targetFields() {
       {"fp32_tflops", &GpuTarget::fp32Tflops},
       // Optional: 0 (left out) is twice bf16's rate.
       {"int8_tops", &GpuTarget::int8Tops, nullptr, /*optional=*/true},
+      // Optional: the link a ring all-reduce between GPUs of this kind
+      // runs over (kiln-train --trace); 0 when left out.
+      {"collective_bandwidth_gbps", &GpuTarget::collectiveBandwidthGBps,
+       nullptr, /*optional=*/true},
+      {"collective_latency_us", &GpuTarget::collectiveLatencyUs, nullptr,
+       /*optional=*/true},
       {"schedulers_per_sm", nullptr, &GpuTarget::schedulersPerSm},
       {"clock_ghz", &GpuTarget::clockGhz},
       {"registers_per_sm", nullptr, &GpuTarget::registersPerSm},

@@ -12,8 +12,10 @@
 
 #include "kiln/runtime/Training.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 
 namespace kiln::runtime {
 
@@ -22,6 +24,8 @@ constexpr std::string_view kTrainStep = "train_step";
 constexpr std::string_view kTrainUpdate = "train_update";
 constexpr std::string_view kEval = "eval";
 constexpr const char *kFingerprintKey = "kiln.state_fingerprint";
+/// ZeRO checkpoints: the world size their optimizer state was sharded over.
+constexpr const char *kShardsKey = "kiln.shard_optimizer";
 
 /// "train_step:x" -> "x" when it belongs to `entry`.
 std::optional<std::string> plainName(std::string_view entry,
@@ -51,6 +55,10 @@ TrainingSession::create(std::shared_ptr<const Artifact> artifact,
   if (!artifact->findOutput(std::string(kTrainStep) + ":" +
                             std::string(kLossOutput)))
     return makeError("the artifact's train_step has no 'loss' output");
+  if (artifact->shardOptimizer.squaredNorm != ShardOptimizerConfig::kNone &&
+      !artifact->findEntryPoint("train_grad_norm"))
+    return makeError("the artifact shards the optimizer with a squared-norm "
+                     "state but has no 'train_grad_norm' entry point");
   if (!artifact->collectives.empty() && !artifact->findEntryPoint(kTrainUpdate))
     return makeError("the artifact has collective steps but no '{}' entry "
                      "point",
@@ -113,7 +121,141 @@ std::string TrainingSession::stepOutput(std::string_view name) const {
   return std::string(kTrainStep) + ":" + std::string(name);
 }
 
-Error TrainingSession::runCollectives() {
+namespace {
+/// Queues each fp32 gradient bucket's all-reduce on the engine's stream
+/// right after the launch that completes it (Artifact::collectives'
+/// afterLaunch), on the bytes train_step writes the gradients to; buckets
+/// whose launch never comes are queued after the last launch.
+class BucketScheduler final : public LaunchObserver {
+public:
+  BucketScheduler(const Artifact &artifact, Session &session,
+                  DeviceCollectives &engine)
+      : artifact(artifact), session(session), engine(engine),
+        queued(artifact.collectives.size(), false) {}
+
+  Error afterLaunch(uint32_t index, StreamHandle stream) override {
+    for (size_t i = 0; i < artifact.collectives.size(); ++i)
+      if (artifact.collectives[i].afterLaunch == index)
+        if (Error err = enqueue(i, stream))
+          return err;
+    return Error::success();
+  }
+  Error beforeWait(StreamHandle stream) override {
+    for (size_t i = 0; i < artifact.collectives.size(); ++i)
+      if (Error err = enqueue(i, stream))
+        return err;
+    return engine.finish(stream);
+  }
+  /// The collective steps queued, in queue order.
+  const std::vector<size_t> &order() const { return queueOrder; }
+
+private:
+  Error enqueue(size_t i, StreamHandle stream) {
+    const CollectiveStep &step = artifact.collectives[i];
+    if (queued[i] || step.kind != CollectiveKind::AllReduceMean)
+      return Error::success();
+    queued[i] = true;
+    queueOrder.push_back(i);
+    Expected<DevicePtr> base = gradientOutput(step.state);
+    if (!base)
+      return base.takeError();
+    return engine.enqueueAllReduceMean(
+        *base + step.elementOffset * sizeof(float), step.elementCount, stream,
+        fmt::format("gradient bucket {} ({} elements of state '{}')", i,
+                    step.elementCount, artifact.state[step.state].name));
+  }
+  /// Where train_step writes the new value of state `state`.
+  Expected<DevicePtr> gradientOutput(uint32_t state) {
+    if (const EntryPoint *entry = artifact.findEntryPoint(kTrainStep))
+      for (const StateUpdate &update : entry->updates)
+        if (update.state == state)
+          return session.outputAddress(artifact.outputs[update.output].name);
+    return makeError("train_step does not write state '{}', which a "
+                     "collective step reduces",
+                     artifact.state[state].name);
+  }
+
+  const Artifact &artifact;
+  Session &session;
+  DeviceCollectives &engine;
+  std::vector<bool> queued;
+  std::vector<size_t> queueOrder;
+};
+
+/// Records an event before an entry point's launches and after each one
+/// (kiln-train --trace on cuda), then hands each launch to `inner`.
+class LaunchTimer final : public LaunchObserver {
+public:
+  LaunchTimer(Device &device, LaunchObserver *inner)
+      : device(device), inner(inner) {}
+  ~LaunchTimer() override {
+    for (EventHandle event : events)
+      (void)device.destroyEvent(event);
+  }
+  Error beforeLaunches(StreamHandle stream) override {
+    Expected<EventHandle> event = record(stream);
+    if (!event)
+      return event.takeError();
+    start = *event;
+    return inner ? inner->beforeLaunches(stream) : Error::success();
+  }
+  Error afterLaunch(uint32_t index, StreamHandle stream) override {
+    Expected<EventHandle> event = record(stream);
+    if (!event)
+      return event.takeError();
+    ends.push_back({index, *event});
+    return inner ? inner->afterLaunch(index, stream) : Error::success();
+  }
+  Error beforeWait(StreamHandle stream) override {
+    return inner ? inner->beforeWait(stream) : Error::success();
+  }
+
+  EventHandle start;
+  std::vector<std::pair<uint32_t, EventHandle>> ends;
+
+private:
+  Expected<EventHandle> record(StreamHandle stream) {
+    Expected<EventHandle> event = device.createEvent();
+    if (!event)
+      return event.takeError();
+    events.push_back(*event);
+    if (Error err = device.recordEvent(*event, stream))
+      return err;
+    return *event;
+  }
+
+  Device &device;
+  LaunchObserver *inner;
+  std::vector<EventHandle> events;
+};
+
+/// The compute slices of one timed entry point, in ms after `origin`.
+Error addLaunchSlices(Device &device, EventHandle origin,
+                      const LaunchTimer &timer, const Artifact &artifact,
+                      std::string_view entry, StepTimeline &timeline) {
+  Expected<float> from = device.elapsedMilliseconds(origin, timer.start);
+  if (!from)
+    return from.takeError();
+  double clock = *from;
+  for (auto [launch, event] : timer.ends) {
+    Expected<float> end = device.elapsedMilliseconds(origin, event);
+    if (!end)
+      return end.takeError();
+    StepSlice slice;
+    slice.track = "compute";
+    slice.name = artifact.kernels[artifact.launches[launch].kernel].name;
+    slice.index = launch;
+    slice.startMicros = clock * 1e3;
+    slice.durationMicros = std::max(0.0, (*end - clock) * 1e3);
+    slice.entry = std::string(entry);
+    timeline.slices.push_back(std::move(slice));
+    clock = *end;
+  }
+  return Error::success();
+}
+} // namespace
+
+Error TrainingSession::runCollectives(bool skipPlain) {
   const Artifact &a = artifact();
   if (!communicator || communicator->size() == 1)
     return Error::success();
@@ -122,6 +264,8 @@ Error TrainingSession::runCollectives() {
   std::map<uint32_t, HostTensor> tensors;
   for (size_t i = 0; i < a.collectives.size(); ++i) {
     const CollectiveStep &step = a.collectives[i];
+    if (skipPlain && step.kind == CollectiveKind::AllReduceMean)
+      continue; // reduced on the device already
     auto it = tensors.find(step.state);
     if (it == tensors.end()) {
       Expected<HostTensor> value = session->readState(a.state[step.state].name);
@@ -168,13 +312,122 @@ Error TrainingSession::runCollectives() {
 }
 
 Error TrainingSession::step() {
-  if (Error err = session->runEntryPoint(kTrainStep))
+  if (shardsOptimizer())
+    return stepSharded();
+  DeviceCollectives *onDevice =
+      communicator && isDataParallel() ? communicator->deviceCollectives()
+                                       : nullptr;
+  if (!onDevice) {
+    if (Error err = session->runEntryPoint(kTrainStep))
+      return err;
+    if (!isDataParallel())
+      return Error::success();
+    if (Error err = runCollectives(/*skipPlain=*/false))
+      return err;
+    return session->runEntryPoint(kTrainUpdate);
+  }
+  // A device engine (NCCL) reduces the fp32 buckets on its own stream while
+  // train_step still runs, also at world size 1 (the device check runs the
+  // engine there); compressed buckets take the host path afterwards.
+  BucketScheduler scheduler(artifact(), *session, *onDevice);
+  if (Error err = session->runEntryPoint(kTrainStep, &scheduler))
     return err;
-  if (!isDataParallel())
-    return Error::success();
-  if (Error err = runCollectives())
+  if (Error err = runCollectives(/*skipPlain=*/true))
     return err;
   return session->runEntryPoint(kTrainUpdate);
+}
+
+Expected<StepTimeline> TrainingSession::timedStep() {
+  if (shardsOptimizer())
+    return makeError("a timed step (kiln-train --trace) of a ZeRO-1 artifact "
+                     "(--shard-optimizer) is not supported yet");
+  Device &device = session->device();
+  DeviceCollectives *onDevice =
+      communicator && isDataParallel() ? communicator->deviceCollectives()
+                                       : nullptr;
+  std::optional<BucketScheduler> scheduler;
+  if (onDevice) {
+    scheduler.emplace(artifact(), *session, *onDevice);
+    onDevice->setTiming(true);
+  }
+  LaunchTimer stepTimer(device, scheduler ? &*scheduler : nullptr);
+  Error ran = session->runEntryPoint(kTrainStep, &stepTimer);
+  if (onDevice)
+    onDevice->setTiming(false);
+  if (ran)
+    return ran;
+  std::optional<LaunchTimer> updateTimer;
+  if (isDataParallel()) {
+    if (Error err = runCollectives(/*skipPlain=*/onDevice != nullptr))
+      return err;
+    updateTimer.emplace(device, nullptr);
+    if (Error err = session->runEntryPoint(kTrainUpdate, &*updateTimer))
+      return err;
+  }
+  StepTimeline timeline;
+  timeline.timeSource = "measured";
+  timeline.subject = device.info().name;
+  timeline.ring.ranks = communicator ? uint32_t(communicator->size()) : 1;
+  EventHandle origin = stepTimer.start;
+  if (Error err = addLaunchSlices(device, origin, stepTimer, artifact(),
+                                  kTrainStep, timeline))
+    return err;
+  if (onDevice) {
+    Expected<std::vector<std::pair<double, double>>> times =
+        onDevice->takeTimes(origin);
+    if (!times)
+      return times.takeError();
+    for (size_t n = 0; n < times->size() && n < scheduler->order().size();
+         ++n) {
+      size_t i = scheduler->order()[n];
+      const CollectiveStep &step = artifact().collectives[i];
+      StepSlice slice;
+      slice.track = "collectives";
+      slice.name = fmt::format("all-reduce bucket {}", i);
+      slice.index = uint32_t(i);
+      slice.startMicros = (*times)[n].first * 1e3;
+      slice.durationMicros =
+          std::max(0.0, ((*times)[n].second - (*times)[n].first) * 1e3);
+      slice.bytes = step.elementCount * sizeof(float);
+      slice.elements = step.elementCount;
+      slice.afterLaunch = step.afterLaunch;
+      timeline.slices.push_back(std::move(slice));
+    }
+  }
+  if (updateTimer) {
+    // What lies between train_step's last launch and train_update's first
+    // is host work: the state update, and the host-path collectives.
+    double stepEnd = 0;
+    for (const StepSlice &slice : timeline.slices)
+      if (slice.track == "compute")
+        stepEnd = std::max(stepEnd, slice.startMicros + slice.durationMicros);
+    Expected<float> updateStart =
+        device.elapsedMilliseconds(origin, updateTimer->start);
+    if (!updateStart)
+      return updateStart.takeError();
+    bool hostCollectives =
+        communicator && communicator->size() > 1 &&
+        std::any_of(artifact().collectives.begin(),
+                    artifact().collectives.end(),
+                    [&](const CollectiveStep &step) {
+                      return !onDevice ||
+                             step.kind != CollectiveKind::AllReduceMean;
+                    });
+    StepSlice host;
+    host.track = hostCollectives ? "collectives" : "compute";
+    host.name = hostCollectives ? "host: state update and host-path "
+                                  "all-reduces"
+                                : "host: state update";
+    host.index = uint32_t(artifact().collectives.size());
+    host.startMicros = stepEnd;
+    host.durationMicros = std::max(0.0, *updateStart * 1e3 - stepEnd);
+    host.entry = "host";
+    timeline.slices.push_back(std::move(host));
+    if (Error err = addLaunchSlices(device, origin, *updateTimer, artifact(),
+                                    kTrainUpdate, timeline))
+      return err;
+  }
+  return timeline;
 }
 
 Expected<float> TrainingSession::loss() {
@@ -276,14 +529,25 @@ Error TrainingSession::saveCheckpoint(
   checkpoint.metadata = extra;
   checkpoint.metadata[kFingerprintKey] = stateFingerprint(artifact());
   checkpoint.metadata["format"] = "pt";
-  for (const StateTensor &tensor : artifact().state) {
-    if (!tensor.segments.empty())
-      continue; // Saved weight by weight below.
-    Expected<HostTensor> value = session->readState(tensor.name);
+  if (shardsOptimizer()) {
+    if (Error err = checkWorldSize())
+      return err;
+    checkpoint.metadata[kShardsKey] =
+        std::to_string(artifact().shardOptimizer.shards);
+  }
+  for (uint32_t i = 0; i < artifact().state.size(); ++i) {
+    const StateTensor &tensor = artifact().state[i];
+    if (!tensor.segments.empty() || isTransientShardState(i))
+      continue; // Weights are saved weight by weight below.
+    Expected<HostTensor> value = isShardedState(i)
+                                     ? gatherShardedState(i)
+                                     : session->readState(tensor.name);
     if (!value)
       return value.takeError();
     checkpoint.tensors[stateKey(tensor)] = value.take();
   }
+  if (worldRank() != 0)
+    return Error::success(); // ZeRO: the others only helped gather.
   Expected<std::map<std::string, HostTensor>> weightTensors = weights();
   if (!weightTensors)
     return weightTensors.takeError();
@@ -306,17 +570,43 @@ TrainingSession::loadCheckpoint(const std::string &path) {
   if (fingerprint == checkpoint->metadata.end())
     return makeError("{}: not a Kiln training checkpoint (no {} metadata)",
                      path, kFingerprintKey);
+  // ZeRO's shards are per world size: say so before the fingerprint does.
+  auto shards = checkpoint->metadata.find(kShardsKey);
+  std::string written =
+      shards == checkpoint->metadata.end() ? "" : shards->second;
+  std::string expectedShards =
+      shardsOptimizer() ? std::to_string(artifact().shardOptimizer.shards) : "";
+  if (written != expectedShards)
+    return makeError(
+        "{}: the checkpoint's optimizer state is {}, this artifact's is {}: "
+        "resume with an artifact compiled as the checkpoint's was (a ZeRO "
+        "checkpoint loads only with the same --shard-optimizer=N)",
+        path,
+        written.empty() ? "not sharded" : "sharded over " + written + " ranks",
+        expectedShards.empty() ? "not sharded"
+                               : "sharded over " + expectedShards + " ranks");
   if (fingerprint->second != expected)
     return makeError("{}: the checkpoint is from another model (state "
                      "fingerprint {}, this artifact's is {})",
                      path, fingerprint->second, expected);
   // Assemble every state tensor first; write only when all are complete.
   std::vector<std::pair<const StateTensor *, HostTensor>> values;
-  for (const StateTensor &tensor : artifact().state) {
+  for (uint32_t i = 0; i < artifact().state.size(); ++i) {
+    const StateTensor &tensor = artifact().state[i];
     HostTensor value;
     value.dtype = tensor.dtype;
     value.shape = tensor.shape;
-    if (tensor.segments.empty()) {
+    if (isTransientShardState(i))
+      continue;
+    if (isShardedState(i)) {
+      auto it = checkpoint->tensors.find(stateKey(tensor));
+      if (it == checkpoint->tensors.end())
+        return makeError("{}: tensor '{}' is missing", path, stateKey(tensor));
+      Expected<HostTensor> mine = shardOfCheckpointTensor(i, it->second, path);
+      if (!mine)
+        return mine.takeError();
+      value = mine.take();
+    } else if (tensor.segments.empty()) {
       auto it = checkpoint->tensors.find(stateKey(tensor));
       if (it == checkpoint->tensors.end())
         return makeError("{}: tensor '{}' is missing", path, stateKey(tensor));

@@ -2,12 +2,13 @@
 //
 // CUTLASS 3.x warp-specialized TMA + wgmma GEMMs (the kernel of CUTLASS's
 // examples 48 and 49: CollectiveBuilder mainloop with
-// KernelTmaWarpSpecialized, GemmUniversal), bf16 operands, f32 accumulation
-// and f32 C/D. Each variant differs in the operand majors and the tile,
-// which decide the shared-memory swizzle the builder picks
-// (ss_smem_selector: a K-major tile of 64/32/16 bf16 along K gets
-// 128B/64B/32B; an MN-major one the same by its M or N extent), and in
-// its cluster shape (1 x 1 x 1, or 2 x 2 and 4 x 2 with TMA multicast).
+// KernelTmaWarpSpecialized, GemmUniversal), bf16 operands (or e4m3, as in
+// example 54's fp8 GEMM: wgmma m64nNk32 e4m3, with CUTLASS's f32 promotion
+// of the tensor-core accumulators), f32 accumulation and f32 C/D. Each variant
+// differs in the operand majors and the tile, which decide the shared-memory
+// swizzle the builder picks (ss_smem_selector: a K-major tile of 64/32/16 bf16
+// along K gets 128B/64B/32B; an MN-major one the same by its M or N extent),
+// and in its cluster shape (1 x 1 x 1, or 2 x 2 and 4 x 2 with TMA multicast).
 //
 // Shared by the device translation unit (Sm90GemmKernels.cu, the entries)
 // and the host one (Sm90GemmParams.cu, the Params without a GPU).
@@ -28,10 +29,11 @@
 namespace kiln_cutlass {
 
 template <class LayoutA, class LayoutB, class TileShape,
-          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>>
+          class ClusterShape_ = cute::Shape<cute::_1, cute::_1, cute::_1>,
+          class ElementAB = cutlass::bfloat16_t>
 struct Sm90Gemm {
-  using ElementA = cutlass::bfloat16_t;
-  using ElementB = cutlass::bfloat16_t;
+  using ElementA = ElementAB;
+  using ElementB = ElementAB;
   using ElementC = float;
   using LayoutC = cutlass::layout::RowMajor;
   using ElementAccumulator = float;
@@ -89,6 +91,12 @@ using Sm90TnSw128C2x2 = Sm90Gemm<RowMajor, ColumnMajor, Shape<_128, _128, _64>,
 using Sm90NtSw128C4x2 = Sm90Gemm<ColumnMajor, RowMajor, Shape<_128, _128, _64>,
                                  Shape<cute::_4, cute::_2, cute::_1>>;
 
+/// e4m3 x e4m3, both K-major (fp8 wgmma reads only K-major operands): a
+/// K tile of 128 (128 bytes): 128B on A and B.
+using Sm90E4m3TnSw128 =
+    Sm90Gemm<RowMajor, ColumnMajor, Shape<_128, _128, cute::_128>,
+             Shape<cute::_1, cute::_1, cute::_1>, cutlass::float_e4m3_t>;
+
 /// Every variant: its name (the entry is kiln_cutlass_<name>) and type.
 #define KILN_SM90_VARIANTS(X)                                                  \
   X(sm90_tn_sw128, kiln_cutlass::Sm90TnSw128)                                  \
@@ -96,7 +104,8 @@ using Sm90NtSw128C4x2 = Sm90Gemm<ColumnMajor, RowMajor, Shape<_128, _128, _64>,
   X(sm90_tt_sw32, kiln_cutlass::Sm90TtSw32)                                    \
   X(sm90_nn_sw64, kiln_cutlass::Sm90NnSw64)                                    \
   X(sm90_tn_c2x2, kiln_cutlass::Sm90TnSw128C2x2)                               \
-  X(sm90_nt_c4x2, kiln_cutlass::Sm90NtSw128C4x2)
+  X(sm90_nt_c4x2, kiln_cutlass::Sm90NtSw128C4x2)                               \
+  X(sm90_e4m3_tn, kiln_cutlass::Sm90E4m3TnSw128)
 
 } // namespace kiln_cutlass
 

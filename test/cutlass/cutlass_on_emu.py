@@ -6,8 +6,8 @@ variant (a kernel instantiated from CUTLASS's public templates in
 Sm80Gemms.cuh / Sm90Gemms.cuh):
 
 1. draws A (M x K), B (K x N) and C (M x N) from a seeded generator, with
-   values exactly representable in the operand type (bf16, or tf32 held in
-   f32), stored in the variant's majors;
+   values exactly representable in the operand type (bf16, tf32 held in
+   f32, int8, or e4m3: every finite code), stored in the variant's majors;
 2. runs the variant's host program (CUTLASS's own host code, no GPU) for
    the kernel's Params, with the device addresses the buffers will have;
 3. checks what the Params carry: the swizzle of every TMA tensor map (the
@@ -15,9 +15,10 @@ Sm80Gemms.cuh / Sm90Gemms.cuh):
    meant to exercise, and the PTX uses the instructions it is meant to;
 4. runs the kernel with cutlass-emu-run, D prefilled with NaN;
 5. compares D = alpha * A B + beta * C element by element with a float64
-   reference. Products of bf16 or tf32 values are exact in f32 (8 + 8 or
-   11 + 11 significand bits), and int8 sums exact in s32, so the kernel's
-   only errors are f32
+   reference. Products of bf16, tf32 or e4m3 values are exact in f32
+   (8 + 8, 11 + 11 or 4 + 4 significand bits; e4m3's exponents keep every
+   product a normal f32), and int8 sums exact in s32, so the kernel's only
+   errors are f32
    roundings: at most K in the accumulation (each within 2^-24 of a
    partial sum, bounded by sum_k |a_ik b_kj|) and three in the epilogue.
    The bound per element is (K + 3) 2^-24 (|alpha| sum_k |a_ik||b_kj| +
@@ -54,6 +55,7 @@ LDMATRIX = r"ldmatrix\.sync\.aligned\.x4\.m8n8\.shared\.b16"
 LDMATRIX_T = r"ldmatrix\.sync\.aligned\.x4\.trans\.m8n8\.shared\.b16"
 CP_ASYNC = r"cp\.async\.cg\.shared\.global(\.L2::128B)? \[%r\d+\], \[%rd\d+\], 16"
 WGMMA = r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16"
+WGMMA_E4M3 = r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3"
 TMA = r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global\.mbarrier"
 TMA_MULTICAST = r"cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global\.mbarrier::complete_tx::bytes\.multicast::cluster"
 MAPA = r"mapa\.shared::cluster"
@@ -75,6 +77,8 @@ VARIANTS = {
                      [WGMMA, TMA_MULTICAST, MAPA, CLUSTER_BARRIER], True),
     "sm90_nt_c4x2": ("bf16", "col", "row", (128, 128),
                      [WGMMA, TMA_MULTICAST, MAPA, CLUSTER_BARRIER], True),
+    "sm90_e4m3_tn": ("e4m3", "row", "col", (128, 128), [WGMMA_E4M3, TMA],
+                     True),
 }
 
 # Device addresses of A, B, C, D: far apart, so an overrun lands in no
@@ -96,9 +100,27 @@ def bf16_values(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
+def e4m3_values(codes):
+    """float8 E4M3 (OCP "FN": bias 7, no infinities, S.1111.111 NaN)
+    codes -> float64, from the format's definition."""
+    codes = codes.astype(np.int64)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exponent = (codes >> 3) & 0xF
+    mantissa = (codes & 7).astype(np.float64)
+    normal = (1 + mantissa / 8) * np.exp2(exponent - 7.0)
+    subnormal = mantissa / 8 * 2.0**-6
+    values = sign * np.where(exponent == 0, subnormal, normal)
+    return np.where((codes & 0x7F) == 0x7F, np.nan, values)
+
+
 def operand(rng, rows, cols, dtype):
-    """Values in [-1, 1) exact in `dtype` (s8: every int8, -128 to 127):
+    """Values in [-1, 1) exact in `dtype` (s8: every int8, -128 to 127;
+    e4m3: every finite code, subnormals and +-448 included):
     (stored array, float64 values)."""
+    if dtype == "e4m3":
+        codes = rng.integers(0, 256, (rows, cols)).astype(np.uint8)
+        codes[(codes & 0x7F) == 0x7F] ^= 0x01  # NaN -> +-448
+        return codes, e4m3_values(codes)
     if dtype == "s8":
         x = rng.integers(-128, 128, (rows, cols)).astype(np.int8)
         return x, x.astype(np.float64)

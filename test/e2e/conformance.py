@@ -132,12 +132,12 @@ def run_tool(command, timeout, env=None):
                           f"{timeout} s")
 
 
-def compile_model(model_path, artifact, tools, replacements):
+def compile_model(model_path, artifact, tools, replacements, flags=()):
     env = dict(os.environ)
     if not tools.with_ptxas:
         env["KILN_PTXAS"] = ""
-    run = run_tool([tools.kilnc, model_path, "-o", artifact], tools.timeout,
-                   env)
+    run = run_tool([tools.kilnc, model_path, "-o", artifact] + list(flags),
+                   tools.timeout, env)
     if run.returncode == 0:
         return
     message = run.stderr + run.stdout
@@ -230,6 +230,81 @@ def graph_inputs(model):
     return [v for v in model.graph.input if v.name not in initializers]
 
 
+# --- Sequences and optionals -----------------------------------------------
+# kilnc compiles a sequence input as N tensors (--sequence x=N, each
+# element's shape by --shape x[i]=...) and an optional one present or absent
+# (--absent x); kiln-run binds a sequence as -i x=a.npy,b.npy and writes a
+# sequence output as x.0.npy, x.1.npy, ... (docs/runtime.md).
+
+
+def is_composite(type_proto):
+    return type_proto.WhichOneof("value") in ("sequence_type", "optional_type")
+
+
+def element_value_info(type_proto, name):
+    """The tensor ValueInfo of a sequence's or optional's elements."""
+    while type_proto.WhichOneof("value") != "tensor_type":
+        kind = type_proto.WhichOneof("value")
+        if kind not in ("sequence_type", "optional_type"):
+            raise TestFailure("runtime-error",
+                              f"'{name}' holds a {kind}, not tensors")
+        type_proto = getattr(type_proto, kind).elem_type
+    value = onnx.ValueInfoProto()
+    value.name = name
+    value.type.CopyFrom(type_proto)
+    return value
+
+
+def load_composite(path, value_info):
+    """A sequence or optional test value: a list of arrays (a sequence, or
+    an optional holding one), a single array (an optional tensor), or None
+    (an empty optional)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if value_info.type.WhichOneof("value") == "sequence_type":
+        proto = onnx.SequenceProto()
+        proto.ParseFromString(data)
+        return list(numpy_helper.to_list(proto))
+    proto = onnx.OptionalProto()
+    proto.ParseFromString(data)
+    value = numpy_helper.to_optional(proto)
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def dims_text(array):
+    return "x".join(str(d) for d in array.shape) or "scalar"
+
+
+def composite_flags(model, data_dir, baked=frozenset()):
+    """kilnc's --sequence, --shape and --absent for the test's sequence and
+    optional inputs, and --shape for a tensor input that leaves a dim open
+    (the SequenceMap tests' x1 of shape [N])."""
+    flags = []
+    for i, value in enumerate(graph_inputs(model)):
+        path = os.path.join(data_dir, f"input_{i}.pb")
+        if not os.path.exists(path) or value.name in baked:
+            continue
+        if not is_composite(value.type):
+            tensor_type = value.type.tensor_type
+            if value.type.HasField("tensor_type") and (
+                    not tensor_type.HasField("shape") or any(
+                        not d.HasField("dim_value")
+                        for d in tensor_type.shape.dim)):
+                array = load_tensor(path, value, "input")
+                flags += ["--shape", f"{value.name}={dims_text(array)}"]
+            continue
+        data = load_composite(path, value)
+        if data is None:
+            flags += ["--absent", value.name]
+        elif not isinstance(data, list):
+            flags += ["--shape", f"{value.name}={dims_text(data)}"]
+        else:
+            flags += ["--sequence", f"{value.name}={len(data)}"]
+            for j, array in enumerate(data):
+                flags += ["--shape", f"{value.name}[{j}]={dims_text(array)}"]
+    return flags
+
+
 def write_inputs(model, data_dir, workdir, baked=frozenset()):
     """Saves each input_<i>.pb as .npy; returns kiln-run's -i arguments.
     Inputs in `baked` were compiled in as constants and are not passed."""
@@ -239,10 +314,24 @@ def write_inputs(model, data_dir, workdir, baked=frozenset()):
         path = os.path.join(data_dir, f"input_{i}.pb")
         if not os.path.exists(path) or value.name in baked:
             continue  # An optional input the test leaves out, or a baked one.
+        if is_composite(value.type):
+            data = load_composite(path, value)
+            element = element_value_info(value.type, value.name)
+            arrays = data if isinstance(data, list) else (
+                [] if data is None else [data])
+            files = []
+            for j, array in enumerate(arrays):
+                files.append(os.path.join(workdir, f"input_{i}.{j}.npy"))
+                np.save(files[-1], as_kiln_npy(array, element),
+                        allow_pickle=False)
+            if files:
+                arguments += ["-i", f"{value.name}={','.join(files)}"]
+            continue
         array = load_tensor(path, value, "input")
         if array.dtype == object:
-            raise TestFailure("runtime-error",
-                              f"input '{value.name}' holds strings")
+            # STRING: kiln-run reads NumPy str arrays ('<U'), which np.save
+            # writes without pickling.
+            array = array.astype(str)
         npy = os.path.join(workdir, f"input_{i}.npy")
         np.save(npy, as_kiln_npy(array, value), allow_pickle=False)
         arguments += ["-i", f"{value.name}={npy}"]
@@ -270,7 +359,7 @@ def bake_shape_inputs(model, data_dir, workdir):
     baked = set()
     for i, value in enumerate(graph_inputs(model)):
         path = os.path.join(data_dir, f"input_{i}.pb")
-        if not os.path.exists(path):
+        if not os.path.exists(path) or is_composite(value.type):
             continue
         array = load_tensor(path, value, "input")
         if array.dtype == object or not is_shape_like(value, array, i):
@@ -317,9 +406,47 @@ def compare_output(name, got, expected):
             f"the worst off by {worst:.3g}")
 
 
+def check_composite_output(value, expected_path, outdir):
+    """A sequence output is <name>.<i>.npy, one file per tensor; an optional
+    tensor <name>.npy; an empty optional no file."""
+    expected = load_composite(expected_path, value)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", value.name)
+    element = element_value_info(value.type, value.name)
+    if isinstance(expected, list):
+        got_count = len(glob.glob(os.path.join(outdir, glob.escape(safe) +
+                                               ".*.npy")))
+        if got_count != len(expected):
+            raise TestFailure("mismatch",
+                              f"'{value.name}': {got_count} tensors, "
+                              f"expected {len(expected)}")
+        files = [(f"{value.name}[{j}]", f"{safe}.{j}.npy", array)
+                 for j, array in enumerate(expected)]
+    elif expected is None:
+        if os.path.exists(os.path.join(outdir, safe + ".npy")):
+            raise TestFailure("mismatch", f"'{value.name}': a tensor, "
+                              "expected an empty optional")
+        return
+    else:
+        files = [(value.name, safe + ".npy", expected)]
+    for name, file, want in files:
+        got_path = os.path.join(outdir, file)
+        if not os.path.exists(got_path):
+            raise TestFailure("runtime-error",
+                              f"kiln-run wrote no output '{name}'")
+        got = from_kiln_npy(np.load(got_path))
+        reason = compare_output(
+            name, got,
+            plain_array(want, element.type.tensor_type.elem_type))
+        if reason:
+            raise TestFailure("mismatch", reason)
+
+
 def check_outputs(model, data_dir, outdir):
     for i, value in enumerate(model.graph.output):
         expected_path = os.path.join(data_dir, f"output_{i}.pb")
+        if is_composite(value.type):
+            check_composite_output(value, expected_path, outdir)
+            continue
         expected = load_tensor(expected_path, value, "output")
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", value.name)
         got_path = os.path.join(outdir, safe + ".npy")
@@ -360,8 +487,9 @@ def run_test(name, root, tools):
         data_dir = os.path.join(test_dir, "test_data_set_0")
         try:
             baked = frozenset()
+            flags = composite_flags(model, data_dir)
             try:
-                compile_model(model_path, artifact, tools, replacements)
+                compile_model(model_path, artifact, tools, replacements, flags)
             except TestFailure as failure:
                 # Kiln compiles for static shapes: when an input that decides
                 # a shape (axes, pads, sizes, ...) is not a constant, compile
@@ -372,7 +500,8 @@ def run_test(name, root, tools):
                 if not baked:
                     raise
                 compile_model(specialized, artifact, tools,
-                              replacements + [(specialized, "model.onnx")])
+                              replacements + [(specialized, "model.onnx")],
+                              composite_flags(model, data_dir, baked))
             arguments = write_inputs(model, data_dir, workdir, baked)
             outdir = os.path.join(workdir, "out")
             run_model(artifact, arguments, outdir, tools, replacements)
@@ -515,6 +644,13 @@ def write_doc(path, results, seconds, jobs):
         "the first); the data inputs still run through the kernels. The TSV "
         "marks those "
         f"passes ({sum(1 for r in results if r[1] == 'pass' and r[2])} here).",
+        "",
+        "A sequence or optional input is compiled as the test's data has it "
+        "(`kilnc --sequence x=N` and `--shape 'x[i]=...'` per tensor, "
+        "`--absent x` for an empty optional; docs/runtime.md \"Sequences and "
+        "optionals\"), bound with `-i x=a.npy,b.npy`, and a sequence output "
+        "compared tensor by tensor. A tensor input whose declared shape "
+        "leaves a dim open gets `--shape` from the test's data.",
         "",
         f"- Date: {datetime.date.today().isoformat()}",
         f"- onnx version: {onnx.__version__}",

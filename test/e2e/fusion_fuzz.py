@@ -40,7 +40,20 @@ kiln-run --device emu; every output is compared. Variants:
                     ROTATION[S % 7] = bf16-nhwc, tf32, fp16, fp32-nhwc, bf16,
                     tf32-nhwc, fp16-nhwc, so every precision and layout is
                     exercised over any 7 consecutive seeds
+  P-nockern         --contraction-kernels=false: matmuls and convolutions
+                    on the generic kernels instead of the tiled templates
+  P-mma, P-wgmma    --wgmma=false / --wgmma=true: the mma.sync or the wgmma
+                    tensor-core family (wgmma is sm_90's default; tf32,
+                    bf16, fp16)
+  rotate-kernels    one of KERNEL_ROTATION: graph S runs
+                    KERNEL_ROTATION[S % 9] = bf16-mma, fp32-nockern,
+                    tf32-mma, bf16-nockern, fp16-mma, tf32-nockern,
+                    bf16-wgmma, fp16-nockern, tf32-wgmma
 
+Suffixes combine (bf16-nhwc-mma). Each variant has its precision's bound
+(below): the kernel family changes the order of the sums and, for tf32 on
+wgmma, truncates the operands instead of rounding them (at most 2 u_P,
+within the allowance's two rounding responses).
 --variants is a comma-separated list of these (default fused,unfused,rotate).
 
 Comparison, per output (scripts/numerics.py's rule, as every numerics test
@@ -125,6 +138,13 @@ INT64_MIN = -2**63
 
 ROTATION = ["bf16-nhwc", "tf32", "fp16", "fp32-nhwc", "bf16", "tf32-nhwc",
             "fp16-nhwc"]
+# Contraction kernel configurations (--variants rotate-kernels): the
+# generic kernels (--contraction-kernels=false) and the tensor-core
+# families, wgmma (sm_90's default) and mma.sync (--wgmma=false), in every
+# precision that has them.
+KERNEL_ROTATION = ["bf16-mma", "fp32-nockern", "tf32-mma", "bf16-nockern",
+                   "fp16-mma", "tf32-nockern", "bf16-wgmma", "fp16-nockern",
+                   "tf32-wgmma"]
 BOUNDS = numerics.NORM_BOUND
 PERTURB = 1e-3            # relative perturbation for the conditioning estimate
 PERTURB_DRAWS = 4         # the largest amplification of this many draws counts
@@ -157,6 +177,12 @@ def variant_flags(name):
             flags.append("--layout=nchw")
         elif part == "unfused":
             flags.append("--fuse=false")
+        elif part == "nockern":
+            flags.append("--contraction-kernels=false")
+        elif part == "mma":
+            flags.append("--wgmma=false")
+        elif part == "wgmma":
+            flags.append("--wgmma=true")
         else:
             raise ValueError(f"unknown variant '{name}'")
     return flags
@@ -170,7 +196,10 @@ def variant_precision(name):
 def variants_for(seed, spec):
     out = []
     for name in spec:
-        name = ROTATION[seed % len(ROTATION)] if name == "rotate" else name
+        if name == "rotate":
+            name = ROTATION[seed % len(ROTATION)]
+        elif name == "rotate-kernels":
+            name = KERNEL_ROTATION[seed % len(KERNEL_ROTATION)]
         if name not in out:
             out.append(name)
     return out
@@ -1665,7 +1694,7 @@ def main():
     tools = Tools(args.kilnc, args.kiln_run, args.timeout)
     spec = [v.strip() for v in args.variants.split(",") if v.strip()]
     for v in spec:
-        if v != "rotate":
+        if v not in ("rotate", "rotate-kernels"):
             variant_flags(v)  # validates
 
     if args.repros:

@@ -43,6 +43,24 @@ cl::list<std::string> dimRanges(
     cl::value_desc("name=min..max[:opt]"), cl::CommaSeparated,
     cl::cat(inputCategory()));
 
+// Sequence and optional graph inputs. Hidden to keep --help on two screens
+// (help.test); the importer's errors name them where a model needs them.
+cl::list<std::string> sequenceLengths(
+    "sequence",
+    cl::desc("The length of a sequence graph input: name=N; its tensors are "
+             "inputs name[0] ... name[N-1] (--shape name=... or "
+             "name[i]=... fixes their shapes) (repeatable, or "
+             "comma-separated) (default: none)"),
+    cl::value_desc("name=N"), cl::CommaSeparated, cl::Hidden,
+    cl::cat(inputCategory()));
+cl::list<std::string> absentInputs(
+    "absent",
+    cl::desc("Compile an optional graph input absent (it takes no tensor) "
+             "(repeatable, or comma-separated) (default: every optional "
+             "input present)"),
+    cl::value_desc("name"), cl::CommaSeparated, cl::Hidden,
+    cl::cat(inputCategory()));
+
 //===----------------------------------------------------------------------===//
 // Output
 //===----------------------------------------------------------------------===//
@@ -169,6 +187,13 @@ cl::opt<std::string> allreduceDtype(
              "(default: fp32)"),
     cl::value_desc("fp32|bf16|fp16|powersgd:R"), cl::init("fp32"),
     cl::cat(trainingCategory()));
+cl::opt<unsigned> shardOptimizer(
+    "shard-optimizer",
+    cl::desc("With --data-parallel: ZeRO stage 1 for a job of N ranks: the "
+             "gradients are reduce-scattered, each rank updates its 1/N of "
+             "the weights and owns 1/N of the optimizer state, and the "
+             "weights are all-gathered (default: off)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(trainingCategory()));
 //===-- Mixed precision: loss scaling (kiln-optimizer loss-scale) ----------===//
 cl::opt<std::string> lossScaleSpec(
     "loss-scale",
@@ -279,6 +304,26 @@ llvm::Error parseShapes(CompileOptions &options) {
   return llvm::Error::success();
 }
 
+/// Parses --sequence "name=N" and --absent "name".
+llvm::Error parseComposites(CompileOptions &options) {
+  for (const std::string &spec : sequenceLengths) {
+    auto [name, length] = llvm::StringRef(spec).split('=');
+    int64_t n;
+    if (name.empty() || length.getAsInteger(10, n) || n < 0)
+      return llvm::createStringError("--sequence '" + spec +
+                                     "' is not name=N (N >= 0)");
+    if (!options.sequenceLengths.try_emplace(name, n).second)
+      return llvm::createStringError("--sequence '" + name.str() +
+                                     "' is given twice");
+  }
+  for (const std::string &name : absentInputs) {
+    if (name.empty())
+      return llvm::createStringError("--absent needs an input name");
+    options.absentInputs.insert(name);
+  }
+  return llvm::Error::success();
+}
+
 /// Parses "N=1..64[:opt]" into the dim ranges.
 llvm::Error parseDimRanges(CompileOptions &options) {
   for (const std::string &spec : dimRanges) {
@@ -345,6 +390,8 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
     return err;
   if (llvm::Error err = parseDimRanges(compile))
     return err;
+  if (llvm::Error err = parseComposites(compile))
+    return err;
   compile.stats = stats;
   compile.stripWeights = stripWeights;
   compile.kernelCache = kernelCache;
@@ -374,6 +421,9 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
   training.dataParallel = dataParallel;
   training.bucketMb = bucketMb;
   training.allreduceDtype = allreduceDtype;
+  if (shardOptimizer.getNumOccurrences())
+    training.shardOptimizer =
+        shardOptimizer == 0 ? -1 : int64_t(shardOptimizer);
   // --train --emit=kiln prints the module after kiln-optimizer; without
   // --emit, --train packs the artifact whatever -o says.
   if (train && emit.getNumOccurrences() == 0)
@@ -410,7 +460,7 @@ void describeOptions() {
     // Tuning on another machine and full weight dumps are for the few who
     // look for them in --help-hidden; --help stays within two screens.
     if (name == "tune-export" || name == "tune-import" ||
-        name == "print-weights")
+        name == "tune-max-candidates" || name == "print-weights")
       option->setHiddenFlag(cl::Hidden);
   }
 }

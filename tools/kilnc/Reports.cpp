@@ -133,9 +133,14 @@ void printOnnxOps(llvm::raw_ostream &os) {
         "UINT4 are held unpacked, one value per byte, as INT8/UINT8: "
         "initializers are unpacked at import (low nibble first), and graph "
         "inputs and outputs are `i8`/`u8` tensors in the artifact holding "
-        "one value each. STRING, complex, FLOAT4E2M1 and sequence, map or "
-        "optional graph inputs are refused with an error naming the "
-        "tensor.\n\n"
+        "one value each. STRING tensors never reach a kernel: the nodes "
+        "on them (the `strings (host steps)` family below, and Cast, "
+        "CastLike, Identity, Equal, Reshape, Squeeze, Unsqueeze and "
+        "Constant on strings) run as host steps before the first launch "
+        "or after the last (artifact format 1.9; docs/runtime.md \"Host "
+        "steps\"); any other op on a string is an error naming the node. "
+        "Complex, FLOAT4E2M1 and sequence, map or optional graph inputs "
+        "are refused with an error naming the tensor.\n\n"
      << "## Operators\n\n"
      << "| op type | handler since-versions | family | limits |\n"
      << "|---|---|---|---|\n";
@@ -265,17 +270,41 @@ void printStats(const CompileStats &stats, const std::string &target,
   // (docs/runtime.md "Sizes at run time").
   if (!stats.symbolicDims.empty()) {
     os << "symbolic dims: " << stats.symbolicDims.size() << "\n";
-    for (const kiln::runtime::SymbolicDim &dim : stats.symbolicDims) {
+    for (auto [s, dim] : llvm::enumerate(stats.symbolicDims)) {
       os << llvm::format("  %s %lld..%lld (opt %lld): ", dim.name.c_str(),
                          (long long)dim.min, (long long)dim.max,
                          (long long)dim.opt);
-      if (dim.separable)
-        os << "separable: runs any size in the range, padded to " << dim.max
-           << "\n";
-      else
+      if (!dim.separable) {
         os << "not separable: " << dim.reason << "; runs " << dim.max
            << " only\n";
+        continue;
+      }
+      os << "separable: runs any size in the range, padded to " << dim.max
+         << "\n";
+      // Launch scaling: which launches run only the blocks a size needs.
+      if (s >= stats.scaledLaunches.size())
+        continue;
+      const auto &launches = stats.scaledLaunches[s];
+      os << "    launches whose grid follows " << dim.name << ": "
+         << launches.scaled << " of " << launches.total << "\n";
+      if (!launches.fixed.empty()) {
+        os << "    the compiled grid at every size:";
+        for (const std::string &kernel : launches.fixed)
+          os << " " << kernel;
+        os << "\n";
+      }
     }
+  }
+  // Format 1.9: steps on STRING tensors, which run on the host.
+  if (!stats.hostSteps.empty()) {
+    os << "host steps: " << stats.hostSteps.size()
+       << " (strings, on the host between launches)\n";
+    for (const kiln::runtime::HostStep &step : stats.hostSteps)
+      os << "  " << step.describe() << ": "
+         << (step.phase == kiln::runtime::HostPhase::Before
+                 ? "before the first launch"
+                 : "after the last launch")
+         << "\n";
   }
   const ArtifactStats &a = stats.artifact;
   os << llvm::format(
@@ -321,6 +350,35 @@ void printTrainingStats(const CompileStats &stats,
       os << ", " << matrices << " matrices at rank " << artifact.powerSgd.rank;
     }
     os << "\n";
+  }
+  // --shard-optimizer: the optimizer state (opt.*) each rank holds, and
+  // what it would hold unsharded (each sharded state whole: as many
+  // elements as the weights).
+  if (const runtime::ShardOptimizerConfig &zero = artifact.shardOptimizer;
+      zero.shards != 0) {
+    uint64_t weights = 0;
+    for (const runtime::CollectiveStep &step : artifact.collectives)
+      if (step.kind == runtime::CollectiveKind::AllGather)
+        weights = *runtime::tensorByteSize(artifact.state[step.state].dtype,
+                                           artifact.state[step.state].shape);
+    uint64_t perRank = 0, unsharded = 0;
+    for (uint32_t i = 0; i < artifact.state.size(); ++i) {
+      const runtime::StateTensor &state = artifact.state[i];
+      if (llvm::StringRef(state.name).starts_with("opt.")) {
+        uint64_t bytes = *runtime::tensorByteSize(state.dtype, state.shape);
+        bool sharded = llvm::is_contained(zero.sharded, i);
+        perRank += bytes;
+        unsharded += sharded ? weights : bytes;
+      }
+    }
+    uint64_t shard =
+        *runtime::tensorByteSize(artifact.state[zero.gradShard].dtype,
+                                 artifact.state[zero.gradShard].shape);
+    os << "shard-optimizer: " << zero.shards << " ranks, shard of " << shard / 4
+       << " elements (" << zero.sharded.size()
+       << " sharded optimizer states)\n";
+    os << "optimizer state per rank: " << perRank
+       << " bytes (unsharded: " << unsharded << " bytes)\n";
   }
   if (stats.remat)
     printRematReport(*stats.remat, artifact.memoryPlan.arenaSize, os);

@@ -73,6 +73,9 @@ struct TrainingOptions {
   /// --allreduce-dtype: fp32, bf16/fp16 on the wire (f32 sums, error
   /// feedback), or powersgd:R (rank-R factors of the weight matrices).
   std::string allreduceDtype = "fp32";
+  /// --shard-optimizer=N: ZeRO stage 1 over N ranks (0: off; negative: the
+  /// flag was given a value below 1, an error).
+  int64_t shardOptimizer = 0;
 
   /// Whether the compile differentiates the model at all.
   bool differentiates() const { return gradients || train; }
@@ -82,6 +85,11 @@ struct TrainingOptions {
 struct CompileOptions {
   /// The model: an ONNX file, or kiln IR (.mlir) as --emit=kiln prints it.
   std::string input;
+  /// An ONNX model's bytes, when the caller holds them (the ONNX fuzz
+  /// target): compiled instead of reading `input`, which then only names the
+  /// model in errors and locates its external data. Not owned: the bytes
+  /// must outlive compileModel.
+  std::optional<llvm::StringRef> inputBytes;
   /// --shape: fixes input shapes (needed for unnamed dynamic dims). A dim
   /// given as a name (--shape x=Nx3) is symbolic: it is in `shapeDimNames`
   /// (empty strings for the numeric dims) and its entry in `shapes` is -1.
@@ -89,6 +97,11 @@ struct CompileOptions {
   llvm::StringMap<llvm::SmallVector<std::string>> shapeDimNames;
   /// --dim NAME=MIN..MAX[:OPT]: the range of a symbolic dimension.
   llvm::StringMap<onnx_frontend::DimRange> dims;
+  /// --sequence NAME=N: a sequence graph input's length (its tensors are
+  /// inputs NAME[0] ... NAME[N-1]); --absent NAME: an optional graph input
+  /// compiled absent (ImportOptions).
+  llvm::StringMap<int64_t> sequenceLengths;
+  llvm::StringSet<> absentInputs;
   /// Stop after this phase and return its IR; nullopt: compile through ptx
   /// and pack the artifact.
   std::optional<Phase> stopAfter;
@@ -149,6 +162,16 @@ struct CompileStats {
   /// The artifact's symbolic dims (kilnc --dim): ranges, and whether each
   /// is separable (SeparableDims.h) and why not.
   std::vector<runtime::SymbolicDim> symbolicDims;
+  /// Per symbolic dim: how many launches' grids follow it (launch-scales
+  /// records), and the kernels of the launches that run the compiled grid.
+  struct ScaledLaunches {
+    size_t scaled = 0, total = 0;
+    std::vector<std::string> fixed;
+  };
+  std::vector<ScaledLaunches> scaledLaunches;
+  /// Format 1.9: the steps on STRING tensors that run on the host, before
+  /// the first launch or after the last (kiln/runtime/HostSteps.h).
+  std::vector<runtime::HostStep> hostSteps;
 };
 
 struct CompileResult {

@@ -224,7 +224,9 @@ def SelectContractionKernelsPass
            "A directory of exported jobs that have run: their winners are "
            "added to the cache first">,
   ];
-  let dependentDialects = ["mlir::ml_program::MLProgramDialect"];
+  // arith and math: epilogue checks build ops' scalar bodies (ScalarSemantics.h).
+  let dependentDialects = ["mlir::ml_program::MLProgramDialect",
+                           "mlir::arith::ArithDialect", "mlir::math::MathDialect"];
 }
 
 def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
@@ -345,7 +347,8 @@ def MatchContractionsPass : Pass<"kiln-match-contractions", "mlir::ModuleOp"> {
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect",
                            "mlir::tensor::TensorDialect",
-                           "mlir::ml_program::MLProgramDialect"];
+                           "mlir::ml_program::MLProgramDialect",
+                           "mlir::arith::ArithDialect", "mlir::math::MathDialect"];
 }
 
 def DistinctResultsPass : Pass<"kiln-distinct-results", "mlir::func::FuncOp"> {

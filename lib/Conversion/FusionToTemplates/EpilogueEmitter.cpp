@@ -1,23 +1,26 @@
 //===- EpilogueEmitter.cpp - A fusion region's epilogue as CUDA C++ -------===//
 //
-// Values are floats in registers (the accumulator is fp32), so each op is one
-// C++ expression over floats. A value whose kiln type is bf16 or f16 is
-// rounded where the generic kernel would round it, so both kernels compute
-// the same numbers: after every op except the last, whose rounding is the
-// store's. Each op means what its linalg lowering (KilnToLinalg/
-// ElementwiseToLinalg.cpp) means, special values included: Max, Min, Relu
-// and Clip propagate NaN through Common.cuh's maxNaN/minNaN (max.NaN.f32,
-// what arith.maximumf becomes), not fmaxf/fminf, which drop a NaN operand.
-// test/Target/CUDA/epilogue-special-values.test runs every op here through
-// both kernels on NaN, +-Inf, -0 and subnormals.
+// Values are floats in registers (the accumulator is fp32). Each op's
+// element-level meaning is built from ScalarSemantics.h, the same arith and
+// math ops the linalg lowering puts in the generated kernel's body, on a
+// scratch block, and printed as C++ by ScalarToCpp: one definition of each
+// op, so a fused epilogue computes what the generated kernel computes, NaN,
+// infinities, -0 and subnormals included, and bf16/f16 values round where
+// the generated kernel's arithmetic rounds them.
+// test/Target/CUDA/epilogue-special-values.test runs every op both ways.
 //
 //===----------------------------------------------------------------------===//
 
 #include "EpilogueEmitter.h"
+#include "ScalarToCpp.h"
+
+#include "kiln/Conversion/KilnToLinalg/ScalarSemantics.h"
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
-#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -40,18 +43,50 @@ std::optional<runtime::DType> dtypeOf(Type type) {
   return std::nullopt;
 }
 
-std::string floatLiteral(double v) {
-  if (std::isnan(v))
-    return "__int_as_float(0x7fc00000)";
-  if (std::isinf(v))
-    return v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)";
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.9gf", static_cast<float>(v));
-  std::string s = buffer;
-  // "1f" is not a literal; "1.f" and "1e+30f" are.
-  if (s.find_first_of(".e") == std::string::npos)
-    s.insert(s.size() - 1, ".");
-  return s;
+/// Builds `op`'s element-level IR (ScalarSemantics.h) on a scratch block
+/// whose arguments are the operands' element types, bound to the C++
+/// expressions `in`, and prints it into `body`. Returns the result's C++
+/// expression.
+FailureOr<std::string> emitScalarBody(Operation *op, ArrayRef<std::string> in,
+                                      std::string &body, unsigned &nextName,
+                                      std::string &why) {
+  Location loc = op->getLoc();
+  auto cast = dyn_cast<CastOp>(op);
+  // tf32 has no storage type: a tf32 value is held as the f32 it rounds to,
+  // so the cast back to f32 is the value itself.
+  if (cast && getElementTypeOrSelf(cast.getInput().getType()).isTF32())
+    return in.front();
+  Block scratch;
+  SmallVector<Value> args;
+  for (Value operand : op->getOperands()) {
+    Type type = getElementTypeOrSelf(operand.getType());
+    if (!type.isF32() && !type.isBF16() && !type.isF16() &&
+        !type.isInteger(1)) {
+      llvm::raw_string_ostream os(why);
+      os << op->getName() << " reads " << type
+         << " (an epilogue holds f32, bf16, f16 and i1)";
+      return failure();
+    }
+    args.push_back(scratch.addArgument(type, loc));
+  }
+  // The scratch block has no parent region to take the context from.
+  OpBuilder b(op->getContext());
+  b.setInsertionPointToEnd(&scratch);
+  Value result =
+      cast && getElementTypeOrSelf(cast.getType()).isTF32()
+          ? buildRoundToTf32(b, loc, args.front())
+          : buildScalar(op, b, loc, args);
+  if (!result) {
+    why = (op->getName().getStringRef() + " has no epilogue form").str();
+    return failure();
+  }
+  ScalarPrinter printer(body, nextName);
+  for (auto [arg, expr] : llvm::zip(args, in))
+    printer.bind(arg, expr);
+  for (Operation &scalar : scratch)
+    if (failed(printer.print(&scalar, why)))
+      return failure();
+  return printer.nameOf(result);
 }
 
 /// The value of a splat constant, if `v` is one.
@@ -120,7 +155,7 @@ public:
     names[acc] = "acc";
   }
 
-  LogicalResult emitOp(Operation *op, bool isLast);
+  LogicalResult emitOp(Operation *op);
   LogicalResult addBias(Value acc, Value bias);
   FailureOr<std::string> nameOf(Value v) const {
     auto it = names.find(v);
@@ -257,7 +292,7 @@ LogicalResult Emitter::addBias(Value acc, Value bias) {
   return success();
 }
 
-LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
+LogicalResult Emitter::emitOp(Operation *op) {
   if (auto select = dyn_cast<SelectOp>(op)) {
     // A constant triangle is an index comparison, as a causal mask is.
     ArrayRef<int64_t> shape = indexing.shape;
@@ -300,102 +335,32 @@ LogicalResult Emitter::emitOp(Operation *op, bool isLast) {
     FailureOr<std::string> s = use(operand);
     if (failed(s))
       return failure();
+    // A select's condition is read as a float; the scalar body wants i1.
+    if (getElementTypeOrSelf(operand.getType()).isInteger(1))
+      *s = "(" + *s + " != 0.0f)";
     in.push_back(*s);
   }
-  auto unary = [&](const char *fn) { return std::string(fn) + "(" + in[0] + ")"; };
-  std::optional<std::string> expr =
-      llvm::TypeSwitch<Operation *, std::optional<std::string>>(op)
-          .Case([&](AddOp) { return in[0] + " + " + in[1]; })
-          .Case([&](SubOp) { return in[0] + " - " + in[1]; })
-          .Case([&](MulOp) { return in[0] + " * " + in[1]; })
-          .Case([&](DivOp) { return in[0] + " / " + in[1]; })
-          .Case([&](MaxOp) { return "maxNaN(" + in[0] + ", " + in[1] + ")"; })
-          .Case([&](MinOp) { return "minNaN(" + in[0] + ", " + in[1] + ")"; })
-          .Case([&](PowOp) { return "powf(" + in[0] + ", " + in[1] + ")"; })
-          .Case([&](NegOp) { return "-" + in[0]; })
-          .Case([&](AbsOp) { return unary("fabsf"); })
-          .Case([&](ReluOp) { return "maxNaN(" + in[0] + ", 0.0f)"; })
-          .Case([&](ExpOp) { return unary("expf"); })
-          .Case([&](LogOp) { return unary("logf"); })
-          .Case([&](SqrtOp) { return unary("sqrtf"); })
-          .Case([&](RsqrtOp) { return unary("rsqrtf"); })
-          .Case([&](ReciprocalOp) { return "1.0f / " + in[0]; })
-          .Case([&](TanhOp) { return unary("tanhf"); })
-          .Case([&](ErfOp) { return unary("erff"); })
-          .Case([&](SigmoidOp) {
-            return "1.0f / (1.0f + expf(-" + in[0] + "))";
-          })
-          .Case([&](GeluOp gelu) {
-            if (gelu.getTanh())
-              return "0.5f * " + in[0] + " * (1.0f + tanhf(0.797884561f * (" +
-                     in[0] + " + 0.044715f * " + in[0] + " * " + in[0] +
-                     " * " + in[0] + ")))";
-            return "0.5f * " + in[0] + " * (1.0f + erff(" + in[0] +
-                   " * 0.707106781f))";
-          })
-          .Case([&](LeakyReluOp leaky) {
-            return in[0] + " >= 0.0f ? " + in[0] + " : " +
-                   floatLiteral(leaky.getAlpha().convertToFloat()) + " * " +
-                   in[0];
-          })
-          .Case([&](ClipOp clip) {
-            std::string v = in[0];
-            if (std::optional<APFloat> lo = clip.getMin())
-              v = "maxNaN(" + v + ", " + floatLiteral(lo->convertToDouble()) +
-                  ")";
-            if (std::optional<APFloat> hi = clip.getMax())
-              v = "minNaN(" + v + ", " + floatLiteral(hi->convertToDouble()) +
-                  ")";
-            return v;
-          })
-          .Case([&](CastOp cast) {
-            if (!getElementTypeOrSelf(cast.getType()).isTF32())
-              return in[0];
-            // The tf32 rounding pair kiln-lower-precision puts on the next
-            // contraction's operand, as the generic kernel rounds it:
-            // nearest even to 10 mantissa bits, NaN kept.
-            std::string bits = "__float_as_uint(" + in[0] + ")";
-            return "(" + in[0] + " != " + in[0] + " ? " + in[0] +
-                   " : __uint_as_float((" + bits + " + 0xfffu + ((" + bits +
-                   " >> 13) & 1u)) & 0xffffe000u))";
-          })
-          .Case([&](BatchNormOp norm) {
-            // As its generic lowering: (x - mean) * rsqrt(var + eps) * scale
-            // + bias, operands (x, scale, bias, mean, variance).
-            double epsilon = norm.getEpsilon().convertToDouble();
-            return "(" + in[0] + " - " + in[3] + ") * rsqrtf(" + in[4] +
-                   " + " + floatLiteral(epsilon) + ") * " + in[1] + " + " +
-                   in[2];
-          })
-          .Default([](Operation *) { return std::nullopt; });
-  if (!expr)
-    return fail(op, "has no epilogue form");
-  // tf32 values are held as f32 (their rounding is the cast's expression).
-  Type resultType = op->getResult(0).getType();
-  std::optional<runtime::DType> type =
-      getElementTypeOrSelf(resultType).isTF32() ? runtime::DType::F32
-                                                : dtypeOf(resultType);
-  if (!type)
-    return fail(op, "computes a type the epilogue does not hold");
-  std::string name = "v" + std::to_string(nextName++);
-  body += "  float " + name + " = " + *expr + ";\n";
-  // Round as the generic kernel would; the last value is rounded by the store.
-  if (!isLast && *type == runtime::DType::BF16)
-    body += "  " + name + " = bf16ToFloat(floatToBf16(" + name + "));\n";
-  if (!isLast && *type == runtime::DType::F16)
-    body += "  " + name + " = f16ToFloat(floatToF16(" + name + "));\n";
-  names[op->getResult(0)] = name;
+  FailureOr<std::string> value = emitScalarBody(op, in, body, nextName, why);
+  if (failed(value))
+    return failure();
+  names[op->getResult(0)] = *value;
   return success();
 }
 
 } // namespace
 
 bool hasEpilogueForm(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, NegOp, AbsOp,
-             ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp,
-             ErfOp, SigmoidOp, GeluOp, LeakyReluOp, ClipOp, CastOp,
-             BatchNormOp, SelectOp>(op) &&
-         op->getNumResults() == 1;
+  if (op->getNumResults() != 1 || op->getNumOperands() == 0 ||
+      !(op->hasTrait<OpTrait::Elementwise>() || isBroadcastingElementwise(op) ||
+        isa<SelectOp, BatchNormOp>(op)))
+    return false;
+  // The ops whose scalar body prints: a dry run on placeholder operands.
+  SmallVector<std::string> in;
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    in.push_back("a" + std::to_string(i));
+  std::string body, why;
+  unsigned nextName = 0;
+  return succeeded(emitScalarBody(op, in, body, nextName, why));
 }
 
 bool isSplatConstant(Value v) { return splatValue(v).has_value(); }
@@ -415,16 +380,8 @@ emitEpilogue(Value acc, ArrayRef<Operation *> ops, Value result,
   Emitter emitter(acc, indexing, substitutions, why);
   if (accBias && failed(emitter.addBias(acc, accBias)))
     return failure();
-  // An output's rounding is its store's, unless another op reads it (then
-  // it is rounded where the generic kernel would round it).
-  auto storedOnly = [&](Value v) {
-    return (v == result || (auxResult && v == auxResult)) &&
-           llvm::none_of(v.getUsers(), [&](Operation *user) {
-             return llvm::is_contained(ops, user);
-           });
-  };
   for (Operation *op : ops)
-    if (failed(emitter.emitOp(op, storedOnly(op->getResult(0)))))
+    if (failed(emitter.emitOp(op)))
       return failure();
   FailureOr<std::string> value = emitter.nameOf(result);
   FailureOr<std::string> auxValue =

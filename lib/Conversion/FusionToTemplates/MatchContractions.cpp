@@ -36,10 +36,13 @@
 #include "KernelConfigAttrs.h"
 #include "RegionMatcher.h"
 
+#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 #include "kiln/Dialect/Kiln/Transforms/QuantizedChains.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -577,7 +580,7 @@ Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
   cx::GemmConfig config;
   if (selecting()) {
     llvm::Expected<kiln::tuning::ConfigChoice> choice =
-        tuner->choose(problem, family);
+        tuner->choose(problemAtOpt(problem), family);
     if (!choice) {
       why = llvm::toString(choice.takeError());
       if (fatalError.empty())
@@ -672,6 +675,27 @@ void Matcher::declareBinary(const cx::GemmKernels &kernels,
       ArrayAttr::get(ctx, {kiln::templateSourceObject(
                               ctx, chip, kernels.source,
                               kernels.nvrtcOptions)}));
+}
+
+cx::GemmProblem Matcher::problemAtOpt(const cx::GemmProblem &problem) const {
+  // `kilnc --dim N=1..64:32` (an opt below the maximum, one symbol): the
+  // tiles are chosen for the size runs are expected at, as TensorRT's
+  // profiles do. A GEMM whose M is a multiple of the maximum is taken to
+  // follow N (a batch-major M: N x rows per sample). The kernel is still
+  // built, checked and launched for the maximum's M (launch scaling runs
+  // fewer tiles at smaller sizes), so a wrong guess costs speed only.
+  auto ranges = module->getAttrOfType<DictionaryAttr>(
+      KilnDialect::DimRangesAttrHelper::getNameStr());
+  if (!ranges || ranges.size() != 1 || problem.batch != 1)
+    return problem;
+  auto range = dyn_cast<DenseI64ArrayAttr>(ranges.begin()->getValue());
+  if (!range || range.size() != 3 || range[2] < 1 || range[2] >= range[1] ||
+      problem.m % static_cast<uint64_t>(range[1]) != 0)
+    return problem;
+  cx::GemmProblem sized = problem;
+  sized.m = problem.m / static_cast<uint64_t>(range[1]) *
+            static_cast<uint64_t>(range[2]);
+  return sized;
 }
 
 Value Matcher::buildCalls(
@@ -783,6 +807,29 @@ Value Matcher::buildCalls(
         builder.getI32IntegerAttr(kernel.dynamicSharedBytes),
         builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
     call->setAttr(kKernelAttr, toAttr(ctx, kernels.config));
+    // Sizes at run time (issue 24): the GEMM templates tile M along
+    // blockIdx.x (m0 = blockIdx.x * BM, no swizzle), so a run that needs
+    // only M's first rows needs only grid.x's first blocks. Recorded when
+    // M's rows are A's leading slices (an implicit convolution's pixels,
+    // image-major; a packed row-major A) and nothing else is batched;
+    // kiln-map-to-gpu decides whether a symbol follows A's dim 0.
+    bool rowsOuter = problem.conv.enabled ||
+                     (problem.layoutA == cx::Layout::RowMajor &&
+                      (problem.lda == 0 || problem.lda == problem.k));
+    if (kernel.gridXPerM == 1 && kernel.gridXDivisor == kernels.config.blockM &&
+        problem.batch == 1 && rowsOuter &&
+        kernel.gridFor(problem.m).x == grid.x) {
+      auto aIndex = llvm::find(inputs, a) - inputs.begin();
+      if (aIndex < static_cast<std::ptrdiff_t>(inputs.size()))
+        call->setAttr(
+            kiln::kGridRowsAttr,
+            builder.getDictionaryAttr(
+                {builder.getNamedAttr(
+                     "rows", builder.getI64IntegerAttr(problem.m)),
+                 builder.getNamedAttr(
+                     "tile", builder.getI64IntegerAttr(kernel.gridXDivisor)),
+                 builder.getNamedAttr("a", builder.getI64IntegerAttr(aIndex))}));
+    }
     if (!tensorMaps.empty())
       call->setAttr(KilnDialect::TensorMapsAttrHelper::getNameStr(),
                     builder.getArrayAttr(tensorMaps));
@@ -813,6 +860,8 @@ bool Matcher::run(kiln::FusionOp fusion) {
           ? rewriteAttention(fusion, why)
       : fusion.getKind() == kQuantizedMatmulKind
           ? rewriteQuantizedMatmul(fusion, why)
+      : fusion.getKind() == kQuantizedConvKind
+          ? rewriteQuantizedConv(fusion, why)
       : convolution ? rewriteConvolution(fusion, why)
                     : rewriteMatmul(fusion, why);
   if (succeeded(matched) && !selecting())

@@ -105,6 +105,20 @@ bool computedFrom(Value v, Value from, Operation *anchor,
 
 } // namespace
 
+std::string unsupportedConvolution(kiln::ConvOp conv,
+                                   RankedTensorType input,
+                                   RankedTensorType filter,
+                                   RankedTensorType result) {
+  if (result.getRank() != 4)
+    return "a 1-D or 3-D convolution";
+  if (conv.getDataFormat() != kiln::DataFormat::ChannelsLast)
+    return "an nchw convolution (the kernels read nhwc)";
+  if (!input.hasStaticShape() || !filter.hasStaticShape() ||
+      !result.hasStaticShape())
+    return "dynamic shapes";
+  return "";
+}
+
 cx::ConvProblem convProblemOf(kiln::ConvOp conv) {
   ArrayRef<int64_t> in = cast<RankedTensorType>(conv.getInput().getType())
                              .getShape();
@@ -193,13 +207,17 @@ void Matcher::replaceResults(kiln::FusionOp fusion, unsigned storedIndex,
 }
 
 Value Matcher::paddedFilter(Value filter, int64_t paddedChannels,
-                            kiln::FusionOp fusion, bool dryRun) {
+                            kiln::FusionOp fusion, bool dryRun,
+                            RankedTensorType view) {
   ml_program::GlobalOp global = filterGlobal(filter, module);
   std::optional<std::vector<char>> bytes =
       global ? globalBytes(global) : std::nullopt;
   if (!bytes)
     return nullptr;
-  auto type = cast<RankedTensorType>(filter.getType());
+  auto stored = cast<RankedTensorType>(filter.getType());
+  auto type = view ? view : stored;
+  if (type.getNumElements() != stored.getNumElements())
+    return nullptr;
   if (dryRun)
     return filter;
   SmallVector<int64_t> shape(type.getShape());
@@ -207,8 +225,9 @@ Value Matcher::paddedFilter(Value filter, int64_t paddedChannels,
   shape.back() = paddedChannels;
   auto paddedType = RankedTensorType::get(shape, type.getElementType());
 
-  std::string key =
-      (global.getSymName() + "/" + Twine(paddedChannels)).str();
+  std::string key = (global.getSymName() + "/" + Twine(paddedChannels) +
+                     (view ? "/view" : ""))
+                        .str();
   ml_program::GlobalOp &padded = paddedFilters[key];
   if (!padded) {
     size_t width = type.getElementType().getIntOrFloatBitWidth() / 8;
@@ -237,8 +256,10 @@ Value Matcher::paddedFilter(Value filter, int64_t paddedChannels,
       padded->setAttr(attr.getName(), attr.getValue());
     SmallVector<int64_t> low(shape.size(), 0), high(shape.size(), 0);
     high.back() = paddedChannels - channels;
-    setWeightOrigin(padded, appendOriginStep(getWeightOrigin(global), "pad",
-                                             low, high));
+    std::string origin = getWeightOrigin(global);
+    if (view)
+      origin = appendOriginStep(origin, "reshape", type.getShape());
+    setWeightOrigin(padded, appendOriginStep(origin, "pad", low, high));
     SymbolTable(module).insert(padded); // renames on a clash
     replacedWeights.insert(global);
   }
@@ -285,19 +306,9 @@ LogicalResult Matcher::rewriteConvolution(kiln::FusionOp fusion,
   auto inputType = cast<RankedTensorType>(conv.getInput().getType());
   auto filterType = cast<RankedTensorType>(conv.getFilter().getType());
   auto resultType = cast<RankedTensorType>(conv.getType());
-  if (resultType.getRank() != 4) {
-    why = "a 1-D or 3-D convolution";
+  why = unsupportedConvolution(conv, inputType, filterType, resultType);
+  if (!why.empty())
     return failure();
-  }
-  if (conv.getDataFormat() != kiln::DataFormat::ChannelsLast) {
-    why = "an nchw convolution (the kernels read nhwc)";
-    return failure();
-  }
-  if (!inputType.hasStaticShape() || !filterType.hasStaticShape() ||
-      !resultType.hasStaticShape()) {
-    why = "dynamic shapes";
-    return failure();
-  }
   ArrayRef<int64_t> in = inputType.getShape(), out = resultType.getShape();
   ArrayRef<int64_t> window = filterType.getShape();
   int64_t groups = static_cast<int64_t>(conv.getGroups());

@@ -1,4 +1,4 @@
-//===- MatchQuantized.cpp - Quantized matmul regions to the int8 kernel ---===//
+//===- MatchQuantized.cpp - Quantized regions to the int8 kernel ----------===//
 //
 // A `quantized_matmul` region (kiln-fuse-quantized) holds one chain the
 // importer wrote for QLinearMatMul, MatMulInteger or a QDQ MatMul. The chain
@@ -8,13 +8,22 @@
 //     dimensions are more rows: the weight is shared);
 //   - B, the constant 8-bit weight [K][N], is stored [N][K] at compile time
 //     (a new global whose origin records the transpose), as the kernel
-//     reads both operands K-contiguous;
+//     reads both operands K-contiguous; a weight Gemm reads transposed
+//     (transB) is [N][K] already and read as it is;
 //   - the integer epilogue's vectors are constants computed here from the
 //     weight's bytes: `bias` = the int32 bias - za * colsum_B[n]
 //     + K * za * zb[n] (A's zero point folded in, wrapping as onnxruntime's
 //     int32 arithmetic does), `zeroPointB` (B's zero points, when one is not
 //     0: the kernel subtracts zb[n] * rowsum_A[m]) and `scale` (one f32
 //     multiplier per column when they differ).
+// A `quantized_conv` region holds a QLinearConv, ConvInteger or QDQ Conv
+// chain on an NHWC image and becomes the same kernel as an implicit GEMM
+// (convolutionAsGemm): the image read in place, the filter
+// [O][KH][KW][C/g] (kiln-assign-layout stored it so) with its channels
+// padded to the kernel's 16-byte chunk in a new global (origin: pad), the
+// zero-point terms taken over the KH x KW x C/g real taps, and A's zero
+// point as the value of the padding pixels (so that x - za is 0 there, as
+// in onnxruntime).
 // `bias` is derived from the weight's values and has no origin: binding
 // new weights (kiln-run --weights) keeps its compiled bytes
 // (docs/architecture.md, "Quantized models").
@@ -43,13 +52,13 @@ cx::DType byteType(Type type) {
   return type.isUnsignedInteger(8) ? cx::DType::U8 : cx::DType::I8;
 }
 
-/// The weight's [K][N] bytes as integers.
-std::optional<std::vector<int32_t>> weightValues(Value weight, int64_t k,
-                                                 int64_t n, ModuleOp module) {
+/// The weight global's `count` bytes as integers (row-major).
+std::optional<std::vector<int32_t>> weightValues(Value weight, int64_t count,
+                                                 ModuleOp module) {
   mlir::ml_program::GlobalOp global = filterGlobal(weight, module);
   std::optional<std::vector<char>> bytes =
       global ? globalBytes(global) : std::nullopt;
-  if (!bytes || bytes->size() != static_cast<size_t>(k * n))
+  if (!bytes || bytes->size() != static_cast<size_t>(count))
     return std::nullopt;
   bool isUnsigned =
       getElementTypeOrSelf(weight.getType()).isUnsignedInteger(8);
@@ -60,29 +69,103 @@ std::optional<std::vector<int32_t>> weightValues(Value weight, int64_t k,
   return values;
 }
 
-} // namespace
+/// The integer epilogue of `chain` and its per-column vectors, from the
+/// sum of each column's `k` weight values (`columnSum`).
+struct IntegerVectors {
+  cx::IntegerEpilogue epilogue;
+  std::vector<int32_t> offset, zeroPointB;
+};
 
-LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
-                                              std::string &why) {
-  kiln::MatmulOp matmul;
-  for (Operation &op : fusion.getBody().front())
-    if (auto m = dyn_cast<kiln::MatmulOp>(op))
-      matmul = m;
-  if (!matmul) {
-    why = "a quantized_matmul region without a matmul";
-    return failure();
+IntegerVectors integerVectors(const QuantizedChain &chain, int64_t k,
+                              llvm::function_ref<int64_t(int64_t)> columnSum) {
+  int64_t n = chain.channels;
+  auto perColumn = [&](const auto &values, int64_t c) {
+    return values.size() == 1 ? values[0] : values[c];
+  };
+  IntegerVectors v;
+  v.offset.resize(n);
+  v.zeroPointB.resize(n);
+  cx::IntegerEpilogue &q = v.epilogue;
+  for (int64_t c = 0; c < n; ++c) {
+    int64_t zb = perColumn(chain.bZeroPoints, c);
+    int64_t za = chain.aZeroPoint;
+    int64_t bias = chain.bias.empty() ? 0 : chain.bias[c];
+    // int32 arithmetic wraps (two's complement), as onnxruntime's does.
+    v.offset[c] = static_cast<int32_t>(
+        static_cast<uint32_t>(bias - za * columnSum(c) + k * za * zb));
+    v.zeroPointB[c] = static_cast<int32_t>(zb);
+    q.offset |= v.offset[c] != 0;
+    q.rowSumZeroPointB |= zb != 0;
   }
-  std::optional<QuantizedChain> chain = matchQuantizedChain(matmul, why);
+  if (chain.requantized) {
+    q.outputZeroPoint = static_cast<int32_t>(chain.outputZeroPoint);
+    const std::vector<float> &s = chain.multipliers;
+    q.scaleVector = llvm::any_of(s, [&](float x) { return x != s[0]; });
+    q.scale = q.scaleVector ? 1.0f : s[0];
+  }
+  return v;
+}
+
+/// The epilogue's vectors the kernel reads, as constants before `fusion`.
+SmallVector<std::pair<std::string, Value>>
+vectorOperands(const IntegerVectors &v, const QuantizedChain &chain,
+               kiln::FusionOp fusion) {
+  OpBuilder builder(fusion);
+  Location loc = fusion.getLoc();
+  int64_t n = chain.channels;
+  auto vector = [&](Type element, auto values) -> Value {
+    auto type = RankedTensorType::get({n}, element);
+    return kiln::ConstantOp::create(
+        builder, loc, DenseElementsAttr::get(type, llvm::ArrayRef(values)));
+  };
+  SmallVector<std::pair<std::string, Value>> named;
+  const cx::IntegerEpilogue &q = v.epilogue;
+  if (q.offset)
+    named.push_back({"bias", vector(builder.getI32Type(), v.offset)});
+  if (q.rowSumZeroPointB)
+    named.push_back({"zeroPointB", vector(builder.getI32Type(), v.zeroPointB)});
+  if (q.scaleVector)
+    named.push_back({"scale", vector(builder.getF32Type(), chain.multipliers)});
+  return named;
+}
+
+/// The region's one `Op`, and its chain, which must be what the region
+/// yields.
+template <typename Op>
+std::optional<QuantizedChain> regionChain(kiln::FusionOp fusion,
+                                          std::string &why) {
+  Op anchor;
+  for (Operation &op : fusion.getBody().front())
+    if (auto a = dyn_cast<Op>(op))
+      anchor = a;
+  if (!anchor) {
+    why = ("a " + fusion.getKind() + " region without a " +
+           Op::getOperationName())
+              .str();
+    return std::nullopt;
+  }
+  std::optional<QuantizedChain> chain = matchQuantizedChain(anchor, why);
   if (!chain) {
     if (why.empty())
-      why = "the region is no quantized matmul chain";
-    return failure();
+      why = "the region is no quantized chain";
+    return std::nullopt;
   }
   if (fusion.getNumResults() != 1 ||
       chain->result != fusion.getYield().getValues()[0]) {
     why = "the region's result is not its chain's";
-    return failure();
+    return std::nullopt;
   }
+  return chain;
+}
+
+} // namespace
+
+LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
+                                              std::string &why) {
+  std::optional<QuantizedChain> chain =
+      regionChain<kiln::MatmulOp>(fusion, why);
+  if (!chain)
+    return failure();
   auto aType = cast<RankedTensorType>(chain->a.getType());
   auto resultType = cast<RankedTensorType>(chain->result.getType());
   if (!aType.hasStaticShape() || !resultType.hasStaticShape()) {
@@ -97,32 +180,20 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
     return failure();
   }
 
-  // B, and the vectors derived from its values.
+  // B [K][N] (or [N][K] for a transposed weight), and the vectors derived
+  // from its values.
   std::optional<std::vector<int32_t>> w =
-      weightValues(chain->b, k, n, module);
+      weightValues(chain->b, k * n, module);
   if (!w) {
     why = "B is not a weight global whose bytes are known";
     return failure();
   }
-  auto perColumn = [&](const auto &values, int64_t c) {
-    return values.size() == 1 ? values[0] : values[c];
-  };
-  std::vector<int32_t> offset(n), zeroPointB(n);
-  bool anyOffset = false, anyZeroPointB = false;
-  for (int64_t c = 0; c < n; ++c) {
-    int64_t colSum = 0;
+  IntegerVectors vectors = integerVectors(*chain, k, [&](int64_t c) {
+    int64_t sum = 0;
     for (int64_t i = 0; i < k; ++i)
-      colSum += (*w)[i * n + c];
-    int64_t zb = perColumn(chain->bZeroPoints, c);
-    int64_t za = chain->aZeroPoint;
-    int64_t bias = chain->bias.empty() ? 0 : chain->bias[c];
-    // int32 arithmetic wraps (two's complement), as onnxruntime's does.
-    offset[c] = static_cast<int32_t>(
-        static_cast<uint32_t>(bias - za * colSum + k * za * zb));
-    zeroPointB[c] = static_cast<int32_t>(zb);
-    anyOffset |= offset[c] != 0;
-    anyZeroPointB |= zb != 0;
-  }
+      sum += (*w)[chain->bTransposed ? c * k + i : i * n + c];
+    return sum;
+  });
 
   cx::GemmProblem problem;
   problem.m = static_cast<uint64_t>(m);
@@ -136,21 +207,16 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
   problem.layoutA = cx::Layout::RowMajor;
   problem.layoutB = cx::Layout::ColMajor; // Stored [N][K] below.
   cx::Epilogue epilogue;
-  cx::IntegerEpilogue &q = epilogue.integer;
-  q.offset = anyOffset;
-  q.rowSumZeroPointB = anyZeroPointB;
-  if (chain->requantized) {
-    q.outputZeroPoint = static_cast<int32_t>(chain->outputZeroPoint);
-    const std::vector<float> &s = chain->multipliers;
-    q.scaleVector = llvm::any_of(s, [&](float v) { return v != s[0]; });
-    q.scale = q.scaleVector ? 1.0f : s[0];
-  }
+  epilogue.integer = vectors.epilogue;
 
   // A is read in place: a region input (through reshapes), else copied.
   Value a = contiguousSource(chain->a, fusion);
   if (!a && !selecting())
     a = materialize(chain->a, fusion);
-  Value b = kMajorWeight(chain->b, k, n, fusion, /*dryRun=*/selecting());
+  // A [N][K] weight (Gemm's transB) is what the kernel reads already.
+  Value b = chain->bTransposed
+                ? chain->b
+                : kMajorWeight(chain->b, k, n, fusion, /*dryRun=*/selecting());
   if (!b) {
     why = "B is not a weight global whose bytes are known, so it cannot be "
           "stored K-major";
@@ -164,30 +230,106 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
   if (selecting())
     return success();
 
-  OpBuilder builder(fusion);
-  Location loc = fusion.getLoc();
-  auto vector = [&](Type element, auto values) -> Value {
-    auto type = RankedTensorType::get({n}, element);
-    return kiln::ConstantOp::create(
-        builder, loc, DenseElementsAttr::get(type, llvm::ArrayRef(values)));
-  };
-  SmallVector<std::pair<std::string, Value>> named;
-  if (q.offset)
-    named.push_back({"bias", vector(builder.getI32Type(), offset)});
-  if (q.rowSumZeroPointB)
-    named.push_back({"zeroPointB", vector(builder.getI32Type(), zeroPointB)});
-  if (q.scaleVector)
-    named.push_back(
-        {"scale", vector(builder.getF32Type(), chain->multipliers)});
-
-  Value replacement =
-      buildCalls(fusion, *kernels, problem, a, b, {}, resultType,
-                 RankedTensorType(), nullptr, named);
+  Value replacement = buildCalls(fusion, *kernels, problem, a, b, {},
+                                 resultType, RankedTensorType(), nullptr,
+                                 vectorOperands(vectors, *chain, fusion));
   report.push_back(
       llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch=1; int8 {5}; {6}",
                     kernels->kernels.front().name, kernels->config.describe(),
                     problem.m, problem.n, problem.k, describeChain(*chain),
                     lastConfigOrigin)
+          .str());
+  replaceResults(fusion, 0, replacement);
+  return success();
+}
+
+LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
+                                            std::string &why) {
+  std::optional<QuantizedChain> chain = regionChain<kiln::ConvOp>(fusion, why);
+  if (!chain)
+    return failure();
+  auto conv = cast<kiln::ConvOp>(chain->contraction);
+  auto aType = cast<RankedTensorType>(chain->a.getType());
+  // The convolution's view of the weight's bytes (through reshapes of
+  // unit dimensions, QuantizedChains.cpp's peelFilterReshapes).
+  auto filterType = RankedTensorType::get(
+      cast<RankedTensorType>(conv.getFilter().getType()).getShape(),
+      getElementTypeOrSelf(chain->b.getType()));
+  auto resultType = cast<RankedTensorType>(chain->result.getType());
+  why = unsupportedConvolution(conv, aType, filterType, resultType);
+  if (!why.empty())
+    return failure();
+  ArrayRef<int64_t> window = filterType.getShape();
+  if (conv.getGroups() > 1 && window[3] == 1) {
+    why = "a depthwise convolution";
+    return failure();
+  }
+  cx::ConvProblem cp = convProblemOf(conv);
+  cp.inputType = byteType(chain->aStorage);
+  cp.outputType =
+      chain->requantized ? byteType(chain->outputStorage) : cx::DType::I32;
+  // The filter [O][KH][KW][C/g]: each output channel's taps are one row.
+  int64_t channels = window[0];
+  int64_t taps = window[1] * window[2] * window[3];
+  if (channels != chain->channels || channels == 0 || taps == 0) {
+    why = "an empty convolution";
+    return failure();
+  }
+  std::optional<std::vector<int32_t>> w =
+      weightValues(chain->b, channels * taps, module);
+  if (!w) {
+    why = "the filter is not a weight global whose bytes are known";
+    return failure();
+  }
+  IntegerVectors vectors = integerVectors(*chain, taps, [&](int64_t o) {
+    int64_t sum = 0;
+    for (int64_t t = 0; t < taps; ++t)
+      sum += (*w)[o * taps + t];
+    return sum;
+  });
+  cx::GemmProblem problem = cx::convolutionAsGemm(cp);
+  problem.inputTypeB = byteType(chain->bStorage);
+  problem.accumulatorType = cx::DType::I32;
+  cx::Epilogue epilogue;
+  epilogue.integer = vectors.epilogue;
+  // A padding pixel reads A's zero point in its real channels: x - za = 0.
+  epilogue.integer.paddingValue = static_cast<int32_t>(chain->aZeroPoint);
+
+  Value a = contiguousSource(chain->a, fusion);
+  if (!a && !selecting())
+    a = materialize(chain->a, fusion);
+  int64_t paddedChannels = static_cast<int64_t>(cx::paddedGroupChannels(cp));
+  Value filter = chain->b;
+  bool viewed = filterType != chain->b.getType();
+  if (paddedChannels != window[3] || viewed) {
+    filter = paddedFilter(chain->b, paddedChannels, fusion,
+                          /*dryRun=*/selecting(),
+                          viewed ? filterType : RankedTensorType());
+    if (!filter) {
+      why = "the filter is not a weight global whose bytes are known, so "
+            "its channels cannot be padded";
+      return failure();
+    }
+  }
+
+  FailureOr<cx::GemmKernels> kernels =
+      compile(fusion, problem, cx::Family::MmaS8, epilogue, "kiln_qconv_", why);
+  if (failed(kernels))
+    return failure();
+  if (selecting())
+    return success();
+
+  Value replacement = buildCalls(fusion, *kernels, problem, a, filter, {},
+                                 resultType, RankedTensorType(), nullptr,
+                                 vectorOperands(vectors, *chain, fusion));
+  ArrayRef<int64_t> in = aType.getShape();
+  report.push_back(
+      llvm::formatv("{0}: {1}, conv {2}x{3}x{4}x{5} * {6}x{7}x{8}x{9}, "
+                    "groups={10}, M={11} N={12} K={13}; int8 {14}; {15}",
+                    kernels->kernels.front().name, kernels->config.describe(),
+                    in[0], in[1], in[2], in[3], window[0], window[1],
+                    window[2], window[3], cp.groups, problem.m, problem.n,
+                    problem.k, describeChain(*chain), lastConfigOrigin)
           .str());
   replaceResults(fusion, 0, replacement);
   return success();

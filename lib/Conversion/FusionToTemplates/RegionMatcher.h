@@ -57,6 +57,12 @@ std::optional<unsigned> storedResult(kiln::FusionOp fusion,
 /// A 2-D NHWC convolution's geometry (shapes, strides, pads, dilation,
 /// groups, output size); the dtypes are left to the caller.
 contraction::ConvProblem convProblemOf(kiln::ConvOp conv);
+/// Why the convolution kernels cannot take `conv` with these operand and
+/// result types (not 2-D, not NHWC, a dynamic shape); empty when they can.
+std::string unsupportedConvolution(kiln::ConvOp conv,
+                                   mlir::RankedTensorType input,
+                                   mlir::RankedTensorType filter,
+                                   mlir::RankedTensorType result);
 
 /// The row-major bytes of a weight global's value, if they are known.
 std::optional<std::vector<char>>
@@ -161,12 +167,19 @@ private:
   // chains on the int8 kernel (Family::MmaS8).
   mlir::LogicalResult rewriteQuantizedMatmul(kiln::FusionOp fusion,
                                              std::string &why);
+  // Quantized NHWC convolution regions (MatchQuantized.cpp): the same
+  // kernel as an implicit GEMM.
+  mlir::LogicalResult rewriteQuantizedConv(kiln::FusionOp fusion,
+                                           std::string &why);
   /// The filter `[O][KH][KW][C/g]` with its channels zero-padded to
   /// `paddedChannels`: a load of a new weight global holding the padded
   /// data, with the pad recorded in its origin. Null when the filter is not
-  /// a weight global whose bytes are known.
+  /// a weight global whose bytes are known. With `view`, the global's bytes
+  /// are read as that shape (the same element count; recorded as a
+  /// `reshape` step before the pad).
   mlir::Value paddedFilter(mlir::Value filter, int64_t paddedChannels,
-                           kiln::FusionOp fusion, bool dryRun);
+                           kiln::FusionOp fusion, bool dryRun,
+                           mlir::RankedTensorType view = {});
   /// A depthwise convolution region (MatchDepthwise.cpp): the CUDA-core
   /// kernel of DepthwiseKernels.h, the filter reordered to [KH][KW][O].
   mlir::LogicalResult rewriteDepthwise(kiln::FusionOp fusion,
@@ -280,6 +293,11 @@ private:
              mlir::RankedTensorType resultType,
              mlir::RankedTensorType auxType = {}, mlir::Value *aux = nullptr,
              llvm::ArrayRef<std::pair<std::string, mlir::Value>> named = {});
+
+  /// The problem the kernel config is chosen for: `problem`, or its M at
+  /// the symbolic dim's opt (kilnc --dim N=MIN..MAX:OPT, OPT < MAX).
+  contraction::GemmProblem
+  problemAtOpt(const contraction::GemmProblem &problem) const;
 
   mlir::ModuleOp module;
   unsigned smVersion;

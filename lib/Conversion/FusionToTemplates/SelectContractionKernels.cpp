@@ -18,6 +18,8 @@
 
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Target/CUDA/Nvrtc.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 
 #include <cstdlib>
 

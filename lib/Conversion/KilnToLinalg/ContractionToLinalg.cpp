@@ -363,7 +363,16 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
       conv.offsets.push_back(offset + extent);
     }
 
-    bool unitStrides = llvm::all_of(strides, [](int64_t s) { return s == 1; });
+    // A stride between the elements of a dim of size 1 places nothing: it
+    // is 1 there. (A strided insert_slice into a size-1 innermost dim made
+    // the vectorizer emit a vector.store on a non-unit-stride memref, an
+    // invalid op: found by test/e2e/train_fuzz.py, the data gradient of a
+    // stride-2 Conv whose input is one column wide.)
+    SmallVector<int64_t> steps(strides);
+    for (int64_t i = 0; i < spatial; ++i)
+      if (inputType.getDimSize(firstSpatial + i) == 1)
+        steps[i] = 1;
+    bool unitStrides = llvm::all_of(steps, [](int64_t s) { return s == 1; });
     if (unitStrides) {
       SmallVector<int64_t> high(rank, 0);
       for (int64_t d = 0; d < rank; ++d)
@@ -380,7 +389,7 @@ struct ConvTransposeLowering : OpRewritePattern<ConvTransposeOp> {
         sizes.push_back(rewriter.getIndexAttr(inputType.getDimSize(d)));
         bool isSpatial = d >= firstSpatial && d < firstSpatial + spatial;
         sliceStrides.push_back(
-            rewriter.getIndexAttr(isSpatial ? strides[d - firstSpatial] : 1));
+            rewriter.getIndexAttr(isSpatial ? steps[d - firstSpatial] : 1));
       }
       conv.input = tensor::InsertSliceOp::create(
           rewriter, loc, op.getInput(), zeros, offsets, sizes, sliceStrides);

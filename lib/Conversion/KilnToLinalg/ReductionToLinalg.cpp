@@ -12,6 +12,7 @@
 #include "LoweringUtils.h"
 
 #include "kiln/Conversion/KilnToLinalg/KilnToLinalg.h"
+#include "kiln/Conversion/KilnToLinalg/ScalarSemantics.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -428,18 +429,13 @@ struct BatchNormLowering : OpRewritePattern<BatchNormOp> {
         op.getDataFormat() == DataFormat::ChannelsLast ? rank - 1 : 1;
     AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, context);
     AffineMap channel = channelMap(context, rank, channelDim);
-    double epsilon = epsilonOf(op.getEpsilon());
     Value result = parallelGeneric(
         rewriter, op.getLoc(), type,
         ValueRange{op.getInput(), op.getScale(), op.getBias(), op.getMean(),
                    op.getVariance()},
         {identity, channel, channel, channel, channel},
         [&](OpBuilder &b, Location loc, ValueRange args) {
-          Arith a{b, loc};
-          Value invStd = math::RsqrtOp::create(
-              b, loc, a.add(args[4], a.constant(args[4].getType(), epsilon)));
-          return a.add(a.mul(a.mul(a.sub(args[0], args[3]), invStd), args[1]),
-                       args[2]);
+          return buildScalar(op, b, loc, args);
         });
     rewriter.replaceOp(op, result);
     return success();

@@ -95,6 +95,13 @@ public:
   /// Builds the kernel `config` names (kiln-map-to-gpu); an error at the
   /// generic when its analysis does not hold for it.
   LogicalResult follow(OpBuilder &b, kiln::GenericKernelAttr config);
+  /// After follow: when the launch's block b (grid dim x) takes points
+  /// [b * perBlock, (b + 1) * perBlock) of a row-major order of `points`
+  /// points whose outermost coordinate is loop 0, {points, perBlock}
+  /// (launch scaling, SymbolicLoops.h); nullopt for other kernels.
+  std::optional<std::pair<int64_t, int64_t>> linearGrid() const {
+    return linear;
+  }
 
 private:
   int64_t product(ArrayRef<int64_t> dims) const {
@@ -175,6 +182,7 @@ private:
   SmallVector<int64_t> parallelDims, reductionDims;
   IRMapping kernelValues;
   SharedCloner shared;
+  std::optional<std::pair<int64_t, int64_t>> linear;
 };
 
 /// memref.copy as an identity generic, so one kernel builder serves both.

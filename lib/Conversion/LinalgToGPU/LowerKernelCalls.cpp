@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -121,6 +122,11 @@ struct LowerKernelCallsPass
       if (Attribute maps =
               call->getAttr(kiln::KilnDialect::TensorMapsAttrHelper::getNameStr()))
         launch->setAttr(kiln::KilnDialect::TensorMapsAttrHelper::getNameStr(), maps);
+      // Launch scaling (kiln-map-to-gpu's proof; ArtifactBuilder records
+      // it). Split-K's semaphores index tiles by the launched grid and
+      // each tile leaves its semaphore zero, so fewer tiles stay correct.
+      if (Attribute scale = call->getAttr(kiln::kGridScaleAttr))
+        launch->setAttr(kiln::kGridScaleAttr, scale);
       call.erase();
     }
   }

@@ -16,6 +16,8 @@
 #include "kiln/Conversion/Passes.h"
 
 #include "GenericKernelBuilder.h"
+#include "SymbolicLoops.h"
+#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Target/CUDA/TargetInfo.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -286,6 +288,8 @@ void KernelBuilder::buildThreadPerOutput(OpBuilder &b, int64_t block) {
   Location loc = op.getLoc();
   int64_t outputs = product(parallelDims);
   gpu::LaunchOp launch = createLaunch(b, (outputs + block - 1) / block, block);
+  if (!parallelDims.empty() && parallelDims.front() == 0)
+    linear = {outputs, block};
   b.setInsertionPointToStart(&launch.getBody().front());
   rebuildCapturedViews(b);
   Value gid = arith::AddIOp::create(
@@ -359,6 +363,8 @@ void KernelBuilder::buildBlockPerOutput(OpBuilder &b, Operation *combiner,
   Type type = outArg.getType();
   Combiner kind = *classifyCombiner(combiner, type);
   gpu::LaunchOp launch = createLaunch(b, product(parallelDims), threads);
+  if (!parallelDims.empty() && parallelDims.front() == 0)
+    linear = {product(parallelDims), 1};
   b.setInsertionPointToStart(&launch.getBody().front());
   rebuildCapturedViews(b);
   Value tid = launch.getThreadIds().x;
@@ -565,6 +571,11 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     }
     TargetShape target{blockSize, smCount ? smCount : info->smCount(),
                        info->maxThreadsPerSm()};
+    // Launch scaling (kiln/Conversion/LaunchScaling.h): which kernels'
+    // work follows a symbolic dim in loop 0 (templates: in A's rows).
+    SymbolicLoops symbolic = analyzeSymbolicLoops(func);
+    for (auto [call, scale] : symbolic.calls)
+      call->setAttr(kiln::kGridScaleAttr, scale);
     for (linalg::GenericOp generic : generics) {
       auto config = generic->getAttrOfType<kiln::GenericKernelAttr>(kKernelAttr);
       if (!config) {
@@ -573,25 +584,56 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
         return signalPassFailure();
       }
       Operation *before = generic->getPrevNode();
-      if (failed(KernelBuilder(generic, target).follow(b, config)))
+      KernelBuilder builder(generic, target);
+      if (failed(builder.follow(b, config)))
         return signalPassFailure();
+      SmallVector<gpu::LaunchOp> launches;
       for (Operation *at = before ? before->getNextNode()
                                   : &generic->getBlock()->front();
            at != generic.getOperation(); at = at->getNextNode())
-        if (isa<gpu::LaunchOp>(at))
-          at->setAttr(kKernelAttr, config);
+        if (auto launch = dyn_cast<gpu::LaunchOp>(at)) {
+          launch->setAttr(kKernelAttr, config);
+          launches.push_back(launch);
+        }
+      // One launch whose grid x linearises loop 0 outermost.
+      std::optional<std::pair<int64_t, int64_t>> linear = builder.linearGrid();
+      if (config.getStrategy() == kiln::GenericStrategy::Vectorized &&
+          llvm::all_of(generic.getIteratorTypesArray(), [](auto type) {
+            return type == utils::IteratorType::parallel;
+          })) {
+        int64_t total = 1;
+        for (int64_t r : generic.getStaticLoopRanges())
+          total *= r;
+        linear = {total, config.getVectorWidth() * config.getBlock()};
+      }
+      auto loop = symbolic.generics.find(generic);
+      if (launches.size() == 1 && linear && loop != symbolic.generics.end())
+        if (std::optional<int64_t> grid =
+                getConstantIntValue(launches.front().getGridSizeX()))
+          if (DictionaryAttr scale =
+                  gridScaleFor(&getContext(), loop->second, linear->first,
+                               linear->second, *grid))
+            launches.front()->setAttr(kiln::kGridScaleAttr, scale);
       generic.erase();
     }
     // Outlining drops the launches' attributes: the function lists their
-    // decisions in launch order, and kiln-name-kernels puts each on its
-    // gpu.launch_func (kilnc --stats names each kernel's strategy).
-    SmallVector<Attribute> configs;
+    // decisions (and grid scales) in launch order, and kiln-name-kernels
+    // puts each on its gpu.launch_func (kilnc --stats names each kernel's
+    // strategy).
+    SmallVector<Attribute> configs, scales;
+    bool anyScale = false;
     func.walk([&](gpu::LaunchOp launch) {
-      if (Attribute config = launch->getAttr(kKernelAttr))
+      if (Attribute config = launch->getAttr(kKernelAttr)) {
         configs.push_back(config);
+        Attribute scale = launch->getAttr(kiln::kGridScaleAttr);
+        anyScale |= static_cast<bool>(scale);
+        scales.push_back(scale ? scale : b.getDictionaryAttr({}));
+      }
     });
     if (!configs.empty())
       func->setAttr(kLaunchKernelsAttr, b.getArrayAttr(configs));
+    if (anyScale)
+      func->setAttr(kiln::kLaunchGridScalesAttr, b.getArrayAttr(scales));
   }
 };
 

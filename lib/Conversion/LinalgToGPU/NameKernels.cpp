@@ -1,5 +1,6 @@
 //===- NameKernels.cpp - Unique kernel names after outlining --------------===//
 
+#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -37,11 +38,21 @@ struct NameKernelsPass : kiln::impl::NameKernelsPassBase<NameKernelsPass> {
       auto func = launch->getParentOfType<func::FuncOp>();
       auto configs =
           func ? func->getAttrOfType<ArrayAttr>(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr()) : nullptr;
+      auto scales = func ? func->getAttrOfType<ArrayAttr>(
+                               kiln::kLaunchGridScalesAttr)
+                         : nullptr;
       unsigned &next = nextConfig[func];
+      if (scales && next < scales.size())
+        if (auto scale = dyn_cast<DictionaryAttr>(scales[next]);
+            scale && !scale.empty())
+          launch->setAttr(kiln::kGridScaleAttr, scale);
       if (configs && next < configs.size())
         launch->setAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr(), configs[next++]);
     });
-    module.walk([](func::FuncOp func) { func->removeAttr(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr()); });
+    module.walk([](func::FuncOp func) {
+      func->removeAttr(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr());
+      func->removeAttr(kiln::kLaunchGridScalesAttr);
+    });
   }
 };
 } // namespace

@@ -150,6 +150,8 @@ void KernelBuilder::buildBlockPerRow(OpBuilder &b, const RowPlan &plan) {
   for (int64_t e : innerExtents)
     inner *= e;
   gpu::LaunchOp launch = createLaunch(b, rows, plan.threads);
+  if (!outer.empty())
+    linear = {rows, 1};
   b.setInsertionPointToStart(&launch.getBody().front());
   rebuildCapturedViews(b);
   Value tid = launch.getThreadIds().x;
@@ -326,6 +328,8 @@ void KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan,
   gpu::LaunchOp launch =
       createLaunch(b, (rows + rowsPerBlock - 1) / rowsPerBlock,
                    warp ? rowsPerBlock * kWarpSize : threads);
+  if (plan.numOuter > 0)
+    linear = {rows, warp ? rowsPerBlock : 1};
   b.setInsertionPointToStart(&launch.getBody().front());
   rebuildCapturedViews(b);
   auto terminator = gpu::TerminatorOp::create(b, loc);

@@ -12,6 +12,9 @@
 
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 
+#include "CompositeSignature.h"
+#include "HandlerRegistry.h"
+#include "HostPartition.h"
 #include "NodeImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,12 +28,15 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <limits>
+#include <optional>
 #include <queue>
 
 using namespace mlir;
@@ -54,79 +60,6 @@ constexpr const char *kTrainingDomain = "ai.onnx.preview.training";
 /// (QuantizationHandlers.cpp), registered under qualified names at version 1
 /// and following onnxruntime 1.20.1's semantics.
 constexpr const char *kMicrosoftDomain = "com.microsoft";
-
-//===----------------------------------------------------------------------===//
-// Handler registry
-//===----------------------------------------------------------------------===//
-
-/// Handlers by op type, each list sorted by since-version.
-class HandlerRegistry {
-public:
-  static const HandlerRegistry &get() {
-    static const HandlerRegistry registry;
-    return registry;
-  }
-
-  /// The handler for `opType` at `opset`: the newest whose since-version is
-  /// at most `opset`. Null when there is none.
-  const Handler *lookup(StringRef opType, int64_t opset) const {
-    auto it = byOpType.find(opType);
-    if (it == byOpType.end())
-      return nullptr;
-    const Handler *best = nullptr;
-    for (const Handler &h : it->second)
-      if (h.sinceVersion <= opset)
-        best = &h;
-    return best;
-  }
-  /// The oldest opset any handler of `opType` supports, or 0.
-  int firstVersion(StringRef opType) const {
-    auto it = byOpType.find(opType);
-    return it == byOpType.end() ? 0 : it->second.front().sinceVersion;
-  }
-
-  const llvm::StringMap<SmallVector<Handler>> &all() const { return byOpType; }
-  const llvm::StringMap<std::string> &families() const { return familyOf; }
-
-private:
-  HandlerRegistry() {
-    addFamily("elementwise", registerElementwiseHandlers);
-    addFamily("contraction", registerContractionHandlers);
-    addFamily("reduction & normalisation", registerReductionHandlers);
-    addFamily("data movement", registerDataMovementHandlers);
-    addFamily("shape & constants", registerShapeHandlers);
-    addFamily("indexing", registerIndexingHandlers);
-    addFamily("linear algebra", registerLinearAlgebraHandlers);
-    addFamily("image", registerImageHandlers);
-    addFamily("signal", registerSignalHandlers);
-    addFamily("recurrent", registerRecurrentHandlers);
-    addFamily("control flow", registerControlFlowHandlers);
-    addFamily("random", registerRandomHandlers);
-    addFamily("text", registerTextHandlers);
-    addFamily("quantization", registerQuantizationHandlers);
-    addFamily("quantization (com.microsoft, onnxruntime 1.20.1)",
-              registerContribQuantizationHandlers);
-    addFamily("loss", registerLossHandlers);
-    addFamily("sequence & optional", registerSequenceHandlers);
-    addFamily("training (ai.onnx.preview.training)", registerTrainingHandlers);
-    for (auto &entry : byOpType)
-      llvm::sort(entry.second, [](const Handler &a, const Handler &b) {
-        return a.sinceVersion < b.sinceVersion;
-      });
-  }
-  void addFamily(StringRef family,
-                 void (*registerFn)(SmallVectorImpl<Handler> &)) {
-    SmallVector<Handler> handlers;
-    registerFn(handlers);
-    for (const Handler &h : handlers) {
-      byOpType[h.opType].push_back(h);
-      familyOf[h.opType] = family.str();
-    }
-  }
-
-  llvm::StringMap<SmallVector<Handler>> byOpType;
-  llvm::StringMap<std::string> familyOf;
-};
 
 std::string describeNode(const onnx::NodeProto &node) {
   if (!node.name().empty())
@@ -193,10 +126,14 @@ std::string sanitize(StringRef name) {
 
 class GraphImporter {
 public:
+  /// Imports the model at `path`, or, when `bytes` is given, the model in
+  /// those bytes (then `path` only names it and locates its external data).
   GraphImporter(MLIRContext &context, StringRef path,
-                const ImportOptions &options)
+                const ImportOptions &options,
+                std::optional<StringRef> bytes = std::nullopt)
       : context(context), options(options), path(path.str()),
-        baseDir(llvm::sys::path::parent_path(path).str()), b(&context) {
+        baseDir(llvm::sys::path::parent_path(path).str()), bytes(bytes),
+        b(&context) {
     if (baseDir.empty())
       baseDir = ".";
   }
@@ -234,6 +171,7 @@ private:
   MLIRContext &context;
   const ImportOptions &options;
   std::string path, baseDir, error;
+  std::optional<StringRef> bytes;
   onnx::ModelProto model;
   int64_t opset = 0;
   /// The ai.onnx.preview.training opset, 0 when the model imports none.
@@ -252,17 +190,30 @@ private:
   /// Per graph input: each dim's symbol ("" where fixed); empty when the
   /// input has no symbolic dim.
   SmallVector<SmallVector<std::string>> inputSymbols;
+  /// The sequence and optional graph inputs, in order, and how each became
+  /// tensors (CompositeSignature.h).
+  SmallVector<std::pair<std::string, GraphInputPlan>> compositeInputs;
 };
 
 LogicalResult GraphImporter::parseModel() {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return fail("cannot read file: " + buffer.getError().message());
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  if (!bytes) {
+    auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                              /*RequiresNullTerminator=*/false);
+    if (!buffer)
+      return fail("cannot read file: " + buffer.getError().message());
+    file = std::move(*buffer);
+  }
+  StringRef data = bytes ? *bytes : file->getBuffer();
+  // protobuf's streams count in int: a model of 2 GiB or more is not one
+  // ONNX can describe (its own limit), and the cast below would wrap.
+  if (data.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return fail("not a valid ONNX model (" + Twine(data.size()) +
+                " bytes: protobuf models are limited to 2 GiB; larger "
+                "weights belong in external data)");
   auto parse = [&](onnx::ModelProto &into, int depthLimit) {
-    google::protobuf::io::ArrayInputStream raw(
-        (*buffer)->getBufferStart(),
-        static_cast<int>((*buffer)->getBufferSize()));
+    google::protobuf::io::ArrayInputStream raw(data.data(),
+                                               static_cast<int>(data.size()));
     google::protobuf::io::CodedInputStream stream(&raw);
     stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
     stream.SetRecursionLimit(depthLimit);
@@ -363,26 +314,55 @@ GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
   };
 
   llvm::StringSet<> seen, usedSymbols;
+  // A sequence or optional input becomes zero or more tensor inputs
+  // (CompositeSignature.h); every other input is one.
+  SmallVector<GraphInputPlan::Tensor> flatInputs;
+  llvm::StringMap<std::string> groupKinds;
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
     // Before IR version 4 every initializer is listed as an input too.
     if (initializers.count(input.name()))
       continue;
     const std::string &name = input.name();
-    seen.insert(name);
-    if (!input.type().has_tensor_type())
+    // The artifact names each input once (finding 8's twin).
+    if (!seen.insert(name).second)
       return fail("input '" + name +
-                  "' is not a tensor (sequence, map and optional graph "
-                  "inputs are not supported; inside a graph, sequences and "
-                  "optionals of tensors are)");
-    const onnx::TypeProto::Tensor &tensorType = input.type().tensor_type();
+                  "' is listed twice among the graph's inputs");
+    std::string planError;
+    FailureOr<GraphInputPlan> plan =
+        planGraphInput(input, options, &context, planError);
+    if (failed(plan))
+      return fail(planError);
+    for (const GraphInputPlan::Tensor &flat : plan->tensors) {
+      if (flat.name != name && !seen.insert(flat.name).second)
+        return fail("input '" + flat.name + "' (of sequence '" + name +
+                    "') has the name of another graph input");
+      flatInputs.push_back(flat);
+    }
+    if (!plan->groupKind.empty()) {
+      groupKinds[name] = plan->groupKind;
+      compositeInputs.emplace_back(name, std::move(*plan));
+    }
+  }
+  std::string flagError;
+  if (failed(checkCompositeFlags(options, groupKinds, flagError)))
+    return fail(flagError);
+  for (const GraphInputPlan::Tensor &flat : flatInputs) {
+    const std::string &name = flat.name;
+    const onnx::TypeProto::Tensor &tensorType = *flat.type;
     Type elementType = convertElementType(tensorType.elem_type(), &context);
     if (!elementType)
       return fail("input '" + name + "' has unsupported element type " +
                   onnxTypeName(tensorType.elem_type()));
-    if (!tensorType.has_shape())
+    // A sequence's --shape applies to each tensor without its own.
+    std::string shapeKey = name;
+    if (!flat.shapeFallback.empty() && !options.inputShapes.count(name))
+      shapeKey = flat.shapeFallback;
+    auto given = options.inputShapes.find(shapeKey);
+    if (!tensorType.has_shape() && given == options.inputShapes.end())
       return fail("input '" + name + "' has no shape; give one with --shape " +
                   name + "=DIMxDIM...");
     // A negative or missing dim is unknown; its dim_param (if any) names it.
+    // A tensor without a shape takes --shape's rank, every dim unknown.
     SmallVector<int64_t> shape;
     SmallVector<std::string> dimSymbols;
     for (const onnx::TensorShapeProto::Dimension &dim :
@@ -391,11 +371,14 @@ GraphImporter::collectInputs(SmallVectorImpl<Type> &types,
       shape.push_back(known ? dim.dim_value() : ShapedType::kDynamic);
       dimSymbols.push_back(known ? std::string() : dim.dim_param());
     }
-    auto given = options.inputShapes.find(name);
+    if (!tensorType.has_shape()) {
+      shape.assign(given->second.size(), ShapedType::kDynamic);
+      dimSymbols.assign(given->second.size(), std::string());
+    }
     if (given != options.inputShapes.end()) {
       ArrayRef<int64_t> user = given->second;
       ArrayRef<std::string> userSymbols;
-      auto named = options.inputDimNames.find(name);
+      auto named = options.inputDimNames.find(shapeKey);
       if (named != options.inputDimNames.end())
         userSymbols = named->second;
       auto userSymbol = [&](size_t i) {
@@ -565,13 +548,26 @@ GraphImporter::materializeInitializer(const onnx::TensorProto &tensor) {
   b.setInsertionPointToStart(entry);
   Location loc = NameLoc::get(b.getStringAttr(tensor.name()));
   RankedTensorType type = decoded->type;
-  // A Dropout ratio is a mode, not a weight: it stays a constant, so the
-  // handler can read it, even when float initializers become globals.
-  bool isDropoutRatio = llvm::any_of(model.graph().node(), [&](const auto &n) {
-    return n.op_type() == "Dropout" && n.input_size() > 1 &&
-           n.input(1) == tensor.name();
-  });
-  bool keepAsGlobal = options.floatInitializersAsGlobals && !isDropoutRatio &&
+  // Some float inputs are modes or bounds, not weights: a Dropout ratio, a
+  // Pad constant_value, Clip's min and max (ReLU6 as PyTorch exports it).
+  // Their handlers read them at compile time, so they stay constants even
+  // when float initializers become globals (kilnc --train; found by
+  // test/e2e/train_fuzz.py: Pad and Clip were refused as "must be a
+  // compile-time constant").
+  bool isOperatorConstant =
+      llvm::any_of(model.graph().node(), [&](const auto &n) {
+        StringRef op = n.op_type();
+        for (int i = 1; i < n.input_size(); ++i) {
+          if (n.input(i) != tensor.name())
+            continue;
+          if ((op == "Dropout" && i == 1) || (op == "Pad" && i == 2) ||
+              op == "Clip")
+            return true;
+        }
+        return false;
+      });
+  bool keepAsGlobal = options.floatInitializersAsGlobals &&
+                      !isOperatorConstant &&
                       isa<FloatType>(type.getElementType());
   if ((type.getNumElements() <= options.inlineConstantLimit && !keepAsGlobal) ||
       type.getElementType().isInteger(1)) {
@@ -653,8 +649,8 @@ FailureOr<Value> GraphImporter::lookupValue(StringRef name,
   if (composite != composites.end())
     return fail(where + " '" + name + "' is " +
                 compositeKindName(composite->second) +
-                ": Kiln resolves sequences and optionals at compile time, "
-                "inside a graph; a graph or subgraph cannot return one");
+                ": Kiln resolves sequences and optionals at compile time; "
+                "an If, Loop or Scan body cannot return one");
   return fail(where + " '" + name +
               "' has no value (its producer does not set it)");
 }
@@ -779,7 +775,41 @@ GraphImporter::importSubgraph(const onnx::GraphProto &graph,
 LogicalResult GraphImporter::bindOutputs(func::FuncOp func) {
   SmallVector<Value> results;
   SmallVector<Type> types;
+  // The artifact names each output once (its signature); ONNX requires
+  // graph outputs to be distinct too (docs/reliability.md, finding 8).
+  llvm::StringSet<> outputNames;
+  SmallVector<std::string> resultNames;
+  SmallVector<Attribute> outputGroups;
   for (const onnx::ValueInfoProto &output : model.graph().output()) {
+    if (!outputNames.insert(output.name()).second)
+      return fail("output '" + output.name() +
+                  "' is listed twice among the graph's outputs");
+    // A sequence or optional output becomes its tensors (CompositeSignature.h).
+    auto composite = composites.find(output.name());
+    std::string groupKind = outputGroupKind(
+        output, composite == composites.end() ? nullptr : &composite->second);
+    if (composite != composites.end()) {
+      const CompositeValue &value = composite->second;
+      bool sequence = value.kind == CompositeValue::Kind::Sequence;
+      SmallVector<std::string> elements;
+      for (auto [i, element] : llvm::enumerate(value.elements)) {
+        elements.push_back(sequence ? sequenceElementName(output.name(), i)
+                                    : output.name());
+        if (sequence && !outputNames.insert(elements.back()).second)
+          return fail("output '" + elements.back() + "' (of sequence '" +
+                      output.name() + "') has the name of another output");
+        results.push_back(element);
+        types.push_back(element.getType());
+        resultNames.push_back(elements.back());
+      }
+      outputGroups.push_back(signatureGroup(b, output.name(), groupKind,
+                                            sequence || !value.elements.empty(),
+                                            elements));
+      continue;
+    }
+    if (!groupKind.empty())
+      outputGroups.push_back(
+          signatureGroup(b, output.name(), groupKind, true, {output.name()}));
     FailureOr<Value> value = lookupValue(output.name(), nullptr);
     if (failed(value))
       return failure();
@@ -801,21 +831,36 @@ LogicalResult GraphImporter::bindOutputs(func::FuncOp func) {
         matches = ShapedType::isDynamic(declared[i]) ||
                   declared[i] == type.getDimSize(i);
       if (!matches && options.warning)
-        options.warning(path + ": output '" + output.name() +
-                        "': the model declares shape " +
-                        formatShape(declared) + ", inferred " +
-                        formatShape(type.getShape()) +
-                        "; using the inferred shape");
+        options.warning(escapeControlCharacters(
+            (path + ": output '" + output.name() +
+             "': the model declares shape " + formatShape(declared) +
+             ", inferred " + formatShape(type.getShape()) +
+             "; using the inferred shape")));
     }
     results.push_back(*value);
     types.push_back(type);
+    resultNames.push_back(output.name());
   }
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, func.getLoc(), results);
   func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));
-  for (auto [i, output] : llvm::enumerate(model.graph().output()))
+  for (auto [i, name] : llvm::enumerate(resultNames))
     func.setResultAttr(i, KilnDialect::NameAttrHelper::getNameStr(),
-                       b.getStringAttr(output.name()));
+                       b.getStringAttr(name));
+  SmallVector<Attribute> inputGroups;
+  for (const auto &[groupName, plan] : compositeInputs) {
+    SmallVector<std::string> elements;
+    for (const GraphInputPlan::Tensor &flat : plan.tensors)
+      elements.push_back(flat.name);
+    inputGroups.push_back(
+        signatureGroup(b, groupName, plan.groupKind, plan.present, elements));
+  }
+  if (!inputGroups.empty() || !outputGroups.empty())
+    (*module)->setAttr(
+        kSignatureGroupsAttrName,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("inputs", b.getArrayAttr(inputGroups)),
+             b.getNamedAttr("outputs", b.getArrayAttr(outputGroups))}));
   return success();
 }
 
@@ -839,6 +884,10 @@ void GraphImporter::removeDeadCode(func::FuncOp func) {
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   auto result = [&]() -> LogicalResult {
     if (failed(parseModel()) || failed(readOpsets()))
+      return failure();
+    if (options.hostProgram &&
+        failed(splitHostSteps(model, options, baseDir, context,
+                              *options.hostProgram, error)))
       return failure();
     SmallVector<Type> inputTypes;
     SmallVector<std::string> inputNames;
@@ -867,6 +916,15 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
                       b.getStringAttr(name));
       values[name] = func.getArgument(i);
     }
+    // Inside the graph a sequence or optional input is a composite again.
+    for (const auto &[groupName, plan] : compositeInputs) {
+      SmallVector<Value> elements;
+      for (const GraphInputPlan::Tensor &flat : plan.tensors)
+        elements.push_back(values.lookup(flat.name));
+      for (const GraphInputPlan::Tensor &flat : plan.tensors)
+        values.erase(flat.name);
+      composites[groupName] = compositeForInput(plan, elements);
+    }
     recordSymbolicDims(func);
     b.setInsertionPointToEnd(entry);
     for (const onnx::NodeProto *node : order) {
@@ -890,8 +948,9 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     return success();
   }();
   if (failed(result))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   path + ": " + error);
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        escapeControlCharacters(path + ": " + error));
   return std::move(module);
 }
 } // namespace
@@ -915,18 +974,27 @@ importModelFile(StringRef path, MLIRContext &context,
   return GraphImporter(context, path, options).run();
 }
 
-std::vector<SupportedOp> listSupportedOps() {
-  const HandlerRegistry &registry = HandlerRegistry::get();
-  std::vector<SupportedOp> ops;
-  for (const auto &entry : registry.all())
-    for (const Handler &h : entry.second)
-      ops.push_back({h.opType, h.sinceVersion,
-                     registry.families().lookup(h.opType), h.limits});
-  llvm::sort(ops, [](const SupportedOp &a, const SupportedOp &b) {
-    return std::tie(a.opType, a.sinceVersion) <
-           std::tie(b.opType, b.sinceVersion);
-  });
-  return ops;
+llvm::Expected<OwningOpRef<ModuleOp>>
+importModelBuffer(StringRef bytes, StringRef path, MLIRContext &context,
+                  const ImportOptions &options) {
+  DialectRegistry registry;
+  registerImportDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+  return GraphImporter(context, path, options, bytes).run();
+}
+
+std::string escapeControlCharacters(StringRef text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f)
+      out += llvm::formatv("\\x{0:x-2}", unsigned(byte)).str();
+    else
+      out += c;
+  }
+  return out;
 }
 
 int maxSupportedOpset() { return kMaxOpset; }

@@ -12,6 +12,7 @@
 
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 
+#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CUDA/TemplateEmission.h"
 
@@ -816,6 +817,38 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   if (rt::Error err = rt::verifyArtifact(artifact))
     return llvm::createStringError("the artifact does not verify: " +
                                    err.message());
+  // Launch scaling (kiln/Conversion/LaunchScaling.h): each symbol by its
+  // index among the module's kiln.dim_ranges, the order the separable-dims
+  // analysis lists them in; attachSymbolicDims keeps the records of
+  // separable symbols (verifyArtifact checks them when the file is written).
+  llvm::StringMap<uint32_t> symbolIndex;
+  if (auto ranges = module->getAttrOfType<DictionaryAttr>(
+          kiln::KilnDialect::DimRangesAttrHelper::getNameStr()))
+    for (NamedAttribute entry : ranges)
+      if (auto range = dyn_cast<DenseI64ArrayAttr>(entry.getValue());
+          range && range.size() == 3)
+        symbolIndex.try_emplace(entry.getName().getValue(),
+                                static_cast<uint32_t>(symbolIndex.size()));
+  for (auto [i, launch] : llvm::enumerate(launches)) {
+    auto scale = launch->getAttrOfType<DictionaryAttr>(kiln::kGridScaleAttr);
+    if (!scale)
+      continue;
+    auto symbol = scale.getAs<StringAttr>("symbol");
+    auto dim = scale.getAs<IntegerAttr>("dim");
+    auto numerator = scale.getAs<IntegerAttr>("numerator");
+    auto denominator = scale.getAs<IntegerAttr>("denominator");
+    auto index = symbol ? symbolIndex.find(symbol.getValue())
+                        : symbolIndex.end();
+    if (index == symbolIndex.end() || !dim || !numerator || !denominator ||
+        dim.getInt() < 0 || numerator.getInt() <= 0 ||
+        denominator.getInt() <= 0)
+      return errorAt(launch, "has a malformed kiln.grid_scale");
+    artifact.launchScales.push_back(
+        {static_cast<uint32_t>(i), index->second,
+         static_cast<uint32_t>(dim.getInt()),
+         static_cast<uint64_t>(numerator.getInt()),
+         static_cast<uint64_t>(denominator.getInt())});
+  }
   if (stats) {
     stats->kernels = artifact.kernels.size();
     stats->arenaBytes = plan->arenaSize;

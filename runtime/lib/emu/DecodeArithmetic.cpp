@@ -88,6 +88,21 @@ Error KernelBuilder::decodeArithmeticTypes(DecodedInstruction &d) {
     return unknownInstruction(d);
   inst.type = types[0];
   inst.srcType = types[1];
+  // The fp8 pairs: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 and
+  // cvt.rn.f16x2.{e4m3x2,e5m2x2}, nothing else (no .relu, no f16x2 source).
+  auto isF8x2 = [](Type t) { return t == Type::E4M3x2 || t == Type::E5M2x2; };
+  if (isF8x2(inst.type) || isF8x2(inst.srcType)) {
+    bool pack =
+        isF8x2(inst.type) && inst.srcType == Type::F32 && inst.satfinite;
+    bool unpack =
+        isF8x2(inst.srcType) && inst.type == Type::F16x2 && !inst.satfinite;
+    if (inst.op != Op::Cvt || inst.rounding != Rounding::Rn || inst.relu ||
+        inst.sat || inst.ftz || !(pack || unpack))
+      return makeError("PTX line {}: '{}' is not emulated (fp8 pairs: "
+                       "cvt.rn.satfinite.{{e4m3x2,e5m2x2}}.f32 and "
+                       "cvt.rn.f16x2.{{e4m3x2,e5m2x2}})",
+                       d.line, d.opcode);
+  }
   return Error::success();
 }
 

@@ -276,6 +276,15 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
         return unknownInstruction(d);
     }
   }
+  // The 8-bit floats are operand types of mma and wgmma only, their pairs
+  // (.e4m3x2, .e5m2x2) types of cvt only.
+  for (Type t : d.types) {
+    if ((t == Type::E4M3 || t == Type::E5M2) && inst.op != Op::Mma &&
+        inst.op != Op::Wgmma)
+      return unknownInstruction(d);
+    if ((t == Type::E4M3x2 || t == Type::E5M2x2) && inst.op != Op::Cvt)
+      return unknownInstruction(d);
+  }
   switch (inst.op) {
   case Op::Mma:
     if (Error err = decodeTensorCoreTypes(d))
@@ -430,8 +439,13 @@ Error KernelBuilder::instruction(std::string_view text, uint32_t line) {
     wantSrc = 4;
     break;
   case Op::Cvt:
-    // cvt.rn.f16x2.f32 d, a, b packs two conversions.
-    wantSrc = inst.type == Type::F16x2 || inst.type == Type::BF16x2 ? 2 : 1;
+    // cvt.rn.f16x2.f32 d, a, b and cvt.rn.satfinite.e4m3x2.f32 d, a, b
+    // pack two conversions (cvt.rn.f16x2.e4m3x2 d, a unpacks two).
+    wantSrc = (inst.type == Type::F16x2 || inst.type == Type::BF16x2 ||
+               inst.type == Type::E4M3x2 || inst.type == Type::E5M2x2) &&
+                      inst.srcType == Type::F32
+                  ? 2
+                  : 1;
     break;
   case Op::Neg:
   case Op::Abs:

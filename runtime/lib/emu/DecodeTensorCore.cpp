@@ -58,6 +58,19 @@ Error KernelBuilder::decodeTensorCoreTypes(DecodedInstruction &d) {
       return unknownInstruction(d);
     return Error::success();
   }
+  // fp8 (sm_89+): e4m3 and e5m2 may mix; only f32 accumulators are
+  // emulated (the .f16 ones are refused, not guessed).
+  auto isF8 = [](Type t) { return t == Type::E4M3 || t == Type::E5M2; };
+  if (isF8(types[1]) || isF8(types[2])) {
+    if (!isF8(types[1]) || !isF8(types[2]) || types[0] != Type::F32 ||
+        d.mmaShape != "m16n8k32" || inst.satfinite)
+      return makeError("PTX line {}: '{}' is not emulated (fp8 mma is "
+                       "m16n8k32 with f32 accumulators)",
+                       d.line, d.opcode);
+    inst.aux = types[2] == Type::E5M2 ? 1 : 0;
+    inst.subop = uint8_t(MmaShape::M16N8K32F8);
+    return Error::success();
+  }
   if (types[1] != types[2] || inst.satfinite)
     return unknownInstruction(d);
   bool halfIn = in == Type::F16 || in == Type::BF16;

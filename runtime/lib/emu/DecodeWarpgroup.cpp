@@ -1,8 +1,9 @@
 //===- DecodeWarpgroup.cpp - wgmma, setmaxnreg, elect ---------------------===//
 //
 // The sm_90 warpgroup instructions: wgmma.fence, wgmma.mma_async (its
-// shape, types, accumulator list, A from a descriptor or registers, B's
-// descriptor, scale-d and the immediate scale/transpose flags, kept in
+// shape, types (f16, bf16, tf32, e4m3/e5m2 inputs; f32 accumulators),
+// accumulator list, A from a descriptor or registers, B's descriptor,
+// scale-d and the immediate scale/transpose flags, kept in
 // Kernel::wgmmas), wgmma.commit_group and wgmma.wait_group; setmaxnreg
 // (whose count is checked here) and elect.sync.
 //
@@ -45,15 +46,25 @@ Error KernelBuilder::decodeWarpgroupTypes(DecodedInstruction &d) {
       return unknownInstruction(d);
     return Error::success();
   }
-  // wgmma.mma_async.sync.aligned.m64nNkK.dtype.atype.btype
+  // wgmma.mma_async.sync.aligned.m64nNkK{.satfinite}.dtype.atype.btype
   const std::vector<Type> &types = d.types;
-  if (types.size() != 3 || types[1] != types[2] || types[0] != Type::F32)
+  auto isF8 = [](Type t) { return t == Type::E4M3 || t == Type::E5M2; };
+  auto isI8 = [](Type t) { return t == Type::S8 || t == Type::U8; };
+  // A and B share a type, except that e4m3 and e5m2 may mix, and s8 and
+  // u8 (with s32 accumulators, the only integer wgmma emulated).
+  bool integer = types.size() == 3 && types[0] == Type::S32 && isI8(types[1]) &&
+                 isI8(types[2]);
+  if (!integer &&
+      (types.size() != 3 || types[0] != Type::F32 || inst.satfinite ||
+       (types[1] != types[2] && !(isF8(types[1]) && isF8(types[2])))))
     return makeError("PTX line {}: '{}' is not emulated (f32 accumulators "
-                     "with f16, bf16 or tf32 inputs are)",
+                     "with f16, bf16, tf32, e4m3 or e5m2 inputs are, and s32 "
+                     "ones with s8 or u8)",
                      d.line, d.opcode);
   Type ab = types[1];
   unsigned wantK = ab == Type::TF32                      ? 8
                    : ab == Type::F16 || ab == Type::BF16 ? 16
+                   : isF8(ab) || integer                 ? 32
                                                          : 0;
   std::string_view shape = d.mmaShape;
   size_t kPos = shape.find('k');
@@ -64,14 +75,16 @@ Error KernelBuilder::decodeWarpgroupTypes(DecodedInstruction &d) {
       !parseInteger(shape.substr(kPos + 1), k) || n < 8 || n > 256 ||
       n % 8 != 0 || k != wantK)
     return makeError("PTX line {}: '{}' is not emulated (m64nNk16 for f16 "
-                     "and bf16, m64nNk8 for tf32, N = 8..256 in steps of 8)",
+                     "and bf16, m64nNk8 for tf32, m64nNk32 for e4m3, e5m2, "
+                     "s8 and u8, N = 8..256 in steps of 8)",
                      d.line, d.opcode);
-  inst.type = Type::F32;
+  inst.type = types[0];
   inst.srcType = ab;
   WgmmaInfo info;
   info.n = static_cast<uint32_t>(n);
   info.k = static_cast<uint32_t>(k);
   info.abType = ab;
+  info.bType = types[2];
   inst.target = static_cast<uint32_t>(kernel.wgmmas.size());
   kernel.wgmmas.push_back(info);
   return Error::success();
@@ -127,11 +140,15 @@ Error KernelBuilder::decodeWarpgroupOperands(DecodedInstruction &d) {
     break;
   }
   WgmmaInfo &info = kernel.wgmmas[inst.target];
-  bool halfTypes = info.abType != Type::TF32;
+  // Only the 16-bit types take transpose flags: tf32 and the 8-bit floats
+  // are K-major in shared memory.
+  bool halfTypes = info.abType == Type::F16 || info.abType == Type::BF16;
   bool aRegisters = !operands.empty() && operands.size() > 1 &&
                     trim(operands[1]).substr(0, 1) == "{";
-  // d, a, b, scale-d, imm-scale-a, imm-scale-b{, imm-trans-a}{, imm-trans-b}
-  size_t want = 6 + (halfTypes ? (aRegisters ? 1 : 2) : 0);
+  // d, a, b, scale-d{, imm-scale-a, imm-scale-b}{, imm-trans-a}{,
+  // imm-trans-b}; the integer forms stop after scale-d.
+  const bool integer = inst.type == Type::S32;
+  size_t want = integer ? 4 : 6 + (halfTypes ? (aRegisters ? 1 : 2) : 0);
   if (Error err = expectOperands(d, want))
     return err;
   Expected<std::vector<std::string_view>> dList =
@@ -182,7 +199,7 @@ Error KernelBuilder::decodeWarpgroupOperands(DecodedInstruction &d) {
     return scaleD.takeError();
   info.scaleD = *scaleD;
   int64_t v = 0;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < (integer ? 0 : 2); ++i) {
     if (Error err = immediate(operands[4 + i], "scale (1 or -1)", v))
       return err;
     if (v != 1 && v != -1)

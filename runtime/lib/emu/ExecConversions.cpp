@@ -2,8 +2,9 @@
 //
 // Float to integer saturates (NaN is 0); conversions to f16/bf16/tf32 round
 // once from the exact source with the instruction's rounding, .relu,
-// .satfinite; cvt.rn.f16x2.f32 packs two. Directed roundings to f32 switch
-// the host's rounding mode (RoundingScope).
+// .satfinite; cvt.rn.f16x2.f32 packs two, cvt.rn.satfinite.e4m3x2.f32
+// (and e5m2x2) two fp8, cvt.rn.f16x2.e4m3x2 unpacks them. Directed
+// roundings to f32 switch the host's rounding mode (RoundingScope).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,32 @@ bool BlockRunner::convert(uint64_t *r, const Instruction &in, uint32_t exec) {
   const uint64_t *a = r + static_cast<size_t>(in.src[0]) * 32;
   uint64_t *d = r + static_cast<size_t>(in.dst[0]) * 32;
   Type dt = in.type, st = in.srcType;
+  if (dt == Type::E4M3x2 || dt == Type::E5M2x2) {
+    // cvt.rn.satfinite.e4m3x2.f32 d, a, b: a in the upper byte, b in the
+    // lower (the decoder admits nothing else).
+    const uint64_t *b = r + static_cast<size_t>(in.src[1]) * 32;
+    const bool e5m2 = dt == Type::E5M2x2;
+    forLanes(exec, [&](unsigned l) {
+      uint8_t hi = roundToFp8Satfinite(bitsTo<float>(a[l]), e5m2);
+      uint8_t lo = roundToFp8Satfinite(bitsTo<float>(b[l]), e5m2);
+      d[l] = (static_cast<uint32_t>(hi) << 8) | lo;
+    });
+    return true;
+  }
+  if (st == Type::E4M3x2 || st == Type::E5M2x2) {
+    // cvt.rn.f16x2.e4m3x2 d, a: exact (every fp8 value is an f16); byte i
+    // of a becomes half i of d, NaN the canonical 0x7fff.
+    const bool e5m2 = st == Type::E5M2x2;
+    forLanes(exec, [&](unsigned l) {
+      uint32_t out = 0;
+      for (unsigned i = 0; i < 2; ++i) {
+        double v = fp8ToDouble(static_cast<uint8_t>(a[l] >> (8 * i)), e5m2);
+        out |= roundToFormat(v, kHalf, Rounding::Rn) << (16 * i);
+      }
+      d[l] = out;
+    });
+    return true;
+  }
   // Reads the source as a double (floats) or int64/uint64 (integers).
   auto readFloat = [&](const uint64_t *s, unsigned l) -> double {
     if (st == Type::F16) {

@@ -4,7 +4,9 @@
 // instruction. Fragments follow the PTX ISA's layout tables; mma.sync
 // accumulates in double (f16/bf16/tf32 products are exact there) and
 // rounds once when it writes D; the s8/u8 shapes accumulate exactly in
-// 64-bit integers and wrap (or, with .satfinite, clamp) to s32.
+// 64-bit integers and wrap (or, with .satfinite, clamp) to s32; the
+// e4m3/e5m2 shape reads the int8 fragments and accumulates like the f16
+// ones (in double, one rounding to f32).
 //
 //===----------------------------------------------------------------------===//
 
@@ -136,6 +138,8 @@ bool BlockRunner::matrixMultiply(unsigned w, uint32_t pc, const Instruction &in,
   MmaShape shape = MmaShape(in.subop);
   if (shape == MmaShape::M16N8K32I8 || shape == MmaShape::M16N8K16I8)
     return integerMatrixMultiply(w, in);
+  if (shape == MmaShape::M16N8K32F8)
+    return fp8MatrixMultiply(w, in);
   const unsigned k =
       shape == MmaShape::M16N8K16F32 || shape == MmaShape::M16N8K16F16 ? 16 : 8;
   const unsigned numD = shape == MmaShape::M16N8K16F16 ? 2 : 4;
@@ -259,6 +263,50 @@ bool BlockRunner::integerMatrixMultiply(unsigned w, const Instruction &in) {
         sum = std::clamp<int64_t>(sum, INT32_MIN, INT32_MAX);
       r[static_cast<size_t>(dSlots[e]) * 32 + lane] =
           static_cast<uint32_t>(static_cast<uint64_t>(sum));
+    }
+  }
+  return true;
+}
+
+bool BlockRunner::fp8MatrixMultiply(unsigned w, const Instruction &in) {
+  // PTX ISA, "Matrix Fragments for mma.m16n8k32" with .e4m3 or .e5m2: the
+  // s8/u8 layout (see integerMatrixMultiply), one byte per element.
+  uint64_t *r = warpRegs(w);
+  const uint32_t *ops = kernel.operandLists.data() + in.target;
+  const uint32_t *dSlots = ops, *aSlots = ops + 4, *bSlots = ops + 8,
+                 *cSlots = ops + 10;
+  auto reg = [&](uint32_t s, unsigned lane) {
+    return static_cast<uint32_t>(r[static_cast<size_t>(s) * 32 + lane]);
+  };
+  const bool aE5m2 = in.srcType == Type::E5M2, bE5m2 = in.aux != 0;
+  auto byteOf = [](uint32_t word, unsigned i, bool e5m2) {
+    return fp8ToDouble(static_cast<uint8_t>(word >> (8 * i)), e5m2);
+  };
+  double a[16][32] = {}, b[32][8] = {}, c[16][8] = {};
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned g = lane >> 2, t = lane & 3;
+    for (unsigned i = 0; i < 4; ++i)
+      for (unsigned e = 0; e < 4; ++e)
+        a[g + 8 * (i & 1)][4 * t + 16 * (i >> 1) + e] =
+            byteOf(reg(aSlots[i], lane), e, aE5m2);
+    for (unsigned i = 0; i < 2; ++i)
+      for (unsigned e = 0; e < 4; ++e)
+        b[4 * t + 16 * i + e][g] = byteOf(reg(bSlots[i], lane), e, bE5m2);
+    for (unsigned e = 0; e < 4; ++e)
+      c[g + 8 * (e >> 1)][2 * t + (e & 1)] =
+          bitsTo<float>(reg(cSlots[e], lane));
+  }
+  // Each product of two fp8 values has at most 8 significant bits, so it is
+  // exact in a double; the sum is rounded to f32 once.
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned g = lane >> 2, t = lane & 3;
+    for (unsigned e = 0; e < 4; ++e) {
+      unsigned row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+      double sum = c[row][col];
+      for (unsigned q = 0; q < 32; ++q)
+        sum += a[row][q] * b[q][col];
+      r[static_cast<size_t>(dSlots[e]) * 32 + lane] =
+          toBits(static_cast<float>(sum));
     }
   }
   return true;

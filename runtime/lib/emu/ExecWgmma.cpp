@@ -1,32 +1,38 @@
 //===- ExecWgmma.cpp - Warpgroup MMA (wgmma) ------------------------------===//
 //
-// wgmma.mma_async.m64nNk16 (f16, bf16) and m64nNk8 (tf32) with f32
-// accumulators. A warpgroup is four consecutive warps (warps 4g..4g+3);
-// warp i of it holds rows 16i..16i+15 of D (and of A from registers) in
-// the mma.m16n8 fragment layout repeated over N in steps of 8, so each
-// warp computes its own rows when it issues the instruction: its part of
-// the product depends only on its registers and on the shared-memory
-// matrices both descriptors name. Operands come from the PTX ISA's
-// canonical layouts (K-major or, with imm-trans, MN-major; no swizzle or
-// 32/64/128-byte swizzle, the 16-byte chunk index within the swizzle span
-// XOR the address bits 7 up), in units of 16-byte rows of T elements:
+// wgmma.mma_async.m64nNk16 (f16, bf16), m64nNk8 (tf32) and m64nNk32
+// (e4m3, e5m2, which may mix; K-major only) with f32 accumulators, and
+// m64nNk32 s8/u8 with s32 ones (exact, wrapping or .satfinite). A
+// warpgroup is four consecutive warps (warps 4g..4g+3); warp i of it holds
+// rows 16i..16i+15 of D (and of A from registers) in the mma.m16n8
+// fragment layout repeated over N in steps of 8, so each warp computes its
+// own rows when it issues the instruction: its part of the product depends
+// only on its registers and on the shared-memory matrices both descriptors
+// name. Operands come from the PTX ISA's canonical layouts (K-major or,
+// with imm-trans, MN-major; no swizzle or 32/64/128-byte swizzle, the
+// 16-byte chunk index within the swizzle span XOR the address bits 7 up),
+// in units of 16-byte rows of T elements:
 //
 //   K-major,  none:     ((8,m),(T,2k)):((1T,SBO),(1,LBO))
 //   K-major,  swizzled: ((8,m),(T,2k)):((cT,SBO),(1,T))     c = span / 16
 //   MN-major, none:     ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
 //   MN-major, swizzled: ((T,c,m),(8,k)):((1,T,LBO),(cT,SBO))
 //
-// Products are exact in double; D is rounded to f32 once. The result is
-// written when the instruction issues, but the accumulators (and A
-// registers) stay in flight until the wgmma.wait_group that retires the
-// group: any other instruction that reads or writes them before is a
-// fault, as is a wgmma reading shared memory a cp.async or bulk copy has
-// not yet written.
+// Products are exact in double (fp8 products have at most 8 significant
+// bits); D is rounded to f32 once per instruction. Real fp8 tensor cores
+// accumulate with fewer bits than that: the emulator is the
+// exact-then-rounded reference. The result is written when the instruction
+// issues, but the accumulators (and A registers) stay in flight until the
+// wgmma.wait_group that retires the group: any other instruction that
+// reads or writes them before is a fault, as is a wgmma reading shared
+// memory a cp.async or bulk copy has not yet written.
 //
 //===----------------------------------------------------------------------===//
 
 #include "InterpreterInternal.h"
 #include "Numerics.h"
+
+#include <algorithm>
 
 namespace kiln::runtime::emu::detail {
 
@@ -76,6 +82,12 @@ struct MatrixDescriptor {
 };
 
 double elementValue(const uint8_t *p, Type type) {
+  if (type == Type::S8)
+    return static_cast<int8_t>(*p);
+  if (type == Type::U8)
+    return *p;
+  if (type == Type::E4M3 || type == Type::E5M2)
+    return fp8ToDouble(*p, type == Type::E5M2);
   if (type == Type::TF32) {
     uint32_t bits;
     std::memcpy(&bits, p, 4);
@@ -132,7 +144,7 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
     return r[static_cast<size_t>(s) * 32 + l];
   };
   const unsigned n = info.n, kDim = info.k;
-  const uint64_t elem = typeBytes(info.abType);
+  const uint64_t elem = typeBytes(info.abType); // B's size is the same
   const unsigned rowBase = 16 * (w % 4);
   // The descriptors must be the same in every lane.
   auto uniform = [&](uint32_t s, const char *what, uint64_t &value) {
@@ -164,6 +176,7 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
   }
   auto load = [&](const MatrixDescriptor &desc, uint64_t mn, uint64_t k,
                   bool mnMajor, char which, double &value) {
+    const Type type = which == 'A' ? info.abType : info.bType;
     uint64_t a = desc.address(mn, k, elem, mnMajor);
     if (a + elem > sharedBytes)
       return fault(w, 0, pc,
@@ -182,19 +195,27 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
       return false;
     if (raceCheck && !raceCheck->wgmmaRead(a, static_cast<unsigned>(elem)))
       return raceFault(w, 0, pc);
-    value = elementValue(shared.data() + a, info.abType);
+    value = elementValue(shared.data() + a, type);
     return true;
   };
   if (raceCheck)
     raceCheck->wgmmaBegin(w, pc);
   // A: this warp's 16 rows by K, as doubles.
-  double aValues[16][16];
+  double aValues[16][32];
   if (info.aFromRegisters) {
     for (unsigned l = 0; l < 32; ++l) {
       unsigned g = l / 4, t = l % 4;
       for (unsigned i = 0; i < 4; ++i) {
         uint64_t bits = reg(ops[info.aFirst + i], l);
-        if (info.abType == Type::TF32) {
+        if (elem == 1) {
+          // The mma.m16n8k32 A fragment: four bytes of row g (+8 for odd
+          // i), columns 4t + 16 * (i / 2) + 0..3, byte 0 first.
+          for (unsigned e = 0; e < 4; ++e) {
+            uint8_t byte = static_cast<uint8_t>(bits >> (8 * e));
+            aValues[g + 8 * (i % 2)][4 * t + 16 * (i / 2) + e] =
+                elementValue(&byte, info.abType);
+          }
+        } else if (info.abType == Type::TF32) {
           // a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4)
           aValues[g + 8 * (i % 2)][t + 4 * (i / 2)] =
               bitsTo<float>(static_cast<uint32_t>(bits) & 0xffffe000u);
@@ -253,6 +274,17 @@ bool BlockRunner::wgmma(unsigned w, uint32_t pc, const Instruction &in,
         double sum = 0;
         for (unsigned k = 0; k < kDim; ++k)
           sum += aValues[row][k] * bValues[col * kDim + k];
+        if (in.type == Type::S32) {
+          // Exact: 32 byte products stay below 2^21. The s32 sum wraps,
+          // or with .satfinite clamps.
+          int64_t total = static_cast<int64_t>(sum);
+          if (accumulate)
+            total += static_cast<int32_t>(static_cast<uint32_t>(d));
+          if (in.satfinite)
+            total = std::clamp<int64_t>(total, INT32_MIN, INT32_MAX);
+          d = static_cast<uint32_t>(static_cast<uint64_t>(total));
+          continue;
+        }
         sum *= sign;
         if (accumulate)
           sum += bitsTo<float>(static_cast<uint32_t>(d));

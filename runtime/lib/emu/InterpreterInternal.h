@@ -258,6 +258,8 @@ private:
                       uint32_t exec);
   /// mma.sync with s8/u8 inputs and s32 accumulators (exact, wrapping).
   bool integerMatrixMultiply(unsigned w, const Instruction &in);
+  /// mma.sync with e4m3/e5m2 inputs and f32 accumulators.
+  bool fp8MatrixMultiply(unsigned w, const Instruction &in);
   bool asyncCopy(unsigned w, uint32_t pc, const Instruction &in, uint32_t exec);
   /// Completes lane `lane`'s copies of groups before `group` (all with
   /// UINT32_MAX).

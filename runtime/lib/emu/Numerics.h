@@ -89,6 +89,27 @@ inline uint16_t floatToBf16(float f) {
   return isNanBits(x) ? uint16_t(0x7fffu) : f32BitsToBf16(x);
 }
 
+/// The value of an 8-bit float (exact in a double). E4M3 (OCP "FN"):
+/// bias 7, subnormals m * 2^-9, no infinities, S.1111.111 is NaN (max
+/// 448). E5M2: bias 15, subnormals m * 2^-16, IEEE infinities and NaNs.
+inline double fp8ToDouble(uint8_t bits, bool e5m2) {
+  const double sign = bits & 0x80 ? -1.0 : 1.0;
+  const int mantissaBits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  const int exponent = (bits & 0x7f) >> mantissaBits;
+  const int mantissa = bits & ((1 << mantissaBits) - 1);
+  const int maxExponent = e5m2 ? 31 : 15;
+  if (exponent == maxExponent) {
+    if (e5m2 && mantissa == 0)
+      return sign * std::numeric_limits<double>::infinity();
+    if (e5m2 || mantissa == (1 << mantissaBits) - 1)
+      return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (exponent == 0)
+    return sign * std::ldexp(mantissa, 1 - bias - mantissaBits);
+  return sign * std::ldexp((1 << mantissaBits) + mantissa,
+                           exponent - bias - mantissaBits);
+}
+
 /// A binary floating-point format narrower than f64.
 struct Format {
   int exponentBits;
@@ -156,6 +177,37 @@ inline uint32_t roundToFormat(double x, Format format, Rounding rounding) {
     return sign | static_cast<uint32_t>(q);
   return sign | (static_cast<uint32_t>(exponent + bias) << m) |
          (static_cast<uint32_t>(q) - (1u << m));
+}
+
+/// `x` rounded to nearest even in E4M3 or E5M2 with .satfinite, as cvt's
+/// .e4m3x2/.e5m2x2 do: NaN is 0x7f, infinities and overflow become +-max
+/// (448, 57344). E4M3 has no infinity, so it is rounded here (3 mantissa
+/// bits, exponents -6..8); E5M2 is an IEEE-like format.
+inline uint8_t roundToFp8Satfinite(double x, bool e5m2) {
+  if (std::isnan(x))
+    return 0x7f;
+  if (e5m2) {
+    uint32_t bits = roundToFormat(x, Format{5, 2}, Rounding::Rn);
+    if ((bits & 0x7f) == 0x7c) // +-inf
+      bits -= 1;
+    return static_cast<uint8_t>(bits);
+  }
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double ax = std::fabs(x);
+  if (ax >= 448) // everything from 448 up rounds to 448 or saturates there
+    return sign | 0x7e;
+  const int exponent = ax == 0 ? -6 : std::max(std::ilogb(ax), -6);
+  const double quantum = std::ldexp(1.0, exponent - 3);
+  double units = std::floor(ax / quantum); // exact: quantum is 2^n
+  const double rest = ax / quantum - units;
+  if (rest > 0.5 || (rest == 0.5 && std::fmod(units, 2.0) != 0))
+    units += 1;
+  const double r = units * quantum;
+  if (r < std::ldexp(1.0, -6)) // subnormal: m * 2^-9
+    return sign | static_cast<uint8_t>(r / std::ldexp(1.0, -9));
+  const int e = std::ilogb(r);
+  const int mantissa = static_cast<int>(r / std::ldexp(1.0, e - 3)) - 8;
+  return sign | static_cast<uint8_t>(((e + 7) << 3) | mantissa);
 }
 
 /// x + y rounded to odd: correct after a second rounding to any format at

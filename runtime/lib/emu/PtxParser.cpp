@@ -27,12 +27,16 @@ unsigned typeBytes(Type type) {
   case Type::B8:
   case Type::U8:
   case Type::S8:
+  case Type::E4M3:
+  case Type::E5M2:
     return 1;
   case Type::B16:
   case Type::U16:
   case Type::S16:
   case Type::F16:
   case Type::BF16:
+  case Type::E4M3x2:
+  case Type::E5M2x2:
     return 2;
   case Type::B32:
   case Type::U32:
@@ -76,7 +80,8 @@ constexpr TypeName kTypeNames[] = {
     {"s8", Type::S8},     {"s16", Type::S16},       {"s32", Type::S32},
     {"s64", Type::S64},   {"f16", Type::F16},       {"f16x2", Type::F16x2},
     {"bf16", Type::BF16}, {"bf16x2", Type::BF16x2}, {"f32", Type::F32},
-    {"f64", Type::F64},   {"tf32", Type::TF32},
+    {"f64", Type::F64},   {"tf32", Type::TF32},     {"e4m3", Type::E4M3},
+    {"e5m2", Type::E5M2}, {"e4m3x2", Type::E4M3x2}, {"e5m2x2", Type::E5M2x2},
 };
 
 } // namespace

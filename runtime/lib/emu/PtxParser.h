@@ -49,6 +49,13 @@ enum class Type : uint8_t {
   F64,
   /// TensorFloat-32: an f32 bit pattern of which mma reads the upper 19 bits.
   TF32,
+  /// The 8-bit floats of the fp8 mma and wgmma shapes: E4M3 (bias 7, no
+  /// infinities, S.1111.111 is NaN, max 448) and E5M2 (bias 15, IEEE-like).
+  E4M3,
+  E5M2,
+  /// Two of them in 16 bits (cvt only; the first operand in the upper byte).
+  E4M3x2,
+  E5M2x2,
 };
 
 /// Size of a value of `type` in bytes (0 for None, 1 for Pred).
@@ -204,8 +211,10 @@ enum class BulkOp : uint8_t {
 /// One wgmma.mma_async: shape, types, and its operand slots.
 struct WgmmaInfo {
   uint32_t n = 0; ///< 8..256
-  uint32_t k = 0; ///< 16 (f16/bf16) or 8 (tf32)
+  uint32_t k = 0; ///< 16 (f16/bf16), 8 (tf32) or 32 (e4m3/e5m2)
+  /// A's type; B's is bType (they differ only for e4m3 x e5m2).
   Type abType = Type::None;
+  Type bType = Type::None;
   /// Kernel::operandLists[dFirst .. dFirst + n/2): the accumulators.
   uint32_t dFirst = 0;
   /// A from registers: operandLists[aFirst .. +4); else aDesc is the slot.
@@ -276,12 +285,16 @@ enum class MmaShape : uint8_t {
   M16N8K32I8,
   /// m16n8k16, s8 or u8 inputs (a: 2 regs, b: 1), s32 accumulators.
   M16N8K16I8,
+  /// m16n8k32, e4m3 or e5m2 inputs (a: 4 regs of 4 bytes, b: 2, the int8
+  /// layout), f32 accumulators; srcType is A's type, aux 1 when B is e5m2.
+  M16N8K32F8,
 };
 
 /// The K of an mma.sync shape.
 inline unsigned mmaK(MmaShape shape) {
   switch (shape) {
   case MmaShape::M16N8K32I8:
+  case MmaShape::M16N8K32F8:
     return 32;
   case MmaShape::M16N8K16F32:
   case MmaShape::M16N8K16F16:

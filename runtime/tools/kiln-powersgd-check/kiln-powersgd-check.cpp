@@ -32,27 +32,6 @@ using namespace kiln::runtime;
 
 namespace {
 
-/// A world of one: every collective is the identity.
-class LocalCommunicator final : public Communicator {
-public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string_view engine() const override { return "local"; }
-  Error allReduceMean(float *, uint64_t, std::string_view) override {
-    return Error::success();
-  }
-  Error allGather(const void *send, uint64_t bytes, void *receive,
-                  std::string_view) override {
-    std::memcpy(receive, send, bytes);
-    return Error::success();
-  }
-  Error broadcast(void *, uint64_t, int, std::string_view) override {
-    return Error::success();
-  }
-  Error barrier(std::string_view) override { return Error::success(); }
-  [[noreturn]] void abort(int code) override { std::exit(code); }
-};
-
 [[noreturn]] void fail(const std::string &message) {
   std::fprintf(stderr, "kiln-powersgd-check: error: %s\n", message.c_str());
   std::exit(1);
@@ -108,7 +87,7 @@ int main(int argc, char **argv) {
       fail(mpi.error().message());
     communicator = mpi.take();
   } else {
-    communicator = std::make_shared<LocalCommunicator>();
+    communicator = createLocalCommunicator();
   }
   int me = communicator->rank();
   PowerSgdMemory memory;

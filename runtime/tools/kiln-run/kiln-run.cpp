@@ -16,6 +16,7 @@
 #include "kiln/runtime/Npy.h"
 #include "kiln/runtime/Profile.h"
 #include "kiln/runtime/Runtime.h"
+#include "kiln/runtime/SignatureGroups.h"
 
 #include "kiln/runtime/Version.h"
 
@@ -50,7 +51,9 @@ an input file, no CUDA driver); 2 internal error (a crash, or a kernel that
 faulted: a Kiln bug).
 
 Input:
-  -i NAME=FILE.npy      bind input NAME from a .npy file (repeatable)
+  -i NAME=FILE.npy      bind input NAME from a .npy file (repeatable); a
+                        sequence input (kilnc --sequence NAME=N) takes N files:
+                        -i NAME=A.npy,B.npy,...
   --random-inputs       fill every input not given with -i with random values
   --seed N              seed for --random-inputs (default: 0)
   --sizes NAME=N[,N...] sizes of a symbolic dim (kilnc --dim) for
@@ -75,7 +78,8 @@ Device:
 
 Output:
   -o DIR                write each output to DIR/<name>.npy (characters outside
-                        [A-Za-z0-9._-] in the name become '_') (default: none)
+                        [A-Za-z0-9._-] in the name become '_'), a sequence
+                        output's tensors to DIR/<name>.<i>.npy (default: none)
   --json                print one JSON object on stdout instead of the text
                         summary: outputs, and --bench's latency and throughput
 
@@ -526,7 +530,22 @@ struct OutputSummary {
   uint64_t nonFinite = 0;
   double min = 0, max = 0, mean = 0;
   std::vector<double> head; // the first (up to) 4 elements
+  /// A string output (format 1.9 host steps): its first (up to) 4 strings.
+  bool isString = false;
+  std::vector<std::string> headStrings;
 };
+
+OutputSummary summarizeStrings(const std::string &name,
+                               const HostTensor &tensor) {
+  OutputSummary summary;
+  summary.name = name;
+  summary.shape = tensor.shape;
+  summary.count = tensor.strings.size();
+  summary.isString = true;
+  for (size_t i = 0; i < tensor.strings.size() && i < 4; ++i)
+    summary.headStrings.push_back(tensor.strings[i]);
+  return summary;
+}
 
 OutputSummary summarize(const TensorSignature &output,
                         const HostTensor &tensor) {
@@ -557,6 +576,20 @@ OutputSummary summarize(const TensorSignature &output,
 }
 
 void printSummary(const OutputSummary &summary) {
+  if (summary.isString) {
+    std::string head;
+    for (size_t i = 0; i < summary.headStrings.size(); ++i)
+      for (char c : std::string(i ? "', '" : "'") + summary.headStrings[i])
+        head += static_cast<unsigned char>(c) < 0x20
+                    ? fmt::format("\\x{:02x}", static_cast<unsigned>(c))
+                    : std::string(1, c);
+    if (!head.empty())
+      head += "'";
+    fmt::print("output '{}': string {}  first [{}{}]\n", summary.name,
+               formatShape(summary.shape), head,
+               summary.count > 4 ? ", ..." : "");
+    return;
+  }
   std::string text =
       fmt::format("output '{}': {} {}", summary.name, dtypeName(summary.dtype),
                   formatShape(summary.shape));
@@ -718,6 +751,13 @@ void printJson(const Options &options, const DeviceInfo &device,
     Json head = Json::array();
     for (double v : o.head)
       head.push_back(number(v));
+    if (o.isString) {
+      list.push_back({{"name", o.name},
+                      {"dtype", "string"},
+                      {"shape", o.shape},
+                      {"first", o.headStrings}});
+      continue;
+    }
     bool any = o.count > o.nonFinite;
     list.push_back({{"name", o.name},
                     {"dtype", std::string(dtypeName(o.dtype))},
@@ -770,26 +810,75 @@ int runTool(const Options &options) {
 
   // Inputs, checked against the signature before any device is touched.
   std::map<std::string, HostTensor> inputs;
+  // A sequence input (kilnc --sequence x=N) takes its N files as one
+  // comma-separated list: -i x=a.npy,b.npy binds x[0] and x[1].
+  std::vector<std::pair<std::string, std::string>> inputFiles;
   for (const auto &[name, file] : options.inputFiles) {
-    if (inputs.count(name))
+    const SignatureGroup *group = artifact->findInputGroup(name);
+    if (!group || !group->isSequence()) {
+      inputFiles.emplace_back(name, file);
+      continue;
+    }
+    std::vector<std::string> files;
+    for (size_t start = 0;;) {
+      size_t comma = file.find(',', start);
+      files.push_back(file.substr(start, comma - start));
+      if (comma == std::string::npos)
+        break;
+      start = comma + 1;
+    }
+    if (Error err = checkSequenceInput(*artifact, name, files.size()))
+      return fail(
+          fmt::format("{} (-i {}=FILE.npy,FILE.npy,...)", err.message(), name));
+    for (size_t i = 0; i < files.size(); ++i)
+      inputFiles.emplace_back(sequenceElementName(name, i), files[i]);
+  }
+  // Format 1.9: inputs only host steps read (strings, and numbers no
+  // kernel reads), bound once the session exists (it checks them).
+  std::map<std::string, HostTensor> hostInputs;
+  const HostProgram &host = artifact->host;
+  for (const auto &[name, file] : inputFiles) {
+    if (inputs.count(name) || hostInputs.count(name))
       return fail(fmt::format("input '{}' is given twice", name));
     Expected<NpyArray> array = readNpy(file);
     if (!array)
       return fail(array.error().message());
+    const HostTensorDecl *hostInput = host.findInput(name);
+    if (hostInput && hostInput->isString != array->isString)
+      return fail(fmt::format("{}: input '{}' is {}, the file holds {}", file,
+                              name,
+                              describeHostType(hostInput->isString,
+                                               hostInput->dtype),
+                              array->isString ? "strings ('<U')"
+                                              : dtypeName(array->dtype)));
+    if (array->isString && !hostInput)
+      return fail(fmt::format("{}: input '{}' is not a string input", file,
+                              name));
+    HostTensor tensor;
+    tensor.dtype = array->dtype;
+    tensor.shape = array->shape;
+    tensor.data = std::move(array->data);
+    if (hostInput && !artifact->findInput(name)) {
+      tensor.isString = array->isString;
+      tensor.strings = std::move(array->strings);
+      hostInputs[name] = std::move(tensor);
+      continue;
+    }
+    if (hostInput)
+      hostInputs[name] = tensor;
     // '|V1' bytes are any float8 type: the signature says which.
     if (const TensorSignature *signature = artifact->findInput(name)) {
       if (npyDTypeMatches(array->dtype, signature->dtype))
-        array->dtype = signature->dtype;
+        tensor.dtype = signature->dtype;
       else if (isFloat8DType(array->dtype))
         return fail(fmt::format("{}: input '{}': '|V1' data (float8 bytes) "
                                 "does not match the signature's {}",
                                 file, name, dtypeName(signature->dtype)));
     }
-    if (Error err = checkInput(*artifact, name, array->dtype, array->shape,
-                               array->data.size()))
+    if (Error err = checkInput(*artifact, name, tensor.dtype, tensor.shape,
+                               tensor.data.size()))
       return fail(err.withContext(file).message());
-    inputs[name] =
-        HostTensor{array->dtype, array->shape, std::move(array->data)};
+    inputs[name] = std::move(tensor);
   }
   // --sizes: the sizes of the random inputs, one set per run of a sweep.
   std::vector<SymbolSizes> runSizes = {compiledSizes(*artifact)};
@@ -801,8 +890,18 @@ int runTool(const Options &options) {
     runSizes = runs.take();
   }
   std::mt19937_64 rng(options.seed);
+  for (const HostTensorDecl &input : host.inputs)
+    if (!hostInputs.count(input.name))
+      return fail(fmt::format("input '{}' ({} {}) is not given; use -i "
+                              "{}=FILE.npy{}",
+                              input.name,
+                              describeHostType(input.isString, input.dtype),
+                              formatShape(input.shape), input.name,
+                              input.isString ? " (a NumPy str array, saved "
+                                               "as '<U')"
+                                             : ""));
   for (const TensorSignature &input : artifact->inputs) {
-    if (inputs.count(input.name))
+    if (inputs.count(input.name) || host.writesDeviceInput(input.name))
       continue;
     if (!options.randomInputs)
       return fail(
@@ -818,7 +917,9 @@ int runTool(const Options &options) {
   {
     std::vector<std::optional<Shape>> shapes;
     for (const TensorSignature &input : artifact->inputs)
-      shapes.push_back(inputs.at(input.name).shape);
+      shapes.push_back(host.writesDeviceInput(input.name)
+                           ? std::optional<Shape>(input.shape)
+                           : std::optional<Shape>(inputs.at(input.name).shape));
     Expected<SymbolSizes> sizes = resolveSizes(*artifact, shapes);
     if (!sizes)
       return fail(sizes.error().message());
@@ -867,6 +968,10 @@ int runTool(const Options &options) {
   for (const auto &[name, tensor] : inputs)
     if (Error err = (*session)->bindInput(name, tensor))
       return fail(err.message());
+  for (const auto &[name, tensor] : hostInputs)
+    if (!artifact->findInput(name))
+      if (Error err = (*session)->bindInput(name, tensor))
+        return fail(err.message());
 
   if (runSizes.size() > 1) {
     // --bench R --sizes N=1,8,32: each size in turn, one line each; the
@@ -966,25 +1071,56 @@ int runTool(const Options &options) {
   }
   std::set<std::string> usedNames;
   std::vector<OutputSummary> summaries;
-  for (const TensorSignature &output : artifact->outputs) {
-    Expected<HostTensor> tensor = (*session)->readOutput(output.name);
+  std::vector<std::string> outputNames;
+  for (const TensorSignature &output : artifact->outputs)
+    if (!host.hidesDeviceOutput(output.name))
+      outputNames.push_back(output.name);
+  for (const HostTensorDecl &output : host.outputs)
+    outputNames.push_back(output.name);
+  for (const std::string &name : outputNames) {
+    Expected<HostTensor> tensor = (*session)->readOutput(name);
     if (!tensor)
       return internalError(tensor.error().message());
-    summaries.push_back(summarize(output, *tensor));
+    const TensorSignature *signature = artifact->findOutput(name);
+    if (tensor->isString)
+      summaries.push_back(summarizeStrings(name, *tensor));
+    else if (signature && !host.findOutput(name))
+      summaries.push_back(summarize(*signature, *tensor));
+    else {
+      TensorSignature described;
+      described.name = name;
+      described.dtype = tensor->dtype;
+      described.shape = tensor->shape;
+      summaries.push_back(summarize(described, *tensor));
+    }
     if (!options.json)
       printSummary(summaries.back());
     if (options.outputDir.empty())
       continue;
-    std::string base = sanitizeFileName(output.name);
+    // A sequence's tensors are NAME.0.npy, NAME.1.npy, ...
+    std::string base = sanitizeFileName(name);
+    for (const SignatureGroup &group : artifact->outputGroups)
+      for (uint32_t i = 0; group.isSequence() && i < group.count; ++i)
+        if (artifact->outputs[group.first + i].name == name)
+          base = fmt::format("{}.{}", sanitizeFileName(group.name), i);
     std::string file = base;
     for (int n = 2; usedNames.count(file); ++n)
       file = fmt::format("{}_{}", base, n); // two names that sanitize alike
     usedNames.insert(file);
     std::string path = options.outputDir + "/" + file + ".npy";
-    if (Error err = writeNpy(path, tensor->dtype, tensor->shape,
-                             tensor->data.data(), tensor->data.size()))
-      return fail(err.message());
+    Error written =
+        tensor->isString
+            ? writeNpyStrings(path, tensor->shape, tensor->strings)
+            : writeNpy(path, tensor->dtype, tensor->shape, tensor->data.data(),
+                       tensor->data.size());
+    if (written)
+      return fail(written.message());
   }
+  if (!options.json)
+    for (const SignatureGroup &group : artifact->outputGroups)
+      if (!group.present)
+        fmt::print("{}: absent ({})\n", group.name,
+                   signatureGroupKindName(group.kind));
   if (options.json)
     printJson(options, sharedDevice->info(), summaries, benchJson);
   return kExitSuccess;

@@ -3,8 +3,9 @@
 //   kiln-train model.train.kiln --data x.npy --labels y.npy
 //              [--val-data xv.npy --val-labels yv.npy] --epochs E
 //              [--batch B] [--seed S] [--checkpoint-dir DIR] [--resume]
-//              [--history loss.csv] [--device cuda|emu]
+//              [--history loss.csv] [--device cuda|emu] [--trace FILE.json]
 //   mpirun -np N kiln-train model.train.kiln ...   (kilnc --data-parallel)
+//              [--collective-engine auto|mpi|nccl]
 //
 // Everything that can be checked before training is checked first (the
 // artifact, the data against the signature, the labels' dtype, shape and
@@ -18,6 +19,8 @@
 #include "kiln/runtime/Collective.h"
 #include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Npy.h"
+#include "kiln/runtime/Profile.h"
+#include "kiln/runtime/TargetTable.h"
 #include "kiln/runtime/Trainer.h"
 
 #include <fmt/core.h>
@@ -71,6 +74,24 @@ options:
                        under mpirun: seconds a gradient all-reduce may wait
                        for the other ranks before this one exits with an
                        error (default 300; 0 waits forever)
+  --collective-engine E
+                       auto (default), mpi or nccl: the engine that averages
+                       the gradients. auto: nccl on --device cuda when
+                       libnccl.so.2 loads (KILN_NCCL_LIBRARY overrides the
+                       path), else mpi; emu always uses mpi. nccl also runs
+                       at world size 1 (a check of the engine)
+  --trace FILE.json    a Chrome trace of the first step: kernels on a
+                       "compute" track, gradient all-reduces on a
+                       "collectives" track
+  --trace-times T      modelled (default on emu: each launch's estimated
+                       time from the performance model, each all-reduce's
+                       from the ring cost model) or measured (default on
+                       cuda: event times; on emu the emulator's host time)
+  --trace-ranks N      the ranks the trace's ring models (default: the job's)
+  --link-gbps G        the ring's link bandwidth in GB/s (default: the
+                       target's collective_bandwidth_gbps in gpus.ini)
+  --link-latency-us L  its latency per ring step (default: the target's
+                       collective_latency_us)
 
 Data parallelism: run a kilnc --train --data-parallel artifact under
 `mpirun -np N`. Each rank takes its shard of every global batch of N x B
@@ -84,8 +105,10 @@ struct Options {
   std::string model, data, labels, valData, valLabels, checkpointDir, history;
   std::string exportPath, onnxModel, predictPath;
   std::string device = "cuda";
-  uint64_t epochs = 1, seed = 0;
+  std::string collectiveEngine = "auto", trace, traceTimes;
+  uint64_t epochs = 1, seed = 0, traceRanks = 0;
   double collectiveTimeout = 300;
+  std::optional<double> linkGbps, linkLatencyUs;
   std::optional<uint64_t> batch;
   bool resume = false, quiet = false, profile = false;
 };
@@ -157,7 +180,38 @@ Expected<Options> parseArguments(int argc, char **argv) {
       err = setNumber(options.epochs);
     else if (arg == "--seed")
       err = setNumber(options.seed);
-    else if (arg == "--collective-timeout") {
+    else if (arg == "--collective-engine") {
+      err = set(options.collectiveEngine);
+      if (!err && options.collectiveEngine != "auto" &&
+          options.collectiveEngine != "mpi" &&
+          options.collectiveEngine != "nccl")
+        return usageError("--collective-engine '" + options.collectiveEngine +
+                          "' is not auto, mpi or nccl");
+    } else if (arg == "--trace")
+      err = set(options.trace);
+    else if (arg == "--trace-times") {
+      err = set(options.traceTimes);
+      if (!err && options.traceTimes != "modelled" &&
+          options.traceTimes != "measured")
+        return usageError("--trace-times '" + options.traceTimes +
+                          "' is not modelled or measured");
+    } else if (arg == "--trace-ranks") {
+      err = setNumber(options.traceRanks);
+      if (!err && options.traceRanks == 0)
+        return usageError("--trace-ranks must be at least 1");
+    } else if (arg == "--link-gbps" || arg == "--link-latency-us") {
+      Expected<std::string> v = value();
+      if (!v)
+        return v.takeError();
+      char *end = nullptr;
+      double number = std::strtod(v->c_str(), &end);
+      bool bandwidth = arg == "--link-gbps";
+      if (v->empty() || *end || !(bandwidth ? number > 0 : number >= 0) ||
+          !std::isfinite(number))
+        return usageError(arg + " '" + *v + "' is not a number " +
+                          (bandwidth ? "above 0" : ">= 0"));
+      (bandwidth ? options.linkGbps : options.linkLatencyUs) = number;
+    } else if (arg == "--collective-timeout") {
       Expected<std::string> v = value();
       if (!v)
         return v.takeError();
@@ -196,6 +250,9 @@ Expected<Options> parseArguments(int argc, char **argv) {
     return usageError("--predict needs --val-data and --val-labels");
   if (options.resume && options.checkpointDir.empty())
     return usageError("--resume needs --checkpoint-dir");
+  if (!options.trace.empty() && options.profile)
+    return usageError("--trace and --profile each count the launches: use "
+                      "one at a time");
   if (options.history.empty() && !options.checkpointDir.empty())
     options.history = (fs::path(options.checkpointDir) / "loss.csv").string();
   return options;
@@ -288,7 +345,28 @@ int run(Options options) {
   Expected<WorldInfo> world = detectWorld();
   if (!world)
     return fail(world.takeError());
-  if (world->size > 1) {
+  const bool emu = options.device == "emu";
+  if (options.collectiveEngine == "nccl" && emu)
+    return fail(Error::failure("--collective-engine nccl reduces GPU memory: "
+                               "--device emu uses the MPI engine"));
+  if (options.traceTimes.empty())
+    options.traceTimes = emu ? "modelled" : "measured";
+  if (!options.trace.empty() && options.traceTimes == "modelled" && !emu)
+    return fail(Error::failure("--trace-times modelled counts the launches "
+                               "on emu: use --device emu, or measured"));
+  // Explicit nccl also runs at world size 1 (the device check's run).
+  const bool collectives =
+      world->size > 1 || options.collectiveEngine == "nccl";
+  std::string engine = options.collectiveEngine;
+  if (engine == "auto")
+    engine = collectives && !emu && loadNcclLibrary() ? "nccl" : "mpi";
+  if (engine == "nccl")
+    if (Expected<int> loaded = loadNcclLibrary(); !loaded)
+      return fail(loaded.takeError());
+  if (collectives && world->size == 1) {
+    // One process: NCCL at world size 1 needs no MPI to share its id.
+    jobCommunicator = createLocalCommunicator();
+  } else if (collectives) {
     Expected<std::shared_ptr<Communicator>> comm =
         createMpiCommunicator({options.collectiveTimeout});
     if (!comm)
@@ -323,9 +401,40 @@ int run(Options options) {
         "{}: {} ranks, but the artifact has no gradient all-reduce: compile "
         "it with kilnc --train --data-parallel",
         options.model, ranks)));
+  if (uint32_t shards = artifact->shardOptimizer.shards;
+      shards != 0 && shards != uint32_t(ranks))
+    return fail(Error::failure(fmt::format(
+        "{}: compiled with --shard-optimizer={} for {} ranks, but the job has "
+        "{}: recompile with --shard-optimizer={}",
+        options.model, shards, shards, ranks, ranks)));
   if (!options.checkpointDir.empty() && leader)
     if (Error err = checkWritableDir(options.checkpointDir))
       return fail(err);
+  // --trace: the target's figures and the ring, checked before training.
+  std::optional<GpuTarget> traceTarget;
+  RingModel ring;
+  if (!options.trace.empty() && leader)
+    if (Error err = checkWritable(options.trace))
+      return fail(err);
+  if (!options.trace.empty() && options.traceTimes == "modelled") {
+    Expected<std::vector<GpuTarget>> table = loadTargetTable();
+    if (!table)
+      return fail(table.takeError());
+    Expected<GpuTarget> target = findTarget(*table, artifact->target);
+    if (!target)
+      return fail(target.takeError());
+    traceTarget = target.take();
+    ring.ranks = uint32_t(options.traceRanks ? options.traceRanks : ranks);
+    ring.bandwidthGBps =
+        options.linkGbps.value_or(traceTarget->collectiveBandwidthGBps);
+    ring.latencyMicros =
+        options.linkLatencyUs.value_or(traceTarget->collectiveLatencyUs);
+    if (ring.ranks > 1 && !(ring.bandwidthGBps > 0))
+      return fail(Error::failure(fmt::format(
+          "--trace: target {} has no collective_bandwidth_gbps in its "
+          "gpus.ini entry: give --link-gbps",
+          traceTarget->name)));
+  }
   std::string checkpointPath =
       options.checkpointDir.empty()
           ? ""
@@ -363,6 +472,18 @@ int run(Options options) {
   if (!device)
     return fail(device.takeError());
   std::shared_ptr<Device> sharedDevice(device.take());
+  if (jobCommunicator && engine == "nccl") {
+    // MPI bootstraps NCCL (the unique id) and stays for barrier and abort.
+    Expected<std::shared_ptr<Communicator>> nccl = createNcclCommunicator(
+        {options.collectiveTimeout}, jobCommunicator, sharedDevice);
+    if (!nccl)
+      return fail(nccl.error().withContext(
+          fmt::format("rank {} of {}: the NCCL engine", rank, ranks)));
+    jobCommunicator = nccl.take();
+  }
+  if (jobCommunicator && leader && !options.quiet)
+    fmt::print("data parallel: {} rank(s), collective engine {}\n", ranks,
+               jobCommunicator->engine());
   if (options.profile)
     if (Error err = sharedDevice->setProfiling({true, 0, 1}))
       return fail(err);
@@ -459,8 +580,36 @@ int run(Options options) {
               sig->labelsName, gatherSamples(train->labels, indices, *sig->labels)))
         return fail(err);
       auto stepStart = std::chrono::steady_clock::now();
-      if (Error err = session.step())
+      const bool tracing = traceTarget && stepsRun == 0;
+      const bool timing = !options.trace.empty() && !traceTarget &&
+                          stepsRun == 0;
+      if (tracing)
+        if (Error err = sharedDevice->setProfiling({true, 0, 1}))
+          return fail(err);
+      if (timing) {
+        Expected<StepTimeline> timeline = session.timedStep();
+        if (!timeline)
+          return fail(timeline.takeError());
+        if (leader)
+          if (Error err = writeTextFile(options.trace,
+                                        stepTimelineToJson(*timeline)))
+            return fail(err);
+      } else if (Error err = session.step())
         return fail(err);
+      if (tracing) {
+        std::vector<LaunchProfile> launches =
+            sharedDevice->takeLaunchProfiles();
+        if (Error err = sharedDevice->setProfiling(ProfilingOptions()))
+          return fail(err);
+        Expected<StepTimeline> timeline =
+            modelStepTimeline(*artifact, launches, *traceTarget, ring);
+        if (!timeline)
+          return fail(timeline.takeError().withContext("--trace"));
+        if (leader)
+          if (Error err = writeTextFile(options.trace,
+                                        stepTimelineToJson(*timeline)))
+            return fail(err);
+      }
       stepSeconds += std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - stepStart)
                          .count();
@@ -518,7 +667,8 @@ int run(Options options) {
     }
     if (!options.quiet)
       fmt::print("{}\n", line);
-    if (!checkpointPath.empty() && leader) {
+    // ZeRO: every rank gathers the optimizer state, rank 0 writes it.
+    if (!checkpointPath.empty() && (leader || session.shardsOptimizer())) {
       std::map<std::string, std::string> meta = {
           {std::string(kMetaEpochsDone), std::to_string(epoch + 1)},
           {std::string(kMetaSeed), std::to_string(options.seed)},
@@ -585,5 +735,9 @@ int main(int argc, char **argv) {
     }
     return fail(options.takeError());
   }
-  return run(*options);
+  int status = run(*options);
+  // The engine goes before static destruction: NCCL's communicator is
+  // destroyed while its device and MPI are still there.
+  jobCommunicator.reset();
+  return status;
 }

@@ -179,6 +179,18 @@ func.func @conv_transpose_stride(%x: tensor<1x4x3x3xf32>, %w: tensor<4x3x3x3xf32
 
 // -----
 
+// conv_transpose with stride 2 along a dim of size 1: the stride places
+// nothing there, so the insert_slice has stride 1 in it (a strided slice
+// of a one-element innermost dim became an invalid vector.store).
+// CHECK-LABEL: func.func @conv_transpose_stride_one_column
+// CHECK: tensor.insert_slice %arg0 into %{{.*}}[0, 0, 0, 0] [1, 4, 3, 1] [1, 1, 2, 1]
+func.func @conv_transpose_stride_one_column(%x: tensor<1x4x3x1xf32>, %w: tensor<4x3x1x1xf32>) -> tensor<1x3x5x1xf32> {
+  %0 = kiln.conv_transpose %x, %w {strides = array<i64: 2, 2>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, output_padding = array<i64: 0, 0>} : (tensor<1x4x3x1xf32>, tensor<4x3x1x1xf32>) -> tensor<1x3x5x1xf32>
+  return %0 : tensor<1x3x5x1xf32>
+}
+
+// -----
+
 // conv_transpose with unit stride is a tensor.pad; padding beyond the kernel
 // border becomes an offset in the window map instead of a crop.
 // CHECK-DAG: #[[IN:map[0-9]*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d2 - d4 + 2)>

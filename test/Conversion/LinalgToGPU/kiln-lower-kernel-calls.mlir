@@ -83,3 +83,16 @@ func.func @unbufferized(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = kiln.call_kernel @k::@k ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) grid [1, 1, 1] block [4, 1, 1] -> tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// Launch scaling: kiln-map-to-gpu's kiln.grid_scale on a call travels to
+// its launch, where the artifact builder records it (launch-scales).
+// CHECK-LABEL: func.func @grid_scale(
+// CHECK:           gpu.launch_func @scaled::@scaled
+// CHECK-SAME:      kiln.grid_scale = {denominator = 64 : i64, dim = 0 : i64, numerator = 16 : i64, symbol = "N"}
+gpu.binary @scaled [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
+func.func @grid_scale(%x: memref<256xf32>, %y: memref<256xf32>) {
+  kiln.call_kernel @scaled::@scaled ins(%x : memref<256xf32>) outs(%y : memref<256xf32>) grid [4, 1, 1] block [128, 1, 1] {kiln.grid_scale = {denominator = 64 : i64, dim = 0 : i64, numerator = 16 : i64, symbol = "N"}}
+  return
+}

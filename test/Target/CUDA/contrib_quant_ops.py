@@ -77,6 +77,15 @@ def cases(rng):
         domain=MS, alpha=0.1), {"x": u8((8, 40))},
         unary_inits[:2] + [scalar("ys2", 0.04, np.float32),
                            scalar("yz2", 30, np.uint8)], TensorProto.UINT8))
+    # A classifier's softmax as the quantizer writes it: the original
+    # Softmax's opset and axis as attributes, u8 probabilities (1/256).
+    for name, opset, axis in (("QLinearSoftmax", 13, -1),
+                              ("QLinearSoftmaxOpset11", 11, 1)):
+        out.append((name, helper.make_node(
+            "QLinearSoftmax", ["x", "xs", "xz", "ys3", "yz"], ["y"],
+            domain=MS, opset=opset, axis=axis), {"x": u8((8, 40))},
+            unary_inits[:2] + [scalar("ys3", 1 / 256.0, np.float32),
+                               scalar("yz", 0, np.uint8)], TensorProto.UINT8))
     out.append(("QLinearConcat", helper.make_node(
         "QLinearConcat", ["ys", "yz", "a", "as", "az", "b", "bs", "bz"],
         ["y"], domain=MS, axis=1), {"a": u8((2, 3, 5)), "b": u8((2, 4, 5))},

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Quantized matmuls routed to the int8 tensor-core kernel, end to end.
+"""Quantized matmuls and convolutions routed to the int8 tensor-core kernel.
 
 Usage: int8_routing.py WORKDIR [--kilnc K] [--kiln-run R] [--case NAME]
 
-Three seeded models, compiled by kilnc's default pipeline (where
+Seven seeded models, compiled by kilnc's default pipeline (where
 kiln-fuse-quantized puts each quantized matmul chain into a
-quantized_matmul region, and kiln-match-contractions gives it the mma_s8
-kernel), run on emu, and checked element by element:
+quantized_matmul region and, once kiln-assign-layout has made them NHWC,
+each convolution chain into a quantized_conv region, and
+kiln-match-contractions gives them the mma_s8 kernel), run on emu, and
+checked element by element:
 
   qop  an MLP (x [2,16,64] -> MatMul 64x128 -> Add -> Relu -> MatMul
        128x40) quantized by onnxruntime's quantize_static in QOperator
@@ -29,6 +31,24 @@ kernel), run on emu, and checked element by element:
   int  MatMulInteger with a constant u8 zero point for A and a per-column
        s8 zero point for B (the kernel's row sums), i32 output [24, 48],
        K = 96. Reference: the int64 sum in numpy, exact.
+  cnn-qop, cnn-qdq
+       a CNN (x [2,3,10,10] NCHW -> Conv 3->16 3x3 pad 1 + bias -> Relu ->
+       Conv 16->24 3x3 stride 2 + bias -> Conv 24->8 1x1, whose filter
+       transpose to NHWC is a reshape) quantized like qop and qdq; the
+       same bounds and references (onnxruntime's QLinearConv is MLAS's
+       integer convolution plus MlasRequantizeOutput, as the kernel;
+       reduce_range for the same VNNI reason). The image is NCHW, so the
+       compile also checks that the int8 model gets the NHWC layout.
+  gemm-qdq
+       a Gemm with transB = 1 and a bias (x [16,64], W [40,64]) quantized
+       like qdq: the [N][K] weight is read as it is, and the dequantized
+       bias added before the requantization becomes the kernel's int32
+       bias. Bound as qdq.
+  conv-int
+       ConvInteger (u8 x [1,20,9,9] with zero point 5, s8 filter [32,20,3,3]
+       with per-channel zero points, pad 1, stride 1), i32 output.
+       Reference: the int64 sum in numpy over (x - 5) zero-padded, exact
+       (the kernel reads the zero point in padding pixels).
 
 For each it also checks that `kilnc --stats` shows every matmul on mma_s8
 and no int8 fallback, and that the PTX holds mma.sync m16n8k32 on 8-bit
@@ -75,7 +95,7 @@ def make_mlp(workdir):
     return path
 
 
-def quantize(fp32, out, fmt, per_channel, reduce_range):
+def quantize(fp32, out, fmt, per_channel, reduce_range, shape=(2, 16, 64)):
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,
                                           QuantType, quantize_static)
 
@@ -83,7 +103,7 @@ def quantize(fp32, out, fmt, per_channel, reduce_range):
         def __init__(self):
             rng = np.random.default_rng(11)
             self.batches = iter(
-                [{"x": rng.standard_normal((2, 16, 64)).astype(np.float32)}
+                [{"x": rng.standard_normal(shape).astype(np.float32)}
                  for _ in range(4)])
 
         def get_next(self):
@@ -122,7 +142,7 @@ def compile_and_run(args, name, model, feeds):
         raise RuntimeError("kilnc failed: " + (
             compiled.stderr.strip().splitlines() or ["?"])[0])
     stats = compiled.stdout + compiled.stderr
-    kernels = len(re.findall(r"kiln_qgemm_\d+: mma_s8 ", stats))
+    kernels = len(re.findall(r"kiln_q(?:gemm|conv)_\d+: mma_s8 ", stats))
     if "int8 fallbacks:" in stats:
         raise RuntimeError("kilnc --stats lists int8 fallbacks")
     ptx = subprocess.run([args.kilnc, model, "--emit=ptx", "-o", "-"],
@@ -145,14 +165,90 @@ def compile_and_run(args, name, model, feeds):
     return out, kernels
 
 
+def make_cnn(workdir):
+    rng = np.random.default_rng(17)
+    w1 = (rng.standard_normal((16, 3, 3, 3)) * 0.3).astype(np.float32)
+    b1 = (rng.standard_normal(16) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((24, 16, 3, 3)) * 0.1).astype(np.float32)
+    b2 = (rng.standard_normal(24) * 0.1).astype(np.float32)
+    w3 = (rng.standard_normal((8, 24, 1, 1)) * 0.2).astype(np.float32)
+    path = os.path.join(workdir, "cnn.onnx")
+    save(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], pads=[1] * 4),
+         helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Conv", ["r", "w2", "b2"], ["h2"], strides=[2, 2]),
+         helper.make_node("Conv", ["h2", "w3"], ["y"])],
+        "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 10, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 4, 4])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+         numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(b2, "b2"),
+         numpy_helper.from_array(w3, "w3")]),
+        path)
+    return path
+
+
+def make_gemm(workdir):
+    rng = np.random.default_rng(37)
+    w = (rng.standard_normal((40, 64)) * 0.1).astype(np.float32)
+    b = (rng.standard_normal(40) * 0.1).astype(np.float32)
+    path = os.path.join(workdir, "gemm.onnx")
+    save(helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], "gemm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 40])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]),
+        path)
+    return path
+
+
+def make_conv_integer(workdir):
+    rng = np.random.default_rng(29)
+    w = rng.integers(-128, 128, (32, 20, 3, 3)).astype(np.int8)
+    zw = rng.integers(-3, 4, 32).astype(np.int8)
+    path = os.path.join(workdir, "conv-int.onnx")
+    save(helper.make_graph(
+        [helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"],
+                          pads=[1] * 4)],
+        "conv_integer",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 20, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 32, 9, 9])],
+        [numpy_helper.from_array(w, "w"),
+         numpy_helper.from_array(np.array(5, np.uint8), "zx"),
+         numpy_helper.from_array(zw, "zw")]), path)
+    return path, w, zw
+
+
+def conv_int64(x, w, pad):
+    """Stride-1 convolution of int64 NCHW x with int64 OIHW w, zero
+    padded: the reference, by the definition (one shifted product per tap)."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad), np.int64)
+    xp[:, :, pad:pad + h, pad:pad + wd] = x
+    p, q = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    y = np.zeros((n, o, p, q), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            y += np.einsum("nchw,oc->nohw", xp[:, :, i:i + p, j:j + q],
+                           w[:, :, i, j])
+    return y
+
+
 def check_mlp(args, fmt):
+    conv = fmt.startswith("cnn-")
+    gemm = fmt.startswith("gemm-")
+    kind = fmt.split("-")[-1]
+    base = "cnn" if conv else "gemm" if gemm else "mlp"
     name = fmt
-    fp32 = make_mlp(args.workdir)
-    model = os.path.join(args.workdir, f"mlp.{fmt}.onnx")
-    quantize(fp32, model, "QOperator" if fmt == "qop" else "QDQ",
-             per_channel=fmt == "qdq", reduce_range=fmt == "qop")
-    x = np.random.default_rng(23).standard_normal((2, 16, 64)).astype(
-        np.float32)
+    shape = (2, 3, 10, 10) if conv else (16, 64) if gemm else (2, 16, 64)
+    fp32 = {"cnn": make_cnn, "gemm": make_gemm, "mlp": make_mlp}[base](
+        args.workdir)
+    model = os.path.join(args.workdir, f"{base}.{kind}.onnx")
+    quantize(fp32, model, "QOperator" if kind == "qop" else "QDQ",
+             per_channel=kind == "qdq", reduce_range=kind == "qop",
+             shape=shape)
+    x = np.random.default_rng(23).standard_normal(shape).astype(np.float32)
     out, kernels = compile_and_run(args, name, model, {"x": x})
     got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
     want = numerics.ort_session(model).run(["y"], {"x": x})[0].astype(
@@ -167,16 +263,30 @@ def check_mlp(args, fmt):
     step = float(init[dq.input[1]])
     diff = np.abs(got - want)
     differing = int(np.count_nonzero(diff))
-    if fmt == "qop":
+    if kind == "qop":
         ok = differing == 0
         bound = "bit-exact"
     else:
         ok = bool(np.all(diff <= step * (1 + 1e-6)))
         bound = f"<= 1 step ({step:.3g})"
-    ok = ok and kernels == 2
+    ok = ok and kernels == (3 if conv else 1 if gemm else 2)
     print(f"{name}: {kernels} mma_s8 kernels, {differing} of {got.size} "
           f"elements differ from onnxruntime, max {diff.max() / step:.2f} "
           f"steps, bound {bound} {'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def exact_against(name, out, kernels, want):
+    """The i32 output in `out` equals the int64 reference `want` exactly,
+    on one mma_s8 kernel; one line, as the other cases print."""
+    got = np.load(os.path.join(out, "y.npy")).astype(np.int64)
+    if os.environ.get("KILN_TEST_CORRUPT"):
+        got.reshape(-1)[got.size // 2] += 1
+    differing = int(np.count_nonzero(got != want))
+    ok = differing == 0 and kernels == 1
+    print(f"{name}: {kernels} mma_s8 kernel, {differing} of {got.size} "
+          f"elements differ from the int64 reference, bound exact "
+          f"{'ok' if ok else 'FAIL'}")
     return ok
 
 
@@ -184,17 +294,23 @@ def check_integer(args):
     model, w, zb = make_matmul_integer(args.workdir)
     x = np.random.default_rng(9).integers(0, 256, (24, 96)).astype(np.uint8)
     out, kernels = compile_and_run(args, "int", model, {"x": x})
-    got = np.load(os.path.join(out, "y.npy")).astype(np.int64)
     want = (x.astype(np.int64) - 7) @ (w.astype(np.int64) -
                                        zb.astype(np.int64))
-    if os.environ.get("KILN_TEST_CORRUPT"):
-        got.reshape(-1)[got.size // 2] += 1
-    differing = int(np.count_nonzero(got != want))
-    ok = differing == 0 and kernels == 1
-    print(f"int: {kernels} mma_s8 kernel, {differing} of {got.size} "
-          f"elements differ from the int64 reference, bound exact "
-          f"{'ok' if ok else 'FAIL'}")
-    return ok
+    return exact_against("int", out, kernels, want)
+
+
+def check_conv_integer(args):
+    model, w, zw = make_conv_integer(args.workdir)
+    x = np.random.default_rng(31).integers(0, 256, (1, 20, 9, 9)).astype(
+        np.uint8)
+    out, kernels = compile_and_run(args, "conv-int", model, {"x": x})
+    want = conv_int64(x.astype(np.int64) - 5,
+                      w.astype(np.int64) - zw.astype(np.int64)[:, None, None,
+                                                               None], 1)
+    return exact_against("conv-int", out, kernels, want)
+
+
+CASES = ["qop", "qdq", "int", "gemm-qdq", "cnn-qop", "cnn-qdq", "conv-int"]
 
 
 def main():
@@ -202,13 +318,15 @@ def main():
     ap.add_argument("workdir")
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
-    ap.add_argument("--case", choices=["qop", "qdq", "int"], action="append")
+    ap.add_argument("--case", choices=CASES, action="append")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     failures = 0
-    for case in args.case or ["qop", "qdq", "int"]:
+    for case in args.case or CASES:
         try:
-            ok = check_integer(args) if case == "int" else check_mlp(args, case)
+            ok = (check_integer(args) if case == "int" else
+                  check_conv_integer(args) if case == "conv-int" else
+                  check_mlp(args, case))
         except RuntimeError as e:
             print(f"{case}: {e} FAIL")
             ok = False

@@ -24,6 +24,14 @@ Models:
            x [N, 3, 8, 8] -> y [N, 10]
   encoder  test/Frontend/ONNX/models/make_encoder.py --dynamic-batch:
            input_ids [batch, 16] -> hidden_states [batch, 16, 64]
+and, with --only (launch-scaling.test), at N = 1, 7 and 64 of 1..64:
+  cnn64    the cnn
+  wide64   two 3x3 convolutions (3 -> 16 -> 32 channels), then the cnn's tail
+  seq64    MatMul+Add+Relu, MatMul on x [N, 16, 32] -> y [N, 16, 8] (the GEMM
+           template with M = N*16 rows)
+  splitk16 MatMul x [N, 16, 512] @ w [512, 256], N in 1..16 at 1, 7, 16: the
+           SIMT GEMM template with split-K 8 and its per-tile semaphores
+  pair64   y = relu(x + z) [N, 4] and t = transpose(x + z) [4, N]
 Prints one line per (model, size) and a final count; exits 1 on a failure.
 """
 import argparse
@@ -91,6 +99,85 @@ def make_cnn(path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits), path)
 
 
+def make_wide_cnn(path):
+    # Convolutions wide enough for the implicit-GEMM template (M = N*8*8
+    # pixel rows tiled along grid.x), then the cnn's tail.
+    rng = np.random.default_rng(3)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (16, 3, 3, 3)).astype(np.float32), "c1w"),
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (16,)).astype(np.float32), "c1b"),
+        numpy_helper.from_array(rng.uniform(-0.1, 0.1, (32, 16, 3, 3)).astype(np.float32), "c2w"),
+        numpy_helper.from_array(rng.uniform(-0.1, 0.1, (32,)).astype(np.float32), "c2b"),
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (10, 32)).astype(np.float32), "fw"),
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (10,)).astype(np.float32), "fb"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "c1w", "c1b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "c2w", "c2b"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("MaxPool", ["r2"], ["p"], name="pool", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1),
+    ]
+    save(helper.make_graph(
+        nodes, "wide_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits), path)
+
+
+def make_seq_mlp(path):
+    # MatMuls on [N, 16, 32]: the GEMM template's M = N*16 rows, 64 a
+    # block along grid.x, so N = 7 needs 2 of 16 blocks.
+    rng = np.random.default_rng(4)
+    inits = [
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (32, 48)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (48,)).astype(np.float32), "b1"),
+        numpy_helper.from_array(rng.uniform(-0.3, 0.3, (48, 8)).astype(np.float32), "w2"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+        helper.make_node("Add", ["h0", "b1"], ["h1"], name="fc1_bias"),
+        helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+        helper.make_node("MatMul", ["h2", "w2"], ["y"], name="fc2"),
+    ]
+    save(helper.make_graph(
+        nodes, "seq_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16, 8])], inits), path)
+
+
+def make_split_k(path):
+    # One MatMul x [N, 16, 512] @ w [512, 256]: the SIMT GEMM template with
+    # split-K 8 (its per-tile semaphores), M = N*16 rows along grid.x.
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(
+        rng.uniform(-0.1, 0.1, (512, 256)).astype(np.float32), "w")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+    save(helper.make_graph(
+        nodes, "split_k",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, 512])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16, 256])], inits), path)
+
+
+def make_pair(path):
+    # test/tools/kiln-run/run-time-sizes.test's pair: y = relu(x + z) and
+    # its transpose t [4, N], whose kernel has N on its inner loop.
+    nodes = [
+        helper.make_node("Add", ["x", "z"], ["s"], name="add"),
+        helper.make_node("Relu", ["s"], ["y"], name="relu"),
+        helper.make_node("Transpose", ["s"], ["t"], name="transpose", perm=[1, 0]),
+    ]
+    save(helper.make_graph(
+        nodes, "pair",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [4, "N"])], []), path)
+
+
 def make_encoder(path):
     subprocess.run([sys.executable, ENCODER, path, "--dynamic-batch", "--hidden", "64",
                     "--heads", "2", "--ffn", "128", "--seq", "16", "--vocab", "50"],
@@ -105,7 +192,20 @@ MODELS = {
             lambda rng, n: {"x": rng.uniform(-1, 1, (n, 3, 8, 8)).astype(np.float32)}),
     "encoder": (make_encoder, "batch=1..4", [1, 3, 4],
                 lambda rng, n: {"input_ids": rng.integers(0, 50, (n, 16)).astype(np.int64)}),
+    # Launch scaling (launch-scaling.test): run only with --only.
+    "cnn64": (make_cnn, "N=1..64", [1, 7, 64],
+              lambda rng, n: {"x": rng.uniform(-1, 1, (n, 3, 8, 8)).astype(np.float32)}),
+    "wide64": (make_wide_cnn, "N=1..64", [1, 7, 64],
+               lambda rng, n: {"x": rng.uniform(-1, 1, (n, 3, 8, 8)).astype(np.float32)}),
+    "seq64": (make_seq_mlp, "N=1..64", [1, 7, 64],
+              lambda rng, n: {"x": rng.uniform(-1, 1, (n, 16, 32)).astype(np.float32)}),
+    "splitk16": (make_split_k, "N=1..16", [1, 7, 16],
+                 lambda rng, n: {"x": rng.uniform(-1, 1, (n, 16, 512)).astype(np.float32)}),
+    "pair64": (make_pair, "N=1..64", [1, 7, 64],
+               lambda rng, n: {"x": rng.uniform(-1, 1, (n, 4)).astype(np.float32),
+                               "z": rng.uniform(-1, 1, (n, 4)).astype(np.float32)}),
 }
+OPT_IN = {"cnn64", "wide64", "seq64", "splitk16", "pair64"}
 
 
 def ort_outputs(model, feeds):
@@ -127,7 +227,7 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     runs = failures = 0
     for name, (build, dim, sizes, inputs) in MODELS.items():
-        if args.only and name not in args.only:
+        if (args.only and name not in args.only) or (not args.only and name in OPT_IN):
             continue
         model = os.path.join(args.workdir, name + ".onnx")
         artifact = os.path.join(args.workdir, name + ".kiln")

@@ -462,18 +462,27 @@ public:
   }
   Expected<GraphHandle> endCapture(StreamHandle) override {
     capturing = false;
-    return GraphHandle{1};
+    graphsCaptured.push_back(std::move(captured));
+    captured.clear();
+    return GraphHandle{graphsCaptured.size()};
   }
-  Error launchGraph(GraphHandle, StreamHandle) override {
+  Error launchGraph(GraphHandle graph, StreamHandle) override {
     ++graphLaunches;
-    for (auto &[name, params, config] : captured) {
+    for (auto &[name, params, config] : graphsCaptured.at(graph.id - 1)) {
       launched.push_back(name);
       if (kernels.count(name))
         kernels[name](params, config);
     }
     return Error::success();
   }
-  Error destroyGraph(GraphHandle) override { return Error::success(); }
+  Error destroyGraph(GraphHandle) override {
+    ++graphsDestroyed;
+    return Error::success();
+  }
+  /// Graphs captured so far (each one's launches) and destroyed.
+  std::vector<std::vector<std::tuple<std::string, PackedParams, LaunchConfig>>>
+      graphsCaptured;
+  int graphsDestroyed = 0;
 
 private:
   DeviceInfo deviceInfo;

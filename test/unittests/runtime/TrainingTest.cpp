@@ -600,7 +600,8 @@ TEST(CollectiveFormatTest, PowerSgdSectionRoundTrips) {
   ASSERT_TRUE(artifact) << errorOf(artifact);
   Expected<std::vector<uint8_t>> image = serializeArtifact(*artifact);
   ASSERT_TRUE(image) << errorOf(image);
-  EXPECT_EQ(format::loadU32(image->data() + format::kMinorOffset), 7u);
+  EXPECT_EQ(format::loadU32(image->data() + format::kMinorOffset),
+            kArtifactFormatMinor);
   Expected<Artifact> read =
       parseArtifact(Blob::copyOf(image->data(), image->size()), "t.kiln");
   ASSERT_TRUE(read) << errorOf(read);
@@ -646,6 +647,106 @@ TEST(CollectiveFormatTest, ChecksumCoversThePowerSgdSection) {
   EXPECT_THAT(errorOf(parseArtifact(Blob::copyOf(image.data(), image.size()),
                                     "t.kiln")),
               StartsWith("t.kiln: section 'powersgd': checksum mismatch"));
+}
+
+//===----------------------------------------------------------------------===//
+// Format 1.8: ZeRO stage 1 (kilnc --shard-optimizer=N).
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A 2-rank ZeRO artifact of 3 weights: S = 2, `grad` padded to 4, a
+/// reduce-scatter-mean after train_step and an all-gather after
+/// train_update, opt.m sharded.
+Expected<Artifact> makeShardArtifact() {
+  std::vector<EntryPointArtifact> parts;
+  parts.push_back(
+      {"train_step", makePart("zstep", {{"x", {3}}, {"kiln.state.params", {3}}},
+                              {{"loss", {}}, {"kiln.state.grad.next", {4}}})});
+  parts.push_back(
+      {"train_update", makePart("zupdate",
+                                {{"kiln.state.params.shard", {2}},
+                                 {"kiln.state.opt.m", {2}},
+                                 {"kiln.state.grad.shard", {2}}},
+                                {{"kiln.state.params.shard.next", {2}},
+                                 {"kiln.state.opt.m.next", {2}}})});
+  parts.push_back(
+      {"eval", makePart("eval_add", {{"x", {3}}, {"kiln.state.params", {3}}},
+                        {{"y", {3}}})});
+  std::vector<StateSpec> states = {
+      {"params", floats({1, 2, 3}), {{"w", 0, {3}}}},
+      {"grad", {}, {}},
+      {"params.shard", {}, {}},
+      {"opt.m", {}, {}},
+      {"grad.shard", {}, {}}};
+  Expected<Artifact> artifact = combineEntryPoints(std::move(parts), states);
+  if (!artifact)
+    return artifact;
+  auto index = [&](std::string_view name) {
+    return uint32_t(artifact->findState(name) - artifact->state.data());
+  };
+  artifact->collectives.push_back(
+      {CollectiveKind::ReduceScatterMean, index("grad"), 0, 2, 0});
+  artifact->collectives.push_back(
+      {CollectiveKind::AllGather, index("params"), 0, 2, 1});
+  artifact->shardOptimizer.shards = 2;
+  artifact->shardOptimizer.gradShard = index("grad.shard");
+  artifact->shardOptimizer.paramsShard = index("params.shard");
+  artifact->shardOptimizer.sharded = {index("opt.m")};
+  return artifact;
+}
+} // namespace
+
+TEST(ShardOptimizerFormatTest, SectionRoundTrips) {
+  Expected<Artifact> artifact = makeShardArtifact();
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  ASSERT_FALSE(verifyArtifact(*artifact)) << errorOf(verifyArtifact(*artifact));
+  Expected<std::vector<uint8_t>> image = serializeArtifact(*artifact);
+  ASSERT_TRUE(image) << errorOf(image);
+  // The writer writes the current format (the section came in 1.8).
+  EXPECT_EQ(format::loadU32(image->data() + format::kMinorOffset),
+            kArtifactFormatMinor);
+  EXPECT_GE(kArtifactFormatMinor, 8u);
+  Expected<Artifact> read =
+      parseArtifact(Blob::copyOf(image->data(), image->size()), "t.kiln");
+  ASSERT_TRUE(read) << errorOf(read);
+  ASSERT_EQ(read->collectives.size(), 2u);
+  EXPECT_EQ(collectiveKindName(read->collectives[0].kind),
+            "reduce-scatter-mean");
+  EXPECT_EQ(collectiveKindName(read->collectives[1].kind), "all-gather");
+  EXPECT_EQ(read->shardOptimizer.shards, 2u);
+  EXPECT_EQ(read->state[read->shardOptimizer.gradShard].name, "grad.shard");
+  EXPECT_EQ(read->state[read->shardOptimizer.paramsShard].name, "params.shard");
+  EXPECT_EQ(read->shardOptimizer.squaredNorm, ShardOptimizerConfig::kNone);
+  ASSERT_EQ(read->shardOptimizer.sharded.size(), 1u);
+  EXPECT_EQ(read->state[read->shardOptimizer.sharded[0]].name, "opt.m");
+}
+
+TEST(ShardOptimizerFormatTest, VerifierRejectsBadShards) {
+  Expected<Artifact> artifact = makeShardArtifact();
+  ASSERT_TRUE(artifact) << errorOf(artifact);
+  Artifact broken = *artifact;
+  broken.shardOptimizer = {};
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("a reduce-scatter-mean or all-gather step but no "
+                        "'shard-optimizer' section"));
+  broken = *artifact;
+  broken.shardOptimizer.shards = 3; // grad has 4 elements, not 3 x 2
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("step 0 (reduce-scatter-mean): state 'grad' has 4 "
+                        "elements, not 3 shards of 2"));
+  broken = *artifact;
+  broken.collectives[1].elementOffset = 1; // [1, 3) leaves the shard
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("step 1 (all-gather): elements [1, 3) lie outside "
+                        "the shard (2 elements)"));
+  broken = *artifact;
+  broken.shardOptimizer.sharded = {broken.shardOptimizer.paramsShard};
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("is listed as optimizer state"));
+  broken = *artifact;
+  broken.collectives[0].kind = CollectiveKind::AllReduceMean;
+  EXPECT_THAT(errorOf(verifyArtifact(broken)),
+              HasSubstr("step 0 is all-reduce-mean, which does not combine"));
 }
 
 TEST(CollectiveFormatTest, VerifierRejectsBadPowerSgd) {
@@ -696,6 +797,10 @@ public:
   int size() const override { return 1; }
   std::string_view engine() const override { return "lone"; }
   Error allReduceMean(float *, uint64_t, std::string_view) override {
+    return Error::success();
+  }
+  Error reduceScatterMean(const float *, float *, uint64_t,
+                          std::string_view) override {
     return Error::success();
   }
   Error allGather(const void *, uint64_t, void *, std::string_view) override {
@@ -819,6 +924,10 @@ public:
   int size() const override { return 2; }
   std::string_view engine() const override { return "test"; }
   Error allReduceMean(float *, uint64_t, std::string_view) override {
+    return Error::failure("not used");
+  }
+  Error reduceScatterMean(const float *, float *, uint64_t,
+                          std::string_view) override {
     return Error::failure("not used");
   }
   Error allGather(const void *send, uint64_t bytes, void *receive,

@@ -15,6 +15,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 
 #include <functional>
@@ -25,6 +26,9 @@ namespace mlir {
 class DialectRegistry;
 class MLIRContext;
 } // namespace mlir
+namespace kiln::runtime {
+struct HostProgram;
+} // namespace kiln::runtime
 
 namespace kiln::onnx_frontend {
 
@@ -47,6 +51,15 @@ struct ImportOptions {
   /// each range's maximum, and records the ranges (`kiln.dim_ranges` on the
   /// module, `kiln.symbolic_dims` on each argument).
   llvm::StringMap<DimRange> dimRanges;
+  /// kilnc --sequence NAME=N: the length of a sequence graph input (or of
+  /// the sequence inside an optional one). ONNX types carry no length, so
+  /// every sequence input needs one; it becomes N tensor inputs named
+  /// NAME[0] ... NAME[N-1], whose shapes come from the sequence's element
+  /// type, `--shape NAME=...` (every element) or `--shape NAME[i]=...`.
+  llvm::StringMap<int64_t> sequenceLengths;
+  /// kilnc --absent NAME: optional graph inputs compiled absent (no tensor);
+  /// the others are compiled present.
+  llvm::StringSet<> absentInputs;
   /// Initializers with at most this many elements become inline
   /// `kiln.constant`s (so shape arithmetic folds); larger ones become globals.
   int64_t inlineConstantLimit = 64;
@@ -65,7 +78,24 @@ struct ImportOptions {
   /// the tensor): a declared output shape that differs from the inferred
   /// one. Dropped when unset.
   std::function<void(const std::string &message)> warning;
+  /// When set, nodes on STRING tensors are moved out of the graph into
+  /// this host program (kiln/runtime/HostSteps.h) before import; when null,
+  /// a STRING tensor is an error, as for any unsupported type.
+  runtime::HostProgram *hostProgram = nullptr;
 };
+
+/// The module attribute that records how sequence and optional graph inputs
+/// and outputs became tensors: {inputs = [...], outputs = [...]}, each entry
+/// {name, kind = "sequence" | "optional" | "optional-sequence", present,
+/// elements = [tensor names]} (CompositeSignature.cpp). The compiler turns
+/// it into the artifact's signature groups. A plain string, not a dialect
+/// attribute helper: only the importer writes it and only compileModel
+/// reads it, before any pass runs.
+inline constexpr llvm::StringLiteral kSignatureGroupsAttrName =
+    "kiln.signature_groups";
+
+/// The name of tensor `index` of sequence `name` in the flat signature.
+std::string sequenceElementName(llvm::StringRef name, size_t index);
 
 /// Registers the dialects the importer produces.
 void registerImportDialects(mlir::DialectRegistry &registry);
@@ -75,6 +105,19 @@ void registerImportDialects(mlir::DialectRegistry &registry);
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importModelFile(llvm::StringRef path, mlir::MLIRContext &context,
                 const ImportOptions &options);
+
+/// Imports the model held in `bytes` (the fuzz target's entry point, and
+/// anything that has the model in memory): as importModelFile, with `path`
+/// naming the model in errors and locating its external-data files (their
+/// directory is path's).
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importModelBuffer(llvm::StringRef bytes, llvm::StringRef path,
+                  mlir::MLIRContext &context, const ImportOptions &options);
+
+/// `text` with each control character (newline, tab, DEL, ...) written as
+/// \xNN: names in a model are bytes from the file, and an error or warning
+/// quoting one must stay one line.
+std::string escapeControlCharacters(llvm::StringRef text);
 
 /// One row of the supported-op table: an ONNX op type, the opset version its
 /// handler starts at, the op family, and what the handler does not support.

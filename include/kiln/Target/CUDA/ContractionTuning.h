@@ -160,6 +160,9 @@ private:
   WarningHandler warn;
   bool cacheLoaded = false, cacheChanged = false;
   TuneCache cache;
+  /// The entries this compile tuned or imported: what finish() merges into
+  /// the cache file as it is then (another kilnc may have saved it since).
+  std::vector<CacheEntry> added;
   /// The tuning device (after the probe).
   bool probed = false;
   std::string deviceName;

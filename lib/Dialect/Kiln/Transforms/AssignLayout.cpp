@@ -11,7 +11,8 @@
 //      meet an inverse transpose and cancel (LayoutPropagation.cpp);
 //   3. pad channels: a channels-last convolution whose input channel count
 //      is not a multiple of `channel-multiple` reads its input and filter
-//      padded with zero channels;
+//      padded with zero channels (not a quantized chain with `int8-convs`:
+//      the int8 kernel pads its filter itself);
 //   4. fold weights: transposes and pads of compile-time values (constants,
 //      immutable globals) become new globals holding the moved data.
 //
@@ -24,6 +25,7 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
+#include "kiln/Dialect/Kiln/Transforms/QuantizedChains.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
@@ -121,13 +123,24 @@ Value padLastDim(OpBuilder &b, Location loc, Value value, int64_t extra) {
                        b.getDenseI64ArrayAttr(high), b.getF64FloatAttr(0.0));
 }
 
+/// Whether `conv` is a quantized chain's the int8 kernel takes
+/// (QuantizedChains.h): its operands must stay the chain's.
+bool isInt8Conv(ConvOp conv) {
+  std::string why;
+  return matchQuantizedChain(conv, why).has_value();
+}
+
 /// Zero channels add nothing to a convolution's sums, so padding the input
-/// and the filter alike leaves the result as it was.
-void padInputChannels(func::FuncOp func, int64_t multiple) {
+/// and the filter alike leaves the result as it was. The convolutions in
+/// `unpadded` (quantized chains, with `int8-convs`, recognised before the
+/// layout change) are left as they are: the int8 kernel pads the filter to
+/// its own 16-channel chunk, and a pad would hide the chain.
+void padInputChannels(func::FuncOp func, int64_t multiple,
+                      const llvm::DenseSet<Operation *> &unpadded) {
   for (auto conv :
        llvm::make_early_inc_range(func.getBody().getOps<ConvOp>())) {
     if (conv.getDataFormat() != DataFormat::ChannelsLast ||
-        conv.getGroups() != 1)
+        conv.getGroups() != 1 || unpadded.contains(conv))
       continue;
     RankedTensorType inputType = conv.getInput().getType();
     int64_t channels = inputType.getDimSize(inputType.getRank() - 1);
@@ -479,6 +492,20 @@ private:
 struct AssignLayoutPass : kiln::impl::AssignLayoutPassBase<AssignLayoutPass> {
   using Base::Base;
 
+  /// Whether a function holds a convolution the int8 kernel takes: an
+  /// int8 model is a tensor-core model whatever its float precision.
+  static bool hasInt8Conv(ModuleOp module) {
+    bool found = false;
+    module.walk([&](ConvOp conv) {
+      if (!conv->getParentOfType<FusionOp>() && isInt8Conv(conv)) {
+        found = true;
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    return found;
+  }
+
   /// Rounds of propagation before the pass gives up (a few are needed).
   static constexpr int kMaxRounds = 32;
 
@@ -498,7 +525,8 @@ struct AssignLayoutPass : kiln::impl::AssignLayoutPassBase<AssignLayoutPass> {
         llvm::StringSwitch<std::optional<DataFormat>>(layout)
             .Case("nchw", DataFormat::ChannelsFirst)
             .Case("nhwc", DataFormat::ChannelsLast)
-            .Case("auto", *tensorCores && tensorCoreConvs
+            .Case("auto", (*tensorCores && tensorCoreConvs) ||
+                                  (int8Convs && hasInt8Conv(module))
                               ? DataFormat::ChannelsLast
                               : DataFormat::ChannelsFirst)
             .Default(std::nullopt);
@@ -529,6 +557,12 @@ struct AssignLayoutPass : kiln::impl::AssignLayoutPassBase<AssignLayoutPass> {
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
+      // Converted in place: the same ops after the layout change.
+      llvm::DenseSet<Operation *> int8ConvOps;
+      if (int8Convs)
+        for (auto conv : func.getBody().getOps<ConvOp>())
+          if (isInt8Conv(conv))
+            int8ConvOps.insert(conv);
       convertLayoutSensitiveOps(func, *target);
       // One driver run visits the top-level ops once each; rounds repeat
       // until nothing changes (a hoisted transpose is a new top-level op).
@@ -545,7 +579,7 @@ struct AssignLayoutPass : kiln::impl::AssignLayoutPassBase<AssignLayoutPass> {
         }
       }
       if (*target == DataFormat::ChannelsLast && channelMultiple > 1)
-        padInputChannels(func, channelMultiple);
+        padInputChannels(func, channelMultiple, int8ConvOps);
     }
     WeightFolder(module).run();
   }

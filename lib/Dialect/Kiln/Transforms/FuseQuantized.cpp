@@ -4,17 +4,20 @@
 // for QLinearMatMul, MatMulInteger, QLinearConv, ConvInteger and QDQ
 // (DequantizeLinear -> MatMul/Conv -> QuantizeLinear) around each kiln.matmul
 // and kiln.conv with a constant weight (QuantizedChains.h), and
-//   - puts each matmul chain into a `kiln.fusion` region of kind
-//     `quantized_matmul` (option `regions`), which kiln-select-contraction-
-//     kernels gives an `mma_s8` config and kiln-match-contractions makes the
-//     int8 tensor-core kernel; the region's ops are the chain itself, so a
-//     region no kernel takes still computes the exact fallback;
+//   - puts each chain into a `kiln.fusion` region of kind `quantized_matmul`
+//     or, for a channels-last convolution, `quantized_conv` (option
+//     `regions`), which kiln-select-contraction-kernels gives an `mma_s8`
+//     config and kiln-match-contractions makes the int8 tensor-core kernel
+//     (an implicit GEMM for convolutions); the region's ops are the chain
+//     itself, so a region no kernel takes still computes the exact fallback;
 //   - records, on the function, one line per chain that stays on the exact
 //     fallback and why (`kiln.quantized_report`, kilnc --stats);
 //   - with `report`, emits one remark per chain: the kernel's parameters,
 //     or why it falls back.
-// Convolution chains are recognised and reported; their int8 regions are
-// the next step (docs/architecture.md, "Quantized models").
+// Options `matmuls` and `convolutions` restrict it to one kind of chain:
+// kilnc takes matmuls before sibling fusion and convolutions once
+// kiln-assign-layout has made them NHWC (docs/architecture.md, "Quantized
+// models").
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,14 +55,14 @@ std::string nodeName(Operation *op) {
 /// Replaces the chain by one region computing its result from its 8-bit
 /// operands; its constants are computed in the region too, so that kiln-fuse
 /// cannot move their reshapes and casts into regions of their own.
-void formRegion(const QuantizedChain &chain) {
+void formRegion(const QuantizedChain &chain, StringRef kind) {
   SmallVector<Operation *> ops = chainOps(chain);
   Operation *last = chain.result.getDefiningOp();
   OpBuilder b(last->getContext());
   b.setInsertionPointAfter(last);
   auto fusion = FusionOp::create(b, chain.contraction->getLoc(),
                                  TypeRange{chain.result.getType()},
-                                 b.getStringAttr(kQuantizedMatmulKind));
+                                 b.getStringAttr(kind));
   b.createBlock(&fusion.getBody());
   IRMapping mapping;
   for (Operation *op : ops)
@@ -84,15 +87,24 @@ struct FuseQuantizedPass
     func::FuncOp func = getOperation();
     SmallVector<Operation *> contractions;
     func.walk([&](Operation *op) {
-      if (isa<MatmulOp, ConvOp>(op) && !op->getParentOfType<FusionOp>())
+      if (op->getParentOfType<FusionOp>())
+        return;
+      if ((matmuls && isa<MatmulOp>(op)) || (convolutions && isa<ConvOp>(op)))
         contractions.push_back(op);
     });
+    // An earlier run's lines stay first.
     SmallVector<Attribute> lines;
+    StringRef reportName = KilnDialect::QuantizedReportAttrHelper::getNameStr();
+    if (auto earlier = func->getAttrOfType<ArrayAttr>(reportName))
+      llvm::append_range(lines, earlier.getValue());
+    size_t earlierLines = lines.size();
     Builder b(func.getContext());
     for (Operation *op : contractions) {
       std::string why;
       std::optional<QuantizedChain> chain = matchQuantizedChain(op, why);
-      if (!chain) {
+      if (chain && chain->conv)
+        why = convolutionFallback(cast<ConvOp>(op));
+      if (!chain || !why.empty()) {
         if (why.empty())
           continue; // Not a quantized chain.
         if (report)
@@ -103,19 +115,26 @@ struct FuseQuantizedPass
       }
       if (report)
         op->emitRemark() << "int8 kernel " << describeChain(*chain);
-      if (chain->conv) {
-        lines.push_back(b.getStringAttr(
-            nodeName(op) + ": exact fallback (no int8 kernel): " +
-            chain->form + " is recognised, but convolutions do not run on "
-                          "the int8 kernel yet"));
-        continue;
-      }
       if (regions)
-        formRegion(*chain);
+        formRegion(*chain,
+                   chain->conv ? kQuantizedConvKind : kQuantizedMatmulKind);
     }
-    if (!lines.empty())
-      func->setAttr(KilnDialect::QuantizedReportAttrHelper::getNameStr(),
-                    b.getArrayAttr(lines));
+    if (lines.size() != earlierLines)
+      func->setAttr(reportName, b.getArrayAttr(lines));
+  }
+
+  /// Why a matched convolution chain cannot take the int8 kernel, or empty.
+  static std::string convolutionFallback(ConvOp conv) {
+    auto filter = cast<RankedTensorType>(conv.getFilter().getType());
+    if (filter.getRank() != 4)
+      return "a 1-D or 3-D convolution (the int8 kernel takes 2-D ones)";
+    if (conv.getDataFormat() != DataFormat::ChannelsLast)
+      return "a channels-first convolution (the int8 kernel reads NHWC "
+             "images: compile with --layout=nhwc or auto)";
+    if (conv.getGroups() > 1 && filter.getShape().back() == 1)
+      return "a depthwise convolution (one channel per group: the int8 "
+             "kernel's 16-channel chunks would be 15/16 zeros)";
+    return "";
   }
 };
 

@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -214,6 +215,13 @@ LogicalResult OptimizerPass::checkOptions(Operation *at) {
                            << static_cast<int64_t>(totalSteps) << ", warmup-steps="
                            << static_cast<int64_t>(warmupSteps)
                            << ")";
+  if (shardOptimizer < 0)
+    return at->emitError() << "kiln-optimizer: shard-optimizer must not be "
+                              "negative (shard-optimizer="
+                           << static_cast<int64_t>(shardOptimizer) << ")";
+  if (shardOptimizer > 0 && !dataParallel)
+    return at->emitError() << "kiln-optimizer: shard-optimizer needs "
+                              "data-parallel=true";
   if (warmupSteps < 0 || gradClip < 0 || weightDecay < 0)
     return at->emitError() << "kiln-optimizer: warmup-steps, grad-clip and "
                               "weight-decay must not be negative";
@@ -374,14 +382,20 @@ void pruneFunction(func::FuncOp func,
   (void)func.eraseArguments(unused);
 }
 
+LogicalResult shardUpdate(func::FuncOp update, RankedTensorType full,
+                          int64_t shard, Value squaredNorm);
+
 /// kiln-optimizer data-parallel=true: splits the finished @train_step at
 /// the flat gradients `flatGrad`. @train_step keeps the forward and
 /// backward passes and returns the loss, the batch norms' statistics and
 /// the gradients as state `grad`; a new @train_update reads state `grad`
 /// and holds the rest (unscaling, clipping, the rule, the loss scale, the
 /// skipped flag). The runtime averages `grad` across the ranks between
-/// the two (docs/runtime.md "Data-parallel training").
-void splitUpdate(func::FuncOp step, Value flatGrad) {
+/// the two (docs/runtime.md "Data-parallel training"). With `shards` > 0
+/// (ZeRO stage 1) `grad` is padded to a multiple of the shards and the
+/// update runs on one shard (shardUpdate).
+LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
+                          int64_t shards) {
   MLIRContext *ctx = step.getContext();
   Builder attrs(ctx);
   auto stateOf = [&](unsigned result) -> StringRef {
@@ -447,10 +461,118 @@ void splitUpdate(func::FuncOp step, Value flatGrad) {
   update.setArgAttr(gradIndex, KilnDialect::NameAttrHelper::getNameStr(),
                     attrs.getStringAttr("kiln.state.grad"));
   rewriteResults(update, /*keepForStep=*/false, std::nullopt);
+  Value updateNorm = squaredNorm ? mapping.lookup(squaredNorm) : Value();
   pruneFunction(update, [](unsigned) { return true; });
 
-  rewriteResults(step, /*keepForStep=*/true, flatGrad);
+  auto flatType = cast<RankedTensorType>(flatGrad.getType());
+  int64_t total = flatType.getNumElements();
+  int64_t shard = shards > 0 ? (total + shards - 1) / shards : total;
+  Value stepGrad = flatGrad;
+  if (shards > 0 && shard * shards > total) {
+    // Zeros up to N x S elements, so that every rank's shard is S long.
+    OpBuilder b(step.front().getTerminator());
+    auto padType = RankedTensorType::get({shard * shards - total},
+                                         flatType.getElementType());
+    Value zeros = ConstantOp::create(
+        b, step.getLoc(), padType,
+        DenseElementsAttr::get(padType, b.getF32FloatAttr(0).getValue()));
+    stepGrad = ConcatOp::create(
+        b, step.getLoc(),
+        RankedTensorType::get({shard * shards}, flatType.getElementType()),
+        ValueRange{flatGrad, zeros}, b.getI64IntegerAttr(0));
+  }
+  rewriteResults(step, /*keepForStep=*/true, stepGrad);
   pruneFunction(step, [&](unsigned i) { return isState(step, i); });
+  if (shards == 0)
+    return success();
+  return shardUpdate(update, flatType, shard, updateNorm);
+}
+
+/// ZeRO stage 1: @train_update (from splitUpdate) on one shard of `shard`
+/// elements. Its ops are elementwise over the flat `full` tensors, plus
+/// the sum of squares `squaredNorm` (null without clipping and loss
+/// scaling), so retyping every `full` value to the shard's type gives the
+/// same update on the shard. The states it reads and writes whole become
+/// `params.shard` and `grad.shard`; `opt.m`/`opt.v` keep their names and
+/// shrink. The squared norm must cover every rank's shard: it moves to a
+/// new @train_grad_norm (the shard's part, state `grad.sqnorm`) and
+/// @train_update reads the ranks' sum from state `grad.sqnorm`.
+LogicalResult shardUpdate(func::FuncOp update, RankedTensorType full,
+                          int64_t shard, Value squaredNorm) {
+  MLIRContext *ctx = update.getContext();
+  Builder attrs(ctx);
+  auto part = RankedTensorType::get({shard}, full.getElementType());
+  auto scalar = RankedTensorType::get({}, full.getElementType());
+  Block &body = update.front();
+  for (BlockArgument arg : body.getArguments())
+    if (arg.getType() == full)
+      arg.setType(part);
+  update.walk([&](Operation *op) {
+    for (OpResult result : op->getResults())
+      if (result.getType() == full)
+        result.setType(part);
+  });
+  auto stateAttrs = [&](StringRef state, bool next) {
+    return attrs.getDictionaryAttr(
+        {attrs.getNamedAttr(KilnDialect::StateAttrHelper::getNameStr(),
+                            attrs.getStringAttr(state)),
+         attrs.getNamedAttr(KilnDialect::NameAttrHelper::getNameStr(),
+                            attrs.getStringAttr("kiln.state." + state +
+                                                (next ? ".next" : "")))});
+  };
+  auto renameState = [&](DictionaryAttr dict, bool next) -> DictionaryAttr {
+    auto state =
+        dict
+            ? dict.getAs<StringAttr>(KilnDialect::StateAttrHelper::getNameStr())
+            : StringAttr();
+    if (!state || (state.getValue() != "params" && state.getValue() != "grad"))
+      return dict;
+    return stateAttrs((state.getValue() + ".shard").str(), next);
+  };
+  auto retypeFunction = [&](func::FuncOp func) {
+    SmallVector<Type> results;
+    for (Value v : func.front().getTerminator()->getOperands())
+      results.push_back(v.getType());
+    func.setType(
+        FunctionType::get(ctx, func.front().getArgumentTypes(), results));
+  };
+  for (unsigned i = 0; i < update.getNumArguments(); ++i)
+    if (DictionaryAttr dict = update.getArgAttrDict(i))
+      update.setArgAttrs(i, renameState(dict, false));
+  for (unsigned i = 0; i < update.getNumResults(); ++i)
+    if (DictionaryAttr dict = update.getResultAttrDict(i))
+      update.setResultAttrs(i, renameState(dict, true));
+  retypeFunction(update);
+
+  if (squaredNorm) {
+    // @train_grad_norm: a clone returning only the shard's sum of squares.
+    IRMapping mapping;
+    auto norm = cast<func::FuncOp>(update->clone(mapping));
+    norm.setSymName("train_grad_norm");
+    OpBuilder builder(update);
+    builder.setInsertionPoint(update);
+    builder.insert(norm);
+    Operation *ret = norm.front().getTerminator();
+    OpBuilder b(ret);
+    func::ReturnOp::create(b, ret->getLoc(),
+                           ValueRange{mapping.lookup(squaredNorm)});
+    ret->erase();
+    retypeFunction(norm);
+    SmallVector<DictionaryAttr> normResults = {stateAttrs("grad.sqnorm", true)};
+    norm.setAllResultAttrs(normResults);
+    pruneFunction(norm, [](unsigned) { return true; });
+
+    // @train_update reads the sum over the ranks instead.
+    Value sum = body.addArgument(scalar, update.getLoc());
+    squaredNorm.replaceAllUsesWith(sum);
+    retypeFunction(update);
+    update.setArgAttrs(body.getNumArguments() - 1,
+                       stateAttrs("grad.sqnorm", false));
+    pruneFunction(update, [](unsigned) { return true; });
+    if (failed(mlir::verify(norm)))
+      return failure();
+  }
+  return mlir::verify(update);
 }
 
 void OptimizerPass::runOnOperation() {
@@ -622,7 +744,9 @@ void OptimizerPass::runOnOperation() {
                          m.constant(std::numeric_limits<float>::max()));
   }
   if (gradClip > 0) {
-    Value norm = m.sqrt(squaredNorm ? squaredNorm : m.sum(m.mul(g, g)));
+    if (!squaredNorm)
+      squaredNorm = m.sum(m.mul(g, g));
+    Value norm = m.sqrt(squaredNorm);
     Value factor = m.min(
         m.constant(1), m.div(m.constant(gradClip), m.add(norm, m.constant(1e-6))));
     g = m.mul(g, factor);
@@ -724,8 +848,10 @@ void OptimizerPass::runOnOperation() {
   grad->removeAttr(KilnDialect::GradientsAttrHelper::getNameStr());
   grad.setSymName("train_step");
   bindRngState(grad, seed);
-  if (dataParallel)
-    splitUpdate(grad, flatGradients);
+  if (dataParallel &&
+      failed(splitUpdate(grad, flatGradients, squaredNorm, shardOptimizer)))
+    return fail(grad, "sharding @train_update failed (shard-optimizer=" +
+                          std::to_string(shardOptimizer) + ")");
 
   // @eval: @main reading the trainable weights from params.
   Block &forward = main.front();

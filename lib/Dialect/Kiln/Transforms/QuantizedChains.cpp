@@ -28,13 +28,8 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-/// The one value of a constant that holds a single value (any shape), as a
-/// double.
-std::optional<double> splatValue(Value v) {
-  auto constant = v.getDefiningOp<kiln::ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+/// The one value of a splat attribute, as a double.
+std::optional<double> splatOf(DenseElementsAttr dense) {
   if (!dense || !dense.isSplat())
     return std::nullopt;
   Type element = dense.getElementType();
@@ -48,6 +43,15 @@ std::optional<double> splatValue(Value v) {
     return static_cast<double>(value.getSExtValue());
   }
   return std::nullopt;
+}
+
+/// The one value of a constant that holds a single value (any shape), as a
+/// double.
+std::optional<double> splatValue(Value v) {
+  auto constant = v.getDefiningOp<kiln::ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  return splatOf(dyn_cast<DenseElementsAttr>(constant.getValue()));
 }
 
 /// One element of raw little-endian bytes of type `element`, as a double.
@@ -80,6 +84,11 @@ std::optional<double> elementAt(ArrayRef<char> bytes, Type element, int64_t i) {
 /// a kiln.constant or a constant global. Nothing for anything else.
 std::optional<std::vector<double>> columnValues(Value v, int64_t columns,
                                                 int64_t fromEnd = 0) {
+  // Where the values lie is the operand's shape as the op reads it; the
+  // reshapes below it (a [O] scale read as [O][1][1][1]) keep their order.
+  auto used = dyn_cast<RankedTensorType>(v.getType());
+  if (!used || !used.hasStaticShape())
+    return std::nullopt;
   while (true) {
     if (auto reshape = v.getDefiningOp<kiln::ReshapeOp>()) {
       v = reshape.getInput();
@@ -95,12 +104,12 @@ std::optional<std::vector<double>> columnValues(Value v, int64_t columns,
   if (!type || !type.hasStaticShape())
     return std::nullopt;
   int64_t count = type.getNumElements();
-  if (count != 1 && count != columns)
+  if (count != used.getNumElements() || (count != 1 && count != columns))
     return std::nullopt;
   // Along that dimension only (counted from the end, numpy's alignment):
   // [K][1] values with K == N are per row of B, not per column.
-  if (count != 1 && (type.getRank() <= fromEnd ||
-                     type.getShape()[type.getRank() - 1 - fromEnd] != count))
+  if (count != 1 && (used.getRank() <= fromEnd ||
+                     used.getShape()[used.getRank() - 1 - fromEnd] != count))
     return std::nullopt;
   Attribute value;
   if (auto constant = v.getDefiningOp<kiln::ConstantOp>()) {
@@ -118,7 +127,7 @@ std::optional<std::vector<double>> columnValues(Value v, int64_t columns,
   std::vector<double> values;
   if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
     if (dense.isSplat()) {
-      std::optional<double> one = splatValue(v);
+      std::optional<double> one = splatOf(dense);
       if (!one)
         return std::nullopt;
       return std::vector<double>{*one};
@@ -142,6 +151,53 @@ std::optional<std::vector<double>> columnValues(Value v, int64_t columns,
     return std::nullopt;
   }
   return values;
+}
+
+/// The `count` values of a vector computed at compile time from constants
+/// by casts, reshapes and elementwise sub/mul/add (a QDQ bias the importer
+/// did not fold: DequantizeLinear of an int32 vector with per-channel
+/// scale and zero-point globals), evaluated as the ops do: in f64, rounded
+/// to f32 where a cast says so. Operands are one value or `count`.
+std::optional<std::vector<double>> evaluateVector(Value v, int64_t count,
+                                                  int depth = 0) {
+  if (depth > 16)
+    return std::nullopt;
+  if (std::optional<std::vector<double>> values = columnValues(v, count))
+    return values;
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return std::nullopt;
+  auto operand = [&](unsigned i) {
+    return evaluateVector(op->getOperand(i), count, depth + 1);
+  };
+  auto at = [](const std::vector<double> &x, int64_t i) {
+    return x.size() == 1 ? x[0] : x[i];
+  };
+  if (isa<kiln::ReshapeOp>(op))
+    return operand(0);
+  if (auto cast = dyn_cast<kiln::CastOp>(op)) {
+    std::optional<std::vector<double>> x = operand(0);
+    Type to = getElementTypeOrSelf(cast.getType());
+    if (!x || !(to.isF32() || to.isF64()))
+      return std::nullopt;
+    if (to.isF32())
+      for (double &e : *x)
+        e = static_cast<double>(static_cast<float>(e));
+    return x;
+  }
+  if (!isa<kiln::SubOp, kiln::MulOp, kiln::AddOp>(op) ||
+      !getElementTypeOrSelf(op->getResult(0).getType()).isF64())
+    return std::nullopt; // f32 arithmetic would round differently
+  std::optional<std::vector<double>> x = operand(0), y = operand(1);
+  if (!x || !y)
+    return std::nullopt;
+  int64_t n = std::max(x->size(), y->size());
+  std::vector<double> r(n);
+  for (int64_t i = 0; i < n; ++i)
+    r[i] = isa<kiln::SubOp>(op)   ? at(*x, i) - at(*y, i)
+           : isa<kiln::MulOp>(op) ? at(*x, i) * at(*y, i)
+                                  : at(*x, i) + at(*y, i);
+  return r;
 }
 
 /// The 8-bit storage type a value was cast from, or null.
@@ -176,10 +232,31 @@ struct QuantizedOperand {
 /// asks for the scale (a dequantize), else there is none (integer form).
 /// `columns` is B's N (its scale and zero point may be one per column), 1
 /// for A. On failure, `why` says what did not fit.
+/// A convolution filter seen through the reshapes kiln-assign-layout makes
+/// of transposes that only move unit dimensions ([O][C][1][1] to
+/// [O][1][1][C]): they keep the bytes and the output channel first, so the
+/// weight's bytes are the filter's.
+Value peelFilterReshapes(Value v) {
+  while (auto reshape = v.getDefiningOp<kiln::ReshapeOp>()) {
+    auto from = cast<RankedTensorType>(reshape.getInput().getType());
+    auto to = cast<RankedTensorType>(reshape.getType());
+    if (from.getRank() != to.getRank() || from.getRank() == 0 ||
+        from.getDimSize(0) != to.getDimSize(0))
+      break;
+    v = reshape.getInput();
+  }
+  return v;
+}
+
+/// `filter`: B is a convolution's filter, and reshapes that keep its output
+/// channels first may come between the steps (peelFilterReshapes).
 std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
                                              int64_t columns, StringRef what,
                                              std::string &why,
-                                             int64_t fromEnd = 0) {
+                                             int64_t fromEnd = 0,
+                                             bool filter = false) {
+  auto peel = [&](Value x) { return filter ? peelFilterReshapes(x) : x; };
+  v = peel(v);
   QuantizedOperand q;
   StringRef shape =
       columns == 1 ? "one constant" : "one constant or one per column";
@@ -192,7 +269,7 @@ std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
       return std::nullopt;
     }
     q.scales = *scales;
-    v = mul.getLhs();
+    v = peel(mul.getLhs());
   }
   if (auto sub = v.getDefiningOp<kiln::SubOp>()) {
     std::optional<std::vector<double>> zps =
@@ -204,9 +281,11 @@ std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
       return std::nullopt;
     }
     q.zeroPoints = *zps;
-    v = sub.getLhs();
+    v = peel(sub.getLhs());
   }
   q.storage = byteSource(v, &q.bytes);
+  if (q.storage && filter)
+    q.bytes = peelFilterReshapes(q.bytes);
   if (!q.storage) {
     why = (what + " is not an int8 or uint8 tensor cast up").str();
     return std::nullopt;
@@ -323,8 +402,11 @@ struct Contraction {
   /// (dimensions before the last).
   int64_t channels = 1, weightFromEnd = 0, resultFromEnd = 0;
   bool conv = false;
-  /// A convolution's bias operand (null without one).
+  /// A convolution's bias operand, or a matmul's added bias vector (null
+  /// without one).
   Value bias;
+  /// The matmul's B is a [N][K] weight transposed ([1, 0]): Gemm's transB.
+  bool bTransposed = false;
 };
 
 std::optional<Contraction> contractionOf(Operation *op, std::string &why) {
@@ -346,6 +428,30 @@ std::optional<Contraction> contractionOf(Operation *op, std::string &why) {
         why = "B is not a [K][N] matrix";
       return std::nullopt;
     }
+    // Gemm with transB: the [N][K] weight is K-major already, and its
+    // per-column parameters lie along its dimension 0.
+    if (auto t = c.rhs.getDefiningOp<kiln::TransposeOp>();
+        t && t.getPermutation() == ArrayRef<int64_t>{1, 0}) {
+      c.rhs = t.getInput();
+      c.bTransposed = true;
+      c.weightFromEnd = 1;
+    }
+    // A float bias vector added to the product (Gemm's C, dequantized):
+    // the kernel adds it as int32 (recovered below).
+    if (c.floatForm && c.result.hasOneUse())
+      if (auto add = dyn_cast<kiln::AddOp>(*c.result.getUsers().begin())) {
+        Value other = add.getLhs() == c.result ? add.getRhs() : add.getLhs();
+        auto type = cast<RankedTensorType>(other.getType());
+        bool alongN = type.getRank() >= 1 && type.hasStaticShape() &&
+                      type.getNumElements() == type.getShape().back() &&
+                      (type.getShape().back() == c.channels ||
+                       type.getNumElements() == 1);
+        if (alongN && add.getType() == c.result.getType() &&
+            evaluateVector(other, c.channels)) {
+          c.bias = other;
+          c.result = add.getResult();
+        }
+      }
     return c;
   }
   auto conv = dyn_cast<kiln::ConvOp>(op);
@@ -355,12 +461,19 @@ std::optional<Contraction> contractionOf(Operation *op, std::string &why) {
   auto wType = cast<RankedTensorType>(conv->getOperand(1).getType());
   // The importer's integer convolutions are f64 convolutions of i32
   // values cast up (exact); QDQ ones are f32.
-  Value lhs = conv->getOperand(0), rhs = conv->getOperand(1);
-  auto peel = [](Value v) {
+  Value lhs = conv->getOperand(0),
+        rhs = peelFilterReshapes(conv->getOperand(1));
+  // Canonicalization folds an 8-bit value's two casts (up to i32, then to
+  // f64) into one when no zero point comes between: that cast is then the
+  // operand's "cast up" itself.
+  auto peel = [](Value v) -> Value {
     auto cast = v.getDefiningOp<kiln::CastOp>();
-    return cast && getElementTypeOrSelf(cast.getInput()).isInteger(32)
-               ? cast.getInput()
-               : Value();
+    Type from = cast ? getElementTypeOrSelf(cast.getInput()) : Type();
+    if (from && from.isInteger(32))
+      return cast.getInput();
+    if (from && from.isInteger(8))
+      return v;
+    return Value();
   };
   Contraction c{conv, lhs, rhs, conv.getResult(), false, element.isF32()};
   if (element.isF64() && peel(lhs) && peel(rhs)) {
@@ -373,8 +486,12 @@ std::optional<Contraction> contractionOf(Operation *op, std::string &why) {
   if (conv->getNumOperands() > 2)
     c.bias = conv->getOperand(2);
   c.channels = wType.getShape().front();
-  c.weightFromEnd = wType.getRank() - 1; // [O][C][KH][KW]: O
-  c.resultFromEnd = wType.getRank() - 2; // [N][O][H][W]: O
+  // [O][C][KH][KW] or, channels-last, [O][KH][KW][C]: O first either way.
+  c.weightFromEnd = wType.getRank() - 1;
+  // [N][O][H][W]: O; channels-last [N][H][W][O]: O last.
+  c.resultFromEnd = conv.getDataFormat() == kiln::DataFormat::ChannelsLast
+                        ? 0
+                        : wType.getRank() - 2;
   return c;
 }
 
@@ -395,7 +512,7 @@ std::optional<QuantizedChain> matchQuantizedChain(Operation *op,
       matchOperand(c.lhs, c.floatForm, 1, "A", why);
   std::optional<QuantizedOperand> b =
       a ? matchOperand(c.rhs, c.floatForm, c.channels, "B", why,
-                       c.weightFromEnd)
+                       c.weightFromEnd, /*filter=*/c.conv)
         : std::nullopt;
   if (!a || !b) {
     // A float contraction whose A is not dequantized is no quantized
@@ -415,6 +532,7 @@ std::optional<QuantizedChain> matchQuantizedChain(Operation *op,
   chain.b = b->bytes;
   chain.aStorage = a->storage;
   chain.bStorage = b->storage;
+  chain.bTransposed = c.bTransposed;
   chain.aZeroPoint = static_cast<int64_t>(a->zeroPoints[0]);
   chain.bZeroPoints.clear();
   for (double z : b->zeroPoints)
@@ -425,7 +543,7 @@ std::optional<QuantizedChain> matchQuantizedChain(Operation *op,
   // checked to give back every folded value exactly).
   if (c.bias) {
     std::optional<std::vector<double>> values =
-        columnValues(c.bias, c.channels);
+        evaluateVector(c.bias, c.channels);
     if (!values)
       return fail("the bias is not a constant");
     for (size_t o = 0; o < values->size(); ++o) {
@@ -484,6 +602,16 @@ std::optional<QuantizedChain> matchQuantizedChain(Operation *op,
   } else {
     chain.outputStorage = IntegerType::get(op->getContext(), 32);
     chain.result = c.result;
+    // ConvInteger: the f64 product's cast to i32 is the output.
+    if (c.wide) {
+      auto narrow = c.result.hasOneUse()
+                        ? dyn_cast<kiln::CastOp>(*c.result.getUsers().begin())
+                        : kiln::CastOp();
+      if (!narrow || !getElementTypeOrSelf(narrow.getResult()).isInteger(32))
+        return fail("the integer convolution is neither requantized nor "
+                    "cast to int32");
+      chain.result = narrow.getResult();
+    }
   }
   chain.form = c.floatForm ? (c.conv ? "QDQ conv" : "QDQ")
                : r         ? (c.conv ? "QLinearConv" : "QLinearMatMul")

@@ -7,8 +7,9 @@
 //  - QLinearAdd, QLinearMul: MLAS's formulas, in f32: the scale ratios
 //    a_scale / c_scale and b_scale / c_scale (Add) or a_scale * b_scale /
 //    c_scale (Mul) times the zero-point-free integers;
-//  - QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearAveragePool,
-//    QLinearGlobalAveragePool: dequantize, the float op, quantize (what
+//  - QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearConcat,
+//    QLinearAveragePool, QLinearGlobalAveragePool: dequantize, the float
+//    op, quantize (what
 //    onnxruntime's lookup tables and requantizing copies compute);
 //  - QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul: the exact i32
 //    product, then the scales (and QGemm's optional requantize);
@@ -100,9 +101,37 @@ LogicalResult importQLinearLeakyRelu(NodeImporter &n) {
   });
 }
 
+/// QLinearSoftmax (axis, opset: the original Softmax's): the softmax of
+/// the dequantized values along `axis`. Softmax before opset 13 flattens
+/// the input to 2-D at `axis`; that equals a softmax along the axis only
+/// when it is the last one, the only case taken here (what the quantizer
+/// writes for a classifier's [N, classes] logits).
+LogicalResult importQLinearSoftmax(NodeImporter &n) {
+  int64_t rank = n.inputType(0).getRank();
+  if (rank < 1)
+    return n.fail("expects an input of rank >= 1, got rank 0");
+  int64_t opset = n.intAttr("opset", 13);
+  int64_t axis = n.intAttr("axis", opset < 13 ? 1 : -1);
+  if (axis < -rank || axis >= rank)
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " +
+                  Twine(rank));
+  if (axis < 0)
+    axis += rank;
+  if (opset < 13 && axis != rank - 1)
+    return n.fail("opset " + Twine(opset) + " softmax (2-D flattening) on "
+                  "axis " + Twine(axis) + " of rank " + Twine(rank) +
+                  " is not supported (only the last axis)");
+  return importQLinearUnary(n, [&](Composer &c, Value v) {
+    return c.make<SoftmaxOp>(v, {n.namedI64("axis", axis)});
+  });
+}
+
 /// QLinearGlobalAveragePool (channels_last 0 or 1): the mean of the
 /// dequantized window.
 LogicalResult importQLinearGlobalAveragePool(NodeImporter &n) {
+  // The arity first: inputType(0) of a missing input is null (finding 9).
+  if (failed(n.checkArity(4, 5)))
+    return failure();
   int64_t rank = n.inputType(0).getRank();
   if (rank < 3)
     return n.fail("expects an input of rank >= 3, got rank " + Twine(rank));
@@ -118,6 +147,9 @@ LogicalResult importQLinearGlobalAveragePool(NodeImporter &n) {
 
 /// QLinearAveragePool: NCHW (channels_last 0) only.
 LogicalResult importQLinearAveragePool(NodeImporter &n) {
+  // The arity first: inputType(0) of a missing input is null (finding 9).
+  if (failed(n.checkArity(4, 5)))
+    return failure();
   int64_t rank = n.inputType(0).getRank();
   if (rank < 3)
     return n.fail("expects an input of rank >= 3, got rank " + Twine(rank));
@@ -262,6 +294,9 @@ void registerContribQuantizationHandlers(SmallVectorImpl<Handler> &handlers) {
        perTensorLimits},
       {"com.microsoft.QLinearLeakyRelu", 1, importQLinearLeakyRelu,
        perTensorLimits},
+      {"com.microsoft.QLinearSoftmax", 1, importQLinearSoftmax,
+       "per-tensor scales and zero points; before opset 13, the last axis "
+       "only"},
       {"com.microsoft.QLinearConcat", 1, importQLinearConcat,
        perTensorLimits},
       {"com.microsoft.QLinearGlobalAveragePool", 1,

@@ -471,8 +471,12 @@ void registerElementwiseHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Sum", 6, importVariadic<AddOp>, ""},
       {"Mean", 6, importMean, ""},
       {"Where", 9, importWhere, ""},
-      {"Cast", 6, importCast, "no string or complex types"},
-      {"CastLike", 15, importCastLike, "no string or complex types"},
+      {"Cast", 6, importCast,
+       "no complex types; to and from STRING as host steps (FLOAT, DOUBLE, "
+       "integers, BOOL)"},
+      {"CastLike", 15, importCastLike,
+       "no complex types; to and from STRING as host steps (FLOAT, DOUBLE, "
+       "integers, BOOL)"},
   });
 }
 

@@ -6,9 +6,9 @@
 // values, or concatenates and slices them. That takes positions, splits and
 // axes known at compile time (constants, or shape arithmetic that folds to
 // one); anything else is an error naming the node. SequenceMap unrolls its
-// body over the elements. Sequences and optionals
-// cannot be graph inputs or outputs (the runtime carries tensors only), nor
-// leave an If/Loop/Scan body.
+// body over the elements. As graph inputs and
+// outputs they become tensors (CompositeSignature.h); they cannot leave an
+// If/Loop/Scan body.
 //
 //===----------------------------------------------------------------------===//
 

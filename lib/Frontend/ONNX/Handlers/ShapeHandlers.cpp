@@ -239,7 +239,8 @@ LogicalResult importDropout(NodeImporter &n) {
 
 void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
-      {"Constant", 1, importConstant, "no sparse or string values"},
+      {"Constant", 1, importConstant,
+       "no sparse values; a STRING `value` is a host-step constant"},
       {"ConstantOfShape", 9, importConstantOfShape,
        "shape must be a compile-time constant"},
       {"Shape", 1, importShape, ""},

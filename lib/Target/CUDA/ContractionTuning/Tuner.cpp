@@ -21,11 +21,13 @@
 
 #include "kiln/runtime/Version.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
@@ -204,6 +206,7 @@ void Tuner::importResults() {
     entry.timeUs = times[best];
     entry.heuristicUs = times[0];
     entry.candidates = static_cast<unsigned>(times.size());
+    added.push_back(entry);
     cache.insert(std::move(entry));
     cacheChanged = true;
   }
@@ -609,6 +612,7 @@ Tuner::tune(const cx::GemmProblem &problem, cx::Family family,
   entry.heuristicUs = *measured[0].us;
   entry.candidates = ok;
   cache.insert(entry);
+  added.push_back(entry);
   cacheChanged = true;
   std::string origin = llvm::formatv(
       "tuned (now, {0} candidates{1}, best {2} vs heuristic {3})", ok,
@@ -637,7 +641,29 @@ llvm::Error Tuner::finish() {
   if (!cacheChanged || options.cachePath.empty())
     return llvm::Error::success();
   cacheChanged = false;
-  return cache.save(options.cachePath);
+  // Two kilnc may tune into one cache at once: under an exclusive lock on
+  // CACHE.lock, this compile's entries are merged into the file as it is
+  // now, so that neither loses the other's (the save itself is atomic).
+  std::string lockPath = options.cachePath + ".lock";
+  int fd = -1;
+  if (std::error_code ec = llvm::sys::fs::openFileForReadWrite(
+          lockPath, fd, llvm::sys::fs::CD_OpenAlways, llvm::sys::fs::OF_None))
+    return llvm::createStringError("cannot lock tune cache '" + lockPath +
+                                   "': " + ec.message());
+  auto closeLock =
+      llvm::make_scope_exit([&] { llvm::sys::Process::SafelyCloseFileDescriptor(fd); });
+  if (std::error_code ec = llvm::sys::fs::lockFile(fd))
+    return llvm::createStringError("cannot lock tune cache '" + lockPath +
+                                   "': " + ec.message());
+  std::string warning;
+  TuneCache merged = TuneCache::load(options.cachePath, warning);
+  for (const CacheEntry &entry : added)
+    merged.insert(entry);
+  llvm::Error saved = merged.save(options.cachePath);
+  llvm::sys::fs::unlockFile(fd);
+  if (!saved)
+    cache = std::move(merged);
+  return saved;
 }
 
 } // namespace kiln::tuning

@@ -20,6 +20,7 @@
 
 #include "kiln/runtime/DType.h"
 #include "kiln/runtime/Error.h"
+#include "kiln/runtime/HostSteps.h"
 #include "kiln/runtime/Npy.h"
 
 #include <cstdint>
@@ -35,7 +36,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 7;
+constexpr uint32_t kArtifactFormatMinor = 9;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
@@ -113,6 +114,40 @@ struct TensorSignature {
   std::vector<SymbolicAxis> symbolicAxes;
 };
 
+/// Format 1.9, section `signature-groups`: a sequence or optional graph
+/// input or output of the model, which the compiler made a fixed number of
+/// signature tensors (kilnc --sequence NAME=N, --absent NAME). A sequence's
+/// tensors are named NAME[0] ... NAME[N-1] (sequenceElementName), a present
+/// optional tensor is NAME; an absent optional has none.
+enum class SignatureGroupKind : uint32_t {
+  Sequence = 1,
+  Optional = 2,
+  OptionalSequence = 3,
+};
+
+/// "sequence", "optional", "optional-sequence".
+std::string_view signatureGroupKindName(SignatureGroupKind kind);
+
+struct SignatureGroup {
+  std::string name;
+  SignatureGroupKind kind = SignatureGroupKind::Sequence;
+  /// False for an optional compiled absent (then `count` is 0).
+  bool present = true;
+  /// Its tensors: inputs (or outputs) [first, first + count) of the
+  /// signature.
+  uint32_t first = 0;
+  uint32_t count = 0;
+
+  /// Whether its tensors form a sequence (bound as a list).
+  bool isSequence() const {
+    return kind == SignatureGroupKind::Sequence ||
+           kind == SignatureGroupKind::OptionalSequence;
+  }
+};
+
+/// The name of tensor `index` of sequence `name`: "name[index]".
+std::string sequenceElementName(std::string_view name, size_t index);
+
 /// A constant tensor, stored in the artifact's weight data at `offset`.
 struct Weight {
   std::string name;
@@ -179,6 +214,21 @@ struct KernelResources {
   uint32_t stackFrameBytes = 0;
   uint32_t spillStoreBytes = 0;
   uint32_t spillLoadBytes = 0;
+};
+
+/// Format 1.9, section `launch-scales`: launch `launch` does the work of
+/// slices 0..N-1 along symbolic dim `symbol` (size N this run) in its first
+/// ceil(N * numerator / denominator) blocks along grid dimension `gridDim`
+/// (0 x, 1 y, 2 z); the blocks after them only compute padded slices, so
+/// the runtime launches that many (never more than the kernel's compiled
+/// count). At N = max the count is the compiled one. A launch without a
+/// record runs its compiled grid at every size.
+struct LaunchScale {
+  uint32_t launch = 0;
+  uint32_t symbol = 0;
+  uint32_t gridDim = 0;
+  uint64_t numerator = 1;
+  uint64_t denominator = 1;
 };
 
 /// One GPU kernel: its PTX (always present, JIT-compiled when no cubin
@@ -277,10 +327,21 @@ enum class CollectiveKind : uint32_t {
   /// matrices (Artifact::powerSgd) go as rank-R factors, the rest of the
   /// bucket in f32 (Collective.h allReduceMeanPowerSgd).
   AllReducePowerSgd = 4,
+  /// Format 1.8, ZeRO stage 1 (kilnc --shard-optimizer=N; section
+  /// `shard-optimizer`): elements [offset, offset + count) of every rank's
+  /// shard of `state` (the gradients padded to N x S elements, rank r's
+  /// shard its elements [r*S, (r+1)*S)) summed across the ranks, divided by
+  /// the world size, and written to the same elements of this rank's
+  /// `grad.shard` (Communicator::reduceScatterMean).
+  ReduceScatterMean = 5,
+  /// Format 1.8, ZeRO stage 1: elements [offset, offset + count) of every
+  /// rank's `params.shard` gathered into the same elements of each rank's
+  /// shard of `state` (the weights; elements past its end are dropped).
+  AllGather = 6,
 };
 
 /// "all-reduce-mean", "all-reduce-mean-bf16", "all-reduce-mean-f16",
-/// "all-reduce-powersgd".
+/// "all-reduce-powersgd", "reduce-scatter-mean", "all-gather".
 std::string_view collectiveKindName(CollectiveKind kind);
 
 /// One collective step of a data-parallel training artifact (kilnc --train
@@ -315,6 +376,27 @@ struct PowerSgdConfig {
   uint32_t rank = 0;
   uint64_t seed = 0;
   std::vector<PowerSgdMatrix> matrices;
+};
+
+/// Format 1.8, section `shard-optimizer` (ZeRO stage 1, kilnc
+/// --shard-optimizer=N): the world size the artifact was compiled for and
+/// the state tensors that hold one rank's shard (S elements). `shards` 0:
+/// absent.
+struct ShardOptimizerConfig {
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;
+  uint32_t shards = 0;
+  /// This rank's averaged gradients (the reduce-scatter-mean steps' output).
+  uint32_t gradShard = 0;
+  /// This rank's slice of the weights, which train_update reads and
+  /// updates and the all-gather steps gather.
+  uint32_t paramsShard = 0;
+  /// The squared gradient norm (f32 scalar): train_grad_norm writes the
+  /// shard's part, the runtime the sum over the ranks that train_update
+  /// reads; kNone without clipping and loss scaling.
+  uint32_t squaredNorm = kNone;
+  /// Optimizer state held as one shard per rank (opt.m, opt.v):
+  /// checkpoints gather them whole.
+  std::vector<uint32_t> sharded;
 };
 
 /// A function of a training artifact (`train_step`, `eval`): a contiguous
@@ -389,6 +471,9 @@ struct Artifact {
   /// Format 1.7: PowerSGD's matrices, present exactly when a collective
   /// step is all-reduce-powersgd.
   PowerSgdConfig powerSgd;
+  /// Format 1.8: ZeRO stage 1, present exactly when a collective step is
+  /// reduce-scatter-mean or all-gather.
+  ShardOptimizerConfig shardOptimizer;
   /// Format 1.6, section `zeroed-buffers`: memory-plan buffers that must
   /// hold zeros before the first launch (split-K's per-tile semaphores,
   /// which every kernel that uses them leaves zero again). Each is live for
@@ -399,6 +484,19 @@ struct Artifact {
   /// Format 1.6: the symbolic dims the signature's tensors refer to
   /// (TensorSignature::symbolicAxes). Empty: every shape is fixed.
   std::vector<SymbolicDim> symbolicDims;
+  /// Format 1.9: the launches whose grid follows a symbolic dim's size, in
+  /// increasing launch order, at most one per launch. Empty: every launch
+  /// runs its compiled grid.
+  std::vector<LaunchScale> launchScales;
+  /// Format 1.9: the model's sequence and optional inputs and outputs, in
+  /// signature order (SignatureGroup). Empty: every input and output is a
+  /// tensor of the model.
+  std::vector<SignatureGroup> inputGroups;
+  std::vector<SignatureGroup> outputGroups;
+  /// Format 1.9, section `host-steps`: the steps on STRING tensors that run
+  /// on the host before the first launch or after the last (HostSteps.h).
+  /// Empty: the model has none.
+  HostProgram host;
 
   /// Appends a weight (copying `data`, which holds exactly the tensor's
   /// bytes) at the next aligned offset of weightData and returns its index.
@@ -408,6 +506,8 @@ struct Artifact {
   /// Lookups by name; nullptr when absent.
   const TensorSignature *findInput(std::string_view name) const;
   const TensorSignature *findOutput(std::string_view name) const;
+  const SignatureGroup *findInputGroup(std::string_view name) const;
+  const SignatureGroup *findOutputGroup(std::string_view name) const;
 
   const EntryPoint *findEntryPoint(std::string_view name) const;
   const StateTensor *findState(std::string_view name) const;
@@ -441,6 +541,11 @@ Error bindWeights(Artifact &artifact, const InitializerSource &source);
 /// free of overlaps between live buffers, ...). The first problem found is
 /// returned, naming the section and the tensor, kernel, launch or buffer.
 Error verifyArtifact(const Artifact &artifact);
+
+/// Format 1.9: the `host-steps` section against the signature (each step
+/// checked by verifyHostStep; every value defined before it is read).
+/// verifyArtifact calls it.
+Error verifyHostProgram(const Artifact &artifact);
 
 /// Verifies, then writes to a temporary file in the destination directory and
 /// renames it over `path`: an existing file is never left half-written.

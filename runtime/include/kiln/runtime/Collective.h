@@ -24,6 +24,7 @@
 #define KILN_RUNTIME_COLLECTIVE_H
 
 #include "kiln/runtime/DType.h"
+#include "kiln/runtime/Device.h"
 #include "kiln/runtime/Error.h"
 
 #include <cstdint>
@@ -56,18 +57,25 @@ struct CollectiveOptions {
   double timeoutSeconds = 300;
 };
 
+class DeviceCollectives;
+
 class Communicator {
 public:
   virtual ~Communicator();
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// "mpi".
+  /// "mpi" or "nccl".
   virtual std::string_view engine() const = 0;
   /// `count` f32 values summed across the ranks and divided by the world
   /// size, in place, on every rank. `what` names the data in errors and
   /// timeouts ("gradient bucket 2").
   virtual Error allReduceMean(float *data, uint64_t count,
                               std::string_view what) = 0;
+  /// Every rank's `count` x size() f32 `send` values summed across the ranks
+  /// and divided by the world size; rank r receives elements
+  /// [r*count, (r+1)*count) of the result in `receive` (`count` values).
+  virtual Error reduceScatterMean(const float *send, float *receive,
+                                  uint64_t count, std::string_view what) = 0;
   /// Every rank's `bytes` bytes of `send`, concatenated in rank order into
   /// `receive` (size() x bytes) on every rank.
   virtual Error allGather(const void *send, uint64_t bytes, void *receive,
@@ -76,9 +84,39 @@ public:
   virtual Error broadcast(void *data, uint64_t bytes, int root,
                           std::string_view what) = 0;
   virtual Error barrier(std::string_view what) = 0;
+  /// The engine's device collectives (NCCL), or null when it reduces host
+  /// buffers only (MPI).
+  virtual DeviceCollectives *deviceCollectives() { return nullptr; }
   /// Ends every rank of the job with `code` (after an error on this one, so
   /// that the others do not wait for it until their timeout).
   [[noreturn]] virtual void abort(int code) = 0;
+};
+
+/// What an engine that reduces device memory (NCCL) offers besides the
+/// host-buffer collectives: all-reduces queued on a stream of its own,
+/// each ordered after the work queued so far on a compute stream by an
+/// event, so that communication overlaps the launches queued after it.
+class DeviceCollectives {
+public:
+  virtual ~DeviceCollectives();
+  /// Queues the mean across the ranks of `count` f32 values at `data` (in
+  /// place) on the engine's stream, to start once the work queued so far
+  /// on `after` has finished.
+  virtual Error enqueueAllReduceMean(DevicePtr data, uint64_t count,
+                                     StreamHandle after,
+                                     std::string_view what) = 0;
+  /// Makes later work on `stream` wait for everything queued on the engine,
+  /// and waits on the host until that has finished, within the collective
+  /// timeout (checking the engine's asynchronous errors meanwhile).
+  virtual Error finish(StreamHandle stream) = 0;
+  /// Timing (kiln-train --trace on cuda): while on, every all-reduce queued
+  /// is bracketed by events on the engine's stream; takeTimes returns, for
+  /// each one queued since the last take (in queue order), its start and
+  /// end in milliseconds after `origin` (an event recorded earlier on the
+  /// same device), once finish() has returned.
+  virtual void setTiming(bool on) = 0;
+  virtual Expected<std::vector<std::pair<double, double>>>
+  takeTimes(EventHandle origin) = 0;
 };
 
 /// kilnc --allreduce-dtype=bf16|fp16: allReduceMean with 16-bit values on
@@ -142,6 +180,37 @@ Error allReduceMeanPowerSgd(Communicator &communicator, float *data,
 /// when Open MPI is not installed.
 Expected<std::shared_ptr<Communicator>>
 createMpiCommunicator(const CollectiveOptions &options);
+
+/// A world of one: every collective is the identity (a copy). kiln-train
+/// bootstraps the NCCL engine with it in a single process, so that the
+/// engine runs at world size 1 without MPI.
+std::shared_ptr<Communicator> createLocalCommunicator();
+
+/// Where the NCCL engine loads libnccl.so.2 from: KILN_NCCL_LIBRARY when
+/// set, else the loader's search path.
+std::string ncclLibraryPath();
+
+/// What loading libnccl.so.2 found: its version (NCCL_VERSION_CODE, e.g.
+/// 22809 for 2.28.9) once every function the engine calls resolved, or an
+/// error naming the library and the first missing symbol.
+Expected<int> loadNcclLibrary();
+
+/// 128 bytes of ncclGetUniqueId (rank 0's; the others receive it).
+Expected<std::vector<uint8_t>> ncclUniqueIdBytes();
+
+/// The NCCL engine (kiln-train --collective-engine nccl, the default on
+/// cuda): loads libnccl.so.2, has rank 0 of `bootstrap` (the MPI
+/// communicator, which also serves barrier and abort) create the unique
+/// id and broadcast it, and joins every rank's communicator on `device`,
+/// which must be a cuda device (one GPU per rank). Device buffers are
+/// reduced in place on the engine's own stream (deviceCollectives());
+/// host buffers are staged through device memory. Collectives that do
+/// not finish within the timeout end the process with the MPI engine's
+/// one-line error after ncclCommAbort.
+Expected<std::shared_ptr<Communicator>>
+createNcclCommunicator(const CollectiveOptions &options,
+                       std::shared_ptr<Communicator> bootstrap,
+                       std::shared_ptr<Device> device);
 
 } // namespace kiln::runtime
 

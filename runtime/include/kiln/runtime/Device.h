@@ -191,6 +191,17 @@ public:
   /// Waits for `end`, then returns the time between the two events.
   virtual Expected<float> elapsedMilliseconds(EventHandle start,
                                               EventHandle end) = 0;
+  /// Later work queued on `stream` waits until `event` (recorded on
+  /// another stream) has happened; the host does not wait. Devices with one
+  /// queue in effect (emu) return an error naming themselves.
+  virtual Error waitEvent(StreamHandle stream, EventHandle event);
+  /// Whether the work before `event` has finished, without waiting (for a
+  /// host that polls with a deadline: the NCCL engine's timeout).
+  virtual Expected<bool> eventDone(EventHandle event);
+  /// The driver's own handle of `stream` (a CUstream on cuda), with the
+  /// device's context made current on the calling thread, for a library
+  /// that queues work on it (NCCL). Devices without one return an error.
+  virtual Expected<void *> nativeStream(StreamHandle stream);
 
   /// Graph capture: launches queued on the stream between beginCapture and
   /// endCapture are recorded (not run) into a graph that launchGraph

@@ -29,6 +29,11 @@ struct NpyArray {
   Shape shape;
   /// The elements in C order, little-endian.
   std::vector<uint8_t> data;
+  /// A NumPy Unicode array ('<U7': fixed-width UTF-32, what np.save writes
+  /// for a str array without pickling): its elements as UTF-8 in `strings`
+  /// (trailing NULs dropped, as NumPy drops them); dtype and data unused.
+  bool isString = false;
+  std::vector<std::string> strings;
 };
 
 /// Reads a .npy file. Errors start with the path and say what is wrong:
@@ -44,6 +49,14 @@ Expected<NpyArray> parseNpy(const uint8_t *bytes, size_t size,
 /// header needs 2.0). `size` must equal the tensor's byte size.
 Expected<std::vector<uint8_t>> encodeNpy(DType dtype, const Shape &shape,
                                          const void *data, uint64_t size);
+
+/// The bytes of a .npy file holding UTF-8 `strings` as a '<UN' array (N:
+/// the longest string's code points, at least 1). Invalid UTF-8 is an
+/// error.
+Expected<std::vector<uint8_t>>
+encodeNpyStrings(const Shape &shape, const std::vector<std::string> &strings);
+Error writeNpyStrings(const std::string &path, const Shape &shape,
+                      const std::vector<std::string> &strings);
 
 /// Writes a .npy file through a temporary file and a rename.
 Error writeNpy(const std::string &path, DType dtype, const Shape &shape,

@@ -184,6 +184,15 @@ profileFromCounters(const Artifact &artifact,
                     const std::vector<LaunchProfile> &launches,
                     const GpuTarget &target, uint64_t sampleBlocks = 0);
 
+/// The same for some launches of the list: `launches[i]` is a run of
+/// launch `launchIndices[i]` (a training step's entry points); the slices
+/// are laid end to end in that order.
+Expected<ProfileReport>
+profileFromCounters(const Artifact &artifact,
+                    const std::vector<uint32_t> &launchIndices,
+                    const std::vector<LaunchProfile> &launches,
+                    const GpuTarget &target, uint64_t sampleBlocks = 0);
+
 /// The cuda profile: per-kernel medians and the last run's launch times.
 Expected<ProfileReport> profileFromBenchmark(const Artifact &artifact,
                                              const BenchmarkResult &benchmark,
@@ -206,6 +215,68 @@ std::string profileToJson(const ProfileReport &report);
 /// Chrome trace-event JSON: one complete ("X") slice per launch, one track
 /// per stream (kiln-run --trace; opens in Perfetto or chrome://tracing).
 std::string traceToJson(const ProfileReport &report);
+
+//===----------------------------------------------------------------------===//
+// Training step timelines (kiln-train --trace)
+//===----------------------------------------------------------------------===//
+
+/// The ring all-reduce cost model: N ranks in a ring, each link
+/// `bandwidthGBps` (GB/s, 1e9 bytes) and `latencyMicros` per step.
+struct RingModel {
+  uint32_t ranks = 1;
+  double bandwidthGBps = 0;
+  double latencyMicros = 0;
+};
+
+/// 2(N-1)/N x bytes / bandwidth + latency x 2(N-1), in microseconds: the
+/// reduce-scatter and all-gather halves of a ring all-reduce, each N-1
+/// steps that move bytes/N. 0 for one rank.
+double ringAllReduceMicros(const RingModel &ring, uint64_t bytes);
+
+/// One slice of a training step's timeline.
+struct StepSlice {
+  /// "compute" or "collectives".
+  std::string track;
+  std::string name;
+  /// The launch (compute) or the collective step (collectives).
+  uint32_t index = 0;
+  double startMicros = 0;
+  double durationMicros = 0;
+  /// Collectives: the bytes on the wire, the elements, the launch after
+  /// which the bucket is complete.
+  uint64_t bytes = 0, elements = 0;
+  uint32_t afterLaunch = 0;
+  /// Compute: the entry point ("train_step", "train_update").
+  std::string entry;
+};
+
+struct StepTimeline {
+  /// "modelled" (emu: the performance model and the ring model) or
+  /// "measured" (cuda events).
+  std::string timeSource;
+  /// What the times are of ("sm_90-h200", "NVIDIA H200").
+  std::string subject;
+  RingModel ring;
+  std::vector<StepSlice> slices;
+};
+
+/// The modelled timeline of one step of a training artifact on emu: each
+/// launch of train_step, then train_update (`launches`: one counted run of
+/// each, in that order) takes its estimated time on `target`, one after
+/// another on the compute track; collective step i starts when its
+/// afterLaunch launch has ended and step i-1 has finished, and lasts
+/// ringAllReduceMicros of its wire bytes (4 per element; 2 for the bf16
+/// and f16 wires; PowerSGD modelled uncompressed, an upper bound);
+/// train_update starts after train_step's last launch and the last
+/// collective. docs/runtime.md "The step timeline".
+Expected<StepTimeline>
+modelStepTimeline(const Artifact &artifact,
+                  const std::vector<LaunchProfile> &launches,
+                  const GpuTarget &target, const RingModel &ring);
+
+/// Chrome trace-event JSON of a step: a "compute" and a "collectives"
+/// track, every slice labelled with its time source.
+std::string stepTimelineToJson(const StepTimeline &timeline);
 
 /// Writes `text` to `path` through a temporary file and a rename: never a
 /// half-written file.

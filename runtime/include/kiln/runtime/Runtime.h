@@ -38,14 +38,20 @@ namespace kiln::runtime {
 struct SessionOptions {
   /// Capture the launch list into a graph on the first run and replay it on
   /// every run (when the device supports graphs; otherwise launch directly).
+  /// When launch grids follow a symbolic dim (section launch-scales), one
+  /// graph per size seen, the four most recently used kept.
   bool useGraph = false;
 };
 
-/// A dense tensor in host memory.
+/// A dense tensor in host memory: numbers in `data`, or (format 1.9, a
+/// model with STRING inputs or outputs) UTF-8 strings in `strings`, one per
+/// element in C order, when `isString` is set (dtype is then unused).
 struct HostTensor {
   DType dtype = DType::F32;
   Shape shape;
   std::vector<uint8_t> data;
+  bool isString = false;
+  std::vector<std::string> strings;
 };
 
 /// Timings of `runs` benchmark runs, in milliseconds.
@@ -91,6 +97,22 @@ struct BenchmarkResult {
 Error checkInput(const Artifact &artifact, std::string_view name, DType dtype,
                  const Shape &shape, uint64_t size);
 
+/// Work another engine queues between the launches of an entry point: the
+/// NCCL engine's all-reduce of a gradient bucket, ordered on its own stream
+/// after the launch that completes the bucket (Session::runEntryPoint).
+class LaunchObserver {
+public:
+  virtual ~LaunchObserver();
+  /// The entry point's launches are about to be queued on `stream`.
+  virtual Error beforeLaunches(StreamHandle stream) {
+    return Error::success();
+  }
+  /// Launch `index` (of the artifact's launch list) is queued on `stream`.
+  virtual Error afterLaunch(uint32_t index, StreamHandle stream) = 0;
+  /// Every launch is queued; the session waits for `stream` next.
+  virtual Error beforeWait(StreamHandle stream) = 0;
+};
+
 class Session {
 public:
   /// Allocates the arena and the weights, uploads the weights, loads every
@@ -113,7 +135,14 @@ public:
   /// zeros and slices the outputs (inputs that share a symbol must agree).
   Error bindInput(std::string_view name, DType dtype, const Shape &shape,
                   const void *data, uint64_t size);
+  /// Also binds the host inputs of an artifact with host steps (format
+  /// 1.9): string tensors, and numbers only host steps read.
   Error bindInput(std::string_view name, const HostTensor &tensor);
+  /// Format 1.9: binds sequence input `name` (kilnc --sequence name=N) to N
+  /// tensors, each checked as bindInput checks name[i]. A wrong count is an
+  /// error naming the input and the compiled length (SignatureGroups.h).
+  Error bindSequence(std::string_view name,
+                     const std::vector<HostTensor> &tensors);
   /// Binds input `name` to `size` bytes of this session's device memory at
   /// `data` (a tensor another library already holds on the same device). It
   /// is copied on the device at the start of every run, so it must stay
@@ -121,8 +150,9 @@ public:
   Error bindDeviceInput(std::string_view name, DType dtype, const Shape &shape,
                         DevicePtr data, uint64_t size);
 
-  /// Uploads the inputs, runs the launch list and waits for it. Every input
-  /// must be bound. An artifact with entry points runs them one at a time
+  /// Runs the host steps that come before the launches (format 1.9),
+  /// uploads the inputs, runs the launch list, waits for it, then runs the
+  /// host steps that come after. Every input must be bound. An artifact with entry points runs them one at a time
   /// with runEntryPoint instead.
   Error run();
 
@@ -131,6 +161,12 @@ public:
   /// over its state tensor. State starts at its initial value when the
   /// session is created and persists across runs.
   Error runEntryPoint(std::string_view name);
+  /// As above, telling `observer` (when not null) of each launch as it is
+  /// queued, and before waiting for them.
+  Error runEntryPoint(std::string_view name, LaunchObserver *observer);
+  /// Where output `name`'s bytes live in this session's device memory (the
+  /// arena; every run rewrites them).
+  Expected<DevicePtr> outputAddress(std::string_view name) const;
   /// A state tensor's current value, or replaces it (dtype, shape and size
   /// must match).
   Expected<HostTensor> readState(std::string_view name);
@@ -143,6 +179,9 @@ public:
   Expected<Shape> outputShape(std::string_view name) const;
   /// An output of the last run, at the last run's sizes.
   Expected<HostTensor> readOutput(std::string_view name);
+  /// Format 1.9: sequence output `name`'s tensors after the last run, in
+  /// order (an absent optional sequence has none).
+  Expected<std::vector<HostTensor>> readSequence(std::string_view name);
   /// Copies an output of the last run into `dst`, which holds `size` bytes
   /// (the output's byte size).
   Error readOutput(std::string_view name, void *dst, uint64_t size);

@@ -72,6 +72,23 @@ void copyBox(const void *src, const Shape &srcShape, void *dst,
 /// its factor.
 Error verifySymbolicDims(const Artifact &artifact);
 
+/// verifyArtifact's checks of section `launch-scales`: launches in
+/// increasing order and in range, each symbol in range and separable, the
+/// grid dim 0..2, numerator and denominator 1..2^32-1, and at the symbol's
+/// maximum exactly the kernel's compiled block count along that dim.
+Error verifyLaunchScales(const Artifact &artifact);
+
+/// The blocks `scale` asks for along its grid dim when its symbol is
+/// `size`, clamped to 1..`compiled`.
+uint32_t scaledBlocks(const LaunchScale &scale, int64_t size,
+                      uint32_t compiled);
+
+/// The grid launch `launch` runs when the symbolic dims have `sizes`: the
+/// kernel's compiled grid, with the dim of its launch-scales record (if
+/// any) scaled (scaledBlocks).
+Dim3 launchGridAt(const Artifact &artifact, uint32_t launch,
+                  const SymbolSizes &sizes);
+
 } // namespace kiln::runtime
 
 #endif // KILN_RUNTIME_SYMBOLICDIMS_H

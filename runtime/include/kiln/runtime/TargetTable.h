@@ -36,6 +36,10 @@ struct GpuTarget {
   double bf16Tflops = 0, fp16Tflops = 0, tf32Tflops = 0, fp32Tflops = 0;
   /// Dense int8 tensor-core peak (tera-ops); 0: twice bf16's.
   double int8Tops = 0;
+  /// The GPU-to-GPU link of a ring all-reduce (NVLink): bus bandwidth in
+  /// GB/s and latency per ring step in microseconds; 0: not given.
+  double collectiveBandwidthGBps = 0;
+  double collectiveLatencyUs = 0;
   uint32_t schedulersPerSm = 4;
   double clockGhz = 0;
   uint32_t registersPerSm = 0;

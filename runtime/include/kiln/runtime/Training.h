@@ -27,6 +27,7 @@
 
 #include "kiln/runtime/Artifact.h"
 #include "kiln/runtime/Collective.h"
+#include "kiln/runtime/Profile.h"
 #include "kiln/runtime/Runtime.h"
 
 #include <map>
@@ -121,8 +122,17 @@ public:
   /// data-parallel artifact (kilnc --data-parallel) runs train_step (the
   /// gradients, into state `grad`), its collective steps (each gradient
   /// bucket averaged across the ranks of the communicator, when there is
-  /// one with more than one rank) and train_update.
+  /// one with more than one rank) and train_update. With ZeRO stage 1
+  /// (kilnc --shard-optimizer=N) the gradients are reduce-scattered
+  /// instead, the update runs on this rank's shard and the weights are
+  /// all-gathered; the communicator must then have exactly N ranks (or be
+  /// absent with N = 1).
   Error step();
+  /// step(), timed with the device's events (kiln-train --trace on cuda):
+  /// every launch of train_step and train_update, every all-reduce a device
+  /// engine (NCCL) ran, and the host work between the two entry points, in
+  /// microseconds after train_step's first launch was queued.
+  Expected<StepTimeline> timedStep();
   /// The loss of the last step; with a communicator of several ranks, the
   /// mean over the ranks (a collective: every rank must call it).
   Expected<float> loss();
@@ -136,6 +146,13 @@ public:
   }
   /// Whether the artifact was compiled with --data-parallel.
   bool isDataParallel() const { return !artifact().collectives.empty(); }
+  /// Whether the artifact was compiled with --shard-optimizer (ZeRO stage
+  /// 1): then saveCheckpoint is a collective too (every rank calls it;
+  /// rank 0 writes).
+  bool shardsOptimizer() const;
+  /// An error unless the communicator's world size (1 without one) is the
+  /// one a --shard-optimizer artifact was compiled for.
+  Error checkWorldSize() const;
   /// Mixed precision with loss scaling (kilnc --loss-scale): whether the
   /// artifact has it, the current scale (state `loss_scale`), and whether
   /// the last step was skipped for an inf/NaN gradient (output `skipped`).
@@ -155,6 +172,8 @@ public:
   Expected<std::map<std::string, HostTensor>> weights();
 
   /// Every state tensor, and `extra` metadata (the trainer's epoch, its RNG).
+  /// With --shard-optimizer every rank must call it: the optimizer state is
+  /// gathered whole, and only rank 0 writes the file.
   Error saveCheckpoint(const std::string &path,
                        const std::map<std::string, std::string> &extra = {});
   /// Checks that the checkpoint is this artifact's (fingerprint, every
@@ -169,7 +188,25 @@ private:
   /// The name of `entry:name` for the entry point of train_step or
   /// train_update that has output `name`.
   std::string stepOutput(std::string_view name) const;
-  Error runCollectives();
+  /// The collective steps through the communicator's host collectives;
+  /// `skipPlain` leaves out the fp32 ones (a device engine reduced them).
+  Error runCollectives(bool skipPlain);
+  /// ZeRO stage 1 (TrainingShard.cpp).
+  Error stepSharded();
+  int worldRank() const;
+  int worldSize() const;
+  /// S, the elements of one rank's shard; and the weights' elements.
+  uint64_t shardElements() const;
+  uint64_t weightElements() const;
+  /// grad.shard, params.shard, grad.sqnorm: rewritten every step, not
+  /// checkpointed.
+  bool isTransientShardState(uint32_t index) const;
+  /// opt.m, opt.v under ZeRO: one shard per rank, whole in checkpoints.
+  bool isShardedState(uint32_t index) const;
+  Expected<HostTensor> gatherShardedState(uint32_t index);
+  Expected<HostTensor> shardOfCheckpointTensor(uint32_t index,
+                                               const HostTensor &whole,
+                                               const std::string &path);
   std::unique_ptr<Session> session;
   std::shared_ptr<Communicator> communicator;
   /// Compressed all-reduce: each collective step's error-feedback residual

@@ -1,5 +1,15 @@
 // RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized{report=true}))" -verify-diagnostics | FileCheck %s
 // RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized{regions=false}))" | FileCheck %s --check-prefix=NOREGIONS
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized{convolutions=false}))" | FileCheck %s --check-prefix=NOCONV
+// RUN: kiln-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(kiln-fuse-quantized{matmuls=false}))" | FileCheck %s --check-prefix=NOMATMUL
+
+// NOCONV-NOT: quantized_conv
+// NOCONV: kiln.fusion "quantized_matmul"
+// NOCONV-NOT: quantized_conv
+// NOCONV-NOT: channels-first
+// NOMATMUL-NOT: quantized_matmul
+// NOMATMUL: kiln.fusion "quantized_conv"
+// NOMATMUL-NOT: quantized_matmul
 
 // NOREGIONS-NOT: kiln.fusion
 
@@ -284,17 +294,189 @@ func.func @float_matmul(%x: tensor<4x32xf32>, %w: tensor<32x16xf32>) -> tensor<4
 
 // -----
 
-// QLinearConv as the importer writes it: i32 values cast up to an f64
-// convolution, the int32 bias folded to an f64 constant, one multiplier
-// per output channel along the result's dimension 1; the zero point add
-// is left out when it is 0. Recognised, but convolutions get no region yet.
+// QLinearConv as the importer writes it, once kiln-assign-layout has made
+// it channels-last: i32 values cast up to an f64 convolution, the int32
+// bias folded to an f64 constant, one multiplier per output channel along
+// the result's last dimension; the zero point add is left out when it is 0.
+// The chain becomes one quantized_conv region.
 ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
 // CHECK-LABEL: func.func @qlinear_conv
-// CHECK-SAME:    kiln.quantized_report = ["kiln.conv: exact fallback (no int8 kernel): QLinearConv is recognised, but convolutions do not run on the int8 kernel yet"]
+// CHECK-NOT:     kiln.quantized_report
+// CHECK:         %[[W:.*]] = ml_program.global_load_const @w
+// CHECK-NEXT:    %[[R:.*]] = kiln.fusion "quantized_conv" -> tensor<1x6x6x2xui8> {
+// CHECK-NEXT:      kiln.cast %{{.*}} : tensor<1x6x6x3xui8> -> tensor<1x6x6x3xi32>
+// CHECK:           kiln.cast %[[W]] : tensor<2x3x3x3xi8> -> tensor<2x3x3x3xi32>
+// CHECK:           kiln.conv {{.*}}data_format = #kiln.data_format<nhwc>
+// CHECK:           %[[Y:.*]] = kiln.cast {{.*}} -> tensor<1x6x6x2xui8>
+// CHECK-NEXT:      kiln.yield %[[Y]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    return %[[R]]
+func.func @qlinear_conv(%x: tensor<1x6x6x3xui8>) -> tensor<1x6x6x2xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
+  %0 = kiln.cast %x : tensor<1x6x6x3xui8> -> tensor<1x6x6x3xi32>
+  %1 = kiln.constant dense<3> : tensor<i32>
+  %2 = kiln.sub %0, %1 : tensor<1x6x6x3xi32>, tensor<i32> -> tensor<1x6x6x3xi32>
+  %3 = kiln.cast %w : tensor<2x3x3x3xi8> -> tensor<2x3x3x3xi32>
+  %4 = kiln.cast %2 : tensor<1x6x6x3xi32> -> tensor<1x6x6x3xf64>
+  %5 = kiln.cast %3 : tensor<2x3x3x3xi32> -> tensor<2x3x3x3xf64>
+  %6 = kiln.constant dense<[7.000000e+00, -1.200000e+01]> : tensor<2xf64>
+  // expected-remark @+1 {{int8 kernel (QLinearConv, int32 bias): A ui8 zero point 3, B i8 constant, zero point 0, scale per column (2, 2.500000e-01 to 5.000000e-01) (f32), output ui8 zero point 0}}
+  %7 = kiln.conv %4, %5, %6 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x6x6x3xf64>, tensor<2x3x3x3xf64>, tensor<2xf64>) -> tensor<1x6x6x2xf64>
+  %8 = kiln.constant dense<[[[[5.000000e-01, 2.500000e-01]]]]> : tensor<1x1x1x2xf64>
+  %9 = kiln.mul %7, %8 : tensor<1x6x6x2xf64>, tensor<1x1x1x2xf64> -> tensor<1x6x6x2xf64>
+  %10 = kiln.round %9 : tensor<1x6x6x2xf64>
+  %11 = kiln.clip %10 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x6x6x2xf64>
+  %12 = kiln.cast %11 : tensor<1x6x6x2xf64> -> tensor<1x6x6x2xui8>
+  return %12 : tensor<1x6x6x2xui8>
+}
+
+// -----
+
+// QLinearConv with no zero points after canonicalization: each 8-bit
+// operand's two casts (to i32, then f64) are folded into one, which is
+// then the operand's cast up.
+ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
+// CHECK-LABEL: func.func @qlinear_conv_folded_casts
+// CHECK:         kiln.fusion "quantized_conv" -> tensor<1x6x6x2xui8>
+func.func @qlinear_conv_folded_casts(%x: tensor<1x6x6x3xui8>) -> tensor<1x6x6x2xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
+  %0 = kiln.cast %x : tensor<1x6x6x3xui8> -> tensor<1x6x6x3xf64>
+  %1 = kiln.cast %w : tensor<2x3x3x3xi8> -> tensor<2x3x3x3xf64>
+  // expected-remark @+1 {{int8 kernel (QLinearConv): A ui8 zero point 0, B i8 constant, zero point 0, scale 2.500000e-01 (f32), output ui8 zero point 0}}
+  %2 = kiln.conv %0, %1 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x6x6x3xf64>, tensor<2x3x3x3xf64>) -> tensor<1x6x6x2xf64>
+  %3 = kiln.constant dense<2.500000e-01> : tensor<f64>
+  %4 = kiln.mul %2, %3 : tensor<1x6x6x2xf64>, tensor<f64> -> tensor<1x6x6x2xf64>
+  %5 = kiln.round %4 : tensor<1x6x6x2xf64>
+  %6 = kiln.clip %5 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x6x6x2xf64>
+  %7 = kiln.cast %6 : tensor<1x6x6x2xf64> -> tensor<1x6x6x2xui8>
+  return %7 : tensor<1x6x6x2xui8>
+}
+
+// -----
+
+// A 1x1 QDQ convolution as kiln-assign-layout leaves it (ResNet-50 from
+// quantize_static): the filter's transpose to [O][1][1][C] only moves unit
+// dimensions, so it is a reshape (here after the dequantize), and the
+// per-channel zero point (a splat global) and scale (a [O] global) are
+// reshaped to [O][1][1][1]. The weight's bytes are the filter's.
+// CHECK-LABEL: func.func @qdq_conv_1x1_reshaped
+// CHECK:         kiln.fusion "quantized_conv" -> tensor<1x6x6x4xui8>
+ml_program.global private @w(dense<1> : tensor<4x8x1x1xi8>) : tensor<4x8x1x1xi8>
+ml_program.global private @zp(dense<0> : tensor<4xi8>) : tensor<4xi8>
+ml_program.global private @s(dense<[0.5, 0.25, 0.5, 0.25]> : tensor<4xf32>) : tensor<4xf32>
+func.func @qdq_conv_1x1_reshaped(%x: tensor<1x6x6x8xui8>) -> tensor<1x6x6x4xui8> {
+  %w = ml_program.global_load_const @w : tensor<4x8x1x1xi8>
+  %zp = ml_program.global_load_const @zp : tensor<4xi8>
+  %s = ml_program.global_load_const @s : tensor<4xf32>
+  %0 = kiln.cast %x : tensor<1x6x6x8xui8> -> tensor<1x6x6x8xf32>
+  %1 = kiln.constant dense<1.000000e+01> : tensor<f32>
+  %2 = kiln.sub %0, %1 : tensor<1x6x6x8xf32>, tensor<f32> -> tensor<1x6x6x8xf32>
+  %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %4 = kiln.mul %2, %3 : tensor<1x6x6x8xf32>, tensor<f32> -> tensor<1x6x6x8xf32>
+  %5 = kiln.cast %w : tensor<4x8x1x1xi8> -> tensor<4x8x1x1xf32>
+  %z1 = kiln.reshape %zp : tensor<4xi8> -> tensor<4x1x1x1xi8>
+  %z2 = kiln.cast %z1 : tensor<4x1x1x1xi8> -> tensor<4x1x1x1xf32>
+  %6 = kiln.sub %5, %z2 : tensor<4x8x1x1xf32>, tensor<4x1x1x1xf32> -> tensor<4x8x1x1xf32>
+  %s1 = kiln.reshape %s : tensor<4xf32> -> tensor<4x1x1x1xf32>
+  %7 = kiln.mul %6, %s1 : tensor<4x8x1x1xf32>, tensor<4x1x1x1xf32> -> tensor<4x8x1x1xf32>
+  %8 = kiln.reshape %7 : tensor<4x8x1x1xf32> -> tensor<4x1x1x8xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ conv): A ui8 zero point 10, B i8 constant, zero point 0, scale per column (4, 1.250000e-01 to 2.500000e-01) (f32), output ui8 zero point 0}}
+  %9 = kiln.conv %4, %8 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x6x6x8xf32>, tensor<4x1x1x8xf32>) -> tensor<1x6x6x4xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<1x6x6x4xf32>, tensor<f32> -> tensor<1x6x6x4xf32>
+  %12 = kiln.round %11 : tensor<1x6x6x4xf32>
+  %15 = kiln.clip %12 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x6x6x4xf32>
+  %16 = kiln.cast %15 : tensor<1x6x6x4xf32> -> tensor<1x6x6x4xui8>
+  return %16 : tensor<1x6x6x4xui8>
+}
+
+// -----
+
+// A QDQ bias the importer left unfolded (DequantizeLinear of an int32
+// vector global with per-channel scale and zero-point globals, in f64, as
+// it imports large ones): evaluated at compile time, its int32 values
+// [3, -5] (scale 0.5 * w_scale) are recovered exactly.
+ml_program.global private @w(dense<1> : tensor<2x1x1x1xi8>) : tensor<2x1x1x1xi8>
+ml_program.global private @bq(dense<[3, -5]> : tensor<2xi32>) : tensor<2xi32>
+ml_program.global private @bz(dense<0> : tensor<2xi32>) : tensor<2xi32>
+ml_program.global private @bs(dense<[2.500000e-01, 1.250000e-01]> : tensor<2xf32>) : tensor<2xf32>
+// CHECK-LABEL: func.func @qdq_conv_unfolded_bias
+// CHECK:         kiln.fusion "quantized_conv" -> tensor<1x4x4x2xui8>
+func.func @qdq_conv_unfolded_bias(%x: tensor<1x4x4x1xui8>) -> tensor<1x4x4x2xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x1xi8>
+  %bq = ml_program.global_load_const @bq : tensor<2xi32>
+  %bz = ml_program.global_load_const @bz : tensor<2xi32>
+  %bs = ml_program.global_load_const @bs : tensor<2xf32>
+  %0 = kiln.cast %x : tensor<1x4x4x1xui8> -> tensor<1x4x4x1xf32>
+  %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %4 = kiln.mul %0, %3 : tensor<1x4x4x1xf32>, tensor<f32> -> tensor<1x4x4x1xf32>
+  %5 = kiln.cast %w : tensor<2x1x1x1xi8> -> tensor<2x1x1x1xf32>
+  %6 = kiln.constant dense<[[[[5.000000e-01]]], [[[2.500000e-01]]]]> : tensor<2x1x1x1xf32>
+  %7 = kiln.mul %5, %6 : tensor<2x1x1x1xf32>, tensor<2x1x1x1xf32> -> tensor<2x1x1x1xf32>
+  %b0 = kiln.cast %bq : tensor<2xi32> -> tensor<2xf64>
+  %b1 = kiln.cast %bz : tensor<2xi32> -> tensor<2xf64>
+  %b2 = kiln.sub %b0, %b1 : tensor<2xf64>, tensor<2xf64> -> tensor<2xf64>
+  %b3 = kiln.cast %bs : tensor<2xf32> -> tensor<2xf64>
+  %b4 = kiln.mul %b2, %b3 : tensor<2xf64>, tensor<2xf64> -> tensor<2xf64>
+  %8 = kiln.cast %b4 : tensor<2xf64> -> tensor<2xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ conv, int32 bias): A ui8 zero point 0, B i8 constant, zero point 0, scale per column (2, 1.250000e-01 to 2.500000e-01) (f32), output ui8 zero point 0}}
+  %9 = kiln.conv %4, %7, %8 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x1xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<1x4x4x2xf32>, tensor<f32> -> tensor<1x4x4x2xf32>
+  %12 = kiln.round %11 : tensor<1x4x4x2xf32>
+  %15 = kiln.clip %12 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x4x4x2xf32>
+  %16 = kiln.cast %15 : tensor<1x4x4x2xf32> -> tensor<1x4x4x2xui8>
+  return %16 : tensor<1x4x4x2xui8>
+}
+
+// -----
+
+// A QDQ Gemm with transB and a bias: the [N][K] weight is read through
+// its transpose (per-column scales along its dimension 0), and the
+// dequantized bias added to the product, int32 [3, -5] times
+// a_scale * w_scale, joins the chain as its int32 bias.
+ml_program.global private @w(dense<1> : tensor<2x8xi8>) : tensor<2x8xi8>
+// CHECK-LABEL: func.func @qdq_gemm_trans_b_bias
+// CHECK:         kiln.fusion "quantized_matmul" -> tensor<4x2xui8>
+// CHECK:           kiln.transpose
+// CHECK:           kiln.matmul
+// CHECK:           kiln.add
+// CHECK:           kiln.div
+func.func @qdq_gemm_trans_b_bias(%x: tensor<4x8xui8>) -> tensor<4x2xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x8xi8>
+  %0 = kiln.cast %x : tensor<4x8xui8> -> tensor<4x8xf32>
+  %1 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %3 = kiln.cast %w : tensor<2x8xi8> -> tensor<2x8xf32>
+  %4 = kiln.constant dense<[[5.000000e-01], [2.500000e-01]]> : tensor<2x1xf32>
+  %5 = kiln.mul %3, %4 : tensor<2x8xf32>, tensor<2x1xf32> -> tensor<2x8xf32>
+  %6 = kiln.transpose %5 {permutation = array<i64: 1, 0>} : tensor<2x8xf32> -> tensor<8x2xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ, int32 bias): A ui8 zero point 0, B i8 constant, zero point 0, scale per column (2, 1.250000e-01 to 2.500000e-01) (f32), output ui8 zero point 0}}
+  %7 = kiln.matmul %2, %6 : tensor<4x8xf32>, tensor<8x2xf32> -> tensor<4x2xf32>
+  %8 = kiln.constant dense<[7.500000e-01, -6.250000e-01]> : tensor<2xf32>
+  %9 = kiln.add %7, %8 : tensor<4x2xf32>, tensor<2xf32> -> tensor<4x2xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<4x2xf32>, tensor<f32> -> tensor<4x2xf32>
+  %12 = kiln.round %11 : tensor<4x2xf32>
+  %13 = kiln.clip %12 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x2xf32>
+  %14 = kiln.cast %13 : tensor<4x2xf32> -> tensor<4x2xui8>
+  return %14 : tensor<4x2xui8>
+}
+
+// -----
+
+// The same chain channels-first (kiln-assign-layout left it NCHW, as
+// --layout=nchw does): recognised, but the int8 kernel reads NHWC images,
+// so it stays on the fallback, reported. A multiplier per channel lies
+// along the result's dimension 1 there.
+ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
+// CHECK-LABEL: func.func @qlinear_conv_nchw
+// CHECK-SAME:    kiln.quantized_report = ["kiln.conv: exact fallback (no int8 kernel): a channels-first convolution (the int8 kernel reads NHWC images: compile with --layout=nhwc or auto)"]
+// CHECK-NOT:     kiln.fusion
 // CHECK:         kiln.conv
 // CHECK:         kiln.cast {{.*}} -> tensor<1x2x6x6xui8>
 // CHECK-NEXT:    return
-func.func @qlinear_conv(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xui8> {
+func.func @qlinear_conv_nchw(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xui8> {
   %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
   %0 = kiln.cast %x : tensor<1x3x6x6xui8> -> tensor<1x3x6x6xi32>
   %1 = kiln.constant dense<3> : tensor<i32>
@@ -303,7 +485,7 @@ func.func @qlinear_conv(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xui8> {
   %4 = kiln.cast %2 : tensor<1x3x6x6xi32> -> tensor<1x3x6x6xf64>
   %5 = kiln.cast %3 : tensor<2x3x3x3xi32> -> tensor<2x3x3x3xf64>
   %6 = kiln.constant dense<[7.000000e+00, -1.200000e+01]> : tensor<2xf64>
-  // expected-remark @+1 {{int8 kernel (QLinearConv, int32 bias): A ui8 zero point 3, B i8 constant, zero point 0, scale per column (2, 2.500000e-01 to 5.000000e-01) (f32), output ui8 zero point 0}}
+  // expected-remark @+1 {{int8 fallback: a channels-first convolution (the int8 kernel reads NHWC images: compile with --layout=nhwc or auto)}}
   %7 = kiln.conv %4, %5, %6 {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x6x6xf64>, tensor<2x3x3x3xf64>, tensor<2xf64>) -> tensor<1x2x6x6xf64>
   %8 = kiln.constant dense<[[[[5.000000e-01]], [[2.500000e-01]]]]> : tensor<1x2x1x1xf64>
   %9 = kiln.mul %7, %8 : tensor<1x2x6x6xf64>, tensor<1x2x1x1xf64> -> tensor<1x2x6x6xf64>
@@ -315,20 +497,43 @@ func.func @qlinear_conv(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xui8> {
 
 // -----
 
-// ConvInteger: the f64 convolution cast to i32 is the output.
+// A depthwise chain (groups = channels, one input channel per group):
+// recognised, and left on the fallback.
+ml_program.global private @w(dense<1> : tensor<3x3x3x1xi8>) : tensor<3x3x3x1xi8>
+// CHECK-LABEL: func.func @depthwise_conv
+// CHECK-SAME:    kiln.quantized_report = ["kiln.conv: exact fallback (no int8 kernel): a depthwise convolution (one channel per group: the int8 kernel's 16-channel chunks would be 15/16 zeros)"]
+func.func @depthwise_conv(%x: tensor<1x6x6x3xui8>) -> tensor<1x6x6x3xi32> {
+  %w = ml_program.global_load_const @w : tensor<3x3x3x1xi8>
+  %0 = kiln.cast %x : tensor<1x6x6x3xui8> -> tensor<1x6x6x3xi32>
+  %3 = kiln.cast %w : tensor<3x3x3x1xi8> -> tensor<3x3x3x1xi32>
+  %4 = kiln.cast %0 : tensor<1x6x6x3xi32> -> tensor<1x6x6x3xf64>
+  %5 = kiln.cast %3 : tensor<3x3x3x1xi32> -> tensor<3x3x3x1xf64>
+  // expected-remark @+1 {{int8 fallback: a depthwise convolution}}
+  %6 = kiln.conv %4, %5 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, groups = 3 : i64, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x6x6x3xf64>, tensor<3x3x3x1xf64>) -> tensor<1x6x6x3xf64>
+  %7 = kiln.cast %6 : tensor<1x6x6x3xf64> -> tensor<1x6x6x3xi32>
+  return %7 : tensor<1x6x6x3xi32>
+}
+
+// -----
+
+// ConvInteger: the f64 convolution cast to i32 is the output; a report an
+// earlier run left on the function stays first.
 ml_program.global private @w(dense<1> : tensor<2x3x3x3xi8>) : tensor<2x3x3x3xi8>
-func.func @conv_integer(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xi32> {
+// CHECK-LABEL: func.func @conv_integer
+// CHECK-SAME:    kiln.quantized_report = ["an earlier line"]
+// CHECK:         kiln.fusion "quantized_conv" -> tensor<1x6x6x2xi32>
+func.func @conv_integer(%x: tensor<1x6x6x3xui8>) -> tensor<1x6x6x2xi32> attributes {kiln.quantized_report = ["an earlier line"]} {
   %w = ml_program.global_load_const @w : tensor<2x3x3x3xi8>
-  %0 = kiln.cast %x : tensor<1x3x6x6xui8> -> tensor<1x3x6x6xi32>
+  %0 = kiln.cast %x : tensor<1x6x6x3xui8> -> tensor<1x6x6x3xi32>
   %1 = kiln.constant dense<7> : tensor<i32>
-  %2 = kiln.sub %0, %1 : tensor<1x3x6x6xi32>, tensor<i32> -> tensor<1x3x6x6xi32>
+  %2 = kiln.sub %0, %1 : tensor<1x6x6x3xi32>, tensor<i32> -> tensor<1x6x6x3xi32>
   %3 = kiln.cast %w : tensor<2x3x3x3xi8> -> tensor<2x3x3x3xi32>
-  %4 = kiln.cast %2 : tensor<1x3x6x6xi32> -> tensor<1x3x6x6xf64>
+  %4 = kiln.cast %2 : tensor<1x6x6x3xi32> -> tensor<1x6x6x3xf64>
   %5 = kiln.cast %3 : tensor<2x3x3x3xi32> -> tensor<2x3x3x3xf64>
   // expected-remark @+1 {{int8 kernel (ConvInteger): A ui8 zero point 7, B i8 constant, zero point 0, output i32}}
-  %6 = kiln.conv %4, %5 {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x3x6x6xf64>, tensor<2x3x3x3xf64>) -> tensor<1x2x6x6xf64>
-  %7 = kiln.cast %6 : tensor<1x2x6x6xf64> -> tensor<1x2x6x6xi32>
-  return %7 : tensor<1x2x6x6xi32>
+  %6 = kiln.conv %4, %5 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<1x6x6x3xf64>, tensor<2x3x3x3xf64>) -> tensor<1x6x6x2xf64>
+  %7 = kiln.cast %6 : tensor<1x6x6x2xf64> -> tensor<1x6x6x2xi32>
+  return %7 : tensor<1x6x6x2xi32>
 }
 
 // -----
@@ -337,27 +542,29 @@ func.func @conv_integer(%x: tensor<1x3x6x6xui8>) -> tensor<1x2x6x6xi32> {
 // filter's dimension 0 and a bias the importer folded to f32: the int32
 // bias [3, -5] (times 0.5 * w_scale) is recovered exactly.
 ml_program.global private @w(dense<1> : tensor<2x1x1x1xi8>) : tensor<2x1x1x1xi8>
-func.func @qdq_conv(%x: tensor<1x1x4x4xui8>) -> tensor<1x2x4x4xui8> {
+// CHECK-LABEL: func.func @qdq_conv
+// CHECK:         kiln.fusion "quantized_conv" -> tensor<1x4x4x2xui8>
+func.func @qdq_conv(%x: tensor<1x4x4x1xui8>) -> tensor<1x4x4x2xui8> {
   %w = ml_program.global_load_const @w : tensor<2x1x1x1xi8>
-  %0 = kiln.cast %x : tensor<1x1x4x4xui8> -> tensor<1x1x4x4xf32>
+  %0 = kiln.cast %x : tensor<1x4x4x1xui8> -> tensor<1x4x4x1xf32>
   %1 = kiln.constant dense<1.000000e+01> : tensor<f32>
-  %2 = kiln.sub %0, %1 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %2 = kiln.sub %0, %1 : tensor<1x4x4x1xf32>, tensor<f32> -> tensor<1x4x4x1xf32>
   %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
-  %4 = kiln.mul %2, %3 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %4 = kiln.mul %2, %3 : tensor<1x4x4x1xf32>, tensor<f32> -> tensor<1x4x4x1xf32>
   %5 = kiln.cast %w : tensor<2x1x1x1xi8> -> tensor<2x1x1x1xf32>
   %6 = kiln.constant dense<[[[[5.000000e-01]]], [[[2.500000e-01]]]]> : tensor<2x1x1x1xf32>
   %7 = kiln.mul %5, %6 : tensor<2x1x1x1xf32>, tensor<2x1x1x1xf32> -> tensor<2x1x1x1xf32>
   %8 = kiln.constant dense<[7.500000e-01, -6.250000e-01]> : tensor<2xf32>
   // expected-remark @+1 {{int8 kernel (QDQ conv, int32 bias): A ui8 zero point 10, B i8 constant, zero point 0, scale per column (2, 1.250000e-01 to 2.500000e-01) (f32), output ui8 zero point 128}}
-  %9 = kiln.conv %4, %7, %8 {dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %9 = kiln.conv %4, %7, %8 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x1xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
   %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
-  %11 = kiln.div %9, %10 : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
-  %12 = kiln.round %11 : tensor<1x2x4x4xf32>
+  %11 = kiln.div %9, %10 : tensor<1x4x4x2xf32>, tensor<f32> -> tensor<1x4x4x2xf32>
+  %12 = kiln.round %11 : tensor<1x4x4x2xf32>
   %13 = kiln.constant dense<1.280000e+02> : tensor<f32>
-  %14 = kiln.add %12, %13 : tensor<1x2x4x4xf32>, tensor<f32> -> tensor<1x2x4x4xf32>
-  %15 = kiln.clip %14 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x2x4x4xf32>
-  %16 = kiln.cast %15 : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xui8>
-  return %16 : tensor<1x2x4x4xui8>
+  %14 = kiln.add %12, %13 : tensor<1x4x4x2xf32>, tensor<f32> -> tensor<1x4x4x2xf32>
+  %15 = kiln.clip %14 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x4x4x2xf32>
+  %16 = kiln.cast %15 : tensor<1x4x4x2xf32> -> tensor<1x4x4x2xui8>
+  return %16 : tensor<1x4x4x2xui8>
 }
 
 // -----

@@ -123,6 +123,27 @@ def main():
          [helper.make_node("Optional", [], ["eo"], type=empty_optional),
           helper.make_node("OptionalGetElement", ["eo"], ["y"], name="get")],
          [], [tensor("y", [2])])
+    # seq-io.onnx (test/Target/CUDA/sequence-io-emu.test): a sequence input
+    # xs of [2,3] tensors and an optional input opt; outputs cat (xs
+    # concatenated, +1 in parts), parts (a sequence of 2 and 4 rows), has
+    # (OptionalHasElement) and opt_out (the optional itself).
+    optional_23 = helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(F, [2, 3]))
+    save(d, "seq-io.onnx", [
+        helper.make_node("ConcatFromSequence", ["xs"], ["cat"], axis=0),
+        helper.make_node("Add", ["cat", "one"], ["cat1"]),
+        helper.make_node("SplitToSequence", ["cat1", "sizes"], ["parts"],
+                         axis=0),
+        helper.make_node("OptionalHasElement", ["opt"], ["has"]),
+        helper.make_node("Identity", ["opt"], ["opt_out"]),
+    ], [helper.make_tensor_sequence_value_info("xs", F, [2, 3]),
+        helper.make_value_info("opt", optional_23)],
+        [tensor("cat", [6, 3]),
+         helper.make_tensor_sequence_value_info("parts", F, None),
+         tensor("has", [], TensorProto.BOOL),
+         helper.make_value_info("opt_out", optional_23)],
+        [numpy_helper.from_array(np.array(1, np.float32), "one"),
+         const("sizes", [2, 4])])
     save(d, "bad-split.onnx",
          [helper.make_node("SplitToSequence", ["x", "sizes"], ["seq"],
                            axis=0, name="split"),

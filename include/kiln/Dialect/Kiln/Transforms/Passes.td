@@ -24,7 +24,11 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
     auto means `nchw`: the generic kernels read NHWC filters with a stride
     of a whole filter between a warp's lanes, and on an H200 ResNet-50 at
     batch 32 took 532 ms in NHWC against 52-54 ms in NCHW, in bf16 and fp32
-    alike (docs/benchmarks.md). In fp32 auto means `nchw` either way. The
+    alike (docs/benchmarks.md). In fp32 auto means `nchw`, unless
+    `int8-convs` is set (kilnc's `--int8-kernels`) and the module holds a
+    quantized convolution chain the int8 tensor-core kernel takes
+    (`QuantizedChains.h`): an int8 model is a tensor-core model whatever
+    its float precision, and that kernel reads NHWC images. The
     rules, in the order the pass applies them:
 
     - **Layout-sensitive ops.** Every `kiln.conv`, `kiln.conv_transpose`
@@ -74,7 +78,9 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
       reads its input padded with zero channels (`kiln.pad`) and its filter
       padded alike; zero channels add nothing to the sums, and the
       function's inputs and outputs keep their shapes. `channel-multiple=1`
-      turns this off.
+      turns this off. With `int8-convs`, quantized convolution chains are
+      not padded (the int8 kernel pads its filter to its 16-channel chunk
+      at compile time, and a pad between the chain's ops would hide it).
     - **Weights.** A transpose or pad of a value known at compile time (an
       immutable `ml_program.global`, a `kiln.constant`, possibly reshaped)
       becomes a load of a new global holding the moved data (`@w_nhwc`,
@@ -140,6 +146,11 @@ def AssignLayoutPass : Pass<"kiln-assign-layout", "mlir::ModuleOp"> {
     Option<"channelMultiple", "channel-multiple", "int64_t", /*default=*/"8",
            "pad the input channels of NHWC convolutions to a multiple of "
            "this (1: no padding)">,
+    Option<"int8Convs", "int8-convs", "bool", /*default=*/"false",
+           "quantized convolution chains run on the int8 tensor-core kernel "
+           "(kilnc --int8-kernels): auto layout picks NHWC when the module "
+           "has one, and their channels are not padded (the kernel pads the "
+           "filter itself)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];
@@ -319,7 +330,8 @@ def FuseSiblingContractionsPass
 }
 
 def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
-  let summary = "Put quantized matmul chains into regions for the int8 kernel";
+  let summary = "Put quantized matmul and convolution chains into regions "
+                "for the int8 kernel";
   let description = [{
     Issue 26, stage 2. Recognises, around each `kiln.matmul` and
     `kiln.conv`, the compositions the importer writes for the quantized
@@ -355,7 +367,15 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
 
     With `regions` (the default), each matmul chain (the ops between its
     8-bit operands and its result) becomes one `kiln.fusion` region of
-    kind `quantized_matmul`. kiln-select-contraction-kernels gives it an
+    kind `quantized_matmul`, and each channels-last (NHWC) convolution
+    chain one of kind `quantized_conv` (the kernel is an implicit GEMM over
+    the NHWC image). A channels-first convolution chain stays on the
+    fallback, reported: kilnc runs the pass twice, on matmuls before
+    sibling fusion (`convolutions=false`) and on convolutions after
+    kiln-assign-layout has made them NHWC (`matmuls=false`; its
+    `int8-convs` option picks NHWC for them under the auto layout). A
+    depthwise chain (one input channel per group) stays on the fallback
+    too: the kernel's 16-channel chunks would be 15/16 zeros. kiln-select-contraction-kernels gives it an
     `mma_s8` config and kiln-match-contractions the int8 tensor-core
     kernel, reading the parameters again from the region's ops; a region
     no kernel takes is the exact fallback in one generic kernel. An
@@ -365,9 +385,9 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     Each chain that does not fit (a per-row zero point of A, a scale along
     B's K, a non-constant scale or weight, a scale that is not an f32
     value, a bias that is no int32, a clip narrower than the type, no
-    requantization after a dequantized product), and each convolution
-    chain (their int8 regions are not formed yet), is recorded on the
-    function as one line of `kiln.quantized_report` (kilnc --stats prints
+    requantization after a dequantized product, a channels-first or
+    depthwise convolution), is recorded on the function as one line of
+    `kiln.quantized_report` (appended to what an earlier run recorded) (kilnc --stats prints
     them) and keeps the exact fallback lowering. Float matmuls whose A is
     not dequantized are no quantized chains and are not mentioned. With
     `report`, one remark per chain says the same (and, for a match, the
@@ -394,8 +414,12 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
   }];
   let options = [
     Option<"regions", "regions", "bool", /*default=*/"true",
-           "Put each matmul chain the int8 kernel can run into a "
-           "quantized_matmul region">,
+           "Put each chain the int8 kernel can run into a quantized_matmul "
+           "or quantized_conv region">,
+    Option<"matmuls", "matmuls", "bool", /*default=*/"true",
+           "Look at matmul chains">,
+    Option<"convolutions", "convolutions", "bool", /*default=*/"true",
+           "Look at convolution chains">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Emit a remark per quantized chain: the int8 kernel's "
            "parameters, or why it stays on the exact fallback">
@@ -661,6 +685,23 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     run resumed from a checkpoint (which holds both states) draws the
     same ones. The state argument carries `kiln.initial`, its first value.
 
+    **ZeRO stage 1** (`shard-optimizer` = N >= 1, with `data-parallel`;
+    kilnc `--shard-optimizer=N`). The flat state is cut into N shards of
+    `S = ceil(size / N)` elements; rank r owns elements `[r*S, (r+1)*S)`.
+    `@train_step` writes `grad` padded with zeros to `N*S` elements.
+    `@train_update` is the data-parallel update with every `tensor<size>`
+    retyped to `tensor<S>`: it reads `grad.shard` (this rank's averaged
+    gradients, which the runtime reduce-scatters) and `params.shard` (its
+    slice of `params`), owns `opt.m`/`opt.v` of S elements, and returns
+    the new `params.shard`, which the runtime all-gathers into `params`.
+    When the update needs the global squared norm (`grad-clip`, loss
+    scaling), a third function `@train_grad_norm(grad.shard[,
+    loss_scale])` returns the shard's sum of squares of the unscaled
+    gradients as state `grad.sqnorm`; the runtime sums the ranks' values,
+    and `@train_update` reads the global sum from state `grad.sqnorm`
+    instead of reducing its shard, so every rank clips and skips alike.
+    Errors: `shard-optimizer` without `data-parallel`, or negative.
+
     Errors (one line each): no `@train_grad`, or no `@main`; a
     `kiln.gradients` entry that is not an f32 `ml_program.global`, or whose
     gradient's type differs from it; `@train_grad` results that are not a
@@ -710,6 +751,10 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "split the update into @train_update, reading the flat "
            "gradients as state `grad` that @train_step writes, so the "
            "runtime can average them across ranks in between">,
+    Option<"shardOptimizer", "shard-optimizer", "int64_t", /*default=*/"0",
+           "ZeRO stage 1 over this many ranks (needs data-parallel; 0: "
+           "off): @train_update runs on one rank's shard of the flat "
+           "state (ceil(size / N) elements)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];

@@ -9,7 +9,8 @@
 // points, the bias, onnxruntime's f32 requantization multipliers and the
 // output's type and zero point.
 //
-// kiln-fuse-quantized runs it to form `quantized_matmul` regions;
+// kiln-fuse-quantized runs it to form `quantized_matmul` and
+// `quantized_conv` regions;
 // kiln-select-contraction-kernels and kiln-match-contractions run it again
 // on the region's body to build the kernel, so the parameters live in the
 // IR that computes them, not in a side attribute.
@@ -31,8 +32,10 @@
 
 namespace kiln {
 
-/// The kind of the kiln.fusion regions kiln-fuse-quantized forms.
+/// The kinds of the kiln.fusion regions kiln-fuse-quantized forms: one
+/// matmul chain, one NHWC convolution chain.
 inline constexpr llvm::StringLiteral kQuantizedMatmulKind = "quantized_matmul";
+inline constexpr llvm::StringLiteral kQuantizedConvKind = "quantized_conv";
 
 struct QuantizedChain {
   /// The kiln.matmul or kiln.conv.
@@ -43,6 +46,9 @@ struct QuantizedChain {
   std::string form;
   /// The 8-bit tensors the chain reads (B a constant weight load).
   mlir::Value a, b;
+  /// A matmul's B is read transposed from a [N][K] weight (Gemm's transB):
+  /// `b` is that weight, K-major already.
+  bool bTransposed = false;
   /// i8 or ui8.
   mlir::Type aStorage, bStorage;
   int64_t aZeroPoint = 0;
