@@ -152,8 +152,9 @@ private:
                               SmallVectorImpl<std::string> &names);
   LogicalResult sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order);
   LogicalResult importNode(const onnx::NodeProto &node);
-  FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &graph,
-                                               ArrayRef<Value> inputs);
+  FailureOr<SmallVector<SubgraphValue>>
+  importSubgraph(const onnx::GraphProto &graph,
+                 ArrayRef<SubgraphValue> inputs);
   LogicalResult bindOutputs(func::FuncOp func);
   FailureOr<Value> lookupValue(StringRef name, const onnx::NodeProto *user);
   FailureOr<Value> materializeInitializer(const onnx::TensorProto &tensor);
@@ -644,13 +645,8 @@ FailureOr<Value> GraphImporter::lookupValue(StringRef name,
     values[name] = *value;
     return *value;
   }
+  // (Sequences and optionals are looked up by the callers, in composites.)
   std::string where = user ? describeNode(*user) + ": input" : "graph output";
-  auto composite = composites.find(name);
-  if (composite != composites.end())
-    return fail(where + " '" + name + "' is " +
-                compositeKindName(composite->second) +
-                ": Kiln resolves sequences and optionals at compile time; "
-                "an If, Loop or Scan body cannot return one");
   return fail(where + " '" + name +
               "' has no value (its producer does not set it)");
 }
@@ -704,7 +700,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   importer.setFourBitNames(&fourBitNames);
   importer.setCompositeValues(&composites);
   importer.setSubgraphImporter(
-      [this](const onnx::GraphProto &graph, ArrayRef<Value> inputs) {
+      [this](const onnx::GraphProto &graph, ArrayRef<SubgraphValue> inputs) {
         return importSubgraph(graph, inputs);
       });
   if (failed(handler->fn(importer)))
@@ -720,9 +716,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   return success();
 }
 
-FailureOr<SmallVector<Value>>
+FailureOr<SmallVector<SubgraphValue>>
 GraphImporter::importSubgraph(const onnx::GraphProto &graph,
-                              ArrayRef<Value> inputs) {
+                              ArrayRef<SubgraphValue> inputs) {
   std::string where =
       "subgraph '" + (graph.name().empty() ? std::string("?") : graph.name()) +
       "'";
@@ -733,7 +729,9 @@ GraphImporter::importSubgraph(const onnx::GraphProto &graph,
     return fail(where + ": sparse initializers are not supported");
   // The subgraph's names shadow the enclosing scopes' only while it is
   // imported: an unrolled body defines the same names once per iteration.
+  // Sequences and optionals are scoped the same way.
   llvm::StringMap<Value> saved = values;
+  CompositeValues savedComposites = composites;
   auto restore = llvm::make_scope_exit([&] {
     // Initializers of the main graph materialised inside stay materialised
     // (a weight becomes one global however often a body is unrolled).
@@ -741,15 +739,25 @@ GraphImporter::importSubgraph(const onnx::GraphProto &graph,
       if (initializers.count(entry.getKey()) && !saved.count(entry.getKey()))
         saved[entry.getKey()] = entry.getValue();
     values = std::move(saved);
+    composites = std::move(savedComposites);
   });
-  for (auto [i, in] : llvm::enumerate(graph.input()))
-    values[in.name()] = inputs[i];
+  for (auto [i, in] : llvm::enumerate(graph.input())) {
+    // An input shadows an outer value of the same name, of either kind.
+    if (inputs[i].composite) {
+      values.erase(in.name());
+      composites[in.name()] = *inputs[i].composite;
+    } else {
+      composites.erase(in.name());
+      values[in.name()] = inputs[i].tensor;
+    }
+  }
   for (const onnx::TensorProto &init : graph.initializer()) {
     std::string decodeError;
     FailureOr<DenseElementsAttr> value =
         decodeTensor(init, baseDir, &context, decodeError);
     if (failed(value))
       return fail(where + ": " + decodeError);
+    composites.erase(init.name());
     values[init.name()] =
         ConstantOp::create(b, NameLoc::get(b.getStringAttr(init.name())),
                            *value)
@@ -762,8 +770,13 @@ GraphImporter::importSubgraph(const onnx::GraphProto &graph,
       return failure();
     }
   }
-  SmallVector<Value> results;
+  SmallVector<SubgraphValue> results;
   for (const onnx::ValueInfoProto &out : graph.output()) {
+    auto composite = composites.find(out.name());
+    if (composite != composites.end()) {
+      results.push_back(composite->second);
+      continue;
+    }
     FailureOr<Value> value = lookupValue(out.name(), nullptr);
     if (failed(value))
       return failure();

@@ -227,9 +227,41 @@ Value NodeImporter::constant(DenseElementsAttr value) {
 FailureOr<SmallVector<Value>>
 NodeImporter::importSubgraph(const onnx::GraphProto &graph,
                              ArrayRef<Value> inputs) {
+  SmallVector<SubgraphValue> args(inputs.begin(), inputs.end());
+  FailureOr<SmallVector<SubgraphValue>> outputs =
+      importSubgraphValues(graph, args);
+  if (failed(outputs))
+    return failure();
+  SmallVector<Value> tensors;
+  for (auto [k, output] : llvm::enumerate(*outputs)) {
+    if (output.composite)
+      return fail(
+          "output '" + graph.output(static_cast<int>(k)).name() +
+          "' of subgraph '" + graph.name() + "' is " +
+          (output.composite->kind == CompositeValue::Kind::Sequence
+               ? "a sequence"
+               : "an optional") +
+          "; only If branches and Loop-carried values may be one (Kiln "
+          "resolves them at compile time)");
+    tensors.push_back(output.tensor);
+  }
+  return tensors;
+}
+
+FailureOr<SmallVector<SubgraphValue>>
+NodeImporter::importSubgraphValues(const onnx::GraphProto &graph,
+                                   ArrayRef<SubgraphValue> inputs) {
   if (!subgraphImporter)
     return fail("internal error: no subgraph importer");
   return subgraphImporter(graph, inputs);
+}
+
+FailureOr<SubgraphValue> NodeImporter::subgraphInput(size_t i) {
+  if (const CompositeValue *value = compositeInput(i))
+    return SubgraphValue(*value);
+  if (!hasInput(i))
+    return fail("input " + Twine(i) + " is omitted");
+  return SubgraphValue(input(i));
 }
 
 const onnx::GraphProto *NodeImporter::graphAttr(StringRef name) {

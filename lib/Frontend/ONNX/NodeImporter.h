@@ -117,6 +117,15 @@ struct CompositeValue {
 };
 using CompositeValues = llvm::StringMap<CompositeValue>;
 
+/// What an If branch or a Loop body takes or gives: a tensor, or a sequence
+/// or optional (resolved at compile time like any other).
+struct SubgraphValue {
+  SubgraphValue(mlir::Value tensor) : tensor(tensor) {}
+  SubgraphValue(CompositeValue composite) : composite(std::move(composite)) {}
+  mlir::Value tensor;
+  std::optional<CompositeValue> composite;
+};
+
 /// Whether an op type takes sequences or optionals as inputs (the others
 /// refuse them with an error naming the input).
 bool takesCompositeInputs(llvm::StringRef opType);
@@ -181,14 +190,24 @@ public:
   /// enclosing graphs' values visible (captured); returns its outputs. Set by
   /// the GraphImporter, which owns the value scopes.
   using SubgraphImporter =
-      std::function<llvm::FailureOr<llvm::SmallVector<mlir::Value>>(
-          const onnx::GraphProto &, llvm::ArrayRef<mlir::Value>)>;
+      std::function<llvm::FailureOr<llvm::SmallVector<SubgraphValue>>(
+          const onnx::GraphProto &, llvm::ArrayRef<SubgraphValue>)>;
   void setSubgraphImporter(SubgraphImporter fn) {
     subgraphImporter = std::move(fn);
   }
+  /// The same where every input and output is a tensor: an output that is a
+  /// sequence or optional is an error naming it.
   llvm::FailureOr<llvm::SmallVector<mlir::Value>>
   importSubgraph(const onnx::GraphProto &graph,
                  llvm::ArrayRef<mlir::Value> inputs);
+  /// The same where inputs and outputs may be sequences or optionals (If
+  /// branches, Loop-carried values).
+  llvm::FailureOr<llvm::SmallVector<SubgraphValue>>
+  importSubgraphValues(const onnx::GraphProto &graph,
+                       llvm::ArrayRef<SubgraphValue> inputs);
+  /// Input `i` as what a subgraph takes: its sequence or optional, else its
+  /// tensor; fails naming it when it is omitted.
+  llvm::FailureOr<SubgraphValue> subgraphInput(size_t i);
   /// A GRAPH attribute, or null (with an error naming it) when absent.
   const onnx::GraphProto *graphAttr(llvm::StringRef name);
 

@@ -8,10 +8,14 @@
 //     no read-back to the host, at the cost of running both branches (ONNX
 //     subgraphs are pure, so the branch not chosen has no effect). Outputs
 //     whose shapes differ between the branches need run-time shapes: an
-//     error naming the node.
+//     error naming the node. A branch may give a sequence or optional: with
+//     a constant condition it passes through; with a run-time one both
+//     branches must give as many tensors, selected one by one.
 //   - Loop with a compile-time trip count (and a condition that folds to a
 //     constant every iteration) is unrolled, up to kMaxUnrolledIterations;
-//     scan outputs are stacked along a new leading axis.
+//     scan outputs are stacked along a new leading axis. Loop-carried
+//     values may be sequences or optionals (an exported SequenceMap builds
+//     its output that way), resolved per iteration like the rest.
 //   - Scan (opset 9+) over static sequence lengths is unrolled the same way,
 //     with every scan_input/output axis and direction; Scan-8's batched
 //     form is unrolled per batch row (sequence_lens, when given, must be a
@@ -62,6 +66,29 @@ std::string shapeText(RankedTensorType type) {
   return "[" + s + "]";
 }
 
+/// "a tensor", "a sequence of 2 tensors", "an empty optional", for messages.
+std::string describe(const SubgraphValue &value) {
+  if (!value.composite)
+    return "a tensor";
+  size_t count = value.composite->elements.size();
+  if (value.composite->kind == CompositeValue::Kind::Optional)
+    return count ? "a full optional" : "an empty optional";
+  return "a sequence of " + std::to_string(count) + " tensors";
+}
+
+/// Binds a node's outputs to what a subgraph gave: tensors as results,
+/// sequences and optionals as composite results.
+LogicalResult setSubgraphResults(NodeImporter &n,
+                                 ArrayRef<SubgraphValue> values) {
+  SmallVector<Value> tensors;
+  for (auto [i, value] : llvm::enumerate(values)) {
+    tensors.push_back(value.tensor);
+    if (value.composite)
+      n.setCompositeResult(i, *value.composite);
+  }
+  return n.setResults(tensors);
+}
+
 LogicalResult importIf(NodeImporter &n) {
   if (failed(n.checkArity(1, 1, static_cast<size_t>(n.node().output_size()))))
     return failure();
@@ -78,24 +105,25 @@ LogicalResult importIf(NodeImporter &n) {
                   Twine(n.node().output_size()) +
                   " outputs, one per output of the node");
   if (std::optional<bool> cond = constantBool(n.input(0))) {
-    FailureOr<SmallVector<Value>> chosen =
-        n.importSubgraph(*cond ? *thenGraph : *elseGraph, {});
+    FailureOr<SmallVector<SubgraphValue>> chosen =
+        n.importSubgraphValues(*cond ? *thenGraph : *elseGraph, {});
     if (failed(chosen))
       return failure();
-    return n.setResults(*chosen);
+    return setSubgraphResults(n, *chosen);
   }
-  FailureOr<SmallVector<Value>> thenValues = n.importSubgraph(*thenGraph, {});
+  FailureOr<SmallVector<SubgraphValue>> thenValues =
+      n.importSubgraphValues(*thenGraph, {});
   if (failed(thenValues))
     return failure();
-  FailureOr<SmallVector<Value>> elseValues = n.importSubgraph(*elseGraph, {});
+  FailureOr<SmallVector<SubgraphValue>> elseValues =
+      n.importSubgraphValues(*elseGraph, {});
   if (failed(elseValues))
     return failure();
   Composer c(n);
   Value cond = c.reshape(n.input(0), {});
-  SmallVector<Value> results;
-  for (auto [i, pair] :
-       llvm::enumerate(llvm::zip_equal(*thenValues, *elseValues))) {
-    auto [a, b] = pair;
+  // One select per tensor; a sequence or optional is selected tensor by
+  // tensor, so both branches must give the same number of tensors.
+  auto select = [&](int64_t i, Value a, Value b) -> FailureOr<Value> {
     RankedTensorType ta = typeOf(a), tb = typeOf(b);
     if (ta.getElementType() != tb.getElementType())
       return n.fail("output " + Twine(i) +
@@ -105,9 +133,42 @@ LogicalResult importIf(NodeImporter &n) {
                     shapeText(ta) + " and else_branch " + shapeText(tb) +
                     "; a shape chosen at run time needs run-time shapes "
                     "(not supported yet)");
-    results.push_back(c.make<SelectOp>({cond, a, b}));
+    return c.make<SelectOp>({cond, a, b});
+  };
+  SmallVector<SubgraphValue> results;
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip_equal(*thenValues, *elseValues))) {
+    auto &[a, b] = pair;
+    if (!a.composite && !b.composite) {
+      FailureOr<Value> v = select(i, a.tensor, b.tensor);
+      if (failed(v))
+        return failure();
+      results.push_back(*v);
+      continue;
+    }
+    if (!a.composite || !b.composite ||
+        a.composite->kind != b.composite->kind ||
+        a.composite->elements.size() != b.composite->elements.size())
+      return n.fail("output " + Twine(i) + ": then_branch gives " +
+                    describe(a) + " and else_branch " + describe(b) +
+                    "; Kiln resolves sequences and optionals at compile "
+                    "time, so under a run-time condition both branches must "
+                    "give the same kind and number of tensors");
+    CompositeValue selected = *a.composite;
+    for (size_t k = 0; k < selected.elements.size(); ++k) {
+      FailureOr<Value> v =
+          select(i, selected.elements[k], b.composite->elements[k]);
+      if (failed(v))
+        return failure();
+      selected.elements[k] = *v;
+    }
+    if (selected.elements.empty() && !selected.elementType)
+      selected.elementType = b.composite->elementType;
+    results.push_back(std::move(selected));
   }
-  return bindComposed(c, results);
+  if (c.failed())
+    return failure();
+  return setSubgraphResults(n, results);
 }
 
 /// Stacks per-iteration tensors along a new axis `axis` (ONNX scan output).
@@ -134,6 +195,10 @@ LogicalResult importLoop(NodeImporter &n) {
                   "values, scan outputs)");
   if (n.node().output_size() > static_cast<int>(numCarried + numScan))
     return n.fail("more outputs than loop-carried values and scan outputs");
+  for (size_t i = 0; i < 2; ++i)
+    if (n.compositeInput(i))
+      return n.fail(Twine(i == 0 ? "trip count M" : "condition") +
+                    " must be a tensor, not a sequence or optional");
   std::optional<int64_t> tripCount;
   if (n.hasInput(0)) {
     std::optional<DenseElementsAttr> m = constantOf(n.input(0));
@@ -157,9 +222,15 @@ LogicalResult importLoop(NodeImporter &n) {
                         : c.constant(RankedTensorType::get(
                                          {}, n.builder().getI1Type()),
                                      {1.0});
-  SmallVector<Value> carried;
-  for (size_t i = 0; i < numCarried; ++i)
-    carried.push_back(n.input(i + 2));
+  // Loop-carried values may be sequences or optionals: the body's inserts
+  // and erases resolve per iteration, like everything else unrolled.
+  SmallVector<SubgraphValue> carried;
+  for (size_t i = 0; i < numCarried; ++i) {
+    FailureOr<SubgraphValue> value = n.subgraphInput(i + 2);
+    if (failed(value))
+      return failure();
+    carried.push_back(*value);
+  }
   SmallVector<SmallVector<Value>> scans(numScan);
   int64_t iteration = 0;
   while (*cond && (!tripCount || iteration < *tripCount)) {
@@ -167,13 +238,21 @@ LogicalResult importLoop(NodeImporter &n) {
       return n.fail("runs more than " + Twine(kMaxUnrolledIterations) +
                     " iterations, the most Kiln unrolls (device-side loops "
                     "are not supported yet)");
-    SmallVector<Value> args{c.scalar(i64, static_cast<double>(iteration)),
-                            condValue};
+    SmallVector<SubgraphValue> args{
+        c.scalar(i64, static_cast<double>(iteration)), condValue};
     args.append(carried);
-    FailureOr<SmallVector<Value>> out = n.importSubgraph(*body, args);
+    FailureOr<SmallVector<SubgraphValue>> out =
+        n.importSubgraphValues(*body, args);
     if (failed(out))
       return failure();
-    condValue = (*out)[0];
+    for (int64_t k = 0; k < 1 + numScan; ++k) {
+      const SubgraphValue &v = (*out)[k ? numCarried + k : 0];
+      if (v.composite)
+        return n.fail((k ? "scan output " + std::to_string(k - 1)
+                         : std::string("the body's condition")) +
+                      " is " + describe(v) + "; it must be a tensor");
+    }
+    condValue = (*out)[0].tensor;
     cond = constantBool(condValue);
     if (!cond)
       return n.fail("the body's condition is only known at run time "
@@ -183,17 +262,19 @@ LogicalResult importLoop(NodeImporter &n) {
     for (size_t i = 0; i < numCarried; ++i)
       carried[i] = (*out)[1 + i];
     for (int64_t j = 0; j < numScan; ++j)
-      scans[j].push_back((*out)[1 + numCarried + j]);
+      scans[j].push_back((*out)[1 + numCarried + j].tensor);
     ++iteration;
   }
-  SmallVector<Value> results(carried);
+  SmallVector<SubgraphValue> results(carried);
   for (int64_t j = 0; j < numScan; ++j) {
     if (scans[j].empty())
       return n.fail("scan output " + Twine(j) +
                     " of a loop that runs no iteration has no known shape");
     results.push_back(stack(c, scans[j], 0));
   }
-  return bindComposed(c, results);
+  if (c.failed())
+    return failure();
+  return setSubgraphResults(n, results);
 }
 
 /// Runs a Scan body over `steps` slices of `scanInputs` (along `axes`,
@@ -406,11 +487,13 @@ void registerControlFlowHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.push_back(
       {"If", 1, importIf,
        "run-time condition: both branches run and kiln.select picks; "
-       "branch outputs must have equal shapes; tensors only"});
+       "branch outputs must have equal shapes; a sequence or optional "
+       "output needs as many tensors in both branches"});
   handlers.push_back(
       {"Loop", 1, importLoop,
        "compile-time trip count and condition, unrolled (at most 1024 "
-       "iterations); tensors only"});
+       "iterations); loop-carried sequences and optionals are resolved "
+       "per iteration"});
   handlers.push_back({"Scan", 8, importScan8,
                       "batched form: sequence_lens must be a constant equal "
                       "to the sequence length; unrolled per batch row (at "

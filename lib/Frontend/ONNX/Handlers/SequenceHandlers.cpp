@@ -7,8 +7,9 @@
 // axes known at compile time (constants, or shape arithmetic that folds to
 // one); anything else is an error naming the node. SequenceMap unrolls its
 // body over the elements. As graph inputs and
-// outputs they become tensors (CompositeSignature.h); they cannot leave an
-// If/Loop/Scan body.
+// outputs they become tensors (CompositeSignature.h). An If branch may give
+// one, and a Loop carry one (ControlFlowHandlers.cpp); a Scan or SequenceMap
+// body takes and gives tensors only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,7 +26,7 @@ bool takesCompositeInputs(StringRef opType) {
       "SequenceInsert", "SequenceErase",      "SequenceAt",
       "SequenceLength", "ConcatFromSequence", "Optional",
       "OptionalHasElement", "OptionalGetElement", "Identity",
-      "SequenceMap"};
+      "SequenceMap",    "Loop"};
   return llvm::is_contained(kOps, opType);
 }
 
