@@ -166,7 +166,9 @@ public:
   /// The graph's sequences and optionals by name. Set by the GraphImporter.
   void setCompositeValues(CompositeValues *values) { composites = values; }
   /// Input `i` as a sequence or optional, or null when it is a tensor or
-  /// absent (then input(i) is null too).
+  /// absent (then input(i) is null too). Importing a subgraph restores the
+  /// scope of sequences afterwards and invalidates the pointer: copy what a
+  /// handler needs across importSubgraph calls.
   const CompositeValue *compositeInput(size_t i) const {
     if (!composites || i >= static_cast<size_t>(proto.input_size()) ||
         proto.input(i).empty())

@@ -307,12 +307,19 @@ LogicalResult importSequenceMap(NodeImporter &n) {
     if (body->output(k).type().has_tensor_type())
       outputs[k].elementType = convertElementType(
           body->output(k).type().tensor_type().elem_type(), n.context());
+  // Each run's arguments, gathered before the first import: importing a
+  // body restores the sequence scope afterwards, which invalidates the
+  // pointers compositeInput returned.
+  SmallVector<SmallVector<Value>> runs(length);
   for (size_t i = 0; i < length; ++i) {
-    SmallVector<Value> args{seq->elements[i]};
+    runs[i].push_back(seq->elements[i]);
     for (size_t j = 1; j < n.numInputs(); ++j) {
       const CompositeValue *extra = n.compositeInput(j);
-      args.push_back(extra ? extra->elements[i] : n.input(j));
+      runs[i].push_back(extra ? extra->elements[i] : n.input(j));
     }
+  }
+  seq = nullptr;
+  for (ArrayRef<Value> args : runs) {
     FailureOr<SmallVector<Value>> results = n.importSubgraph(*body, args);
     if (failed(results))
       return failure();
