@@ -36,7 +36,6 @@
 #include "KernelConfigAttrs.h"
 #include "RegionMatcher.h"
 
-#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
 #include "kiln/Dialect/Kiln/Transforms/QuantizedChains.h"
@@ -821,14 +820,9 @@ Value Matcher::buildCalls(
         kernel.gridFor(problem.m).x == grid.x) {
       auto aIndex = llvm::find(inputs, a) - inputs.begin();
       if (aIndex < static_cast<std::ptrdiff_t>(inputs.size()))
-        call->setAttr(
-            kiln::kGridRowsAttr,
-            builder.getDictionaryAttr(
-                {builder.getNamedAttr(
-                     "rows", builder.getI64IntegerAttr(problem.m)),
-                 builder.getNamedAttr(
-                     "tile", builder.getI64IntegerAttr(kernel.gridXDivisor)),
-                 builder.getNamedAttr("a", builder.getI64IntegerAttr(aIndex))}));
+        call->setAttr(KilnDialect::GridRowsAttrHelper::getNameStr(),
+                      GridRowsAttr::get(builder.getContext(), problem.m,
+                                        kernel.gridXDivisor, aIndex));
     }
     if (!tensorMaps.empty())
       call->setAttr(KilnDialect::TensorMapsAttrHelper::getNameStr(),

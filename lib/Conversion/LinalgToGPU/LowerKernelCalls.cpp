@@ -14,7 +14,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -125,8 +124,9 @@ struct LowerKernelCallsPass
       // Launch scaling (kiln-map-to-gpu's proof; ArtifactBuilder records
       // it). Split-K's semaphores index tiles by the launched grid and
       // each tile leaves its semaphore zero, so fewer tiles stay correct.
-      if (Attribute scale = call->getAttr(kiln::kGridScaleAttr))
-        launch->setAttr(kiln::kGridScaleAttr, scale);
+      using GridScale = kiln::KilnDialect::GridScaleAttrHelper;
+      if (Attribute scale = call->getAttr(GridScale::getNameStr()))
+        launch->setAttr(GridScale::getNameStr(), scale);
       call.erase();
     }
   }

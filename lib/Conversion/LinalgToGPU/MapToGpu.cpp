@@ -17,7 +17,6 @@
 
 #include "GenericKernelBuilder.h"
 #include "SymbolicLoops.h"
-#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Target/CUDA/TargetInfo.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -571,11 +570,13 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     }
     TargetShape target{blockSize, smCount ? smCount : info->smCount(),
                        info->maxThreadsPerSm()};
-    // Launch scaling (kiln/Conversion/LaunchScaling.h): which kernels'
-    // work follows a symbolic dim in loop 0 (templates: in A's rows).
+    // Launch scaling (#kiln.grid_scale, KilnKernelAttrs.td): which
+    // kernels' work follows a symbolic dim in loop 0 (templates: in A's
+    // rows).
+    using GridScale = kiln::KilnDialect::GridScaleAttrHelper;
     SymbolicLoops symbolic = analyzeSymbolicLoops(func);
     for (auto [call, scale] : symbolic.calls)
-      call->setAttr(kiln::kGridScaleAttr, scale);
+      call->setAttr(GridScale::getNameStr(), scale);
     for (linalg::GenericOp generic : generics) {
       auto config = generic->getAttrOfType<kiln::GenericKernelAttr>(kKernelAttr);
       if (!config) {
@@ -610,10 +611,10 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
       if (launches.size() == 1 && linear && loop != symbolic.generics.end())
         if (std::optional<int64_t> grid =
                 getConstantIntValue(launches.front().getGridSizeX()))
-          if (DictionaryAttr scale =
+          if (kiln::GridScaleAttr scale =
                   gridScaleFor(&getContext(), loop->second, linear->first,
                                linear->second, *grid))
-            launches.front()->setAttr(kiln::kGridScaleAttr, scale);
+            launches.front()->setAttr(GridScale::getNameStr(), scale);
       generic.erase();
     }
     // Outlining drops the launches' attributes: the function lists their
@@ -625,7 +626,7 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     func.walk([&](gpu::LaunchOp launch) {
       if (Attribute config = launch->getAttr(kKernelAttr)) {
         configs.push_back(config);
-        Attribute scale = launch->getAttr(kiln::kGridScaleAttr);
+        Attribute scale = launch->getAttr(GridScale::getNameStr());
         anyScale |= static_cast<bool>(scale);
         scales.push_back(scale ? scale : b.getDictionaryAttr({}));
       }
@@ -633,7 +634,8 @@ struct MapToGpuPass : kiln::impl::MapToGpuPassBase<MapToGpuPass> {
     if (!configs.empty())
       func->setAttr(kLaunchKernelsAttr, b.getArrayAttr(configs));
     if (anyScale)
-      func->setAttr(kiln::kLaunchGridScalesAttr, b.getArrayAttr(scales));
+      func->setAttr(kiln::KilnDialect::LaunchGridScalesAttrHelper::getNameStr(),
+                    b.getArrayAttr(scales));
   }
 };
 

@@ -1,6 +1,5 @@
 //===- NameKernels.cpp - Unique kernel names after outlining --------------===//
 
-#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Conversion/Passes.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
@@ -39,19 +38,21 @@ struct NameKernelsPass : kiln::impl::NameKernelsPassBase<NameKernelsPass> {
       auto configs =
           func ? func->getAttrOfType<ArrayAttr>(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr()) : nullptr;
       auto scales = func ? func->getAttrOfType<ArrayAttr>(
-                               kiln::kLaunchGridScalesAttr)
+                               kiln::KilnDialect::
+                                   LaunchGridScalesAttrHelper::getNameStr())
                          : nullptr;
       unsigned &next = nextConfig[func];
       if (scales && next < scales.size())
-        if (auto scale = dyn_cast<DictionaryAttr>(scales[next]);
-            scale && !scale.empty())
-          launch->setAttr(kiln::kGridScaleAttr, scale);
+        if (auto scale = dyn_cast<kiln::GridScaleAttr>(scales[next]))
+          launch->setAttr(
+              kiln::KilnDialect::GridScaleAttrHelper::getNameStr(), scale);
       if (configs && next < configs.size())
         launch->setAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr(), configs[next++]);
     });
     module.walk([](func::FuncOp func) {
       func->removeAttr(kiln::KilnDialect::LaunchKernelsAttrHelper::getNameStr());
-      func->removeAttr(kiln::kLaunchGridScalesAttr);
+      func->removeAttr(
+          kiln::KilnDialect::LaunchGridScalesAttrHelper::getNameStr());
     });
   }
 };

@@ -9,7 +9,6 @@
 
 #include "SymbolicLoops.h"
 
-#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -290,17 +289,14 @@ void Analysis::visitCall(kiln::CallKernelOp op) {
     }
     return;
   }
-  auto rows = op->getAttrOfType<DictionaryAttr>(kGridRowsAttr);
+  auto rows = dyn_cast_or_null<GridRowsAttr>(
+      op->getAttr(KilnDialect::GridRowsAttrHelper::getNameStr()));
   auto config = op->getAttr(KilnDialect::KernelAttrHelper::getNameStr());
   ArrayRef<int32_t> grid = op.getGrid();
-  auto get = [&](StringRef name) -> int64_t {
-    auto attr = rows ? rows.getAs<IntegerAttr>(name) : IntegerAttr();
-    return attr ? attr.getInt() : 0;
-  };
-  int64_t m = get("rows"), tile = get("tile"), a = get("a");
-  if (!rows || !isa_and_nonnull<GemmConfigAttr>(config) || m <= 0 ||
-      tile <= 0 || a < 0 || a >= static_cast<int64_t>(inputs.size()))
+  if (!rows || !isa_and_nonnull<GemmConfigAttr>(config) ||
+      rows.getA() >= static_cast<int64_t>(inputs.size()))
     return outputsUnknown();
+  int64_t m = rows.getRows(), tile = rows.getTile(), a = rows.getA();
   // A's dim 0 alone follows the symbol; any other symbolic input has it
   // on its dim 0 only (a residual read row by row).
   const Dims &aDims = *inputs[a];
@@ -347,12 +343,8 @@ void Analysis::visitCall(kiln::CallKernelOp op) {
     dims[0] = DimSymbol{sym.symbol, type.getShape()[0] / maximum};
     state[b] = dims;
   }
-  Builder b(op->getContext());
-  result.calls[op] = b.getDictionaryAttr(
-      {b.getNamedAttr("symbol", sym.symbol),
-       b.getNamedAttr("dim", b.getI64IntegerAttr(0)),
-       b.getNamedAttr("numerator", b.getI64IntegerAttr(perUnit)),
-       b.getNamedAttr("denominator", b.getI64IntegerAttr(tile))});
+  result.calls[op] =
+      GridScaleAttr::get(op->getContext(), sym.symbol, 0, perUnit, tile);
 }
 
 void Analysis::run() {
@@ -431,19 +423,14 @@ SymbolicLoops analyzeSymbolicLoops(func::FuncOp func) {
   return result;
 }
 
-DictionaryAttr gridScaleFor(MLIRContext *ctx, const SymbolicLoop &loop,
-                            int64_t points, int64_t perBlock, int64_t grid) {
+GridScaleAttr gridScaleFor(MLIRContext *ctx, const SymbolicLoop &loop,
+                           int64_t points, int64_t perBlock, int64_t grid) {
   if (loop.maximum <= 0 || perBlock <= 0 || points % loop.maximum != 0)
     return nullptr;
   int64_t perUnit = points / loop.maximum;
   if ((loop.maximum * perUnit + perBlock - 1) / perBlock != grid)
     return nullptr;
-  Builder b(ctx);
-  return b.getDictionaryAttr(
-      {b.getNamedAttr("symbol", loop.symbol),
-       b.getNamedAttr("dim", b.getI64IntegerAttr(0)),
-       b.getNamedAttr("numerator", b.getI64IntegerAttr(perUnit)),
-       b.getNamedAttr("denominator", b.getI64IntegerAttr(perBlock))});
+  return GridScaleAttr::get(ctx, loop.symbol, 0, perUnit, perBlock);
 }
 
 } // namespace kiln::mapping

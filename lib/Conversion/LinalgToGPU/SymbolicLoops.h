@@ -1,7 +1,7 @@
 //===- SymbolicLoops.h - Which kernels' work follows a symbolic dim -------===//
 //
-// kiln-map-to-gpu's proof for launch scaling (kiln/Conversion/
-// LaunchScaling.h): on the bufferized function, follows each symbol of
+// kiln-map-to-gpu's proof for launch scaling (#kiln.grid_scale,
+// KilnKernelAttrs.td): on the bufferized function, follows each symbol of
 // `kiln.symbolic_dims` (the arguments) from buffer to buffer through the
 // linalg.generic ops and GEMM template calls, in program order. A buffer
 // dim that follows symbol N with factor f holds the run's data in its
@@ -20,6 +20,8 @@
 #ifndef KILN_LIB_CONVERSION_LINALGTOGPU_SYMBOLICLOOPS_H
 #define KILN_LIB_CONVERSION_LINALGTOGPU_SYMBOLICLOOPS_H
 
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -37,7 +39,7 @@ struct SymbolicLoops {
   /// The generics whose loop 0 alone follows a symbol.
   llvm::DenseMap<mlir::Operation *, SymbolicLoop> generics;
   /// The template calls that may scale, with their `kiln.grid_scale`.
-  llvm::DenseMap<mlir::Operation *, mlir::DictionaryAttr> calls;
+  llvm::DenseMap<mlir::Operation *, kiln::GridScaleAttr> calls;
 };
 
 SymbolicLoops analyzeSymbolicLoops(mlir::func::FuncOp func);
@@ -45,9 +47,9 @@ SymbolicLoops analyzeSymbolicLoops(mlir::func::FuncOp func);
 /// `kiln.grid_scale` for a launch whose grid dim 0 linearises `points`
 /// points (loop 0 outermost) `perBlock` a block, when loop 0 is `loop`;
 /// null unless ceil(maximum * numerator / denominator) is `grid`.
-mlir::DictionaryAttr gridScaleFor(mlir::MLIRContext *ctx,
-                                  const SymbolicLoop &loop, int64_t points,
-                                  int64_t perBlock, int64_t grid);
+kiln::GridScaleAttr gridScaleFor(mlir::MLIRContext *ctx,
+                                 const SymbolicLoop &loop, int64_t points,
+                                 int64_t perBlock, int64_t grid);
 
 } // namespace kiln::mapping
 

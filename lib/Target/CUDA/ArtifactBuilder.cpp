@@ -12,7 +12,6 @@
 
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 
-#include "kiln/Conversion/LaunchScaling.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Target/CUDA/TemplateEmission.h"
 
@@ -817,7 +816,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
   if (rt::Error err = rt::verifyArtifact(artifact))
     return llvm::createStringError("the artifact does not verify: " +
                                    err.message());
-  // Launch scaling (kiln/Conversion/LaunchScaling.h): each symbol by its
+  // Launch scaling (#kiln.grid_scale, KilnKernelAttrs.td): each symbol by its
   // index among the module's kiln.dim_ranges, the order the separable-dims
   // analysis lists them in; attachSymbolicDims keeps the records of
   // separable symbols (verifyArtifact checks them when the file is written).
@@ -830,24 +829,23 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
         symbolIndex.try_emplace(entry.getName().getValue(),
                                 static_cast<uint32_t>(symbolIndex.size()));
   for (auto [i, launch] : llvm::enumerate(launches)) {
-    auto scale = launch->getAttrOfType<DictionaryAttr>(kiln::kGridScaleAttr);
+    // The attribute's verifier checked its fields; the symbol must be one
+    // of the module's ranges.
+    auto scale = dyn_cast_or_null<kiln::GridScaleAttr>(
+        kiln::KilnDialect::GridScaleAttrHelper(launch->getContext())
+            .getAttr(launch));
     if (!scale)
       continue;
-    auto symbol = scale.getAs<StringAttr>("symbol");
-    auto dim = scale.getAs<IntegerAttr>("dim");
-    auto numerator = scale.getAs<IntegerAttr>("numerator");
-    auto denominator = scale.getAs<IntegerAttr>("denominator");
-    auto index = symbol ? symbolIndex.find(symbol.getValue())
-                        : symbolIndex.end();
-    if (index == symbolIndex.end() || !dim || !numerator || !denominator ||
-        dim.getInt() < 0 || numerator.getInt() <= 0 ||
-        denominator.getInt() <= 0)
-      return errorAt(launch, "has a malformed kiln.grid_scale");
+    auto index = symbolIndex.find(scale.getSymbol().getValue());
+    if (index == symbolIndex.end())
+      return errorAt(launch, "scales its grid by symbol '" +
+                                 scale.getSymbol().getValue() +
+                                 "', which has no --dim range");
     artifact.launchScales.push_back(
         {static_cast<uint32_t>(i), index->second,
-         static_cast<uint32_t>(dim.getInt()),
-         static_cast<uint64_t>(numerator.getInt()),
-         static_cast<uint64_t>(denominator.getInt())});
+         static_cast<uint32_t>(scale.getDim()),
+         static_cast<uint64_t>(scale.getNumerator()),
+         static_cast<uint64_t>(scale.getDenominator())});
   }
   if (stats) {
     stats->kernels = artifact.kernels.size();

@@ -90,9 +90,9 @@ func.func @unbufferized(%x: tensor<4xf32>) -> tensor<4xf32> {
 // its launch, where the artifact builder records it (launch-scales).
 // CHECK-LABEL: func.func @grid_scale(
 // CHECK:           gpu.launch_func @scaled::@scaled
-// CHECK-SAME:      kiln.grid_scale = {denominator = 64 : i64, dim = 0 : i64, numerator = 16 : i64, symbol = "N"}
+// CHECK-SAME:      kiln.grid_scale = #kiln.grid_scale<symbol = "N", dim = 0, numerator = 16, denominator = 64>
 gpu.binary @scaled [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
 func.func @grid_scale(%x: memref<256xf32>, %y: memref<256xf32>) {
-  kiln.call_kernel @scaled::@scaled ins(%x : memref<256xf32>) outs(%y : memref<256xf32>) grid [4, 1, 1] block [128, 1, 1] {kiln.grid_scale = {denominator = 64 : i64, dim = 0 : i64, numerator = 16 : i64, symbol = "N"}}
+  kiln.call_kernel @scaled::@scaled ins(%x : memref<256xf32>) outs(%y : memref<256xf32>) grid [4, 1, 1] block [128, 1, 1] {kiln.grid_scale = #kiln.grid_scale<symbol = "N", dim = 0, numerator = 16, denominator = 64>}
   return
 }

@@ -1,5 +1,5 @@
 // RUN: kiln-opt %s -kiln-map-to-gpu -split-input-file | FileCheck %s
-// Launch scaling (kiln/Conversion/LaunchScaling.h, SymbolicLoops.h): with
+// Launch scaling (#kiln.grid_scale, KilnKernelAttrs.td; SymbolicLoops.h): with
 // `kiln.dim_ranges` on the module and `kiln.symbolic_dims` on the
 // arguments, kiln-map-to-gpu lists each generic launch's grid scale on the
 // function (`kiln.launch_grid_scales`, in launch order; `{}` for a launch
@@ -12,7 +12,7 @@
 // threads a block: 800 points, 4 blocks; per unit of N 100 points. The
 // second reads the first's buffer, whose dim 0 follows N.
 // CHECK-LABEL: func.func @chain
-// CHECK-SAME: kiln.launch_grid_scales = [{denominator = 256 : i64, dim = 0 : i64, numerator = 100 : i64, symbol = "N"}, {denominator = 256 : i64, dim = 0 : i64, numerator = 100 : i64, symbol = "N"}]
+// CHECK-SAME: kiln.launch_grid_scales = [#kiln.grid_scale<symbol = "N", dim = 0, numerator = 100, denominator = 256>, #kiln.grid_scale<symbol = "N", dim = 0, numerator = 100, denominator = 256>]
 module attributes {kiln.dim_ranges = {N = array<i64: 1, 8, 8>}} {
 func.func @chain(%x: memref<8x100xf32> {kiln.symbolic_dims = ["N", ""]}, %y: memref<8x100xf32> {bufferize.result}) {
   %t = memref.alloc() : memref<8x100xf32>
@@ -66,7 +66,7 @@ func.func @transposed(%x: memref<8x100xf32> {kiln.symbolic_dims = ["N", ""]}, %y
 // unknown from then on (the consumer keeps its grid), and an op that reads
 // only the input still scales.
 // CHECK-LABEL: func.func @reduction
-// CHECK-SAME: kiln.launch_grid_scales = [{}, {}, {}, {denominator = 256 : i64, dim = 0 : i64, numerator = 100 : i64, symbol = "N"}]
+// CHECK-SAME: kiln.launch_grid_scales = [{}, {}, {}, #kiln.grid_scale<symbol = "N", dim = 0, numerator = 100, denominator = 256>]
 module attributes {kiln.dim_ranges = {N = array<i64: 1, 8, 8>}} {
 func.func @reduction(%x: memref<8x100xf32> {kiln.symbolic_dims = ["N", ""]}, %y: memref<8x100xf32> {bufferize.result}, %z: memref<8x100xf32> {bufferize.result}) {
   %cst = arith.constant 0.0 : f32
@@ -108,7 +108,7 @@ func.func @reduction(%x: memref<8x100xf32> {kiln.symbolic_dims = ["N", ""]}, %y:
 // [N*4, 16] (factor 4), 128 threads a block: 512 points, 4 blocks, 64
 // points per unit of N.
 // CHECK-LABEL: func.func @collapsed
-// CHECK-SAME: kiln.launch_grid_scales = [{denominator = 128 : i64, dim = 0 : i64, numerator = 64 : i64, symbol = "N"}]
+// CHECK-SAME: kiln.launch_grid_scales = [#kiln.grid_scale<symbol = "N", dim = 0, numerator = 64, denominator = 128>]
 module attributes {kiln.dim_ranges = {N = array<i64: 1, 8, 8>}} {
 func.func @collapsed(%x: memref<8x4x16xf32> {kiln.symbolic_dims = ["N", "", ""]}, %y: memref<32x16xf32> {bufferize.result}) {
   %v = memref.collapse_shape %x [[0, 1], [2]] : memref<8x4x16xf32> into memref<32x16xf32>

@@ -482,11 +482,69 @@ GenericKernelAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// Launch scaling
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+GridRowsAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                     int64_t rows, int64_t tile, int64_t a) {
+  if (rows <= 0 || tile <= 0 || a < 0)
+    return emitError() << "#kiln.grid_rows needs rows and tile above 0 and "
+                          "an input index a of at least 0";
+  return success();
+}
+
+LogicalResult
+GridScaleAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                      StringAttr symbol, int64_t dim, int64_t numerator,
+                      int64_t denominator) {
+  if (!symbol || symbol.getValue().empty())
+    return emitError() << "#kiln.grid_scale needs a symbol";
+  if (dim < 0 || dim > 2)
+    return emitError() << "#kiln.grid_scale dim must be 0, 1 or 2, not "
+                       << dim;
+  if (numerator <= 0 || denominator <= 0)
+    return emitError() << "#kiln.grid_scale needs numerator and denominator "
+                          "above 0";
+  return success();
+}
+
+/// The launch-scaling attributes: each of its own type.
+static LogicalResult verifyLaunchScaling(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  if (name == KilnDialect::GridRowsAttrHelper::getNameStr() &&
+      !isa<GridRowsAttr>(value))
+    return op->emitError() << "'" << name << "' must be a #kiln.grid_rows, not "
+                           << value;
+  if (name == KilnDialect::GridScaleAttrHelper::getNameStr() &&
+      !isa<GridScaleAttr>(value))
+    return op->emitError() << "'" << name
+                           << "' must be a #kiln.grid_scale, not " << value;
+  if (name == KilnDialect::LaunchGridScalesAttrHelper::getNameStr()) {
+    auto list = dyn_cast<ArrayAttr>(value);
+    if (!list)
+      return op->emitError() << "'" << name << "' must be an array";
+    for (Attribute entry : list) {
+      auto none = dyn_cast<DictionaryAttr>(entry);
+      if (!isa<GridScaleAttr>(entry) && !(none && none.empty()))
+        return op->emitError() << "'" << name
+                               << "' holds a #kiln.grid_scale or {} per "
+                                  "launch, not "
+                               << entry;
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // The `kiln.kernel` attribute
 //===----------------------------------------------------------------------===//
 
 LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
+  if (failed(verifyLaunchScaling(op, attr)))
+    return failure();
   if (attr.getName() != KernelAttrHelper::getNameStr())
     return success();
   Attribute value = attr.getValue();

@@ -185,3 +185,41 @@ func.func @f() attributes {a = #kiln.gemm_config<family = mma_s8, tile = 64x64x1
 // The int8 kernel requantizes the whole sum: no split-K.
 // expected-error @+1 {{mma_s8 has no split-K (the requantization needs the whole sum), not split_k = 2}}
 func.func @f() attributes {a = #kiln.gemm_config<family = mma_s8, tile = 64x64x64, warp_tile = 32x32, stages = 3, split_k = 2>}
+
+// -----
+
+// A grid has three dims.
+// expected-error @+1 {{#kiln.grid_scale dim must be 0, 1 or 2, not 3}}
+func.func @f() attributes {a = #kiln.grid_scale<symbol = "N", dim = 3, numerator = 1, denominator = 2>}
+
+// -----
+
+// blocks(n) = ceil(n * numerator / denominator): both above 0.
+// expected-error @+1 {{#kiln.grid_scale needs numerator and denominator above 0}}
+func.func @f() attributes {a = #kiln.grid_scale<symbol = "N", dim = 0, numerator = 1, denominator = 0>}
+
+// -----
+
+// expected-error @+1 {{#kiln.grid_scale needs a symbol}}
+func.func @f() attributes {a = #kiln.grid_scale<symbol = "", dim = 0, numerator = 1, denominator = 2>}
+
+// -----
+
+// expected-error @+1 {{#kiln.grid_rows needs rows and tile above 0 and an input index a of at least 0}}
+func.func @f() attributes {a = #kiln.grid_rows<rows = 64, tile = 0, a = 0>}
+
+// -----
+
+// The names are typed: a dictionary is no longer a grid scale.
+// expected-error @+1 {{'kiln.grid_scale' must be a #kiln.grid_scale, not}}
+func.func @f() attributes {kiln.grid_scale = {dim = 0 : i64}}
+
+// -----
+
+// expected-error @+1 {{'kiln.grid_rows' must be a #kiln.grid_rows, not 3 : i64}}
+func.func @f() attributes {kiln.grid_rows = 3 : i64}
+
+// -----
+
+// expected-error @+1 {{'kiln.launch_grid_scales' holds a #kiln.grid_scale or {} per launch, not}}
+func.func @f() attributes {kiln.launch_grid_scales = [{dim = 0 : i64}]}

@@ -93,3 +93,19 @@ func.func @generic() attributes {
     a7 = #kiln.generic_kernel<tiled_transpose, tile = 32>} {
   return
 }
+
+// -----
+
+// Launch scaling (issue 24): a GEMM template call's rows, a launch's grid
+// scale, and a function's list of them in launch order ({} keeps a
+// launch's compiled grid).
+// CHECK-LABEL: func.func @launch_scaling
+// CHECK-SAME: kiln.grid_rows = #kiln.grid_rows<rows = 12544, tile = 128, a = 0>
+// CHECK-SAME: kiln.grid_scale = #kiln.grid_scale<symbol = "N", dim = 0, numerator = 100, denominator = 256>
+// CHECK-SAME: kiln.launch_grid_scales = [{}, #kiln.grid_scale<symbol = "batch", dim = 1, numerator = 3, denominator = 7>]
+func.func @launch_scaling() attributes {
+    kiln.grid_rows = #kiln.grid_rows<rows = 12544, tile = 128, a = 0>,
+    kiln.grid_scale = #kiln.grid_scale<symbol = "N", dim = 0, numerator = 100, denominator = 256>,
+    kiln.launch_grid_scales = [{}, #kiln.grid_scale<symbol = "batch", dim = 1, numerator = 3, denominator = 7>]} {
+  return
+}

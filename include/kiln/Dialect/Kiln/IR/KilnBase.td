@@ -94,6 +94,14 @@ def Kiln_Dialect : Dialect {
     // The kind of the kiln.fusion a linalg.generic came from
     // (kiln-collapse-fusions).
     "::mlir::StringAttr":$fusion_kind,
+    // Launch scaling (KilnKernelAttrs.td): a GEMM template call's
+    // #kiln.grid_rows, a call's or launch's #kiln.grid_scale, and a
+    // function's list of them in generic-launch order (kiln-map-to-gpu to
+    // kiln-name-kernels). Typed as Attribute: the dialect's helpers are
+    // declared before its attribute classes.
+    "::mlir::Attribute":$grid_rows,
+    "::mlir::Attribute":$grid_scale,
+    "::mlir::ArrayAttr":$launch_grid_scales,
     // kiln-fuse-quantized (module): one line per quantized contraction
     // chain that stays on the exact fallback, and why (kilnc --stats).
     "::mlir::ArrayAttr":$quantized_report

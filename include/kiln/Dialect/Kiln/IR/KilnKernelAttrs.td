@@ -250,4 +250,65 @@ def Kiln_GenericKernelAttr
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Launch scaling: grids that follow a symbolic dim (issue 24)
+//===----------------------------------------------------------------------===//
+
+// An artifact compiled with `kilnc --dim N=1..64` keeps the maximum's
+// memory plan and padding, but a launch whose work for slices N..63 lies
+// only in a suffix of one grid dimension runs fewer blocks there. These
+// carry that proof from the passes that know each kernel's shape to the
+// artifact builder (docs/runtime.md "Sizes at run time").
+class Kiln_LaunchAttr<string name, string attrMnemonic>
+    : AttrDef<Kiln_Dialect, name> {
+  let mnemonic = attrMnemonic;
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Kiln_GridRowsAttr : Kiln_LaunchAttr<"GridRows", "grid_rows"> {
+  let summary = "Which grid dim of a GEMM template call tiles M's rows";
+  let description = [{
+    On a `kiln.call_kernel` of a GEMM template (kiln-match-contractions, as
+    `kiln.grid_rows`): blockIdx.x tiles M's `rows` `tile` at a time, and
+    M's rows are slices of input `a`'s dim 0 in order. kiln-map-to-gpu
+    turns it into a `kiln.grid_scale` when a symbol follows that dim.
+
+    Example:
+
+    ```mlir
+    #kiln.grid_rows<rows = 12544, tile = 128, a = 0>
+    ```
+  }];
+  let parameters = (ins
+    AttrParameter<"int64_t", "M, the GEMM's rows">:$rows,
+    AttrParameter<"int64_t", "rows a block tiles">:$tile,
+    AttrParameter<"int64_t", "the input whose dim 0 the rows slice">:$a);
+}
+
+def Kiln_GridScaleAttr : Kiln_LaunchAttr<"GridScale", "grid_scale"> {
+  let summary = "How a launch's grid follows a symbolic dim";
+  let description = [{
+    On a `gpu.launch_func` (and, before outlining, a `gpu.launch` or a
+    `kiln.call_kernel`, as `kiln.grid_scale`): with symbol `symbol` at size
+    n the launch needs only the first ceil(n * `numerator` / `denominator`)
+    blocks of grid dim `dim`. kiln-map-to-gpu lists one per generic launch
+    on the function (`kiln.launch_grid_scales`, an empty dictionary for a
+    launch that keeps its compiled grid) for kiln-name-kernels to move onto
+    the outlined launches; the artifact builder writes them into the
+    `launch-scales` section.
+
+    Example:
+
+    ```mlir
+    #kiln.grid_scale<symbol = "N", dim = 0, numerator = 100, denominator = 256>
+    ```
+  }];
+  let parameters = (ins
+    AttrParameter<"::mlir::StringAttr", "the symbolic dim">:$symbol,
+    AttrParameter<"int64_t", "the grid dim that scales (0, 1 or 2)">:$dim,
+    AttrParameter<"int64_t", "work units per slice of the symbol">:$numerator,
+    AttrParameter<"int64_t", "work units per block">:$denominator);
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNKERNELATTRS_TD
