@@ -106,7 +106,6 @@ reads 'fusion-fuzz: N graphs, M runs: P pass, U unsupported, F fail'.
 """
 import argparse
 import collections
-import concurrent.futures
 import copy
 import os
 import re
@@ -114,8 +113,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 import numpy as np
 import onnx
@@ -130,6 +127,7 @@ import onnxruntime as ort
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "scripts"))
 import numerics  # noqa: E402
+from fuzz_campaign import Campaign  # noqa: E402
 
 OPSET = 17
 MAX_ELEMS = 1024          # per tensor: keeps emu runs short
@@ -1702,107 +1700,14 @@ def main():
     if args.minimize or args.model:
         return minimize_main(args, tools, spec)
 
-    work_root = args.keep or tempfile.mkdtemp(prefix="fusion-fuzz-")
-    os.makedirs(work_root, exist_ok=True)
-    lock = threading.Lock()
-    totals = collections.Counter()
-    by_variant = collections.defaultdict(collections.Counter)
-    classes = collections.defaultdict(list)   # signature -> [(seed, variant)]
-    unsupported = collections.defaultdict(list)
-    gen_errors = []
-    ops = collections.Counter()
-    amps = []
-    ratios = []
-    start = time.monotonic()
-
-    def one(seed):
-        try:
-            model = generate(seed)
-        except Exception as e:  # noqa: BLE001 - a generator bug: report, go on
-            r = Result(seed)
-            r.generator_error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-            return r
-        variants = variants_for(seed, spec)
-        workdir = os.path.join(work_root, f"seed{seed}")
-        try:
-            r = check_model(model, seed, variants, tools, workdir)
-        except Exception as e:  # noqa: BLE001 - a harness bug: report, go on
-            r = Result(seed)
-            r.generator_error = (f"harness: {type(e).__name__}: "
-                                 f"{str(e).splitlines()[0][:300]}")
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-        return r
-
-    seeds = range(args.seed, args.seed + args.count)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for res in pool.map(one, seeds):
-            with lock:
-                if res.generator_error:
-                    gen_errors.append((res.seed, res.generator_error))
-                    print(f"GENERATOR seed {res.seed}: {res.generator_error}",
-                          flush=True)
-                    continue
-                ops.update(res.ops)
-                amps += res.amps
-                ratios += [(r, res.seed, v, n) for r, v, n in res.ratios]
-                if args.print_graph:
-                    print(f"--- seed {res.seed}\n{graph_text(res.model)}")
-                for variant, status in res.statuses.items():
-                    if status == "unsupported" and args.strict:
-                        status = "fail"
-                    totals[status] += 1
-                    by_variant[variant][status] += 1
-                    if args.verbose:
-                        print(f"seed {res.seed} {variant}: {status}")
-                    if status == "unsupported":
-                        unsupported[res.details[variant]].append(
-                            (res.seed, variant))
-                    elif status == "fail":
-                        classes[res.signatures[variant]].append(
-                            (res.seed, variant))
-                        d = save_failure(res, variant, args.failures)
-                        print(failure_report(res, variant) +
-                              f"saved to {d}\n", flush=True)
-
-    seconds = time.monotonic() - start
-    print(f"\nops generated: " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
-    print("per variant: " + "; ".join(
-        f"{v}: " + ", ".join(f"{s} {n}" for s, n in sorted(c.items()))
-        for v, c in sorted(by_variant.items())))
-    if amps:
-        q = np.quantile(amps, [0.5, 0.9, 0.99])
-        print(f"outputs {len(amps)}: amplification median {q[0]:.2f}, 90% "
-              f"{q[1]:.2f}, 99% {q[2]:.1f}, max {max(amps):.1f} (every "
-              f"output compared)")
-    if ratios:
-        worst = max(ratios)
-        q = np.quantile([r[0] for r in ratios], [0.5, 0.99])
-        print(f"worst per-element ratio over {len(ratios)} compared outputs: "
-              f"{worst[0]:.3f} (seed {worst[1]} {worst[2]} '{worst[3]}'); "
-              f"median {q[0]:.3f}, 99% {q[1]:.3f} (<= 1 passes)")
-    if unsupported:
-        print(f"unsupported ({sum(len(v) for v in unsupported.values())}):")
-        for msg, where in sorted(unsupported.items()):
-            print(f"  {len(where)}x {msg} (seeds {fmt_where(where)})")
-    print(f"failure classes ({len(classes)}):")
-    for sig, where in sorted(classes.items(), key=lambda kv: -len(kv[1])):
-        print(f"  {len(where)}x {sig}\n      seeds {fmt_where(where)}")
-    if gen_errors:
-        print(f"generator errors ({len(gen_errors)}): seeds "
-              + ", ".join(str(s) for s, _ in gen_errors))
-    if not args.keep:
-        shutil.rmtree(work_root, ignore_errors=True)
-    runs = sum(totals.values())
-    print(f"fusion-fuzz: {args.count} graphs, {runs} runs: {totals['pass']} pass, "
-          f"{totals['unsupported']} unsupported, {totals['fail']} fail, "
-          f"{len(gen_errors)} generator errors ({seconds:.0f} s)")
-    return 1 if totals["fail"] or gen_errors else 0
-
-
-def fmt_where(where, limit=12):
-    text = ", ".join(f"{s}/{v}" for s, v in where[:limit])
-    return text + (f", ... ({len(where)} in all)" if len(where) > limit else "")
+    campaign = Campaign(
+        args, tool="fusion-fuzz", unit="graphs", config="variant",
+        compared="outputs", make_result=Result,
+        check=lambda model, seed, variants, workdir: check_model(
+            model, seed, variants, tools, workdir),
+        save_failure=save_failure, failure_report=failure_report,
+        graph_text=graph_text)
+    return campaign.run(generate, lambda seed: variants_for(seed, spec))
 
 
 def load_model(path):

@@ -91,7 +91,6 @@ models, M runs: P pass, U unsupported, F fail, G generator errors (T s)'.
 """
 import argparse
 import collections
-import concurrent.futures
 import csv
 import os
 import re
@@ -99,8 +98,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
                       "intra_op_parallelism_threads=1")
@@ -115,6 +112,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "training"),
                 os.path.join(HERE, "..", "..", "scripts")]
 import fusion_fuzz as ff  # noqa: E402
+from fuzz_campaign import Campaign  # noqa: E402
 import numerics  # noqa: E402
 import onnx_jax  # noqa: E402
 from whole_step import read_safetensors  # noqa: E402
@@ -818,88 +816,14 @@ def main():
     if args.minimize or args.model:
         return minimize_main(args, tools, spec)
 
-    work_root = args.keep or tempfile.mkdtemp(prefix="train-fuzz-")
-    os.makedirs(work_root, exist_ok=True)
-    lock = threading.Lock()
-    totals = collections.Counter()
-    by_mode = collections.defaultdict(collections.Counter)
-    classes = collections.defaultdict(list)
-    unsupported = collections.defaultdict(list)
-    gen_errors = []
-    ops = collections.Counter()
-    ratios = []
-    start = time.monotonic()
-
-    def one(seed):
-        try:
-            model = generate(seed)
-        except Exception as e:  # noqa: BLE001 - a generator bug: report, go on
-            r = Result(seed)
-            r.generator_error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-            return r
-        workdir = os.path.join(work_root, f"seed{seed}")
-        try:
-            r = check_model(model, seed, modes_for(seed, spec), tools, workdir)
-        except Exception as e:  # noqa: BLE001 - a harness bug: report, go on
-            r = Result(seed)
-            r.generator_error = f"harness: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-        return r
-
-    seeds = range(args.seed, args.seed + args.count)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for res in pool.map(one, seeds):
-            with lock:
-                if res.generator_error:
-                    gen_errors.append((res.seed, res.generator_error))
-                    print(f"GENERATOR seed {res.seed}: {res.generator_error}", flush=True)
-                    continue
-                ops.update(res.ops)
-                ratios += [(r, res.seed, m, w) for r, m, w in res.ratios]
-                if args.print_graph:
-                    print(f"--- seed {res.seed} ({res.case.loss})\n{ff.graph_text(res.model)}")
-                for mode, status in res.statuses.items():
-                    if status == "unsupported" and args.strict:
-                        status = "fail"
-                    totals[status] += 1
-                    by_mode[mode][status] += 1
-                    if args.verbose:
-                        print(f"seed {res.seed} {mode}: {status}", flush=True)
-                    if status == "unsupported":
-                        unsupported[res.details[mode]].append((res.seed, mode))
-                    elif status == "fail":
-                        classes[res.signatures[mode]].append((res.seed, mode))
-                        d = save_failure(res, mode, args.failures)
-                        print(failure_report(res, mode) + f"saved to {d}\n", flush=True)
-    seconds = time.monotonic() - start
-    print("\nops generated: " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
-    print("per mode: " + "; ".join(
-        f"{m}: " + ", ".join(f"{s} {n}" for s, n in sorted(c.items()))
-        for m, c in sorted(by_mode.items())))
-    if ratios:
-        worst = max(ratios)
-        q = np.quantile([r[0] for r in ratios], [0.5, 0.99])
-        print(f"worst per-element ratio over {len(ratios)} compared tensors: "
-              f"{worst[0]:.3f} (seed {worst[1]} {worst[2]} '{worst[3]}'); "
-              f"median {q[0]:.3f}, 99% {q[1]:.3f} (<= 1 passes)")
-    if unsupported:
-        print(f"unsupported ({sum(len(v) for v in unsupported.values())}):")
-        for msg, where in sorted(unsupported.items()):
-            print(f"  {len(where)}x {msg} (seeds {ff.fmt_where(where)})")
-    print(f"failure classes ({len(classes)}):")
-    for sig, where in sorted(classes.items(), key=lambda kv: -len(kv[1])):
-        print(f"  {len(where)}x {sig}\n      seeds {ff.fmt_where(where)}")
-    if gen_errors:
-        print(f"generator errors ({len(gen_errors)}): seeds "
-              + ", ".join(str(s) for s, _ in gen_errors))
-    if not args.keep:
-        shutil.rmtree(work_root, ignore_errors=True)
-    runs = sum(totals.values())
-    print(f"train-fuzz: {args.count} models, {runs} runs: {totals['pass']} pass, "
-          f"{totals['unsupported']} unsupported, {totals['fail']} fail, "
-          f"{len(gen_errors)} generator errors ({seconds:.0f} s)")
-    return 1 if totals["fail"] or gen_errors else 0
+    campaign = Campaign(
+        args, tool="train-fuzz", unit="models", config="mode",
+        compared="tensors", make_result=Result,
+        check=lambda model, seed, modes, workdir: check_model(
+            model, seed, modes, tools, workdir),
+        save_failure=save_failure, failure_report=failure_report,
+        graph_text=ff.graph_text)
+    return campaign.run(generate, lambda seed: modes_for(seed, spec))
 
 
 def repros_main(args, tools):
