@@ -34,6 +34,7 @@
 #include "EmuDirectTestUtils.h"
 #include "Fp8Reference.h"
 #include "WgmmaSharedLayouts.h"
+#include "WgmmaTestKernel.h"
 
 #include <gmock/gmock.h>
 
@@ -126,13 +127,6 @@ const char *typeName(bool e5m2) { return e5m2 ? "e5m2" : "e4m3"; }
          << static_cast<double>(bound) << ")";
 }
 
-std::string listRegs(const char *prefix, unsigned first, unsigned count) {
-  std::string s = "{";
-  for (unsigned i = 0; i < count; ++i)
-    s += (i ? ", %" : "%") + std::string(prefix) + std::to_string(first + i);
-  return s + "}";
-}
-
 //===----------------------------------------------------------------------===//
 // mma.sync.aligned.m16n8k32 with e4m3/e5m2
 //===----------------------------------------------------------------------===//
@@ -140,9 +134,10 @@ std::string listRegs(const char *prefix, unsigned first, unsigned count) {
 /// The mma kernel: wordKernel's (A in %r1..4, B in %r5..6, C in %r7..10,
 /// D to %r20..23) for PTX ISA 8.4 and sm_89, where fp8 mma.sync begins.
 std::string mmaKernel(const std::string &instruction) {
-  std::string body = "\t" + instruction + " \t" + listRegs("r", 20, 4) + ", " +
-                     listRegs("r", 1, 4) + ", " + listRegs("r", 5, 2) + ", " +
-                     listRegs("r", 7, 4) + ";\n";
+  std::string body = "\t" + instruction + " \t" + ptxRegisterList("r", 20, 4) +
+                     ", " + ptxRegisterList("r", 1, 4) + ", " +
+                     ptxRegisterList("r", 5, 2) + ", " +
+                     ptxRegisterList("r", 7, 4) + ";\n";
   std::string ptx = wordKernel(body, 10, 4);
   ptx.replace(ptx.find(".version 8.0"), 12, ".version 8.4");
   ptx.replace(ptx.find(".target sm_90"), 13, ".target sm_89");
@@ -295,94 +290,25 @@ double byteValue(const WgmmaCase &c, uint8_t bits, bool second) {
   return fp8Value(bits, flag);
 }
 
-/// Copies the shared image in, loads C (and A's fragments), runs the
-/// wgmmas (committing each; a wait_group 1 after the second) and stores D.
-/// Parameters: image, descriptors (A, B per step), C/D, A fragments, the
-/// image's words, scale-d.
+/// The kernel (WgmmaTestKernel.h) for a case. 8-bit types take no
+/// transpose flags (both operands are K-major) and the integer ones no
+/// scales either.
 std::string byteWgmmaKernel(const WgmmaCase &c, uint64_t sharedBytes) {
+  WgmmaTestKernel kernel;
   // PTX ISA 8.4: wgmma with mixed s8/u8 types begins there.
-  std::string header = sm90Header();
-  header.replace(header.find(".version 8.0"), 12, ".version 8.4");
-  std::string s = header + R"(.visible .entry k(
-	.param .u64 k_param_0,
-	.param .u64 k_param_1,
-	.param .u64 k_param_2,
-	.param .u64 k_param_3,
-	.param .u32 k_param_4,
-	.param .u32 k_param_5
-)
-{
-	.reg .pred 	%p<8>;
-	.reg .b32 	%r<32>;
-	.reg .b64 	%rd<32>;
-	.reg )" + std::string(c.integer ? ".s32" : ".f32") +
-                  R"( 	%f<130>;
-	.reg .b32 	%a<32>;
-	.shared .align 1024 .b8 smem[)" +
-                  std::to_string(sharedBytes) + R"(];
-	ld.param.u64 	%rd1, [k_param_0];
-	ld.param.u64 	%rd2, [k_param_1];
-	ld.param.u64 	%rd3, [k_param_2];
-	ld.param.u64 	%rd4, [k_param_3];
-	ld.param.u32 	%r10, [k_param_4];
-	ld.param.u32 	%r11, [k_param_5];
-	mov.u32 	%r0, %tid.x;
-	mov.u32 	%r1, %r0;
-	mov.u32 	%r4, smem;
-$L_copy:
-	setp.ge.u32 	%p1, %r1, %r10;
-	@%p1 bra 	$L_copied;
-	mul.wide.u32 	%rd5, %r1, 4;
-	add.s64 	%rd6, %rd1, %rd5;
-	ld.global.u32 	%r2, [%rd6];
-	shl.b32 	%r3, %r1, 2;
-	add.s32 	%r5, %r4, %r3;
-	st.shared.u32 	[%r5], %r2;
-	add.u32 	%r1, %r1, 128;
-	bra 	$L_copy;
-$L_copied:
-	bar.sync 	0;
-	fence.proxy.async.shared::cta;
-	mul.wide.u32 	%rd7, %r0, )" +
-                  std::to_string(2 * c.n) + R"(;
-	add.s64 	%rd8, %rd3, %rd7;
-	mul.wide.u32 	%rd9, %r0, )" +
-                  std::to_string(16 * c.steps) + R"(;
-	add.s64 	%rd10, %rd4, %rd9;
-)";
-  for (unsigned i = 0; i < c.n / 2; ++i)
-    s += std::string("\tld.global.") + (c.integer ? "s32" : "f32") + " \t%f" +
-         std::to_string(i) + ", [%rd8+" + std::to_string(4 * i) + "];\n";
-  if (c.aRegisters)
-    for (unsigned i = 0; i < 4 * c.steps; ++i)
-      s += "\tld.global.b32 \t%a" + std::to_string(i) + ", [%rd10+" +
-           std::to_string(4 * i) + "];\n";
-  s += "\tsetp.ne.u32 \t%p2, %r11, 0;\n\tsetp.eq.u32 \t%p3, %r11, %r11;\n";
-  s += "\twgmma.fence.sync.aligned;\n";
-  std::string dList = listRegs("f", 0, c.n / 2);
-  for (unsigned step = 0; step < c.steps; ++step) {
-    s += "\tld.global.u64 \t%rd20, [%rd2+" + std::to_string(16 * step) +
-         "];\n\tld.global.u64 \t%rd21, [%rd2+" + std::to_string(16 * step + 8) +
-         "];\n";
-    std::string a = c.aRegisters ? listRegs("a", 4 * step, 4) : "%rd20";
-    // 8-bit types take no transpose flags (both operands are K-major) and
-    // the integer ones no scales either.
-    s += "\twgmma.mma_async.sync.aligned.m64n" + std::to_string(c.n) + "k32." +
-         wgmmaTypes(c) + " \t" + dList + ", " + a + ", %rd21, " +
-         (step == 0 ? "%p2" : "%p3");
-    if (!c.integer)
-      s += ", " + std::to_string(c.scaleA) + ", " + std::to_string(c.scaleB);
-    s += ";\n";
-    s += "\twgmma.commit_group.sync.aligned;\n";
-    if (step == 1)
-      s += "\twgmma.wait_group.sync.aligned 1;\n";
-  }
-  s += "\twgmma.wait_group.sync.aligned 0;\n";
-  for (unsigned i = 0; i < c.n / 2; ++i)
-    s += std::string("\tst.global.") + (c.integer ? "s32" : "f32") +
-         " \t[%rd8+" + std::to_string(4 * i) + "], %f" + std::to_string(i) +
-         ";\n";
-  return s + "\tret;\n}\n";
+  kernel.version = "8.4";
+  kernel.accumulator = c.integer ? "s32" : "f32";
+  kernel.n = c.n;
+  kernel.steps = c.steps;
+  kernel.aRegisters = c.aRegisters;
+  kernel.instruction = "wgmma.mma_async.sync.aligned.m64n" +
+                       std::to_string(c.n) + "k32." + wgmmaTypes(c);
+  kernel.trailing = [&c](unsigned) {
+    return c.integer ? std::string()
+                     : ", " + std::to_string(c.scaleA) + ", " +
+                           std::to_string(c.scaleB);
+  };
+  return wgmmaTestKernel(kernel, sharedBytes);
 }
 
 void runWgmmaCase(const WgmmaCase &c) {

@@ -16,6 +16,7 @@
 
 #include "EmuDirectTestUtils.h"
 #include "WgmmaSharedLayouts.h"
+#include "WgmmaTestKernel.h"
 
 #include <gmock/gmock.h>
 
@@ -63,102 +64,30 @@ double bValue(unsigned k, unsigned n) {
 }
 double cValue(unsigned m, unsigned n) { return double((m + 2 * n) % 9) - 4; }
 
-/// The kernel: copy the shared image in, load C, run the wgmmas (commit
-/// after each, wait_group 1 after the second), store D.
+/// The kernel (WgmmaTestKernel.h) for a case.
 std::string wgmmaKernel(const Case &c, uint64_t sharedBytes) {
   unsigned k = c.elem == Elem::TF32 ? 8 : 16;
   const char *types = c.elem == Elem::TF32  ? "f32.tf32.tf32"
                       : c.elem == Elem::F16 ? "f32.f16.f16"
                                             : "f32.bf16.bf16";
-  std::string s = sm90Header() + R"(.visible .entry k(
-	.param .u64 k_param_0,
-	.param .u64 k_param_1,
-	.param .u64 k_param_2,
-	.param .u64 k_param_3,
-	.param .u32 k_param_4,
-	.param .u32 k_param_5
-)
-{
-	.reg .pred 	%p<8>;
-	.reg .b32 	%r<32>;
-	.reg .b64 	%rd<32>;
-	.reg .f32 	%f<130>;
-	.reg .b32 	%a<32>;
-	.shared .align 1024 .b8 smem[)" +
-                  std::to_string(sharedBytes) + R"(];
-	ld.param.u64 	%rd1, [k_param_0];
-	ld.param.u64 	%rd2, [k_param_1];
-	ld.param.u64 	%rd3, [k_param_2];
-	ld.param.u64 	%rd4, [k_param_3];
-	ld.param.u32 	%r10, [k_param_4];
-	ld.param.u32 	%r11, [k_param_5];
-	mov.u32 	%r0, %tid.x;
-	mov.u32 	%r1, %r0;
-	mov.u32 	%r4, smem;
-$L_copy:
-	setp.ge.u32 	%p1, %r1, %r10;
-	@%p1 bra 	$L_copied;
-	mul.wide.u32 	%rd5, %r1, 4;
-	add.s64 	%rd6, %rd1, %rd5;
-	ld.global.u32 	%r2, [%rd6];
-	shl.b32 	%r3, %r1, 2;
-	add.s32 	%r5, %r4, %r3;
-	st.shared.u32 	[%r5], %r2;
-	add.u32 	%r1, %r1, 128;
-	bra 	$L_copy;
-$L_copied:
-	bar.sync 	0;
-	fence.proxy.async.shared::cta;
-	mov.u32 	%r6, %r0;
-	mul.wide.u32 	%rd7, %r6, )" +
-                  std::to_string(2 * c.n) + R"(;
-	add.s64 	%rd8, %rd3, %rd7;
-	mul.wide.u32 	%rd9, %r6, )" +
-                  std::to_string(16 * c.steps) + R"(;
-	add.s64 	%rd10, %rd4, %rd9;
-)";
-  for (unsigned i = 0; i < c.n / 2; ++i)
-    s += "\tld.global.f32 \t%f" + std::to_string(i) + ", [%rd8+" +
-         std::to_string(4 * i) + "];\n";
-  if (c.aRegisters)
-    for (unsigned i = 0; i < 4 * c.steps; ++i)
-      s += "\tld.global.b32 \t%a" + std::to_string(i) + ", [%rd10+" +
-           std::to_string(4 * i) + "];\n";
-  s += "\tsetp.ne.u32 \t%p2, %r11, 0;\n\tsetp.eq.u32 \t%p3, %r11, %r11;\n";
-  s += "\twgmma.fence.sync.aligned;\n";
-  std::string dList = "{";
-  for (unsigned i = 0; i < c.n / 2; ++i)
-    dList += (i ? ", %f" : "%f") + std::to_string(i);
-  dList += "}";
-  for (unsigned step = 0; step < c.steps; ++step) {
-    s += "\tld.global.u64 \t%rd20, [%rd2+" + std::to_string(16 * step) +
-         "];\n\tld.global.u64 \t%rd21, [%rd2+" + std::to_string(16 * step + 8) +
-         "];\n";
-    std::string a = "%rd20";
-    if (c.aRegisters) {
-      a = "{";
-      for (unsigned i = 0; i < 4; ++i)
-        a += (i ? ", %a" : "%a") + std::to_string(4 * step + i);
-      a += "}";
-    }
-    s += "\twgmma.mma_async.sync.aligned.m64n" + std::to_string(c.n) + "k" +
-         std::to_string(k) + "." + types + " \t" + dList + ", " + a +
-         ", %rd21, " + (step == 0 ? "%p2" : "%p3") + ", " +
-         std::to_string(c.scaleA) + ", " + std::to_string(c.scaleB);
+  WgmmaTestKernel kernel;
+  kernel.n = c.n;
+  kernel.steps = c.steps;
+  kernel.aRegisters = c.aRegisters;
+  kernel.instruction = "wgmma.mma_async.sync.aligned.m64n" +
+                       std::to_string(c.n) + "k" + std::to_string(k) + "." +
+                       types;
+  kernel.trailing = [&c](unsigned) {
+    std::string s =
+        ", " + std::to_string(c.scaleA) + ", " + std::to_string(c.scaleB);
     if (c.elem != Elem::TF32) {
       if (!c.aRegisters)
         s += std::string(", ") + (c.transA ? "1" : "0");
       s += std::string(", ") + (c.transB ? "1" : "0");
     }
-    s += ";\n\twgmma.commit_group.sync.aligned;\n";
-    if (step == 1)
-      s += "\twgmma.wait_group.sync.aligned 1;\n";
-  }
-  s += "\twgmma.wait_group.sync.aligned 0;\n";
-  for (unsigned i = 0; i < c.n / 2; ++i)
-    s += "\tst.global.f32 \t[%rd8+" + std::to_string(4 * i) + "], %f" +
-         std::to_string(i) + ";\n";
-  return s + "\tret;\n}\n";
+    return s;
+  };
+  return wgmmaTestKernel(kernel, sharedBytes);
 }
 
 /// Runs a case; returns "<success>" after checking D, else the error.
