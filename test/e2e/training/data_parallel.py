@@ -98,6 +98,29 @@ def read_safetensors(path):
     return out
 
 
+def prepare(work, seed=11):
+    """The model and the data (x.npy, y.npy) in `work` that every
+    data-parallel test trains (this script, zero1.py, powersgd_training.py,
+    data_parallel_faults.py); returns the model's path."""
+    os.makedirs(work, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    model = make_model(work, rng)
+    np.save(os.path.join(work, "x.npy"),
+            rng.standard_normal((SAMPLES, IN)).astype(np.float32))
+    np.save(os.path.join(work, "y.npy"),
+            rng.integers(0, C, SAMPLES).astype(np.int64))
+    return model
+
+
+def same_checkpoint(a, b, ignore=()):
+    """Whether two checkpoint folders hold the same tensors, bit for bit
+    (`ignore`: names left out of the comparison)."""
+    got = read_safetensors(os.path.join(a, "checkpoint.safetensors"))
+    want = read_safetensors(os.path.join(b, "checkpoint.safetensors"))
+    return sorted(got) == sorted(want) and all(
+        np.array_equal(got[k], want[k]) for k in want if k not in ignore)
+
+
 def make_model(work, rng):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -189,13 +212,7 @@ def main():
                    help="also mpirun -np 2 python with kiln.Trainer (the kiln "
                         "package on PYTHONPATH) and compare with kiln-train")
     args = p.parse_args()
-    os.makedirs(args.work, exist_ok=True)
-    rng = np.random.default_rng(11)
-    model = make_model(args.work, rng)
-    np.save(os.path.join(args.work, "x.npy"),
-            rng.standard_normal((SAMPLES, IN)).astype(np.float32))
-    np.save(os.path.join(args.work, "y.npy"),
-            rng.integers(0, C, SAMPLES).astype(np.int64))
+    model = prepare(args.work)
     ranks = [int(r) for r in args.ranks.split(",") if r]
     failures = 0
     runs = 0
@@ -251,11 +268,7 @@ def main():
                 os.path.join(args.work, "y.npy"), ck],
             check=True, capture_output=True, text=True,
             env=dict(os.environ, KILN_EMU_THREADS="1")).stdout
-        got = read_safetensors(os.path.join(ck, "checkpoint.safetensors"))
-        want = read_safetensors(os.path.join(args.work, "momentum-dp2",
-                                             "checkpoint.safetensors"))
-        same = sorted(got) == sorted(want) and all(
-            np.array_equal(got[k], want[k]) for k in want)
+        same = same_checkpoint(ck, os.path.join(args.work, "momentum-dp2"))
         ranks_seen = sorted(l.split(" of ")[0] for l in out.splitlines()
                             if l.startswith("rank "))
         ok = same and ranks_seen == ["rank 0", "rank 1"]

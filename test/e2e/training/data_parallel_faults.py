@@ -154,13 +154,7 @@ def main():
     p.add_argument("--kiln-train", required=True)
     p.add_argument("--work", required=True)
     args = p.parse_args()
-    os.makedirs(args.work, exist_ok=True)
-    rng = np.random.default_rng(11)
-    model = dp.make_model(args.work, rng)
-    np.save(os.path.join(args.work, "x.npy"),
-            rng.standard_normal((dp.SAMPLES, dp.IN)).astype(np.float32))
-    np.save(os.path.join(args.work, "y.npy"),
-            rng.integers(0, dp.C, dp.SAMPLES).astype(np.int64))
+    model = dp.prepare(args.work)
     spec = "momentum:lr=0.1,momentum=0.9"
     art = os.path.join(args.work, "dp2.kiln")
     single = os.path.join(args.work, "dp1.kiln")

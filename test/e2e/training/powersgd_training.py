@@ -49,13 +49,7 @@ def main():
                    help="also the low-rank job through kiln.Trainer (the "
                         "kiln package on PYTHONPATH)")
     args = p.parse_args()
-    os.makedirs(args.work, exist_ok=True)
-    rng = np.random.default_rng(11)
-    model = dp.make_model(args.work, rng)
-    np.save(os.path.join(args.work, "x.npy"),
-            rng.standard_normal((dp.SAMPLES, dp.IN)).astype(np.float32))
-    np.save(os.path.join(args.work, "y.npy"),
-            rng.integers(0, dp.C, dp.SAMPLES).astype(np.int64))
+    model = dp.prepare(args.work)
     spec = dict(dp.OPTIMIZERS)["momentum"]
     ref_art = os.path.join(args.work, "ref.kiln")
     dp.compile_model(args, model, ref_art, dp.GLOBAL_BATCH, spec, False)
@@ -103,10 +97,7 @@ def main():
                 os.path.join(args.work, "y.npy"), py_ck],
             check=True, capture_output=True, text=True,
             env=dict(os.environ, KILN_EMU_THREADS="1"))
-        got = dp.read_safetensors(os.path.join(py_ck, "checkpoint.safetensors"))
-        want = dp.read_safetensors(os.path.join(ck, "checkpoint.safetensors"))
-        same = sorted(got) == sorted(want) and all(
-            np.array_equal(got[k], want[k]) for k in want)
+        same = dp.same_checkpoint(py_ck, ck)
         failures += not same
         print(f"python: kiln.Trainer, powersgd:{LOW_RANK}, mpirun -np 2: "
               f"checkpoint {'bit-identical to' if same else 'DIFFERS from'} "
