@@ -1,10 +1,10 @@
 //===- HostSteps.cpp - The host program: checks, dispatch, data movement --===//
 //
 // verifyHostStep and runHostStep for every host op; the string-specific
-// ops (StringSplit, RegexFullMatch, StringNormalizer) and the number <->
-// string conversions of Cast are in HostStringOps.cpp. Values are whole
-// tensors in a map keyed by their ONNX names; each step reads its inputs
-// there and writes its outputs there.
+// ops (StringSplit, RegexFullMatch, StringNormalizer, LabelEncoder) and the
+// number <-> string conversions of Cast are in HostStringOps.cpp. Values
+// are whole tensors in a map keyed by their ONNX names; each step reads its
+// inputs there and writes its outputs there.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,9 +61,10 @@ bool HostProgram::hidesDeviceOutput(std::string_view name) const {
 
 const std::vector<std::string_view> &hostStepOps() {
   static const std::vector<std::string_view> ops = {
-      "Cast",           "Equal",         "Identity",    "RegexFullMatch",
-      "Reshape",        "Squeeze",       "StringConcat", "StringNormalizer",
-      "StringSplit",    "Unsqueeze"};
+      "Cast",         "Equal",          "Identity",
+      "LabelEncoder", "RegexFullMatch", "Reshape",
+      "Squeeze",      "StringConcat",   "StringNormalizer",
+      "StringSplit",  "Unsqueeze"};
   return ops;
 }
 
@@ -75,11 +76,17 @@ struct Arity {
 };
 
 constexpr Arity kArities[] = {
-    {"Cast", 1, 1, 1, 1},           {"Equal", 2, 2, 1, 1},
-    {"Identity", 1, 1, 1, 1},       {"RegexFullMatch", 1, 1, 1, 1},
-    {"Reshape", 2, 2, 1, 1},        {"Squeeze", 1, 2, 1, 1},
-    {"StringConcat", 2, 2, 1, 1},   {"StringNormalizer", 1, 1, 1, 1},
-    {"StringSplit", 1, 1, 1, 2},    {"Unsqueeze", 1, 2, 1, 1},
+    {"Cast", 1, 1, 1, 1},
+    {"Equal", 2, 2, 1, 1},
+    {"Identity", 1, 1, 1, 1},
+    {"LabelEncoder", 1, 1, 1, 1},
+    {"RegexFullMatch", 1, 1, 1, 1},
+    {"Reshape", 2, 2, 1, 1},
+    {"Squeeze", 1, 2, 1, 1},
+    {"StringConcat", 2, 2, 1, 1},
+    {"StringNormalizer", 1, 1, 1, 1},
+    {"StringSplit", 1, 1, 1, 2},
+    {"Unsqueeze", 1, 2, 1, 1},
 };
 
 Error stepError(const HostStep &step, const std::string &message) {

@@ -1,6 +1,7 @@
 //===- HostStringOps.cpp - Cast, StringSplit, RegexFullMatch, ... ---------===//
 //
-// The host ops that look inside strings. RegexFullMatch uses RE2: the ONNX
+// The host ops that look inside strings (and LabelEncoder, which maps
+// strings to values through a table). RegexFullMatch uses RE2: the ONNX
 // spec defines its patterns in RE2 syntax, and RE2 runs in time linear in
 // the input (no backtracking blow-up on a hostile pattern), which matters
 // for a runtime that takes patterns from model files. Without RE2 (a build
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 #ifdef KILN_HAVE_RE2
 #include <re2/re2.h>
@@ -405,6 +407,106 @@ Error runStringNormalizer(const HostStep &step,
   return Error::success();
 }
 
+//===- LabelEncoder ------------------------------------------------------===//
+// The compiler writes the attributes in one form whatever the ONNX node used
+// (keys_strings or keys_tensor, values_int64s, values_floats, values_strings
+// or values_tensor, and the matching default): `keys` (strings), `values`
+// and `default` (text: strings as they are, numbers as parseHostNumber
+// reads them) and `to` ("string" or the values' dtype name).
+
+struct LabelTable {
+  bool isString = false;
+  DType dtype = DType::I64;
+  std::unordered_map<std::string, size_t> index; // key -> position in values
+  /// One element per key, then the default last: strings or packed bytes.
+  std::vector<std::string> strings;
+  std::vector<uint8_t> data;
+};
+
+/// The dtypes LabelEncoder maps strings to on the host.
+bool labelDType(DType dtype) {
+  return castableDType(dtype) && dtype != DType::Bool;
+}
+
+Expected<LabelTable> labelTable(const HostStep &step) {
+  const HostAttribute *keys = step.findAttribute("keys");
+  const HostAttribute *values = step.findAttribute("values");
+  const HostAttribute *fallback = step.findAttribute("default");
+  const HostAttribute *to = step.findAttribute("to");
+  if (!keys || !values)
+    return stepError(step, "attributes 'keys' and 'values' are missing");
+  if (!fallback || fallback->values.size() != 1)
+    return stepError(step, "attribute 'default' must hold one value");
+  if (!to || to->values.size() != 1)
+    return stepError(step, "attribute 'to' is missing");
+  if (keys->values.size() != values->values.size())
+    return stepError(step,
+                     fmt::format("{} keys but {} values", keys->values.size(),
+                                 values->values.size()));
+  LabelTable table;
+  if (to->values[0] == "string") {
+    table.isString = true;
+  } else {
+    std::optional<DType> dtype = parseDType(to->values[0]);
+    if (!dtype || !labelDType(*dtype))
+      return stepError(step, fmt::format("values of type '{}' are not "
+                                         "supported on the host (strings, "
+                                         "f32, f64 and integers are)",
+                                         printable(to->values[0])));
+    table.dtype = *dtype;
+  }
+  for (size_t i = 0; i < keys->values.size(); ++i)
+    if (!table.index.emplace(keys->values[i], i).second)
+      return stepError(step, fmt::format("key '{}' is listed twice",
+                                         printable(keys->values[i])));
+  std::vector<std::string> texts = values->values;
+  texts.push_back(fallback->values[0]);
+  if (table.isString) {
+    table.strings = std::move(texts);
+    return table;
+  }
+  uint64_t size = dtypeSize(table.dtype);
+  table.data.resize(texts.size() * size);
+  for (size_t i = 0; i < texts.size(); ++i)
+    if (!parseHostNumber(texts[i], table.dtype, table.data.data() + i * size))
+      return stepError(
+          step, fmt::format("{} '{}' is not a number of type {}",
+                            i + 1 == texts.size() ? "the default" : "value",
+                            printable(texts[i]), dtypeName(table.dtype)));
+  return table;
+}
+
+Error runLabelEncoder(const HostStep &step,
+                      std::map<std::string, HostValue, std::less<>> &values) {
+  Expected<LabelTable> table = labelTable(step);
+  if (!table)
+    return table.takeError();
+  const HostValue &in = values.find(step.inputs[0])->second;
+  if (!in.isString)
+    return stepError(step, "the input must be strings on the host");
+  size_t fallback = table->index.size();
+  HostValue out;
+  out.shape = in.shape;
+  out.isString = table->isString;
+  out.dtype = table->dtype;
+  uint64_t size = table->isString ? 0 : dtypeSize(table->dtype);
+  if (table->isString)
+    out.strings.reserve(in.strings.size());
+  else
+    out.data.resize(in.strings.size() * size);
+  for (size_t i = 0; i < in.strings.size(); ++i) {
+    auto hit = table->index.find(in.strings[i]);
+    size_t at = hit == table->index.end() ? fallback : hit->second;
+    if (table->isString)
+      out.strings.push_back(table->strings[at]);
+    else
+      std::memcpy(out.data.data() + i * size, table->data.data() + at * size,
+                  size);
+  }
+  values[step.outputs[0]] = std::move(out);
+  return Error::success();
+}
+
 } // namespace
 
 std::string formatHostNumber(DType dtype, const uint8_t *element) {
@@ -521,6 +623,10 @@ Error verifyStringOpAttributes(const HostStep &step) {
                            "libre2-dev and rebuild)");
 #endif
   }
+  if (step.op == "LabelEncoder") {
+    Expected<LabelTable> table = labelTable(step);
+    return table ? Error::success() : table.takeError();
+  }
   if (step.op == "StringNormalizer") {
     std::string action = attributeString(step, "case_change_action", "NONE");
     if (action != "NONE" && action != "LOWER" && action != "UPPER")
@@ -541,6 +647,8 @@ Error runStringOp(const HostStep &step,
     return runRegexFullMatch(step, values);
   if (step.op == "StringNormalizer")
     return runStringNormalizer(step, values);
+  if (step.op == "LabelEncoder")
+    return runLabelEncoder(step, values);
   return stepError(step, "not an op the host runs");
 }
 

@@ -18,10 +18,12 @@
 namespace kiln::runtime {
 
 /// The attribute checks of verifyHostStep: Cast's `to`, RegexFullMatch's
-/// pattern (compiled with RE2), StringNormalizer's case_change_action.
+/// pattern (compiled with RE2), StringNormalizer's case_change_action,
+/// LabelEncoder's table (keys unique, each value and the default of the
+/// `to` type).
 Error verifyStringOpAttributes(const HostStep &step);
 
-/// Cast, StringSplit, RegexFullMatch and StringNormalizer.
+/// Cast, StringSplit, RegexFullMatch, StringNormalizer and LabelEncoder.
 Error runStringOp(const HostStep &step,
                   std::map<std::string, HostValue, std::less<>> &values);
 

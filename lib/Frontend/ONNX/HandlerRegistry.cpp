@@ -37,6 +37,7 @@ HandlerRegistry::HandlerRegistry() {
   addFamily("loss", registerLossHandlers);
   addFamily("sequence & optional", registerSequenceHandlers);
   addFamily("training (ai.onnx.preview.training)", registerTrainingHandlers);
+  addFamily("traditional ML (ai.onnx.ml)", registerMLHandlers);
   for (auto &entry : byOpType)
     llvm::sort(entry.second, [](const Handler &a, const Handler &b) {
       return a.sinceVersion < b.sinceVersion;
@@ -62,7 +63,8 @@ std::vector<SupportedOp> listSupportedOps() {
                      registry.families().lookup(h.opType), h.limits});
   // The string ops have no handler: HostPartition.cpp moves them into host
   // steps before import (as it does Cast, CastLike, Identity, Equal,
-  // Reshape, Squeeze and Unsqueeze on STRING tensors).
+  // Reshape, Squeeze and Unsqueeze on STRING tensors), and so does
+  // ai.onnx.ml's LabelEncoder from strings.
   const char *hostFamily = "strings (host steps)";
   ops.push_back({"RegexFullMatch", 20, hostFamily,
                  "RE2 syntax; the pattern is checked at compile time"});
@@ -71,6 +73,9 @@ std::vector<SupportedOp> listSupportedOps() {
                  "case change for ASCII, Latin-1, Greek and Cyrillic letters "
                  "whatever the locale"});
   ops.push_back({"StringSplit", 20, hostFamily, ""});
+  ops.push_back({"ai.onnx.ml.LabelEncoder", 2, hostFamily,
+                 "from STRING inputs only (keys_strings or a STRING "
+                 "keys_tensor); to strings, floats or integers"});
   llvm::sort(ops, [](const SupportedOp &a, const SupportedOp &b) {
     return std::tie(a.opType, a.sinceVersion) <
            std::tie(b.opType, b.sinceVersion);

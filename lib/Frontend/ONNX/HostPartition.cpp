@@ -3,8 +3,8 @@
 // A node is a host node when its op only exists for strings (StringConcat,
 // StringSplit, RegexFullMatch, StringNormalizer) or when it is one of the
 // ops the host also runs (Cast, CastLike, Identity, Equal, Reshape, Squeeze,
-// Unsqueeze, Constant) and touches a STRING tensor. Any other node that
-// touches a STRING tensor is refused, naming it.
+// Unsqueeze, Constant, and ai.onnx.ml's LabelEncoder) and touches a STRING
+// tensor. Any other node that touches a STRING tensor is refused, naming it.
 //
 // A host node runs before the launches unless it reads a device result;
 // then it runs after them, and a device node may not read what it makes
@@ -22,6 +22,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -33,16 +34,36 @@ namespace {
 namespace rt = kiln::runtime;
 
 constexpr int32_t kOnnxString = onnx::TensorProto::STRING;
+constexpr const char *kMLDomain = "ai.onnx.ml";
 
 bool isStringOnlyOp(StringRef op) {
   return op == "StringConcat" || op == "StringSplit" ||
          op == "RegexFullMatch" || op == "StringNormalizer";
 }
 
-bool isHostCapableOp(StringRef op) {
+bool isHostCapableOp(const onnx::NodeProto &node) {
+  StringRef op = node.op_type();
+  if (node.domain() == kMLDomain)
+    return op == "LabelEncoder";
   return isStringOnlyOp(op) || op == "Cast" || op == "CastLike" ||
          op == "Identity" || op == "Equal" || op == "Reshape" ||
          op == "Squeeze" || op == "Unsqueeze" || op == "Constant";
+}
+
+/// The ONNX element type of LabelEncoder's values (values_strings,
+/// values_int64s, values_floats or values_tensor), 0 when it has none.
+int32_t labelEncoderValueType(const onnx::NodeProto &node) {
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    if (attr.name() == "values_strings")
+      return kOnnxString;
+    if (attr.name() == "values_int64s")
+      return onnx::TensorProto::INT64;
+    if (attr.name() == "values_floats")
+      return onnx::TensorProto::FLOAT;
+    if (attr.name() == "values_tensor" && attr.has_t())
+      return attr.t().data_type();
+  }
+  return 0;
 }
 
 /// The runtime dtype of an ONNX element type the host handles.
@@ -129,6 +150,8 @@ private:
   bool isHostNode(const onnx::NodeProto &node) const;
   LogicalResult inferNode(const onnx::NodeProto &node);
   LogicalResult makeStep(const onnx::NodeProto &node, rt::HostPhase phase);
+  LogicalResult labelEncoderAttributes(const onnx::NodeProto &node,
+                                       rt::HostStep &step);
   LogicalResult addConstant(const onnx::TensorProto &tensor,
                             const std::string &name);
   LogicalResult rewriteGraph(const llvm::StringSet<> &deviceReads);
@@ -184,9 +207,9 @@ void Partitioner::collectTypes() {
 }
 
 bool Partitioner::isHostNode(const onnx::NodeProto &node) const {
-  if (isStringOnlyOp(node.op_type()))
+  if (node.domain() != kMLDomain && isStringOnlyOp(node.op_type()))
     return true;
-  if (!isHostCapableOp(node.op_type()))
+  if (!isHostCapableOp(node))
     return false;
   for (const std::string &name : node.input())
     if (!name.empty() && typeOf(name) == kOnnxString)
@@ -221,7 +244,10 @@ LogicalResult Partitioner::inferNode(const onnx::NodeProto &node) {
     shapes[node.output(i)] = std::move(shape);
   };
   int32_t in0 = node.input_size() ? typeOf(node.input(0)) : 0;
-  if (op == "Cast") {
+  if (node.domain() == kMLDomain) {
+    if (op == "LabelEncoder")
+      set(0, labelEncoderValueType(node), inShape(0));
+  } else if (op == "Cast") {
     set(0, static_cast<int32_t>(attrInt("to", 0)), inShape(0));
   } else if (op == "CastLike") {
     set(0, node.input_size() > 1 ? typeOf(node.input(1)) : 0, inShape(0));
@@ -297,6 +323,14 @@ LogicalResult Partitioner::makeStep(const onnx::NodeProto &node,
   // Trailing optional outputs left unnamed are dropped.
   while (!step.outputs.empty() && step.outputs.back().empty())
     step.outputs.pop_back();
+  if (node.domain() == kMLDomain) {
+    if (failed(labelEncoderAttributes(node, step)))
+      return failure();
+    if (runtime::Error err = rt::verifyHostStep(step))
+      return fail(err.message());
+    program.steps.push_back(std::move(step));
+    return success();
+  }
   for (const onnx::AttributeProto &attr : node.attribute()) {
     rt::HostAttribute attribute{attr.name(), {}};
     switch (attr.type()) {
@@ -352,6 +386,173 @@ LogicalResult Partitioner::makeStep(const onnx::NodeProto &node,
   return success();
 }
 
+/// LabelEncoder's attributes in the one form the host step takes
+/// (HostStringOps.cpp): `keys` (strings), `values` and `default` (text) and
+/// `to` ("string" or the values' dtype name), whichever of keys_strings /
+/// keys_tensor, values_{strings,int64s,floats,tensor} and default_* the node
+/// used. The defaults ONNX gives when none is set: "_Unused", -1 and -0.0.
+LogicalResult Partitioner::labelEncoderAttributes(const onnx::NodeProto &node,
+                                                  rt::HostStep &step) {
+  int64_t mlOpset = 0;
+  for (const onnx::OperatorSetIdProto &id : model.opset_import())
+    if (id.domain() == kMLDomain)
+      mlOpset = id.version();
+  if (mlOpset < 2)
+    return fail(describeNode(node) + ": LabelEncoder of ai.onnx.ml opset " +
+                Twine(mlOpset) +
+                " (classes_strings) is not supported; opset 2 and later are");
+  if (typeOf(node.input(0)) != kOnnxString)
+    return fail(describeNode(node) + ": input '" + node.input(0) +
+                "' must be a STRING tensor (LabelEncoder runs on the host "
+                "from strings only)");
+  const onnx::AttributeProto *keys = nullptr, *values = nullptr,
+                             *fallback = nullptr;
+  std::string valuesName;
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    StringRef name = attr.name();
+    const onnx::AttributeProto **slot = name.starts_with("keys_")     ? &keys
+                                        : name.starts_with("values_") ? &values
+                                        : name.starts_with("default_")
+                                            ? &fallback
+                                            : nullptr;
+    if (!slot)
+      return fail(describeNode(node) + ": attribute '" + name +
+                  "' is not one of LabelEncoder's");
+    if (*slot)
+      return fail(describeNode(node) + ": attributes '" + (*slot)->name() +
+                  "' and '" + name + "' both set; give one");
+    *slot = &attr;
+  }
+  if (!keys || !values)
+    return fail(describeNode(node) +
+                ": needs a keys_* and a values_* attribute");
+
+  // Keys: strings only (the input is a STRING tensor).
+  std::vector<std::string> keyTexts;
+  if (keys->name() == "keys_strings") {
+    keyTexts.assign(keys->strings().begin(), keys->strings().end());
+  } else if (keys->name() == "keys_tensor" && keys->has_t() &&
+             keys->t().data_type() == kOnnxString) {
+    keyTexts.assign(keys->t().string_data().begin(),
+                    keys->t().string_data().end());
+  } else {
+    return fail(describeNode(node) + ": keys '" + keys->name() +
+                "' must be strings for a STRING input (keys_strings or a "
+                "STRING keys_tensor)");
+  }
+
+  // Values, as text, and their type.
+  int32_t valueType = labelEncoderValueType(node);
+  auto numberText = [](double v, bool isDouble) {
+    char buffer[40];
+    std::snprintf(buffer, sizeof(buffer), isDouble ? "%.17g" : "%.9g", v);
+    return std::string(buffer);
+  };
+  // A tensor's elements as text: strings as they are, integers in decimal,
+  // floats with enough digits to read back exactly.
+  auto tensorTexts = [&](const onnx::TensorProto &tensor)
+      -> FailureOr<std::vector<std::string>> {
+    if (tensor.data_type() == kOnnxString)
+      return std::vector<std::string>(tensor.string_data().begin(),
+                                      tensor.string_data().end());
+    std::string decodeError;
+    FailureOr<DenseElementsAttr> decoded =
+        decodeTensor(tensor, baseDir, &context, decodeError);
+    if (failed(decoded))
+      return fail(describeNode(node) + ": " + decodeError);
+    std::vector<std::string> texts;
+    Type elementType = decoded->getElementType();
+    if (auto integer = dyn_cast<IntegerType>(elementType)) {
+      for (const APInt &v : decoded->getValues<APInt>())
+        texts.push_back(integer.isUnsigned() || integer.getWidth() == 1
+                            ? std::to_string(v.getZExtValue())
+                            : std::to_string(v.getSExtValue()));
+    } else if (isa<FloatType>(elementType)) {
+      for (const APFloat &v : decoded->getValues<APFloat>())
+        texts.push_back(numberText(v.convertToDouble(), elementType.isF64()));
+    } else {
+      return fail(describeNode(node) + ": tensor '" + tensor.name() +
+                  "' has element type " + onnxTypeName(tensor.data_type()) +
+                  ", which LabelEncoder on the host does not take");
+    }
+    return texts;
+  };
+  std::vector<std::string> valueTexts;
+  if (values->name() == "values_strings") {
+    valueTexts.assign(values->strings().begin(), values->strings().end());
+  } else if (values->name() == "values_int64s") {
+    for (int64_t v : values->ints())
+      valueTexts.push_back(std::to_string(v));
+  } else if (values->name() == "values_floats") {
+    for (float v : values->floats())
+      valueTexts.push_back(numberText(v, false));
+  } else if (values->name() == "values_tensor" && values->has_t()) {
+    FailureOr<std::vector<std::string>> texts = tensorTexts(values->t());
+    if (failed(texts))
+      return failure();
+    valueTexts = std::move(*texts);
+  } else {
+    return fail(describeNode(node) + ": attribute '" + values->name() +
+                "' is not one of LabelEncoder's");
+  }
+
+  // The default, of the values' type.
+  std::string defaultText = valueType == kOnnxString ? "_Unused"
+                            : valueType == onnx::TensorProto::FLOAT ||
+                                    valueType == onnx::TensorProto::DOUBLE
+                                ? "-0.0"
+                                : "-1";
+  if (fallback) {
+    StringRef name = fallback->name();
+    bool matches =
+        (name == "default_string" && valueType == kOnnxString) ||
+        (name == "default_int64" && values->name() == "values_int64s") ||
+        (name == "default_float" && values->name() == "values_floats") ||
+        (name == "default_tensor" && fallback->has_t() &&
+         values->name() == "values_tensor" &&
+         fallback->t().data_type() == valueType);
+    if (!matches)
+      return fail(describeNode(node) + ": default '" + name +
+                  "' does not match values '" + values->name() + "' (" +
+                  onnxTypeName(valueType) + ")");
+    if (name == "default_string") {
+      defaultText = fallback->s();
+    } else if (name == "default_int64") {
+      defaultText = std::to_string(fallback->i());
+    } else if (name == "default_float") {
+      defaultText = numberText(fallback->f(), false);
+    } else {
+      FailureOr<std::vector<std::string>> texts = tensorTexts(fallback->t());
+      if (failed(texts))
+        return failure();
+      if (texts->size() != 1)
+        return fail(describeNode(node) +
+                    ": default_tensor must hold one value, got " +
+                    Twine(texts->size()));
+      defaultText = texts->front();
+    }
+  }
+
+  std::string target = "string";
+  if (valueType != kOnnxString) {
+    std::optional<rt::DType> dtype = runtimeDType(valueType);
+    if (!dtype)
+      return fail(describeNode(node) + ": values of element type " +
+                  onnxTypeName(valueType) + " are not supported");
+    target = std::string(rt::dtypeName(*dtype));
+  }
+  int32_t declared = typeOf(node.output(0));
+  if (declared != 0 && declared != valueType)
+    return fail(describeNode(node) + ": output '" + node.output(0) +
+                "' is declared " + onnxTypeName(declared) +
+                " but the values are " + onnxTypeName(valueType));
+  step.attributes.push_back({"keys", std::move(keyTexts)});
+  step.attributes.push_back({"values", std::move(valueTexts)});
+  step.attributes.push_back({"default", {defaultText}});
+  step.attributes.push_back({"to", {target}});
+  return success();
+}
+
 LogicalResult Partitioner::run() {
   collectTypes();
   // Types flow through the ops the host runs; nodes are in graph order,
@@ -363,7 +564,7 @@ LogicalResult Partitioner::run() {
   for (const auto &entry : types)
     any |= entry.second == kOnnxString;
   for (const onnx::NodeProto &node : graph.node())
-    any |= isStringOnlyOp(node.op_type());
+    any |= node.domain() != kMLDomain && isStringOnlyOp(node.op_type());
   if (!any)
     return success();
 
@@ -379,7 +580,8 @@ LogicalResult Partitioner::run() {
                       "' is a STRING tensor, which this op does not take "
                       "(host steps run Cast, CastLike, Identity, Equal, "
                       "Reshape, Squeeze, Unsqueeze, StringConcat, "
-                      "StringSplit, RegexFullMatch and StringNormalizer)");
+                      "StringSplit, RegexFullMatch, StringNormalizer and "
+                      "ai.onnx.ml's LabelEncoder)");
         auto host = hostValues.find(name);
         if (host != hostValues.end() && host->second == rt::HostPhase::After)
           return fail(describeNode(node) + ": input '" + name +

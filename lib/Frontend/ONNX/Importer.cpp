@@ -60,6 +60,10 @@ constexpr const char *kTrainingDomain = "ai.onnx.preview.training";
 /// (QuantizationHandlers.cpp), registered under qualified names at version 1
 /// and following onnxruntime 1.20.1's semantics.
 constexpr const char *kMicrosoftDomain = "com.microsoft";
+/// The traditional-ML domain (MLHandlers.cpp; LabelEncoder on strings is a
+/// host step), its ops registered under qualified names and versioned by
+/// that domain's opset.
+constexpr const char *kMLDomain = "ai.onnx.ml";
 
 std::string describeNode(const onnx::NodeProto &node) {
   if (!node.name().empty())
@@ -177,6 +181,8 @@ private:
   int64_t opset = 0;
   /// The ai.onnx.preview.training opset, 0 when the model imports none.
   int64_t trainingOpset = 0;
+  /// The ai.onnx.ml opset, 0 when the model imports none.
+  int64_t mlOpset = 0;
   OpBuilder b;
   OwningOpRef<ModuleOp> module;
   Block *entry = nullptr;
@@ -246,22 +252,29 @@ LogicalResult GraphImporter::readOpsets() {
       opset = id.version();
   // Ops of other domains first: a model of only such ops (ai.onnx.ml,
   // training) often imports no default-domain opset, and the op is the reason.
-  for (const onnx::OperatorSetIdProto &id : model.opset_import())
+  for (const onnx::OperatorSetIdProto &id : model.opset_import()) {
     if (id.domain() == kTrainingDomain)
       trainingOpset = id.version();
+    if (id.domain() == kMLDomain)
+      mlOpset = id.version();
+  }
   for (const onnx::NodeProto &node : model.graph().node())
     if (!node.domain().empty() && node.domain() != "ai.onnx" &&
         node.domain() != kMicrosoftDomain &&
-        !(node.domain() == kTrainingDomain && trainingOpset > 0))
+        !(node.domain() == kTrainingDomain && trainingOpset > 0) &&
+        !(node.domain() == kMLDomain && mlOpset > 0))
       return fail(describeNode(node) + ": op type '" + node.domain() + "." +
                   node.op_type() + "' is not supported (domain '" +
                   node.domain() +
-                  "'; only ai.onnx and com.microsoft's quantized ops are)");
-  // A model of training ops only (ONNX's optimizer node tests) needs no
-  // default-domain opset; its handlers do not read it.
-  if (opset == 0 && trainingOpset > 0 &&
+                  "'; only ai.onnx, ai.onnx.ml, ai.onnx.preview.training "
+                  "and com.microsoft's quantized ops are)");
+  // A model of training or ai.onnx.ml ops only (ONNX's optimizer and
+  // ai_onnx_ml node tests) needs no default-domain opset; their handlers
+  // do not read it.
+  if (opset == 0 && (trainingOpset > 0 || mlOpset > 0) &&
+      model.graph().node_size() > 0 &&
       llvm::all_of(model.graph().node(), [](const onnx::NodeProto &node) {
-        return node.domain() == kTrainingDomain;
+        return node.domain() == kTrainingDomain || node.domain() == kMLDomain;
       }))
     opset = kMaxOpset;
   if (opset == 0)
@@ -655,13 +668,18 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   // Ops of the training domain are registered under qualified names and
   // versioned by that domain's opset.
   // com.microsoft's ops likewise, all at that domain's version 1.
+  // ai.onnx.ml's likewise, versioned by theirs.
   bool inTrainingDomain = node.domain() == kTrainingDomain;
   bool inMicrosoftDomain = node.domain() == kMicrosoftDomain;
-  std::string opType = inTrainingDomain || inMicrosoftDomain
+  bool inMLDomain = node.domain() == kMLDomain;
+  std::string opType = inTrainingDomain || inMicrosoftDomain || inMLDomain
                            ? node.domain() + "." + node.op_type()
                            : node.op_type();
-  const Handler *handler = HandlerRegistry::get().lookup(
-      opType, inTrainingDomain ? trainingOpset : inMicrosoftDomain ? 1 : opset);
+  int64_t domainOpset = inTrainingDomain    ? trainingOpset
+                        : inMicrosoftDomain ? 1
+                        : inMLDomain        ? mlOpset
+                                            : opset;
+  const Handler *handler = HandlerRegistry::get().lookup(opType, domainOpset);
   if (!handler) {
     int first = HandlerRegistry::get().firstVersion(opType);
     if (first == 0)
@@ -669,7 +687,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
           describeNode(node) + ": op type '" + opType +
           "' is not supported (kilnc --list-onnx-ops lists those that are)");
     return fail(describeNode(node) + ": not supported at opset " +
-                Twine(opset) + " (supported from opset " + Twine(first) + ")");
+                Twine(domainOpset) + " (supported from opset " + Twine(first) +
+                ")");
   }
   SmallVector<Value> inputs;
   for (const std::string &name : node.input()) {

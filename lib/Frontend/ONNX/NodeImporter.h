@@ -61,6 +61,8 @@ void registerTrainingHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 void registerLossHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 /// Sequences and optionals, resolved at compile time (CompositeValue).
 void registerSequenceHandlers(llvm::SmallVectorImpl<Handler> &handlers);
+/// ai.onnx.ml ops, registered under their qualified names.
+void registerMLHandlers(llvm::SmallVectorImpl<Handler> &handlers);
 
 /// TensorProto.DataType codes newer than the protobuf definitions Kiln
 /// builds against.

@@ -19,6 +19,7 @@
 #include <gmock/gmock.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 using namespace kiln::runtime;
@@ -169,6 +170,80 @@ TEST(HostStepsTest, EqualAndConcatBroadcast) {
   ASSERT_FALSE(runHostStep(step("StringConcat", {"a", "b"}, {"c"}), values));
   EXPECT_THAT(values["c"].strings,
               ElementsAre("xx", "xy", "xz", "yx", "yy", "yz"));
+}
+
+TEST(HostStepsTest, LabelEncoderMapsStringsThroughItsTable) {
+  Values values{{"x", strings({2, 2}, {"b", "zz", "a", "b"})}};
+  // To int16 (a values_tensor's type), unknown keys taking the default.
+  ASSERT_FALSE(runHostStep(step("LabelEncoder", {"x"}, {"i"},
+                                {{"keys", {"a", "b"}},
+                                 {"values", {"0", "-300"}},
+                                 {"default", {"42"}},
+                                 {"to", {"i16"}}}),
+                           values));
+  EXPECT_EQ(values["i"].dtype, DType::I16);
+  EXPECT_EQ(values["i"].shape, (Shape{2, 2}));
+  std::vector<int16_t> ints(4);
+  ASSERT_EQ(values["i"].data.size(), 8u);
+  std::memcpy(ints.data(), values["i"].data.data(), 8);
+  EXPECT_THAT(ints, ElementsAre(-300, 42, 0, -300));
+  // To f32, read back exactly from the text the compiler writes (%.9g).
+  ASSERT_FALSE(runHostStep(step("LabelEncoder", {"x"}, {"f"},
+                                {{"keys", {"a", "b"}},
+                                 {"values", {"0.100000001", "2.5"}},
+                                 {"default", {"-0"}},
+                                 {"to", {"f32"}}}),
+                           values));
+  std::vector<float> floats(4);
+  std::memcpy(floats.data(), values["f"].data.data(), 16);
+  EXPECT_THAT(floats, ElementsAre(2.5f, -0.0f, 0.1f, 2.5f));
+  EXPECT_TRUE(std::signbit(floats[1]));
+  // To strings.
+  ASSERT_FALSE(runHostStep(step("LabelEncoder", {"x"}, {"s"},
+                                {{"keys", {"a"}},
+                                 {"values", {"A"}},
+                                 {"default", {"_Unused"}},
+                                 {"to", {"string"}}}),
+                           values));
+  EXPECT_THAT(values["s"].strings,
+              ElementsAre("_Unused", "_Unused", "A", "_Unused"));
+}
+
+TEST(HostStepsTest, LabelEncoderChecksItsTable) {
+  auto encoder = [](std::vector<std::string> keys,
+                    std::vector<std::string> values, std::string fallback,
+                    std::string to) {
+    return verifyHostStep(step("LabelEncoder", {"x"}, {"y"},
+                               {{"keys", std::move(keys)},
+                                {"values", std::move(values)},
+                                {"default", {std::move(fallback)}},
+                                {"to", {std::move(to)}}}))
+        .message();
+  };
+  EXPECT_EQ(encoder({"a", "a"}, {"1", "2"}, "0", "i64"),
+            "node 'n' (LabelEncoder): key 'a' is listed twice");
+  EXPECT_EQ(encoder({"a"}, {"1", "2"}, "0", "i64"),
+            "node 'n' (LabelEncoder): 1 keys but 2 values");
+  EXPECT_EQ(encoder({"a"}, {"one"}, "0", "i64"),
+            "node 'n' (LabelEncoder): value 'one' is not a number of type i64");
+  EXPECT_EQ(
+      encoder({"a"}, {"1"}, "x", "i32"),
+      "node 'n' (LabelEncoder): the default 'x' is not a number of type i32");
+  EXPECT_THAT(encoder({"a"}, {"1"}, "0", "f16"),
+              HasSubstr("values of type 'f16' are not supported on the host"));
+  EXPECT_EQ(encoder({"a"}, {"1"}, "0", "i64"), "");
+  // A numeric input is refused when the step runs.
+  Values values{{"x", HostValue{}}};
+  values["x"].shape = {1};
+  values["x"].data.resize(4);
+  EXPECT_EQ(runHostStep(step("LabelEncoder", {"x"}, {"y"},
+                             {{"keys", {"a"}},
+                              {"values", {"1"}},
+                              {"default", {"0"}},
+                              {"to", {"i64"}}}),
+                        values)
+                .message(),
+            "node 'n' (LabelEncoder): the input must be strings on the host");
 }
 
 TEST(HostStepsTest, RegexFullMatchAndABadPattern) {
