@@ -127,7 +127,7 @@ import onnxruntime as ort
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "scripts"))
 import numerics  # noqa: E402
-from fuzz_campaign import Campaign  # noqa: E402
+from fuzz_campaign import Campaign, check_repros  # noqa: E402
 
 OPSET = 17
 MAX_ELEMS = 1024          # per tensor: keeps emu runs short
@@ -1720,34 +1720,13 @@ def load_model(path):
 
 def repros_main(args, tools):
     """Checks saved reproducers: each must pass every variant it names."""
-    import glob
-    paths = sorted(glob.glob(os.path.join(args.repros, "*.onnxtxt")))
-    totals = collections.Counter()
-    for path in paths:
-        with open(path) as f:
-            text = f.read()
-        m = re.search(r"^#\s*variants:\s*(\S+)", text, re.M)
-        variants = m.group(1).split(",") if m else ["fused", "unfused"]
-        name = os.path.splitext(os.path.basename(path))[0]
-        model = load_model(path)
-        work = tempfile.mkdtemp(prefix="fusion-fuzz-repro-")
-        res = check_model(model, args.seed, variants, tools, work)
-        shutil.rmtree(work, ignore_errors=True)
-        if res.generator_error:
-            print(f"repro {name}: {res.generator_error}")
-            totals["fail"] += 1
-            continue
-        for v in variants:
-            status = res.statuses[v]
-            totals[status] += 1
-            print(f"repro {name} {v}: {status}"
-                  + (f": {res.signatures[v]}" if v in res.signatures else ""))
-            if status == "fail":
-                print(failure_report(res, v))
-    print(f"fusion-fuzz repros: {len(paths)} models, {sum(totals.values())} "
-          f"runs: {totals['pass']} pass, {totals['unsupported']} unsupported, "
-          f"{totals['fail']} fail")
-    return 1 if totals["fail"] or totals["unsupported"] else 0
+    return check_repros(
+        args.repros, tool="fusion-fuzz", config="variant",
+        default_configs=["fused", "unfused"],
+        load=lambda path, text: load_model(path),
+        check=lambda model, variants, work: check_model(
+            model, args.seed, variants, tools, work),
+        failure_report=failure_report)
 
 
 def minimize_main(args, tools, spec):

@@ -152,3 +152,41 @@ class Campaign:
               f"runs: {t['pass']} pass, {t['unsupported']} unsupported, "
               f"{t['fail']} fail, {len(self.gen_errors)} generator errors "
               f"({seconds:.0f} s)")
+
+
+def check_repros(folder, *, tool, config, default_configs, load, check,
+                 failure_report):
+    """Saved reproducers, folder/*.onnxtxt: each must pass every
+    configuration its '# <config>s: a,b' line names (`default_configs`
+    without one). `load(path, text)` returns the model, `check(model,
+    configs, workdir)` a Result. Prints a line per run and a summary;
+    returns the exit status (an unsupported run fails too)."""
+    import glob
+    import re
+    paths = sorted(glob.glob(os.path.join(folder, "*.onnxtxt")))
+    totals = collections.Counter()
+    for path in paths:
+        with open(path) as f:
+            text = f.read()
+        m = re.search(rf"^#\s*{config}s:\s*(\S+)", text, re.M)
+        configs = m.group(1).split(",") if m else list(default_configs)
+        name = os.path.splitext(os.path.basename(path))[0]
+        model = load(path, text)
+        work = tempfile.mkdtemp(prefix=f"{tool}-repro-")
+        res = check(model, configs, work)
+        shutil.rmtree(work, ignore_errors=True)
+        if res.generator_error:
+            print(f"repro {name}: {res.generator_error}")
+            totals["fail"] += 1
+            continue
+        for c in configs:
+            status = res.statuses[c]
+            totals[status] += 1
+            print(f"repro {name} {c}: {status}"
+                  + (f": {res.signatures[c]}" if c in res.signatures else ""))
+            if status == "fail":
+                print(failure_report(res, c))
+    print(f"{tool} repros: {len(paths)} models, {sum(totals.values())} "
+          f"runs: {totals['pass']} pass, {totals['unsupported']} unsupported, "
+          f"{totals['fail']} fail")
+    return 1 if totals["fail"] or totals["unsupported"] else 0

@@ -112,7 +112,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "training"),
                 os.path.join(HERE, "..", "..", "scripts")]
 import fusion_fuzz as ff  # noqa: E402
-from fuzz_campaign import Campaign  # noqa: E402
+from fuzz_campaign import Campaign, check_repros  # noqa: E402
 import numerics  # noqa: E402
 import onnx_jax  # noqa: E402
 from whole_step import read_safetensors  # noqa: E402
@@ -827,37 +827,19 @@ def main():
 
 
 def repros_main(args, tools):
-    """Checks saved reproducers: each must pass every mode it names."""
-    import glob
-    paths = sorted(glob.glob(os.path.join(args.repros, "*.onnxtxt")))
-    totals = collections.Counter()
-    for path in paths:
-        with open(path) as f:
-            text = f.read()
-        m = re.search(r"^#\s*modes:\s*(\S+)", text, re.M)
-        modes = m.group(1).split(",") if m else ["sgd", "adamw"]
-        m = re.search(r"^#\s*loss:\s*(\S+)", text, re.M)
+    """Checks saved reproducers: each must pass every mode it names (and
+    train with the loss its '# loss: L' line names, mse without one)."""
+    def load(path, text):
         model = ff.load_model(path)
+        m = re.search(r"^#\s*loss:\s*(\S+)", text, re.M)
         set_loss(model, m.group(1) if m else "mse")
-        name = os.path.splitext(os.path.basename(path))[0]
-        work = tempfile.mkdtemp(prefix="train-fuzz-repro-")
-        res = check_model(model, args.seed, modes, tools, work)
-        shutil.rmtree(work, ignore_errors=True)
-        if res.generator_error:
-            print(f"repro {name}: {res.generator_error}")
-            totals["fail"] += 1
-            continue
-        for mode in modes:
-            status = res.statuses[mode]
-            totals[status] += 1
-            print(f"repro {name} {mode}: {status}"
-                  + (f": {res.signatures[mode]}" if mode in res.signatures else ""))
-            if status == "fail":
-                print(failure_report(res, mode))
-    print(f"train-fuzz repros: {len(paths)} models, {sum(totals.values())} runs: "
-          f"{totals['pass']} pass, {totals['unsupported']} unsupported, "
-          f"{totals['fail']} fail")
-    return 1 if totals["fail"] or totals["unsupported"] else 0
+        return model
+    return check_repros(
+        args.repros, tool="train-fuzz", config="mode",
+        default_configs=["sgd", "adamw"], load=load,
+        check=lambda model, modes, work: check_model(
+            model, args.seed, modes, tools, work),
+        failure_report=failure_report)
 
 
 def minimize_main(args, tools, spec):
