@@ -154,6 +154,10 @@ private:
                                        rt::HostStep &step);
   LogicalResult addConstant(const onnx::TensorProto &tensor,
                             const std::string &name);
+  /// A graph input's or output's declaration, all but its shape: STRING,
+  /// or the number type host steps read or write.
+  FailureOr<rt::HostTensorDecl> declare(const std::string &name,
+                                        bool isInput);
   LogicalResult rewriteGraph(const llvm::StringSet<> &deviceReads);
 
   onnx::ModelProto &model;
@@ -619,23 +623,15 @@ LogicalResult Partitioner::run() {
     if (!graphInputs.contains(name) ||
         (!hostReads.contains(name) && typeOf(name) != kOnnxString))
       continue;
-    rt::HostTensorDecl decl;
-    decl.name = name;
-    decl.isString = typeOf(name) == kOnnxString;
-    if (!decl.isString) {
-      std::optional<rt::DType> dtype = runtimeDType(typeOf(name));
-      if (!dtype)
-        return fail("input '" + name + "' has element type " +
-                    onnxTypeName(typeOf(name)) +
-                    ", which host steps do not read");
-      decl.dtype = *dtype;
-    }
+    FailureOr<rt::HostTensorDecl> decl = declare(name, /*isInput=*/true);
+    if (failed(decl))
+      return failure();
     const MaybeShape &shape = shapes[name];
     if (!shape)
       return fail("input '" + name + "' has no fixed shape; give one with "
                   "--shape " + name + "=DIMxDIM...");
-    decl.shape = *shape;
-    program.inputs.push_back(std::move(decl));
+    decl->shape = *shape;
+    program.inputs.push_back(std::move(*decl));
   }
   // Constants: initializers host steps read, and host Constant nodes.
   for (const auto &entry : initializers)
@@ -684,6 +680,26 @@ LogicalResult Partitioner::run() {
   return rewriteGraph(deviceReads);
 }
 
+FailureOr<rt::HostTensorDecl> Partitioner::declare(const std::string &name,
+                                                   bool isInput) {
+  rt::HostTensorDecl decl;
+  decl.name = name;
+  decl.isString = typeOf(name) == kOnnxString;
+  if (decl.isString)
+    return decl;
+  std::optional<rt::DType> dtype = runtimeDType(typeOf(name));
+  if (!dtype) {
+    if (isInput)
+      return fail("input '" + name + "' has element type " +
+                  onnxTypeName(typeOf(name)) +
+                  ", which host steps do not read");
+    return fail("output '" + name + "': element type " +
+                onnxTypeName(typeOf(name)) + " is not one host steps make");
+  }
+  decl.dtype = *dtype;
+  return decl;
+}
+
 LogicalResult Partitioner::rewriteGraph(const llvm::StringSet<> &deviceReads) {
   llvm::StringSet<> graphOutputs;
   for (const onnx::ValueInfoProto &output : graph.output())
@@ -696,17 +712,10 @@ LogicalResult Partitioner::rewriteGraph(const llvm::StringSet<> &deviceReads) {
       onHost |= constant.name == name;
     if (!onHost)
       continue;
-    rt::HostTensorDecl decl;
-    decl.name = name;
-    decl.isString = typeOf(name) == kOnnxString;
-    if (!decl.isString) {
-      std::optional<rt::DType> dtype = runtimeDType(typeOf(name));
-      if (!dtype)
-        return fail("output '" + name + "': element type " +
-                    onnxTypeName(typeOf(name)) +
-                    " is not one host steps make");
-      decl.dtype = *dtype;
-    }
+    FailureOr<rt::HostTensorDecl> declared = declare(name, /*isInput=*/false);
+    if (failed(declared))
+      return failure();
+    rt::HostTensorDecl decl = std::move(*declared);
     if (MaybeShape shape = shapes.lookup(name)) {
       decl.shape = *shape;
     } else if (output.type().has_tensor_type() &&
