@@ -264,22 +264,37 @@ Error runDataMovement(const HostStep &step,
   return Error::success();
 }
 
+/// A binary step's broadcast: the output's shape and, for each of its
+/// elements, the element of each input it reads.
+struct Broadcast {
+  Shape shape;
+  std::vector<uint64_t> a, b;
+};
+
+Expected<Broadcast> broadcastInputs(const HostStep &step, const HostValue &a,
+                                    const HostValue &b) {
+  std::optional<Shape> shape = broadcastShapes(a.shape, b.shape);
+  if (!shape)
+    return stepError(step, fmt::format("shapes {} and {} do not broadcast",
+                                       formatShape(a.shape),
+                                       formatShape(b.shape)));
+  return Broadcast{*shape, broadcastIndices(a.shape, *shape),
+                   broadcastIndices(b.shape, *shape)};
+}
+
 Error runEqual(const HostStep &step,
                std::map<std::string, HostValue, std::less<>> &values) {
   const HostValue &a = values.find(step.inputs[0])->second;
   const HostValue &b = values.find(step.inputs[1])->second;
   if (!a.isString || !b.isString)
     return stepError(step, "both inputs must be strings on the host");
-  std::optional<Shape> shape = broadcastShapes(a.shape, b.shape);
-  if (!shape)
-    return stepError(step, fmt::format("shapes {} and {} do not broadcast",
-                                       formatShape(a.shape),
-                                       formatShape(b.shape)));
-  std::vector<uint64_t> ia = broadcastIndices(a.shape, *shape);
-  std::vector<uint64_t> ib = broadcastIndices(b.shape, *shape);
+  Expected<Broadcast> bc = broadcastInputs(step, a, b);
+  if (!bc)
+    return bc.takeError();
+  const std::vector<uint64_t> &ia = bc->a, &ib = bc->b;
   HostValue out;
   out.dtype = DType::Bool;
-  out.shape = *shape;
+  out.shape = bc->shape;
   out.data.resize(ia.size());
   for (size_t i = 0; i < ia.size(); ++i)
     out.data[i] = a.strings[ia[i]] == b.strings[ib[i]];
@@ -291,16 +306,13 @@ Error runStringConcat(const HostStep &step,
                       std::map<std::string, HostValue, std::less<>> &values) {
   const HostValue &a = values.find(step.inputs[0])->second;
   const HostValue &b = values.find(step.inputs[1])->second;
-  std::optional<Shape> shape = broadcastShapes(a.shape, b.shape);
-  if (!shape)
-    return stepError(step, fmt::format("shapes {} and {} do not broadcast",
-                                       formatShape(a.shape),
-                                       formatShape(b.shape)));
-  std::vector<uint64_t> ia = broadcastIndices(a.shape, *shape);
-  std::vector<uint64_t> ib = broadcastIndices(b.shape, *shape);
+  Expected<Broadcast> bc = broadcastInputs(step, a, b);
+  if (!bc)
+    return bc.takeError();
+  const std::vector<uint64_t> &ia = bc->a, &ib = bc->b;
   HostValue out;
   out.isString = true;
-  out.shape = *shape;
+  out.shape = bc->shape;
   out.strings.resize(ia.size());
   for (size_t i = 0; i < ia.size(); ++i)
     out.strings[i] = a.strings[ia[i]] + b.strings[ib[i]];
