@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Compiler/Compiler.h"
+#include "kiln/Compiler/Quantization.h"
 #include "kiln/Compiler/SeparableDims.h"
 
 #include "PhaseRunner.h"
@@ -212,6 +213,22 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
     };
   if (llvm::Error err = validateCompileOptions(options, hooks))
     return std::move(err);
+  // --precision=int8: calibrate and rewrite into a QDQ model first
+  // (Quantization.h); the rest of the compile is that model's, in fp32
+  // where no int8 kernel runs.
+  std::string quantizedModel;
+  std::vector<std::string> quantizationSummary;
+  if (options.quantization.int8) {
+    if (hooks.phaseStarted)
+      hooks.phaseStarted("quantize");
+    llvm::Expected<std::string> bytes =
+        quantizeModel(options, context, hooks, quantizationSummary);
+    if (!bytes)
+      return bytes.takeError();
+    quantizedModel = std::move(*bytes);
+    options.inputBytes = llvm::StringRef(quantizedModel);
+    options.pipeline.precision = "fp32";
+  }
   PhaseRunner runner(context, hooks);
 
   runner.startPhase("import");
@@ -275,6 +292,7 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
   // report what fusion saves.
   if (options.stats) {
     stats.emplace();
+    stats->quantization = quantizationSummary;
     OwningOpRef<ModuleOp> copy(module->clone());
     PipelineOptions unfused = options.pipeline;
     unfused.fuse = false;

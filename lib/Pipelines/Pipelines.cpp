@@ -181,7 +181,11 @@ void addGraphPhase(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createFuseSiblingContractionsPass());
   AssignLayoutPassOptions layout;
   layout.layout = options.layout;
-  layout.precision = options.precision;
+  // int8 (kilnc --precision=int8) reaches the pipeline as a QDQ model:
+  // its chains become int8 kernels below, everything else stays fp32.
+  std::string floatPrecision =
+      options.precision == "int8" ? "fp32" : options.precision;
+  layout.precision = floatPrecision;
   layout.tensorCoreConvs = options.contractionKernels;
   layout.int8Convs = int8;
   pm.addPass(createAssignLayoutPass(layout));
@@ -194,7 +198,7 @@ void addGraphPhase(OpPassManager &pm, const PipelineOptions &options) {
     pm.addNestedPass<func::FuncOp>(createFuseQuantizedPass(convolutions));
   }
   LowerPrecisionPassOptions precision;
-  precision.precision = options.precision;
+  precision.precision = floatPrecision;
   precision.ioPrecision = options.ioPrecision;
   precision.f32HeadLayers = options.fp32HeadLayers;
   precision.residualPrecision = options.residualPrecision;

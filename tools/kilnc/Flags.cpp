@@ -43,6 +43,42 @@ cl::list<std::string> dimRanges(
     cl::value_desc("name=min..max[:opt]"), cl::CommaSeparated,
     cl::cat(inputCategory()));
 
+// Post-training int8 quantization (--precision=int8; Quantization.h). In
+// --help-hidden, which --precision's help points to (--help stays within
+// two screens).
+cl::list<std::string> calibrationData(
+    "calibrate",
+    cl::desc("With --precision=int8: calibration data, [name=]file.npy per "
+             "input, samples along the first dim (default: none)"),
+    cl::value_desc("[name=]file.npy"), cl::CommaSeparated, cl::Hidden,
+    cl::cat(passCategory()));
+cl::opt<std::string> calibrationMethod(
+    "calibration",
+    cl::desc("How activation ranges clip: minmax, percentile:P or entropy "
+             "(default: minmax)"),
+    cl::init("minmax"), cl::Hidden, cl::cat(passCategory()));
+cl::opt<std::string> calibrationCache(
+    "calibration-cache",
+    cl::desc("Read the calibration table from this file when it exists, "
+             "else write it after calibrating (default: none)"),
+    cl::value_desc("file.json"), cl::Hidden, cl::cat(passCategory()));
+cl::list<std::string> keepFloat(
+    "keep-float",
+    cl::desc("With --precision=int8: Conv/MatMul/Gemm nodes (names or output "
+             "names) left in fp32 (default: none)"),
+    cl::value_desc("node,..."), cl::CommaSeparated, cl::Hidden,
+    cl::cat(passCategory()));
+cl::opt<std::string> saveQuantized(
+    "save-quantized",
+    cl::desc("With --precision=int8: also write the QDQ ONNX model that is "
+             "compiled (default: none)"),
+    cl::value_desc("file.onnx"), cl::Hidden, cl::cat(passCategory()));
+cl::opt<std::string> calibrationDevice(
+    "calibration-device",
+    cl::desc("The runtime device calibration runs on: emu or cuda "
+             "(default: emu)"),
+    cl::init("emu"), cl::Hidden, cl::cat(passCategory()));
+
 // Sequence and optional graph inputs. Hidden to keep --help on two screens
 // (help.test); the importer's errors name them where a model needs them.
 cl::list<std::string> sequenceLengths(
@@ -399,6 +435,21 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
   if (driver.output != Output::Artifact)
     compile.stopAfter = static_cast<Phase>(driver.output);
   readPipelineFlags(compile.pipeline);
+  QuantizationOptions &quantization = compile.quantization;
+  quantization.int8 = compile.pipeline.precision == "int8";
+  quantization.calibrationData = calibrationData;
+  quantization.method = calibrationMethod;
+  quantization.cache = calibrationCache;
+  quantization.keepFloat = keepFloat;
+  quantization.saveQuantized = saveQuantized;
+  quantization.device = calibrationDevice;
+  if (!quantization.int8 &&
+      (calibrationData.getNumOccurrences() || keepFloat.getNumOccurrences() ||
+       calibrationCache.getNumOccurrences() ||
+       saveQuantized.getNumOccurrences()))
+    return llvm::createStringError(
+        "--calibrate, --calibration-cache, --keep-float and --save-quantized "
+        "apply with --precision=int8");
   if (compile.pipeline.tune)
     compile.pipeline.tuneWorker = tuneWorkerPath();
 

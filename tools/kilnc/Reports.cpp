@@ -259,6 +259,12 @@ void printStats(const CompileStats &stats, const std::string &target,
     for (const std::string &line : *stats.contractionReport)
       os << "  " << line << "\n";
   }
+  // --precision=int8: each node calibration quantized, with its ranges.
+  if (!stats.quantization.empty()) {
+    os << "int8 calibration: " << stats.quantization.size() << " nodes\n";
+    for (const std::string &line : stats.quantization)
+      os << "  " << line << "\n";
+  }
   // Quantized chains the int8 kernel does not run (kiln-fuse-quantized);
   // those it runs are mma_s8 lines above.
   if (!stats.quantizedFallbacks.empty()) {

@@ -17,6 +17,7 @@
 #ifndef KILN_COMPILER_COMPILER_H
 #define KILN_COMPILER_COMPILER_H
 
+#include "kiln/Compiler/Quantization.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 #include "kiln/Frontend/ONNX/Importer.h"
 #include "kiln/Pipelines/KernelStats.h"
@@ -118,6 +119,8 @@ struct CompileOptions {
   uint64_t kernelCacheBytes = uint64_t(1024) << 20;
   PipelineOptions pipeline;
   TrainingOptions training;
+  /// --precision=int8 and its calibration (Quantization.h).
+  QuantizationOptions quantization;
   /// Recorded in the artifact, for reproducing the build.
   std::string commandLine;
 };
@@ -154,6 +157,9 @@ struct CompileStats {
   /// kiln-fuse-quantized's report: one line per quantized chain that stays
   /// on the exact fallback, and why.
   std::vector<std::string> quantizedFallbacks;
+  /// --precision=int8: one line per node quantizeModel quantized (its
+  /// activations' calibrated ranges and thresholds) or kept in float.
+  std::vector<std::string> quantization;
   /// kiln-autodiff's rematerialisation report, when differentiating.
   struct Remat {
     uint64_t kept = 0, keptBytes = 0, recomputed = 0, recomputedBytes = 0;

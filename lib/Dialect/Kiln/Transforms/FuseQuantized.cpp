@@ -79,6 +79,71 @@ void formRegion(const QuantizedChain &chain, StringRef kind) {
       op->erase();
 }
 
+/// Whether `v` holds one element (a per-tensor scale or zero point).
+bool isScalar(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.hasStaticShape() && type.getNumElements() == 1;
+}
+
+/// kiln-assign-layout makes a convolution NHWC by transposing its operand.
+/// When that operand is a per-tensor dequantize of an 8-bit tensor (a cast
+/// up, then sub/mul/add by scalars: a graph input's QDQ, which nothing had
+/// made NHWC before), the transpose moves below the cast: the 8-bit tensor
+/// is transposed and dequantized after, which computes the same values and
+/// leaves the chain's A a dequantized 8-bit tensor the int8 kernel reads.
+void sinkTransposeBelowDequantize(ConvOp conv) {
+  // A transpose, or a reshape where one of the dims moved is 1 (what
+  // canonicalization makes of such a transpose: an image of one channel).
+  Operation *transpose = conv->getOperand(0).getDefiningOp();
+  if (!isa_and_nonnull<TransposeOp, ReshapeOp>(transpose))
+    return;
+  // From the transpose's input down to the cast up from 8 bits.
+  SmallVector<Operation *> chain;
+  Value v = transpose->getOperand(0);
+  while (true) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getNumResults() != 1)
+      return;
+    chain.push_back(def);
+    if (auto cast = dyn_cast<CastOp>(def)) {
+      if (!getElementTypeOrSelf(cast.getInput()).isInteger(8))
+        return;
+      break;
+    }
+    if (!isa<MulOp, SubOp, AddOp>(def))
+      return;
+    Value lhs = def->getOperand(0), rhs = def->getOperand(1);
+    if (isScalar(rhs) && !isScalar(lhs))
+      v = lhs;
+    else if (isScalar(lhs) && !isScalar(rhs))
+      v = rhs;
+    else
+      return;
+  }
+  OpBuilder b(transpose);
+  Value bytes = cast<CastOp>(chain.back()).getInput();
+  IRMapping mapping;
+  mapping.map(transpose->getOperand(0), bytes);
+  auto movedType = cast<RankedTensorType>(transpose->getResult(0).getType());
+  Operation *moved = b.clone(*transpose, mapping);
+  moved->getResult(0).setType(
+      movedType.clone(getElementTypeOrSelf(bytes.getType())));
+  mapping.clear();
+  mapping.map(bytes, moved->getResult(0));
+  Value last;
+  for (Operation *op : llvm::reverse(chain)) {
+    Operation *clone = b.clone(*op, mapping);
+    Type element = getElementTypeOrSelf(op->getResult(0).getType());
+    clone->getResult(0).setType(movedType.clone(element));
+    last = clone->getResult(0);
+  }
+  transpose->getResult(0).replaceAllUsesWith(last);
+  transpose->erase();
+  for (Operation *op : chain)
+    if (op->use_empty())
+      op->erase();
+}
+
 struct FuseQuantizedPass
     : kiln::impl::FuseQuantizedPassBase<FuseQuantizedPass> {
   using Base::Base;
@@ -99,6 +164,10 @@ struct FuseQuantizedPass
       llvm::append_range(lines, earlier.getValue());
     size_t earlierLines = lines.size();
     Builder b(func.getContext());
+    if (convolutions)
+      for (Operation *op : contractions)
+        if (auto conv = dyn_cast<ConvOp>(op))
+          sinkTransposeBelowDequantize(conv);
     for (Operation *op : contractions) {
       std::string why;
       std::optional<QuantizedChain> chain = matchQuantizedChain(op, why);

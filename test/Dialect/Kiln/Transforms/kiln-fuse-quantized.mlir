@@ -610,3 +610,81 @@ func.func @clip_not_type_range(%x: tensor<4x32xi8>) -> tensor<4x16xi8> {
   %8 = kiln.cast %7 : tensor<4x16xf64> -> tensor<4x16xi8>
   return %8 : tensor<4x16xi8>
 }
+
+// -----
+
+// A graph input's QDQ in NCHW, made NHWC by kiln-assign-layout's transpose
+// after the dequantize (kilnc --precision=int8 on an image model): the
+// transpose moves below the cast, onto the 8-bit tensor, so A is a
+// dequantized 8-bit tensor again and the chain takes the int8 kernel.
+// CHECK-LABEL: func.func @qdq_conv_input_transposed
+// CHECK:         %[[T:.*]] = kiln.transpose %{{.*}} {{.*}}: tensor<1x3x4x4xui8> -> tensor<1x4x4x3xui8>
+// CHECK:         kiln.fusion "quantized_conv" -> tensor<1x4x4x2xui8>
+// CHECK:           kiln.cast %[[T]] : tensor<1x4x4x3xui8> -> tensor<1x4x4x3xf32>
+// CHECK-NOT:     kiln.transpose
+ml_program.global private @w(dense<1> : tensor<2x1x1x3xi8>) : tensor<2x1x1x3xi8>
+func.func @qdq_conv_input_transposed(%x: tensor<1x3x4x4xui8>) -> tensor<1x4x4x2xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x3xi8>
+  %0 = kiln.cast %x : tensor<1x3x4x4xui8> -> tensor<1x3x4x4xf32>
+  %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %4 = kiln.mul %0, %3 : tensor<1x3x4x4xf32>, tensor<f32> -> tensor<1x3x4x4xf32>
+  %t = kiln.transpose %4 {permutation = array<i64: 0, 2, 3, 1>} : tensor<1x3x4x4xf32> -> tensor<1x4x4x3xf32>
+  %5 = kiln.cast %w : tensor<2x1x1x3xi8> -> tensor<2x1x1x3xf32>
+  %6 = kiln.constant dense<[[[[5.000000e-01]]], [[[2.500000e-01]]]]> : tensor<2x1x1x1xf32>
+  %7 = kiln.mul %5, %6 : tensor<2x1x1x3xf32>, tensor<2x1x1x1xf32> -> tensor<2x1x1x3xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ conv): A ui8 zero point 0}}
+  %9 = kiln.conv %t, %7 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x3xf32>, tensor<2x1x1x3xf32>) -> tensor<1x4x4x2xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<1x4x4x2xf32>, tensor<f32> -> tensor<1x4x4x2xf32>
+  %12 = kiln.round %11 : tensor<1x4x4x2xf32>
+  %15 = kiln.clip %12 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x4x4x2xf32>
+  %16 = kiln.cast %15 : tensor<1x4x4x2xf32> -> tensor<1x4x4x2xui8>
+  return %16 : tensor<1x4x4x2xui8>
+}
+
+// -----
+
+// The same with one input channel, where canonicalization made the
+// transpose a reshape: the reshape moves below the cast instead.
+// CHECK-LABEL: func.func @qdq_conv_input_reshaped
+// CHECK:         %[[R:.*]] = kiln.reshape %{{.*}} : tensor<1x1x4x4xui8> -> tensor<1x4x4x1xui8>
+// CHECK:         kiln.fusion "quantized_conv" -> tensor<1x4x4x2xui8>
+ml_program.global private @w(dense<1> : tensor<2x1x1x1xi8>) : tensor<2x1x1x1xi8>
+func.func @qdq_conv_input_reshaped(%x: tensor<1x1x4x4xui8>) -> tensor<1x4x4x2xui8> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x1xi8>
+  %0 = kiln.cast %x : tensor<1x1x4x4xui8> -> tensor<1x1x4x4xf32>
+  %3 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %4 = kiln.mul %0, %3 : tensor<1x1x4x4xf32>, tensor<f32> -> tensor<1x1x4x4xf32>
+  %t = kiln.reshape %4 : tensor<1x1x4x4xf32> -> tensor<1x4x4x1xf32>
+  %5 = kiln.cast %w : tensor<2x1x1x1xi8> -> tensor<2x1x1x1xf32>
+  %6 = kiln.constant dense<[[[[5.000000e-01]]], [[[2.500000e-01]]]]> : tensor<2x1x1x1xf32>
+  %7 = kiln.mul %5, %6 : tensor<2x1x1x1xf32>, tensor<2x1x1x1xf32> -> tensor<2x1x1x1xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ conv): A ui8 zero point 0}}
+  %9 = kiln.conv %t, %7 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x1xf32>, tensor<2x1x1x1xf32>) -> tensor<1x4x4x2xf32>
+  %10 = kiln.constant dense<1.000000e+00> : tensor<f32>
+  %11 = kiln.div %9, %10 : tensor<1x4x4x2xf32>, tensor<f32> -> tensor<1x4x4x2xf32>
+  %12 = kiln.round %11 : tensor<1x4x4x2xf32>
+  %15 = kiln.clip %12 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<1x4x4x2xf32>
+  %16 = kiln.cast %15 : tensor<1x4x4x2xf32> -> tensor<1x4x4x2xui8>
+  return %16 : tensor<1x4x4x2xui8>
+}
+
+// -----
+
+// A per-channel dequantize (its scale is not one value) does not commute
+// with the transpose: nothing moves and the float convolution stays (no
+// quantized chain, no report).
+// CHECK-LABEL: func.func @per_channel_input_not_moved
+// CHECK:         kiln.transpose %{{.*}} : tensor<1x3x4x4xf32> -> tensor<1x4x4x3xf32>
+// CHECK-NOT:     quantized_conv
+ml_program.global private @w(dense<1> : tensor<2x1x1x3xi8>) : tensor<2x1x1x3xi8>
+func.func @per_channel_input_not_moved(%x: tensor<1x3x4x4xui8>) -> tensor<1x4x4x2xf32> {
+  %w = ml_program.global_load_const @w : tensor<2x1x1x3xi8>
+  %0 = kiln.cast %x : tensor<1x3x4x4xui8> -> tensor<1x3x4x4xf32>
+  %3 = kiln.constant dense<[[[5.000000e-01]], [[2.500000e-01]], [[1.0]]]> : tensor<3x1x1xf32>
+  %4 = kiln.mul %0, %3 : tensor<1x3x4x4xf32>, tensor<3x1x1xf32> -> tensor<1x3x4x4xf32>
+  %t = kiln.transpose %4 {permutation = array<i64: 0, 2, 3, 1>} : tensor<1x3x4x4xf32> -> tensor<1x4x4x3xf32>
+  %5 = kiln.cast %w : tensor<2x1x1x3xi8> -> tensor<2x1x1x3xf32>
+  %9 = kiln.conv %t, %5 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x3xf32>, tensor<2x1x1x3xf32>) -> tensor<1x4x4x2xf32>
+  return %9 : tensor<1x4x4x2xf32>
+}

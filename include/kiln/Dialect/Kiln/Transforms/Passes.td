@@ -382,6 +382,13 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     intermediate value something else also reads (a dequantized activation
     feeding a float op) stays computed outside for that reader.
 
+    Before matching convolutions, a convolution whose input is a
+    kiln-assign-layout transpose (or the reshape canonicalization makes of
+    one, for one channel) of a per-tensor dequantize (a cast up from 8
+    bits, then sub/mul/add by single values: a graph input's QDQ, still
+    NCHW) gets the transpose moved below the cast, onto the 8-bit tensor,
+    so that its A is a dequantized 8-bit tensor again.
+
     Each chain that does not fit (a per-row zero point of A, a scale along
     B's K, a non-constant scale or weight, a scale that is not an f32
     value, a bias that is no int32, a clip narrower than the type, no
