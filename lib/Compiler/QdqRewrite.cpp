@@ -35,6 +35,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <set>
 
 namespace kiln {
 namespace {
@@ -305,6 +307,27 @@ llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
     return name;
   };
 
+  // QuantizeLinear(input) then DequantizeLinear into `output`, with `p`'s
+  // scale and zero point (initializers named after `base`).
+  auto appendQdq = [&](const std::string &input, const std::string &base,
+                       const std::string &output, ActivationParams p) {
+    std::string scale = fresh(base + "_scale");
+    std::string zero = fresh(base + "_zero_point");
+    std::string quantized = fresh(base + "_quantized");
+    addInitializer(graph, scale, onnx::TensorProto::FLOAT, {},
+                   std::vector<float>{p.scale});
+    if (p.unsignedStorage)
+      addInitializer(graph, zero, onnx::TensorProto::UINT8, {},
+                     std::vector<uint8_t>{0});
+    else
+      addInitializer(graph, zero, onnx::TensorProto::INT8, {},
+                     std::vector<int8_t>{0});
+    nodes.push_back(
+        makeNode("QuantizeLinear", quantized, {input, scale, zero}, quantized));
+    nodes.push_back(
+        makeNode("DequantizeLinear", output, {quantized, scale, zero}, output));
+  };
+
   for (int i = 0; i < graph.node_size(); ++i) {
     if (foldedRelus.count(i))
       continue;
@@ -327,22 +350,8 @@ llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
       if (found != activationDq.end()) {
         xDq = found->second;
       } else {
-        std::string scale = fresh(q.activation + "_scale");
-        std::string zero = fresh(q.activation + "_zero_point");
-        std::string quantized = fresh(q.activation + "_quantized");
         xDq = fresh(q.activation + "_dequantized");
-        addInitializer(graph, scale, onnx::TensorProto::FLOAT, {},
-                       std::vector<float>{x.scale});
-        if (x.unsignedStorage)
-          addInitializer(graph, zero, onnx::TensorProto::UINT8, {},
-                         std::vector<uint8_t>{0});
-        else
-          addInitializer(graph, zero, onnx::TensorProto::INT8, {},
-                         std::vector<int8_t>{0});
-        nodes.push_back(makeNode("QuantizeLinear", quantized,
-                                 {q.activation, scale, zero}, quantized));
-        nodes.push_back(makeNode("DequantizeLinear", xDq,
-                                 {quantized, scale, zero}, xDq));
+        appendQdq(q.activation, q.activation, xDq, x);
         activationDq[q.activation] = xDq;
       }
     } else {
@@ -428,20 +437,7 @@ llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
     std::string product = fresh(q.output + "_float");
     node.set_output(0, product);
     nodes.push_back(std::move(node));
-    std::string ys = fresh(q.quantizedOutput + "_scale");
-    std::string yz = fresh(q.quantizedOutput + "_zero_point");
-    std::string yq = fresh(q.quantizedOutput + "_quantized");
-    addInitializer(graph, ys, onnx::TensorProto::FLOAT, {},
-                   std::vector<float>{y.scale});
-    if (y.unsignedStorage)
-      addInitializer(graph, yz, onnx::TensorProto::UINT8, {},
-                     std::vector<uint8_t>{0});
-    else
-      addInitializer(graph, yz, onnx::TensorProto::INT8, {},
-                     std::vector<int8_t>{0});
-    nodes.push_back(makeNode("QuantizeLinear", yq, {product, ys, yz}, yq));
-    nodes.push_back(makeNode("DequantizeLinear", q.quantizedOutput,
-                             {yq, ys, yz}, q.quantizedOutput));
+    appendQdq(product, q.quantizedOutput, q.quantizedOutput, y);
     dequantized.insert(q.quantizedOutput);
   }
 
