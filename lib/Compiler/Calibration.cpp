@@ -186,68 +186,133 @@ readCalibrationData(const QuantizationOptions &options,
   return inputs;
 }
 
+/// A float model (a probe: the original with more outputs) compiled in fp32
+/// and loaded on the calibration device, with the calibration data.
+class CalibrationRun {
+public:
+  /// Compiles `model` with `outputs` added as float graph outputs.
+  static llvm::Expected<std::unique_ptr<CalibrationRun>>
+  create(onnx::ModelProto model, const std::vector<std::string> &outputs,
+         llvm::StringRef label, const CompileOptions &options,
+         mlir::MLIRContext &context, const CompileHooks &hooks) {
+    onnx::GraphProto &graph = *model.mutable_graph();
+    llvm::StringSet<> present;
+    for (const onnx::ValueInfoProto &v : graph.output())
+      present.insert(v.name());
+    for (const onnx::ValueInfoProto &v : graph.input())
+      present.insert(v.name());
+    for (const std::string &t : outputs)
+      if (present.insert(t).second) {
+        onnx::ValueInfoProto *v = graph.add_output();
+        v->set_name(t);
+        v->mutable_type()->mutable_tensor_type()->set_elem_type(
+            onnx::TensorProto::FLOAT);
+      }
+    std::string bytes;
+    if (!model.SerializeToString(&bytes))
+      return userError(options.input + ": cannot serialize the " + label);
+    CompileOptions floatCompile = options;
+    floatCompile.inputBytes = llvm::StringRef(bytes);
+    floatCompile.quantization = QuantizationOptions();
+    floatCompile.pipeline.precision = "fp32";
+    floatCompile.stats = false;
+    floatCompile.stopAfter = std::nullopt;
+    floatCompile.stripWeights = false;
+    CompileHooks floatHooks = hooks;
+    if (hooks.phaseStarted)
+      floatHooks.phaseStarted = [&](llvm::StringRef phase) {
+        hooks.phaseStarted((label + ": " + phase).str());
+      };
+    llvm::Expected<CompileResult> compiled =
+        compileModel(floatCompile, context, floatHooks);
+    if (!compiled)
+      return compiled.takeError();
+    auto run = std::make_unique<CalibrationRun>();
+    run->artifact = std::make_shared<const runtime::Artifact>(
+        std::move(*compiled->artifact));
+    llvm::Expected<std::vector<CalibrationInput>> inputs = readCalibrationData(
+        options.quantization, *run->artifact, run->batches, hooks);
+    if (!inputs)
+      return inputs.takeError();
+    run->inputs = std::move(*inputs);
+    runtime::Expected<std::unique_ptr<runtime::Device>> device =
+        runtime::createDevice(options.quantization.device);
+    if (!device)
+      return userError("--calibration-device: " + device.error().message());
+    runtime::Expected<std::unique_ptr<runtime::Session>> session =
+        runtime::Session::create(
+            run->artifact, std::shared_ptr<runtime::Device>(device.take()));
+    if (!session)
+      return userError(label + ": " + session.error().message());
+    run->session = session.take();
+    return run;
+  }
+
+  size_t batches = 0;
+
+  /// Runs batch `b`; `values` gets each of `tensors` as float32 (a graph
+  /// input's from the data itself), valid until the next run.
+  llvm::Error run(size_t b, const std::vector<std::string> &tensors,
+                  std::map<std::string, llvm::ArrayRef<float>> &values) {
+    values.clear();
+    held.clear();
+    for (const CalibrationInput &in : inputs) {
+      const runtime::TensorSignature *sig = nullptr;
+      for (const runtime::TensorSignature &s : artifact->inputs)
+        if (s.name == in.name)
+          sig = &s;
+      uint64_t size = in.sampleBytes * sig->shape[0];
+      const uint8_t *data = in.data.data.data() + size * b;
+      if (runtime::Error err =
+              session->bindInput(in.name, sig->dtype, sig->shape, data, size))
+        return userError("calibration: " + err.message());
+      if (sig->dtype == runtime::DType::F32)
+        values[in.name] = llvm::ArrayRef<float>(
+            reinterpret_cast<const float *>(data), size / sizeof(float));
+    }
+    if (runtime::Error err = session->run())
+      return userError("calibration: " + err.message());
+    held.reserve(tensors.size());
+    for (const std::string &t : tensors) {
+      if (values.count(t))
+        continue;
+      runtime::Expected<runtime::HostTensor> out = session->readOutput(t);
+      if (!out)
+        return userError("calibration: " + out.error().message());
+      if (out->dtype != runtime::DType::F32)
+        return userError("calibration: activation '" + t + "' is " +
+                         std::string(runtime::dtypeName(out->dtype)) +
+                         ", not a float32 tensor");
+      held.push_back(out.take());
+      values[t] = llvm::ArrayRef<float>(
+          reinterpret_cast<const float *>(held.back().data.data()),
+          held.back().data.size() / sizeof(float));
+    }
+    return llvm::Error::success();
+  }
+
+private:
+  std::shared_ptr<const runtime::Artifact> artifact;
+  std::unique_ptr<runtime::Session> session;
+  std::vector<CalibrationInput> inputs;
+  std::vector<runtime::HostTensor> held;
+};
+
 /// Runs the float model over the calibration batches; returns the table.
 llvm::Expected<CalibrationTable>
 calibrate(const onnx::ModelProto &model, const QuantizationPlan &plan,
           const Method &method, const CompileOptions &options,
           mlir::MLIRContext &context, const CompileHooks &hooks) {
-  // The float model with every measured activation as an output.
-  onnx::ModelProto probe = model;
-  onnx::GraphProto &graph = *probe.mutable_graph();
-  llvm::StringSet<> outputs, graphInputs;
-  for (const onnx::ValueInfoProto &v : graph.output())
-    outputs.insert(v.name());
-  for (const onnx::ValueInfoProto &v : graph.input())
-    graphInputs.insert(v.name());
-  for (const std::string &t : plan.tensors)
-    if (!outputs.contains(t) && !graphInputs.contains(t)) {
-      onnx::ValueInfoProto *v = graph.add_output();
-      v->set_name(t);
-      v->mutable_type()->mutable_tensor_type()->set_elem_type(
-          onnx::TensorProto::FLOAT);
-    }
-  std::string bytes;
-  if (!probe.SerializeToString(&bytes))
-    return userError(options.input + ": cannot serialize the calibration "
-                                     "model");
-  CompileOptions floatCompile = options;
-  floatCompile.inputBytes = llvm::StringRef(bytes);
-  floatCompile.quantization = QuantizationOptions();
-  floatCompile.pipeline.precision = "fp32";
-  floatCompile.stats = false;
-  floatCompile.stopAfter = std::nullopt;
-  floatCompile.stripWeights = false;
-  CompileHooks floatHooks = hooks;
-  if (hooks.phaseStarted)
-    floatHooks.phaseStarted = [&](llvm::StringRef phase) {
-      hooks.phaseStarted(("calibration model: " + phase).str());
-    };
-  llvm::Expected<CompileResult> compiled =
-      compileModel(floatCompile, context, floatHooks);
-  if (!compiled)
-    return compiled.takeError();
-  auto artifact =
-      std::make_shared<const runtime::Artifact>(std::move(*compiled->artifact));
-
-  size_t batches = 0;
-  llvm::Expected<std::vector<CalibrationInput>> inputs =
-      readCalibrationData(options.quantization, *artifact, batches, hooks);
-  if (!inputs)
-    return inputs.takeError();
-  runtime::Expected<std::unique_ptr<runtime::Device>> device =
-      runtime::createDevice(options.quantization.device);
-  if (!device)
-    return userError("--calibration-device: " + device.error().message());
-  runtime::Expected<std::unique_ptr<runtime::Session>> session =
-      runtime::Session::create(artifact, std::shared_ptr<runtime::Device>(
-                                             device.take()));
-  if (!session)
-    return userError("calibration: " + session.error().message());
-
+  llvm::Expected<std::unique_ptr<CalibrationRun>> run = CalibrationRun::create(
+      model, plan.tensors, "calibration model", options, context, hooks);
+  if (!run)
+    return run.takeError();
+  size_t batches = (*run)->batches;
   std::map<std::string, Stats> stats;
   for (const std::string &t : plan.tensors)
     stats[t];
   int passes = method.kind == Method::MinMax ? 1 : 2;
+  std::map<std::string, llvm::ArrayRef<float>> values;
   for (int pass = 0; pass < passes; ++pass) {
     for (size_t b = 0; b < batches; ++b) {
       if (hooks.phaseStarted)
@@ -256,48 +321,16 @@ calibrate(const onnx::ModelProto &model, const QuantizationPlan &plan,
             std::to_string(batches) +
             (passes > 1 ? ", pass " + std::to_string(pass + 1) + " of 2"
                         : std::string()));
-      std::map<std::string, std::pair<const float *, size_t>> values;
-      for (const CalibrationInput &in : *inputs) {
-        const runtime::TensorSignature *sig = nullptr;
-        for (const runtime::TensorSignature &s : artifact->inputs)
-          if (s.name == in.name)
-            sig = &s;
-        uint64_t size = in.sampleBytes * sig->shape[0];
-        const uint8_t *data = in.data.data.data() + size * b;
-        if (runtime::Error err =
-                (*session)->bindInput(in.name, sig->dtype, sig->shape, data,
-                                      size))
-          return userError("calibration: " + err.message());
-        if (sig->dtype == runtime::DType::F32)
-          values[in.name] = {reinterpret_cast<const float *>(data),
-                             size / sizeof(float)};
-      }
-      if (runtime::Error err = (*session)->run())
-        return userError("calibration: " + err.message());
-      std::vector<runtime::HostTensor> keep;
-      keep.reserve(plan.tensors.size());
-      for (const std::string &t : plan.tensors) {
-        if (values.count(t))
-          continue;
-        runtime::Expected<runtime::HostTensor> out = (*session)->readOutput(t);
-        if (!out)
-          return userError("calibration: " + out.error().message());
-        if (out->dtype != runtime::DType::F32)
-          return userError("calibration: activation '" + t + "' is " +
-                           std::string(runtime::dtypeName(out->dtype)) +
-                           ", not a float32 tensor");
-        keep.push_back(out.take());
-        values[t] = {reinterpret_cast<const float *>(keep.back().data.data()),
-                     keep.back().data.size() / sizeof(float)};
-      }
+      if (llvm::Error err = (*run)->run(b, plan.tensors, values))
+        return std::move(err);
       for (auto &[name, v] : values) {
         auto it = stats.find(name);
         if (it == stats.end())
           continue;
         if (pass == 0)
-          it->second.observe(v.first, v.second);
+          it->second.observe(v.data(), v.size());
         else
-          it->second.bin(v.first, v.second);
+          it->second.bin(v.data(), v.size());
       }
     }
   }
@@ -315,6 +348,63 @@ calibrate(const onnx::ModelProto &model, const QuantizationPlan &plan,
     table[name] = r;
   }
   return table;
+}
+
+/// One node's sensitivity: quantized alone (its twin reads the float
+/// activation), the relative L2 error of its output against float over
+/// the calibration data.
+struct Sensitivity {
+  std::string node;
+  double error = 0;
+};
+
+llvm::Expected<std::vector<Sensitivity>>
+measureSensitivity(const onnx::ModelProto &model, const QuantizationPlan &plan,
+                   const CalibrationTable &table, const CompileOptions &options,
+                   mlir::MLIRContext &context, const CompileHooks &hooks) {
+  onnx::ModelProto twins = model;
+  llvm::Expected<std::vector<std::pair<std::string, std::string>>> pairs =
+      addQuantizedTwins(twins, plan, table);
+  if (!pairs)
+    return userError(options.input + ": " + llvm::toString(pairs.takeError()));
+  std::vector<std::string> tensors;
+  for (const auto &[reference, twin] : *pairs) {
+    tensors.push_back(reference);
+    tensors.push_back(twin);
+  }
+  llvm::Expected<std::unique_ptr<CalibrationRun>> run = CalibrationRun::create(
+      twins, tensors, "sensitivity model", options, context, hooks);
+  if (!run)
+    return run.takeError();
+  std::vector<double> difference(pairs->size()), reference(pairs->size());
+  std::map<std::string, llvm::ArrayRef<float>> values;
+  for (size_t b = 0; b < (*run)->batches; ++b) {
+    if (hooks.phaseStarted)
+      hooks.phaseStarted("sensitivity: batch " + std::to_string(b + 1) +
+                         " of " + std::to_string((*run)->batches));
+    if (llvm::Error err = (*run)->run(b, tensors, values))
+      return std::move(err);
+    for (size_t i = 0; i < pairs->size(); ++i) {
+      llvm::ArrayRef<float> f = values[(*pairs)[i].first];
+      llvm::ArrayRef<float> q = values[(*pairs)[i].second];
+      for (size_t e = 0; e < std::min(f.size(), q.size()); ++e) {
+        double d = double(q[e]) - double(f[e]);
+        difference[i] += d * d;
+        reference[i] += double(f[e]) * double(f[e]);
+      }
+    }
+  }
+  std::vector<Sensitivity> result;
+  for (size_t i = 0; i < pairs->size(); ++i)
+    result.push_back({plan.nodes[i].name,
+                      reference[i] > 0
+                          ? std::sqrt(difference[i] / reference[i])
+                          : std::sqrt(difference[i])});
+  std::stable_sort(result.begin(), result.end(),
+                   [](const Sensitivity &a, const Sensitivity &b) {
+                     return a.error > b.error;
+                   });
+  return result;
 }
 
 llvm::Expected<CalibrationTable> readCache(const std::string &path,
@@ -423,6 +513,35 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
       if (llvm::Error err = writeCache(q.cache, q.method, table))
         return err;
   }
+  // The sensitivity report (--stats) and --auto-keep-float: each node
+  // quantized alone, then the K most sensitive planned again as float.
+  std::vector<Sensitivity> sensitivity;
+  llvm::StringSet<> autoKept;
+  if ((q.sensitivity || q.autoKeepFloat) && !plan->nodes.empty()) {
+    if (q.calibrationData.empty()) {
+      if (q.autoKeepFloat)
+        return userError("--auto-keep-float measures each node on the "
+                         "calibration data: it needs --calibrate FILE.npy");
+    } else {
+      llvm::Expected<std::vector<Sensitivity>> measured = measureSensitivity(
+          model, *plan, table, options, context, hooks);
+      if (!measured)
+        return measured.takeError();
+      sensitivity = std::move(*measured);
+    }
+    if (q.autoKeepFloat) {
+      QuantizationOptions keep = q;
+      for (size_t i = 0; i < sensitivity.size() && i < q.autoKeepFloat; ++i) {
+        keep.keepFloat.push_back(sensitivity[i].node);
+        autoKept.insert(sensitivity[i].node);
+      }
+      llvm::Expected<QuantizationPlan> replanned =
+          planQuantization(model, keep, options.input);
+      if (!replanned)
+        return userError(llvm::toString(replanned.takeError()));
+      *plan = std::move(*replanned);
+    }
+  }
   if (plan->nodes.empty() && hooks.warning)
     hooks.warning(options.input + ": --precision=int8: no Conv, MatMul or "
                                   "Gemm with a constant float weight; "
@@ -440,6 +559,20 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
   }
   for (const std::string &s : plan->skipped)
     summary.push_back(s + ", kept in float");
+  if (!sensitivity.empty()) {
+    summary.push_back("sensitivity (each node quantized alone: the relative "
+                      "L2 error of its output on the calibration data, "
+                      "largest first):");
+    for (const Sensitivity &s : sensitivity) {
+      std::ostringstream line;
+      line.precision(3);
+      line << "  node '" << s.node << "': " << std::scientific << s.error
+           << (autoKept.contains(s.node) ? " (kept in float: "
+                                           "--auto-keep-float)"
+                                         : "");
+      summary.push_back(line.str());
+    }
+  }
 
   if (llvm::Error err = rewriteToQdq(model, *plan, table))
     return userError(options.input + ": " + llvm::toString(std::move(err)));

@@ -257,60 +257,51 @@ planQuantization(const onnx::ModelProto &model,
   return plan;
 }
 
-llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
-                         const CalibrationTable &table) {
-  onnx::GraphProto &graph = *model.mutable_graph();
-  llvm::StringMap<int> initializerIndex;
-  for (int i = 0; i < graph.initializer_size(); ++i)
-    initializerIndex[graph.initializer(i).name()] = i;
-  auto rangeOf = [&](const std::string &name) -> llvm::Expected<TensorRange> {
-    auto it = table.find(name);
-    if (it == table.end())
-      return error("the calibration table has no range for tensor '" + name +
-                   "'");
-    return it->second;
-  };
+namespace {
 
-  std::map<int, const QuantizedNode *> byIndex;
-  std::set<int> foldedRelus;
-  for (const QuantizedNode &q : plan.nodes) {
-    byIndex[q.index] = &q;
-    if (q.foldedRelu >= 0)
-      foldedRelus.insert(q.foldedRelu);
+/// Writes the QDQ form of planned nodes into a graph's new node list: the
+/// state rewriteToQdq and addQuantizedTwins share (fresh names, the
+/// quantized weights, which float weights are still read).
+class QdqWriter {
+public:
+  QdqWriter(onnx::GraphProto &graph, const CalibrationTable &table)
+      : graph(graph), table(table) {
+    for (int i = 0; i < graph.initializer_size(); ++i) {
+      initializerIndex[graph.initializer(i).name()] = i;
+      names.insert(graph.initializer(i).name());
+    }
+    for (const onnx::NodeProto &node : graph.node()) {
+      for (const std::string &in : node.input())
+        ++floatReaders[in];
+      for (const std::string &out : node.output())
+        names.insert(out);
+    }
+    for (const onnx::ValueInfoProto &v : graph.input())
+      names.insert(v.name());
   }
-  // Tensors that already are the DQ of an 8-bit tensor (a quantized node's
-  // output), and the DQ written for an activation read by several nodes.
-  llvm::StringSet<> dequantized;
-  llvm::StringMap<std::string> activationDq;
-  // Quantized weights replace float ones; a float weight another node still
-  // reads stays.
-  llvm::StringMap<int> floatReaders;
-  for (const onnx::NodeProto &node : graph.node())
-    for (const std::string &in : node.input())
-      ++floatReaders[in];
 
   std::vector<onnx::NodeProto> nodes;
-  // The ops' new tensor names: derived from the original, and kept unique
-  // with a suffix should the model already use one.
-  llvm::StringSet<> names;
-  for (const onnx::NodeProto &node : graph.node())
-    for (const std::string &out : node.output())
-      names.insert(out);
-  for (const onnx::TensorProto &t : graph.initializer())
-    names.insert(t.name());
-  for (const onnx::ValueInfoProto &v : graph.input())
-    names.insert(v.name());
-  auto fresh = [&](const std::string &base) {
+
+  /// `base`, or `base_N` should the model already use it.
+  std::string fresh(const std::string &base) {
     std::string name = base;
     for (int n = 1; !names.insert(name).second; ++n)
       name = base + "_" + std::to_string(n);
     return name;
-  };
+  }
 
-  // QuantizeLinear(input) then DequantizeLinear into `output`, with `p`'s
-  // scale and zero point (initializers named after `base`).
-  auto appendQdq = [&](const std::string &input, const std::string &base,
-                       const std::string &output, ActivationParams p) {
+  llvm::Expected<ActivationParams> paramsOf(const std::string &tensor) {
+    auto it = table.find(tensor);
+    if (it == table.end())
+      return error("the calibration table has no range for tensor '" +
+                   tensor + "'");
+    return activationParams(it->second);
+  }
+
+  /// QuantizeLinear(input) then DequantizeLinear into `output`, with `p`'s
+  /// scale and zero point (initializers named after `base`).
+  void appendQdq(const std::string &input, const std::string &base,
+                 const std::string &output, ActivationParams p) {
     std::string scale = fresh(base + "_scale");
     std::string zero = fresh(base + "_zero_point");
     std::string quantized = fresh(base + "_quantized");
@@ -326,39 +317,14 @@ llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
         makeNode("QuantizeLinear", quantized, {input, scale, zero}, quantized));
     nodes.push_back(
         makeNode("DequantizeLinear", output, {quantized, scale, zero}, output));
-  };
+  }
 
-  for (int i = 0; i < graph.node_size(); ++i) {
-    if (foldedRelus.count(i))
-      continue;
-    auto it = byIndex.find(i);
-    if (it == byIndex.end()) {
-      nodes.push_back(graph.node(i));
-      continue;
-    }
-    const QuantizedNode &q = *it->second;
-    onnx::NodeProto node = graph.node(i);
-
-    // The activation, quantized once however many nodes read it.
-    llvm::Expected<TensorRange> xRange = rangeOf(q.activation);
-    if (!xRange)
-      return xRange.takeError();
-    ActivationParams x = activationParams(*xRange);
-    std::string xDq = q.activation;
-    if (!dequantized.contains(q.activation)) {
-      auto found = activationDq.find(q.activation);
-      if (found != activationDq.end()) {
-        xDq = found->second;
-      } else {
-        xDq = fresh(q.activation + "_dequantized");
-        appendQdq(q.activation, q.activation, xDq, x);
-        activationDq[q.activation] = xDq;
-      }
-    } else {
-      // The node before wrote this tensor as a DQ with its own scale: the
-      // table's range for it is that output's, so x is already right.
-    }
-
+  /// Node `q` (a copy of the original) reading the dequantized activation
+  /// `xDq` (scale `x`), its weight and bias quantized, its product
+  /// quantized and dequantized into `output`.
+  llvm::Error appendNode(const QuantizedNode &q, onnx::NodeProto node,
+                         const std::string &xDq, ActivationParams x,
+                         const std::string &output) {
     // The weight: symmetric int8, one scale per output channel.
     const onnx::TensorProto &w =
         graph.initializer(initializerIndex.lookup(q.weight));
@@ -427,35 +393,142 @@ llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
       --floatReaders[q.bias];
     }
 
-    // The output: the float product, quantized, dequantized under the name
-    // the readers know (the folded Relu's output when there is one).
-    llvm::Expected<TensorRange> yRange = rangeOf(q.quantizedOutput);
-    if (!yRange)
-      return yRange.takeError();
-    ActivationParams y = activationParams(*yRange);
+    // The output: the float product, quantized (by the range of the
+    // tensor it stands for), dequantized into `output`.
+    llvm::Expected<ActivationParams> y = paramsOf(q.quantizedOutput);
+    if (!y)
+      return y.takeError();
     node.set_input(0, xDq);
     std::string product = fresh(q.output + "_float");
     node.set_output(0, product);
+    if (output != q.quantizedOutput) // A twin (addQuantizedTwins).
+      node.set_name(nodeName(node) + "_int8");
     nodes.push_back(std::move(node));
-    appendQdq(product, q.quantizedOutput, q.quantizedOutput, y);
-    dequantized.insert(q.quantizedOutput);
+    appendQdq(product, output, output, *y);
+    return llvm::Error::success();
   }
 
-  graph.clear_node();
-  for (onnx::NodeProto &node : nodes)
-    *graph.add_node() = std::move(node);
-  // Float weights no node reads any more go; value_info of the renamed
-  // products is stale (the importer infers shapes again).
-  auto *inits = graph.mutable_initializer();
-  inits->erase(std::remove_if(inits->begin(), inits->end(),
-                              [&](const onnx::TensorProto &t) {
-                                auto r = floatReaders.find(t.name());
-                                return r != floatReaders.end() &&
-                                       r->second == 0;
-                              }),
-               inits->end());
-  graph.clear_value_info();
+  /// Replaces the graph's nodes by `nodes`; drops the value_info (renamed
+  /// products' are stale; the importer infers shapes again) and, with
+  /// `dropFloatWeights`, the float weights no node reads any more.
+  void finish(bool dropFloatWeights) {
+    graph.clear_node();
+    for (onnx::NodeProto &node : nodes)
+      *graph.add_node() = std::move(node);
+    graph.clear_value_info();
+    if (!dropFloatWeights)
+      return;
+    auto *inits = graph.mutable_initializer();
+    inits->erase(std::remove_if(inits->begin(), inits->end(),
+                                [&](const onnx::TensorProto &t) {
+                                  auto r = floatReaders.find(t.name());
+                                  return r != floatReaders.end() &&
+                                         r->second == 0;
+                                }),
+                 inits->end());
+  }
+
+private:
+  onnx::GraphProto &graph;
+  const CalibrationTable &table;
+  llvm::StringMap<int> initializerIndex;
+  llvm::StringMap<int> floatReaders;
+  llvm::StringSet<> names;
+};
+
+} // namespace
+
+llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
+                         const CalibrationTable &table) {
+  onnx::GraphProto &graph = *model.mutable_graph();
+  QdqWriter writer(graph, table);
+  std::map<int, const QuantizedNode *> byIndex;
+  std::set<int> foldedRelus;
+  for (const QuantizedNode &q : plan.nodes) {
+    byIndex[q.index] = &q;
+    if (q.foldedRelu >= 0)
+      foldedRelus.insert(q.foldedRelu);
+  }
+  // Tensors that already are the DQ of an 8-bit tensor (a quantized node's
+  // output, under its original name), and the DQ written for an activation
+  // read by several nodes.
+  llvm::StringSet<> dequantized;
+  llvm::StringMap<std::string> activationDq;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    if (foldedRelus.count(i))
+      continue;
+    auto it = byIndex.find(i);
+    if (it == byIndex.end()) {
+      writer.nodes.push_back(graph.node(i));
+      continue;
+    }
+    const QuantizedNode &q = *it->second;
+    llvm::Expected<ActivationParams> x = writer.paramsOf(q.activation);
+    if (!x)
+      return x.takeError();
+    // The activation, quantized once however many nodes read it (the node
+    // before wrote a quantized output as its DQ: nothing to add).
+    std::string xDq = q.activation;
+    if (!dequantized.contains(q.activation)) {
+      auto found = activationDq.find(q.activation);
+      if (found != activationDq.end()) {
+        xDq = found->second;
+      } else {
+        xDq = writer.fresh(q.activation + "_dequantized");
+        writer.appendQdq(q.activation, q.activation, xDq, *x);
+        activationDq[q.activation] = xDq;
+      }
+    }
+    if (llvm::Error err =
+            writer.appendNode(q, graph.node(i), xDq, *x, q.quantizedOutput))
+      return err;
+    dequantized.insert(q.quantizedOutput);
+  }
+  writer.finish(/*dropFloatWeights=*/true);
   return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<std::pair<std::string, std::string>>>
+addQuantizedTwins(onnx::ModelProto &model, const QuantizationPlan &plan,
+                  const CalibrationTable &table) {
+  onnx::GraphProto &graph = *model.mutable_graph();
+  QdqWriter writer(graph, table);
+  std::map<int, const QuantizedNode *> byIndex;
+  for (const QuantizedNode &q : plan.nodes)
+    byIndex[q.index] = &q;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    writer.nodes.push_back(graph.node(i));
+    auto it = byIndex.find(i);
+    if (it == byIndex.end())
+      continue;
+    const QuantizedNode &q = *it->second;
+    // The twin reads the float activation, quantized here: its error is
+    // its own, none of the quantized nodes before it.
+    llvm::Expected<ActivationParams> x = writer.paramsOf(q.activation);
+    if (!x)
+      return x.takeError();
+    std::string xDq = writer.fresh(q.activation + "_twin_dequantized");
+    writer.appendQdq(q.activation, q.activation + "_twin", xDq, *x);
+    std::string twin = writer.fresh(q.quantizedOutput + "_int8");
+    if (llvm::Error err = writer.appendNode(q, graph.node(i), xDq, *x, twin))
+      return std::move(err);
+    pairs.emplace_back(q.quantizedOutput, twin);
+  }
+  // The float nodes still read the float weights.
+  writer.finish(/*dropFloatWeights=*/false);
+  for (const auto &[reference, twin] : pairs)
+    for (const std::string &name : {reference, twin}) {
+      if (llvm::any_of(graph.output(), [&](const onnx::ValueInfoProto &v) {
+            return v.name() == name;
+          }))
+        continue;
+      onnx::ValueInfoProto *v = graph.add_output();
+      v->set_name(name);
+      v->mutable_type()->mutable_tensor_type()->set_elem_type(
+          onnx::TensorProto::FLOAT);
+    }
+  return pairs;
 }
 
 double percentileThreshold(const std::vector<double> &bins, double amax,

@@ -73,6 +73,12 @@ cl::opt<std::string> saveQuantized(
     cl::desc("With --precision=int8: also write the QDQ ONNX model that is "
              "compiled (default: none)"),
     cl::value_desc("file.onnx"), cl::Hidden, cl::cat(passCategory()));
+cl::opt<unsigned> autoKeepFloat(
+    "auto-keep-float",
+    cl::desc("With --precision=int8: keep the K Conv/MatMul/Gemm nodes whose "
+             "output suffers most from int8 (each quantized alone, on the "
+             "calibration data) in fp32 (default: 0)"),
+    cl::value_desc("K"), cl::init(0), cl::Hidden, cl::cat(passCategory()));
 cl::opt<std::string> calibrationDevice(
     "calibration-device",
     cl::desc("The runtime device calibration runs on: emu or cuda "
@@ -443,13 +449,16 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
   quantization.keepFloat = keepFloat;
   quantization.saveQuantized = saveQuantized;
   quantization.device = calibrationDevice;
+  quantization.autoKeepFloat = autoKeepFloat;
+  quantization.sensitivity = stats;
   if (!quantization.int8 &&
       (calibrationData.getNumOccurrences() || keepFloat.getNumOccurrences() ||
+       autoKeepFloat.getNumOccurrences() ||
        calibrationCache.getNumOccurrences() ||
        saveQuantized.getNumOccurrences()))
     return llvm::createStringError(
-        "--calibrate, --calibration-cache, --keep-float and --save-quantized "
-        "apply with --precision=int8");
+        "--calibrate, --calibration-cache, --keep-float, --auto-keep-float "
+        "and --save-quantized apply with --precision=int8");
   if (compile.pipeline.tune)
     compile.pipeline.tuneWorker = tuneWorkerPath();
 

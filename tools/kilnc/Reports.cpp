@@ -261,7 +261,10 @@ void printStats(const CompileStats &stats, const std::string &target,
   }
   // --precision=int8: each node calibration quantized, with its ranges.
   if (!stats.quantization.empty()) {
-    os << "int8 calibration: " << stats.quantization.size() << " nodes\n";
+    size_t nodes = llvm::count_if(stats.quantization, [](const std::string &l) {
+      return llvm::StringRef(l).starts_with("node '");
+    });
+    os << "int8 calibration: " << nodes << " nodes\n";
     for (const std::string &line : stats.quantization)
       os << "  " << line << "\n";
   }

@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir {
@@ -66,6 +67,11 @@ struct QuantizationOptions {
   std::string saveQuantized;
   /// --calibration-device: the runtime device calibration runs on.
   std::string device = "emu";
+  /// --auto-keep-float=K: keep the K nodes of the largest sensitivity
+  /// (each quantized alone, the relative L2 error of its output) in float.
+  unsigned autoKeepFloat = 0;
+  /// Measure the sensitivity for --stats even without autoKeepFloat.
+  bool sensitivity = false;
 };
 
 /// One activation's calibrated range over all calibration batches, and the
@@ -108,6 +114,15 @@ planQuantization(const onnx::ModelProto &model,
 /// holds every tensor of plan.tensors).
 llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
                          const CalibrationTable &table);
+
+/// For the sensitivity report: adds, next to each planned node, a quantized
+/// twin reading the float activation (its own QDQ, the quantized weight and
+/// bias, the output quantized), and makes the node's float output (or its
+/// folded Relu's) and the twin's graph outputs. Returns (float output, twin
+/// output) per node, in plan order.
+llvm::Expected<std::vector<std::pair<std::string, std::string>>>
+addQuantizedTwins(onnx::ModelProto &model, const QuantizationPlan &plan,
+                  const CalibrationTable &table);
 
 /// The clipping threshold of an |x| histogram of `bins` equal bins over
 /// [0, amax]: the smallest upper bin edge below which `percentile` percent

@@ -289,12 +289,14 @@ def main():
             check(abs(got - want) <= amax / 2048 * 1.0001,
                   f"{method} threshold of {n}: {got:.6g} vs numpy {want:.6g}")
 
+    import onnx
+    import onnx.utils
+
     # The int8 kernels against onnxruntime on the QDQ model.
     ort_q = ort_session(qdq)
     ref = np.concatenate([ort_q.run(["logits"], {"x": xte[b * BATCH:(b + 1) * BATCH]})[0]
                           for b in range(3)])
     got = kiln_logits(a.kiln_run, int8, xte, a.work, "int8")
-    import onnx
     from onnx import numpy_helper
     q = onnx.load(qdq)
     scale = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}["logits_scale"]
@@ -303,6 +305,33 @@ def main():
     print(f"int8 logits vs onnxruntime QDQ: max {steps.max():.2f} steps, {exact:.2%} equal")
     check(steps.max() <= 2.0 + 1e-3 and exact >= 0.99,
           "int8 logits within 2 steps of onnxruntime's, 99% equal")
+
+    # The sensitivity report: each node quantized alone, against the same
+    # computed by onnxruntime on the QDQ model's chain for that node alone
+    # (onnx.utils.extract_model from the node's float input to its output),
+    # fed onnxruntime's float activations. The two differ only by the rare
+    # one-step flips above: within 5% of each other.
+    sens_out = run([a.kilnc, model, "--precision=int8", f"--calibrate={calib}",
+                    "--stats", "--auto-keep-float=1", "-o",
+                    os.path.join(a.work, "keep.kiln")])
+    reported = dict(re.findall(r"^    node '(\w+)': ([0-9.e+-]+)", sens_out, re.M))
+    order = re.findall(r"^    node '(\w+)': ", sens_out, re.M)
+    print("sensitivity:", ", ".join(f"{n} {reported[n]}" for n in order))
+    chains = {"conv1": ("x", "r1"), "conv2": ("p1", "r2"), "fc": ("f", "logits")}
+    for node, (src, dst) in chains.items():
+        sub = os.path.join(a.work, f"chain-{node}.onnx")
+        onnx.utils.extract_model(qdq, sub, [src], [dst])
+        chain = ort_session(sub)
+        got_q = np.concatenate([chain.run([dst], {src: acts[src][b * BATCH:(b + 1) * BATCH]})[0]
+                                for b in range(2)])
+        want = float(np.linalg.norm(got_q - acts[dst]) / np.linalg.norm(acts[dst]))
+        have = float(reported.get(node, "nan"))
+        check(abs(have - want) <= 0.05 * want,
+              f"sensitivity of {node}: {have:.4g} vs onnxruntime {want:.4g}")
+    kept = re.findall(r"^    node '(\w+)': [0-9.e+-]+ \(kept in float", sens_out, re.M)
+    check(len(order) == 3 and kept == order[:1] and
+          f"node '{order[0]}': --keep-float, kept in float" in sens_out,
+          f"--auto-keep-float=1 keeps the most sensitive node ({order[:1]}) in float")
 
     # Accuracy: fp32 vs int8, both kiln on emu.
     f32 = kiln_logits(a.kiln_run, fp32, xte, a.work, "fp32")
