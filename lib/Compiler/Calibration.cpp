@@ -19,6 +19,8 @@
 #include "kiln/Compiler/Compiler.h"
 #include "kiln/Compiler/Quantization.h"
 
+#include "OpsetUpgrade.h"
+
 #include "kiln/runtime/FileIO.h"
 #include "kiln/runtime/Npy.h"
 #include "kiln/runtime/Runtime.h"
@@ -492,6 +494,24 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
                             static_cast<int>((*buffer)->getBufferSize())))
     return userError(options.input + ": not a valid ONNX model (protobuf "
                                      "parse failed)");
+  // Per-channel DequantizeLinear is opset 13: an older model is raised
+  // first (onnx's version converter), as onnxruntime's quantizer does.
+  int64_t opset = 0;
+  for (const onnx::OperatorSetIdProto &id : model.opset_import())
+    if (id.domain().empty() || id.domain() == "ai.onnx")
+      opset = id.version();
+  if (opset > 0 && opset < 13) {
+    std::string why;
+    if (!upgradeOpset(model, 13, why))
+      return userError(options.input + ": --precision=int8 needs opset 13 "
+                       "(per-channel DequantizeLinear), and onnx's version "
+                       "converter cannot raise the model's opset " +
+                       llvm::Twine(opset) + ": " + why);
+    if (hooks.warning)
+      hooks.warning(options.input + ": --precision=int8: the model's opset " +
+                    llvm::Twine(opset) +
+                    " raised to 13 (per-channel DequantizeLinear)");
+  }
   llvm::Expected<QuantizationPlan> plan =
       planQuantization(model, q, options.input);
   if (!plan)

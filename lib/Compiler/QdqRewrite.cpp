@@ -153,8 +153,7 @@ planQuantization(const onnx::ModelProto &model,
   if (opset < 13)
     return error(path + ": --precision=int8 needs opset 13 or later "
                  "(per-channel DequantizeLinear); the model imports opset " +
-                 llvm::Twine(opset) +
-                 " (onnx.version_converter can raise it)");
+                 llvm::Twine(opset));
   const onnx::GraphProto &graph = model.graph();
   llvm::StringMap<const onnx::TensorProto *> initializers;
   for (const onnx::TensorProto &t : graph.initializer())

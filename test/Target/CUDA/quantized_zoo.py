@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Light models quantized by onnxruntime's own tools, run on emu (issue 26).
 
-Usage: quantized_zoo.py MODEL WORKDIR [--formats qdq,qoperator]
+Usage: quantized_zoo.py MODEL WORKDIR [--formats qdq,qoperator,kiln]
                         [--kilnc K] [--kiln-run R] [--seed 0]
                         [--calibration 8] [--eval 2] [--kilnc-arg F]
 
@@ -19,6 +19,11 @@ seeded input). Then, per FORMAT:
   3. kilnc compiles the quantized model (no --precision: the quantized ops
      say what they compute) and kiln-run --device emu runs it on the same
      inputs.
+
+FORMAT `kiln` is Kiln's own post-training quantization instead: kilnc
+--precision=int8 --calibrate on the fp32 model with the same calibration
+inputs (MinMax; per-channel weights, uint8 after a Relu), checked against
+onnxruntime's QDQ int8 run as the others are.
 
 One line per format, side by side:
 
@@ -78,10 +83,11 @@ def quantize(path, out, fmt, calibration):
         calibrate_method=q.CalibrationMethod.MinMax)
 
 
-def run_kiln(args, model, work, evals, name):
+def run_kiln(args, model, work, evals, name, extra=()):
     artifact = os.path.join(work, "model.kiln")
     compiled = subprocess.run([args.kilnc, model, "-o", artifact, "--stats"]
-                              + args.kilnc_arg, capture_output=True, text=True)
+                              + list(extra) + args.kilnc_arg,
+                              capture_output=True, text=True)
     if compiled.returncode != 0:
         return None, ("kilnc failed: " +
                       (compiled.stderr.strip().splitlines() or ["?"])[0])
@@ -148,13 +154,26 @@ def main():
         work = os.path.join(args.workdir, fmt)
         os.makedirs(work, exist_ok=True)
         qpath = os.path.join(work, "quantized.onnx")
-        quantize(path, qpath, fmt, calibration)
+        # "kiln": Kiln's own calibration (kilnc --precision=int8
+        # --calibrate) of the fp32 model on the same calibration inputs,
+        # against onnxruntime's QDQ int8 run.
+        quantize(path, qpath, "qdq" if fmt == "kiln" else fmt, calibration)
         ort = numerics.ort_session(qpath)
         ort_out = [ort.run([name], f)[0] for f in evals]
         e_ort, top_ort, d_ort = figures(ort_out, reference)
         line = (f"{args.model} {fmt}: ort-int8 rel-l2 {e_ort:.4g} top-1 "
                 f"{top_ort}/{len(evals)}")
-        result, error = run_kiln(args, qpath, work, evals, name)
+        extra, compiled_model = [], qpath
+        if fmt == "kiln":
+            for input_name in feeds:
+                file = os.path.join(work, f"calibration-{len(extra)}.npy")
+                np.save(file, np.concatenate([c[input_name] for c in calibration]))
+                extra.append(f"--calibrate={input_name}={file}")
+            extra += ["--precision=int8",
+                      f"--save-quantized={os.path.join(work, 'kiln-qdq.onnx')}"]
+            compiled_model = path
+            qpath = os.path.join(work, "kiln-qdq.onnx")
+        result, error = run_kiln(args, compiled_model, work, evals, name, extra)
         if error:
             print(f"{line} | kiln {error} FAIL", flush=True)
             failures += 1
