@@ -89,10 +89,6 @@ constexpr Arity kArities[] = {
     {"Unsqueeze", 1, 2, 1, 1},
 };
 
-Error stepError(const HostStep &step, const std::string &message) {
-  return makeError("{}: {}", step.describe(), message);
-}
-
 /// The numpy broadcast of two shapes, or nothing when they do not broadcast.
 std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b) {
   size_t rank = std::max(a.size(), b.size());

@@ -24,11 +24,11 @@
 
 namespace kiln::runtime {
 
-namespace {
-
 Error stepError(const HostStep &step, const std::string &message) {
   return makeError("{}: {}", step.describe(), message);
 }
+
+namespace {
 
 /// The dtypes Cast converts to and from strings on the host.
 bool castableDType(DType dtype) {

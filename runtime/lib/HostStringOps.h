@@ -17,6 +17,10 @@
 
 namespace kiln::runtime {
 
+/// "<step>: <message>": an error of one host step, naming it (HostSteps.cpp
+/// and HostStringOps.cpp).
+Error stepError(const HostStep &step, const std::string &message);
+
 /// The attribute checks of verifyHostStep: Cast's `to`, RegexFullMatch's
 /// pattern (compiled with RE2), StringNormalizer's case_change_action,
 /// LabelEncoder's table (keys unique, each value and the default of the
