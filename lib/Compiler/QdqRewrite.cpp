@@ -417,14 +417,28 @@ public:
     graph.clear_value_info();
     if (!dropFloatWeights)
       return;
+    auto unread = [&](const std::string &name) {
+      auto r = floatReaders.find(name);
+      return r != floatReaders.end() && r->second == 0;
+    };
     auto *inits = graph.mutable_initializer();
+    llvm::StringSet<> dropped;
     inits->erase(std::remove_if(inits->begin(), inits->end(),
                                 [&](const onnx::TensorProto &t) {
-                                  auto r = floatReaders.find(t.name());
-                                  return r != floatReaders.end() &&
-                                         r->second == 0;
+                                  if (!unread(t.name()))
+                                    return false;
+                                  dropped.insert(t.name());
+                                  return true;
                                 }),
                  inits->end());
+    // IR version 3 lists initializers as graph inputs too: a dropped one
+    // must go from there, or it would become an input to bind.
+    auto *inputs = graph.mutable_input();
+    inputs->erase(std::remove_if(inputs->begin(), inputs->end(),
+                                 [&](const onnx::ValueInfoProto &v) {
+                                   return dropped.contains(v.name());
+                                 }),
+                  inputs->end());
   }
 
 private:

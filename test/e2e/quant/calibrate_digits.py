@@ -124,9 +124,14 @@ def export(params, path, opset=17):
         helper.make_node("Reshape", ["p2", "flat"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "w3", "b3"], ["logits"], name="fc"),
     ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 1, 8, 8])]
+    if opset < 13:
+        # As old exporters wrote them (IR version 3's rule): every
+        # initializer listed as a graph input too.
+        inputs += [helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+                   for t in inits]
     graph = helper.make_graph(
-        nodes, "digits_cnn",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 1, 8, 8])],
+        nodes, "digits_cnn", inputs,
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [BATCH, 10])],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -208,9 +213,11 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--write-inputs", action="store_true",
                     help="only write the model with seeded random weights "
-                         "(model.onnx, and model11.onnx at opset 11) and "
+                         "(model.onnx, and model11.onnx at opset 11 with "
+                         "its initializers listed as inputs) and "
                          "calibration files (calib.npy: 240 samples; "
-                         "few.npy: 10; wrong.npy: 240 of 1x4x4) for the "
+                         "batch.npy: 120; few.npy: 10; wrong.npy: 240 of "
+                         "1x4x4) for the "
                          "error tests")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -221,6 +228,8 @@ def main():
         rng = np.random.default_rng(1)
         np.save(os.path.join(a.work, "calib.npy"),
                 rng.random((2 * BATCH, 1, 8, 8), dtype=np.float32))
+        np.save(os.path.join(a.work, "batch.npy"),
+                rng.random((BATCH, 1, 8, 8), dtype=np.float32))
         np.save(os.path.join(a.work, "few.npy"),
                 rng.random((10, 1, 8, 8), dtype=np.float32))
         np.save(os.path.join(a.work, "wrong.npy"),
