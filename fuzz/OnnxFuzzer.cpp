@@ -83,6 +83,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   options.inputBytes =
       llvm::StringRef(reinterpret_cast<const char *>(data), size);
   options.kernelCache = "off";
+  // A few hundred bytes of ONNX can fold into a constant of gigabytes (a
+  // Dropout mask over a declared dim of 2^31): refused within the fuzzer's
+  // memory (-rss_limit_mb=4096) instead of packed.
+  options.maxConstantBytes = uint64_t(256) << 20;
   options.pipeline.contractionKernels = false;
   options.pipeline.tune = false;
   kiln::CompileHooks hooks;

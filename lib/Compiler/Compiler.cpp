@@ -23,6 +23,7 @@
 #include "kiln/runtime/Profile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -181,6 +182,48 @@ KernelCache openKernelCache(const CompileOptions &options) {
   return KernelCache(dir, options.kernelCacheBytes);
 }
 
+/// The constants the artifact will hold, against
+/// CompileOptions::maxConstantBytes: a small model can fold into a huge
+/// constant (a Dropout mask, a ConstantOfShape, an Expand of a constant
+/// over a declared dim of 2^31), which packing would materialise byte by
+/// byte. Checked on the types, before any byte is written.
+llvm::Error checkConstantBytes(ModuleOp module, const CompileOptions &options) {
+  uint64_t total = 0, largest = 0;
+  std::string largestName;
+  bool overflow = false;
+  module.walk([&](memref::GlobalOp global) {
+    auto value =
+        dyn_cast_or_null<ElementsAttr>(global.getInitialValueAttr());
+    if (!global.getConstant() || !value)
+      return;
+    auto type = global.getType();
+    unsigned bits = type.getElementType().isIntOrFloat()
+                        ? type.getElementType().getIntOrFloatBitWidth()
+                        : 8;
+    uint64_t bytes = 0;
+    uint64_t elements = static_cast<uint64_t>(type.getNumElements());
+    if (__builtin_mul_overflow(elements, uint64_t(std::max(1u, bits / 8)),
+                               &bytes) ||
+        __builtin_add_overflow(total, bytes, &total))
+      overflow = true;
+    if (bytes > largest) {
+      largest = bytes;
+      largestName = global.getSymName().str();
+    }
+  });
+  if (!overflow && total <= options.maxConstantBytes)
+    return llvm::Error::success();
+  return userError(options.input + ": the model's constants take " +
+                   (overflow ? std::string("more than 2^64")
+                             : std::to_string(total)) +
+                   " bytes after folding (the largest, '" + largestName +
+                   "', " + std::to_string(largest) +
+                   " bytes), past the limit of " +
+                   std::to_string(options.maxConstantBytes) +
+                   " bytes: a tensor folded from a shape that size is "
+                   "usually a wrong shape (--max-constant-bytes)");
+}
+
 } // namespace
 
 llvm::Error validateCompileOptions(CompileOptions &options,
@@ -332,6 +375,8 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
 
   if (packs) {
     ModuleOp packed = artifactModule ? *artifactModule : *module;
+    if (llvm::Error err = checkConstantBytes(packed, options))
+      return std::move(err);
     ArtifactStats artifactStats;
     runner.startPhase(artifactOptions.ptxasPath.empty() ? "artifact"
                                                         : "artifact (ptxas)");

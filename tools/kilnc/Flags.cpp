@@ -73,6 +73,13 @@ cl::opt<std::string> saveQuantized(
     cl::desc("With --precision=int8: also write the QDQ ONNX model that is "
              "compiled (default: none)"),
     cl::value_desc("file.onnx"), cl::Hidden, cl::cat(passCategory()));
+cl::opt<uint64_t> maxConstantBytes(
+    "max-constant-bytes",
+    cl::desc("The most bytes of constants (weights and tensors folded at "
+             "compile time) the artifact may hold (default: 8589934592, "
+             "8 GiB)"),
+    cl::value_desc("N"), cl::init(uint64_t(8) << 30), cl::Hidden,
+    cl::cat(outputCategory()));
 cl::opt<unsigned> autoKeepFloat(
     "auto-keep-float",
     cl::desc("With --precision=int8: keep the K Conv/MatMul/Gemm nodes whose "
@@ -438,6 +445,7 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
   compile.stripWeights = stripWeights;
   compile.kernelCache = kernelCache;
   compile.kernelCacheBytes = uint64_t(kernelCacheMegabytes) << 20;
+  compile.maxConstantBytes = maxConstantBytes;
   if (driver.output != Output::Artifact)
     compile.stopAfter = static_cast<Phase>(driver.output);
   readPipelineFlags(compile.pipeline);

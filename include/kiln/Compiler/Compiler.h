@@ -117,6 +117,12 @@ struct CompileOptions {
   std::string kernelCache;
   /// --kernel-cache-size: the cache's bound; least recently used go first.
   uint64_t kernelCacheBytes = uint64_t(1024) << 20;
+  /// --max-constant-bytes: the most bytes of constants (weights and folded
+  /// tensors) the artifact may hold; more is a user error before packing.
+  /// 8 GiB by default: compiling, packing and loading each hold the
+  /// weights in host memory (the flag raises it); the ONNX fuzz target sets
+  /// 256 MiB.
+  uint64_t maxConstantBytes = uint64_t(8) << 30;
   PipelineOptions pipeline;
   TrainingOptions training;
   /// --precision=int8 and its calibration (Quantization.h).
