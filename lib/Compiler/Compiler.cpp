@@ -182,6 +182,52 @@ KernelCache openKernelCache(const CompileOptions &options) {
   return KernelCache(dir, options.kernelCacheBytes);
 }
 
+/// The byte size of a buffer of `type`, or nullopt past 2^48 (256 TiB,
+/// beyond any device's memory; the memory plan sums them in 64 bits).
+std::optional<uint64_t> bufferBytes(MemRefType type) {
+  if (!type.hasStaticShape())
+    return 0; // Not planned here.
+  unsigned bits = type.getElementType().isIntOrFloat()
+                      ? type.getElementType().getIntOrFloatBitWidth()
+                      : 8;
+  uint64_t bytes = std::max(1u, bits / 8);
+  for (int64_t d : type.getShape())
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+      return std::nullopt;
+  if (bytes > (uint64_t(1) << 48))
+    return std::nullopt;
+  return bytes;
+}
+
+/// Every buffer the run needs (inputs, outputs, intermediates) has a size
+/// the memory plan can add up: a declared dim of 2^63 is the input's
+/// fault, not an internal error of the plan.
+llvm::Error checkTensorBytes(ModuleOp module, const CompileOptions &options) {
+  std::string bad;
+  module.walk([&](func::FuncOp func) {
+    if (!bad.empty() || func.isExternal())
+      return;
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = dyn_cast<MemRefType>(arg.getType());
+      if (!type || bufferBytes(type))
+        continue;
+      auto name = func.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), KilnDialect::NameAttrHelper::getNameStr());
+      bad = "tensor '" + (name ? name.getValue().str() : "?") + "'";
+      return;
+    }
+    func.walk([&](memref::AllocOp alloc) {
+      if (bad.empty() && !bufferBytes(alloc.getType()))
+        bad = "an intermediate tensor";
+    });
+  });
+  if (bad.empty())
+    return llvm::Error::success();
+  return userError(options.input + ": " + bad +
+                   " takes more than 2^48 bytes (its shape's dims multiply "
+                   "past any device's memory)");
+}
+
 /// The constants the artifact will hold, against
 /// CompileOptions::maxConstantBytes: a small model can fold into a huge
 /// constant (a Dropout mask, a ConstantOfShape, an Expand of a constant
@@ -212,7 +258,7 @@ llvm::Error checkConstantBytes(ModuleOp module, const CompileOptions &options) {
     }
   });
   if (!overflow && total <= options.maxConstantBytes)
-    return llvm::Error::success();
+    return checkTensorBytes(module, options);
   return userError(options.input + ": the model's constants take " +
                    (overflow ? std::string("more than 2^64")
                              : std::to_string(total)) +
