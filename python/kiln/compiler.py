@@ -15,13 +15,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
+import numpy as np
+
 from .errors import CompileError
 from .runtime import Artifact, _read_artifact
 
 ModelLike = Union[str, "os.PathLike[str]", bytes, "onnx.ModelProto"]  # noqa: F821
 Shapes = Mapping[str, Union[str, Sequence[int]]]
 
-_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
 _LAYOUTS = ("auto", "nchw", "nhwc")
 
 
@@ -93,6 +95,9 @@ def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
             precision: str = "fp32", layout: str = "auto",
             target: str = "sm_90", strip_weights: bool = False,
             io_precision: Optional[str] = None,
+            calibration: Any = None,
+            calibration_method: str = "minmax",
+            calibration_cache: Optional[str] = None,
             extra_args: Sequence[str] = (),
             timeout: Optional[float] = None) -> Artifact:
     """Compiles an ONNX model into an Artifact (kilnc MODEL -o X.kiln ...).
@@ -110,6 +115,13 @@ def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
       compiled present.
     precision, layout, target, strip_weights, io_precision: kilnc's
       --precision, --layout, --target, --strip-weights, --io-precision.
+    calibration: with precision="int8", the calibration data: one array
+      (a model with one input) or {input name: array}, samples along the
+      first dim (kilnc --calibrate). calibration_method: "minmax",
+      "percentile:P" or "entropy" (--calibration); calibration_cache: a
+      JSON file read when it exists, written otherwise
+      (--calibration-cache). docs/architecture.md "Post-training
+      quantization".
     extra_args: more kilnc flags, passed as they are.
     Raises CompileError with kilnc's one-line message.
     """
@@ -136,6 +148,18 @@ def compile(model: ModelLike, *, shapes: Optional[Shapes] = None,
             command.append("--strip-weights")
         if io_precision:
             command.append(f"--io-precision={io_precision}")
+        if calibration is not None:
+            named = (calibration.items() if isinstance(calibration, Mapping)
+                     else [(None, calibration)])
+            for i, (name, data) in enumerate(named):
+                path = os.path.join(workdir, f"calibration-{i}.npy")
+                np.save(path, np.ascontiguousarray(data))
+                command.append(f"--calibrate={name}={path}" if name
+                               else f"--calibrate={path}")
+        if calibration_method != "minmax":
+            command.append(f"--calibration={calibration_method}")
+        if calibration_cache:
+            command.append(f"--calibration-cache={os.fspath(calibration_cache)}")
         command.extend(extra_args)
         # subprocess waits without the GIL.
         try:
