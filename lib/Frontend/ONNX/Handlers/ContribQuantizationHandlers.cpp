@@ -107,6 +107,9 @@ LogicalResult importQLinearLeakyRelu(NodeImporter &n) {
 /// when it is the last one, the only case taken here (what the quantizer
 /// writes for a classifier's [N, classes] logits).
 LogicalResult importQLinearSoftmax(NodeImporter &n) {
+  // The arity first: the rank below reads input 0 (reliability finding 14).
+  if (failed(n.checkArity(4, 5)))
+    return failure();
   int64_t rank = n.inputType(0).getRank();
   if (rank < 1)
     return n.fail("expects an input of rank >= 1, got rank 0");
