@@ -10,6 +10,7 @@
 #include "WindowAttrs.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 
@@ -139,6 +140,9 @@ LogicalResult resolveTransposedPadding(NodeImporter &n, WindowAttrs &w,
     return n.fail("output_shape has " + Twine(outputShape.size()) +
                   " entries, expected " + Twine(spatial));
   }
+  for (int64_t d : outputShape)
+    if (d < 1)
+      return n.fail("output_shape entry " + Twine(d) + " is not positive");
   bool upper = w.autoPad == "SAME_UPPER";
   bool extraHigh = upper;
   if (outputShape.empty()) {
@@ -148,15 +152,27 @@ LogicalResult resolveTransposedPadding(NodeImporter &n, WindowAttrs &w,
       std::fill(w.padding.begin(), w.padding.end(), 0);
       return success();
     }
-    for (size_t i = 0; i < spatial; ++i)
-      outputShape.push_back(spatialIn[i] * w.strides[i]);
+    for (size_t i = 0; i < spatial; ++i) {
+      int64_t out;
+      if (__builtin_mul_overflow(spatialIn[i], w.strides[i], &out))
+        return n.fail("the SAME output size overflows 64 bits");
+      outputShape.push_back(out);
+    }
   } else if (n.opset() < 11) {
     extraHigh = !upper;
   }
   for (size_t i = 0; i < spatial; ++i) {
-    int64_t window = w.dilations[i] * (w.kernel[i] - 1) + 1;
-    int64_t total = w.strides[i] * (spatialIn[i] - 1) + outputPadding[i] +
-                    window - outputShape[i];
+    // stride * (in - 1) + output_padding + window - out, in checked
+    // arithmetic: every term comes from the model (reliability finding 15).
+    int64_t window, full, total;
+    if (__builtin_mul_overflow(w.dilations[i], w.kernel[i] - 1, &window) ||
+        __builtin_add_overflow(window, int64_t(1), &window) ||
+        __builtin_mul_overflow(w.strides[i], spatialIn[i] - 1, &full) ||
+        __builtin_add_overflow(full, outputPadding[i], &full) ||
+        __builtin_add_overflow(full, window, &full) ||
+        __builtin_sub_overflow(full, outputShape[i], &total) ||
+        total == std::numeric_limits<int64_t>::min())
+      return n.fail("the padding for output_shape overflows 64 bits");
     // An output larger than the full result grows at the end, as in
     // onnxruntime: the extra elements get no contribution but the bias.
     if (total < 0)
