@@ -110,6 +110,8 @@ struct CalibrationInput {
   std::string name;
   runtime::NpyArray data;
   uint64_t sampleBytes = 0;
+  /// The artifact's input it binds.
+  const runtime::TensorSignature *signature = nullptr;
 };
 
 llvm::Expected<std::vector<CalibrationInput>>
@@ -175,6 +177,7 @@ readCalibrationData(const QuantizationOptions &options,
     samples = n;
     batch = sig.shape[0];
     it->sampleBytes = a.data.size() / std::max<size_t>(n, 1);
+    it->signature = &sig;
   }
   batches = batch > 0 ? samples / batch : 0;
   if (batches == 0)
@@ -259,10 +262,7 @@ public:
     values.clear();
     held.clear();
     for (const CalibrationInput &in : inputs) {
-      const runtime::TensorSignature *sig = nullptr;
-      for (const runtime::TensorSignature &s : artifact->inputs)
-        if (s.name == in.name)
-          sig = &s;
+      const runtime::TensorSignature *sig = in.signature;
       uint64_t size = in.sampleBytes * sig->shape[0];
       const uint8_t *data = in.data.data.data() + size * b;
       if (runtime::Error err =

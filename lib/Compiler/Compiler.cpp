@@ -182,15 +182,19 @@ KernelCache openKernelCache(const CompileOptions &options) {
   return KernelCache(dir, options.kernelCacheBytes);
 }
 
+/// Bytes per element as the artifact stores them (i1 in a byte).
+uint64_t elementBytes(MemRefType type) {
+  Type element = type.getElementType();
+  unsigned bits = element.isIntOrFloat() ? element.getIntOrFloatBitWidth() : 8;
+  return std::max(1u, bits / 8);
+}
+
 /// The byte size of a buffer of `type`, or nullopt past 2^48 (256 TiB,
 /// beyond any device's memory; the memory plan sums them in 64 bits).
 std::optional<uint64_t> bufferBytes(MemRefType type) {
   if (!type.hasStaticShape())
     return 0; // Not planned here.
-  unsigned bits = type.getElementType().isIntOrFloat()
-                      ? type.getElementType().getIntOrFloatBitWidth()
-                      : 8;
-  uint64_t bytes = std::max(1u, bits / 8);
+  uint64_t bytes = elementBytes(type);
   for (int64_t d : type.getShape())
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
       return std::nullopt;
@@ -242,14 +246,10 @@ llvm::Error checkConstantBytes(ModuleOp module, const CompileOptions &options) {
         dyn_cast_or_null<ElementsAttr>(global.getInitialValueAttr());
     if (!global.getConstant() || !value)
       return;
-    auto type = global.getType();
-    unsigned bits = type.getElementType().isIntOrFloat()
-                        ? type.getElementType().getIntOrFloatBitWidth()
-                        : 8;
+    MemRefType type = global.getType();
     uint64_t bytes = 0;
     uint64_t elements = static_cast<uint64_t>(type.getNumElements());
-    if (__builtin_mul_overflow(elements, uint64_t(std::max(1u, bits / 8)),
-                               &bytes) ||
+    if (__builtin_mul_overflow(elements, elementBytes(type), &bytes) ||
         __builtin_add_overflow(total, bytes, &total))
       overflow = true;
     if (bytes > largest) {
