@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 #===- fuzz.sh - Build and run Kiln's libFuzzer targets ---------------------===#
 #
-# Usage: scripts/fuzz.sh [--seconds N] [--jobs N] [--build-only] [target...]
+# Usage: scripts/fuzz.sh [--seconds N] [--jobs N] [--ci] [--build-only] [target...]
 #   targets: npy ptx safetensors artifact tune-cache onnx (default: all)
 #   --seconds N   run each target for N seconds (default 60)
 #   --jobs N      run N targets at a time (default 1; CI uses 2)
+#   --ci          the gate CI runs: seed 1, a fixed number of executions per
+#                 target (the table below; --seconds caps each), no working
+#                 corpus: the same inputs on every machine, so a red CI is
+#                 reproduced by running this again. Exploring is the plain
+#                 mode's job (random seed, the corpus kept).
 #   --build-only  configure and build, run nothing
 #
 # Builds once (ccache) into build-fuzz/ with clang-22 and
@@ -25,6 +30,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build="${KILN_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds=60
 build_only=0
+ci=0
 jobs=1
 targets=()
 all_targets=(npy ptx safetensors artifact tune-cache onnx)
@@ -33,7 +39,8 @@ while [ $# -gt 0 ]; do
     --seconds) seconds="$2"; shift 2 ;;
     --build-only) build_only=1; shift ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n 4,18p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --ci) ci=1; shift ;;
+    -h|--help) sed -n 4,23p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option '$1'" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -62,10 +69,26 @@ for t in "${targets[@]}"; do bins+=("kiln-fuzz-$t"); done
 nice -n "${KILN_FUZZ_NICE:-19}" ninja -C "$build" -j "${KILN_FUZZ_JOBS:-2}" "${bins[@]}"
 [ "$build_only" = 0 ] || exit 0
 
+# --ci's executions per target: 30-70 s each here, two targets at a time
+# (measured 2026-12-03, docs/reliability.md "What CI runs").
+ci_runs() {
+  case "$1" in
+    npy) echo 3000000 ;; safetensors) echo 500000 ;; tune-cache) echo 1000000 ;;
+    ptx) echo 100000 ;; artifact) echo 20000 ;; onnx) echo 800 ;;
+  esac
+}
+
 run_target() {
   local t="$1"
   corpus="$build/corpus/$t"
   crashes="$build/crashes/$t"
+  # --ci starts from the committed seeds alone, in a fresh directory.
+  determinism=()
+  if [ "$ci" = 1 ]; then
+    corpus="$build/corpus-ci/$t"
+    rm -rf "$corpus"
+    determinism=(-seed=1 -runs="$(ci_runs "$t")")
+  fi
   mkdir -p "$corpus" "$crashes"
   log="$build/fuzz-$t.log"
   # -rss_limit_mb: the artifact target may allocate a 64 MiB arena and
@@ -89,7 +112,7 @@ run_target() {
   nice -n "${KILN_FUZZ_NICE:-19}" "$build/bin/kiln-fuzz-$t" \
     -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=4096 \
     -artifact_prefix="$crashes/" -print_final_stats=1 \
-    -dict="$root/fuzz/dict/$t.dict" "${max_len[@]}" \
+    -dict="$root/fuzz/dict/$t.dict" "${max_len[@]}" "${determinism[@]}" \
     "$corpus" "$root/fuzz/corpus/$t" "${extra[@]}" >"$log" 2>&1
   rc=$?
   set -e
@@ -99,7 +122,7 @@ run_target() {
     grep -E "^(==[0-9]+==ERROR|SUMMARY|.*runtime error)" "$log" | head -5 || true
     return 1
   fi
-  echo "fuzz.sh: $t: ${execs:-?} executions in ${seconds} s, no crash (corpus: $(ls "$corpus" | wc -l) inputs)"
+  echo "fuzz.sh: $t: ${execs:-?} executions in at most ${seconds} s, no crash (corpus: $(ls "$corpus" | wc -l) inputs)"
 }
 
 # --jobs N targets at a time (each fuzzer is one process on one core).

@@ -14,6 +14,7 @@
 
 #include "CompositeSignature.h"
 #include "HandlerRegistry.h"
+#include "SchemaArity.h"
 #include "HostPartition.h"
 #include "NodeImporter.h"
 
@@ -154,6 +155,7 @@ private:
   LogicalResult readOpsets();
   LogicalResult collectInputs(SmallVectorImpl<Type> &types,
                               SmallVectorImpl<std::string> &names);
+  LogicalResult checkSingleDefinitions();
   LogicalResult sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order);
   LogicalResult importNode(const onnx::NodeProto &node);
   FailureOr<SmallVector<SubgraphValue>>
@@ -486,18 +488,33 @@ void GraphImporter::recordSymbolicDims(func::FuncOp func) {
                        b.getDictionaryAttr(ranges));
 }
 
+LogicalResult GraphImporter::checkSingleDefinitions() {
+  // ONNX graphs are in SSA form: each value has one definition, a graph
+  // input, an initializer or one node's output. Checked before the host
+  // steps leave the graph (reliability finding 16: two string nodes both
+  // defining 'y' became two host steps writing it).
+  const onnx::GraphProto &graph = model.graph();
+  llvm::StringSet<> defined;
+  for (const onnx::ValueInfoProto &in : graph.input())
+    defined.insert(in.name());
+  for (const onnx::TensorProto &init : graph.initializer())
+    defined.insert(init.name());
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &out : node.output())
+      if (!out.empty() && !defined.insert(out).second)
+        return fail(describeNode(node) + ": value '" + out +
+                    "' is defined more than once");
+  return success();
+}
+
 LogicalResult
 GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order) {
   const onnx::GraphProto &graph = model.graph();
   llvm::StringMap<int> producer;
   for (int i = 0; i < graph.node_size(); ++i)
-    for (const std::string &out : graph.node(i).output()) {
-      if (out.empty())
-        continue;
-      if (!producer.try_emplace(out, i).second || initializers.count(out))
-        return fail(describeNode(graph.node(i)) + ": value '" + out +
-                    "' is defined more than once");
-    }
+    for (const std::string &out : graph.node(i).output())
+      if (!out.empty())
+        producer.try_emplace(out, i);
   llvm::StringSet<> graphInputs;
   for (const onnx::ValueInfoProto &in : graph.input())
     graphInputs.insert(in.name());
@@ -679,9 +696,17 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
                         : inMicrosoftDomain ? 1
                         : inMLDomain        ? mlOpset
                                             : opset;
-  const Handler *handler = HandlerRegistry::get().lookup(opType, domainOpset);
+  // Other domains' handlers are registered under qualified names: a
+  // default-domain op type spelled like one ("com.microsoft.QLinearSoftmax"
+  // with no domain) is not theirs.
+  bool qualifiedName = !inTrainingDomain && !inMicrosoftDomain &&
+                       !inMLDomain && StringRef(opType).contains('.');
+  const Handler *handler =
+      qualifiedName ? nullptr
+                    : HandlerRegistry::get().lookup(opType, domainOpset);
   if (!handler) {
-    int first = HandlerRegistry::get().firstVersion(opType);
+    int first =
+        qualifiedName ? 0 : HandlerRegistry::get().firstVersion(opType);
     if (first == 0)
       return fail(
           describeNode(node) + ": op type '" + opType +
@@ -689,6 +714,13 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
     return fail(describeNode(node) + ": not supported at opset " +
                 Twine(domainOpset) + " (supported from opset " + Twine(first) +
                 ")");
+  }
+  // Every handler may rely on the input and output counts onnx's schema
+  // allows (com.microsoft's ops check their own).
+  if (!inMicrosoftDomain) {
+    std::string arity = checkSchemaArity(node, domainOpset);
+    if (!arity.empty())
+      return fail(describeNode(node) + ": " + arity);
   }
   SmallVector<Value> inputs;
   for (const std::string &name : node.input()) {
@@ -915,7 +947,8 @@ void GraphImporter::removeDeadCode(func::FuncOp func) {
 
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   auto result = [&]() -> LogicalResult {
-    if (failed(parseModel()) || failed(readOpsets()))
+    if (failed(parseModel()) || failed(readOpsets()) ||
+        failed(checkSingleDefinitions()))
       return failure();
     if (options.hostProgram &&
         failed(splitHostSteps(model, options, baseDir, context,
