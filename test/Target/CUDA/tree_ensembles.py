@@ -127,7 +127,7 @@ def build(rng, case):
     x = (rng.integers(0, 8, size=(n, features)) +
          rng.choice([0.0, 0.5], size=(n, features))).astype(dtype)
     x[rng.random(size=x.shape) < 0.1] = np.nan
-    # Per-leaf-tree weight sums for the bound.
+    # The largest |weight|: trees * max|w| bounds the docstring's sum.
     weight_abs = float(np.max(np.abs(lw))) if lw else 0.0
     return model, x, weight_abs
 
