@@ -63,8 +63,8 @@ std::vector<SupportedOp> listSupportedOps() {
                      registry.families().lookup(h.opType), h.limits});
   // The string ops have no handler: HostPartition.cpp moves them into host
   // steps before import (as it does Cast, CastLike, Identity, Equal,
-  // Reshape, Squeeze and Unsqueeze on STRING tensors), and so does
-  // ai.onnx.ml's LabelEncoder from strings.
+  // Reshape, Squeeze and Unsqueeze on STRING tensors, and ai.onnx.ml's
+  // LabelEncoder from or to strings, whose handler row says so).
   const char *hostFamily = "strings (host steps)";
   ops.push_back({"RegexFullMatch", 20, hostFamily,
                  "RE2 syntax; the pattern is checked at compile time"});
@@ -73,9 +73,6 @@ std::vector<SupportedOp> listSupportedOps() {
                  "case change for ASCII, Latin-1, Greek and Cyrillic letters "
                  "whatever the locale"});
   ops.push_back({"StringSplit", 20, hostFamily, ""});
-  ops.push_back({"ai.onnx.ml.LabelEncoder", 2, hostFamily,
-                 "from STRING inputs only (keys_strings or a STRING "
-                 "keys_tensor); to strings, floats or integers"});
   llvm::sort(ops, [](const SupportedOp &a, const SupportedOp &b) {
     return std::tie(a.opType, a.sinceVersion) <
            std::tie(b.opType, b.sinceVersion);

@@ -159,6 +159,7 @@ private:
   FailureOr<rt::HostTensorDecl> declare(const std::string &name,
                                         bool isInput);
   LogicalResult rewriteGraph(const llvm::StringSet<> &deviceReads);
+  bool splitNumericLabelEncoders();
 
   onnx::ModelProto &model;
   onnx::GraphProto &graph;
@@ -557,6 +558,89 @@ LogicalResult Partitioner::labelEncoderAttributes(const onnx::NodeProto &node,
   return success();
 }
 
+/// A LabelEncoder from numbers to strings becomes three nodes: a
+/// LabelEncoder from the numbers to each key's position (0 to K - 1, K for
+/// no key; on the device, MLHandlers.cpp), a Cast of the positions to
+/// strings and a LabelEncoder from "0" ... "K-1" to the values (both host
+/// steps). The device does the comparisons in the input's type (NaN keys,
+/// the first of a key listed twice), the host only maps whole numbers,
+/// whose text is exact. Returns whether any node was split.
+bool Partitioner::splitNumericLabelEncoders() {
+  std::vector<onnx::NodeProto> nodes;
+  bool split = false;
+  for (const onnx::NodeProto &node : graph.node()) {
+    if (node.domain() != kMLDomain || node.op_type() != "LabelEncoder" ||
+        node.input_size() != 1 || node.output_size() != 1 ||
+        typeOf(node.input(0)) == kOnnxString ||
+        labelEncoderValueType(node) != kOnnxString) {
+      nodes.push_back(node);
+      continue;
+    }
+    const onnx::AttributeProto *keys = nullptr, *values = nullptr;
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (StringRef(attr.name()).starts_with("keys_"))
+        keys = &attr;
+      if (StringRef(attr.name()).starts_with("values_"))
+        values = &attr;
+    }
+    int64_t count = !values                             ? 0
+                    : values->name() == "values_strings" ? values->strings_size()
+                                                         : values->t().string_data_size();
+    if (!keys || !values) {
+      nodes.push_back(node); // the device handler names what is missing
+      continue;
+    }
+    std::string output = node.output(0);
+    std::string position = output + "__kiln_label_position";
+    std::string text = output + "__kiln_label_text";
+    onnx::NodeProto lookup;
+    lookup.set_domain(kMLDomain);
+    lookup.set_op_type("LabelEncoder");
+    lookup.set_name(node.name().empty() ? "" : node.name() + "/positions");
+    lookup.add_input(node.input(0));
+    lookup.add_output(position);
+    *lookup.add_attribute() = *keys;
+    onnx::AttributeProto *positions = lookup.add_attribute();
+    positions->set_name("values_int64s");
+    positions->set_type(onnx::AttributeProto::INTS);
+    for (int64_t i = 0; i < count; ++i)
+      positions->add_ints(i);
+    onnx::AttributeProto *none = lookup.add_attribute();
+    none->set_name("default_int64");
+    none->set_type(onnx::AttributeProto::INT);
+    none->set_i(count);
+    onnx::NodeProto cast;
+    cast.set_op_type("Cast");
+    cast.add_input(position);
+    cast.add_output(text);
+    onnx::AttributeProto *to = cast.add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(kOnnxString);
+    onnx::NodeProto map = node;
+    map.set_input(0, text);
+    map.clear_attribute();
+    onnx::AttributeProto *names = map.add_attribute();
+    names->set_name("keys_strings");
+    names->set_type(onnx::AttributeProto::STRINGS);
+    for (int64_t i = 0; i < count; ++i)
+      names->add_strings(std::to_string(i));
+    for (const onnx::AttributeProto &attr : node.attribute())
+      if (!StringRef(attr.name()).starts_with("keys_"))
+        *map.add_attribute() = attr;
+    nodes.push_back(std::move(lookup));
+    nodes.push_back(std::move(cast));
+    nodes.push_back(std::move(map));
+    split = true;
+  }
+  if (!split)
+    return false;
+  graph.clear_node();
+  for (onnx::NodeProto &node : nodes)
+    *graph.add_node() = std::move(node);
+  return true;
+}
+
 LogicalResult Partitioner::run() {
   collectTypes();
   // Types flow through the ops the host runs; nodes are in graph order,
@@ -564,6 +648,16 @@ LogicalResult Partitioner::run() {
   for (const onnx::NodeProto &node : graph.node())
     if (failed(inferNode(node)))
       return failure();
+  if (splitNumericLabelEncoders()) {
+    types.clear();
+    shapes.clear();
+    initializers.clear();
+    graphInputs.clear();
+    collectTypes();
+    for (const onnx::NodeProto &node : graph.node())
+      if (failed(inferNode(node)))
+        return failure();
+  }
   bool any = false;
   for (const auto &entry : types)
     any |= entry.second == kOnnxString;

@@ -747,6 +747,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   std::string nodeError;
   NodeImporter importer(b, node, opset, inputs, baseDir, nodeError);
   importer.setTraining(options.trainingDropout);
+  importer.setDomainOpset(domainOpset);
   importer.setGraphValues(&values);
   importer.setFourBitNames(&fourBitNames);
   importer.setCompositeValues(&composites);

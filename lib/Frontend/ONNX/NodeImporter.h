@@ -143,6 +143,12 @@ public:
   mlir::Location loc() const { return location; }
   const onnx::NodeProto &node() const { return proto; }
   int64_t opset() const { return opsetVersion; }
+  /// The opset of the node's own domain (ai.onnx.ml's for its ops; the
+  /// default domain's for the others).
+  int64_t domainOpset() const {
+    return domainOpsetVersion ? domainOpsetVersion : opsetVersion;
+  }
+  void setDomainOpset(int64_t version) { domainOpsetVersion = version; }
   /// Whether the model is imported for training (ImportOptions::
   /// trainingDropout): training-mode dropout is then kept.
   bool training() const { return trainingMode; }
@@ -351,6 +357,7 @@ private:
   mlir::OpBuilder &b;
   const onnx::NodeProto &proto;
   int64_t opsetVersion;
+  int64_t domainOpsetVersion = 0;
   llvm::SmallVector<mlir::Value> inputValues;
   llvm::SmallVector<mlir::Value> outputValues;
   std::string baseDir;

@@ -397,6 +397,165 @@ LogicalResult importTreeEnsemble(NodeImporter &n) {
     y = c.make<SigmoidOp>(y);
   return bindComposed(c, y);
 }
+
+/// A LabelEncoder's numeric keys, values or default: the one attribute of
+/// `prefix` ("keys_", "values_", "default_") the node sets, as doubles with
+/// its element type. `name` is left empty when none is set.
+struct NumericTable {
+  std::string name;
+  Type type;
+  SmallVector<double> values;
+};
+
+FailureOr<NumericTable> numericTable(NodeImporter &n, StringRef prefix) {
+  NumericTable table;
+  OpBuilder &b = n.builder();
+  for (const onnx::AttributeProto &attr : n.node().attribute()) {
+    StringRef name = attr.name();
+    if (!name.starts_with(prefix))
+      continue;
+    if (!table.name.empty())
+      return n.fail("attributes '" + table.name + "' and '" + name +
+                    "' both set; give one");
+    table.name = name.str();
+    if (name == (prefix + "int64s").str()) {
+      table.type = b.getI64Type();
+      for (int64_t v : attr.ints())
+        table.values.push_back(static_cast<double>(v));
+      if (llvm::any_of(attr.ints(), [](int64_t v) {
+            return std::abs(v) > (int64_t{1} << 53);
+          }))
+        return n.fail("attribute '" + name +
+                      "' holds an integer beyond 2^53 (not supported)");
+    } else if (name == (prefix + "floats").str()) {
+      table.type = b.getF32Type();
+      for (float v : attr.floats())
+        table.values.push_back(v);
+    } else if (name == "default_int64") {
+      table.type = b.getI64Type();
+      table.values.push_back(static_cast<double>(attr.i()));
+    } else if (name == "default_float") {
+      table.type = b.getF32Type();
+      table.values.push_back(attr.f());
+    } else if (name == (prefix + "tensor").str()) {
+      FailureOr<DenseElementsAttr> tensor = n.tensorAttr(name);
+      if (failed(tensor))
+        return failure();
+      table.type = tensor->getElementType();
+      if (auto integer = dyn_cast<IntegerType>(table.type)) {
+        for (const APInt &v : tensor->getValues<APInt>())
+          table.values.push_back(
+              static_cast<double>(integer.isUnsigned() ? v.getZExtValue()
+                                                       : v.getSExtValue()));
+      } else if (isa<FloatType>(table.type)) {
+        for (APFloat v : tensor->getValues<APFloat>()) {
+          bool lost = false;
+          v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven,
+                    &lost);
+          table.values.push_back(v.convertToDouble());
+        }
+      } else {
+        return n.fail("attribute '" + name + "' has element type " +
+                      typeText(table.type) + ", not a number");
+      }
+    } else {
+      return n.fail("attribute '" + name + "' is not one of LabelEncoder's");
+    }
+  }
+  return table;
+}
+
+/// ai.onnx.ml LabelEncoder from numbers to numbers (opset 2 and 4; from or
+/// to strings it is a host step, HostPartition.cpp). y = values[i] for the
+/// first key i equal to x, else the default (-1 or -0.0 unless given), as
+/// onnxruntime does: one comparison of x against every key ([..., K]), an
+/// argmax for the first match, and a gather. From opset 4 a NaN key matches
+/// a NaN x (the opset's "bit-wise comparison", which onnxruntime applies to
+/// NaN only: 0.0 and -0.0 still match each other there, and here); at
+/// opset 2 NaN matches nothing. A key listed twice: the first wins, as in
+/// onnxruntime. An integer key outside x's type matches nothing.
+LogicalResult importLabelEncoder(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  RankedTensorType xType = n.inputType(0);
+  Type xElement = xType.getElementType();
+  if (!(xElement.isF32() || xElement.isF64() ||
+        xElement.isSignlessInteger(64) || xElement.isSignlessInteger(32) ||
+        xElement.isSignlessInteger(16)))
+    return n.fail("input 'X' must be strings, int64, int32, int16, float or "
+                  "double, not " + typeText(xElement));
+  FailureOr<NumericTable> keys = numericTable(n, "keys_");
+  FailureOr<NumericTable> values = numericTable(n, "values_");
+  FailureOr<NumericTable> fallback = numericTable(n, "default_");
+  if (failed(keys) || failed(values) || failed(fallback))
+    return failure();
+  if (keys->name.empty() || values->name.empty())
+    return n.fail("needs a keys_* and a values_* attribute");
+  if (keys->type != xElement)
+    return n.fail("keys '" + keys->name + "' are " + typeText(keys->type) +
+                  "; input 'X' is " + typeText(xElement));
+  if (keys->values.size() != values->values.size())
+    return n.fail(Twine(keys->values.size()) + " keys but " +
+                  Twine(values->values.size()) + " values");
+  Type yType = values->type;
+  double defaultValue = isa<FloatType>(yType) ? -0.0 : -1.0;
+  if (!fallback->name.empty()) {
+    if (fallback->type != yType || fallback->values.size() != 1)
+      return n.fail("default '" + fallback->name +
+                    "' does not match values '" + values->name + "' (" +
+                    typeText(yType) + ")");
+    defaultValue = fallback->values.front();
+  }
+  bool nanMatches = n.domainOpset() >= 4;
+
+  // Keys that cannot equal any x of its type are dropped (an int64 key
+  // beyond int32's range for an int32 x).
+  SmallVector<double> keyList, valueList, nanKey;
+  for (auto [key, value] : llvm::zip(keys->values, values->values)) {
+    if (auto integer = dyn_cast<IntegerType>(xElement)) {
+      double limit = std::ldexp(1.0, integer.getWidth() - 1);
+      if (key < -limit || key >= limit)
+        continue;
+    }
+    keyList.push_back(key);
+    valueList.push_back(value);
+    nanKey.push_back(nanMatches && std::isnan(key));
+  }
+  Composer c(n);
+  if (keyList.empty())
+    return bindComposed(
+        c, c.broadcast(c.scalar(yType, defaultValue), xType.getShape()));
+  int64_t count = static_cast<int64_t>(keyList.size());
+  Type i1 = n.builder().getI1Type();
+  auto vec = [&](Type element, ArrayRef<double> v) {
+    return c.constant(
+        RankedTensorType::get({static_cast<int64_t>(v.size())}, element), v);
+  };
+  SmallVector<int64_t> shape(xType.getShape());
+  SmallVector<int64_t> column(shape), table(shape);
+  column.push_back(1);
+  table.push_back(count);
+  int64_t last = static_cast<int64_t>(shape.size());
+  Value x = c.reshape(n.input(0), column); // [..., 1]
+  Value match = c.make<EqualOp>({x, vec(xElement, keyList)}); // [..., K]
+  if (llvm::is_contained(nanKey, 1.0)) {
+    Value isNan = c.make<NotOp>(c.make<EqualOp>({x, x}));
+    match = c.make<OrOp>({match, c.make<AndOp>({isNan, vec(i1, nanKey)})});
+  }
+  match = c.broadcast(match, table);
+  Value position = c.make<ArgMaxOp>(
+      c.cast(match, n.builder().getI32Type()),
+      {n.namedI64("axis", last),
+       n.named("keepdims", n.builder().getBoolAttr(false))});
+  Value found = c.reduce(ReduceKind::Max, c.cast(match, n.builder().getI32Type()),
+                         {last}, /*keepdims=*/false);
+  Value mapped =
+      c.make<GatherOp>({vec(yType, valueList), position},
+                       {n.namedI64("axis", 0)});
+  Value y = c.make<SelectOp>(
+      {c.cast(found, i1), mapped, c.scalar(yType, defaultValue)});
+  return bindComposed(c, c.broadcast(y, shape));
+}
 } // namespace
 
 void registerMLHandlers(SmallVectorImpl<Handler> &handlers) {
@@ -404,6 +563,11 @@ void registerMLHandlers(SmallVectorImpl<Handler> &handlers) {
       {"ai.onnx.ml.Binarizer", 1, importBinarizer, ""},
       {"ai.onnx.ml.ArrayFeatureExtractor", 1, importArrayFeatureExtractor,
        "numeric X only (no STRING); 1-D X gives [1, N]"},
+      {"ai.onnx.ml.LabelEncoder", 2, importLabelEncoder,
+       "from numbers to numbers on the device; from numbers to strings the "
+       "device finds the key and a host step maps it; from strings a host "
+       "step (keys_strings or a STRING keys_tensor). NaN keys match from "
+       "opset 4; of a key listed twice the first wins (strings: refused)"},
       {"ai.onnx.ml.TreeEnsemble", 5, importTreeEnsemble,
        "post_transform NONE, SOFTMAX or LOGISTIC (not SOFTMAX_ZERO or "
        "PROBIT); X of known feature count"},
