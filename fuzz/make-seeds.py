@@ -144,7 +144,9 @@ ONNX_NODE_TESTS = ("test_conv_with_strides_padding", "test_maxpool_2d_pads",
                    "test_batchnorm_example", "test_if", "test_loop11",
                    "test_scan9_sum", "test_resize_upsample_scales_linear",
                    "test_gather_elements_1", "test_einsum_batch_matmul",
-                   "test_layer_normalization_4d_axis1")
+                   "test_layer_normalization_4d_axis1",
+                   "test_ai_onnx_ml_tree_ensemble_set_membership",
+                   "test_ai_onnx_ml_tree_ensemble_single_tree")
 
 
 def onnx_seeds():
