@@ -1,0 +1,583 @@
+//===- TreeEnsembleHandlers.cpp - ai.onnx.ml's tree ensembles -------------===//
+//
+// TreeEnsemble (opset 5) and TreeEnsembleRegressor (opsets 1 and 3, what
+// sklearn-onnx writes for forests and boosted trees). Every tree's nodes,
+// splits and leaves are attributes, so the whole ensemble is constants;
+// each op's attributes are normalised to one `EnsembleSpec` and composed
+// the same way:
+//
+// Nodes and leaves share one index space: node i is i, leaf j is K + j (K
+// nodes). Every node's condition is computed for every sample at once
+// (X's feature columns gathered, compared with the splits under each
+// node's mode; set membership as a 0/1 matmul of equalities; NaN goes to
+// the true branch where the node's missing-value flag says so). Then all
+// trees step together: `cur` ([N, trees]) starts at the roots and each of
+// `depth` steps takes the true or false child of the node it is at; a leaf
+// is its own child, so trees shallower than the deepest stay put. The
+// leaves' weights, one [leaves, targets] table, are gathered and reduced
+// over the trees (SUM; AVERAGE, the sum over the number of trees; MIN and
+// MAX), the base values added, and the post-transform applied.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TreeEnsembleHandlers.h"
+
+#include "Composer.h"
+
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+using namespace mlir;
+
+namespace kiln::onnx_frontend {
+namespace {
+
+std::string typeText(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
+enum Mode : int64_t { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER };
+enum Aggregate : int64_t { Average, Sum, Min, Max };
+
+/// One ensemble, whichever op described it.
+struct EnsembleSpec {
+  // Nodes, K of them: the feature each compares, its Mode, its split and
+  // its children in the shared index space (a leaf j is K + j).
+  SmallVector<int64_t> features, modes;
+  SmallVector<double> splits;
+  SmallVector<int64_t> trueNext, falseNext;
+  SmallVector<bool> tracksTrue; // empty: none
+  SmallVector<std::pair<int64_t, double>> members; // (node, member)
+  int64_t leaves = 0, targets = 0;
+  SmallVector<double> weights; // [leaves, targets]
+  SmallVector<int64_t> start;  // each tree's root, shared index space
+  int64_t aggregate = Sum;
+  int64_t post = 0; // 0 NONE, 1 SOFTMAX, 2 LOGISTIC
+  SmallVector<double> baseValues; // empty or one per target
+  Type compareType, outputType;
+};
+
+/// The values of a float tensor attribute as doubles (float16, float,
+/// double), or failure naming it.
+FailureOr<SmallVector<double>> floatTensorAttr(NodeImporter &n,
+                                               StringRef name) {
+  FailureOr<DenseElementsAttr> attr = n.tensorAttr(name);
+  if (failed(attr))
+    return failure();
+  if (!isa<FloatType>(attr->getElementType()))
+    return n.fail("attribute '" + name + "' must be a float tensor");
+  SmallVector<double> values;
+  for (APFloat v : attr->getValues<APFloat>()) {
+    bool lost = false;
+    v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+    values.push_back(v.convertToDouble());
+  }
+  return values;
+}
+
+/// The extreme value of a float type (MIN's and MAX's identity).
+double largest(Type type, bool negative) {
+  APFloat extreme =
+      APFloat::getLargest(cast<FloatType>(type).getFloatSemantics(), negative);
+  bool lost = false;
+  extreme.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+  return extreme.convertToDouble();
+}
+
+LogicalResult composeEnsemble(NodeImporter &n, const EnsembleSpec &spec) {
+  RankedTensorType xType = n.inputType(0);
+  int64_t batch = xType.getDimSize(0);
+  int64_t k = static_cast<int64_t>(spec.features.size());
+  int64_t total = k + spec.leaves;
+  int64_t trees = static_cast<int64_t>(spec.start.size());
+  // The depth: the longest path from a root, found by walking; a path
+  // longer than the node count is a cycle.
+  int64_t depth = 0;
+  SmallVector<std::pair<int64_t, int64_t>> stack;
+  for (int64_t s : spec.start)
+    if (s < k)
+      stack.push_back({s, 1});
+  while (!stack.empty()) {
+    auto [i, d] = stack.pop_back_val();
+    if (d > k)
+      return n.fail("the trees' node ids form a cycle");
+    depth = std::max(depth, d);
+    for (int64_t next : {spec.trueNext[i], spec.falseNext[i]})
+      if (next < k)
+        stack.push_back({next, d + 1});
+  }
+
+  Composer c(n);
+  Type type = spec.compareType;
+  Type i64 = n.builder().getI64Type(), i1 = n.builder().getI1Type();
+  Type f32 = n.builder().getF32Type();
+  auto vec = [&](Type element, ArrayRef<double> values) {
+    return c.constant(
+        RankedTensorType::get({static_cast<int64_t>(values.size())}, element),
+        values);
+  };
+  auto doubles = [](ArrayRef<int64_t> v) {
+    return SmallVector<double>(v.begin(), v.end());
+  };
+  // x's value at each node's feature, [N, total], and the conditions.
+  SmallVector<double> columns = doubles(spec.features), splitRow(spec.splits);
+  SmallVector<double> trueTable = doubles(spec.trueNext),
+                      falseTable = doubles(spec.falseNext);
+  for (int64_t j = 0; j < spec.leaves; ++j) {
+    columns.push_back(0);
+    splitRow.push_back(0);
+    trueTable.push_back(k + j);
+    falseTable.push_back(k + j);
+  }
+  Value x = c.cast(n.input(0), type);
+  Value xs = c.make<GatherOp>({x, vec(i64, columns)}, {n.namedI64("axis", 1)});
+  Value split = vec(type, splitRow);
+  Value cond = c.broadcast(c.scalar(i1, 0), {batch, total});
+  auto withMode = [&](int64_t mode, Value hit) {
+    if (!llvm::is_contained(spec.modes, mode))
+      return;
+    SmallVector<double> mask(total, 0);
+    for (int64_t i = 0; i < k; ++i)
+      mask[i] = spec.modes[i] == mode;
+    cond = c.make<SelectOp>(
+        {c.broadcast(vec(i1, mask), {batch, total}), hit, cond});
+  };
+  withMode(LEQ, c.make<LessEqualOp>({xs, split}));
+  withMode(LT, c.make<LessOp>({xs, split}));
+  withMode(GTE, c.make<GreaterEqualOp>({xs, split}));
+  withMode(GT, c.make<GreaterOp>({xs, split}));
+  withMode(EQ, c.make<EqualOp>({xs, split}));
+  withMode(NEQ, c.make<NotOp>(c.make<EqualOp>({xs, split})));
+  if (!spec.members.empty()) {
+    // hits[n, node] = how many of the node's members x equals.
+    int64_t count = static_cast<int64_t>(spec.members.size());
+    SmallVector<double> memberColumns, memberValues,
+        owner(count * total, 0);
+    for (auto [m, member] : llvm::enumerate(spec.members)) {
+      memberColumns.push_back(spec.features[member.first]);
+      memberValues.push_back(member.second);
+      owner[m * total + member.first] = 1;
+    }
+    Value gathered = c.make<GatherOp>({x, vec(i64, memberColumns)},
+                                      {n.namedI64("axis", 1)});
+    Value equal =
+        c.cast(c.make<EqualOp>({gathered, vec(type, memberValues)}), f32);
+    Value ownerMatrix =
+        c.constant(RankedTensorType::get({count, total}, f32), owner);
+    Value hits = c.make<MatmulOp>({equal, ownerMatrix});
+    withMode(MEMBER, c.make<GreaterOp>({hits, c.scalar(f32, 0.5)}));
+  }
+  if (llvm::is_contained(spec.tracksTrue, true)) {
+    SmallVector<double> mask(total, 0);
+    for (int64_t i = 0; i < k; ++i)
+      mask[i] = spec.tracksTrue[i];
+    Value isNan = c.make<NotOp>(c.make<EqualOp>({xs, xs}));
+    cond = c.make<OrOp>(
+        {cond,
+         c.make<AndOp>({isNan, c.broadcast(vec(i1, mask), {batch, total})})});
+  }
+
+  // Walk: cur[N, trees] steps to the true or false child `depth` times.
+  Value cur = c.broadcast(vec(i64, doubles(spec.start)), {batch, trees});
+  Value onTrueTable = vec(i64, trueTable), onFalseTable = vec(i64, falseTable);
+  for (int64_t step = 0; step < depth; ++step) {
+    Value taken =
+        c.make<GatherElementsOp>({cond, cur}, {n.namedI64("axis", 1)});
+    Value onTrue =
+        c.make<GatherOp>({onTrueTable, cur}, {n.namedI64("axis", 0)});
+    Value onFalse =
+        c.make<GatherOp>({onFalseTable, cur}, {n.namedI64("axis", 0)});
+    cur = c.make<SelectOp>({taken, onTrue, onFalse});
+  }
+  Value leaf = c.make<SubOp>({cur, c.scalar(i64, static_cast<double>(k))});
+
+  Type out = spec.outputType;
+  Value weightTable = c.constant(
+      RankedTensorType::get({spec.leaves, spec.targets}, out), spec.weights);
+  Value perTree = c.make<GatherOp>({weightTable, leaf},
+                                   {n.namedI64("axis", 0)}); // [N, trees, T]
+  ReduceKind kind = spec.aggregate == Min   ? ReduceKind::Min
+                    : spec.aggregate == Max ? ReduceKind::Max
+                                            : ReduceKind::Sum;
+  Value y = c.reduce(kind, perTree, {1}, /*keepdims=*/false);
+  if (spec.aggregate == Average)
+    y = c.make<MulOp>({y, c.scalar(out, 1.0 / static_cast<double>(trees))});
+  if (!spec.baseValues.empty())
+    y = c.make<AddOp>({y, vec(out, spec.baseValues)});
+  if (spec.post == 1)
+    y = c.make<SoftmaxOp>(y, {n.namedI64("axis", 1)});
+  if (spec.post == 2)
+    y = c.make<SigmoidOp>(y);
+  return bindComposed(c, y);
+}
+
+/// The input both ops take: [N, features], features known.
+FailureOr<int64_t> featureCount(NodeImporter &n) {
+  RankedTensorType xType = n.inputType(0);
+  if (xType.getRank() != 2 || xType.isDynamicDim(1))
+    return n.fail("input 'X' must be [N, features] with the features known "
+                  "at compile time");
+  return xType.getDimSize(1);
+}
+
+/// ai.onnx.ml TreeEnsemble (opset 5). MIN and MAX leave the targets no
+/// leaf reached at the type's largest or lowest value, as onnx's reference
+/// does. post_transform NONE, SOFTMAX and LOGISTIC; SOFTMAX_ZERO and PROBIT
+/// are refused. membership_values lists each BRANCH_MEMBER node's set in
+/// node order, NaN after each (the operator's definition).
+LogicalResult importTreeEnsemble(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Type type = n.inputType(0).getElementType();
+  if (!(type.isF32() || type.isF64() || type.isF16()))
+    return n.fail("input 'X' must be float, double or float16, not " +
+                  typeText(type));
+  FailureOr<int64_t> features = featureCount(n);
+  if (failed(features))
+    return failure();
+
+  SmallVector<int64_t> featureIds = n.intsAttr("nodes_featureids");
+  SmallVector<int64_t> trueIds = n.intsAttr("nodes_truenodeids");
+  SmallVector<int64_t> falseIds = n.intsAttr("nodes_falsenodeids");
+  SmallVector<int64_t> trueLeafs = n.intsAttr("nodes_trueleafs");
+  SmallVector<int64_t> falseLeafs = n.intsAttr("nodes_falseleafs");
+  SmallVector<int64_t> roots = n.intsAttr("tree_roots");
+  SmallVector<int64_t> targetIds = n.intsAttr("leaf_targetids");
+  SmallVector<int64_t> tracksTrue =
+      n.intsAttr("nodes_missing_value_tracks_true");
+  EnsembleSpec spec;
+  spec.targets = n.intAttr("n_targets", 0);
+  spec.aggregate = n.intAttr("aggregate_function", 1);
+  spec.post = n.intAttr("post_transform", 0);
+  spec.compareType = spec.outputType = type;
+  FailureOr<SmallVector<double>> splits = floatTensorAttr(n, "nodes_splits");
+  FailureOr<SmallVector<double>> weights = floatTensorAttr(n, "leaf_weights");
+  FailureOr<DenseElementsAttr> modesAttr = n.tensorAttr("nodes_modes");
+  if (failed(splits) || failed(weights) || failed(modesAttr))
+    return failure();
+  if (!isa<IntegerType>(modesAttr->getElementType()))
+    return n.fail("attribute 'nodes_modes' must be an integer tensor");
+  SmallVector<int64_t> modes;
+  for (const APInt &v : modesAttr->getValues<APInt>())
+    modes.push_back(v.getZExtValue());
+
+  size_t nodes = featureIds.size(), leaves = targetIds.size();
+  auto sameLength = [&](size_t size, StringRef name) -> LogicalResult {
+    if (size == nodes)
+      return success();
+    return n.fail("attribute '" + name + "' has " + Twine(size) +
+                  " entries; nodes_featureids has " + Twine(nodes));
+  };
+  if (nodes == 0 || roots.empty())
+    return n.fail("the ensemble has no nodes or no trees");
+  if (failed(sameLength(trueIds.size(), "nodes_truenodeids")) ||
+      failed(sameLength(falseIds.size(), "nodes_falsenodeids")) ||
+      failed(sameLength(trueLeafs.size(), "nodes_trueleafs")) ||
+      failed(sameLength(falseLeafs.size(), "nodes_falseleafs")) ||
+      failed(sameLength(modes.size(), "nodes_modes")) ||
+      failed(sameLength(splits->size(), "nodes_splits")) ||
+      (!tracksTrue.empty() &&
+       failed(sameLength(tracksTrue.size(),
+                         "nodes_missing_value_tracks_true"))))
+    return failure();
+  if (weights->size() != leaves)
+    return n.fail("attribute 'leaf_weights' has " + Twine(weights->size()) +
+                  " entries; leaf_targetids has " + Twine(leaves));
+  if (spec.targets <= 0)
+    return n.fail("n_targets must be positive, got " + Twine(spec.targets));
+  if (spec.aggregate < 0 || spec.aggregate > 3)
+    return n.fail("aggregate_function " + Twine(spec.aggregate) +
+                  " is not one of 0 (AVERAGE), 1 (SUM), 2 (MIN), 3 (MAX)");
+  if (spec.post != 0 && spec.post != 1 && spec.post != 2)
+    return n.fail("post_transform " + Twine(spec.post) +
+                  " is not supported (0 NONE, 1 SOFTMAX and 2 LOGISTIC are)");
+  for (int64_t t : targetIds)
+    if (t < 0 || t >= spec.targets)
+      return n.fail("leaf target id " + Twine(t) + " is out of range for " +
+                    Twine(spec.targets) + " targets");
+
+  int64_t k = static_cast<int64_t>(nodes);
+  auto child = [&](size_t i, bool isTrue) -> FailureOr<int64_t> {
+    int64_t id = isTrue ? trueIds[i] : falseIds[i];
+    bool leaf = (isTrue ? trueLeafs[i] : falseLeafs[i]) != 0;
+    int64_t limit = leaf ? static_cast<int64_t>(leaves) : k;
+    if (id < 0 || id >= limit)
+      return n.fail("node " + Twine(i) + "'s " + (isTrue ? "true" : "false") +
+                    " " + (leaf ? "leaf" : "node") + " id " + Twine(id) +
+                    " is out of range (" + Twine(limit) + ")");
+    return leaf ? k + id : id;
+  };
+  for (size_t i = 0; i < nodes; ++i) {
+    FailureOr<int64_t> t = child(i, true), f = child(i, false);
+    if (failed(t) || failed(f))
+      return failure();
+    if (modes[i] > MEMBER)
+      return n.fail("node " + Twine(i) + "'s mode " + Twine(modes[i]) +
+                    " is not one of 0-6 (BRANCH_LEQ ... BRANCH_MEMBER)");
+    if (featureIds[i] < 0 || featureIds[i] >= *features)
+      return n.fail("node " + Twine(i) + "'s feature id " +
+                    Twine(featureIds[i]) + " is out of range for " +
+                    Twine(*features) + " features");
+    spec.trueNext.push_back(*t);
+    spec.falseNext.push_back(*f);
+    spec.tracksTrue.push_back(!tracksTrue.empty() && tracksTrue[i] != 0);
+  }
+  spec.features = featureIds;
+  spec.modes = modes;
+  spec.splits = *splits;
+  // A root whose two children are the same leaf is that leaf (onnx's
+  // one-leaf tree).
+  for (int64_t r : roots) {
+    if (r < 0 || r >= k)
+      return n.fail("tree root " + Twine(r) + " is out of range (" + Twine(k) +
+                    " nodes)");
+    bool leafTree = trueLeafs[r] && falseLeafs[r] && trueIds[r] == falseIds[r];
+    spec.start.push_back(leafTree ? spec.trueNext[r] : r);
+  }
+  // Each leaf's weight in its target's column; the other columns hold the
+  // aggregate's identity.
+  double identity = spec.aggregate == Min   ? largest(type, false)
+                    : spec.aggregate == Max ? largest(type, true)
+                                            : 0.0;
+  spec.leaves = static_cast<int64_t>(leaves);
+  spec.weights.assign(leaves * spec.targets, identity);
+  for (size_t j = 0; j < leaves; ++j)
+    spec.weights[j * spec.targets + targetIds[j]] = (*weights)[j];
+  // Each BRANCH_MEMBER node's set, in node order.
+  if (llvm::is_contained(modes, MEMBER)) {
+    FailureOr<SmallVector<double>> members =
+        floatTensorAttr(n, "membership_values");
+    if (failed(members))
+      return failure();
+    size_t at = 0;
+    for (size_t i = 0; i < nodes; ++i) {
+      if (modes[i] != MEMBER)
+        continue;
+      for (; at < members->size() && !std::isnan((*members)[at]); ++at)
+        spec.members.push_back({static_cast<int64_t>(i), (*members)[at]});
+      if (at == members->size())
+        return n.fail("membership_values ends before node " + Twine(i) +
+                      "'s set does (each set ends with a NaN)");
+      ++at;
+    }
+  }
+  return composeEnsemble(n, spec);
+}
+
+/// ai.onnx.ml TreeEnsembleRegressor (opsets 1 and 3), as onnxruntime runs
+/// it: nodes are named by (tree id, node id) and their children by node id
+/// within the tree; a LEAF node's contributions are the target_* entries
+/// naming it (several targets, or several entries for one target, add up).
+/// X (float, double, int64 or int32) is compared in float (double for a
+/// double X), the splits being nodes_values (floats) or opset 3's
+/// nodes_values_as_tensor; Y is float. Each tree's root is its one node no
+/// other node names as a child. AVERAGE divides the sum by the number of
+/// trees; base_values are added after. aggregate_function MIN and MAX and
+/// post_transform SOFTMAX_ZERO and PROBIT are refused.
+LogicalResult importTreeEnsembleRegressor(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)))
+    return failure();
+  Type xType = n.inputType(0).getElementType();
+  OpBuilder &b = n.builder();
+  if (!(xType.isF32() || xType.isF64() || xType.isSignlessInteger(64) ||
+        xType.isSignlessInteger(32)))
+    return n.fail("input 'X' must be float, double, int64 or int32, not " +
+                  typeText(xType));
+  FailureOr<int64_t> features = featureCount(n);
+  if (failed(features))
+    return failure();
+  EnsembleSpec spec;
+  spec.compareType = xType.isF64() ? b.getF64Type() : b.getF32Type();
+  spec.outputType = b.getF32Type();
+  spec.targets = n.intAttr("n_targets", 1);
+  if (spec.targets <= 0)
+    return n.fail("n_targets must be positive, got " + Twine(spec.targets));
+  std::string aggregate = n.stringAttr("aggregate_function", "SUM");
+  std::string post = n.stringAttr("post_transform", "NONE");
+  if (aggregate != "SUM" && aggregate != "AVERAGE")
+    return n.fail("aggregate_function '" + aggregate +
+                  "' is not supported (SUM and AVERAGE are)");
+  spec.aggregate = aggregate == "SUM" ? Sum : Average;
+  if (post != "NONE" && post != "SOFTMAX" && post != "LOGISTIC")
+    return n.fail("post_transform '" + post +
+                  "' is not supported (NONE, SOFTMAX and LOGISTIC are)");
+  spec.post = post == "NONE" ? 0 : post == "SOFTMAX" ? 1 : 2;
+
+  SmallVector<int64_t> treeIds = n.intsAttr("nodes_treeids");
+  SmallVector<int64_t> nodeIds = n.intsAttr("nodes_nodeids");
+  SmallVector<int64_t> featureIds = n.intsAttr("nodes_featureids");
+  SmallVector<int64_t> trueIds = n.intsAttr("nodes_truenodeids");
+  SmallVector<int64_t> falseIds = n.intsAttr("nodes_falsenodeids");
+  SmallVector<int64_t> tracksTrue =
+      n.intsAttr("nodes_missing_value_tracks_true");
+  SmallVector<std::string> modeNames = n.stringsAttr("nodes_modes");
+  SmallVector<double> values;
+  if (n.hasAttr("nodes_values_as_tensor")) {
+    FailureOr<SmallVector<double>> tensor =
+        floatTensorAttr(n, "nodes_values_as_tensor");
+    if (failed(tensor))
+      return failure();
+    values = *tensor;
+  } else {
+    for (float v : n.floatsAttr("nodes_values"))
+      values.push_back(v);
+  }
+  SmallVector<int64_t> targetTrees = n.intsAttr("target_treeids");
+  SmallVector<int64_t> targetNodes = n.intsAttr("target_nodeids");
+  SmallVector<int64_t> targetIds = n.intsAttr("target_ids");
+  SmallVector<double> targetWeights;
+  if (n.hasAttr("target_weights_as_tensor")) {
+    FailureOr<SmallVector<double>> tensor =
+        floatTensorAttr(n, "target_weights_as_tensor");
+    if (failed(tensor))
+      return failure();
+    targetWeights = *tensor;
+  } else {
+    for (float v : n.floatsAttr("target_weights"))
+      targetWeights.push_back(v);
+  }
+  if (n.hasAttr("base_values_as_tensor")) {
+    FailureOr<SmallVector<double>> tensor =
+        floatTensorAttr(n, "base_values_as_tensor");
+    if (failed(tensor))
+      return failure();
+    spec.baseValues = *tensor;
+  } else {
+    for (float v : n.floatsAttr("base_values"))
+      spec.baseValues.push_back(v);
+  }
+
+  size_t count = nodeIds.size();
+  for (auto [size, name] :
+       {std::pair<size_t, StringRef>{treeIds.size(), "nodes_treeids"},
+        {featureIds.size(), "nodes_featureids"},
+        {trueIds.size(), "nodes_truenodeids"},
+        {falseIds.size(), "nodes_falsenodeids"},
+        {modeNames.size(), "nodes_modes"},
+        {values.size(), "nodes_values"}})
+    if (size != count)
+      return n.fail("attribute '" + name + "' has " + Twine(size) +
+                    " entries; nodes_nodeids has " + Twine(count));
+  if (!tracksTrue.empty() && tracksTrue.size() != count)
+    return n.fail("attribute 'nodes_missing_value_tracks_true' has " +
+                  Twine(tracksTrue.size()) + " entries; nodes_nodeids has " +
+                  Twine(count));
+  if (targetNodes.size() != targetTrees.size() ||
+      targetIds.size() != targetTrees.size() ||
+      targetWeights.size() != targetTrees.size())
+    return n.fail("target_treeids, target_nodeids, target_ids and "
+                  "target_weights differ in length");
+  if (count == 0)
+    return n.fail("the ensemble has no nodes");
+  if (!spec.baseValues.empty() &&
+      static_cast<int64_t>(spec.baseValues.size()) != spec.targets)
+    return n.fail("base_values has " + Twine(spec.baseValues.size()) +
+                  " entries for " + Twine(spec.targets) + " targets");
+
+  // Number the branch nodes 0..K-1 and the leaves 0..L-1, in order.
+  static const char *const kModes[] = {"BRANCH_LEQ", "BRANCH_LT",
+                                       "BRANCH_GTE", "BRANCH_GT",
+                                       "BRANCH_EQ",  "BRANCH_NEQ"};
+  std::map<std::pair<int64_t, int64_t>, size_t> byId; // (tree, node) -> i
+  SmallVector<int64_t> shared(count);                 // i -> shared index
+  SmallVector<bool> isLeaf(count);
+  int64_t branches = 0, leaves = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (!byId.emplace(std::make_pair(treeIds[i], nodeIds[i]), i).second)
+      return n.fail("tree " + Twine(treeIds[i]) + " lists node " +
+                    Twine(nodeIds[i]) + " twice");
+    isLeaf[i] = modeNames[i] == "LEAF";
+    if (!isLeaf[i]) {
+      auto *mode = llvm::find(kModes, modeNames[i]);
+      if (mode == std::end(kModes))
+        return n.fail("node mode '" + modeNames[i] +
+                      "' is not one of BRANCH_LEQ, BRANCH_LT, BRANCH_GTE, "
+                      "BRANCH_GT, BRANCH_EQ, BRANCH_NEQ, LEAF");
+      if (featureIds[i] < 0 || featureIds[i] >= *features)
+        return n.fail("tree " + Twine(treeIds[i]) + " node " +
+                      Twine(nodeIds[i]) + "'s feature id " +
+                      Twine(featureIds[i]) + " is out of range for " +
+                      Twine(*features) + " features");
+      spec.modes.push_back(mode - std::begin(kModes));
+      spec.features.push_back(featureIds[i]);
+      spec.splits.push_back(values[i]);
+      spec.tracksTrue.push_back(!tracksTrue.empty() && tracksTrue[i] != 0);
+    }
+  }
+  for (size_t i = 0; i < count; ++i)
+    shared[i] = isLeaf[i] ? leaves++ : branches++;
+  for (size_t i = 0; i < count; ++i)
+    if (isLeaf[i])
+      shared[i] += branches;
+  // Children, by node id within the tree; and the roots: the nodes no
+  // other node of their tree names.
+  llvm::DenseSet<size_t> named;
+  for (size_t i = 0; i < count; ++i) {
+    if (isLeaf[i])
+      continue;
+    for (bool isTrue : {true, false}) {
+      int64_t id = isTrue ? trueIds[i] : falseIds[i];
+      auto it = byId.find({treeIds[i], id});
+      if (it == byId.end())
+        return n.fail("tree " + Twine(treeIds[i]) + " node " +
+                      Twine(nodeIds[i]) + "'s " + (isTrue ? "true" : "false") +
+                      " child " + Twine(id) + " is not a node of the tree");
+      named.insert(it->second);
+      (isTrue ? spec.trueNext : spec.falseNext).push_back(shared[it->second]);
+    }
+  }
+  std::map<int64_t, int64_t> rootOf; // tree -> shared index
+  for (size_t i = 0; i < count; ++i) {
+    if (named.contains(i))
+      continue;
+    if (!rootOf.emplace(treeIds[i], shared[i]).second)
+      return n.fail("tree " + Twine(treeIds[i]) +
+                    " has more than one root (nodes no other node names)");
+  }
+  if (rootOf.size() != std::set<int64_t>(treeIds.begin(), treeIds.end()).size())
+    return n.fail("a tree has no root (its nodes form a cycle)");
+  for (auto [tree, root] : rootOf)
+    spec.start.push_back(root);
+  // The leaves' contributions.
+  spec.leaves = leaves;
+  spec.weights.assign(leaves * spec.targets, 0.0);
+  for (size_t t = 0; t < targetTrees.size(); ++t) {
+    auto it = byId.find({targetTrees[t], targetNodes[t]});
+    if (it == byId.end() || !isLeaf[it->second])
+      return n.fail("target entry " + Twine(t) + " names tree " +
+                    Twine(targetTrees[t]) + " node " + Twine(targetNodes[t]) +
+                    ", which is not a LEAF");
+    if (targetIds[t] < 0 || targetIds[t] >= spec.targets)
+      return n.fail("target id " + Twine(targetIds[t]) +
+                    " is out of range for " + Twine(spec.targets) +
+                    " targets");
+    int64_t leaf = shared[it->second] - branches;
+    spec.weights[leaf * spec.targets + targetIds[t]] += targetWeights[t];
+  }
+  return composeEnsemble(n, spec);
+}
+
+} // namespace
+
+void registerTreeEnsembleHandlers(SmallVectorImpl<Handler> &handlers) {
+  handlers.append({
+      {"ai.onnx.ml.TreeEnsemble", 5, importTreeEnsemble,
+       "post_transform NONE, SOFTMAX or LOGISTIC (not SOFTMAX_ZERO or "
+       "PROBIT); X of known feature count"},
+      {"ai.onnx.ml.TreeEnsembleRegressor", 1, importTreeEnsembleRegressor,
+       "aggregate_function SUM or AVERAGE; post_transform NONE, SOFTMAX or "
+       "LOGISTIC; X of known feature count"},
+      {"ai.onnx.ml.TreeEnsembleRegressor", 3, importTreeEnsembleRegressor,
+       "aggregate_function SUM or AVERAGE; post_transform NONE, SOFTMAX or "
+       "LOGISTIC; X of known feature count"},
+  });
+}
+
+} // namespace kiln::onnx_frontend
