@@ -402,7 +402,12 @@ LogicalResult Partitioner::labelEncoderAttributes(const onnx::NodeProto &node,
   for (const onnx::OperatorSetIdProto &id : model.opset_import())
     if (id.domain() == kMLDomain)
       mlOpset = id.version();
-  if (mlOpset < 2)
+  // (The nodes a split writes have the opset-2 form whatever the model's
+  // opset: keys_strings.)
+  bool split = llvm::any_of(node.attribute(), [](const auto &attr) {
+    return attr.name() == "keys_strings";
+  });
+  if (mlOpset < 2 && !split)
     return fail(describeNode(node) + ": LabelEncoder of ai.onnx.ml opset " +
                 Twine(mlOpset) +
                 " (classes_strings) is not supported; opset 2 and later are");
@@ -565,10 +570,88 @@ LogicalResult Partitioner::labelEncoderAttributes(const onnx::NodeProto &node,
 /// steps). The device does the comparisons in the input's type (NaN keys,
 /// the first of a key listed twice), the host only maps whole numbers,
 /// whose text is exact. Returns whether any node was split.
+/// The host half of a split: `position` (int64, 0 ... count-1, or count
+/// for none) to text, then to `output` through a LabelEncoder from "0" ...
+/// "count-1" to the values `valueAttrs` give (values_* and default_*).
+void appendPositionsToStrings(std::vector<onnx::NodeProto> &nodes,
+                              const std::string &position,
+                              const std::string &output, int64_t count,
+                              const std::string &name,
+                              ArrayRef<onnx::AttributeProto> valueAttrs) {
+  std::string text = output + "__kiln_label_text";
+  onnx::NodeProto cast;
+  cast.set_op_type("Cast");
+  cast.add_input(position);
+  cast.add_output(text);
+  onnx::AttributeProto *to = cast.add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(kOnnxString);
+  onnx::NodeProto map;
+  map.set_domain(kMLDomain);
+  map.set_op_type("LabelEncoder");
+  map.set_name(name);
+  map.add_input(text);
+  map.add_output(output);
+  onnx::AttributeProto *names = map.add_attribute();
+  names->set_name("keys_strings");
+  names->set_type(onnx::AttributeProto::STRINGS);
+  for (int64_t i = 0; i < count; ++i)
+    names->add_strings(std::to_string(i));
+  for (const onnx::AttributeProto &attr : valueAttrs)
+    *map.add_attribute() = attr;
+  nodes.push_back(std::move(cast));
+  nodes.push_back(std::move(map));
+}
+
+/// A TreeEnsembleClassifier with classlabels_strings: the device computes
+/// the label's position (classlabels_int64s 0 ... C-1), the host maps it
+/// to the string (appendPositionsToStrings). The scores stay as they are.
+bool splitStringClassifier(const onnx::NodeProto &node,
+                           std::vector<onnx::NodeProto> &nodes) {
+  const onnx::AttributeProto *labels = nullptr;
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == "classlabels_strings")
+      labels = &attr;
+  if (node.domain() != kMLDomain ||
+      node.op_type() != "TreeEnsembleClassifier" || !labels ||
+      node.output_size() < 1)
+    return false;
+  int64_t count = labels->strings_size();
+  onnx::NodeProto device = node;
+  device.clear_attribute();
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() != "classlabels_strings")
+      *device.add_attribute() = attr;
+  onnx::AttributeProto *positions = device.add_attribute();
+  positions->set_name("classlabels_int64s");
+  positions->set_type(onnx::AttributeProto::INTS);
+  for (int64_t i = 0; i < count; ++i)
+    positions->add_ints(i);
+  std::string output = node.output(0);
+  if (output.empty()) {
+    nodes.push_back(std::move(device));
+    return true;
+  }
+  std::string position = output + "__kiln_label_position";
+  device.set_output(0, position);
+  nodes.push_back(std::move(device));
+  onnx::AttributeProto values = *labels;
+  values.set_name("values_strings");
+  appendPositionsToStrings(nodes, position, output, count,
+                           node.name().empty() ? "" : node.name() + "/labels",
+                           {values});
+  return true;
+}
+
 bool Partitioner::splitNumericLabelEncoders() {
   std::vector<onnx::NodeProto> nodes;
   bool split = false;
   for (const onnx::NodeProto &node : graph.node()) {
+    if (splitStringClassifier(node, nodes)) {
+      split = true;
+      continue;
+    }
     if (node.domain() != kMLDomain || node.op_type() != "LabelEncoder" ||
         node.input_size() != 1 || node.output_size() != 1 ||
         typeOf(node.input(0)) == kOnnxString ||
@@ -592,7 +675,6 @@ bool Partitioner::splitNumericLabelEncoders() {
     }
     std::string output = node.output(0);
     std::string position = output + "__kiln_label_position";
-    std::string text = output + "__kiln_label_text";
     onnx::NodeProto lookup;
     lookup.set_domain(kMLDomain);
     lookup.set_op_type("LabelEncoder");
@@ -609,28 +691,13 @@ bool Partitioner::splitNumericLabelEncoders() {
     none->set_name("default_int64");
     none->set_type(onnx::AttributeProto::INT);
     none->set_i(count);
-    onnx::NodeProto cast;
-    cast.set_op_type("Cast");
-    cast.add_input(position);
-    cast.add_output(text);
-    onnx::AttributeProto *to = cast.add_attribute();
-    to->set_name("to");
-    to->set_type(onnx::AttributeProto::INT);
-    to->set_i(kOnnxString);
-    onnx::NodeProto map = node;
-    map.set_input(0, text);
-    map.clear_attribute();
-    onnx::AttributeProto *names = map.add_attribute();
-    names->set_name("keys_strings");
-    names->set_type(onnx::AttributeProto::STRINGS);
-    for (int64_t i = 0; i < count; ++i)
-      names->add_strings(std::to_string(i));
+    nodes.push_back(std::move(lookup));
+    SmallVector<onnx::AttributeProto> valueAttrs;
     for (const onnx::AttributeProto &attr : node.attribute())
       if (!StringRef(attr.name()).starts_with("keys_"))
-        *map.add_attribute() = attr;
-    nodes.push_back(std::move(lookup));
-    nodes.push_back(std::move(cast));
-    nodes.push_back(std::move(map));
+        valueAttrs.push_back(attr);
+    appendPositionsToStrings(nodes, position, output, count, node.name(),
+                             valueAttrs);
     split = true;
   }
   if (!split)

@@ -91,7 +91,9 @@ double largest(Type type, bool negative) {
   return extreme.convertToDouble();
 }
 
-LogicalResult composeEnsemble(NodeImporter &n, const EnsembleSpec &spec) {
+/// The ensemble's scores, [N, targets] (null after an error, which `c`
+/// holds).
+Value composeEnsemble(NodeImporter &n, Composer &c, const EnsembleSpec &spec) {
   RankedTensorType xType = n.inputType(0);
   int64_t batch = xType.getDimSize(0);
   int64_t k = static_cast<int64_t>(spec.features.size());
@@ -107,14 +109,13 @@ LogicalResult composeEnsemble(NodeImporter &n, const EnsembleSpec &spec) {
   while (!stack.empty()) {
     auto [i, d] = stack.pop_back_val();
     if (d > k)
-      return n.fail("the trees' node ids form a cycle");
+      return c.fail("the trees' node ids form a cycle");
     depth = std::max(depth, d);
     for (int64_t next : {spec.trueNext[i], spec.falseNext[i]})
       if (next < k)
         stack.push_back({next, d + 1});
   }
 
-  Composer c(n);
   Type type = spec.compareType;
   Type i64 = n.builder().getI64Type(), i1 = n.builder().getI1Type();
   Type f32 = n.builder().getF32Type();
@@ -215,7 +216,7 @@ LogicalResult composeEnsemble(NodeImporter &n, const EnsembleSpec &spec) {
     y = c.make<SoftmaxOp>(y, {n.namedI64("axis", 1)});
   if (spec.post == 2)
     y = c.make<SigmoidOp>(y);
-  return bindComposed(c, y);
+  return y;
 }
 
 /// The input both ops take: [N, features], features known.
@@ -368,21 +369,23 @@ LogicalResult importTreeEnsemble(NodeImporter &n) {
       ++at;
     }
   }
-  return composeEnsemble(n, spec);
+  Composer c(n);
+  return bindComposed(c, composeEnsemble(n, c, spec));
 }
 
-/// ai.onnx.ml TreeEnsembleRegressor (opsets 1 and 3), as onnxruntime runs
-/// it: nodes are named by (tree id, node id) and their children by node id
-/// within the tree; a LEAF node's contributions are the target_* entries
-/// naming it (several targets, or several entries for one target, add up).
-/// X (float, double, int64 or int32) is compared in float (double for a
+/// The nodes and leaves of TreeEnsembleRegressor and TreeEnsembleClassifier
+/// (opsets 1 and 3), as onnxruntime reads them: nodes are named by (tree
+/// id, node id) and their children by node id within the tree; a LEAF
+/// node's contributions are the `leaf`* entries naming it ("target_" or
+/// "class_"; several targets, or several entries for one, add up). X
+/// (float, double, int64 or int32) is compared in float (double for a
 /// double X), the splits being nodes_values (floats) or opset 3's
-/// nodes_values_as_tensor; Y is float. Each tree's root is its one node no
-/// other node names as a child. AVERAGE divides the sum by the number of
-/// trees; base_values are added after. aggregate_function MIN and MAX and
-/// post_transform SOFTMAX_ZERO and PROBIT are refused.
-LogicalResult importTreeEnsembleRegressor(NodeImporter &n) {
-  if (failed(n.checkArity(1, 1)))
+/// nodes_values_as_tensor; the scores are float. Each tree's root is its
+/// one node no other node names as a child. `spec.targets` is set by the
+/// caller; `what` names a leaf entry's target in errors.
+LogicalResult parseLegacyEnsemble(NodeImporter &n, const std::string &leaf,
+                                  StringRef what, EnsembleSpec &spec) {
+  if (failed(n.checkArity(1, 1, /*maxOutputs=*/2)))
     return failure();
   Type xType = n.inputType(0).getElementType();
   OpBuilder &b = n.builder();
@@ -393,18 +396,9 @@ LogicalResult importTreeEnsembleRegressor(NodeImporter &n) {
   FailureOr<int64_t> features = featureCount(n);
   if (failed(features))
     return failure();
-  EnsembleSpec spec;
   spec.compareType = xType.isF64() ? b.getF64Type() : b.getF32Type();
   spec.outputType = b.getF32Type();
-  spec.targets = n.intAttr("n_targets", 1);
-  if (spec.targets <= 0)
-    return n.fail("n_targets must be positive, got " + Twine(spec.targets));
-  std::string aggregate = n.stringAttr("aggregate_function", "SUM");
   std::string post = n.stringAttr("post_transform", "NONE");
-  if (aggregate != "SUM" && aggregate != "AVERAGE")
-    return n.fail("aggregate_function '" + aggregate +
-                  "' is not supported (SUM and AVERAGE are)");
-  spec.aggregate = aggregate == "SUM" ? Sum : Average;
   if (post != "NONE" && post != "SOFTMAX" && post != "LOGISTIC")
     return n.fail("post_transform '" + post +
                   "' is not supported (NONE, SOFTMAX and LOGISTIC are)");
@@ -429,18 +423,18 @@ LogicalResult importTreeEnsembleRegressor(NodeImporter &n) {
     for (float v : n.floatsAttr("nodes_values"))
       values.push_back(v);
   }
-  SmallVector<int64_t> targetTrees = n.intsAttr("target_treeids");
-  SmallVector<int64_t> targetNodes = n.intsAttr("target_nodeids");
-  SmallVector<int64_t> targetIds = n.intsAttr("target_ids");
+  SmallVector<int64_t> targetTrees = n.intsAttr(leaf + "treeids");
+  SmallVector<int64_t> targetNodes = n.intsAttr(leaf + "nodeids");
+  SmallVector<int64_t> targetIds = n.intsAttr(leaf + "ids");
   SmallVector<double> targetWeights;
-  if (n.hasAttr("target_weights_as_tensor")) {
+  if (n.hasAttr(leaf + "weights_as_tensor")) {
     FailureOr<SmallVector<double>> tensor =
-        floatTensorAttr(n, "target_weights_as_tensor");
+        floatTensorAttr(n, leaf + "weights_as_tensor");
     if (failed(tensor))
       return failure();
     targetWeights = *tensor;
   } else {
-    for (float v : n.floatsAttr("target_weights"))
+    for (float v : n.floatsAttr(leaf + "weights"))
       targetWeights.push_back(v);
   }
   if (n.hasAttr("base_values_as_tensor")) {
@@ -472,8 +466,8 @@ LogicalResult importTreeEnsembleRegressor(NodeImporter &n) {
   if (targetNodes.size() != targetTrees.size() ||
       targetIds.size() != targetTrees.size() ||
       targetWeights.size() != targetTrees.size())
-    return n.fail("target_treeids, target_nodeids, target_ids and "
-                  "target_weights differ in length");
+    return n.fail(leaf + "treeids, " + leaf + "nodeids, " + leaf + "ids and " +
+                  leaf + "weights differ in length");
   if (count == 0)
     return n.fail("the ensemble has no nodes");
   if (!spec.baseValues.empty() &&
@@ -551,17 +545,85 @@ LogicalResult importTreeEnsembleRegressor(NodeImporter &n) {
   for (size_t t = 0; t < targetTrees.size(); ++t) {
     auto it = byId.find({targetTrees[t], targetNodes[t]});
     if (it == byId.end() || !isLeaf[it->second])
-      return n.fail("target entry " + Twine(t) + " names tree " +
+      return n.fail(Twine(what) + " entry " + Twine(t) + " names tree " +
                     Twine(targetTrees[t]) + " node " + Twine(targetNodes[t]) +
                     ", which is not a LEAF");
     if (targetIds[t] < 0 || targetIds[t] >= spec.targets)
-      return n.fail("target id " + Twine(targetIds[t]) +
-                    " is out of range for " + Twine(spec.targets) +
-                    " targets");
-    int64_t leaf = shared[it->second] - branches;
-    spec.weights[leaf * spec.targets + targetIds[t]] += targetWeights[t];
+      return n.fail(Twine(what) + " id " + Twine(targetIds[t]) +
+                    " is out of range for " + Twine(spec.targets) + " " +
+                    what + "s");
+    int64_t leafIndex = shared[it->second] - branches;
+    spec.weights[leafIndex * spec.targets + targetIds[t]] += targetWeights[t];
   }
-  return composeEnsemble(n, spec);
+  return success();
+}
+
+
+/// ai.onnx.ml TreeEnsembleRegressor (opsets 1 and 3): parseLegacyEnsemble's
+/// trees with target_* leaves, n_targets outputs. AVERAGE divides the sum
+/// by the number of trees; base_values are added after.
+/// aggregate_function MIN and MAX and post_transform SOFTMAX_ZERO and
+/// PROBIT are refused. onnxruntime 1.20.1 ignores post_transform (but
+/// PROBIT) on a one-target regressor; Kiln applies it, as the operator's
+/// definition says.
+LogicalResult importTreeEnsembleRegressor(NodeImporter &n) {
+  EnsembleSpec spec;
+  spec.targets = n.intAttr("n_targets", 1);
+  if (spec.targets <= 0)
+    return n.fail("n_targets must be positive, got " + Twine(spec.targets));
+  std::string aggregate = n.stringAttr("aggregate_function", "SUM");
+  if (aggregate != "SUM" && aggregate != "AVERAGE")
+    return n.fail("aggregate_function '" + aggregate +
+                  "' is not supported (SUM and AVERAGE are)");
+  spec.aggregate = aggregate == "SUM" ? Sum : Average;
+  if (failed(parseLegacyEnsemble(n, "target_", "target", spec)))
+    return failure();
+  Composer c(n);
+  return bindComposed(c, composeEnsemble(n, c, spec));
+}
+
+/// ai.onnx.ml TreeEnsembleClassifier (opsets 1 and 3): parseLegacyEnsemble's
+/// trees with class_* leaves, one score per class label, summed over the
+/// trees, base_values added, post_transform applied: Z, [N, classes]. Y is
+/// the label of the highest score (the first of equal ones), from
+/// classlabels_int64s; classlabels_strings are mapped on the host
+/// (HostPartition.cpp replaces them with positions first).
+///
+/// Two classes whose leaves score one class only are refused: the
+/// operator does not say what the other class's score is, and onnxruntime
+/// 1.20.1's answer is its own (Z = [0, s] with NONE, [0.5, sigmoid(s)]
+/// with LOGISTIC, measured). Two classes both scored take the top class as
+/// with more (onnxruntime 1.20.1 instead labels every row whose second
+/// score is above 0 with the second label).
+LogicalResult importTreeEnsembleClassifier(NodeImporter &n) {
+  SmallVector<int64_t> labels = n.intsAttr("classlabels_int64s");
+  if (n.hasAttr("classlabels_strings"))
+    return n.fail("classlabels_strings reach the device (an internal error: "
+                  "the host partition maps them)");
+  if (labels.empty())
+    return n.fail("needs classlabels_int64s or classlabels_strings");
+  EnsembleSpec spec;
+  spec.targets = static_cast<int64_t>(labels.size());
+  spec.aggregate = Sum;
+  if (failed(parseLegacyEnsemble(n, "class_", "class", spec)))
+    return failure();
+  SmallVector<int64_t> classIds = n.intsAttr("class_ids");
+  Type i64 = n.builder().getI64Type(), f32 = n.builder().getF32Type();
+  Composer c(n);
+  SmallVector<double> labelValues(labels.begin(), labels.end());
+  Value labelTable = c.constant(
+      RankedTensorType::get({spec.targets}, i64), labelValues);
+  if (labels.size() == 2 && !classIds.empty() && llvm::all_equal(classIds))
+    return n.fail("two classes of which the leaves score one only are not "
+                  "supported (the operator leaves the other's score open, "
+                  "and onnxruntime's rule is its own; score both classes)");
+  Value scores = composeEnsemble(n, c, spec);
+  Value best = c.make<ArgMaxOp>(
+      scores, {n.namedI64("axis", 1),
+               n.named("keepdims", n.builder().getBoolAttr(false))});
+  Value label =
+      c.make<GatherOp>({labelTable, best}, {n.namedI64("axis", 0)});
+  return bindComposed(c, {label, scores});
 }
 
 } // namespace
@@ -577,6 +639,12 @@ void registerTreeEnsembleHandlers(SmallVectorImpl<Handler> &handlers) {
       {"ai.onnx.ml.TreeEnsembleRegressor", 3, importTreeEnsembleRegressor,
        "aggregate_function SUM or AVERAGE; post_transform NONE, SOFTMAX or "
        "LOGISTIC; X of known feature count"},
+      {"ai.onnx.ml.TreeEnsembleClassifier", 1, importTreeEnsembleClassifier,
+       "post_transform NONE, SOFTMAX or LOGISTIC; not two classes with one "
+       "scored; string labels through a host step"},
+      {"ai.onnx.ml.TreeEnsembleClassifier", 3, importTreeEnsembleClassifier,
+       "post_transform NONE, SOFTMAX or LOGISTIC; not two classes with one "
+       "scored; string labels through a host step"},
   });
 }
 

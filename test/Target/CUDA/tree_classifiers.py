@@ -1,0 +1,192 @@
+"""ai.onnx.ml TreeEnsembleClassifier (TreeEnsembleHandlers.cpp) through
+kilnc and kiln-run on emu, for classifiers scikit-learn trains, encoded as
+sklearn-onnx does (tree_regressors.py's node encoding, class_* leaves),
+against onnxruntime 1.20.1 (graph optimizations off) and scikit-learn's
+predict and predict_proba, element by element.
+
+Cases: a random forest of 3 classes with int64 labels (10, 20, 30; each
+leaf scores every class with its class fractions over the number of trees,
+post_transform NONE: the scores are predict_proba); a binary forest with
+string labels ("no", "yes": the device finds the label's position, a host
+step maps it), both classes scored (labels against scikit-learn only:
+onnxruntime labels those by "second score above 0"; two classes with one
+scored are refused, onnx-ml-ops.test); gradient boosting over 3 classes (one tree per class per
+stage, base_values the log priors, SOFTMAX).
+
+Bounds: the scores as tree_regressors.py (the same leaves, the trees added
+in another order in float: trees * 2^-23 * (trees * max |weight| +
+max |base|)), plus 4 * 2^-23 for SOFTMAX; labels exactly.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emu_harness import run  # noqa: E402
+
+
+def encode(trees, classes, weight_of):
+    """sklearn-onnx's node encoding; `weight_of(tree, t, leaf)` gives a
+    leaf's (class, weight) pairs."""
+    a = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids",
+                         "nodes_modes", "nodes_values", "nodes_truenodeids",
+                         "nodes_falsenodeids", "class_treeids", "class_nodeids",
+                         "class_ids", "class_weights")}
+    for t, tree in enumerate(trees):
+        tr = tree.tree_
+        for i in range(tr.node_count):
+            leaf = tr.children_left[i] == -1
+            a["nodes_treeids"].append(t)
+            a["nodes_nodeids"].append(i)
+            a["nodes_featureids"].append(0 if leaf else int(tr.feature[i]))
+            a["nodes_modes"].append("LEAF" if leaf else "BRANCH_LEQ")
+            a["nodes_values"].append(0.0 if leaf else float(tr.threshold[i]))
+            a["nodes_truenodeids"].append(0 if leaf else int(tr.children_left[i]))
+            a["nodes_falsenodeids"].append(0 if leaf else int(tr.children_right[i]))
+            if leaf:
+                for c, w in weight_of(tree, t, i):
+                    a["class_treeids"].append(t)
+                    a["class_nodeids"].append(i)
+                    a["class_ids"].append(c)
+                    a["class_weights"].append(w)
+    return a
+
+
+def classifier_model(attrs, features, batch, classes, label_type, **extra):
+    attrs = dict(attrs)
+    attrs.update(extra)
+    node = helper.make_node("TreeEnsembleClassifier", ["X"], ["label", "scores"],
+                            domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph(
+        [node], "classifier",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [batch, features])],
+        [helper.make_tensor_value_info("label", label_type, [batch]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [batch, classes])])
+    m = helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
+    m.ir_version = 8
+    return m
+
+
+def forest_weights(n_trees):
+    def weight_of(tree, t, i):
+        v = tree.tree_.value[i].reshape(-1)
+        v = v / v.sum()
+        return [(c, float(v[c]) / n_trees) for c in range(len(v))]
+    return weight_of
+
+
+def cases(rng):
+    features, batch = 4, 48
+    train = rng.normal(size=(500, features)).astype(np.float32)
+    three = (np.digitize(train[:, 0] + 0.5 * train[:, 1] * train[:, 2], [-0.5, 0.5])).astype(np.int64)
+    test = rng.normal(size=(batch, features)).astype(np.float32)
+
+    forest = RandomForestClassifier(n_estimators=7, max_depth=6, random_state=0).fit(train, three)
+    attrs = encode(forest.estimators_, 3, forest_weights(len(forest.estimators_)))
+    labels = np.array([10, 20, 30], dtype=np.int64)
+    m = classifier_model(attrs, features, batch, 3, TensorProto.INT64,
+                         classlabels_int64s=labels.tolist())
+    yield ("forest-3-classes", m, test, labels[forest.predict(test)],
+           forest.predict_proba(test), len(forest.estimators_), 0.0, False)
+
+    two = (train[:, 0] * train[:, 1] > 0).astype(np.int64)
+    binary = RandomForestClassifier(n_estimators=5, max_depth=5, random_state=1).fit(train, two)
+    attrs = encode(binary.estimators_, 2, forest_weights(len(binary.estimators_)))
+    names = np.array(["no", "yes"])
+    m = classifier_model(attrs, features, batch, 2, TensorProto.STRING,
+                         classlabels_strings=names.tolist())
+    yield ("forest-binary-strings", m, test, names[binary.predict(test)],
+           binary.predict_proba(test), len(binary.estimators_), 0.0, False)
+
+    boost = GradientBoostingClassifier(n_estimators=6, max_depth=3, learning_rate=0.3,
+                                       random_state=0).fit(train, three)
+    stages = boost.estimators_  # [stages, classes]
+    trees, owner = [], []
+    for stage in stages:
+        for c, tree in enumerate(stage):
+            trees.append(tree)
+            owner.append(c)
+
+    def boost_weight(tree, t, i):
+        return [(owner[t], float(tree.tree_.value[i].reshape(-1)[0]) * boost.learning_rate)]
+    attrs = encode(trees, 3, boost_weight)
+    prior = np.log(boost.init_.class_prior_)
+    m = classifier_model(attrs, features, batch, 3, TensorProto.INT64,
+                         classlabels_int64s=[0, 1, 2], base_values=prior.tolist(),
+                         post_transform="SOFTMAX")
+    yield ("boost-3-classes-softmax", m, test, boost.predict(test),
+           boost.predict_proba(test), len(trees), float(np.max(np.abs(prior))), True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("work")
+    parser.add_argument("--kilnc", default="kilnc")
+    parser.add_argument("--kiln-run", dest="kiln_run", default="kiln-run")
+    args = parser.parse_args()
+    failures = count = 0
+    eps = 2.0 ** -23
+    for name, m, x, skl_label, skl_proba, trees, base, softmax in cases(
+            np.random.default_rng(11)):
+        count += 1
+        work = os.path.join(args.work, name)
+        os.makedirs(work, exist_ok=True)
+        path = os.path.join(work, "model.onnx")
+        onnx.save(m, path)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        ort_label, ort_scores = ort.InferenceSession(path, options).run(None, {"X": x})
+        artifact = os.path.join(work, "m.kiln")
+        built = run([args.kilnc, path, "-o", artifact])
+        if built.returncode:
+            print(f"{name}: kilnc failed: {built.stderr.strip()} FAIL")
+            failures += 1
+            continue
+        np.save(os.path.join(work, "X.npy"), x)
+        ran = run([args.kiln_run, artifact, "--device", "emu", "-o", work,
+                   "-i", f"X={os.path.join(work, 'X.npy')}"])
+        if ran.returncode:
+            print(f"{name}: kiln-run failed: {ran.stderr.strip()} FAIL")
+            failures += 1
+            continue
+        label = np.load(os.path.join(work, "label.npy"))
+        scores = np.load(os.path.join(work, "scores.npy")).astype(np.float64)
+        weights = np.abs(np.array(m.graph.node[0].attribute[
+            [a.name for a in m.graph.node[0].attribute].index("class_weights")].floats))
+        bound = trees * eps * (trees * float(weights.max()) + base)
+        if softmax:
+            bound += 4 * eps
+        line, bad = f"{name}:", False
+        references = [("onnxruntime", ort_label, ort_scores)]
+        if name == "forest-binary-strings":
+            # Two classes both scored: onnxruntime labels every row whose
+            # second score is above 0 with the second label; Kiln takes the
+            # top class, as the operator says (and scikit-learn predicts).
+            references = [("onnxruntime", None, ort_scores)]
+        if skl_label is not None:
+            references.append(("sklearn", skl_label, skl_proba))
+        for ref_name, ref_label, ref_scores in references:
+            labels_off = 0 if ref_label is None else int(np.sum(
+                np.array([str(v) for v in label.ravel()]) !=
+                np.array([v.decode() if isinstance(v, bytes) else str(v)
+                          for v in np.asarray(ref_label).ravel()])))
+            error = np.abs(scores - np.asarray(ref_scores, dtype=np.float64))
+            off = int(np.sum(~(error <= bound)))
+            bad |= labels_off != 0 or off != 0
+            line += (f" vs {ref_name}: labels {labels_off}/{label.size} differ, scores "
+                     f"{off}/{scores.size} off (max abs err {float(error.max()):.3g})")
+        failures += bad
+        print(line, "FAIL" if bad else "ok")
+    print(f"tree classifiers: {count} cases, {failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
