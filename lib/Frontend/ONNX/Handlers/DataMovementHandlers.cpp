@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../NodeImporter.h"
+#include "Composer.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
@@ -665,9 +666,11 @@ LogicalResult importTile(NodeImporter &n) {
 }
 
 /// Trilu keeps the elements on and above (upper) or on and below (lower)
-/// the k-th diagonal of the last two dimensions. With static shapes the mask
-/// is a compile-time constant: select(mask, x, 0), the mask broadcasting over
-/// the leading dimensions.
+/// the k-th diagonal of the last two dimensions: select(mask, x, 0), the
+/// mask (column - row >= k, or <= k) computed from two iotas and
+/// broadcasting over the leading dimensions. (It was a materialised
+/// constant of rows * cols booleans, whose size overflowed for a dim near
+/// 2^63: reliability finding 18.)
 LogicalResult importTrilu(NodeImporter &n) {
   if (failed(n.checkArity(1, 2)))
     return failure();
@@ -686,15 +689,21 @@ LogicalResult importTrilu(NodeImporter &n) {
   bool upper = n.intAttr("upper", 1) != 0;
   int64_t rows = type.getDimSize(type.getRank() - 2);
   int64_t cols = type.getDimSize(type.getRank() - 1);
-  SmallVector<bool> mask;
-  mask.reserve(rows * cols);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      mask.push_back(upper ? j - i >= k : j - i <= k);
-  auto maskType = RankedTensorType::get({rows, cols}, n.builder().getI1Type());
-  Value maskValue = n.constant(DenseElementsAttr::get(maskType, ArrayRef(mask)));
-  Value zero = n.scalar(type.getElementType(), 0.0);
-  return bind(n, n.make<SelectOp>({maskValue, n.input(0), zero}));
+  if (ShapedType::isDynamic(rows) || ShapedType::isDynamic(cols))
+    return n.fail("the last two dims must be known at compile time");
+  // column - row lies in [1 - rows, cols - 1]: a k past that is the same as
+  // the bound (and fits a double exactly, as the constant is built).
+  int64_t bound = std::min<int64_t>(std::max(rows, cols), int64_t{1} << 52);
+  k = std::clamp<int64_t>(k, -bound, bound);
+  Composer c(n);
+  Type i64 = n.builder().getI64Type();
+  Value diff = c.make<SubOp>({c.iotaAlong(cols, 1, 2, i64),
+                              c.iotaAlong(rows, 0, 2, i64)}); // [rows, cols]
+  Value kValue = c.scalar(i64, static_cast<double>(k));
+  Value mask = upper ? c.make<GreaterEqualOp>({diff, kValue})
+                     : c.make<LessEqualOp>({diff, kValue});
+  Value zero = c.scalar(type.getElementType(), 0.0);
+  return bindComposed(c, c.make<SelectOp>({mask, n.input(0), zero}));
 }
 
 //===----------------------------------------------------------------------===//
