@@ -156,7 +156,11 @@ private:
   LogicalResult collectInputs(SmallVectorImpl<Type> &types,
                               SmallVectorImpl<std::string> &names);
   LogicalResult checkSingleDefinitions();
-  LogicalResult sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order);
+  /// The nodes in topological order (Kahn's, keeping the given order where
+  /// it already is). `undefinedOk`: an input nothing defines is left for a
+  /// later check to report (the first sort runs before the inputs' checks).
+  LogicalResult sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order,
+                          bool undefinedOk = false);
   LogicalResult importNode(const onnx::NodeProto &node);
   FailureOr<SmallVector<SubgraphValue>>
   importSubgraph(const onnx::GraphProto &graph,
@@ -508,16 +512,21 @@ LogicalResult GraphImporter::checkSingleDefinitions() {
 }
 
 LogicalResult
-GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order) {
+GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order,
+                         bool undefinedOk) {
   const onnx::GraphProto &graph = model.graph();
   llvm::StringMap<int> producer;
   for (int i = 0; i < graph.node_size(); ++i)
     for (const std::string &out : graph.node(i).output())
       if (!out.empty())
         producer.try_emplace(out, i);
+  // Graph inputs and initializers (read from the graph: sortNodes also
+  // runs before collectInputs fills `initializers`).
   llvm::StringSet<> graphInputs;
   for (const onnx::ValueInfoProto &in : graph.input())
     graphInputs.insert(in.name());
+  for (const onnx::TensorProto &init : graph.initializer())
+    graphInputs.insert(init.name());
 
   // Kahn's algorithm; a min-heap of ready nodes keeps the model's order
   // whenever it is already topological.
@@ -537,9 +546,11 @@ GraphImporter::sortNodes(SmallVectorImpl<const onnx::NodeProto *> &order) {
     for (const auto &name : captured)
       reads.push_back(name.getKey().str());
     for (const std::string &in : reads) {
-      if (in.empty() || graphInputs.contains(in) || initializers.count(in))
+      if (in.empty() || graphInputs.contains(in))
         continue;
       auto it = producer.find(in);
+      if (it == producer.end() && undefinedOk)
+        continue;
       if (it == producer.end())
         return fail(
             describeNode(node) + ": input '" + in +
@@ -951,6 +962,24 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     if (failed(parseModel()) || failed(readOpsets()) ||
         failed(checkSingleDefinitions()))
       return failure();
+    // The host partition walks the nodes in graph order: put them in
+    // topological order first, as ONNX requires and the importer accepts
+    // (reliability finding 19: a Cast to STRING listed before the Add it
+    // reads became a host step reading an undefined value).
+    {
+      SmallVector<const onnx::NodeProto *> order;
+      if (failed(sortNodes(order, /*undefinedOk=*/true)))
+        return failure();
+      bool sorted = true;
+      for (auto [i, node] : llvm::enumerate(order))
+        sorted &= node == &model.graph().node(static_cast<int>(i));
+      if (!sorted) {
+        google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+        for (const onnx::NodeProto *node : order)
+          *nodes.Add() = *node;
+        model.mutable_graph()->mutable_node()->Swap(&nodes);
+      }
+    }
     if (options.hostProgram &&
         failed(splitHostSteps(model, options, baseDir, context,
                               *options.hostProgram, error)))

@@ -18,16 +18,28 @@ def run(command):
 
 
 def compile_and_run(args, name, path, flags, feeds, work):
-    """kilnc `path` with `flags` into work/m.kiln and work/m.ptx, then
+    """kilnc `path` with `flags` into work/m.ptx and work/m.kiln, then
     kiln-run on emu with `feeds` (name -> array), outputs into `work` as
     <output>.npy. Returns the PTX text, or None after printing
     "<name>: ... FAIL" when a tool fails."""
-    artifact, ptx = os.path.join(work, "m.kiln"), os.path.join(work, "m.ptx")
-    built = run([args.kilnc, path, "-o", artifact] + flags)
+    ptx = os.path.join(work, "m.ptx")
     emitted = run([args.kilnc, path, "--emit=ptx", "-o", ptx] + flags)
-    if built.returncode or emitted.returncode:
-        error = (built.stderr or emitted.stderr).strip().splitlines()[:1]
-        print(f"{name}: kilnc failed: {error} FAIL")
+    if emitted.returncode:
+        print(f"{name}: kilnc failed: {emitted.stderr.strip().splitlines()[:1]} FAIL")
+        return None
+    if run_model(args, name, path, feeds, work, [], flags) is None:
+        return None
+    return open(ptx).read()
+
+
+def run_model(args, name, path, feeds, work, outputs, flags=()):
+    """kilnc `path` (with `flags`) into work/m.kiln and kiln-run it on emu
+    with `feeds` (name -> array). Returns the arrays of `outputs`, in order,
+    or None after printing "<name>: ... FAIL" when a tool fails."""
+    artifact = os.path.join(work, "m.kiln")
+    built = run([args.kilnc, path, "-o", artifact] + list(flags))
+    if built.returncode:
+        print(f"{name}: kilnc failed: {built.stderr.strip().splitlines()[:1]} FAIL")
         return None
     command = [args.kiln_run, artifact, "--device", "emu", "-o", work]
     for input_name, data in feeds.items():
@@ -35,10 +47,10 @@ def compile_and_run(args, name, path, flags, feeds, work):
         np.save(file, data)
         command += ["-i", f"{input_name}={file}"]
     ran = run(command)
-    if ran.returncode != 0:
+    if ran.returncode:
         print(f"{name}: kiln-run failed: {ran.stderr.strip().splitlines()[:1]} FAIL")
         return None
-    return open(ptx).read()
+    return [np.load(os.path.join(work, f"{o}.npy")) for o in outputs]
 
 
 def count(ptx, pattern):

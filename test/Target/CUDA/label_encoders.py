@@ -28,7 +28,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_harness import run  # noqa: E402
+from emu_harness import run_model  # noqa: E402
 
 NP = {TensorProto.INT64: np.int64, TensorProto.FLOAT: np.float32,
       TensorProto.INT32: np.int32, TensorProto.DOUBLE: np.float64}
@@ -136,20 +136,11 @@ def main():
         except ort.capi.onnxruntime_pybind11_state.NotImplemented:
             expected = ReferenceEvaluator(m).run(None, {"x": x})[0]
             reference = "onnx reference"
-        artifact = os.path.join(work, "m.kiln")
-        built = run([args.kilnc, path, "-o", artifact])
-        if built.returncode:
-            print(f"{name}: kilnc failed: {built.stderr.strip()} FAIL")
+        results = run_model(args, name, path, {"x": x}, work, ["y"])
+        if results is None:
             failures += 1
             continue
-        np.save(os.path.join(work, "x.npy"), x)
-        ran = run([args.kiln_run, artifact, "--device", "emu", "-o", work,
-                   "-i", f"x={os.path.join(work, 'x.npy')}"])
-        if ran.returncode:
-            print(f"{name}: kiln-run failed: {ran.stderr.strip()} FAIL")
-            failures += 1
-            continue
-        got = np.load(os.path.join(work, "y.npy"))
+        got = results[0]
         if expected.dtype.kind in "OUS":
             got_text = [str(v) for v in got.ravel()]
             want = [v.decode() if isinstance(v, bytes) else str(v)

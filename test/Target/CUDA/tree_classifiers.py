@@ -28,7 +28,7 @@ from onnx import TensorProto, helper
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_harness import run  # noqa: E402
+from emu_harness import run_model  # noqa: E402
 
 
 def encode(trees, classes, weight_of):
@@ -143,21 +143,11 @@ def main():
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         ort_label, ort_scores = ort.InferenceSession(path, options).run(None, {"X": x})
-        artifact = os.path.join(work, "m.kiln")
-        built = run([args.kilnc, path, "-o", artifact])
-        if built.returncode:
-            print(f"{name}: kilnc failed: {built.stderr.strip()} FAIL")
+        results = run_model(args, name, path, {"X": x}, work, ["label", "scores"])
+        if results is None:
             failures += 1
             continue
-        np.save(os.path.join(work, "X.npy"), x)
-        ran = run([args.kiln_run, artifact, "--device", "emu", "-o", work,
-                   "-i", f"X={os.path.join(work, 'X.npy')}"])
-        if ran.returncode:
-            print(f"{name}: kiln-run failed: {ran.stderr.strip()} FAIL")
-            failures += 1
-            continue
-        label = np.load(os.path.join(work, "label.npy"))
-        scores = np.load(os.path.join(work, "scores.npy")).astype(np.float64)
+        label, scores = results[0], results[1].astype(np.float64)
         weights = np.abs(np.array(m.graph.node[0].attribute[
             [a.name for a in m.graph.node[0].attribute].index("class_weights")].floats))
         bound = trees * eps * (trees * float(weights.max()) + base)

@@ -31,7 +31,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_harness import run  # noqa: E402
+from emu_harness import run_model  # noqa: E402
 
 
 def random_ensemble(rng, features, trees, max_depth, with_member):
@@ -176,20 +176,11 @@ def main():
         onnx.save(model, path)
         reference = ReferenceEvaluator(model).run(None, {"X": x})[0]
         expected = transform(reference, case["post"])
-        artifact = os.path.join(work, "m.kiln")
-        built = run([args.kilnc, path, "-o", artifact])
-        if built.returncode:
-            print(f"{case['name']}: kilnc failed: {built.stderr.strip()} FAIL")
+        results = run_model(args, case["name"], path, {"X": x}, work, ["Y"])
+        if results is None:
             failures += 1
             continue
-        np.save(os.path.join(work, "X.npy"), x)
-        ran = run([args.kiln_run, artifact, "--device", "emu", "-o", work,
-                   "-i", f"X={os.path.join(work, 'X.npy')}"])
-        if ran.returncode:
-            print(f"{case['name']}: kiln-run failed: {ran.stderr.strip()} FAIL")
-            failures += 1
-            continue
-        got = np.load(os.path.join(work, "Y.npy")).astype(np.float64)
+        got = results[0].astype(np.float64)
         eps = float(np.finfo(case["dtype"]).eps)
         trees = case["trees"]
         if case["aggregate"] in (2, 3):

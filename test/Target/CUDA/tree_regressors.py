@@ -32,7 +32,7 @@ from onnx import TensorProto, helper
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_harness import run  # noqa: E402
+from emu_harness import run_model  # noqa: E402
 
 
 def ensemble_attrs(estimators, scale, targets, rng, tracks):
@@ -149,20 +149,11 @@ def main():
             # says; the operator's definition applies it: checked against
             # scikit-learn's prediction through the logistic function.
             expected = None
-        artifact = os.path.join(work, "m.kiln")
-        built = run([args.kilnc, path, "-o", artifact])
-        if built.returncode:
-            print(f"{name}: kilnc failed: {built.stderr.strip()} FAIL")
+        results = run_model(args, name, path, {"X": x}, work, ["Y"])
+        if results is None:
             failures += 1
             continue
-        np.save(os.path.join(work, "X.npy"), x)
-        ran = run([args.kiln_run, artifact, "--device", "emu", "-o", work,
-                   "-i", f"X={os.path.join(work, 'X.npy')}"])
-        if ran.returncode:
-            print(f"{name}: kiln-run failed: {ran.stderr.strip()} FAIL")
-            failures += 1
-            continue
-        got = np.load(os.path.join(work, "Y.npy")).astype(np.float64)
+        got = results[0].astype(np.float64)
         weights = [w for w in m.graph.node[0].attribute
                    if w.name.startswith("target_weights")][0]
         w = np.array(weights.floats or onnx.numpy_helper.to_array(weights.t))

@@ -184,6 +184,14 @@ private:
   bool hasFailed = false;
 };
 
+/// A type as MLIR prints it ("f32", "tensor<2x3xi64>"), for errors.
+inline std::string typeText(mlir::Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
 /// Binds the composition's results, or fails when any step failed.
 inline llvm::LogicalResult bindComposed(Composer &c, mlir::ValueRange values) {
   if (c.failed())

@@ -24,13 +24,6 @@ using namespace mlir;
 namespace kiln::onnx_frontend {
 namespace {
 
-std::string typeText(Type type) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << type;
-  return text;
-}
-
 /// The element types both ops take for X: tensor(float), tensor(double),
 /// tensor(int64), tensor(int32).
 bool isMLNumericType(Type type) {

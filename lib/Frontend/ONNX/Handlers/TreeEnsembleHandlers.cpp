@@ -36,13 +36,6 @@ using namespace mlir;
 namespace kiln::onnx_frontend {
 namespace {
 
-std::string typeText(Type type) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << type;
-  return text;
-}
-
 enum Mode : int64_t { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER };
 enum Aggregate : int64_t { Average, Sum, Min, Max };
 
@@ -79,6 +72,18 @@ FailureOr<SmallVector<double>> floatTensorAttr(NodeImporter &n,
     v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
     values.push_back(v.convertToDouble());
   }
+  return values;
+}
+
+/// A float list attribute of opsets 1-3's tree ensembles: `name` (floats)
+/// or `name`_as_tensor (opset 3, for doubles). Empty when neither is set.
+FailureOr<SmallVector<double>> floatsOrTensor(NodeImporter &n,
+                                              const std::string &name) {
+  if (n.hasAttr(name + "_as_tensor"))
+    return floatTensorAttr(n, name + "_as_tensor");
+  SmallVector<double> values;
+  for (float v : n.floatsAttr(name))
+    values.push_back(v);
   return values;
 }
 
@@ -412,41 +417,16 @@ LogicalResult parseLegacyEnsemble(NodeImporter &n, const std::string &leaf,
   SmallVector<int64_t> tracksTrue =
       n.intsAttr("nodes_missing_value_tracks_true");
   SmallVector<std::string> modeNames = n.stringsAttr("nodes_modes");
-  SmallVector<double> values;
-  if (n.hasAttr("nodes_values_as_tensor")) {
-    FailureOr<SmallVector<double>> tensor =
-        floatTensorAttr(n, "nodes_values_as_tensor");
-    if (failed(tensor))
-      return failure();
-    values = *tensor;
-  } else {
-    for (float v : n.floatsAttr("nodes_values"))
-      values.push_back(v);
-  }
+  FailureOr<SmallVector<double>> valuesOr = floatsOrTensor(n, "nodes_values");
   SmallVector<int64_t> targetTrees = n.intsAttr(leaf + "treeids");
   SmallVector<int64_t> targetNodes = n.intsAttr(leaf + "nodeids");
   SmallVector<int64_t> targetIds = n.intsAttr(leaf + "ids");
-  SmallVector<double> targetWeights;
-  if (n.hasAttr(leaf + "weights_as_tensor")) {
-    FailureOr<SmallVector<double>> tensor =
-        floatTensorAttr(n, leaf + "weights_as_tensor");
-    if (failed(tensor))
-      return failure();
-    targetWeights = *tensor;
-  } else {
-    for (float v : n.floatsAttr(leaf + "weights"))
-      targetWeights.push_back(v);
-  }
-  if (n.hasAttr("base_values_as_tensor")) {
-    FailureOr<SmallVector<double>> tensor =
-        floatTensorAttr(n, "base_values_as_tensor");
-    if (failed(tensor))
-      return failure();
-    spec.baseValues = *tensor;
-  } else {
-    for (float v : n.floatsAttr("base_values"))
-      spec.baseValues.push_back(v);
-  }
+  FailureOr<SmallVector<double>> weightsOr = floatsOrTensor(n, leaf + "weights");
+  FailureOr<SmallVector<double>> baseOr = floatsOrTensor(n, "base_values");
+  if (failed(valuesOr) || failed(weightsOr) || failed(baseOr))
+    return failure();
+  SmallVector<double> &values = *valuesOr, &targetWeights = *weightsOr;
+  spec.baseValues = *baseOr;
 
   size_t count = nodeIds.size();
   for (auto [size, name] :
@@ -608,7 +588,7 @@ LogicalResult importTreeEnsembleClassifier(NodeImporter &n) {
   if (failed(parseLegacyEnsemble(n, "class_", "class", spec)))
     return failure();
   SmallVector<int64_t> classIds = n.intsAttr("class_ids");
-  Type i64 = n.builder().getI64Type(), f32 = n.builder().getF32Type();
+  Type i64 = n.builder().getI64Type();
   Composer c(n);
   SmallVector<double> labelValues(labels.begin(), labels.end());
   Value labelTable = c.constant(
