@@ -13,6 +13,27 @@ import subprocess
 import numpy as np
 
 
+def parse_args():
+    """The work directory and the tools, as every emu test script takes
+    them."""
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("work")
+    parser.add_argument("--kilnc", default="kilnc")
+    parser.add_argument("--kiln-run", dest="kiln_run", default="kiln-run")
+    return parser.parse_args()
+
+
+def onnxruntime_run(path, feeds):
+    """The model's outputs from onnxruntime with graph optimizations off
+    (the project's reference setting). Raises onnxruntime's NotImplemented
+    where it has no kernel."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(path, options).run(None, feeds)
+
+
 def run(command):
     return subprocess.run(command, capture_output=True, text=True)
 

@@ -17,7 +17,6 @@ present: x = 0.0 takes the first, as onnxruntime does, whatever the
 opset's "bit-wise comparison" says); int32 keys to double values. Inputs
 hit and miss keys, and include NaN, 0.0 and -0.0 where x is float.
 """
-import argparse
 import os
 import sys
 
@@ -28,7 +27,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_harness import run_model  # noqa: E402
+from emu_harness import onnxruntime_run, parse_args, run_model  # noqa: E402
 
 NP = {TensorProto.INT64: np.int64, TensorProto.FLOAT: np.float32,
       TensorProto.INT32: np.int32, TensorProto.DOUBLE: np.float64}
@@ -116,11 +115,7 @@ def cases(rng):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("work")
-    parser.add_argument("--kilnc", default="kilnc")
-    parser.add_argument("--kiln-run", dest="kiln_run", default="kiln-run")
-    args = parser.parse_args()
+    args = parse_args()
     failures = count = 0
     for name, m, x in cases(np.random.default_rng(7)):
         count += 1
@@ -128,10 +123,8 @@ def main():
         os.makedirs(work, exist_ok=True)
         path = os.path.join(work, "model.onnx")
         onnx.save(m, path)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
-            expected = ort.InferenceSession(path, options).run(None, {"x": x})[0]
+            expected = onnxruntime_run(path, {"x": x})[0]
             reference = "onnxruntime"
         except ort.capi.onnxruntime_pybind11_state.NotImplemented:
             expected = ReferenceEvaluator(m).run(None, {"x": x})[0]

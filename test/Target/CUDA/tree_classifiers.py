@@ -17,45 +17,24 @@ Bounds: the scores as tree_regressors.py (the same leaves, the trees added
 in another order in float: trees * 2^-23 * (trees * max |weight| +
 max |base|)), plus 4 * 2^-23 for SOFTMAX; labels exactly.
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_harness import run_model  # noqa: E402
+from emu_harness import onnxruntime_run, parse_args, run_model  # noqa: E402
+from tree_regressors import encode_trees  # noqa: E402
 
 
 def encode(trees, classes, weight_of):
-    """sklearn-onnx's node encoding; `weight_of(tree, t, leaf)` gives a
-    leaf's (class, weight) pairs."""
-    a = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids",
-                         "nodes_modes", "nodes_values", "nodes_truenodeids",
-                         "nodes_falsenodeids", "class_treeids", "class_nodeids",
-                         "class_ids", "class_weights")}
-    for t, tree in enumerate(trees):
-        tr = tree.tree_
-        for i in range(tr.node_count):
-            leaf = tr.children_left[i] == -1
-            a["nodes_treeids"].append(t)
-            a["nodes_nodeids"].append(i)
-            a["nodes_featureids"].append(0 if leaf else int(tr.feature[i]))
-            a["nodes_modes"].append("LEAF" if leaf else "BRANCH_LEQ")
-            a["nodes_values"].append(0.0 if leaf else float(tr.threshold[i]))
-            a["nodes_truenodeids"].append(0 if leaf else int(tr.children_left[i]))
-            a["nodes_falsenodeids"].append(0 if leaf else int(tr.children_right[i]))
-            if leaf:
-                for c, w in weight_of(tree, t, i):
-                    a["class_treeids"].append(t)
-                    a["class_nodeids"].append(i)
-                    a["class_ids"].append(c)
-                    a["class_weights"].append(w)
-    return a
+    """sklearn-onnx's encoding (tree_regressors.encode_trees) with class_*
+    leaves; `weight_of(tree, t, leaf)` gives a leaf's (class, weight)
+    pairs."""
+    return encode_trees(trees, "class_", weight_of)
 
 
 def classifier_model(attrs, features, batch, classes, label_type, **extra):
@@ -126,11 +105,7 @@ def cases(rng):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("work")
-    parser.add_argument("--kilnc", default="kilnc")
-    parser.add_argument("--kiln-run", dest="kiln_run", default="kiln-run")
-    args = parser.parse_args()
+    args = parse_args()
     failures = count = 0
     eps = 2.0 ** -23
     for name, m, x, skl_label, skl_proba, trees, base, softmax in cases(
@@ -140,9 +115,7 @@ def main():
         os.makedirs(work, exist_ok=True)
         path = os.path.join(work, "model.onnx")
         onnx.save(m, path)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        ort_label, ort_scores = ort.InferenceSession(path, options).run(None, {"X": x})
+        ort_label, ort_scores = onnxruntime_run(path, {"X": x})
         results = run_model(args, name, path, {"X": x}, work, ["label", "scores"])
         if results is None:
             failures += 1

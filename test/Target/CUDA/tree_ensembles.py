@@ -21,7 +21,6 @@ at a 0.0 member (its `while (m := next(it)) and not isnan(m)`): sets here
 hold nonzero members and nodes are numbered depth first, so the spec's node
 order and the reference's agree.
 """
-import argparse
 import os
 import sys
 
@@ -31,7 +30,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_harness import run_model  # noqa: E402
+from emu_harness import parse_args, run_model  # noqa: E402
 
 
 def random_ensemble(rng, features, trees, max_depth, with_member):
@@ -157,11 +156,7 @@ CASES = [
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("work")
-    parser.add_argument("--kilnc", default="kilnc")
-    parser.add_argument("--kiln-run", dest="kiln_run", default="kiln-run")
-    args = parser.parse_args()
+    args = parse_args()
     os.makedirs(args.work, exist_ok=True)
     failures = 0
     for index, base in enumerate(CASES):

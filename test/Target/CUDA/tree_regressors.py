@@ -21,7 +21,6 @@ sum bounded by trees * max |weight| + |base|. Against scikit-learn, which
 compares in float32 too (its trees are trained on float32 features) but
 adds in float64, the same bound. LOGISTIC adds 4 * 2^-23.
 """
-import argparse
 import os
 import sys
 
@@ -32,17 +31,20 @@ from onnx import TensorProto, helper
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emu_harness import run_model  # noqa: E402
+from emu_harness import onnxruntime_run, parse_args, run_model  # noqa: E402
 
 
-def ensemble_attrs(estimators, scale, targets, rng, tracks):
-    """sklearn-onnx's encoding of sklearn trees."""
+def encode_trees(trees, prefix, leaf_entries, tracks=lambda: 0):
+    """sklearn-onnx's encoding of scikit-learn trees: nodes by (tree, node)
+    id, BRANCH_LEQ with the left child true, LEAF nodes; each leaf's
+    (target or class, weight) pairs from `leaf_entries(tree, t, i)` as
+    `prefix`* entries ("target_" or "class_"); `tracks()` gives each
+    branch's nodes_missing_value_tracks_true."""
     a = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids",
                          "nodes_modes", "nodes_values", "nodes_truenodeids",
-                         "nodes_falsenodeids", "nodes_missing_value_tracks_true",
-                         "target_treeids", "target_nodeids", "target_ids",
-                         "target_weights")}
-    for t, tree in enumerate(estimators):
+                         "nodes_falsenodeids", "nodes_missing_value_tracks_true")}
+    a.update({prefix + k: [] for k in ("treeids", "nodeids", "ids", "weights")})
+    for t, tree in enumerate(trees):
         tr = tree.tree_
         for i in range(tr.node_count):
             leaf = tr.children_left[i] == -1
@@ -53,15 +55,25 @@ def ensemble_attrs(estimators, scale, targets, rng, tracks):
             a["nodes_values"].append(0.0 if leaf else float(tr.threshold[i]))
             a["nodes_truenodeids"].append(0 if leaf else int(tr.children_left[i]))
             a["nodes_falsenodeids"].append(0 if leaf else int(tr.children_right[i]))
-            a["nodes_missing_value_tracks_true"].append(
-                int(tracks and not leaf and rng.random() < 0.5))
+            a["nodes_missing_value_tracks_true"].append(0 if leaf else int(tracks()))
             if leaf:
-                for k in range(targets):
-                    a["target_treeids"].append(t)
-                    a["target_nodeids"].append(i)
-                    a["target_ids"].append(k)
-                    a["target_weights"].append(float(tr.value[i].reshape(-1)[k]) * scale)
+                for k, w in leaf_entries(tree, t, i):
+                    a[prefix + "treeids"].append(t)
+                    a[prefix + "nodeids"].append(i)
+                    a[prefix + "ids"].append(k)
+                    a[prefix + "weights"].append(w)
+    if not any(a["nodes_missing_value_tracks_true"]):
+        a.pop("nodes_missing_value_tracks_true")
     return a
+
+
+def ensemble_attrs(estimators, scale, targets, rng, tracks):
+    """A regressor's trees: each leaf's value per target, times `scale`."""
+    def leaf_entries(tree, t, i):
+        v = tree.tree_.value[i].reshape(-1)
+        return [(k, float(v[k]) * scale) for k in range(targets)]
+    return encode_trees(estimators, "target_", leaf_entries,
+                        lambda: tracks and rng.random() < 0.5)
 
 
 def regressor_model(attrs, x_type, features, batch, targets, ml_opset, **extra):
@@ -73,8 +85,6 @@ def regressor_model(attrs, x_type, features, batch, targets, ml_opset, **extra):
                 values = attrs.pop(key)
                 attrs[key + "_as_tensor"] = helper.make_tensor(
                     key, TensorProto.FLOAT, [len(values)], values)
-    if not any(attrs["nodes_missing_value_tracks_true"]):
-        attrs.pop("nodes_missing_value_tracks_true")
     node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"],
                             domain="ai.onnx.ml", n_targets=targets, **attrs)
     graph = helper.make_graph(
@@ -124,11 +134,7 @@ def cases(rng):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("work")
-    parser.add_argument("--kilnc", default="kilnc")
-    parser.add_argument("--kiln-run", dest="kiln_run", default="kiln-run")
-    args = parser.parse_args()
+    args = parse_args()
     failures = count = 0
     eps = 2.0 ** -23
     for name, m, x, skl, trees, base, logistic in cases(np.random.default_rng(5)):
@@ -137,10 +143,8 @@ def main():
         os.makedirs(work, exist_ok=True)
         path = os.path.join(work, "model.onnx")
         onnx.save(m, path)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
-            expected = ort.InferenceSession(path, options).run(None, {"X": x})[0]
+            expected = onnxruntime_run(path, {"X": x})[0]
         except ort.capi.onnxruntime_pybind11_state.NotImplemented:
             expected = None  # onnxruntime has no int64 X: scikit-learn only
         if logistic:
