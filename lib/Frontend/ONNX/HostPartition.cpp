@@ -881,8 +881,12 @@ LogicalResult Partitioner::rewriteGraph(const llvm::StringSet<> &deviceReads) {
       decl.shape = *shape;
     } else if (output.type().has_tensor_type() &&
                output.type().tensor_type().has_shape()) {
+      // A declared dim below 0 is unknown, as the importer reads inputs
+      // (reliability finding 20: -3 reached the artifact's verifier).
       for (const auto &dim : output.type().tensor_type().shape().dim())
-        decl.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+        decl.shape.push_back(dim.has_dim_value() && dim.dim_value() >= 0
+                                 ? dim.dim_value()
+                                 : -1);
     }
     program.outputs.push_back(std::move(decl));
   }

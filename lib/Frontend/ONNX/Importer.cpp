@@ -962,6 +962,19 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     if (failed(parseModel()) || failed(readOpsets()) ||
         failed(checkSingleDefinitions()))
       return failure();
+    // The host partition takes nodes before importNode checks them: check
+    // the main graph's nodes against onnx's schemas first (reliability
+    // finding 21: a host Cast with no outputs was read past its end).
+    for (const onnx::NodeProto &node : model.graph().node()) {
+      if (node.domain() == kMicrosoftDomain)
+        continue;
+      int64_t version = node.domain() == kTrainingDomain ? trainingOpset
+                        : node.domain() == kMLDomain     ? mlOpset
+                                                         : opset;
+      std::string arity = checkSchemaArity(node, version);
+      if (!arity.empty())
+        return fail(describeNode(node) + ": " + arity);
+    }
     // The host partition walks the nodes in graph order: put them in
     // topological order first, as ONNX requires and the importer accepts
     // (reliability finding 19: a Cast to STRING listed before the Add it
