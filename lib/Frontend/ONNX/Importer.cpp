@@ -156,6 +156,13 @@ private:
   LogicalResult collectInputs(SmallVectorImpl<Type> &types,
                               SmallVectorImpl<std::string> &names);
   LogicalResult checkSingleDefinitions();
+  /// The opset a node's domain imports (com.microsoft's ops: 1).
+  int64_t domainOpsetOf(const onnx::NodeProto &node) const {
+    return node.domain() == kTrainingDomain    ? trainingOpset
+           : node.domain() == kMicrosoftDomain ? 1
+           : node.domain() == kMLDomain        ? mlOpset
+                                               : opset;
+  }
   /// The nodes in topological order (Kahn's, keeping the given order where
   /// it already is). `undefinedOk`: an input nothing defines is left for a
   /// later check to report (the first sort runs before the inputs' checks).
@@ -703,10 +710,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   std::string opType = inTrainingDomain || inMicrosoftDomain || inMLDomain
                            ? node.domain() + "." + node.op_type()
                            : node.op_type();
-  int64_t domainOpset = inTrainingDomain    ? trainingOpset
-                        : inMicrosoftDomain ? 1
-                        : inMLDomain        ? mlOpset
-                                            : opset;
+  int64_t domainOpset = domainOpsetOf(node);
   // Other domains' handlers are registered under qualified names: a
   // default-domain op type spelled like one ("com.microsoft.QLinearSoftmax"
   // with no domain) is not theirs.
@@ -964,14 +968,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
       return failure();
     // The host partition takes nodes before importNode checks them: check
     // the main graph's nodes against onnx's schemas first (reliability
-    // finding 21: a host Cast with no outputs was read past its end).
+    // finding 21: a host Cast with no inputs was read past its end).
     for (const onnx::NodeProto &node : model.graph().node()) {
       if (node.domain() == kMicrosoftDomain)
         continue;
-      int64_t version = node.domain() == kTrainingDomain ? trainingOpset
-                        : node.domain() == kMLDomain     ? mlOpset
-                                                         : opset;
-      std::string arity = checkSchemaArity(node, version);
+      std::string arity = checkSchemaArity(node, domainOpsetOf(node));
       if (!arity.empty())
         return fail(describeNode(node) + ": " + arity);
     }
