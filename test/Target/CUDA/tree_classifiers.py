@@ -9,13 +9,27 @@ leaf scores every class with its class fractions over the number of trees,
 post_transform NONE: the scores are predict_proba); a binary forest with
 string labels ("no", "yes": the device finds the label's position, a host
 step maps it), both classes scored (labels against scikit-learn only:
-onnxruntime labels those by "second score above 0"; two classes with one
-scored are refused, onnx-ml-ops.test); gradient boosting over 3 classes (one tree per class per
-stage, base_values the log priors, SOFTMAX).
+onnxruntime labels those by "second score above 0"); gradient boosting
+over 3 classes (one tree per class per stage, base_values the log priors,
+SOFTMAX, and SOFTMAX_ZERO against onnxruntime only).
+
+Two classes with the first only scored, as sklearn-onnx writes binary
+models (onnxruntime's rule, TreeEnsembleHandlers.cpp): a forest whose
+leaves hold P(second class) (Z = [1 - s, s], the second label if s > 0.5),
+against onnxruntime and predict_proba; boosting with base_values the
+initial log-odds under LOGISTIC (Z = [sigmoid(-s), sigmoid(s)]), against
+onnxruntime and predict_proba, and under NONE (Z = [-s, s]) against
+onnxruntime and [-d, d] of scikit-learn's decision_function d; the label
+is the second if s > 0, as predict's.
+
+PROBIT on a one-tree forest of 3 classes, against onnxruntime: the
+probabilities 0 and 1 give -inf and inf on both sides.
 
 Bounds: the scores as tree_regressors.py (the same leaves, the trees added
 in another order in float: trees * 2^-23 * (trees * max |weight| +
-max |base|)), plus 4 * 2^-23 for SOFTMAX; labels exactly.
+max |base|)), plus 4 * 2^-23 for SOFTMAX, SOFTMAX_ZERO, LOGISTIC and 1 - s;
+PROBIT (one tree: the same scores on both sides) as tree_ensembles.py
+bounds it, 16 eps (1 + |z|) (1 + 1/|l|); labels exactly.
 """
 import os
 import sys
@@ -27,6 +41,7 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emu_harness import onnxruntime_run, parse_args, run_model  # noqa: E402
+from tree_ensembles import probit_parts  # noqa: E402
 from tree_regressors import encode_trees  # noqa: E402
 
 
@@ -102,6 +117,45 @@ def cases(rng):
                          post_transform="SOFTMAX")
     yield ("boost-3-classes-softmax", m, test, boost.predict(test),
            boost.predict_proba(test), len(trees), float(np.max(np.abs(prior))), True)
+    m = classifier_model(attrs, features, batch, 3, TensorProto.INT64,
+                         classlabels_int64s=[0, 1, 2], base_values=prior.tolist(),
+                         post_transform="SOFTMAX_ZERO")
+    yield ("boost-3-classes-softmax-zero", m, test, None, None, len(trees),
+           float(np.max(np.abs(prior))), True)
+
+    # Binary, the first class only scored (sklearn-onnx's encoding).
+    def second_probability(tree, t, i):
+        v = tree.tree_.value[i].reshape(-1)
+        return [(0, float(v[1] / v.sum()) / len(binary.estimators_))]
+    attrs = encode(binary.estimators_, 2, second_probability)
+    labels = np.array([3, 7], dtype=np.int64)
+    m = classifier_model(attrs, features, batch, 2, TensorProto.INT64,
+                         classlabels_int64s=labels.tolist())
+    yield ("forest-binary-one-score", m, test, labels[binary.predict(test)],
+           binary.predict_proba(test), len(binary.estimators_), 0.0, True)
+
+    boost2 = GradientBoostingClassifier(n_estimators=8, max_depth=3, learning_rate=0.3,
+                                        random_state=0).fit(train, two)
+    attrs = encode(boost2.estimators_[:, 0], 2,
+                   lambda tree, t, i: [(0, float(tree.tree_.value[i].reshape(-1)[0]) *
+                                        boost2.learning_rate)])
+    init = float(boost2._raw_predict_init(test[:1]).reshape(-1)[0])
+    d = boost2.decision_function(test)
+    for post, proba in (("LOGISTIC", boost2.predict_proba(test)),
+                        ("NONE", np.stack([-d, d], axis=1))):
+        m = classifier_model(attrs, features, batch, 2, TensorProto.INT64,
+                             classlabels_int64s=[0, 1], base_values=[init],
+                             post_transform=post)
+        yield (f"boost-binary-{post.lower()}", m, test, boost2.predict(test), proba,
+               boost2.n_estimators, abs(init), True)
+
+    one = RandomForestClassifier(n_estimators=1, max_depth=8, random_state=2).fit(train, three)
+    attrs = encode(one.estimators_, 3, forest_weights(1))
+    m = classifier_model(attrs, features, batch, 3, TensorProto.INT64,
+                         classlabels_int64s=[10, 20, 30], post_transform="PROBIT")
+    # The probabilities (not a reference: the PROBIT bound's l).
+    yield ("forest-3-classes-probit", m, test, None, one.predict_proba(test), 1, 0.0,
+           "probit")
 
 
 def main():
@@ -124,7 +178,11 @@ def main():
         weights = np.abs(np.array(m.graph.node[0].attribute[
             [a.name for a in m.graph.node[0].attribute].index("class_weights")].floats))
         bound = trees * eps * (trees * float(weights.max()) + base)
-        if softmax:
+        if softmax == "probit":
+            z, log = probit_parts(np.asarray(skl_proba, dtype=np.float64))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                bound = 16 * eps * (1 + np.abs(z)) * (1 + 1 / np.abs(log))
+        elif softmax:
             bound += 4 * eps
         line, bad = f"{name}:", False
         references = [("onnxruntime", ort_label, ort_scores)]
@@ -140,7 +198,9 @@ def main():
                 np.array([str(v) for v in label.ravel()]) !=
                 np.array([v.decode() if isinstance(v, bytes) else str(v)
                           for v in np.asarray(ref_label).ravel()])))
-            error = np.abs(scores - np.asarray(ref_scores, dtype=np.float64))
+            ref_scores = np.asarray(ref_scores, dtype=np.float64)
+            with np.errstate(invalid="ignore"):
+                error = np.where(scores == ref_scores, 0.0, np.abs(scores - ref_scores))
             off = int(np.sum(~(error <= bound)))
             bad |= labels_off != 0 or off != 0
             line += (f" vs {ref_name}: labels {labels_off}/{label.size} differ, scores "

@@ -12,9 +12,17 @@ and AVERAGE add the trees' weights in another order than the reference
 (which adds tree by tree, in X's type): the bound per element is
 trees * eps * (sum of |weight| over the trees), eps of X's type, the
 worst case of reordering that many rounded additions. onnx's reference
-ignores post_transform; for LOGISTIC and SOFTMAX the reference's NONE
-output goes through numpy's transform in float64, and the bound adds
-4 eps of X's type (the transcendental's error in the kernel).
+ignores post_transform; for LOGISTIC, SOFTMAX and SOFTMAX_ZERO the
+reference's NONE output goes through numpy's transform in float64, and
+the bound adds 4 eps of X's type (the transcendental's error in the
+kernel). PROBIT (onnxruntime's, Winitzki's erfinv: `probit` below) runs
+on one tree, so both sides transform the same scores (0 for a target the
+leaf does not score, whose PROBIT is -inf on both); its bound is
+16 eps (1 + |z|) (1 + 1/|l|), l = log((1 - x)(1 + x)) with x = 2y - 1:
+the formula's square roots halve a relative error in l, and an error of a
+few eps in the log's argument or result is that many eps over |l|
+relative (large near y = 0.5, where l -> 0; at exactly 0.5 both give 0).
+SOFTMAX_ZERO is onnxruntime's too (`softmax_zero`).
 
 The reference reads membership_values in depth-first order and stops a set
 at a 0.0 member (its `while (m := next(it)) and not isnan(m)`): sets here
@@ -33,7 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emu_harness import parse_args, run_model  # noqa: E402
 
 
-def random_ensemble(rng, features, trees, max_depth, with_member):
+def random_ensemble(rng, features, trees, max_depth, with_member,
+                    unit_weights=False):
     """The node and leaf arrays of `trees` random trees, nodes numbered
     depth first (true branch first)."""
     nodes = dict(featureids=[], modes=[], splits=[], truenodeids=[],
@@ -44,7 +53,10 @@ def random_ensemble(rng, features, trees, max_depth, with_member):
 
     def leaf(targets):
         leaves_target.append(int(rng.integers(targets)))
-        leaves_weight.append(float(np.round(rng.normal() * 10, 3)))
+        if unit_weights:  # in (0, 1), for PROBIT
+            leaves_weight.append(float(np.round(rng.uniform(0.001, 0.999), 3)))
+        else:
+            leaves_weight.append(float(np.round(rng.normal() * 10, 3)))
         return len(leaves_target) - 1
 
     def node(depth, targets):
@@ -74,7 +86,8 @@ def random_ensemble(rng, features, trees, max_depth, with_member):
 def build(rng, case):
     features, trees, targets = case["features"], case["trees"], case["targets"]
     nodes, members, lt, lw, roots, node, leaf = random_ensemble(
-        rng, features, trees, case["depth"], case["member"])
+        rng, features, trees, case["depth"], case["member"],
+        case.get("unit_weights", False))
     for t in range(trees):
         if case.get("leaf_tree") and t == 0:
             # onnx's one-leaf tree: a root whose two children are one leaf.
@@ -131,6 +144,30 @@ def build(rng, case):
     return model, x, weight_abs
 
 
+def softmax_zero(y):
+    """onnxruntime's SOFTMAX_ZERO (ml_common.h ComputeSoftmaxZero), row by
+    row: scores within 1e-7 of 0 are scaled by exp(-max), not
+    exponentiated, and left out of the sum."""
+    m = y.max(axis=1, keepdims=True)
+    away = np.abs(y) > 1e-7
+    e = np.where(away, np.exp(y - m), y * np.exp(-m))
+    return e / np.where(away, e, 0.0).sum(axis=1, keepdims=True)
+
+
+def probit_parts(y):
+    """onnxruntime's PROBIT (ml_common.h ComputeProbit: sqrt(2) erfinv(2y
+    - 1), erfinv by Winitzki's approximation, a = 0.147) and the log it
+    takes, l."""
+    x = 2.0 * y - 1.0
+    sign = np.where(x < 0, -1.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log = np.log((1.0 - x) * (1.0 + x))
+        v = 2.0 / (np.pi * 0.147) + 0.5 * log
+        v2 = log / 0.147
+        z = np.sqrt(2.0) * sign * np.sqrt(-v + np.sqrt(v * v - v2))
+    return z, log
+
+
 def transform(y, post):
     y = y.astype(np.float64)
     if post == 1:
@@ -138,6 +175,10 @@ def transform(y, post):
         return e / e.sum(axis=1, keepdims=True)
     if post == 2:
         return 1.0 / (1.0 + np.exp(-y))
+    if post == 3:
+        return softmax_zero(y)
+    if post == 4:
+        return probit_parts(y)[0]
     return y
 
 
@@ -152,6 +193,9 @@ CASES = [
     dict(name="logistic-f32", dtype=np.float32, aggregate=1, post=2, trees=4, targets=1),
     dict(name="softmax-f32", dtype=np.float32, aggregate=1, post=1, trees=4),
     dict(name="deep-f32", dtype=np.float32, aggregate=1, post=0, trees=2, depth=9),
+    dict(name="softmax-zero-f32", dtype=np.float32, aggregate=1, post=3, trees=3),
+    dict(name="probit-f32", dtype=np.float32, aggregate=1, post=4, trees=1,
+         depth=7, unit_weights=True),
 ]
 
 
@@ -182,9 +226,14 @@ def main():
             bound = np.zeros_like(expected)
         else:
             bound = np.full_like(expected, trees * trees * eps * weight_abs)
-        if case["post"]:
+        if case["post"] == 4:
+            z, log = probit_parts(reference.astype(np.float64))
+            with np.errstate(divide="ignore"):
+                bound = 16 * eps * (1 + np.abs(z)) * (1 + 1 / np.abs(log))
+        elif case["post"]:
             bound = bound + 4 * eps
-        error = np.abs(got - expected)
+        with np.errstate(invalid="ignore"):
+            error = np.where(got == expected, 0.0, np.abs(got - expected))
         off = int(np.sum(~(error <= bound)))
         verdict = "ok" if off == 0 and got.shape == expected.shape else "FAIL"
         failures += verdict != "ok"

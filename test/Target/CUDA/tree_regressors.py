@@ -11,7 +11,10 @@ weights scaled by the learning rate) at opset 1 and at opset 3 with the
 *_as_tensor attributes; the boosted sum through LOGISTIC (against scikit-learn only: onnxruntime
 ignores LOGISTIC on a one-target regressor); NaN inputs with
 nodes_missing_value_tracks_true on half the nodes (onnxruntime only:
-scikit-learn's trees here have no missing-value rule).
+scikit-learn's trees here have no missing-value rule); MIN and MAX over a
+2-target forest whose leaves each drop a target at random (onnxruntime
+only: a target no reached leaf scores is 0), and MIN over one target;
+PROBIT on a one-tree forest of one target in (0, 1), against onnxruntime.
 
 Bounds: each tree reaches the same leaf on both sides (X is compared in
 float, or double for a double X, as onnxruntime does), so the only
@@ -19,7 +22,9 @@ difference is the order in which the trees' weights are added, in float:
 trees * 2^-23 * (sum of |weight| over the trees) per element, with the
 sum bounded by trees * max |weight| + |base|. Against scikit-learn, which
 compares in float32 too (its trees are trained on float32 features) but
-adds in float64, the same bound. LOGISTIC adds 4 * 2^-23.
+adds in float64, the same bound. LOGISTIC adds 4 * 2^-23. MIN and MAX
+pick one leaf's weight: exact. PROBIT (one tree: the same score on both
+sides) as tree_ensembles.py bounds it: 16 eps (1 + |z|) (1 + 1/|l|).
 """
 import os
 import sys
@@ -32,6 +37,7 @@ from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emu_harness import onnxruntime_run, parse_args, run_model  # noqa: E402
+from tree_ensembles import probit_parts  # noqa: E402
 
 
 def encode_trees(trees, prefix, leaf_entries, tracks=lambda: 0):
@@ -132,6 +138,26 @@ def cases(rng):
                         aggregate_function="AVERAGE")
     yield "forest-nan-tracks", m, nan_test, None, len(forest.estimators_), 0.0, False
 
+    def some_targets(tree, t, i):
+        v = tree.tree_.value[i].reshape(-1)
+        keep = [k for k in range(2) if rng.random() < 0.6]
+        return [(k, float(v[k])) for k in keep]
+    sparse_attrs = encode_trees(forest.estimators_, "target_", some_targets)
+    for aggregate in ("MIN", "MAX"):
+        m = regressor_model(sparse_attrs, TensorProto.FLOAT, features, batch, 2, 1,
+                            aggregate_function=aggregate)
+        yield (f"forest-{aggregate.lower()}-sparse", m, test, None,
+               len(forest.estimators_), 0.0, "exact")
+    m = regressor_model(boost_attrs, TensorProto.FLOAT, features, batch, 1, 1,
+                        aggregate_function="MIN")
+    yield "boost-min", m, test, None, boost.n_estimators, 0.0, "exact"
+    unit = 1 / (1 + np.exp(-y2[:, 0]))
+    one = RandomForestRegressor(n_estimators=1, max_depth=7, random_state=3).fit(train, unit)
+    m = regressor_model(ensemble_attrs(one.estimators_, 1.0, 1, rng, False),
+                        TensorProto.FLOAT, features, batch, 1, 1,
+                        aggregate_function="AVERAGE", post_transform="PROBIT")
+    yield "forest-probit", m, test, None, 1, 0.0, "probit"
+
 
 def main():
     args = parse_args()
@@ -143,11 +169,18 @@ def main():
         os.makedirs(work, exist_ok=True)
         path = os.path.join(work, "model.onnx")
         onnx.save(m, path)
+        if logistic == "probit":
+            plain = onnx.ModelProto()
+            plain.CopyFrom(m)
+            for a in plain.graph.node[0].attribute:
+                if a.name == "post_transform":
+                    a.s = b"NONE"
+            onnx.save(plain, os.path.join(work, "none.onnx"))
         try:
             expected = onnxruntime_run(path, {"X": x})[0]
         except ort.capi.onnxruntime_pybind11_state.NotImplemented:
             expected = None  # onnxruntime has no int64 X: scikit-learn only
-        if logistic:
+        if logistic == "logistic":
             # onnxruntime 1.20.1 applies no post_transform but PROBIT to a
             # one-target regressor (its write_scores), whatever the node
             # says; the operator's definition applies it: checked against
@@ -162,18 +195,27 @@ def main():
                    if w.name.startswith("target_weights")][0]
         w = np.array(weights.floats or onnx.numpy_helper.to_array(weights.t))
         bound = trees * eps * (trees * float(np.max(np.abs(w))) + abs(base))
-        if logistic:
+        if logistic == "logistic":
             bound += 4 * eps
+        elif logistic == "exact":
+            bound = 0.0
+        elif logistic == "probit":
+            # The leaf's weight, the score both sides transform.
+            scores = onnxruntime_run(path.replace("model.onnx", "none.onnx"), {"X": x})[0]
+            z, log = probit_parts(scores.astype(np.float64))
+            with np.errstate(divide="ignore"):
+                bound = 16 * eps * (1 + np.abs(z)) * (1 + 1 / np.abs(log))
         line = f"{name}:"
         for label, ref in (("onnxruntime", expected), ("sklearn", skl)):
             if ref is None:
                 continue
             ref = np.asarray(ref, dtype=np.float64).reshape(got.shape)
-            error = np.abs(got - ref)
+            with np.errstate(invalid="ignore"):
+                error = np.where(got == ref, 0.0, np.abs(got - ref))
             off = int(np.sum(~(error <= bound)))
             failures += off != 0
             line += (f" vs {label} {off}/{ref.size} off (max abs err "
-                     f"{float(np.max(error)):.3g}, bound {bound:.3g})")
+                     f"{float(np.max(error)):.3g}, bound {float(np.max(bound)):.3g})")
         bad = any(not part.split(" ", 1)[1].startswith("0/")
                   for part in line.split(" vs ")[1:])
         print(line, "FAIL" if bad else "ok")

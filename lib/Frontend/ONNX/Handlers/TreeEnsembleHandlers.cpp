@@ -16,7 +16,9 @@
 // is its own child, so trees shallower than the deepest stay put. The
 // leaves' weights, one [leaves, targets] table, are gathered and reduced
 // over the trees (SUM; AVERAGE, the sum over the number of trees; MIN and
-// MAX), the base values added, and the post-transform applied.
+// MAX), the base values added, and the post-transform applied (NONE,
+// SOFTMAX, LOGISTIC, SOFTMAX_ZERO or PROBIT, the last two as onnxruntime
+// computes them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +28,7 @@
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <map>
@@ -38,6 +41,8 @@ namespace {
 
 enum Mode : int64_t { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER };
 enum Aggregate : int64_t { Average, Sum, Min, Max };
+/// post_transform, numbered as TreeEnsemble (opset 5) numbers it.
+enum Post : int64_t { None, Softmax, Logistic, SoftmaxZero, Probit };
 
 /// One ensemble, whichever op described it.
 struct EnsembleSpec {
@@ -52,8 +57,12 @@ struct EnsembleSpec {
   SmallVector<double> weights; // [leaves, targets]
   SmallVector<int64_t> start;  // each tree's root, shared index space
   int64_t aggregate = Sum;
-  int64_t post = 0; // 0 NONE, 1 SOFTMAX, 2 LOGISTIC
+  int64_t post = None;
   SmallVector<double> baseValues; // empty or one per target
+  // [leaves, targets], 1 where the leaf scores the target. Empty: MIN and
+  // MAX leave a target no reached leaf scores at the identity (onnx's
+  // reference); else at 0 (onnxruntime's rule for the regressor).
+  SmallVector<double> scored;
   Type compareType, outputType;
 };
 
@@ -96,8 +105,52 @@ double largest(Type type, bool negative) {
   return extreme.convertToDouble();
 }
 
-/// The ensemble's scores, [N, targets] (null after an error, which `c`
-/// holds).
+/// `y` ([N, targets]) through a post_transform. SOFTMAX_ZERO and PROBIT
+/// are onnxruntime's (ml_common.h), which onnx's reference follows but for
+/// two corners noted here: SOFTMAX_ZERO leaves the scores within 1e-7 of 0
+/// out of the exponentials, scaling them by exp(-max) instead, and out of
+/// the sum (the reference adds them to it, and makes an all-zero row 0.5);
+/// PROBIT is sqrt(2) erfinv(2y - 1) with Winitzki's approximation of erfinv
+/// (a = 0.147), which is +-inf at y = 0 or 1 (the reference: 0).
+Value postTransform(NodeImporter &n, Composer &c, Value y, int64_t post) {
+  if (!y)
+    return y;
+  if (post == Softmax)
+    return c.make<SoftmaxOp>(y, {n.namedI64("axis", 1)});
+  if (post == Logistic)
+    return c.make<SigmoidOp>(y);
+  Type type = cast<RankedTensorType>(y.getType()).getElementType();
+  auto k = [&](double v) { return c.scalar(type, v); };
+  if (post == SoftmaxZero) {
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(y.getType()).getShape();
+    Value max = c.broadcast(c.reduce(ReduceKind::Max, y, {1}, true), shape);
+    Value away = c.make<GreaterOp>({c.make<AbsOp>(y), k(1e-7)});
+    Value e = c.make<SelectOp>(
+        {away, c.make<ExpOp>(c.make<SubOp>({y, max})),
+         c.make<MulOp>({y, c.make<ExpOp>(c.make<NegOp>(max))})});
+    Value sum = c.reduce(ReduceKind::Sum, c.make<SelectOp>({away, e, k(0)}),
+                         {1}, true);
+    return c.make<DivOp>({e, c.broadcast(sum, shape)});
+  }
+  if (post == Probit) {
+    Value x = c.make<SubOp>({c.make<MulOp>({y, k(2)}), k(1)});
+    Value sign = c.make<SelectOp>({c.make<LessOp>({x, k(0)}), k(-1), k(1)});
+    Value log = c.make<LogOp>(c.make<MulOp>(
+        {c.make<SubOp>({k(1), x}), c.make<AddOp>({k(1), x})}));
+    Value v = c.make<AddOp>(
+        {k(2 / (llvm::numbers::pi * 0.147)), c.make<MulOp>({k(0.5), log})});
+    Value v2 = c.make<MulOp>({k(1 / 0.147), log});
+    Value v3 = c.make<AddOp>(
+        {c.make<NegOp>(v),
+         c.make<SqrtOp>(c.make<SubOp>({c.make<MulOp>({v, v}), v2}))});
+    return c.make<MulOp>(
+        {k(llvm::numbers::sqrt2), c.make<MulOp>({sign, c.make<SqrtOp>(v3)})});
+  }
+  return y;
+}
+
+/// The ensemble's scores before the post-transform, [N, targets] (null
+/// after an error, which `c` holds).
 Value composeEnsemble(NodeImporter &n, Composer &c, const EnsembleSpec &spec) {
   RankedTensorType xType = n.inputType(0);
   int64_t batch = xType.getDimSize(0);
@@ -215,12 +268,19 @@ Value composeEnsemble(NodeImporter &n, Composer &c, const EnsembleSpec &spec) {
   Value y = c.reduce(kind, perTree, {1}, /*keepdims=*/false);
   if (spec.aggregate == Average)
     y = c.make<MulOp>({y, c.scalar(out, 1.0 / static_cast<double>(trees))});
+  if (!spec.scored.empty()) {
+    // A target no reached leaf scores is 0.
+    Value scoredTable = c.constant(
+        RankedTensorType::get({spec.leaves, spec.targets}, f32), spec.scored);
+    Value any = c.reduce(
+        ReduceKind::Max,
+        c.make<GatherOp>({scoredTable, leaf}, {n.namedI64("axis", 0)}), {1},
+        /*keepdims=*/false);
+    y = c.make<SelectOp>(
+        {c.make<GreaterOp>({any, c.scalar(f32, 0.5)}), y, c.scalar(out, 0)});
+  }
   if (!spec.baseValues.empty())
     y = c.make<AddOp>({y, vec(out, spec.baseValues)});
-  if (spec.post == 1)
-    y = c.make<SoftmaxOp>(y, {n.namedI64("axis", 1)});
-  if (spec.post == 2)
-    y = c.make<SigmoidOp>(y);
   return y;
 }
 
@@ -235,8 +295,7 @@ FailureOr<int64_t> featureCount(NodeImporter &n) {
 
 /// ai.onnx.ml TreeEnsemble (opset 5). MIN and MAX leave the targets no
 /// leaf reached at the type's largest or lowest value, as onnx's reference
-/// does. post_transform NONE, SOFTMAX and LOGISTIC; SOFTMAX_ZERO and PROBIT
-/// are refused. membership_values lists each BRANCH_MEMBER node's set in
+/// does. post_transform as postTransform computes it. membership_values lists each BRANCH_MEMBER node's set in
 /// node order, NaN after each (the operator's definition).
 LogicalResult importTreeEnsemble(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
@@ -301,9 +360,10 @@ LogicalResult importTreeEnsemble(NodeImporter &n) {
   if (spec.aggregate < 0 || spec.aggregate > 3)
     return n.fail("aggregate_function " + Twine(spec.aggregate) +
                   " is not one of 0 (AVERAGE), 1 (SUM), 2 (MIN), 3 (MAX)");
-  if (spec.post != 0 && spec.post != 1 && spec.post != 2)
+  if (spec.post < None || spec.post > Probit)
     return n.fail("post_transform " + Twine(spec.post) +
-                  " is not supported (0 NONE, 1 SOFTMAX and 2 LOGISTIC are)");
+                  " is not one of 0 (NONE), 1 (SOFTMAX), 2 (LOGISTIC), 3 "
+                  "(SOFTMAX_ZERO), 4 (PROBIT)");
   for (int64_t t : targetIds)
     if (t < 0 || t >= spec.targets)
       return n.fail("leaf target id " + Twine(t) + " is out of range for " +
@@ -375,7 +435,8 @@ LogicalResult importTreeEnsemble(NodeImporter &n) {
     }
   }
   Composer c(n);
-  return bindComposed(c, composeEnsemble(n, c, spec));
+  return bindComposed(
+      c, postTransform(n, c, composeEnsemble(n, c, spec), spec.post));
 }
 
 /// The nodes and leaves of TreeEnsembleRegressor and TreeEnsembleClassifier
@@ -403,11 +464,15 @@ LogicalResult parseLegacyEnsemble(NodeImporter &n, const std::string &leaf,
     return failure();
   spec.compareType = xType.isF64() ? b.getF64Type() : b.getF32Type();
   spec.outputType = b.getF32Type();
+  static const char *const kPosts[] = {"NONE", "SOFTMAX", "LOGISTIC",
+                                       "SOFTMAX_ZERO", "PROBIT"};
   std::string post = n.stringAttr("post_transform", "NONE");
-  if (post != "NONE" && post != "SOFTMAX" && post != "LOGISTIC")
+  auto *postName = llvm::find(kPosts, post);
+  if (postName == std::end(kPosts))
     return n.fail("post_transform '" + post +
-                  "' is not supported (NONE, SOFTMAX and LOGISTIC are)");
-  spec.post = post == "NONE" ? 0 : post == "SOFTMAX" ? 1 : 2;
+                  "' is not one of NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, "
+                  "PROBIT");
+  spec.post = postName - std::begin(kPosts);
 
   SmallVector<int64_t> treeIds = n.intsAttr("nodes_treeids");
   SmallVector<int64_t> nodeIds = n.intsAttr("nodes_nodeids");
@@ -519,9 +584,19 @@ LogicalResult parseLegacyEnsemble(NodeImporter &n, const std::string &leaf,
     return n.fail("a tree has no root (its nodes form a cycle)");
   for (auto [tree, root] : rootOf)
     spec.start.push_back(root);
-  // The leaves' contributions.
+  // The leaves' contributions. Under MIN and MAX (onnxruntime's rule) a
+  // leaf's entries for several targets each count once, and a target no
+  // reached leaf scores is 0; with one target, every leaf scores it (0
+  // where it has no entry).
   spec.leaves = leaves;
-  spec.weights.assign(leaves * spec.targets, 0.0);
+  bool extreme = spec.aggregate == Min || spec.aggregate == Max;
+  bool sparse = extreme && spec.targets > 1;
+  spec.weights.assign(leaves * spec.targets,
+                      sparse ? largest(spec.outputType, spec.aggregate == Max)
+                             : 0.0);
+  if (sparse)
+    spec.scored.assign(leaves * spec.targets, 0.0);
+  SmallVector<bool> entered(extreme ? leaves * spec.targets : 0);
   for (size_t t = 0; t < targetTrees.size(); ++t) {
     auto it = byId.find({targetTrees[t], targetNodes[t]});
     if (it == byId.end() || !isLeaf[it->second])
@@ -532,8 +607,19 @@ LogicalResult parseLegacyEnsemble(NodeImporter &n, const std::string &leaf,
       return n.fail(Twine(what) + " id " + Twine(targetIds[t]) +
                     " is out of range for " + Twine(spec.targets) + " " +
                     what + "s");
-    int64_t leafIndex = shared[it->second] - branches;
-    spec.weights[leafIndex * spec.targets + targetIds[t]] += targetWeights[t];
+    int64_t at = (shared[it->second] - branches) * spec.targets + targetIds[t];
+    if (!extreme) {
+      spec.weights[at] += targetWeights[t];
+      continue;
+    }
+    if (entered[at])
+      return n.fail("tree " + Twine(targetTrees[t]) + " leaf " +
+                    Twine(targetNodes[t]) + " has two entries for " + what +
+                    " " + Twine(targetIds[t]) + " (MIN and MAX take one)");
+    entered[at] = true;
+    spec.weights[at] = targetWeights[t];
+    if (sparse)
+      spec.scored[at] = 1;
   }
   return success();
 }
@@ -541,40 +627,54 @@ LogicalResult parseLegacyEnsemble(NodeImporter &n, const std::string &leaf,
 
 /// ai.onnx.ml TreeEnsembleRegressor (opsets 1 and 3): parseLegacyEnsemble's
 /// trees with target_* leaves, n_targets outputs. AVERAGE divides the sum
-/// by the number of trees; base_values are added after.
-/// aggregate_function MIN and MAX and post_transform SOFTMAX_ZERO and
-/// PROBIT are refused. onnxruntime 1.20.1 ignores post_transform (but
-/// PROBIT) on a one-target regressor; Kiln applies it, as the operator's
-/// definition says.
+/// by the number of trees; MIN and MAX take the extreme leaf weight per
+/// target, 0 for a target no reached leaf scores (onnxruntime's rule; onnx's
+/// reference leaves such a target at the type's extreme); base_values are
+/// added after. onnxruntime 1.20.1 ignores post_transform (but PROBIT) on a
+/// one-target regressor; Kiln applies it, as the operator's definition
+/// says.
 LogicalResult importTreeEnsembleRegressor(NodeImporter &n) {
   EnsembleSpec spec;
   spec.targets = n.intAttr("n_targets", 1);
   if (spec.targets <= 0)
     return n.fail("n_targets must be positive, got " + Twine(spec.targets));
+  static const char *const kAggregates[] = {"AVERAGE", "SUM", "MIN", "MAX"};
   std::string aggregate = n.stringAttr("aggregate_function", "SUM");
-  if (aggregate != "SUM" && aggregate != "AVERAGE")
+  auto *aggregateName = llvm::find(kAggregates, aggregate);
+  if (aggregateName == std::end(kAggregates))
     return n.fail("aggregate_function '" + aggregate +
-                  "' is not supported (SUM and AVERAGE are)");
-  spec.aggregate = aggregate == "SUM" ? Sum : Average;
+                  "' is not one of AVERAGE, SUM, MIN, MAX");
+  spec.aggregate = aggregateName - std::begin(kAggregates);
   if (failed(parseLegacyEnsemble(n, "target_", "target", spec)))
     return failure();
   Composer c(n);
-  return bindComposed(c, composeEnsemble(n, c, spec));
+  return bindComposed(
+      c, postTransform(n, c, composeEnsemble(n, c, spec), spec.post));
 }
 
 /// ai.onnx.ml TreeEnsembleClassifier (opsets 1 and 3): parseLegacyEnsemble's
 /// trees with class_* leaves, one score per class label, summed over the
 /// trees, base_values added, post_transform applied: Z, [N, classes]. Y is
-/// the label of the highest score (the first of equal ones), from
-/// classlabels_int64s; classlabels_strings are mapped on the host
-/// (HostPartition.cpp replaces them with positions first).
+/// the label of the highest score before post_transform (the first of
+/// equal ones), from classlabels_int64s; classlabels_strings are mapped on
+/// the host (HostPartition.cpp replaces them with positions first).
 ///
-/// Two classes whose leaves score one class only are refused: the
-/// operator does not say what the other class's score is, and onnxruntime
-/// 1.20.1's answer is its own (Z = [0, s] with NONE, [0.5, sigmoid(s)]
-/// with LOGISTIC, measured). Two classes both scored take the top class as
-/// with more (onnxruntime 1.20.1 instead labels every row whose second
-/// score is above 0 with the second label).
+/// Two classes whose leaves score the first only (sklearn-onnx's binary
+/// forests and boosted trees) follow onnxruntime, whose rule onnx's
+/// reference shares where it matters (below): s is the summed score plus
+/// base_values[0]. With every class weight >= 0 (a forest's
+/// probabilities), Z = [1 - s, s] and the label is the second if s > 0.5;
+/// otherwise (boosting's log-odds) Z = [sigmoid(-s), sigmoid(s)] under
+/// LOGISTIC, [-s, s] under NONE, SOFTMAX and SOFTMAX_ZERO (onnxruntime
+/// applies neither; the reference gives [1 - s, s] under NONE), and the
+/// label is the second if s > 0. Refused there: PROBIT (onnxruntime writes
+/// one score of two), two base values, and leaves that score only the
+/// second class (onnxruntime's scores drop the trees' sum).
+///
+/// Two classes both scored take the top raw score's class as with more
+/// (onnxruntime
+/// 1.20.1 instead labels every row whose second score is above 0 with the
+/// second label).
 LogicalResult importTreeEnsembleClassifier(NodeImporter &n) {
   SmallVector<int64_t> labels = n.intsAttr("classlabels_int64s");
   if (n.hasAttr("classlabels_strings"))
@@ -582,28 +682,70 @@ LogicalResult importTreeEnsembleClassifier(NodeImporter &n) {
                   "the host partition maps them)");
   if (labels.empty())
     return n.fail("needs classlabels_int64s or classlabels_strings");
+  SmallVector<int64_t> classIds = n.intsAttr("class_ids");
+  bool binary =
+      labels.size() == 2 && !classIds.empty() && llvm::all_equal(classIds);
   EnsembleSpec spec;
-  spec.targets = static_cast<int64_t>(labels.size());
+  spec.targets = binary ? 1 : static_cast<int64_t>(labels.size());
   spec.aggregate = Sum;
+  if (binary) {
+    if (classIds[0] != 0)
+      return n.fail("two classes of which the leaves score the second only "
+                    "are not supported (onnxruntime's scores drop the trees' "
+                    "sum; score the first, as sklearn-onnx does)");
+    FailureOr<SmallVector<double>> bases = floatsOrTensor(n, "base_values");
+    if (failed(bases))
+      return failure();
+    if (bases->size() > 1)
+      return n.fail("two classes of which the leaves score one take at most "
+                    "one base value, got " + Twine(bases->size()));
+  }
   if (failed(parseLegacyEnsemble(n, "class_", "class", spec)))
     return failure();
-  SmallVector<int64_t> classIds = n.intsAttr("class_ids");
   Type i64 = n.builder().getI64Type();
   Composer c(n);
   SmallVector<double> labelValues(labels.begin(), labels.end());
   Value labelTable = c.constant(
-      RankedTensorType::get({spec.targets}, i64), labelValues);
-  if (labels.size() == 2 && !classIds.empty() && llvm::all_equal(classIds))
-    return n.fail("two classes of which the leaves score one only are not "
-                  "supported (the operator leaves the other's score open, "
-                  "and onnxruntime's rule is its own; score both classes)");
-  Value scores = composeEnsemble(n, c, spec);
+      RankedTensorType::get({static_cast<int64_t>(labels.size())}, i64),
+      labelValues);
+  if (binary) {
+    if (spec.post == Probit)
+      return n.fail("post_transform PROBIT on two classes of which the "
+                    "leaves score one is not supported (onnxruntime writes "
+                    "one score of the two)");
+    Value s = composeEnsemble(n, c, spec); // [N, 1]
+    if (!s)
+      return failure();
+    Type f32 = n.builder().getF32Type();
+    FailureOr<SmallVector<double>> weights = floatsOrTensor(n, "class_weights");
+    if (failed(weights))
+      return failure();
+    bool positive = llvm::none_of(*weights, [](double w) { return w < 0; });
+    Value first = positive ? c.make<SubOp>({c.scalar(f32, 1), s})
+                           : c.make<NegOp>(s);
+    Value second = s;
+    if (!positive && spec.post == Logistic) {
+      first = c.make<SigmoidOp>(first);
+      second = c.make<SigmoidOp>(second);
+    }
+    Value scores = c.concat({first, second}, 1);
+    int64_t batch = n.inputType(0).getDimSize(0);
+    Value wins = c.make<GreaterOp>({s, c.scalar(f32, positive ? 0.5 : 0)});
+    Value position = c.reshape(c.cast(wins, i64), {batch});
+    Value label =
+        c.make<GatherOp>({labelTable, position}, {n.namedI64("axis", 0)});
+    return bindComposed(c, {label, scores});
+  }
+  // The label is the top raw score's, as onnxruntime takes it (the same
+  // class after every post_transform but SOFTMAX_ZERO, which is not
+  // monotonic).
+  Value raw = composeEnsemble(n, c, spec);
   Value best = c.make<ArgMaxOp>(
-      scores, {n.namedI64("axis", 1),
-               n.named("keepdims", n.builder().getBoolAttr(false))});
+      raw, {n.namedI64("axis", 1),
+            n.named("keepdims", n.builder().getBoolAttr(false))});
   Value label =
       c.make<GatherOp>({labelTable, best}, {n.namedI64("axis", 0)});
-  return bindComposed(c, {label, scores});
+  return bindComposed(c, {label, postTransform(n, c, raw, spec.post)});
 }
 
 } // namespace
@@ -611,20 +753,19 @@ LogicalResult importTreeEnsembleClassifier(NodeImporter &n) {
 void registerTreeEnsembleHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
       {"ai.onnx.ml.TreeEnsemble", 5, importTreeEnsemble,
-       "post_transform NONE, SOFTMAX or LOGISTIC (not SOFTMAX_ZERO or "
-       "PROBIT); X of known feature count"},
+       "X of known feature count"},
       {"ai.onnx.ml.TreeEnsembleRegressor", 1, importTreeEnsembleRegressor,
-       "aggregate_function SUM or AVERAGE; post_transform NONE, SOFTMAX or "
-       "LOGISTIC; X of known feature count"},
+       "MIN and MAX score an unreached target 0, as onnxruntime; X of known "
+       "feature count"},
       {"ai.onnx.ml.TreeEnsembleRegressor", 3, importTreeEnsembleRegressor,
-       "aggregate_function SUM or AVERAGE; post_transform NONE, SOFTMAX or "
-       "LOGISTIC; X of known feature count"},
+       "MIN and MAX score an unreached target 0, as onnxruntime; X of known "
+       "feature count"},
       {"ai.onnx.ml.TreeEnsembleClassifier", 1, importTreeEnsembleClassifier,
-       "post_transform NONE, SOFTMAX or LOGISTIC; not two classes with one "
-       "scored; string labels through a host step"},
+       "two classes with the first scored as onnxruntime (not under "
+       "PROBIT); string labels through a host step"},
       {"ai.onnx.ml.TreeEnsembleClassifier", 3, importTreeEnsembleClassifier,
-       "post_transform NONE, SOFTMAX or LOGISTIC; not two classes with one "
-       "scored; string labels through a host step"},
+       "two classes with the first scored as onnxruntime (not under "
+       "PROBIT); string labels through a host step"},
   });
 }
 
