@@ -203,6 +203,7 @@ public:
     std::vector<HostTensor> host;
     std::vector<DevicePtr> onDevice;
     std::vector<Shape> outputShapes;
+    std::vector<std::pair<std::string, HostTensor>> hostStepOutputs;
     bool toDevice = where == "device";
     {
       // The mutex is taken without the GIL (another thread may hold it
@@ -216,6 +217,8 @@ public:
       throwIfFailed(session->run());
       const Artifact &model = session->artifact();
       for (const TensorSignature &output : model.outputs) {
+        if (model.host.hidesDeviceOutput(output.name))
+          continue; // a device result only host steps read
         if (!toDevice) {
           host.push_back(unwrap(session->readOutput(output.name)));
           continue;
@@ -236,15 +239,29 @@ public:
           throwIfFailed(err);
         }
       }
+      // Outputs host steps make (strings, data-dependent shapes) are host
+      // arrays whatever `where` says.
+      for (const HostTensorDecl &decl : model.host.outputs)
+        hostStepOutputs.emplace_back(decl.name,
+                                     unwrap(session->readOutput(decl.name)));
     }
     nb::dict outputs;
-    const std::vector<TensorSignature> &signature = session->artifact().outputs;
-    for (size_t i = 0; i < signature.size(); ++i)
-      outputs[nb::str(signature[i].name.c_str())] =
+    const Artifact &model = session->artifact();
+    size_t i = 0;
+    for (const TensorSignature &output : model.outputs) {
+      if (model.host.hidesDeviceOutput(output.name))
+        continue;
+      outputs[nb::str(output.name.c_str())] =
           toDevice ? kiln::python::deviceOutput(device, onDevice[i],
-                                                signature[i].dtype,
+                                                output.dtype,
                                                 outputShapes[i], ordinal())
                    : kiln::python::hostOutput(std::move(host[i]));
+      ++i;
+    }
+    for (auto &[name, tensor] : hostStepOutputs)
+      outputs[nb::str(name.c_str())] =
+          tensor.isString ? kiln::python::stringOutput(tensor)
+                          : kiln::python::hostOutput(std::move(tensor));
     return outputs;
   }
 

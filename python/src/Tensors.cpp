@@ -9,6 +9,7 @@
 #include <vector>
 
 namespace nb = nanobind;
+using namespace nb::literals;
 using namespace kiln::runtime;
 
 namespace kiln::python {
@@ -129,6 +130,18 @@ nb::object hostOutput(HostTensor tensor) {
   nb::ndarray<nb::numpy> array(owned->data.data(), shape.size(), shape.data(),
                                owner, nullptr, type, nb::device::cpu::value);
   return nb::cast(std::move(array));
+}
+
+nb::object stringOutput(const HostTensor &tensor) {
+  nb::list texts;
+  for (const std::string &text : tensor.strings)
+    texts.append(nb::str(text.c_str(), text.size()));
+  nb::list shape;
+  for (int64_t dim : tensor.shape)
+    shape.append(dim);
+  nb::module_ numpy = nb::module_::import_("numpy");
+  return numpy.attr("array")(texts, "dtype"_a = "object").attr("reshape")(
+      nb::tuple(shape));
 }
 
 nb::object deviceOutput(std::shared_ptr<Device> device, DevicePtr ptr,

@@ -67,6 +67,10 @@ runtime::NpyArray hostCopy(const std::string &name, const InputArray &array,
 /// comes back as uint16 holding the bits (kiln widens it to float32).
 nanobind::object hostOutput(runtime::HostTensor tensor);
 
+/// A numpy array of Python str objects (dtype object) in `tensor`'s shape:
+/// a STRING output of host steps.
+nanobind::object stringOutput(const runtime::HostTensor &tensor);
+
 /// A DLPack tensor (nanobind's ndarray) over `size` bytes at `ptr` on cuda
 /// device `deviceId`; `device->deallocate(ptr)` runs when the last
 /// reference goes.

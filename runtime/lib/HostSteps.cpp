@@ -2,7 +2,9 @@
 //
 // verifyHostStep and runHostStep for every host op; the string-specific
 // ops (StringSplit, RegexFullMatch, StringNormalizer, LabelEncoder) and the
-// number <-> string conversions of Cast are in HostStringOps.cpp. Values
+// number <-> string conversions of Cast are in HostStringOps.cpp, the ops
+// of data-dependent shapes (NonZero, Compress, Unique, NonMaxSuppression),
+// Gather, Transpose, Slice and Cast between numbers in HostDataOps.cpp. Values
 // are whole tensors in a map keyed by their ONNX names; each step reads its
 // inputs there and writes its outputs there.
 //
@@ -10,6 +12,7 @@
 
 #include "kiln/runtime/HostSteps.h"
 
+#include "HostDataOps.h"
 #include "HostStringOps.h"
 
 #include <algorithm>
@@ -61,10 +64,12 @@ bool HostProgram::hidesDeviceOutput(std::string_view name) const {
 
 const std::vector<std::string_view> &hostStepOps() {
   static const std::vector<std::string_view> ops = {
-      "Cast",         "Equal",          "Identity",
-      "LabelEncoder", "RegexFullMatch", "Reshape",
-      "Squeeze",      "StringConcat",   "StringNormalizer",
-      "StringSplit",  "Unsqueeze"};
+      "Cast",         "Compress",          "Equal",
+      "Gather",       "Identity",          "LabelEncoder",
+      "NonMaxSuppression", "NonZero",      "RegexFullMatch",
+      "Reshape",      "Slice",             "Squeeze",
+      "StringConcat", "StringNormalizer",  "StringSplit",
+      "Transpose",    "Unique",            "Unsqueeze"};
   return ops;
 }
 
@@ -77,15 +82,22 @@ struct Arity {
 
 constexpr Arity kArities[] = {
     {"Cast", 1, 1, 1, 1},
+    {"Compress", 2, 2, 1, 1},
     {"Equal", 2, 2, 1, 1},
+    {"Gather", 2, 2, 1, 1},
     {"Identity", 1, 1, 1, 1},
     {"LabelEncoder", 1, 1, 1, 1},
+    {"NonMaxSuppression", 2, 5, 1, 1},
+    {"NonZero", 1, 1, 1, 1},
     {"RegexFullMatch", 1, 1, 1, 1},
     {"Reshape", 2, 2, 1, 1},
+    {"Slice", 1, 5, 1, 1},
     {"Squeeze", 1, 2, 1, 1},
     {"StringConcat", 2, 2, 1, 1},
     {"StringNormalizer", 1, 1, 1, 1},
     {"StringSplit", 1, 1, 1, 2},
+    {"Transpose", 1, 1, 1, 1},
+    {"Unique", 1, 1, 1, 4},
     {"Unsqueeze", 1, 2, 1, 1},
 };
 
@@ -345,6 +357,8 @@ Error verifyHostStep(const HostStep &step) {
     return stepError(step, fmt::format("phase {} is neither 0 (before the "
                                        "launches) nor 1 (after them)",
                                        uint32_t(step.phase)));
+  if (isHostDataOp(step.op))
+    return verifyDataOpAttributes(step);
   return verifyStringOpAttributes(step);
 }
 
@@ -358,6 +372,8 @@ Error runHostStep(const HostStep &step,
   if (step.op == "Identity" || step.op == "Reshape" || step.op == "Squeeze" ||
       step.op == "Unsqueeze")
     return runDataMovement(step, values);
+  if (isHostDataOp(step.op))
+    return runDataOp(step, values);
   if (step.op == "Equal")
     return runEqual(step, values);
   if (step.op == "StringConcat") {

@@ -11,6 +11,8 @@
 
 #include "HostStringOps.h"
 
+#include "HostDataOps.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -262,7 +264,10 @@ Error runCast(const HostStep &step,
                                            i, printable(in.strings[i]),
                                            dtypeName(out.dtype)));
   } else {
-    return stepError(step, "neither side of the cast is a string");
+    Expected<HostValue> cast = castNumbers(step, in, target->dtype);
+    if (!cast)
+      return cast.takeError();
+    out = cast.take();
   }
   values[step.outputs[0]] = std::move(out);
   return Error::success();

@@ -137,8 +137,9 @@ void printOnnxOps(llvm::raw_ostream &os) {
         "inputs and outputs are `i8`/`u8` tensors in the artifact holding "
         "one value each. STRING tensors never reach a kernel: the nodes "
         "on them (the `strings (host steps)` family below, and Cast, "
-        "CastLike, Identity, Equal, Reshape, Squeeze, Unsqueeze and "
-        "Constant on strings) run as host steps before the first launch "
+        "CastLike, Identity, Equal, Reshape, Squeeze, Unsqueeze, Gather, "
+        "Transpose, Slice, Compress, Unique and Constant on strings) run "
+        "as host steps before the first launch "
         "or after the last (artifact format 1.9; docs/runtime.md \"Host "
         "steps\"); any other op on a string is an error naming the node. "
         "Complex, FLOAT4E2M1 and sequence, map or optional graph inputs "
@@ -306,10 +307,11 @@ void printStats(const CompileStats &stats, const std::string &target,
       }
     }
   }
-  // Format 1.9: steps on STRING tensors, which run on the host.
+  // Format 1.9: steps on STRING tensors and data-dependent shapes, which
+  // run on the host.
   if (!stats.hostSteps.empty()) {
     os << "host steps: " << stats.hostSteps.size()
-       << " (strings, on the host between launches)\n";
+       << " (on the host, before or after the launches)\n";
     for (const kiln::runtime::HostStep &step : stats.hostSteps)
       os << "  " << step.describe() << ": "
          << (step.phase == kiln::runtime::HostPhase::Before

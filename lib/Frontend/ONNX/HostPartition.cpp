@@ -1,10 +1,18 @@
-//===- HostPartition.cpp - Move STRING nodes out to host steps ------------===//
+//===- HostPartition.cpp - Move host nodes out to host steps --------------===//
 //
 // A node is a host node when its op only exists for strings (StringConcat,
 // StringSplit, RegexFullMatch, StringNormalizer) or when it is one of the
 // ops the host also runs (Cast, CastLike, Identity, Equal, Reshape, Squeeze,
-// Unsqueeze, Constant, and ai.onnx.ml's LabelEncoder) and touches a STRING
-// tensor. Any other node that touches a STRING tensor is refused, naming it.
+// Unsqueeze, Constant, Gather, Transpose, Slice, Compress, Unique, and
+// ai.onnx.ml's LabelEncoder) and touches a STRING tensor. Any other node that touches a STRING tensor is refused, naming it.
+//
+// A node whose output shape depends on its data is a host node too:
+// NonZero of a value that is not a constant, Compress by such a condition
+// (the importer folds the constant ones), Unique and NonMaxSuppression
+// always; and so is every node of the ops the host runs on numbers (those,
+// Gather, Transpose, Slice, Cast, Identity, Reshape, Squeeze, Unsqueeze)
+// that reads a host result no kernel can take: one made after the
+// launches, or one whose shape only the run knows.
 //
 // A host node runs before the launches unless it reads a device result;
 // then it runs after them, and a device node may not read what it makes
@@ -16,6 +24,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostPartition.h"
+
+#include "HostNodes.h"
 
 #include "NodeImporter.h"
 
@@ -32,81 +42,8 @@ namespace kiln::onnx_frontend {
 namespace {
 
 namespace rt = kiln::runtime;
+using namespace host;
 
-constexpr int32_t kOnnxString = onnx::TensorProto::STRING;
-constexpr const char *kMLDomain = "ai.onnx.ml";
-
-bool isStringOnlyOp(StringRef op) {
-  return op == "StringConcat" || op == "StringSplit" ||
-         op == "RegexFullMatch" || op == "StringNormalizer";
-}
-
-bool isHostCapableOp(const onnx::NodeProto &node) {
-  StringRef op = node.op_type();
-  if (node.domain() == kMLDomain)
-    return op == "LabelEncoder";
-  return isStringOnlyOp(op) || op == "Cast" || op == "CastLike" ||
-         op == "Identity" || op == "Equal" || op == "Reshape" ||
-         op == "Squeeze" || op == "Unsqueeze" || op == "Constant";
-}
-
-/// The ONNX element type of LabelEncoder's values (values_strings,
-/// values_int64s, values_floats or values_tensor), 0 when it has none.
-int32_t labelEncoderValueType(const onnx::NodeProto &node) {
-  for (const onnx::AttributeProto &attr : node.attribute()) {
-    if (attr.name() == "values_strings")
-      return kOnnxString;
-    if (attr.name() == "values_int64s")
-      return onnx::TensorProto::INT64;
-    if (attr.name() == "values_floats")
-      return onnx::TensorProto::FLOAT;
-    if (attr.name() == "values_tensor" && attr.has_t())
-      return attr.t().data_type();
-  }
-  return 0;
-}
-
-/// The runtime dtype of an ONNX element type the host handles.
-std::optional<rt::DType> runtimeDType(int32_t onnxType) {
-  switch (onnxType) {
-  case onnx::TensorProto::FLOAT:
-    return rt::DType::F32;
-  case onnx::TensorProto::DOUBLE:
-    return rt::DType::F64;
-  case onnx::TensorProto::FLOAT16:
-    return rt::DType::F16;
-  case onnx::TensorProto::BFLOAT16:
-    return rt::DType::BF16;
-  case onnx::TensorProto::INT8:
-    return rt::DType::I8;
-  case onnx::TensorProto::INT16:
-    return rt::DType::I16;
-  case onnx::TensorProto::INT32:
-    return rt::DType::I32;
-  case onnx::TensorProto::INT64:
-    return rt::DType::I64;
-  case onnx::TensorProto::UINT8:
-    return rt::DType::U8;
-  case onnx::TensorProto::UINT16:
-    return rt::DType::U16;
-  case onnx::TensorProto::UINT32:
-    return rt::DType::U32;
-  case onnx::TensorProto::UINT64:
-    return rt::DType::U64;
-  case onnx::TensorProto::BOOL:
-    return rt::DType::Bool;
-  default:
-    return std::nullopt;
-  }
-}
-
-std::string describeNode(const onnx::NodeProto &node) {
-  if (!node.name().empty())
-    return "node '" + node.name() + "' (" + node.op_type() + ")";
-  return "unnamed node producing '" +
-         (node.output_size() ? node.output(0) : std::string()) + "' (" +
-         node.op_type() + ")";
-}
 
 /// A static shape, or nothing where a dim is unknown here.
 using MaybeShape = std::optional<rt::Shape>;
@@ -148,10 +85,14 @@ private:
     return it == types.end() ? 0 : it->second;
   }
   bool isHostNode(const onnx::NodeProto &node) const;
+  /// A data-dependent node whose data is not a constant.
+  bool isDataDependentHostNode(const onnx::NodeProto &node) const;
+  /// Values the importer sees as constants: initializers, Constant
+  /// results, Shape and Size results (shapes are static), and results of
+  /// nodes whose inputs are all constants.
+  void collectConstants();
   LogicalResult inferNode(const onnx::NodeProto &node);
   LogicalResult makeStep(const onnx::NodeProto &node, rt::HostPhase phase);
-  LogicalResult labelEncoderAttributes(const onnx::NodeProto &node,
-                                       rt::HostStep &step);
   LogicalResult addConstant(const onnx::TensorProto &tensor,
                             const std::string &name);
   /// A graph input's or output's declaration, all but its shape: STRING,
@@ -159,7 +100,13 @@ private:
   FailureOr<rt::HostTensorDecl> declare(const std::string &name,
                                         bool isInput);
   LogicalResult rewriteGraph(const llvm::StringSet<> &deviceReads);
-  bool splitNumericLabelEncoders();
+  int64_t mlOpset() const {
+    int64_t version = 0;
+    for (const onnx::OperatorSetIdProto &id : model.opset_import())
+      if (id.domain() == kMLDomain)
+        version = id.version();
+    return version;
+  }
 
   onnx::ModelProto &model;
   onnx::GraphProto &graph;
@@ -173,6 +120,7 @@ private:
   llvm::StringMap<MaybeShape> shapes;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringSet<> graphInputs;
+  llvm::StringSet<> constants;
   /// Host node outputs, and which host nodes run after the launches.
   llvm::StringMap<rt::HostPhase> hostValues;
   std::vector<const onnx::NodeProto *> hostNodes;
@@ -211,8 +159,53 @@ void Partitioner::collectTypes() {
   }
 }
 
+void Partitioner::collectConstants() {
+  constants.clear();
+  for (const auto &entry : initializers)
+    constants.insert(entry.getKey());
+  for (const onnx::NodeProto &node : graph.node()) {
+    StringRef op = node.op_type();
+    bool constant = isDefaultDomain(node) &&
+                    (op == "Constant" || op == "Shape" || op == "Size");
+    bool neverFolds = isDataDependentOp(node) &&
+                      (op == "Unique" || op == "NonMaxSuppression");
+    if (!constant && node.input_size() > 0 && !neverFolds)
+      constant = llvm::all_of(node.input(), [&](const std::string &name) {
+        return name.empty() || constants.contains(name);
+      });
+    if (constant)
+      for (const std::string &name : node.output())
+        constants.insert(name);
+  }
+}
+
+bool Partitioner::isDataDependentHostNode(const onnx::NodeProto &node) const {
+  if (!isDataDependentOp(node))
+    return false;
+  // The importer folds NonZero of a constant and Compress by a constant
+  // condition (a gather on the device); Unique and NonMaxSuppression never.
+  StringRef op = node.op_type();
+  if (op == "Unique" || op == "NonMaxSuppression")
+    return true;
+  int decider = op == "Compress" ? 1 : 0;
+  return node.input_size() > decider && !node.input(decider).empty() &&
+         !constants.contains(node.input(decider));
+}
+
 bool Partitioner::isHostNode(const onnx::NodeProto &node) const {
   if (node.domain() != kMLDomain && isStringOnlyOp(node.op_type()))
+    return true;
+  if (isDataDependentHostNode(node))
+    return true;
+  // A host result a kernel cannot take (one made after the launches, or
+  // one whose shape only the run knows) keeps its readers on the host.
+  if (isHostNumericOp(node) &&
+      llvm::any_of(node.input(), [&](const std::string &name) {
+        auto host = hostValues.find(name);
+        return !name.empty() && host != hostValues.end() &&
+               (host->second == rt::HostPhase::After ||
+                !shapes.lookup(name));
+      }))
     return true;
   if (!isHostCapableOp(node))
     return false;
@@ -277,10 +270,51 @@ LogicalResult Partitioner::inferNode(const onnx::NodeProto &node) {
       if (attr.name() == "value_strings")
         set(0, kOnnxString, rt::Shape{attr.strings_size()});
     }
-  } else if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") {
+  } else if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" ||
+             op == "Slice" || op == "Compress") {
     // Shapes through data movement are only needed when a result goes to
     // the device; the step computes them at run time otherwise.
     set(0, in0, std::nullopt);
+  } else if (op == "NonZero" || op == "NonMaxSuppression") {
+    set(0, onnx::TensorProto::INT64, std::nullopt);
+  } else if (op == "Unique") {
+    set(0, in0, std::nullopt);
+    for (int i = 1; i < 4; ++i)
+      set(i, onnx::TensorProto::INT64, std::nullopt);
+  } else if (op == "Gather") {
+    MaybeShape data = inShape(0), indices = inShape(1), out;
+    int64_t axis = attrInt("axis", 0);
+    if (data && indices && !data->empty()) {
+      int64_t rank = static_cast<int64_t>(data->size());
+      if (axis < 0)
+        axis += rank;
+      if (axis >= 0 && axis < rank) {
+        out = rt::Shape(data->begin(), data->begin() + axis);
+        out->insert(out->end(), indices->begin(), indices->end());
+        out->insert(out->end(), data->begin() + axis + 1, data->end());
+      }
+    }
+    set(0, in0, out);
+  } else if (op == "Transpose") {
+    MaybeShape in = inShape(0), out;
+    if (in) {
+      SmallVector<int64_t> perm;
+      for (const onnx::AttributeProto &attr : node.attribute())
+        if (attr.name() == "perm")
+          perm.assign(attr.ints().begin(), attr.ints().end());
+      if (perm.empty())
+        for (size_t d = in->size(); d-- > 0;)
+          perm.push_back(static_cast<int64_t>(d));
+      if (perm.size() == in->size() &&
+          llvm::all_of(perm, [&](int64_t p) {
+            return p >= 0 && p < static_cast<int64_t>(in->size());
+          })) {
+        out = rt::Shape();
+        for (int64_t p : perm)
+          out->push_back((*in)[p]);
+      }
+    }
+    set(0, in0, out);
   }
   return success();
 }
@@ -325,11 +359,17 @@ LogicalResult Partitioner::makeStep(const onnx::NodeProto &node,
   step.phase = phase;
   step.inputs.assign(node.input().begin(), node.input().end());
   step.outputs.assign(node.output().begin(), node.output().end());
-  // Trailing optional outputs left unnamed are dropped.
+  // Trailing optional outputs left unnamed are dropped; Unique's others
+  // get a name nothing reads.
   while (!step.outputs.empty() && step.outputs.back().empty())
     step.outputs.pop_back();
+  for (size_t i = 1; i < step.outputs.size(); ++i)
+    if (step.outputs[i].empty())
+      step.outputs[i] = step.outputs[0] + "__kiln_unused_" + std::to_string(i);
   if (node.domain() == kMLDomain) {
-    if (failed(labelEncoderAttributes(node, step)))
+    if (failed(labelEncoderAttributes(
+            node, mlOpset(), [&](StringRef name) { return typeOf(name); },
+            baseDir, context, step, error)))
       return failure();
     if (runtime::Error err = rt::verifyHostStep(step))
       return fail(err.message());
@@ -391,323 +431,6 @@ LogicalResult Partitioner::makeStep(const onnx::NodeProto &node,
   return success();
 }
 
-/// LabelEncoder's attributes in the one form the host step takes
-/// (HostStringOps.cpp): `keys` (strings), `values` and `default` (text) and
-/// `to` ("string" or the values' dtype name), whichever of keys_strings /
-/// keys_tensor, values_{strings,int64s,floats,tensor} and default_* the node
-/// used. The defaults ONNX gives when none is set: "_Unused", -1 and -0.0.
-LogicalResult Partitioner::labelEncoderAttributes(const onnx::NodeProto &node,
-                                                  rt::HostStep &step) {
-  int64_t mlOpset = 0;
-  for (const onnx::OperatorSetIdProto &id : model.opset_import())
-    if (id.domain() == kMLDomain)
-      mlOpset = id.version();
-  // (The nodes a split writes have the opset-2 form whatever the model's
-  // opset: keys_strings.)
-  bool split = llvm::any_of(node.attribute(), [](const auto &attr) {
-    return attr.name() == "keys_strings";
-  });
-  if (mlOpset < 2 && !split)
-    return fail(describeNode(node) + ": LabelEncoder of ai.onnx.ml opset " +
-                Twine(mlOpset) +
-                " (classes_strings) is not supported; opset 2 and later are");
-  if (typeOf(node.input(0)) != kOnnxString)
-    return fail(describeNode(node) + ": input '" + node.input(0) +
-                "' must be a STRING tensor (LabelEncoder runs on the host "
-                "from strings only)");
-  const onnx::AttributeProto *keys = nullptr, *values = nullptr,
-                             *fallback = nullptr;
-  std::string valuesName;
-  for (const onnx::AttributeProto &attr : node.attribute()) {
-    StringRef name = attr.name();
-    const onnx::AttributeProto **slot = name.starts_with("keys_")     ? &keys
-                                        : name.starts_with("values_") ? &values
-                                        : name.starts_with("default_")
-                                            ? &fallback
-                                            : nullptr;
-    if (!slot)
-      return fail(describeNode(node) + ": attribute '" + name +
-                  "' is not one of LabelEncoder's");
-    if (*slot)
-      return fail(describeNode(node) + ": attributes '" + (*slot)->name() +
-                  "' and '" + name + "' both set; give one");
-    *slot = &attr;
-  }
-  if (!keys || !values)
-    return fail(describeNode(node) +
-                ": needs a keys_* and a values_* attribute");
-
-  // Keys: strings only (the input is a STRING tensor).
-  std::vector<std::string> keyTexts;
-  if (keys->name() == "keys_strings") {
-    keyTexts.assign(keys->strings().begin(), keys->strings().end());
-  } else if (keys->name() == "keys_tensor" && keys->has_t() &&
-             keys->t().data_type() == kOnnxString) {
-    keyTexts.assign(keys->t().string_data().begin(),
-                    keys->t().string_data().end());
-  } else {
-    return fail(describeNode(node) + ": keys '" + keys->name() +
-                "' must be strings for a STRING input (keys_strings or a "
-                "STRING keys_tensor)");
-  }
-
-  // Values, as text, and their type.
-  int32_t valueType = labelEncoderValueType(node);
-  auto numberText = [](double v, bool isDouble) {
-    char buffer[40];
-    std::snprintf(buffer, sizeof(buffer), isDouble ? "%.17g" : "%.9g", v);
-    return std::string(buffer);
-  };
-  // A tensor's elements as text: strings as they are, integers in decimal,
-  // floats with enough digits to read back exactly.
-  auto tensorTexts = [&](const onnx::TensorProto &tensor)
-      -> FailureOr<std::vector<std::string>> {
-    if (tensor.data_type() == kOnnxString)
-      return std::vector<std::string>(tensor.string_data().begin(),
-                                      tensor.string_data().end());
-    std::string decodeError;
-    FailureOr<DenseElementsAttr> decoded =
-        decodeTensor(tensor, baseDir, &context, decodeError);
-    if (failed(decoded))
-      return fail(describeNode(node) + ": " + decodeError);
-    std::vector<std::string> texts;
-    Type elementType = decoded->getElementType();
-    if (auto integer = dyn_cast<IntegerType>(elementType)) {
-      for (const APInt &v : decoded->getValues<APInt>())
-        texts.push_back(integer.isUnsigned() || integer.getWidth() == 1
-                            ? std::to_string(v.getZExtValue())
-                            : std::to_string(v.getSExtValue()));
-    } else if (isa<FloatType>(elementType)) {
-      for (const APFloat &v : decoded->getValues<APFloat>())
-        texts.push_back(numberText(v.convertToDouble(), elementType.isF64()));
-    } else {
-      return fail(describeNode(node) + ": tensor '" + tensor.name() +
-                  "' has element type " + onnxTypeName(tensor.data_type()) +
-                  ", which LabelEncoder on the host does not take");
-    }
-    return texts;
-  };
-  std::vector<std::string> valueTexts;
-  if (values->name() == "values_strings") {
-    valueTexts.assign(values->strings().begin(), values->strings().end());
-  } else if (values->name() == "values_int64s") {
-    for (int64_t v : values->ints())
-      valueTexts.push_back(std::to_string(v));
-  } else if (values->name() == "values_floats") {
-    for (float v : values->floats())
-      valueTexts.push_back(numberText(v, false));
-  } else if (values->name() == "values_tensor" && values->has_t()) {
-    FailureOr<std::vector<std::string>> texts = tensorTexts(values->t());
-    if (failed(texts))
-      return failure();
-    valueTexts = std::move(*texts);
-  } else {
-    return fail(describeNode(node) + ": attribute '" + values->name() +
-                "' is not one of LabelEncoder's");
-  }
-
-  // The default, of the values' type.
-  std::string defaultText = valueType == kOnnxString ? "_Unused"
-                            : valueType == onnx::TensorProto::FLOAT ||
-                                    valueType == onnx::TensorProto::DOUBLE
-                                ? "-0.0"
-                                : "-1";
-  if (fallback) {
-    StringRef name = fallback->name();
-    bool matches =
-        (name == "default_string" && valueType == kOnnxString) ||
-        (name == "default_int64" && values->name() == "values_int64s") ||
-        (name == "default_float" && values->name() == "values_floats") ||
-        (name == "default_tensor" && fallback->has_t() &&
-         values->name() == "values_tensor" &&
-         fallback->t().data_type() == valueType);
-    if (!matches)
-      return fail(describeNode(node) + ": default '" + name +
-                  "' does not match values '" + values->name() + "' (" +
-                  onnxTypeName(valueType) + ")");
-    if (name == "default_string") {
-      defaultText = fallback->s();
-    } else if (name == "default_int64") {
-      defaultText = std::to_string(fallback->i());
-    } else if (name == "default_float") {
-      defaultText = numberText(fallback->f(), false);
-    } else {
-      FailureOr<std::vector<std::string>> texts = tensorTexts(fallback->t());
-      if (failed(texts))
-        return failure();
-      if (texts->size() != 1)
-        return fail(describeNode(node) +
-                    ": default_tensor must hold one value, got " +
-                    Twine(texts->size()));
-      defaultText = texts->front();
-    }
-  }
-
-  std::string target = "string";
-  if (valueType != kOnnxString) {
-    std::optional<rt::DType> dtype = runtimeDType(valueType);
-    if (!dtype)
-      return fail(describeNode(node) + ": values of element type " +
-                  onnxTypeName(valueType) + " are not supported");
-    target = std::string(rt::dtypeName(*dtype));
-  }
-  int32_t declared = typeOf(node.output(0));
-  if (declared != 0 && declared != valueType)
-    return fail(describeNode(node) + ": output '" + node.output(0) +
-                "' is declared " + onnxTypeName(declared) +
-                " but the values are " + onnxTypeName(valueType));
-  step.attributes.push_back({"keys", std::move(keyTexts)});
-  step.attributes.push_back({"values", std::move(valueTexts)});
-  step.attributes.push_back({"default", {defaultText}});
-  step.attributes.push_back({"to", {target}});
-  return success();
-}
-
-/// A LabelEncoder from numbers to strings becomes three nodes: a
-/// LabelEncoder from the numbers to each key's position (0 to K - 1, K for
-/// no key; on the device, MLHandlers.cpp), a Cast of the positions to
-/// strings and a LabelEncoder from "0" ... "K-1" to the values (both host
-/// steps). The device does the comparisons in the input's type (NaN keys,
-/// the first of a key listed twice), the host only maps whole numbers,
-/// whose text is exact. Returns whether any node was split.
-/// The host half of a split: `position` (int64, 0 ... count-1, or count
-/// for none) to text, then to `output` through a LabelEncoder from "0" ...
-/// "count-1" to the values `valueAttrs` give (values_* and default_*).
-void appendPositionsToStrings(std::vector<onnx::NodeProto> &nodes,
-                              const std::string &position,
-                              const std::string &output, int64_t count,
-                              const std::string &name,
-                              ArrayRef<onnx::AttributeProto> valueAttrs) {
-  std::string text = output + "__kiln_label_text";
-  onnx::NodeProto cast;
-  cast.set_op_type("Cast");
-  cast.add_input(position);
-  cast.add_output(text);
-  onnx::AttributeProto *to = cast.add_attribute();
-  to->set_name("to");
-  to->set_type(onnx::AttributeProto::INT);
-  to->set_i(kOnnxString);
-  onnx::NodeProto map;
-  map.set_domain(kMLDomain);
-  map.set_op_type("LabelEncoder");
-  map.set_name(name);
-  map.add_input(text);
-  map.add_output(output);
-  onnx::AttributeProto *names = map.add_attribute();
-  names->set_name("keys_strings");
-  names->set_type(onnx::AttributeProto::STRINGS);
-  for (int64_t i = 0; i < count; ++i)
-    names->add_strings(std::to_string(i));
-  for (const onnx::AttributeProto &attr : valueAttrs)
-    *map.add_attribute() = attr;
-  nodes.push_back(std::move(cast));
-  nodes.push_back(std::move(map));
-}
-
-/// A TreeEnsembleClassifier with classlabels_strings: the device computes
-/// the label's position (classlabels_int64s 0 ... C-1), the host maps it
-/// to the string (appendPositionsToStrings). The scores stay as they are.
-bool splitStringClassifier(const onnx::NodeProto &node,
-                           std::vector<onnx::NodeProto> &nodes) {
-  const onnx::AttributeProto *labels = nullptr;
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == "classlabels_strings")
-      labels = &attr;
-  if (node.domain() != kMLDomain ||
-      node.op_type() != "TreeEnsembleClassifier" || !labels ||
-      node.output_size() < 1)
-    return false;
-  int64_t count = labels->strings_size();
-  onnx::NodeProto device = node;
-  device.clear_attribute();
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() != "classlabels_strings")
-      *device.add_attribute() = attr;
-  onnx::AttributeProto *positions = device.add_attribute();
-  positions->set_name("classlabels_int64s");
-  positions->set_type(onnx::AttributeProto::INTS);
-  for (int64_t i = 0; i < count; ++i)
-    positions->add_ints(i);
-  std::string output = node.output(0);
-  if (output.empty()) {
-    nodes.push_back(std::move(device));
-    return true;
-  }
-  std::string position = output + "__kiln_label_position";
-  device.set_output(0, position);
-  nodes.push_back(std::move(device));
-  onnx::AttributeProto values = *labels;
-  values.set_name("values_strings");
-  appendPositionsToStrings(nodes, position, output, count,
-                           node.name().empty() ? "" : node.name() + "/labels",
-                           {values});
-  return true;
-}
-
-bool Partitioner::splitNumericLabelEncoders() {
-  std::vector<onnx::NodeProto> nodes;
-  bool split = false;
-  for (const onnx::NodeProto &node : graph.node()) {
-    if (splitStringClassifier(node, nodes)) {
-      split = true;
-      continue;
-    }
-    if (node.domain() != kMLDomain || node.op_type() != "LabelEncoder" ||
-        node.input_size() != 1 || node.output_size() != 1 ||
-        typeOf(node.input(0)) == kOnnxString ||
-        labelEncoderValueType(node) != kOnnxString) {
-      nodes.push_back(node);
-      continue;
-    }
-    const onnx::AttributeProto *keys = nullptr, *values = nullptr;
-    for (const onnx::AttributeProto &attr : node.attribute()) {
-      if (StringRef(attr.name()).starts_with("keys_"))
-        keys = &attr;
-      if (StringRef(attr.name()).starts_with("values_"))
-        values = &attr;
-    }
-    int64_t count = !values                             ? 0
-                    : values->name() == "values_strings" ? values->strings_size()
-                                                         : values->t().string_data_size();
-    if (!keys || !values) {
-      nodes.push_back(node); // the device handler names what is missing
-      continue;
-    }
-    std::string output = node.output(0);
-    std::string position = output + "__kiln_label_position";
-    onnx::NodeProto lookup;
-    lookup.set_domain(kMLDomain);
-    lookup.set_op_type("LabelEncoder");
-    lookup.set_name(node.name().empty() ? "" : node.name() + "/positions");
-    lookup.add_input(node.input(0));
-    lookup.add_output(position);
-    *lookup.add_attribute() = *keys;
-    onnx::AttributeProto *positions = lookup.add_attribute();
-    positions->set_name("values_int64s");
-    positions->set_type(onnx::AttributeProto::INTS);
-    for (int64_t i = 0; i < count; ++i)
-      positions->add_ints(i);
-    onnx::AttributeProto *none = lookup.add_attribute();
-    none->set_name("default_int64");
-    none->set_type(onnx::AttributeProto::INT);
-    none->set_i(count);
-    nodes.push_back(std::move(lookup));
-    SmallVector<onnx::AttributeProto> valueAttrs;
-    for (const onnx::AttributeProto &attr : node.attribute())
-      if (!StringRef(attr.name()).starts_with("keys_"))
-        valueAttrs.push_back(attr);
-    appendPositionsToStrings(nodes, position, output, count, node.name(),
-                             valueAttrs);
-    split = true;
-  }
-  if (!split)
-    return false;
-  graph.clear_node();
-  for (onnx::NodeProto &node : nodes)
-    *graph.add_node() = std::move(node);
-  return true;
-}
-
 LogicalResult Partitioner::run() {
   collectTypes();
   // Types flow through the ops the host runs; nodes are in graph order,
@@ -715,7 +438,8 @@ LogicalResult Partitioner::run() {
   for (const onnx::NodeProto &node : graph.node())
     if (failed(inferNode(node)))
       return failure();
-  if (splitNumericLabelEncoders()) {
+  if (splitLabelEncoders(graph,
+                         [&](StringRef name) { return typeOf(name); })) {
     types.clear();
     shapes.clear();
     initializers.clear();
@@ -730,6 +454,9 @@ LogicalResult Partitioner::run() {
     any |= entry.second == kOnnxString;
   for (const onnx::NodeProto &node : graph.node())
     any |= node.domain() != kMLDomain && isStringOnlyOp(node.op_type());
+  collectConstants();
+  for (const onnx::NodeProto &node : graph.node())
+    any |= isDataDependentHostNode(node);
   if (!any)
     return success();
 
@@ -744,14 +471,19 @@ LogicalResult Partitioner::run() {
           return fail(describeNode(node) + ": input '" + name +
                       "' is a STRING tensor, which this op does not take "
                       "(host steps run Cast, CastLike, Identity, Equal, "
-                      "Reshape, Squeeze, Unsqueeze, StringConcat, "
-                      "StringSplit, RegexFullMatch, StringNormalizer and "
-                      "ai.onnx.ml's LabelEncoder)");
+                      "Reshape, Squeeze, Unsqueeze, Gather, Transpose, "
+                      "Slice, Compress, Unique, StringConcat, StringSplit, "
+                      "RegexFullMatch, StringNormalizer and ai.onnx.ml's "
+                      "LabelEncoder)");
         auto host = hostValues.find(name);
         if (host != hostValues.end() && host->second == rt::HostPhase::After)
           return fail(describeNode(node) + ": input '" + name +
                       "' comes from a host step that reads a device result; "
-                      "a host step between kernels is not supported yet");
+                      "a host step between kernels is not supported yet "
+                      "(host steps after the launches run Gather, "
+                      "Transpose, Slice, Cast, Identity, Reshape, Squeeze, "
+                      "Unsqueeze, NonZero, Compress, Unique and "
+                      "NonMaxSuppression)");
         deviceReads.insert(name);
       }
       for (const std::string &name : node.output()) {

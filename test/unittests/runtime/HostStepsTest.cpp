@@ -336,9 +336,9 @@ TEST(HostStepsTest, VerifierNamesWhatIsWrong) {
               HasSubstr("device input 'x' is not computed before the "
                         "launches"));
   Artifact unknownOp = makeStringArtifact();
-  unknownOp.host.steps[0].op = "Gather";
+  unknownOp.host.steps[0].op = "GatherND";
   EXPECT_THAT(errorOf(serializeArtifact(unknownOp)),
-              HasSubstr("node 'to_float' (Gather): not an op the host runs"));
+              HasSubstr("node 'to_float' (GatherND): not an op the host runs"));
 }
 
 TEST(HostStepsTest, SessionRunsHostStepsAroundTheLaunches) {

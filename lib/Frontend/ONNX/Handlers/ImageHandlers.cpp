@@ -4,7 +4,9 @@
 // kiln.deform_sample followed by a matmul), and the ops that are exact
 // compositions: AffineGrid (a constant base grid times theta), Col2Im (a
 // grouped transposed convolution with a one-hot filter). NonMaxSuppression
-// and ImageDecoder are refused with the reason.
+// runs as a host step in inference compiles (HostPartition.cpp) and is
+// refused here, in training compiles; ImageDecoder is refused with the
+// reason.
 //
 //===----------------------------------------------------------------------===//
 
@@ -297,8 +299,8 @@ LogicalResult importCol2Im(NodeImporter &n) {
 
 LogicalResult importNonMaxSuppression(NodeImporter &n) {
   return n.fail("the number of selected boxes depends on the scores at run "
-                "time (a data-dependent output shape, which Kiln does not "
-                "support yet)");
+                "time (an inference compile runs NonMaxSuppression as a "
+                "host step; a training compile does not take it)");
 }
 
 LogicalResult importImageDecoder(NodeImporter &n) {
@@ -323,9 +325,9 @@ void registerImageHandlers(SmallVectorImpl<Handler> &handlers) {
        "image_shape and block_shape must be compile-time constants; 1-3 "
        "image dimensions"},
       {"NonMaxSuppression", 10, importNonMaxSuppression,
-       "refused: data-dependent output shape"},
+       "a host step (inference only)"},
       {"NonMaxSuppression", 11, importNonMaxSuppression,
-       "refused: data-dependent output shape"},
+       "a host step (inference only)"},
       {"ImageDecoder", 20, importImageDecoder,
        "refused: no image codecs in the runtime"},
   });

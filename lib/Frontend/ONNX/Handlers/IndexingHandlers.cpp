@@ -274,12 +274,14 @@ LogicalResult importMaxUnpool(NodeImporter &n) {
 }
 
 /// The shapes of Compress, NonZero and Unique depend on data. With that
-/// data known at compile time they fold; otherwise the node is refused.
+/// data known at compile time Compress and NonZero fold; otherwise an
+/// inference compile has made the node a host step (HostPartition.cpp)
+/// before it gets here, and a training compile refuses it.
 LogicalResult refuseDataDependent(NodeImporter &n, StringRef what) {
   return n.fail("the output shape depends on " + what +
-                ", which is only known at run time (data-dependent shapes "
-                "are not supported yet; a compile-time constant " + what +
-                " is)");
+                ", which is only known at run time (an inference compile "
+                "runs such a node as a host step; a training compile needs " +
+                what + " to be a compile-time constant)");
 }
 
 /// Compress with a constant condition is a gather of the kept positions.
@@ -358,7 +360,9 @@ LogicalResult importNonZero(NodeImporter &n) {
 }
 
 LogicalResult importUnique(NodeImporter &n) {
-  return refuseDataDependent(n, "the input's values");
+  return n.fail("the output shape depends on the input's values at run time "
+                "(an inference compile runs Unique as a host step; a "
+                "training compile does not take it)");
 }
 
 } // namespace
@@ -382,13 +386,16 @@ void registerIndexingHandlers(SmallVectorImpl<Handler> &handlers) {
       {"MaxUnpool", 11, importMaxUnpool,
        "output_shape must be a compile-time constant"},
       {"Compress", 9, importCompress,
-       "condition must be a compile-time constant"},
+       "a constant condition is a gather; otherwise a host step "
+       "(inference only)"},
       {"Compress", 11, importCompress,
-       "condition must be a compile-time constant"},
-      {"NonZero", 9, importNonZero, "input must be a compile-time constant"},
-      {"NonZero", 13, importNonZero, "input must be a compile-time constant"},
-      {"Unique", 11, importUnique,
-       "refused: data-dependent output shape"},
+       "a constant condition is a gather; otherwise a host step "
+       "(inference only)"},
+      {"NonZero", 9, importNonZero,
+       "a constant input folds; otherwise a host step (inference only)"},
+      {"NonZero", 13, importNonZero,
+       "a constant input folds; otherwise a host step (inference only)"},
+      {"Unique", 11, importUnique, "a host step (inference only)"},
   });
 }
 

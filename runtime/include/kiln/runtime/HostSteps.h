@@ -3,7 +3,9 @@
 // Format 1.9, section `host-steps`: ONNX nodes on STRING tensors (Cast to
 // and from numbers, Identity, Equal, StringConcat, StringSplit,
 // RegexFullMatch, StringNormalizer, Reshape/Squeeze/Unsqueeze, and
-// ai.onnx.ml's LabelEncoder from strings) have no GPU
+// ai.onnx.ml's LabelEncoder from strings) and nodes whose output shape
+// depends on their data (NonZero, Compress, Unique, NonMaxSuppression,
+// with the Gather, Transpose, Slice and Cast that follow them) have no GPU
 // kernel. The compiler moves them out of the device graph into a host
 // program; a session runs its `before` steps before the first launch and
 // its `after` steps after the last one, whatever the device (cuda or emu).

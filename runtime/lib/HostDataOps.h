@@ -1,0 +1,44 @@
+//===- HostDataOps.h - Host steps on numbers: data-dependent shapes -*- C++ -*-===//
+//
+// Internal to runtime/lib: the host ops whose output shape depends on the
+// data (NonZero, Compress, Unique, NonMaxSuppression), the indexing and
+// data movement that follow them on the host (Gather, Transpose, Slice),
+// and Cast between number types (HostSteps.cpp dispatches to them).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_LIB_HOSTDATAOPS_H
+#define KILN_RUNTIME_LIB_HOSTDATAOPS_H
+
+#include "kiln/runtime/HostSteps.h"
+
+#include "Support.h"
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace kiln::runtime {
+
+/// Whether `op` is one of this file's (Cast aside).
+bool isHostDataOp(std::string_view op);
+
+/// The attribute checks of verifyHostStep for this file's ops (known
+/// attribute values: Unique's `sorted`, NonMaxSuppression's
+/// `center_point_box`, a Transpose permutation's entries).
+Error verifyDataOpAttributes(const HostStep &step);
+
+/// Runs one of this file's ops.
+Error runDataOp(const HostStep &step,
+                std::map<std::string, HostValue, std::less<>> &values);
+
+/// Cast between number types (f32, f64, the integer types and bool; not
+/// f16 or bf16): floats to integers truncate toward zero and saturate
+/// (NaN gives 0), as the device's cvt.rzi.sat does; integers to narrower
+/// integers wrap, as numpy's astype does; anything to bool is "not 0".
+Expected<HostValue> castNumbers(const HostStep &step, const HostValue &in,
+                                DType to);
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_LIB_HOSTDATAOPS_H
