@@ -11,7 +11,8 @@ string labels ("no", "yes": the device finds the label's position, a host
 step maps it), both classes scored (labels against scikit-learn only:
 onnxruntime labels those by "second score above 0"); gradient boosting
 over 3 classes (one tree per class per stage, base_values the log priors,
-SOFTMAX, and SOFTMAX_ZERO against onnxruntime only).
+SOFTMAX); the 3-class forest under SOFTMAX_ZERO, against onnxruntime only
+(its classes no tree votes for score 0 and stay 0).
 
 Two classes with the first only scored, as sklearn-onnx writes binary
 models (onnxruntime's rule, TreeEnsembleHandlers.cpp): a forest whose
@@ -89,6 +90,11 @@ def cases(rng):
                          classlabels_int64s=labels.tolist())
     yield ("forest-3-classes", m, test, labels[forest.predict(test)],
            forest.predict_proba(test), len(forest.estimators_), 0.0, False)
+    # SOFTMAX_ZERO: a class no tree votes for scores exactly 0 and stays 0.
+    m = classifier_model(attrs, features, batch, 3, TensorProto.INT64,
+                         classlabels_int64s=labels.tolist(), post_transform="SOFTMAX_ZERO")
+    yield ("forest-3-classes-softmax-zero", m, test, None, None,
+           len(forest.estimators_), 0.0, True)
 
     two = (train[:, 0] * train[:, 1] > 0).astype(np.int64)
     binary = RandomForestClassifier(n_estimators=5, max_depth=5, random_state=1).fit(train, two)
@@ -117,11 +123,6 @@ def cases(rng):
                          post_transform="SOFTMAX")
     yield ("boost-3-classes-softmax", m, test, boost.predict(test),
            boost.predict_proba(test), len(trees), float(np.max(np.abs(prior))), True)
-    m = classifier_model(attrs, features, batch, 3, TensorProto.INT64,
-                         classlabels_int64s=[0, 1, 2], base_values=prior.tolist(),
-                         post_transform="SOFTMAX_ZERO")
-    yield ("boost-3-classes-softmax-zero", m, test, None, None, len(trees),
-           float(np.max(np.abs(prior))), True)
 
     # Binary, the first class only scored (sklearn-onnx's encoding).
     def second_probability(tree, t, i):
