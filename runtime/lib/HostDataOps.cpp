@@ -174,40 +174,57 @@ bool isNonzero(const HostValue &v, uint64_t i) {
   return bits != 0;
 }
 
+/// Calls `f` with a value of the C++ type of a numeric dtype (f32, f64,
+/// the integer types; bool as uint8_t); returns false for the others.
+template <typename F> bool withNumericType(DType type, F &&f) {
+  switch (type) {
+  case DType::F32:
+    f(float());
+    return true;
+  case DType::F64:
+    f(double());
+    return true;
+  case DType::I8:
+    f(int8_t());
+    return true;
+  case DType::I16:
+    f(int16_t());
+    return true;
+  case DType::I32:
+    f(int32_t());
+    return true;
+  case DType::I64:
+    f(int64_t());
+    return true;
+  case DType::U8:
+  case DType::Bool:
+    f(uint8_t());
+    return true;
+  case DType::U16:
+    f(uint16_t());
+    return true;
+  case DType::U32:
+    f(uint32_t());
+    return true;
+  case DType::U64:
+    f(uint64_t());
+    return true;
+  default:
+    return false;
+  }
+}
+
 /// Element i as a double (for ordering; exact for every integer the
 /// double holds, and ties between larger ones are broken by `sameBits`).
 double asDouble(const HostValue &v, uint64_t i) {
   const uint8_t *p = v.data.data() + i * dtypeSize(v.dtype);
-  auto read = [&](auto tag) {
+  double out = 0;
+  withNumericType(v.dtype, [&](auto tag) {
     decltype(tag) x;
     std::memcpy(&x, p, sizeof x);
-    return static_cast<double>(x);
-  };
-  switch (v.dtype) {
-  case DType::F32:
-    return read(float());
-  case DType::F64:
-    return read(double());
-  case DType::I8:
-    return read(int8_t());
-  case DType::I16:
-    return read(int16_t());
-  case DType::I32:
-    return read(int32_t());
-  case DType::I64:
-    return read(int64_t());
-  case DType::U8:
-  case DType::Bool:
-    return read(uint8_t());
-  case DType::U16:
-    return read(uint16_t());
-  case DType::U32:
-    return read(uint32_t());
-  case DType::U64:
-    return read(uint64_t());
-  default:
-    return 0;
-  }
+    out = static_cast<double>(x);
+  });
+  return out;
 }
 
 /// Three-way comparison of elements i and j of one value: numbers by
@@ -834,43 +851,10 @@ Expected<HostValue> castNumbers(const HostStep &step, const HostValue &in,
       }
       std::memcpy(p, &x, sizeof x);
     };
-    switch (to) {
-    case DType::F32:
-      store(float());
-      break;
-    case DType::F64:
-      store(double());
-      break;
-    case DType::I8:
-      store(int8_t());
-      break;
-    case DType::I16:
-      store(int16_t());
-      break;
-    case DType::I32:
-      store(int32_t());
-      break;
-    case DType::I64:
-      store(int64_t());
-      break;
-    case DType::U8:
-      store(uint8_t());
-      break;
-    case DType::U16:
-      store(uint16_t());
-      break;
-    case DType::U32:
-      store(uint32_t());
-      break;
-    case DType::U64:
-      store(uint64_t());
-      break;
-    case DType::Bool:
+    if (to == DType::Bool)
       *p = isNonzero(in, i) ? 1 : 0;
-      break;
-    default:
-      break;
-    }
+    else
+      withNumericType(to, store);
   }
   return out;
 }

@@ -11,6 +11,8 @@
 
 #include "kiln/runtime/HostSteps.h"
 
+#include "RuntimeTestUtils.h"
+
 #include <gmock/gmock.h>
 
 #include <cmath>
@@ -18,6 +20,7 @@
 #include <limits>
 
 using namespace kiln::runtime;
+using kiln::runtime::test::hostStep;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -53,22 +56,11 @@ template <typename T> std::vector<T> elements(const HostValue &value) {
   return out;
 }
 
-HostStep step(std::string op, std::vector<std::string> inputs,
-              std::vector<std::string> outputs,
-              std::vector<HostAttribute> attributes = {}) {
-  HostStep s;
-  s.op = std::move(op);
-  s.node = "n";
-  s.inputs = std::move(inputs);
-  s.outputs = std::move(outputs);
-  s.attributes = std::move(attributes);
-  return s;
-}
 
 TEST(HostDataOpsTest, NonZeroSkipsNegativeZeroAndKeepsNaN) {
   float nan = std::numeric_limits<float>::quiet_NaN();
   Values values{{"x", tensor<float>({2, 3}, {0.0f, -0.0f, 2.0f, nan, 0.0f, -1.0f})}};
-  ASSERT_FALSE(runHostStep(step("NonZero", {"x"}, {"y"}), values));
+  ASSERT_FALSE(runHostStep(hostStep("NonZero", {"x"}, {"y"}), values));
   const HostValue &y = values["y"];
   EXPECT_EQ(y.dtype, DType::I64);
   EXPECT_THAT(y.shape, ElementsAre(2, 3));
@@ -80,15 +72,15 @@ TEST(HostDataOpsTest, CompressAlongAnAxisAndFlattened) {
   Values values{{"x", tensor<int32_t>({3, 2}, {1, 2, 3, 4, 5, 6})},
                 {"c", bools({0, 1, 1})},
                 {"short", bools({1, 0, 1})}};
-  ASSERT_FALSE(runHostStep(step("Compress", {"x", "c"}, {"rows"}, {{"axis", {"0"}}}),
+  ASSERT_FALSE(runHostStep(hostStep("Compress", {"x", "c"}, {"rows"}, {{"axis", {"0"}}}),
                            values));
   EXPECT_THAT(values["rows"].shape, ElementsAre(2, 2));
   EXPECT_THAT(elements<int32_t>(values["rows"]), ElementsAre(3, 4, 5, 6));
   // No axis: the flattened input; a condition shorter than it drops the rest.
-  ASSERT_FALSE(runHostStep(step("Compress", {"x", "short"}, {"flat"}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Compress", {"x", "short"}, {"flat"}), values));
   EXPECT_THAT(values["flat"].shape, ElementsAre(2));
   EXPECT_THAT(elements<int32_t>(values["flat"]), ElementsAre(1, 3));
-  ASSERT_FALSE(runHostStep(step("Compress", {"x", "c"}, {"cols"}, {{"axis", {"-1"}}}),
+  ASSERT_FALSE(runHostStep(hostStep("Compress", {"x", "c"}, {"cols"}, {{"axis", {"-1"}}}),
                            values));
   EXPECT_THAT(values["cols"].shape, ElementsAre(3, 1));
   EXPECT_THAT(elements<int32_t>(values["cols"]), ElementsAre(2, 4, 6));
@@ -98,13 +90,13 @@ TEST(HostDataOpsTest, UniqueSortedAndInFirstOccurrenceOrder) {
   // numpy.unique([2, 1, 1, 3, 4, 3], return_index, return_inverse,
   // return_counts): [1 2 3 4], [1 0 3 4], [1 0 0 2 3 2], [2 1 2 1].
   Values values{{"x", tensor<float>({6}, {2, 1, 1, 3, 4, 3})}};
-  ASSERT_FALSE(runHostStep(step("Unique", {"x"}, {"y", "i", "inv", "c"}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Unique", {"x"}, {"y", "i", "inv", "c"}), values));
   EXPECT_THAT(elements<float>(values["y"]), ElementsAre(1, 2, 3, 4));
   EXPECT_THAT(elements<int64_t>(values["i"]), ElementsAre(1, 0, 3, 4));
   EXPECT_THAT(elements<int64_t>(values["inv"]), ElementsAre(1, 0, 0, 2, 3, 2));
   EXPECT_THAT(elements<int64_t>(values["c"]), ElementsAre(2, 1, 2, 1));
   // sorted = 0: the spec's example, [2, 1, 3, 4], [0, 1, 3, 4], [0 1 1 2 3 2].
-  ASSERT_FALSE(runHostStep(step("Unique", {"x"}, {"y0", "i0", "inv0", "c0"},
+  ASSERT_FALSE(runHostStep(hostStep("Unique", {"x"}, {"y0", "i0", "inv0", "c0"},
                                 {{"sorted", {"0"}}}),
                            values));
   EXPECT_THAT(elements<float>(values["y0"]), ElementsAre(2, 1, 3, 4));
@@ -116,7 +108,7 @@ TEST(HostDataOpsTest, UniqueSortedAndInFirstOccurrenceOrder) {
 TEST(HostDataOpsTest, UniqueSlicesAlongAnAxisAndSpecialValues) {
   // The spec's example: rows [1 0 0], [1 0 0], [2 3 4] along axis 0.
   Values values{{"x", tensor<int64_t>({3, 3}, {1, 0, 0, 1, 0, 0, 2, 3, 4})}};
-  ASSERT_FALSE(runHostStep(step("Unique", {"x"}, {"y", "i", "inv", "c"},
+  ASSERT_FALSE(runHostStep(hostStep("Unique", {"x"}, {"y", "i", "inv", "c"},
                                 {{"axis", {"0"}}}),
                            values));
   EXPECT_THAT(values["y"].shape, ElementsAre(2, 3));
@@ -126,7 +118,7 @@ TEST(HostDataOpsTest, UniqueSlicesAlongAnAxisAndSpecialValues) {
   // -0.0 equals 0.0 (the first kept); NaN equals NaN and sorts last.
   float nan = std::numeric_limits<float>::quiet_NaN();
   values["f"] = tensor<float>({5}, {nan, -0.0f, 1.0f, 0.0f, nan});
-  ASSERT_FALSE(runHostStep(step("Unique", {"f"}, {"u", "ui", "uinv", "n"}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Unique", {"f"}, {"u", "ui", "uinv", "n"}), values));
   std::vector<float> u = elements<float>(values["u"]);
   ASSERT_EQ(u.size(), 3u);
   EXPECT_TRUE(u[0] == 0.0f && std::signbit(u[0]));
@@ -148,30 +140,30 @@ TEST(HostDataOpsTest, NonMaxSuppressionFollowsOnnxruntime) {
       {"low", tensor<float>({1}, {0.6f})},
       {"loose", tensor<float>({1}, {0.7f})}};
   ASSERT_FALSE(runHostStep(
-      step("NonMaxSuppression", {"boxes", "scores", "max", "iou"}, {"s"}), values));
+      hostStep("NonMaxSuppression", {"boxes", "scores", "max", "iou"}, {"s"}), values));
   // Box 3 first (highest score; no area: suppresses nothing), then 0, which
   // suppresses 1, then 2.
   EXPECT_THAT(values["s"].shape, ElementsAre(3, 3));
   EXPECT_THAT(elements<int64_t>(values["s"]), ElementsAre(0, 0, 3, 0, 0, 0, 0, 0, 2));
   // IoU 0.68 is not above 0.7: both kept; the score threshold drops box 2.
-  ASSERT_FALSE(runHostStep(step("NonMaxSuppression",
+  ASSERT_FALSE(runHostStep(hostStep("NonMaxSuppression",
                                 {"boxes", "scores", "max", "loose", "low"}, {"t"}),
                            values));
   EXPECT_THAT(elements<int64_t>(values["t"]), ElementsAre(0, 0, 3, 0, 0, 0, 0, 0, 1));
   // max_output_boxes_per_class absent: no box (the spec's default, 0).
-  ASSERT_FALSE(runHostStep(step("NonMaxSuppression", {"boxes", "scores"}, {"none"}),
+  ASSERT_FALSE(runHostStep(hostStep("NonMaxSuppression", {"boxes", "scores"}, {"none"}),
                            values));
   EXPECT_THAT(values["none"].shape, ElementsAre(0, 3));
   // Center format: [xc, yc, w, h] of boxes 0 and 1 above.
   values["centers"] = tensor<float>({1, 2, 4}, {5, 5, 10, 10, 6, 6, 10, 10});
   values["two"] = tensor<float>({1, 1, 2}, {0.8f, 0.9f});
-  ASSERT_FALSE(runHostStep(step("NonMaxSuppression", {"centers", "two", "max", "iou"},
+  ASSERT_FALSE(runHostStep(hostStep("NonMaxSuppression", {"centers", "two", "max", "iou"},
                                 {"c"}, {{"center_point_box", {"1"}}}),
                            values));
   EXPECT_THAT(elements<int64_t>(values["c"]), ElementsAre(0, 0, 1));
   values["bad"] = tensor<float>({1}, {1.5f});
   Error err = runHostStep(
-      step("NonMaxSuppression", {"boxes", "scores", "max", "bad"}, {"u"}), values);
+      hostStep("NonMaxSuppression", {"boxes", "scores", "max", "bad"}, {"u"}), values);
   ASSERT_TRUE(err);
   EXPECT_THAT(err.message(), HasSubstr("node 'n' (NonMaxSuppression): iou_threshold 1.5 is not in [0, 1]"));
 }
@@ -180,14 +172,14 @@ TEST(HostDataOpsTest, GatherTransposeSlice) {
   Values values{{"x", tensor<int32_t>({2, 3}, {0, 1, 2, 3, 4, 5})},
                 {"idx", tensor<int64_t>({2}, {-1, 0})},
                 {"far", tensor<int64_t>({1}, {3})}};
-  ASSERT_FALSE(runHostStep(step("Gather", {"x", "idx"}, {"g"}, {{"axis", {"1"}}}),
+  ASSERT_FALSE(runHostStep(hostStep("Gather", {"x", "idx"}, {"g"}, {{"axis", {"1"}}}),
                            values));
   EXPECT_THAT(values["g"].shape, ElementsAre(2, 2));
   EXPECT_THAT(elements<int32_t>(values["g"]), ElementsAre(2, 0, 5, 3));
-  Error err = runHostStep(step("Gather", {"x", "far"}, {"h"}, {{"axis", {"1"}}}), values);
+  Error err = runHostStep(hostStep("Gather", {"x", "far"}, {"h"}, {{"axis", {"1"}}}), values);
   ASSERT_TRUE(err);
   EXPECT_THAT(err.message(), HasSubstr("index 3 is out of range for dim 1 of size 3"));
-  ASSERT_FALSE(runHostStep(step("Transpose", {"x"}, {"t"}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Transpose", {"x"}, {"t"}), values));
   EXPECT_THAT(values["t"].shape, ElementsAre(3, 2));
   EXPECT_THAT(elements<int32_t>(values["t"]), ElementsAre(0, 3, 1, 4, 2, 5));
   // x[:, ::-2] with ends past the start (clamped): columns 2 and 0.
@@ -195,7 +187,7 @@ TEST(HostDataOpsTest, GatherTransposeSlice) {
   values["ends"] = tensor<int64_t>({1}, {std::numeric_limits<int64_t>::min()});
   values["axes"] = tensor<int64_t>({1}, {1});
   values["steps"] = tensor<int64_t>({1}, {-2});
-  ASSERT_FALSE(runHostStep(step("Slice", {"x", "starts", "ends", "axes", "steps"}, {"s"}),
+  ASSERT_FALSE(runHostStep(hostStep("Slice", {"x", "starts", "ends", "axes", "steps"}, {"s"}),
                            values));
   EXPECT_THAT(values["s"].shape, ElementsAre(2, 2));
   EXPECT_THAT(elements<int32_t>(values["s"]), ElementsAre(2, 0, 5, 3));
@@ -203,7 +195,7 @@ TEST(HostDataOpsTest, GatherTransposeSlice) {
   values["big"] = tensor<int64_t>({1}, {std::numeric_limits<int64_t>::max()});
   values["zero"] = tensor<int64_t>({1}, {0});
   values["end"] = tensor<int64_t>({1}, {3});
-  ASSERT_FALSE(runHostStep(step("Slice", {"x", "zero", "end", "axes", "big"}, {"one"}),
+  ASSERT_FALSE(runHostStep(hostStep("Slice", {"x", "zero", "end", "axes", "big"}, {"one"}),
                            values));
   EXPECT_THAT(elements<int32_t>(values["one"]), ElementsAre(0, 3));
 }
@@ -212,15 +204,15 @@ TEST(HostDataOpsTest, CastBetweenNumbers) {
   float nan = std::numeric_limits<float>::quiet_NaN();
   Values values{{"f", tensor<float>({5}, {-1.7f, 2.9f, 300.0f, nan, -1e10f})},
                 {"i", tensor<int64_t>({2}, {257, -1})}};
-  ASSERT_FALSE(runHostStep(step("Cast", {"f"}, {"a"}, {{"to", {"i8"}}}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Cast", {"f"}, {"a"}, {{"to", {"i8"}}}), values));
   // Truncated, saturated, NaN to 0.
   EXPECT_THAT(elements<int8_t>(values["a"]), ElementsAre(-1, 2, 127, 0, -128));
-  ASSERT_FALSE(runHostStep(step("Cast", {"i"}, {"b"}, {{"to", {"u8"}}}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Cast", {"i"}, {"b"}, {{"to", {"u8"}}}), values));
   // Integers wrap.
   EXPECT_THAT(elements<uint8_t>(values["b"]), ElementsAre(1, 255));
-  ASSERT_FALSE(runHostStep(step("Cast", {"i"}, {"c"}, {{"to", {"f32"}}}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Cast", {"i"}, {"c"}, {{"to", {"f32"}}}), values));
   EXPECT_THAT(elements<float>(values["c"]), ElementsAre(257.0f, -1.0f));
-  ASSERT_FALSE(runHostStep(step("Cast", {"f"}, {"d"}, {{"to", {"bool"}}}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Cast", {"f"}, {"d"}, {{"to", {"bool"}}}), values));
   EXPECT_THAT(elements<uint8_t>(values["d"]), ElementsAre(1, 1, 1, 1, 1));
 }
 

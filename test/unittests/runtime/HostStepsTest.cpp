@@ -39,17 +39,6 @@ HostValue strings(Shape shape, std::vector<std::string> text) {
   return value;
 }
 
-HostStep step(std::string op, std::vector<std::string> inputs,
-              std::vector<std::string> outputs,
-              std::vector<HostAttribute> attributes = {}) {
-  HostStep s;
-  s.op = std::move(op);
-  s.node = "n";
-  s.inputs = std::move(inputs);
-  s.outputs = std::move(outputs);
-  s.attributes = std::move(attributes);
-  return s;
-}
 
 std::string format(float value) {
   return formatHostNumber(DType::F32, reinterpret_cast<uint8_t *>(&value));
@@ -98,7 +87,7 @@ TEST(HostStepsTest, CastParsesNumbersAndSpecialValues) {
 
 TEST(HostStepsTest, CastOfABadStringNamesTheNodeAndElement) {
   Values values{{"s", strings({2}, {"1.5", "abc"})}};
-  Error err = runHostStep(step("Cast", {"s"}, {"f"}, {{"to", {"f32"}}}),
+  Error err = runHostStep(hostStep("Cast", {"s"}, {"f"}, {{"to", {"f32"}}}),
                           values);
   EXPECT_EQ(err.message(),
             "node 'n' (Cast): element 1 ('abc') is not f32 number");
@@ -107,13 +96,13 @@ TEST(HostStepsTest, CastOfABadStringNamesTheNodeAndElement) {
 TEST(HostStepsTest, StringSplitFollowsPythonSplit) {
   Values values{
       {"x", strings({3}, {"a,,b", "  one two  ", "c"})}};
-  ASSERT_FALSE(runHostStep(step("StringSplit", {"x"}, {"y", "z"},
+  ASSERT_FALSE(runHostStep(hostStep("StringSplit", {"x"}, {"y", "z"},
                                 {{"delimiter", {","}}}),
                            values));
   EXPECT_EQ(values["y"].shape, (Shape{3, 3}));
   EXPECT_THAT(values["y"].strings,
               ElementsAre("a", "", "b", "  one two  ", "", "", "c", "", ""));
-  ASSERT_FALSE(runHostStep(step("StringSplit", {"x"}, {"w", "len"},
+  ASSERT_FALSE(runHostStep(hostStep("StringSplit", {"x"}, {"w", "len"},
                                 {{"maxsplit", {"1"}}}),
                            values));
   // No delimiter: whitespace runs, ends trimmed; maxsplit 1 keeps the rest.
@@ -128,13 +117,13 @@ TEST(HostStepsTest, StringSplitFollowsPythonSplit) {
 
 TEST(HostStepsTest, StringNormalizerStopwordsAndCase) {
   Values values{{"x", strings({1, 4}, {"Monday", "tuesday", "MONDAY", "é"})}};
-  ASSERT_FALSE(runHostStep(step("StringNormalizer", {"x"}, {"y"},
+  ASSERT_FALSE(runHostStep(hostStep("StringNormalizer", {"x"}, {"y"},
                                 {{"case_change_action", {"UPPER"}},
                                  {"stopwords", {"monday"}}}),
                            values));
   EXPECT_EQ(values["y"].shape, (Shape{1, 2}));
   EXPECT_THAT(values["y"].strings, ElementsAre("TUESDAY", "É"));
-  ASSERT_FALSE(runHostStep(step("StringNormalizer", {"x"}, {"z"},
+  ASSERT_FALSE(runHostStep(hostStep("StringNormalizer", {"x"}, {"z"},
                                 {{"is_case_sensitive", {"1"}},
                                  {"stopwords", {"Monday", "tuesday", "MONDAY",
                                                 "é"}}}),
@@ -145,17 +134,17 @@ TEST(HostStepsTest, StringNormalizerStopwordsAndCase) {
 
 TEST(HostStepsTest, DataMovementOnStrings) {
   Values values{{"x", strings({2, 3}, {"a", "b", "c", "d", "e", "f"})}};
-  ASSERT_FALSE(runHostStep(step("Unsqueeze", {"x"}, {"u"}, {{"axes", {"0"}}}),
+  ASSERT_FALSE(runHostStep(hostStep("Unsqueeze", {"x"}, {"u"}, {{"axes", {"0"}}}),
                            values));
   EXPECT_EQ(values["u"].shape, (Shape{1, 2, 3}));
-  ASSERT_FALSE(runHostStep(step("Squeeze", {"u"}, {"q"}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Squeeze", {"u"}, {"q"}), values));
   EXPECT_EQ(values["q"].shape, (Shape{2, 3}));
   // An axis from the file that is not a number fails, naming the node.
-  EXPECT_EQ(runHostStep(step("Squeeze", {"u"}, {"bad"}, {{"axes", {"zero"}}}),
+  EXPECT_EQ(runHostStep(hostStep("Squeeze", {"u"}, {"bad"}, {{"axes", {"zero"}}}),
                         values)
                 .message(),
             "node 'n' (Squeeze): axis 'zero' is not an integer");
-  EXPECT_THAT(runHostStep(step("Squeeze", {"x"}, {"bad"}, {{"axes", {"1"}}}),
+  EXPECT_THAT(runHostStep(hostStep("Squeeze", {"x"}, {"bad"}, {{"axes", {"1"}}}),
                           values)
                   .message(),
               HasSubstr("cannot squeeze dim 1 of size 3"));
@@ -164,10 +153,10 @@ TEST(HostStepsTest, DataMovementOnStrings) {
 TEST(HostStepsTest, EqualAndConcatBroadcast) {
   Values values{{"a", strings({2, 1}, {"x", "y"})},
                 {"b", strings({3}, {"x", "y", "z"})}};
-  ASSERT_FALSE(runHostStep(step("Equal", {"a", "b"}, {"eq"}), values));
+  ASSERT_FALSE(runHostStep(hostStep("Equal", {"a", "b"}, {"eq"}), values));
   EXPECT_EQ(values["eq"].shape, (Shape{2, 3}));
   EXPECT_THAT(values["eq"].data, ElementsAre(1, 0, 0, 0, 1, 0));
-  ASSERT_FALSE(runHostStep(step("StringConcat", {"a", "b"}, {"c"}), values));
+  ASSERT_FALSE(runHostStep(hostStep("StringConcat", {"a", "b"}, {"c"}), values));
   EXPECT_THAT(values["c"].strings,
               ElementsAre("xx", "xy", "xz", "yx", "yy", "yz"));
 }
@@ -175,7 +164,7 @@ TEST(HostStepsTest, EqualAndConcatBroadcast) {
 TEST(HostStepsTest, LabelEncoderMapsStringsThroughItsTable) {
   Values values{{"x", strings({2, 2}, {"b", "zz", "a", "b"})}};
   // To int16 (a values_tensor's type), unknown keys taking the default.
-  ASSERT_FALSE(runHostStep(step("LabelEncoder", {"x"}, {"i"},
+  ASSERT_FALSE(runHostStep(hostStep("LabelEncoder", {"x"}, {"i"},
                                 {{"keys", {"a", "b"}},
                                  {"values", {"0", "-300"}},
                                  {"default", {"42"}},
@@ -188,7 +177,7 @@ TEST(HostStepsTest, LabelEncoderMapsStringsThroughItsTable) {
   std::memcpy(ints.data(), values["i"].data.data(), 8);
   EXPECT_THAT(ints, ElementsAre(-300, 42, 0, -300));
   // To f32, read back exactly from the text the compiler writes (%.9g).
-  ASSERT_FALSE(runHostStep(step("LabelEncoder", {"x"}, {"f"},
+  ASSERT_FALSE(runHostStep(hostStep("LabelEncoder", {"x"}, {"f"},
                                 {{"keys", {"a", "b"}},
                                  {"values", {"0.100000001", "2.5"}},
                                  {"default", {"-0"}},
@@ -199,7 +188,7 @@ TEST(HostStepsTest, LabelEncoderMapsStringsThroughItsTable) {
   EXPECT_THAT(floats, ElementsAre(2.5f, -0.0f, 0.1f, 2.5f));
   EXPECT_TRUE(std::signbit(floats[1]));
   // To strings.
-  ASSERT_FALSE(runHostStep(step("LabelEncoder", {"x"}, {"s"},
+  ASSERT_FALSE(runHostStep(hostStep("LabelEncoder", {"x"}, {"s"},
                                 {{"keys", {"a"}},
                                  {"values", {"A"}},
                                  {"default", {"_Unused"}},
@@ -213,7 +202,7 @@ TEST(HostStepsTest, LabelEncoderChecksItsTable) {
   auto encoder = [](std::vector<std::string> keys,
                     std::vector<std::string> values, std::string fallback,
                     std::string to) {
-    return verifyHostStep(step("LabelEncoder", {"x"}, {"y"},
+    return verifyHostStep(hostStep("LabelEncoder", {"x"}, {"y"},
                                {{"keys", std::move(keys)},
                                 {"values", std::move(values)},
                                 {"default", {std::move(fallback)}},
@@ -236,7 +225,7 @@ TEST(HostStepsTest, LabelEncoderChecksItsTable) {
   Values values{{"x", HostValue{}}};
   values["x"].shape = {1};
   values["x"].data.resize(4);
-  EXPECT_EQ(runHostStep(step("LabelEncoder", {"x"}, {"y"},
+  EXPECT_EQ(runHostStep(hostStep("LabelEncoder", {"x"}, {"y"},
                              {{"keys", {"a"}},
                               {"values", {"1"}},
                               {"default", {"0"}},
@@ -250,11 +239,11 @@ TEST(HostStepsTest, RegexFullMatchAndABadPattern) {
   if (!haveRegexSupport())
     GTEST_SKIP() << "built without RE2";
   Values values{{"x", strings({3}, {"ab12", "ab", "xab12"})}};
-  ASSERT_FALSE(runHostStep(step("RegexFullMatch", {"x"}, {"m"},
+  ASSERT_FALSE(runHostStep(hostStep("RegexFullMatch", {"x"}, {"m"},
                                 {{"pattern", {"ab\\d+"}}}),
                            values));
   EXPECT_THAT(values["m"].data, ElementsAre(1, 0, 0));
-  EXPECT_THAT(verifyHostStep(step("RegexFullMatch", {"x"}, {"m"},
+  EXPECT_THAT(verifyHostStep(hostStep("RegexFullMatch", {"x"}, {"m"},
                                   {{"pattern", {"(ab"}}}))
                   .message(),
               HasSubstr("node 'n' (RegexFullMatch): pattern '(ab' is not a "
@@ -268,9 +257,9 @@ Artifact makeStringArtifact() {
   HostProgram &host = artifact.host;
   host.inputs.push_back({"s", true, DType::F32, {2, 3}});
   host.outputs.push_back({"ys", true, DType::F32, {2, 3}});
-  HostStep in = step("Cast", {"s"}, {"x"}, {{"to", {"f32"}}});
+  HostStep in = hostStep("Cast", {"s"}, {"x"}, {{"to", {"f32"}}});
   in.node = "to_float";
-  HostStep out = step("Cast", {"y"}, {"ys"}, {{"to", {"string"}}});
+  HostStep out = hostStep("Cast", {"y"}, {"ys"}, {{"to", {"string"}}});
   out.node = "to_string";
   out.phase = HostPhase::After;
   host.steps = {in, out};

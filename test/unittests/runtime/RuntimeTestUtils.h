@@ -29,6 +29,19 @@
 
 namespace kiln::runtime::test {
 
+/// A host step of node 'n' (HostStepsTest, HostDataOpsTest).
+inline HostStep hostStep(std::string op, std::vector<std::string> inputs,
+                         std::vector<std::string> outputs,
+                         std::vector<HostAttribute> attributes = {}) {
+  HostStep s;
+  s.op = std::move(op);
+  s.node = "n";
+  s.inputs = std::move(inputs);
+  s.outputs = std::move(outputs);
+  s.attributes = std::move(attributes);
+  return s;
+}
+
 /// A fresh directory under $TMPDIR, removed with everything in it.
 class TempDir {
 public:
