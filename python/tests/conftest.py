@@ -32,10 +32,10 @@ def assert_close(got, want, tol=FP32, name="output"):
     return numerics.assert_close(got, want, tol, name)
 
 
-def _model(nodes, inputs, outputs, initializers, name):
+def _model(nodes, inputs, outputs, initializers, name, opset=17):
     graph = helper.make_graph(nodes, name, inputs, outputs, initializers)
     model = helper.make_model(graph,
-                              opset_imports=[helper.make_opsetid("", 17)])
+                              opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8  # onnxruntime 1.20 reads IR up to 10
     onnx.checker.check_model(model)
     return model
@@ -83,12 +83,14 @@ def make_convnet(seed=1):
 
 
 def make_unsupported():
-    """A graph whose only node has an op type Kiln does not import."""
-    nodes = [helper.make_node("Unique", ["x"], ["y"], name="uniq")]
+    """A graph whose only node Kiln refuses (ImageDecoder: no image codecs
+    in the runtime)."""
+    nodes = [helper.make_node("ImageDecoder", ["x"], ["y"], name="decode")]
     return _model(nodes,
-                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])],
-                  [], "unsupported")
+                  [helper.make_tensor_value_info("x", TensorProto.UINT8, [64])],
+                  [helper.make_tensor_value_info("y", TensorProto.UINT8,
+                                                 [None, None, 3])],
+                  [], "unsupported", opset=20)
 
 
 def reference(model, feeds):
