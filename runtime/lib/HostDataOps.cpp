@@ -78,23 +78,9 @@ Expected<std::vector<int64_t>> intsAttribute(const HostStep &step,
 Expected<std::vector<int64_t>> integers(const HostStep &step,
                                         const HostValue &value,
                                         std::string_view what) {
-  if (value.isString ||
-      (value.dtype != DType::I64 && value.dtype != DType::I32))
-    return stepError(step, fmt::format("{} must be int64 or int32, not {}",
-                                       what,
-                                       describeHostType(value.isString,
-                                                        value.dtype)));
-  uint64_t count = elementCount(value.shape).value_or(0);
-  std::vector<int64_t> out(count);
-  for (uint64_t i = 0; i < count; ++i) {
-    if (value.dtype == DType::I64) {
-      std::memcpy(&out[i], value.data.data() + 8 * i, 8);
-    } else {
-      int32_t v;
-      std::memcpy(&v, value.data.data() + 4 * i, 4);
-      out[i] = v;
-    }
-  }
+  Expected<std::vector<int64_t>> out = integersOf(value, what);
+  if (!out)
+    return stepError(step, out.error().message());
   return out;
 }
 
@@ -751,6 +737,29 @@ Error runNonMaxSuppression(const HostStep &step, Values &values) {
 }
 
 } // namespace
+
+/// Integer values of a numeric host tensor (Reshape's shape, axes).
+Expected<std::vector<int64_t>> integersOf(const HostValue &value,
+                                          std::string_view what) {
+  if (value.isString ||
+      (value.dtype != DType::I64 && value.dtype != DType::I32))
+    return makeError("{} must be int64 or int32, not {}", what,
+                     describeHostType(value.isString, value.dtype));
+  std::vector<int64_t> out;
+  uint64_t count = elementCount(value.shape).value_or(0);
+  for (uint64_t i = 0; i < count; ++i) {
+    if (value.dtype == DType::I64) {
+      int64_t v;
+      std::memcpy(&v, value.data.data() + 8 * i, 8);
+      out.push_back(v);
+    } else {
+      int32_t v;
+      std::memcpy(&v, value.data.data() + 4 * i, 4);
+      out.push_back(v);
+    }
+  }
+  return out;
+}
 
 bool isHostDataOp(std::string_view op) {
   return op == "NonZero" || op == "Compress" || op == "Unique" ||

@@ -20,6 +20,11 @@
 
 namespace kiln::runtime {
 
+/// Integer values of an int64 or int32 host tensor (Reshape's shape,
+/// Squeeze's axes, Slice's starts, indices); `what` names it in the error.
+Expected<std::vector<int64_t>> integersOf(const HostValue &value,
+                                          std::string_view what);
+
 /// Whether `op` is one of this file's (Cast aside).
 bool isHostDataOp(std::string_view op);
 

@@ -136,33 +136,6 @@ std::vector<uint64_t> broadcastIndices(const Shape &in, const Shape &out) {
   return indices;
 }
 
-uint64_t elementsOf(const HostValue &value) {
-  return elementCount(value.shape).value_or(0);
-}
-
-/// Integer values of a numeric host tensor (Reshape's shape, axes).
-Expected<std::vector<int64_t>> integersOf(const HostValue &value,
-                                          std::string_view what) {
-  if (value.isString ||
-      (value.dtype != DType::I64 && value.dtype != DType::I32))
-    return makeError("{} must be int64 or int32, not {}", what,
-                     describeHostType(value.isString, value.dtype));
-  std::vector<int64_t> out;
-  uint64_t count = elementsOf(value);
-  for (uint64_t i = 0; i < count; ++i) {
-    if (value.dtype == DType::I64) {
-      int64_t v;
-      std::memcpy(&v, value.data.data() + 8 * i, 8);
-      out.push_back(v);
-    } else {
-      int32_t v;
-      std::memcpy(&v, value.data.data() + 4 * i, 4);
-      out.push_back(v);
-    }
-  }
-  return out;
-}
-
 /// The axes of Squeeze/Unsqueeze: the second input (opset 13) or the
 /// `axes` attribute.
 Expected<std::vector<int64_t>>
