@@ -357,9 +357,16 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
 
   // Which symbolic dims a run may pad (SeparableDims.h), read on the IR as
   // imported: the graph passes below only rearrange what it proves.
+  // A softmax along a symbol gets a mask of -inf at the padded positions.
   SeparableDims separable;
-  if (!options.training.differentiates())
+  std::vector<std::vector<std::string>> maskedNodes;
+  if (!options.training.differentiates()) {
     separable = analyzeSeparableDims(*module);
+    maskedNodes.resize(separable.symbols.size());
+    for (const SeparableDims::MaskSite &site : separable.maskSites)
+      maskedNodes[site.symbol].push_back(site.node);
+    insertSizeMasks(*module, separable);
+  }
 
   auto failedWith = [&]() {
     return userError(options.input + ": compilation failed: " +
@@ -482,6 +489,8 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
             counts.fixed.push_back(
                 artifact->kernels[artifact->launches[l].kernel].name);
         }
+        counts.readsPadding = separable.readsPadding[s];
+        counts.maskedNodes = maskedNodes[s];
         stats->scaledLaunches.push_back(std::move(counts));
       }
     }

@@ -12,12 +12,15 @@
 
 #include "kiln/Compiler/SeparableDims.h"
 
+#include "SymbolRules.h"
+
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Matchers.h"
 
 #include <algorithm>
 #include <optional>
@@ -26,38 +29,10 @@ using namespace mlir;
 
 namespace kiln {
 
+using symbols::Carried;
+using symbols::Propagation;
+
 namespace {
-
-/// Where a value carries the symbol.
-struct Carried {
-  int64_t dim = 0;
-  int64_t factor = 1;
-  bool operator==(const Carried &other) const {
-    return dim == other.dim && factor == other.factor;
-  }
-};
-
-/// Where each result carries the symbol (nullopt: it does not), or why the
-/// op breaks separability.
-struct Propagation {
-  SmallVector<std::optional<Carried>> results;
-  std::string reason;
-  bool failed() const { return !reason.empty(); }
-};
-
-ArrayRef<int64_t> shapeOf(Value value) {
-  if (auto type = dyn_cast<RankedTensorType>(value.getType()))
-    return type.getShape();
-  return {};
-}
-
-int64_t rankOf(Value value) {
-  return static_cast<int64_t>(shapeOf(value).size());
-}
-
-int64_t normalizeAxis(int64_t axis, int64_t rank) {
-  return axis < 0 ? axis + rank : axis;
-}
 
 /// "node 'Foo_3' (kiln.reduce)", from the importer's NameLoc.
 std::string describeNode(Operation *op) {
@@ -73,13 +48,54 @@ std::string describeNode(Operation *op) {
                       : "node '" + name + "' (" + opName + ")";
 }
 
+/// Where a value carries the symbol, and what its padded slices hold once
+/// the runtime has padded the inputs with zeros.
+struct Track {
+  Carried at;
+  /// Every padded slice along `at` is exactly zero.
+  bool zero = false;
+  /// Every padded slice along `at` is finite, so that zero times it is
+  /// zero and a mask of -inf added to it is -inf.
+  bool finite = true;
+};
+
+/// How one op may read padded slices and stay correct (masked walks only).
+enum class Through { No, ValidOnly, Padding };
+
+/// Ops that map a zero padded slice to a zero one (the rules already keep
+/// the slice where it is).
+bool keepsZeros(Operation *op) {
+  return isa<TransposeOp, ReshapeOp, BroadcastOp, SliceOp, PadOp, TileOp,
+             CastOp, NegOp, ReluOp, MulOp>(op);
+}
+
+/// Ops that can make a finite padded slice infinite or NaN (a zero slice
+/// divided by, or its logarithm).
+bool keepsFinite(Operation *op, unsigned operand) {
+  if (isa<LogOp, SqrtOp, RsqrtOp, ReciprocalOp, PowOp, ModOp, AcoshOp,
+          AtanhOp, AsinOp, AcosOp>(op))
+    return false;
+  return !(isa<DivOp>(op) && operand == 1);
+}
+
+/// Follows one symbol from the arguments to the results. A strict walk
+/// proves the slices along it independent (the inputs may be padded with
+/// anything). A masked walk, tried when the strict one fails, also lets a
+/// valid slice read padded ones where that is still exact once the runtime
+/// pads with zeros: a softmax along the symbol, given a mask of -inf on the
+/// padded positions (recorded in `maskSites`, inserted by
+/// insertSizeMasks); a contraction or a sum over it where one side's padded
+/// slices are zero; a Slice or Gather along it that reads valid slices
+/// only. In a masked walk a value may carry the symbol on several dims
+/// (attention's scores carry the sequence twice).
 class SymbolWalker {
 public:
-  SymbolWalker(func::FuncOp func, StringRef symbol)
-      : func(func), symbol(symbol) {}
+  SymbolWalker(func::FuncOp func, const runtime::SymbolicDim &symbol,
+               bool masking)
+      : func(func), symbol(symbol), masking(masking) {}
 
-  /// Follows the symbol from the arguments to the results. Returns the
-  /// reason it is not separable, or "" and fills `outputs`.
+  /// Returns the reason the symbol cannot be padded, or "" and fills
+  /// `outputs`.
   std::string run(llvm::StringMap<std::vector<runtime::SymbolicAxis>> &outputs,
                   uint32_t symbolIndex) {
     for (BlockArgument arg : func.getArguments()) {
@@ -91,54 +107,193 @@ public:
       std::optional<int64_t> found;
       for (auto [i, attr] : llvm::enumerate(dims)) {
         auto spelled = dyn_cast<StringAttr>(attr);
-        if (!spelled || spelled.getValue() != symbol)
+        if (!spelled || spelled.getValue() != symbol.name)
           continue;
         if (found)
           return "input '" + argName(arg.getArgNumber()) + "' has it on dims " +
                  std::to_string(*found) + " and " + std::to_string(i);
         found = static_cast<int64_t>(i);
       }
+      // The runtime pads inputs with zeros.
       if (found)
-        carried[arg] = Carried{*found, 1};
+        tracks[arg] = {Track{Carried{*found, 1}, true, true}};
     }
     for (Operation &op : func.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-          auto it = carried.find(value);
-          if (it == carried.end())
+          auto it = tracks.find(value);
+          if (it == tracks.end())
             continue;
           std::string name = resultName(i);
-          outputs[name].push_back({static_cast<uint32_t>(it->second.dim),
-                                   symbolIndex,
-                                   static_cast<uint64_t>(it->second.factor)});
+          if (it->second.size() > 1)
+            return "output '" + name + "' has it on dims " +
+                   std::to_string(it->second[0].at.dim) + " and " +
+                   std::to_string(it->second[1].at.dim);
+          const Carried &at = it->second.front().at;
+          outputs[name].push_back({static_cast<uint32_t>(at.dim), symbolIndex,
+                                   static_cast<uint64_t>(at.factor)});
         }
         continue;
       }
-      SmallVector<std::optional<Carried>> operands;
-      bool any = false;
-      for (Value operand : op.getOperands()) {
-        auto it = carried.find(operand);
-        operands.push_back(it == carried.end()
-                               ? std::nullopt
-                               : std::optional<Carried>(it->second));
-        any |= it != carried.end();
-      }
-      if (!any)
+      if (llvm::none_of(op.getOperands(),
+                        [&](Value v) { return tracks.count(v) != 0; }))
         continue;
       if (op.getNumRegions() != 0)
         return describeNode(&op) + " has regions the analysis does not "
                                    "enter";
-      Propagation result = propagate(&op, operands);
-      if (result.failed())
-        return describeNode(&op) + " " + result.reason;
-      for (auto [value, where] : llvm::zip(op.getResults(), result.results))
-        if (where)
-          carried[value] = *where;
+      std::string why = masking ? stepMasked(&op) : stepStrict(&op);
+      if (!why.empty())
+        return describeNode(&op) + " " + why;
     }
     return "";
   }
 
+  /// Whether a valid slice reads padded ones somewhere (then the padded
+  /// slices must be computed: no launch scaling).
+  bool readsPadding = false;
+  /// Softmaxes along the symbol, with the factor of their axis.
+  std::vector<std::pair<Operation *, int64_t>> maskSites;
+
 private:
+  std::string stepStrict(Operation *op) {
+    SmallVector<std::optional<Carried>> operands;
+    for (Value operand : op->getOperands()) {
+      auto it = tracks.find(operand);
+      operands.push_back(it == tracks.end()
+                             ? std::nullopt
+                             : std::optional<Carried>(it->second.front().at));
+    }
+    Propagation result = symbols::propagate(op, operands);
+    if (result.failed())
+      return result.reason;
+    for (auto [value, where] : llvm::zip(op->getResults(), result.results))
+      if (where)
+        tracks[value] = {Track{*where}};
+    return "";
+  }
+
+  /// Each operand's each track on its own: the rule, else the ways a valid
+  /// slice may read padded ones.
+  std::string stepMasked(Operation *op) {
+    SmallVector<SmallVector<Track, 2>> results(op->getNumResults());
+    std::string twice;
+    auto add = [&](unsigned r, Track t) {
+      for (Track &old : results[r]) {
+        if (old.at.dim != t.at.dim)
+          continue;
+        if (!(old.at == t.at)) {
+          twice = "puts it on dim " + std::to_string(t.at.dim) +
+                  " with two factors";
+          return;
+        }
+        // Two operands meet on the dim: a product is zero where either
+        // side is zero and the other finite; anything else where both are.
+        bool product = isa<MulOp>(op);
+        old.zero = product ? (old.zero && t.finite) || (t.zero && old.finite)
+                           : old.zero && t.zero;
+        old.finite = old.finite && t.finite;
+        return;
+      }
+      results[r].push_back(t);
+    };
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      auto it = tracks.find(operand);
+      if (it == tracks.end())
+        continue;
+      for (const Track &t : SmallVector<Track, 2>(it->second)) {
+        SmallVector<std::optional<Carried>> single(op->getNumOperands());
+        single[i] = t.at;
+        Propagation p = symbols::propagate(op, single);
+        if (!p.failed()) {
+          for (auto [r, where] : llvm::enumerate(p.results))
+            if (where)
+              add(r, Track{*where, t.zero && keepsZeros(op),
+                           t.finite && keepsFinite(op, i)});
+          continue;
+        }
+        Through through = throughPadding(op, i, t, add);
+        if (through == Through::No)
+          return p.reason;
+        readsPadding |= through == Through::Padding;
+      }
+    }
+    if (!twice.empty())
+      return twice;
+    for (auto [value, found] : llvm::zip(op->getResults(), results))
+      if (!found.empty())
+        tracks[value] = found;
+    return "";
+  }
+
+  /// The track of `value` on `dim`, if any.
+  const Track *trackAt(Value value, int64_t dim) {
+    auto it = tracks.find(value);
+    if (it == tracks.end())
+      return nullptr;
+    for (const Track &t : it->second)
+      if (t.at.dim == dim)
+        return &t;
+    return nullptr;
+  }
+
+  /// The extent of the slices every run computes, along a dim carrying the
+  /// symbol with `factor`.
+  int64_t validExtent(int64_t factor) const { return symbol.min * factor; }
+
+  template <typename Add>
+  Through throughPadding(Operation *op, unsigned operand, const Track &t,
+                         Add &&add) {
+    int64_t d = t.at.dim;
+    if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
+      int64_t axis = symbols::normalizeAxis(softmax.getAxisAttr().getInt(),
+                                            symbols::rankOf(op->getResult(0)));
+      if (operand != 0 || d != axis || !t.finite)
+        return Through::No;
+      // -inf added at the padded positions: their probabilities are 0.
+      maskSites.emplace_back(op, t.at.factor);
+      add(0, Track{t.at, true, true});
+      return Through::Padding;
+    }
+    if (auto matmul = dyn_cast<MatmulOp>(op)) {
+      int64_t lr = symbols::rankOf(matmul.getLhs());
+      int64_t rr = symbols::rankOf(matmul.getRhs());
+      int64_t k[2] = {lr - 1, rr == 1 ? 0 : rr - 2};
+      if (d != k[operand])
+        return Through::No;
+      const Track *other = trackAt(op->getOperand(1 - operand), k[1 - operand]);
+      bool exact = (t.zero && (!other || other->finite)) ||
+                   (other && other->zero && other->at.factor == t.at.factor &&
+                    t.finite);
+      return exact ? Through::Padding : Through::No;
+    }
+    if (auto reduce = dyn_cast<ReduceOp>(op)) {
+      // A sum over zero padding is the sum over the valid slices.
+      if (reduce.getKind() != ReduceKind::Sum || !t.zero)
+        return Through::No;
+      return Through::Padding;
+    }
+    if (auto slice = dyn_cast<SliceOp>(op)) {
+      if (slice.getStarts()[d] < 0 || slice.getSteps()[d] < 1 ||
+          slice.getLimits()[d] > validExtent(t.at.factor))
+        return Through::No;
+      return Through::ValidOnly;
+    }
+    if (auto gather = dyn_cast<GatherOp>(op)) {
+      DenseIntElementsAttr indices;
+      int64_t axis = symbols::normalizeAxis(gather.getAxisAttr().getInt(),
+                                            symbols::rankOf(gather.getInput()));
+      if (operand != 0 || d != axis ||
+          !matchPattern(gather.getIndices(), m_Constant(&indices)))
+        return Through::No;
+      for (const APInt &index : indices.getValues<APInt>())
+        if (index.isNegative() ||
+            index.getSExtValue() >= validExtent(t.at.factor))
+          return Through::No;
+      return Through::ValidOnly;
+    }
+    return Through::No;
+  }
+
   std::string argName(unsigned i) {
     if (auto name = func.getArgAttrOfType<StringAttr>(
             i, KilnDialect::NameAttrHelper::getNameStr()))
@@ -152,312 +307,10 @@ private:
     return "#" + std::to_string(i);
   }
 
-  static Propagation fail(std::string reason) {
-    Propagation p;
-    p.reason = std::move(reason);
-    return p;
-  }
-  static Propagation same(Operation *op, std::optional<Carried> where) {
-    Propagation p;
-    p.results.assign(op->getNumResults(), where);
-    return p;
-  }
-
-  /// numpy broadcasting: operand dims align with the result's trailing dims.
-  static Propagation broadcasting(Operation *op,
-                                  ArrayRef<std::optional<Carried>> operands) {
-    if (op->getNumResults() != 1)
-      return fail("is not known to keep slices along it independent");
-    Value result = op->getResult(0);
-    std::optional<Carried> where;
-    for (auto [operand, carried] : llvm::zip(op->getOperands(), operands)) {
-      if (!carried)
-        continue;
-      Carried mapped{carried->dim + rankOf(result) - rankOf(operand),
-                     carried->factor};
-      if (mapped.dim < 0 ||
-          shapeOf(result)[mapped.dim] != shapeOf(operand)[carried->dim])
-        return fail("broadcasts along it");
-      if (where && !(*where == mapped))
-        return fail("combines it from two different dims");
-      where = mapped;
-    }
-    return same(op, where);
-  }
-
-  /// Ops whose result has the first operand's shape and that mix values
-  /// only along `mixed` dims of it; every other operand must not carry it.
-  static Propagation alongInput(Operation *op,
-                                ArrayRef<std::optional<Carried>> operands,
-                                llvm::function_ref<bool(int64_t)> mixes,
-                                StringRef how = "mixes values along it") {
-    for (size_t i = 1; i < operands.size(); ++i)
-      if (operands[i])
-        return fail("takes it in a parameter operand");
-    if (!operands[0])
-      return same(op, std::nullopt);
-    if (mixes(operands[0]->dim))
-      return fail(how.str());
-    return same(op, operands[0]);
-  }
-
-  static Propagation matmul(MatmulOp op,
-                            ArrayRef<std::optional<Carried>> operands) {
-    int64_t lr = rankOf(op.getLhs()), rr = rankOf(op.getRhs());
-    int64_t resultRank = rankOf(op.getResult());
-    std::optional<Carried> where;
-    auto place = [&](Carried c) -> bool {
-      if (where && !(*where == c))
-        return false;
-      where = c;
-      return true;
-    };
-    if (operands[0]) {
-      int64_t d = operands[0]->dim;
-      if (lr == 1 || d == lr - 1)
-        return fail("contracts over it");
-      // [..., M, K]: batch dims align right with the result's batch dims,
-      // M is the result's second to last.
-      int64_t mapped = d == lr - 2 ? (rr == 1 ? resultRank - 1 : resultRank - 2)
-                                   : d + (resultRank - lr);
-      if (!place({mapped, operands[0]->factor}))
-        return fail("puts it on two dims");
-    }
-    if (operands[1]) {
-      int64_t d = operands[1]->dim;
-      if (rr == 1 || d == rr - 2)
-        return fail("contracts over it");
-      int64_t mapped = d == rr - 1 ? resultRank - 1 : d + (resultRank - rr);
-      if (!place({mapped, operands[1]->factor}))
-        return fail("puts it on two dims");
-    }
-    if (where && shapeOf(op.getResult())[where->dim] !=
-                     (operands[0] ? shapeOf(op.getLhs())[operands[0]->dim]
-                                  : shapeOf(op.getRhs())[operands[1]->dim]))
-      return fail("broadcasts along it");
-    return same(op, where);
-  }
-
-  /// A reshape keeps the symbol when the dims before it multiply to the
-  /// same count (so every slice stays one contiguous block) and the new dim
-  /// that starts the block is a multiple of the symbol's size.
-  Propagation reshape(ReshapeOp op, Carried in) {
-    ArrayRef<int64_t> from = shapeOf(op.getInput());
-    ArrayRef<int64_t> to = shapeOf(op.getResult());
-    int64_t outer = 1;
-    for (int64_t i = 0; i < in.dim; ++i)
-      outer *= from[i];
-    int64_t symbolSize = from[in.dim] / in.factor;
-    int64_t prefix = 1;
-    for (int64_t j = 0; j < static_cast<int64_t>(to.size()); ++j) {
-      if (prefix == outer && symbolSize > 0 && to[j] % symbolSize == 0 &&
-          to[j] != 0)
-        return same(op, Carried{j, to[j] / symbolSize});
-      prefix *= to[j];
-      if (prefix > outer)
-        break;
-    }
-    return fail("splits it or merges it with a dim before it");
-  }
-
-  Propagation propagate(Operation *op,
-                        ArrayRef<std::optional<Carried>> operands) {
-    std::optional<Carried> first;
-    if (!operands.empty())
-      first = operands[0];
-    if (op->hasTrait<OpTrait::Elementwise>() ||
-        op->hasTrait<kiln::trait::BroadcastingBinary>() ||
-        isa<SelectOp, BroadcastOp>(op))
-      return broadcasting(op, operands);
-    return llvm::TypeSwitch<Operation *, Propagation>(op)
-        .Case([&](MatmulOp m) { return matmul(m, operands); })
-        .Case([&](ConvOp conv) {
-          return alongInput(
-              conv, operands, [](int64_t d) { return d != 0; },
-              "mixes values along it (only the batch dim "
-              "passes through a convolution)");
-        })
-        .Case([&](ConvTransposeOp conv) {
-          return alongInput(
-              conv, operands, [](int64_t d) { return d != 0; },
-              "mixes values along it (only the batch dim "
-              "passes through a convolution)");
-        })
-        .Case([&](PoolOp pool) {
-          int64_t channels = pool.getDataFormat() == DataFormat::ChannelsFirst
-                                 ? 1
-                                 : rankOf(pool.getInput()) - 1;
-          return alongInput(pool, operands,
-                            [&](int64_t d) { return d != 0 && d != channels; });
-        })
-        .Case([&](GlobalPoolOp pool) {
-          int64_t channels = pool.getDataFormat() == DataFormat::ChannelsFirst
-                                 ? 1
-                                 : rankOf(pool.getInput()) - 1;
-          return alongInput(pool, operands,
-                            [&](int64_t d) { return d != 0 && d != channels; });
-        })
-        .Case([&](PoolIndicesOp pool) {
-          return alongInput(pool, operands, [](int64_t d) { return d > 1; });
-        })
-        .Case([&](BatchNormOp) {
-          // Inference form: per-channel statistics that are parameters.
-          return alongInput(op, operands, [](int64_t) { return false; });
-        })
-        .Case([&](InstanceNormOp) {
-          return alongInput(op, operands, [](int64_t d) { return d > 1; });
-        })
-        .Case([&](LrnOp) {
-          return alongInput(op, operands, [](int64_t d) { return d == 1; });
-        })
-        .Case([&](LayerNormOp norm) {
-          int64_t start = normalizeAxis(norm.getAxisAttr().getInt(),
-                                        rankOf(norm.getInput()));
-          return alongInput(
-              op, operands, [&](int64_t d) { return d >= start; },
-              "normalises over it");
-        })
-        .Case<SoftmaxOp, LogSoftmaxOp>([&](auto softmax) {
-          int64_t axis = normalizeAxis(softmax.getAxisAttr().getInt(),
-                                       rankOf(softmax.getInput()));
-          return alongInput(op, operands, [&](int64_t d) { return d == axis; });
-        })
-        .Case([&](CumSumOp sum) {
-          int64_t axis =
-              normalizeAxis(sum.getAxisAttr().getInt(), rankOf(sum.getInput()));
-          return alongInput(
-              op, operands, [&](int64_t d) { return d == axis; },
-              "accumulates along it");
-        })
-        .Case([&](DropoutOp) {
-          return alongInput(op, operands, [](int64_t) { return false; });
-        })
-        .Case([&](ReduceOp reduce) {
-          int64_t rank = rankOf(reduce.getInput());
-          if (reduce.getAxes().empty())
-            return fail("reduces over it");
-          int64_t before = 0;
-          for (int64_t axis : reduce.getAxes()) {
-            int64_t a = normalizeAxis(axis, rank);
-            if (a == first->dim)
-              return fail("reduces over it");
-            before += a < first->dim;
-          }
-          return same(op, Carried{reduce.getKeepdims() ? first->dim
-                                                       : first->dim - before,
-                                  first->factor});
-        })
-        .Case<ArgMaxOp, ArgMinOp>([&](auto arg) {
-          int64_t axis =
-              normalizeAxis(arg.getAxisAttr().getInt(), rankOf(arg.getInput()));
-          if (axis == first->dim)
-            return fail("reduces over it");
-          int64_t dim = !arg.getKeepdims() && first->dim > axis ? first->dim - 1
-                                                                : first->dim;
-          return same(op, Carried{dim, first->factor});
-        })
-        .Case([&](TopKOp topk) {
-          int64_t axis = normalizeAxis(topk.getAxisAttr().getInt(),
-                                       rankOf(topk.getInput()));
-          if (axis == first->dim)
-            return fail("selects along it");
-          return same(op, first);
-        })
-        .Case([&](TransposeOp transpose) {
-          for (auto [i, from] : llvm::enumerate(transpose.getPermutation()))
-            if (from == first->dim)
-              return same(op, Carried{static_cast<int64_t>(i), first->factor});
-          return fail("drops it");
-        })
-        .Case([&](ReshapeOp r) { return reshape(r, *first); })
-        .Case([&](ConcatOp concat) {
-          int64_t axis = normalizeAxis(concat.getAxisAttr().getInt(),
-                                       rankOf(concat.getResult()));
-          std::optional<Carried> where;
-          for (const std::optional<Carried> &c : operands) {
-            if (!c)
-              continue;
-            if (c->dim == axis)
-              return fail("concatenates along it");
-            if (where && !(*where == *c))
-              return fail("combines it from two different dims");
-            where = c;
-          }
-          return same(op, where);
-        })
-        .Case([&](SliceOp slice) {
-          int64_t d = first->dim;
-          if (slice.getStarts()[d] != 0 || slice.getSteps()[d] != 1 ||
-              slice.getLimits()[d] != shapeOf(slice.getInput())[d])
-            return fail("slices along it");
-          return same(op, first);
-        })
-        .Case([&](PadOp pad) {
-          int64_t d = first->dim;
-          if (pad.getLow()[d] != 0 || pad.getHigh()[d] != 0)
-            return fail("pads along it");
-          return same(op, first);
-        })
-        .Case([&](TileOp tile) {
-          if (tile.getRepeats()[first->dim] != 1)
-            return fail("tiles along it");
-          return same(op, first);
-        })
-        .Case([&](ResizeOp resize) {
-          if (resize.getScales()[first->dim] != 1.0)
-            return fail("resizes along it");
-          return same(op, first);
-        })
-        .Case([&](SplitOp split) {
-          int64_t axis = normalizeAxis(split.getAxisAttr().getInt(),
-                                       rankOf(split.getInput()));
-          if (axis == first->dim)
-            return fail("splits along it");
-          return same(op, first);
-        })
-        .Case([&](GatherOp gather) {
-          int64_t rank = rankOf(gather.getInput());
-          int64_t axis = normalizeAxis(gather.getAxisAttr().getInt(), rank);
-          int64_t indicesRank = rankOf(gather.getIndices());
-          std::optional<Carried> where;
-          if (operands[0]) {
-            if (operands[0]->dim == axis)
-              return fail("gathers along it");
-            int64_t d = operands[0]->dim;
-            where = Carried{d < axis ? d : d + indicesRank - 1,
-                            operands[0]->factor};
-          }
-          if (operands[1]) {
-            Carried fromIndices{axis + operands[1]->dim, operands[1]->factor};
-            if (where && !(*where == fromIndices))
-              return fail("puts it on two dims");
-            where = fromIndices;
-          }
-          return same(op, where);
-        })
-        .Case([&](GatherElementsOp gather) {
-          int64_t axis = normalizeAxis(gather.getAxisAttr().getInt(),
-                                       rankOf(gather.getInput()));
-          std::optional<Carried> where;
-          for (const std::optional<Carried> &c : operands) {
-            if (!c)
-              continue;
-            if (c->dim == axis)
-              return fail("gathers along it");
-            if (where && !(*where == *c))
-              return fail("combines it from two different dims");
-            where = c;
-          }
-          return same(op, where);
-        })
-        .Default([&](Operation *) {
-          return fail("is not known to keep slices along it independent");
-        });
-  }
-
   func::FuncOp func;
-  StringRef symbol;
-  llvm::DenseMap<Value, Carried> carried;
+  const runtime::SymbolicDim &symbol;
+  bool masking;
+  llvm::DenseMap<Value, SmallVector<Track, 2>> tracks;
 };
 
 } // namespace
@@ -481,9 +334,22 @@ SeparableDims analyzeSeparableDims(ModuleOp module, StringRef function) {
     symbol.opt = range[2];
     auto index = static_cast<uint32_t>(result.symbols.size());
     llvm::StringMap<std::vector<runtime::SymbolicAxis>> outputs;
-    symbol.reason = SymbolWalker(func, symbol.name).run(outputs, index);
+    symbol.reason = SymbolWalker(func, symbol, false).run(outputs, index);
+    bool readsPadding = false;
+    if (!symbol.reason.empty()) {
+      // Not separable as it stands: maybe with zero padding and masks.
+      outputs.clear();
+      SymbolWalker masked(func, symbol, true);
+      symbol.reason = masked.run(outputs, index);
+      if (symbol.reason.empty()) {
+        readsPadding = masked.readsPadding;
+        for (auto [op, factor] : masked.maskSites)
+          result.maskSites.push_back({op, index, factor, describeNode(op)});
+      }
+    }
     symbol.separable = symbol.reason.empty();
     result.symbols.push_back(symbol);
+    result.readsPadding.push_back(readsPadding);
     // Inputs: straight from the importer's attribute.
     for (BlockArgument arg : func.getArguments()) {
       auto dims = func.getArgAttrOfType<ArrayAttr>(
@@ -549,12 +415,73 @@ void attachSymbolicDims(const SeparableDims &dims,
       };
   attach(artifact.inputs, dims.inputs);
   attach(artifact.outputs, dims.outputs);
-  // Launch scaling needs the padding scheme: only separable symbols scale.
+  // Launch scaling needs the padding scheme: only separable symbols scale,
+  // and only those whose padded slices no valid one reads (a scaled launch
+  // leaves them uncomputed).
   llvm::erase_if(artifact.launchScales,
                  [&](const runtime::LaunchScale &scale) {
                    return scale.symbol >= artifact.symbolicDims.size() ||
-                          !artifact.symbolicDims[scale.symbol].separable;
+                          !artifact.symbolicDims[scale.symbol].separable ||
+                          dims.readsPadding[scale.symbol];
                  });
+  for (const SeparableDims::MaskInput &mask : dims.maskInputs) {
+    for (size_t i = 0; i < artifact.inputs.size(); ++i)
+      if (artifact.inputs[i].name == mask.name)
+        artifact.sizeMasks.push_back({static_cast<uint32_t>(i), mask.symbol,
+                                      static_cast<uint64_t>(mask.factor)});
+  }
+}
+
+std::string sizeMaskName(StringRef symbol, int64_t factor, Type element) {
+  std::string name = ("kiln.size_mask." + symbol).str();
+  if (factor != 1)
+    name += ".x" + std::to_string(factor);
+  if (!element.isF32()) {
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    element.print(os);
+    name += "." + type;
+  }
+  return name;
+}
+
+void insertSizeMasks(ModuleOp module, SeparableDims &dims,
+                     StringRef function) {
+  auto func = dyn_cast_or_null<func::FuncOp>(
+      SymbolTable::lookupSymbolIn(module, function));
+  if (!func || dims.maskSites.empty())
+    return;
+  Builder attrs(module.getContext());
+  llvm::StringMap<Value> made;
+  for (const SeparableDims::MaskSite &site : dims.maskSites) {
+    auto softmax = cast<SoftmaxOp>(site.softmax);
+    auto type = cast<RankedTensorType>(softmax.getInput().getType());
+    int64_t rank = type.getRank();
+    int64_t axis = symbols::normalizeAxis(softmax.getAxisAttr().getInt(), rank);
+    const runtime::SymbolicDim &symbol = dims.symbols[site.symbol];
+    int64_t length = symbol.max * site.factor;
+    std::string name =
+        sizeMaskName(symbol.name, site.factor, type.getElementType());
+    Value &mask = made[name];
+    if (!mask) {
+      unsigned index = func.getNumArguments();
+      (void)func.insertArgument(
+          index, RankedTensorType::get({length}, type.getElementType()),
+          attrs.getDictionaryAttr(
+              attrs.getNamedAttr(KilnDialect::NameAttrHelper::getNameStr(),
+                                 attrs.getStringAttr(name))),
+          func.getLoc());
+      mask = func.getArgument(index);
+      dims.maskInputs.push_back({name, site.symbol, site.factor});
+    }
+    ImplicitLocOpBuilder b(softmax.getLoc(), softmax);
+    SmallVector<int64_t> shape(rank, 1);
+    shape[axis] = length;
+    Value shaped = ReshapeOp::create(
+        b, RankedTensorType::get(shape, type.getElementType()), mask);
+    Value masked = AddOp::create(b, type, softmax.getInput(), shaped);
+    softmax.getInputMutable().assign(masked);
+  }
 }
 
 } // namespace kiln

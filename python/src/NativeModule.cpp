@@ -55,10 +55,14 @@ nb::list kiln::python::signatureList(
 
 namespace {
 
-nb::list signatureOf(const std::vector<TensorSignature> &tensors) {
+/// The tensors the user binds or reads: a size mask, which the runtime fills
+/// from the run's sizes, is left out.
+nb::list signatureOf(const Artifact &artifact,
+                     const std::vector<TensorSignature> &tensors) {
   std::vector<const TensorSignature *> pointers;
   for (const TensorSignature &tensor : tensors)
-    pointers.push_back(&tensor);
+    if (&tensors != &artifact.inputs || !artifact.findSizeMask(tensor.name))
+      pointers.push_back(&tensor);
   return kiln::python::signatureList(pointers);
 }
 
@@ -340,11 +344,11 @@ NB_MODULE(_native, m) {
            })
       .def_prop_ro("inputs",
                    [](const PyArtifact &self) {
-                     return signatureOf(self.artifact->inputs);
+                     return signatureOf(*self.artifact, self.artifact->inputs);
                    })
       .def_prop_ro("outputs",
                    [](const PyArtifact &self) {
-                     return signatureOf(self.artifact->outputs);
+                     return signatureOf(*self.artifact, self.artifact->outputs);
                    })
       .def_prop_ro("input_groups",
                    [](const PyArtifact &self) {

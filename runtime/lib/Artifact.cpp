@@ -132,6 +132,13 @@ const TensorSignature *Artifact::findInput(std::string_view name) const {
   return nullptr;
 }
 
+const SizeMask *Artifact::findSizeMask(std::string_view name) const {
+  for (const SizeMask &mask : sizeMasks)
+    if (mask.input < inputs.size() && inputs[mask.input].name == name)
+      return &mask;
+  return nullptr;
+}
+
 const TensorSignature *Artifact::findOutput(std::string_view name) const {
   for (const TensorSignature &output : outputs)
     if (output.name == name)
@@ -512,6 +519,8 @@ Error verifyArtifact(const Artifact &artifact) {
   if (Error err = verifySymbolicDims(artifact))
     return err;
   if (Error err = verifyLaunchScales(artifact))
+    return err;
+  if (Error err = verifySizeMasks(artifact))
     return err;
   if (Error err = verifySignatureGroups(artifact))
     return err;

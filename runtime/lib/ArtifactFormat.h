@@ -55,6 +55,10 @@ constexpr uint32_t kHeaderFlagSignatureGroups = 8;
 /// section). Readers before 1.9 reject it as an unknown flag rather than
 /// run the launches without the steps on STRING tensors around them.
 constexpr uint32_t kHeaderFlagHostSteps = 16;
+/// Header flag (format 1.10): the artifact has size masks (a `size-masks`
+/// section). Readers before 1.10 reject it as an unknown flag rather than
+/// ask the user for the mask inputs, or fill them with random numbers.
+constexpr uint32_t kHeaderFlagSizeMasks = 32;
 constexpr size_t kTableChecksumOffset = 44;  // u32, CRC32C of the table
 constexpr size_t kHeaderChecksumOffset = 60; // u32, CRC32C of bytes [0, 60)
 
@@ -104,9 +108,11 @@ enum class SectionKind : uint32_t {
   LaunchScales = 18,
   /// Optional (format 1.9): steps on STRING tensors that run on the host.
   HostSteps = 19,
+  /// Optional (format 1.10): inputs the runtime fills from the run's sizes.
+  SizeMasks = 20,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 19;
+constexpr uint32_t kLastSectionKind = 20;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -140,6 +146,8 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
       kind == uint32_t(SectionKind::LaunchScales) ||
       kind == uint32_t(SectionKind::HostSteps))
     return 9;
+  if (kind == uint32_t(SectionKind::SizeMasks))
+    return 10;
   return kArtifactFormatMinor;
 }
 
@@ -184,6 +192,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "launch-scales";
   case SectionKind::HostSteps:
     return "host-steps";
+  case SectionKind::SizeMasks:
+    return "size-masks";
   }
   return "unknown";
 }

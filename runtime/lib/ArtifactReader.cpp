@@ -483,6 +483,18 @@ Error parseSymbolicDims(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseSizeMasks(SectionReader in, Artifact &artifact) {
+  artifact.sizeMasks.resize(in.count("size masks", 4 + 4 + 8));
+  for (size_t i = 0; i < artifact.sizeMasks.size() && !in.failed(); ++i) {
+    SizeMask &mask = artifact.sizeMasks[i];
+    in.setContext(fmt::format("record {}", i));
+    mask.input = in.u32("an input index");
+    mask.symbol = in.u32("a symbol index");
+    mask.factor = in.u64("a factor");
+  }
+  return in.finish();
+}
+
 Error parseLaunchScales(SectionReader in, Artifact &artifact) {
   artifact.launchScales.resize(
       in.count("launch scales", 4 + 4 + 4 + 8 + 8));
@@ -651,6 +663,8 @@ Expected<std::vector<SectionEntry>> readLayout(const Blob &image) {
     knownFlags |= kHeaderFlagZeroedBuffers;
   if (major > 1 || minor >= 9)
     knownFlags |= kHeaderFlagSignatureGroups | kHeaderFlagHostSteps;
+  if (major > 1 || minor >= 10)
+    knownFlags |= kHeaderFlagSizeMasks;
   if (flags & ~knownFlags)
     return makeError("header: unknown flags {:#x}", flags & ~knownFlags);
   uint64_t recordedSize = loadU64(file + kFileSizeOffset);
@@ -851,6 +865,16 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::ZeroedBuffers)])
     if (Error err =
             parseZeroedBuffers(reader(SectionKind::ZeroedBuffers), artifact))
+      return err;
+
+  bool masksFlag = loadU32(image.data() + kFlagsOffset) & kHeaderFlagSizeMasks;
+  if (masksFlag != (known[uint32_t(SectionKind::SizeMasks)] != nullptr))
+    return makeError(masksFlag ? "header: the size-masks flag is set but there "
+                                 "is no 'size-masks' section"
+                               : "section 'size-masks' is present but the "
+                                 "header's size-masks flag is not set");
+  if (masksFlag)
+    if (Error err = parseSizeMasks(reader(SectionKind::SizeMasks), artifact))
       return err;
 
   bool hostFlag = loadU32(image.data() + kFlagsOffset) & kHeaderFlagHostSteps;

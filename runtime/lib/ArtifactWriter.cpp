@@ -286,6 +286,18 @@ std::vector<uint8_t> encodeLaunchScales(const Artifact &artifact) {
   return out.take();
 }
 
+/// Format 1.10: one record per size mask input (docs/artifact-format.md).
+std::vector<uint8_t> encodeSizeMasks(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.sizeMasks.size()));
+  for (const SizeMask &mask : artifact.sizeMasks) {
+    out.u32(mask.input);
+    out.u32(mask.symbol);
+    out.u64(mask.factor);
+  }
+  return out.take();
+}
+
 /// Format 1.9: the input groups, then the output groups.
 std::vector<uint8_t> encodeSignatureGroups(const Artifact &artifact) {
   ByteWriter out;
@@ -545,6 +557,14 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
         {SectionKind::LaunchScales, launchScales.data(), launchScales.size()});
   }
 
+  std::vector<uint8_t> sizeMasks;
+  bool hasSizeMasks = !artifact.sizeMasks.empty();
+  if (hasSizeMasks) {
+    sizeMasks = encodeSizeMasks(artifact);
+    sections.insert(sections.end() - 1, {SectionKind::SizeMasks,
+                                         sizeMasks.data(), sizeMasks.size()});
+  }
+
   std::vector<uint8_t> hostSteps;
   bool hasHostSteps = !artifact.host.empty();
   if (hasHostSteps) {
@@ -588,7 +608,8 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
                (hasCollectives ? kHeaderFlagCollectives : 0) |
                (hasZeroed ? kHeaderFlagZeroedBuffers : 0) |
                (hasGroups ? kHeaderFlagSignatureGroups : 0) |
-               (hasHostSteps ? kHeaderFlagHostSteps : 0));
+               (hasHostSteps ? kHeaderFlagHostSteps : 0) |
+               (hasSizeMasks ? kHeaderFlagSizeMasks : 0));
   storeU32(header + kTableChecksumOffset, crc32c(table.data(), table.size()));
   storeU32(header + kHeaderChecksumOffset,
            crc32c(header, kHeaderChecksumOffset));

@@ -31,6 +31,10 @@ Error checkInput(const Artifact &artifact, std::string_view name, DType dtype,
     return makeError("no input named '{}' (the inputs are {})", name,
                      names.empty() ? "none" : names);
   }
+  if (artifact.findSizeMask(name))
+    return makeError("input '{}' is a size mask: the runtime fills it from "
+                     "the run's sizes; it is not bound",
+                     name);
   if (dtype != input->dtype)
     return makeError("input '{}': dtype {} does not match the signature's {}",
                      name, dtypeName(dtype), dtypeName(input->dtype));
@@ -92,6 +96,8 @@ struct Session::Impl {
   /// bytes (an output read before it is sliced).
   std::vector<std::vector<uint8_t>> inputStaging;
   std::vector<uint8_t> outputStaging;
+  /// One per size mask (Artifact::sizeMasks), its compiled bytes.
+  std::vector<std::vector<uint8_t>> maskStaging;
   /// Format 1.9: the host steps' storage; null without a host program.
   std::unique_ptr<HostRunner> host;
 
@@ -103,6 +109,8 @@ struct Session::Impl {
   Error prepare();
   Error uploadInputs();
   Error uploadInput(size_t i);
+  /// Fills and uploads the size masks for the run's sizes.
+  Error uploadSizeMasks();
   Error uploadPaddedInput(size_t i, DevicePtr dst);
   Error resolveRunSizes();
   Error uploadInitialState();
@@ -285,6 +293,11 @@ Error Session::Impl::prepare() {
       largestOutput =
           std::max(largestOutput, *tensorByteSize(output.dtype, output.shape));
   outputStaging.resize(largestOutput);
+  maskStaging.resize(model.sizeMasks.size());
+  for (size_t k = 0; k < model.sizeMasks.size(); ++k)
+    maskStaging[k].reserve(*tensorByteSize(
+        model.inputs[model.sizeMasks[k].input].dtype,
+        model.inputs[model.sizeMasks[k].input].shape));
   return uploadInitialState();
 }
 
@@ -456,8 +469,23 @@ Error Session::Impl::uploadInputs() {
   if (Error err = resolveRunSizes())
     return err;
   for (size_t i = 0; i < artifact->inputs.size(); ++i)
-    if (Error err = uploadInput(i))
-      return err;
+    if (!artifact->findSizeMask(artifact->inputs[i].name))
+      if (Error err = uploadInput(i))
+        return err;
+  return uploadSizeMasks();
+}
+
+Error Session::Impl::uploadSizeMasks() {
+  for (size_t k = 0; k < artifact->sizeMasks.size(); ++k) {
+    const SizeMask &mask = artifact->sizeMasks[k];
+    const TensorSignature &input = artifact->inputs[mask.input];
+    fillSizeMask(*artifact, mask, sizes[mask.symbol], maskStaging[k]);
+    if (Error err = device->copyToDevice(arena.value_or(0) + input.arenaOffset,
+                                         maskStaging[k].data(),
+                                         maskStaging[k].size()))
+      return err.withContext(
+          fmt::format("uploading size mask '{}'", input.name));
+  }
   return Error::success();
 }
 

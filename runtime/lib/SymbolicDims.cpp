@@ -334,4 +334,69 @@ Error verifyLaunchScales(const Artifact &artifact) {
   return Error::success();
 }
 
+Error verifySizeMasks(const Artifact &artifact) {
+  const std::vector<SizeMask> &masks = artifact.sizeMasks;
+  for (size_t i = 0; i < masks.size(); ++i) {
+    const SizeMask &mask = masks[i];
+    std::string what =
+        fmt::format("section 'size-masks': record {} (input {})", i,
+                    mask.input);
+    if (mask.input >= artifact.inputs.size())
+      return makeError("{}: the input is out of range (the signature has {} "
+                       "inputs)",
+                       what, artifact.inputs.size());
+    if (i > 0 && mask.input <= masks[i - 1].input)
+      return makeError("{}: inputs are not in increasing order (after input "
+                       "{})",
+                       what, masks[i - 1].input);
+    if (mask.symbol >= artifact.symbolicDims.size())
+      return makeError("{}: symbol {} is out of range (the artifact has {} "
+                       "symbolic dims)",
+                       what, mask.symbol, artifact.symbolicDims.size());
+    const SymbolicDim &symbol = artifact.symbolicDims[mask.symbol];
+    const TensorSignature &input = artifact.inputs[mask.input];
+    constexpr uint64_t kLimit = uint64_t(1) << 32;
+    if (mask.factor == 0 || mask.factor >= kLimit)
+      return makeError("{}: factor {} is not in 1..2^32-1", what, mask.factor);
+    bool floating = input.dtype == DType::F32 || input.dtype == DType::F16 ||
+                    input.dtype == DType::BF16;
+    if (!floating || input.shape.size() != 1 ||
+        input.shape[0] != symbol.max * static_cast<int64_t>(mask.factor) ||
+        !input.symbolicAxes.empty())
+      return makeError("{}: input '{}' is {} {}, not an f32, f16 or bf16 "
+                       "vector of {} * {} elements",
+                       what, input.name, dtypeName(input.dtype),
+                       formatShape(input.shape), symbol.name, mask.factor);
+    if (artifact.host.writesDeviceInput(input.name))
+      return makeError("{}: input '{}' is also computed by a host step", what,
+                       input.name);
+    for (const LaunchScale &scale : artifact.launchScales)
+      if (scale.symbol == mask.symbol)
+        return makeError("{}: symbol '{}' has launch scales, but a masked "
+                         "symbol's padded slices must be computed (launch "
+                         "{})",
+                         what, symbol.name, scale.launch);
+  }
+  return Error::success();
+}
+
+void fillSizeMask(const Artifact &artifact, const SizeMask &mask, int64_t size,
+                  std::vector<uint8_t> &bytes) {
+  const TensorSignature &input = artifact.inputs[mask.input];
+  uint64_t length = static_cast<uint64_t>(input.shape[0]);
+  uint64_t valid = std::min<uint64_t>(
+      length, static_cast<uint64_t>(std::max<int64_t>(size, 0)) * mask.factor);
+  uint64_t elementSize = dtypeSize(input.dtype);
+  bytes.assign(length * elementSize, 0);
+  // -inf: sign, all-ones exponent, zero mantissa.
+  uint32_t f32 = 0xFF800000u;
+  uint16_t half = input.dtype == DType::F16 ? 0xFC00u : 0xFF80u;
+  for (uint64_t i = valid; i < length; ++i) {
+    if (elementSize == 4)
+      std::memcpy(bytes.data() + i * 4, &f32, 4);
+    else
+      std::memcpy(bytes.data() + i * 2, &half, 2);
+  }
+}
+
 } // namespace kiln::runtime

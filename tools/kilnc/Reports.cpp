@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
 #include <map>
@@ -291,17 +292,32 @@ void printStats(const CompileStats &stats, const std::string &target,
            << " only\n";
         continue;
       }
-      os << "separable: runs any size in the range, padded to " << dim.max
-         << "\n";
-      // Launch scaling: which launches run only the blocks a size needs.
-      if (s >= stats.scaledLaunches.size())
+      const auto *launches = s < stats.scaledLaunches.size()
+                                 ? &stats.scaledLaunches[s]
+                                 : nullptr;
+      if (launches && !launches->maskedNodes.empty())
+        os << "separable with size masks: runs any size in the range, padded "
+              "to "
+           << dim.max << "; softmax masked at the padded positions: "
+           << llvm::join(launches->maskedNodes, ", ") << "\n";
+      else
+        os << "separable: runs any size in the range, padded to " << dim.max
+           << "\n";
+      if (!launches)
         continue;
-      const auto &launches = stats.scaledLaunches[s];
+      if (launches->readsPadding) {
+        // A valid slice reads padded ones: they are computed every run.
+        os << "    valid slices read the zero padding (a masked softmax, a "
+              "contraction or a sum over it): every launch runs its "
+              "compiled grid\n";
+        continue;
+      }
+      // Launch scaling: which launches run only the blocks a size needs.
       os << "    launches whose grid follows " << dim.name << ": "
-         << launches.scaled << " of " << launches.total << "\n";
-      if (!launches.fixed.empty()) {
+         << launches->scaled << " of " << launches->total << "\n";
+      if (!launches->fixed.empty()) {
         os << "    the compiled grid at every size:";
-        for (const std::string &kernel : launches.fixed)
+        for (const std::string &kernel : launches->fixed)
           os << " " << kernel;
         os << "\n";
       }

@@ -179,6 +179,10 @@ struct CompileStats {
   struct ScaledLaunches {
     size_t scaled = 0, total = 0;
     std::vector<std::string> fixed;
+    /// Masked softmaxes (size masks) and whether valid slices read padded
+    /// ones, which keeps every launch at its compiled grid.
+    std::vector<std::string> maskedNodes;
+    bool readsPadding = false;
   };
   std::vector<ScaledLaunches> scaledLaunches;
   /// Format 1.9: the steps on STRING tensors that run on the host, before

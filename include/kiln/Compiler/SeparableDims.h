@@ -38,6 +38,30 @@ struct SeparableDims {
   std::vector<runtime::SymbolicDim> symbols;
   /// By tensor name (`kiln.name`): the dims that follow a symbol.
   llvm::StringMap<std::vector<runtime::SymbolicAxis>> inputs, outputs;
+  /// Per symbol: whether a valid slice reads padded ones (a masked softmax,
+  /// a contraction or a sum over zero padding), so the padded slices must
+  /// be computed and launch scaling is off for it.
+  std::vector<bool> readsPadding;
+
+  /// A softmax along a symbol, which needs -inf added at the padded
+  /// positions (insertSizeMasks): its axis carries the symbol with
+  /// `factor`.
+  struct MaskSite {
+    mlir::Operation *softmax = nullptr;
+    uint32_t symbol = 0;
+    int64_t factor = 1;
+    /// "node 'softmax_3' (kiln.softmax)", for kilnc --stats.
+    std::string node;
+  };
+  std::vector<MaskSite> maskSites;
+  /// The arguments insertSizeMasks added, by name: the runtime fills each
+  /// per run (runtime::SizeMask).
+  struct MaskInput {
+    std::string name;
+    uint32_t symbol = 0;
+    int64_t factor = 1;
+  };
+  std::vector<MaskInput> maskInputs;
 
   bool empty() const { return symbols.empty(); }
 };
@@ -48,10 +72,20 @@ struct SeparableDims {
 SeparableDims analyzeSeparableDims(mlir::ModuleOp module,
                                    llvm::StringRef function = "main");
 
+/// Adds one argument per (symbol, factor, element type) of `dims`'
+/// maskSites to `function`, a vector of the symbol's maximum times the
+/// factor named `kiln.size_mask.S` (`.xF` for a factor F, `.bf16` for a
+/// type other than f32), and adds it, broadcast along the axis, to each
+/// site's softmax input. The runtime fills it per run: 0 at the valid
+/// positions, -inf at the padded ones. Records the arguments in
+/// `dims.maskInputs`.
+void insertSizeMasks(mlir::ModuleOp module, SeparableDims &dims,
+                     llvm::StringRef function = "main");
+
 /// Records `dims` in `artifact` (its symbolicDims, and each signature
-/// tensor's symbolicAxes, matched by name). A symbol whose tensors the
-/// compiled signature does not show at the maximum becomes non-separable
-/// rather than wrong.
+/// tensor's symbolicAxes, matched by name; its sizeMasks). A symbol whose
+/// tensors the compiled signature does not show at the maximum becomes
+/// non-separable rather than wrong.
 void attachSymbolicDims(const SeparableDims &dims, runtime::Artifact &artifact);
 
 } // namespace kiln

@@ -901,7 +901,8 @@ int runTool(const Options &options) {
                                                "as '<U')"
                                              : ""));
   for (const TensorSignature &input : artifact->inputs) {
-    if (inputs.count(input.name) || host.writesDeviceInput(input.name))
+    if (inputs.count(input.name) || host.writesDeviceInput(input.name) ||
+        artifact->findSizeMask(input.name))
       continue;
     if (!options.randomInputs)
       return fail(
@@ -917,7 +918,8 @@ int runTool(const Options &options) {
   {
     std::vector<std::optional<Shape>> shapes;
     for (const TensorSignature &input : artifact->inputs)
-      shapes.push_back(host.writesDeviceInput(input.name)
+      shapes.push_back(host.writesDeviceInput(input.name) ||
+                               artifact->findSizeMask(input.name)
                            ? std::optional<Shape>(input.shape)
                            : std::optional<Shape>(inputs.at(input.name).shape));
     Expected<SymbolSizes> sizes = resolveSizes(*artifact, shapes);

@@ -24,6 +24,9 @@ Models:
            x [N, 3, 8, 8] -> y [N, 10]
   encoder  test/Frontend/ONNX/models/make_encoder.py --dynamic-batch:
            input_ids [batch, 16] -> hidden_states [batch, 16, 64]
+  encoder-seq  the same layer with --dynamic-seq --batch 2: input_ids
+           [2, seq] -> hidden_states [2, seq, 64], seq in 1..16 (size
+           masks on attention's softmax)
 and, with --only (launch-scaling.test), at N = 1, 7 and 64 of 1..64:
   cnn64    the cnn
   wide64   two 3x3 convolutions (3 -> 16 -> 32 channels), then the cnn's tail
@@ -184,6 +187,12 @@ def make_encoder(path):
                    check=True)
 
 
+def make_encoder_seq(path):
+    subprocess.run([sys.executable, ENCODER, path, "--dynamic-seq", "--batch", "2",
+                    "--hidden", "64", "--heads", "2", "--ffn", "128", "--seq", "16",
+                    "--vocab", "50"], check=True)
+
+
 # name: (builder, --dim, sizes, input maker)
 MODELS = {
     "mlp": (make_mlp, "N=1..16", [1, 5, 16],
@@ -192,6 +201,9 @@ MODELS = {
             lambda rng, n: {"x": rng.uniform(-1, 1, (n, 3, 8, 8)).astype(np.float32)}),
     "encoder": (make_encoder, "batch=1..4", [1, 3, 4],
                 lambda rng, n: {"input_ids": rng.integers(0, 50, (n, 16)).astype(np.int64)}),
+    # Sequence length: attention's softmax masked at the padded positions.
+    "encoder-seq": (make_encoder_seq, "seq=1..16", [1, 5, 16],
+                    lambda rng, n: {"input_ids": rng.integers(0, 50, (2, n)).astype(np.int64)}),
     # Launch scaling (launch-scaling.test): run only with --only.
     "cnn64": (make_cnn, "N=1..64", [1, 7, 64],
               lambda rng, n: {"x": rng.uniform(-1, 1, (n, 3, 8, 8)).astype(np.float32)}),

@@ -36,7 +36,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 9;
+constexpr uint32_t kArtifactFormatMinor = 10;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
@@ -229,6 +229,19 @@ struct LaunchScale {
   uint32_t gridDim = 0;
   uint64_t numerator = 1;
   uint64_t denominator = 1;
+};
+
+/// Format 1.10, section `size-masks`: signature input `input` is not bound
+/// by the user; the runtime fills it for each run from the size n of
+/// symbolic dim `symbol`. It is a vector of the symbol's maximum times
+/// `factor` elements (f32, f16 or bf16): 0 at positions i < n * factor, -inf
+/// after them. The compiler adds it to each softmax along the symbol, so
+/// the positions the runtime padded get probability 0 (docs/runtime.md
+/// "Sizes at run time").
+struct SizeMask {
+  uint32_t input = 0;
+  uint32_t symbol = 0;
+  uint64_t factor = 1;
 };
 
 /// One GPU kernel: its PTX (always present, JIT-compiled when no cubin
@@ -488,6 +501,12 @@ struct Artifact {
   /// increasing launch order, at most one per launch. Empty: every launch
   /// runs its compiled grid.
   std::vector<LaunchScale> launchScales;
+  /// Format 1.10: the signature inputs the runtime fills from the run's
+  /// sizes (SizeMask), in increasing input order. Empty: the user binds
+  /// every input.
+  std::vector<SizeMask> sizeMasks;
+  /// The size mask input `name` is (nullptr: the user binds it).
+  const SizeMask *findSizeMask(std::string_view name) const;
   /// Format 1.9: the model's sequence and optional inputs and outputs, in
   /// signature order (SignatureGroup). Empty: every input and output is a
   /// tensor of the model.

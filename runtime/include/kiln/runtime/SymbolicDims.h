@@ -78,6 +78,19 @@ Error verifySymbolicDims(const Artifact &artifact);
 /// maximum exactly the kernel's compiled block count along that dim.
 Error verifyLaunchScales(const Artifact &artifact);
 
+/// verifyArtifact's checks of section `size-masks`: inputs in increasing
+/// order and in range, each a 1-D f32, f16 or bf16 vector of its symbol's
+/// maximum times its factor, with no symbolic dims and not a host step's;
+/// the symbol in range and with no launch scales (a masked symbol's padded
+/// slices are read, so they must be computed).
+Error verifySizeMasks(const Artifact &artifact);
+
+/// Writes size mask `mask` for a run where its symbol is `size` into
+/// `bytes` (its input's compiled byte size): 0 at positions below
+/// size * factor, -inf from there on.
+void fillSizeMask(const Artifact &artifact, const SizeMask &mask, int64_t size,
+                  std::vector<uint8_t> &bytes);
+
 /// The blocks `scale` asks for along its grid dim when its symbol is
 /// `size`, clamped to 1..`compiled`.
 uint32_t scaledBlocks(const LaunchScale &scale, int64_t size,

@@ -4,7 +4,7 @@
 Usage: make_encoder.py OUTPUT.onnx [--hidden 256 --heads 4 --ffn 1024
                                     --vocab 1000 --seq 128 --batch 1]
                                    [--external-data] [--dynamic-batch]
-                                   [--portable]
+                                   [--dynamic-seq] [--portable]
 
 The graph is what exporters emit for one encoder layer: token embedding
 (Gather) plus position embedding, LayerNormalization, Q/K/V projections
@@ -13,7 +13,10 @@ The graph is what exporters emit for one encoder layer: token embedding
 with Reshape [0, 0, -1], output projection, residual Add, LayerNormalization,
 and a feed-forward block with the exact (Erf) GELU. Weights are seeded random
 initializers; --external-data stores them in OUTPUT.onnx.data next to the
-model. --portable draws them from scripts/device/portable_random.py (the same
+model. --dynamic-batch and --dynamic-seq make the batch and the sequence
+length symbolic dims ("batch", "seq"); with --dynamic-seq the position
+embedding is a table of --seq rows sliced to the input's length through
+Shape -> Gather -> Unsqueeze -> Slice, as exporters write it. --portable draws them from scripts/device/portable_random.py (the same
 bits with any numpy, on any machine; uniform in place of normal, same mean
 and variance) instead of numpy's Generator.
 """
@@ -75,7 +78,14 @@ def build(args):
 
     # Embeddings.
     tok = node("Gather", [weight("embeddings.word", (args.vocab, h)), "input_ids"], axis=0)
-    x = node("Add", [tok, weight("embeddings.position", (args.seq, h))])
+    position = weight("embeddings.position", (args.seq, h))
+    if args.dynamic_seq:
+        length = node("Gather", [node("Shape", ["input_ids"]), const_i64("seq_index", 1)],
+                      axis=0)
+        length = node("Unsqueeze", [length, const_i64("seq_axes", [0])])
+        position = node("Slice", [position, const_i64("seq_starts", [0]), length,
+                                  const_i64("seq_slice_axes", [0])])
+    x = node("Add", [tok, position])
     x = layer_norm(x, "embeddings.norm")
 
     # Head split the way exporters write it: shape arithmetic on Shape(x).
@@ -116,11 +126,12 @@ def build(args):
     inits.append(numpy_helper.from_array(np.zeros(h, np.float32), "ffn.norm.beta"))
 
     batch_dim = "batch" if args.dynamic_batch else args.batch
+    seq_dim = "seq" if args.dynamic_seq else args.seq
     graph = helper.make_graph(
         nodes, "bert_encoder_layer",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch_dim, args.seq])],
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch_dim, seq_dim])],
         [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT,
-                                       [batch_dim, args.seq, h])],
+                                       [batch_dim, seq_dim, h])],
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                               producer_name="kiln-test")
@@ -142,6 +153,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--external-data", action="store_true")
     ap.add_argument("--dynamic-batch", action="store_true")
+    ap.add_argument("--dynamic-seq", action="store_true")
     ap.add_argument("--portable", action="store_true")
     args = ap.parse_args()
     model = build(args)
