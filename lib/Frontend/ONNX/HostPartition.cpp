@@ -460,6 +460,24 @@ LogicalResult Partitioner::run() {
   if (!any)
     return success();
 
+  // Every value a node reads is defined (the importer's own check comes
+  // after the partition; reliability finding 22: a host Gather reading a
+  // name nothing defines became a step the artifact check refused).
+  llvm::StringSet<> defined;
+  for (const onnx::ValueInfoProto &in : graph.input())
+    defined.insert(in.name());
+  for (const onnx::TensorProto &init : graph.initializer())
+    defined.insert(init.name());
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &out : node.output())
+      defined.insert(out);
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &name : node.input())
+      if (!name.empty() && !defined.contains(name))
+        return fail(describeNode(node) + ": input '" + name +
+                    "' is not produced by any node, graph input or "
+                    "initializer");
+
   // Which nodes run where, and when.
   llvm::StringSet<> deviceMade, deviceReads, hostReads;
   for (const onnx::NodeProto &node : graph.node()) {
