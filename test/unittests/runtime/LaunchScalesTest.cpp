@@ -46,7 +46,7 @@ TEST(LaunchScalesTest, SectionRoundTrips) {
   EXPECT_NE(tableEntryOf(*image, SectionKind::LaunchScales), nullptr);
   Expected<Artifact> read = parseBytes(*image);
   ASSERT_TRUE(read) << errorOf(read);
-  EXPECT_EQ(read->formatMinor, 9u);
+  EXPECT_EQ(read->formatMinor, kArtifactFormatMinor);
   ASSERT_EQ(read->launchScales.size(), 2u);
   const LaunchScale &first = read->launchScales[0];
   EXPECT_EQ(first.launch, 0u);
