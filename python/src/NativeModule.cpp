@@ -90,15 +90,22 @@ nb::dict statsOf(const Artifact &artifact) {
       fmt::format("{}.{}", artifact.formatMajor, artifact.formatMinor);
   stats["compiler_version"] = artifact.compilerVersion;
   stats["compiler_options"] = artifact.compilerOptions;
-  // kilnc --dim: {name: {min, max, opt, separable, reason}}.
+  // kilnc --dim: {name: {min, max, opt, separable, reason, size_masks}}
+  // (size_masks: the mask inputs the runtime fills for the symbol).
   nb::dict symbolic;
-  for (const SymbolicDim &dim : artifact.symbolicDims) {
+  for (size_t s = 0; s < artifact.symbolicDims.size(); ++s) {
+    const SymbolicDim &dim = artifact.symbolicDims[s];
     nb::dict entry;
     entry["min"] = dim.min;
     entry["max"] = dim.max;
     entry["opt"] = dim.opt;
     entry["separable"] = dim.separable;
     entry["reason"] = dim.reason;
+    nb::list masks;
+    for (const SizeMask &mask : artifact.sizeMasks)
+      if (mask.symbol == s)
+        masks.append(artifact.inputs[mask.input].name);
+    entry["size_masks"] = masks;
     symbolic[nb::str(dim.name.c_str())] = entry;
   }
   stats["symbolic_dims"] = symbolic;

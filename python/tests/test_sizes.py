@@ -1,5 +1,6 @@
 """Run-time sizes (kiln.compile(dims=...), issue 24): one artifact, any size
-in the declared range of a separable dim, on emu against onnxruntime.
+in the declared range of a separable dim, on emu against onnxruntime; a
+softmax along the dim gets a size mask the runtime fills.
 
 Tolerances: conftest.assert_close's fp32 rule (see test_compile_run.py);
 a padded row leaking into the result or a slice at the wrong offset moves
@@ -26,8 +27,8 @@ def dynamic_mlp(mlp_model):
 def test_stats_list_the_symbolic_dim(dynamic_mlp):
     dims = dynamic_mlp.stats["symbolic_dims"]
     assert dims == {"N": {"min": 1, "max": 8, "opt": 8, "separable": True,
-                          "reason": ""}}
-    assert dynamic_mlp.stats["format_version"] == "1.9"
+                          "reason": "", "size_masks": []}}
+    assert dynamic_mlp.stats["format_version"] == "1.10"
 
 
 @pytest.mark.parametrize("n", [1, 3, 8])
@@ -102,3 +103,29 @@ def test_a_dim_that_is_not_separable_runs_its_maximum_only():
     with pytest.raises(kiln.RuntimeError, match=r"is 3, but this artifact runs "
                        r"N = 8 only: 'N' is not separable \(node 'batch_mean'"):
         session.run({"x": np.ones((3, 4), np.float32)})
+
+
+def test_a_softmax_along_the_dim_gets_a_size_mask_the_user_never_sees(rng):
+    from onnx import TensorProto, helper
+    from conftest import _model
+    model = _model(
+        [helper.make_node("MatMul", ["q", "k"], ["s"], name="scores"),
+         helper.make_node("Softmax", ["s"], ["p"], name="over_keys", axis=-1),
+         helper.make_node("MatMul", ["p", "v"], ["y"], name="mix")],
+        [helper.make_tensor_value_info("q", TensorProto.FLOAT, ["S", 8]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, [8, "S"]),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, ["S", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["S", 8])],
+        [], "attention")
+    artifact = kiln.compile(model, dims={"S": (1, 12)})
+    assert artifact.stats["symbolic_dims"]["S"]["size_masks"] == [
+        "kiln.size_mask.S"]
+    session = kiln.Session(artifact, device="emu")
+    assert [spec.name for spec in artifact.signature.inputs] == ["q", "k", "v"]
+    for n in (1, 5, 12):
+        feeds = {"q": rng.standard_normal((n, 8)).astype(np.float32),
+                 "k": rng.standard_normal((8, n)).astype(np.float32),
+                 "v": rng.standard_normal((n, 8)).astype(np.float32)}
+        got = session.run(feeds)["y"]
+        assert got.shape == (n, 8)
+        assert_close(got, reference(model, feeds)["y"])
