@@ -364,7 +364,12 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
     separable = analyzeSeparableDims(*module);
     maskedNodes.resize(separable.symbols.size());
     for (const SeparableDims::MaskSite &site : separable.maskSites)
-      maskedNodes[site.symbol].push_back(site.node);
+      maskedNodes[site.symbol].push_back(
+          site.node + (site.kind == runtime::SizeMaskKind::AdditiveMask
+                           ? " (-inf)"
+                       : site.kind == runtime::SizeMaskKind::KeepMask
+                           ? " (zeroed)"
+                           : " (mean times max / n)"));
     insertSizeMasks(*module, separable);
   }
 

@@ -151,8 +151,9 @@ public:
   /// Whether a valid slice reads padded ones somewhere (then the padded
   /// slices must be computed: no launch scaling).
   bool readsPadding = false;
-  /// Softmaxes along the symbol, with the factor of their axis.
-  std::vector<std::pair<Operation *, int64_t>> maskSites;
+  /// Where insertSizeMasks puts a mask or a scale (symbol and node filled
+  /// in by analyzeSeparableDims).
+  std::vector<SeparableDims::MaskSite> sites;
 
 private:
   std::string stepStrict(Operation *op) {
@@ -240,6 +241,17 @@ private:
   /// symbol with `factor`.
   int64_t validExtent(int64_t factor) const { return symbol.min * factor; }
 
+  void addSite(Operation *op, runtime::SizeMaskKind kind, unsigned operand,
+               const Track &t) {
+    SeparableDims::MaskSite site;
+    site.op = op;
+    site.kind = kind;
+    site.operand = operand;
+    site.dim = t.at.dim;
+    site.factor = kind == runtime::SizeMaskKind::MeanScale ? 1 : t.at.factor;
+    sites.push_back(site);
+  }
+
   template <typename Add>
   Through throughPadding(Operation *op, unsigned operand, const Track &t,
                          Add &&add) {
@@ -250,7 +262,7 @@ private:
       if (operand != 0 || d != axis || !t.finite)
         return Through::No;
       // -inf added at the padded positions: their probabilities are 0.
-      maskSites.emplace_back(op, t.at.factor);
+      addSite(op, runtime::SizeMaskKind::AdditiveMask, 0, t);
       add(0, Track{t.at, true, true});
       return Through::Padding;
     }
@@ -264,12 +276,29 @@ private:
       bool exact = (t.zero && (!other || other->finite)) ||
                    (other && other->zero && other->at.factor == t.at.factor &&
                     t.finite);
-      return exact ? Through::Padding : Through::No;
+      if (exact)
+        return Through::Padding;
+      // Neither side is zero there: multiply this side by a keep mask (1
+      // on the valid positions, 0 on the padded ones) when both are
+      // finite, and only once per operand and dim.
+      if (!t.finite || (other && !other->finite))
+        return Through::No;
+      if (operand == 0 || !other)
+        addSite(op, runtime::SizeMaskKind::KeepMask, operand, t);
+      return Through::Padding;
     }
     if (auto reduce = dyn_cast<ReduceOp>(op)) {
-      // A sum over zero padding is the sum over the valid slices.
-      if (reduce.getKind() != ReduceKind::Sum || !t.zero)
+      // A sum over zero padding is the sum over the valid slices (a keep
+      // mask zeroes finite padding first); a mean is that sum over the
+      // maximum's count, which a scale of max / n makes the valid slices'
+      // mean.
+      bool mean = reduce.getKind() == ReduceKind::Mean;
+      if ((reduce.getKind() != ReduceKind::Sum && !mean) || !t.finite)
         return Through::No;
+      if (!t.zero)
+        addSite(op, runtime::SizeMaskKind::KeepMask, 0, t);
+      if (mean)
+        addSite(op, runtime::SizeMaskKind::MeanScale, 0, t);
       return Through::Padding;
     }
     if (auto slice = dyn_cast<SliceOp>(op)) {
@@ -343,8 +372,11 @@ SeparableDims analyzeSeparableDims(ModuleOp module, StringRef function) {
       symbol.reason = masked.run(outputs, index);
       if (symbol.reason.empty()) {
         readsPadding = masked.readsPadding;
-        for (auto [op, factor] : masked.maskSites)
-          result.maskSites.push_back({op, index, factor, describeNode(op)});
+        for (SeparableDims::MaskSite site : masked.sites) {
+          site.symbol = index;
+          site.node = describeNode(site.op);
+          result.maskSites.push_back(site);
+        }
       }
     }
     symbol.separable = symbol.reason.empty();
@@ -428,12 +460,19 @@ void attachSymbolicDims(const SeparableDims &dims,
     for (size_t i = 0; i < artifact.inputs.size(); ++i)
       if (artifact.inputs[i].name == mask.name)
         artifact.sizeMasks.push_back({static_cast<uint32_t>(i), mask.symbol,
+                                      mask.kind,
                                       static_cast<uint64_t>(mask.factor)});
   }
 }
 
-std::string sizeMaskName(StringRef symbol, int64_t factor, Type element) {
-  std::string name = ("kiln.size_mask." + symbol).str();
+/// `kiln.size_mask.S`, `kiln.size_keep.S` or `kiln.size_scale.S`, with
+/// `.xF` for a factor F and `.TYPE` for an element type other than f32.
+std::string sizeMaskName(runtime::SizeMaskKind kind, StringRef symbol,
+                         int64_t factor, Type element) {
+  StringRef stem = kind == runtime::SizeMaskKind::AdditiveMask ? "size_mask"
+                   : kind == runtime::SizeMaskKind::KeepMask   ? "size_keep"
+                                                               : "size_scale";
+  std::string name = ("kiln." + stem + "." + symbol).str();
   if (factor != 1)
     name += ".x" + std::to_string(factor);
   if (!element.isF32()) {
@@ -453,34 +492,59 @@ void insertSizeMasks(ModuleOp module, SeparableDims &dims,
     return;
   Builder attrs(module.getContext());
   llvm::StringMap<Value> made;
+  // The argument for a kind, symbol and factor, made on first use.
+  auto argument = [&](runtime::SizeMaskKind kind, uint32_t symbol,
+                      int64_t factor, Type element) {
+    bool scale = kind == runtime::SizeMaskKind::MeanScale;
+    const runtime::SymbolicDim &dim = dims.symbols[symbol];
+    std::string name = sizeMaskName(kind, dim.name, factor, element);
+    Value &value = made[name];
+    if (value)
+      return value;
+    auto type = scale ? RankedTensorType::get({}, element)
+                      : RankedTensorType::get({dim.max * factor}, element);
+    unsigned index = func.getNumArguments();
+    (void)func.insertArgument(
+        index, type,
+        attrs.getDictionaryAttr(
+            attrs.getNamedAttr(KilnDialect::NameAttrHelper::getNameStr(),
+                               attrs.getStringAttr(name))),
+        func.getLoc());
+    dims.maskInputs.push_back({name, symbol, factor, kind});
+    value = func.getArgument(index);
+    return value;
+  };
   for (const SeparableDims::MaskSite &site : dims.maskSites) {
-    auto softmax = cast<SoftmaxOp>(site.softmax);
-    auto type = cast<RankedTensorType>(softmax.getInput().getType());
-    int64_t rank = type.getRank();
-    int64_t axis = symbols::normalizeAxis(softmax.getAxisAttr().getInt(), rank);
-    const runtime::SymbolicDim &symbol = dims.symbols[site.symbol];
-    int64_t length = symbol.max * site.factor;
-    std::string name =
-        sizeMaskName(symbol.name, site.factor, type.getElementType());
-    Value &mask = made[name];
-    if (!mask) {
-      unsigned index = func.getNumArguments();
-      (void)func.insertArgument(
-          index, RankedTensorType::get({length}, type.getElementType()),
-          attrs.getDictionaryAttr(
-              attrs.getNamedAttr(KilnDialect::NameAttrHelper::getNameStr(),
-                                 attrs.getStringAttr(name))),
-          func.getLoc());
-      mask = func.getArgument(index);
-      dims.maskInputs.push_back({name, site.symbol, site.factor});
+    ImplicitLocOpBuilder b(site.op->getLoc(), site.op);
+    if (site.kind == runtime::SizeMaskKind::MeanScale) {
+      // mean * (max / n), after the reduction.
+      Value mean = site.op->getResult(0);
+      auto type = cast<RankedTensorType>(mean.getType());
+      Value scale = argument(site.kind, site.symbol, 1,
+                             Float32Type::get(module.getContext()));
+      b.setInsertionPointAfter(site.op);
+      if (!type.getElementType().isF32())
+        scale = CastOp::create(
+            b, RankedTensorType::get({}, type.getElementType()), scale);
+      auto scaled = MulOp::create(b, type, mean, scale);
+      mean.replaceAllUsesExcept(scaled, scaled);
+      continue;
     }
-    ImplicitLocOpBuilder b(softmax.getLoc(), softmax);
-    SmallVector<int64_t> shape(rank, 1);
-    shape[axis] = length;
+    // The operand plus (AdditiveMask) or times (KeepMask) the mask,
+    // broadcast along the dim.
+    Value operand = site.op->getOperand(site.operand);
+    auto type = cast<RankedTensorType>(operand.getType());
+    Value mask =
+        argument(site.kind, site.symbol, site.factor, type.getElementType());
+    SmallVector<int64_t> shape(type.getRank(), 1);
+    shape[site.dim] = type.getDimSize(site.dim);
     Value shaped = ReshapeOp::create(
         b, RankedTensorType::get(shape, type.getElementType()), mask);
-    Value masked = AddOp::create(b, type, softmax.getInput(), shaped);
-    softmax.getInputMutable().assign(masked);
+    Value masked =
+        site.kind == runtime::SizeMaskKind::AdditiveMask
+            ? AddOp::create(b, type, operand, shaped).getResult()
+            : MulOp::create(b, type, operand, shaped).getResult();
+    site.op->setOperand(site.operand, masked);
   }
 }
 

@@ -484,12 +484,16 @@ Error parseSymbolicDims(SectionReader in, Artifact &artifact) {
 }
 
 Error parseSizeMasks(SectionReader in, Artifact &artifact) {
-  artifact.sizeMasks.resize(in.count("size masks", 4 + 4 + 8));
+  artifact.sizeMasks.resize(in.count("size masks", 4 + 4 + 4 + 8));
   for (size_t i = 0; i < artifact.sizeMasks.size() && !in.failed(); ++i) {
     SizeMask &mask = artifact.sizeMasks[i];
     in.setContext(fmt::format("record {}", i));
     mask.input = in.u32("an input index");
     mask.symbol = in.u32("a symbol index");
+    uint32_t kind = in.u32("a kind");
+    if (kind > uint32_t(SizeMaskKind::MeanScale))
+      in.fail(fmt::format("unknown kind {}", kind));
+    mask.kind = static_cast<SizeMaskKind>(kind);
     mask.factor = in.u64("a factor");
   }
   return in.finish();

@@ -293,6 +293,7 @@ std::vector<uint8_t> encodeSizeMasks(const Artifact &artifact) {
   for (const SizeMask &mask : artifact.sizeMasks) {
     out.u32(mask.input);
     out.u32(mask.symbol);
+    out.u32(static_cast<uint32_t>(mask.kind));
     out.u64(mask.factor);
   }
   return out.take();

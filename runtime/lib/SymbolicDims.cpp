@@ -358,11 +358,24 @@ Error verifySizeMasks(const Artifact &artifact) {
     constexpr uint64_t kLimit = uint64_t(1) << 32;
     if (mask.factor == 0 || mask.factor >= kLimit)
       return makeError("{}: factor {} is not in 1..2^32-1", what, mask.factor);
+    if (mask.kind == SizeMaskKind::MeanScale) {
+      if (input.dtype != DType::F32 || !input.shape.empty() ||
+          mask.factor != 1)
+        return makeError("{}: a mean scale is an f32 scalar with factor 1, "
+                         "not {} {} with factor {}",
+                         what, dtypeName(input.dtype),
+                         formatShape(input.shape), mask.factor);
+    } else if (mask.kind != SizeMaskKind::AdditiveMask &&
+               mask.kind != SizeMaskKind::KeepMask) {
+      return makeError("{}: unknown kind {}", what,
+                       static_cast<uint32_t>(mask.kind));
+    }
     bool floating = input.dtype == DType::F32 || input.dtype == DType::F16 ||
                     input.dtype == DType::BF16;
-    if (!floating || input.shape.size() != 1 ||
+    if (mask.kind != SizeMaskKind::MeanScale &&
+        (!floating || input.shape.size() != 1 ||
         input.shape[0] != symbol.max * static_cast<int64_t>(mask.factor) ||
-        !input.symbolicAxes.empty())
+         !input.symbolicAxes.empty()))
       return makeError("{}: input '{}' is {} {}, not an f32, f16 or bf16 "
                        "vector of {} * {} elements",
                        what, input.name, dtypeName(input.dtype),
@@ -383,15 +396,28 @@ Error verifySizeMasks(const Artifact &artifact) {
 void fillSizeMask(const Artifact &artifact, const SizeMask &mask, int64_t size,
                   std::vector<uint8_t> &bytes) {
   const TensorSignature &input = artifact.inputs[mask.input];
+  if (mask.kind == SizeMaskKind::MeanScale) {
+    const SymbolicDim &symbol = artifact.symbolicDims[mask.symbol];
+    float scale = static_cast<float>(static_cast<double>(symbol.max) /
+                                     static_cast<double>(std::max<int64_t>(
+                                         size, 1)));
+    bytes.resize(sizeof(float));
+    std::memcpy(bytes.data(), &scale, sizeof(float));
+    return;
+  }
   uint64_t length = static_cast<uint64_t>(input.shape[0]);
   uint64_t valid = std::min<uint64_t>(
       length, static_cast<uint64_t>(std::max<int64_t>(size, 0)) * mask.factor);
   uint64_t elementSize = dtypeSize(input.dtype);
   bytes.assign(length * elementSize, 0);
-  // -inf: sign, all-ones exponent, zero mantissa.
-  uint32_t f32 = 0xFF800000u;
-  uint16_t half = input.dtype == DType::F16 ? 0xFC00u : 0xFF80u;
-  for (uint64_t i = valid; i < length; ++i) {
+  // An additive mask is 0 then -inf (sign, all-ones exponent, zero
+  // mantissa); a keep mask 1 then 0.
+  bool keep = mask.kind == SizeMaskKind::KeepMask;
+  uint32_t f32 = keep ? 0x3F800000u : 0xFF800000u;
+  uint16_t half = input.dtype == DType::F16 ? (keep ? 0x3C00u : 0xFC00u)
+                                            : (keep ? 0x3F80u : 0xFF80u);
+  uint64_t first = keep ? 0 : valid, last = keep ? valid : length;
+  for (uint64_t i = first; i < last; ++i) {
     if (elementSize == 4)
       std::memcpy(bytes.data() + i * 4, &f32, 4);
     else

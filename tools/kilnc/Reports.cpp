@@ -298,7 +298,7 @@ void printStats(const CompileStats &stats, const std::string &target,
       if (launches && !launches->maskedNodes.empty())
         os << "separable with size masks: runs any size in the range, padded "
               "to "
-           << dim.max << "; softmax masked at the padded positions: "
+           << dim.max << "; masked at the padded positions: "
            << llvm::join(launches->maskedNodes, ", ") << "\n";
       else
         os << "separable: runs any size in the range, padded to " << dim.max

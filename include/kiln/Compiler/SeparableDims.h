@@ -43,12 +43,21 @@ struct SeparableDims {
   /// be computed and launch scaling is off for it.
   std::vector<bool> readsPadding;
 
-  /// A softmax along a symbol, which needs -inf added at the padded
-  /// positions (insertSizeMasks): its axis carries the symbol with
-  /// `factor`.
+  /// Where a masked walk needs the runtime's help (insertSizeMasks):
+  ///  - AdditiveMask: a softmax along the symbol; its input gets -inf at
+  ///    the padded positions along `dim`;
+  ///  - KeepMask: a sum, mean or contraction over finite padding; operand
+  ///    `operand` is multiplied by 1 at the valid positions along `dim`,
+  ///    0 at the padded ones;
+  ///  - MeanScale: a mean over the symbol; its result is multiplied by
+  ///    max / n.
+  /// `factor`: the dim carries the symbol times this.
   struct MaskSite {
-    mlir::Operation *softmax = nullptr;
+    mlir::Operation *op = nullptr;
     uint32_t symbol = 0;
+    runtime::SizeMaskKind kind = runtime::SizeMaskKind::AdditiveMask;
+    unsigned operand = 0;
+    int64_t dim = 0;
     int64_t factor = 1;
     /// "node 'softmax_3' (kiln.softmax)", for kilnc --stats.
     std::string node;
@@ -60,6 +69,7 @@ struct SeparableDims {
     std::string name;
     uint32_t symbol = 0;
     int64_t factor = 1;
+    runtime::SizeMaskKind kind = runtime::SizeMaskKind::AdditiveMask;
   };
   std::vector<MaskInput> maskInputs;
 
@@ -72,13 +82,13 @@ struct SeparableDims {
 SeparableDims analyzeSeparableDims(mlir::ModuleOp module,
                                    llvm::StringRef function = "main");
 
-/// Adds one argument per (symbol, factor, element type) of `dims`'
-/// maskSites to `function`, a vector of the symbol's maximum times the
-/// factor named `kiln.size_mask.S` (`.xF` for a factor F, `.bf16` for a
-/// type other than f32), and adds it, broadcast along the axis, to each
-/// site's softmax input. The runtime fills it per run: 0 at the valid
-/// positions, -inf at the padded ones. Records the arguments in
-/// `dims.maskInputs`.
+/// Adds one argument per (kind, symbol, factor, element type) of `dims`'
+/// maskSites to `function`: a vector of the symbol's maximum times the
+/// factor named `kiln.size_mask.S` (additive) or `kiln.size_keep.S` (keep;
+/// `.xF` for a factor F, `.bf16` for a type other than f32), or an f32
+/// scalar `kiln.size_scale.S`, and applies it at each site (MaskSite). The
+/// runtime fills them per run (runtime::fillSizeMask). Records the
+/// arguments in `dims.maskInputs`.
 void insertSizeMasks(mlir::ModuleOp module, SeparableDims &dims,
                      llvm::StringRef function = "main");
 

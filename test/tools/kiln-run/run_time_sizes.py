@@ -24,9 +24,11 @@ Models:
            x [N, 3, 8, 8] -> y [N, 10]
   encoder  test/Frontend/ONNX/models/make_encoder.py --dynamic-batch:
            input_ids [batch, 16] -> hidden_states [batch, 16, 64]
-  encoder-seq  the same layer with --dynamic-seq --batch 2: input_ids
-           [2, seq] -> hidden_states [2, seq, 64], seq in 1..16 (size
-           masks on attention's softmax)
+  encoder-seq  the same layer with --dynamic-seq --mean-pool --batch 2:
+           input_ids [2, seq] -> hidden_states [2, seq, 64] and pooled
+           [2, 64] (their mean over seq), seq in 1..16 (size masks: -inf on
+           attention's softmax, a keep mask and a max / n scale on the
+           mean)
 and, with --only (launch-scaling.test), at N = 1, 7 and 64 of 1..64:
   cnn64    the cnn
   wide64   two 3x3 convolutions (3 -> 16 -> 32 channels), then the cnn's tail
@@ -188,7 +190,7 @@ def make_encoder(path):
 
 
 def make_encoder_seq(path):
-    subprocess.run([sys.executable, ENCODER, path, "--dynamic-seq", "--batch", "2",
+    subprocess.run([sys.executable, ENCODER, path, "--dynamic-seq", "--mean-pool", "--batch", "2",
                     "--hidden", "64", "--heads", "2", "--ffn", "128", "--seq", "16",
                     "--vocab", "50"], check=True)
 

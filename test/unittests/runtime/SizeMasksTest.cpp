@@ -1,8 +1,9 @@
 //===- SizeMasksTest.cpp - Inputs the runtime fills from the run's sizes ---===//
 //
 // Format 1.10's `size-masks` section: round trip and the header flag, a
-// 1.9 reader's refusal, verifyArtifact's checks, the mask's bytes in f32,
-// f16 and bf16 (against the IEEE encodings of 0 and -inf, written out), and
+// 1.9 reader's refusal, verifyArtifact's checks, the masks' bytes in f32,
+// f16 and bf16 (against the IEEE encodings of 0, 1 and -inf, written out)
+// and the mean scale's value, and
 // a session (FakeDevice) that fills the mask for each run's size and will
 // not let the user bind it.
 //
@@ -45,7 +46,18 @@ Artifact maskedArtifact(uint64_t factor = 1) {
                              static_cast<uint32_t>(
                                  artifact.memoryPlan.buffers.size() - 1),
                              {}});
-  artifact.sizeMasks = {{1, 0, factor}};
+  artifact.sizeMasks = {{1, 0, SizeMaskKind::AdditiveMask, factor}};
+  return artifact;
+}
+
+/// The add-scale sample with a mean scale for N: input 'kiln.size_scale.N',
+/// an f32 scalar.
+Artifact scaledArtifact() {
+  Artifact artifact = maskedArtifact();
+  artifact.inputs[1].name = "kiln.size_scale.N";
+  artifact.inputs[1].shape = {};
+  artifact.memoryPlan.buffers.back().size = 4;
+  artifact.sizeMasks = {{1, 0, SizeMaskKind::MeanScale, 1}};
   return artifact;
 }
 
@@ -61,6 +73,17 @@ TEST(SizeMasksTest, SectionRoundTripsWithItsHeaderFlag) {
   EXPECT_EQ(read->sizeMasks[0].input, 1u);
   EXPECT_EQ(read->sizeMasks[0].symbol, 0u);
   EXPECT_EQ(read->sizeMasks[0].factor, 3u);
+  EXPECT_EQ(read->sizeMasks[0].kind, SizeMaskKind::AdditiveMask);
+  for (SizeMaskKind kind : {SizeMaskKind::KeepMask, SizeMaskKind::MeanScale}) {
+    Artifact other = kind == SizeMaskKind::KeepMask ? maskedArtifact()
+                                                    : scaledArtifact();
+    other.sizeMasks[0].kind = kind;
+    Expected<std::vector<uint8_t>> bytes = serializeArtifact(other);
+    ASSERT_TRUE(bytes) << errorOf(bytes);
+    Expected<Artifact> back = parseBytes(*bytes);
+    ASSERT_TRUE(back) << errorOf(back);
+    EXPECT_EQ(back->sizeMasks[0].kind, kind);
+  }
   EXPECT_NE(read->findSizeMask("kiln.size_mask.N"), nullptr);
   EXPECT_EQ(read->findSizeMask("x"), nullptr);
 }
@@ -146,6 +169,16 @@ TEST(SizeMasksTest, VerifyRejectsInconsistentRecords) {
             "section 'size-masks': record 0 (input 0): input 'x' is f32 [2, "
             "3], not an f32, f16 or bf16 vector of N * 1 elements");
   EXPECT_EQ(errorFor([](Artifact &a) {
+              a.sizeMasks[0].kind = static_cast<SizeMaskKind>(3);
+            }),
+            "section 'size-masks': record 0 (input 1): unknown kind 3");
+  EXPECT_EQ(errorFor([](Artifact &a) {
+              a.sizeMasks[0].kind = SizeMaskKind::MeanScale;
+            }),
+            "section 'size-masks': record 0 (input 1): a mean scale is an f32 "
+            "scalar with factor 1, not f32 [2] with factor 1");
+  EXPECT_EQ(errorOf(verifyArtifact(scaledArtifact())), "<success>");
+  EXPECT_EQ(errorFor([](Artifact &a) {
               a.kernels[1].grid = {2, 1, 1};
               a.launchScales = {{1, 0, 0, 1, 1}};
             }),
@@ -180,6 +213,33 @@ TEST(SizeMasksTest, MaskBytesAreZeroThenMinusInfinity) {
     std::memcpy(halves, bytes.data(), sizeof(halves));
     EXPECT_THAT(halves, ElementsAre(0, 0, minusInf, minusInf));
   }
+
+  // A keep mask: 1 then 0 (binary32 1.0f is 0x3F800000, binary16's 0x3C00,
+  // bfloat16's 0x3F80).
+  artifact.inputs[1].dtype = DType::F32;
+  artifact.sizeMasks[0].kind = SizeMaskKind::KeepMask;
+  fillSizeMask(artifact, artifact.sizeMasks[0], 1, bytes);
+  std::memcpy(words, bytes.data(), sizeof(words));
+  EXPECT_THAT(words, ElementsAre(0x3F800000u, 0x3F800000u, 0u, 0u));
+  for (auto [dtype, one] : {std::pair(DType::F16, uint16_t(0x3C00)),
+                            std::pair(DType::BF16, uint16_t(0x3F80))}) {
+    artifact.inputs[1].dtype = dtype;
+    fillSizeMask(artifact, artifact.sizeMasks[0], 1, bytes);
+    uint16_t halves[4];
+    std::memcpy(halves, bytes.data(), sizeof(halves));
+    EXPECT_THAT(halves, ElementsAre(one, one, 0, 0));
+  }
+
+  // A mean scale: max / n as an f32.
+  Artifact scaled = scaledArtifact();
+  fillSizeMask(scaled, scaled.sizeMasks[0], 1, bytes);
+  ASSERT_EQ(bytes.size(), 4u);
+  float scale;
+  std::memcpy(&scale, bytes.data(), 4);
+  EXPECT_EQ(scale, 2.0f);
+  fillSizeMask(scaled, scaled.sizeMasks[0], 2, bytes);
+  std::memcpy(&scale, bytes.data(), 4);
+  EXPECT_EQ(scale, 1.0f);
 }
 
 TEST(SizeMasksTest, SessionFillsTheMaskPerRunAndRefusesToBindIt) {

@@ -238,9 +238,22 @@ struct LaunchScale {
 /// after them. The compiler adds it to each softmax along the symbol, so
 /// the positions the runtime padded get probability 0 (docs/runtime.md
 /// "Sizes at run time").
+///
+/// Kind KeepMask: the same vector with 1 at the valid positions and 0 at
+/// the padded ones; the compiler multiplies a value by it before a sum, a
+/// mean or a contraction over the symbol. Kind MeanScale: an f32 scalar the
+/// runtime sets to max / n; the compiler multiplies a mean over the symbol
+/// by it, which turns the mean over the maximum's count into the mean over
+/// the n given slices.
+enum class SizeMaskKind : uint32_t {
+  AdditiveMask = 0,
+  KeepMask = 1,
+  MeanScale = 2,
+};
 struct SizeMask {
   uint32_t input = 0;
   uint32_t symbol = 0;
+  SizeMaskKind kind = SizeMaskKind::AdditiveMask;
   uint64_t factor = 1;
 };
 

@@ -79,15 +79,17 @@ Error verifySymbolicDims(const Artifact &artifact);
 Error verifyLaunchScales(const Artifact &artifact);
 
 /// verifyArtifact's checks of section `size-masks`: inputs in increasing
-/// order and in range, each a 1-D f32, f16 or bf16 vector of its symbol's
-/// maximum times its factor, with no symbolic dims and not a host step's;
+/// order and in range, a known kind; an additive or keep mask a 1-D f32, f16 or
+/// bf16 vector of its symbol's maximum times its factor, a mean scale an f32
+/// scalar with factor 1; no symbolic dims and not a host step's;
 /// the symbol in range and with no launch scales (a masked symbol's padded
 /// slices are read, so they must be computed).
 Error verifySizeMasks(const Artifact &artifact);
 
 /// Writes size mask `mask` for a run where its symbol is `size` into
-/// `bytes` (its input's compiled byte size): 0 at positions below
-/// size * factor, -inf from there on.
+/// `bytes` (its input's compiled byte size): an additive mask 0 at
+/// positions below size * factor, -inf from there on; a keep mask 1 then 0;
+/// a mean scale the f32 max / size.
 void fillSizeMask(const Artifact &artifact, const SizeMask &mask, int64_t size,
                   std::vector<uint8_t> &bytes);
 

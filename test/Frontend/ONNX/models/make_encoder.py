@@ -4,7 +4,8 @@
 Usage: make_encoder.py OUTPUT.onnx [--hidden 256 --heads 4 --ffn 1024
                                     --vocab 1000 --seq 128 --batch 1]
                                    [--external-data] [--dynamic-batch]
-                                   [--dynamic-seq] [--portable]
+                                   [--dynamic-seq] [--mean-pool]
+                                   [--portable]
 
 The graph is what exporters emit for one encoder layer: token embedding
 (Gather) plus position embedding, LayerNormalization, Q/K/V projections
@@ -16,7 +17,9 @@ initializers; --external-data stores them in OUTPUT.onnx.data next to the
 model. --dynamic-batch and --dynamic-seq make the batch and the sequence
 length symbolic dims ("batch", "seq"); with --dynamic-seq the position
 embedding is a table of --seq rows sliced to the input's length through
-Shape -> Gather -> Unsqueeze -> Slice, as exporters write it. --portable draws them from scripts/device/portable_random.py (the same
+Shape -> Gather -> Unsqueeze -> Slice, as exporters write it. --mean-pool
+adds a second output, `pooled` [batch, hidden]: the mean of the hidden
+states over the sequence (a sentence embedding's ReduceMean). --portable draws them from scripts/device/portable_random.py (the same
 bits with any numpy, on any machine; uniform in place of normal, same mean
 and variance) instead of numpy's Generator.
 """
@@ -122,6 +125,8 @@ def build(args):
     y = linear(gelu, ffn, h, "ffn.out")
     node("LayerNormalization", [node("Add", [y, x]), "ffn.norm.gamma", "ffn.norm.beta"],
          outputs=["hidden_states"], axis=-1, epsilon=1e-12)
+    if args.mean_pool:
+        node("ReduceMean", ["hidden_states"], outputs=["pooled"], axes=[1], keepdims=0)
     inits.append(numpy_helper.from_array(np.ones(h, np.float32), "ffn.norm.gamma"))
     inits.append(numpy_helper.from_array(np.zeros(h, np.float32), "ffn.norm.beta"))
 
@@ -131,7 +136,9 @@ def build(args):
         nodes, "bert_encoder_layer",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch_dim, seq_dim])],
         [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT,
-                                       [batch_dim, seq_dim, h])],
+                                       [batch_dim, seq_dim, h])]
+        + ([helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [batch_dim, h])]
+           if args.mean_pool else []),
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                               producer_name="kiln-test")
@@ -154,6 +161,7 @@ def main():
     ap.add_argument("--external-data", action="store_true")
     ap.add_argument("--dynamic-batch", action="store_true")
     ap.add_argument("--dynamic-seq", action="store_true")
+    ap.add_argument("--mean-pool", action="store_true")
     ap.add_argument("--portable", action="store_true")
     args = ap.parse_args()
     model = build(args)
