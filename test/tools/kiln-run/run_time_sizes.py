@@ -8,7 +8,8 @@ Each model is compiled once with `kilnc --dim N=MIN..MAX`, then run on emu
 at several sizes of N with kiln-run (-i files of that size; the runtime pads
 them to the compiled maximum and slices the outputs). Each output is
 compared element by element with onnxruntime (CPU, every graph
-optimization off) on the same inputs at the same size:
+optimization off) on the same inputs at the same size (encoder512, compiled
+with --precision=bf16, by scripts/numerics.py's bf16 rule instead):
 
     |kiln - ort| <= 1e-4 + 1e-4 * |ort|
 
@@ -49,6 +50,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
+import numerics  # noqa: E402
 ENCODER = os.path.join(HERE, "..", "..", "Frontend", "ONNX", "models", "make_encoder.py")
 
 
@@ -195,6 +198,17 @@ def make_encoder_seq(path):
                     "--vocab", "50"], check=True)
 
 
+def make_encoder_seq512(path):
+    subprocess.run([sys.executable, ENCODER, path, "--dynamic-seq", "--mean-pool",
+                    "--hidden", "256", "--heads", "4", "--ffn", "1024", "--seq", "512",
+                    "--vocab", "1000"], check=True)
+
+
+# Models compiled with other kilnc flags, and compared by scripts/numerics.py's
+# rule for that precision instead of the fp32 bound above.
+PRECISION = {"encoder512": "bf16"}
+
+
 # name: (builder, --dim, sizes, input maker)
 MODELS = {
     "mlp": (make_mlp, "N=1..16", [1, 5, 16],
@@ -206,6 +220,12 @@ MODELS = {
     # Sequence length: attention's softmax masked at the padded positions.
     "encoder-seq": (make_encoder_seq, "seq=1..16", [1, 5, 16],
                     lambda rng, n: {"input_ids": rng.integers(0, 50, (2, n)).astype(np.int64)}),
+    # The encoder layer at BERT-base's sequence length, in bf16 on the
+    # tensor-core kernels (wgmma GEMMs and flash attention), one compile for
+    # seq in 1..512, run at 1, 77 and 512 (issue 24's done-when): only with
+    # --only (run-time-sizes-encoder512-full.test, the full tier).
+    "encoder512": (make_encoder_seq512, "seq=1..512", [1, 77, 512],
+                   lambda rng, n: {"input_ids": rng.integers(0, 1000, (1, n)).astype(np.int64)}),
     # Launch scaling (launch-scaling.test): run only with --only.
     "cnn64": (make_cnn, "N=1..64", [1, 7, 64],
               lambda rng, n: {"x": rng.uniform(-1, 1, (n, 3, 8, 8)).astype(np.float32)}),
@@ -219,7 +239,7 @@ MODELS = {
                lambda rng, n: {"x": rng.uniform(-1, 1, (n, 4)).astype(np.float32),
                                "z": rng.uniform(-1, 1, (n, 4)).astype(np.float32)}),
 }
-OPT_IN = {"cnn64", "wide64", "seq64", "splitk16", "pair64"}
+OPT_IN = {"cnn64", "wide64", "seq64", "splitk16", "pair64", "encoder512"}
 
 
 def ort_outputs(model, feeds):
@@ -246,7 +266,9 @@ def main():
         model = os.path.join(args.workdir, name + ".onnx")
         artifact = os.path.join(args.workdir, name + ".kiln")
         build(model)
-        subprocess.run([args.kilnc, model, "--dim", dim, "-o", artifact], check=True)
+        precision = PRECISION.get(name, "fp32")
+        flags = [] if precision == "fp32" else [f"--precision={precision}"]
+        subprocess.run([args.kilnc, model, "--dim", dim, "-o", artifact] + flags, check=True)
         rng = np.random.default_rng(7)
         for n in sizes:
             feeds = inputs(rng, n)
@@ -268,9 +290,15 @@ def main():
                           f"{got.shape}, onnxruntime {want.shape}")
                     continue
                 err = np.abs(got.astype(np.float64) - want.astype(np.float64))
-                bound = 1e-4 + 1e-4 * np.abs(want.astype(np.float64))
-                bad = int(np.count_nonzero(err > bound))
+                if precision == "fp32":
+                    bound = 1e-4 + 1e-4 * np.abs(want.astype(np.float64))
+                    bad = int(np.count_nonzero(err > bound))
+                else:
+                    result = numerics.compare(got, want, precision, out_name)
+                    bad = 0 if result.ok else max(1, result.elements_over)
                 verdict = "ok" if bad == 0 else f"FAIL ({bad} elements over the bound)"
+                if precision != "fp32":
+                    verdict = f"({precision}: {result.figures()}) " + verdict
                 failures += bad != 0
                 print(f"{name} {dim.split('=')[0]}={n} {out_name}: shape "
                       f"{'x'.join(map(str, got.shape))} max-abs-err {err.max():.2e} {verdict}")
