@@ -82,7 +82,7 @@ def build(args):
     # Embeddings.
     tok = node("Gather", [weight("embeddings.word", (args.vocab, h)), "input_ids"], axis=0)
     position = weight("embeddings.position", (args.seq, h))
-    if args.dynamic_seq:
+    if getattr(args, "dynamic_seq", False):
         length = node("Gather", [node("Shape", ["input_ids"]), const_i64("seq_index", 1)],
                       axis=0)
         length = node("Unsqueeze", [length, const_i64("seq_axes", [0])])
@@ -125,20 +125,20 @@ def build(args):
     y = linear(gelu, ffn, h, "ffn.out")
     node("LayerNormalization", [node("Add", [y, x]), "ffn.norm.gamma", "ffn.norm.beta"],
          outputs=["hidden_states"], axis=-1, epsilon=1e-12)
-    if args.mean_pool:
+    if getattr(args, "mean_pool", False):
         node("ReduceMean", ["hidden_states"], outputs=["pooled"], axes=[1], keepdims=0)
     inits.append(numpy_helper.from_array(np.ones(h, np.float32), "ffn.norm.gamma"))
     inits.append(numpy_helper.from_array(np.zeros(h, np.float32), "ffn.norm.beta"))
 
     batch_dim = "batch" if args.dynamic_batch else args.batch
-    seq_dim = "seq" if args.dynamic_seq else args.seq
+    seq_dim = "seq" if getattr(args, "dynamic_seq", False) else args.seq
     graph = helper.make_graph(
         nodes, "bert_encoder_layer",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [batch_dim, seq_dim])],
         [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT,
                                        [batch_dim, seq_dim, h])]
         + ([helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [batch_dim, h])]
-           if args.mean_pool else []),
+           if getattr(args, "mean_pool", False) else []),
         inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                               producer_name="kiln-test")
