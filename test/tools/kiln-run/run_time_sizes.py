@@ -223,7 +223,7 @@ MODELS = {
     # The encoder layer at BERT-base's sequence length, in bf16 on the
     # tensor-core kernels (wgmma GEMMs and flash attention), one compile for
     # seq in 1..512, run at 1, 77 and 512 (issue 24's done-when): only with
-    # --only (run-time-sizes-encoder512-full.test, the full tier).
+    # --only (run-time-sizes-encoder512.test).
     "encoder512": (make_encoder_seq512, "seq=1..512", [1, 77, 512],
                    lambda rng, n: {"input_ids": rng.integers(0, 1000, (1, n)).astype(np.int64)}),
     # Launch scaling (launch-scaling.test): run only with --only.
