@@ -467,7 +467,7 @@ void attachSymbolicDims(const SeparableDims &dims,
 
 /// `kiln.size_mask.S`, `kiln.size_keep.S` or `kiln.size_scale.S`, with
 /// `.xF` for a factor F and `.TYPE` for an element type other than f32.
-std::string sizeMaskName(runtime::SizeMaskKind kind, StringRef symbol,
+static std::string sizeMaskName(runtime::SizeMaskKind kind, StringRef symbol,
                          int64_t factor, Type element) {
   StringRef stem = kind == runtime::SizeMaskKind::AdditiveMask ? "size_mask"
                    : kind == runtime::SizeMaskKind::KeepMask   ? "size_keep"
