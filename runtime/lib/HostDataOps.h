@@ -15,6 +15,7 @@
 #include "Support.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,17 @@ namespace kiln::runtime {
 /// Squeeze's axes, Slice's starts, indices); `what` names it in the error.
 Expected<std::vector<int64_t>> integersOf(const HostValue &value,
                                           std::string_view what);
+
+/// The shape functions of the host's data movement (HostSteps.cpp), shared
+/// with the shape guards (HostGuards.cpp): numpy broadcasting (nothing when
+/// the shapes do not broadcast), Reshape's target (0 copies the input's dim
+/// unless allowZero, one -1 is inferred), and Squeeze/Unsqueeze's result
+/// (negative axes count from the end; Squeeze with no axes drops every 1).
+std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b);
+Expected<Shape> reshapeTarget(const Shape &from, std::vector<int64_t> dims,
+                              bool allowZero);
+Expected<Shape> squeezeShape(const Shape &shape,
+                             const std::vector<int64_t> &axes, bool squeeze);
 
 /// Whether `op` is one of this file's (Cast aside).
 bool isHostDataOp(std::string_view op);

@@ -13,6 +13,7 @@
 #include "kiln/runtime/HostSteps.h"
 
 #include "HostDataOps.h"
+#include "HostGuards.h"
 #include "HostStringOps.h"
 
 #include <algorithm>
@@ -33,10 +34,18 @@ const HostAttribute *HostStep::findAttribute(std::string_view name) const {
 }
 
 std::string HostStep::describe() const {
+  // A ShapeGuard speaks for the node whose shape input it checks.
+  std::string_view shown = op;
+  if (const HostAttribute *guarded = findAttribute("op");
+      op == "ShapeGuard" && guarded && guarded->values.size() == 1)
+    shown = guarded->values[0];
   if (!node.empty())
-    return fmt::format("node '{}' ({})", node, op);
-  return fmt::format("unnamed node producing '{}' ({})",
-                     outputs.empty() ? std::string() : outputs.front(), op);
+    return fmt::format("node '{}' ({})", node, shown);
+  std::string produces = outputs.empty() ? std::string() : outputs.front();
+  if (const HostAttribute *guarded = findAttribute("produces");
+      outputs.empty() && guarded && guarded->values.size() == 1)
+    produces = guarded->values[0];
+  return fmt::format("unnamed node producing '{}' ({})", produces, shown);
 }
 
 const HostTensorDecl *HostProgram::findInput(std::string_view name) const {
@@ -67,10 +76,91 @@ const std::vector<std::string_view> &hostStepOps() {
       "Cast",         "Compress",          "Equal",
       "Gather",       "Identity",          "LabelEncoder",
       "NonMaxSuppression", "NonZero",      "RegexFullMatch",
-      "Reshape",      "Slice",             "Squeeze",
+      "Reshape",      "ShapeGuard",        "Slice",
+      "Squeeze",
       "StringConcat", "StringNormalizer",  "StringSplit",
       "Transpose",    "Unique",            "Unsqueeze"};
   return ops;
+}
+
+//===- Shape functions, shared with the guards (HostGuards.cpp) ----------===//
+
+/// The numpy broadcast of two shapes, or nothing when they do not broadcast.
+std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Expected<Shape> reshapeTarget(const Shape &from, std::vector<int64_t> dims,
+                              bool allowZero) {
+  uint64_t count = elementCount(from).value_or(0);
+  int inferred = -1;
+  uint64_t known = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0 && !allowZero) {
+      if (i >= from.size())
+        return makeError("shape entry {} is 0 but the input has rank {}", i,
+                         from.size());
+      dims[i] = from[i];
+    }
+    if (dims[i] == -1) {
+      if (inferred >= 0)
+        return makeError("the shape has two -1 entries");
+      inferred = static_cast<int>(i);
+      continue;
+    }
+    if (dims[i] < 0)
+      return makeError("shape entry {} is {}", i, dims[i]);
+    known *= static_cast<uint64_t>(dims[i]);
+  }
+  if (inferred >= 0) {
+    if (known == 0 || count % known != 0)
+      return makeError("cannot infer the -1 entry: {} elements into {}",
+                       count, formatShape(dims));
+    dims[inferred] = static_cast<int64_t>(count / known);
+    known *= static_cast<uint64_t>(dims[inferred]);
+  }
+  if (known != count)
+    return makeError("{} elements do not fill shape {}", count,
+                     formatShape(dims));
+  return Shape(dims.begin(), dims.end());
+}
+
+Expected<Shape> squeezeShape(const Shape &shape,
+                             const std::vector<int64_t> &axes, bool squeeze) {
+  int64_t rank = static_cast<int64_t>(shape.size()) +
+                 (squeeze ? 0 : static_cast<int64_t>(axes.size()));
+  std::vector<bool> marked(rank, false);
+  for (int64_t axis : axes) {
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank || marked[a])
+      return makeError("axis {} is out of range or repeated for rank {}",
+                       axis, rank);
+    marked[a] = true;
+  }
+  Shape next;
+  if (squeeze) {
+    for (int64_t d = 0; d < rank; ++d) {
+      bool drop = axes.empty() ? shape[d] == 1 : bool(marked[d]);
+      if (drop && shape[d] != 1)
+        return makeError("cannot squeeze dim {} of size {}", d, shape[d]);
+      if (!drop)
+        next.push_back(shape[d]);
+    }
+  } else {
+    size_t from = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      next.push_back(marked[d] ? 1 : shape[from++]);
+  }
+  return next;
 }
 
 namespace {
@@ -91,6 +181,7 @@ constexpr Arity kArities[] = {
     {"NonZero", 1, 1, 1, 1},
     {"RegexFullMatch", 1, 1, 1, 1},
     {"Reshape", 2, 2, 1, 1},
+    {"ShapeGuard", 1, 1, 0, 0},
     {"Slice", 1, 5, 1, 1},
     {"Squeeze", 1, 2, 1, 1},
     {"StringConcat", 2, 2, 1, 1},
@@ -100,20 +191,6 @@ constexpr Arity kArities[] = {
     {"Unique", 1, 1, 1, 4},
     {"Unsqueeze", 1, 2, 1, 1},
 };
-
-/// The numpy broadcast of two shapes, or nothing when they do not broadcast.
-std::optional<Shape> broadcastShapes(const Shape &a, const Shape &b) {
-  size_t rank = std::max(a.size(), b.size());
-  Shape out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return std::nullopt;
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
 
 /// For each element of `out` (C order), the flat index into `in`, which
 /// broadcasts to `out`.
@@ -156,41 +233,6 @@ axesOf(const HostStep &step,
   return axes;
 }
 
-Expected<Shape> reshapeTarget(const Shape &from, std::vector<int64_t> dims,
-                              bool allowZero) {
-  uint64_t count = elementCount(from).value_or(0);
-  int inferred = -1;
-  uint64_t known = 1;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 0 && !allowZero) {
-      if (i >= from.size())
-        return makeError("shape entry {} is 0 but the input has rank {}", i,
-                         from.size());
-      dims[i] = from[i];
-    }
-    if (dims[i] == -1) {
-      if (inferred >= 0)
-        return makeError("the shape has two -1 entries");
-      inferred = static_cast<int>(i);
-      continue;
-    }
-    if (dims[i] < 0)
-      return makeError("shape entry {} is {}", i, dims[i]);
-    known *= static_cast<uint64_t>(dims[i]);
-  }
-  if (inferred >= 0) {
-    if (known == 0 || count % known != 0)
-      return makeError("cannot infer the -1 entry: {} elements into {}",
-                       count, formatShape(dims));
-    dims[inferred] = static_cast<int64_t>(count / known);
-    known *= static_cast<uint64_t>(dims[inferred]);
-  }
-  if (known != count)
-    return makeError("{} elements do not fill shape {}", count,
-                     formatShape(dims));
-  return Shape(dims.begin(), dims.end());
-}
-
 Error runDataMovement(const HostStep &step,
                       std::map<std::string, HostValue, std::less<>> &values) {
   HostValue out = values.find(step.inputs[0])->second;
@@ -211,35 +253,11 @@ Error runDataMovement(const HostStep &step,
     Expected<std::vector<int64_t>> axes = axesOf(step, values);
     if (!axes)
       return stepError(step, axes.error().message());
-    bool squeeze = step.op == "Squeeze";
-    int64_t rank = static_cast<int64_t>(shape.size()) +
-                   (squeeze ? 0 : static_cast<int64_t>(axes->size()));
-    std::vector<bool> marked(rank, false);
-    for (int64_t axis : *axes) {
-      int64_t a = axis < 0 ? axis + rank : axis;
-      if (a < 0 || a >= rank || marked[a])
-        return stepError(step, fmt::format("axis {} is out of range or "
-                                           "repeated for rank {}",
-                                           axis, rank));
-      marked[a] = true;
-    }
-    Shape next;
-    if (squeeze) {
-      for (int64_t d = 0; d < rank; ++d) {
-        bool drop = axes->empty() ? shape[d] == 1 : bool(marked[d]);
-        if (drop && shape[d] != 1)
-          return stepError(step, fmt::format("cannot squeeze dim {} of size "
-                                             "{}",
-                                             d, shape[d]));
-        if (!drop)
-          next.push_back(shape[d]);
-      }
-    } else {
-      size_t from = 0;
-      for (int64_t d = 0; d < rank; ++d)
-        next.push_back(marked[d] ? 1 : shape[from++]);
-    }
-    shape = next;
+    Expected<Shape> next =
+        squeezeShape(shape, *axes, /*squeeze=*/step.op == "Squeeze");
+    if (!next)
+      return stepError(step, next.error().message());
+    shape = next.take();
   }
   values[step.outputs[0]] = std::move(out);
   return Error::success();
@@ -332,6 +350,8 @@ Error verifyHostStep(const HostStep &step) {
                                        uint32_t(step.phase)));
   if (isHostDataOp(step.op))
     return verifyDataOpAttributes(step);
+  if (step.op == "ShapeGuard")
+    return verifyShapeGuard(step);
   return verifyStringOpAttributes(step);
 }
 
@@ -347,6 +367,8 @@ Error runHostStep(const HostStep &step,
     return runDataMovement(step, values);
   if (isHostDataOp(step.op))
     return runDataOp(step, values);
+  if (step.op == "ShapeGuard")
+    return runShapeGuard(step, values);
   if (step.op == "Equal")
     return runEqual(step, values);
   if (step.op == "StringConcat") {

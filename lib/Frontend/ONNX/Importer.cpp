@@ -156,6 +156,8 @@ private:
   LogicalResult collectInputs(SmallVectorImpl<Type> &types,
                               SmallVectorImpl<std::string> &names);
   LogicalResult checkSingleDefinitions();
+  /// Fills shapeGuards.declared from the graph's declared shapes.
+  void collectDeclaredShapes(ArrayRef<const onnx::NodeProto *> order);
   /// The opset a node's domain imports (com.microsoft's ops: 1).
   int64_t domainOpsetOf(const onnx::NodeProto &node) const {
     return node.domain() == kTrainingDomain    ? trainingOpset
@@ -207,6 +209,8 @@ private:
   /// The sequences and optionals, resolved at compile time
   /// (NodeImporter::setCompositeValues).
   CompositeValues composites;
+  /// Shape inputs taken at run time (NodeImporter::setShapeInputGuards).
+  ShapeInputGuards shapeGuards;
   /// Per graph input: each dim's symbol ("" where fixed); empty when the
   /// input has no symbolic dim.
   SmallVector<SmallVector<std::string>> inputSymbols;
@@ -766,6 +770,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   importer.setGraphValues(&values);
   importer.setFourBitNames(&fourBitNames);
   importer.setCompositeValues(&composites);
+  importer.setShapeInputGuards(&shapeGuards);
   importer.setSubgraphImporter(
       [this](const onnx::GraphProto &graph, ArrayRef<SubgraphValue> inputs) {
         return importSubgraph(graph, inputs);
@@ -961,6 +966,46 @@ void GraphImporter::removeDeadCode(func::FuncOp func) {
       global.erase();
 }
 
+void GraphImporter::collectDeclaredShapes(
+    ArrayRef<const onnx::NodeProto *> order) {
+  auto record = [&](const onnx::ValueInfoProto &info) {
+    if (!info.type().has_tensor_type() ||
+        !info.type().tensor_type().has_shape())
+      return;
+    SmallVector<int64_t> shape;
+    for (const onnx::TensorShapeProto::Dimension &dim :
+         info.type().tensor_type().shape().dim()) {
+      if (!dim.has_dim_value() || dim.dim_value() < 0)
+        return;
+      shape.push_back(dim.dim_value());
+    }
+    shapeGuards.declared[info.name()] = std::move(shape);
+  };
+  for (const onnx::ValueInfoProto &output : model.graph().output())
+    record(output);
+  for (const onnx::ValueInfoProto &info : model.graph().value_info())
+    record(info);
+  // Back through the unary ops whose output has their input's shape: an
+  // expanded ReduceL2 declares the shape of the CastLike after its
+  // ReduceSum.
+  static const llvm::StringSet<> keepShape = {
+      "Abs",   "Cast",     "CastLike", "Ceil",     "Cos",   "Erf",
+      "Exp",   "Floor",    "Identity", "IsInf",    "IsNaN", "Log",
+      "Neg",   "Not",      "Reciprocal", "Relu",   "Round", "Sigmoid",
+      "Sign",  "Sin",      "Softplus", "Softsign", "Sqrt",  "Tanh"};
+  for (const onnx::NodeProto *node : llvm::reverse(order)) {
+    if (!node->domain().empty() && node->domain() != "ai.onnx")
+      continue;
+    if (!keepShape.contains(node->op_type()) || node->input_size() < 1 ||
+        node->output_size() < 1)
+      continue;
+    auto declared = shapeGuards.declared.find(node->output(0));
+    if (declared != shapeGuards.declared.end() &&
+        !shapeGuards.declared.count(node->input(0)))
+      shapeGuards.declared[node->input(0)] = declared->second;
+  }
+}
+
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   auto result = [&]() -> LogicalResult {
     if (failed(parseModel()) || failed(readOpsets()) ||
@@ -1005,6 +1050,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     SmallVector<const onnx::NodeProto *> order;
     if (failed(sortNodes(order)))
       return failure();
+    shapeGuards.host = options.hostProgram;
+    collectDeclaredShapes(order);
 
     Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
     module = ModuleOp::create(fileLoc);

@@ -3,6 +3,9 @@
 
 #include "NodeImporter.h"
 
+#include "kiln/runtime/HostSteps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
@@ -41,6 +44,11 @@ std::optional<DenseElementsAttr> NodeImporter::constantInput(size_t i) const {
 
 FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i,
                                                            StringRef what) {
+  // An input with no elements has one value whatever it is bound to.
+  if (hasInput(i) && inputType(i).hasStaticShape() &&
+      inputType(i).getNumElements() == 0 &&
+      isa<IntegerType>(inputType(i).getElementType()))
+    return SmallVector<int64_t>();
   std::optional<DenseElementsAttr> value = constantInput(i);
   if (!value || !isa<IntegerType>(value->getElementType()))
     return fail(Twine("input '") + what +
@@ -294,6 +302,100 @@ FailureOr<int64_t> normalizeAxisOrFail(NodeImporter &n, int64_t axis,
     return n.fail(Twine(what) + " " + Twine(axis) +
                   " is out of range for rank " + Twine(rank));
   return d;
+}
+
+} // namespace kiln::onnx_frontend
+
+//===----------------------------------------------------------------------===//
+// Shape inputs taken at run time
+//===----------------------------------------------------------------------===//
+
+namespace kiln::onnx_frontend {
+
+std::optional<SmallVector<int64_t>>
+NodeImporter::declaredOutputShape(size_t i) const {
+  if (!shapeGuards || static_cast<int>(i) >= proto.output_size())
+    return std::nullopt;
+  auto it = shapeGuards->declared.find(proto.output(static_cast<int>(i)));
+  if (it == shapeGuards->declared.end())
+    return std::nullopt;
+  return it->second;
+}
+
+/// The graph input name of a main argument, or "" for any other value.
+static std::string graphInputName(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg)
+    return {};
+  auto func = dyn_cast_or_null<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func || func.getSymName() != "main")
+    return {};
+  auto name = func.getArgAttrOfType<StringAttr>(
+      arg.getArgNumber(), KilnDialect::NameAttrHelper::getNameStr());
+  return name ? name.str() : std::string();
+}
+
+bool NodeImporter::canGuardInput(size_t i) const {
+  if (!shapeGuards || !shapeGuards->host || !hasInput(i) || constantInput(i))
+    return false;
+  Type element = inputType(i).getElementType();
+  return (element.isSignlessInteger(64) || element.isSignlessInteger(32)) &&
+         inputType(i).hasStaticShape() &&
+         !graphInputName(inputValues[i]).empty();
+}
+
+void NodeImporter::guardInput(
+    size_t i, StringRef operand, StringRef kind, ArrayRef<int64_t> inputShape,
+    ArrayRef<int64_t> expected,
+    ArrayRef<std::pair<StringRef, SmallVector<int64_t>>> extra) {
+  runtime::HostProgram &host = *shapeGuards->host;
+  std::string name = graphInputName(inputValues[i]);
+  if (!host.findInput(name)) {
+    runtime::HostTensorDecl decl;
+    decl.name = name;
+    decl.isString = false;
+    decl.dtype = inputType(i).getElementType().isSignlessInteger(64)
+                     ? runtime::DType::I64
+                     : runtime::DType::I32;
+    decl.shape.assign(inputType(i).getShape().begin(),
+                      inputType(i).getShape().end());
+    host.inputs.push_back(std::move(decl));
+  }
+  auto ints = [](ArrayRef<int64_t> values) {
+    std::vector<std::string> text;
+    for (int64_t v : values)
+      text.push_back(std::to_string(v));
+    return text;
+  };
+  runtime::HostStep step;
+  step.op = "ShapeGuard";
+  step.node = proto.name();
+  step.phase = runtime::HostPhase::Before;
+  step.inputs = {name};
+  step.attributes = {{"kind", {kind.str()}},
+                     {"op", {proto.op_type()}},
+                     {"operand", {operand.str()}},
+                     {"expected", ints(expected)}};
+  if (proto.output_size() > 0)
+    step.attributes.push_back({"produces", {proto.output(0)}});
+  if (kind != "equal")
+    step.attributes.push_back({"input_shape", ints(inputShape)});
+  for (const auto &[attrName, values] : extra)
+    step.attributes.push_back({attrName.str(), ints(values)});
+  host.steps.push_back(std::move(step));
+}
+
+std::optional<SmallVector<int64_t>> NodeImporter::guardedOutputShape(
+    size_t i, StringRef operand, StringRef kind,
+    function_ref<bool(ArrayRef<int64_t>)> fits,
+    ArrayRef<std::pair<StringRef, SmallVector<int64_t>>> extra) {
+  if (!canGuardInput(i) || !hasInput(0) || !inputType(0).hasStaticShape())
+    return std::nullopt;
+  std::optional<SmallVector<int64_t>> declared = declaredOutputShape(0);
+  if (!declared || !fits(*declared))
+    return std::nullopt;
+  guardInput(i, operand, kind, inputType(0).getShape(), *declared, extra);
+  return declared;
 }
 
 } // namespace kiln::onnx_frontend

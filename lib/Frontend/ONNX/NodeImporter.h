@@ -19,6 +19,10 @@
 
 #include <onnx/onnx_pb.h>
 
+namespace kiln::runtime {
+struct HostProgram;
+} // namespace kiln::runtime
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -128,6 +132,21 @@ struct SubgraphValue {
   std::optional<CompositeValue> composite;
 };
 
+/// Shape inputs taken at run time (issue 24): an exported model often passes
+/// the input that decides a node's shape (ReduceSum's axes, Reshape's
+/// shape, ...) as a graph input. Where the shapes the model declares fix
+/// what that value must do, the handler compiles the node for it and adds a
+/// ShapeGuard host step that checks the bound value before each run
+/// (runtime/lib/HostGuards.h). The GraphImporter owns this.
+struct ShapeInputGuards {
+  /// ONNX value name -> the static shape the model declares for it: the
+  /// graph's outputs and value_info, and back through the unary ops that
+  /// keep a shape (Cast, Sqrt, Log, ...).
+  llvm::StringMap<llvm::SmallVector<int64_t>> declared;
+  /// Where the guards go; null when the compile takes no host steps.
+  kiln::runtime::HostProgram *host = nullptr;
+};
+
 /// Whether an op type takes sequences or optionals as inputs (the others
 /// refuse them with an error naming the input).
 bool takesCompositeInputs(llvm::StringRef opType);
@@ -173,6 +192,31 @@ public:
   }
   /// The graph's sequences and optionals by name. Set by the GraphImporter.
   void setCompositeValues(CompositeValues *values) { composites = values; }
+  /// Set by the GraphImporter (ShapeInputGuards).
+  void setShapeInputGuards(ShapeInputGuards *guards) { shapeGuards = guards; }
+  /// The static shape the model declares for output `i`, if it declares one.
+  std::optional<llvm::SmallVector<int64_t>> declaredOutputShape(size_t i) const;
+  /// Whether input `i` is a graph input of i64 or i32 that is not a constant
+  /// and that a ShapeGuard can check before each run.
+  bool canGuardInput(size_t i) const;
+  /// Adds the ShapeGuard host step for input `i` (canGuardInput(i) holds):
+  /// `kind` and the attributes as runtime/lib/HostGuards.h lists them.
+  void guardInput(size_t i, llvm::StringRef operand, llvm::StringRef kind,
+                  llvm::ArrayRef<int64_t> inputShape,
+                  llvm::ArrayRef<int64_t> expected,
+                  llvm::ArrayRef<std::pair<llvm::StringRef,
+                                           llvm::SmallVector<int64_t>>>
+                      extra = {});
+  /// For input `i`, a graph input that decides output 0's shape (Reshape's
+  /// shape, Squeeze's axes, ...): the static shape the model declares for
+  /// output 0 when `fits` accepts it, after guarding the input with `kind`
+  /// (expected: that shape); nothing when the input is a constant or cannot
+  /// be guarded, no shape is declared, or `fits` refuses it.
+  std::optional<llvm::SmallVector<int64_t>> guardedOutputShape(
+      size_t i, llvm::StringRef operand, llvm::StringRef kind,
+      llvm::function_ref<bool(llvm::ArrayRef<int64_t>)> fits,
+      llvm::ArrayRef<std::pair<llvm::StringRef, llvm::SmallVector<int64_t>>>
+          extra = {});
   /// Input `i` as a sequence or optional, or null when it is a tensor or
   /// absent (then input(i) is null too). Importing a subgraph restores the
   /// scope of sequences afterwards and invalidates the pointer: copy what a
@@ -341,6 +385,7 @@ private:
   const llvm::StringMap<mlir::Value> *graphValues = nullptr;
   llvm::StringSet<> *fourBitNames = nullptr;
   CompositeValues *composites = nullptr;
+  ShapeInputGuards *shapeGuards = nullptr;
   SubgraphImporter subgraphImporter;
   llvm::FailureOr<llvm::SmallVector<mlir::Value>>
   create(llvm::StringRef opName, mlir::ValueRange operands,

@@ -137,6 +137,28 @@ FailureOr<double> constantScalar(NodeImporter &n, size_t i, StringRef what) {
                     : static_cast<double>(v.getSExtValue());
 }
 
+/// Whether `small` is `large` with some size-1 dims left out (Squeeze's
+/// input and output, or Unsqueeze's output and input).
+bool dropsOnlyOnes(ArrayRef<int64_t> large, ArrayRef<int64_t> small) {
+  if (small.size() > large.size())
+    return false;
+  size_t j = 0;
+  for (int64_t dim : large) {
+    if (j < small.size() && small[j] == dim)
+      ++j;
+    else if (dim != 1)
+      return false;
+  }
+  return j == small.size();
+}
+
+int64_t elementsOf(ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
 //===----------------------------------------------------------------------===//
 // Reshape, Flatten, Squeeze, Unsqueeze
 //===----------------------------------------------------------------------===//
@@ -149,10 +171,19 @@ LogicalResult importReshape(NodeImporter &n) {
   FailureOr<RankedTensorType> inType = staticInputType(n, 0);
   if (failed(inType))
     return failure();
+  bool allowZero = n.opset() >= 14 && n.intAttr("allowzero", 0) != 0;
+  // A shape given at run time: the declared result, guarded.
+  if (std::optional<SmallVector<int64_t>> declared = n.guardedOutputShape(
+          1, "shape", "reshape",
+          [&](ArrayRef<int64_t> shape) {
+            return elementsOf(shape) == elementsOf(inType->getShape()) &&
+                   (allowZero || !llvm::is_contained(shape, 0));
+          },
+          {{"allowzero", {allowZero ? 1 : 0}}}))
+    return bind(n, reshapeTo(n, n.input(0), *declared));
   FailureOr<SmallVector<int64_t>> requested = n.constantInts(1, "shape");
   if (failed(requested))
     return failure();
-  bool allowZero = n.opset() >= 14 && n.intAttr("allowzero", 0) != 0;
   SmallVector<int64_t> shape;
   std::optional<size_t> inferred;
   int64_t known = 1;
@@ -218,8 +249,16 @@ LogicalResult importSqueeze(NodeImporter &n) {
   if (failed(n.checkArity(1, n.opset() < 13 ? 1 : 2)))
     return failure();
   FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  // Axes given at run time: the declared result, guarded.
+  if (std::optional<SmallVector<int64_t>> declared = n.guardedOutputShape(
+          1, "axes", "squeeze", [&](ArrayRef<int64_t> shape) {
+            return dropsOnlyOnes(inType->getShape(), shape);
+          }))
+    return bind(n, reshapeTo(n, n.input(0), *declared));
   FailureOr<std::optional<SmallVector<int64_t>>> axes = readAxes(n, 13, 1);
-  if (failed(inType) || failed(axes))
+  if (failed(axes))
     return failure();
   ArrayRef<int64_t> inShape = inType->getShape();
   SmallVector<int64_t> dropped;
@@ -250,8 +289,17 @@ LogicalResult importUnsqueeze(NodeImporter &n) {
   if (failed(n.checkArity(1, n.opset() < 13 ? 1 : 2)))
     return failure();
   FailureOr<RankedTensorType> inType = staticInputType(n, 0);
+  if (failed(inType))
+    return failure();
+  // Axes given at run time: the declared result, guarded.
+  if (std::optional<SmallVector<int64_t>> declared = n.guardedOutputShape(
+          1, "axes", "unsqueeze", [&](ArrayRef<int64_t> shape) {
+            return shape.size() > static_cast<size_t>(inType->getRank()) &&
+                   dropsOnlyOnes(shape, inType->getShape());
+          }))
+    return bind(n, reshapeTo(n, n.input(0), *declared));
   FailureOr<std::optional<SmallVector<int64_t>>> axes = readAxes(n, 13, 1);
-  if (failed(inType) || failed(axes))
+  if (failed(axes))
     return failure();
   if (!*axes || (*axes)->empty())
     return n.fail("requires non-empty axes");
@@ -586,10 +634,21 @@ LogicalResult importPad(NodeImporter &n) {
 LogicalResult importExpand(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
+  RankedTensorType inType = n.inputType(0);
+  // A shape given at run time: the declared result, guarded.
+  if (std::optional<SmallVector<int64_t>> declared = n.guardedOutputShape(
+          1, "shape", "expand", [&](ArrayRef<int64_t> shape) {
+            std::optional<SmallVector<int64_t>> out =
+                broadcastShapes(inType.getShape(), shape);
+            return out && ArrayRef<int64_t>(*out) == shape;
+          }))
+    return bind(n, n.makeTyped<BroadcastOp>(
+                       RankedTensorType::get(*declared,
+                                             inType.getElementType()),
+                       n.input(0)));
   FailureOr<SmallVector<int64_t>> requested = n.constantInts(1, "shape");
   if (failed(requested))
     return failure();
-  RankedTensorType inType = n.inputType(0);
   if (llvm::any_of(*requested, [](int64_t d) { return d < 0; }))
     return n.fail("shape " + formatInts(*requested) +
                   " has a negative dimension");
@@ -601,6 +660,20 @@ LogicalResult importExpand(NodeImporter &n) {
   return bind(n, n.makeTyped<BroadcastOp>(
                      RankedTensorType::get(*shape, inType.getElementType()),
                      n.input(0)));
+}
+
+/// The sizes along `axis` of a Split's outputs, when the model declares a
+/// static shape for each.
+bool splitSizesDeclared(NodeImporter &n, int64_t axis,
+                        SmallVectorImpl<int64_t> &sizes) {
+  sizes.clear();
+  for (int i = 0; i < n.node().output_size(); ++i) {
+    std::optional<SmallVector<int64_t>> shape = n.declaredOutputShape(i);
+    if (!shape || static_cast<int64_t>(shape->size()) <= axis)
+      return false;
+    sizes.push_back((*shape)[axis]);
+  }
+  return !sizes.empty();
 }
 
 /// Split-2 reads the sizes from the `split` attribute, Split-13 from an
@@ -622,6 +695,10 @@ LogicalResult importSplit(NodeImporter &n) {
   SmallVector<int64_t> sizes;
   if (n.opset() < 13 && n.hasAttr("split")) {
     sizes = n.intsAttr("split");
+  } else if (n.opset() >= 13 && n.canGuardInput(1) &&
+             splitSizesDeclared(n, *axis, sizes)) {
+    // Sizes given at run time: the declared outputs', guarded.
+    n.guardInput(1, "split", "equal", {}, sizes);
   } else if (n.opset() >= 13 && n.hasInput(1)) {
     FailureOr<SmallVector<int64_t>> given = n.constantInts(1, "split");
     if (failed(given))
@@ -658,6 +735,22 @@ LogicalResult importSplit(NodeImporter &n) {
 LogicalResult importTile(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
+  // Repeats given at run time: the declared result's over the input's,
+  // guarded.
+  RankedTensorType inType = n.inputType(0);
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  if (n.canGuardInput(1) && declared && inType.hasStaticShape() &&
+      declared->size() == static_cast<size_t>(inType.getRank())) {
+    SmallVector<int64_t> fixed;
+    for (auto [in, out] : llvm::zip(inType.getShape(), *declared))
+      if (in > 0 && out % in == 0)
+        fixed.push_back(out / in);
+    if (fixed.size() == declared->size()) {
+      n.guardInput(1, "repeats", "equal", {}, fixed);
+      return bind(n,
+                  n.make<TileOp>(n.input(0), {n.namedArray("repeats", fixed)}));
+    }
+  }
   FailureOr<SmallVector<int64_t>> repeats = n.constantInts(1, "repeats");
   if (failed(repeats))
     return failure();

@@ -63,12 +63,68 @@ bool isNoop(NodeImporter &n, int64_t axesInputSince) {
          n.intAttr("noop_with_empty_axes", 0) != 0;
 }
 
+/// The axes a reduction with run-time `axes` must reduce for its declared
+/// output shape, and the size-1 axes it may reduce or not (`free`, only
+/// when reducing a size-1 axis is the identity); nothing when the declared
+/// shape does not fix them. keepdims: the axes whose size changed to 1.
+/// Without: the one way of dropping dims from the input that leaves the
+/// declared shape.
+std::optional<std::pair<SmallVector<int64_t>, SmallVector<int64_t>>>
+axesForDeclaredShape(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
+                     bool keepdims, bool identityOnOnes) {
+  int64_t rank = static_cast<int64_t>(in.size());
+  SmallVector<int64_t> axes, free;
+  if (keepdims) {
+    if (out.size() != in.size())
+      return std::nullopt;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (in[d] == 1 && out[d] == 1)
+        free.push_back(d);
+      else if (out[d] == 1)
+        axes.push_back(d);
+      else if (out[d] != in[d])
+        return std::nullopt;
+    }
+    if (axes.empty() || (!free.empty() && !identityOnOnes))
+      return std::nullopt;
+    return std::make_pair(axes, free);
+  }
+  int64_t dropped = rank - static_cast<int64_t>(out.size());
+  if (dropped <= 0 || rank > 16)
+    return std::nullopt;
+  // Every subset of `dropped` axes whose removal leaves `out`: one allowed.
+  std::optional<SmallVector<int64_t>> found;
+  for (uint32_t mask = 0; mask < (1u << rank); ++mask) {
+    if (llvm::popcount(mask) != dropped)
+      continue;
+    SmallVector<int64_t> kept;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!(mask & (1u << d)))
+        kept.push_back(in[d]);
+    if (ArrayRef<int64_t>(kept) != out)
+      continue;
+    if (found)
+      return std::nullopt;
+    found.emplace();
+    for (int64_t d = 0; d < rank; ++d)
+      if (mask & (1u << d))
+        found->push_back(d);
+  }
+  if (!found)
+    return std::nullopt;
+  return std::make_pair(*found, free);
+}
+
 /// The axes a Reduce* node reduces, non-negative and sorted. They come from
 /// the `axes` attribute before `axesInputSince` and from the optional second
-/// input (a compile-time constant) from then on. No axes means every axis,
-/// unless noop_with_empty_axes (defined from `axesInputSince`) asks for none.
+/// input from then on: a compile-time constant, or a graph input whose value
+/// the declared output shape fixes (a ShapeGuard checks it at run time). No
+/// axes means every axis, unless noop_with_empty_axes (defined from
+/// `axesInputSince`) asks for none. `identityOnOnes`: reducing a size-1
+/// axis gives the input back (Sum, Mean, Max, Min, Prod; not L1 or LogSum).
 FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n,
-                                               int64_t axesInputSince) {
+                                               int64_t axesInputSince,
+                                               bool identityOnOnes) {
   SmallVector<int64_t> axes;
   if (n.opset() < axesInputSince) {
     if (failed(n.checkArity(1, 1)))
@@ -77,6 +133,19 @@ FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n,
   } else {
     if (failed(n.checkArity(1, 2)))
       return failure();
+    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+    if (n.canGuardInput(1) && declared) {
+      ArrayRef<int64_t> in = n.inputType(0).getShape();
+      bool keepdims = keepdimsAttr(n);
+      if (auto fixed =
+              axesForDeclaredShape(in, *declared, keepdims, identityOnOnes)) {
+        n.guardInput(1, "axes", "reduce-axes", in, fixed->first,
+                     {{"free", fixed->second},
+                      {"noop_with_empty_axes",
+                       {isNoop(n, axesInputSince) ? 1 : 0}}});
+        return fixed->first;
+      }
+    }
     if (n.hasInput(1)) {
       FailureOr<SmallVector<int64_t>> values = n.constantInts(1, "axes");
       if (failed(values))
@@ -94,7 +163,8 @@ FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n,
 
 template <ReduceKind kind, int64_t axesInputSince>
 LogicalResult importReduce(NodeImporter &n) {
-  FailureOr<SmallVector<int64_t>> axes = readReduceAxes(n, axesInputSince);
+  FailureOr<SmallVector<int64_t>> axes =
+      readReduceAxes(n, axesInputSince, /*identityOnOnes=*/true);
   if (failed(axes))
     return failure();
   return bind(n, reduce(n, kind, n.input(0), *axes, keepdimsAttr(n)));
@@ -177,7 +247,8 @@ template <ReduceDecomposition decompose>
 LogicalResult importDecomposedReduce(NodeImporter &n) {
   // All of these take their axes as an input from opset 18.
   constexpr int64_t axesInputSince = 18;
-  FailureOr<SmallVector<int64_t>> axes = readReduceAxes(n, axesInputSince);
+  FailureOr<SmallVector<int64_t>> axes =
+      readReduceAxes(n, axesInputSince, /*identityOnOnes=*/false);
   if (failed(axes))
     return failure();
   // The spec makes a no-op reduction the identity, not e.g. |x| for ReduceL1.
@@ -303,7 +374,21 @@ LogicalResult importTopK(NodeImporter &n) {
   } else {
     if (failed(n.checkArity(2, 2, 2)))
       return failure();
-    FailureOr<SmallVector<int64_t>> kValues = n.constantInts(1, "K");
+    // K given at run time: the declared outputs' extent along the axis,
+    // guarded.
+    FailureOr<SmallVector<int64_t>> kValues = failure();
+    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+    int64_t rank = n.inputType(0).getRank();
+    int64_t kAxis = n.intAttr("axis", -1);
+    kAxis = kAxis < 0 ? kAxis + rank : kAxis;
+    if (n.canGuardInput(1) && declared && kAxis >= 0 && kAxis < rank &&
+        static_cast<int64_t>(declared->size()) == rank &&
+        n.inputType(1).getNumElements() == 1) {
+      kValues = SmallVector<int64_t>{(*declared)[kAxis]};
+      n.guardInput(1, "K", "equal", {}, *kValues);
+    } else {
+      kValues = n.constantInts(1, "K");
+    }
     if (failed(kValues))
       return failure();
     if (kValues->size() != 1)

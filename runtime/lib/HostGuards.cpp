@@ -1,0 +1,187 @@
+//===- HostGuards.cpp - Checks on shape inputs taken at run time ---------===//
+//
+// The `ShapeGuard` host step (HostGuards.h): the value of a graph input that
+// decides a shape, checked against what the artifact was compiled for. The
+// shape functions are the host's own data movement's (HostSteps.cpp), so a
+// guard accepts exactly the values onnxruntime would give the compiled
+// shape: [2, -1] and [2, 6] alike for a Reshape to 2x6, axes [-1] and [2]
+// alike for a rank-3 reduction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostGuards.h"
+
+#include "HostDataOps.h"
+#include "HostStringOps.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+namespace kiln::runtime {
+
+namespace {
+
+constexpr std::string_view kKinds[] = {"reduce-axes", "reshape", "squeeze",
+                                       "unsqueeze",   "expand",  "equal"};
+
+/// A single-valued text attribute, or "" when absent.
+std::string_view textOf(const HostStep &step, std::string_view name) {
+  const HostAttribute *attribute = step.findAttribute(name);
+  if (!attribute || attribute->values.size() != 1)
+    return {};
+  return attribute->values[0];
+}
+
+/// An ints attribute (absent: empty). The text comes from the file: strtoll,
+/// never an exception.
+Expected<std::vector<int64_t>> intsOf(const HostStep &step,
+                                      std::string_view name) {
+  std::vector<int64_t> ints;
+  if (const HostAttribute *attribute = step.findAttribute(name))
+    for (const std::string &text : attribute->values) {
+      char *end = nullptr;
+      long long value = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0')
+        return stepError(step, fmt::format("attribute '{}': '{}' is not an "
+                                           "integer",
+                                           name, printable(text)));
+      ints.push_back(value);
+    }
+  return ints;
+}
+
+bool flagOf(const HostStep &step, std::string_view name) {
+  std::string_view text = textOf(step, name);
+  return !text.empty() && text != "0";
+}
+
+std::string formatList(const std::vector<int64_t> &values) {
+  return fmt::format("[{}]", fmt::join(values, ", "));
+}
+
+/// ReduceX's axes as a set: negative axes from the end, empty meaning all
+/// (or none with noop_with_empty_axes).
+Expected<std::set<int64_t>> reducedAxes(const std::vector<int64_t> &given,
+                                        int64_t rank, bool noop) {
+  std::set<int64_t> axes;
+  if (given.empty()) {
+    if (!noop)
+      for (int64_t d = 0; d < rank; ++d)
+        axes.insert(d);
+    return axes;
+  }
+  for (int64_t axis : given) {
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank || !axes.insert(a).second)
+      return makeError("axis {} is out of range or repeated for rank {}",
+                       axis, rank);
+  }
+  return axes;
+}
+
+} // namespace
+
+Error verifyShapeGuard(const HostStep &step) {
+  std::string_view kind = textOf(step, "kind");
+  if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds))
+    return stepError(step, fmt::format("guard kind '{}' is not one of "
+                                       "reduce-axes, reshape, squeeze, "
+                                       "unsqueeze, expand, equal",
+                                       printable(std::string(kind))));
+  if (textOf(step, "op").empty() || textOf(step, "operand").empty())
+    return stepError(step, "a guard needs its node's op and operand");
+  for (std::string_view name : {"input_shape", "expected", "free"}) {
+    Expected<std::vector<int64_t>> ints = intsOf(step, name);
+    if (!ints)
+      return ints.takeError();
+    if (name == "input_shape")
+      for (int64_t dim : *ints)
+        if (dim < 0)
+          return stepError(step, fmt::format("input_shape has dim {}", dim));
+  }
+  if (kind != "equal" && !step.findAttribute("input_shape"))
+    return stepError(step, "a guard of kind '" + std::string(kind) +
+                               "' needs input_shape");
+  if (!step.findAttribute("expected"))
+    return stepError(step, "a guard needs its expected value");
+  return Error::success();
+}
+
+Error runShapeGuard(
+    const HostStep &step,
+    const std::map<std::string, HostValue, std::less<>> &values) {
+  std::string_view kind = textOf(step, "kind");
+  std::string operand(textOf(step, "operand"));
+  const std::string &input = step.inputs[0];
+  Expected<std::vector<int64_t>> given =
+      integersOf(values.find(input)->second, "input '" + input + "'");
+  if (!given)
+    return stepError(step, given.error().message());
+  // verifyShapeGuard has parsed these already.
+  std::vector<int64_t> shape = *intsOf(step, "input_shape");
+  std::vector<int64_t> expected = *intsOf(step, "expected");
+  std::string value = formatList(*given);
+  auto refuse = [&](const std::string &gives, const std::string &compiled) {
+    return stepError(step, fmt::format(
+        "input '{}' ({}) is {}, which {}; this artifact was compiled for "
+        "{}, which the model's declared shapes fix (bind that value, or "
+        "compile with this input as a constant)",
+        input, operand, value, gives, compiled));
+  };
+  auto invalid = [&](const Error &err) {
+    return stepError(step, fmt::format("input '{}' ({}) is {}: {}", input,
+                                       operand, value, err.message()));
+  };
+
+  if (kind == "equal") {
+    if (*given != expected)
+      return refuse("differs", formatList(expected));
+    return Error::success();
+  }
+  if (kind == "reduce-axes") {
+    int64_t rank = static_cast<int64_t>(shape.size());
+    Expected<std::set<int64_t>> axes =
+        reducedAxes(*given, rank, flagOf(step, "noop_with_empty_axes"));
+    if (!axes)
+      return invalid(axes.error());
+    std::vector<int64_t> free = *intsOf(step, "free");
+    auto differs = [&](int64_t d) {
+      bool want = std::count(expected.begin(), expected.end(), d) > 0;
+      bool freeAxis = std::count(free.begin(), free.end(), d) > 0;
+      return !freeAxis && want != (axes->count(d) > 0);
+    };
+    for (int64_t d = 0; d < rank; ++d)
+      if (differs(d))
+        return refuse(fmt::format("reduces axes {}",
+                                  formatList({axes->begin(), axes->end()})),
+                      "axes " + formatList(expected));
+    return Error::success();
+  }
+  Expected<Shape> result = makeError("unreachable");
+  if (kind == "reshape") {
+    result = reshapeTarget(shape, *given, flagOf(step, "allowzero"));
+  } else if (kind == "squeeze" || kind == "unsqueeze") {
+    result = squeezeShape(shape, *given, kind == "squeeze");
+  } else {
+    // expand: numpy broadcasting of the input's shape and the given one.
+    for (int64_t dim : *given)
+      if (dim < 0)
+        return invalid(makeError("dim {} is negative", dim));
+    std::optional<Shape> out = broadcastShapes(shape, *given);
+    result = out ? Expected<Shape>(*out)
+                 : Expected<Shape>(makeError(
+                       "it does not broadcast with the input's shape {}",
+                       formatShape(shape)));
+  }
+  if (!result)
+    return invalid(result.error());
+  if (*result != expected)
+    return refuse("gives shape " + formatShape(*result),
+                  "shape " + formatShape(expected));
+  return Error::success();
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,46 @@
+//===- HostGuards.h - Checks on shape inputs taken at run time --*- C++ -*-===//
+//
+// Internal to runtime/lib. An exported model often passes the input that
+// decides a node's shape (ReduceSum's axes, Reshape's shape, Tile's
+// repeats, ...) as a graph input. When the model's declared shapes fix
+// what that value must do, kilnc compiles the node for it and adds a
+// `ShapeGuard` host step (Kiln's own op, not ONNX's) that checks the bound
+// value before the launches, as torch.compile's guards do: a value that
+// would give the node another shape, or reduce other axes, fails the run
+// naming the node, the input, the value and what the artifact was compiled
+// for. docs/runtime.md "Shape inputs at run time".
+//
+// Attributes (ints in decimal):
+//   kind     reduce-axes | reshape | squeeze | unsqueeze | expand | equal
+//   op       the guarded node's ONNX op type (for messages)
+//   operand  the input's role (axes, shape, repeats, split, k)
+//   input_shape  the guarded node's data input shape (all but `equal`)
+//   expected reduce-axes: the reduced axes, sorted; equal: the values;
+//            the others: the node's output shape
+//   free     reduce-axes: axes of size 1 that may be reduced or not (the
+//            reduction is the identity on them)
+//   keepdims, noop_with_empty_axes, allowzero  as the node's attributes
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_LIB_HOSTGUARDS_H
+#define KILN_RUNTIME_LIB_HOSTGUARDS_H
+
+#include "kiln/runtime/HostSteps.h"
+
+#include <map>
+#include <string>
+
+namespace kiln::runtime {
+
+/// verifyHostStep's attribute checks for a ShapeGuard.
+Error verifyShapeGuard(const HostStep &step);
+
+/// Checks the guarded input's value; an error names the node and says what
+/// the artifact was compiled for.
+Error runShapeGuard(const HostStep &step,
+                    const std::map<std::string, HostValue, std::less<>> &values);
+
+} // namespace kiln::runtime
+
+#endif // KILN_RUNTIME_LIB_HOSTGUARDS_H
