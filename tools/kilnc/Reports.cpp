@@ -330,6 +330,9 @@ void printStats(const CompileStats &stats, const std::string &target,
        << " (on the host, before or after the launches)\n";
     for (const kiln::runtime::HostStep &step : stats.hostSteps)
       os << "  " << step.describe() << ": "
+         << (step.op == "ShapeGuard" && !step.inputs.empty()
+                 ? "checks shape input '" + step.inputs[0] + "' "
+                 : std::string())
          << (step.phase == kiln::runtime::HostPhase::Before
                  ? "before the first launch"
                  : "after the last launch")

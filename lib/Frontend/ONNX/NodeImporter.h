@@ -147,6 +147,12 @@ struct ShapeInputGuards {
   kiln::runtime::HostProgram *host = nullptr;
 };
 
+/// The limit docs/onnx-ops.md gives a shape input that ShapeInputGuards
+/// may take at run time (a macro: handler tables concatenate it).
+#define KILN_FIXED_BY_DECLARED_SHAPE                                           \
+  "a constant, or a graph input whose value the declared output shapes fix "  \
+  "(checked at run time)"
+
 /// Whether an op type takes sequences or optionals as inputs (the others
 /// refuse them with an error naming the input).
 bool takesCompositeInputs(llvm::StringRef opType);

@@ -152,6 +152,15 @@ int internalError(const std::string &message) {
   return kExitInternalError;
 }
 
+/// A failed run: a host step's error is about the bound values (a string a
+/// Cast cannot parse, a shape input its guard refuses: exit 1); anything
+/// else is Kiln's fault (exit 2).
+int runFailed(const Error &err) {
+  if (err.message().rfind("host step: ", 0) == 0)
+    return fail(err.message());
+  return internalError(err.message());
+}
+
 /// A crash exits with status 2. Runs in a signal handler: only
 /// async-signal-safe calls.
 extern "C" void exitOnCrashSignal(int) {
@@ -987,7 +996,7 @@ int runTool(const Options &options) {
       Expected<BenchmarkResult> result =
           (*session)->benchmark(options.warmup, options.bench);
       if (!result)
-        return internalError(result.error().message());
+        return runFailed(result.error());
       fmt::print("size {}: per run {}  throughput {:.4g} inferences/s\n",
                  tools::describeSizes(*artifact, sizes),
                  describeTimes(result->runMilliseconds),
@@ -1009,7 +1018,7 @@ int runTool(const Options &options) {
                  "each launch: the outputs are incomplete\n",
                  options.profileSample, options.profileSample);
     if (Error err = (*session)->run())
-      return internalError(err.message());
+      return runFailed(err);
     Expected<ProfileReport> counted =
         profileFromCounters(*artifact, sharedDevice->takeLaunchProfiles(),
                             *perfTarget, options.profileSample);
@@ -1029,7 +1038,7 @@ int runTool(const Options &options) {
     Expected<BenchmarkResult> result =
         (*session)->benchmark(options.warmup, benchRuns);
     if (!result)
-      return internalError(result.error().message());
+      return runFailed(result.error());
     if (options.bench && options.json)
       benchJson =
           benchmarkJson(*result, options.warmup, batchOf(*artifact, inputs));
@@ -1050,7 +1059,7 @@ int runTool(const Options &options) {
     }
   } else if (!report && runSizes.size() == 1) {
     if (Error err = (*session)->run())
-      return internalError(err.message());
+      return runFailed(err);
   }
 
   if (report) {

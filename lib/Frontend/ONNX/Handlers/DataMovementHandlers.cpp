@@ -771,7 +771,13 @@ LogicalResult importTrilu(NodeImporter &n) {
   if (type.getRank() < 2)
     return n.fail("input must have rank >= 2");
   int64_t k = 0;
-  if (n.hasInput(1)) {
+  // A k that is not a constant is compared at run time (an int64 scalar:
+  // column - row is exact in i64 for any k, so it needs no clamp).
+  bool runtimeK = n.hasInput(1) && !n.constantInput(1) &&
+                  n.inputType(1).getElementType().isSignlessInteger(64) &&
+                  n.inputType(1).hasStaticShape() &&
+                  n.inputType(1).getNumElements() == 1;
+  if (n.hasInput(1) && !runtimeK) {
     FailureOr<SmallVector<int64_t>> value = n.constantInts(1, "k");
     if (failed(value))
       return failure();
@@ -792,7 +798,7 @@ LogicalResult importTrilu(NodeImporter &n) {
   Type i64 = n.builder().getI64Type();
   Value diff = c.make<SubOp>({c.iotaAlong(cols, 1, 2, i64),
                               c.iotaAlong(rows, 0, 2, i64)}); // [rows, cols]
-  Value kValue = c.scalar(i64, static_cast<double>(k));
+  Value kValue = runtimeK ? n.input(1) : c.scalar(i64, static_cast<double>(k));
   Value mask = upper ? c.make<GreaterEqualOp>({diff, kValue})
                      : c.make<LessEqualOp>({diff, kValue});
   Value zero = c.scalar(type.getElementType(), 0.0);
@@ -1145,18 +1151,18 @@ LogicalResult importSpaceToDepth(NodeImporter &n) {
 
 void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
-      {"Trilu", 14, importTrilu, "k must be a compile-time constant"},
-      {"Reshape", 5, importReshape, "shape must be a compile-time constant"},
-      {"Reshape", 14, importReshape, "shape must be a compile-time constant"},
+      {"Trilu", 14, importTrilu, "k: a constant or an int64 scalar given at run time"},
+      {"Reshape", 5, importReshape, "shape: " KILN_FIXED_BY_DECLARED_SHAPE},
+      {"Reshape", 14, importReshape, "shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Flatten", 1, importFlatten, ""},
       {"Flatten", 11, importFlatten, ""},
       {"Squeeze", 1, importSqueeze, ""},
       {"Squeeze", 11, importSqueeze, ""},
-      {"Squeeze", 13, importSqueeze, "axes must be a compile-time constant"},
+      {"Squeeze", 13, importSqueeze, "axes: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Unsqueeze", 1, importUnsqueeze, ""},
       {"Unsqueeze", 11, importUnsqueeze, ""},
       {"Unsqueeze", 13, importUnsqueeze,
-       "axes must be a compile-time constant"},
+       "axes: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Transpose", 1, importTranspose, ""},
       {"Concat", 4, importConcat, ""},
       {"Concat", 11, importConcat, ""},
@@ -1179,12 +1185,12 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Pad", 18, importPad, "axes must be a compile-time constant"},
       {"Pad", 19, importPad,
        "wrap mode as a gather per padded axis"},
-      {"Expand", 8, importExpand, "shape must be a compile-time constant"},
+      {"Expand", 8, importExpand, "shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Split", 2, importSplit, ""},
       {"Split", 11, importSplit, ""},
-      {"Split", 13, importSplit, "split must be a compile-time constant"},
-      {"Split", 18, importSplit, "split must be a compile-time constant"},
-      {"Tile", 6, importTile, "repeats must be a compile-time constant"},
+      {"Split", 13, importSplit, "split: " KILN_FIXED_BY_DECLARED_SHAPE},
+      {"Split", 18, importSplit, "split: " KILN_FIXED_BY_DECLARED_SHAPE},
+      {"Tile", 6, importTile, "repeats: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Resize", 10, importResize,
        "float inputs only; scales or sizes must be compile-time constants"},
       {"Resize", 11, importResize, "roi must be a compile-time constant"},

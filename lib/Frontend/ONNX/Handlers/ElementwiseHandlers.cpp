@@ -92,10 +92,13 @@ LogicalResult importGelu(NodeImporter &n) {
   return bind(n, n.make<GeluOp>(n.input(0), attrs));
 }
 
-/// Clip-6 takes its bounds as attributes, Clip-11 as optional inputs, which
-/// must be compile-time constants.
+/// Clip-6 takes its bounds as attributes, Clip-11 as optional inputs: a
+/// constant bound becomes kiln.clip's attribute, a bound given at run time
+/// (a one-element tensor of x's type) a kiln.max or kiln.min against it, in
+/// the spec's order min(max(x, min), max).
 LogicalResult importClip(NodeImporter &n) {
   SmallVector<NamedAttribute> attrs;
+  Value runtimeBounds[2];
   if (n.opset() < 11) {
     if (failed(n.checkArity(1, 1)))
       return failure();
@@ -108,6 +111,13 @@ LogicalResult importClip(NodeImporter &n) {
     for (auto [i, name] : llvm::enumerate(names)) {
       if (!n.hasInput(i + 1))
         continue;
+      RankedTensorType type = n.inputType(i + 1);
+      if (!n.constantInput(i + 1) && type.hasStaticShape() &&
+          type.getNumElements() == 1 &&
+          type.getElementType() == n.inputType(0).getElementType()) {
+        runtimeBounds[i] = n.input(i + 1);
+        continue;
+      }
       FailureOr<SmallVector<double>> bound = n.constantFloats(i + 1, name);
       if (failed(bound))
         return failure();
@@ -116,7 +126,26 @@ LogicalResult importClip(NodeImporter &n) {
       attrs.push_back(n.namedF64(name, bound->front()));
     }
   }
-  return bind(n, n.make<ClipOp>(n.input(0), attrs));
+  Value y = n.input(0);
+  if (runtimeBounds[0]) {
+    FailureOr<Value> raised = n.make<MaxOp>({y, runtimeBounds[0]});
+    if (failed(raised))
+      return failure();
+    y = *raised;
+  }
+  if (!attrs.empty() || !(runtimeBounds[0] || runtimeBounds[1])) {
+    FailureOr<Value> clipped = n.make<ClipOp>(y, attrs);
+    if (failed(clipped))
+      return failure();
+    y = *clipped;
+  }
+  if (runtimeBounds[1]) {
+    FailureOr<Value> lowered = n.make<MinOp>({y, runtimeBounds[1]});
+    if (failed(lowered))
+      return failure();
+    y = *lowered;
+  }
+  return n.setResult(y);
 }
 
 /// selu(x) = gamma * elu_alpha(x).
@@ -451,7 +480,8 @@ void registerElementwiseHandlers(SmallVectorImpl<Handler> &handlers) {
       {"BitwiseXor", 18, importBinary<BitwiseXorOp>, ""},
       {"BitShift", 11, importBitShift, ""},
       {"Clip", 6, importClip, ""},
-      {"Clip", 11, importClip, "min and max must be compile-time constants"},
+      {"Clip", 11, importClip,
+       "min and max: constants, or one-element tensors of the input's type"},
       {"Add", 7, importBinary<AddOp>, ""},
       {"Sub", 7, importBinary<SubOp>, ""},
       {"Mul", 7, importBinary<MulOp>, ""},

@@ -860,7 +860,7 @@ template <PoolKind kind> LogicalResult importGlobalPool(NodeImporter &n) {
 
 void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
   constexpr const char *axesLimit =
-      "axes input must be a compile-time constant";
+      "axes input: " KILN_FIXED_BY_DECLARED_SHAPE;
   handlers.append({
       {"ReduceSum", 1, importReduce<ReduceKind::Sum, 13>, ""},
       {"ReduceSum", 13, importReduce<ReduceKind::Sum, 13>, axesLimit},
@@ -900,9 +900,9 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
       {"CumSum", 11, importCumSum, "axis must be a compile-time constant"},
       {"CumSum", 14, importCumSum, "axis must be a compile-time constant"},
       {"TopK", 1, importTopK, ""},
-      {"TopK", 10, importTopK, "K must be a compile-time constant"},
-      {"TopK", 11, importTopK,
-       "K must be a compile-time constant; results always sorted"},
+      {"TopK", 10, importTopK, "K: " KILN_FIXED_BY_DECLARED_SHAPE},
+      // (Opset 10 has no `sorted`: its results are sorted by definition.)
+      {"TopK", 11, importTopK, "results always sorted"},
       {"Hardmax", 13, importHardmax, ""},
       {"LogSoftmax", 1, importSoftmax<LogSoftmaxOp>,
        "flattened to 2-D around kiln.log_softmax"},

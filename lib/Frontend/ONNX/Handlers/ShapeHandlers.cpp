@@ -252,7 +252,7 @@ void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Constant", 1, importConstant,
        "no sparse values; a STRING `value` is a host-step constant"},
       {"ConstantOfShape", 9, importConstantOfShape,
-       "shape must be a compile-time constant"},
+       "shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Shape", 1, importShape, ""},
       {"Shape", 15, importShape, ""},
       {"Size", 1, importSize, ""},

@@ -1,0 +1,169 @@
+//===- HostGuardsTest.cpp - ShapeGuard host steps ---------------------------===//
+//
+// The guard on a shape input taken at run time (runtime/lib/HostGuards.h):
+// for each kind, values that give the compiled shape are accepted in every
+// spelling the ONNX spec allows (negative axes, -1 and 0 in a Reshape's
+// shape, empty axes meaning all), values that do not are refused with the
+// node, the input, the value and the compiled shape; malformed guards are
+// refused by verifyHostStep. Expected results worked out by hand from the
+// spec.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kiln/runtime/HostSteps.h"
+
+#include <gmock/gmock.h>
+
+#include <cstring>
+
+using namespace kiln::runtime;
+using ::testing::HasSubstr;
+
+namespace {
+
+using Values = std::map<std::string, HostValue, std::less<>>;
+
+HostValue int64s(std::vector<int64_t> values) {
+  HostValue value;
+  value.dtype = DType::I64;
+  value.shape = {static_cast<int64_t>(values.size())};
+  value.data.resize(values.size() * sizeof(int64_t));
+  if (!values.empty())
+    std::memcpy(value.data.data(), values.data(), value.data.size());
+  return value;
+}
+
+std::vector<std::string> text(std::vector<int64_t> values) {
+  std::vector<std::string> out;
+  for (int64_t v : values)
+    out.push_back(std::to_string(v));
+  return out;
+}
+
+HostStep guard(std::string kind, std::string op, std::vector<int64_t> shape,
+               std::vector<int64_t> expected,
+               std::vector<HostAttribute> extra = {}) {
+  HostStep step;
+  step.op = "ShapeGuard";
+  step.node = "n";
+  step.inputs = {"v"};
+  step.attributes = {{"kind", {kind}},
+                     {"op", {op}},
+                     {"operand", {"axes"}},
+                     {"input_shape", text(shape)},
+                     {"expected", text(expected)}};
+  for (HostAttribute &attribute : extra)
+    step.attributes.push_back(std::move(attribute));
+  return step;
+}
+
+/// The guard's verdict on `value`: "" when accepted, else the message.
+std::string check(const HostStep &step, std::vector<int64_t> value) {
+  Values values;
+  values["v"] = int64s(std::move(value));
+  Error err = runHostStep(step, values);
+  return err ? err.message() : std::string();
+}
+
+TEST(HostGuardsTest, ReduceAxesAcceptsEverySpellingOfTheCompiledAxes) {
+  // ReduceSum over axis 1 of a 3x2x2 tensor, keepdims: declared 3x1x2.
+  HostStep step = guard("reduce-axes", "ReduceSum", {3, 2, 2}, {1});
+  EXPECT_EQ(check(step, {1}), "");
+  EXPECT_EQ(check(step, {-2}), "");
+  std::string refused = check(step, {0});
+  EXPECT_THAT(refused, HasSubstr("node 'n' (ReduceSum)"));
+  EXPECT_THAT(refused, HasSubstr("input 'v' (axes) is [0]"));
+  EXPECT_THAT(refused, HasSubstr("reduces axes [0]"));
+  EXPECT_THAT(refused, HasSubstr("compiled for axes [1]"));
+  // Empty axes reduce every axis, unless noop_with_empty_axes.
+  EXPECT_THAT(check(step, {}), HasSubstr("reduces axes [0, 1, 2]"));
+  EXPECT_THAT(check(step, {1, 1}), HasSubstr("out of range or repeated"));
+  EXPECT_THAT(check(step, {3}), HasSubstr("out of range or repeated"));
+}
+
+TEST(HostGuardsTest, ReduceAxesLetsFreeSizeOneAxesGoEitherWay) {
+  // Sum over axes {0} of 3x1x2 with axis 1 (size 1) free: reducing it or
+  // not gives the same numbers.
+  HostStep step = guard("reduce-axes", "ReduceSum", {3, 1, 2}, {0},
+                        {{"free", {"1"}}});
+  EXPECT_EQ(check(step, {0}), "");
+  EXPECT_EQ(check(step, {0, 1}), "");
+  EXPECT_EQ(check(step, {-2, -3}), "");
+  EXPECT_THAT(check(step, {0, 2}), HasSubstr("reduces axes [0, 2]"));
+  // All axes: 0 and 2 reduced, 1 free.
+  HostStep all = guard("reduce-axes", "ReduceMax", {3, 1, 2}, {0, 2},
+                       {{"free", {"1"}}});
+  EXPECT_EQ(check(all, {}), "");
+  HostStep noop = guard("reduce-axes", "ReduceMax", {3, 1, 2}, {0, 2},
+                        {{"free", {"1"}}, {"noop_with_empty_axes", {"1"}}});
+  EXPECT_THAT(check(noop, {}), HasSubstr("reduces axes []"));
+}
+
+TEST(HostGuardsTest, ReshapeFollowsTheSpecsZeroAndMinusOne) {
+  // 2x3x2 to 2x6.
+  HostStep step = guard("reshape", "Reshape", {2, 3, 2}, {2, 6});
+  EXPECT_EQ(check(step, {2, 6}), "");
+  EXPECT_EQ(check(step, {2, -1}), "");
+  EXPECT_EQ(check(step, {0, -1}), "");
+  EXPECT_THAT(check(step, {3, 4}),
+              HasSubstr("gives shape [3, 4]; this artifact was compiled for "
+                        "shape [2, 6]"));
+  EXPECT_THAT(check(step, {-1, -1}), HasSubstr("two -1 entries"));
+  EXPECT_THAT(check(step, {5, 5}), HasSubstr("12 elements do not fill"));
+  // With allowzero a 0 is a 0.
+  HostStep zero = guard("reshape", "Reshape", {2, 3, 2}, {2, 6},
+                        {{"allowzero", {"1"}}});
+  EXPECT_THAT(check(zero, {0, -1}), HasSubstr("cannot infer the -1 entry"));
+}
+
+TEST(HostGuardsTest, SqueezeUnsqueezeAndExpand) {
+  HostStep squeeze = guard("squeeze", "Squeeze", {1, 3, 1, 5}, {3, 1, 5});
+  EXPECT_EQ(check(squeeze, {0}), "");
+  EXPECT_EQ(check(squeeze, {-4}), "");
+  EXPECT_THAT(check(squeeze, {2}), HasSubstr("gives shape [1, 3, 5]"));
+  EXPECT_THAT(check(squeeze, {1}), HasSubstr("cannot squeeze dim 1 of size 3"));
+  HostStep unsqueeze = guard("unsqueeze", "Unsqueeze", {3, 4}, {3, 1, 4});
+  EXPECT_EQ(check(unsqueeze, {1}), "");
+  EXPECT_EQ(check(unsqueeze, {-2}), "");
+  EXPECT_THAT(check(unsqueeze, {0}), HasSubstr("gives shape [1, 3, 4]"));
+  HostStep expand = guard("expand", "Expand", {3, 1}, {2, 3, 6});
+  EXPECT_EQ(check(expand, {2, 1, 6}), "");
+  EXPECT_EQ(check(expand, {2, 3, 6}), "");
+  EXPECT_THAT(check(expand, {2, 1, 5}), HasSubstr("gives shape [2, 3, 5]"));
+  EXPECT_THAT(check(expand, {2, 2, 6}), HasSubstr("does not broadcast"));
+  EXPECT_THAT(check(expand, {-1, 6}), HasSubstr("dim -1 is negative"));
+}
+
+TEST(HostGuardsTest, EqualNeedsTheExactValues) {
+  HostStep step = guard("equal", "Tile", {}, {2, 1, 3});
+  EXPECT_EQ(check(step, {2, 1, 3}), "");
+  EXPECT_THAT(check(step, {2, 1, 4}),
+              HasSubstr("is [2, 1, 4], which differs; this artifact was "
+                        "compiled for [2, 1, 3]"));
+}
+
+TEST(HostGuardsTest, MalformedGuardsAreRefused) {
+  HostStep unknown = guard("transpose", "Transpose", {2}, {2});
+  EXPECT_THAT(verifyHostStep(unknown).message(),
+              HasSubstr("guard kind 'transpose' is not one of"));
+  HostStep noShape = guard("reshape", "Reshape", {2}, {2});
+  noShape.attributes.erase(noShape.attributes.begin() + 3);
+  EXPECT_THAT(verifyHostStep(noShape).message(), HasSubstr("needs input_shape"));
+  HostStep badInt = guard("equal", "Tile", {}, {2});
+  badInt.attributes.back().values = {"two"};
+  EXPECT_THAT(verifyHostStep(badInt).message(),
+              HasSubstr("'two' is not an integer"));
+  HostStep output = guard("equal", "Tile", {}, {2});
+  output.outputs = {"y"};
+  EXPECT_THAT(verifyHostStep(output).message(), HasSubstr("1 outputs"));
+}
+
+TEST(HostGuardsTest, AnUnnamedNodeIsNamedByWhatItProduces) {
+  HostStep step = guard("equal", "TopK", {}, {3});
+  step.node.clear();
+  step.attributes.push_back({"produces", {"values"}});
+  EXPECT_THAT(check(step, {4}),
+              HasSubstr("unnamed node producing 'values' (TopK)"));
+}
+
+} // namespace
