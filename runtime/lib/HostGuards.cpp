@@ -24,7 +24,7 @@ namespace kiln::runtime {
 
 namespace {
 
-constexpr std::string_view kKinds[] = {"reduce-axes", "reshape", "squeeze",
+constexpr std::string_view kKinds[] = {"axes-one-of", "reshape", "squeeze",
                                        "unsqueeze",   "expand",  "equal"};
 
 /// A single-valued text attribute, or "" when absent.
@@ -88,7 +88,7 @@ Error verifyShapeGuard(const HostStep &step) {
   std::string_view kind = textOf(step, "kind");
   if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds))
     return stepError(step, fmt::format("guard kind '{}' is not one of "
-                                       "reduce-axes, reshape, squeeze, "
+                                       "axes-one-of, reshape, squeeze, "
                                        "unsqueeze, expand, equal",
                                        printable(std::string(kind))));
   if (textOf(step, "op").empty() || textOf(step, "operand").empty())
@@ -137,28 +137,43 @@ Error runShapeGuard(
   };
 
   if (kind == "equal") {
-    if (*given != expected)
+    // `free`: positions whose value does not matter (AffineGrid's C).
+    std::vector<int64_t> free = *intsOf(step, "free");
+    bool same = given->size() == expected.size();
+    for (size_t k = 0; same && k < expected.size(); ++k)
+      same = (*given)[k] == expected[k] ||
+             std::count(free.begin(), free.end(), int64_t(k)) > 0;
+    if (!same)
       return refuse("differs", formatList(expected));
     return Error::success();
   }
-  if (kind == "reduce-axes") {
+  if (kind == "axes-one-of") {
+    // `expected`: the compiled axes sets as bitmasks; `free`: one mask of
+    // size-1 axes that may be in the given set or not.
     int64_t rank = static_cast<int64_t>(shape.size());
     Expected<std::set<int64_t>> axes =
         reducedAxes(*given, rank, flagOf(step, "noop_with_empty_axes"));
     if (!axes)
       return invalid(axes.error());
     std::vector<int64_t> free = *intsOf(step, "free");
-    auto differs = [&](int64_t d) {
-      bool want = std::count(expected.begin(), expected.end(), d) > 0;
-      bool freeAxis = std::count(free.begin(), free.end(), d) > 0;
-      return !freeAxis && want != (axes->count(d) > 0);
-    };
-    for (int64_t d = 0; d < rank; ++d)
-      if (differs(d))
-        return refuse(fmt::format("reduces axes {}",
-                                  formatList({axes->begin(), axes->end()})),
-                      "axes " + formatList(expected));
-    return Error::success();
+    int64_t freeMask = free.empty() ? 0 : free.front();
+    int64_t mask = 0;
+    for (int64_t d : *axes)
+      mask |= int64_t{1} << d;
+    for (int64_t choice : expected)
+      if (((choice ^ mask) & ~freeMask) == 0)
+        return Error::success();
+    std::string compiled;
+    for (int64_t choice : expected) {
+      std::vector<int64_t> set;
+      for (int64_t d = 0; d < rank; ++d)
+        if (choice & (int64_t{1} << d))
+          set.push_back(d);
+      compiled += (compiled.empty() ? "" : " or ") + formatList(set);
+    }
+    return refuse(fmt::format("names axes {}",
+                              formatList({axes->begin(), axes->end()})),
+                  "axes " + compiled);
   }
   Expected<Shape> result = makeError("unreachable");
   if (kind == "reshape") {

@@ -11,14 +11,17 @@
 // for. docs/runtime.md "Shape inputs at run time".
 //
 // Attributes (ints in decimal):
-//   kind     reduce-axes | reshape | squeeze | unsqueeze | expand | equal
+//   kind     axes-one-of | reshape | squeeze | unsqueeze | expand | equal
 //   op       the guarded node's ONNX op type (for messages)
 //   operand  the input's role (axes, shape, repeats, split, k)
 //   input_shape  the guarded node's data input shape (all but `equal`)
-//   expected reduce-axes: the reduced axes, sorted; equal: the values;
-//            the others: the node's output shape
-//   free     reduce-axes: axes of size 1 that may be reduced or not (the
-//            reduction is the identity on them)
+//   expected axes-one-of: the axes sets the artifact computes, as bitmasks
+//            (a reduction's, or CumSum's one axis; where there are several,
+//            the device picks by the input); equal: the values; the
+//            others: the node's output shape
+//   free     axes-one-of: one bitmask of size-1 axes that may be in the
+//            set or not (the reduction is the identity on them); equal:
+//            positions whose value does not matter (AffineGrid's C)
 //   keepdims, noop_with_empty_axes, allowzero  as the node's attributes
 //
 //===----------------------------------------------------------------------===//

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -24,11 +25,27 @@ Value scalarConstant(OpBuilder &b, Location loc, Type type, double value) {
   if (type.isInteger(1))
     return arith::ConstantOp::create(b, loc, b.getBoolAttr(value != 0));
   // kiln tensors may hold unsigned integers; arith works on signless ones of
-  // the same width, and the bit pattern is what matters.
-  auto signless =
-      IntegerType::get(b.getContext(), type.getIntOrFloatBitWidth());
-  return arith::ConstantOp::create(
-      b, loc, b.getIntegerAttr(signless, static_cast<int64_t>(value)));
+  // the same width, and the bit pattern is what matters. A value past the
+  // type's range saturates: highestValue(i64) is 2^63 - 1, which a double
+  // rounds to 2^63, and casting that to int64_t gave INT64_MIN (ReduceMin
+  // over i64 returned -2^63 whatever the data).
+  unsigned width = type.getIntOrFloatBitWidth();
+  auto signless = IntegerType::get(b.getContext(), width);
+  bool isUnsigned = type.isUnsignedInteger();
+  double limit = std::ldexp(1.0, isUnsigned ? width : width - 1);
+  APInt bits;
+  if (std::isnan(value))
+    bits = APInt(width, 0);
+  else if (value >= limit)
+    bits = isUnsigned ? APInt::getMaxValue(width)
+                      : APInt::getSignedMaxValue(width);
+  else if (isUnsigned ? value <= 0 : value < -limit)
+    bits = isUnsigned ? APInt(width, 0) : APInt::getSignedMinValue(width);
+  else if (isUnsigned)
+    bits = APInt(width, static_cast<uint64_t>(value));
+  else
+    bits = APInt(width, static_cast<int64_t>(value), /*isSigned=*/true);
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(signless, bits));
 }
 
 Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type,

@@ -105,6 +105,24 @@ func.func @reduce_bool(%x: tensor<4x2xi1>) -> (tensor<2xi1>, tensor<2xi1>) {
 
 // -----
 
+// Integer max and min start from the type's lowest and highest values,
+// exactly: 2^63 - 1 as a double is 2^63, which once became INT64_MIN and
+// made every i64 ReduceMin return -2^63.
+// CHECK-LABEL: func.func @reduce_int_identities
+// CHECK-DAG: arith.constant -9223372036854775808 : i64
+// CHECK-DAG: arith.constant 9223372036854775807 : i64
+// CHECK-DAG: arith.constant -2147483648 : i32
+// CHECK-DAG: arith.constant 2147483647 : i32
+func.func @reduce_int_identities(%a: tensor<4xi64>, %b: tensor<4xi32>) -> (tensor<i64>, tensor<i64>, tensor<i32>, tensor<i32>) {
+  %0 = kiln.reduce <max> %a {axes = array<i64: 0>, keepdims = false} : tensor<4xi64> -> tensor<i64>
+  %1 = kiln.reduce <min> %a {axes = array<i64: 0>, keepdims = false} : tensor<4xi64> -> tensor<i64>
+  %2 = kiln.reduce <max> %b {axes = array<i64: 0>, keepdims = false} : tensor<4xi32> -> tensor<i32>
+  %3 = kiln.reduce <min> %b {axes = array<i64: 0>, keepdims = false} : tensor<4xi32> -> tensor<i32>
+  return %0, %1, %2, %3 : tensor<i64>, tensor<i64>, tensor<i32>, tensor<i32>
+}
+
+// -----
+
 // Boolean sums are refused (the result would need a wider type).
 func.func @reduce_bool_sum(%x: tensor<4xi1>) -> tensor<1xi1> {
   // expected-error @+1 {{failed to legalize operation 'kiln.reduce'}}

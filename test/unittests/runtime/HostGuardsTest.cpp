@@ -65,38 +65,51 @@ std::string check(const HostStep &step, std::vector<int64_t> value) {
   return err ? err.message() : std::string();
 }
 
-TEST(HostGuardsTest, ReduceAxesAcceptsEverySpellingOfTheCompiledAxes) {
+TEST(HostGuardsTest, AxesOneOfAcceptsEverySpellingOfTheCompiledAxes) {
   // ReduceSum over axis 1 of a 3x2x2 tensor, keepdims: declared 3x1x2.
-  HostStep step = guard("reduce-axes", "ReduceSum", {3, 2, 2}, {1});
+  // `expected` holds bitmasks: {1} is 2.
+  HostStep step = guard("axes-one-of", "ReduceSum", {3, 2, 2}, {2});
   EXPECT_EQ(check(step, {1}), "");
   EXPECT_EQ(check(step, {-2}), "");
   std::string refused = check(step, {0});
   EXPECT_THAT(refused, HasSubstr("node 'n' (ReduceSum)"));
   EXPECT_THAT(refused, HasSubstr("input 'v' (axes) is [0]"));
-  EXPECT_THAT(refused, HasSubstr("reduces axes [0]"));
+  EXPECT_THAT(refused, HasSubstr("names axes [0]"));
   EXPECT_THAT(refused, HasSubstr("compiled for axes [1]"));
   // Empty axes reduce every axis, unless noop_with_empty_axes.
-  EXPECT_THAT(check(step, {}), HasSubstr("reduces axes [0, 1, 2]"));
+  EXPECT_THAT(check(step, {}), HasSubstr("names axes [0, 1, 2]"));
   EXPECT_THAT(check(step, {1, 1}), HasSubstr("out of range or repeated"));
   EXPECT_THAT(check(step, {3}), HasSubstr("out of range or repeated"));
 }
 
-TEST(HostGuardsTest, ReduceAxesLetsFreeSizeOneAxesGoEitherWay) {
+TEST(HostGuardsTest, AxesOneOfTakesAnyOfSeveralSets) {
+  // 3x2x2 to 3x2 without keepdims: axis 1 ({1} = 2) or axis 2 ({2} = 4).
+  HostStep step = guard("axes-one-of", "ReduceSum", {3, 2, 2}, {2, 4});
+  EXPECT_EQ(check(step, {1}), "");
+  EXPECT_EQ(check(step, {2}), "");
+  EXPECT_EQ(check(step, {-1}), "");
+  EXPECT_THAT(check(step, {0}),
+              HasSubstr("names axes [0]; this artifact was compiled for axes "
+                        "[1] or [2]"));
+  EXPECT_THAT(check(step, {1, 2}), HasSubstr("names axes [1, 2]"));
+}
+
+TEST(HostGuardsTest, AxesOneOfLetsFreeSizeOneAxesGoEitherWay) {
   // Sum over axes {0} of 3x1x2 with axis 1 (size 1) free: reducing it or
-  // not gives the same numbers.
-  HostStep step = guard("reduce-axes", "ReduceSum", {3, 1, 2}, {0},
-                        {{"free", {"1"}}});
+  // not gives the same numbers. `free` is one mask: {1} is 2.
+  HostStep step = guard("axes-one-of", "ReduceSum", {3, 1, 2}, {1},
+                        {{"free", {"2"}}});
   EXPECT_EQ(check(step, {0}), "");
   EXPECT_EQ(check(step, {0, 1}), "");
   EXPECT_EQ(check(step, {-2, -3}), "");
-  EXPECT_THAT(check(step, {0, 2}), HasSubstr("reduces axes [0, 2]"));
-  // All axes: 0 and 2 reduced, 1 free.
-  HostStep all = guard("reduce-axes", "ReduceMax", {3, 1, 2}, {0, 2},
-                       {{"free", {"1"}}});
+  EXPECT_THAT(check(step, {0, 2}), HasSubstr("names axes [0, 2]"));
+  // All axes: 0 and 2 reduced ({0, 2} = 5), 1 free.
+  HostStep all = guard("axes-one-of", "ReduceMax", {3, 1, 2}, {5},
+                       {{"free", {"2"}}});
   EXPECT_EQ(check(all, {}), "");
-  HostStep noop = guard("reduce-axes", "ReduceMax", {3, 1, 2}, {0, 2},
-                        {{"free", {"1"}}, {"noop_with_empty_axes", {"1"}}});
-  EXPECT_THAT(check(noop, {}), HasSubstr("reduces axes []"));
+  HostStep noop = guard("axes-one-of", "ReduceMax", {3, 1, 2}, {5},
+                        {{"free", {"2"}}, {"noop_with_empty_axes", {"1"}}});
+  EXPECT_THAT(check(noop, {}), HasSubstr("names axes []"));
 }
 
 TEST(HostGuardsTest, ReshapeFollowsTheSpecsZeroAndMinusOne) {
@@ -140,6 +153,12 @@ TEST(HostGuardsTest, EqualNeedsTheExactValues) {
   EXPECT_THAT(check(step, {2, 1, 4}),
               HasSubstr("is [2, 1, 4], which differs; this artifact was "
                         "compiled for [2, 1, 3]"));
+  EXPECT_THAT(check(step, {2, 1}), HasSubstr("differs"));
+  // AffineGrid's size [N, C, H, W]: C never shapes the grid.
+  HostStep grid = guard("equal", "AffineGrid", {}, {2, 1, 4, 5},
+                        {{"free", {"1"}}});
+  EXPECT_EQ(check(grid, {2, 3, 4, 5}), "");
+  EXPECT_THAT(check(grid, {2, 3, 4, 6}), HasSubstr("differs"));
 }
 
 TEST(HostGuardsTest, MalformedGuardsAreRefused) {

@@ -986,7 +986,25 @@ LogicalResult importResize(NodeImporter &n) {
       return failure();
     shape = std::move(*scaled);
   } else {
-    FailureOr<SmallVector<int64_t>> sizes = n.constantInts(sizesIndex, "sizes");
+    std::string policy =
+        n.opset() >= 18 ? n.stringAttr("keep_aspect_ratio_policy", "stretch")
+                        : std::string("stretch");
+    // Sizes given at run time (stretched to, not fitted): the declared
+    // output's extents along the axes, guarded.
+    FailureOr<SmallVector<int64_t>> sizes = failure();
+    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+    if (policy == "stretch" && n.canGuardInput(sizesIndex) && declared &&
+        static_cast<int64_t>(declared->size()) == rank &&
+        n.inputType(sizesIndex).getNumElements() ==
+            static_cast<int64_t>(axes.size())) {
+      SmallVector<int64_t> fixed;
+      for (int64_t d : axes)
+        fixed.push_back((*declared)[d]);
+      n.guardInput(sizesIndex, "sizes", "equal", {}, fixed);
+      sizes = fixed;
+    } else {
+      sizes = n.constantInts(sizesIndex, "sizes");
+    }
     if (failed(sizes))
       return failure();
     if (sizes->size() != axes.size())
@@ -994,9 +1012,6 @@ LogicalResult importResize(NodeImporter &n) {
                     Twine(sizes->size()));
     if (llvm::any_of(*sizes, [](int64_t s) { return s <= 0; }))
       return n.fail("sizes must be positive, got " + formatInts(*sizes));
-    std::string policy =
-        n.opset() >= 18 ? n.stringAttr("keep_aspect_ratio_policy", "stretch")
-                        : std::string("stretch");
     if (policy == "stretch") {
       for (auto [d, s] : llvm::zip_equal(axes, *sizes))
         shape[d] = s;

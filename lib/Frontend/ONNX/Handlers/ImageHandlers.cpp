@@ -67,7 +67,22 @@ LogicalResult importGridSample(NodeImporter &n) {
 LogicalResult importAffineGrid(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
-  FailureOr<SmallVector<int64_t>> size = n.constantInts(1, "size");
+  // A size given at run time: N and the spatial dims from the declared
+  // grid [N, (D,) H, W, spatial], guarded; C never shapes the grid, so the
+  // guard lets it be anything.
+  FailureOr<SmallVector<int64_t>> size = failure();
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  int64_t givenCount = n.hasInput(1) ? n.inputType(1).getNumElements() : 0;
+  if (n.canGuardInput(1) && declared &&
+      static_cast<int64_t>(declared->size()) == givenCount &&
+      (givenCount == 4 || givenCount == 5)) {
+    SmallVector<int64_t> fixed{declared->front(), 1};
+    fixed.append(declared->begin() + 1, declared->end() - 1);
+    n.guardInput(1, "size", "equal", {}, fixed, {{"free", {1}}});
+    size = fixed;
+  } else {
+    size = n.constantInts(1, "size");
+  }
   if (failed(size))
     return failure();
   RankedTensorType thetaType = n.inputType(0);

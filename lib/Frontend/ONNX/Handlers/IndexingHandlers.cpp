@@ -136,9 +136,6 @@ LogicalResult importScatterND(NodeImporter &n) {
 LogicalResult importCenterCropPad(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
-  FailureOr<SmallVector<int64_t>> shape = n.constantInts(1, "shape");
-  if (failed(shape))
-    return failure();
   RankedTensorType type = n.inputType(0);
   int64_t rank = type.getRank();
   SmallVector<int64_t> axes;
@@ -152,6 +149,23 @@ LogicalResult importCenterCropPad(NodeImporter &n) {
   } else {
     axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   }
+  // A shape given at run time: the declared output's extents along the
+  // axes, guarded.
+  FailureOr<SmallVector<int64_t>> shape = failure();
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  if (n.canGuardInput(1) && declared &&
+      static_cast<int64_t>(declared->size()) == rank &&
+      n.inputType(1).getNumElements() == static_cast<int64_t>(axes.size())) {
+    SmallVector<int64_t> fixed;
+    for (int64_t d : axes)
+      fixed.push_back((*declared)[d]);
+    n.guardInput(1, "shape", "equal", {}, fixed);
+    shape = fixed;
+  } else {
+    shape = n.constantInts(1, "shape");
+  }
+  if (failed(shape))
+    return failure();
   if (axes.size() != shape->size())
     return n.fail("shape has " + Twine(shape->size()) + " entries for " +
                   Twine(axes.size()) + " axes");
@@ -236,7 +250,17 @@ LogicalResult importMaxUnpool(NodeImporter &n) {
                        w->padding[spatial + i]);
   SmallVector<int64_t> outShape = inferred;
   if (n.hasInput(2)) {
-    FailureOr<SmallVector<int64_t>> given = n.constantInts(2, "output_shape");
+    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+    FailureOr<SmallVector<int64_t>> given = failure();
+    if (n.canGuardInput(2) && declared &&
+        n.inputType(2).getNumElements() ==
+            static_cast<int64_t>(declared->size())) {
+      // An output shape given at run time: the declared one, guarded.
+      n.guardInput(2, "output_shape", "equal", {}, *declared);
+      given = *declared;
+    } else {
+      given = n.constantInts(2, "output_shape");
+    }
     if (failed(given))
       return failure();
     outShape = *given;

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Composer.h"
+#include "RuntimeAxes.h"
 #include "WindowAttrs.h"
 
 #include <functional>
@@ -63,68 +64,29 @@ bool isNoop(NodeImporter &n, int64_t axesInputSince) {
          n.intAttr("noop_with_empty_axes", 0) != 0;
 }
 
-/// The axes a reduction with run-time `axes` must reduce for its declared
-/// output shape, and the size-1 axes it may reduce or not (`free`, only
-/// when reducing a size-1 axis is the identity); nothing when the declared
-/// shape does not fix them. keepdims: the axes whose size changed to 1.
-/// Without: the one way of dropping dims from the input that leaves the
-/// declared shape.
-std::optional<std::pair<SmallVector<int64_t>, SmallVector<int64_t>>>
-axesForDeclaredShape(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
-                     bool keepdims, bool identityOnOnes) {
-  int64_t rank = static_cast<int64_t>(in.size());
-  SmallVector<int64_t> axes, free;
-  if (keepdims) {
-    if (out.size() != in.size())
-      return std::nullopt;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (in[d] == 1 && out[d] == 1)
-        free.push_back(d);
-      else if (out[d] == 1)
-        axes.push_back(d);
-      else if (out[d] != in[d])
-        return std::nullopt;
-    }
-    if (axes.empty() || (!free.empty() && !identityOnOnes))
-      return std::nullopt;
-    return std::make_pair(axes, free);
-  }
-  int64_t dropped = rank - static_cast<int64_t>(out.size());
-  if (dropped <= 0 || rank > 16)
-    return std::nullopt;
-  // Every subset of `dropped` axes whose removal leaves `out`: one allowed.
-  std::optional<SmallVector<int64_t>> found;
-  for (uint32_t mask = 0; mask < (1u << rank); ++mask) {
-    if (llvm::popcount(mask) != dropped)
-      continue;
-    SmallVector<int64_t> kept;
-    for (int64_t d = 0; d < rank; ++d)
-      if (!(mask & (1u << d)))
-        kept.push_back(in[d]);
-    if (ArrayRef<int64_t>(kept) != out)
-      continue;
-    if (found)
-      return std::nullopt;
-    found.emplace();
-    for (int64_t d = 0; d < rank; ++d)
-      if (mask & (1u << d))
-        found->push_back(d);
-  }
-  if (!found)
-    return std::nullopt;
-  return std::make_pair(*found, free);
+/// For a reduction whose axes input is a graph input: the axes sets its
+/// declared output shape allows (RuntimeAxes.h); none when the input is a
+/// constant or cannot be guarded, or when no declared shape fixes it.
+SmallVector<AxesChoice> runtimeAxesChoices(NodeImporter &n,
+                                           int64_t axesInputSince,
+                                           bool identityOnOnes) {
+  if (n.opset() < axesInputSince || !n.canGuardInput(1) ||
+      !n.inputType(0).hasStaticShape())
+    return {};
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  if (!declared)
+    return {};
+  return axesForDeclaredShape(n.inputType(0).getShape(), *declared,
+                              keepdimsAttr(n), identityOnOnes);
 }
 
 /// The axes a Reduce* node reduces, non-negative and sorted. They come from
 /// the `axes` attribute before `axesInputSince` and from the optional second
-/// input from then on: a compile-time constant, or a graph input whose value
-/// the declared output shape fixes (a ShapeGuard checks it at run time). No
-/// axes means every axis, unless noop_with_empty_axes (defined from
-/// `axesInputSince`) asks for none. `identityOnOnes`: reducing a size-1
-/// axis gives the input back (Sum, Mean, Max, Min, Prod; not L1 or LogSum).
+/// input (a compile-time constant) from then on. No axes means every axis,
+/// unless noop_with_empty_axes (defined from `axesInputSince`) asks for
+/// none. (A graph input the declared shape fixes: runtimeAxesChoices.)
 FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n,
-                                               int64_t axesInputSince,
-                                               bool identityOnOnes) {
+                                               int64_t axesInputSince) {
   SmallVector<int64_t> axes;
   if (n.opset() < axesInputSince) {
     if (failed(n.checkArity(1, 1)))
@@ -133,19 +95,6 @@ FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n,
   } else {
     if (failed(n.checkArity(1, 2)))
       return failure();
-    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
-    if (n.canGuardInput(1) && declared) {
-      ArrayRef<int64_t> in = n.inputType(0).getShape();
-      bool keepdims = keepdimsAttr(n);
-      if (auto fixed =
-              axesForDeclaredShape(in, *declared, keepdims, identityOnOnes)) {
-        n.guardInput(1, "axes", "reduce-axes", in, fixed->first,
-                     {{"free", fixed->second},
-                      {"noop_with_empty_axes",
-                       {isNoop(n, axesInputSince) ? 1 : 0}}});
-        return fixed->first;
-      }
-    }
     if (n.hasInput(1)) {
       FailureOr<SmallVector<int64_t>> values = n.constantInts(1, "axes");
       if (failed(values))
@@ -163,8 +112,20 @@ FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n,
 
 template <ReduceKind kind, int64_t axesInputSince>
 LogicalResult importReduce(NodeImporter &n) {
-  FailureOr<SmallVector<int64_t>> axes =
-      readReduceAxes(n, axesInputSince, /*identityOnOnes=*/true);
+  // Reducing a size-1 axis gives the input back for every kind here.
+  SmallVector<AxesChoice> choices =
+      runtimeAxesChoices(n, axesInputSince, /*identityOnOnes=*/true);
+  if (!choices.empty()) {
+    if (failed(n.checkArity(1, 2)))
+      return failure();
+    return bind(n, selectByRuntimeAxes(
+                       n, 1, "axes", n.inputType(0).getShape(), choices,
+                       isNoop(n, axesInputSince), [&](ArrayRef<int64_t> axes) {
+                         return reduce(n, kind, n.input(0), axes,
+                                       keepdimsAttr(n));
+                       }));
+  }
+  FailureOr<SmallVector<int64_t>> axes = readReduceAxes(n, axesInputSince);
   if (failed(axes))
     return failure();
   return bind(n, reduce(n, kind, n.input(0), *axes, keepdimsAttr(n)));
@@ -247,8 +208,20 @@ template <ReduceDecomposition decompose>
 LogicalResult importDecomposedReduce(NodeImporter &n) {
   // All of these take their axes as an input from opset 18.
   constexpr int64_t axesInputSince = 18;
-  FailureOr<SmallVector<int64_t>> axes =
-      readReduceAxes(n, axesInputSince, /*identityOnOnes=*/false);
+  // Not the identity on a size-1 axis: |x|, x * x, log(x).
+  SmallVector<AxesChoice> choices =
+      runtimeAxesChoices(n, axesInputSince, /*identityOnOnes=*/false);
+  if (!choices.empty()) {
+    if (failed(n.checkArity(1, 2)))
+      return failure();
+    return bind(n, selectByRuntimeAxes(
+                       n, 1, "axes", n.inputType(0).getShape(), choices,
+                       isNoop(n, axesInputSince), [&](ArrayRef<int64_t> axes) {
+                         return decompose(n, n.input(0), axes,
+                                          keepdimsAttr(n));
+                       }));
+  }
+  FailureOr<SmallVector<int64_t>> axes = readReduceAxes(n, axesInputSince);
   if (failed(axes))
     return failure();
   // The spec makes a no-op reduction the identity, not e.g. |x| for ReduceL1.
@@ -342,6 +315,28 @@ LogicalResult importHardmax(NodeImporter &n) {
 LogicalResult importCumSum(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)))
     return failure();
+  SmallVector<NamedAttribute> flags;
+  if (n.intAttr("exclusive", 0) != 0)
+    flags.push_back(n.namedUnit("exclusive"));
+  if (n.intAttr("reverse", 0) != 0)
+    flags.push_back(n.namedUnit("reverse"));
+  // An axis given at run time: any axis gives the input's shape, so each
+  // is built and the input picks one on the device.
+  RankedTensorType type = n.inputType(0);
+  if (n.canGuardInput(1) && type.getRank() > 0 &&
+      n.inputType(1).getNumElements() == 1) {
+    SmallVector<AxesChoice> choices;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      choices.push_back({{d}, {}});
+    return bind(n, selectByRuntimeAxes(
+                       n, 1, "axis", type.getShape(), choices,
+                       /*noopWithEmptyAxes=*/false, [&](ArrayRef<int64_t> axis) {
+                         SmallVector<NamedAttribute> attrs{
+                             n.namedI64("axis", axis.front())};
+                         attrs.append(flags);
+                         return n.make<CumSumOp>(n.input(0), attrs);
+                       }));
+  }
   FailureOr<SmallVector<int64_t>> axisValues = n.constantInts(1, "axis");
   if (failed(axisValues))
     return failure();
@@ -353,10 +348,7 @@ LogicalResult importCumSum(NodeImporter &n) {
   if (failed(axis))
     return failure();
   SmallVector<NamedAttribute> attrs{n.namedI64("axis", *axis)};
-  if (n.intAttr("exclusive", 0) != 0)
-    attrs.push_back(n.namedUnit("exclusive"));
-  if (n.intAttr("reverse", 0) != 0)
-    attrs.push_back(n.namedUnit("reverse"));
+  attrs.append(flags);
   return bind(n, n.make<CumSumOp>(n.input(0), attrs));
 }
 
@@ -897,8 +889,12 @@ void registerReductionHandlers(SmallVectorImpl<Handler> &handlers) {
        "flattened to 2-D around kiln.softmax"},
       {"Softmax", 13, importSoftmax<SoftmaxOp>, ""},
       {"Hardmax", 1, importHardmax, ""},
-      {"CumSum", 11, importCumSum, "axis must be a compile-time constant"},
-      {"CumSum", 14, importCumSum, "axis must be a compile-time constant"},
+      {"CumSum", 11, importCumSum,
+       "axis: a constant, or a graph input (each axis built, one picked at "
+       "run time)"},
+      {"CumSum", 14, importCumSum,
+       "axis: a constant, or a graph input (each axis built, one picked at "
+       "run time)"},
       {"TopK", 1, importTopK, ""},
       {"TopK", 10, importTopK, "K: " KILN_FIXED_BY_DECLARED_SHAPE},
       // (Opset 10 has no `sorted`: its results are sorted by definition.)

@@ -53,7 +53,16 @@ FailureOr<Type> outputDatatype(NodeImporter &n) {
 template <int kind> LogicalResult importWindow(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
-  FailureOr<int64_t> size = constantScalarInt(n, 0, "size");
+  // A size given at run time: the declared output's length, guarded.
+  FailureOr<int64_t> size = failure();
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  if (n.canGuardInput(0) && declared && declared->size() == 1 &&
+      n.inputType(0).getNumElements() == 1) {
+    size = declared->front();
+    n.guardInput(0, "size", "equal", {}, *declared);
+  } else {
+    size = constantScalarInt(n, 0, "size");
+  }
   FailureOr<Type> type = outputDatatype(n);
   if (failed(size) || failed(type))
     return failure();
