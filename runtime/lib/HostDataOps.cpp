@@ -29,6 +29,22 @@
 #include <type_traits>
 
 namespace kiln::runtime {
+Expected<std::vector<int64_t>> intsAttribute(const HostStep &step,
+                                             std::string_view name) {
+  std::vector<int64_t> out;
+  if (const HostAttribute *attribute = step.findAttribute(name))
+    for (const std::string &text : attribute->values) {
+      char *end = nullptr;
+      long long value = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0')
+        return stepError(step, fmt::format("attribute '{}' holds '{}', not "
+                                           "an integer",
+                                           name, printable(text)));
+      out.push_back(value);
+    }
+  return out;
+}
+
 namespace {
 
 using Values = std::map<std::string, HostValue, std::less<>>;
@@ -56,22 +72,6 @@ Expected<int64_t> intAttribute(const HostStep &step, std::string_view name,
                                        "integer",
                                        name, printable(text)));
   return static_cast<int64_t>(value);
-}
-
-Expected<std::vector<int64_t>> intsAttribute(const HostStep &step,
-                                             std::string_view name) {
-  std::vector<int64_t> out;
-  if (const HostAttribute *attribute = step.findAttribute(name))
-    for (const std::string &text : attribute->values) {
-      char *end = nullptr;
-      long long value = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0')
-        return stepError(step, fmt::format("attribute '{}' holds '{}', not "
-                                           "an integer",
-                                           name, printable(text)));
-      out.push_back(value);
-    }
-  return out;
 }
 
 /// The integers of an int32 or int64 tensor.

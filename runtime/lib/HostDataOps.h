@@ -37,6 +37,11 @@ Expected<Shape> reshapeTarget(const Shape &from, std::vector<int64_t> dims,
 Expected<Shape> squeezeShape(const Shape &shape,
                              const std::vector<int64_t> &axes, bool squeeze);
 
+/// An ints attribute of a step (absent: none); the text comes from the
+/// file, so a value that is not an integer is an error naming it.
+Expected<std::vector<int64_t>> intsAttribute(const HostStep &step,
+                                             std::string_view name);
+
 /// Whether `op` is one of this file's (Cast aside).
 bool isHostDataOp(std::string_view op);
 

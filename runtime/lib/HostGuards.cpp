@@ -17,7 +17,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 
 namespace kiln::runtime {
@@ -33,24 +35,6 @@ std::string_view textOf(const HostStep &step, std::string_view name) {
   if (!attribute || attribute->values.size() != 1)
     return {};
   return attribute->values[0];
-}
-
-/// An ints attribute (absent: empty). The text comes from the file: strtoll,
-/// never an exception.
-Expected<std::vector<int64_t>> intsOf(const HostStep &step,
-                                      std::string_view name) {
-  std::vector<int64_t> ints;
-  if (const HostAttribute *attribute = step.findAttribute(name))
-    for (const std::string &text : attribute->values) {
-      char *end = nullptr;
-      long long value = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0')
-        return stepError(step, fmt::format("attribute '{}': '{}' is not an "
-                                           "integer",
-                                           name, printable(text)));
-      ints.push_back(value);
-    }
-  return ints;
 }
 
 bool flagOf(const HostStep &step, std::string_view name) {
@@ -82,6 +66,32 @@ Expected<std::set<int64_t>> reducedAxes(const std::vector<int64_t> &given,
   return axes;
 }
 
+/// The guarded input's values as integers: i64 and i32 as they are, f32
+/// and f64 truncated toward zero (OneHot's depth, as kilnc reads a constant
+/// one).
+Expected<std::vector<int64_t>> guardedValues(const HostValue &value,
+                                             const std::string &what) {
+  if (value.isString || (value.dtype != DType::F32 && value.dtype != DType::F64))
+    return integersOf(value, what);
+  std::vector<int64_t> out;
+  size_t size = value.dtype == DType::F32 ? 4 : 8;
+  for (size_t at = 0; at + size <= value.data.size(); at += size) {
+    double v;
+    if (size == 4) {
+      float f;
+      std::memcpy(&f, value.data.data() + at, 4);
+      v = f;
+    } else {
+      std::memcpy(&v, value.data.data() + at, 8);
+    }
+    // A value no int64 holds cannot equal a compiled size.
+    if (!(std::fabs(v) < 9.2e18))
+      return makeError("{} holds {}, not a size", what, v);
+    out.push_back(static_cast<int64_t>(v));
+  }
+  return out;
+}
+
 } // namespace
 
 Error verifyShapeGuard(const HostStep &step) {
@@ -94,7 +104,7 @@ Error verifyShapeGuard(const HostStep &step) {
   if (textOf(step, "op").empty() || textOf(step, "operand").empty())
     return stepError(step, "a guard needs its node's op and operand");
   for (std::string_view name : {"input_shape", "expected", "free"}) {
-    Expected<std::vector<int64_t>> ints = intsOf(step, name);
+    Expected<std::vector<int64_t>> ints = intsAttribute(step, name);
     if (!ints)
       return ints.takeError();
     if (name == "input_shape")
@@ -117,12 +127,12 @@ Error runShapeGuard(
   std::string operand(textOf(step, "operand"));
   const std::string &input = step.inputs[0];
   Expected<std::vector<int64_t>> given =
-      integersOf(values.find(input)->second, "input '" + input + "'");
+      guardedValues(values.find(input)->second, "input '" + input + "'");
   if (!given)
     return stepError(step, given.error().message());
   // verifyShapeGuard has parsed these already.
-  std::vector<int64_t> shape = *intsOf(step, "input_shape");
-  std::vector<int64_t> expected = *intsOf(step, "expected");
+  std::vector<int64_t> shape = *intsAttribute(step, "input_shape");
+  std::vector<int64_t> expected = *intsAttribute(step, "expected");
   std::string value = formatList(*given);
   auto refuse = [&](const std::string &gives, const std::string &compiled) {
     return stepError(step, fmt::format(
@@ -138,7 +148,7 @@ Error runShapeGuard(
 
   if (kind == "equal") {
     // `free`: positions whose value does not matter (AffineGrid's C).
-    std::vector<int64_t> free = *intsOf(step, "free");
+    std::vector<int64_t> free = *intsAttribute(step, "free");
     bool same = given->size() == expected.size();
     for (size_t k = 0; same && k < expected.size(); ++k)
       same = (*given)[k] == expected[k] ||
@@ -155,7 +165,7 @@ Error runShapeGuard(
         reducedAxes(*given, rank, flagOf(step, "noop_with_empty_axes"));
     if (!axes)
       return invalid(axes.error());
-    std::vector<int64_t> free = *intsOf(step, "free");
+    std::vector<int64_t> free = *intsAttribute(step, "free");
     int64_t freeMask = free.empty() ? 0 : free.front();
     int64_t mask = 0;
     for (int64_t d : *axes)

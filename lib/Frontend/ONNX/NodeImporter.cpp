@@ -335,11 +335,14 @@ static std::string graphInputName(Value value) {
   return name ? name.str() : std::string();
 }
 
-bool NodeImporter::canGuardInput(size_t i) const {
+bool NodeImporter::canGuardInput(size_t i, bool allowFloat) const {
   if (!shapeGuards || !shapeGuards->host || !hasInput(i) || constantInput(i))
     return false;
   Type element = inputType(i).getElementType();
-  return (element.isSignlessInteger(64) || element.isSignlessInteger(32)) &&
+  bool numeric = element.isSignlessInteger(64) ||
+                 element.isSignlessInteger(32) ||
+                 (allowFloat && (element.isF32() || element.isF64()));
+  return numeric &&
          inputType(i).hasStaticShape() &&
          !graphInputName(inputValues[i]).empty();
 }
@@ -354,9 +357,11 @@ void NodeImporter::guardInput(
     runtime::HostTensorDecl decl;
     decl.name = name;
     decl.isString = false;
-    decl.dtype = inputType(i).getElementType().isSignlessInteger(64)
-                     ? runtime::DType::I64
-                     : runtime::DType::I32;
+    Type element = inputType(i).getElementType();
+    decl.dtype = element.isSignlessInteger(64)   ? runtime::DType::I64
+                 : element.isSignlessInteger(32) ? runtime::DType::I32
+                 : element.isF64()               ? runtime::DType::F64
+                                                 : runtime::DType::F32;
     decl.shape.assign(inputType(i).getShape().begin(),
                       inputType(i).getShape().end());
     host.inputs.push_back(std::move(decl));

@@ -202,9 +202,11 @@ public:
   void setShapeInputGuards(ShapeInputGuards *guards) { shapeGuards = guards; }
   /// The static shape the model declares for output `i`, if it declares one.
   std::optional<llvm::SmallVector<int64_t>> declaredOutputShape(size_t i) const;
-  /// Whether input `i` is a graph input of i64 or i32 that is not a constant
-  /// and that a ShapeGuard can check before each run.
-  bool canGuardInput(size_t i) const;
+  /// Whether input `i` is a graph input of i64 or i32 (or, with
+  /// `allowFloat`, f32 or f64: OneHot's depth, truncated as the handler
+  /// does) that is not a constant and that a ShapeGuard can check before
+  /// each run.
+  bool canGuardInput(size_t i, bool allowFloat = false) const;
   /// Adds the ShapeGuard host step for input `i` (canGuardInput(i) holds):
   /// `kind` and the attributes as runtime/lib/HostGuards.h lists them.
   void guardInput(size_t i, llvm::StringRef operand, llvm::StringRef kind,

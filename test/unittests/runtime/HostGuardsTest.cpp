@@ -161,6 +161,26 @@ TEST(HostGuardsTest, EqualNeedsTheExactValues) {
   EXPECT_THAT(check(grid, {2, 3, 4, 6}), HasSubstr("differs"));
 }
 
+TEST(HostGuardsTest, FloatValuesAreTruncatedAsOneHotsDepthIs) {
+  HostStep step = guard("equal", "OneHot", {}, {10});
+  Values values;
+  HostValue depth;
+  depth.dtype = DType::F32;
+  depth.shape = {};
+  float ten = 10.7f;
+  depth.data.resize(4);
+  std::memcpy(depth.data.data(), &ten, 4);
+  values["v"] = depth;
+  EXPECT_FALSE(runHostStep(step, values));
+  float nine = 9.0f;
+  std::memcpy(values["v"].data.data(), &nine, 4);
+  EXPECT_THAT(runHostStep(step, values).message(),
+              HasSubstr("is [9], which differs"));
+  float huge = 1e30f;
+  std::memcpy(values["v"].data.data(), &huge, 4);
+  EXPECT_THAT(runHostStep(step, values).message(), HasSubstr("not a size"));
+}
+
 TEST(HostGuardsTest, MalformedGuardsAreRefused) {
   HostStep unknown = guard("transpose", "Transpose", {2}, {2});
   EXPECT_THAT(verifyHostStep(unknown).message(),
@@ -171,7 +191,7 @@ TEST(HostGuardsTest, MalformedGuardsAreRefused) {
   HostStep badInt = guard("equal", "Tile", {}, {2});
   badInt.attributes.back().values = {"two"};
   EXPECT_THAT(verifyHostStep(badInt).message(),
-              HasSubstr("'two' is not an integer"));
+              HasSubstr("holds 'two', not an integer"));
   HostStep output = guard("equal", "Tile", {}, {2});
   output.outputs = {"y"};
   EXPECT_THAT(verifyHostStep(output).message(), HasSubstr("1 outputs"));

@@ -1208,7 +1208,9 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Tile", 6, importTile, "repeats: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Resize", 10, importResize,
        "float inputs only; scales or sizes must be compile-time constants"},
-      {"Resize", 11, importResize, "roi must be a compile-time constant"},
+      {"Resize", 11, importResize,
+       "roi and scales must be compile-time constants; sizes: "
+       KILN_FIXED_BY_DECLARED_SHAPE},
       {"Resize", 13, importResize, ""},
       {"Resize", 18, importResize, ""},
       {"Resize", 19, importResize, ""},

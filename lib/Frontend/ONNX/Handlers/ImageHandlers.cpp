@@ -332,7 +332,7 @@ void registerImageHandlers(SmallVectorImpl<Handler> &handlers) {
       {"GridSample", 16, importGridSample, "4-D inputs only"},
       {"GridSample", 20, importGridSample, "cubic mode 2-D only"},
       {"AffineGrid", 20, importAffineGrid,
-       "size must be a compile-time constant"},
+       "size: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"RoiAlign", 10, importRoiAlign, ""},
       {"RoiAlign", 16, importRoiAlign, ""},
       {"DeformConv", 19, importDeformConv, "2-D only"},

@@ -62,7 +62,21 @@ LogicalResult importEyeLike(NodeImporter &n) {
 LogicalResult importOneHot(NodeImporter &n) {
   if (failed(n.checkArity(3, 3)))
     return failure();
-  FailureOr<SmallVector<double>> depthValues = n.constantFloats(1, "depth");
+  // A depth given at run time: the declared output's extent along the
+  // axis, guarded (the value truncated to an integer, as here).
+  FailureOr<SmallVector<double>> depthValues = failure();
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  int64_t outRank = n.inputType(0).getRank() + 1;
+  int64_t depthAxis = n.intAttr("axis", -1);
+  depthAxis = depthAxis < 0 ? depthAxis + outRank : depthAxis;
+  if (n.canGuardInput(1, /*allowFloat=*/true) && declared &&
+      static_cast<int64_t>(declared->size()) == outRank && depthAxis >= 0 &&
+      depthAxis < outRank && n.inputType(1).getNumElements() == 1) {
+    n.guardInput(1, "depth", "equal", {}, {(*declared)[depthAxis]});
+    depthValues = SmallVector<double>{double((*declared)[depthAxis])};
+  } else {
+    depthValues = n.constantFloats(1, "depth");
+  }
   if (failed(depthValues))
     return failure();
   if (depthValues->size() != 1)
@@ -394,8 +408,8 @@ LogicalResult importUnique(NodeImporter &n) {
 void registerIndexingHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
       {"EyeLike", 9, importEyeLike, ""},
-      {"OneHot", 9, importOneHot, "depth must be a compile-time constant"},
-      {"OneHot", 11, importOneHot, "depth must be a compile-time constant"},
+      {"OneHot", 9, importOneHot, "depth: " KILN_FIXED_BY_DECLARED_SHAPE},
+      {"OneHot", 11, importOneHot, "depth: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"GatherND", 11, importGatherND, ""},
       {"GatherND", 12, importGatherND, ""},
       {"GatherND", 13, importGatherND, ""},
@@ -403,12 +417,12 @@ void registerIndexingHandlers(SmallVectorImpl<Handler> &handlers) {
       {"ScatterND", 16, importScatterND, ""},
       {"ScatterND", 18, importScatterND, ""},
       {"CenterCropPad", 18, importCenterCropPad,
-       "shape must be a compile-time constant"},
+       "shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"ReverseSequence", 10, importReverseSequence, ""},
       {"MaxUnpool", 9, importMaxUnpool,
-       "output_shape must be a compile-time constant"},
+       "output_shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"MaxUnpool", 11, importMaxUnpool,
-       "output_shape must be a compile-time constant"},
+       "output_shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Compress", 9, importCompress,
        "a constant condition is a gather; otherwise a host step "
        "(inference only)"},

@@ -80,6 +80,24 @@ SmallVector<AxesChoice> runtimeAxesChoices(NodeImporter &n,
                               keepdimsAttr(n), identityOnOnes);
 }
 
+/// A reduction whose axes input the declared shape fixes
+/// (runtimeAxesChoices): `build` per allowed axes set, one picked at run
+/// time; nothing when that does not apply.
+std::optional<LogicalResult>
+importRuntimeAxesReduce(NodeImporter &n, int64_t axesInputSince,
+                        bool identityOnOnes,
+                        function_ref<FailureOr<Value>(ArrayRef<int64_t>)> build) {
+  SmallVector<AxesChoice> choices =
+      runtimeAxesChoices(n, axesInputSince, identityOnOnes);
+  if (choices.empty())
+    return std::nullopt;
+  if (failed(n.checkArity(1, 2)))
+    return failure();
+  return bind(n, selectByRuntimeAxes(n, 1, "axes", n.inputType(0).getShape(),
+                                     choices, isNoop(n, axesInputSince),
+                                     build));
+}
+
 /// The axes a Reduce* node reduces, non-negative and sorted. They come from
 /// the `axes` attribute before `axesInputSince` and from the optional second
 /// input (a compile-time constant) from then on. No axes means every axis,
@@ -113,18 +131,12 @@ FailureOr<SmallVector<int64_t>> readReduceAxes(NodeImporter &n,
 template <ReduceKind kind, int64_t axesInputSince>
 LogicalResult importReduce(NodeImporter &n) {
   // Reducing a size-1 axis gives the input back for every kind here.
-  SmallVector<AxesChoice> choices =
-      runtimeAxesChoices(n, axesInputSince, /*identityOnOnes=*/true);
-  if (!choices.empty()) {
-    if (failed(n.checkArity(1, 2)))
-      return failure();
-    return bind(n, selectByRuntimeAxes(
-                       n, 1, "axes", n.inputType(0).getShape(), choices,
-                       isNoop(n, axesInputSince), [&](ArrayRef<int64_t> axes) {
-                         return reduce(n, kind, n.input(0), axes,
-                                       keepdimsAttr(n));
-                       }));
-  }
+  if (std::optional<LogicalResult> done = importRuntimeAxesReduce(
+          n, axesInputSince, /*identityOnOnes=*/true,
+          [&](ArrayRef<int64_t> axes) {
+            return reduce(n, kind, n.input(0), axes, keepdimsAttr(n));
+          }))
+    return *done;
   FailureOr<SmallVector<int64_t>> axes = readReduceAxes(n, axesInputSince);
   if (failed(axes))
     return failure();
@@ -209,18 +221,12 @@ LogicalResult importDecomposedReduce(NodeImporter &n) {
   // All of these take their axes as an input from opset 18.
   constexpr int64_t axesInputSince = 18;
   // Not the identity on a size-1 axis: |x|, x * x, log(x).
-  SmallVector<AxesChoice> choices =
-      runtimeAxesChoices(n, axesInputSince, /*identityOnOnes=*/false);
-  if (!choices.empty()) {
-    if (failed(n.checkArity(1, 2)))
-      return failure();
-    return bind(n, selectByRuntimeAxes(
-                       n, 1, "axes", n.inputType(0).getShape(), choices,
-                       isNoop(n, axesInputSince), [&](ArrayRef<int64_t> axes) {
-                         return decompose(n, n.input(0), axes,
-                                          keepdimsAttr(n));
-                       }));
-  }
+  if (std::optional<LogicalResult> done = importRuntimeAxesReduce(
+          n, axesInputSince, /*identityOnOnes=*/false,
+          [&](ArrayRef<int64_t> axes) {
+            return decompose(n, n.input(0), axes, keepdimsAttr(n));
+          }))
+    return *done;
   FailureOr<SmallVector<int64_t>> axes = readReduceAxes(n, axesInputSince);
   if (failed(axes))
     return failure();

@@ -329,7 +329,7 @@ LogicalResult importSTFT(NodeImporter &n) {
 } // namespace
 
 void registerSignalHandlers(SmallVectorImpl<Handler> &handlers) {
-  constexpr const char *sizeLimit = "size must be a compile-time constant";
+  constexpr const char *sizeLimit = "size: " KILN_FIXED_BY_DECLARED_SHAPE;
   handlers.append({
       {"HannWindow", 17, importWindow<0>, sizeLimit},
       {"HammingWindow", 17, importWindow<1>, sizeLimit},
