@@ -390,6 +390,26 @@ void NodeImporter::guardInput(
   host.steps.push_back(std::move(step));
 }
 
+FailureOr<SmallVector<int64_t>> NodeImporter::constantOrDeclaredInts(
+    size_t i, StringRef what,
+    function_ref<std::optional<SmallVector<int64_t>>(ArrayRef<int64_t>)>
+        fromDeclared,
+    ArrayRef<int64_t> free) {
+  std::optional<SmallVector<int64_t>> declared = declaredOutputShape(0);
+  if (canGuardInput(i) && declared) {
+    std::optional<SmallVector<int64_t>> fixed = fromDeclared(*declared);
+    if (fixed &&
+        static_cast<int64_t>(fixed->size()) == inputType(i).getNumElements()) {
+      SmallVector<std::pair<StringRef, SmallVector<int64_t>>> extra;
+      if (!free.empty())
+        extra.push_back({"free", SmallVector<int64_t>(free)});
+      guardInput(i, what, "equal", {}, *fixed, extra);
+      return *fixed;
+    }
+  }
+  return constantInts(i, what);
+}
+
 std::optional<SmallVector<int64_t>> NodeImporter::guardedOutputShape(
     size_t i, StringRef operand, StringRef kind,
     function_ref<bool(ArrayRef<int64_t>)> fits,

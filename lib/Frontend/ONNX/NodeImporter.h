@@ -215,6 +215,17 @@ public:
                   llvm::ArrayRef<std::pair<llvm::StringRef,
                                            llvm::SmallVector<int64_t>>>
                       extra = {});
+  /// Input `i`'s integers: a constant's, or, for a graph input whose values
+  /// `fromDeclared` derives from the static shape the model declares for
+  /// output 0 (one value per element of the input), those values, with a
+  /// ShapeGuard of kind `equal` on the input (`free`: positions whose value
+  /// may differ). Otherwise fails as constantInts.
+  llvm::FailureOr<llvm::SmallVector<int64_t>> constantOrDeclaredInts(
+      size_t i, llvm::StringRef what,
+      llvm::function_ref<std::optional<llvm::SmallVector<int64_t>>(
+          llvm::ArrayRef<int64_t> declared)>
+          fromDeclared,
+      llvm::ArrayRef<int64_t> free = {});
   /// For input `i`, a graph input that decides output 0's shape (Reshape's
   /// shape, Squeeze's axes, ...): the static shape the model declares for
   /// output 0 when `fits` accepts it, after guarding the input with `kind`

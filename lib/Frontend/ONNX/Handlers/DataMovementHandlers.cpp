@@ -695,12 +695,16 @@ LogicalResult importSplit(NodeImporter &n) {
   SmallVector<int64_t> sizes;
   if (n.opset() < 13 && n.hasAttr("split")) {
     sizes = n.intsAttr("split");
-  } else if (n.opset() >= 13 && n.canGuardInput(1) &&
-             splitSizesDeclared(n, *axis, sizes)) {
-    // Sizes given at run time: the declared outputs', guarded.
-    n.guardInput(1, "split", "equal", {}, sizes);
   } else if (n.opset() >= 13 && n.hasInput(1)) {
-    FailureOr<SmallVector<int64_t>> given = n.constantInts(1, "split");
+    // Sizes given at run time: the declared outputs', guarded.
+    FailureOr<SmallVector<int64_t>> given = n.constantOrDeclaredInts(
+        1, "split",
+        [&](ArrayRef<int64_t>) -> std::optional<SmallVector<int64_t>> {
+          SmallVector<int64_t> declared;
+          if (!splitSizesDeclared(n, *axis, declared))
+            return std::nullopt;
+          return declared;
+        });
     if (failed(given))
       return failure();
     sizes = std::move(*given);
@@ -738,20 +742,20 @@ LogicalResult importTile(NodeImporter &n) {
   // Repeats given at run time: the declared result's over the input's,
   // guarded.
   RankedTensorType inType = n.inputType(0);
-  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
-  if (n.canGuardInput(1) && declared && inType.hasStaticShape() &&
-      declared->size() == static_cast<size_t>(inType.getRank())) {
-    SmallVector<int64_t> fixed;
-    for (auto [in, out] : llvm::zip(inType.getShape(), *declared))
-      if (in > 0 && out % in == 0)
-        fixed.push_back(out / in);
-    if (fixed.size() == declared->size()) {
-      n.guardInput(1, "repeats", "equal", {}, fixed);
-      return bind(n,
-                  n.make<TileOp>(n.input(0), {n.namedArray("repeats", fixed)}));
-    }
-  }
-  FailureOr<SmallVector<int64_t>> repeats = n.constantInts(1, "repeats");
+  FailureOr<SmallVector<int64_t>> repeats = n.constantOrDeclaredInts(
+      1, "repeats",
+      [&](ArrayRef<int64_t> declared) -> std::optional<SmallVector<int64_t>> {
+        if (!inType.hasStaticShape() ||
+            declared.size() != static_cast<size_t>(inType.getRank()))
+          return std::nullopt;
+        SmallVector<int64_t> fixed;
+        for (auto [in, out] : llvm::zip(inType.getShape(), declared)) {
+          if (in <= 0 || out % in != 0)
+            return std::nullopt;
+          fixed.push_back(out / in);
+        }
+        return fixed;
+      });
   if (failed(repeats))
     return failure();
   return bind(n,
@@ -991,20 +995,18 @@ LogicalResult importResize(NodeImporter &n) {
                         : std::string("stretch");
     // Sizes given at run time (stretched to, not fitted): the declared
     // output's extents along the axes, guarded.
-    FailureOr<SmallVector<int64_t>> sizes = failure();
-    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
-    if (policy == "stretch" && n.canGuardInput(sizesIndex) && declared &&
-        static_cast<int64_t>(declared->size()) == rank &&
-        n.inputType(sizesIndex).getNumElements() ==
-            static_cast<int64_t>(axes.size())) {
-      SmallVector<int64_t> fixed;
-      for (int64_t d : axes)
-        fixed.push_back((*declared)[d]);
-      n.guardInput(sizesIndex, "sizes", "equal", {}, fixed);
-      sizes = fixed;
-    } else {
-      sizes = n.constantInts(sizesIndex, "sizes");
-    }
+    FailureOr<SmallVector<int64_t>> sizes = n.constantOrDeclaredInts(
+        sizesIndex, "sizes",
+        [&](ArrayRef<int64_t> declared)
+            -> std::optional<SmallVector<int64_t>> {
+          if (policy != "stretch" ||
+              static_cast<int64_t>(declared.size()) != rank)
+            return std::nullopt;
+          SmallVector<int64_t> fixed;
+          for (int64_t d : axes)
+            fixed.push_back(declared[d]);
+          return fixed;
+        });
     if (failed(sizes))
       return failure();
     if (sizes->size() != axes.size())

@@ -70,19 +70,16 @@ LogicalResult importAffineGrid(NodeImporter &n) {
   // A size given at run time: N and the spatial dims from the declared
   // grid [N, (D,) H, W, spatial], guarded; C never shapes the grid, so the
   // guard lets it be anything.
-  FailureOr<SmallVector<int64_t>> size = failure();
-  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
-  int64_t givenCount = n.hasInput(1) ? n.inputType(1).getNumElements() : 0;
-  if (n.canGuardInput(1) && declared &&
-      static_cast<int64_t>(declared->size()) == givenCount &&
-      (givenCount == 4 || givenCount == 5)) {
-    SmallVector<int64_t> fixed{declared->front(), 1};
-    fixed.append(declared->begin() + 1, declared->end() - 1);
-    n.guardInput(1, "size", "equal", {}, fixed, {{"free", {1}}});
-    size = fixed;
-  } else {
-    size = n.constantInts(1, "size");
-  }
+  FailureOr<SmallVector<int64_t>> size = n.constantOrDeclaredInts(
+      1, "size",
+      [](ArrayRef<int64_t> declared) -> std::optional<SmallVector<int64_t>> {
+        if (declared.size() != 4 && declared.size() != 5)
+          return std::nullopt;
+        SmallVector<int64_t> fixed{declared.front(), 1};
+        fixed.append(declared.begin() + 1, declared.end() - 1);
+        return fixed;
+      },
+      /*free=*/{1});
   if (failed(size))
     return failure();
   RankedTensorType thetaType = n.inputType(0);

@@ -165,19 +165,16 @@ LogicalResult importCenterCropPad(NodeImporter &n) {
   }
   // A shape given at run time: the declared output's extents along the
   // axes, guarded.
-  FailureOr<SmallVector<int64_t>> shape = failure();
-  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
-  if (n.canGuardInput(1) && declared &&
-      static_cast<int64_t>(declared->size()) == rank &&
-      n.inputType(1).getNumElements() == static_cast<int64_t>(axes.size())) {
-    SmallVector<int64_t> fixed;
-    for (int64_t d : axes)
-      fixed.push_back((*declared)[d]);
-    n.guardInput(1, "shape", "equal", {}, fixed);
-    shape = fixed;
-  } else {
-    shape = n.constantInts(1, "shape");
-  }
+  FailureOr<SmallVector<int64_t>> shape = n.constantOrDeclaredInts(
+      1, "shape",
+      [&](ArrayRef<int64_t> declared) -> std::optional<SmallVector<int64_t>> {
+        if (static_cast<int64_t>(declared.size()) != rank)
+          return std::nullopt;
+        SmallVector<int64_t> fixed;
+        for (int64_t d : axes)
+          fixed.push_back(declared[d]);
+        return fixed;
+      });
   if (failed(shape))
     return failure();
   if (axes.size() != shape->size())
@@ -264,17 +261,11 @@ LogicalResult importMaxUnpool(NodeImporter &n) {
                        w->padding[spatial + i]);
   SmallVector<int64_t> outShape = inferred;
   if (n.hasInput(2)) {
-    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
-    FailureOr<SmallVector<int64_t>> given = failure();
-    if (n.canGuardInput(2) && declared &&
-        n.inputType(2).getNumElements() ==
-            static_cast<int64_t>(declared->size())) {
-      // An output shape given at run time: the declared one, guarded.
-      n.guardInput(2, "output_shape", "equal", {}, *declared);
-      given = *declared;
-    } else {
-      given = n.constantInts(2, "output_shape");
-    }
+    // An output shape given at run time: the declared one, guarded.
+    FailureOr<SmallVector<int64_t>> given = n.constantOrDeclaredInts(
+        2, "output_shape", [](ArrayRef<int64_t> declared) {
+          return std::optional(SmallVector<int64_t>(declared));
+        });
     if (failed(given))
       return failure();
     outShape = *given;

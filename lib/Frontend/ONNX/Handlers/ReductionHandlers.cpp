@@ -374,19 +374,18 @@ LogicalResult importTopK(NodeImporter &n) {
       return failure();
     // K given at run time: the declared outputs' extent along the axis,
     // guarded.
-    FailureOr<SmallVector<int64_t>> kValues = failure();
-    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
     int64_t rank = n.inputType(0).getRank();
     int64_t kAxis = n.intAttr("axis", -1);
     kAxis = kAxis < 0 ? kAxis + rank : kAxis;
-    if (n.canGuardInput(1) && declared && kAxis >= 0 && kAxis < rank &&
-        static_cast<int64_t>(declared->size()) == rank &&
-        n.inputType(1).getNumElements() == 1) {
-      kValues = SmallVector<int64_t>{(*declared)[kAxis]};
-      n.guardInput(1, "K", "equal", {}, *kValues);
-    } else {
-      kValues = n.constantInts(1, "K");
-    }
+    FailureOr<SmallVector<int64_t>> kValues = n.constantOrDeclaredInts(
+        1, "K",
+        [&](ArrayRef<int64_t> declared)
+            -> std::optional<SmallVector<int64_t>> {
+          if (kAxis < 0 || kAxis >= rank ||
+              static_cast<int64_t>(declared.size()) != rank)
+            return std::nullopt;
+          return SmallVector<int64_t>{declared[kAxis]};
+        });
     if (failed(kValues))
       return failure();
     if (kValues->size() != 1)

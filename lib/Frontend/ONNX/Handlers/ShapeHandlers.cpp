@@ -59,16 +59,10 @@ LogicalResult importConstantOfShape(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
   // A shape given at run time: the declared result, guarded.
-  FailureOr<SmallVector<int64_t>> shape = failure();
-  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
-  if (n.canGuardInput(0) && declared &&
-      n.inputType(0).getNumElements() ==
-          static_cast<int64_t>(declared->size())) {
-    n.guardInput(0, "shape", "equal", {}, *declared);
-    shape = *declared;
-  } else {
-    shape = n.constantInts(0, "shape");
-  }
+  FailureOr<SmallVector<int64_t>> shape =
+      n.constantOrDeclaredInts(0, "shape", [](ArrayRef<int64_t> declared) {
+        return std::optional(SmallVector<int64_t>(declared));
+      });
   if (failed(shape))
     return failure();
   if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))

@@ -20,10 +20,22 @@ using namespace mlir;
 namespace kiln::onnx_frontend {
 namespace {
 
-/// A scalar integer input that must be a compile-time constant.
-FailureOr<int64_t> constantScalarInt(NodeImporter &n, size_t i,
-                                     StringRef what) {
-  FailureOr<SmallVector<int64_t>> values = n.constantInts(i, what);
+/// A scalar integer input that must be a compile-time constant, or, with
+/// `declaredLength`, may be a graph input that output 0's declared length
+/// fixes (a window's size; NodeImporter::constantOrDeclaredInts).
+FailureOr<int64_t> constantScalarInt(NodeImporter &n, size_t i, StringRef what,
+                                     bool declaredLength = false) {
+  FailureOr<SmallVector<int64_t>> values =
+      declaredLength
+          ? n.constantOrDeclaredInts(
+                i, what,
+                [](ArrayRef<int64_t> declared)
+                    -> std::optional<SmallVector<int64_t>> {
+                  if (declared.size() != 1)
+                    return std::nullopt;
+                  return SmallVector<int64_t>(declared);
+                })
+          : n.constantInts(i, what);
   if (failed(values))
     return failure();
   if (values->size() != 1)
@@ -54,15 +66,8 @@ template <int kind> LogicalResult importWindow(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)))
     return failure();
   // A size given at run time: the declared output's length, guarded.
-  FailureOr<int64_t> size = failure();
-  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
-  if (n.canGuardInput(0) && declared && declared->size() == 1 &&
-      n.inputType(0).getNumElements() == 1) {
-    size = declared->front();
-    n.guardInput(0, "size", "equal", {}, *declared);
-  } else {
-    size = constantScalarInt(n, 0, "size");
-  }
+  FailureOr<int64_t> size =
+      constantScalarInt(n, 0, "size", /*declaredLength=*/true);
   FailureOr<Type> type = outputDatatype(n);
   if (failed(size) || failed(type))
     return failure();
