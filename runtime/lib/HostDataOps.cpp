@@ -431,11 +431,62 @@ Error runTranspose(const HostStep &step, Values &values) {
   return Error::success();
 }
 
+} // namespace
+
+Expected<SliceWindow> sliceWindow(const Shape &shape,
+                                  std::vector<int64_t> starts,
+                                  std::vector<int64_t> ends,
+                                  std::vector<int64_t> axes,
+                                  std::vector<int64_t> steps) {
+  int64_t rank = static_cast<int64_t>(shape.size());
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return makeError("starts, ends, axes and steps differ in length");
+  SliceWindow window{Shape(rank, 0), Shape(rank, 1), shape};
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (axes[i] < -rank || axes[i] >= rank)
+      return makeError("axis {} is out of range for rank {}", axes[i], rank);
+    int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (seen[axis])
+      return makeError("axis {} is repeated", axes[i]);
+    seen[axis] = true;
+    int64_t dim = shape[axis], s = steps[i];
+    if (s == 0)
+      return makeError("a step is 0");
+    s = std::max(s, -std::numeric_limits<int64_t>::max()); // -s exists
+    auto clampTo = [](int64_t v, int64_t lo, int64_t hi) {
+      return std::max(lo, std::min(v, hi));
+    };
+    int64_t b = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
+    int64_t &count = window.count[axis];
+    if (s > 0) {
+      b = clampTo(b, 0, dim);
+      e = clampTo(e, 0, dim);
+      count = e > b ? (e - b - 1) / s + 1 : 0;
+    } else {
+      b = clampTo(b, 0, dim - 1);
+      e = clampTo(e, -1, dim - 1);
+      count = b > e ? (b - e - 1) / -s + 1 : 0;
+    }
+    window.start[axis] = b;
+    window.stride[axis] = s;
+  }
+  return window;
+}
+
+namespace {
+
 /// Slice (opset 10's inputs starts, ends, axes, steps; opset 1's
 /// attributes), with ONNX's clamping of starts and ends.
 Error runSlice(const HostStep &step, Values &values) {
   const HostValue &in = inputOf(step, values, 0);
-  int64_t rank = static_cast<int64_t>(in.shape.size());
   std::vector<int64_t> starts, ends, axes, steps;
   auto read = [&](size_t i, std::string_view name,
                   std::vector<int64_t> &out) -> Error {
@@ -458,44 +509,12 @@ Error runSlice(const HostStep &step, Values &values) {
     if (Error err = read(4, "steps", steps))
       return err;
   }
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i)
-      axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty())
-    steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
-    return stepError(step, "starts, ends, axes and steps differ in length");
-  Shape start(rank, 0), stride(rank, 1), count(in.shape);
-  std::vector<bool> seen(rank, false);
-  for (size_t i = 0; i < starts.size(); ++i) {
-    Expected<int64_t> axis = normalizeAxis(step, axes[i], rank);
-    if (!axis)
-      return axis.takeError();
-    if (seen[*axis])
-      return stepError(step, fmt::format("axis {} is repeated", axes[i]));
-    seen[*axis] = true;
-    int64_t dim = in.shape[*axis], s = steps[i];
-    if (s == 0)
-      return stepError(step, "a step is 0");
-    s = std::max(s, -std::numeric_limits<int64_t>::max()); // -s exists
-    auto clampTo = [](int64_t v, int64_t lo, int64_t hi) {
-      return std::max(lo, std::min(v, hi));
-    };
-    int64_t b = starts[i] < 0 ? starts[i] + dim : starts[i];
-    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
-    if (s > 0) {
-      b = clampTo(b, 0, dim);
-      e = clampTo(e, 0, dim);
-      count[*axis] = e > b ? (e - b - 1) / s + 1 : 0;
-    } else {
-      b = clampTo(b, 0, dim - 1);
-      e = clampTo(e, -1, dim - 1);
-      count[*axis] = b > e ? (b - e - 1) / -s + 1 : 0;
-    }
-    start[*axis] = b;
-    stride[*axis] = s;
-  }
+  Expected<SliceWindow> window =
+      sliceWindow(in.shape, std::move(starts), std::move(ends),
+                  std::move(axes), std::move(steps));
+  if (!window)
+    return stepError(step, window.error().message());
+  const auto &[start, stride, count] = *window;
   values[step.outputs[0]] =
       pick(in, stridedIndices(in.shape, start, stride, count), count);
   return Error::success();

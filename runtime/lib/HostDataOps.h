@@ -37,6 +37,18 @@ Expected<Shape> reshapeTarget(const Shape &from, std::vector<int64_t> dims,
 Expected<Shape> squeezeShape(const Shape &shape,
                              const std::vector<int64_t> &axes, bool squeeze);
 
+/// Slice's window over `shape` (ONNX's clamping of starts and ends; axes
+/// default to 0.., steps to 1): per dimension the first index, the stride
+/// and the count. Shared with the `slice` shape guard.
+struct SliceWindow {
+  Shape start, stride, count;
+};
+Expected<SliceWindow> sliceWindow(const Shape &shape,
+                                  std::vector<int64_t> starts,
+                                  std::vector<int64_t> ends,
+                                  std::vector<int64_t> axes,
+                                  std::vector<int64_t> steps);
+
 /// An ints attribute of a step (absent: none); the text comes from the
 /// file, so a value that is not an integer is an error naming it.
 Expected<std::vector<int64_t>> intsAttribute(const HostStep &step,

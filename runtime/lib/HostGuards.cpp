@@ -26,8 +26,28 @@ namespace kiln::runtime {
 
 namespace {
 
-constexpr std::string_view kKinds[] = {"axes-one-of", "reshape", "squeeze",
-                                       "unsqueeze",   "expand",  "equal"};
+constexpr std::string_view kKinds[] = {
+    "axes-one-of", "reshape", "squeeze", "unsqueeze", "expand",
+    "equal",       "slice",   "pad",     "resize-scales"};
+
+/// The kinds that read several operands: step input k (or, when it is
+/// empty, the ints attribute of the same name) is operand k.
+struct OperandKind {
+  std::string_view kind;
+  std::vector<std::string_view> operands;
+};
+const OperandKind kOperandKinds[] = {
+    {"slice", {"starts", "ends", "axes", "steps"}},
+    {"pad", {"pads", "axes"}},
+    {"resize-scales", {"scales"}},
+};
+
+const OperandKind *operandKind(std::string_view kind) {
+  for (const OperandKind &k : kOperandKinds)
+    if (k.kind == kind)
+      return &k;
+  return nullptr;
+}
 
 /// A single-valued text attribute, or "" when absent.
 std::string_view textOf(const HostStep &step, std::string_view name) {
@@ -92,6 +112,131 @@ Expected<std::vector<int64_t>> guardedValues(const HostValue &value,
   return out;
 }
 
+/// A float input's values (Resize's scales) in f64, as kilnc reads a
+/// constant one.
+Expected<std::vector<double>> floatValues(const HostValue &value,
+                                          const std::string &what) {
+  if (value.isString || (value.dtype != DType::F32 && value.dtype != DType::F64))
+    return makeError("{} is not f32 or f64", what);
+  std::vector<double> out;
+  size_t size = value.dtype == DType::F32 ? 4 : 8;
+  for (size_t at = 0; at + size <= value.data.size(); at += size) {
+    if (size == 4) {
+      float f;
+      std::memcpy(&f, value.data.data() + at, 4);
+      out.push_back(f);
+    } else {
+      double d;
+      std::memcpy(&d, value.data.data() + at, 8);
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+using Values = std::map<std::string, HostValue, std::less<>>;
+
+/// The guards that read several operands (kOperandKinds): Slice's window,
+/// Pad's pads, Resize's scales, each checked against the compiled output
+/// shape with the spec's shape function.
+Error runOperandGuard(const HostStep &step, const OperandKind &kind,
+                      const Values &values) {
+  std::vector<int64_t> shape = *intsAttribute(step, "input_shape");
+  std::vector<int64_t> expected = *intsAttribute(step, "expected");
+  int64_t rank = static_cast<int64_t>(shape.size());
+  // "input 'b' (starts) is [1], input 'e' (ends) is [3]": the run-time
+  // operands as the message gives them.
+  std::string given;
+  std::vector<std::vector<int64_t>> ints(kind.operands.size());
+  std::vector<double> scales;
+  for (size_t k = 0; k < kind.operands.size(); ++k) {
+    std::string role(kind.operands[k]);
+    bool runtime = k < step.inputs.size() && !step.inputs[k].empty();
+    if (!runtime) {
+      ints[k] = *intsAttribute(step, role);
+      continue;
+    }
+    const std::string &name = step.inputs[k];
+    const HostValue &value = values.find(name)->second;
+    std::string text;
+    if (kind.kind == "resize-scales") {
+      Expected<std::vector<double>> v =
+          floatValues(value, "input '" + name + "'");
+      if (!v)
+        return stepError(step, v.error().message());
+      scales = v.take();
+      text = fmt::format("[{}]", fmt::join(scales, ", "));
+    } else {
+      Expected<std::vector<int64_t>> v =
+          guardedValues(value, "input '" + name + "'");
+      if (!v)
+        return stepError(step, v.error().message());
+      ints[k] = v.take();
+      text = formatList(ints[k]);
+    }
+    given += fmt::format("{}input '{}' ({}) is {}", given.empty() ? "" : ", ",
+                         name, role, text);
+  }
+  auto invalid = [&](const std::string &why) {
+    return stepError(step, fmt::format("{}: {}", given, why));
+  };
+
+  Shape result(shape);
+  if (kind.kind == "slice") {
+    Expected<SliceWindow> window =
+        sliceWindow(shape, ints[0], ints[1], ints[2], ints[3]);
+    if (!window)
+      return invalid(window.error().message());
+    result = window->count;
+  } else {
+    // pad and resize-scales: per axis (all when none are given) a pair of
+    // pads, or a scale.
+    std::vector<int64_t> axes = kind.kind == "pad"
+                                    ? ints[1]
+                                    : *intsAttribute(step, "axes");
+    if (axes.empty())
+      for (int64_t d = 0; d < rank; ++d)
+        axes.push_back(d);
+    size_t count = kind.kind == "pad" ? ints[0].size() : scales.size();
+    size_t wanted = kind.kind == "pad" ? 2 * axes.size() : axes.size();
+    if (count != wanted)
+      return invalid(fmt::format("{} values for {} axes", count, axes.size()));
+    std::vector<bool> seen(rank, false);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      if (axes[k] < -rank || axes[k] >= rank)
+        return invalid(
+            fmt::format("axis {} is out of range for rank {}", axes[k], rank));
+      int64_t d = axes[k] < 0 ? axes[k] + rank : axes[k];
+      if (seen[d])
+        return invalid(fmt::format("axis {} is repeated", axes[k]));
+      seen[d] = true;
+      if (kind.kind == "pad") {
+        result[d] = shape[d] + ints[0][k] + ints[0][k + axes.size()];
+        if (result[d] < 0)
+          return invalid(fmt::format("pads {} and {} remove more than the "
+                                     "{} elements of dimension {}",
+                                     ints[0][k], ints[0][k + axes.size()],
+                                     shape[d], d));
+        continue;
+      }
+      double scale = scales[k];
+      double extent = std::floor(static_cast<double>(shape[d]) * scale);
+      if (!(scale > 0) || !(extent < 9.2e18))
+        return invalid(fmt::format("scale {} is not a positive size factor",
+                                   scale));
+      result[d] = static_cast<int64_t>(extent);
+    }
+  }
+  if (result != expected)
+    return stepError(
+        step, fmt::format("{}, which gives shape {}; this artifact was "
+                          "compiled for shape {}, which the model's declared "
+                          "shapes fix (bind such values, or compile with "
+                          "these inputs as constants)",
+                          given, formatShape(result), formatShape(expected)));
+  return Error::success();
+}
+
 } // namespace
 
 Error verifyShapeGuard(const HostStep &step) {
@@ -99,11 +244,27 @@ Error verifyShapeGuard(const HostStep &step) {
   if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds))
     return stepError(step, fmt::format("guard kind '{}' is not one of "
                                        "axes-one-of, reshape, squeeze, "
-                                       "unsqueeze, expand, equal",
+                                       "unsqueeze, expand, equal, slice, "
+                                       "pad, resize-scales",
                                        printable(std::string(kind))));
+  const OperandKind *operands = operandKind(kind);
+  size_t maxInputs = operands ? operands->operands.size() : 1;
+  bool anyInput = false;
+  for (const std::string &input : step.inputs)
+    anyInput |= !input.empty();
+  if (step.inputs.size() > maxInputs || !anyInput ||
+      (!operands && step.inputs[0].empty()))
+    return stepError(step, fmt::format("a guard of kind '{}' checks 1 to {} "
+                                       "inputs, got {}",
+                                       kind, maxInputs, step.inputs.size()));
   if (textOf(step, "op").empty() || textOf(step, "operand").empty())
     return stepError(step, "a guard needs its node's op and operand");
-  for (std::string_view name : {"input_shape", "expected", "free"}) {
+  std::vector<std::string_view> intAttributes{"input_shape", "expected",
+                                               "free", "axes"};
+  if (operands)
+    intAttributes.insert(intAttributes.end(), operands->operands.begin(),
+                         operands->operands.end());
+  for (std::string_view name : intAttributes) {
     Expected<std::vector<int64_t>> ints = intsAttribute(step, name);
     if (!ints)
       return ints.takeError();
@@ -124,6 +285,8 @@ Error runShapeGuard(
     const HostStep &step,
     const std::map<std::string, HostValue, std::less<>> &values) {
   std::string_view kind = textOf(step, "kind");
+  if (const OperandKind *operands = operandKind(kind))
+    return runOperandGuard(step, *operands, values);
   std::string operand(textOf(step, "operand"));
   const std::string &input = step.inputs[0];
   Expected<std::vector<int64_t>> given =

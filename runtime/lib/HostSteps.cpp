@@ -181,7 +181,7 @@ constexpr Arity kArities[] = {
     {"NonZero", 1, 1, 1, 1},
     {"RegexFullMatch", 1, 1, 1, 1},
     {"Reshape", 2, 2, 1, 1},
-    {"ShapeGuard", 1, 1, 0, 0},
+    {"ShapeGuard", 0, 4, 0, 0},
     {"Slice", 1, 5, 1, 1},
     {"Squeeze", 1, 2, 1, 1},
     {"StringConcat", 2, 2, 1, 1},

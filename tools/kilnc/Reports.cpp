@@ -328,15 +328,22 @@ void printStats(const CompileStats &stats, const std::string &target,
   if (!stats.hostSteps.empty()) {
     os << "host steps: " << stats.hostSteps.size()
        << " (on the host, before or after the launches)\n";
-    for (const kiln::runtime::HostStep &step : stats.hostSteps)
+    for (const kiln::runtime::HostStep &step : stats.hostSteps) {
+      std::string checks;
+      int checked = 0;
+      if (step.op == "ShapeGuard")
+        for (const std::string &input : step.inputs)
+          if (!input.empty())
+            checks += (checked++ ? ", '" : "'") + input + "'";
       os << "  " << step.describe() << ": "
-         << (step.op == "ShapeGuard" && !step.inputs.empty()
-                 ? "checks shape input '" + step.inputs[0] + "' "
-                 : std::string())
+         << (checked == 0   ? std::string()
+             : checked == 1 ? "checks shape input " + checks + " "
+                            : "checks shape inputs " + checks + " ")
          << (step.phase == kiln::runtime::HostPhase::Before
                  ? "before the first launch"
                  : "after the last launch")
          << "\n";
+    }
   }
   const ArtifactStats &a = stats.artifact;
   os << llvm::format(

@@ -347,10 +347,7 @@ bool NodeImporter::canGuardInput(size_t i, bool allowFloat) const {
          !graphInputName(inputValues[i]).empty();
 }
 
-void NodeImporter::guardInput(
-    size_t i, StringRef operand, StringRef kind, ArrayRef<int64_t> inputShape,
-    ArrayRef<int64_t> expected,
-    ArrayRef<std::pair<StringRef, SmallVector<int64_t>>> extra) {
+std::string NodeImporter::declareGuardedInput(size_t i) {
   runtime::HostProgram &host = *shapeGuards->host;
   std::string name = graphInputName(inputValues[i]);
   if (!host.findInput(name)) {
@@ -366,12 +363,57 @@ void NodeImporter::guardInput(
                       inputType(i).getShape().end());
     host.inputs.push_back(std::move(decl));
   }
-  auto ints = [](ArrayRef<int64_t> values) {
-    std::vector<std::string> text;
-    for (int64_t v : values)
-      text.push_back(std::to_string(v));
-    return text;
-  };
+  return name;
+}
+
+static std::vector<std::string> intsText(ArrayRef<int64_t> values) {
+  std::vector<std::string> text;
+  for (int64_t v : values)
+    text.push_back(std::to_string(v));
+  return text;
+}
+
+void NodeImporter::guardOperands(
+    StringRef kind, ArrayRef<GuardOperand> operands,
+    ArrayRef<int64_t> inputShape, ArrayRef<int64_t> expected,
+    ArrayRef<std::pair<StringRef, SmallVector<int64_t>>> extra) {
+  runtime::HostStep step;
+  step.op = "ShapeGuard";
+  step.node = proto.name();
+  step.phase = runtime::HostPhase::Before;
+  std::string roles;
+  for (const GuardOperand &operand : operands) {
+    if (operand.input) {
+      step.inputs.push_back(declareGuardedInput(*operand.input));
+      roles += (roles.empty() ? "" : ", ") + operand.role.str();
+    } else {
+      step.inputs.emplace_back();
+      if (operand.constant)
+        step.attributes.push_back(
+            {operand.role.str(), intsText(*operand.constant)});
+    }
+  }
+  while (!step.inputs.empty() && step.inputs.back().empty())
+    step.inputs.pop_back();
+  step.attributes.push_back({"kind", {kind.str()}});
+  step.attributes.push_back({"op", {proto.op_type()}});
+  step.attributes.push_back({"operand", {roles}});
+  step.attributes.push_back({"expected", intsText(expected)});
+  if (proto.output_size() > 0)
+    step.attributes.push_back({"produces", {proto.output(0)}});
+  step.attributes.push_back({"input_shape", intsText(inputShape)});
+  for (const auto &[attrName, values] : extra)
+    step.attributes.push_back({attrName.str(), intsText(values)});
+  shapeGuards->host->steps.push_back(std::move(step));
+}
+
+void NodeImporter::guardInput(
+    size_t i, StringRef operand, StringRef kind, ArrayRef<int64_t> inputShape,
+    ArrayRef<int64_t> expected,
+    ArrayRef<std::pair<StringRef, SmallVector<int64_t>>> extra) {
+  runtime::HostProgram &host = *shapeGuards->host;
+  std::string name = declareGuardedInput(i);
+  auto ints = intsText;
   runtime::HostStep step;
   step.op = "ShapeGuard";
   step.node = proto.name();

@@ -215,6 +215,22 @@ public:
                   llvm::ArrayRef<std::pair<llvm::StringRef,
                                            llvm::SmallVector<int64_t>>>
                       extra = {});
+  /// One operand of a guard that reads several (HostGuards.h's slice, pad,
+  /// resize-scales): node input `input` when it is taken at run time
+  /// (canGuardInput holds), else the compile-time `constant` (none: the
+  /// operand is absent and takes the spec's default).
+  struct GuardOperand {
+    llvm::StringRef role;
+    std::optional<size_t> input;
+    std::optional<llvm::SmallVector<int64_t>> constant;
+  };
+  /// Adds the ShapeGuard of such a kind; `expected` is output 0's shape.
+  void guardOperands(llvm::StringRef kind, llvm::ArrayRef<GuardOperand> operands,
+                     llvm::ArrayRef<int64_t> inputShape,
+                     llvm::ArrayRef<int64_t> expected,
+                     llvm::ArrayRef<std::pair<llvm::StringRef,
+                                              llvm::SmallVector<int64_t>>>
+                         extra = {});
   /// Input `i`'s integers: a constant's, or, for a graph input whose values
   /// `fromDeclared` derives from the static shape the model declares for
   /// output 0 (one value per element of the input), those values, with a
@@ -400,6 +416,8 @@ public:
   llvm::LogicalResult fail(const llvm::Twine &message);
 
 private:
+  /// Declares graph input `i` to the host program; returns its name.
+  std::string declareGuardedInput(size_t i);
   bool trainingMode = false;
   const llvm::StringMap<mlir::Value> *graphValues = nullptr;
   llvm::StringSet<> *fourBitNames = nullptr;

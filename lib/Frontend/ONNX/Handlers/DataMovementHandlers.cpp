@@ -12,6 +12,7 @@
 
 #include "../NodeImporter.h"
 #include "Composer.h"
+#include "RuntimeWindows.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MathExtras.h"
@@ -373,6 +374,9 @@ LogicalResult importSlice(NodeImporter &n) {
   } else {
     if (failed(n.checkArity(3, 5)))
       return failure();
+    // Values given at run time: an index vector per dimension, guarded.
+    if (std::optional<LogicalResult> runtime = importRuntimeSlice(n))
+      return *runtime;
     FailureOr<SmallVector<int64_t>> s = n.constantInts(1, "starts");
     if (failed(s))
       return failure();
@@ -535,6 +539,10 @@ LogicalResult importPad(NodeImporter &n) {
   } else {
     if (failed(n.checkArity(2, n.opset() < 18 ? 3 : 4)))
       return failure();
+    // Values given at run time: an index vector per dimension, guarded.
+    if (std::optional<LogicalResult> runtime =
+            importRuntimePad(n, wrap ? "wrap" : modeName))
+      return *runtime;
     FailureOr<SmallVector<int64_t>> p = n.constantInts(1, "pads");
     if (failed(p))
       return failure();
