@@ -287,7 +287,7 @@ Propagation propagate(Operation *op, ArrayRef<std::optional<Carried>> operands) 
         return same(op, first);
       })
       .Case([&](ResizeOp resize) {
-        if (resize.getScales()[first->dim] != 1.0)
+        if (resize.resamples(first->dim))
           return fail("resizes along it");
         return same(op, first);
       })

@@ -28,7 +28,7 @@ namespace {
 
 constexpr std::string_view kKinds[] = {
     "axes-one-of", "reshape", "squeeze", "unsqueeze", "expand",
-    "equal",       "slice",   "pad",     "resize-scales"};
+    "equal",       "slice",   "pad",     "resize-scales", "resize-sizes"};
 
 /// The kinds that read several operands: step input k (or, when it is
 /// empty, the ints attribute of the same name) is operand k.
@@ -40,6 +40,7 @@ const OperandKind kOperandKinds[] = {
     {"slice", {"starts", "ends", "axes", "steps"}},
     {"pad", {"pads", "axes"}},
     {"resize-scales", {"scales"}},
+    {"resize-sizes", {"sizes"}},
 };
 
 const OperandKind *operandKind(std::string_view kind) {
@@ -188,6 +189,28 @@ Error runOperandGuard(const HostStep &step, const OperandKind &kind,
     if (!window)
       return invalid(window.error().message());
     result = window->count;
+  } else if (kind.kind == "resize-sizes") {
+    // keep_aspect_ratio_policy not_larger (or `not_smaller`): one scale,
+    // the least (greatest) size / extent over the axes, in f64 as kilnc
+    // computes it; each axis becomes floor(scale * extent + 0.5).
+    std::vector<int64_t> axes = *intsAttribute(step, "axes");
+    bool notSmaller = flagOf(step, "not_smaller");
+    if (ints[0].size() != axes.size())
+      return invalid(fmt::format("{} sizes for {} axes", ints[0].size(),
+                                 axes.size()));
+    double scale = notSmaller ? 0.0 : INFINITY;
+    for (size_t k = 0; k < axes.size(); ++k) {
+      if (axes[k] < 0 || axes[k] >= rank || shape[axes[k]] == 0)
+        return invalid(fmt::format("axis {} has no extent to fit", axes[k]));
+      if (ints[0][k] <= 0)
+        return invalid(fmt::format("size {} is not positive", ints[0][k]));
+      double ratio = static_cast<double>(ints[0][k]) /
+                     static_cast<double>(shape[axes[k]]);
+      scale = notSmaller ? std::max(scale, ratio) : std::min(scale, ratio);
+    }
+    for (int64_t d : axes)
+      result[d] = static_cast<int64_t>(
+          std::floor(scale * static_cast<double>(shape[d]) + 0.5));
   } else {
     // pad and resize-scales: per axis (all when none are given) a pair of
     // pads, or a scale.
@@ -245,7 +268,7 @@ Error verifyShapeGuard(const HostStep &step) {
     return stepError(step, fmt::format("guard kind '{}' is not one of "
                                        "axes-one-of, reshape, squeeze, "
                                        "unsqueeze, expand, equal, slice, "
-                                       "pad, resize-scales",
+                                       "pad, resize-scales, resize-sizes",
                                        printable(std::string(kind))));
   const OperandKind *operands = operandKind(kind);
   size_t maxInputs = operands ? operands->operands.size() : 1;

@@ -11,9 +11,16 @@
 // for. docs/runtime.md "Shape inputs at run time".
 //
 // Attributes (ints in decimal):
-//   kind     axes-one-of | reshape | squeeze | unsqueeze | expand | equal
+//   kind     axes-one-of | reshape | squeeze | unsqueeze | expand | equal,
+//            which check the step's one input; or slice | pad |
+//            resize-scales | resize-sizes, which read several operands:
+//            step input k, or when it is empty (a constant) the ints
+//            attribute named for operand k (slice: starts, ends, axes,
+//            steps; pad: pads, axes; resize-scales: scales, f32 or f64;
+//            resize-sizes: sizes)
 //   op       the guarded node's ONNX op type (for messages)
-//   operand  the input's role (axes, shape, repeats, split, k)
+//   operand  the input's role (axes, shape, repeats, split, k), or the
+//            run-time operands' roles
 //   input_shape  the guarded node's data input shape (all but `equal`)
 //   expected axes-one-of: the axes sets the artifact computes, as bitmasks
 //            (a reduction's, or CumSum's one axis; where there are several,
@@ -22,6 +29,10 @@
 //   free     axes-one-of: one bitmask of size-1 axes that may be in the
 //            set or not (the reduction is the identity on them); equal:
 //            positions whose value does not matter (AffineGrid's C)
+//   axes     resize-scales and resize-sizes: the dimensions the values
+//            cover (Resize's axes attribute)
+//   not_smaller  resize-sizes: 1 for keep_aspect_ratio_policy not_smaller,
+//            0 for not_larger
 //   keepdims, noop_with_empty_axes, allowzero  as the node's attributes
 //
 //===----------------------------------------------------------------------===//

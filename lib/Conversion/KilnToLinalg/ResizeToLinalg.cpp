@@ -5,6 +5,9 @@
 // reference) from linalg.index and reads the pixels around it with
 // tensor.extract: one for nearest, 2 per dimension for linear, 4 for cubic,
 // and with antialias every pixel the kernel stretched by 1 / scale covers.
+// Scales and a tf_crop_and_resize region given at run time are read in the
+// body with tensor.extract; the mapping's arithmetic folds in C++ where
+// every operand is a constant.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +39,18 @@ struct ResizeAxis {
   bool resized;
   /// tf_crop_and_resize's region along this dimension.
   double roiStart = 0, roiEnd = 1;
+  /// The dimension's position in value_axes when a scale or region given
+  /// at run time covers it, else -1.
+  int64_t runtimeScale = -1, runtimeRoi = -1;
+};
+
+/// An f64 that is a compile-time constant (`v` null) or a value: the
+/// arithmetic of the coordinate mapping folds where both sides are
+/// constants, so a resize without run-time values computes its constants
+/// in C++ exactly as before.
+struct F64 {
+  Value v;
+  double c = 0;
 };
 
 /// Input coordinates are computed in f64, as ONNX's reference does: in f32,
@@ -45,12 +60,70 @@ struct CoordinateBuilder {
   OpBuilder &b;
   Location loc;
   CoordinateMode mode;
+  /// Scales and region given at run time (null when not).
+  Value runtimeScales = nullptr, runtimeRoi = nullptr;
+  int64_t numValueAxes = 0;
   /// tf_crop_and_resize: whether any coordinate computed so far falls
   /// outside the input (null until one is computed).
   mutable Value outside = nullptr;
 
   Value constant(double v) const {
     return scalarConstant(b, loc, b.getF64Type(), v);
+  }
+  Value value(F64 x) const { return x.v ? x.v : constant(x.c); }
+  F64 add(F64 x, F64 y) const {
+    if (!x.v && !y.v)
+      return {nullptr, x.c + y.c};
+    return {arith::AddFOp::create(b, loc, value(x), value(y))};
+  }
+  F64 sub(F64 x, F64 y) const {
+    if (!x.v && !y.v)
+      return {nullptr, x.c - y.c};
+    return {arith::SubFOp::create(b, loc, value(x), value(y))};
+  }
+  F64 mul(F64 x, F64 y) const {
+    if (!x.v && !y.v)
+      return {nullptr, x.c * y.c};
+    return {arith::MulFOp::create(b, loc, value(x), value(y))};
+  }
+  F64 div(F64 x, F64 y) const {
+    if (!x.v && !y.v)
+      return {nullptr, x.c / y.c};
+    return {arith::DivFOp::create(b, loc, value(x), value(y))};
+  }
+  /// `length == 1 ? whenOne() : otherwise()`, decided at compile time for a
+  /// constant length.
+  F64 unlessUnit(F64 length, llvm::function_ref<F64()> whenOne,
+                 llvm::function_ref<F64()> otherwise) const {
+    if (!length.v)
+      return length.c == 1 ? whenOne() : otherwise();
+    Value one = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                      length.v, constant(1));
+    return {arith::SelectOp::create(b, loc, one, value(whenOne()),
+                                    value(otherwise()))};
+  }
+  /// Entry `k` of a run-time tensor of scales or region values, in f64.
+  F64 entry(Value tensor, int64_t k) const {
+    Value v =
+        tensor::ExtractOp::create(b, loc, tensor, {indexConstant(b, loc, k)});
+    if (!v.getType().isF64())
+      v = arith::ExtFOp::create(b, loc, b.getF64Type(), v);
+    return {v};
+  }
+  F64 scaleOf(const ResizeAxis &axis) const {
+    if (axis.runtimeScale >= 0)
+      return entry(runtimeScales, axis.runtimeScale);
+    return {nullptr, axis.scale};
+  }
+  F64 roiStartOf(const ResizeAxis &axis) const {
+    if (axis.runtimeRoi >= 0)
+      return entry(runtimeRoi, axis.runtimeRoi);
+    return {nullptr, axis.roiStart};
+  }
+  F64 roiEndOf(const ResizeAxis &axis) const {
+    if (axis.runtimeRoi >= 0)
+      return entry(runtimeRoi, numValueAxes + axis.runtimeRoi);
+    return {nullptr, axis.roiEnd};
   }
 
   /// The (fractional) input coordinate of output index `index` along `axis`.
@@ -59,64 +132,58 @@ struct CoordinateBuilder {
   /// size when the scale does not divide evenly.
   Value sourceCoordinate(Value index, const ResizeAxis &axis) const {
     Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
-    Value x = arith::SIToFPOp::create(b, loc, b.getF64Type(), i);
-    double resizedLength = axis.scale * static_cast<double>(axis.inSize);
-    auto halfPixel = [&] {
-      Value shifted = arith::AddFOp::create(b, loc, x, constant(0.5));
-      Value scaled =
-          arith::DivFOp::create(b, loc, shifted, constant(axis.scale));
-      return Value(arith::SubFOp::create(b, loc, scaled, constant(0.5)));
-    };
+    F64 x{arith::SIToFPOp::create(b, loc, b.getF64Type(), i)};
+    F64 scale = scaleOf(axis);
+    F64 inSize{nullptr, static_cast<double>(axis.inSize)};
+    F64 one{nullptr, 1}, half{nullptr, 0.5}, zero{nullptr, 0};
+    F64 resizedLength = mul(scale, inSize);
+    auto halfPixel = [&] { return sub(div(add(x, half), scale), half); };
     switch (mode) {
     case CoordinateMode::HalfPixel:
-      return halfPixel();
+      return value(halfPixel());
     case CoordinateMode::PytorchHalfPixel:
-      return resizedLength == 1 ? constant(0) : halfPixel();
-    case CoordinateMode::AlignCorners: {
-      if (resizedLength == 1)
-        return constant(0);
-      Value stretched =
-          arith::MulFOp::create(b, loc, x, constant(axis.inSize - 1));
-      return arith::DivFOp::create(b, loc, stretched,
-                                   constant(resizedLength - 1));
-    }
+      return value(unlessUnit(
+          resizedLength, [&] { return zero; }, halfPixel));
+    case CoordinateMode::AlignCorners:
+      return value(unlessUnit(
+          resizedLength, [&] { return zero; },
+          [&] {
+            return div(mul(x, {nullptr, static_cast<double>(axis.inSize - 1)}),
+                       sub(resizedLength, one));
+          }));
     case CoordinateMode::Asymmetric:
-      return arith::DivFOp::create(b, loc, x, constant(axis.scale));
+      return value(div(x, scale));
     case CoordinateMode::TfCropAndResize: {
       // As ONNX's reference: the region [start, end] of the input spans the
       // resized length; outside [0, size - 1] the output is extrapolated.
-      double extent = static_cast<double>(axis.inSize - 1);
-      double start = axis.roiStart * extent;
-      Value source;
-      if (resizedLength == 1) {
-        source = constant((axis.roiEnd - axis.roiStart) * extent / 2 + start);
-      } else {
-        double step =
-            (axis.roiEnd - axis.roiStart) * extent / (resizedLength - 1);
-        source = arith::AddFOp::create(
-            b, loc, arith::MulFOp::create(b, loc, x, constant(step)),
-            constant(start));
-      }
+      F64 extent{nullptr, static_cast<double>(axis.inSize - 1)};
+      F64 roiStart = roiStartOf(axis), roiEnd = roiEndOf(axis);
+      F64 start = mul(roiStart, extent);
+      F64 span = mul(sub(roiEnd, roiStart), extent);
+      Value source = value(unlessUnit(
+          resizedLength,
+          [&] { return add(div(span, {nullptr, 2}), start); },
+          [&] { return add(mul(x, div(span, sub(resizedLength, one))), start); }));
       Value out = arith::OrIOp::create(
           b, loc,
           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, source,
                                 constant(0)),
           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, source,
-                                constant(extent)));
+                                value(extent)));
       outside =
           outside ? Value(arith::OrIOp::create(b, loc, outside, out)) : out;
       return source;
     }
-    case CoordinateMode::TfHalfPixelForNn: {
-      Value shifted = arith::AddFOp::create(b, loc, x, constant(0.5));
-      return arith::DivFOp::create(b, loc, shifted, constant(axis.scale));
-    }
+    case CoordinateMode::TfHalfPixelForNn:
+      return value(div(add(x, half), scale));
     case CoordinateMode::HalfPixelSymmetric: {
       // half_pixel, shifted so that the output stays centred on the input
       // when the output size is a rounded scale * input size.
-      double adjustment = static_cast<double>(axis.outSize) / resizedLength;
-      double offset = static_cast<double>(axis.inSize) / 2 * (1 - adjustment);
-      return arith::AddFOp::create(b, loc, halfPixel(), constant(offset));
+      F64 adjustment =
+          div({nullptr, static_cast<double>(axis.outSize)}, resizedLength);
+      F64 offset = mul({nullptr, static_cast<double>(axis.inSize) / 2},
+                       sub(one, adjustment));
+      return value(add(halfPixel(), offset));
     }
     }
     llvm_unreachable("unknown coordinate mode");
@@ -281,9 +348,19 @@ AntialiasTaps antialiasTaps(const CoordinateBuilder &c, Value x,
                             bool excludeOutside) {
   OpBuilder &b = c.b;
   Location loc = c.loc;
-  double scale = std::min(axis.scale, 1.0);
+  // A scale given at run time is at least out / in (the guard checked
+  // floor(in * scale) == out): the taps that bound needs cover every scale
+  // it allows, the ones past the kernel's support weighing exactly 0.
+  double least = axis.runtimeScale >= 0
+                     ? static_cast<double>(axis.outSize) / axis.inSize
+                     : axis.scale;
   double support = cubic ? 2.0 : 1.0;
-  int64_t m = -static_cast<int64_t>(std::floor(-support / scale));
+  int64_t m = -static_cast<int64_t>(std::floor(-support / std::min(least, 1.0)));
+  Value scale =
+      axis.runtimeScale >= 0
+          ? Value(arith::MinimumFOp::create(b, loc, c.value(c.scaleOf(axis)),
+                                            c.constant(1)))
+          : c.constant(std::min(axis.scale, 1.0));
   Value floor = math::FloorOp::create(b, loc, x);
   Value t = arith::SubFOp::create(b, loc, x, floor);
   auto kernel = [&](Value d) -> Value {
@@ -322,7 +399,7 @@ AntialiasTaps antialiasTaps(const CoordinateBuilder &c, Value x,
     Value d = arith::MulFOp::create(
         b, loc,
         arith::SubFOp::create(b, loc, c.constant(static_cast<double>(i)), t),
-        c.constant(scale));
+        scale);
     Value w = kernel(d);
     if (excludeOutside) {
       Value inside = arith::AndIOp::create(
@@ -407,6 +484,7 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
     if (inType.getNumElements() == 0)
       return rewriter.notifyMatchFailure(op, "resizing an empty tensor");
     ArrayRef<double> scales = op.getScales();
+    ArrayRef<int64_t> valueAxes = op.getValueAxes().value_or(ArrayRef<int64_t>());
     SmallVector<ResizeAxis> axes;
     for (int64_t d = 0; d < inType.getRank(); ++d) {
       int64_t in = inType.getDimSize(d), out = outType.getDimSize(d);
@@ -416,6 +494,20 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
         axis.roiStart = (*roi)[d];
         axis.roiEnd = (*roi)[inType.getRank() + d];
         axis.resized |= axis.roiStart != 0 || axis.roiEnd != 1;
+      }
+      const int64_t *at = llvm::find(valueAxes, d);
+      if (at != valueAxes.end()) {
+        int64_t position = at - valueAxes.begin();
+        // A run-time scale resamples the dimension, unless it has one
+        // pixel in and out: every read is that pixel whatever the scale.
+        if (op.getRuntimeScales()) {
+          axis.runtimeScale = position;
+          axis.resized |= in != 1 || out != 1;
+        }
+        if (op.getRuntimeRoi()) {
+          axis.runtimeRoi = position;
+          axis.resized = true;
+        }
       }
       axes.push_back(axis);
     }
@@ -503,7 +595,12 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
         rewriter, loc, outType, {}, {},
         [&](OpBuilder &b, Location nestedLoc, ValueRange,
             ValueRange indices) -> Value {
-          CoordinateBuilder c{b, nestedLoc, coordinateMode};
+          CoordinateBuilder c{b,
+                              nestedLoc,
+                              coordinateMode,
+                              op.getRuntimeScales(),
+                              op.getRuntimeRoi(),
+                              static_cast<int64_t>(valueAxes.size())};
           Value v = interpolate(b, nestedLoc, c, indices);
           if (!c.outside)
             return v;

@@ -564,5 +564,56 @@ LogicalResult ResizeOp::verify() {
   if (getCoordinateMode() == CoordinateMode::TfHalfPixelForNn &&
       getMode() != ResizeMode::Nearest)
     return emitOpError("tf_half_pixel_for_nn applies to nearest mode only");
+  // Values given at run time.
+  bool runtime = getRuntimeScales() || getRuntimeRoi();
+  if (runtime != getValueAxes().has_value())
+    return emitOpError("value_axes is required by and only taken with "
+                       "runtime scales or roi");
+  if (!runtime)
+    return success();
+  ArrayRef<int64_t> axes = *getValueAxes();
+  for (auto [k, d] : llvm::enumerate(axes))
+    if (d < 0 || d >= in.getRank() ||
+        llvm::is_contained(axes.take_front(k), d))
+      return emitOpError("value_axes must be distinct dimensions of the "
+                         "input, got ")
+             << d;
+  auto checkLength = [&](Value v, int64_t count,
+                         StringRef what) -> LogicalResult {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (type.getRank() != 1 || type.getDimSize(0) != count)
+      return emitOpError("expects ")
+             << what << " of " << count << " values (1-D), got " << type;
+    return success();
+  };
+  if (getRuntimeScales()) {
+    if (!getScales().empty())
+      return emitOpError("takes runtime scales or the scales attribute, "
+                         "not both");
+    if (failed(checkLength(getRuntimeScales(), axes.size(), "runtime_scales")))
+      return failure();
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      if (!llvm::is_contained(axes, d) && in.getDimSize(d) != out.getDimSize(d))
+        return emitOpError("dimension ")
+               << d << " changes size but no runtime scale covers it";
+  }
+  if (getRuntimeRoi()) {
+    if (!crop)
+      return emitOpError("runtime_roi is taken by the tf_crop_and_resize "
+                         "coordinate mode only");
+    if (failed(checkLength(getRuntimeRoi(), 2 * axes.size(), "runtime_roi")))
+      return failure();
+  }
   return success();
+}
+
+bool ResizeOp::resamples(int64_t d) {
+  if (getType().getDimSize(d) != getInput().getType().getDimSize(d))
+    return true;
+  if (!getScales().empty() && getScales()[d] != 1.0)
+    return true;
+  if (std::optional<ArrayRef<double>> roi = getRoi();
+      roi && ((*roi)[d] != 0 || (*roi)[getType().getRank() + d] != 1))
+    return true;
+  return getValueAxes() && llvm::is_contained(*getValueAxes(), d);
 }

@@ -823,12 +823,27 @@ LogicalResult importTrilu(NodeImporter &n) {
 
 /// Builds kiln.resize. `scales` are the per-dimension factors the coordinate
 /// mapping uses; empty means "output size over input size".
+/// Scales and a region given at run time (ResizeOp's runtime_scales and
+/// runtime_roi, over `axes`).
+struct RuntimeResizeValues {
+  Value scales, roi;
+  SmallVector<int64_t> axes;
+};
+
 FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
                             ResizeMode mode, CoordinateMode coordinates,
                             NearestMode nearest, ArrayRef<double> scales,
-                            ArrayRef<double> roi = {}, bool antialias = false) {
+                            ArrayRef<double> roi = {}, bool antialias = false,
+                            const RuntimeResizeValues &runtime = {}) {
   RankedTensorType inType = n.inputType(0);
+  SmallVector<Value> operands{n.input(0)};
+  for (Value v : {runtime.scales, runtime.roi})
+    if (v)
+      operands.push_back(v);
   SmallVector<NamedAttribute> attrs{
+      n.named("operandSegmentSizes",
+              n.builder().getDenseI32ArrayAttr(
+                  {1, runtime.scales ? 1 : 0, runtime.roi ? 1 : 0})),
       n.named("mode", ResizeModeAttr::get(n.context(), mode)),
       n.named("coordinate_mode",
               CoordinateModeAttr::get(n.context(), coordinates)),
@@ -847,8 +862,10 @@ FailureOr<Value> makeResize(NodeImporter &n, ArrayRef<int64_t> shape,
     attrs.push_back(n.namedF64("extrapolation_value",
                                n.floatAttr("extrapolation_value", 0.0f)));
   }
+  if (runtime.scales || runtime.roi)
+    attrs.push_back(n.namedArray("value_axes", runtime.axes));
   return n.makeTyped<ResizeOp>(
-      RankedTensorType::get(shape, inType.getElementType()), n.input(0), attrs);
+      RankedTensorType::get(shape, inType.getElementType()), operands, attrs);
 }
 
 /// The result shape for per-dimension `scales`: floor(size * scale).
@@ -865,6 +882,33 @@ scaledShape(NodeImporter &n, RankedTensorType inType, ArrayRef<double> scales) {
     shape.push_back(static_cast<int64_t>(extent));
   }
   return shape;
+}
+
+/// Scales given at run time (Resize's or Upsample's input `index`, one per
+/// dimension of `axes`): the declared output shape, after guarding the
+/// input with a ShapeGuard of kind `resize-scales`; the kernel reads the
+/// scales. Fails as for a missing constant when the shape is not declared,
+/// a dimension outside `axes` changes, or the mode is tf_crop_and_resize
+/// (whose scales also scale the region).
+FailureOr<SmallVector<int64_t>> guardRuntimeScales(NodeImporter &n,
+                                                   size_t index,
+                                                   RankedTensorType inType,
+                                                   ArrayRef<int64_t> axes,
+                                                   bool crop) {
+  int64_t rank = inType.getRank();
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  bool fits = !crop && n.canGuardInput(index, /*allowFloat=*/true) &&
+              n.inputType(index).getNumElements() ==
+                  static_cast<int64_t>(axes.size()) &&
+              declared && static_cast<int64_t>(declared->size()) == rank;
+  for (int64_t d = 0; fits && d < rank; ++d)
+    fits = (*declared)[d] > 0 && (llvm::is_contained(axes, d) ||
+                                  (*declared)[d] == inType.getDimSize(d));
+  if (!fits)
+    return n.fail("input 'scales' must be a compile-time constant");
+  n.guardOperands("resize-scales", {{"scales", index, std::nullopt}},
+                  inType.getShape(), *declared, {{"axes", SmallVector<int64_t>(axes)}});
+  return *declared;
 }
 
 /// Checks what kiln.resize takes: a float input of static shape.
@@ -949,7 +993,16 @@ LogicalResult importResize(NodeImporter &n) {
   // tf_crop_and_resize's region: a start and an end per dimension (for the
   // resized axes as given, the others keep [0, 1]).
   SmallVector<double> roi;
-  if (coordinates == CoordinateMode::TfCropAndResize) {
+  RuntimeResizeValues runtime;
+  if (coordinates == CoordinateMode::TfCropAndResize && n.hasInput(1) &&
+      !n.constantInput(1) && n.inputType(1).hasStaticShape() &&
+      n.inputType(1).getNumElements() == 2 * static_cast<int64_t>(axes.size())) {
+    // A region given at run time decides no shape: the kernel reads it.
+    roi.assign(rank, 0.0);
+    roi.append(rank, 1.0);
+    runtime.roi = n.input(1);
+    runtime.axes = axes;
+  } else if (coordinates == CoordinateMode::TfCropAndResize) {
     if (!n.hasInput(1))
       return n.fail("tf_crop_and_resize needs the 'roi' input");
     FailureOr<SmallVector<double>> given = n.constantFloats(1, "roi");
@@ -975,14 +1028,20 @@ LogicalResult importResize(NodeImporter &n) {
                    (!sizesValue || sizesValue->getNumElements() > 0);
   if (haveSizes && haveScales)
     return n.fail("takes scales or sizes, not both");
-  if (!haveSizes && n.hasInput(scalesIndex) && !scalesValue)
-    return n.fail("input 'scales' must be a compile-time constant");
-  if (!haveSizes && !haveScales)
-    return n.fail("needs constant scales or sizes");
-
   SmallVector<int64_t> shape(inType->getShape());
   SmallVector<double> scales;
-  if (haveScales) {
+  if (!haveSizes && n.hasInput(scalesIndex) && !scalesValue) {
+    FailureOr<SmallVector<int64_t>> declared = guardRuntimeScales(
+        n, scalesIndex, *inType, axes,
+        coordinates == CoordinateMode::TfCropAndResize);
+    if (failed(declared))
+      return failure();
+    shape = std::move(*declared);
+    runtime.scales = n.input(scalesIndex);
+    runtime.axes = axes;
+  } else if (!haveSizes && !haveScales) {
+    return n.fail("needs constant scales or sizes");
+  } else if (haveScales) {
     FailureOr<SmallVector<double>> given =
         n.constantFloats(scalesIndex, "scales");
     if (failed(given))
@@ -1001,6 +1060,40 @@ LogicalResult importResize(NodeImporter &n) {
     std::string policy =
         n.opset() >= 18 ? n.stringAttr("keep_aspect_ratio_policy", "stretch")
                         : std::string("stretch");
+    std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+    if (policy != "stretch" && n.canGuardInput(sizesIndex) && declared &&
+        static_cast<int64_t>(declared->size()) == rank &&
+        n.inputType(sizesIndex).getNumElements() ==
+            static_cast<int64_t>(axes.size()) &&
+        llvm::all_of(axes, [&](int64_t d) {
+          return inType->getDimSize(d) > 0 && (*declared)[d] > 0;
+        })) {
+      // Sizes given at run time, fitted keeping the aspect ratio: the
+      // device computes the one scale, min (not_larger) or max
+      // (not_smaller) of size / extent in f64 as the host does, and the
+      // guard checks that the sizes give the declared shape.
+      n.guardOperands("resize-sizes", {{"sizes", sizesIndex, std::nullopt}},
+                      inType->getShape(), *declared,
+                      {{"axes", axes},
+                       {"not_smaller", {policy == "not_smaller" ? 1 : 0}}});
+      Composer c(n);
+      Type f64 = n.builder().getF64Type();
+      int64_t count = static_cast<int64_t>(axes.size());
+      SmallVector<double> extents;
+      for (int64_t d : axes)
+        extents.push_back(static_cast<double>(inType->getDimSize(d)));
+      Value ratios = c.make<DivOp>(
+          {c.reshape(c.cast(n.input(sizesIndex), f64), {count}),
+           c.constant(RankedTensorType::get({count}, f64), extents)});
+      Value scale = c.reduce(
+          policy == "not_larger" ? ReduceKind::Min : ReduceKind::Max, ratios,
+          {0}, /*keepdims=*/true);
+      runtime.scales = c.broadcast(scale, {count});
+      runtime.axes = axes;
+      if (c.failed())
+        return failure();
+      shape = *declared;
+    } else {
     // Sizes given at run time (stretched to, not fitted): the declared
     // output's extents along the axes, guarded.
     FailureOr<SmallVector<int64_t>> sizes = n.constantOrDeclaredInts(
@@ -1045,6 +1138,7 @@ LogicalResult importResize(NodeImporter &n) {
             scale * static_cast<double>(inType->getDimSize(d)) + 0.5));
       }
     }
+    }
   }
   // Antialias only changes dimensions that shrink, and never nearest.
   bool antialias =
@@ -1053,13 +1147,19 @@ LogicalResult importResize(NodeImporter &n) {
       llvm::any_of(llvm::seq<int64_t>(0, rank),
                    [&](int64_t d) { return shape[d] < inType->getDimSize(d); });
   if (n.opset() < 11) {
-    FailureOr<NearestMode> legacy = legacyNearestMode(n, mode, scales);
+    // Run-time scales go up or down as the declared shape does.
+    SmallVector<double> directions(scales);
+    if (runtime.scales)
+      for (int64_t d = 0; d < rank; ++d)
+        directions.push_back(static_cast<double>(shape[d]) /
+                             static_cast<double>(inType->getDimSize(d)));
+    FailureOr<NearestMode> legacy = legacyNearestMode(n, mode, directions);
     if (failed(legacy))
       return failure();
     nearest = *legacy;
   }
   return bind(n, makeResize(n, shape, mode, coordinates, nearest, scales, roi,
-                            antialias));
+                            antialias, runtime));
 }
 
 /// Upsample-7 takes its scales as an attribute, Upsample-9 as an input.
@@ -1071,6 +1171,27 @@ LogicalResult importUpsample(NodeImporter &n) {
   if (failed(inType))
     return failure();
   SmallVector<double> scales;
+  ResizeMode mode = *symbolizeResizeMode(n.stringAttr("mode", "nearest"));
+  if (n.opset() >= 9 && !n.constantInput(1)) {
+    // Scales given at run time; the nearest rounding follows the declared
+    // shape's direction (legacyNearestMode).
+    int64_t rank = inType->getRank();
+    FailureOr<SmallVector<int64_t>> shape = guardRuntimeScales(
+        n, 1, *inType, llvm::to_vector(llvm::seq<int64_t>(0, rank)), false);
+    if (failed(shape))
+      return failure();
+    SmallVector<double> directions;
+    for (int64_t d = 0; d < rank; ++d)
+      directions.push_back(static_cast<double>((*shape)[d]) /
+                           static_cast<double>(inType->getDimSize(d)));
+    FailureOr<NearestMode> nearest = legacyNearestMode(n, mode, directions);
+    if (failed(nearest))
+      return failure();
+    RuntimeResizeValues runtime{n.input(1), nullptr,
+                                llvm::to_vector(llvm::seq<int64_t>(0, rank))};
+    return bind(n, makeResize(n, *shape, mode, CoordinateMode::Asymmetric,
+                              *nearest, {}, {}, false, runtime));
+  }
   if (n.opset() < 9) {
     if (!n.hasAttr("scales"))
       return n.fail("requires the 'scales' attribute");
@@ -1088,7 +1209,6 @@ LogicalResult importUpsample(NodeImporter &n) {
   FailureOr<SmallVector<int64_t>> shape = scaledShape(n, *inType, scales);
   if (failed(shape))
     return failure();
-  ResizeMode mode = *symbolizeResizeMode(n.stringAttr("mode", "nearest"));
   FailureOr<NearestMode> nearest = legacyNearestMode(n, mode, scales);
   if (failed(nearest))
     return failure();

@@ -284,7 +284,7 @@ def Kiln_TileOp : Kiln_Op<"tile", [InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Kiln_ResizeOp : Kiln_Op<"resize"> {
+def Kiln_ResizeOp : Kiln_Op<"resize", [AttrSizedOperandSegments]> {
   let summary = "nearest, (multi)linear or (multi)cubic resampling";
   let description = [{
     Resamples the input to the result shape (same rank and element type).
@@ -316,6 +316,16 @@ def Kiln_ResizeOp : Kiln_Op<"resize"> {
     elements whose input coordinate falls outside the input
     `extrapolation_value`.
 
+    Scales and the region may be given at run time (an exported model's
+    graph input, checked by a ShapeGuard before the launches):
+    `runtime_scales` holds one scale per dimension of `value_axes`, in that
+    order (the `scales` attribute is then empty, and the dimensions outside
+    `value_axes` keep their size and are not resampled); `runtime_roi`
+    holds the region's starts, then its ends, for the dimensions of
+    `value_axes`; they replace the `roi` attribute's entries there (the
+    attribute stays required by the mode). Both are f32 or f64, read in
+    f64.
+
     Example:
 
     ```mlir
@@ -323,9 +333,17 @@ def Kiln_ResizeOp : Kiln_Op<"resize"> {
         coordinate_mode = #kiln.coordinate_mode<asymmetric>,
         nearest_mode = #kiln.nearest_mode<floor>, scales = array<f64>}
         : tensor<1x64x16x16xf32> -> tensor<1x64x32x32xf32>
+    %z = kiln.resize %x scales(%s : tensor<2xf32>) {mode = #kiln.resize_mode<linear>,
+        coordinate_mode = #kiln.coordinate_mode<half_pixel>,
+        scales = array<f64>, value_axes = array<i64: 2, 3>}
+        : tensor<1x64x16x16xf32> -> tensor<1x64x8x8xf32>
     ```
   }];
-  let arguments = (ins Kiln_FloatTensor:$input, Kiln_ResizeModeAttr:$mode,
+  let arguments = (ins Kiln_FloatTensor:$input,
+                       Optional<Kiln_FloatTensor>:$runtime_scales,
+                       Optional<Kiln_FloatTensor>:$runtime_roi,
+                       OptionalAttr<DenseI64ArrayAttr>:$value_axes,
+                       Kiln_ResizeModeAttr:$mode,
                        Kiln_CoordinateModeAttr:$coordinate_mode,
                        DefaultValuedAttr<Kiln_NearestModeAttr,
                            "::kiln::NearestMode::RoundPreferFloor">:$nearest_mode,
@@ -336,8 +354,18 @@ def Kiln_ResizeOp : Kiln_Op<"resize"> {
                        DefaultValuedAttr<F64Attr, "0.0">:$extrapolation_value,
                        UnitAttr:$antialias);
   let results = (outs Kiln_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = [{
+    $input (`scales` `(` $runtime_scales^ `:` type($runtime_scales) `)`)?
+    (`roi` `(` $runtime_roi^ `:` type($runtime_roi) `)`)?
+    attr-dict `:` type($input) `->` type($result)
+  }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether dimension `d` is resampled (not read as it is): its size
+    /// changes, its scale is not 1, it has a region, or a scale or region
+    /// given at run time covers it.
+    bool resamples(int64_t d);
+  }];
 }
 
 #endif // KILN_DIALECT_KILN_IR_KILNDATAMOVEMENTOPS_TD
