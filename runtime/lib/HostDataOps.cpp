@@ -510,8 +510,8 @@ Error runSlice(const HostStep &step, Values &values) {
       return err;
   }
   Expected<SliceWindow> window =
-      sliceWindow(in.shape, std::move(starts), std::move(ends),
-                  std::move(axes), std::move(steps));
+      sliceWindow(in.shape, std::move(starts), std::move(ends), std::move(axes),
+                  std::move(steps));
   if (!window)
     return stepError(step, window.error().message());
   const auto &[start, stride, count] = *window;

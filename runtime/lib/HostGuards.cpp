@@ -27,7 +27,7 @@ namespace kiln::runtime {
 namespace {
 
 constexpr std::string_view kKinds[] = {
-    "axes-one-of", "reshape", "squeeze", "unsqueeze", "expand",
+    "axes-one-of", "reshape", "squeeze", "unsqueeze",     "expand",
     "equal",       "slice",   "pad",     "resize-scales", "resize-sizes"};
 
 /// The kinds that read several operands: step input k (or, when it is
@@ -81,8 +81,8 @@ Expected<std::set<int64_t>> reducedAxes(const std::vector<int64_t> &given,
   for (int64_t axis : given) {
     int64_t a = axis < 0 ? axis + rank : axis;
     if (a < 0 || a >= rank || !axes.insert(a).second)
-      return makeError("axis {} is out of range or repeated for rank {}",
-                       axis, rank);
+      return makeError("axis {} is out of range or repeated for rank {}", axis,
+                       rank);
   }
   return axes;
 }
@@ -92,7 +92,8 @@ Expected<std::set<int64_t>> reducedAxes(const std::vector<int64_t> &given,
 /// one).
 Expected<std::vector<int64_t>> guardedValues(const HostValue &value,
                                              const std::string &what) {
-  if (value.isString || (value.dtype != DType::F32 && value.dtype != DType::F64))
+  if (value.isString ||
+      (value.dtype != DType::F32 && value.dtype != DType::F64))
     return integersOf(value, what);
   std::vector<int64_t> out;
   size_t size = value.dtype == DType::F32 ? 4 : 8;
@@ -117,7 +118,8 @@ Expected<std::vector<int64_t>> guardedValues(const HostValue &value,
 /// constant one.
 Expected<std::vector<double>> floatValues(const HostValue &value,
                                           const std::string &what) {
-  if (value.isString || (value.dtype != DType::F32 && value.dtype != DType::F64))
+  if (value.isString ||
+      (value.dtype != DType::F32 && value.dtype != DType::F64))
     return makeError("{} is not f32 or f64", what);
   std::vector<double> out;
   size_t size = value.dtype == DType::F32 ? 4 : 8;
@@ -196,16 +198,16 @@ Error runOperandGuard(const HostStep &step, const OperandKind &kind,
     std::vector<int64_t> axes = *intsAttribute(step, "axes");
     bool notSmaller = flagOf(step, "not_smaller");
     if (ints[0].size() != axes.size())
-      return invalid(fmt::format("{} sizes for {} axes", ints[0].size(),
-                                 axes.size()));
+      return invalid(
+          fmt::format("{} sizes for {} axes", ints[0].size(), axes.size()));
     double scale = notSmaller ? 0.0 : INFINITY;
     for (size_t k = 0; k < axes.size(); ++k) {
       if (axes[k] < 0 || axes[k] >= rank || shape[axes[k]] == 0)
         return invalid(fmt::format("axis {} has no extent to fit", axes[k]));
       if (ints[0][k] <= 0)
         return invalid(fmt::format("size {} is not positive", ints[0][k]));
-      double ratio = static_cast<double>(ints[0][k]) /
-                     static_cast<double>(shape[axes[k]]);
+      double ratio =
+          static_cast<double>(ints[0][k]) / static_cast<double>(shape[axes[k]]);
       scale = notSmaller ? std::max(scale, ratio) : std::min(scale, ratio);
     }
     for (int64_t d : axes)
@@ -214,9 +216,8 @@ Error runOperandGuard(const HostStep &step, const OperandKind &kind,
   } else {
     // pad and resize-scales: per axis (all when none are given) a pair of
     // pads, or a scale.
-    std::vector<int64_t> axes = kind.kind == "pad"
-                                    ? ints[1]
-                                    : *intsAttribute(step, "axes");
+    std::vector<int64_t> axes =
+        kind.kind == "pad" ? ints[1] : *intsAttribute(step, "axes");
     if (axes.empty())
       for (int64_t d = 0; d < rank; ++d)
         axes.push_back(d);
@@ -245,8 +246,8 @@ Error runOperandGuard(const HostStep &step, const OperandKind &kind,
       double scale = scales[k];
       double extent = std::floor(static_cast<double>(shape[d]) * scale);
       if (!(scale > 0) || !(extent < 9.2e18))
-        return invalid(fmt::format("scale {} is not a positive size factor",
-                                   scale));
+        return invalid(
+            fmt::format("scale {} is not a positive size factor", scale));
       result[d] = static_cast<int64_t>(extent);
     }
   }
@@ -282,8 +283,8 @@ Error verifyShapeGuard(const HostStep &step) {
                                        kind, maxInputs, step.inputs.size()));
   if (textOf(step, "op").empty() || textOf(step, "operand").empty())
     return stepError(step, "a guard needs its node's op and operand");
-  std::vector<std::string_view> intAttributes{"input_shape", "expected",
-                                               "free", "axes"};
+  std::vector<std::string_view> intAttributes{"input_shape", "expected", "free",
+                                              "axes"};
   if (operands)
     intAttributes.insert(intAttributes.end(), operands->operands.begin(),
                          operands->operands.end());
@@ -321,11 +322,13 @@ Error runShapeGuard(
   std::vector<int64_t> expected = *intsAttribute(step, "expected");
   std::string value = formatList(*given);
   auto refuse = [&](const std::string &gives, const std::string &compiled) {
-    return stepError(step, fmt::format(
-        "input '{}' ({}) is {}, which {}; this artifact was compiled for "
-        "{}, which the model's declared shapes fix (bind that value, or "
-        "compile with this input as a constant)",
-        input, operand, value, gives, compiled));
+    return stepError(
+        step,
+        fmt::format(
+            "input '{}' ({}) is {}, which {}; this artifact was compiled for "
+            "{}, which the model's declared shapes fix (bind that value, or "
+            "compile with this input as a constant)",
+            input, operand, value, gives, compiled));
   };
   auto invalid = [&](const Error &err) {
     return stepError(step, fmt::format("input '{}' ({}) is {}: {}", input,
@@ -367,9 +370,9 @@ Error runShapeGuard(
           set.push_back(d);
       compiled += (compiled.empty() ? "" : " or ") + formatList(set);
     }
-    return refuse(fmt::format("names axes {}",
-                              formatList({axes->begin(), axes->end()})),
-                  "axes " + compiled);
+    return refuse(
+        fmt::format("names axes {}", formatList({axes->begin(), axes->end()})),
+        "axes " + compiled);
   }
   Expected<Shape> result = makeError("unreachable");
   if (kind == "reshape") {

@@ -162,8 +162,12 @@ struct CoordinateBuilder {
       F64 span = mul(sub(roiEnd, roiStart), extent);
       Value source = value(unlessUnit(
           resizedLength,
-          [&] { return add(div(span, {nullptr, 2}), start); },
-          [&] { return add(mul(x, div(span, sub(resizedLength, one))), start); }));
+          [&] {
+            return add(div(span, {nullptr, 2}), start);
+          },
+          [&] {
+            return add(mul(x, div(span, sub(resizedLength, one))), start);
+          }));
       Value out = arith::OrIOp::create(
           b, loc,
           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, source,
@@ -355,12 +359,12 @@ AntialiasTaps antialiasTaps(const CoordinateBuilder &c, Value x,
                      ? static_cast<double>(axis.outSize) / axis.inSize
                      : axis.scale;
   double support = cubic ? 2.0 : 1.0;
-  int64_t m = -static_cast<int64_t>(std::floor(-support / std::min(least, 1.0)));
-  Value scale =
-      axis.runtimeScale >= 0
-          ? Value(arith::MinimumFOp::create(b, loc, c.value(c.scaleOf(axis)),
-                                            c.constant(1)))
-          : c.constant(std::min(axis.scale, 1.0));
+  int64_t m =
+      -static_cast<int64_t>(std::floor(-support / std::min(least, 1.0)));
+  Value scale = axis.runtimeScale >= 0
+                    ? Value(arith::MinimumFOp::create(
+                          b, loc, c.value(c.scaleOf(axis)), c.constant(1)))
+                    : c.constant(std::min(axis.scale, 1.0));
   Value floor = math::FloorOp::create(b, loc, x);
   Value t = arith::SubFOp::create(b, loc, x, floor);
   auto kernel = [&](Value d) -> Value {
@@ -484,7 +488,8 @@ struct ResizeToGeneric : OpRewritePattern<ResizeOp> {
     if (inType.getNumElements() == 0)
       return rewriter.notifyMatchFailure(op, "resizing an empty tensor");
     ArrayRef<double> scales = op.getScales();
-    ArrayRef<int64_t> valueAxes = op.getValueAxes().value_or(ArrayRef<int64_t>());
+    ArrayRef<int64_t> valueAxes =
+        op.getValueAxes().value_or(ArrayRef<int64_t>());
     SmallVector<ResizeAxis> axes;
     for (int64_t d = 0; d < inType.getRank(); ++d) {
       int64_t in = inType.getDimSize(d), out = outType.getDimSize(d);

@@ -225,12 +225,11 @@ public:
     std::optional<llvm::SmallVector<int64_t>> constant;
   };
   /// Adds the ShapeGuard of such a kind; `expected` is output 0's shape.
-  void guardOperands(llvm::StringRef kind, llvm::ArrayRef<GuardOperand> operands,
-                     llvm::ArrayRef<int64_t> inputShape,
-                     llvm::ArrayRef<int64_t> expected,
-                     llvm::ArrayRef<std::pair<llvm::StringRef,
-                                              llvm::SmallVector<int64_t>>>
-                         extra = {});
+  void guardOperands(
+      llvm::StringRef kind, llvm::ArrayRef<GuardOperand> operands,
+      llvm::ArrayRef<int64_t> inputShape, llvm::ArrayRef<int64_t> expected,
+      llvm::ArrayRef<std::pair<llvm::StringRef, llvm::SmallVector<int64_t>>>
+          extra = {});
   /// Input `i`'s integers: a constant's, or, for a graph input whose values
   /// `fromDeclared` derives from the static shape the model declares for
   /// output 0 (one value per element of the input), those values, with a

@@ -411,6 +411,43 @@ func.func @resize_linear(%x: tensor<1x1x4x4xf16>) -> tensor<1x1x8x8xf16> {
 
 // -----
 
+// Scales given at run time are read in the body, widened to f64, and
+// divide the shifted output coordinate (half_pixel); the size-1 dimensions
+// they cover are not resampled (one pixel whatever the scale).
+// CHECK-LABEL: func.func @resize_runtime_scales
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<1x1x4x6xf32>, %[[S:[^:]*]]: tensor<4xf32>
+// CHECK: linalg.generic
+// CHECK: %[[S2:.*]] = tensor.extract %[[S]][%c2{{.*}}] : tensor<4xf32>
+// CHECK: %[[W2:.*]] = arith.extf %[[S2]] : f32 to f64
+// CHECK: arith.divf %{{.*}}, %[[W2]] : f64
+// CHECK: %[[S3:.*]] = tensor.extract %[[S]][%c3{{.*}}] : tensor<4xf32>
+// CHECK: %[[W3:.*]] = arith.extf %[[S3]] : f32 to f64
+// CHECK: arith.divf %{{.*}}, %[[W3]] : f64
+// CHECK-NOT: tensor.extract %[[S]]
+// CHECK-COUNT-4: tensor.extract %[[X]]
+// CHECK: linalg.yield %{{.*}} : f32
+func.func @resize_runtime_scales(%x: tensor<1x1x4x6xf32>, %s: tensor<4xf32>) -> tensor<1x1x2x3xf32> {
+  %0 = kiln.resize %x scales(%s : tensor<4xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64>, value_axes = array<i64: 0, 1, 2, 3>} : tensor<1x1x4x6xf32> -> tensor<1x1x2x3xf32>
+  return %0 : tensor<1x1x2x3xf32>
+}
+
+// -----
+
+// Antialias with a run-time scale: the taps cover the least scale the
+// guard allows (floor(4 s) = 2: s >= 0.5, so 2 * ceil(1 / 0.5) = 4 pixels
+// per dimension), the scale clamped to 1 in the kernel.
+// CHECK-LABEL: func.func @resize_runtime_antialias
+// CHECK: arith.minimumf
+// CHECK-COUNT-4: tensor.extract %arg0
+// CHECK-NOT: tensor.extract %arg0
+// CHECK: linalg.yield
+func.func @resize_runtime_antialias(%x: tensor<1x1x1x4xf32>, %s: tensor<1xf32>) -> tensor<1x1x1x2xf32> {
+  %0 = kiln.resize %x scales(%s : tensor<1xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64>, value_axes = array<i64: 3>, antialias} : tensor<1x1x1x4xf32> -> tensor<1x1x1x2xf32>
+  return %0 : tensor<1x1x1x2xf32>
+}
+
+// -----
+
 // Cubic resizing in one dimension reads four edge-clamped pixels around
 // floor(x) and blends them with Keys' weights; exclude_outside zeroes the
 // weights of pixels outside [0, 4) and divides by their sum.

@@ -205,4 +205,133 @@ TEST(HostGuardsTest, AnUnnamedNodeIsNamedByWhatItProduces) {
               HasSubstr("unnamed node producing 'values' (TopK)"));
 }
 
+/// A guard of a kind that reads several operands: `inputs` name the step's
+/// inputs ("" for an operand given as an attribute).
+HostStep operandGuard(std::string kind, std::string op,
+                      std::vector<std::string> inputs,
+                      std::vector<int64_t> shape, std::vector<int64_t> expected,
+                      std::vector<HostAttribute> extra = {}) {
+  HostStep step = guard(std::move(kind), std::move(op), std::move(shape),
+                        std::move(expected), std::move(extra));
+  step.inputs = std::move(inputs);
+  return step;
+}
+
+HostValue float32s(std::vector<float> values) {
+  HostValue value;
+  value.dtype = DType::F32;
+  value.shape = {static_cast<int64_t>(values.size())};
+  value.data.resize(values.size() * sizeof(float));
+  std::memcpy(value.data.data(), values.data(), value.data.size());
+  return value;
+}
+
+std::string verdict(const HostStep &step, Values values) {
+  Error err = runHostStep(step, values);
+  return err ? err.message() : std::string();
+}
+
+TEST(HostGuardsTest, SliceChecksTheWindowOfAllItsOperands) {
+  // Slice rows of a 4x4 tensor to 2x4; axes a constant attribute, no steps.
+  HostStep step = operandGuard("slice", "Slice", {"s", "e"}, {4, 4}, {2, 4},
+                               {{"axes", {"0"}}});
+  auto run = [&](std::vector<int64_t> starts, std::vector<int64_t> ends) {
+    Values values;
+    values["s"] = int64s(std::move(starts));
+    values["e"] = int64s(std::move(ends));
+    return verdict(step, values);
+  };
+  EXPECT_EQ(run({0}, {2}), "");
+  EXPECT_EQ(run({2}, {100}), ""); // ends clamp to the extent
+  EXPECT_EQ(run({-2}, {4}), "");  // starts count from the end
+  std::string refused = run({0}, {3});
+  EXPECT_THAT(refused,
+              HasSubstr("input 's' (starts) is [0], input 'e' "
+                        "(ends) is [3], which gives shape [3, 4]; "
+                        "this artifact was compiled for shape [2, 4]"));
+  // Steps at run time: rows 3 and 1.
+  HostStep stepped = operandGuard("slice", "Slice", {"s", "e", "", "t"}, {4, 4},
+                                  {2, 4}, {{"axes", {"0"}}});
+  Values values;
+  values["s"] = int64s({3});
+  values["e"] = int64s({0});
+  values["t"] = int64s({-2});
+  EXPECT_EQ(verdict(stepped, values), "");
+  values["t"] = int64s({0});
+  EXPECT_THAT(verdict(stepped, values), HasSubstr("a step is 0"));
+}
+
+TEST(HostGuardsTest, PadAddsBothPadsOfEachAxis) {
+  HostStep step = operandGuard("pad", "Pad", {"p"}, {3, 4}, {5, 5});
+  auto run = [&](std::vector<int64_t> pads) {
+    Values values;
+    values["p"] = int64s(std::move(pads));
+    return verdict(step, values);
+  };
+  EXPECT_EQ(run({1, 0, 1, 1}), "");
+  EXPECT_EQ(run({0, -1, 2, 2}), ""); // a negative pad crops
+  EXPECT_THAT(run({1, 1, 1, 1}), HasSubstr("gives shape [5, 6]"));
+  EXPECT_THAT(run({1, 1}), HasSubstr("2 values for 2 axes"));
+  // Axes at run time: the pads go where they name.
+  HostStep axes = operandGuard("pad", "Pad", {"p", "a"}, {3, 4}, {3, 6});
+  Values values;
+  values["p"] = int64s({1, 1});
+  values["a"] = int64s({-1});
+  EXPECT_EQ(verdict(axes, values), "");
+  values["a"] = int64s({0});
+  EXPECT_THAT(verdict(axes, values), HasSubstr("gives shape [5, 4]"));
+  values["p"] = int64s({-4, 0});
+  EXPECT_THAT(verdict(axes, values), HasSubstr("remove more than the 3"));
+}
+
+TEST(HostGuardsTest, ResizeScalesFloorEachScaledExtent) {
+  // 1x1x4x6 by scales over axes 2, 3 to 1x1x2x3: floor(4 s) = 2 for s in
+  // [0.5, 0.75), floor(6 t) = 3 for t in [0.5, 0.667).
+  HostStep step = operandGuard("resize-scales", "Resize", {"s"}, {1, 1, 4, 6},
+                               {1, 1, 2, 3}, {{"axes", {"2", "3"}}});
+  auto run = [&](std::vector<float> scales) {
+    Values values;
+    values["s"] = float32s(std::move(scales));
+    return verdict(step, values);
+  };
+  EXPECT_EQ(run({0.5f, 0.5f}), "");
+  EXPECT_EQ(run({0.74f, 0.66f}), "");
+  EXPECT_THAT(run({0.75f, 0.5f}), HasSubstr("gives shape [1, 1, 3, 3]"));
+  EXPECT_THAT(run({0.5f}), HasSubstr("1 values for 2 axes"));
+  EXPECT_THAT(run({-0.5f, 0.5f}), HasSubstr("not a positive size factor"));
+}
+
+TEST(HostGuardsTest, ResizeSizesFitOneScaleKeepingTheAspectRatio) {
+  // not_larger: scale = min(size / extent); each extent becomes
+  // floor(scale * extent + 0.5). 4x6 with sizes [2, 5]: min(0.5, 0.83) =
+  // 0.5, so 2x3; not_smaller takes max = 0.83: 3x5.
+  HostStep fit =
+      operandGuard("resize-sizes", "Resize", {"z"}, {1, 1, 4, 6}, {1, 1, 2, 3},
+                   {{"axes", {"2", "3"}}, {"not_smaller", {"0"}}});
+  HostStep cover =
+      operandGuard("resize-sizes", "Resize", {"z"}, {1, 1, 4, 6}, {1, 1, 3, 5},
+                   {{"axes", {"2", "3"}}, {"not_smaller", {"1"}}});
+  Values values;
+  values["z"] = int64s({2, 5});
+  EXPECT_EQ(verdict(fit, values), "");
+  EXPECT_EQ(verdict(cover, values), "");
+  values["z"] = int64s({4, 6});
+  EXPECT_THAT(verdict(fit, values), HasSubstr("gives shape [1, 1, 4, 6]"));
+  values["z"] = int64s({0, 6});
+  EXPECT_THAT(verdict(fit, values), HasSubstr("size 0 is not positive"));
+}
+
+TEST(HostGuardsTest, OperandKindsNeedARunTimeInput) {
+  HostStep none = operandGuard("slice", "Slice", {"", ""}, {4}, {2});
+  EXPECT_THAT(verifyHostStep(none).message(),
+              HasSubstr("checks 1 to 4 inputs"));
+  HostStep tooMany = operandGuard("pad", "Pad", {"p", "a", "b"}, {3}, {5});
+  EXPECT_THAT(verifyHostStep(tooMany).message(),
+              HasSubstr("checks 1 to 2 inputs, got 3"));
+  HostStep badConstant =
+      operandGuard("slice", "Slice", {"s"}, {4}, {2}, {{"ends", {"x"}}});
+  EXPECT_THAT(verifyHostStep(badConstant).message(),
+              HasSubstr("holds 'x', not an integer"));
+}
+
 } // namespace

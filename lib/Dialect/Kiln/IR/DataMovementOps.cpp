@@ -573,8 +573,7 @@ LogicalResult ResizeOp::verify() {
     return success();
   ArrayRef<int64_t> axes = *getValueAxes();
   for (auto [k, d] : llvm::enumerate(axes))
-    if (d < 0 || d >= in.getRank() ||
-        llvm::is_contained(axes.take_front(k), d))
+    if (d < 0 || d >= in.getRank() || llvm::is_contained(axes.take_front(k), d))
       return emitOpError("value_axes must be distinct dimensions of the "
                          "input, got ")
              << d;

@@ -890,11 +890,9 @@ scaledShape(NodeImporter &n, RankedTensorType inType, ArrayRef<double> scales) {
 /// scales. Fails as for a missing constant when the shape is not declared,
 /// a dimension outside `axes` changes, or the mode is tf_crop_and_resize
 /// (whose scales also scale the region).
-FailureOr<SmallVector<int64_t>> guardRuntimeScales(NodeImporter &n,
-                                                   size_t index,
-                                                   RankedTensorType inType,
-                                                   ArrayRef<int64_t> axes,
-                                                   bool crop) {
+FailureOr<SmallVector<int64_t>>
+guardRuntimeScales(NodeImporter &n, size_t index, RankedTensorType inType,
+                   ArrayRef<int64_t> axes, bool crop) {
   int64_t rank = inType.getRank();
   std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
   bool fits = !crop && n.canGuardInput(index, /*allowFloat=*/true) &&
@@ -907,7 +905,8 @@ FailureOr<SmallVector<int64_t>> guardRuntimeScales(NodeImporter &n,
   if (!fits)
     return n.fail("input 'scales' must be a compile-time constant");
   n.guardOperands("resize-scales", {{"scales", index, std::nullopt}},
-                  inType.getShape(), *declared, {{"axes", SmallVector<int64_t>(axes)}});
+                  inType.getShape(), *declared,
+                  {{"axes", SmallVector<int64_t>(axes)}});
   return *declared;
 }
 
@@ -995,9 +994,12 @@ LogicalResult importResize(NodeImporter &n) {
   SmallVector<double> roi;
   RuntimeResizeValues runtime;
   if (coordinates == CoordinateMode::TfCropAndResize && n.hasInput(1) &&
-      !n.constantInput(1) && n.inputType(1).hasStaticShape() &&
-      n.inputType(1).getNumElements() == 2 * static_cast<int64_t>(axes.size())) {
+      !n.constantInput(1) && n.inputType(1).hasStaticShape()) {
     // A region given at run time decides no shape: the kernel reads it.
+    if (n.inputType(1).getNumElements() !=
+        2 * static_cast<int64_t>(axes.size()))
+      return n.fail("expects " + Twine(2 * axes.size()) + " roi values, got " +
+                    Twine(n.inputType(1).getNumElements()));
     roi.assign(rank, 0.0);
     roi.append(rank, 1.0);
     runtime.roi = n.input(1);
@@ -1031,9 +1033,9 @@ LogicalResult importResize(NodeImporter &n) {
   SmallVector<int64_t> shape(inType->getShape());
   SmallVector<double> scales;
   if (!haveSizes && n.hasInput(scalesIndex) && !scalesValue) {
-    FailureOr<SmallVector<int64_t>> declared = guardRuntimeScales(
-        n, scalesIndex, *inType, axes,
-        coordinates == CoordinateMode::TfCropAndResize);
+    FailureOr<SmallVector<int64_t>> declared =
+        guardRuntimeScales(n, scalesIndex, *inType, axes,
+                           coordinates == CoordinateMode::TfCropAndResize);
     if (failed(declared))
       return failure();
     shape = std::move(*declared);
@@ -1072,10 +1074,10 @@ LogicalResult importResize(NodeImporter &n) {
       // device computes the one scale, min (not_larger) or max
       // (not_smaller) of size / extent in f64 as the host does, and the
       // guard checks that the sizes give the declared shape.
-      n.guardOperands("resize-sizes", {{"sizes", sizesIndex, std::nullopt}},
-                      inType->getShape(), *declared,
-                      {{"axes", axes},
-                       {"not_smaller", {policy == "not_smaller" ? 1 : 0}}});
+      n.guardOperands(
+          "resize-sizes", {{"sizes", sizesIndex, std::nullopt}},
+          inType->getShape(), *declared,
+          {{"axes", axes}, {"not_smaller", {policy == "not_smaller" ? 1 : 0}}});
       Composer c(n);
       Type f64 = n.builder().getF64Type();
       int64_t count = static_cast<int64_t>(axes.size());
@@ -1085,59 +1087,59 @@ LogicalResult importResize(NodeImporter &n) {
       Value ratios = c.make<DivOp>(
           {c.reshape(c.cast(n.input(sizesIndex), f64), {count}),
            c.constant(RankedTensorType::get({count}, f64), extents)});
-      Value scale = c.reduce(
-          policy == "not_larger" ? ReduceKind::Min : ReduceKind::Max, ratios,
-          {0}, /*keepdims=*/true);
+      Value scale =
+          c.reduce(policy == "not_larger" ? ReduceKind::Min : ReduceKind::Max,
+                   ratios, {0}, /*keepdims=*/true);
       runtime.scales = c.broadcast(scale, {count});
       runtime.axes = axes;
       if (c.failed())
         return failure();
       shape = *declared;
     } else {
-    // Sizes given at run time (stretched to, not fitted): the declared
-    // output's extents along the axes, guarded.
-    FailureOr<SmallVector<int64_t>> sizes = n.constantOrDeclaredInts(
-        sizesIndex, "sizes",
-        [&](ArrayRef<int64_t> declared)
-            -> std::optional<SmallVector<int64_t>> {
-          if (policy != "stretch" ||
-              static_cast<int64_t>(declared.size()) != rank)
-            return std::nullopt;
-          SmallVector<int64_t> fixed;
-          for (int64_t d : axes)
-            fixed.push_back(declared[d]);
-          return fixed;
-        });
-    if (failed(sizes))
-      return failure();
-    if (sizes->size() != axes.size())
-      return n.fail("expects " + Twine(axes.size()) + " sizes, got " +
-                    Twine(sizes->size()));
-    if (llvm::any_of(*sizes, [](int64_t s) { return s <= 0; }))
-      return n.fail("sizes must be positive, got " + formatInts(*sizes));
-    if (policy == "stretch") {
-      for (auto [d, s] : llvm::zip_equal(axes, *sizes))
-        shape[d] = s;
-    } else {
-      // One scale for every resized axis, the largest that fits in (or the
-      // smallest that covers) the requested sizes.
-      if (llvm::any_of(axes,
-                       [&](int64_t d) { return inType->getDimSize(d) == 0; }))
-        return n.fail("cannot keep the aspect ratio of an empty dimension");
-      double scale = policy == "not_larger" ? INFINITY : 0.0;
-      for (auto [d, s] : llvm::zip_equal(axes, *sizes)) {
-        double ratio =
-            static_cast<double>(s) / static_cast<double>(inType->getDimSize(d));
-        scale = policy == "not_larger" ? std::min(scale, ratio)
-                                       : std::max(scale, ratio);
+      // Sizes given at run time (stretched to, not fitted): the declared
+      // output's extents along the axes, guarded.
+      FailureOr<SmallVector<int64_t>> sizes = n.constantOrDeclaredInts(
+          sizesIndex, "sizes",
+          [&](ArrayRef<int64_t> declared)
+              -> std::optional<SmallVector<int64_t>> {
+            if (policy != "stretch" ||
+                static_cast<int64_t>(declared.size()) != rank)
+              return std::nullopt;
+            SmallVector<int64_t> fixed;
+            for (int64_t d : axes)
+              fixed.push_back(declared[d]);
+            return fixed;
+          });
+      if (failed(sizes))
+        return failure();
+      if (sizes->size() != axes.size())
+        return n.fail("expects " + Twine(axes.size()) + " sizes, got " +
+                      Twine(sizes->size()));
+      if (llvm::any_of(*sizes, [](int64_t s) { return s <= 0; }))
+        return n.fail("sizes must be positive, got " + formatInts(*sizes));
+      if (policy == "stretch") {
+        for (auto [d, s] : llvm::zip_equal(axes, *sizes))
+          shape[d] = s;
+      } else {
+        // One scale for every resized axis, the largest that fits in (or the
+        // smallest that covers) the requested sizes.
+        if (llvm::any_of(axes,
+                         [&](int64_t d) { return inType->getDimSize(d) == 0; }))
+          return n.fail("cannot keep the aspect ratio of an empty dimension");
+        double scale = policy == "not_larger" ? INFINITY : 0.0;
+        for (auto [d, s] : llvm::zip_equal(axes, *sizes)) {
+          double ratio = static_cast<double>(s) /
+                         static_cast<double>(inType->getDimSize(d));
+          scale = policy == "not_larger" ? std::min(scale, ratio)
+                                         : std::max(scale, ratio);
+        }
+        scales.assign(rank, 1.0);
+        for (int64_t d : axes) {
+          scales[d] = scale;
+          shape[d] = static_cast<int64_t>(std::floor(
+              scale * static_cast<double>(inType->getDimSize(d)) + 0.5));
+        }
       }
-      scales.assign(rank, 1.0);
-      for (int64_t d : axes) {
-        scales[d] = scale;
-        shape[d] = static_cast<int64_t>(std::floor(
-            scale * static_cast<double>(inType->getDimSize(d)) + 0.5));
-      }
-    }
     }
   }
   // Antialias only changes dimensions that shrink, and never nearest.
@@ -1296,7 +1298,8 @@ LogicalResult importSpaceToDepth(NodeImporter &n) {
 
 void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.append({
-      {"Trilu", 14, importTrilu, "k: a constant or an int64 scalar given at run time"},
+      {"Trilu", 14, importTrilu,
+       "k: a constant or an int64 scalar given at run time"},
       {"Reshape", 5, importReshape, "shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Reshape", 14, importReshape, "shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Flatten", 1, importFlatten, ""},
@@ -1306,16 +1309,17 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Squeeze", 13, importSqueeze, "axes: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Unsqueeze", 1, importUnsqueeze, ""},
       {"Unsqueeze", 11, importUnsqueeze, ""},
-      {"Unsqueeze", 13, importUnsqueeze,
-       "axes: " KILN_FIXED_BY_DECLARED_SHAPE},
+      {"Unsqueeze", 13, importUnsqueeze, "axes: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Transpose", 1, importTranspose, ""},
       {"Concat", 4, importConcat, ""},
       {"Concat", 11, importConcat, ""},
       {"Slice", 1, importSlice, ""},
       {"Slice", 10, importSlice,
-       "starts, ends, axes and steps must be compile-time constants"},
+       "starts, ends, axes and steps: " KILN_FIXED_BY_DECLARED_SHAPE
+       "; at run time, a gather per dimension"},
       {"Slice", 11, importSlice,
-       "starts, ends, axes and steps must be compile-time constants"},
+       "starts, ends, axes and steps: " KILN_FIXED_BY_DECLARED_SHAPE
+       "; at run time, a gather per dimension"},
       {"Gather", 1, importGather, ""},
       {"Gather", 11, importGather, ""},
       {"GatherElements", 11, importGatherElements, ""},
@@ -1326,10 +1330,14 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"ScatterElements", 18, importScatterElements, ""},
       {"Pad", 2, importPad, ""},
       {"Pad", 11, importPad,
-       "pads and constant_value must be compile-time constants"},
-      {"Pad", 18, importPad, "axes must be a compile-time constant"},
+       "pads: " KILN_FIXED_BY_DECLARED_SHAPE
+       "; constant_value any; at run time, a gather per dimension"},
+      {"Pad", 18, importPad,
+       "pads and axes: " KILN_FIXED_BY_DECLARED_SHAPE
+       "; constant_value any; at run time, a gather per dimension"},
       {"Pad", 19, importPad,
-       "wrap mode as a gather per padded axis"},
+       "wrap mode as a gather per padded axis; pads and "
+       "axes: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Expand", 8, importExpand, "shape: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Split", 2, importSplit, ""},
       {"Split", 11, importSplit, ""},
@@ -1337,15 +1345,18 @@ void registerDataMovementHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Split", 18, importSplit, "split: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Tile", 6, importTile, "repeats: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Resize", 10, importResize,
-       "float inputs only; scales or sizes must be compile-time constants"},
+       "float inputs only; scales: " KILN_FIXED_BY_DECLARED_SHAPE
+       ", read by the kernel"},
       {"Resize", 11, importResize,
-       "roi and scales must be compile-time constants; sizes: "
-       KILN_FIXED_BY_DECLARED_SHAPE},
+       "scales and sizes: " KILN_FIXED_BY_DECLARED_SHAPE
+       " (scales at run time not with tf_crop_and_resize); roi at run time "
+       "is read by the kernel"},
       {"Resize", 13, importResize, ""},
       {"Resize", 18, importResize, ""},
       {"Resize", 19, importResize, ""},
       {"Upsample", 7, importUpsample, "float inputs only"},
-      {"Upsample", 9, importUpsample, "scales must be a compile-time constant"},
+      {"Upsample", 9, importUpsample,
+       "scales: " KILN_FIXED_BY_DECLARED_SHAPE ", read by the kernel"},
       {"DepthToSpace", 1, importDepthToSpace, "4-D inputs only"},
       {"DepthToSpace", 11, importDepthToSpace, "4-D inputs only"},
       {"SpaceToDepth", 1, importSpaceToDepth, "4-D inputs only"},

@@ -67,9 +67,9 @@ struct IndexMath {
                             {0}, /*keepdims=*/true);
     if (fallback == 0)
       return picked;
-    Value hits = c.reduce(ReduceKind::Sum,
-                          select(hit, constant(1), constant(0)), {0},
-                          /*keepdims=*/true);
+    Value hits =
+        c.reduce(ReduceKind::Sum, select(hit, constant(1), constant(0)), {0},
+                 /*keepdims=*/true);
     return add(picked, mul(sub(constant(1), hits), constant(fallback)));
   }
   Value iota(int64_t size) { return c.iotaAlong(size, 0, 1, i64); }
@@ -131,7 +131,7 @@ std::optional<LogicalResult> importRuntimeSlice(NodeImporter &n) {
     for (int64_t axis : *constants[3]) {
       if (axis < -rank || axis >= rank)
         return refuse(n.fail("axis " + Twine(axis) +
-                              " is out of range for rank " + Twine(rank)));
+                             " is out of range for rank " + Twine(rank)));
       int64_t d = axis < 0 ? axis + rank : axis;
       if (llvm::is_contained(dims, d))
         return refuse(n.fail("axis " + Twine(axis) + " is repeated"));
@@ -140,27 +140,26 @@ std::optional<LogicalResult> importRuntimeSlice(NodeImporter &n) {
   } else if (!n.hasInput(3)) {
     dims = llvm::to_vector(llvm::seq<int64_t>(0, count));
     if (count > rank)
-      return refuse(n.fail("starts has " + Twine(count) +
-                            " values for rank " + Twine(rank)));
+      return refuse(n.fail("starts has " + Twine(count) + " values for rank " +
+                           Twine(rank)));
   }
   if (constants[4] && llvm::is_contained(*constants[4], int64_t{0}))
     return refuse(n.fail("a step is 0"));
 
   SmallVector<NodeImporter::GuardOperand> operands;
   for (size_t i = 1; i <= 4; ++i)
-    operands.push_back({names[i],
-                        isRuntime(n, i) ? std::optional<size_t>(i)
-                                        : std::nullopt,
-                        constants[i]});
+    operands.push_back(
+        {names[i], isRuntime(n, i) ? std::optional<size_t>(i) : std::nullopt,
+         constants[i]});
   n.guardOperands("slice", operands, in, out);
 
   Composer c(n);
   if (empty)
-    return bindComposed(c, c.slice(n.input(0), SmallVector<int64_t>(rank, 0),
-                                   out));
+    return bindComposed(
+        c, c.slice(n.input(0), SmallVector<int64_t>(rank, 0), out));
   IndexMath m{c, n.builder().getI64Type()};
-  Value starts = m.operand(n, 1, constants[1].value_or(SmallVector<int64_t>()),
-                           count);
+  Value starts =
+      m.operand(n, 1, constants[1].value_or(SmallVector<int64_t>()), count);
   SmallVector<int64_t> unitSteps(count, 1);
   Value steps = m.operand(n, 4, constants[4].value_or(unitSteps), count);
   // out[j] = in[start + j * step] along `d`, start from the end when
@@ -188,8 +187,7 @@ std::optional<LogicalResult> importRuntimeSlice(NodeImporter &n) {
   return bindComposed(c, x);
 }
 
-std::optional<LogicalResult> importRuntimePad(NodeImporter &n,
-                                              StringRef mode) {
+std::optional<LogicalResult> importRuntimePad(NodeImporter &n, StringRef mode) {
   if (n.opset() < 11)
     return std::nullopt;
   bool shapeAtRuntime = isRuntime(n, 1) || isRuntime(n, 3);
@@ -220,13 +218,13 @@ std::optional<LogicalResult> importRuntimePad(NodeImporter &n,
   int64_t count = n.hasInput(3) ? n.inputType(3).getNumElements() : rank;
   if (n.inputType(1).getNumElements() != 2 * count)
     return refuse(n.fail("expects " + Twine(2 * count) + " pads, got " +
-                          Twine(n.inputType(1).getNumElements())));
+                         Twine(n.inputType(1).getNumElements())));
   SmallVector<int64_t> dims;
   if (axesGiven) {
     for (int64_t axis : *axesGiven) {
       if (axis < -rank || axis >= rank)
         return refuse(n.fail("axis " + Twine(axis) +
-                              " is out of range for rank " + Twine(rank)));
+                             " is out of range for rank " + Twine(rank)));
       int64_t d = axis < 0 ? axis + rank : axis;
       if (llvm::is_contained(dims, d))
         return refuse(n.fail("axis " + Twine(axis) + " is repeated"));
@@ -251,42 +249,51 @@ std::optional<LogicalResult> importRuntimePad(NodeImporter &n,
   if (llvm::any_of(out, [](int64_t e) { return e <= 0; }))
     return std::nullopt;
   if (shapeAtRuntime)
-    n.guardOperands("pad",
-                    {{"pads",
-                      isRuntime(n, 1) ? std::optional<size_t>(1) : std::nullopt,
-                      pads},
-                     {"axes",
-                      isRuntime(n, 3) ? std::optional<size_t>(3) : std::nullopt,
-                      axesGiven}},
-                    in, out);
+    n.guardOperands(
+        "pad",
+        {{"pads", isRuntime(n, 1) ? std::optional<size_t>(1) : std::nullopt,
+          pads},
+         {"axes", isRuntime(n, 3) ? std::optional<size_t>(3) : std::nullopt,
+          axesGiven}},
+        in, out);
 
   Composer c(n);
   IndexMath m{c, n.builder().getI64Type()};
-  Value padValues = m.operand(n, 1, pads.value_or(SmallVector<int64_t>()),
-                              2 * count);
+  Value padValues =
+      m.operand(n, 1, pads.value_or(SmallVector<int64_t>()), 2 * count);
   Value x = n.input(0), inside;
-  // Along `d`: output j reads input j - before, mapped into the dimension
-  // by the mode; constant mode marks where it falls outside.
-  auto gatherAlong = [&](int64_t d, Value before) {
+  // Along `d`: output j reads input j - before. Negative pads crop first
+  // (as the handler's constant path and onnxruntime do), so edge, reflect
+  // and wrap map that into the kept window [lo, hi), lo = max(-before, 0),
+  // hi = size - max(-after, 0); constant mode marks what falls outside.
+  auto gatherAlong = [&](int64_t d, Value before, Value after) {
     int64_t size = in[d];
     Value source = m.sub(m.iota(out[d]), before);
+    Value zero = m.constant(0);
+    Value lo = c.make<MaxOp>({m.sub(zero, before), zero});
+    Value hi =
+        m.sub(m.constant(size), c.make<MaxOp>({m.sub(zero, after), zero}));
+    Value extent = m.sub(hi, lo);
+    Value offset = m.sub(source, lo);
     Value index;
     if (mode == "wrap") {
-      index = c.make<ModOp>({source, m.constant(size)});
-    } else if (mode == "reflect" && size > 1) {
-      int64_t period = 2 * (size - 1);
-      Value phase = c.make<ModOp>({source, m.constant(period)});
-      index = m.select(m.less(phase, m.constant(size)), phase,
-                       m.sub(m.constant(period), phase));
+      index = m.add(lo, c.make<ModOp>({offset, extent}));
+    } else if (mode == "reflect") {
+      // Period 2 (extent - 1); a window of one element repeats it.
+      Value period = c.make<MaxOp>(
+          {m.mul(m.constant(2), m.sub(extent, m.constant(1))), m.constant(1)});
+      Value phase = c.make<ModOp>({offset, period});
+      index = m.add(
+          lo, m.select(m.less(phase, extent), phase, m.sub(period, phase)));
     } else {
       index = m.clamp(source, 0, size - 1);
     }
     x = c.make<GatherOp>({x, index}, {n.namedI64("axis", d)});
     if (mode != "constant")
       return;
-    Value valid = c.make<AndOp>(
-        {c.make<GreaterEqualOp>({source, m.constant(0)}),
-         m.less(source, m.constant(size))});
+    Value valid =
+        c.make<AndOp>({c.make<GreaterEqualOp>({source, m.constant(0)}),
+                       m.less(source, m.constant(size))});
     SmallVector<int64_t> along(rank, 1);
     along[d] = out[d];
     valid = c.reshape(valid, along);
@@ -296,13 +303,15 @@ std::optional<LogicalResult> importRuntimePad(NodeImporter &n,
     for (auto [k, d] : llvm::enumerate(dims)) {
       if (pads && (*pads)[k] == 0 && (*pads)[k + count] == 0)
         continue;
-      gatherAlong(d, m.entry(padValues, k));
+      gatherAlong(d, m.entry(padValues, k), m.entry(padValues, k + count));
     }
   } else {
     Value axes = m.fromEnd(m.operand(n, 3, {}, count), rank);
     Value leading = c.sliceAxis(padValues, 0, 0, count);
+    Value trailing = c.sliceAxis(padValues, 0, count, 2 * count);
     for (int64_t d = 0; d < rank; ++d)
-      gatherAlong(d, m.forAxis(axes, leading, d, 0));
+      gatherAlong(d, m.forAxis(axes, leading, d, 0),
+                  m.forAxis(axes, trailing, d, 0));
   }
   if (inside) {
     Type element = inType.getElementType();
@@ -310,16 +319,16 @@ std::optional<LogicalResult> importRuntimePad(NodeImporter &n,
     if (isRuntime(n, 2)) {
       if (n.inputType(2).getNumElements() != 1)
         return refuse(n.fail("input 'constant_value' must hold a single "
-                              "value"));
+                             "value"));
       if (n.inputType(2).getElementType() != element)
         return refuse(n.fail("constant_value's type differs from the "
-                              "data's"));
+                             "data's"));
       fill = c.reshape(n.input(2), {});
     } else if (n.hasInput(2)) {
       std::optional<DenseElementsAttr> v = n.constantInput(2);
       if (v->getNumElements() != 1)
         return refuse(n.fail("input 'constant_value' must hold a single "
-                              "value"));
+                             "value"));
       fill = c.reshape(n.input(2), {});
     } else {
       fill = c.scalar(element, 0.0);

@@ -1,4 +1,5 @@
-//===- RuntimeWindows.h - Slice and Pad windows given at run time -*- C++ -*-===//
+//===- RuntimeWindows.h - Slice and Pad windows given at run time -*- C++
+//-*-===//
 //
 // Private to the ONNX handlers (issue 24; docs/runtime.md "Shape inputs at
 // run time"). Slice's starts, ends, axes and steps, and Pad's pads,

@@ -1001,6 +1001,60 @@ func.func @resize_scales_length(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x16x16xf32
 
 // -----
 
+// resize: run-time scales need value_axes.
+func.func @resize_runtime_no_axes(%x: tensor<1x4x8x8xf32>, %s: tensor<2xf32>) -> tensor<1x4x4x4xf32> {
+  // expected-error @+1 {{'kiln.resize' op value_axes is required by and only taken with runtime scales or roi}}
+  %0 = kiln.resize %x scales(%s : tensor<2xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64>} : tensor<1x4x8x8xf32> -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// resize: one run-time scale per value axis.
+func.func @resize_runtime_length(%x: tensor<1x4x8x8xf32>, %s: tensor<4xf32>) -> tensor<1x4x4x4xf32> {
+  // expected-error @+1 {{'kiln.resize' op expects runtime_scales of 2 values (1-D), got 'tensor<4xf32>'}}
+  %0 = kiln.resize %x scales(%s : tensor<4xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64>, value_axes = array<i64: 2, 3>} : tensor<1x4x8x8xf32> -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// resize: a dimension no run-time scale covers keeps its size.
+func.func @resize_runtime_uncovered(%x: tensor<1x4x8x8xf32>, %s: tensor<1xf32>) -> tensor<1x4x4x4xf32> {
+  // expected-error @+1 {{'kiln.resize' op dimension 2 changes size but no runtime scale covers it}}
+  %0 = kiln.resize %x scales(%s : tensor<1xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64>, value_axes = array<i64: 3>} : tensor<1x4x8x8xf32> -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// resize: value_axes are distinct dimensions.
+func.func @resize_runtime_axes(%x: tensor<1x4x8x8xf32>, %s: tensor<2xf32>) -> tensor<1x4x4x4xf32> {
+  // expected-error @+1 {{'kiln.resize' op value_axes must be distinct dimensions of the input, got 3}}
+  %0 = kiln.resize %x scales(%s : tensor<2xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64>, value_axes = array<i64: 3, 3>} : tensor<1x4x8x8xf32> -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// resize: run-time scales replace the scales attribute.
+func.func @resize_runtime_both(%x: tensor<1x4x8x8xf32>, %s: tensor<2xf32>) -> tensor<1x4x4x4xf32> {
+  // expected-error @+1 {{'kiln.resize' op takes runtime scales or the scales attribute, not both}}
+  %0 = kiln.resize %x scales(%s : tensor<2xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64: 1.0, 1.0, 0.5, 0.5>, value_axes = array<i64: 2, 3>} : tensor<1x4x8x8xf32> -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// resize: a run-time region is tf_crop_and_resize's.
+func.func @resize_runtime_roi_mode(%x: tensor<1x4x8x8xf32>, %r: tensor<4xf32>) -> tensor<1x4x4x4xf32> {
+  // expected-error @+1 {{'kiln.resize' op runtime_roi is taken by the tf_crop_and_resize coordinate mode only}}
+  %0 = kiln.resize %x roi(%r : tensor<4xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64>, value_axes = array<i64: 2, 3>} : tensor<1x4x8x8xf32> -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
+}
+
+// -----
+
 // resize scales are positive.
 func.func @resize_scales_positive(%x: tensor<1x4x8x8xf32>) -> tensor<1x4x16x16xf32> {
   // expected-error @+1 {{'kiln.resize' op scales must be positive}}

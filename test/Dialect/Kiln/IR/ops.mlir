@@ -695,6 +695,18 @@ func.func @resize_crop(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
   return %0 : tensor<1x1x3x3xf32>
 }
 
+// resize: scales and a region given at run time, over value_axes.
+// CHECK-LABEL: func.func @resize_runtime(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<1x1x4x6xf32>, %[[S:[^:]*]]: tensor<2xf32>, %[[R:[^:]*]]: tensor<4xf64>)
+// CHECK-NEXT:      %[[A:.*]] = kiln.resize %[[X]] scales(%[[S]] : tensor<2xf32>) {coordinate_mode = #kiln.coordinate_mode<half_pixel>, mode = #kiln.resize_mode<linear>, scales = array<f64>, value_axes = array<i64: 2, 3>} : tensor<1x1x4x6xf32> -> tensor<1x1x2x3xf32>
+// CHECK-NEXT:      %[[B:.*]] = kiln.resize %[[X]] roi(%[[R]] : tensor<4xf64>) {coordinate_mode = #kiln.coordinate_mode<tf_crop_and_resize>, mode = #kiln.resize_mode<linear>, roi = array<f64: 0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00, 1.000000e+00, 1.000000e+00, 1.000000e+00, 1.000000e+00>, scales = array<f64>, value_axes = array<i64: 3, 2>} : tensor<1x1x4x6xf32> -> tensor<1x1x3x3xf32>
+// CHECK-NEXT:      return %[[A]], %[[B]]
+func.func @resize_runtime(%x: tensor<1x1x4x6xf32>, %s: tensor<2xf32>, %r: tensor<4xf64>) -> (tensor<1x1x2x3xf32>, tensor<1x1x3x3xf32>) {
+  %0 = kiln.resize %x scales(%s : tensor<2xf32>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<half_pixel>, scales = array<f64>, value_axes = array<i64: 2, 3>} : tensor<1x1x4x6xf32> -> tensor<1x1x2x3xf32>
+  %1 = kiln.resize %x roi(%r : tensor<4xf64>) {mode = #kiln.resize_mode<linear>, coordinate_mode = #kiln.coordinate_mode<tf_crop_and_resize>, roi = array<f64: 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0>, scales = array<f64>, value_axes = array<i64: 3, 2>} : tensor<1x1x4x6xf32> -> tensor<1x1x3x3xf32>
+  return %0, %1 : tensor<1x1x2x3xf32>, tensor<1x1x3x3xf32>
+}
+
 // call_kernel: a precompiled kernel on tensors (with its scalars) and, after
 // bufferization, on memrefs (no results).
 gpu.binary @tc_gemm [#gpu.object<#nvvm.target<chip = "sm_90">, assembly = "PTX">]
