@@ -27,8 +27,9 @@ namespace kiln::runtime {
 namespace {
 
 constexpr std::string_view kKinds[] = {
-    "axes-one-of", "reshape", "squeeze", "unsqueeze",     "expand",
-    "equal",       "slice",   "pad",     "resize-scales", "resize-sizes"};
+    "axes-one-of",   "reshape",      "squeeze", "unsqueeze",
+    "expand",        "equal",        "slice",   "pad",
+    "resize-scales", "resize-sizes", "range"};
 
 /// The kinds that read several operands: step input k (or, when it is
 /// empty, the ints attribute of the same name) is operand k.
@@ -41,7 +42,32 @@ const OperandKind kOperandKinds[] = {
     {"pad", {"pads", "axes"}},
     {"resize-scales", {"scales"}},
     {"resize-sizes", {"sizes"}},
+    {"range", {"start", "limit", "delta"}},
 };
+
+/// The kinds whose operands are numbers of any type, read in f64 (their
+/// constant attributes too, as `%.17g` text).
+bool readsDoubles(std::string_view kind) {
+  return kind == "resize-scales" || kind == "range";
+}
+
+/// A numbers attribute in f64 (absent: none); a text that is not a number
+/// is an error naming it.
+Expected<std::vector<double>> doublesAttribute(const HostStep &step,
+                                               std::string_view name) {
+  std::vector<double> out;
+  if (const HostAttribute *attribute = step.findAttribute(name))
+    for (const std::string &text : attribute->values) {
+      char *end = nullptr;
+      double value = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0')
+        return stepError(step, fmt::format("attribute '{}' holds '{}', not "
+                                           "a number",
+                                           name, printable(text)));
+      out.push_back(value);
+    }
+  return out;
+}
 
 const OperandKind *operandKind(std::string_view kind) {
   for (const OperandKind &k : kOperandKinds)
@@ -118,9 +144,14 @@ Expected<std::vector<int64_t>> guardedValues(const HostValue &value,
 /// constant one.
 Expected<std::vector<double>> floatValues(const HostValue &value,
                                           const std::string &what) {
-  if (value.isString ||
-      (value.dtype != DType::F32 && value.dtype != DType::F64))
-    return makeError("{} is not f32 or f64", what);
+  if (value.isString)
+    return makeError("{} is not a number", what);
+  if (value.dtype != DType::F32 && value.dtype != DType::F64) {
+    Expected<std::vector<int64_t>> ints = integersOf(value, what);
+    if (!ints)
+      return ints.takeError();
+    return std::vector<double>(ints->begin(), ints->end());
+  }
   std::vector<double> out;
   size_t size = value.dtype == DType::F32 ? 4 : 8;
   for (size_t at = 0; at + size <= value.data.size(); at += size) {
@@ -151,24 +182,27 @@ Error runOperandGuard(const HostStep &step, const OperandKind &kind,
   // operands as the message gives them.
   std::string given;
   std::vector<std::vector<int64_t>> ints(kind.operands.size());
-  std::vector<double> scales;
+  std::vector<std::vector<double>> doubles(kind.operands.size());
   for (size_t k = 0; k < kind.operands.size(); ++k) {
     std::string role(kind.operands[k]);
     bool runtime = k < step.inputs.size() && !step.inputs[k].empty();
     if (!runtime) {
-      ints[k] = *intsAttribute(step, role);
+      if (readsDoubles(kind.kind))
+        doubles[k] = *doublesAttribute(step, role);
+      else
+        ints[k] = *intsAttribute(step, role);
       continue;
     }
     const std::string &name = step.inputs[k];
     const HostValue &value = values.find(name)->second;
     std::string text;
-    if (kind.kind == "resize-scales") {
+    if (readsDoubles(kind.kind)) {
       Expected<std::vector<double>> v =
           floatValues(value, "input '" + name + "'");
       if (!v)
         return stepError(step, v.error().message());
-      scales = v.take();
-      text = fmt::format("[{}]", fmt::join(scales, ", "));
+      doubles[k] = v.take();
+      text = fmt::format("[{}]", fmt::join(doubles[k], ", "));
     } else {
       Expected<std::vector<int64_t>> v =
           guardedValues(value, "input '" + name + "'");
@@ -184,8 +218,22 @@ Error runOperandGuard(const HostStep &step, const OperandKind &kind,
     return stepError(step, fmt::format("{}: {}", given, why));
   };
 
+  const std::vector<double> &scales = doubles[0];
   Shape result(shape);
-  if (kind.kind == "slice") {
+  if (kind.kind == "range") {
+    // max(ceil((limit - start) / delta), 0) elements, in f64 as kilnc
+    // counts constant ones.
+    for (size_t k = 0; k < 3; ++k)
+      if (doubles[k].size() != 1)
+        return invalid(fmt::format("{} must hold one value", kind.operands[k]));
+    double start = doubles[0][0], limit = doubles[1][0], delta = doubles[2][0];
+    if (delta == 0)
+      return invalid("delta is zero");
+    double count = std::ceil((limit - start) / delta);
+    if (!(count < 9.2e18))
+      return invalid("the range has no size an int64 holds");
+    result = {std::max<int64_t>(0, static_cast<int64_t>(count))};
+  } else if (kind.kind == "slice") {
     Expected<SliceWindow> window =
         sliceWindow(shape, ints[0], ints[1], ints[2], ints[3]);
     if (!window)
@@ -266,11 +314,12 @@ Error runOperandGuard(const HostStep &step, const OperandKind &kind,
 Error verifyShapeGuard(const HostStep &step) {
   std::string_view kind = textOf(step, "kind");
   if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds))
-    return stepError(step, fmt::format("guard kind '{}' is not one of "
-                                       "axes-one-of, reshape, squeeze, "
-                                       "unsqueeze, expand, equal, slice, "
-                                       "pad, resize-scales, resize-sizes",
-                                       printable(std::string(kind))));
+    return stepError(step,
+                     fmt::format("guard kind '{}' is not one of "
+                                 "axes-one-of, reshape, squeeze, "
+                                 "unsqueeze, expand, equal, slice, "
+                                 "pad, resize-scales, resize-sizes, range",
+                                 printable(std::string(kind))));
   const OperandKind *operands = operandKind(kind);
   size_t maxInputs = operands ? operands->operands.size() : 1;
   bool anyInput = false;
@@ -285,9 +334,13 @@ Error verifyShapeGuard(const HostStep &step) {
     return stepError(step, "a guard needs its node's op and operand");
   std::vector<std::string_view> intAttributes{"input_shape", "expected", "free",
                                               "axes"};
-  if (operands)
+  if (operands && !readsDoubles(kind))
     intAttributes.insert(intAttributes.end(), operands->operands.begin(),
                          operands->operands.end());
+  if (operands && readsDoubles(kind))
+    for (std::string_view name : operands->operands)
+      if (Expected<std::vector<double>> v = doublesAttribute(step, name); !v)
+        return v.takeError();
   for (std::string_view name : intAttributes) {
     Expected<std::vector<int64_t>> ints = intsAttribute(step, name);
     if (!ints)
@@ -297,7 +350,7 @@ Error verifyShapeGuard(const HostStep &step) {
         if (dim < 0)
           return stepError(step, fmt::format("input_shape has dim {}", dim));
   }
-  if (kind != "equal" && !step.findAttribute("input_shape"))
+  if (kind != "equal" && kind != "range" && !step.findAttribute("input_shape"))
     return stepError(step, "a guard of kind '" + std::string(kind) +
                                "' needs input_shape");
   if (!step.findAttribute("expected"))

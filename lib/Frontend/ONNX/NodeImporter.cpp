@@ -3,6 +3,8 @@
 
 #include "NodeImporter.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include "kiln/runtime/HostSteps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -391,6 +393,12 @@ void NodeImporter::guardOperands(
       if (operand.constant)
         step.attributes.push_back(
             {operand.role.str(), intsText(*operand.constant)});
+      if (operand.numbers) {
+        std::vector<std::string> text;
+        for (double v : *operand.numbers)
+          text.push_back(llvm::formatv("{0:e17}", v).str());
+        step.attributes.push_back({operand.role.str(), std::move(text)});
+      }
     }
   }
   while (!step.inputs.empty() && step.inputs.back().empty())

@@ -223,6 +223,8 @@ public:
     llvm::StringRef role;
     std::optional<size_t> input;
     std::optional<llvm::SmallVector<int64_t>> constant;
+    /// For the kinds that read numbers in f64 (range): the constant.
+    std::optional<llvm::SmallVector<double>> numbers = std::nullopt;
   };
   /// Adds the ShapeGuard of such a kind; `expected` is output 0's shape.
   void guardOperands(

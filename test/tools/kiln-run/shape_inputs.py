@@ -91,6 +91,38 @@ def cases():
         [("x", F, [4, 5]), ("k", I, [])], [("y", F, [4, 5])], opset=14),
         [{"x": m, "k": np.array(k, np.int64)} for k in (1, -2, 0, 9)],
         lambda v: np.triu(v["x"], int(v["k"])))
+    # Range: the declared length is guarded; the device computes start +
+    # i * delta from the bound values.
+    yield ("range", model(
+        [helper.make_node("Range", ["start", "limit", "delta"], ["y"],
+                          name="range")],
+        [("start", I, []), ("limit", I, []), ("delta", I, [])],
+        [("y", I, [4])], opset=11),
+        [{"start": np.array(a, np.int64), "limit": np.array(b, np.int64),
+          "delta": np.array(d, np.int64)}
+         for a, b, d in ((0, 4, 1), (10, 2, -2), (-3, 5, 2), (0, 5, 1))],
+        lambda v: np.arange(v["start"], v["limit"], v["delta"]))
+    # DFT-20's axis: every signal axis gives 1x4x5x2 here, so each is built
+    # and the input picks one on the device.
+    sig = rng.standard_normal((1, 4, 5, 1)).astype(np.float32)
+    yield ("dft-axis", model(
+        [helper.make_node("DFT", ["x", "", "axis"], ["y"], name="dft")],
+        [("x", F, [1, 4, 5, 1]), ("axis", I, [])], [("y", F, [1, 4, 5, 2])],
+        opset=20),
+        [{"x": sig, "axis": np.array(a, np.int64)} for a in (1, -2, 0, 3)],
+        lambda v: (lambda f: np.stack([f.real, f.imag], -1).astype(np.float32))(
+            np.fft.fft(v["x"][..., 0].astype(np.float64),
+                       axis=int(v["axis"]) % 4)))  # counted in rank 4
+    # Dropout's training_mode and ratio as run-time data: ratio 0 keeps
+    # every element exactly, training_mode false is the identity.
+    dx = rng.standard_normal((3, 4)).astype(np.float32)
+    yield ("dropout", model(
+        [helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="drop")],
+        [("x", F, [3, 4]), ("r", F, []), ("t", TensorProto.BOOL, [])],
+        [("y", F, [3, 4])], opset=13),
+        [{"x": dx, "r": np.array(r, np.float32), "t": np.array(t)}
+         for r, t in ((0.0, True), (0.0, False), (0.7, False))],
+        lambda v: v["x"])
 
 
 def run(cmd):
@@ -155,6 +187,10 @@ def main():
         if name in ("reduce-sum", "reduce-sum-drop", "cumsum",
                     "reduce-l2-expanded"):
             return 1e-6 * np.abs(want) + 1e-7
+        if name == "dft-axis":
+            # An f32 twiddle matmul of at most 5 terms against numpy's f64
+            # FFT: a few f32 roundings of the largest term.
+            return 1e-5 * np.abs(want).max() + 1e-6
         return 0.0
     failures = check(cases(), arguments(), bound)
     print(f"shape inputs: {failures} failures")

@@ -321,6 +321,31 @@ TEST(HostGuardsTest, ResizeSizesFitOneScaleKeepingTheAspectRatio) {
   EXPECT_THAT(verdict(fit, values), HasSubstr("size 0 is not positive"));
 }
 
+TEST(HostGuardsTest, RangeCountsItsElementsInF64) {
+  // start at run time, limit and delta constants (as %.17g text).
+  HostStep step = operandGuard("range", "Range", {"s"}, {}, {4},
+                               {{"limit", {"2.5"}}, {"delta", {"0.5"}}});
+  auto run = [&](float start) {
+    Values values;
+    values["s"] = float32s({start});
+    values["s"].shape = {};
+    return verdict(step, values);
+  };
+  EXPECT_EQ(run(0.5f), "");                             // 0.5, 1, 1.5, 2
+  EXPECT_EQ(run(0.6f), "");                             // ceil(1.9 / 0.5) = 4
+  EXPECT_THAT(run(0.4f), HasSubstr("gives shape [5]")); // ceil(4.2)
+  EXPECT_THAT(run(-1.0f), HasSubstr("gives shape [7]"));
+  HostStep zero = operandGuard("range", "Range", {"s"}, {}, {4},
+                               {{"limit", {"2"}}, {"delta", {"0"}}});
+  Values values;
+  values["s"] = int64s({0});
+  EXPECT_THAT(verdict(zero, values), HasSubstr("delta is zero"));
+  HostStep text =
+      operandGuard("range", "Range", {"s"}, {}, {4}, {{"limit", {"two"}}});
+  EXPECT_THAT(verifyHostStep(text).message(),
+              HasSubstr("attribute 'limit' holds 'two', not a number"));
+}
+
 TEST(HostGuardsTest, OperandKindsNeedARunTimeInput) {
   HostStep none = operandGuard("slice", "Slice", {"", ""}, {4}, {2});
   EXPECT_THAT(verifyHostStep(none).message(),

@@ -112,13 +112,21 @@ Value broadcastQuantParam(Composer &c, Value param, ArrayRef<int64_t> shape,
 
 /// A float8 zero point (input 2) must be 0, as the spec says; the reference
 /// refuses others on dequantize and ignores them on quantize. Kiln refuses
-/// both, and does not add it.
-LogicalResult requireZeroPoint0(NodeImporter &n, StringRef what) {
+/// a constant other than 0. One given at run time cannot be checked before
+/// the run: quantize ignores it, as the reference does, and dequantize
+/// subtracts it (nothing, for the 0 the spec allows); `runtime` says so.
+LogicalResult requireZeroPoint0(NodeImporter &n, StringRef what,
+                                bool *runtime = nullptr) {
+  if (runtime)
+    *runtime = false;
   if (!n.hasInput(2))
     return success();
   std::optional<DenseElementsAttr> zero = n.constantInput(2);
-  if (!zero)
-    return n.fail(Twine(what) + " of float8 type must be a compile-time constant 0");
+  if (!zero) {
+    if (runtime)
+      *runtime = true;
+    return success();
+  }
   for (APFloat v : zero->getValues<APFloat>())
     if (!v.isZero())
       return n.fail(Twine(what) + " of float8 type must be 0, got " +
@@ -299,9 +307,10 @@ LogicalResult quant::importDequantizeLinear(NodeImporter &n) {
   ArrayRef<int64_t> shape = typeOf(x).getShape();
   Type compute = dequantComputeType(n, storage);
   Value dx = c.cast(x, compute);
-  if (float8 && failed(requireZeroPoint0(n, "x_zero_point")))
+  bool runtimeZero = false;
+  if (float8 && failed(requireZeroPoint0(n, "x_zero_point", &runtimeZero)))
     return failure();
-  if (n.hasInput(2) && !float8)
+  if (n.hasInput(2) && (!float8 || runtimeZero))
     dx = c.make<SubOp>(
         {dx, c.cast(broadcastQuantParam(c, n.input(2), shape, axis, blockSize,
                                         "x_zero_point"),

@@ -10,6 +10,7 @@
 
 #include "Composer.h"
 
+#include <cmath>
 #include <cstdio>
 
 using namespace mlir;
@@ -112,9 +113,51 @@ LogicalResult importSize(NodeImporter &n) {
 }
 
 /// Range needs constant operands: its length decides the result shape.
+/// Range with start, limit or delta given at run time: the declared output
+/// length, guarded (kind `range`); the device computes start + i * delta
+/// in the element type, as the constant path's kiln.iota does.
+std::optional<LogicalResult> importRuntimeRange(NodeImporter &n) {
+  bool runtime = false;
+  for (size_t i = 0; i < 3; ++i) {
+    if (n.constantInput(i))
+      continue;
+    if (!n.canGuardInput(i, /*allowFloat=*/true) ||
+        n.inputType(i).getNumElements() != 1)
+      return std::nullopt;
+    runtime = true;
+  }
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  if (!runtime || !declared || declared->size() != 1)
+    return std::nullopt;
+  const StringRef names[] = {"start", "limit", "delta"};
+  SmallVector<NodeImporter::GuardOperand> operands;
+  for (auto [i, name] : llvm::enumerate(names)) {
+    if (!n.constantInput(i)) {
+      operands.push_back({name, i, std::nullopt});
+      continue;
+    }
+    FailureOr<SmallVector<double>> value = n.constantFloats(i, name);
+    if (failed(value))
+      return failure();
+    if (value->size() != 1)
+      return LogicalResult(n.fail(Twine(name) + " must be a scalar"));
+    operands.push_back({name, std::nullopt, std::nullopt, *value});
+  }
+  n.guardOperands("range", operands, {}, *declared);
+  Type element = n.inputType(0).getElementType();
+  Composer c(n);
+  Value iota =
+      c.makeTyped<IotaOp>(RankedTensorType::get(*declared, element), {},
+                          {n.namedF64("start", 0.0), n.namedF64("step", 1.0)});
+  Value start = c.reshape(n.input(0), {}), delta = c.reshape(n.input(2), {});
+  return bindComposed(c, c.make<AddOp>({start, c.make<MulOp>({iota, delta})}));
+}
+
 LogicalResult importRange(NodeImporter &n) {
   if (failed(n.checkArity(3, 3)))
     return failure();
+  if (std::optional<LogicalResult> runtime = importRuntimeRange(n))
+    return *runtime;
   SmallVector<double> bounds;
   const StringRef names[] = {"start", "limit", "delta"};
   for (auto [i, name] : llvm::enumerate(names)) {
@@ -195,9 +238,65 @@ LogicalResult importInferenceTrainingDropout(NodeImporter &n, double ratio) {
   return n.setResults(results);
 }
 
+/// Training-mode dropout whose `training_mode` or `ratio` is given at run
+/// time, in an inference artifact: element i is kept when u_i >= ratio, u_i
+/// the 24-bit uniform of the node's Philox stream (RandomUniform's draw,
+/// not kiln.dropout_mask's 32-bit compare: the same keep probability to
+/// within 2^-24, another mask than a constant ratio gives), and scaled by
+/// 1 / (1 - ratio); training_mode false selects the input and an all-true
+/// mask. Ratio 0 keeps every element exactly.
+LogicalResult importRuntimeDropout(NodeImporter &n) {
+  RankedTensorType type = n.inputType(0);
+  Type element = type.getElementType();
+  if (!isa<FloatType>(element))
+    return n.fail("training-mode dropout needs a floating-point input");
+  if (n.training())
+    return n.fail("input 'training_mode' and 'ratio' must be compile-time "
+                  "constants under kilnc --train");
+  Composer c(n);
+  Type i32 = n.builder().getI32Type();
+  auto bits = static_cast<uint64_t>(static_cast<int64_t>(n.intAttr("seed", 0)));
+  Value key =
+      c.constant(RankedTensorType::get({2}, i32),
+                 {static_cast<double>(static_cast<int32_t>(bits & 0xffffffffu)),
+                  static_cast<double>(static_cast<int32_t>(bits >> 32))});
+  Value counter = c.constant(RankedTensorType::get({4}, i32), {0.0});
+  Value words = c.makeTyped<PhiloxOp>(
+      RankedTensorType::get(type.getShape(), i32), {key, counter},
+      {n.namedI64("stream", Composer::philoxStream(n.node().output_size()
+                                                       ? n.node().output(0)
+                                                       : ""))});
+  Type f32 = n.builder().getF32Type();
+  Value u = c.make<MulOp>(
+      {c.cast(c.make<BitwiseAndOp>(
+                  {c.make<ShiftRightOp>({words, c.scalar(i32, 8)}),
+                   c.scalar(i32, 0xffffff)}),
+              f32),
+       c.scalar(f32, std::ldexp(1.0, -24))});
+  Value ratio = n.hasInput(1) ? c.cast(c.reshape(n.input(1), {}), f32)
+                              : c.scalar(f32, 0.5);
+  Value kept = c.make<GreaterEqualOp>({u, ratio});
+  Value scale =
+      c.cast(c.make<DivOp>({c.scalar(f32, 1.0),
+                            c.make<SubOp>({c.scalar(f32, 1.0), ratio})}),
+             element);
+  Value y = c.make<SelectOp>(
+      {kept, c.make<MulOp>({n.input(0), scale}), c.scalar(element, 0.0)});
+  Value training = c.reshape(n.input(2), {});
+  SmallVector<Value> results{c.make<SelectOp>({training, y, n.input(0)})};
+  if (n.node().output_size() > 1 && !n.node().output(1).empty())
+    results.push_back(c.make<OrOp>({kept, c.make<NotOp>({training})}));
+  return bindComposed(c, results);
+}
+
 LogicalResult importDropout(NodeImporter &n) {
   if (failed(n.checkArity(1, 3, 2)))
     return failure();
+  bool runtimeTraining = n.hasInput(2) && !n.constantInput(2);
+  bool runtimeRatio = n.hasInput(1) && !n.constantInput(1);
+  if (runtimeTraining || (runtimeRatio && n.hasInput(2) &&
+                          n.constantInput(2)->getSplatValue<bool>()))
+    return importRuntimeDropout(n);
   if (n.hasInput(2)) {
     std::optional<DenseElementsAttr> training = n.constantInput(2);
     if (!training)
@@ -251,12 +350,13 @@ void registerShapeHandlers(SmallVectorImpl<Handler> &handlers) {
       {"Shape", 15, importShape, ""},
       {"Size", 1, importSize, ""},
       {"Range", 11, importRange,
-       "start, limit and delta must be compile-time constants"},
+       "start, limit and delta: " KILN_FIXED_BY_DECLARED_SHAPE},
       {"Identity", 1, importIdentity,
        "tensors only (no sequences or optionals)"},
       {"Dropout", 7, importDropout, "inference only"},
       {"Dropout", 12, importDropout,
-       "training_mode and ratio must be constants; training mode: with "
+       "training_mode and ratio at run time: a Philox mask (not under "
+       "kilnc --train); training mode: with "
        "kilnc --train a Philox mask per step (no mask output), otherwise a "
        "seeded Philox mask, the same on every run"},
   });

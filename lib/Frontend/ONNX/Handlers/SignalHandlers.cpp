@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Composer.h"
+#include "RuntimeAxes.h"
 #include "WindowAttrs.h"
 
 #include <cmath>
@@ -248,6 +249,45 @@ LogicalResult importDFT(NodeImporter &n) {
                   formatInts(type.getShape()));
   if (!isa<FloatType>(type.getElementType()))
     return n.fail("expects a floating-point signal");
+  bool inverse = n.intAttr("inverse", 0) != 0;
+  bool onesided = n.intAttr("onesided", 0) != 0;
+  if (onesided && type.getShape().back() == 2 && !inverse)
+    return n.fail("onesided needs a real input ([..., 1])");
+  std::optional<int64_t> givenLength;
+  if (n.hasInput(1)) {
+    FailureOr<int64_t> value = constantScalarInt(n, 1, "dft_length");
+    if (failed(value))
+      return failure();
+    givenLength = *value;
+  }
+  // An axis given at run time (DFT-20): each signal axis whose transform
+  // has the declared output shape is built, and the input picks one on
+  // the device, as CumSum's axis.
+  std::optional<SmallVector<int64_t>> declared = n.declaredOutputShape(0);
+  if (n.opset() >= 20 && n.canGuardInput(2) &&
+      n.inputType(2).getNumElements() == 1 && declared && !givenLength) {
+    SmallVector<AxesChoice> choices;
+    for (int64_t d = 0; d + 1 < rank; ++d) {
+      SmallVector<int64_t> shape(type.getShape());
+      shape[d] = onesided ? shape[d] / 2 + 1 : shape[d];
+      shape.back() = 2;
+      if (shape == *declared && type.getDimSize(d) >= 1)
+        choices.push_back({{d}, {}});
+    }
+    if (!choices.empty())
+      return bind(n, selectByRuntimeAxes(
+                         n, 2, "axis", type.getShape(), choices,
+                         /*noopWithEmptyAxes=*/false,
+                         [&](ArrayRef<int64_t> axis) -> FailureOr<Value> {
+                           Composer c(n);
+                           Value y = dft(c, n.input(0), axis.front(),
+                                         type.getDimSize(axis.front()), inverse,
+                                         onesided);
+                           if (c.failed())
+                             return failure();
+                           return y;
+                         }));
+  }
   int64_t axis = n.opset() < 20 ? n.intAttr("axis", 1) : -2;
   if (n.opset() >= 20 && n.hasInput(2)) {
     FailureOr<int64_t> value = constantScalarInt(n, 2, "axis");
@@ -260,19 +300,9 @@ LogicalResult importDFT(NodeImporter &n) {
   if (axis < 0 || axis >= rank - 1)
     return n.fail("axis " + Twine(axis) + " is not a signal dimension of an "
                   "input of rank " + Twine(rank));
-  int64_t length = type.getDimSize(axis);
-  if (n.hasInput(1)) {
-    FailureOr<int64_t> value = constantScalarInt(n, 1, "dft_length");
-    if (failed(value))
-      return failure();
-    length = *value;
-  }
+  int64_t length = givenLength.value_or(type.getDimSize(axis));
   if (length < 1)
     return n.fail("dft_length " + Twine(length) + " must be positive");
-  bool inverse = n.intAttr("inverse", 0) != 0;
-  bool onesided = n.intAttr("onesided", 0) != 0;
-  if (onesided && type.getShape().back() == 2 && !inverse)
-    return n.fail("onesided needs a real input ([..., 1])");
   Composer c(n);
   return bindComposed(c, dft(c, n.input(0), axis, length, inverse, onesided));
 }
