@@ -174,12 +174,16 @@ def check(cases, args, bound):
     return failures
 
 
-def arguments():
+def check_all(label, cases, bound):
+    """Parses the command line, checks `cases` (see check) and prints the
+    summary line; returns the exit status."""
     ap = argparse.ArgumentParser()
     ap.add_argument("work")
     ap.add_argument("--kilnc", required=True)
     ap.add_argument("--kiln-run", required=True)
-    return ap.parse_args()
+    failures = check(cases, ap.parse_args(), bound)
+    print(f"{label}: {failures} failures")
+    return 1 if failures else 0
 
 
 def main():
@@ -192,9 +196,7 @@ def main():
             # FFT: a few f32 roundings of the largest term.
             return 1e-5 * np.abs(want).max() + 1e-6
         return 0.0
-    failures = check(cases(), arguments(), bound)
-    print(f"shape inputs: {failures} failures")
-    return 1 if failures else 0
+    return check_all("shape inputs", cases(), bound)
 
 
 if __name__ == "__main__":

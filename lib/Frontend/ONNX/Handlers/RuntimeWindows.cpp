@@ -75,6 +75,23 @@ struct IndexMath {
   Value iota(int64_t size) { return c.iotaAlong(size, 0, 1, i64); }
 };
 
+/// Constant axes for `rank`, from the end when negative; refuses
+/// out-of-range and repeated ones, naming them.
+FailureOr<SmallVector<int64_t>> distinctAxes(NodeImporter &n,
+                                             ArrayRef<int64_t> axes,
+                                             int64_t rank) {
+  SmallVector<int64_t> dims;
+  for (int64_t axis : axes) {
+    FailureOr<int64_t> d = normalizeAxisOrFail(n, axis, rank);
+    if (failed(d))
+      return failure();
+    if (llvm::is_contained(dims, *d))
+      return n.fail("axis " + Twine(axis) + " is repeated");
+    dims.push_back(*d);
+  }
+  return dims;
+}
+
 /// The constant integers of input `i` (present and constant), or failure
 /// with the handler's error.
 FailureOr<SmallVector<int64_t>> constantOperand(NodeImporter &n, size_t i,
@@ -128,15 +145,10 @@ std::optional<LogicalResult> importRuntimeSlice(NodeImporter &n) {
   }
   SmallVector<int64_t> dims;
   if (constants[3]) {
-    for (int64_t axis : *constants[3]) {
-      if (axis < -rank || axis >= rank)
-        return refuse(n.fail("axis " + Twine(axis) +
-                             " is out of range for rank " + Twine(rank)));
-      int64_t d = axis < 0 ? axis + rank : axis;
-      if (llvm::is_contained(dims, d))
-        return refuse(n.fail("axis " + Twine(axis) + " is repeated"));
-      dims.push_back(d);
-    }
+    FailureOr<SmallVector<int64_t>> given = distinctAxes(n, *constants[3], rank);
+    if (failed(given))
+      return failure();
+    dims = std::move(*given);
   } else if (!n.hasInput(3)) {
     dims = llvm::to_vector(llvm::seq<int64_t>(0, count));
     if (count > rank)
@@ -221,15 +233,10 @@ std::optional<LogicalResult> importRuntimePad(NodeImporter &n, StringRef mode) {
                          Twine(n.inputType(1).getNumElements())));
   SmallVector<int64_t> dims;
   if (axesGiven) {
-    for (int64_t axis : *axesGiven) {
-      if (axis < -rank || axis >= rank)
-        return refuse(n.fail("axis " + Twine(axis) +
-                             " is out of range for rank " + Twine(rank)));
-      int64_t d = axis < 0 ? axis + rank : axis;
-      if (llvm::is_contained(dims, d))
-        return refuse(n.fail("axis " + Twine(axis) + " is repeated"));
-      dims.push_back(d);
-    }
+    FailureOr<SmallVector<int64_t>> given = distinctAxes(n, *axesGiven, rank);
+    if (failed(given))
+      return failure();
+    dims = std::move(*given);
   } else if (!n.hasInput(3)) {
     dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   }
