@@ -14,6 +14,7 @@
 #include "RuntimeWindows.h"
 
 #include "Composer.h"
+#include "WindowAttrs.h"
 
 using namespace mlir;
 
@@ -157,6 +158,13 @@ std::optional<LogicalResult> importRuntimeSlice(NodeImporter &n) {
   }
   if (constants[4] && llvm::is_contained(*constants[4], int64_t{0}))
     return refuse(n.fail("a step is 0"));
+  // With the axes known, a dimension no entry slices keeps its size: a
+  // declared shape that says otherwise no value could satisfy.
+  for (int64_t d = 0; d < rank && (constants[3] || !n.hasInput(3)); ++d)
+    if (!llvm::is_contained(dims, d) && out[d] != in[d])
+      return refuse(n.fail("the declared output shape " + formatInts(out) +
+                           " changes dimension " + Twine(d) +
+                           ", which the slice's axes leave whole"));
 
   SmallVector<NodeImporter::GuardOperand> operands;
   for (size_t i = 1; i <= 4; ++i)
@@ -255,6 +263,11 @@ std::optional<LogicalResult> importRuntimePad(NodeImporter &n, StringRef mode) {
   }
   if (llvm::any_of(out, [](int64_t e) { return e <= 0; }))
     return std::nullopt;
+  for (int64_t d = 0; d < rank && (axesGiven || !n.hasInput(3)); ++d)
+    if (!llvm::is_contained(dims, d) && out[d] != in[d])
+      return refuse(n.fail("the declared output shape " + formatInts(out) +
+                           " changes dimension " + Twine(d) +
+                           ", which the pad's axes leave whole"));
   if (shapeAtRuntime)
     n.guardOperands(
         "pad",
