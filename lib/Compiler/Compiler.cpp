@@ -128,13 +128,57 @@ loadModel(const CompileOptions &options, MLIRContext &context,
           : onnx_frontend::importModelFile(options.input, context, import);
   if (!module)
     return userError(llvm::toString(module.takeError()));
-  // Training compiles take no run-time sizes yet (docs/runtime.md "Sizes
-  // at run time"); inference artifacts do where a dim is separable.
-  if (!options.dims.empty() && hooks.warning &&
-      options.training.differentiates())
+  // --gradients takes no run-time sizes (docs/runtime.md "Sizes at run
+  // time"); inference and --train artifacts do where a dim is separable.
+  if (!options.dims.empty() && hooks.warning && options.training.gradients)
     hooks.warning("--dim: symbolic dims are compiled at the maximum of their "
-                  "range; a training artifact runs that size only");
+                  "range; a --gradients artifact runs that size only");
   return module;
+}
+
+/// kilnc --dim: one warning per symbol a run cannot pad.
+void warnNotSeparable(const std::vector<runtime::SymbolicDim> &dims,
+                      const CompileHooks &hooks) {
+  for (const runtime::SymbolicDim &dim : dims)
+    if (!dim.separable)
+      hooks.warning("--dim: '" + dim.name + "' is not separable (" +
+                    dim.reason + "): the artifact runs " + dim.name + " = " +
+                    std::to_string(dim.max) + " only");
+}
+
+/// kilnc --train --dim: a train_step input whose first dim is a separable
+/// symbol's maximum but does not follow it (labels given as `y:32:int64`
+/// next to `--shape x=Nx...`) makes every smaller batch fail to bind.
+void warnFixedBatchInputs(const runtime::Artifact &artifact,
+                          const CompileHooks &hooks) {
+  const runtime::EntryPoint *step = artifact.findEntryPoint("train_step");
+  if (!step)
+    return;
+  auto plain = [](const std::string &name) {
+    return name.substr(name.find(':') + 1);
+  };
+  for (uint32_t i : step->inputs) {
+    const runtime::TensorSignature &follows = artifact.inputs[i];
+    for (const runtime::SymbolicAxis &axis : follows.symbolicAxes) {
+      const runtime::SymbolicDim &dim = artifact.symbolicDims[axis.symbol];
+      if (axis.dim != 0 || !dim.separable)
+        continue;
+      for (uint32_t j : step->inputs) {
+        const runtime::TensorSignature &fixed = artifact.inputs[j];
+        if (!fixed.symbolicAxes.empty() || fixed.shape.empty() ||
+            fixed.shape[0] != dim.max || artifact.findSizeMask(fixed.name))
+          continue;
+        hooks.warning("--dim: train_step input '" + plain(fixed.name) +
+                      "' has a fixed first dim of " + std::to_string(dim.max) +
+                      " while '" + plain(follows.name) + "' follows '" +
+                      dim.name + "': a batch smaller than " +
+                      std::to_string(dim.max) +
+                      " needs it to follow the symbol too (--labels=" +
+                      plain(fixed.name) + ":" + dim.name + "...)");
+      }
+      return;
+    }
+  }
 }
 
 CompileStats::Remat rematReportOf(DictionaryAttr report) {
@@ -351,9 +395,15 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
                      ": sequence and optional graph inputs and outputs are "
                      "not supported in training");
 
-  if (options.training.train)
-    return compileTraining(options, std::move(module), artifactOptions,
-                           runner);
+  if (options.training.train) {
+    llvm::Expected<CompileResult> trained =
+        compileTraining(options, std::move(module), artifactOptions, runner);
+    if (trained && trained->artifact && hooks.warning) {
+      warnNotSeparable(trained->artifact->symbolicDims, hooks);
+      warnFixedBatchInputs(*trained->artifact, hooks);
+    }
+    return trained;
+  }
 
   // Which symbolic dims a run may pad (SeparableDims.h), read on the IR as
   // imported: the graph passes below only rearrange what it proves.
@@ -364,12 +414,7 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
     separable = analyzeSeparableDims(*module);
     maskedNodes.resize(separable.symbols.size());
     for (const SeparableDims::MaskSite &site : separable.maskSites)
-      maskedNodes[site.symbol].push_back(
-          site.node + (site.kind == runtime::SizeMaskKind::AdditiveMask
-                           ? " (-inf)"
-                       : site.kind == runtime::SizeMaskKind::KeepMask
-                           ? " (zeroed)"
-                           : " (mean times max / n)"));
+      maskedNodes[site.symbol].push_back(describeMaskSite(site));
     insertSizeMasks(*module, separable);
   }
 
@@ -473,11 +518,8 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
                               : CompileError::Kind::Internal,
                           options.input + ": " +
                               llvm::toString(std::move(err)));
-    for (const runtime::SymbolicDim &dim : artifact->symbolicDims)
-      if (!dim.separable && hooks.warning)
-        hooks.warning("--dim: '" + dim.name + "' is not separable (" +
-                      dim.reason + "): the artifact runs " + dim.name + " = " +
-                      std::to_string(dim.max) + " only");
+    if (hooks.warning)
+      warnNotSeparable(artifact->symbolicDims, hooks);
     if (stats) {
       stats->symbolicDims = artifact->symbolicDims;
       for (size_t s = 0; s < artifact->symbolicDims.size(); ++s) {

@@ -69,13 +69,22 @@ bool keepsZeros(Operation *op) {
              CastOp, NegOp, ReluOp, MulOp>(op);
 }
 
+/// What is known of the sign of a value's padded elements (masked walks),
+/// so that a normalisation's `rsqrt(variance + eps)` keeps them finite.
+enum class Sign { Any, NonNegative, Positive };
+
+Sign weaker(Sign a, Sign b) { return a < b ? a : b; }
+
 /// Ops that can make a finite padded slice infinite or NaN (a zero slice
-/// divided by, or its logarithm).
-bool keepsFinite(Operation *op, unsigned operand) {
-  if (isa<LogOp, SqrtOp, RsqrtOp, ReciprocalOp, PowOp, ModOp, AcoshOp,
-          AtanhOp, AsinOp, AcosOp>(op))
+/// divided by, or its logarithm), unless the operand is known positive
+/// there (a variance plus epsilon; finite derivatives too, which training
+/// differentiates).
+bool keepsFinite(Operation *op, unsigned operand, Sign sign) {
+  if (isa<PowOp, ModOp, AcoshOp, AtanhOp, AsinOp, AcosOp>(op))
     return false;
-  return !(isa<DivOp>(op) && operand == 1);
+  if (isa<LogOp, SqrtOp, RsqrtOp, ReciprocalOp>(op))
+    return sign == Sign::Positive;
+  return !(isa<DivOp>(op) && operand == 1) || sign == Sign::Positive;
 }
 
 /// Follows one symbol from the arguments to the results. A strict walk
@@ -115,8 +124,10 @@ public:
         found = static_cast<int64_t>(i);
       }
       // The runtime pads inputs with zeros.
-      if (found)
+      if (found) {
         tracks[arg] = {Track{Carried{*found, 1}, true, true}};
+        signs[arg] = Sign::NonNegative;
+      }
     }
     for (Operation &op : func.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -209,7 +220,7 @@ private:
           for (auto [r, where] : llvm::enumerate(p.results))
             if (where)
               add(r, Track{*where, t.zero && keepsZeros(op),
-                           t.finite && keepsFinite(op, i)});
+                           t.finite && keepsFinite(op, i, signOf(operand))});
           continue;
         }
         Through through = throughPadding(op, i, t, add);
@@ -221,9 +232,51 @@ private:
     if (!twice.empty())
       return twice;
     for (auto [value, found] : llvm::zip(op->getResults(), results))
-      if (!found.empty())
+      if (!found.empty()) {
         tracks[value] = found;
+        signs[value] = resultSign(op);
+      }
     return "";
+  }
+
+  /// The sign of `value`'s padded elements: a tracked value's, or for one
+  /// that does not carry the symbol (the same at every position) a splat
+  /// constant's.
+  Sign signOf(Value value) {
+    if (auto it = signs.find(value); it != signs.end())
+      return it->second;
+    if (tracks.count(value))
+      return Sign::Any;
+    DenseFPElementsAttr constant;
+    if (!matchPattern(value, m_Constant(&constant)) || !constant.isSplat())
+      return Sign::Any;
+    double v = constant.getSplatValue<APFloat>().convertToDouble();
+    return v > 0 ? Sign::Positive : v == 0 ? Sign::NonNegative : Sign::Any;
+  }
+
+  /// The sign of an op's result's padded elements, from its operands'.
+  Sign resultSign(Operation *op) {
+    auto operandSign = [&](unsigned i) { return signOf(op->getOperand(i)); };
+    if (isa<ExpOp, SigmoidOp>(op))
+      return Sign::Positive;
+    if (isa<AbsOp, ReluOp, SoftmaxOp>(op))
+      return Sign::NonNegative;
+    if (isa<MulOp>(op) && op->getOperand(0) == op->getOperand(1))
+      return Sign::NonNegative; // a square
+    if (isa<MulOp, DivOp>(op))
+      return weaker(operandSign(0), operandSign(1));
+    if (isa<AddOp>(op)) {
+      Sign a = operandSign(0), b = operandSign(1);
+      if (a == Sign::Any || b == Sign::Any)
+        return Sign::Any;
+      return a == Sign::Positive || b == Sign::Positive ? Sign::Positive
+                                                        : Sign::NonNegative;
+    }
+    if (isa<SqrtOp, RsqrtOp, ReciprocalOp>(op))
+      return operandSign(0) == Sign::Positive ? Sign::Positive : Sign::Any;
+    if (isa<ReduceOp, ReshapeOp, TransposeOp, BroadcastOp, SliceOp>(op))
+      return operandSign(0);
+    return Sign::Any;
   }
 
   /// The track of `value` on `dim`, if any.
@@ -340,9 +393,19 @@ private:
   const runtime::SymbolicDim &symbol;
   bool masking;
   llvm::DenseMap<Value, SmallVector<Track, 2>> tracks;
+  /// Masked walks: the sign of each tracked value's padded elements.
+  llvm::DenseMap<Value, Sign> signs;
 };
 
 } // namespace
+
+std::string describeMaskSite(const SeparableDims::MaskSite &site) {
+  return site.node + (site.kind == runtime::SizeMaskKind::AdditiveMask
+                          ? " (-inf)"
+                      : site.kind == runtime::SizeMaskKind::KeepMask
+                          ? " (zeroed)"
+                          : " (mean times max / n)");
+}
 
 SeparableDims analyzeSeparableDims(ModuleOp module, StringRef function) {
   SeparableDims result;

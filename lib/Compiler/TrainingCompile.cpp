@@ -11,6 +11,7 @@
 
 #include "TrainingCompile.h"
 
+#include "kiln/Compiler/SeparableDims.h"
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/runtime/Training.h"
 
@@ -454,6 +455,7 @@ llvm::Expected<rt::Artifact>
 compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
                         const ArtifactOptions &artifactOptions,
                         const TrainingOptions &trainingOptions,
+                        const llvm::StringMap<SeparableDims> &entryDims,
                         PhaseRunner &runner) {
   auto training = module->getAttrOfType<DictionaryAttr>(
       KilnDialect::TrainingAttrHelper::getNameStr());
@@ -559,6 +561,10 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
     if (!built)
       return llvm::createStringError("@" + entry.str() + ": " +
                                      llvm::toString(built.takeError()));
+    // kilnc --dim: which inputs follow a symbol, and the size masks the
+    // runtime fills (combineEntryPoints joins the entry points' symbols).
+    if (auto dims = entryDims.find(entry); dims != entryDims.end())
+      attachSymbolicDims(dims->second, *built);
     parts.push_back({entry.str(), std::move(*built)});
   }
   rt::Expected<rt::Artifact> combined =
@@ -629,11 +635,31 @@ compileTraining(const CompileOptions &options, OwningOpRef<ModuleOp> module,
   if (!optimizer)
     return optimizer.takeError();
   PassManager pm = PassManager::on<ModuleOp>(&runner.getContext());
+  // kilnc --dim: a batch smaller than compiled runs padded, as inference
+  // does (SeparableDims.h). @train_grad is analysed once its norms are in
+  // training form and the loss is appended, before the reverse sweep, so
+  // that the size masks (a keep mask and max / n on the loss's mean over
+  // the batch, on batch norms' statistics) are differentiated with the
+  // forward graph; @main (eval) is analysed as inference is. Keyed by the
+  // entry point each becomes.
+  llvm::StringMap<SeparableDims> entryDims;
   // The loss and gradients (@train_grad), unless a .mlir input has them.
   if (!module->lookupSymbol<func::FuncOp>("train_grad")) {
     TrainingGradientOptions gradient = options.training.gradient;
     gradient.gradientsAsMain = false;
     gradient.lossSeedArgument = optimizer->lossScale != "none";
+    if ((*module)->hasAttr(KilnDialect::DimRangesAttrHelper::getNameStr()))
+      gradient.forwardHook = [&](func::FuncOp grad, Value) {
+        ModuleOp m = grad->getParentOfType<ModuleOp>();
+        for (auto [function, entry] :
+             {std::pair{grad.getSymName(), StringRef("train_step")},
+              std::pair{StringRef("main"), StringRef("eval")}}) {
+          SeparableDims dims = analyzeSeparableDims(m, function);
+          insertSizeMasks(m, dims, function);
+          entryDims[entry] = std::move(dims);
+        }
+        return success();
+      };
     addTrainingGradientPasses(pm, gradient);
   }
   addTrainingStepPasses(pm, *optimizer);
@@ -645,9 +671,9 @@ compileTraining(const CompileOptions &options, OwningOpRef<ModuleOp> module,
   timing.reset();
   CompileResult result;
   if (!printKiln) {
-    llvm::Expected<rt::Artifact> artifact = compileTrainingArtifact(
-        *module, options.pipeline, artifactOptions, options.training,
-        runner);
+    llvm::Expected<rt::Artifact> artifact =
+        compileTrainingArtifact(*module, options.pipeline, artifactOptions,
+                                options.training, entryDims, runner);
     if (!artifact) {
       std::string diagnostic = runner.diagnosticOr("");
       return userError(options.input + ": " +
@@ -667,6 +693,26 @@ compileTraining(const CompileOptions &options, OwningOpRef<ModuleOp> module,
       stats.remat = CompileStats::Remat{get("kept"), get("kept_bytes"),
                                         get("recomputed"),
                                         get("recomputed_bytes")};
+    }
+    // The joined symbols, and per symbol the nodes each entry point masks
+    // (every training launch runs its compiled grid).
+    if (result.artifact) {
+      stats.symbolicDims = result.artifact->symbolicDims;
+      for (size_t s = 0; s < stats.symbolicDims.size(); ++s) {
+        CompileStats::ScaledLaunches counts;
+        counts.total = result.artifact->launches.size();
+        counts.readsPadding = true;
+        for (llvm::StringRef entry : {"train_step", "eval"}) {
+          auto dims = entryDims.find(entry);
+          if (dims == entryDims.end())
+            continue;
+          for (const SeparableDims::MaskSite &site : dims->second.maskSites)
+            if (site.symbol == s)
+              counts.maskedNodes.push_back(entry.str() + ": " +
+                                           describeMaskSite(site));
+        }
+        stats.scaledLaunches.push_back(std::move(counts));
+      }
     }
     result.stats = std::move(stats);
   }

@@ -352,7 +352,7 @@ void addTrainingGradientPasses(OpPassManager &pm,
   autodiff.gradientsAsMain = options.gradientsAsMain;
   autodiff.rematerialize = options.rematerialize;
   autodiff.lossSeedArgument = options.lossSeedArgument;
-  pm.addPass(createAutodiffPass(autodiff));
+  pm.addPass(createAutodiffPass(autodiff, options.forwardHook));
   // The rules emit reshapes of reshapes, identity broadcasts and repeated
   // constants; clean them up before layout assignment sees the graph.
   pm.addPass(createCanonicalizerPass());

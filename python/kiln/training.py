@@ -51,6 +51,7 @@ def compile_training(model: ModelLike, *, labels: Optional[str] = None,
                      grad_clip: float = 0.0,
                      freeze: Optional[str] = None,
                      shapes: Optional[Shapes] = None,
+                     dims: Optional[Mapping[str, Any]] = None,
                      precision: str = "fp32",
                      target: str = "sm_90",
                      extra_args: Sequence[str] = (),
@@ -70,7 +71,11 @@ def compile_training(model: ModelLike, *, labels: Optional[str] = None,
       --optimizer=NAME:K=V,...).
     grad_clip: clip the global gradient norm (0: off). freeze: initializers
       whose name this regular expression matches in full do not train.
-    shapes, precision, target, extra_args, timeout: as for kiln.compile.
+    shapes, dims, precision, target, extra_args, timeout: as for
+    kiln.compile. With dims={"N": (1, 32)}, shapes={"x": "Nx..."} and
+    labels "labels:N:int64", the batch is a run-time size: Trainer.fit runs
+    an epoch's left-over samples as one smaller last batch (docs/runtime.md
+    "Training with a run-time batch").
     Raises CompileError with kilnc's one-line message.
     """
     if (loss is None) == (loss_output is None):
@@ -99,8 +104,9 @@ def compile_training(model: ModelLike, *, labels: Optional[str] = None,
         args.append(f"--grad-clip={grad_clip!r}")
     if freeze:
         args.append(f"--freeze={freeze}")
-    return compile(model, shapes=shapes, precision=precision, target=target,
-                   extra_args=[*args, *extra_args], timeout=timeout)
+    return compile(model, shapes=shapes, dims=dims, precision=precision,
+                   target=target, extra_args=[*args, *extra_args],
+                   timeout=timeout)
 
 
 @dataclass
@@ -219,7 +225,7 @@ class Trainer:
             raise RuntimeError("val_data and val_labels go together")
         if resume and checkpoint_dir is None:
             raise RuntimeError("resume needs checkpoint_dir")
-        data_name, labels_name, batch, _ = _native_call(
+        data_name, labels_name, batch, _, min_batch = _native_call(
             self._native.batch_signature)
         count = _native_call(self._native.set_dataset, "train",
                              _host("data", data), _host("labels", labels),
@@ -258,11 +264,16 @@ class Trainer:
         # A global batch is one batch from every rank; rank r takes
         # samples [r*batch, (r+1)*batch) of it (kiln-train's sharding).
         global_batch = batch * self.world_size
-        if count < global_batch:
+        # kilnc --train --dim: at world size 1 the samples left over, when
+        # at least the symbol's minimum, are a smaller last batch.
+        left_over = count % global_batch
+        last_batch = (left_over if self.world_size == 1
+                      and min_batch < batch and left_over >= min_batch else 0)
+        if count < global_batch and not last_batch:
             raise RuntimeError(f"data: {count} samples, fewer than one "
                                f"global batch of {global_batch} "
                                f"({self.world_size} ranks x {batch})")
-        steps = count // global_batch
+        steps = count // global_batch + (1 if last_batch else 0)
         step_seconds, steps_run = 0.0, 0
         for epoch in range(first_epoch, epochs):
             order = _native.epoch_order(count, seed, epoch)
@@ -271,8 +282,9 @@ class Trainer:
             for s in range(steps):
                 start = time.perf_counter()
                 first = s * global_batch + self.rank * batch
+                size = last_batch if last_batch and s + 1 == steps else batch
                 loss = _native_call(self._native.step_on,
-                                    order[first:first + batch])
+                                    order[first:first + size])
                 step_seconds += time.perf_counter() - start
                 steps_run += 1
                 losses.append(loss)

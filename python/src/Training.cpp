@@ -128,12 +128,14 @@ public:
     return names;
   }
 
-  /// (data, labels, batch, eval output or None), as kiln-train reads them.
+  /// (data, labels, batch, eval output or None, smallest batch), as
+  /// kiln-train reads them.
   nb::tuple batchSignature() {
     const BatchSignature &sig = signature();
     return nb::make_tuple(sig.dataName, sig.labelsName, sig.batch,
                           sig.evalOutput ? nb::cast(sig.evalOutputName)
-                                         : nb::none());
+                                         : nb::none(),
+                          sig.minBatch);
   }
 
   void bind(const std::map<std::string, InputArray> &batch) {
@@ -182,9 +184,10 @@ public:
     const BatchSignature &sig = signature();
     nb::gil_scoped_release release;
     throwIfFailed(checkDataset(set, sig, dataName, labelsName));
-    if (kind == "train" && set.count < sig.batch)
-      throw NativeError(fmt::format("{}: {} samples, fewer than one batch of {}",
-                                    dataName, set.count, sig.batch));
+    if (kind == "train" && set.count < sig.minBatch)
+      throw NativeError(
+          fmt::format("{}: {} samples, fewer than one batch of {}", dataName,
+                      set.count, sig.minBatch));
     if (kind == "val" && set.count == 0)
       throw NativeError(dataName + ": no samples");
     std::lock_guard<std::mutex> lock(busy);
@@ -192,16 +195,21 @@ public:
     return (kind == "train" ? train : val)->count;
   }
 
-  /// One train_step on the training samples `indices` (a batch of them).
+  /// One train_step on the training samples `indices` (a batch of them;
+  /// fewer when kilnc --train --dim made the batch a run-time size).
   float stepOn(const std::vector<uint64_t> &indices) {
     const BatchSignature &sig = signature();
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(busy);
     if (!train)
       throw NativeError("no training data: call set_dataset first");
-    if (indices.size() != sig.batch)
-      throw NativeError(fmt::format("{} indices for a batch of {}",
-                                    indices.size(), sig.batch));
+    if (indices.size() > sig.batch || indices.size() < sig.minBatch)
+      throw NativeError(sig.minBatch == sig.batch
+                            ? fmt::format("{} indices for a batch of {}",
+                                          indices.size(), sig.batch)
+                            : fmt::format("{} indices for a batch of {} to {}",
+                                          indices.size(), sig.minBatch,
+                                          sig.batch));
     for (uint64_t i : indices)
       if (i >= train->count)
         throw NativeError(fmt::format("sample {} of {}", i, train->count));

@@ -163,6 +163,57 @@ def test_fit_is_kiln_train(tmp_path, sgd_artifact):
     assert (tmp_path / "mixed" / "loss.csv").read_text() == history.csv
 
 
+def test_fit_runs_the_last_smaller_batch(tmp_path, classifier_file):
+    """kilnc --train --dim N=1..8: an epoch of 21 samples is three steps,
+    batches of 8, 8 and 5, each the mean loss over its own samples and an
+    SGD step on its gradient (numpy float64, in the order kiln-train
+    shuffles the samples), and kiln-train runs the same three steps."""
+    artifact = kiln.compile_training(
+        classifier_file, loss="cross_entropy", labels="labels:N:int64",
+        shapes={"x": "Nx6"}, dims={"N": (1, BATCH)}, optimizer="sgd", lr=0.5)
+    x, y = dataset(21, seed=9)
+    trainer = kiln.Trainer(artifact, device="emu")
+    history = trainer.fit(x, y, epochs=1, seed=4)
+    assert len(history.step_loss) == 3
+
+    model = make_classifier()
+    w = numpy_helper.to_array(model.graph.initializer[0]).astype(np.float64)
+    b = numpy_helper.to_array(model.graph.initializer[1]).astype(np.float64)
+    order = np.asarray(kiln._native.epoch_order(21, 4, 0))
+    losses = []
+    for first, size in ((0, 8), (8, 8), (16, 5)):
+        idx = order[first:first + size]
+        xb, yb = x[idx].astype(np.float64), y[idx]
+        logits = xb @ w + b
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        losses.append(-np.mean(np.log(p[np.arange(size), yb])))
+        d = p.copy()
+        d[np.arange(size), yb] -= 1
+        d /= size  # the mean over the batch given, not over 8
+        w, b = w - 0.5 * (xb.T @ d), b - 0.5 * d.sum(axis=0)
+    # As in test_one_sgd_step_matches_numpy: fp32 sums of a few terms.
+    np.testing.assert_allclose(history.step_loss, losses, rtol=1e-5)
+    step = numerics.Tolerance(norm=1e-5, rtol=1e-5, atol_rms=0.0, atol=1e-6)
+    assert_close(trainer.weights()["W"], w, step, "W")
+    assert_close(trainer.weights()["b"], b, step, "b")
+
+    # kiln-train's loop: the same three steps, the same weights.
+    artifact_path = tmp_path / "model.train.kiln"
+    artifact.save(artifact_path)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    subprocess.run([kiln_train(), str(artifact_path), "--data",
+                    str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.npy"),
+                    "--seed", "4", "--device", "emu", "--quiet",
+                    "--checkpoint-dir", str(tmp_path / "cli")], check=True)
+    assert (tmp_path / "cli" / "loss.csv").read_text() == history.csv
+    cli = kiln.Trainer(artifact_path, device="emu")
+    cli.load_checkpoint(tmp_path / "cli" / "checkpoint.safetensors")
+    for name, value in trainer.weights().items():
+        np.testing.assert_array_equal(value, cli.weights()[name], err_msg=name)
+
+
 def test_fp16_loss_scaling_is_kiln_train(tmp_path, classifier_file):
     """fp16 training with dynamic loss scaling from a scale so large that
     the first steps overflow: Trainer.fit skips the same steps and halves

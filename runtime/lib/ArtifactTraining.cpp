@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace kiln::runtime {
@@ -355,6 +356,47 @@ std::string stateFingerprint(const Artifact &artifact) {
                      artifact.state.size());
 }
 
+namespace {
+
+/// Adds `part`'s symbolic dims to `result`'s (both from the module's
+/// kiln.dim_ranges, so the same names in the same order). A part that
+/// cannot pad a symbol makes it non-separable for the artifact, with the
+/// part's reason. Launch scaling is not joined: an entry point runs its
+/// compiled grids (Session::runEntryPoint).
+Error joinSymbolicDims(Artifact &result, const Artifact &part,
+                       const std::string &name) {
+  if (part.symbolicDims.empty())
+    return Error::success();
+  if (result.symbolicDims.empty()) {
+    result.symbolicDims = part.symbolicDims;
+    for (SymbolicDim &dim : result.symbolicDims)
+      if (!dim.separable)
+        dim.reason = name + ": " + dim.reason;
+    return Error::success();
+  }
+  if (result.symbolicDims.size() != part.symbolicDims.size())
+    return makeError("combineEntryPoints: '{}' has {} symbolic dims, the "
+                     "others {}",
+                     name, part.symbolicDims.size(),
+                     result.symbolicDims.size());
+  for (size_t s = 0; s < part.symbolicDims.size(); ++s) {
+    SymbolicDim &have = result.symbolicDims[s];
+    const SymbolicDim &dim = part.symbolicDims[s];
+    if (have.name != dim.name || have.min != dim.min || have.max != dim.max)
+      return makeError("combineEntryPoints: '{}' has symbol '{}' {}..{} "
+                       "where the others have '{}' {}..{}",
+                       name, dim.name, dim.min, dim.max, have.name, have.min,
+                       have.max);
+    if (have.separable && !dim.separable) {
+      have.separable = false;
+      have.reason = name + ": " + dim.reason;
+    }
+  }
+  return Error::success();
+}
+
+} // namespace
+
 Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
                                       const std::vector<StateSpec> &specs) {
   if (parts.empty())
@@ -460,6 +502,12 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
     entry.name = part.name;
     entry.firstLaunch = launchBase;
     entry.launchCount = static_cast<uint32_t>(a.launches.size());
+    // kilnc --train --dim: each part's symbols are the module's, in its
+    // order; a symbol is separable when every part that has it pads it.
+    if (Error err = joinSymbolicDims(result, a, part.name))
+      return err;
+    // The part's input index -> the combined one (states have none).
+    std::vector<std::optional<uint32_t>> inputIndex(a.inputs.size());
     for (const TensorSignature &input : a.inputs) {
       std::string state = stateOf(input.name, false);
       if (!state.empty()) {
@@ -486,8 +534,19 @@ Expected<Artifact> combineEntryPoints(std::vector<EntryPointArtifact> parts,
       copy.name = part.name + ":" + input.name;
       copy.arenaOffset += arenaBase;
       copy.buffer += bufferBase;
+      inputIndex[&input - a.inputs.data()] =
+          static_cast<uint32_t>(result.inputs.size());
       entry.inputs.push_back(static_cast<uint32_t>(result.inputs.size()));
       result.inputs.push_back(std::move(copy));
+    }
+    for (const SizeMask &mask : a.sizeMasks) {
+      if (mask.input >= inputIndex.size() || !inputIndex[mask.input])
+        return makeError("combineEntryPoints: '{}' has a size mask on input "
+                         "{}, which is not a batch input",
+                         part.name, mask.input);
+      SizeMask copy = mask;
+      copy.input = *inputIndex[mask.input];
+      result.sizeMasks.push_back(copy);
     }
     std::vector<std::pair<uint32_t, std::string>> updates;
     for (const TensorSignature &output : a.outputs) {

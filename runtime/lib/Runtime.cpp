@@ -109,10 +109,13 @@ struct Session::Impl {
   Error prepare();
   Error uploadInputs();
   Error uploadInput(size_t i);
-  /// Fills and uploads the size masks for the run's sizes.
-  Error uploadSizeMasks();
+  /// Fills and uploads the size masks for the run's sizes (only `entry`'s
+  /// when given).
+  Error uploadSizeMasks(const EntryPoint *entry = nullptr);
   Error uploadPaddedInput(size_t i, DevicePtr dst);
   Error resolveRunSizes();
+  /// The run's sizes from the inputs `entry` reads (runEntryPoint).
+  Error resolveEntrySizes(const EntryPoint &entry);
   Error uploadInitialState();
   Error launchAll(const std::vector<EventHandle> *launchEvents);
   Error enqueueRun();
@@ -475,9 +478,26 @@ Error Session::Impl::uploadInputs() {
   return uploadSizeMasks();
 }
 
-Error Session::Impl::uploadSizeMasks() {
+Error Session::Impl::resolveEntrySizes(const EntryPoint &entry) {
+  if (artifact->symbolicDims.empty())
+    return Error::success();
+  std::vector<std::optional<Shape>> shapes(artifact->inputs.size());
+  for (uint32_t i : entry.inputs)
+    if (inputs[i])
+      shapes[i] = inputs[i]->shape;
+  Expected<SymbolSizes> resolved = resolveSizes(*artifact, shapes);
+  if (!resolved)
+    return resolved.takeError();
+  sizes = *resolved;
+  return Error::success();
+}
+
+Error Session::Impl::uploadSizeMasks(const EntryPoint *entry) {
   for (size_t k = 0; k < artifact->sizeMasks.size(); ++k) {
     const SizeMask &mask = artifact->sizeMasks[k];
+    if (entry && std::find(entry->inputs.begin(), entry->inputs.end(),
+                           mask.input) == entry->inputs.end())
+      continue;
     const TensorSignature &input = artifact->inputs[mask.input];
     fillSizeMask(*artifact, mask, sizes[mask.symbol], maskStaging[k]);
     if (Error err = device->copyToDevice(arena.value_or(0) + input.arenaOffset,
@@ -684,9 +704,17 @@ Error Session::runEntryPoint(std::string_view name,
   const EntryPoint *entry = model.findEntryPoint(name);
   if (!entry)
     return makeError("no entry point named '{}'", name);
+  // kilnc --train --dim: the entry's inputs give the run's sizes (a
+  // smaller last batch); its inputs are padded and its size masks filled
+  // from them, as Session::run does.
+  if (Error err = impl->resolveEntrySizes(*entry))
+    return err.withContext(fmt::format("entry point '{}'", name));
   for (uint32_t i : entry->inputs)
-    if (Error err = impl->uploadInput(i))
-      return err.withContext(fmt::format("entry point '{}'", name));
+    if (!model.findSizeMask(model.inputs[i].name))
+      if (Error err = impl->uploadInput(i))
+        return err.withContext(fmt::format("entry point '{}'", name));
+  if (Error err = impl->uploadSizeMasks(entry))
+    return err.withContext(fmt::format("entry point '{}'", name));
   Device &device = *impl->device;
   if (Error err = impl->guardZeroed([&]() -> Error {
         if (observer)
@@ -730,6 +758,7 @@ Error Session::runEntryPoint(std::string_view name,
       return err.withContext(fmt::format("updating state '{}'", to.name));
   }
   impl->haveRun = true;
+  impl->lastRunSizes = impl->sizes;
   return Error::success();
 }
 

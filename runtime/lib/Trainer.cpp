@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 namespace kiln::runtime {
@@ -44,6 +45,20 @@ Expected<BatchSignature> batchSignature(const TrainingSession &session,
     return Error::failure(model + ": the data and labels inputs must share a "
                                   "leading batch dimension");
   sig.batch = static_cast<uint64_t>(sig.data->shape[0]);
+  sig.minBatch = sig.batch;
+  // kilnc --train --dim N=lo..hi with --labels y:N:...: both follow one
+  // separable symbol on dim 0.
+  auto batchSymbol = [&](const TensorSignature &t) -> std::optional<uint32_t> {
+    for (const SymbolicAxis &axis : t.symbolicAxes)
+      if (axis.dim == 0 && axis.factor == 1)
+        return axis.symbol;
+    return std::nullopt;
+  };
+  std::optional<uint32_t> symbol = batchSymbol(*sig.data);
+  const std::vector<SymbolicDim> &dims = session.artifact().symbolicDims;
+  if (symbol && batchSymbol(*sig.labels) == symbol && *symbol < dims.size() &&
+      dims[*symbol].separable)
+    sig.minBatch = static_cast<uint64_t>(dims[*symbol].min);
   std::vector<const TensorSignature *> outputs = session.entryOutputs("eval");
   if (outputs.size() == 1) {
     sig.evalOutput = outputs[0];
@@ -151,6 +166,8 @@ HostTensor gatherSamples(const NpyArray &array,
   HostTensor tensor;
   tensor.dtype = input.dtype;
   tensor.shape = input.shape;
+  tensor.shape[0] =
+      static_cast<int64_t>(indices.size()); // a smaller last batch
   uint64_t sampleBytes = array.data.size() / array.shape[0];
   tensor.data.resize(sampleBytes * indices.size());
   for (size_t i = 0; i < indices.size(); ++i)

@@ -73,9 +73,11 @@ TrainingSession::create(std::shared_ptr<const Artifact> artifact,
 std::vector<const TensorSignature *>
 TrainingSession::entryInputs(std::string_view entry) const {
   std::vector<const TensorSignature *> result;
+  // Size masks are the runtime's to fill (kilnc --train --dim), not bound.
   if (const EntryPoint *e = artifact().findEntryPoint(entry))
     for (uint32_t i : e->inputs)
-      result.push_back(&artifact().inputs[i]);
+      if (!artifact().findSizeMask(artifact().inputs[i].name))
+        result.push_back(&artifact().inputs[i]);
   return result;
 }
 

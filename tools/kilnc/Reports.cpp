@@ -232,6 +232,53 @@ void printRematReport(const CompileStats::Remat &remat, uint64_t arenaBytes,
                      (unsigned long long)arenaBytes);
 }
 
+/// kilnc --dim: each symbol's range and whether a run may pad it
+/// (docs/runtime.md "Sizes at run time"), with the nodes that got a size
+/// mask and the launches that scale.
+void printSymbolicDims(const CompileStats &stats, llvm::raw_ostream &os) {
+  if (!stats.symbolicDims.empty()) {
+    os << "symbolic dims: " << stats.symbolicDims.size() << "\n";
+    for (auto [s, dim] : llvm::enumerate(stats.symbolicDims)) {
+      os << llvm::format("  %s %lld..%lld (opt %lld): ", dim.name.c_str(),
+                         (long long)dim.min, (long long)dim.max,
+                         (long long)dim.opt);
+      if (!dim.separable) {
+        os << "not separable: " << dim.reason << "; runs " << dim.max
+           << " only\n";
+        continue;
+      }
+      const auto *launches =
+          s < stats.scaledLaunches.size() ? &stats.scaledLaunches[s] : nullptr;
+      if (launches && !launches->maskedNodes.empty())
+        os << "separable with size masks: runs any size in the range, padded "
+              "to "
+           << dim.max << "; masked at the padded positions: "
+           << llvm::join(launches->maskedNodes, ", ") << "\n";
+      else
+        os << "separable: runs any size in the range, padded to " << dim.max
+           << "\n";
+      if (!launches)
+        continue;
+      if (launches->readsPadding) {
+        // A valid slice reads padded ones: they are computed every run.
+        os << "    valid slices read the zero padding (a masked softmax, a "
+              "contraction or a sum over it): every launch runs its "
+              "compiled grid\n";
+        continue;
+      }
+      // Launch scaling: which launches run only the blocks a size needs.
+      os << "    launches whose grid follows " << dim.name << ": "
+         << launches->scaled << " of " << launches->total << "\n";
+      if (!launches->fixed.empty()) {
+        os << "    the compiled grid at every size:";
+        for (const std::string &kernel : launches->fixed)
+          os << " " << kernel;
+        os << "\n";
+      }
+    }
+  }
+}
+
 } // namespace
 
 void printStats(const CompileStats &stats, const std::string &target,
@@ -279,50 +326,7 @@ void printStats(const CompileStats &stats, const std::string &target,
   }
   if (stats.remat)
     printRematReport(*stats.remat, stats.artifact.arenaBytes, os);
-  // kilnc --dim: each symbol's range and whether a run may pad it
-  // (docs/runtime.md "Sizes at run time").
-  if (!stats.symbolicDims.empty()) {
-    os << "symbolic dims: " << stats.symbolicDims.size() << "\n";
-    for (auto [s, dim] : llvm::enumerate(stats.symbolicDims)) {
-      os << llvm::format("  %s %lld..%lld (opt %lld): ", dim.name.c_str(),
-                         (long long)dim.min, (long long)dim.max,
-                         (long long)dim.opt);
-      if (!dim.separable) {
-        os << "not separable: " << dim.reason << "; runs " << dim.max
-           << " only\n";
-        continue;
-      }
-      const auto *launches = s < stats.scaledLaunches.size()
-                                 ? &stats.scaledLaunches[s]
-                                 : nullptr;
-      if (launches && !launches->maskedNodes.empty())
-        os << "separable with size masks: runs any size in the range, padded "
-              "to "
-           << dim.max << "; masked at the padded positions: "
-           << llvm::join(launches->maskedNodes, ", ") << "\n";
-      else
-        os << "separable: runs any size in the range, padded to " << dim.max
-           << "\n";
-      if (!launches)
-        continue;
-      if (launches->readsPadding) {
-        // A valid slice reads padded ones: they are computed every run.
-        os << "    valid slices read the zero padding (a masked softmax, a "
-              "contraction or a sum over it): every launch runs its "
-              "compiled grid\n";
-        continue;
-      }
-      // Launch scaling: which launches run only the blocks a size needs.
-      os << "    launches whose grid follows " << dim.name << ": "
-         << launches->scaled << " of " << launches->total << "\n";
-      if (!launches->fixed.empty()) {
-        os << "    the compiled grid at every size:";
-        for (const std::string &kernel : launches->fixed)
-          os << " " << kernel;
-        os << "\n";
-      }
-    }
-  }
+  printSymbolicDims(stats, os);
   // Format 1.9: steps on STRING tensors and data-dependent shapes, which
   // run on the host.
   if (!stats.hostSteps.empty()) {
@@ -364,6 +368,7 @@ void printTrainingStats(const CompileStats &stats,
                         llvm::raw_ostream &os) {
   for (const runtime::EntryPoint &entry : artifact.entryPoints)
     os << entry.name << ": " << entry.launchCount << " kernels\n";
+  printSymbolicDims(stats, os);
   for (const runtime::StateTensor &state : artifact.state) {
     uint64_t elements = 1;
     for (int64_t d : state.shape)

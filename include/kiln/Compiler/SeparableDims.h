@@ -79,6 +79,10 @@ struct SeparableDims {
 /// Follows every symbol of `module`'s function `function` (kiln IR, as
 /// imported) to its results. A module without `kiln.dim_ranges` gives an
 /// empty result.
+/// "node 'softmax_3' (kiln.softmax) (-inf)": a mask site and what it got,
+/// for kilnc --stats.
+std::string describeMaskSite(const SeparableDims::MaskSite &site);
+
 SeparableDims analyzeSeparableDims(mlir::ModuleOp module,
                                    llvm::StringRef function = "main");
 

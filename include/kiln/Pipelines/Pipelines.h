@@ -20,6 +20,8 @@
 #ifndef KILN_PIPELINES_PIPELINES_H
 #define KILN_PIPELINES_PIPELINES_H
 
+#include "kiln/Dialect/Kiln/Transforms/AutodiffHook.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
@@ -110,6 +112,9 @@ struct TrainingGradientOptions {
   /// kiln-augment's spec (kilnc --augment): crop, flip and normalise the
   /// first input in the training function; empty for none.
   std::string augment;
+  /// Called by kiln-autodiff between the loss and the reverse sweep
+  /// (AutodiffForwardHook; kilnc --train --dim inserts size masks there).
+  AutodiffForwardHook forwardHook;
 };
 
 /// Appends the passes that add `func.func @train_grad` (loss and gradients,

@@ -515,7 +515,15 @@ int run(Options options) {
   // Each rank's batch is the compiled one; a global batch is one from
   // every rank, rank r taking samples [r*B, (r+1)*B) of it.
   const uint64_t globalBatch = sig->batch * uint64_t(ranks);
-  if (train->count < globalBatch)
+  // kilnc --train --dim N=lo..B (docs/runtime.md "Training with a run-time
+  // batch"): at world size 1 the samples an epoch has left over, when at
+  // least lo, are one smaller last batch instead of being dropped.
+  const uint64_t leftOver = train->count % globalBatch;
+  const uint64_t lastBatch =
+      ranks == 1 && sig->minBatch < sig->batch && leftOver >= sig->minBatch
+          ? leftOver
+          : 0;
+  if (train->count < globalBatch && lastBatch == 0)
     return fail(Error::failure(
         ranks == 1
             ? fmt::format("{}: {} samples, fewer than one batch of {}",
@@ -561,7 +569,7 @@ int run(Options options) {
   }
 
   bool tty = !options.quiet && isatty(fileno(stderr));
-  uint64_t steps = train->count / globalBatch;
+  uint64_t steps = train->count / globalBatch + (lastBatch ? 1 : 0);
   uint64_t stepsRun = 0;
   double stepSeconds = 0;
   for (uint64_t epoch = firstEpoch; epoch < options.epochs; ++epoch) {
@@ -571,8 +579,9 @@ int run(Options options) {
     uint64_t skipped = 0;
     for (uint64_t s = 0; s < steps; ++s) {
       uint64_t first = s * globalBatch + uint64_t(rank) * sig->batch;
+      uint64_t size = lastBatch && s + 1 == steps ? lastBatch : sig->batch;
       std::vector<uint64_t> indices(order.begin() + first,
-                                    order.begin() + first + sig->batch);
+                                    order.begin() + first + size);
       if (Error err = session.bindBatch(
               sig->dataName, gatherSamples(train->data, indices, *sig->data)))
         return fail(err);

@@ -472,6 +472,32 @@ def run_case(c, name, spec, o, args, work):
     return len(report)
 
 
+# --run-time-batch: each step's batch size (cycled), the compiled batch
+# the maximum; sizes below it are the last, smaller batch of an epoch.
+RUN_TIME_SIZES = {"cnn": [8, 5, 1, 8, 3, 7, 2, 8, 6, 4],
+                  "encoder": [2, 1, 2, 1, 1, 2, 1, 2, 2, 1]}
+
+
+def with_run_time_batch(c):
+    """Compiles c with its batch as a symbol N = 1..B (kilnc --dim) and
+    gives step k a batch of RUN_TIME_SIZES[c.name][k] samples. The JAX
+    reference runs on the same smaller batches: mean losses and batch
+    norm statistics over the samples given, not over the compiled batch."""
+    shapes = {"cnn": "x=Nx1x8x8", "encoder": "input_ids=Nx6"}
+    flags = [f for i, f in enumerate(c.flags) if f != "--shape"
+             and not f.startswith("--labels=")
+             and not (i and c.flags[i - 1] == "--shape")]
+    labels = next(f for f in c.flags if f.startswith("--labels="))
+    name, dims, dtype = labels[len("--labels="):].split(":")
+    dims = "x".join(["N"] + dims.split("x")[1:])
+    c.flags = flags + ["--shape", shapes[c.name], "--dim", f"N=1..{c.batch}",
+                       f"--labels={name}:{dims}:{dtype}"]
+    c.batches = [(x[:n], y[:n]) for (x, y), n in
+                 zip(c.batches, RUN_TIME_SIZES[c.name])]
+    c.name += "-N"
+    return c
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kilnc", required=True)
@@ -479,6 +505,9 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--only", help="run only these models, comma-separated "
                    "(cnn, encoder, lstm, gru; default cnn,encoder)")
+    p.add_argument("--run-time-batch", action="store_true",
+                   help="compile with --dim N=1..B and run smaller batches "
+                   "(RUN_TIME_SIZES)")
     args = p.parse_args()
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -490,6 +519,8 @@ def main():
              "lstm": recurrent_case("lstm"), "gru": recurrent_case("gru")}
     for name in (args.only or "cnn,encoder").split(","):
         c = cases[name](args.work, np.random.default_rng(11))
+        if args.run_time_batch:
+            c = with_run_time_batch(c)
         for name, spec, o in OPTIMIZERS:
             failures += run_case(c, name, spec, o, args, args.work)
             configs += 1

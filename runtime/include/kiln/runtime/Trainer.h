@@ -48,6 +48,10 @@ struct BatchSignature {
   const TensorSignature *labels = nullptr; // train_step:labels
   std::string dataName, labelsName;        // plain names ("x", "labels")
   uint64_t batch = 0;
+  /// The smallest batch train_step runs: `batch`, or the minimum of the
+  /// symbol the data and labels share on dim 0 when kilnc --train --dim
+  /// proved it separable (the last batch of an epoch may then be smaller).
+  uint64_t minBatch = 0;
   /// eval's output, when it has exactly one.
   const TensorSignature *evalOutput = nullptr;
   std::string evalOutputName;

@@ -111,7 +111,8 @@ public:
   const Artifact &artifact() const { return session->artifact(); }
   Session &base() { return *session; }
 
-  /// The plain input names of an entry point ("x", "labels").
+  /// The inputs of an entry point the caller binds ("train_step:x"; not
+  /// the size masks the runtime fills).
   std::vector<const TensorSignature *> entryInputs(std::string_view entry) const;
   std::vector<const TensorSignature *> entryOutputs(std::string_view entry) const;
 

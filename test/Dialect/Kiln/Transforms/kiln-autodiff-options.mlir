@@ -14,17 +14,18 @@
 // RUN: not kiln-opt %s -split-input-file -kiln-autodiff="loss=cross_entropy labels=lab:4:i64 loss-on=z" 2>&1 | FileCheck %s --check-prefix=NOOUTPUT
 
 // cross_entropy: log_softmax over the classes, a one-hot mask of the
-// labels, the negative mean.
+// labels, the negative mean over the batch: -classes times the mean over
+// batch and classes (a mean, which kilnc --dim scales by max / n).
 // CE-LABEL: func.func @train_grad(
 // CE-SAME:    %{{.*}}: tensor<4xi64> {kiln.name = "lab"}
 // CE-NOT:   func.func
 // CE:         kiln.iota {start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : tensor<10xi64>
 // CE:         kiln.equal
 // CE:         kiln.log_softmax %{{.*}} {axis = 1 : i64}
-// CE:         kiln.reduce <sum> %{{.*}} {axes = array<i64: 0, 1>, keepdims = false}
-// CE:         kiln.constant dense<-2.500000e-01> : tensor<f32>
+// CE:         kiln.reduce <mean> %{{.*}} {axes = array<i64: 0, 1>, keepdims = false}
+// CE:         kiln.constant dense<-1.000000e+01> : tensor<f32>
 // loss-seed-argument: a last tensor<f32> argument seeds the reverse sweep
-// (the mean's -1/N times it), the loss itself is not scaled.
+// (the loss's 1/(N C) times -C times it), the loss itself is not scaled.
 // SEED-LABEL: func.func @train_grad(
 // SEED-SAME:    %{{.*}}: tensor<4xi64> {kiln.name = "lab"}, %[[SEED:[a-z0-9]+]]: tensor<f32> {kiln.loss_seed, kiln.name = "loss_seed"})
 // SEED:         %[[LOSS:.*]] = kiln.mul %{{.*}}, %{{.*}} : tensor<f32>, tensor<f32> -> tensor<f32>

@@ -15,8 +15,7 @@
 // CHECK:         %[[Y:.*]] = kiln.matmul %[[X]], %[[W]]
 // CHECK:         %[[D:.*]] = kiln.sub %[[Y]], %[[T]]
 // CHECK:         %[[SQ:.*]] = kiln.mul %[[D]], %[[D]]
-// CHECK:         %[[S:.*]] = kiln.reduce <sum> %[[SQ]] {axes = array<i64: 0, 1>, keepdims = false}
-// CHECK:         %[[L:.*]] = kiln.mul %[[S]]
+// CHECK:         %[[L:.*]] = kiln.reduce <mean> %[[SQ]] {axes = array<i64: 0, 1>, keepdims = false}
 // CHECK:         %[[XT:.*]] = kiln.transpose %[[X]] {permutation = array<i64: 1, 0>}
 // CHECK:         %[[DW:.*]] = kiln.matmul %[[XT]], %{{.*}} : tensor<3x4xf32>, tensor<4x2xf32> -> tensor<3x2xf32>
 // CHECK:         return %[[L]], %[[DW]] : tensor<f32>, tensor<3x2xf32>

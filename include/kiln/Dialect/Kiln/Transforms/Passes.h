@@ -7,6 +7,8 @@
 #ifndef KILN_DIALECT_KILN_TRANSFORMS_PASSES_H
 #define KILN_DIALECT_KILN_TRANSFORMS_PASSES_H
 
+#include "kiln/Dialect/Kiln/Transforms/AutodiffHook.h"
+
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::func {
@@ -20,6 +22,12 @@ namespace kiln {
 
 #define GEN_PASS_REGISTRATION
 #include "kiln/Dialect/Kiln/Transforms/Passes.h.inc"
+
+/// kiln-autodiff with a forward hook (not reachable from a textual
+/// pipeline; `hook` may be empty).
+std::unique_ptr<mlir::Pass>
+createAutodiffPass(const AutodiffPassOptions &options,
+                   AutodiffForwardHook hook);
 
 } // namespace kiln
 

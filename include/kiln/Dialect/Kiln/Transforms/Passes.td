@@ -822,10 +822,18 @@ def AutodiffPass : Pass<"kiln-autodiff", "mlir::ModuleOp"> {
       model has one output): `cross_entropy` (log-softmax over dimension 1,
       the classes, then the negative log-likelihood), `nll` (the output
       holds log-probabilities), `mse` or `l1`, each the mean over the batch
-      (and spatial positions for class losses). The labels are a new last
-      argument, `labels=NAME:SHAPE:DTYPE` (`32:int64` class indices for a
-      `[32, 10]` output, or float probabilities of the output's shape;
-      float targets of the output's shape for `mse` and `l1`). With
+      (and spatial positions for class losses), built as a `kiln.reduce
+      <mean>` over every dim (times `-classes` for class losses) so that
+      kilnc --dim can rescale it for a smaller batch. The labels are a new
+      last argument, `labels=NAME:SHAPE:DTYPE` (`32:int64` class indices
+      for a `[32, 10]` output, or float probabilities of the output's
+      shape; float targets of the output's shape for `mse` and `l1`). A
+      dim spelled as a symbol of the module's `kiln.dim_ranges`
+      (`N:int64`, `Nx10:f32`) is that symbol's maximum, and the argument
+      gets `kiln.symbolic_dims` naming it. kilnc's C++ pipeline may pass a
+      hook (`AutodiffForwardHook`) that runs on `@train_grad` between the
+      loss and the reverse sweep: `kilnc --train --dim` inserts its size
+      masks there (docs/runtime.md "Training with a run-time batch"). With
       `loss-output=NAME` the model computes its own loss: that output,
       which must hold one float, is the loss and no labels are added.
     - **Dropout** (`kiln.dropout`, training-mode ONNX Dropout) draws its

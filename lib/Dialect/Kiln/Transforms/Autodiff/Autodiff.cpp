@@ -76,10 +76,19 @@ std::optional<LossKind> parseLoss(StringRef name) {
       .Default(std::nullopt);
 }
 
-/// Parses "NAME:SHAPE:DTYPE" (SHAPE: 32x10, or "scalar"; DTYPE: int64,
-/// int32, float32 or i64, i32, f32).
-FailureOr<std::pair<std::string, RankedTensorType>>
-parseLabels(MLIRContext *context, StringRef spec, std::string &error) {
+/// The labels argument: its name, type and, per dim, the symbol of
+/// `kiln.dim_ranges` it follows ("" for a fixed dim; empty when none does).
+struct Labels {
+  std::string name;
+  RankedTensorType type;
+  SmallVector<std::string> symbols;
+};
+
+/// Parses "NAME:SHAPE:DTYPE" (SHAPE: 32x10, N, Nx10, or "scalar"; DTYPE:
+/// int64, int32, float32 or i64, i32, f32). A dim spelled as a symbol of
+/// `ranges` (kilnc --dim) is that symbol's maximum, and follows it.
+FailureOr<Labels> parseLabels(MLIRContext *context, StringRef spec,
+                              DictionaryAttr ranges, std::string &error) {
   auto [rest, dtype] = spec.rsplit(':');
   auto [name, dims] = rest.rsplit(':');
   if (name.empty() || dims.empty() || dtype.empty() || rest == spec ||
@@ -99,25 +108,43 @@ parseLabels(MLIRContext *context, StringRef spec, std::string &error) {
     return failure();
   }
   SmallVector<int64_t> shape;
+  SmallVector<std::string> symbols;
+  bool symbolic = false;
   if (dims != "scalar") {
     SmallVector<StringRef> parts;
     dims.split(parts, 'x');
     for (StringRef part : parts) {
       int64_t d;
+      auto range =
+          ranges ? ranges.getAs<DenseI64ArrayAttr>(part) : DenseI64ArrayAttr();
+      if (range && range.size() == 3) {
+        shape.push_back(range[1]);
+        symbols.push_back(part.str());
+        symbolic = true;
+        continue;
+      }
       if (part.getAsInteger(10, d) || d <= 0) {
         error = "labels '" + spec.str() + "': '" + part.str() +
-                "' is not a dimension";
+                "' is not a dimension" +
+                (ranges ? " or a symbol given to --dim" : "");
         return failure();
       }
       shape.push_back(d);
+      symbols.push_back("");
     }
   }
-  return std::make_pair(name.str(), RankedTensorType::get(shape, element));
+  if (!symbolic)
+    symbols.clear();
+  return Labels{name.str(), RankedTensorType::get(shape, element),
+                std::move(symbols)};
 }
 
 struct AutodiffPass : kiln::impl::AutodiffPassBase<AutodiffPass> {
   using Base::Base;
   void runOnOperation() override;
+
+  /// kilnc's hook between the loss and the reverse sweep (may be empty).
+  AutodiffForwardHook forwardHook;
 
 private:
   /// Builds @train_grad; on failure it has emitted an error and erased
@@ -207,24 +234,36 @@ FailureOr<Value> AutodiffPass::appendLoss(func::FuncOp grad, GradBuilder &g) {
     return failure();
   }
   std::string error;
-  auto parsed = parseLabels(&getContext(), labels, error);
+  auto parsed = parseLabels(
+      &getContext(), labels,
+      grad->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+          KilnDialect::DimRangesAttrHelper::getNameStr()),
+      error);
   if (failed(parsed)) {
     emitError(grad.getLoc()) << "kiln-autodiff: " << error;
     return failure();
   }
   for (unsigned i = 0; i < grad.getNumArguments(); ++i)
     if (auto attr = grad.getArgAttrOfType<StringAttr>(i, kNameAttr))
-      if (attr.getValue() == parsed->first) {
-        emitError(grad.getLoc()) << "kiln-autodiff: labels '" << parsed->first
+      if (attr.getValue() == parsed->name) {
+        emitError(grad.getLoc()) << "kiln-autodiff: labels '" << parsed->name
                                  << "' has the name of a model input";
         return failure();
       }
   unsigned argIndex = grad.getNumArguments();
-  if (failed(grad.insertArgument(
-          argIndex, parsed->second,
-          g.b.getDictionaryAttr(
-              g.b.getNamedAttr(kNameAttr, g.b.getStringAttr(parsed->first))),
-          grad.getLoc())))
+  SmallVector<NamedAttribute> argAttrs{
+      g.b.getNamedAttr(kNameAttr, g.b.getStringAttr(parsed->name))};
+  if (!parsed->symbols.empty()) {
+    SmallVector<Attribute> spelled;
+    for (const std::string &symbol : parsed->symbols)
+      spelled.push_back(g.b.getStringAttr(symbol));
+    argAttrs.push_back(
+        g.b.getNamedAttr(KilnDialect::SymbolicDimsAttrHelper::getNameStr(),
+                         g.b.getArrayAttr(spelled)));
+  }
+  if (failed(grad.insertArgument(argIndex, parsed->type,
+                                 g.b.getDictionaryAttr(argAttrs),
+                                 grad.getLoc())))
     return failure();
   FailureOr<Value> value = buildLoss(g, *kind, ret.getOperand(*index),
                                      grad.getArgument(argIndex), error);
@@ -316,6 +355,17 @@ LogicalResult AutodiffPass::buildTrainGrad(ModuleOp module, func::FuncOp main) {
   FailureOr<Value> lossValue = appendLoss(grad, g);
   if (failed(lossValue))
     return fail();
+  if (forwardHook) {
+    // The loss is returned while the hook runs: what the hook puts on it
+    // (a mean's max / n) replaces its uses, that one included.
+    unsigned at = ret.getNumOperands();
+    ret->insertOperands(at, *lossValue);
+    LogicalResult hooked = forwardHook(grad, *lossValue);
+    lossValue = ret.getOperand(at);
+    ret->eraseOperand(at);
+    if (failed(hooked))
+      return fail();
+  }
 
   // 3. Activity: values that depend on a trainable weight.
   SmallVector<Operation *> forward;
@@ -447,3 +497,11 @@ void AutodiffPass::runOnOperation() {
 }
 
 } // namespace
+
+std::unique_ptr<Pass>
+kiln::createAutodiffPass(const AutodiffPassOptions &options,
+                         AutodiffForwardHook hook) {
+  auto pass = std::make_unique<AutodiffPass>(options);
+  pass->forwardHook = std::move(hook);
+  return pass;
+}

@@ -37,13 +37,16 @@ std::string shapeText(RankedTensorType type) {
   return s;
 }
 
-/// Sums every element into a rank-0 tensor and scales it by `factor`.
-Value sumAllScaled(GradBuilder &g, Value value, double factor) {
+/// The mean of every element, a rank-0 tensor, times `factor`. A mean
+/// (not a sum times 1 / count), so that kilnc --dim sees the average over
+/// the batch and scales it by max / n when a run has a smaller batch
+/// (SeparableDims.h, size masks).
+Value meanAllScaled(GradBuilder &g, Value value, double factor) {
   int64_t rank = typeOf(value).getRank();
-  Value sum = ReduceOp::create(g.b, ReduceKind::Sum, value,
-                               llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-                               /*keepdims=*/false);
-  return g.scale(sum, factor);
+  Value mean = ReduceOp::create(g.b, ReduceKind::Mean, value,
+                                llvm::to_vector(llvm::seq<int64_t>(0, rank)),
+                                /*keepdims=*/false);
+  return factor == 1.0 ? mean : g.scale(mean, factor);
 }
 
 /// The f32 class weights of a class loss: a one-hot mask of integer labels
@@ -113,8 +116,9 @@ FailureOr<Value> buildLoss(GradBuilder &g, LossKind kind, Value output,
     Value logp = kind == LossKind::Nll
                      ? x
                      : Value(LogSoftmaxOp::create(g.b, x, g.b.getI64IntegerAttr(1)));
-    int64_t positions = outType.getNumElements() / outType.getDimSize(1);
-    return sumAllScaled(g, g.mul(logp, *targets), -1.0 / double(positions));
+    // -sum / positions = -classes * mean over [batch, classes, spatial].
+    return meanAllScaled(g, g.mul(logp, *targets),
+                         -double(outType.getDimSize(1)));
   }
   case LossKind::Mse:
   case LossKind::L1: {
@@ -131,7 +135,7 @@ FailureOr<Value> buildLoss(GradBuilder &g, LossKind kind, Value output,
     Value diff = g.sub(x, t);
     Value per = kind == LossKind::Mse ? g.mul(diff, diff)
                                       : Value(AbsOp::create(g.b, diff));
-    return sumAllScaled(g, per, 1.0 / double(outType.getNumElements()));
+    return meanAllScaled(g, per, 1.0);
   }
   }
   return failure();
