@@ -295,10 +295,11 @@ private:
   int64_t validExtent(int64_t factor) const { return symbol.min * factor; }
 
   void addSite(Operation *op, runtime::SizeMaskKind kind, unsigned operand,
-               const Track &t) {
+               const Track &t, bool subtract = false) {
     SeparableDims::MaskSite site;
     site.op = op;
     site.kind = kind;
+    site.subtract = subtract;
     site.operand = operand;
     site.dim = t.at.dim;
     site.factor = kind == runtime::SizeMaskKind::MeanScale ? 1 : t.at.factor;
@@ -341,6 +342,19 @@ private:
       return Through::Padding;
     }
     if (auto reduce = dyn_cast<ReduceOp>(op)) {
+      // A max (min) over finite padding plus (minus) a mask of -inf there:
+      // a padded element is never the extreme, and every run has a valid
+      // one (the minimum size is at least 1).
+      ReduceKind kind = reduce.getKind();
+      bool floating =
+          isa<FloatType>(getElementTypeOrSelf(op->getOperand(0).getType()));
+      if (kind == ReduceKind::Max || kind == ReduceKind::Min) {
+        if (!t.finite || !floating) // the mask is a float
+          return Through::No;
+        addSite(op, runtime::SizeMaskKind::AdditiveMask, 0, t,
+                kind == ReduceKind::Min);
+        return Through::Padding;
+      }
       // A sum over zero padding is the sum over the valid slices (a keep
       // mask zeroes finite padding first); a mean is that sum over the
       // maximum's count, which a scale of max / n makes the valid slices'
@@ -352,6 +366,20 @@ private:
         addSite(op, runtime::SizeMaskKind::KeepMask, 0, t);
       if (mean)
         addSite(op, runtime::SizeMaskKind::MeanScale, 0, t);
+      return Through::Padding;
+    }
+    if (isa<ArgMaxOp, ArgMinOp>(op)) {
+      // As for a max or min: the index of a valid element. Ties go to the
+      // first occurrence, which is valid; with select_last_index an
+      // all -inf row could pick a padded one.
+      int64_t axis = symbols::normalizeAxis(
+          op->getAttrOfType<IntegerAttr>("axis").getInt(),
+          symbols::rankOf(op->getOperand(0)));
+      if (operand != 0 || d != axis || !t.finite ||
+          op->hasAttr("select_last_index") ||
+          !isa<FloatType>(getElementTypeOrSelf(op->getOperand(0).getType())))
+        return Through::No;
+      addSite(op, runtime::SizeMaskKind::AdditiveMask, 0, t, isa<ArgMinOp>(op));
       return Through::Padding;
     }
     if (auto slice = dyn_cast<SliceOp>(op)) {
@@ -401,7 +429,7 @@ private:
 
 std::string describeMaskSite(const SeparableDims::MaskSite &site) {
   return site.node + (site.kind == runtime::SizeMaskKind::AdditiveMask
-                          ? " (-inf)"
+                          ? (site.subtract ? " (+inf)" : " (-inf)")
                       : site.kind == runtime::SizeMaskKind::KeepMask
                           ? " (zeroed)"
                           : " (mean times max / n)");
@@ -603,10 +631,12 @@ void insertSizeMasks(ModuleOp module, SeparableDims &dims,
     shape[site.dim] = type.getDimSize(site.dim);
     Value shaped = ReshapeOp::create(
         b, RankedTensorType::get(shape, type.getElementType()), mask);
-    Value masked =
-        site.kind == runtime::SizeMaskKind::AdditiveMask
-            ? AddOp::create(b, type, operand, shaped).getResult()
-            : MulOp::create(b, type, operand, shaped).getResult();
+    // A min subtracts the mask: +inf at the padded positions.
+    Value masked = site.kind != runtime::SizeMaskKind::AdditiveMask
+                       ? MulOp::create(b, type, operand, shaped).getResult()
+                   : site.subtract
+                       ? SubOp::create(b, type, operand, shaped).getResult()
+                       : AddOp::create(b, type, operand, shaped).getResult();
     site.op->setOperand(site.operand, masked);
   }
 }

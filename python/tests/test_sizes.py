@@ -88,7 +88,7 @@ def test_a_dim_that_is_not_separable_runs_its_maximum_only():
     from onnx import TensorProto, helper
     from conftest import _model
     model = _model(
-        [helper.make_node("ReduceMax", ["x"], ["m"], name="batch_max",
+        [helper.make_node("ReduceProd", ["x"], ["m"], name="batch_prod",
                           axes=[0], keepdims=1),
          helper.make_node("Sub", ["x", "m"], ["y"], name="center")],
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
@@ -97,12 +97,50 @@ def test_a_dim_that_is_not_separable_runs_its_maximum_only():
     artifact = kiln.compile(model, dims={"N": (1, 8)})
     assert artifact.stats["symbolic_dims"]["N"]["separable"] is False
     session = kiln.Session(artifact, device="emu")
-    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    x = 1 + 0.01 * np.arange(32, dtype=np.float32).reshape(8, 4)
+    # A product of 8 values near 1 in f32: a few ulp.
     np.testing.assert_allclose(session.run({"x": x})["y"],
-                               x - x.max(axis=0, keepdims=True), atol=1e-5)
+                               x - x.prod(axis=0, keepdims=True), atol=1e-5)
     with pytest.raises(kiln.RuntimeError, match=r"is 3, but this artifact runs "
-                       r"N = 8 only: 'N' is not separable \(node 'batch_max'"):
+                       r"N = 8 only: 'N' is not separable \(node 'batch_prod'"):
         session.run({"x": np.ones((3, 4), np.float32)})
+
+
+def test_max_min_and_argmax_over_a_run_time_dim():
+    """A max, a min, an argmax and an argmin over N: -inf (+inf for the
+    min) at the padded rows, so that the zeros the runtime pads with never
+    win; inputs all negative for the max and all positive for the min,
+    where a zero would. Exact: a max or min rounds nothing."""
+    from onnx import TensorProto, helper
+    from conftest import _model
+    model = _model(
+        [helper.make_node("Neg", ["p"], ["n"], name="neg"),
+         helper.make_node("ReduceMax", ["n"], ["mx"], name="batch_max",
+                          axes=[0], keepdims=1),
+         helper.make_node("Sub", ["n", "mx"], ["y"], name="center_max"),
+         helper.make_node("ReduceMin", ["p"], ["mn"], name="batch_min",
+                          axes=[0], keepdims=0),
+         helper.make_node("ArgMax", ["n"], ["am"], name="arg_max", axis=0,
+                          keepdims=0),
+         helper.make_node("ArgMin", ["p"], ["an"], name="arg_min", axis=0,
+                          keepdims=0)],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("mn", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("am", TensorProto.INT64, [4]),
+         helper.make_tensor_value_info("an", TensorProto.INT64, [4])],
+        [], "extremes")
+    artifact = kiln.compile(model, dims={"N": (1, 8)})
+    assert artifact.stats["symbolic_dims"]["N"]["separable"] is True
+    session = kiln.Session(artifact, device="emu")
+    rng = np.random.default_rng(3)
+    for n in (1, 3, 8):
+        p = rng.uniform(1, 2, (n, 4)).astype(np.float32)
+        out = session.run({"p": p})
+        np.testing.assert_array_equal(out["y"], -p - (-p).max(axis=0))
+        np.testing.assert_array_equal(out["mn"], p.min(axis=0))
+        np.testing.assert_array_equal(out["am"], (-p).argmax(axis=0))
+        np.testing.assert_array_equal(out["an"], p.argmin(axis=0))
 
 
 def test_a_softmax_along_the_dim_gets_a_size_mask_the_user_never_sees(rng):

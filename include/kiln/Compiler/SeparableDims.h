@@ -44,8 +44,9 @@ struct SeparableDims {
   std::vector<bool> readsPadding;
 
   /// Where a masked walk needs the runtime's help (insertSizeMasks):
-  ///  - AdditiveMask: a softmax along the symbol; its input gets -inf at
-  ///    the padded positions along `dim`;
+  ///  - AdditiveMask: a softmax, max or argmax along the symbol; its
+  ///    input gets -inf at the padded positions along `dim` (+inf for a
+  ///    min or argmin: `subtract`);
   ///  - KeepMask: a sum, mean or contraction over finite padding; operand
   ///    `operand` is multiplied by 1 at the valid positions along `dim`,
   ///    0 at the padded ones;
@@ -56,6 +57,9 @@ struct SeparableDims {
     mlir::Operation *op = nullptr;
     uint32_t symbol = 0;
     runtime::SizeMaskKind kind = runtime::SizeMaskKind::AdditiveMask;
+    /// AdditiveMask only: subtract the mask (+inf at the padded positions:
+    /// a min or argmin along the symbol) instead of adding it.
+    bool subtract = false;
     unsigned operand = 0;
     int64_t dim = 0;
     int64_t factor = 1;
