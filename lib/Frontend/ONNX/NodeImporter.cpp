@@ -52,10 +52,28 @@ FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(size_t i,
       isa<IntegerType>(inputType(i).getElementType()))
     return SmallVector<int64_t>();
   std::optional<DenseElementsAttr> value = constantInput(i);
-  if (!value || !isa<IntegerType>(value->getElementType()))
+  if (value && !isa<IntegerType>(value->getElementType()))
+    return fail(Twine("input '") + what +
+                "' must be a compile-time integer constant");
+  if (!value) {
+    // A graph input, bound at run time: Kiln takes it where the model's
+    // declared shapes fix its value (a guard checks it before the first
+    // launch); otherwise the shapes it decides are data-dependent.
+    if (hasInput(i) && isa<BlockArgument>(inputValues[i]))
+      return fail(Twine("input '") + what +
+                  "' must be a compile-time integer constant: it is the "
+                  "graph input '" +
+                  proto.input(i) +
+                  "', known only at run time, and nothing fixes its value "
+                  "(an output shape would depend on data); make it an "
+                  "initializer, or declare the outputs' shapes where "
+                  "docs/onnx-ops.md says the value is then checked at run "
+                  "time");
     return fail(Twine("input '") + what +
                 "' must be a compile-time integer constant (it depends on "
-                "runtime data; fix dynamic dims with --shape)");
+                "run-time data; fix dynamic dims with --shape, or declare "
+                "the shapes it decides)");
+  }
   SmallVector<int64_t> result;
   bool isUnsigned = value->getElementType().isUnsignedInteger();
   for (const APInt &v : value->getValues<APInt>())
