@@ -505,6 +505,8 @@ def main():
     p.add_argument("--work", required=True)
     p.add_argument("--only", help="run only these models, comma-separated "
                    "(cnn, encoder, lstm, gru; default cnn,encoder)")
+    p.add_argument("--optimizer", choices=[o[0] for o in OPTIMIZERS],
+                   help="run only this optimizer (default: both)")
     p.add_argument("--run-time-batch", action="store_true",
                    help="compile with --dim N=1..B and run smaller batches "
                    "(RUN_TIME_SIZES)")
@@ -522,6 +524,8 @@ def main():
         if args.run_time_batch:
             c = with_run_time_batch(c)
         for name, spec, o in OPTIMIZERS:
+            if args.optimizer and name != args.optimizer:
+                continue
             failures += run_case(c, name, spec, o, args, args.work)
             configs += 1
     print(f"whole-step: {configs} configurations, {failures} failures")
