@@ -6,9 +6,11 @@
 #
 # Runs on the lent GPU machine (no LLVM there), from the repository root,
 # over device-check/, which scripts/device/prepare.sh builds on the
-# development machine and the device tool carries (carry ["device-check",
-# "build/python"]: build/python for the Python package's check,
-# scripts/device/python_check.py, which runs first, a few seconds).
+# development machine and packs into device-pack/device-check.txz, which
+# the device tool carries (carry ["device-pack", "build/python"]:
+# build/python for the Python package's check,
+# scripts/device/python_check.py, which runs first, a few seconds) and
+# scripts/device/run-group.sh unpacks there.
 # Then, when prepare.sh packed it, the product-surface check
 # (scripts/device/surface_check.py, about 10 s: the digits example on the
 # GPU against onnxruntime, kiln-run --bench --json and its throughput, exit
@@ -17,7 +19,7 @@
 # fused attention kernel against torch SDPA (flash) at batch 8, 16 heads,
 # seq 2048, d 128/64, causal and not, bf16/fp16, on the wgmma and the
 # mma.sync kernel side by side, and the encoder at batch 32 with and
-# without it ($OUT/attention.txt). Then the phases, in this order,
+# without it ($OUT/attention.txt; about 125 s on the H200, 2026-12-04). Then the phases, in this order,
 # each with its own time budget counted from its start (its remaining runs
 # are skipped after it; runs in flight finish):
 #
@@ -55,13 +57,14 @@
 # (`timeout`; 20x in --dry-run, on emu), killed past it so the next phase
 # still runs; $OUT/phases.txt says how long each took and how it ended.
 # Everything together is more than one device call allows (600 s), so
-# `--group` splits it in two calls of about 6 minutes at worst each
+# `--group` splits it in two calls (5-6 minutes each on 2026-12-04)
 # (docs/benchmarks.md, "Device time"):
-#   kernels: attention 120 s, wgmma 90 s, membound 90 s, tune 120 s, then
+#   kernels: attention 200 s, wgmma 90 s, membound 90 s, tune 120 s, then
 #            device_check.py --phase gemm (75 s);
 #   models:  python 60 s, surface 60 s, train 120 s, nccl 60 s, then device_check.py
 #            --phase bench,top1 (150 s + 90 s).
-# Give the device tool timeout_s 480 for each. `--phase gemm,bench` etc.
+# On the device, run it through scripts/device/run-group.sh (one tarball
+# back: the tool returns at most 8 files). `--phase gemm,bench` etc.
 # (device_check.py's own option) runs a subset of its phases.
 # Exits 1 if a run fails or an error or agreement is outside its bound.
 #
@@ -134,7 +137,7 @@ phase() {
 # The product surface (about 10 s; scripts/device/surface_check.py).
 [ ! -d "$dir/surface" ] || phase surface models 60 python3 "$dir/scripts/surface_check.py" "${args[@]}"
 # Issue 12: fused attention (wgmma and mma.sync) vs torch SDPA ($OUT/attention.txt).
-[ ! -f "$dir/scripts/attention_bench.py" ] || phase attention kernels 120 python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"}
+[ ! -f "$dir/scripts/attention_bench.py" ] || phase attention kernels 200 python3 "$dir/scripts/attention_bench.py" "${args[@]}" ${OUT:+--out "$OUT"}
 # Issue 11: bf16 GEMM wgmma vs mma.sync vs torch.matmul, 4096^3/8192^3; tf32
 # (wgmma, mma.sync) and fp32 (FFMA) 4096^3 vs torch.matmul with allow_tf32
 # on/off ($OUT/wgmma.txt; about 40 s).

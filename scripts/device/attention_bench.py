@@ -182,7 +182,12 @@ def run(args):
             print("attention_bench.py: no torch: SDPA columns empty")
     tdev = "cuda" if args.torch == "cuda" else "cpu"
     work = tempfile.mkdtemp(prefix="kiln-attn-bench-")
-    rows, failed = [], 0
+    class Rows(list):  # each row printed as it lands (the table comes at the end)
+        def append(self, row):
+            super().append(row)
+            print("attention row:", {k: row[k] for k in row if k in (
+                "name", "ms", "sdpa_ms", "err", "status")}, flush=True)
+    rows, failed = Rows(), 0
     sdpa_ms = {}  # SDPA's time per (config): the same for both kernels
     for e in manifest["runs"]:
         artifact = os.path.join(args.dir, "attention", e["file"])

@@ -2,7 +2,7 @@
 """Packs device-check/ for scripts/device-check.sh (called by prepare.sh).
 
 Usage: prepare.py --build DIR [--out DIR] [--dry-run] [--no-strip]
-                  [--limit-mib 60] [--top1-batch 200] [--models NAME...]
+                  [--limit-mib 400] [--top1-batch 200] [--models NAME...]
                   [--variants NAME...] [--nhwc] [--no-estimates]
 
 Writes OUT (default device-check/ in the source tree):
@@ -49,7 +49,8 @@ bf16 at batch 2 for the top-1 phase. --no-strip keeps the weights in the
 artifacts (for a kilnc without --strip-weights; the full set then does not
 fit). --models keeps only the named models of the set (and --variants only
 the named variants, e.g. "fp32 fused"). Fails when OUT is over --limit-mib
-(the device tool carries 64 MiB).
+unpacked (prepare.sh then packs it and checks the packed size against the
+device tool's 64 MiB).
 """
 import argparse
 import datetime
@@ -211,7 +212,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "device-check"))
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--no-strip", action="store_true")
-    ap.add_argument("--limit-mib", type=float, default=60.0)
+    ap.add_argument("--limit-mib", type=float, default=400.0)
     ap.add_argument("--models", nargs="+")
     ap.add_argument("--variants", nargs="+")
     ap.add_argument("--nhwc", action="store_true",
@@ -307,10 +308,13 @@ def main():
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     total = du(out) / 2**20
-    print(f"{out}: {total:.1f} MiB (limit {args.limit_mib:g} MiB)")
+    # The device tool carries 64 MiB with the working tree; prepare.sh packs
+    # OUT with xz (artifacts are mostly PTX and cubins: 224 MiB packed into
+    # 41 MiB on 2026-12-04) and checks the packed size. This limit is on the
+    # unpacked directory, a guard against a runaway set.
+    print(f"{out}: {total:.1f} MiB unpacked (limit {args.limit_mib:g} MiB)")
     if total > args.limit_mib:
-        sys.exit(f"prepare.py: {out} is {total:.1f} MiB, over {args.limit_mib:g} MiB: "
-                 "the device tool carries 64 MiB with the working tree")
+        sys.exit(f"prepare.py: {out} is {total:.1f} MiB, over {args.limit_mib:g} MiB unpacked")
 
 
 if __name__ == "__main__":

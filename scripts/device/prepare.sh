@@ -22,8 +22,20 @@
 # --dry-run packs the small set that `scripts/device-check.sh --dry-run`
 # runs on the emu device here. Fails if device-check/ is over 60 MiB.
 #
-# Then, with the device tool: run with carry ["device-check"] and command
-# `bash scripts/device-check.sh` (docs/benchmarks.md).
+# Without --dry-run it also builds the training set (train_bench.py) and the
+# NCCL set (nccl_check.py), and packs device-check/ into
+# device-pack/device-check.txz (xz; git-ignored): the unpacked set is over
+# 400 MiB (the classifiers' artifacts are mostly PTX and cubins) and packs
+# into about 41 MiB. The tuning set (device-check/tune: ResNet-50's weights
+# unstripped, 182 MiB, incompressible) is left out of the pack. Fails if the
+# pack and build/python together are over 52 MiB (the working tree,
+# ~9 MiB, travels too).
+#
+# Then, with the device tool, carry ["device-pack", "build/python"], two
+# calls (docs/benchmarks.md, "Device time"):
+#   bash scripts/device/run-group.sh kernels 400     (timeout_s 440)
+#   bash scripts/device/run-group.sh models 440      (timeout_s 470)
+# run-group.sh unpacks the pack when device-check/ is not there yet.
 #
 #===------------------------------------------------------------------------===#
 set -euo pipefail
@@ -42,3 +54,18 @@ KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-python && python3 "$root/s
 python3 "$root/scripts/device/surface_check.py" --prepare --build "$build" "$@"
 python3 "$root/scripts/device/membound_bench.py" --prepare --kilnc "$build/bin/kilnc" --out "$root/device-check" "$@"
 python3 "$root/scripts/device/tune_bench.py" prepare --kilnc "$build/bin/kilnc" --worker "$build/bin/kiln-tune-worker" --out "$root/device-check/tune" $([[ " $* " == *" --dry-run "* ]] && echo --dry-run)  # issue 11: the tuning jobs (tune_bench.py)
+if [[ " $* " != *" --dry-run "* ]]; then
+  KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-train
+  python3 "$root/scripts/device/train_bench.py" prepare --build "$build" --out "$root/device-check/train"  # issue 14
+  python3 "$root/scripts/device/nccl_check.py" prepare --build "$build" --out "$root/device-check/nccl"    # issue 27
+  mkdir -p "$root/device-pack"
+  pack="$root/device-pack/device-check.txz"
+  tar -C "$root" --exclude=device-check/tune -cf - device-check | xz -T2 -6 > "$pack.tmp"
+  mv "$pack.tmp" "$pack"
+  mib=$(( ($(stat -c %s "$pack") + $(du -sb "$build/python" | cut -f1)) / 1048576 ))
+  echo "prepare.sh: $pack and $build/python: $mib MiB (limit 52 MiB; device-check/tune not packed)"
+  if [ "$mib" -gt 52 ]; then
+    echo "prepare.sh: the pack is over 52 MiB: the device tool carries 64 MiB with the working tree (~9 MiB)" >&2
+    exit 1
+  fi
+fi
