@@ -955,11 +955,20 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
     }
     if (energyBefore) {
       Expected<uint64_t> energyAfter = device.energyMillijoules();
-      if (energyAfter && *energyAfter >= *energyBefore) {
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - startTime)
+                           .count();
+      if (energyAfter && *energyAfter > *energyBefore) {
         result.energyJoules = double(*energyAfter - *energyBefore) / 1000.0;
-        result.energySeconds = std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() - startTime)
-                                   .count();
+        result.energySeconds = seconds;
+      } else if (energyAfter && *energyAfter == *energyBefore) {
+        // NVML refreshes the counter every few tens of milliseconds: over a
+        // shorter window it does not move, which is not 0 J (the H200 run
+        // of 2026-12-04 printed "0 (0 W)" for every run under ~20 ms).
+        result.energyUnavailable = fmt::format(
+            "the energy counter did not advance over the {:.3f} s of timed "
+            "runs (it updates every few tens of ms): time more runs",
+            seconds);
       } else {
         result.energyUnavailable =
             energyAfter ? "the energy counter went backwards"

@@ -268,4 +268,23 @@ TEST(SessionTest, BenchmarkReadsEnergyAroundTheTimedRuns) {
   EXPECT_EQ(*device->energy, 11000u); // read exactly twice
 }
 
+// A counter that did not move over the timed runs (NVML refreshes it every
+// few tens of ms) says nothing about the energy: no figure, and why.
+TEST(SessionTest, BenchmarkEnergyCounterThatDidNotAdvanceIsNoFigure) {
+  auto device = makeDevice();
+  device->energy = 1000;  // mJ
+  device->energyStep = 0; // the same reading before and after
+  std::unique_ptr<Session> session = makeSession(device);
+  ASSERT_TRUE(session);
+  float x[6] = {};
+  ASSERT_FALSE(session->bindInput("x", DType::F32, {2, 3}, x, sizeof(x)));
+  Expected<BenchmarkResult> result = session->benchmark(1, 4);
+  ASSERT_TRUE(result) << errorOf(result);
+  EXPECT_FALSE(result->energyJoules.has_value());
+  EXPECT_NE(result->energyUnavailable.find(
+                "the energy counter did not advance over the"),
+            std::string::npos)
+      << result->energyUnavailable;
+}
+
 } // namespace
