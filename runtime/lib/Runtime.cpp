@@ -964,7 +964,7 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
       } else if (energyAfter && *energyAfter == *energyBefore) {
         // NVML refreshes the counter every few tens of milliseconds: over a
         // shorter window it does not move, which is not 0 J (the H200 run
-        // of 2026-12-04 printed "0 (0 W)" for every run under ~20 ms).
+        // of 2026-12-04 printed "0 (0 W)" for every loop of 23 ms or less).
         result.energyUnavailable = fmt::format(
             "the energy counter did not advance over the {:.3f} s of timed "
             "runs (it updates every few tens of ms): time more runs",
