@@ -7,8 +7,8 @@
 # Runs on the lent GPU machine (no LLVM there), from the repository root,
 # over device-check/, which scripts/device/prepare.sh builds on the
 # development machine and packs into device-pack/device-check.txz, which
-# the device tool carries (carry ["device-pack", "build/python"]:
-# build/python for the Python package's check,
+# the device tool carries (carry ["device-pack", "build/python",
+# "build-device-python/python"]: the Python package for its check,
 # scripts/device/python_check.py, which runs first, a few seconds) and
 # scripts/device/run-group.sh unpacks there.
 # Then, when prepare.sh packed it, the product-surface check

@@ -4,8 +4,10 @@
   --prepare DIR   (development machine, needs kilnc) compile the check's
                   models into DIR with kiln.compile and save the inputs and
                   the numpy float64 references next to them.
-  --dir DIR       (device machine, no LLVM: only build/python is needed,
-                  carried with device-check/) load DIR's artifacts and check,
+  --dir DIR       (device machine, no LLVM: only the package is needed,
+                  build/python or build-device-python/python, whichever is
+                  built for this interpreter; carried beside the device
+                  pack) load DIR's artifacts and check,
                   on --device (cuda; emu for the dry run):
     1. host numpy in, numpy out, against the float64 reference;
     2. outputs="device": DLPack tensors in GPU memory (device (2, 0)), fed
@@ -115,6 +117,21 @@ def check(directory, device):
     return 1 if failed else 0
 
 
+def package_dir(root):
+    """The kiln package built for this interpreter: build/python, or
+    build-device-python/python, which prepare.sh builds for the device
+    machine's CPython (3.12 there on 2026-12-04, 3.11 here): an extension
+    module loads only in the minor version it was built for."""
+    import sysconfig
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    candidates = [os.path.join(os.environ.get("KILN_BUILD_DIR", os.path.join(root, "build")), "python"),
+                  os.path.join(root, "build-device-python", "python")]
+    for candidate in candidates:
+        if os.path.exists(os.path.join(candidate, "kiln", "_native" + suffix)):
+            return candidate
+    return candidates[0]  # the import then fails and says why
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prepare", metavar="DIR")
@@ -122,7 +139,7 @@ def main():
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.path.insert(0, os.path.join(os.environ.get("KILN_BUILD_DIR", os.path.join(root, "build")), "python"))
+    sys.path.insert(0, package_dir(root))
     if args.prepare:
         os.environ.setdefault("KILN_KILNC", os.path.join(root, "build", "bin", "kilnc"))
         prepare(args.prepare)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #===- run-group.sh - One device call: a group of the check, packed for return -===#
 #
-# Usage (the device tool's command, carry ["device-pack", "build/python"],
+# Usage (the device tool's command, carry ["device-pack", "build/python", "build-device-python/python"],
 # timeout_s 40 s above SECONDS):
 #   bash scripts/device/run-group.sh kernels|models SECONDS [device-check.sh options]
 #
