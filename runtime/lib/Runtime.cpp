@@ -113,9 +113,9 @@ struct Session::Impl {
   /// when given).
   Error uploadSizeMasks(const EntryPoint *entry = nullptr);
   Error uploadPaddedInput(size_t i, DevicePtr dst);
-  Error resolveRunSizes();
-  /// The run's sizes from the inputs `entry` reads (runEntryPoint).
-  Error resolveEntrySizes(const EntryPoint &entry);
+  /// The run's sizes from the bound inputs (only those `entry` reads when
+  /// given: runEntryPoint).
+  Error resolveRunSizes(const EntryPoint *entry = nullptr);
   Error uploadInitialState();
   Error launchAll(const std::vector<EventHandle> *launchEvents);
   Error enqueueRun();
@@ -393,12 +393,20 @@ Error Session::Impl::uploadPaddedInput(size_t i, DevicePtr dst) {
   return Error::success();
 }
 
-Error Session::Impl::resolveRunSizes() {
+Error Session::Impl::resolveRunSizes(const EntryPoint *entry) {
   if (artifact->symbolicDims.empty())
     return Error::success();
-  std::vector<std::optional<Shape>> shapes;
-  for (const std::optional<BoundInput> &bound : inputs)
-    shapes.push_back(bound ? std::optional<Shape>(bound->shape) : std::nullopt);
+  std::vector<std::optional<Shape>> shapes(artifact->inputs.size());
+  auto take = [&](size_t i) {
+    if (inputs[i])
+      shapes[i] = inputs[i]->shape;
+  };
+  if (entry)
+    for (uint32_t i : entry->inputs)
+      take(i);
+  else
+    for (size_t i = 0; i < inputs.size(); ++i)
+      take(i);
   Expected<SymbolSizes> resolved = resolveSizes(*artifact, shapes);
   if (!resolved)
     return resolved.takeError();
@@ -476,20 +484,6 @@ Error Session::Impl::uploadInputs() {
       if (Error err = uploadInput(i))
         return err;
   return uploadSizeMasks();
-}
-
-Error Session::Impl::resolveEntrySizes(const EntryPoint &entry) {
-  if (artifact->symbolicDims.empty())
-    return Error::success();
-  std::vector<std::optional<Shape>> shapes(artifact->inputs.size());
-  for (uint32_t i : entry.inputs)
-    if (inputs[i])
-      shapes[i] = inputs[i]->shape;
-  Expected<SymbolSizes> resolved = resolveSizes(*artifact, shapes);
-  if (!resolved)
-    return resolved.takeError();
-  sizes = *resolved;
-  return Error::success();
 }
 
 Error Session::Impl::uploadSizeMasks(const EntryPoint *entry) {
@@ -707,7 +701,7 @@ Error Session::runEntryPoint(std::string_view name,
   // kilnc --train --dim: the entry's inputs give the run's sizes (a
   // smaller last batch); its inputs are padded and its size masks filled
   // from them, as Session::run does.
-  if (Error err = impl->resolveEntrySizes(*entry))
+  if (Error err = impl->resolveRunSizes(entry))
     return err.withContext(fmt::format("entry point '{}'", name));
   for (uint32_t i : entry->inputs)
     if (!model.findSizeMask(model.inputs[i].name))
