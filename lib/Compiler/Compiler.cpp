@@ -154,9 +154,7 @@ void warnFixedBatchInputs(const runtime::Artifact &artifact,
   const runtime::EntryPoint *step = artifact.findEntryPoint("train_step");
   if (!step)
     return;
-  auto plain = [](const std::string &name) {
-    return name.substr(name.find(':') + 1);
-  };
+  auto plain = runtime::entryLocalName;
   for (uint32_t i : step->inputs) {
     const runtime::TensorSignature &follows = artifact.inputs[i];
     for (const runtime::SymbolicAxis &axis : follows.symbolicAxes) {

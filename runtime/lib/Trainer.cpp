@@ -16,13 +16,6 @@
 #include <random>
 
 namespace kiln::runtime {
-namespace {
-
-std::string plain(const std::string &name) {
-  return name.substr(name.find(':') + 1);
-}
-
-} // namespace
 
 Expected<BatchSignature> batchSignature(const TrainingSession &session,
                                         const std::string &model) {
@@ -32,14 +25,14 @@ Expected<BatchSignature> batchSignature(const TrainingSession &session,
   for (const TensorSignature *input : train) {
     bool inEval = false;
     for (const TensorSignature *e : eval)
-      inEval |= plain(e->name) == plain(input->name);
+      inEval |= entryLocalName(e->name) == entryLocalName(input->name);
     (inEval ? sig.data : sig.labels) = input;
   }
   if (train.size() != 2 || !sig.data || !sig.labels)
     return Error::failure(model + ": a training loop needs a train_step with one "
                                   "data input and one labels input");
-  sig.dataName = plain(sig.data->name);
-  sig.labelsName = plain(sig.labels->name);
+  sig.dataName = entryLocalName(sig.data->name);
+  sig.labelsName = entryLocalName(sig.labels->name);
   if (sig.data->shape.empty() || sig.labels->shape.empty() ||
       sig.data->shape[0] != sig.labels->shape[0])
     return Error::failure(model + ": the data and labels inputs must share a "
@@ -62,7 +55,7 @@ Expected<BatchSignature> batchSignature(const TrainingSession &session,
   std::vector<const TensorSignature *> outputs = session.entryOutputs("eval");
   if (outputs.size() == 1) {
     sig.evalOutput = outputs[0];
-    sig.evalOutputName = plain(outputs[0]->name);
+    sig.evalOutputName = entryLocalName(outputs[0]->name);
   }
   return sig;
 }
@@ -77,13 +70,14 @@ Error checkAgainst(const std::string &path, const NpyArray &array,
                                   : array.shape.begin() + 1,
               array.shape.end());
   if (array.dtype != input.dtype)
-    return Error::failure(fmt::format(
-        "{}: {} are {}, the model's '{}' is {}", path, what,
-        dtypeName(array.dtype), plain(input.name), dtypeName(input.dtype)));
+    return Error::failure(fmt::format("{}: {} are {}, the model's '{}' is {}",
+                                      path, what, dtypeName(array.dtype),
+                                      entryLocalName(input.name),
+                                      dtypeName(input.dtype)));
   if (array.shape.empty() || given != sample)
     return Error::failure(fmt::format(
         "{}: {} have shape {}, the model's '{}' needs N x {} (batch {})", path,
-        what, formatShape(array.shape), plain(input.name),
+        what, formatShape(array.shape), entryLocalName(input.name),
         formatShape(sample), input.shape[0]));
   return Error::success();
 }
@@ -250,6 +244,5 @@ Expected<Metric> validate(TrainingSession &session, const Dataset &val,
     return Metric{"val_accuracy", double(correct) / double(val.count)};
   return Metric{"val_mse", seen ? squared / double(seen) : 0};
 }
-
 
 } // namespace kiln::runtime

@@ -438,6 +438,13 @@ struct EntryPoint {
   std::vector<StateUpdate> updates;
 };
 
+/// A combined training artifact names an entry point's signature tensors
+/// `<entry>:<name>` (combineEntryPoints); this is `<name>`, the name the
+/// model and the user know (a name without the prefix is returned whole).
+inline std::string entryLocalName(const std::string &name) {
+  return name.substr(name.find(':') + 1);
+}
+
 /// Part of a flat state tensor that is one model weight: `name` (the ONNX
 /// initializer), `shape`, starting `elementOffset` elements in.
 struct StateSegment {
