@@ -33,8 +33,8 @@
 # Then, with the device tool, carry ["device-pack", "build/python",
 # "build-device-python/python"], two
 # calls (docs/benchmarks.md, "Device time"):
-#   bash scripts/device/run-group.sh kernels 400     (timeout_s 440)
-#   bash scripts/device/run-group.sh models 440      (timeout_s 470)
+#   bash scripts/device/run-group.sh kernels 450     (timeout_s 480)
+#   bash scripts/device/run-group.sh models 330      (timeout_s 360)
 # run-group.sh unpacks the pack when device-check/ is not there yet.
 #
 #===------------------------------------------------------------------------===#
