@@ -252,15 +252,26 @@ TEST(SessionTest, BenchmarkTimesRunsAndKernels) {
   EXPECT_EQ(result->energyUnavailable, "the fake device has no energy counter");
 }
 
+/// One warm-up and four timed runs on a fake device whose energy counter
+/// reads `start` mJ, then `step` more at each read.
+Expected<BenchmarkResult>
+benchmarkWithEnergy(const std::shared_ptr<FakeDevice> &device, uint64_t start,
+                    uint64_t step) {
+  device->energy = start;
+  device->energyStep = step;
+  std::unique_ptr<Session> session = makeSession(device);
+  if (!session)
+    return Error::failure("no session");
+  float x[6] = {};
+  if (Error err = session->bindInput("x", DType::F32, {2, 3}, x, sizeof(x)))
+    return err;
+  return session->benchmark(1, 4);
+}
+
 TEST(SessionTest, BenchmarkReadsEnergyAroundTheTimedRuns) {
   auto device = makeDevice();
-  device->energy = 1000;    // mJ
-  device->energyStep = 5000; // between the two reads
-  std::unique_ptr<Session> session = makeSession(device);
-  ASSERT_TRUE(session);
-  float x[6] = {};
-  ASSERT_FALSE(session->bindInput("x", DType::F32, {2, 3}, x, sizeof(x)));
-  Expected<BenchmarkResult> result = session->benchmark(1, 4);
+  Expected<BenchmarkResult> result =
+      benchmarkWithEnergy(device, 1000, 5000); // 5 J between the two reads
   ASSERT_TRUE(result) << errorOf(result);
   ASSERT_TRUE(result->energyJoules.has_value()) << result->energyUnavailable;
   EXPECT_DOUBLE_EQ(*result->energyJoules, 5.0);
@@ -271,14 +282,8 @@ TEST(SessionTest, BenchmarkReadsEnergyAroundTheTimedRuns) {
 // A counter that did not move over the timed runs (NVML refreshes it every
 // few tens of ms) says nothing about the energy: no figure, and why.
 TEST(SessionTest, BenchmarkEnergyCounterThatDidNotAdvanceIsNoFigure) {
-  auto device = makeDevice();
-  device->energy = 1000;  // mJ
-  device->energyStep = 0; // the same reading before and after
-  std::unique_ptr<Session> session = makeSession(device);
-  ASSERT_TRUE(session);
-  float x[6] = {};
-  ASSERT_FALSE(session->bindInput("x", DType::F32, {2, 3}, x, sizeof(x)));
-  Expected<BenchmarkResult> result = session->benchmark(1, 4);
+  Expected<BenchmarkResult> result =
+      benchmarkWithEnergy(makeDevice(), 1000, 0); // the same reading twice
   ASSERT_TRUE(result) << errorOf(result);
   EXPECT_FALSE(result->energyJoules.has_value());
   EXPECT_NE(result->energyUnavailable.find(
