@@ -154,7 +154,6 @@ void warnFixedBatchInputs(const runtime::Artifact &artifact,
   const runtime::EntryPoint *step = artifact.findEntryPoint("train_step");
   if (!step)
     return;
-  auto plain = runtime::entryLocalName;
   for (uint32_t i : step->inputs) {
     const runtime::TensorSignature &follows = artifact.inputs[i];
     for (const runtime::SymbolicAxis &axis : follows.symbolicAxes) {
@@ -166,13 +165,13 @@ void warnFixedBatchInputs(const runtime::Artifact &artifact,
         if (!fixed.symbolicAxes.empty() || fixed.shape.empty() ||
             fixed.shape[0] != dim.max || artifact.findSizeMask(fixed.name))
           continue;
-        hooks.warning("--dim: train_step input '" + plain(fixed.name) +
-                      "' has a fixed first dim of " + std::to_string(dim.max) +
-                      " while '" + plain(follows.name) + "' follows '" +
-                      dim.name + "': a batch smaller than " +
-                      std::to_string(dim.max) +
-                      " needs it to follow the symbol too (--labels=" +
-                      plain(fixed.name) + ":" + dim.name + "...)");
+        hooks.warning(
+            "--dim: train_step input '" + runtime::entryLocalName(fixed.name) +
+            "' has a fixed first dim of " + std::to_string(dim.max) +
+            " while '" + runtime::entryLocalName(follows.name) + "' follows '" +
+            dim.name + "': a batch smaller than " + std::to_string(dim.max) +
+            " needs it to follow the symbol too (--labels=" +
+            runtime::entryLocalName(fixed.name) + ":" + dim.name + "...)");
       }
       return;
     }

@@ -182,12 +182,12 @@ def run(args):
             print("attention_bench.py: no torch: SDPA columns empty")
     tdev = "cuda" if args.torch == "cuda" else "cpu"
     work = tempfile.mkdtemp(prefix="kiln-attn-bench-")
-    class Rows(list):  # each row printed as it lands (the table comes at the end)
-        def append(self, row):
-            super().append(row)
-            print("attention row:", {k: row[k] for k in row if k in (
-                "name", "ms", "sdpa_ms", "err", "status")}, flush=True)
-    rows, failed = Rows(), 0
+    rows, failed = [], 0
+
+    def add(row):  # printed as it lands: the table comes only at the end
+        rows.append(row)
+        print("attention row:", {k: row[k] for k in row if k in (
+            "name", "ms", "sdpa_ms", "err", "status")}, flush=True)
     sdpa_ms = {}  # SDPA's time per (config): the same for both kernels
     for e in manifest["runs"]:
         artifact = os.path.join(args.dir, "attention", e["file"])
@@ -202,7 +202,7 @@ def run(args):
                        status="ok" if ran.returncode == 0 and m else "FAIL: " +
                        (ran.stderr.strip().splitlines() or ["no time"])[-1])
             failed += not row["status"].startswith("ok")
-            rows.append(row)
+            add(row)
             continue
         shape = [e["batch"], e["heads"], e["seq"], e["d"]]
         rng = np.random.default_rng(12)
@@ -222,7 +222,7 @@ def run(args):
         if ran.returncode != 0 or not m:
             row["status"] = "FAIL: " + (ran.stderr.strip().splitlines() or ["no kiln_attn_ time"])[-1]
             failed += 1
-            rows.append(row)
+            add(row)
             continue
         row["tflops"] = flops / (row["ms"] * 1e-3) / 1e12
         got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
@@ -248,7 +248,7 @@ def run(args):
             failed += not ok
         else:
             row["status"] = "ok (no reference)"
-        rows.append(row)
+        add(row)
 
     def f(v, fmt):
         return "-" if v is None else format(v, fmt)
