@@ -173,6 +173,9 @@ optimizerOptionsFor(const TrainingOptions &training,
                         "--shard-optimizer does not combine with "
                         "--allreduce-dtype (the reduce-scatter sends fp32)");
   options.shardOptimizer = training.shardOptimizer;
+  if (training.dataParallel && training.shardOptimizer == 0)
+    options.bucketElements = std::max<int64_t>(
+        int64_t(training.bucketMb * 1024 * 1024) / 4, 1);
   return options;
 }
 
@@ -309,7 +312,8 @@ namespace {
 /// all-reduce-powersgd step; the others stay all-reduce-mean.
 llvm::Expected<std::vector<rt::PowerSgdMatrix>>
 powerSgdMatrices(ModuleOp module, ArrayAttr layout, uint32_t rank,
-                 std::vector<rt::CollectiveStep> &buckets) {
+                 std::vector<rt::CollectiveStep> &buckets,
+                 ArrayRef<uint64_t> flatOffsets) {
   std::vector<rt::PowerSgdMatrix> matrices;
   for (Attribute entry : layout) {
     auto dict = cast<DictionaryAttr>(entry);
@@ -327,10 +331,12 @@ powerSgdMatrices(ModuleOp module, ArrayAttr layout, uint32_t rank,
     if (std::min(rows, cols) <= rank)
       continue;
     for (size_t i = 0; i < buckets.size(); ++i)
-      if (offset >= buckets[i].elementOffset &&
-          offset < buckets[i].elementOffset + buckets[i].elementCount) {
+      if (offset >= flatOffsets[i] &&
+          offset < flatOffsets[i] + buckets[i].elementCount) {
         buckets[i].kind = rt::CollectiveKind::AllReducePowerSgd;
-        matrices.push_back({uint32_t(i), offset, rows, cols});
+        matrices.push_back({uint32_t(i),
+                            offset - flatOffsets[i] + buckets[i].elementOffset,
+                            rows, cols});
       }
   }
   std::sort(matrices.begin(), matrices.end(),
@@ -343,46 +349,67 @@ powerSgdMatrices(ModuleOp module, ArrayAttr layout, uint32_t rank,
 
 /// The artifact of a module kiln-optimizer has run on. Errors are plain
 /// strings; compileTraining adds the file and the first diagnostic.
-/// The gradient buckets of a data-parallel artifact: the weights of
-/// `layout` in reverse order (the backward pass produces the last layer's
-/// gradients first), grouped into contiguous ranges of state `grad` of at
-/// most `bucketBytes` (a weight larger than that is a bucket of its own),
-/// as PyTorch DDP's buckets are. Each is one all-reduce after train_step's
-/// last launch.
-std::vector<rt::CollectiveStep> gradientBuckets(ArrayAttr layout,
-                                                int64_t size,
-                                                uint64_t bucketBytes,
-                                                uint32_t gradState,
-                                                uint32_t afterLaunch,
-                                                rt::CollectiveKind kind) {
-  std::vector<std::pair<int64_t, int64_t>> ranges; // [offset, end)
-  for (Attribute entry : layout) {
-    int64_t offset =
-        cast<DictionaryAttr>(entry).getAs<IntegerAttr>("offset").getInt();
-    ranges.push_back({offset, 0});
+/// The last launch of `entry` that passes the arena buffer at
+/// `arenaOffset` (kernels take whole buffers, and an output's buffer is
+/// nobody else's from its first write on, so for an output only written
+/// that is its last writer), if any.
+std::optional<uint32_t> lastLaunchOf(const rt::Artifact &artifact,
+                                     const rt::EntryPoint &entry,
+                                     uint64_t arenaOffset) {
+  std::optional<uint32_t> last;
+  for (uint32_t i = entry.firstLaunch; i < entry.firstLaunch + entry.launchCount;
+       ++i) {
+    const rt::Launch &launch = artifact.launches[i];
+    const rt::Kernel &kernel = artifact.kernels[launch.kernel];
+    for (size_t p = 0; p < kernel.params.size() && p < launch.args.size(); ++p)
+      if (kernel.params[p].kind == rt::ParamKind::ArenaPointer &&
+          launch.args[p] == arenaOffset)
+        last = i;
   }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 0; i < ranges.size(); ++i)
-    ranges[i].second = i + 1 < ranges.size() ? ranges[i + 1].first : size;
+  return last;
+}
+
+/// The gradient buckets of a data-parallel artifact, as kiln-optimizer
+/// made them (`kiln.training`'s `buckets`: PyTorch DDP's grouping, from
+/// the last weight to the first): one all-reduce step each, over its
+/// state (`grad`, or `grad.k` when there are several), after the launch of
+/// @train_step that writes its last element. `flatOffsets` receives where
+/// each bucket starts in the flat gradients.
+llvm::Expected<std::vector<rt::CollectiveStep>>
+gradientBuckets(const rt::Artifact &artifact, ArrayAttr list,
+                rt::CollectiveKind kind, std::vector<uint64_t> &flatOffsets) {
+  const rt::EntryPoint *step = artifact.findEntryPoint("train_step");
+  if (!step || step->launchCount == 0)
+    return llvm::createStringError("--data-parallel: train_step has no "
+                                   "launches");
   std::vector<rt::CollectiveStep> buckets;
-  uint64_t maxElements = std::max<uint64_t>(bucketBytes / 4, 1);
-  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
-    uint64_t count = it->second - it->first;
-    rt::CollectiveStep *last = buckets.empty() ? nullptr : &buckets.back();
-    // Ranges are visited downwards: a bucket grows towards offset 0.
-    if (last && last->elementOffset == uint64_t(it->second) &&
-        last->elementCount + count <= maxElements) {
-      last->elementOffset = it->first;
-      last->elementCount += count;
-      continue;
-    }
-    rt::CollectiveStep step;
-    step.kind = kind;
-    step.state = gradState;
-    step.elementOffset = it->first;
-    step.elementCount = count;
-    step.afterLaunch = afterLaunch;
-    buckets.push_back(step);
+  for (Attribute attr : list) {
+    auto bucket = cast<DictionaryAttr>(attr);
+    StringRef name = bucket.getAs<StringAttr>("state").getValue();
+    uint32_t state = 0;
+    while (state < artifact.state.size() && artifact.state[state].name != name)
+      ++state;
+    const rt::StateUpdate *update = nullptr;
+    for (const rt::StateUpdate &u : step->updates)
+      if (u.state == state)
+        update = &u;
+    if (!update)
+      return llvm::createStringError("--data-parallel: train_step does not "
+                                     "write the gradient state '" +
+                                     name.str() + "'");
+    rt::CollectiveStep collective;
+    collective.kind = kind;
+    collective.state = state;
+    collective.elementOffset = 0;
+    collective.elementCount = bucket.getAs<IntegerAttr>("count").getInt();
+    // A bucket no launch writes (its gradients are constants) is complete
+    // from the start; after the first launch is the earliest place.
+    collective.afterLaunch =
+        lastLaunchOf(artifact, *step,
+                     artifact.outputs[update->output].arenaOffset)
+            .value_or(step->firstLaunch);
+    buckets.push_back(collective);
+    flatOffsets.push_back(bucket.getAs<IntegerAttr>("offset").getInt());
   }
   return buckets;
 }
@@ -573,36 +600,34 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
     return llvm::createStringError(combined.error().message());
   rt::Artifact artifact = combined.take();
   if (update) {
-    const rt::EntryPoint *stepEntry = artifact.findEntryPoint("train_step");
-    uint32_t gradState = 0;
-    while (gradState < artifact.state.size() &&
-           artifact.state[gradState].name != "grad")
-      ++gradState;
-    if (gradState == artifact.state.size() || !stepEntry ||
-        stepEntry->launchCount == 0)
-      return llvm::createStringError("--data-parallel: train_step has no "
-                                     "launches or no state 'grad'");
     rt::CollectiveKind kind =
         trainingOptions.allreduceDtype == "bf16"
             ? rt::CollectiveKind::AllReduceMeanBf16
         : trainingOptions.allreduceDtype == "fp16"
             ? rt::CollectiveKind::AllReduceMeanF16
             : rt::CollectiveKind::AllReduceMean;
+    std::vector<uint64_t> flatOffsets;
     if (trainingOptions.shardOptimizer > 0) {
       if (llvm::Error err = shardOptimizerSteps(
               artifact, trainingOptions.shardOptimizer,
               uint64_t(trainingOptions.bucketMb * 1024 * 1024)))
         return std::move(err);
     } else {
-      artifact.collectives = gradientBuckets(
-          layout, size.getInt(),
-          uint64_t(trainingOptions.bucketMb * 1024 * 1024), gradState,
-          stepEntry->firstLaunch + stepEntry->launchCount - 1, kind);
+      auto list = training.getAs<ArrayAttr>("buckets");
+      if (!list)
+        return llvm::createStringError("kiln.training lacks the gradient "
+                                       "buckets (kiln-optimizer)");
+      llvm::Expected<std::vector<rt::CollectiveStep>> buckets =
+          gradientBuckets(artifact, list, kind, flatOffsets);
+      if (!buckets)
+        return buckets.takeError();
+      artifact.collectives = std::move(*buckets);
     }
     if (std::optional<uint32_t> rank =
             powerSgdRank(trainingOptions.allreduceDtype)) {
       llvm::Expected<std::vector<rt::PowerSgdMatrix>> matrices =
-          powerSgdMatrices(module, layout, *rank, artifact.collectives);
+          powerSgdMatrices(module, layout, *rank, artifact.collectives,
+                           flatOffsets);
       if (!matrices)
         return matrices.takeError();
       // No weight large enough to compress: a plain fp32 artifact.

@@ -184,6 +184,43 @@ private:
   std::vector<size_t> queueOrder;
 };
 
+/// The host engine (MPI) behind the device-engine interface: each fp32
+/// bucket is reduced as soon as the launch that completes it has run (the
+/// stream is synchronized, the bucket copied to the host, averaged across
+/// the ranks and copied back), at the same point of train_step as NCCL
+/// reduces it. So a bucket's afterLaunch is exercised on every device,
+/// emu included: one placed before its last write would average a partial
+/// bucket, which a later launch then overwrites with this rank's own.
+class StagedCollectives final : public DeviceCollectives {
+public:
+  StagedCollectives(Device &device, Communicator &communicator)
+      : device(device), communicator(communicator) {}
+  Error enqueueAllReduceMean(DevicePtr data, uint64_t count,
+                             StreamHandle after,
+                             std::string_view what) override {
+    if (Error err = device.synchronize(after))
+      return err;
+    buffer.resize(count);
+    if (Error err = device.copyToHost(buffer.data(), data,
+                                      count * sizeof(float)))
+      return err;
+    if (Error err = communicator.allReduceMean(buffer.data(), count, what))
+      return err;
+    return device.copyToDevice(data, buffer.data(), count * sizeof(float));
+  }
+  Error finish(StreamHandle) override { return Error::success(); }
+  void setTiming(bool) override {}
+  Expected<std::vector<std::pair<double, double>>>
+  takeTimes(EventHandle) override {
+    return std::vector<std::pair<double, double>>{};
+  }
+
+private:
+  Device &device;
+  Communicator &communicator;
+  std::vector<float> buffer;
+};
+
 /// Records an event before an entry point's launches and after each one
 /// (kiln-train --trace on cuda), then hands each launch to `inner`.
 class LaunchTimer final : public LaunchObserver {
@@ -319,6 +356,14 @@ Error TrainingSession::step() {
   DeviceCollectives *onDevice =
       communicator && isDataParallel() ? communicator->deviceCollectives()
                                        : nullptr;
+  // The host engine reduces the fp32 buckets at the same points, staged
+  // through host memory, when there is anybody to reduce with.
+  std::optional<StagedCollectives> staged;
+  if (!onDevice && communicator && communicator->size() > 1 &&
+      isDataParallel()) {
+    staged.emplace(session->device(), *communicator);
+    onDevice = &*staged;
+  }
   if (!onDevice) {
     if (Error err = session->runEntryPoint(kTrainStep))
       return err;

@@ -38,7 +38,6 @@
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
 #include "kiln/Dialect/Kiln/Transforms/Passes.h"
 
-#include "mlir/Analysis/TopologicalSortUtils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -46,6 +45,7 @@
 #include "llvm/ADT/StringExtras.h"
 
 #include <deque>
+#include <queue>
 
 namespace kiln {
 #define GEN_PASS_DEF_FUSEPASS
@@ -56,6 +56,57 @@ using namespace mlir;
 using namespace kiln;
 
 namespace {
+
+/// Reorders `body` so that every op comes after the ops whose results it
+/// (or an op nested in it) reads, each op as early as that allows: of the
+/// ops ready to go, the one that came first goes next. A region is built
+/// where its last member was, which can be before a producer of another
+/// member; an op so placed moves to just after that producer, not (as
+/// mlir::sortTopologically's sweeps would move it) after every op that
+/// was ready in the same sweep. Launch order follows this order, and a
+/// gradient bucket's all-reduce waits for the launch that completes it
+/// (kiln-optimizer bucket-elements), so this keeps work where the graph
+/// put it. An order that is already valid is left as it is.
+void sortKeepingOrder(Block &body) {
+  SmallVector<Operation *> ops;
+  llvm::DenseMap<Operation *, unsigned> index;
+  for (Operation &op : body.without_terminator()) {
+    index[&op] = ops.size();
+    ops.push_back(&op);
+  }
+  std::vector<SmallVector<unsigned>> users(ops.size());
+  std::vector<unsigned> waiting(ops.size(), 0);
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    llvm::SmallDenseSet<unsigned> producers;
+    op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (Operation *top = body.findAncestorOpInBlock(*def))
+            if (auto it = index.find(top); it != index.end() && top != op)
+              producers.insert(it->second);
+    });
+    for (unsigned p : producers)
+      users[p].push_back(i);
+    waiting[i] = producers.size();
+  }
+  std::priority_queue<unsigned, std::vector<unsigned>, std::greater<>> ready;
+  for (unsigned i = 0; i < ops.size(); ++i)
+    if (waiting[i] == 0)
+      ready.push(i);
+  Operation *terminator = body.mightHaveTerminator() ? body.getTerminator()
+                                                     : nullptr;
+  while (!ready.empty()) {
+    unsigned i = ready.top();
+    ready.pop();
+    if (terminator)
+      ops[i]->moveBefore(terminator);
+    else
+      ops[i]->moveBefore(&body, body.end());
+    for (unsigned u : users[i])
+      if (--waiting[u] == 0)
+        ready.push(u);
+  }
+}
 
 /// Ops per region, pulled-in copies included.
 constexpr unsigned kMaxOps = 48;
@@ -129,7 +180,7 @@ public:
     mergeSideBySide();
     materialize();
     eraseDeadCheapOps();
-    (void)sortTopologically(&body);
+    sortKeepingOrder(body);
   }
 
 private:

@@ -222,6 +222,13 @@ LogicalResult OptimizerPass::checkOptions(Operation *at) {
   if (shardOptimizer > 0 && !dataParallel)
     return at->emitError() << "kiln-optimizer: shard-optimizer needs "
                               "data-parallel=true";
+  if (bucketElements < 0)
+    return at->emitError() << "kiln-optimizer: bucket-elements must not be "
+                              "negative (bucket-elements="
+                           << static_cast<int64_t>(bucketElements) << ")";
+  if (bucketElements > 0 && !dataParallel)
+    return at->emitError() << "kiln-optimizer: bucket-elements needs "
+                              "data-parallel=true";
   if (warmupSteps < 0 || gradClip < 0 || weightDecay < 0)
     return at->emitError() << "kiln-optimizer: warmup-steps, grad-clip and "
                               "weight-decay must not be negative";
@@ -385,6 +392,38 @@ void pruneFunction(func::FuncOp func,
 LogicalResult shardUpdate(func::FuncOp update, RankedTensorType full,
                           int64_t shard, Value squaredNorm);
 
+/// One gradient bucket of a data-parallel @train_step: the flat gradients
+/// [offset, offset + count), which @train_step writes as state `state`.
+struct GradientBucket {
+  std::string state;
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+
+/// The flat gradients `pieces` (one per weight, in offset order) grouped
+/// as PyTorch DDP groups them: from the last weight to the first (the
+/// backward pass produces the last layer's gradients first), contiguous
+/// runs of at most `bucketElements` elements, a larger weight alone. Each
+/// group is a range [first, end) of `pieces`; 0 elements: one group.
+SmallVector<std::pair<size_t, size_t>>
+bucketPieces(ArrayRef<Value> pieces, int64_t bucketElements) {
+  if (bucketElements <= 0)
+    return {{0, pieces.size()}};
+  SmallVector<std::pair<size_t, size_t>> groups;
+  int64_t count = 0;
+  for (size_t i = pieces.size(); i-- > 0;) {
+    int64_t n = cast<RankedTensorType>(pieces[i].getType()).getNumElements();
+    if (!groups.empty() && count + n <= bucketElements) {
+      groups.back().first = i;
+      count += n;
+      continue;
+    }
+    groups.push_back({i, i + 1});
+    count = n;
+  }
+  return groups;
+}
+
 /// kiln-optimizer data-parallel=true: splits the finished @train_step at
 /// the flat gradients `flatGrad`. @train_step keeps the forward and
 /// backward passes and returns the loss, the batch norms' statistics and
@@ -394,8 +433,16 @@ LogicalResult shardUpdate(func::FuncOp update, RankedTensorType full,
 /// the two (docs/runtime.md "Data-parallel training"). With `shards` > 0
 /// (ZeRO stage 1) `grad` is padded to a multiple of the shards and the
 /// update runs on one shard (shardUpdate).
+///
+/// Without ZeRO, the gradients are grouped into buckets of at most
+/// `bucketElements` (bucketPieces). With more than one bucket each is a
+/// state of its own, `grad.0` (the last weights) to `grad.K-1`, assembled
+/// right after the last of its weights' gradients is computed, so its
+/// all-reduce can start while the backward pass goes on; @train_update
+/// reads them all and concatenates them again. `buckets` receives them.
 LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
-                          int64_t shards) {
+                          int64_t shards, int64_t bucketElements,
+                          SmallVectorImpl<GradientBucket> &buckets) {
   MLIRContext *ctx = step.getContext();
   Builder attrs(ctx);
   auto stateOf = [&](unsigned result) -> StringRef {
@@ -421,7 +468,7 @@ LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
   builder.insert(update);
 
   auto rewriteResults = [&](func::FuncOp func, bool keepForStep,
-                            std::optional<Value> extra) {
+                            ArrayRef<std::pair<Value, std::string>> extra) {
     auto ret = cast<func::ReturnOp>(func.front().getTerminator());
     SmallVector<Value> operands;
     SmallVector<DictionaryAttr> resultAttrs;
@@ -431,13 +478,14 @@ LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
       operands.push_back(ret.getOperand(i));
       resultAttrs.push_back(step.getResultAttrDict(i));
     }
-    if (extra) {
-      operands.push_back(*extra);
+    for (const auto &[value, state] : extra) {
+      operands.push_back(value);
       resultAttrs.push_back(attrs.getDictionaryAttr(
           {attrs.getNamedAttr(KilnDialect::StateAttrHelper::getNameStr(),
-                              attrs.getStringAttr("grad")),
-           attrs.getNamedAttr(KilnDialect::NameAttrHelper::getNameStr(),
-                              attrs.getStringAttr("kiln.state.grad.next"))}));
+                              attrs.getStringAttr(state)),
+           attrs.getNamedAttr(
+               KilnDialect::NameAttrHelper::getNameStr(),
+               attrs.getStringAttr("kiln.state." + state + ".next"))}));
     }
     OpBuilder b(ret);
     func::ReturnOp::create(b, ret.getLoc(), operands);
@@ -449,18 +497,55 @@ LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
     func.setAllResultAttrs(resultAttrs);
   };
 
-  // @train_update: the clone, reading the gradients from state `grad`.
+  // The buckets (one, `grad`, with ZeRO or when everything fits in one).
+  SmallVector<Value> pieces;
+  if (auto concat = flatGrad.getDefiningOp<ConcatOp>())
+    llvm::append_range(pieces, concat.getInputs());
+  else
+    pieces.push_back(flatGrad);
+  SmallVector<std::pair<size_t, size_t>> groups =
+      bucketPieces(pieces, shards > 0 ? 0 : bucketElements);
+  if (groups.size() == 1)
+    groups = {{0, pieces.size()}};
+  SmallVector<int64_t> pieceOffsets = {0};
+  for (Value piece : pieces)
+    pieceOffsets.push_back(
+        pieceOffsets.back() +
+        cast<RankedTensorType>(piece.getType()).getNumElements());
+  for (auto [k, group] : llvm::enumerate(groups))
+    buckets.push_back(
+        {groups.size() == 1 ? std::string("grad") : "grad." + std::to_string(k),
+         pieceOffsets[group.first],
+         pieceOffsets[group.second] - pieceOffsets[group.first]});
+
+  // @train_update: the clone, reading the gradients from the buckets'
+  // states (in offset order: the last bucket first).
   Block &body = update.front();
-  Value gradArg = body.addArgument(flatGrad.getType(), update.getLoc());
-  mapping.lookup(flatGrad).replaceAllUsesWith(gradArg);
+  SmallVector<Value> bucketArgs;
+  for (const GradientBucket &bucket : buckets)
+    bucketArgs.push_back(body.addArgument(
+        RankedTensorType::get({bucket.count},
+                              cast<RankedTensorType>(flatGrad.getType())
+                                  .getElementType()),
+        update.getLoc()));
   update.setType(FunctionType::get(ctx, body.getArgumentTypes(),
                                    update.getResultTypes()));
-  unsigned gradIndex = body.getNumArguments() - 1;
-  update.setArgAttr(gradIndex, KilnDialect::StateAttrHelper::getNameStr(),
-                    attrs.getStringAttr("grad"));
-  update.setArgAttr(gradIndex, KilnDialect::NameAttrHelper::getNameStr(),
-                    attrs.getStringAttr("kiln.state.grad"));
-  rewriteResults(update, /*keepForStep=*/false, std::nullopt);
+  for (auto [k, arg] : llvm::enumerate(bucketArgs)) {
+    unsigned index = cast<BlockArgument>(arg).getArgNumber();
+    update.setArgAttr(index, KilnDialect::StateAttrHelper::getNameStr(),
+                      attrs.getStringAttr(buckets[k].state));
+    update.setArgAttr(index, KilnDialect::NameAttrHelper::getNameStr(),
+                      attrs.getStringAttr("kiln.state." + buckets[k].state));
+  }
+  Value updateGrad = bucketArgs.front();
+  if (groups.size() > 1) {
+    OpBuilder front = OpBuilder::atBlockBegin(&body);
+    updateGrad = ConcatOp::create(front, update.getLoc(), flatGrad.getType(),
+                                  llvm::to_vector(llvm::reverse(bucketArgs)),
+                                  front.getI64IntegerAttr(0));
+  }
+  mapping.lookup(flatGrad).replaceAllUsesWith(updateGrad);
+  rewriteResults(update, /*keepForStep=*/false, {});
   Value updateNorm = squaredNorm ? mapping.lookup(squaredNorm) : Value();
   pruneFunction(update, [](unsigned) { return true; });
 
@@ -481,7 +566,46 @@ LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
         RankedTensorType::get({shard * shards}, flatType.getElementType()),
         ValueRange{flatGrad, zeros}, b.getI64IntegerAttr(0));
   }
-  rewriteResults(step, /*keepForStep=*/true, stepGrad);
+  SmallVector<std::pair<Value, std::string>> stepBuckets;
+  if (groups.size() == 1) {
+    stepBuckets.push_back({stepGrad, buckets.front().state});
+  } else {
+    // Each bucket right after the last of its gradients, so that nothing
+    // after it in @train_step has to run before its all-reduce can.
+    for (auto [k, group] : llvm::enumerate(groups)) {
+      ArrayRef<Value> members =
+          ArrayRef<Value>(pieces).slice(group.first, group.second - group.first);
+      // The flattening reshapes kiln-optimizer put at the end first go
+      // right after the gradients they flatten.
+      for (Value member : members)
+        if (auto reshape = member.getDefiningOp<ReshapeOp>()) {
+          if (Operation *def = reshape.getInput().getDefiningOp())
+            reshape->moveAfter(def);
+          else
+            reshape->moveBefore(&step.front().front());
+        }
+      Value value = members.front();
+      if (members.size() > 1) {
+        Operation *last = nullptr;
+        for (Value member : members)
+          if (Operation *def = member.getDefiningOp())
+            if (!last || last->isBeforeInBlock(def))
+              last = def;
+        OpBuilder b(ctx);
+        if (last)
+          b.setInsertionPointAfter(last);
+        else
+          b.setInsertionPointToStart(&step.front());
+        value = ConcatOp::create(
+            b, step.getLoc(),
+            RankedTensorType::get({buckets[k].count},
+                                  flatType.getElementType()),
+            members, b.getI64IntegerAttr(0));
+      }
+      stepBuckets.push_back({value, buckets[k].state});
+    }
+  }
+  rewriteResults(step, /*keepForStep=*/true, stepBuckets);
   pruneFunction(step, [&](unsigned i) { return isState(step, i); });
   if (shards == 0)
     return success();
@@ -848,8 +972,10 @@ void OptimizerPass::runOnOperation() {
   grad->removeAttr(KilnDialect::GradientsAttrHelper::getNameStr());
   grad.setSymName("train_step");
   bindRngState(grad, seed);
+  SmallVector<GradientBucket> buckets;
   if (dataParallel &&
-      failed(splitUpdate(grad, flatGradients, squaredNorm, shardOptimizer)))
+      failed(splitUpdate(grad, flatGradients, squaredNorm, shardOptimizer,
+                         bucketElements, buckets)))
     return fail(grad, "sharding @train_update failed (shard-optimizer=" +
                           std::to_string(shardOptimizer) + ")");
 
@@ -885,6 +1011,16 @@ void OptimizerPass::runOnOperation() {
         attrs.getNamedAttr("stats_layout", layoutAttr(attrs, stats.slots)));
     training.push_back(attrs.getNamedAttr(
         "stats_size", attrs.getI64IntegerAttr(stats.total)));
+  }
+  if (!buckets.empty()) {
+    SmallVector<Attribute> list;
+    for (const GradientBucket &bucket : buckets)
+      list.push_back(attrs.getDictionaryAttr(
+          {attrs.getNamedAttr("state", attrs.getStringAttr(bucket.state)),
+           attrs.getNamedAttr("offset", attrs.getI64IntegerAttr(bucket.offset)),
+           attrs.getNamedAttr("count", attrs.getI64IntegerAttr(bucket.count))}));
+    training.push_back(
+        attrs.getNamedAttr("buckets", attrs.getArrayAttr(list)));
   }
   module->setAttr(KilnDialect::TrainingAttrHelper::getNameStr(),
                   attrs.getDictionaryAttr(training));

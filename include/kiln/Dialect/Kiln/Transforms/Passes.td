@@ -692,6 +692,21 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
     run resumed from a checkpoint (which holds both states) draws the
     same ones. The state argument carries `kiln.initial`, its first value.
 
+    **Gradient buckets** (`bucket-elements` = E >= 1, with
+    `data-parallel` and without ZeRO; kilnc `--bucket-mb`). The weights'
+    gradients are grouped as PyTorch DDP groups them: from the last weight
+    to the first (the backward pass produces the last layer's gradients
+    first), contiguous runs of at most E elements, a larger weight alone.
+    With more than one bucket, `@train_step` writes bucket k as its own
+    state `grad.k` (k = 0 holds the last weights), a `kiln.concat` placed
+    right after the last of its gradients is computed, so the runtime can
+    start its all-reduce while the rest of the backward pass runs;
+    `@train_update` reads `grad.0` ... `grad.K-1` and concatenates them
+    back into the flat gradients. With one bucket (or E = 0) the state is
+    `grad`, as before. The module's `kiln.training` gets `buckets`: each
+    bucket's state, offset and count in the flat gradients.
+    Errors: `bucket-elements` without `data-parallel`, or negative.
+
     **ZeRO stage 1** (`shard-optimizer` = N >= 1, with `data-parallel`;
     kilnc `--shard-optimizer=N`). The flat state is cut into N shards of
     `S = ceil(size / N)` elements; rank r owns elements `[r*S, (r+1)*S)`.
@@ -762,6 +777,12 @@ def OptimizerPass : Pass<"kiln-optimizer", "mlir::ModuleOp"> {
            "ZeRO stage 1 over this many ranks (needs data-parallel; 0: "
            "off): @train_update runs on one rank's shard of the flat "
            "state (ceil(size / N) elements)">,
+    Option<"bucketElements", "bucket-elements", "int64_t", /*default=*/"0",
+           "data-parallel without ZeRO: group the gradients into buckets "
+           "of at most this many elements, from the last weight to the "
+           "first (a larger weight alone); with more than one, each is a "
+           "state `grad.K` that @train_step writes as soon as its "
+           "gradients are computed (0: one state `grad`)">,
   ];
   let dependentDialects = ["::kiln::KilnDialect",
                            "::mlir::ml_program::MLProgramDialect"];
