@@ -25,9 +25,10 @@ For ResNet-50 (ImageNet, 25.6 M parameters) and a BERT-base encoder
   gradients are ready once the backward pass has covered its share of the
   parameters (parameters as a proxy of backward time); the all-reduces run
   one after another on one stream, each starting when its bucket is ready
-  and the previous one is done. "No overlap" adds every all-reduce after
-  the backward pass: what Kiln's runtime does today (docs/runtime.md
-  "Data-parallel training"). Compression: bf16 gradients halve the bytes;
+  and the previous one is done, as Kiln's NCCL engine runs the buckets
+  kilnc writes as soon as their gradients exist (docs/runtime.md
+  "Data-parallel training"). "No overlap" adds every all-reduce after
+  the backward pass (Kiln before 2026-12-04). Compression: bf16 gradients halve the bytes;
   PowerSGD rank 4 sends r(m + n) values per m x n matrix (a conv's weight
   as out x in*k*k; a matrix whose smaller side is <= r, biases and norms
   uncompressed, as kilnc --allreduce-dtype=powersgd:R decides) in fp32, in
@@ -279,7 +280,7 @@ def main():
     print(f"bf16 dense peak {peak:g} TFLOP/s (gpus.ini), efficiency {EFFICIENCY:g}; "
           f"buckets of {args.bucket_mb:g} MiB\n")
     print("| model | GPUs | single-GPU step | buckets | all-reduce (fp32, flat ring, serial) "
-          "| fp32, no overlap (Kiln today) | fp32, overlap | fp32, overlap, hier. "
+          "| fp32, no overlap | fp32, overlap (Kiln) | fp32, overlap, hier. "
           "| bf16, overlap, hier. | PowerSGD r=4, overlap, hier. |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, (make, batch, gflop) in MODELS.items():

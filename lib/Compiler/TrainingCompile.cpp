@@ -174,8 +174,8 @@ optimizerOptionsFor(const TrainingOptions &training,
                         "--allreduce-dtype (the reduce-scatter sends fp32)");
   options.shardOptimizer = training.shardOptimizer;
   if (training.dataParallel && training.shardOptimizer == 0)
-    options.bucketElements = std::max<int64_t>(
-        int64_t(training.bucketMb * 1024 * 1024) / 4, 1);
+    options.bucketElements =
+        std::max<int64_t>(int64_t(training.bucketMb * 1024 * 1024) / 4, 1);
   return options;
 }
 
@@ -357,8 +357,8 @@ std::optional<uint32_t> lastLaunchOf(const rt::Artifact &artifact,
                                      const rt::EntryPoint &entry,
                                      uint64_t arenaOffset) {
   std::optional<uint32_t> last;
-  for (uint32_t i = entry.firstLaunch; i < entry.firstLaunch + entry.launchCount;
-       ++i) {
+  for (uint32_t i = entry.firstLaunch;
+       i < entry.firstLaunch + entry.launchCount; ++i) {
     const rt::Launch &launch = artifact.launches[i];
     const rt::Kernel &kernel = artifact.kernels[launch.kernel];
     for (size_t p = 0; p < kernel.params.size() && p < launch.args.size(); ++p)

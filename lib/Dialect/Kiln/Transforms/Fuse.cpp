@@ -93,8 +93,8 @@ void sortKeepingOrder(Block &body) {
   for (unsigned i = 0; i < ops.size(); ++i)
     if (waiting[i] == 0)
       ready.push(i);
-  Operation *terminator = body.mightHaveTerminator() ? body.getTerminator()
-                                                     : nullptr;
+  Operation *terminator =
+      body.mightHaveTerminator() ? body.getTerminator() : nullptr;
   while (!ready.empty()) {
     unsigned i = ready.top();
     ready.pop();

@@ -405,8 +405,8 @@ struct GradientBucket {
 /// backward pass produces the last layer's gradients first), contiguous
 /// runs of at most `bucketElements` elements, a larger weight alone. Each
 /// group is a range [first, end) of `pieces`; 0 elements: one group.
-SmallVector<std::pair<size_t, size_t>>
-bucketPieces(ArrayRef<Value> pieces, int64_t bucketElements) {
+SmallVector<std::pair<size_t, size_t>> bucketPieces(ArrayRef<Value> pieces,
+                                                    int64_t bucketElements) {
   if (bucketElements <= 0)
     return {{0, pieces.size()}};
   SmallVector<std::pair<size_t, size_t>> groups;
@@ -524,9 +524,9 @@ LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
   SmallVector<Value> bucketArgs;
   for (const GradientBucket &bucket : buckets)
     bucketArgs.push_back(body.addArgument(
-        RankedTensorType::get({bucket.count},
-                              cast<RankedTensorType>(flatGrad.getType())
-                                  .getElementType()),
+        RankedTensorType::get(
+            {bucket.count},
+            cast<RankedTensorType>(flatGrad.getType()).getElementType()),
         update.getLoc()));
   update.setType(FunctionType::get(ctx, body.getArgumentTypes(),
                                    update.getResultTypes()));
@@ -573,8 +573,8 @@ LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
     // Each bucket right after the last of its gradients, so that nothing
     // after it in @train_step has to run before its all-reduce can.
     for (auto [k, group] : llvm::enumerate(groups)) {
-      ArrayRef<Value> members =
-          ArrayRef<Value>(pieces).slice(group.first, group.second - group.first);
+      ArrayRef<Value> members = ArrayRef<Value>(pieces).slice(
+          group.first, group.second - group.first);
       // The flattening reshapes kiln-optimizer put at the end first go
       // right after the gradients they flatten.
       for (Value member : members)
@@ -596,11 +596,11 @@ LogicalResult splitUpdate(func::FuncOp step, Value flatGrad, Value squaredNorm,
           b.setInsertionPointAfter(last);
         else
           b.setInsertionPointToStart(&step.front());
-        value = ConcatOp::create(
-            b, step.getLoc(),
-            RankedTensorType::get({buckets[k].count},
-                                  flatType.getElementType()),
-            members, b.getI64IntegerAttr(0));
+        value =
+            ConcatOp::create(b, step.getLoc(),
+                             RankedTensorType::get({buckets[k].count},
+                                                   flatType.getElementType()),
+                             members, b.getI64IntegerAttr(0));
       }
       stepBuckets.push_back({value, buckets[k].state});
     }
@@ -1018,9 +1018,9 @@ void OptimizerPass::runOnOperation() {
       list.push_back(attrs.getDictionaryAttr(
           {attrs.getNamedAttr("state", attrs.getStringAttr(bucket.state)),
            attrs.getNamedAttr("offset", attrs.getI64IntegerAttr(bucket.offset)),
-           attrs.getNamedAttr("count", attrs.getI64IntegerAttr(bucket.count))}));
-    training.push_back(
-        attrs.getNamedAttr("buckets", attrs.getArrayAttr(list)));
+           attrs.getNamedAttr("count",
+                              attrs.getI64IntegerAttr(bucket.count))}));
+    training.push_back(attrs.getNamedAttr("buckets", attrs.getArrayAttr(list)));
   }
   module->setAttr(KilnDialect::TrainingAttrHelper::getNameStr(),
                   attrs.getDictionaryAttr(training));
