@@ -264,11 +264,13 @@ class Trainer:
         # A global batch is one batch from every rank; rank r takes
         # samples [r*batch, (r+1)*batch) of it (kiln-train's sharding).
         global_batch = batch * self.world_size
-        # kilnc --train --dim: at world size 1 the samples left over, when
-        # at least the symbol's minimum, are a smaller last batch.
+        # kilnc --train --dim: the samples left over are a smaller last
+        # global batch when every rank gets at least the symbol's minimum
+        # of them (rank r: left_over // N, one more for r < left_over % N;
+        # each rank's gradients and loss weighted by its share).
         left_over = count % global_batch
-        last_batch = (left_over if self.world_size == 1
-                      and min_batch < batch and left_over >= min_batch else 0)
+        last_batch = (left_over if min_batch < batch
+                      and left_over // self.world_size >= min_batch else 0)
         if count < global_batch and not last_batch:
             raise RuntimeError(f"data: {count} samples, fewer than one "
                                f"global batch of {global_batch} "
@@ -282,9 +284,14 @@ class Trainer:
             for s in range(steps):
                 start = time.perf_counter()
                 first = s * global_batch + self.rank * batch
-                size = last_batch if last_batch and s + 1 == steps else batch
+                size, share = batch, 0
+                if last_batch and s + 1 == steps:
+                    offset, size = _native.last_share(
+                        last_batch, self.rank, self.world_size)
+                    first = s * global_batch + offset
+                    share = last_batch
                 loss = _native_call(self._native.step_on,
-                                    order[first:first + size])
+                                    order[first:first + size], share)
                 step_seconds += time.perf_counter() - start
                 steps_run += 1
                 losses.append(loss)

@@ -197,7 +197,10 @@ public:
 
   /// One train_step on the training samples `indices` (a batch of them;
   /// fewer when kilnc --train --dim made the batch a run-time size).
-  float stepOn(const std::vector<uint64_t> &indices) {
+  /// `globalSamples` > 0: they are this rank's part of a global batch of
+  /// that many (an epoch's smaller last batch, split unevenly over the
+  /// ranks: TrainingSession::setBatchShare).
+  float stepOn(const std::vector<uint64_t> &indices, uint64_t globalSamples) {
     const BatchSignature &sig = signature();
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(busy);
@@ -217,8 +220,13 @@ public:
         sig.dataName, gatherSamples(train->data, indices, *sig.data)));
     throwIfFailed(training->bindBatch(
         sig.labelsName, gatherSamples(train->labels, indices, *sig.labels)));
-    throwIfFailed(training->step());
-    return unwrap(training->loss());
+    throwIfFailed(training->setBatchShare(
+        globalSamples ? indices.size() : 0, globalSamples));
+    Error stepped = training->step();
+    Expected<float> loss =
+        stepped ? Expected<float>(std::move(stepped)) : training->loss();
+    throwIfFailed(training->setBatchShare(0, 0));
+    return unwrap(std::move(loss));
   }
 
   std::pair<std::string, double> validateOn() {
@@ -345,7 +353,8 @@ void kiln::python::bindTraining(nb::module_ &m) {
       .def("evaluate", &PyTrainer::evaluate)
       .def("set_dataset", &PyTrainer::setDataset, "kind"_a, "data"_a,
            "labels"_a, "data_name"_a, "labels_name"_a)
-      .def("step_on", &PyTrainer::stepOn, "indices"_a)
+      .def("step_on", &PyTrainer::stepOn, "indices"_a,
+           "global_samples"_a = 0)
       .def("validate", &PyTrainer::validateOn)
       .def("state", &PyTrainer::state, "name"_a)
       .def("set_state", &PyTrainer::setState, "name"_a, "value"_a)
@@ -358,6 +367,15 @@ void kiln::python::bindTraining(nb::module_ &m) {
       .def("load_checkpoint", &PyTrainer::loadCheckpoint, "path"_a)
       .def("export_onnx", &PyTrainer::exportOnnx, "model"_a, "output"_a);
 
+  m.def(
+      "last_share",
+      [](uint64_t samples, uint64_t rank, uint64_t ranks) {
+        BatchShare share = lastShare(samples, rank, ranks);
+        return std::make_pair(share.first, share.size);
+      },
+      "samples"_a, "rank"_a, "ranks"_a,
+      "(first, size): a rank's part of an epoch's smaller last global "
+      "batch, first relative to that batch's start (kiln-train's split)");
   m.def("epoch_order", &epochOrder, "count"_a, "seed"_a, "epoch"_a,
         "The sample order of an epoch, as kiln-train draws it");
   m.attr("META_EPOCHS_DONE") = std::string(kMetaEpochsDone);

@@ -170,6 +170,11 @@ HostTensor gatherSamples(const NpyArray &array,
   return tensor;
 }
 
+BatchShare lastShare(uint64_t samples, uint64_t rank, uint64_t ranks) {
+  uint64_t base = samples / ranks, extra = samples % ranks;
+  return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
 std::vector<uint64_t> epochOrder(uint64_t count, uint64_t seed,
                                  uint64_t epoch) {
   std::vector<uint64_t> order(count);

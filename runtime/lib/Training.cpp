@@ -195,14 +195,13 @@ class StagedCollectives final : public DeviceCollectives {
 public:
   StagedCollectives(Device &device, Communicator &communicator)
       : device(device), communicator(communicator) {}
-  Error enqueueAllReduceMean(DevicePtr data, uint64_t count,
-                             StreamHandle after,
+  Error enqueueAllReduceMean(DevicePtr data, uint64_t count, StreamHandle after,
                              std::string_view what) override {
     if (Error err = device.synchronize(after))
       return err;
     buffer.resize(count);
-    if (Error err = device.copyToHost(buffer.data(), data,
-                                      count * sizeof(float)))
+    if (Error err =
+            device.copyToHost(buffer.data(), data, count * sizeof(float)))
       return err;
     if (Error err = communicator.allReduceMean(buffer.data(), count, what))
       return err;
@@ -314,6 +313,9 @@ Error TrainingSession::runCollectives(bool skipPlain) {
     }
     float *data = reinterpret_cast<float *>(it->second.data.data()) +
                   step.elementOffset;
+    if (batchWeight != 1)
+      for (uint64_t e = 0; e < step.elementCount; ++e)
+        data[e] = float(data[e] * batchWeight);
     std::string what =
         fmt::format("gradient bucket {} ({} elements of state '{}')", i,
                     step.elementCount, a.state[step.state].name);
@@ -356,11 +358,16 @@ Error TrainingSession::step() {
   DeviceCollectives *onDevice =
       communicator && isDataParallel() ? communicator->deviceCollectives()
                                        : nullptr;
+  // Unequal batch shares (a smaller last batch split over the ranks):
+  // every bucket weighted and reduced on the host after train_step.
+  if (batchWeight != 1 && communicator && communicator->size() > 1 &&
+      isDataParallel())
+    onDevice = nullptr;
   // The host engine reduces the fp32 buckets at the same points, staged
   // through host memory, when there is anybody to reduce with.
   std::optional<StagedCollectives> staged;
-  if (!onDevice && communicator && communicator->size() > 1 &&
-      isDataParallel()) {
+  if (!onDevice && batchWeight == 1 && communicator &&
+      communicator->size() > 1 && isDataParallel()) {
     staged.emplace(session->device(), *communicator);
     onDevice = &*staged;
   }
@@ -486,10 +493,27 @@ Expected<float> TrainingSession::loss() {
                      dtypeName(loss->dtype), formatShape(loss->shape));
   float value;
   std::memcpy(&value, loss->data.data(), 4);
-  if (communicator && communicator->size() > 1)
+  if (communicator && communicator->size() > 1) {
+    value = float(value * batchWeight);
     if (Error err = communicator->allReduceMean(&value, 1, "the loss"))
       return err;
+  }
   return value;
+}
+
+Error TrainingSession::setBatchShare(uint64_t samples,
+                                     uint64_t globalSamples) {
+  if (samples == 0 && globalSamples == 0) {
+    batchWeight = 1;
+    return Error::success();
+  }
+  int ranks = communicator ? communicator->size() : 1;
+  if (samples == 0 || samples > globalSamples)
+    return makeError("a batch share of {} of {} samples: each rank needs at "
+                     "least one sample, and no more than the global batch",
+                     samples, globalSamples);
+  batchWeight = double(ranks) * double(samples) / double(globalSamples);
+  return Error::success();
 }
 
 bool TrainingSession::scalesLoss() const {

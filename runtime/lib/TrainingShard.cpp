@@ -121,6 +121,10 @@ Error TrainingSession::stepSharded() {
       std::memcpy(target, buffer.data(), step.elementCount * sizeof(float));
       continue;
     }
+    // An unequal batch share (setBatchShare) weights this rank's part.
+    if (batchWeight != 1)
+      for (float &v : buffer)
+        v = float(v * batchWeight);
     std::string what =
         fmt::format("gradient bucket {} ({} x {} elements of state '{}')", i,
                     ranks, step.elementCount, a.state[step.state].name);

@@ -516,11 +516,12 @@ int run(Options options) {
   // every rank, rank r taking samples [r*B, (r+1)*B) of it.
   const uint64_t globalBatch = sig->batch * uint64_t(ranks);
   // kilnc --train --dim N=lo..B (docs/runtime.md "Training with a run-time
-  // batch"): at world size 1 the samples an epoch has left over, when at
-  // least lo, are one smaller last batch instead of being dropped.
+  // batch"): the samples an epoch has left over are one smaller last
+  // global batch instead of being dropped when every rank gets at least lo
+  // of them (lastShare).
   const uint64_t leftOver = train->count % globalBatch;
   const uint64_t lastBatch =
-      ranks == 1 && sig->minBatch < sig->batch && leftOver >= sig->minBatch
+      sig->minBatch < sig->batch && leftOver / uint64_t(ranks) >= sig->minBatch
           ? leftOver
           : 0;
   if (train->count < globalBatch && lastBatch == 0)
@@ -579,7 +580,17 @@ int run(Options options) {
     uint64_t skipped = 0;
     for (uint64_t s = 0; s < steps; ++s) {
       uint64_t first = s * globalBatch + uint64_t(rank) * sig->batch;
-      uint64_t size = lastBatch && s + 1 == steps ? lastBatch : sig->batch;
+      uint64_t size = sig->batch;
+      const bool last = lastBatch && s + 1 == steps;
+      if (last) {
+        BatchShare share = lastShare(lastBatch, uint64_t(rank), uint64_t(ranks));
+        first = s * globalBatch + share.first;
+        size = share.size;
+      }
+      // Uneven shares weight each rank's gradients and loss by its size.
+      if (Error err = session.setBatchShare(last ? size : 0,
+                                            last ? lastBatch : 0))
+        return fail(err);
       std::vector<uint64_t> indices(order.begin() + first,
                                     order.begin() + first + size);
       if (Error err = session.bindBatch(

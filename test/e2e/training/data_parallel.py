@@ -69,6 +69,7 @@ IN, HID, C = 6, 16, 4
 GLOBAL_BATCH = 8
 SAMPLES = 80
 RTOL = 1e-6  # of max|want| per tensor (docstring)
+LAST_SAMPLES = 85  # 10 global batches of 8 and a last one of 5
 BUCKET_MB = 0.0003  # 78 elements: the MLP's 180 gradients in three buckets
 # Compressed all-reduce with error feedback (docstring): of max|want|.
 COMPRESSED_RTOL = {"bf16": 1e-2, "fp16": 1e-3}
@@ -144,10 +145,16 @@ def make_model(work, rng):
     return path
 
 
-def compile_model(args, model, out, batch, spec, data_parallel, wire="fp32"):
-    cmd = [args.kilnc, model, f"--shape=x={batch}x{IN}", "--train",
-           "--loss=cross_entropy", f"--labels=y:{batch}:int64",
-           "--optimizer=" + spec, "-o", out]
+def compile_model(args, model, out, batch, spec, data_parallel, wire="fp32",
+                  run_time_batch=False):
+    if run_time_batch:
+        # The batch a run-time size N = 1..batch (kilnc --train --dim).
+        shape = [f"--shape=x=Nx{IN}", "--dim", f"N=1..{batch}",
+                 "--labels=y:N:int64"]
+    else:
+        shape = [f"--shape=x={batch}x{IN}", f"--labels=y:{batch}:int64"]
+    cmd = [args.kilnc, model] + shape + [
+        "--train", "--loss=cross_entropy", "--optimizer=" + spec, "-o", out]
     if data_parallel:
         # Three gradient buckets (W1; b1; W2 and b2), each reduced as soon
         # as the launch that completes it has run (docs/runtime.md).
@@ -157,9 +164,9 @@ def compile_model(args, model, out, batch, spec, data_parallel, wire="fp32"):
     subprocess.run(cmd, check=True)
 
 
-def train(args, art, ck, ranks):
-    cmd = [args.kiln_train, art, "--data", os.path.join(args.work, "x.npy"),
-           "--labels", os.path.join(args.work, "y.npy"), "--epochs", "1",
+def train(args, art, ck, ranks, data="x.npy", labels="y.npy"):
+    cmd = [args.kiln_train, art, "--data", os.path.join(args.work, data),
+           "--labels", os.path.join(args.work, labels), "--epochs", "1",
            "--device", "emu", "--quiet", "--checkpoint-dir", ck,
            "--collective-timeout", "120"]
     if ranks:
@@ -207,6 +214,89 @@ def compare(name, ck, ref_ck, rtol=None):
     return failures, worst
 
 
+def last_batch_runs(args, model, ranks):
+    """An epoch of LAST_SAMPLES samples with SGD+momentum and a run-time
+    batch (kilnc --train --dim N=1..B): 10 global batches of 8, then the 5
+    left over as one smaller last batch. One process runs it as a batch of
+    5; 2 ranks split it 3 + 2 and 4 ranks 2 + 1 + 1 + 1, each rank's
+    gradients and loss weighted by N x its share / 5 before the mean over
+    the ranks (TrainingSession::setBatchShare), which makes the average the
+    mean over the 5 samples, as the one process computes it: the same
+    bound as the full batches. Without the weights the uneven shares
+    average to another gradient (the 2-rank run: (g3 + g2) / 2 instead of
+    (3 g3 + 2 g2) / 5). Then kiln.Trainer under mpirun -np 2 on the same
+    artifact and data, bit-identical to kiln-train's 2-rank run."""
+    rng = np.random.default_rng(29)
+    np.save(os.path.join(args.work, "x-last.npy"),
+            rng.standard_normal((LAST_SAMPLES, IN)).astype(np.float32))
+    np.save(os.path.join(args.work, "y-last.npy"),
+            rng.integers(0, C, LAST_SAMPLES).astype(np.int64))
+    spec = dict(OPTIMIZERS)["momentum"]
+    data = ("x-last.npy", "y-last.npy")
+    ref_art = os.path.join(args.work, "last-ref.kiln")
+    compile_model(args, model, ref_art, GLOBAL_BATCH, spec, False,
+                  run_time_batch=True)
+    ref_ck = os.path.join(args.work, "last-ref")
+    train(args, ref_art, ref_ck, 0, *data)
+    steps = len(losses(ref_ck))
+    failures = runs = 0
+    for n in ranks:
+        art = os.path.join(args.work, f"last-dp{n}.kiln")
+        compile_model(args, model, art, GLOBAL_BATCH // n, spec, True,
+                      run_time_batch=True)
+        ck = os.path.join(args.work, f"last-dp{n}")
+        seconds = train(args, art, ck, n, *data)
+        f, worst = compare(f"last batch {n} ranks", ck, ref_ck)
+        shares = [LAST_SAMPLES % GLOBAL_BATCH // n +
+                  (r < LAST_SAMPLES % GLOBAL_BATCH % n) for r in range(n)]
+        failures += f
+        runs += 1
+        print(f"last batch: {n} rank(s) x batch 1..{GLOBAL_BATCH // n}, "
+              f"{steps} steps (the last split {' + '.join(map(str, shares))})"
+              f", worst difference {worst:.2g} of the tensor's scale "
+              f"({seconds:.1f} s) {'ok' if not f else 'FAILED'}")
+        # ZeRO-1 weights its part of each reduce-scatter the same way: the
+        # same numbers as plain data parallelism, bit for bit.
+        zero = os.path.join(args.work, f"last-zero{n}.kiln")
+        subprocess.run([args.kilnc, model, f"--shape=x=Nx{IN}", "--dim",
+                        f"N=1..{GLOBAL_BATCH // n}", "--labels=y:N:int64",
+                        "--train", "--loss=cross_entropy",
+                        "--optimizer=" + spec, "--data-parallel",
+                        f"--shard-optimizer={n}", "-o", zero], check=True)
+        zck = os.path.join(args.work, f"last-zero{n}")
+        train(args, zero, zck, n, *data)
+        # (The gradient states differ in layout: ZeRO's one padded `grad`,
+        # plain data parallelism's buckets; neither lasts past a step.)
+        got = read_safetensors(os.path.join(zck, "checkpoint.safetensors"))
+        want = read_safetensors(os.path.join(ck, "checkpoint.safetensors"))
+        kept = [k for k in want if not k.startswith("kiln.state.grad")]
+        same = bool(kept) and all(
+            k in got and np.array_equal(got[k], want[k]) for k in kept)
+        failures += not same
+        runs += 1
+        print(f"last batch: ZeRO-1 on {n} ranks "
+              f"{'bit-identical to' if same else 'DIFFERS from'} data "
+              f"parallelism {'ok' if same else 'FAILED'}")
+    if args.python and 2 in ranks:
+        ck = os.path.join(args.work, "python-last-dp2")
+        subprocess.run(
+            mpirun(2) + [sys.executable, os.path.join(
+                os.path.dirname(os.path.abspath(__file__)),
+                "data_parallel_trainer.py"),
+                os.path.join(args.work, "last-dp2.kiln"),
+                os.path.join(args.work, data[0]),
+                os.path.join(args.work, data[1]), ck],
+            check=True, capture_output=True, text=True,
+            env=dict(os.environ, KILN_EMU_THREADS="1"))
+        same = same_checkpoint(ck, os.path.join(args.work, "last-dp2"))
+        failures += not same
+        runs += 1
+        print(f"python: kiln.Trainer, last batch under mpirun -np 2: "
+              f"checkpoint {'bit-identical to' if same else 'DIFFERS from'} "
+              f"kiln-train's {'ok' if same else 'FAILED'}")
+    return failures, runs
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kilnc", required=True)
@@ -216,6 +306,9 @@ def main():
     p.add_argument("--optimizers", default="momentum,adamw")
     p.add_argument("--compress", default="bf16,fp16",
                    help="wire types to check with 2 and 4 ranks (momentum)")
+    p.add_argument("--last-batch", action="store_true",
+                   help="also the smaller last batch of a run-time-batch "
+                        "artifact split over the ranks (LAST_SAMPLES)")
     p.add_argument("--python", action="store_true",
                    help="also mpirun -np 2 python with kiln.Trainer (the kiln "
                         "package on PYTHONPATH) and compare with kiln-train")
@@ -263,6 +356,10 @@ def main():
                   f"{GLOBAL_BATCH // n}, 10 steps, worst difference "
                   f"{worst:.2g} of the tensor's scale ({seconds:.1f} s) "
                   f"{'ok' if not f else 'FAILED'}")
+    if args.last_batch and "momentum" in args.optimizers.split(","):
+        f, r = last_batch_runs(args, model, ranks)
+        failures += f
+        runs += r
     if args.python and 2 in ranks and "momentum" in args.optimizers.split(","):
         # The same job through kiln.Trainer: the same loop, so the same
         # numbers as kiln-train's 2-rank run, bit for bit.

@@ -74,6 +74,16 @@ struct Dataset {
 Error checkDataset(Dataset &dataset, const BatchSignature &sig,
                    const std::string &dataName, const std::string &labelsName);
 
+/// Rank `rank`'s part of an epoch's smaller last global batch of `samples`
+/// over `ranks` ranks: samples / ranks each, one more for the first
+/// samples % ranks ranks, in rank order; `first` is relative to the start
+/// of that global batch.
+struct BatchShare {
+  uint64_t first = 0;
+  uint64_t size = 0;
+};
+BatchShare lastShare(uint64_t samples, uint64_t rank, uint64_t ranks);
+
 /// The sample order of an epoch: Fisher-Yates with std::mt19937_64 seeded
 /// from `seed` and `epoch` (the generator is specified exactly and the index
 /// draw uses no library distribution, so the order is the same everywhere).

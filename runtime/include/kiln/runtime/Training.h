@@ -135,8 +135,17 @@ public:
   /// microseconds after train_step's first launch was queued.
   Expected<StepTimeline> timedStep();
   /// The loss of the last step; with a communicator of several ranks, the
-  /// mean over the ranks (a collective: every rank must call it).
+  /// mean over the ranks (a collective: every rank must call it), each
+  /// rank's loss weighted by its batch share.
   Expected<float> loss();
+  /// Data parallelism with a run-time batch (kilnc --train --dim): the
+  /// next steps' share of this rank in the global batch, `samples` of
+  /// `globalSamples` (an epoch's smaller last batch splits unevenly). Each
+  /// rank's gradients (the mean over its samples) and loss are weighted by
+  /// N x samples / globalSamples before the mean over the N ranks, so the
+  /// result is the mean over the global batch, as one process would
+  /// compute it. 0, 0 (the default): equal shares, weight 1.
+  Error setBatchShare(uint64_t samples, uint64_t globalSamples);
   /// Data-parallel training: the ranks to average the gradients over.
   /// Without one (or with one rank) a data-parallel artifact trains alone.
   void setCommunicator(std::shared_ptr<Communicator> communicator) {
@@ -192,6 +201,8 @@ private:
   /// The collective steps through the communicator's host collectives;
   /// `skipPlain` leaves out the fp32 ones (a device engine reduced them).
   Error runCollectives(bool skipPlain);
+  /// setBatchShare's weight: N x samples / globalSamples (1: equal shares).
+  double batchWeight = 1;
   /// ZeRO stage 1 (TrainingShard.cpp).
   Error stepSharded();
   int worldRank() const;
