@@ -533,6 +533,21 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
             counts.fixed.push_back(
                 artifact->kernels[artifact->launches[l].kernel].name);
         }
+        for (const runtime::LaunchGuard &guard : artifact->launchGuards) {
+          if (guard.symbol != s)
+            continue;
+          std::pair<int64_t, int64_t> range{guard.min, guard.max};
+          auto it = llvm::find_if(counts.buckets, [&](const auto &bucket) {
+            return bucket.first == range;
+          });
+          if (it == counts.buckets.end())
+            it = counts.buckets.insert(counts.buckets.end(), {range, {}});
+          it->second.push_back(
+              artifact->kernels[artifact->launches[guard.launch].kernel].name);
+        }
+        llvm::sort(counts.buckets, [](const auto &a, const auto &b) {
+          return a.first < b.first;
+        });
         counts.readsPadding = separable.readsPadding[s];
         counts.maskedNodes = maskedNodes[s];
         stats->scaledLaunches.push_back(std::move(counts));

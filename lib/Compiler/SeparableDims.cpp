@@ -547,6 +547,31 @@ void attachSymbolicDims(const SeparableDims &dims,
                           !artifact.symbolicDims[scale.symbol].separable ||
                           dims.readsPadding[scale.symbol];
                  });
+  // Size buckets pay only where their launches scale. For a symbol with a
+  // guarded launch that does not (the symbol is not separable, its padding
+  // is read, or kiln-map-to-gpu kept the grid), every size runs the
+  // region's own config (the bucket that holds the maximum) and the smaller
+  // buckets' launches never run (their sizes lie past the range).
+  for (uint32_t s = 0; s < artifact.symbolicDims.size(); ++s) {
+    bool scales = true;
+    for (const runtime::LaunchGuard &guard : artifact.launchGuards)
+      if (guard.symbol == s)
+        scales &= llvm::any_of(artifact.launchScales,
+                               [&](const runtime::LaunchScale &scale) {
+                                 return scale.launch == guard.launch;
+                               });
+    if (scales)
+      continue;
+    const runtime::SymbolicDim &symbol = artifact.symbolicDims[s];
+    for (runtime::LaunchGuard &guard : artifact.launchGuards) {
+      if (guard.symbol != s)
+        continue;
+      if (guard.max >= symbol.max)
+        guard.min = symbol.min;
+      else
+        guard.min = guard.max = symbol.max + 1;
+    }
+  }
   for (const SeparableDims::MaskInput &mask : dims.maskInputs) {
     for (size_t i = 0; i < artifact.inputs.size(); ++i)
       if (artifact.inputs[i].name == mask.name)

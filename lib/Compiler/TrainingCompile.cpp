@@ -565,7 +565,11 @@ compileTrainingArtifact(ModuleOp module, const PipelineOptions &pipeline,
       return llvm::createStringError("the module has no @" + entry.str());
     // The same phases as inference, named after the entry point in
     // progress and timing ("train_step graph").
-    if (failed(runner.runPhases(*copy, Phase::Kiln, Phase::Ptx, pipeline,
+    // Size buckets are an inference feature: a training step's launches
+    // run their compiled grids (docs/runtime.md "Size buckets").
+    PipelineOptions entryPipeline = pipeline;
+    entryPipeline.sizeBuckets = "off";
+    if (failed(runner.runPhases(*copy, Phase::Kiln, Phase::Ptx, entryPipeline,
                                 (entry + " ").str())))
       return llvm::createStringError("compiling @" + entry.str() + " failed");
     for (auto binary :

@@ -229,6 +229,7 @@ void addLinalgPhase(OpPassManager &pm, const PipelineOptions &options) {
     selection.tuneCache = options.tuneCache;
     selection.tuneExport = options.tuneExport;
     selection.tuneImport = options.tuneImport;
+    selection.sizeBuckets = options.sizeBuckets;
     pm.addPass(createSelectContractionKernelsPass(selection));
     MatchContractionsPassOptions contractions;
     contractions.chip = options.chip;

@@ -520,6 +520,8 @@ Error verifyArtifact(const Artifact &artifact) {
     return err;
   if (Error err = verifyLaunchScales(artifact))
     return err;
+  if (Error err = verifyLaunchGuards(artifact))
+    return err;
   if (Error err = verifySizeMasks(artifact))
     return err;
   if (Error err = verifySignatureGroups(artifact))

@@ -110,9 +110,11 @@ enum class SectionKind : uint32_t {
   HostSteps = 19,
   /// Optional (format 1.10): inputs the runtime fills from the run's sizes.
   SizeMasks = 20,
+  /// Optional (format 1.11): launches that run only at some sizes.
+  LaunchGuards = 21,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 20;
+constexpr uint32_t kLastSectionKind = 21;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -148,6 +150,8 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
     return 9;
   if (kind == uint32_t(SectionKind::SizeMasks))
     return 10;
+  if (kind == uint32_t(SectionKind::LaunchGuards))
+    return 11;
   return kArtifactFormatMinor;
 }
 
@@ -194,6 +198,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "host-steps";
   case SectionKind::SizeMasks:
     return "size-masks";
+  case SectionKind::LaunchGuards:
+    return "launch-guards";
   }
   return "unknown";
 }

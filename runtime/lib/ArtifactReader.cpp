@@ -514,6 +514,19 @@ Error parseLaunchScales(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseLaunchGuards(SectionReader in, Artifact &artifact) {
+  artifact.launchGuards.resize(in.count("launch guards", 4 + 4 + 8 + 8));
+  for (size_t i = 0; i < artifact.launchGuards.size() && !in.failed(); ++i) {
+    LaunchGuard &guard = artifact.launchGuards[i];
+    in.setContext(fmt::format("record {}", i));
+    guard.launch = in.u32("a launch index");
+    guard.symbol = in.u32("a symbol index");
+    guard.min = static_cast<int64_t>(in.u64("a minimum"));
+    guard.max = static_cast<int64_t>(in.u64("a maximum"));
+  }
+  return in.finish();
+}
+
 Error parseSignatureGroups(SectionReader in, Artifact &artifact) {
   for (auto *groups : {&artifact.inputGroups, &artifact.outputGroups}) {
     in.setContext("");
@@ -814,6 +827,10 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
   if (known[uint32_t(SectionKind::LaunchScales)])
     if (Error err =
             parseLaunchScales(reader(SectionKind::LaunchScales), artifact))
+      return err;
+  if (known[uint32_t(SectionKind::LaunchGuards)])
+    if (Error err =
+            parseLaunchGuards(reader(SectionKind::LaunchGuards), artifact))
       return err;
 
   bool groupsFlag =

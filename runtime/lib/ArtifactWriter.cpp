@@ -286,6 +286,19 @@ std::vector<uint8_t> encodeLaunchScales(const Artifact &artifact) {
   return out.take();
 }
 
+/// Format 1.11: one record per guarded launch (docs/artifact-format.md).
+std::vector<uint8_t> encodeLaunchGuards(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.launchGuards.size()));
+  for (const LaunchGuard &guard : artifact.launchGuards) {
+    out.u32(guard.launch);
+    out.u32(guard.symbol);
+    out.u64(static_cast<uint64_t>(guard.min));
+    out.u64(static_cast<uint64_t>(guard.max));
+  }
+  return out.take();
+}
+
 /// Format 1.10: one record per size mask input (docs/artifact-format.md).
 std::vector<uint8_t> encodeSizeMasks(const Artifact &artifact) {
   ByteWriter out;
@@ -556,6 +569,14 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
     sections.insert(
         sections.end() - 1,
         {SectionKind::LaunchScales, launchScales.data(), launchScales.size()});
+  }
+
+  std::vector<uint8_t> launchGuards;
+  if (!artifact.launchGuards.empty()) {
+    launchGuards = encodeLaunchGuards(artifact);
+    sections.insert(
+        sections.end() - 1,
+        {SectionKind::LaunchGuards, launchGuards.data(), launchGuards.size()});
   }
 
   std::vector<uint8_t> sizeMasks;

@@ -509,6 +509,11 @@ Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents) {
     if (launchEvents)
       if (Error err = device->recordEvent((*launchEvents)[i], stream))
         return err;
+    // Size buckets: a guarded launch runs only at the sizes of its bucket
+    // (docs/runtime.md "Size buckets").
+    if (!artifact->launchGuards.empty() &&
+        !launchRunsAt(*artifact, static_cast<uint32_t>(i), sizes))
+      continue;
     LaunchConfig config = configs[i];
     // Sizes at run time: a scaled launch runs only the blocks the run's
     // sizes need (docs/runtime.md "Sizes at run time").
@@ -526,9 +531,12 @@ Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents) {
 Error Session::Impl::enqueueRun() {
   if (!options.useGraph || !device->supportsGraphs())
     return launchAll(nullptr);
-  // Grids differ between sizes only when some launch scales.
+  // Grids (and guarded launches) differ between sizes only when some launch
+  // scales or is guarded.
   SymbolSizes key =
-      artifact->launchScales.empty() ? compiledSizes(*artifact) : sizes;
+      artifact->launchScales.empty() && artifact->launchGuards.empty()
+          ? compiledSizes(*artifact)
+          : sizes;
   auto hit = std::find_if(graphs.begin(), graphs.end(),
                           [&](const auto &entry) { return entry.first == key; });
   if (hit != graphs.end()) {
@@ -717,11 +725,16 @@ Error Session::runEntryPoint(std::string_view name,
         for (uint32_t l = entry->firstLaunch;
              l < entry->firstLaunch + entry->launchCount; ++l)
         {
-          if (Error err = device.launch(
-                  impl->functions[model.launches[l].kernel], impl->configs[l],
-                  impl->params[l], impl->stream))
-            return err.withContext(
-                fmt::format("entry point '{}': launch {}", name, l));
+          // A launch its size bucket leaves out (launch-guards) is
+          // skipped; the observer still hears of it, as the launch that
+          // ran in its place came before it.
+          if (model.launchGuards.empty() ||
+              launchRunsAt(model, l, impl->sizes))
+            if (Error err = device.launch(
+                    impl->functions[model.launches[l].kernel],
+                    impl->configs[l], impl->params[l], impl->stream))
+              return err.withContext(
+                  fmt::format("entry point '{}': launch {}", name, l));
           if (observer)
             if (Error err = observer->afterLaunch(l, impl->stream))
               return err;
@@ -863,6 +876,10 @@ Error Session::readOutputToDevice(std::string_view name, DevicePtr dst,
                         impl->device->copyOnDevice(dst + to, src + from, bytes);
                 });
   return err.withContext(fmt::format("reading output '{}'", name));
+}
+
+std::vector<uint32_t> Session::lastRunLaunches() const {
+  return launchesAt(*impl->artifact, impl->lastRunSizes);
 }
 
 Expected<Shape> Session::outputShape(std::string_view name) const {

@@ -334,6 +334,53 @@ Error verifyLaunchScales(const Artifact &artifact) {
   return Error::success();
 }
 
+Error verifyLaunchGuards(const Artifact &artifact) {
+  const std::vector<LaunchGuard> &guards = artifact.launchGuards;
+  for (size_t i = 0; i < guards.size(); ++i) {
+    const LaunchGuard &guard = guards[i];
+    std::string what = fmt::format(
+        "section 'launch-guards': record {} (launch {})", i, guard.launch);
+    if (guard.launch >= artifact.launches.size())
+      return makeError("{}: the launch is out of range (the artifact has {} "
+                       "launches)",
+                       what, artifact.launches.size());
+    if (i > 0 && guard.launch <= guards[i - 1].launch)
+      return makeError("{}: launches are not in increasing order (after "
+                       "launch {})",
+                       what, guards[i - 1].launch);
+    if (guard.symbol >= artifact.symbolicDims.size())
+      return makeError("{}: symbol {} is out of range (the artifact has {} "
+                       "symbolic dims)",
+                       what, guard.symbol, artifact.symbolicDims.size());
+    if (guard.min < 0 || guard.min > guard.max)
+      return makeError("{}: sizes {}..{} of '{}' are not a range", what,
+                       guard.min, guard.max,
+                       artifact.symbolicDims[guard.symbol].name);
+  }
+  return Error::success();
+}
+
+bool launchRunsAt(const Artifact &artifact, uint32_t launch,
+                  const SymbolSizes &sizes) {
+  const std::vector<LaunchGuard> &guards = artifact.launchGuards;
+  auto it = std::lower_bound(
+      guards.begin(), guards.end(), launch,
+      [](const LaunchGuard &guard, uint32_t l) { return guard.launch < l; });
+  if (it == guards.end() || it->launch != launch || it->symbol >= sizes.size())
+    return true;
+  int64_t size = sizes[it->symbol];
+  return size >= it->min && size <= it->max;
+}
+
+std::vector<uint32_t> launchesAt(const Artifact &artifact,
+                                 const SymbolSizes &sizes) {
+  std::vector<uint32_t> launches;
+  for (uint32_t i = 0; i < artifact.launches.size(); ++i)
+    if (launchRunsAt(artifact, i, sizes))
+      launches.push_back(i);
+  return launches;
+}
+
 Error verifySizeMasks(const Artifact &artifact) {
   const std::vector<SizeMask> &masks = artifact.sizeMasks;
   for (size_t i = 0; i < masks.size(); ++i) {

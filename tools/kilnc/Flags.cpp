@@ -528,7 +528,8 @@ void describeOptions() {
     // Tuning on another machine and full weight dumps are for the few who
     // look for them in --help-hidden; --help stays within two screens.
     if (name == "tune-export" || name == "tune-import" ||
-        name == "tune-max-candidates" || name == "print-weights")
+        name == "tune-max-candidates" || name == "tune-device" ||
+        name == "print-weights")
       option->setHiddenFlag(cl::Hidden);
   }
 }

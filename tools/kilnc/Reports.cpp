@@ -275,6 +275,18 @@ void printSymbolicDims(const CompileStats &stats, llvm::raw_ostream &os) {
           os << " " << kernel;
         os << "\n";
       }
+      // Size buckets: the kernels each range runs (the rest skip).
+      for (const auto &[range, kernels] : launches->buckets) {
+        if (range.first > dim.max) {
+          os << "    size bucket never run (its launches would not scale):";
+        } else {
+          os << "    size bucket " << dim.name << "=" << range.first << ".."
+             << range.second << ":";
+        }
+        for (const std::string &kernel : kernels)
+          os << " " << kernel;
+        os << "\n";
+      }
     }
   }
 }

@@ -183,6 +183,12 @@ struct CompileStats {
     /// ones, which keeps every launch at its compiled grid.
     std::vector<std::string> maskedNodes;
     bool readsPadding = false;
+    /// Size buckets (kilnc --size-buckets): each guarded range of the
+    /// symbol and the kernels that run there, in launch order; a range
+    /// past the maximum never runs.
+    std::vector<std::pair<std::pair<int64_t, int64_t>,
+                          std::vector<std::string>>>
+        buckets;
   };
   std::vector<ScaledLaunches> scaledLaunches;
   /// Format 1.9: the steps on STRING tensors that run on the host, before

@@ -168,6 +168,20 @@ def SelectContractionKernelsPass
     `kiln.selection_note` says why). A region that already has a
     `kiln.kernel` keeps it.
 
+    **Size buckets** (`size-buckets`, kilnc `--size-buckets`). With one
+    symbolic dim N = MIN..MAX (`kiln.dim_ranges`) and a GEMM or
+    convolution whose M is N x rows per sample with the rows as A's
+    leading slices (so its launch scales with N), the range is cut at the
+    given sizes into buckets, and each bucket but the last gets the config
+    chosen for M at its largest size (or at the opt, when the bucket holds
+    it) where that differs from the region's own: `kiln.kernel_variants =
+    [{kernel = <config>, min = lo, max = hi}, ...]`. `auto` cuts once at
+    ceil(MAX / 8) when MAX >= 16; `off` (the default of the pass) makes
+    none. kiln-match-contractions builds each bucket's kernels and guards
+    their launches (#kiln.size_guard); the runtime runs the bucket of the
+    run's size. Errors: a size that is not a number or not in MIN..MAX-1
+    (one line, naming it).
+
     Nothing is compiled (no NVRTC is needed, except to tune), so the
     selection is tested on its own (`kiln-select-contraction-kernels.mlir`).
 
@@ -223,6 +237,10 @@ def SelectContractionKernelsPass
     Option<"tuneImport", "tune-import", "std::string", /*default=*/"\"\"",
            "A directory of exported jobs that have run: their winners are "
            "added to the cache first">,
+    Option<"sizeBuckets", "size-buckets", "std::string", /*default=*/"\"off\"",
+           "Kernel variants per size range of the one symbolic dim: off, "
+           "auto (one cut at ceil(max / 8) when max >= 16) or the largest "
+           "size of each bucket but the last, comma-separated (4,16)">,
   ];
   // arith and math: epilogue checks build ops' scalar bodies (ScalarSemantics.h).
   let dependentDialects = ["mlir::ml_program::MLProgramDialect",

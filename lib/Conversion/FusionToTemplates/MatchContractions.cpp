@@ -594,6 +594,9 @@ Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
       return failure();
     }
     selected = toAttr(module.getContext(), config);
+    selectedVariants = chooseVariants(problem, family, config);
+    if (fatalError.size())
+      return failure();
     cx::GemmKernels chosen;
     chosen.config = config;
     return chosen;
@@ -632,6 +635,9 @@ Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
     return failure();
   }
   nameKernels(*kernels, prefix);
+  lastCompiled = fusion;
+  lastEpilogue = ep;
+  lastPrefix = prefix.str();
   return std::move(*kernels);
 }
 
@@ -697,22 +703,143 @@ cx::GemmProblem Matcher::problemAtOpt(const cx::GemmProblem &problem) const {
   return sized;
 }
 
+std::optional<Matcher::SymbolRange> Matcher::singleRange() const {
+  auto ranges = module->getAttrOfType<DictionaryAttr>(
+      KilnDialect::DimRangesAttrHelper::getNameStr());
+  if (!ranges || ranges.size() != 1)
+    return std::nullopt;
+  auto range = dyn_cast<DenseI64ArrayAttr>(ranges.begin()->getValue());
+  if (!range || range.size() != 3 || range[0] < 0 || range[1] < range[0])
+    return std::nullopt;
+  return SymbolRange{ranges.begin()->getName().str(), range[0], range[1],
+                     range[2]};
+}
+
+ArrayAttr Matcher::chooseVariants(const cx::GemmProblem &problem,
+                                  cx::Family family,
+                                  const cx::GemmConfig &main) {
+  // Only a GEMM whose launch scales with the symbol gains from tiles of
+  // its own at small sizes: its rows are A's leading slices, N x rows per
+  // sample (the condition buildCalls records #kiln.grid_rows under).
+  std::optional<SymbolRange> range = singleRange();
+  bool rowsOuter = problem.conv.enabled ||
+                   (problem.layoutA == cx::Layout::RowMajor &&
+                    (problem.lda == 0 || problem.lda == problem.k));
+  if (sizeSplits.empty() || !range || range->max < 1 || problem.batch != 1 ||
+      !rowsOuter || problem.m % static_cast<uint64_t>(range->max) != 0)
+    return {};
+  MLIRContext *ctx = module.getContext();
+  uint64_t perSample = problem.m / static_cast<uint64_t>(range->max);
+  Attribute mainAttr = toAttr(ctx, main);
+  SmallVector<Attribute> variants;
+  int64_t lo = range->min;
+  for (int64_t split : sizeSplits) {
+    if (split < lo || split >= range->max)
+      continue;
+    // Tuned at the bucket's opt when it holds it, else at its largest size.
+    int64_t at = range->opt >= lo && range->opt <= split ? range->opt : split;
+    cx::GemmProblem sized = problem;
+    sized.m = perSample * static_cast<uint64_t>(std::max<int64_t>(at, 1));
+    llvm::Expected<kiln::tuning::ConfigChoice> choice =
+        tuner->choose(sized, family);
+    if (!choice) {
+      fatalError = llvm::toString(choice.takeError());
+      return {};
+    }
+    // The kernel is built for the maximum's M (the padding is computed,
+    // the launch scales), so the config must take the whole problem.
+    Attribute attr = toAttr(ctx, choice->config);
+    if (attr != mainAttr &&
+        cx::unsupportedReason(problem, choice->config).empty()) {
+      Builder b(ctx);
+      variants.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("kernel", attr),
+           b.getNamedAttr("max", b.getI64IntegerAttr(split)),
+           b.getNamedAttr("min", b.getI64IntegerAttr(lo))}));
+    }
+    lo = split + 1;
+  }
+  return variants.empty() ? ArrayAttr() : ArrayAttr::get(ctx, variants);
+}
+
 Value Matcher::buildCalls(
     kiln::FusionOp fusion, const cx::GemmKernels &kernels,
     const cx::GemmProblem &problem, Value a, Value b, ArrayRef<Value> extras,
     RankedTensorType resultType, RankedTensorType auxType, Value *aux,
     ArrayRef<std::pair<std::string, Value>> named) {
+  auto variants = fusion->getAttrOfType<ArrayAttr>(
+      KilnDialect::KernelVariantsAttrHelper::getNameStr());
+  std::optional<SymbolRange> range = singleRange();
+  if (!variants || !range || lastCompiled != fusion.getOperation())
+    return buildCallChain(fusion, kernels, problem, a, b, extras, resultType,
+                          auxType, aux, named, Value(), Value(), Attribute());
+  // Size buckets: one chain of calls per bucket, the smaller buckets'
+  // first, each writing the whole result into the same tensors and guarded
+  // by its sizes; the region's own config takes the last bucket.
+  MLIRContext *ctx = module.getContext();
+  StringAttr symbol = StringAttr::get(ctx, range->name);
+  bool mainShared = lastKernelShared;
+  Value c, auxValue;
+  int64_t next = range->min;
+  for (Attribute entry : variants) {
+    auto dict = cast<DictionaryAttr>(entry);
+    cx::GemmConfig config =
+        fromAttr(cast<GemmConfigAttr>(dict.get("kernel")));
+    int64_t lo = dict.getAs<IntegerAttr>("min").getInt();
+    int64_t hi = dict.getAs<IntegerAttr>("max").getInt();
+    cx::GenerateOptions options;
+    options.smVersion = smVersion;
+    options.name = kiln::kEntryPlaceholder.str();
+    kiln::runtime::Expected<cx::GemmKernels> bucket =
+        cx::specializeGemm(problem, config, lastEpilogue, options);
+    if (!bucket) {
+      // The selection checked the config against the problem; a failure
+      // here leaves the bucket to the region's own config.
+      fusion.emitWarning() << "size bucket " << range->name << "=" << lo
+                           << ".." << hi << ": " << bucket.error().message();
+      continue;
+    }
+    nameKernels(*bucket, lastPrefix);
+    Value bucketAux;
+    c = buildCallChain(fusion, *bucket, problem, a, b, extras, resultType,
+                       auxType, &bucketAux, named, c, auxValue,
+                       SizeGuardAttr::get(ctx, symbol, lo, hi));
+    auxValue = bucketAux;
+    report.push_back(llvm::formatv("{0}: {1} for {2}={3}..{4} (size bucket)",
+                                   bucket->kernels.front().name,
+                                   config.describe(), range->name, lo, hi)
+                         .str());
+    next = hi + 1;
+  }
+  lastKernelShared = mainShared;
+  return buildCallChain(fusion, kernels, problem, a, b, extras, resultType,
+                        auxType, aux, named, c, auxValue,
+                        next > range->min
+                            ? SizeGuardAttr::get(ctx, symbol, next, range->max)
+                            : Attribute());
+}
+
+Value Matcher::buildCallChain(
+    kiln::FusionOp fusion, const cx::GemmKernels &kernels,
+    const cx::GemmProblem &problem, Value a, Value b, ArrayRef<Value> extras,
+    RankedTensorType resultType, RankedTensorType auxType, Value *aux,
+    ArrayRef<std::pair<std::string, Value>> named, Value destC, Value destAux,
+    Attribute guard) {
   MLIRContext *ctx = module.getContext();
   Location loc = fusion.getLoc();
   OpBuilder builder(fusion);
 
-  Value output = tensor::EmptyOp::create(builder, loc, resultType.getShape(),
-                                         resultType.getElementType());
+  Value output = destC ? destC
+                       : tensor::EmptyOp::create(builder, loc,
+                                                 resultType.getShape(),
+                                                 resultType.getElementType())
+                             .getResult();
   Value auxOutput =
-      auxType ? tensor::EmptyOp::create(builder, loc, auxType.getShape(),
-                                        auxType.getElementType())
-                    .getResult()
-              : Value();
+      destAux ? destAux
+      : auxType ? tensor::EmptyOp::create(builder, loc, auxType.getShape(),
+                                          auxType.getElementType())
+                      .getResult()
+                : Value();
   Value workspace;
   if (kernels.workspaceBytes)
     workspace = tensor::EmptyOp::create(
@@ -806,6 +933,8 @@ Value Matcher::buildCalls(
         builder.getI32IntegerAttr(kernel.dynamicSharedBytes),
         builder.getArrayAttr(scalars), builder.getDenseI32ArrayAttr(order));
     call->setAttr(kKernelAttr, toAttr(ctx, kernels.config));
+    if (guard)
+      call->setAttr(KilnDialect::SizeGuardAttrHelper::getNameStr(), guard);
     // Sizes at run time (issue 24): the GEMM templates tile M along
     // blockIdx.x (m0 = blockIdx.x * BM, no swizzle), so a run that needs
     // only M's first rows needs only grid.x's first blocks. Recorded when
@@ -843,6 +972,8 @@ bool Matcher::run(kiln::FusionOp fusion) {
   std::string why;
   size_t splitBefore = splitOff.size();
   selected = {};
+  selectedVariants = {};
+  lastCompiled = nullptr;
   selectedWeightKMajor = false;
   lastConfigOrigin.clear();
   Attribute given = fusion->getAttr(kKernelAttr);
@@ -874,6 +1005,9 @@ bool Matcher::run(kiln::FusionOp fusion) {
   }
   if (succeeded(matched)) {
     fusion->setAttr(kKernelAttr, selected);
+    if (selectedVariants)
+      fusion->setAttr(KilnDialect::KernelVariantsAttrHelper::getNameStr(),
+                      selectedVariants);
     if (!lastConfigOrigin.empty())
       fusion->setAttr(kKernelOriginAttr, StringAttr::get(ctx, lastConfigOrigin));
     if (selectedWeightKMajor)

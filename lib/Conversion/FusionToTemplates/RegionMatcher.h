@@ -125,6 +125,16 @@ public:
   /// `wgmma`).
   bool wgmma = false;
 
+  /// Size buckets (kilnc --size-buckets, docs/runtime.md "Size buckets").
+  /// The module's one symbolic dim (kiln.dim_ranges), if it has exactly one.
+  struct SymbolRange {
+    std::string name;
+    int64_t min = 0, max = 0, opt = 0;
+  };
+  std::optional<SymbolRange> singleRange() const;
+  /// Select: the upper ends of every bucket but the last, within the
+  /// symbol's range (empty: no buckets). Set by the selection pass.
+  llvm::SmallVector<int64_t> sizeSplits;
 private:
   // Matmul regions (MatchContractions.cpp).
   mlir::LogicalResult rewriteMatmul(kiln::FusionOp fusion, std::string &why);
@@ -298,6 +308,29 @@ private:
   /// the symbolic dim's opt (kilnc --dim N=MIN..MAX:OPT, OPT < MAX).
   contraction::GemmProblem
   problemAtOpt(const contraction::GemmProblem &problem) const;
+
+  /// Select: for a GEMM whose M follows the symbol (M's rows are A's
+  /// leading slices, so its launch scales), a config per smaller bucket
+  /// where it differs from `main`'s ({kernel, min, max}), or null.
+  mlir::ArrayAttr chooseVariants(const contraction::GemmProblem &problem,
+                                 contraction::Family family,
+                                 const contraction::GemmConfig &main);
+  mlir::ArrayAttr selectedVariants;
+  /// Lower: the last compile()'s region, epilogue and name prefix (a size
+  /// bucket's kernels are specialised with them).
+  mlir::Operation *lastCompiled = nullptr;
+  contraction::Epilogue lastEpilogue;
+  std::string lastPrefix;
+  /// buildCalls for one config: C and aux written into `destC` and
+  /// `destAux` (new tensors when null), every call guarded by `guard` (a
+  /// #kiln.size_guard, or null).
+  mlir::Value buildCallChain(
+      kiln::FusionOp fusion, const contraction::GemmKernels &kernels,
+      const contraction::GemmProblem &problem, mlir::Value a, mlir::Value b,
+      llvm::ArrayRef<mlir::Value> extras, mlir::RankedTensorType resultType,
+      mlir::RankedTensorType auxType, mlir::Value *aux,
+      llvm::ArrayRef<std::pair<std::string, mlir::Value>> named,
+      mlir::Value destC, mlir::Value destAux, mlir::Attribute guard);
 
   mlir::ModuleOp module;
   unsigned smVersion;

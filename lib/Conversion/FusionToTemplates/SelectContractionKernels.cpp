@@ -78,6 +78,38 @@ void SelectContractionKernelsPass::runOnOperation() {
   });
   Matcher matcher(module, sm, chip, Matcher::Mode::Select, &tuner);
   matcher.wgmma = wgmma;
+  // Size buckets: where the one symbolic dim's range is cut.
+  if (sizeBuckets != "off") {
+    std::optional<Matcher::SymbolRange> range = matcher.singleRange();
+    if (sizeBuckets == "auto") {
+      if (range && range->max >= 16) {
+        int64_t split = (range->max + 7) / 8;
+        if (split >= range->min && split < range->max)
+          matcher.sizeSplits.push_back(split);
+      }
+    } else {
+      SmallVector<StringRef> parts;
+      StringRef(sizeBuckets).split(parts, ',');
+      for (StringRef part : parts) {
+        int64_t split = 0;
+        if (part.trim().getAsInteger(10, split) || !range ||
+            split < range->min || split >= range->max ||
+            (!matcher.sizeSplits.empty() && split <= matcher.sizeSplits.back())) {
+          module.emitError()
+              << "kiln-select-contraction-kernels: size-buckets '"
+              << sizeBuckets << "': '" << part.trim() << "' is not "
+              << (range ? "a size in " + std::to_string(range->min) + ".." +
+                              std::to_string(range->max - 1) +
+                              " above the previous cut"
+                        : std::string("usable: the module has no single "
+                                      "symbolic dim (kilnc --dim)"))
+              << " (off, auto, or increasing sizes: 4,16)";
+          return signalPassFailure();
+        }
+        matcher.sizeSplits.push_back(split);
+      }
+    }
+  }
 
   SmallVector<kiln::FusionOp> fusions;
   module.walk([&](kiln::FusionOp f) { fusions.push_back(f); });

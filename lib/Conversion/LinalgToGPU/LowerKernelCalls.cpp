@@ -118,6 +118,10 @@ struct LowerKernelCallsPass
         launch->setAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr(),
                         config);
       // TMA tensor maps: parameters after the scalars (ArtifactBuilder).
+      if (Attribute guard =
+              call->getAttr(kiln::KilnDialect::SizeGuardAttrHelper::getNameStr()))
+        launch->setAttr(kiln::KilnDialect::SizeGuardAttrHelper::getNameStr(),
+                        guard);
       if (Attribute maps =
               call->getAttr(kiln::KilnDialect::TensorMapsAttrHelper::getNameStr()))
         launch->setAttr(kiln::KilnDialect::TensorMapsAttrHelper::getNameStr(), maps);

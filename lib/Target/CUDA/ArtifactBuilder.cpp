@@ -847,6 +847,21 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
          static_cast<uint64_t>(scale.getNumerator()),
          static_cast<uint64_t>(scale.getDenominator())});
   }
+  // Size buckets (#kiln.size_guard from kiln-match-contractions).
+  for (auto [i, launch] : llvm::enumerate(launches)) {
+    auto guard = dyn_cast_or_null<kiln::SizeGuardAttr>(
+        kiln::KilnDialect::SizeGuardAttrHelper(launch->getContext())
+            .getAttr(launch));
+    if (!guard)
+      continue;
+    auto index = symbolIndex.find(guard.getSymbol().getValue());
+    if (index == symbolIndex.end())
+      return errorAt(launch, "is guarded by symbol '" +
+                                 guard.getSymbol().getValue() +
+                                 "', which has no --dim range");
+    artifact.launchGuards.push_back({static_cast<uint32_t>(i), index->second,
+                                     guard.getMin(), guard.getMax()});
+  }
   if (stats) {
     stats->kernels = artifact.kernels.size();
     stats->arenaBytes = plan->arenaSize;

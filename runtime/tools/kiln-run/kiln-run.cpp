@@ -1019,9 +1019,9 @@ int runTool(const Options &options) {
                  options.profileSample, options.profileSample);
     if (Error err = (*session)->run())
       return runFailed(err);
-    Expected<ProfileReport> counted =
-        profileFromCounters(*artifact, sharedDevice->takeLaunchProfiles(),
-                            *perfTarget, options.profileSample);
+    Expected<ProfileReport> counted = profileFromCounters(
+        *artifact, (*session)->lastRunLaunches(),
+        sharedDevice->takeLaunchProfiles(), *perfTarget, options.profileSample);
     if (!counted)
       return fail(counted.error().message());
     report = counted.take();

@@ -509,6 +509,17 @@ GridScaleAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+SizeGuardAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                      StringAttr symbol, int64_t min, int64_t max) {
+  if (!symbol || symbol.getValue().empty())
+    return emitError() << "#kiln.size_guard needs a symbol";
+  if (min < 0 || min > max)
+    return emitError() << "#kiln.size_guard needs 0 <= min <= max, not "
+                       << min << ".." << max;
+  return success();
+}
+
 /// The launch-scaling attributes: each of its own type.
 static LogicalResult verifyLaunchScaling(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -521,6 +532,27 @@ static LogicalResult verifyLaunchScaling(Operation *op, NamedAttribute attr) {
       !isa<GridScaleAttr>(value))
     return op->emitError() << "'" << name
                            << "' must be a #kiln.grid_scale, not " << value;
+  if (name == KilnDialect::SizeGuardAttrHelper::getNameStr() &&
+      !isa<SizeGuardAttr>(value))
+    return op->emitError() << "'" << name
+                           << "' must be a #kiln.size_guard, not " << value;
+  if (name == KilnDialect::KernelVariantsAttrHelper::getNameStr()) {
+    auto list = dyn_cast<ArrayAttr>(value);
+    if (!list || list.empty())
+      return op->emitError() << "'" << name << "' must be a non-empty array";
+    for (Attribute entry : list) {
+      auto dict = dyn_cast<DictionaryAttr>(entry);
+      auto min = dict ? dict.getAs<IntegerAttr>("min") : IntegerAttr();
+      auto max = dict ? dict.getAs<IntegerAttr>("max") : IntegerAttr();
+      if (!dict || !dict.get("kernel") || !min || !max ||
+          min.getInt() < 0 || min.getInt() > max.getInt())
+        return op->emitError()
+               << "'" << name
+               << "' holds {kernel = <config>, min = M, max = X} per size "
+                  "bucket (0 <= M <= X), not "
+               << entry;
+    }
+  }
   if (name == KilnDialect::LaunchGridScalesAttrHelper::getNameStr()) {
     auto list = dyn_cast<ArrayAttr>(value);
     if (!list)

@@ -36,7 +36,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 10;
+constexpr uint32_t kArtifactFormatMinor = 11;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
@@ -229,6 +229,21 @@ struct LaunchScale {
   uint32_t gridDim = 0;
   uint64_t numerator = 1;
   uint64_t denominator = 1;
+};
+
+/// Format 1.11, section `launch-guards`: launch `launch` runs only when the
+/// size of symbolic dim `symbol` this run lies in [min, max]; otherwise the
+/// runtime skips it. kilnc emits a GEMM or convolution whose rows follow
+/// the symbol as one launch per size bucket (kilnc --size-buckets), each
+/// computing the whole result into the same buffer with tiles chosen for
+/// its bucket, and guards them so that exactly one runs at every size
+/// (docs/runtime.md "Size buckets"). Records are in increasing launch
+/// order, one per launch at most.
+struct LaunchGuard {
+  uint32_t launch = 0;
+  uint32_t symbol = 0;
+  int64_t min = 0;
+  int64_t max = 0;
 };
 
 /// Format 1.10, section `size-masks`: signature input `input` is not bound
@@ -521,6 +536,8 @@ struct Artifact {
   /// increasing launch order, at most one per launch. Empty: every launch
   /// runs its compiled grid.
   std::vector<LaunchScale> launchScales;
+  /// Format 1.11: the launches that run only at some sizes.
+  std::vector<LaunchGuard> launchGuards;
   /// Format 1.10: the signature inputs the runtime fills from the run's
   /// sizes (SizeMask), in increasing input order. Empty: the user binds
   /// every input.

@@ -177,6 +177,9 @@ public:
   /// or, for an artifact with symbolic dims (kilnc --dim) run at smaller
   /// sizes, the shape at those sizes (docs/runtime.md "Sizes at run time").
   Expected<Shape> outputShape(std::string_view name) const;
+  /// The launches the last run queued, in order: every launch, less those
+  /// a launch-guards record leaves out at the last run's sizes.
+  std::vector<uint32_t> lastRunLaunches() const;
   /// An output of the last run, at the last run's sizes.
   Expected<HostTensor> readOutput(std::string_view name);
   /// Format 1.9: sequence output `name`'s tensors after the last run, in

@@ -78,6 +78,20 @@ Error verifySymbolicDims(const Artifact &artifact);
 /// maximum exactly the kernel's compiled block count along that dim.
 Error verifyLaunchScales(const Artifact &artifact);
 
+/// verifyArtifact's checks of section `launch-guards`: launches in
+/// increasing order and in range, each symbol in range, each range
+/// 0 <= min <= max (one past the symbol's range: a launch that never runs).
+Error verifyLaunchGuards(const Artifact &artifact);
+
+/// Whether launch `launch` runs when the symbolic dims have `sizes`: true
+/// unless a launch-guards record excludes the size.
+bool launchRunsAt(const Artifact &artifact, uint32_t launch,
+                  const SymbolSizes &sizes);
+
+/// The launches that run at `sizes`, in order (launchRunsAt).
+std::vector<uint32_t> launchesAt(const Artifact &artifact,
+                                 const SymbolSizes &sizes);
+
 /// verifyArtifact's checks of section `size-masks`: inputs in increasing
 /// order and in range, a known kind; an additive or keep mask a 1-D f32, f16 or
 /// bf16 vector of its symbol's maximum times its factor, a mean scale an f32

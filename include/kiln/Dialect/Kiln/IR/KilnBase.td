@@ -102,6 +102,12 @@ def Kiln_Dialect : Dialect {
     "::mlir::Attribute":$grid_rows,
     "::mlir::Attribute":$grid_scale,
     "::mlir::ArrayAttr":$launch_grid_scales,
+    // Size buckets (kilnc --size-buckets): a region's configs for the
+    // smaller buckets of its one symbolic dim (kiln-select-contraction-
+    // kernels: dictionaries {kernel, min, max}), and a kernel call's or
+    // launch's #kiln.size_guard.
+    "::mlir::ArrayAttr":$kernel_variants,
+    "::mlir::Attribute":$size_guard,
     // kiln-fuse-quantized (module): one line per quantized contraction
     // chain that stays on the exact fallback, and why (kilnc --stats).
     "::mlir::ArrayAttr":$quantized_report

@@ -311,4 +311,29 @@ def Kiln_GridScaleAttr : Kiln_LaunchAttr<"GridScale", "grid_scale"> {
     AttrParameter<"int64_t", "work units per block">:$denominator);
 }
 
+def Kiln_SizeGuardAttr : Kiln_LaunchAttr<"SizeGuard", "size_guard"> {
+  let summary = "The sizes of a symbolic dim at which a launch runs";
+  let description = [{
+    On a `kiln.call_kernel` and the `gpu.launch_func` it becomes (as
+    `kiln.size_guard`): the launch runs only when symbol `symbol` has a
+    size in [`min`, `max`]. kiln-match-contractions builds a GEMM or
+    convolution region with size buckets (`kiln.kernel_variants`, kilnc
+    `--size-buckets`) as one chain of calls per bucket, each computing the
+    whole result into the same buffer with the tiles chosen for its bucket,
+    and guards each; the artifact builder writes the guards into the
+    `launch-guards` section and the runtime skips a guarded launch at the
+    other sizes.
+
+    Example:
+
+    ```mlir
+    #kiln.size_guard<symbol = "N", min = 1, max = 8>
+    ```
+  }];
+  let parameters = (ins
+    AttrParameter<"::mlir::StringAttr", "the symbolic dim">:$symbol,
+    AttrParameter<"int64_t", "the smallest size it runs at">:$min,
+    AttrParameter<"int64_t", "the largest size it runs at">:$max);
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNKERNELATTRS_TD
