@@ -223,3 +223,28 @@ func.func @f() attributes {kiln.grid_rows = 3 : i64}
 
 // expected-error @+1 {{'kiln.launch_grid_scales' holds a #kiln.grid_scale or {} per launch, not}}
 func.func @f() attributes {kiln.launch_grid_scales = [{dim = 0 : i64}]}
+
+// -----
+
+// expected-error @+1 {{#kiln.size_guard needs 0 <= min <= max, not 9..8}}
+func.func @f() attributes {a = #kiln.size_guard<symbol = "N", min = 9, max = 8>}
+
+// -----
+
+// expected-error @+1 {{#kiln.size_guard needs a symbol}}
+func.func @f() attributes {a = #kiln.size_guard<symbol = "", min = 1, max = 8>}
+
+// -----
+
+// expected-error @+1 {{'kiln.size_guard' must be a #kiln.size_guard, not 3 : i64}}
+func.func @f() attributes {kiln.size_guard = 3 : i64}
+
+// -----
+
+// expected-error @+1 {{'kiln.kernel_variants' holds {kernel = <config>, min = M, max = X} per size bucket (0 <= M <= X), not {max = 8 : i64, min = 1 : i64}}}
+func.func @f() attributes {kiln.kernel_variants = [{max = 8 : i64, min = 1 : i64}]}
+
+// -----
+
+// expected-error @+1 {{'kiln.kernel_variants' must be a non-empty array}}
+func.func @f() attributes {kiln.kernel_variants = []}

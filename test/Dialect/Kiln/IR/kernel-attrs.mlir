@@ -109,3 +109,16 @@ func.func @launch_scaling() attributes {
     kiln.launch_grid_scales = [{}, #kiln.grid_scale<symbol = "batch", dim = 1, numerator = 3, denominator = 7>]} {
   return
 }
+
+// -----
+
+// Size buckets: a region's configs for the smaller buckets and a launch's
+// guard round-trip.
+// CHECK-LABEL: func.func @size_buckets
+// CHECK-SAME: kiln.kernel_variants = [{kernel = #kiln.gemm_config<family = wgmma_f16, tile = 64x64x64, warp_tile = 64x64, stages = 8, split_k = 2, producer = tma, swizzle = b128>, max = 64 : i64, min = 1 : i64}]
+// CHECK-SAME: kiln.size_guard = #kiln.size_guard<symbol = "N", min = 65, max = 2048>
+func.func @size_buckets() attributes {
+    kiln.kernel_variants = [{kernel = #kiln.gemm_config<family = wgmma_f16, tile = 64x64x64, warp_tile = 64x64, stages = 8, split_k = 2, producer = tma, swizzle = b128>, max = 64 : i64, min = 1 : i64}],
+    kiln.size_guard = #kiln.size_guard<symbol = "N", min = 65, max = 2048>} {
+  return
+}
