@@ -167,10 +167,30 @@ public:
   std::vector<SeparableDims::MaskSite> sites;
 
 private:
+  /// Why `op`, reached along dim `dim` of the symbol, cannot follow it: the
+  /// importer resolved something ONNX resolves per run at the compiled
+  /// sizes (a Slice bound counted from the end of this dim; a Squeeze
+  /// without axes, which at size 1 drops the dim too); or "".
+  std::string resolvedAtMaximum(Operation *op, int64_t dim) {
+    if (auto fromEnd = op->getAttrOfType<DenseI64ArrayAttr>(
+            KilnDialect::SliceFromEndAttrHelper::getNameStr());
+        fromEnd && llvm::is_contained(fromEnd.asArrayRef(), dim))
+      return "counts a slice bound from the end of dim " + std::to_string(dim) +
+             " (resolved at the maximum)";
+    if (op->hasAttr(KilnDialect::SqueezeAllAttrHelper::getNameStr()) &&
+        symbol.min <= 1)
+      return "is a Squeeze without axes (at size 1 it drops the dim too)";
+    return "";
+  }
+
   std::string stepStrict(Operation *op) {
     SmallVector<std::optional<Carried>> operands;
     for (Value operand : op->getOperands()) {
       auto it = tracks.find(operand);
+      if (it != tracks.end())
+        if (std::string why = resolvedAtMaximum(op, it->second.front().at.dim);
+            !why.empty())
+          return why;
       operands.push_back(it == tracks.end()
                              ? std::nullopt
                              : std::optional<Carried>(it->second.front().at));
@@ -213,6 +233,8 @@ private:
       if (it == tracks.end())
         continue;
       for (const Track &t : SmallVector<Track, 2>(it->second)) {
+        if (std::string why = resolvedAtMaximum(op, t.at.dim); !why.empty())
+          return why;
         SmallVector<std::optional<Carried>> single(op->getNumOperands());
         single[i] = t.at;
         Propagation p = symbols::propagate(op, single);

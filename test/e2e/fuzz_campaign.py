@@ -31,10 +31,15 @@ class Campaign:
     configs, workdir)` returns a filled one with .statuses, .details,
     .signatures, .ratios [(ratio, config, what)], .ops and, optionally,
     .amps; `save_failure(res, config, folder)` returns where it saved and
-    `failure_report(res, config)` the text to print."""
+    `failure_report(res, config)` the text to print. A tester whose runs
+    may be skipped (status 'skipped', .details saying why) passes
+    `skips=True`: the skips are listed by reason, left out of the runs and
+    counted in the last line; `summary_lines()` returns lines of its own
+    printed before that line."""
 
     def __init__(self, args, *, tool, unit, config, compared, make_result,
-                 check, save_failure, failure_report, graph_text):
+                 check, save_failure, failure_report, graph_text,
+                 skips=False, summary_lines=None):
         self.args = args
         self.tool, self.unit, self.config = tool, unit, config
         self.compared = compared
@@ -43,6 +48,9 @@ class Campaign:
         self.save_failure = save_failure
         self.failure_report = failure_report
         self.graph_text = graph_text
+        self.skips = skips
+        self.summary_lines = summary_lines
+        self.skipped = collections.defaultdict(list)  # reason -> [(seed, config)]
         self.totals = collections.Counter()
         self.by_config = collections.defaultdict(collections.Counter)
         self.classes = collections.defaultdict(list)  # signature -> [(seed, config)]
@@ -92,6 +100,8 @@ class Campaign:
                 print(f"seed {res.seed} {config}: {status}", flush=True)
             if status == "unsupported":
                 self.unsupported[res.details[config]].append((res.seed, config))
+            elif status == "skipped":
+                self.skipped[res.details[config]].append((res.seed, config))
             elif status == "fail":
                 self.classes[res.signatures[config]].append((res.seed, config))
                 d = self.save_failure(res, config, args.failures)
@@ -141,17 +151,25 @@ class Campaign:
             print(f"unsupported ({sum(len(v) for v in self.unsupported.values())}):")
             for msg, where in sorted(self.unsupported.items()):
                 print(f"  {len(where)}x {msg} (seeds {fmt_where(where)})")
+        if self.skipped:
+            print(f"skipped ({sum(len(v) for v in self.skipped.values())}):")
+            for why, where in sorted(self.skipped.items(), key=lambda kv: -len(kv[1])):
+                print(f"  {len(where)}x {why} (seeds {fmt_where(where)})")
         print(f"failure classes ({len(self.classes)}):")
         for sig, where in sorted(self.classes.items(), key=lambda kv: -len(kv[1])):
             print(f"  {len(where)}x {sig}\n      seeds {fmt_where(where)}")
         if self.gen_errors:
             print(f"generator errors ({len(self.gen_errors)}): seeds "
                   + ", ".join(str(s) for s, _ in self.gen_errors))
+        for line in (self.summary_lines() if self.summary_lines else []):
+            print(line)
         t = self.totals
-        print(f"{self.tool}: {self.args.count} {self.unit}, {sum(t.values())} "
+        skipped = f", {t['skipped']} skipped" if self.skips else ""
+        print(f"{self.tool}: {self.args.count} {self.unit}, "
+              f"{sum(t.values()) - t['skipped']} "
               f"runs: {t['pass']} pass, {t['unsupported']} unsupported, "
-              f"{t['fail']} fail, {len(self.gen_errors)} generator errors "
-              f"({seconds:.0f} s)")
+              f"{t['fail']} fail{skipped}, {len(self.gen_errors)} generator "
+              f"errors ({seconds:.0f} s)")
 
 
 def check_repros(folder, *, tool, config, default_configs, load, check,

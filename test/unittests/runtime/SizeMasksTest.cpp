@@ -68,7 +68,7 @@ TEST(SizeMasksTest, SectionRoundTripsWithItsHeaderFlag) {
             kHeaderFlagSizeMasks);
   Expected<Artifact> read = parseBytes(*image);
   ASSERT_TRUE(read) << errorOf(read);
-  EXPECT_EQ(read->formatMinor, 10u);
+  EXPECT_EQ(read->formatMinor, kArtifactFormatMinor);
   ASSERT_EQ(read->sizeMasks.size(), 1u);
   EXPECT_EQ(read->sizeMasks[0].input, 1u);
   EXPECT_EQ(read->sizeMasks[0].symbol, 0u);

@@ -245,6 +245,16 @@ LogicalResult importFlatten(NodeImporter &n) {
   return bind(n, reshapeTo(n, n.input(0), {outer, inner}));
 }
 
+/// Whether the model has symbolic dims with ranges (kilnc --dim): only then
+/// does the separable-dims analysis read the importer's notes
+/// (`kiln.slice_from_end`, `kiln.squeeze_all`).
+bool hasDimRanges(NodeImporter &n) {
+  Operation *parent = n.builder().getInsertionBlock()->getParentOp();
+  auto module = parent ? parent->getParentOfType<ModuleOp>() : ModuleOp();
+  return module &&
+         module->hasAttr(KilnDialect::DimRangesAttrHelper::getNameStr());
+}
+
 /// Squeeze drops the listed size-1 dimensions, or every one without axes.
 LogicalResult importSqueeze(NodeImporter &n) {
   if (failed(n.checkArity(1, n.opset() < 13 ? 1 : 2)))
@@ -282,7 +292,14 @@ LogicalResult importSqueeze(NodeImporter &n) {
   for (auto [d, size] : llvm::enumerate(inShape))
     if (!llvm::is_contained(dropped, static_cast<int64_t>(d)))
       shape.push_back(size);
-  return bind(n, reshapeTo(n, n.input(0), shape));
+  FailureOr<Value> reshaped = reshapeTo(n, n.input(0), shape);
+  // Without axes the dims dropped are the ones of size 1, which for a
+  // symbolic dim of minimum 1 depends on the run (kilnc --dim).
+  if (succeeded(reshaped) && (!*axes || (*axes)->empty()) && hasDimRanges(n))
+    if (Operation *op = reshaped->getDefiningOp())
+      KilnDialect::SqueezeAllAttrHelper(op->getContext())
+          .setAttr(op, UnitAttr::get(op->getContext()));
+  return bind(n, reshaped);
 }
 
 /// Unsqueeze inserts size-1 dimensions at `axes`, which index the result.
@@ -417,11 +434,15 @@ LogicalResult importSlice(NodeImporter &n) {
     return failure();
 
   SmallVector<int64_t> outStarts(rank, 0), limits(inType->getShape()),
-      outSteps(rank, 1);
+      outSteps(rank, 1), fromEnd;
   for (auto [i, d] : llvm::enumerate(*dims)) {
     int64_t size = inType->getDimSize(d), step = steps[i];
     if (step == 0)
       return n.fail("step of axis " + Twine((*axes)[i]) + " is zero");
+    // A bound counted from the end depends on the dim's size: at another
+    // size of a symbolic dim (kilnc --dim) it is another row.
+    if (starts[i] < 0 || ends[i] < 0)
+      fromEnd.push_back(d);
     // Add the size only to negative bounds: INT64_MAX must not overflow.
     int64_t start = starts[i] < 0 ? starts[i] + size : starts[i];
     int64_t end = ends[i] < 0 ? ends[i] + size : ends[i];
@@ -438,10 +459,15 @@ LogicalResult importSlice(NodeImporter &n) {
     limits[d] = end;
     outSteps[d] = step;
   }
-  return bind(n,
-              n.make<SliceOp>(n.input(0), {n.namedArray("starts", outStarts),
-                                           n.namedArray("limits", limits),
-                                           n.namedArray("steps", outSteps)}));
+  FailureOr<Value> slice =
+      n.make<SliceOp>(n.input(0), {n.namedArray("starts", outStarts),
+                                   n.namedArray("limits", limits),
+                                   n.namedArray("steps", outSteps)});
+  if (succeeded(slice) && !fromEnd.empty() && hasDimRanges(n))
+    if (Operation *op = slice->getDefiningOp())
+      KilnDialect::SliceFromEndAttrHelper(op->getContext())
+          .setAttr(op, DenseI64ArrayAttr::get(op->getContext(), fromEnd));
+  return bind(n, slice);
 }
 
 //===----------------------------------------------------------------------===//

@@ -108,6 +108,12 @@ def Kiln_Dialect : Dialect {
     // launch's #kiln.size_guard.
     "::mlir::ArrayAttr":$kernel_variants,
     "::mlir::Attribute":$size_guard,
+    // The importer's notes for the separable-dims analysis (kilnc --dim):
+    // a kiln.slice's dims whose start or end ONNX counts from the end of
+    // the dim, and a kiln.reshape that is a Squeeze without axes, both
+    // resolved at the compiled (maximum) sizes.
+    "::mlir::DenseI64ArrayAttr":$slice_from_end,
+    "::mlir::UnitAttr":$squeeze_all,
     // kiln-fuse-quantized (module): one line per quantized contraction
     // chain that stays on the exact fallback, and why (kilnc --stats).
     "::mlir::ArrayAttr":$quantized_report
