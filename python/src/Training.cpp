@@ -220,8 +220,8 @@ public:
         sig.dataName, gatherSamples(train->data, indices, *sig.data)));
     throwIfFailed(training->bindBatch(
         sig.labelsName, gatherSamples(train->labels, indices, *sig.labels)));
-    throwIfFailed(training->setBatchShare(
-        globalSamples ? indices.size() : 0, globalSamples));
+    throwIfFailed(training->setBatchShare(globalSamples ? indices.size() : 0,
+                                          globalSamples));
     Error stepped = training->step();
     Expected<float> loss =
         stepped ? Expected<float>(std::move(stepped)) : training->loss();
@@ -336,8 +336,8 @@ void kiln::python::bindTraining(nb::module_ &m) {
   nb::class_<PyTrainer>(m, "Trainer")
       .def(nb::init<const PyArtifact &, const std::string &,
                     const std::string &, double, const std::string &>(),
-           "artifact"_a, "device"_a, "name"_a,
-           "collective_timeout"_a = 300.0, "collective_engine"_a = "auto")
+           "artifact"_a, "device"_a, "name"_a, "collective_timeout"_a = 300.0,
+           "collective_engine"_a = "auto")
       .def_prop_ro("rank", &PyTrainer::rank)
       .def_prop_ro("world_size", &PyTrainer::worldSize)
       .def_prop_ro("shards_optimizer",
@@ -353,8 +353,7 @@ void kiln::python::bindTraining(nb::module_ &m) {
       .def("evaluate", &PyTrainer::evaluate)
       .def("set_dataset", &PyTrainer::setDataset, "kind"_a, "data"_a,
            "labels"_a, "data_name"_a, "labels_name"_a)
-      .def("step_on", &PyTrainer::stepOn, "indices"_a,
-           "global_samples"_a = 0)
+      .def("step_on", &PyTrainer::stepOn, "indices"_a, "global_samples"_a = 0)
       .def("validate", &PyTrainer::validateOn)
       .def("state", &PyTrainer::state, "name"_a)
       .def("set_state", &PyTrainer::setState, "name"_a, "value"_a)

@@ -728,11 +728,10 @@ Error Session::runEntryPoint(std::string_view name,
           // A launch its size bucket leaves out (launch-guards) is
           // skipped; the observer still hears of it, as the launch that
           // ran in its place came before it.
-          if (model.launchGuards.empty() ||
-              launchRunsAt(model, l, impl->sizes))
+          if (model.launchGuards.empty() || launchRunsAt(model, l, impl->sizes))
             if (Error err = device.launch(
-                    impl->functions[model.launches[l].kernel],
-                    impl->configs[l], impl->params[l], impl->stream))
+                    impl->functions[model.launches[l].kernel], impl->configs[l],
+                    impl->params[l], impl->stream))
               return err.withContext(
                   fmt::format("entry point '{}': launch {}", name, l));
           if (observer)

@@ -501,8 +501,7 @@ Expected<float> TrainingSession::loss() {
   return value;
 }
 
-Error TrainingSession::setBatchShare(uint64_t samples,
-                                     uint64_t globalSamples) {
+Error TrainingSession::setBatchShare(uint64_t samples, uint64_t globalSamples) {
   if (samples == 0 && globalSamples == 0) {
     batchWeight = 1;
     return Error::success();

@@ -186,8 +186,8 @@ struct CompileStats {
     /// Size buckets (kilnc --size-buckets): each guarded range of the
     /// symbol and the kernels that run there, in launch order; a range
     /// past the maximum never runs.
-    std::vector<std::pair<std::pair<int64_t, int64_t>,
-                          std::vector<std::string>>>
+    std::vector<
+        std::pair<std::pair<int64_t, int64_t>, std::vector<std::string>>>
         buckets;
   };
   std::vector<ScaledLaunches> scaledLaunches;

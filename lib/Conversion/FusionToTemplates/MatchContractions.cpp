@@ -722,9 +722,9 @@ ArrayAttr Matcher::chooseVariants(const cx::GemmProblem &problem,
   // its own at small sizes: its rows are A's leading slices, N x rows per
   // sample (the condition buildCalls records #kiln.grid_rows under).
   std::optional<SymbolRange> range = singleRange();
-  bool rowsOuter = problem.conv.enabled ||
-                   (problem.layoutA == cx::Layout::RowMajor &&
-                    (problem.lda == 0 || problem.lda == problem.k));
+  bool rowsOuter =
+      problem.conv.enabled || (problem.layoutA == cx::Layout::RowMajor &&
+                               (problem.lda == 0 || problem.lda == problem.k));
   if (sizeSplits.empty() || !range || range->max < 1 || problem.batch != 1 ||
       !rowsOuter || problem.m % static_cast<uint64_t>(range->max) != 0)
     return {};
@@ -783,8 +783,7 @@ Value Matcher::buildCalls(
   int64_t next = range->min;
   for (Attribute entry : variants) {
     auto dict = cast<DictionaryAttr>(entry);
-    cx::GemmConfig config =
-        fromAttr(cast<GemmConfigAttr>(dict.get("kernel")));
+    cx::GemmConfig config = fromAttr(cast<GemmConfigAttr>(dict.get("kernel")));
     int64_t lo = dict.getAs<IntegerAttr>("min").getInt();
     int64_t hi = dict.getAs<IntegerAttr>("max").getInt();
     cx::GenerateOptions options;
@@ -795,8 +794,8 @@ Value Matcher::buildCalls(
     if (!bucket) {
       // The selection checked the config against the problem; a failure
       // here leaves the bucket to the region's own config.
-      fusion.emitWarning() << "size bucket " << range->name << "=" << lo
-                           << ".." << hi << ": " << bucket.error().message();
+      fusion.emitWarning() << "size bucket " << range->name << "=" << lo << ".."
+                           << hi << ": " << bucket.error().message();
       continue;
     }
     nameKernels(*bucket, lastPrefix);
@@ -819,23 +818,25 @@ Value Matcher::buildCalls(
                             : Attribute());
 }
 
-Value Matcher::buildCallChain(
-    kiln::FusionOp fusion, const cx::GemmKernels &kernels,
-    const cx::GemmProblem &problem, Value a, Value b, ArrayRef<Value> extras,
-    RankedTensorType resultType, RankedTensorType auxType, Value *aux,
-    ArrayRef<std::pair<std::string, Value>> named, Value destC, Value destAux,
-    Attribute guard) {
+Value Matcher::buildCallChain(kiln::FusionOp fusion,
+                              const cx::GemmKernels &kernels,
+                              const cx::GemmProblem &problem, Value a, Value b,
+                              ArrayRef<Value> extras,
+                              RankedTensorType resultType,
+                              RankedTensorType auxType, Value *aux,
+                              ArrayRef<std::pair<std::string, Value>> named,
+                              Value destC, Value destAux, Attribute guard) {
   MLIRContext *ctx = module.getContext();
   Location loc = fusion.getLoc();
   OpBuilder builder(fusion);
 
-  Value output = destC ? destC
-                       : tensor::EmptyOp::create(builder, loc,
-                                                 resultType.getShape(),
-                                                 resultType.getElementType())
-                             .getResult();
+  Value output =
+      destC ? destC
+            : tensor::EmptyOp::create(builder, loc, resultType.getShape(),
+                                      resultType.getElementType())
+                  .getResult();
   Value auxOutput =
-      destAux ? destAux
+      destAux   ? destAux
       : auxType ? tensor::EmptyOp::create(builder, loc, auxType.getShape(),
                                           auxType.getElementType())
                       .getResult()

@@ -135,6 +135,7 @@ public:
   /// Select: the upper ends of every bucket but the last, within the
   /// symbol's range (empty: no buckets). Set by the selection pass.
   llvm::SmallVector<int64_t> sizeSplits;
+
 private:
   // Matmul regions (MatchContractions.cpp).
   mlir::LogicalResult rewriteMatmul(kiln::FusionOp fusion, std::string &why);
@@ -324,13 +325,14 @@ private:
   /// buildCalls for one config: C and aux written into `destC` and
   /// `destAux` (new tensors when null), every call guarded by `guard` (a
   /// #kiln.size_guard, or null).
-  mlir::Value buildCallChain(
-      kiln::FusionOp fusion, const contraction::GemmKernels &kernels,
-      const contraction::GemmProblem &problem, mlir::Value a, mlir::Value b,
-      llvm::ArrayRef<mlir::Value> extras, mlir::RankedTensorType resultType,
-      mlir::RankedTensorType auxType, mlir::Value *aux,
-      llvm::ArrayRef<std::pair<std::string, mlir::Value>> named,
-      mlir::Value destC, mlir::Value destAux, mlir::Attribute guard);
+  mlir::Value
+  buildCallChain(kiln::FusionOp fusion, const contraction::GemmKernels &kernels,
+                 const contraction::GemmProblem &problem, mlir::Value a,
+                 mlir::Value b, llvm::ArrayRef<mlir::Value> extras,
+                 mlir::RankedTensorType resultType,
+                 mlir::RankedTensorType auxType, mlir::Value *aux,
+                 llvm::ArrayRef<std::pair<std::string, mlir::Value>> named,
+                 mlir::Value destC, mlir::Value destAux, mlir::Attribute guard);
 
   mlir::ModuleOp module;
   unsigned smVersion;

@@ -94,7 +94,8 @@ void SelectContractionKernelsPass::runOnOperation() {
         int64_t split = 0;
         if (part.trim().getAsInteger(10, split) || !range ||
             split < range->min || split >= range->max ||
-            (!matcher.sizeSplits.empty() && split <= matcher.sizeSplits.back())) {
+            (!matcher.sizeSplits.empty() &&
+             split <= matcher.sizeSplits.back())) {
           module.emitError()
               << "kiln-select-contraction-kernels: size-buckets '"
               << sizeBuckets << "': '" << part.trim() << "' is not "

@@ -118,8 +118,8 @@ struct LowerKernelCallsPass
         launch->setAttr(kiln::KilnDialect::KernelAttrHelper::getNameStr(),
                         config);
       // TMA tensor maps: parameters after the scalars (ArtifactBuilder).
-      if (Attribute guard =
-              call->getAttr(kiln::KilnDialect::SizeGuardAttrHelper::getNameStr()))
+      if (Attribute guard = call->getAttr(
+              kiln::KilnDialect::SizeGuardAttrHelper::getNameStr()))
         launch->setAttr(kiln::KilnDialect::SizeGuardAttrHelper::getNameStr(),
                         guard);
       if (Attribute maps =

@@ -583,13 +583,14 @@ int run(Options options) {
       uint64_t size = sig->batch;
       const bool last = lastBatch && s + 1 == steps;
       if (last) {
-        BatchShare share = lastShare(lastBatch, uint64_t(rank), uint64_t(ranks));
+        BatchShare share =
+            lastShare(lastBatch, uint64_t(rank), uint64_t(ranks));
         first = s * globalBatch + share.first;
         size = share.size;
       }
       // Uneven shares weight each rank's gradients and loss by its size.
-      if (Error err = session.setBatchShare(last ? size : 0,
-                                            last ? lastBatch : 0))
+      if (Error err =
+              session.setBatchShare(last ? size : 0, last ? lastBatch : 0))
         return fail(err);
       std::vector<uint64_t> indices(order.begin() + first,
                                     order.begin() + first + size);

@@ -146,7 +146,8 @@ TEST(LaunchGuardsTest, ReaderRejectsATruncatedRecord) {
 }
 
 /// A FakeDevice that records the name of every kernel it runs.
-std::shared_ptr<FakeDevice> namesRecordingDevice(std::vector<std::string> &ran) {
+std::shared_ptr<FakeDevice>
+namesRecordingDevice(std::vector<std::string> &ran) {
   auto device = std::make_shared<FakeDevice>();
   for (const char *name : {"add_bias", "scale", "scale_big"})
     device->kernels[name] = [&ran, name](const PackedParams &,
@@ -175,8 +176,7 @@ TEST(LaunchGuardsTest, SessionRunsTheBucketOfTheRunsSize) {
                   n == 2 ? ElementsAre(0, 2) : ElementsAre(0, 1));
     }
     EXPECT_THAT(ran, ElementsAre("add_bias", "scale_big", "add_bias", "scale",
-                                 "add_bias", "scale_big", "add_bias",
-                                 "scale"))
+                                 "add_bias", "scale_big", "add_bias", "scale"))
         << (graph ? "graph replay" : "launches");
     if (graph)
       EXPECT_EQ(device->graphsCaptured.size(), 2u); // one per size

@@ -515,8 +515,8 @@ SizeGuardAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
   if (!symbol || symbol.getValue().empty())
     return emitError() << "#kiln.size_guard needs a symbol";
   if (min < 0 || min > max)
-    return emitError() << "#kiln.size_guard needs 0 <= min <= max, not "
-                       << min << ".." << max;
+    return emitError() << "#kiln.size_guard needs 0 <= min <= max, not " << min
+                       << ".." << max;
   return success();
 }
 
@@ -544,8 +544,8 @@ static LogicalResult verifyLaunchScaling(Operation *op, NamedAttribute attr) {
       auto dict = dyn_cast<DictionaryAttr>(entry);
       auto min = dict ? dict.getAs<IntegerAttr>("min") : IntegerAttr();
       auto max = dict ? dict.getAs<IntegerAttr>("max") : IntegerAttr();
-      if (!dict || !dict.get("kernel") || !min || !max ||
-          min.getInt() < 0 || min.getInt() > max.getInt())
+      if (!dict || !dict.get("kernel") || !min || !max || min.getInt() < 0 ||
+          min.getInt() > max.getInt())
         return op->emitError()
                << "'" << name
                << "' holds {kernel = <config>, min = M, max = X} per size "
