@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace kiln::runtime {
 
@@ -284,6 +285,29 @@ Dim3 launchGridAt(const Artifact &artifact, uint32_t launch,
   return grid;
 }
 
+namespace {
+/// The checks a per-launch record of a symbol shares (launch-scales,
+/// launch-guards): its launch in range and after the previous record's,
+/// its symbol in range. `what` names the record in messages.
+Error checkLaunchRecord(const Artifact &artifact, const std::string &what,
+                        uint32_t launch, std::optional<uint32_t> previous,
+                        uint32_t symbol) {
+  if (launch >= artifact.launches.size())
+    return makeError("{}: the launch is out of range (the artifact has {} "
+                     "launches)",
+                     what, artifact.launches.size());
+  if (previous && launch <= *previous)
+    return makeError("{}: launches are not in increasing order (after "
+                     "launch {})",
+                     what, *previous);
+  if (symbol >= artifact.symbolicDims.size())
+    return makeError("{}: symbol {} is out of range (the artifact has {} "
+                     "symbolic dims)",
+                     what, symbol, artifact.symbolicDims.size());
+  return Error::success();
+}
+} // namespace
+
 Error verifyLaunchScales(const Artifact &artifact) {
   const std::vector<LaunchScale> &scales = artifact.launchScales;
   for (size_t i = 0; i < scales.size(); ++i) {
@@ -291,18 +315,12 @@ Error verifyLaunchScales(const Artifact &artifact) {
     std::string what =
         fmt::format("section 'launch-scales': record {} (launch {})", i,
                     scale.launch);
-    if (scale.launch >= artifact.launches.size())
-      return makeError("{}: the launch is out of range (the artifact has {} "
-                       "launches)",
-                       what, artifact.launches.size());
-    if (i > 0 && scale.launch <= scales[i - 1].launch)
-      return makeError("{}: launches are not in increasing order (after "
-                       "launch {})",
-                       what, scales[i - 1].launch);
-    if (scale.symbol >= artifact.symbolicDims.size())
-      return makeError("{}: symbol {} is out of range (the artifact has {} "
-                       "symbolic dims)",
-                       what, scale.symbol, artifact.symbolicDims.size());
+    if (Error err = checkLaunchRecord(
+            artifact, what, scale.launch,
+            i > 0 ? std::optional<uint32_t>(scales[i - 1].launch)
+                  : std::nullopt,
+            scale.symbol))
+      return err;
     const SymbolicDim &symbol = artifact.symbolicDims[scale.symbol];
     if (!symbol.separable)
       return makeError("{}: symbol '{}' is not separable: its launches run "
@@ -340,18 +358,12 @@ Error verifyLaunchGuards(const Artifact &artifact) {
     const LaunchGuard &guard = guards[i];
     std::string what = fmt::format(
         "section 'launch-guards': record {} (launch {})", i, guard.launch);
-    if (guard.launch >= artifact.launches.size())
-      return makeError("{}: the launch is out of range (the artifact has {} "
-                       "launches)",
-                       what, artifact.launches.size());
-    if (i > 0 && guard.launch <= guards[i - 1].launch)
-      return makeError("{}: launches are not in increasing order (after "
-                       "launch {})",
-                       what, guards[i - 1].launch);
-    if (guard.symbol >= artifact.symbolicDims.size())
-      return makeError("{}: symbol {} is out of range (the artifact has {} "
-                       "symbolic dims)",
-                       what, guard.symbol, artifact.symbolicDims.size());
+    if (Error err = checkLaunchRecord(
+            artifact, what, guard.launch,
+            i > 0 ? std::optional<uint32_t>(guards[i - 1].launch)
+                  : std::nullopt,
+            guard.symbol))
+      return err;
     if (guard.min < 0 || guard.min > guard.max)
       return makeError("{}: sizes {}..{} of '{}' are not a range", what,
                        guard.min, guard.max,

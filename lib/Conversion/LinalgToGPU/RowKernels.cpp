@@ -431,10 +431,19 @@ void KernelBuilder::buildStripRows(OpBuilder &b, const RowPlan &plan,
         total = combineWith(b, combiner, acc, total, shuffled);
       }
     } else {
+      // gpu.all_reduce lowers to 32-bit shuffles: a bf16/f16 partial is
+      // combined in f32 (exact for max and min; a sum rounds once).
+      bool narrow = isa<FloatType>(type) && type.getIntOrFloatBitWidth() < 32;
+      Value wide = narrow ? arith::ExtFOp::create(b, loc, b.getF32Type(),
+                                                  partial)
+                                .getResult()
+                          : partial;
       total = gpu::AllReduceOp::create(
-          b, loc, partial,
+          b, loc, wide,
           gpu::AllReduceOperationAttr::get(b.getContext(), kind.kind),
           b.getUnitAttr());
+      if (narrow)
+        total = arith::TruncFOp::create(b, loc, type, total);
     }
     Value init = values.lookupOrDefault(loop.getInitArgs().front());
     values.map(loop.getResult(0), combineWith(b, combiner, acc, init, total));

@@ -220,9 +220,13 @@ VectorizedBuilder::addressOf(Value memref,
     return std::nullopt;
   SmallVector<int64_t> strides;
   int64_t offset;
+  // vector.load/store need a unit innermost stride, even on a dim of one
+  // element (a stride-2 Slice of [4, 1]: reliability finding 24): such an
+  // operand stays scalar.
   if (failed(type.getStridesAndOffset(strides, offset)) ||
       ShapedType::isDynamic(offset) ||
-      llvm::any_of(strides, ShapedType::isDynamic))
+      llvm::any_of(strides, ShapedType::isDynamic) ||
+      (!strides.empty() && strides.back() != 1))
     return std::nullopt;
   LinearForm address;
   address.coeffs.assign(rank(), 0);
