@@ -114,6 +114,10 @@ loadModel(const CompileOptions &options, MLIRContext &context,
   // Every float initializer may train, however small (biases).
   import.floatInitializersAsGlobals = options.training.differentiates();
   import.trainingDropout = options.training.differentiates();
+  // Training differentiates the unrolled steps (kiln-autodiff has no rule
+  // for kiln.recurrence).
+  import.persistentRecurrence = options.pipeline.recurrence == "persistent" &&
+                                !options.training.differentiates();
   import.inlinedInitializers = &inlined;
   // STRING nodes become host steps (kiln/runtime/HostSteps.h) in inference
   // artifacts; a training compile refuses STRING tensors.
@@ -196,6 +200,10 @@ void readReports(ModuleOp module, CompileStats &stats) {
       stats.contractionReport->push_back(
           cast<StringAttr>(line).getValue().str());
   }
+  if (auto lines = module->getAttrOfType<ArrayAttr>(
+          KilnDialect::RecurrenceReportAttrHelper::getNameStr()))
+    for (Attribute line : lines)
+      stats.recurrenceReport.push_back(cast<StringAttr>(line).getValue().str());
   module.walk([&](func::FuncOp func) {
     if (auto lines = func->getAttrOfType<ArrayAttr>(
             KilnDialect::QuantizedReportAttrHelper::getNameStr()))

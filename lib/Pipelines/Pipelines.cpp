@@ -203,6 +203,11 @@ void addGraphPhase(OpPassManager &pm, const PipelineOptions &options) {
   precision.f32HeadLayers = options.fp32HeadLayers;
   precision.residualPrecision = options.residualPrecision;
   pm.addPass(createLowerPrecisionPass(precision));
+  // RNN/GRU/LSTM time loops (kiln.recurrence) become persistent kernels
+  // before fusion, so the slices and reshapes they read in place die.
+  LowerRecurrencePassOptions recurrence;
+  recurrence.chip = options.chip;
+  pm.addPass(createLowerRecurrencePass(recurrence));
   if (options.fuse)
     pm.addNestedPass<func::FuncOp>(createFusePass(FusePassOptions{
         /*attention=*/options.contractionKernels && options.attentionKernels}));

@@ -320,6 +320,13 @@ void printStats(const CompileStats &stats, const std::string &target,
     for (const std::string &line : *stats.contractionReport)
       os << "  " << line << "\n";
   }
+  // Each RNN/GRU/LSTM direction's persistent kernel (kiln-lower-recurrence).
+  if (!stats.recurrenceReport.empty()) {
+    os << "recurrences: " << stats.recurrenceReport.size()
+       << " persistent kernels\n";
+    for (const std::string &line : stats.recurrenceReport)
+      os << "  " << line << "\n";
+  }
   // --precision=int8: each node calibration quantized, with its ranges.
   if (!stats.quantization.empty()) {
     size_t nodes = llvm::count_if(stats.quantization, [](const std::string &l) {

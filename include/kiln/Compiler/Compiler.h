@@ -160,6 +160,9 @@ struct CompileStats {
   /// kiln-match-contractions' report: one line per matmul region (absent
   /// when the pass did not run).
   std::optional<std::vector<std::string>> contractionReport;
+  /// kiln-lower-recurrence's report: one line per persistent recurrence
+  /// kernel (an RNN/GRU/LSTM direction's whole time loop in one launch).
+  std::vector<std::string> recurrenceReport;
   /// kiln-fuse-quantized's report: one line per quantized chain that stays
   /// on the exact fallback, and why.
   std::vector<std::string> quantizedFallbacks;

@@ -766,6 +766,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node) {
   std::string nodeError;
   NodeImporter importer(b, node, opset, inputs, baseDir, nodeError);
   importer.setTraining(options.trainingDropout);
+  importer.setPersistentRecurrence(options.persistentRecurrence);
   importer.setDomainOpset(domainOpset);
   importer.setGraphValues(&values);
   importer.setFourBitNames(&fourBitNames);

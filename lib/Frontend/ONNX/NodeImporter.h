@@ -178,6 +178,10 @@ public:
   /// trainingDropout): training-mode dropout is then kept.
   bool training() const { return trainingMode; }
   void setTraining(bool training) { trainingMode = training; }
+  /// Whether RNN/GRU/LSTM layers become kiln.recurrence ops
+  /// (ImportOptions::persistentRecurrence) rather than unrolled steps.
+  bool persistentRecurrence() const { return recurrenceOps; }
+  void setPersistentRecurrence(bool on) { recurrenceOps = on; }
   /// The graph's tensors imported so far, by name (Gradient's `y` is an
   /// attribute naming one).
   void setGraphValues(const llvm::StringMap<mlir::Value> *values) {
@@ -375,6 +379,15 @@ public:
             llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
     return create(OpTy::getOperationName(), operands, attrs, {}, numResults);
   }
+  /// Multi-result creation with the result types given (ops that do not
+  /// infer them).
+  template <typename OpTy>
+  llvm::FailureOr<llvm::SmallVector<mlir::Value>>
+  makeMultiTyped(mlir::TypeRange types, mlir::ValueRange operands,
+                 llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    return create(OpTy::getOperationName(), operands, attrs, types,
+                  types.size());
+  }
   /// A `kiln.constant`.
   mlir::Value constant(mlir::DenseElementsAttr value);
   /// A scalar constant of `elementType` (rank 0).
@@ -420,6 +433,7 @@ private:
   /// Declares graph input `i` to the host program; returns its name.
   std::string declareGuardedInput(size_t i);
   bool trainingMode = false;
+  bool recurrenceOps = false;
   const llvm::StringMap<mlir::Value> *graphValues = nullptr;
   llvm::StringSet<> *fourBitNames = nullptr;
   CompositeValues *composites = nullptr;

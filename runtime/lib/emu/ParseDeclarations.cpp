@@ -159,6 +159,23 @@ Error KernelBuilder::header(const Statement &st) {
     }
     kernel.maxThreads = static_cast<uint32_t>(product);
   }
+  size_t cluster = text.find(".reqnctapercluster");
+  if (cluster != std::string_view::npos) {
+    std::string_view rest = text.substr(cluster + 18);
+    size_t end = rest.find_first_of(".{");
+    uint32_t dims[3] = {1, 1, 1};
+    size_t k = 0;
+    for (std::string_view dim : splitOperands(rest.substr(0, end))) {
+      int64_t v = 0;
+      if (k >= 3 || !parseInteger(dim, v) || v < 1 || v > 16)
+        return makeError("PTX line {}: cannot read .reqnctapercluster '{}'",
+                         kernel.line, trim(rest.substr(0, end)));
+      dims[k++] = static_cast<uint32_t>(v);
+    }
+    kernel.clusterX = dims[0];
+    kernel.clusterY = dims[1];
+    kernel.clusterZ = dims[2];
+  }
   return Error::success();
 }
 

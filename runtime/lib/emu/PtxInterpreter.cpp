@@ -733,8 +733,24 @@ bool BlockRunner::runWarp(unsigned w) {
 
 } // namespace detail
 
-Error runKernel(const Kernel &kernel, const LaunchSpec &spec,
+Error runKernel(const Kernel &kernel, const LaunchSpec &launch,
                 LaunchStats *stats) {
+  // A kernel compiled with a cluster shape (.reqnctapercluster) runs in
+  // clusters of that shape whatever the launch names, as on hardware (a
+  // launch naming another shape is an error there).
+  LaunchSpec spec = launch;
+  if (kernel.clusterX) {
+    Dim3 declared{kernel.clusterX, kernel.clusterY, kernel.clusterZ};
+    if (launch.explicitCluster &&
+        (launch.cluster.x != declared.x || launch.cluster.y != declared.y ||
+         launch.cluster.z != declared.z))
+      return makeError("kernel '{}': launched in clusters of ({},{},{}) but "
+                       "compiled for ({},{},{})",
+                       kernel.name, launch.cluster.x, launch.cluster.y,
+                       launch.cluster.z, declared.x, declared.y, declared.z);
+    spec.cluster = declared;
+    spec.explicitCluster = true;
+  }
   uint64_t threads =
       static_cast<uint64_t>(spec.block.x) * spec.block.y * spec.block.z;
   if (threads == 0 || threads > 1024)

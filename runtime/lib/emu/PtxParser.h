@@ -492,6 +492,9 @@ struct Kernel {
   uint64_t localBytes = 0;
   /// .maxntid, 0 where absent.
   uint32_t maxThreads = 0;
+  /// .reqnctapercluster (a kernel compiled with __cluster_dims__): the
+  /// cluster shape every launch of it has; 0 where absent.
+  uint32_t clusterX = 0, clusterY = 0, clusterZ = 0;
   /// Line of the .entry, for messages.
   uint32_t line = 0;
   /// Instruction text per line is not kept; messages quote the opcode.

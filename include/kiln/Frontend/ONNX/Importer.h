@@ -69,6 +69,11 @@ struct ImportOptions {
   /// Training-mode Dropout with a non-zero ratio becomes kiln.dropout (its
   /// mask is drawn in train_step); without it, such a node is an error.
   bool trainingDropout = false;
+  /// RNN, GRU and LSTM layers whose sizes are static become one
+  /// kiln.recurrence per direction (a persistent kernel); without it, and
+  /// for the layers it does not take, the time loop is unrolled into kiln
+  /// ops (what training differentiates).
+  bool persistentRecurrence = false;
   /// When set, receives each initializer that became an inline constant
   /// (name and value): it cannot be rebound in the artifact, which records
   /// it so that binding new weights can check it is unchanged.

@@ -261,6 +261,85 @@ std::tuple<Value, Value, Value> runDirection(Composer &c, const CellConfig &cfg,
   return {c.concat(outputs, 0), H, C};
 }
 
+/// Whether one direction becomes a kiln.recurrence (a persistent kernel,
+/// kiln-lower-recurrence) rather than unrolled steps: static sizes, a float
+/// type the kernel reads, a positive clip, and a state small enough for
+/// the kernel's shared memory (h twice, the gates, c, and GRU's r * h, all
+/// fp32, for B x H <= 4096 within sm_80's 163 KB with a one-block kernel).
+bool persistentFits(NodeImporter &n, const CellConfig &cfg, Type type) {
+  constexpr int64_t kMaxStateElements = 4096;
+  return n.persistentRecurrence() && !ShapedType::isDynamic(cfg.batch) &&
+         !ShapedType::isDynamic(cfg.hidden) &&
+         !ShapedType::isDynamic(cfg.steps) &&
+         cfg.batch * cfg.hidden <= kMaxStateElements &&
+         (!cfg.clip || *cfg.clip > 0) &&
+         (type.isF32() || type.isF16() || type.isBF16());
+}
+
+/// One direction as a kiln.recurrence: Y ([T, 1, B, H]), the last H and
+/// the last C.
+std::tuple<Value, Value, Value>
+persistentDirection(Composer &c, const CellConfig &cfg, const Direction &dir,
+                    Value recurrence, Value peepholes, Value lens) {
+  NodeImporter &n = c.importer();
+  OpBuilder &b = n.builder();
+  Type type = elementTypeOf(dir.inputProjection);
+  auto state = RankedTensorType::get({cfg.batch, cfg.hidden}, type);
+  SmallVector<Type> types{
+      RankedTensorType::get({cfg.steps, cfg.batch, cfg.hidden}, type), state};
+  if (cfg.cell == Cell::Lstm)
+    types.push_back(state);
+  SmallVector<Value> operands{dir.inputProjection, recurrence, dir.initialH};
+  int32_t segments[7] = {1, 1, 1, 0, 0, 0, 0};
+  auto optional = [&](int index, Value v) {
+    if (!v)
+      return;
+    operands.push_back(v);
+    segments[index] = 1;
+  };
+  optional(3, dir.initialC);
+  optional(4, peepholes);
+  optional(5, lens);
+  // The zero reset bias the importer makes when B is absent is left out.
+  if (cfg.linearBeforeReset && n.hasInput(3))
+    optional(6, dir.recurrentBiasH);
+  SmallVector<Attribute> names;
+  SmallVector<float> alphas, betas;
+  for (const Activation &a : dir.activations) {
+    names.push_back(b.getStringAttr(StringRef(a.name).lower()));
+    alphas.push_back(a.alpha);
+    betas.push_back(a.beta);
+  }
+  StringRef cellName = cfg.cell == Cell::Rnn   ? "rnn"
+                       : cfg.cell == Cell::Gru ? "gru"
+                                               : "lstm";
+  SmallVector<NamedAttribute> attrs{
+      n.named("cell", RecurrentCellAttr::get(
+                          b.getContext(), *symbolizeRecurrentCell(cellName))),
+      n.named("activations", b.getArrayAttr(names)),
+      n.named("activation_alpha", b.getDenseF32ArrayAttr(alphas)),
+      n.named("activation_beta", b.getDenseF32ArrayAttr(betas)),
+      n.named("operandSegmentSizes", b.getDenseI32ArrayAttr(segments))};
+  if (cfg.clip)
+    attrs.push_back(n.namedF32("clip", *cfg.clip));
+  if (dir.reverse)
+    attrs.push_back(n.namedUnit("reverse"));
+  if (cfg.cell == Cell::Gru && cfg.linearBeforeReset)
+    attrs.push_back(n.namedUnit("linear_before_reset"));
+  if (cfg.inputForget)
+    attrs.push_back(n.namedUnit("input_forget"));
+  if (c.failed())
+    return {};
+  FailureOr<SmallVector<Value>> results =
+      n.makeMultiTyped<RecurrenceOp>(types, operands, attrs);
+  if (failed(results)) {
+    c.fail("cannot build the recurrence");
+    return {};
+  }
+  Value y = c.reshape((*results)[0], {cfg.steps, 1, cfg.batch, cfg.hidden});
+  return {y, (*results)[1], cfg.cell == Cell::Lstm ? (*results)[2] : Value()};
+}
+
 template <Cell cell> LogicalResult importRecurrent(NodeImporter &n) {
   // Inputs: X, W, R, B, sequence_lens, initial_h (, initial_c, P for LSTM).
   size_t maxInputs = cell == Cell::Lstm ? 8 : 6;
@@ -354,6 +433,7 @@ template <Cell cell> LogicalResult importRecurrent(NodeImporter &n) {
     if (!allFull)
       cfg.sequenceLens = c.reshape(n.input(4), {batch, 1});
   }
+  bool persistent = persistentFits(n, cfg, type);
 
   // Everything in layout 0: X [T, B, I], states [D, B, H].
   Value x = layout == 0 ? n.input(0) : c.transpose(n.input(0), {1, 0, 2});
@@ -379,7 +459,8 @@ template <Cell cell> LogicalResult importRecurrent(NodeImporter &n) {
                         {g * hidden, inputSize});
     Value r = c.reshape(c.sliceAxis(n.input(2), 0, d, d + 1),
                         {g * hidden, hidden});
-    dir.recurrentT = c.transpose(r, {1, 0});
+    if (!persistent)
+      dir.recurrentT = c.transpose(r, {1, 0});
     Value projection = c.make<MatmulOp>({xRows, c.transpose(w, {1, 0})});
     if (n.hasInput(3)) {
       Value b = c.reshape(c.sliceAxis(n.input(3), 0, d, d + 1),
@@ -402,9 +483,11 @@ template <Cell cell> LogicalResult importRecurrent(NodeImporter &n) {
       dir.recurrentBiasH =
           c.constant(RankedTensorType::get({hidden}, type), {0.0});
     dir.inputProjection = c.reshape(projection, {steps, batch, g * hidden});
+    Value peepholes;
     if (cell == Cell::Lstm && n.hasInput(7)) {
       Value p = c.reshape(c.sliceAxis(n.input(7), 0, d, d + 1), {3 * hidden});
-      for (int64_t k = 0; k < 3; ++k)
+      peepholes = p;
+      for (int64_t k = 0; k < 3 && !persistent; ++k)
         dir.peepholes[k] = c.sliceAxis(p, 0, k * hidden, (k + 1) * hidden);
     }
     dir.initialH =
@@ -415,7 +498,13 @@ template <Cell cell> LogicalResult importRecurrent(NodeImporter &n) {
           c.reshape(c.sliceAxis(initialC, 0, d, d + 1), {batch, hidden});
     if (c.failed())
       return failure();
-    auto [y, h, cState] = runDirection(c, cfg, dir);
+    auto [y, h, cState] =
+        persistent
+            ? persistentDirection(c, cfg, dir, r, peepholes,
+                                  cfg.sequenceLens ? n.input(4) : Value())
+            : runDirection(c, cfg, dir);
+    if (c.failed())
+      return failure();
     ys.push_back(y);
     lastH.push_back(c.reshape(h, {1, batch, hidden}));
     if (cell == Cell::Lstm)

@@ -116,7 +116,10 @@ def Kiln_Dialect : Dialect {
     "::mlir::UnitAttr":$squeeze_all,
     // kiln-fuse-quantized (module): one line per quantized contraction
     // chain that stays on the exact fallback, and why (kilnc --stats).
-    "::mlir::ArrayAttr":$quantized_report
+    "::mlir::ArrayAttr":$quantized_report,
+    // kiln-lower-recurrence (module): one line per persistent recurrence
+    // kernel (kilnc --stats).
+    "::mlir::ArrayAttr":$recurrence_report
   );
 }
 
@@ -173,6 +176,20 @@ def Kiln_ReduceKind : I32EnumAttr<"ReduceKind", "a reduction's combiner", [
   let genSpecializedAttr = 0;
 }
 def Kiln_ReduceKindAttr : EnumAttr<Kiln_Dialect, Kiln_ReduceKind, "reduce_kind"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Kiln_RecurrentCell : I32EnumAttr<"RecurrentCell",
+    "a recurrent layer's cell", [
+      I32EnumAttrCase<"Rnn", 0, "rnn">,
+      I32EnumAttrCase<"Gru", 1, "gru">,
+      I32EnumAttrCase<"Lstm", 2, "lstm">
+    ]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_RecurrentCellAttr : EnumAttr<Kiln_Dialect, Kiln_RecurrentCell,
+                                      "recurrent_cell"> {
   let assemblyFormat = "`<` $value `>`";
 }
 

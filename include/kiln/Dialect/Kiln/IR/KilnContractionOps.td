@@ -112,4 +112,93 @@ def Kiln_ConvTransposeOp : Kiln_WindowOp<"conv_transpose"> {
   let hasRegionVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Recurrence
+//===----------------------------------------------------------------------===//
+
+def Kiln_RecurrenceOp : Kiln_Op<"recurrence", [AttrSizedOperandSegments]> {
+  let summary = "the time loop of one direction of an RNN, GRU or LSTM layer";
+  let description = [{
+    The recurrent part of one direction of an ONNX `RNN`, `GRU` or `LSTM`
+    layer (G = 1, 3 or 4 gates, ONNX's gate order: RNN `h`, GRU `z r h`,
+    LSTM `i o f c`). The input projections of every step are already
+    computed: `input_projection` is `[T, B, G * H]`, `X W^T` plus the
+    biases (for GRU with `linear_before_reset`, without R's bias of the `h`
+    gate, which is `reset_bias`). `recurrence` is R, `[G * H, H]`, as ONNX
+    stores one direction of it. Per step t (from T - 1 down with
+    `reverse`), with `x` the step's projection and `f`, `g`, `h` the
+    activations:
+
+    - rnn: `H' = f(x + H R^T)`;
+    - gru: `z = f(x_z + H R_z^T)`, `r = f(x_r + H R_r^T)`,
+      `c = g(x_h + (r * H) R_h^T)` (with `linear_before_reset`:
+      `g(x_h + r * (H R_h^T + reset_bias))`), `H' = (1 - z) * c + z * H`;
+    - lstm: `i = f(x_i + H R_i^T + p_i * C)`, `f' = f(x_f + H R_f^T +
+      p_f * C)` (`1 - i` with `input_forget`), `c = g(x_c + H R_c^T)`,
+      `C' = f' * C + i * c`, `o = f(x_o + H R_o^T + p_o * C')`,
+      `H' = o * h(C')`.
+
+    `clip` bounds every gate's pre-activation to [-clip, clip] (not the
+    cell state that `h` reads). With `sequence_lens` (`[B]` i32), a step
+    at or past a row's length keeps the row's state and writes zeros to
+    `y`. Results: `y` `[T, B, H]` (H' of every step, in time order), the
+    last H and, for lstm, the last C, `[B, H]` each.
+
+    `activations` names one activation per role (rnn 1, gru 2, lstm 3),
+    lower case, as ONNX spells them: relu, tanh, sigmoid, softsign,
+    softplus, leakyrelu, thresholdedrelu, elu, hardsigmoid, affine,
+    scaledtanh; `activation_alpha` and `activation_beta` hold each one's
+    parameters (ignored by those without).
+
+    The importer makes one per direction for inference; kilnc
+    --recurrence=unroll, and training, unroll the loop into kiln ops
+    instead. kiln-lower-recurrence turns it into one persistent kernel.
+
+    Example:
+
+    ```mlir
+    %y, %h, %c = kiln.recurrence <lstm> %x, %r, %h0 initial_c(%c0)
+        {activations = ["sigmoid", "tanh", "tanh"],
+         activation_alpha = array<f32: 0.0, 0.0, 0.0>,
+         activation_beta = array<f32: 0.0, 0.0, 0.0>}
+        : (tensor<100x8x1024xf32>, tensor<1024x256xf32>, tensor<8x256xf32>,
+           tensor<8x256xf32>)
+        -> (tensor<100x8x256xf32>, tensor<8x256xf32>, tensor<8x256xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_RecurrentCellAttr:$cell,
+                       Kiln_FloatTensor:$input_projection,
+                       Kiln_FloatTensor:$recurrence,
+                       Kiln_FloatTensor:$initial_h,
+                       Optional<Kiln_FloatTensor>:$initial_c,
+                       Optional<Kiln_FloatTensor>:$peepholes,
+                       Optional<RankedTensorOf<[I32]>>:$sequence_lens,
+                       Optional<Kiln_FloatTensor>:$reset_bias,
+                       StrArrayAttr:$activations,
+                       DenseF32ArrayAttr:$activation_alpha,
+                       DenseF32ArrayAttr:$activation_beta,
+                       OptionalAttr<F32Attr>:$clip,
+                       UnitAttr:$reverse,
+                       UnitAttr:$linear_before_reset,
+                       UnitAttr:$input_forget);
+  let results = (outs Kiln_FloatTensor:$y, Kiln_FloatTensor:$last_h,
+                      Optional<Kiln_FloatTensor>:$last_c);
+  let assemblyFormat = [{
+    $cell $input_projection `,` $recurrence `,` $initial_h
+    (`initial_c` `(` $initial_c^ `)`)? (`peepholes` `(` $peepholes^ `)`)?
+    (`sequence_lens` `(` $sequence_lens^ `)`)?
+    (`reset_bias` `(` $reset_bias^ `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Gates per cell: 1, 3 or 4.
+    int64_t getGateCount();
+    /// Activations per cell: 1, 2 or 3.
+    int64_t getActivationCount();
+    /// Whether `name` is an activation the op takes.
+    static bool isKnownActivation(::llvm::StringRef name);
+  }];
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNCONTRACTIONOPS_TD
