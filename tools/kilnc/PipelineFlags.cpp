@@ -31,7 +31,11 @@ std::string defaultText(const std::string &value) { return value; }
 std::string defaultText(unsigned value) { return std::to_string(value); }
 
 cl::OptionCategory &groupCategory(llvm::StringRef group) {
-  return group == "Passes" ? passCategory() : codegenCategory();
+  return group.starts_with("Passes") ? passCategory() : codegenCategory();
+}
+/// A group ending in "Hidden" is listed by --help-hidden only.
+cl::OptionHidden groupVisibility(llvm::StringRef group) {
+  return group.ends_with("Hidden") ? cl::Hidden : cl::NotHidden;
 }
 
 #define KILN_PIPELINE_OPTION(FIELD, FLAG, TYPE, DEFAULT, GROUP, VALUES,       \
@@ -40,7 +44,8 @@ cl::OptionCategory &groupCategory(llvm::StringRef group) {
                             cl::desc(withDefault(HELP, defaultText(TYPE(      \
                                                            DEFAULT)))),       \
                             cl::value_desc(METAVAR), cl::init(DEFAULT),       \
-                            cl::cat(groupCategory(#GROUP)));
+                            cl::cat(groupCategory(#GROUP)),                   \
+                            groupVisibility(#GROUP));
 #include "kiln/Pipelines/PipelineOptions.def"
 
 } // namespace

@@ -110,9 +110,17 @@ class BlockRunner;
 struct ClusterRun {
   std::vector<BlockRunner *> blocks;
   uint64_t barrierPhase = 0;
+  /// Drives the skewed schedule (runCluster): how many time slices each
+  /// block gets in a round.
+  uint64_t schedule = 0x9e3779b97f4a7c15ull;
 };
 /// Runs the begun blocks of `run` to completion, interleaved; the block
-/// that faulted (its errorMessage() says why), or nullptr.
+/// that faulted (its errorMessage() says why), or nullptr. The interleaving
+/// is skewed: in each round every block of a cluster gets from 0 to 3 time
+/// slices, drawn from `run.schedule`, so blocks drift apart as they may on
+/// hardware (nothing orders two blocks of a cluster but barrier.cluster
+/// and mbarriers), and a kernel that reads another block's shared memory
+/// without waiting for it reads stale data here too.
 BlockRunner *runCluster(ClusterRun &run);
 
 /// What one scheduling round of a block did (BlockRunner::step).

@@ -425,27 +425,48 @@ BlockRunner *runCluster(ClusterRun &run) {
       sum += b->eventCount();
     return sum;
   };
+  // A lone block needs no skew. In a cluster, each round gives each block
+  // 0-3 time slices (xorshift64 on run.schedule); a round where every
+  // block drew 0 gives each one slice, so every round steps every block
+  // that can move at least once in four rounds on average and none starves.
+  auto slices = [&]() -> unsigned {
+    if (n == 1)
+      return 1;
+    run.schedule ^= run.schedule << 13;
+    run.schedule ^= run.schedule >> 7;
+    run.schedule ^= run.schedule << 17;
+    return static_cast<unsigned>(run.schedule >> 62);
+  };
+  std::vector<unsigned> turns(n, 1);
   while (true) {
     bool progress = false;
     size_t finished = 0;
     uint64_t before = events();
+    bool any = false;
+    for (size_t i = 0; i < n; ++i)
+      any |= (turns[i] = slices()) != 0;
+    if (!any)
+      std::fill(turns.begin(), turns.end(), 1u);
     for (size_t i = 0; i < n; ++i) {
       if (done[i]) {
         ++finished;
         continue;
       }
-      switch (run.blocks[i]->step()) {
-      case BlockStep::Fault:
-        return run.blocks[i];
-      case BlockStep::Progress:
-        progress = true;
-        break;
-      case BlockStep::Done:
-        done[i] = 1;
-        ++finished;
-        break;
-      case BlockStep::Stuck:
-        break;
+      for (unsigned k = 0; k < turns[i] && !done[i]; ++k) {
+        switch (run.blocks[i]->step()) {
+        case BlockStep::Fault:
+          return run.blocks[i];
+        case BlockStep::Progress:
+          progress = true;
+          break;
+        case BlockStep::Done:
+          done[i] = 1;
+          ++finished;
+          break;
+        case BlockStep::Stuck:
+          k = turns[i]; // nothing to do until another block moves
+          break;
+        }
       }
     }
     if (finished == n)
@@ -465,6 +486,13 @@ BlockRunner *runCluster(ClusterRun &run) {
         b->wakeClusterWaiters();
       continue;
     }
+    // The blocks that drew slices were stuck while another drew none: that
+    // one may still move. Only a round that tried every block decides.
+    bool skipped = false;
+    for (size_t i = 0; i < n; ++i)
+      skipped |= !done[i] && turns[i] == 0;
+    if (skipped)
+      continue;
     // Deadlock. A block waiting only at the cluster barrier waits for
     // the others, so name a block stuck on something else if there is one.
     BlockRunner *stuck = nullptr;
@@ -858,6 +886,12 @@ Error runKernel(const Kernel &kernel, const LaunchSpec &launch,
         runners[r]->beginBlock(id, &run, r);
       }
       run.barrierPhase = 0;
+      // Each cluster's skewed schedule depends on the cluster and the seed
+      // only (not on which worker runs it): a racy kernel fails the same
+      // way every run.
+      run.schedule = (spec.blockOrderSeed + c + 1) * 0xbf58476d1ce4e5b9ull;
+      if (!run.schedule)
+        run.schedule = 1;
       blocksRun += clusterSize;
       if (detail::BlockRunner *bad = detail::runCluster(run)) {
         Dim3 id = bad->blockId();

@@ -2,7 +2,7 @@
 """RNN, GRU and LSTM models on emu against onnxruntime.
 
 Usage: recurrent_models.py WORKDIR [--kilnc PATH] [--kiln-run PATH]
-                           [--only NAME,...] [--list]
+                           [--kilnc-flag FLAG]... [--only NAME,...] [--list]
 
 Each model is compiled by kilnc (fp32), run on emu and compared with
 onnxruntime (CPU, graph optimizations off: scripts/numerics.py's
@@ -21,7 +21,9 @@ RNN kernel indexes them by direction instead, so the RNN models give lists
 on which both readings agree. `lstm-2layer` is the issue's sequence model: a
 bidirectional 2-layer LSTM, B 8, T 100, input 64, H 256.
 
-One line per model:  <name>: <figures> ok|FAIL
+One line per model:  <name>: persistent <N>, <figures> ok|FAIL, N the
+persistent recurrence kernels kilnc --stats lists (0: the time loops were
+unrolled, kilnc --recurrence=unroll).
 """
 import argparse
 import os
@@ -241,10 +243,17 @@ def run_model(args, name, models=None):
     onnx.save(m, path)
     want = reference(m, feeds)
     artifact = os.path.join(work, "m.kiln")
-    compiled = subprocess.run([args.kilnc, path, "-o", artifact],
-                              capture_output=True, text=True)
+    flags = list(getattr(args, "kilnc_flag", None) or [])
+    compiled = subprocess.run([args.kilnc, path, "-o", artifact, "--stats"]
+                              + flags, capture_output=True, text=True)
     if compiled.returncode != 0:
         return f"{name}: kilnc failed: {compiled.stderr.strip()} FAIL", False
+    # How the time loops were compiled: kilnc --stats lists the persistent
+    # recurrence kernels (none when the loops are unrolled).
+    persistent = 0
+    for line in compiled.stdout.splitlines() + compiled.stderr.splitlines():
+        if line.startswith("recurrences: "):
+            persistent = int(line.split()[1])
     command = [args.kiln_run, artifact, "--device", "emu", "-o",
                os.path.join(work, "out")]
     for input_name, data in feeds.items():
@@ -260,7 +269,10 @@ def run_model(args, name, models=None):
         got = np.load(out) if os.path.exists(out) else None
         results.append(numerics.compare(got, expected, "fp32", output))
     combined = numerics.combine(results, name)
-    return combined.line(), combined.ok
+    line = combined.line()
+    if getattr(args, "kilnc_flag", None) is not None:
+        line = line.replace(f"{name}: ", f"{name}: persistent {persistent}, ", 1)
+    return line, combined.ok
 
 
 def main():
@@ -268,6 +280,9 @@ def main():
     ap.add_argument("workdir")
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
+    ap.add_argument("--kilnc-flag", action="append", default=[],
+                    help="a kilnc flag for every model (repeatable), e.g. "
+                    "--kilnc-flag=--recurrence=unroll")
     ap.add_argument("--only", default="")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()

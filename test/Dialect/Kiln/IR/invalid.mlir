@@ -1456,3 +1456,129 @@ func.func @scatter_nd_updates(%x: tensor<4x4xf32>, %i: tensor<2x1xi64>, %u: tens
   %0 = kiln.scatter_nd %x, %i, %u : tensor<4x4xf32>, tensor<2x1xi64>, tensor<2x3xf32> -> tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// recurrence: R's rows are not G * H.
+func.func @recurrence_gate_rows(%x: tensor<5x3x16xf32>, %r: tensor<12x4xf32>,
+                                %h: tensor<3x4xf32>, %c: tensor<3x4xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op a lstm cell has 4 gates: recurrence must be [16, 4] and input_projection [5, 3, 16] (got [12, 4] and [5, 3, 16])}}
+  %y, %yh, %yc = kiln.recurrence <lstm> %x, %r, %h initial_c(%c)
+      {activations = ["sigmoid", "tanh", "tanh"],
+       activation_alpha = array<f32: 0.0, 0.0, 0.0>,
+       activation_beta = array<f32: 0.0, 0.0, 0.0>}
+      : (tensor<5x3x16xf32>, tensor<12x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+// recurrence: an lstm needs its cell state in and out.
+func.func @recurrence_lstm_without_c(%x: tensor<5x3x16xf32>,
+                                     %r: tensor<16x4xf32>, %h: tensor<3x4xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op initial_c and last_c are there exactly for lstm}}
+  %y, %yh = kiln.recurrence <lstm> %x, %r, %h
+      {activations = ["sigmoid", "tanh", "tanh"],
+       activation_alpha = array<f32: 0.0, 0.0, 0.0>,
+       activation_beta = array<f32: 0.0, 0.0, 0.0>}
+      : (tensor<5x3x16xf32>, tensor<16x4xf32>, tensor<3x4xf32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+// recurrence: a gru takes two activations.
+func.func @recurrence_activation_count(%x: tensor<5x3x12xf32>,
+                                       %r: tensor<12x4xf32>, %h: tensor<3x4xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op a gru cell takes 2 activations, each with an alpha and a beta (got 3, 3 and 3)}}
+  %y, %yh = kiln.recurrence <gru> %x, %r, %h
+      {activations = ["sigmoid", "tanh", "tanh"],
+       activation_alpha = array<f32: 0.0, 0.0, 0.0>,
+       activation_beta = array<f32: 0.0, 0.0, 0.0>}
+      : (tensor<5x3x12xf32>, tensor<12x4xf32>, tensor<3x4xf32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+// recurrence: an activation ONNX does not allow.
+func.func @recurrence_unknown_activation(%x: tensor<5x3x4xf32>,
+                                         %r: tensor<4x4xf32>, %h: tensor<3x4xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op unknown activation 'gelu'}}
+  %y, %yh = kiln.recurrence <rnn> %x, %r, %h
+      {activations = ["gelu"], activation_alpha = array<f32: 0.0>,
+       activation_beta = array<f32: 0.0>}
+      : (tensor<5x3x4xf32>, tensor<4x4xf32>, tensor<3x4xf32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+// recurrence: peepholes belong to lstm, reset_bias to gru with
+// linear_before_reset, clip must be positive, shapes static.
+func.func @recurrence_peepholes_on_rnn(%x: tensor<5x3x4xf32>, %r: tensor<4x4xf32>,
+                                       %h: tensor<3x4xf32>, %p: tensor<12xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op peepholes and input_forget are lstm's}}
+  %y, %yh = kiln.recurrence <rnn> %x, %r, %h peepholes(%p)
+      {activations = ["tanh"], activation_alpha = array<f32: 0.0>,
+       activation_beta = array<f32: 0.0>}
+      : (tensor<5x3x4xf32>, tensor<4x4xf32>, tensor<3x4xf32>, tensor<12xf32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @recurrence_reset_bias_without_lbr(%x: tensor<5x3x12xf32>,
+    %r: tensor<12x4xf32>, %h: tensor<3x4xf32>, %rb: tensor<4xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op reset_bias needs linear_before_reset}}
+  %y, %yh = kiln.recurrence <gru> %x, %r, %h reset_bias(%rb)
+      {activations = ["sigmoid", "tanh"], activation_alpha = array<f32: 0.0, 0.0>,
+       activation_beta = array<f32: 0.0, 0.0>}
+      : (tensor<5x3x12xf32>, tensor<12x4xf32>, tensor<3x4xf32>, tensor<4xf32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @recurrence_clip_zero(%x: tensor<5x3x4xf32>, %r: tensor<4x4xf32>,
+                                %h: tensor<3x4xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op clip must be positive (got 0}}
+  %y, %yh = kiln.recurrence <rnn> %x, %r, %h
+      {activations = ["tanh"], activation_alpha = array<f32: 0.0>,
+       activation_beta = array<f32: 0.0>, clip = 0.0 : f32}
+      : (tensor<5x3x4xf32>, tensor<4x4xf32>, tensor<3x4xf32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @recurrence_dynamic(%x: tensor<?x3x4xf32>, %r: tensor<4x4xf32>,
+                              %h: tensor<3x4xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op needs static shapes (got input_projection [?, 3, 4], recurrence [4, 4])}}
+  %y, %yh = kiln.recurrence <rnn> %x, %r, %h
+      {activations = ["tanh"], activation_alpha = array<f32: 0.0>,
+       activation_beta = array<f32: 0.0>}
+      : (tensor<?x3x4xf32>, tensor<4x4xf32>, tensor<3x4xf32>)
+      -> (tensor<?x3x4xf32>, tensor<3x4xf32>)
+  return
+}
+
+// -----
+
+func.func @recurrence_initial_h_shape(%x: tensor<5x3x4xf32>, %r: tensor<4x4xf32>,
+                                      %h: tensor<4x3xf32>) {
+  // expected-error @+1 {{'kiln.recurrence' op initial_h must be [3, 4] (got [4, 3])}}
+  %y, %yh = kiln.recurrence <rnn> %x, %r, %h
+      {activations = ["tanh"], activation_alpha = array<f32: 0.0>,
+       activation_beta = array<f32: 0.0>}
+      : (tensor<5x3x4xf32>, tensor<4x4xf32>, tensor<4x3xf32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>)
+  return
+}

@@ -791,3 +791,32 @@ func.func @nd_indexing(%x: tensor<2x2x2xf32>, %i: tensor<2x1x2xi64>, %j: tensor<
   %2 = kiln.scatter_nd %d, %j, %u {reduction = #kiln.scatter_reduction<max>} : tensor<4x4x4xf32>, tensor<2x1xi64>, tensor<2x4x4xf32> -> tensor<4x4x4xf32>
   return %0, %1, %2 : tensor<2x1x2xf32>, tensor<2x2xf32>, tensor<4x4x4xf32>
 }
+
+// recurrence: an lstm direction with every optional operand, and a plain
+// gru with linear_before_reset and clip.
+// CHECK-LABEL: func.func @recurrence(
+// CHECK:         kiln.recurrence <lstm> %{{.*}}, %{{.*}}, %{{.*}} initial_c(%{{.*}}) peepholes(%{{.*}}) sequence_lens(%{{.*}}) {activation_alpha = array<f32: 0.000000e+00, 0.000000e+00, 0.000000e+00>, activation_beta = array<f32: 0.000000e+00, 0.000000e+00, 0.000000e+00>, activations = ["sigmoid", "tanh", "tanh"], input_forget, reverse} : (tensor<5x3x16xf32>, tensor<16x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<12xf32>, tensor<3xi32>) -> (tensor<5x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+// CHECK:         kiln.recurrence <gru> %{{.*}}, %{{.*}}, %{{.*}} reset_bias(%{{.*}}) {activation_alpha = array<f32: 0.000000e+00, 2.000000e+00>, activation_beta = array<f32: 0.000000e+00, 5.000000e-01>, activations = ["sigmoid", "scaledtanh"], clip = 3.000000e+00 : f32, linear_before_reset} : (tensor<5x3x12xbf16>, tensor<12x4xbf16>, tensor<3x4xbf16>, tensor<4xbf16>) -> (tensor<5x3x4xbf16>, tensor<3x4xbf16>)
+func.func @recurrence(%x: tensor<5x3x16xf32>, %r: tensor<16x4xf32>,
+                      %h: tensor<3x4xf32>, %c: tensor<3x4xf32>,
+                      %p: tensor<12xf32>, %lens: tensor<3xi32>,
+                      %xg: tensor<5x3x12xbf16>, %rg: tensor<12x4xbf16>,
+                      %hg: tensor<3x4xbf16>, %rb: tensor<4xbf16>)
+    -> (tensor<5x3x4xf32>, tensor<3x4xbf16>) {
+  %y, %yh, %yc = kiln.recurrence <lstm> %x, %r, %h initial_c(%c) peepholes(%p)
+      sequence_lens(%lens)
+      {activations = ["sigmoid", "tanh", "tanh"],
+       activation_alpha = array<f32: 0.0, 0.0, 0.0>,
+       activation_beta = array<f32: 0.0, 0.0, 0.0>, reverse, input_forget}
+      : (tensor<5x3x16xf32>, tensor<16x4xf32>, tensor<3x4xf32>,
+         tensor<3x4xf32>, tensor<12xf32>, tensor<3xi32>)
+      -> (tensor<5x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+  %g, %gh = kiln.recurrence <gru> %xg, %rg, %hg reset_bias(%rb)
+      {activations = ["sigmoid", "scaledtanh"],
+       activation_alpha = array<f32: 0.0, 2.0>,
+       activation_beta = array<f32: 0.0, 0.5>, clip = 3.0 : f32,
+       linear_before_reset}
+      : (tensor<5x3x12xbf16>, tensor<12x4xbf16>, tensor<3x4xbf16>,
+         tensor<4xbf16>) -> (tensor<5x3x4xbf16>, tensor<3x4xbf16>)
+  return %y, %gh : tensor<5x3x4xf32>, tensor<3x4xbf16>
+}
