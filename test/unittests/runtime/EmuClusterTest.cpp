@@ -501,3 +501,40 @@ TEST(EmuClusterTest, TmaMulticastLandsInEveryBlockOfTheMask) {
 }
 
 } // namespace
+
+// A kernel compiled with __cluster_dims__ (.reqnctapercluster) runs in
+// clusters of that shape whatever the launch names, as cuLaunchKernel
+// launches it on hardware; a launch naming another shape is an error.
+TEST(EmuClusterTest, ReqnctaperclusterSetsTheClusterShape) {
+  std::string body = R"(
+	mov.u32 	%r10, %cluster_ctarank;
+	mov.u32 	%r11, %cluster_nctarank;
+	mov.u32 	%r12, %clusterid.x;
+	mov.pred 	%p1, %is_explicit_cluster;
+	selp.u32 	%r13, 1, 0, %p1;
+	st.global.v4.u32 	[%rd3], {%r10, %r11, %r12, %r13};
+)";
+  std::string ptx = clusterKernel(body);
+  size_t brace = ptx.find(")\n{");
+  ASSERT_NE(brace, std::string::npos);
+  ptx.insert(brace + 1, "\n.reqnctapercluster 2, 1, 1");
+  DirectMemory memory;
+  size_t out = memory.add(std::vector<uint32_t>(4 * 16, 0xdeadbeef));
+  ParamBytes params;
+  params.addU64(DirectMemory::address(out));
+  DirectResult result =
+      runDirect(ptx, {4, 1, 1}, {32, 1, 1}, params, memory);
+  ASSERT_EQ(result.error, "<success>");
+  std::vector<uint32_t> w = memory.as<uint32_t>(out);
+  for (unsigned b = 0; b < 4; ++b)
+    EXPECT_THAT(std::vector<uint32_t>(&w[b * 16], &w[b * 16] + 4),
+                ::testing::ElementsAre(b % 2, 2u, b / 2, 1u))
+        << "block " << b;
+  DirectResult other = runDirect(ptx, {4, 1, 1}, {32, 1, 1}, params, memory,
+                                 0, false, false, Dim3{4, 1, 1}, true);
+  EXPECT_THAT(other.error, HasSubstr("launched in clusters of (4,1,1) but "
+                                     "compiled for (2,1,1)"));
+  // A grid that is not a whole number of the declared clusters.
+  DirectResult odd = runDirect(ptx, {3, 1, 1}, {32, 1, 1}, params, memory);
+  EXPECT_THAT(odd.error, HasSubstr("is not a whole number of clusters"));
+}
