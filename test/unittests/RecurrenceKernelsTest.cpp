@@ -361,15 +361,19 @@ TEST(RecurrenceKernelsTest, MatchesFloat64OnEmu) {
   for (const RecurrenceProblem &p : cases()) {
     Case c = makeCase(p, seed++);
     struct Run {
-      uint32_t sm, blocks;
+      uint32_t sm, blocks, kSplit;
       bool shared;
     };
-    for (Run run : {Run{80, 1, true}, Run{80, 1, false}, Run{90, 2, false},
-                    Run{90, 4, true}, Run{90, 8, true}}) {
+    for (Run run : {Run{80, 1, 1, true}, Run{80, 1, 8, false},
+                    Run{90, 2, 2, false}, Run{90, 4, 0, true},
+                    Run{90, 8, 4, true}}) {
       if (run.blocks > p.hidden)
         continue;
       RecurrenceConfig config = pickRecurrenceConfig(p, run.sm, 232448);
       config.blocks = run.blocks;
+      if (run.kSplit)
+        config.kSplit = run.kSplit;
+      config.threads = recurrenceThreads(p, config.blocks, config.kSplit);
       config.recurrentWeightsShared = run.shared;
       EXPECT_EQ(mismatchesOnEmu(c, config, run.sm), 0)
           << name(p, config) << " on sm_" << run.sm;
@@ -381,16 +385,26 @@ TEST(RecurrenceKernelsTest, ConfigAndUnsupported) {
   RecurrenceProblem p = problem(RecurrentCell::Lstm, DType::F32, 256);
   p.batch = 8;
   p.steps = 100;
-  // sm_90: a cluster of 8, 32 units (128 rows of R) each; R's rows fit.
+  // sm_90: a cluster of 8, 32 units (128 rows of R) each, 4 threads a
+  // row; R's rows fit.
   RecurrenceConfig c = pickRecurrenceConfig(p, 90, 232448);
   EXPECT_EQ(c.blocks, 8u);
-  EXPECT_EQ(c.threads, 128u);
+  EXPECT_EQ(c.kSplit, 4u);
+  EXPECT_EQ(c.threads, 512u);
   EXPECT_TRUE(c.recurrentWeightsShared);
   RecurrenceSharedLayout l = recurrenceLayout(p, c);
-  // R: 128 rows of 257 floats; h: 2 x 256 x 8; gates 128 x 8; c 32 x 8.
-  EXPECT_EQ(l.weightStride, 257u);
-  EXPECT_EQ(l.total, 128u * 257 * 4 + 2 * 256 * 8 * 4 + 128 * 8 * 4 +
+  // R: 128 rows of 260 floats (4 words modulo 32: the 4 lanes of 8 rows
+  // on 32 banks); h: 2 x 256 x 8; gates 128 x 8; c 32 x 8.
+  EXPECT_EQ(l.weightStride, 260u);
+  EXPECT_EQ(l.total, 128u * 260 * 4 + 2 * 256 * 8 * 4 + 128 * 8 * 4 +
                          32 * 8 * 4);
+  // bf16: max(2, 4) elements modulo 64.
+  RecurrenceProblem half = p;
+  half.type = DType::BF16;
+  EXPECT_EQ(recurrenceLayout(half, c).weightStride, 260u);
+  RecurrenceConfig one16 = c;
+  one16.kSplit = 1;
+  EXPECT_EQ(recurrenceLayout(half, one16).weightStride, 258u);
   // sm_80: one block; all of R (1 MB) does not fit, so it stays in global.
   RecurrenceConfig one = pickRecurrenceConfig(p, 80, 166912);
   EXPECT_EQ(one.blocks, 1u);

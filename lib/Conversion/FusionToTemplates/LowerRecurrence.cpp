@@ -178,9 +178,7 @@ struct LowerRecurrencePass
     cx::RecurrenceConfig config = cx::pickRecurrenceConfig(p, sm, maxShared);
     if (blocks) {
       config.blocks = blocks;
-      uint64_t rows = p.gates() * cx::recurrenceUnitsPerBlock(p, config);
-      config.threads = static_cast<uint32_t>(
-          std::clamp<uint64_t>((rows + 31) / 32 * 32, 64, 512));
+      config.threads = cx::recurrenceThreads(p, blocks, config.kSplit);
     }
     if (!weightsInShared || cx::recurrenceLayout(p, config).total > maxShared)
       config.recurrentWeightsShared = false;

@@ -10,9 +10,9 @@
 // H = 4 gives a cluster of 4 blocks (one unit each); sm_80 runs one
 // block; the report line names the kernel.
 
-// CHECK:       kiln.recurrence_report = ["kiln_rnn_0: persistent lstm, cluster of 4 x 64 threads, R in shared memory; T 5, B 3, H 4, reverse: 1 launch per sequence, {{[0-9]+}} bytes of shared memory per block"]
+// CHECK:       kiln.recurrence_report = ["kiln_rnn_0: persistent lstm, cluster of 4 x 64 threads (k split 4), R in shared memory; T 5, B 3, H 4, reverse: 1 launch per sequence, {{[0-9]+}} bytes of shared memory per block"]
 // CHECK: gpu.binary @kiln_rnn_0
-// CHECK-SAME: BLOCKS = 4, THREADS = 64
+// CHECK-SAME: BLOCKS = 4, THREADS = 64, KSPLIT = 4
 // CHECK-SAME: REVERSE = true
 // CHECK-SAME: PEEP = true, LENS = true
 // CHECK-SAME: R_SHARED = true
@@ -25,13 +25,13 @@
 // CHECK:         %[[Y:.*]]:3 = kiln.call_kernel @kiln_rnn_0::@kiln_rnn_0 ins(%[[X]], %[[R]], %[[H]], %[[C]], %[[P]], %[[L]] : tensor<5x3x16xf32>, tensor<2x16x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x12xf32>, tensor<3xi32>) outs({{.*}} : tensor<5x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) grid [4, 1, 1] block [64, 1, 1] {dynamic_shared_bytes = {{[0-9]+}} : i32, kiln.flops = 1920 : i64}
 // CHECK:         return %[[Y]]#0, %[[Y]]#1, %[[Y]]#2
 
-// SM80: kiln.recurrence_report = ["kiln_rnn_0: persistent lstm, 1 block x 64 threads, R in shared memory;
+// SM80: kiln.recurrence_report = ["kiln_rnn_0: persistent lstm, 1 block x 64 threads (k split 4), R in shared memory;
 // SM80: gpu.binary @kiln_rnn_0
 // SM80-SAME: BLOCKS = 1, THREADS = 64
 // SM80-NOT: __cluster_dims__
 // SM80: grid [1, 1, 1] block [64, 1, 1]
 
-// FORCED: cluster of 2 x 64 threads, R in global memory
+// FORCED: cluster of 2 x 64 threads (k split 4), R in global memory
 // FORCED: gpu.binary @kiln_rnn_0
 // FORCED-SAME: BLOCKS = 2
 // FORCED-SAME: R_SHARED = false

@@ -65,7 +65,12 @@ struct RecurrenceProblem {
 struct RecurrenceConfig {
   /// Blocks, one cluster (sm_90) or one block (1).
   uint32_t blocks = 1;
+  /// Threads per block: rows of R a block owns x kSplit, rounded up to a
+  /// warp, at least 64.
   uint32_t threads = 128;
+  /// Consecutive threads sharing one row of R's product (each sums every
+  /// kSplit-th term; a shuffle adds them): 1, 2, 4 or 8.
+  uint32_t kSplit = 1;
   /// Whether each block's rows of R are kept in shared memory (else they
   /// are read from global memory, through L2, every step).
   bool recurrentWeightsShared = true;
@@ -87,11 +92,16 @@ RecurrenceSharedLayout recurrenceLayout(const RecurrenceProblem &problem,
                                         const RecurrenceConfig &config);
 
 /// The configuration for the chip: on sm_90 a cluster of up to 8 blocks
-/// (the largest power of two up to min(8, H)), else one block; R in shared
+/// (the largest power of two up to min(8, H)), else one block; the largest
+/// k-split up to 8 that keeps a block at 512 threads or fewer; R in shared
 /// memory when every block's rows fit in `maxSharedBytes` with the state.
 RecurrenceConfig pickRecurrenceConfig(const RecurrenceProblem &problem,
                                       uint32_t smVersion,
                                       uint32_t maxSharedBytes);
+
+/// Threads for `blocks` and `kSplit` (RecurrenceConfig::threads).
+uint32_t recurrenceThreads(const RecurrenceProblem &problem, uint32_t blocks,
+                           uint32_t kSplit);
 
 /// Why the kernel cannot run `problem` with `config` (empty when it can).
 std::string recurrenceUnsupportedReason(const RecurrenceProblem &problem,
@@ -99,7 +109,8 @@ std::string recurrenceUnsupportedReason(const RecurrenceProblem &problem,
                                         uint32_t smVersion,
                                         uint32_t maxSharedBytes);
 
-/// "persistent lstm, cluster of 8 x 128 threads, R in shared memory".
+/// "persistent lstm, cluster of 8 x 512 threads (k split 4), R in shared
+/// memory".
 std::string describeRecurrence(const RecurrenceProblem &problem,
                                const RecurrenceConfig &config);
 

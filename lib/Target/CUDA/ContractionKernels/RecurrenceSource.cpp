@@ -115,10 +115,14 @@ RecurrenceSharedLayout recurrenceLayout(const RecurrenceProblem &p,
   RecurrenceSharedLayout l;
   uint64_t u = recurrenceUnitsPerBlock(p, c);
   uint32_t elem = dtypeBytes(p.type);
-  // A row stride whose words are odd in number puts the rows a warp reads
-  // at one k on distinct banks.
-  l.weightStride =
-      static_cast<uint32_t>(elem == 4 ? p.hidden + 1 : p.hidden + 2);
+  // The kSplit lanes of a row read kSplit consecutive elements, the rows
+  // of a warp one stride apart: a stride of kSplit words modulo 32 (f32;
+  // for 16-bit elements, max(2, kSplit) elements modulo 64) puts every lane
+  // of a warp on its own bank, or on a word another lane reads too.
+  uint64_t modulus = elem == 4 ? 32 : 64;
+  uint64_t target = elem == 4 ? c.kSplit : std::max<uint32_t>(2, c.kSplit);
+  l.weightStride = static_cast<uint32_t>(
+      p.hidden + (target + modulus - p.hidden % modulus) % modulus);
   uint32_t at = 0;
   if (c.recurrentWeightsShared) {
     l.weights = at;
@@ -146,12 +150,24 @@ RecurrenceConfig pickRecurrenceConfig(const RecurrenceProblem &p,
     while (c.blocks < 8 && c.blocks * 2 <= p.hidden)
       c.blocks *= 2;
   uint64_t rows = p.gates() * recurrenceUnitsPerBlock(p, c);
-  c.threads = static_cast<uint32_t>(
-      std::clamp<uint64_t>((rows + 31) / 32 * 32, 64, 512));
+  c.kSplit = 1;
+  while (c.kSplit < 8 && rows * c.kSplit * 2 <= 512 &&
+         c.kSplit * 2 <= p.hidden)
+    c.kSplit *= 2;
+  c.threads = recurrenceThreads(p, c.blocks, c.kSplit);
   c.recurrentWeightsShared = true;
   if (recurrenceLayout(p, c).total > maxSharedBytes)
     c.recurrentWeightsShared = false;
   return c;
+}
+
+uint32_t recurrenceThreads(const RecurrenceProblem &p, uint32_t blocks,
+                           uint32_t kSplit) {
+  RecurrenceConfig c;
+  c.blocks = blocks;
+  uint64_t rows = p.gates() * recurrenceUnitsPerBlock(p, c) * kSplit;
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>((rows + 31) / 32 * 32, 64, 1024));
 }
 
 std::string recurrenceUnsupportedReason(const RecurrenceProblem &p,
@@ -178,6 +194,8 @@ std::string recurrenceUnsupportedReason(const RecurrenceProblem &p,
   if (c.blocks < 1 || c.blocks > 8 || (c.blocks & (c.blocks - 1)) ||
       c.blocks > p.hidden)
     return "blocks must be a power of two from 1 to min(8, H)";
+  if (c.kSplit < 1 || c.kSplit > 8 || (c.kSplit & (c.kSplit - 1)))
+    return "the k split must be 1, 2, 4 or 8";
   if (c.threads < 32 || c.threads > 1024 || c.threads % 32)
     return "threads must be a multiple of 32 up to 1024";
   uint32_t total = recurrenceLayout(p, c).total;
@@ -193,7 +211,10 @@ std::string describeRecurrence(const RecurrenceProblem &p,
   std::string s = std::string("persistent ") + cellName(p.cell) + ", ";
   s += c.blocks > 1 ? "cluster of " + std::to_string(c.blocks) + " x "
                     : std::string("1 block x ");
-  s += std::to_string(c.threads) + " threads, R in ";
+  s += std::to_string(c.threads) + " threads";
+  if (c.kSplit > 1)
+    s += " (k split " + std::to_string(c.kSplit) + ")";
+  s += ", R in ";
   s += c.recurrentWeightsShared ? "shared memory" : "global memory";
   return s;
 }
@@ -217,7 +238,8 @@ generateRecurrenceSource(const RecurrenceProblem &p, const RecurrenceConfig &c,
        ", H = " + i(p.hidden) + ", G = " + i(p.gates()) +
        ", U = " + i(recurrenceUnitsPerBlock(p, c)) + ";\n";
   s += "  static constexpr int BLOCKS = " + i(c.blocks) +
-       ", THREADS = " + i(c.threads) + ", BATCH_TILE = " + i(batchTile(p)) +
+       ", THREADS = " + i(c.threads) + ", KSPLIT = " + i(c.kSplit) +
+       ", BATCH_TILE = " + i(batchTile(p)) +
        ", CELL = " + i(static_cast<int>(p.cell)) + ";\n";
   s += "  static constexpr int IN_CODE = " +
        std::string(elementTypeName(p.type)) + ";\n";

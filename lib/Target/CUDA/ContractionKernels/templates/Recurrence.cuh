@@ -67,22 +67,42 @@ KILN_INLINE void broadcast(float *buffer, int index, float v) {
   }
 }
 
+/// Sum over the KSPLIT consecutive lanes that share a row (butterfly).
+KILN_INLINE float sumOverSplit(float v) {
+#pragma unroll
+  for (int lanes = Cfg::KSPLIT / 2; lanes > 0; lanes /= 2) {
+    float other;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+                 : "=f"(other)
+                 : "f"(v), "r"(lanes));
+    v += other;
+  }
+  return v;
+}
+
 /// gates[j][b] = sum_k R(j, k) v[k][b] for rows j in [row0, row0 + rows).
+/// KSPLIT consecutive threads share a row, each summing every KSPLIT-th k
+/// (R's padded rows put those lanes on distinct banks); every thread runs
+/// the same number of passes, so the shuffles see whole warps.
 KILN_INLINE void recurrentProduct(const void *R, const unsigned char *smem,
                                   float *gates, const float *v, int row0,
                                   int rows, int unit0) {
-  constexpr int B = Cfg::B, H = Cfg::H, U = Cfg::U, BT = Cfg::BATCH_TILE;
-  for (int j = row0 + (int)threadIdx.x; j < row0 + rows; j += Cfg::THREADS) {
+  constexpr int B = Cfg::B, H = Cfg::H, U = Cfg::U, BT = Cfg::BATCH_TILE,
+                KS = Cfg::KSPLIT, PER_PASS = Cfg::THREADS / Cfg::KSPLIT;
+  const int part = (int)threadIdx.x % KS;
+  for (int base = 0; base < rows; base += PER_PASS) {
+    const int local = base + (int)threadIdx.x / KS, j = row0 + local;
     const int g = j / U, unit = unit0 + j % U;
+    const bool live = local < rows && unit < H;
     for (int b0 = 0; b0 < B; b0 += BT) {
       float acc[BT];
 #pragma unroll
       for (int bb = 0; bb < BT; ++bb)
         acc[bb] = 0.0f;
-      if (unit < H) {
+      if (live) {
         const i64 rowR = Cfg::R_OFF + ((i64)g * H + unit) * H;
 #pragma unroll 4
-        for (int k = 0; k < H; ++k) {
+        for (int k = part; k < H; k += KS) {
           float w = Cfg::R_SHARED
                         ? loadAsFloat<Cfg::IN_CODE>(smem + Cfg::SM_WEIGHTS,
                                                     (i64)j * Cfg::WSTRIDE + k)
@@ -95,9 +115,11 @@ KILN_INLINE void recurrentProduct(const void *R, const unsigned char *smem,
         }
       }
 #pragma unroll
-      for (int bb = 0; bb < BT; ++bb)
-        if (b0 + bb < B)
-          gates[j * B + b0 + bb] = acc[bb];
+      for (int bb = 0; bb < BT; ++bb) {
+        const float sum = KS > 1 ? sumOverSplit(acc[bb]) : acc[bb];
+        if (live && part == 0 && b0 + bb < B)
+          gates[j * B + b0 + bb] = sum;
+      }
     }
   }
 }
