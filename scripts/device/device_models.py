@@ -9,10 +9,13 @@ shufflenet, inception_v1, inception_v2, densenet121, bvlc_alexnet, zfnet512,
 vgg19: light_KIND.onnx with scripts/device/randomize_weights.py --portable
 weights, then scripts/rebatch.py when BATCH is not 1), encoder
 (make_encoder.py --portable --batch BATCH), encoder-small (the same,
-hidden 64, 2 heads, ffn 128, seq 16, vocab 50) or gemm-MxKxN (one MatMul:
+hidden 64, 2 heads, ffn 128, seq 16, vocab 50), gemm-MxKxN (one MatMul:
 input a [M, K] float, initializer b [K, N] from the portable generator,
 N(0, 1/K) as randomize_weights.py draws a MatMul weight; BATCH is
-ignored). The scripts are found beside this file (the copy in
+ignored), lstm (issue 25's sequence model: a bidirectional 2-layer LSTM,
+T 100, input 64, H 256, batch BATCH, weights uniform in +-1/sqrt(H) from
+the portable generator as PyTorch initialises an LSTM; one output, layer
+2's Y [T, 2, B, H]) or lstm-small (the same at T 6, input 8, H 16). The scripts are found beside this file (the copy in
 device-check/scripts/) or in the source tree.
 
 digest prints, as JSON, a SHA-256 per initializer over its dtype, shape and
@@ -37,7 +40,9 @@ ENCODERS = {
     "encoder-small": ["--hidden", "64", "--heads", "2", "--ffn", "128",
                       "--seq", "16", "--vocab", "50"],
 }
-KINDS = sorted(LIGHT | set(ENCODERS)) + ["gemm-MxKxN"]
+# Recurrent models: (T, input size, H).
+LSTMS = {"lstm": (100, 64, 256), "lstm-small": (6, 8, 16)}
+KINDS = sorted(LIGHT | set(ENCODERS) | set(LSTMS)) + ["gemm-MxKxN"]
 GEMM_ROWS = 512  # rows of b drawn per call (bounds temporary memory)
 
 
@@ -98,11 +103,48 @@ def make_gemm(m, k, n, out):
     onnx.save(model, out)
 
 
+def make_lstm(kind, batch, out, seed=0):
+    """The bidirectional 2-layer LSTM: layer 2 reads layer 1's Y as [T, B,
+    2H]; the output is layer 2's Y."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    sys.path.insert(0, HERE)
+    from portable_random import PortableRandom
+    t, i, h = LSTMS[kind]
+    rng = PortableRandom(seed)
+    k = 1.0 / np.sqrt(h)
+
+    def w(name, *shape):
+        return numpy_helper.from_array(
+            rng.uniform(-k, k, shape).astype(np.float32), name)
+    inits = [w("W1", 2, 4 * h, i), w("R1", 2, 4 * h, h), w("B1", 2, 8 * h),
+             w("W2", 2, 4 * h, 2 * h), w("R2", 2, 4 * h, h), w("B2", 2, 8 * h),
+             numpy_helper.from_array(np.array([t, batch, 2 * h], np.int64), "shape2")]
+    nodes = [
+        helper.make_node("LSTM", ["x", "W1", "R1", "B1"], ["y1"], name="lstm1",
+                         hidden_size=h, direction="bidirectional"),
+        helper.make_node("Transpose", ["y1"], ["y1t"], name="t1", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["y1t", "shape2"], ["x2"], name="r1"),
+        helper.make_node("LSTM", ["x2", "W2", "R2", "B2"], ["y"], name="lstm2",
+                         hidden_size=h, direction="bidirectional"),
+    ]
+    graph = helper.make_graph(
+        nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [t, batch, i])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [t, 2, batch, h])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8  # what onnxruntime 1.30 reads
+    onnx.save(model, out)
+
+
 def make(kind, batch, out, light=None):
     """Writes model KIND at batch BATCH to OUT (an .onnx path)."""
     py = sys.executable
     if gemm_shape(kind):
         make_gemm(*gemm_shape(kind), out)
+        return
+    if kind in LSTMS:
+        make_lstm(kind, batch, out)
         return
     if kind in ENCODERS:
         subprocess.run([py, script("make_encoder.py"), out, "--portable",

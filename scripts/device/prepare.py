@@ -76,6 +76,11 @@ FOUR = [
     ("bf16 fused", ["--precision=bf16"], BF16),
 ]
 FUSED32 = [FOUR[1]]
+# The recurrent model: the persistent kernels (profiled, with an emu
+# estimate, for the calibration) and the same model unrolled
+# (--recurrence=unroll: two launches per step and direction, 1,200 in all).
+LSTM = [FOUR[1] + (dict(profile=True, estimate=True),),
+        ("fp32 unrolled", ["--recurrence=unroll"], FP32)]
 BF16_FUSED = [FOUR[3]]
 # ResNet-50 and the encoder at batch 32: bf16 fused also gets kiln-run
 # --profile on the GPU (issue 13: measured per-kernel times), beside an emu
@@ -133,12 +138,17 @@ FULL = [
     ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
     ("shufflenet-b1", "shufflenet", 1, FUSED32, None, "bench"),
     ("encoder-b1", "encoder", 1, FUSED32, None, "bench"),
+    # Issue 25's sequence model: four persistent recurrence kernels
+    # (clusters of 8 on sm_90, distributed shared memory), against cuDNN's
+    # LSTM through PyTorch. The first hardware run of cluster kernels.
+    ("lstm-b8", "lstm", 8, LSTM, "lstm", "bench"),
 ]
 DRY = [
     ("gemm-small", "gemm-128x64x96", 1, GEMM3, None, "gemm"),
     ("encoder-small-b2", "encoder-small", 2, FOUR, "encoder", "bench"),
     ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
     ("squeezenet-b2", "squeezenet", 2, LOW[:1], None, "top1"),
+    ("lstm-small-b2", "lstm-small", 2, FUSED32, "lstm", "bench"),
 ]
 
 SCRIPTS = [

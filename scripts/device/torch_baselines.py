@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch eager baselines for the GPU check, with the check's own weights.
 
-Usage: torch_baselines.py resnet50|encoder MODEL.onnx RUNDIR [--device cuda]
+Usage: torch_baselines.py resnet50|encoder|lstm MODEL.onnx RUNDIR [--device cuda]
                           [--runs 20] [--warmup 5] [--compile MODE]
 
 RUNDIR is what make_reference.py wrote (inputs/, reference/). Prints one line
@@ -19,6 +19,11 @@ onnxruntime fp32 reference.
 - encoder: an nn.Module written the way a PyTorch user writes
   make_encoder.py's layer (nn.Embedding, nn.Linear, nn.LayerNorm,
   F.gelu, softmax attention), weights from the initializers.
+- lstm: device_models.py's bidirectional 2-layer LSTM as one nn.LSTM
+  (num_layers=2, bidirectional: cuDNN's RNN on a GPU), W, R and B of each
+  layer and direction from the initializers, ONNX's gate order (i, o, f,
+  c) reordered to PyTorch's (i, f, g, o); its [T, B, 2H] output viewed as
+  ONNX's [T, 2, B, H].
 
 Variants: "fp32 eager" (TF32 off, in cuDNN convolutions as in matmuls: the
 kiln fp32 artifacts compute in full fp32) and "bf16 eager" (module and input
@@ -199,6 +204,42 @@ def encoder(path):
     return EncoderLayer().eval(), "nn.Module mirroring make_encoder.py, ONNX weights"
 
 
+# --- Recurrent: the 2-layer LSTM ------------------------------------------------
+
+def lstm(path):
+    """(module, note): device_models.py's LSTM as nn.LSTM (cuDNN on a GPU)."""
+    import torch
+    from torch import nn
+    _, w = onnx_arrays(path)
+    _, gates_h, inputs = w["W1"].shape
+    h = gates_h // 4
+    net = nn.LSTM(inputs, h, num_layers=2, bidirectional=True)
+    # ONNX stacks the gates i, o, f, c; PyTorch i, f, g (= c), o.
+    order = np.concatenate([np.arange(0, h), np.arange(2 * h, 3 * h),
+                            np.arange(3 * h, 4 * h), np.arange(h, 2 * h)])
+    for layer in (1, 2):
+        for d, suffix in ((0, ""), (1, "_reverse")):
+            def put(name, value):
+                getattr(net, f"{name}_l{layer - 1}{suffix}").data = torch.from_numpy(
+                    np.ascontiguousarray(value[order]))
+            put("weight_ih", w[f"W{layer}"][d])
+            put("weight_hh", w[f"R{layer}"][d])
+            put("bias_ih", w[f"B{layer}"][d][:4 * h])
+            put("bias_hh", w[f"B{layer}"][d][4 * h:])
+
+    class OnnxLayout(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = net
+
+        def forward(self, x):
+            y, _ = self.rnn(x)
+            t, b, _ = y.shape
+            return y.view(t, b, 2, h).permute(0, 2, 1, 3)
+
+    return OnnxLayout().eval(), "nn.LSTM(num_layers=2, bidirectional), ONNX weights"
+
+
 # --- Timing ------------------------------------------------------------------
 
 def timed(fn, runs, warmup, device):
@@ -237,7 +278,8 @@ def rel_err(got, ref):
 def setup(kind, path, rundir, device):
     """(module, comparable, note, input on device, reference)."""
     import torch
-    make = resnet50 if kind.startswith("resnet50") else encoder
+    make = (resnet50 if kind.startswith("resnet50")
+            else lstm if kind.startswith("lstm") else encoder)
     net, note = make(path)
     comparable = net is not None
     if not comparable:  # still a timing baseline, without an error
@@ -262,10 +304,12 @@ def compiled(kind, path, rundir, device="cuda", runs=20, warmup=5, mode="max-aut
     net = net.to(device).to(torch.bfloat16)
     variant = f"bf16 torch.compile {mode}"
     xv = x
-    if x.dtype.is_floating_point:
+    if x.dtype.is_floating_point and x.dim() == 4:
         net = net.to(memory_format=torch.channels_last)
         xv = x.to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
         variant += " channels_last"
+    elif x.dtype.is_floating_point:  # a sequence (the LSTM)
+        xv = x.to(torch.bfloat16)
     t0 = time.time()
     fn = torch.compile(net, mode=mode)
     with torch.inference_mode():
@@ -281,7 +325,7 @@ def baselines(kind, path, rundir, device="cuda", runs=20, warmup=5):
     import torch
     net, comparable, note, x, ref = setup(kind, path, rundir, device)
     rows = []
-    image = x.dtype.is_floating_point
+    image = x.dtype.is_floating_point and x.dim() == 4
     for variant in ("fp32 eager", "bf16 eager"):
         if variant.startswith("bf16"):
             net = net.to(torch.bfloat16)
@@ -289,6 +333,8 @@ def baselines(kind, path, rundir, device="cuda", runs=20, warmup=5):
                 net = net.to(memory_format=torch.channels_last)
                 xv = x.to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
                 variant = "bf16 eager channels_last"
+            elif x.dtype.is_floating_point:  # a sequence (the LSTM)
+                xv = x.to(torch.bfloat16)
             else:
                 xv = x
         else:
@@ -303,7 +349,7 @@ def baselines(kind, path, rundir, device="cuda", runs=20, warmup=5):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=["resnet50", "encoder"])
+    ap.add_argument("kind", choices=["resnet50", "encoder", "lstm"])
     ap.add_argument("model")
     ap.add_argument("rundir")
     ap.add_argument("--device", default="cuda")

@@ -19,8 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kiln/Target/CUDA/Nvrtc.h"
 #include "kiln/Target/CUDA/RecurrenceKernels.h"
+#include "kiln/Target/CUDA/Nvrtc.h"
 #include "kiln/runtime/Device.h"
 
 #include "ContractionTestSupport.h"
@@ -135,7 +135,9 @@ Case makeCase(const RecurrenceProblem &p, unsigned seed) {
         }
     for (uint64_t b = 0; b < B; ++b)
       for (uint64_t u = 0; u < H; ++u) {
-        auto x = [&](uint64_t g) { return c.x[(t * B + b) * G * H + g * H + u]; };
+        auto x = [&](uint64_t g) {
+          return c.x[(t * B + b) * G * H + g * H + u];
+        };
         auto pre = [&](uint64_t g) { return x(g) + dot(g * H + u, h, b); };
         double hv = h[b * H + u], cv = cs[b * H + u], out, cnew = 0;
         if (p.cell == RecurrentCell::Lstm) {
@@ -154,8 +156,8 @@ Case makeCase(const RecurrenceProblem &p, unsigned seed) {
           double z = f(0, pre(0)), candidate;
           if (p.linearBeforeReset) {
             double r = f(0, pre(1));
-            double hh = dot(2 * H + u, h, b) +
-                        (p.resetBias ? c.resetBias[u] : 0.0);
+            double hh =
+                dot(2 * H + u, h, b) + (p.resetBias ? c.resetBias[u] : 0.0);
             candidate = f(1, x(2) + r * hh);
           } else {
             candidate = f(1, x(2) + dot(2 * H + u, rh, b));
@@ -203,8 +205,9 @@ int mismatchesOnEmu(const Case &c, const RecurrenceConfig &config,
         float v = static_cast<float>(values[i]);
         std::memcpy(&bytes[i * 4], &v, 4);
       } else {
-        uint16_t v = p.type == DType::BF16 ? toBf16(static_cast<float>(values[i]))
-                                           : toF16(static_cast<float>(values[i]));
+        uint16_t v = p.type == DType::BF16
+                         ? toBf16(static_cast<float>(values[i]))
+                         : toF16(static_cast<float>(values[i]));
         std::memcpy(&bytes[i * 2], &v, 2);
       }
     }
@@ -308,7 +311,8 @@ std::vector<RecurrenceProblem> cases() {
   all.push_back(lstm);
   RecurrenceProblem forget = problem(RecurrentCell::Lstm, DType::BF16, 8);
   forget.inputForget = true;
-  forget.activations = {{"hardsigmoid", 0.3f, 0.4f}, {"softsign"}, {"elu", 0.7f}};
+  forget.activations = {
+      {"hardsigmoid", 0.3f, 0.4f}, {"softsign"}, {"elu", 0.7f}};
   all.push_back(forget);
   RecurrenceProblem gru = problem(RecurrentCell::Gru, DType::F16, 20);
   gru.sequenceLens = true;
@@ -364,9 +368,9 @@ TEST(RecurrenceKernelsTest, MatchesFloat64OnEmu) {
       uint32_t sm, blocks, kSplit;
       bool shared;
     };
-    for (Run run : {Run{80, 1, 1, true}, Run{80, 1, 8, false},
-                    Run{90, 2, 2, false}, Run{90, 4, 0, true},
-                    Run{90, 8, 4, true}}) {
+    for (Run run :
+         {Run{80, 1, 1, true}, Run{80, 1, 8, false}, Run{90, 2, 2, false},
+          Run{90, 4, 0, true}, Run{90, 8, 4, true}}) {
       if (run.blocks > p.hidden)
         continue;
       RecurrenceConfig config = pickRecurrenceConfig(p, run.sm, 232448);
@@ -396,8 +400,8 @@ TEST(RecurrenceKernelsTest, ConfigAndUnsupported) {
   // R: 128 rows of 260 floats (4 words modulo 32: the 4 lanes of 8 rows
   // on 32 banks); h: 2 x 256 x 8; gates 128 x 8; c 32 x 8.
   EXPECT_EQ(l.weightStride, 260u);
-  EXPECT_EQ(l.total, 128u * 260 * 4 + 2 * 256 * 8 * 4 + 128 * 8 * 4 +
-                         32 * 8 * 4);
+  EXPECT_EQ(l.total,
+            128u * 260 * 4 + 2 * 256 * 8 * 4 + 128 * 8 * 4 + 32 * 8 * 4);
   // bf16: max(2, 4) elements modulo 64.
   RecurrenceProblem half = p;
   half.type = DType::BF16;
@@ -411,8 +415,8 @@ TEST(RecurrenceKernelsTest, ConfigAndUnsupported) {
   EXPECT_FALSE(one.recurrentWeightsShared);
   EXPECT_EQ(recurrenceUnsupportedReason(p, one, 80, 166912), "");
   // H = 3: at most two blocks.
-  EXPECT_EQ(pickRecurrenceConfig(problem(RecurrentCell::Rnn, DType::F32, 3),
-                                 90, 232448)
+  EXPECT_EQ(pickRecurrenceConfig(problem(RecurrentCell::Rnn, DType::F32, 3), 90,
+                                 232448)
                 .blocks,
             2u);
   RecurrenceConfig cluster = c;
@@ -420,9 +424,9 @@ TEST(RecurrenceKernelsTest, ConfigAndUnsupported) {
                 .find("a cluster of blocks needs sm_90"),
             std::string::npos);
   cluster.blocks = 16;
-  EXPECT_NE(recurrenceUnsupportedReason(p, cluster, 90, 232448)
-                .find("power of two"),
-            std::string::npos);
+  EXPECT_NE(
+      recurrenceUnsupportedReason(p, cluster, 90, 232448).find("power of two"),
+      std::string::npos);
   RecurrenceProblem f64 = p;
   f64.type = DType::F64;
   EXPECT_NE(recurrenceUnsupportedReason(f64, c, 90, 232448).find("f32, f16"),

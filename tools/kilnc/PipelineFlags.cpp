@@ -38,14 +38,12 @@ cl::OptionHidden groupVisibility(llvm::StringRef group) {
   return group.ends_with("Hidden") ? cl::Hidden : cl::NotHidden;
 }
 
-#define KILN_PIPELINE_OPTION(FIELD, FLAG, TYPE, DEFAULT, GROUP, VALUES,       \
-                             METAVAR, HELP)                                   \
-  cl::opt<TYPE> FIELD##Flag(FLAG,                                             \
-                            cl::desc(withDefault(HELP, defaultText(TYPE(      \
-                                                           DEFAULT)))),       \
-                            cl::value_desc(METAVAR), cl::init(DEFAULT),       \
-                            cl::cat(groupCategory(#GROUP)),                   \
-                            groupVisibility(#GROUP));
+#define KILN_PIPELINE_OPTION(FIELD, FLAG, TYPE, DEFAULT, GROUP, VALUES,        \
+                             METAVAR, HELP)                                    \
+  cl::opt<TYPE> FIELD##Flag(                                                   \
+      FLAG, cl::desc(withDefault(HELP, defaultText(TYPE(DEFAULT)))),           \
+      cl::value_desc(METAVAR), cl::init(DEFAULT),                              \
+      cl::cat(groupCategory(#GROUP)), groupVisibility(#GROUP));
 #include "kiln/Pipelines/PipelineOptions.def"
 
 } // namespace

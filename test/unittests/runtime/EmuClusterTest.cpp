@@ -522,16 +522,15 @@ TEST(EmuClusterTest, ReqnctaperclusterSetsTheClusterShape) {
   size_t out = memory.add(std::vector<uint32_t>(4 * 16, 0xdeadbeef));
   ParamBytes params;
   params.addU64(DirectMemory::address(out));
-  DirectResult result =
-      runDirect(ptx, {4, 1, 1}, {32, 1, 1}, params, memory);
+  DirectResult result = runDirect(ptx, {4, 1, 1}, {32, 1, 1}, params, memory);
   ASSERT_EQ(result.error, "<success>");
   std::vector<uint32_t> w = memory.as<uint32_t>(out);
   for (unsigned b = 0; b < 4; ++b)
     EXPECT_THAT(std::vector<uint32_t>(&w[b * 16], &w[b * 16] + 4),
                 ::testing::ElementsAre(b % 2, 2u, b / 2, 1u))
         << "block " << b;
-  DirectResult other = runDirect(ptx, {4, 1, 1}, {32, 1, 1}, params, memory,
-                                 0, false, false, Dim3{4, 1, 1}, true);
+  DirectResult other = runDirect(ptx, {4, 1, 1}, {32, 1, 1}, params, memory, 0,
+                                 false, false, Dim3{4, 1, 1}, true);
   EXPECT_THAT(other.error, HasSubstr("launched in clusters of (4,1,1) but "
                                      "compiled for (2,1,1)"));
   // A grid that is not a whole number of the declared clusters.

@@ -1,4 +1,5 @@
-//===- RecurrentHandlers.cpp - ONNX RNN, GRU and LSTM ----------------------===//
+//===- RecurrentHandlers.cpp - ONNX RNN, GRU and LSTM
+//----------------------===//
 //
 // The recurrent layers, decomposed into kiln ops at import:
 //
@@ -9,12 +10,13 @@
 //      one `[B, H] x [H, G * H]` kiln.matmul with the recurrent weights and
 //      the gate arithmetic, which kiln-fuse turns into one elementwise kernel.
 //
-// This is the straightforward lowering of issue 25's stage 1 (two launches
-// per step and direction for a plain LSTM or GRU, measured with kilnc
-// --stats; sequence_lens masks, peepholes and clip add kernels that kiln-fuse
-// does not merge: ~12 per step for lstm-bidir-full); the persistent
-// recurrence kernel (recurrent weights resident on chip, a grid-wide step
-// barrier) replaces step 2 later.
+// For inference the second part is one kiln.recurrence per direction
+// instead (persistentDirection), which kiln-lower-recurrence turns into one
+// persistent kernel: all T steps in one launch, R resident in shared
+// memory. The unrolled form stays for training (kiln-autodiff
+// differentiates the steps), for `kilnc --recurrence=unroll`, and for
+// layers the kernel does not take (symbolic sizes, B x H above 4096, a
+// clip that is not positive).
 //
 // Everything in the ONNX spec is supported: directions forward, reverse and
 // bidirectional; every activation the spec allows with activation_alpha /
@@ -529,9 +531,9 @@ template <Cell cell> LogicalResult importRecurrent(NodeImporter &n) {
 
 void registerRecurrentHandlers(SmallVectorImpl<Handler> &handlers) {
   constexpr const char *limits =
-      "static sequence length; unrolled over time steps (per step and "
-      "direction one matmul and one fused gate kernel; more with "
-      "sequence_lens, peepholes or clip)";
+      "static sequence length; each direction one persistent kernel (a "
+      "cluster of up to 8 blocks on sm_90) when B x H <= 4096, else, and "
+      "for training or --recurrence=unroll, unrolled over time steps";
   handlers.push_back({"RNN", 7, importRecurrent<Cell::Rnn>, limits});
   handlers.push_back({"RNN", 14, importRecurrent<Cell::Rnn>, limits});
   handlers.push_back({"GRU", 7, importRecurrent<Cell::Gru>, limits});

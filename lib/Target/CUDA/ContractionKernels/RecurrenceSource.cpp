@@ -151,8 +151,7 @@ RecurrenceConfig pickRecurrenceConfig(const RecurrenceProblem &p,
       c.blocks *= 2;
   uint64_t rows = p.gates() * recurrenceUnitsPerBlock(p, c);
   c.kSplit = 1;
-  while (c.kSplit < 8 && rows * c.kSplit * 2 <= 512 &&
-         c.kSplit * 2 <= p.hidden)
+  while (c.kSplit < 8 && rows * c.kSplit * 2 <= 512 && c.kSplit * 2 <= p.hidden)
     c.kSplit *= 2;
   c.threads = recurrenceThreads(p, c.blocks, c.kSplit);
   c.recurrentWeightsShared = true;
