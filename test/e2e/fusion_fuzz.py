@@ -5,7 +5,7 @@ Usage:
   fusion_fuzz.py [--seed S] [--count N] [--jobs J] [--variants LIST]
                  [--failures DIR] [--keep DIR] [--kilnc PATH] [--kiln-run PATH]
                  [--strict] [--print-graph] [--verbose]
-                 [--focus movement|compute|pool-norm] [--dynamic-batch]
+                 [--focus movement|compute|pool-norm|recurrent] [--dynamic-batch]
   fusion_fuzz.py --minimize --seed S [--variants V]     # one generated graph
   fusion_fuzz.py --minimize --model M.onnx [--variants V]  # a saved model
   fusion_fuzz.py --repros test/e2e/fusion-fuzz-repros     # saved reproducers
@@ -34,11 +34,12 @@ onnx.checker (full check), strict onnx shape inference (which must agree
 with the tracked shapes) and onnxruntime. Every dead end is a graph output,
 and any other intermediate is one with probability 1/4. --focus FAMILY
 draws one family's generators 12 times as often (movement, compute or
-pool-norm: fuzz_ops_<family>.py).
+pool-norm: fuzz_ops_<family>.py); recurrent adds RNN/GRU/LSTM layers
+(fuzz_ops_recurrent.py), which the other graphs never draw.
 
 The parts, by what they do: fuzz_graph.py (shape tracking, validation),
-fuzz_ops_movement.py, fuzz_ops_compute.py, fuzz_ops_pool_norm.py (the op
-generators by family), fuzz_generator.py (the Builder and its op
+fuzz_ops_movement.py, fuzz_ops_compute.py, fuzz_ops_pool_norm.py,
+fuzz_ops_recurrent.py (the op generators by family), fuzz_generator.py (the Builder and its op
 weights), fuzz_reference.py (onnxruntime and the allowances),
 fuzz_kiln.py (variants, kilnc and kiln-run, the comparison),
 fuzz_reduce.py (--minimize's candidates), fuzz_dynamic.py

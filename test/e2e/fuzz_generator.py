@@ -15,9 +15,10 @@ from fuzz_graph import OPSET, GraphCore, validate
 from fuzz_ops_compute import ComputeOps
 from fuzz_ops_movement import MovementOps
 from fuzz_ops_pool_norm import PoolNormOps
+from fuzz_ops_recurrent import RecurrentOps
 
 
-class Builder(GraphCore, MovementOps, ComputeOps, PoolNormOps):
+class Builder(GraphCore, MovementOps, ComputeOps, PoolNormOps, RecurrentOps):
     """Builds one random graph, tracking every value's shape."""
 
     OPS = [  # (generator, weight)
@@ -34,7 +35,7 @@ class Builder(GraphCore, MovementOps, ComputeOps, PoolNormOps):
         ("op_scatternd", 0.5), ("op_einsum", 0.6), ("op_lppool", 0.4),
         ("op_conv_auto_pad", 0.4), ("op_maxpool", 0.5), ("op_avgpool", 0.5),
         ("op_global_pool", 0.3), ("op_batchnorm", 0.4), ("op_instancenorm", 0.3),
-    ]
+    ]  # op_recurrent: only with --focus recurrent (fuzz_ops_recurrent.py)
 
     def build(self):
         self.draw_inputs()
@@ -77,18 +78,22 @@ class Builder(GraphCore, MovementOps, ComputeOps, PoolNormOps):
         return model
 
 FAMILIES = {"movement": MovementOps, "compute": ComputeOps,
-            "pool-norm": PoolNormOps}
+            "pool-norm": PoolNormOps, "recurrent": RecurrentOps}
 FOCUS = 12                # --focus: a family's generators this many times as often
 
 
 def focused(base, family):
     """`base` (a Builder class) with the generators of one family of
-    FAMILIES drawn FOCUS times as often (fusion_fuzz.py --focus)."""
+    FAMILIES drawn FOCUS times as often (fusion_fuzz.py --focus); a
+    family's generators that `base` does not draw (the recurrent layers)
+    join with weight FOCUS."""
     if family is None:
         return base
-    ops = {n for n in vars(FAMILIES[family]) if n.startswith("op_")}
+    ops = sorted(n for n in vars(FAMILIES[family]) if n.startswith("op_"))
+    known = {n for n, _ in base.OPS}
     return type(f"{base.__name__}Focused", (base,), {"OPS": [
-        (n, w * FOCUS if n in ops else w) for n, w in base.OPS]})
+        (n, w * FOCUS if n in ops else w) for n, w in base.OPS] + [
+        (n, FOCUS) for n in ops if n not in known]})
 
 
 def generate(seed, builder=Builder):

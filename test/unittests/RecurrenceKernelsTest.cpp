@@ -107,7 +107,7 @@ Case makeCase(const RecurrenceProblem &p, unsigned seed) {
     fill(c.resetBias, H);
   if (p.sequenceLens)
     for (uint64_t b = 0; b < B; ++b)
-      c.lens.push_back(static_cast<int32_t>((b * 2 + 1) % (T + 1)));
+      c.lens.push_back(static_cast<int32_t>((b * 2) % (T + 1)));
   auto f = [&](int i, double v) {
     if (p.clip)
       v = std::min<double>(*p.clip, std::max<double>(-*p.clip, v));
@@ -174,6 +174,11 @@ Case makeCase(const RecurrenceProblem &p, unsigned seed) {
     h = hn;
     cs = cn;
   }
+  // A row of length 0 has no last state: zeros (onnxruntime's LSTM and GRU).
+  for (uint64_t b = 0; b < B && p.sequenceLens; ++b)
+    if (c.lens[b] == 0)
+      for (uint64_t u = 0; u < H; ++u)
+        h[b * H + u] = cs[b * H + u] = 0;
   c.lastH = h;
   if (p.cell == RecurrentCell::Lstm)
     c.lastC = cs;
@@ -325,6 +330,11 @@ std::vector<RecurrenceProblem> cases() {
   rnn.reverse = true;
   rnn.activations = {{"leakyrelu", 0.2f}};
   all.push_back(rnn);
+  // Seven batch rows: in chunks of 3 (and 2) the last chunk is partial.
+  RecurrenceProblem rows = problem(RecurrentCell::Lstm, DType::F32, 8);
+  rows.batch = 7;
+  rows.sequenceLens = true;
+  all.push_back(rows);
   return all;
 }
 
@@ -365,18 +375,21 @@ TEST(RecurrenceKernelsTest, MatchesFloat64OnEmu) {
   for (const RecurrenceProblem &p : cases()) {
     Case c = makeCase(p, seed++);
     struct Run {
-      uint32_t sm, blocks, kSplit;
+      uint32_t sm, blocks, kSplit, chunk;
       bool shared;
     };
-    for (Run run :
-         {Run{80, 1, 1, true}, Run{80, 1, 8, false}, Run{90, 2, 2, false},
-          Run{90, 4, 0, true}, Run{90, 8, 4, true}}) {
+    for (Run run : {Run{80, 1, 1, 0, true}, Run{80, 1, 8, 2, false},
+                    Run{90, 2, 2, 0, false}, Run{90, 4, 0, 3, true},
+                    Run{90, 8, 4, 0, true}}) {
       if (run.blocks > p.hidden)
         continue;
       RecurrenceConfig config = pickRecurrenceConfig(p, run.sm, 232448);
       config.blocks = run.blocks;
       if (run.kSplit)
         config.kSplit = run.kSplit;
+      if (run.chunk)
+        config.batchChunk =
+            std::min<uint32_t>(run.chunk, static_cast<uint32_t>(p.batch));
       config.threads = recurrenceThreads(p, config.blocks, config.kSplit);
       config.recurrentWeightsShared = run.shared;
       EXPECT_EQ(mismatchesOnEmu(c, config, run.sm), 0)
@@ -393,6 +406,8 @@ TEST(RecurrenceKernelsTest, ConfigAndUnsupported) {
   // row; R's rows fit.
   RecurrenceConfig c = pickRecurrenceConfig(p, 90, 232448);
   EXPECT_EQ(c.blocks, 8u);
+  EXPECT_EQ(c.batchChunk, 8u);
+  EXPECT_EQ(recurrenceChunks(p, c), 1u);
   EXPECT_EQ(c.kSplit, 4u);
   EXPECT_EQ(c.threads, 512u);
   EXPECT_TRUE(c.recurrentWeightsShared);
@@ -436,12 +451,29 @@ TEST(RecurrenceKernelsTest, ConfigAndUnsupported) {
   EXPECT_NE(recurrenceUnsupportedReason(wrong, c, 90, 232448)
                 .find("unknown activation 'gelu'"),
             std::string::npos);
-  // Too much state for sm_80's shared memory.
+  // A batch of 40: three clusters of 16 rows (the last holds 8).
+  RecurrenceProblem b40 = p;
+  b40.batch = 40;
+  RecurrenceConfig c40 = pickRecurrenceConfig(b40, 90, 232448);
+  EXPECT_EQ(c40.batchChunk, 16u);
+  EXPECT_EQ(recurrenceChunks(b40, c40), 3u);
+  EXPECT_EQ(describeRecurrence(b40, c40),
+            "persistent lstm, 3 clusters of 8 x 512 threads (k split 4), 16 "
+            "batch rows a cluster, R in shared memory");
+  // B 64 x H 1024 on sm_80: R (16 MB) in global memory and 4 rows a block
+  // (28 KB of state a row: 2 h buffers, 4 gates and c, fp32).
   RecurrenceProblem big = p;
   big.batch = 64;
   big.hidden = 1024;
   RecurrenceConfig bigConfig = pickRecurrenceConfig(big, 80, 166912);
-  EXPECT_NE(recurrenceUnsupportedReason(big, bigConfig, 80, 166912)
+  EXPECT_FALSE(bigConfig.recurrentWeightsShared);
+  EXPECT_EQ(bigConfig.batchChunk, 4u);
+  EXPECT_EQ(recurrenceUnsupportedReason(big, bigConfig, 80, 166912), "");
+  // Even one row's state is too large at H 16384 (an RNN: 256 KB).
+  RecurrenceProblem huge = problem(RecurrentCell::Rnn, DType::F32, 16384);
+  RecurrenceConfig hugeConfig = pickRecurrenceConfig(huge, 80, 166912);
+  EXPECT_EQ(hugeConfig.batchChunk, 1u);
+  EXPECT_NE(recurrenceUnsupportedReason(huge, hugeConfig, 80, 166912)
                 .find("bytes of shared memory per block"),
             std::string::npos);
 }

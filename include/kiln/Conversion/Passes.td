@@ -375,9 +375,11 @@ def LowerRecurrencePass : Pass<"kiln-lower-recurrence", "mlir::ModuleOp"> {
     Each `kiln.recurrence` (one direction of an RNN, GRU or LSTM layer)
     becomes one `kiln.call_kernel` of the persistent recurrence kernel
     (`include/kiln/Target/CUDA/RecurrenceKernels.h`,
-    `templates/Recurrence.cuh`): one launch runs all T steps. The blocks
-    stay resident; each owns ceil(H / blocks) hidden units with every gate
-    of them, keeps its rows of R in shared memory when they fit (padded
+    `templates/Recurrence.cuh`): one launch runs all T steps. The batch is
+    cut into chunks of up to 16 rows (fewer when a chunk's state does not
+    fit in shared memory), one cluster each, side by side in the grid.
+    Within a cluster the blocks stay resident; each owns ceil(H / blocks)
+    hidden units with every gate of them, keeps its rows of R in shared memory when they fit (padded
     rows; else it reads them from global memory every step) and its cell
     state in shared memory, and holds the full h of the last step. Per
     step a block multiplies its rows of R by h in fp32, applies the cell
@@ -398,9 +400,9 @@ def LowerRecurrencePass : Pass<"kiln-lower-recurrence", "mlir::ModuleOp"> {
     do. The module's `kiln.recurrence_report` lists each kernel, its
     blocks and threads, where R lives and the launches per sequence (one).
 
-    A recurrence whose state does not fit in a block's shared memory (the
-    importer only makes ones that fit sm_80's) is an error naming the op
-    and the bytes.
+    A recurrence whose state does not fit in a block's shared memory even
+    for one batch row (the importer only makes ones with H <= 4096, which
+    fit sm_80's) is an error naming the op and the bytes.
 
     `blocks` forces the blocks per cluster (1, 2, 4 or 8; 0 picks: the
     largest power of two up to min(8, H) on sm_90, 1 on sm_80) and

@@ -12,6 +12,7 @@
 
 // CHECK:       kiln.recurrence_report = ["kiln_rnn_0: persistent lstm, cluster of 4 x 64 threads (k split 4), R in shared memory; T 5, B 3, H 4, reverse: 1 launch per sequence, {{[0-9]+}} bytes of shared memory per block"]
 // CHECK: gpu.binary @kiln_rnn_0
+// CHECK-SAME: B = 3, BATCH = 3
 // CHECK-SAME: BLOCKS = 4, THREADS = 64, KSPLIT = 4
 // CHECK-SAME: REVERSE = true
 // CHECK-SAME: PEEP = true, LENS = true
@@ -97,4 +98,25 @@ func.func @gru_twice(%x: tensor<5x3x12xf32>, %r: tensor<12x4xf32>,
       : (tensor<5x3x12xf32>, tensor<12x4xf32>, tensor<3x4xf32>, tensor<4xf32>)
       -> (tensor<5x3x4xf32>, tensor<3x4xf32>)
   return %z : tensor<5x3x4xf32>
+}
+
+// -----
+
+// A batch of 20: two clusters of 16 rows (the second holds 4), side by
+// side in the grid (2 x 8 blocks).
+
+// CHECK: kiln.recurrence_report = ["kiln_rnn_0: persistent gru, 2 clusters of 8 x 64 threads (k split 8), 16 batch rows a cluster, R in shared memory; T 3, B 20, H 8: 1 launch per sequence, {{[0-9]+}} bytes of shared memory per block"]
+// CHECK: gpu.binary @kiln_rnn_0
+// CHECK-SAME: B = 16, BATCH = 20
+// CHECK-LABEL: func.func @gru_batch20(
+// CHECK:         kiln.call_kernel @kiln_rnn_0::@kiln_rnn_0 {{.*}} grid [16, 1, 1] block [64, 1, 1]
+
+func.func @gru_batch20(%x: tensor<3x20x24xf32>, %r: tensor<24x8xf32>,
+                       %h: tensor<20x8xf32>) -> tensor<3x20x8xf32> {
+  %y, %yh = kiln.recurrence <gru> %x, %r, %h
+      {activations = ["sigmoid", "tanh"], activation_alpha = array<f32: 0.0, 0.0>,
+       activation_beta = array<f32: 0.0, 0.0>}
+      : (tensor<3x20x24xf32>, tensor<24x8xf32>, tensor<20x8xf32>)
+      -> (tensor<3x20x8xf32>, tensor<20x8xf32>)
+  return %y : tensor<3x20x8xf32>
 }

@@ -19,7 +19,8 @@ outputs transposed back). The spec says activation_alpha and
 activation_beta are consumed in the order of the activations; onnxruntime's
 RNN kernel indexes them by direction instead, so the RNN models give lists
 on which both readings agree. `lstm-2layer` is the issue's sequence model: a
-bidirectional 2-layer LSTM, B 8, T 100, input 64, H 256.
+bidirectional 2-layer LSTM, B 8, T 100, input 64, H 256; `lstm-batch40`
+runs 40 sequences of their own lengths (the kernel's batch chunks).
 
 One line per model:  <name>: persistent <N>, <figures> ok|FAIL, N the
 persistent recurrence kernels kilnc --stats lists (0: the time loops were
@@ -217,6 +218,12 @@ MODELS = {
         "RNN", "rnn_rev_elu", **SMALL, direction="reverse",
         activations=["Elu"], activation_alpha=[0.5], bias=False),
     "lstm-2layer": two_layer_lstm,
+    # 40 sequences: the persistent kernel cuts them into chunks of 16 rows
+    # (three clusters, the last holding 8), each with its own lengths.
+    "lstm-batch40": lambda: recurrent(
+        "LSTM", "lstm_b40", t=8, b=40, i=16, h=32, direction="bidirectional",
+        seq_lens=[(3 * k) % 9 for k in range(40)], init_h=True, init_c=True,
+        scale=0.4),
 }
 
 

@@ -71,6 +71,10 @@ struct RecurrenceConfig {
   /// Consecutive threads sharing one row of R's product (each sums every
   /// kSplit-th term; a shuffle adds them): 1, 2, 4 or 8.
   uint32_t kSplit = 1;
+  /// Batch rows one cluster (one block on sm_80) runs: the batch is cut
+  /// into ceil(B / batchChunk) independent chunks, side by side in the
+  /// grid. The shared-memory state is sized for one chunk.
+  uint32_t batchChunk = 1;
   /// Whether each block's rows of R are kept in shared memory (else they
   /// are read from global memory, through L2, every step).
   bool recurrentWeightsShared = true;
@@ -93,11 +97,17 @@ RecurrenceSharedLayout recurrenceLayout(const RecurrenceProblem &problem,
 
 /// The configuration for the chip: on sm_90 a cluster of up to 8 blocks
 /// (the largest power of two up to min(8, H)), else one block; the largest
-/// k-split up to 8 that keeps a block at 512 threads or fewer; R in shared
-/// memory when every block's rows fit in `maxSharedBytes` with the state.
+/// k-split up to 8 that keeps a block at 512 threads or fewer; batch
+/// chunks of up to 16 rows; R in shared memory when every block's rows fit
+/// in `maxSharedBytes` with the chunk's state, else in global memory, and
+/// smaller chunks while the state alone does not fit.
 RecurrenceConfig pickRecurrenceConfig(const RecurrenceProblem &problem,
                                       uint32_t smVersion,
                                       uint32_t maxSharedBytes);
+
+/// Batch chunks: ceil(B / batchChunk); the grid is blocks x chunks.
+uint64_t recurrenceChunks(const RecurrenceProblem &problem,
+                          const RecurrenceConfig &config);
 
 /// Threads for `blocks` and `kSplit` (RecurrenceConfig::threads).
 uint32_t recurrenceThreads(const RecurrenceProblem &problem, uint32_t blocks,

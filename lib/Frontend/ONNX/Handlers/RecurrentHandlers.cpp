@@ -15,8 +15,8 @@
 // persistent kernel: all T steps in one launch, R resident in shared
 // memory. The unrolled form stays for training (kiln-autodiff
 // differentiates the steps), for `kilnc --recurrence=unroll`, and for
-// layers the kernel does not take (symbolic sizes, B x H above 4096, a
-// clip that is not positive).
+// layers the kernel does not take (symbolic sizes, H above 4096, a clip
+// that is not positive).
 //
 // Everything in the ONNX spec is supported: directions forward, reverse and
 // bidirectional; every activation the spec allows with activation_alpha /
@@ -24,7 +24,8 @@
 // does); `clip` on every gate's pre-activation (not on the LSTM cell state
 // that h reads); `sequence_lens` (a step at or
 // past a batch row's length keeps that row's state and writes zeros to Y, so
-// a reverse direction starts at the row's last valid step); initial states;
+// a reverse direction starts at the row's last valid step; a row of length
+// 0 has zero last states, as onnxruntime's LSTM and GRU give); initial states;
 // LSTM peepholes and `input_forget`; GRU's `linear_before_reset`; `layout` 0
 // and 1; all optional outputs.
 //
@@ -260,20 +261,28 @@ std::tuple<Value, Value, Value> runDirection(Composer &c, const CellConfig &cfg,
     C = newC;
     zeroH = false;
   }
+  // A row of length 0 has no last state: zeros, as onnxruntime's LSTM and
+  // GRU give (not the initial state).
+  if (cfg.sequenceLens) {
+    Value some = c.make<GreaterOp>(
+        {cfg.sequenceLens, c.scalar(elementTypeOf(cfg.sequenceLens), 0.0)});
+    H = c.make<SelectOp>({some, H, c.scalar(type, 0.0)});
+    if (C)
+      C = c.make<SelectOp>({some, C, c.scalar(type, 0.0)});
+  }
   return {c.concat(outputs, 0), H, C};
 }
 
 /// Whether one direction becomes a kiln.recurrence (a persistent kernel,
 /// kiln-lower-recurrence) rather than unrolled steps: static sizes, a float
-/// type the kernel reads, a positive clip, and a state small enough for
-/// the kernel's shared memory (h twice, the gates, c, and GRU's r * h, all
-/// fp32, for B x H <= 4096 within sm_80's 163 KB with a one-block kernel).
+/// type the kernel reads, a positive clip, and H <= 4096 (one batch row's
+/// state, fp32 h twice, the gates, c and GRU's r * h, then fits sm_80's
+/// 163 KB in one block; the kernel cuts the batch into chunks that fit).
 bool persistentFits(NodeImporter &n, const CellConfig &cfg, Type type) {
-  constexpr int64_t kMaxStateElements = 4096;
+  constexpr int64_t kMaxHidden = 4096;
   return n.persistentRecurrence() && !ShapedType::isDynamic(cfg.batch) &&
          !ShapedType::isDynamic(cfg.hidden) &&
-         !ShapedType::isDynamic(cfg.steps) &&
-         cfg.batch * cfg.hidden <= kMaxStateElements &&
+         !ShapedType::isDynamic(cfg.steps) && cfg.hidden <= kMaxHidden &&
          (!cfg.clip || *cfg.clip > 0) &&
          (type.isF32() || type.isF16() || type.isBF16());
 }
@@ -532,8 +541,9 @@ template <Cell cell> LogicalResult importRecurrent(NodeImporter &n) {
 void registerRecurrentHandlers(SmallVectorImpl<Handler> &handlers) {
   constexpr const char *limits =
       "static sequence length; each direction one persistent kernel (a "
-      "cluster of up to 8 blocks on sm_90) when B x H <= 4096, else, and "
-      "for training or --recurrence=unroll, unrolled over time steps";
+      "cluster of up to 8 blocks per 16 batch rows on sm_90) when H <= "
+      "4096, else, and for training or --recurrence=unroll, unrolled over "
+      "time steps";
   handlers.push_back({"RNN", 7, importRecurrent<Cell::Rnn>, limits});
   handlers.push_back({"RNN", 14, importRecurrent<Cell::Rnn>, limits});
   handlers.push_back({"GRU", 7, importRecurrent<Cell::Gru>, limits});

@@ -76,8 +76,8 @@ const char *cellName(RecurrentCell cell) {
 }
 
 /// Batch entries one thread accumulates at once (registers per row).
-uint32_t batchTile(const RecurrenceProblem &p) {
-  return static_cast<uint32_t>(std::min<uint64_t>(p.batch, 16));
+uint32_t batchTile(const RecurrenceConfig &c) {
+  return std::min<uint32_t>(c.batchChunk, 16);
 }
 
 std::vector<KernelParameter> recurrenceParameters(const RecurrenceProblem &p) {
@@ -129,14 +129,15 @@ RecurrenceSharedLayout recurrenceLayout(const RecurrenceProblem &p,
     at += align16(p.gates() * u * l.weightStride * elem);
   }
   l.hidden = at;
-  at += align16(2 * p.hidden * p.batch * 4);
+  const uint64_t rows = c.batchChunk;
+  at += align16(2 * p.hidden * rows * 4);
   l.gates = at;
-  at += align16(p.gates() * u * p.batch * 4);
+  at += align16(p.gates() * u * rows * 4);
   l.cell = at;
-  at += align16(u * p.batch * 4);
+  at += align16(u * rows * 4);
   l.resetHidden = at;
   if (p.cell == RecurrentCell::Gru && !p.linearBeforeReset)
-    at += align16(p.hidden * p.batch * 4);
+    at += align16(p.hidden * rows * 4);
   l.total = at;
   return l;
 }
@@ -154,10 +155,25 @@ RecurrenceConfig pickRecurrenceConfig(const RecurrenceProblem &p,
   while (c.kSplit < 8 && rows * c.kSplit * 2 <= 512 && c.kSplit * 2 <= p.hidden)
     c.kSplit *= 2;
   c.threads = recurrenceThreads(p, c.blocks, c.kSplit);
-  c.recurrentWeightsShared = true;
-  if (recurrenceLayout(p, c).total > maxSharedBytes)
+  // Up to 16 batch rows a cluster (more clusters, on more SMs, for a larger
+  // batch); R in shared memory when it fits beside the chunk's state, else
+  // in global memory; fewer rows a chunk while even the state does not fit.
+  c.batchChunk = static_cast<uint32_t>(std::min<uint64_t>(p.batch, 16));
+  while (true) {
+    c.recurrentWeightsShared = true;
+    if (recurrenceLayout(p, c).total <= maxSharedBytes)
+      break;
     c.recurrentWeightsShared = false;
+    if (recurrenceLayout(p, c).total <= maxSharedBytes || c.batchChunk == 1)
+      break;
+    c.batchChunk = (c.batchChunk + 1) / 2;
+  }
   return c;
+}
+
+uint64_t recurrenceChunks(const RecurrenceProblem &p,
+                          const RecurrenceConfig &c) {
+  return (p.batch + c.batchChunk - 1) / std::max<uint32_t>(c.batchChunk, 1);
 }
 
 uint32_t recurrenceThreads(const RecurrenceProblem &p, uint32_t blocks,
@@ -180,8 +196,13 @@ std::string recurrenceUnsupportedReason(const RecurrenceProblem &p,
     return "the recurrence kernel reads f32, f16 or bf16";
   if (!p.steps || !p.batch || !p.hidden)
     return "an empty dimension";
-  if (p.steps > (1u << 30) || p.batch > 4096 || p.hidden > 65536)
-    return "sizes past the kernel's int indexing";
+  if (p.steps > (1u << 30) || p.batch > (1u << 20) || p.hidden > 65536 ||
+      p.steps * p.batch * p.gates() * p.hidden > (uint64_t(1) << 40))
+    return "sizes past the kernel's indexing";
+  if (c.batchChunk < 1 || c.batchChunk > p.batch)
+    return "a batch chunk must hold 1 to B rows";
+  if (recurrenceChunks(p, c) * c.blocks > 65535)
+    return "more than 65535 blocks";
   if (p.activations.size() != activationCount(p.cell))
     return std::string("a ") + cellName(p.cell) + " cell takes " +
            std::to_string(activationCount(p.cell)) + " activations";
@@ -208,11 +229,19 @@ std::string recurrenceUnsupportedReason(const RecurrenceProblem &p,
 std::string describeRecurrence(const RecurrenceProblem &p,
                                const RecurrenceConfig &c) {
   std::string s = std::string("persistent ") + cellName(p.cell) + ", ";
-  s += c.blocks > 1 ? "cluster of " + std::to_string(c.blocks) + " x "
-                    : std::string("1 block x ");
+  uint64_t chunks = recurrenceChunks(p, c);
+  std::string n = std::to_string(chunks);
+  if (c.blocks > 1)
+    s += (chunks > 1 ? n + " clusters of " : std::string("cluster of ")) +
+         std::to_string(c.blocks) + " x ";
+  else
+    s += chunks > 1 ? n + " blocks x " : std::string("1 block x ");
   s += std::to_string(c.threads) + " threads";
   if (c.kSplit > 1)
     s += " (k split " + std::to_string(c.kSplit) + ")";
+  if (recurrenceChunks(p, c) > 1)
+    s += ", " + std::to_string(c.batchChunk) + " batch rows a " +
+         (c.blocks > 1 ? "cluster" : "block");
   s += ", R in ";
   s += c.recurrentWeightsShared ? "shared memory" : "global memory";
   return s;
@@ -233,12 +262,13 @@ generateRecurrenceSource(const RecurrenceProblem &p, const RecurrenceConfig &c,
   s += kElementTypeTemplate;
   s += kCommonTemplate;
   s += "\nstruct Cfg {\n";
-  s += "  static constexpr int T = " + i(p.steps) + ", B = " + i(p.batch) +
-       ", H = " + i(p.hidden) + ", G = " + i(p.gates()) +
-       ", U = " + i(recurrenceUnitsPerBlock(p, c)) + ";\n";
+  s += "  static constexpr int T = " + i(p.steps) + ", B = " + i(c.batchChunk) +
+       ", BATCH = " + i(p.batch) + ", H = " + i(p.hidden) +
+       ", G = " + i(p.gates()) + ", U = " + i(recurrenceUnitsPerBlock(p, c)) +
+       ";\n";
   s += "  static constexpr int BLOCKS = " + i(c.blocks) +
        ", THREADS = " + i(c.threads) + ", KSPLIT = " + i(c.kSplit) +
-       ", BATCH_TILE = " + i(batchTile(p)) +
+       ", BATCH_TILE = " + i(batchTile(c)) +
        ", CELL = " + i(static_cast<int>(p.cell)) + ";\n";
   s += "  static constexpr int IN_CODE = " +
        std::string(elementTypeName(p.type)) + ";\n";
@@ -305,7 +335,8 @@ specializeRecurrence(const RecurrenceProblem &p, const RecurrenceConfig &c,
   GemmKernel kernel;
   kernel.name = options.name;
   kernel.block = {c.threads, 1, 1};
-  kernel.grid = {c.blocks, 1, 1};
+  kernel.grid = {static_cast<uint32_t>(c.blocks * recurrenceChunks(p, c)), 1,
+                 1};
   kernel.dynamicSharedBytes = recurrenceLayout(p, c).total;
   kernel.params = recurrenceParameters(p);
   result.kernels.push_back(std::move(kernel));

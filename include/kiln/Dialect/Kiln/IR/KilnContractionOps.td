@@ -141,7 +141,8 @@ def Kiln_RecurrenceOp : Kiln_Op<"recurrence", [AttrSizedOperandSegments]> {
     `clip` bounds every gate's pre-activation to [-clip, clip] (not the
     cell state that `h` reads). With `sequence_lens` (`[B]` i32), a step
     at or past a row's length keeps the row's state and writes zeros to
-    `y`. Results: `y` `[T, B, H]` (H' of every step, in time order), the
+    `y`, and a row of length 0 has zero last states (as onnxruntime's LSTM
+    and GRU give; not its initial ones). Results: `y` `[T, B, H]` (H' of every step, in time order), the
     last H and, for lstm, the last C, `[B, H]` each.
 
     `activations` names one activation per role (rnn 1, gru 2, lstm 3),

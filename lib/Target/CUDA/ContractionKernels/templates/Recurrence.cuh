@@ -1,9 +1,13 @@
 //===- Recurrence.cuh - The persistent RNN/GRU/LSTM time loop -------------===//
 //
 // One launch runs every step of one direction (RecurrenceKernels.h has the
-// design). Block q of the Cfg::BLOCKS owns hidden units [q U, q U + U) and
+// design). The batch is cut into chunks of Cfg::B rows (sequences are
+// independent), one cluster of Cfg::BLOCKS blocks each (one block on
+// sm_80): chunk c = blockIdx.x / BLOCKS computes batch rows [c B, c B + B)
+// of the Cfg::BATCH; rows past BATCH in the last chunk compute zeros and
+// store nothing. Block q of a cluster owns hidden units [q U, q U + U) and
 // the G rows of R of each (row j = g U + u of its slice is R's row
-// g H + q U + u); its shared memory holds:
+// g H + q U + u); its shared memory holds (B the chunk's rows):
 //
 //   weights  [G U][WSTRIDE] of the input type (Cfg::R_SHARED),
 //   hidden   [2][H][B] fp32: the full h of the last step and of this one,
@@ -129,9 +133,13 @@ KILN_INLINE void recurrence(const void *X, const void *R, const void *H0,
                             const void *RB, void *Y, void *YH, void *YC) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int B = Cfg::B, H = Cfg::H, U = Cfg::U, G = Cfg::G,
-                T = Cfg::T, NT = Cfg::THREADS;
+                T = Cfg::T, NT = Cfg::THREADS, BATCH = Cfg::BATCH;
   const int tid = threadIdx.x;
   const int unit0 = (Cfg::BLOCKS > 1 ? (int)clusterRank() : 0) * U;
+  // This chunk's first batch row; row b of the chunk is batch row
+  // batch0 + b, there when below BATCH.
+  const int batch0 = (int)(blockIdx.x / Cfg::BLOCKS) * B;
+  auto inBatch = [&](int b) { return batch0 + b < BATCH; };
   float *hidden = (float *)(smem + Cfg::SM_HIDDEN);
   float *gates = (float *)(smem + Cfg::SM_GATES);
   float *cell = (float *)(smem + Cfg::SM_CELL);
@@ -152,13 +160,15 @@ KILN_INLINE void recurrence(const void *X, const void *R, const void *H0,
     }
   }
   for (int i = tid; i < H * B; i += NT)
-    hidden[i] = loadAsFloat<Cfg::IN_CODE>(H0, Cfg::H0_OFF +
-                                                  (i64)(i % B) * H + i / B);
+    hidden[i] = inBatch(i % B)
+                    ? loadAsFloat<Cfg::IN_CODE>(
+                          H0, Cfg::H0_OFF + (i64)(batch0 + i % B) * H + i / B)
+                    : 0.0f;
   for (int i = tid; i < U * B; i += NT) {
     const int unit = unit0 + i / B;
-    cell[i] = Cfg::CELL == kLstm && unit < H
+    cell[i] = Cfg::CELL == kLstm && unit < H && inBatch(i % B)
                   ? loadAsFloat<Cfg::IN_CODE>(
-                        C0, Cfg::C0_OFF + (i64)(i % B) * H + unit)
+                        C0, Cfg::C0_OFF + (i64)(batch0 + i % B) * H + unit)
                   : 0.0f;
   }
   __syncthreads();
@@ -170,8 +180,11 @@ KILN_INLINE void recurrence(const void *X, const void *R, const void *H0,
     const float *hp = hidden + (s & 1) * H * B;
     float *hn = hidden + ((s + 1) & 1) * H * B;
     auto projection = [&](int b, int g, int unit) {
-      return loadAsFloat<Cfg::IN_CODE>(
-          X, Cfg::X_OFF + ((i64)t * B + b) * G * H + (i64)g * H + unit);
+      return inBatch(b) ? loadAsFloat<Cfg::IN_CODE>(
+                              X, Cfg::X_OFF +
+                                     ((i64)t * BATCH + batch0 + b) * G * H +
+                                     (i64)g * H + unit)
+                        : 0.0f;
     };
     if (Cfg::CELL == kGru && !Cfg::LBR) {
       // z and r first; r * h of every unit before the h gate's product.
@@ -232,12 +245,14 @@ KILN_INLINE void recurrence(const void *X, const void *R, const void *H0,
         hnew = act0(clipped(pre(0)));
       }
       float y = hnew;
-      if (Cfg::LENS && !(t < L[Cfg::L_OFF + b])) {
+      if (Cfg::LENS && inBatch(b) && !(t < L[Cfg::L_OFF + batch0 + b])) {
         y = 0.0f;
         hnew = hprev;
         cnew = c;
       }
-      storeOut<Cfg::IN_CODE>(Y, ((i64)t * B + b) * H + unit, y);
+      if (inBatch(b))
+        storeOut<Cfg::IN_CODE>(Y, ((i64)t * BATCH + batch0 + b) * H + unit,
+                               y);
       if (Cfg::CELL == kLstm)
         cell[i] = cnew;
       broadcast(hn, unit * B + b, hnew);
@@ -245,14 +260,19 @@ KILN_INLINE void recurrence(const void *X, const void *R, const void *H0,
     stepBarrier();
   }
 
+  // The final states; a row of length 0 has none: zeros, as onnxruntime's
+  // LSTM and GRU give.
   const float *last = hidden + (T & 1) * H * B;
   for (int i = tid; i < U * B; i += NT) {
     const int b = i % B, unit = unit0 + i / B;
-    if (unit >= H)
+    if (unit >= H || !inBatch(b))
       continue;
-    storeOut<Cfg::IN_CODE>(YH, (i64)b * H + unit, last[unit * B + b]);
+    const bool empty = Cfg::LENS && L[Cfg::L_OFF + batch0 + b] <= 0;
+    storeOut<Cfg::IN_CODE>(YH, (i64)(batch0 + b) * H + unit,
+                           empty ? 0.0f : last[unit * B + b]);
     if (Cfg::CELL == kLstm)
-      storeOut<Cfg::IN_CODE>(YC, (i64)b * H + unit, cell[i]);
+      storeOut<Cfg::IN_CODE>(YC, (i64)(batch0 + b) * H + unit,
+                             empty ? 0.0f : cell[i]);
   }
 }
 
