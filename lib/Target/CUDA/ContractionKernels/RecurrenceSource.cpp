@@ -289,7 +289,8 @@ generateRecurrenceSource(const RecurrenceProblem &p, const RecurrenceConfig &c,
   s += "  static constexpr int WSTRIDE = " + i(l.weightStride) +
        ", SM_WEIGHTS = " + i(l.weights) + ", SM_HIDDEN = " + i(l.hidden) +
        ", SM_GATES = " + i(l.gates) + ", SM_CELL = " + i(l.cell) +
-       ", SM_RH = " + i(l.resetHidden) + ";\n};\n\n";
+       ", SM_RH = " + i(l.resetHidden) + ", SM_TOTAL = " + i(l.total) +
+       ";\n};\n\n";
   for (size_t k = 0; k < 3; ++k) {
     const RecurrentActivation &a =
         p.activations[std::min(k, p.activations.size() - 1)];

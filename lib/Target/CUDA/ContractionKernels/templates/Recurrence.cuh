@@ -145,6 +145,12 @@ KILN_INLINE void recurrence(const void *X, const void *R, const void *H0,
   float *cell = (float *)(smem + Cfg::SM_CELL);
   float *rh = (float *)(smem + Cfg::SM_RH);
 
+  // All of it zeroed first: the compiler may widen a few float loads of a
+  // buffer into one 16-byte load (every buffer is 16-byte aligned and
+  // padded), and the padding it reads is then written too.
+  for (int i = tid; i < Cfg::SM_TOTAL / 4; i += NT)
+    ((u32 *)smem)[i] = 0;
+  __syncthreads();
   // This block's rows of R, the full h0 and its units' c0.
   if (Cfg::R_SHARED) {
     for (int i = tid; i < G * U * H; i += NT) {
