@@ -166,6 +166,26 @@ void computeTypes(gpu::GPUFuncOp kernel, SmallVectorImpl<std::string> &types) {
   });
 }
 
+/// Whether a size-guarded launch (one size bucket's kernel, kilnc
+/// --size-buckets) does not run at the compiled size, the range's maximum:
+/// the static estimate is of the compiled size, so its bytes and FLOPs are
+/// not added to the totals (each bucket computes the whole result); the
+/// launch is still listed.
+bool skippedAtCompiledSize(gpu::LaunchFuncOp launch) {
+  auto guard = dyn_cast_or_null<SizeGuardAttr>(
+      launch->getAttr(KilnDialect::SizeGuardAttrHelper::getNameStr()));
+  auto module = launch->getParentOfType<ModuleOp>();
+  auto ranges = module ? module->getAttrOfType<DictionaryAttr>(
+                             KilnDialect::DimRangesAttrHelper::getNameStr())
+                       : DictionaryAttr();
+  if (!guard || !ranges)
+    return false;
+  auto range = dyn_cast_or_null<DenseI64ArrayAttr>(
+      ranges.get(guard.getSymbol().getValue()));
+  return range && range.size() >= 2 &&
+         (range[1] < guard.getMin() || range[1] > guard.getMax());
+}
+
 } // namespace
 
 KernelStats estimateKernelStats(ModuleOp module) {
@@ -203,9 +223,12 @@ KernelStats estimateKernelStats(ModuleOp module) {
       if (auto flops = launch->getAttrOfType<IntegerAttr>(
               KilnDialect::FlopsAttrHelper::getNameStr()))
         entry.flops = flops.getValue().getZExtValue();
-      stats.bytesRead += entry.bytesRead;
-      stats.bytesWritten += entry.bytesWritten;
-      stats.flops += entry.flops;
+      entry.runsAtCompiledSize = !skippedAtCompiledSize(launch);
+      if (entry.runsAtCompiledSize) {
+        stats.bytesRead += entry.bytesRead;
+        stats.bytesWritten += entry.bytesWritten;
+        stats.flops += entry.flops;
+      }
       stats.launches.push_back(std::move(entry));
       return;
     }

@@ -191,10 +191,11 @@ void printStaticEstimate(const KernelStats &fused, const KernelStats &unfused,
   auto total = [&](const KernelStats &stats) {
     double seconds = 0;
     for (const KernelLaunchStats &launch : stats.launches)
-      seconds += rt::estimateStatic(*figures,
-                                    launch.bytesRead + launch.bytesWritten,
-                                    launch.flops)
-                     .seconds;
+      if (launch.runsAtCompiledSize)
+        seconds +=
+            rt::estimateStatic(*figures, launch.bytesRead + launch.bytesWritten,
+                               launch.flops)
+                .seconds;
     return seconds;
   };
   for (const KernelLaunchStats &launch : fused.launches) {
@@ -207,6 +208,8 @@ void printStaticEstimate(const KernelStats &fused, const KernelStats &unfused,
                        (unsigned long long)launch.flops, estimate.seconds * 1e6,
                        std::string(estimate.bound).c_str(),
                        launch.precision.c_str());
+    if (!launch.runsAtCompiledSize)
+      os << "    (another size bucket's kernel: not in the total)\n";
   }
   os << llvm::format("static estimate total: %.2f us (unfused: %.2f us), "
                      "flops %llu\n",

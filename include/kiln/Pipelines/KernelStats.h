@@ -35,6 +35,10 @@ struct KernelLaunchStats {
   /// generated kernel, of the float arithmetic in its body ("compute f32");
   /// "int" when it touches no float.
   std::string precision;
+  /// False for a size bucket's launch that does not run at the compiled
+  /// size (kilnc --size-buckets): it is listed, but the totals and the
+  /// static estimate leave it out (every bucket computes the whole result).
+  bool runsAtCompiledSize = true;
   /// The kernel's `kiln.kernel` decision as IR text
   /// ("#kiln.generic_kernel<vectorized, ...>"); empty when none.
   std::string config;

@@ -32,6 +32,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -78,6 +79,46 @@ RankedTensorType withElementType(Value value, Type elementType) {
 
 bool isContraction(Operation *op) {
   return isa<MatmulOp, ConvOp, ConvTransposeOp>(op);
+}
+
+/// A window sum: a convolution whose filter is all ones (how the importer
+/// computes LpPool's sums of |x|^p, one group per channel; zeros where the
+/// layout pass padded its channels). It stays f32:
+/// |x|^p spans far more range than fp16 holds (a window of values near
+/// 1e-5 cubed underflows to 0; fuzz finding 29), and a box filter gains
+/// nothing from tensor cores.
+bool isWindowSum(Operation *op) {
+  auto conv = dyn_cast<ConvOp>(op);
+  if (!conv)
+    return false;
+  // The filter: a constant, or a weight global (the layout pass stores the
+  // NHWC filter as one), through reshapes and transposes.
+  Value filter = conv.getFilter();
+  while (Operation *def = filter.getDefiningOp()) {
+    if (!isa<ReshapeOp, TransposeOp>(def))
+      break;
+    filter = def->getOperand(0);
+  }
+  Attribute value;
+  if (auto constant = filter.getDefiningOp<ConstantOp>())
+    value = constant.getValue();
+  else if (auto load = filter.getDefiningOp<ml_program::GlobalLoadConstOp>())
+    if (auto global =
+            SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+                load, load.getGlobalAttr()))
+      value = global.getValueAttr();
+  // Ones, and the zeros kiln-assign-layout pads channels with.
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(value);
+  if (!dense || !isa<FloatType>(dense.getElementType()))
+    return false;
+  bool one = false;
+  for (const APFloat &f : dense.getValues<APFloat>()) {
+    double v = f.convertToDouble();
+    if (v != 0.0 && v != 1.0)
+      return false;
+    one |= v == 1.0;
+  }
+  return one;
 }
 
 /// A max pool (windowed or global): it only selects elements, so it is
@@ -407,7 +448,8 @@ private:
     DenseMap<Operation *, int64_t> depth = contractionDepths(func);
     SmallVector<Operation *> contractions;
     for (Operation &op : func.getBody().getOps())
-      if (isContraction(&op) && depth.lookup(&op) >= f32HeadLayers)
+      if (isContraction(&op) && !isWindowSum(&op) &&
+          depth.lookup(&op) >= f32HeadLayers)
         contractions.push_back(&op);
     for (Operation *op : contractions) {
       Type elementType = elementTypeOf(op->getOperand(0));

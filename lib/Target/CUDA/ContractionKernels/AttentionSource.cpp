@@ -367,10 +367,7 @@ specializeAttention(const AttentionProblem &p, const AttentionConfig &c,
   GemmKernels result;
   result.source = source.take();
   // wgmma and setmaxnreg exist only in sm_90a (the arch-specific ISA).
-  result.nvrtcOptions = {"--gpu-architecture=compute_" +
-                             std::to_string(options.smVersion) +
-                             (c.wgmma ? "a" : ""),
-                         "-default-device", "--std=c++17", "-restrict"};
+  result.nvrtcOptions = templateNvrtcOptions(options.smVersion, c.wgmma);
   GemmKernel kernel;
   kernel.name = options.name;
   kernel.block = {c.warps * 32, 1, 1};

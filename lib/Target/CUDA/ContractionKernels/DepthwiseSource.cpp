@@ -200,9 +200,7 @@ specializeDepthwise(const ConvProblem &p, const DepthwiseConfig &c,
     return source.takeError();
   GemmKernels result;
   result.source = source.take();
-  result.nvrtcOptions = {"--gpu-architecture=compute_" +
-                             std::to_string(options.smVersion),
-                         "-default-device", "--std=c++17", "-restrict"};
+  result.nvrtcOptions = templateNvrtcOptions(options.smVersion, false);
   GemmKernel kernel;
   kernel.name = options.name;
   kernel.block = {kDepthwiseThreads, 1, 1};

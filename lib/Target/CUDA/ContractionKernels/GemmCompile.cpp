@@ -59,10 +59,7 @@ runtime::Expected<GemmKernels> specializeGemm(const GemmProblem &p,
   GemmKernels result;
   result.config = c;
   result.source = source.take();
-  result.nvrtcOptions = {"--gpu-architecture=compute_" +
-                             std::to_string(options.smVersion) +
-                             (wgmma ? "a" : ""),
-                         "-default-device", "--std=c++17", "-restrict"};
+  result.nvrtcOptions = templateNvrtcOptions(options.smVersion, wgmma);
 
   GemmKernel main;
   main.name = options.name;

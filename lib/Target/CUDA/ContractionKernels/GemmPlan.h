@@ -18,6 +18,16 @@ namespace kiln::contraction {
 
 uint32_t dtypeBytes(DType type);
 
+/// The NVRTC options every template source compiles with: the virtual
+/// architecture (compute_<sm>, with the "a" suffix for sm_90a's wgmma and
+/// setmaxnreg), no headers, C++17, restrict pointers.
+inline std::vector<std::string> templateNvrtcOptions(uint32_t smVersion,
+                                                     bool archSpecific) {
+  return {"--gpu-architecture=compute_" + std::to_string(smVersion) +
+              (archSpecific ? "a" : ""),
+          "-default-device", "--std=c++17", "-restrict"};
+}
+
 // The templates' element types are runtime::DType's codes.
 static_assert(kElementF32 == static_cast<int>(DType::F32) &&
                   kElementF16 == static_cast<int>(DType::F16) &&

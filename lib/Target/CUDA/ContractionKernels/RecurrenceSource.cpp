@@ -330,9 +330,7 @@ specializeRecurrence(const RecurrenceProblem &p, const RecurrenceConfig &c,
     return source.takeError();
   GemmKernels result;
   result.source = source.take();
-  result.nvrtcOptions = {"--gpu-architecture=compute_" +
-                             std::to_string(options.smVersion),
-                         "-default-device", "--std=c++17", "-restrict"};
+  result.nvrtcOptions = templateNvrtcOptions(options.smVersion, false);
   GemmKernel kernel;
   kernel.name = options.name;
   kernel.block = {c.threads, 1, 1};

@@ -355,3 +355,22 @@ func.func @classifier_head(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %f1
   %s = kiln.softmax %l {axis = 1 : i64} : tensor<1x10xf32>
   return %s : tensor<1x10xf32>
 }
+
+// -----
+
+// A window sum (LpPool's sums of |x|^p: a convolution whose filter is
+// ones, with the zeros the layout pass pads channels with) stays f32 in
+// every precision: |x|^p spans more range than fp16 holds (fuzz finding
+// 29: a window of values near 1e-5 cubed underflowed to 0). A filter with
+// any other value is lowered as usual.
+// CHECK-LABEL: func.func @window_sum_stays_f32
+// CHECK:         kiln.conv %{{.*}}, %{{.*}} {{.*}} : (tensor<4x2x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<4x1x1x1xf32>
+// BF16:          kiln.conv %{{.*}}, %{{.*}} {{.*}} : (tensor<4x2x2x8xbf16>, tensor<1x1x2x8xbf16>) -> tensor<4x1x1x1xf32>
+// FP16:          kiln.conv %{{.*}}, %{{.*}} {{.*}} : (tensor<4x2x2x8xf16>, tensor<1x1x2x8xf16>) -> tensor<4x1x1x1xf32>
+func.func @window_sum_stays_f32(%x: tensor<4x2x2x8xf32>) -> (tensor<4x1x1x1xf32>, tensor<4x1x1x1xf32>) {
+  %ones = kiln.constant dense<[[[[1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x2x8xf32>
+  %s = kiln.conv %x, %ones {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<4x2x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<4x1x1x1xf32>
+  %w = kiln.constant dense<[[[[1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x2x8xf32>
+  %c = kiln.conv %x, %w {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<4x2x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<4x1x1x1xf32>
+  return %s, %c : tensor<4x1x1x1xf32>, tensor<4x1x1x1xf32>
+}

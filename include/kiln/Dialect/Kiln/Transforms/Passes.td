@@ -171,7 +171,9 @@ def LowerPrecisionPass : Pass<"kiln-lower-precision", "mlir::ModuleOp"> {
       them, and the narrowing cast the next contraction needs, in the
       contraction's epilogue). A bias stays `f32`. A contraction the model
       declares in `bf16`/`f16` gets an `f32` result too, cast back to the
-      declared type after it.
+      declared type after it. A window sum stays `f32`: a convolution whose
+      filter holds only ones (and zero channel padding), as the importer
+      computes LpPool's sums of `|x|^p`, whose range `f16` does not hold.
     - **`tf32`.** The operand types stay `f32`; each operand is rounded to
       `tf32` (10 mantissa bits, nearest even) by the pair
       `kiln.cast f32 -> tf32` + `kiln.cast tf32 -> f32`. Tensor cores round
