@@ -244,22 +244,11 @@ struct LowerRecurrencePass
   /// Gives the kernel its name (kiln_rnn_N); an identical kernel (the same
   /// source: two layers of one shape) shares the first one's binary.
   std::string nameKernel(cx::GemmKernels &kernels) {
-    std::string key = kernels.source;
-    for (const std::string &option : kernels.nvrtcOptions)
-      key += "\n//" + option;
-    auto [it, isNew] = names.try_emplace(key, "");
+    auto [it, isNew] = names.try_emplace(kiln::templateKernelKey(kernels), "");
     if (isNew)
       it->second = "kiln_rnn_" + std::to_string(names.size() - 1);
     std::string name = it->second;
-    auto replace = [&](std::string &text) {
-      std::string placeholder = kiln::kEntryPlaceholder.str();
-      for (size_t at = text.find(placeholder); at != std::string::npos;
-           at = text.find(placeholder, at + name.size()))
-        text.replace(at, placeholder.size(), name);
-    };
-    replace(kernels.source);
-    for (cx::GemmKernel &kernel : kernels.kernels)
-      replace(kernel.name);
+    kiln::nameTemplateKernels(kernels, name);
     return name;
   }
 

@@ -641,33 +641,13 @@ Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
   return std::move(*kernels);
 }
 
-namespace {
-/// `text` with every `from` replaced by `to`.
-std::string replaceAll(StringRef text, StringRef from, StringRef to) {
-  std::string out;
-  for (size_t pos = 0;;) {
-    size_t at = text.find(from, pos);
-    out += text.slice(pos, at).str();
-    if (at == StringRef::npos)
-      return out;
-    out += to.str();
-    pos = at + from.size();
-  }
-}
-} // namespace
-
 void Matcher::nameKernels(cx::GemmKernels &kernels, StringRef prefix) {
-  std::string key = kernels.source;
-  for (const std::string &option : kernels.nvrtcOptions)
-    key += "\n//" + option;
-  auto [it, isNew] = kernelNames.try_emplace(key, "");
+  auto [it, isNew] =
+      kernelNames.try_emplace(kiln::templateKernelKey(kernels), "");
   if (isNew)
     it->second = prefix.str() + std::to_string(nextKernel++);
   lastKernelShared = !isNew;
-  StringRef name = it->second;
-  kernels.source = replaceAll(kernels.source, kiln::kEntryPlaceholder, name);
-  for (cx::GemmKernel &kernel : kernels.kernels)
-    kernel.name = replaceAll(kernel.name, kiln::kEntryPlaceholder, name);
+  kiln::nameTemplateKernels(kernels, it->second);
 }
 
 void Matcher::declareBinary(const cx::GemmKernels &kernels,

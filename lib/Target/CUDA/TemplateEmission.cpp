@@ -147,4 +147,27 @@ llvm::Error emitTemplateKernels(ModuleOp module, KernelCache &cache,
   return llvm::Error::success();
 }
 
+std::string templateKernelKey(const contraction::GemmKernels &kernels) {
+  std::string key = kernels.source;
+  for (const std::string &option : kernels.nvrtcOptions)
+    key += "\n//" + option;
+  return key;
+}
+
+void nameTemplateKernels(contraction::GemmKernels &kernels,
+                         llvm::StringRef name) {
+  auto rename = [&](std::string &text) {
+    std::string out;
+    llvm::StringRef rest = text;
+    for (size_t at;
+         (at = rest.find(kEntryPlaceholder)) != llvm::StringRef::npos;
+         rest = rest.drop_front(at + kEntryPlaceholder.size()))
+      out += (rest.take_front(at) + name).str();
+    text = out + rest.str();
+  };
+  rename(kernels.source);
+  for (contraction::GemmKernel &kernel : kernels.kernels)
+    rename(kernel.name);
+}
+
 } // namespace kiln

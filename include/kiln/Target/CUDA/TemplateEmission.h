@@ -13,6 +13,7 @@
 #ifndef KILN_TARGET_CUDA_TEMPLATEEMISSION_H
 #define KILN_TARGET_CUDA_TEMPLATEEMISSION_H
 
+#include "kiln/Target/CUDA/ContractionKernels.h"
 #include "kiln/Target/CUDA/KernelCache.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -28,6 +29,15 @@ namespace kiln {
 /// its own (its gpu.binary's), so that identical kernels have identical
 /// sources.
 inline constexpr llvm::StringLiteral kEntryPlaceholder = "kiln_template_entry";
+
+/// What makes two specialised template kernels one: their source and NVRTC
+/// options (kernels with equal keys share one gpu.binary).
+std::string templateKernelKey(const contraction::GemmKernels &kernels);
+
+/// Gives kernels specialised with kEntryPlaceholder the entry name `name`,
+/// in the source and in each kernel's name.
+void nameTemplateKernels(contraction::GemmKernels &kernels,
+                         llvm::StringRef name);
 
 /// A gpu.binary object holding a template kernel's source, for the target
 /// step to compile with `nvrtcOptions` for `chip`.
