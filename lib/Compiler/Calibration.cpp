@@ -1,6 +1,6 @@
-//===- Calibration.cpp - Calibrate a float model, quantize it to int8 -----===//
+//===- Calibration.cpp - Calibrate a float model, quantize it (int8, fp8) ===//
 //
-// quantizeModel, kilnc --precision=int8's first step
+// quantizeModel, kilnc --precision=int8 (or fp8)'s first step
 // (kiln/Compiler/Quantization.h): the plan, the calibration table (from
 // --calibration-cache, or from running the float model over the
 // --calibrate batches on the runtime's emu or cuda device), the QDQ
@@ -470,16 +470,16 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
                                           std::vector<std::string> &summary) {
   const QuantizationOptions &q = options.quantization;
   if (options.training.differentiates())
-    return userError("--precision=int8 is for inference; training compiles "
+    return userError(std::string(q.flag()) + " is for inference; training compiles "
                      "take fp32, tf32, bf16 or fp16");
   if (llvm::StringRef(options.input).ends_with(".mlir") || options.inputBytes)
-    return userError("--precision=int8 takes an ONNX model");
+    return userError(std::string(q.flag()) + " takes an ONNX model");
   llvm::Expected<Method> method = parseMethod(q.method);
   if (!method)
     return method.takeError();
   bool cached = !q.cache.empty() && llvm::sys::fs::exists(q.cache);
   if (!cached && q.calibrationData.empty())
-    return userError("--precision=int8 needs calibration data: --calibrate "
+    return userError(std::string(q.flag()) + " needs calibration data: --calibrate "
                      "FILE.npy (or an existing --calibration-cache FILE)");
 
   auto buffer = llvm::MemoryBuffer::getFile(options.input, /*IsText=*/false,
@@ -503,12 +503,12 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
   if (opset > 0 && opset < 13) {
     std::string why;
     if (!upgradeOpset(model, 13, why))
-      return userError(options.input + ": --precision=int8 needs opset 13 "
+      return userError(options.input + ": " + q.flag() + " needs opset 13 "
                        "(per-channel DequantizeLinear), and onnx's version "
                        "converter cannot raise the model's opset " +
                        llvm::Twine(opset) + ": " + why);
     if (hooks.warning)
-      hooks.warning(options.input + ": --precision=int8: the model's opset " +
+      hooks.warning(options.input + ": " + q.flag() + ": the model's opset " +
                     llvm::Twine(opset) +
                     " raised to 13 (per-channel DequantizeLinear)");
   }
@@ -563,7 +563,7 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
     }
   }
   if (plan->nodes.empty() && hooks.warning)
-    hooks.warning(options.input + ": --precision=int8: no Conv, MatMul or "
+    hooks.warning(options.input + ": " + q.flag() + ": no Conv, MatMul or "
                                   "Gemm with a constant float weight; "
                                   "nothing is quantized");
 

@@ -351,12 +351,12 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
     };
   if (llvm::Error err = validateCompileOptions(options, hooks))
     return std::move(err);
-  // --precision=int8: calibrate and rewrite into a QDQ model first
+  // --precision=int8 (fp8): calibrate and rewrite into a QDQ model first
   // (Quantization.h); the rest of the compile is that model's, in fp32
-  // where no int8 kernel runs.
+  // where no int8 (fp8) kernel runs.
   std::string quantizedModel;
   std::vector<std::string> quantizationSummary;
-  if (options.quantization.int8) {
+  if (options.quantization.quantizes()) {
     if (hooks.phaseStarted)
       hooks.phaseStarted("quantize");
     llvm::Expected<std::string> bytes =
@@ -444,6 +444,7 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
   if (options.stats) {
     stats.emplace();
     stats->quantization = quantizationSummary;
+    stats->quantizationFormat = options.quantization.fp8 ? "fp8" : "int8";
     OwningOpRef<ModuleOp> copy(module->clone());
     PipelineOptions unfused = options.pipeline;
     unfused.fuse = false;

@@ -20,6 +20,17 @@
 // node's (or the folded Relu's) output name, so every reader, and the graph
 // outputs, see the same names as before.
 //
+// --precision=fp8 (plan.fp8) writes the same chain in float8 e4m3 (opset
+// 19's FLOAT8E4M3FN, saturating, round to nearest even), as onnxruntime's
+// quantizer does for QuantType.QFLOAT8E4M3FN:
+//   - activations: per tensor, scale threshold / 448 (e4m3's largest
+//     finite value), zero point an e4m3 zero;
+//   - weights: per output channel, scale max |w| / 448, their DQ without a
+//     zero point;
+//   - biases stay f32 (the fp8 kernel adds them in its f32 epilogue);
+//   - no Relu is folded: e4m3 is symmetric, the Relu runs after the DQ.
+// Twins for the sensitivity report are named `_fp8` instead of `_int8`.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kiln/Compiler/Quantization.h"
@@ -40,6 +51,31 @@
 
 namespace kiln {
 namespace {
+
+/// ONNX's FLOAT8E4M3FN (opset 19), newer than the onnx protobuf definitions
+/// Kiln builds against (Debian's libonnx).
+constexpr int kFloat8E4M3FN = 17;
+/// e4m3's largest finite value (1.75 * 2^8).
+constexpr float kE4M3Max = 448.0f;
+
+/// `x` as an e4m3fn byte: round to nearest even, saturating to +-448 (the
+/// QuantizeLinear `saturate` default); NaN becomes 0x7F.
+uint8_t toE4M3(float x) {
+  uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  float a = std::fabs(x);
+  if (std::isnan(a))
+    return 0x7F;
+  a = std::min(a, kE4M3Max);
+  if (a < 0x1p-6f) // subnormal: steps of 2^-9 (8 of them reach 2^-6)
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 0x1p9f));
+  int e = 0;
+  float m = std::frexp(a, &e) * 2; // a = m * 2^(e-1), m in [1, 2)
+  --e;
+  int q = static_cast<int>(std::nearbyint((m - 1) * 8));
+  if (q == 8)
+    q = 0, ++e;
+  return sign | static_cast<uint8_t>(((e + 7) << 3) | q);
+}
 
 llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(message.str());
@@ -125,20 +161,21 @@ onnx::NodeProto makeNode(const std::string &op, const std::string &name,
   return node;
 }
 
-/// An activation's quantization: uint8 for a non-negative range, else int8;
-/// zero point 0 either way.
+/// An activation's quantization: uint8 for a non-negative range, else int8
+/// (fp8: e4m3 either way); zero point 0.
 struct ActivationParams {
   float scale;
   bool unsignedStorage;
+  bool fp8 = false;
 };
 
-ActivationParams activationParams(const TensorRange &range) {
-  bool nonNegative = range.min >= 0;
-  double levels = nonNegative ? 255 : 127;
+ActivationParams activationParams(const TensorRange &range, bool fp8) {
+  bool nonNegative = range.min >= 0 && !fp8;
+  double levels = fp8 ? kE4M3Max : nonNegative ? 255 : 127;
   float scale = static_cast<float>(range.threshold / levels);
   if (!(scale > 0) || !std::isfinite(scale))
     scale = 1.0f; // An all-zero (or empty) tensor: any scale is exact.
-  return {scale, nonNegative};
+  return {scale, nonNegative, fp8};
 }
 
 } // namespace
@@ -151,9 +188,16 @@ planQuantization(const onnx::ModelProto &model,
     if (id.domain().empty() || id.domain() == "ai.onnx")
       opset = id.version();
   if (opset < 13)
-    return error(path + ": --precision=int8 needs opset 13 or later "
-                 "(per-channel DequantizeLinear); the model imports opset " +
+    return error(path + ": " + options.flag() +
+                 " needs opset 13 or later (per-channel DequantizeLinear); "
+                 "the model imports opset " +
                  llvm::Twine(opset));
+  if (options.fp8 && opset < 19)
+    return error(path + ": --precision=fp8 needs opset 19 or later "
+                 "(float8 QuantizeLinear); the model imports opset " +
+                 llvm::Twine(opset) +
+                 " (raise it with onnx.version_converter.convert_version"
+                 "(model, 19))");
   const onnx::GraphProto &graph = model.graph();
   llvm::StringMap<const onnx::TensorProto *> initializers;
   for (const onnx::TensorProto &t : graph.initializer())
@@ -183,6 +227,7 @@ planQuantization(const onnx::ModelProto &model,
   };
 
   QuantizationPlan plan;
+  plan.fp8 = options.fp8;
   std::set<std::string> tensors;
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto &node = graph.node(i);
@@ -232,9 +277,10 @@ planQuantization(const onnx::ModelProto &model,
       continue;
     }
     q.output = q.quantizedOutput = node.output(0);
-    // Fold a Relu that is the only reader of a non-output result.
+    // Fold a Relu that is the only reader of a non-output result (int8:
+    // its uint8 output clamps at zero; e4m3 is symmetric).
     auto r = readers.find(q.output);
-    if (r != readers.end() && r->second.size() == 1 &&
+    if (!options.fp8 && r != readers.end() && r->second.size() == 1 &&
         !graphOutputs.contains(q.output)) {
       const onnx::NodeProto &reader = graph.node(r->second.front());
       if (reader.op_type() == "Relu" && reader.domain().empty() &&
@@ -263,8 +309,8 @@ namespace {
 /// quantized weights, which float weights are still read).
 class QdqWriter {
 public:
-  QdqWriter(onnx::GraphProto &graph, const CalibrationTable &table)
-      : graph(graph), table(table) {
+  QdqWriter(onnx::GraphProto &graph, const CalibrationTable &table, bool fp8)
+      : graph(graph), table(table), fp8(fp8) {
     for (int i = 0; i < graph.initializer_size(); ++i) {
       initializerIndex[graph.initializer(i).name()] = i;
       names.insert(graph.initializer(i).name());
@@ -294,7 +340,7 @@ public:
     if (it == table.end())
       return error("the calibration table has no range for tensor '" +
                    tensor + "'");
-    return activationParams(it->second);
+    return activationParams(it->second, fp8);
   }
 
   /// QuantizeLinear(input) then DequantizeLinear into `output`, with `p`'s
@@ -306,7 +352,9 @@ public:
     std::string quantized = fresh(base + "_quantized");
     addInitializer(graph, scale, onnx::TensorProto::FLOAT, {},
                    std::vector<float>{p.scale});
-    if (p.unsignedStorage)
+    if (p.fp8)
+      addInitializer(graph, zero, kFloat8E4M3FN, {}, std::vector<uint8_t>{0});
+    else if (p.unsignedStorage)
       addInitializer(graph, zero, onnx::TensorProto::UINT8, {},
                      std::vector<uint8_t>{0});
     else
@@ -324,7 +372,7 @@ public:
   llvm::Error appendNode(const QuantizedNode &q, onnx::NodeProto node,
                          const std::string &xDq, ActivationParams x,
                          const std::string &output) {
-    // The weight: symmetric int8, one scale per output channel.
+    // The weight: symmetric int8 (e4m3), one scale per output channel.
     const onnx::TensorProto &w =
         graph.initializer(initializerIndex.lookup(q.weight));
     std::optional<std::vector<float>> wValues = floatValues(w);
@@ -341,8 +389,12 @@ public:
       int64_t c = (e / inner) % channels;
       wScale[c] = std::max(wScale[c], std::fabs((*wValues)[e]));
     }
+    const float levels = fp8 ? kE4M3Max : 127.0f;
     for (float &s : wScale)
-      s = s > 0 ? s / 127.0f : 1.0f;
+      s = s > 0 ? s / levels : 1.0f;
+    if (fp8)
+      return appendFp8Node(q, std::move(node), *wValues, wDims, wScale, xDq,
+                           output);
     std::vector<int8_t> wQuantized(wValues->size());
     for (size_t e = 0; e < wValues->size(); ++e) {
       float s = wScale[(e / inner) % channels];
@@ -407,6 +459,43 @@ public:
     return llvm::Error::success();
   }
 
+  /// appendNode's fp8 form: the weight in e4m3 with its per-channel scales
+  /// (a DQ without zero point), the bias left f32, the output quantized.
+  llvm::Error appendFp8Node(const QuantizedNode &q, onnx::NodeProto node,
+                            const std::vector<float> &wValues,
+                            const std::vector<int64_t> &wDims,
+                            const std::vector<float> &wScale,
+                            const std::string &xDq, const std::string &output) {
+    int64_t channels = wDims[q.weightAxis];
+    int64_t inner = 1;
+    for (size_t d = q.weightAxis + 1; d < wDims.size(); ++d)
+      inner *= wDims[d];
+    std::vector<uint8_t> wQuantized(wValues.size());
+    for (size_t e = 0; e < wValues.size(); ++e)
+      wQuantized[e] = toE4M3(wValues[e] / wScale[(e / inner) % channels]);
+    std::string wq = fresh(q.weight + "_quantized");
+    std::string ws = fresh(q.weight + "_scale");
+    std::string wDq = fresh(q.weight + "_dequantized");
+    addInitializer(graph, wq, kFloat8E4M3FN, wDims, wQuantized);
+    addInitializer(graph, ws, onnx::TensorProto::FLOAT, {channels}, wScale);
+    nodes.push_back(
+        makeNode("DequantizeLinear", wDq, {wq, ws}, wDq, q.weightAxis));
+    node.set_input(1, wDq);
+    --floatReaders[q.weight];
+
+    llvm::Expected<ActivationParams> y = paramsOf(q.quantizedOutput);
+    if (!y)
+      return y.takeError();
+    node.set_input(0, xDq);
+    std::string product = fresh(q.output + "_float");
+    node.set_output(0, product);
+    if (output != q.quantizedOutput) // A twin (addQuantizedTwins).
+      node.set_name(nodeName(node) + "_fp8");
+    nodes.push_back(std::move(node));
+    appendQdq(product, output, output, *y);
+    return llvm::Error::success();
+  }
+
   /// Replaces the graph's nodes by `nodes`; drops the value_info (renamed
   /// products' are stale; the importer infers shapes again) and, with
   /// `dropFloatWeights`, the float weights no node reads any more.
@@ -444,6 +533,7 @@ public:
 private:
   onnx::GraphProto &graph;
   const CalibrationTable &table;
+  bool fp8;
   llvm::StringMap<int> initializerIndex;
   llvm::StringMap<int> floatReaders;
   llvm::StringSet<> names;
@@ -454,7 +544,7 @@ private:
 llvm::Error rewriteToQdq(onnx::ModelProto &model, const QuantizationPlan &plan,
                          const CalibrationTable &table) {
   onnx::GraphProto &graph = *model.mutable_graph();
-  QdqWriter writer(graph, table);
+  QdqWriter writer(graph, table, plan.fp8);
   std::map<int, const QuantizedNode *> byIndex;
   std::set<int> foldedRelus;
   for (const QuantizedNode &q : plan.nodes) {
@@ -505,7 +595,7 @@ llvm::Expected<std::vector<std::pair<std::string, std::string>>>
 addQuantizedTwins(onnx::ModelProto &model, const QuantizationPlan &plan,
                   const CalibrationTable &table) {
   onnx::GraphProto &graph = *model.mutable_graph();
-  QdqWriter writer(graph, table);
+  QdqWriter writer(graph, table, plan.fp8);
   std::map<int, const QuantizedNode *> byIndex;
   for (const QuantizedNode &q : plan.nodes)
     byIndex[q.index] = &q;
@@ -523,7 +613,8 @@ addQuantizedTwins(onnx::ModelProto &model, const QuantizationPlan &plan,
       return x.takeError();
     std::string xDq = writer.fresh(q.activation + "_twin_dequantized");
     writer.appendQdq(q.activation, q.activation + "_twin", xDq, *x);
-    std::string twin = writer.fresh(q.quantizedOutput + "_int8");
+    std::string twin =
+        writer.fresh(q.quantizedOutput + (plan.fp8 ? "_fp8" : "_int8"));
     if (llvm::Error err = writer.appendNode(q, graph.node(i), xDq, *x, twin))
       return std::move(err);
     pairs.emplace_back(q.quantizedOutput, twin);

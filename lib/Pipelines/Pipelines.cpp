@@ -181,10 +181,12 @@ void addGraphPhase(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createFuseSiblingContractionsPass());
   AssignLayoutPassOptions layout;
   layout.layout = options.layout;
-  // int8 (kilnc --precision=int8) reaches the pipeline as a QDQ model:
-  // its chains become int8 kernels below, everything else stays fp32.
+  // int8 and fp8 (kilnc --precision=int8|fp8) reach the pipeline as a QDQ
+  // model: its chains become int8 or fp8 kernels, everything else fp32.
   std::string floatPrecision =
-      options.precision == "int8" ? "fp32" : options.precision;
+      options.precision == "int8" || options.precision == "fp8"
+          ? "fp32"
+          : options.precision;
   layout.precision = floatPrecision;
   layout.tensorCoreConvs = options.contractionKernels;
   layout.int8Convs = int8;

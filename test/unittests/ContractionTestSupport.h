@@ -77,6 +77,28 @@ inline double asTf32(Family, double v) {
   return toTf32(static_cast<float>(v));
 }
 
+/// The fp8 operand types (e4m3fn, e5m2).
+inline bool isFp8Type(DType type) {
+  return type == DType::F8E4M3FN || type == DType::F8E5M2;
+}
+/// The value of an e4m3fn (no infinities; S.1111.111 is NaN) or e5m2
+/// (IEEE-like) byte, decoded from the formats' definitions.
+inline double decodeFp8(uint8_t byte, DType type) {
+  bool e5m2 = type == DType::F8E5M2;
+  int mantissaBits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  int exponent = (byte & 0x7F) >> mantissaBits;
+  int mantissa = byte & ((1 << mantissaBits) - 1);
+  double sign = (byte & 0x80) ? -1 : 1;
+  if (e5m2 && exponent == 31)
+    return mantissa ? NAN : sign * INFINITY;
+  if (!e5m2 && exponent == 15 && mantissa == 7)
+    return NAN;
+  if (exponent == 0) // subnormal
+    return sign * std::ldexp(mantissa, 1 - bias - mantissaBits);
+  return sign * std::ldexp((1 << mantissaBits) + mantissa,
+                           exponent - bias - mantissaBits);
+}
+
 /// Host values of one tensor and their device bytes.
 struct Tensor {
   std::vector<double> values;
@@ -91,6 +113,23 @@ inline Tensor randomTensor(size_t count, DType type, std::mt19937 &rng,
   Tensor t;
   t.type = type;
   t.values.resize(count);
+  if (isFp8Type(type)) {
+    // Every finite byte whose value lies in [low, high], equally likely:
+    // the subnormals and every binade of the range are drawn.
+    std::uniform_int_distribution<int> byteDist(0, 255);
+    t.bytes.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      double v;
+      uint8_t byte;
+      do {
+        byte = static_cast<uint8_t>(byteDist(rng));
+        v = decodeFp8(byte, type);
+      } while (!std::isfinite(v) || v < low || v > high);
+      t.values[i] = v;
+      t.bytes[i] = byte;
+    }
+    return t;
+  }
   t.bytes.resize(count * (type == DType::F32 ? 4 : 2));
   for (size_t i = 0; i < count; ++i) {
     float f = dist(rng);
@@ -354,8 +393,10 @@ inline std::vector<double> runCase(const Case &c, const std::string &name = "k")
   };
   Tensor a =
       randomTensor(total(aBatches, p.batchStrideA, aSpan), p.inputType, rng);
-  Tensor b =
-      randomTensor(total(bBatches, p.batchStrideB, bSpan), p.inputType, rng);
+  // The 8-bit float families read B in its own type.
+  Tensor b = randomTensor(total(bBatches, p.batchStrideB, bSpan),
+                          isFp8Type(p.inputType) ? p.inputTypeB : p.inputType,
+                          rng);
   uint64_t cCount = total(p.batch, p.batchStrideC, cSpan);
   auto vectorLength = [&](const EpilogueVector &v) {
     return v.kind == EpilogueVector::Kind::PerRow ? p.m : p.n;
@@ -495,7 +536,9 @@ inline GemmConfig wgmmaConfig(uint32_t bm, uint32_t bn, uint32_t stages,
   GemmConfig c;
   c.family = family;
   c.blockM = bm, c.blockN = bn;
-  c.blockK = family == Family::WgmmaTf32 ? 32 : 64;
+  c.blockK = family == Family::WgmmaTf32 ? 32
+             : family == Family::WgmmaF8 ? 128
+                                         : 64;
   c.warpM = 64, c.warpN = bn, c.stages = stages, c.splitK = split;
   return c;
 }
@@ -611,7 +654,7 @@ inline void runConvCase(const ConvCase &cc) {
   std::mt19937 rng(cc.seed);
   uint64_t groups = cp.groups, cg = cp.c / groups, og = cp.o / groups;
   uint64_t P = p.conv.p, Q = p.conv.q, M = p.m;
-  size_t eb = cp.inputType == DType::F32 ? 4 : 2;
+  size_t eb = cp.inputType == DType::F32 ? 4 : isFp8Type(cp.inputType) ? 1 : 2;
   Tensor x = randomTensor(cp.n * cp.h * cp.w * cp.c, cp.inputType, rng);
   Tensor f = randomTensor(cp.o * cg * cp.kh * cp.kw, cp.inputType, rng);
   Tensor scale, bias, residual;

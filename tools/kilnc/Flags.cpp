@@ -48,7 +48,7 @@ cl::list<std::string> dimRanges(
 // two screens).
 cl::list<std::string> calibrationData(
     "calibrate",
-    cl::desc("With --precision=int8: calibration data, [name=]file.npy per "
+    cl::desc("With --precision=int8|fp8: calibration data, [name=]file.npy per "
              "input, samples along the first dim (default: none)"),
     cl::value_desc("[name=]file.npy"), cl::CommaSeparated, cl::Hidden,
     cl::cat(passCategory()));
@@ -64,13 +64,13 @@ cl::opt<std::string> calibrationCache(
     cl::value_desc("file.json"), cl::Hidden, cl::cat(passCategory()));
 cl::list<std::string> keepFloat(
     "keep-float",
-    cl::desc("With --precision=int8: Conv/MatMul/Gemm nodes (names or output "
+    cl::desc("With --precision=int8|fp8: Conv/MatMul/Gemm nodes (names or output "
              "names) left in fp32 (default: none)"),
     cl::value_desc("node,..."), cl::CommaSeparated, cl::Hidden,
     cl::cat(passCategory()));
 cl::opt<std::string> saveQuantized(
     "save-quantized",
-    cl::desc("With --precision=int8: also write the QDQ ONNX model that is "
+    cl::desc("With --precision=int8|fp8: also write the QDQ ONNX model that is "
              "compiled (default: none)"),
     cl::value_desc("file.onnx"), cl::Hidden, cl::cat(passCategory()));
 cl::opt<uint64_t> maxConstantBytes(
@@ -82,8 +82,8 @@ cl::opt<uint64_t> maxConstantBytes(
     cl::cat(outputCategory()));
 cl::opt<unsigned> autoKeepFloat(
     "auto-keep-float",
-    cl::desc("With --precision=int8: keep the K Conv/MatMul/Gemm nodes whose "
-             "output suffers most from int8 (each quantized alone, on the "
+    cl::desc("With --precision=int8|fp8: keep the K Conv/MatMul/Gemm nodes whose "
+             "output suffers most from quantization (each quantized alone, on the "
              "calibration data) in fp32 (default: 0)"),
     cl::value_desc("K"), cl::init(0), cl::Hidden, cl::cat(passCategory()));
 cl::opt<std::string> calibrationDevice(
@@ -451,6 +451,7 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
   readPipelineFlags(compile.pipeline);
   QuantizationOptions &quantization = compile.quantization;
   quantization.int8 = compile.pipeline.precision == "int8";
+  quantization.fp8 = compile.pipeline.precision == "fp8";
   quantization.calibrationData = calibrationData;
   quantization.method = calibrationMethod;
   quantization.cache = calibrationCache;
@@ -459,14 +460,14 @@ llvm::Error readFlags(DriverFlags &driver, CompileOptions &compile,
   quantization.device = calibrationDevice;
   quantization.autoKeepFloat = autoKeepFloat;
   quantization.sensitivity = stats;
-  if (!quantization.int8 &&
+  if (!quantization.quantizes() &&
       (calibrationData.getNumOccurrences() || keepFloat.getNumOccurrences() ||
        autoKeepFloat.getNumOccurrences() ||
        calibrationCache.getNumOccurrences() ||
        saveQuantized.getNumOccurrences()))
     return llvm::createStringError(
         "--calibrate, --calibration-cache, --keep-float, --auto-keep-float "
-        "and --save-quantized apply with --precision=int8");
+        "and --save-quantized apply with --precision=int8 or fp8");
   if (compile.pipeline.tune)
     compile.pipeline.tuneWorker = tuneWorkerPath();
 

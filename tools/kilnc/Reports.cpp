@@ -330,17 +330,18 @@ void printStats(const CompileStats &stats, const std::string &target,
     for (const std::string &line : stats.recurrenceReport)
       os << "  " << line << "\n";
   }
-  // --precision=int8: each node calibration quantized, with its ranges.
+  // --precision=int8|fp8: each node calibration quantized, with its ranges.
   if (!stats.quantization.empty()) {
     size_t nodes = llvm::count_if(stats.quantization, [](const std::string &l) {
       return llvm::StringRef(l).starts_with("node '");
     });
-    os << "int8 calibration: " << nodes << " nodes\n";
+    os << stats.quantizationFormat << " calibration: " << nodes << " nodes\n";
     for (const std::string &line : stats.quantization)
       os << "  " << line << "\n";
   }
-  // Quantized chains the int8 kernel does not run (kiln-fuse-quantized);
-  // those it runs are mma_s8 lines above.
+  // Quantized chains no int8 (or fp8) kernel runs (kiln-fuse-quantized,
+  // whose lines say which); those it runs are mma_s8 (wgmma_f8, mma_f8)
+  // lines above.
   if (!stats.quantizedFallbacks.empty()) {
     os << "int8 fallbacks: " << stats.quantizedFallbacks.size() << "\n";
     for (const std::string &line : stats.quantizedFallbacks)

@@ -166,9 +166,11 @@ struct CompileStats {
   /// kiln-fuse-quantized's report: one line per quantized chain that stays
   /// on the exact fallback, and why.
   std::vector<std::string> quantizedFallbacks;
-  /// --precision=int8: one line per node quantizeModel quantized (its
+  /// --precision=int8|fp8: one line per node quantizeModel quantized (its
   /// activations' calibrated ranges and thresholds) or kept in float.
   std::vector<std::string> quantization;
+  /// "int8" or "fp8": the format of those nodes.
+  std::string quantizationFormat;
   /// kiln-autodiff's rematerialisation report, when differentiating.
   struct Remat {
     uint64_t kept = 0, keptBytes = 0, recomputed = 0, recomputedBytes = 0;

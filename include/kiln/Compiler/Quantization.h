@@ -1,7 +1,9 @@
-//===- Quantization.h - Post-training int8 quantization ---------*- C++ -*-===//
+//===- Quantization.h - Post-training int8 and fp8 quantization -*- C++ -*-===//
 //
 // kilnc --precision=int8 --calibrate calib.npy (docs/quantization.md): Kiln's
 // own post-training quantization, as TensorRT's int8 PTQ does it.
+// --precision=fp8 is the same four steps with float8 e4m3 in place of int8
+// (QdqRewrite.cpp says what changes), for the sm_90 fp8 tensor cores.
 //
 //   1. plan:      the Conv, MatMul and Gemm nodes with a constant float
 //                 weight, and the activations each reads and writes
@@ -52,6 +54,14 @@ struct CompileHooks;
 struct QuantizationOptions {
   /// --precision=int8.
   bool int8 = false;
+  /// --precision=fp8: e4m3 weights (per channel) and activations (per
+  /// tensor), f32 biases.
+  bool fp8 = false;
+  bool quantizes() const { return int8 || fp8; }
+  /// The flag as the user wrote it, for messages.
+  const char *flag() const {
+    return fp8 ? "--precision=fp8" : "--precision=int8";
+  }
   /// --calibrate: [NAME=]FILE.npy, one per float graph input (NAME may be
   /// left out for a model with one). Each file's first dim counts samples;
   /// they are run in batches of the compiled input's first dim.
@@ -97,6 +107,8 @@ struct QuantizedNode {
 };
 
 struct QuantizationPlan {
+  /// float8 e4m3 instead of int8 (QuantizationOptions::fp8).
+  bool fp8 = false;
   std::vector<QuantizedNode> nodes;
   /// Every activation calibration measures, sorted.
   std::vector<std::string> tensors;

@@ -22,6 +22,10 @@ GemmFamily toAttrFamily(cx::Family family) {
     return GemmFamily::WgmmaTf32;
   case cx::Family::MmaS8:
     return GemmFamily::MmaS8;
+  case cx::Family::MmaF8:
+    return GemmFamily::MmaF8;
+  case cx::Family::WgmmaF8:
+    return GemmFamily::WgmmaF8;
   }
   llvm_unreachable("unknown family");
 }
@@ -40,6 +44,10 @@ cx::Family fromAttrFamily(GemmFamily family) {
     return cx::Family::WgmmaTf32;
   case GemmFamily::MmaS8:
     return cx::Family::MmaS8;
+  case GemmFamily::MmaF8:
+    return cx::Family::MmaF8;
+  case GemmFamily::WgmmaF8:
+    return cx::Family::WgmmaF8;
   }
   llvm_unreachable("unknown family");
 }

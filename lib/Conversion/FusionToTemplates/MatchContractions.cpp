@@ -177,7 +177,11 @@ Value Matcher::kMajorWeight(Value weight, int64_t k, int64_t n,
       global ? globalBytes(global) : std::nullopt;
   auto type = cast<RankedTensorType>(weight.getType());
   Type element = type.getElementType();
-  size_t size = element.isF32() ? 4 : element.isInteger(8) ? 1 : 0;
+  // f32 (tf32 wgmma) or any 8-bit type (int8, fp8): neither transposes.
+  size_t size = element.isF32() ? 4
+                : element.isIntOrFloat() && element.getIntOrFloatBitWidth() == 8
+                    ? 1
+                    : 0;
   if (!bytes || !size || type.getNumElements() != k * n ||
       bytes->size() != static_cast<size_t>(k * n) * size)
     return nullptr;
@@ -552,6 +556,9 @@ bool sameArithmetic(cx::Family requested, cx::Family chosen) {
     return chosen == cx::Family::SimtF32;
   case cx::Family::MmaS8:
     return chosen == cx::Family::MmaS8;
+  case cx::Family::MmaF8:
+  case cx::Family::WgmmaF8:
+    return chosen == cx::Family::MmaF8 || chosen == cx::Family::WgmmaF8;
   }
   return false;
 }
@@ -614,7 +621,8 @@ Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
     return failure();
   }
   if ((config.family == cx::Family::WgmmaF16 ||
-       config.family == cx::Family::WgmmaTf32) &&
+       config.family == cx::Family::WgmmaTf32 ||
+       config.family == cx::Family::WgmmaF8) &&
       smVersion != 90) {
     why = std::string(cx::familyName(config.family)) + " needs sm_90, not sm_" +
           std::to_string(smVersion);

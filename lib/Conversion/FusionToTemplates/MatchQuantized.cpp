@@ -28,6 +28,14 @@
 // new weights (kiln-run --weights) keeps its compiled bytes
 // (docs/architecture.md, "Quantized models").
 //
+// A float8 chain in either region (QuantizedChain::fp8) becomes an fp8
+// kernel instead (Family::MmaF8; on sm_90 the heuristic puts WgmmaF8 first):
+// the same operand handling (A in place, B stored [N][K], the filter's
+// channels padded to 16), the float epilogue acc * a_scale * b_scale[n]
+// (`alpha`, or the per-column `scale` vector) + the f32 `bias`, an f32
+// result. fp8 tensor cores exist from sm_89: on sm_80 the region keeps
+// its exact fallback.
+//
 //===----------------------------------------------------------------------===//
 
 #include "KernelConfigAttrs.h"
@@ -158,6 +166,52 @@ std::optional<QuantizedChain> regionChain(kiln::FusionOp fusion,
   return chain;
 }
 
+cx::DType fp8Type(Type type) {
+  return isa<Float8E5M2Type>(type) ? cx::DType::F8E5M2 : cx::DType::F8E4M3FN;
+}
+
+/// The fp8 kernels' float epilogue: the dequantization scale (`alpha`, or
+/// the "scale" vector when the columns' differ) and the f32 "bias".
+cx::Epilogue fp8Epilogue(const QuantizedChain &chain) {
+  cx::Epilogue e;
+  const std::vector<float> &m = chain.multipliers;
+  if (llvm::any_of(m, [&](float x) { return x != m[0]; }))
+    e.scale = {cx::EpilogueVector::Kind::PerColumn, cx::DType::F32};
+  else
+    e.alpha = m[0];
+  if (!chain.floatBias.empty())
+    e.bias = {cx::EpilogueVector::Kind::PerColumn, cx::DType::F32};
+  return e;
+}
+
+/// fp8Epilogue's vectors, as constants before `fusion`.
+SmallVector<std::pair<std::string, Value>>
+fp8Operands(const QuantizedChain &chain, const cx::Epilogue &e,
+            kiln::FusionOp fusion) {
+  OpBuilder builder(fusion);
+  auto vector = [&](const std::vector<float> &values) -> Value {
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      builder.getF32Type());
+    return kiln::ConstantOp::create(
+        builder, fusion.getLoc(),
+        DenseElementsAttr::get(type, llvm::ArrayRef(values)));
+  };
+  SmallVector<std::pair<std::string, Value>> named;
+  if (e.scale.present())
+    named.push_back({"scale", vector(chain.multipliers)});
+  if (e.bias.present())
+    named.push_back({"bias", vector(chain.floatBias)});
+  return named;
+}
+
+/// Why the target has no fp8 tensor cores, or empty.
+std::string fp8TargetReason(uint32_t smVersion) {
+  if (smVersion >= 89)
+    return "";
+  return "fp8 tensor cores need sm_89 or later, not sm_" +
+         std::to_string(smVersion);
+}
+
 } // namespace
 
 LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
@@ -166,6 +220,8 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
       regionChain<kiln::MatmulOp>(fusion, why);
   if (!chain)
     return failure();
+  if (chain->fp8)
+    return rewriteFp8Matmul(fusion, *chain, why);
   auto aType = cast<RankedTensorType>(chain->a.getType());
   auto resultType = cast<RankedTensorType>(chain->result.getType());
   if (!aType.hasStaticShape() || !resultType.hasStaticShape()) {
@@ -248,6 +304,8 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
   std::optional<QuantizedChain> chain = regionChain<kiln::ConvOp>(fusion, why);
   if (!chain)
     return failure();
+  if (chain->fp8)
+    return rewriteFp8Conv(fusion, *chain, why);
   auto conv = cast<kiln::ConvOp>(chain->contraction);
   auto aType = cast<RankedTensorType>(chain->a.getType());
   // The convolution's view of the weight's bytes (through reshapes of
@@ -330,6 +388,140 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
                     in[0], in[1], in[2], in[3], window[0], window[1],
                     window[2], window[3], cp.groups, problem.m, problem.n,
                     problem.k, describeChain(*chain), lastConfigOrigin)
+          .str());
+  replaceResults(fusion, 0, replacement);
+  return success();
+}
+
+LogicalResult Matcher::rewriteFp8Matmul(kiln::FusionOp fusion,
+                                        const QuantizedChain &chain,
+                                        std::string &why) {
+  why = fp8TargetReason(smVersion);
+  if (!why.empty())
+    return failure();
+  auto aType = cast<RankedTensorType>(chain.a.getType());
+  auto resultType = cast<RankedTensorType>(chain.result.getType());
+  if (!aType.hasStaticShape() || !resultType.hasStaticShape()) {
+    why = "dynamic shapes";
+    return failure();
+  }
+  int64_t k = aType.getShape().back();
+  int64_t n = chain.channels;
+  int64_t m = k ? aType.getNumElements() / k : 0;
+  if (m == 0 || n == 0 || k == 0) {
+    why = "an empty matmul";
+    return failure();
+  }
+  cx::GemmProblem problem;
+  problem.m = static_cast<uint64_t>(m);
+  problem.n = static_cast<uint64_t>(n);
+  problem.k = static_cast<uint64_t>(k);
+  problem.inputType = fp8Type(chain.aStorage);
+  problem.inputTypeB = fp8Type(chain.bStorage);
+  problem.accumulatorType = cx::DType::F32;
+  problem.outputType = cx::DType::F32;
+  problem.layoutA = cx::Layout::RowMajor;
+  problem.layoutB = cx::Layout::ColMajor; // Stored [N][K] below.
+  cx::Epilogue epilogue = fp8Epilogue(chain);
+
+  Value a = contiguousSource(chain.a, fusion);
+  if (!a && !selecting())
+    a = materialize(chain.a, fusion);
+  Value b = chain.bTransposed
+                ? chain.b
+                : kMajorWeight(chain.b, k, n, fusion, /*dryRun=*/selecting());
+  if (!b) {
+    why = "B is not a weight global whose bytes are known, so it cannot be "
+          "stored K-major";
+    return failure();
+  }
+  FailureOr<cx::GemmKernels> kernels =
+      compile(fusion, problem, cx::Family::MmaF8, epilogue, "kiln_f8gemm_",
+              why);
+  if (failed(kernels))
+    return failure();
+  if (selecting())
+    return success();
+  Value replacement =
+      buildCalls(fusion, *kernels, problem, a, b, {}, resultType,
+                 RankedTensorType(), nullptr,
+                 fp8Operands(chain, epilogue, fusion));
+  report.push_back(
+      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch=1; fp8 {5}; {6}",
+                    kernels->kernels.front().name, kernels->config.describe(),
+                    problem.m, problem.n, problem.k, describeChain(chain),
+                    lastConfigOrigin)
+          .str());
+  replaceResults(fusion, 0, replacement);
+  return success();
+}
+
+LogicalResult Matcher::rewriteFp8Conv(kiln::FusionOp fusion,
+                                      const QuantizedChain &chain,
+                                      std::string &why) {
+  why = fp8TargetReason(smVersion);
+  if (!why.empty())
+    return failure();
+  auto conv = cast<kiln::ConvOp>(chain.contraction);
+  auto aType = cast<RankedTensorType>(chain.a.getType());
+  auto filterType = RankedTensorType::get(
+      cast<RankedTensorType>(conv.getFilter().getType()).getShape(),
+      getElementTypeOrSelf(chain.b.getType()));
+  auto resultType = cast<RankedTensorType>(chain.result.getType());
+  why = unsupportedConvolution(conv, aType, filterType, resultType);
+  if (!why.empty())
+    return failure();
+  ArrayRef<int64_t> window = filterType.getShape();
+  if (conv.getGroups() > 1 && window[3] == 1) {
+    why = "a depthwise convolution";
+    return failure();
+  }
+  if (window[0] != chain.channels || window[0] == 0) {
+    why = "an empty convolution";
+    return failure();
+  }
+  cx::ConvProblem cp = convProblemOf(conv);
+  cp.inputType = fp8Type(chain.aStorage);
+  cp.outputType = cx::DType::F32;
+  cx::GemmProblem problem = cx::convolutionAsGemm(cp);
+  problem.inputTypeB = fp8Type(chain.bStorage);
+  cx::Epilogue epilogue = fp8Epilogue(chain);
+
+  Value a = contiguousSource(chain.a, fusion);
+  if (!a && !selecting())
+    a = materialize(chain.a, fusion);
+  int64_t paddedChannels = static_cast<int64_t>(cx::paddedGroupChannels(cp));
+  Value filter = chain.b;
+  bool viewed = filterType != chain.b.getType();
+  if (paddedChannels != window[3] || viewed) {
+    filter = paddedFilter(chain.b, paddedChannels, fusion,
+                          /*dryRun=*/selecting(),
+                          viewed ? filterType : RankedTensorType());
+    if (!filter) {
+      why = "the filter is not a weight global whose bytes are known, so "
+            "its channels cannot be padded";
+      return failure();
+    }
+  }
+  FailureOr<cx::GemmKernels> kernels =
+      compile(fusion, problem, cx::Family::MmaF8, epilogue, "kiln_f8conv_",
+              why);
+  if (failed(kernels))
+    return failure();
+  if (selecting())
+    return success();
+  Value replacement =
+      buildCalls(fusion, *kernels, problem, a, filter, {}, resultType,
+                 RankedTensorType(), nullptr,
+                 fp8Operands(chain, epilogue, fusion));
+  ArrayRef<int64_t> in = aType.getShape();
+  report.push_back(
+      llvm::formatv("{0}: {1}, conv {2}x{3}x{4}x{5} * {6}x{7}x{8}x{9}, "
+                    "groups={10}, M={11} N={12} K={13}; fp8 {14}; {15}",
+                    kernels->kernels.front().name, kernels->config.describe(),
+                    in[0], in[1], in[2], in[3], window[0], window[1],
+                    window[2], window[3], cp.groups, problem.m, problem.n,
+                    problem.k, describeChain(chain), lastConfigOrigin)
           .str());
   replaceResults(fusion, 0, replacement);
   return success();

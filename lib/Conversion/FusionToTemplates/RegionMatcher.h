@@ -24,6 +24,7 @@
 #include "EpilogueEmitter.h"
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Dialect/Kiln/Transforms/QuantizedChains.h"
 #include "kiln/Target/CUDA/ContractionKernels.h"
 #include "kiln/Target/CUDA/ContractionTuning.h"
 #include "kiln/Target/CUDA/TemplateEmission.h"
@@ -182,6 +183,14 @@ private:
   // kernel as an implicit GEMM.
   mlir::LogicalResult rewriteQuantizedConv(kiln::FusionOp fusion,
                                            std::string &why);
+  // The float8 chains of those regions (MatchQuantized.cpp): the fp8
+  // kernels (Family::MmaF8, WgmmaF8 on sm_90) with a float epilogue.
+  mlir::LogicalResult rewriteFp8Matmul(kiln::FusionOp fusion,
+                                       const kiln::QuantizedChain &chain,
+                                       std::string &why);
+  mlir::LogicalResult rewriteFp8Conv(kiln::FusionOp fusion,
+                                     const kiln::QuantizedChain &chain,
+                                     std::string &why);
   /// The filter `[O][KH][KW][C/g]` with its channels zero-padded to
   /// `paddedChannels`: a load of a new weight global holding the padded
   /// data, with the pad recorded in its origin. Null when the filter is not

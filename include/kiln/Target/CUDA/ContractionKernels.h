@@ -64,10 +64,11 @@ struct GemmProblem {
   uint64_t m = 0, n = 0, k = 0;
   uint64_t batch = 1;
   /// A and B share one dtype: F16, BF16 (tensor cores) or F32 (TF32 tensor
-  /// cores or FFMA, by GemmConfig::family). The int8 family (MmaS8) reads
-  /// I8 or U8 here for A and `inputTypeB` for B.
+  /// cores or FFMA, by GemmConfig::family). The 8-bit families read A's
+  /// type here and B's in `inputTypeB`: I8 or U8 (MmaS8), F8E4M3FN or
+  /// F8E5M2 (MmaF8, WgmmaF8).
   DType inputType = DType::BF16;
-  /// MmaS8 only: B's element type, I8 or U8 (ignored by the float families).
+  /// The 8-bit families only: B's element type (ignored by the others).
   DType inputTypeB = DType::I8;
   /// F32 for the float families, I32 for MmaS8.
   DType accumulatorType = DType::F32;
@@ -155,6 +156,17 @@ enum class Family : uint8_t {
   /// [N][K]), no split-K, and the integer epilogue (IntegerEpilogue);
   /// implicit NHWC convolutions too (16-channel chunks).
   MmaS8,
+  /// mma.sync.m16n8k32 with fp8 inputs (e4m3 or e5m2: GemmProblem::inputType
+  /// for A, inputTypeB for B) and fp32 accumulators, sm_89 and later: the
+  /// MmaS8 tiles and loaders (1-byte elements, both operands K-contiguous:
+  /// A row-major, B stored [N][K]) with the float epilogue and split-K of
+  /// MmaF16; implicit NHWC convolutions too.
+  MmaF8,
+  /// sm_90a wgmma.mma_async m64nNk32 with fp8 inputs (e4m3 or e5m2) and
+  /// fp32 accumulators: the WgmmaF16 kernel with K tiles of 128 (one
+  /// 128-byte swizzle row). 8-bit wgmma has no transpose bits, so both
+  /// operands must be K-major (A row-major, B stored [N][K]).
+  WgmmaF8,
 };
 
 std::string_view familyName(Family family);

@@ -96,9 +96,11 @@ SmemSwizzle GemmConfigAttr::swizzleOf(GemmFamily family) {
   case GemmFamily::MmaF16:
   case GemmFamily::MmaTf32:
   case GemmFamily::MmaS8:
+  case GemmFamily::MmaF8:
     return SmemSwizzle::Xor16;
   case GemmFamily::WgmmaF16:
   case GemmFamily::WgmmaTf32:
+  case GemmFamily::WgmmaF8:
     return SmemSwizzle::B128;
   }
   llvm_unreachable("unknown GEMM family");
@@ -207,8 +209,11 @@ GemmConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                        << stringifySmemSwizzle(swizzle);
   switch (family) {
   case GemmFamily::WgmmaF16:
-  case GemmFamily::WgmmaTf32: {
-    int64_t k = family == GemmFamily::WgmmaF16 ? 64 : 32;
+  case GemmFamily::WgmmaTf32:
+  case GemmFamily::WgmmaF8: {
+    int64_t k = family == GemmFamily::WgmmaF16   ? 64
+                : family == GemmFamily::WgmmaF8 ? 128
+                                                : 32;
     if (blockM != 64 && blockM != 128)
       return emitError() << "wgmma's block M is 64 or 128, not " << blockM;
     if (blockN != 64 && blockN != 128 && blockN != 256)
@@ -244,6 +249,14 @@ GemmConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mma_s8 has no split-K (the requantization needs "
                             "the whole sum), not split_k = "
                          << splitK;
+    break;
+  case GemmFamily::MmaF8:
+    if (subM % 16 || subN % 16)
+      return emitError() << "mma.sync warp tiles must be multiples of 16";
+    if (blockK % 32)
+      return emitError() << "mma_f8's block K must be a multiple of 32 (the "
+                            "m16n8k32 MMA's K), not "
+                         << blockK;
     break;
   }
   return success();

@@ -41,6 +41,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -245,6 +246,13 @@ private:
       if (llvm::is_contained(g.ops, def))
         return true;
       llvm::append_range(worklist, def->getOperands());
+      // A region formed earlier (kiln-fuse-quantized's) has no operands:
+      // its body reads the values it depends on from above.
+      if (def->getNumRegions()) {
+        llvm::SetVector<Value> captured;
+        mlir::getUsedValuesDefinedAbove(def->getRegions(), captured);
+        llvm::append_range(worklist, captured);
+      }
     }
     return false;
   }

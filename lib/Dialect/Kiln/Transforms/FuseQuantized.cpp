@@ -2,13 +2,15 @@
 //
 // kiln-fuse-quantized (issue 26): finds the compositions the importer writes
 // for QLinearMatMul, MatMulInteger, QLinearConv, ConvInteger and QDQ
-// (DequantizeLinear -> MatMul/Conv -> QuantizeLinear) around each kiln.matmul
-// and kiln.conv with a constant weight (QuantizedChains.h), and
+// (DequantizeLinear -> MatMul/Conv -> QuantizeLinear, in int8 or float8)
+// around each kiln.matmul and kiln.conv with a constant weight
+// (QuantizedChains.h), and
 //   - puts each chain into a `kiln.fusion` region of kind `quantized_matmul`
 //     or, for a channels-last convolution, `quantized_conv` (option
 //     `regions`), which kiln-select-contraction-kernels gives an `mma_s8`
-//     config and kiln-match-contractions makes the int8 tensor-core kernel
-//     (an implicit GEMM for convolutions); the region's ops are the chain
+//     (float8: `wgmma_f8` or `mma_f8`) config and kiln-match-contractions
+//     makes the int8 (fp8) tensor-core kernel (an implicit GEMM for
+//     convolutions); the region's ops are the chain
 //     itself, so a region no kernel takes still computes the exact fallback;
 //   - records, on the function, one line per chain that stays on the exact
 //     fallback and why (`kiln.quantized_report`, kilnc --stats);
@@ -106,8 +108,9 @@ void sinkTransposeBelowDequantize(ConvOp conv) {
       return;
     chain.push_back(def);
     if (auto cast = dyn_cast<CastOp>(def)) {
-      if (!getElementTypeOrSelf(cast.getInput()).isInteger(8))
-        return;
+      Type from = getElementTypeOrSelf(cast.getInput());
+      if (!from.isIntOrFloat() || from.getIntOrFloatBitWidth() != 8)
+        return; // int8, uint8 or float8 bytes
       break;
     }
     if (!isa<MulOp, SubOp, AddOp>(def))
@@ -144,6 +147,26 @@ void sinkTransposeBelowDequantize(ConvOp conv) {
       op->erase();
 }
 
+/// "fp8" when the contraction's A is a dequantized float8 tensor (a cast up
+/// from float8, then a scale and zero point), else "int8": which kernel a
+/// chain's remark and report line name.
+StringRef kernelKind(Operation *contraction) {
+  Value v = contraction->getOperand(0);
+  while (Operation *def = v.getDefiningOp()) {
+    if (isa<MulOp, SubOp, ReshapeOp, TransposeOp>(def)) {
+      v = def->getOperand(0);
+      continue;
+    }
+    if (auto cast = dyn_cast<CastOp>(def)) {
+      Type from = getElementTypeOrSelf(cast.getInput());
+      if (isa<FloatType>(from) && from.getIntOrFloatBitWidth() == 8)
+        return "fp8";
+    }
+    break;
+  }
+  return "int8";
+}
+
 struct FuseQuantizedPass
     : kiln::impl::FuseQuantizedPassBase<FuseQuantizedPass> {
   using Base::Base;
@@ -176,14 +199,17 @@ struct FuseQuantizedPass
       if (!chain || !why.empty()) {
         if (why.empty())
           continue; // Not a quantized chain.
+        StringRef kind = kernelKind(op);
         if (report)
-          op->emitRemark() << "int8 fallback: " << why;
-        lines.push_back(b.getStringAttr(
-            nodeName(op) + ": exact fallback (no int8 kernel): " + why));
+          op->emitRemark() << kind << " fallback: " << why;
+        lines.push_back(b.getStringAttr(nodeName(op) +
+                                        ": exact fallback (no " + kind +
+                                        " kernel): " + why));
         continue;
       }
       if (report)
-        op->emitRemark() << "int8 kernel " << describeChain(*chain);
+        op->emitRemark() << (chain->fp8 ? "fp8" : "int8") << " kernel "
+                         << describeChain(*chain);
       if (regions)
         formRegion(*chain,
                    chain->conv ? kQuantizedConvKind : kQuantizedMatmulKind);

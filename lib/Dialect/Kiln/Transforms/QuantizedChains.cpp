@@ -200,13 +200,14 @@ std::optional<std::vector<double>> evaluateVector(Value v, int64_t count,
   return r;
 }
 
-/// The 8-bit storage type a value was cast from, or null.
+/// The 8-bit storage type (an integer or a float8 type) a value was cast
+/// from, or null.
 Type byteSource(Value v, Value *source) {
   auto cast = v.getDefiningOp<kiln::CastOp>();
   if (!cast)
     return nullptr;
-  auto type = dyn_cast<IntegerType>(getElementTypeOrSelf(cast.getInput()));
-  if (!type || type.getWidth() != 8)
+  Type type = getElementTypeOrSelf(cast.getInput());
+  if (!isa<IntegerType, FloatType>(type) || type.getIntOrFloatBitWidth() != 8)
     return nullptr;
   *source = cast.getInput();
   return type;
@@ -287,7 +288,7 @@ std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
   if (q.storage && filter)
     q.bytes = peelFilterReshapes(q.bytes);
   if (!q.storage) {
-    why = (what + " is not an int8 or uint8 tensor cast up").str();
+    why = (what + " is not an int8, uint8 or float8 tensor cast up").str();
     return std::nullopt;
   }
   return q;
@@ -495,7 +496,77 @@ std::optional<Contraction> contractionOf(Operation *op, std::string &why) {
   return c;
 }
 
+/// The rest of matchQuantizedChain for float8 operands `a` and `b`: the
+/// dequantized product in f32, its bias added, is the result.
+std::optional<QuantizedChain> matchFp8Chain(const Contraction &c,
+                                            const QuantizedOperand &a,
+                                            const QuantizedOperand &b,
+                                            std::string &why) {
+  auto fail = [&](const std::string &reason) -> std::optional<QuantizedChain> {
+    why = reason;
+    return std::nullopt;
+  };
+  if (!isa<FloatType>(a.storage) || !isa<FloatType>(b.storage))
+    return fail("A is " + typeName(a.storage) + " and B " +
+                typeName(b.storage) + ": one kernel reads both in 8-bit "
+                "integers or both in float8");
+  for (Type t : {a.storage, b.storage})
+    if (!isFp8KernelType(t))
+      return fail("the fp8 kernel reads f8E4M3FN and f8E5M2 operands, not " +
+                  typeName(t));
+  if (!c.floatForm || !getElementTypeOrSelf(c.result.getType()).isF32())
+    return fail("the float8 product is not computed in f32");
+  for (const std::vector<double> *zps : {&a.zeroPoints, &b.zeroPoints})
+    for (double z : *zps)
+      if (z != 0)
+        return fail("a float8 zero point is not 0");
+  QuantizedChain chain;
+  chain.contraction = c.op;
+  chain.conv = c.conv;
+  chain.fp8 = true;
+  chain.channels = c.channels;
+  chain.a = a.bytes;
+  chain.b = b.bytes;
+  chain.aStorage = a.storage;
+  chain.bStorage = b.storage;
+  chain.bTransposed = c.bTransposed;
+  // The kernel scales the exact-product sum by a_scale * b_scale[n] (one
+  // f32 product; the reference rounds each dequantized operand instead).
+  if (!isF32Value(a.scales[0]))
+    return fail("a scale is not an f32 value");
+  for (double bScale : b.scales) {
+    if (!isF32Value(bScale))
+      return fail("a scale is not an f32 value");
+    float m = static_cast<float>(a.scales[0]) * static_cast<float>(bScale);
+    if (!(m > 0) || !std::isfinite(m))
+      return fail("the dequantization scales are not finite and positive");
+    chain.multipliers.push_back(m);
+  }
+  if (c.bias) {
+    std::optional<std::vector<double>> values =
+        evaluateVector(c.bias, c.channels);
+    if (!values)
+      return fail("the bias is not a constant");
+    for (double v : *values) {
+      if (!isF32Value(v))
+        return fail("the bias is not an f32 vector");
+      chain.floatBias.push_back(static_cast<float>(v));
+    }
+    if (chain.floatBias.size() == 1 && c.channels > 1)
+      chain.floatBias.assign(c.channels, chain.floatBias[0]);
+  }
+  chain.requantized = false;
+  chain.outputStorage = Float32Type::get(c.op->getContext());
+  chain.result = c.result;
+  chain.form = c.conv ? "QDQ fp8 conv" : "QDQ fp8";
+  return chain;
+}
+
 } // namespace
+
+bool isFp8KernelType(Type type) {
+  return isa<Float8E4M3FNType, Float8E5M2Type>(type);
+}
 
 std::optional<QuantizedChain> matchQuantizedChain(Operation *op,
                                                   std::string &why) {
@@ -524,6 +595,8 @@ std::optional<QuantizedChain> matchQuantizedChain(Operation *op,
   if (!b->bytes.getDefiningOp<ml_program::GlobalLoadConstOp>())
     return fail("B is not a constant weight (the kernel stores weights "
                 "K-major at compile time)");
+  if (isa<FloatType>(a->storage) || isa<FloatType>(b->storage))
+    return matchFp8Chain(c, *a, *b, why);
   QuantizedChain chain;
   chain.contraction = c.op;
   chain.conv = c.conv;
@@ -648,6 +721,21 @@ std::string describeChain(const QuantizedChain &c) {
   auto scientific = [](float v) {
     return llvm::formatv("{0:e}", static_cast<double>(v)).str();
   };
+  if (c.fp8) {
+    os << "(" << c.form << (c.floatBias.empty() ? "" : ", f32 bias")
+       << "): A " << typeName(c.aStorage) << ", B " << typeName(c.bStorage)
+       << " constant, scale ";
+    if (c.multipliers.size() == 1) {
+      os << scientific(c.multipliers[0]);
+    } else {
+      auto [lo, hi] =
+          std::minmax_element(c.multipliers.begin(), c.multipliers.end());
+      os << "per column (" << c.multipliers.size() << ", " << scientific(*lo)
+         << " to " << scientific(*hi) << ")";
+    }
+    os << " (f32), output f32";
+    return s;
+  }
   os << "(" << c.form << (c.bias.empty() ? "" : ", int32 bias") << "): A "
      << typeName(c.aStorage) << " zero point " << c.aZeroPoint << ", B "
      << typeName(c.bStorage) << " constant, zero point ";

@@ -50,6 +50,7 @@ GemmProblem convolutionAsGemm(const ConvProblem &p) {
   g.k = uint64_t(p.kh) * p.kw * conv.paddedGroupChannels;
   g.batch = groups;
   g.inputType = p.inputType;
+  g.inputTypeB = p.inputType; // the 8-bit families: the filter's type too
   g.outputType = p.outputType;
   g.layoutA = Layout::RowMajor; // A's addressing is the convolution's
   g.lda = g.k;

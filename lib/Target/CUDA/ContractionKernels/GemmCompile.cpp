@@ -52,6 +52,12 @@ runtime::Expected<GemmKernels> specializeGemm(const GemmProblem &p,
     return runtime::Error::failure("GEMM " + c.describe() +
                                    ": wgmma needs sm_90, not sm_" +
                                    std::to_string(options.smVersion));
+  // fp8 mma.sync exists from sm_89 (Ada); of Kiln's targets, sm_90 only.
+  if (isFp8(c.family) && options.smVersion < 89)
+    return runtime::Error::failure("GEMM " + c.describe() +
+                                   ": fp8 tensor cores need sm_89 or later, "
+                                   "not sm_" +
+                                   std::to_string(options.smVersion));
   runtime::Expected<std::string> source = generateGemmSource(p, c, e, options);
   if (!source)
     return source.takeError();

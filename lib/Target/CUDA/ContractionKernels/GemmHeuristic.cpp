@@ -23,16 +23,17 @@
 // no second launch). The SM count and the
 // per-SM limits are the target's (TargetInfo.h, runtime/targets/gpus.ini);
 // the throughput figures are per SM per cycle, H100/A100 class: tensor
-// cores through mma.sync 2048 (f16/bf16), 4096 (int8 ops) and 1024 (tf32)
-// FLOPs, through
+// cores through mma.sync 2048 (f16/bf16), 4096 (int8 ops and fp8) and 1024
+// (tf32) FLOPs, through
 // wgmma 4096 (f16/bf16: H100's 989 TFLOP/s dense over its SMs at 1.83 GHz,
-// twice what mma.sync reaches), FFMA 256, shared memory 128 B, L2 ~32 B,
+// twice what mma.sync reaches) and 8192 (fp8: twice f16's, H100's 1979
+// TFLOP/s dense), FFMA 256, shared memory 128 B, L2 ~32 B,
 // and tf32 at half the f16 rate (wgmma 2048:
 // H100's 494 TFLOP/s dense tf32). For wgmma 4 consumer warps hide the latency (the
 // MMAs are asynchronous and a producer warpgroup keeps the ring full), and
 // the shared traffic is each consumer's A rows plus the whole B tile. On
 // sm_90 the bf16/fp16 list is the wgmma candidates, then the mma.sync ones,
-// and the tf32 list likewise (GemmConfig::Family order, not the estimate,
+// and the tf32 and fp8 lists likewise (GemmConfig::Family order, not the estimate,
 // decides between families).
 // The estimate only has to order candidates; autotuning on a GPU replaces
 // it.
@@ -67,8 +68,10 @@ Machine machineFor(uint32_t smVersion, Family family) {
   m.registersPerSm = target.registersPerSm();
   m.maxBlocksPerSm = target.maxBlocksPerSm();
   m.maxRegisters = target.maxRegistersPerThread();
-  m.flopsPerCycle = family == Family::WgmmaF16    ? 4096
+  m.flopsPerCycle = family == Family::WgmmaF8     ? 8192
+                    : family == Family::WgmmaF16  ? 4096
                     : family == Family::MmaS8     ? 4096
+                    : family == Family::MmaF8     ? 4096
                     : family == Family::MmaF16    ? 2048
                     : family == Family::WgmmaTf32 ? 2048
                     : family == Family::MmaTf32   ? 1024
@@ -153,8 +156,8 @@ struct Tile {
 namespace {
 
 /// wgmma tiles {BM, BN, stages}: the largest ring that fits 227 KiB. The
-/// K tile is one 128-byte row: 64 f16/bf16 or 32 tf32 elements, so a
-/// stage has the same bytes in both families.
+/// K tile is one 128-byte row: 64 f16/bf16, 32 tf32 or 128 fp8 elements,
+/// so a stage has the same bytes in every family.
 std::vector<GemmConfig> wgmmaBase(Family family) {
   const uint32_t tiles[][3] = {{128, 256, 4}, {128, 128, 5}, {64, 256, 5},
                                {128, 64, 6},  {64, 128, 6},  {64, 64, 8}};
@@ -163,7 +166,9 @@ std::vector<GemmConfig> wgmmaBase(Family family) {
     GemmConfig c;
     c.family = family;
     c.blockM = t[0], c.blockN = t[1];
-    c.blockK = family == Family::WgmmaTf32 ? 32 : 64;
+    c.blockK = family == Family::WgmmaTf32 ? 32
+               : family == Family::WgmmaF8 ? 128
+                                           : 64;
     c.warpM = 64, c.warpN = t[1], c.stages = t[2];
     base.push_back(c);
   }
@@ -175,12 +180,14 @@ std::vector<GemmConfig> wgmmaBase(Family family) {
 std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
                                          uint32_t smVersion, bool wgmma,
                                          bool tma) {
-  if ((family == Family::MmaF16 || family == Family::MmaTf32) &&
+  if ((family == Family::MmaF16 || family == Family::MmaTf32 ||
+       family == Family::MmaF8) &&
       smVersion == 90 && wgmma) {
     // wgmma first (each list ranked by the estimate), mma.sync after it;
     // TMA producers for f16/bf16 only (see the TMA list below).
-    Family async =
-        family == Family::MmaF16 ? Family::WgmmaF16 : Family::WgmmaTf32;
+    Family async = family == Family::MmaF16   ? Family::WgmmaF16
+                   : family == Family::MmaF8 ? Family::WgmmaF8
+                                             : Family::WgmmaTf32;
     std::vector<GemmConfig> all =
         candidateConfigs(p, async, smVersion, false, tma);
     std::vector<GemmConfig> sync =
@@ -208,9 +215,9 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
     base = wgmmaBase(family);
   } else {
     bool tf32 = family == Family::MmaTf32;
-    bool int8 = family == Family::MmaS8;
+    bool int8 = family == Family::MmaS8 || family == Family::MmaF8;
     // {BM, BN, BK, WTM, WTN, stages}; tf32 halves BK to keep rows 64-128 B;
-    // int8 takes 64 (64-byte rows, two m16n8k32 steps).
+    // int8 and fp8 take 64 (64-byte rows, two m16n8k32 steps).
     const Tile tiles[] = {{128, 256, 32, 64, 64, 3}, {256, 128, 32, 64, 64, 3},
                           {128, 128, 32, 64, 64, 4}, {128, 64, 32, 64, 32, 4},
                           {64, 128, 32, 32, 64, 4},  {64, 64, 32, 32, 32, 4},

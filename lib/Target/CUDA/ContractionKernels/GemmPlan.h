@@ -34,17 +34,31 @@ static_assert(kElementF32 == static_cast<int>(DType::F32) &&
                   kElementBF16 == static_cast<int>(DType::BF16) &&
                   kElementS8 == static_cast<int>(DType::I8) &&
                   kElementS32 == static_cast<int>(DType::I32) &&
-                  kElementU8 == static_cast<int>(DType::U8),
+                  kElementU8 == static_cast<int>(DType::U8) &&
+                  kElementE4M3 == static_cast<int>(DType::F8E4M3FN) &&
+                  kElementE5M2 == static_cast<int>(DType::F8E5M2),
               "ElementType.cuh and runtime::DType disagree");
 
 /// The name generated source uses for `type` ("kElementBF16"), one of
 /// ElementType.cuh's; "kElementNone" for a type no template stores.
 const char *elementTypeName(DType type);
 
-/// The sm_90a warp-specialised wgmma kernel (GemmWgmma.cuh), in either
+/// The sm_90a warp-specialised wgmma kernel (GemmWgmma.cuh), in any
 /// input type.
 inline bool isWgmma(Family family) {
-  return family == Family::WgmmaF16 || family == Family::WgmmaTf32;
+  return family == Family::WgmmaF16 || family == Family::WgmmaTf32 ||
+         family == Family::WgmmaF8;
+}
+
+/// The fp8 families (e4m3/e5m2 inputs, fp32 accumulators).
+inline bool isFp8(Family family) {
+  return family == Family::MmaF8 || family == Family::WgmmaF8;
+}
+
+/// The fp8 operand types the tensor cores read: OCP e4m3 and e5m2 (not the
+/// FNUZ variants, which no NVIDIA instruction reads).
+inline bool isFp8Operand(DType type) {
+  return type == DType::F8E4M3FN || type == DType::F8E5M2;
 }
 
 /// Bytes of one element of the int8 family's operands and outputs (I8,

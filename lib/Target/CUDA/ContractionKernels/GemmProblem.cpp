@@ -31,6 +31,10 @@ std::string_view familyName(Family family) {
     return "wgmma_tf32";
   case Family::MmaS8:
     return "mma_s8";
+  case Family::MmaF8:
+    return "mma_f8";
+  case Family::WgmmaF8:
+    return "wgmma_f8";
   }
   return "?";
 }
@@ -108,6 +112,10 @@ const char *elementTypeName(DType type) {
     return "kElementS32";
   case DType::U8:
     return "kElementU8";
+  case DType::F8E4M3FN:
+    return "kElementE4M3";
+  case DType::F8E5M2:
+    return "kElementE5M2";
   default:
     return "kElementNone";
   }
@@ -120,7 +128,9 @@ uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
 GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
   GemmPlan plan;
   bool int8 = c.family == Family::MmaS8;
-  plan.inBytes = int8 ? integerBytes(p.inputType) : dtypeBytes(p.inputType);
+  plan.inBytes = int8           ? integerBytes(p.inputType)
+                 : isFp8(c.family) ? (isFp8Operand(p.inputType) ? 1 : 0)
+                                   : dtypeBytes(p.inputType);
   plan.outBytes = int8 ? integerBytes(p.outputType) : dtypeBytes(p.outputType);
   if (!plan.inBytes || !plan.outBytes)
     return plan;
@@ -215,6 +225,19 @@ std::string int8UnsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   return "";
 }
 
+/// What the fp8 families ask beyond the checks every family shares.
+std::string fp8UnsupportedReason(const GemmProblem &p, const GemmConfig &c) {
+  std::string name(familyName(c.family));
+  if (!isFp8Operand(p.inputType) || !isFp8Operand(p.inputTypeB))
+    return name + " needs f8E4M3FN or f8E5M2 inputs";
+  // Neither ldmatrix nor 8-bit wgmma transposes 8-bit elements: both
+  // operands are read K-major.
+  if (p.layoutA != Layout::RowMajor || p.layoutB != Layout::ColMajor)
+    return name + " needs A row-major and B stored [N][K] (both "
+                  "K-contiguous)";
+  return "";
+}
+
 } // namespace
 
 std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
@@ -230,12 +253,16 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   else if (!dtypeBytes(p.outputType))
     return "the output must be f32, f16 or bf16";
   bool int8 = c.family == Family::MmaS8;
+  bool fp8 = isFp8(c.family);
   bool halfIn = p.inputType == DType::F16 || p.inputType == DType::BF16;
   bool halfFamily =
       c.family == Family::MmaF16 || c.family == Family::WgmmaF16;
-  if (halfFamily && !halfIn)
+  if (fp8) {
+    if (std::string why = fp8UnsupportedReason(p, c); !why.empty())
+      return why;
+  } else if (halfFamily && !halfIn)
     return std::string(familyName(c.family)) + " needs f16 or bf16 inputs";
-  if (!halfFamily && !int8 && p.inputType != DType::F32)
+  else if (!halfFamily && !int8 && p.inputType != DType::F32)
     return std::string(familyName(c.family)) + " needs f32 inputs";
   if (p.ldaOrPacked() < (p.layoutA == Layout::RowMajor ? p.k : p.m))
     return "lda is smaller than A's contiguous extent";
@@ -248,7 +275,7 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
   for (uint32_t align : {p.alignA, p.alignB, p.alignC})
     if (!isPowerOfTwo(align))
       return "alignments must be powers of two";
-  uint32_t inBytes = int8 ? 1 : dtypeBytes(p.inputType),
+  uint32_t inBytes = int8 || fp8 ? 1 : dtypeBytes(p.inputType),
            outBytes = int8 ? integerBytes(p.outputType)
                            : dtypeBytes(p.outputType);
   for (uint32_t align : {p.alignA, p.alignB})
@@ -271,8 +298,8 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     if (c.blockN != 64 && c.blockN != 128 && c.blockN != 256)
       return "wgmma's block N must be 64, 128 or 256";
     if (c.blockK * inBytes != 128)
-      return "wgmma's block K must be one 128-byte swizzle row (64 f16/bf16 "
-             "or 32 tf32 elements)";
+      return "wgmma's block K must be one 128-byte swizzle row (64 f16/bf16, "
+             "32 tf32 or 128 fp8 elements)";
     if (c.warpM != 64 || c.warpN != c.blockN)
       return "wgmma's warp tile is 64 x block N";
     if (c.tma)
@@ -284,7 +311,7 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     if (c.blockM % c.threadM || c.blockN % c.threadN)
       return "the block tile must be a multiple of the thread tile";
   } else {
-    uint32_t kStep = c.family == Family::MmaTf32 ? 8 : int8 ? 32 : 16;
+    uint32_t kStep = c.family == Family::MmaTf32 ? 8 : int8 || fp8 ? 32 : 16;
     uint32_t chunk = 16 / inBytes;
     if (!c.warpM || !c.warpN || c.warpM % 16 || c.warpN % 16)
       return "warp tiles must be multiples of 16";

@@ -123,6 +123,11 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        ", TF32 = " +
        b(c.family == Family::MmaTf32 || c.family == Family::WgmmaTf32) +
        ", IN_BF16 = " + b(p.inputType == DType::BF16) + ";\n";
+  // The fp8 families: e4m3 unless the operand is e5m2.
+  const bool fp8 = isFp8(c.family);
+  s += "  static constexpr bool FP8 = " + b(fp8) +
+       ", A_E5M2 = " + b(fp8 && p.inputType == DType::F8E5M2) +
+       ", B_E5M2 = " + b(fp8 && p.inputTypeB == DType::F8E5M2) + ";\n";
   s += "  static constexpr int IN_BYTES = " + i(plan.inBytes) +
        ", OUT_BYTES = " + i(plan.outBytes) +
        ", OUT_CODE = " + elementTypeName(p.outputType) + ";\n";
@@ -180,21 +185,27 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
   return s + "};\n\n";
 }
 
-/// The wgmma kernel's one MMA: `wgmma.mma_async.m64n<BN>k16` (f16, bf16)
-/// or `m64n<BN>k8` (tf32) from two shared-memory descriptors into the
-/// thread's BN/2 accumulators (an inline-PTX statement with one operand
-/// per register, written out here because its operand list depends on BN).
-/// The transpose bits say which operand is MN-major; tf32 has none (both
-/// operands are K-major in shared memory, GemmWgmma.cuh).
+/// The wgmma kernel's one MMA: `wgmma.mma_async.m64n<BN>k16` (f16, bf16),
+/// `m64n<BN>k8` (tf32) or `m64n<BN>k32` (e4m3, e5m2) from two shared-memory
+/// descriptors into the thread's BN/2 accumulators (an inline-PTX statement
+/// with one operand per register, written out here because its operand
+/// list depends on BN). The transpose bits say which operand is MN-major;
+/// tf32 and fp8 have none (both operands are K-major in shared memory,
+/// GemmWgmma.cuh).
 std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
                         const GemmPlan &plan) {
   const uint32_t regs = c.blockN / 2;
   const bool tf32 = c.family == Family::WgmmaTf32;
+  const bool fp8 = c.family == Family::WgmmaF8;
+  auto fp8Name = [](DType t) { return t == DType::F8E5M2 ? "e5m2" : "e4m3"; };
   const char *type = tf32                          ? "tf32"
+                     : fp8                         ? fp8Name(p.inputType)
                      : p.inputType == DType::BF16 ? "bf16"
                                                   : "f16";
+  const char *typeB = fp8 ? fp8Name(p.inputTypeB) : type;
+  const char *shapeK = tf32 ? "k8" : fp8 ? "k32" : "k16";
   std::string transpose =
-      tf32 ? std::string()
+      tf32 || fp8 ? std::string()
            : std::string(", ") + (plan.aKContiguous ? "0" : "1") + ", " +
                  (plan.bKContiguous ? "0" : "1");
   std::string list;
@@ -205,7 +216,7 @@ std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
   s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
        std::to_string(regs + 2) + ", 0;\\n\"\n";
   s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(c.blockN) +
-       (tf32 ? "k8" : "k16") + ".f32." + type + "." + type + " {" + list +
+       shapeK + ".f32." + type + "." + typeB + " {" + list +
        "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
        ", p, 1, 1" + transpose + ";\\n}\"\n    : ";
   for (uint32_t i = 0; i < regs; ++i)

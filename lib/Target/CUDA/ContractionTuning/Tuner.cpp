@@ -295,14 +295,16 @@ llvm::Expected<ConfigChoice> Tuner::choose(const cx::GemmProblem &problem,
                                            options.tma);
 
   auto fromEntry = [&](const CacheEntry &entry) -> std::optional<ConfigChoice> {
-    // mma_f16 (mma_tf32) problems on sm_90 may run on wgmma_f16
-    // (wgmma_tf32) unless --wgmma=false.
+    // mma_f16 (mma_tf32, mma_f8) problems on sm_90 may run on wgmma_f16
+    // (wgmma_tf32, wgmma_f8) unless --wgmma=false.
     bool familyOk = entry.config.family == family ||
                     (options.wgmma && smVersion >= 90 &&
                      ((family == cx::Family::MmaF16 &&
                        entry.config.family == cx::Family::WgmmaF16) ||
                       (family == cx::Family::MmaTf32 &&
-                       entry.config.family == cx::Family::WgmmaTf32)));
+                       entry.config.family == cx::Family::WgmmaTf32) ||
+                      (family == cx::Family::MmaF8 &&
+                       entry.config.family == cx::Family::WgmmaF8)));
     std::string why = !familyOk ? "its family is not " +
                                       std::string(cx::familyName(family))
                       : entry.config.tma && !options.tma

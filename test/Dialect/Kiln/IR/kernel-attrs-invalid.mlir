@@ -87,8 +87,8 @@ func.func @f() attributes {a = #kiln.gemm_config<family = mma_f16, stage = 3>}
 // -----
 
 // An unknown family.
-// expected-error @+1 {{unknown value 'mma_f8'}}
-func.func @f() attributes {a = #kiln.gemm_config<family = mma_f8>}
+// expected-error @+1 {{unknown value 'mma_f4'}}
+func.func @f() attributes {a = #kiln.gemm_config<family = mma_f4>}
 
 // -----
 
@@ -248,3 +248,21 @@ func.func @f() attributes {kiln.kernel_variants = [{max = 8 : i64, min = 1 : i64
 
 // expected-error @+1 {{'kiln.kernel_variants' must be a non-empty array}}
 func.func @f() attributes {kiln.kernel_variants = []}
+
+// -----
+
+// wgmma_f8's K tile is one 128-byte swizzle row: 128 fp8 elements.
+// expected-error @+1 {{wgmma_f8's block K is one 128-byte swizzle row (128), not 64}}
+func.func @f() attributes {a = #kiln.gemm_config<family = wgmma_f8, tile = 64x64x64, warp_tile = 64x64, stages = 3>}
+
+// -----
+
+// The fp8 mma.sync's K is 32.
+// expected-error @+1 {{mma_f8's block K must be a multiple of 32 (the m16n8k32 MMA's K), not 16}}
+func.func @f() attributes {a = #kiln.gemm_config<family = mma_f8, tile = 64x64x16, warp_tile = 32x32, stages = 3>}
+
+// -----
+
+// Only wgmma_f16 has a TMA producer.
+// expected-error @+1 {{only wgmma_f16 has a TMA producer}}
+func.func @f() attributes {a = #kiln.gemm_config<family = wgmma_f8, tile = 64x64x128, warp_tile = 64x64, stages = 3, producer = tma, swizzle = b128>}

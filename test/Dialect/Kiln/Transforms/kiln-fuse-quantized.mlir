@@ -688,3 +688,84 @@ func.func @per_channel_input_not_moved(%x: tensor<1x3x4x4xui8>) -> tensor<1x4x4x
   %9 = kiln.conv %t, %5 {data_format = #kiln.data_format<nhwc>, dilations = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x3xf32>, tensor<2x1x1x3xf32>) -> tensor<1x4x4x2xf32>
   return %9 : tensor<1x4x4x2xf32>
 }
+
+// -----
+
+// QDQ fp8 (opset 19's float8 DequantizeLinear, as kilnc --precision=fp8
+// writes it): e4m3 activation and weight, a per-column weight scale and an
+// f32 bias. The chain ends at the f32 sum; the fp8 kernel's multipliers are
+// a_scale * w_scale[n] (0.5 * 0.25, 0.5 * 0.125).
+// CHECK-LABEL: func.func @qdq_fp8
+// CHECK-NOT:     kiln.quantized_report
+// CHECK:         %[[W:.*]] = ml_program.global_load_const @w
+// CHECK-NEXT:    %[[R:.*]] = kiln.fusion "quantized_matmul" -> tensor<4x2xf32> {
+// CHECK-NEXT:      kiln.cast %{{.*}} : tensor<4x32xf8E4M3FN> -> tensor<4x32xf32>
+// CHECK-NEXT:      kiln.constant
+// CHECK-NEXT:      kiln.mul
+// CHECK-NEXT:      kiln.cast %[[W]] : tensor<32x2xf8E4M3FN> -> tensor<32x2xf32>
+// CHECK-NEXT:      kiln.constant
+// CHECK-NEXT:      kiln.mul
+// CHECK-NEXT:      kiln.matmul
+// CHECK-NEXT:      kiln.constant
+// CHECK-NEXT:      %[[Y:.*]] = kiln.add
+// CHECK-NEXT:      kiln.yield %[[Y]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    kiln.constant
+// CHECK-NEXT:    kiln.div %[[R]]
+ml_program.global private @w(dense<1.0> : tensor<32x2xf8E4M3FN>) : tensor<32x2xf8E4M3FN>
+func.func @qdq_fp8(%x: tensor<4x32xf8E4M3FN>) -> tensor<4x2xf8E4M3FN> {
+  %w = ml_program.global_load_const @w : tensor<32x2xf8E4M3FN>
+  %0 = kiln.cast %x : tensor<4x32xf8E4M3FN> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x2xf8E4M3FN> -> tensor<32x2xf32>
+  %4 = kiln.constant dense<[2.500000e-01, 1.250000e-01]> : tensor<2xf32>
+  %5 = kiln.mul %3, %4 : tensor<32x2xf32>, tensor<2xf32> -> tensor<32x2xf32>
+  // expected-remark @+1 {{fp8 kernel (QDQ fp8, f32 bias): A f8E4M3FN, B f8E4M3FN constant, scale per column (2, 6.250000e-02 to 1.250000e-01) (f32), output f32}}
+  %6 = kiln.matmul %2, %5 : tensor<4x32xf32>, tensor<32x2xf32> -> tensor<4x2xf32>
+  %7 = kiln.constant dense<[1.000000e+00, -2.000000e+00]> : tensor<2xf32>
+  %8 = kiln.add %6, %7 : tensor<4x2xf32>, tensor<2xf32> -> tensor<4x2xf32>
+  %9 = kiln.constant dense<2.000000e+00> : tensor<f32>
+  %10 = kiln.div %8, %9 : tensor<4x2xf32>, tensor<f32> -> tensor<4x2xf32>
+  %11 = kiln.clip %10 {max = 4.480000e+02 : f64, min = -4.480000e+02 : f64} : tensor<4x2xf32>
+  %12 = kiln.cast %11 : tensor<4x2xf32> -> tensor<4x2xf8E4M3FN>
+  return %12 : tensor<4x2xf8E4M3FN>
+}
+
+// -----
+
+// The FNUZ float8 variants have no tensor-core instruction: the chain is
+// recognised and left on the exact fallback, reported as an fp8 one.
+// CHECK-LABEL: func.func @qdq_fp8_fnuz
+// CHECK-SAME:    kiln.quantized_report = ["kiln.matmul: exact fallback (no fp8 kernel): the fp8 kernel reads f8E4M3FN and f8E5M2 operands, not f8E4M3FNUZ"]
+// CHECK-NOT:     kiln.fusion
+ml_program.global private @w(dense<1.0> : tensor<32x2xf8E4M3FNUZ>) : tensor<32x2xf8E4M3FNUZ>
+func.func @qdq_fp8_fnuz(%x: tensor<4x32xf8E4M3FNUZ>) -> tensor<4x2xf32> {
+  %w = ml_program.global_load_const @w : tensor<32x2xf8E4M3FNUZ>
+  %0 = kiln.cast %x : tensor<4x32xf8E4M3FNUZ> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x2xf8E4M3FNUZ> -> tensor<32x2xf32>
+  %4 = kiln.mul %3, %1 : tensor<32x2xf32>, tensor<f32> -> tensor<32x2xf32>
+  // expected-remark @+1 {{fp8 fallback: the fp8 kernel reads f8E4M3FN and f8E5M2 operands, not f8E4M3FNUZ}}
+  %6 = kiln.matmul %2, %4 : tensor<4x32xf32>, tensor<32x2xf32> -> tensor<4x2xf32>
+  return %6 : tensor<4x2xf32>
+}
+
+// -----
+
+// An int8 activation with a float8 weight: no one kernel reads both.
+// CHECK-LABEL: func.func @qdq_int8_times_fp8
+// CHECK-SAME:    kiln.quantized_report = ["kiln.matmul: exact fallback (no int8 kernel): A is ui8 and B f8E5M2: one kernel reads both in 8-bit integers or both in float8"]
+ml_program.global private @w(dense<1.0> : tensor<32x2xf8E5M2>) : tensor<32x2xf8E5M2>
+func.func @qdq_int8_times_fp8(%x: tensor<4x32xui8>) -> tensor<4x2xf32> {
+  %w = ml_program.global_load_const @w : tensor<32x2xf8E5M2>
+  %0 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x2xf8E5M2> -> tensor<32x2xf32>
+  %4 = kiln.mul %3, %1 : tensor<32x2xf32>, tensor<f32> -> tensor<32x2xf32>
+  // expected-remark @+1 {{int8 fallback: A is ui8 and B f8E5M2}}
+  %6 = kiln.matmul %2, %4 : tensor<4x32xf32>, tensor<32x2xf32> -> tensor<4x2xf32>
+  return %6 : tensor<4x2xf32>
+}

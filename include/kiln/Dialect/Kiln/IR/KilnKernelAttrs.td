@@ -26,7 +26,9 @@ def Kiln_GemmFamily : I32EnumAttr<"GemmFamily",
       I32EnumAttrCase<"SimtF32", 2, "simt_f32">,
       I32EnumAttrCase<"WgmmaF16", 3, "wgmma_f16">,
       I32EnumAttrCase<"WgmmaTf32", 4, "wgmma_tf32">,
-      I32EnumAttrCase<"MmaS8", 5, "mma_s8">
+      I32EnumAttrCase<"MmaS8", 5, "mma_s8">,
+      I32EnumAttrCase<"MmaF8", 6, "mma_f8">,
+      I32EnumAttrCase<"WgmmaF8", 7, "wgmma_f8">
     ]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
@@ -148,7 +150,8 @@ def Kiln_GemmConfigAttr : Kiln_KernelAttr<"GemmConfig", "gemm_config"> {
     static ::kiln::SmemSwizzle swizzleOf(::kiln::GemmFamily family);
     bool isWgmma() const {
       return getFamily() == ::kiln::GemmFamily::WgmmaF16 ||
-             getFamily() == ::kiln::GemmFamily::WgmmaTf32;
+             getFamily() == ::kiln::GemmFamily::WgmmaTf32 ||
+             getFamily() == ::kiln::GemmFamily::WgmmaF8;
     }
   }];
 }

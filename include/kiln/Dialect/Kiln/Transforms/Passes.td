@@ -367,6 +367,17 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     the f32 multiplier onnxruntime uses, `(a_scale * b_scale) / y_scale`
     in f32 (one per column with per-column weight scales).
 
+    A QDQ chain of float8 operands (opset 19's DequantizeLinear of
+    f8E4M3FN or f8E5M2 tensors, as `kilnc --precision=fp8` writes them)
+    is an fp8 chain: its zero points are 0, its result is the f32 product
+    with its f32 bias added (the QuantizeLinear after it stays outside),
+    and its region gets a `wgmma_f8` (sm_90 with wgmma) or `mma_f8`
+    config: the fp8 kernels (`Family::WgmmaF8`, `MmaF8`) multiply the
+    exact-product sum by `a_scale * b_scale[n]` in f32 and add the bias.
+    The FNUZ variants (no NVIDIA instruction reads them), and an 8-bit
+    integer operand with a float8 one, stay on the fallback, reported as
+    `fp8 fallback` (`int8 fallback` when A is an integer).
+
     With `regions` (the default), each matmul chain (the ops between its
     8-bit operands and its result) becomes one `kiln.fusion` region of
     kind `quantized_matmul`, and each channels-last (NHWC) convolution

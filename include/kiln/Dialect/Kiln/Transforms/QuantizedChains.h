@@ -9,6 +9,12 @@
 // points, the bias, onnxruntime's f32 requantization multipliers and the
 // output's type and zero point.
 //
+// A QDQ chain whose operands are float8 (opset 19's DequantizeLinear of
+// FLOAT8E4M3FN/E5M2 tensors) is an fp8 chain (`fp8`), for the fp8 kernels
+// (Family::MmaF8, WgmmaF8): its result is the f32 product (with the f32
+// bias added), scaled by a_scale * b_scale[n]; a QuantizeLinear after it
+// stays outside, an elementwise op like any other.
+//
 // kiln-fuse-quantized runs it to form `quantized_matmul` and
 // `quantized_conv` regions;
 // kiln-select-contraction-kernels and kiln-match-contractions run it again
@@ -41,30 +47,35 @@ struct QuantizedChain {
   /// The kiln.matmul or kiln.conv.
   mlir::Operation *contraction = nullptr;
   bool conv = false;
-  /// "QLinearMatMul", "MatMulInteger", "QDQ", "QLinearConv", "ConvInteger"
-  /// or "QDQ conv".
+  /// "QLinearMatMul", "MatMulInteger", "QDQ", "QLinearConv", "ConvInteger",
+  /// "QDQ conv", "QDQ fp8" or "QDQ fp8 conv".
   std::string form;
+  /// float8 operands (f8E4M3FN or f8E5M2), an f32 result.
+  bool fp8 = false;
   /// The 8-bit tensors the chain reads (B a constant weight load).
   mlir::Value a, b;
   /// A matmul's B is read transposed from a [N][K] weight (Gemm's transB):
   /// `b` is that weight, K-major already.
   bool bTransposed = false;
-  /// i8 or ui8.
+  /// i8 or ui8 (fp8 chains: f8E4M3FN or f8E5M2).
   mlir::Type aStorage, bStorage;
   int64_t aZeroPoint = 0;
   /// One, or one per output channel.
   std::vector<int64_t> bZeroPoints{0};
   /// One int32 per output channel; empty without a bias.
   std::vector<int32_t> bias;
+  /// fp8 chains: one f32 per output channel; empty without a bias.
+  std::vector<float> floatBias;
   /// Output channels (N; a convolution's O).
   int64_t channels = 1;
   /// Whether the product is requantized to 8 bits (else the i32 product
   /// is the result: MatMulInteger, ConvInteger).
   bool requantized = false;
   /// onnxruntime's f32 multipliers (a_scale * b_scale) / y_scale: one, or
-  /// one per output channel. Empty without a requantization.
+  /// one per output channel. Empty without a requantization. fp8 chains:
+  /// the dequantization's a_scale * b_scale (f32).
   std::vector<float> multipliers;
-  /// i8 or ui8 when requantized, else i32.
+  /// i8 or ui8 when requantized, else i32 (fp8 chains: f32).
   mlir::Type outputStorage;
   int64_t outputZeroPoint = 0;
   /// The chain's last value (the narrowing cast's result, or the i32
@@ -89,6 +100,10 @@ llvm::SmallVector<mlir::Operation *> chainOps(const QuantizedChain &chain);
 /// zero point 3, B i8 constant, zero point 0, scale 4.000000e-03 (f32),
 /// output ui8 zero point 128").
 std::string describeChain(const QuantizedChain &chain);
+
+/// The float8 types the fp8 kernels read: f8E4M3FN and f8E5M2 (not the FNUZ
+/// variants, which no NVIDIA instruction reads).
+bool isFp8KernelType(mlir::Type type);
 
 } // namespace kiln
 

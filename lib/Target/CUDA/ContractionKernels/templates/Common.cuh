@@ -265,6 +265,29 @@ KILN_INLINE void mmaM16N8K32I8(int (&d)[4], const u32 (&a)[4], u32 b0,
 #undef KILN_MMA_I8
 }
 
+/// D = A * B + D for one m16n8k32 with fp8 inputs (AE5M2/BE5M2: the operand
+/// is e5m2, else e4m3) and fp32 accumulators (sm_89 and later). The
+/// fragments are the int8 m16n8k32's: four bytes of K a register.
+template <bool AE5M2, bool BE5M2>
+KILN_INLINE void mmaM16N8K32F8(float (&d)[4], const u32 (&a)[4], u32 b0,
+                               u32 b1) {
+#define KILN_MMA_F8(TA, TB)                                                    \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." TA "." TB ".f32 "      \
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "                \
+               "{%0, %1, %2, %3};"                                             \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+  if (AE5M2 && BE5M2)
+    KILN_MMA_F8("e5m2", "e5m2");
+  else if (AE5M2)
+    KILN_MMA_F8("e5m2", "e4m3");
+  else if (BE5M2)
+    KILN_MMA_F8("e4m3", "e5m2");
+  else
+    KILN_MMA_F8("e4m3", "e4m3");
+#undef KILN_MMA_F8
+}
+
 // --- Output ------------------------------------------------------------------
 
 /// Stores `v` as element type `Code` (KilnElementType).

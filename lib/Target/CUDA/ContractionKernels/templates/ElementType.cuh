@@ -22,6 +22,10 @@ enum KilnElementType : int {
   kElementS8 = 5,
   kElementS32 = 7,
   kElementU8 = 9,
+  /// The fp8 families' (MmaF8, WgmmaF8) operands: OCP float8 e4m3 (no
+  /// infinities) and e5m2.
+  kElementE4M3 = 14,
+  kElementE5M2 = 16,
 };
 
 #endif // KILN_TEMPLATES_ELEMENTTYPE_CUH

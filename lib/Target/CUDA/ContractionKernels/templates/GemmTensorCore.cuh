@@ -35,7 +35,7 @@ constexpr int kChunkElems = 16 / kEB;
 constexpr int kWarpsM = Cfg::BM / Cfg::WTM;
 constexpr int kMI = Cfg::WTM / 16;
 constexpr int kNI = Cfg::WTN / 8;
-constexpr int kKStep = Cfg::INT8 ? 32 : Cfg::TF32 ? 8 : 16;
+constexpr int kKStep = Cfg::INT8 || Cfg::FP8 ? 32 : Cfg::TF32 ? 8 : 16;
 
 using TileA = SwizzledTile<Cfg::A_K_CONTIG ? Cfg::BM : Cfg::BK,
                            Cfg::A_K_CONTIG ? Cfg::BK : Cfg::BM, kEB>;
@@ -327,6 +327,9 @@ KILN_INLINE void computeStage(float (&acc)[kMI][kNI][4], u32 stage,
         const u32 *bb = &b[ni / 2][(ni % 2) * 2];
         if (Cfg::TF32)
           mmaM16N8K8Tf32(acc[mi][ni], a[mi], bb[0], bb[1]);
+        else if (Cfg::FP8) // both tiles K-contiguous: ldmatrix's bytes
+          mmaM16N8K32F8<Cfg::A_E5M2, Cfg::B_E5M2>(acc[mi][ni], a[mi], bb[0],
+                                                  bb[1]);
         else
           mmaM16N8K16<Cfg::IN_BF16>(acc[mi][ni], a[mi], bb[0], bb[1]);
       }

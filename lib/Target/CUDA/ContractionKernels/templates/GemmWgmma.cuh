@@ -45,6 +45,9 @@
 //     the same way; the descriptor's leading offset is the block size
 //     (8 KiB), its stride offset the 8-row atom (1024 B). A k16 step moves
 //     16 rows (2 KiB).
+//   - fp8 (e4m3/e5m2, K tile 128, `m64nBNk32`) has no transpose bits
+//     either, and no transposing loader: its problems are K-major already
+//     (unsupportedReason).
 //   - tf32 wgmma has no transpose bits: both operands must be K-major.
 //     kiln-match-contractions stores a row-major weight B transposed at
 //     compile time; any other MN-major tf32 operand (an activation B as
@@ -88,8 +91,8 @@ struct __align__(64) TensorMap {
 };
 
 constexpr int kEB = Cfg::IN_BYTES;
-/// The MMA's K: 16 f16/bf16 or 8 tf32 elements, 32 bytes either way.
-constexpr int kMmaK = Cfg::TF32 ? 8 : 16;
+/// The MMA's K: 16 f16/bf16, 8 tf32 or 32 fp8 elements, 32 bytes each way.
+constexpr int kMmaK = Cfg::TF32 ? 8 : Cfg::FP8 ? 32 : 16;
 /// How each operand sits in shared memory: tf32 is always K-major.
 constexpr bool kAKMajor = Cfg::A_K_CONTIG || Cfg::TF32;
 constexpr bool kBKMajor = Cfg::B_K_CONTIG || Cfg::TF32;
