@@ -341,3 +341,27 @@ func.func @widening_cast_is_a_prologue(%x: tensor<2x4xbf16>, %w: tensor<4x4xbf16
   %s = kiln.add %b, %f : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
   return %s : tensor<2x4xf32>
 }
+
+// -----
+
+// A region formed before kiln-fuse (kiln-fuse-quantized's) has no operands:
+// its body reads %n from above. The add reads both %n and the region's
+// result, so it must not join %n's group: that group would then compute a
+// value the region reads before it (a cycle; this fused before).
+// CHECK-LABEL: func.func @captured_by_region(
+// CHECK:         %[[N:.*]] = kiln.fusion "layer_norm"
+// CHECK-NOT:       kiln.add
+// CHECK:           kiln.yield
+// CHECK:         %[[Q:.*]] = kiln.fusion "quantized_matmul"
+// CHECK-NEXT:      kiln.relu %[[N]]
+// CHECK:         kiln.fusion "elementwise"
+// CHECK-NEXT:      kiln.add %[[N]], %[[Q]]
+func.func @captured_by_region(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %n = kiln.layer_norm %x, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %q = kiln.fusion "quantized_matmul" -> tensor<4x8xf32> {
+    %r = kiln.relu %n : tensor<4x8xf32>
+    kiln.yield %r : tensor<4x8xf32>
+  }
+  %s = kiln.add %n, %q : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  return %s : tensor<4x8xf32>
+}
