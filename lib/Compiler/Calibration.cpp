@@ -470,7 +470,8 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
                                           std::vector<std::string> &summary) {
   const QuantizationOptions &q = options.quantization;
   if (options.training.differentiates())
-    return userError(std::string(q.flag()) + " is for inference; training compiles "
+    return userError(std::string(q.flag()) +
+                     " is for inference; training compiles "
                      "take fp32, tf32, bf16 or fp16");
   if (llvm::StringRef(options.input).ends_with(".mlir") || options.inputBytes)
     return userError(std::string(q.flag()) + " takes an ONNX model");
@@ -479,7 +480,8 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
     return method.takeError();
   bool cached = !q.cache.empty() && llvm::sys::fs::exists(q.cache);
   if (!cached && q.calibrationData.empty())
-    return userError(std::string(q.flag()) + " needs calibration data: --calibrate "
+    return userError(std::string(q.flag()) +
+                     " needs calibration data: --calibrate "
                      "FILE.npy (or an existing --calibration-cache FILE)");
 
   auto buffer = llvm::MemoryBuffer::getFile(options.input, /*IsText=*/false,
@@ -503,7 +505,8 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
   if (opset > 0 && opset < 13) {
     std::string why;
     if (!upgradeOpset(model, 13, why))
-      return userError(options.input + ": " + q.flag() + " needs opset 13 "
+      return userError(options.input + ": " + q.flag() +
+                       " needs opset 13 "
                        "(per-channel DequantizeLinear), and onnx's version "
                        "converter cannot raise the model's opset " +
                        llvm::Twine(opset) + ": " + why);
@@ -563,9 +566,10 @@ llvm::Expected<std::string> quantizeModel(const CompileOptions &options,
     }
   }
   if (plan->nodes.empty() && hooks.warning)
-    hooks.warning(options.input + ": " + q.flag() + ": no Conv, MatMul or "
-                                  "Gemm with a constant float weight; "
-                                  "nothing is quantized");
+    hooks.warning(options.input + ": " + q.flag() +
+                  ": no Conv, MatMul or "
+                  "Gemm with a constant float weight; "
+                  "nothing is quantized");
 
   for (const QuantizedNode &n : plan->nodes) {
     const TensorRange &x = table[n.activation], &y = table[n.quantizedOutput];

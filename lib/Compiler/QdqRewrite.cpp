@@ -193,7 +193,8 @@ planQuantization(const onnx::ModelProto &model,
                  "the model imports opset " +
                  llvm::Twine(opset));
   if (options.fp8 && opset < 19)
-    return error(path + ": --precision=fp8 needs opset 19 or later "
+    return error(path +
+                 ": --precision=fp8 needs opset 19 or later "
                  "(float8 QuantizeLinear); the model imports opset " +
                  llvm::Twine(opset) +
                  " (raise it with onnx.version_converter.convert_version"

@@ -394,9 +394,9 @@ inline std::vector<double> runCase(const Case &c, const std::string &name = "k")
   Tensor a =
       randomTensor(total(aBatches, p.batchStrideA, aSpan), p.inputType, rng);
   // The 8-bit float families read B in its own type.
-  Tensor b = randomTensor(total(bBatches, p.batchStrideB, bSpan),
-                          isFp8Type(p.inputType) ? p.inputTypeB : p.inputType,
-                          rng);
+  Tensor b =
+      randomTensor(total(bBatches, p.batchStrideB, bSpan),
+                   isFp8Type(p.inputType) ? p.inputTypeB : p.inputType, rng);
   uint64_t cCount = total(p.batch, p.batchStrideC, cSpan);
   auto vectorLength = [&](const EpilogueVector &v) {
     return v.kind == EpilogueVector::Kind::PerRow ? p.m : p.n;

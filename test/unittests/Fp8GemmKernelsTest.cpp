@@ -67,7 +67,8 @@ TEST_F(Fp8GemmKernelsTest, MmaE4M3RaggedTiles) {
   // M and N not multiples of the tile, K = 160: five K steps of 32, the
   // last K tile of 64 half full.
   Case c{fp8Problem(70, 72, 160, DType::F8E4M3FN, DType::F8E4M3FN, DType::F32),
-         mmaF8(64, 64, 64, 32, 32, 3), {}};
+         mmaF8(64, 64, 64, 32, 32, 3),
+         {}};
   EXPECT_FALSE(runCase(c, "mma_f8").empty());
 }
 
@@ -75,7 +76,8 @@ TEST_F(Fp8GemmKernelsTest, MmaMixedTypesWithScaleBiasRelu) {
   // A e5m2, B e4m3 (the mma mixes them), per-column scale and bias, relu,
   // f16 output.
   Case c{fp8Problem(48, 80, 96, DType::F8E5M2, DType::F8E4M3FN, DType::F16),
-         mmaF8(32, 32, 64, 16, 16, 3), {}};
+         mmaF8(32, 32, 64, 16, 16, 3),
+         {}};
   c.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
   c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
   c.epilogue.activation = Activation::Relu;
@@ -85,7 +87,8 @@ TEST_F(Fp8GemmKernelsTest, MmaMixedTypesWithScaleBiasRelu) {
 
 TEST_F(Fp8GemmKernelsTest, MmaSplitK) {
   Case c{fp8Problem(32, 64, 512, DType::F8E4M3FN, DType::F8E5M2, DType::BF16),
-         mmaF8(32, 64, 64, 32, 32, 3, /*split=*/4), {}};
+         mmaF8(32, 64, 64, 32, 32, 3, /*split=*/4),
+         {}};
   c.epilogue.alpha = 0.5f;
   EXPECT_FALSE(runCase(c, "mma_f8_split").empty());
 }
@@ -94,9 +97,9 @@ TEST_F(Fp8GemmKernelsTest, WgmmaE4M3) {
   if (std::string gap = emuWgmmaGap(); !gap.empty())
     GTEST_SKIP() << gap;
   // Two K tiles of 128 and a ragged third; M, N ragged.
-  Case c{fp8Problem(100, 96, 320, DType::F8E4M3FN, DType::F8E4M3FN,
-                    DType::F32),
-         wgmmaF8(64, 64, 3), {}};
+  Case c{fp8Problem(100, 96, 320, DType::F8E4M3FN, DType::F8E4M3FN, DType::F32),
+         wgmmaF8(64, 64, 3),
+         {}};
   c.epilogue.alpha = 0.25f;
   EXPECT_FALSE(runCase(c, "wgmma_f8").empty());
 }
@@ -105,7 +108,8 @@ TEST_F(Fp8GemmKernelsTest, WgmmaTwoConsumersE5M2ScaleBias) {
   if (std::string gap = emuWgmmaGap(); !gap.empty())
     GTEST_SKIP() << gap;
   Case c{fp8Problem(130, 128, 256, DType::F8E5M2, DType::F8E5M2, DType::BF16),
-         wgmmaF8(128, 128, 2), {}};
+         wgmmaF8(128, 128, 2),
+         {}};
   c.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
   c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
   c.seed = 4;
@@ -116,15 +120,16 @@ TEST_F(Fp8GemmKernelsTest, WgmmaSplitK) {
   if (std::string gap = emuWgmmaGap(); !gap.empty())
     GTEST_SKIP() << gap;
   Case c{fp8Problem(64, 64, 1024, DType::F8E4M3FN, DType::F8E5M2, DType::F32),
-         wgmmaF8(64, 64, 2, /*split=*/2), {}};
+         wgmmaF8(64, 64, 2, /*split=*/2),
+         {}};
   EXPECT_FALSE(runCase(c, "wgmma_f8_split").empty());
 }
 
 TEST_F(Fp8GemmKernelsTest, ImplicitConvolutions) {
   // 3x3, 20 channels (padded to 32 in the filter), stride 1, pad 1; then a
   // strided grouped one on wgmma.
-  ConvCase mma{conv(2, 7, 6, 20, 24, 3, 1, 1), mmaF8(64, 32, 32, 32, 16, 3),
-               {}};
+  ConvCase mma{
+      conv(2, 7, 6, 20, 24, 3, 1, 1), mmaF8(64, 32, 32, 32, 16, 3), {}};
   mma.problem.inputType = DType::F8E4M3FN;
   mma.problem.outputType = DType::F32;
   mma.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};

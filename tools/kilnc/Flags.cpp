@@ -64,8 +64,9 @@ cl::opt<std::string> calibrationCache(
     cl::value_desc("file.json"), cl::Hidden, cl::cat(passCategory()));
 cl::list<std::string> keepFloat(
     "keep-float",
-    cl::desc("With --precision=int8|fp8: Conv/MatMul/Gemm nodes (names or output "
-             "names) left in fp32 (default: none)"),
+    cl::desc(
+        "With --precision=int8|fp8: Conv/MatMul/Gemm nodes (names or output "
+        "names) left in fp32 (default: none)"),
     cl::value_desc("node,..."), cl::CommaSeparated, cl::Hidden,
     cl::cat(passCategory()));
 cl::opt<std::string> saveQuantized(
@@ -82,9 +83,10 @@ cl::opt<uint64_t> maxConstantBytes(
     cl::cat(outputCategory()));
 cl::opt<unsigned> autoKeepFloat(
     "auto-keep-float",
-    cl::desc("With --precision=int8|fp8: keep the K Conv/MatMul/Gemm nodes whose "
-             "output suffers most from quantization (each quantized alone, on the "
-             "calibration data) in fp32 (default: 0)"),
+    cl::desc(
+        "With --precision=int8|fp8: keep the K Conv/MatMul/Gemm nodes whose "
+        "output suffers most from quantization (each quantized alone, on the "
+        "calibration data) in fp32 (default: 0)"),
     cl::value_desc("K"), cl::init(0), cl::Hidden, cl::cat(passCategory()));
 cl::opt<std::string> calibrationDevice(
     "calibration-device",

@@ -435,17 +435,15 @@ LogicalResult Matcher::rewriteFp8Matmul(kiln::FusionOp fusion,
           "stored K-major";
     return failure();
   }
-  FailureOr<cx::GemmKernels> kernels =
-      compile(fusion, problem, cx::Family::MmaF8, epilogue, "kiln_f8gemm_",
-              why);
+  FailureOr<cx::GemmKernels> kernels = compile(
+      fusion, problem, cx::Family::MmaF8, epilogue, "kiln_f8gemm_", why);
   if (failed(kernels))
     return failure();
   if (selecting())
     return success();
-  Value replacement =
-      buildCalls(fusion, *kernels, problem, a, b, {}, resultType,
-                 RankedTensorType(), nullptr,
-                 fp8Operands(chain, epilogue, fusion));
+  Value replacement = buildCalls(fusion, *kernels, problem, a, b, {},
+                                 resultType, RankedTensorType(), nullptr,
+                                 fp8Operands(chain, epilogue, fusion));
   report.push_back(
       llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch=1; fp8 {5}; {6}",
                     kernels->kernels.front().name, kernels->config.describe(),
@@ -503,25 +501,23 @@ LogicalResult Matcher::rewriteFp8Conv(kiln::FusionOp fusion,
       return failure();
     }
   }
-  FailureOr<cx::GemmKernels> kernels =
-      compile(fusion, problem, cx::Family::MmaF8, epilogue, "kiln_f8conv_",
-              why);
+  FailureOr<cx::GemmKernels> kernels = compile(
+      fusion, problem, cx::Family::MmaF8, epilogue, "kiln_f8conv_", why);
   if (failed(kernels))
     return failure();
   if (selecting())
     return success();
-  Value replacement =
-      buildCalls(fusion, *kernels, problem, a, filter, {}, resultType,
-                 RankedTensorType(), nullptr,
-                 fp8Operands(chain, epilogue, fusion));
+  Value replacement = buildCalls(fusion, *kernels, problem, a, filter, {},
+                                 resultType, RankedTensorType(), nullptr,
+                                 fp8Operands(chain, epilogue, fusion));
   ArrayRef<int64_t> in = aType.getShape();
   report.push_back(
       llvm::formatv("{0}: {1}, conv {2}x{3}x{4}x{5} * {6}x{7}x{8}x{9}, "
                     "groups={10}, M={11} N={12} K={13}; fp8 {14}; {15}",
                     kernels->kernels.front().name, kernels->config.describe(),
-                    in[0], in[1], in[2], in[3], window[0], window[1],
-                    window[2], window[3], cp.groups, problem.m, problem.n,
-                    problem.k, describeChain(chain), lastConfigOrigin)
+                    in[0], in[1], in[2], in[3], window[0], window[1], window[2],
+                    window[3], cp.groups, problem.m, problem.n, problem.k,
+                    describeChain(chain), lastConfigOrigin)
           .str());
   replaceResults(fusion, 0, replacement);
   return success();

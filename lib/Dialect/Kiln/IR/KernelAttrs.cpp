@@ -211,7 +211,7 @@ GemmConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
   case GemmFamily::WgmmaF16:
   case GemmFamily::WgmmaTf32:
   case GemmFamily::WgmmaF8: {
-    int64_t k = family == GemmFamily::WgmmaF16   ? 64
+    int64_t k = family == GemmFamily::WgmmaF16  ? 64
                 : family == GemmFamily::WgmmaF8 ? 128
                                                 : 32;
     if (blockM != 64 && blockM != 128)

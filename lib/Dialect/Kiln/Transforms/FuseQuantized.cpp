@@ -202,9 +202,8 @@ struct FuseQuantizedPass
         StringRef kind = kernelKind(op);
         if (report)
           op->emitRemark() << kind << " fallback: " << why;
-        lines.push_back(b.getStringAttr(nodeName(op) +
-                                        ": exact fallback (no " + kind +
-                                        " kernel): " + why));
+        lines.push_back(b.getStringAttr(nodeName(op) + ": exact fallback (no " +
+                                        kind + " kernel): " + why));
         continue;
       }
       if (report)

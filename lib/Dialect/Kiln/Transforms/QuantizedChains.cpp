@@ -508,7 +508,8 @@ std::optional<QuantizedChain> matchFp8Chain(const Contraction &c,
   };
   if (!isa<FloatType>(a.storage) || !isa<FloatType>(b.storage))
     return fail("A is " + typeName(a.storage) + " and B " +
-                typeName(b.storage) + ": one kernel reads both in 8-bit "
+                typeName(b.storage) +
+                ": one kernel reads both in 8-bit "
                 "integers or both in float8");
   for (Type t : {a.storage, b.storage})
     if (!isFp8KernelType(t))
@@ -722,8 +723,8 @@ std::string describeChain(const QuantizedChain &c) {
     return llvm::formatv("{0:e}", static_cast<double>(v)).str();
   };
   if (c.fp8) {
-    os << "(" << c.form << (c.floatBias.empty() ? "" : ", f32 bias")
-       << "): A " << typeName(c.aStorage) << ", B " << typeName(c.bStorage)
+    os << "(" << c.form << (c.floatBias.empty() ? "" : ", f32 bias") << "): A "
+       << typeName(c.aStorage) << ", B " << typeName(c.bStorage)
        << " constant, scale ";
     if (c.multipliers.size() == 1) {
       os << scientific(c.multipliers[0]);

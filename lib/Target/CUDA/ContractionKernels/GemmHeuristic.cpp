@@ -29,14 +29,13 @@
 // twice what mma.sync reaches) and 8192 (fp8: twice f16's, H100's 1979
 // TFLOP/s dense), FFMA 256, shared memory 128 B, L2 ~32 B,
 // and tf32 at half the f16 rate (wgmma 2048:
-// H100's 494 TFLOP/s dense tf32). For wgmma 4 consumer warps hide the latency (the
-// MMAs are asynchronous and a producer warpgroup keeps the ring full), and
+// H100's 494 TFLOP/s dense tf32). For wgmma 4 consumer warps hide the latency
+// (the MMAs are asynchronous and a producer warpgroup keeps the ring full), and
 // the shared traffic is each consumer's A rows plus the whole B tile. On
 // sm_90 the bf16/fp16 list is the wgmma candidates, then the mma.sync ones,
-// and the tf32 and fp8 lists likewise (GemmConfig::Family order, not the estimate,
-// decides between families).
-// The estimate only has to order candidates; autotuning on a GPU replaces
-// it.
+// and the tf32 and fp8 lists likewise (GemmConfig::Family order, not the
+// estimate, decides between families). The estimate only has to order
+// candidates; autotuning on a GPU replaces it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -185,7 +184,7 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
       smVersion == 90 && wgmma) {
     // wgmma first (each list ranked by the estimate), mma.sync after it;
     // TMA producers for f16/bf16 only (see the TMA list below).
-    Family async = family == Family::MmaF16   ? Family::WgmmaF16
+    Family async = family == Family::MmaF16  ? Family::WgmmaF16
                    : family == Family::MmaF8 ? Family::WgmmaF8
                                              : Family::WgmmaTf32;
     std::vector<GemmConfig> all =

@@ -128,7 +128,7 @@ uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
 GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
   GemmPlan plan;
   bool int8 = c.family == Family::MmaS8;
-  plan.inBytes = int8           ? integerBytes(p.inputType)
+  plan.inBytes = int8              ? integerBytes(p.inputType)
                  : isFp8(c.family) ? (isFp8Operand(p.inputType) ? 1 : 0)
                                    : dtypeBytes(p.inputType);
   plan.outBytes = int8 ? integerBytes(p.outputType) : dtypeBytes(p.outputType);
@@ -276,8 +276,8 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     if (!isPowerOfTwo(align))
       return "alignments must be powers of two";
   uint32_t inBytes = int8 || fp8 ? 1 : dtypeBytes(p.inputType),
-           outBytes = int8 ? integerBytes(p.outputType)
-                           : dtypeBytes(p.outputType);
+           outBytes =
+               int8 ? integerBytes(p.outputType) : dtypeBytes(p.outputType);
   for (uint32_t align : {p.alignA, p.alignB})
     if (align < inBytes)
       return "an input pointer is not aligned to its element";

@@ -198,16 +198,16 @@ std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
   const bool tf32 = c.family == Family::WgmmaTf32;
   const bool fp8 = c.family == Family::WgmmaF8;
   auto fp8Name = [](DType t) { return t == DType::F8E5M2 ? "e5m2" : "e4m3"; };
-  const char *type = tf32                          ? "tf32"
-                     : fp8                         ? fp8Name(p.inputType)
+  const char *type = tf32                         ? "tf32"
+                     : fp8                        ? fp8Name(p.inputType)
                      : p.inputType == DType::BF16 ? "bf16"
                                                   : "f16";
   const char *typeB = fp8 ? fp8Name(p.inputTypeB) : type;
   const char *shapeK = tf32 ? "k8" : fp8 ? "k32" : "k16";
   std::string transpose =
       tf32 || fp8 ? std::string()
-           : std::string(", ") + (plan.aKContiguous ? "0" : "1") + ", " +
-                 (plan.bKContiguous ? "0" : "1");
+                  : std::string(", ") + (plan.aKContiguous ? "0" : "1") + ", " +
+                        (plan.bKContiguous ? "0" : "1");
   std::string list;
   for (uint32_t i = 0; i < regs; ++i)
     list += (i ? ", %" : "%") + std::to_string(i);
@@ -216,9 +216,9 @@ std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
   s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
        std::to_string(regs + 2) + ", 0;\\n\"\n";
   s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(c.blockN) +
-       shapeK + ".f32." + type + "." + typeB + " {" + list +
-       "}, %" + std::to_string(regs) + ", %" + std::to_string(regs + 1) +
-       ", p, 1, 1" + transpose + ";\\n}\"\n    : ";
+       shapeK + ".f32." + type + "." + typeB + " {" + list + "}, %" +
+       std::to_string(regs) + ", %" + std::to_string(regs + 1) + ", p, 1, 1" +
+       transpose + ";\\n}\"\n    : ";
   for (uint32_t i = 0; i < regs; ++i)
     s += (i ? ", " : "") + std::string("\"+f\"(d[") + std::to_string(i) + "])";
   s += "\n    : \"l\"(descA), \"l\"(descB), \"r\"(1));\n}\n\n";

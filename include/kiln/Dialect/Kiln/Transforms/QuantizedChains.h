@@ -1,4 +1,5 @@
-//===- QuantizedChains.h - The importer's quantized contractions -*- C++ -*-===//
+//===- QuantizedChains.h - The importer's quantized contractions -*- C++
+//-*-===//
 //
 // The importer composes every quantized ONNX contraction from plain kiln ops
 // (docs/architecture.md, "Quantized models"): QLinearMatMul, MatMulInteger,
