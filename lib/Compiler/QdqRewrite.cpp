@@ -445,8 +445,13 @@ public:
       --floatReaders[q.bias];
     }
 
-    // The output: the float product, quantized (by the range of the
-    // tensor it stands for), dequantized into `output`.
+    return appendProduct(q, std::move(node), xDq, output);
+  }
+
+  /// The node reading `xDq`, its float product quantized (by the range of
+  /// the tensor it stands for) and dequantized into `output`.
+  llvm::Error appendProduct(const QuantizedNode &q, onnx::NodeProto node,
+                            const std::string &xDq, const std::string &output) {
     llvm::Expected<ActivationParams> y = paramsOf(q.quantizedOutput);
     if (!y)
       return y.takeError();
@@ -454,7 +459,7 @@ public:
     std::string product = fresh(q.output + "_float");
     node.set_output(0, product);
     if (output != q.quantizedOutput) // A twin (addQuantizedTwins).
-      node.set_name(nodeName(node) + "_int8");
+      node.set_name(nodeName(node) + (fp8 ? "_fp8" : "_int8"));
     nodes.push_back(std::move(node));
     appendQdq(product, output, output, *y);
     return llvm::Error::success();
@@ -483,18 +488,7 @@ public:
         makeNode("DequantizeLinear", wDq, {wq, ws}, wDq, q.weightAxis));
     node.set_input(1, wDq);
     --floatReaders[q.weight];
-
-    llvm::Expected<ActivationParams> y = paramsOf(q.quantizedOutput);
-    if (!y)
-      return y.takeError();
-    node.set_input(0, xDq);
-    std::string product = fresh(q.output + "_float");
-    node.set_output(0, product);
-    if (output != q.quantizedOutput) // A twin (addQuantizedTwins).
-      node.set_name(nodeName(node) + "_fp8");
-    nodes.push_back(std::move(node));
-    appendQdq(product, output, output, *y);
-    return llvm::Error::success();
+    return appendProduct(q, std::move(node), xDq, output);
   }
 
   /// Replaces the graph's nodes by `nodes`; drops the value_info (renamed

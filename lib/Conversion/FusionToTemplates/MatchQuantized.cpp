@@ -220,8 +220,9 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
       regionChain<kiln::MatmulOp>(fusion, why);
   if (!chain)
     return failure();
-  if (chain->fp8)
-    return rewriteFp8Matmul(fusion, *chain, why);
+  const bool fp8 = chain->fp8;
+  if (fp8 && !(why = fp8TargetReason(smVersion)).empty())
+    return failure();
   auto aType = cast<RankedTensorType>(chain->a.getType());
   auto resultType = cast<RankedTensorType>(chain->result.getType());
   if (!aType.hasStaticShape() || !resultType.hasStaticShape()) {
@@ -236,34 +237,42 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
     return failure();
   }
 
-  // B [K][N] (or [N][K] for a transposed weight), and the vectors derived
-  // from its values.
-  std::optional<std::vector<int32_t>> w =
-      weightValues(chain->b, k * n, module);
-  if (!w) {
-    why = "B is not a weight global whose bytes are known";
-    return failure();
-  }
-  IntegerVectors vectors = integerVectors(*chain, k, [&](int64_t c) {
-    int64_t sum = 0;
-    for (int64_t i = 0; i < k; ++i)
-      sum += (*w)[chain->bTransposed ? c * k + i : i * n + c];
-    return sum;
-  });
-
   cx::GemmProblem problem;
   problem.m = static_cast<uint64_t>(m);
   problem.n = static_cast<uint64_t>(n);
   problem.k = static_cast<uint64_t>(k);
-  problem.inputType = byteType(chain->aStorage);
-  problem.inputTypeB = byteType(chain->bStorage);
-  problem.accumulatorType = cx::DType::I32;
-  problem.outputType =
-      chain->requantized ? byteType(chain->outputStorage) : cx::DType::I32;
   problem.layoutA = cx::Layout::RowMajor;
   problem.layoutB = cx::Layout::ColMajor; // Stored [N][K] below.
   cx::Epilogue epilogue;
-  epilogue.integer = vectors.epilogue;
+  std::optional<IntegerVectors> vectors;
+  if (fp8) {
+    problem.inputType = fp8Type(chain->aStorage);
+    problem.inputTypeB = fp8Type(chain->bStorage);
+    problem.accumulatorType = cx::DType::F32;
+    problem.outputType = cx::DType::F32;
+    epilogue = fp8Epilogue(*chain);
+  } else {
+    // B [K][N] (or [N][K] for a transposed weight), and the vectors
+    // derived from its values.
+    std::optional<std::vector<int32_t>> w =
+        weightValues(chain->b, k * n, module);
+    if (!w) {
+      why = "B is not a weight global whose bytes are known";
+      return failure();
+    }
+    vectors = integerVectors(*chain, k, [&](int64_t c) {
+      int64_t sum = 0;
+      for (int64_t i = 0; i < k; ++i)
+        sum += (*w)[chain->bTransposed ? c * k + i : i * n + c];
+      return sum;
+    });
+    problem.inputType = byteType(chain->aStorage);
+    problem.inputTypeB = byteType(chain->bStorage);
+    problem.accumulatorType = cx::DType::I32;
+    problem.outputType =
+        chain->requantized ? byteType(chain->outputStorage) : cx::DType::I32;
+    epilogue.integer = vectors->epilogue;
+  }
 
   // A is read in place: a region input (through reshapes), else copied.
   Value a = contiguousSource(chain->a, fusion);
@@ -280,20 +289,23 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
   }
 
   FailureOr<cx::GemmKernels> kernels =
-      compile(fusion, problem, cx::Family::MmaS8, epilogue, "kiln_qgemm_", why);
+      compile(fusion, problem, fp8 ? cx::Family::MmaF8 : cx::Family::MmaS8,
+              epilogue, fp8 ? "kiln_f8gemm_" : "kiln_qgemm_", why);
   if (failed(kernels))
     return failure();
   if (selecting())
     return success();
 
-  Value replacement = buildCalls(fusion, *kernels, problem, a, b, {},
-                                 resultType, RankedTensorType(), nullptr,
-                                 vectorOperands(vectors, *chain, fusion));
+  Value replacement =
+      buildCalls(fusion, *kernels, problem, a, b, {}, resultType,
+                 RankedTensorType(), nullptr,
+                 fp8 ? fp8Operands(*chain, epilogue, fusion)
+                     : vectorOperands(*vectors, *chain, fusion));
   report.push_back(
-      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch=1; int8 {5}; {6}",
+      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch=1; {5} {6}; {7}",
                     kernels->kernels.front().name, kernels->config.describe(),
-                    problem.m, problem.n, problem.k, describeChain(*chain),
-                    lastConfigOrigin)
+                    problem.m, problem.n, problem.k, fp8 ? "fp8" : "int8",
+                    describeChain(*chain), lastConfigOrigin)
           .str());
   replaceResults(fusion, 0, replacement);
   return success();
@@ -304,8 +316,9 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
   std::optional<QuantizedChain> chain = regionChain<kiln::ConvOp>(fusion, why);
   if (!chain)
     return failure();
-  if (chain->fp8)
-    return rewriteFp8Conv(fusion, *chain, why);
+  const bool fp8 = chain->fp8;
+  if (fp8 && !(why = fp8TargetReason(smVersion)).empty())
+    return failure();
   auto conv = cast<kiln::ConvOp>(chain->contraction);
   auto aType = cast<RankedTensorType>(chain->a.getType());
   // The convolution's view of the weight's bytes (through reshapes of
@@ -322,10 +335,6 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
     why = "a depthwise convolution";
     return failure();
   }
-  cx::ConvProblem cp = convProblemOf(conv);
-  cp.inputType = byteType(chain->aStorage);
-  cp.outputType =
-      chain->requantized ? byteType(chain->outputStorage) : cx::DType::I32;
   // The filter [O][KH][KW][C/g]: each output channel's taps are one row.
   int64_t channels = window[0];
   int64_t taps = window[1] * window[2] * window[3];
@@ -333,25 +342,38 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
     why = "an empty convolution";
     return failure();
   }
-  std::optional<std::vector<int32_t>> w =
-      weightValues(chain->b, channels * taps, module);
-  if (!w) {
-    why = "the filter is not a weight global whose bytes are known";
-    return failure();
-  }
-  IntegerVectors vectors = integerVectors(*chain, taps, [&](int64_t o) {
-    int64_t sum = 0;
-    for (int64_t t = 0; t < taps; ++t)
-      sum += (*w)[o * taps + t];
-    return sum;
-  });
-  cx::GemmProblem problem = cx::convolutionAsGemm(cp);
-  problem.inputTypeB = byteType(chain->bStorage);
-  problem.accumulatorType = cx::DType::I32;
+  cx::ConvProblem cp = convProblemOf(conv);
   cx::Epilogue epilogue;
-  epilogue.integer = vectors.epilogue;
-  // A padding pixel reads A's zero point in its real channels: x - za = 0.
-  epilogue.integer.paddingValue = static_cast<int32_t>(chain->aZeroPoint);
+  std::optional<IntegerVectors> vectors;
+  if (fp8) {
+    cp.inputType = fp8Type(chain->aStorage);
+    cp.outputType = cx::DType::F32;
+    epilogue = fp8Epilogue(*chain);
+  } else {
+    cp.inputType = byteType(chain->aStorage);
+    cp.outputType =
+        chain->requantized ? byteType(chain->outputStorage) : cx::DType::I32;
+    std::optional<std::vector<int32_t>> w =
+        weightValues(chain->b, channels * taps, module);
+    if (!w) {
+      why = "the filter is not a weight global whose bytes are known";
+      return failure();
+    }
+    vectors = integerVectors(*chain, taps, [&](int64_t o) {
+      int64_t sum = 0;
+      for (int64_t t = 0; t < taps; ++t)
+        sum += (*w)[o * taps + t];
+      return sum;
+    });
+    epilogue.integer = vectors->epilogue;
+    // A padding pixel reads A's zero point in its real channels: x - za
+    // = 0.
+    epilogue.integer.paddingValue = static_cast<int32_t>(chain->aZeroPoint);
+  }
+  cx::GemmProblem problem = cx::convolutionAsGemm(cp);
+  problem.inputTypeB =
+      fp8 ? fp8Type(chain->bStorage) : byteType(chain->bStorage);
+  problem.accumulatorType = fp8 ? cx::DType::F32 : cx::DType::I32;
 
   Value a = contiguousSource(chain->a, fusion);
   if (!a && !selecting())
@@ -371,153 +393,27 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
   }
 
   FailureOr<cx::GemmKernels> kernels =
-      compile(fusion, problem, cx::Family::MmaS8, epilogue, "kiln_qconv_", why);
+      compile(fusion, problem, fp8 ? cx::Family::MmaF8 : cx::Family::MmaS8,
+              epilogue, fp8 ? "kiln_f8conv_" : "kiln_qconv_", why);
   if (failed(kernels))
     return failure();
   if (selecting())
     return success();
 
-  Value replacement = buildCalls(fusion, *kernels, problem, a, filter, {},
-                                 resultType, RankedTensorType(), nullptr,
-                                 vectorOperands(vectors, *chain, fusion));
+  Value replacement =
+      buildCalls(fusion, *kernels, problem, a, filter, {}, resultType,
+                 RankedTensorType(), nullptr,
+                 fp8 ? fp8Operands(*chain, epilogue, fusion)
+                     : vectorOperands(*vectors, *chain, fusion));
   ArrayRef<int64_t> in = aType.getShape();
   report.push_back(
       llvm::formatv("{0}: {1}, conv {2}x{3}x{4}x{5} * {6}x{7}x{8}x{9}, "
-                    "groups={10}, M={11} N={12} K={13}; int8 {14}; {15}",
-                    kernels->kernels.front().name, kernels->config.describe(),
-                    in[0], in[1], in[2], in[3], window[0], window[1],
-                    window[2], window[3], cp.groups, problem.m, problem.n,
-                    problem.k, describeChain(*chain), lastConfigOrigin)
-          .str());
-  replaceResults(fusion, 0, replacement);
-  return success();
-}
-
-LogicalResult Matcher::rewriteFp8Matmul(kiln::FusionOp fusion,
-                                        const QuantizedChain &chain,
-                                        std::string &why) {
-  why = fp8TargetReason(smVersion);
-  if (!why.empty())
-    return failure();
-  auto aType = cast<RankedTensorType>(chain.a.getType());
-  auto resultType = cast<RankedTensorType>(chain.result.getType());
-  if (!aType.hasStaticShape() || !resultType.hasStaticShape()) {
-    why = "dynamic shapes";
-    return failure();
-  }
-  int64_t k = aType.getShape().back();
-  int64_t n = chain.channels;
-  int64_t m = k ? aType.getNumElements() / k : 0;
-  if (m == 0 || n == 0 || k == 0) {
-    why = "an empty matmul";
-    return failure();
-  }
-  cx::GemmProblem problem;
-  problem.m = static_cast<uint64_t>(m);
-  problem.n = static_cast<uint64_t>(n);
-  problem.k = static_cast<uint64_t>(k);
-  problem.inputType = fp8Type(chain.aStorage);
-  problem.inputTypeB = fp8Type(chain.bStorage);
-  problem.accumulatorType = cx::DType::F32;
-  problem.outputType = cx::DType::F32;
-  problem.layoutA = cx::Layout::RowMajor;
-  problem.layoutB = cx::Layout::ColMajor; // Stored [N][K] below.
-  cx::Epilogue epilogue = fp8Epilogue(chain);
-
-  Value a = contiguousSource(chain.a, fusion);
-  if (!a && !selecting())
-    a = materialize(chain.a, fusion);
-  Value b = chain.bTransposed
-                ? chain.b
-                : kMajorWeight(chain.b, k, n, fusion, /*dryRun=*/selecting());
-  if (!b) {
-    why = "B is not a weight global whose bytes are known, so it cannot be "
-          "stored K-major";
-    return failure();
-  }
-  FailureOr<cx::GemmKernels> kernels = compile(
-      fusion, problem, cx::Family::MmaF8, epilogue, "kiln_f8gemm_", why);
-  if (failed(kernels))
-    return failure();
-  if (selecting())
-    return success();
-  Value replacement = buildCalls(fusion, *kernels, problem, a, b, {},
-                                 resultType, RankedTensorType(), nullptr,
-                                 fp8Operands(chain, epilogue, fusion));
-  report.push_back(
-      llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch=1; fp8 {5}; {6}",
-                    kernels->kernels.front().name, kernels->config.describe(),
-                    problem.m, problem.n, problem.k, describeChain(chain),
-                    lastConfigOrigin)
-          .str());
-  replaceResults(fusion, 0, replacement);
-  return success();
-}
-
-LogicalResult Matcher::rewriteFp8Conv(kiln::FusionOp fusion,
-                                      const QuantizedChain &chain,
-                                      std::string &why) {
-  why = fp8TargetReason(smVersion);
-  if (!why.empty())
-    return failure();
-  auto conv = cast<kiln::ConvOp>(chain.contraction);
-  auto aType = cast<RankedTensorType>(chain.a.getType());
-  auto filterType = RankedTensorType::get(
-      cast<RankedTensorType>(conv.getFilter().getType()).getShape(),
-      getElementTypeOrSelf(chain.b.getType()));
-  auto resultType = cast<RankedTensorType>(chain.result.getType());
-  why = unsupportedConvolution(conv, aType, filterType, resultType);
-  if (!why.empty())
-    return failure();
-  ArrayRef<int64_t> window = filterType.getShape();
-  if (conv.getGroups() > 1 && window[3] == 1) {
-    why = "a depthwise convolution";
-    return failure();
-  }
-  if (window[0] != chain.channels || window[0] == 0) {
-    why = "an empty convolution";
-    return failure();
-  }
-  cx::ConvProblem cp = convProblemOf(conv);
-  cp.inputType = fp8Type(chain.aStorage);
-  cp.outputType = cx::DType::F32;
-  cx::GemmProblem problem = cx::convolutionAsGemm(cp);
-  problem.inputTypeB = fp8Type(chain.bStorage);
-  cx::Epilogue epilogue = fp8Epilogue(chain);
-
-  Value a = contiguousSource(chain.a, fusion);
-  if (!a && !selecting())
-    a = materialize(chain.a, fusion);
-  int64_t paddedChannels = static_cast<int64_t>(cx::paddedGroupChannels(cp));
-  Value filter = chain.b;
-  bool viewed = filterType != chain.b.getType();
-  if (paddedChannels != window[3] || viewed) {
-    filter = paddedFilter(chain.b, paddedChannels, fusion,
-                          /*dryRun=*/selecting(),
-                          viewed ? filterType : RankedTensorType());
-    if (!filter) {
-      why = "the filter is not a weight global whose bytes are known, so "
-            "its channels cannot be padded";
-      return failure();
-    }
-  }
-  FailureOr<cx::GemmKernels> kernels = compile(
-      fusion, problem, cx::Family::MmaF8, epilogue, "kiln_f8conv_", why);
-  if (failed(kernels))
-    return failure();
-  if (selecting())
-    return success();
-  Value replacement = buildCalls(fusion, *kernels, problem, a, filter, {},
-                                 resultType, RankedTensorType(), nullptr,
-                                 fp8Operands(chain, epilogue, fusion));
-  ArrayRef<int64_t> in = aType.getShape();
-  report.push_back(
-      llvm::formatv("{0}: {1}, conv {2}x{3}x{4}x{5} * {6}x{7}x{8}x{9}, "
-                    "groups={10}, M={11} N={12} K={13}; fp8 {14}; {15}",
+                    "groups={10}, M={11} N={12} K={13}; {14} {15}; {16}",
                     kernels->kernels.front().name, kernels->config.describe(),
                     in[0], in[1], in[2], in[3], window[0], window[1], window[2],
                     window[3], cp.groups, problem.m, problem.n, problem.k,
-                    describeChain(chain), lastConfigOrigin)
+                    fp8 ? "fp8" : "int8", describeChain(*chain),
+                    lastConfigOrigin)
           .str());
   replaceResults(fusion, 0, replacement);
   return success();

@@ -24,7 +24,6 @@
 #include "EpilogueEmitter.h"
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
-#include "kiln/Dialect/Kiln/Transforms/QuantizedChains.h"
 #include "kiln/Target/CUDA/ContractionKernels.h"
 #include "kiln/Target/CUDA/ContractionTuning.h"
 #include "kiln/Target/CUDA/TemplateEmission.h"
@@ -176,21 +175,14 @@ private:
   mlir::LogicalResult rewriteConvolution(kiln::FusionOp fusion,
                                          std::string &why);
   // Quantized matmul regions (MatchQuantized.cpp): kiln-fuse-quantized's
-  // chains on the int8 kernel (Family::MmaS8).
+  // chains on the int8 kernel (Family::MmaS8), float8 ones on the fp8
+  // kernels (Family::MmaF8; WgmmaF8 first on sm_90).
   mlir::LogicalResult rewriteQuantizedMatmul(kiln::FusionOp fusion,
                                              std::string &why);
   // Quantized NHWC convolution regions (MatchQuantized.cpp): the same
   // kernel as an implicit GEMM.
   mlir::LogicalResult rewriteQuantizedConv(kiln::FusionOp fusion,
                                            std::string &why);
-  // The float8 chains of those regions (MatchQuantized.cpp): the fp8
-  // kernels (Family::MmaF8, WgmmaF8 on sm_90) with a float epilogue.
-  mlir::LogicalResult rewriteFp8Matmul(kiln::FusionOp fusion,
-                                       const kiln::QuantizedChain &chain,
-                                       std::string &why);
-  mlir::LogicalResult rewriteFp8Conv(kiln::FusionOp fusion,
-                                     const kiln::QuantizedChain &chain,
-                                     std::string &why);
   /// The filter `[O][KH][KW][C/g]` with its channels zero-padded to
   /// `paddedChannels`: a load of a new weight global holding the padded
   /// data, with the pad recorded in its origin. Null when the filter is not

@@ -719,22 +719,28 @@ SmallVector<Operation *> chainOps(const QuantizedChain &chain) {
 std::string describeChain(const QuantizedChain &c) {
   std::string s;
   llvm::raw_string_ostream os(s);
-  auto scientific = [](float v) {
-    return llvm::formatv("{0:e}", static_cast<double>(v)).str();
+  // "scale 1.0e-03 (f32)", or "scale per column (N, lo to hi) (f32)".
+  auto scale = [&] {
+    auto scientific = [](float v) {
+      return llvm::formatv("{0:e}", static_cast<double>(v)).str();
+    };
+    const std::vector<float> &m = c.multipliers;
+    os << "scale ";
+    if (m.size() == 1) {
+      os << scientific(m[0]);
+    } else {
+      auto [lo, hi] = std::minmax_element(m.begin(), m.end());
+      os << "per column (" << m.size() << ", " << scientific(*lo) << " to "
+         << scientific(*hi) << ")";
+    }
+    os << " (f32)";
   };
   if (c.fp8) {
     os << "(" << c.form << (c.floatBias.empty() ? "" : ", f32 bias") << "): A "
        << typeName(c.aStorage) << ", B " << typeName(c.bStorage)
-       << " constant, scale ";
-    if (c.multipliers.size() == 1) {
-      os << scientific(c.multipliers[0]);
-    } else {
-      auto [lo, hi] =
-          std::minmax_element(c.multipliers.begin(), c.multipliers.end());
-      os << "per column (" << c.multipliers.size() << ", " << scientific(*lo)
-         << " to " << scientific(*hi) << ")";
-    }
-    os << " (f32), output f32";
+       << " constant, ";
+    scale();
+    os << ", output f32";
     return s;
   }
   os << "(" << c.form << (c.bias.empty() ? "" : ", int32 bias") << "): A "
@@ -746,16 +752,9 @@ std::string describeChain(const QuantizedChain &c) {
   else
     os << "per column";
   if (c.requantized) {
-    os << ", scale ";
-    if (c.multipliers.size() == 1) {
-      os << scientific(c.multipliers[0]);
-    } else {
-      auto [lo, hi] =
-          std::minmax_element(c.multipliers.begin(), c.multipliers.end());
-      os << "per column (" << c.multipliers.size() << ", " << scientific(*lo)
-         << " to " << scientific(*hi) << ")";
-    }
-    os << " (f32), output " << typeName(c.outputStorage) << " zero point "
+    os << ", ";
+    scale();
+    os << ", output " << typeName(c.outputStorage) << " zero point "
        << c.outputZeroPoint;
   } else {
     os << ", output i32";
