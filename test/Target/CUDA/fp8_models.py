@@ -15,7 +15,12 @@ run on an fp8 wgmma kernel (--stats: one wgmma_f8 line each).
     others: six MatMuls (attention's two read activations only);
   - cnn: calibrate_digits.py's CNN with seeded weights (Conv-Relu-Pool
     twice, Gemm; its --write-inputs data: 240 calibration and 120
-    evaluation images): two implicit-GEMM convolutions and the Gemm.
+    evaluation images): two implicit-GEMM convolutions and the Gemm;
+  - encoder-ort: the encoder quantized by onnxruntime's own
+    quantize_static in fp8 (QDQ, e4m3 activations and per-channel weights,
+    Distribution calibration over the same 8 sequences) and compiled as
+    any QDQ model, without --precision: a QDQ fp8 model from the tool
+    deployment engineers use.
 
 The outputs are compared with two independent references, element by
 element:
@@ -185,6 +190,53 @@ def encoder_case(args):
                    feeds, FP8_STEP)
 
 
+def encoder_ort_case(args):
+    """The encoder quantized by onnxruntime's own quantize_static in fp8
+    (QDQ, QFLOAT8E4M3FN activations and per-channel weights, Distribution
+    calibration, the only method it takes for float8), compiled as any
+    QDQ model (no --precision)."""
+    from onnxruntime.quantization import (CalibrationDataReader,
+                                          CalibrationMethod, QuantFormat,
+                                          QuantType, quantize_static)
+    model = os.path.join(args.workdir, "encoder-19.onnx")
+    if not os.path.exists(model):
+        encoder_case(args)  # writes it
+    rng = np.random.default_rng(args.seed + 1)
+    samples = [{"input_ids": rng.integers(0, 100, (1, 16)).astype(np.int64)}
+               for _ in range(8)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(samples)
+
+        def get_next(self):
+            return next(self.it, None)
+    quantized = os.path.join(args.workdir, "encoder-ort-fp8.onnx")
+    quantize_static(model, quantized, Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QFLOAT8E4M3FN,
+                    weight_type=QuantType.QFLOAT8E4M3FN, per_channel=True,
+                    op_types_to_quantize=["MatMul"],
+                    calibrate_method=CalibrationMethod.Distribution)
+    artifact = os.path.join(args.workdir, "encoder-ort-fp8.kiln")
+    compiled = subprocess.run([args.kilnc, quantized, "--target=sm_90",
+                               "--stats", "-o", artifact],
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        raise Failed("kilnc failed: " + first_line(compiled.stderr))
+    count = sum(1 for l in compiled.stdout.splitlines()
+                if l.startswith("  kiln_f8") and ": wgmma_f8 " in l)
+    if count != weighted_nodes(model):
+        raise Failed(f"{count} wgmma_f8 kernels for {weighted_nodes(model)} "
+                     "nodes with a constant weight")
+    rng = np.random.default_rng(args.seed + 300)
+    feeds = [{"input_ids": rng.integers(0, 100, (1, 16)).astype(np.int64)}
+             for _ in range(args.eval)]
+    return compare("encoder-ort", count, model, quantized,
+                   lambda out: run_emu(args, artifact, "encoder-ort", feeds,
+                                       out),
+                   feeds, FP8_STEP)
+
+
 def cnn_case(args):
     work = os.path.join(args.workdir, "cnn")
     os.makedirs(work, exist_ok=True)
@@ -202,7 +254,8 @@ def cnn_case(args):
                    feeds, None, top1=True)
 
 
-CASES = {"encoder": encoder_case, "cnn": cnn_case}
+CASES = {"encoder": encoder_case, "encoder-ort": encoder_ort_case,
+         "cnn": cnn_case}
 
 
 def main():

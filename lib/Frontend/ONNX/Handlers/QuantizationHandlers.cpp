@@ -26,6 +26,9 @@
 #include "QuantizationCompose.h"
 #include "WindowAttrs.h"
 
+#include "mlir/Dialect/MLProgram/IR/MLProgram.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -110,6 +113,32 @@ Value broadcastQuantParam(Composer &c, Value param, ArrayRef<int64_t> shape,
   return v;
 }
 
+/// Whether every element of `v`, a load of a float8 weight global, is a
+/// zero; nullopt when `v` is no such load or its bytes are not known.
+std::optional<bool> float8GlobalIsZero(Value v) {
+  auto load = v.getDefiningOp<ml_program::GlobalLoadConstOp>();
+  if (!load)
+    return std::nullopt;
+  auto global = SymbolTable::lookupNearestSymbolFrom<ml_program::GlobalOp>(
+      load, load.getGlobalAttr());
+  auto resource =
+      global && global.getValue()
+          ? dyn_cast<DenseResourceElementsAttr>(*global.getValue())
+          : DenseResourceElementsAttr();
+  AsmResourceBlob *blob = resource ? resource.getRawHandle().getBlob()
+                                   : nullptr;
+  Type element = getElementTypeOrSelf(v.getType());
+  if (!blob || !isa<FloatType>(element) ||
+      element.getIntOrFloatBitWidth() != 8)
+    return std::nullopt;
+  // The FNUZ types have no -0: their 0x80 is NaN.
+  bool fnuz = isa<Float8E4M3FNUZType, Float8E5M2FNUZType>(element);
+  for (char byte : blob->getData())
+    if (byte != 0 && (fnuz || static_cast<uint8_t>(byte) != 0x80))
+      return false;
+  return true;
+}
+
 /// A float8 zero point (input 2) must be 0, as the spec says; the reference
 /// refuses others on dequantize and ignores them on quantize. Kiln refuses
 /// a constant other than 0. One given at run time cannot be checked before
@@ -123,6 +152,13 @@ LogicalResult requireZeroPoint0(NodeImporter &n, StringRef what,
     return success();
   std::optional<DenseElementsAttr> zero = n.constantInput(2);
   if (!zero) {
+    // A per-axis zero point above the inline-constant limit is a weight
+    // global: all of its bytes zero (+0; or 0x80, -0 where that is not
+    // FNUZ's NaN) is the 0 the spec asks for, known at compile time.
+    if (std::optional<bool> zeros = float8GlobalIsZero(n.input(2)))
+      return *zeros ? success()
+                    : n.fail(Twine(what) +
+                             " of float8 type must be 0, got a nonzero value");
     if (runtime)
       *runtime = true;
     return success();
