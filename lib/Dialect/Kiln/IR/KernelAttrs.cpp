@@ -239,24 +239,18 @@ GemmConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "the block's K must be a multiple of the mma's K";
     break;
   case GemmFamily::MmaS8:
-    if (subM % 16 || subN % 16)
-      return emitError() << "mma.sync warp tiles must be multiples of 16";
-    if (blockK % 32)
-      return emitError() << "mma_s8's block K must be a multiple of 32 (the "
-                            "m16n8k32 MMA's K), not "
-                         << blockK;
-    if (splitK != 1)
-      return emitError() << "mma_s8 has no split-K (the requantization needs "
-                            "the whole sum), not split_k = "
-                         << splitK;
-    break;
   case GemmFamily::MmaF8:
     if (subM % 16 || subN % 16)
       return emitError() << "mma.sync warp tiles must be multiples of 16";
     if (blockK % 32)
-      return emitError() << "mma_f8's block K must be a multiple of 32 (the "
+      return emitError() << stringifyGemmFamily(family)
+                         << "'s block K must be a multiple of 32 (the "
                             "m16n8k32 MMA's K), not "
                          << blockK;
+    if (family == GemmFamily::MmaS8 && splitK != 1)
+      return emitError() << "mma_s8 has no split-K (the requantization needs "
+                            "the whole sum), not split_k = "
+                         << splitK;
     break;
   }
   return success();
