@@ -246,6 +246,30 @@ struct LaunchGuard {
   int64_t max = 0;
 };
 
+/// Format 1.12, section `control-regions`: device-side control flow over
+/// the launch list (an ONNX Loop whose trip count or condition is known
+/// only at run time). A While region repeats launches [firstLaunch,
+/// firstLaunch + launchCount) as long as the byte at arena offset
+/// `flagOffset` (inside memory-plan buffer `flagBuffer`) is nonzero, testing
+/// it before every iteration, the first included; the launches themselves
+/// rewrite the flag (the loop body computes `cond and i + 1 < M`). Regions
+/// are listed by increasing firstLaunch and nest properly (a region inside
+/// another lies wholly within its range; an outer region comes before the
+/// regions it contains). The cuda device keeps a region inside one CUDA
+/// graph as a conditional WHILE node where the driver has them; the emu
+/// device tests the flag in its own memory (docs/runtime.md "Device-side
+/// loops").
+enum class ControlRegionKind : uint32_t {
+  While = 1,
+};
+struct ControlRegion {
+  ControlRegionKind kind = ControlRegionKind::While;
+  uint32_t firstLaunch = 0;
+  uint32_t launchCount = 0;
+  uint32_t flagBuffer = 0;
+  uint64_t flagOffset = 0;
+};
+
 /// Format 1.10, section `size-masks`: signature input `input` is not bound
 /// by the user; the runtime fills it for each run from the size n of
 /// symbolic dim `symbol`. It is a vector of the symbol's maximum times
@@ -538,6 +562,8 @@ struct Artifact {
   std::vector<LaunchScale> launchScales;
   /// Format 1.11: the launches that run only at some sizes.
   std::vector<LaunchGuard> launchGuards;
+  /// Format 1.12: device-side loops over ranges of the launch list.
+  std::vector<ControlRegion> controlRegions;
   /// Format 1.10: the signature inputs the runtime fills from the run's
   /// sizes (SizeMask), in increasing input order. Empty: the user binds
   /// every input.
