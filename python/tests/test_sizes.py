@@ -28,7 +28,7 @@ def test_stats_list_the_symbolic_dim(dynamic_mlp):
     dims = dynamic_mlp.stats["symbolic_dims"]
     assert dims == {"N": {"min": 1, "max": 8, "opt": 8, "separable": True,
                           "reason": "", "size_masks": []}}
-    assert dynamic_mlp.stats["format_version"] == "1.11"
+    assert dynamic_mlp.stats["format_version"] == "1.12"
 
 
 @pytest.mark.parametrize("n", [1, 3, 8])

@@ -468,7 +468,115 @@ Error verifyZeroedBuffers(const Artifact &artifact) {
   return Error::success();
 }
 
+/// Format 1.12: each region's range inside the launch list, the records
+/// sorted (first launch ascending, an outer region before the regions
+/// inside it), every pair nested or disjoint, and the flag byte inside a
+/// buffer that is live across the whole region (so no other buffer reuses
+/// its bytes between the write that sets it and the test that reads it).
+/// A region lies inside one entry point, and no collective step follows a
+/// launch inside a region (BucketScheduler queues each step once per run).
+Error verifyControlRegions(const Artifact &artifact) {
+  const std::vector<ControlRegion> &regions = artifact.controlRegions;
+  const std::vector<ArenaBuffer> &buffers = artifact.memoryPlan.buffers;
+  uint64_t launchCount = artifact.launches.size();
+  auto range = [](const ControlRegion &region) {
+    return fmt::format("[{}, {})", region.firstLaunch,
+                       uint64_t(region.firstLaunch) + region.launchCount);
+  };
+  // Indices of the regions that contain the one being checked, outermost
+  // first.
+  std::vector<size_t> open;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const ControlRegion &region = regions[i];
+    std::string what = fmt::format(
+        "section 'control-regions': record {} (launches {})", i, range(region));
+    if (controlRegionKindName(region.kind) == "unknown")
+      return makeError("{}: unknown kind {}", what,
+                       static_cast<uint32_t>(region.kind));
+    if (region.launchCount == 0)
+      return makeError("{}: the region has no launches", what);
+    uint64_t end = uint64_t(region.firstLaunch) + region.launchCount;
+    if (end > launchCount)
+      return makeError("{}: the range lies outside the launch list ({} "
+                       "launches)",
+                       what, launchCount);
+    if (i > 0) {
+      const ControlRegion &previous = regions[i - 1];
+      uint64_t previousEnd =
+          uint64_t(previous.firstLaunch) + previous.launchCount;
+      if (region.firstLaunch == previous.firstLaunch && end == previousEnd)
+        return makeError("{}: record {} has the same range", what, i - 1);
+      if (region.firstLaunch < previous.firstLaunch ||
+          (region.firstLaunch == previous.firstLaunch && end > previousEnd))
+        return makeError("{}: it comes after record {} (launches {}) but "
+                         "must come before it (regions are sorted by first "
+                         "launch, an outer region before the regions inside "
+                         "it)",
+                         what, i - 1, range(previous));
+    }
+    // Sorted: a region that ends at or before this one's start is closed;
+    // the innermost one still open must contain this one whole.
+    while (!open.empty() && uint64_t(regions[open.back()].firstLaunch) +
+                                    regions[open.back()].launchCount <=
+                                region.firstLaunch)
+      open.pop_back();
+    if (!open.empty()) {
+      const ControlRegion &outer = regions[open.back()];
+      if (end > uint64_t(outer.firstLaunch) + outer.launchCount)
+        return makeError("{}: it partly overlaps record {} (launches {}): "
+                         "regions must nest or be disjoint",
+                         what, open.back(), range(outer));
+    }
+    open.push_back(i);
+
+    if (region.flagBuffer >= buffers.size())
+      return makeError("{}: flag buffer {} is out of range (the memory plan "
+                       "has {} buffers)",
+                       what, region.flagBuffer, buffers.size());
+    const ArenaBuffer &buffer = buffers[region.flagBuffer];
+    if (region.flagOffset < buffer.offset ||
+        region.flagOffset - buffer.offset >= buffer.size)
+      return makeError("{}: the flag byte at arena offset {} lies outside "
+                       "its buffer {} '{}' at {}",
+                       what, region.flagOffset, region.flagBuffer, buffer.name,
+                       byteRange(buffer.offset, buffer.size));
+    if (buffer.firstUse > region.firstLaunch || buffer.lastUse < end - 1)
+      return makeError("{}: flag buffer {} '{}' is live for launches [{}, "
+                       "{}], not across the whole region [{}, {}]",
+                       what, region.flagBuffer, buffer.name, buffer.firstUse,
+                       buffer.lastUse, region.firstLaunch, end - 1);
+
+    if (!artifact.entryPoints.empty()) {
+      bool inside = false;
+      for (const EntryPoint &entry : artifact.entryPoints)
+        inside |= entry.firstLaunch <= region.firstLaunch &&
+                  end <= uint64_t(entry.firstLaunch) + entry.launchCount;
+      if (!inside)
+        return makeError("{}: the region does not lie inside one entry "
+                         "point",
+                         what);
+    }
+    for (size_t s = 0; s < artifact.collectives.size(); ++s) {
+      uint32_t after = artifact.collectives[s].afterLaunch;
+      if (after >= region.firstLaunch && after < end)
+        return makeError("{}: collective step {} follows launch {}, inside "
+                         "the region: a collective step cannot repeat in a "
+                         "device-side loop",
+                         what, s, after);
+    }
+  }
+  return Error::success();
+}
+
 } // namespace
+
+std::string_view controlRegionKindName(ControlRegionKind kind) {
+  switch (kind) {
+  case ControlRegionKind::While:
+    return "while";
+  }
+  return "unknown";
+}
 
 /// Names end up in error messages, one line each: no control characters.
 Error verifyNames(const Artifact &artifact) {
@@ -521,6 +629,8 @@ Error verifyArtifact(const Artifact &artifact) {
   if (Error err = verifyLaunchScales(artifact))
     return err;
   if (Error err = verifyLaunchGuards(artifact))
+    return err;
+  if (Error err = verifyControlRegions(artifact))
     return err;
   if (Error err = verifySizeMasks(artifact))
     return err;

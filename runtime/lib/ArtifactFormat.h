@@ -59,6 +59,10 @@ constexpr uint32_t kHeaderFlagHostSteps = 16;
 /// section). Readers before 1.10 reject it as an unknown flag rather than
 /// ask the user for the mask inputs, or fill them with random numbers.
 constexpr uint32_t kHeaderFlagSizeMasks = 32;
+/// Header flag (format 1.12): the artifact has device-side loops (a
+/// `control-regions` section). Readers before 1.12 reject it as an unknown
+/// flag rather than skip the section and run each loop body once.
+constexpr uint32_t kHeaderFlagControlRegions = 64;
 constexpr size_t kTableChecksumOffset = 44;  // u32, CRC32C of the table
 constexpr size_t kHeaderChecksumOffset = 60; // u32, CRC32C of bytes [0, 60)
 
@@ -112,9 +116,11 @@ enum class SectionKind : uint32_t {
   SizeMasks = 20,
   /// Optional (format 1.11): launches that run only at some sizes.
   LaunchGuards = 21,
+  /// Optional (format 1.12): device-side loops over the launch list.
+  ControlRegions = 22,
 };
 constexpr uint32_t kFirstSectionKind = 1;
-constexpr uint32_t kLastSectionKind = 21;
+constexpr uint32_t kLastSectionKind = 22;
 /// Sections a reader must find; later kinds are optional.
 constexpr uint32_t kLastRequiredSectionKind = 7;
 
@@ -152,6 +158,8 @@ constexpr uint32_t sectionKindSinceMinor(uint32_t kind) {
     return 10;
   if (kind == uint32_t(SectionKind::LaunchGuards))
     return 11;
+  if (kind == uint32_t(SectionKind::ControlRegions))
+    return 12;
   return kArtifactFormatMinor;
 }
 
@@ -200,6 +208,8 @@ inline std::string_view sectionName(uint32_t kind) {
     return "size-masks";
   case SectionKind::LaunchGuards:
     return "launch-guards";
+  case SectionKind::ControlRegions:
+    return "control-regions";
   }
   return "unknown";
 }

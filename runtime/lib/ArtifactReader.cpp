@@ -527,6 +527,25 @@ Error parseLaunchGuards(SectionReader in, Artifact &artifact) {
   return in.finish();
 }
 
+Error parseControlRegions(SectionReader in, Artifact &artifact) {
+  uint32_t count = in.count("control regions", 4 + 4 + 4 + 4 + 8);
+  if (!in.failed() && count == 0)
+    in.fail("no records (the section is written only when there are "
+            "regions)");
+  artifact.controlRegions.resize(count);
+  for (size_t i = 0; i < artifact.controlRegions.size() && !in.failed(); ++i) {
+    ControlRegion &region = artifact.controlRegions[i];
+    in.setContext(fmt::format("record {}", i));
+    // The kind is checked by verifyArtifact, with the other rules.
+    region.kind = static_cast<ControlRegionKind>(in.u32("a kind"));
+    region.firstLaunch = in.u32("the first launch");
+    region.launchCount = in.u32("the launch count");
+    region.flagBuffer = in.u32("the flag buffer");
+    region.flagOffset = in.u64("the flag offset");
+  }
+  return in.finish();
+}
+
 Error parseSignatureGroups(SectionReader in, Artifact &artifact) {
   for (auto *groups : {&artifact.inputGroups, &artifact.outputGroups}) {
     in.setContext("");
@@ -682,6 +701,8 @@ Expected<std::vector<SectionEntry>> readLayout(const Blob &image) {
     knownFlags |= kHeaderFlagSignatureGroups | kHeaderFlagHostSteps;
   if (major > 1 || minor >= 10)
     knownFlags |= kHeaderFlagSizeMasks;
+  if (major > 1 || minor >= 12)
+    knownFlags |= kHeaderFlagControlRegions;
   if (flags & ~knownFlags)
     return makeError("header: unknown flags {:#x}", flags & ~knownFlags);
   uint64_t recordedSize = loadU64(file + kFileSizeOffset);
@@ -896,6 +917,19 @@ Expected<Artifact> parseImage(const Blob &image, const ReadOptions &options) {
                                  "header's size-masks flag is not set");
   if (masksFlag)
     if (Error err = parseSizeMasks(reader(SectionKind::SizeMasks), artifact))
+      return err;
+
+  bool regionsFlag =
+      loadU32(image.data() + kFlagsOffset) & kHeaderFlagControlRegions;
+  if (regionsFlag != (known[uint32_t(SectionKind::ControlRegions)] != nullptr))
+    return makeError(regionsFlag
+                         ? "header: the control-regions flag is set but there "
+                           "is no 'control-regions' section"
+                         : "section 'control-regions' is present but the "
+                           "header's control-regions flag is not set");
+  if (regionsFlag)
+    if (Error err =
+            parseControlRegions(reader(SectionKind::ControlRegions), artifact))
       return err;
 
   bool hostFlag = loadU32(image.data() + kFlagsOffset) & kHeaderFlagHostSteps;

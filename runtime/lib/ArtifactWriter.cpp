@@ -299,6 +299,20 @@ std::vector<uint8_t> encodeLaunchGuards(const Artifact &artifact) {
   return out.take();
 }
 
+/// Format 1.12: one record per device-side loop (docs/artifact-format.md).
+std::vector<uint8_t> encodeControlRegions(const Artifact &artifact) {
+  ByteWriter out;
+  out.u32(static_cast<uint32_t>(artifact.controlRegions.size()));
+  for (const ControlRegion &region : artifact.controlRegions) {
+    out.u32(static_cast<uint32_t>(region.kind));
+    out.u32(region.firstLaunch);
+    out.u32(region.launchCount);
+    out.u32(region.flagBuffer);
+    out.u64(region.flagOffset);
+  }
+  return out.take();
+}
+
 /// Format 1.10: one record per size mask input (docs/artifact-format.md).
 std::vector<uint8_t> encodeSizeMasks(const Artifact &artifact) {
   ByteWriter out;
@@ -579,6 +593,15 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
         {SectionKind::LaunchGuards, launchGuards.data(), launchGuards.size()});
   }
 
+  std::vector<uint8_t> controlRegions;
+  bool hasControlRegions = !artifact.controlRegions.empty();
+  if (hasControlRegions) {
+    controlRegions = encodeControlRegions(artifact);
+    sections.insert(sections.end() - 1,
+                    {SectionKind::ControlRegions, controlRegions.data(),
+                     controlRegions.size()});
+  }
+
   std::vector<uint8_t> sizeMasks;
   bool hasSizeMasks = !artifact.sizeMasks.empty();
   if (hasSizeMasks) {
@@ -631,7 +654,8 @@ Error emitArtifact(const Artifact &artifact, const WriteFn &write) {
                (hasZeroed ? kHeaderFlagZeroedBuffers : 0) |
                (hasGroups ? kHeaderFlagSignatureGroups : 0) |
                (hasHostSteps ? kHeaderFlagHostSteps : 0) |
-               (hasSizeMasks ? kHeaderFlagSizeMasks : 0));
+               (hasSizeMasks ? kHeaderFlagSizeMasks : 0) |
+               (hasControlRegions ? kHeaderFlagControlRegions : 0));
   storeU32(header + kTableChecksumOffset, crc32c(table.data(), table.size()));
   storeU32(header + kHeaderChecksumOffset,
            crc32c(header, kHeaderChecksumOffset));

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 
 namespace kiln::runtime {
@@ -117,7 +118,22 @@ struct Session::Impl {
   /// given: runEntryPoint).
   Error resolveRunSizes(const EntryPoint *entry = nullptr);
   Error uploadInitialState();
+  /// Queues the whole launch list. `launchEvents` (one per launch, then one
+  /// after the last) are recorded before each launch; only for an artifact
+  /// without control regions, whose launches each run once.
   Error launchAll(const std::vector<EventHandle> *launchEvents);
+  /// Runs `launchOne` on launches [begin, end) in order, repeating each
+  /// control region among them while its flag byte is nonzero, tested
+  /// before every iteration (docs/runtime.md "Device-side loops").
+  /// Regions before record `region` are not looked at.
+  Error walkLaunches(uint32_t begin, uint32_t end, size_t region,
+                     const std::function<Error(uint32_t)> &launchOne);
+  /// Whether control region `index`'s flag byte is nonzero, once every
+  /// launch queued before it has finished.
+  Expected<bool> readFlag(size_t index);
+  /// Format 1.12: the launches the last walk ran, in order, a loop body's
+  /// once per iteration (lastRunLaunches with control regions).
+  std::vector<uint32_t> ranLaunches;
   Error enqueueRun();
   /// Host steps before the launches, and the device inputs they compute.
   Error runHostBefore();
@@ -503,33 +519,97 @@ Error Session::Impl::uploadSizeMasks(const EntryPoint *entry) {
   return Error::success();
 }
 
+Expected<bool> Session::Impl::readFlag(size_t index) {
+  const ControlRegion &region = artifact->controlRegions[index];
+  // The launches before the test must have written the flag. The emu
+  // device runs each launch as it is queued; on cuda this waits for the
+  // stream, a round trip per iteration (no graph: enqueueRun).
+  uint8_t flag = 0;
+  Error err = device->synchronize(stream);
+  if (!err)
+    err = device->copyToHost(&flag, arena.value_or(0) + region.flagOffset, 1);
+  if (err)
+    return err.withContext(fmt::format(
+        "control region {} (launches [{}, {})): reading its flag", index,
+        region.firstLaunch, uint64_t(region.firstLaunch) + region.launchCount));
+  return flag != 0;
+}
+
+Error Session::Impl::walkLaunches(
+    uint32_t begin, uint32_t end, size_t region,
+    const std::function<Error(uint32_t)> &launchOne) {
+  const std::vector<ControlRegion> &regions = artifact->controlRegions;
+  uint32_t l = begin;
+  while (l < end) {
+    // Regions that start before `l` lie inside one already run (or before
+    // the range): verifyArtifact keeps them sorted and nested.
+    while (region < regions.size() && regions[region].firstLaunch < l)
+      ++region;
+    uint32_t stop = region < regions.size()
+                        ? std::min(end, regions[region].firstLaunch)
+                        : end;
+    for (; l < stop; ++l)
+      if (Error err = launchOne(l))
+        return err;
+    if (l == end)
+      break;
+    // Region `region` starts at `l` and ends by `end`; the regions after it
+    // that start inside it are nested in it.
+    uint32_t regionEnd = l + regions[region].launchCount;
+    for (;;) {
+      Expected<bool> again = readFlag(region);
+      if (!again)
+        return again.takeError();
+      if (!*again)
+        break;
+      if (Error err = walkLaunches(l, regionEnd, region + 1, launchOne))
+        return err;
+    }
+    l = regionEnd;
+    ++region;
+  }
+  return Error::success();
+}
+
 Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents) {
   const std::vector<Launch> &launches = artifact->launches;
-  for (size_t i = 0; i < launches.size(); ++i) {
+  bool loops = !artifact->controlRegions.empty();
+  ranLaunches.clear();
+  auto launchOne = [&](uint32_t i) -> Error {
     if (launchEvents)
       if (Error err = device->recordEvent((*launchEvents)[i], stream))
         return err;
     // Size buckets: a guarded launch runs only at the sizes of its bucket
     // (docs/runtime.md "Size buckets").
-    if (!artifact->launchGuards.empty() &&
-        !launchRunsAt(*artifact, static_cast<uint32_t>(i), sizes))
-      continue;
+    if (!artifact->launchGuards.empty() && !launchRunsAt(*artifact, i, sizes))
+      return Error::success();
     LaunchConfig config = configs[i];
     // Sizes at run time: a scaled launch runs only the blocks the run's
     // sizes need (docs/runtime.md "Sizes at run time").
     if (!artifact->launchScales.empty())
-      config.grid = launchGridAt(*artifact, static_cast<uint32_t>(i), sizes);
+      config.grid = launchGridAt(*artifact, i, sizes);
     if (Error err = device->launch(functions[launches[i].kernel], config,
                                    params[i], stream))
       return err.withContext(fmt::format("launch {}", i));
-  }
+    if (loops)
+      ranLaunches.push_back(i);
+    return Error::success();
+  };
+  if (Error err =
+          walkLaunches(0, static_cast<uint32_t>(launches.size()), 0, launchOne))
+    return err;
   if (launchEvents)
     return device->recordEvent(launchEvents->back(), stream);
   return Error::success();
 }
 
 Error Session::Impl::enqueueRun() {
-  if (!options.useGraph || !device->supportsGraphs())
+  // Device-side loops (format 1.12) read their flag on the host between
+  // launches, which a captured graph cannot: such an artifact is launched
+  // directly for now. CUDA's conditional WHILE graph nodes are the next
+  // step (docs/runtime.md "Device-side loops").
+  if (!options.useGraph || !device->supportsGraphs() ||
+      !artifact->controlRegions.empty())
     return launchAll(nullptr);
   // Grids (and guarded launches) differ between sizes only when some launch
   // scales or is guarded.
@@ -718,26 +798,33 @@ Error Session::runEntryPoint(std::string_view name,
   if (Error err = impl->uploadSizeMasks(entry))
     return err.withContext(fmt::format("entry point '{}'", name));
   Device &device = *impl->device;
+  bool loops = !model.controlRegions.empty();
+  impl->ranLaunches.clear();
+  auto launchOne = [&](uint32_t l) -> Error {
+    // A launch its size bucket leaves out (launch-guards) is skipped; the
+    // observer still hears of it, as the launch that ran in its place came
+    // before it. In a device-side loop it hears of each iteration's.
+    if (model.launchGuards.empty() || launchRunsAt(model, l, impl->sizes)) {
+      if (Error err =
+              device.launch(impl->functions[model.launches[l].kernel],
+                            impl->configs[l], impl->params[l], impl->stream))
+        return err.withContext(
+            fmt::format("entry point '{}': launch {}", name, l));
+      if (loops)
+        impl->ranLaunches.push_back(l);
+    }
+    if (observer)
+      return observer->afterLaunch(l, impl->stream);
+    return Error::success();
+  };
   if (Error err = impl->guardZeroed([&]() -> Error {
         if (observer)
           if (Error err = observer->beforeLaunches(impl->stream))
             return err;
-        for (uint32_t l = entry->firstLaunch;
-             l < entry->firstLaunch + entry->launchCount; ++l)
-        {
-          // A launch its size bucket leaves out (launch-guards) is
-          // skipped; the observer still hears of it, as the launch that
-          // ran in its place came before it.
-          if (model.launchGuards.empty() || launchRunsAt(model, l, impl->sizes))
-            if (Error err = device.launch(
-                    impl->functions[model.launches[l].kernel], impl->configs[l],
-                    impl->params[l], impl->stream))
-              return err.withContext(
-                  fmt::format("entry point '{}': launch {}", name, l));
-          if (observer)
-            if (Error err = observer->afterLaunch(l, impl->stream))
-              return err;
-        }
+        if (Error err = impl->walkLaunches(
+                entry->firstLaunch, entry->firstLaunch + entry->launchCount, 0,
+                launchOne))
+          return err;
         if (observer)
           return observer->beforeWait(impl->stream);
         return Error::success();
@@ -878,6 +965,8 @@ Error Session::readOutputToDevice(std::string_view name, DevicePtr dst,
 }
 
 std::vector<uint32_t> Session::lastRunLaunches() const {
+  if (!impl->artifact->controlRegions.empty())
+    return impl->ranLaunches;
   return launchesAt(*impl->artifact, impl->lastRunSizes);
 }
 
@@ -929,12 +1018,16 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
 
   Device &device = *impl->device;
   const std::vector<Launch> &launches = impl->artifact->launches;
+  // Device-side loops (format 1.12): how often a launch runs depends on the
+  // data, and each iteration waits for its flag on the host, so only whole
+  // runs are timed (two events).
+  bool loops = !impl->artifact->controlRegions.empty();
   std::vector<EventHandle> events;
   auto releaseEvents = [&] {
     for (EventHandle event : events)
       (void)device.destroyEvent(event);
   };
-  for (size_t i = 0; i < launches.size() + 1; ++i) {
+  for (size_t i = 0; i < (loops ? 2 : launches.size() + 1); ++i) {
     Expected<EventHandle> event = device.createEvent();
     if (!event) {
       releaseEvents();
@@ -986,6 +1079,12 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
       }
     } else {
       result.energyUnavailable = energyBefore.error().message();
+    }
+    if (loops) {
+      result.launchTimingsUnavailable =
+          "the artifact has device-side loops (control regions): launches "
+          "per run depend on the data, so only whole runs are timed";
+      return device.synchronize(impl->stream);
     }
     // Per kernel: separate runs with an event before every launch (no graph,
     // since events between launches are the point).

@@ -711,6 +711,22 @@ void printBenchmark(const BenchmarkResult &result, unsigned warmup,
                timing.launchesPerRun, describeTimes(timing.milliseconds),
                total > 0 ? 100.0 * median / total : 0.0);
   }
+  if (!result.launchTimingsUnavailable.empty())
+    fmt::print("  kernels: not timed: {}\n", result.launchTimingsUnavailable);
+}
+
+/// Format 1.12: "control region 0: while launches 2-3 on flag buffer 2
+/// 'cond' @512", one line per device-side loop.
+void printControlRegions(const Artifact &artifact) {
+  for (size_t i = 0; i < artifact.controlRegions.size(); ++i) {
+    const ControlRegion &region = artifact.controlRegions[i];
+    const ArenaBuffer &flag = artifact.memoryPlan.buffers[region.flagBuffer];
+    fmt::print("control region {}: {} launches {}-{} on flag buffer {} '{}' "
+               "@{}\n",
+               i, controlRegionKindName(region.kind), region.firstLaunch,
+               region.firstLaunch + region.launchCount - 1, region.flagBuffer,
+               flag.name, region.flagOffset);
+  }
 }
 
 Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
@@ -748,6 +764,8 @@ Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
   }
   json["run_ms"] = std::move(runs);
   json["kernels"] = std::move(kernels);
+  if (!result.launchTimingsUnavailable.empty())
+    json["kernels_not_timed"] = result.launchTimingsUnavailable;
   return json;
 }
 
@@ -1080,6 +1098,8 @@ int runTool(const Options &options) {
       return fail(fmt::format("cannot create output directory '{}': {}",
                               options.outputDir, ec.message()));
   }
+  if (!options.json)
+    printControlRegions(*artifact);
   std::set<std::string> usedNames;
   std::vector<OutputSummary> summaries;
   std::vector<std::string> outputNames;

@@ -36,7 +36,7 @@ namespace kiln::runtime {
 /// The format version this code writes. It reads every 1.x file; see
 /// "Versioning" in docs/artifact-format.md.
 constexpr uint32_t kArtifactFormatMajor = 1;
-constexpr uint32_t kArtifactFormatMinor = 11;
+constexpr uint32_t kArtifactFormatMinor = 12;
 /// The oldest minor version this code still reads (it reads them all).
 constexpr uint32_t kArtifactFormatOldestMinor = 0;
 
@@ -255,13 +255,15 @@ struct LaunchGuard {
 /// rewrite the flag (the loop body computes `cond and i + 1 < M`). Regions
 /// are listed by increasing firstLaunch and nest properly (a region inside
 /// another lies wholly within its range; an outer region comes before the
-/// regions it contains). The cuda device keeps a region inside one CUDA
-/// graph as a conditional WHILE node where the driver has them; the emu
-/// device tests the flag in its own memory (docs/runtime.md "Device-side
-/// loops").
+/// regions it contains). The session reads the flag byte back from the
+/// device before each iteration (on cuda a synchronous read, so such an
+/// artifact is not captured into a CUDA graph; conditional WHILE graph
+/// nodes are the next step): docs/runtime.md "Device-side loops".
 enum class ControlRegionKind : uint32_t {
   While = 1,
 };
+/// "while" (or "unknown").
+std::string_view controlRegionKindName(ControlRegionKind kind);
 struct ControlRegion {
   ControlRegionKind kind = ControlRegionKind::While;
   uint32_t firstLaunch = 0;

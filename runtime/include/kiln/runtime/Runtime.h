@@ -39,7 +39,9 @@ struct SessionOptions {
   /// Capture the launch list into a graph on the first run and replay it on
   /// every run (when the device supports graphs; otherwise launch directly).
   /// When launch grids follow a symbolic dim (section launch-scales), one
-  /// graph per size seen, the four most recently used kept.
+  /// graph per size seen, the four most recently used kept. An artifact
+  /// with device-side loops (format 1.12, control regions) is launched
+  /// directly for now (docs/runtime.md "Device-side loops").
   bool useGraph = false;
 };
 
@@ -87,6 +89,11 @@ struct BenchmarkResult {
   std::optional<double> energyJoules;
   double energySeconds = 0;
   std::string energyUnavailable;
+  /// Why `kernels` and `launches` are empty: an artifact with device-side
+  /// loops (format 1.12, control regions) has its whole runs timed only,
+  /// since how often each launch runs depends on the data. Empty when they
+  /// were measured.
+  std::string launchTimingsUnavailable;
 };
 
 /// Checks a host tensor against the artifact's input `name`: the name exists,
@@ -178,7 +185,9 @@ public:
   /// sizes, the shape at those sizes (docs/runtime.md "Sizes at run time").
   Expected<Shape> outputShape(std::string_view name) const;
   /// The launches the last run queued, in order: every launch, less those
-  /// a launch-guards record leaves out at the last run's sizes.
+  /// a launch-guards record leaves out at the last run's sizes. With
+  /// device-side loops (format 1.12, control regions), a loop body's
+  /// launches once per iteration the run made.
   std::vector<uint32_t> lastRunLaunches() const;
   /// An output of the last run, at the last run's sizes.
   Expected<HostTensor> readOutput(std::string_view name);
@@ -193,7 +202,8 @@ public:
   Error readOutputToDevice(std::string_view name, DevicePtr dst, uint64_t size);
 
   /// `warmup` untimed runs, then `iterations` timed runs, then `iterations`
-  /// runs timed kernel by kernel.
+  /// runs timed kernel by kernel (not with device-side loops:
+  /// BenchmarkResult::launchTimingsUnavailable).
   Expected<BenchmarkResult> benchmark(unsigned warmup, unsigned iterations);
 
 private:
