@@ -673,6 +673,9 @@ void GraphImporter::hoistLargeConstants(func::FuncOp func) {
       name = nameLoc.getName().str();
     Value weight = createWeight(name, cast<RankedTensorType>(dense.getType()),
                                 dense.getRawData(), op.getLoc());
+    // createWeight loads it at the top of main; a loop body loads its own.
+    if (func != entry->getParentOp())
+      weight.getDefiningOp()->moveBefore(&func.front(), func.front().begin());
     op.replaceAllUsesWith(weight);
     op.erase();
   });
@@ -958,7 +961,8 @@ void GraphImporter::removeDeadCode(func::FuncOp func) {
     if (op->use_empty() && isPure(op) && !op->hasTrait<OpTrait::IsTerminator>())
       op->erase();
   llvm::StringSet<> used;
-  func.walk([&](ml_program::GlobalLoadConstOp load) {
+  // Every function's loads count: a device-side loop's body is one.
+  module->walk([&](ml_program::GlobalLoadConstOp load) {
     used.insert(load.getGlobal().getRootReference().getValue());
   });
   for (auto global :
@@ -1091,8 +1095,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     }
     if (failed(bindOutputs(func)))
       return failure();
+    // Device-side loops' bodies (ControlFlowHandlers.cpp) are functions
+    // of their own.
+    for (auto f : module->getOps<func::FuncOp>())
+      hoistLargeConstants(f);
     removeDeadCode(func);
-    hoistLargeConstants(func);
 
     std::string diagnostic;
     ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diag) {

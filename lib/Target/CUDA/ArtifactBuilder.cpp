@@ -13,6 +13,7 @@
 #include "kiln/Target/CUDA/ArtifactBuilder.h"
 
 #include "kiln/Dialect/Kiln/IR/Kiln.h"
+#include "kiln/Target/CUDA/DeviceLoops.h"
 #include "kiln/Target/CUDA/TemplateEmission.h"
 
 #include "kiln/Dialect/Kiln/IR/WeightOrigins.h"
@@ -458,6 +459,12 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     }
   }
 
+  // Device-side loops: their bodies' launches in place, between copies.
+  llvm::Expected<std::vector<ExpandedDeviceLoop>> loops =
+      expandDeviceLoops(func);
+  if (!loops)
+    return loops.takeError();
+
   rt::Artifact artifact;
   artifact.compilerVersion =
       rt::versionLine("kilnc") + " (LLVM/MLIR " LLVM_VERSION_STRING ")";
@@ -762,6 +769,46 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     }
   }
 
+  // A device-side loop's launches repeat: a buffer used both inside its
+  // range and outside it (the loop state, what the body reads from before
+  // the loop, what it leaves for after) must hold its bytes across the whole
+  // range; one used only inside keeps its lifetime within an iteration.
+  llvm::DenseMap<Operation *, uint32_t> launchIndex;
+  for (auto [i, launch] : llvm::enumerate(launches))
+    launchIndex[launch] = static_cast<uint32_t>(i);
+  for (const ExpandedDeviceLoop &loop : *loops) {
+    Operation *op = loop.before ? loop.before->getNextNode()
+                                : &func.front().front();
+    while (op != loop.last && !isa<gpu::LaunchFuncOp>(op))
+      op = op->getNextNode();
+    auto flag = buffers.find(loop.flag);
+    if (flag == buffers.end())
+      return llvm::createStringError("a device-side loop's flag is not a "
+                                     "buffer of the memory plan");
+    rt::ControlRegion region;
+    region.firstLaunch = launchIndex.lookup(op);
+    region.launchCount = launchIndex.lookup(loop.last) - region.firstLaunch + 1;
+    region.flagBuffer = static_cast<uint32_t>(flag - buffers.begin());
+    artifact.controlRegions.push_back(region);
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const rt::ControlRegion &region : artifact.controlRegions) {
+      int64_t a = region.firstLaunch,
+              b = a + static_cast<int64_t>(region.launchCount) - 1;
+      for (auto &entry : buffers) {
+        BufferInfo &info = entry.second;
+        if (info.firstUse < 0 || info.lastUse < a || info.firstUse > b ||
+            (info.firstUse >= a && info.lastUse <= b))
+          continue;
+        if (info.firstUse > a || info.lastUse < b)
+          changed = true;
+        info.firstUse = std::min(info.firstUse, a);
+        info.lastUse = std::max(info.lastUse, b);
+      }
+    }
+  }
+
   // Inputs are live for the whole run (so repeated runs, and CUDA graph
   // replays, may reuse bound inputs); outputs from their first write to the
   // end; intermediates from first to last launch that touches them.
@@ -804,6 +851,8 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
     (info.isInput ? artifact.inputs : artifact.outputs).push_back(signature);
   }
   artifact.memoryPlan.arenaSize = plan->arenaSize;
+  for (rt::ControlRegion &region : artifact.controlRegions)
+    region.flagOffset = plan->offsets[region.flagBuffer];
 
   for (auto [i, launch] : llvm::enumerate(launches)) {
     rt::Launch entry;

@@ -582,7 +582,8 @@ static LogicalResult verifyLaunchScaling(Operation *op, NamedAttribute attr) {
 
 LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
-  if (failed(verifyLaunchScaling(op, attr)))
+  if (failed(verifyLaunchScaling(op, attr)) ||
+      failed(verifyDeviceLoop(op, attr)))
     return failure();
   if (attr.getName() != KernelAttrHelper::getNameStr())
     return success();

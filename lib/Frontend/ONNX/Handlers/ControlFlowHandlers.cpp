@@ -21,10 +21,16 @@
 //     form is unrolled per batch row (sequence_lens, when given, must be a
 //     constant equal to the sequence length).
 //
-// What is not resolved here is an error naming the node: a Loop whose trip
-// count or condition is only known at run time (device-side loops, issue
-// 25's stage 3: structured launch-list regions), and more iterations than
-// the unrolling limit.
+// A Loop whose trip count or condition is only known at run time (or that
+// runs more iterations than the unrolling limit) becomes a device-side
+// loop: its body is imported as a private function of its own, which also
+// computes the next iteration count and whether to go on (`cond and i + 1 <
+// M`), and the node becomes a `func.call` of it marked `kiln.device_loop`
+// on the body (the number of loop-state arguments: the flag, the counter,
+// the carried values). Everything after import compiles the body like any function;
+// the artifact builder turns the call into a While region of the launch
+// list (docs/architecture.md "Device-side loops"). Its scan outputs would
+// have a data-dependent length: an error naming the node.
 //
 // Subgraphs capture outer values by name and nest to any depth: the
 // GraphImporter imports them inline (NodeImporter::importSubgraph).
@@ -33,7 +39,14 @@
 
 #include "Composer.h"
 
+#include "kiln/Dialect/Kiln/IR/Kiln.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 
@@ -182,6 +195,160 @@ Value stack(Composer &c, ArrayRef<Value> items, int64_t axis) {
   return c.concat(expanded, axis);
 }
 
+/// Makes `func` (a device-loop body imported inside another function)
+/// self-contained: each value it uses from an enclosing function becomes a
+/// new argument, except constants and weight loads (operand-free pure ops),
+/// which are cloned in so that the body still sees them at compile time.
+/// Returns the values the call site passes for the new arguments, in order.
+SmallVector<Value> closeOverCaptures(func::FuncOp func) {
+  Region &body = func.getBody();
+  llvm::SetVector<Value> captured;
+  body.walk([&](Operation *op) {
+    for (Value operand : op->getOperands())
+      if (!body.isAncestor(operand.getParentRegion()))
+        captured.insert(operand);
+  });
+  Block &entry = body.front();
+  OpBuilder b(&entry, entry.begin());
+  SmallVector<Value> operands;
+  for (Value outer : captured) {
+    Operation *def = outer.getDefiningOp();
+    Value inner;
+    if (def && def->getNumOperands() == 0 && def->getNumRegions() == 0 &&
+        isPure(def)) {
+      inner = b.clone(*def)->getResult(cast<OpResult>(outer).getResultNumber());
+    } else {
+      inner = entry.addArgument(outer.getType(), outer.getLoc());
+      operands.push_back(outer);
+    }
+    replaceAllUsesInRegionWith(outer, inner, body);
+  }
+  func.setType(FunctionType::get(func.getContext(), entry.getArgumentTypes(),
+                                 func.getResultTypes()));
+  // One-shot bufferization must not write into the caller's buffers: the
+  // loop state is copied, never aliased.
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    func.setArgAttr(i, "bufferization.writable", b.getBoolAttr(false));
+  return operands;
+}
+
+/// A Loop whose trip count or condition is only known at run time, or that
+/// runs too many iterations to unroll: the body becomes a private function
+/// `(flag, i, carried..., [M], captured...) -> (flag', i + 1, carried'...)`
+/// marked `kiln.device_loop` = 2 + #carried and the node a call of it, the
+/// artifact builder's cue to repeat the call's launches while the flag
+/// holds (module comment).
+LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
+                               size_t numCarried, int64_t numScan,
+                               const Twine &why) {
+  if (numScan > 0)
+    return n.fail(why + "; its " + Twine(numScan) +
+                  " scan output(s) would have a data-dependent length, "
+                  "which a device-side loop does not support yet");
+  OpBuilder &b = n.builder();
+  Composer c(n);
+  Type i1 = b.getI1Type(), i64 = b.getIntegerType(64);
+  auto flagType = RankedTensorType::get({}, i1);
+  auto counterType = RankedTensorType::get({}, i64);
+  SmallVector<Value> carried;
+  for (size_t i = 0; i < numCarried; ++i) {
+    if (n.compositeInput(i + 2))
+      return n.fail(why + "; loop-carried value " + Twine(i) +
+                    " is a sequence or optional, which a device-side loop "
+                    "does not carry (Kiln resolves them at compile time)");
+    if (!n.hasInput(i + 2))
+      return n.fail("loop-carried value " + Twine(i) + " is omitted");
+    carried.push_back(n.input(i + 2));
+  }
+  Value tripCount =
+      n.hasInput(0) ? c.cast(c.reshape(n.input(0), {}), i64) : Value();
+  Value cond = n.hasInput(1) ? c.reshape(n.input(1), {})
+                             : c.constant(flagType, {1.0});
+
+  // The body function, next to the function being imported.
+  auto parent = b.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
+  SmallVector<Type> argTypes{flagType, counterType};
+  for (Value v : carried)
+    argTypes.push_back(v.getType());
+  if (tripCount)
+    argTypes.push_back(counterType);
+  func::FuncOp func;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(parent);
+    func = func::FuncOp::create(b, parent.getLoc(), "loop_body",
+                                b.getFunctionType(argTypes, {}));
+    func.setPrivate();
+    SymbolTable(parent->getParentOfType<ModuleOp>()).insert(func);
+    Block *entry = func.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    SmallVector<SubgraphValue> args{entry->getArgument(1),
+                                    entry->getArgument(0)};
+    for (size_t i = 0; i < numCarried; ++i)
+      args.push_back(entry->getArgument(2 + i));
+    FailureOr<SmallVector<SubgraphValue>> out =
+        n.importSubgraphValues(body, args);
+    if (failed(out)) {
+      func.erase();
+      return failure();
+    }
+    SmallVector<Value> results;
+    for (auto [k, v] : llvm::enumerate(*out)) {
+      if (k > numCarried)
+        break;
+      if (v.composite) {
+        func.erase();
+        return n.fail(why + "; the body's " +
+                      (k ? "loop-carried output " + std::to_string(k - 1)
+                         : std::string("condition")) +
+                      " is " + describe(v) + "; it must be a tensor");
+      }
+      if (k && v.tensor.getType() != carried[k - 1].getType()) {
+        func.erase();
+        return n.fail(why + "; loop-carried value " + Twine(k - 1) +
+                      " enters the body as " +
+                      shapeText(typeOf(carried[k - 1])) + " and leaves it as " +
+                      shapeText(typeOf(v.tensor)) +
+                      " (or another element type); a device-side loop needs "
+                      "fixed shapes");
+      }
+      results.push_back(v.tensor);
+    }
+    Value next = c.make<AddOp>({entry->getArgument(1), c.scalar(i64, 1)});
+    Value keep = c.reshape(results[0], {});
+    if (tripCount)
+      keep = c.make<AndOp>(
+          {keep, c.make<LessOp>({next, entry->getArguments().back()})});
+    if (c.failed()) {
+      func.erase();
+      return failure();
+    }
+    results[0] = keep;
+    results.insert(results.begin() + 1, next);
+    func::ReturnOp::create(b, parent.getLoc(), results);
+    func.setType(b.getFunctionType(func.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+  }
+  SmallVector<Value> captured = closeOverCaptures(func);
+
+  // The call: the state starts at (cond and 0 < M, 0, the initial values).
+  Value zero = c.scalar(i64, 0);
+  Value flag = tripCount ? c.make<AndOp>({cond, c.make<LessOp>({zero, tripCount})})
+                         : cond;
+  if (c.failed())
+    return failure();
+  SmallVector<Value> operands{flag, zero};
+  operands.append(carried);
+  if (tripCount)
+    operands.push_back(tripCount);
+  operands.append(captured);
+  // The mark is on the body (bufferization rebuilds calls, not functions).
+  func->setAttr(KilnDialect::DeviceLoopAttrHelper::getNameStr(),
+                b.getI64IntegerAttr(2 + numCarried));
+  auto call = func::CallOp::create(b, n.loc(), func, operands);
+  return n.setResults(call.getResults().drop_front(2));
+}
+
 LogicalResult importLoop(NodeImporter &n) {
   const onnx::GraphProto *body = n.graphAttr("body");
   if (!body)
@@ -199,21 +366,25 @@ LogicalResult importLoop(NodeImporter &n) {
     if (n.compositeInput(i))
       return n.fail(Twine(i == 0 ? "trip count M" : "condition") +
                     " must be a tensor, not a sequence or optional");
+  for (size_t i = 0; i < 2; ++i)
+    if (n.hasInput(i) && n.inputType(i).getNumElements() != 1)
+      return n.fail(Twine(i == 0 ? "trip count M" : "condition") +
+                    " must have one element");
   std::optional<int64_t> tripCount;
   if (n.hasInput(0)) {
     std::optional<DenseElementsAttr> m = constantOf(n.input(0));
-    if (!m || m->getNumElements() != 1)
-      return n.fail("trip count M is only known at run time; a Loop whose "
-                    "iteration count is data-dependent needs device-side "
-                    "loops (not supported yet)");
+    if (!m)
+      return importDeviceLoop(n, *body, numCarried, numScan,
+                              "trip count M is only known at run time");
     tripCount = (*m->getValues<APInt>().begin()).getSExtValue();
   }
   std::optional<bool> cond = true;
   if (n.hasInput(1)) {
     cond = constantBool(n.input(1));
     if (!cond)
-      return n.fail("the initial condition is only known at run time; "
-                    "device-side loops are not supported yet");
+      return importDeviceLoop(n, *body, numCarried, numScan,
+                              "the initial condition is only known at run "
+                              "time");
   }
   Composer c(n);
   Type i64 = n.builder().getIntegerType(64);
@@ -234,10 +405,12 @@ LogicalResult importLoop(NodeImporter &n) {
   SmallVector<SmallVector<Value>> scans(numScan);
   int64_t iteration = 0;
   while (*cond && (!tripCount || iteration < *tripCount)) {
+    // The iterations unrolled so far are dead code (removed later).
     if (iteration == kMaxUnrolledIterations)
-      return n.fail("runs more than " + Twine(kMaxUnrolledIterations) +
-                    " iterations, the most Kiln unrolls (device-side loops "
-                    "are not supported yet)");
+      return importDeviceLoop(n, *body, numCarried, numScan,
+                              "runs more than " +
+                                  Twine(kMaxUnrolledIterations) +
+                                  " iterations, the most Kiln unrolls");
     SmallVector<SubgraphValue> args{
         c.scalar(i64, static_cast<double>(iteration)), condValue};
     args.append(carried);
@@ -255,10 +428,9 @@ LogicalResult importLoop(NodeImporter &n) {
     condValue = (*out)[0].tensor;
     cond = constantBool(condValue);
     if (!cond)
-      return n.fail("the body's condition is only known at run time "
-                    "(iteration " +
-                    Twine(iteration) +
-                    "); device-side loops are not supported yet");
+      return importDeviceLoop(n, *body, numCarried, numScan,
+                              "the body's condition is only known at run "
+                              "time");
     for (size_t i = 0; i < numCarried; ++i)
       carried[i] = (*out)[1 + i];
     for (int64_t j = 0; j < numScan; ++j)
@@ -491,9 +663,10 @@ void registerControlFlowHandlers(SmallVectorImpl<Handler> &handlers) {
        "output needs as many tensors in both branches"});
   handlers.push_back(
       {"Loop", 1, importLoop,
-       "compile-time trip count and condition, unrolled (at most 1024 "
-       "iterations); loop-carried sequences and optionals are resolved "
-       "per iteration"});
+       "compile-time trip count and condition: unrolled (up to 1024 "
+       "iterations; loop-carried sequences and optionals resolved per "
+       "iteration); otherwise a device-side loop (fixed-shape tensor "
+       "state, no scan outputs)"});
   handlers.push_back({"Scan", 8, importScan8,
                       "batched form: sequence_lens must be a constant equal "
                       "to the sequence length; unrolled per batch row (at "

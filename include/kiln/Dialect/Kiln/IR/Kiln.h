@@ -76,6 +76,27 @@ int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
 /// `axis` in [-rank, rank) made non-negative, or -1 when out of range.
 int64_t normalizeAxis(int64_t axis, int64_t rank);
 
+/// A device-side loop's body is a function marked `kiln.device_loop` = k
+/// (DeviceLoop.cpp), called once: the call's first k operands are the loop
+/// state (flag, counter, carried values), then come the loop-invariant
+/// operands, and the final state goes to the call's results before
+/// bufferization and to its last k operands (out-parameters) after.
+struct DeviceLoopParts {
+  mlir::ValueRange state, invariants, finals;
+};
+/// The state count of a device-loop body, or 0 for another function.
+int64_t deviceLoopStateCount(mlir::Operation *func);
+/// Splits the operands of a call of a device-loop body with `k` state
+/// values; nullopt when they do not fit.
+std::optional<DeviceLoopParts> deviceLoopParts(mlir::Operation *call,
+                                               int64_t k);
+/// The `kiln.device_loop` attribute's verifier (KilnDialect::
+/// verifyOperationAttribute): on a func.func, at least 2, the state's
+/// argument types paired with the results' (or the last out-parameters'),
+/// the flag an i1 and the counter an i64 of one element.
+llvm::LogicalResult verifyDeviceLoop(mlir::Operation *op,
+                                     mlir::NamedAttribute attr);
+
 } // namespace kiln
 
 #define GET_OP_CLASSES

@@ -119,7 +119,12 @@ def Kiln_Dialect : Dialect {
     "::mlir::ArrayAttr":$quantized_report,
     // kiln-lower-recurrence (module): one line per persistent recurrence
     // kernel (kilnc --stats).
-    "::mlir::ArrayAttr":$recurrence_report
+    "::mlir::ArrayAttr":$recurrence_report,
+    // A device-side loop (importer; func.call of the loop's body): the
+    // number of loop-state operands, which lead the call's operands
+    // (flag, counter, carried values) and pair with its results (or, after
+    // bufferization, with its last out-parameters).
+    "::mlir::IntegerAttr":$device_loop
   );
 }
 
