@@ -29,6 +29,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -570,6 +571,25 @@ llvm::Expected<CompileResult> compileModel(CompileOptions options,
       if (stats)
         stats->hostSteps = artifact->host.steps;
     }
+    if (stats)
+      for (const runtime::ControlRegion &region : artifact->controlRegions) {
+        // Each kernel once, with how often it launches per iteration.
+        llvm::MapVector<llvm::StringRef, unsigned> kernels;
+        for (uint32_t l = region.firstLaunch;
+             l < region.firstLaunch + region.launchCount; ++l)
+          ++kernels[artifact->kernels[artifact->launches[l].kernel].name];
+        std::string list;
+        for (const auto &[name, count] : kernels)
+          list += (list.empty() ? "" : ", ") + name.str() +
+                  (count > 1 ? " x" + std::to_string(count) : "");
+        stats->deviceLoops.push_back(
+            "while launches " + std::to_string(region.firstLaunch) + "-" +
+            std::to_string(region.firstLaunch + region.launchCount - 1) +
+            " (flag buffer '" +
+            artifact->memoryPlan.buffers[region.flagBuffer].name +
+            "'): " + std::to_string(region.launchCount) +
+            " launches per iteration: " + list);
+      }
     if (options.stripWeights)
       if (runtime::Error err = runtime::stripWeights(*artifact))
         return userError(options.input + ": " + err.message());

@@ -347,6 +347,14 @@ void printStats(const CompileStats &stats, const std::string &target,
     for (const std::string &line : stats.quantizedFallbacks)
       os << "  " << line << "\n";
   }
+  // Format 1.12: Loops with a run-time trip count or condition.
+  if (!stats.deviceLoops.empty()) {
+    os << "device loops: " << stats.deviceLoops.size()
+       << " (the runtime repeats each range while its flag byte is "
+          "nonzero; kiln_copy_bytes carries the loop state)\n";
+    for (const std::string &line : stats.deviceLoops)
+      os << "  " << line << "\n";
+  }
   if (stats.remat)
     printRematReport(*stats.remat, stats.artifact.arenaBytes, os);
   printSymbolicDims(stats, os);

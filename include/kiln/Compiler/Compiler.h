@@ -199,6 +199,9 @@ struct CompileStats {
   /// Format 1.9: the steps on STRING tensors that run on the host, before
   /// the first launch or after the last (kiln/runtime/HostSteps.h).
   std::vector<runtime::HostStep> hostSteps;
+  /// Format 1.12: one line per device-side loop (a While region of the
+  /// launch list) and the launches it repeats.
+  std::vector<std::string> deviceLoops;
 };
 
 struct CompileResult {

@@ -521,6 +521,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
 
   SmallVector<gpu::LaunchFuncOp> launches;
   llvm::DenseMap<Operation *, Value> zeroedGlobals;
+  llvm::DenseMap<Operation *, uint64_t> globalWeights;
   for (Operation &op : func.front()) {
     if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
       if (!alloc.getType().hasStaticShape() ||
@@ -553,6 +554,13 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
       std::optional<rt::DType> dtype = toDType(get.getType().getElementType());
       if (!value || !global.getConstant() || !dtype)
         return errorAt(&op, "reads a global that is not a supported constant");
+      // One weight per global, however many functions read it (a device
+      // loop's body is expanded into this one).
+      auto known = globalWeights.find(global);
+      if (known != globalWeights.end()) {
+        weightOffsets[get.getResult()] = known->second;
+        continue;
+      }
       std::vector<uint8_t> bytes = constantBytes(value);
       auto index = artifact.addWeight(global.getSymName().str(), *dtype,
                                       shapeOf(get.getType()), bytes.data(),
@@ -561,6 +569,7 @@ llvm::Expected<rt::Artifact> buildArtifact(ModuleOp module,
         return llvm::createStringError(index.error().message());
       artifact.weights[*index].origin = getBlobOrigin(module, value);
       weightOffsets[get.getResult()] = artifact.weights[*index].offset;
+      globalWeights[global] = artifact.weights[*index].offset;
     } else if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
       launches.push_back(launch);
     } else if (isa<func::ReturnOp, memref::DeallocOp>(op) || isPure(&op)) {

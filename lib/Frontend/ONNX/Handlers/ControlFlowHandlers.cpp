@@ -242,9 +242,9 @@ LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
                                size_t numCarried, int64_t numScan,
                                const Twine &why) {
   if (numScan > 0)
-    return n.fail(why + "; its " + Twine(numScan) +
-                  " scan output(s) would have a data-dependent length, "
-                  "which a device-side loop does not support yet");
+    return n.fail(why + ", so it runs as a device-side loop, which does "
+                  "not produce scan outputs yet (it has " +
+                  Twine(numScan) + ")");
   OpBuilder &b = n.builder();
   Composer c(n);
   Type i1 = b.getI1Type(), i64 = b.getIntegerType(64);
@@ -296,21 +296,23 @@ LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
     for (auto [k, v] : llvm::enumerate(*out)) {
       if (k > numCarried)
         break;
-      if (v.composite) {
+      // (The message is written before the body, which holds the values it
+      // names, is erased.)
+      std::string problem;
+      if (v.composite)
+        problem = "the body's " +
+                  (k ? "loop-carried output " + std::to_string(k - 1)
+                     : std::string("condition")) +
+                  " is " + describe(v) + "; it must be a tensor";
+      else if (k && v.tensor.getType() != carried[k - 1].getType())
+        problem = "loop-carried value " + std::to_string(k - 1) +
+                  " enters the body as " + shapeText(typeOf(carried[k - 1])) +
+                  " and leaves it as " + shapeText(typeOf(v.tensor)) +
+                  " (or another element type); a device-side loop needs "
+                  "fixed shapes";
+      if (!problem.empty()) {
         func.erase();
-        return n.fail(why + "; the body's " +
-                      (k ? "loop-carried output " + std::to_string(k - 1)
-                         : std::string("condition")) +
-                      " is " + describe(v) + "; it must be a tensor");
-      }
-      if (k && v.tensor.getType() != carried[k - 1].getType()) {
-        func.erase();
-        return n.fail(why + "; loop-carried value " + Twine(k - 1) +
-                      " enters the body as " +
-                      shapeText(typeOf(carried[k - 1])) + " and leaves it as " +
-                      shapeText(typeOf(v.tensor)) +
-                      " (or another element type); a device-side loop needs "
-                      "fixed shapes");
+        return n.fail(why + "; " + problem);
       }
       results.push_back(v.tensor);
     }
