@@ -659,6 +659,23 @@ compileTraining(const CompileOptions &options, OwningOpRef<ModuleOp> module,
   if (options.stripWeights || (options.stopAfter && !printKiln))
     return userError("--train does not combine with --strip-weights or "
                      "--emit other than kiln yet");
+  // A device-side loop (a Loop with a run-time trip count or condition)
+  // has no gradient rule: backpropagation through it would store every
+  // iteration's values, a number known only at run time.
+  for (auto func : module->getOps<func::FuncOp>())
+    if (deviceLoopStateCount(func)) {
+      std::string node = "a Loop";
+      module->walk([&](func::CallOp call) {
+        if (call.getCallee() == func.getSymName())
+          if (auto name = dyn_cast<NameLoc>(call.getLoc()))
+            node = "node '" + name.getName().str() + "' (Loop)";
+      });
+      return userError(options.input + ": " + node +
+                       " runs on the device (its trip count or condition is "
+                       "only known at run time): training through it is not "
+                       "supported; give it a constant trip count of at most "
+                       "1024 so that it unrolls");
+    }
   llvm::Expected<OptimizerPassOptions> optimizer =
       optimizerOptionsFor(options.training, options.pipeline.precision);
   if (!optimizer)
