@@ -351,7 +351,7 @@ void printStats(const CompileStats &stats, const std::string &target,
   if (!stats.deviceLoops.empty()) {
     os << "device loops: " << stats.deviceLoops.size()
        << " (the runtime repeats each range while its flag byte is "
-          "nonzero; kiln_copy_bytes carries the loop state)\n";
+          "nonzero; one kiln_copy_state launch carries the loop state)\n";
     for (const std::string &line : stats.deviceLoops)
       os << "  " << line << "\n";
   }

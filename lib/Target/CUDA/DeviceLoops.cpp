@@ -15,8 +15,10 @@
 //   copy finals_j <- S_j for the carried values (j >= 2), so that a loop
 //   that runs no iteration gives its initial values
 //
-// The copies are launches of one hand-written PTX kernel, kiln_copy_bytes,
-// in a gpu.binary of its own (the emulator runs it like every kernel). The
+// Each group of copies is one launch of a hand-written PTX kernel,
+// kiln_copy_state_<n> (grid row j copies pair j), in a gpu.binary of its
+// own (the emulator runs it like every kernel): a loop's iteration costs
+// its body's launches plus one. The
 // body's flag is `cond and i + 1 < M` (the importer adds it), so the
 // runtime only reads one byte before each iteration.
 //
@@ -37,30 +39,40 @@ using namespace mlir;
 namespace kiln {
 namespace {
 
-constexpr llvm::StringLiteral kCopyModule = "kiln_loop_copy";
-constexpr llvm::StringLiteral kCopyKernel = "kiln_copy_bytes";
 constexpr uint32_t kCopyBlock = 256;
 
-/// kiln_copy_bytes(dst, src, n): n bytes from src to dst, 4-byte words by a
-/// grid-stride loop (every buffer starts 64-byte aligned), the last n % 4
-/// bytes by thread 0 of block 0. The header lines come from the module's
+/// The copy kernel for `count` copies, `kiln_copy_state_<count>(dst0, src0,
+/// n0, dst1, src1, n1, ...)`: grid row y copies n_y bytes from src_y to
+/// dst_y, 4-byte words by a grid-stride loop along x (every buffer starts
+/// 64-byte aligned), the last n_y % 4 bytes by the row's first thread. One
+/// launch moves a whole loop state. The header lines come from the module's
 /// other kernels, so the PTX version and target match theirs.
-std::string copyKernelPtx(llvm::StringRef header) {
-  return header.str() + R"(
-.visible .entry kiln_copy_bytes(
-	.param .u64 kiln_copy_bytes_param_0,
-	.param .u64 kiln_copy_bytes_param_1,
-	.param .u64 kiln_copy_bytes_param_2
-)
-{
-	.reg .pred 	%p<4>;
-	.reg .b32 	%r<8>;
-	.reg .b64 	%rd<16>;
-
-	ld.param.u64 	%rd1, [kiln_copy_bytes_param_0];
-	ld.param.u64 	%rd2, [kiln_copy_bytes_param_1];
-	ld.param.u64 	%rd3, [kiln_copy_bytes_param_2];
-	cvta.to.global.u64 	%rd1, %rd1;
+std::string copyKernelPtx(llvm::StringRef header, unsigned count) {
+  std::string name = "kiln_copy_state_" + std::to_string(count);
+  std::string ptx = header.str() + "\n.visible .entry " + name + "(\n";
+  for (unsigned i = 0; i < 3 * count; ++i)
+    ptx += "\t.param .u64 " + name + "_param_" + std::to_string(i) +
+           (i + 1 < 3 * count ? ",\n" : "\n");
+  ptx += ")\n{\n\t.reg .pred \t%p<5>;\n\t.reg .b32 \t%r<8>;\n"
+         "\t.reg .b64 \t%rd<16>;\n\t.reg .b64 \t%a<" +
+         std::to_string(3 * count) + ">;\n\n";
+  for (unsigned i = 0; i < 3 * count; ++i)
+    ptx += "\tld.param.u64 \t%a" + std::to_string(i) + ", [" + name +
+           "_param_" + std::to_string(i) + "];\n";
+  // Row y's (dst, src, n): the first copy's, replaced by copy j's when
+  // %ctaid.y == j.
+  ptx += "\tmov.u32 \t%r7, %ctaid.y;\n"
+         "\tmov.b64 \t%rd1, %a0;\n\tmov.b64 \t%rd2, %a1;\n"
+         "\tmov.b64 \t%rd3, %a2;\n";
+  for (unsigned j = 1; j < count; ++j) {
+    std::string k = std::to_string(j);
+    ptx += "\tsetp.eq.u32 \t%p4, %r7, " + k + ";\n";
+    for (unsigned f = 0; f < 3; ++f)
+      ptx += "\tselp.b64 \t%rd" + std::to_string(f + 1) + ", %a" +
+             std::to_string(3 * j + f) + ", %rd" + std::to_string(f + 1) +
+             ", %p4;\n";
+  }
+  ptx += R"(	cvta.to.global.u64 	%rd1, %rd1;
 	cvta.to.global.u64 	%rd2, %rd2;
 	mov.u32 	%r1, %ctaid.x;
 	mov.u32 	%r2, %ntid.x;
@@ -99,6 +111,7 @@ $L_done:
 	ret;
 }
 )";
+  return ptx;
 }
 
 uint64_t byteSize(MemRefType type) {
@@ -157,9 +170,8 @@ private:
         return errorAt(call, "has a loop state that is not a static buffer");
       state.push_back(memref::AllocOp::create(b, loc, type));
     }
-    for (auto [to, from] : llvm::zip(state, parts->state))
-      if (llvm::Error err = copy(b, loc, to, from))
-        return err;
+    if (llvm::Error err = copies(b, loc, state, parts->state))
+      return err;
     Operation *before = b.getInsertionPoint() == b.getBlock()->begin()
                             ? nullptr
                             : &*std::prev(b.getInsertionPoint());
@@ -178,8 +190,9 @@ private:
     SmallVector<func::CallOp> nested;
     for (Operation &op : entry.without_terminator()) {
       if (auto copyOp = dyn_cast<memref::CopyOp>(op)) {
-        if (llvm::Error err = copy(b, loc, map.lookup(copyOp.getTarget()),
-                                   map.lookup(copyOp.getSource())))
+        Value to = map.lookup(copyOp.getTarget());
+        Value from = map.lookup(copyOp.getSource());
+        if (llvm::Error err = copies(b, loc, to, from))
           return err;
         continue;
       }
@@ -188,18 +201,16 @@ private:
         nested.push_back(inner);
     }
     // The next state back into the loop's buffers.
-    for (auto [to, from] : llvm::zip(state, parts->finals))
-      if (llvm::Error err = copy(b, loc, to, from))
-        return err;
+    if (llvm::Error err = copies(b, loc, state, parts->finals))
+      return err;
     Operation *last = &*std::prev(b.getInsertionPoint());
     loops[index].last = last;
     // The carried values' final state (the flag and the counter are not
     // results of the Loop).
-    for (auto [j, pair] : llvm::enumerate(llvm::zip(parts->finals, state)))
-      if (j >= 2)
-        if (llvm::Error err =
-                copy(b, loc, std::get<0>(pair), std::get<1>(pair)))
-          return err;
+    if (state.size() > 2)
+      if (llvm::Error err = copies(b, loc, parts->finals.drop_front(2),
+                                   ValueRange(state).drop_front(2)))
+        return err;
     call.erase();
     for (func::CallOp inner : nested)
       if (llvm::Error err = expand(inner))
@@ -207,64 +218,74 @@ private:
     return llvm::Error::success();
   }
 
-  /// A launch of kiln_copy_bytes: all of `from` into `to`.
-  llvm::Error copy(OpBuilder &b, Location loc, Value to, Value from) {
-    auto type = cast<MemRefType>(to.getType());
-    if (from.getType() != to.getType())
+  /// One launch of kiln_copy_state_<n>: all of from[j] into to[j].
+  llvm::Error copies(OpBuilder &b, Location loc, ValueRange to,
+                     ValueRange from) {
+    uint64_t words = 1;
+    SmallVector<Value> operands;
+    for (auto [dst, src] : llvm::zip_equal(to, from)) {
+      if (dst.getType() != src.getType())
+        return llvm::createStringError(
+            "a device loop copies between buffers of different types");
+      uint64_t bytes = byteSize(cast<MemRefType>(dst.getType()));
+      words = std::max(words, bytes / 4);
+      operands.append({dst, src,
+                       arith::ConstantIntOp::create(
+                           b, loc, static_cast<int64_t>(bytes), 64)});
+    }
+    unsigned count = static_cast<unsigned>(to.size());
+    FailureOr<SymbolRefAttr> kernel = copyKernel(count);
+    if (failed(kernel))
       return llvm::createStringError(
-          "a device loop copies between buffers of different types");
-    if (llvm::Error err = ensureCopyKernel())
-      return err;
-    uint64_t bytes = byteSize(type);
-    uint64_t words = std::max<uint64_t>(1, bytes / 4);
-    uint64_t blocks = std::min<uint64_t>(4096, (words + kCopyBlock - 1) / kCopyBlock);
+          "a device-side loop needs the module's kernels compiled to PTX "
+          "first");
     auto index = [&](uint64_t v) -> Value {
       return arith::ConstantIndexOp::create(b, loc, static_cast<int64_t>(v));
     };
     Value one = index(1);
-    gpu::KernelDim3 grid{index(blocks), one, one};
+    uint64_t blocks =
+        std::min<uint64_t>(4096, (words + kCopyBlock - 1) / kCopyBlock);
+    gpu::KernelDim3 grid{index(blocks), index(count), one};
     gpu::KernelDim3 block{index(std::min<uint64_t>(kCopyBlock, words)), one,
                           one};
-    Value count =
-        arith::ConstantIntOp::create(b, loc, static_cast<int64_t>(bytes), 64);
-    auto kernel = SymbolRefAttr::get(
-        b.getStringAttr(kCopyModule),
-        {FlatSymbolRefAttr::get(b.getStringAttr(kCopyKernel))});
-    gpu::LaunchFuncOp::create(b, loc, kernel, grid, block, Value(),
-                              ValueRange{to, from, count},
+    gpu::LaunchFuncOp::create(b, loc, *kernel, grid, block, Value(), operands,
                               /*asyncObject=*/Value());
     return llvm::Error::success();
   }
 
-  /// The copy kernel's gpu.binary, added once, its PTX object made like
-  /// the module's other kernels' (same target attribute and PTX header).
-  llvm::Error ensureCopyKernel() {
-    if (module.lookupSymbol(kCopyModule))
-      return llvm::Error::success();
+  /// The copy kernel for `count` copies in a gpu.binary of its own, added
+  /// once, its PTX object made like the module's other kernels' (same
+  /// target attribute and PTX header).
+  FailureOr<SymbolRefAttr> copyKernel(unsigned count) {
+    std::string name = "kiln_copy_state_" + std::to_string(count);
+    std::string binaryName = "kiln_loop_copy_" + std::to_string(count);
+    auto symbol = SymbolRefAttr::get(
+        module.getContext(), binaryName,
+        {FlatSymbolRefAttr::get(module.getContext(), name)});
+    if (module.lookupSymbol(binaryName))
+      return symbol;
     gpu::ObjectAttr model;
     for (auto binary : module.getOps<gpu::BinaryOp>())
       if (binary.getObjects().size() == 1)
         if ((model = dyn_cast<gpu::ObjectAttr>(binary.getObjects()[0])))
           break;
     if (!model)
-      return llvm::createStringError(
-          "a device-side loop needs the module's kernels compiled to PTX "
-          "first");
+      return failure();
     // The PTX header: everything before the first entry or function.
     llvm::StringRef ptx = model.getObject().getValue();
     size_t end = std::min(ptx.find(".visible"), ptx.find(".entry"));
     for (llvm::StringRef key : {".extern", ".global", ".shared", ".const",
                                 ".func", ".weak"})
       end = std::min(end, ptx.find(key));
-    llvm::StringRef header = ptx.take_front(end);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     auto object = gpu::ObjectAttr::get(
         module.getContext(), model.getTarget(), model.getFormat(),
-        b.getStringAttr(copyKernelPtx(header)), nullptr, nullptr);
-    gpu::BinaryOp::create(b, module.getLoc(), kCopyModule, nullptr,
+        b.getStringAttr(copyKernelPtx(ptx.take_front(end), count)), nullptr,
+        nullptr);
+    gpu::BinaryOp::create(b, module.getLoc(), binaryName, nullptr,
                           ArrayRef<Attribute>{object});
-    return llvm::Error::success();
+    return symbol;
   }
 
   func::FuncOp host;
