@@ -24,7 +24,10 @@ conditions chosen at run time; every output is compared with onnxruntime
   pass-through one carried value the body returns unchanged (a copy in the
                body function) next to one it updates;
   body-weights a MatMul on a weight the body's own initializer holds and
-               one captured from the main graph.
+               one captured from the main graph;
+  greedy-decode a greedy decoder: the last token picks the next embedding
+               (Gather), a tanh cell, ArgMax, stop at end-of-sequence or
+               after M = 20 steps (three starting states).
 
 One line per run:  <name> <run>: device loops N, <figures> ok|FAIL, then
 "<runs> runs, <failures> failures".
@@ -206,6 +209,53 @@ def body_weights():
     return m, 1, [("M=3", feeds)]
 
 
+def greedy_decode():
+    """A greedy decoder as exported seq2seq models write it: the token the
+    last step chose picks the next input embedding (Gather), a GRU-like
+    cell updates h, ArgMax picks the next token, and the loop stops at the
+    end-of-sequence token or after M steps. Carries an int64 token; the
+    steps taken and the last token are data-dependent."""
+    rng = np.random.default_rng(17)
+    vocab, d = 12, 16
+    emb = rng.standard_normal((vocab, d)).astype(np.float32)
+    w = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
+    u = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
+    v = (rng.standard_normal((d, vocab)) * 2).astype(np.float32)
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["E", "tok"], ["e"], axis=0),
+         helper.make_node("MatMul", ["e", "Wx"], ["ex"]),
+         helper.make_node("MatMul", ["h", "Uh"], ["hu"]),
+         helper.make_node("Add", ["ex", "hu"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_next"]),
+         helper.make_node("MatMul", ["h_next", "Vo"], ["logits"]),
+         helper.make_node("ArgMax", ["logits"], ["tok_next"], axis=1,
+                          keepdims=0),
+         helper.make_node("Equal", ["tok_next", "eos"], ["done"]),
+         helper.make_node("Not", ["done"], ["go1"]),
+         helper.make_node("Squeeze", ["go1"], ["cond_out"])],
+        "step", [vi("i", I64, []), vi("c", B, []), vi("h", F, [1, d]),
+                 vi("tok", I64, [1])],
+        [vi("cond_out", B, []), vi("h_next", F, [1, d]),
+         vi("tok_next", I64, [1])])
+    m = model([helper.make_node("Loop", ["M", "", "h0", "bos"],
+                                ["h_final", "tok_final"], name="decode",
+                                body=body)],
+              "greedy", [vi("M", I64, []), vi("h0", F, [1, d])],
+              [vi("h_final", F, [1, d]), vi("tok_final", I64, [1])],
+              [numpy_helper.from_array(emb, "E"),
+               numpy_helper.from_array(w, "Wx"),
+               numpy_helper.from_array(u, "Uh"),
+               numpy_helper.from_array(v, "Vo"),
+               numpy_helper.from_array(np.array([0], np.int64), "bos"),
+               numpy_helper.from_array(np.array([1], np.int64), "eos")])
+    runs = []
+    for seed in range(3):
+        h0 = np.random.default_rng(100 + seed).standard_normal(
+            (1, d)).astype(np.float32)
+        runs.append((f"seed={seed}", {"M": scalar(20), "h0": h0}))
+    return m, 1, runs
+
+
 MODELS = {
     "mlp": mlp,
     "while": while_loop,
@@ -213,6 +263,7 @@ MODELS = {
     "long": long_loop,
     "pass-through": pass_through,
     "body-weights": body_weights,
+    "greedy-decode": greedy_decode,
 }
 
 
