@@ -5,7 +5,8 @@ Usage:
   fusion_fuzz.py [--seed S] [--count N] [--jobs J] [--variants LIST]
                  [--failures DIR] [--keep DIR] [--kilnc PATH] [--kiln-run PATH]
                  [--strict] [--print-graph] [--verbose]
-                 [--focus movement|compute|pool-norm|recurrent] [--dynamic-batch]
+                 [--focus movement|compute|pool-norm|recurrent|loop]
+                 [--dynamic-batch]
   fusion_fuzz.py --minimize --seed S [--variants V]     # one generated graph
   fusion_fuzz.py --minimize --model M.onnx [--variants V]  # a saved model
   fusion_fuzz.py --repros test/e2e/fusion-fuzz-repros     # saved reproducers
@@ -35,7 +36,9 @@ with the tracked shapes) and onnxruntime. Every dead end is a graph output,
 and any other intermediate is one with probability 1/4. --focus FAMILY
 draws one family's generators 12 times as often (movement, compute or
 pool-norm: fuzz_ops_<family>.py); recurrent adds RNN/GRU/LSTM layers
-(fuzz_ops_recurrent.py), which the other graphs never draw.
+(fuzz_ops_recurrent.py), which the other graphs never draw; loop makes
+the random graph the body of an ONNX Loop with a run-time trip count
+(fuzz_loop.py, below).
 
 The parts, by what they do: fuzz_graph.py (shape tracking, validation),
 fuzz_ops_movement.py, fuzz_ops_compute.py, fuzz_ops_pool_norm.py,
@@ -43,7 +46,7 @@ fuzz_ops_recurrent.py (the op generators by family), fuzz_generator.py (the Buil
 weights), fuzz_reference.py (onnxruntime and the allowances),
 fuzz_kiln.py (variants, kilnc and kiln-run, the comparison),
 fuzz_reduce.py (--minimize's candidates), fuzz_dynamic.py
-(--dynamic-batch), fuzz_campaign.py (the loop and summary train_fuzz.py
+(--dynamic-batch), fuzz_loop.py (--focus loop), fuzz_campaign.py (the loop and summary train_fuzz.py
 shares); this file checks one graph and holds the command line.
 
 For every graph, onnxruntime (CPU, fp32) computes the reference on seeded
@@ -126,6 +129,17 @@ onnxruntime at the same N (fuzz_dynamic.py says what is skipped); its
 configurations are VARIANT@min, @mid and @max, and its last line reads
 'fusion-fuzz-dynamic: N graphs, M runs: ..., F fail, S skipped, ...'.
 
+--focus loop checks device-side loops: each seed's model is a Loop whose
+trip count M is a graph input around a random body (carried values,
+captured main-graph values, the counter, sometimes a data-dependent
+condition or a nested loop; fuzz_loop.py says how), each variant
+compiled once and run at M = 0, 1 and 3 (and M = 3 with a first
+condition false where the model has one) against onnxruntime's Loop,
+the allowance measured on the loop unrolled for that run; its
+configurations are VARIANT@M=0 and so on, and its last line reads
+'fusion-fuzz-loop: N models, M runs: ...'. --minimize shrinks bodies too;
+--model and --repros run a model with such a Loop the same way.
+
 Exit status: 0 when no (graph, variant) failed, 1 otherwise. The last line
 reads 'fusion-fuzz: N graphs, M runs: P pass, U unsupported, F fail'.
 """
@@ -145,6 +159,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # scripts that import this one (train_fuzz.py, scripts/compare-artifacts.py).
 from fuzz_campaign import Campaign, check_repros  # noqa: E402
 import fuzz_dynamic  # noqa: E402
+import fuzz_loop  # noqa: E402
 from fuzz_graph import (OPSET, MAX_ELEMS, GeneratorError, Value,  # noqa: E402,F401
                         nelems, validate)
 from fuzz_generator import FAMILIES, Builder, focused, generate  # noqa: E402,F401
@@ -287,9 +302,11 @@ def main():
                     help="print every graph (textual syntax)")
     ap.add_argument("--verbose", action="store_true",
                     help="print every (graph, variant) result")
-    ap.add_argument("--focus", choices=sorted(FAMILIES),
+    ap.add_argument("--focus", choices=sorted(list(FAMILIES) + ["loop"]),
                     help="draw one family of op generators "
-                    "(fuzz_ops_<family>.py) 12 times as often")
+                    "(fuzz_ops_<family>.py) 12 times as often; loop: "
+                    "random Loop bodies, run at several trip counts "
+                    "(fuzz_loop.py)")
     ap.add_argument("--dynamic-batch", action="store_true",
                     help="run-time sizes: graphs with a batched leading dim, "
                     "each variant compiled once with --dim N=1..B and run at "
@@ -305,11 +322,15 @@ def main():
     if args.dynamic_batch:
         if args.repros or args.minimize or args.model:
             ap.error("--dynamic-batch runs generated graphs only")
+        if args.focus == "loop":
+            ap.error("--dynamic-batch and --focus loop do not combine")
         return dynamic_main(args, tools, spec)
     if args.repros:
         return repros_main(args, tools)
     if args.minimize or args.model:
         return minimize_main(args, tools, spec)
+    if args.focus == "loop":
+        return loop_main(args, tools, spec)
 
     campaign = Campaign(
         args, tool="fusion-fuzz", unit="graphs", config="variant",
@@ -339,6 +360,21 @@ def dynamic_main(args, tools, spec):
                         lambda seed: variants_for(seed, spec))
 
 
+def loop_main(args, tools, spec):
+    """--focus loop: one compile per variant, several trip counts."""
+    kinds = fuzz_loop.LoopKinds()
+    campaign = Campaign(
+        args, tool="fusion-fuzz-loop", unit="models", config="variant@run",
+        compared="outputs", make_result=fuzz_loop.LoopResult,
+        check=lambda model, seed, variants, workdir: kinds.check(
+            model, seed, variants, tools, workdir),
+        save_failure=fuzz_loop.save_failure,
+        failure_report=fuzz_loop.failure_report, graph_text=graph_text,
+        summary_lines=kinds.lines)
+    return campaign.run(fuzz_loop.generate_loop,
+                        lambda seed: variants_for(seed, spec))
+
+
 def load_model(path):
     """An .onnx file, or ONNX textual syntax ('#' lines are comments)."""
     if path.endswith(".onnx"):
@@ -353,19 +389,31 @@ def repros_main(args, tools):
         args.repros, tool="fusion-fuzz", config="variant",
         default_configs=["fused", "unfused"],
         load=lambda path, text: load_model(path),
-        check=lambda model, variants, work: check_model(
+        check=lambda model, variants, work: check_any(
             model, args.seed, variants, tools, work),
         failure_report=failure_report)
 
 
+def check_any(model, seed, variants, tools, work):
+    """check_model, or for a model with a run-time Loop its runs at every
+    trip count as one status per variant (fuzz_loop.by_variant)."""
+    if fuzz_loop.is_loop_model(model):
+        return fuzz_loop.by_variant(
+            fuzz_loop.check_loop(model, seed, variants, tools, work), variants)
+    return check_model(model, seed, variants, tools, work)
+
+
 def minimize_main(args, tools, spec):
+    seed = args.seed
     if args.model:
         model = load_model(args.model)
-        seed = args.seed
+    elif args.focus == "loop":
+        model = fuzz_loop.generate_loop(seed)
     else:
-        model = generate(args.seed, focused(Builder, args.focus))
-        seed = args.seed
+        model = generate(seed, focused(Builder, args.focus))
     variants = variants_for(seed, spec)
+    if fuzz_loop.is_loop_model(model):
+        return loop_minimize_main(args, tools, model, variants)
     work = tempfile.mkdtemp(prefix="fusion-fuzz-min-")
     res = check_model(model, seed, variants, tools, work)
     if res.generator_error:
@@ -396,6 +444,54 @@ def minimize_main(args, tools, spec):
     return 1
 
 
+
+
+def loop_minimize_main(args, tools, model, variants):
+    """minimize_main for a model with a run-time Loop: the failing
+    configurations are VARIANT@RUN, and bodies shrink too."""
+    seed = args.seed
+    work = tempfile.mkdtemp(prefix="fusion-fuzz-min-")
+    res = fuzz_loop.check_loop(model, seed, variants, tools, work)
+    if res.generator_error:
+        print(f"the reference fails: {res.generator_error}")
+        return 1
+    for key, status in res.statuses.items():
+        print(f"seed {seed} {key}: {status}"
+              + (f": {res.signatures[key]}" if key in res.signatures else ""))
+    failing = [k for k, s in res.statuses.items() if s == "fail"]
+    if not args.minimize or not failing:
+        for key in failing:
+            print(fuzz_loop.failure_report(res, key))
+        if args.minimize:
+            print("nothing to minimize: no run fails")
+        shutil.rmtree(work, ignore_errors=True)
+        return 1 if failing else 0
+    # One key per variant: the first failing run of each.
+    done = set()
+    for key in failing:
+        variant = key.split("@")[0]
+        if variant in done:
+            continue
+        done.add(variant)
+        sig = res.signatures[key]
+        print(f"minimizing seed {seed} {key}: {sig} "
+              f"({sum(fuzz_loop.all_ops(model.graph).values())} nodes)", flush=True)
+
+        def same_failure(m):
+            try:
+                validate(m, tracked=False)
+            except GeneratorError:
+                return False
+            r = fuzz_loop.check_loop(m, seed, [variant], tools, work)
+            return (not r.generator_error and r.statuses.get(key) == "fail"
+                    and r.signatures[key] == sig)
+        small = shrink(model, same_failure, more=fuzz_loop.loop_candidates)
+        r = fuzz_loop.check_loop(small, seed, [variant], tools, work)
+        d = fuzz_loop.save_failure(r, key, os.path.join(args.failures, "minimized"))
+        print(fuzz_loop.failure_report(r, key) + f"saved to {d}\n", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return 1
+
+
 if __name__ == "__main__":
     sys.exit(main())
-

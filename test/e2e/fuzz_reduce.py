@@ -1,11 +1,39 @@
 """Shrinking a failing model (fusion_fuzz.py --minimize): smaller
 candidate models, most reducing first, and the greedy loop that keeps a
-candidate while the same failure persists.
+candidate while the same failure persists. A Loop's body reads values of
+the enclosing graphs by name: prune keeps them and bypass renames them
+(fuzz_loop.py's loop_candidates shrink the bodies themselves).
 """
 import onnx
 import onnx.helper as oh
 
 from fuzz_reference import value_shapes
+
+
+def subgraph_reads(node):
+    """The names a node's subgraphs (a Loop's body, recursively) read or
+    return: their own values and those of enclosing graphs."""
+    names = set()
+    for attr in node.attribute:
+        for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            for n in g.node:
+                names.update(i for i in n.input if i)
+                names |= subgraph_reads(n)
+            names.update(o.name for o in g.output)
+    return names
+
+
+def rename_reads(graph, old, new):
+    """Every read of `old` in `graph`'s nodes and their subgraphs, and a
+    graph output named `old`, reads `new`."""
+    for n in graph.node:
+        n.input[:] = [new if i == old else i for i in n.input]
+        for attr in n.attribute:
+            if attr.HasField("g"):
+                rename_reads(attr.g, old, new)
+    for o in graph.output:
+        if o.name == old:
+            o.name = new
 
 
 def prune(model):
@@ -17,6 +45,7 @@ def prune(model):
         if any(o in needed for o in node.output):
             keep.append(node)
             needed.update(i for i in node.input if i)
+            needed |= subgraph_reads(node)
     keep.reverse()
     new = onnx.ModelProto()
     new.CopyFrom(model)
@@ -93,6 +122,9 @@ def candidates(model):
                     for k, name in enumerate(n.input):
                         if name == out:
                             n.input[k] = inp
+                    for attr in n.attribute:   # a body reading it by name
+                        if attr.HasField("g"):
+                            rename_reads(attr.g, out, inp)
                 renamed = False
                 for o in m.graph.output:
                     if o.name == out:
@@ -105,13 +137,16 @@ def candidates(model):
 
 
 
-def shrink(model, same_failure):
+def shrink(model, same_failure, more=None):
     """Greedy reduction: takes the first candidate on which
-    `same_failure(candidate)` holds, until none does."""
+    `same_failure(candidate)` holds, until none does. `more(model)` yields
+    further candidates, tried after candidates(model)'s."""
+    import itertools
     changed = True
     while changed:
         changed = False
-        for what, cand in candidates(model):
+        for what, cand in itertools.chain(candidates(model),
+                                          more(model) if more else ()):
             if len(cand.graph.node) == 0 or len(cand.graph.output) == 0:
                 continue
             if same_failure(cand):
