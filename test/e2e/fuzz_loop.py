@@ -531,12 +531,22 @@ def expand_body_layer_norms(model):
                for _, loop in loop_nodes(model.graph)
                for n in body_of(loop).node):
         return model
-    # Ranks for the expansion: every value's inferred type, from any scope.
+    # Ranks for the expansion: every value's inferred shape, from any scope;
+    # a Loop's results have its initial values' (ONNX infers no shape for
+    # a nested loop's results).
     inferred = onnx.shape_inference.infer_shapes(model)
-    infos = list(inferred.graph.input) + list(inferred.graph.value_info)
+    found = list(inferred.graph.input) + list(inferred.graph.value_info) + \
+        list(inferred.graph.output)
     for _, loop in loop_nodes(inferred.graph):
         body = body_of(loop)
-        infos += list(body.input) + list(body.value_info) + list(body.output)
+        found += list(body.input) + list(body.value_info) + list(body.output)
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in found
+             if v.type.tensor_type.HasField("shape")}
+    for _, loop in loop_nodes(model.graph):
+        for out, init in zip(loop.output, loop.input[2:]):
+            if init in ranks:
+                ranks.setdefault(out, ranks[init])
+    infos = [vinfo(name, FLOAT, [1] * rank) for name, rank in ranks.items()]
 
     def expand(graph):
         for node in graph.node:
