@@ -152,7 +152,7 @@ private:
       return errorAt(call, "calls @" + call.getCallee().str() +
                                ", which is not a device-side loop's body; "
                                "the runtime only launches kernels");
-    std::optional<DeviceLoopParts> parts = deviceLoopParts(call, k);
+    std::optional<DeviceLoopParts> parts = deviceLoopParts(call, body);
     if (!parts || call.getNumResults() ||
         body.getNumArguments() != call.getNumOperands() ||
         body.getBlocks().size() != 1)
@@ -181,10 +181,11 @@ private:
     IRMapping map;
     Block &entry = body.front();
     size_t n = entry.getNumArguments();
+    size_t outs = parts->finals.size();
     for (auto [i, arg] : llvm::enumerate(entry.getArguments())) {
       Value to = i < static_cast<size_t>(k) ? state[i]
-                 : i + k < n               ? parts->invariants[i - k]
-                                           : parts->finals[i + k - n];
+                 : i + outs < n            ? parts->invariants[i - k]
+                                           : parts->finals[i + outs - n];
       map.map(arg, to);
     }
     SmallVector<func::CallOp> nested;
@@ -201,15 +202,17 @@ private:
         nested.push_back(inner);
     }
     // The next state back into the loop's buffers.
-    if (llvm::Error err = copies(b, loc, state, parts->finals))
+    if (llvm::Error err =
+            copies(b, loc, state, parts->finals.take_front(state.size())))
       return err;
     Operation *last = &*std::prev(b.getInsertionPoint());
     loops[index].last = last;
     // The carried values' final state (the flag and the counter are not
     // results of the Loop).
     if (state.size() > 2)
-      if (llvm::Error err = copies(b, loc, parts->finals.drop_front(2),
-                                   ValueRange(state).drop_front(2)))
+      if (llvm::Error err =
+              copies(b, loc, parts->finals.take_front(state.size()).drop_front(2),
+                     ValueRange(state).drop_front(2)))
         return err;
     call.erase();
     for (func::CallOp inner : nested)

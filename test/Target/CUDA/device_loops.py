@@ -27,7 +27,10 @@ conditions chosen at run time; every output is compared with onnxruntime
                one captured from the main graph;
   greedy-decode a greedy decoder: the last token picks the next embedding
                (Gather), a tanh cell, ArgMax, stop at end-of-sequence or
-               after M = 20 steps (three starting states).
+               after M = 20 steps (three starting states);
+  if-heavy     an If on a run-time bool, an LSTM in one branch and a
+               MatMul in the other: each branch a device loop of at most
+               one iteration, so only the chosen one runs (c true, false).
 
 One line per run:  <name> <run>: device loops N, <figures> ok|FAIL, then
 "<runs> runs, <failures> failures".
@@ -256,6 +259,38 @@ def greedy_decode():
     return m, 1, runs
 
 
+def if_heavy():
+    """An If on a run-time bool whose branches hold heavy work, as speech
+    models write it (an LSTM in one branch, a MatMul in the other): each
+    branch is a device loop of at most one iteration, so only the chosen
+    one runs; a captured weight and input in both."""
+    rng = np.random.default_rng(18)
+    t, b, d, h = 5, 2, 6, 8
+    w = rng.standard_normal((1, 4 * h, d)).astype(np.float32) * 0.3
+    r = rng.standard_normal((1, 4 * h, h)).astype(np.float32) * 0.3
+    p = rng.standard_normal((d, h)).astype(np.float32) * 0.3
+    then_branch = helper.make_graph(
+        [helper.make_node("LSTM", ["x", "W", "R"], ["", "yh"], hidden_size=h),
+         helper.make_node("Squeeze", ["yh", "zero"], ["out"])],
+        "then", [], [vi("out", F, [b, h])])
+    else_branch = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x"], ["xm"], axes=[0], keepdims=0),
+         helper.make_node("MatMul", ["xm", "P"], ["xp"]),
+         helper.make_node("Tanh", ["xp"], ["out2"])],
+        "else", [], [vi("out2", F, [b, h])])
+    m = model([helper.make_node("If", ["c"], ["y"], name="branch",
+                                then_branch=then_branch,
+                                else_branch=else_branch)],
+              "if_heavy", [vi("c", B, []), vi("x", F, [t, b, d])],
+              [vi("y", F, [b, h])],
+              [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R"),
+               numpy_helper.from_array(p, "P"),
+               numpy_helper.from_array(np.array([0], np.int64), "zero")])
+    x = rng.standard_normal((t, b, d)).astype(np.float32)
+    return m, 2, [(f"c={c}", {"c": scalar(c, np.bool_), "x": x})
+                  for c in (True, False)]
+
+
 MODELS = {
     "mlp": mlp,
     "while": while_loop,
@@ -264,6 +299,7 @@ MODELS = {
     "pass-through": pass_through,
     "body-weights": body_weights,
     "greedy-decode": greedy_decode,
+    "if-heavy": if_heavy,
 }
 
 

@@ -5,8 +5,11 @@
 // k, and one call of it (ControlFlowHandlers.cpp). The body's first k
 // arguments are the loop state (flag, counter, carried values), its other
 // arguments loop-invariant; before bufferization it returns the next state
-// (k results), after it writes the next state to its last k arguments
-// (out-parameters, BufferResultsToOutParams). The mark is on the function
+// (its first k results), after it writes it to its first k out-parameters
+// (the trailing arguments marked bufferize.result, BufferResultsToOutParams).
+// Results after the k are outputs of the last iteration, undefined when
+// the loop runs none (an If's branch run as a loop of at most one
+// iteration gives its outputs so). The mark is on the function
 // because bufferization rebuilds calls without their attributes. The
 // artifact builder repeats the body's launches while the flag holds
 // (lib/Target/CUDA/DeviceLoops.cpp).
@@ -28,21 +31,36 @@ int64_t deviceLoopStateCount(Operation *func) {
   return count ? count.getInt() : 0;
 }
 
-std::optional<DeviceLoopParts> deviceLoopParts(Operation *call, int64_t k) {
+/// The body's out-parameters after bufferization: its trailing arguments
+/// marked `bufferize.result` (BufferResultsToOutParams).
+static size_t outParameters(Operation *func) {
+  auto body = dyn_cast<FunctionOpInterface>(func);
+  size_t count = 0;
+  if (body)
+    for (unsigned i = body.getNumArguments(); i > 0; --i, ++count)
+      if (!body.getArgAttr(i - 1, "bufferize.result"))
+        break;
+  return count;
+}
+
+std::optional<DeviceLoopParts> deviceLoopParts(Operation *call,
+                                               Operation *body) {
+  int64_t k = deviceLoopStateCount(body);
   if (k < 2)
     return std::nullopt;
   size_t n = static_cast<size_t>(k);
   ValueRange operands = call->getOperands();
   DeviceLoopParts parts;
   if (call->getNumResults()) {
-    if (call->getNumResults() != n || operands.size() < n)
+    if (call->getNumResults() < n || operands.size() < n)
       return std::nullopt;
     parts.finals = call->getResults();
   } else {
-    if (operands.size() < 2 * n)
+    size_t outs = outParameters(body);
+    if (outs < n || operands.size() < n + outs)
       return std::nullopt;
-    parts.finals = operands.take_back(n);
-    operands = operands.drop_back(n);
+    parts.finals = operands.take_back(outs);
+    operands = operands.drop_back(outs);
   }
   parts.state = operands.take_front(n);
   parts.invariants = operands.drop_front(n);
@@ -64,16 +82,16 @@ LogicalResult verifyDeviceLoop(Operation *op, NamedAttribute attr) {
   ArrayRef<Type> args = func.getArgumentTypes();
   ArrayRef<Type> results = func.getResultTypes();
   // Before bufferization the next state is returned, after it written to
-  // the last k arguments.
+  // the trailing out-parameters; outputs of the last iteration may follow.
   ArrayRef<Type> next =
-      results.empty() && args.size() >= 2 * k ? args.take_back(k) : results;
-  if (args.size() < k || next.size() != k)
+      results.empty() ? args.take_back(outParameters(op)) : results;
+  if (args.size() < k || next.size() < k)
     return op->emitError()
            << "'kiln.device_loop' = " << k
-           << " needs as many loop-state arguments and as many results (or "
-              "trailing out-parameters); the body has "
-           << args.size() << " arguments and " << results.size()
-           << " results";
+           << " needs as many loop-state arguments and at least as many "
+              "results (or trailing out-parameters); the body has "
+           << args.size() << " arguments and " << next.size()
+           << (results.empty() ? " out-parameters" : " results");
   for (size_t i = 0; i < k; ++i)
     if (args[i] != next[i])
       return op->emitError() << "device loop state " << i << " enters as "

@@ -3,10 +3,13 @@
 // Control flow whose structure is known at compile time, resolved at import:
 //
 //   - If with a constant condition imports the chosen branch inline. With a
-//     run-time condition both branches are imported and every output is a
-//     kiln.select on the condition: the choice is made on the device, with
-//     no read-back to the host, at the cost of running both branches (ONNX
-//     subgraphs are pure, so the branch not chosen has no effect). Outputs
+//     run-time condition, branches that hold heavy work (a contraction, a
+//     recurrence, a loop) become device-side loops of at most one iteration
+//     each (below), so only the chosen one runs; lighter branches are both
+//     imported inline and every output is a kiln.select on the condition:
+//     the choice is made on the device, with no read-back to the host, at
+//     the cost of running both branches (ONNX subgraphs are pure, so the
+//     branch not chosen has no effect). Outputs
 //     whose shapes differ between the branches need run-time shapes: an
 //     error naming the node. A branch may give a sequence or optional: with
 //     a constant condition it passes through; with a run-time one both
@@ -47,6 +50,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 
@@ -102,6 +106,96 @@ LogicalResult setSubgraphResults(NodeImporter &n,
   return n.setResults(tensors);
 }
 
+SmallVector<Value> closeOverCaptures(func::FuncOp func);
+
+/// `base`, or `base_N` for the first N that names no symbol of `module`.
+std::string uniqueSymbol(ModuleOp module, StringRef base) {
+  std::string name = base.str();
+  for (int i = 1; SymbolTable::lookupSymbolIn(module, name); ++i)
+    name = base.str() + "_" + std::to_string(i);
+  return name;
+}
+
+/// Whether a subgraph, at any depth, holds an op worth not running for
+/// nothing: a contraction, a recurrence or a loop.
+bool holdsHeavyWork(const onnx::GraphProto &graph) {
+  static const llvm::StringSet<> heavy = {
+      "MatMul",     "Gemm",         "Conv",          "ConvTranspose",
+      "LSTM",       "GRU",          "RNN",           "Attention",
+      "Einsum",     "MatMulInteger", "ConvInteger",  "QLinearConv",
+      "QLinearMatMul", "Loop",      "Scan"};
+  for (const onnx::NodeProto &node : graph.node()) {
+    if (heavy.contains(node.op_type()))
+      return true;
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.has_g() && holdsHeavyWork(attr.g()))
+        return true;
+      for (const onnx::GraphProto &g : attr.graphs())
+        if (holdsHeavyWork(g))
+          return true;
+    }
+  }
+  return false;
+}
+
+/// One If branch run on the device only when `flag` holds: a device-loop
+/// body `(flag, i, captured...) -> (false, i, outputs...)` (state count 2,
+/// its outputs after the state: what the one iteration gives, undefined
+/// when it does not run) and a call of it. Returns the branch's outputs;
+/// nullopt, with nothing built, when one is a sequence or optional.
+FailureOr<std::optional<SmallVector<Value>>>
+importDeviceBranch(NodeImporter &n, const onnx::GraphProto &graph,
+                   Value flag) {
+  OpBuilder &b = n.builder();
+  Composer c(n);
+  auto flagType = RankedTensorType::get({}, b.getI1Type());
+  auto counterType = RankedTensorType::get({}, b.getIntegerType(64));
+  auto parent =
+      b.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
+  func::FuncOp func;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(parent);
+    func = func::FuncOp::create(b, parent.getLoc(),
+                                uniqueSymbol(parent->getParentOfType<ModuleOp>(),
+                                             "if_branch"),
+                                b.getFunctionType({flagType, counterType}, {}));
+    func.setPrivate();
+    Block *entry = func.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    FailureOr<SmallVector<SubgraphValue>> out =
+        n.importSubgraphValues(graph, {});
+    if (failed(out)) {
+      func.erase();
+      return failure();
+    }
+    SmallVector<Value> results{c.constant(flagType, {0.0}),
+                               entry->getArgument(1)};
+    for (const SubgraphValue &v : *out) {
+      if (v.composite) {
+        func.erase();
+        return std::optional<SmallVector<Value>>();
+      }
+      results.push_back(v.tensor);
+    }
+    if (c.failed()) {
+      func.erase();
+      return failure();
+    }
+    func::ReturnOp::create(b, parent.getLoc(), results);
+    func.setType(b.getFunctionType(func.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+  }
+  SmallVector<Value> captured = closeOverCaptures(func);
+  func->setAttr(KilnDialect::DeviceLoopAttrHelper::getNameStr(),
+                b.getI64IntegerAttr(2));
+  SmallVector<Value> operands{flag, c.scalar(b.getIntegerType(64), 0)};
+  operands.append(captured);
+  auto call = func::CallOp::create(b, n.loc(), func, operands);
+  return std::optional<SmallVector<Value>>(
+      SmallVector<Value>(call.getResults().drop_front(2)));
+}
+
 LogicalResult importIf(NodeImporter &n) {
   if (failed(n.checkArity(1, 1, static_cast<size_t>(n.node().output_size()))))
     return failure();
@@ -123,6 +217,47 @@ LogicalResult importIf(NodeImporter &n) {
     if (failed(chosen))
       return failure();
     return setSubgraphResults(n, *chosen);
+  }
+  // Branches with heavy work (a contraction, a recurrence, a loop) run on
+  // the device only when chosen: each is a loop of at most one iteration
+  // (a While region whose body clears its flag), and a select picks the
+  // result, the branch not taken leaving its outputs undefined. Training
+  // keeps the select form (kiln-autodiff differentiates it), and so do
+  // branches that give sequences or optionals.
+  if (!n.training() && (holdsHeavyWork(*thenGraph) ||
+                        holdsHeavyWork(*elseGraph))) {
+    Composer c(n);
+    Value cond = c.reshape(n.input(0), {});
+    Value notCond = c.make<NotOp>({cond});
+    if (c.failed())
+      return failure();
+    FailureOr<std::optional<SmallVector<Value>>> thenOut =
+        importDeviceBranch(n, *thenGraph, cond);
+    if (failed(thenOut))
+      return failure();
+    FailureOr<std::optional<SmallVector<Value>>> elseOut =
+        *thenOut ? importDeviceBranch(n, *elseGraph, notCond)
+                 : std::optional<SmallVector<Value>>();
+    if (failed(elseOut))
+      return failure();
+    if (*thenOut && *elseOut) {
+      SmallVector<Value> results;
+      for (auto [i, pair] :
+           llvm::enumerate(llvm::zip_equal(**thenOut, **elseOut))) {
+        auto [a, b] = pair;
+        RankedTensorType ta = typeOf(a), tb = typeOf(b);
+        if (ta != tb)
+          return n.fail("output " + Twine(i) + ": then_branch gives " +
+                        shapeText(ta) + " and else_branch " + shapeText(tb) +
+                        " (or another element type); a shape chosen at run "
+                        "time needs run-time shapes (not supported yet)");
+        results.push_back(c.make<SelectOp>({cond, a, b}));
+      }
+      if (c.failed())
+        return failure();
+      return n.setResults(results);
+    }
+    // A branch gives a sequence or optional: the select form below.
   }
   FailureOr<SmallVector<SubgraphValue>> thenValues =
       n.importSubgraphValues(*thenGraph, {});
@@ -276,10 +411,11 @@ LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(parent);
-    func = func::FuncOp::create(b, parent.getLoc(), "loop_body",
+    func = func::FuncOp::create(b, parent.getLoc(),
+                                uniqueSymbol(parent->getParentOfType<ModuleOp>(),
+                                             "loop_body"),
                                 b.getFunctionType(argTypes, {}));
     func.setPrivate();
-    SymbolTable(parent->getParentOfType<ModuleOp>()).insert(func);
     Block *entry = func.addEntryBlock();
     b.setInsertionPointToStart(entry);
     SmallVector<SubgraphValue> args{entry->getArgument(1),
@@ -660,9 +796,11 @@ LogicalResult importScan8(NodeImporter &n) {
 void registerControlFlowHandlers(SmallVectorImpl<Handler> &handlers) {
   handlers.push_back(
       {"If", 1, importIf,
-       "run-time condition: both branches run and kiln.select picks; "
-       "branch outputs must have equal shapes; a sequence or optional "
-       "output needs as many tensors in both branches"});
+       "run-time condition: branches with a contraction, recurrence or "
+       "loop run on the device only when chosen, lighter ones both run and "
+       "kiln.select picks; branch outputs must have equal shapes; a "
+       "sequence or optional output needs as many tensors in both "
+       "branches"});
   handlers.push_back(
       {"Loop", 1, importLoop,
        "compile-time trip count and condition: unrolled (up to 1024 "

@@ -21,14 +21,28 @@ func.func @main(%f: tensor<i1>, %i: tensor<i64>, %h: tensor<4xf32>,
 
 // -----
 
-// ... and with its last k arguments (out-parameters) after it.
+// ... and with its first k out-parameters (trailing arguments marked
+// bufferize.result) after it.
 // CHECK-LABEL: func.func private @buffers
 // CHECK-SAME: kiln.device_loop = 2 : i64
 func.func private @buffers(%flag: memref<i1>, %i: memref<i64>,
-                           %x: memref<4xf32>, %flag_out: memref<i1>,
-                           %i_out: memref<i64>)
+                           %x: memref<4xf32>,
+                           %flag_out: memref<i1> {bufferize.result},
+                           %i_out: memref<i64> {bufferize.result})
     attributes {kiln.device_loop = 2 : i64} {
   return
+}
+
+// -----
+
+// Results after the state are the last iteration's outputs (an If's
+// branch run as a loop of at most one iteration).
+// CHECK-LABEL: func.func private @branch
+// CHECK-SAME: kiln.device_loop = 2 : i64
+func.func private @branch(%flag: tensor<i1>, %i: tensor<i64>, %x: tensor<4xf32>)
+    -> (tensor<i1>, tensor<i64>, tensor<4xf32>)
+    attributes {kiln.device_loop = 2 : i64} {
+  return %flag, %i, %x : tensor<i1>, tensor<i64>, tensor<4xf32>
 }
 
 // -----
@@ -44,7 +58,7 @@ func.func private @one(%flag: tensor<i1>) -> tensor<i1>
 
 // -----
 
-// expected-error @+1 {{'kiln.device_loop' = 3 needs as many loop-state arguments and as many results (or trailing out-parameters); the body has 2 arguments and 2 results}}
+// expected-error @+1 {{'kiln.device_loop' = 3 needs as many loop-state arguments and at least as many results (or trailing out-parameters); the body has 2 arguments and 2 results}}
 func.func private @short(%flag: tensor<i1>, %i: tensor<i64>) -> (tensor<i1>, tensor<i64>)
     attributes {kiln.device_loop = 3 : i64}
 

@@ -79,20 +79,22 @@ int64_t normalizeAxis(int64_t axis, int64_t rank);
 /// A device-side loop's body is a function marked `kiln.device_loop` = k
 /// (DeviceLoop.cpp), called once: the call's first k operands are the loop
 /// state (flag, counter, carried values), then come the loop-invariant
-/// operands, and the final state goes to the call's results before
-/// bufferization and to its last k operands (out-parameters) after.
+/// operands. `finals` receives the body's results: the call's results
+/// before bufferization, its out-parameters after (the callee's trailing
+/// arguments marked bufferize.result); the first k are the final state,
+/// any after them the last iteration's outputs.
 struct DeviceLoopParts {
   mlir::ValueRange state, invariants, finals;
 };
 /// The state count of a device-loop body, or 0 for another function.
 int64_t deviceLoopStateCount(mlir::Operation *func);
-/// Splits the operands of a call of a device-loop body with `k` state
-/// values; nullopt when they do not fit.
+/// Splits the operands of a call of device-loop body `body`; nullopt when
+/// they do not fit.
 std::optional<DeviceLoopParts> deviceLoopParts(mlir::Operation *call,
-                                               int64_t k);
+                                               mlir::Operation *body);
 /// The `kiln.device_loop` attribute's verifier (KilnDialect::
 /// verifyOperationAttribute): on a func.func, at least 2, the state's
-/// argument types paired with the results' (or the last out-parameters'),
+/// argument types paired with the first results' (or out-parameters'),
 /// the flag an i1 and the counter an i64 of one element.
 llvm::LogicalResult verifyDeviceLoop(mlir::Operation *op,
                                      mlir::NamedAttribute attr);
