@@ -223,9 +223,16 @@ LogicalResult importIf(NodeImporter &n) {
   // (a While region whose body clears its flag), and a select picks the
   // result, the branch not taken leaving its outputs undefined. Training
   // keeps the select form (kiln-autodiff differentiates it), and so do
-  // branches that give sequences or optionals.
-  if (!n.training() && (holdsHeavyWork(*thenGraph) ||
-                        holdsHeavyWork(*elseGraph))) {
+  // branches that give sequences or optionals, and models with sizes chosen
+  // at run time (kilnc --dim: the separable-dims analysis does not look
+  // into a device loop, so the artifact would run its maximum size only).
+  bool runtimeSizes = n.builder()
+                          .getInsertionBlock()
+                          ->getParentOp()
+                          ->getParentOfType<ModuleOp>()
+                          ->hasAttr(KilnDialect::DimRangesAttrHelper::getNameStr());
+  if (!n.training() && !runtimeSizes &&
+      (holdsHeavyWork(*thenGraph) || holdsHeavyWork(*elseGraph))) {
     Composer c(n);
     Value cond = c.reshape(n.input(0), {});
     Value notCond = c.make<NotOp>({cond});
