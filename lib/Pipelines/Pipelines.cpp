@@ -263,6 +263,7 @@ void addGpuPhase(OpPassManager &pm, const PipelineOptions &options) {
   outParams.hoistStaticAllocs = true;
   outParams.addResultAttribute = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  pm.addNestedPass<func::FuncOp>(createMaterializeCallOperandsPass());
   // Each linalg op becomes one kernel (kiln-select-generic-kernels picks its
   // shape from the chip's facts, TargetInfo.h; kiln-map-to-gpu follows).
   OpPassManager &func = pm.nest<func::FuncOp>();

@@ -455,6 +455,35 @@ def DistinctResultsPass : Pass<"kiln-distinct-results", "mlir::func::FuncOp"> {
   ];
 }
 
+def MaterializeCallOperandsPass
+    : Pass<"kiln-materialize-call-operands", "mlir::func::FuncOp"> {
+  let summary = "Copy buffer views passed to a device loop's body into whole buffers";
+  let description = [{
+    After bufferization a call of a device-side loop's body (a function
+    marked `kiln.device_loop`, docs/architecture.md "Device-side loops")
+    may pass a view of a buffer: a Split part or a Slice is a
+    `memref.subview`, an unfused Reshape an `expand_shape` or
+    `collapse_shape`. The artifact builder binds the body's arguments to
+    kernel parameters, which take whole buffers, so each such operand is
+    copied into a buffer of its own first (a `memref.copy`, which
+    kiln-select-generic-kernels and kiln-map-to-gpu make a kernel). Whole
+    buffers (function arguments, `memref.alloc`, `memref.get_global`) pass
+    as they are. Runs right after bufferization.
+
+    Example:
+
+    ```mlir
+    %v = memref.subview %a[0] [4] [1] : memref<8xf32> to memref<4xf32, strided<[1]>>
+    call @loop_body(%flag, %i, %v) : (...) -> ()
+    // becomes
+    %w = memref.alloc() : memref<4xf32>
+    memref.copy %v, %w : memref<4xf32, strided<[1]>> to memref<4xf32>
+    call @loop_body(%flag, %i, %w) : (...) -> ()
+    ```
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
 def MaterializeWeightsPass : Pass<"kiln-materialize-weights", "mlir::ModuleOp"> {
   let summary = "Turn immutable ml_program globals into tensor constants";
   let description = [{

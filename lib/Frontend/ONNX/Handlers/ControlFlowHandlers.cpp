@@ -108,6 +108,16 @@ LogicalResult setSubgraphResults(NodeImporter &n,
 
 SmallVector<Value> closeOverCaptures(func::FuncOp func);
 
+/// Erases the pure ops of `func` whose results nothing uses.
+void removeDeadOps(func::FuncOp func) {
+  SmallVector<Operation *> ops;
+  func.walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (op != func && op->use_empty() && isPure(op) &&
+        !op->hasTrait<OpTrait::IsTerminator>())
+      op->erase();
+}
+
 /// `base`, or `base_N` for the first N that names no symbol of `module`.
 std::string uniqueSymbol(ModuleOp module, StringRef base) {
   std::string name = base.str();
@@ -169,7 +179,10 @@ importDeviceBranch(NodeImporter &n, const onnx::GraphProto &graph,
       func.erase();
       return failure();
     }
-    SmallVector<Value> results{c.constant(flagType, {0.0}),
+    // The next flag is false (one iteration at most), written as `not
+    // flag`, which reads the flag (see importDeviceLoop: a state argument
+    // the body does not read may be overwritten before the call).
+    SmallVector<Value> results{c.make<NotOp>({entry->getArgument(0)}),
                                entry->getArgument(1)};
     for (const SubgraphValue &v : *out) {
       if (v.composite) {
@@ -459,18 +472,33 @@ LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
       }
       results.push_back(v.tensor);
     }
+    // Every state argument must be read by the body: bufferization may
+    // otherwise let another value overwrite the caller's buffer for it
+    // before the call (a call does not read what its callee does not),
+    // and the loop copies every initial value in, and returns it when it
+    // runs no iteration (finding 30 of docs/reliability.md). The flag is
+    // true whenever the body runs, so `and flag` and `select(flag, next,
+    // h)` change nothing there but read the flag and an unread carried h.
+    auto ret = func::ReturnOp::create(b, parent.getLoc(), results);
+    removeDeadOps(func);
+    b.setInsertionPoint(ret);
+    Value flagIn = entry->getArgument(0);
     Value next = c.make<AddOp>({entry->getArgument(1), c.scalar(i64, 1)});
-    Value keep = c.reshape(results[0], {});
+    Value keep = c.make<AndOp>({c.reshape(results[0], {}), flagIn});
     if (tripCount)
       keep = c.make<AndOp>(
           {keep, c.make<LessOp>({next, entry->getArguments().back()})});
+    for (size_t j = 0; j < numCarried; ++j)
+      if (entry->getArgument(2 + j).use_empty())
+        results[1 + j] =
+            c.make<SelectOp>({flagIn, results[1 + j], entry->getArgument(2 + j)});
     if (c.failed()) {
       func.erase();
       return failure();
     }
     results[0] = keep;
     results.insert(results.begin() + 1, next);
-    func::ReturnOp::create(b, parent.getLoc(), results);
+    ret->setOperands(results);
     func.setType(b.getFunctionType(func.getArgumentTypes(),
                                    ValueRange(results).getTypes()));
   }
