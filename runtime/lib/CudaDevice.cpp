@@ -4,7 +4,9 @@
 // CUDA runtime code in the process). Handles index slot vectors; the function
 // slots remember their kernel's name so that every launch error names it.
 // Copies are synchronous with respect to all queued work, so a session never
-// has to reason about the legacy default stream.
+// has to reason about the legacy default stream. Device-side loops under
+// graph replay become conditional WHILE nodes (beginWhileCapture), set by
+// the embedded kiln_set_while kernel (SetWhileKernel.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 
 #include "CudaDriver.h"
 #include "Nvml.h"
+#include "SetWhileKernel.h"
 
 #include <cstring>
 #include <optional>
@@ -55,6 +58,11 @@ struct FunctionSlot {
 };
 struct StreamSlot {
   CUstream handle = nullptr;
+  /// A loop body's stream (beginWhileCapture): its WHILE node's handle and
+  /// flag byte, which the setter at the body's end reads.
+  bool loopBody = false;
+  CUgraphConditionalHandle condition = 0;
+  CUdeviceptr flag = 0;
 };
 struct EventSlot {
   CUevent handle = nullptr;
@@ -123,6 +131,11 @@ public:
   Error launchGraph(GraphHandle graph, StreamHandle stream) override;
   Error destroyGraph(GraphHandle graph) override;
 
+  Error checkConditionalGraphs() override;
+  Expected<StreamHandle> beginWhileCapture(StreamHandle stream,
+                                           DevicePtr flag) override;
+  Error endWhileCapture(StreamHandle body) override;
+
   Expected<uint64_t> energyMillijoules() override;
 
 private:
@@ -131,6 +144,11 @@ private:
     return cu.check(cu.cuCtxSetCurrent(context), "cuCtxSetCurrent", "");
   }
   Expected<CUstream> streamOf(StreamHandle stream, std::string_view call);
+  /// Loads the kiln_set_while cubin for this GPU, or says why it cannot.
+  Error loadSetWhile();
+  /// Queues kiln_set_while(condition, flag) on `stream`.
+  Error launchSetWhile(CUstream stream, CUgraphConditionalHandle condition,
+                       CUdeviceptr flag);
 
   const CudaDriver &cu;
   CUdevice device;
@@ -145,6 +163,11 @@ private:
   std::vector<void *> argumentPointers;
   /// This GPU in NVML, found on first use (or why it was not).
   std::optional<Expected<NvmlDevice>> nvmlDevice;
+  /// checkConditionalGraphs' answer, found on first use; the setter kernel
+  /// when it is success.
+  std::optional<Error> conditionalGraphs;
+  CUmodule setWhileModule = nullptr;
+  CUfunction setWhileFunction = nullptr;
 };
 
 CudaDevice::~CudaDevice() {
@@ -162,6 +185,8 @@ CudaDevice::~CudaDevice() {
   for (ModuleSlot &module : modules.all())
     if (module.handle)
       (void)cu.cuModuleUnload(module.handle);
+  if (setWhileModule)
+    (void)cu.cuModuleUnload(setWhileModule);
   (void)cu.cuDevicePrimaryCtxRelease(device);
 }
 
@@ -538,6 +563,170 @@ Error CudaDevice::destroyGraph(GraphHandle graph) {
   CUresult result = cu.cuGraphExecDestroy(slot->handle);
   slot->handle = nullptr;
   return cu.check(result, "cuGraphExecDestroy", "");
+}
+
+//===----------------------------------------------------------------------===//
+// Conditional WHILE nodes
+//===----------------------------------------------------------------------===//
+
+Error CudaDevice::checkConditionalGraphs() {
+  if (!conditionalGraphs)
+    conditionalGraphs = loadSetWhile();
+  return *conditionalGraphs;
+}
+
+Error CudaDevice::loadSetWhile() {
+  if (!cu.hasConditionalGraphs) {
+    std::string version =
+        fmt::format("{}.{}", cu.version / 1000, cu.version % 1000 / 10);
+    if (cu.version < kConditionalGraphsVersion)
+      return makeError("the CUDA driver is {}: conditional graph nodes need "
+                       "12.4 or later",
+                       version);
+    return makeError("the CUDA driver ({}) lacks a graph or conditional-node "
+                     "entry point",
+                     version);
+  }
+  uint32_t sm = deviceInfo.computeCapability;
+  const SetWhileCubin *cubin = findSetWhileCubin(sm);
+  if (!cubin) {
+    std::string built;
+    for (const SetWhileCubin &known : setWhileCubins())
+      built += fmt::format("{}sm_{}", built.empty() ? "" : ", ", known.sm);
+    if (built.empty())
+      return makeError("this runtime was built without nvcc: it has no {} "
+                       "cubin",
+                       kSetWhileKernelName);
+    return makeError("this runtime has no {} cubin for sm_{} (it has {})",
+                     kSetWhileKernelName, sm, built);
+  }
+  if (Error err = enter())
+    return err;
+  std::string subject =
+      fmt::format("kernel '{}', cubin for sm_{}", kSetWhileKernelName,
+                  cubin->sm);
+  CUmodule module = nullptr;
+  if (Error err = cu.check(
+          cu.cuModuleLoadDataEx(&module, cubin->data, 0, nullptr, nullptr),
+          "cuModuleLoadDataEx", subject))
+    return err;
+  CUfunction function = nullptr;
+  if (Error err = cu.check(
+          cu.cuModuleGetFunction(&function, module, kSetWhileKernelName),
+          "cuModuleGetFunction", subject)) {
+    (void)cu.cuModuleUnload(module);
+    return err;
+  }
+  setWhileModule = module;
+  setWhileFunction = function;
+  return Error::success();
+}
+
+Error CudaDevice::launchSetWhile(CUstream stream,
+                                 CUgraphConditionalHandle condition,
+                                 CUdeviceptr flag) {
+  void *arguments[] = {&condition, &flag};
+  return cu.check(cu.cuLaunchKernel(setWhileFunction, 1, 1, 1, 1, 1, 1, 0,
+                                    stream, arguments, nullptr),
+                  "cuLaunchKernel",
+                  fmt::format("kernel '{}'", kSetWhileKernelName));
+}
+
+Expected<StreamHandle> CudaDevice::beginWhileCapture(StreamHandle handle,
+                                                     DevicePtr flag) {
+  if (Error err = checkConditionalGraphs())
+    return err;
+  Expected<CUstream> stream = streamOf(handle, "beginWhileCapture");
+  if (!stream)
+    return stream.takeError();
+  if (Error err = enter())
+    return err;
+  // The graph the stream captures into: the run's, or an enclosing loop's
+  // body.
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = nullptr;
+  if (Error err = cu.check(cu.cuStreamGetCaptureInfo(*stream, &status,
+                                                     nullptr, &graph, nullptr,
+                                                     nullptr, nullptr),
+                           "cuStreamGetCaptureInfo", ""))
+    return err;
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph)
+    return makeError("beginWhileCapture: the stream is not capturing");
+  // No default value (flags 0): the setter queued next always runs before
+  // the node reads the handle.
+  CUgraphConditionalHandle condition = 0;
+  if (Error err = cu.check(cu.cuGraphConditionalHandleCreate(
+                               &condition, graph, context, 0, 0),
+                           "cuGraphConditionalHandleCreate", ""))
+    return err;
+  // The first test: the flag as the launches before the loop left it.
+  if (Error err =
+          launchSetWhile(*stream, condition, static_cast<CUdeviceptr>(flag)))
+    return err;
+  // The node depends on what the stream's next launch would (the setter).
+  const CUgraphNode *dependencies = nullptr;
+  const CUgraphEdgeData *edges = nullptr;
+  size_t dependencyCount = 0;
+  if (Error err = cu.check(cu.cuStreamGetCaptureInfo(
+                               *stream, &status, nullptr, &graph,
+                               &dependencies, &edges, &dependencyCount),
+                           "cuStreamGetCaptureInfo", ""))
+    return err;
+  CUgraphNodeParams params;
+  std::memset(&params, 0, sizeof(params)); // reserved bytes must be zero
+  params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  params.conditional.handle = condition;
+  params.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+  params.conditional.size = 1;
+  params.conditional.ctx = context;
+  CUgraphNode node = nullptr;
+  if (Error err = cu.check(cu.cuGraphAddNode(&node, graph, dependencies,
+                                             edges, dependencyCount, &params),
+                           "cuGraphAddNode", "a conditional WHILE node"))
+    return err;
+  // What the stream queues next comes after the whole loop.
+  if (Error err = cu.check(cu.cuStreamUpdateCaptureDependencies(
+                               *stream, &node, nullptr, 1,
+                               CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+                           "cuStreamUpdateCaptureDependencies", ""))
+    return err;
+  // The body: a stream of its own capturing into the node's graph.
+  CUstream body = nullptr;
+  if (Error err = cu.check(cu.cuStreamCreate(&body, CU_STREAM_NON_BLOCKING),
+                           "cuStreamCreate", "a loop body"))
+    return err;
+  if (Error err = cu.check(
+          cu.cuStreamBeginCaptureToGraph(body, params.conditional.phGraph_out[0],
+                                         nullptr, nullptr, 0,
+                                         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+          "cuStreamBeginCaptureToGraph", "a loop body")) {
+    (void)cu.cuStreamDestroy(body);
+    return err;
+  }
+  StreamSlot slot;
+  slot.handle = body;
+  slot.loopBody = true;
+  slot.condition = condition;
+  slot.flag = static_cast<CUdeviceptr>(flag);
+  return StreamHandle{streams.add(slot)};
+}
+
+Error CudaDevice::endWhileCapture(StreamHandle handle) {
+  StreamSlot *slot = streams.get(handle.id);
+  if (!slot || !slot->loopBody)
+    return makeError("endWhileCapture: not a loop body's stream");
+  if (Error err = enter())
+    return err;
+  // The test after every iteration: the flag as the body left it.
+  Error err = launchSetWhile(slot->handle, slot->condition, slot->flag);
+  // The body graph belongs to its node: it is not destroyed here.
+  CUgraph graph = nullptr;
+  CUresult ended = cu.cuStreamEndCapture(slot->handle, &graph);
+  (void)cu.cuStreamDestroy(slot->handle);
+  slot->handle = nullptr;
+  if (err)
+    return err;
+  return cu.check(ended, "cuStreamEndCapture", "a loop body");
 }
 
 Expected<uint64_t> CudaDevice::energyMillijoules() {

@@ -55,12 +55,16 @@ Expected<CudaDriver> resolveDriver() {
   bool tensorMaps = true;
 #define KILN_CUDA_RESOLVE_TENSOR_MAP(member, symbol, fallback)                 \
   tensorMaps &= resolve(driver.member, symbol, fallback, false);
-  KILN_CUDA_DRIVER_ENTRY_POINTS(KILN_CUDA_RESOLVE_REQUIRED,
-                                KILN_CUDA_RESOLVE_OPTIONAL,
-                                KILN_CUDA_RESOLVE_TENSOR_MAP)
+  bool conditional = true;
+#define KILN_CUDA_RESOLVE_CONDITIONAL(member, symbol, fallback)                \
+  conditional &= resolve(driver.member, symbol, fallback, false);
+  KILN_CUDA_DRIVER_ENTRY_POINTS(
+      KILN_CUDA_RESOLVE_REQUIRED, KILN_CUDA_RESOLVE_OPTIONAL,
+      KILN_CUDA_RESOLVE_TENSOR_MAP, KILN_CUDA_RESOLVE_CONDITIONAL)
 #undef KILN_CUDA_RESOLVE_REQUIRED
 #undef KILN_CUDA_RESOLVE_OPTIONAL
 #undef KILN_CUDA_RESOLVE_TENSOR_MAP
+#undef KILN_CUDA_RESOLVE_CONDITIONAL
   driver.hasGraphs = graphs;
   driver.hasTensorMaps = tensorMaps;
   if (!missing.empty())
@@ -77,6 +81,10 @@ Expected<CudaDriver> resolveDriver() {
   if (Error err = driver.check(driver.cuDriverGetVersion(&driver.version),
                                "cuDriverGetVersion", ""))
     return err;
+  // The entry points appeared in 12.3; NVIDIA supports conditional nodes
+  // from 12.4 on, which is what Kiln asks for.
+  driver.hasConditionalGraphs =
+      graphs && conditional && driver.version >= kConditionalGraphsVersion;
   return driver;
 }
 } // namespace

@@ -27,9 +27,11 @@
 namespace kiln::runtime {
 
 // X(member, exported symbol, older exported symbol or nullptr). REQUIRED
-// entries must all resolve; OPTIONAL ones (graphs) and TENSOR_MAP ones (TMA
-// descriptors, CUDA 12) may be missing.
-#define KILN_CUDA_DRIVER_ENTRY_POINTS(REQUIRED, OPTIONAL, TENSOR_MAP)          \
+// entries must all resolve; OPTIONAL ones (graphs), TENSOR_MAP ones (TMA
+// descriptors, CUDA 12) and CONDITIONAL ones (conditional graph nodes
+// built by stream capture, CUDA 12.3) may be missing.
+#define KILN_CUDA_DRIVER_ENTRY_POINTS(REQUIRED, OPTIONAL, TENSOR_MAP,          \
+                                      CONDITIONAL)                             \
   REQUIRED(cuGetErrorName, "cuGetErrorName", nullptr)                          \
   REQUIRED(cuGetErrorString, "cuGetErrorString", nullptr)                      \
   REQUIRED(cuInit, "cuInit", nullptr)                                          \
@@ -70,20 +72,38 @@ namespace kiln::runtime {
   OPTIONAL(cuGraphLaunch, "cuGraphLaunch", nullptr)                            \
   OPTIONAL(cuGraphExecDestroy, "cuGraphExecDestroy", nullptr)                  \
   OPTIONAL(cuGraphDestroy, "cuGraphDestroy", nullptr)                          \
-  TENSOR_MAP(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", nullptr)
+  TENSOR_MAP(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", nullptr)       \
+  CONDITIONAL(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3", nullptr)    \
+  CONDITIONAL(cuGraphConditionalHandleCreate,                                  \
+              "cuGraphConditionalHandleCreate", nullptr)                       \
+  CONDITIONAL(cuGraphAddNode, "cuGraphAddNode_v2", nullptr)                    \
+  CONDITIONAL(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph",      \
+              nullptr)                                                         \
+  CONDITIONAL(cuStreamUpdateCaptureDependencies,                               \
+              "cuStreamUpdateCaptureDependencies_v2", nullptr)
+
+/// The first driver version with conditional WHILE nodes Kiln uses
+/// (CudaDriver::version of CUDA 12.4).
+inline constexpr int kConditionalGraphsVersion = 12040;
 
 /// The driver entry points, resolved from libcuda.so.1.
 struct CudaDriver {
 #define KILN_CUDA_DECLARE(member, symbol, fallback)                            \
   decltype(&::member) member = nullptr;
   KILN_CUDA_DRIVER_ENTRY_POINTS(KILN_CUDA_DECLARE, KILN_CUDA_DECLARE,
-                                KILN_CUDA_DECLARE)
+                                KILN_CUDA_DECLARE, KILN_CUDA_DECLARE)
 #undef KILN_CUDA_DECLARE
 
   /// True when every graph entry point resolved.
   bool hasGraphs = false;
   /// True when cuTensorMapEncodeTiled resolved (TMA kernels can run).
   bool hasTensorMaps = false;
+  /// True when the graph and the CONDITIONAL entry points resolved and the
+  /// driver is CUDA 12.4 or later (conditional WHILE nodes whose bodies are
+  /// captured, nested ones included). A device also needs a kiln_set_while
+  /// cubin for its architecture (SetWhileKernel.h).
+  bool hasConditionalGraphs = false;
+  /// cuDriverGetVersion: 1000 * major + 10 * minor (12040: CUDA 12.4).
   int version = 0;
 
   /// "CUDA_ERROR_OUT_OF_MEMORY: out of memory".

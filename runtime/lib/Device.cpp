@@ -38,6 +38,10 @@ Error noGraphs(const Device &device) {
   return makeError("graph capture is not supported by the {} device",
                    device.info().kind);
 }
+Error noConditionalGraphs(const Device &device) {
+  return makeError("the {} device has no conditional graph nodes",
+                   device.info().kind);
+}
 } // namespace
 
 Error Device::copyOnDevice(DevicePtr, DevicePtr, uint64_t) {
@@ -70,6 +74,14 @@ Expected<GraphHandle> Device::endCapture(StreamHandle) {
 }
 Error Device::launchGraph(GraphHandle, StreamHandle) { return noGraphs(*this); }
 Error Device::destroyGraph(GraphHandle) { return noGraphs(*this); }
+
+Error Device::checkConditionalGraphs() { return noConditionalGraphs(*this); }
+Expected<StreamHandle> Device::beginWhileCapture(StreamHandle, DevicePtr) {
+  return noConditionalGraphs(*this);
+}
+Error Device::endWhileCapture(StreamHandle) {
+  return noConditionalGraphs(*this);
+}
 
 Error Device::setProfiling(const ProfilingOptions &options) {
   if (!options.enabled)

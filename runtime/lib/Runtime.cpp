@@ -2,7 +2,8 @@
 //
 // Everything a run needs is prepared once in Session::create (device memory,
 // modules, functions, every launch's packed parameters), so run() is a loop
-// of launches, or a single graph launch when graph replay is on.
+// of launches, or a single graph launch when graph replay is on (device-side
+// loops included, as conditional WHILE nodes, where the device has them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,6 +102,12 @@ struct Session::Impl {
   std::vector<std::vector<uint8_t>> maskStaging;
   /// Format 1.9: the host steps' storage; null without a host program.
   std::unique_ptr<HostRunner> host;
+  /// Format 1.12: how run() repeats the control regions (decided in
+  /// create): inside the captured graph (graph replay on a device with
+  /// conditional graph nodes), or by reading each flag on the host; and
+  /// Session::deviceLoops' line saying which (empty without regions).
+  bool loopsInGraph = false;
+  std::string loopsPath;
 
   ~Impl();
   Error zeroBuffers();
@@ -118,22 +125,35 @@ struct Session::Impl {
   /// given: runEntryPoint).
   Error resolveRunSizes(const EntryPoint *entry = nullptr);
   Error uploadInitialState();
-  /// Queues the whole launch list. `launchEvents` (one per launch, then one
-  /// after the last) are recorded before each launch; only for an artifact
-  /// without control regions, whose launches each run once.
-  Error launchAll(const std::vector<EventHandle> *launchEvents);
-  /// Runs `launchOne` on launches [begin, end) in order, repeating each
-  /// control region among them while its flag byte is nonzero, tested
-  /// before every iteration (docs/runtime.md "Device-side loops").
-  /// Regions before record `region` are not looked at.
+  /// How walkLaunches repeats a control region: the host reads its flag
+  /// before every iteration (launches run as they are queued), or, while
+  /// the stream is capturing, the device adds a conditional WHILE node whose
+  /// body the region's launches are captured into.
+  enum class LoopMode { HostReadsFlags, CaptureWhileNodes };
+  /// Queues the whole launch list on `stream`. `launchEvents` (one per
+  /// launch, then one after the last) are recorded before each launch; only
+  /// for an artifact without control regions, whose launches each run once.
+  Error launchAll(const std::vector<EventHandle> *launchEvents,
+                  LoopMode loops = LoopMode::HostReadsFlags);
+  using LaunchOne = std::function<Error(uint32_t, StreamHandle)>;
+  /// Runs `launchOne` on launches [begin, end) in order, on `queue`,
+  /// repeating each control region among them while its flag byte is
+  /// nonzero, tested before every iteration (docs/runtime.md "Device-side
+  /// loops"). With CaptureWhileNodes a region's launches go to the body
+  /// stream of its WHILE node. Regions before record `region` are not
+  /// looked at.
   Error walkLaunches(uint32_t begin, uint32_t end, size_t region,
-                     const std::function<Error(uint32_t)> &launchOne);
+                     StreamHandle queue, LoopMode loops,
+                     const LaunchOne &launchOne);
   /// Whether control region `index`'s flag byte is nonzero, once every
-  /// launch queued before it has finished.
-  Expected<bool> readFlag(size_t index);
+  /// launch queued on `queue` before it has finished.
+  Expected<bool> readFlag(size_t index, StreamHandle queue);
   /// Format 1.12: the launches the last walk ran, in order, a loop body's
-  /// once per iteration (lastRunLaunches with control regions).
+  /// once per iteration (lastRunLaunches with control regions); empty after
+  /// a run whose loops ran in a graph (the host does not see them).
   std::vector<uint32_t> ranLaunches;
+  /// Decides loopsInGraph and loopsPath.
+  void chooseLoopPath();
   Error enqueueRun();
   /// Host steps before the launches, and the device inputs they compute.
   Error runHostBefore();
@@ -519,13 +539,14 @@ Error Session::Impl::uploadSizeMasks(const EntryPoint *entry) {
   return Error::success();
 }
 
-Expected<bool> Session::Impl::readFlag(size_t index) {
+Expected<bool> Session::Impl::readFlag(size_t index, StreamHandle queue) {
   const ControlRegion &region = artifact->controlRegions[index];
   // The launches before the test must have written the flag. The emu
   // device runs each launch as it is queued; on cuda this waits for the
-  // stream, a round trip per iteration (no graph: enqueueRun).
+  // stream, a round trip per iteration (no conditional graph nodes:
+  // chooseLoopPath).
   uint8_t flag = 0;
-  Error err = device->synchronize(stream);
+  Error err = device->synchronize(queue);
   if (!err)
     err = device->copyToHost(&flag, arena.value_or(0) + region.flagOffset, 1);
   if (err)
@@ -535,9 +556,9 @@ Expected<bool> Session::Impl::readFlag(size_t index) {
   return flag != 0;
 }
 
-Error Session::Impl::walkLaunches(
-    uint32_t begin, uint32_t end, size_t region,
-    const std::function<Error(uint32_t)> &launchOne) {
+Error Session::Impl::walkLaunches(uint32_t begin, uint32_t end, size_t region,
+                                  StreamHandle queue, LoopMode loops,
+                                  const LaunchOne &launchOne) {
   const std::vector<ControlRegion> &regions = artifact->controlRegions;
   uint32_t l = begin;
   while (l < end) {
@@ -549,20 +570,45 @@ Error Session::Impl::walkLaunches(
                         ? std::min(end, regions[region].firstLaunch)
                         : end;
     for (; l < stop; ++l)
-      if (Error err = launchOne(l))
+      if (Error err = launchOne(l, queue))
         return err;
     if (l == end)
       break;
     // Region `region` starts at `l` and ends by `end`; the regions after it
     // that start inside it are nested in it.
-    uint32_t regionEnd = l + regions[region].launchCount;
+    const ControlRegion &record = regions[region];
+    uint32_t regionEnd = l + record.launchCount;
+    if (loops == LoopMode::CaptureWhileNodes) {
+      // One WHILE node: its body is the region's launches, captured once;
+      // the device tests the flag before each iteration.
+      auto context = [&](std::string_view what) {
+        return fmt::format("control region {} (launches [{}, {})): {}",
+                           region, l, regionEnd, what);
+      };
+      Expected<StreamHandle> body = device->beginWhileCapture(
+          queue, arena.value_or(0) + record.flagOffset);
+      if (!body)
+        return body.error().withContext(context("adding its WHILE node"));
+      Error walked =
+          walkLaunches(l, regionEnd, region + 1, *body, loops, launchOne);
+      // The body's capture ends (and its stream goes) even after a failure.
+      Error ended = device->endWhileCapture(*body);
+      if (walked)
+        return walked;
+      if (ended)
+        return ended.withContext(context("ending its WHILE node's body"));
+      l = regionEnd;
+      ++region;
+      continue;
+    }
     for (;;) {
-      Expected<bool> again = readFlag(region);
+      Expected<bool> again = readFlag(region, queue);
       if (!again)
         return again.takeError();
       if (!*again)
         break;
-      if (Error err = walkLaunches(l, regionEnd, region + 1, launchOne))
+      if (Error err =
+              walkLaunches(l, regionEnd, region + 1, queue, loops, launchOne))
         return err;
     }
     l = regionEnd;
@@ -571,13 +617,16 @@ Error Session::Impl::walkLaunches(
   return Error::success();
 }
 
-Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents) {
+Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents,
+                               LoopMode loops) {
   const std::vector<Launch> &launches = artifact->launches;
-  bool loops = !artifact->controlRegions.empty();
+  // In a graph the iterations happen on the device, out of the host's sight.
+  bool recordRan = !artifact->controlRegions.empty() &&
+                   loops == LoopMode::HostReadsFlags;
   ranLaunches.clear();
-  auto launchOne = [&](uint32_t i) -> Error {
+  auto launchOne = [&](uint32_t i, StreamHandle queue) -> Error {
     if (launchEvents)
-      if (Error err = device->recordEvent((*launchEvents)[i], stream))
+      if (Error err = device->recordEvent((*launchEvents)[i], queue))
         return err;
     // Size buckets: a guarded launch runs only at the sizes of its bucket
     // (docs/runtime.md "Size buckets").
@@ -589,27 +638,45 @@ Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents) {
     if (!artifact->launchScales.empty())
       config.grid = launchGridAt(*artifact, i, sizes);
     if (Error err = device->launch(functions[launches[i].kernel], config,
-                                   params[i], stream))
+                                   params[i], queue))
       return err.withContext(fmt::format("launch {}", i));
-    if (loops)
+    if (recordRan)
       ranLaunches.push_back(i);
     return Error::success();
   };
-  if (Error err =
-          walkLaunches(0, static_cast<uint32_t>(launches.size()), 0, launchOne))
+  if (Error err = walkLaunches(0, static_cast<uint32_t>(launches.size()), 0,
+                               stream, loops, launchOne))
     return err;
   if (launchEvents)
     return device->recordEvent(launchEvents->back(), stream);
   return Error::success();
 }
 
+void Session::Impl::chooseLoopPath() {
+  if (artifact->controlRegions.empty())
+    return;
+  // Checked here, before any capture: the cuda device loads its setter
+  // kernel on the first call.
+  std::string why;
+  if (!options.useGraph)
+    why = "graph replay is off";
+  else if (!device->supportsGraphs())
+    why = fmt::format("the {} device has no graphs", device->info().kind);
+  else if (Error err = device->checkConditionalGraphs())
+    why = err.message();
+  loopsInGraph = why.empty();
+  loopsPath = loopsInGraph ? "conditional graph nodes"
+                           : fmt::format("host-read flags ({})", why);
+}
+
 Error Session::Impl::enqueueRun() {
-  // Device-side loops (format 1.12) read their flag on the host between
-  // launches, which a captured graph cannot: such an artifact is launched
-  // directly for now. CUDA's conditional WHILE graph nodes are the next
-  // step (docs/runtime.md "Device-side loops").
+  // Device-side loops (format 1.12) are captured as conditional WHILE nodes
+  // where the device has them; otherwise the host reads each flag between
+  // launches, which a captured graph cannot, so the artifact is launched
+  // directly (docs/runtime.md "Device-side loops").
+  bool loops = !artifact->controlRegions.empty();
   if (!options.useGraph || !device->supportsGraphs() ||
-      !artifact->controlRegions.empty())
+      (loops && !loopsInGraph))
     return launchAll(nullptr);
   // Grids (and guarded launches) differ between sizes only when some launch
   // scales or is guarded.
@@ -624,7 +691,8 @@ Error Session::Impl::enqueueRun() {
   } else {
     if (Error err = device->beginCapture(stream))
       return err;
-    Error launched = launchAll(nullptr);
+    Error launched = launchAll(nullptr, loops ? LoopMode::CaptureWhileNodes
+                                              : LoopMode::HostReadsFlags);
     Expected<GraphHandle> captured = device->endCapture(stream);
     if (launched)
       return launched.withContext("capturing the launch list");
@@ -636,6 +704,7 @@ Error Session::Impl::enqueueRun() {
     }
     graphs.insert(graphs.begin(), {key, *captured});
   }
+  ranLaunches.clear();
   return device->launchGraph(graphs.front().second, stream);
 }
 
@@ -664,6 +733,7 @@ Session::create(std::shared_ptr<const Artifact> artifact,
     impl->host = std::make_unique<HostRunner>(impl->artifact->host);
   if (Error err = impl->prepare())
     return err;
+  impl->chooseLoopPath();
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -800,7 +870,7 @@ Error Session::runEntryPoint(std::string_view name,
   Device &device = *impl->device;
   bool loops = !model.controlRegions.empty();
   impl->ranLaunches.clear();
-  auto launchOne = [&](uint32_t l) -> Error {
+  auto launchOne = [&](uint32_t l, StreamHandle) -> Error {
     // A launch its size bucket leaves out (launch-guards) is skipped; the
     // observer still hears of it, as the launch that ran in its place came
     // before it. In a device-side loop it hears of each iteration's.
@@ -823,7 +893,7 @@ Error Session::runEntryPoint(std::string_view name,
             return err;
         if (Error err = impl->walkLaunches(
                 entry->firstLaunch, entry->firstLaunch + entry->launchCount, 0,
-                launchOne))
+                impl->stream, Impl::LoopMode::HostReadsFlags, launchOne))
           return err;
         if (observer)
           return observer->beforeWait(impl->stream);
@@ -964,6 +1034,8 @@ Error Session::readOutputToDevice(std::string_view name, DevicePtr dst,
   return err.withContext(fmt::format("reading output '{}'", name));
 }
 
+const std::string &Session::deviceLoops() const { return impl->loopsPath; }
+
 std::vector<uint32_t> Session::lastRunLaunches() const {
   if (!impl->artifact->controlRegions.empty())
     return impl->ranLaunches;
@@ -1019,8 +1091,8 @@ Expected<BenchmarkResult> Session::benchmark(unsigned warmup,
   Device &device = *impl->device;
   const std::vector<Launch> &launches = impl->artifact->launches;
   // Device-side loops (format 1.12): how often a launch runs depends on the
-  // data, and each iteration waits for its flag on the host, so only whole
-  // runs are timed (two events).
+  // data (and, with host-read flags, each iteration waits for the host), so
+  // only whole runs are timed (two events).
   bool loops = !impl->artifact->controlRegions.empty();
   std::vector<EventHandle> events;
   auto releaseEvents = [&] {

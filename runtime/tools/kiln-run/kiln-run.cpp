@@ -68,7 +68,8 @@ Input:
 Device:
   --device DEV          cuda, cuda:N or emu (default: cuda)
   --graph               capture the launch list into a CUDA graph and replay
-                        it (default: off)
+                        it, device-side loops as conditional WHILE nodes where
+                        the driver has them (default: off)
   --check LIST          emu: slower runs that fail on what a GPU would hide,
                         comma-separated: races (shared-memory races between
                         threads, missing fence.proxy.async, mbarrier misuse,
@@ -716,8 +717,11 @@ void printBenchmark(const BenchmarkResult &result, unsigned warmup,
 }
 
 /// Format 1.12: "control region 0: while launches 2-3 on flag buffer 2
-/// 'cond' @512", one line per device-side loop.
-void printControlRegions(const Artifact &artifact) {
+/// 'cond' @512", one line per device-side loop; with --graph, then how the
+/// loops ran: "device loops: conditional graph nodes" or "device loops:
+/// host-read flags (why)".
+void printControlRegions(const Artifact &artifact, const Session &session,
+                         bool graph) {
   for (size_t i = 0; i < artifact.controlRegions.size(); ++i) {
     const ControlRegion &region = artifact.controlRegions[i];
     const ArenaBuffer &flag = artifact.memoryPlan.buffers[region.flagBuffer];
@@ -727,6 +731,8 @@ void printControlRegions(const Artifact &artifact) {
                region.firstLaunch + region.launchCount - 1, region.flagBuffer,
                flag.name, region.flagOffset);
   }
+  if (graph && !session.deviceLoops().empty())
+    fmt::print("device loops: {}\n", session.deviceLoops());
 }
 
 Json benchmarkJson(const BenchmarkResult &result, unsigned warmup,
@@ -1099,7 +1105,7 @@ int runTool(const Options &options) {
                               options.outputDir, ec.message()));
   }
   if (!options.json)
-    printControlRegions(*artifact);
+    printControlRegions(*artifact, **session, options.useGraph);
   std::set<std::string> usedNames;
   std::vector<OutputSummary> summaries;
   std::vector<std::string> outputNames;

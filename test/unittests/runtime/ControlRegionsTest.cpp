@@ -5,13 +5,18 @@
 // written here in PTX, count on the arena, run on the emu device as a
 // counting loop and as two nested loops, against values worked out by hand;
 // the same through an entry point; a FakeDevice session with graph replay
-// on (not captured) and a benchmark (whole runs only); the round trip with
-// its header flag; every verifier and reader rule with its message; a 1.11
-// reader refusing the flag; kiln-run's region lines.
+// on (not captured: no conditional graph nodes) and a benchmark (whole runs
+// only); a device with conditional WHILE nodes (a host model of them) that
+// captures both artifacts once and replays them at other trip counts, and
+// its error paths; the kiln_set_while cubins the build embedded; on a GPU
+// (skipped without one), both artifacts on cuda with graph replay off and on;
+// the round trip with its header flag; every verifier and reader rule with
+// its message; a 1.11 reader refusing the flag; kiln-run's region lines.
 //
 //===----------------------------------------------------------------------===//
 
 #include "RuntimeTestUtils.h"
+#include "SetWhileKernel.h"
 
 #include "kiln/runtime/Npy.h"
 #include "kiln/runtime/Runtime.h"
@@ -19,6 +24,9 @@
 #include <fmt/core.h>
 #include <gmock/gmock.h>
 
+#include <cstring>
+#include <list>
+#include <set>
 #include <sys/wait.h>
 
 using namespace kiln::runtime;
@@ -26,6 +34,7 @@ using namespace kiln::runtime::test;
 using namespace kiln::runtime::format;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -363,6 +372,438 @@ TEST(ControlRegionsTest, GraphReplayIsNotUsedForLoops) {
   }
   EXPECT_TRUE(device->graphsCaptured.empty());
   EXPECT_EQ(device->graphLaunches, 0);
+  // The device has graphs but no conditional nodes: the host reads flags.
+  EXPECT_EQ((*session)->deviceLoops(),
+            "host-read flags (the fake device has no conditional graph "
+            "nodes)");
+}
+
+TEST(ControlRegionsTest, DeviceLoopsSaysWhichPathRuns) {
+  auto pathOn = [](std::shared_ptr<Device> device, const Artifact &artifact,
+                   bool graph) {
+    SessionOptions options;
+    options.useGraph = graph;
+    Expected<std::unique_ptr<Session>> session = Session::create(
+        std::make_shared<const Artifact>(artifact), device, options);
+    EXPECT_TRUE(session) << errorOf(session);
+    return session ? (*session)->deviceLoops() : std::string("no session");
+  };
+  Expected<std::unique_ptr<Device>> emu = createDevice("emu");
+  ASSERT_TRUE(emu) << errorOf(emu);
+  std::shared_ptr<Device> device = emu.take();
+  EXPECT_EQ(errorOf(device->checkConditionalGraphs()),
+            "the emu device has no conditional graph nodes");
+  EXPECT_EQ(pathOn(device, countingArtifact(), true),
+            "host-read flags (the emu device has no graphs)");
+  EXPECT_EQ(pathOn(device, countingArtifact(), false),
+            "host-read flags (graph replay is off)");
+  Artifact plain = countingArtifact();
+  plain.controlRegions.clear();
+  EXPECT_EQ(pathOn(device, plain, true), "");
+  // The emu device's answers to the capture calls.
+  EXPECT_EQ(errorOf(device->beginWhileCapture(StreamHandle{1}, 0)),
+            "the emu device has no conditional graph nodes");
+  EXPECT_EQ(errorOf(device->endWhileCapture(StreamHandle{1})),
+            "the emu device has no conditional graph nodes");
+}
+
+//===----------------------------------------------------------------------===//
+// Conditional WHILE nodes (a host model of them)
+//===----------------------------------------------------------------------===//
+
+/// A device whose memory is host memory and whose kernels are the test
+/// library's in C++, with graphs and conditional WHILE nodes as CUDA has
+/// them: launches on a capturing stream become nodes; beginWhileCapture
+/// adds a node that repeats its body while the flag byte is nonzero and
+/// returns a stream capturing into that body. It records the calls, so the
+/// session's capture sequence can be checked without a GPU.
+class WhileNodeDevice final : public Device {
+public:
+  struct Node {
+    /// A launch (kernel name and parameters), or a WHILE node (`flag`
+    /// nonzero) with its body.
+    std::string kernel;
+    PackedParams params;
+    DevicePtr flag = 0;
+    std::list<Node> body;
+  };
+
+  WhileNodeDevice() {
+    deviceInfo.kind = "while-nodes";
+    deviceInfo.name = "Fake GPU with conditional nodes";
+    deviceInfo.computeCapability = 90;
+  }
+  ~WhileNodeDevice() override {
+    for (void *memory : allocations)
+      std::free(memory);
+  }
+
+  /// Fail the call of this name: "begin", "end", or a kernel's name (its
+  /// launch while capturing).
+  std::string failCall;
+  int graphLaunches = 0;
+  int whileNodes = 0;
+  int openBodies = 0;
+  /// Each captured graph's nodes.
+  std::vector<std::list<Node>> graphs;
+  /// The kernels that ran, in order.
+  std::vector<std::string> ran;
+
+  const DeviceInfo &info() const override { return deviceInfo; }
+  Expected<DevicePtr> allocate(uint64_t size) override {
+    void *memory = std::aligned_alloc(256, (size + 255) / 256 * 256);
+    std::memset(memory, 0xAB, (size + 255) / 256 * 256);
+    allocations.push_back(memory);
+    return reinterpret_cast<DevicePtr>(memory);
+  }
+  Error deallocate(DevicePtr) override { return Error::success(); }
+  Error copyToDevice(DevicePtr dst, const void *src, uint64_t size) override {
+    std::memcpy(reinterpret_cast<void *>(dst), src, size);
+    return Error::success();
+  }
+  Error copyToHost(void *dst, DevicePtr src, uint64_t size) override {
+    std::memcpy(dst, reinterpret_cast<const void *>(src), size);
+    return Error::success();
+  }
+  Expected<ModuleHandle> loadModule(const ModuleImage &) override {
+    return ModuleHandle{1};
+  }
+  Error unloadModule(ModuleHandle) override { return Error::success(); }
+  Expected<FunctionHandle> getFunction(ModuleHandle,
+                                       std::string_view name) override {
+    functionNames.emplace_back(name);
+    return FunctionHandle{functionNames.size()};
+  }
+  Expected<StreamHandle> createStream() override {
+    return StreamHandle{++streamCount};
+  }
+  Error destroyStream(StreamHandle) override { return Error::success(); }
+  Error synchronize(StreamHandle) override { return Error::success(); }
+  Error launch(FunctionHandle function, const LaunchConfig &,
+               const PackedParams &params, StreamHandle stream) override {
+    const std::string &name = functionNames.at(function.id - 1);
+    auto target = capturing.find(stream.id);
+    if (target == capturing.end()) {
+      run(name, params);
+      return Error::success();
+    }
+    if (failCall == name)
+      return Error::failure("launch of '" + name + "' failed");
+    target->second->push_back(Node{name, params, 0, {}});
+    return Error::success();
+  }
+  Expected<EventHandle> createEvent() override { return EventHandle{1}; }
+  Error destroyEvent(EventHandle) override { return Error::success(); }
+  Error recordEvent(EventHandle, StreamHandle) override {
+    return Error::success();
+  }
+  Expected<float> elapsedMilliseconds(EventHandle, EventHandle) override {
+    return 0.5f;
+  }
+
+  bool supportsGraphs() const override { return true; }
+  Error beginCapture(StreamHandle stream) override {
+    graphs.emplace_back();
+    capturing[stream.id] = &graphs.back();
+    return Error::success();
+  }
+  Expected<GraphHandle> endCapture(StreamHandle stream) override {
+    capturing.erase(stream.id);
+    if (openBodies != 0)
+      return Error::failure("endCapture with a body still capturing");
+    return GraphHandle{graphs.size()};
+  }
+  Error launchGraph(GraphHandle graph, StreamHandle) override {
+    ++graphLaunches;
+    replay(graphs.at(graph.id - 1));
+    return Error::success();
+  }
+  Error destroyGraph(GraphHandle) override { return Error::success(); }
+
+  Error checkConditionalGraphs() override { return Error::success(); }
+  Expected<StreamHandle> beginWhileCapture(StreamHandle stream,
+                                           DevicePtr flag) override {
+    if (failCall == "begin")
+      return Error::failure("no WHILE node today");
+    auto parent = capturing.find(stream.id);
+    if (parent == capturing.end())
+      return Error::failure("beginWhileCapture: the stream is not capturing");
+    parent->second->push_back(Node{"", {}, flag, {}});
+    ++whileNodes;
+    ++openBodies;
+    StreamHandle body{++streamCount};
+    capturing[body.id] = &parent->second->back().body;
+    return body;
+  }
+  Error endWhileCapture(StreamHandle body) override {
+    if (!capturing.erase(body.id))
+      return Error::failure("endWhileCapture: not a body");
+    --openBodies;
+    if (failCall == "end")
+      return Error::failure("the body did not end");
+    return Error::success();
+  }
+
+private:
+  static int32_t *at(const PackedParams &params, size_t i) {
+    return reinterpret_cast<int32_t *>(paramAt<uint64_t>(params, i));
+  }
+  void run(const std::string &name, const PackedParams &p) {
+    ran.push_back(name);
+    auto flag = [&] { return reinterpret_cast<uint8_t *>(at(p, 1)); };
+    if (name == "zero")
+      *at(p, 0) = 0;
+    else if (name == "increment")
+      *at(p, 0) += 1;
+    else if (name == "accumulate")
+      *at(p, 0) += *at(p, 1);
+    else if (name == "reset") {
+      *at(p, 0) = 0;
+      *flag() = 0 < *at(p, 2);
+    } else if (name == "step") {
+      *at(p, 0) += 1;
+      *flag() = *at(p, 0) < *at(p, 2);
+    }
+  }
+  /// A WHILE node tests its flag before every iteration (what the setter
+  /// before the node and the one ending its body give the handle).
+  void replay(const std::list<Node> &nodes) {
+    for (const Node &node : nodes) {
+      if (!node.flag) {
+        run(node.kernel, node.params);
+        continue;
+      }
+      // A body that never clears its flag would spin for ever.
+      for (int i = 0; *reinterpret_cast<const uint8_t *>(node.flag); ++i) {
+        if (i == 100000) {
+          ADD_FAILURE() << "a WHILE node ran 100000 iterations";
+          return;
+        }
+        replay(node.body);
+      }
+    }
+  }
+
+  DeviceInfo deviceInfo;
+  std::vector<void *> allocations;
+  std::vector<std::string> functionNames;
+  uint64_t streamCount = 0;
+  /// Where each capturing stream's launches go.
+  std::map<uint64_t, std::list<Node> *> capturing;
+};
+
+/// The kernels of a node list, a WHILE node as "while(<body>)".
+std::string describeNodes(const std::list<WhileNodeDevice::Node> &nodes) {
+  std::string text;
+  for (const WhileNodeDevice::Node &node : nodes) {
+    if (!text.empty())
+      text += " ";
+    text += node.flag ? "while(" + describeNodes(node.body) + ")"
+                      : node.kernel;
+  }
+  return text;
+}
+
+std::unique_ptr<Session> graphSession(const Artifact &artifact,
+                                      std::shared_ptr<Device> device) {
+  SessionOptions options;
+  options.useGraph = true;
+  Expected<std::unique_ptr<Session>> session = Session::create(
+      std::make_shared<const Artifact>(artifact), std::move(device), options);
+  EXPECT_TRUE(session) << errorOf(session);
+  return session ? session.take() : nullptr;
+}
+
+TEST(ControlRegionsTest, ConditionalNodesKeepTheCountingLoopInOneGraph) {
+  auto device = std::make_shared<WhileNodeDevice>();
+  std::unique_ptr<Session> session = graphSession(countingArtifact(), device);
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->deviceLoops(), "conditional graph nodes");
+  // Captured once, replayed at every trip count: the graph holds the loop,
+  // not its iterations.
+  for (int32_t limit : {0, 1, 5, 2, 0, 7}) {
+    ASSERT_FALSE(bindScalar(*session, "limit", limit));
+    ASSERT_EQ(errorOf(session->run()), "<success>") << limit;
+    EXPECT_EQ(readScalar(*session, "count"), limit);
+    EXPECT_EQ(readScalar(*session, "sum"), limit * (limit - 1) / 2)
+        << "limit " << limit;
+    // The host does not see the iterations.
+    EXPECT_TRUE(session->lastRunLaunches().empty());
+  }
+  ASSERT_EQ(device->graphs.size(), 1u);
+  EXPECT_EQ(describeNodes(device->graphs[0]),
+            "zero reset while(accumulate step)");
+  EXPECT_EQ(device->graphLaunches, 6);
+  EXPECT_EQ(device->openBodies, 0);
+}
+
+TEST(ControlRegionsTest, ConditionalNodesNest) {
+  auto device = std::make_shared<WhileNodeDevice>();
+  std::unique_ptr<Session> session = graphSession(nestedArtifact(), device);
+  ASSERT_TRUE(session);
+  for (auto [outer, inner] : {std::pair{3, 4}, {2, 0}, {0, 4}, {1, 1}}) {
+    ASSERT_FALSE(bindScalar(*session, "outer", outer));
+    ASSERT_FALSE(bindScalar(*session, "inner", inner));
+    ASSERT_EQ(errorOf(session->run()), "<success>");
+    int32_t total = 0, jsum = 0;
+    for (int32_t o = 0; o < outer; ++o)
+      for (int32_t j = 0; j < inner; ++j) {
+        jsum += j;
+        ++total;
+      }
+    EXPECT_EQ(readScalar(*session, "o"), outer);
+    EXPECT_EQ(readScalar(*session, "total"), total) << outer << " x " << inner;
+    EXPECT_EQ(readScalar(*session, "jsum"), jsum) << outer << " x " << inner;
+  }
+  // The inner region's node sits in the outer one's body, and the outer
+  // body's last launch follows it.
+  ASSERT_EQ(device->graphs.size(), 1u);
+  EXPECT_EQ(describeNodes(device->graphs[0]),
+            "zero zero reset while(reset while(accumulate increment step) "
+            "step)");
+  EXPECT_EQ(device->whileNodes, 2);
+  EXPECT_EQ(device->openBodies, 0);
+  // The benchmark replays the same graph; only whole runs are timed.
+  ASSERT_FALSE(bindScalar(*session, "outer", 2));
+  ASSERT_FALSE(bindScalar(*session, "inner", 3));
+  Expected<BenchmarkResult> result = session->benchmark(1, 2);
+  ASSERT_TRUE(result) << errorOf(result);
+  EXPECT_EQ(result->runMilliseconds.size(), 2u);
+  EXPECT_TRUE(result->kernels.empty());
+  EXPECT_EQ(readScalar(*session, "total"), 6);
+  EXPECT_EQ(device->graphs.size(), 1u);
+}
+
+TEST(ControlRegionsTest, ConditionalNodeErrorsNameTheRegion) {
+  // The node cannot be added: the run fails naming the region, and
+  // nothing ran.
+  {
+    auto device = std::make_shared<WhileNodeDevice>();
+    device->failCall = "begin";
+    std::unique_ptr<Session> session = graphSession(nestedArtifact(), device);
+    ASSERT_TRUE(session);
+    ASSERT_FALSE(bindScalar(*session, "outer", 1));
+    ASSERT_FALSE(bindScalar(*session, "inner", 1));
+    EXPECT_EQ(errorOf(session->run()),
+              "capturing the launch list: control region 0 (launches [3, "
+              "8)): adding its WHILE node: no WHILE node today");
+    EXPECT_TRUE(device->ran.empty());
+  }
+  // A launch in the inner body fails: both bodies still end (their
+  // streams released) before the error comes back.
+  {
+    auto device = std::make_shared<WhileNodeDevice>();
+    device->failCall = "increment";
+    std::unique_ptr<Session> session = graphSession(nestedArtifact(), device);
+    ASSERT_TRUE(session);
+    ASSERT_FALSE(bindScalar(*session, "outer", 1));
+    ASSERT_FALSE(bindScalar(*session, "inner", 1));
+    EXPECT_EQ(errorOf(session->run()),
+              "capturing the launch list: launch 5: launch of 'increment' "
+              "failed");
+    EXPECT_EQ(device->openBodies, 0);
+  }
+  // The body cannot end.
+  {
+    auto device = std::make_shared<WhileNodeDevice>();
+    device->failCall = "end";
+    std::unique_ptr<Session> session = graphSession(countingArtifact(), device);
+    ASSERT_TRUE(session);
+    ASSERT_FALSE(bindScalar(*session, "limit", 2));
+    EXPECT_EQ(errorOf(session->run()),
+              "capturing the launch list: control region 0 (launches [2, "
+              "4)): ending its WHILE node's body: the body did not end");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The kiln_set_while cubins, and loops on a GPU
+//===----------------------------------------------------------------------===//
+
+TEST(ControlRegionsTest, SetWhileCubinsAreEmbeddedWhenTheBuildHadNvcc) {
+  // KILN_SET_WHILE_ARCHS: what CMake built ("80,90,100,120"), empty when
+  // it found no nvcc.
+  std::string built;
+  std::set<uint32_t> sms;
+  for (const SetWhileCubin &cubin : setWhileCubins()) {
+    built += fmt::format("{}{}", built.empty() ? "" : ",", cubin.sm);
+    sms.insert(cubin.sm);
+  }
+  EXPECT_EQ(built, KILN_SET_WHILE_ARCHS);
+  if (built.empty()) {
+    EXPECT_EQ(findSetWhileCubin(90), nullptr);
+    GTEST_SKIP() << "built without nvcc: no kiln_set_while cubins";
+  }
+  EXPECT_TRUE(sms.count(80) && sms.count(90)) << built;
+  for (const SetWhileCubin &cubin : setWhileCubins()) {
+    std::string bytes(reinterpret_cast<const char *>(cubin.data), cubin.size);
+    EXPECT_EQ(bytes.substr(0, 4), "\x7f" "ELF") << "sm_" << cubin.sm;
+    EXPECT_NE(bytes.find(kSetWhileKernelName), std::string::npos)
+        << "sm_" << cubin.sm;
+  }
+  // A cubin runs on later minors of its own major only.
+  auto pick = [](uint32_t cc) {
+    const SetWhileCubin *cubin = findSetWhileCubin(cc);
+    return cubin ? cubin->sm : 0u;
+  };
+  EXPECT_EQ(pick(80), 80u);
+  EXPECT_EQ(pick(86), 80u);
+  EXPECT_EQ(pick(89), 80u);
+  EXPECT_EQ(pick(90), 90u);
+  EXPECT_EQ(pick(75), 0u);
+  if (sms.count(100)) {
+    EXPECT_EQ(pick(103), 100u);
+  }
+  EXPECT_EQ(pick(110), 0u);
+}
+
+TEST(ControlRegionsTest, LoopsRunOnCudaWithAndWithoutGraphs) {
+  Expected<std::unique_ptr<Device>> created = createDevice("cuda");
+  if (!created)
+    GTEST_SKIP() << "no GPU: " << errorOf(created);
+  std::shared_ptr<Device> device = created.take();
+  Error conditional = device->checkConditionalGraphs();
+  // The same runs with graph replay off (host-read flags) and on
+  // (conditional WHILE nodes, where the driver has them): the same counts,
+  // worked out by hand.
+  for (bool graph : {false, true}) {
+    SessionOptions options;
+    options.useGraph = graph;
+    SCOPED_TRACE(graph ? "graph replay" : "direct launches");
+    Expected<std::unique_ptr<Session>> counting = Session::create(
+        std::make_shared<const Artifact>(countingArtifact()), device, options);
+    ASSERT_TRUE(counting) << errorOf(counting);
+    EXPECT_EQ((*counting)->deviceLoops(),
+              !graph ? "host-read flags (graph replay is off)"
+              : conditional
+                  ? "host-read flags (" + conditional.message() + ")"
+                  : "conditional graph nodes");
+    for (int32_t limit : {0, 1, 5, 2, 0, 7, 300}) {
+      ASSERT_FALSE(bindScalar(**counting, "limit", limit));
+      ASSERT_EQ(errorOf((*counting)->run()), "<success>") << limit;
+      EXPECT_EQ(readScalar(**counting, "count"), limit);
+      EXPECT_EQ(readScalar(**counting, "sum"), limit * (limit - 1) / 2)
+          << "limit " << limit;
+    }
+    Expected<std::unique_ptr<Session>> nested = Session::create(
+        std::make_shared<const Artifact>(nestedArtifact()), device, options);
+    ASSERT_TRUE(nested) << errorOf(nested);
+    for (auto [outer, inner] :
+         {std::pair{3, 4}, {2, 0}, {0, 4}, {1, 1}, {20, 30}}) {
+      ASSERT_FALSE(bindScalar(**nested, "outer", outer));
+      ASSERT_FALSE(bindScalar(**nested, "inner", inner));
+      ASSERT_EQ(errorOf((*nested)->run()), "<success>");
+      EXPECT_EQ(readScalar(**nested, "o"), outer);
+      EXPECT_EQ(readScalar(**nested, "total"), outer * inner)
+          << outer << " x " << inner;
+      EXPECT_EQ(readScalar(**nested, "jsum"), outer * (inner * (inner - 1) / 2))
+          << outer << " x " << inner;
+    }
+  }
+  if (conditional)
+    std::printf("note: no conditional graph nodes on this GPU (%s): graph "
+                "replay read the flags on the host\n",
+                conditional.message().c_str());
 }
 
 TEST(ControlRegionsTest, BenchmarkTimesWholeRunsOnly) {
@@ -688,6 +1129,14 @@ TEST(ControlRegionsTest, KilnRunPrintsTheRegionsAndTimesWholeRuns) {
   EXPECT_THAT(output, HasSubstr("  kernels: not timed: the artifact has "
                                 "device-side loops (control regions)"));
   EXPECT_THAT(output, HasSubstr("output 'total': i32 []  min 12  max 12"));
+  // How the loops ran: said only with --graph.
+  EXPECT_THAT(output, Not(HasSubstr("device loops:")));
+  auto [graphed, graphOutput] = runKilnRun(run + " --graph");
+  ASSERT_EQ(graphed, 0) << graphOutput;
+  EXPECT_THAT(graphOutput,
+              HasSubstr("@" + std::to_string(iflag) +
+                        "\ndevice loops: host-read flags (the emu device has "
+                        "no graphs)\n"));
   // The emu profile counts every iteration: 3 outer x 4 inner runs of
   // `increment`'s 5 instructions (the launches column counts the list's).
   auto [profiled, table] = runKilnRun(run + " --profile");

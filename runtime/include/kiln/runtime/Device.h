@@ -212,6 +212,25 @@ public:
   virtual Error launchGraph(GraphHandle graph, StreamHandle stream);
   virtual Error destroyGraph(GraphHandle graph);
 
+  /// Device-side loops inside a captured graph (docs/runtime.md
+  /// "Device-side loops"): success when this device can capture a loop
+  /// whose test runs on the device (cuda: conditional WHILE nodes), else an
+  /// error saying why not. The answer does not change; cuda loads its setter
+  /// kernel on the first call, which is best made before any capture.
+  virtual Error checkConditionalGraphs();
+  /// While `stream` is capturing: adds a node that repeats a body while the
+  /// byte at `flag` is nonzero, tested before every iteration (the first
+  /// included), and returns a new stream capturing that body. Launches
+  /// queued on it form the body until endWhileCapture(body); launches on
+  /// `stream` come after the node. A body stream is a capturing stream, so
+  /// loops nest.
+  virtual Expected<StreamHandle> beginWhileCapture(StreamHandle stream,
+                                                   DevicePtr flag);
+  /// Ends a body begun by beginWhileCapture (after its last launch, the
+  /// flag is tested again) and releases its stream, also when the capture
+  /// failed.
+  virtual Error endWhileCapture(StreamHandle body);
+
   /// Profiling: a device that counts (emu) records a LaunchProfile per
   /// launch while it is enabled, and takeLaunchProfiles hands them over (in
   /// launch order) and forgets them. Devices that cannot count return an

@@ -40,8 +40,10 @@ struct SessionOptions {
   /// every run (when the device supports graphs; otherwise launch directly).
   /// When launch grids follow a symbolic dim (section launch-scales), one
   /// graph per size seen, the four most recently used kept. An artifact
-  /// with device-side loops (format 1.12, control regions) is launched
-  /// directly for now (docs/runtime.md "Device-side loops").
+  /// with device-side loops (format 1.12, control regions) is captured too
+  /// where the device has conditional graph nodes (cuda with a 12.4 driver:
+  /// each loop a WHILE node), and launched directly otherwise
+  /// (docs/runtime.md "Device-side loops"; Session::deviceLoops).
   bool useGraph = false;
 };
 
@@ -187,8 +189,17 @@ public:
   /// The launches the last run queued, in order: every launch, less those
   /// a launch-guards record leaves out at the last run's sizes. With
   /// device-side loops (format 1.12, control regions), a loop body's
-  /// launches once per iteration the run made.
+  /// launches once per iteration the run made; none when the loops ran in a
+  /// graph (deviceLoops() "conditional graph nodes": the host does not see
+  /// the iterations).
   std::vector<uint32_t> lastRunLaunches() const;
+  /// How run() repeats the artifact's device-side loops (format 1.12;
+  /// docs/runtime.md "Device-side loops"): "conditional graph nodes" (graph
+  /// replay with conditional WHILE nodes: the device tests each flag), or
+  /// "host-read flags (<why not in a graph>)" (the host reads each flag byte
+  /// before every iteration). Empty when the artifact has no control
+  /// regions. runEntryPoint always reads the flags on the host.
+  const std::string &deviceLoops() const;
   /// An output of the last run, at the last run's sizes.
   Expected<HostTensor> readOutput(std::string_view name);
   /// Format 1.9: sequence output `name`'s tensors after the last run, in
