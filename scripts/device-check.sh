@@ -61,8 +61,8 @@
 # (docs/benchmarks.md, "Device time"):
 #   kernels: attention 200 s, wgmma 90 s, membound 90 s, tune 120 s, then
 #            device_check.py --phase gemm (75 s);
-#   models:  python 60 s, surface 60 s, train 120 s, nccl 60 s, then device_check.py
-#            --phase bench,top1 (150 s + 90 s).
+#   models:  python 60 s, surface 60 s, train 120 s, nccl 60 s, loops 40 s,
+#            then device_check.py --phase bench,top1 (150 s + 90 s).
 # On the device, run it through scripts/device/run-group.sh (one tarball
 # back: the tool returns at most 8 files). `--phase gemm,bench` etc.
 # (device_check.py's own option) runs a subset of its phases.
@@ -149,6 +149,11 @@ phase train models 120 python3 "$root/scripts/device/train_bench.py" run --dir "
 # Issue 27: the NCCL engine at world size 1, weights after 10 steps against
 # the host path (nccl_check.py; the host path twice in --dry-run).
 [ ! -d "$dir/nccl" ] || phase nccl models 60 python3 "$root/scripts/device/nccl_check.py" run --dir "$dir/nccl" "${args[@]:2:2}"
+# Device-side loops (test/Target/CUDA/device_loops.py's models) through
+# kiln-run with --graph (conditional WHILE nodes where the driver has them)
+# and without (host-read flags), against onnxruntime (loops_check.py;
+# $OUT/loops_check.json).
+[ ! -d "$dir/loops" ] || phase loops models 40 python3 "$root/scripts/device/loops_check.py" run --dir "$dir/loops" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
 # Issue 11: kilnc --tune's jobs on the GPU: tuning time, tuned vs heuristic ($OUT/tune.txt).
 phase tune kernels 120 python3 "$root/scripts/device/tune_bench.py" run --dir "$dir/tune" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
 

@@ -594,17 +594,16 @@ Error CudaDevice::loadSetWhile() {
     for (const SetWhileCubin &known : setWhileCubins())
       built += fmt::format("{}sm_{}", built.empty() ? "" : ", ", known.sm);
     if (built.empty())
-      return makeError("this runtime was built without nvcc: it has no {} "
-                       "cubin",
+      return makeError("this runtime was built without the {} cubins (no "
+                       "nvcc, or KILN_BUILD_SET_WHILE_CUBINS=OFF)",
                        kSetWhileKernelName);
     return makeError("this runtime has no {} cubin for sm_{} (it has {})",
                      kSetWhileKernelName, sm, built);
   }
   if (Error err = enter())
     return err;
-  std::string subject =
-      fmt::format("kernel '{}', cubin for sm_{}", kSetWhileKernelName,
-                  cubin->sm);
+  std::string subject = fmt::format("kernel '{}', cubin for sm_{}",
+                                    kSetWhileKernelName, cubin->sm);
   CUmodule module = nullptr;
   if (Error err = cu.check(
           cu.cuModuleLoadDataEx(&module, cubin->data, 0, nullptr, nullptr),
@@ -645,19 +644,19 @@ Expected<StreamHandle> CudaDevice::beginWhileCapture(StreamHandle handle,
   // body.
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUgraph graph = nullptr;
-  if (Error err = cu.check(cu.cuStreamGetCaptureInfo(*stream, &status,
-                                                     nullptr, &graph, nullptr,
-                                                     nullptr, nullptr),
-                           "cuStreamGetCaptureInfo", ""))
+  if (Error err =
+          cu.check(cu.cuStreamGetCaptureInfo(*stream, &status, nullptr, &graph,
+                                             nullptr, nullptr, nullptr),
+                   "cuStreamGetCaptureInfo", ""))
     return err;
   if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph)
     return makeError("beginWhileCapture: the stream is not capturing");
   // No default value (flags 0): the setter queued next always runs before
   // the node reads the handle.
   CUgraphConditionalHandle condition = 0;
-  if (Error err = cu.check(cu.cuGraphConditionalHandleCreate(
-                               &condition, graph, context, 0, 0),
-                           "cuGraphConditionalHandleCreate", ""))
+  if (Error err = cu.check(
+          cu.cuGraphConditionalHandleCreate(&condition, graph, context, 0, 0),
+          "cuGraphConditionalHandleCreate", ""))
     return err;
   // The first test: the flag as the launches before the loop left it.
   if (Error err =
@@ -667,9 +666,9 @@ Expected<StreamHandle> CudaDevice::beginWhileCapture(StreamHandle handle,
   const CUgraphNode *dependencies = nullptr;
   const CUgraphEdgeData *edges = nullptr;
   size_t dependencyCount = 0;
-  if (Error err = cu.check(cu.cuStreamGetCaptureInfo(
-                               *stream, &status, nullptr, &graph,
-                               &dependencies, &edges, &dependencyCount),
+  if (Error err = cu.check(cu.cuStreamGetCaptureInfo(*stream, &status, nullptr,
+                                                     &graph, &dependencies,
+                                                     &edges, &dependencyCount),
                            "cuStreamGetCaptureInfo", ""))
     return err;
   CUgraphNodeParams params;
@@ -680,26 +679,25 @@ Expected<StreamHandle> CudaDevice::beginWhileCapture(StreamHandle handle,
   params.conditional.size = 1;
   params.conditional.ctx = context;
   CUgraphNode node = nullptr;
-  if (Error err = cu.check(cu.cuGraphAddNode(&node, graph, dependencies,
-                                             edges, dependencyCount, &params),
+  if (Error err = cu.check(cu.cuGraphAddNode(&node, graph, dependencies, edges,
+                                             dependencyCount, &params),
                            "cuGraphAddNode", "a conditional WHILE node"))
     return err;
   // What the stream queues next comes after the whole loop.
-  if (Error err = cu.check(cu.cuStreamUpdateCaptureDependencies(
-                               *stream, &node, nullptr, 1,
-                               CU_STREAM_SET_CAPTURE_DEPENDENCIES),
-                           "cuStreamUpdateCaptureDependencies", ""))
+  if (Error err = cu.check(
+          cu.cuStreamUpdateCaptureDependencies(
+              *stream, &node, nullptr, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES),
+          "cuStreamUpdateCaptureDependencies", ""))
     return err;
   // The body: a stream of its own capturing into the node's graph.
   CUstream body = nullptr;
   if (Error err = cu.check(cu.cuStreamCreate(&body, CU_STREAM_NON_BLOCKING),
                            "cuStreamCreate", "a loop body"))
     return err;
-  if (Error err = cu.check(
-          cu.cuStreamBeginCaptureToGraph(body, params.conditional.phGraph_out[0],
-                                         nullptr, nullptr, 0,
-                                         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-          "cuStreamBeginCaptureToGraph", "a loop body")) {
+  if (Error err = cu.check(cu.cuStreamBeginCaptureToGraph(
+                               body, params.conditional.phGraph_out[0], nullptr,
+                               nullptr, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                           "cuStreamBeginCaptureToGraph", "a loop body")) {
     (void)cu.cuStreamDestroy(body);
     return err;
   }

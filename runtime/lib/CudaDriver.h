@@ -72,7 +72,7 @@ namespace kiln::runtime {
   OPTIONAL(cuGraphLaunch, "cuGraphLaunch", nullptr)                            \
   OPTIONAL(cuGraphExecDestroy, "cuGraphExecDestroy", nullptr)                  \
   OPTIONAL(cuGraphDestroy, "cuGraphDestroy", nullptr)                          \
-  TENSOR_MAP(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", nullptr)       \
+  TENSOR_MAP(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", nullptr)        \
   CONDITIONAL(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3", nullptr)    \
   CONDITIONAL(cuGraphConditionalHandleCreate,                                  \
               "cuGraphConditionalHandleCreate", nullptr)                       \

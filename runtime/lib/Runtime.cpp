@@ -582,8 +582,8 @@ Error Session::Impl::walkLaunches(uint32_t begin, uint32_t end, size_t region,
       // One WHILE node: its body is the region's launches, captured once;
       // the device tests the flag before each iteration.
       auto context = [&](std::string_view what) {
-        return fmt::format("control region {} (launches [{}, {})): {}",
-                           region, l, regionEnd, what);
+        return fmt::format("control region {} (launches [{}, {})): {}", region,
+                           l, regionEnd, what);
       };
       Expected<StreamHandle> body = device->beginWhileCapture(
           queue, arena.value_or(0) + record.flagOffset);
@@ -621,8 +621,8 @@ Error Session::Impl::launchAll(const std::vector<EventHandle> *launchEvents,
                                LoopMode loops) {
   const std::vector<Launch> &launches = artifact->launches;
   // In a graph the iterations happen on the device, out of the host's sight.
-  bool recordRan = !artifact->controlRegions.empty() &&
-                   loops == LoopMode::HostReadsFlags;
+  bool recordRan =
+      !artifact->controlRegions.empty() && loops == LoopMode::HostReadsFlags;
   ranLaunches.clear();
   auto launchOne = [&](uint32_t i, StreamHandle queue) -> Error {
     if (launchEvents)

@@ -22,6 +22,8 @@
 # --dry-run packs the small set that `scripts/device-check.sh --dry-run`
 # runs on the emu device here.
 #
+# Both sets include device-side loops (loops_check.py: device_loops.py's
+# models for sm_90, their inputs and onnxruntime's outputs, ~1 MiB).
 # Without --dry-run it also builds the training set (train_bench.py) and the
 # NCCL set (nccl_check.py), and packs device-check/ into
 # device-pack/device-check.txz (xz; git-ignored): the unpacked set is about
@@ -54,6 +56,7 @@ KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-python && python3 "$root/s
 python3 "$root/scripts/device/surface_check.py" --prepare --build "$build" "$@"
 python3 "$root/scripts/device/membound_bench.py" --prepare --kilnc "$build/bin/kilnc" --out "$root/device-check" "$@"
 python3 "$root/scripts/device/tune_bench.py" prepare --kilnc "$build/bin/kilnc" --worker "$build/bin/kiln-tune-worker" --out "$root/device-check/tune" $([[ " $* " == *" --dry-run "* ]] && echo --dry-run)  # issue 11: the tuning jobs (tune_bench.py)
+python3 "$root/scripts/device/loops_check.py" prepare --build "$build" --out "$root/device-check/loops"  # device-side loops, --graph on and off (loops_check.py; ~1 MiB)
 if [[ " $* " != *" --dry-run "* ]]; then
   KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-train
   python3 "$root/scripts/device/train_bench.py" prepare --build "$build" --out "$root/device-check/train"  # issue 14
