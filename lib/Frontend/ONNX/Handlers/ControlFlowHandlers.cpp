@@ -108,6 +108,46 @@ LogicalResult setSubgraphResults(NodeImporter &n,
 
 SmallVector<Value> closeOverCaptures(func::FuncOp func);
 
+/// `base`, or `base_N` for the first N that names no symbol of `module`.
+std::string uniqueSymbol(ModuleOp module, StringRef base) {
+  std::string name = base.str();
+  for (int i = 1; SymbolTable::lookupSymbolIn(module, name); ++i)
+    name = base.str() + "_" + std::to_string(i);
+  return name;
+}
+
+/// A private device-loop body `base`(_N) of `argTypes`, next to the
+/// function being imported, with its entry block; results come later.
+func::FuncOp createBodyFunction(NodeImporter &n, StringRef base,
+                                ArrayRef<Type> argTypes) {
+  OpBuilder &b = n.builder();
+  OpBuilder::InsertionGuard guard(b);
+  auto parent =
+      b.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
+  b.setInsertionPointAfter(parent);
+  auto func = func::FuncOp::create(
+      b, parent.getLoc(),
+      uniqueSymbol(parent->getParentOfType<ModuleOp>(), base),
+      b.getFunctionType(argTypes, {}));
+  func.setPrivate();
+  func.addEntryBlock();
+  return func;
+}
+
+/// Closes `func` over what it captured, marks it a device-loop body with
+/// `stateCount` state arguments (on the body: bufferization rebuilds
+/// calls, not functions) and calls it with `operands` then the captured
+/// values; returns the call's results after the flag and the counter.
+ValueRange callDeviceLoop(NodeImporter &n, func::FuncOp func,
+                          int64_t stateCount, SmallVector<Value> operands) {
+  SmallVector<Value> captured = closeOverCaptures(func);
+  operands.append(captured);
+  func->setAttr(KilnDialect::DeviceLoopAttrHelper::getNameStr(),
+                n.builder().getI64IntegerAttr(stateCount));
+  auto call = func::CallOp::create(n.builder(), n.loc(), func, operands);
+  return call.getResults().drop_front(2);
+}
+
 /// Erases the pure ops of `func` whose results nothing uses.
 void removeDeadOps(func::FuncOp func) {
   SmallVector<Operation *> ops;
@@ -116,14 +156,6 @@ void removeDeadOps(func::FuncOp func) {
     if (op != func && op->use_empty() && isPure(op) &&
         !op->hasTrait<OpTrait::IsTerminator>())
       op->erase();
-}
-
-/// `base`, or `base_N` for the first N that names no symbol of `module`.
-std::string uniqueSymbol(ModuleOp module, StringRef base) {
-  std::string name = base.str();
-  for (int i = 1; SymbolTable::lookupSymbolIn(module, name); ++i)
-    name = base.str() + "_" + std::to_string(i);
-  return name;
 }
 
 /// Whether a subgraph, at any depth, holds an op worth not running for
@@ -158,20 +190,14 @@ importDeviceBranch(NodeImporter &n, const onnx::GraphProto &graph,
                    Value flag) {
   OpBuilder &b = n.builder();
   Composer c(n);
-  auto flagType = RankedTensorType::get({}, b.getI1Type());
-  auto counterType = RankedTensorType::get({}, b.getIntegerType(64));
-  auto parent =
-      b.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
-  func::FuncOp func;
+  Type i64 = b.getIntegerType(64);
+  func::FuncOp func =
+      createBodyFunction(n, "if_branch",
+                         {RankedTensorType::get({}, b.getI1Type()),
+                          RankedTensorType::get({}, i64)});
   {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointAfter(parent);
-    func = func::FuncOp::create(b, parent.getLoc(),
-                                uniqueSymbol(parent->getParentOfType<ModuleOp>(),
-                                             "if_branch"),
-                                b.getFunctionType({flagType, counterType}, {}));
-    func.setPrivate();
-    Block *entry = func.addEntryBlock();
+    Block *entry = &func.front();
     b.setInsertionPointToStart(entry);
     FailureOr<SmallVector<SubgraphValue>> out =
         n.importSubgraphValues(graph, {});
@@ -195,18 +221,12 @@ importDeviceBranch(NodeImporter &n, const onnx::GraphProto &graph,
       func.erase();
       return failure();
     }
-    func::ReturnOp::create(b, parent.getLoc(), results);
+    func::ReturnOp::create(b, func.getLoc(), results);
     func.setType(b.getFunctionType(func.getArgumentTypes(),
                                    ValueRange(results).getTypes()));
   }
-  SmallVector<Value> captured = closeOverCaptures(func);
-  func->setAttr(KilnDialect::DeviceLoopAttrHelper::getNameStr(),
-                b.getI64IntegerAttr(2));
-  SmallVector<Value> operands{flag, c.scalar(b.getIntegerType(64), 0)};
-  operands.append(captured);
-  auto call = func::CallOp::create(b, n.loc(), func, operands);
-  return std::optional<SmallVector<Value>>(
-      SmallVector<Value>(call.getResults().drop_front(2)));
+  ValueRange outputs = callDeviceLoop(n, func, 2, {flag, c.scalar(i64, 0)});
+  return std::optional<SmallVector<Value>>(SmallVector<Value>(outputs));
 }
 
 LogicalResult importIf(NodeImporter &n) {
@@ -421,22 +441,15 @@ LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
                              : c.constant(flagType, {1.0});
 
   // The body function, next to the function being imported.
-  auto parent = b.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
   SmallVector<Type> argTypes{flagType, counterType};
   for (Value v : carried)
     argTypes.push_back(v.getType());
   if (tripCount)
     argTypes.push_back(counterType);
-  func::FuncOp func;
+  func::FuncOp func = createBodyFunction(n, "loop_body", argTypes);
   {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointAfter(parent);
-    func = func::FuncOp::create(b, parent.getLoc(),
-                                uniqueSymbol(parent->getParentOfType<ModuleOp>(),
-                                             "loop_body"),
-                                b.getFunctionType(argTypes, {}));
-    func.setPrivate();
-    Block *entry = func.addEntryBlock();
+    Block *entry = &func.front();
     b.setInsertionPointToStart(entry);
     SmallVector<SubgraphValue> args{entry->getArgument(1),
                                     entry->getArgument(0)};
@@ -479,7 +492,7 @@ LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
     // runs no iteration (finding 30 of docs/reliability.md). The flag is
     // true whenever the body runs, so `and flag` and `select(flag, next,
     // h)` change nothing there but read the flag and an unread carried h.
-    auto ret = func::ReturnOp::create(b, parent.getLoc(), results);
+    auto ret = func::ReturnOp::create(b, func.getLoc(), results);
     removeDeadOps(func);
     b.setInsertionPoint(ret);
     Value flagIn = entry->getArgument(0);
@@ -502,8 +515,6 @@ LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
     func.setType(b.getFunctionType(func.getArgumentTypes(),
                                    ValueRange(results).getTypes()));
   }
-  SmallVector<Value> captured = closeOverCaptures(func);
-
   // The call: the state starts at (cond and 0 < M, 0, the initial values).
   Value zero = c.scalar(i64, 0);
   Value flag = tripCount ? c.make<AndOp>({cond, c.make<LessOp>({zero, tripCount})})
@@ -514,12 +525,7 @@ LogicalResult importDeviceLoop(NodeImporter &n, const onnx::GraphProto &body,
   operands.append(carried);
   if (tripCount)
     operands.push_back(tripCount);
-  operands.append(captured);
-  // The mark is on the body (bufferization rebuilds calls, not functions).
-  func->setAttr(KilnDialect::DeviceLoopAttrHelper::getNameStr(),
-                b.getI64IntegerAttr(2 + numCarried));
-  auto call = func::CallOp::create(b, n.loc(), func, operands);
-  return n.setResults(call.getResults().drop_front(2));
+  return n.setResults(callDeviceLoop(n, func, 2 + numCarried, operands));
 }
 
 LogicalResult importLoop(NodeImporter &n) {
