@@ -536,9 +536,9 @@ inline GemmConfig wgmmaConfig(uint32_t bm, uint32_t bn, uint32_t stages,
   GemmConfig c;
   c.family = family;
   c.blockM = bm, c.blockN = bn;
-  c.blockK = family == Family::WgmmaTf32 ? 32
-             : family == Family::WgmmaF8 ? 128
-                                         : 64;
+  c.blockK = family == Family::WgmmaTf32                              ? 32
+             : family == Family::WgmmaF8 || family == Family::WgmmaS8 ? 128
+                                                                      : 64;
   c.warpM = 64, c.warpN = bn, c.stages = stages, c.splitK = split;
   return c;
 }

@@ -178,7 +178,7 @@ TEST_F(Fp8GemmKernelsTest, Refusals) {
   GemmConfig shortK = wgmmaF8(64, 64, 2);
   shortK.blockK = 64;
   EXPECT_THAT(unsupportedReason(p, shortK),
-              ::testing::HasSubstr("128 fp8 elements"));
+              ::testing::HasSubstr("128 fp8 or int8 elements"));
   // fp8 tensor cores start at sm_89.
   GenerateOptions sm80;
   sm80.name = "fp8_sm80";

@@ -1,7 +1,8 @@
-//===- Int8GemmKernelsTest.cpp - The int8 mma.sync GEMM on the emulator ---===//
+//===- Int8GemmKernelsTest.cpp - The int8 GEMMs on the emulator -----------===//
 //
-// Each case generates the int8 kernel (Family::MmaS8, NVRTC), checks its
-// PTX with ptxas when there is one, runs it on the emu device and compares
+// Each case generates an int8 kernel (Family::MmaS8, mma.sync on sm_80, or
+// Family::WgmmaS8, wgmma on sm_90a; NVRTC), checks its PTX with ptxas when
+// there is one, runs it on the emu device and compares
 // every output, bit for bit, with a reference computed here by a naive
 // loop in 64-bit integers over the stored bytes:
 //   v = sum_k A[m][k] * B[k][n] + offset[n] - zb[n] * sum_k A[m][k]
@@ -66,6 +67,20 @@ GemmConfig int8Config(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t wm,
   return tensorCore(bm, bn, bk, wm, wn, stages, 1, Family::MmaS8);
 }
 
+/// The wgmma int8 kernel: BM 64 (one consumer) or 128 (two), BN 64-256,
+/// K tiles of 128.
+GemmConfig wgmmaS8(uint32_t bm, uint32_t bn, uint32_t stages) {
+  return wgmmaConfig(bm, bn, stages, 1, Family::WgmmaS8);
+}
+
+/// The target a config's kernel is generated for and ptxas checks.
+uint32_t smFor(const GemmConfig &c) {
+  return c.family == Family::WgmmaS8 ? 90 : 80;
+}
+const char *ptxasArch(const GemmConfig &c) {
+  return c.family == Family::WgmmaS8 ? "sm_90a" : "sm_80";
+}
+
 /// What the last run saw: ties the f32 rule decides.
 struct TieCount {
   int f32Ties = 0;    // f32(v) * scale is exactly k + 0.5
@@ -80,13 +95,13 @@ TieCount runInt8Case(const Int8Case &c) {
   e.integer = q;
   GenerateOptions options;
   options.name = "int8_gemm";
-  options.smVersion = 80;
+  options.smVersion = smFor(c.config);
   auto generated = generateGemm(p, c.config, e, options);
   EXPECT_TRUE(bool(generated)) << generated.error().message();
   if (!generated)
     return {};
   if (!ptxasPath().empty()) {
-    EXPECT_EQ(runPtxas(generated->kernels[0].ptx, "sm_80"), "")
+    EXPECT_EQ(runPtxas(generated->kernels[0].ptx, ptxasArch(c.config)), "")
         << c.config.describe();
   }
 
@@ -303,6 +318,103 @@ TEST_F(Int8GemmKernelsTest, PtxHasInt8TensorCoreInstructions) {
       ::testing::HasSubstr("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"));
 }
 
+// --- wgmma (sm_90a) --------------------------------------------------------
+//
+// The same reference, the same exactness: wgmma m64nNk32 s8/u8 sums into
+// s32 like mma.sync, and the epilogue is the same code.
+
+TEST_F(Int8GemmKernelsTest, WgmmaS8RaggedTwoConsumers) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // M, N and K off the tiles (K = 300: two K tiles of 128 and a ragged
+  // third, rows 4-byte aligned), two consumer warpgroups.
+  Int8Case c{int8Problem(150, 100, 300, DType::I8, DType::I8, DType::I8),
+             wgmmaS8(128, 64, 3),
+             {}};
+  c.epilogue.scale = 0.0004f;
+  c.epilogue.outputZeroPoint = -3;
+  runInt8Case(c);
+}
+
+TEST_F(Int8GemmKernelsTest, WgmmaU8ActivationsOffsetPerColumnScales) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // onnxruntime's quantizer's shape: u8 activations (zero point folded
+  // into the offset), s8 weights, per-column scales, u8 output; BN 128.
+  Int8Case c{int8Problem(70, 130, 256, DType::U8, DType::I8, DType::U8),
+             wgmmaS8(64, 128, 2),
+             {}};
+  c.epilogue.offset = true;
+  c.epilogue.scaleVector = true;
+  c.epilogue.outputZeroPoint = 131;
+  c.aZeroPoint = 128;
+  runInt8Case(c);
+}
+
+TEST_F(Int8GemmKernelsTest, WgmmaWeightZeroPointsRowSumsI32Out) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // B's per-column zero points: A's row sums from wgmma against the tile
+  // of ones (u8 A: the sums of bytes up to 255 each). MatMulInteger's i32
+  // output; K = 200 (8-byte aligned rows).
+  Int8Case c{int8Problem(96, 72, 200, DType::U8, DType::U8, DType::I32),
+             wgmmaS8(128, 64, 2),
+             {}};
+  c.epilogue.offset = true;
+  c.epilogue.rowSumZeroPointB = true;
+  runInt8Case(c);
+  // s8 A (negative sums) with a requantized s8 output.
+  Int8Case s{int8Problem(64, 64, 128, DType::I8, DType::U8, DType::I8),
+             wgmmaS8(64, 64, 2),
+             {}};
+  s.epilogue.offset = true;
+  s.epilogue.rowSumZeroPointB = true;
+  s.epilogue.scale = 0.0005f;
+  s.seed = 8;
+  runInt8Case(s);
+}
+
+TEST_F(Int8GemmKernelsTest, WgmmaTiesFollowOnnxruntimesF32Multiply) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  Int8Case c{int8Problem(64, 64, 96, DType::I8, DType::I8, DType::I8),
+             wgmmaS8(64, 64, 2),
+             {}};
+  c.epilogue.scale = 0.1f;
+  c.low = -6, c.high = 6, c.lowB = -6, c.highB = 6;
+  TieCount ties = runInt8Case(c);
+  EXPECT_GT(ties.f64Differs, 20);
+}
+
+TEST_F(Int8GemmKernelsTest, WgmmaPtxHasInt8WarpgroupInstructions) {
+  Epilogue e;
+  e.integer.scale = 0.01f;
+  e.integer.rowSumZeroPointB = true;
+  GenerateOptions options;
+  options.smVersion = 90;
+  auto u8 =
+      generateGemm(int8Problem(64, 64, 64, DType::U8, DType::I8, DType::U8),
+                   wgmmaS8(64, 128, 3), e, options);
+  ASSERT_TRUE(bool(u8)) << u8.error().message();
+  EXPECT_THAT(u8->kernels[0].ptx,
+              ::testing::HasSubstr(
+                  "wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8"));
+  // The row sums: A against ones.
+  EXPECT_THAT(
+      u8->kernels[0].ptx,
+      ::testing::HasSubstr("wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.s8"));
+  // sm_90 puts wgmma_s8 first, mma_s8 after it; --wgmma=false and sm_80
+  // get mma_s8 alone.
+  GemmProblem p = int8Problem(512, 512, 512, DType::I8, DType::I8, DType::I8);
+  std::vector<GemmConfig> candidates =
+      candidateConfigs(p, Family::MmaS8, 90, /*wgmma=*/true, /*tma=*/true);
+  ASSERT_FALSE(candidates.empty());
+  EXPECT_EQ(candidates.front().family, Family::WgmmaS8);
+  EXPECT_EQ(candidates.back().family, Family::MmaS8);
+  for (const GemmConfig &c :
+       candidateConfigs(p, Family::MmaS8, 90, /*wgmma=*/false, false))
+    EXPECT_EQ(c.family, Family::MmaS8);
+  for (const GemmConfig &c :
+       candidateConfigs(p, Family::MmaS8, 80, /*wgmma=*/true, false))
+    EXPECT_EQ(c.family, Family::MmaS8);
+}
+
 // --- Implicit-GEMM NHWC convolutions
 // ------------------------------------------------------
 //
@@ -347,11 +459,11 @@ void runInt8ConvCase(const Int8ConvCase &cc) {
   q.paddingValue = cc.aZeroPoint;
   GenerateOptions options;
   options.name = "int8_conv";
-  options.smVersion = 80;
+  options.smVersion = smFor(cc.config);
   auto generated = generateGemm(p, cc.config, e, options);
   ASSERT_TRUE(bool(generated)) << generated.error().message();
   if (!ptxasPath().empty()) {
-    EXPECT_EQ(runPtxas(generated->kernels[0].ptx, "sm_80"), "");
+    EXPECT_EQ(runPtxas(generated->kernels[0].ptx, ptxasArch(cc.config)), "");
   }
 
   std::mt19937 rng(cc.seed);
@@ -518,6 +630,26 @@ TEST_F(Int8GemmKernelsTest, ConvS8ToS8WideChannels) {
       cc.problem.padRight = 1;
     runInt8ConvCase(cc);
   }
+}
+
+TEST_F(Int8GemmKernelsTest, WgmmaConvU8StemAndGroupsWithWeightZeroPoints) {
+  SKIP_WITHOUT_EMU_WGMMA();
+  // The stem: 3 channels padded to 16, stride 2, pad 1, the border reads
+  // A's zero point 131 (st.shared by the producer: its own arrival).
+  Int8ConvCase stem{int8Conv(2, 9, 11, 3, 24, 3, 2, 1, DType::U8, DType::U8),
+                    wgmmaS8(64, 64, 2)};
+  stem.aZeroPoint = 131;
+  stem.outputZeroPoint = 128;
+  runInt8ConvCase(stem);
+  // Two groups of 24 channels (two chunks a tap, the second partial),
+  // dilation 2, u8 filters with per-channel zero points (row sums), i32.
+  Int8ConvCase groups{
+      int8Conv(1, 8, 7, 48, 16, 3, 1, 2, DType::I8, DType::I32, 2, 2),
+      wgmmaS8(64, 64, 3)};
+  groups.filterType = DType::U8;
+  groups.aZeroPoint = -5;
+  groups.weightZeroPoints = true;
+  runInt8ConvCase(groups);
 }
 
 /// Writes cases for int8-gemm-vs-onnxruntime.test (which compares them
@@ -688,7 +820,7 @@ TEST(Int8GemmProblems, RefusedWithReasons) {
                          tensorCore(64, 64, 32, 32, 32, 3), onFloat, {});
   ASSERT_FALSE(bool(wrongFamily));
   EXPECT_THAT(wrongFamily.error().message(),
-              ::testing::HasSubstr("needs the mma_s8 family"));
+              ::testing::HasSubstr("needs an int8 family"));
 }
 
 } // namespace

@@ -340,8 +340,8 @@ void printStats(const CompileStats &stats, const std::string &target,
       os << "  " << line << "\n";
   }
   // Quantized chains no int8 (or fp8) kernel runs (kiln-fuse-quantized,
-  // whose lines say which); those it runs are mma_s8 (wgmma_f8, mma_f8)
-  // lines above.
+  // whose lines say which); those it runs are mma_s8 or wgmma_s8 (fp8:
+  // wgmma_f8, mma_f8) lines above.
   if (!stats.quantizedFallbacks.empty()) {
     os << "int8 fallbacks: " << stats.quantizedFallbacks.size() << "\n";
     for (const std::string &line : stats.quantizedFallbacks)

@@ -26,6 +26,8 @@ GemmFamily toAttrFamily(cx::Family family) {
     return GemmFamily::MmaF8;
   case cx::Family::WgmmaF8:
     return GemmFamily::WgmmaF8;
+  case cx::Family::WgmmaS8:
+    return GemmFamily::WgmmaS8;
   }
   llvm_unreachable("unknown family");
 }
@@ -48,6 +50,8 @@ cx::Family fromAttrFamily(GemmFamily family) {
     return cx::Family::MmaF8;
   case GemmFamily::WgmmaF8:
     return cx::Family::WgmmaF8;
+  case GemmFamily::WgmmaS8:
+    return cx::Family::WgmmaS8;
   }
   llvm_unreachable("unknown family");
 }

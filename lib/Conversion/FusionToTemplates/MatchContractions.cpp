@@ -555,7 +555,8 @@ bool sameArithmetic(cx::Family requested, cx::Family chosen) {
   case cx::Family::SimtF32:
     return chosen == cx::Family::SimtF32;
   case cx::Family::MmaS8:
-    return chosen == cx::Family::MmaS8;
+  case cx::Family::WgmmaS8:
+    return chosen == cx::Family::MmaS8 || chosen == cx::Family::WgmmaS8;
   case cx::Family::MmaF8:
   case cx::Family::WgmmaF8:
     return chosen == cx::Family::MmaF8 || chosen == cx::Family::WgmmaF8;
@@ -620,10 +621,7 @@ Matcher::compile(kiln::FusionOp fusion, const cx::GemmProblem &problem,
           std::string(cx::familyName(family)) + ")";
     return failure();
   }
-  if ((config.family == cx::Family::WgmmaF16 ||
-       config.family == cx::Family::WgmmaTf32 ||
-       config.family == cx::Family::WgmmaF8) &&
-      smVersion != 90) {
+  if (cx::isWgmmaFamily(config.family) && smVersion != 90) {
     why = std::string(cx::familyName(config.family)) + " needs sm_90, not sm_" +
           std::to_string(smVersion);
     return failure();

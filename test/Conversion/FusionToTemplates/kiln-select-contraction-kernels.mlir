@@ -281,6 +281,11 @@ ml_program.global private @qw(dense<1> : tensor<64x32xi8>) : tensor<64x32xi8>
 // CHECK-LABEL: func.func @quantized(
 // CHECK:         kiln.fusion "quantized_matmul" -> tensor<16x32xui8> attributes {kiln.kernel = #kiln.gemm_config<family = mma_s8, tile = {{[0-9]+}}x{{[0-9]+}}x64, warp_tile = {{[0-9]+}}x{{[0-9]+}}, stages = {{[0-9]}}, split_k = 1, producer = cp_async, swizzle = xor16>, kiln.kernel_origin = "heuristic"} {
 // CHECK:         kiln.fusion "quantized_matmul" -> tensor<16x32xui8> attributes {kiln.generic_reason = "the requantize scale is not one constant (or one per channel)"} {
+// On sm_90 with wgmma: the warpgroup int8 kernel, K tiles of 128.
+// WGMMA-LABEL: func.func @quantized(
+// WGMMA:         kiln.fusion "quantized_matmul" -> tensor<16x32xui8> attributes {kiln.kernel = #kiln.gemm_config<family = wgmma_s8, tile = {{64|128}}x{{64|128|256}}x128, warp_tile = 64x{{[0-9]+}}, stages = {{[0-9]}}, split_k = 1, producer = cp_async, swizzle = b128>, kiln.kernel_origin = "heuristic"} {
+// SM80-LABEL: func.func @quantized(
+// SM80:          kiln.fusion "quantized_matmul" -> tensor<16x32xui8> attributes {kiln.kernel = #kiln.gemm_config<family = mma_s8,
 func.func @quantized(%x: tensor<16x64xui8>, %s: tensor<f64>) -> (tensor<16x32xui8>, tensor<16x32xui8>) {
   %w = ml_program.global_load_const @qw : tensor<64x32xi8>
   %0 = kiln.fusion "quantized_matmul" -> tensor<16x32xui8> {

@@ -2,13 +2,15 @@
 """Quantized matmuls and convolutions routed to the int8 tensor-core kernel.
 
 Usage: int8_routing.py WORKDIR [--kilnc K] [--kiln-run R] [--case NAME]
+                        [--wgmma=false]
 
 Seven seeded models, compiled by kilnc's default pipeline (where
 kiln-fuse-quantized puts each quantized matmul chain into a
 quantized_matmul region and, once kiln-assign-layout has made them NHWC,
 each convolution chain into a quantized_conv region, and
-kiln-match-contractions gives them the mma_s8 kernel), run on emu, and
-checked element by element:
+kiln-match-contractions gives them an int8 tensor-core kernel: wgmma_s8 on
+sm_90, kilnc's default target, or mma_s8 with --wgmma=false, which is
+passed on to kilnc), run on emu, and checked element by element:
 
   qop  an MLP (x [2,16,64] -> MatMul 64x128 -> Add -> Relu -> MatMul
        128x40) quantized by onnxruntime's quantize_static in QOperator
@@ -50,9 +52,10 @@ checked element by element:
        Reference: the int64 sum in numpy over (x - 5) zero-padded, exact
        (the kernel reads the zero point in padding pixels).
 
-For each it also checks that `kilnc --stats` shows every matmul on mma_s8
-and no int8 fallback, and that the PTX holds mma.sync m16n8k32 on 8-bit
-operands. One line per model: "<name>: ... ok|FAIL".
+For each it also checks that `kilnc --stats` shows every matmul on the
+expected family and no int8 fallback, and that the PTX holds that
+family's int8 instruction (wgmma m64nNk32 .s32 on 8-bit operands, or
+mma.sync m16n8k32). One line per model: "<name>: ... ok|FAIL".
 """
 import argparse
 import os
@@ -136,21 +139,26 @@ def compile_and_run(args, name, model, feeds):
     """kilnc (with --stats) and kiln-run on emu; returns (outputs, notes)
     or raises with a one-line reason."""
     artifact = os.path.join(args.workdir, name + ".kiln")
-    compiled = subprocess.run([args.kilnc, model, "-o", artifact, "--stats"],
+    compiled = subprocess.run([args.kilnc, model, "-o", artifact, "--stats"]
+                              + args.kilnc_flags,
                               capture_output=True, text=True)
     if compiled.returncode != 0:
         raise RuntimeError("kilnc failed: " + (
             compiled.stderr.strip().splitlines() or ["?"])[0])
     stats = compiled.stdout + compiled.stderr
-    kernels = len(re.findall(r"kiln_q(?:gemm|conv)_\d+: mma_s8 ", stats))
+    kernels = len(re.findall(r"kiln_q(?:gemm|conv)_\d+: " + args.family + " ",
+                             stats))
     if "int8 fallbacks:" in stats:
         raise RuntimeError("kilnc --stats lists int8 fallbacks")
-    ptx = subprocess.run([args.kilnc, model, "--emit=ptx", "-o", "-"],
-                         capture_output=True, text=True)
-    mmas = len(re.findall(r"mma\.sync\.aligned\.m16n8k32\.row\.col\.s32\."
-                          r"[us]8\.[us]8\.s32", ptx.stdout))
+    ptx = subprocess.run([args.kilnc, model, "--emit=ptx", "-o", "-"]
+                         + args.kilnc_flags, capture_output=True, text=True)
+    instruction = (r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.s32\."
+                   r"[us]8\.[us]8" if args.family == "wgmma_s8" else
+                   r"mma\.sync\.aligned\.m16n8k32\.row\.col\.s32\."
+                   r"[us]8\.[us]8\.s32")
+    mmas = len(re.findall(instruction, ptx.stdout))
     if ptx.returncode != 0 or mmas == 0:
-        raise RuntimeError("the PTX has no int8 mma.sync m16n8k32")
+        raise RuntimeError("the PTX has no " + args.family + " instruction")
     inputs = []
     for key, value in feeds.items():
         path = os.path.join(args.workdir, f"{name}.{key}.npy")
@@ -270,21 +278,21 @@ def check_mlp(args, fmt):
         ok = bool(np.all(diff <= step * (1 + 1e-6)))
         bound = f"<= 1 step ({step:.3g})"
     ok = ok and kernels == (3 if conv else 1 if gemm else 2)
-    print(f"{name}: {kernels} mma_s8 kernels, {differing} of {got.size} "
+    print(f"{name}: {kernels} {args.family} kernels, {differing} of {got.size} "
           f"elements differ from onnxruntime, max {diff.max() / step:.2f} "
           f"steps, bound {bound} {'ok' if ok else 'FAIL'}")
     return ok
 
 
-def exact_against(name, out, kernels, want):
+def exact_against(args, name, out, kernels, want):
     """The i32 output in `out` equals the int64 reference `want` exactly,
-    on one mma_s8 kernel; one line, as the other cases print."""
+    on one int8 kernel; one line, as the other cases print."""
     got = np.load(os.path.join(out, "y.npy")).astype(np.int64)
     if os.environ.get("KILN_TEST_CORRUPT"):
         got.reshape(-1)[got.size // 2] += 1
     differing = int(np.count_nonzero(got != want))
     ok = differing == 0 and kernels == 1
-    print(f"{name}: {kernels} mma_s8 kernel, {differing} of {got.size} "
+    print(f"{name}: {kernels} {args.family} kernel, {differing} of {got.size} "
           f"elements differ from the int64 reference, bound exact "
           f"{'ok' if ok else 'FAIL'}")
     return ok
@@ -296,7 +304,7 @@ def check_integer(args):
     out, kernels = compile_and_run(args, "int", model, {"x": x})
     want = (x.astype(np.int64) - 7) @ (w.astype(np.int64) -
                                        zb.astype(np.int64))
-    return exact_against("int", out, kernels, want)
+    return exact_against(args, "int", out, kernels, want)
 
 
 def check_conv_integer(args):
@@ -307,7 +315,7 @@ def check_conv_integer(args):
     want = conv_int64(x.astype(np.int64) - 5,
                       w.astype(np.int64) - zw.astype(np.int64)[:, None, None,
                                                                None], 1)
-    return exact_against("conv-int", out, kernels, want)
+    return exact_against(args, "conv-int", out, kernels, want)
 
 
 CASES = ["qop", "qdq", "int", "gemm-qdq", "cnn-qop", "cnn-qdq", "conv-int"]
@@ -319,7 +327,11 @@ def main():
     ap.add_argument("--kilnc", default="kilnc")
     ap.add_argument("--kiln-run", default="kiln-run")
     ap.add_argument("--case", choices=CASES, action="append")
+    ap.add_argument("--wgmma", choices=["true", "false"], default="true",
+                    help="passed to kilnc: false routes to mma_s8")
     args = ap.parse_args()
+    args.family = "wgmma_s8" if args.wgmma == "true" else "mma_s8"
+    args.kilnc_flags = [] if args.wgmma == "true" else ["--wgmma=false"]
     os.makedirs(args.workdir, exist_ok=True)
     failures = 0
     for case in args.case or CASES:

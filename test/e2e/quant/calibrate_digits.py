@@ -30,7 +30,8 @@ Checks, each against something kilnc did not compute:
   logit within 2 steps, and at least 99% exactly equal.
 - the deployment bar (issue 26): int8 held-out accuracy within 1 point of
   the fp32 artifact's, both on emu, over the 360 held-out images.
-- --stats: every quantized node runs an int8 tensor-core kernel (mma_s8),
+- --stats: every quantized node runs an int8 tensor-core kernel (wgmma_s8
+  on sm_90, kilnc's default; mma_s8 with --wgmma=false),
   no int8 fallback.
 """
 import argparse
@@ -354,7 +355,7 @@ def main():
     check(acc8 >= acc32 - 0.01, "int8 accuracy within 1 point of fp32")
 
     # --stats: three quantized nodes, each an int8 kernel.
-    s8 = re.findall(r"^  (kiln_q\w+): mma_s8 ", stats, re.M)
+    s8 = re.findall(r"^  (kiln_q\w+): (?:wgmma|mma)_s8 ", stats, re.M)
     check("int8 calibration: 3 nodes" in stats, "--stats lists 3 calibrated nodes")
     check(len(s8) == 3 and "int8 fallbacks" not in stats and
           "generic fallback" not in stats,

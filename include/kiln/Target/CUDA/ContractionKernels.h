@@ -150,8 +150,9 @@ enum class Family : uint8_t {
   /// (kiln-match-contractions stores row-major weights transposed).
   WgmmaTf32,
   /// mma.sync.m16n8k32 with s8/u8 inputs (GemmProblem::inputType for A,
-  /// inputTypeB for B) and s32 accumulators, sm_80 and later (used on sm_90
-  /// too for now): the MmaF16 kernel's loaders and swizzled tiles with
+  /// inputTypeB for B) and s32 accumulators, sm_80 and later (on sm_90
+  /// after WgmmaS8, or alone with --wgmma=false): the MmaF16 kernel's
+  /// loaders and swizzled tiles with
   /// 1-byte elements, both operands K-contiguous (A row-major, B stored
   /// [N][K]), no split-K, and the integer epilogue (IntegerEpilogue);
   /// implicit NHWC convolutions too (16-channel chunks).
@@ -167,9 +168,22 @@ enum class Family : uint8_t {
   /// 128-byte swizzle row). 8-bit wgmma has no transpose bits, so both
   /// operands must be K-major (A row-major, B stored [N][K]).
   WgmmaF8,
+  /// sm_90a wgmma.mma_async m64nNk32 with s8/u8 inputs and s32
+  /// accumulators: the WgmmaF8 kernel (K tiles of 128, both operands
+  /// K-major) with MmaS8's integer epilogue, applied in registers (A's row
+  /// sums, when B has zero points, from one more m64n8k32 a K step against
+  /// a shared-memory tile of ones). No split-K. Implicit NHWC convolutions
+  /// too.
+  WgmmaS8,
 };
 
 std::string_view familyName(Family family);
+
+/// The sm_90a warpgroup-MMA families (GemmWgmma.cuh's kernel).
+inline bool isWgmmaFamily(Family family) {
+  return family == Family::WgmmaF16 || family == Family::WgmmaTf32 ||
+         family == Family::WgmmaF8 || family == Family::WgmmaS8;
+}
 
 struct GemmConfig {
   Family family = Family::MmaF16;
@@ -205,8 +219,8 @@ enum class Activation : uint8_t {
   Clip
 };
 
-/// The epilogue of the int8 family (MmaS8), in integer arithmetic until the
-/// one f32 multiply, onnxruntime's requantization (MLAS
+/// The epilogue of the int8 families (MmaS8, WgmmaS8), in integer arithmetic
+/// until the one f32 multiply, onnxruntime's requantization (MLAS
 /// MlasRequantizeOutput) step for step. With acc the exact s32 sum of the
 /// stored values A[m][k] * B[k][n]:
 ///   v = acc + offset[n] - zeroPointB[n] * sum_k A[m][k]    (s32, wrapping)
@@ -276,7 +290,8 @@ struct Epilogue {
   std::vector<std::string> customOperands;
   bool aux = false;
   DType auxType = DType::BF16;
-  /// MmaS8 only, and then the only epilogue (every field above default).
+  /// MmaS8 and WgmmaS8 only, and then the only epilogue (every field
+  /// above default).
   IntegerEpilogue integer;
 };
 

@@ -101,6 +101,7 @@ SmemSwizzle GemmConfigAttr::swizzleOf(GemmFamily family) {
   case GemmFamily::WgmmaF16:
   case GemmFamily::WgmmaTf32:
   case GemmFamily::WgmmaF8:
+  case GemmFamily::WgmmaS8:
     return SmemSwizzle::B128;
   }
   llvm_unreachable("unknown GEMM family");
@@ -210,10 +211,12 @@ GemmConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
   switch (family) {
   case GemmFamily::WgmmaF16:
   case GemmFamily::WgmmaTf32:
-  case GemmFamily::WgmmaF8: {
-    int64_t k = family == GemmFamily::WgmmaF16  ? 64
-                : family == GemmFamily::WgmmaF8 ? 128
-                                                : 32;
+  case GemmFamily::WgmmaF8:
+  case GemmFamily::WgmmaS8: {
+    int64_t k = family == GemmFamily::WgmmaF16 ? 64
+                : family == GemmFamily::WgmmaF8 || family == GemmFamily::WgmmaS8
+                    ? 128
+                    : 32;
     if (blockM != 64 && blockM != 128)
       return emitError() << "wgmma's block M is 64 or 128, not " << blockM;
     if (blockN != 64 && blockN != 128 && blockN != 256)
@@ -225,6 +228,10 @@ GemmConfigAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                          << "), not " << blockK;
     if (subM != 64 || subN != blockN)
       return emitError() << "wgmma's warp tile is 64 x block N";
+    if (family == GemmFamily::WgmmaS8 && splitK != 1)
+      return emitError() << "wgmma_s8 has no split-K (the requantization "
+                            "needs the whole sum), not split_k = "
+                         << splitK;
     break;
   }
   case GemmFamily::SimtF32:

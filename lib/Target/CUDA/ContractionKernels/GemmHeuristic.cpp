@@ -67,7 +67,8 @@ Machine machineFor(uint32_t smVersion, Family family) {
   m.registersPerSm = target.registersPerSm();
   m.maxBlocksPerSm = target.maxBlocksPerSm();
   m.maxRegisters = target.maxRegistersPerThread();
-  m.flopsPerCycle = family == Family::WgmmaF8     ? 8192
+  m.flopsPerCycle = family == Family::WgmmaF8 || family == Family::WgmmaS8
+                        ? 8192
                     : family == Family::WgmmaF16  ? 4096
                     : family == Family::MmaS8     ? 4096
                     : family == Family::MmaF8     ? 4096
@@ -165,9 +166,9 @@ std::vector<GemmConfig> wgmmaBase(Family family) {
     GemmConfig c;
     c.family = family;
     c.blockM = t[0], c.blockN = t[1];
-    c.blockK = family == Family::WgmmaTf32 ? 32
-               : family == Family::WgmmaF8 ? 128
-                                           : 64;
+    c.blockK = family == Family::WgmmaTf32                              ? 32
+               : family == Family::WgmmaF8 || family == Family::WgmmaS8 ? 128
+                                                                        : 64;
     c.warpM = 64, c.warpN = t[1], c.stages = t[2];
     base.push_back(c);
   }
@@ -180,12 +181,13 @@ std::vector<GemmConfig> candidateConfigs(const GemmProblem &p, Family family,
                                          uint32_t smVersion, bool wgmma,
                                          bool tma) {
   if ((family == Family::MmaF16 || family == Family::MmaTf32 ||
-       family == Family::MmaF8) &&
+       family == Family::MmaF8 || family == Family::MmaS8) &&
       smVersion == 90 && wgmma) {
     // wgmma first (each list ranked by the estimate), mma.sync after it;
     // TMA producers for f16/bf16 only (see the TMA list below).
     Family async = family == Family::MmaF16  ? Family::WgmmaF16
                    : family == Family::MmaF8 ? Family::WgmmaF8
+                   : family == Family::MmaS8 ? Family::WgmmaS8
                                              : Family::WgmmaTf32;
     std::vector<GemmConfig> all =
         candidateConfigs(p, async, smVersion, false, tma);

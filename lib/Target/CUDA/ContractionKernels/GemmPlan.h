@@ -45,9 +45,12 @@ const char *elementTypeName(DType type);
 
 /// The sm_90a warp-specialised wgmma kernel (GemmWgmma.cuh), in any
 /// input type.
-inline bool isWgmma(Family family) {
-  return family == Family::WgmmaF16 || family == Family::WgmmaTf32 ||
-         family == Family::WgmmaF8;
+inline bool isWgmma(Family family) { return isWgmmaFamily(family); }
+
+/// The int8 families (s8/u8 inputs, s32 accumulators, the integer
+/// epilogue).
+inline bool isInt8(Family family) {
+  return family == Family::MmaS8 || family == Family::WgmmaS8;
 }
 
 /// The fp8 families (e4m3/e5m2 inputs, fp32 accumulators).

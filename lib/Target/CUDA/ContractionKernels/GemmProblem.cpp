@@ -35,6 +35,8 @@ std::string_view familyName(Family family) {
     return "mma_f8";
   case Family::WgmmaF8:
     return "wgmma_f8";
+  case Family::WgmmaS8:
+    return "wgmma_s8";
   }
   return "?";
 }
@@ -127,7 +129,7 @@ uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
 
 GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
   GemmPlan plan;
-  bool int8 = c.family == Family::MmaS8;
+  bool int8 = isInt8(c.family);
   plan.inBytes = int8              ? integerBytes(p.inputType)
                  : isFp8(c.family) ? (isFp8Operand(p.inputType) ? 1 : 0)
                                    : dtypeBytes(p.inputType);
@@ -157,10 +159,16 @@ GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
   } else if (isWgmma(c.family)) {
     // GemmWgmma.cuh: 1024 bytes to align the ring, the ring (or the staged
     // output tile, which reuses it), a full and an empty mbarrier a stage.
+    // The int8 kernel stores from registers (no staged tile) and keeps a
+    // 1024-byte tile of ones for A's row sums after the ring.
     uint32_t stage = (c.blockM + c.blockN) * c.blockK * plan.inBytes;
-    uint32_t staged =
-        c.blockM * (c.blockN * plan.outBytes + (plan.outBytes == 4 ? 32 : 16));
-    plan.sharedBytes = 1024 + std::max(c.stages * stage, staged) + 16 * c.stages;
+    uint32_t staged = int8 ? 1024
+                           : c.blockM * (c.blockN * plan.outBytes +
+                                         (plan.outBytes == 4 ? 32 : 16));
+    plan.sharedBytes = 1024 +
+                       (int8 ? c.stages * stage + staged
+                             : std::max(c.stages * stage, staged)) +
+                       16 * c.stages;
   } else if (int8) {
     // GemmInt8.cuh stores its outputs from registers: the pipeline only.
     plan.sharedBytes = c.stages * (c.blockM + c.blockN) * c.blockK;
@@ -208,20 +216,22 @@ namespace {
 
 /// What the int8 family asks beyond the checks every family shares.
 std::string int8UnsupportedReason(const GemmProblem &p, const GemmConfig &c) {
+  std::string name(familyName(c.family));
   auto isByte = [](DType t) { return t == DType::I8 || t == DType::U8; };
   if (!isByte(p.inputType) || !isByte(p.inputTypeB))
-    return "mma_s8 needs i8 or u8 inputs";
+    return name + " needs i8 or u8 inputs";
   if (p.accumulatorType != DType::I32)
-    return "mma_s8 accumulates in i32";
+    return name + " accumulates in i32";
   if (!isByte(p.outputType) && p.outputType != DType::I32)
-    return "mma_s8's output must be i8, u8 (requantized) or i32";
-  // ldmatrix has no 8-bit transpose: both operands are read K-major.
+    return name + "'s output must be i8, u8 (requantized) or i32";
+  // Neither ldmatrix nor 8-bit wgmma transposes bytes: both operands are
+  // read K-major.
   if (p.layoutA != Layout::RowMajor || p.layoutB != Layout::ColMajor)
-    return "mma_s8 needs A row-major and B stored [N][K] (both K-contiguous)";
+    return name + " needs A row-major and B stored [N][K] (both K-contiguous)";
   if (c.splitK != 1)
-    return "mma_s8 has no split-K (its epilogue runs on the whole sum)";
+    return name + " has no split-K (its epilogue runs on the whole sum)";
   if (c.blockK < 32)
-    return "mma_s8's block K must be at least 32 (one m16n8k32)";
+    return name + "'s block K must be at least 32 (one k32 MMA)";
   return "";
 }
 
@@ -245,14 +255,14 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     return "an empty dimension (M, N, K and batch must be at least 1)";
   if (p.m >= (1u << 31) || p.n >= (1u << 31) || p.k >= (1u << 31))
     return "M, N and K must be below 2^31";
-  if (c.family == Family::MmaS8) {
+  if (isInt8(c.family)) {
     if (std::string why = int8UnsupportedReason(p, c); !why.empty())
       return why;
   } else if (p.accumulatorType != DType::F32)
     return "the accumulator must be f32";
   else if (!dtypeBytes(p.outputType))
     return "the output must be f32, f16 or bf16";
-  bool int8 = c.family == Family::MmaS8;
+  bool int8 = isInt8(c.family);
   bool fp8 = isFp8(c.family);
   bool halfIn = p.inputType == DType::F16 || p.inputType == DType::BF16;
   bool halfFamily =
@@ -299,7 +309,7 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
       return "wgmma's block N must be 64, 128 or 256";
     if (c.blockK * inBytes != 128)
       return "wgmma's block K must be one 128-byte swizzle row (64 f16/bf16, "
-             "32 tf32 or 128 fp8 elements)";
+             "32 tf32 or 128 fp8 or int8 elements)";
     if (c.warpM != 64 || c.warpN != c.blockN)
       return "wgmma's warp tile is 64 x block N";
     if (c.tma)

@@ -165,9 +165,10 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
        ", CONV_CP = " + i(cv.paddedGroupChannels) + ";\n";
   s += "  static constexpr int EPI_COL_PER_BATCH = " + i(cv.enabled ? p.n : 0) +
        ";\n";
-  // The int8 family (GemmInt8.cuh): operand signedness and the integer
-  // epilogue (all false / neutral for the float families).
-  const bool int8 = c.family == Family::MmaS8;
+  // The int8 families (GemmInt8.cuh, GemmWgmma.cuh; IntegerEpilogue.cuh):
+  // operand signedness and the integer epilogue (all false / neutral for
+  // the float families).
+  const bool int8 = isInt8(c.family);
   const IntegerEpilogue &q = e.integer;
   s += "  static constexpr bool INT8 = " + b(int8) +
        ", A_U8 = " + b(int8 && p.inputType == DType::U8) +
@@ -185,19 +186,54 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
   return s + "};\n\n";
 }
 
-/// The wgmma kernel's one MMA: `wgmma.mma_async.m64n<BN>k16` (f16, bf16),
-/// `m64n<BN>k8` (tf32) or `m64n<BN>k32` (e4m3, e5m2) from two shared-memory
-/// descriptors into the thread's BN/2 accumulators (an inline-PTX statement
-/// with one operand per register, written out here because its operand
-/// list depends on BN). The transpose bits say which operand is MN-major;
-/// tf32 and fp8 have none (both operands are K-major in shared memory,
-/// GemmWgmma.cuh).
+/// One wgmma statement, `name(d, descA, descB)`: `wgmma.mma_async
+/// .m64n<n><shapeK>.<types>` from two shared-memory descriptors into the
+/// thread's n/2 accumulators (an inline-PTX statement with one operand per
+/// register, written out here because its operand list depends on n).
+/// `tail` is what follows scale-d: the float forms' scale and transpose
+/// immediates; the integer forms have none.
+std::string wgmmaStatement(const std::string &name, uint32_t n,
+                           const std::string &shapeK, const std::string &types,
+                           bool integer, const std::string &tail) {
+  const uint32_t regs = n / 2;
+  std::string list;
+  for (uint32_t i = 0; i < regs; ++i)
+    list += (i ? ", %" : "%") + std::to_string(i);
+  std::string s = "KILN_INLINE void " + name + "(" +
+                  (integer ? "int" : "float") + " (&d)[" +
+                  std::to_string(regs) + "], u64 descA, u64 descB) {\n";
+  s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
+       std::to_string(regs + 2) + ", 0;\\n\"\n";
+  s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + shapeK +
+       "." + types + " {" + list + "}, %" + std::to_string(regs) + ", %" +
+       std::to_string(regs + 1) + ", p" + tail + ";\\n}\"\n    : ";
+  for (uint32_t i = 0; i < regs; ++i)
+    s += (i ? ", " : "") + std::string(integer ? "\"+r\"(d[" : "\"+f\"(d[") +
+         std::to_string(i) + "])";
+  s += "\n    : \"l\"(descA), \"l\"(descB), \"r\"(1));\n}\n\n";
+  return s;
+}
+
+/// The wgmma kernel's MMA, `wgmmaTile`: `m64n<BN>k16` (f16, bf16), `k8`
+/// (tf32) or `k32` (e4m3, e5m2 into f32; s8, u8 into s32). The transpose
+/// bits say which operand is MN-major; tf32 and the 8-bit types have none
+/// (both operands are K-major in shared memory, GemmWgmma.cuh). The int8
+/// kernel also gets `wgmmaRowSum`, an m64n8k32 of A against B = ones (its
+/// four accumulators a thread are A's row sums, for B's zero points).
 std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
                         const GemmPlan &plan) {
-  const uint32_t regs = c.blockN / 2;
   const bool tf32 = c.family == Family::WgmmaTf32;
   const bool fp8 = c.family == Family::WgmmaF8;
+  const bool int8 = c.family == Family::WgmmaS8;
   auto fp8Name = [](DType t) { return t == DType::F8E5M2 ? "e5m2" : "e4m3"; };
+  auto int8Name = [](DType t) { return t == DType::U8 ? "u8" : "s8"; };
+  if (int8) {
+    std::string a = int8Name(p.inputType);
+    return wgmmaStatement("wgmmaTile", c.blockN, "k32",
+                          "s32." + a + "." + int8Name(p.inputTypeB), true, "") +
+           wgmmaStatement("wgmmaRowSum", 8, "k32", "s32." + a + ".s8", true,
+                          "");
+  }
   const char *type = tf32                         ? "tf32"
                      : fp8                        ? fp8Name(p.inputType)
                      : p.inputType == DType::BF16 ? "bf16"
@@ -208,21 +244,13 @@ std::string wgmmaSource(const GemmProblem &p, const GemmConfig &c,
       tf32 || fp8 ? std::string()
                   : std::string(", ") + (plan.aKContiguous ? "0" : "1") + ", " +
                         (plan.bKContiguous ? "0" : "1");
-  std::string list;
-  for (uint32_t i = 0; i < regs; ++i)
-    list += (i ? ", %" : "%") + std::to_string(i);
-  std::string s = "KILN_INLINE void wgmmaTile(float (&d)[" +
-                  std::to_string(regs) + "], u64 descA, u64 descB) {\n";
-  s += "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" +
-       std::to_string(regs + 2) + ", 0;\\n\"\n";
-  s += "    \"wgmma.mma_async.sync.aligned.m64n" + std::to_string(c.blockN) +
-       shapeK + ".f32." + type + "." + typeB + " {" + list + "}, %" +
-       std::to_string(regs) + ", %" + std::to_string(regs + 1) + ", p, 1, 1" +
-       transpose + ";\\n}\"\n    : ";
-  for (uint32_t i = 0; i < regs; ++i)
-    s += (i ? ", " : "") + std::string("\"+f\"(d[") + std::to_string(i) + "])";
-  s += "\n    : \"l\"(descA), \"l\"(descB), \"r\"(1));\n}\n\n";
-  return s;
+  // GemmWgmma.cuh names wgmmaRowSum under `if constexpr (Cfg::INT8 ...)`,
+  // which a non-template function still looks up: a float kernel gets an
+  // empty one, never called.
+  return wgmmaStatement("wgmmaTile", c.blockN, shapeK,
+                        std::string("f32.") + type + "." + typeB, false,
+                        ", 1, 1" + transpose) +
+         "KILN_INLINE void wgmmaRowSum(int (&)[4], u64, u64) {}\n\n";
 }
 
 /// The epilogue's pointer parameters, in kernel-parameter order.
@@ -247,18 +275,21 @@ std::vector<std::string> epiloguePointers(const Epilogue &e) {
 }
 
 /// Why the integer epilogue does not fit the problem and family (empty
-/// when it does): it belongs to MmaS8, and MmaS8 has no other epilogue.
+/// when it does): it belongs to the int8 families, which have no other
+/// epilogue.
 std::string integerEpilogueReason(const GemmProblem &p, const GemmConfig &c,
                                   const Epilogue &e) {
   const IntegerEpilogue &q = e.integer;
   bool set = q.offset || q.rowSumZeroPointB || q.scaleVector ||
              q.scale != 1.0f || q.outputZeroPoint != 0 || q.paddingValue != 0;
-  if (c.family != Family::MmaS8)
-    return set ? "an integer epilogue needs the mma_s8 family" : "";
+  if (!isInt8(c.family))
+    return set ? "an integer epilogue needs an int8 family (mma_s8, wgmma_s8)"
+               : "";
   if (e.alpha != 1.0f || e.scale.present() || e.bias.present() ||
       e.residual || e.activation != Activation::None ||
       !e.customBody.empty() || e.aux)
-    return "mma_s8 takes only the integer epilogue";
+    return std::string(familyName(c.family)) +
+           " takes only the integer epilogue";
   if (!std::isfinite(q.scale) || !(q.scale > 0))
     return "the requantization scale must be finite and positive";
   if (p.outputType == DType::I32 &&
@@ -406,6 +437,11 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
   bool int8 = c.family == Family::MmaS8;
   s += simt ? kGemmSimtTemplate : kGemmTensorCoreTemplate;
   s += "\n";
+  // The int8 epilogue; every wgmma kernel names it (under if constexpr).
+  if (isInt8(c.family) || wgmma) {
+    s += kIntegerEpilogueTemplate;
+    s += "\n";
+  }
   if (int8) {
     // The int8 kernel reuses the mma.sync template's loaders and tiles.
     s += kGemmInt8Template;

@@ -87,8 +87,8 @@ std::string problemKey(const cx::GemmProblem &p, cx::Family family) {
       p.alignC);
   // The 8-bit families' B may differ from A (i8/u8, e4m3/e5m2); the other
   // families' B is A's type.
-  if (family == cx::Family::MmaS8 || family == cx::Family::MmaF8 ||
-      family == cx::Family::WgmmaF8)
+  if (family == cx::Family::MmaS8 || family == cx::Family::WgmmaS8 ||
+      family == cx::Family::MmaF8 || family == cx::Family::WgmmaF8)
     key += " in_b=" + std::string(kiln::runtime::dtypeName(p.inputTypeB));
   if (p.conv.enabled) {
     const cx::ImplicitConv &c = p.conv;

@@ -295,8 +295,8 @@ llvm::Expected<ConfigChoice> Tuner::choose(const cx::GemmProblem &problem,
                                            options.tma);
 
   auto fromEntry = [&](const CacheEntry &entry) -> std::optional<ConfigChoice> {
-    // mma_f16 (mma_tf32, mma_f8) problems on sm_90 may run on wgmma_f16
-    // (wgmma_tf32, wgmma_f8) unless --wgmma=false.
+    // mma_f16 (mma_tf32, mma_f8, mma_s8) problems on sm_90 may run on
+    // wgmma_f16 (wgmma_tf32, wgmma_f8, wgmma_s8) unless --wgmma=false.
     bool familyOk = entry.config.family == family ||
                     (options.wgmma && smVersion >= 90 &&
                      ((family == cx::Family::MmaF16 &&
@@ -304,7 +304,9 @@ llvm::Expected<ConfigChoice> Tuner::choose(const cx::GemmProblem &problem,
                       (family == cx::Family::MmaTf32 &&
                        entry.config.family == cx::Family::WgmmaTf32) ||
                       (family == cx::Family::MmaF8 &&
-                       entry.config.family == cx::Family::WgmmaF8)));
+                       entry.config.family == cx::Family::WgmmaF8) ||
+                      (family == cx::Family::MmaS8 &&
+                       entry.config.family == cx::Family::WgmmaS8)));
     std::string why = !familyOk ? "its family is not " +
                                       std::string(cx::familyName(family))
                       : entry.config.tma && !options.tma

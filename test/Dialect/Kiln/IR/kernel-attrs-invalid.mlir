@@ -257,6 +257,18 @@ func.func @f() attributes {a = #kiln.gemm_config<family = wgmma_f8, tile = 64x64
 
 // -----
 
+// wgmma_s8's K tile is one 128-byte swizzle row: 128 int8 elements.
+// expected-error @+1 {{wgmma_s8's block K is one 128-byte swizzle row (128), not 64}}
+func.func @f() attributes {a = #kiln.gemm_config<family = wgmma_s8, tile = 64x64x64, warp_tile = 64x64, stages = 3>}
+
+// -----
+
+// Nor does wgmma_s8 split K: its epilogue requantizes the whole sum.
+// expected-error @+1 {{wgmma_s8 has no split-K (the requantization needs the whole sum), not split_k = 2}}
+func.func @f() attributes {a = #kiln.gemm_config<family = wgmma_s8, tile = 128x128x128, warp_tile = 64x128, stages = 3, split_k = 2>}
+
+// -----
+
 // The fp8 mma.sync's K is 32.
 // expected-error @+1 {{mma_f8's block K must be a multiple of 32 (the m16n8k32 MMA's K), not 16}}
 func.func @f() attributes {a = #kiln.gemm_config<family = mma_f8, tile = 64x64x16, warp_tile = 32x32, stages = 3>}

@@ -54,15 +54,21 @@ func.func @gemm_fp8(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
 
-// The int8 family (a quantized_matmul region); its swizzle is mma.sync's.
+// The int8 families (quantized_matmul regions): mma_s8 with mma.sync's
+// swizzle, wgmma_s8 with K tiles of 128 and the descriptors' swizzle.
 // CHECK-LABEL: func.func @gemm_int8
 // CHECK: kiln.kernel = #kiln.gemm_config<family = mma_s8, tile = 64x64x64, warp_tile = 32x32, stages = 4, split_k = 1, producer = cp_async, swizzle = xor16>
-func.func @gemm_int8(%x: tensor<4xf32>) -> tensor<4xf32> {
+// CHECK: kiln.kernel = #kiln.gemm_config<family = wgmma_s8, tile = 64x256x128, warp_tile = 64x256, stages = 3, split_k = 1, producer = cp_async, swizzle = b128>
+func.func @gemm_int8(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %0 = kiln.fusion "quantized_matmul" -> tensor<4xf32> attributes {kiln.kernel = #kiln.gemm_config<family = mma_s8, tile = 64x64x64, warp_tile = 32x32, stages = 4>} {
     %r = kiln.relu %x : tensor<4xf32>
     kiln.yield %r : tensor<4xf32>
   }
-  return %0 : tensor<4xf32>
+  %1 = kiln.fusion "quantized_matmul" -> tensor<4xf32> attributes {kiln.kernel = #kiln.gemm_config<family = wgmma_s8, tile = 64x256x128, warp_tile = 64x256, stages = 3>} {
+    %r = kiln.relu %x : tensor<4xf32>
+    kiln.yield %r : tensor<4xf32>
+  }
+  return %0, %1 : tensor<4xf32>, tensor<4xf32>
 }
 
 // -----

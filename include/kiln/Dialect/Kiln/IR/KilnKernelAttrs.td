@@ -28,7 +28,8 @@ def Kiln_GemmFamily : I32EnumAttr<"GemmFamily",
       I32EnumAttrCase<"WgmmaTf32", 4, "wgmma_tf32">,
       I32EnumAttrCase<"MmaS8", 5, "mma_s8">,
       I32EnumAttrCase<"MmaF8", 6, "mma_f8">,
-      I32EnumAttrCase<"WgmmaF8", 7, "wgmma_f8">
+      I32EnumAttrCase<"WgmmaF8", 7, "wgmma_f8">,
+      I32EnumAttrCase<"WgmmaS8", 8, "wgmma_s8">
     ]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
@@ -103,8 +104,10 @@ def Kiln_GemmConfigAttr : Kiln_KernelAttr<"GemmConfig", "gemm_config"> {
     - `family`: `mma_f16` / `mma_tf32` (mma.sync), `simt_f32` (FFMA),
       `wgmma_f16` / `wgmma_tf32` (sm_90a warpgroup MMA), `mma_s8`
       (mma.sync m16n8k32 on int8/uint8 operands with s32 accumulators and
-      the requantizing integer epilogue: the `quantized_matmul` regions
-      kiln-fuse-quantized forms);
+      the requantizing integer epilogue: the `quantized_matmul` and
+      `quantized_conv` regions kiln-fuse-quantized forms) and `wgmma_s8`
+      (the same on sm_90a's wgmma m64nNk32, K tile 128, no split-K),
+      `mma_f8` / `wgmma_f8` (e4m3/e5m2 operands, f32 accumulators);
     - `tile`: the block tile M x N x K;
     - `warp_tile` (tensor-core families: M x N per warp, 64 x N for
       wgmma) or `thread_tile` (`simt_f32`: outputs per thread);
@@ -151,7 +154,8 @@ def Kiln_GemmConfigAttr : Kiln_KernelAttr<"GemmConfig", "gemm_config"> {
     bool isWgmma() const {
       return getFamily() == ::kiln::GemmFamily::WgmmaF16 ||
              getFamily() == ::kiln::GemmFamily::WgmmaTf32 ||
-             getFamily() == ::kiln::GemmFamily::WgmmaF8;
+             getFamily() == ::kiln::GemmFamily::WgmmaF8 ||
+             getFamily() == ::kiln::GemmFamily::WgmmaS8;
     }
   }];
 }

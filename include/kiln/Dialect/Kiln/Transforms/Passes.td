@@ -388,8 +388,8 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     kiln-assign-layout has made them NHWC (`matmuls=false`; its
     `int8-convs` option picks NHWC for them under the auto layout). A
     depthwise chain (one input channel per group) stays on the fallback
-    too: the kernel's 16-channel chunks would be 15/16 zeros. kiln-select-contraction-kernels gives it an
-    `mma_s8` config and kiln-match-contractions the int8 tensor-core
+    too: the kernel's 16-channel chunks would be 15/16 zeros. kiln-select-contraction-kernels gives it a
+    `wgmma_s8` (sm_90 with wgmma) or `mma_s8` config and kiln-match-contractions the int8 tensor-core
     kernel, reading the parameters again from the region's ops; a region
     no kernel takes is the exact fallback in one generic kernel. An
     intermediate value something else also reads (a dequantized activation

@@ -11,15 +11,10 @@
 // why the family needs K-contiguous operands.
 //
 // The accumulators are s32 and wrap, like the reference's int32 GEMM. The
-// epilogue (IntegerEpilogue in ContractionKernels.h) runs in registers:
-//   v = acc + offset[n] - zeroPointB[n] * rowsum_A[m]   (s32, wrapping)
-//   I32 output: v; I8/U8: rni(clamp(f32(v) * scale, lo - zy, hi - zy)) + zy
-// which is onnxruntime's MlasRequantizeOutput step for step (its
-// clamp-then-round equals round-then-saturate, the bounds being integers).
-// A's row sums, needed only when B has a zero point, come from one more
-// m16n8k32 per row tile and K step against a B of ones. Outputs are stored
-// from registers, one element at a time (no staging through shared memory
-// yet).
+// epilogue (IntegerEpilogue.cuh) runs in registers. A's row sums, needed
+// only when B has a zero point, come from one more m16n8k32 per row tile
+// and K step against a B of ones. Outputs are stored from registers, one
+// element at a time (no staging through shared memory yet).
 //
 // An implicit-GEMM NHWC convolution (Cfg::CONV) uses GemmTensorCore.cuh's
 // ConvLoaderA with 16-channel chunks; a pixel outside the image reads A's
@@ -42,10 +37,6 @@ using tc::TileB;
 static_assert(Cfg::INT8 && Cfg::A_K_CONTIG && Cfg::B_K_CONTIG,
               "the int8 kernel reads both operands K-major");
 static_assert(tc::kKStep == 32, "one m16n8k32 per K step");
-
-/// The output type's range.
-constexpr int kLow = Cfg::OUT_CODE == kElementU8 ? 0 : -128;
-constexpr int kHigh = Cfg::OUT_CODE == kElementU8 ? 255 : 127;
 
 KILN_INLINE void computeStage(int (&acc)[kMI][kNI][4], int (&rowSum)[kMI][4],
                               u32 stage, const tc::FragmentOffsets &off) {
@@ -72,24 +63,6 @@ KILN_INLINE void computeStage(int (&acc)[kMI][kNI][4], int (&rowSum)[kMI][4],
                                         0x01010101u);
     }
   }
-}
-
-/// Stores one output: the s32 value, or its requantization.
-KILN_INLINE void storeOutput(char *c, i64 index, int v, int col,
-                             const EpilogueArgs &ep) {
-  if (Cfg::OUT_CODE == kElementS32) {
-    ((int *)c)[index] = v;
-    return;
-  }
-  float scale =
-      Cfg::Q_SCALE_VECTOR ? ((const float *)ep.scale)[col] : Cfg::Q_SCALE;
-  float f;
-  asm("cvt.rn.f32.s32 %0, %1;" : "=f"(f) : "r"(v));
-  asm("mul.rn.f32 %0, %0, %1;" : "+f"(f) : "f"(scale));
-  f = fminf(fmaxf(f, (float)(kLow - Cfg::Q_ZP)), (float)(kHigh - Cfg::Q_ZP));
-  int r;
-  asm("cvt.rni.s32.f32 %0, %1;" : "=r"(r) : "f"(f));
-  ((unsigned char *)c)[index] = (unsigned char)(r + Cfg::Q_ZP);
 }
 
 KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr, float *,
@@ -151,15 +124,10 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr, float *,
           int col = n0 + wn * Cfg::WTN + ni * 8 + 2 * t + e;
           if (col >= (int)Cfg::N)
             continue;
-          // Unsigned arithmetic: the s32 sums wrap, as the reference's.
-          u32 v = (u32)acc[mi][ni][2 * h + e];
           // A convolution's vectors run over the channels of every group.
           int channel = col + (int)batch * Cfg::EPI_COL_PER_BATCH;
-          if (Cfg::Q_OFFSET)
-            v += (u32)((const int *)ep.bias)[channel];
-          if (Cfg::Q_ROWSUM)
-            v -= (u32)((const int *)ep.zeroPointB)[channel] * rs;
-          storeOutput(c, (i64)row * Cfg::LDC + col, (int)v, channel, ep);
+          q8::store(c, (i64)row * Cfg::LDC + col, (u32)acc[mi][ni][2 * h + e],
+                    rs, channel, ep);
         }
     }
 }

@@ -1,4 +1,4 @@
-//===- GemmWgmma.cuh - sm_90a warp-specialised wgmma GEMM (f16/bf16, tf32) ===//
+//===- GemmWgmma.cuh - sm_90a warp-specialised wgmma GEMM (all families) --===//
 //
 // One block computes a BM x BN tile of C (BM = 64 or 128, BN = 64, 128 or
 // 256) for one batch and one K split, with warpgroups (128 threads) in two
@@ -45,9 +45,9 @@
 //     the same way; the descriptor's leading offset is the block size
 //     (8 KiB), its stride offset the 8-row atom (1024 B). A k16 step moves
 //     16 rows (2 KiB).
-//   - fp8 (e4m3/e5m2, K tile 128, `m64nBNk32`) has no transpose bits
-//     either, and no transposing loader: its problems are K-major already
-//     (unsupportedReason).
+//   - fp8 (e4m3/e5m2) and int8 (s8/u8; K tile 128, `m64nBNk32`) have no
+//     transpose bits either, and no transposing loader: their problems are
+//     K-major already (unsupportedReason).
 //   - tf32 wgmma has no transpose bits: both operands must be K-major.
 //     kiln-match-contractions stores a row-major weight B transposed at
 //     compile time; any other MN-major tf32 operand (an activation B as
@@ -75,9 +75,21 @@
 // partials to the workspace, and the tile's last split sums them and
 // applies the epilogue (SplitKReduce.cuh).
 //
+// int8 (Cfg::INT8, Family::WgmmaS8): the accumulators are s32 registers,
+// and the epilogue is IntegerEpilogue.cuh's, applied to each accumulator
+// and stored from registers (the fragment holds its row and column). When
+// B has zero points the epilogue needs A's row sums: every K step also
+// issues `wgmmaRowSum`, an m64n8k32 of the consumer's A against a
+// 1024-byte tile of ones (after the ring; written once by the whole block
+// before the first barrier, and fenced into the async proxy), whose four
+// accumulators a thread are its two rows' sums. A convolution's padding
+// pixels hold A's zero point, written with st.shared: the producer then
+// also arrives on `full` after a proxy fence (kStoreArrive). No split-K.
+//
 // Cfg (generated) holds every compile-time fact and the generated
-// `wgmmaTile` (the wgmma instruction for this BN, dtype and layouts); see
-// GemmSource.cpp. This file is compiled after GemmTensorCore.cuh.
+// `wgmmaTile` (the wgmma instruction for this BN, dtype and layouts; int8:
+// `wgmmaRowSum` too); see GemmSource.cpp. This file is compiled after
+// GemmTensorCore.cuh (and, for int8, IntegerEpilogue.cuh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,8 +103,9 @@ struct __align__(64) TensorMap {
 };
 
 constexpr int kEB = Cfg::IN_BYTES;
-/// The MMA's K: 16 f16/bf16, 8 tf32 or 32 fp8 elements, 32 bytes each way.
-constexpr int kMmaK = Cfg::TF32 ? 8 : Cfg::FP8 ? 32 : 16;
+/// The MMA's K: 16 f16/bf16, 8 tf32 or 32 fp8 or int8 elements, 32 bytes
+/// each way.
+constexpr int kMmaK = Cfg::TF32 ? 8 : Cfg::FP8 || Cfg::INT8 ? 32 : 16;
 /// How each operand sits in shared memory: tf32 is always K-major.
 constexpr bool kAKMajor = Cfg::A_K_CONTIG || Cfg::TF32;
 constexpr bool kBKMajor = Cfg::B_K_CONTIG || Cfg::TF32;
@@ -102,6 +115,16 @@ static_assert(!(Cfg::TMA && Cfg::TF32), "TMA producer: f16/bf16 only");
 constexpr int kConsumers = Cfg::BM / 64;
 constexpr int kProducerThreads = 128;
 constexpr int kAccs = Cfg::BN / 2;
+/// The accumulators' type: s32 for int8, f32 otherwise.
+template <bool Integer> struct AccumulatorOf {
+  using type = float;
+};
+template <> struct AccumulatorOf<true> {
+  using type = int;
+};
+using Acc = AccumulatorOf<Cfg::INT8>::type;
+static_assert(!Cfg::INT8 || Cfg::SPLITK == 1,
+              "the int8 epilogue needs the whole sum: no split-K");
 
 /// A K-major tile: Rows rows (m or n) of 64 K elements.
 template <int Rows> struct KMajorTile {
@@ -217,7 +240,11 @@ constexpr bool kRegisterCopies =
 /// (if it makes any).
 constexpr bool kAsyncArrive =
     !kRegisterCopies && !(kTransposeA && kTransposeB);
-constexpr bool kStoreArrive = kRegisterCopies || kTransposeA || kTransposeB;
+/// An int8 convolution writes A's zero point into padding pixels with
+/// st.shared (tc::ConvLoaderA).
+constexpr bool kPadStores = Cfg::INT8 && Cfg::CONV && Cfg::CONV_PAD_BYTE != 0;
+constexpr bool kStoreArrive =
+    kRegisterCopies || kTransposeA || kTransposeB || kPadStores;
 constexpr u32 kFullArrivals =
     kProducerThreads * ((kAsyncArrive ? 1 : 0) + (kStoreArrive ? 1 : 0));
 
@@ -302,10 +329,15 @@ KILN_INLINE void tmaLoadTile(u32 dst, const TensorMap *map, u32 bar, int k,
 
 /// Keeps the compiler from moving accumulator accesses across the
 /// asynchronous MMAs that own the registers.
-KILN_INLINE void fenceAccumulators(float (&acc)[kAccs]) {
+template <int N> KILN_INLINE void fenceAccumulators(float (&acc)[N]) {
 #pragma unroll
-  for (int i = 0; i < kAccs; ++i)
+  for (int i = 0; i < N; ++i)
     asm volatile("" : "+f"(acc[i])::"memory");
+}
+template <int N> KILN_INLINE void fenceAccumulators(int (&acc)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+r"(acc[i])::"memory");
 }
 
 /// Descriptor of the consumer's A (its 64 rows) and of B at k16 step 0.
@@ -328,7 +360,7 @@ constexpr u64 kStepB = kBKMajor ? 32 >> 4 : 2048 >> 4;
 /// output's values in `acc`, 1 stores those) to `out` (the batch's base).
 /// The caller synchronises the consumers before.
 template <int Pass, int Code, int Bytes, int Vec>
-KILN_INLINE void storeTile(float (&acc)[kAccs], u32 shared, char *out, int m0,
+KILN_INLINE void storeTile(Acc (&acc)[kAccs], u32 shared, char *out, int m0,
                            int M, int n0, unsigned batch, int rowBase, int t,
                            const EpilogueArgs &ep) {
   const int kEpiCol = batch * Cfg::EPI_COL_PER_BATCH;
@@ -363,9 +395,13 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   // Swizzling works on address bits: the ring starts 1024-byte aligned.
   const u32 shared = (sharedAddress(sharedBytes) + 1023) & ~1023u;
   constexpr u32 kPipelineBytes = Cfg::STAGES * kStageBytes;
-  constexpr u32 kStagedBytes = Cfg::BM * tc::kOutPitch;
+  // int8 stores from registers; its tile of ones follows the ring.
+  constexpr u32 kStagedBytes = Cfg::INT8 ? 0 : Cfg::BM * tc::kOutPitch;
+  constexpr u32 kOnesBytes = Cfg::INT8 ? 1024 : 0;
   constexpr u32 kRingBytes =
-      kPipelineBytes > kStagedBytes ? kPipelineBytes : kStagedBytes;
+      (kPipelineBytes > kStagedBytes ? kPipelineBytes : kStagedBytes) +
+      kOnesBytes;
+  const u32 ones = shared + kPipelineBytes;
   const u32 fullBars = shared + kRingBytes;
   const u32 emptyBars = fullBars + 8 * Cfg::STAGES;
 
@@ -391,9 +427,18 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     if (Cfg::TMA) // the copy engine (async proxy) sees the initialised barriers
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  if (Cfg::INT8 && Cfg::Q_ROWSUM && threadIdx.x < kOnesBytes / 16) {
+    // B = ones for A's row sums (wgmmaRowSum), read by the async proxy.
+    asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(
+                     ones + 16 * threadIdx.x),
+                 "r"(0x01010101u)
+                 : "memory");
+    fenceProxyAsync();
+  }
   __syncthreads();
 
-  float acc[kAccs];
+  Acc acc[kAccs];
+  int rowSum[4]; // int8 with B's zero points: A's row sums (wgmmaRowSum)
   if (warpgroup == 0) {
     // --- Producer ---
     if (kConsumers == 2)
@@ -466,7 +511,10 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     const int consumer = warpgroup - 1;
 #pragma unroll
     for (int i = 0; i < kAccs; ++i)
-      acc[i] = 0.0f;
+      acc[i] = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      rowSum[i] = 0;
     int s = 0, previous = 0;
     u32 parity = 0;
     for (int kt = 0; kt < kTiles; ++kt) {
@@ -478,14 +526,24 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
         roundStageTf32(stage);
       const u64 da = descriptorA(stage, consumer), db = descriptorB(stage);
       fenceAccumulators(acc);
+      if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
+        fenceAccumulators(rowSum);
       wgmmaFence();
 #pragma unroll
-      for (int ks = 0; ks < Cfg::BK / kMmaK; ++ks)
+      for (int ks = 0; ks < Cfg::BK / kMmaK; ++ks) {
         wgmmaTile(acc, da + ks * kStepA, db + ks * kStepB);
+        if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
+          wgmmaRowSum(rowSum, da + ks * kStepA,
+                      descriptor(ones, 16, 1024) + ks * kStepB);
+      }
       wgmmaCommit();
       fenceAccumulators(acc);
+      if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
+        fenceAccumulators(rowSum);
       wgmmaWait<1>();
       fenceAccumulators(acc);
+      if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
+        fenceAccumulators(rowSum);
       if (kt > 0)
         mbarrierArrive(emptyBars + 8 * previous);
       previous = s;
@@ -494,6 +552,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     }
     wgmmaWait<0>();
     fenceAccumulators(acc);
+    if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
+      fenceAccumulators(rowSum);
   }
 
   // Fragment position of accumulator 4j + 2h + e of a consumer thread:
@@ -501,58 +561,84 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
   const int lane = threadIdx.x % 32, w = (threadIdx.x / 32) % 4;
   const int g = lane / 4, t = lane % 4;
   const int rowBase = (warpgroup - 1) * 64 + 16 * w + g;
-  if (Cfg::SPLITK > 1) {
-    const unsigned batches = gridDim.z / Cfg::SPLITK;
-    float *ws = workspace + ((i64)split * batches + batch) * M * Cfg::N;
+  if constexpr (Cfg::INT8) {
+    // The integer epilogue, from registers. Row sum h (rows g, g + 8) is
+    // wgmmaRowSum's accumulator 2h (every column of it is the sum).
+    char *c = (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES;
 #pragma unroll
-    for (int j = 0; j < Cfg::BN / 8; ++j)
+    for (int h = 0; h < 2; ++h) {
+      const int row = m0 + rowBase + 8 * h;
+      if (row >= (int)M)
+        continue;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        int row = m0 + rowBase + 8 * h;
-        int col = n0 + 8 * j + 2 * t;
-        if (row >= (int)M || col >= (int)Cfg::N)
-          continue;
-        float *to = ws + (i64)row * Cfg::N + col;
-        if (Cfg::N % 2 == 0) {
-          *(float2 *)to = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-        } else {
-          to[0] = acc[4 * j + 2 * h];
-          if (col + 1 < (int)Cfg::N)
-            to[1] = acc[4 * j + 2 * h + 1];
+      for (int j = 0; j < Cfg::BN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = n0 + 8 * j + 2 * t + e;
+          if (col >= (int)Cfg::N)
+            continue;
+          // A convolution's vectors run over the channels of every group.
+          q8::store(c, (i64)row * Cfg::LDC + col, (u32)acc[4 * j + 2 * h + e],
+                    (u32)rowSum[2 * h],
+                    col + (int)batch * Cfg::EPI_COL_PER_BATCH, ep);
         }
-      }
-    // The last split of the tile finishes it (SplitKReduce.cuh), among the
-    // consumers alone: the producer warpgroup has returned.
-    __threadfence();
-    consumerBarrier(); // every consumer's partials before the count
-    u32 last = 0;
-    if (threadIdx.x == 128)
-      last = splitk::arrive(semaphores, batch);
-    asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\t"
-                 "bar.red.or.pred q, 1, %2, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
-                 : "=r"(last)
-                 : "r"(last), "n"(kConsumers * 128)
-                 : "memory");
-    if (!last)
+    }
+  } else {
+    // The float epilogue (not instantiated for int8: storeTile stages f32).
+    if (Cfg::SPLITK > 1) {
+      const unsigned batches = gridDim.z / Cfg::SPLITK;
+      float *ws = workspace + ((i64)split * batches + batch) * M * Cfg::N;
+#pragma unroll
+      for (int j = 0; j < Cfg::BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          int row = m0 + rowBase + 8 * h;
+          int col = n0 + 8 * j + 2 * t;
+          if (row >= (int)M || col >= (int)Cfg::N)
+            continue;
+          float *to = ws + (i64)row * Cfg::N + col;
+          if (Cfg::N % 2 == 0) {
+            *(float2 *)to =
+                make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          } else {
+            to[0] = acc[4 * j + 2 * h];
+            if (col + 1 < (int)Cfg::N)
+              to[1] = acc[4 * j + 2 * h + 1];
+          }
+        }
+      // The last split of the tile finishes it (SplitKReduce.cuh), among the
+      // consumers alone: the producer warpgroup has returned.
+      __threadfence();
+      consumerBarrier(); // every consumer's partials before the count
+      u32 last = 0;
+      if (threadIdx.x == 128)
+        last = splitk::arrive(semaphores, batch);
+      asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\t"
+                   "bar.red.or.pred q, 1, %2, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+                   : "=r"(last)
+                   : "r"(last), "n"(kConsumers * 128)
+                   : "memory");
+      if (!last)
+        return;
+      __threadfence();
+      splitk::finishTile<kConsumers * 128>(workspace, cPtr, M, batchStrideC,
+                                           ep, batch, m0, n0,
+                                           (int)threadIdx.x - 128);
       return;
-    __threadfence();
-    splitk::finishTile<kConsumers * 128>(workspace, cPtr, M, batchStrideC, ep,
-                                         batch, m0, n0,
-                                         (int)threadIdx.x - 128);
-    return;
-  }
+    }
 
-  // Every consumer is done with the ring (named barrier 1: the consumers
-  // alone).
-  consumerBarrier();
-  storeTile<0, Cfg::OUT_CODE, Cfg::OUT_BYTES, Cfg::VEC_C>(
-      acc, shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
-      (int)M, n0, batch, rowBase, t, ep);
-  if constexpr (Cfg::AUX_CODE != kElementNone) {
-    consumerBarrier(); // C's staged tile is out
-    storeTile<1, Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
-        acc, shared, (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,
-        m0, (int)M, n0, batch, rowBase, t, ep);
+    // Every consumer is done with the ring (named barrier 1: the consumers
+    // alone).
+    consumerBarrier();
+    storeTile<0, Cfg::OUT_CODE, Cfg::OUT_BYTES, Cfg::VEC_C>(
+        acc, shared, (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES, m0,
+        (int)M, n0, batch, rowBase, t, ep);
+    if constexpr (Cfg::AUX_CODE != kElementNone) {
+      consumerBarrier(); // C's staged tile is out
+      storeTile<1, Cfg::AUX_CODE, Cfg::AUX_BYTES, Cfg::VEC_AUX>(
+          acc, shared, (char *)ep.aux + batch * batchStrideC * Cfg::AUX_BYTES,
+          m0, (int)M, n0, batch, rowBase, t, ep);
+    }
   }
 }
 
