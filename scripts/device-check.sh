@@ -59,8 +59,8 @@
 # Everything together is more than one device call allows (600 s), so
 # `--group` splits it in two calls (5-6 minutes each on 2026-12-04)
 # (docs/benchmarks.md, "Device time"):
-#   kernels: attention 200 s, wgmma 90 s, membound 90 s, tune 120 s, then
-#            device_check.py --phase gemm (75 s);
+#   kernels: attention 200 s, wgmma 90 s, membound 90 s, quant 60 s,
+#            tune 120 s, then device_check.py --phase gemm (75 s);
 #   models:  python 60 s, surface 60 s, train 120 s, nccl 60 s, loops 40 s,
 #            then device_check.py --phase bench,top1 (150 s + 90 s).
 # On the device, run it through scripts/device/run-group.sh (one tarball
@@ -154,6 +154,11 @@ phase train models 120 python3 "$root/scripts/device/train_bench.py" run --dir "
 # and without (host-read flags), against onnxruntime (loops_check.py;
 # $OUT/loops_check.json).
 [ ! -d "$dir/loops" ] || phase loops models 40 python3 "$root/scripts/device/loops_check.py" run --dir "$dir/loops" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
+# The quantized GEMM kernels (issue 26): int8 on wgmma_s8 and mma_s8, fp8 on
+# wgmma_f8, at 4096^3 against onnxruntime and beside the bf16 kernel and
+# torch._int_mm/_scaled_mm (quant_check.py; $OUT/quant.txt; ~30 s); before
+# tune, whose time on the GPU is not known yet.
+[ ! -d "$dir/quant" ] || phase quant kernels 60 python3 "$root/scripts/device/quant_check.py" run --dir "$dir/quant" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
 # Issue 11: kilnc --tune's jobs on the GPU: tuning time, tuned vs heuristic ($OUT/tune.txt).
 phase tune kernels 120 python3 "$root/scripts/device/tune_bench.py" run --dir "$dir/tune" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
 

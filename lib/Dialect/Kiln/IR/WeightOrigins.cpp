@@ -62,16 +62,22 @@ std::string initializerOrigin(StringRef name, RankedTensorType type) {
     return "";
   std::string origin;
   llvm::raw_string_ostream os(origin);
-  // The runtime's dtype names (kiln/runtime/DType.h): MLIR's, except bool
-  // and the unsigned integers.
+  // The runtime's dtype names (kiln/runtime/DType.h): MLIR's, except bool,
+  // the unsigned integers and the float8 types (MLIR's `f8E4M3FN` is the
+  // runtime's `f8e4m3fn`).
   Type element = type.getElementType();
   os << "initializer ";
-  if (element.isInteger(1))
+  if (element.isInteger(1)) {
     os << "bool";
-  else if (element.isUnsignedInteger())
+  } else if (element.isUnsignedInteger()) {
     os << 'u' << element.getIntOrFloatBitWidth();
-  else
-    os << element;
+  } else {
+    std::string name;
+    llvm::raw_string_ostream(name) << element;
+    os << (isa<FloatType>(element) && element.getIntOrFloatBitWidth() == 8
+               ? llvm::StringRef(name).lower()
+               : name);
+  }
   os << ' ';
   llvm::interleave(type.getShape(), os, "x");
   if (type.getRank() == 0)
