@@ -161,6 +161,13 @@ TieCount runInt8Case(const Int8Case &c) {
     in.zeroPointB = rawBytes(zb.data(), 4 * p.n);
   if (q.scaleVector)
     in.scale = rawBytes(scales.data(), 4 * p.n);
+  // A residual block's R: random bytes of its type, C's layout.
+  const IntegerEpilogue::Residual &res = q.residual;
+  std::vector<int> residual;
+  if (res.enabled) {
+    residual = draw(res.type, -128, 255, p.m * p.n);
+    in.residual = bytesOf(residual);
+  }
   uint64_t count = p.m * p.n;
   std::vector<uint8_t> out = runOnEmu(*generated, p, in, count);
   if (out.empty())
@@ -180,8 +187,13 @@ TieCount runInt8Case(const Int8Case &c) {
   EXPECT_EQ(std::fegetround(), FE_TONEAREST);
   TieCount ties;
   int reported = 0;
-  int lo = p.outputType == DType::U8 ? 0 : -128;
-  int hi = p.outputType == DType::U8 ? 255 : 127;
+  // The requantized value's range (the residual block's own type), then
+  // the output's.
+  DType mid = res.enabled ? res.requantizedType : p.outputType;
+  int lo = mid == DType::U8 ? 0 : -128;
+  int hi = mid == DType::U8 ? 255 : 127;
+  int outLo = p.outputType == DType::U8 ? 0 : -128;
+  int outHi = p.outputType == DType::U8 ? 255 : 127;
   for (uint64_t m = 0; m < p.m; ++m) {
     int64_t rowSum = 0;
     for (uint64_t k = 0; k < p.k; ++k)
@@ -211,6 +223,23 @@ TieCount runInt8Case(const Int8Case &c) {
         f = std::min(std::max(f, float(lo - q.outputZeroPoint)),
                      float(hi - q.outputZeroPoint));
         want = static_cast<int64_t>(std::nearbyint(f)) + q.outputZeroPoint;
+        if (res.enabled) {
+          // onnxruntime's unfused DequantizeLinear (both), Add, Relu and
+          // QuantizeLinear: one f32 operation a step (volatile: no fma).
+          volatile float d = float(want) - float(q.outputZeroPoint);
+          d = d * res.requantizedScale;
+          volatile float r =
+              float(residual[m * p.n + n]) - float(res.zeroPoint);
+          r = r * res.scale;
+          volatile float sum = d + r;
+          if (res.relu)
+            sum = std::max(float(sum), 0.0f);
+          sum = sum / res.sumScale;
+          float t =
+              std::min(std::max(float(sum), float(outLo - res.sumZeroPoint)),
+                       float(outHi - res.sumZeroPoint));
+          want = static_cast<int64_t>(std::nearbyint(t)) + res.sumZeroPoint;
+        }
         uint8_t byte = out[m * p.n + n];
         got = p.outputType == DType::U8 ? int64_t(byte)
                                         : int64_t(static_cast<int8_t>(byte));
@@ -380,6 +409,59 @@ TEST_F(Int8GemmKernelsTest, WgmmaTiesFollowOnnxruntimesF32Multiply) {
   c.low = -6, c.high = 6, c.lowB = -6, c.highB = 6;
   TieCount ties = runInt8Case(c);
   EXPECT_GT(ties.f64Differs, 20);
+}
+
+/// A QDQ residual block after the requantization (ResNet's add):
+/// Q(relu?(DQ(q) + DQ(R))) with its own scales, zero points and types.
+IntegerEpilogue::Residual residualBlock(DType type, DType requantized,
+                                        bool relu) {
+  IntegerEpilogue::Residual r;
+  r.enabled = true;
+  r.type = type;
+  r.zeroPoint = type == DType::U8 ? 121 : -9;
+  r.scale = 0.031f;
+  r.requantizedType = requantized;
+  r.requantizedScale = 0.047f;
+  r.relu = relu;
+  r.sumScale = 0.06f;
+  r.sumZeroPoint = relu ? 0 : 130;
+  return r;
+}
+
+TEST_F(Int8GemmKernelsTest, ResidualBlockAfterRequantization) {
+  // u8 activations and a u8 residual; the sum requantized to u8 with zero
+  // point 130 (no Relu), on mma.sync and on wgmma.
+  for (GemmConfig config :
+       {int8Config(64, 64, 64, 32, 32, 3), wgmmaS8(64, 64, 2)}) {
+    if (config.family == Family::WgmmaS8 && !emuWgmmaGap().empty())
+      continue;
+    Int8Case c{
+        int8Problem(70, 80, 160, DType::U8, DType::I8, DType::U8), config, {}};
+    c.epilogue.offset = true;
+    c.epilogue.scaleVector = true;
+    c.epilogue.outputZeroPoint = 117;
+    c.epilogue.residual = residualBlock(DType::U8, DType::U8, false);
+    c.aZeroPoint = 128;
+    runInt8Case(c);
+  }
+}
+
+TEST_F(Int8GemmKernelsTest, ResidualBlockReluSignedTypes) {
+  // s8 requantized value and residual, an explicit Relu, a u8 sum with
+  // zero point 0 (what a folded Relu looks like too); weight zero points.
+  SKIP_WITHOUT_EMU_WGMMA();
+  for (GemmConfig config :
+       {int8Config(64, 32, 32, 32, 16, 2), wgmmaS8(128, 64, 2)}) {
+    Int8Case c{
+        int8Problem(130, 40, 96, DType::I8, DType::U8, DType::U8), config, {}};
+    c.epilogue.offset = true;
+    c.epilogue.rowSumZeroPointB = true;
+    c.epilogue.scale = 0.0009f;
+    c.epilogue.outputZeroPoint = 3;
+    c.epilogue.residual = residualBlock(DType::I8, DType::I8, true);
+    c.seed = 12;
+    runInt8Case(c);
+  }
 }
 
 TEST_F(Int8GemmKernelsTest, WgmmaPtxHasInt8WarpgroupInstructions) {
@@ -808,6 +890,20 @@ TEST(Int8GemmProblems, RefusedWithReasons) {
   auto zp = generateGemmSource(p, c, badZp, {});
   ASSERT_FALSE(bool(zp));
   EXPECT_THAT(zp.error().message(), ::testing::HasSubstr("zero point"));
+  Epilogue badResidual;
+  badResidual.integer.residual.enabled = true;
+  badResidual.integer.residual.sumScale = 0.0f;
+  auto res = generateGemmSource(p, c, badResidual, {});
+  ASSERT_FALSE(bool(res));
+  EXPECT_THAT(res.error().message(),
+              ::testing::HasSubstr("finite and positive"));
+  Epilogue residualI32;
+  residualI32.integer.residual.enabled = true;
+  auto i32 = generateGemmSource(
+      int8Problem(64, 64, 64, DType::I8, DType::I8, DType::I32), c, residualI32,
+      {});
+  ASSERT_FALSE(bool(i32));
+  EXPECT_THAT(i32.error().message(), ::testing::HasSubstr("8-bit outputs"));
   Epilogue badPad;
   badPad.integer.paddingValue = 128; // A is s8
   auto pad = generateGemmSource(p, c, badPad, {});

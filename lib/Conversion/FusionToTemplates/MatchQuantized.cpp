@@ -111,13 +111,34 @@ IntegerVectors integerVectors(const QuantizedChain &chain, int64_t k,
     q.scaleVector = llvm::any_of(s, [&](float x) { return x != s[0]; });
     q.scale = q.scaleVector ? 1.0f : s[0];
   }
+  if (const std::optional<QuantizedChain::Residual> &r = chain.residual) {
+    cx::IntegerEpilogue::Residual &e = q.residual;
+    e.enabled = true;
+    e.type = byteType(r->storage);
+    e.zeroPoint = static_cast<int32_t>(r->zeroPoint);
+    e.scale = r->scale;
+    e.requantizedType = byteType(chain.outputStorage);
+    e.requantizedScale = r->requantizedScale;
+    e.relu = r->relu;
+    e.sumScale = r->sumScale;
+    e.sumZeroPoint = static_cast<int32_t>(r->sumZeroPoint);
+  }
   return v;
 }
 
-/// The epilogue's vectors the kernel reads, as constants before `fusion`.
+/// The kernel's output type: the requantized value's, or a residual
+/// block's sum's; i32 without a requantization.
+cx::DType integerOutputType(const QuantizedChain &chain) {
+  if (chain.residual)
+    return byteType(chain.residual->sumStorage);
+  return chain.requantized ? byteType(chain.outputStorage) : cx::DType::I32;
+}
+
+/// The epilogue's vectors the kernel reads, as constants before `fusion`,
+/// and a residual block's R (`residual`, read in place or copied).
 SmallVector<std::pair<std::string, Value>>
 vectorOperands(const IntegerVectors &v, const QuantizedChain &chain,
-               kiln::FusionOp fusion) {
+               kiln::FusionOp fusion, Value residual) {
   OpBuilder builder(fusion);
   Location loc = fusion.getLoc();
   int64_t n = chain.channels;
@@ -134,6 +155,8 @@ vectorOperands(const IntegerVectors &v, const QuantizedChain &chain,
     named.push_back({"zeroPointB", vector(builder.getI32Type(), v.zeroPointB)});
   if (q.scaleVector)
     named.push_back({"scale", vector(builder.getF32Type(), chain.multipliers)});
+  if (q.residual.enabled)
+    named.push_back({"residual", residual});
   return named;
 }
 
@@ -204,6 +227,22 @@ fp8Operands(const QuantizedChain &chain, const cx::Epilogue &e,
   return named;
 }
 
+} // namespace
+
+/// A residual block's R as the kernel reads it (C's layout): in place, or
+/// copied; null without a block.
+Value Matcher::residualSource(const QuantizedChain &chain,
+                              kiln::FusionOp fusion) {
+  if (!chain.residual)
+    return Value();
+  Value r = contiguousSource(chain.residual->bytes, fusion);
+  if (!r && !selecting())
+    r = materialize(chain.residual->bytes, fusion);
+  return r;
+}
+
+namespace {
+
 /// Why the target has no fp8 tensor cores, or empty.
 std::string fp8TargetReason(uint32_t smVersion) {
   if (smVersion >= 89)
@@ -269,8 +308,7 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
     problem.inputType = byteType(chain->aStorage);
     problem.inputTypeB = byteType(chain->bStorage);
     problem.accumulatorType = cx::DType::I32;
-    problem.outputType =
-        chain->requantized ? byteType(chain->outputStorage) : cx::DType::I32;
+    problem.outputType = integerOutputType(*chain);
     epilogue.integer = vectors->epilogue;
   }
 
@@ -278,6 +316,7 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
   Value a = contiguousSource(chain->a, fusion);
   if (!a && !selecting())
     a = materialize(chain->a, fusion);
+  Value residual = residualSource(*chain, fusion);
   // A [N][K] weight (Gemm's transB) is what the kernel reads already.
   Value b = chain->bTransposed
                 ? chain->b
@@ -300,7 +339,7 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
       buildCalls(fusion, *kernels, problem, a, b, {}, resultType,
                  RankedTensorType(), nullptr,
                  fp8 ? fp8Operands(*chain, epilogue, fusion)
-                     : vectorOperands(*vectors, *chain, fusion));
+                     : vectorOperands(*vectors, *chain, fusion, residual));
   report.push_back(
       llvm::formatv("{0}: {1}, M={2} N={3} K={4} batch=1; {5} {6}; {7}",
                     kernels->kernels.front().name, kernels->config.describe(),
@@ -351,8 +390,7 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
     epilogue = fp8Epilogue(*chain);
   } else {
     cp.inputType = byteType(chain->aStorage);
-    cp.outputType =
-        chain->requantized ? byteType(chain->outputStorage) : cx::DType::I32;
+    cp.outputType = integerOutputType(*chain);
     std::optional<std::vector<int32_t>> w =
         weightValues(chain->b, channels * taps, module);
     if (!w) {
@@ -378,6 +416,7 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
   Value a = contiguousSource(chain->a, fusion);
   if (!a && !selecting())
     a = materialize(chain->a, fusion);
+  Value residual = residualSource(*chain, fusion);
   int64_t paddedChannels = static_cast<int64_t>(cx::paddedGroupChannels(cp));
   Value filter = chain->b;
   bool viewed = filterType != chain->b.getType();
@@ -404,7 +443,7 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
       buildCalls(fusion, *kernels, problem, a, filter, {}, resultType,
                  RankedTensorType(), nullptr,
                  fp8 ? fp8Operands(*chain, epilogue, fusion)
-                     : vectorOperands(*vectors, *chain, fusion));
+                     : vectorOperands(*vectors, *chain, fusion, residual));
   ArrayRef<int64_t> in = aType.getShape();
   report.push_back(
       llvm::formatv("{0}: {1}, conv {2}x{3}x{4}x{5} * {6}x{7}x{8}x{9}, "

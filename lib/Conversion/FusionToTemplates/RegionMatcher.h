@@ -37,6 +37,10 @@
 #include <string>
 #include <vector>
 
+namespace kiln {
+struct QuantizedChain;
+} // namespace kiln
+
 namespace kiln::templates {
 
 /// Whether `v` is computed inside `fusion`.
@@ -175,14 +179,18 @@ private:
   mlir::LogicalResult rewriteConvolution(kiln::FusionOp fusion,
                                          std::string &why);
   // Quantized matmul regions (MatchQuantized.cpp): kiln-fuse-quantized's
-  // chains on the int8 kernel (Family::MmaS8), float8 ones on the fp8
-  // kernels (Family::MmaF8; WgmmaF8 first on sm_90).
+  // chains on the int8 kernels (Family::MmaS8; WgmmaS8 first on sm_90),
+  // float8 ones on the fp8 kernels (Family::MmaF8; WgmmaF8 first on sm_90).
   mlir::LogicalResult rewriteQuantizedMatmul(kiln::FusionOp fusion,
                                              std::string &why);
   // Quantized NHWC convolution regions (MatchQuantized.cpp): the same
   // kernel as an implicit GEMM.
   mlir::LogicalResult rewriteQuantizedConv(kiln::FusionOp fusion,
                                            std::string &why);
+  /// A quantized chain's residual block's R as the kernel reads it (C's
+  /// layout): in place, or copied; null without a block.
+  mlir::Value residualSource(const QuantizedChain &chain,
+                             kiln::FusionOp fusion);
   /// The filter `[O][KH][KW][C/g]` with its channels zero-padded to
   /// `paddedChannels`: a load of a new weight global holding the padded
   /// data, with the pad recorded in its origin. Null when the filter is not

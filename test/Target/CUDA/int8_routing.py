@@ -41,6 +41,15 @@ passed on to kilnc), run on emu, and checked element by element:
        integer convolution plus MlasRequantizeOutput, as the kernel;
        reduce_range for the same VNNI reason). The image is NCHW, so the
        compile also checks that the int8 model gets the NHWC layout.
+  res-qdq
+       a ResNet basic block (x [2,3,8,8] -> Conv 3->16 + Relu -> Conv
+       16->16 + Relu -> Conv 16->16, added to the first Relu's output,
+       Relu) quantized like qdq: onnxruntime's quantizer removes the Relus
+       (folded into the u8 quantizations) and wraps the add in QDQ; the
+       last convolution's kernel also runs that residual block (its
+       dequantization, the add of the dequantized first activation and the
+       quantization; --stats must show exactly one `+ residual`).
+       Bound as qdq (the block itself is onnxruntime's f32 steps exactly).
   gemm-qdq
        a Gemm with transB = 1 and a bias (x [16,64], W [40,64]) quantized
        like qdq: the [N][K] weight is read as it is, and the dequantized
@@ -148,6 +157,9 @@ def compile_and_run(args, name, model, feeds):
     stats = compiled.stdout + compiled.stderr
     kernels = len(re.findall(r"kiln_q(?:gemm|conv)_\d+: " + args.family + " ",
                              stats))
+    # Kernels whose epilogue also runs a QDQ residual block.
+    args.residuals = len(re.findall(r"kiln_q(?:gemm|conv)_\d+: .*; \+ residual ",
+                                    stats))
     if "int8 fallbacks:" in stats:
         raise RuntimeError("kilnc --stats lists int8 fallbacks")
     ptx = subprocess.run([args.kilnc, model, "--emit=ptx", "-o", "-"]
@@ -193,6 +205,34 @@ def make_cnn(workdir):
          numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(b2, "b2"),
          numpy_helper.from_array(w3, "w3")]),
         path)
+    return path
+
+
+def make_res(workdir):
+    """A ResNet basic block: Conv-Relu, then Conv-Relu-Conv whose sum with
+    the first Relu's output goes through Relu (x [2,3,8,8] -> [2,16,8,8])."""
+    rng = np.random.default_rng(41)
+    weights = {
+        "w0": rng.standard_normal((16, 3, 3, 3)) * 0.3,
+        "b0": rng.standard_normal(16) * 0.1,
+        "w1": rng.standard_normal((16, 16, 3, 3)) * 0.15,
+        "b1": rng.standard_normal(16) * 0.1,
+        "w2": rng.standard_normal((16, 16, 3, 3)) * 0.15,
+        "b2": rng.standard_normal(16) * 0.1}
+    path = os.path.join(workdir, "res.onnx")
+    save(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1] * 4),
+         helper.make_node("Relu", ["c0"], ["r0"]),
+         helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"], pads=[1] * 4),
+         helper.make_node("Relu", ["c1"], ["r1"]),
+         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4),
+         helper.make_node("Add", ["c2", "r0"], ["s"]),
+         helper.make_node("Relu", ["s"], ["y"])],
+        "res",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 8, 8])],
+        [numpy_helper.from_array(v.astype(np.float32), k)
+         for k, v in weights.items()]), path)
     return path
 
 
@@ -244,14 +284,16 @@ def conv_int64(x, w, pad):
 
 
 def check_mlp(args, fmt):
-    conv = fmt.startswith("cnn-")
+    res = fmt.startswith("res-")
+    conv = fmt.startswith("cnn-") or res
     gemm = fmt.startswith("gemm-")
     kind = fmt.split("-")[-1]
-    base = "cnn" if conv else "gemm" if gemm else "mlp"
+    base = "res" if res else "cnn" if conv else "gemm" if gemm else "mlp"
     name = fmt
-    shape = (2, 3, 10, 10) if conv else (16, 64) if gemm else (2, 16, 64)
-    fp32 = {"cnn": make_cnn, "gemm": make_gemm, "mlp": make_mlp}[base](
-        args.workdir)
+    shape = ((2, 3, 8, 8) if res else (2, 3, 10, 10) if conv else
+             (16, 64) if gemm else (2, 16, 64))
+    fp32 = {"cnn": make_cnn, "gemm": make_gemm, "mlp": make_mlp,
+            "res": make_res}[base](args.workdir)
     model = os.path.join(args.workdir, f"{base}.{kind}.onnx")
     quantize(fp32, model, "QOperator" if kind == "qop" else "QDQ",
              per_channel=kind == "qdq", reduce_range=kind == "qop",
@@ -278,7 +320,11 @@ def check_mlp(args, fmt):
         ok = bool(np.all(diff <= step * (1 + 1e-6)))
         bound = f"<= 1 step ({step:.3g})"
     ok = ok and kernels == (3 if conv else 1 if gemm else 2)
-    print(f"{name}: {kernels} {args.family} kernels, {differing} of {got.size} "
+    # The basic block's add, Relu and quantization run in the last
+    # convolution's epilogue.
+    ok = ok and args.residuals == (1 if res else 0)
+    residual = f" ({args.residuals} with the residual block)" if res else ""
+    print(f"{name}: {kernels} {args.family} kernels{residual}, {differing} of {got.size} "
           f"elements differ from onnxruntime, max {diff.max() / step:.2f} "
           f"steps, bound {bound} {'ok' if ok else 'FAIL'}")
     return ok
@@ -318,7 +364,8 @@ def check_conv_integer(args):
     return exact_against(args, "conv-int", out, kernels, want)
 
 
-CASES = ["qop", "qdq", "int", "gemm-qdq", "cnn-qop", "cnn-qdq", "conv-int"]
+CASES = ["qop", "qdq", "int", "gemm-qdq", "cnn-qop", "cnn-qdq", "res-qdq",
+         "conv-int"]
 
 
 def main():

@@ -248,6 +248,30 @@ struct IntegerEpilogue {
   /// reads in its real channels, A's zero point (so its x - za is 0, as
   /// onnxruntime pads). The offset's K is then KH * KW * C/groups.
   int32_t paddingValue = 0;
+  /// A QDQ residual block after the requantization (`Q(relu?(DQ(q) +
+  /// DQ(R)))`, what onnxruntime's quantizer writes around a ResNet add):
+  /// kernel parameter "residual", 8-bit R with C's layout. With q the
+  /// requantized value above (in `requantizedType`'s range, zero point
+  /// outputZeroPoint), each step one f32 operation rounded to nearest, as
+  /// onnxruntime's unfused DequantizeLinear, Add, Relu, QuantizeLinear:
+  ///   d = (f32(q) - zy) * requantizedScale;  r = (f32(R) - zr) * scale
+  ///   s = d + r;  s = max(s, 0) with relu
+  ///   C = sat(rni(s / sumScale) + zs)   (C's type: the problem's output)
+  struct Residual {
+    bool enabled = false;
+    /// R's storage, I8 or U8, and its dequantization.
+    DType type = DType::U8;
+    int32_t zeroPoint = 0;
+    float scale = 1.0f;
+    /// The requantized value's storage (I8 or U8) and its dequantization
+    /// scale (its zero point is outputZeroPoint).
+    DType requantizedType = DType::U8;
+    float requantizedScale = 1.0f;
+    bool relu = false;
+    /// The sum's quantization (its type is the problem's output type).
+    float sumScale = 1.0f;
+    int32_t sumZeroPoint = 0;
+  } residual;
 };
 
 /// A vector the epilogue reads once per row or once per column (broadcast

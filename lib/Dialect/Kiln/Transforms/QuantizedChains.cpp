@@ -565,6 +565,81 @@ std::optional<QuantizedChain> matchFp8Chain(const Contraction &c,
 
 } // namespace
 
+/// Extends a requantized int8 chain by the QDQ residual block its result
+/// feeds, if it does (QuantizedChain::residual): the result's only use is
+/// its dequantization (`cast, [sub zp], mul scale`), whose only use is an
+/// add of another per-tensor dequantized 8-bit tensor R of the same shape,
+/// then optionally a Relu, then a per-tensor quantization to 8 bits. The
+/// chain is left as it is when anything differs.
+static void extendResidual(QuantizedChain &chain) {
+  if (chain.fp8 || !chain.requantized || chain.residual)
+    return;
+  auto single = [](Value v) -> Operation * {
+    return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+  };
+  // Forward from the result to the add: the dequantization's ops.
+  Value side = chain.result;
+  Operation *next = single(side);
+  for (int i = 0;
+       i < 3 && next && isa<kiln::CastOp, kiln::SubOp, kiln::MulOp>(next);
+       ++i) {
+    side = next->getResult(0);
+    next = single(side);
+  }
+  auto add = dyn_cast_or_null<kiln::AddOp>(next);
+  if (!add || add.getLhs() == add.getRhs())
+    return;
+  Value other = add.getLhs() == side ? add.getRhs() : add.getLhs();
+  std::string why;
+  std::optional<QuantizedOperand> mine =
+      matchOperand(side, /*floatForm=*/true, 1, "q", why);
+  std::optional<QuantizedOperand> theirs =
+      matchOperand(other, /*floatForm=*/true, 1, "R", why);
+  if (!mine || !theirs || mine->bytes != chain.result ||
+      mine->zeroPoints[0] != static_cast<double>(chain.outputZeroPoint) ||
+      !isa<IntegerType>(theirs->storage))
+    return;
+  // R, the sum and the result all have the result's shape (no broadcast:
+  // the kernel reads R with C's layout).
+  auto shapeOf = [](Value v) {
+    return cast<ShapedType>(v.getType()).getShape();
+  };
+  if (shapeOf(theirs->bytes) != shapeOf(chain.result) ||
+      shapeOf(add.getResult()) != shapeOf(chain.result) ||
+      !getElementTypeOrSelf(add.getResult()).isF32())
+    return;
+  Value sum = add.getResult();
+  bool relu = false;
+  if (auto r = dyn_cast_or_null<kiln::ReluOp>(single(sum))) {
+    relu = true;
+    sum = r.getResult();
+  }
+  std::optional<Requantize> q = matchRequantize(sum, /*floatForm=*/true, why);
+  if (!q)
+    return;
+  double zr = theirs->zeroPoints[0];
+  for (double v : {mine->scales[0], theirs->scales[0], q->scales[0], zr})
+    if (!isF32Value(v) || !std::isfinite(v))
+      return;
+  if (!(mine->scales[0] > 0) || !(theirs->scales[0] > 0) ||
+      !(q->scales[0] > 0) || zr != std::nearbyint(zr) ||
+      zr < (theirs->storage.isUnsignedInteger() ? 0 : -128) ||
+      zr > (theirs->storage.isUnsignedInteger() ? 255 : 127))
+    return;
+  QuantizedChain::Residual r;
+  r.bytes = theirs->bytes;
+  r.storage = theirs->storage;
+  r.zeroPoint = static_cast<int64_t>(zr);
+  r.scale = static_cast<float>(theirs->scales[0]);
+  r.requantizedScale = static_cast<float>(mine->scales[0]);
+  r.relu = relu;
+  r.sumScale = static_cast<float>(q->scales[0]);
+  r.sumZeroPoint = static_cast<int64_t>(q->zeroPoint);
+  r.sumStorage = q->storage;
+  chain.residual = r;
+  chain.result = q->result;
+}
+
 bool isFp8KernelType(Type type) {
   return isa<Float8E4M3FNType, Float8E5M2Type>(type);
 }
@@ -690,6 +765,7 @@ std::optional<QuantizedChain> matchQuantizedChain(Operation *op,
   chain.form = c.floatForm ? (c.conv ? "QDQ conv" : "QDQ")
                : r         ? (c.conv ? "QLinearConv" : "QLinearMatMul")
                            : (c.conv ? "ConvInteger" : "MatMulInteger");
+  extendResidual(chain);
   return chain;
 }
 
@@ -701,7 +777,8 @@ SmallVector<Operation *> chainOps(const QuantizedChain &chain) {
   SmallVector<Value> work{chain.result};
   while (!work.empty()) {
     Value v = work.pop_back_val();
-    if (v == chain.a || v == chain.b)
+    if (v == chain.a || v == chain.b ||
+        (chain.residual && v == chain.residual->bytes))
       continue;
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != chain.contraction->getBlock() ||
@@ -756,6 +833,10 @@ std::string describeChain(const QuantizedChain &c) {
     scale();
     os << ", output " << typeName(c.outputStorage) << " zero point "
        << c.outputZeroPoint;
+    if (const std::optional<QuantizedChain::Residual> &r = c.residual)
+      os << "; + residual " << typeName(r->storage) << " zero point "
+         << r->zeroPoint << (r->relu ? ", Relu" : "") << ", sum "
+         << typeName(r->sumStorage) << " zero point " << r->sumZeroPoint;
   } else {
     os << ", output i32";
   }

@@ -183,6 +183,20 @@ std::string cfgSource(const GemmProblem &p, const GemmConfig &c,
   s += "  static constexpr int CONV_PAD_BYTE = " +
        std::to_string(int8 && cv.enabled ? (q.paddingValue & 0xFF) : 0) +
        ";\n";
+  // The residual block after the requantization (IntegerEpilogue::Residual).
+  const IntegerEpilogue::Residual &r = q.residual;
+  const bool residual = int8 && r.enabled;
+  s += "  static constexpr bool Q_RESIDUAL = " + b(residual) +
+       ", RES_U8 = " + b(residual && r.type == DType::U8) +
+       ", RES_RELU = " + b(residual && r.relu) + ";\n";
+  s += std::string("  static constexpr int Q_MID_CODE = ") +
+       elementTypeName(residual ? r.requantizedType : p.outputType) +
+       ", RES_ZP = " + std::to_string(residual ? r.zeroPoint : 0) +
+       ", SUM_ZP = " + std::to_string(residual ? r.sumZeroPoint : 0) + ";\n";
+  s += "  static constexpr float RES_SCALE = " +
+       floatLiteral(residual ? r.scale : 1.0f) +
+       ", RES_Q_SCALE = " + floatLiteral(residual ? r.requantizedScale : 1.0f) +
+       ", SUM_SCALE = " + floatLiteral(residual ? r.sumScale : 1.0f) + ";\n";
   return s + "};\n\n";
 }
 
@@ -271,6 +285,8 @@ std::vector<std::string> epiloguePointers(const Epilogue &e) {
     names.push_back("bias");
   if (e.integer.rowSumZeroPointB)
     names.push_back("zeroPointB");
+  if (e.integer.residual.enabled)
+    names.push_back("residual");
   return names;
 }
 
@@ -281,7 +297,8 @@ std::string integerEpilogueReason(const GemmProblem &p, const GemmConfig &c,
                                   const Epilogue &e) {
   const IntegerEpilogue &q = e.integer;
   bool set = q.offset || q.rowSumZeroPointB || q.scaleVector ||
-             q.scale != 1.0f || q.outputZeroPoint != 0 || q.paddingValue != 0;
+             q.scale != 1.0f || q.outputZeroPoint != 0 || q.paddingValue != 0 ||
+             q.residual.enabled;
   if (!isInt8(c.family))
     return set ? "an integer epilogue needs an int8 family (mma_s8, wgmma_s8)"
                : "";
@@ -300,9 +317,25 @@ std::string integerEpilogueReason(const GemmProblem &p, const GemmConfig &c,
     return "the padding value is outside A's type's range";
   int lo = p.outputType == DType::U8 ? 0 : -128;
   int hi = p.outputType == DType::U8 ? 255 : 127;
-  if (p.outputType != DType::I32 &&
-      (q.outputZeroPoint < lo || q.outputZeroPoint > hi))
-    return "the output zero point is outside the output type's range";
+  const IntegerEpilogue::Residual &r = q.residual;
+  if (!r.enabled) {
+    if (p.outputType != DType::I32 &&
+        (q.outputZeroPoint < lo || q.outputZeroPoint > hi))
+      return "the output zero point is outside the output type's range";
+    return "";
+  }
+  auto isByte = [](DType t) { return t == DType::I8 || t == DType::U8; };
+  auto inRange = [](DType t, int32_t v) {
+    return t == DType::U8 ? v >= 0 && v <= 255 : v >= -128 && v <= 127;
+  };
+  if (!isByte(p.outputType) || !isByte(r.type) || !isByte(r.requantizedType))
+    return "a residual block needs 8-bit outputs and an 8-bit residual";
+  for (float v : {r.scale, r.requantizedScale, r.sumScale})
+    if (!std::isfinite(v) || !(v > 0))
+      return "the residual block's scales must be finite and positive";
+  if (!inRange(r.requantizedType, q.outputZeroPoint) ||
+      !inRange(r.type, r.zeroPoint) || !inRange(p.outputType, r.sumZeroPoint))
+    return "a residual block's zero point is outside its type's range";
   return "";
 }
 

@@ -103,6 +103,98 @@ func.func @qdq(%x: tensor<4x32xui8>) -> tensor<4x16xui8> {
 
 // -----
 
+// A QDQ residual block after the chain (a ResNet add as onnxruntime's
+// quantizer writes it): the requantized value dequantized, added to a
+// dequantized %r, Relu, quantized again. The region takes it all and reads
+// %r from above; the chain's result is the block's.
+// CHECK-LABEL: func.func @qdq_residual
+// CHECK:         %[[R:.*]] = kiln.fusion "quantized_matmul" -> tensor<4x16xi8> {
+// CHECK:           kiln.matmul
+// CHECK:           kiln.cast %{{.*}} : tensor<4x16xui8> -> tensor<4x16xf32>
+// CHECK:           kiln.cast %arg1 : tensor<4x16xi8> -> tensor<4x16xf32>
+// CHECK:           kiln.add
+// CHECK:           kiln.relu
+// CHECK:           %[[OUT:.*]] = kiln.cast %{{.*}} : tensor<4x16xf32> -> tensor<4x16xi8>
+// CHECK:           kiln.yield %[[OUT]]
+// CHECK:         return %[[R]]
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @qdq_residual(%x: tensor<4x32xui8>, %r: tensor<4x16xi8>) -> tensor<4x16xi8> {
+  %0 = kiln.constant dense<5.000000e-02> : tensor<f32>
+  %1 = kiln.constant dense<0.00999999977> : tensor<f32>
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %2 = kiln.constant dense<2.000000e-02> : tensor<f32>
+  %3 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xf32>
+  %4 = kiln.constant dense<3.000000e+00> : tensor<f32>
+  %5 = kiln.sub %3, %4 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %6 = kiln.mul %5, %2 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %7 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xf32>
+  %8 = kiln.mul %7, %1 : tensor<32x16xf32>, tensor<f32> -> tensor<32x16xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ): A ui8 zero point 3, B i8 constant, zero point 0, scale 4.000000e-03 (f32), output ui8 zero point 128; + residual i8 zero point -2, Relu, sum i8 zero point 5}}
+  %9 = kiln.matmul %6, %8 : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  %10 = kiln.div %9, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %11 = kiln.round %10 : tensor<4x16xf32>
+  %12 = kiln.constant dense<1.280000e+02> : tensor<f32>
+  %13 = kiln.add %11, %12 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %14 = kiln.clip %13 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf32>
+  %15 = kiln.cast %14 : tensor<4x16xf32> -> tensor<4x16xui8>
+  // DQ(q): zero point 128, scale 0.05.
+  %16 = kiln.cast %15 : tensor<4x16xui8> -> tensor<4x16xf32>
+  %17 = kiln.sub %16, %12 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %18 = kiln.mul %17, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  // DQ(r): zero point -2, scale 0.03.
+  %19 = kiln.cast %r : tensor<4x16xi8> -> tensor<4x16xf32>
+  %20 = kiln.constant dense<-2.000000e+00> : tensor<f32>
+  %21 = kiln.sub %19, %20 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %22 = kiln.constant dense<3.000000e-02> : tensor<f32>
+  %23 = kiln.mul %21, %22 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %24 = kiln.add %23, %18 : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %25 = kiln.relu %24 : tensor<4x16xf32>
+  // Q(sum): scale 0.07, zero point 5, i8.
+  %26 = kiln.constant dense<7.000000e-02> : tensor<f32>
+  %27 = kiln.div %25, %26 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %28 = kiln.round %27 : tensor<4x16xf32>
+  %29 = kiln.constant dense<5.000000e+00> : tensor<f32>
+  %30 = kiln.add %28, %29 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %31 = kiln.clip %30 {max = 1.270000e+02 : f64, min = -1.280000e+02 : f64} : tensor<4x16xf32>
+  %32 = kiln.cast %31 : tensor<4x16xf32> -> tensor<4x16xi8>
+  return %32 : tensor<4x16xi8>
+}
+
+// -----
+
+// The requantized value read by something else too: no residual block (the
+// kernel would have to store both); the chain ends at its quantization.
+// CHECK-LABEL: func.func @qdq_residual_shared
+// CHECK:         kiln.fusion "quantized_matmul" -> tensor<4x16xui8>
+ml_program.global private @w(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @qdq_residual_shared(%x: tensor<4x32xui8>, %r: tensor<4x16xui8>) -> (tensor<4x16xui8>, tensor<4x16xf32>) {
+  %0 = kiln.constant dense<5.000000e-02> : tensor<f32>
+  %1 = kiln.constant dense<0.00999999977> : tensor<f32>
+  %w = ml_program.global_load_const @w : tensor<32x16xi8>
+  %3 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xf32>
+  %6 = kiln.mul %3, %0 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %7 = kiln.cast %w : tensor<32x16xi8> -> tensor<32x16xf32>
+  %8 = kiln.mul %7, %1 : tensor<32x16xf32>, tensor<f32> -> tensor<32x16xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ): A ui8 zero point 0, B i8 constant, zero point 0, scale 1.000000e-02 (f32), output ui8 zero point 0}}
+  %9 = kiln.matmul %6, %8 : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  %10 = kiln.div %9, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %11 = kiln.round %10 : tensor<4x16xf32>
+  %14 = kiln.clip %11 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf32>
+  %15 = kiln.cast %14 : tensor<4x16xf32> -> tensor<4x16xui8>
+  %16 = kiln.cast %15 : tensor<4x16xui8> -> tensor<4x16xf32>
+  %18 = kiln.mul %16, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %19 = kiln.cast %r : tensor<4x16xui8> -> tensor<4x16xf32>
+  %23 = kiln.mul %19, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %24 = kiln.add %23, %18 : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %27 = kiln.div %24, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %28 = kiln.round %27 : tensor<4x16xf32>
+  %31 = kiln.clip %28 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf32>
+  %32 = kiln.cast %31 : tensor<4x16xf32> -> tensor<4x16xui8>
+  return %15, %24 : tensor<4x16xui8>, tensor<4x16xf32>
+}
+
+// -----
+
 // QDQ with per-channel weights as quantize_static(per_channel=True)
 // writes them: the scale and the (zero) zero point are globals along N,
 // reshaped to [1][N]; one f32 multiplier per column, (0.02f * b[n]) / 0.05f.

@@ -367,6 +367,16 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     the f32 multiplier onnxruntime uses, `(a_scale * b_scale) / y_scale`
     in f32 (one per column with per-column weight scales).
 
+    A requantized int8 chain whose result's only reader is a QDQ residual
+    block (dequantized, added to another per-tensor dequantized 8-bit
+    tensor of the same shape, optionally Relu, quantized per tensor to 8
+    bits: a ResNet add as onnxruntime's quantizer writes it) takes the
+    block too: the region reads the other tensor from above and yields the
+    block's result, and the kernel runs the block in its epilogue
+    (`IntegerEpilogue::Residual`). The remark and report line end in
+    `; + residual <type> zero point <z>[, Relu], sum <type> zero point
+    <z>`.
+
     A QDQ chain of float8 operands (opset 19's DequantizeLinear of
     f8E4M3FN or f8E5M2 tensors, as `kilnc --precision=fp8` writes them)
     is an fp8 chain: its zero points are 0, its result is the f32 product

@@ -10,6 +10,13 @@
 // points, the bias, onnxruntime's f32 requantization multipliers and the
 // output's type and zero point.
 //
+// A requantized int8 chain may end in a QDQ residual block, what
+// onnxruntime's quantizer writes around a ResNet add: the requantized
+// value dequantized, added to another dequantized 8-bit tensor R of the
+// same shape, optionally Relu, and quantized again
+// (`QuantizedChain::residual`); the chain's result is then that last
+// quantization's, and R one more 8-bit input.
+//
 // A QDQ chain whose operands are float8 (opset 19's DequantizeLinear of
 // FLOAT8E4M3FN/E5M2 tensors) is an fp8 chain (`fp8`), for the fp8 kernels
 // (Family::MmaF8, WgmmaF8): its result is the f32 product (with the f32
@@ -76,11 +83,31 @@ struct QuantizedChain {
   /// one per output channel. Empty without a requantization. fp8 chains:
   /// the dequantization's a_scale * b_scale (f32).
   std::vector<float> multipliers;
-  /// i8 or ui8 when requantized, else i32 (fp8 chains: f32).
+  /// i8 or ui8 when requantized, else i32 (fp8 chains: f32). With a
+  /// residual block: the requantized value's, before the block.
   mlir::Type outputStorage;
   int64_t outputZeroPoint = 0;
+  /// The QDQ residual block the chain ends in:
+  ///   Q(relu?(DQ(requantized) + DQ(bytes)), sumScale, sumZeroPoint)
+  /// with each dequantization `(f32(x) - zp) * scale`, per tensor.
+  struct Residual {
+    /// R: an 8-bit tensor (i8 or ui8) of the result's shape.
+    mlir::Value bytes;
+    mlir::Type storage;
+    int64_t zeroPoint = 0;
+    float scale = 1.0f;
+    /// The requantized value's dequantization (its zero point is
+    /// outputZeroPoint).
+    float requantizedScale = 1.0f;
+    bool relu = false;
+    /// The sum's quantization; `storage` i8 or ui8.
+    float sumScale = 1.0f;
+    int64_t sumZeroPoint = 0;
+    mlir::Type sumStorage;
+  };
+  std::optional<Residual> residual;
   /// The chain's last value (the narrowing cast's result, or the i32
-  /// product).
+  /// product; with a residual block, the block's).
   mlir::Value result;
 };
 
@@ -91,7 +118,8 @@ struct QuantizedChain {
 std::optional<QuantizedChain> matchQuantizedChain(mlir::Operation *contraction,
                                                   std::string &why);
 
-/// The ops that compute `chain.result` from its 8-bit operands, the
+/// The ops that compute `chain.result` from its 8-bit operands (a residual
+/// block's R among them), the
 /// contraction included, in block order: the chain and the ops computing
 /// its constant scales, zero points and bias (reshapes and casts of
 /// weight globals), so that later passes (kiln-fuse) keep them with it.

@@ -109,6 +109,10 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr, float *,
   // Accumulator e of an mma tile: row g + 8 * (e / 2), column 2t + e % 2.
   const int g = lane / 4, t = lane % 4;
   char *c = (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES;
+  // A residual block's R has C's layout (and 1-byte elements).
+  const char *residual =
+      Cfg::Q_RESIDUAL ? (const char *)ep.residual + batch * batchStrideC
+                      : nullptr;
 #pragma unroll
   for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
@@ -126,8 +130,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr, float *,
             continue;
           // A convolution's vectors run over the channels of every group.
           int channel = col + (int)batch * Cfg::EPI_COL_PER_BATCH;
-          q8::store(c, (i64)row * Cfg::LDC + col, (u32)acc[mi][ni][2 * h + e],
-                    rs, channel, ep);
+          q8::store(c, residual, (i64)row * Cfg::LDC + col,
+                    (u32)acc[mi][ni][2 * h + e], rs, channel, ep);
         }
     }
 }

@@ -565,6 +565,10 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     // The integer epilogue, from registers. Row sum h (rows g, g + 8) is
     // wgmmaRowSum's accumulator 2h (every column of it is the sum).
     char *c = (char *)cPtr + batch * batchStrideC * Cfg::OUT_BYTES;
+    // A residual block's R has C's layout (and 1-byte elements).
+    const char *residual =
+        Cfg::Q_RESIDUAL ? (const char *)ep.residual + batch * batchStrideC
+                        : nullptr;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = m0 + rowBase + 8 * h;
@@ -578,8 +582,8 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
           if (col >= (int)Cfg::N)
             continue;
           // A convolution's vectors run over the channels of every group.
-          q8::store(c, (i64)row * Cfg::LDC + col, (u32)acc[4 * j + 2 * h + e],
-                    (u32)rowSum[2 * h],
+          q8::store(c, residual, (i64)row * Cfg::LDC + col,
+                    (u32)acc[4 * j + 2 * h + e], (u32)rowSum[2 * h],
                     col + (int)batch * Cfg::EPI_COL_PER_BATCH, ep);
         }
     }
