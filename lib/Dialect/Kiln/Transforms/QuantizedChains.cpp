@@ -586,8 +586,12 @@ static void extendResidual(QuantizedChain &chain) {
     side = next->getResult(0);
     next = single(side);
   }
+  // The block lies beside the contraction: not in a region another chain
+  // formed (kiln-fuse-quantized: a ResNet downsample add's other branch
+  // takes the add first and reads this chain's result from above).
   auto add = dyn_cast_or_null<kiln::AddOp>(next);
-  if (!add || add.getLhs() == add.getRhs())
+  if (!add || add.getLhs() == add.getRhs() ||
+      add->getBlock() != chain.contraction->getBlock())
     return;
   Value other = add.getLhs() == side ? add.getRhs() : add.getLhs();
   std::string why;

@@ -195,6 +195,61 @@ func.func @qdq_residual_shared(%x: tensor<4x32xui8>, %r: tensor<4x16xui8>) -> (t
 
 // -----
 
+// A ResNet downsample add: both branches are chains ending in the same
+// block. The first in block order takes it and reads the second's result
+// from above; the second then stops at its quantization (the block is in
+// another region now: before, it followed the captured use into that
+// region and crashed).
+// CHECK-LABEL: func.func @qdq_residual_two_chains
+// CHECK:         %[[Q2:.*]] = kiln.fusion "quantized_matmul" -> tensor<4x16xui8> {
+// CHECK:           kiln.matmul
+// CHECK-NOT:       kiln.add %{{.*}}, %{{.*}} : tensor<4x16xf32>, tensor<4x16xf32>
+// CHECK:           kiln.yield
+// CHECK:         %[[Y:.*]] = kiln.fusion "quantized_matmul" -> tensor<4x16xui8> {
+// CHECK:           kiln.matmul
+// CHECK:           kiln.cast %[[Q2]] : tensor<4x16xui8> -> tensor<4x16xf32>
+// CHECK:           kiln.add %{{.*}}, %{{.*}} : tensor<4x16xf32>, tensor<4x16xf32>
+// CHECK:           kiln.yield
+// CHECK:         return %[[Y]]
+ml_program.global private @w1(dense<1> : tensor<32x16xi8>) : tensor<32x16xi8>
+ml_program.global private @w2(dense<2> : tensor<32x16xi8>) : tensor<32x16xi8>
+func.func @qdq_residual_two_chains(%x: tensor<4x32xui8>) -> tensor<4x16xui8> {
+  %0 = kiln.constant dense<5.000000e-02> : tensor<f32>
+  %1 = kiln.constant dense<0.00999999977> : tensor<f32>
+  %3 = kiln.cast %x : tensor<4x32xui8> -> tensor<4x32xf32>
+  %6 = kiln.mul %3, %0 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %w1 = ml_program.global_load_const @w1 : tensor<32x16xi8>
+  %7 = kiln.cast %w1 : tensor<32x16xi8> -> tensor<32x16xf32>
+  %8 = kiln.mul %7, %1 : tensor<32x16xf32>, tensor<f32> -> tensor<32x16xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ): A ui8 zero point 0, B i8 constant, zero point 0, scale 1.000000e-02 (f32), output ui8 zero point 0; + residual ui8 zero point 0, sum ui8 zero point 0}}
+  %9 = kiln.matmul %6, %8 : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  %10 = kiln.div %9, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %11 = kiln.round %10 : tensor<4x16xf32>
+  %12 = kiln.clip %11 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf32>
+  %13 = kiln.cast %12 : tensor<4x16xf32> -> tensor<4x16xui8>
+  %w2 = ml_program.global_load_const @w2 : tensor<32x16xi8>
+  %17 = kiln.cast %w2 : tensor<32x16xi8> -> tensor<32x16xf32>
+  %18 = kiln.mul %17, %1 : tensor<32x16xf32>, tensor<f32> -> tensor<32x16xf32>
+  // expected-remark @+1 {{int8 kernel (QDQ): A ui8 zero point 0, B i8 constant, zero point 0, scale 1.000000e-02 (f32), output ui8 zero point 0}}
+  %19 = kiln.matmul %6, %18 : tensor<4x32xf32>, tensor<32x16xf32> -> tensor<4x16xf32>
+  %20 = kiln.div %19, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %21 = kiln.round %20 : tensor<4x16xf32>
+  %22 = kiln.clip %21 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf32>
+  %23 = kiln.cast %22 : tensor<4x16xf32> -> tensor<4x16xui8>
+  %30 = kiln.cast %13 : tensor<4x16xui8> -> tensor<4x16xf32>
+  %31 = kiln.mul %30, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %32 = kiln.cast %23 : tensor<4x16xui8> -> tensor<4x16xf32>
+  %33 = kiln.mul %32, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %34 = kiln.add %31, %33 : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>
+  %35 = kiln.div %34, %0 : tensor<4x16xf32>, tensor<f32> -> tensor<4x16xf32>
+  %36 = kiln.round %35 : tensor<4x16xf32>
+  %37 = kiln.clip %36 {max = 2.550000e+02 : f64, min = 0.000000e+00 : f64} : tensor<4x16xf32>
+  %38 = kiln.cast %37 : tensor<4x16xf32> -> tensor<4x16xui8>
+  return %38 : tensor<4x16xui8>
+}
+
+// -----
+
 // QDQ with per-channel weights as quantize_static(per_channel=True)
 // writes them: the scale and the (zero) zero point are globals along N,
 // reshaped to [1][N]; one f32 multiplier per column, (0.02f * b[n]) / 0.05f.
