@@ -146,6 +146,8 @@ inline Tensor randomTensor(size_t count, DType type, std::mt19937 &rng,
 }
 
 inline double readOut(const std::vector<uint8_t> &bytes, size_t i, DType type) {
+  if (isFp8Type(type))
+    return decodeFp8(bytes[i], type);
   if (type == DType::F32) {
     float f;
     std::memcpy(&f, &bytes[4 * i], 4);
@@ -209,9 +211,23 @@ inline double activate(Activation act, double v, const Epilogue &e) {
 /// The relative rounding of storing in `type`: half an ulp of bf16 (2^-8)
 /// or f16 (2^-11), none for f32.
 inline double outputRounding(DType type) {
-  return type == DType::BF16  ? std::ldexp(1.0, -8)
-         : type == DType::F16 ? std::ldexp(1.0, -11)
-                              : 0;
+  return type == DType::BF16       ? std::ldexp(1.0, -8)
+         : type == DType::F16      ? std::ldexp(1.0, -11)
+         : type == DType::F8E4M3FN ? std::ldexp(1.0, -4)
+         : type == DType::F8E5M2   ? std::ldexp(1.0, -3)
+                                   : 0;
+}
+
+/// A float8 output's largest finite value (what a saturating conversion
+/// clamps to) and half its smallest subnormal (the absolute rounding near
+/// zero); 0 for the other types.
+inline double fp8Max(DType type) {
+  return type == DType::F8E4M3FN ? 448.0 : type == DType::F8E5M2 ? 57344.0 : 0;
+}
+inline double fp8HalfSubnormal(DType type) {
+  return type == DType::F8E4M3FN ? std::ldexp(1.0, -10)
+         : type == DType::F8E5M2 ? std::ldexp(1.0, -17)
+                                 : 0;
 }
 
 /// The exact epilogue of one output and the bound on the kernel's error
@@ -461,8 +477,17 @@ inline std::vector<double> runCase(const Case &c, const std::string &name = "k")
             (std::fabs(e.alpha * sc) * mag + std::fabs(bi) + std::fabs(rs));
         if (e.activation != Activation::None)
           err = 1.13 * err + 4 * u * std::fabs(out) + 1e-7;
+        // QuantizeLinear's division (one f32 rounding), then a float8
+        // output's saturation and rounding (relative, and absolute among
+        // the subnormals).
+        if (e.outputScale != 1.0f) {
+          out /= e.outputScale;
+          err = err / e.outputScale + u * std::fabs(out);
+        }
+        if (double max = fp8Max(p.outputType))
+          out = std::clamp(out, -max, max);
         double ulp = outputRounding(p.outputType);
-        err += ulp * (std::fabs(out) + err);
+        err += ulp * (std::fabs(out) + err) + fp8HalfSubnormal(p.outputType);
         ref[ci] = out;
         bound[ci] = err;
         sums[ci] = std::fabs(e.alpha * sc) * mag;

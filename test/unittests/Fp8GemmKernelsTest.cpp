@@ -142,6 +142,60 @@ TEST_F(Fp8GemmKernelsTest, ImplicitConvolutions) {
   runConvCase(wg);
 }
 
+// --- fp8 outputs: a QuantizeLinear to float8 fused (Epilogue::outputScale)
+//
+// The reference divides the epilogue's value by the output scale and
+// saturates it to the type's largest finite value; the bound adds the
+// division's rounding and the float8 rounding (half an ulp: 2^-4 relative
+// for e4m3, 2^-3 for e5m2, and half the smallest subnormal near zero).
+
+TEST_F(Fp8GemmKernelsTest, MmaE4M3OutputScaleBiasRelu) {
+  // e4m3 in and out; the scale 1/512 puts the largest outputs past 448, so
+  // the saturation is reached; ragged N (element stores at the edge).
+  Case c{fp8Problem(70, 45, 160, DType::F8E4M3FN, DType::F8E4M3FN,
+                    DType::F8E4M3FN),
+         mmaF8(64, 64, 64, 32, 32, 3),
+         {}};
+  c.epilogue.bias = {EpilogueVector::Kind::PerColumn, DType::F32};
+  c.epilogue.activation = Activation::Relu;
+  c.epilogue.outputScale = 1.0f / 512;
+  std::vector<double> got = runCase(c, "mma_f8_out");
+  ASSERT_FALSE(got.empty());
+  EXPECT_GT(std::count(got.begin(), got.end(), 448.0), 0)
+      << "no output reached the saturation";
+}
+
+TEST_F(Fp8GemmKernelsTest, WgmmaE4M3OutputScaleVector) {
+  if (std::string gap = emuWgmmaGap(); !gap.empty())
+    GTEST_SKIP() << gap;
+  Case c{fp8Problem(130, 128, 256, DType::F8E4M3FN, DType::F8E5M2,
+                    DType::F8E4M3FN),
+         wgmmaF8(128, 128, 2),
+         {}};
+  c.epilogue.scale = {EpilogueVector::Kind::PerColumn, DType::F32};
+  c.epilogue.outputScale = 0.37f;
+  c.seed = 6;
+  EXPECT_FALSE(runCase(c, "wgmma_f8_out").empty());
+}
+
+TEST_F(Fp8GemmKernelsTest, SplitKE5M2Output) {
+  // The last split converts (SplitKReduce.cuh's storeOut), on both kernels.
+  Case mma{
+      fp8Problem(32, 64, 512, DType::F8E4M3FN, DType::F8E4M3FN, DType::F8E5M2),
+      mmaF8(32, 64, 64, 32, 32, 3, /*split=*/4),
+      {}};
+  mma.epilogue.outputScale = 0.05f;
+  EXPECT_FALSE(runCase(mma, "mma_f8_split_out").empty());
+  if (std::string gap = emuWgmmaGap(); !gap.empty())
+    GTEST_SKIP() << gap;
+  Case wg{
+      fp8Problem(64, 64, 1024, DType::F8E4M3FN, DType::F8E5M2, DType::F8E4M3FN),
+      wgmmaF8(64, 64, 2, /*split=*/2),
+      {}};
+  wg.epilogue.outputScale = 2.5f;
+  EXPECT_FALSE(runCase(wg, "wgmma_f8_split_out").empty());
+}
+
 TEST_F(Fp8GemmKernelsTest, InstructionsInThePtx) {
   GemmProblem p =
       fp8Problem(64, 64, 128, DType::F8E4M3FN, DType::F8E5M2, DType::F32);
@@ -179,6 +233,10 @@ TEST_F(Fp8GemmKernelsTest, Refusals) {
   shortK.blockK = 64;
   EXPECT_THAT(unsupportedReason(p, shortK),
               ::testing::HasSubstr("128 fp8 or int8 elements"));
+  // Only the fp8 families store float8.
+  GemmProblem f8Out = problem(64, 64, 64, DType::BF16, DType::F8E4M3FN);
+  EXPECT_THAT(unsupportedReason(f8Out, tensorCore(64, 64, 32, 32, 32, 3)),
+              ::testing::HasSubstr("output needs an fp8 family"));
   // fp8 tensor cores start at sm_89.
   GenerateOptions sm80;
   sm80.name = "fp8_sm80";

@@ -204,7 +204,18 @@ cx::Epilogue fp8Epilogue(const QuantizedChain &chain) {
     e.alpha = m[0];
   if (!chain.floatBias.empty())
     e.bias = {cx::EpilogueVector::Kind::PerColumn, cx::DType::F32};
+  // A fused QuantizeLinear to float8 (after a Relu): its division, then
+  // the conversion.
+  if (chain.relu)
+    e.activation = cx::Activation::Relu;
+  e.outputScale = chain.outputScale;
   return e;
+}
+
+/// An fp8 chain's output type: f32, or its fused QuantizeLinear's float8.
+cx::DType fp8OutputType(const QuantizedChain &chain) {
+  return isFp8KernelType(chain.outputStorage) ? fp8Type(chain.outputStorage)
+                                              : cx::DType::F32;
 }
 
 /// fp8Epilogue's vectors, as constants before `fusion`.
@@ -288,7 +299,7 @@ LogicalResult Matcher::rewriteQuantizedMatmul(kiln::FusionOp fusion,
     problem.inputType = fp8Type(chain->aStorage);
     problem.inputTypeB = fp8Type(chain->bStorage);
     problem.accumulatorType = cx::DType::F32;
-    problem.outputType = cx::DType::F32;
+    problem.outputType = fp8OutputType(*chain);
     epilogue = fp8Epilogue(*chain);
   } else {
     // B [K][N] (or [N][K] for a transposed weight), and the vectors
@@ -386,7 +397,7 @@ LogicalResult Matcher::rewriteQuantizedConv(kiln::FusionOp fusion,
   std::optional<IntegerVectors> vectors;
   if (fp8) {
     cp.inputType = fp8Type(chain->aStorage);
-    cp.outputType = cx::DType::F32;
+    cp.outputType = fp8OutputType(*chain);
     epilogue = fp8Epilogue(*chain);
   } else {
     cp.inputType = byteType(chain->aStorage);

@@ -74,6 +74,9 @@ struct GemmProblem {
   DType accumulatorType = DType::F32;
   /// F32, F16 or BF16; the epilogue rounds to it once. MmaS8: I8 or U8
   /// (requantized, see IntegerEpilogue) or I32 (the exact accumulator).
+  /// The fp8 families may also store F8E4M3FN or F8E5M2 (round to nearest
+  /// even, saturated to the type's largest finite value: a QuantizeLinear
+  /// to float8 fused, with Epilogue::outputScale its y_scale).
   DType outputType = DType::F32;
   Layout layoutA = Layout::RowMajor;
   Layout layoutB = Layout::RowMajor;
@@ -314,6 +317,10 @@ struct Epilogue {
   std::vector<std::string> customOperands;
   bool aux = false;
   DType auxType = DType::BF16;
+  /// Built-in epilogues: the value is divided by it last (one f32 division
+  /// rounded to nearest, QuantizeLinear's x / y_scale), before C's type;
+  /// 1 leaves it. An fp8 output's scale.
+  float outputScale = 1.0f;
   /// MmaS8 and WgmmaS8 only, and then the only epilogue (every field
   /// above default).
   IntegerEpilogue integer;

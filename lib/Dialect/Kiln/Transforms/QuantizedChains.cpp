@@ -496,6 +496,44 @@ std::optional<Contraction> contractionOf(Operation *op, std::string &why) {
   return c;
 }
 
+/// Extends an fp8 chain by the QuantizeLinear to float8 its f32 result
+/// alone feeds (through a Relu, if one comes first), as the importer
+/// writes one with saturate = 1: `x / y_scale`
+/// (one f32 constant), clipped to +-max of the type, cast to f8E4M3FN or
+/// f8E5M2. The kernel then stores the float8 value (a saturating
+/// round-to-nearest-even conversion, which is the clip and the cast).
+void extendFp8Output(QuantizedChain &chain) {
+  auto single = [](Value v) -> Operation * {
+    return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+  };
+  Value sum = chain.result;
+  auto relu = dyn_cast_or_null<kiln::ReluOp>(single(sum));
+  if (relu)
+    sum = relu.getResult();
+  auto div = dyn_cast_or_null<kiln::DivOp>(single(sum));
+  if (!div || div.getLhs() != sum ||
+      div->getBlock() != chain.contraction->getBlock())
+    return;
+  std::optional<double> scale = splatValue(div.getRhs());
+  if (!scale || !isF32Value(*scale) || !(*scale > 0) || !std::isfinite(*scale))
+    return;
+  auto clip = dyn_cast_or_null<kiln::ClipOp>(single(div.getResult()));
+  auto cast =
+      clip ? dyn_cast_or_null<kiln::CastOp>(single(clip.getResult())) : nullptr;
+  Type storage = cast ? getElementTypeOrSelf(cast.getResult()) : Type();
+  if (!storage || !isFp8KernelType(storage))
+    return;
+  double max = isa<Float8E4M3FNType>(storage) ? 448.0 : 57344.0;
+  if (!clip.getMin() || !clip.getMax() ||
+      clip.getMin()->convertToDouble() != -max ||
+      clip.getMax()->convertToDouble() != max)
+    return;
+  chain.outputScale = static_cast<float>(*scale);
+  chain.relu = bool(relu);
+  chain.outputStorage = storage;
+  chain.result = cast.getResult();
+}
+
 /// The rest of matchQuantizedChain for float8 operands `a` and `b`: the
 /// dequantized product in f32, its bias added, is the result.
 std::optional<QuantizedChain> matchFp8Chain(const Contraction &c,
@@ -560,6 +598,7 @@ std::optional<QuantizedChain> matchFp8Chain(const Contraction &c,
   chain.outputStorage = Float32Type::get(c.op->getContext());
   chain.result = c.result;
   chain.form = c.conv ? "QDQ fp8 conv" : "QDQ fp8";
+  extendFp8Output(chain);
   return chain;
 }
 
@@ -821,7 +860,12 @@ std::string describeChain(const QuantizedChain &c) {
        << typeName(c.aStorage) << ", B " << typeName(c.bStorage)
        << " constant, ";
     scale();
-    os << ", output f32";
+    os << ", output " << typeName(c.outputStorage);
+    if (c.outputScale != 1.0f)
+      os << (c.relu ? " (Relu and QuantizeLinear fused, y_scale "
+                    : " (QuantizeLinear fused, y_scale ")
+         << llvm::formatv("{0:e}", static_cast<double>(c.outputScale)).str()
+         << ")";
     return s;
   }
   os << "(" << c.form << (c.bias.empty() ? "" : ", int32 bias") << "): A "

@@ -68,6 +68,9 @@ inline bool isFp8Operand(DType type) {
 /// U8: 1, I32: 4; 0 for any other type).
 uint32_t integerBytes(DType type);
 
+/// Bytes of one element of C for this family (0: a type it cannot store).
+uint32_t outputBytes(const GemmProblem &p, const GemmConfig &c);
+
 struct GemmPlan {
   uint32_t inBytes = 2, outBytes = 4;
   /// Elements one global→shared copy moves for A and B (16 bytes at most),

@@ -127,13 +127,21 @@ uint32_t maxSharedBytesPerBlock(uint32_t smVersion) {
   return TargetInfo::forSm(smVersion).maxSharedBytesPerBlock();
 }
 
+uint32_t outputBytes(const GemmProblem &p, const GemmConfig &c) {
+  if (isInt8(c.family))
+    return integerBytes(p.outputType);
+  if (isFp8(c.family) && isFp8Operand(p.outputType))
+    return 1;
+  return dtypeBytes(p.outputType);
+}
+
 GemmPlan planGemm(const GemmProblem &p, const GemmConfig &c) {
   GemmPlan plan;
   bool int8 = isInt8(c.family);
   plan.inBytes = int8              ? integerBytes(p.inputType)
                  : isFp8(c.family) ? (isFp8Operand(p.inputType) ? 1 : 0)
                                    : dtypeBytes(p.inputType);
-  plan.outBytes = int8 ? integerBytes(p.outputType) : dtypeBytes(p.outputType);
+  plan.outBytes = outputBytes(p, c);
   if (!plan.inBytes || !plan.outBytes)
     return plan;
   plan.aKContiguous = p.layoutA == Layout::RowMajor;
@@ -260,8 +268,10 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
       return why;
   } else if (p.accumulatorType != DType::F32)
     return "the accumulator must be f32";
-  else if (!dtypeBytes(p.outputType))
-    return "the output must be f32, f16 or bf16";
+  else if (!outputBytes(p, c))
+    return isFp8Operand(p.outputType)
+               ? "an f8E4M3FN or f8E5M2 output needs an fp8 family"
+               : "the output must be f32, f16 or bf16";
   bool int8 = isInt8(c.family);
   bool fp8 = isFp8(c.family);
   bool halfIn = p.inputType == DType::F16 || p.inputType == DType::BF16;
@@ -286,8 +296,7 @@ std::string unsupportedReason(const GemmProblem &p, const GemmConfig &c) {
     if (!isPowerOfTwo(align))
       return "alignments must be powers of two";
   uint32_t inBytes = int8 || fp8 ? 1 : dtypeBytes(p.inputType),
-           outBytes =
-               int8 ? integerBytes(p.outputType) : dtypeBytes(p.outputType);
+           outBytes = outputBytes(p, c);
   for (uint32_t align : {p.alignA, p.alignB})
     if (align < inBytes)
       return "an input pointer is not aligned to its element";

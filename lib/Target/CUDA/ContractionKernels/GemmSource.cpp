@@ -52,6 +52,7 @@ std::string builtinEpilogueBody(const Epilogue &e) {
              ? "  v += " + load + ";\n"
              : "  v = fmaf(" + floatLiteral(e.beta) + ", " + load + ", v);\n";
   }
+  // outputScale (QuantizeLinear's division) comes after the activation.
   switch (e.activation) {
   case Activation::None:
     break;
@@ -76,6 +77,8 @@ std::string builtinEpilogueBody(const Epilogue &e) {
          floatLiteral(e.clipMax) + ");\n";
     break;
   }
+  if (e.outputScale != 1.0f)
+    s += "  v = __fdiv_rn(v, " + floatLiteral(e.outputScale) + ");\n";
   return s + "  return v;\n";
 }
 
@@ -432,9 +435,14 @@ generateGemmSource(const GemmProblem &p, const GemmConfig &c, const Epilogue &e,
                    const GenerateOptions &options) {
   if (std::string why = unsupportedReason(p, c); !why.empty())
     return runtime::Error::failure("GEMM " + c.describe() + ": " + why);
-  for (float v : {e.alpha, e.beta, e.clipMin, e.clipMax})
+  for (float v : {e.alpha, e.beta, e.clipMin, e.clipMax, e.outputScale})
     if (!std::isfinite(v))
       return runtime::Error::failure("epilogue constants must be finite");
+  if (!(e.outputScale > 0))
+    return runtime::Error::failure("the output scale must be positive");
+  if (e.outputScale != 1.0f && !e.customBody.empty())
+    return runtime::Error::failure(
+        "an output scale belongs to the built-in epilogue, not a custom body");
   if (std::string why = integerEpilogueReason(p, c, e); !why.empty())
     return runtime::Error::failure("GEMM " + c.describe() + ": " + why);
   if (!e.customBody.empty() && (e.scale.present() || e.bias.present() ||

@@ -840,12 +840,14 @@ func.func @per_channel_input_not_moved(%x: tensor<1x3x4x4xui8>) -> tensor<1x4x4x
 
 // QDQ fp8 (opset 19's float8 DequantizeLinear, as kilnc --precision=fp8
 // writes it): e4m3 activation and weight, a per-column weight scale and an
-// f32 bias. The chain ends at the f32 sum; the fp8 kernel's multipliers are
-// a_scale * w_scale[n] (0.5 * 0.25, 0.5 * 0.125).
+// f32 bias; the fp8 kernel's multipliers are a_scale * w_scale[n] (0.5 *
+// 0.25, 0.5 * 0.125). The QuantizeLinear to e4m3 after the sum (its
+// division, the saturating clip and the cast) is the chain's too: the
+// kernel stores e4m3.
 // CHECK-LABEL: func.func @qdq_fp8
 // CHECK-NOT:     kiln.quantized_report
 // CHECK:         %[[W:.*]] = ml_program.global_load_const @w
-// CHECK-NEXT:    %[[R:.*]] = kiln.fusion "quantized_matmul" -> tensor<4x2xf32> {
+// CHECK-NEXT:    %[[R:.*]] = kiln.fusion "quantized_matmul" -> tensor<4x2xf8E4M3FN> {
 // CHECK-NEXT:      kiln.cast %{{.*}} : tensor<4x32xf8E4M3FN> -> tensor<4x32xf32>
 // CHECK-NEXT:      kiln.constant
 // CHECK-NEXT:      kiln.mul
@@ -854,11 +856,14 @@ func.func @per_channel_input_not_moved(%x: tensor<1x3x4x4xui8>) -> tensor<1x4x4x
 // CHECK-NEXT:      kiln.mul
 // CHECK-NEXT:      kiln.matmul
 // CHECK-NEXT:      kiln.constant
-// CHECK-NEXT:      %[[Y:.*]] = kiln.add
+// CHECK-NEXT:      kiln.add
+// CHECK-NEXT:      kiln.constant
+// CHECK-NEXT:      kiln.div
+// CHECK-NEXT:      kiln.clip
+// CHECK-NEXT:      %[[Y:.*]] = kiln.cast %{{.*}} : tensor<4x2xf32> -> tensor<4x2xf8E4M3FN>
 // CHECK-NEXT:      kiln.yield %[[Y]]
 // CHECK-NEXT:    }
-// CHECK-NEXT:    kiln.constant
-// CHECK-NEXT:    kiln.div %[[R]]
+// CHECK-NEXT:    return %[[R]]
 ml_program.global private @w(dense<1.0> : tensor<32x2xf8E4M3FN>) : tensor<32x2xf8E4M3FN>
 func.func @qdq_fp8(%x: tensor<4x32xf8E4M3FN>) -> tensor<4x2xf8E4M3FN> {
   %w = ml_program.global_load_const @w : tensor<32x2xf8E4M3FN>
@@ -868,7 +873,7 @@ func.func @qdq_fp8(%x: tensor<4x32xf8E4M3FN>) -> tensor<4x2xf8E4M3FN> {
   %3 = kiln.cast %w : tensor<32x2xf8E4M3FN> -> tensor<32x2xf32>
   %4 = kiln.constant dense<[2.500000e-01, 1.250000e-01]> : tensor<2xf32>
   %5 = kiln.mul %3, %4 : tensor<32x2xf32>, tensor<2xf32> -> tensor<32x2xf32>
-  // expected-remark @+1 {{fp8 kernel (QDQ fp8, f32 bias): A f8E4M3FN, B f8E4M3FN constant, scale per column (2, 6.250000e-02 to 1.250000e-01) (f32), output f32}}
+  // expected-remark @+1 {{fp8 kernel (QDQ fp8, f32 bias): A f8E4M3FN, B f8E4M3FN constant, scale per column (2, 6.250000e-02 to 1.250000e-01) (f32), output f8E4M3FN (QuantizeLinear fused, y_scale 2.000000e+00)}}
   %6 = kiln.matmul %2, %5 : tensor<4x32xf32>, tensor<32x2xf32> -> tensor<4x2xf32>
   %7 = kiln.constant dense<[1.000000e+00, -2.000000e+00]> : tensor<2xf32>
   %8 = kiln.add %6, %7 : tensor<4x2xf32>, tensor<2xf32> -> tensor<4x2xf32>
@@ -876,6 +881,56 @@ func.func @qdq_fp8(%x: tensor<4x32xf8E4M3FN>) -> tensor<4x2xf8E4M3FN> {
   %10 = kiln.div %8, %9 : tensor<4x2xf32>, tensor<f32> -> tensor<4x2xf32>
   %11 = kiln.clip %10 {max = 4.480000e+02 : f64, min = -4.480000e+02 : f64} : tensor<4x2xf32>
   %12 = kiln.cast %11 : tensor<4x2xf32> -> tensor<4x2xf8E4M3FN>
+  return %12 : tensor<4x2xf8E4M3FN>
+}
+
+// -----
+
+// A Relu between the sum and the QuantizeLinear (Kiln's own --precision=fp8
+// keeps it: e4m3 is symmetric): the chain takes both.
+// CHECK-LABEL: func.func @qdq_fp8_relu
+// CHECK:         kiln.fusion "quantized_matmul" -> tensor<4x2xf8E5M2> {
+// CHECK:           kiln.relu
+// CHECK:           kiln.div
+ml_program.global private @w(dense<1.0> : tensor<32x2xf8E4M3FN>) : tensor<32x2xf8E4M3FN>
+func.func @qdq_fp8_relu(%x: tensor<4x32xf8E4M3FN>) -> tensor<4x2xf8E5M2> {
+  %w = ml_program.global_load_const @w : tensor<32x2xf8E4M3FN>
+  %0 = kiln.cast %x : tensor<4x32xf8E4M3FN> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x2xf8E4M3FN> -> tensor<32x2xf32>
+  %5 = kiln.mul %3, %1 : tensor<32x2xf32>, tensor<f32> -> tensor<32x2xf32>
+  // expected-remark @+1 {{fp8 kernel (QDQ fp8): A f8E4M3FN, B f8E4M3FN constant, scale 2.500000e-01 (f32), output f8E5M2 (Relu and QuantizeLinear fused, y_scale 2.000000e+00)}}
+  %6 = kiln.matmul %2, %5 : tensor<4x32xf32>, tensor<32x2xf32> -> tensor<4x2xf32>
+  %7 = kiln.relu %6 : tensor<4x2xf32>
+  %9 = kiln.constant dense<2.000000e+00> : tensor<f32>
+  %10 = kiln.div %7, %9 : tensor<4x2xf32>, tensor<f32> -> tensor<4x2xf32>
+  %11 = kiln.clip %10 {max = 5.734400e+04 : f64, min = -5.734400e+04 : f64} : tensor<4x2xf32>
+  %12 = kiln.cast %11 : tensor<4x2xf32> -> tensor<4x2xf8E5M2>
+  return %12 : tensor<4x2xf8E5M2>
+}
+
+// -----
+
+// A QuantizeLinear with saturate = 0 (no clip: out of range is NaN, which
+// the kernel's saturating conversion would not give) stays outside: the
+// chain ends at the f32 sum.
+// CHECK-LABEL: func.func @qdq_fp8_no_saturate
+// CHECK:         %[[R:.*]] = kiln.fusion "quantized_matmul" -> tensor<4x2xf32> {
+// CHECK:         kiln.div %[[R]]
+ml_program.global private @w(dense<1.0> : tensor<32x2xf8E4M3FN>) : tensor<32x2xf8E4M3FN>
+func.func @qdq_fp8_no_saturate(%x: tensor<4x32xf8E4M3FN>) -> tensor<4x2xf8E4M3FN> {
+  %w = ml_program.global_load_const @w : tensor<32x2xf8E4M3FN>
+  %0 = kiln.cast %x : tensor<4x32xf8E4M3FN> -> tensor<4x32xf32>
+  %1 = kiln.constant dense<5.000000e-01> : tensor<f32>
+  %2 = kiln.mul %0, %1 : tensor<4x32xf32>, tensor<f32> -> tensor<4x32xf32>
+  %3 = kiln.cast %w : tensor<32x2xf8E4M3FN> -> tensor<32x2xf32>
+  %5 = kiln.mul %3, %1 : tensor<32x2xf32>, tensor<f32> -> tensor<32x2xf32>
+  // expected-remark @+1 {{fp8 kernel (QDQ fp8): A f8E4M3FN, B f8E4M3FN constant, scale 2.500000e-01 (f32), output f32}}
+  %6 = kiln.matmul %2, %5 : tensor<4x32xf32>, tensor<32x2xf32> -> tensor<4x2xf32>
+  %9 = kiln.constant dense<2.000000e+00> : tensor<f32>
+  %10 = kiln.div %6, %9 : tensor<4x2xf32>, tensor<f32> -> tensor<4x2xf32>
+  %12 = kiln.cast %10 : tensor<4x2xf32> -> tensor<4x2xf8E4M3FN>
   return %12 : tensor<4x2xf8E4M3FN>
 }
 

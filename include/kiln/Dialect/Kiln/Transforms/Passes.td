@@ -380,7 +380,9 @@ def FuseQuantizedPass : Pass<"kiln-fuse-quantized", "mlir::func::FuncOp"> {
     A QDQ chain of float8 operands (opset 19's DequantizeLinear of
     f8E4M3FN or f8E5M2 tensors, as `kilnc --precision=fp8` writes them)
     is an fp8 chain: its zero points are 0, its result is the f32 product
-    with its f32 bias added (the QuantizeLinear after it stays outside),
+    with its f32 bias added or, when that sum's only reader is a
+    saturating QuantizeLinear to e4m3 or e5m2 (after a Relu or not), that
+    float8 value (the kernel divides by y_scale and stores float8),
     and its region gets a `wgmma_f8` (sm_90 with wgmma) or `mma_f8`
     config: the fp8 kernels (`Family::WgmmaF8`, `MmaF8`) multiply the
     exact-product sum by `a_scale * b_scale[n]` in f32 and add the bias.

@@ -20,8 +20,10 @@
 // A QDQ chain whose operands are float8 (opset 19's DequantizeLinear of
 // FLOAT8E4M3FN/E5M2 tensors) is an fp8 chain (`fp8`), for the fp8 kernels
 // (Family::MmaF8, WgmmaF8): its result is the f32 product (with the f32
-// bias added), scaled by a_scale * b_scale[n]; a QuantizeLinear after it
-// stays outside, an elementwise op like any other.
+// bias added), scaled by a_scale * b_scale[n], or, when the product's only
+// reader is a saturating QuantizeLinear to e4m3 or e5m2 (`x / y_scale`,
+// clipped to the type's largest finite value, cast), that float8 value:
+// the kernel stores it (QuantizedChain::outputScale).
 //
 // kiln-fuse-quantized runs it to form `quantized_matmul` and
 // `quantized_conv` regions;
@@ -83,9 +85,15 @@ struct QuantizedChain {
   /// one per output channel. Empty without a requantization. fp8 chains:
   /// the dequantization's a_scale * b_scale (f32).
   std::vector<float> multipliers;
-  /// i8 or ui8 when requantized, else i32 (fp8 chains: f32). With a
-  /// residual block: the requantized value's, before the block.
+  /// i8 or ui8 when requantized, else i32 (fp8 chains: f32, or the fused
+  /// QuantizeLinear's f8E4M3FN or f8E5M2). With a residual block: the
+  /// requantized value's, before the block.
   mlir::Type outputStorage;
+  /// fp8 chains with a float8 output: the QuantizeLinear's y_scale (the
+  /// kernel divides by it before the conversion); 1 otherwise. `relu`: a
+  /// Relu between the sum and that QuantizeLinear, applied first.
+  float outputScale = 1.0f;
+  bool relu = false;
   int64_t outputZeroPoint = 0;
   /// The QDQ residual block the chain ends in:
   ///   Q(relu?(DQ(requantized) + DQ(bytes)), sumScale, sumZeroPoint)

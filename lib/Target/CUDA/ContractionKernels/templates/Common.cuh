@@ -291,11 +291,26 @@ KILN_INLINE void mmaM16N8K32F8(float (&d)[4], const u32 (&a)[4], u32 b0,
 // --- Output ------------------------------------------------------------------
 
 /// Stores `v` as element type `Code` (KilnElementType).
+/// Two floats as two float8 codes (Code: kElementE4M3 or kElementE5M2),
+/// `lo` in the low byte: round to nearest even, saturated to the largest
+/// finite value (a QuantizeLinear to float8 with saturate = 1; NaN stays
+/// NaN).
+template <int Code> KILN_INLINE u16 packF8(float lo, float hi) {
+  u16 r;
+  if (Code == kElementE5M2)
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 template <int Code> KILN_INLINE void storeOut(void *p, i64 i, float v) {
   if (Code == kElementF32)
     ((float *)p)[i] = v;
   else if (Code == kElementF16)
     ((u16 *)p)[i] = floatToF16(v);
+  else if (Code == kElementE4M3 || Code == kElementE5M2)
+    ((unsigned char *)p)[i] = (unsigned char)packF8<Code>(v, 0.0f);
   else
     ((u16 *)p)[i] = floatToBf16(v);
 }

@@ -354,6 +354,10 @@ KILN_INLINE void storeStagedPair(u32 address, float v0, float v1) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(v0),
                  "f"(v1)
                  : "memory");
+  } else if (Code == kElementE4M3 || Code == kElementE5M2) {
+    asm volatile("st.shared.u16 [%0], %1;" ::"r"(address),
+                 "h"(packF8<Code>(v0, v1))
+                 : "memory");
   } else {
     u32 word = Code == kElementF16 ? packF16(v0, v1) : packBf16(v0, v1);
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(address), "r"(word)
@@ -400,19 +404,27 @@ KILN_INLINE void writeStaged(u32 staged, char *c, int m0, int M, int n0,
                      : "memory");
       } else if (kVecBytes == 4) {
         *(u32 *)to = loadShared32(from);
-      } else {
+      } else if (kVecBytes == 2) {
         u16 h;
         asm volatile("ld.shared.u16 %0, [%1];" : "=h"(h) : "r"(from));
         *(u16 *)to = h;
+      } else { // one fp8 byte
+        u16 h;
+        asm volatile("ld.shared.u8 %0, [%1];" : "=h"(h) : "r"(from));
+        *(unsigned char *)to = (unsigned char)h;
       }
     } else {
       for (int e = 0; col + e < (int)Cfg::N; ++e) {
         if (Bytes == 4) {
           *(u32 *)(to + 4 * e) = loadShared32(from + 4 * e);
-        } else {
+        } else if (Bytes == 2) {
           u16 h;
           asm volatile("ld.shared.u16 %0, [%1];" : "=h"(h) : "r"(from + 2 * e));
           *(u16 *)(to + 2 * e) = h;
+        } else {
+          u16 h;
+          asm volatile("ld.shared.u8 %0, [%1];" : "=h"(h) : "r"(from + e));
+          to[e] = (char)h;
         }
       }
     }
