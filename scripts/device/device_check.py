@@ -37,7 +37,12 @@ The benchmark phase, for each model with phase "bench":
    against the reference (compare.py, scripts/numerics.py's rule: bound
    fp32 1e-4, bf16 2e-2 on the norm, and the per-element bounds), then
    kiln-run --bench N for the median time per run (and NVML energy; with
-   --profile for variants marked profile);
+   --profile for variants marked profile); an int8 variant (issue 26)
+   first derives its int8 weights from the exported fp32 ones
+   (int8_weights.py, Kiln's per-channel rule), each checked against the
+   SHA-256 prepare.py recorded, and is also judged on the fraction of the
+   batch whose top-1 class is the reference's (compare.py --top1's
+   measure; the bound is the variant's top1_bound);
 4. for the models with a PyTorch kind, before the kiln runs, the PyTorch
    eager baselines (torch_baselines.py) on the same input.
 
@@ -215,9 +220,11 @@ class Check:
         return max(10.0, min(self.args.timeout, self.left() + 30.0))
 
     def row(self, model, variant, ms=None, err=None, bound=None, status="", note="",
-            joules=None, watts=None):
+            joules=None, watts=None, top1=None):
         r = dict(model=model, variant=variant, ms=ms, err=err, bound=bound,
                  status=status, note=note, joules=joules, watts=watts)
+        if top1 is not None:
+            r["top1"] = top1
         self.rows.append(r)
         ms_s = f"{ms:.3f} ms" if ms is not None else "-"
         err_s = f"{err:.2e}" if err is not None else "-"
@@ -258,6 +265,17 @@ class Check:
         shutil.rmtree(out, ignore_errors=True)
         if self.left() < 0:
             return self.row(name, "kiln " + v["name"], status="SKIPPED", note="time budget spent")
+        if v.get("derived_weights"):
+            # int8 (issue 26): the artifact's weights are int8 initializers
+            # kilnc derived from the fp32 ones; derive them here the same
+            # way, each checked against the SHA-256 prepare.py recorded.
+            import int8_weights
+            problems = int8_weights.derive(v["derived_weights"], weights,
+                                           exported=m["weights_sha256"])
+            if problems:
+                return self.row(name, "kiln " + v["name"], status="FAIL",
+                                note=f"{len(problems)} of {len(v['derived_weights'])} int8 "
+                                     f"weights: {problems[0]}")
         t0 = time.time()
         rc, text = run(base + ["-o", out], self.timeout(),
                        os.path.join(work, f"run-{v['name'].replace(' ', '-')}.log"))
@@ -277,6 +295,18 @@ class Check:
         ms, note, joules, watts = None, "", None, None
         if status != "ok" and err <= v["bound"]:
             note = f"an element off: {ratio:.2f} of its bound; "
+        top1 = None
+        if v.get("top1_bound") is not None:
+            # int8: also the fraction of the batch whose top-1 class is the
+            # fp32 reference's (prepare.py INT8_TOP1).
+            import compare
+            _, stats, problem = compare.compare(os.path.join(rundir, "reference"), out,
+                                                top1=True, bound=v["bound"])
+            top1 = stats.get("top1", 0.0) if not problem else 0.0
+            note += (f"top-1 agreement {top1:.3f} (bound {v['top1_bound']:g}; reference "
+                     f"classes {stats.get('classes', '-')}); ")
+            if top1 < v["top1_bound"]:
+                status = "MISMATCH"
         if not v.get("bench", True) or a.runs <= 0:
             note += "not benchmarked"
         elif self.left() < 0:
@@ -303,7 +333,7 @@ class Check:
             else:
                 note += "bench " + ("timed out" if rc is None else "failed: " + last_line(text))
         self.row(name, "kiln " + v["name"], ms, err, v["bound"], status,
-                 note.rstrip("; "), joules, watts)
+                 note.rstrip("; "), joules, watts, top1)
 
     def model(self, m, tdev):
         a = self.args

@@ -29,7 +29,8 @@ gemm-8192 in bf16, each with an emu estimate (kiln-run --profile
 --profile-sample 8 --profile-json: models/NAME/VARIANT.estimate.json,
 --no-estimates skips it). Then the benchmarks: ResNet-50 at batch 32 ({fp32,
 bf16} x {fused, unfused}; bf16 fused also profiled on the GPU, with an emu
-estimate), ResNet-50 at batch 1 (fp32 and bf16 fused), both against PyTorch
+estimate; and int8, issue 26: kilnc --precision=int8 calibrated here, see
+INT8 below), ResNet-50 at batch 1 (fp32 and bf16 fused), both against PyTorch
 eager, the encoder layer at batch 32 (the four variants, against PyTorch;
 bf16 fused profiled like ResNet-50's),
 and the batch-1 numerics of SqueezeNet, ShuffleNet and the encoder (fp32,
@@ -44,7 +45,8 @@ batch: relative error of the output norm (bounds bf16 2e-2, fp16 and tf32
 also records the H200's dense peaks from runtime/targets/gpus.ini. --dry-run
 packs a set small enough for `scripts/device-check.sh --dry-run` on the emu
 device: the GEMM phase at 128x64x96 (the three precisions), a small encoder
-layer at batch 2 (the four variants), SqueezeNet at batch 1, and SqueezeNet
+layer at batch 2 (the four variants), SqueezeNet at batch 1 (fp32 fused
+and int8), and SqueezeNet
 bf16 at batch 2 for the top-1 phase. --no-strip keeps the weights in the
 artifacts (for a kilnc without --strip-weights; the full set then does not
 fit). --models keeps only the named models of the set (and --variants only
@@ -101,6 +103,50 @@ LOW_RESIDUALS = [("bf16 fused low-residuals",
 FP32_NHWC = [("fp32 fused nhwc", ["--layout=nhwc"], FP32,
               dict(profile=True, estimate=True))]
 NHWC = [("bf16 fused nhwc", ["--precision=bf16", "--layout=nhwc"], BF16)]
+# Issue 26: Kiln's own post-training int8 quantization (kilnc
+# --precision=int8 --calibrate; int8 tensor-core kernels, the rest fp32),
+# against the same onnxruntime fp32 reference as the float variants. The
+# artifact's weights are new int8 initializers (W_quantized); prepare.py
+# records how to derive them and their SHA-256s, device_check.py derives
+# them from the regenerated fp32 weights (int8_weights.py).
+# Calibration (calibration_cache): INT8_CALIBRATION seeded N(0, 1) images
+# (the check's input distribution, make_reference.py's seed 1234; these
+# are numpy's seed INT8_SEED: they never leave this machine, so the
+# portable generator is not needed, and its uniform "normal" would clip the
+# check's Gaussian inputs at sqrt(3)), MinMax, the fp32 model run at batch 1
+# on emu here (ResNet-50: about 80 s an image on this 2-core machine, 6.5
+# minutes for the 4; a batch of 32 would take 40), the table then read by
+# every batch's compile with --calibration-cache (MinMax ranges do not
+# depend on how the samples are batched).
+# The bounds, on the relative L2 error of the output (a softmax) against
+# onnxruntime fp32 and on every element by scripts/numerics.py's rule
+# (6 B rms + B |ref|), are measured, not derived: int8 moves each operand
+# by up to half a step of its range, and the network amplifies that
+# (docs/benchmarks.md "Quantized models": 69 times for the light zoo's
+# calibrated ResNet-50). Measured on emu on 2026-12-05 with this calibration, one image at
+# a time at batch 1, the first 8 images of the check's seeded batch-32
+# input (make_reference.py, seed 1234), against onnxruntime fp32:
+# - ResNet-50: rel. L2 2.4e-2 to 4.3e-2 (mean 3.1e-2), worst element 0.29
+#   to 0.44 of its bound at B = 0.1, top-1 8 of 8. The bound 0.1 leaves 2.3x
+#   over the worst image (the batch's figure is about their rms); a wrong
+#   output is ~1 away (the reference's softmax is peaked: ||ref - mean|| /
+#   ||ref|| = 0.985).
+# - SqueezeNet (the dry run): rel. L2 3.4e-4 on all 8 (its random-weight
+#   output is nearly flat: ||ref - mean|| / ||ref|| = 0.080, so a constant
+#   output would pass 0.1); the bound 2e-3 is 6x that and 40x under 0.080.
+# The GPU's int8 kernels sum in int32 exactly as emu's do; what differs is
+# the f32 around them (BatchNormalization, the residual adds, the
+# requantization's multiply), where a value near a rounding tie of the
+# next QuantizeLinear may land one step off: within the margins above.
+# Top-1 agreement with fp32 (INT8_TOP1, at most 3 of 32 images off) is the
+# other half: random-weight classifiers give most images the same class
+# (compare.py), so it catches a broken int8 path, not a 1% accuracy loss.
+INT8_RESNET50, INT8_SQUEEZENET, INT8_TOP1 = 0.1, 2e-3, 0.9
+INT8_CALIBRATION, INT8_SEED = 4, 26
+
+
+def int8(bound):
+    return [("int8", ["--precision=int8"], bound, dict(int8=True, top1_bound=INT8_TOP1))]
 # The top-1 phase: issue 5's bounds (the default layout, fused).
 TOP1_AGREEMENT = 0.99
 LOW = [
@@ -132,7 +178,8 @@ GEMM3 = [GEMM_BF16, GEMM_FP32, GEMM_TF32]
 FULL = [
     ("gemm-4096", "gemm-4096x4096x4096", 1, GEMM3, None, "gemm"),
     ("gemm-8192", "gemm-8192x8192x8192", 1, [GEMM_BF16], None, "gemm"),
-    ("resnet50-b32", "resnet50", 32, PROFILED + LOW_RESIDUALS, "resnet50", "bench"),
+    ("resnet50-b32", "resnet50", 32, PROFILED + int8(INT8_RESNET50) + LOW_RESIDUALS, "resnet50",
+     "bench"),
     ("resnet50-b1", "resnet50", 1, FUSED32 + BF16_FUSED, "resnet50", "bench"),
     ("encoder-b32", "encoder", 32, PROFILED, "encoder", "bench"),
     ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
@@ -146,7 +193,7 @@ FULL = [
 DRY = [
     ("gemm-small", "gemm-128x64x96", 1, GEMM3, None, "gemm"),
     ("encoder-small-b2", "encoder-small", 2, FOUR, "encoder", "bench"),
-    ("squeezenet-b1", "squeezenet", 1, FUSED32, None, "bench"),
+    ("squeezenet-b1", "squeezenet", 1, FUSED32 + int8(INT8_SQUEEZENET), None, "bench"),
     ("squeezenet-b2", "squeezenet", 2, LOW[:1], None, "top1"),
     ("lstm-small-b2", "lstm-small", 2, FUSED32, "lstm", "bench"),
 ]
@@ -156,6 +203,7 @@ SCRIPTS = [
     "scripts/device/randomize_weights.py",
     "scripts/device/device_models.py",
     "scripts/device/export_initializers.py",
+    "scripts/device/int8_weights.py",
     "scripts/device/make_reference.py",
     "scripts/device/compare.py",
     "scripts/numerics.py",
@@ -206,6 +254,74 @@ def estimate(kiln_run, artifact, weights, out_json):
         return None
     with open(out_json) as f:
         return json.load(f)["total"]["estimated_us"] / 1e3
+
+
+def int8_source(onnx_path, out_path):
+    """The model as kilnc --precision=int8 can take it: the light models are
+    opset 9, and onnx's converter raises Softmax to 13 only with its input's
+    shape known, which shape inference gives only at IR version 4 or later
+    (before that, initializers not listed as graph inputs have no type, and
+    randomize_weights.py's ConstantOfShape weights are not listed). The
+    initializers are untouched (their digests stay those recorded)."""
+    import onnx
+    model = onnx.load(onnx_path)
+    model.ir_version = max(model.ir_version, 7)
+    onnx.save(onnx.shape_inference.infer_shapes(model), out_path)
+
+
+def calibration_cache(kilnc, kind, light, tmp):
+    """kilnc's calibration table (--calibration-cache JSON) for KIND: its
+    batch-1 model over INT8_CALIBRATION seeded N(0, 1) samples per input,
+    MinMax, on emu (kilnc --emit=kiln: the table is written before the
+    compile proper)."""
+    import numpy as np
+    import onnx
+    b1 = os.path.join(tmp, f"{kind}-calibration.onnx")
+    device_models.make(kind, 1, b1, light)
+    int8_source(b1, b1)
+    model = onnx.load(b1)
+    inits = {t.name for t in model.graph.initializer}
+    rng = np.random.default_rng(INT8_SEED)
+    cmd = [kilnc, b1, "--precision=int8", "--emit=kiln", "-o", os.devnull]
+    for i, value in enumerate(v for v in model.graph.input if v.name not in inits):
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        data = rng.standard_normal([INT8_CALIBRATION] + shape[1:]).astype(np.float32)
+        np.save(os.path.join(tmp, f"{kind}-calibration-{i}.npy"), data)
+        cmd.append(f"--calibrate={value.name}={os.path.join(tmp, f'{kind}-calibration-{i}.npy')}")
+    cache = os.path.join(tmp, f"{kind}-calibration.json")
+    subprocess.run(cmd + ["--calibration-cache", cache], check=True)
+    os.remove(b1)
+    return cache
+
+
+def int8_weights_of(artifact, qdq, onnx_path):
+    """The variant's derived_weights: each int8 weight of kilnc's QDQ model
+    (--save-quantized), checked bit for bit against int8_weights.quantize
+    of its fp32 source, with its SHA-256; and a check that the stripped
+    artifact is rebuilt from nothing but those and the fp32 initializers
+    that export_initializers.py writes."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    import int8_weights
+    fp32 = {t.name: t for t in onnx.load(onnx_path).graph.initializer}
+    derived = []
+    for name, source, axis, q in int8_weights.from_qdq(qdq, fp32):
+        mine = int8_weights.quantize(numpy_helper.to_array(fp32[source]), axis)
+        if mine.shape != q.shape or not np.array_equal(mine, q):
+            sys.exit(f"prepare.py: int8_weights.quantize({source}, axis {axis}) is not "
+                     f"kilnc's {name}: {int(np.sum(mine != q))} of {q.size} values differ")
+        derived.append(dict(name=name, source=source, axis=axis,
+                            sha256=device_models.digest_array(mine)))
+    need = int8_weights.artifact_initializers(artifact)
+    known = {d["name"] for d in derived} | set(fp32)
+    unknown = sorted(set(need) - known)
+    if unknown or not need:
+        sys.exit(f"prepare.py: {artifact} is rebuilt from initializers the check "
+                 f"cannot provide: {', '.join(unknown) or 'none found'}")
+    # Only the int8 weights the artifact reads (a weight kept float, or one
+    # inlined as a constant, needs no file).
+    return [d for d in derived if d["name"] in need]
 
 
 def du(path):
@@ -274,6 +390,7 @@ def main():
                     date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     set="dry-run" if args.dry_run else "full", stripped=strip,
                     peaks_tflops=peaks(), models=[])
+    caches = {}  # kind: its int8 calibration table (calibration_cache)
     with tempfile.TemporaryDirectory() as tmp:
         for name, kind, batch, variants, torch_kind, phase in plan:
             t0 = time.time()
@@ -293,12 +410,37 @@ def main():
                 extras = dict(more[0]) if more else {}
                 file = vname.replace(" ", "-") + ".kiln"
                 artifact = os.path.join(out, "models", name, file)
-                cmd = [kilnc, onnx_path, "-o", artifact] + flags
+                quantized = extras.pop("int8", False)
+                source = onnx_path
+                if quantized:
+                    if kind not in caches:
+                        caches[kind] = calibration_cache(kilnc, kind, os.path.join(out, "light"),
+                                                         tmp)
+                    source = os.path.join(tmp, name + "-int8.onnx")
+                    int8_source(onnx_path, source)
+                    qdq = os.path.join(tmp, name + "-qdq.onnx")
+                    flags = flags + ["--calibration-cache", caches[kind]]
+                cmd = [kilnc, source, "-o", artifact] + flags
+                if quantized:
+                    cmd.append("--save-quantized=" + qdq)
                 if strip:
                     cmd.append("--strip-weights")
                 subprocess.run(cmd, check=True)
                 variant = dict(name=vname, file=file, kilnc_flags=flags, bound=bound,
                                stripped=strip, bench=phase in ("bench", "gemm"))
+                if quantized:
+                    # The table, beside the artifact (a few kB): what it was
+                    # calibrated with.
+                    table = file[:-len(".kiln")] + ".calibration.json"
+                    shutil.copy2(caches[kind], os.path.join(out, "models", name, table))
+                    variant.update(kilnc_flags=flags[:-2] + ["--calibration-cache", table],
+                                   calibration=dict(samples=INT8_CALIBRATION, seed=INT8_SEED,
+                                                    batch=1, method="minmax",
+                                                    data="numpy default_rng N(0, 1)"))
+                    if strip:
+                        variant["derived_weights"] = int8_weights_of(artifact, qdq, onnx_path)
+                    os.remove(qdq)
+                    os.remove(source)
                 if phase == "top1":
                     variant["top1_bound"] = TOP1_AGREEMENT
                 if extras.pop("estimate", False) and not args.no_estimates:
