@@ -190,9 +190,19 @@ Error KernelBuilder::declareRegisters(std::string_view text, uint32_t line) {
     return makeError("PTX line {}: unknown register type '{}'", line,
                      text.substr(0, space));
   uint8_t bits = type == Type::Pred ? 1 : typeBytes(type) * 8;
+  auto declare = [&](int64_t count) -> Error {
+    if (declaredRegisters + uint64_t(count) > kMaxModuleRegisters)
+      return makeError("PTX line {}: the module declares more than {} "
+                       "registers",
+                       line, kMaxModuleRegisters);
+    declaredRegisters += uint64_t(count);
+    return Error::success();
+  };
   for (std::string_view name : splitOperands(text.substr(space))) {
     size_t angle = name.find('<');
     if (angle == std::string_view::npos) {
+      if (Error err = declare(1))
+        return err;
       registers[std::string(name)] = addSlot(bits);
       continue;
     }
@@ -200,6 +210,8 @@ Error KernelBuilder::declareRegisters(std::string_view text, uint32_t line) {
     if (!parseInteger(name.substr(angle + 1, name.size() - angle - 2), count) ||
         count < 0 || count > (1 << 20))
       return makeError("PTX line {}: bad register range '{}'", line, name);
+    if (Error err = declare(count))
+      return err;
     std::string prefix(name.substr(0, angle));
     for (int64_t i = 0; i < count; ++i)
       registers[prefix + std::to_string(i)] = addSlot(bits);

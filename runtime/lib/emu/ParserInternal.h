@@ -136,10 +136,20 @@ struct DecodedInstruction {
 /// memory, and `ret` a branch to the instruction after the call.
 class KernelBuilder {
 public:
+  /// `declaredRegisters` counts the module's declared registers across its
+  /// kernels (and every inlined call), against kMaxModuleRegisters.
   KernelBuilder(const std::unordered_map<std::string, uint32_t> &globalIndex,
                 const std::vector<Statement> &all,
-                const std::unordered_map<std::string, FunctionDef> &functions)
-      : globalIndex(globalIndex), all(all), functions(functions) {}
+                const std::unordered_map<std::string, FunctionDef> &functions,
+                uint64_t &declaredRegisters)
+      : globalIndex(globalIndex), all(all), functions(functions),
+        declaredRegisters(declaredRegisters) {}
+
+  /// The most registers a module may declare, all kernels together: each
+  /// is a named slot, so a few `%r<1048576>` would cost seconds and
+  /// gigabytes (a fuzz input, docs/reliability.md); real kernels declare
+  /// thousands.
+  static constexpr uint64_t kMaxModuleRegisters = uint64_t(1) << 20;
 
   Error header(const Statement &st);
   /// A module-scope `.shared` or `.extern .shared` variable (nvcc and NVRTC
@@ -232,6 +242,7 @@ private:
   unsigned inlineCount = 0;
   Kernel kernel;
   std::unordered_map<std::string, uint32_t> registers;
+  uint64_t &declaredRegisters;
   /// Symbols with a fixed value: params (offsets) and shared variables.
   std::unordered_map<std::string, uint64_t> symbols;
   std::unordered_map<uint64_t, uint32_t> constantSlots;

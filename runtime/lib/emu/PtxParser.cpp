@@ -342,11 +342,12 @@ Expected<Module> parsePtx(std::string_view text) {
     if (!st.text.empty())
       skipBody(i);
   }
+  uint64_t declaredRegisters = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const Statement &st = all[i];
     std::string_view t = st.text;
     if (st.end == '{' && t.find(".entry") != std::string_view::npos) {
-      KernelBuilder builder(globalIndex, all, functions);
+      KernelBuilder builder(globalIndex, all, functions, declaredRegisters);
       if (Error err = builder.header(st))
         return err;
       for (const Statement &shared : moduleShared)

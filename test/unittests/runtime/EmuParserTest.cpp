@@ -180,6 +180,24 @@ TEST(EmuParserTest, OperandErrors) {
             "PTX line 8: call to 'g', which has no body in this module");
 }
 
+TEST(EmuParserTest, RegisterDeclarationLimits) {
+  // One declaration holds at most 2^20 registers, and so does the module,
+  // all kernels together (each register is a named slot: the fuzzer's
+  // repeated %r<N> declarations cost seconds and gigabytes before).
+  auto kernel = [](const std::string &name, const std::string &regs) {
+    return ".visible .entry " + name + "()\n{\n\t.reg .b32 " + regs +
+           ";\n\tret;\n}\n";
+  };
+  EXPECT_EQ(errorOf(parsePtx(ptxHeader() + kernel("k", "%r<1048577>"))),
+            "PTX line 7: bad register range '%r<1048577>'");
+  EXPECT_EQ(errorOf(parsePtx(ptxHeader() + kernel("a", "%r<1000000>") +
+                             kernel("b", "%r<48576>, %s"))),
+            "PTX line 12: the module declares more than 1048576 registers");
+  EXPECT_EQ(errorOf(parsePtx(ptxHeader() + kernel("a", "%r<1000000>") +
+                             kernel("b", "%r<48576>"))),
+            "<success>");
+}
+
 TEST(EmuParserTest, ModuleGlobalsWithInitializers) {
   std::string ptx = ptxHeader() +
                     ".global .align 4 .b32 table[4] = {1, 2, 0x10, -1};\n"
