@@ -294,6 +294,11 @@ std::optional<QuantizedOperand> matchOperand(Value v, bool floatForm,
   return q;
 }
 
+/// The one op that reads `v`, or null when none or several do.
+Operation *single(Value v) {
+  return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+}
+
 /// The requantization after the matmul: `[cast] -> mul/div scale -> round
 /// -> add zp -> clip -> cast to 8 bits`.
 struct Requantize {
@@ -312,9 +317,6 @@ std::optional<Requantize> matchRequantize(Value acc, bool floatForm,
                                           std::string &why, bool wide = false,
                                           int64_t channels = 1,
                                           int64_t fromEnd = 0) {
-  auto single = [](Value v) -> Operation * {
-    return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
-  };
   Value v = acc;
   Requantize r;
   Operation *next = single(v);
@@ -503,9 +505,6 @@ std::optional<Contraction> contractionOf(Operation *op, std::string &why) {
 /// f8E5M2. The kernel then stores the float8 value (a saturating
 /// round-to-nearest-even conversion, which is the clip and the cast).
 void extendFp8Output(QuantizedChain &chain) {
-  auto single = [](Value v) -> Operation * {
-    return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
-  };
   Value sum = chain.result;
   auto relu = dyn_cast_or_null<kiln::ReluOp>(single(sum));
   if (relu)
@@ -613,9 +612,6 @@ std::optional<QuantizedChain> matchFp8Chain(const Contraction &c,
 static void extendResidual(QuantizedChain &chain) {
   if (chain.fp8 || !chain.requantized || chain.residual)
     return;
-  auto single = [](Value v) -> Operation * {
-    return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
-  };
   // Forward from the result to the add: the dequantization's ops.
   Value side = chain.result;
   Operation *next = single(side);

@@ -509,6 +509,13 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
     if (kConsumers == 2)
       asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
     const int consumer = warpgroup - 1;
+    // The registers the asynchronous MMAs own: the accumulators, and A's
+    // row sums when the int8 epilogue needs them.
+    auto fenceAll = [&] {
+      fenceAccumulators(acc);
+      if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
+        fenceAccumulators(rowSum);
+    };
 #pragma unroll
     for (int i = 0; i < kAccs; ++i)
       acc[i] = 0;
@@ -525,9 +532,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
       if constexpr (Cfg::TF32)
         roundStageTf32(stage);
       const u64 da = descriptorA(stage, consumer), db = descriptorB(stage);
-      fenceAccumulators(acc);
-      if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
-        fenceAccumulators(rowSum);
+      fenceAll();
       wgmmaFence();
 #pragma unroll
       for (int ks = 0; ks < Cfg::BK / kMmaK; ++ks) {
@@ -537,13 +542,9 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
                       descriptor(ones, 16, 1024) + ks * kStepB);
       }
       wgmmaCommit();
-      fenceAccumulators(acc);
-      if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
-        fenceAccumulators(rowSum);
+      fenceAll();
       wgmmaWait<1>();
-      fenceAccumulators(acc);
-      if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
-        fenceAccumulators(rowSum);
+      fenceAll();
       if (kt > 0)
         mbarrierArrive(emptyBars + 8 * previous);
       previous = s;
@@ -551,9 +552,7 @@ KILN_INLINE void gemm(const void *aPtr, const void *bPtr, void *cPtr,
         s = 0, parity ^= 1;
     }
     wgmmaWait<0>();
-    fenceAccumulators(acc);
-    if constexpr (Cfg::INT8 && Cfg::Q_ROWSUM)
-      fenceAccumulators(rowSum);
+    fenceAll();
   }
 
   // Fragment position of accumulator 4j + 2h + e of a consumer thread:
