@@ -64,6 +64,7 @@
 #   kernels: attention 200 s, wgmma 90 s, membound 90 s, quant 60 s,
 #            tune 120 s, then device_check.py --phase gemm (75 s);
 #   models:  python 60 s, surface 60 s, train 120 s, nccl 60 s, loops 40 s,
+#            fault 20 s,
 #            then device_check.py --phase bench,top1 (150 s + 90 s).
 # On the device, run it through scripts/device/run-group.sh (one tarball
 # back: the tool returns at most 8 files). `--phase gemm,bench` etc.
@@ -156,6 +157,10 @@ phase train models 120 python3 "$root/scripts/device/train_bench.py" run --dir "
 # and without (host-read flags), against onnxruntime (loops_check.py;
 # $OUT/loops_check.json).
 [ ! -d "$dir/loops" ] || phase loops models 40 python3 "$root/scripts/device/loops_check.py" run --dir "$dir/loops" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
+# A kernel that stores to address 0 (issue 28): kiln-run exits 2 naming the
+# fault (and the kernel with CUDA_LAUNCH_BLOCKING=1), no hang, and the next
+# process runs (fault_check.py; $OUT/fault_check.json).
+[ ! -d "$dir/fault" ] || phase fault models 20 python3 "$root/scripts/device/fault_check.py" run --dir "$dir/fault" --kiln-run "$dir/bin/kiln-run" "${args[@]:2:2}"
 # The quantized GEMM kernels (issue 26): int8 on wgmma_s8 and mma_s8, fp8 on
 # wgmma_f8, at 4096^3 against onnxruntime and beside the bf16 kernel and
 # torch._int_mm/_scaled_mm (quant_check.py; $OUT/quant.txt; ~30 s); before

@@ -58,6 +58,7 @@ python3 "$root/scripts/device/membound_bench.py" --prepare --kilnc "$build/bin/k
 python3 "$root/scripts/device/tune_bench.py" prepare --kilnc "$build/bin/kilnc" --worker "$build/bin/kiln-tune-worker" --out "$root/device-check/tune" $([[ " $* " == *" --dry-run "* ]] && echo --dry-run)  # issue 11: the tuning jobs (tune_bench.py)
 python3 "$root/scripts/device/loops_check.py" prepare --build "$build" --out "$root/device-check/loops"  # device-side loops, --graph on and off (loops_check.py; ~1 MiB)
 python3 "$root/scripts/device/quant_check.py" prepare --build "$build" --out "$root/device-check/quant" $([[ " $* " == *" --dry-run "* ]] && echo --dry-run)  # int8/fp8 GEMM kernels vs bf16 (quant_check.py; stripped artifacts, < 1 MiB)
+python3 "$root/scripts/device/fault_check.py" prepare --build "$build" --out "$root/device-check/fault"  # issue 28: a kernel that faults on purpose (fault_check.py; ~40 KiB)
 if [[ " $* " != *" --dry-run "* ]]; then
   KILN_BUILD_DIR="$build" "$root/scripts/build.sh" kiln-train
   python3 "$root/scripts/device/train_bench.py" prepare --build "$build" --out "$root/device-check/train"  # issue 14
