@@ -17,7 +17,12 @@
 #           (address,undefined, shared with scripts/fuzz.sh) or
 #           build-sanitize-LIST/
 #           (docs/reliability.md "Sanitizers"); KILN_SANITIZE_FILTER=PATTERN
-#           passes a --gtest_filter.
+#           passes a --gtest_filter. address,undefined then runs the emu
+#           model tests (the lit tests that run kiln-run or kiln-train)
+#           with those tools from the same ASan+UBSan build (or
+#           KILN_SANITIZE_TOOLS_BUILD_DIR's) and kilnc from build/:
+#           KILN_SANITIZE_MODELS=all, K/N (shard K of N), off, or rotate
+#           (the default: one shard of 6, chosen by the commit count).
 # Every test runs under a per-test timeout (test/lit_limits.py, 3600 s by
 # default; KILN_TEST_TIMEOUT=N overrides it, 0 for none).
 #
@@ -60,7 +65,41 @@ if [ -n "$sanitize" ]; then
   export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
   filter=()
   [ -z "${KILN_SANITIZE_FILTER:-}" ] || filter=(--gtest_filter="$KILN_SANITIZE_FILTER")
-  exec "$sbuild/test/unittests/KilnRuntimeTests" "${filter[@]}"
+  "$sbuild/test/unittests/KilnRuntimeTests" "${filter[@]}"
+  [ "$sanitize" = address,undefined ] || exit 0
+  models="${KILN_SANITIZE_MODELS:-rotate}"
+  [ "$models" != off ] || exit 0
+  # The emu model tests: every lit test that runs kiln-run or kiln-train,
+  # with those tools from this ASan+UBSan build, kilnc from the normal
+  # build. KILN_SANITIZE_TOOLS_BUILD_DIR=DIR takes them from another one:
+  # a build without libFuzzer's coverage counters (-DKILN_SANITIZE=
+  # address,undefined, made here when DIR has none) runs the emulator twice
+  # as fast, for long runs; CI saves its ~5 minutes of build instead. The
+  # whole set is hours on 2 cores, so CI runs one of 6 shards (lexical
+  # order), rotating with the number of commits: 6 consecutive commits
+  # cover every test.
+  [ -f "$build/test/lit.site.cfg.py" ] ||
+    { echo "test.sh: --sanitize: the emu model tests need $build (scripts/build.sh)" >&2; exit 1; }
+  tbuild="${KILN_SANITIZE_TOOLS_BUILD_DIR:-$sbuild}"
+  if [ ! -f "$tbuild/build.ninja" ]; then
+    CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$tbuild" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=address,undefined \
+      -DKILN_BUILD_COMPILER=OFF -DKILN_BUILD_PYTHON=OFF >/dev/null
+  fi
+  ninja -j "$(nproc)" -C "$tbuild" kiln-run kiln-train kiln-tune-worker kiln-powersgd-check
+  mapfile -t tests < <(cd "$root/test" && grep -rlE 'kiln-(run|train)' . \
+    --include='*.test' --include='*.onnxtxt' --include='*.mlir' | sed 's|^\./||' | sort)
+  shard=()
+  case "$models" in
+    all) ;;
+    rotate) n=6; k=$(( $(git -C "$root" rev-list --count HEAD 2>/dev/null || echo 0) % n + 1 ))
+            shard=(--num-shards "$n" --run-shard "$k") ;;
+    */*) shard=(--num-shards "${models#*/}" --run-shard "${models%/*}") ;;
+    *) echo "test.sh: KILN_SANITIZE_MODELS is all, off, rotate or K/N, not '$models'" >&2; exit 1 ;;
+  esac
+  echo "test.sh: the emu model tests with $tbuild/bin's runtime tools: ${#tests[@]} tests, ${shard[*]:-all}"
+  exec /usr/lib/llvm-22/bin/lit -v -j "$(nproc)" --order=lexical "${shard[@]}" \
+    -Dkiln_runtime_bin="$tbuild/bin" "${tests[@]/#/$build/test/}"
 fi
 timeout="${KILN_TEST_TIMEOUT:-$full_timeout}"
 [ -z "$timeout" ] || params+=(-Dkiln_timeout="$timeout")

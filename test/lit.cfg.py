@@ -53,9 +53,36 @@ config.environment["KILN_KERNEL_CACHE"] = "off"
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.kiln_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "kiln-run", "kiln-train", "kiln-tune-worker", "kiln-powersgd-check", "mlir-tblgen"], tool_dirs)
+# -Dkiln_runtime_bin=DIR: the runtime's tools (kiln-run, kiln-train, ...)
+# come from DIR, another build of the runtime: `scripts/test.sh
+# --sanitize=address,undefined` runs the emu model tests with the ASan+UBSan
+# build's (docs/reliability.md "Sanitizers"); kilnc stays this build's.
+# Tests that cannot run that way say `UNSUPPORTED: sanitized-runtime`.
+runtime_tools = ["kiln-run", "kiln-train", "kiln-tune-worker", "kiln-powersgd-check"]
+runtime_bin = lit_config.params.get("kiln_runtime_bin")
+if runtime_bin:
+    runtime_bin = os.path.abspath(runtime_bin)
+    missing = [t for t in runtime_tools if not os.path.exists(os.path.join(runtime_bin, t))]
+    if missing:
+        lit_config.fatal(f"kiln_runtime_bin={runtime_bin} lacks {', '.join(missing)}")
+    config.available_features.add("sanitized-runtime")
+    llvm_config.add_tool_substitutions(runtime_tools, [runtime_bin])
+    # The sanitizers' options reach the tools (the first report fails the
+    # test), and tests that call a tool by name find this one first.
+    llvm_config.with_system_environment(["ASAN_OPTIONS", "UBSAN_OPTIONS"])
+    # LeakSanitizer: Open MPI's allocations are suppressed (test/sanitizers/
+    # lsan.supp), through an mpirun that turns on the slow unwinder.
+    sanitizers = os.path.join(config.kiln_src_root, "test", "sanitizers")
+    config.environment["LSAN_OPTIONS"] = \
+        f"suppressions={os.path.join(sanitizers, 'lsan.supp')}"
+else:
+    llvm_config.add_tool_substitutions(runtime_tools, tool_dirs)
+llvm_config.add_tool_substitutions(["kiln-opt", "kilnc", "mlir-tblgen"], tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.kiln_tools_dir, append_path=True)
+if runtime_bin:  # before this build's tools (each call goes to the front)
+    llvm_config.with_environment(
+        "PATH", [runtime_bin, os.path.join(sanitizers, "bin")], append_path=True)
 
 # Test models are built with the `onnx` Python package, in the interpreter
 # CMake found (lit itself may run under another one).

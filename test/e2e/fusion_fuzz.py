@@ -5,7 +5,7 @@ Usage:
   fusion_fuzz.py [--seed S] [--count N] [--jobs J] [--variants LIST]
                  [--failures DIR] [--keep DIR] [--kilnc PATH] [--kiln-run PATH]
                  [--strict] [--print-graph] [--verbose]
-                 [--focus movement|compute|pool-norm|recurrent|loop]
+                 [--focus movement|compute|pool-norm|recurrent|attention|loop]
                  [--dynamic-batch]
   fusion_fuzz.py --minimize --seed S [--variants V]     # one generated graph
   fusion_fuzz.py --minimize --model M.onnx [--variants V]  # a saved model

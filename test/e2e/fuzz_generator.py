@@ -12,13 +12,15 @@ import onnx
 import onnx.helper as oh
 
 from fuzz_graph import OPSET, GraphCore, validate
+from fuzz_ops_attention import AttentionOps
 from fuzz_ops_compute import ComputeOps
 from fuzz_ops_movement import MovementOps
 from fuzz_ops_pool_norm import PoolNormOps
 from fuzz_ops_recurrent import RecurrentOps
 
 
-class Builder(GraphCore, MovementOps, ComputeOps, PoolNormOps, RecurrentOps):
+class Builder(GraphCore, MovementOps, ComputeOps, PoolNormOps, RecurrentOps,
+              AttentionOps):
     """Builds one random graph, tracking every value's shape."""
 
     OPS = [  # (generator, weight)
@@ -35,7 +37,8 @@ class Builder(GraphCore, MovementOps, ComputeOps, PoolNormOps, RecurrentOps):
         ("op_scatternd", 0.5), ("op_einsum", 0.6), ("op_lppool", 0.4),
         ("op_conv_auto_pad", 0.4), ("op_maxpool", 0.5), ("op_avgpool", 0.5),
         ("op_global_pool", 0.3), ("op_batchnorm", 0.4), ("op_instancenorm", 0.3),
-    ]  # op_recurrent: only with --focus recurrent (fuzz_ops_recurrent.py)
+    ]  # op_recurrent: only with --focus recurrent (fuzz_ops_recurrent.py);
+    # op_sdpa: only with --focus attention (fuzz_ops_attention.py)
 
     def build(self):
         self.draw_inputs()
@@ -78,15 +81,16 @@ class Builder(GraphCore, MovementOps, ComputeOps, PoolNormOps, RecurrentOps):
         return model
 
 FAMILIES = {"movement": MovementOps, "compute": ComputeOps,
-            "pool-norm": PoolNormOps, "recurrent": RecurrentOps}
+            "pool-norm": PoolNormOps, "recurrent": RecurrentOps,
+            "attention": AttentionOps}
 FOCUS = 12                # --focus: a family's generators this many times as often
 
 
 def focused(base, family):
     """`base` (a Builder class) with the generators of one family of
     FAMILIES drawn FOCUS times as often (fusion_fuzz.py --focus); a
-    family's generators that `base` does not draw (the recurrent layers)
-    join with weight FOCUS."""
+    family's generators that `base` does not draw (the recurrent layers,
+    attention blocks) join with weight FOCUS."""
     if family is None:
         return base
     ops = sorted(n for n in vars(FAMILIES[family]) if n.startswith("op_"))

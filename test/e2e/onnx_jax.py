@@ -8,8 +8,11 @@ Concat, Split, Expand, Tile, Transpose, Reshape, Flatten, Squeeze,
 Unsqueeze, Add, Sub, Mul, Min, Max, Relu, Sigmoid, Tanh, Neg, Clip (constant
 bounds), MatMul,
 Gemm, Conv (1-D and 2-D, groups, strides, dilations, explicit pads),
-ReduceSum, ReduceMean, Softmax, LogSoftmax and LayerNormalization (with its
-Mean and InvStdDev outputs). Integer operands (indices, shapes, axes) must
+ReduceSum, ReduceMean, Softmax, LogSoftmax, LayerNormalization (with its
+Mean and InvStdDev outputs), MaxPool and AveragePool (1-D and 2-D: explicit
+pads, auto_pad, strides, dilations, ceil_mode, count_include_pad),
+GlobalAveragePool, GlobalMaxPool, InstanceNormalization and
+BatchNormalization (batch statistics or running ones, see run()). Integer operands (indices, shapes, axes) must
 be initializers: they are read as numpy constants, never traced.
 
 `run(model, params, feeds, hook=None)` returns every value by name. `hook`,
@@ -46,9 +49,92 @@ def _slice_indices(d, start, end, step):
     return np.arange(start, end, step, dtype=np.int64)
 
 
-def run(model, params, feeds, hook=None):
+def _window_geometry(d, k, s, dl, pb, pe, auto_pad, ceil):
+    """(pad begin, pad end, output size) of one spatial dim of a window op
+    (ONNX MaxPool/AveragePool: explicit pads with floor or ceil rounding,
+    where a last window that would start past the input and its head
+    padding is dropped; SAME_UPPER/SAME_LOWER; VALID)."""
+    span = dl * (k - 1) + 1
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        out = -(-d // s)
+        total = max(0, (out - 1) * s + span - d)
+        small = total // 2
+        pb, pe = ((small, total - small) if auto_pad == "SAME_UPPER"
+                  else (total - small, small))
+        return pb, pe, out
+    if auto_pad == "VALID":
+        return 0, 0, (d - span) // s + 1
+    room = d + pb + pe - span
+    out = (-(-room // s) if ceil else room // s) + 1
+    if ceil and (out - 1) * s >= d + pb:
+        out -= 1
+    return pb, pe, out
+
+
+def _pool(op, x, a, jnp):
+    """MaxPool or AveragePool over the spatial dims of [N, C, D...]."""
+    nsp = x.ndim - 2
+    kernel = list(a["kernel_shape"])
+    strides = list(a.get("strides", [1] * nsp))
+    dils = list(a.get("dilations", [1] * nsp))
+    pads = list(a.get("pads", [0] * (2 * nsp)))
+    auto_pad = a.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    ceil = bool(a.get("ceil_mode", 0))
+    include_pad = bool(a.get("count_include_pad", 0))
+    geo = [_window_geometry(x.shape[i + 2], kernel[i], strides[i], dils[i],
+                            pads[i], pads[i + nsp], auto_pad, ceil)
+           for i in range(nsp)]
+    # Padded so that every window lies inside: the head pad, the input,
+    # then up to the last window's end (at least the tail pad).
+    widths = [(0, 0), (0, 0)]
+    for i, (pb, pe, out) in enumerate(geo):
+        need = (out - 1) * strides[i] + dils[i] * (kernel[i] - 1) + 1
+        widths.append((pb, max(pe, need - x.shape[i + 2] - pb)))
+    if op == "MaxPool":
+        xp = jnp.pad(x, widths, constant_values=-np.inf)
+    else:
+        xp = jnp.pad(x, widths)
+        # The count of each window: the input's elements, or with
+        # count_include_pad the explicit padding's too (not what lies
+        # past the tail pad in ceil mode).
+        mask = np.zeros([w0 + n + w1 for (w0, w1), n in zip(widths, x.shape)])
+        inner = tuple(slice(None) if i < 2 else
+                      (slice(0, geo[i - 2][0] + x.shape[i] + geo[i - 2][1])
+                       if include_pad else
+                       slice(geo[i - 2][0], geo[i - 2][0] + x.shape[i]))
+                      for i in range(x.ndim))
+        mask[inner] = 1.0
+    windows, counts = [], []
+    for flat in range(int(np.prod(kernel))):
+        idx, rest = [], flat
+        for i in reversed(range(nsp)):
+            idx.append(rest % kernel[i])
+            rest //= kernel[i]
+        idx = idx[::-1]
+        sl = (slice(None), slice(None)) + tuple(
+            slice(idx[i] * dils[i],
+                  idx[i] * dils[i] + (geo[i][2] - 1) * strides[i] + 1, strides[i])
+            for i in range(nsp))
+        windows.append(xp[sl])
+        if op == "AveragePool":
+            counts.append(mask[sl])
+    stack = jnp.stack(windows)
+    if op == "MaxPool":
+        return jnp.max(stack, axis=0)
+    return jnp.sum(stack, axis=0) / np.sum(counts, axis=0)
+
+
+def run(model, params, feeds, hook=None, bn_training=True, stats=None):
     """Evaluates `model`'s graph; params: float initializers (traced),
-    feeds: graph inputs. Returns a dict of every value."""
+    feeds: graph inputs. Returns a dict of every value.
+
+    BatchNormalization normalises with the batch's statistics when
+    `bn_training` (as kiln-autodiff trains it; its running mean and
+    variance are then unused, and `stats`, a dict when given, gets each
+    node's (batch mean, biased batch variance) per channel under its
+    output's name), else with its running statistics (ONNX inference, what
+    onnxruntime computes)."""
     import jax.numpy as jnp
     from jax import lax
 
@@ -243,6 +329,33 @@ def run(model, params, feeds, hook=None):
             for ax in axes:
                 y = jnp.expand_dims(y, ax)
             outs = [y]
+        elif op in ("MaxPool", "AveragePool"):
+            outs = [_pool(op, x[0], a, jnp)]
+        elif op in ("GlobalAveragePool", "GlobalMaxPool"):
+            axes = tuple(range(2, x[0].ndim))
+            f = jnp.mean if op == "GlobalAveragePool" else jnp.max
+            outs = [f(x[0], axis=axes, keepdims=True)]
+        elif op in ("InstanceNormalization", "BatchNormalization"):
+            r = x[0].ndim
+            eps = a.get("epsilon", 1e-5)
+            shape = (1, -1) + (1,) * (r - 2)
+            if op == "BatchNormalization" and not bn_training:
+                mean = x[3].reshape(shape)
+                var = x[4].reshape(shape)
+                d = x[0] - mean
+            else:
+                # Instance: over the spatial dims; batch (training mode,
+                # as kiln-autodiff trains it): over all but the channels,
+                # the biased variance.
+                axes = tuple(range(2, r)) if op == "InstanceNormalization" \
+                    else (0,) + tuple(range(2, r))
+                mean = jnp.mean(x[0], axis=axes, keepdims=True)
+                d = x[0] - mean
+                var = jnp.mean(d * d, axis=axes, keepdims=True)
+                if op == "BatchNormalization" and stats is not None:
+                    stats[node.output[0]] = (mean.reshape(-1), var.reshape(-1))
+            y = d / jnp.sqrt(var + eps)
+            outs = [y * x[1].reshape(shape) + x[2].reshape(shape)]
         else:
             raise Unsupported(f"no jax rule for {op}")
         for name, v in zip(node.output, outs):

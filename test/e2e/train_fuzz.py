@@ -5,7 +5,7 @@ kiln-train --device emu against the same step in JAX (float64).
 Usage:
   train_fuzz.py [--seed S] [--count N] [--jobs J] [--modes LIST]
                 [--failures DIR] [--keep DIR] [--kilnc PATH] [--kiln-train PATH]
-                [--strict] [--print-graph] [--verbose]
+                [--strict] [--print-graph] [--verbose] [--focus windows]
   train_fuzz.py --minimize --seed S [--modes M]        # one generated model
   train_fuzz.py [--minimize] --model M.onnx [--modes M] # a saved model
   train_fuzz.py --repros test/e2e/train-fuzz-repros      # saved reproducers
@@ -18,23 +18,40 @@ weight, Slice, Pad (constant, reflect, edge), Concat, Split, Expand, Tile,
 Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Add/Sub/Mul/Min/Max with
 broadcasting, Relu/Sigmoid/Tanh/Neg, MatMul, Gemm, Conv (1-D and 2-D,
 groups, strides, dilations, pads), side-by-side MatMuls, MatMul into
-Softmax, ReduceSum/ReduceMean, Softmax/LogSoftmax and LayerNormalization.
+Softmax, ReduceSum/ReduceMean, Softmax/LogSoftmax and LayerNormalization;
+and, only in graphs whose input is an image [B, C, H, W] or a signal
+[B, C, L] (so that the flat and sequence graphs of a seed are what they
+were before these were added), fuzz_ops_pool_norm.py's windows and norms:
+MaxPool and AveragePool (1-D and 2-D; explicit pads, auto_pad, strides,
+MaxPool's dilations, ceil_mode, count_include_pad), GlobalAveragePool,
+GlobalMaxPool, InstanceNormalization and BatchNormalization (over at
+least two elements per channel). kiln-autodiff trains BatchNormalization
+with the batch's statistics (ONNX training_mode=1): its running mean and
+variance are state, not weights, and are updated by the step. `--focus
+windows` draws only image and signal inputs (other seeds' graphs).
 The graph has one float input x [B, ...] (kiln-train's --data) and one
 output of shape [B, ...] (the one the loss reads, chosen as the value with
 the most nodes behind it that depends on x); every float initializer is a
-trainable weight (kilnc --train makes them all trainable). The loss is
+trainable weight (kilnc --train makes them all trainable) but a batch
+norm's running statistics. The loss is
 `cross_entropy` (integer labels over dimension 1, when the output has rank
 >= 2 and at least two classes; half the time) or `mse` against a N(0, 1)
 target; the loss kind is stored in the model (metadata `train_fuzz.loss`),
 so a saved model reproduces alone.
 
-Modes (--modes, comma-separated; default `rotate`): OPT or OPT-bf16, with
-OPT one of sgd (lr 0.1), momentum (lr 0.1, momentum 0.9) and adamw (lr
-0.01, weight decay 0.1, betas 0.9/0.999, eps 1e-8); -bf16 adds
+Modes (--modes, comma-separated; default `rotate`): OPT, OPT-bf16 or
+OPT-fp16, with OPT one of sgd (lr 0.1), momentum (lr 0.1, momentum 0.9),
+nesterov (lr 0.1, momentum 0.9, weight decay 0.01: L2, added to the
+gradient), adam (lr 0.01, weight decay 0.1 as L2, betas 0.9/0.999, eps
+1e-8) and adamw (the same with decoupled weight decay); -bf16 adds
 `--precision=bf16` (mixed precision: bf16 contraction operands forward and
-backward, fp32 master weights, moments and update; docs/runtime.md). `rotate`
-picks ROTATION[S % 6] = sgd, adamw, sgd-bf16, adamw-bf16, momentum,
-momentum-bf16, so any six consecutive seeds cover every mode.
+backward, fp32 master weights, moments and update; docs/runtime.md), -fp16
+`--precision=fp16 --loss-scale=dynamic --loss-scale-init=S` (the same in
+fp16, the backward seeded with the loss scale S; see below). `rotate`
+picks ROTATION[S % 15] = sgd, adamw, sgd-bf16, adamw-bf16, momentum,
+momentum-bf16, nesterov, adam, nesterov-bf16, adam-bf16, sgd-fp16,
+adamw-fp16, momentum-fp16, nesterov-fp16, adam-fp16, so any 15
+consecutive seeds cover every mode.
 
 Kiln side: `kilnc --train --loss=L --labels=fuzz_labels:SHAPE:DTYPE
 --optimizer=...` then one `kiln-train` epoch over exactly one batch (N = B)
@@ -45,10 +62,15 @@ Reference side: onnx_jax.py evaluates the graph in jax.numpy from the ONNX
 operator definitions, jax.value_and_grad gives the loss L and every
 weight's gradient g in float64, and the optimizer's first step is applied
 in float64 as PyTorch documents it (sgd: w - lr g; momentum: buf = g,
-w - lr buf; adamw: w (1 - lr wd), then Adam with bias correction, so the
-first step is lr g / (|g| + eps)). The JAX forward is checked against
-onnxruntime (fp32, graph optimizations off) first: a disagreement is a
-harness error, never blamed on Kiln.
+w - lr buf; nesterov: s = g + wd w, buf = s, w - lr (s + mu buf); adam:
+s = g + wd w, then Adam with bias correction, so the first step is
+lr s / (|s| + eps), m = (1 - b1) s, v = (1 - b2) s^2; adamw: w (1 - lr
+wd), then Adam on g). A batch norm's running statistic r becomes
+momentum r + (1 - momentum) times the batch's (mean, biased variance).
+The JAX forward is checked against onnxruntime (fp32, graph optimizations
+off) first, with BatchNormalization in inference form there (running
+statistics, on both sides): a disagreement is a harness error, never
+blamed on Kiln.
 
 Comparison (scripts/numerics.py's rule, B the precision's norm bound:
 fp32 1e-4, bf16 2e-2; see fusion_fuzz.py for why), element by element:
@@ -61,18 +83,43 @@ fp32 1e-4, bf16 2e-2; see fusion_fuzz.py for why), element by element:
   largest change of g_i over PERTURB_DRAWS = 4 JAX runs in which every
   input, weight and node result is multiplied by 1 + p N(0, 1) and every
   node result's cotangent too (rounding in the forward and the backward);
-  p = 1e-3 in fp32 (as fusion_fuzz) and p = u_bf16 = 2^-8 in bf16, so a
-  relu, max or min that bf16 rounding can flip flips in the draws as well;
+  p = 1e-3 in fp32 (as fusion_fuzz), p = u_bf16 = 2^-8 in bf16 and
+  u_fp16 = 2^-11 in fp16, so a relu, max or min that the low precision's
+  rounding can flip flips in the draws as well;
 - the loss: |a - b| <= 7 B |b| + 2 (u_P / p) D_L (the rule for a scalar);
 - each weight after the step: the gradient bound carried through the
-  update exactly: sgd and momentum lr e_i; adamw the largest change of
-  lr g / (|g| + eps) over g in [g_i - e_i, g_i + e_i] (so a gradient that
-  is zero within its bound may take a full step of either sign, as Adam
-  does with rounding noise); plus ROUND = 8 fp32 roundings of the update
-  (8 u_fp32 (|w| + lr |step|));
-- the moments: momentum's buffer (= g) e_i; adamw's m = (1 - b1) g within
-  (1 - b1) e_i and v = (1 - b2) g^2 within (1 - b2) ((|g_i| + e_i)^2 - g_i^2),
-  each plus ROUND fp32 roundings.
+  update exactly: sgd and momentum lr e_i, nesterov lr (1 + mu) e_i; adam
+  and adamw the largest change of lr s / (|s| + eps) over s in [s_i - e_i,
+  s_i + e_i] (so a gradient that is zero within its bound may take a full
+  step of either sign, as Adam does with rounding noise: the worst ratio
+  of such an element is about 1 whatever kiln's error, and its m is the
+  sharp check); plus ROUND = 8 fp32 roundings of the update
+  (8 u_fp32 (|w| + lr |step|), and of the decay term);
+- the moments: momentum's and nesterov's buffer (= s) e_i; adam's and
+  adamw's m = (1 - b1) s within (1 - b1) e_i and v = (1 - b2) s^2 within
+  (1 - b2) ((|s_i| + e_i)^2 - s_i^2), each plus ROUND fp32 roundings;
+- each batch norm's running mean and variance: (1 - momentum) times the
+  batch statistic's bound, which is an output's (6 B rms + B |v| + s_i,
+  s_i from the same perturbation draws) plus the floor B 1e-2 m (mean)
+  or B 1e-2 m^2 (variance), m the largest |x| the norm reads; plus ROUND
+  fp32 roundings.
+
+fp16 and the loss scale: a first step whose scaled gradient overflows is
+skipped by design (docs/runtime.md: weights, moments and opt.step stay,
+the scale halves; the running statistics still update). The reference
+predicts it from M, the largest |dL/dv| in float64 over the results v of
+the active MatMul/Gemm/Conv nodes (dL/dv times S is an fp16 operand of
+their backward contractions; M' also over AveragePool results, whose
+backward is a transposed convolution): the step must be skipped when
+M S > 2 FP16_MAX, must be taken when M' S < FP16_MAX / 2, and either is
+accepted in between. S is GradScaler's 65536 for a third of the models
+(by seed) and otherwise the power of two that puts M S in [2, 4)
+FP16_MAX (a skip) or in [1/8, 1/4) FP16_MAX (a taken step at a scale near
+overflow), so both paths run. The checkpoint's loss scale state tells what
+kiln did (S / 2 and 0 good steps: skipped; S and 1: taken; anything else
+fails); a skipped step must leave every weight bit-identical, the moments
+and the step counter zero; a taken one is compared as above. The summary
+counts the fp16 steps taken and skipped.
 
 Outcomes per (model, mode): pass; unsupported (kilnc exits 1 with one line
 saying 'not supported'/'unsupported': counted, a failure with --strict);
@@ -86,8 +133,12 @@ output; a node's results become trainable weights (N(0, 1)), and what only
 fed it disappears; a node is bypassed (its users read an operand of the
 same shape). The reduced model is saved under DIR/minimized/.
 
+The float64 reference and the bounds live in train_fuzz_reference.py.
+
 Exit status 0 when nothing failed. The last line reads 'train-fuzz: N
 models, M runs: P pass, U unsupported, F fail, G generator errors (T s)'.
+A failure's class names what disagreed: loss, weights, moments, running
+stats or skip decision (fp16).
 """
 import argparse
 import collections
@@ -98,6 +149,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
                       "intra_op_parallelism_threads=1")
@@ -112,27 +164,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "training"),
                 os.path.join(HERE, "..", "..", "scripts")]
 import fusion_fuzz as ff  # noqa: E402
+from fuzz_ops_pool_norm import AUTO_PADS  # noqa: E402
 from fuzz_campaign import Campaign, check_repros  # noqa: E402
 import numerics  # noqa: E402
 import onnx_jax  # noqa: E402
 from whole_step import read_safetensors  # noqa: E402
 
-OPTIMIZERS = {
-    "sgd": ("sgd:lr=0.1", {"lr": 0.1}),
-    "momentum": ("momentum:lr=0.1,momentum=0.9", {"lr": 0.1, "mu": 0.9}),
-    "adamw": ("adamw:lr=0.01,weight_decay=0.1,beta1=0.9,beta2=0.999,eps=1e-8",
-              {"lr": 0.01, "wd": 0.1, "b1": 0.9, "b2": 0.999, "eps": 1e-8}),
-}
-ROTATION = ["sgd", "adamw", "sgd-bf16", "adamw-bf16", "momentum", "momentum-bf16"]
-PERTURB = {"fp32": 1e-3, "bf16": numerics.UNIT_ROUNDOFF["bf16"]}
-PERTURB_DRAWS = 4
-ALLOWANCE = ff.ALLOWANCE      # s_i: this many first-order rounding responses
-FLOOR_REL = ff.FLOOR_REL      # gradient error floor: this fraction of max |g|
-ROUND = 8                     # fp32 roundings allowed in the update chain
-BIAS_ULPS = 4                 # ulps of 1 in each fp32 bias correction
-U32 = numerics.UNIT_ROUNDOFF["fp32"]
-LABELS = "fuzz_labels"
-LOSS_KEY = "train_fuzz.loss"
+from train_fuzz_reference import (  # noqa: E402
+    ALLOWANCE, FP16_MAX, FP16_SCALE, LABELS, LOSS_KEY, OPTIMIZERS, PERTURB,
+    ROTATION, SKIP_BAND, check_reference, expected_step, reference,
+    scaled_cotangents)
+
+FP16_STEPS = collections.Counter()  # fp16 first steps: 'skipped', 'taken'
+FP16_LOCK = threading.Lock()
 
 
 def parse_mode(name):
@@ -140,7 +184,7 @@ def parse_mode(name):
     opt, _, prec = name.partition("-")
     prec = prec or "fp32"
     if opt not in OPTIMIZERS or prec not in PERTURB:
-        raise ValueError(f"unknown mode '{name}' (OPT or OPT-bf16, OPT one of "
+        raise ValueError(f"unknown mode '{name}' (OPT, OPT-bf16 or OPT-fp16, OPT one of "
                          f"{', '.join(OPTIMIZERS)})")
     return opt, prec
 
@@ -169,6 +213,57 @@ class TrainBuilder(ff.Builder):
         "op_gemm", "op_conv", "op_reduce", "op_softmax", "op_layernorm",
         "op_embedding", "op_twin_matmul", "op_attention",
         "op_gather_elements"}]
+    # Windows and norms (fuzz_ops_pool_norm.py; kiln-autodiff's pool,
+    # global_pool and norm rules), drawn only in graphs whose input is an
+    # image or a signal, so that the flat and sequence graphs of a seed stay
+    # what they were before these were added.
+    WINDOW_OPS = [("op_maxpool", 2.0), ("op_avgpool", 2.0),
+                  ("op_global_pool", 1.0), ("op_batchnorm", 1.0),
+                  ("op_instancenorm", 1.0)]
+
+    def pool2d(self, op):
+        """fuzz_ops_pool_norm's MaxPool/AveragePool, on [N, C, L] too."""
+        t = self.pick(lambda v: v.rank in (3, 4))
+        if t is None:
+            return False
+        auto_pad = self.choice(AUTO_PADS, p=[4, 2, 2, 2])
+        dims = [self.window_dim(d, auto_pad, dilate=(op == "MaxPool"))
+                for d in t.shape[2:]]
+        if None in dims:
+            return False
+        ceil = (auto_pad == "NOTSET" and self.chance(0.35) and
+                all(w[6] is not None for w in dims))
+        out = t.shape[:2] + tuple(w[6] if ceil else w[5] for w in dims)
+        if ff.nelems(out) > ff.MAX_ELEMS:
+            return False
+        attrs = self.window_attrs(auto_pad, dims, ceil)
+        if op == "AveragePool" and self.chance(0.4):
+            attrs["count_include_pad"] = 1
+        self.emit(op, [t.name], [out], **attrs)
+        return True
+
+    def op_batchnorm(self):
+        """fuzz_ops_pool_norm's BatchNormalization, on a value with at least
+        two elements per channel: kiln-autodiff trains it with the batch's
+        statistics, and a channel of one element has x - mean = 0 exactly."""
+        t = self.pick(lambda v: v.rank >= 2 and v.shape[1] <= 64 and
+                      ff.nelems(v.shape) >= 2 * v.shape[1])
+        if t is None:
+            return False
+        C = t.shape[1]
+        inputs = [t.name, self.weight((C,), 1.0, "bns"), self.weight((C,), 1.0, "bnb"),
+                  self.weight((C,), 0.5, "bnm")]
+        var = self.fresh("bnv")
+        self.inits.append(onh.from_array(
+            (np.abs(self.rng.standard_normal(C)) + 0.1).astype(np.float32), var))
+        inputs.append(var)
+        attrs = {}
+        if self.chance(0.3):
+            attrs["epsilon"] = 1e-3
+        if self.chance(0.2):
+            attrs["momentum"] = 0.8
+        self.emit("BatchNormalization", inputs, [t.shape], **attrs)
+        return True
 
     def index_input(self, shape, dim):
         return self.const_i64(self.rng.integers(-dim, dim, size=shape), "j")
@@ -178,9 +273,14 @@ class TrainBuilder(ff.Builder):
             return self.weight_value(shape, 1.0, "p")
         return super().float_input(shape, prefix)
 
+    focus = None  # "windows": only image and signal inputs (--focus)
+
     def build(self):
         batch = self.choice([1, 2, 3, 4, 8], p=[1, 3, 2, 3, 1])
-        form = self.choice(["flat", "seq", "image", "signal"], p=[4, 3, 2, 1])
+        if self.focus == "windows":
+            form = self.choice(["image", "signal"], p=[2, 1])
+        else:
+            form = self.choice(["flat", "seq", "image", "signal"], p=[4, 3, 2, 1])
         if form == "flat":
             shape = (batch, self.choice([2, 3, 4, 6, 8, 16, 33]))
         elif form == "seq":
@@ -191,8 +291,9 @@ class TrainBuilder(ff.Builder):
             shape = (batch, self.randint(1, 4), self.randint(3, 16))
         x = super().float_input(shape)
         target = self.randint(3, 12)
-        names = [n for n, _ in self.OPS]
-        weights = [w for _, w in self.OPS]
+        ops = self.OPS + (self.WINDOW_OPS if form in ("image", "signal") else [])
+        names = [n for n, _ in ops]
+        weights = [w for _, w in ops]
         attempts = 0
         while len(self.nodes) < target and attempts < 200:
             attempts += 1
@@ -210,6 +311,8 @@ class TrainBuilder(ff.Builder):
                 ins = list(node.input)
                 if node.op_type == "LayerNormalization" and name != node.output[0]:
                     ins = ins[:1]  # Mean and InvStdDev ignore scale and bias
+                if node.op_type == "BatchNormalization":
+                    ins = ins[:3]  # batch statistics: the running ones unread
                 for i in ins:
                     if i:
                         cone(i, seen)
@@ -253,11 +356,13 @@ def get_loss(model):
     return "mse"
 
 
-def generate(seed):
+def generate(seed, focus=None):
     """The seed's model (a few sub-seeds are tried until one has an output
     of shape [B, ...] that depends on x and a weight)."""
     for attempt in range(16):
-        model = TrainBuilder([seed, attempt]).build()
+        builder = TrainBuilder([seed, attempt])
+        builder.focus = focus
+        model = builder.build()
         if model is not None:
             ff.validate(model)
             return model
@@ -268,14 +373,18 @@ def trainable(model):
     """The weights kilnc --train trains, in the order of the flat `params`
     and moments: every float initializer (Importer.cpp) but the operands a
     handler reads as constants (a Pad's constant_value, Clip's bounds,
-    Dropout's ratio), in the order the graph first reads them."""
+    Dropout's ratio) and a BatchNormalization's running mean and variance
+    (state that the step updates), in the order the graph first reads
+    them."""
     floats = {t.name for t in onnx_jax.float_params(model)}
     order, constants = [], set()
     for node in model.graph.node:
         for i, name in enumerate(node.input):
             if name not in floats:
                 continue
-            if (node.op_type, i) in (("Pad", 2), ("Dropout", 1)) or \
+            if (node.op_type, i) in (("Pad", 2), ("Dropout", 1),
+                                     ("BatchNormalization", 3),
+                                     ("BatchNormalization", 4)) or \
                     node.op_type == "Clip":
                 constants.add(name)
             elif name not in order:
@@ -313,174 +422,12 @@ class Case:
             dtype = "f32"
         self.labels_flag = f"--labels={LABELS}:{'x'.join(map(str, lshape))}:{dtype}"
         self.weights = trainable(model)
+        self.running = {n.input[i] for n in g.node
+                        if n.op_type == "BatchNormalization" for i in (3, 4)}
         inits = {t.name: t for t in g.initializer}
         self.w0 = {n: onh.to_array(inits[n]).astype(np.float64)
                    for n in self.weights}
         self._refs = {}
-
-
-# --- Reference ----------------------------------------------------------------
-
-
-class Reference:
-    """L, g (per weight) in float64 and their sensitivities D_L, D_g."""
-
-
-def reference(case, precision):
-    """The JAX reference of the case, perturbed at the precision's scale
-    (cached per perturbation size)."""
-    pert = PERTURB[precision]
-    if pert in case._refs:
-        return case._refs[pert]
-    import jax
-    import jax.numpy as jnp
-    jax.config.update("jax_enable_x64", True)
-
-    @jax.custom_vjp
-    def noisy(v, f, b):
-        return v * f
-
-    def noisy_fwd(v, f, b):
-        return v * f, (f, b)
-
-    def noisy_bwd(res, ct):
-        f, b = res
-        return ct * f * b, jnp.zeros_like(f), jnp.zeros_like(b)
-    noisy.defvjp(noisy_fwd, noisy_bwd)
-
-    x64 = case.x.astype(np.float64)
-    labels = (case.labels.astype(np.float64) if case.loss == "mse"
-              else case.labels)
-    shapes = ff.value_shapes(case.model)
-    noisy_names = [o for n in case.model.graph.node for o in n.output
-                   if o and shapes.get(o, (0,))[0] == onnx.TensorProto.FLOAT]
-
-    def loss_fn(params, x, noise):
-        # noise: name -> (forward factor, backward factor), every node result
-        # and the loss; all ones for the unperturbed reference.
-        env = onnx_jax.run(case.model, params, {case.input: x},
-                           lambda name, v: noisy(v, *noise[name]))
-        y = env[case.output]
-        if case.loss == "mse":
-            loss = jnp.mean((y - labels) ** 2)
-        else:
-            z = y - jax.lax.stop_gradient(jnp.max(y, axis=1, keepdims=True))
-            logp = z - jnp.log(jnp.sum(jnp.exp(z), axis=1, keepdims=True))
-            picked = jnp.take_along_axis(logp, np.expand_dims(labels, 1), axis=1)
-            loss = -jnp.mean(picked)
-        return noisy(loss, *noise["fuzz_loss"]), y
-
-    # One compile per case, PERTURB_DRAWS + 1 runs per precision.
-    if not hasattr(case, "grad"):
-        case.grad = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))
-    grad = case.grad
-    ones = {n: (np.ones(shapes[n][1]), np.ones(shapes[n][1])) for n in noisy_names}
-    ones["fuzz_loss"] = (np.ones(()), np.ones(()))
-    (L, y), g = grad(case.w0, x64, ones)
-    r = Reference()
-    r.loss = float(L)
-    r.y = np.asarray(y)
-    r.g = {n: np.asarray(v) for n, v in g.items()}
-    # The scale of the backward's rounding: the largest gradient element, or
-    # the loss's own cotangent dL/dy times the output's scale when every
-    # gradient cancels to zero (a bias the softmax of the loss ignores).
-    if case.loss == "mse":
-        dldy = 2 * (r.y - labels) / r.y.size
-    else:
-        p = np.exp(r.y - np.max(r.y, axis=1, keepdims=True))
-        p /= np.sum(p, axis=1, keepdims=True)
-        onehot = np.zeros_like(p)
-        np.put_along_axis(onehot, np.expand_dims(labels, 1), 1.0, axis=1)
-        dldy = (p - onehot) / (r.y.size / r.y.shape[1])
-    r.g_scale = max([float(np.max(np.abs(v))) for v in r.g.values() if v.size] +
-                    [float(np.max(np.abs(dldy))) * max(1.0, float(np.max(np.abs(r.y))))])
-    r.d_loss = 0.0
-    r.d_y = np.zeros_like(r.y)
-    r.d_g = {n: np.zeros_like(v) for n, v in r.g.items()}
-    rng = np.random.default_rng(11)
-    for _ in range(PERTURB_DRAWS):
-        noise = {n: (1 + pert * rng.standard_normal(f.shape),
-                     1 + pert * rng.standard_normal(f.shape))
-                 for n, (f, _) in ones.items()}
-        pw = {n: v * (1 + pert * rng.standard_normal(v.shape))
-              for n, v in case.w0.items()}
-        px = x64 * (1 + pert * rng.standard_normal(x64.shape))
-        (pL, py), pg = grad(pw, px, noise)
-        r.d_loss = max(r.d_loss, abs(float(pL) - r.loss))
-        r.d_y = np.fmax(r.d_y, np.abs(np.asarray(py) - r.y))
-        for n in r.d_g:
-            r.d_g[n] = np.fmax(r.d_g[n], np.abs(np.asarray(pg[n]) - r.g[n]))
-    case._refs[pert] = r
-    return r
-
-
-def check_reference(case, precision):
-    """The JAX forward against onnxruntime fp32: '' or what disagrees
-    (a harness or generator problem, not Kiln's)."""
-    ref = reference(case, precision)
-    model = ff.expand_layer_norms(case.model)
-    try:
-        ort = ff.ort_session(model).run([case.output], {case.input: case.x})[0]
-    except Exception as e:  # noqa: BLE001
-        return f"onnxruntime rejects the model: {str(e).splitlines()[0][:200]}"
-    scale = float(np.max(np.abs(ref.y))) if ref.y.size else 0.0
-    allowance = (ALLOWANCE * U32 / PERTURB[precision]) * ref.d_y + 1e-4 * FLOOR_REL * scale
-    result = numerics.compare(ort, ref.y, "fp32", case.output, allowance)
-    return "" if result.ok else f"jax forward vs onnxruntime: {result.figures()}"
-
-
-def grad_bound(ref, name, precision):
-    """e_i: the bound on each element of the gradient Kiln computes."""
-    g = ref.g[name]
-    B = numerics.NORM_BOUND[precision]
-    s = ALLOWANCE * numerics.UNIT_ROUNDOFF[precision] / PERTURB[precision]
-    rms = float(np.sqrt(np.mean(g ** 2))) if g.size else 0.0
-    floor = FLOOR_REL * ref.g_scale
-    return numerics.ELEMENT_TAIL * B * rms + B * np.abs(g) + s * ref.d_g[name] + B * floor
-
-
-def expected_step(case, ref, opt, precision, trained):
-    """{what: (want, allowance)} for every trained weight (in graph order,
-    the order of the flat moments) and moment after one step of `opt`
-    (float64)."""
-    _, hp = OPTIMIZERS[opt]
-    lr = hp["lr"]
-    out = {}
-    flat_m, flat_mb, flat_v, flat_vb = [], [], [], []
-    for n in trained:
-        w0, g = case.w0[n], ref.g[n]
-        e = grad_bound(ref, n, precision)
-        if opt in ("sgd", "momentum"):
-            w1 = w0 - lr * g
-            bound = lr * e + ROUND * U32 * (np.abs(w1) + lr * np.abs(g))
-            if opt == "momentum":
-                flat_m.append(g.ravel())
-                flat_mb.append((e + ROUND * U32 * np.abs(g)).ravel())
-        else:
-            b1, b2, eps, wd = hp["b1"], hp["b2"], hp["eps"], hp["wd"]
-
-            def step(gg):
-                return lr * gg / (np.abs(gg) + eps)
-            w1 = w0 * (1 - lr * wd) - step(g)
-            moved = np.maximum(np.abs(step(g + e) - step(g)),
-                               np.abs(step(g - e) - step(g)))
-            # The bias corrections 1 - b^t are computed in fp32: a few ulps
-            # of 1 relative to 1 - b (u / (1 - b2) = 6e-5 for b2 = 0.999;
-            # the square root halves it), as in PyTorch's fp32 Adam.
-            bc = BIAS_ULPS * U32 * (1 / (1 - b1) + 0.5 / (1 - b2))
-            bound = moved + ROUND * U32 * np.abs(w1) + lr * (ROUND * U32 + bc)
-            flat_m.append(((1 - b1) * g).ravel())
-            flat_mb.append(((1 - b1) * (e + ROUND * U32 * np.abs(g))).ravel())
-            v = (1 - b2) * g ** 2
-            flat_v.append(v.ravel())
-            flat_vb.append(((1 - b2) * ((np.abs(g) + e) ** 2 - g ** 2)
-                            + ROUND * U32 * v).ravel())
-        out[n] = (w1, bound)
-    if flat_m:
-        out["kiln.state.opt.m"] = (np.concatenate(flat_m), np.concatenate(flat_mb))
-    if flat_v:
-        out["kiln.state.opt.v"] = (np.concatenate(flat_v), np.concatenate(flat_vb))
-    return out
 
 
 # --- Running Kiln ---------------------------------------------------------------
@@ -533,6 +480,9 @@ def run_mode(case, model_path, mode, workdir, tools):
              f"--optimizer={OPTIMIZERS[opt][0]}"]
     if precision != "fp32":
         flags.append(f"--precision={precision}")
+    if precision == "fp16":
+        flags += ["--loss-scale=dynamic",
+                  f"--loss-scale-init={fp16_scale(case):.0f}"]
     env = dict(os.environ)
     env["KILN_PTXAS"] = ""
     cmd = [tools.kilnc, model_path, "--train", "-o", art] + flags
@@ -608,14 +558,76 @@ def compare_step(case, mode, loss, tensors):
     # reads: a LayerNormalization's scale when only InvStdDev is used).
     trained = [n for n in case.weights
                if n in tensors or np.any(ref.g[n] != 0)]
-    for what, (want, bound) in expected_step(case, ref, opt, precision,
-                                             trained).items():
+    expected = expected_step(case, ref, opt, precision, trained)
+    if precision == "fp16":
+        skip, problem, where = fp16_skip(case, tensors)
+        rows.append(("kiln.state.loss_scale", (not problem, (
+            problem or ("skipped" if skip else "taken")) + f" ({where})")))
+        if skip:
+            # A skipped step changes no weight, moment or step counter
+            # (only the scale, and the batch norms' running statistics).
+            for what in list(expected):
+                if what in trained:
+                    expected[what] = (case.w0[what], np.zeros(case.w0[what].shape))
+                elif what.startswith("kiln.state.opt."):
+                    expected[what] = (np.zeros_like(expected[what][0]),
+                                      np.zeros(expected[what][0].shape))
+            expected["kiln.state.opt.step"] = (np.float64(0), np.float64(0))
+    for what, (want, bound) in expected.items():
         got = tensors.get(what)
         if got is not None:
             got = got.reshape(want.shape) if got.size == want.size else got
         rows.append((what, numerics.compare(got, want, exact, what, bound)))
-    return [(what, c.ok, c.figures(), None if c.problem else c.worst_ratio)
+    return [(what, c[0], c[1], None) if isinstance(c, tuple) else
+            (what, c.ok, c.figures(), None if c.problem else c.worst_ratio)
             for what, c in rows]
+
+
+def fp16_scale(case):
+    """The fp16 runs' initial loss scale S: a third of the models (by seed)
+    use GradScaler's 65536; the others a power of two that puts the largest
+    scaled cotangent M_sure S in [2, 4) FP16_MAX (the step must be
+    skipped) or in [1/8, 1/4) FP16_MAX (it must be taken, at a scale near
+    overflow). 65536 when no contraction is active."""
+    sure, _ = scaled_cotangents(case)
+    pick = int(np.random.default_rng(case.seed + 7).integers(3))
+    if sure <= 0 or pick == 0:
+        return FP16_SCALE
+    k = int(np.floor(np.log2(FP16_MAX / sure))) + (2 if pick == 1 else -2)
+    return float(2.0 ** min(max(k, 0), 40))
+
+
+def fp16_skip(case, tensors):
+    """(skipped, problem, figures): whether kiln skipped the fp16 step (its loss
+    scale state halved from FP16_SCALE; kept when the step was taken), and
+    '' or why that is wrong. The step overflows when a scaled cotangent
+    that is an fp16 contraction operand passes FP16_MAX: it must be skipped
+    when M_sure S > SKIP_BAND FP16_MAX, must be taken when M_maybe S <
+    FP16_MAX / SKIP_BAND, and may be either in between (rounding, and
+    which values kiln keeps in fp16)."""
+    sure, maybe = scaled_cotangents(case)
+    S = fp16_scale(case)
+    scale = tensors.get("kiln.state.loss_scale")
+    good = tensors.get("kiln.state.loss_scale.good_steps")
+    if scale is None or good is None:
+        return False, "the checkpoint has no loss scale state", ""
+    scale, good = float(np.ravel(scale)[0]), float(np.ravel(good)[0])
+    where = (f"initial scale {S:g}, now {scale:g}, good steps {good:g}; "
+             f"largest scaled cotangent {sure * S:.4g} (with pools "
+             f"{maybe * S:.4g}), fp16 max {FP16_MAX:g}")
+    if (scale, good) == (S / 2, 0):
+        skipped = True
+    elif (scale, good) == (S, 1):
+        skipped = False
+    else:
+        return False, "loss scale state not one of a first step's", where
+    if skipped and maybe * S < FP16_MAX / SKIP_BAND:
+        return True, "skipped a step that cannot overflow", where
+    if not skipped and sure * S > FP16_MAX * SKIP_BAND:
+        return False, "took a step that overflows", where
+    with FP16_LOCK:
+        FP16_STEPS["skipped" if skipped else "taken"] += 1
+    return skipped, "", where
 
 
 def check_model(model, seed, modes, tools, workdir):
@@ -648,7 +660,9 @@ def check_model(model, seed, modes, tools, workdir):
                 res.statuses[mode] = "fail"
                 res.signatures[mode] = "wrong " + ",".join(
                     sorted({"loss" if r[0] == "loss" else
+                            "skip decision" if r[0] == "kiln.state.loss_scale" else
                             "moments" if r[0].startswith("kiln.state") else
+                            "running stats" if r[0] in case.running else
                             "weights" for r in bad}))
             else:
                 res.statuses[mode] = "pass"
@@ -667,6 +681,8 @@ def failure_report(res, mode):
     flags = f"--optimizer={OPTIMIZERS[opt][0]}" + (
         f" --precision={precision}" if precision != "fp32" else "")
     case = getattr(res, "case", None)
+    if precision == "fp16" and case:
+        flags += f" --loss-scale=dynamic --loss-scale-init={fp16_scale(case):.0f}"
     loss = f"--loss={case.loss} {case.labels_flag}" if case else ""
     return (f"FAIL seed {res.seed} mode {mode} (kilnc --train {loss} {flags}): "
             f"{res.signatures[mode]}\n{res.details[mode]}\n"
@@ -804,6 +820,9 @@ def main():
                     "its loss, mse by default) instead")
     ap.add_argument("--print-graph", action="store_true")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--focus", choices=["windows"],
+                    help="windows: every input an image or a signal, so that "
+                    "pooling and normalisation are drawn in every graph")
     args = ap.parse_args()
     tools = ff.Tools(args.kilnc, None, args.timeout)
     tools.kiln_train = args.kiln_train
@@ -822,8 +841,13 @@ def main():
         check=lambda model, seed, modes, workdir: check_model(
             model, seed, modes, tools, workdir),
         save_failure=save_failure, failure_report=failure_report,
-        graph_text=ff.graph_text)
-    return campaign.run(generate, lambda seed: modes_for(seed, spec))
+        graph_text=ff.graph_text,
+        summary_lines=lambda: [
+            f"fp16 first steps: {FP16_STEPS['taken']} taken, "
+            f"{FP16_STEPS['skipped']} skipped (overflow), each as predicted"]
+        if FP16_STEPS else [])
+    return campaign.run(lambda seed: generate(seed, args.focus),
+                        lambda seed: modes_for(seed, spec))
 
 
 def repros_main(args, tools):
@@ -843,7 +867,8 @@ def repros_main(args, tools):
 
 
 def minimize_main(args, tools, spec):
-    model = ff.load_model(args.model) if args.model else generate(args.seed)
+    model = ff.load_model(args.model) if args.model else generate(args.seed,
+                                                                  args.focus)
     seed = args.seed
     modes = modes_for(seed, spec)
     work = tempfile.mkdtemp(prefix="train-fuzz-min-")

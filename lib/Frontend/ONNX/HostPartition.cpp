@@ -512,6 +512,9 @@ LogicalResult Partitioner::run() {
       }
       continue;
     }
+    // Every host op makes a first output (the steps below name it).
+    if (node.output_size() == 0 || node.output(0).empty())
+      return fail(describeNode(node) + ": the node has no first output");
     rt::HostPhase phase = rt::HostPhase::Before;
     for (const std::string &name : node.input()) {
       if (name.empty())

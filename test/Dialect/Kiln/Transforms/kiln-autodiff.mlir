@@ -143,6 +143,34 @@ module {
 
 // -----
 
+// Global max pooling routes each plane's gradient to its first maximum (an
+// argmax over the flattened positions, one-hot against an iota), not to
+// every element equal to the maximum: with ties that gave k times the
+// gradient (train_fuzz.py --focus windows seed 1233).
+// CHECK-LABEL: func.func @train_grad(
+// (The pooled input is recomputed: rematerialize=true.)
+// CHECK:         kiln.global_pool <max> %{{.*}} : tensor<4x2x3x1xf32> -> tensor<4x2x1x1xf32>
+// CHECK:         %[[IN:.*]] = kiln.mul %arg0, %{{.*}} {kiln.recomputed}
+// CHECK:         %[[FLAT:.*]] = kiln.reshape %[[IN]] : tensor<4x2x3x1xf32> -> tensor<4x2x3xf32>
+// CHECK:         %[[FIRST:.*]] = kiln.argmax %[[FLAT]] {axis = 2 : i64} : tensor<4x2x3xf32> -> tensor<4x2x1xi64>
+// CHECK:         %[[IOTA:.*]] = kiln.iota {start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : tensor<3xi64>
+// CHECK:         %[[ROW:.*]] = kiln.reshape %[[IOTA]] : tensor<3xi64> -> tensor<1x1x3xi64>
+// CHECK:         %[[HIT:.*]] = kiln.equal %[[FIRST]], %[[ROW]] : tensor<4x2x1xi64>, tensor<1x1x3xi64> -> tensor<4x2x3xi1>
+// CHECK:         kiln.select %[[HIT]]
+// CHECK-NOT:     kiln.equal %{{.*}}, %{{.*}} : tensor<4x2x3x1xf32>, tensor<4x2x1x1xf32>
+module {
+  ml_program.global private @w(dense<1.0> : tensor<2x3x1xf32>) : tensor<2x3x1xf32> {kiln.origin = "initializer f32 2x3x1 w"}
+  func.func @main(%x: tensor<4x2x3x1xf32> {kiln.name = "x"}) -> (tensor<4x2xf32> {kiln.name = "y"}) {
+    %w = ml_program.global_load_const @w : tensor<2x3x1xf32>
+    %h = kiln.mul %x, %w : tensor<4x2x3x1xf32>, tensor<2x3x1xf32> -> tensor<4x2x3x1xf32>
+    %p = kiln.global_pool <max> %h : tensor<4x2x3x1xf32> -> tensor<4x2x1x1xf32>
+    %y = kiln.reshape %p : tensor<4x2x1x1xf32> -> tensor<4x2xf32>
+    return %y : tensor<4x2xf32>
+  }
+}
+
+// -----
+
 // Rematerialisation: the relu's output (read by dW2 = r^T dY) is recomputed
 // in the backward from its input h, which the relu's own gradient keeps;
 // the report counts h and the loss's y - t kept (arguments, weights and

@@ -14,7 +14,8 @@
 // it never wins.
 //
 // Global pooling: the gradient broadcast over the spatial positions
-// (divided by their count for avg, routed to the maximum for max).
+// (divided by their count for avg), or routed to each plane's first
+// maximum (an argmax over the flattened positions) for max.
 //
 //===----------------------------------------------------------------------===//
 
@@ -183,9 +184,22 @@ RuleStatus globalPoolVjp(GradBuilder &g, GlobalPoolOp op, Value dy,
     operandGrads[0] = g.scale(spread, 1.0 / double(positions));
     return RuleStatus::Applied;
   }
-  Value hit = EqualOp::create(g.b, op.getInput(), op.getResult());
-  operandGrads[0] = SelectOp::create(
-      g.b, hit, spread, g.scalar(inType.getElementType(), 0.0));
+  // Max: each plane's gradient goes to its first maximum, as windowed max
+  // pooling routes it (and PyTorch and onnxruntime pick the element); every
+  // tied maximum taking it all would give k times the gradient for k ties.
+  int64_t n = inType.getDimSize(0), c = inType.getDimSize(1);
+  int64_t positions = inType.getNumElements() / (n * c);
+  Value planes = g.reshape(op.getInput(), {n, c, positions});
+  Value first = ArgMaxOp::create(g.b, planes, g.b.getI64IntegerAttr(2),
+                                 g.b.getBoolAttr(true), UnitAttr());
+  Value index = IotaOp::create(
+      g.b, RankedTensorType::get({positions}, g.b.getI64Type()),
+      g.b.getF64FloatAttr(0.0), g.b.getF64FloatAttr(1.0));
+  Value hit = EqualOp::create(g.b, first, g.reshape(index, {1, 1, positions}));
+  Value routed =
+      SelectOp::create(g.b, hit, g.reshape(spread, {n, c, positions}),
+                       g.scalar(inType.getElementType(), 0.0));
+  operandGrads[0] = g.reshape(routed, inType.getShape());
   return RuleStatus::Applied;
 }
 } // namespace
