@@ -192,9 +192,9 @@ RuleStatus globalPoolVjp(GradBuilder &g, GlobalPoolOp op, Value dy,
   Value planes = g.reshape(op.getInput(), {n, c, positions});
   Value first = ArgMaxOp::create(g.b, planes, g.b.getI64IntegerAttr(2),
                                  g.b.getBoolAttr(true), UnitAttr());
-  Value index = IotaOp::create(
-      g.b, RankedTensorType::get({positions}, g.b.getI64Type()),
-      g.b.getF64FloatAttr(0.0), g.b.getF64FloatAttr(1.0));
+  Value index =
+      IotaOp::create(g.b, RankedTensorType::get({positions}, g.b.getI64Type()),
+                     g.b.getF64FloatAttr(0.0), g.b.getF64FloatAttr(1.0));
   Value hit = EqualOp::create(g.b, first, g.reshape(index, {1, 1, positions}));
   Value routed =
       SelectOp::create(g.b, hit, g.reshape(spread, {n, c, positions}),
