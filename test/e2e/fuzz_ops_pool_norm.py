@@ -173,7 +173,12 @@ class PoolNormOps:
     def op_batchnorm(self):
         """BatchNormalization in inference mode: Y only, the running
         statistics as initializers (variance positive)."""
-        t = self.pick(lambda v: v.rank >= 2 and v.shape[1] <= 64)
+        return self.batchnorm_on(lambda v: v.rank >= 2 and v.shape[1] <= 64)
+
+    def batchnorm_on(self, fits):
+        """A BatchNormalization of a value `fits` accepts (the training
+        generator asks for more)."""
+        t = self.pick(fits)
         if t is None:
             return False
         C = t.shape[1]

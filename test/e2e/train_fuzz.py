@@ -246,23 +246,8 @@ class TrainBuilder(ff.Builder):
         """fuzz_ops_pool_norm's BatchNormalization, on a value with at least
         two elements per channel: kiln-autodiff trains it with the batch's
         statistics, and a channel of one element has x - mean = 0 exactly."""
-        t = self.pick(lambda v: v.rank >= 2 and v.shape[1] <= 64 and
-                      ff.nelems(v.shape) >= 2 * v.shape[1])
-        if t is None:
-            return False
-        C = t.shape[1]
-        inputs = [t.name, self.weight((C,), 1.0, "bns"), self.weight((C,), 1.0, "bnb"),
-                  self.weight((C,), 0.5, "bnm")]
-        var = self.fresh("bnv")
-        self.inits.append(onh.from_array(
-            (np.abs(self.rng.standard_normal(C)) + 0.1).astype(np.float32), var))
-        inputs.append(var)
-        attrs = {}
-        if self.chance(0.3):
-            attrs["epsilon"] = 1e-3
-        if self.chance(0.2):
-            attrs["momentum"] = 0.8
-        self.emit("BatchNormalization", inputs, [t.shape], **attrs)
+        return self.batchnorm_on(lambda v: v.rank >= 2 and v.shape[1] <= 64 and
+                                 ff.nelems(v.shape) >= 2 * v.shape[1])
         return True
 
     def index_input(self, shape, dim):
