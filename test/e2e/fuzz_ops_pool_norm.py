@@ -120,8 +120,10 @@ class PoolNormOps:
         self.emit("Conv", inputs, [oshape], **attrs)
         return True
 
+    POOL_RANKS = (4,)  # the training generator pools [N, C, L] too
+
     def pool2d(self, op):
-        t = self.pick(lambda v: v.rank == 4)
+        t = self.pick(lambda v: v.rank in self.POOL_RANKS)
         if t is None:
             return False
         auto_pad = self.choice(AUTO_PADS, p=[4, 2, 2, 2])

@@ -164,7 +164,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "training"),
                 os.path.join(HERE, "..", "..", "scripts")]
 import fusion_fuzz as ff  # noqa: E402
-from fuzz_ops_pool_norm import AUTO_PADS  # noqa: E402
 from fuzz_campaign import Campaign, check_repros  # noqa: E402
 import numerics  # noqa: E402
 import onnx_jax  # noqa: E402
@@ -221,26 +220,7 @@ class TrainBuilder(ff.Builder):
                   ("op_global_pool", 1.0), ("op_batchnorm", 1.0),
                   ("op_instancenorm", 1.0)]
 
-    def pool2d(self, op):
-        """fuzz_ops_pool_norm's MaxPool/AveragePool, on [N, C, L] too."""
-        t = self.pick(lambda v: v.rank in (3, 4))
-        if t is None:
-            return False
-        auto_pad = self.choice(AUTO_PADS, p=[4, 2, 2, 2])
-        dims = [self.window_dim(d, auto_pad, dilate=(op == "MaxPool"))
-                for d in t.shape[2:]]
-        if None in dims:
-            return False
-        ceil = (auto_pad == "NOTSET" and self.chance(0.35) and
-                all(w[6] is not None for w in dims))
-        out = t.shape[:2] + tuple(w[6] if ceil else w[5] for w in dims)
-        if ff.nelems(out) > ff.MAX_ELEMS:
-            return False
-        attrs = self.window_attrs(auto_pad, dims, ceil)
-        if op == "AveragePool" and self.chance(0.4):
-            attrs["count_include_pad"] = 1
-        self.emit(op, [t.name], [out], **attrs)
-        return True
+    POOL_RANKS = (3, 4)  # fuzz_ops_pool_norm's pools, on [N, C, L] too
 
     def op_batchnorm(self):
         """fuzz_ops_pool_norm's BatchNormalization, on a value with at least
